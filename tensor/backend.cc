@@ -1,0 +1,48 @@
+#include "tensor/backend.h"
+
+#include <array>
+
+#include "tensor/error.h"
+
+namespace coppice {
+namespace {
+std::array<DeviceBackend*, 2>& backends() {
+  static std::array<DeviceBackend*, 2> table{nullptr, nullptr};
+  return table;
+}
+}  // namespace
+
+void register_backend(DeviceType type, DeviceBackend* backend) {
+  backends()[static_cast<size_t>(type)] = backend;
+}
+
+DeviceBackend* find_backend(DeviceType type) { return backends()[static_cast<size_t>(type)]; }
+
+DeviceBackend& backend_for(Device device) {
+  DeviceBackend* b = find_backend(device.type);
+  COPPICE_CHECK(b != nullptr, "device ", device.to_string(),
+                ": this build of Coppice has no ", device_type_name(device.type),
+                " backend (built without CUDA; run tools/setup where nvcc exists)");
+  int count = b->device_count();
+  COPPICE_CHECK(device.index >= 0 && device.index < count, "device ", device.to_string(),
+                ": no such device (", count, " visible)");
+  return *b;
+}
+
+int cuda_device_count() {
+  DeviceBackend* b = find_backend(DeviceType::kCuda);
+  return b == nullptr ? 0 : b->device_count();
+}
+
+bool cuda_available() { return cuda_device_count() > 0; }
+
+Allocator& allocator_for(Device device) {
+  if (device.is_cpu()) return cpu_allocator();
+  return backend_for(device).allocator(device.index);
+}
+
+void synchronize(Device device) {
+  if (device.is_cuda()) backend_for(device).synchronize(device.index);
+}
+
+}  // namespace coppice

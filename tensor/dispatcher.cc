@@ -1,0 +1,155 @@
+#include "tensor/dispatcher.h"
+
+#include <cstdio>
+
+
+namespace coppice {
+
+Attrs& Attrs::set(std::string name, AttrValue value) {
+  values_[std::move(name)] = std::move(value);
+  return *this;
+}
+
+bool Attrs::has(std::string_view name) const { return values_.find(name) != values_.end(); }
+
+const AttrValue& Attrs::find(std::string_view name) const {
+  auto it = values_.find(name);
+  COPPICE_CHECK(it != values_.end(), "op attribute '", name, "' is missing");
+  return it->second;
+}
+
+int64_t Attrs::get_int(std::string_view name) const {
+  const AttrValue& v = find(name);
+  if (const auto* b = std::get_if<bool>(&v)) return *b;
+  const auto* i = std::get_if<int64_t>(&v);
+  COPPICE_CHECK(i != nullptr, "op attribute '", name, "' is not an integer");
+  return *i;
+}
+
+double Attrs::get_double(std::string_view name) const {
+  const AttrValue& v = find(name);
+  if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+  const auto* d = std::get_if<double>(&v);
+  COPPICE_CHECK(d != nullptr, "op attribute '", name, "' is not a number");
+  return *d;
+}
+
+bool Attrs::get_bool(std::string_view name) const {
+  const AttrValue& v = find(name);
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i != 0;
+  const auto* b = std::get_if<bool>(&v);
+  COPPICE_CHECK(b != nullptr, "op attribute '", name, "' is not a bool");
+  return *b;
+}
+
+const std::string& Attrs::get_string(std::string_view name) const {
+  const auto* s = std::get_if<std::string>(&find(name));
+  COPPICE_CHECK(s != nullptr, "op attribute '", name, "' is not a string");
+  return *s;
+}
+
+const std::vector<int64_t>& Attrs::get_ints(std::string_view name) const {
+  const auto* v = std::get_if<std::vector<int64_t>>(&find(name));
+  COPPICE_CHECK(v != nullptr, "op attribute '", name, "' is not a list of integers");
+  return *v;
+}
+
+int64_t Attrs::get_int(std::string_view name, int64_t fallback) const {
+  return has(name) ? get_int(name) : fallback;
+}
+double Attrs::get_double(std::string_view name, double fallback) const {
+  return has(name) ? get_double(name) : fallback;
+}
+bool Attrs::get_bool(std::string_view name, bool fallback) const {
+  return has(name) ? get_bool(name) : fallback;
+}
+
+Dispatcher& Dispatcher::instance() {
+  static Dispatcher* d = new Dispatcher();  // never destroyed: used from static destructors
+  return *d;
+}
+
+std::string Dispatcher::key(std::string_view op, DeviceType device,
+                            const std::vector<std::string_view>& formats) {
+  return str_cat(op, "|", device_type_name(device), "|", str_join(formats, ","));
+}
+
+void Dispatcher::register_kernel(std::string op, DeviceType device, std::vector<std::string> formats,
+                                 Kernel kernel) {
+  std::vector<std::string_view> views(formats.begin(), formats.end());
+  kernels_[key(op, device, views)] = std::move(kernel);
+  ++ops_by_device_[str_cat(op, "|", device_type_name(device))];
+}
+
+void Dispatcher::register_to_dense(std::string format, ToDense fn) { to_dense_[std::move(format)] = std::move(fn); }
+
+const Kernel* Dispatcher::find(std::string_view op, DeviceType device,
+                               const std::vector<std::string_view>& formats) const {
+  auto it = kernels_.find(key(op, device, formats));
+  if (it != kernels_.end()) return &it->second;
+  // A kernel registered for "*" in every position accepts any formats.
+  std::vector<std::string_view> any(formats.size(), "*");
+  it = kernels_.find(key(op, device, any));
+  return it == kernels_.end() ? nullptr : &it->second;
+}
+
+bool Dispatcher::has_kernel(std::string_view op, DeviceType device) const {
+  return ops_by_device_.contains(str_cat(op, "|", device_type_name(device)));
+}
+
+std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tensor>& inputs,
+                                     const Attrs& attrs) const {
+  std::vector<std::string_view> formats;
+  formats.reserve(inputs.size());
+  const Tensor* first = nullptr;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (!t.defined()) {
+      formats.push_back("none");
+      continue;
+    }
+    formats.push_back(t.format());
+    if (first == nullptr) {
+      first = &t;
+    } else {
+      COPPICE_CHECK(t.device() == first->device(), op, ": input ", i, " is on ", t.device().to_string(),
+                    " but an earlier input is on ", first->device().to_string(),
+                    "; move them to one device first");
+    }
+  }
+  COPPICE_CHECK(first != nullptr, op, ": called with no defined input");
+  DeviceType device = first->device().type;
+  if (const Kernel* k = find(op, device, formats)) return (*k)(inputs, attrs);
+
+  bool all_dense = true;
+  for (std::string_view f : formats) all_dense = all_dense && (f == "dense" || f == "none");
+  COPPICE_CHECK(!all_dense, op, ": no kernel registered for (", str_join(formats, ", "), ") on ",
+                device_type_name(device));
+
+  std::string fallback = str_cat(op, "(", str_join(formats, ", "), ")");
+  COPPICE_CHECK(!fallback_is_error_, op, ": no kernel for ", fallback, " on ", device_type_name(device),
+                ", and dense fallbacks are errors in this run");
+  std::vector<Tensor> dense_inputs = inputs;
+  std::vector<std::string_view> dense_formats(formats.size(), "dense");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      dense_formats[i] = "none";
+      continue;
+    }
+    if (inputs[i].is_dense()) continue;
+    auto conv = to_dense_.find(std::string(formats[i]));
+    COPPICE_CHECK(conv != to_dense_.end(), op, ": format '", formats[i], "' has no conversion to dense");
+    dense_inputs[i] = conv->second(inputs[i]);
+  }
+  const Kernel* k = find(op, device, dense_formats);
+  COPPICE_CHECK(k != nullptr, op, ": no kernel for ", fallback, " and no dense kernel to fall back to on ",
+                device_type_name(device));
+  int64_t& count = fallbacks_[fallback];
+  if (count++ == 0) std::fprintf(stderr, "coppice: warning: %s falls back to dense\n", fallback.c_str());
+  return (*k)(dense_inputs, attrs);
+}
+
+std::map<std::string, int64_t> Dispatcher::fallback_counts() const { return fallbacks_; }
+void Dispatcher::reset_fallback_counts() { fallbacks_.clear(); }
+
+}  // namespace coppice

@@ -1,0 +1,100 @@
+// The op dispatcher: (op name, input formats, device) -> kernel.
+//
+// Every kernel has one boxed signature, (inputs, attributes) -> outputs, so
+// that a format added later (sparse/, or a user's) plugs in by registering
+// kernels under the same op names, and callers never change. When no kernel
+// matches and some input is not dense, the dispatcher converts those inputs to
+// dense, runs the dense kernel and counts the fallback; fallbacks can be made
+// errors (ARCHITECTURE.md, "Dispatch, then fall back loudly").
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+using AttrValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
+
+// Named, typed op attributes (dim, keepdim, eps, ...). Getters throw naming
+// the op when an attribute is missing or has another type.
+class Attrs {
+ public:
+  Attrs() = default;
+  Attrs& set(std::string name, AttrValue value);
+  bool has(std::string_view name) const;
+  int64_t get_int(std::string_view name) const;
+  double get_double(std::string_view name) const;  // ints convert
+  bool get_bool(std::string_view name) const;
+  const std::string& get_string(std::string_view name) const;
+  const std::vector<int64_t>& get_ints(std::string_view name) const;
+  int64_t get_int(std::string_view name, int64_t fallback) const;
+  double get_double(std::string_view name, double fallback) const;
+  bool get_bool(std::string_view name, bool fallback) const;
+
+ private:
+  const AttrValue& find(std::string_view name) const;
+  std::map<std::string, AttrValue, std::less<>> values_;
+};
+
+using Kernel = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Attrs& attrs)>;
+
+// Converts a tensor of some format to dense (registered per format by sparse/).
+using ToDense = std::function<Tensor(const Tensor&)>;
+
+class Dispatcher {
+ public:
+  static Dispatcher& instance();
+
+  // `formats` has one entry per input ("dense", "csr", ...); "*" matches any format.
+  void register_kernel(std::string op, DeviceType device, std::vector<std::string> formats, Kernel kernel);
+  void register_to_dense(std::string format, ToDense fn);
+
+  // The kernel for exactly these formats, or nullptr.
+  const Kernel* find(std::string_view op, DeviceType device, const std::vector<std::string_view>& formats) const;
+  bool has_kernel(std::string_view op, DeviceType device) const;
+
+  // Runs `op` on `inputs` (undefined tensors are allowed for optional inputs
+  // and match the format "none"). All defined inputs must share a device.
+  std::vector<Tensor> call(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs = {}) const;
+
+  // Dense fallbacks taken so far, by "op(format, format)".
+  std::map<std::string, int64_t> fallback_counts() const;
+  void reset_fallback_counts();
+  // When true, a fallback throws instead of running.
+  void set_fallback_is_error(bool on) { fallback_is_error_ = on; }
+  bool fallback_is_error() const { return fallback_is_error_; }
+
+ private:
+  Dispatcher() = default;
+  static std::string key(std::string_view op, DeviceType device, const std::vector<std::string_view>& formats);
+
+  absl::flat_hash_map<std::string, Kernel> kernels_;
+  absl::flat_hash_map<std::string, int> ops_by_device_;  // "op|device" -> count, for has_kernel
+  absl::flat_hash_map<std::string, ToDense> to_dense_;
+  mutable std::map<std::string, int64_t> fallbacks_;
+  bool fallback_is_error_ = false;
+};
+
+// Static registration: `static KernelRegistrar r("add", DeviceType::kCpu, {"dense", "dense"}, fn);`
+// Libraries holding registrars are built with alwayslink so the linker keeps them.
+struct KernelRegistrar {
+  KernelRegistrar(std::string op, DeviceType device, std::vector<std::string> formats, Kernel kernel) {
+    Dispatcher::instance().register_kernel(std::move(op), device, std::move(formats), std::move(kernel));
+  }
+};
+
+// Shorthand for the common case.
+inline std::vector<Tensor> dispatch(std::string_view op, const std::vector<Tensor>& inputs,
+                                    const Attrs& attrs = {}) {
+  return Dispatcher::instance().call(op, inputs, attrs);
+}
+
+}  // namespace coppice

@@ -1,0 +1,54 @@
+// coppice::Error and the checks that throw it.
+//
+// Misuse of an op (shape, dtype, device, format mismatch, bad indices) throws
+// coppice::Error with a message that names the op, the operands and what was
+// expected (ARCHITECTURE.md, Errors). Parsers return absl::Status instead.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace coppice {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Concatenates anything that can be streamed. (Debian's Abseil is built with
+// its own string_view, so absl::StrCat does not take std::string_view.)
+template <typename... Parts>
+std::string str_cat(const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  return os.str();
+}
+
+// Joins the streamed elements of `items` with `sep`.
+template <typename Range>
+std::string str_join(const Range& items, const char* sep) {
+  std::ostringstream os;
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) os << sep;
+    os << item;
+    first = false;
+  }
+  return os.str();
+}
+
+// Throws coppice::Error whose message is the concatenation of `parts`.
+template <typename... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  throw Error(str_cat(parts...));
+}
+
+}  // namespace coppice
+
+// COPPICE_CHECK(cond, "op: message ", value, ...): throws coppice::Error with
+// the concatenated message when `cond` is false.
+#define COPPICE_CHECK(cond, ...)        \
+  do {                                  \
+    if (!(cond)) ::coppice::fail(__VA_ARGS__); \
+  } while (0)

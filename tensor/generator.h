@@ -1,0 +1,36 @@
+// A counter-based random stream: (seed, offset). Each draw uses the stream at
+// the current offset and then advances it by one, so results do not
+// depend on the device or on how the work is split across threads.
+#pragma once
+
+#include <cstdint>
+
+namespace coppice {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0, uint64_t offset = 0) : seed_(seed), offset_(offset) {}
+
+  // A stream keyed by (seed, purpose, step, rank), for masks and dropout that
+  // must agree across devices and replicas (ARCHITECTURE.md, Deterministic).
+  static Generator keyed(uint64_t seed, uint64_t purpose, uint64_t step, uint64_t rank);
+
+  uint64_t seed() const { return seed_; }
+  uint64_t offset() const { return offset_; }
+  void set_offset(uint64_t offset) { offset_ = offset; }
+
+  // Returns the offset for the next draw and moves past it. The offset is a
+  // separate word of the Philox counter from the element index, so one draw
+  // of any size never overlaps the next.
+  uint64_t advance() { return offset_++; }
+
+ private:
+  uint64_t seed_;
+  uint64_t offset_;
+};
+
+// The process-wide default stream (seeded with 0 until manual_seed is called).
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+}  // namespace coppice

@@ -1,0 +1,70 @@
+// The dense primitive kernels: the contract between the op frontends (ops.h)
+// and each device's kernels (tensor/cpu, tensor/cuda).
+//
+// Every device registers each primitive below with the dispatcher under its
+// name, for dense inputs ("dense" per input, "none" for an absent optional
+// one). Frontends prepare the inputs as stated (contiguous where it says so),
+// so kernels stay small. The CPU kernel of each primitive is the CUDA
+// kernel's twin: tests compare them.
+//
+// Floating kernels compute bf16/f16 in f32 and f32/f64 in their own type.
+//
+// name            inputs                         attrs                                 outputs
+// --------------  -----------------------------  ------------------------------------  -------------------------------
+// fill_           out                            value (double)                        out
+// copy_           dst, src (src broadcasts to    -                                     dst
+//                 dst; any strides; any dtypes,
+//                 converted)
+// <unary>         x (any strides)                clamp: min, max (doubles; +-inf for   y contiguous, x's shape, dtype:
+//                                                "none")                               x's (sign/abs/neg/relu/clamp
+//                                                                                      also take integers)
+// <binary>        a, b (broadcast; same dtype,   -                                     contiguous, broadcast shape;
+//                 any strides)                                                         a's dtype, bool for comparisons
+// where           cond (bool), a, b (same        -                                     contiguous, broadcast shape
+//                 dtype; broadcast)
+// reduce_sum      x contiguous [outer, r]        -                                     [outer], x's dtype (i64 for ints)
+// reduce_max      x contiguous [outer, r], r>0   -                                     values [outer], indices i64 [outer]
+// reduce_min      same                           -                                     same
+// gemm            a, b contiguous 3-D            trans_a, trans_b (bools)              c [batch, m, n] contiguous,
+//                 a: [ba, m, k] ([ba, k, m] if                                         dtype of a; f32 accumulation
+//                 trans_a); b: [bb, k, n]                                              for 16-bit types
+//                 ([bb, n, k] if trans_b);
+//                 ba == bb, or one of them 1
+//                 (broadcast over the batch)
+// im2col          x contiguous [n, c, h, w]      kernel, stride, padding, dilation     cols [n, c*kh*kw, oh*ow]
+//                                                (each [2] ints)
+// col2im          cols contiguous                same, plus size ([h, w])              x [n, c, h, w] (overlaps summed)
+//                 [n, c*kh*kw, oh*ow]
+// max_pool2d      x contiguous [n, c, h, w]      kernel, stride, padding ([2] each)    values [n, c, oh, ow], indices i64
+//                                                                                      (flat h*w position in the plane)
+// index_select    x contiguous, index i64 1-D    dim                                   contiguous
+// gather          x contiguous, index i64        dim                                   contiguous, index's shape
+//                 contiguous (same ndim)
+// scatter_add     x contiguous, index i64        dim                                   x + src scattered at index
+//                 contiguous, src contiguous                                           (new tensor)
+//                 (index's shape)
+// topk            x contiguous [outer, r]        k, largest (bool)                     values [outer, k], indices i64
+//                                                                                      [outer, k], sorted, ties by
+//                                                                                      lower index first
+// uniform_        out contiguous floating        seed, offset (ints), low, high        out (philox::uniform_*)
+// normal_         out contiguous floating        seed, offset, mean, std               out (philox::normal)
+// randint_        out contiguous integer         seed, offset, low, high (ints)        out: low + word % (high-low)
+//
+// <unary>: neg abs sign exp log sqrt rsqrt relu gelu (erf form) sigmoid tanh erf clamp
+// <binary>: add sub mul div pow maximum minimum eq ne lt le gt ge
+#pragma once
+
+#include <string_view>
+
+namespace coppice::kernels {
+
+inline constexpr std::string_view kUnaryOps[] = {"neg",  "abs",  "sign",    "exp",  "log", "sqrt",  "rsqrt",
+                                                 "relu", "gelu", "sigmoid", "tanh", "erf", "clamp"};
+inline constexpr std::string_view kBinaryOps[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
+                                                  "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
+
+inline bool is_comparison(std::string_view op) {
+  return op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge";
+}
+
+}  // namespace coppice::kernels

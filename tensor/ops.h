@@ -1,0 +1,182 @@
+// Tensor ops: what users and the autograd layer call.
+//
+// Every op checks its operands (shape, dtype, device) and throws
+// coppice::Error naming itself and what it expected, then runs through the
+// dispatcher, so a sparse format registered later takes the same calls.
+// Binary ops broadcast (NumPy rules) and promote dtypes (promote_types).
+// Composite ops (softmax, cross_entropy, conv2d, ...) are built from the
+// primitives in kernels.h unless a device registers a fused kernel of the same
+// name.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "tensor/generator.h"
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+// ---- factories -------------------------------------------------------------
+Tensor empty(const Shape& shape, TensorOptions options = {});
+Tensor zeros(const Shape& shape, TensorOptions options = {});
+Tensor ones(const Shape& shape, TensorOptions options = {});
+Tensor full(const Shape& shape, double value, TensorOptions options = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor scalar_tensor(double value, TensorOptions options = {});  // 0-dimensional
+// [start, end) in steps of `step`; i64 unless options say otherwise.
+Tensor arange(double start, double end, double step = 1.0, TensorOptions options = DType::kI64);
+Tensor arange(int64_t end, TensorOptions options = DType::kI64);
+// From host values; `shape` defaults to [values.size()].
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, Shape shape = {}, TensorOptions options = dtype_of<T>());
+// Random (Philox; the same numbers on every device for the same generator state).
+Tensor rand(const Shape& shape, TensorOptions options = {}, Generator& gen = default_generator());
+Tensor randn(const Shape& shape, TensorOptions options = {}, Generator& gen = default_generator());
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = DType::kI64,
+               Generator& gen = default_generator());
+// 1 with probability p, else 0, in `options.dtype` (bool allowed).
+Tensor bernoulli(const Shape& shape, double p, TensorOptions options = {}, Generator& gen = default_generator());
+
+// ---- elementwise -----------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);  // exact (erf) form
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+// ---- reductions ------------------------------------------------------------
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // i64
+};
+Tensor sum(const Tensor& x);  // all elements, 0-dimensional
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor max(const Tensor& x);  // all elements
+Tensor min(const Tensor& x);
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+// The p-norm over all elements, or over `dims`.
+Tensor norm(const Tensor& x, double p = 2.0);
+Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims, bool keepdim = false);
+// The k largest (or smallest) along `dim`, sorted.
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
+
+// ---- linear algebra --------------------------------------------------------
+// NumPy matmul: 1-D operands are promoted and the added dim removed; batch dims broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);  // [b, m, k] x [b, k, n]
+// x [..., in] times weight [out, in] transposed, plus bias [out] when defined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- neural-network ops ----------------------------------------------------
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+enum class Reduction { kMean, kSum, kNone };
+struct CrossEntropyOptions {
+  double label_smoothing = 0.0;
+  int64_t ignore_index = -100;  // targets equal to this contribute nothing
+  Reduction reduction = Reduction::kMean;  // mean over the targets not ignored
+};
+// logits [n, c], target i64 [n].
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
+
+// Normalizes over the trailing `normalized_shape`; weight and bias optional.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// Rows of weight [v, d] picked by an integer tensor of any shape: [..., d].
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// Zeroes each element with probability p and scales the rest by 1/(1-p); identity when !training.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
+
+struct Conv2dOptions {
+  std::vector<int64_t> stride = {1, 1};
+  std::vector<int64_t> padding = {0, 0};
+  std::vector<int64_t> dilation = {1, 1};
+};
+// x [n, c, h, w], weight [o, c, kh, kw], bias [o] optional.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              const Conv2dOptions& options = {});
+// Returns values and flat indices into each h*w plane (what the backward pass needs).
+ValuesIndices max_pool2d_with_indices(const Tensor& x, const std::vector<int64_t>& kernel,
+                                      const std::vector<int64_t>& stride = {},
+                                      const std::vector<int64_t>& padding = {0, 0});
+Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride = {},
+                  const std::vector<int64_t>& padding = {0, 0});
+// Primitives the backward passes use (exposed for autograd/).
+Tensor im2col(const Tensor& x, const std::vector<int64_t>& kernel, const Conv2dOptions& options);
+Tensor col2im(const Tensor& cols, const Shape& image_shape, const std::vector<int64_t>& kernel,
+              const Conv2dOptions& options);
+
+// ---- shape and indexing ----------------------------------------------------
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// A copy of x with src added at index along dim (duplicates accumulate).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+
+// ---- comparison helpers for tests -----------------------------------------
+// True when shapes match and |a - b| <= atol + rtol * |b| everywhere (NaN never matches).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+// The largest |a - b| (as f64), after broadcasting.
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
+}  // namespace coppice
+
+#include "tensor/ops_inl.h"
