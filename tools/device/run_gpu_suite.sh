@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs on the lent GPU machine from the repo root, with .devbin carried
+# (tools/device/build_devbin.sh makes it): every test binary (GPU tests must
+# not skip there), the demo on the GPU, and the benchmarks side by side with
+# PyTorch. A few summary files go to $OUT, everything else into
+# $OUT/gpu_logs.tgz (the device tool brings back at most 8 files).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+W=/tmp/gpu_suite
+rm -rf "$W" && mkdir -p "$W" "$OUT"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$W/gpu.txt"
+
+for t in .devbin/tests/*; do
+  name=$(basename "$t")
+  "$t" --gtest_brief=1 --gtest_output="xml:$W/$name.xml" > "$W/$name.log" 2>&1
+  rc=$?
+  c=$(grep -c '<testcase' "$W/$name.xml" 2>/dev/null || true)
+  f=$(grep -c '<failure' "$W/$name.xml" 2>/dev/null || true)
+  s=$(grep -c 'result="skipped"' "$W/$name.xml" 2>/dev/null || true)
+  c=${c:-0}; f=${f:-0}; s=${s:-0}
+  if [[ $rc -ne 0 && $f -eq 0 ]]; then f=1; fi
+  echo "$name rc=$rc cases=$c failed=$f skipped=$s"
+done > "$W/tests.txt"
+{
+  awk '{for(i=2;i<=NF;i++){split($i,kv,"="); v[kv[1]]+=kv[2]}}
+       END {printf "GPU suite: %d passed, %d failed, %d skipped\n", v["cases"]-v["failed"]-v["skipped"], v["failed"], v["skipped"]}' "$W/tests.txt"
+  grep -v ' failed=0 skipped=0' "$W/tests.txt" | sed 's/^/  not clean: /'
+  echo "skip reasons:"; grep -ho 'skipped message="[^"]*"' "$W"/*.xml | sort | uniq -c | head -20
+  for x in "$W"/*.log; do grep -l 'FAILED\|Failure' "$x" >/dev/null && { echo "== $(basename "$x")"; grep -A8 'Failure\|FAILED' "$x" | head -40; }; done
+} > "$OUT/summary.txt" 2>&1
+cat "$OUT/summary.txt" | head -60
+
+echo "== demo on the GPU"
+.devbin/mlp_demo --device cuda > "$OUT/demo.txt" 2>&1; tail -8 "$OUT/demo.txt"
+echo "== benchmarks"
+.devbin/bench all --device all --json "$OUT/bench_coppice.json" > "$W/bench_coppice.log" 2>&1
+python3 .devbin/torch_reference.py --json "$OUT/bench_torch.json" > "$W/bench_torch.log" 2>&1
+python3 .devbin/compare.py "$OUT/bench_coppice.json" "$OUT/bench_torch.json" > "$OUT/compare.txt" 2>&1
+cat "$OUT/compare.txt"
+tar czf "$OUT/gpu_logs.tgz" -C "$W" .
