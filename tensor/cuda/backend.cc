@@ -1,0 +1,65 @@
+// The CUDA DeviceBackend: registered at start-up, it asks the driver nothing
+// until first used, so a CUDA build starts (and runs on the CPU) on machines
+// without a GPU or driver.
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+
+#include "tensor/backend.h"
+#include "tensor/cuda/caching_allocator.h"
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/stream.h"
+#include "tensor/error.h"
+
+namespace coppice::cuda {
+namespace {
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  int device_count() const override { return cuda::device_count(); }
+
+  Allocator& allocator(int index) override { return caching_allocator(index); }
+
+  void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) override {
+    if (nbytes == 0) return;
+    if (dst_device.is_cpu() && src_device.is_cpu()) {
+      std::memcpy(dst, src, nbytes);
+      return;
+    }
+    const char* op = "cuda copy";
+    if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index) {
+      // Peer copy: ordered after the source device's work, then both drained.
+      synchronize(dst_device.index);
+      DeviceGuard guard(src_device.index);
+      cudaStream_t stream = current_stream(src_device.index);
+      COPPICE_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, nbytes, stream), op);
+      COPPICE_CUDA_CHECK(cudaStreamSynchronize(stream), op);
+      return;
+    }
+    const int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
+    cudaMemcpyKind kind = dst_device.is_cpu()   ? cudaMemcpyDeviceToHost
+                          : src_device.is_cpu() ? cudaMemcpyHostToDevice
+                                                : cudaMemcpyDeviceToDevice;
+    DeviceGuard guard(device);
+    cudaStream_t stream = current_stream(device);
+    // Queued on the device's stream, behind the kernels that produced `src`;
+    // the synchronize makes the copy synchronous from the caller's view (the
+    // host buffer may be reused or read as soon as this returns).
+    COPPICE_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream), op);
+    COPPICE_CUDA_CHECK(cudaStreamSynchronize(stream), op);
+  }
+
+  void synchronize(int index) override {
+    DeviceGuard guard(index);
+    COPPICE_CUDA_CHECK(cudaStreamSynchronize(current_stream(index)), "cuda synchronize");
+  }
+};
+
+const bool registered = [] {
+  static CudaBackend* backend = new CudaBackend();  // never destroyed (see caching_allocator.h)
+  register_backend(DeviceType::kCuda, backend);
+  return true;
+}();
+
+}  // namespace
+}  // namespace coppice::cuda

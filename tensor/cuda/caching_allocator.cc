@@ -1,0 +1,115 @@
+#include "tensor/cuda/caching_allocator.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/stream.h"
+#include "tensor/error.h"
+
+namespace coppice::cuda {
+
+size_t CachingAllocator::round_size(size_t nbytes) {
+  if (nbytes <= kSmallLimit) return std::max<size_t>(1, (nbytes + kSmallStep - 1) / kSmallStep) * kSmallStep;
+  return (nbytes + kLargeStep - 1) / kLargeStep * kLargeStep;
+}
+
+void* CachingAllocator::allocate(size_t nbytes) {
+  const size_t size = round_size(nbytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  void* ptr = nullptr;
+  auto it = free_blocks_.lower_bound(size);
+  const size_t max_fit = size <= kSmallLimit ? size : size + size / 8;
+  size_t block = size;
+  if (it != free_blocks_.end() && it->first <= max_fit) {
+    ptr = it->second;
+    block = it->first;
+    free_blocks_.erase(it);
+  } else {
+    ptr = system_allocate(size);
+  }
+  live_[ptr] = block;
+  stats_.allocated_bytes += static_cast<int64_t>(nbytes);
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  ++stats_.allocations;
+  return ptr;
+}
+
+void* CachingAllocator::system_allocate(size_t size) {
+  DeviceGuard guard(device_);
+  void* ptr = nullptr;
+  cudaError_t err = cudaMalloc(&ptr, size);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    release_cached();
+    err = cudaMalloc(&ptr, size);
+  }
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    cudaGetLastError();
+    fail("cuda allocator: out of memory allocating ", size, " bytes on cuda:", device_, " (",
+         stats_.allocated_bytes, " bytes in use by tensors, ", stats_.reserved_bytes,
+         " reserved by Coppice, ", free_bytes, " of ", total_bytes, " free on the device)");
+  }
+  check_cuda(err, str_cat("cuda allocator (cuda:", device_, ", ", size, " bytes)"), "cudaMalloc");
+  ++stats_.system_allocations;
+  stats_.reserved_bytes += static_cast<int64_t>(size);
+  return ptr;
+}
+
+void CachingAllocator::release_cached() {
+  DeviceGuard guard(device_);
+  for (auto& [size, ptr] : free_blocks_) {
+    cudaFree(ptr);  // synchronizes with the device, so no queued work still uses it
+    ++stats_.system_frees;
+    stats_.reserved_bytes -= static_cast<int64_t>(size);
+  }
+  cudaGetLastError();
+  free_blocks_.clear();
+}
+
+void CachingAllocator::deallocate(void* ptr, size_t nbytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) {
+    // Called from destructors: report, never throw.
+    std::fprintf(stderr, "coppice: cuda allocator: cuda:%d does not own block %p; ignored\n", device_, ptr);
+    return;
+  }
+  free_blocks_.emplace(it->second, ptr);
+  live_.erase(it);
+  stats_.allocated_bytes -= static_cast<int64_t>(nbytes);
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_cached();
+}
+
+CachingAllocator& caching_allocator(int device) {
+  constexpr int kMaxDevices = 64;
+  COPPICE_CHECK(device >= 0 && device < kMaxDevices && device < device_count(), "cuda allocator: no device cuda:",
+                device, " (", device_count(), " visible)");
+  static std::array<CachingAllocator*, kMaxDevices> allocators{};
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (allocators[device] == nullptr) allocators[device] = new CachingAllocator(device);
+  return *allocators[device];
+}
+
+}  // namespace coppice::cuda

@@ -1,0 +1,54 @@
+// One templated elementwise kernel for every pointwise primitive (fill_,
+// copy_, the unary and binary ops, where).
+//
+// The host side builds a StridedIndexer over the output shape (operands
+// broadcast, adjacent contiguous dimensions merged); when every operand turns
+// out to be contiguous the kernel skips the index arithmetic.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "tensor/cuda/launch.cuh"
+#include "tensor/strided_indexer.h"
+#include "tensor/tensor.h"
+
+namespace coppice::cuda {
+
+// `f(offsets)` is called once per output element with the element offsets of
+// every operand (output first).
+template <typename F>
+__global__ void elementwise_kernel(int64_t n, StridedIndexer ix, bool contiguous, F f) {
+  COPPICE_KERNEL_LOOP(i, n) {
+    int64_t off[kMaxIndexerOperands];
+    if (contiguous) {
+#pragma unroll
+      for (int k = 0; k < kMaxIndexerOperands; ++k) off[k] = i;
+    } else {
+      ix.offsets(i, off);
+    }
+    f(off);
+  }
+}
+
+// Runs `f` over `shape` on `device`'s stream; operands[0] is the output.
+template <typename F>
+void launch_elementwise(std::string_view op, int device, const Shape& shape,
+                        const std::vector<const Tensor*>& operands, F f) {
+  const int64_t n = shape_numel(shape);
+  if (n == 0) return;
+  StridedIndexer ix = make_indexer(shape, operands);
+  bool contiguous = ix.ndim == 1;
+  for (int k = 0; k < ix.noperands && contiguous; ++k) contiguous = ix.strides[k][0] == 1;
+  DeviceGuard guard(device);
+  elementwise_kernel<<<grid_for(n), kThreads, 0, current_stream(device)>>>(n, ix, contiguous, f);
+  check_launch(op);
+}
+
+// Throws naming `op` unless `t` is a defined, dense tensor on a CUDA device.
+inline void check_cuda_tensor(const Tensor& t, std::string_view op, std::string_view what) {
+  check_dense(t, op, what);
+  COPPICE_CHECK(t.device().is_cuda(), op, ": ", what, " is on ", t.device().to_string(), ", expected a CUDA device");
+}
+
+}  // namespace coppice::cuda

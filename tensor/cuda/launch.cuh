@@ -1,0 +1,35 @@
+// Launch helpers shared by the .cu files (device code only).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/stream.h"
+#include "tensor/dtype.h"
+
+namespace coppice::cuda {
+
+constexpr int kThreads = 256;
+// Grid-stride loops cover any size with at most this many blocks.
+constexpr int64_t kMaxBlocks = int64_t{1} << 16;
+
+inline unsigned grid_for(int64_t n, int threads = kThreads) {
+  return static_cast<unsigned>(std::clamp<int64_t>((n + threads - 1) / threads, 1, kMaxBlocks));
+}
+
+// for (int64_t i : grid-stride range [0, n))
+#define COPPICE_KERNEL_LOOP(i, n)                                                                      \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);            \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+// Like dispatch_dtype (dtype.h), but the C++ types are the device-safe ones
+// (bool kept; bf16/f16 as coppice::BFloat16/Half, which work in device code).
+template <typename Fn>
+void dispatch_all(DType t, Fn&& fn) {
+  dispatch_dtype(t, std::forward<Fn>(fn));
+}
+
+}  // namespace coppice::cuda

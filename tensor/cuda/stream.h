@@ -1,0 +1,37 @@
+// The stream every Coppice kernel, copy and library call on a device runs on.
+//
+// Coppice uses ONE stream per device, and that stream is the legacy default
+// stream (stream 0). Why: with a single stream, a separate non-default stream
+// buys no concurrency, while the legacy default stream keeps every piece of
+// CUDA code in the process ordered with ours even when it names no stream
+// (a cudaMemcpy, a kernel launched with <<<g, b>>>, a library left on its
+// default stream). That makes the caching allocator safe without events: a
+// block freed on the host is only reused by work queued after the work that
+// last used it. Code that wants to overlap with Coppice's work (NCCL, copies)
+// creates its own cudaStreamNonBlocking stream and orders it with events.
+// The nvcc rule does not pass --default-stream per-thread; do not add it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+namespace coppice::cuda {
+
+// The stream kernels and cuBLAS use on `device` (the legacy default stream).
+cudaStream_t current_stream(int device);
+
+// Makes `device` current for the calling thread and restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+// Number of visible CUDA devices; 0 (never an error) without a GPU or driver.
+int device_count();
+
+}  // namespace coppice::cuda
