@@ -1,0 +1,80 @@
+// A small, strict, bounded JSON reader (and the string quoting a writer needs).
+//
+// Built for file headers we do not trust (safetensors): it accepts RFC 8259
+// JSON except that numbers must be integers that fit in int64 (no fraction, no
+// exponent), and it enforces limits on input size, nesting depth and the
+// number of values, so that hostile input costs bounded memory and stack.
+// Strings must be valid UTF-8; \uXXXX escapes (with surrogate pairs) are
+// decoded to UTF-8. Objects keep their members in input order and reject
+// duplicate keys. Errors are absl::Status values that give the byte offset.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace coppice::json {
+
+class Value {
+ public:
+  enum class Kind : uint8_t { kNull, kBool, kInteger, kString, kArray, kObject };
+  using Member = std::pair<std::string, Value>;
+
+  Value() = default;
+  static Value null() { return Value(); }
+  static Value boolean(bool b);
+  static Value integer(int64_t i);
+  static Value string(std::string s);
+  static Value array(std::vector<Value> items);
+  static Value object(std::vector<Member> members);
+
+  Kind kind() const { return kind_; }
+  bool is_null() const { return kind_ == Kind::kNull; }
+  bool is_bool() const { return kind_ == Kind::kBool; }
+  bool is_integer() const { return kind_ == Kind::kInteger; }
+  bool is_string() const { return kind_ == Kind::kString; }
+  bool is_array() const { return kind_ == Kind::kArray; }
+  bool is_object() const { return kind_ == Kind::kObject; }
+
+  // Accessors for the matching kind (the value of another kind is unspecified
+  // but safe: false, 0, an empty string or an empty list).
+  bool as_bool() const { return bool_; }
+  int64_t as_integer() const { return int_; }
+  const std::string& as_string() const { return string_; }
+  const std::vector<Value>& items() const { return items_; }
+  const std::vector<Member>& members() const { return members_; }
+
+  // The member named `key` of an object, or nullptr.
+  const Value* find(const std::string& key) const;
+
+ private:
+  Kind kind_ = Kind::kNull;
+  bool bool_ = false;
+  int64_t int_ = 0;
+  std::string string_;
+  std::vector<Value> items_;
+  std::vector<Member> members_;
+};
+
+// "null", "bool", "integer", "string", "array", "object".
+const char* kind_name(Value::Kind kind);
+
+struct ParseLimits {
+  size_t max_bytes = size_t{100} << 20;  // input size
+  int max_depth = 64;                    // nested arrays/objects
+  size_t max_values = size_t{1} << 21;   // values of any kind, containers included
+};
+
+// Parses exactly one JSON value, with optional whitespace around it.
+absl::StatusOr<Value> parse(const char* data, size_t size, const ParseLimits& limits = {});
+absl::StatusOr<Value> parse(const std::string& text, const ParseLimits& limits = {});
+
+// `s` as a JSON string literal, quotes included. Control characters, '"' and
+// '\' are escaped; other bytes pass through (the caller supplies UTF-8).
+std::string quote(const std::string& s);
+
+}  // namespace coppice::json
