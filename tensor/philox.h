@@ -71,9 +71,9 @@ COPPICE_HOST_DEVICE inline double normal(uint64_t seed, uint64_t offset, uint64_
   U32x4 v = block(seed, offset, i / 2);
   double u1 = (static_cast<double>(v.x) + 1.0) * 2.3283064365386963e-10;  // (0, 1]
   double u2 = static_cast<double>(v.y) * 2.3283064365386963e-10;
-  double r = sqrt(-2.0 * log(u1));
+  double r = ::sqrt(-2.0 * ::log(u1));  // global: coppice::log(Tensor) would hide them
   double theta = 6.283185307179586 * u2;
-  return (i & 1u) ? r * sin(theta) : r * cos(theta);
+  return (i & 1u) ? r * ::sin(theta) : r * ::cos(theta);
 }
 
 }  // namespace philox
