@@ -30,7 +30,8 @@ Tensor scalar_tensor(double value, TensorOptions options = {});  // 0-dimensiona
 // [start, end) in steps of `step`; i64 unless options say otherwise.
 Tensor arange(double start, double end, double step = 1.0, TensorOptions options = DType::kI64);
 Tensor arange(int64_t end, TensorOptions options = DType::kI64);
-// From host values; `shape` defaults to [values.size()].
+// From host values; `shape` defaults to [values.size()], except that a single
+// value with no shape gives a 0-dimensional tensor.
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, Shape shape = {}, TensorOptions options = dtype_of<T>());
 // Random (Philox; the same numbers on every device for the same generator state).

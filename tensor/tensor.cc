@@ -116,7 +116,8 @@ Shape infer_shape(Shape shape, int64_t numel, std::string_view op) {
 bool view_strides(const Shape& old_shape, const Shape& old_strides, const Shape& new_shape, Shape* out) {
   out->assign(new_shape.size(), 0);
   int64_t numel = shape_numel(old_shape);
-  if (numel == 0) {
+  // Empty tensors, and 0-d ones (whose new shape can only hold 1s), take any strides.
+  if (numel == 0 || old_shape.empty()) {
     *out = contiguous_strides(new_shape);
     return true;
   }
