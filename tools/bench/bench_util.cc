@@ -1,0 +1,344 @@
+#include "tools/bench/bench_util.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "tensor/error.h"
+
+namespace coppice::bench {
+
+// ---- command line ----------------------------------------------------------
+
+std::string usage() {
+  return "usage: bench [gemm|elementwise|all] [--device cpu|cuda|all] [--size N] [--numel N] [--reps R]\n"
+         "             [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X] [--json FILE]\n"
+         "\n"
+         "  gemm         dense matmul [N, N] x [N, N] (default N: 4096 on CUDA, 1024 on the CPU;\n"
+         "               dtypes f32 f64 bf16 f16 on CUDA, f32 f64 on the CPU)\n"
+         "  elementwise  add of two f32 tensors of --numel elements (default 16M)\n"
+         "  --size N     gemm's m = n = k (with the elementwise suite alone, its element count)\n"
+         "  --reps R     timed samples, median reported (default 20); --warmup W untimed calls (3)\n"
+         "  --json FILE  also write the JSON report to FILE\n"
+         "Prints one JSON object on stdout; progress goes to stderr.\n";
+}
+
+namespace {
+
+absl::StatusOr<int64_t> parse_int(const std::string& flag, const std::string& text, int64_t min) {
+  if (text.empty()) return absl::InvalidArgumentError(str_cat(flag, ": expected an integer, got ''"));
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (*end != '\0' || errno != 0) {
+    return absl::InvalidArgumentError(str_cat(flag, ": expected an integer, got '", text, "'"));
+  }
+  if (v < min) return absl::InvalidArgumentError(str_cat(flag, ": must be at least ", min, ", got ", v));
+  return static_cast<int64_t>(v);
+}
+
+absl::StatusOr<double> parse_double(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v >= 0) || std::isinf(v)) {
+    return absl::InvalidArgumentError(str_cat(flag, ": expected a non-negative number, got '", text, "'"));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
+  Config c;
+  bool suite_given = false, size_given = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      c.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      if (suite_given) return absl::InvalidArgumentError(str_cat("more than one suite given ('", arg, "')"));
+      suite_given = true;
+      if (arg == "gemm") {
+        c.elementwise = false;
+      } else if (arg == "elementwise") {
+        c.gemm = false;
+      } else if (arg != "all") {
+        return absl::InvalidArgumentError(str_cat("unknown suite '", arg, "' (expected gemm, elementwise or all)"));
+      }
+      continue;
+    }
+    std::string flag = arg, value;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) flag = arg.substr(0, eq);
+    static const char* const kFlags[] = {"--device", "--size",  "--numel", "--reps",
+                                         "--warmup", "--dtype", "--json",  "--min-sample-ms"};
+    if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags)) {
+      return absl::InvalidArgumentError(str_cat("unknown flag '", flag, "'"));
+    }
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError(str_cat(flag, ": missing value"));
+      value = args[++i];
+    }
+    if (flag == "--device") {
+      if (value == "cpu") {
+        c.cuda = false;
+      } else if (value == "cuda") {
+        c.cpu = false;
+      } else if (value != "all") {
+        return absl::InvalidArgumentError(str_cat("--device: expected cpu, cuda or all, got '", value, "'"));
+      }
+    } else if (flag == "--size") {
+      absl::StatusOr<int64_t> v = parse_int(flag, value, 1);
+      if (!v.ok()) return v.status();
+      c.size = *v;
+      size_given = true;
+    } else if (flag == "--numel") {
+      absl::StatusOr<int64_t> v = parse_int(flag, value, 1);
+      if (!v.ok()) return v.status();
+      c.numel = *v;
+    } else if (flag == "--reps") {
+      absl::StatusOr<int64_t> v = parse_int(flag, value, 1);
+      if (!v.ok()) return v.status();
+      if (*v > 1000000) return absl::InvalidArgumentError("--reps: at most 1000000");
+      c.reps = static_cast<int>(*v);
+    } else if (flag == "--warmup") {
+      absl::StatusOr<int64_t> v = parse_int(flag, value, 0);
+      if (!v.ok()) return v.status();
+      if (*v > 1000000) return absl::InvalidArgumentError("--warmup: at most 1000000");
+      c.warmup = static_cast<int>(*v);
+    } else if (flag == "--min-sample-ms") {
+      absl::StatusOr<double> v = parse_double(flag, value);
+      if (!v.ok()) return v.status();
+      c.min_sample_ms = *v;
+    } else if (flag == "--dtype") {
+      c.dtypes.clear();
+      std::stringstream ss(value);
+      std::string name;
+      while (std::getline(ss, name, ',')) {
+        DType t;
+        if (!dtype_from_name(name, &t) || !is_floating(t)) {
+          return absl::InvalidArgumentError(str_cat("--dtype: unknown or non-floating dtype '", name,
+                                                    "' (expected f32, f64, bf16, f16)"));
+        }
+        c.dtypes.push_back(t);
+      }
+      if (c.dtypes.empty()) return absl::InvalidArgumentError("--dtype: empty list");
+    } else if (flag == "--json") {
+      if (value.empty()) return absl::InvalidArgumentError("--json: empty file name");
+      c.json_path = value;
+    } else {
+      return absl::InvalidArgumentError(str_cat("unknown flag '", flag, "'"));
+    }
+  }
+  // With the elementwise suite alone, --size means its element count.
+  if (size_given && !c.gemm && c.numel == 0) c.numel = c.size;
+  return c;
+}
+
+// ---- timing ----------------------------------------------------------------
+
+double median(std::vector<double> v) {
+  if (v.empty()) return kNaN;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Timing time_op(const std::function<void()>& fn, const std::function<void()>& sync, const TimingOptions& options,
+               const std::function<double()>& clock) {
+  std::function<double()> now = clock;
+  if (!now) {
+    now = [] {
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    };
+  }
+  for (int i = 0; i < options.warmup; ++i) fn();
+  sync();
+
+  Timing t;
+  double t0 = now();
+  fn();
+  sync();
+  double once = now() - t0;
+  if (options.min_sample_ms > 0 && once < options.min_sample_ms) {
+    double want = once > 0 ? std::ceil(options.min_sample_ms / once) : options.max_inner;
+    t.inner = static_cast<int>(std::min<double>(want, std::max(options.max_inner, 1)));
+  }
+  for (int r = 0; r < options.reps; ++r) {
+    sync();
+    double start = now();
+    for (int i = 0; i < t.inner; ++i) fn();
+    sync();
+    t.samples_ms.push_back((now() - start) / t.inner);
+  }
+  t.median_ms = median(t.samples_ms);
+  if (!t.samples_ms.empty()) {
+    t.min_ms = *std::min_element(t.samples_ms.begin(), t.samples_ms.end());
+    t.max_ms = *std::max_element(t.samples_ms.begin(), t.samples_ms.end());
+  }
+  return t;
+}
+
+// ---- results ---------------------------------------------------------------
+
+double Result::gflops() const { return flops / (median_ms * 1e-3) / 1e9; }
+double Result::gbps() const { return bytes / (median_ms * 1e-3) / 1e9; }
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out.push_back(ch);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string result_to_json(const Result& r) {
+  const bool is_gemm = std::isfinite(r.flops);
+  const double throughput = is_gemm ? r.gflops() : r.gbps();
+  const char* metric = is_gemm ? "gflops" : "gbps";
+  std::string s = "{";
+  s += "\"suite\": " + json_string(r.suite);
+  s += ", \"op\": " + json_string(r.op);
+  s += ", \"device\": " + json_string(r.device);
+  s += ", \"device_name\": " + json_string(r.device_name);
+  s += ", \"dtype\": " + json_string(r.dtype);
+  s += ", \"shape\": [" + str_join(r.shape, ", ") + "]";
+  s += ", \"status\": " + json_string(r.status);
+  s += ", \"median_ms\": " + json_number(r.median_ms);
+  s += ", \"min_ms\": " + json_number(r.min_ms);
+  s += ", \"max_ms\": " + json_number(r.max_ms);
+  s += str_cat(", \"", metric, "\": ", json_number(throughput));
+  s += str_cat(", \"peak_", metric, "\": ", json_number(r.peak));
+  s += ", \"fraction_of_peak\": " + json_number(throughput / r.peak);
+  s += ", \"peak_source\": " + json_string(r.peak_source);
+  s += str_cat(", \"reps\": ", r.reps, ", \"inner\": ", r.inner);
+  s += "}";
+  return s;
+}
+
+std::string report_to_json(const Report& report) {
+  std::string s = "{";
+  for (const auto& [k, v] : report.info) s += json_string(k) + ": " + json_string(v) + ", ";
+  for (const auto& [k, v] : report.numbers) s += json_string(k) + ": " + json_number(v) + ", ";
+  s += "\"results\": [";
+  for (size_t i = 0; i < report.results.size(); ++i) {
+    s += i == 0 ? "\n  " : ",\n  ";
+    s += result_to_json(report.results[i]);
+  }
+  s += report.results.empty() ? "]}" : "\n]}";
+  return s;
+}
+
+// ---- devices and peaks -----------------------------------------------------
+
+std::string gpu_model_name() {
+  const std::string root = "/proc/driver/nvidia/gpus";
+  std::vector<std::string> gpus;
+  if (DIR* d = opendir(root.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') gpus.emplace_back(e->d_name);
+    }
+    closedir(d);
+  }
+  std::sort(gpus.begin(), gpus.end());
+  for (const std::string& g : gpus) {
+    std::ifstream f(root + "/" + g + "/information");
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.rfind("Model:", 0) != 0) continue;
+      size_t b = line.find_first_not_of(" \t", 6);
+      return b == std::string::npos ? "" : line.substr(b);
+    }
+  }
+  return "";
+}
+
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    size_t b = line.find_first_not_of(" \t", colon + 1);
+    return b == std::string::npos ? "" : line.substr(b);
+  }
+  return "";
+}
+
+namespace {
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+Peak reference_peak(const std::string& model, DType dtype, const std::string& metric) {
+  // Datasheet figures: dense (no structured sparsity); f64 on tensor cores,
+  // f32 without TF32, bf16/f16 on tensor cores; memory bandwidth in GB/s.
+  struct Row {
+    const char* name;
+    double f64, f32, f16, gbps;
+  };
+  const Row h100_sxm{"H100 SXM5", 67e3, 67e3, 989e3, 3350};
+  const Row h100_pcie{"H100 PCIe", 51e3, 51e3, 756e3, 2000};
+  const Row h100_nvl{"H100 NVL", 60e3, 60e3, 835e3, 3900};
+  const Row h200_sxm{"H200 SXM", 67e3, 67e3, 989e3, 4800};
+  const Row h200_nvl{"H200 NVL", 60e3, 60e3, 835e3, 4800};
+  const Row* row = nullptr;
+  if (contains(model, "H200")) {
+    row = contains(model, "NVL") ? &h200_nvl : &h200_sxm;
+  } else if (contains(model, "H100")) {
+    row = contains(model, "PCIe") ? &h100_pcie : contains(model, "NVL") ? &h100_nvl : &h100_sxm;
+  }
+  Peak p;
+  if (row == nullptr) return p;
+  p.source = str_cat("NVIDIA ", row->name, " datasheet (dense",
+                     metric == "gbps" ? ", HBM bandwidth)" : "; f64 and 16-bit on tensor cores, f32 without TF32)");
+  if (metric == "gbps") {
+    p.value = row->gbps;
+  } else if (dtype == DType::kF64) {
+    p.value = row->f64;
+  } else if (dtype == DType::kF32) {
+    p.value = row->f32;
+  } else if (dtype == DType::kBF16 || dtype == DType::kF16) {
+    p.value = row->f16;
+  } else {
+    p.source.clear();
+  }
+  return p;
+}
+
+}  // namespace coppice::bench

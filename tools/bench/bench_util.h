@@ -1,0 +1,122 @@
+// What the bench suites share: the command line, timing (warm-up, repeats,
+// median, with the device synchronized around each sample), results and their
+// JSON form, and reference peaks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+
+namespace coppice::bench {
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// ---- command line ----------------------------------------------------------
+struct Config {
+  bool gemm = true;
+  bool elementwise = true;
+  bool cpu = true;
+  bool cuda = true;
+  int64_t size = 0;   // GEMM m = n = k; 0: the per-device default
+  int64_t numel = 0;  // elementwise element count; 0: the default
+  int reps = 20;      // timed samples (the median is reported)
+  int warmup = 3;
+  double min_sample_ms = 1.0;  // a sample repeats the op until it lasts this long (launch overhead)
+  std::vector<DType> dtypes;   // empty: each suite's defaults
+  std::string json_path;       // also write the JSON here
+  bool help = false;
+};
+
+inline constexpr int64_t kCpuGemmSize = 1024;
+inline constexpr int64_t kCudaGemmSize = 4096;
+inline constexpr int64_t kElementwiseNumel = int64_t{1} << 24;  // 16M
+
+std::string usage();
+// Parses the arguments after the program name.
+absl::StatusOr<Config> parse_args(const std::vector<std::string>& args);
+
+// ---- timing ----------------------------------------------------------------
+struct TimingOptions {
+  int warmup = 3;
+  int reps = 20;
+  double min_sample_ms = 1.0;
+  int max_inner = 1000;
+};
+
+struct Timing {
+  std::vector<double> samples_ms;  // per call, one per rep
+  int inner = 1;                   // calls per sample
+  double median_ms = kNaN;
+  double min_ms = kNaN;
+  double max_ms = kNaN;
+};
+
+double median(std::vector<double> values);  // NaN when empty
+
+// Runs `fn` `warmup` times, then `reps` samples of `inner` calls each, calling
+// `sync` (wait for the device) before reading the clock at both ends of a
+// sample. `inner` is picked from one calibration call so that a sample lasts
+// at least min_sample_ms. `clock` returns milliseconds (steady by default; a
+// test may pass a fake one).
+Timing time_op(const std::function<void()>& fn, const std::function<void()>& sync, const TimingOptions& options,
+               const std::function<double()>& clock = {});
+
+// ---- results ---------------------------------------------------------------
+struct Result {
+  std::string suite;        // "gemm", "elementwise"
+  std::string op;           // "matmul", "add"
+  std::string device;       // "cpu", "cuda:0"
+  std::string device_name;  // GPU model or CPU description; "" when unknown
+  std::string dtype;        // "f32", ...
+  std::vector<int64_t> shape;  // gemm: [m, n, k]; elementwise: [numel]
+  std::string status = "ok";  // "ok", "skipped: ...", "error: ..."
+  int reps = 0;
+  int inner = 0;
+  double median_ms = kNaN;
+  double min_ms = kNaN;
+  double max_ms = kNaN;
+  double flops = kNaN;  // per call (gemm)
+  double bytes = kNaN;  // moved per call, read + write (elementwise)
+  double peak = kNaN;   // GFLOP/s or GB/s, same unit as the throughput
+  std::string peak_source;
+
+  // GFLOP/s for gemm, GB/s for elementwise (NaN when not measured).
+  double gflops() const;
+  double gbps() const;
+};
+
+struct Report {
+  std::vector<Result> results;
+  std::vector<std::pair<std::string, std::string>> info;  // top-level string fields
+  std::vector<std::pair<std::string, double>> numbers;    // top-level numeric fields
+};
+
+// JSON helpers: numbers print with up to 6 significant digits; NaN and inf as null.
+std::string json_number(double v);
+std::string json_string(const std::string& s);
+std::string result_to_json(const Result& r);
+// One object: info and numbers first, then "results": [one result per line].
+std::string report_to_json(const Report& report);
+
+// ---- devices and peaks -----------------------------------------------------
+// The GPU model read from /proc/driver/nvidia (no CUDA headers needed), or "".
+std::string gpu_model_name();
+// The CPU model from /proc/cpuinfo, or "".
+std::string cpu_model_name();
+
+struct Peak {
+  double value = kNaN;  // GFLOP/s or GB/s
+  std::string source;
+};
+// Datasheet peaks for known GPUs, by model name; NaN when the model is unknown.
+// metric: "gflops" (per dtype) or "gbps".
+Peak reference_peak(const std::string& model, DType dtype, const std::string& metric);
+
+}  // namespace coppice::bench

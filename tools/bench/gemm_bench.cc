@@ -1,0 +1,51 @@
+// Dense GEMM: matmul of two square [n, n] matrices, 2 n^3 flops per call.
+#include <exception>
+
+#include "tensor/backend.h"
+#include "tensor/ops.h"
+#include "tools/bench/suites.h"
+
+namespace coppice::bench {
+
+void run_gemm(const Config& config, std::vector<Result>* results) {
+  for (const DeviceCase& dc : devices_to_run(config)) {
+    std::vector<DType> dtypes = config.dtypes;
+    if (dtypes.empty()) {
+      dtypes = dc.cuda ? std::vector<DType>{DType::kF32, DType::kF64, DType::kBF16, DType::kF16}
+                       : std::vector<DType>{DType::kF32, DType::kF64};
+    }
+    const int64_t n = config.size > 0 ? config.size : (dc.cuda ? kCudaGemmSize : kCpuGemmSize);
+    for (DType dtype : dtypes) {
+      Result r;
+      r.suite = "gemm";
+      r.op = "matmul";
+      r.device = dc.label;
+      r.dtype = std::string(dtype_name(dtype));
+      r.shape = {n, n, n};
+      r.flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+      describe_device(dc.cuda, dtype, "gflops", &r);
+      std::string skip = dc.cuda ? cuda_skip_reason() : "";
+      if (!skip.empty()) {
+        r.status = skip;
+      } else {
+        try {
+          const Device device = dc.cuda ? Device::cuda(0) : Device::cpu();
+          Tensor a = rand({n, n}, TensorOptions(dtype, device));
+          Tensor b = rand({n, n}, TensorOptions(dtype, device));
+          Timing t = time_op([&] { Tensor c = matmul(a, b); }, [&] { synchronize(device); }, timing_options(config));
+          r.median_ms = t.median_ms;
+          r.min_ms = t.min_ms;
+          r.max_ms = t.max_ms;
+          r.reps = static_cast<int>(t.samples_ms.size());
+          r.inner = t.inner;
+        } catch (const std::exception& e) {
+          r.status = std::string("error: ") + e.what();
+        }
+      }
+      log_result(r);
+      results->push_back(std::move(r));
+    }
+  }
+}
+
+}  // namespace coppice::bench

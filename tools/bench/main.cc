@@ -1,0 +1,73 @@
+// bench: dense GEMM and elementwise throughput on the CPU and CUDA, as JSON.
+//
+//   bench [gemm|elementwise|all] [--device cpu|cuda|all] [--size N] [--reps R] [--json FILE]
+//
+// tools/bench/torch_reference.py measures the same shapes with PyTorch and
+// tools/bench/compare.py puts the two reports side by side.
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tensor/backend.h"
+#include "tools/bench/bench_util.h"
+#include "tools/bench/suites.h"
+
+namespace {
+
+int run(int argc, char** argv) {
+  using namespace coppice::bench;
+  absl::StatusOr<Config> config = parse_args(std::vector<std::string>(argv + 1, argv + argc));
+  if (!config.ok()) {
+    std::fprintf(stderr, "bench: %s\n%s", std::string(config.status().message()).c_str(), usage().c_str());
+    return 2;
+  }
+  if (config->help) {
+    std::fputs(usage().c_str(), stdout);
+    return 0;
+  }
+  Report report;
+  const bool cuda_built = coppice::find_backend(coppice::DeviceType::kCuda) != nullptr;
+  report.info = {{"tool", "coppice-bench"},
+                 {"build", cuda_built ? "cuda" : "cpu-only"},
+                 {"cpu_name", cpu_model_name()},
+                 {"gpu_name", gpu_model_name()}};
+  report.numbers = {{"schema_version", 1},
+                    {"cuda_device_count", coppice::cuda_device_count()},
+                    {"cpu_threads", static_cast<double>(std::thread::hardware_concurrency())},
+                    {"warmup", config->warmup},
+                    {"min_sample_ms", config->min_sample_ms}};
+  if (config->gemm) run_gemm(*config, &report.results);
+  if (config->elementwise) run_elementwise(*config, &report.results);
+
+  const std::string json = report_to_json(report) + "\n";
+  std::fputs(json.c_str(), stdout);
+  std::fflush(stdout);
+  if (!config->json_path.empty()) {
+    std::ofstream f(config->json_path, std::ios::binary | std::ios::trunc);
+    f << json;
+    f.close();
+    if (!f) {
+      std::fprintf(stderr, "bench: cannot write %s\n", config->json_path.c_str());
+      return 1;
+    }
+  }
+  for (const Result& r : report.results) {
+    if (r.status.rfind("error", 0) == 0) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench: %s\n", e.what());
+    return 1;
+  }
+}
