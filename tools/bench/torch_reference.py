@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Runs the shapes of tools/bench (bench) through PyTorch and prints JSON in the same schema.
+
+    torch_reference.py [gemm|elementwise|all] [--device cpu|cuda|all] [--size N] [--numel N]
+                       [--reps R] [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X] [--json FILE]
+
+Defaults, shapes and the timing method match the C++ bench: warm-up calls, then `reps` samples of
+`inner` calls each (inner chosen so that a sample lasts at least min-sample-ms), the median per-call
+time reported. CUDA samples are timed with CUDA events. f32 matmul runs without TF32, and the
+16-bit matmuls without reduced-precision reductions, as Coppice's cuBLAS gemm does.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+
+CPU_GEMM_SIZE = 1024
+CUDA_GEMM_SIZE = 4096
+ELEMENTWISE_NUMEL = 1 << 24
+
+DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
+ALIASES = {"F32": "f32", "F64": "f64", "BF16": "bf16", "F16": "f16"}
+
+# Datasheet peaks (dense; f64 and 16-bit on tensor cores, f32 without TF32); GB/s for bandwidth.
+PEAKS = [  # (match, row name, f64, f32, f16/bf16 GFLOP/s, GB/s)
+    (lambda n: "H200" in n and "NVL" in n, "H200 NVL", 60e3, 60e3, 835e3, 4800),
+    (lambda n: "H200" in n, "H200 SXM", 67e3, 67e3, 989e3, 4800),
+    (lambda n: "H100" in n and "PCIe" in n, "H100 PCIe", 51e3, 51e3, 756e3, 2000),
+    (lambda n: "H100" in n and "NVL" in n, "H100 NVL", 60e3, 60e3, 835e3, 3900),
+    (lambda n: "H100" in n, "H100 SXM5", 67e3, 67e3, 989e3, 3350),
+]
+
+
+def reference_peak(model, dtype, metric):
+    for match, row, f64, f32, f16, gbps in PEAKS:
+        if match(model):
+            if metric == "gbps":
+                return gbps, f"NVIDIA {row} datasheet (dense, HBM bandwidth)"
+            value = {"f64": f64, "f32": f32, "bf16": f16, "f16": f16}.get(dtype)
+            return value, f"NVIDIA {row} datasheet (dense; f64 and 16-bit on tensor cores, f32 without TF32)"
+    return None, "unknown: no reference peak for this GPU model"
+
+
+def cpu_model_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("suite", nargs="?", default="all", choices=["gemm", "elementwise", "all"])
+    p.add_argument("--device", default="all", choices=["cpu", "cuda", "all"])
+    p.add_argument("--size", type=int, default=0)
+    p.add_argument("--numel", type=int, default=0)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--min-sample-ms", type=float, default=1.0)
+    p.add_argument("--dtype", default="")
+    p.add_argument("--json", default="")
+    a = p.parse_args(argv)
+    if a.size < 0 or a.numel < 0 or a.reps < 1 or a.warmup < 0 or a.min_sample_ms < 0:
+        p.error("sizes, reps and warm-up must be positive")
+    a.dtypes = []
+    for name in filter(None, a.dtype.split(",")):
+        name = ALIASES.get(name, name)
+        if name not in DTYPES:
+            p.error(f"--dtype: unknown or non-floating dtype '{name}' (expected f32, f64, bf16, f16)")
+        a.dtypes.append(name)
+    # As in the C++ bench: with the elementwise suite alone, --size is its element count.
+    if a.size and a.suite == "elementwise" and not a.numel:
+        a.numel = a.size
+    return a
+
+
+def time_op(fn, device, warmup, reps, min_sample_ms, max_inner=1000):
+    """Per-call milliseconds: (samples, inner)."""
+    cuda = device.type == "cuda"
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    def sample(inner):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(inner):
+                fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / inner
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        sync()
+        return (time.perf_counter() - t0) * 1e3 / inner
+
+    for _ in range(warmup):
+        fn()
+    sync()
+    once = sample(1)
+    inner = 1
+    if min_sample_ms > 0 and once < min_sample_ms:
+        inner = max_inner if once <= 0 else min(math.ceil(min_sample_ms / once), max_inner)
+    samples = []
+    for _ in range(reps):
+        sync()
+        samples.append(sample(inner))
+    return samples, inner
+
+
+def make_result(suite, op, device_label, device_name, dtype, shape):
+    return {
+        "suite": suite, "op": op, "device": device_label, "device_name": device_name, "dtype": dtype,
+        "shape": shape, "status": "ok", "median_ms": None, "min_ms": None, "max_ms": None,
+    }
+
+
+def finish(r, samples, inner, work, metric, peak, peak_source):
+    r["median_ms"] = statistics.median(samples)
+    r["min_ms"] = min(samples)
+    r["max_ms"] = max(samples)
+    throughput = work / (r["median_ms"] * 1e-3) / 1e9
+    r[metric] = throughput
+    r["peak_" + metric] = peak
+    r["fraction_of_peak"] = throughput / peak if peak else None
+    r["peak_source"] = peak_source
+    r["reps"] = len(samples)
+    r["inner"] = inner
+
+
+def skipped(r, reason, metric, peak_source):
+    r["status"] = reason
+    r[metric] = None
+    r["peak_" + metric] = None
+    r["fraction_of_peak"] = None
+    r["peak_source"] = peak_source
+    r["reps"] = 0
+    r["inner"] = 0
+
+
+def devices(args):
+    out = []
+    if args.device in ("cpu", "all"):
+        out.append("cpu")
+    if args.device in ("cuda", "all"):
+        out.append("cuda:0")
+    return out
+
+
+def device_info(label, dtype, metric):
+    if label == "cpu":
+        return cpu_model_name(), None, "unknown: the CPU peak is not estimated"
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
+    peak, source = reference_peak(name, dtype, metric)
+    return name, peak, source
+
+
+def run_case(r, label, dtype, metric, work, setup, args):
+    name, peak, source = device_info(label, dtype, metric)
+    r["device_name"] = name
+    if label != "cpu" and not torch.cuda.is_available():
+        skipped(r, "skipped: no CUDA device (none visible)", metric, source)
+        return r
+    try:
+        device = torch.device(label)
+        fn = setup(device)
+        samples, inner = time_op(fn, device, args.warmup, args.reps, args.min_sample_ms)
+        finish(r, samples, inner, work, metric, peak, source)
+    except Exception as e:  # report, as the C++ bench does, and go on
+        skipped(r, f"error: {type(e).__name__}: {e}", metric, source)
+    return r
+
+
+def run_gemm(args, results):
+    for label in devices(args):
+        dtypes = args.dtypes or (["f32", "f64", "bf16", "f16"] if label != "cpu" else ["f32", "f64"])
+        n = args.size or (CUDA_GEMM_SIZE if label != "cpu" else CPU_GEMM_SIZE)
+        for dtype in dtypes:
+            def setup(device, dtype=dtype):
+                a = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
+                b = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
+                return lambda: torch.matmul(a, b)
+            r = make_result("gemm", "matmul", label, "", dtype, [n, n, n])
+            results.append(run_case(r, label, dtype, "gflops", 2.0 * n ** 3, setup, args))
+            log(results[-1])
+
+
+def run_elementwise(args, results):
+    numel = args.numel or ELEMENTWISE_NUMEL
+    for label in devices(args):
+        for dtype in args.dtypes or ["f32"]:
+            itemsize = torch.tensor([], dtype=DTYPES[dtype]).element_size()
+
+            def setup(device, dtype=dtype):
+                a = torch.rand(numel, dtype=DTYPES[dtype], device=device)
+                b = torch.rand(numel, dtype=DTYPES[dtype], device=device)
+                return lambda: torch.add(a, b)
+            r = make_result("elementwise", "add", label, "", dtype, [numel])
+            results.append(run_case(r, label, dtype, "gbps", 3.0 * numel * itemsize, setup, args))
+            log(results[-1])
+
+
+def log(r):
+    shape = "[" + ", ".join(map(str, r["shape"])) + "]"
+    if r["status"] != "ok":
+        print(f"{r['suite']:<11} {r['device']:<6} {r['dtype']:<4} {shape:<20} {r['status']}", file=sys.stderr)
+        return
+    metric = "gflops" if "gflops" in r else "gbps"
+    unit = "GFLOP/s" if metric == "gflops" else "GB/s"
+    line = f"{r['suite']:<11} {r['device']:<6} {r['dtype']:<4} {shape:<20} {r['median_ms']:10.4f} ms  {r[metric]:10.1f} {unit}"
+    if r.get("fraction_of_peak"):
+        line += f"  ({100 * r['fraction_of_peak']:.1f}% of peak)"
+    print(line, file=sys.stderr)
+
+
+def main(argv):
+    args = parse_args(argv)
+    # Same numerics as Coppice's CUDA gemm: plain f32, f32 accumulation for 16-bit types.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    results = []
+    if args.suite in ("gemm", "all"):
+        run_gemm(args, results)
+    if args.suite in ("elementwise", "all"):
+        run_elementwise(args, results)
+    report = {
+        "tool": "torch-reference",
+        "torch_version": torch.__version__,
+        "cpu_name": cpu_model_name(),
+        "gpu_name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "",
+        "settings": "allow_tf32=False, fp16/bf16 reduced-precision reduction off",
+        "schema_version": 1,
+        "cuda_device_count": torch.cuda.device_count(),
+        "cpu_threads": torch.get_num_threads(),
+        "warmup": args.warmup,
+        "min_sample_ms": args.min_sample_ms,
+        "results": results,
+    }
+    text = json.dumps(report, indent=None, separators=(", ", ": "))
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text + "\n")
+    return 1 if any(r["status"].startswith("error") for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
