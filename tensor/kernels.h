@@ -50,8 +50,28 @@
 // normal_         out contiguous floating        seed, offset, mean, std               out (philox::normal)
 // randint_        out contiguous integer         seed, offset, low, high (ints)        out: low + word % (high-low)
 //
+// index_select, gather and scatter_add check every index against [0, size of
+// dim) and throw coppice::Error naming the op before writing anything; the
+// frontends rely on it rather than copying indices to the host.
+//
 // <unary>: neg abs sign exp log sqrt rsqrt relu gelu (erf form) sigmoid tanh erf clamp
 // <binary>: add sub mul div pow maximum minimum eq ne lt le gt ge
+//
+// Optional fused kernels. The frontends of these composites (ops.h) call a
+// kernel of the op's own name when the device registers one (has_kernel), after
+// validating the operands; otherwise they run the composite. Inputs may have
+// any strides; outputs are contiguous, in the floating input's dtype.
+//
+// softmax,        x (floating)                   dim (normalized, >= 0)                y, x's shape
+// log_softmax
+// cross_entropy   logits [n, c], target i64 [n]  label_smoothing (double),             loss: 0-D, or [n] for "none"
+//                 (range-checked by the kernel)  ignore_index (int), reduction
+//                                                ("mean" | "sum" | "none")
+// layer_norm      x, weight, bias (optional;     normalized_shape (ints), eps          y, x's shape
+//                 normalized_shape each)
+// conv2d          x [n, c, h, w], weight         kernel, stride, padding, dilation     y [n, o, oh, ow]
+//                 [o, c, kh, kw], bias [o]       ([2] each)
+//                 (optional)
 #pragma once
 
 #include <string_view>

@@ -23,7 +23,8 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   const double* pa = ha.data<double>();
   const double* pb = hb.data<double>();
   for (int64_t i = 0; i < ha.numel(); ++i) {
-    if (pa[i] == pb[i]) continue;                                                   // equal infinities
+    if (pa[i] == pb[i]) continue;  // equal infinities
+    if (std::isinf(pa[i]) || std::isinf(pb[i])) return false;
     if (!(std::abs(pa[i] - pb[i]) <= atol + rtol * std::abs(pb[i]))) return false;  // NaN fails here
   }
   return true;

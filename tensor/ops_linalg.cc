@@ -1,0 +1,124 @@
+// Matrix products: matmul (NumPy semantics), bmm and linear, all on the one
+// "gemm" primitive over contiguous 3-D operands.
+//
+// A matrix whose transpose is contiguous (weight.t() in linear, or any
+// transposed view) is passed as it lies with a trans flag instead of copied.
+#include "tensor/dispatcher.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+
+namespace {
+
+struct GemmOperand {
+  Tensor data;  // contiguous 3-D
+  bool trans = false;
+};
+
+// A 3-D view [batch, r, c] as the kernel takes it: itself when contiguous, its
+// transpose with the trans flag when that is contiguous, else a contiguous copy.
+GemmOperand gemm_operand(const Tensor& t3) {
+  if (t3.is_contiguous()) return {t3, false};
+  Tensor tt = t3.transpose(1, 2);
+  if (tt.is_contiguous()) return {tt, true};
+  return {t3.contiguous(), false};
+}
+
+// c [batch, m, n] = a [ba, m, k] x b [bb, k, n], ba == bb or one of them 1.
+Tensor gemm(const Tensor& a3, const Tensor& b3) {
+  GemmOperand a = gemm_operand(a3), b = gemm_operand(b3);
+  Attrs attrs;
+  attrs.set("trans_a", a.trans).set("trans_b", b.trans);
+  return dispatch("gemm", {a.data, b.data}, attrs)[0];
+}
+
+Shape batch_of(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
+
+// t [..., r, c] as a 3-D [B, r, c] operand for a product over `batch` (the
+// broadcast of both operands' batch dims): one matrix when its own batch has
+// one element (the kernel broadcasts it), a view when its batch is the full
+// one, else an expanded copy.
+Tensor batched(const Tensor& t, const Shape& batch) {
+  int64_t r = t.size(-2), c = t.size(-1);
+  Shape own = batch_of(t);
+  if (shape_numel(own) == 1) return t.reshape({1, r, c});
+  Shape padded(batch.size() - own.size(), 1);
+  padded.insert(padded.end(), own.begin(), own.end());
+  if (padded == batch) return t.reshape({shape_numel(batch), r, c});
+  Shape full_shape = batch;
+  full_shape.push_back(r);
+  full_shape.push_back(c);
+  return t.expand(full_shape).contiguous().reshape({shape_numel(batch), r, c});
+}
+
+void check_operands(const Tensor& a, const Tensor& b, std::string_view op, const char* a_name, const char* b_name) {
+  check_dense(a, op, a_name);
+  check_dense(b, op, b_name);
+  check_same_device({a, b}, op);
+  COPPICE_CHECK(a.dtype() == b.dtype(), op, ": ", a_name, " and ", b_name, " have different dtypes (",
+                dtype_name(a.dtype()), " and ", dtype_name(b.dtype()), ")");
+  COPPICE_CHECK(is_floating(a.dtype()), op, ": expected floating-point operands, got ", dtype_name(a.dtype()));
+}
+
+Tensor matmul_impl(const Tensor& a, const Tensor& b, std::string_view op) {
+  COPPICE_CHECK(a.dim() >= 1 && b.dim() >= 1, op, ": both operands must be at least 1-D, got a ",
+                shape_to_string(a.shape()), " and b ", shape_to_string(b.shape()));
+  Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+  int64_t m = a2.size(-2), k = a2.size(-1), n = b2.size(-1);
+  COPPICE_CHECK(k == b2.size(-2), op, ": inner dimensions differ: a is ", shape_to_string(a.shape()), ", b is ",
+                shape_to_string(b.shape()));
+  Shape a_batch = batch_of(a2), b_batch = batch_of(b2);
+  Shape batch = broadcast_shapes(a_batch, b_batch, op);
+
+  Shape out_shape = batch;
+  if (a.dim() > 1) out_shape.push_back(m);
+  if (b.dim() > 1) out_shape.push_back(n);
+  if (shape_numel(out_shape) == 0) return empty(out_shape, a.options());
+  if (k == 0) return zeros(out_shape, a.options());
+
+  // [..., m, k] x [k, n] with a contiguous: one product of [batch*m, k] rows.
+  if (shape_numel(b_batch) == 1 && !a_batch.empty() && a2.is_contiguous()) {
+    Tensor c = gemm(a2.reshape({1, shape_numel(a_batch) * m, k}), b2.reshape({1, k, n}));
+    return c.reshape(out_shape);
+  }
+  Tensor c = gemm(batched(a2, batch), batched(b2, batch));
+  return c.reshape(out_shape);
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "matmul", "a", "b");
+  return matmul_impl(a, b, "matmul");
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "bmm", "a", "b");
+  COPPICE_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D operands [b, m, k] and [b, k, n], got a ",
+                shape_to_string(a.shape()), " and b ", shape_to_string(b.shape()));
+  COPPICE_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: a is ", shape_to_string(a.shape()), ", b is ",
+                shape_to_string(b.shape()));
+  return matmul_impl(a, b, "bmm");
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_operands(x, weight, "linear", "input", "weight");
+  COPPICE_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out, in], got ", shape_to_string(weight.shape()));
+  COPPICE_CHECK(x.dim() >= 1, "linear: input must be at least 1-D, got a 0-D tensor");
+  COPPICE_CHECK(x.size(-1) == weight.size(1), "linear: input's last dimension (", x.size(-1),
+                ") differs from weight's in features: input is ", shape_to_string(x.shape()), ", weight is ",
+                shape_to_string(weight.shape()));
+  if (bias.defined()) {
+    check_dense(bias, "linear", "bias");
+    check_same_device({x, bias}, "linear");
+    COPPICE_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must be [", weight.size(0),
+                  "], got ", shape_to_string(bias.shape()));
+    COPPICE_CHECK(bias.dtype() == x.dtype(), "linear: bias has dtype ", dtype_name(bias.dtype()), ", expected ",
+                  dtype_name(x.dtype()), " like the input");
+  }
+  Tensor y = matmul_impl(x, weight.t(), "linear");
+  return bias.defined() ? add(y, bias) : y;
+}
+
+}  // namespace coppice

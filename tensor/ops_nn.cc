@@ -1,0 +1,319 @@
+// Neural-network ops: softmax, cross-entropy, layer norm, embedding, dropout,
+// convolution and pooling.
+//
+// The composites are written in the primitives of kernels.h and run in the
+// compute dtype (f32 for 16-bit inputs), rounding to the input's dtype once at
+// the end. A device that registers a fused kernel under the op's own name
+// (softmax, log_softmax, cross_entropy, layer_norm, conv2d; kernels.h lists
+// the inputs and attributes) gets the call instead, after validation.
+#include <cmath>
+
+#include "tensor/dispatcher.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+
+namespace {
+
+bool has_fused(std::string_view op, Device device) { return Dispatcher::instance().has_kernel(op, device.type); }
+
+void check_floating(const Tensor& t, std::string_view op, std::string_view what) {
+  COPPICE_CHECK(is_floating(t.dtype()), op, ": ", what, " must be floating-point, got ", dtype_name(t.dtype()));
+}
+
+// A pair of values from one (used for both) or two, each checked by `ok`.
+template <typename Pred>
+std::vector<int64_t> pair(const std::vector<int64_t>& v, std::string_view op, std::string_view what, Pred ok,
+                          std::string_view expected) {
+  COPPICE_CHECK(v.size() == 1 || v.size() == 2, op, ": ", what, " must have 1 or 2 values, got ", v.size());
+  std::vector<int64_t> out = v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
+  for (int64_t x : out) COPPICE_CHECK(ok(x), op, ": ", what, " must be ", expected, ", got ", shape_to_string(v));
+  return out;
+}
+
+struct ConvGeometry {
+  std::vector<int64_t> kernel, stride, padding, dilation;
+  int64_t oh = 0, ow = 0;
+};
+
+// Validates the window parameters and computes the output size of a
+// convolution window over an h x w image.
+ConvGeometry conv_geometry(int64_t h, int64_t w, const std::vector<int64_t>& kernel, const Conv2dOptions& options,
+                           std::string_view op) {
+  auto positive = [](int64_t x) { return x > 0; };
+  auto non_negative = [](int64_t x) { return x >= 0; };
+  ConvGeometry g;
+  g.kernel = pair(kernel, op, "kernel", positive, "positive");
+  g.stride = pair(options.stride, op, "stride", positive, "positive");
+  g.padding = pair(options.padding, op, "padding", non_negative, "non-negative");
+  g.dilation = pair(options.dilation, op, "dilation", positive, "positive");
+  int64_t span_h = g.dilation[0] * (g.kernel[0] - 1) + 1, span_w = g.dilation[1] * (g.kernel[1] - 1) + 1;
+  COPPICE_CHECK(h + 2 * g.padding[0] >= span_h && w + 2 * g.padding[1] >= span_w, op, ": the ",
+                shape_to_string(g.kernel), " window (dilation ", shape_to_string(g.dilation),
+                ") does not fit the padded input of size [", h + 2 * g.padding[0], ", ", w + 2 * g.padding[1], "]");
+  g.oh = (h + 2 * g.padding[0] - span_h) / g.stride[0] + 1;
+  g.ow = (w + 2 * g.padding[1] - span_w) / g.stride[1] + 1;
+  return g;
+}
+
+Attrs window_attrs(const ConvGeometry& g) {
+  Attrs attrs;
+  attrs.set("kernel", g.kernel).set("stride", g.stride).set("padding", g.padding).set("dilation", g.dilation);
+  return attrs;
+}
+
+void check_image(const Tensor& x, std::string_view op, std::string_view what) {
+  check_dense(x, op, what);
+  COPPICE_CHECK(x.dim() == 4, op, ": ", what, " must be 4-D [n, c, h, w], got ", shape_to_string(x.shape()));
+  check_floating(x, op, what);
+}
+
+std::string_view reduction_name(Reduction r) {
+  switch (r) {
+    case Reduction::kMean:
+      return "mean";
+    case Reduction::kSum:
+      return "sum";
+    case Reduction::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  check_dense(x, "softmax", "input");
+  check_floating(x, "softmax", "input");
+  int64_t d = normalize_dim(dim, x.dim(), "softmax");
+  if (has_fused("softmax", x.device())) return dispatch("softmax", {x}, Attrs().set("dim", d))[0];
+  if (x.numel() == 0) return empty(x.shape(), x.options());
+  Tensor xc = x.to(compute_dtype(x.dtype()));
+  Tensor e = exp(sub(xc, max(xc, d, true).values));
+  return div(e, sum(e, {d}, true)).to(x.dtype());
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  check_dense(x, "log_softmax", "input");
+  check_floating(x, "log_softmax", "input");
+  int64_t d = normalize_dim(dim, x.dim(), "log_softmax");
+  if (has_fused("log_softmax", x.device())) return dispatch("log_softmax", {x}, Attrs().set("dim", d))[0];
+  if (x.numel() == 0) return empty(x.shape(), x.options());
+  Tensor xc = x.to(compute_dtype(x.dtype()));
+  Tensor shifted = sub(xc, max(xc, d, true).values);
+  return sub(shifted, log(sum(exp(shifted), {d}, true))).to(x.dtype());
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+  constexpr std::string_view op = "cross_entropy";
+  check_dense(logits, op, "logits");
+  check_dense(target, op, "target");
+  check_same_device({logits, target}, op);
+  check_floating(logits, op, "logits");
+  COPPICE_CHECK(logits.dim() == 2, op, ": logits must be 2-D [n, c], got ", shape_to_string(logits.shape()));
+  COPPICE_CHECK(target.dtype() == DType::kI64, op, ": target must be i64, got ", dtype_name(target.dtype()));
+  COPPICE_CHECK(target.dim() == 1 && target.size(0) == logits.size(0), op, ": target must be [", logits.size(0),
+                "] for logits ", shape_to_string(logits.shape()), ", got ", shape_to_string(target.shape()));
+  COPPICE_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0, op,
+                ": label_smoothing must be in [0, 1], got ", options.label_smoothing);
+  if (has_fused(op, logits.device())) {
+    Attrs attrs;
+    attrs.set("label_smoothing", options.label_smoothing)
+        .set("ignore_index", options.ignore_index)
+        .set("reduction", std::string(reduction_name(options.reduction)));
+    return dispatch(op, {logits, target}, attrs)[0];
+  }
+
+  DType compute = compute_dtype(logits.dtype());
+  Tensor lp = log_softmax(logits.to(compute), 1);                        // [n, c]
+  Tensor valid = ne(target, static_cast<double>(options.ignore_index));  // [n]
+  Tensor zero_index = zeros({}, target.options());
+  Tensor safe_target = where(valid, target, zero_index);
+  Tensor picked;
+  try {
+    picked = gather(lp, 1, safe_target.unsqueeze(1));  // checks each target against [0, c)
+  } catch (const Error& e) {
+    fail(op, ": a target is not a class index in [0, ", logits.size(1), ") nor ignore_index (", options.ignore_index,
+         "): ", e.what());
+  }
+  Tensor nll = neg(picked.squeeze(1));  // [n]
+  Tensor loss = nll;
+  if (options.label_smoothing > 0.0) {
+    // The smoothed target puts eps/c on every class: its cross-entropy is -mean(lp) per row.
+    Tensor smooth = neg(mean(lp, {1}));
+    loss = add(mul(nll, 1.0 - options.label_smoothing), mul(smooth, options.label_smoothing));
+  }
+  loss = where(valid, loss, zeros({}, TensorOptions(compute, logits.device())));
+  Tensor result;
+  switch (options.reduction) {
+    case Reduction::kNone:
+      result = loss;
+      break;
+    case Reduction::kSum:
+      result = sum(loss);
+      break;
+    case Reduction::kMean:
+      result = div(sum(loss), sum(valid).to(compute));
+      break;
+  }
+  return result.to(logits.dtype());
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  constexpr std::string_view op = "layer_norm";
+  check_dense(x, op, "input");
+  check_floating(x, op, "input");
+  int64_t k = static_cast<int64_t>(normalized_shape.size());
+  COPPICE_CHECK(k > 0, op, ": normalized_shape must not be empty");
+  Shape trailing(x.shape().end() - std::min<int64_t>(k, x.dim()), x.shape().end());
+  COPPICE_CHECK(x.dim() >= k && trailing == normalized_shape, op, ": input ", shape_to_string(x.shape()),
+                " does not end in normalized_shape ", shape_to_string(normalized_shape));
+  COPPICE_CHECK(eps >= 0.0, op, ": eps must be non-negative, got ", eps);
+  auto check_affine = [&](const Tensor& t, const char* name) {
+    if (!t.defined()) return;
+    check_dense(t, op, name);
+    check_same_device({x, t}, op);
+    COPPICE_CHECK(t.shape() == normalized_shape, op, ": ", name, " must have shape ", shape_to_string(normalized_shape),
+                  ", got ", shape_to_string(t.shape()));
+    COPPICE_CHECK(t.dtype() == x.dtype(), op, ": ", name, " has dtype ", dtype_name(t.dtype()), ", expected ",
+                  dtype_name(x.dtype()), " like the input");
+  };
+  check_affine(weight, "weight");
+  check_affine(bias, "bias");
+  if (has_fused(op, x.device())) {
+    Attrs attrs;
+    attrs.set("normalized_shape", normalized_shape).set("eps", eps);
+    return dispatch(op, {x, weight, bias}, attrs)[0];
+  }
+  std::vector<int64_t> dims;
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  Tensor xc = x.to(compute_dtype(x.dtype()));
+  Tensor centered = sub(xc, mean(xc, dims, true));
+  Tensor var = mean(mul(centered, centered), dims, true);  // biased, as in PyTorch
+  Tensor y = mul(centered, rsqrt(add(var, eps)));
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y.to(x.dtype());
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  constexpr std::string_view op = "embedding";
+  check_dense(weight, op, "weight");
+  check_dense(indices, op, "indices");
+  check_same_device({weight, indices}, op);
+  COPPICE_CHECK(weight.dim() == 2, op, ": weight must be 2-D [v, d], got ", shape_to_string(weight.shape()));
+  COPPICE_CHECK(is_integral(indices.dtype()), op, ": indices must be an integer tensor, got ",
+                dtype_name(indices.dtype()));
+  Shape out_shape = indices.shape();
+  out_shape.push_back(weight.size(1));
+  if (indices.numel() == 0) return empty(out_shape, weight.options());
+  Tensor flat = indices.reshape({-1}).to(DType::kI64).contiguous();
+  try {
+    return dispatch("index_select", {weight.contiguous(), flat}, Attrs().set("dim", int64_t{0}))[0].reshape(out_shape);
+  } catch (const Error& e) {
+    fail(op, ": an index is out of range for ", weight.size(0), " embeddings: ", e.what());
+  }
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  check_dense(x, "dropout", "input");
+  COPPICE_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
+  check_floating(x, "dropout", "input");
+  if (p == 0.0 || !training) return x;
+  Tensor mask = bernoulli(x.shape(), 1.0 - p, TensorOptions(x.dtype(), x.device()), gen);
+  return mul(x, mul(mask, 1.0 / (1.0 - p)));
+}
+
+Tensor im2col(const Tensor& x, const std::vector<int64_t>& kernel, const Conv2dOptions& options) {
+  check_image(x, "im2col", "input");
+  ConvGeometry g = conv_geometry(x.size(2), x.size(3), kernel, options, "im2col");
+  Shape out_shape = {x.size(0), x.size(1) * g.kernel[0] * g.kernel[1], g.oh * g.ow};
+  if (shape_numel(out_shape) == 0) return zeros(out_shape, x.options());
+  return dispatch("im2col", {x.contiguous()}, window_attrs(g))[0];
+}
+
+Tensor col2im(const Tensor& cols, const Shape& image_shape, const std::vector<int64_t>& kernel,
+              const Conv2dOptions& options) {
+  constexpr std::string_view op = "col2im";
+  check_dense(cols, op, "cols");
+  check_floating(cols, op, "cols");
+  COPPICE_CHECK(cols.dim() == 3, op, ": cols must be 3-D [n, c*kh*kw, oh*ow], got ", shape_to_string(cols.shape()));
+  COPPICE_CHECK(image_shape.size() == 4 || image_shape.size() == 2, op,
+                ": image_shape must be [n, c, h, w] or [h, w], got ", shape_to_string(image_shape));
+  int64_t h = image_shape[image_shape.size() - 2], w = image_shape.back();
+  COPPICE_CHECK(h > 0 && w > 0, op, ": image size must be positive, got ", shape_to_string(image_shape));
+  ConvGeometry g = conv_geometry(h, w, kernel, options, op);
+  int64_t window = g.kernel[0] * g.kernel[1];
+  COPPICE_CHECK(cols.size(1) % window == 0 && cols.size(2) == g.oh * g.ow, op, ": cols ", shape_to_string(cols.shape()),
+                " do not match a ", shape_to_string(g.kernel), " window over [", h, ", ", w, "], which needs [n, c*",
+                window, ", ", g.oh * g.ow, "]");
+  int64_t n = cols.size(0), c = cols.size(1) / window;
+  if (image_shape.size() == 4) {
+    COPPICE_CHECK(image_shape[0] == n && image_shape[1] == c, op, ": cols ", shape_to_string(cols.shape()),
+                  " hold n = ", n, ", c = ", c, " but image_shape is ", shape_to_string(image_shape));
+  }
+  if (n * c == 0) return zeros({n, c, h, w}, cols.options());
+  Attrs attrs = window_attrs(g);
+  attrs.set("size", std::vector<int64_t>{h, w});
+  return dispatch("col2im", {cols.contiguous()}, attrs)[0];
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  constexpr std::string_view op = "conv2d";
+  check_image(x, op, "input");
+  check_dense(weight, op, "weight");
+  check_same_device({x, weight, bias}, op);
+  COPPICE_CHECK(weight.dim() == 4, op, ": weight must be 4-D [o, c, kh, kw], got ", shape_to_string(weight.shape()));
+  COPPICE_CHECK(weight.size(1) == x.size(1), op, ": input has ", x.size(1), " channels but weight expects ",
+                weight.size(1), " (input ", shape_to_string(x.shape()), ", weight ", shape_to_string(weight.shape()),
+                ")");
+  COPPICE_CHECK(weight.dtype() == x.dtype(), op, ": weight has dtype ", dtype_name(weight.dtype()), ", expected ",
+                dtype_name(x.dtype()), " like the input");
+  int64_t o = weight.size(0);
+  if (bias.defined()) {
+    check_dense(bias, op, "bias");
+    COPPICE_CHECK(bias.dim() == 1 && bias.size(0) == o, op, ": bias must be [", o, "], got ",
+                  shape_to_string(bias.shape()));
+    COPPICE_CHECK(bias.dtype() == x.dtype(), op, ": bias has dtype ", dtype_name(bias.dtype()), ", expected ",
+                  dtype_name(x.dtype()), " like the input");
+  }
+  std::vector<int64_t> kernel = {weight.size(2), weight.size(3)};
+  ConvGeometry g = conv_geometry(x.size(2), x.size(3), kernel, options, op);
+  if (has_fused(op, x.device())) {
+    return dispatch(op, {x, weight, bias}, window_attrs(g))[0];
+  }
+  int64_t n = x.size(0);
+  Tensor cols = im2col(x, kernel, options);                    // [n, c*kh*kw, L]
+  Tensor y = matmul(weight.reshape({o, cols.size(1)}), cols);  // [n, o, L]
+  if (bias.defined()) y = add(y, bias.reshape({1, o, 1}));
+  return y.reshape({n, o, g.oh, g.ow});
+}
+
+ValuesIndices max_pool2d_with_indices(const Tensor& x, const std::vector<int64_t>& kernel,
+                                      const std::vector<int64_t>& stride, const std::vector<int64_t>& padding) {
+  constexpr std::string_view op = "max_pool2d";
+  check_image(x, op, "input");
+  Conv2dOptions options;
+  options.stride = stride.empty() ? kernel : stride;
+  options.padding = padding;
+  options.dilation = {1, 1};
+  ConvGeometry g = conv_geometry(x.size(2), x.size(3), kernel, options, op);
+  COPPICE_CHECK(2 * g.padding[0] <= g.kernel[0] && 2 * g.padding[1] <= g.kernel[1], op, ": padding ",
+                shape_to_string(g.padding), " must be at most half the kernel ", shape_to_string(g.kernel));
+  Shape out_shape = {x.size(0), x.size(1), g.oh, g.ow};
+  if (shape_numel(out_shape) == 0) {
+    return {empty(out_shape, x.options()), empty(out_shape, TensorOptions(DType::kI64, x.device()))};
+  }
+  Attrs attrs;
+  attrs.set("kernel", g.kernel).set("stride", g.stride).set("padding", g.padding);
+  std::vector<Tensor> out = dispatch("max_pool2d", {x.contiguous()}, attrs);
+  return {out[0], out[1]};
+}
+
+Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                  const std::vector<int64_t>& padding) {
+  return max_pool2d_with_indices(x, kernel, stride, padding).values;
+}
+
+}  // namespace coppice

@@ -1,0 +1,128 @@
+// Joining and indexing: cat, stack, index_select, gather, scatter_add.
+//
+// The kernels check every index against its range (kernels.h), so a bad index
+// is an error naming the op on every device, without a copy to the host here.
+#include "tensor/dispatcher.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+
+namespace {
+
+// Every tensor dense, with one dtype and device (those of the first).
+void check_list(const std::vector<Tensor>& tensors, std::string_view op) {
+  COPPICE_CHECK(!tensors.empty(), op, ": expected at least one tensor");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    check_dense(tensors[i], op, str_cat("tensor ", i));
+    const Tensor& t = tensors[i];
+    COPPICE_CHECK(t.dtype() == tensors[0].dtype(), op, ": tensor ", i, " has dtype ", dtype_name(t.dtype()),
+                  ", expected ", dtype_name(tensors[0].dtype()), " like tensor 0");
+    COPPICE_CHECK(t.device() == tensors[0].device(), op, ": tensor ", i, " is on ", t.device().to_string(),
+                  ", expected ", tensors[0].device().to_string(), " like tensor 0");
+  }
+}
+
+// The index as a contiguous i64 tensor. Its values are range-checked by the
+// kernels (kernels.h), which throw naming the op before writing anything.
+Tensor as_index(const Tensor& index, std::string_view op) {
+  COPPICE_CHECK(is_integral(index.dtype()), op, ": index must be an integer tensor, got ", dtype_name(index.dtype()));
+  return index.to(DType::kI64).contiguous();
+}
+
+void check_indexing(const Tensor& x, const Tensor& index, std::string_view op) {
+  check_dense(x, op, "input");
+  check_dense(index, op, "index");
+  check_same_device({x, index}, op);
+  COPPICE_CHECK(x.dim() >= 1, op, ": input must be at least 1-D, got a 0-D tensor");
+}
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  check_list(tensors, "cat");
+  const Tensor& first = tensors[0];
+  COPPICE_CHECK(first.dim() > 0, "cat: zero-dimensional tensors cannot be concatenated");
+  int64_t d = normalize_dim(dim, first.dim(), "cat");
+  Shape out_shape = first.shape();
+  out_shape[d] = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    bool same = t.dim() == first.dim();
+    for (int64_t k = 0; same && k < t.dim(); ++k) same = k == d || t.size(k) == first.size(k);
+    COPPICE_CHECK(same, "cat: tensor ", i, " has shape ", shape_to_string(t.shape()), ", expected ",
+                  shape_to_string(first.shape()), " like tensor 0 except in dim ", d);
+    out_shape[d] += t.size(d);
+  }
+  Tensor out = empty(out_shape, first.options());
+  int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    if (t.numel() > 0) out.narrow(d, offset, t.size(d)).copy_(t);
+    offset += t.size(d);
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  check_list(tensors, "stack");
+  int64_t d = normalize_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> expanded;
+  expanded.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    COPPICE_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: tensor ", i, " has shape ",
+                  shape_to_string(tensors[i].shape()), ", expected ", shape_to_string(tensors[0].shape()),
+                  " like tensor 0");
+    expanded.push_back(tensors[i].unsqueeze(d));
+  }
+  return cat(expanded, d);
+}
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_indexing(x, index, "index_select");
+  int64_t d = normalize_dim(dim, x.dim(), "index_select");
+  COPPICE_CHECK(index.dim() <= 1, "index_select: index must be 0-D or 1-D, got ", shape_to_string(index.shape()));
+  Tensor idx = as_index(index, "index_select").reshape({-1});
+  Shape out_shape = x.shape();
+  out_shape[d] = idx.numel();
+  if (shape_numel(out_shape) == 0) return empty(out_shape, x.options());
+  return dispatch("index_select", {x.contiguous(), idx}, Attrs().set("dim", d))[0];
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_indexing(x, index, "gather");
+  int64_t d = normalize_dim(dim, x.dim(), "gather");
+  COPPICE_CHECK(index.dim() == x.dim(), "gather: index must have as many dims as the input (", x.dim(), "), got ",
+                shape_to_string(index.shape()));
+  for (int64_t k = 0; k < x.dim(); ++k) {
+    COPPICE_CHECK(k == d || index.size(k) <= x.size(k), "gather: index ", shape_to_string(index.shape()),
+                  " is larger than input ", shape_to_string(x.shape()), " in dim ", k);
+  }
+  Tensor idx = as_index(index, "gather");
+  if (idx.numel() == 0) return empty(idx.shape(), x.options());
+  return dispatch("gather", {x.contiguous(), idx}, Attrs().set("dim", d))[0];
+}
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_indexing(x, index, "scatter_add");
+  check_dense(src, "scatter_add", "src");
+  check_same_device({x, src}, "scatter_add");
+  int64_t d = normalize_dim(dim, x.dim(), "scatter_add");
+  COPPICE_CHECK(src.dtype() == x.dtype(), "scatter_add: src has dtype ", dtype_name(src.dtype()), ", expected ",
+                dtype_name(x.dtype()), " like the input");
+  COPPICE_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), "scatter_add: input ", shape_to_string(x.shape()),
+                ", index ", shape_to_string(index.shape()), " and src ", shape_to_string(src.shape()),
+                " must have the same number of dims");
+  for (int64_t k = 0; k < x.dim(); ++k) {
+    COPPICE_CHECK(index.size(k) <= src.size(k), "scatter_add: index ", shape_to_string(index.shape()),
+                  " is larger than src ", shape_to_string(src.shape()), " in dim ", k);
+    COPPICE_CHECK(k == d || index.size(k) <= x.size(k), "scatter_add: index ", shape_to_string(index.shape()),
+                  " is larger than input ", shape_to_string(x.shape()), " in dim ", k);
+  }
+  Tensor idx = as_index(index, "scatter_add");
+  if (idx.numel() == 0) return x.clone();
+  // The kernel reads src in index's shape.
+  Tensor part = src;
+  for (int64_t k = 0; k < x.dim(); ++k) part = part.narrow(k, 0, index.size(k));
+  return dispatch("scatter_add", {x.contiguous(), idx, part.contiguous()}, Attrs().set("dim", d))[0];
+}
+
+}  // namespace coppice

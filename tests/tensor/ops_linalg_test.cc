@@ -1,0 +1,177 @@
+// Tests for tensor/ops_linalg.cc: matmul with NumPy semantics (1-D operands,
+// batch broadcasting, transposed views), bmm and linear, against
+// double-precision reference loops.
+#include <cmath>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+namespace {
+
+#define EXPECT_ERROR_NAMING(stmt, text)                                                          \
+  do {                                                                                           \
+    try {                                                                                        \
+      stmt;                                                                                      \
+      ADD_FAILURE() << "expected coppice::Error from: " #stmt;                                   \
+    } catch (const Error& e) {                                                                   \
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << "message: " << e.what(); \
+    }                                                                                            \
+  } while (0)
+
+// Deterministic values in [-1, 1).
+Tensor values(const Shape& shape, double seed, DType dtype = DType::kF64) {
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(seed + 0.7 * static_cast<double>(i));
+  return from_vector<double>(v, shape, dtype);
+}
+
+// Reference NumPy matmul in double: a and b are brought to [..., m, k] and
+// [..., k, n] by the caller's shapes; batch dims broadcast.
+Tensor reference_matmul(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in.dim() == 1 ? a_in.unsqueeze(0) : a_in;
+  Tensor b = b_in.dim() == 1 ? b_in.unsqueeze(1) : b_in;
+  Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes(ab, bb, "reference");
+  int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  Shape ae = batch, be = batch;
+  ae.insert(ae.end(), {m, k});
+  be.insert(be.end(), {k, n});
+  std::vector<double> av = a.expand(ae).to_vector<double>(), bv = b.expand(be).to_vector<double>();
+  int64_t nb = shape_numel(batch);
+  std::vector<double> c(static_cast<size_t>(nb * m * n), 0.0);
+  for (int64_t q = 0; q < nb; ++q)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) s += av[(q * m + i) * k + p] * bv[(q * k + p) * n + j];
+        c[(q * m + i) * n + j] = s;
+      }
+  Shape out = batch;
+  if (a_in.dim() > 1) out.push_back(m);
+  if (b_in.dim() > 1) out.push_back(n);
+  return from_vector<double>(c, out, DType::kF64);
+}
+
+void expect_matmul(const Tensor& a, const Tensor& b, double tol = 1e-12) {
+  Tensor got = matmul(a, b);
+  Tensor want = reference_matmul(a, b);
+  ASSERT_EQ(got.shape(), want.shape()) << shape_to_string(a.shape()) << " x " << shape_to_string(b.shape());
+  EXPECT_EQ(got.dtype(), a.dtype());
+  EXPECT_LT(max_abs_diff(got, want), tol) << shape_to_string(a.shape()) << " x " << shape_to_string(b.shape());
+}
+
+TEST(Matmul, HandComputed) {
+  Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = from_vector<float>({7, 8, 9, 10, 11, 12}, {3, 2});
+  Tensor c = matmul(a, b);
+  EXPECT_EQ(c.shape(), (Shape{2, 2}));
+  EXPECT_EQ(c.to_vector<double>(), (std::vector<double>{58, 64, 139, 154}));
+}
+
+TEST(Matmul, ShapesLikeNumPy) {
+  expect_matmul(values({3, 4}, 1), values({4, 5}, 2));
+  expect_matmul(values({4}, 1), values({4}, 2));  // dot: 0-d
+  EXPECT_EQ(matmul(values({4}, 1), values({4}, 2)).dim(), 0);
+  expect_matmul(values({4}, 1), values({4, 5}, 2));  // [5]
+  expect_matmul(values({3, 4}, 1), values({4}, 2));  // [3]
+  expect_matmul(values({2, 3, 4}, 1), values({4, 5}, 2));
+  expect_matmul(values({3, 4}, 1), values({2, 4, 5}, 2));
+  expect_matmul(values({2, 3, 4}, 1), values({2, 4, 5}, 2));
+  expect_matmul(values({2, 1, 3, 4}, 1), values({5, 4, 2}, 2));     // batch [2, 1] with [5] -> [2, 5]
+  expect_matmul(values({2, 1, 3, 4}, 1), values({1, 3, 4, 2}, 2));  // both broadcast -> [2, 3]
+  expect_matmul(values({4}, 1), values({2, 3, 4, 5}, 2));
+  expect_matmul(values({2, 3, 3, 4}, 1), values({4}, 2));
+  expect_matmul(values({1, 3, 4}, 1), values({6, 4, 2}, 2));
+}
+
+TEST(Matmul, TransposedAndStridedOperands) {
+  Tensor a = values({4, 3}, 1).t();  // [3, 4], transpose contiguous
+  Tensor b = values({5, 4}, 2).t();  // [4, 5]
+  expect_matmul(a, b);
+  expect_matmul(values({2, 4, 3}, 1).transpose(1, 2), values({2, 4, 5}, 2));
+  expect_matmul(values({2, 3, 4}, 1), values({2, 5, 4}, 2).transpose(-1, -2));
+  expect_matmul(values({3, 8}, 1).slice(1, 0, 8, 2), values({4, 5}, 2));  // neither layout: copied
+  expect_matmul(values({3, 4}, 1), values({1, 4, 1}, 2).expand({6, 4, 1}).squeeze(-1).t());
+  expect_matmul(values({6, 3, 4}, 1).select(0, 2), values({4, 2}, 3));
+  expect_matmul(values({4, 2, 3}, 1).permute({1, 2, 0}), values({4, 2}, 3));  // non-contiguous batched a
+}
+
+TEST(Matmul, EmptyAndDegenerate) {
+  Tensor c = matmul(zeros({3, 0}), zeros({0, 4}));
+  EXPECT_EQ(c.shape(), (Shape{3, 4}));
+  EXPECT_EQ(c.to_vector<double>(), std::vector<double>(12, 0.0));  // empty sums are 0
+  EXPECT_EQ(matmul(zeros({0, 3}), zeros({3, 4})).shape(), (Shape{0, 4}));
+  EXPECT_EQ(matmul(zeros({2, 0, 3}), zeros({3, 4})).shape(), (Shape{2, 0, 4}));
+  expect_matmul(values({1, 1}, 1), values({1, 1}, 2));
+  expect_matmul(values({5, 1}, 1), values({1, 6}, 2));
+}
+
+TEST(Matmul, SixteenBitAndF32) {
+  Tensor a = values({8, 32}, 1), b = values({32, 16}, 2);
+  Tensor ref = reference_matmul(a, b);
+  Tensor f = matmul(a.to(DType::kF32), b.to(DType::kF32));
+  EXPECT_EQ(f.dtype(), DType::kF32);
+  EXPECT_LT(max_abs_diff(f, ref), 1e-5);
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    Tensor a16 = a.to(t), b16 = b.to(t);
+    Tensor h = matmul(a16, b16);
+    EXPECT_EQ(h.dtype(), t);
+    // f32 accumulation: error is the rounding of inputs and output, not 32 roundings.
+    Tensor exact = reference_matmul(a16.to(DType::kF64), b16.to(DType::kF64));
+    double tol = t == DType::kBF16 ? 0.04 : 0.005;
+    EXPECT_LT(max_abs_diff(h, exact), tol) << dtype_name(t);
+  }
+}
+
+TEST(Bmm, MatchesLoops) {
+  Tensor a = values({3, 2, 4}, 1), b = values({3, 4, 5}, 2);
+  Tensor c = bmm(a, b);
+  EXPECT_EQ(c.shape(), (Shape{3, 2, 5}));
+  EXPECT_LT(max_abs_diff(c, reference_matmul(a, b)), 1e-12);
+  EXPECT_LT(max_abs_diff(bmm(a, values({3, 5, 4}, 2).transpose(1, 2)),
+                         reference_matmul(a, values({3, 5, 4}, 2).transpose(1, 2))),
+            1e-12);
+  EXPECT_ERROR_NAMING(bmm(a, values({2, 4, 5}, 2)), "bmm: batch sizes differ: a is [3, 2, 4], b is [2, 4, 5]");
+  EXPECT_ERROR_NAMING(bmm(values({2, 4}, 1), values({4, 5}, 2)), "bmm: expected 3-D operands");
+  EXPECT_ERROR_NAMING(bmm(a, values({3, 5, 5}, 2)), "bmm: inner dimensions differ");
+}
+
+TEST(Linear, WeightTransposedWithoutCopy) {
+  Tensor x = values({2, 3, 4}, 1), w = values({5, 4}, 2), bias = values({5}, 3);
+  Tensor y = linear(x, w, bias);
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 5}));
+  Tensor ref = add(reference_matmul(x, w.t()), bias);
+  EXPECT_LT(max_abs_diff(y, ref), 1e-12);
+  EXPECT_LT(max_abs_diff(linear(x, w), reference_matmul(x, w.t())), 1e-12);
+  Tensor v = linear(values({4}, 1), w, bias);  // 1-D input
+  EXPECT_EQ(v.shape(), (Shape{5}));
+  EXPECT_LT(max_abs_diff(v, add(reference_matmul(values({4}, 1), w.t()), bias)), 1e-12);
+  // Hand-computed.
+  Tensor hx = from_vector<float>({1, 2}, {1, 2});
+  Tensor hw = from_vector<float>({1, 0, 0, 1, 1, 1}, {3, 2});
+  Tensor hb = from_vector<float>({10, 20, 30});
+  EXPECT_EQ(linear(hx, hw, hb).to_vector<double>(), (std::vector<double>{11, 22, 33}));
+}
+
+TEST(Linalg, Errors) {
+  EXPECT_ERROR_NAMING(matmul(zeros({2, 3}), zeros({4, 5})),
+                      "matmul: inner dimensions differ: a is [2, 3], b is [4, 5]");
+  EXPECT_ERROR_NAMING(matmul(zeros({3}), zeros({4})), "matmul: inner dimensions differ: a is [3], b is [4]");
+  EXPECT_ERROR_NAMING(matmul(scalar_tensor(1), zeros({2})), "matmul: both operands must be at least 1-D");
+  EXPECT_ERROR_NAMING(matmul(zeros({2, 3, 4}), zeros({3, 4, 5})), "matmul: shapes [2] and [3] do not broadcast");
+  EXPECT_ERROR_NAMING(matmul(zeros({2, 3}), zeros({3, 2}, DType::kF64)),
+                      "matmul: a and b have different dtypes (f32 and f64)");
+  EXPECT_ERROR_NAMING(matmul(zeros({2, 3}, DType::kI64), zeros({3, 2}, DType::kI64)),
+                      "matmul: expected floating-point operands, got i64");
+  EXPECT_ERROR_NAMING(linear(zeros({2, 3}), zeros({4, 5})), "linear: input's last dimension (3) differs from weight's");
+  EXPECT_ERROR_NAMING(linear(zeros({2, 3}), zeros({4, 3, 1})), "linear: weight must be 2-D");
+  EXPECT_ERROR_NAMING(linear(zeros({2, 3}), zeros({4, 3}), zeros({5})), "linear: bias must be [4], got [5]");
+  EXPECT_ERROR_NAMING(linear(zeros({2, 3}), zeros({4, 3}), zeros({4}, DType::kF64)), "linear: bias has dtype f64");
+  EXPECT_ERROR_NAMING(linear(zeros({2, 3}), zeros({4, 3}, DType::kBF16)),
+                      "linear: input and weight have different dtypes");
+}
+
+}  // namespace
+}  // namespace coppice
