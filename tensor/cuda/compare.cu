@@ -77,12 +77,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
                        WhereFn<U>{static_cast<U*>(out.data_ptr()), cond.data<bool>(),
                                   static_cast<const U*>(a.data_ptr()), static_cast<const U*>(b.data_ptr())});
   };
-  switch (dtype_size(a.dtype())) {
-    case 1: body(TypeTag<uint8_t>{}); break;
-    case 2: body(TypeTag<uint16_t>{}); break;
-    case 4: body(TypeTag<uint32_t>{}); break;
-    default: body(TypeTag<uint64_t>{}); break;
-  }
+  by_element_size(a.dtype(), body);
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tensor/cuda/checks.h"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/strided_indexer.h"
 #include "tensor/tensor.h"
@@ -43,12 +44,6 @@ void launch_elementwise(std::string_view op, int device, const Shape& shape,
   DeviceGuard guard(device);
   elementwise_kernel<<<grid_for(n), kThreads, 0, current_stream(device)>>>(n, ix, contiguous, f);
   check_launch(op);
-}
-
-// Throws naming `op` unless `t` is a defined, dense tensor on a CUDA device.
-inline void check_cuda_tensor(const Tensor& t, std::string_view op, std::string_view what) {
-  check_dense(t, op, what);
-  COPPICE_CHECK(t.device().is_cuda(), op, ": ", what, " is on ", t.device().to_string(), ", expected a CUDA device");
 }
 
 }  // namespace coppice::cuda

@@ -25,11 +25,16 @@ inline unsigned grid_for(int64_t n, int threads = kThreads) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);            \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
-// Like dispatch_dtype (dtype.h), but the C++ types are the device-safe ones
-// (bool kept; bf16/f16 as coppice::BFloat16/Half, which work in device code).
-template <typename Fn>
-void dispatch_all(DType t, Fn&& fn) {
-  dispatch_dtype(t, std::forward<Fn>(fn));
+// Calls f(TypeTag<U>{}) with an unsigned type of t's size, for kernels that
+// only move elements (one instantiation serves every dtype of that size).
+template <typename F>
+void by_element_size(DType t, F f) {
+  switch (dtype_size(t)) {
+    case 1: f(TypeTag<uint8_t>{}); break;
+    case 2: f(TypeTag<uint16_t>{}); break;
+    case 4: f(TypeTag<uint32_t>{}); break;
+    default: f(TypeTag<uint64_t>{}); break;
+  }
 }
 
 }  // namespace coppice::cuda
