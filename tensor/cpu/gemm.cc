@@ -1,0 +1,106 @@
+// gemm: batched matrix products through OpenBLAS (kernels.h).
+//
+// a [ba, m, k] ([ba, k, m] when trans_a) times b [bb, k, n] ([bb, n, k] when
+// trans_b) gives c [batch, m, n]; ba == bb, or one of them is 1 and
+// broadcasts. f32 and f64 call cblas_sgemm / cblas_dgemm one batch at a time
+// from this thread (OpenBLAS threads each call itself). bf16 and f16 are
+// converted to f32, multiplied, and rounded back once. Integer and bool
+// operands throw.
+#include <cblas.h>
+
+#include "tensor/cpu/loops.h"
+#include "tensor/dispatcher.h"
+
+namespace coppice::cpu {
+namespace {
+
+template <typename T>
+void blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+          T* c, int64_t ldc) {
+  const CBLAS_TRANSPOSE op_a = ta ? CblasTrans : CblasNoTrans, op_b = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
+                static_cast<blasint>(ldc));
+  } else {
+    cblas_dgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(k), 1.0, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0, c,
+                static_cast<blasint>(ldc));
+  }
+}
+
+// c = op(a) op(b) for contiguous f32 or f64 operands already checked.
+template <typename T>
+void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+  const int64_t ba = a.size(0), bb = b.size(0), batch = c.size(0);
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  T* pc = c.data<T>();
+  const int64_t lda = std::max<int64_t>(1, ta ? m : k), ldb = std::max<int64_t>(1, tb ? k : n);
+  const int64_t ldc = std::max<int64_t>(1, n);
+  if (bb == 1 && ba > 1 && !ta) {
+    // One product: the batches of a stack up as rows.
+    blas<T>(false, tb, ba * m, n, k, pa, lda, pb, ldb, pc, ldc);
+    return;
+  }
+  for (int64_t i = 0; i < batch; ++i) {
+    blas<T>(ta, tb, m, n, k, pa + (ba == 1 ? 0 : i) * m * k, lda, pb + (bb == 1 ? 0 : i) * k * n, ldb,
+            pc + i * m * n, ldc);
+  }
+}
+
+Tensor to_f32(const Tensor& t) {
+  Tensor out = Tensor::empty(t.shape(), TensorOptions(DType::kF32, t.device()));
+  dispatch("copy_", {out, t});
+  return out;
+}
+
+Tensor gemm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
+  check_ndim(a_in, 3, "gemm", "a");
+  check_ndim(b_in, 3, "gemm", "b");
+  COPPICE_CHECK(a_in.dtype() == b_in.dtype(), "gemm: a and b must have one dtype, got ", dtype_name(a_in.dtype()),
+                " and ", dtype_name(b_in.dtype()));
+  const DType dtype = a_in.dtype();
+  COPPICE_CHECK(is_floating(dtype), "gemm: ", dtype_name(dtype),
+                " operands are not supported (floating types only: f32, f64, bf16, f16)");
+  Tensor a = a_in.contiguous(), b = b_in.contiguous();
+  const int64_t ba = a.size(0), bb = b.size(0);
+  const int64_t m = ta ? a.size(2) : a.size(1), ka = ta ? a.size(1) : a.size(2);
+  const int64_t kb = tb ? b.size(2) : b.size(1), n = tb ? b.size(1) : b.size(2);
+  COPPICE_CHECK(ka == kb, "gemm: inner dimensions differ: a ", shape_to_string(a.shape()),
+                ta ? " (transposed)" : "", " and b ", shape_to_string(b.shape()), tb ? " (transposed)" : "");
+  COPPICE_CHECK(ba == bb || ba == 1 || bb == 1, "gemm: batch sizes ", ba, " and ", bb, " do not broadcast");
+  const int64_t batch = (ba == 0 || bb == 0) ? 0 : std::max(ba, bb);
+  constexpr int64_t kBlasMax = std::numeric_limits<blasint>::max();
+  COPPICE_CHECK(std::max<int64_t>(ba, 1) * m <= kBlasMax && n <= kBlasMax && ka <= kBlasMax,
+                "gemm: sizes (m=", m, ", n=", n, ", k=", ka, ") exceed what OpenBLAS indexes");
+  Tensor c = Tensor::empty({batch, m, n}, a.options());
+  if (c.numel() == 0) return c;
+  if (ka == 0) {
+    dispatch_dtype(dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      std::fill_n(c.data<T>(), c.numel(), T(0.0f));
+    });
+    return c;
+  }
+  if (dtype == DType::kF32) {
+    gemm_typed<float>(a, b, c, ta, tb, m, n, ka);
+  } else if (dtype == DType::kF64) {
+    gemm_typed<double>(a, b, c, ta, tb, m, n, ka);
+  } else {
+    Tensor c32 = Tensor::empty(c.shape(), TensorOptions(DType::kF32, c.device()));
+    gemm_typed<float>(to_f32(a), to_f32(b), c32, ta, tb, m, n, ka);
+    dispatch("copy_", {c, c32});
+  }
+  return c;
+}
+
+KernelRegistrar gemm_reg("gemm", DeviceType::kCpu, {"dense", "dense"},
+                         [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
+                           COPPICE_CHECK(in.size() == 2, "gemm: expected 2 inputs, got ", in.size());
+                           return {gemm(in[0], in[1], attrs.get_bool("trans_a", false),
+                                        attrs.get_bool("trans_b", false))};
+                         });
+
+}  // namespace
+}  // namespace coppice::cpu
