@@ -1,0 +1,70 @@
+#include "autograd/functions/linalg.h"
+
+#include "autograd/function.h"
+#include "autograd/functions/grad_utils.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+
+using autograd_detail::saved_if;
+using autograd_detail::sum_to;
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+Tensor mT(const Tensor& t) { return t.transpose(-2, -1); }
+
+}  // namespace
+
+Variable matmul(const Variable& a, const Variable& b) {
+  Tensor av = saved_if(b.requires_grad(), a.value()), bv = saved_if(a.requires_grad(), b.value());
+  Shape sa = a.shape(), sb = b.shape();
+  return record(matmul(a.value(), b.value()), "MatmulBackward", {a, b},
+                [av, bv, sa, sb](const Tensor& g, const GradNeeds& n) {
+                  // Work on the 2-D-or-more forms, then undo the promotion.
+                  Shape pa = sa.size() == 1 ? Shape{1, sa[0]} : sa;
+                  Shape pb = sb.size() == 1 ? Shape{sb[0], 1} : sb;
+                  Tensor gp = g;
+                  if (sa.size() == 1) gp = gp.unsqueeze(gp.dim() - (sb.size() == 1 ? 0 : 1));
+                  if (sb.size() == 1) gp = gp.unsqueeze(gp.dim());
+                  Tensor ga, gb;
+                  if (n[0]) {
+                    Tensor b2 = bv.reshape(pb);
+                    ga = sum_to(matmul(gp, mT(b2)), pa).reshape(sa);
+                  }
+                  if (n[1]) {
+                    Tensor a2 = av.reshape(pa);
+                    if (pb.size() == 2 && a2.dim() > 2) {
+                      // A shared weight: fold the batch into the rows instead of summing products.
+                      int64_t k = pa.back();
+                      gb = matmul(mT(a2.reshape({-1, k})), gp.reshape({-1, gp.size(-1)})).reshape(sb);
+                    } else {
+                      gb = sum_to(matmul(mT(a2), gp), pb).reshape(sb);
+                    }
+                  }
+                  return Grads{ga, gb};
+                });
+}
+
+Variable bmm(const Variable& a, const Variable& b) {
+  Tensor av = saved_if(b.requires_grad(), a.value()), bv = saved_if(a.requires_grad(), b.value());
+  return record(bmm(a.value(), b.value()), "BmmBackward", {a, b}, [av, bv](const Tensor& g, const GradNeeds& n) {
+    return Grads{n[0] ? bmm(g, mT(bv)) : Tensor(), n[1] ? bmm(mT(av), g) : Tensor()};
+  });
+}
+
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  Tensor xv = saved_if(weight.requires_grad(), x.value()), wv = saved_if(x.requires_grad(), weight.value());
+  Tensor y = linear(x.value(), weight.value(), bias.defined() ? bias.value() : Tensor());
+  return record(y, "LinearBackward", {x, weight, bias}, [xv, wv](const Tensor& g, const GradNeeds& n) {
+    Tensor gx, gw, gb;
+    int64_t out = g.dim() == 0 ? 1 : g.size(-1);
+    Tensor g2 = g.reshape({-1, out});
+    if (n[0]) gx = matmul(g, wv);  // [..., out] x [out, in]
+    if (n[1]) gw = matmul(g2.t(), xv.reshape({-1, xv.size(-1)}));
+    if (n[2]) gb = sum(g2, {0});
+    return Grads{gx, gw, gb};
+  });
+}
+
+}  // namespace coppice

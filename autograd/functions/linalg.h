@@ -1,0 +1,15 @@
+// Differentiable linear algebra.
+#pragma once
+
+#include "autograd/variable.h"
+
+namespace coppice {
+
+// NumPy matmul (1-D operands promoted, batch dims broadcast); batch
+// broadcasting is undone in the backward pass by summing.
+Variable matmul(const Variable& a, const Variable& b);
+Variable bmm(const Variable& a, const Variable& b);  // [b, m, k] x [b, k, n]
+// x [..., in] times weight [out, in] transposed, plus bias [out] when defined.
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias = Variable());
+
+}  // namespace coppice

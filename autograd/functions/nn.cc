@@ -1,0 +1,165 @@
+#include "autograd/functions/nn.h"
+
+#include "autograd/function.h"
+#include "autograd/functions/grad_utils.h"
+
+namespace coppice {
+
+using autograd_detail::mask_grad;
+using autograd_detail::saved_if;
+using Grads = std::vector<Tensor>;
+
+Variable softmax(const Variable& x, int64_t dim) {
+  Tensor y = softmax(x.value(), dim);
+  return record(y, "SoftmaxBackward", {x}, [y, dim](const Tensor& g, const GradNeeds&) {
+    // y (g - sum(g y))
+    return Grads{mul(y, sub(g, sum(mul(g, y), {dim}, /*keepdim=*/true)))};
+  });
+}
+
+Variable log_softmax(const Variable& x, int64_t dim) {
+  Tensor y = log_softmax(x.value(), dim);
+  return record(y, "LogSoftmaxBackward", {x}, [y, dim](const Tensor& g, const GradNeeds&) {
+    // g - softmax * sum(g)
+    return Grads{sub(g, mul(exp(y), sum(g, {dim}, /*keepdim=*/true)))};
+  });
+}
+
+Variable cross_entropy(const Variable& logits, const Tensor& target, const CrossEntropyOptions& options) {
+  Tensor z = logits.value();
+  Tensor loss = cross_entropy(z, target, options);
+  return record(loss, "CrossEntropyBackward", {logits}, [z, target, options](const Tensor& g, const GradNeeds&) {
+    // Per row with a target t not ignored:
+    //   d loss / d z = softmax(z) - (1 - eps) onehot(t) - eps / c.
+    int64_t c = z.size(1);
+    double eps = options.label_smoothing;
+    Tensor valid = ne(target, static_cast<double>(options.ignore_index));
+    Tensor safe = where(valid, target, zeros_like(target)).to(DType::kI64).unsqueeze(1);
+    Tensor onehot = scatter_add(zeros(z.shape(), z.options()), 1, safe, ones({z.size(0), 1}, z.options()));
+    Tensor d = sub(softmax(z, 1), add(mul(onehot, 1.0 - eps), eps / static_cast<double>(c)));
+    // The weight of each row's loss in the output.
+    Tensor row;
+    switch (options.reduction) {
+      case Reduction::kNone:
+        row = g;
+        break;
+      case Reduction::kSum:
+        row = g.expand({z.size(0)});
+        break;
+      case Reduction::kMean: {
+        Tensor count = sum(valid.to(g.dtype()));
+        row = div(g, maximum(count, scalar_tensor(1.0, g.options()))).expand({z.size(0)});
+        break;
+      }
+    }
+    return Grads{mul(d, mask_grad(row, valid).unsqueeze(1))};
+  });
+}
+
+Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight, const Variable& bias,
+                    double eps) {
+  Tensor xv = x.value();
+  Tensor wv = weight.defined() ? weight.value() : Tensor();
+  Tensor y = layer_norm(xv, normalized_shape, wv, bias.defined() ? bias.value() : Tensor(), eps);
+  return record(y, "LayerNormBackward", {x, weight, bias},
+                [xv, wv, normalized_shape, eps](const Tensor& g, const GradNeeds& n) {
+                  // Recomputes the statistics rather than keeping them from the forward pass.
+                  int64_t d = shape_numel(normalized_shape);
+                  Tensor x2 = xv.reshape({-1, d});
+                  Tensor g2 = g.reshape({-1, d});
+                  Tensor centered = sub(x2, mean(x2, {1}, true));
+                  Tensor rstd = rsqrt(add(mean(mul(centered, centered), {1}, true), eps));
+                  Tensor xhat = mul(centered, rstd);
+                  Tensor gx, gw, gb;
+                  if (n[0]) {
+                    Tensor gxhat = wv.defined() ? mul(g2, wv.reshape({1, d})) : g2;
+                    Tensor inner = sub(sub(gxhat, mean(gxhat, {1}, true)), mul(xhat, mean(mul(gxhat, xhat), {1}, true)));
+                    gx = mul(rstd, inner).reshape(xv.shape());
+                  }
+                  if (n[1]) gw = sum(mul(g2, xhat), {0}).reshape(normalized_shape);
+                  if (n[2]) gb = sum(g2, {0}).reshape(normalized_shape);
+                  return Grads{gx, gw, gb};
+                });
+}
+
+Variable embedding(const Variable& weight, const Tensor& indices) {
+  Shape wshape = weight.shape();
+  return record(embedding(weight.value(), indices), "EmbeddingBackward", {weight},
+                [wshape, indices](const Tensor& g, const GradNeeds&) {
+                  int64_t d = wshape[1];
+                  Tensor rows = g.reshape({-1, d});
+                  Tensor index = indices.to(DType::kI64).reshape({-1, 1}).expand({rows.size(0), d}).contiguous();
+                  return Grads{scatter_add(zeros(wshape, g.options()), 0, index, rows.contiguous())};
+                });
+}
+
+Variable dropout(const Variable& x, double p, bool training, Generator& gen) {
+  COPPICE_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
+  if (!training || p == 0.0) return x;
+  Tensor xv = x.value();
+  // The same draw as the Tensor op: kept elements scaled by 1/(1-p).
+  Tensor scale = mul(bernoulli(xv.shape(), 1.0 - p, xv.options(), gen), 1.0 / (1.0 - p));
+  return record(mul(xv, scale), "DropoutBackward", {x}, [scale](const Tensor& g, const GradNeeds&) {
+    return Grads{mul(g, scale)};
+  });
+}
+
+Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, const Conv2dOptions& options) {
+  Tensor xv = saved_if(weight.requires_grad(), x.value()), wv = weight.value();
+  Shape xshape = x.shape();
+  Tensor y = conv2d(x.value(), wv, bias.defined() ? bias.value() : Tensor(), options);
+  return record(y, "Conv2dBackward", {x, weight, bias}, [xv, wv, xshape, options](const Tensor& g,
+                                                                                  const GradNeeds& n) {
+    // y[n] = W2 cols[n], with W2 = weight as [o, c*kh*kw] and cols = im2col(x).
+    int64_t o = wv.size(0);
+    std::vector<int64_t> kernel = {wv.size(2), wv.size(3)};
+    Tensor g3 = g.reshape({g.size(0), o, -1});  // [n, o, oh*ow]
+    Tensor w2 = wv.reshape({o, -1});
+    Tensor gx, gw, gb;
+    if (n[0]) gx = col2im(matmul(w2.t(), g3), xshape, kernel, options);
+    if (n[1]) {
+      Tensor cols = im2col(xv, kernel, options);  // recomputed: kh*kw times the input's size
+      gw = sum(matmul(g3, cols.transpose(1, 2)), {0}).reshape(wv.shape());
+    }
+    if (n[2]) gb = sum(g, {0, 2, 3});
+    return Grads{gx, gw, gb};
+  });
+}
+
+VariableIndices max_pool2d_with_indices(const Variable& x, const std::vector<int64_t>& kernel,
+                                        const std::vector<int64_t>& stride, const std::vector<int64_t>& padding) {
+  ValuesIndices r = max_pool2d_with_indices(x.value(), kernel, stride, padding);
+  Shape xshape = x.shape();
+  Tensor indices = r.indices;
+  Variable values = record(r.values, "MaxPool2dBackward", {x}, [xshape, indices](const Tensor& g, const GradNeeds&) {
+    // Each output's gradient goes to the input position its index names in its h*w plane.
+    int64_t plane = xshape[xshape.size() - 2] * xshape[xshape.size() - 1];
+    int64_t planes = shape_numel(xshape) / plane;
+    Tensor gx = scatter_add(zeros({planes, plane}, g.options()), 1, indices.reshape({planes, -1}).contiguous(),
+                            g.reshape({planes, -1}).contiguous());
+    return Grads{gx.reshape(xshape)};
+  });
+  return {values, r.indices};
+}
+
+Variable max_pool2d(const Variable& x, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                    const std::vector<int64_t>& padding) {
+  if (!should_record(x.value(), {x})) return Variable(max_pool2d(x.value(), kernel, stride, padding));
+  return max_pool2d_with_indices(x, kernel, stride, padding).values;
+}
+
+Variable im2col(const Variable& x, const std::vector<int64_t>& kernel, const Conv2dOptions& options) {
+  Shape xshape = x.shape();
+  return record(im2col(x.value(), kernel, options), "Im2colBackward", {x},
+                [xshape, kernel, options](const Tensor& g, const GradNeeds&) {
+                  return Grads{col2im(g, xshape, kernel, options)};
+                });
+}
+
+Variable col2im(const Variable& cols, const Shape& image_shape, const std::vector<int64_t>& kernel,
+                const Conv2dOptions& options) {
+  return record(col2im(cols.value(), image_shape, kernel, options), "Col2imBackward", {cols},
+                [kernel, options](const Tensor& g, const GradNeeds&) { return Grads{im2col(g, kernel, options)}; });
+}
+
+}  // namespace coppice

@@ -1,0 +1,36 @@
+// Differentiable neural-network functions (see tensor/ops.h for the forward
+// semantics). Gradients flow to every floating input that requires grad;
+// targets and indices are plain Tensors.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+
+Variable softmax(const Variable& x, int64_t dim);
+Variable log_softmax(const Variable& x, int64_t dim);
+// logits [n, c], target i64 [n].
+Variable cross_entropy(const Variable& logits, const Tensor& target, const CrossEntropyOptions& options = {});
+Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight = Variable(),
+                    const Variable& bias = Variable(), double eps = 1e-5);
+// Rows of weight [v, d] picked by `indices`; the gradient is scattered back into weight's rows.
+Variable embedding(const Variable& weight, const Tensor& indices);
+// Draws its mask from `gen` as the Tensor op does (same generator state, same mask); p in [0, 1).
+Variable dropout(const Variable& x, double p, bool training, Generator& gen = default_generator());
+Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias = Variable(),
+                const Conv2dOptions& options = {});
+VariableIndices max_pool2d_with_indices(const Variable& x, const std::vector<int64_t>& kernel,
+                                        const std::vector<int64_t>& stride = {},
+                                        const std::vector<int64_t>& padding = {0, 0});
+Variable max_pool2d(const Variable& x, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride = {},
+                    const std::vector<int64_t>& padding = {0, 0});
+// The unfold/fold primitives, each the other's adjoint.
+Variable im2col(const Variable& x, const std::vector<int64_t>& kernel, const Conv2dOptions& options);
+Variable col2im(const Variable& cols, const Shape& image_shape, const std::vector<int64_t>& kernel,
+                const Conv2dOptions& options);
+
+}  // namespace coppice

@@ -1,0 +1,178 @@
+#include "autograd/variable.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+
+struct VariableImpl {
+  Tensor value;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;
+  uint32_t output_nr = 0;
+  bool requires_grad = false;
+  std::string name;
+  // A leaf's accumulator lives as long as some graph points at it.
+  std::weak_ptr<Node> grad_accumulator;
+  std::vector<std::pair<HookId, GradHook>> hooks;  // leaves; non-leaves hook their grad_fn
+};
+
+namespace {
+
+std::string describe(const VariableImpl& v) {
+  return v.name.empty() ? std::string("a variable") : str_cat("'", v.name, "'");
+}
+
+// Sums gradients into a leaf's grad.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<VariableImpl> var) : Node("AccumulateGrad"), var_(std::move(var)) {}
+
+  bool single_use() const override { return false; }
+
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    Tensor g = std::move(grads[0]);
+    if (!g.defined()) return {};
+    for (const auto& hook : var_->hooks) {
+      Tensor replaced = hook.second(g);
+      if (replaced.defined()) g = std::move(replaced);
+    }
+    COPPICE_CHECK(g.shape() == var_->value.shape(), "backward: the gradient for ", describe(*var_), " has shape ",
+                  shape_to_string(g.shape()), " but the variable has shape ", shape_to_string(var_->value.shape()),
+                  " (did a hook change it?)");
+    if (g.dtype() != var_->value.dtype()) g = g.to(var_->value.dtype());
+    if (!var_->grad.defined()) {
+      var_->grad = owned(std::move(g));
+    } else {
+      var_->grad = add(var_->grad, g);
+    }
+    return {};
+  }
+
+ private:
+  // The gradient itself when nothing else can see its data, else a copy, so
+  // that grad never aliases a seed, a hook's tensor or a stride-0 view.
+  static Tensor owned(Tensor g) {
+    if (g.is_dense() && g.is_contiguous() && g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1) {
+      return g;
+    }
+    return g.is_dense() ? g.clone() : g;
+  }
+
+  std::shared_ptr<VariableImpl> var_;
+};
+
+}  // namespace
+
+Variable::Variable(Tensor value, bool requires_grad, std::string name) : impl_(std::make_shared<VariableImpl>()) {
+  COPPICE_CHECK(value.defined(), "Variable: the value is an undefined Tensor");
+  impl_->value = std::move(value);
+  impl_->name = std::move(name);
+  set_requires_grad(requires_grad);
+}
+
+Variable Variable::from_node(Tensor value, std::shared_ptr<Node> grad_fn, uint32_t output_nr) {
+  COPPICE_CHECK(value.defined(), "Variable: the value is an undefined Tensor");
+  COPPICE_CHECK(grad_fn != nullptr, "Variable::from_node: no node");
+  COPPICE_CHECK(output_nr < grad_fn->num_outputs(), "Variable::from_node: ", grad_fn->name(), " has ",
+                grad_fn->num_outputs(), " outputs, not output ", output_nr);
+  Variable v;
+  v.impl_ = std::make_shared<VariableImpl>();
+  v.impl_->value = std::move(value);
+  v.impl_->grad_fn = std::move(grad_fn);
+  v.impl_->output_nr = output_nr;
+  v.impl_->requires_grad = true;
+  return v;
+}
+
+VariableImpl* Variable::checked() const {
+  COPPICE_CHECK(impl_ != nullptr, "Variable: use of an undefined Variable");
+  return impl_.get();
+}
+
+const Tensor& Variable::value() const { return checked()->value; }
+const Tensor& Variable::grad() const { return checked()->grad; }
+
+void Variable::set_grad(Tensor grad) const {
+  VariableImpl* v = checked();
+  if (grad.defined()) {
+    COPPICE_CHECK(grad.shape() == v->value.shape(), "set_grad: a gradient of shape ", shape_to_string(grad.shape()),
+                  " for ", describe(*v), " of shape ", shape_to_string(v->value.shape()));
+  }
+  v->grad = std::move(grad);
+}
+
+void Variable::zero_grad() const {
+  VariableImpl* v = checked();
+  if (v->grad.defined()) v->grad = zeros(v->grad.shape(), v->grad.options());
+}
+
+const std::shared_ptr<Node>& Variable::grad_fn() const { return checked()->grad_fn; }
+uint32_t Variable::output_nr() const { return checked()->output_nr; }
+bool Variable::requires_grad() const { return checked()->requires_grad; }
+const std::string& Variable::name() const { return checked()->name; }
+void Variable::set_name(std::string name) const { checked()->name = std::move(name); }
+
+void Variable::set_requires_grad(bool requires_grad) const {
+  VariableImpl* v = checked();
+  COPPICE_CHECK(v->grad_fn == nullptr, "set_requires_grad: ", describe(*v),
+                " is not a leaf (it was computed by ", v->grad_fn->name(), "); use detach() to make a leaf");
+  COPPICE_CHECK(!requires_grad || is_floating(v->value.dtype()), "set_requires_grad: only floating-point values can ",
+                "require grad, but ", describe(*v), " holds ", dtype_name(v->value.dtype()));
+  v->requires_grad = requires_grad;
+}
+
+void Variable::backward(const Tensor& grad, bool retain_graph) const {
+  run_backward({*this}, {grad}, retain_graph);
+}
+
+Variable Variable::detach() const { return Variable(value(), false, name()); }
+
+HookId Variable::register_hook(GradHook hook) const {
+  VariableImpl* v = checked();
+  COPPICE_CHECK(v->requires_grad, "register_hook: ", describe(*v), " does not require grad, so no gradient reaches it");
+  COPPICE_CHECK(hook != nullptr, "register_hook: empty hook");
+  if (v->grad_fn) return v->grad_fn->add_pre_hook(v->output_nr, std::move(hook));
+  HookId id = next_hook_id();
+  v->hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+bool Variable::remove_hook(HookId id) const {
+  VariableImpl* v = checked();
+  if (v->grad_fn) return v->grad_fn->remove_pre_hook(id);
+  auto it = std::find_if(v->hooks.begin(), v->hooks.end(), [id](const auto& h) { return h.first == id; });
+  if (it == v->hooks.end()) return false;
+  v->hooks.erase(it);
+  return true;
+}
+
+Edge Variable::gradient_edge() const {
+  VariableImpl* v = checked();
+  if (v->grad_fn) return Edge{v->grad_fn, v->output_nr};
+  if (!v->requires_grad) return Edge{};
+  std::shared_ptr<Node> acc = v->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(impl_);
+    v->grad_accumulator = acc;
+  }
+  return Edge{std::move(acc), 0};
+}
+
+std::ostream& operator<<(std::ostream& os, const Variable& v) {
+  if (!v.defined()) return os << "Variable(undefined)";
+  os << "Variable(";
+  if (!v.name().empty()) os << "'" << v.name() << "', ";
+  if (v.grad_fn()) {
+    os << "grad_fn=" << v.grad_fn()->name();
+  } else {
+    os << "requires_grad=" << (v.requires_grad() ? "true" : "false");
+  }
+  return os << ")\n" << v.value();
+}
+
+}  // namespace coppice

@@ -1,0 +1,63 @@
+#include "autograd/functions/linalg.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/autograd/test_util.h"
+
+namespace coppice {
+namespace {
+
+using testing::constant;
+using testing::param;
+using testing::randn64;
+using V = std::vector<Variable>;
+
+TEST(LinalgTest, MatmulShapes) {
+  struct Case {
+    Shape a, b;
+  };
+  const std::vector<Case> cases = {
+      {{3, 4}, {4, 2}},           // 2-D
+      {{4}, {4, 2}},              // 1-D left
+      {{3, 4}, {4}},              // 1-D right
+      {{4}, {4}},                 // dot
+      {{2, 3, 4}, {2, 4, 5}},     // batched
+      {{2, 3, 4}, {4, 5}},        // batch times a shared matrix
+      {{3, 4}, {2, 4, 5}},        // shared matrix times a batch
+      {{2, 1, 3, 4}, {5, 4, 2}},  // broadcast batch dims
+      {{4}, {2, 4, 3}},           // 1-D times a batch
+      {{2, 3, 4}, {4}},           // batch times 1-D
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_to_string(c.a) + " x " + shape_to_string(c.b));
+    Variable a = param(randn64(c.a), "a"), b = param(randn64(c.b), "b");
+    EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {a, b});
+  }
+}
+
+TEST(LinalgTest, MatmulOneSide) {
+  Variable a = param(randn64({2, 3, 4})), b = constant(randn64({4, 5}));
+  EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {a, b});
+  Variable c = constant(randn64({3, 4})), d = param(randn64({2, 4, 5}));
+  EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {c, d});
+}
+
+TEST(LinalgTest, Bmm) {
+  Variable a = param(randn64({3, 2, 4})), b = param(randn64({3, 4, 5}));
+  EXPECT_GRADCHECK([](const V& v) { return bmm(v[0], v[1]); }, {a, b});
+}
+
+TEST(LinalgTest, Linear) {
+  Variable w = param(randn64({3, 4}), "weight"), bias = param(randn64({3}), "bias");
+  for (const Shape& xs : {Shape{4}, Shape{2, 4}, Shape{2, 5, 4}}) {
+    SCOPED_TRACE(shape_to_string(xs));
+    Variable x = param(randn64(xs), "x");
+    EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], v[2]); }, {x, w, bias});
+    EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1]); }, {x, w});
+  }
+  Variable x = constant(randn64({2, 4}));
+  EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], v[2]); }, {x, w, bias});
+}
+
+}  // namespace
+}  // namespace coppice

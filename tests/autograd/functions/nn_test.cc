@@ -1,0 +1,133 @@
+#include "autograd/functions/nn.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/autograd/test_util.h"
+
+namespace coppice {
+namespace {
+
+using testing::constant;
+using testing::param;
+using testing::randn64;
+using V = std::vector<Variable>;
+
+TEST(NnTest, Softmax) {
+  Variable x = param(randn64({3, 4}));
+  for (int64_t dim : {0, 1, -1}) {
+    SCOPED_TRACE(str_cat("dim ", dim));
+    EXPECT_GRADCHECK([dim](const V& v) { return softmax(v[0], dim); }, {x});
+    EXPECT_GRADCHECK([dim](const V& v) { return log_softmax(v[0], dim); }, {x});
+  }
+  Variable x3 = param(randn64({2, 3, 4}));
+  EXPECT_GRADCHECK([](const V& v) { return softmax(v[0], 1); }, {x3});
+  EXPECT_GRADCHECK([](const V& v) { return log_softmax(v[0], 1); }, {x3});
+}
+
+TEST(NnTest, CrossEntropy) {
+  Variable logits = param(randn64({5, 4}), "logits");
+  Tensor target = from_vector<int64_t>({0, 3, 1, 1, 2});
+  Tensor with_ignored = from_vector<int64_t>({0, -100, 1, -100, 2});
+  for (Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+    for (double smoothing : {0.0, 0.1}) {
+      for (const Tensor& t : {target, with_ignored}) {
+        SCOPED_TRACE(str_cat("reduction ", static_cast<int>(r), ", smoothing ", smoothing, ", target ", t));
+        CrossEntropyOptions o;
+        o.reduction = r;
+        o.label_smoothing = smoothing;
+        EXPECT_GRADCHECK([t, o](const V& v) { return cross_entropy(v[0], t, o); }, {logits});
+      }
+    }
+  }
+}
+
+TEST(NnTest, CrossEntropyIgnoreIndexThatIsAClass) {
+  Variable logits = param(randn64({4, 3}));
+  Tensor target = from_vector<int64_t>({0, 2, 1, 2});
+  CrossEntropyOptions o;
+  o.ignore_index = 2;
+  EXPECT_GRADCHECK([target, o](const V& v) { return cross_entropy(v[0], target, o); }, {logits});
+  cross_entropy(logits, target, o).backward();
+  // Rows whose target is ignored get no gradient.
+  EXPECT_EQ(max_abs_diff(logits.grad().select(0, 1), zeros({3}, DType::kF64)), 0.0);
+  EXPECT_EQ(max_abs_diff(logits.grad().select(0, 3), zeros({3}, DType::kF64)), 0.0);
+}
+
+TEST(NnTest, LayerNorm) {
+  Variable x = param(randn64({2, 3, 4}), "x");
+  Variable w = param(randn64({4}), "weight"), b = param(randn64({4}), "bias");
+  EXPECT_GRADCHECK([](const V& v) { return layer_norm(v[0], {4}, v[1], v[2]); }, {x, w, b});
+  EXPECT_GRADCHECK([](const V& v) { return layer_norm(v[0], {4}); }, {x});
+  EXPECT_GRADCHECK([](const V& v) { return layer_norm(v[0], {4}, v[1]); }, {x, w});
+  Variable w2 = param(randn64({3, 4})), b2 = param(randn64({3, 4}));
+  EXPECT_GRADCHECK([](const V& v) { return layer_norm(v[0], {3, 4}, v[1], v[2], 1e-3); }, {x, w2, b2});
+  Variable xc = constant(randn64({2, 3, 4}));
+  EXPECT_GRADCHECK([](const V& v) { return layer_norm(v[0], {4}, v[1], v[2]); }, {xc, w, b});
+}
+
+TEST(NnTest, Embedding) {
+  Variable w = param(randn64({5, 3}), "weight");
+  Tensor idx = from_vector<int64_t>({0, 4, 2, 4, 4, 1}, {2, 3});  // repeats accumulate
+  EXPECT_GRADCHECK([idx](const V& v) { return embedding(v[0], idx); }, {w});
+  Tensor idx32 = from_vector<int32_t>({3, 3, 0});
+  EXPECT_GRADCHECK([idx32](const V& v) { return embedding(v[0], idx32); }, {w});
+}
+
+TEST(NnTest, Dropout) {
+  Variable x = param(randn64({4, 5}));
+  // A fresh generator per call: the same mask on every evaluation.
+  EXPECT_GRADCHECK([](const V& v) {
+    Generator gen(7);
+    return dropout(v[0], 0.3, true, gen);
+  }, {x});
+  EXPECT_GRADCHECK([](const V& v) { return dropout(v[0], 0.3, false); }, {x});
+  // The same mask as the Tensor op for the same generator state.
+  Generator g1(11), g2(11);
+  EXPECT_TRUE(allclose(dropout(x, 0.5, true, g1).value(), dropout(x.value(), 0.5, true, g2)));
+  EXPECT_EQ(g1.offset(), g2.offset());
+}
+
+TEST(NnTest, Conv2d) {
+  struct Case {
+    Shape x, w;
+    Conv2dOptions o;
+  };
+  Conv2dOptions strided;
+  strided.stride = {2, 1};
+  strided.padding = {1, 2};
+  Conv2dOptions dilated;
+  dilated.dilation = {2, 2};
+  dilated.padding = {1, 1};
+  const std::vector<Case> cases = {
+      {{2, 3, 5, 5}, {4, 3, 3, 3}, {}}, {{1, 2, 6, 5}, {3, 2, 3, 2}, strided}, {{2, 2, 6, 6}, {2, 2, 2, 3}, dilated}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_to_string(c.x) + " * " + shape_to_string(c.w));
+    Variable x = param(randn64(c.x), "x"), w = param(randn64(c.w), "weight"), b = param(randn64({c.w[0]}), "bias");
+    Conv2dOptions o = c.o;
+    EXPECT_GRADCHECK([o](const V& v) { return conv2d(v[0], v[1], v[2], o); }, {x, w, b});
+    EXPECT_GRADCHECK([o](const V& v) { return conv2d(v[0], v[1], Variable(), o); }, {x, w});
+  }
+}
+
+TEST(NnTest, MaxPool2d) {
+  Variable x = param(randn64({2, 2, 5, 6}));
+  EXPECT_GRADCHECK([](const V& v) { return max_pool2d(v[0], {2, 2}); }, {x});
+  EXPECT_GRADCHECK([](const V& v) { return max_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}); }, {x});
+  // Overlapping windows: one input can win several.
+  EXPECT_GRADCHECK([](const V& v) { return max_pool2d(v[0], {3, 2}, {1, 1}); }, {x});
+  EXPECT_GRADCHECK([](const V& v) { return max_pool2d_with_indices(v[0], {2, 3}).values; }, {x});
+}
+
+TEST(NnTest, Im2colCol2im) {
+  Conv2dOptions o;
+  o.padding = {1, 0};
+  o.stride = {2, 1};
+  Variable x = param(randn64({2, 3, 5, 4}));
+  EXPECT_GRADCHECK([o](const V& v) { return im2col(v[0], {3, 2}, o); }, {x});
+  Tensor cols = im2col(x.value(), {3, 2}, o);
+  Variable c = param(randn64(cols.shape()));
+  EXPECT_GRADCHECK([o](const V& v) { return col2im(v[0], {2, 3, 5, 4}, {3, 2}, o); }, {c});
+}
+
+}  // namespace
+}  // namespace coppice
