@@ -221,8 +221,11 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   COPPICE_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
   check_floating(x, "dropout", "input");
   if (p == 0.0 || !training) return x;
-  Tensor mask = bernoulli(x.shape(), 1.0 - p, TensorOptions(x.dtype(), x.device()), gen);
-  return mul(x, mul(mask, 1.0 / (1.0 - p)));
+  // The scale 1/(1-p) is applied in the compute dtype: in bf16 it would be off
+  // by up to 2^-9 and bias every kept value the same way.
+  DType compute = compute_dtype(x.dtype());
+  Tensor scaled_mask = mul(bernoulli(x.shape(), 1.0 - p, TensorOptions(compute, x.device()), gen), 1.0 / (1.0 - p));
+  return mul(x, scaled_mask).to(x.dtype());
 }
 
 Tensor im2col(const Tensor& x, const std::vector<int64_t>& kernel, const Conv2dOptions& options) {

@@ -133,8 +133,9 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
     if (mask[d]) count *= x.size(d);
   }
   Tensor s = sum_impl(as_floating(x), mask, keepdim);
+  // 16-bit sums divide in f32 (a count like 1001 is not exact in bf16) and round once more.
   // An empty reduction divides 0 by 0: NaN, as in NumPy and PyTorch.
-  return div(s, static_cast<double>(count));
+  return div(s.to(compute_dtype(s.dtype())), static_cast<double>(count)).to(s.dtype());
 }
 
 Tensor max(const Tensor& x) { return extremum_all(x, true); }
@@ -189,7 +190,6 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
   int64_t n = x.dim() == 0 ? 1 : x.size(d);
   COPPICE_CHECK(k >= 0 && k <= n, "topk: k = ", k, " is out of range for dim ", d, " of size ", n, " (shape ",
                 shape_to_string(x.shape()), ")");
-  COPPICE_CHECK(x.dtype() != DType::kBool, "topk: not defined for bool tensors");
   if (x.dim() == 0) {
     if (k == 1) return {x.clone(), zeros({}, TensorOptions(DType::kI64, x.device()))};
     return {empty({0}, x.options()), empty({0}, TensorOptions(DType::kI64, x.device()))};

@@ -257,8 +257,21 @@ TEST(Dropout, MaskAndScale) {
   EXPECT_NEAR(static_cast<double>(kept) / 20000, 0.75, 0.015);
   EXPECT_NEAR(mean(y).item(), 1.0, 0.03);           // the scale keeps the expectation
   EXPECT_EQ(vals(dropout(x, 0.25, true, g2)), yv);  // same generator state, same mask
-  Tensor z = dropout(x.to(DType::kBF16), 0.5, true, g1);
+  // 16-bit inputs are scaled in f32 and rounded once.
+  Tensor xb = values({1000}, 18, 3.0, DType::kBF16);
+  Tensor z = dropout(xb, 0.1, true, g1);
   EXPECT_EQ(z.dtype(), DType::kBF16);
+  std::vector<double> xv = vals(xb), zv = vals(z);
+  int64_t zeros_seen = 0;
+  for (size_t i = 0; i < zv.size(); ++i) {
+    if (zv[i] == 0.0 && xv[i] != 0.0) {
+      ++zeros_seen;
+      continue;
+    }
+    ASSERT_EQ(zv[i], static_cast<float>(BFloat16(static_cast<float>(xv[i]) * static_cast<float>(1.0 / 0.9)))) << i;
+  }
+  EXPECT_GT(zeros_seen, 50);
+  EXPECT_LT(zeros_seen, 150);
   EXPECT_ERROR_NAMING(dropout(x, 1.0, true), "dropout: p must be in [0, 1), got 1");
   EXPECT_ERROR_NAMING(dropout(x, -0.1, false), "dropout: p must be in [0, 1)");
 }
