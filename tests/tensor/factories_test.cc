@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tensor/backend.h"
 #include "tensor/ops.h"
 #include "tensor/philox.h"
 
@@ -212,6 +213,28 @@ TEST(Factories, FromVector) {
   Tensor c = from_vector<int64_t>({1, 2}, {}, DType::kF64);
   EXPECT_EQ(c.dtype(), DType::kF64);
   EXPECT_ERROR_NAMING(from_vector<float>({1, 2, 3}, {2, 2}), "from_vector");
+}
+
+TEST(Factories, SameNumbersOnTheGpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU in this machine";
+  const Device gpu = Device::cuda(0);
+  for (DType t : {DType::kF32, DType::kF64, DType::kBF16}) {
+    Generator a(77, 3), b(77, 3);
+    EXPECT_EQ(max_abs_diff(rand({1000}, t, a), rand({1000}, TensorOptions(t, gpu), b)), 0.0) << dtype_name(t);
+    EXPECT_EQ(max_abs_diff(randn({1001}, t, a), randn({1001}, TensorOptions(t, gpu), b)), 0.0) << dtype_name(t);
+  }
+  Generator a(5), b(5);
+  EXPECT_EQ(max_abs_diff(randint(-7, 100, {999}, DType::kI64, a),
+                         randint(-7, 100, {999}, TensorOptions(DType::kI64, gpu), b)),
+            0.0);
+  EXPECT_EQ(
+      max_abs_diff(bernoulli({999}, 0.3, DType::kBool, a), bernoulli({999}, 0.3, TensorOptions(DType::kBool, gpu), b)),
+      0.0);
+  Tensor z = zeros({2, 3}, gpu);
+  EXPECT_EQ(z.device(), gpu);
+  EXPECT_EQ(full({4}, 2.5, TensorOptions(DType::kBF16, gpu)).to_vector<double>(), std::vector<double>(4, 2.5));
+  EXPECT_EQ(arange(0.0, 5.0, 1.0, TensorOptions(DType::kI32, gpu)).to_vector<int>(), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(ones_like(z).device(), gpu);
 }
 
 }  // namespace

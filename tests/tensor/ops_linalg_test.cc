@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tensor/backend.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -171,6 +172,25 @@ TEST(Linalg, Errors) {
   EXPECT_ERROR_NAMING(linear(zeros({2, 3}), zeros({4, 3}), zeros({4}, DType::kF64)), "linear: bias has dtype f64");
   EXPECT_ERROR_NAMING(linear(zeros({2, 3}), zeros({4, 3}, DType::kBF16)),
                       "linear: input and weight have different dtypes");
+}
+
+TEST(LinalgOnGpu, MatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU in this machine";
+  const Device gpu = Device::cuda(0);
+  Tensor a = values({2, 3, 4}, 1), b = values({5, 4}, 2), bias = values({5}, 3);
+  EXPECT_LT(max_abs_diff(linear(a, b, bias), linear(a.to(gpu), b.to(gpu), bias.to(gpu))), 1e-12);
+  EXPECT_LT(max_abs_diff(matmul(values({2, 1, 3, 4}, 1), values({5, 4, 2}, 2)),
+                         matmul(values({2, 1, 3, 4}, 1).to(gpu), values({5, 4, 2}, 2).to(gpu))),
+            1e-12);
+  EXPECT_LT(max_abs_diff(matmul(values({4}, 1), values({4, 3}, 2).t().t()),
+                         matmul(values({4}, 1).to(gpu), values({4, 3}, 2).to(gpu))),
+            1e-12);
+  Tensor h = values({16, 32}, 4, DType::kBF16);
+  EXPECT_LT(max_abs_diff(matmul(h, h.t()), matmul(h.to(gpu), h.to(gpu).t())), 0.05);
+  EXPECT_ERROR_NAMING(matmul(zeros({2, 2}), zeros({2, 2}, gpu)),
+                      "matmul: operands are on different devices (cpu and cuda:0)");
+  EXPECT_ERROR_NAMING(linear(zeros({2, 2}, gpu), zeros({2, 2}, gpu), zeros({2})),
+                      "linear: operands are on different devices");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tensor/backend.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -445,6 +446,51 @@ TEST(Im2Col, LayoutAndAdjointCol2Im) {
   EXPECT_ERROR_NAMING(col2im(y, {7, 5}, {3, 2}, o), "col2im: cols");
   EXPECT_ERROR_NAMING(col2im(zeros({2, 3}), {3, 3}, {2, 2}, {}), "col2im: cols must be 3-D");
   EXPECT_ERROR_NAMING(im2col(zeros({1, 3, 3}), {2, 2}, {}), "im2col: input must be 4-D");
+}
+
+TEST(NnOnGpu, CompositesMatchTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU in this machine";
+  const Device gpu = Device::cuda(0);
+  auto on_gpu = [&](const Tensor& t) { return t.to(gpu); };
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    double tol = t == DType::kF32 ? 1e-5 : 0.05;
+    Tensor x = values({4, 7}, 20, 3.0, t);
+    EXPECT_LT(max_abs_diff(softmax(x, 1), softmax(on_gpu(x), 1)), tol) << dtype_name(t);
+    EXPECT_LT(max_abs_diff(log_softmax(x, 0), log_softmax(on_gpu(x), 0)), tol) << dtype_name(t);
+    Tensor target = from_vector<int64_t>({0, 6, -100, 3});
+    CrossEntropyOptions o;
+    o.label_smoothing = 0.1;
+    Tensor ce = cross_entropy(on_gpu(x), on_gpu(target), o);
+    EXPECT_EQ(ce.device(), gpu);
+    EXPECT_LT(max_abs_diff(cross_entropy(x, target, o), ce), tol) << dtype_name(t);
+    Tensor w = values({7}, 21, 1.0, t), b = values({7}, 22, 1.0, t);
+    EXPECT_LT(max_abs_diff(layer_norm(x, {7}, w, b), layer_norm(on_gpu(x), {7}, on_gpu(w), on_gpu(b))), tol);
+    Tensor img = values({2, 3, 9, 8}, 23, 1.0, t), k = values({4, 3, 3, 3}, 24, 1.0, t), kb = values({4}, 25, 1.0, t);
+    Conv2dOptions co;
+    co.stride = {2, 1};
+    co.padding = {1, 1};
+    EXPECT_LT(max_abs_diff(conv2d(img, k, kb, co), conv2d(on_gpu(img), on_gpu(k), on_gpu(kb), co)), tol * 10);
+    ValuesIndices pc = max_pool2d_with_indices(img, {3, 3}, {2, 2}, {1, 1});
+    ValuesIndices pg = max_pool2d_with_indices(on_gpu(img), {3, 3}, {2, 2}, {1, 1});
+    EXPECT_EQ(max_abs_diff(pc.values, pg.values), 0.0);
+    EXPECT_EQ(max_abs_diff(pc.indices, pg.indices), 0.0);
+    Tensor emb = values({10, 4}, 26, 1.0, t);
+    Tensor ids = from_vector<int64_t>({9, 0, 3, 3}, {2, 2});
+    EXPECT_EQ(max_abs_diff(embedding(emb, ids), embedding(on_gpu(emb), on_gpu(ids))), 0.0);
+  }
+  // Dropout draws the same mask on both devices.
+  Generator a(8), b(8);
+  Tensor x = values({3000}, 27);
+  EXPECT_EQ(max_abs_diff(dropout(x, 0.4, true, a), dropout(on_gpu(x), 0.4, true, b)), 0.0);
+  // Operands on different devices are errors naming the op.
+  EXPECT_ERROR_NAMING(cross_entropy(on_gpu(zeros({2, 3})), zeros({2}, DType::kI64)),
+                      "cross_entropy: operands are on different devices");
+  EXPECT_ERROR_NAMING(conv2d(zeros({1, 1, 3, 3}), on_gpu(zeros({1, 1, 2, 2}))),
+                      "conv2d: operands are on different devices");
+  EXPECT_ERROR_NAMING(embedding(zeros({3, 2}), on_gpu(zeros({1}, DType::kI64))),
+                      "embedding: operands are on different devices");
+  EXPECT_ERROR_NAMING(embedding(on_gpu(zeros({3, 2})), on_gpu(from_vector<int64_t>({3}))),
+                      "embedding: an index is out of range");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tensor/backend.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -261,6 +262,21 @@ TEST(Reduce, Errors) {
   EXPECT_ERROR_NAMING(max(zeros({0})), "max: cannot reduce an empty tensor");
   EXPECT_ERROR_NAMING(argmin(x, -4), "argmin: dim -4");
   EXPECT_ERROR_NAMING(sum(Tensor()), "sum: input is an undefined tensor");
+}
+
+TEST(ReduceOnGpu, MatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU in this machine";
+  const Device gpu = Device::cuda(0);
+  Tensor x = cube(), g = cube().to(gpu);
+  EXPECT_LT(max_abs_diff(sum(x, {0, 2}), sum(g, {0, 2})), 1e-12);
+  EXPECT_LT(max_abs_diff(mean(x, {1}, true), mean(g, {1}, true)), 1e-12);
+  EXPECT_EQ(max_abs_diff(max(x, 1).indices, max(g, 1).indices), 0.0);
+  EXPECT_EQ(max_abs_diff(argmin(x, 2), argmin(g, 2)), 0.0);
+  EXPECT_LT(max_abs_diff(norm(x, 3, {2}), norm(g, 3, {2})), 1e-12);
+  EXPECT_EQ(max(g).device(), gpu);
+  ValuesIndices tc = topk(x, 2, 1, false), tg = topk(g, 2, 1, false);
+  EXPECT_EQ(max_abs_diff(tc.values, tg.values), 0.0);
+  EXPECT_EQ(max_abs_diff(tc.indices, tg.indices), 0.0);
 }
 
 }  // namespace

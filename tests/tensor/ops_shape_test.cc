@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tensor/backend.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -144,6 +145,23 @@ TEST(ScatterAdd, AccumulatesDuplicates) {
                       "scatter_add: index [3, 1] is larger than input [2, 4] in dim 0");
   EXPECT_ERROR_NAMING(scatter_add(x, 1, zeros({2}, DType::kI64), zeros({2})),
                       "scatter_add: input [2, 4], index [2] and src [2]");
+}
+
+TEST(ShapeOpsOnGpu, MatchTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU in this machine";
+  const Device gpu = Device::cuda(0);
+  Tensor a = iota({2, 3}), b = iota({2, 3}, 100);
+  EXPECT_EQ(max_abs_diff(cat({a, b.t().contiguous().t()}, 1), cat({a.to(gpu), b.to(gpu)}, 1)), 0.0);
+  EXPECT_EQ(max_abs_diff(stack({a, b}, 1), stack({a.to(gpu), b.to(gpu)}, 1)), 0.0);
+  Tensor idx = from_vector<int64_t>({2, 0, 2, 1, 1, 1}, {2, 3});
+  EXPECT_EQ(max_abs_diff(gather(a, 1, idx), gather(a.to(gpu), 1, idx.to(gpu))), 0.0);
+  EXPECT_EQ(max_abs_diff(scatter_add(a, 1, idx, b), scatter_add(a.to(gpu), 1, idx.to(gpu), b.to(gpu))), 0.0);
+  EXPECT_EQ(max_abs_diff(index_select(a, 1, from_vector<int64_t>({2, 2})),
+                         index_select(a.to(gpu), 1, from_vector<int64_t>({2, 2}).to(gpu))),
+            0.0);
+  EXPECT_ERROR_NAMING(cat({a, b.to(gpu)}), "cat: tensor 1 is on cuda:0, expected cpu like tensor 0");
+  EXPECT_ERROR_NAMING(gather(a.to(gpu), 1, idx), "gather: operands are on different devices");
+  EXPECT_ERROR_NAMING(index_select(a.to(gpu), 0, from_vector<int64_t>({5}).to(gpu)), "index_select: index 5");
 }
 
 }  // namespace
