@@ -109,7 +109,7 @@ __global__ void max_pool_kernel(const T* x, T* values, int64_t* indices, Window 
         }
       }
     }
-    // A window wholly in the padding cannot happen: padding <= kernel / 2 is checked.
+    // A window wholly in the padding cannot happen: padding <= kernel / 2 and h, w > 0 are checked.
     values[i] = best_i >= 0 ? plane[best_i] : T(0);
     indices[i] = best_i;
   }
@@ -117,9 +117,9 @@ __global__ void max_pool_kernel(const T* x, T* values, int64_t* indices, Window 
 
 std::vector<Tensor> im2col(const std::vector<Tensor>& in, const Attrs& attrs) {
   check_inputs(in, 1, "im2col");
-  const Tensor& x = in[0];
-  check_contiguous_cuda(x, "im2col", "input");
-  check_ndim(x, 4, "im2col", "input");
+  check_cuda_tensor(in[0], "im2col", "input");
+  check_ndim(in[0], 4, "im2col", "input");
+  const Tensor x = in[0].contiguous();
   const Window g = make_window(x.shape(), attrs, "im2col", true);
   Tensor cols = Tensor::empty({g.n, g.c * g.kh * g.kw, g.oh * g.ow}, x.options());
   const int64_t total = cols.numel();
@@ -137,9 +137,9 @@ std::vector<Tensor> im2col(const std::vector<Tensor>& in, const Attrs& attrs) {
 
 std::vector<Tensor> col2im(const std::vector<Tensor>& in, const Attrs& attrs) {
   check_inputs(in, 1, "col2im");
-  const Tensor& cols = in[0];
-  check_contiguous_cuda(cols, "col2im", "cols");
-  check_ndim(cols, 3, "col2im", "cols");
+  check_cuda_tensor(in[0], "col2im", "cols");
+  check_ndim(in[0], 3, "col2im", "cols");
+  const Tensor cols = in[0].contiguous();
   const auto& size = get_ints_n(attrs, "size", 2, "col2im");
   const auto& kernel = get_ints_n(attrs, "kernel", 2, "col2im");
   const int64_t kk = kernel[0] * kernel[1];
@@ -165,12 +165,13 @@ std::vector<Tensor> col2im(const std::vector<Tensor>& in, const Attrs& attrs) {
 
 std::vector<Tensor> max_pool2d(const std::vector<Tensor>& in, const Attrs& attrs) {
   check_inputs(in, 1, "max_pool2d");
-  const Tensor& x = in[0];
-  check_contiguous_cuda(x, "max_pool2d", "input");
-  check_ndim(x, 4, "max_pool2d", "input");
+  check_cuda_tensor(in[0], "max_pool2d", "input");
+  check_ndim(in[0], 4, "max_pool2d", "input");
+  const Tensor x = in[0].contiguous();
   const Window g = make_window(x.shape(), attrs, "max_pool2d", false);
   COPPICE_CHECK(2 * g.ph <= g.kh && 2 * g.pw <= g.kw, "max_pool2d: padding [", g.ph, ", ", g.pw,
                 "] must be at most half the kernel [", g.kh, ", ", g.kw, "]");
+  COPPICE_CHECK(g.h > 0 && g.w > 0, "max_pool2d: empty image planes (input shape ", shape_to_string(x.shape()), ")");
   Tensor values = Tensor::empty({g.n, g.c, g.oh, g.ow}, x.options());
   Tensor indices = Tensor::empty({g.n, g.c, g.oh, g.ow}, TensorOptions(DType::kI64, x.device()));
   const int64_t total = values.numel();

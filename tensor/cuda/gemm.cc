@@ -61,13 +61,12 @@ int checked_int(int64_t v, const char* what) {
 
 std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(in.size() == 2, "gemm: expected 2 inputs, got ", in.size());
-  const Tensor& a = in[0];
-  const Tensor& b = in[1];
-  check_dense(a, "gemm", "a");
-  check_dense(b, "gemm", "b");
+  check_dense(in[0], "gemm", "a");
+  check_dense(in[1], "gemm", "b");
+  COPPICE_CHECK(in[0].device().is_cuda() && in[0].device() == in[1].device(), "gemm: a and b must be on one CUDA device");
+  const Tensor a = in[0].contiguous(), b = in[1].contiguous();
   COPPICE_CHECK(a.dim() == 3 && b.dim() == 3, "gemm: a and b must be 3-D, got shapes ", shape_to_string(a.shape()),
                 " and ", shape_to_string(b.shape()));
-  COPPICE_CHECK(a.is_contiguous() && b.is_contiguous(), "gemm: a and b must be contiguous");
   COPPICE_CHECK(a.dtype() == b.dtype(), "gemm: a and b must have one dtype, got ", dtype_name(a.dtype()), " and ",
                 dtype_name(b.dtype()));
   const bool trans_a = attrs.get_bool("trans_a", false), trans_b = attrs.get_bool("trans_b", false);

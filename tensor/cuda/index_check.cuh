@@ -1,7 +1,9 @@
 // Range checks for index arguments: kernels skip an out-of-range index and
-// record it in a device slot; the host reads the slot back after the launch
-// and throws coppice::Error naming the op, the index and the valid range.
-// Costs one small device-to-host copy (a synchronization) per call.
+// record its position in a device slot (the lowest position wins, so the
+// report is deterministic); the host reads the slot back and throws
+// coppice::Error naming the op, the index, its position and the valid range,
+// as the CPU twins do. Costs one small device-to-host copy (a synchronization)
+// per call.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,28 +17,40 @@
 
 namespace coppice::cuda {
 
-// Records `value` as the offending index unless an earlier one was recorded.
-__device__ inline void report_bad_index(int64_t* slot, int64_t value) {
-  if (atomicCAS(reinterpret_cast<unsigned long long*>(slot), 0ull, 1ull) == 0ull) slot[1] = value;
+// cudaMemsetAsync with this byte makes the "nothing reported" sentinel,
+// larger than any position.
+constexpr int kNoBadIndexByte = 0x7f;
+constexpr int64_t kNoBadIndex = 0x7f7f7f7f7f7f7f7fll;
+
+__device__ inline void report_bad_index(int64_t* slot, int64_t position) {
+  atomicMin(reinterpret_cast<long long*>(slot), static_cast<long long>(position));
 }
 
 class BadIndexSlot {
  public:
+  // Call with `device` current.
   explicit BadIndexSlot(Device device)
-      : device_(device.index), buf_(Tensor::empty({2}, TensorOptions(DType::kI64, device))) {
-    COPPICE_CUDA_CHECK(cudaMemsetAsync(buf_.data_ptr(), 0, 2 * sizeof(int64_t), current_stream(device_)),
+      : device_(device.index), buf_(Tensor::empty({1}, TensorOptions(DType::kI64, device))) {
+    COPPICE_CUDA_CHECK(cudaMemsetAsync(buf_.data_ptr(), kNoBadIndexByte, sizeof(int64_t), current_stream(device_)),
                        "index check");
   }
   int64_t* ptr() const { return static_cast<int64_t*>(buf_.data_ptr()); }
 
-  // Throws "<op>: index <v> is out of range for dim <dim> of size <size>" when a kernel reported one.
-  void check(std::string_view op, int64_t dim, int64_t size) const {
-    int64_t host[2] = {0, 0};
+  // Throws "<op>: index <v> (at position <p>) is out of range for dim <d> of
+  // size <s>" when a kernel reported a position of the i64 `index`.
+  void check(std::string_view op, const Tensor& index, int64_t dim, int64_t size) const {
+    int64_t position = kNoBadIndex;
     cudaStream_t stream = current_stream(device_);
-    COPPICE_CUDA_CHECK(cudaMemcpyAsync(host, buf_.data_ptr(), sizeof(host), cudaMemcpyDeviceToHost, stream), op);
+    COPPICE_CUDA_CHECK(cudaMemcpyAsync(&position, buf_.data_ptr(), sizeof(position), cudaMemcpyDeviceToHost, stream),
+                       op);
     COPPICE_CUDA_CHECK(cudaStreamSynchronize(stream), op);
-    COPPICE_CHECK(host[0] == 0, op, ": index ", host[1], " is out of range for dim ", dim, " of size ", size,
-                  " (valid: 0 to ", size - 1, ")");
+    if (position == kNoBadIndex) return;
+    int64_t value = 0;
+    COPPICE_CUDA_CHECK(cudaMemcpyAsync(&value, static_cast<const int64_t*>(index.data_ptr()) + position,
+                                       sizeof(value), cudaMemcpyDeviceToHost, stream),
+                       op);
+    COPPICE_CUDA_CHECK(cudaStreamSynchronize(stream), op);
+    fail(op, ": index ", value, " (at position ", position, ") is out of range for dim ", dim, " of size ", size);
   }
 
  private:

@@ -1,59 +1,72 @@
-// index_select, gather and scatter_add (kernels.h), with every index checked
-// against its dimension (index_check.cuh): an out-of-range index throws
-// coppice::Error and is never dereferenced.
+// index_select, gather and scatter_add (kernels.h), twins of
+// tensor/cpu/indexing.cc. Indices are i64 in [0, size of dim): negative ones
+// do not wrap, and an out-of-range index throws coppice::Error (naming the
+// op, the index and its position, as the CPU does) before anything is
+// written to the result; it is never dereferenced (index_check.cuh). Any
+// dtype. gather and scatter_add take an index no larger than the other
+// operands in any dim (except dim for the tensor indexed).
 //
-// index_select and gather only move elements, so they have one kernel per
-// element size. scatter_add adds with atomics: f32 and f64 directly, bf16 and
-// f16 in an f32 copy of x (one rounding at the end, as a f32 accumulation on
-// the CPU), u8 and bool in an i32 copy (u8 wraps, bool is "or"). Atomic
-// float additions make the order of the sums, and so the last bits of f32/f64
-// results with duplicate indices, vary from run to run.
+// index_select and gather only move elements: one kernel per element size.
+// scatter_add is deterministic and matches the CPU bit for bit: the (target,
+// position) pairs are radix-sorted by target (stable, sort.h), then one thread
+// per target adds its sources in index order, in the compute type, rounding
+// to the element type after each addition exactly as the CPU loop does
+// (integers wrap, bool adds as "or"). No float atomics.
+#include <climits>
 #include <cstdint>
 
 #include "tensor/cuda/checks.h"
+#include "tensor/cuda/convert.h"
 #include "tensor/cuda/index_check.cuh"
 #include "tensor/cuda/launch.cuh"
+#include "tensor/cuda/sort.h"
 
 namespace coppice::cuda {
 namespace {
 
 constexpr int kMaxDims = 8;
 
-// out [outer, nidx, inner] = x [outer, size, inner] at index along the middle.
+// Reports the first index outside [0, size).
+__global__ void range_check(const int64_t* index, int64_t n, int64_t size, int64_t* bad) {
+  COPPICE_KERNEL_LOOP(i, n) {
+    const int64_t k = index[i];
+    if (k < 0 || k >= size) report_bad_index(bad, i);
+  }
+}
+
+// out [outer, nidx, inner] = x [outer, size, inner] at index (checked) along the middle.
 template <typename U>
 __global__ void index_select_kernel(const U* x, const int64_t* index, U* out, int64_t total, int64_t nidx,
-                                    int64_t size, int64_t inner, int64_t* bad) {
+                                    int64_t size, int64_t inner) {
   COPPICE_KERNEL_LOOP(i, total) {
     const int64_t in = i % inner;
     const int64_t j = (i / inner) % nidx;
     const int64_t o = i / (inner * nidx);
-    const int64_t k = index[j];
-    if (k < 0 || k >= size) {
-      report_bad_index(bad, k);
-      continue;
-    }
-    out[i] = x[(o * size + k) * inner + in];
+    out[i] = x[(o * size + index[j]) * inner + in];
   }
 }
 
-// Shapes for gather and scatter_add: index (= src, = out of gather) is
-// contiguous with sizes `sizes`; x is contiguous with strides `x_strides`.
+// The contiguous index (sizes `sizes`) addresses x (strides `x_strides`) and,
+// for scatter_add, src (strides `src_strides`) at the same coordinates.
 struct IndexGeometry {
   int ndim;
   int dim;
   int64_t dim_size;
   int64_t sizes[kMaxDims];
   int64_t x_strides[kMaxDims];
+  int64_t src_strides[kMaxDims];
 
-  // The element of x that index element `i` (holding `k` along dim) addresses.
-  __device__ int64_t x_offset(int64_t i, int64_t k) const {
-    int64_t off = 0;
+  // Offsets in x (with `k` along dim) and in src of index element `i`.
+  __device__ void offsets(int64_t i, int64_t k, int64_t* x_off, int64_t* src_off) const {
+    int64_t xo = 0, so = 0;
     for (int d = ndim - 1; d >= 0; --d) {
       const int64_t c = i % sizes[d];
       i /= sizes[d];
-      off += (d == dim ? k : c) * x_strides[d];
+      xo += (d == dim ? k : c) * x_strides[d];
+      so += c * src_strides[d];
     }
-    return off;
+    *x_off = xo;
+    *src_off = so;
   }
 };
 
@@ -62,72 +75,107 @@ __global__ void gather_kernel(const U* x, const int64_t* index, U* out, int64_t 
   COPPICE_KERNEL_LOOP(i, total) {
     const int64_t k = index[i];
     if (k < 0 || k >= g.dim_size) {
-      report_bad_index(bad, k);
+      report_bad_index(bad, i);
       continue;
     }
-    out[i] = x[g.x_offset(i, k)];
+    int64_t x_off, unused;
+    g.offsets(i, k, &x_off, &unused);
+    out[i] = x[x_off];
   }
 }
 
-__device__ inline void atomic_add(float* p, float v) { atomicAdd(p, v); }
-__device__ inline void atomic_add(double* p, double v) { atomicAdd(p, v); }
-__device__ inline void atomic_add(int32_t* p, int32_t v) { atomicAdd(p, v); }
-__device__ inline void atomic_add(int64_t* p, int64_t v) {  // two's complement: unsigned addition wraps alike
-  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
-}
-
-template <typename A, typename S>
-__global__ void scatter_add_kernel(A* acc, const int64_t* index, const S* src, int64_t total, IndexGeometry g,
-                                   int64_t* bad) {
+// keys[i] = offset in out that index element i adds to; ids[i] = i.
+__global__ void scatter_keys(const int64_t* index, uint64_t* keys, int32_t* ids, int64_t total, IndexGeometry g,
+                             int64_t* bad) {
   COPPICE_KERNEL_LOOP(i, total) {
-    const int64_t k = index[i];
+    int64_t k = index[i];
     if (k < 0 || k >= g.dim_size) {
-      report_bad_index(bad, k);
-      continue;
+      report_bad_index(bad, i);
+      k = 0;  // keeps the key in range; the host throws before the sums run
     }
-    atomic_add(acc + g.x_offset(i, k), static_cast<A>(src[i]));
+    int64_t x_off, unused;
+    g.offsets(i, k, &x_off, &unused);
+    keys[i] = static_cast<uint64_t>(x_off);
+    ids[i] = static_cast<int32_t>(i);
   }
 }
 
-void check_index(const Tensor& index, std::string_view op) {
-  check_contiguous_cuda(index, op, "index");
+template <typename C>
+__device__ inline C accumulate(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) {
+    return a || b;
+  } else if constexpr (std::is_integral_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
+// One thread per run of equal keys (sorted): adds the run's sources in order.
+template <typename T>
+__global__ void scatter_sums(const uint64_t* keys, const int32_t* ids, const T* src, T* out, int64_t total,
+                             IndexGeometry g) {
+  using C = compute_t<T>;
+  COPPICE_KERNEL_LOOP(j, total) {
+    const uint64_t key = keys[j];
+    if (j > 0 && keys[j - 1] == key) continue;
+    T cur = out[key];
+    for (int64_t t = j; t < total && keys[t] == key; ++t) {
+      int64_t unused, src_off;
+      g.offsets(ids[t], 0, &unused, &src_off);
+      cur = T(accumulate(static_cast<C>(cur), static_cast<C>(src[src_off])));
+    }
+    out[key] = cur;
+  }
+}
+
+void check_index_tensor(const Tensor& index, std::string_view op) {
+  check_cuda_tensor(index, op, "index");
   check_dtype(index, DType::kI64, op, "index");
 }
 
+// A 0-dimensional tensor as [1], so the kernels always have a dim to index.
+Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t.contiguous(); }
+
 std::vector<Tensor> index_select(const std::vector<Tensor>& in, const Attrs& attrs) {
   check_inputs(in, 2, "index_select");
-  const Tensor& x = in[0];
-  const Tensor& index = in[1];
-  check_contiguous_cuda(x, "index_select", "input");
-  check_index(index, "index_select");
-  check_ndim(index, 1, "index_select", "index");
-  COPPICE_CHECK(x.dim() > 0, "index_select: input must have at least one dimension");
-  const int64_t dim = normalize_dim(attrs.get_int("dim"), x.dim(), "index_select");
+  check_cuda_tensor(in[0], "index_select", "input");
+  check_index_tensor(in[1], "index_select");
+  check_ndim(in[1], 1, "index_select", "index");
+  COPPICE_CHECK(in[0].dim() >= 1, "index_select: input must have at least one dimension");
+  const int64_t dim = normalize_dim(attrs.get_int("dim"), in[0].dim(), "index_select");
+  const Tensor x = in[0].contiguous(), index = in[1].contiguous();
   Shape out_shape = x.shape();
   out_shape[dim] = index.numel();
   Tensor out = Tensor::empty(out_shape, x.options());
   const int64_t total = out.numel();
-  if (total == 0) return {out};
+  const int64_t size = x.size(dim);
   int64_t inner = 1;
   for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
   const int device = x.device().index;
   DeviceGuard guard(device);
-  BadIndexSlot bad(x.device());
+  const int64_t nidx = index.numel();
+  if (nidx > 0) {  // checked first, even when the result is empty, as on the CPU
+    BadIndexSlot bad(x.device());
+    range_check<<<grid_for(nidx), kThreads, 0, current_stream(device)>>>(index.data<int64_t>(), nidx, size,
+                                                                         bad.ptr());
+    check_launch("index_select");
+    bad.check("index_select", index, dim, size);
+  }
+  if (total == 0) return {out};
   by_element_size(x.dtype(), [&](auto tag) {
     using U = typename decltype(tag)::type;
     index_select_kernel<U><<<grid_for(total), kThreads, 0, current_stream(device)>>>(
-        static_cast<const U*>(x.data_ptr()), index.data<int64_t>(), static_cast<U*>(out.data_ptr()), total,
-        index.numel(), x.size(dim), inner, bad.ptr());
+        static_cast<const U*>(x.data_ptr()), index.data<int64_t>(), static_cast<U*>(out.data_ptr()), total, nidx,
+        size, inner);
   });
   check_launch("index_select");
-  bad.check("index_select", dim, x.size(dim));
   return {out};
 }
 
-// Checks that index fits x as gather and scatter_add need, and describes it.
-IndexGeometry make_geometry(const Tensor& x, const Tensor& index, int64_t dim, std::string_view op) {
-  COPPICE_CHECK(index.dim() == x.dim(), op, ": index must have the input's ", x.dim(), " dimensions, got shape ",
-                shape_to_string(index.shape()));
+// Checks that index fits x (and src) as gather and scatter_add need, and describes them.
+IndexGeometry make_geometry(const Tensor& x, const Tensor& index, const Tensor* src, int64_t dim, std::string_view op) {
   COPPICE_CHECK(x.dim() <= kMaxDims, op, ": at most ", kMaxDims, " dimensions are supported, got ", x.dim());
   IndexGeometry g{};
   g.ndim = static_cast<int>(x.dim());
@@ -136,6 +184,11 @@ IndexGeometry make_geometry(const Tensor& x, const Tensor& index, int64_t dim, s
   for (int64_t d = 0; d < x.dim(); ++d) {
     COPPICE_CHECK(d == dim || index.size(d) <= x.size(d), op, ": index of shape ", shape_to_string(index.shape()),
                   " is larger than the input ", shape_to_string(x.shape()), " in dim ", d);
+    if (src != nullptr) {
+      COPPICE_CHECK(index.size(d) <= src->size(d), op, ": index of shape ", shape_to_string(index.shape()),
+                    " is larger than src ", shape_to_string(src->shape()), " in dim ", d);
+      g.src_strides[d] = src->stride(d);
+    }
     g.sizes[d] = index.size(d);
     g.x_strides[d] = x.stride(d);
   }
@@ -144,14 +197,14 @@ IndexGeometry make_geometry(const Tensor& x, const Tensor& index, int64_t dim, s
 
 std::vector<Tensor> gather(const std::vector<Tensor>& in, const Attrs& attrs) {
   check_inputs(in, 2, "gather");
-  const Tensor& x = in[0];
-  const Tensor& index = in[1];
-  check_contiguous_cuda(x, "gather", "input");
-  check_index(index, "gather");
-  COPPICE_CHECK(x.dim() > 0, "gather: input must have at least one dimension");
-  const int64_t dim = normalize_dim(attrs.get_int("dim"), x.dim(), "gather");
-  const IndexGeometry g = make_geometry(x, index, dim, "gather");
-  Tensor out = Tensor::empty(index.shape(), x.options());
+  check_cuda_tensor(in[0], "gather", "input");
+  check_index_tensor(in[1], "gather");
+  const int64_t dim = normalize_dim(attrs.get_int("dim"), in[0].dim(), "gather");
+  COPPICE_CHECK(in[1].dim() == in[0].dim(), "gather: index must have the input's ", in[0].dim(),
+                " dimensions, got shape ", shape_to_string(in[1].shape()));
+  const Tensor x = at_least_1d(in[0]), index = at_least_1d(in[1]);
+  const IndexGeometry g = make_geometry(x, index, nullptr, dim, "gather");
+  Tensor out = Tensor::empty(in[1].shape(), x.options());
   const int64_t total = out.numel();
   if (total == 0) return {out};
   const int device = x.device().index;
@@ -164,55 +217,58 @@ std::vector<Tensor> gather(const std::vector<Tensor>& in, const Attrs& attrs) {
         bad.ptr());
   });
   check_launch("gather");
-  bad.check("gather", dim, x.size(dim));
+  bad.check("gather", index, dim, x.size(dim));
   return {out};
 }
 
 std::vector<Tensor> scatter_add(const std::vector<Tensor>& in, const Attrs& attrs) {
   check_inputs(in, 3, "scatter_add");
-  const Tensor& x = in[0];
-  const Tensor& index = in[1];
-  const Tensor& src = in[2];
-  check_contiguous_cuda(x, "scatter_add", "input");
-  check_index(index, "scatter_add");
-  check_contiguous_cuda(src, "scatter_add", "src");
-  COPPICE_CHECK(src.dtype() == x.dtype(), "scatter_add: src must have the input's dtype ", dtype_name(x.dtype()),
-                ", got ", dtype_name(src.dtype()));
-  COPPICE_CHECK(src.shape() == index.shape(), "scatter_add: src of shape ", shape_to_string(src.shape()),
-                " must have the index's shape ", shape_to_string(index.shape()));
-  COPPICE_CHECK(x.dim() > 0, "scatter_add: input must have at least one dimension");
-  const int64_t dim = normalize_dim(attrs.get_int("dim"), x.dim(), "scatter_add");
-  const IndexGeometry g = make_geometry(x, index, dim, "scatter_add");
-  const int device = x.device().index;
-  DeviceGuard guard(device);
-  // The accumulator: x's own type where CUDA has the atomic, else a wider copy.
-  DType acc_dtype = x.dtype();
-  if (x.dtype() == DType::kBF16 || x.dtype() == DType::kF16) acc_dtype = DType::kF32;
-  if (x.dtype() == DType::kU8 || x.dtype() == DType::kBool) acc_dtype = DType::kI32;
-  Tensor acc = acc_dtype == x.dtype() ? x.clone() : x.to(acc_dtype);
+  const Tensor& input = in[0];
+  check_cuda_tensor(input, "scatter_add", "input");
+  check_index_tensor(in[1], "scatter_add");
+  check_cuda_tensor(in[2], "scatter_add", "src");
+  COPPICE_CHECK(in[2].dtype() == input.dtype(), "scatter_add: src must have the input's dtype ",
+                dtype_name(input.dtype()), ", got ", dtype_name(in[2].dtype()));
+  const int64_t dim = normalize_dim(attrs.get_int("dim"), input.dim(), "scatter_add");
+  COPPICE_CHECK(in[1].dim() == input.dim() && in[2].dim() == input.dim(),
+                "scatter_add: index and src must have the input's ", input.dim(), " dimensions, got shapes ",
+                shape_to_string(in[1].shape()), " and ", shape_to_string(in[2].shape()));
+  const Tensor index = at_least_1d(in[1]), src = at_least_1d(in[2]);
+  Tensor out = Tensor::empty(input.shape(), input.options());
+  const Tensor out1 = out.dim() == 0 ? out.view({1}) : out;
+  const IndexGeometry g = make_geometry(out1, index, &src, dim, "scatter_add");
   const int64_t total = index.numel();
-  if (total > 0) {
-    BadIndexSlot bad(x.device());
-    dispatch_dtype(x.dtype(), [&](auto tag) {
-      using S = typename decltype(tag)::type;
-      auto launch = [&](auto acc_tag) {
-        using A = typename decltype(acc_tag)::type;
-        scatter_add_kernel<A, S><<<grid_for(total), kThreads, 0, current_stream(device)>>>(
-            static_cast<A*>(acc.data_ptr()), index.data<int64_t>(), static_cast<const S*>(src.data_ptr()), total, g,
-            bad.ptr());
-      };
-      if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>) {
-        launch(TypeTag<float>{});
-      } else if constexpr (std::is_same_v<S, uint8_t> || std::is_same_v<S, bool>) {
-        launch(TypeTag<int32_t>{});
-      } else {
-        launch(TypeTag<S>{});
-      }
-    });
-    check_launch("scatter_add");
-    bad.check("scatter_add", dim, x.size(dim));
+  COPPICE_CHECK(total < INT_MAX, "scatter_add: the CUDA kernel takes fewer than 2^31 indices, got ", total);
+  const Device device = input.device();
+  DeviceGuard guard(device.index);
+  cudaStream_t stream = current_stream(device.index);
+  dispatch("copy_", {out, input});
+  if (total == 0) return {out};
+  const TensorOptions i64(DType::kI64, device), i32(DType::kI32, device);
+  Tensor key_buf[2] = {Tensor::empty({total}, i64), Tensor::empty({total}, i64)};
+  Tensor id_buf[2] = {Tensor::empty({total}, i32), Tensor::empty({total}, i32)};
+  SortBuffers<uint64_t> sb;
+  for (int b = 0; b < 2; ++b) {
+    sb.keys[b] = static_cast<uint64_t*>(key_buf[b].data_ptr());
+    sb.values[b] = id_buf[b].data<int32_t>();
   }
-  return {acc_dtype == x.dtype() ? acc : acc.to(x.dtype())};
+  {
+    BadIndexSlot bad(device);
+    scatter_keys<<<grid_for(total), kThreads, 0, stream>>>(index.data<int64_t>(), sb.keys[0], sb.values[0], total, g,
+                                                           bad.ptr());
+    check_launch("scatter_add");
+    bad.check("scatter_add", index, dim, g.dim_size);
+  }
+  radix_sort_pairs(sb, static_cast<int>(total), bits_for(static_cast<uint64_t>(std::max<int64_t>(out1.numel(), 1) - 1)),
+                   device);
+  dispatch_dtype(input.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scatter_sums<T><<<grid_for(total), kThreads, 0, stream>>>(sb.keys[sb.current_key], sb.values[sb.current_value],
+                                                              static_cast<const T*>(src.data_ptr()),
+                                                              static_cast<T*>(out1.data_ptr()), total, g);
+  });
+  check_launch("scatter_add");
+  return {out};
 }
 
 const KernelRegistrar kIndexSelect("index_select", DeviceType::kCuda, {"dense", "dense"}, index_select);

@@ -144,18 +144,18 @@ __global__ void arg_rows(const T* x, T* values, int64_t* indices, int64_t outer,
   }
 }
 
-void check_rows(const Tensor& x, std::string_view op) {
+// The input as contiguous rows [outer, r] (copied when the caller did not make it so).
+Tensor as_rows(const Tensor& x, std::string_view op) {
   check_cuda_tensor(x, op, "input");
-  COPPICE_CHECK(x.dim() == 2, op, ": input must be 2-D [outer, r], got shape ", shape_to_string(x.shape()));
-  COPPICE_CHECK(x.is_contiguous(), op, ": input must be contiguous");
+  check_ndim(x, 2, op, "input");
+  return x.contiguous();
 }
 
 unsigned blocks_for_rows(int64_t outer, int group) { return grid_for(outer, kThreads / group); }
 
 std::vector<Tensor> reduce_sum(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 1, "reduce_sum: expected 1 input, got ", in.size());
-  const Tensor& x = in[0];
-  check_rows(x, "reduce_sum");
+  const Tensor x = as_rows(in[0], "reduce_sum");
   const int64_t outer = x.size(0), r = x.size(1);
   const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::kI64;
   Tensor out = Tensor::empty({outer}, TensorOptions(out_dtype, x.device()));
@@ -179,10 +179,10 @@ std::vector<Tensor> reduce_sum(const std::vector<Tensor>& in, const Attrs&) {
 
 std::vector<Tensor> reduce_arg(std::string_view op, bool largest, const std::vector<Tensor>& in) {
   COPPICE_CHECK(in.size() == 1, op, ": expected 1 input, got ", in.size());
-  const Tensor& x = in[0];
-  check_rows(x, op);
+  const Tensor x = as_rows(in[0], op);
   const int64_t outer = x.size(0), r = x.size(1);
-  COPPICE_CHECK(r > 0 || outer == 0, op, ": cannot reduce rows of length 0 (shape ", shape_to_string(x.shape()), ")");
+  COPPICE_CHECK(r > 0 || outer == 0, op, ": cannot reduce an empty dimension (input shape ",
+                shape_to_string(x.shape()), ")");
   Tensor values = Tensor::empty({outer}, x.options());
   Tensor indices = Tensor::empty({outer}, TensorOptions(DType::kI64, x.device()));
   if (outer == 0) return {values, indices};
