@@ -1,4 +1,14 @@
-// Everything in the autograd layer (ARCHITECTURE.md, layer 3).
+// The autograd layer (ARCHITECTURE.md, layer 3), in one include.
+//
+//   Variable w(randn({4, 3}), /*requires_grad=*/true, "w");
+//   Variable x(input);                       // a constant: no gradient
+//   Variable loss = cross_entropy(matmul(x, w), target);
+//   loss.backward();                         // w.grad() now holds d loss / d w
+//
+// Every op of tensor/ops.h has an overload on Variables here (functions/);
+// results record a graph node unless grad mode is off (NoGradGuard) or no
+// input requires grad. Integer and bool results (argmax, comparisons) are
+// plain Tensors.
 #pragma once
 
 #include "autograd/engine.h"

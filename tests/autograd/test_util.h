@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -32,7 +33,6 @@ inline Tensor randn_away(const Shape& shape, double point, double margin = 0.1) 
 inline Variable param(const Tensor& t, const char* name = "") { return Variable(t, true, name); }
 inline Variable constant(const Tensor& t) { return Variable(t, false); }
 
-using Fn = std::function<Variable(const std::vector<Variable>&)>;
 
 }  // namespace coppice::testing
 

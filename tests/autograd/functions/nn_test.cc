@@ -129,5 +129,24 @@ TEST(NnTest, Im2colCol2im) {
   EXPECT_GRADCHECK([o](const V& v) { return col2im(v[0], {2, 3, 5, 4}, {3, 2}, o); }, {c});
 }
 
+TEST(NnTest, SmallNetworkEndToEnd) {
+  // conv -> relu -> pool -> flatten -> layer_norm -> linear -> gelu -> linear -> cross_entropy
+  Variable x = constant(randn64({2, 1, 6, 6}));
+  Variable cw = param(mul(randn64({2, 1, 3, 3}), 0.5), "conv.weight"), cb = param(randn64({2}), "conv.bias");
+  Variable g = param(randn64({8}), "ln.weight"), beta = param(randn64({8}), "ln.bias");
+  Variable w1 = param(mul(randn64({5, 8}), 0.3), "fc1.weight"), b1 = param(randn64({5}), "fc1.bias");
+  Variable w2 = param(mul(randn64({3, 5}), 0.3), "fc2.weight");
+  Tensor target = from_vector<int64_t>({2, 0});
+  auto net = [target](const V& v) {
+    Variable h = max_pool2d(relu(conv2d(v[0], v[1], v[2])), {2, 2});  // [2, 2, 2, 2]
+    h = layer_norm(flatten(h, 1), {8}, v[3], v[4]);
+    h = gelu(linear(h, v[5], v[6]));
+    CrossEntropyOptions o;
+    o.label_smoothing = 0.05;
+    return cross_entropy(linear(h, v[7]), target, o);
+  };
+  EXPECT_GRADCHECK(net, {x, cw, cb, g, beta, w1, b1, w2});
+}
+
 }  // namespace
 }  // namespace coppice
