@@ -6,12 +6,13 @@ cd "$(dirname "$0")/../.."
 tools/setup >/dev/null
 mapfile -t tests < <(bazel query 'kind(cc_test, //tests/...)' 2>/dev/null)
 bazel build --define=cuda=1 "${tests[@]}" //tools/bench:bench //tools/demo:mlp_demo
+bin=$(bazel info --define=cuda=1 bazel-bin)
 rm -rf .devbin && mkdir -p .devbin/tests
 for t in "${tests[@]}"; do
   path=${t#//}; path=${path/://}
-  [[ -x bazel-bin/$path ]] && cp "bazel-bin/$path" ".devbin/tests/$(echo "${t#//tests/}" | tr '/:' '__')"
+  [[ -x $bin/$path ]] && cp "$bin/$path" ".devbin/tests/$(echo "${t#//tests/}" | tr '/:' '__')"
 done
-cp bazel-bin/tools/bench/bench bazel-bin/tools/demo/mlp_demo .devbin/
+cp $bin/tools/bench/bench $bin/tools/demo/mlp_demo .devbin/
 cp tools/bench/*.py tools/device/run_gpu_suite.sh .devbin/
 # Nothing beyond glibc, libstdc++, libgcc and the CUDA libraries may be needed there.
 bad=$(ldd .devbin/tests/* .devbin/bench .devbin/mlp_demo | awk '/=>/{print $1}' | sort -u |
