@@ -26,8 +26,8 @@ void run_elementwise(const Config& config, std::vector<Result>* results) {
       } else {
         try {
           const Device device = dc.cuda ? Device::cuda(0) : Device::cpu();
-          Tensor a = rand({numel}, TensorOptions(dtype, device));
-          Tensor b = rand({numel}, TensorOptions(dtype, device));
+          Tensor a = random_input({numel}, dtype, device);
+          Tensor b = random_input({numel}, dtype, device);
           Timing t = time_op([&] { Tensor c = add(a, b); }, [&] { synchronize(device); }, timing_options(config));
           r.median_ms = t.median_ms;
           r.min_ms = t.min_ms;

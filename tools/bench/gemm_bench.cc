@@ -30,8 +30,8 @@ void run_gemm(const Config& config, std::vector<Result>* results) {
       } else {
         try {
           const Device device = dc.cuda ? Device::cuda(0) : Device::cpu();
-          Tensor a = rand({n, n}, TensorOptions(dtype, device));
-          Tensor b = rand({n, n}, TensorOptions(dtype, device));
+          Tensor a = random_input({n, n}, dtype, device);
+          Tensor b = random_input({n, n}, dtype, device);
           Timing t = time_op([&] { Tensor c = matmul(a, b); }, [&] { synchronize(device); }, timing_options(config));
           r.median_ms = t.median_ms;
           r.min_ms = t.min_ms;

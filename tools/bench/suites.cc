@@ -5,6 +5,7 @@
 
 #include "tensor/backend.h"
 #include "tensor/error.h"
+#include "tensor/ops.h"
 
 namespace coppice::bench {
 
@@ -41,6 +42,10 @@ void describe_device(bool cuda, DType dtype, const char* metric, Result* r) {
   Peak p = reference_peak(gpu, dtype, metric);
   r->peak = p.value;
   r->peak_source = p.source.empty() ? "unknown: no reference peak for this GPU model" : p.source;
+}
+
+Tensor random_input(const Shape& shape, DType dtype, Device device) {
+  return rand(shape, TensorOptions(dtype, Device::cpu())).to(device);
 }
 
 void log_result(const Result& r) {

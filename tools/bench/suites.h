@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "tensor/tensor.h"
 #include "tools/bench/bench_util.h"
 
 namespace coppice::bench {
@@ -25,6 +26,9 @@ std::string cuda_skip_reason();
 TimingOptions timing_options(const Config& config);
 // Fills device_name and peak fields of `r` for its device.
 void describe_device(bool cuda, DType dtype, const char* metric, Result* r);
+// Uniform [0, 1) values of `dtype` on `device`, drawn on the CPU and copied
+// (so a device without random kernels can still be timed).
+Tensor random_input(const Shape& shape, DType dtype, Device device);
 // Logs one line about `r` to stderr.
 void log_result(const Result& r);
 
