@@ -55,6 +55,23 @@ Tensor to_f32(const Tensor& t) {
   return out;
 }
 
+// A contiguous buffer for a 3-D operand: the operand itself, or, when it is
+// a transposed view of a contiguous tensor, that tensor with the transpose
+// flag flipped (no copy); otherwise a contiguous copy.
+void blas_operand(const Tensor& t, Tensor* out, bool* trans) {
+  if (t.is_contiguous()) {
+    *out = t;
+    return;
+  }
+  Tensor tt = t.transpose(1, 2);
+  if (tt.is_contiguous()) {
+    *out = tt;
+    *trans = !*trans;
+    return;
+  }
+  *out = t.contiguous();
+}
+
 Tensor gemm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
   check_ndim(a_in, 3, "gemm", "a");
   check_ndim(b_in, 3, "gemm", "b");
@@ -63,12 +80,14 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
   const DType dtype = a_in.dtype();
   COPPICE_CHECK(is_floating(dtype), "gemm: ", dtype_name(dtype),
                 " operands are not supported (floating types only: f32, f64, bf16, f16)");
-  Tensor a = a_in.contiguous(), b = b_in.contiguous();
-  const int64_t ba = a.size(0), bb = b.size(0);
-  const int64_t m = ta ? a.size(2) : a.size(1), ka = ta ? a.size(1) : a.size(2);
-  const int64_t kb = tb ? b.size(2) : b.size(1), n = tb ? b.size(1) : b.size(2);
-  COPPICE_CHECK(ka == kb, "gemm: inner dimensions differ: a ", shape_to_string(a.shape()),
-                ta ? " (transposed)" : "", " and b ", shape_to_string(b.shape()), tb ? " (transposed)" : "");
+  const int64_t ba = a_in.size(0), bb = b_in.size(0);
+  const int64_t m = ta ? a_in.size(2) : a_in.size(1), ka = ta ? a_in.size(1) : a_in.size(2);
+  const int64_t kb = tb ? b_in.size(2) : b_in.size(1), n = tb ? b_in.size(1) : b_in.size(2);
+  COPPICE_CHECK(ka == kb, "gemm: inner dimensions differ: a ", shape_to_string(a_in.shape()),
+                ta ? " (transposed)" : "", " and b ", shape_to_string(b_in.shape()), tb ? " (transposed)" : "");
+  Tensor a, b;
+  blas_operand(a_in, &a, &ta);
+  blas_operand(b_in, &b, &tb);
   COPPICE_CHECK(ba == bb || ba == 1 || bb == 1, "gemm: batch sizes ", ba, " and ", bb, " do not broadcast");
   const int64_t batch = (ba == 0 || bb == 0) ? 0 : std::max(ba, bb);
   constexpr int64_t kBlasMax = std::numeric_limits<blasint>::max();

@@ -40,11 +40,12 @@ struct Compute<Half> {
 template <typename T>
 using compute_t = typename Compute<T>::type;
 
-// Converts one element as copy_ does: through the source's compute type; to
+// Converts one element as copy_ does: unchanged to its own type; else through the source's compute type; to
 // bool as "!= 0"; to the 16-bit floats through f32 (so f64 -> bf16 rounds
 // twice); floating to integer truncates toward zero.
 template <typename To, typename From>
 inline To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) return v;  // bit for bit (keeps NaN payloads)
   using C = compute_t<From>;
   C c = static_cast<C>(v);
   if constexpr (std::is_same_v<To, bool>) {

@@ -67,6 +67,23 @@ TEST(GemmTest, LargeF32AndNonContiguousInput) {
   expect_values(c, reference(a.contiguous(), b, false, false), 1e-5, 1e-4);
 }
 
+TEST(GemmTest, TransposedAndSlicedViewsWithFlags) {
+  const int64_t m = 4, k = 6, n = 5;
+  Tensor a = make({2, m, k}, noise(2 * m * k, 25), DType::kF64);
+  Tensor b = make({2, k, n}, noise(2 * k * n, 26), DType::kF64);
+  Tensor want = call1("gemm", {a, b}, trans(false, false));
+  // The same products from views: a^T as a transposed view, given with trans_a.
+  Tensor at = a.transpose(1, 2);  // [2, k, m] view
+  EXPECT_FALSE(at.is_contiguous());
+  expect_values(call1("gemm", {at, b}, trans(true, false)), values(want), 1e-14, 1e-14);
+  Tensor bt = b.transpose(1, 2).contiguous().transpose(1, 2);  // [2, k, n], column-major inside
+  expect_values(call1("gemm", {a, bt}, trans(false, false)), values(want), 1e-14, 1e-14);
+  Tensor wide = make({2, m, 2 * k}, noise(4 * m * k, 27), DType::kF64);
+  Tensor sliced = wide.slice(2, 0, 2 * k, 2);  // [2, m, k], every other column
+  expect_values(call1("gemm", {sliced, b}, trans(false, false)),
+                reference(sliced.contiguous(), b, false, false), 1e-14, 1e-14);
+}
+
 TEST(GemmTest, ZeroSizes) {
   Tensor c = call1("gemm", {Tensor::empty({2, 3, 0}), Tensor::empty({2, 0, 4})}, trans(false, false));
   EXPECT_EQ(c.shape(), (Shape{2, 3, 4}));
