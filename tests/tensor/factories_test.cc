@@ -221,7 +221,10 @@ TEST(Factories, SameNumbersOnTheGpu) {
   for (DType t : {DType::kF32, DType::kF64, DType::kBF16}) {
     Generator a(77, 3), b(77, 3);
     EXPECT_EQ(max_abs_diff(rand({1000}, t, a), rand({1000}, TensorOptions(t, gpu), b)), 0.0) << dtype_name(t);
-    EXPECT_EQ(max_abs_diff(randn({1001}, t, a), randn({1001}, TensorOptions(t, gpu), b)), 0.0) << dtype_name(t);
+    // Box-Muller's log/sin/cos may differ by an ulp of f64 between the CPU's libm and CUDA's
+    // (measured on an H100: 4.4e-16), which can also move an f32 or bf16 result by one of its ulps.
+    double tol = t == DType::kF64 ? 1e-14 : (t == DType::kF32 ? 1e-6 : 0.04);
+    EXPECT_LE(max_abs_diff(randn({1001}, t, a), randn({1001}, TensorOptions(t, gpu), b)), tol) << dtype_name(t);
   }
   Generator a(5), b(5);
   EXPECT_EQ(max_abs_diff(randint(-7, 100, {999}, DType::kI64, a),
