@@ -24,7 +24,8 @@ namespace coppice {
 using AttrValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
 
 // Named, typed op attributes (dim, keepdim, eps, ...). Getters throw naming
-// the op when an attribute is missing or has another type.
+// the attribute when it is missing or has another type; frontends set every
+// attribute their kernels read, so this only fires on a kernel/frontend bug.
 class Attrs {
  public:
   Attrs() = default;
