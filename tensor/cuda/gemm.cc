@@ -78,7 +78,8 @@ std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(ba == bb || ba == 1 || bb == 1, "gemm: batch sizes ", ba, " and ", bb, " do not broadcast");
   const int64_t batch = (ba == 1) ? bb : ba;
   const DType dtype = a.dtype();
-  COPPICE_CHECK(is_floating(dtype), "gemm: CUDA gemm takes floating tensors, got ", dtype_name(dtype));
+  COPPICE_CHECK(is_floating(dtype), "gemm: ", dtype_name(dtype),
+                " operands are not supported (floating types only: f32, f64, bf16, f16)");
   Tensor c = Tensor::empty({batch, m, n}, a.options());
   if (c.numel() == 0) return {c};
   const int device = a.device().index;

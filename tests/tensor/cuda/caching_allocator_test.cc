@@ -1,0 +1,104 @@
+// The CUDA caching allocator: size classes, reuse without cudaMalloc, counters.
+#include "tensor/cuda/caching_allocator.h"
+
+#include "tests/tensor/cuda/cuda_test_util.h"
+
+namespace coppice {
+namespace {
+
+using namespace cuda_testing;
+using cuda::CachingAllocator;
+
+TEST(CachingAllocatorTest, SizeClasses) {
+  COPPICE_REQUIRE_GPU();
+  EXPECT_EQ(CachingAllocator::round_size(0), 512u);
+  EXPECT_EQ(CachingAllocator::round_size(1), 512u);
+  EXPECT_EQ(CachingAllocator::round_size(512), 512u);
+  EXPECT_EQ(CachingAllocator::round_size(513), 1024u);
+  EXPECT_EQ(CachingAllocator::round_size(1 << 20), size_t{1} << 20);
+  EXPECT_EQ(CachingAllocator::round_size((1 << 20) + 1), size_t{2} << 20);
+  EXPECT_EQ(CachingAllocator::round_size((5 << 20) + 3), size_t{6} << 20);
+}
+
+TEST(CachingAllocatorTest, SmallTensorsReuseCachedBlocks) {
+  COPPICE_REQUIRE_GPU();
+  Allocator& alloc = allocator_for(gpu());
+  // Warm the few size classes used below, then count.
+  for (int64_t n : {1, 100, 1000}) Tensor::empty({n}, TensorOptions(DType::kF32, gpu()));
+  const AllocatorStats before = alloc.stats();
+  for (int i = 0; i < 10000; ++i) {
+    Tensor a = Tensor::empty({1 + i % 100}, TensorOptions(DType::kF32, gpu()));      // 4..400 B: one class
+    Tensor b = Tensor::empty({1000 - i % 3}, TensorOptions(DType::kF32, gpu()));     // ~4 KB: one class
+    Tensor c = Tensor::empty({i % 2 ? 7 : 9}, TensorOptions(DType::kI64, gpu()));   // 56 / 72 B
+  }
+  const AllocatorStats after = alloc.stats();
+  EXPECT_LE(after.system_allocations - before.system_allocations, 4)
+      << "10,000 cycles of small tensors should reuse cached blocks";
+  EXPECT_EQ(after.allocations - before.allocations, 30000);
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_GE(after.reserved_bytes, after.allocated_bytes);
+}
+
+TEST(CachingAllocatorTest, AllocatedPeakAndEmptyCache) {
+  COPPICE_REQUIRE_GPU();
+  Allocator& alloc = allocator_for(gpu());
+  alloc.reset_peak();
+  const AllocatorStats s0 = alloc.stats();
+  EXPECT_EQ(s0.peak_allocated_bytes, s0.allocated_bytes);
+  constexpr size_t kBig = (3 << 20) + 5;  // a large block: 4 MiB class
+  {
+    void* p = alloc.allocate(kBig);
+    void* q = alloc.allocate(1000);
+    const AllocatorStats s1 = alloc.stats();
+    EXPECT_EQ(s1.allocated_bytes, s0.allocated_bytes + static_cast<int64_t>(kBig) + 1000);
+    EXPECT_GE(s1.peak_allocated_bytes, s1.allocated_bytes);
+    EXPECT_GE(s1.reserved_bytes, s1.allocated_bytes);
+    alloc.deallocate(p, kBig);
+    alloc.deallocate(q, 1000);
+  }
+  const AllocatorStats s2 = alloc.stats();
+  EXPECT_EQ(s2.allocated_bytes, s0.allocated_bytes);
+  EXPECT_EQ(s2.peak_allocated_bytes, s0.allocated_bytes + static_cast<int64_t>(kBig) + 1000);
+  // The freed block serves the same request again without cudaMalloc.
+  void* again = alloc.allocate(kBig);
+  EXPECT_EQ(alloc.stats().system_allocations, s2.system_allocations);
+  alloc.deallocate(again, kBig);
+  alloc.reset_peak();
+  EXPECT_EQ(alloc.stats().peak_allocated_bytes, s2.allocated_bytes);
+  // empty_cache returns every cached block; live ones stay.
+  Tensor live = Tensor::empty({10}, TensorOptions(gpu()));
+  alloc.empty_cache();
+  const AllocatorStats s3 = alloc.stats();
+  EXPECT_GT(s3.system_frees, s2.system_frees);
+  EXPECT_LT(s3.reserved_bytes, s2.reserved_bytes);  // the 4 MiB block went back
+  EXPECT_GE(s3.reserved_bytes, static_cast<int64_t>(CachingAllocator::round_size(40)));
+  live.fill_(1);
+  EXPECT_EQ(live.to(Device::cpu()).to_vector<float>(), std::vector<float>(10, 1.0f));
+}
+
+TEST(CachingAllocatorTest, ZeroBytesGiveAValidPointer) {
+  COPPICE_REQUIRE_GPU();
+  Allocator& alloc = allocator_for(gpu());
+  void* p = alloc.allocate(0);
+  EXPECT_NE(p, nullptr);
+  alloc.deallocate(p, 0);
+  Tensor e = Tensor::empty({0, 3}, TensorOptions(gpu()));
+  EXPECT_EQ(e.to(Device::cpu()).numel(), 0);
+}
+
+TEST(CachingAllocatorTest, OutOfMemoryThrowsNamingSizeAndDevice) {
+  COPPICE_REQUIRE_GPU();
+  Allocator& alloc = allocator_for(gpu());
+  const AllocatorStats before = alloc.stats();
+  const std::string msg = error_of([&] { alloc.allocate(size_t{1} << 50); });  // 1 PiB
+  EXPECT_NE(msg.find("out of memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cuda:0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::to_string(size_t{1} << 50)), std::string::npos) << msg;
+  EXPECT_EQ(alloc.stats().allocated_bytes, before.allocated_bytes);
+  // The device still works afterwards.
+  Tensor t = make({2}, {1, 2}).to(gpu());
+  EXPECT_EQ(t.to(Device::cpu()).to_vector<double>(), (std::vector<double>{1, 2}));
+}
+
+}  // namespace
+}  // namespace coppice

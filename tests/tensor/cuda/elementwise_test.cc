@@ -1,0 +1,204 @@
+// CPU parity of fill_, copy_, the unary and binary primitives and where.
+#include <string>
+
+#include "tensor/kernels.h"
+#include "tests/tensor/cuda/cuda_test_util.h"
+
+namespace coppice {
+namespace {
+
+using namespace cuda_testing;
+
+Attrs value_attr(double v) {
+  Attrs a;
+  a.set("value", v);
+  return a;
+}
+
+TEST(CudaFillTest, EveryDtypeContiguousStridedEmpty) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : all_dtypes()) {
+    for (double v : {3.0, -0.0, 0.1, 1e30, kNaN}) {
+      if (!is_floating(t) && (std::isnan(v) || std::abs(v) > 1e9 || (t == DType::kU8 && v < 0))) continue;
+      Tensor c = Tensor::empty({5, 6}, t), g = Tensor::empty({5, 6}, TensorOptions(t, gpu()));
+      c.zero_();
+      g.zero_();
+      dispatch("fill_", {c.slice(1, 1, 6, 2)}, value_attr(v));  // a strided view
+      dispatch("fill_", {g.slice(1, 1, 6, 2)}, value_attr(v));
+      expect_match(g, c, 0, 0, str_cat(dtype_name(t), " fill ", v));
+      dispatch("fill_", {c.t()}, value_attr(v));
+      dispatch("fill_", {g.t()}, value_attr(v));
+      expect_match(g, c, 0, 0, str_cat(dtype_name(t), " fill ", v));
+    }
+    Tensor e = Tensor::empty({0, 4}, TensorOptions(t, gpu()));
+    EXPECT_NO_THROW(dispatch("fill_", {e}, value_attr(1)));
+    Tensor s = Tensor::empty({}, TensorOptions(t, gpu()));
+    dispatch("fill_", {s}, value_attr(1));
+    EXPECT_EQ(s.item(), 1.0);
+  }
+}
+
+// dst view and src view of every dtype pair, compared with the CPU's copy_.
+void check_copy(DType dt, DType st, const Shape& dst_shape, const Tensor& src_host,
+                const std::function<Tensor(const Tensor&)>& dst_view, const std::function<Tensor(const Tensor&)>& src_view,
+                const std::string& what) {
+  Tensor c = Tensor::empty(dst_shape, dt), g = Tensor::empty(dst_shape, TensorOptions(dt, gpu()));
+  c.zero_();
+  g.zero_();
+  Tensor gs = src_host.to(gpu());
+  dispatch("copy_", {dst_view(c), src_view(src_host)});
+  dispatch("copy_", {dst_view(g), src_view(gs)});
+  expect_match(g, c, 0, 0, str_cat(what, " ", dtype_name(st), " -> ", dtype_name(dt)));
+}
+
+TEST(CudaCopyTest, EveryDtypePairAndLayout) {
+  COPPICE_REQUIRE_GPU();
+  auto same = [](const Tensor& t) { return t; };
+  for (DType st : all_dtypes()) {
+    // Values every destination type holds without overflow (no negatives for u8).
+    Tensor src = random({6, 10}, st, 7, 0, 5);
+    for (DType dt : all_dtypes()) {
+      check_copy(dt, st, {6, 10}, src, same, same, "contiguous");
+      check_copy(dt, st, {10, 6}, src, [](const Tensor& t) { return t.t(); }, same, "transposed dst");
+      check_copy(dt, st, {6, 4}, src, same, [](const Tensor& t) { return t.slice(1, 0, 10, 3); }, "strided src");
+      check_copy(dt, st, {3, 6, 10}, src, same, [](const Tensor& t) { return t.narrow(1, 2, 1); }, "broadcast src");
+    }
+  }
+}
+
+TEST(CudaCopyTest, SpecialValuesAndSignedConversions) {
+  COPPICE_REQUIRE_GPU();
+  Tensor f = make({8}, {-0.0, kInf, -kInf, kNaN, 1e-40, 65504, 70000, -3.75}, DType::kF64);
+  for (DType dt : floating_dtypes()) {
+    check_copy(dt, DType::kF64, {8}, f, [](const Tensor& t) { return t; }, [](const Tensor& t) { return t; }, "special");
+  }
+  Tensor s = make({6}, {-7.9, -0.5, 0.5, 3.99, -100, 100}, DType::kF32);
+  for (DType dt : {DType::kI32, DType::kI64, DType::kBool}) {
+    check_copy(dt, DType::kF32, {6}, s, [](const Tensor& t) { return t; }, [](const Tensor& t) { return t; }, "truncate");
+  }
+  Tensor empty = Tensor::empty({0, 3});
+  check_copy(DType::kF64, DType::kF32, {0, 3}, empty, [](const Tensor& t) { return t; },
+             [](const Tensor& t) { return t; }, "empty");
+}
+
+TEST(CudaCopyTest, MismatchedShapesThrow) {
+  COPPICE_REQUIRE_GPU();
+  Tensor a = Tensor::empty({2, 3}, TensorOptions(gpu())), b = Tensor::empty({3, 2}, TensorOptions(gpu()));
+  expect_error([&] { dispatch("copy_", {a, b}); }, "copy_");
+}
+
+bool takes_integers(std::string_view op) {
+  return op == "neg" || op == "abs" || op == "sign" || op == "relu" || op == "clamp";
+}
+bool exact_unary(std::string_view op) { return takes_integers(op) || op == "sqrt" || op == "rsqrt"; }
+
+TEST(CudaUnaryTest, EveryOpEveryDtype) {
+  COPPICE_REQUIRE_GPU();
+  const std::vector<double> specials = {0.0, -0.0, kInf, -kInf, kNaN, 1e-3, -1e-3, 30, -30, 100, -100, 0.5};
+  for (std::string_view name : kernels::kUnaryOps) {
+    const std::string op(name);
+    for (DType t : all_dtypes()) {
+      if (!is_floating(t) && !takes_integers(op)) continue;
+      if (t == DType::kBool && op == "neg") continue;
+      Attrs attrs;
+      if (op == "clamp") attrs.set("min", -1.25).set("max", 0.75);
+      const double lo = (op == "log" || op == "sqrt" || op == "rsqrt") ? 0 : -4;
+      std::vector<double> v = noise(3 * 37, 11, lo, 4);
+      if (is_floating(t)) std::copy(specials.begin(), specials.end(), v.begin());
+      Tensor x = is_floating(t) ? make({3, 37}, v, t) : random({3, 37}, t, 5);
+      const Tol tol = exact_unary(op) ? Tol{0, 0} : math_tol(t);
+      expect_parity(op, {x}, attrs, tol.rtol, tol.atol, str_cat(dtype_name(t)));
+      // A transposed (non-contiguous) input.
+      expect_parity(op, {x}, attrs, tol.rtol, tol.atol, str_cat(dtype_name(t), " transposed"),
+                    [](size_t, const Tensor& a) { return a.t(); });
+      // Empty and 0-d.
+      expect_parity(op, {Tensor::empty({0, 5}, t)}, attrs, 0, 0, str_cat(dtype_name(t), " empty"));
+      expect_parity(op, {make({}, {1.0}, t)}, attrs, tol.rtol, tol.atol, str_cat(dtype_name(t), " 0-d"));
+    }
+  }
+}
+
+TEST(CudaUnaryTest, IntegerClampBoundsAndOneSided) {
+  COPPICE_REQUIRE_GPU();
+  Tensor x = random({50}, DType::kI32, 3);
+  for (auto [lo, hi] : std::vector<std::pair<double, double>>{{-5.5, 7.5}, {-kInf, 3}, {2, kInf}, {10, -10}}) {
+    Attrs a;
+    a.set("min", lo).set("max", hi);
+    expect_parity("clamp", {x}, a, 0, 0, str_cat("i32 [", lo, ", ", hi, "]"));
+    expect_parity("clamp", {x.to(DType::kU8)}, a, 0, 0, str_cat("u8 [", lo, ", ", hi, "]"));
+    expect_parity("clamp", {x.to(DType::kF32)}, a, 0, 0, str_cat("f32 [", lo, ", ", hi, "]"));
+  }
+}
+
+TEST(CudaUnaryTest, RejectsWhatTheCpuRejects) {
+  COPPICE_REQUIRE_GPU();
+  expect_error([] { dispatch("neg", {Tensor::empty({2}, TensorOptions(DType::kBool, gpu()))}); }, "bool");
+  expect_error([] { dispatch("exp", {Tensor::empty({2}, TensorOptions(DType::kI32, gpu()))}); }, "floating");
+}
+
+bool floating_only(std::string_view op) { return op == "div" || op == "pow"; }
+
+TEST(CudaBinaryTest, EveryOpEveryDtypeWithBroadcast) {
+  COPPICE_REQUIRE_GPU();
+  for (std::string_view name : kernels::kBinaryOps) {
+    const std::string op(name);
+    for (DType t : all_dtypes()) {
+      if (floating_only(op) && !is_floating(t)) continue;
+      if (op == "sub" && t == DType::kBool) continue;
+      const bool pow = op == "pow";
+      Tensor a = random({4, 1, 33}, t, 21, pow ? 0 : -2, 2);
+      Tensor b = random({5, 33}, t, 22, -2, 2);
+      if (is_floating(t)) {  // specials in both, aligned with each other in places
+        std::vector<double> av = values(a), bv = values(b);
+        const std::vector<double> s = {kNaN, 1, kInf, -kInf, 0, -0.0, 2, kNaN};
+        for (size_t i = 0; i < s.size(); ++i) {
+          av[i] = s[i];
+          bv[i] = s[s.size() - 1 - i];
+        }
+        if (pow) av[3] = 4;  // keep the base non-negative
+        a = make(a.shape(), av, t);
+        b = make(b.shape(), bv, t);
+      }
+      const Tol tol = pow ? math_tol(t) : Tol{0, 0};
+      expect_parity(op, {a, b}, {}, tol.rtol, tol.atol, str_cat(dtype_name(t), " broadcast"));
+      expect_parity(op, {b, b}, {}, tol.rtol, tol.atol, str_cat(dtype_name(t), " same shape"));
+      // Non-contiguous operands: b transposed twice over a permuted view.
+      expect_parity(op, {b, b}, {}, tol.rtol, tol.atol, str_cat(dtype_name(t), " strided"),
+                    [](size_t i, const Tensor& x) { return i == 0 ? x.slice(1, 0, 32, 2) : x.slice(1, 1, 33, 2); });
+      // A 0-d operand and an empty one.
+      expect_parity(op, {a, make({}, {1.0}, t)}, {}, tol.rtol, tol.atol, str_cat(dtype_name(t), " scalar"));
+      expect_parity(op, {Tensor::empty({0, 33}, t), b.narrow(0, 0, 1)}, {}, 0, 0, str_cat(dtype_name(t), " empty"));
+    }
+  }
+}
+
+TEST(CudaBinaryTest, IntegerWrapAround) {
+  COPPICE_REQUIRE_GPU();
+  Tensor a = make({4}, {2147483647.0, -2147483648.0, 65536, -7}, DType::kI32);
+  Tensor b = make({4}, {1, -1, 65536, 3}, DType::kI32);
+  for (const char* op : {"add", "sub", "mul"}) expect_parity(op, {a, b}, {}, 0, 0, "i32 overflow");
+  Tensor u = make({3}, {250, 3, 0}, DType::kU8), v = make({3}, {10, 7, 1}, DType::kU8);
+  for (const char* op : {"add", "sub", "mul", "maximum"}) expect_parity(op, {u, v}, {}, 0, 0, "u8 wrap");
+}
+
+TEST(CudaBinaryTest, MismatchedDtypesThrow) {
+  COPPICE_REQUIRE_GPU();
+  Tensor a = Tensor::empty({2}, TensorOptions(DType::kF32, gpu())), b = Tensor::empty({2}, TensorOptions(DType::kF64, gpu()));
+  expect_error([&] { dispatch("add", {a, b}); }, "one dtype");
+  expect_error([&] { dispatch("div", {a.to(DType::kI32), b.to(DType::kI32)}); }, "floating");
+}
+
+TEST(CudaWhereTest, EveryDtypeBroadcastAndStrided) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : all_dtypes()) {
+    Tensor cond = random({3, 1, 8}, DType::kBool, 31);
+    Tensor a = random({4, 8}, t, 32), b = random({3, 4, 1}, t, 33);
+    expect_parity("where", {cond, a, b}, {}, 0, 0, str_cat(dtype_name(t)));
+    expect_parity("where", {random({8, 4}, DType::kBool, 34), random({8, 4}, t, 35), random({8, 4}, t, 36)}, {}, 0,
+                  0, str_cat(dtype_name(t), " transposed"), [](size_t, const Tensor& x) { return x.t(); });
+    expect_parity("where", {Tensor::empty({0}, DType::kBool), a, b}, {}, 0, 0, str_cat(dtype_name(t), " empty"));
+  }
+}
+
+}  // namespace
+}  // namespace coppice

@@ -1,0 +1,70 @@
+// CPU parity of gemm (cuBLAS on the GPU, OpenBLAS on the CPU).
+#include "tests/tensor/cuda/cuda_test_util.h"
+
+namespace coppice {
+namespace {
+
+using namespace cuda_testing;
+
+Attrs trans(bool ta, bool tb) {
+  Attrs a;
+  a.set("trans_a", ta).set("trans_b", tb);
+  return a;
+}
+
+Tol gemm_tol(DType t, int64_t k) {
+  const double kk = static_cast<double>(k);
+  switch (t) {
+    case DType::kF32: return {1e-5, 2e-6 * kk};
+    case DType::kF64: return {1e-12, 1e-14 * kk};
+    default: return {1e-2, 1e-2 * (1 + kk / 64)};  // one 16-bit ulp of the output, plus order
+  }
+}
+
+TEST(CudaGemmTest, ShapesTransposesAndBatchBroadcast) {
+  COPPICE_REQUIRE_GPU();
+  struct Case {
+    int64_t ba, bb, m, k, n;
+  };
+  const std::vector<Case> cases = {{1, 1, 1, 1, 1},   {1, 1, 17, 33, 9}, {3, 3, 8, 5, 7},
+                                   {4, 1, 6, 64, 10}, {1, 5, 12, 7, 3},  {2, 2, 65, 130, 67}};
+  for (DType t : floating_dtypes()) {
+    for (const Case& c : cases) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          Tensor a = random(ta ? Shape{c.ba, c.k, c.m} : Shape{c.ba, c.m, c.k}, t, 51, -1, 1);
+          Tensor b = random(tb ? Shape{c.bb, c.n, c.k} : Shape{c.bb, c.k, c.n}, t, 52, -1, 1);
+          const Tol tol = gemm_tol(t, c.k);
+          expect_parity("gemm", {a, b}, trans(ta, tb), tol.rtol, tol.atol,
+                        str_cat(dtype_name(t), " ba=", c.ba, " bb=", c.bb, " m=", c.m, " k=", c.k, " n=", c.n,
+                                " ta=", ta, " tb=", tb));
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaGemmTest, EmptyAndZeroInnerDimension) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : floating_dtypes()) {
+    expect_parity("gemm", {random({2, 3, 0}, t, 53), random({2, 0, 4}, t, 54)}, trans(false, false), 0, 0, "k = 0");
+    expect_parity("gemm", {random({2, 0, 5}, t, 55), random({2, 5, 4}, t, 56)}, trans(false, false), 0, 0, "m = 0");
+    expect_parity("gemm", {random({0, 3, 5}, t, 57), random({1, 5, 4}, t, 58)}, trans(false, false), 0, 0, "batch 0");
+  }
+}
+
+TEST(CudaGemmTest, NonContiguousOperandsAndErrors) {
+  COPPICE_REQUIRE_GPU();
+  Tensor a = random({2, 9, 6}, DType::kF32, 59), b = random({2, 8, 9}, DType::kF32, 60);
+  // a viewed as [2, 6, 9] and b as [2, 9, 8], both non-contiguous.
+  expect_parity("gemm", {a, b}, trans(false, false), 1e-5, 1e-5, "transposed views",
+                [](size_t, const Tensor& x) { return x.transpose(1, 2); });
+  Tensor g = Tensor::empty({1, 2, 3}, TensorOptions(gpu()));
+  expect_error([&] { dispatch("gemm", {g, g}, trans(false, false)); }, "inner dimensions");
+  expect_error([&] { dispatch("gemm", {g.to(DType::kI32), g.to(DType::kI32)}, trans(false, true)); }, "gemm");
+  Tensor h = Tensor::empty({3, 3, 2}, TensorOptions(gpu())), k = Tensor::empty({2, 2, 3}, TensorOptions(gpu()));
+  expect_error([&] { dispatch("gemm", {h, k}, trans(false, false)); }, "do not broadcast");
+}
+
+}  // namespace
+}  // namespace coppice

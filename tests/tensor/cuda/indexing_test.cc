@@ -1,0 +1,105 @@
+// CPU parity of index_select, gather and scatter_add, and their range checks.
+#include "tests/tensor/cuda/cuda_test_util.h"
+
+namespace coppice {
+namespace {
+
+using namespace cuda_testing;
+
+Attrs dim_attr(int64_t d) {
+  Attrs a;
+  a.set("dim", d);
+  return a;
+}
+
+Tensor indices(const Shape& shape, int64_t bound, uint64_t seed) {
+  std::vector<double> v = noise(shape_numel(shape), seed, 0, static_cast<double>(bound));
+  for (double& x : v) x = std::floor(x);
+  return make(shape, v, DType::kI64);
+}
+
+TEST(CudaIndexSelectTest, EveryDtypeAndDim) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : all_dtypes()) {
+    Tensor x = random({5, 6, 7}, t, 71);
+    for (int64_t dim : {0, 1, 2, -1}) {
+      const int64_t size = x.size(dim);
+      expect_parity("index_select", {x, indices({9}, size, 72)}, dim_attr(dim), 0, 0,
+                    str_cat(dtype_name(t), " dim ", dim));
+    }
+    expect_parity("index_select", {x, Tensor::empty({0}, DType::kI64)}, dim_attr(1), 0, 0, "no indices");
+  }
+  expect_parity("index_select", {random({6, 4}, DType::kF32, 73), indices({3}, 4, 74)}, dim_attr(1), 0, 0,
+                "transposed input", [](size_t i, const Tensor& x) { return i == 0 ? x.t() : x; });
+}
+
+TEST(CudaGatherTest, EveryDtypeAndDimWithSmallerIndex) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : all_dtypes()) {
+    Tensor x = random({4, 5, 6}, t, 75);
+    for (int64_t dim : {0, 1, 2}) {
+      Shape is = {3, 4, 5};  // no larger than x outside dim
+      is[dim] = 8;           // any length along dim
+      expect_parity("gather", {x, indices(is, x.size(dim), 76)}, dim_attr(dim), 0, 0,
+                    str_cat(dtype_name(t), " dim ", dim));
+    }
+  }
+  expect_parity("gather", {random({5}, DType::kF64, 77), indices({12}, 5, 78)}, dim_attr(0), 0, 0, "1-D");
+  expect_parity("gather", {random({3, 4}, DType::kF32, 79), Tensor::empty({0, 4}, DType::kI64)}, dim_attr(0), 0, 0,
+                "empty");
+}
+
+TEST(CudaScatterAddTest, BitExactWithDuplicatesEveryDtype) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : all_dtypes()) {
+    Tensor x = random({4, 5, 6}, t, 81);
+    for (int64_t dim : {0, 1, 2}) {
+      Shape is = {3, 4, 5};
+      is[dim] = 40;  // many duplicates per target
+      Tensor index = indices(is, x.size(dim), 82);
+      Tensor src = random(is, t, 83);
+      // Added in index order, rounded after each addition, like the CPU: exact.
+      expect_parity("scatter_add", {x, index, src}, dim_attr(dim), 0, 0, str_cat(dtype_name(t), " dim ", dim));
+    }
+  }
+  // Long runs into one target (an embedding-gradient pattern) and a larger src.
+  Tensor x = Tensor::empty({10, 8});
+  x.zero_();
+  Tensor index = make({3000, 8}, std::vector<double>(3000 * 8, 3.0), DType::kI64);
+  expect_parity("scatter_add", {x, index, random({3000, 8}, DType::kF32, 84)}, dim_attr(0), 0, 0, "one hot row");
+  expect_parity("scatter_add", {random({6, 3}, DType::kF32, 85), indices({4, 2}, 6, 86), random({5, 3}, DType::kF32, 87)},
+                dim_attr(0), 0, 0, "src larger than index");
+  expect_parity("scatter_add", {random({6, 3}, DType::kF32, 88), Tensor::empty({0, 3}, DType::kI64),
+                                Tensor::empty({0, 3})},
+                dim_attr(0), 0, 0, "no indices");
+}
+
+TEST(CudaIndexingTest, OutOfRangeIndicesThrowLikeTheCpu) {
+  COPPICE_REQUIRE_GPU();
+  Tensor x = random({5, 4}, DType::kF32, 91);
+  for (std::vector<double> bad : {std::vector<double>{0, 2, 5, 1, 7}, std::vector<double>{1, -1, 3, -2, 0}}) {
+    Tensor index = make({5}, bad, DType::kI64);
+    const std::string want = error_of([&] { dispatch("index_select", {x, index}, dim_attr(0)); });
+    ASSERT_NE(want, "");
+    EXPECT_EQ(error_of([&] { dispatch("index_select", to_gpu({x, index}), dim_attr(0)); }), want);
+    Tensor index2 = make({5, 1}, bad, DType::kI64);
+    const std::string want2 = error_of([&] { dispatch("gather", {x, index2}, dim_attr(0)); });
+    ASSERT_NE(want2, "");
+    EXPECT_EQ(error_of([&] { dispatch("gather", to_gpu({x, index2}), dim_attr(0)); }), want2);
+    Tensor src = random({5, 1}, DType::kF32, 92);
+    const std::string want3 = error_of([&] { dispatch("scatter_add", {x, index2, src}, dim_attr(0)); });
+    ASSERT_NE(want3, "");
+    EXPECT_EQ(error_of([&] { dispatch("scatter_add", to_gpu({x, index2, src}), dim_attr(0)); }), want3);
+  }
+  // Checked even when the result is empty.
+  Tensor empty_rows = Tensor::empty({5, 0});
+  Tensor bad = make({2}, {1, 9}, DType::kI64);
+  EXPECT_EQ(error_of([&] { dispatch("index_select", to_gpu({empty_rows, bad}), dim_attr(0)); }),
+            error_of([&] { dispatch("index_select", {empty_rows, bad}, dim_attr(0)); }));
+  // The device is still usable afterwards.
+  expect_parity("index_select", {x, make({2}, {4, 0}, DType::kI64)}, dim_attr(0), 0, 0, "after errors");
+  expect_error([&] { dispatch("gather", to_gpu({x, make({2, 2}, {0, 1, 2, 3}, DType::kI32)}), dim_attr(0)); }, "i64");
+}
+
+}  // namespace
+}  // namespace coppice

@@ -1,0 +1,83 @@
+// CPU parity of reduce_sum, reduce_max and reduce_min over rows of [outer, r].
+#include "tests/tensor/cuda/cuda_test_util.h"
+
+namespace coppice {
+namespace {
+
+using namespace cuda_testing;
+
+// Short rows take the warp-per-row path, long ones the block-per-row path.
+const std::vector<Shape> kShapes = {{1, 1}, {7, 5}, {33, 31}, {4, 1000}, {3, 1024}, {2, 5000}, {300, 65}, {0, 4}};
+
+TEST(CudaReduceTest, SumEveryDtype) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : all_dtypes()) {
+    for (const Shape& s : kShapes) {
+      Tensor x = random(s, t, 41, -1, 1);
+      // Float sums add in another order than the CPU's: bound by the row's absolute sum.
+      double rtol = 0, atol = 0;
+      if (t == DType::kF32) rtol = 1e-5, atol = 1e-6 * static_cast<double>(s[1]);
+      if (t == DType::kF64) rtol = 1e-12, atol = 1e-14 * static_cast<double>(s[1]);
+      if (t == DType::kBF16 || t == DType::kF16) rtol = 1e-2, atol = 2e-2;
+      expect_parity("reduce_sum", {x}, {}, rtol, atol, str_cat(dtype_name(t), " ", shape_to_string(s)));
+    }
+  }
+  // Rows of length 0 sum to 0.
+  expect_parity("reduce_sum", {Tensor::empty({3, 0})}, {}, 0, 0, "r = 0");
+}
+
+TEST(CudaReduceTest, IntegerSumsAreExactAndWrap) {
+  COPPICE_REQUIRE_GPU();
+  Tensor big = make({2, 3}, {9.2e18, 9.2e18, 1, -5, 7, 9}, DType::kI64);
+  expect_parity("reduce_sum", {big}, {}, 0, 0, "i64 wrap");
+  expect_parity("reduce_sum", {random({5, 3000}, DType::kU8, 42)}, {}, 0, 0, "u8 to i64");
+}
+
+TEST(CudaReduceTest, MaxMinEveryDtypeWithTies) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : all_dtypes()) {
+    for (const Shape& s : kShapes) {
+      if (s[0] == 0) continue;
+      // Few distinct values, so ties are everywhere: the first index must win.
+      std::vector<double> v = noise(shape_numel(s), 43, 0, 4);
+      for (double& x : v) x = t == DType::kBool ? (x > 2) : std::floor(x) - (t == DType::kU8 ? 0 : 1);
+      Tensor x = make(s, v, t);
+      for (const char* op : {"reduce_max", "reduce_min"}) {
+        expect_parity(op, {x}, {}, 0, 0, str_cat(dtype_name(t), " ", shape_to_string(s)));
+      }
+    }
+  }
+}
+
+TEST(CudaReduceTest, NaNWinsFirstOneAndSignedZeros) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : floating_dtypes()) {
+    std::vector<double> v = noise(4 * 2000, 44, -1, 1);
+    v[10] = kNaN;    // row 0: an early NaN
+    v[1999] = kNaN;  // row 0: a later one; the first must win
+    v[2000 + 1500] = kNaN;
+    v[4000] = -0.0;  // row 2: zeros of both signs are equal; the first counts
+    for (int i = 4001; i < 6000; ++i) v[i] = (i % 2) ? 0.0 : -0.0;
+    v[6000 + 7] = kInf;
+    v[6000 + 8] = -kInf;
+    Tensor x = make({4, 2000}, v, t);
+    for (const char* op : {"reduce_max", "reduce_min"}) expect_parity(op, {x}, {}, 0, 0, str_cat(dtype_name(t)));
+    Tensor short_rows = make({4, 8}, {kNaN, 1, 2, 3, 4, 5, 6, 7, 1, kNaN, kNaN, 0, 0, 0, 0, 0, -0.0, 0, 0, 0, 0, 0, 0, 0,
+                                      kInf, -kInf, 3, 3, 3, 3, 3, 3},
+                              t);
+    for (const char* op : {"reduce_max", "reduce_min"}) expect_parity(op, {short_rows}, {}, 0, 0, "short rows");
+  }
+}
+
+TEST(CudaReduceTest, NonContiguousInputAndErrors) {
+  COPPICE_REQUIRE_GPU();
+  Tensor x = random({40, 30}, DType::kF32, 45);
+  expect_parity("reduce_max", {x}, {}, 0, 0, "transposed", [](size_t, const Tensor& a) { return a.t(); });
+  expect_parity("reduce_sum", {x}, {}, 1e-5, 1e-5, "transposed", [](size_t, const Tensor& a) { return a.t(); });
+  Tensor e = Tensor::empty({3, 0}, TensorOptions(gpu()));
+  expect_error([&] { dispatch("reduce_max", {e}); }, "empty dimension");
+  expect_error([&] { dispatch("reduce_sum", {Tensor::empty({3}, TensorOptions(gpu()))}); }, "2-D");
+}
+
+}  // namespace
+}  // namespace coppice
