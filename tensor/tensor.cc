@@ -67,6 +67,7 @@ const Storage& Tensor::storage() const { return dense("storage").storage(); }
 
 bool Tensor::is_contiguous() const {
   const DenseImpl& d = dense("is_contiguous");
+  if (shape_numel(d.shape()) == 0) return true;  // no element to be out of place
   int64_t expected = 1;
   for (size_t i = d.shape().size(); i-- > 0;) {
     if (d.shape()[i] == 1) continue;
