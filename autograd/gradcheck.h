@@ -1,6 +1,7 @@
 // Checks analytic gradients against central finite differences in f64.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
