@@ -34,9 +34,15 @@ std::vector<Tensor> fill(const std::vector<Tensor>& in, const Attrs& attrs) {
   return {out};
 }
 
+// True when the two views read and write exactly the same elements in the same order.
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.storage().data() == b.storage().data() && a.offset() == b.offset() && a.shape() == b.shape() &&
+         a.strides() == b.strides() && a.dtype() == b.dtype();
+}
+
 std::vector<Tensor> copy(const std::vector<Tensor>& in, const Attrs&) {
   const Tensor& dst = in.at(0);
-  const Tensor& src = in.at(1);
+  Tensor src = in.at(1);
   check_cuda_tensor(dst, "copy_", "destination");
   check_cuda_tensor(src, "copy_", "source");
   COPPICE_CHECK(src.device() == dst.device(), "copy_: source on ", src.device().to_string(),
@@ -45,6 +51,10 @@ std::vector<Tensor> copy(const std::vector<Tensor>& in, const Attrs&) {
                 shape_to_string(src.shape()), " does not broadcast to destination ", shape_to_string(dst.shape()));
   const int device = dst.device().index;
   if (dst.numel() == 0) return {dst};
+  if (src.storage().data() == dst.storage().data()) {
+    if (same_view(dst, src)) return {dst};
+    src = src.clone();  // the views may overlap: read the source out first
+  }
   if (src.dtype() == dst.dtype() && src.shape() == dst.shape() && src.is_contiguous() && dst.is_contiguous()) {
     DeviceGuard guard(device);
     COPPICE_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.numel() * dtype_size(dst.dtype()),

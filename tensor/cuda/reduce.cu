@@ -1,25 +1,48 @@
-// reduce_sum, reduce_max and reduce_min over the rows of a contiguous
-// [outer, r] tensor (kernels.h).
+// reduce_sum, reduce_max and reduce_min over the rows of [outer, r]
+// (kernels.h), twins of tensor/cpu/reduce.cc.
 //
-// A row is reduced by a group of threads: one warp when rows are short, the
-// whole block (256 threads) when they are long. Each thread strides through
-// the row, then the group combines its partials in a fixed tree, so results
-// are deterministic run to run. Sums accumulate in f32 for bf16/f16 and in
-// i64 for integers and bool (wrapping, as the output is i64). max/min keep
-// the first index among equal values and propagate NaN (the first NaN wins),
-// which equals a left-to-right scan.
+// A row (or a segment of one) is reduced by a group of threads: one warp when
+// it is short, the whole 256-thread block when it is long. Each thread strides
+// through its segment, then the group combines its partials in a fixed tree.
+// When there are too few rows to fill the GPU (a sum over a whole tensor is
+// one row), rows are cut into fixed segments, reduced in two passes. The
+// launch shape depends only on the tensor's shape, so results are
+// deterministic run to run; float sums add in another order than the CPU's
+// (equal to rounding). Sums accumulate in f32 for bf16/f16 and in i64 for
+// integers and bool (wrapping). max/min keep the first index among equal
+// values and let NaN win (the first NaN), which equals the CPU's left-to-right
+// scan exactly.
+#include <algorithm>
 #include <cstdint>
 
+#include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/device_math.cuh"
-#include "tensor/cuda/elementwise.cuh"
+#include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/warp.cuh"
-#include "tensor/dispatcher.h"
 
 namespace coppice::cuda {
 namespace {
 
-constexpr int kLongRow = 1024;  // rows at least this long get a whole block
+constexpr int64_t kLongRow = 1024;     // segments at least this long get a whole block
+constexpr int64_t kChunk = 4096;       // the shortest segment a long row is cut into
+constexpr int64_t kTargetBlocks = 1024;  // enough blocks to fill an H100 a few times over
+
+// The rows of [outer, r], each cut into `chunks` segments of `len` elements
+// (the last one shorter); segment s is chunk s % chunks of row s / chunks.
+struct Segments {
+  int64_t outer, r, chunks, len;
+};
+
+Segments plan(int64_t outer, int64_t r) {
+  int64_t chunks = 1;
+  if (r >= 2 * kChunk) chunks = std::clamp<int64_t>(kTargetBlocks / std::max<int64_t>(outer, 1), 1, r / kChunk);
+  return {outer, r, chunks, (r + chunks - 1) / chunks};
+}
+
+int group_for(int64_t len) { return len >= kLongRow ? kThreads : kWarp; }
+
+unsigned blocks_for(const Segments& s, int group) { return grid_for(s.outer * s.chunks, kThreads / group); }
 
 template <typename T>
 using sum_acc_t = std::conditional_t<std::is_floating_point_v<compute_t<T>>, compute_t<T>, int64_t>;
@@ -33,53 +56,53 @@ __device__ inline A add(A a, A b) {
   }
 }
 
-// Sums `v` over the `group` threads of a row (32 or the whole block);
-// every thread of the group calls it; the result is valid in the group's first thread.
-template <typename V, typename Combine>
-__device__ V group_reduce(V v, int group, Combine combine) {
-  for (int d = kWarp / 2; d > 0; d /= 2) v = combine(v, shfl_down(v, d));
+// Sums `v` over the `group` threads of a segment (a warp or the whole block);
+// every thread of the group calls it; the result is valid in its first thread.
+template <typename A>
+__device__ A group_sum(A v, int group) {
+  for (int d = kWarp / 2; d > 0; d /= 2) v = add(v, shfl_down(v, d));
   if (group == kWarp) return v;
-  __shared__ V partial[kThreads / kWarp];
+  __shared__ A partial[kThreads / kWarp];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  __syncthreads();  // `partial` may still be read from the previous row
+  __syncthreads();  // `partial` may still be read for the previous segment
   if (lane == 0) partial[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    v = lane < kThreads / kWarp ? partial[lane] : V(0);  // 0: the identity of the sums this serves
-    for (int d = kWarp / 2; d > 0; d /= 2) v = combine(v, shfl_down(v, d));
+    v = lane < kThreads / kWarp ? partial[lane] : A(0);
+    for (int d = kWarp / 2; d > 0; d /= 2) v = add(v, shfl_down(v, d));
   }
   return v;
 }
 
+// out[s] = the sum of segment s.
 template <typename T, typename Out>
-__global__ void sum_rows(const T* x, Out* out, int64_t outer, int64_t r, int group) {
+__global__ void sum_segments(const T* x, Out* out, Segments seg, int group) {
   using A = sum_acc_t<T>;
-  const int rows_per_block = kThreads / group;
+  const int per_block = kThreads / group;
   const int lane = threadIdx.x % group;
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / group; row < outer;
-       row += static_cast<int64_t>(gridDim.x) * rows_per_block) {
-    const T* p = x + row * r;
+  const int64_t count = seg.outer * seg.chunks;
+  for (int64_t s = static_cast<int64_t>(blockIdx.x) * per_block + threadIdx.x / group; s < count;
+       s += static_cast<int64_t>(gridDim.x) * per_block) {
+    const T* p = x + (s / seg.chunks) * seg.r;
+    const int64_t begin = (s % seg.chunks) * seg.len, end = std::min(seg.r, begin + seg.len);
     A acc = A(0);
-    for (int64_t j = lane; j < r; j += group) acc = add(acc, static_cast<A>(static_cast<compute_t<T>>(p[j])));
-    acc = group_reduce(acc, group, [](A a, A b) { return add(a, b); });
-    if (lane == 0) out[row] = convert<Out>(acc);
+    for (int64_t j = begin + lane; j < end; j += group) acc = add(acc, static_cast<A>(static_cast<compute_t<T>>(p[j])));
+    acc = group_sum(acc, group);
+    if (lane == 0) out[s] = convert<Out>(acc);
   }
 }
 
-// The better of two (value, index) candidates: NaN beats numbers, then the
-// larger (smaller) value, then the lower index.
+// Whether candidate (a, ia) beats (b, ib): NaN beats numbers, then the larger
+// (smaller) value, then the lower index.
 template <typename V>
-struct ArgBetter {
-  bool largest;
-  __device__ bool operator()(V a, int64_t ia, V b, int64_t ib) const {
-    if constexpr (std::is_floating_point_v<V>) {
-      const bool na = math::isnan(a), nb = math::isnan(b);
-      if (na || nb) return na && (!nb || ia < ib);
-    }
-    if (a == b) return ia < ib;
-    return largest ? a > b : a < b;
+__device__ inline bool better(V a, int64_t ia, V b, int64_t ib, bool largest) {
+  if constexpr (std::is_floating_point_v<V>) {
+    const bool na = math::isnan(a), nb = math::isnan(b);
+    if (na || nb) return na && (!nb || ia < ib);
   }
-};
+  if (a == b) return ia < ib;
+  return largest ? a > b : a < b;
+}
 
 template <typename V>
 struct ValIdx {
@@ -87,36 +110,46 @@ struct ValIdx {
   int64_t i;
 };
 
+template <typename V>
+__device__ inline void shfl_better(V& best, int64_t& best_i, int d, bool largest) {
+  const V ov = shfl_down(best, d);
+  const int64_t oi = shfl_down(best_i, d);
+  if (better(ov, oi, best, best_i, largest)) {
+    best = ov;
+    best_i = oi;
+  }
+}
+
+// The best element of segment s: its index in the row to indices[s], and its
+// value, read from row s / chunks of `src` (rows of src_r elements), to values[s].
+// Candidates are x's elements; their indices are their positions, or idx[] when given
+// (the second pass, over the first pass's winners).
 template <typename T>
-__global__ void arg_rows(const T* x, T* values, int64_t* indices, int64_t outer, int64_t r, int group,
-                         bool largest) {
+__global__ void arg_segments(const T* x, const int64_t* idx, const T* src, int64_t src_r, T* values,
+                             int64_t* indices, Segments seg, int group, bool largest) {
   using V = compute_t<T>;
-  const ArgBetter<V> better{largest};
-  const int rows_per_block = kThreads / group;
+  const int per_block = kThreads / group;
   const int lane = threadIdx.x % group;
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / group; row < outer;
-       row += static_cast<int64_t>(gridDim.x) * rows_per_block) {
-    const T* p = x + row * r;
-    // Every thread starts from a real element of the row (r > 0), so no identity is needed.
-    int64_t first = lane < r ? lane : 0;
+  const int64_t count = seg.outer * seg.chunks;
+  for (int64_t s = static_cast<int64_t>(blockIdx.x) * per_block + threadIdx.x / group; s < count;
+       s += static_cast<int64_t>(gridDim.x) * per_block) {
+    const int64_t row = s / seg.chunks;
+    const T* p = x + row * seg.r;
+    const int64_t* pi = idx == nullptr ? nullptr : idx + row * seg.r;
+    const int64_t begin = (s % seg.chunks) * seg.len, end = std::min(seg.r, begin + seg.len);
+    // Every thread starts from a real element of the segment (never empty), so no identity is needed.
+    const int64_t first = begin + lane < end ? begin + lane : begin;
     V best = static_cast<V>(p[first]);
-    int64_t best_i = first;
-    for (int64_t j = lane + group; j < r; j += group) {
-      V v = static_cast<V>(p[j]);
-      if (better(v, j, best, best_i)) {
+    int64_t best_i = pi ? pi[first] : first;
+    for (int64_t j = first + group; j < end; j += group) {
+      const V v = static_cast<V>(p[j]);
+      const int64_t i = pi ? pi[j] : j;
+      if (better(v, i, best, best_i, largest)) {
         best = v;
-        best_i = j;
+        best_i = i;
       }
     }
-    // Reduce the pair as two shuffles per step.
-    for (int d = kWarp / 2; d > 0; d /= 2) {
-      V ov = shfl_down(best, d);
-      int64_t oi = shfl_down(best_i, d);
-      if (better(ov, oi, best, best_i)) {
-        best = ov;
-        best_i = oi;
-      }
-    }
+    for (int d = kWarp / 2; d > 0; d /= 2) shfl_better(best, best_i, d, largest);
     if (group != kWarp) {
       __shared__ ValIdx<V> partial[kThreads / kWarp];
       const int warp = threadIdx.x / kWarp, wl = threadIdx.x % kWarp;
@@ -124,22 +157,15 @@ __global__ void arg_rows(const T* x, T* values, int64_t* indices, int64_t outer,
       if (wl == 0) partial[warp] = {best, best_i};
       __syncthreads();
       if (warp == 0) {
-        ValIdx<V> mine = partial[wl < kThreads / kWarp ? wl : 0];
+        const ValIdx<V> mine = partial[wl < kThreads / kWarp ? wl : 0];
         best = mine.v;
         best_i = mine.i;
-        for (int d = kWarp / 2; d > 0; d /= 2) {
-          V ov = shfl_down(best, d);
-          int64_t oi = shfl_down(best_i, d);
-          if (better(ov, oi, best, best_i)) {
-            best = ov;
-            best_i = oi;
-          }
-        }
+        for (int d = kWarp / 2; d > 0; d /= 2) shfl_better(best, best_i, d, largest);
       }
     }
     if (lane == 0) {
-      values[row] = p[best_i];
-      indices[row] = best_i;
+      values[s] = src[row * src_r + best_i];
+      indices[s] = best_i;
     }
   }
 }
@@ -151,34 +177,41 @@ Tensor as_rows(const Tensor& x, std::string_view op) {
   return x.contiguous();
 }
 
-unsigned blocks_for_rows(int64_t outer, int group) { return grid_for(outer, kThreads / group); }
-
 std::vector<Tensor> reduce_sum(const std::vector<Tensor>& in, const Attrs&) {
-  COPPICE_CHECK(in.size() == 1, "reduce_sum: expected 1 input, got ", in.size());
+  check_inputs(in, 1, "reduce_sum");
   const Tensor x = as_rows(in[0], "reduce_sum");
   const int64_t outer = x.size(0), r = x.size(1);
   const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::kI64;
   Tensor out = Tensor::empty({outer}, TensorOptions(out_dtype, x.device()));
   if (outer == 0) return {out};
   const int device = x.device().index;
-  const int group = r >= kLongRow ? kThreads : kWarp;
   DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  const Segments seg = plan(outer, r);
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<compute_t<T>>) {
-      sum_rows<T, T><<<blocks_for_rows(outer, group), kThreads, 0, current_stream(device)>>>(
-          static_cast<const T*>(x.data_ptr()), out.data<T>(), outer, r, group);
-    } else {
-      sum_rows<T, int64_t><<<blocks_for_rows(outer, group), kThreads, 0, current_stream(device)>>>(
-          static_cast<const T*>(x.data_ptr()), out.data<int64_t>(), outer, r, group);
+    using A = sum_acc_t<T>;
+    using Out = std::conditional_t<std::is_floating_point_v<compute_t<T>>, T, int64_t>;
+    const T* px = static_cast<const T*>(x.data_ptr());
+    Out* po = static_cast<Out*>(out.data_ptr());
+    if (seg.chunks == 1) {
+      sum_segments<T, Out><<<blocks_for(seg, group_for(r)), kThreads, 0, stream>>>(px, po, seg, group_for(r));
+      return;
     }
+    // Pass 1: segment sums in the accumulator type; pass 2: the rows of those.
+    Tensor partial = Tensor::empty({outer, seg.chunks}, TensorOptions(dtype_of<A>(), x.device()));
+    sum_segments<T, A><<<blocks_for(seg, kThreads), kThreads, 0, stream>>>(px, partial.data<A>(), seg, kThreads);
+    check_launch("reduce_sum");
+    const Segments rows = plan(outer, seg.chunks);
+    sum_segments<A, Out><<<blocks_for(rows, group_for(seg.chunks)), kThreads, 0, stream>>>(partial.data<A>(), po, rows,
+                                                                                            group_for(seg.chunks));
   });
   check_launch("reduce_sum");
   return {out};
 }
 
 std::vector<Tensor> reduce_arg(std::string_view op, bool largest, const std::vector<Tensor>& in) {
-  COPPICE_CHECK(in.size() == 1, op, ": expected 1 input, got ", in.size());
+  check_inputs(in, 1, op);
   const Tensor x = as_rows(in[0], op);
   const int64_t outer = x.size(0), r = x.size(1);
   COPPICE_CHECK(r > 0 || outer == 0, op, ": cannot reduce an empty dimension (input shape ",
@@ -187,13 +220,27 @@ std::vector<Tensor> reduce_arg(std::string_view op, bool largest, const std::vec
   Tensor indices = Tensor::empty({outer}, TensorOptions(DType::kI64, x.device()));
   if (outer == 0) return {values, indices};
   const int device = x.device().index;
-  const int group = r >= kLongRow ? kThreads : kWarp;
   DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  const Segments seg = plan(outer, r);
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    arg_rows<T><<<blocks_for_rows(outer, group), kThreads, 0, current_stream(device)>>>(
-        static_cast<const T*>(x.data_ptr()), static_cast<T*>(values.data_ptr()), indices.data<int64_t>(), outer, r,
-        group, largest);
+    const T* px = static_cast<const T*>(x.data_ptr());
+    T* pv = static_cast<T*>(values.data_ptr());
+    if (seg.chunks == 1) {
+      arg_segments<T><<<blocks_for(seg, group_for(r)), kThreads, 0, stream>>>(
+          px, nullptr, px, r, pv, indices.data<int64_t>(), seg, group_for(r), largest);
+      return;
+    }
+    Tensor part_v = Tensor::empty({outer, seg.chunks}, x.options());
+    Tensor part_i = Tensor::empty({outer, seg.chunks}, TensorOptions(DType::kI64, x.device()));
+    arg_segments<T><<<blocks_for(seg, kThreads), kThreads, 0, stream>>>(
+        px, nullptr, px, r, static_cast<T*>(part_v.data_ptr()), part_i.data<int64_t>(), seg, kThreads, largest);
+    check_launch(op);
+    const Segments rows = plan(outer, seg.chunks);
+    arg_segments<T><<<blocks_for(rows, group_for(seg.chunks)), kThreads, 0, stream>>>(
+        static_cast<const T*>(part_v.data_ptr()), part_i.data<int64_t>(), px, r, pv, indices.data<int64_t>(), rows,
+        group_for(seg.chunks), largest);
   });
   check_launch(op);
   return {values, indices};

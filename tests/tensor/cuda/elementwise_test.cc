@@ -81,6 +81,22 @@ TEST(CudaCopyTest, SpecialValuesAndSignedConversions) {
              [](const Tensor& t) { return t; }, "empty");
 }
 
+TEST(CudaCopyTest, OverlappingViewsOfOneStorage) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : {DType::kF32, DType::kI64}) {
+    Tensor c = random({50}, t, 8), g = c.to(gpu());
+    dispatch("copy_", {c.narrow(0, 1, 49), c.narrow(0, 0, 49)});  // shift right by one
+    dispatch("copy_", {g.narrow(0, 1, 49), g.narrow(0, 0, 49)});
+    expect_match(g, c, 0, 0, "shift");
+    Tensor m = random({6, 6}, t, 9), h = m.to(gpu());
+    dispatch("copy_", {m, m.t()});  // in-place transpose
+    dispatch("copy_", {h, h.t()});
+    expect_match(h, m, 0, 0, "transpose in place");
+    dispatch("copy_", {h, h});  // the same view: nothing to do
+    expect_match(h, m, 0, 0, "self");
+  }
+}
+
 TEST(CudaCopyTest, MismatchedShapesThrow) {
   COPPICE_REQUIRE_GPU();
   Tensor a = Tensor::empty({2, 3}, TensorOptions(gpu())), b = Tensor::empty({3, 2}, TensorOptions(gpu()));

@@ -6,8 +6,10 @@ namespace {
 
 using namespace cuda_testing;
 
-// Short rows take the warp-per-row path, long ones the block-per-row path.
-const std::vector<Shape> kShapes = {{1, 1}, {7, 5}, {33, 31}, {4, 1000}, {3, 1024}, {2, 5000}, {300, 65}, {0, 4}};
+// Short rows take the warp-per-row path, long ones the block-per-row path,
+// and few very long rows the two-pass path over row segments.
+const std::vector<Shape> kShapes = {{1, 1},   {7, 5},    {33, 31},     {4, 1000},   {3, 1024},
+                                    {2, 5000}, {300, 65}, {1, 100000}, {3, 40000}, {0, 4}};
 
 TEST(CudaReduceTest, SumEveryDtype) {
   COPPICE_REQUIRE_GPU();
@@ -66,6 +68,13 @@ TEST(CudaReduceTest, NaNWinsFirstOneAndSignedZeros) {
                                       kInf, -kInf, 3, 3, 3, 3, 3, 3},
                               t);
     for (const char* op : {"reduce_max", "reduce_min"}) expect_parity(op, {short_rows}, {}, 0, 0, "short rows");
+    // Rows long enough to be cut into segments: NaNs in two segments, the earlier must win.
+    std::vector<double> w = noise(2 * 100000, 46, -1, 1);
+    w[70000] = kNaN;
+    w[30001] = kNaN;
+    w[100000 + 99999] = kInf;
+    Tensor long_rows = make({2, 100000}, w, t);
+    for (const char* op : {"reduce_max", "reduce_min"}) expect_parity(op, {long_rows}, {}, 0, 0, "long rows");
   }
 }
 
