@@ -70,11 +70,12 @@ Tensor bsr_to_dense(const Tensor& bsr);
 Tensor coo_to_bsr(const Tensor& coo, int64_t block_rows, int64_t block_cols);
 Tensor bsr_to_coo(const Tensor& bsr);
 
-// The transpose of a 2-D tensor of any format, in the same format: free for
-// CSR/CSC (transpose_compressed, the same arrays and pattern version) and
-// dense (a view); COO swaps its index rows; BSR and Blocked-ELL transpose
-// their blocks; n:m re-compresses along the new last dim (throwing when a
-// group then has more than n non-zeros); masked transposes both parts.
+// The transpose of a 2-D tensor of any format, in the same format except
+// that CSR gives CSC and CSC gives CSR, for free (transpose_compressed: the
+// same arrays and pattern version). Dense gives a view; COO swaps its index
+// rows; BSR and Blocked-ELL transpose their blocks; n:m re-compresses along
+// the new last dim (throwing when a group then has more than n non-zeros);
+// masked transposes both parts. All but the free ones get a fresh version.
 Tensor sparse_transpose(const Tensor& t);
 
 }  // namespace coppice
