@@ -13,7 +13,33 @@ namespace coppice {
 
 namespace {
 
+bool any_sparse(const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts) {
+    if (t.defined() && t.is_sparse()) return true;
+  }
+  return false;
+}
+
+// A sparse operand (sparse/ops.h): dense operands take the common dtype (a
+// sparse one must have it already: its values convert with to_dtype) and the
+// op dispatches by the formats, to a sparse kernel or the counted dense
+// fallback.
+Tensor sparse_binary(std::string_view op, const Tensor& a, const Tensor& b) {
+  check_same_device({a, b}, op);
+  broadcast_shapes(a.shape(), b.shape(), op);
+  DType common = promote_types(a.dtype(), b.dtype());
+  if ((op == "div" || op == "pow") && !is_floating(common)) common = DType::kF32;
+  auto as_common = [&](const Tensor& t, const char* name) {
+    if (t.dtype() == common) return t;
+    COPPICE_CHECK(t.is_dense(), op, ": the sparse operand ", name, " has dtype ", dtype_name(t.dtype()),
+                  " but the operands promote to ", dtype_name(common), "; convert it with to_dtype first");
+    return t.to(common);
+  };
+  return dispatch(op, {as_common(a, "a"), as_common(b, "b")})[0];
+}
+
 Tensor binary(std::string_view op, const Tensor& a, const Tensor& b) {
+  if (any_sparse({a, b})) return sparse_binary(op, a, b);
   check_dense(a, op, "a");
   check_dense(b, op, "b");
   check_same_device({a, b}, op);
@@ -57,13 +83,14 @@ DType scalar_dtype(DType t, double v) {
 }
 
 Tensor scalar_like(const Tensor& t, double v, std::string_view op) {
-  check_dense(t, op, "a");
+  if (!any_sparse({t})) check_dense(t, op, "a");
   return full({}, v, TensorOptions(scalar_dtype(t.dtype(), v), t.device()));
 }
 
 Tensor binary_scalar(std::string_view op, const Tensor& a, double b) { return binary(op, a, scalar_like(a, b, op)); }
 
 Tensor unary(std::string_view op, const Tensor& x, const Attrs& attrs = {}) {
+  if (any_sparse({x})) return dispatch(op, {x}, attrs)[0];  // sparse values are floating
   check_dense(x, op, "input");
   bool takes_integers = op == "neg" || op == "abs" || op == "sign" || op == "relu" || op == "clamp";
   COPPICE_CHECK(!(op == "neg" && x.dtype() == DType::kBool), "neg: not defined for bool tensors");
@@ -115,7 +142,7 @@ Tensor tanh(const Tensor& x) { return unary("tanh", x); }
 Tensor erf(const Tensor& x) { return unary("erf", x); }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
-  check_dense(x, "clamp", "input");
+  if (!any_sparse({x})) check_dense(x, "clamp", "input");
   COPPICE_CHECK(min.has_value() || max.has_value(), "clamp: at least one of min and max must be given");
   COPPICE_CHECK(!(min && std::isnan(*min)) && !(max && std::isnan(*max)), "clamp: bounds must not be NaN");
   Tensor in = x;

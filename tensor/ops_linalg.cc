@@ -51,6 +51,52 @@ Tensor batched(const Tensor& t, const Shape& batch) {
   return t.expand(full_shape).contiguous().reshape({shape_numel(batch), r, c});
 }
 
+bool any_sparse(const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts) {
+    if (t.defined() && t.is_sparse()) return true;
+  }
+  return false;
+}
+
+// A sparse operand (sparse/ops.h): the frontend checks only what holds for
+// every format and dispatches by the operands' formats, so a registered
+// sparse kernel (or the counted dense fallback) runs. Sparse operands are 2-D;
+// a dense one may be 1-D (NumPy promotion) or, on the left, carry batch dims
+// (flattened into rows).
+Tensor sparse_product(std::string_view op, const Tensor& a, const Tensor& b) {
+  check_same_device({a, b}, op);
+  COPPICE_CHECK(a.dtype() == b.dtype(), op, ": operands have different dtypes (", dtype_name(a.dtype()), " and ",
+                dtype_name(b.dtype()), "); convert them first");
+  COPPICE_CHECK(is_floating(a.dtype()), op, ": expected floating-point operands, got ", dtype_name(a.dtype()));
+  COPPICE_CHECK((a.is_dense() || a.dim() == 2) && (b.is_dense() || b.dim() == 2) && a.dim() >= 1 && b.dim() >= 1 &&
+                    b.dim() <= 2,
+                op, ": with a sparse operand, expected a [.., m, k] and b [k, n] with sparse ones 2-D, got a ",
+                shape_to_string(a.shape()), " (", a.format(), ") and b ", shape_to_string(b.shape()), " (",
+                b.format(), ")");
+  const bool linear = op == "linear";
+  COPPICE_CHECK(!linear || b.dim() == 2, "linear: weight must be 2-D [out, in], got ", shape_to_string(b.shape()));
+  const int64_t k = a.size(-1), kb = linear ? b.size(-1) : b.size(0);
+  COPPICE_CHECK(k == kb, op, ": inner dimensions differ: a is ", shape_to_string(a.shape()), ", b is ",
+                shape_to_string(b.shape()));
+  if (a.dim() == 2 && b.dim() == 2) return dispatch(op, {a, b})[0];
+  Shape out_shape(a.shape().begin(), a.shape().end() - 1);
+  if (b.dim() == 2) out_shape.push_back(linear ? b.size(0) : b.size(1));
+  Tensor a2 = a.is_dense() ? a.reshape({-1, k}) : a;
+  Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+  return dispatch(op, {a2, b2})[0].reshape(out_shape);
+}
+
+// Dense kernels of the ops above, for the dispatcher's dense fallback.
+std::vector<Tensor> dense_matmul_kernel(const std::vector<Tensor>& in, const Attrs&) { return {matmul(in[0], in[1])}; }
+std::vector<Tensor> dense_linear_kernel(const std::vector<Tensor>& in, const Attrs&) { return {linear(in[0], in[1])}; }
+const bool kDenseKernels = [] {
+  for (DeviceType d : {DeviceType::kCpu, DeviceType::kCuda}) {
+    Dispatcher::instance().register_kernel("matmul", d, {"dense", "dense"}, dense_matmul_kernel);
+    Dispatcher::instance().register_kernel("linear", d, {"dense", "dense"}, dense_linear_kernel);
+  }
+  return true;
+}();
+
 void check_operands(const Tensor& a, const Tensor& b, std::string_view op, const char* a_name, const char* b_name) {
   check_dense(a, op, a_name);
   check_dense(b, op, b_name);
@@ -89,6 +135,7 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, std::string_view op) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (any_sparse({a, b})) return sparse_product("matmul", a, b);
   check_operands(a, b, "matmul", "a", "b");
   return matmul_impl(a, b, "matmul");
 }
@@ -103,6 +150,11 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (any_sparse({x, weight, bias})) {
+    COPPICE_CHECK(!bias.defined() || bias.is_dense(), "linear: bias must be dense, got format '", bias.format(), "'");
+    Tensor y = sparse_product("linear", x, weight);
+    return bias.defined() ? add(y, bias) : y;
+  }
   check_operands(x, weight, "linear", "input", "weight");
   COPPICE_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out, in], got ", shape_to_string(weight.shape()));
   COPPICE_CHECK(x.dim() >= 1, "linear: input must be at least 1-D, got a 0-D tensor");

@@ -75,6 +75,36 @@ Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
   return out.reshape(out_shape);
 }
 
+bool any_sparse(const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts) {
+    if (t.defined() && t.is_sparse()) return true;
+  }
+  return false;
+}
+
+// A sparse input (sparse/ops.h): "sum" dispatches by format with the reduced
+// dims spelled out, to a sparse kernel or the counted dense fallback.
+Tensor sparse_sum(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (mask[d]) dims.push_back(d);
+  }
+  Attrs attrs;
+  attrs.set("dims", dims).set("keepdim", keepdim);
+  return dispatch("sum", {x}, attrs)[0];
+}
+
+// The dense kernel of "sum", for the dispatcher's dense fallback.
+const bool kDenseSum = [] {
+  for (DeviceType d : {DeviceType::kCpu, DeviceType::kCuda}) {
+    Dispatcher::instance().register_kernel("sum", d, {"dense"},
+                                           [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
+                                             return {sum(in[0], attrs.get_ints("dims"), attrs.get_bool("keepdim"))};
+                                           });
+  }
+  return true;
+}();
+
 // Floating inputs stay; integers and bool become f32 (as NumPy's mean of ints is a float).
 Tensor as_floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(DType::kF32); }
 
@@ -111,11 +141,13 @@ Tensor extremum_all(const Tensor& x, bool is_max) {
 }  // namespace
 
 Tensor sum(const Tensor& x) {
+  if (any_sparse({x})) return sparse_sum(x, std::vector<bool>(static_cast<size_t>(x.dim()), true), false);
   check_dense(x, "sum", "input");
   return sum_impl(x, std::vector<bool>(static_cast<size_t>(x.dim()), true), false);
 }
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (any_sparse({x})) return sparse_sum(x, reduced_mask(dims, x.dim(), "sum"), keepdim);
   check_dense(x, "sum", "input");
   return sum_impl(x, reduced_mask(dims, x.dim(), "sum"), keepdim);
 }

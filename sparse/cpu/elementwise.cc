@@ -1,0 +1,275 @@
+// Elementwise ops, sums and the transpose on the CPU for every format of
+// sparse/ (sparse/ops.h has the table):
+//  - zero-preserving unary ops act on values() and keep the pattern and its
+//    version (with_values); ops with f(0) != 0 are not registered, so they
+//    take the counted dense fallback;
+//  - sparse * dense and sparse / dense keep the sparse pattern (the dense
+//    operand broadcasts to the sparse shape and is read only where values
+//    are stored), sparse +- dense is dense, sparse ** scalar keeps the
+//    pattern for a positive exponent;
+//  - COO +- COO concatenates the entries (an uncoalesced COO);
+//  - sums reduce the stored values (in f64) into a dense result.
+#include <vector>
+
+#include "sparse/convert.h"
+#include "sparse/cpu/util.h"
+#include "tensor/cpu/loops.h"
+#include "tensor/ops.h"
+
+namespace coppice::sparse_cpu {
+namespace {
+
+constexpr std::string_view kZeroPreservingUnary[] = {"neg", "abs", "sign", "relu", "sqrt", "tanh", "erf", "gelu"};
+
+// A row-major flat position in `shape` as an element offset under `strides`
+// (0 along broadcast dims).
+class BroadcastOffsets {
+ public:
+  BroadcastOffsets(Shape shape, Shape strides) : shape_(std::move(shape)), strides_(std::move(strides)) {}
+  int64_t operator()(int64_t q) const {
+    int64_t off = 0;
+    for (size_t d = shape_.size(); d-- > 0;) {
+      off += (q % shape_[d]) * strides_[d];
+      q /= shape_[d];
+    }
+    return off;
+  }
+
+ private:
+  Shape shape_, strides_;
+};
+
+void check_cpu(const std::vector<Tensor>& in, std::string_view op) {
+  for (const Tensor& t : in) {
+    COPPICE_CHECK(t.device().is_cpu(), op, ": CPU kernel got an operand on ", t.device().to_string());
+  }
+}
+
+Kernel unary_kernel(std::string op) {
+  return [op](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
+    COPPICE_CHECK(in.size() == 1, op, ": expected 1 input, got ", in.size());
+    return {with_values(in[0], dispatch(op, {values(in[0])}, attrs)[0])};
+  };
+}
+
+// Checks a (sparse, dense) pair in either order and names the sparse one.
+struct Pair {
+  Tensor sparse, dense;
+  bool sparse_first;
+};
+
+Pair sparse_dense_pair(const std::vector<Tensor>& in, std::string_view op) {
+  check_inputs(in, 2, op);
+  check_cpu(in, op);
+  Pair p{in[0], in[1], true};
+  if (in[0].is_dense()) p = {in[1], in[0], false};
+  const Shape out = broadcast_shapes(in[0].shape(), in[1].shape(), op);
+  COPPICE_CHECK(out == p.sparse.shape(), op, ": the sparse operand ", shape_to_string(p.sparse.shape()),
+                " would have to broadcast to ", shape_to_string(out),
+                "; sparse operands do not broadcast (expand the dense one's shape, or convert to dense)");
+  return p;
+}
+
+// values(s) op d sampled at the stored positions, as with_values(s, ...).
+template <typename Op>
+Tensor sample(const Pair& p, std::string_view op_name, const Op& op) {
+  const Tensor& s = p.sparse;
+  const Tensor vals = values(s).contiguous();
+  Tensor out = Tensor::empty(vals.shape(), vals.options());
+  const std::vector<int64_t> pos = stored_positions(s);
+  const Tensor d = p.dense.expand(s.shape());
+  const BroadcastOffsets offsets(s.shape(), d.strides());
+  dispatch_floating(s.dtype(), op_name, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = cpu::compute_t<T>;
+    const T* pv = vals.data<T>();
+    const T* pd = static_cast<const T*>(d.data_ptr());
+    T* po = out.data<T>();
+    cpu::parallel_for(0, static_cast<int64_t>(pos.size()), cpu::kGrain, [&](int64_t s0, int64_t s1) {
+      for (int64_t k = s0; k < s1; ++k) {
+        const int64_t q = pos[static_cast<size_t>(k)];
+        if (q < 0) {
+          po[k] = T(C(0));
+          continue;
+        }
+        const C a = static_cast<C>(pv[k]), b = static_cast<C>(pd[offsets(q)]);
+        po[k] = T(p.sparse_first ? op(a, b) : op(b, a));
+      }
+    });
+  });
+  return with_values(s, out);
+}
+
+std::vector<Tensor> mul_kernel(const std::vector<Tensor>& in, const Attrs&) {
+  const Pair p = sparse_dense_pair(in, "mul");
+  if (p.dense.numel() == 1) return {with_values(p.sparse, mul(values(p.sparse), p.dense.reshape({})))};
+  return {sample(p, "mul", [](auto a, auto b) { return a * b; })};
+}
+
+std::vector<Tensor> div_kernel(const std::vector<Tensor>& in, const Attrs&) {
+  const Pair p = sparse_dense_pair(in, "div");
+  COPPICE_CHECK(p.sparse_first, "div: a dense numerator over a sparse denominator is not sparse");
+  if (p.dense.numel() == 1) return {with_values(p.sparse, div(values(p.sparse), p.dense.reshape({})))};
+  return {sample(p, "div", [](auto a, auto b) { return a / b; })};
+}
+
+std::vector<Tensor> pow_kernel(const std::vector<Tensor>& in, const Attrs&) {
+  const Pair p = sparse_dense_pair(in, "pow");
+  COPPICE_CHECK(p.sparse_first && p.dense.numel() == 1 && p.dense.item() > 0, "pow: a sparse base takes one positive "
+                "exponent (0 ** e is 0 only for e > 0); convert to dense for other exponents");
+  return {with_values(p.sparse, pow(values(p.sparse), p.dense.reshape({})))};
+}
+
+// Dense result: the dense operand (negated for sparse - dense) plus or minus
+// the stored values at their positions (duplicates of a COO add).
+std::vector<Tensor> add_sub(const std::vector<Tensor>& in, bool subtract, std::string_view op) {
+  const Pair p = sparse_dense_pair(in, op);
+  const Tensor& s = p.sparse;
+  Tensor out = Tensor::empty(s.shape(), s.options());
+  out.copy_(subtract && p.sparse_first ? neg(p.dense) : p.dense);
+  const double sign = (subtract && !p.sparse_first) ? -1.0 : 1.0;
+  const Tensor vals = values(s).contiguous();
+  const std::vector<int64_t> pos = stored_positions(s);
+  // Positions repeat only in an uncoalesced COO: then one thread adds them.
+  const bool unique = !(s.layout() == Layout::kCoo && !coo_impl(s, op).is_coalesced());
+  dispatch_floating(s.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = cpu::compute_t<T>;
+    const T* pv = vals.data<T>();
+    T* po = out.data<T>();
+    const C sg = static_cast<C>(sign);
+    auto run = [&](int64_t s0, int64_t s1) {
+      for (int64_t k = s0; k < s1; ++k) {
+        const int64_t q = pos[static_cast<size_t>(k)];
+        if (q >= 0) po[q] = T(static_cast<C>(po[q]) + sg * static_cast<C>(pv[k]));
+      }
+    };
+    if (unique) {
+      cpu::parallel_for(0, static_cast<int64_t>(pos.size()), cpu::kGrain, run);
+    } else {
+      run(0, static_cast<int64_t>(pos.size()));
+    }
+  });
+  return {out};
+}
+
+// COO +- COO: both entry lists, one after the other.
+std::vector<Tensor> coo_concat(const std::vector<Tensor>& in, bool subtract, std::string_view op) {
+  check_inputs(in, 2, op);
+  check_cpu(in, op);
+  COPPICE_CHECK(in[0].shape() == in[1].shape(), op, ": sparse operands must have one shape (no broadcasting), got ",
+                shape_to_string(in[0].shape()), " and ", shape_to_string(in[1].shape()));
+  const CooImpl& a = coo_impl(in[0], op);
+  const CooImpl& b = coo_impl(in[1], op);
+  Tensor idx = cat({a.indices(), b.indices()}, 1);
+  Tensor vals = cat({a.values(), subtract ? neg(b.values()) : b.values()}, 0);
+  const bool coalesced = a.nnz() + b.nnz() <= 1;
+  return {Tensor(std::make_shared<CooImpl>(idx, vals, in[0].shape(), coalesced, new_pattern_version()))};
+}
+
+// "sum": attrs dims (the reduced dims, normalized; empty = all) and keepdim.
+std::vector<Tensor> sum_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
+  constexpr std::string_view op = "sum";
+  COPPICE_CHECK(in.size() == 1, op, ": expected 1 input, got ", in.size());
+  check_cpu(in, op);
+  const Tensor& s = in[0];
+  const int64_t ndim = s.dim();
+  std::vector<int64_t> dims = attrs.get_ints("dims");
+  const bool keepdim = attrs.get_bool("keepdim", false);
+  std::vector<bool> reduced(static_cast<size_t>(ndim), dims.empty());
+  for (int64_t d : dims) {
+    COPPICE_CHECK(d >= 0 && d < ndim, op, ": dim ", d, " out of range for ", ndim, "-D input");
+    reduced[static_cast<size_t>(d)] = true;
+  }
+  Shape out_shape, kept_sizes;
+  std::vector<int64_t> kept_stride(static_cast<size_t>(ndim), 0);  // per input dim, in the output's flat index
+  int64_t stride = 1;
+  for (int64_t d = ndim - 1; d >= 0; --d) {
+    if (!reduced[static_cast<size_t>(d)]) {
+      kept_stride[static_cast<size_t>(d)] = stride;
+      stride *= s.size(d);
+    }
+  }
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (!reduced[static_cast<size_t>(d)]) {
+      out_shape.push_back(s.size(d));
+    } else if (keepdim) {
+      out_shape.push_back(1);
+    }
+  }
+  const int64_t out_numel = stride;
+  const Tensor vals = values(s).contiguous();
+  const std::vector<int64_t> pos = stored_positions(s);
+  const int64_t slots = static_cast<int64_t>(pos.size());
+  std::vector<double> total(static_cast<size_t>(out_numel), 0.0);
+  dispatch_floating(s.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pv = vals.data<T>();
+    auto accumulate = [&](int64_t s0, int64_t s1, double* acc) {
+      for (int64_t k = s0; k < s1; ++k) {
+        int64_t q = pos[static_cast<size_t>(k)];
+        if (q < 0) continue;
+        int64_t o = 0;
+        for (int64_t d = ndim - 1; d >= 0; --d) {
+          const int64_t size = s.shape()[static_cast<size_t>(d)];
+          o += (q % size) * kept_stride[static_cast<size_t>(d)];
+          q /= size;
+        }
+        acc[o] += static_cast<double>(static_cast<cpu::compute_t<T>>(pv[k]));
+      }
+    };
+    // Chunks sum into their own totals when those are small next to the work.
+    const int64_t chunks = std::min<int64_t>(4 * cpu::num_threads(), slots / cpu::kGrain + 1);
+    if (chunks <= 1 || out_numel * chunks > slots) {
+      accumulate(0, slots, total.data());
+      return;
+    }
+    std::vector<std::vector<double>> partial(static_cast<size_t>(chunks));
+    const int64_t per = (slots + chunks - 1) / chunks;
+    cpu::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        partial[static_cast<size_t>(c)].assign(static_cast<size_t>(out_numel), 0.0);
+        accumulate(c * per, std::min(slots, (c + 1) * per), partial[static_cast<size_t>(c)].data());
+      }
+    });
+    for (const std::vector<double>& part : partial) {
+      for (int64_t o = 0; o < out_numel; ++o) total[static_cast<size_t>(o)] += part[static_cast<size_t>(o)];
+    }
+  });
+  Tensor out = Tensor::empty({out_numel}, TensorOptions(DType::kF64));
+  std::copy(total.begin(), total.end(), out.data<double>());
+  return {out.to(s.dtype()).reshape(out_shape)};
+}
+
+std::vector<Tensor> transpose_kernel(const std::vector<Tensor>& in, const Attrs&) {
+  COPPICE_CHECK(in.size() == 1, "transpose: expected 1 input, got ", in.size());
+  return {sparse_transpose(in[0])};
+}
+
+const bool kRegistered = [] {
+  for (const std::string& f : builtin_formats()) {
+    for (std::string_view op : kZeroPreservingUnary) register_cpu(op, {{f}}, unary_kernel(std::string(op)));
+    register_cpu("mul", {{f, "dense"}, {"dense", f}}, mul_kernel);
+    register_cpu("div", {{f, "dense"}}, div_kernel);
+    register_cpu("pow", {{f, "dense"}}, pow_kernel);
+    register_cpu("add", {{f, "dense"}, {"dense", f}}, [](const std::vector<Tensor>& in, const Attrs&) {
+      return add_sub(in, false, "add");
+    });
+    register_cpu("sub", {{f, "dense"}, {"dense", f}}, [](const std::vector<Tensor>& in, const Attrs&) {
+      return add_sub(in, true, "sub");
+    });
+    register_cpu("sum", {{f}}, sum_kernel);
+    register_cpu("transpose", {{f}}, transpose_kernel);
+  }
+  register_cpu("transpose", {{"dense"}}, transpose_kernel);
+  register_cpu("add", {{"coo", "coo"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    return coo_concat(in, false, "add");
+  });
+  register_cpu("sub", {{"coo", "coo"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    return coo_concat(in, true, "sub");
+  });
+  return true;
+}();
+
+}  // namespace
+}  // namespace coppice::sparse_cpu

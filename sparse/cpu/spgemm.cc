@@ -1,0 +1,192 @@
+// Sparse x sparse on the CPU, CSR in and out: SpGEMM ("matmul" with two CSR
+// operands) and the union of two patterns ("add" and "sub" with two CSR
+// operands). Both run two passes over row chunks in parallel: count each
+// output row, then fill it. Entries that cancel to zero stay stored (the
+// pattern is structural). bf16/f16 accumulate in f32.
+#include <algorithm>
+#include <vector>
+
+#include "sparse/csr.h"
+#include "sparse/cpu/parallel_rows.h"
+#include "sparse/cpu/util.h"
+#include "tensor/ops.h"
+
+namespace coppice::sparse_cpu {
+namespace {
+
+// A CSR built from host arrays filled by the two passes.
+Tensor make_csr(std::vector<int32_t> crow, std::vector<int32_t> col, const Tensor& vals, const Shape& shape) {
+  const int64_t rows = static_cast<int64_t>(crow.size()) - 1, nnz = static_cast<int64_t>(col.size());
+  Tensor p = Tensor::empty({rows + 1}, DType::kI32), c = Tensor::empty({nnz}, DType::kI32);
+  std::copy(crow.begin(), crow.end(), p.data<int32_t>());
+  std::copy(col.begin(), col.end(), c.data<int32_t>());
+  return Tensor(std::make_shared<CompressedImpl>(Layout::kCsr, p, c, vals, shape, new_pattern_version()));
+}
+
+void check_csr_pair(const std::vector<Tensor>& in, std::string_view op) {
+  check_inputs(in, 2, op);
+  for (const Tensor& t : in) {
+    COPPICE_CHECK(t.device().is_cpu(), op, ": CPU kernel got an operand on ", t.device().to_string());
+  }
+}
+
+// C = A @ B (Gustavson): row r of C accumulates rows of B in a dense row.
+std::vector<Tensor> spgemm(const std::vector<Tensor>& in, const Attrs&) {
+  constexpr std::string_view op = "matmul";
+  check_csr_pair(in, op);
+  const CompressedImpl& a = csr_impl(in[0], op);
+  const CompressedImpl& b = csr_impl(in[1], op);
+  const int64_t m = in[0].size(0), k = in[0].size(1), n = in[1].size(1);
+  COPPICE_CHECK(in[1].size(0) == k, op, ": inner dimensions differ: a is ", shape_to_string(in[0].shape()), ", b is ",
+                shape_to_string(in[1].shape()));
+  const DType dtype = in[0].dtype(), acc = accumulate_dtype(dtype);
+  const int32_t* ap = a.pointers().data<int32_t>();
+  const int32_t* ai = a.indices().data<int32_t>();
+  const int32_t* bp = b.pointers().data<int32_t>();
+  const int32_t* bi = b.indices().data<int32_t>();
+  const Tensor av = contiguous_as(a.values(), acc), bv = contiguous_as(b.values(), acc);
+  std::vector<int32_t> crow(static_cast<size_t>(m + 1), 0);
+  std::vector<int32_t> col;
+  Tensor vals;
+  dispatch_floating(acc, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      const T* pav = av.data<T>();
+      const T* pbv = bv.data<T>();
+      RowPasses passes(m);
+      passes.count([&](int64_t r0, int64_t r1, std::vector<int64_t>& counts) {
+        std::vector<int64_t> mark(static_cast<size_t>(n), -1);
+        for (int64_t r = r0; r < r1; ++r) {
+          int64_t c = 0;
+          for (int64_t e = ap[r]; e < ap[r + 1]; ++e) {
+            const int64_t j = ai[e];
+            for (int64_t f = bp[j]; f < bp[j + 1]; ++f) {
+              if (mark[static_cast<size_t>(bi[f])] != r) {
+                mark[static_cast<size_t>(bi[f])] = r;
+                ++c;
+              }
+            }
+          }
+          counts[static_cast<size_t>(r)] = c;
+        }
+      });
+      const int64_t nnz = passes.offsets(&crow, op);
+      col.resize(static_cast<size_t>(nnz));
+      vals = Tensor::empty({nnz}, TensorOptions(acc));
+      T* pv = vals.data<T>();
+      passes.fill([&](int64_t r0, int64_t r1) {
+        std::vector<T> row(static_cast<size_t>(n), T(0));
+        std::vector<int64_t> mark(static_cast<size_t>(n), -1);
+        std::vector<int32_t> touched;
+        for (int64_t r = r0; r < r1; ++r) {
+          touched.clear();
+          for (int64_t e = ap[r]; e < ap[r + 1]; ++e) {
+            const int64_t j = ai[e];
+            const T x = pav[e];
+            for (int64_t f = bp[j]; f < bp[j + 1]; ++f) {
+              const int32_t c = bi[f];
+              if (mark[static_cast<size_t>(c)] != r) {
+                mark[static_cast<size_t>(c)] = r;
+                touched.push_back(c);
+              }
+              row[static_cast<size_t>(c)] += x * pbv[f];
+            }
+          }
+          std::sort(touched.begin(), touched.end());
+          int64_t out = crow[static_cast<size_t>(r)];
+          for (int32_t c : touched) {
+            col[static_cast<size_t>(out)] = c;
+            pv[out++] = row[static_cast<size_t>(c)];
+            row[static_cast<size_t>(c)] = T(0);
+          }
+        }
+      });
+    }
+  });
+  return {make_csr(std::move(crow), std::move(col), vals.to(dtype), {m, n})};
+}
+
+// C = A + sign * B over the union of both patterns (a merge of sorted rows).
+std::vector<Tensor> union_op(const std::vector<Tensor>& in, double sign, std::string_view op) {
+  check_csr_pair(in, op);
+  COPPICE_CHECK(in[0].shape() == in[1].shape(), op, ": sparse operands must have one shape (no broadcasting), got ",
+                shape_to_string(in[0].shape()), " and ", shape_to_string(in[1].shape()));
+  // One pattern (the same version): the values alone change.
+  if (pattern_version(in[0]) == pattern_version(in[1])) {
+    return {with_values(in[0], sign > 0 ? add(values(in[0]), values(in[1])) : sub(values(in[0]), values(in[1])))};
+  }
+  const CompressedImpl& a = csr_impl(in[0], op);
+  const CompressedImpl& b = csr_impl(in[1], op);
+  const int64_t m = in[0].size(0);
+  const DType dtype = in[0].dtype(), acc = accumulate_dtype(dtype);
+  const int32_t* ap = a.pointers().data<int32_t>();
+  const int32_t* ai = a.indices().data<int32_t>();
+  const int32_t* bp = b.pointers().data<int32_t>();
+  const int32_t* bi = b.indices().data<int32_t>();
+  const Tensor av = contiguous_as(a.values(), acc), bv = contiguous_as(b.values(), acc);
+  std::vector<int32_t> crow(static_cast<size_t>(m + 1), 0);
+  std::vector<int32_t> col;
+  Tensor vals;
+  dispatch_floating(acc, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      const T* pav = av.data<T>();
+      const T* pbv = bv.data<T>();
+      const T s = static_cast<T>(sign);
+      // Walks the merge of row r, calling emit(col, value).
+      auto merge = [&](int64_t r, auto&& emit) {
+        int64_t e = ap[r], f = bp[r];
+        const int64_t e1 = ap[r + 1], f1 = bp[r + 1];
+        while (e < e1 || f < f1) {
+          if (f == f1 || (e < e1 && ai[e] < bi[f])) {
+            emit(ai[e], pav[e]);
+            ++e;
+          } else if (e == e1 || bi[f] < ai[e]) {
+            emit(bi[f], s * pbv[f]);
+            ++f;
+          } else {
+            emit(ai[e], pav[e] + s * pbv[f]);
+            ++e;
+            ++f;
+          }
+        }
+      };
+      RowPasses passes(m);
+      passes.count([&](int64_t r0, int64_t r1, std::vector<int64_t>& counts) {
+        for (int64_t r = r0; r < r1; ++r) {
+          int64_t c = 0;
+          merge(r, [&](int32_t, T) { ++c; });
+          counts[static_cast<size_t>(r)] = c;
+        }
+      });
+      const int64_t nnz = passes.offsets(&crow, op);
+      col.resize(static_cast<size_t>(nnz));
+      vals = Tensor::empty({nnz}, TensorOptions(acc));
+      T* pv = vals.data<T>();
+      passes.fill([&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          int64_t out = crow[static_cast<size_t>(r)];
+          merge(r, [&](int32_t c, T v) {
+            col[static_cast<size_t>(out)] = c;
+            pv[out++] = v;
+          });
+        }
+      });
+    }
+  });
+  return {make_csr(std::move(crow), std::move(col), vals.to(dtype), in[0].shape())};
+}
+
+const bool kRegistered = [] {
+  register_cpu("matmul", {{"csr", "csr"}}, spgemm);
+  register_cpu("add", {{"csr", "csr"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    return union_op(in, 1.0, "add");
+  });
+  register_cpu("sub", {{"csr", "csr"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    return union_op(in, -1.0, "sub");
+  });
+  return true;
+}();
+
+}  // namespace
+}  // namespace coppice::sparse_cpu

@@ -1,0 +1,224 @@
+// SpMM on the CPU: "matmul" with one sparse and one dense operand, and
+// "linear" (x @ weight^T) with a sparse weight or a sparse input, for every
+// format of sparse/ (sparse/ops.h has the table).
+//
+// Each format is viewed as the rows of a matrix M (spmm_kernels.h): CSR,
+// COO (coalesced), BSR, Blocked-ELL and n:m as M = A, CSC as M = A^T over
+// the very same arrays, so no product materializes a transpose of the sparse
+// operand. Masked dense is dense compute by design: its kernels run the dense
+// product on where(mask, values, 0). bf16/f16 operands are computed in f32
+// and rounded once.
+#include <vector>
+
+#include "sparse/convert.h"
+#include "sparse/cpu/spmm_kernels.h"
+#include "sparse/cpu/util.h"
+#include "tensor/ops.h"
+
+namespace coppice::sparse_cpu {
+namespace {
+
+struct BsrLayout {
+  const int32_t* crow;
+  const int32_t* bcol_;
+  int64_t block_numel, bw;
+  int64_t block_begin(int64_t br) const { return crow[br]; }
+  int64_t block_end(int64_t br) const { return crow[br + 1]; }
+  int64_t bcol(int64_t k) const { return bcol_[k]; }
+  int64_t offset(int64_t k, int64_t i) const { return k * block_numel + i * bw; }
+};
+
+// Block row br stores its valid blocks first (then -1 padding): slots
+// [br * ell_cols, br * ell_cols + valid[br]) of the ell_col_indices array.
+struct EllLayout {
+  const int32_t* ell;
+  const int64_t* valid;
+  int64_t ell_cols, b;
+  int64_t block_begin(int64_t br) const { return br * ell_cols; }
+  int64_t block_end(int64_t br) const { return br * ell_cols + valid[br]; }
+  int64_t bcol(int64_t k) const { return ell[k]; }
+  int64_t offset(int64_t k, int64_t i) const {
+    const int64_t br = k / ell_cols, j = k % ell_cols;
+    return ((br * b + i) * ell_cols + j) * b;
+  }
+};
+
+// Calls fn(M, a_is_transposed) with M the row view of sparse `a` (values as T,
+// already converted): M = A, or M = A^T for CSC.
+template <typename T, typename Fn>
+void with_rows(const Tensor& a, const Tensor& vals, std::string_view op, const Fn& fn) {
+  const T* v = vals.data<T>();
+  const int64_t rows = a.size(0), cols = a.size(1);
+  switch (a.layout()) {
+    case Layout::kCsr:
+    case Layout::kCsc: {
+      const CompressedImpl& c = csr_impl(a, op);
+      const int32_t* ptr = c.pointers().data<int32_t>();
+      const int32_t* idx = c.indices().data<int32_t>();
+      const bool csr = c.is_csr();
+      CompressedRows<T, int32_t, int32_t> m{ptr, ptr + 1, idx, v, csr ? rows : cols, csr ? cols : rows};
+      fn(m, !csr);
+      return;
+    }
+    case Layout::kCoo: {
+      // Coalesced COO is CSR with explicit row indices: count rows for pointers.
+      const CooImpl& c = coo_impl(a, op);
+      COPPICE_CHECK(c.is_coalesced(), op, ": internal: COO operand not coalesced");
+      const int64_t nnz = c.nnz();
+      const int64_t* idx = c.indices().data<int64_t>();
+      std::vector<int64_t> ptr(static_cast<size_t>(rows + 1), 0);
+      for (int64_t e = 0; e < nnz; ++e) ++ptr[static_cast<size_t>(idx[e] + 1)];
+      for (int64_t r = 0; r < rows; ++r) ptr[static_cast<size_t>(r + 1)] += ptr[static_cast<size_t>(r)];
+      CompressedRows<T, int64_t, int64_t> m{ptr.data(), ptr.data() + 1, idx + nnz, v, rows, cols};
+      fn(m, false);
+      return;
+    }
+    case Layout::kNm: {
+      const NmImpl& s = nm_impl(a, op);
+      const int64_t n = s.n(), mm = s.m(), per_row = s.groups_per_row() * n;
+      const uint8_t* pos = s.indices().data<uint8_t>();
+      std::vector<int64_t> ptr(static_cast<size_t>(rows + 1));
+      for (int64_t r = 0; r <= rows; ++r) ptr[static_cast<size_t>(r)] = r * per_row;
+      std::vector<int32_t> col(static_cast<size_t>(rows * per_row));
+      cpu::parallel_for(0, rows, 256, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t q = 0; q < per_row; ++q) {
+            const int64_t slot = r * per_row + q;
+            col[static_cast<size_t>(slot)] = static_cast<int32_t>((q / n) * mm + pos[slot]);
+          }
+        }
+      });
+      CompressedRows<T, int32_t, int64_t> m{ptr.data(), ptr.data() + 1, col.data(), v, rows, cols};
+      fn(m, false);
+      return;
+    }
+    case Layout::kBsr: {
+      const BsrImpl& b = bsr_impl(a, op);
+      const int64_t bh = b.block_rows(), bw = b.block_cols();
+      BsrLayout layout{b.crow_indices().data<int32_t>(), b.col_indices().data<int32_t>(), bh * bw, bw};
+      BlockRows<T, BsrLayout> m{layout, v, rows, cols, bh, bw};
+      fn(m, false);
+      return;
+    }
+    case Layout::kBlockedEll: {
+      const BlockedEllImpl& b = blocked_ell_impl(a, op);
+      const int64_t bs = b.block_size(), ec = b.ell_cols(), nbr = rows / bs;
+      const int32_t* ell = b.ell_col_indices().data<int32_t>();
+      std::vector<int64_t> valid(static_cast<size_t>(nbr), 0);
+      for (int64_t br = 0; br < nbr; ++br) {
+        int64_t j = 0;
+        while (j < ec && ell[br * ec + j] >= 0) ++j;
+        valid[static_cast<size_t>(br)] = j;
+      }
+      EllLayout layout{ell, valid.data(), ec, bs};
+      BlockRows<T, EllLayout> m{layout, v, rows, cols, bs, bs};
+      fn(m, false);
+      return;
+    }
+    default:
+      fail(op, ": no CPU SpMM for format '", a.format(), "'");
+  }
+}
+
+// The operand as the kernels read it: COO coalesced (sums duplicates), index
+// parts on the CPU.
+Tensor prepared(const Tensor& a) { return a.layout() == Layout::kCoo ? coalesce(a) : a; }
+
+enum class Product { kSparseDense, kDenseSparse, kDenseSparseT };
+
+// kSparseDense: A @ X. kDenseSparse: X @ A. kDenseSparseT: X @ A^T (linear).
+Tensor spmm(const Tensor& a_in, const Tensor& x_in, Product product, std::string_view op) {
+  const Tensor a = prepared(a_in);
+  const DType dtype = a.dtype(), acc = accumulate_dtype(dtype);
+  const Tensor x = contiguous_as(x_in, acc);
+  const Tensor vals = contiguous_as(values(a), acc);
+  const int64_t ar = a.size(0), ac = a.size(1);
+  Shape out_shape;
+  if (product == Product::kSparseDense) {
+    COPPICE_CHECK(x.size(0) == ac, op, ": inner dimensions differ: sparse a is ", shape_to_string(a.shape()),
+                  ", dense b is ", shape_to_string(x.shape()));
+    out_shape = {ar, x.size(1)};
+  } else {
+    const int64_t k = product == Product::kDenseSparse ? ar : ac;
+    COPPICE_CHECK(x.size(1) == k, op, ": inner dimensions differ: dense ", shape_to_string(x.shape()), " and sparse ",
+                  shape_to_string(a.shape()), product == Product::kDenseSparseT ? " (transposed)" : "");
+    out_shape = {x.size(0), product == Product::kDenseSparse ? ac : ar};
+  }
+  Tensor out = Tensor::empty(out_shape, TensorOptions(acc, a.device()));
+  dispatch_floating(acc, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      with_rows<T>(a, vals, op, [&](const auto& m, bool a_is_mt) {
+        const T* px = x.data<T>();
+        T* po = out.data<T>();
+        const int64_t n = out_shape[1];
+        switch (product) {
+          case Product::kSparseDense:
+            if (a_is_mt) {
+              spmm_scatter<T>(m, px, x.size(1), po, n, n);
+            } else {
+              spmm_gather<T>(m, px, x.size(1), po, n, n);
+            }
+            break;
+          case Product::kDenseSparse:  // X @ A: X @ M, or X @ M^T when M = A^T
+            dense_spmm<T>(px, x.size(1), x.size(0), m, a_is_mt, po, n);
+            break;
+          case Product::kDenseSparseT:  // X @ A^T
+            dense_spmm<T>(px, x.size(1), x.size(0), m, !a_is_mt, po, n);
+            break;
+        }
+      });
+    }
+  });
+  return out.to(dtype);
+}
+
+void check_spmm_inputs(const std::vector<Tensor>& in, std::string_view op) {
+  check_inputs(in, 2, op);
+  check_matrix(in[0], op, "a");
+  check_matrix(in[1], op, "b");
+  for (const Tensor& t : in) {
+    COPPICE_CHECK(t.device().is_cpu(), op, ": CPU kernel got an operand on ", t.device().to_string());
+  }
+}
+
+// Masked dense computes densely: its stored entries are where(mask, values, 0).
+Tensor masked_dense(const Tensor& t) { return t.layout() == Layout::kMasked ? to_dense(t) : t; }
+
+std::vector<Tensor> matmul_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
+  check_spmm_inputs(in, "matmul");
+  if (in[0].layout() == Layout::kMasked) return {matmul(masked_dense(in[0]), in[1])};
+  return {spmm(in[0], in[1], Product::kSparseDense, "matmul")};
+}
+
+std::vector<Tensor> matmul_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
+  check_spmm_inputs(in, "matmul");
+  if (in[1].layout() == Layout::kMasked) return {matmul(in[0], masked_dense(in[1]))};
+  return {spmm(in[1], in[0], Product::kDenseSparse, "matmul")};
+}
+
+// linear(x, weight) = x @ weight^T (the frontend adds the bias).
+std::vector<Tensor> linear_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
+  check_spmm_inputs(in, "linear");
+  if (in[1].layout() == Layout::kMasked) return {linear(in[0], masked_dense(in[1]))};
+  return {spmm(in[1], in[0], Product::kDenseSparseT, "linear")};
+}
+
+std::vector<Tensor> linear_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
+  check_spmm_inputs(in, "linear");
+  if (in[0].layout() == Layout::kMasked) return {linear(masked_dense(in[0]), in[1])};
+  return {spmm(in[0], in[1].t(), Product::kSparseDense, "linear")};
+}
+
+const bool kRegistered = [] {
+  for (const std::string& f : builtin_formats()) {
+    register_cpu("matmul", {{f, "dense"}}, matmul_sparse_dense);
+    register_cpu("matmul", {{"dense", f}}, matmul_dense_sparse);
+    register_cpu("linear", {{"dense", f}}, linear_dense_sparse);
+    register_cpu("linear", {{f, "dense"}}, linear_sparse_dense);
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace coppice::sparse_cpu

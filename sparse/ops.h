@@ -1,0 +1,66 @@
+// Sparse ops: the calls tensor/ops.h has no name for (sddmm, transpose,
+// spgemm), and the table of every kernel that sparse/ registers.
+//
+// A sparse tensor goes through the same frontends as a dense one (matmul,
+// linear, add, mul, relu, sum, ... in tensor/ops.h): with a sparse operand
+// they skip their dense-only checks and dispatch by the operands' formats, so
+// each device registers kernels under the names below (sparse/cpu;
+// sparse/cuda registers twins under the same names and formats). A
+// combination with no kernel converts to dense, runs the dense kernel and is
+// counted (Dispatcher::fallback_counts). Operands share one dtype (the
+// frontends promote dense operands; convert a sparse one with to_dtype) and
+// one device; bf16/f16 compute in f32.
+//
+// <fmt> is any format of sparse/: coo csr csc bsr blocked_ell nm masked
+// (matrix ops take 2-D tensors; masked dense computes densely by design).
+//
+// name       inputs (formats)                 attrs                  outputs
+// ---------  -------------------------------  ---------------------  --------------------------------------------
+// matmul     (<fmt>, dense), (dense, <fmt>)   -                      dense a @ b [m, n]
+// matmul     (csr, csr)                       -                      CSR a @ b (SpGEMM; fresh pattern version)
+// linear     (dense, <fmt>), (<fmt>, dense)   -                      dense x @ weight^T (the frontend adds the
+//                                                                    bias); x [.., in] is flattened to 2-D
+// sddmm      (dense a [m, k], dense b [k, n], -                      (a @ b) at pattern's stored entries:
+//            <fmt> pattern [m, n])                                   with_values(pattern, ...), so the pattern's
+//                                                                    format and version; pattern's values unread
+//                                                                    (an uncoalesced COO's duplicates each get
+//                                                                    the product; unstored slots get 0)
+// transpose  (<fmt>), (dense)                 -                      2-D transpose in the same format: free for
+//                                                                    CSR <-> CSC (same arrays and version)
+// neg abs    (<fmt>)                          -                      with_values(x, op(values(x))): same pattern
+// sign relu                                                          and version (f(0) = 0 ops only; exp, ...
+// sqrt tanh                                                          fall back to dense)
+// erf gelu
+// mul        (<fmt>, dense), (dense, <fmt>)   -                      sparse pattern and version: values times the
+//                                                                    dense operand (broadcast to the sparse shape)
+//                                                                    at the stored positions; a scalar is 0-D
+// div        (<fmt>, dense)                   -                      the same with values / dense
+// pow        (<fmt>, dense 0-D > 0)           -                      with_values(x, values ** e); other exponents
+//                                                                    throw (0 ** e != 0)
+// add sub    (<fmt>, dense), (dense, <fmt>)   -                      dense (the dense operand must broadcast to
+//                                                                    the sparse shape)
+// add sub    (csr, csr)                       -                      CSR over the union of both patterns (fresh
+//                                                                    version; the same version: with_values)
+// add sub    (coo, coo)                       -                      uncoalesced COO of both entry lists
+// sum        (<fmt>)                          dims (normalized,      dense, x's dtype: the stored values summed
+//                                             sorted; all for a      over dims (f64 accumulation)
+//                                             full sum), keepdim
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+// (a @ b) sampled at the stored positions of `pattern` (sparse, [m, n]), in
+// the pattern's format and pattern version: a [m, k] and b [k, n] dense. The
+// gradient of SpMM with respect to the sparse values: sddmm(dy, x.t(), w).
+Tensor sddmm(const Tensor& a, const Tensor& b, const Tensor& pattern);
+
+// The transpose of a 2-D tensor of any format, in the same format; for CSR
+// and CSC the same arrays reinterpreted (CSR [m, n] -> CSC [n, m]).
+Tensor transpose(const Tensor& t);
+
+// CSR x CSR -> CSR (the "matmul" kernel for two CSR operands).
+Tensor spgemm(const Tensor& a, const Tensor& b);
+
+}  // namespace coppice
