@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Builds, with CUDA, everything the GPU suite runs, and copies it into .devbin/
-# (ignored by git) so that one device call can carry it (../shared/DEVICE.md).
+# Builds, with CUDA, everything the GPU suite runs and packs it into
+# .devbin_pack/devbin.tar.zst (ignored by git), so one device call can carry it
+# (../shared/DEVICE.md):  device run, carry [".devbin_pack"], command
+#   tools/device/run_gpu_suite.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tools/setup >/dev/null
-mapfile -t tests < <(bazel query 'kind(cc_test, //tests/...)' 2>/dev/null)
+# The tests that exercise a GPU: everything under tests/tensor/cuda and any
+# test whose source asks for a CUDA device (one cc_test per *_test.cc, named
+# after the file). CPU-only tests run in CI; carrying them would only add bytes.
+mapfile -t tests < <({ bazel query 'kind(cc_test, //tests/tensor/cuda/...)' 2>/dev/null
+  grep -rl 'cuda_available\|Device::cuda' tests --include='*_test.cc' |
+    sed -E 's|^(.*)/([^/]+)\.cc$|//\1:\2|'; } | sort -u)
 bazel build --define=cuda=1 "${tests[@]}" //tools/bench:bench //tools/demo:mlp_demo
 bin=$(bazel info --define=cuda=1 bazel-bin)
 rm -rf .devbin && mkdir -p .devbin/tests
@@ -18,4 +25,13 @@ cp tools/bench/*.py tools/device/run_gpu_suite.sh .devbin/
 bad=$(ldd .devbin/tests/* .devbin/bench .devbin/mlp_demo | awk '/=>/{print $1}' | sort -u |
       grep -vE '^(linux-vdso|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|ld-linux|libcudart|libcublas|libcublasLt|libcusparse|libnvJitLink|libnccl)' || true)
 if [[ -n "$bad" ]]; then echo "build_devbin: unexpected shared libraries: $bad" >&2; exit 1; fi
-du -sh .devbin
+# Test binaries share most of their bytes (OpenBLAS, Abseil, our kernels):
+# one long-window zstd archive carries them well under the device tool's 64 MiB.
+mkdir -p .devbin_pack
+tar cf - .devbin | zstd -q -T0 -12 --long=31 -f -o .devbin_pack/devbin.tar.zst
+rm -rf .devbin
+# The GPU machine may lack the zstd tool: carry ours with its libraries.
+mkdir -p .devbin_pack/zstd
+cp /usr/bin/zstd .devbin_pack/zstd/
+for lib in $(ldd /usr/bin/zstd | awk '/=> \//{print $3}' | grep -E 'libzstd|liblzma|liblz4'); do cp "$lib" .devbin_pack/zstd/; done
+du -sh .devbin_pack

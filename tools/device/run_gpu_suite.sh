@@ -7,6 +7,9 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 W=/tmp/gpu_suite
+if [[ -f .devbin_pack/devbin.tar.zst ]]; then
+  LD_LIBRARY_PATH=.devbin_pack/zstd .devbin_pack/zstd/zstd -q -d --long=31 -c .devbin_pack/devbin.tar.zst | tar xf -
+fi
 rm -rf "$W" && mkdir -p "$W" "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$W/gpu.txt"
 

@@ -212,7 +212,8 @@ TEST(CudaWhereTest, EveryDtypeBroadcastAndStrided) {
     expect_parity("where", {cond, a, b}, {}, 0, 0, str_cat(dtype_name(t)));
     expect_parity("where", {random({8, 4}, DType::kBool, 34), random({8, 4}, t, 35), random({8, 4}, t, 36)}, {}, 0,
                   0, str_cat(dtype_name(t), " transposed"), [](size_t, const Tensor& x) { return x.t(); });
-    expect_parity("where", {Tensor::empty({0}, DType::kBool), a, b}, {}, 0, 0, str_cat(dtype_name(t), " empty"));
+    expect_parity("where", {Tensor::empty({0, 8}, DType::kBool), Tensor::empty({0, 1}, t), Tensor::empty({8}, t)}, {}, 0,
+                  0, str_cat(dtype_name(t), " empty"));
   }
 }
 
