@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "autograd/functions/sparse.h"
 #include "autograd/no_grad.h"
 #include "tensor/ops.h"
 
@@ -24,7 +25,7 @@ void accumulate(std::vector<Tensor>& buffer, uint32_t slot, Tensor grad) {
   if (!b.defined()) {
     b = std::move(grad);
   } else {
-    b = add(b, grad);
+    b = autograd_detail::accumulate_grads(b, grad, "backward");
   }
 }
 
@@ -40,7 +41,7 @@ Tensor seed_for(const Variable& root, const Tensor& grad) {
                 " but ", describe(root), " has shape ", shape_to_string(value.shape()));
   COPPICE_CHECK(grad.device() == value.device(), "backward: the gradient is on ", grad.device().to_string(), " but ",
                 describe(root), " is on ", value.device().to_string());
-  return grad.dtype() == value.dtype() ? grad : grad.to(value.dtype());
+  return autograd_detail::grad_to_dtype(grad, value.dtype());
 }
 
 }  // namespace
@@ -131,7 +132,7 @@ void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>&
         const InputMeta& meta = n->input_meta()[i];
         COPPICE_CHECK(g.shape() == meta.shape, "backward: ", n->name(), " returned a gradient of shape ",
                       shape_to_string(g.shape()), " for its input ", i, " of shape ", shape_to_string(meta.shape));
-        if (g.dtype() != meta.dtype) g = g.to(meta.dtype);
+        if (g.dtype() != meta.dtype) g = autograd_detail::grad_to_dtype(g, meta.dtype);
         accumulate(next.buffer, e.slot, std::move(g));
       }
       if (--next.dependencies == 0) ready.push_back(e.node.get());

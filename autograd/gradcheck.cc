@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "autograd/no_grad.h"
+#include "sparse/sparse_impl.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -32,6 +33,12 @@ GradcheckResult gradcheck(const std::function<Variable(const std::vector<Variabl
   for (const Variable& v : inputs) {
     COPPICE_CHECK(v.defined(), "gradcheck: an input is an undefined Variable");
     const Tensor& t = v.value();
+    if (t.is_sparse()) {
+      // A sparse input keeps its format and pattern version; its values are perturbed.
+      Tensor host = to_dtype(to_device(t, Device::cpu()), DType::kF64);
+      data.push_back(with_values(host, values(host).contiguous().clone()));
+      continue;
+    }
     Tensor host = t.to(Device::cpu());
     data.push_back(is_floating(t.dtype()) ? host.to(DType::kF64).clone() : host.clone());
   }
@@ -50,13 +57,17 @@ GradcheckResult gradcheck(const std::function<Variable(const std::vector<Variabl
   COPPICE_CHECK(out.dtype() == DType::kF64, "gradcheck: f returned ", dtype_name(out.dtype()),
                 " for f64 inputs; compute in f64");
   Generator gen(options.seed);
-  Tensor v = randn(out.shape(), DType::kF64, gen);
-  Tensor vv = v.clone();
+  // A sparse output is projected with a sparse v of its pattern (a random value per stored entry).
+  const bool sparse_out = out.value().is_sparse();
+  Tensor v = sparse_out ? with_values(out.value(), randn(values(out.value()).shape(), DType::kF64, gen))
+                        : randn(out.shape(), DType::kF64, gen);
+  Tensor vv = sparse_out ? values(v).clone() : v.clone();
   if (out.requires_grad()) out.backward(v);
 
   auto objective = [&]() {
     NoGradGuard no_grad;
     Variable y = f(make_inputs(false));
+    if (y.value().is_sparse()) return sum(mul(values(y.value()), vv)).item();
     return sum(mul(y.value(), vv)).item();
   };
 
@@ -64,9 +75,21 @@ GradcheckResult gradcheck(const std::function<Variable(const std::vector<Variabl
   double worst_excess = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].requires_grad()) continue;
-    Tensor& x = data[i];
+    // For a sparse input: its stored values against the values of the sparse gradient.
+    const bool sparse_in = data[i].is_sparse();
+    Tensor x = sparse_in ? values(data[i]) : data[i];
     const Tensor& g = leaves[i].grad();
-    Tensor analytic = g.defined() ? g.to(DType::kF64).contiguous() : zeros(x.shape(), DType::kF64);
+    if (sparse_in && g.defined() &&
+        (g.is_dense() || g.layout() != data[i].layout() || pattern_version(g) != pattern_version(data[i]))) {
+      result.passed = false;
+      result.message = str_cat("gradcheck: ", input_label(i, inputs[i]), " is sparse (format '", data[i].format(),
+                               "', pattern version ", pattern_version(data[i]), ") but its gradient has format '",
+                               g.format(), "' and pattern version ", pattern_version(g));
+      return result;
+    }
+    Tensor analytic = !g.defined()  ? zeros(x.shape(), DType::kF64)
+                      : sparse_in ? values(g).to(DType::kF64).contiguous()
+                                  : g.to(DType::kF64).contiguous();
     if (analytic.shape() != x.shape()) {
       result.passed = false;
       result.message = str_cat("gradcheck: ", input_label(i, inputs[i]), " has shape ", shape_to_string(x.shape()),

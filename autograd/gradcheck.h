@@ -30,6 +30,10 @@ struct GradcheckResult {
 // backward pass seeded with v) against central differences of the same
 // scalar. Inputs are copied to f64 on the CPU first; inputs that do not
 // require grad are passed as constants. f may return any shape.
+// A sparse input (any format) keeps its pattern: its stored values (numel of
+// values()) are perturbed and compared with the values of its sparse gradient,
+// which must have the input's format and pattern version. A sparse output is
+// projected with a random v on its pattern.
 GradcheckResult gradcheck(const std::function<Variable(const std::vector<Variable>&)>& f,
                           const std::vector<Variable>& inputs, const GradcheckOptions& options = {});
 

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/functions/sparse.h"
+#include "sparse/sparse_impl.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -37,18 +39,23 @@ class AccumulateGrad final : public Node {
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     Tensor g = std::move(grads[0]);
     if (!g.defined()) return {};
+    // A sparse variable's gradient keeps its pattern (a dense one is projected
+    // onto it), so hooks see the sparse gradient.
+    const bool sparse = var_->value.is_sparse();
+    if (sparse) g = autograd_detail::project_grad(g, var_->value, "backward");
     for (const auto& hook : var_->hooks) {
       Tensor replaced = hook.second(g);
       if (replaced.defined()) g = std::move(replaced);
     }
+    if (sparse) g = autograd_detail::project_grad(g, var_->value, "backward (after a hook)");
     COPPICE_CHECK(g.shape() == var_->value.shape(), "backward: the gradient for ", describe(*var_), " has shape ",
                   shape_to_string(g.shape()), " but the variable has shape ", shape_to_string(var_->value.shape()),
                   " (did a hook change it?)");
-    if (g.dtype() != var_->value.dtype()) g = g.to(var_->value.dtype());
+    if (g.dtype() != var_->value.dtype()) g = autograd_detail::grad_to_dtype(g, var_->value.dtype());
     if (!var_->grad.defined()) {
       var_->grad = owned(std::move(g));
     } else {
-      var_->grad = add(var_->grad, g);
+      var_->grad = autograd_detail::accumulate_grads(var_->grad, g, "backward");
     }
     return {};
   }
@@ -60,7 +67,7 @@ class AccumulateGrad final : public Node {
     if (g.is_dense() && g.is_contiguous() && g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1) {
       return g;
     }
-    return g.is_dense() ? g.clone() : g;
+    return g.is_dense() ? g.clone() : with_values(g, values(g).clone());
   }
 
   std::shared_ptr<VariableImpl> var_;
@@ -102,13 +109,17 @@ void Variable::set_grad(Tensor grad) const {
   if (grad.defined()) {
     COPPICE_CHECK(grad.shape() == v->value.shape(), "set_grad: a gradient of shape ", shape_to_string(grad.shape()),
                   " for ", describe(*v), " of shape ", shape_to_string(v->value.shape()));
+    // A sparse variable's gradient has its pattern: a dense one is projected, another pattern throws.
+    if (v->value.is_sparse()) grad = autograd_detail::project_grad(grad, v->value, "set_grad");
   }
   v->grad = std::move(grad);
 }
 
 void Variable::zero_grad() const {
   VariableImpl* v = checked();
-  if (v->grad.defined()) v->grad = zeros(v->grad.shape(), v->grad.options());
+  if (!v->grad.defined()) return;
+  v->grad = v->grad.is_dense() ? zeros(v->grad.shape(), v->grad.options())
+                               : with_values(v->grad, zeros_like(values(v->grad)));
 }
 
 const std::shared_ptr<Node>& Variable::grad_fn() const { return checked()->grad_fn; }

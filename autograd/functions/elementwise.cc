@@ -5,6 +5,7 @@
 
 #include "autograd/function.h"
 #include "autograd/functions/grad_utils.h"
+#include "autograd/functions/sparse.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -23,6 +24,7 @@ Tensor zero_like_scalar(const Tensor& g) { return scalar_tensor(0.0, g.options()
 // ---- binary ----------------------------------------------------------------
 
 Variable add(const Variable& a, const Variable& b) {
+  if (a.value().is_sparse() || b.value().is_sparse()) return autograd_detail::sparse_add(a, b);
   Shape sa = a.shape(), sb = b.shape();
   return record(add(a.value(), b.value()), "AddBackward", {a, b}, [sa, sb](const Tensor& g, const GradNeeds& n) {
     return Grads{n[0] ? sum_to(g, sa) : Tensor(), n[1] ? sum_to(g, sb) : Tensor()};
@@ -37,6 +39,7 @@ Variable sub(const Variable& a, const Variable& b) {
 }
 
 Variable mul(const Variable& a, const Variable& b) {
+  if (a.value().is_sparse() || b.value().is_sparse()) return autograd_detail::sparse_mul(a, b);
   Tensor av = saved_if(b.requires_grad(), a.value()), bv = saved_if(a.requires_grad(), b.value());
   Shape sa = a.shape(), sb = b.shape();
   return record(mul(a.value(), b.value()), "MulBackward", {a, b},
@@ -166,10 +169,12 @@ Tensor ge(const Variable& a, double b) { return ge(a.value(), b); }
 // ---- unary -----------------------------------------------------------------
 
 Variable neg(const Variable& x) {
+  if (x.value().is_sparse()) return autograd_detail::sparse_unary(x, "neg");
   return record(neg(x.value()), "NegBackward", {x}, [](const Tensor& g, const GradNeeds&) { return Grads{neg(g)}; });
 }
 
 Variable abs(const Variable& x) {
+  if (x.value().is_sparse()) return autograd_detail::sparse_unary(x, "abs");
   Tensor xv = x.value();
   return record(abs(xv), "AbsBackward", {x}, [xv](const Tensor& g, const GradNeeds&) {
     return Grads{mul(g, sign(xv))};
@@ -207,6 +212,7 @@ Variable rsqrt(const Variable& x) {
 }
 
 Variable relu(const Variable& x) {
+  if (x.value().is_sparse()) return autograd_detail::sparse_unary(x, "relu");
   Tensor y = relu(x.value());
   return record(y, "ReluBackward", {x}, [y](const Tensor& g, const GradNeeds&) {
     return Grads{mask_grad(g, gt(y, 0.0))};

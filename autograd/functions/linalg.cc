@@ -2,6 +2,7 @@
 
 #include "autograd/function.h"
 #include "autograd/functions/grad_utils.h"
+#include "autograd/functions/sparse.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -17,6 +18,7 @@ Tensor mT(const Tensor& t) { return t.transpose(-2, -1); }
 }  // namespace
 
 Variable matmul(const Variable& a, const Variable& b) {
+  if (a.value().is_sparse() || b.value().is_sparse()) return autograd_detail::sparse_matmul(a, b);
   Tensor av = saved_if(b.requires_grad(), a.value()), bv = saved_if(a.requires_grad(), b.value());
   Shape sa = a.shape(), sb = b.shape();
   return record(matmul(a.value(), b.value()), "MatmulBackward", {a, b},
@@ -54,6 +56,7 @@ Variable bmm(const Variable& a, const Variable& b) {
 }
 
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  if (x.value().is_sparse() || weight.value().is_sparse()) return autograd_detail::sparse_linear(x, weight, bias);
   Tensor xv = saved_if(weight.requires_grad(), x.value()), wv = saved_if(x.requires_grad(), weight.value());
   Tensor y = linear(x.value(), weight.value(), bias.defined() ? bias.value() : Tensor());
   return record(y, "LinearBackward", {x, weight, bias}, [xv, wv](const Tensor& g, const GradNeeds& n) {

@@ -4,6 +4,7 @@
 
 #include "autograd/function.h"
 #include "autograd/functions/grad_utils.h"
+#include "autograd/functions/sparse.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -79,6 +80,7 @@ Tensor norm_grad(const Tensor& g, const Tensor& x, const Tensor& norm, double p)
 }  // namespace
 
 Variable sum(const Variable& x) {
+  if (x.value().is_sparse()) return autograd_detail::sparse_sum(x, {}, false, true);
   Shape shape = x.shape();
   return record(sum(x.value()), "SumBackward", {x}, [shape](const Tensor& g, const GradNeeds&) {
     return Grads{g.expand(shape)};
@@ -86,6 +88,7 @@ Variable sum(const Variable& x) {
 }
 
 Variable sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (x.value().is_sparse()) return autograd_detail::sparse_sum(x, dims, keepdim, false);
   Shape shape = x.shape();
   std::vector<int64_t> nd = normalize_dims(dims, x.dim(), "sum");
   return record(sum(x.value(), dims, keepdim), "SumBackward", {x}, [shape, nd, keepdim](const Tensor& g,

@@ -1,0 +1,249 @@
+#include "autograd/functions/sparse.h"
+
+#include <string>
+
+#include "autograd/function.h"
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/grad_utils.h"
+#include "autograd/functions/reduce.h"
+#include "sparse/ops.h"
+#include "sparse/sparse_impl.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+
+using autograd_detail::grad_values;
+using autograd_detail::normalize_dims;
+using autograd_detail::saved_if;
+using autograd_detail::sum_to;
+using autograd_detail::unsqueeze_dims;
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+std::string describe_pattern(const Tensor& t) {
+  return str_cat("format '", t.format(), "' with pattern version ", pattern_version(t));
+}
+
+// `dense` (broadcast to pattern's shape) at pattern's stored positions, aligned with values(pattern).
+Tensor sample_at(const Tensor& dense, const Tensor& pattern) {
+  Tensor ones_pattern = with_values(pattern, ones_like(values(pattern)));
+  return values(mul(ones_pattern, dense.contiguous()));
+}
+
+void check_matrix(const Tensor& t, const char* op, const char* what) {
+  COPPICE_CHECK(t.dim() == 2, op, ": differentiating with a sparse operand needs 2-D operands, but ", what,
+                " has shape ", shape_to_string(t.shape()));
+}
+
+// Forward only when nothing needs a gradient; otherwise a clear error for
+// combinations whose backward is not written (two sparse operands).
+Variable not_differentiable(Tensor value, const std::vector<Variable>& inputs, const char* op) {
+  COPPICE_CHECK(!should_record(value, inputs), op, ": the gradient through two sparse operands (formats '",
+                inputs[0].value().format(), "' and '", inputs[1].value().format(),
+                "') is not supported; convert one with to_dense(...) first");
+  return Variable(std::move(value));
+}
+
+}  // namespace
+
+// ---- values / with_values / to_dense ---------------------------------------
+
+Variable values(const Variable& x) {
+  if (x.value().is_dense()) return x;
+  Tensor p = x.value();
+  return record(values(p), "SparseValuesBackward", {x}, [p](const Tensor& g, const GradNeeds&) {
+    return Grads{with_values(p, g.contiguous())};
+  });
+}
+
+Variable with_values(const Tensor& pattern, const Variable& v) {
+  COPPICE_CHECK(pattern.defined() && pattern.is_sparse(), "with_values: the pattern must be a sparse tensor, got ",
+                pattern.defined() ? str_cat("format '", pattern.format(), "'") : std::string("an undefined tensor"));
+  COPPICE_CHECK(v.defined(), "with_values: the values are an undefined Variable");
+  const Tensor& pv = values(pattern);
+  COPPICE_CHECK(v.shape() == pv.shape(), "with_values: values of shape ", shape_to_string(v.shape()), " for a ",
+                pattern.format(), " pattern whose values have shape ", shape_to_string(pv.shape()));
+  Tensor out = with_values(pattern, v.value().contiguous());
+  return record(out, "SparseWithValuesBackward", {v}, [out](const Tensor& g, const GradNeeds&) {
+    return Grads{grad_values(g, out, "with_values backward")};
+  });
+}
+
+Variable to_dense(const Variable& x) {
+  if (x.value().is_dense()) return x;
+  Tensor p = x.value();
+  return record(to_dense(p), "SparseToDenseBackward", {x}, [p](const Tensor& g, const GradNeeds&) {
+    return Grads{with_values(p, sample_at(g, p))};
+  });
+}
+
+namespace autograd_detail {
+
+Tensor grad_values(const Tensor& g, const Tensor& pattern, const char* what) {
+  if (g.is_sparse()) {
+    COPPICE_CHECK(g.layout() == pattern.layout() && pattern_version(g) == pattern_version(pattern), what,
+                  ": a sparse gradient of ", describe_pattern(g), " for a sparse value of ", describe_pattern(pattern),
+                  "; a gradient must keep its value's format and pattern (remap state after a mask change)");
+    return values(g);
+  }
+  COPPICE_CHECK(g.shape() == pattern.shape(), what, ": a dense gradient of shape ", shape_to_string(g.shape()),
+                " for a sparse value of shape ", shape_to_string(pattern.shape()));
+  return sample_at(g, pattern);
+}
+
+Tensor project_grad(const Tensor& g, const Tensor& pattern, const char* what) {
+  if (g.is_sparse() && g.layout() == pattern.layout() && pattern_version(g) == pattern_version(pattern)) return g;
+  return with_values(pattern, grad_values(g, pattern, what).contiguous());
+}
+
+Tensor accumulate_grads(const Tensor& a, const Tensor& b, const char* what) {
+  if (a.is_dense() && b.is_dense()) return add(a, b);
+  if (a.is_sparse() && b.is_sparse()) {
+    COPPICE_CHECK(a.layout() == b.layout() && pattern_version(a) == pattern_version(b), what,
+                  ": cannot accumulate a sparse gradient of ", describe_pattern(b), " into one of ",
+                  describe_pattern(a), " (different patterns; clear the gradient with set_grad(Tensor()) or remap ",
+                  "it after a mask change)");
+    Tensor bv = values(b);
+    if (bv.dtype() != values(a).dtype()) bv = bv.to(values(a).dtype());
+    return with_values(a, add(values(a), bv));
+  }
+  // Mixed: the sum is dense (a sparse consumer projects it back onto its pattern).
+  return add(to_dense(a), to_dense(b));
+}
+
+Tensor grad_to_dtype(const Tensor& g, DType dtype) {
+  if (g.dtype() == dtype) return g;
+  return g.is_dense() ? g.to(dtype) : to_dtype(g, dtype);
+}
+
+// ---- matmul / linear -------------------------------------------------------
+
+Variable sparse_matmul(const Variable& a, const Variable& b) {
+  Tensor av = a.value(), bv = b.value();
+  Tensor y = matmul(av, bv);
+  if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, "matmul");
+  check_matrix(av, "matmul", "a");
+  check_matrix(bv, "matmul", "b");
+  if (av.is_sparse()) {
+    // y = S x: dS = sddmm(g, x^T, S), dx = S^T g.
+    Tensor xv = saved_if(a.requires_grad(), bv);
+    return record(y, "SparseMatmulBackward", {a, b}, [av, xv](const Tensor& g, const GradNeeds& n) {
+      Tensor gc = g.contiguous();
+      Tensor ga = n[0] ? sddmm(gc, xv.t().contiguous(), av) : Tensor();
+      Tensor gb = n[1] ? matmul(transpose(av), gc) : Tensor();
+      return Grads{ga, gb};
+    });
+  }
+  // y = x S: dx = g S^T, dS = sddmm(x^T, g, S).
+  Tensor xv = saved_if(b.requires_grad(), av);
+  return record(y, "SparseMatmulBackward", {a, b}, [xv, bv](const Tensor& g, const GradNeeds& n) {
+    Tensor gc = g.contiguous();
+    Tensor ga = n[0] ? matmul(gc, transpose(bv)) : Tensor();
+    Tensor gb = n[1] ? sddmm(xv.t().contiguous(), gc, bv) : Tensor();
+    return Grads{ga, gb};
+  });
+}
+
+Variable sparse_linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  Tensor xv = x.value(), wv = weight.value();
+  COPPICE_CHECK(!bias.defined() || bias.value().is_dense(), "linear: a sparse bias is not supported (format '",
+                bias.defined() ? bias.value().format() : "", "')");
+  Tensor y = linear(xv, wv, bias.defined() ? bias.value() : Tensor());
+  if (xv.is_sparse() && wv.is_sparse()) return not_differentiable(y, {x, weight}, "linear");
+  check_matrix(wv, "linear", "weight");
+  if (wv.is_sparse()) {
+    // y = x W^T + b: dx = g W, dW = sddmm(g^T, x, W), db = sum of g over rows.
+    Shape xs = x.shape();
+    Tensor xs_v = saved_if(weight.requires_grad(), xv);
+    return record(y, "SparseLinearBackward", {x, weight, bias}, [xs, xs_v, wv](const Tensor& g, const GradNeeds& n) {
+      int64_t out = wv.size(0), in = wv.size(1);
+      Tensor g2 = g.reshape({-1, out}).contiguous();
+      Tensor gx, gw, gb;
+      if (n[0]) gx = matmul(g2, wv).reshape(xs);
+      if (n[1]) gw = sddmm(g2.t().contiguous(), xs_v.reshape({-1, in}).contiguous(), wv);
+      if (n[2]) gb = sum(g2, {0});
+      return Grads{gx, gw, gb};
+    });
+  }
+  // Sparse input x [N, in], dense W: dx = sddmm(g, W, x), dW = g^T x.
+  check_matrix(xv, "linear", "x");
+  Tensor w_saved = saved_if(x.requires_grad(), wv);
+  return record(y, "SparseLinearBackward", {x, weight, bias}, [xv, w_saved](const Tensor& g, const GradNeeds& n) {
+    Tensor g2 = g.contiguous();
+    Tensor gx, gw, gb;
+    if (n[0]) gx = sddmm(g2, w_saved.contiguous(), xv);
+    if (n[1]) gw = matmul(g2.t().contiguous(), xv);
+    if (n[2]) gb = sum(g2, {0});
+    return Grads{gx, gw, gb};
+  });
+}
+
+// ---- elementwise -----------------------------------------------------------
+
+Variable sparse_mul(const Variable& a, const Variable& b) {
+  Tensor av = a.value(), bv = b.value();
+  Tensor y = mul(av, bv);
+  if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, "mul");
+  bool sparse_first = av.is_sparse();
+  Tensor s = sparse_first ? av : bv, d = sparse_first ? bv : av;
+  Shape ds = d.shape();
+  bool need_s = sparse_first ? a.requires_grad() : b.requires_grad();
+  Tensor d_saved = saved_if(need_s, d);
+  return record(y, "SparseMulBackward", {a, b},
+                [s, d_saved, ds, sparse_first, y](const Tensor& g, const GradNeeds& n) {
+                  bool ns = sparse_first ? n[0] : n[1], nd = sparse_first ? n[1] : n[0];
+                  Tensor gv = grad_values(g, y, "mul backward");
+                  Tensor gs, gd;
+                  // d(values)/dS = g's values * d at the pattern; dD = dense scatter of g * S's values.
+                  if (ns) gs = with_values(s, mul(gv, sample_at(d_saved, s)).contiguous());
+                  if (nd) gd = sum_to(to_dense(with_values(s, mul(gv, values(s)).contiguous())), ds);
+                  return sparse_first ? Grads{gs, gd} : Grads{gd, gs};
+                });
+}
+
+Variable sparse_add(const Variable& a, const Variable& b) {
+  Tensor av = a.value(), bv = b.value();
+  Tensor y = add(av, bv);
+  if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, "add");
+  Tensor s = av.is_sparse() ? av : bv;
+  Shape sa = av.shape(), sb = bv.shape();
+  bool sparse_first = av.is_sparse();
+  return record(y, "SparseAddBackward", {a, b}, [s, sa, sb, sparse_first](const Tensor& g, const GradNeeds& n) {
+    // The sparse operand gets g at its stored positions; the dense one all of g.
+    Tensor ga, gb;
+    if (n[0]) ga = sparse_first ? with_values(s, sample_at(g, s)) : sum_to(g, sa);
+    if (n[1]) gb = sparse_first ? sum_to(g, sb) : with_values(s, sample_at(g, s));
+    return Grads{ga, gb};
+  });
+}
+
+Variable sparse_unary(const Variable& x, const char* op) {
+  const Tensor& p = x.value();
+  Variable v = values(x);
+  std::string name = op;
+  Variable r;
+  if (name == "relu") {
+    r = relu(v);
+  } else if (name == "abs") {
+    r = abs(v);
+  } else if (name == "neg") {
+    r = neg(v);
+  } else {
+    fail("sparse_unary: no sparse gradient for '", op, "'");
+  }
+  return with_values(p, r);
+}
+
+Variable sparse_sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim, bool all) {
+  if (all) return sum(values(x));  // duplicates of an uncoalesced COO each count once, as in to_dense
+  Tensor p = x.value();
+  std::vector<int64_t> nd = normalize_dims(dims, x.dim(), "sum");
+  return record(sum(p, dims, keepdim), "SparseSumBackward", {x}, [p, nd, keepdim](const Tensor& g, const GradNeeds&) {
+    Tensor gb = keepdim ? g : unsqueeze_dims(g, nd);
+    return Grads{with_values(p, sample_at(gb, p))};
+  });
+}
+
+}  // namespace autograd_detail
+}  // namespace coppice

@@ -1,0 +1,71 @@
+// Differentiable sparse values (ARCHITECTURE.md, "Compact training state").
+//
+// A Variable may hold a sparse tensor of any format of sparse/. Its gradient
+// has the same format, pattern and pattern version: an nnz-sized values array
+// aligned with the pattern (with_values), never a dense matrix. Gradients of
+// one pattern accumulate by adding values; gradients of two different pattern
+// versions for one variable throw coppice::Error (remap the state, or
+// set_grad(Tensor()) after a mask change). A dense gradient that reaches a
+// sparse variable (from a user function) is projected onto its pattern
+// (sampled at the stored positions); hooks always see the sparse gradient.
+//
+// The frontends in linalg.h, elementwise.h and reduce.h route sparse operands
+// here, so matmul/linear/mul/add/relu/abs/neg/sum(Variable) just work:
+//
+//   op                         sparse operand's gradient        dense operand's gradient
+//   matmul(S [m,k], X [k,n])   sddmm(G, X^T, S)                 matmul(transpose(S), G)
+//   matmul(X [m,k], S [k,n])   sddmm(X^T, G, S)                 matmul(G, transpose(S))
+//   linear(x, S [out,in], b)   sddmm(G2^T, x2, S)               matmul(G, S); bias: sum of G
+//   mul(S, D), mul(D, S)       G's values * D at the pattern    dense scatter of G's values * S's values
+//   add(S, D), add(D, S)       G sampled at the pattern         G (summed to D's shape)
+//   relu/abs/neg(S)            with_values(S, f'(values) * g)   -
+//   sum(S[, dims])             G broadcast, sampled             -
+//
+// Sparse-by-sparse products and sums are not differentiable (a clear error).
+// values() and with_values() let users write any function of the values.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "autograd/variable.h"
+
+namespace coppice {
+
+// The stored values of sparse `x` as a dense Variable (values()' shape,
+// [nnz] for most formats); its gradient flows back as with_values(x, g).
+// A dense x is returned unchanged.
+Variable values(const Variable& x);
+// A sparse Variable with `pattern`'s format, pattern and version and the
+// values of `v` (values(pattern)'s shape); the gradient of v is the values of
+// the sparse gradient.
+Variable with_values(const Tensor& pattern, const Variable& v);
+// The dense form of sparse x; the gradient is the dense gradient sampled at
+// x's stored positions.
+Variable to_dense(const Variable& x);
+
+namespace autograd_detail {
+
+// The sparse routes of the frontends (at least one operand sparse).
+Variable sparse_matmul(const Variable& a, const Variable& b);
+Variable sparse_linear(const Variable& x, const Variable& weight, const Variable& bias);
+Variable sparse_mul(const Variable& a, const Variable& b);
+Variable sparse_add(const Variable& a, const Variable& b);
+Variable sparse_unary(const Variable& x, const char* op);  // "relu", "abs", "neg"
+Variable sparse_sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim, bool all);
+
+// The values of gradient `g` aligned with sparse `pattern`: values(g) when g
+// is sparse with pattern's format and version (else throws, naming `what`),
+// g sampled at the stored positions when g is dense.
+Tensor grad_values(const Tensor& g, const Tensor& pattern, const char* what);
+// `g` as a gradient for sparse `pattern`: with_values(pattern, grad_values(g, ...)).
+Tensor project_grad(const Tensor& g, const Tensor& pattern, const char* what);
+// The sum of two gradients for one variable (engine and leaf accumulation):
+// sparse + sparse of one format and pattern version adds values; different
+// versions throw; sparse + dense adds densely.
+Tensor accumulate_grads(const Tensor& a, const Tensor& b, const char* what);
+// Converts a gradient of any format to `dtype` (the pattern version is kept).
+Tensor grad_to_dtype(const Tensor& g, DType dtype);
+
+}  // namespace autograd_detail
+}  // namespace coppice

@@ -1,0 +1,226 @@
+// Gradients through sparse values (autograd/functions/sparse.h): float64
+// gradchecks of every sparse-aware function on CSR, COO and BSR (values and
+// dense operands), the format and pattern version of sparse gradients, no
+// dense fallback in the CSR backward, accumulation, hooks and a tiny training
+// loop on a sparse CSR weight.
+#include "autograd/functions/sparse.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sparse/convert.h"
+#include "sparse/ops.h"
+#include "sparse/sparse_impl.h"
+#include "tensor/dispatcher.h"
+#include "tests/autograd/test_util.h"
+
+namespace coppice {
+namespace {
+
+using testing::constant;
+using testing::param;
+using testing::randn64;
+using testing::randn_away;
+using V = std::vector<Variable>;
+
+const std::vector<std::string> kFormats = {"csr", "coo", "bsr"};
+
+// A random f64 sparse matrix of `format` (about half the entries stored; BSR
+// in 2x2 blocks), every stored value at least 0.1 away from 0 (for kinks).
+Tensor random_sparse(const Shape& shape, const std::string& format) {
+  Tensor mask = lt(rand(shape, DType::kF64, testing::test_gen()), 0.5);
+  FormatOptions options = format == "bsr" ? FormatOptions::block(2) : FormatOptions{};
+  Tensor s = sparse_from_mask(randn64(shape), mask, format, options);
+  return with_values(s, randn_away(values(s).shape(), 0.0));
+}
+
+class SparseGradTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SparseGradTest, MatmulSparseDense) {
+  Variable w = param(random_sparse({4, 6}, GetParam()), "w"), x = param(randn64({6, 3}), "x");
+  EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {w, x});
+}
+
+TEST_P(SparseGradTest, MatmulDenseSparse) {
+  Variable x = param(randn64({3, 4}), "x"), w = param(random_sparse({4, 6}, GetParam()), "w");
+  EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {x, w});
+}
+
+TEST_P(SparseGradTest, MatmulOneSide) {
+  Variable w = param(random_sparse({4, 6}, GetParam()), "w"), x = constant(randn64({6, 2}));
+  EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {w, x});
+  Variable w2 = constant(random_sparse({4, 6}, GetParam())), x2 = param(randn64({6, 2}), "x");
+  EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {w2, x2});
+}
+
+TEST_P(SparseGradTest, Linear) {
+  Variable x = param(randn64({5, 6}), "x"), w = param(random_sparse({4, 6}, GetParam()), "w");
+  Variable b = param(randn64({4}), "b");
+  EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], v[2]); }, {x, w, b});
+  Variable x3 = param(randn64({2, 3, 6}), "x3");
+  EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1]); }, {x3, w});
+}
+
+TEST_P(SparseGradTest, Mul) {
+  Variable s = param(random_sparse({4, 6}, GetParam()), "s"), d = param(randn64({4, 6}), "d");
+  EXPECT_GRADCHECK([](const V& v) { return mul(v[0], v[1]); }, {s, d});
+  EXPECT_GRADCHECK([](const V& v) { return mul(v[1], v[0]); }, {s, d});
+  Variable row = param(randn64({6}), "row");  // broadcast to the sparse shape
+  EXPECT_GRADCHECK([](const V& v) { return mul(v[0], v[1]); }, {s, row});
+}
+
+TEST_P(SparseGradTest, Add) {
+  Variable s = param(random_sparse({4, 6}, GetParam()), "s"), d = param(randn64({4, 6}), "d");
+  EXPECT_GRADCHECK([](const V& v) { return add(v[0], v[1]); }, {s, d});
+  EXPECT_GRADCHECK([](const V& v) { return add(v[1], v[0]); }, {s, d});
+  Variable row = param(randn64({1, 6}), "row");
+  EXPECT_GRADCHECK([](const V& v) { return add(v[0], v[1]); }, {s, row});
+}
+
+TEST_P(SparseGradTest, Unary) {
+  Variable s = param(random_sparse({4, 6}, GetParam()), "s");
+  EXPECT_GRADCHECK([](const V& v) { return relu(v[0]); }, {s});
+  EXPECT_GRADCHECK([](const V& v) { return abs(v[0]); }, {s});
+  EXPECT_GRADCHECK([](const V& v) { return neg(v[0]); }, {s});
+  // Composed with a product, so the sparse result feeds a dense one.
+  Variable x = param(randn64({6, 2}), "x");
+  EXPECT_GRADCHECK([](const V& v) { return matmul(relu(v[0]), v[1]); }, {s, x});
+}
+
+TEST_P(SparseGradTest, Sum) {
+  Variable s = param(random_sparse({4, 6}, GetParam()), "s");
+  EXPECT_GRADCHECK([](const V& v) { return sum(v[0]); }, {s});
+  EXPECT_GRADCHECK([](const V& v) { return sum(v[0], {0}); }, {s});
+  EXPECT_GRADCHECK([](const V& v) { return sum(v[0], {1}, true); }, {s});
+}
+
+TEST_P(SparseGradTest, ValuesAndWithValues) {
+  Variable s = param(random_sparse({4, 6}, GetParam()), "s");
+  // Any function of the values: a sparse output of the same pattern...
+  EXPECT_GRADCHECK(
+      [](const V& v) {
+        Variable vals = values(v[0]);
+        return with_values(v[0].value(), mul(exp(vals), vals));
+      },
+      {s});
+  // ... or a dense one.
+  EXPECT_GRADCHECK([](const V& v) { return tanh(values(v[0])); }, {s});
+  EXPECT_GRADCHECK([](const V& v) { return to_dense(v[0]); }, {s});
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, SparseGradTest, ::testing::ValuesIn(kFormats),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(SparseGradTest, MatmulGradIsCsrOfThePattern) {
+  Tensor wt = random_sparse({5, 7}, "csr");
+  Variable w = param(wt, "w"), x = param(randn64({7, 3}), "x");
+  sum(matmul(w, x)).backward();
+  const Tensor& g = w.grad();
+  ASSERT_TRUE(g.defined());
+  EXPECT_EQ(g.layout(), Layout::kCsr);
+  EXPECT_EQ(pattern_version(g), pattern_version(wt));
+  EXPECT_EQ(values(g).numel(), nnz(wt));
+  EXPECT_EQ(g.shape(), wt.shape());
+  // Against the dense gradient sampled at the pattern: dW = G X^T with G = ones.
+  Tensor dense = matmul(ones({5, 3}, x.value().options()), x.value().t());
+  Tensor expected = values(mul(with_values(wt, ones_like(values(wt))), dense));
+  EXPECT_TRUE(allclose(values(g), expected));
+  EXPECT_TRUE(x.grad().is_dense());
+}
+
+TEST(SparseGradTest, CsrMatmulBackwardTakesNoDenseFallback) {
+  Dispatcher& d = Dispatcher::instance();
+  Variable w = param(random_sparse({6, 8}, "csr"), "w"), x = param(randn64({8, 4}), "x");
+  Variable b = param(randn64({6}), "b"), xin = param(randn64({3, 8}), "xin");
+  Variable left = param(randn64({2, 6}), "left");
+  d.reset_fallback_counts();
+  bool was_error = d.fallback_is_error();
+  d.set_fallback_is_error(true);
+  try {
+    sum(matmul(w, x)).backward();
+    sum(matmul(left, w)).backward();
+    sum(linear(xin, w, b)).backward();
+    sum(mul(relu(w), Variable(randn64({6, 8})))).backward();
+  } catch (...) {
+    d.set_fallback_is_error(was_error);
+    throw;
+  }
+  d.set_fallback_is_error(was_error);
+  EXPECT_TRUE(d.fallback_counts().empty());
+  EXPECT_EQ(w.grad().layout(), Layout::kCsr);
+}
+
+TEST(SparseGradTest, AccumulatesOverBackwardCalls) {
+  Tensor wt = random_sparse({4, 5}, "csr");
+  Variable w = param(wt, "w"), x = constant(randn64({5, 2}));
+  sum(matmul(w, x)).backward();
+  Tensor once = values(w.grad()).clone();
+  sum(matmul(w, x)).backward();
+  EXPECT_EQ(pattern_version(w.grad()), pattern_version(wt));
+  EXPECT_TRUE(allclose(values(w.grad()), mul(once, 2.0)));
+  // Two uses in one graph add in the engine.
+  w.zero_grad();
+  EXPECT_EQ(w.grad().layout(), Layout::kCsr);
+  EXPECT_EQ(sum(values(w.grad())).item(), 0.0);
+  add(sum(matmul(w, x)), sum(matmul(w, x))).backward();
+  EXPECT_TRUE(allclose(values(w.grad()), mul(once, 2.0)));
+}
+
+TEST(SparseGradTest, HooksSeeTheSparseGradient) {
+  Tensor wt = random_sparse({4, 5}, "coo");
+  Variable w = param(wt, "w");
+  bool seen = false;
+  w.register_hook([&](const Tensor& g) {
+    seen = true;
+    EXPECT_EQ(g.layout(), Layout::kCoo);
+    EXPECT_EQ(pattern_version(g), pattern_version(wt));
+    return mul(g, 3.0);
+  });
+  sum(w).backward();
+  EXPECT_TRUE(seen);
+  EXPECT_TRUE(allclose(values(w.grad()), full_like(values(wt), 3.0)));
+}
+
+TEST(SparseGradTest, OtherPatternIsAClearError) {
+  Variable w = param(random_sparse({4, 5}, "csr"), "w");
+  Tensor other = random_sparse({4, 5}, "csr");
+  try {
+    w.set_grad(other);
+    FAIL() << "set_grad with another pattern should throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pattern version"), std::string::npos) << e.what();
+  }
+  // A dense gradient is projected onto the pattern.
+  w.set_grad(ones({4, 5}, values(w.value()).options()));
+  EXPECT_EQ(w.grad().layout(), Layout::kCsr);
+  EXPECT_EQ(values(w.grad()).numel(), nnz(w.value()));
+}
+
+TEST(SparseGradTest, TrainingLoopLossFalls) {
+  Tensor pattern = random_sparse({8, 8}, "csr");
+  Tensor target_w = with_values(pattern, randn64(values(pattern).shape()));
+  Tensor x = randn64({8, 16});
+  Tensor y = matmul(target_w, x);
+  Variable w(with_values(pattern, zeros_like(values(pattern))), true, "w");
+  const double lr = 0.01;
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    Variable diff = sub(matmul(w, constant(x)), constant(y));
+    Variable loss = mean(mul(diff, diff));
+    double l = loss.item();
+    if (step == 0) first = l;
+    last = l;
+    loss.backward();
+    ASSERT_EQ(w.grad().layout(), Layout::kCsr);
+    // SGD on the nnz-sized values; the pattern (and its version) stays.
+    Tensor updated = sub(values(w.value()), mul(values(w.grad()), lr * 16 * 8));
+    w = Variable(with_values(w.value(), updated), true, "w");
+  }
+  EXPECT_EQ(pattern_version(w.value()), pattern_version(pattern));
+  EXPECT_LT(last, 0.5 * first) << "first " << first << " last " << last;
+}
+
+}  // namespace
+}  // namespace coppice
