@@ -1,0 +1,129 @@
+// cuSPARSE handles and the LRU plan cache (cusparse_context.h).
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <list>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+
+#include "sparse/cuda/cusparse_internal.h"
+#include "tensor/backend.h"
+#include "tensor/cuda/stream.h"
+#include "tensor/error.h"
+
+namespace coppice::sparse_cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct Cache {
+  // Most recently used first.
+  std::list<std::pair<std::string, std::unique_ptr<Plan>>> lru;
+  std::unordered_map<std::string, decltype(lru)::iterator> by_key;
+  PlanCacheStats stats;
+};
+
+// Never destroyed: plans hold CUDA resources that must not be released after
+// the runtime has shut down at exit.
+Cache& cache() {
+  static Cache* c = new Cache();
+  return *c;
+}
+
+}  // namespace
+
+void check_cusparse(cusparseStatus_t status, std::string_view op, std::string_view what) {
+  if (status == CUSPARSE_STATUS_SUCCESS) return;
+  fail(op, ": cuSPARSE error ", cusparseGetErrorName(status), ": ", cusparseGetErrorString(status), " (in ", what,
+       ")");
+}
+
+std::mutex& cusparse_mutex() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
+
+cusparseHandle_t handle_for(int device) {
+  COPPICE_CHECK(device >= 0 && device < kMaxDevices, "cusparse: device index ", device, " out of range");
+  static std::array<cusparseHandle_t, kMaxDevices>* handles = new std::array<cusparseHandle_t, kMaxDevices>();
+  cusparseHandle_t& h = (*handles)[static_cast<size_t>(device)];
+  if (h == nullptr) {
+    cusparseHandle_t handle = nullptr;
+    check_cusparse(cusparseCreate(&handle), "cusparse", "cusparseCreate");
+    check_cusparse(cusparseSetStream(handle, cuda::current_stream(device)), "cusparse", "cusparseSetStream");
+    h = handle;
+  }
+  return h;
+}
+
+Plan::~Plan() {
+  // Statuses are ignored: a destructor must not throw, and a failure here
+  // leaks at most one descriptor.
+  int previous = -1;
+  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
+                        cudaSetDevice(device) == cudaSuccess;
+  if (sparse != nullptr) cusparseDestroySpMat(sparse);
+  for (cusparseDnMatDescr_t d : dense) {
+    if (d != nullptr) cusparseDestroyDnMat(d);
+  }
+  if (workspace != nullptr) allocator_for(Device::cuda(device)).deallocate(workspace, workspace_bytes);
+  if (switched) cudaSetDevice(previous);
+}
+
+void Plan::allocate_workspace(size_t bytes) {
+  workspace = allocator_for(Device::cuda(device)).allocate(bytes);
+  workspace_bytes = bytes;
+}
+
+Plan& find_or_build(const std::string& key, int device, const std::function<void(Plan&)>& build) {
+  Cache& c = cache();
+  auto it = c.by_key.find(key);
+  if (it != c.by_key.end()) {
+    ++c.stats.hits;
+    c.lru.splice(c.lru.begin(), c.lru, it->second);
+    return *c.lru.front().second;
+  }
+  auto plan = std::make_unique<Plan>();
+  plan->device = device;
+  build(*plan);  // a throw destroys the half-built plan
+  ++c.stats.misses;
+  while (c.lru.size() >= kPlanCacheCapacity) {
+    c.by_key.erase(c.lru.back().first);
+    c.lru.pop_back();
+    ++c.stats.evictions;
+  }
+  c.lru.emplace_front(key, std::move(plan));
+  c.by_key[key] = c.lru.begin();
+  return *c.lru.front().second;
+}
+
+cudaDataType_t cuda_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return CUDA_R_32F;
+    case DType::kF64: return CUDA_R_64F;
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+    default: fail("cusparse: ", dtype_name(dtype), " values are not supported (f32, f64, bf16, f16)");
+  }
+}
+
+PlanCacheStats plan_cache_stats() {
+  std::lock_guard<std::mutex> lock(cusparse_mutex());
+  PlanCacheStats s = cache().stats;
+  s.size = static_cast<int64_t>(cache().lru.size());
+  return s;
+}
+
+void reset_plan_cache_stats() {
+  std::lock_guard<std::mutex> lock(cusparse_mutex());
+  cache().stats = PlanCacheStats{};
+}
+
+void clear_plan_cache() {
+  std::lock_guard<std::mutex> lock(cusparse_mutex());
+  cache().by_key.clear();
+  cache().lru.clear();
+}
+
+}  // namespace coppice::sparse_cuda

@@ -1,0 +1,104 @@
+// SDDMM on CUDA through cuSPARSE: "sddmm"(a [m, k], b [k, n], csr pattern
+// [m, n]) = (a @ b) at the pattern's stored positions, as with_values(pattern,
+// ...): the pattern's format and version (sparse/ops.h). Other pattern
+// formats take the dispatcher's counted dense fallback.
+//
+// cusparseSDDMM computes C = alpha (op(A) op(B)) o spy(C) + beta C with A, B
+// dense row-major and C CSR; C's values start at zero (beta = 0 would not
+// read them, but a zero start keeps garbage out whatever cuSPARSE does).
+// f32 and f64 compute in their own type; bf16/f16 operands are converted to
+// f32 (cuSPARSE's SDDMM has no bf16 input on every version) and the values
+// rounded once, as on the CPU. A transposed view b (x.t() in the gradient of
+// SpMM) is made contiguous first. Descriptors and workspace are cached per
+// pattern version (cusparse_context.h).
+#include <cuda_runtime_api.h>
+#include <cusparse.h>
+
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "sparse/csr.h"
+#include "sparse/cuda/cusparse_internal.h"
+#include "tensor/cuda/stream.h"
+#include "tensor/dispatcher.h"
+#include "tensor/ops.h"
+
+namespace coppice::sparse_cuda {
+namespace {
+
+std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
+  constexpr std::string_view op = "sddmm";
+  COPPICE_CHECK(in.size() == 3, op, ": expected 3 inputs (a, b, pattern), got ", in.size());
+  const Tensor& pattern = in[2];
+  for (const Tensor& t : in) {
+    COPPICE_CHECK(t.dim() == 2, op, ": operands must be 2-D, got shape ", shape_to_string(t.shape()));
+    COPPICE_CHECK(t.device().is_cuda() && t.device() == pattern.device(), op,
+                  ": CUDA kernel needs every operand on one CUDA device, got ", t.device().to_string(), " and ",
+                  pattern.device().to_string());
+    COPPICE_CHECK(t.dtype() == pattern.dtype(), op, ": operands must share one dtype, got ", dtype_name(t.dtype()),
+                  " and ", dtype_name(pattern.dtype()));
+  }
+  const DType dtype = pattern.dtype();
+  COPPICE_CHECK(is_floating(dtype), op, ": ", dtype_name(dtype), " operands are not supported (f32, f64, bf16, f16)");
+  const int64_t m = in[0].size(0), k = in[0].size(1), n = in[1].size(1);
+  COPPICE_CHECK(in[1].size(0) == k, op, ": inner dimensions differ: a is ", shape_to_string(in[0].shape()), ", b is ",
+                shape_to_string(in[1].shape()));
+  COPPICE_CHECK(pattern.size(0) == m && pattern.size(1) == n, op, ": pattern has shape ",
+                shape_to_string(pattern.shape()), ", expected [", m, ", ", n, "] (the shape of a @ b)");
+  for (int64_t v : {m, k, n, nnz(pattern)}) {
+    COPPICE_CHECK(v <= INT_MAX, op, ": size ", v, " exceeds cuSPARSE's 32-bit index limit");
+  }
+  const CompressedImpl& c = csr_impl(pattern, op);
+  const int64_t nz = c.nnz();
+  const DType compute_dtype = (dtype == DType::kBF16 || dtype == DType::kF16) ? DType::kF32 : dtype;
+  const TensorOptions opts(compute_dtype, pattern.device());
+  Tensor out = zeros({nz}, opts);
+  if (nz == 0 || k == 0) return {with_values(pattern, out.to(dtype))};
+  const Tensor a = in[0].to(compute_dtype).contiguous(), b = in[1].to(compute_dtype).contiguous();
+  const int device = pattern.device().index;
+  const cudaDataType_t type = cuda_type(compute_dtype);
+  const cusparseOperation_t no_t = CUSPARSE_OPERATION_NON_TRANSPOSE;
+  const cusparseSDDMMAlg_t alg = CUSPARSE_SDDMM_ALG_DEFAULT;
+  const float alpha_f = 1.0f, beta_f = 0.0f;
+  const double alpha_d = 1.0, beta_d = 0.0;
+  const void* alpha = type == CUDA_R_64F ? static_cast<const void*>(&alpha_d) : &alpha_f;
+  const void* beta = type == CUDA_R_64F ? static_cast<const void*>(&beta_d) : &beta_f;
+  const std::string key = str_cat("sddmm|csr|v", pattern_version(pattern), "|", m, "x", n, "|nnz", nz, "|k", k, "|",
+                                  dtype_name(compute_dtype), "|dev", device);
+
+  cuda::DeviceGuard guard(device);
+  std::lock_guard<std::mutex> lock(cusparse_mutex());
+  cusparseHandle_t handle = handle_for(device);
+  Plan& plan = find_or_build(key, device, [&](Plan& p) {
+    check_cusparse(cusparseCreateDnMat(&p.dense[0], m, k, k, a.data_ptr(), type, CUSPARSE_ORDER_ROW), op,
+                   "cusparseCreateDnMat(A)");
+    check_cusparse(cusparseCreateDnMat(&p.dense[1], k, n, n, b.data_ptr(), type, CUSPARSE_ORDER_ROW), op,
+                   "cusparseCreateDnMat(B)");
+    check_cusparse(cusparseCreateCsr(&p.sparse, m, n, nz, c.pointers().data_ptr(), c.indices().data_ptr(),
+                                     out.data_ptr(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
+                                     type),
+                   op, "cusparseCreateCsr");
+    size_t bytes = 0;
+    check_cusparse(cusparseSDDMM_bufferSize(handle, no_t, no_t, alpha, p.dense[0], p.dense[1], beta, p.sparse, type,
+                                            alg, &bytes),
+                   op, "cusparseSDDMM_bufferSize");
+    p.allocate_workspace(bytes);
+  });
+  check_cusparse(cusparseDnMatSetValues(plan.dense[0], a.data_ptr()), op, "cusparseDnMatSetValues(A)");
+  check_cusparse(cusparseDnMatSetValues(plan.dense[1], b.data_ptr()), op, "cusparseDnMatSetValues(B)");
+  check_cusparse(cusparseCsrSetPointers(plan.sparse, c.pointers().data_ptr(), c.indices().data_ptr(), out.data_ptr()),
+                 op, "cusparseCsrSetPointers");
+  check_cusparse(cusparseSDDMM(handle, no_t, no_t, alpha, plan.dense[0], plan.dense[1], beta, plan.sparse, type, alg,
+                               plan.workspace),
+                 op, "cusparseSDDMM");
+  return {with_values(pattern, out.to(dtype))};
+}
+
+const bool kRegistered = [] {
+  Dispatcher::instance().register_kernel("sddmm", DeviceType::kCuda, {"dense", "dense", "csr"}, sddmm);
+  return true;
+}();
+
+}  // namespace
+}  // namespace coppice::sparse_cuda

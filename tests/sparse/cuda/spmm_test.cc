@@ -1,0 +1,241 @@
+// Tests for the sparse CUDA kernels (sparse/cuda): matmul and linear with a
+// CSR or COO operand in both directions, and SDDMM with a CSR pattern, each
+// against the CPU twin on the same data (densities 0, 0.1, 0.5 and 1, empty
+// rows, non-square shapes, f32/f64/bf16); the plan cache (a second call with
+// the same pattern version reuses the plan, a new version builds one); and no
+// dense fallback on these paths. Every test skips without a GPU.
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "sparse/convert.h"
+#include "sparse/cuda/cusparse_context.h"
+#include "sparse/ops.h"
+#include "sparse/sparse_impl.h"
+#include "tensor/backend.h"
+#include "tensor/dispatcher.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+namespace {
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!coppice::cuda_available()) GTEST_SKIP() << "no CUDA device: the sparse CUDA kernels cannot run here"
+
+const Device kCuda = Device::cuda(0);
+
+// Non-zero with probability `density` (exactly at 0 and 1), values +-[0.5, 2),
+// rows in `empty_rows` all zero; drawn on the host.
+Tensor random_matrix(const Shape& shape, double density, uint64_t seed, const std::vector<int64_t>& empty_rows = {}) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> keep(0.0, 1.0), mag(0.5, 2.0);
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)), 0.0);
+  for (double& x : v) {
+    const double u = keep(rng), m = mag(rng);
+    const bool neg = (rng() & 1) != 0;
+    if (density >= 1.0 || u < density) x = neg ? -m : m;
+  }
+  for (int64_t r : empty_rows) {
+    for (int64_t c = 0; c < shape[1]; ++c) v[static_cast<size_t>(r * shape[1] + c)] = 0.0;
+  }
+  return from_vector(v, shape, TensorOptions(DType::kF64));
+}
+
+Tensor random_dense(const Shape& shape, uint64_t seed) { return random_matrix(shape, 1.0, seed); }
+
+double rtol_for(DType d) { return d == DType::kF64 ? 1e-10 : d == DType::kF32 ? 1e-4 : 2e-2; }
+
+::testing::AssertionResult near(const Tensor& got, const Tensor& want, DType dtype) {
+  if (got.shape() != want.shape()) {
+    return ::testing::AssertionFailure() << "shapes " << shape_to_string(got.shape()) << " and "
+                                         << shape_to_string(want.shape());
+  }
+  const double rtol = rtol_for(dtype), atol = rtol * 8;
+  const std::vector<double> g = to_dense(got).to(Device::cpu()).to(DType::kF64).to_vector<double>();
+  const std::vector<double> w = to_dense(want).to(Device::cpu()).to(DType::kF64).to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!(std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]))) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << g[i] << " vs " << w[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Every test also asserts that no dense fallback ran.
+class SparseCudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Dispatcher::instance().reset_fallback_counts(); }
+  void TearDown() override {
+    if (cuda_available()) {
+      EXPECT_TRUE(Dispatcher::instance().fallback_counts().empty());
+    }
+  }
+};
+
+const std::vector<double> kDensities = {0.0, 0.1, 0.5, 1.0};
+const std::vector<DType> kDtypes = {DType::kF32, DType::kF64, DType::kBF16};
+
+TEST_F(SparseCudaTest, MatmulSparseDenseMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 1;
+  for (const char* f : {"csr", "coo"}) {
+    for (DType dtype : kDtypes) {
+      for (double density : kDensities) {
+        for (const Shape& shape : std::vector<Shape>{{37, 23}, {1, 40}, {64, 64}}) {
+          const std::vector<int64_t> empty = shape[0] > 5 ? std::vector<int64_t>{0, 5} : std::vector<int64_t>{};
+          const Tensor a = to_format(random_matrix(shape, density, seed++, empty).to(dtype), f);
+          const Tensor x = random_dense({shape[1], 19}, seed++).to(dtype);
+          const Tensor want = matmul(a, x);
+          const Tensor got = matmul(to_device(a, kCuda), x.to(kCuda));
+          EXPECT_TRUE(got.device().is_cuda());
+          EXPECT_EQ(got.dtype(), dtype);
+          EXPECT_TRUE(near(got, want, dtype)) << f << " " << dtype_name(dtype) << " density " << density << " "
+                                              << shape_to_string(shape);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(SparseCudaTest, MatmulDenseSparseMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 100;
+  for (const char* f : {"csr", "coo"}) {
+    for (DType dtype : kDtypes) {
+      for (double density : kDensities) {
+        for (const Shape& shape : std::vector<Shape>{{37, 23}, {23, 1}, {64, 64}}) {
+          const Tensor a = to_format(random_matrix(shape, density, seed++, {0}).to(dtype), f);
+          const Tensor x = random_dense({11, shape[0]}, seed++).to(dtype);
+          const Tensor want = matmul(x, a);
+          const Tensor got = matmul(x.to(kCuda), to_device(a, kCuda));
+          EXPECT_TRUE(near(got, want, dtype)) << f << " " << dtype_name(dtype) << " density " << density << " "
+                                              << shape_to_string(shape);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(SparseCudaTest, LinearBothWaysMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 200;
+  for (const char* f : {"csr", "coo"}) {
+    for (DType dtype : kDtypes) {
+      for (double density : kDensities) {
+        const Tensor w = to_format(random_matrix({37, 23}, density, seed++, {3}).to(dtype), f);
+        const Tensor x = random_dense({9, 23}, seed++).to(dtype);
+        EXPECT_TRUE(near(linear(x.to(kCuda), to_device(w, kCuda)), linear(x, w), dtype))
+            << "linear(dense, " << f << ") " << dtype_name(dtype) << " density " << density;
+        const Tensor s = to_format(random_matrix({9, 23}, density, seed++, {1}).to(dtype), f);
+        const Tensor wd = random_dense({37, 23}, seed++).to(dtype);
+        EXPECT_TRUE(near(linear(to_device(s, kCuda), wd.to(kCuda)), linear(s, wd), dtype))
+            << "linear(" << f << ", dense) " << dtype_name(dtype) << " density " << density;
+      }
+    }
+  }
+}
+
+TEST_F(SparseCudaTest, TransposedDenseOperand) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor a = to_format(random_matrix({30, 20}, 0.3, 7).to(DType::kF32), "csr");
+  const Tensor xt = random_dense({12, 20}, 8).to(DType::kF32);  // x = xt.t() is a non-contiguous view
+  EXPECT_TRUE(near(matmul(to_device(a, kCuda), xt.to(kCuda).t()), matmul(a, xt.t()), DType::kF32));
+}
+
+TEST_F(SparseCudaTest, SddmmMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 300;
+  for (DType dtype : kDtypes) {
+    for (double density : kDensities) {
+      for (const Shape& shape : std::vector<Shape>{{37, 23}, {1, 17}, {40, 40}}) {
+        const Tensor pattern = to_format(random_matrix(shape, density, seed++, {0}).to(dtype), "csr");
+        const Tensor a = random_dense({shape[0], 16}, seed++).to(dtype);
+        const Tensor b = random_dense({16, shape[1]}, seed++).to(dtype);
+        const Tensor want = sddmm(a, b, pattern);
+        const Tensor got = sddmm(a.to(kCuda), b.to(kCuda), to_device(pattern, kCuda));
+        EXPECT_EQ(got.format(), "csr");
+        EXPECT_EQ(pattern_version(got), pattern_version(pattern));
+        EXPECT_TRUE(got.device().is_cuda());
+        EXPECT_TRUE(near(values(got), values(want), dtype))
+            << dtype_name(dtype) << " density " << density << " " << shape_to_string(shape);
+      }
+    }
+  }
+  // b as a transposed view, as in the gradient of SpMM.
+  const Tensor pattern = to_format(random_matrix({20, 30}, 0.3, 9).to(DType::kF32), "csr");
+  const Tensor a = random_dense({20, 8}, 10).to(DType::kF32), bt = random_dense({30, 8}, 11).to(DType::kF32);
+  EXPECT_TRUE(near(values(sddmm(a.to(kCuda), bt.to(kCuda).t(), to_device(pattern, kCuda))),
+                   values(sddmm(a, bt.t(), pattern)), DType::kF32));
+}
+
+TEST_F(SparseCudaTest, PlanCacheReusedForSamePatternVersionOnly) {
+  SKIP_WITHOUT_CUDA();
+  using sparse_cuda::plan_cache_stats;
+  sparse_cuda::clear_plan_cache();
+  sparse_cuda::reset_plan_cache_stats();
+  const Tensor a = to_device(to_format(random_matrix({50, 40}, 0.2, 21).to(DType::kF32), "csr"), kCuda);
+  const Tensor x = random_dense({40, 8}, 22).to(DType::kF32).to(kCuda);
+  matmul(a, x);
+  EXPECT_EQ(plan_cache_stats().misses, 1);
+  EXPECT_EQ(plan_cache_stats().hits, 0);
+  // New values, same pattern version: the plan is reused and the new values used.
+  const Tensor a2 = with_values(a, mul(values(a), 2.0));
+  ASSERT_EQ(pattern_version(a2), pattern_version(a));
+  const Tensor y2 = matmul(a2, x);
+  EXPECT_EQ(plan_cache_stats().misses, 1);
+  EXPECT_EQ(plan_cache_stats().hits, 1);
+  EXPECT_TRUE(near(y2, matmul(to_device(a2, Device::cpu()), x.to(Device::cpu())), DType::kF32));
+  // The same pattern rebuilt from parts has a new version: a new plan.
+  const Tensor a3 = to_device(to_format(to_dense(a2).to(Device::cpu()), "csr"), kCuda);
+  ASSERT_NE(pattern_version(a3), pattern_version(a));
+  matmul(a3, x);
+  EXPECT_EQ(plan_cache_stats().misses, 2);
+  EXPECT_EQ(plan_cache_stats().hits, 1);
+  EXPECT_EQ(plan_cache_stats().size, 2);
+  // SDDMM caches per pattern version as well.
+  const Tensor p = to_device(to_format(random_matrix({50, 40}, 0.2, 23).to(DType::kF32), "csr"), kCuda);
+  const Tensor l = random_dense({50, 4}, 24).to(DType::kF32).to(kCuda), r = random_dense({4, 40}, 25).to(DType::kF32).to(kCuda);
+  sddmm(l, r, p);
+  sddmm(l, r, p);
+  EXPECT_EQ(plan_cache_stats().misses, 3);
+  EXPECT_EQ(plan_cache_stats().hits, 2);
+}
+
+TEST_F(SparseCudaTest, PlanCacheIsBounded) {
+  SKIP_WITHOUT_CUDA();
+  sparse_cuda::clear_plan_cache();
+  sparse_cuda::reset_plan_cache_stats();
+  const Tensor x = random_dense({16, 4}, 31).to(DType::kF32).to(kCuda);
+  const int64_t plans = static_cast<int64_t>(sparse_cuda::kPlanCacheCapacity) + 5;
+  for (int64_t i = 0; i < plans; ++i) {
+    matmul(to_device(to_format(random_matrix({16, 16}, 0.3, 40 + static_cast<uint64_t>(i)).to(DType::kF32), "csr"),
+                     kCuda),
+           x);
+  }
+  EXPECT_EQ(sparse_cuda::plan_cache_stats().size, static_cast<int64_t>(sparse_cuda::kPlanCacheCapacity));
+  EXPECT_EQ(sparse_cuda::plan_cache_stats().evictions, 5);
+}
+
+TEST_F(SparseCudaTest, CsrMatmulTakesNoDenseFallback) {
+  SKIP_WITHOUT_CUDA();
+  Dispatcher& d = Dispatcher::instance();
+  d.set_fallback_is_error(true);
+  const Tensor a = to_device(to_format(random_matrix({20, 10}, 0.4, 51).to(DType::kF32), "csr"), kCuda);
+  const Tensor x = random_dense({10, 6}, 52).to(DType::kF32).to(kCuda);
+  EXPECT_NO_THROW(matmul(a, x));
+  EXPECT_NO_THROW(matmul(random_dense({3, 20}, 53).to(DType::kF32).to(kCuda), a));
+  d.set_fallback_is_error(false);
+  EXPECT_TRUE(d.fallback_counts().empty());
+}
+
+TEST_F(SparseCudaTest, InnerDimensionMismatchIsRefused) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor a = to_device(to_format(random_matrix({4, 4}, 0.5, 61).to(DType::kF32), "csr"), kCuda);
+  const Tensor x = random_dense({5, 4}, 62).to(DType::kF32).to(kCuda);
+  EXPECT_THROW(matmul(a, x), Error);  // inner dimensions differ
+}
+
+}  // namespace
+}  // namespace coppice
