@@ -1,7 +1,13 @@
-// SpMM on CUDA through cuSPARSE: "matmul" (csr|coo, dense), (dense, csr|coo)
-// and "linear" (dense, csr|coo), (csr|coo, dense) (sparse/ops.h has the
-// table). Other formats (csc, bsr, blocked_ell, nm, masked) are not
-// registered here and take the dispatcher's counted dense fallback.
+// SpMM on CUDA through cuSPARSE (sparse/ops.h has the table):
+//   csr, coo:     "matmul" (fmt, dense), (dense, fmt); "linear" (dense, fmt), (fmt, dense)
+//   blocked_ell:  "matmul" (blocked_ell, dense); "linear" (dense, blocked_ell),
+//                 (blocked_ell, dense). cuSPARSE's Blocked-ELL SpMM takes no
+//                 transposed sparse operand, so matmul (dense, blocked_ell) is
+//                 not registered (counted dense fallback); and where cuSPARSE
+//                 refuses a Blocked-ELL dtype on this GPU (NOT_SUPPORTED) the
+//                 kernel computes densely (to_dense, then the cuBLAS product).
+// Other formats (csc, bsr, nm, masked) are not registered here and take the
+// dispatcher's counted dense fallback.
 //
 // cuSPARSE computes C = op(A) @ B with A sparse and B, C dense, in row- or
 // column-major order. A row-major [r, c] matrix read column-major is its
@@ -30,9 +36,11 @@
 #include <cusparse.h>
 
 #include <climits>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "sparse/blocked_ell.h"
 #include "sparse/coo.h"
 #include "sparse/csr.h"
 #include "sparse/cuda/coo_indices.h"
@@ -51,10 +59,15 @@ int64_t checked_i32(int64_t v, std::string_view op, std::string_view what) {
   return v;
 }
 
-// The sparse operand as cuSPARSE reads it. `a` is CSR or coalesced COO.
+enum class Kind { kCsr, kCoo, kEll };
+
+const char* kind_name(Kind k) { return k == Kind::kCsr ? "csr" : k == Kind::kCoo ? "coo" : "blocked_ell"; }
+
+// The sparse operand as cuSPARSE reads it. `a` is CSR, coalesced COO or
+// Blocked-ELL.
 struct SparseOperand {
   Tensor a;  // keeps the parts alive
-  bool coo = false;
+  Kind kind = Kind::kCsr;
   int64_t rows = 0, cols = 0, nnz = 0;
   uint64_t version = 0;
   Tensor values;
@@ -63,7 +76,7 @@ struct SparseOperand {
 SparseOperand sparse_operand(const Tensor& in, std::string_view op) {
   SparseOperand s;
   s.a = in.layout() == Layout::kCoo ? coalesce(in) : in;
-  s.coo = s.a.layout() == Layout::kCoo;
+  s.kind = s.a.layout() == Layout::kCoo ? Kind::kCoo : s.a.layout() == Layout::kBlockedEll ? Kind::kEll : Kind::kCsr;
   COPPICE_CHECK(s.a.dim() == 2, op, ": sparse operand must be 2-D, got shape ", shape_to_string(s.a.shape()));
   s.rows = checked_i32(s.a.size(0), op, "rows");
   s.cols = checked_i32(s.a.size(1), op, "columns");
@@ -89,8 +102,14 @@ void run_spmm(const SparseOperand& s, bool trans_a, cusparseOrder_t order, const
   const cusparseOperation_t op_a = trans_a ? CUSPARSE_OPERATION_TRANSPOSE : CUSPARSE_OPERATION_NON_TRANSPOSE;
   const cusparseOperation_t op_b = CUSPARSE_OPERATION_NON_TRANSPOSE;
   const cusparseSpMMAlg_t alg = CUSPARSE_SPMM_ALG_DEFAULT;
+  // Blocked-ELL has no call that re-points its index array, so its key also
+  // names the array's address (equal version and address: equal contents).
+  const CooImpl* coo = s.kind == Kind::kCoo ? &coo_impl(s.a, op) : nullptr;
+  const CompressedImpl* csr = s.kind == Kind::kCsr ? &csr_impl(s.a, op) : nullptr;
+  const BlockedEllImpl* ell = s.kind == Kind::kEll ? &blocked_ell_impl(s.a, op) : nullptr;
   const std::string key =
-      str_cat("spmm|", s.coo ? "coo" : "csr", "|v", s.version, "|", s.rows, "x", s.cols, "|nnz", s.nnz, "|",
+      str_cat("spmm|", kind_name(s.kind), "|v", s.version, "|idx",
+              ell != nullptr ? reinterpret_cast<uintptr_t>(ell->ell_col_indices().data_ptr()) : uintptr_t{0}, "|", s.rows, "x", s.cols, "|nnz", s.nnz, "|",
               dtype_name(dtype), "|t", trans_a ? 1 : 0, "|o", static_cast<int>(order), "|b", bs.rows, "x", bs.cols,
               "/", bs.ld, "|c", cs.rows, "x", cs.cols, "/", cs.ld, "|dev", device);
   // alpha and beta in the compute type.
@@ -102,10 +121,13 @@ void run_spmm(const SparseOperand& s, bool trans_a, cusparseOrder_t order, const
   cuda::DeviceGuard guard(device);
   std::lock_guard<std::mutex> lock(cusparse_mutex());
   cusparseHandle_t handle = handle_for(device);
-  const CooImpl* coo = s.coo ? &coo_impl(s.a, op) : nullptr;
-  const CompressedImpl* csr = s.coo ? nullptr : &csr_impl(s.a, op);
   Plan& plan = find_or_build(key, device, [&](Plan& p) {
-    if (s.coo) {
+    if (ell != nullptr) {
+      check_cusparse(cusparseCreateBlockedEll(&p.sparse, s.rows, s.cols, ell->block_size(),
+                                              ell->ell_cols() * ell->block_size(), ell->ell_col_indices().data_ptr(),
+                                              s.values.data_ptr(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, type),
+                     op, "cusparseCreateBlockedEll");
+    } else if (coo != nullptr) {
       const Tensor& idx = coo->indices();  // i64 [2, nnz]
       const TensorOptions i32(DType::kI32, s.a.device());
       p.keep = {Tensor::empty({s.nnz}, i32), Tensor::empty({s.nnz}, i32)};
@@ -131,7 +153,9 @@ void run_spmm(const SparseOperand& s, bool trans_a, cusparseOrder_t order, const
                    op, "cusparseSpMM_bufferSize");
     p.allocate_workspace(bytes);
   });
-  if (s.coo) {
+  if (ell != nullptr) {
+    check_cusparse(cusparseSpMatSetValues(plan.sparse, s.values.data_ptr()), op, "cusparseSpMatSetValues");
+  } else if (coo != nullptr) {
     check_cusparse(cusparseCooSetPointers(plan.sparse, plan.keep[0].data_ptr(), plan.keep[1].data_ptr(),
                                           s.values.data_ptr()),
                    op, "cusparseCooSetPointers");
@@ -198,14 +222,33 @@ Tensor spmm_in(const SparseOperand& s, const Tensor& x_in, Product product, std:
   return out;
 }
 
+bool not_supported(const Error& e) {
+  return std::string(e.what()).find("CUSPARSE_STATUS_NOT_SUPPORTED") != std::string::npos;
+}
+
 Tensor spmm(const Tensor& a, const Tensor& x, Product product, std::string_view op) {
   const SparseOperand s = sparse_operand(a, op);
   const DType dtype = s.values.dtype();
+  if (s.kind == Kind::kEll) {
+    try {
+      return spmm_in(s, x, product, op);
+    } catch (const Error& e) {
+      if (!not_supported(e)) throw;
+    }
+    // No Blocked-ELL kernel for this dtype on this GPU: compute densely.
+    const Tensor dense = to_dense(s.a);
+    switch (product) {
+      case Product::kSparseDense: return matmul(dense, x);
+      case Product::kDenseSparse: return matmul(x, dense);
+      case Product::kDenseSparseT: return matmul(x, dense.t());
+    }
+    fail(op, ": internal: unknown product");
+  }
   if (dtype != DType::kBF16 && dtype != DType::kF16) return spmm_in(s, x, product, op);
   try {
     return spmm_in(s, x, product, op);
   } catch (const Error& e) {
-    if (std::string(e.what()).find("CUSPARSE_STATUS_NOT_SUPPORTED") == std::string::npos) throw;
+    if (!not_supported(e)) throw;
   }
   // This GPU or cuSPARSE has no half-precision kernel for the combination:
   // compute in f32 (the CPU twin does the same), round once.
@@ -244,6 +287,10 @@ const bool kRegistered = [] {
     d.register_kernel("linear", DeviceType::kCuda, {"dense", f}, linear_dense_sparse);
     d.register_kernel("linear", DeviceType::kCuda, {f, "dense"}, linear_sparse_dense);
   }
+  // Not (dense, blocked_ell): that needs a transposed Blocked-ELL operand.
+  d.register_kernel("matmul", DeviceType::kCuda, {"blocked_ell", "dense"}, matmul_sparse_dense);
+  d.register_kernel("linear", DeviceType::kCuda, {"dense", "blocked_ell"}, linear_dense_sparse);
+  d.register_kernel("linear", DeviceType::kCuda, {"blocked_ell", "dense"}, linear_sparse_dense);
   return true;
 }();
 

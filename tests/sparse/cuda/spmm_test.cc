@@ -1,9 +1,10 @@
 // Tests for the sparse CUDA kernels (sparse/cuda): matmul and linear with a
-// CSR or COO operand in both directions, and SDDMM with a CSR pattern, each
-// against the CPU twin on the same data (densities 0, 0.1, 0.5 and 1, empty
-// rows, non-square shapes, f32/f64/bf16); the plan cache (a second call with
-// the same pattern version reuses the plan, a new version builds one); and no
-// dense fallback on these paths. Every test skips without a GPU.
+// CSR or COO operand in both directions, with a Blocked-ELL operand where
+// registered, and SDDMM with a CSR pattern, each against the CPU twin on the
+// same data (densities 0, 0.1, 0.5 and 1, empty rows, non-square shapes,
+// f32/f64/bf16); the plan cache (a second call with the same pattern version
+// reuses the plan, a new version builds one; the LRU bound); and no dense
+// fallback on these paths. Every test skips without a GPU.
 #include <cmath>
 #include <random>
 #include <string>
@@ -132,6 +133,31 @@ TEST_F(SparseCudaTest, LinearBothWaysMatchesCpu) {
         const Tensor wd = random_dense({37, 23}, seed++).to(dtype);
         EXPECT_TRUE(near(linear(to_device(s, kCuda), wd.to(kCuda)), linear(s, wd), dtype))
             << "linear(" << f << ", dense) " << dtype_name(dtype) << " density " << density;
+      }
+    }
+  }
+}
+
+TEST_F(SparseCudaTest, BlockedEllMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 400;
+  for (DType dtype : kDtypes) {
+    for (double density : kDensities) {
+      for (int64_t b : {2, 4}) {
+        // Whole zero block rows (rows 0..3) and a non-square shape.
+        const Tensor dense = random_matrix({16, 24}, density, seed++, {0, 1, 2, 3}).to(dtype);
+        const Tensor a = to_format(dense, "blocked_ell", FormatOptions::block(b));
+        ASSERT_EQ(a.format(), "blocked_ell");
+        const Tensor ac = to_device(a, kCuda);
+        const Tensor x = random_dense({24, 7}, seed++).to(dtype);
+        EXPECT_TRUE(near(matmul(ac, x.to(kCuda)), matmul(a, x), dtype))
+            << "matmul(blocked_ell, dense) " << dtype_name(dtype) << " density " << density << " b " << b;
+        const Tensor xl = random_dense({5, 24}, seed++).to(dtype);
+        EXPECT_TRUE(near(linear(xl.to(kCuda), ac), linear(xl, a), dtype))
+            << "linear(dense, blocked_ell) " << dtype_name(dtype) << " density " << density << " b " << b;
+        const Tensor w = random_dense({9, 24}, seed++).to(dtype);
+        EXPECT_TRUE(near(linear(ac, w.to(kCuda)), linear(a, w), dtype))
+            << "linear(blocked_ell, dense) " << dtype_name(dtype) << " density " << density << " b " << b;
       }
     }
   }
