@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/function.h"
 #include "sparse/convert.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
@@ -108,6 +109,28 @@ TEST_P(SparseGradTest, ValuesAndWithValues) {
   // ... or a dense one.
   EXPECT_GRADCHECK([](const V& v) { return tanh(values(v[0])); }, {s});
   EXPECT_GRADCHECK([](const V& v) { return to_dense(v[0]); }, {s});
+}
+
+TEST_P(SparseGradTest, LinearSparseInput) {
+  Variable x = param(random_sparse({6, 4}, GetParam()), "x"), w = param(randn64({3, 4}), "w");
+  Variable b = param(randn64({3}), "b");
+  EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], v[2]); }, {x, w, b});
+}
+
+TEST_P(SparseGradTest, GradcheckCatchesAWrongSparseGradient) {
+  Variable s = param(random_sparse({4, 6}, GetParam()), "s");
+  auto wrong = [](const V& v) {
+    Tensor p = v[0].value();
+    return record(mul(p, 2.0), "WrongBackward", {v[0]}, [p](const Tensor& g, const GradNeeds&) {
+      return std::vector<Tensor>{with_values(p, mul(autograd_detail::grad_values(g, p, "test"), 3.0))};
+    });
+  };
+  GradcheckResult r = gradcheck(wrong, {s});
+  EXPECT_FALSE(r.passed);
+  EXPECT_NE(r.message.find("'s'"), std::string::npos) << r.message;
+  // The same forward with the right backward (mul by a scalar keeps the pattern).
+  auto right = [](const V& v) { return mul(v[0], 2.0); };
+  EXPECT_GRADCHECK(right, {s});
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, SparseGradTest, ::testing::ValuesIn(kFormats),
