@@ -1,10 +1,11 @@
 // Tests for the sparse CUDA kernels (sparse/cuda): matmul and linear with a
 // CSR or COO operand in both directions, with a Blocked-ELL operand where
-// registered, and SDDMM with a CSR pattern, each against the CPU twin on the
-// same data (densities 0, 0.1, 0.5 and 1, empty rows, non-square shapes,
-// f32/f64/bf16); the plan cache (a second call with the same pattern version
-// reuses the plan, a new version builds one; the LRU bound); and no dense
-// fallback on these paths. Every test skips without a GPU.
+// registered, SDDMM with a CSR pattern and CSR x CSR SpGEMM, each against the
+// CPU twin on the same data (densities 0, 0.1, 0.5 and 1, empty rows,
+// non-square shapes, f32/f64/bf16); the plan cache (a second call with the
+// same pattern version reuses the plan, a new version builds one; the LRU
+// bound); and no dense fallback on these paths. Every test skips without a
+// GPU.
 #include <cmath>
 #include <random>
 #include <string>
@@ -194,6 +195,33 @@ TEST_F(SparseCudaTest, SddmmMatchesCpu) {
   const Tensor a = random_dense({20, 8}, 10).to(DType::kF32), bt = random_dense({30, 8}, 11).to(DType::kF32);
   EXPECT_TRUE(near(values(sddmm(a.to(kCuda), bt.to(kCuda).t(), to_device(pattern, kCuda))),
                    values(sddmm(a, bt.t(), pattern)), DType::kF32));
+}
+
+TEST_F(SparseCudaTest, SpgemmMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 500;
+  for (DType dtype : kDtypes) {
+    for (double density : kDensities) {
+      const Tensor a = to_format(random_matrix({29, 17}, density, seed++, {0, 4}).to(dtype), "csr");
+      const Tensor b = to_format(random_matrix({17, 23}, density, seed++, {2}).to(dtype), "csr");
+      const Tensor want = matmul(a, b);
+      const Tensor got = matmul(to_device(a, kCuda), to_device(b, kCuda));
+      ASSERT_EQ(got.format(), "csr");
+      EXPECT_TRUE(got.device().is_cuda());
+      EXPECT_EQ(got.dtype(), dtype);
+      EXPECT_NE(pattern_version(got), pattern_version(a));
+      // The same structural pattern as the CPU twin (sorted, no duplicates).
+      const Tensor got_cpu = to_device(got, Device::cpu());
+      const SparseParts pg = sparse_impl(got_cpu, "test").parts(), pw = sparse_impl(want, "test").parts();
+      ASSERT_EQ(pg.size(), pw.size());
+      for (size_t i = 0; i < pg.size(); ++i) {
+        if (pg[i].first == "values") continue;
+        EXPECT_EQ(pg[i].second.to(DType::kI64).to_vector<int64_t>(), pw[i].second.to(DType::kI64).to_vector<int64_t>())
+            << pg[i].first << " " << dtype_name(dtype) << " density " << density;
+      }
+      EXPECT_TRUE(near(got, want, dtype)) << dtype_name(dtype) << " density " << density;
+    }
+  }
 }
 
 TEST_F(SparseCudaTest, PlanCacheReusedForSamePatternVersionOnly) {
