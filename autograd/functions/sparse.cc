@@ -123,6 +123,7 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
   Tensor av = a.value(), bv = b.value();
   Tensor y = matmul(av, bv);
   if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, "matmul");
+  if (!should_record(y, {a, b})) return Variable(std::move(y));  // any shapes the forward takes
   check_matrix(av, "matmul", "a");
   check_matrix(bv, "matmul", "b");
   if (av.is_sparse()) {
@@ -151,6 +152,7 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
                 bias.defined() ? bias.value().format() : "", "')");
   Tensor y = linear(xv, wv, bias.defined() ? bias.value() : Tensor());
   if (xv.is_sparse() && wv.is_sparse()) return not_differentiable(y, {x, weight}, "linear");
+  if (!should_record(y, {x, weight, bias})) return Variable(std::move(y));
   check_matrix(wv, "linear", "weight");
   if (wv.is_sparse()) {
     // y = x W^T + b: dx = g W, dW = sddmm(g^T, x, W), db = sum of g over rows.
