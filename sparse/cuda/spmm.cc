@@ -107,10 +107,10 @@ void run_spmm(const SparseOperand& s, bool trans_a, cusparseOrder_t order, const
   const CooImpl* coo = s.kind == Kind::kCoo ? &coo_impl(s.a, op) : nullptr;
   const CompressedImpl* csr = s.kind == Kind::kCsr ? &csr_impl(s.a, op) : nullptr;
   const BlockedEllImpl* ell = s.kind == Kind::kEll ? &blocked_ell_impl(s.a, op) : nullptr;
+  const uintptr_t ell_idx = ell != nullptr ? reinterpret_cast<uintptr_t>(ell->ell_col_indices().data_ptr()) : 0;
   const std::string key =
-      str_cat("spmm|", kind_name(s.kind), "|v", s.version, "|idx",
-              ell != nullptr ? reinterpret_cast<uintptr_t>(ell->ell_col_indices().data_ptr()) : uintptr_t{0}, "|", s.rows, "x", s.cols, "|nnz", s.nnz, "|",
-              dtype_name(dtype), "|t", trans_a ? 1 : 0, "|o", static_cast<int>(order), "|b", bs.rows, "x", bs.cols,
+      str_cat("spmm|", kind_name(s.kind), "|v", s.version, "|idx", ell_idx, "|", s.rows, "x", s.cols, "|nnz", s.nnz,
+              "|", dtype_name(dtype), "|t", trans_a ? 1 : 0, "|o", static_cast<int>(order), "|b", bs.rows, "x", bs.cols,
               "/", bs.ld, "|c", cs.rows, "x", cs.cols, "/", cs.ld, "|dev", device);
   // alpha and beta in the compute type.
   const float alpha_f = 1.0f, beta_f = 0.0f;

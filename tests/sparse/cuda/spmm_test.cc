@@ -250,7 +250,8 @@ TEST_F(SparseCudaTest, PlanCacheReusedForSamePatternVersionOnly) {
   EXPECT_EQ(plan_cache_stats().size, 2);
   // SDDMM caches per pattern version as well.
   const Tensor p = to_device(to_format(random_matrix({50, 40}, 0.2, 23).to(DType::kF32), "csr"), kCuda);
-  const Tensor l = random_dense({50, 4}, 24).to(DType::kF32).to(kCuda), r = random_dense({4, 40}, 25).to(DType::kF32).to(kCuda);
+  const Tensor l = random_dense({50, 4}, 24).to(DType::kF32).to(kCuda);
+  const Tensor r = random_dense({4, 40}, 25).to(DType::kF32).to(kCuda);
   sddmm(l, r, p);
   sddmm(l, r, p);
   EXPECT_EQ(plan_cache_stats().misses, 3);
