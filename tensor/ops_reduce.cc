@@ -75,11 +75,19 @@ Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
   return out.reshape(out_shape);
 }
 
-bool any_sparse(const std::vector<Tensor>& ts) {
-  for (const Tensor& t : ts) {
-    if (t.defined() && t.is_sparse()) return true;
+// Whether the op goes to the dispatcher by its operands' formats: with an
+// operand in a format of sparse/, always (to its kernel, or the counted dense
+// fallback); with a user-defined format, where a kernel is registered for
+// these formats (the dense checks reject it, naming the format, otherwise).
+bool by_format(std::string_view op, const std::vector<Tensor>& in) {
+  std::vector<std::string_view> formats;
+  bool sparse = false, custom = false;
+  for (const Tensor& t : in) {
+    formats.push_back(t.defined() ? t.format() : "none");
+    sparse = sparse || (t.defined() && t.is_sparse());
+    custom = custom || (t.defined() && t.layout() == Layout::kCustom);
   }
-  return false;
+  return sparse && (!custom || Dispatcher::instance().find(op, in[0].device().type, formats) != nullptr);
 }
 
 // A sparse input (sparse/ops.h): "sum" dispatches by format with the reduced
@@ -95,12 +103,12 @@ Tensor sparse_sum(const Tensor& x, const std::vector<bool>& mask, bool keepdim) 
 }
 
 // The dense kernel of "sum", for the dispatcher's dense fallback.
+std::vector<Tensor> dense_sum_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
+  return {sum(in[0], attrs.get_ints("dims"), attrs.get_bool("keepdim"))};
+}
 const bool kDenseSum = [] {
   for (DeviceType d : {DeviceType::kCpu, DeviceType::kCuda}) {
-    Dispatcher::instance().register_kernel("sum", d, {"dense"},
-                                           [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
-                                             return {sum(in[0], attrs.get_ints("dims"), attrs.get_bool("keepdim"))};
-                                           });
+    Dispatcher::instance().register_kernel("sum", d, {"dense"}, dense_sum_kernel);
   }
   return true;
 }();
@@ -141,13 +149,13 @@ Tensor extremum_all(const Tensor& x, bool is_max) {
 }  // namespace
 
 Tensor sum(const Tensor& x) {
-  if (any_sparse({x})) return sparse_sum(x, std::vector<bool>(static_cast<size_t>(x.dim()), true), false);
+  if (by_format("sum", {x})) return sparse_sum(x, std::vector<bool>(static_cast<size_t>(x.dim()), true), false);
   check_dense(x, "sum", "input");
   return sum_impl(x, std::vector<bool>(static_cast<size_t>(x.dim()), true), false);
 }
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  if (any_sparse({x})) return sparse_sum(x, reduced_mask(dims, x.dim(), "sum"), keepdim);
+  if (by_format("sum", {x})) return sparse_sum(x, reduced_mask(dims, x.dim(), "sum"), keepdim);
   check_dense(x, "sum", "input");
   return sum_impl(x, reduced_mask(dims, x.dim(), "sum"), keepdim);
 }

@@ -108,14 +108,14 @@ std::vector<Tensor> mul_kernel(const std::vector<Tensor>& in, const Attrs&) {
 
 std::vector<Tensor> div_kernel(const std::vector<Tensor>& in, const Attrs&) {
   const Pair p = sparse_dense_pair(in, "div");
-  COPPICE_CHECK(p.sparse_first, "div: a dense numerator over a sparse denominator is not sparse");
   if (p.dense.numel() == 1) return {with_values(p.sparse, div(values(p.sparse), p.dense.reshape({})))};
   return {sample(p, "div", [](auto a, auto b) { return a / b; })};
 }
 
 std::vector<Tensor> pow_kernel(const std::vector<Tensor>& in, const Attrs&) {
   const Pair p = sparse_dense_pair(in, "pow");
-  COPPICE_CHECK(p.sparse_first && p.dense.numel() == 1 && p.dense.item() > 0, "pow: a sparse base takes one positive "
+  COPPICE_CHECK(p.sparse_first && p.dense.numel() == 1 && p.dense.item() > 0,
+                "pow: a sparse base takes one positive "
                 "exponent (0 ** e is 0 only for e > 0); convert to dense for other exponents");
   return {with_values(p.sparse, pow(values(p.sparse), p.dense.reshape({})))};
 }
@@ -252,22 +252,18 @@ const bool kRegistered = [] {
     register_cpu("mul", {{f, "dense"}, {"dense", f}}, mul_kernel);
     register_cpu("div", {{f, "dense"}}, div_kernel);
     register_cpu("pow", {{f, "dense"}}, pow_kernel);
-    register_cpu("add", {{f, "dense"}, {"dense", f}}, [](const std::vector<Tensor>& in, const Attrs&) {
-      return add_sub(in, false, "add");
-    });
-    register_cpu("sub", {{f, "dense"}, {"dense", f}}, [](const std::vector<Tensor>& in, const Attrs&) {
-      return add_sub(in, true, "sub");
-    });
+    register_cpu("add", {{f, "dense"}, {"dense", f}},
+                 [](const std::vector<Tensor>& in, const Attrs&) { return add_sub(in, false, "add"); });
+    register_cpu("sub", {{f, "dense"}, {"dense", f}},
+                 [](const std::vector<Tensor>& in, const Attrs&) { return add_sub(in, true, "sub"); });
     register_cpu("sum", {{f}}, sum_kernel);
     register_cpu("transpose", {{f}}, transpose_kernel);
   }
   register_cpu("transpose", {{"dense"}}, transpose_kernel);
-  register_cpu("add", {{"coo", "coo"}}, [](const std::vector<Tensor>& in, const Attrs&) {
-    return coo_concat(in, false, "add");
-  });
-  register_cpu("sub", {{"coo", "coo"}}, [](const std::vector<Tensor>& in, const Attrs&) {
-    return coo_concat(in, true, "sub");
-  });
+  register_cpu("add", {{"coo", "coo"}},
+               [](const std::vector<Tensor>& in, const Attrs&) { return coo_concat(in, false, "add"); });
+  register_cpu("sub", {{"coo", "coo"}},
+               [](const std::vector<Tensor>& in, const Attrs&) { return coo_concat(in, true, "sub"); });
   return true;
 }();
 

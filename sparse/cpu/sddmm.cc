@@ -63,7 +63,8 @@ std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
         const CompressedImpl& c = csr_impl(pattern, op);
         const int32_t* ptr = c.pointers().data<int32_t>();
         const int32_t* col = c.indices().data<int32_t>();
-        const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, k * (c.nnz() / std::max<int64_t>(m, 1) + 1)));
+        const int64_t grain =
+            std::max<int64_t>(1, 65536 / std::max<int64_t>(1, k * (c.nnz() / std::max<int64_t>(m, 1) + 1)));
         cpu::parallel_for(0, m, grain, [&](int64_t r0, int64_t r1) {
           for (int64_t r = r0; r < r1; ++r) {
             for (int64_t e = ptr[r]; e < ptr[r + 1]; ++e) po[e] = dot<T>(pa + r * k, pb + col[e] * k, k);

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "sparse/csr.h"
 #include "sparse/cpu/parallel_rows.h"
 #include "sparse/cpu/util.h"
+#include "sparse/csr.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cpu {
@@ -179,12 +179,10 @@ std::vector<Tensor> union_op(const std::vector<Tensor>& in, double sign, std::st
 
 const bool kRegistered = [] {
   register_cpu("matmul", {{"csr", "csr"}}, spgemm);
-  register_cpu("add", {{"csr", "csr"}}, [](const std::vector<Tensor>& in, const Attrs&) {
-    return union_op(in, 1.0, "add");
-  });
-  register_cpu("sub", {{"csr", "csr"}}, [](const std::vector<Tensor>& in, const Attrs&) {
-    return union_op(in, -1.0, "sub");
-  });
+  register_cpu("add", {{"csr", "csr"}},
+               [](const std::vector<Tensor>& in, const Attrs&) { return union_op(in, 1.0, "add"); });
+  register_cpu("sub", {{"csr", "csr"}},
+               [](const std::vector<Tensor>& in, const Attrs&) { return union_op(in, -1.0, "sub"); });
   return true;
 }();
 

@@ -110,21 +110,27 @@ inline __attribute__((always_inline)) void gather_panel(const Entries& entries, 
   constexpr int L = Vec<T>::kLanes;
   int64_t j = 0;
   for (; j + kTile<T> <= w; j += kTile<T>) {
-    gather_tile<kTile<T>, T>([&](auto&& f) __attribute__((always_inline)) {
-      entries([&](const T* b, T v) __attribute__((always_inline)) { f(b + j, v); });
-    }, c + j);
+    gather_tile<kTile<T>, T>(
+        [&](auto&& f) __attribute__((always_inline)) {
+          entries([&](const T* b, T v) __attribute__((always_inline)) { f(b + j, v); });
+        },
+        c + j);
   }
   for (; j + L <= w; j += L) {
-    gather_tile<L, T>([&](auto&& f) __attribute__((always_inline)) {
-      entries([&](const T* b, T v) __attribute__((always_inline)) { f(b + j, v); });
-    }, c + j);
+    gather_tile<L, T>(
+        [&](auto&& f) __attribute__((always_inline)) {
+          entries([&](const T* b, T v) __attribute__((always_inline)) { f(b + j, v); });
+        },
+        c + j);
   }
   const int64_t tail = w - j;
   for (int64_t t = 0; t < tail; ++t) {
     const int64_t jt = j + t;
-    gather_tile<1, T>([&](auto&& f) __attribute__((always_inline)) {
-      entries([&](const T* b, T v) __attribute__((always_inline)) { f(b + jt, v); });
-    }, c + jt);
+    gather_tile<1, T>(
+        [&](auto&& f) __attribute__((always_inline)) {
+          entries([&](const T* b, T v) __attribute__((always_inline)) { f(b + jt, v); });
+        },
+        c + jt);
   }
 }
 
@@ -145,9 +151,11 @@ struct CompressedRows {
     const int64_t b0 = static_cast<int64_t>(row_begin[r]), e0 = static_cast<int64_t>(row_end[r]);
     const I* ix = idx;
     const T* vx = val;
-    gather_panel<T>([&](auto&& f) __attribute__((always_inline)) {
-      for (int64_t e = b0; e < e0; ++e) f(B + static_cast<int64_t>(ix[e]) * ldb, vx[e]);
-    }, c, w);
+    gather_panel<T>(
+        [&](auto&& f) __attribute__((always_inline)) {
+          for (int64_t e = b0; e < e0; ++e) f(B + static_cast<int64_t>(ix[e]) * ldb, vx[e]);
+        },
+        c, w);
   }
 
   void scatter_row(int64_t r, const T* brow, T* C, int64_t ldc, int64_t w) const {
@@ -175,13 +183,15 @@ struct BlockRows {
     const int64_t br = r / bh, i = r % bh;
     const int64_t k0 = layout.block_begin(br), k1 = layout.block_end(br);
     const int64_t bwl = bw;
-    gather_panel<T>([&](auto&& f) __attribute__((always_inline)) {
-      for (int64_t k = k0; k < k1; ++k) {
-        const T* v = val + layout.offset(k, i);
-        const T* b = B + layout.bcol(k) * bwl * ldb;
-        for (int64_t j = 0; j < bwl; ++j) f(b + j * ldb, v[j]);
-      }
-    }, c, w);
+    gather_panel<T>(
+        [&](auto&& f) __attribute__((always_inline)) {
+          for (int64_t k = k0; k < k1; ++k) {
+            const T* v = val + layout.offset(k, i);
+            const T* b = B + layout.bcol(k) * bwl * ldb;
+            for (int64_t j = 0; j < bwl; ++j) f(b + j * ldb, v[j]);
+          }
+        },
+        c, w);
   }
 
   void scatter_row(int64_t r, const T* brow, T* C, int64_t ldc, int64_t w) const {

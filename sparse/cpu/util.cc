@@ -61,7 +61,8 @@ std::vector<int64_t> stored_positions(const Tensor& t) {
       const int64_t* idx = host_data<int64_t>(c.indices(), op);
       std::vector<int64_t> pos(static_cast<size_t>(nnz), 0);
       for (int64_t d = 0; d < ndim; ++d) {
-        for (int64_t e = 0; e < nnz; ++e) pos[static_cast<size_t>(e)] = pos[static_cast<size_t>(e)] * shape[d] + idx[d * nnz + e];
+        for (int64_t e = 0; e < nnz; ++e)
+          pos[static_cast<size_t>(e)] = pos[static_cast<size_t>(e)] * shape[d] + idx[d * nnz + e];
       }
       return pos;
     }

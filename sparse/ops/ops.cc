@@ -12,13 +12,14 @@ Tensor sddmm(const Tensor& a, const Tensor& b, const Tensor& pattern) {
                 pattern.defined() ? str_cat("format '", pattern.format(), "'") : std::string("an undefined tensor"));
   check_same_device({a, b, pattern}, op);
   COPPICE_CHECK(a.dim() == 2 && b.dim() == 2 && pattern.dim() == 2, op, ": expected 2-D a, b and pattern, got ",
-                shape_to_string(a.shape()), ", ", shape_to_string(b.shape()), " and ", shape_to_string(pattern.shape()));
+                shape_to_string(a.shape()), ", ", shape_to_string(b.shape()), " and ",
+                shape_to_string(pattern.shape()));
   COPPICE_CHECK(a.size(1) == b.size(0), op, ": inner dimensions differ: a is ", shape_to_string(a.shape()), ", b is ",
                 shape_to_string(b.shape()));
   COPPICE_CHECK(pattern.size(0) == a.size(0) && pattern.size(1) == b.size(1), op, ": pattern has shape ",
                 shape_to_string(pattern.shape()), ", expected [", a.size(0), ", ", b.size(1), "]");
-  COPPICE_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), op,
-                ": a and b must share a floating dtype, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  COPPICE_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), op, ": a and b must share a floating dtype, got ",
+                dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   return dispatch(op, {a, b, pattern})[0];
 }
 
@@ -33,8 +34,8 @@ Tensor spgemm(const Tensor& a, const Tensor& b) {
                 "spgemm: expected two CSR operands, got formats '", a.defined() ? a.format() : "undefined", "' and '",
                 b.defined() ? b.format() : "undefined", "' (matmul takes any formats)");
   check_same_device({a, b}, "spgemm");
-  COPPICE_CHECK(a.size(1) == b.size(0), "spgemm: inner dimensions differ: a is ", shape_to_string(a.shape()),
-                ", b is ", shape_to_string(b.shape()));
+  COPPICE_CHECK(a.size(1) == b.size(0), "spgemm: inner dimensions differ: a is ", shape_to_string(a.shape()), ", b is ",
+                shape_to_string(b.shape()));
   COPPICE_CHECK(a.dtype() == b.dtype(), "spgemm: a and b have different dtypes (", dtype_name(a.dtype()), " and ",
                 dtype_name(b.dtype()), ")");
   return dispatch("matmul", {a, b})[0];

@@ -72,8 +72,8 @@ TEST_F(SpmmTest, LinearWithSparseWeightEveryFormat) {
         for (int64_t batch : {1, 37, 70}) {
           const Tensor x = random_dense({batch, shape[1]}, seed++).to(DType::kF32);
           const Tensor bias = random_dense({1, shape[0]}, seed++).to(DType::kF32).reshape({shape[0]});
-          EXPECT_TRUE(near(linear(x, w), matmul(f64(x), f64(w).t()), rtol_for(DType::kF32),
-                           atol_for(DType::kF32, shape[1])))
+          EXPECT_TRUE(
+              near(linear(x, w), matmul(f64(x), f64(w).t()), rtol_for(DType::kF32), atol_for(DType::kF32, shape[1])))
               << f << " " << shape_to_string(shape) << " density " << density << " batch " << batch;
           EXPECT_TRUE(near(linear(x, w, bias), add(matmul(f64(x), f64(w).t()), f64(bias)), rtol_for(DType::kF32),
                            atol_for(DType::kF32, shape[1])))
@@ -91,8 +91,8 @@ TEST_F(SpmmTest, LinearWithSparseInputEveryFormat) {
       for (double density : {0.0, 0.5}) {
         const Tensor x = to_format_for_test(random_matrix(shape, density, seed++), f);
         const Tensor w = random_dense({9, shape[1]}, seed++).to(DType::kF32);
-        EXPECT_TRUE(near(linear(x, w), matmul(f64(x), f64(w).t()), rtol_for(DType::kF32),
-                         atol_for(DType::kF32, shape[1])))
+        EXPECT_TRUE(
+            near(linear(x, w), matmul(f64(x), f64(w).t()), rtol_for(DType::kF32), atol_for(DType::kF32, shape[1])))
             << f << " " << shape_to_string(shape);
       }
     }
@@ -121,7 +121,8 @@ TEST_F(SpmmTest, Bf16AndF16ValuesAccumulateInF32) {
       const Tensor y = matmul(a, x);
       ASSERT_EQ(y.dtype(), dtype);
       // The reference multiplies the same 16-bit inputs in f64; the result rounds once.
-      EXPECT_TRUE(near(y, matmul(f64(a), f64(x)), rtol_for(dtype), atol_for(dtype, 1))) << f << " " << dtype_name(dtype);
+      EXPECT_TRUE(near(y, matmul(f64(a), f64(x)), rtol_for(dtype), atol_for(dtype, 1)))
+          << f << " " << dtype_name(dtype);
       EXPECT_TRUE(near(matmul(xl, a), matmul(f64(xl), f64(a)), rtol_for(dtype), atol_for(dtype, 1))) << f;
       if (f == "nm") continue;  // the transpose of a 2:4 matrix is rarely 2:4
       EXPECT_TRUE(near(linear(xl, transpose(a)), matmul(f64(xl), f64(a)), rtol_for(dtype), atol_for(dtype, 1))) << f;
@@ -138,7 +139,7 @@ TEST_F(SpmmTest, TransposedOperands) {
     ASSERT_FALSE(xt.is_contiguous());
     EXPECT_TRUE(near(matmul(a, xt), matmul(f64(a), f64(xt)), 1e-5, 1e-4)) << f;
     EXPECT_TRUE(near(matmul(xl, a), matmul(f64(xl), f64(a)), 1e-5, 1e-4)) << f;
-    if (f == "nm") continue;  // the transpose of a 2:4 matrix is rarely 2:4
+    if (f == "nm") continue;         // the transpose of a 2:4 matrix is rarely 2:4
     const Tensor at = transpose(a);  // [40, 12], same format (CSR <-> CSC for the compressed ones)
     EXPECT_EQ(at.format(), f == "csr" ? "csc" : (f == "csc" ? "csr" : f));
     EXPECT_TRUE(near(matmul(at, random_dense({12, 5}, seed).to(DType::kF32)),
