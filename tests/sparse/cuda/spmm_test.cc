@@ -1,11 +1,11 @@
 // Tests for the sparse CUDA kernels (sparse/cuda): matmul and linear with a
-// CSR or COO operand in both directions, with a Blocked-ELL operand where
-// registered, SDDMM with a CSR pattern and CSR x CSR SpGEMM, each against the
-// CPU twin on the same data (densities 0, 0.1, 0.5 and 1, empty rows,
-// non-square shapes, f32/f64/bf16); the plan cache (a second call with the
-// same pattern version reuses the plan, a new version builds one; the LRU
-// bound); and no dense fallback on these paths. Every test skips without a
-// GPU.
+// CSR or COO operand in both directions, with a Blocked-ELL, BSR or n:m
+// operand where registered, SDDMM with a CSR pattern and CSR x CSR SpGEMM,
+// each against the CPU twin on the same data (densities 0, 0.1, 0.5 and 1,
+// empty rows, non-square shapes, f32/f64/bf16); the plan cache (a second call
+// with the same pattern version reuses the plan, a new version builds one;
+// the LRU bound); and no dense fallback on these paths. Every test skips
+// without a GPU.
 #include <cmath>
 #include <random>
 #include <string>
@@ -159,6 +159,38 @@ TEST_F(SparseCudaTest, BlockedEllMatchesCpu) {
         const Tensor w = random_dense({9, 24}, seed++).to(dtype);
         EXPECT_TRUE(near(linear(ac, w.to(kCuda)), linear(a, w), dtype))
             << "linear(blocked_ell, dense) " << dtype_name(dtype) << " density " << density << " b " << b;
+      }
+    }
+  }
+}
+
+// Every group of 4 columns keeps at most its first 2 elements (2:4).
+Tensor two_of_four(const Tensor& dense) {
+  std::vector<double> v = dense.to(DType::kF64).to_vector<double>();
+  const int64_t cols = dense.size(1);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (static_cast<int64_t>(i) % cols % 4 >= 2) v[i] = 0.0;
+  }
+  return from_vector(v, dense.shape(), TensorOptions(DType::kF64)).to(dense.dtype());
+}
+
+TEST_F(SparseCudaTest, BsrAndNmMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 600;
+  for (DType dtype : kDtypes) {
+    for (double density : kDensities) {
+      const Tensor bsr = to_format(random_matrix({12, 18}, density, seed++, {0, 1}).to(dtype), "bsr",
+                                   FormatOptions::block(2, 3));
+      const Tensor nm = to_format(two_of_four(random_matrix({10, 16}, density, seed++, {3}).to(dtype)), "nm",
+                                  FormatOptions::nm(2, 4));
+      for (const Tensor& a : {bsr, nm}) {
+        const Tensor ac = to_device(a, kCuda);
+        const Tensor x = random_dense({a.size(1), 7}, seed++).to(dtype);
+        EXPECT_TRUE(near(matmul(ac, x.to(kCuda)), matmul(a, x), dtype))
+            << "matmul(" << a.format() << ", dense) " << dtype_name(dtype) << " density " << density;
+        const Tensor w = random_dense({5, a.size(1)}, seed++).to(dtype);
+        EXPECT_TRUE(near(linear(ac, w.to(kCuda)), linear(a, w), dtype))
+            << "linear(" << a.format() << ", dense) " << dtype_name(dtype) << " density " << density;
       }
     }
   }
