@@ -13,11 +13,11 @@
 // versions mean equal patterns (sparse_impl.h), so a plan is reused across
 // calls whose values change; each call only re-points the descriptors at the
 // current arrays (cusparseCsrSetPointers / cusparseCooSetPointers /
-// cusparseSpMatSetValues / cusparseDnMatSetValues), because a tensor with the
-// same version may sit in other memory (to_device round trips, with_values);
-// Blocked-ELL, whose index array cannot be re-pointed, keys by its address
-// too. COO plans own the i32 copies of the indices. A new pattern version is
-// a new key. The cache is an LRU of kPlanCacheCapacity plans over all devices;
+// cusparseDnMatSetValues; a Blocked-ELL descriptor, host-side only, is remade
+// when its values move), because a tensor with the same version may sit in
+// other memory (to_device round trips, with_values); Blocked-ELL, whose index
+// array cannot be re-pointed, keys by its address too. COO plans own the i32
+// copies of the indices. A new pattern version is a new key. The cache is an LRU of kPlanCacheCapacity plans over all devices;
 // evicting one destroys its descriptors and gives its workspace back to the
 // caching allocator (allocator_for(device)), which is safe without events
 // because all work runs on one stream per device.

@@ -121,12 +121,19 @@ void run_spmm(const SparseOperand& s, bool trans_a, cusparseOrder_t order, const
   cuda::DeviceGuard guard(device);
   std::lock_guard<std::mutex> lock(cusparse_mutex());
   cusparseHandle_t handle = handle_for(device);
+  // A Blocked-ELL descriptor is remade (host-side only) when the values move,
+  // rather than re-pointed: the generic cusparseSpMatSetValues is not
+  // documented for Blocked-ELL on every version.
+  auto make_ell = [&](Plan& p) {
+    check_cusparse(cusparseCreateBlockedEll(&p.sparse, s.rows, s.cols, ell->block_size(),
+                                            ell->ell_cols() * ell->block_size(), ell->ell_col_indices().data_ptr(),
+                                            s.values.data_ptr(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, type),
+                   op, "cusparseCreateBlockedEll");
+    p.sparse_values = s.values.data_ptr();
+  };
   Plan& plan = find_or_build(key, device, [&](Plan& p) {
     if (ell != nullptr) {
-      check_cusparse(cusparseCreateBlockedEll(&p.sparse, s.rows, s.cols, ell->block_size(),
-                                              ell->ell_cols() * ell->block_size(), ell->ell_col_indices().data_ptr(),
-                                              s.values.data_ptr(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, type),
-                     op, "cusparseCreateBlockedEll");
+      make_ell(p);
     } else if (coo != nullptr) {
       const Tensor& idx = coo->indices();  // i64 [2, nnz]
       const TensorOptions i32(DType::kI32, s.a.device());
@@ -154,7 +161,12 @@ void run_spmm(const SparseOperand& s, bool trans_a, cusparseOrder_t order, const
     p.allocate_workspace(bytes);
   });
   if (ell != nullptr) {
-    check_cusparse(cusparseSpMatSetValues(plan.sparse, s.values.data_ptr()), op, "cusparseSpMatSetValues");
+    if (plan.sparse_values != s.values.data_ptr()) {
+      cusparseDestroySpMat(plan.sparse);
+      plan.sparse = nullptr;
+      plan.sparse_values = nullptr;  // remade below; a throw leaves it to be remade next time
+      make_ell(plan);
+    }
   } else if (coo != nullptr) {
     check_cusparse(cusparseCooSetPointers(plan.sparse, plan.keep[0].data_ptr(), plan.keep[1].data_ptr(),
                                           s.values.data_ptr()),
