@@ -17,10 +17,12 @@
 // when its values move), because a tensor with the same version may sit in
 // other memory (to_device round trips, with_values); Blocked-ELL, whose index
 // array cannot be re-pointed, keys by its address too. COO plans own the i32
-// copies of the indices. A new pattern version is a new key. The cache is an LRU of kPlanCacheCapacity plans over all devices;
-// evicting one destroys its descriptors and gives its workspace back to the
-// caching allocator (allocator_for(device)), which is safe without events
-// because all work runs on one stream per device.
+// copies of the indices. A new pattern version is a new key. The cache is an
+// LRU of kPlanCacheCapacity plans over all devices; evicting one destroys its
+// descriptors and gives its workspace back to the caching allocator
+// (allocator_for(device)), which is safe without events because all work runs
+// on one stream per device. SpGEMM builds a new pattern every call and caches
+// nothing.
 //
 // Thread safety: one mutex serializes every cuSPARSE call and the cache.
 #pragma once
