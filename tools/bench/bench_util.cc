@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <sstream>
 
 #include "absl/status/status.h"
@@ -20,14 +21,21 @@ namespace coppice::bench {
 // ---- command line ----------------------------------------------------------
 
 std::string usage() {
-  return "usage: bench [gemm|elementwise|all] [--device cpu|cuda|all] [--size N] [--numel N] [--reps R]\n"
+  return "usage: bench [gemm|elementwise|spmm|sddmm|all] [--device cpu|cuda|all] [--size N] [--numel N] [--reps R]\n"
          "             [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X] [--json FILE]\n"
          "\n"
          "  gemm         dense matmul [N, N] x [N, N] (default N: 4096 on CUDA, 1024 on the CPU;\n"
          "               dtypes f32 f64 bf16 f16 on CUDA, f32 f64 on the CPU)\n"
          "  elementwise  add of two f32 tensors of --numel elements (default 16M)\n"
-         "  --size N     gemm's m = n = k (with the elementwise suite alone, its element count)\n"
-         "  --reps R     timed samples, median reported (default 20); --warmup W untimed calls (3)\n"
+         "  spmm         W [m, k] (csr, coo, bsr 32x32) x X [k, n] at sparsity 50/75/90/95/99 %, f32, and\n"
+         "               the dense gemm of the same shape: [4096, 4096] x [4096, 4096] on CUDA, x [4096, 256]\n"
+         "               on the CPU, and the LeNet-300-100 layers [300, 784], [100, 300], [10, 100] x batch 256\n"
+         "  sddmm        (A [m, k] @ B [k, n]) at a CSR/COO/BSR pattern [m, n]: m = n = 4096, k 4096 on CUDA,\n"
+         "               256 on the CPU; LeNet layers with k = batch 256; dense baseline the full gemm\n"
+         "  --size N     gemm's m = n = k (with the elementwise suite alone, its element count); the sparse\n"
+         "               suites' big shape becomes N in every dimension (on both devices)\n"
+         "  --reps R     timed samples, median reported (default 20); --warmup W untimed calls (3);\n"
+         "               the sparse suites on the CPU default to 3 and 1\n"
          "  --json FILE  also write the JSON report to FILE\n"
          "Prints one JSON object on stdout; progress goes to stderr.\n";
 }
@@ -69,12 +77,15 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
     if (arg.rfind("--", 0) != 0) {
       if (suite_given) return absl::InvalidArgumentError(str_cat("more than one suite given ('", arg, "')"));
       suite_given = true;
-      if (arg == "gemm") {
-        c.elementwise = false;
-      } else if (arg == "elementwise") {
-        c.gemm = false;
-      } else if (arg != "all") {
-        return absl::InvalidArgumentError(str_cat("unknown suite '", arg, "' (expected gemm, elementwise or all)"));
+      if (arg != "all") {
+        if (arg != "gemm" && arg != "elementwise" && arg != "spmm" && arg != "sddmm") {
+          return absl::InvalidArgumentError(
+              str_cat("unknown suite '", arg, "' (expected gemm, elementwise, spmm, sddmm or all)"));
+        }
+        c.gemm = arg == "gemm";
+        c.elementwise = arg == "elementwise";
+        c.spmm = arg == "spmm";
+        c.sddmm = arg == "sddmm";
       }
       continue;
     }
@@ -114,11 +125,13 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       if (!v.ok()) return v.status();
       if (*v > 1000000) return absl::InvalidArgumentError("--reps: at most 1000000");
       c.reps = static_cast<int>(*v);
+      c.reps_given = true;
     } else if (flag == "--warmup") {
       absl::StatusOr<int64_t> v = parse_int(flag, value, 0);
       if (!v.ok()) return v.status();
       if (*v > 1000000) return absl::InvalidArgumentError("--warmup: at most 1000000");
       c.warmup = static_cast<int>(*v);
+      c.warmup_given = true;
     } else if (flag == "--min-sample-ms") {
       absl::StatusOr<double> v = parse_double(flag, value);
       if (!v.ok()) return v.status();
@@ -144,7 +157,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
     }
   }
   // With the elementwise suite alone, --size means its element count.
-  if (size_given && !c.gemm && c.numel == 0) c.numel = c.size;
+  if (size_given && c.elementwise && !c.gemm && !c.spmm && !c.sddmm && c.numel == 0) c.numel = c.size;
   return c;
 }
 
@@ -238,6 +251,9 @@ std::string result_to_json(const Result& r) {
   s += ", \"device_name\": " + json_string(r.device_name);
   s += ", \"dtype\": " + json_string(r.dtype);
   s += ", \"shape\": [" + str_join(r.shape, ", ") + "]";
+  if (!r.format.empty()) s += ", \"format\": " + json_string(r.format);
+  if (std::isfinite(r.sparsity)) s += ", \"sparsity\": " + json_number(r.sparsity);
+  if (r.nnz >= 0) s += str_cat(", \"nnz\": ", r.nnz);
   s += ", \"status\": " + json_string(r.status);
   s += ", \"median_ms\": " + json_number(r.median_ms);
   s += ", \"min_ms\": " + json_number(r.min_ms);
@@ -262,6 +278,46 @@ std::string report_to_json(const Report& report) {
   }
   s += report.results.empty() ? "]}" : "\n]}";
   return s;
+}
+
+// ---- sparse patterns and work ---------------------------------------------
+
+int64_t pattern_nnz(int64_t numel, double sparsity) {
+  COPPICE_CHECK(numel >= 0 && sparsity >= 0 && sparsity <= 1, "pattern_nnz: numel ", numel, ", sparsity ", sparsity);
+  int64_t k = std::llround(static_cast<double>(numel) * (1.0 - sparsity));
+  return std::min(std::max<int64_t>(k, 0), numel);
+}
+
+std::vector<uint8_t> random_pattern(int64_t rows, int64_t cols, double sparsity, uint64_t seed) {
+  COPPICE_CHECK(rows >= 0 && cols >= 0, "random_pattern: shape [", rows, ", ", cols, "]");
+  const int64_t numel = rows * cols;
+  int64_t need = pattern_nnz(numel, sparsity);
+  std::vector<uint8_t> mask(static_cast<size_t>(numel), 0);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int64_t i = 0; i < numel && need > 0; ++i) {
+    // Keep position i with probability need / (positions left): exactly `need` kept, uniformly.
+    if (static_cast<double>(numel - i) * u(rng) < static_cast<double>(need)) {
+      mask[static_cast<size_t>(i)] = 1;
+      --need;
+    }
+  }
+  return mask;
+}
+
+std::vector<uint8_t> random_block_pattern(int64_t rows, int64_t cols, int64_t br, int64_t bc, double sparsity,
+                                          uint64_t seed) {
+  COPPICE_CHECK(br > 0 && bc > 0 && rows % br == 0 && cols % bc == 0, "random_block_pattern: block ", br, "x", bc,
+                " does not divide [", rows, ", ", cols, "]");
+  const int64_t brows = rows / br, bcols = cols / bc;
+  std::vector<uint8_t> blocks = random_pattern(brows, bcols, sparsity, seed);
+  std::vector<uint8_t> mask(static_cast<size_t>(rows * cols), 0);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      mask[static_cast<size_t>(i * cols + j)] = blocks[static_cast<size_t>((i / br) * bcols + j / bc)];
+    }
+  }
+  return mask;
 }
 
 // ---- devices and peaks -----------------------------------------------------

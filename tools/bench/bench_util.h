@@ -22,12 +22,16 @@ inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 struct Config {
   bool gemm = true;
   bool elementwise = true;
+  bool spmm = true;   // sparse x dense (tools/bench/spmm_bench.cc)
+  bool sddmm = true;  // dense x dense sampled at a sparse pattern (sddmm_bench.cc)
   bool cpu = true;
   bool cuda = true;
   int64_t size = 0;   // GEMM m = n = k; 0: the per-device default
   int64_t numel = 0;  // elementwise element count; 0: the default
   int reps = 20;      // timed samples (the median is reported)
   int warmup = 3;
+  bool reps_given = false;    // --reps / --warmup given: the sparse suites' CPU defaults
+  bool warmup_given = false;  // (kCpuSparseReps, kCpuSparseWarmup) yield to them
   double min_sample_ms = 1.0;  // a sample repeats the op until it lasts this long (launch overhead)
   std::vector<DType> dtypes;   // empty: each suite's defaults
   std::string json_path;       // also write the JSON here
@@ -37,6 +41,13 @@ struct Config {
 inline constexpr int64_t kCpuGemmSize = 1024;
 inline constexpr int64_t kCudaGemmSize = 4096;
 inline constexpr int64_t kElementwiseNumel = int64_t{1} << 24;  // 16M
+// Sparse suites: W [4096, 4096] x X [4096, 4096] on CUDA; on the CPU (2 cores
+// in CI) X has kCpuSparseBatch columns unless --size N is given (then every
+// dimension of the big shape is N, on both devices).
+inline constexpr int64_t kSparseSize = 4096;
+inline constexpr int64_t kCpuSparseBatch = 256;
+inline constexpr int kCpuSparseReps = 3;
+inline constexpr int kCpuSparseWarmup = 1;
 
 std::string usage();
 // Parses the arguments after the program name.
@@ -75,7 +86,10 @@ struct Result {
   std::string device;       // "cpu", "cuda:0"
   std::string device_name;  // GPU model or CPU description; "" when unknown
   std::string dtype;        // "f32", ...
-  std::vector<int64_t> shape;  // gemm: [m, n, k]; elementwise: [numel]
+  std::vector<int64_t> shape;  // gemm: [m, n, k]; elementwise: [numel]; spmm, sddmm: [m, k, n]
+  std::string format;          // sparse suites: "csr", "coo", "bsr", "dense" (baseline); "" elsewhere
+  double sparsity = kNaN;      // sparse suites: fraction of zeros of the pattern; NaN (omitted) elsewhere
+  int64_t nnz = -1;            // sparse suites: stored entries; -1 (omitted) elsewhere
   std::string status = "ok";  // "ok", "skipped: ...", "error: ..."
   int reps = 0;
   int inner = 0;
@@ -104,6 +118,24 @@ std::string json_string(const std::string& s);
 std::string result_to_json(const Result& r);
 // One object: info and numbers first, then "results": [one result per line].
 std::string report_to_json(const Report& report);
+
+// ---- sparse patterns and work ---------------------------------------------
+// Entries kept of `numel` at `sparsity` (fraction of zeros): round(numel * (1 - sparsity)).
+int64_t pattern_nnz(int64_t numel, double sparsity);
+// A uniformly random row-major [rows, cols] mask (1 = stored) with exactly
+// pattern_nnz(rows * cols, sparsity) ones, the same for the same seed
+// (selection sampling, Knuth's algorithm S, on a 64-bit Mersenne twister).
+std::vector<uint8_t> random_pattern(int64_t rows, int64_t cols, double sparsity, uint64_t seed);
+// The same at block granularity: a [rows / br, cols / bc] block mask drawn by
+// random_pattern, expanded to [rows, cols] (for BSR). rows % br == cols % bc == 0.
+std::vector<uint8_t> random_block_pattern(int64_t rows, int64_t cols, int64_t br, int64_t bc, double sparsity,
+                                          uint64_t seed);
+// Useful flops: SpMM W [m, k] (nnz stored) x X [k, n]: 2 nnz n; SDDMM (A [m, k] @ B [k, n]) at nnz: 2 nnz k.
+inline double spmm_flops(int64_t nnz, int64_t n) { return 2.0 * static_cast<double>(nnz) * static_cast<double>(n); }
+inline double sddmm_flops(int64_t nnz, int64_t k) { return 2.0 * static_cast<double>(nnz) * static_cast<double>(k); }
+inline double dense_gemm_flops(int64_t m, int64_t k, int64_t n) {
+  return 2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n);
+}
 
 // ---- devices and peaks -----------------------------------------------------
 // The GPU model read from /proc/driver/nvidia (no CUDA headers needed), or "".

@@ -3,7 +3,8 @@
 
     compare.py COPPICE.json TORCH.json
 
-Rows are matched on (suite, op, device type, dtype, shape). The ratio is Coppice's throughput
+Rows are matched on (suite, op, device type, dtype, shape, format, sparsity); format and
+sparsity are only in the sparse suites' rows (spmm, sddmm) and absent elsewhere. The ratio is Coppice's throughput
 over PyTorch's: above 1 Coppice is faster. "% peak" is Coppice's fraction of the datasheet peak.
 """
 import json
@@ -20,7 +21,19 @@ def device_type(label):
 
 
 def key(r):
-    return (r.get("suite"), r.get("op"), device_type(r.get("device", "")), r.get("dtype"), tuple(r.get("shape", [])))
+    sparsity = r.get("sparsity")
+    sparsity = None if sparsity is None else round(float(sparsity), 4)
+    return (r.get("suite"), r.get("op"), device_type(r.get("device", "")), r.get("dtype"), tuple(r.get("shape", [])),
+            r.get("format") or "", sparsity)
+
+
+def shape_label(r):
+    s = "x".join(map(str, r.get("shape", [])))
+    if r.get("format"):
+        s += " " + r["format"]
+    if r.get("sparsity") is not None:
+        s += f" {100 * r['sparsity']:g}%"
+    return s
 
 
 def throughput(r):
@@ -51,7 +64,7 @@ def compare(coppice, torch):
     lines = []
     lines.append(f"coppice: {coppice.get('build', '?')} build; GPU '{coppice.get('gpu_name', '')}'; CPU '{coppice.get('cpu_name', '')}'")
     lines.append(f"pytorch: {torch.get('torch_version', '?')}; GPU '{torch.get('gpu_name', '')}'; {torch.get('settings', '')}")
-    header = f"{'suite':<11} {'device':<6} {'dtype':<5} {'shape':<20} {'coppice ms':>11} {'torch ms':>10} " \
+    header = f"{'suite':<11} {'device':<6} {'dtype':<5} {'shape':<28} {'coppice ms':>11} {'torch ms':>10} " \
              f"{'coppice':>10} {'torch':>10} {'unit':<7} {'ratio':>6} {'% peak':>7}  note"
     lines.append(header)
     lines.append("-" * len(header))
@@ -70,17 +83,17 @@ def compare(coppice, torch):
             ratios.append(ratio)
         frac = r.get("fraction_of_peak") if r.get("status") == "ok" else None
         notes = [n for n in (status_note(r), ("torch: " + status_note(t)) if status_note(t) else "") if n]
-        shape = "x".join(map(str, r.get("shape", [])))
+        shape = shape_label(r)
         lines.append(
-            f"{r.get('suite', ''):<11} {r.get('device', ''):<6} {r.get('dtype', ''):<5} {shape:<20} "
+            f"{r.get('suite', ''):<11} {r.get('device', ''):<6} {r.get('dtype', ''):<5} {shape:<28} "
             f"{fmt(r.get('median_ms') if ours_v else None, '11.4f')} {fmt(t.get('median_ms') if theirs_v else None, '10.4f')} "
             f"{fmt(ours_v, '10.1f')} {fmt(theirs_v, '10.1f')} {unit:<7} {fmt(ratio, '6.2f')} "
             f"{(fmt(100 * frac, '6.1f') + '%') if frac else fmt(None, '7')}  {'; '.join(notes)}")
     for k, t in theirs.items():
         if k not in seen:
             v, unit = throughput(t)
-            shape = "x".join(map(str, t.get("shape", [])))
-            lines.append(f"{t.get('suite', ''):<11} {t.get('device', ''):<6} {t.get('dtype', ''):<5} {shape:<20} "
+            shape = shape_label(t)
+            lines.append(f"{t.get('suite', ''):<11} {t.get('device', ''):<6} {t.get('dtype', ''):<5} {shape:<28} "
                          f"{'-':>11} {fmt(t.get('median_ms') if v else None, '10.4f')} {'-':>10} {fmt(v, '10.1f')} "
                          f"{unit or '':<7} {'-':>6} {'-':>7}  only in the PyTorch report")
     if ratios:

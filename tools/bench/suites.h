@@ -3,6 +3,8 @@
 // device", "error: ...").
 #pragma once
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -14,6 +16,13 @@ namespace coppice::bench {
 void run_gemm(const Config& config, std::vector<Result>* results);
 // add of two tensors of numel elements: 3 * numel * itemsize bytes per call.
 void run_elementwise(const Config& config, std::vector<Result>* results);
+
+// SpMM: matmul(W sparse [m, k], X dense [k, n]) per format and sparsity, and
+// the dense gemm of the same shape (op "dense_gemm"); 2 nnz n flops.
+void run_spmm(const Config& config, std::vector<Result>* results);
+// SDDMM: sddmm(A [m, k], B [k, n], pattern [m, n]) per pattern format and
+// sparsity, and the full dense gemm A @ B (op "dense_gemm"); 2 nnz k flops.
+void run_sddmm(const Config& config, std::vector<Result>* results);
 
 // Shared by the suites.
 struct DeviceCase {
@@ -29,6 +38,26 @@ void describe_device(bool cuda, DType dtype, const char* metric, Result* r);
 // Uniform [0, 1) values of `dtype` on `device`, drawn on the CPU and copied
 // (so a device without random kernels can still be timed).
 Tensor random_input(const Shape& shape, DType dtype, Device device);
+// One sparse benchmark shape: a pattern [rows, cols] with per-call flops
+// 2 * nnz * flops_per_nnz / 2, and closures that set up the operands on a
+// device and return the timed call.
+struct SparseBench {
+  std::string suite, op;
+  int64_t m = 0, k = 0, n = 0;        // the Result shape [m, k, n]
+  int64_t rows = 0, cols = 0;         // the sparse operand's shape
+  int64_t flops_per_nnz = 0;          // n (spmm) or k (sddmm)
+  std::function<std::function<void()>(const Tensor& sparse, Device device)> sparse_op;
+  std::function<std::function<void()>(Device device)> dense_op;  // the dense gemm baseline
+};
+// Sparsities (fraction of zeros) the sparse suites run: 0.5 0.75 0.9 0.95 0.99.
+const std::vector<double>& sparse_sparsities();
+// The fixed seed of the pattern at `sparsity`.
+uint64_t pattern_seed(double sparsity);
+// Runs the dense baseline, then every (sparsity, format) of `b` on `dc`:
+// csr, coo and bsr 32x32 (bsr with a block-uniform pattern; skipped when 32
+// does not divide the shape). A format whose warm-up call fell back to dense
+// is reported as "skipped: no kernel ..." and not timed.
+void run_sparse_bench(const Config& config, const DeviceCase& dc, const SparseBench& b, std::vector<Result>* results);
 // Logs one line about `r` to stderr.
 void log_result(const Result& r);
 

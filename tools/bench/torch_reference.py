@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Runs the shapes of tools/bench (bench) through PyTorch and prints JSON in the same schema.
 
-    torch_reference.py [gemm|elementwise|all] [--device cpu|cuda|all] [--size N] [--numel N]
+    torch_reference.py [gemm|elementwise|spmm|sddmm|all] [--device cpu|cuda|all] [--size N] [--numel N]
                        [--reps R] [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X] [--json FILE]
 
 Defaults, shapes and the timing method match the C++ bench: warm-up calls, then `reps` samples of
 `inner` calls each (inner chosen so that a sample lasts at least min-sample-ms), the median per-call
-time reported. CUDA samples are timed with CUDA events. f32 matmul runs without TF32, and the
+time reported. CUDA samples are timed with CUDA events. spmm: W.to_sparse_csr() (and COO, and BSR
+32x32 where torch runs it for f32; else "skipped") @ X; sddmm: torch.sparse.sampled_addmm into the CSR
+pattern (other pattern formats skipped: torch has none). Shapes, sparsities and CPU defaults are the
+C++ bench's (tools/bench/spmm_bench.cc, sddmm_bench.cc); the patterns are uniform with the same nnz
+but drawn by torch.randperm from a fixed seed, so not the same positions. f32 matmul runs without TF32, and the
 16-bit matmuls without reduced-precision reductions, as Coppice's cuBLAS gemm does.
 """
 import argparse
@@ -23,6 +27,13 @@ import torch
 CPU_GEMM_SIZE = 1024
 CUDA_GEMM_SIZE = 4096
 ELEMENTWISE_NUMEL = 1 << 24
+SPARSE_SIZE = 4096
+CPU_SPARSE_BATCH = 256
+CPU_SPARSE_REPS = 3
+CPU_SPARSE_WARMUP = 1
+LENET_BATCH = 256
+SPARSITIES = [0.5, 0.75, 0.9, 0.95, 0.99]
+BLOCK = 32
 
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
 ALIASES = {"F32": "f32", "F64": "f64", "BF16": "bf16", "F16": "f16"}
@@ -60,16 +71,19 @@ def cpu_model_name():
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("suite", nargs="?", default="all", choices=["gemm", "elementwise", "all"])
+    p.add_argument("suite", nargs="?", default="all", choices=["gemm", "elementwise", "spmm", "sddmm", "all"])
     p.add_argument("--device", default="all", choices=["cpu", "cuda", "all"])
     p.add_argument("--size", type=int, default=0)
     p.add_argument("--numel", type=int, default=0)
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--reps", type=int, default=None)  # 20 (3 for the sparse suites on the CPU)
+    p.add_argument("--warmup", type=int, default=None)  # 3 (1 for the sparse suites on the CPU)
     p.add_argument("--min-sample-ms", type=float, default=1.0)
     p.add_argument("--dtype", default="")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
+    a.reps_given, a.warmup_given = a.reps is not None, a.warmup is not None
+    a.reps = 20 if a.reps is None else a.reps
+    a.warmup = 3 if a.warmup is None else a.warmup
     if a.size < 0 or a.numel < 0 or a.reps < 1 or a.warmup < 0 or a.min_sample_ms < 0:
         p.error("sizes, reps and warm-up must be positive")
     a.dtypes = []
@@ -180,6 +194,8 @@ def run_case(r, label, dtype, metric, work, setup, args):
         fn = setup(device)
         samples, inner = time_op(fn, device, args.warmup, args.reps, args.min_sample_ms)
         finish(r, samples, inner, work, metric, peak, source)
+    except Skip as e:
+        skipped(r, str(e), metric, source)
     except Exception as e:  # report, as the C++ bench does, and go on
         skipped(r, f"error: {type(e).__name__}: {e}", metric, source)
     return r
@@ -214,8 +230,122 @@ def run_elementwise(args, results):
             log(results[-1])
 
 
+def pattern_nnz(numel, sparsity):
+    return min(max(round(numel * (1.0 - sparsity)), 0), numel)
+
+
+def random_mask(rows, cols, sparsity, seed, device):
+    """A uniformly random bool [rows, cols] mask with exactly pattern_nnz ones (fixed seed)."""
+    g = torch.Generator().manual_seed(seed)
+    numel = rows * cols
+    mask = torch.zeros(numel, dtype=torch.bool)
+    mask[torch.randperm(numel, generator=g)[:pattern_nnz(numel, sparsity)]] = True
+    return mask.view(rows, cols).to(device)
+
+
+def random_block_mask(rows, cols, sparsity, seed, device):
+    blocks = random_mask(rows // BLOCK, cols // BLOCK, sparsity, seed, "cpu")
+    return blocks.repeat_interleave(BLOCK, 0).repeat_interleave(BLOCK, 1).to(device)
+
+
+def pattern_seed(sparsity):
+    return 0xC0991CE + round(sparsity * 1000)
+
+
+class Skip(Exception):
+    pass
+
+
+def sparse_args(args, label):
+    """args with the CPU defaults of the sparse suites (fewer reps) unless given."""
+    a = argparse.Namespace(**vars(args))
+    if label == "cpu":
+        if not args.reps_given:
+            a.reps = CPU_SPARSE_REPS
+        if not args.warmup_given:
+            a.warmup = CPU_SPARSE_WARMUP
+    return a
+
+
+def run_sparse_suite(args, results, suite):
+    for label in devices(args):
+        a = sparse_args(args, label)
+        big = args.size or SPARSE_SIZE
+        small = args.size or (SPARSE_SIZE if label != "cpu" else CPU_SPARSE_BATCH)
+        if suite == "spmm":  # (m, k, n): W [m, k] x X [k, n]; pattern [m, k]
+            cases = [(big, big, small), (300, 784, LENET_BATCH), (100, 300, LENET_BATCH), (10, 100, LENET_BATCH)]
+        else:  # (A [m, k] @ B [k, n]) at a pattern [m, n]
+            cases = [(big, small, big), (300, LENET_BATCH, 784), (100, LENET_BATCH, 300), (10, LENET_BATCH, 100)]
+        for m, k, n in cases:
+            rows, cols = (m, k) if suite == "spmm" else (m, n)
+
+            def dense_setup(device, m=m, k=k, n=n):
+                x = torch.rand(m, k, device=device)
+                y = torch.rand(k, n, device=device)
+                return lambda: torch.matmul(x, y)
+            r = make_result(suite, "dense_gemm", label, "", "f32", [m, k, n])
+            r["format"] = "dense"
+            results.append(run_case(r, label, "f32", "gflops", 2.0 * m * k * n, dense_setup, a))
+            log(results[-1])
+            for sparsity in SPARSITIES:
+                for fmt in ("csr", "coo", "bsr"):
+                    op = "matmul" if suite == "spmm" else "sddmm"
+                    r = make_result(suite, op, label, "", "f32", [m, k, n])
+                    r["format"] = fmt
+                    r["sparsity"] = sparsity
+                    blocked = fmt == "bsr"
+                    if blocked and (rows % BLOCK or cols % BLOCK):
+                        name, _, source = device_info(label, "f32", "gflops")
+                        r["device_name"] = name
+                        skipped(r, f"skipped: block {BLOCK}x{BLOCK} does not divide [{rows}, {cols}]", "gflops", source)
+                        results.append(r)
+                        log(r)
+                        continue
+                    if suite == "sddmm" and fmt != "csr":
+                        name, _, source = device_info(label, "f32", "gflops")
+                        r["device_name"] = name
+                        skipped(r, "skipped: torch.sparse.sampled_addmm takes CSR only", "gflops", source)
+                        results.append(r)
+                        log(r)
+                        continue
+                    nnz = pattern_nnz((rows // BLOCK) * (cols // BLOCK), sparsity) * BLOCK * BLOCK if blocked \
+                        else pattern_nnz(rows * cols, sparsity)
+                    r["nnz"] = nnz
+                    work = 2.0 * nnz * (n if suite == "spmm" else k)
+
+                    def setup(device, m=m, k=k, n=n, rows=rows, cols=cols, sparsity=sparsity, fmt=fmt, blocked=blocked):
+                        maker = random_block_mask if blocked else random_mask
+                        mask = maker(rows, cols, sparsity, pattern_seed(sparsity), device)
+                        dense = torch.rand(rows, cols, device=device) * mask
+                        if fmt == "csr":
+                            sp = dense.to_sparse_csr()
+                        elif fmt == "coo":
+                            sp = dense.to_sparse().coalesce()
+                        else:
+                            sp = dense.to_sparse_bsr((BLOCK, BLOCK))
+                        if suite == "spmm":
+                            x = torch.rand(k, n, device=device)
+                            fn = lambda: torch.sparse.mm(sp, x) if fmt == "coo" else sp @ x
+                        else:
+                            a1 = torch.rand(m, k, device=device)
+                            b1 = torch.rand(k, n, device=device)
+                            fn = lambda: torch.sparse.sampled_addmm(sp, a1, b1, beta=0.0, alpha=1.0)
+                        try:
+                            fn()
+                        except (RuntimeError, NotImplementedError) as e:
+                            raise Skip(f"skipped: torch has no {fmt} kernel here ({type(e).__name__}: "
+                                       f"{str(e).splitlines()[0][:160]})")
+                        return fn
+                    results.append(run_case(r, label, "f32", "gflops", work, setup, a))
+                    log(results[-1])
+
+
 def log(r):
     shape = "[" + ", ".join(map(str, r["shape"])) + "]"
+    if r.get("format"):
+        shape += " " + r["format"]
+    if r.get("sparsity") is not None:
+        shape += f" {100 * r['sparsity']:g}%"
     if r["status"] != "ok":
         print(f"{r['suite']:<11} {r['device']:<6} {r['dtype']:<4} {shape:<20} {r['status']}", file=sys.stderr)
         return
@@ -240,6 +370,10 @@ def main(argv):
         run_gemm(args, results)
     if args.suite in ("elementwise", "all"):
         run_elementwise(args, results)
+    if args.suite in ("spmm", "all"):
+        run_sparse_suite(args, results, "spmm")
+    if args.suite in ("sddmm", "all"):
+        run_sparse_suite(args, results, "sddmm")
     report = {
         "tool": "torch-reference",
         "torch_version": torch.__version__,

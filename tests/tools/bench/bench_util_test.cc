@@ -1,6 +1,8 @@
 #include "tools/bench/bench_util.h"
 
 #include <cmath>
+#include <cstdint>
+#include <exception>
 #include <regex>
 #include <string>
 #include <vector>
@@ -179,6 +181,22 @@ TEST(BenchUtilTest, ParsesTheCommandLine) {
 
   EXPECT_TRUE(parse_args({"--help"})->help);
 
+  c = parse_args({"spmm", "--size", "1024", "--reps", "3"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->spmm);
+  EXPECT_FALSE(c->gemm || c->elementwise || c->sddmm);
+  EXPECT_EQ(c->size, 1024);
+  EXPECT_EQ(c->numel, 0);  // --size is not an element count here
+  EXPECT_TRUE(c->reps_given);
+  EXPECT_FALSE(c->warmup_given);
+  c = parse_args({"sddmm"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->sddmm && !c->spmm && !c->gemm && !c->elementwise);
+  EXPECT_FALSE(c->reps_given);
+  c = parse_args({"all"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->gemm && c->elementwise && c->spmm && c->sddmm);
+
   for (const std::vector<std::string>& bad :
        std::vector<std::vector<std::string>>{{"conv"},
                                              {"gemm", "all"},
@@ -196,6 +214,83 @@ TEST(BenchUtilTest, ParsesTheCommandLine) {
     EXPECT_FALSE(r.ok()) << bad[0];
   }
   EXPECT_NE(parse_args({"--bogus"}).status().message().find("unknown flag '--bogus'"), absl::string_view::npos);
+}
+
+TEST(BenchUtilTest, PatternNnz) {
+  EXPECT_EQ(pattern_nnz(100, 0.5), 50);
+  EXPECT_EQ(pattern_nnz(4096 * 4096, 0.9), 1677722);  // round(16777216 * 0.1)
+  EXPECT_EQ(pattern_nnz(1000, 0.99), 10);
+  EXPECT_EQ(pattern_nnz(1000, 1.0), 0);
+  EXPECT_EQ(pattern_nnz(1000, 0.0), 1000);
+  EXPECT_EQ(pattern_nnz(0, 0.5), 0);
+}
+
+TEST(BenchUtilTest, RandomPatternHasExactNnzAndIsSeeded) {
+  for (double s : {0.0, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0}) {
+    std::vector<uint8_t> m = random_pattern(300, 784, s, 7);
+    ASSERT_EQ(m.size(), 300u * 784u);
+    int64_t nnz = 0;
+    for (uint8_t v : m) nnz += v;
+    EXPECT_EQ(nnz, pattern_nnz(300 * 784, s)) << s;
+  }
+  EXPECT_EQ(random_pattern(64, 64, 0.9, 1), random_pattern(64, 64, 0.9, 1));
+  EXPECT_NE(random_pattern(64, 64, 0.9, 1), random_pattern(64, 64, 0.9, 2));
+  // Uniform: each half of a large pattern holds about half the entries.
+  std::vector<uint8_t> m = random_pattern(1024, 1024, 0.9, 3);
+  int64_t first = 0, rest = 0;
+  for (size_t i = 0; i < m.size(); ++i) (i < m.size() / 2 ? first : rest) += m[i];
+  EXPECT_NEAR(static_cast<double>(first) / static_cast<double>(first + rest), 0.5, 0.01);
+}
+
+TEST(BenchUtilTest, RandomBlockPatternKeepsWholeBlocks) {
+  std::vector<uint8_t> m = random_block_pattern(128, 64, 32, 16, 0.75, 5);
+  ASSERT_EQ(m.size(), 128u * 64u);
+  int64_t nnz = 0, blocks = 0;
+  for (int64_t bi = 0; bi < 4; ++bi) {
+    for (int64_t bj = 0; bj < 4; ++bj) {
+      uint8_t first = m[static_cast<size_t>(bi * 32 * 64 + bj * 16)];
+      blocks += first;
+      for (int64_t i = 0; i < 32; ++i) {
+        for (int64_t j = 0; j < 16; ++j) EXPECT_EQ(m[static_cast<size_t>((bi * 32 + i) * 64 + bj * 16 + j)], first);
+      }
+    }
+  }
+  for (uint8_t v : m) nnz += v;
+  EXPECT_EQ(blocks, pattern_nnz(16, 0.75));  // 4 of 16 blocks
+  EXPECT_EQ(nnz, blocks * 32 * 16);
+  EXPECT_THROW(random_block_pattern(300, 784, 32, 32, 0.5, 1), std::exception);
+}
+
+TEST(BenchUtilTest, SparseFlops) {
+  EXPECT_EQ(spmm_flops(1000, 256), 512000.0);
+  EXPECT_EQ(sddmm_flops(1000, 4096), 8192000.0);
+  EXPECT_EQ(dense_gemm_flops(300, 784, 256), 2.0 * 300 * 784 * 256);
+}
+
+TEST(BenchUtilTest, SparseResultFieldsInJson) {
+  Result r;
+  r.suite = "spmm";
+  r.op = "matmul";
+  r.device = "cpu";
+  r.dtype = "f32";
+  r.shape = {300, 784, 256};
+  r.format = "csr";
+  r.sparsity = 0.9;
+  r.nnz = 23520;
+  r.flops = spmm_flops(r.nnz, 256);
+  r.median_ms = 1.0;
+  std::string j = result_to_json(r);
+  EXPECT_NE(j.find("\"format\": \"csr\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"sparsity\": 0.9"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"nnz\": 23520"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"gflops\": 12.0422"), std::string::npos) << j;
+  // Dense suites keep the old fields only.
+  Result g;
+  g.suite = "gemm";
+  std::string jg = result_to_json(g);
+  EXPECT_EQ(jg.find("format"), std::string::npos) << jg;
+  EXPECT_EQ(jg.find("sparsity"), std::string::npos) << jg;
+  EXPECT_EQ(jg.find("nnz"), std::string::npos) << jg;
 }
 
 TEST(BenchUtilTest, ReferencePeaks) {

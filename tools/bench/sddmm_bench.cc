@@ -1,0 +1,51 @@
+// SDDMM: (A [m, k] @ B [k, n]) sampled at a sparse pattern [m, n] (csr, coo,
+// bsr 32x32) in f32 at sparsities 50..99 %, against the full dense gemm
+// A @ B; 2 nnz k flops per call. Shapes: m = n = 4096 with k = 4096 on CUDA
+// and k = 256 on the CPU (--size N: N everywhere), and the LeNet-300-100
+// weight gradients (pattern [out, in], k = batch 256: sddmm(dy, x^T, W)).
+#include "sparse/ops.h"
+#include "tensor/ops.h"
+#include "tools/bench/suites.h"
+
+namespace coppice::bench {
+
+namespace {
+
+SparseBench sddmm_case(int64_t m, int64_t k, int64_t n) {
+  SparseBench b;
+  b.suite = "sddmm";
+  b.op = "sddmm";
+  b.m = m;
+  b.k = k;
+  b.n = n;
+  b.rows = m;
+  b.cols = n;
+  b.flops_per_nnz = k;
+  b.sparse_op = [m, k, n](const Tensor& pattern, Device device) {
+    Tensor a = random_input({m, k}, DType::kF32, device);
+    Tensor bb = random_input({k, n}, DType::kF32, device);
+    return std::function<void()>([a, bb, pattern] { Tensor y = sddmm(a, bb, pattern); });
+  };
+  b.dense_op = [m, k, n](Device device) {
+    Tensor a = random_input({m, k}, DType::kF32, device);
+    Tensor bb = random_input({k, n}, DType::kF32, device);
+    return std::function<void()>([a, bb] { Tensor y = matmul(a, bb); });
+  };
+  return b;
+}
+
+}  // namespace
+
+void run_sddmm(const Config& config, std::vector<Result>* results) {
+  constexpr int64_t kBatch = 256;  // LeNet-300-100 batch
+  for (const DeviceCase& dc : devices_to_run(config)) {
+    const int64_t big = config.size > 0 ? config.size : kSparseSize;
+    const int64_t big_k = config.size > 0 ? config.size : (dc.cuda ? kSparseSize : kCpuSparseBatch);
+    for (const SparseBench& b : {sddmm_case(big, big_k, big), sddmm_case(300, kBatch, 784),
+                                 sddmm_case(100, kBatch, 300), sddmm_case(10, kBatch, 100)}) {
+      run_sparse_bench(config, dc, b, results);
+    }
+  }
+}
+
+}  // namespace coppice::bench
