@@ -1,0 +1,94 @@
+// A copy of tests/sparse/test_util.h (whose target is private to tests/sparse)
+// for the tests under tests/sparse/io and tests/sparse/user.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "sparse/convert.h"
+#include "tensor/backend.h"
+#include "tensor/ops.h"
+
+namespace coppice::testing {
+
+#define IO_EXPECT_ERROR_NAMING(stmt, text)                                                          \
+  do {                                                                                           \
+    try {                                                                                        \
+      stmt;                                                                                      \
+      ADD_FAILURE() << "expected coppice::Error from: " #stmt;                                   \
+    } catch (const Error& e) {                                                                   \
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << "message: " << e.what(); \
+    }                                                                                            \
+  } while (0)
+
+// A dense tensor whose elements are non-zero with probability `density`
+// (exactly 0 and 1 at the ends), values in +-[0.5, 2); rows listed in
+// `empty_rows` are all zeros. Drawn on the host, so the same on every device.
+inline Tensor random_sparse(const Shape& shape, double density, uint64_t seed, DType dtype = DType::kF32,
+                            const std::vector<int64_t>& empty_rows = {}) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> keep(0.0, 1.0), mag(0.5, 2.0);
+  const int64_t numel = shape_numel(shape);
+  std::vector<double> v(static_cast<size_t>(numel), 0.0);
+  for (auto& x : v) {
+    const double u = keep(rng), m = mag(rng);
+    const bool neg = (rng() & 1) != 0;
+    if (density >= 1.0 || u < density) x = neg ? -m : m;
+  }
+  const int64_t cols = (shape.empty() || shape[0] == 0) ? 0 : numel / shape[0];
+  for (int64_t r : empty_rows) {
+    for (int64_t c = 0; c < cols; ++c) v[static_cast<size_t>(r * cols + c)] = 0.0;
+  }
+  return from_vector(v, shape, TensorOptions(DType::kF64)).to(dtype);
+}
+
+// Exactly equal: same shape and dtype, every element equal (as doubles).
+inline ::testing::AssertionResult exact_equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) {
+    return ::testing::AssertionFailure() << "shapes " << shape_to_string(a.shape()) << " and "
+                                         << shape_to_string(b.shape());
+  }
+  if (a.dtype() != b.dtype()) {
+    return ::testing::AssertionFailure() << "dtypes " << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype());
+  }
+  std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+  for (size_t i = 0; i < va.size(); ++i) {
+    if (!(va[i] == vb[i])) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Same format, shape, dtype and parts (names, dtypes, shapes, values), bit for bit.
+inline ::testing::AssertionResult same_parts(const Tensor& a, const Tensor& b) {
+  if (a.format() != b.format()) return ::testing::AssertionFailure() << a.format() << " vs " << b.format();
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return ::testing::AssertionFailure() << "shape or dtype";
+  if (a.is_dense()) return exact_equal(a, b);
+  SparseParts pa = sparse_impl(a, "same_parts").parts(), pb = sparse_impl(b, "same_parts").parts();
+  if (pa.size() != pb.size()) return ::testing::AssertionFailure() << "part counts differ";
+  for (size_t i = 0; i < pa.size(); ++i) {
+    if (pa[i].first != pb[i].first) return ::testing::AssertionFailure() << pa[i].first << " vs " << pb[i].first;
+    auto r = exact_equal(pa[i].second, pb[i].second);
+    if (!r) return ::testing::AssertionFailure() << "part " << pa[i].first << ": " << r.message();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline Tensor i32(const std::vector<int64_t>& v, Shape shape = {}) {
+  if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
+  return from_vector(v, shape, TensorOptions(DType::kI32));
+}
+inline Tensor i64(const std::vector<int64_t>& v, Shape shape = {}) {
+  if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
+  return from_vector(v, shape);
+}
+inline Tensor f32(const std::vector<float>& v, Shape shape = {}) {
+  if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
+  return from_vector(v, shape);
+}
+
+}  // namespace coppice::testing
