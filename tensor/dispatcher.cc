@@ -149,6 +149,13 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
   return (*k)(dense_inputs, attrs);
 }
 
+bool any_sparse(const std::vector<Tensor>& inputs) {
+  for (const Tensor& t : inputs) {
+    if (t.defined() && t.is_sparse()) return true;
+  }
+  return false;
+}
+
 std::map<std::string, int64_t> Dispatcher::fallback_counts() const { return fallbacks_; }
 void Dispatcher::reset_fallback_counts() { fallbacks_.clear(); }
 

@@ -92,6 +92,12 @@ struct KernelRegistrar {
   }
 };
 
+// True when any defined input is not dense. Frontends then skip their
+// dense-only checks and dispatch by format: to a registered kernel, or to the
+// counted dense fallback (which throws, naming the format, when the format
+// has no conversion to dense).
+bool any_sparse(const std::vector<Tensor>& inputs);
+
 // Shorthand for the common case.
 inline std::vector<Tensor> dispatch(std::string_view op, const std::vector<Tensor>& inputs,
                                     const Attrs& attrs = {}) {

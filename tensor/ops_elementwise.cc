@@ -13,21 +13,6 @@ namespace coppice {
 
 namespace {
 
-// Whether the op goes to the dispatcher by its operands' formats: with an
-// operand in a format of sparse/, always (to its kernel, or the counted dense
-// fallback); with a user-defined format, where a kernel is registered for
-// these formats (the dense checks reject it, naming the format, otherwise).
-bool by_format(std::string_view op, const std::vector<Tensor>& in) {
-  std::vector<std::string_view> formats;
-  bool sparse = false, custom = false;
-  for (const Tensor& t : in) {
-    formats.push_back(t.defined() ? t.format() : "none");
-    sparse = sparse || (t.defined() && t.is_sparse());
-    custom = custom || (t.defined() && t.layout() == Layout::kCustom);
-  }
-  return sparse && (!custom || Dispatcher::instance().find(op, in[0].device().type, formats) != nullptr);
-}
-
 // A sparse operand (sparse/ops.h): dense operands take the common dtype (a
 // sparse one must have it already: its values convert with to_dtype) and the
 // op dispatches by the formats, to a sparse kernel or the counted dense
@@ -47,7 +32,7 @@ Tensor sparse_binary(std::string_view op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor binary(std::string_view op, const Tensor& a, const Tensor& b) {
-  if (by_format(op, {a, b})) return sparse_binary(op, a, b);
+  if (any_sparse({a, b})) return sparse_binary(op, a, b);
   check_dense(a, op, "a");
   check_dense(b, op, "b");
   check_same_device({a, b}, op);
@@ -98,7 +83,7 @@ Tensor scalar_like(const Tensor& t, double v, std::string_view op) {
 Tensor binary_scalar(std::string_view op, const Tensor& a, double b) { return binary(op, a, scalar_like(a, b, op)); }
 
 Tensor unary(std::string_view op, const Tensor& x, const Attrs& attrs = {}) {
-  if (by_format(op, {x})) return dispatch(op, {x}, attrs)[0];  // sparse values are floating
+  if (any_sparse({x})) return dispatch(op, {x}, attrs)[0];  // sparse values are floating
   check_dense(x, op, "input");
   bool takes_integers = op == "neg" || op == "abs" || op == "sign" || op == "relu" || op == "clamp";
   COPPICE_CHECK(!(op == "neg" && x.dtype() == DType::kBool), "neg: not defined for bool tensors");
@@ -150,7 +135,7 @@ Tensor tanh(const Tensor& x) { return unary("tanh", x); }
 Tensor erf(const Tensor& x) { return unary("erf", x); }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
-  if (!by_format("clamp", {x})) check_dense(x, "clamp", "input");
+  if (!any_sparse({x})) check_dense(x, "clamp", "input");
   COPPICE_CHECK(min.has_value() || max.has_value(), "clamp: at least one of min and max must be given");
   COPPICE_CHECK(!(min && std::isnan(*min)) && !(max && std::isnan(*max)), "clamp: bounds must not be NaN");
   Tensor in = x;

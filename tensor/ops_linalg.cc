@@ -51,21 +51,6 @@ Tensor batched(const Tensor& t, const Shape& batch) {
   return t.expand(full_shape).contiguous().reshape({shape_numel(batch), r, c});
 }
 
-// Whether the op goes to the dispatcher by its operands' formats: with an
-// operand in a format of sparse/, always (to its kernel, or the counted dense
-// fallback); with a user-defined format, where a kernel is registered for
-// these formats (the dense checks reject it, naming the format, otherwise).
-bool by_format(std::string_view op, const std::vector<Tensor>& in) {
-  std::vector<std::string_view> formats;
-  bool sparse = false, custom = false;
-  for (const Tensor& t : in) {
-    formats.push_back(t.defined() ? t.format() : "none");
-    sparse = sparse || (t.defined() && t.is_sparse());
-    custom = custom || (t.defined() && t.layout() == Layout::kCustom);
-  }
-  return sparse && (!custom || Dispatcher::instance().find(op, in[0].device().type, formats) != nullptr);
-}
-
 // A sparse operand (sparse/ops.h): the frontend checks only what holds for
 // every format and dispatches by the operands' formats, so a registered
 // sparse kernel (or the counted dense fallback) runs. Sparse operands are 2-D;
@@ -143,7 +128,7 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, std::string_view op) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (by_format("matmul", {a, b})) return sparse_product("matmul", a, b);
+  if (any_sparse({a, b})) return sparse_product("matmul", a, b);
   check_operands(a, b, "matmul", "a", "b");
   return matmul_impl(a, b, "matmul");
 }
@@ -158,7 +143,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (by_format("linear", {x, weight})) {
+  if (any_sparse({x, weight})) {
     COPPICE_CHECK(!bias.defined() || bias.is_dense(), "linear: bias must be dense, got format '", bias.format(), "'");
     Tensor y = sparse_product("linear", x, weight);
     return bias.defined() ? add(y, bias) : y;

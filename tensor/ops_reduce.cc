@@ -75,21 +75,6 @@ Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
   return out.reshape(out_shape);
 }
 
-// Whether the op goes to the dispatcher by its operands' formats: with an
-// operand in a format of sparse/, always (to its kernel, or the counted dense
-// fallback); with a user-defined format, where a kernel is registered for
-// these formats (the dense checks reject it, naming the format, otherwise).
-bool by_format(std::string_view op, const std::vector<Tensor>& in) {
-  std::vector<std::string_view> formats;
-  bool sparse = false, custom = false;
-  for (const Tensor& t : in) {
-    formats.push_back(t.defined() ? t.format() : "none");
-    sparse = sparse || (t.defined() && t.is_sparse());
-    custom = custom || (t.defined() && t.layout() == Layout::kCustom);
-  }
-  return sparse && (!custom || Dispatcher::instance().find(op, in[0].device().type, formats) != nullptr);
-}
-
 // A sparse input (sparse/ops.h): "sum" dispatches by format with the reduced
 // dims spelled out, to a sparse kernel or the counted dense fallback.
 Tensor sparse_sum(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
@@ -149,13 +134,13 @@ Tensor extremum_all(const Tensor& x, bool is_max) {
 }  // namespace
 
 Tensor sum(const Tensor& x) {
-  if (by_format("sum", {x})) return sparse_sum(x, std::vector<bool>(static_cast<size_t>(x.dim()), true), false);
+  if (any_sparse({x})) return sparse_sum(x, std::vector<bool>(static_cast<size_t>(x.dim()), true), false);
   check_dense(x, "sum", "input");
   return sum_impl(x, std::vector<bool>(static_cast<size_t>(x.dim()), true), false);
 }
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  if (by_format("sum", {x})) return sparse_sum(x, reduced_mask(dims, x.dim(), "sum"), keepdim);
+  if (any_sparse({x})) return sparse_sum(x, reduced_mask(dims, x.dim(), "sum"), keepdim);
   check_dense(x, "sum", "input");
   return sum_impl(x, reduced_mask(dims, x.dim(), "sum"), keepdim);
 }

@@ -186,12 +186,18 @@ TEST_F(DispatcherTest, FallbackCanBeMadeAnError) {
   EXPECT_EQ(d.fallback_counts().at("test_double(fake_sparse)"), 1);
 }
 
-TEST_F(DispatcherTest, FrontendsRejectNonDenseOperandsNamingOpAndFormat) {
+// Frontends with sparse support (add, matmul, sum, ...) hand sparse operands
+// to the dispatcher, which falls back to dense for a format with no kernel and
+// counts it; dense-only frontends refuse them, naming the op and the format.
+TEST_F(DispatcherTest, FrontendsRouteSparseOperandsOrRejectThem) {
   Tensor x = from_vector<float>({1, 2});
   Tensor s = fake_sparse(x);
-  EXPECT_ERROR_NAMING(add(x, s), "add: b must be dense, got format 'fake_sparse'");
-  EXPECT_ERROR_NAMING(matmul(s, x), "matmul: a must be dense, got format 'fake_sparse'");
-  EXPECT_ERROR_NAMING(sum(s), "sum: input must be dense");
+  EXPECT_EQ(add(x, s).to_vector<double>(), (std::vector<double>{2, 4}));
+  EXPECT_EQ(sum(s).item(), 3.0);
+  auto counts = Dispatcher::instance().fallback_counts();
+  EXPECT_EQ(counts["add(dense, fake_sparse)"], 1);
+  EXPECT_EQ(counts["sum(fake_sparse)"], 1);
+  EXPECT_ERROR_NAMING(matmul(s, x), "matmul: with a sparse operand");
   EXPECT_ERROR_NAMING(softmax(s, 0), "softmax: input must be dense");
   EXPECT_ERROR_NAMING(cat({x, s}), "cat: tensor 1 must be dense");
   EXPECT_ERROR_NAMING(s.strides(), "strides: needs a dense tensor, got format 'fake_sparse'");
