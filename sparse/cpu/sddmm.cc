@@ -8,14 +8,29 @@
 #include "sparse/convert.h"
 #include "sparse/cpu/spmm_kernels.h"
 #include "sparse/cpu/util.h"
+#include "tensor/ops.h"
 
 namespace coppice::sparse_cpu {
 namespace {
 
-template <typename T>
-inline T dot(const T* __restrict a, const T* __restrict b, int64_t k) {
-  using V = typename Vec<T>::type;
-  constexpr int L = Vec<T>::kLanes;
+// A pass over columns [j0, j0 + len) of a and b^T packs b^T's [n, len]
+// slice into about this many contiguous bytes, which stay in cache (and in
+// the TLB's reach) while every row of the pattern reads them.
+constexpr int64_t kSliceBytes = 4 * 1024 * 1024;
+
+// Sum of the lanes of v.
+template <int VB, typename T>
+COPPICE_INLINE T lane_sum(const typename Vec<T, VB>::type& v) {
+  T s = 0;
+  for (int i = 0; i < Vec<T, VB>::kLanes; ++i) s += v[i];
+  return s;
+}
+
+// a[0:k] . b[0:k].
+template <int VB, typename T>
+COPPICE_INLINE T dot(const T* __restrict a, const T* __restrict b, int64_t k) {
+  using V = typename Vec<T, VB>::type;
+  constexpr int L = Vec<T, VB>::kLanes;
   V s0 = V{}, s1 = V{};
   int64_t j = 0;
   for (; j + 2 * L <= k; j += 2 * L) {
@@ -27,11 +42,83 @@ inline T dot(const T* __restrict a, const T* __restrict b, int64_t k) {
     s0 += x0 * y0;
     s1 += x1 * y1;
   }
-  s0 += s1;
-  T s = 0;
-  for (int i = 0; i < L; ++i) s += s0[i];
+  T s = lane_sum<VB, T>(s0 + s1);
   for (; j < k; ++j) s += a[j] * b[j];
   return s;
+}
+
+// a . b0, a . b1, a . b2, a . b3 over [0, k): one load of a for four products.
+template <int VB, typename T>
+COPPICE_INLINE void dot4(const T* __restrict a, const T* const* b, int64_t k, T* out) {
+  using V = typename Vec<T, VB>::type;
+  constexpr int L = Vec<T, VB>::kLanes;
+  V s[4] = {V{}, V{}, V{}, V{}};
+  int64_t j = 0;
+  for (; j + L <= k; j += L) {
+    V x;
+    std::memcpy(&x, a + j, sizeof(V));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      V y;
+      std::memcpy(&y, b[i] + j, sizeof(V));
+      s[i] += x * y;
+    }
+  }
+  for (int i = 0; i < 4; ++i) {
+    T t = lane_sum<VB, T>(s[i]);
+    for (int64_t jj = j; jj < k; ++jj) t += a[jj] * b[i][jj];
+    out[i] += t;
+  }
+}
+
+// One pass over columns [j0, j0 + len) of a (rows lda apart) and bt (rows
+// ldb apart), for CSR rows [r0, r1): out[e] += a[r, j0:] . bt[col[e], j0:].
+template <int VB, typename T>
+COPPICE_INLINE void csr_rows_isa(const int32_t* ptr, const int32_t* col, const T* a, int64_t lda, const T* bt,
+                                 int64_t ldb, int64_t len, int64_t r0, int64_t r1, T* out) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* ar = a + r * lda;
+    int64_t e = ptr[r];
+    const int64_t e1 = ptr[r + 1];
+    for (; e + 4 <= e1; e += 4) {
+      const T* b[4] = {bt + col[e] * ldb, bt + col[e + 1] * ldb, bt + col[e + 2] * ldb, bt + col[e + 3] * ldb};
+      dot4<VB, T>(ar, b, len, out + e);
+    }
+    for (; e < e1; ++e) out[e] += dot<VB, T>(ar, bt + col[e] * ldb, len);
+  }
+}
+
+// The same for stored positions [s0, s1) of an [m, n] pattern (-1: none).
+template <int VB, typename T>
+COPPICE_INLINE void positions_isa(const int64_t* pos, int64_t n, const T* a, int64_t lda, const T* bt, int64_t ldb,
+                                  int64_t len, int64_t s0, int64_t s1, T* out) {
+  for (int64_t s = s0; s < s1; ++s) {
+    const int64_t p = pos[s];
+    if (p >= 0) out[s] += dot<VB, T>(a + (p / n) * lda, bt + (p % n) * ldb, len);
+  }
+}
+
+template <typename T>
+__attribute__((target("avx2,fma"))) void csr_rows_avx2(const int32_t* ptr, const int32_t* col, const T* a, int64_t lda,
+                                                       const T* bt, int64_t ldb, int64_t len, int64_t r0, int64_t r1,
+                                                       T* out) {
+  csr_rows_isa<32, T>(ptr, col, a, lda, bt, ldb, len, r0, r1, out);
+}
+template <typename T>
+void csr_rows_sse(const int32_t* ptr, const int32_t* col, const T* a, int64_t lda, const T* bt, int64_t ldb,
+                  int64_t len, int64_t r0, int64_t r1, T* out) {
+  csr_rows_isa<16, T>(ptr, col, a, lda, bt, ldb, len, r0, r1, out);
+}
+template <typename T>
+__attribute__((target("avx2,fma"))) void positions_avx2(const int64_t* pos, int64_t n, const T* a, int64_t lda,
+                                                        const T* bt, int64_t ldb, int64_t len, int64_t s0, int64_t s1,
+                                                        T* out) {
+  positions_isa<32, T>(pos, n, a, lda, bt, ldb, len, s0, s1, out);
+}
+template <typename T>
+void positions_sse(const int64_t* pos, int64_t n, const T* a, int64_t lda, const T* bt, int64_t ldb, int64_t len,
+                   int64_t s0, int64_t s1, T* out) {
+  positions_isa<16, T>(pos, n, a, lda, bt, ldb, len, s0, s1, out);
 }
 
 std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
@@ -50,37 +137,59 @@ std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
   const DType dtype = in[0].dtype(), acc = accumulate_dtype(dtype);
   const Tensor a = contiguous_as(in[0], acc);
   const Tensor bt = contiguous_as(in[1].t(), acc);  // a view of b's storage when b = x.t()
-  const Shape value_shape = values(pattern).shape();
-  Tensor out = Tensor::empty(value_shape, TensorOptions(acc, pattern.device()));
+  Tensor out = zeros(values(pattern).shape(), TensorOptions(acc, pattern.device()));
+  const bool avx2 = use_avx2();
   dispatch_floating(acc, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       const T* pa = a.data<T>();
       const T* pb = bt.data<T>();
       T* po = out.data<T>();
+      const int64_t lanes = 32 / static_cast<int64_t>(sizeof(T));
+      const int64_t chunk = std::min(
+          k,
+          std::max(lanes, kSliceBytes / (std::max<int64_t>(n, 1) * static_cast<int64_t>(sizeof(T))) / lanes * lanes));
+      std::vector<T> slice(static_cast<size_t>(n * std::min(chunk, k)));
+      // Packs bt[:, j0 : j0 + len] into `slice` [n, len].
+      auto pack = [&](int64_t j0, int64_t len) {
+        cpu::parallel_for(0, n, 1024, [&](int64_t c0, int64_t c1) {
+          pack_columns(pb + c0 * k + j0, k, c1 - c0, len, slice.data() + c0 * len);
+        });
+      };
       if (pattern.layout() == Layout::kCsr) {
-        // Row by row: a's row stays in cache for the row's entries.
         const CompressedImpl& c = csr_impl(pattern, op);
         const int32_t* ptr = c.pointers().data<int32_t>();
         const int32_t* col = c.indices().data<int32_t>();
-        const int64_t grain =
-            std::max<int64_t>(1, 65536 / std::max<int64_t>(1, k * (c.nnz() / std::max<int64_t>(m, 1) + 1)));
-        cpu::parallel_for(0, m, grain, [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            for (int64_t e = ptr[r]; e < ptr[r + 1]; ++e) po[e] = dot<T>(pa + r * k, pb + col[e] * k, k);
-          }
-        });
+        const int64_t per_row = c.nnz() / std::max<int64_t>(m, 1) + 1;
+        const int64_t grain = std::max<int64_t>(1, 65536 / (per_row * std::min(k, chunk) + 1));
+        for (int64_t j0 = 0; j0 < k; j0 += chunk) {
+          const int64_t len = std::min(chunk, k - j0);
+          pack(j0, len);
+          cpu::parallel_for(0, m, grain, [&](int64_t r0, int64_t r1) {
+            if (avx2) {
+              csr_rows_avx2<T>(ptr, col, pa + j0, k, slice.data(), len, len, r0, r1, po);
+            } else {
+              csr_rows_sse<T>(ptr, col, pa + j0, k, slice.data(), len, len, r0, r1, po);
+            }
+          });
+        }
         return;
       }
       // Any other format: by stored position (zero where nothing is stored).
       const std::vector<int64_t> pos = stored_positions(pattern);
       const int64_t slots = static_cast<int64_t>(pos.size());
-      cpu::parallel_for(0, slots, std::max<int64_t>(1, 65536 / std::max<int64_t>(k, 1)), [&](int64_t s0, int64_t s1) {
-        for (int64_t s = s0; s < s1; ++s) {
-          const int64_t p = pos[static_cast<size_t>(s)];
-          po[s] = p < 0 ? T(0) : dot<T>(pa + (p / n) * k, pb + (p % n) * k, k);
-        }
-      });
+      const int64_t grain = std::max<int64_t>(1, 65536 / (std::min(k, chunk) + 1));
+      for (int64_t j0 = 0; j0 < k; j0 += chunk) {
+        const int64_t len = std::min(chunk, k - j0);
+        pack(j0, len);
+        cpu::parallel_for(0, slots, grain, [&](int64_t s0, int64_t s1) {
+          if (avx2) {
+            positions_avx2<T>(pos.data(), n, pa + j0, k, slice.data(), len, len, s0, s1, po);
+          } else {
+            positions_sse<T>(pos.data(), n, pa + j0, k, slice.data(), len, len, s0, s1, po);
+          }
+        });
+      }
     }
   });
   return {with_values(pattern, out.to(dtype))};

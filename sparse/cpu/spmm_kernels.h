@@ -7,15 +7,19 @@
 //   gather_row(r, B, ldb, C, w):      C[0:w]  = sum_e v_e * B[col_e, 0:w]
 //   scatter_row(r, Brow, C, ldc, w):  C[col_e, 0:w] += v_e * Brow[0:w]
 // so that
-//   M @ X    = gather over rows of M        (parallel over rows, per panel of X's columns)
-//   M^T @ X  = scatter over rows of M       (parallel over panels of X's columns)
-//   X @ M^T  = (M @ X^T)^T: gather on transposed blocks of R rows of X
-//   X @ M    = (M^T @ X^T)^T: scatter on transposed blocks of R rows of X
-// Inner loops run over contiguous runs of dense rows with register-held
-// accumulators (GCC vector extensions; the compiler picks the instructions
-// for the target), and the accessors are templates: no virtual calls or
-// dispatch per element. 16-bit values are converted to f32 before they get
-// here.
+//   M @ X    = gather over the rows of M
+//   M^T @ X  = scatter over the rows of M
+//   X @ M^T  = (M @ X^T)^T: gather over panels of X^T
+//   X @ M    = (M^T @ X^T)^T: scatter over panels of X^T
+// The dense operand is first packed, one panel of P columns at a time, into
+// a contiguous [rows, P] buffer (a copy of B's columns, or a transposed block
+// of X's rows): the rows an entry reads then lie within a few pages instead
+// of one page per row of B, and a panel stays in cache while every row of M
+// reads it. Inner loops hold a tile of the output row in registers (GCC
+// vector extensions) over the entries of the row; the accessors are
+// templates, so there are no virtual calls or dispatch per element. The
+// loops are compiled twice, for AVX2+FMA and for SSE2, and the CPU picks one
+// (use_avx2). 16-bit values are converted to f32 before they get here.
 #pragma once
 
 #include <algorithm>
@@ -25,33 +29,46 @@
 
 #include "tensor/cpu/parallel.h"
 
+#define COPPICE_INLINE inline __attribute__((always_inline))
+
 namespace coppice::sparse_cpu {
 
-// 32-byte vectors: 8 floats or 4 doubles.
-template <typename T>
-struct Vec;
-template <>
-struct Vec<float> {
-  typedef float type __attribute__((vector_size(32)));
-  static constexpr int kLanes = 8;
-};
-template <>
-struct Vec<double> {
-  typedef double type __attribute__((vector_size(32)));
-  static constexpr int kLanes = 4;
+// True when the CPU has AVX2 and FMA (read once), unless the environment sets
+// COPPICE_CPU_SIMD=sse (for tests of the other path).
+bool use_avx2();
+
+// VB-byte vectors of T: 32 for AVX2, 16 for SSE2.
+template <typename T, int VB>
+struct Vec {
+  typedef T type __attribute__((vector_size(VB)));
+  static constexpr int kLanes = VB / static_cast<int>(sizeof(T));
 };
 
-// Columns one register-blocked tile accumulates: 4 vectors (8 SSE registers,
-// or 4 AVX ones), which leaves room for the loads.
-template <typename T>
-inline constexpr int kTile = 4 * Vec<T>::kLanes;
+// Columns one register tile accumulates: 8 vectors, half the registers, which
+// leaves room for the broadcast value and the loads. Also the panel width.
+template <typename T, int VB>
+inline constexpr int kTile = 8 * Vec<T, VB>::kLanes;
 
-// C[0:W] (=, or += when Accumulate) sum over entries of v * B[col, 0:W];
-// `entries(f)` calls f(row pointer into B, value) for each entry.
-template <int W, typename T, typename Entries>
-inline __attribute__((always_inline)) void gather_tile(const Entries& entries, T* c) {
-  using V = typename Vec<T>::type;
-  constexpr int L = Vec<T>::kLanes;
+// Bytes of a packed panel: about half of a core's L2 cache, within the
+// reach of the L2 TLB.
+inline constexpr int64_t kPanelBytes = 512 * 1024;
+
+// Columns per packed panel of `rows` rows: a full register tile, halved
+// (down to one vector) while the panel exceeds kPanelBytes.
+template <typename T>
+int64_t panel_columns(bool avx2, int64_t rows) {
+  const int64_t lanes = avx2 ? Vec<T, 32>::kLanes : Vec<T, 16>::kLanes;
+  int64_t p = avx2 ? kTile<T, 32> : kTile<T, 16>;
+  while (p > lanes && rows * p * static_cast<int64_t>(sizeof(T)) > kPanelBytes) p /= 2;
+  return p;
+}
+
+// C[0:W] = sum over entries of v * B[.., 0:W]; `entries(f)` calls f(pointer
+// to the entry's row of B, value) for each entry.
+template <int W, int VB, typename T, typename Entries>
+COPPICE_INLINE void gather_tile(const Entries& entries, T* c) {
+  using V = typename Vec<T, VB>::type;
+  constexpr int L = Vec<T, VB>::kLanes;
   if constexpr (W >= L) {
     constexpr int NV = W / L;
     V acc[NV];
@@ -77,47 +94,93 @@ inline __attribute__((always_inline)) void gather_tile(const Entries& entries, T
   }
 }
 
-// c[0:w] += v * b[0:w].
-template <typename T>
-inline __attribute__((always_inline)) void axpy(T v, const T* __restrict b, T* __restrict c, int64_t w) {
-  using V = typename Vec<T>::type;
-  constexpr int L = Vec<T>::kLanes;
-  int64_t j = 0;
-  for (; j + 2 * L <= w; j += 2 * L) {
-    V x0, x1, c0, c1;
-    std::memcpy(&x0, b + j, sizeof(V));
-    std::memcpy(&x1, b + j + L, sizeof(V));
-    std::memcpy(&c0, c + j, sizeof(V));
-    std::memcpy(&c1, c + j + L, sizeof(V));
-    c0 += v * x0;
-    c1 += v * x1;
-    std::memcpy(c + j, &c0, sizeof(V));
-    std::memcpy(c + j + L, &c1, sizeof(V));
+// C_e[0:W] += v_e * b[0:W] for each entry (pointer C_e into C, value v_e),
+// with b[0:W] held in registers; `entries(f)` calls f(C_e, v_e).
+template <int W, int VB, typename T, typename Entries>
+COPPICE_INLINE void scatter_tile(const Entries& entries, const T* b) {
+  using V = typename Vec<T, VB>::type;
+  constexpr int L = Vec<T, VB>::kLanes;
+  if constexpr (W >= L) {
+    constexpr int NV = W / L;
+    V x[NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; ++i) std::memcpy(&x[i], b + i * L, sizeof(V));
+    entries([&](T * c, T v) __attribute__((always_inline)) {
+#pragma GCC unroll 8
+      for (int i = 0; i < NV; ++i) {
+        V y;
+        std::memcpy(&y, c + i * L, sizeof(V));
+        y += v * x[i];
+        std::memcpy(c + i * L, &y, sizeof(V));
+      }
+    });
+  } else {
+    entries([&](T * c, T v) __attribute__((always_inline)) {
+      for (int i = 0; i < W; ++i) c[i] += v * b[i];
+    });
   }
-  for (; j + L <= w; j += L) {
-    V x, y;
-    std::memcpy(&x, b + j, sizeof(V));
-    std::memcpy(&y, c + j, sizeof(V));
-    y += v * x;
-    std::memcpy(c + j, &y, sizeof(V));
-  }
-  for (; j < w; ++j) c[j] += v * b[j];
 }
 
-// C[0:w] = sum over entries of v * B[col, 0:w], tile by tile.
-template <typename T, typename Entries>
-inline __attribute__((always_inline)) void gather_panel(const Entries& entries, T* c, int64_t w) {
-  constexpr int L = Vec<T>::kLanes;
+// C_e[0:w] += v_e * b[0:w] for each entry, one register tile of b at a time.
+template <int VB, typename T, typename Entries>
+COPPICE_INLINE void scatter_panel(const Entries& entries, const T* b, int64_t w) {
+  constexpr int L = Vec<T, VB>::kLanes;
+  constexpr int kW = kTile<T, VB>;
   int64_t j = 0;
-  for (; j + kTile<T> <= w; j += kTile<T>) {
-    gather_tile<kTile<T>, T>(
+  for (; j + kW <= w; j += kW) {
+    scatter_tile<kW, VB, T>(
+        [&](auto&& f) __attribute__((always_inline)) {
+          entries([&](T * c, T v) __attribute__((always_inline)) { f(c + j, v); });
+        },
+        b + j);
+  }
+  for (; j + kW / 2 <= w; j += kW / 2) {
+    scatter_tile<kW / 2, VB, T>(
+        [&](auto&& f) __attribute__((always_inline)) {
+          entries([&](T * c, T v) __attribute__((always_inline)) { f(c + j, v); });
+        },
+        b + j);
+  }
+  for (; j + L <= w; j += L) {
+    scatter_tile<L, VB, T>(
+        [&](auto&& f) __attribute__((always_inline)) {
+          entries([&](T * c, T v) __attribute__((always_inline)) { f(c + j, v); });
+        },
+        b + j);
+  }
+  const int64_t tail = w - j;
+  for (int64_t t = 0; t < tail; ++t) {
+    const int64_t jt = j + t;
+    scatter_tile<1, VB, T>(
+        [&](auto&& f) __attribute__((always_inline)) {
+          entries([&](T * c, T v) __attribute__((always_inline)) { f(c + jt, v); });
+        },
+        b + jt);
+  }
+}
+
+// C[0:w] = sum over entries of v * B[.., 0:w], one register tile at a time.
+template <int VB, typename T, typename Entries>
+COPPICE_INLINE void gather_panel(const Entries& entries, T* c, int64_t w) {
+  constexpr int L = Vec<T, VB>::kLanes;
+  constexpr int kW = kTile<T, VB>;
+  int64_t j = 0;
+  for (; j + kW <= w; j += kW) {
+    gather_tile<kW, VB, T>(
+        [&](auto&& f) __attribute__((always_inline)) {
+          entries([&](const T* b, T v) __attribute__((always_inline)) { f(b + j, v); });
+        },
+        c + j);
+  }
+  for (; j + kW / 2 <= w; j += kW / 2) {
+    gather_tile<kW / 2, VB, T>(
         [&](auto&& f) __attribute__((always_inline)) {
           entries([&](const T* b, T v) __attribute__((always_inline)) { f(b + j, v); });
         },
         c + j);
   }
   for (; j + L <= w; j += L) {
-    gather_tile<L, T>(
+    gather_tile<L, VB, T>(
         [&](auto&& f) __attribute__((always_inline)) {
           entries([&](const T* b, T v) __attribute__((always_inline)) { f(b + j, v); });
         },
@@ -126,7 +189,7 @@ inline __attribute__((always_inline)) void gather_panel(const Entries& entries, 
   const int64_t tail = w - j;
   for (int64_t t = 0; t < tail; ++t) {
     const int64_t jt = j + t;
-    gather_tile<1, T>(
+    gather_tile<1, VB, T>(
         [&](auto&& f) __attribute__((always_inline)) {
           entries([&](const T* b, T v) __attribute__((always_inline)) { f(b + jt, v); });
         },
@@ -134,11 +197,11 @@ inline __attribute__((always_inline)) void gather_panel(const Entries& entries, 
   }
 }
 
-// Rows of single entries: row r holds entries [begin(r), end(r)) of idx/val.
-// CSR (and CSC as the rows of the transpose), coalesced COO, n:m.
+// Rows of single entries: row r holds entries [row_begin[r], row_end[r]) of
+// idx/val. CSR (and CSC as the rows of the transpose), coalesced COO, n:m.
 template <typename T, typename I, typename P>
 struct CompressedRows {
-  const P* row_begin;  // [rows]; row r's entries are [row_begin[r], row_end[r])
+  const P* row_begin;
   const P* row_end;
   const I* idx;
   const T* val;
@@ -147,20 +210,28 @@ struct CompressedRows {
 
   int64_t nnz_of(int64_t r) const { return static_cast<int64_t>(row_end[r] - row_begin[r]); }
 
-  void gather_row(int64_t r, const T* B, int64_t ldb, T* c, int64_t w) const {
+  template <int VB>
+  COPPICE_INLINE void gather_row(int64_t r, const T* B, int64_t ldb, T* c, int64_t w) const {
     const int64_t b0 = static_cast<int64_t>(row_begin[r]), e0 = static_cast<int64_t>(row_end[r]);
     const I* ix = idx;
     const T* vx = val;
-    gather_panel<T>(
+    gather_panel<VB, T>(
         [&](auto&& f) __attribute__((always_inline)) {
           for (int64_t e = b0; e < e0; ++e) f(B + static_cast<int64_t>(ix[e]) * ldb, vx[e]);
         },
         c, w);
   }
 
-  void scatter_row(int64_t r, const T* brow, T* C, int64_t ldc, int64_t w) const {
+  template <int VB>
+  COPPICE_INLINE void scatter_row(int64_t r, const T* brow, T* C, int64_t ldc, int64_t w) const {
     const int64_t b0 = static_cast<int64_t>(row_begin[r]), e0 = static_cast<int64_t>(row_end[r]);
-    for (int64_t e = b0; e < e0; ++e) axpy<T>(val[e], brow, C + static_cast<int64_t>(idx[e]) * ldc, w);
+    const I* ix = idx;
+    const T* vx = val;
+    scatter_panel<VB, T>(
+        [&](auto&& f) __attribute__((always_inline)) {
+          for (int64_t e = b0; e < e0; ++e) f(C + static_cast<int64_t>(ix[e]) * ldc, vx[e]);
+        },
+        brow, w);
   }
 };
 
@@ -179,11 +250,12 @@ struct BlockRows {
     return (layout.block_end(br) - layout.block_begin(br)) * bw;
   }
 
-  void gather_row(int64_t r, const T* B, int64_t ldb, T* c, int64_t w) const {
+  template <int VB>
+  COPPICE_INLINE void gather_row(int64_t r, const T* B, int64_t ldb, T* c, int64_t w) const {
     const int64_t br = r / bh, i = r % bh;
     const int64_t k0 = layout.block_begin(br), k1 = layout.block_end(br);
     const int64_t bwl = bw;
-    gather_panel<T>(
+    gather_panel<VB, T>(
         [&](auto&& f) __attribute__((always_inline)) {
           for (int64_t k = k0; k < k1; ++k) {
             const T* v = val + layout.offset(k, i);
@@ -194,130 +266,206 @@ struct BlockRows {
         c, w);
   }
 
-  void scatter_row(int64_t r, const T* brow, T* C, int64_t ldc, int64_t w) const {
+  template <int VB>
+  COPPICE_INLINE void scatter_row(int64_t r, const T* brow, T* C, int64_t ldc, int64_t w) const {
     const int64_t br = r / bh, i = r % bh;
-    for (int64_t k = layout.block_begin(br); k < layout.block_end(br); ++k) {
-      const T* v = val + layout.offset(k, i);
-      T* c = C + layout.bcol(k) * bw * ldc;
-      for (int64_t j = 0; j < bw; ++j) axpy<T>(v[j], brow, c + j * ldc, w);
-    }
+    const int64_t k0 = layout.block_begin(br), k1 = layout.block_end(br);
+    const int64_t bwl = bw;
+    scatter_panel<VB, T>(
+        [&](auto&& f) __attribute__((always_inline)) {
+          for (int64_t k = k0; k < k1; ++k) {
+            const T* v = val + layout.offset(k, i);
+            T* c = C + layout.bcol(k) * bwl * ldc;
+            for (int64_t j = 0; j < bwl; ++j) f(c + j * ldc, v[j]);
+          }
+        },
+        brow, w);
   }
 };
 
-// Bytes of the dense operand one panel should keep in a core's L2 cache.
-inline constexpr int64_t kPanelBytes = 256 * 1024;
+// ---- one ISA each: rows [r0, r1) of M against a packed panel ---------------
 
-// Columns per panel so that `rows` rows of a panel take about kPanelBytes.
-template <typename T>
-int64_t panel_width(int64_t rows, int64_t n) {
-  int64_t w = kPanelBytes / (std::max<int64_t>(rows, 1) * static_cast<int64_t>(sizeof(T)));
-  w = std::max<int64_t>(kTile<T>, w / kTile<T> * kTile<T>);
-  return std::min(w, n);
+// C[r, 0:w] = (M @ B)[r] for r in [r0, r1); C's rows ldc apart.
+template <int VB, typename T, typename M>
+COPPICE_INLINE void gather_rows_isa(const M& m, int64_t r0, int64_t r1, const T* B, int64_t ldb, T* C, int64_t ldc,
+                                    int64_t w) {
+  for (int64_t r = r0; r < r1; ++r) m.template gather_row<VB>(r, B, ldb, C + r * ldc, w);
 }
 
-// Rows per parallel chunk so that a chunk does about `target` entries of work.
+// C[.., 0:w] += M[r]^T B[r] for r in [r0, r1).
+template <int VB, typename T, typename M>
+COPPICE_INLINE void scatter_rows_isa(const M& m, int64_t r0, int64_t r1, const T* B, int64_t ldb, T* C, int64_t ldc,
+                                     int64_t w) {
+  for (int64_t r = r0; r < r1; ++r) m.template scatter_row<VB>(r, B + r * ldb, C, ldc, w);
+}
+
+template <typename T, typename M>
+__attribute__((target("avx2,fma"))) void gather_rows_avx2(const M& m, int64_t r0, int64_t r1, const T* B, int64_t ldb,
+                                                          T* C, int64_t ldc, int64_t w) {
+  gather_rows_isa<32, T>(m, r0, r1, B, ldb, C, ldc, w);
+}
+template <typename T, typename M>
+void gather_rows_sse(const M& m, int64_t r0, int64_t r1, const T* B, int64_t ldb, T* C, int64_t ldc, int64_t w) {
+  gather_rows_isa<16, T>(m, r0, r1, B, ldb, C, ldc, w);
+}
+template <typename T, typename M>
+__attribute__((target("avx2,fma"))) void scatter_rows_avx2(const M& m, int64_t r0, int64_t r1, const T* B, int64_t ldb,
+                                                           T* C, int64_t ldc, int64_t w) {
+  scatter_rows_isa<32, T>(m, r0, r1, B, ldb, C, ldc, w);
+}
+template <typename T, typename M>
+void scatter_rows_sse(const M& m, int64_t r0, int64_t r1, const T* B, int64_t ldb, T* C, int64_t ldc, int64_t w) {
+  scatter_rows_isa<16, T>(m, r0, r1, B, ldb, C, ldc, w);
+}
+
+template <typename T, typename M>
+void gather_rows(bool avx2, const M& m, int64_t r0, int64_t r1, const T* B, int64_t ldb, T* C, int64_t ldc, int64_t w) {
+  if (avx2) {
+    gather_rows_avx2<T>(m, r0, r1, B, ldb, C, ldc, w);
+  } else {
+    gather_rows_sse<T>(m, r0, r1, B, ldb, C, ldc, w);
+  }
+}
+template <typename T, typename M>
+void scatter_rows(bool avx2, const M& m, int64_t r0, int64_t r1, const T* B, int64_t ldb, T* C, int64_t ldc,
+                  int64_t w) {
+  if (avx2) {
+    scatter_rows_avx2<T>(m, r0, r1, B, ldb, C, ldc, w);
+  } else {
+    scatter_rows_sse<T>(m, r0, r1, B, ldb, C, ldc, w);
+  }
+}
+
+// ---- packing -------------------------------------------------------------
+
+// dst [rows, w] (row stride w) = src[:, 0:w] (row stride lds).
+template <typename T>
+void pack_columns(const T* src, int64_t lds, int64_t rows, int64_t w, T* dst) {
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * w, src + r * lds, static_cast<size_t>(w) * sizeof(T));
+}
+
+// dst [cols, P] = src[0:h, 0:cols]^T (src rows lds apart), zero past h.
+template <typename T>
+void pack_transposed(const T* src, int64_t lds, int64_t h, int64_t cols, int64_t P, T* dst) {
+  if (h < P) std::fill(dst, dst + cols * P, T(0));
+  constexpr int64_t kStrip = 64;  // columns per strip: the destination rows of one strip stay in cache
+  for (int64_t j0 = 0; j0 < cols; j0 += kStrip) {
+    const int64_t j1 = std::min(cols, j0 + kStrip);
+    for (int64_t i = 0; i < h; ++i) {
+      const T* s = src + i * lds;
+      for (int64_t j = j0; j < j1; ++j) dst[j * P + i] = s[j];
+    }
+  }
+}
+
+// dst[0:h, 0:rows] (rows ldd apart) = src [rows, P]^T.
+template <typename T>
+void unpack_transposed(const T* src, int64_t rows, int64_t P, int64_t h, T* dst, int64_t ldd) {
+  constexpr int64_t kStrip = 64;
+  for (int64_t o0 = 0; o0 < rows; o0 += kStrip) {
+    const int64_t o1 = std::min(rows, o0 + kStrip);
+    for (int64_t i = 0; i < h; ++i) {
+      T* d = dst + i * ldd;
+      for (int64_t o = o0; o < o1; ++o) d[o] = src[o * P + i];
+    }
+  }
+}
+
+// ---- drivers -------------------------------------------------------------
+
+// Rows per parallel chunk so that a chunk does about 2^16 multiply-adds.
 template <typename M>
-int64_t row_grain(const M& m, int64_t work_per_entry) {
-  const int64_t rows = std::max<int64_t>(m.rows, 1);
+int64_t row_grain(const M& m, int64_t width) {
+  const int64_t probe = std::min<int64_t>(std::max<int64_t>(m.rows, 1), 64);
   int64_t total = 0;
-  // An estimate from the first rows is enough to size chunks.
-  const int64_t probe = std::min<int64_t>(rows, 64);
-  for (int64_t r = 0; r < probe; ++r) total += m.nnz_of(r);
-  const int64_t per_row = std::max<int64_t>(1, total / probe * std::max<int64_t>(work_per_entry, 1));
-  return std::max<int64_t>(1, 16384 / per_row);
+  for (int64_t r = 0; r < std::min(probe, m.rows); ++r) total += m.nnz_of(r);
+  const int64_t per_row = std::max<int64_t>(1, (total / probe + 1) * std::max<int64_t>(width, 1));
+  return std::max<int64_t>(1, 65536 / per_row);
 }
 
 // C [m.rows, n] = M @ B, B [m.cols, n] with row stride ldb; C row stride ldc.
 template <typename T, typename M>
 void spmm_gather(const M& m, const T* B, int64_t ldb, T* C, int64_t ldc, int64_t n) {
   if (n == 0 || m.rows == 0) return;
-  const int64_t pw = panel_width<T>(m.cols, n);
-  const int64_t grain = row_grain(m, pw);
-  for (int64_t p0 = 0; p0 < n; p0 += pw) {
-    const int64_t w = std::min(pw, n - p0);
+  const bool avx2 = use_avx2();
+  const int64_t k = m.cols;
+  const int64_t P = panel_columns<T>(avx2, k);
+  std::vector<T> panel(static_cast<size_t>(k * std::min(P, n)));
+  const int64_t grain = row_grain(m, P);
+  for (int64_t p0 = 0; p0 < n; p0 += P) {
+    const int64_t w = std::min(P, n - p0);
+    // One packed panel for all threads: it is read from the shared cache.
+    cpu::parallel_for(0, k, 1024, [&](int64_t j0, int64_t j1) {
+      pack_columns(B + j0 * ldb + p0, ldb, j1 - j0, w, panel.data() + j0 * w);
+    });
     cpu::parallel_for(0, m.rows, grain, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) m.gather_row(r, B + p0, ldb, C + r * ldc + p0, w);
+      gather_rows<T>(avx2, m, r0, r1, panel.data(), w, C + p0, ldc, w);
     });
   }
 }
 
-// C [m.cols, n] = M^T @ B, B [m.rows, n]: each thread owns whole panels of C's columns.
+// C [m.cols, n] = M^T @ B, B [m.rows, n]: each thread owns whole panels of C's
+// columns, packs its panel of B and accumulates into a packed panel of C.
 template <typename T, typename M>
 void spmm_scatter(const M& m, const T* B, int64_t ldb, T* C, int64_t ldc, int64_t n) {
-  for (int64_t r = 0; r < m.cols; ++r) std::fill_n(C + r * ldc, n, T(0));
-  if (n == 0 || m.rows == 0) return;
-  constexpr int L = Vec<T>::kLanes;
-  // Panels of C and B in L2 together; at least one per thread when n allows.
-  int64_t pw = kPanelBytes / (std::max<int64_t>(m.rows + m.cols, 1) * static_cast<int64_t>(sizeof(T)));
-  const int64_t per_thread = (n + cpu::num_threads() - 1) / cpu::num_threads();
-  pw = std::min(pw, per_thread);
-  pw = std::max<int64_t>(L, (pw + L - 1) / L * L);
-  const int64_t panels = (n + pw - 1) / pw;
+  if (n == 0 || m.cols == 0) return;
+  const bool avx2 = use_avx2();
+  int64_t P = panel_columns<T>(avx2, m.rows + m.cols);
+  // Narrower panels when there are too few for the threads.
+  while (P > 8 && (n + P - 1) / P < cpu::num_threads()) P /= 2;
+  const int64_t panels = (n + P - 1) / P;
   cpu::parallel_for(0, panels, 1, [&](int64_t q0, int64_t q1) {
+    std::vector<T> bp(static_cast<size_t>(m.rows * P)), cp(static_cast<size_t>(m.cols * P));
     for (int64_t q = q0; q < q1; ++q) {
-      const int64_t p0 = q * pw, w = std::min(pw, n - p0);
-      for (int64_t r = 0; r < m.rows; ++r) m.scatter_row(r, B + r * ldb + p0, C + p0, ldc, w);
+      const int64_t p0 = q * P, w = std::min(P, n - p0);
+      pack_columns(B + p0, ldb, m.rows, w, bp.data());
+      std::fill(cp.begin(), cp.end(), T(0));
+      scatter_rows<T>(avx2, m, 0, m.rows, bp.data(), w, cp.data(), w, w);
+      for (int64_t r = 0; r < m.cols; ++r) {
+        std::memcpy(C + r * ldc + p0, cp.data() + r * w, static_cast<size_t>(w) * sizeof(T));
+      }
     }
   });
 }
 
-// Rows of X per transposed block: 64 bytes of each column.
-template <typename T>
-inline constexpr int64_t kBlockRows = 64 / sizeof(T);
-
-// Y [mx, out] = X @ M^T (Transposed) or X @ M, X [mx, k] with row stride ldx:
-// per block of R rows of X, its transpose XT [k, R] is multiplied by M
-// (gather: YT = M @ XT) or M^T (scatter: YT = M^T @ XT), and YT [out, R] is
-// transposed into Y. Parallel over blocks.
+// Y [mx, out] = X @ M^T (transposed) or X @ M, X [mx, k] with row stride ldx:
+// per block of P rows of X, its transpose XT [k, P] is multiplied by M
+// (gather: YT = M @ XT) or by M^T (scatter: YT = M^T @ XT), and YT [out, P]
+// is transposed into Y. Parallel over blocks; over M's rows when X is short.
 template <typename T, typename M>
 void dense_spmm(const T* X, int64_t ldx, int64_t mx, const M& m, bool transposed, T* Y, int64_t ldy) {
-  constexpr int64_t R = kBlockRows<T>;
+  const bool avx2 = use_avx2();
   const int64_t k = transposed ? m.cols : m.rows;
   const int64_t out = transposed ? m.rows : m.cols;
+  const int64_t P = panel_columns<T>(avx2, transposed ? k : k + out);
   if (mx == 0 || out == 0) return;
-  const int64_t blocks = (mx + R - 1) / R;
-  auto run = [&](int64_t q0, int64_t q1) {
-    std::vector<T> xt(static_cast<size_t>(k * R)), yt(static_cast<size_t>(out * R));
-    for (int64_t q = q0; q < q1; ++q) {
-      const int64_t i0 = q * R, h = std::min(R, mx - i0);
-      for (int64_t i = 0; i < h; ++i) {
-        const T* x = X + (i0 + i) * ldx;
-        for (int64_t j = 0; j < k; ++j) xt[static_cast<size_t>(j * R + i)] = x[j];
-      }
-      for (int64_t i = h; i < R; ++i) {
-        for (int64_t j = 0; j < k; ++j) xt[static_cast<size_t>(j * R + i)] = T(0);
-      }
-      if (transposed) {
-        for (int64_t o = 0; o < out; ++o) m.gather_row(o, xt.data(), R, yt.data() + o * R, R);
-      } else {
-        std::fill(yt.begin(), yt.end(), T(0));
-        for (int64_t j = 0; j < k; ++j) m.scatter_row(j, xt.data() + j * R, yt.data(), R, R);
-      }
-      for (int64_t i = 0; i < h; ++i) {
-        T* y = Y + (i0 + i) * ldy;
-        for (int64_t o = 0; o < out; ++o) y[o] = yt[static_cast<size_t>(o * R + i)];
-      }
+  const int64_t blocks = (mx + P - 1) / P;
+  if (transposed && blocks < 2 * cpu::num_threads()) {
+    std::vector<T> xt(static_cast<size_t>(k * P)), yt(static_cast<size_t>(out * P));
+    for (int64_t q = 0; q < blocks; ++q) {
+      const int64_t i0 = q * P, h = std::min(P, mx - i0);
+      pack_transposed(X + i0 * ldx, ldx, h, k, P, xt.data());
+      cpu::parallel_for(0, out, row_grain(m, P), [&](int64_t o0, int64_t o1) {
+        gather_rows<T>(avx2, m, o0, o1, xt.data(), P, yt.data(), P, P);
+      });
+      unpack_transposed(yt.data(), out, P, h, Y + i0 * ldy, ldy);
     }
-  };
-  if (blocks >= 2 * cpu::num_threads() || !transposed) {
-    cpu::parallel_for(0, blocks, 1, run);
     return;
   }
-  // Few blocks (a short X): split the gather over M's rows instead.
-  std::vector<T> xt(static_cast<size_t>(k * R)), yt(static_cast<size_t>(out * R));
-  for (int64_t q = 0; q < blocks; ++q) {
-    const int64_t i0 = q * R, h = std::min(R, mx - i0);
-    std::fill(xt.begin(), xt.end(), T(0));
-    for (int64_t i = 0; i < h; ++i) {
-      for (int64_t j = 0; j < k; ++j) xt[static_cast<size_t>(j * R + i)] = X[(i0 + i) * ldx + j];
+  cpu::parallel_for(0, blocks, 1, [&](int64_t q0, int64_t q1) {
+    std::vector<T> xt(static_cast<size_t>(k * P)), yt(static_cast<size_t>(out * P));
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t i0 = q * P, h = std::min(P, mx - i0);
+      pack_transposed(X + i0 * ldx, ldx, h, k, P, xt.data());
+      if (transposed) {
+        gather_rows<T>(avx2, m, 0, m.rows, xt.data(), P, yt.data(), P, P);
+      } else {
+        std::fill(yt.begin(), yt.end(), T(0));
+        scatter_rows<T>(avx2, m, 0, m.rows, xt.data(), P, yt.data(), P, P);
+      }
+      unpack_transposed(yt.data(), out, P, h, Y + i0 * ldy, ldy);
     }
-    cpu::parallel_for(0, out, row_grain(m, R), [&](int64_t o0, int64_t o1) {
-      for (int64_t o = o0; o < o1; ++o) m.gather_row(o, xt.data(), R, yt.data() + o * R, R);
-    });
-    for (int64_t i = 0; i < h; ++i) {
-      for (int64_t o = 0; o < out; ++o) Y[(i0 + i) * ldy + o] = yt[static_cast<size_t>(o * R + i)];
-    }
-  }
+  });
 }
 
 }  // namespace coppice::sparse_cpu

@@ -1,6 +1,9 @@
 #include "sparse/cpu/util.h"
 
+#include <cstdlib>
+
 #include "sparse/convert.h"
+#include "sparse/cpu/spmm_kernels.h"
 #include "tensor/cpu/parallel.h"
 
 namespace coppice::sparse_cpu {
@@ -13,6 +16,16 @@ const I* host_data(const Tensor& t, std::string_view op) {
 }
 
 }  // namespace
+
+bool use_avx2() {
+  static const bool on = [] {
+    const char* env = std::getenv("COPPICE_CPU_SIMD");
+    if (env != nullptr && std::string_view(env) == "sse") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return on;
+}
 
 DType accumulate_dtype(DType t) { return t == DType::kF64 ? DType::kF64 : DType::kF32; }
 

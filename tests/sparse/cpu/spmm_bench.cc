@@ -1,7 +1,7 @@
 // CPU SpMM against OpenBLAS dense: W [size x size] at several sparsities
 // times X [size x n] (CSR @ X, CSC @ X, X^T @ CSR as X [n x size] @ W, and
 // linear(X, W)), and SDDMM, median of `reps` runs. Not a test: run it by hand,
-//   bazel run --define=cuda=0 //tests/sparse/cpu:spmm_bench -- [size] [n] [reps]
+//   bazel run --define=cuda=0 //tests/sparse/cpu:spmm_bench -- [size] [n] [reps] [sparsity]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -45,7 +45,9 @@ int run(int argc, char** argv) {
   std::printf("dense gemm (OpenBLAS) %10.1f\n", dense);
   std::printf("%-9s %10s %10s %10s %10s %10s %10s\n", "sparsity", "csr@X", "csc@X", "X@csr", "linear", "sddmm",
               "dense/csr");
-  for (double sparsity : {0.5, 0.75, 0.9, 0.95, 0.99}) {
+  std::vector<double> sparsities = {0.5, 0.75, 0.9, 0.95, 0.99};
+  if (argc > 4) sparsities = {std::atof(argv[4])};
+  for (double sparsity : sparsities) {
     const Tensor mask = lt(rand({size, size}, {}, gen), 1.0 - sparsity);
     const Tensor w = sparse_from_mask(wd, mask, "csr");
     const Tensor wc = transpose(sparse_from_mask(wd.t().contiguous(), mask.t().contiguous(), "csr"));  // CSC of W

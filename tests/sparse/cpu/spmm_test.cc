@@ -4,9 +4,12 @@
 // with empty rows, one-row and non-square matrices, against a dense f64
 // reference on to_dense(); transposed operands; f64 and bf16 values; batch
 // dims and 1-D operands; and the errors. No dense fallback may run.
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "sparse/cpu/spmm_kernels.h"
 #include "tests/sparse/cpu/test_util.h"
 
 namespace coppice {
@@ -195,6 +198,17 @@ TEST_F(SpmmTest, LargeEnoughToSplitAcrossThreadsAndPanels) {
   const Tensor xl = random_dense({333, 300}, 24).to(DType::kF32);
   EXPECT_TRUE(near(matmul(xl, a), matmul(f64(xl), f64(a)), 1e-5, 1e-4));
   EXPECT_TRUE(near(linear(xl, transpose(a)), matmul(f64(xl), f64(a)), 1e-5, 1e-4));
+  const Tensor xw = random_dense({333, 500}, 25).to(DType::kF32);  // many transposed blocks, gathered
+  EXPECT_TRUE(near(linear(xw, a), matmul(f64(xw), f64(a).t()), 1e-5, 1e-4));
+}
+
+TEST(SimdPathTest, FollowsTheEnvironment) {
+  // spmm_sse_test runs this file with COPPICE_CPU_SIMD=sse: the SSE2 loops.
+  const char* env = std::getenv("COPPICE_CPU_SIMD");
+  if (env != nullptr && std::string(env) == "sse") {
+    EXPECT_FALSE(sparse_cpu::use_avx2());
+  }
+  std::printf("sparse CPU loops: %s\n", sparse_cpu::use_avx2() ? "AVX2+FMA" : "SSE2");
 }
 
 TEST_F(SpmmTest, ErrorsNameTheOpAndOperands) {
