@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "sparse/convert.h"
 #include "tensor/io/safetensors.h"
-#include "tests/sparse/io/test_util.h"
+#include "tests/sparse/test_util.h"
 
 namespace coppice {
 namespace {
