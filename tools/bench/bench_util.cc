@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "tensor/error.h"
+#include "tensor/io/json.h"
 
 namespace coppice::bench {
 
@@ -217,28 +218,7 @@ std::string json_number(double v) {
   return buf;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(ch);
-        }
-    }
-  }
-  return out + "\"";
-}
+std::string json_string(const std::string& s) { return json::quote(s); }
 
 std::string result_to_json(const Result& r) {
   const bool is_gemm = std::isfinite(r.flops);
