@@ -1,0 +1,229 @@
+// CUDA twins of the selection kernels (sparsifiers/mask_ops.h has the table;
+// sparsifiers/mask_kernels_cpu.cc is the CPU side). Both follow the element
+// rules of sparsifiers/mask_keys.h, so they give the same masks bit for bit.
+//
+// sparsify_stream: one thread per four consecutive elements (one Philox
+// block, drawn once). sparsify_topk_mask: a stable device-wide radix sort of
+// the complemented order keys carrying each element's index (tensor/cuda's
+// sort.h), so equal keys stay in index order; the first k indices are kept.
+// sparsify_block_scores: one thread per block, adding row-major in f64 with
+// unfused operations, as the CPU does. sparsify_nm_mask: one thread per group.
+#include <climits>
+#include <cstdint>
+
+#include "sparsifiers/mask_keys.h"
+#include "tensor/cuda/checks.h"
+#include "tensor/cuda/convert.h"
+#include "tensor/cuda/launch.cuh"
+#include "tensor/cuda/sort.h"
+
+namespace coppice::cuda {
+namespace {
+
+using namespace sparsify_detail;  // NOLINT: the shared element rules
+
+template <typename T, bool kRandom, bool kValues>
+__global__ void stream_kernel(const T* __restrict__ x, void* __restrict__ out, int64_t n, double threshold, float p,
+                              uint64_t seed, uint64_t offset, compute_t<T> scale) {
+  using C = compute_t<T>;
+  const int64_t quads = (n + 3) / 4;
+  COPPICE_KERNEL_LOOP(q, quads) {
+    philox::U32x4 words{0, 0, 0, 0};
+    if constexpr (kRandom) words = philox::block(seed, offset, static_cast<uint64_t>(q));
+    const int64_t begin = q * 4, end = begin + 4 < n ? begin + 4 : n;
+    for (int64_t i = begin; i < end; ++i) {
+      const C v = static_cast<C>(x[i]);
+      bool keep;
+      if constexpr (kRandom) {
+        keep = philox::uniform_f32(philox::lane(words, static_cast<uint64_t>(i))) >= p;
+      } else {
+        keep = threshold_keeps(static_cast<double>(v), threshold);
+      }
+      if constexpr (kValues) {
+        static_cast<T*>(out)[i] = keep ? T(v * scale) : T(0.0f);
+      } else {
+        static_cast<bool*>(out)[i] = keep;
+      }
+    }
+  }
+}
+
+std::vector<Tensor> sparsify_stream(const std::vector<Tensor>& in, const Attrs& a) {
+  constexpr const char* op = "sparsify_stream";
+  check_inputs(in, 1, op);
+  check_contiguous_cuda(in[0], op, "input");
+  const Tensor& x = in[0];
+  const bool random = a.get_string("mode") == "random";
+  const bool values = a.get_bool("values");
+  const double threshold = a.get_double("threshold");
+  const float p = static_cast<float>(a.get_double("p"));
+  const uint64_t seed = static_cast<uint64_t>(a.get_int("seed"));
+  const uint64_t offset = static_cast<uint64_t>(a.get_int("offset"));
+  const int64_t n = x.numel();
+  Tensor out = Tensor::empty(x.shape(), values ? x.options() : TensorOptions(DType::kBool, x.device()));
+  if (n == 0) return {out};
+  DeviceGuard guard(x.device().index);
+  cudaStream_t stream = current_stream(x.device().index);
+  const unsigned grid = grid_for((n + 3) / 4);
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const C scale = static_cast<C>(a.get_double("scale"));
+    void* o = out.data_ptr();
+    if (random) {
+      if (values) {
+        stream_kernel<T, true, true><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale);
+      } else {
+        stream_kernel<T, true, false><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale);
+      }
+    } else {
+      if (values) {
+        stream_kernel<T, false, true><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale);
+      } else {
+        stream_kernel<T, false, false><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale);
+      }
+    }
+  });
+  check_launch(op);
+  return {out};
+}
+
+template <typename T, typename K>
+__global__ void topk_keys(const T* __restrict__ x, K* __restrict__ keys, int32_t* __restrict__ ids, int64_t n,
+                          bool magnitude) {
+  COPPICE_KERNEL_LOOP(i, n) {
+    keys[i] = static_cast<K>(~key_of<T>(x[i], magnitude));  // ascending sort = largest first
+    ids[i] = static_cast<int32_t>(i);
+  }
+}
+
+__global__ void keep_first(const int32_t* __restrict__ ids, int64_t k, bool* __restrict__ out) {
+  COPPICE_KERNEL_LOOP(i, k) out[ids[i]] = true;
+}
+
+std::vector<Tensor> sparsify_topk_mask(const std::vector<Tensor>& in, const Attrs& a) {
+  constexpr const char* op = "sparsify_topk_mask";
+  check_inputs(in, 1, op);
+  check_contiguous_cuda(in[0], op, "keys");
+  const Tensor& keys = in[0];
+  const int64_t n = keys.numel(), k = a.get_int("k");
+  const bool magnitude = a.get_bool("magnitude");
+  COPPICE_CHECK(k >= 0 && k <= n, op, ": cannot keep ", k, " of ", n, " elements");
+  COPPICE_CHECK(n < INT_MAX, op, ": the CUDA kernel sorts fewer than 2^31 elements, got ", n);
+  const Device device = keys.device();
+  Tensor out = Tensor::empty(keys.shape(), TensorOptions(DType::kBool, device));
+  if (k == 0 || k == n) {
+    out.fill_(k == n ? 1.0 : 0.0);
+    return {out};
+  }
+  DeviceGuard guard(device.index);
+  cudaStream_t stream = current_stream(device.index);
+  const TensorOptions i32(DType::kI32, device);
+  Tensor id_buf[2] = {Tensor::empty({n}, i32), Tensor::empty({n}, i32)};
+  auto run = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using K = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+    const TensorOptions key_options(sizeof(K) == 8 ? DType::kI64 : DType::kI32, device);
+    Tensor key_buf[2] = {Tensor::empty({n}, key_options), Tensor::empty({n}, key_options)};
+    SortBuffers<K> sb;
+    sb.keys[0] = static_cast<K*>(key_buf[0].data_ptr());
+    sb.keys[1] = static_cast<K*>(key_buf[1].data_ptr());
+    sb.values[0] = id_buf[0].data<int32_t>();
+    sb.values[1] = id_buf[1].data<int32_t>();
+    topk_keys<T, K><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(keys.data_ptr()), sb.keys[0],
+                                                          sb.values[0], n, magnitude);
+    check_launch(op);
+    radix_sort_pairs(sb, static_cast<int>(n), sizeof(K) * 8, device);
+    out.zero_();
+    keep_first<<<grid_for(k), kThreads, 0, stream>>>(sb.values[sb.current_value], k, out.data<bool>());
+    check_launch(op);
+  };
+  if (keys.dtype() == DType::kF64) {
+    run(TypeTag<double>{});
+  } else {
+    check_dtype(keys, DType::kF32, op, "keys");
+    run(TypeTag<float>{});
+  }
+  return {out};
+}
+
+template <typename T>
+__global__ void block_kernel(const T* __restrict__ x, int64_t cols, int64_t bh, int64_t bw, bool l1, int64_t nbc,
+                             int64_t nblocks, double* __restrict__ out) {
+  COPPICE_KERNEL_LOOP(i, nblocks) {
+    const int64_t br = i / nbc, bc = i % nbc;
+    out[i] = block_score(x + br * bh * cols + bc * bw, cols, bh, bw, l1);
+  }
+}
+
+std::vector<Tensor> sparsify_block_scores(const std::vector<Tensor>& in, const Attrs& a) {
+  constexpr const char* op = "sparsify_block_scores";
+  check_inputs(in, 1, op);
+  check_contiguous_cuda(in[0], op, "input");
+  check_ndim(in[0], 2, op, "input");
+  const Tensor& x = in[0];
+  const int64_t bh = a.get_int("block_rows"), bw = a.get_int("block_cols");
+  const bool l1 = a.get_bool("l1");
+  COPPICE_CHECK(bh > 0 && bw > 0 && x.size(0) % bh == 0 && x.size(1) % bw == 0, op, ": block ", bh, "x", bw,
+                " does not divide the shape ", shape_to_string(x.shape()));
+  const int64_t cols = x.size(1), nbr = x.size(0) / bh, nbc = cols / bw, nblocks = nbr * nbc;
+  Tensor out = Tensor::empty({nbr, nbc}, TensorOptions(DType::kF64, x.device()));
+  if (nblocks == 0) return {out};
+  DeviceGuard guard(x.device().index);
+  cudaStream_t stream = current_stream(x.device().index);
+  if (x.dtype() == DType::kF64) {
+    block_kernel<double><<<grid_for(nblocks), kThreads, 0, stream>>>(x.data<double>(), cols, bh, bw, l1, nbc, nblocks,
+                                                                     out.data<double>());
+  } else {
+    check_dtype(x, DType::kF32, op, "input");
+    block_kernel<float><<<grid_for(nblocks), kThreads, 0, stream>>>(x.data<float>(), cols, bh, bw, l1, nbc, nblocks,
+                                                                    out.data<double>());
+  }
+  check_launch(op);
+  return {out};
+}
+
+template <typename T>
+__global__ void nm_kernel(const T* __restrict__ x, int64_t size, int64_t inner, int64_t n, int64_t m,
+                          int64_t groups, bool* __restrict__ out) {
+  const int64_t gpo = size / m * inner;
+  COPPICE_KERNEL_LOOP(g, groups) {
+    const int64_t o = g / gpo, r = g % gpo, base = o * size * inner + (r / inner) * m * inner + r % inner;
+    nm_group(x + base, inner, n, m, out + base);
+  }
+}
+
+std::vector<Tensor> sparsify_nm_mask(const std::vector<Tensor>& in, const Attrs& a) {
+  constexpr const char* op = "sparsify_nm_mask";
+  check_inputs(in, 1, op);
+  check_contiguous_cuda(in[0], op, "input");
+  check_ndim(in[0], 3, op, "input");
+  const Tensor& x = in[0];
+  const int64_t n = a.get_int("n"), m = a.get_int("m");
+  const int64_t size = x.size(1), inner = x.size(2);
+  COPPICE_CHECK(n >= 1 && n <= m && size % m == 0, op, ": bad n:m ", n, ":", m, " for a dim of size ", size);
+  const int64_t groups = x.size(0) * (size / m) * inner;
+  Tensor out = Tensor::empty(x.shape(), TensorOptions(DType::kBool, x.device()));
+  if (groups == 0) return {out};
+  DeviceGuard guard(x.device().index);
+  cudaStream_t stream = current_stream(x.device().index);
+  if (x.dtype() == DType::kF64) {
+    nm_kernel<double><<<grid_for(groups), kThreads, 0, stream>>>(x.data<double>(), size, inner, n, m, groups,
+                                                                 out.data<bool>());
+  } else {
+    check_dtype(x, DType::kF32, op, "input");
+    nm_kernel<float><<<grid_for(groups), kThreads, 0, stream>>>(x.data<float>(), size, inner, n, m, groups,
+                                                                out.data<bool>());
+  }
+  check_launch(op);
+  return {out};
+}
+
+const KernelRegistrar kStream("sparsify_stream", DeviceType::kCuda, {"dense"}, sparsify_stream);
+const KernelRegistrar kTopk("sparsify_topk_mask", DeviceType::kCuda, {"dense"}, sparsify_topk_mask);
+const KernelRegistrar kBlock("sparsify_block_scores", DeviceType::kCuda, {"dense"}, sparsify_block_scores);
+const KernelRegistrar kNm("sparsify_nm_mask", DeviceType::kCuda, {"dense"}, sparsify_nm_mask);
+
+}  // namespace
+}  // namespace coppice::cuda

@@ -1,0 +1,105 @@
+// Element rules shared by the CPU kernels (mask_kernels_cpu.cc) and their CUDA
+// twins (cuda/mask_kernels.cu), so that both devices pick the same entries
+// bit for bit (internal; host and device code).
+//
+// - Order keys: unsigned integers in the order of the values, NaN (any sign
+//   or payload) above +inf, -0 equal to +0. Magnitude keys are the order keys
+//   of |x|. f32 (and bf16/f16, widened exactly) give u32 keys, f64 u64 keys.
+// - Ties (equal keys) go to the lower index, everywhere.
+// - Block scores add in f64, row-major within the block, every product and
+//   sum rounded on its own (never fused into an FMA).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/half.h"  // COPPICE_HOST_DEVICE
+#include "tensor/philox.h"
+
+namespace coppice::sparsify_detail {
+
+COPPICE_HOST_DEVICE inline uint32_t order_key(float v) {
+  if (v != v) return 0xffffffffu;
+  if (v == 0.0f) v = 0.0f;
+#if defined(__CUDA_ARCH__)
+  const uint32_t u = __float_as_uint(v);
+#else
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof(u));
+#endif
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+COPPICE_HOST_DEVICE inline uint64_t order_key(double v) {
+  if (v != v) return ~uint64_t{0};
+  if (v == 0.0) v = 0.0;
+#if defined(__CUDA_ARCH__)
+  const uint64_t u = static_cast<uint64_t>(__double_as_longlong(v));
+#else
+  uint64_t u;
+  std::memcpy(&u, &v, sizeof(u));
+#endif
+  return (u >> 63) ? ~u : (u | (uint64_t{1} << 63));
+}
+
+template <typename C>
+COPPICE_HOST_DEVICE inline auto key_of(C v, bool magnitude) {
+  return order_key(magnitude ? (v < C(0) ? -v : v) : v);
+}
+
+COPPICE_HOST_DEVICE inline double add_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;  // the CPU library is built with -ffp-contract=off
+#endif
+}
+
+COPPICE_HOST_DEVICE inline double mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+// Random keeping: element i survives a drop probability p (given as f32)
+// when its Philox uniform is at least p.
+COPPICE_HOST_DEVICE inline bool random_keeps(uint64_t seed, uint64_t offset, uint64_t i, float p) {
+  return philox::uniform_f32(philox::word(seed, offset, i)) >= p;
+}
+
+// Threshold keeping: |v| > t, compared in f64 (NaN is dropped).
+COPPICE_HOST_DEVICE inline bool threshold_keeps(double v, double t) { return (v < 0 ? -v : v) > t; }
+
+// Keeps the n largest |x| of one group of m elements spaced `stride` apart
+// (ties to the lower position): mask[j * stride] for j in [0, m).
+template <typename T>
+COPPICE_HOST_DEVICE inline void nm_group(const T* x, int64_t stride, int64_t n, int64_t m, bool* mask) {
+  for (int64_t j = 0; j < m; ++j) {
+    const auto kj = key_of<T>(x[j * stride], true);
+    int64_t rank = 0;
+    for (int64_t l = 0; l < m && rank < n; ++l) {
+      const auto kl = key_of<T>(x[l * stride], true);
+      if (kl > kj || (kl == kj && l < j)) ++rank;
+    }
+    mask[j * stride] = rank < n;
+  }
+}
+
+// The score of one block (top-left element at x, rows `cols` apart): the sum
+// of squares (L2, the norm's monotone square) or of magnitudes (L1).
+template <typename T>
+COPPICE_HOST_DEVICE inline double block_score(const T* x, int64_t cols, int64_t bh, int64_t bw, bool l1) {
+  double s = 0.0;
+  for (int64_t r = 0; r < bh; ++r) {
+    for (int64_t c = 0; c < bw; ++c) {
+      const double v = static_cast<double>(x[r * cols + c]);
+      s = add_rn(s, l1 ? (v < 0 ? -v : v) : mul_rn(v, v));
+    }
+  }
+  return s;
+}
+
+}  // namespace coppice::sparsify_detail

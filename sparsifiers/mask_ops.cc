@@ -1,0 +1,104 @@
+#include "sparsifiers/mask_ops.h"
+
+#include <climits>
+
+#include "tensor/dispatcher.h"
+#include "tensor/ops.h"
+
+namespace coppice::sparsify {
+namespace {
+
+void check_floating(const Tensor& x, std::string_view op) {
+  check_dense(x, op, "input");
+  COPPICE_CHECK(is_floating(x.dtype()), op, ": expected a floating-point tensor, got ", dtype_name(x.dtype()));
+}
+
+// f32 and f64 as they are; the 16-bit floats widened (exactly) to f32.
+Tensor widened(const Tensor& x) {
+  return (x.dtype() == DType::kF32 || x.dtype() == DType::kF64) ? x.contiguous() : x.to(DType::kF32).contiguous();
+}
+
+Attrs stream_attrs(const char* mode, double threshold, double p, uint64_t seed, uint64_t offset, double scale,
+                   bool values) {
+  Attrs a;
+  a.set("mode", std::string(mode));
+  a.set("threshold", threshold);
+  a.set("p", p);
+  a.set("seed", static_cast<int64_t>(seed));
+  a.set("offset", static_cast<int64_t>(offset));
+  a.set("scale", scale);
+  a.set("values", values);
+  return a;
+}
+
+Tensor stream(const Tensor& x, const Attrs& attrs, std::string_view op) {
+  check_floating(x, op);
+  return dispatch("sparsify_stream", {x.contiguous()}, attrs)[0];
+}
+
+}  // namespace
+
+Tensor threshold_mask(const Tensor& x, double threshold, std::string_view op) {
+  return stream(x, stream_attrs("threshold", threshold, 0.0, 0, 0, 1.0, false), op);
+}
+
+Tensor threshold_values(const Tensor& x, double threshold, std::string_view op) {
+  return stream(x, stream_attrs("threshold", threshold, 0.0, 0, 0, 1.0, true), op);
+}
+
+Tensor random_mask(const Tensor& x, double p, uint64_t seed, uint64_t offset, std::string_view op) {
+  return stream(x, stream_attrs("random", 0.0, p, seed, offset, 1.0, false), op);
+}
+
+Tensor random_values(const Tensor& x, double p, uint64_t seed, uint64_t offset, double scale, std::string_view op) {
+  return stream(x, stream_attrs("random", 0.0, p, seed, offset, scale, true), op);
+}
+
+Tensor topk_mask(const Tensor& keys, int64_t k, bool magnitude, std::string_view op) {
+  check_floating(keys, op);
+  COPPICE_CHECK(k >= 0 && k <= keys.numel(), op, ": cannot keep ", k, " of ", keys.numel(), " elements");
+  COPPICE_CHECK(keys.numel() < INT_MAX, op, ": selects among fewer than 2^31 elements, got ", keys.numel());
+  Attrs a;
+  a.set("k", k);
+  a.set("magnitude", magnitude);
+  return dispatch("sparsify_topk_mask", {widened(keys)}, a)[0];
+}
+
+Tensor block_scores(const Tensor& x, int64_t bh, int64_t bw, bool l1, std::string_view op) {
+  check_floating(x, op);
+  COPPICE_CHECK(x.dim() == 2, op, ": block scores need a 2-D tensor, got shape ", shape_to_string(x.shape()));
+  COPPICE_CHECK(bh > 0 && bw > 0 && x.size(0) % bh == 0 && x.size(1) % bw == 0, op, ": block ", bh, "x", bw,
+                " does not divide the shape ", shape_to_string(x.shape()));
+  Attrs a;
+  a.set("block_rows", bh);
+  a.set("block_cols", bw);
+  a.set("l1", l1);
+  return dispatch("sparsify_block_scores", {widened(x)}, a)[0];
+}
+
+Tensor expand_block_mask(const Tensor& block_mask, int64_t bh, int64_t bw) {
+  const int64_t rb = block_mask.size(0), cb = block_mask.size(1);
+  return block_mask.reshape({rb, 1, cb, 1}).expand({rb, bh, cb, bw}).contiguous().reshape({rb * bh, cb * bw});
+}
+
+Tensor nm_mask(const Tensor& x, int64_t n, int64_t m, int64_t dim, std::string_view op) {
+  check_floating(x, op);
+  COPPICE_CHECK(x.dim() >= 1, op, ": n:m needs at least one dimension, got a 0-d tensor");
+  COPPICE_CHECK(dim >= -x.dim() && dim < x.dim(), op, ": dim ", dim, " is out of range for shape ",
+                shape_to_string(x.shape()));
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
+  COPPICE_CHECK(n >= 1 && n <= m && m <= 256, op, ": needs 1 <= n <= m <= 256, got n = ", n, ", m = ", m);
+  const int64_t size = x.size(d);
+  COPPICE_CHECK(size % m == 0, op, ": m = ", m, " does not divide dim ", d, " of shape ",
+                shape_to_string(x.shape()));
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= x.size(i);
+  for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
+  Attrs a;
+  a.set("n", n);
+  a.set("m", m);
+  const Tensor x3 = widened(x).reshape({outer, size, inner});
+  return dispatch("sparsify_nm_mask", {x3}, a)[0].reshape(x.shape());
+}
+
+}  // namespace coppice::sparsify

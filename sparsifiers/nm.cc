@@ -1,0 +1,42 @@
+// The n:m built-in (builtin.h).
+#include <string>
+
+#include "sparsifiers/builtin.h"
+#include "sparsifiers/mask_ops.h"
+
+namespace coppice {
+
+NmSparsifier::NmSparsifier(int64_t n, int64_t m, int64_t dim) : n_(n), m_(m), dim_(dim) {
+  COPPICE_CHECK(n >= 1 && n <= m && m <= 256, "nm: needs 1 <= n <= m <= 256, got n = ", n, ", m = ", m);
+}
+
+std::string NmSparsifier::describe() const { return str_cat("nm(n=", n_, ", m=", m_, ", dim=", dim_, ")"); }
+
+Tensor NmSparsifier::keep_mask(const Tensor& x, const SparsifyContext&) const {
+  return sparsify::nm_mask(to_dense(x), n_, m_, dim_, describe());
+}
+
+std::string NmSparsifier::format_mismatch(const OutputFormat& format) const {
+  if (format.name != "nm") return Sparsifier::format_mismatch(format);
+  if (dim_ != -1) {
+    return str_cat(describe(), " groups along dim ", dim_,
+                   ", and format 'nm' groups along the last dim: only dim=-1 fits it");
+  }
+  const int64_t n = format.options.n == 0 ? n_ : format.options.n;
+  const int64_t m = format.options.m == 0 ? m_ : format.options.m;
+  if (m != m_ || n < n_) {
+    return str_cat(describe(), " keeps ", n_, " of every ", m_, ", which format 'nm' with n = ", n, ", m = ", m,
+                   " cannot hold (it needs m = ", m_, " and n >= ", n_, ")");
+  }
+  return "";
+}
+
+Tensor NmSparsifier::apply(const Tensor& x, const OutputFormat& format, const SparsifyContext& ctx) const {
+  if (format.name != "nm") return Sparsifier::apply(x, format, ctx);
+  OutputFormat own = format;
+  if (own.options.n == 0) own.options.n = n_;
+  if (own.options.m == 0) own.options.m = m_;
+  return Sparsifier::apply(x, own, ctx);
+}
+
+}  // namespace coppice
