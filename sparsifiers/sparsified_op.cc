@@ -32,14 +32,6 @@ SparsifyContext stage_context(const SparsifyContext& ctx, Site site, size_t slot
   return c;
 }
 
-std::string format_string(const OutputFormat& f) {
-  const FormatOptions& o = f.options;
-  if (o.block_rows > 0)
-    return str_cat(f.name, "(", o.block_rows, "x", o.block_cols > 0 ? o.block_cols : o.block_rows, ")");
-  if (o.n > 0 || o.m > 0) return str_cat(f.name, "(", o.n, ":", o.m, ")");
-  return f.name;
-}
-
 std::string sparsifier_string(const SparsifierPtr& s) { return s ? s->describe() : std::string("keep_all"); }
 
 // The gradient sparsified by `grad`, in the layout autograd wants for an input
@@ -77,14 +69,23 @@ Variable output_stages(const Variable& y, const ValueSparsity& out, const Sparsi
 
 }  // namespace
 
+std::string describe(const OutputFormat& format) {
+  const FormatOptions& o = format.options;
+  if (o.block_rows > 0) {
+    return str_cat(format.name, "(", o.block_rows, "x", o.block_cols > 0 ? o.block_cols : o.block_rows, ")");
+  }
+  if (o.n > 0 || o.m > 0) return str_cat(format.name, "(", o.n, ":", o.m, ")");
+  return format.name;
+}
+
 bool ValueSparsity::keeps_all_dense() const {
   return !inline_sparsifier && !external_sparsifier && temporary_format.name == "dense" &&
          output_format.name == "dense";
 }
 
 std::string ValueSparsity::describe() const {
-  return str_cat("inline=", sparsifier_string(inline_sparsifier), " -> ", format_string(temporary_format),
-                 " -> external=", sparsifier_string(external_sparsifier), " -> ", format_string(output_format));
+  return str_cat("inline=", sparsifier_string(inline_sparsifier), " -> ", coppice::describe(temporary_format),
+                 " -> external=", sparsifier_string(external_sparsifier), " -> ", coppice::describe(output_format));
 }
 
 Variable sparsify_gradient(const Variable& x, const ValueSparsity& grad, const SparsifyContext& ctx) {

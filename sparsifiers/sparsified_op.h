@@ -24,6 +24,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -45,6 +46,8 @@ struct ValueSparsity {
   // "inline=magnitude(sparsity=0.9) -> csr -> external=keep_all -> dense", for errors and logs.
   std::string describe() const;
 };
+
+std::string describe(const OutputFormat& format);  // "csr", "bsr(4x4)", "nm(2:4)"
 
 using OpFn = std::function<std::vector<Variable>(const std::vector<Variable>&)>;
 using SingleOpFn = std::function<Variable(const std::vector<Variable>&)>;

@@ -1,0 +1,66 @@
+#include "sparsifiers/schedule.h"
+
+#include <regex>
+
+#include "tensor/error.h"
+
+namespace coppice {
+
+namespace {
+
+bool same_options(const FormatOptions& a, const FormatOptions& b) {
+  return a.block_rows == b.block_rows && a.block_cols == b.block_cols && a.n == b.n && a.m == b.m;
+}
+
+bool same_format(const OutputFormat& a, const OutputFormat& b) {
+  return a.name == b.name && same_options(a.options, b.options);
+}
+
+bool same_spec(const std::optional<SparsifierSpec>& a, const std::optional<SparsifierSpec>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  return !a || (a->name == b->name && a->params == b->params);
+}
+
+bool same_stage(const StageSpec& a, const StageSpec& b) {
+  return same_spec(a.inline_sparsifier, b.inline_sparsifier) && same_format(a.temporary_format, b.temporary_format) &&
+         same_spec(a.external_sparsifier, b.external_sparsifier) && same_format(a.output_format, b.output_format);
+}
+
+bool same_stages(const std::vector<StageSpec>& a, const std::vector<StageSpec>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!same_stage(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Selector::matches(const std::string& name) const {
+  if (kind == Kind::kExact) return name == pattern;
+  try {
+    return std::regex_match(name, std::regex(pattern, std::regex::ECMAScript));
+  } catch (const std::regex_error& e) {
+    fail("sparsity schedule: regex '", pattern, "' does not parse: ", e.what());
+  }
+}
+
+std::string Selector::describe() const {
+  return kind == Kind::kExact ? str_cat("'", pattern, "'") : str_cat("regex '", pattern, "'");
+}
+
+bool same_settings(const ParameterRule& a, const ParameterRule& b) {
+  return same_spec(a.sparsifier, b.sparsifier) && same_format(a.format, b.format) && a.density == b.density;
+}
+
+bool same_settings(const OutputRule& a, const OutputRule& b) {
+  return same_stages(a.forward, b.forward) && same_stages(a.backward, b.backward);
+}
+
+std::string describe(const SparsifierSpec& spec) {
+  std::string params;
+  for (const auto& [key, value] : spec.params) params += str_cat(params.empty() ? "" : ", ", key, "=", value);
+  return str_cat(spec.name, "(", params, ")");
+}
+
+}  // namespace coppice
