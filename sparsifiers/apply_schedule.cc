@@ -69,12 +69,14 @@ SparsifierPtr initial_sparsifier(const ParameterRule& rule, const std::string& w
   return s;
 }
 
+// A keep-all external stage holds what the inline stage produced.
 ValueSparsity build_stages(const StageSpec& st, const std::string& where) {
   ValueSparsity v;
   if (st.inline_sparsifier) v.inline_sparsifier = build(*st.inline_sparsifier, where + ", inline");
   check_format(v.inline_sparsifier.get(), st.temporary_format, where + ", temporary format");
   if (st.external_sparsifier) v.external_sparsifier = build(*st.external_sparsifier, where + ", external");
-  check_format(v.external_sparsifier.get(), st.output_format, where + ", output format");
+  check_format(v.external_sparsifier ? v.external_sparsifier.get() : v.inline_sparsifier.get(), st.output_format,
+               where + ", output format");
   v.temporary_format = st.temporary_format;
   v.output_format = st.output_format;
   return v;

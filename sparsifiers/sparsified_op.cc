@@ -6,6 +6,7 @@
 #include "autograd/function.h"
 #include "autograd/functions/sparse.h"
 #include "sparse/sparse_impl.h"
+#include "sparsifiers/builtin.h"
 #include "sparsifiers/sparsify_stage.h"
 #include "tensor/error.h"
 
@@ -67,6 +68,22 @@ Variable output_stages(const Variable& y, const ValueSparsity& out, const Sparsi
                         stage_context(ctx, Site::kOutput, slot, Stage::kExternal));
 }
 
+// Refuses, when the op is built, a format that cannot hold what its stage's
+// sparsifier produces (or that does not exist), instead of mid-training. A
+// keep-all external stage holds what the inline stage produced.
+void check_stages(const ValueSparsity& v, const char* what, size_t index) {
+  KeepAllSparsifier keep_all;
+  const Sparsifier* inline_producer = v.inline_sparsifier ? v.inline_sparsifier.get() : &keep_all;
+  const Sparsifier* external_producer = v.external_sparsifier ? v.external_sparsifier.get() : inline_producer;
+  const std::pair<const Sparsifier*, const OutputFormat*> stages[] = {{inline_producer, &v.temporary_format},
+                                                                      {external_producer, &v.output_format}};
+  for (const auto& [producer, format] : stages) {
+    const std::string why = producer->format_mismatch(*format);
+    COPPICE_CHECK(why.empty(), "SparsifiedOp: ", what, " ", index, " (", v.describe(), "): format '", describe(*format),
+                  "' cannot hold what ", producer->describe(), " produces: ", why);
+  }
+}
+
 }  // namespace
 
 std::string describe(const OutputFormat& format) {
@@ -102,6 +119,8 @@ SparsifiedOp::SparsifiedOp(OpFn op, std::vector<ValueSparsity> outputs, std::vec
   COPPICE_CHECK(op_ != nullptr, "SparsifiedOp: the op is empty");
   COPPICE_CHECK(!fused_ || outputs_.size() == 1, "SparsifiedOp: a fused forward needs exactly one output, got ",
                 outputs_.size(), " output specs");
+  for (size_t k = 0; k < outputs_.size(); ++k) check_stages(outputs_[k], "output", k);
+  for (size_t i = 0; i < input_grads_.size(); ++i) check_stages(input_grads_[i], "gradient of input", i);
 }
 
 SparsifiedOp::SparsifiedOp(SingleOpFn op, ValueSparsity output, std::vector<ValueSparsity> input_grads,

@@ -15,7 +15,10 @@
 // (projected onto a sparse input's pattern; dense for a dense input, since
 // autograd keeps a dense variable's gradient dense). A null sparsifier keeps
 // all. Gradients are exact for what is computed: through a forward stage, the
-// gradient of y * mask * scale (sparsify_stage.h).
+// gradient of y * mask * scale (sparsify_stage.h). As the Sparsifier
+// interface says, a sparse value is sparsified through its dense form, so a
+// fraction counts dense entries: magnitude(sparsity=0.5) on the gradient of a
+// 10 %-dense CSR weight keeps all of its stored entries.
 //
 // "Inline" means applied while the value is produced. An op with a fused
 // kernel passes a FusedForward that takes output 0's inline sparsifier and
@@ -64,6 +67,8 @@ class SparsifiedOp {
  public:
   // `outputs`: one entry per output of op, or empty for keep-all dense.
   // `input_grads`: one entry per input, or empty for unchanged gradients.
+  // Throws when a format cannot hold what its stage's sparsifier produces
+  // (Sparsifier::format_mismatch), so that the mistake shows before training.
   SparsifiedOp(OpFn op, std::vector<ValueSparsity> outputs, std::vector<ValueSparsity> input_grads = {},
                FusedForward fused = nullptr);
   // A one-output op.

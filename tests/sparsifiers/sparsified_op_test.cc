@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/fusable.h"
 #include "sparsifiers/fused_relu.h"
+#include "sparsifiers/registry.h"
 #include "sparsifiers/sparsify_stage.h"
 
 namespace coppice {
@@ -407,6 +409,65 @@ TEST(SparsifiedOp, FusedReluToCsr) {
   Variable y0 = sparsified_relu(stages(nullptr, "csr", nullptr, "csr")).call({x});
   EXPECT_EQ(y0.grad_fn()->name(), "ReluToCsrBackward");
   EXPECT_EQ(nnz(y0.value()), static_cast<int64_t>(sum(gt(x.value(), 0.0).to(DType::kF64)).item()));
+}
+
+// The built-in sparsifiers (registry.h) in sparsified ops: threshold fuses
+// into relu_to_csr, n:m into the "nm" format, block magnitude into BSR,
+// random with rescale scales values and gradients.
+TEST(SparsifiedOp, BuiltinSparsifiers) {
+  auto make = [](const char* name, std::map<std::string, std::string> params) {
+    return make_sparsifier({name, std::move(params)});
+  };
+  Variable x = param(randn_away({6, 8}, 0.2), "x");
+  Variable y = sparsified_relu(stages(make("threshold", {{"threshold", "0.2"}}), "csr", nullptr, "csr")).call({x});
+  EXPECT_EQ(y.grad_fn()->name(), "ReluToCsrBackward");
+  EXPECT_EQ(nnz(y.value()), static_cast<int64_t>(sum(gt(x.value(), 0.2).to(DType::kF64)).item()));
+
+  V in = {param(randn64({4, 6}), "x"), param(randn64({8, 6}), "w"), param(randn64({8}), "b")};
+  ValueSparsity nm = stages(make("nm", {{"n", "2"}, {"m", "4"}}), "nm", nullptr, "nm");
+  nm.temporary_format.options = nm.output_format.options = FormatOptions::nm(2, 4);
+  check_forward(linear_op(), in, nm);
+  EXPECT_EQ(std::string(SparsifiedOp(linear_op(), nm).call(in).value().format()), "nm");
+
+  ValueSparsity block =
+      stages(make("block_magnitude", {{"sparsity", "0.5"}, {"block_rows", "2"}}), "bsr", nullptr, "bsr");
+  block.temporary_format.options = block.output_format.options = FormatOptions::block(2);
+  check_forward(linear_op(), in, block);
+  check_backward(linear_op(), in, {{}, block, {}});
+
+  SparsifiedOp dropout([](const V& v) { return mul(v[0], 1.0); },
+                       stages(make("random", {{"sparsity", "0.5"}, {"rescale", "true"}}), "dense", nullptr, "dense"));
+  SparsifyContext ctx{1, 2, 3, 0};
+  Variable d = dropout.call({x}, ctx);
+  Tensor kept = ne(d.value(), 0.0);
+  expect_close(d.value(), where(kept, mul(x.value(), 2.0), zeros_like(x.value())), "random, rescaled");
+  EXPECT_GRADCHECK([&](const V& v) { return dropout.call(v, ctx); }, {x});
+}
+
+TEST(SparsifiedOp, RefusesFormatsThatCannotHoldTheStage) {
+  SingleOpFn identity = [](const V& in) { return mul(in[0], 1.0); };
+  OutputFormat nm24{"nm", FormatOptions::nm(2, 4)};
+  auto message = [&](ValueSparsity v, bool grad) {
+    try {
+      if (grad) {
+        SparsifiedOp(identity, ValueSparsity{}, {v});
+      } else {
+        SparsifiedOp(identity, v);
+      }
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // Magnitude keeps any pattern: "nm" cannot hold it, for an output or a gradient.
+  EXPECT_NE(message({top(0.5), nm24, nullptr, {}}, false).find("SparsifiedOp: output 0"), std::string::npos);
+  EXPECT_NE(message({nullptr, {}, top(0.5), nm24}, true).find("SparsifiedOp: gradient of input 0"), std::string::npos);
+  EXPECT_NE(message({nullptr, {"nonesuch", {}}, nullptr, {}}, false).find("unknown format 'nonesuch'"),
+            std::string::npos);
+  EXPECT_NE(message({nullptr, {"bsr", {}}, nullptr, {}}, false).find("block shape"), std::string::npos);
+  // An n:m inline stage followed by keep-all: "nm" holds it.
+  SparsifierPtr nm = make_sparsifier({"nm", {{"n", "2"}, {"m", "4"}}});
+  EXPECT_EQ(message({nm, nm24, nullptr, nm24}, false), "");
 }
 
 TEST(SparsifiedOp, Errors) {
