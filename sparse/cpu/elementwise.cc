@@ -13,13 +13,12 @@
 
 #include "sparse/convert.h"
 #include "sparse/cpu/util.h"
+#include "sparse/stored_positions.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cpu {
 namespace {
-
-constexpr std::string_view kZeroPreservingUnary[] = {"neg", "abs", "sign", "relu", "sqrt", "tanh", "erf", "gelu"};
 
 // A row-major flat position in `shape` as an element offset under `strides`
 // (0 along broadcast dims).
@@ -45,34 +44,16 @@ void check_cpu(const std::vector<Tensor>& in, std::string_view op) {
   }
 }
 
-Kernel unary_kernel(std::string op) {
-  return [op](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
-    COPPICE_CHECK(in.size() == 1, op, ": expected 1 input, got ", in.size());
-    return {with_values(in[0], dispatch(op, {values(in[0])}, attrs)[0])};
-  };
-}
+using sparse_kernels::SparseDensePair;
 
-// Checks a (sparse, dense) pair in either order and names the sparse one.
-struct Pair {
-  Tensor sparse, dense;
-  bool sparse_first;
-};
-
-Pair sparse_dense_pair(const std::vector<Tensor>& in, std::string_view op) {
-  check_inputs(in, 2, op);
+SparseDensePair sparse_dense_pair(const std::vector<Tensor>& in, std::string_view op) {
   check_cpu(in, op);
-  Pair p{in[0], in[1], true};
-  if (in[0].is_dense()) p = {in[1], in[0], false};
-  const Shape out = broadcast_shapes(in[0].shape(), in[1].shape(), op);
-  COPPICE_CHECK(out == p.sparse.shape(), op, ": the sparse operand ", shape_to_string(p.sparse.shape()),
-                " would have to broadcast to ", shape_to_string(out),
-                "; sparse operands do not broadcast (expand the dense one's shape, or convert to dense)");
-  return p;
+  return sparse_kernels::sparse_dense_pair(in, op);
 }
 
 // values(s) op d sampled at the stored positions, as with_values(s, ...).
 template <typename Op>
-Tensor sample(const Pair& p, std::string_view op_name, const Op& op) {
+Tensor sample(const SparseDensePair& p, std::string_view op_name, const Op& op) {
   const Tensor& s = p.sparse;
   const Tensor vals = values(s).contiguous();
   Tensor out = Tensor::empty(vals.shape(), vals.options());
@@ -101,29 +82,21 @@ Tensor sample(const Pair& p, std::string_view op_name, const Op& op) {
 }
 
 std::vector<Tensor> mul_kernel(const std::vector<Tensor>& in, const Attrs&) {
-  const Pair p = sparse_dense_pair(in, "mul");
+  const SparseDensePair p = sparse_dense_pair(in, "mul");
   if (p.dense.numel() == 1) return {with_values(p.sparse, mul(values(p.sparse), p.dense.reshape({})))};
   return {sample(p, "mul", [](auto a, auto b) { return a * b; })};
 }
 
 std::vector<Tensor> div_kernel(const std::vector<Tensor>& in, const Attrs&) {
-  const Pair p = sparse_dense_pair(in, "div");
+  const SparseDensePair p = sparse_dense_pair(in, "div");
   if (p.dense.numel() == 1) return {with_values(p.sparse, div(values(p.sparse), p.dense.reshape({})))};
   return {sample(p, "div", [](auto a, auto b) { return a / b; })};
-}
-
-std::vector<Tensor> pow_kernel(const std::vector<Tensor>& in, const Attrs&) {
-  const Pair p = sparse_dense_pair(in, "pow");
-  COPPICE_CHECK(p.sparse_first && p.dense.numel() == 1 && p.dense.item() > 0,
-                "pow: a sparse base takes one positive "
-                "exponent (0 ** e is 0 only for e > 0); convert to dense for other exponents");
-  return {with_values(p.sparse, pow(values(p.sparse), p.dense.reshape({})))};
 }
 
 // Dense result: the dense operand (negated for sparse - dense) plus or minus
 // the stored values at their positions (duplicates of a COO add).
 std::vector<Tensor> add_sub(const std::vector<Tensor>& in, bool subtract, std::string_view op) {
-  const Pair p = sparse_dense_pair(in, op);
+  const SparseDensePair p = sparse_dense_pair(in, op);
   const Tensor& s = p.sparse;
   Tensor out = Tensor::empty(s.shape(), s.options());
   out.copy_(subtract && p.sparse_first ? neg(p.dense) : p.dense);
@@ -151,20 +124,6 @@ std::vector<Tensor> add_sub(const std::vector<Tensor>& in, bool subtract, std::s
     }
   });
   return {out};
-}
-
-// COO +- COO: both entry lists, one after the other.
-std::vector<Tensor> coo_concat(const std::vector<Tensor>& in, bool subtract, std::string_view op) {
-  check_inputs(in, 2, op);
-  check_cpu(in, op);
-  COPPICE_CHECK(in[0].shape() == in[1].shape(), op, ": sparse operands must have one shape (no broadcasting), got ",
-                shape_to_string(in[0].shape()), " and ", shape_to_string(in[1].shape()));
-  const CooImpl& a = coo_impl(in[0], op);
-  const CooImpl& b = coo_impl(in[1], op);
-  Tensor idx = cat({a.indices(), b.indices()}, 1);
-  Tensor vals = cat({a.values(), subtract ? neg(b.values()) : b.values()}, 0);
-  const bool coalesced = a.nnz() + b.nnz() <= 1;
-  return {Tensor(std::make_shared<CooImpl>(idx, vals, in[0].shape(), coalesced, new_pattern_version()))};
 }
 
 // "sum": attrs dims (the reduced dims, normalized; empty = all) and keepdim.
@@ -241,29 +200,28 @@ std::vector<Tensor> sum_kernel(const std::vector<Tensor>& in, const Attrs& attrs
   return {out.to(s.dtype()).reshape(out_shape)};
 }
 
-std::vector<Tensor> transpose_kernel(const std::vector<Tensor>& in, const Attrs&) {
-  COPPICE_CHECK(in.size() == 1, "transpose: expected 1 input, got ", in.size());
-  return {sparse_transpose(in[0])};
-}
-
 const bool kRegistered = [] {
   for (const std::string& f : builtin_formats()) {
-    for (std::string_view op : kZeroPreservingUnary) register_cpu(op, {{f}}, unary_kernel(std::string(op)));
+    for (const std::string& op : sparse_kernels::zero_preserving_unary_ops()) {
+      register_cpu(op, {{f}}, sparse_kernels::unary_on_values(op));
+    }
     register_cpu("mul", {{f, "dense"}, {"dense", f}}, mul_kernel);
     register_cpu("div", {{f, "dense"}}, div_kernel);
-    register_cpu("pow", {{f, "dense"}}, pow_kernel);
+    register_cpu("pow", {{f, "dense"}}, sparse_kernels::pow_on_values);
     register_cpu("add", {{f, "dense"}, {"dense", f}},
                  [](const std::vector<Tensor>& in, const Attrs&) { return add_sub(in, false, "add"); });
     register_cpu("sub", {{f, "dense"}, {"dense", f}},
                  [](const std::vector<Tensor>& in, const Attrs&) { return add_sub(in, true, "sub"); });
     register_cpu("sum", {{f}}, sum_kernel);
-    register_cpu("transpose", {{f}}, transpose_kernel);
+    register_cpu("transpose", {{f}}, sparse_kernels::transpose);
   }
-  register_cpu("transpose", {{"dense"}}, transpose_kernel);
+  register_cpu("transpose", {{"dense"}}, sparse_kernels::transpose);
   register_cpu("add", {{"coo", "coo"}},
-               [](const std::vector<Tensor>& in, const Attrs&) { return coo_concat(in, false, "add"); });
+               [](const std::vector<Tensor>& in, const Attrs&) { check_cpu(in, "add");
+                 return sparse_kernels::coo_concat(in, false, "add"); });
   register_cpu("sub", {{"coo", "coo"}},
-               [](const std::vector<Tensor>& in, const Attrs&) { return coo_concat(in, true, "sub"); });
+               [](const std::vector<Tensor>& in, const Attrs&) { check_cpu(in, "sub");
+                 return sparse_kernels::coo_concat(in, true, "sub"); });
   return true;
 }();
 

@@ -8,6 +8,7 @@
 #include "sparse/convert.h"
 #include "sparse/cpu/spmm_kernels.h"
 #include "sparse/cpu/util.h"
+#include "sparse/stored_positions.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cpu {

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sparse/ops/value_kernels.h"
 #include "tensor/dispatcher.h"
 #include "tensor/tensor.h"
 
@@ -21,19 +22,9 @@ void check_matrix(const Tensor& t, std::string_view op, std::string_view what);
 // Throws naming `op` unless the inputs are exactly `n` and share a floating dtype.
 void check_inputs(const std::vector<Tensor>& in, size_t n, std::string_view op);
 
-// For every element of values(t) (row-major over its contiguous storage),
-// the row-major flat position it stores in t's shape, or -1 where it stores
-// nothing (Blocked-ELL padding, masked-out elements). Index parts are read on
-// the CPU; an uncoalesced COO may repeat positions.
-std::vector<int64_t> stored_positions(const Tensor& t);
-
 // Registers `kernel` for `op` on the CPU under each list of formats.
 void register_cpu(std::string_view op, const std::vector<std::vector<std::string>>& formats, const Kernel& kernel);
 
-// The sparse formats built into sparse/ (ARCHITECTURE.md, Formats).
-inline const std::vector<std::string>& builtin_formats() {
-  static const std::vector<std::string> f = {"coo", "csr", "csc", "bsr", "blocked_ell", "nm", "masked"};
-  return f;
-}
+using sparse_kernels::builtin_formats;
 
 }  // namespace coppice::sparse_cpu

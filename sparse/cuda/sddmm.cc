@@ -1,7 +1,17 @@
-// SDDMM on CUDA through cuSPARSE: "sddmm"(a [m, k], b [k, n], csr pattern
+// SDDMM on CUDA through cuSPARSE: "sddmm"(a [m, k], b [k, n], pattern
 // [m, n]) = (a @ b) at the pattern's stored positions, as with_values(pattern,
-// ...): the pattern's format and version (sparse/ops.h). Other pattern
-// formats take the dispatcher's counted dense fallback.
+// ...): the pattern's format and version (sparse/ops.h), for every format:
+//   csr          cuSPARSE directly;
+//   csc          the CSR of the transpose over the same arrays: (a b)^T =
+//                b^T a^T sampled there gives the values in CSC order as is;
+//   masked       computed densely (where the mask holds), by design;
+//   (the rest)   through csr_view.h: sampled at the pattern as CSR, then the
+//                values put back in the format's slot order (an uncoalesced
+//                COO's duplicates each get the product; padding gets 0).
+// Above a density (dense_route_min_density, measured), any format takes the
+// dense route instead: cuBLAS computes a @ b whole and the values are
+// gathered at the stored positions, which is several times faster than
+// cuSPARSE's SDDMM there, at the cost of an [m, n] temporary (capped).
 //
 // cusparseSDDMM computes C = alpha (op(A) op(B)) o spy(C) + beta C with A, B
 // dense row-major and C CSR; C's values start at zero (beta = 0 would not
@@ -15,10 +25,13 @@
 #include <cusparse.h>
 
 #include <climits>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "sparse/csr.h"
+#include "sparse/masked.h"
+#include "sparse/cuda/csr_view.h"
 #include "sparse/cuda/cusparse_internal.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/dispatcher.h"
@@ -27,8 +40,10 @@
 namespace coppice::sparse_cuda {
 namespace {
 
-std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
-  constexpr std::string_view op = "sddmm";
+constexpr std::string_view kOp = "sddmm";
+
+void check_operands(const std::vector<Tensor>& in) {
+  constexpr std::string_view op = kOp;
   COPPICE_CHECK(in.size() == 3, op, ": expected 3 inputs (a, b, pattern), got ", in.size());
   const Tensor& pattern = in[2];
   for (const Tensor& t : in) {
@@ -49,13 +64,20 @@ std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
   for (int64_t v : {m, k, n, nnz(pattern)}) {
     COPPICE_CHECK(v <= INT_MAX, op, ": size ", v, " exceeds cuSPARSE's 32-bit index limit");
   }
+}
+
+// SDDMM at a CSR pattern: the values, in the pattern's order and dtype.
+Tensor csr_sddmm(const Tensor& a_in, const Tensor& b_in, const Tensor& pattern) {
+  constexpr std::string_view op = kOp;
+  const DType dtype = pattern.dtype();
+  const int64_t m = a_in.size(0), k = a_in.size(1), n = b_in.size(1);
   const CompressedImpl& c = csr_impl(pattern, op);
   const int64_t nz = c.nnz();
   const DType compute_dtype = (dtype == DType::kBF16 || dtype == DType::kF16) ? DType::kF32 : dtype;
   const TensorOptions opts(compute_dtype, pattern.device());
   Tensor out = zeros({nz}, opts);
-  if (nz == 0 || k == 0) return {with_values(pattern, out.to(dtype))};
-  const Tensor a = in[0].to(compute_dtype).contiguous(), b = in[1].to(compute_dtype).contiguous();
+  if (nz == 0 || k == 0) return out.to(dtype);
+  const Tensor a = a_in.to(compute_dtype).contiguous(), b = b_in.to(compute_dtype).contiguous();
   const int device = pattern.device().index;
   const cudaDataType_t type = cuda_type(compute_dtype);
   const cusparseOperation_t no_t = CUSPARSE_OPERATION_NON_TRANSPOSE;
@@ -92,11 +114,66 @@ std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
   check_cusparse(cusparseSDDMM(handle, no_t, no_t, alpha, plan.dense[0], plan.dense[1], beta, plan.sparse, type, alg,
                                plan.workspace),
                  op, "cusparseSDDMM");
-  return {with_values(pattern, out.to(dtype))};
+  return out.to(dtype);
+}
+
+// The density from which the dense route is taken. Measured on an H100
+// (docs/benchmarks.md, sddmm suite, 4096^3 f32): cuSPARSE's SDDMM took 13.2
+// ms at 10% density and 4.5 ms at 1%, cuBLAS's whole a @ b 2.7 ms, so the
+// dense route wins down to below 1% density; on LeNet-sized shapes (below
+// 0.1 ms) launch overheads decide and the two are close. COPPICE_SDDMM_DENSE_DENSITY
+// overrides it (read on every call, so a benchmark can compare both routes;
+// above 1 turns the dense route off).
+double dense_route_min_density() {
+  const char* env = std::getenv("COPPICE_SDDMM_DENSE_DENSITY");
+  return env != nullptr ? std::atof(env) : 0.005;
+}
+
+// The dense route's temporary a @ b is capped, so that a huge sparse
+// pattern never allocates its dense size.
+constexpr int64_t kDenseRouteMaxBytes = int64_t{1} << 30;
+
+bool take_dense_route(const Tensor& pattern) {
+  const int64_t bytes = pattern.numel() * static_cast<int64_t>(dtype_size(pattern.dtype()));
+  return bytes <= kDenseRouteMaxBytes && nnz(pattern) > 0 && density(pattern) >= dense_route_min_density();
+}
+
+// (a @ b) by cuBLAS, gathered at every slot's position (0 where none).
+Tensor dense_route_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
+  const Tensor product = matmul(a, b).reshape({pattern.numel()});
+  const Tensor vals = values(pattern);
+  const Tensor pos = device_positions(pattern, kOp);
+  const Tensor stored = ge(pos, 0.0);
+  const Tensor sampled = index_select(product, 0, where(stored, pos, zeros_like(pos)));
+  return where(stored, sampled, zeros_like(sampled)).reshape(vals.shape());
+}
+
+std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
+  check_operands(in);
+  const Tensor &a = in[0], &b = in[1], &pattern = in[2];
+  if (pattern.layout() != Layout::kMasked && take_dense_route(pattern)) {
+    return {with_values(pattern, dense_route_values(a, b, pattern))};
+  }
+  switch (pattern.layout()) {
+    case Layout::kCsr:
+      return {with_values(pattern, csr_sddmm(a, b, pattern))};
+    case Layout::kCsc:
+      return {with_values(pattern, csr_sddmm(b.t(), a.t(), transpose_compressed(pattern)))};
+    case Layout::kMasked: {
+      const Tensor product = matmul(a, b);
+      return {with_values(pattern, where(masked_impl(pattern, kOp).mask(), product, zeros_like(product)))};
+    }
+    default: {
+      const Tensor view = csr_view(pattern, kOp);
+      return {with_values(pattern, values_from_csr_order(pattern, csr_sddmm(a, b, view), kOp))};
+    }
+  }
 }
 
 const bool kRegistered = [] {
-  Dispatcher::instance().register_kernel("sddmm", DeviceType::kCuda, {"dense", "dense", "csr"}, sddmm);
+  for (const char* f : {"csr", "coo", "csc", "bsr", "blocked_ell", "nm", "masked"}) {
+    Dispatcher::instance().register_kernel("sddmm", DeviceType::kCuda, {"dense", "dense", f}, sddmm);
+  }
   return true;
 }();
 

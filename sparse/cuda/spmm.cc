@@ -1,34 +1,33 @@
-// SpMM on CUDA through cuSPARSE (sparse/ops.h has the table):
-//   csr, coo:     "matmul" (fmt, dense), (dense, fmt); "linear" (dense, fmt), (fmt, dense)
-//   blocked_ell:  "matmul" (blocked_ell, dense); "linear" (dense, blocked_ell),
-//                 (blocked_ell, dense). cuSPARSE's Blocked-ELL SpMM takes no
-//                 transposed sparse operand, so matmul (dense, blocked_ell) is
-//                 not registered (counted dense fallback); and where cuSPARSE
-//                 refuses a Blocked-ELL dtype on this GPU (NOT_SUPPORTED) the
-//                 kernel computes densely (to_dense, then the cuBLAS product).
-// Other formats (csc, bsr, nm, masked) are not registered here and take the
-// dispatcher's counted dense fallback.
+// SpMM on CUDA for every format of sparse/, in both directions (sparse/ops.h
+// has the table): "matmul" (fmt, dense), (dense, fmt); "linear" (dense, fmt),
+// (fmt, dense). How each format gets there:
+//   csr, coo      cuSPARSE directly (COO coalesced first, its i64 indices
+//                 narrowed to i32 once per pattern version);
+//   csc           the CSR of the transpose over the same arrays (free), with
+//                 the product's transpose flipped;
+//   blocked_ell   cuSPARSE's Blocked-ELL SpMM for bf16/f16 where the sparse
+//                 operand is not transposed (it takes no transposed operand,
+//                 and computes f32 in TF32, which would be a silent loss of
+//                 precision); otherwise as below;
+//   bsr, nm       A @ X by the own kernels of block_spmm.cc (registered
+//                 there); the other directions as below;
+//   (the rest)    through csr_view.h: the pattern as CSR, cached per version,
+//                 values gathered into CSR order on each call;
+//   masked        computed densely (values where the mask holds), by design.
 //
 // cuSPARSE computes C = op(A) @ B with A sparse and B, C dense, in row- or
 // column-major order. A row-major [r, c] matrix read column-major is its
 // transpose, which gives every direction without materializing a transpose
-// of the sparse operand:
-//   A @ X       (A [m, k] sparse, X [k, n]):  op(A) = A, B = X, C = Y, all row-major.
-//   X @ A       (X [m, k], A [k, n] sparse):  Y^T = A^T X^T: op(A) = A^T, and
-//               X, Y read column-major as X^T [k, m], Y^T [n, m].
-//   x @ W^T     (linear, W [out, in] sparse): Y^T = W x^T: op(A) = A, x and Y
-//               read column-major (no transpose at all, deterministic).
-//   S @ w^T     (linear with a sparse input S): w^T made contiguous, then A @ X.
-// cuSPARSE warns that a transposed sparse operand may give run-to-run
-// differences in the last bits (X @ A only).
-//
-// Indices are i32 (CSR's own arrays; COO's i64 rows and columns converted
-// once per pattern version by coo_indices.cu and kept in the cached plan;
-// rows and columns fit in i32, so the narrowing is exact). COO operands are
-// coalesced first (as on the CPU: duplicates summed, rows sorted). f32 and
-// f64 compute in their own type; bf16/f16 run with CUDA_R_32F compute, and
-// where cuSPARSE refuses a half-precision combination (NOT_SUPPORTED) the
-// operands are converted to f32 and the result rounded once.
+// of the sparse operand S:
+//   S @ X      op(A) = S, B = X, C = Y, all row-major.
+//   S^T @ X    op(A) = S^T, all row-major.
+//   X @ S      Y^T = S^T X^T: op(A) = S^T, X and Y read column-major.
+//   X @ S^T    Y^T = S X^T: op(A) = S, X and Y read column-major (linear).
+// A transposed sparse operand makes cuSPARSE scatter into C with atomics in
+// C's type (run-to-run differences in the last bits; in bf16/f16, sums
+// rounded at every step), so bf16/f16 products with a transposed operand
+// compute in f32 and round once, as do half-precision combinations cuSPARSE
+// refuses (NOT_SUPPORTED). f32 and f64 compute in their own type.
 //
 // Algorithm: CUSPARSE_SPMM_ALG_DEFAULT, which supports every order and
 // transpose used here (CSR_ALG2 is row-major only).
@@ -44,6 +43,7 @@
 #include "sparse/coo.h"
 #include "sparse/csr.h"
 #include "sparse/cuda/coo_indices.h"
+#include "sparse/cuda/csr_view.h"
 #include "sparse/cuda/cusparse_internal.h"
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/cuda_check.h"
@@ -183,7 +183,21 @@ void run_spmm(const SparseOperand& s, bool trans_a, cusparseOrder_t order, const
                  op, "cusparseSpMM");
 }
 
-enum class Product { kSparseDense, kDenseSparse, kDenseSparseT };
+// The four products with one sparse operand S and one dense X.
+enum class Product { kSparseDense, kSparseTDense, kDenseSparse, kDenseSparseT };
+
+bool transposes_sparse(Product p) { return p == Product::kSparseTDense || p == Product::kDenseSparse; }
+
+// The same product with S replaced by S^T.
+Product with_sparse_transposed(Product p) {
+  switch (p) {
+    case Product::kSparseDense: return Product::kSparseTDense;
+    case Product::kSparseTDense: return Product::kSparseDense;
+    case Product::kDenseSparse: return Product::kDenseSparseT;
+    case Product::kDenseSparseT: return Product::kDenseSparse;
+  }
+  fail("spmm: internal: unknown product");
+}
 
 void check_operands(const std::vector<Tensor>& in, std::string_view op) {
   COPPICE_CHECK(in.size() == 2, op, ": expected 2 inputs, got ", in.size());
@@ -199,37 +213,41 @@ void check_operands(const std::vector<Tensor>& in, std::string_view op) {
                 " operands are not supported (f32, f64, bf16, f16)");
 }
 
-// kSparseDense: A @ X. kDenseSparse: X @ A. kDenseSparseT: X @ A^T (linear).
+// The product on dense tensors (masked operands, and Blocked-ELL dtypes no
+// sparse kernel takes).
+Tensor dense_product(const Tensor& s, const Tensor& x, Product product) {
+  switch (product) {
+    case Product::kSparseDense: return matmul(s, x);
+    case Product::kSparseTDense: return matmul(s.t(), x);
+    case Product::kDenseSparse: return matmul(x, s);
+    case Product::kDenseSparseT: return matmul(x, s.t());
+  }
+  fail("spmm: internal: unknown product");
+}
+
 Tensor spmm_in(const SparseOperand& s, const Tensor& x_in, Product product, std::string_view op) {
   const Tensor x = x_in.contiguous();
   const int64_t xr = checked_i32(x.size(0), op, "dense rows"), xc = checked_i32(x.size(1), op, "dense columns");
-  Shape out_shape;
-  int64_t inner = 0;
-  if (product == Product::kSparseDense) {
-    COPPICE_CHECK(xr == s.cols, op, ": inner dimensions differ: sparse a is ", shape_to_string(s.a.shape()),
-                  ", dense b is ", shape_to_string(x.shape()));
-    out_shape = {s.rows, xc};
-    inner = s.cols;
-  } else {
-    inner = product == Product::kDenseSparse ? s.rows : s.cols;
-    COPPICE_CHECK(xc == inner, op, ": inner dimensions differ: dense ", shape_to_string(x.shape()), " and sparse ",
-                  shape_to_string(s.a.shape()), product == Product::kDenseSparseT ? " (transposed)" : "");
-    out_shape = {xr, product == Product::kDenseSparse ? s.cols : s.rows};
-  }
+  const bool sparse_left = product == Product::kSparseDense || product == Product::kSparseTDense;
+  const bool trans = transposes_sparse(product);
+  // Both sides compute op(S) [op_rows, op_cols] times a dense operand: X on
+  // the left is read column-major as X^T [xc, xr] (the header's table).
+  const int64_t op_rows = trans ? s.cols : s.rows, op_cols = trans ? s.rows : s.cols;
+  const int64_t x_inner = sparse_left ? xr : xc;
+  const bool stated_transposed = product == Product::kSparseTDense || product == Product::kDenseSparseT;
+  COPPICE_CHECK(x_inner == op_cols, op, ": inner dimensions differ: sparse ", shape_to_string(s.a.shape()),
+                stated_transposed ? " (transposed)" : "", " and dense ", shape_to_string(x.shape()),
+                sparse_left ? " on the right" : " on the left");
+  const Shape out_shape = sparse_left ? Shape{op_rows, xc} : Shape{xr, op_rows};
+  const int64_t inner = op_cols;
   if (shape_numel(out_shape) == 0) return Tensor::empty(out_shape, x.options());
   if (s.nnz == 0 || inner == 0) return zeros(out_shape, x.options());
   Tensor out = Tensor::empty(out_shape, x.options());
   const int64_t n = out_shape[1];
-  switch (product) {
-    case Product::kSparseDense:
-      run_spmm(s, false, CUSPARSE_ORDER_ROW, x, {xr, xc, xc}, out, {out_shape[0], n, n}, op);
-      break;
-    case Product::kDenseSparse:  // Y^T [n, m] = A^T [n, k] X^T [k, m], column-major
-      run_spmm(s, true, CUSPARSE_ORDER_COL, x, {xc, xr, xc}, out, {n, xr, n}, op);
-      break;
-    case Product::kDenseSparseT:  // Y^T [out, m] = A [out, in] X^T [in, m], column-major
-      run_spmm(s, false, CUSPARSE_ORDER_COL, x, {xc, xr, xc}, out, {n, xr, n}, op);
-      break;
+  if (sparse_left) {
+    run_spmm(s, trans, CUSPARSE_ORDER_ROW, x, {xr, xc, xc}, out, {out_shape[0], n, n}, op);
+  } else {  // Y^T = op(S) X^T, column-major
+    run_spmm(s, trans, CUSPARSE_ORDER_COL, x, {xc, xr, xc}, out, {n, xr, n}, op);
   }
   return out;
 }
@@ -238,36 +256,52 @@ bool not_supported(const Error& e) {
   return std::string(e.what()).find("CUSPARSE_STATUS_NOT_SUPPORTED") != std::string::npos;
 }
 
-Tensor spmm(const Tensor& a, const Tensor& x, Product product, std::string_view op) {
+// The product in f32, rounded once to s's dtype.
+Tensor spmm_in_f32(const SparseOperand& s, const Tensor& x, Product product, std::string_view op) {
+  SparseOperand s32 = s;
+  s32.values = s.values.to(DType::kF32);
+  s32.a = with_values(s.a, s32.values);
+  return spmm_in(s32, x.to(DType::kF32), product, op).to(s.values.dtype());
+}
+
+// cuSPARSE on CSR, COO or Blocked-ELL `a`, with the precision rules above.
+Tensor cusparse_spmm(const Tensor& a, const Tensor& x, Product product, std::string_view op) {
   const SparseOperand s = sparse_operand(a, op);
   const DType dtype = s.values.dtype();
-  if (s.kind == Kind::kEll) {
-    try {
-      return spmm_in(s, x, product, op);
-    } catch (const Error& e) {
-      if (!not_supported(e)) throw;
-    }
-    // No Blocked-ELL kernel for this dtype on this GPU: compute densely.
-    const Tensor dense = to_dense(s.a);
-    switch (product) {
-      case Product::kSparseDense: return matmul(dense, x);
-      case Product::kDenseSparse: return matmul(x, dense);
-      case Product::kDenseSparseT: return matmul(x, dense.t());
-    }
-    fail(op, ": internal: unknown product");
-  }
-  if (dtype != DType::kBF16 && dtype != DType::kF16) return spmm_in(s, x, product, op);
+  const bool half = dtype == DType::kBF16 || dtype == DType::kF16;
+  if (half && transposes_sparse(product)) return spmm_in_f32(s, x, product, op);
+  if (!half) return spmm_in(s, x, product, op);
   try {
     return spmm_in(s, x, product, op);
   } catch (const Error& e) {
     if (!not_supported(e)) throw;
   }
-  // This GPU or cuSPARSE has no half-precision kernel for the combination:
-  // compute in f32 (the CPU twin does the same), round once.
-  SparseOperand s32 = s;
-  s32.values = s.values.to(DType::kF32);
-  s32.a = with_values(s.a, s32.values);
-  return spmm_in(s32, x.to(DType::kF32), product, op).to(dtype);
+  return spmm_in_f32(s, x, product, op);
+}
+
+Tensor spmm(const Tensor& a, const Tensor& x, Product product, std::string_view op) {
+  switch (a.layout()) {
+    case Layout::kCsr:
+    case Layout::kCoo:
+      return cusparse_spmm(a, x, product, op);
+    case Layout::kCsc:  // the CSR of a^T over the same arrays
+      return cusparse_spmm(transpose_compressed(a), x, with_sparse_transposed(product), op);
+    case Layout::kMasked:
+      return dense_product(to_dense(a), x, product);
+    case Layout::kBlockedEll: {
+      const bool half = a.dtype() == DType::kBF16 || a.dtype() == DType::kF16;
+      if (half && !transposes_sparse(product)) {
+        try {
+          return spmm_in(sparse_operand(a, op), x, product, op);
+        } catch (const Error& e) {
+          if (!not_supported(e)) throw;
+        }
+      }
+      return cusparse_spmm(csr_view(a, op), x, product, op);
+    }
+    default:
+      return cusparse_spmm(csr_view(a, op), x, product, op);
+  }
 }
 
 std::vector<Tensor> matmul_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
@@ -293,16 +327,16 @@ std::vector<Tensor> linear_sparse_dense(const std::vector<Tensor>& in, const Att
 
 const bool kRegistered = [] {
   Dispatcher& d = Dispatcher::instance();
-  for (const char* f : {"csr", "coo"}) {
-    d.register_kernel("matmul", DeviceType::kCuda, {f, "dense"}, matmul_sparse_dense);
+  for (const char* f : {"csr", "coo", "csc", "bsr", "blocked_ell", "nm", "masked"}) {
+    const std::string_view name(f);
+    const bool own_kernel = name == "bsr" || name == "nm";  // (f, dense): block_spmm.cc
+    if (!own_kernel) {
+      d.register_kernel("matmul", DeviceType::kCuda, {f, "dense"}, matmul_sparse_dense);
+      d.register_kernel("linear", DeviceType::kCuda, {f, "dense"}, linear_sparse_dense);
+    }
     d.register_kernel("matmul", DeviceType::kCuda, {"dense", f}, matmul_dense_sparse);
     d.register_kernel("linear", DeviceType::kCuda, {"dense", f}, linear_dense_sparse);
-    d.register_kernel("linear", DeviceType::kCuda, {f, "dense"}, linear_sparse_dense);
   }
-  // Not (dense, blocked_ell): that needs a transposed Blocked-ELL operand.
-  d.register_kernel("matmul", DeviceType::kCuda, {"blocked_ell", "dense"}, matmul_sparse_dense);
-  d.register_kernel("linear", DeviceType::kCuda, {"dense", "blocked_ell"}, linear_dense_sparse);
-  d.register_kernel("linear", DeviceType::kCuda, {"blocked_ell", "dense"}, linear_sparse_dense);
   return true;
 }();
 

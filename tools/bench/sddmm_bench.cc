@@ -3,6 +3,11 @@
 // A @ B; 2 nnz k flops per call. Shapes: m = n = 4096 with k = 4096 on CUDA
 // and k = 256 on the CPU (--size N: N everywhere), and the LeNet-300-100
 // weight gradients (pattern [out, in], k = batch 256: sddmm(dy, x^T, W)).
+// On CUDA the big shape runs again as "sddmm_cusparse" with the dense route
+// off, so both routes of sparse/cuda/sddmm.cc are measured side by side.
+#include <cstdlib>
+#include <string>
+
 #include "sparse/ops.h"
 #include "tensor/ops.h"
 #include "tools/bench/suites.h"
@@ -11,20 +16,30 @@ namespace coppice::bench {
 
 namespace {
 
-SparseBench sddmm_case(int64_t m, int64_t k, int64_t n) {
+// route "" is the library's choice; "cusparse" turns the CUDA dense route off
+// (sparse/cuda/sddmm.cc reads COPPICE_SDDMM_DENSE_DENSITY on every call).
+SparseBench sddmm_case(int64_t m, int64_t k, int64_t n, const std::string& route = "") {
   SparseBench b;
   b.suite = "sddmm";
-  b.op = "sddmm";
+  b.op = route.empty() ? "sddmm" : "sddmm_" + route;
   b.m = m;
   b.k = k;
   b.n = n;
   b.rows = m;
   b.cols = n;
   b.flops_per_nnz = k;
-  b.sparse_op = [m, k, n](const Tensor& pattern, Device device) {
+  b.sparse_op = [m, k, n, route](const Tensor& pattern, Device device) {
     Tensor a = random_input({m, k}, DType::kF32, device);
     Tensor bb = random_input({k, n}, DType::kF32, device);
-    return std::function<void()>([a, bb, pattern] { Tensor y = sddmm(a, bb, pattern); });
+    const bool cusparse = route == "cusparse";
+    return std::function<void()>([a, bb, pattern, cusparse] {
+      if (cusparse) {
+        setenv("COPPICE_SDDMM_DENSE_DENSITY", "2", 1);
+      } else {
+        unsetenv("COPPICE_SDDMM_DENSE_DENSITY");
+      }
+      Tensor y = sddmm(a, bb, pattern);
+    });
   };
   b.dense_op = [m, k, n](Device device) {
     Tensor a = random_input({m, k}, DType::kF32, device);
@@ -45,6 +60,7 @@ void run_sddmm(const Config& config, std::vector<Result>* results) {
                                  sddmm_case(100, kBatch, 300), sddmm_case(10, kBatch, 100)}) {
       run_sparse_bench(config, dc, b, results);
     }
+    if (dc.cuda) run_sparse_bench(config, dc, sddmm_case(big, big_k, big, "cusparse"), results);
   }
 }
 

@@ -1,83 +1,30 @@
-// Tests for the sparse CUDA kernels (sparse/cuda): matmul and linear with a
-// CSR or COO operand in both directions, with a Blocked-ELL, BSR or n:m
-// operand where registered, SDDMM with a CSR pattern and CSR x CSR SpGEMM,
+// Tests for the sparse CUDA kernels (sparse/cuda): matmul and linear with an
+// operand of every format in both directions, SDDMM at a pattern of every
+// format (uncoalesced COO included) and CSR x CSR SpGEMM,
 // each against the CPU twin on the same data (densities 0, 0.1, 0.5 and 1,
 // empty rows, non-square shapes, f32/f64/bf16); the plan cache (a second call
 // with the same pattern version reuses the plan, a new version builds one;
 // the LRU bound); and no dense fallback on these paths. Every test skips
 // without a GPU.
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "sparse/convert.h"
+#include "sparse/coo.h"
 #include "sparse/cuda/cusparse_context.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
+#include "tests/sparse/cuda/cuda_test_util.h"
 
 namespace coppice {
 namespace {
-
-#define SKIP_WITHOUT_CUDA() \
-  if (!coppice::cuda_available()) GTEST_SKIP() << "no CUDA device: the sparse CUDA kernels cannot run here"
-
-const Device kCuda = Device::cuda(0);
-
-// Non-zero with probability `density` (exactly at 0 and 1), values +-[0.5, 2),
-// rows in `empty_rows` all zero; drawn on the host.
-Tensor random_matrix(const Shape& shape, double density, uint64_t seed, const std::vector<int64_t>& empty_rows = {}) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> keep(0.0, 1.0), mag(0.5, 2.0);
-  std::vector<double> v(static_cast<size_t>(shape_numel(shape)), 0.0);
-  for (double& x : v) {
-    const double u = keep(rng), m = mag(rng);
-    const bool neg = (rng() & 1) != 0;
-    if (density >= 1.0 || u < density) x = neg ? -m : m;
-  }
-  for (int64_t r : empty_rows) {
-    for (int64_t c = 0; c < shape[1]; ++c) v[static_cast<size_t>(r * shape[1] + c)] = 0.0;
-  }
-  return from_vector(v, shape, TensorOptions(DType::kF64));
-}
-
-Tensor random_dense(const Shape& shape, uint64_t seed) { return random_matrix(shape, 1.0, seed); }
-
-double rtol_for(DType d) { return d == DType::kF64 ? 1e-10 : d == DType::kF32 ? 1e-4 : 2e-2; }
-
-::testing::AssertionResult near(const Tensor& got, const Tensor& want, DType dtype) {
-  if (got.shape() != want.shape()) {
-    return ::testing::AssertionFailure() << "shapes " << shape_to_string(got.shape()) << " and "
-                                         << shape_to_string(want.shape());
-  }
-  const double rtol = rtol_for(dtype), atol = rtol * 8;
-  const std::vector<double> g = to_dense(got).to(Device::cpu()).to(DType::kF64).to_vector<double>();
-  const std::vector<double> w = to_dense(want).to(Device::cpu()).to(DType::kF64).to_vector<double>();
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (!(std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]))) {
-      return ::testing::AssertionFailure() << "element " << i << ": " << g[i] << " vs " << w[i];
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// Every test also asserts that no dense fallback ran.
-class SparseCudaTest : public ::testing::Test {
- protected:
-  void SetUp() override { Dispatcher::instance().reset_fallback_counts(); }
-  void TearDown() override {
-    if (cuda_available()) {
-      EXPECT_TRUE(Dispatcher::instance().fallback_counts().empty());
-    }
-  }
-};
-
-const std::vector<double> kDensities = {0.0, 0.1, 0.5, 1.0};
-const std::vector<DType> kDtypes = {DType::kF32, DType::kF64, DType::kBF16};
 
 TEST_F(SparseCudaTest, MatmulSparseDenseMatchesCpu) {
   SKIP_WITHOUT_CUDA();
@@ -164,16 +111,6 @@ TEST_F(SparseCudaTest, BlockedEllMatchesCpu) {
   }
 }
 
-// Every group of 4 columns keeps at most its first 2 elements (2:4).
-Tensor two_of_four(const Tensor& dense) {
-  std::vector<double> v = dense.to(DType::kF64).to_vector<double>();
-  const int64_t cols = dense.size(1);
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (static_cast<int64_t>(i) % cols % 4 >= 2) v[i] = 0.0;
-  }
-  return from_vector(v, dense.shape(), TensorOptions(DType::kF64)).to(dense.dtype());
-}
-
 TEST_F(SparseCudaTest, BsrAndNmMatchCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 600;
@@ -227,6 +164,50 @@ TEST_F(SparseCudaTest, SddmmMatchesCpu) {
   const Tensor a = random_dense({20, 8}, 10).to(DType::kF32), bt = random_dense({30, 8}, 11).to(DType::kF32);
   EXPECT_TRUE(near(values(sddmm(a.to(kCuda), bt.to(kCuda).t(), to_device(pattern, kCuda))),
                    values(sddmm(a, bt.t(), pattern)), DType::kF32));
+}
+
+TEST_F(SparseCudaTest, EveryFormatInEveryDirectionMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 700;
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    for (double density : kDensities) {
+      for (const Tensor& a : every_format(random_matrix({16, 24}, density, seed++, {0, 9}).to(dtype))) {
+        const Tensor ac = to_device(a, kCuda);
+        const std::string what = str_cat(a.format(), " ", dtype_name(dtype), " density ", density);
+        const Tensor x = random_dense({24, 7}, seed++).to(dtype), xl = random_dense({5, 24}, seed++).to(dtype);
+        const Tensor y = random_dense({3, 16}, seed++).to(dtype), w = random_dense({9, 24}, seed++).to(dtype);
+        EXPECT_TRUE(near(matmul(ac, x.to(kCuda)), matmul(a, x), dtype)) << "matmul(sparse, dense) " << what;
+        EXPECT_TRUE(near(matmul(y.to(kCuda), ac), matmul(y, a), dtype)) << "matmul(dense, sparse) " << what;
+        EXPECT_TRUE(near(linear(xl.to(kCuda), ac), linear(xl, a), dtype)) << "linear(dense, sparse) " << what;
+        EXPECT_TRUE(near(linear(ac, w.to(kCuda)), linear(a, w), dtype)) << "linear(sparse, dense) " << what;
+      }
+    }
+  }
+}
+
+// Both routes of the CUDA SDDMM: cuSPARSE (through CSR) and, above a
+// density, cuBLAS then a gather (COPPICE_SDDMM_DENSE_DENSITY picks).
+TEST_F(SparseCudaTest, SddmmAtEveryPatternMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 800;
+  for (const char* min_density : {"2", "0"}) {
+    setenv("COPPICE_SDDMM_DENSE_DENSITY", min_density, 1);
+    for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16}) {
+      for (double density : kDensities) {
+        for (const Tensor& pattern : every_format(random_matrix({16, 24}, density, seed++, {2}).to(dtype))) {
+          const Tensor a = random_dense({16, 12}, seed++).to(dtype), b = random_dense({12, 24}, seed++).to(dtype);
+          const Tensor want = sddmm(a, b, pattern);
+          const Tensor got = sddmm(a.to(kCuda), b.to(kCuda), to_device(pattern, kCuda));
+          EXPECT_EQ(got.format(), pattern.format());
+          EXPECT_EQ(pattern_version(got), pattern_version(pattern));
+          EXPECT_TRUE(near(values(got), values(want), dtype))
+              << pattern.format() << " " << dtype_name(dtype) << " density " << density << " dense route from "
+              << min_density;
+        }
+      }
+    }
+  }
+  unsetenv("COPPICE_SDDMM_DENSE_DENSITY");
 }
 
 TEST_F(SparseCudaTest, SpgemmMatchesCpu) {

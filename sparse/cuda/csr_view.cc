@@ -1,0 +1,129 @@
+#include "sparse/cuda/csr_view.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sparse/csr.h"
+#include "sparse/stored_positions.h"
+#include "tensor/ops.h"
+
+namespace coppice::sparse_cuda {
+namespace {
+
+// One pattern's CSR form and how the format's slots land on its entries.
+struct CsrMap {
+  Tensor pointers, indices;  // i32 CSR pattern on the device
+  Tensor slots;              // i64: the slots of values(t).reshape(-1) that store something
+  Tensor entries;            // i64: the CSR entry each of those slots lands on
+  Tensor positions;          // i64: every slot's flat position, -1 for none
+  int64_t nnz = 0;           // CSR entries
+  int64_t slot_count = 0;    // values(t).numel()
+  uint64_t version = 0;      // the views' pattern version
+};
+
+std::shared_ptr<const CsrMap> build_map(const Tensor& t, std::string_view op) {
+  COPPICE_CHECK(t.dim() == 2, op, ": sparse operand must be 2-D, got shape ", shape_to_string(t.shape()));
+  const int64_t rows = t.size(0), cols = t.size(1);
+  COPPICE_CHECK(rows < (int64_t{1} << 31) && cols < (int64_t{1} << 31), op, ": shape ", shape_to_string(t.shape()),
+                " exceeds cuSPARSE's 32-bit index limit");
+  const std::vector<int64_t> pos = stored_positions(t);
+  std::vector<int64_t> stored;  // slot indices with a position
+  for (size_t s = 0; s < pos.size(); ++s) {
+    if (pos[s] >= 0) stored.push_back(static_cast<int64_t>(s));
+  }
+  std::vector<int64_t> unique(stored.size());
+  for (size_t i = 0; i < stored.size(); ++i) unique[i] = pos[static_cast<size_t>(stored[i])];
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  COPPICE_CHECK(unique.size() < (size_t{1} << 31), op, ": ", unique.size(),
+                " stored entries exceed cuSPARSE's 32-bit index limit");
+  std::vector<int64_t> entries(stored.size());
+  for (size_t i = 0; i < stored.size(); ++i) {
+    const int64_t p = pos[static_cast<size_t>(stored[i])];
+    entries[i] = std::lower_bound(unique.begin(), unique.end(), p) - unique.begin();
+  }
+  std::vector<int32_t> crow(static_cast<size_t>(rows) + 1, 0), col(unique.size());
+  for (size_t e = 0; e < unique.size(); ++e) {
+    ++crow[static_cast<size_t>(unique[e] / cols) + 1];
+    col[e] = static_cast<int32_t>(unique[e] % cols);
+  }
+  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) crow[r + 1] += crow[r];
+
+  auto map = std::make_shared<CsrMap>();
+  const Device device = t.device();
+  const auto n = static_cast<int64_t>(stored.size());
+  map->pointers = from_vector(crow, {rows + 1}).to(device);
+  map->indices = from_vector(col, {static_cast<int64_t>(col.size())}).to(device);
+  map->slots = from_vector(stored, {n}).to(device);
+  map->entries = from_vector(entries, {n}).to(device);
+  map->positions = from_vector(pos, {static_cast<int64_t>(pos.size())}).to(device);
+  map->nnz = static_cast<int64_t>(unique.size());
+  map->slot_count = static_cast<int64_t>(pos.size());
+  map->version = new_pattern_version();
+  return map;
+}
+
+// A small LRU of maps keyed by (format, pattern version, device); equal
+// versions mean equal patterns (sparse_impl.h).
+class MapCache {
+ public:
+  static constexpr size_t kCapacity = 32;
+
+  std::shared_ptr<const CsrMap> get(const Tensor& t, std::string_view op) {
+    const std::string key =
+        str_cat(t.format(), "|v", pattern_version(t), "|", shape_to_string(t.shape()), "|", t.device().to_string());
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+        if (it->first == key) {
+          entries_.splice(entries_.begin(), entries_, it);
+          return it->second;
+        }
+      }
+    }
+    std::shared_ptr<const CsrMap> map = build_map(t, op);  // outside the lock: it synchronizes the device
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.emplace_front(key, map);
+    if (entries_.size() > kCapacity) entries_.pop_back();
+    return map;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::list<std::pair<std::string, std::shared_ptr<const CsrMap>>> entries_;
+};
+
+std::shared_ptr<const CsrMap> map_for(const Tensor& t, std::string_view op) {
+  static MapCache* cache = new MapCache();  // never destroyed: kernels may run during exit
+  return cache->get(t, op);
+}
+
+}  // namespace
+
+Tensor csr_view(const Tensor& t, std::string_view op) {
+  const std::shared_ptr<const CsrMap> map = map_for(t, op);
+  const Tensor flat = values(t).contiguous().reshape({map->slot_count});
+  const Tensor kept = index_select(flat, 0, map->slots);
+  const Tensor csr_values = scatter_add(zeros({map->nnz}, flat.options()), 0, map->entries, kept);
+  return Tensor(std::make_shared<CompressedImpl>(Layout::kCsr, map->pointers, map->indices, csr_values, t.shape(),
+                                                 map->version));
+}
+
+Tensor values_from_csr_order(const Tensor& t, const Tensor& csr_values, std::string_view op) {
+  const std::shared_ptr<const CsrMap> map = map_for(t, op);
+  COPPICE_CHECK(csr_values.numel() == map->nnz, op, ": internal: ", csr_values.numel(),
+                " values for a CSR view of ", map->nnz, " entries");
+  const Tensor gathered = index_select(csr_values.contiguous(), 0, map->entries);
+  const Tensor flat = scatter_add(zeros({map->slot_count}, csr_values.options()), 0, map->slots, gathered);
+  return flat.reshape(values(t).shape());
+}
+
+Tensor device_positions(const Tensor& t, std::string_view op) { return map_for(t, op)->positions; }
+
+}  // namespace coppice::sparse_cuda
