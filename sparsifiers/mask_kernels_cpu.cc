@@ -26,26 +26,37 @@ constexpr int64_t kGrain = 1 << 15;
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-template <typename T>
+template <typename T, bool kRandom, bool kValues>
 void stream_kernel(const Tensor& x, const Tensor& out, const Attrs& a) {
   using C = compute_t<T>;
-  const bool random = a.get_string("mode") == "random";
-  const bool values = a.get_bool("values");
   const double t = a.get_double("threshold");
   const float p = static_cast<float>(a.get_double("p"));
   const uint64_t seed = static_cast<uint64_t>(a.get_int("seed"));
   const uint64_t offset = static_cast<uint64_t>(a.get_int("offset"));
   const C scale = static_cast<C>(a.get_double("scale"));
   const T* xp = static_cast<const T*>(x.data_ptr());
+  T* yp = kValues ? static_cast<T*>(out.data_ptr()) : nullptr;
+  bool* mp = kValues ? nullptr : static_cast<bool*>(out.data_ptr());
+  auto put = [&](int64_t i, bool keep, C v) {
+    if constexpr (kValues) {
+      const C y = v * scale;
+      yp[i] = T(keep ? y : C(0));
+    } else {
+      mp[i] = keep;
+    }
+  };
   parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const C v = static_cast<C>(xp[i]);
-      const bool keep = random ? random_keeps(seed, offset, static_cast<uint64_t>(i), p)
-                               : threshold_keeps(static_cast<double>(v), t);
-      if (values) {
-        static_cast<T*>(out.data_ptr())[i] = keep ? T(v * scale) : T(0.0f);
-      } else {
-        static_cast<bool*>(out.data_ptr())[i] = keep;
+    if constexpr (kRandom) {
+      for (int64_t i = begin; i < end;) {  // one Philox block serves four elements
+        const philox::U32x4 b = philox::block(seed, offset, static_cast<uint64_t>(i) / 4);
+        const uint32_t words[4] = {b.x, b.y, b.z, b.w};
+        const int64_t stop = std::min(end, (i / 4 + 1) * 4);
+        for (; i < stop; ++i) put(i, philox::uniform_f32(words[i & 3]) >= p, static_cast<C>(xp[i]));
+      }
+    } else {
+      for (int64_t i = begin; i < end; ++i) {
+        const C v = static_cast<C>(xp[i]);
+        put(i, threshold_keeps(static_cast<double>(v), t), v);
       }
     }
   });
@@ -54,8 +65,14 @@ void stream_kernel(const Tensor& x, const Tensor& out, const Attrs& a) {
 std::vector<Tensor> sparsify_stream(const std::vector<Tensor>& in, const Attrs& a) {
   const Tensor& x = in.at(0);
   Tensor out = Tensor::empty(x.shape(), a.get_bool("values") ? x.options() : TensorOptions(DType::kBool));
+  const bool random = a.get_string("mode") == "random", values = a.get_bool("values");
   dispatch_floating(x.dtype(), "sparsify_stream", [&](auto tag) {
-    stream_kernel<typename decltype(tag)::type>(x, out, a);
+    using T = typename decltype(tag)::type;
+    if (random) {
+      values ? stream_kernel<T, true, true>(x, out, a) : stream_kernel<T, true, false>(x, out, a);
+    } else {
+      values ? stream_kernel<T, false, true>(x, out, a) : stream_kernel<T, false, false>(x, out, a);
+    }
   });
   return {out};
 }

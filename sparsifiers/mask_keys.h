@@ -43,9 +43,25 @@ COPPICE_HOST_DEVICE inline uint64_t order_key(double v) {
   return (u >> 63) ? ~u : (u | (uint64_t{1} << 63));
 }
 
+// |v| without a branch (signs are random: a branch mispredicts half the time).
+COPPICE_HOST_DEVICE inline float abs_of(float v) {
+#if defined(__CUDA_ARCH__)
+  return fabsf(v);
+#else
+  return std::fabs(v);
+#endif
+}
+COPPICE_HOST_DEVICE inline double abs_of(double v) {
+#if defined(__CUDA_ARCH__)
+  return fabs(v);
+#else
+  return std::fabs(v);
+#endif
+}
+
 template <typename C>
 COPPICE_HOST_DEVICE inline auto key_of(C v, bool magnitude) {
-  return order_key(magnitude ? (v < C(0) ? -v : v) : v);
+  return order_key(magnitude ? abs_of(v) : v);
 }
 
 COPPICE_HOST_DEVICE inline double add_rn(double a, double b) {
@@ -65,18 +81,31 @@ COPPICE_HOST_DEVICE inline double mul_rn(double a, double b) {
 }
 
 // Random keeping: element i survives a drop probability p (given as f32)
-// when its Philox uniform is at least p.
+// when its Philox uniform is at least p. (The kernels draw philox::block once
+// for four elements and take its lanes: the same words.)
 COPPICE_HOST_DEVICE inline bool random_keeps(uint64_t seed, uint64_t offset, uint64_t i, float p) {
   return philox::uniform_f32(philox::word(seed, offset, i)) >= p;
 }
 
 // Threshold keeping: |v| > t, compared in f64 (NaN is dropped).
-COPPICE_HOST_DEVICE inline bool threshold_keeps(double v, double t) { return (v < 0 ? -v : v) > t; }
+COPPICE_HOST_DEVICE inline bool threshold_keeps(double v, double t) { return abs_of(v) > t; }
 
 // Keeps the n largest |x| of one group of m elements spaced `stride` apart
 // (ties to the lower position): mask[j * stride] for j in [0, m).
 template <typename T>
 COPPICE_HOST_DEVICE inline void nm_group(const T* x, int64_t stride, int64_t n, int64_t m, bool* mask) {
+  using K = decltype(key_of<T>(T(0), true));
+  constexpr int64_t kCached = 16;
+  if (m <= kCached) {  // the common case (2:4, 1:8, ...): keys computed once, ranks counted without branches
+    K keys[kCached];
+    for (int64_t j = 0; j < m; ++j) keys[j] = key_of<T>(x[j * stride], true);
+    for (int64_t j = 0; j < m; ++j) {
+      int64_t rank = 0;
+      for (int64_t l = 0; l < m; ++l) rank += (keys[l] > keys[j]) | ((keys[l] == keys[j]) & (l < j));
+      mask[j * stride] = rank < n;
+    }
+    return;
+  }
   for (int64_t j = 0; j < m; ++j) {
     const auto kj = key_of<T>(x[j * stride], true);
     int64_t rank = 0;
@@ -96,7 +125,7 @@ COPPICE_HOST_DEVICE inline double block_score(const T* x, int64_t cols, int64_t 
   for (int64_t r = 0; r < bh; ++r) {
     for (int64_t c = 0; c < bw; ++c) {
       const double v = static_cast<double>(x[r * cols + c]);
-      s = add_rn(s, l1 ? (v < 0 ? -v : v) : mul_rn(v, v));
+      s = add_rn(s, l1 ? abs_of(v) : mul_rn(v, v));
     }
   }
   return s;

@@ -40,7 +40,8 @@ __global__ void stream_kernel(const T* __restrict__ x, void* __restrict__ out, i
         keep = threshold_keeps(static_cast<double>(v), threshold);
       }
       if constexpr (kValues) {
-        static_cast<T*>(out)[i] = keep ? T(v * scale) : T(0.0f);
+        const C y = v * scale;
+        static_cast<T*>(out)[i] = T(keep ? y : C(0));
       } else {
         static_cast<bool*>(out)[i] = keep;
       }
