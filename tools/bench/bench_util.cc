@@ -22,7 +22,7 @@ namespace coppice::bench {
 // ---- command line ----------------------------------------------------------
 
 std::string usage() {
-  return "usage: bench [gemm|elementwise|spmm|sddmm|all] [--device cpu|cuda|all] [--size N] [--numel N] [--reps R]\n"
+  return "usage: bench [gemm|elementwise|spmm|sddmm|sparsify|all] [--device cpu|cuda|all] [--size N] [--numel N] [--reps R]\n"
          "             [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X] [--json FILE]\n"
          "\n"
          "  gemm         dense matmul [N, N] x [N, N] (default N: 4096 on CUDA, 1024 on the CPU;\n"
@@ -33,6 +33,8 @@ std::string usage() {
          "               on the CPU, and the LeNet-300-100 layers [300, 784], [100, 300], [10, 100] x batch 256\n"
          "  sddmm        (A [m, k] @ B [k, n]) at a CSR/COO/BSR pattern [m, n]: m = n = 4096, k 4096 on CUDA,\n"
          "               256 on the CPU; LeNet layers with k = batch 256; dense baseline the full gemm\n"
+         "  sparsify     sparsifiers (threshold, random, magnitude, n:m) applied to --numel f32 elements\n"
+         "               (default 16M), and a copy of the same tensor for reference\n"
          "  --size N     gemm's m = n = k (with the elementwise suite alone, its element count); the sparse\n"
          "               suites' big shape becomes N in every dimension (on both devices)\n"
          "  --reps R     timed samples, median reported (default 20); --warmup W untimed calls (3);\n"
@@ -79,14 +81,15 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       if (suite_given) return absl::InvalidArgumentError(str_cat("more than one suite given ('", arg, "')"));
       suite_given = true;
       if (arg != "all") {
-        if (arg != "gemm" && arg != "elementwise" && arg != "spmm" && arg != "sddmm") {
+        if (arg != "gemm" && arg != "elementwise" && arg != "spmm" && arg != "sddmm" && arg != "sparsify") {
           return absl::InvalidArgumentError(
-              str_cat("unknown suite '", arg, "' (expected gemm, elementwise, spmm, sddmm or all)"));
+              str_cat("unknown suite '", arg, "' (expected gemm, elementwise, spmm, sddmm, sparsify or all)"));
         }
         c.gemm = arg == "gemm";
         c.elementwise = arg == "elementwise";
         c.spmm = arg == "spmm";
         c.sddmm = arg == "sddmm";
+        c.sparsify = arg == "sparsify";
       }
       continue;
     }
@@ -157,8 +160,10 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       return absl::InvalidArgumentError(str_cat("unknown flag '", flag, "'"));
     }
   }
-  // With the elementwise suite alone, --size means its element count.
-  if (size_given && c.elementwise && !c.gemm && !c.spmm && !c.sddmm && c.numel == 0) c.numel = c.size;
+  // With the elementwise (or sparsify) suite alone, --size means its element count.
+  if (size_given && (c.elementwise || c.sparsify) && !c.gemm && !c.spmm && !c.sddmm && c.numel == 0) {
+    c.numel = c.size;
+  }
   return c;
 }
 

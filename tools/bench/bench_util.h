@@ -24,6 +24,7 @@ struct Config {
   bool elementwise = true;
   bool spmm = true;   // sparse x dense (tools/bench/spmm_bench.cc)
   bool sddmm = true;  // dense x dense sampled at a sparse pattern (sddmm_bench.cc)
+  bool sparsify = true;  // sparsifiers on 16M elements (sparsify_bench.cc)
   bool cpu = true;
   bool cuda = true;
   int64_t size = 0;   // GEMM m = n = k; 0: the per-device default

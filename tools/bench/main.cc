@@ -1,6 +1,6 @@
-// bench: dense GEMM, elementwise, SpMM and SDDMM throughput on the CPU and CUDA, as JSON.
+// bench: dense GEMM, elementwise, SpMM, SDDMM and sparsifier throughput on the CPU and CUDA, as JSON.
 //
-//   bench [gemm|elementwise|spmm|sddmm|all] [--device cpu|cuda|all] [--size N] [--reps R] [--json FILE]
+//   bench [gemm|elementwise|spmm|sddmm|sparsify|all] [--device cpu|cuda|all] [--size N] [--reps R] [--json FILE]
 //
 // tools/bench/torch_reference.py measures the same shapes with PyTorch and
 // tools/bench/compare.py puts the two reports side by side.
@@ -44,6 +44,7 @@ int run(int argc, char** argv) {
   if (config->elementwise) run_elementwise(*config, &report.results);
   if (config->spmm) run_spmm(*config, &report.results);
   if (config->sddmm) run_sddmm(*config, &report.results);
+  if (config->sparsify) run_sparsify(*config, &report.results);
 
   const std::string json = report_to_json(report) + "\n";
   std::fputs(json.c_str(), stdout);

@@ -23,6 +23,9 @@ void run_spmm(const Config& config, std::vector<Result>* results);
 // SDDMM: sddmm(A [m, k], B [k, n], pattern [m, n]) per pattern format and
 // sparsity, and the full dense gemm A @ B (op "dense_gemm"); 2 nnz k flops.
 void run_sddmm(const Config& config, std::vector<Result>* results);
+// Sparsifiers on --numel f32 elements (tools/bench/sparsify_bench.cc): apply
+// into dense and streaming masks, against a device copy of the same tensor.
+void run_sparsify(const Config& config, std::vector<Result>* results);
 
 // Shared by the suites.
 struct DeviceCase {

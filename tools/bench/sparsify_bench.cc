@@ -1,0 +1,90 @@
+// Sparsifiers on one f32 tensor of --numel elements (default 16M): each
+// built-in's apply() into "dense" (threshold, random with rescale, magnitude
+// 90 %, n:m 2:4), the streaming keep_masks, and a device copy of the same
+// tensor (op "copy") as the reference. Bytes per call count one read of the
+// input and one write of the output (a bool mask: 1 byte per element); the
+// copy's measured GB/s is reported as each result's peak, so "% of peak" is
+// the fraction of copy bandwidth.
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <memory>
+
+#include "sparsifiers/builtin.h"
+#include "tensor/backend.h"
+#include "tensor/ops.h"
+#include "tools/bench/suites.h"
+
+namespace coppice::bench {
+
+void run_sparsify(const Config& config, std::vector<Result>* results) {
+  const int64_t numel = config.numel > 0 ? config.numel : kElementwiseNumel;
+  const SparsifyContext ctx{1, 2, 3, 0};
+  OutputFormat dense;
+  struct Case {
+    std::string op;
+    double sparsity;
+    double bytes_per_element;  // read + write
+    std::function<void(const Tensor&)> fn;
+  };
+  auto threshold = std::make_shared<ThresholdSparsifier>(0.5);
+  auto random = std::make_shared<RandomFractionSparsifier>(0.5, true);
+  auto magnitude = std::make_shared<MagnitudeFractionSparsifier>(0.9);
+  auto nm = std::make_shared<NmSparsifier>(2, 4);
+  const std::vector<Case> cases = {
+      {"copy", kNaN, 8, [](const Tensor& x) { Tensor y = x.clone(); }},
+      {"threshold", 0.5, 8, [&](const Tensor& x) { Tensor y = threshold->apply(x, dense, ctx); }},
+      {"threshold_mask", 0.5, 5, [&](const Tensor& x) { Tensor y = threshold->keep_mask(x, ctx); }},
+      {"random", 0.5, 8, [&](const Tensor& x) { Tensor y = random->apply(x, dense, ctx); }},
+      {"random_mask", 0.5, 5, [&](const Tensor& x) { Tensor y = random->keep_mask(x, ctx); }},
+      {"magnitude", 0.9, 8, [&](const Tensor& x) { Tensor y = magnitude->apply(x, dense, ctx); }},
+      {"nm", 0.5, 8, [&](const Tensor& x) { Tensor y = nm->apply(x, dense, ctx); }},
+  };
+  for (const DeviceCase& dc : devices_to_run(config)) {
+    TimingOptions opts = timing_options(config);
+    if (!dc.cuda) {
+      if (!config.reps_given) opts.reps = kCpuSparseReps;
+      if (!config.warmup_given) opts.warmup = kCpuSparseWarmup;
+    }
+    const std::string skip = dc.cuda ? cuda_skip_reason() : "";
+    const Device device = dc.cuda ? Device::cuda(0) : Device::cpu();
+    Tensor x;
+    double copy_gbps = kNaN;
+    for (const Case& c : cases) {
+      Result r;
+      r.suite = "sparsify";
+      r.op = c.op;
+      r.device = dc.label;
+      r.dtype = "f32";
+      r.shape = {numel};
+      r.format = "dense";
+      r.sparsity = c.sparsity;
+      r.bytes = c.bytes_per_element * static_cast<double>(numel);
+      describe_device(dc.cuda, DType::kF32, "gbps", &r);
+      r.peak = copy_gbps;
+      r.peak_source = std::isfinite(copy_gbps) ? "measured: op copy of the same tensor on this device" : "";
+      if (!skip.empty()) {
+        r.status = skip;
+      } else {
+        try {
+          if (!x.defined()) x = sub(random_input({numel}, DType::kF32, device), 0.5);
+          Timing t = time_op([&] { c.fn(x); }, [&] { synchronize(device); }, opts);
+          r.median_ms = t.median_ms;
+          r.min_ms = t.min_ms;
+          r.max_ms = t.max_ms;
+          r.reps = static_cast<int>(t.samples_ms.size());
+          r.inner = t.inner;
+          if (c.op == "copy") copy_gbps = r.gbps();
+        } catch (const std::exception& e) {
+          r.status = std::string("error: ") + e.what();
+        }
+      }
+      log_result(r);  // its line names no op: say which
+      std::fprintf(stderr, "  (%s)\n", r.op.c_str());
+      results->push_back(std::move(r));
+    }
+  }
+}
+
+}  // namespace coppice::bench
