@@ -3,7 +3,7 @@
 // rules of sparsifiers/mask_keys.h, so they give the same masks bit for bit.
 //
 // sparsify_stream: one thread per four consecutive elements (one Philox
-// block, drawn once). sparsify_topk_mask: a stable device-wide radix sort of
+// block, drawn once), loaded and stored as one vector where aligned. sparsify_topk_mask: a stable device-wide radix sort of
 // the complemented order keys carrying each element's index (tensor/cuda's
 // sort.h), so equal keys stay in index order; the first k indices are kept.
 // sparsify_block_scores: one thread per block, adding row-major in f64 with
@@ -22,28 +22,62 @@ namespace {
 
 using namespace sparsify_detail;  // NOLINT: the shared element rules
 
+// Four consecutive elements, loaded and stored as one vector when aligned.
+template <typename T>
+struct alignas(4 * sizeof(T)) Quad {
+  T v[4];
+};
+
 template <typename T, bool kRandom, bool kValues>
 __global__ void stream_kernel(const T* __restrict__ x, void* __restrict__ out, int64_t n, double threshold, float p,
-                              uint64_t seed, uint64_t offset, compute_t<T> scale) {
+                              uint64_t seed, uint64_t offset, compute_t<T> scale, bool vectorized) {
   using C = compute_t<T>;
   const int64_t quads = (n + 3) / 4;
   COPPICE_KERNEL_LOOP(q, quads) {
-    philox::U32x4 words{0, 0, 0, 0};
-    if constexpr (kRandom) words = philox::block(seed, offset, static_cast<uint64_t>(q));
-    const int64_t begin = q * 4, end = begin + 4 < n ? begin + 4 : n;
-    for (int64_t i = begin; i < end; ++i) {
-      const C v = static_cast<C>(x[i]);
-      bool keep;
+    uint32_t words[4] = {0, 0, 0, 0};
+    if constexpr (kRandom) {
+      const philox::U32x4 b = philox::block(seed, offset, static_cast<uint64_t>(q));
+      words[0] = b.x;
+      words[1] = b.y;
+      words[2] = b.z;
+      words[3] = b.w;
+    }
+    auto keeps = [&](C v, int j) -> bool {
       if constexpr (kRandom) {
-        keep = philox::uniform_f32(philox::lane(words, static_cast<uint64_t>(i))) >= p;
+        return philox::uniform_f32(words[j]) >= p;
       } else {
-        keep = threshold_keeps(static_cast<double>(v), threshold);
+        return threshold_keeps(static_cast<double>(v), threshold);
       }
+    };
+    const int64_t begin = q * 4;
+    if (vectorized && begin + 4 <= n) {
+      const Quad<T> xv = *reinterpret_cast<const Quad<T>*>(x + begin);
       if constexpr (kValues) {
-        const C y = v * scale;
-        static_cast<T*>(out)[i] = T(keep ? y : C(0));
+        Quad<T> yv;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const C v = static_cast<C>(xv.v[j]);
+          const C y = v * scale;
+          yv.v[j] = T(keeps(v, j) ? y : C(0));
+        }
+        *reinterpret_cast<Quad<T>*>(static_cast<T*>(out) + begin) = yv;
       } else {
-        static_cast<bool*>(out)[i] = keep;
+        Quad<bool> mv;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mv.v[j] = keeps(static_cast<C>(xv.v[j]), j);
+        *reinterpret_cast<Quad<bool>*>(static_cast<bool*>(out) + begin) = mv;
+      }
+    } else {
+      const int64_t end = begin + 4 < n ? begin + 4 : n;
+      for (int64_t i = begin; i < end; ++i) {
+        const C v = static_cast<C>(x[i]);
+        const bool keep = keeps(v, static_cast<int>(i - begin));
+        if constexpr (kValues) {
+          const C y = v * scale;
+          static_cast<T*>(out)[i] = T(keep ? y : C(0));
+        } else {
+          static_cast<bool*>(out)[i] = keep;
+        }
       }
     }
   }
@@ -72,17 +106,23 @@ std::vector<Tensor> sparsify_stream(const std::vector<Tensor>& in, const Attrs& 
     const T* xp = static_cast<const T*>(x.data_ptr());
     const C scale = static_cast<C>(a.get_double("scale"));
     void* o = out.data_ptr();
+    const bool vectorized = reinterpret_cast<uintptr_t>(xp) % sizeof(Quad<T>) == 0 &&
+                            reinterpret_cast<uintptr_t>(o) % (values ? sizeof(Quad<T>) : sizeof(Quad<bool>)) == 0;
     if (random) {
       if (values) {
-        stream_kernel<T, true, true><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale);
+        stream_kernel<T, true, true><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale,
+                                                                     vectorized);
       } else {
-        stream_kernel<T, true, false><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale);
+        stream_kernel<T, true, false><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale,
+                                                                     vectorized);
       }
     } else {
       if (values) {
-        stream_kernel<T, false, true><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale);
+        stream_kernel<T, false, true><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale,
+                                                                     vectorized);
       } else {
-        stream_kernel<T, false, false><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale);
+        stream_kernel<T, false, false><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale,
+                                                                     vectorized);
       }
     }
   });
