@@ -8,6 +8,8 @@
 // That is exactly "the k largest, ties to the lower index".
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -26,6 +28,17 @@ constexpr int64_t kGrain = 1 << 15;
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
+// keep ? y : +0, without a branch (keep is random: a branch mispredicts).
+template <typename C>
+inline C kept_or_zero(bool keep, C y) {
+  using U = std::conditional_t<sizeof(C) == 8, uint64_t, uint32_t>;
+  U u;
+  std::memcpy(&u, &y, sizeof(u));
+  u &= U(0) - static_cast<U>(keep);
+  std::memcpy(&y, &u, sizeof(y));
+  return y;
+}
+
 template <typename T, bool kRandom, bool kValues>
 void stream_kernel(const Tensor& x, const Tensor& out, const Attrs& a) {
   using C = compute_t<T>;
@@ -39,8 +52,7 @@ void stream_kernel(const Tensor& x, const Tensor& out, const Attrs& a) {
   bool* mp = kValues ? nullptr : static_cast<bool*>(out.data_ptr());
   auto put = [&](int64_t i, bool keep, C v) {
     if constexpr (kValues) {
-      const C y = v * scale;
-      yp[i] = T(keep ? y : C(0));
+      yp[i] = T(kept_or_zero(keep, v * scale));
     } else {
       mp[i] = keep;
     }
