@@ -1,0 +1,60 @@
+// Reading IDX files (the format of MNIST and Fashion-MNIST), plain or gzipped.
+//
+// Layout: two zero bytes, a type byte, the number of dimensions D, then D
+// big-endian uint32 sizes, then the values in row-major order, big-endian.
+// Types: 0x08 u8, 0x09 i8, 0x0B i16, 0x0C i32, 0x0D f32, 0x0E f64.
+//
+// Reading never crashes on bad bytes (ARCHITECTURE.md, Errors): every problem
+// (missing file, not gzip, truncated or corrupt gzip, bad magic, unknown type,
+// sizes that disagree with the file's length) is an error Status whose message
+// names the file and what is wrong.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/file.h"
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+enum class IdxType : uint8_t { kU8 = 0x08, kI8 = 0x09, kI16 = 0x0B, kI32 = 0x0C, kF32 = 0x0D, kF64 = 0x0E };
+
+// The element size of `type` in bytes.
+size_t idx_type_size(IdxType type);
+// "u8", "i8", "i16", "i32", "f32", "f64".
+const char* idx_type_name(IdxType type);
+
+// One parsed IDX file: its element type, its sizes, and its values in host
+// byte order (row-major; multi-byte values already swapped from big-endian).
+struct IdxArray {
+  IdxType type = IdxType::kU8;
+  Shape dims;
+  std::string data;  // numel * idx_type_size(type) bytes
+
+  int64_t numel() const { return shape_numel(dims); }
+  // The values as a CPU tensor: u8 as kU8, i8 and i16 widened to kI32, i32 as
+  // kI32, f32 as kF32, f64 as kF64.
+  Tensor to_tensor() const;
+};
+
+// Limits that keep a hostile file from costing unbounded memory.
+inline constexpr uint64_t kIdxMaxBytes = uint64_t{1} << 31;  // decompressed size
+inline constexpr int kIdxMaxDims = 16;
+
+// Parses the bytes of an (uncompressed) IDX file; `source` names them in errors.
+absl::StatusOr<IdxArray> parse_idx(const std::string& bytes, const std::string& source = "<memory>");
+
+// Decompresses a gzip stream (one or more members, as gzip writes them) held
+// in memory. Errors: not gzip (bad magic), corrupt data or checksum,
+// truncated stream, bytes after the last member, more than kIdxMaxBytes.
+absl::StatusOr<std::string> gunzip(const std::string& bytes, const std::string& source = "<memory>");
+
+// Reads an IDX file. A path ending in ".gz" must be gzip (and is decompressed
+// through zlib); any other path is read as plain IDX.
+absl::StatusOr<IdxArray> read_idx(const std::string& path);
+
+}  // namespace coppice
