@@ -1,0 +1,201 @@
+#include "data/loader.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "data/permutation.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+namespace {
+
+// Example i: input [i, -i] (f32), target i (i64).
+std::shared_ptr<TensorDataset> counting(int64_t n) {
+  Tensor idx = arange(n, DType::kF32);
+  return std::make_shared<TensorDataset>(stack({idx, neg(idx)}, 1), arange(n));
+}
+
+// All batches of one epoch, as their targets.
+std::vector<std::vector<int64_t>> epoch_targets(const DataLoader& loader, int64_t epoch) {
+  std::vector<std::vector<int64_t>> out;
+  for (const Batch& b : loader.epoch(epoch)) {
+    EXPECT_EQ(b.inputs.size(0), b.size());
+    EXPECT_EQ(b.targets.to_vector<int64_t>(), b.indices);
+    // Inputs travel with their targets.
+    std::vector<double> in = b.inputs.to_vector<double>();
+    for (int64_t r = 0; r < b.size(); ++r) {
+      EXPECT_EQ(in[static_cast<size_t>(2 * r)], static_cast<double>(b.indices[static_cast<size_t>(r)]));
+    }
+    out.push_back(b.indices);
+  }
+  EXPECT_EQ(static_cast<int64_t>(out.size()), loader.num_batches());
+  return out;
+}
+
+std::vector<int64_t> flat(const std::vector<std::vector<int64_t>>& batches) {
+  std::vector<int64_t> out;
+  for (const auto& b : batches) out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+TEST(DataLoader, SequentialBatches) {
+  DataLoaderOptions o;
+  o.batch_size = 4;
+  DataLoader loader(counting(10), o);
+  EXPECT_EQ(loader.num_batches(), 3);
+  std::vector<std::vector<int64_t>> want = {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}};
+  EXPECT_EQ(epoch_targets(loader, 0), want);
+  EXPECT_EQ(epoch_targets(loader, 5), want);  // no shuffle: every epoch alike
+  EXPECT_EQ(loader.batch(0, 2).indices, (std::vector<int64_t>{8, 9}));
+  EXPECT_EQ(loader.batch(0, 2).inputs.device(), Device::cpu());
+
+  o.drop_last = true;
+  DataLoader dropping(counting(10), o);
+  EXPECT_EQ(dropping.num_batches(), 2);
+  EXPECT_EQ(epoch_targets(dropping, 0), (std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_THROW(dropping.batch(0, 2), Error);
+}
+
+TEST(DataLoader, ShuffleIsDeterministicPerSeedAndEpoch) {
+  DataLoaderOptions o;
+  o.batch_size = 7;
+  o.shuffle = true;
+  o.seed = 1234;
+  DataLoader a(counting(100), o), b(counting(100), o);
+  for (int64_t e = 0; e < 3; ++e) EXPECT_EQ(epoch_targets(a, e), epoch_targets(b, e)) << e;
+  // The same loader gives the same epoch twice; epochs differ from each other and from the identity.
+  EXPECT_EQ(epoch_targets(a, 1), epoch_targets(a, 1));
+  std::vector<int64_t> e0 = flat(epoch_targets(a, 0)), e1 = flat(epoch_targets(a, 1));
+  EXPECT_NE(e0, e1);
+  std::vector<int64_t> identity(100);
+  std::iota(identity.begin(), identity.end(), int64_t{0});
+  EXPECT_NE(e0, identity);
+  std::vector<int64_t> sorted = e0;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, identity);  // every example once
+  EXPECT_EQ(e0, a.epoch_order(0));
+  EXPECT_EQ(e0, keyed_permutation(100, 1234, kShufflePurpose, 0));
+  // Another seed, another order.
+  o.seed = 1235;
+  EXPECT_NE(flat(epoch_targets(DataLoader(counting(100), o), 0)), e0);
+  // Random access agrees with iteration.
+  EXPECT_EQ(a.batch(2, 3).indices, epoch_targets(a, 2)[3]);
+}
+
+TEST(DataLoader, PinnedOrder) {
+  // The first epoch of seed 0 over 10 examples, pinned so that a change to the
+  // stream (which would change every run's data order) is noticed.
+  DataLoaderOptions o;
+  o.batch_size = 10;
+  o.shuffle = true;
+  DataLoader loader(counting(10), o);
+  std::vector<int64_t> order = loader.epoch_order(0);
+  EXPECT_EQ(order, (std::vector<int64_t>{5, 0, 9, 6, 8, 3, 7, 1, 4, 2}));
+  EXPECT_EQ(loader.batch(0, 0).indices, order);
+}
+
+// Shards of every rank for one epoch.
+std::vector<std::vector<int64_t>> shards(int64_t n, int64_t world, ShardRemainder rem, int64_t epoch,
+                                         int64_t batch_size = 3) {
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t r = 0; r < world; ++r) {
+    DataLoaderOptions o;
+    o.batch_size = batch_size;
+    o.shuffle = true;
+    o.seed = 99;
+    o.rank = r;
+    o.world_size = world;
+    o.remainder = rem;
+    DataLoader loader(counting(n), o);
+    std::vector<int64_t> s = flat(epoch_targets(loader, epoch));
+    EXPECT_EQ(s, loader.shard_indices(epoch));
+    EXPECT_EQ(static_cast<int64_t>(s.size()), loader.shard_size());
+    out.push_back(s);
+  }
+  return out;
+}
+
+TEST(DataLoader, ShardsPartitionTheEpoch) {
+  for (int64_t world : {1, 2, 4}) {
+    for (int64_t epoch : {0, 1}) {
+      std::vector<std::vector<int64_t>> s = shards(100, world, ShardRemainder::kPad, epoch);
+      std::multiset<int64_t> all;
+      for (const auto& shard : s) {
+        EXPECT_EQ(static_cast<int64_t>(shard.size()), 100 / world);
+        all.insert(shard.begin(), shard.end());
+      }
+      std::vector<int64_t> got(all.begin(), all.end()), want(100);
+      std::iota(want.begin(), want.end(), int64_t{0});
+      EXPECT_EQ(got, want) << "world " << world << " epoch " << epoch;  // disjoint, and the union is the epoch
+    }
+  }
+  // Rank r takes entries r, r + W, ... of the epoch's order.
+  DataLoaderOptions o;
+  o.shuffle = true;
+  o.seed = 99;
+  o.rank = 1;
+  o.world_size = 4;
+  DataLoader loader(counting(100), o);
+  std::vector<int64_t> order = loader.epoch_order(3), shard = loader.shard_indices(3);
+  for (size_t i = 0; i < shard.size(); ++i) EXPECT_EQ(shard[i], order[1 + 4 * i]);
+}
+
+TEST(DataLoader, UnevenShardsPadOrDrop) {
+  // 10 examples on 4 ranks: padding gives 3 each (12 = the epoch plus its first
+  // 2 entries repeated); dropping gives 2 each (the last 2 entries unseen).
+  std::vector<std::vector<int64_t>> pad = shards(10, 4, ShardRemainder::kPad, 0, 2);
+  std::vector<std::vector<int64_t>> drop = shards(10, 4, ShardRemainder::kDrop, 0, 2);
+  DataLoaderOptions o;
+  o.shuffle = true;
+  o.seed = 99;
+  std::vector<int64_t> order = DataLoader(counting(10), o).epoch_order(0);
+  std::multiset<int64_t> padded, dropped;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(pad[static_cast<size_t>(r)].size(), 3u);
+    EXPECT_EQ(drop[static_cast<size_t>(r)].size(), 2u);
+    padded.insert(pad[static_cast<size_t>(r)].begin(), pad[static_cast<size_t>(r)].end());
+    dropped.insert(drop[static_cast<size_t>(r)].begin(), drop[static_cast<size_t>(r)].end());
+  }
+  std::multiset<int64_t> want_pad(order.begin(), order.end());
+  want_pad.insert(order[0]);
+  want_pad.insert(order[1]);
+  EXPECT_EQ(padded, want_pad);
+  EXPECT_EQ(dropped, std::multiset<int64_t>(order.begin(), order.begin() + 8));
+  // More ranks than examples: padding repeats the order cyclically.
+  std::vector<std::vector<int64_t>> tiny = shards(2, 5, ShardRemainder::kPad, 0, 1);
+  for (const auto& s : tiny) EXPECT_EQ(s.size(), 1u);
+  EXPECT_EQ(shards(2, 5, ShardRemainder::kDrop, 0, 1)[0].size(), 0u);
+}
+
+TEST(DataLoader, Misuse) {
+  DataLoaderOptions o;
+  o.batch_size = 0;
+  EXPECT_THROW(DataLoader(counting(3), o), Error);
+  o.batch_size = 1;
+  o.world_size = 2;
+  o.rank = 2;
+  EXPECT_THROW(DataLoader(counting(3), o), Error);
+  o.rank = -1;
+  EXPECT_THROW(DataLoader(counting(3), o), Error);
+  o.rank = 0;
+  o.world_size = 0;
+  EXPECT_THROW(DataLoader(counting(3), o), Error);
+  EXPECT_THROW(DataLoader(nullptr, DataLoaderOptions()), Error);
+  DataLoader ok(counting(3), DataLoaderOptions());
+  EXPECT_THROW(ok.epoch_order(-1), Error);
+}
+
+TEST(DataLoader, EmptyDataset) {
+  DataLoader loader(counting(0), DataLoaderOptions());
+  EXPECT_EQ(loader.num_batches(), 0);
+  int n = 0;
+  for (const Batch& b : loader.epoch(0)) n += static_cast<int>(b.size());
+  EXPECT_EQ(n, 0);
+}
+
+}  // namespace
+}  // namespace coppice
