@@ -1,0 +1,78 @@
+// Growth policies: which inactive positions a mask update activates
+// (ARCHITECTURE.md, layer 5: "growth policies (registry)").
+//
+// Built-ins, by registry name:
+//   random    SET (Mocanu et al. 2018): k candidates uniformly at random,
+//             drawn from Generator::keyed(seed, purpose, step, rank) with one
+//             Philox key per flat position, so that CPU and GPU and every
+//             replica given the same key pick the same ones.
+//   gradient  RigL (Evci et al. 2020): the k candidates of largest |dense
+//             gradient|, exact, ties to the lower flat position.
+//   momentum  SNFS (Dettmers & Zettlemoyer 2019): the k candidates of largest
+//             |momentum| (a dense tensor of the parameter's shape); the
+//             updater also redistributes the regrown count across layers in
+//             proportion to each layer's mean |momentum| over its stored
+//             entries.
+// A user adds a policy with register_growth_policy; nothing in the library
+// names it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+// What a growth policy sees for one layer at one update.
+struct GrowthInput {
+  std::string layer;
+  Tensor param;  // the parameter before the update
+  int64_t step = 0;
+  int64_t k = 0;                              // exactly this many to grow
+  const std::vector<int64_t>* candidates;     // eligible flat positions, ascending (size >= k)
+  Tensor dense_gradient;                      // dense, the parameter's shape; undefined unless handed in
+  Tensor momentum;                            // dense, the parameter's shape; undefined unless handed in
+  uint64_t seed = 0, purpose = 0, rank = 0;   // the Philox key (purpose: name_purpose(layer))
+};
+
+class GrowthPolicy {
+ public:
+  virtual ~GrowthPolicy() = default;
+  virtual std::string name() const = 0;
+  // Whether update() must be handed the dense gradient (asked only on update steps).
+  virtual bool needs_dense_gradient() const { return false; }
+  virtual bool needs_momentum() const { return false; }
+  // Whether the updater moves regrowth between layers by mean |momentum| (SNFS).
+  virtual bool redistributes_by_momentum() const { return false; }
+  // Exactly in.k distinct positions out of *in.candidates, ascending.
+  virtual std::vector<int64_t> grow(const GrowthInput& in) const = 0;
+};
+
+using GrowthPolicyPtr = std::shared_ptr<const GrowthPolicy>;
+using GrowthPolicyFactory = std::function<GrowthPolicyPtr()>;
+
+// Adds a policy under `name`; throws when the name is empty or taken.
+void register_growth_policy(const std::string& name, GrowthPolicyFactory factory);
+// The policy `name`; throws naming the known ones when it is unknown.
+GrowthPolicyPtr make_growth_policy(const std::string& name);
+std::vector<std::string> registered_growth_policies();  // sorted
+bool is_growth_policy_registered(const std::string& name);
+
+// Helpers for policies.
+// The k candidates of largest |scores| (scores dense of any floating dtype,
+// the layer's shape, on any device), exact via sparsify::topk_mask, ties to
+// the lower flat position, ascending.
+std::vector<int64_t> top_k_among(const Tensor& scores, const std::vector<int64_t>& candidates, int64_t k,
+                                 const std::string& op);
+// k candidates uniformly without replacement: those whose Philox keys (53
+// bits from block(seed', offset', position) of Generator::keyed(seed,
+// purpose, step, rank)) are largest, ascending. Computed on the host; the
+// draw depends only on the key and the positions.
+std::vector<int64_t> random_k_among(const std::vector<int64_t>& candidates, int64_t k, uint64_t seed,
+                                    uint64_t purpose, uint64_t step, uint64_t rank);
+
+}  // namespace coppice

@@ -1,0 +1,68 @@
+// The pattern of a sparse parameter as flat positions, and rebuilding the
+// parameter on a new pattern (ARCHITECTURE.md, "Compact training state").
+//
+// Mask updates (mask_updater.h, gmp.h) decide on positions; this file turns
+// a decision back into a parameter in its own format: surviving values are
+// copied bit for bit, regrown ones start at zero (or at what a RegrowInit
+// returns), and `keep_from` tells the optimizer which old slot each new slot
+// came from (-1: new entry) so that it can remap its nnz-sized state.
+//
+// Element-granular formats only: COO (coalesced), CSR, CSC and masked. Block
+// and group formats (BSR, Blocked-ELL, n:m) and dense parameters are refused
+// with a message naming the format.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+// The stored entries of a sparse parameter, by ascending flat position.
+struct PatternView {
+  Shape shape;
+  std::vector<int64_t> positions;  // ascending row-major flat positions
+  std::vector<int64_t> slots;      // slots[i]: index into values(param) flattened, holding positions[i]
+  int64_t value_slots = 0;         // values(param).numel() (padding included)
+  int64_t numel() const { return shape_numel(shape); }
+  int64_t nnz() const { return static_cast<int64_t>(positions.size()); }
+};
+
+// Throws naming `op` for dense parameters, block/group formats, and
+// uncoalesced COO with repeated positions.
+PatternView pattern_view(const Tensor& param, std::string_view op);
+
+// Values for regrown entries: given the parameter (before the update) and
+// the grown flat positions (ascending), returns a tensor of positions.size()
+// values (any floating dtype and device; converted to the parameter's).
+using RegrowInit = std::function<Tensor(const Tensor& param, const std::vector<int64_t>& positions)>;
+
+struct MaskChange {
+  Tensor param;      // the new parameter, same format, dtype and device; a fresh pattern version
+  Tensor keep_from;  // i64 on the CPU, one per slot of values(param): the old slot, or -1 for a new entry
+  std::vector<int64_t> dropped;  // flat positions, ascending
+  std::vector<int64_t> grown;    // flat positions, ascending
+};
+
+// Rebuilds `param` (whose pattern is `old`) to store exactly `kept` (a
+// subset of old.positions) and `grown` (disjoint from `kept`), both
+// ascending. Survivors keep their values bit for bit; grown entries get
+// init(param, grown), or zeros when `init` is empty.
+MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const std::vector<int64_t>& kept,
+                           const std::vector<int64_t>& grown, const RegrowInit& init, std::string_view op);
+
+// A stable 64-bit key for a parameter name (FNV-1a), for the `purpose` word
+// of Generator::keyed: the same on every build, device and rank.
+uint64_t name_purpose(std::string_view name);
+
+// FNV-1a over a pattern's shape and ascending positions: replicas compare
+// it to check that their masks have not drifted.
+uint64_t pattern_checksum(const Tensor& param);
+
+// A bool CPU tensor of `shape`, true at `positions`.
+Tensor mask_from_positions(const Shape& shape, const std::vector<int64_t>& positions);
+
+}  // namespace coppice

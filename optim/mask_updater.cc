@@ -1,0 +1,308 @@
+// Prune and regrow (mask_updater.h).
+#include "optim/mask_updater.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "sparse/sparse_impl.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// Positions of [0, numel) not in `sorted`.
+std::vector<int64_t> complement(const std::vector<int64_t>& sorted, int64_t numel) {
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(numel) - sorted.size());
+  size_t j = 0;
+  for (int64_t p = 0; p < numel; ++p) {
+    if (j < sorted.size() && sorted[j] == p) {
+      ++j;
+    } else {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+// Splits `total` over layers in proportion to `weights` (equal weights when
+// they sum to 0), never above `caps`, largest remainders first (ties to the
+// lower layer); the caps must sum to at least `total`.
+std::vector<int64_t> apportion(int64_t total, const std::vector<double>& weights, const std::vector<int64_t>& caps) {
+  const size_t n = weights.size();
+  std::vector<int64_t> out(n, 0);
+  std::vector<bool> fixed(n, false);
+  int64_t remaining = total;
+  while (remaining > 0) {
+    double sum = 0.0;
+    size_t open = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!fixed[i]) {
+        sum += weights[i];
+        ++open;
+      }
+    }
+    if (open == 0) break;
+    std::vector<double> share(n, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      if (!fixed[i]) share[i] = static_cast<double>(remaining) * (sum > 0.0 ? weights[i] / sum : 1.0 / open);
+    }
+    bool capped = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (!fixed[i] && share[i] >= static_cast<double>(caps[i])) {
+        out[i] = caps[i];
+        fixed[i] = true;
+        remaining -= caps[i];
+        capped = true;
+      }
+    }
+    if (capped) continue;
+    std::vector<std::pair<double, size_t>> rest;
+    int64_t given = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (fixed[i]) continue;
+      out[i] = static_cast<int64_t>(std::floor(share[i]));
+      given += out[i];
+      rest.emplace_back(share[i] - static_cast<double>(out[i]), i);
+    }
+    std::stable_sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t r = 0; given < remaining && r < rest.size(); ++r) {
+      if (out[rest[r].second] < caps[rest[r].second]) {
+        ++out[rest[r].second];
+        ++given;
+      }
+    }
+    remaining = 0;
+  }
+  return out;
+}
+
+}  // namespace
+
+DropSchedule parse_drop_schedule(std::string_view name) {
+  if (name == "constant") return DropSchedule::kConstant;
+  if (name == "cosine") return DropSchedule::kCosine;
+  if (name == "linear") return DropSchedule::kLinear;
+  fail("mask updater: unknown drop-fraction schedule '", name, "'; known: constant, cosine, linear");
+}
+
+const char* drop_schedule_name(DropSchedule s) {
+  switch (s) {
+    case DropSchedule::kConstant: return "constant";
+    case DropSchedule::kCosine: return "cosine";
+    default: return "linear";
+  }
+}
+
+void validate(const MaskUpdaterConfig& c) {
+  COPPICE_CHECK(c.drop_fraction >= 0.0 && c.drop_fraction <= 1.0,
+                "mask updater: drop_fraction must be in [0, 1], got ", c.drop_fraction);
+  COPPICE_CHECK(c.start_step >= 0, "mask updater: start_step must be >= 0, got ", c.start_step);
+  COPPICE_CHECK(c.end_step >= c.start_step, "mask updater: end_step (", c.end_step, ") is before start_step (",
+                c.start_step, ")");
+  COPPICE_CHECK(c.interval >= 1, "mask updater: interval must be >= 1, got ", c.interval);
+  COPPICE_CHECK(c.prune != PruneCriterion::kCustom || c.prune_score != nullptr,
+                "mask updater: prune criterion 'custom' needs a prune_score callback");
+  COPPICE_CHECK(is_growth_policy_registered(c.growth), "mask updater: unknown growth policy '", c.growth,
+                "'; known: ", str_join(registered_growth_policies(), ", "));
+}
+
+double drop_fraction_at(const MaskUpdaterConfig& c, int64_t step) {
+  if (step < c.start_step || step >= c.end_step) return 0.0;
+  const double t = static_cast<double>(step - c.start_step) / static_cast<double>(c.end_step - c.start_step);
+  switch (c.schedule) {
+    case DropSchedule::kConstant: return c.drop_fraction;
+    case DropSchedule::kCosine: return c.drop_fraction / 2.0 * (1.0 + std::cos(t * kPi));
+    default: return c.drop_fraction * (1.0 - t);
+  }
+}
+
+MaskUpdater::MaskUpdater(MaskUpdaterConfig config) : config_(std::move(config)) {
+  validate(config_);
+  policy_ = make_growth_policy(config_.growth);
+}
+
+void MaskUpdater::add_layer(const std::string& name, const Tensor& param) {
+  COPPICE_CHECK(!name.empty(), "mask updater: a layer needs a name");
+  COPPICE_CHECK(layers_.count(name) == 0, "mask updater: layer '", name, "' is already added");
+  const PatternView view = pattern_view(param, str_cat("mask updater (layer ", name, ")"));
+  Layer l;
+  l.shape = param.shape();
+  l.ever.assign(static_cast<size_t>(view.numel()), 0);
+  mark_ever(l, view.positions);
+  names_.push_back(name);
+  layers_.emplace(name, std::move(l));
+}
+
+const MaskUpdater::Layer& MaskUpdater::layer(const std::string& name) const {
+  auto it = layers_.find(name);
+  COPPICE_CHECK(it != layers_.end(), "mask updater: unknown layer '", name, "'; known: ", str_join(names_, ", "));
+  return it->second;
+}
+
+MaskUpdater::Layer& MaskUpdater::layer(const std::string& name) {
+  return const_cast<Layer&>(static_cast<const MaskUpdater*>(this)->layer(name));
+}
+
+void MaskUpdater::mark_ever(Layer& l, const std::vector<int64_t>& positions) {
+  for (int64_t p : positions) {
+    uint8_t& e = l.ever[static_cast<size_t>(p)];
+    if (!e) {
+      e = 1;
+      ++l.ever_count;
+    }
+  }
+}
+
+double MaskUpdater::itop_rate(const std::string& name) const {
+  const Layer& l = layer(name);
+  return l.ever.empty() ? 1.0 : static_cast<double>(l.ever_count) / static_cast<double>(l.ever.size());
+}
+
+bool MaskUpdater::is_update_step(int64_t step) const {
+  return step >= config_.start_step && step < config_.end_step && (step - config_.start_step) % config_.interval == 0;
+}
+
+bool MaskUpdater::needs_dense_gradient(int64_t step) const {
+  return is_update_step(step) && policy_->needs_dense_gradient();
+}
+
+bool MaskUpdater::needs_momentum(int64_t step) const { return is_update_step(step) && policy_->needs_momentum(); }
+
+void MaskUpdater::accumulate_movement(const std::string& name, const Tensor& param, const Tensor& grad) {
+  layer(name).movement.accumulate(param, grad);
+}
+
+MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, LayerInputs>& inputs) {
+  MaskUpdateResult result;
+  result.step = step;
+  result.updated = is_update_step(step);
+  result.drop_fraction = drop_fraction_at(config_, step);
+
+  struct Pending {
+    const LayerInputs* in = nullptr;
+    PatternView view;
+    std::vector<int64_t> kept, candidates;
+    int64_t dropped = 0, grow = 0;
+  };
+  std::vector<Pending> pending(names_.size());
+
+  // Prune each layer.
+  for (size_t i = 0; i < names_.size(); ++i) {
+    const std::string& name = names_[i];
+    const std::string op = str_cat("mask update (layer ", name, ", step ", step, ")");
+    auto it = inputs.find(name);
+    COPPICE_CHECK(it != inputs.end(), op, ": no inputs for the layer");
+    const LayerInputs& in = it->second;
+    Layer& l = layer(name);
+    COPPICE_CHECK(in.param.defined() && in.param.shape() == l.shape, op, ": the parameter must have shape ",
+                  shape_to_string(l.shape), in.param.defined() ? str_cat(", got ", shape_to_string(in.param.shape())) : ", got none");
+    Pending& p = pending[i];
+    p.in = &in;
+    p.view = pattern_view(in.param, op);
+    if (!result.updated) continue;
+    if (policy_->needs_dense_gradient()) {
+      COPPICE_CHECK(in.dense_gradient.defined() && in.dense_gradient.shape() == l.shape, op, ": growth '",
+                    policy_->name(), "' needs the dense gradient of shape ", shape_to_string(l.shape));
+    }
+    if (policy_->needs_momentum()) {
+      COPPICE_CHECK(in.momentum.defined() && in.momentum.shape() == l.shape, op, ": growth '", policy_->name(),
+                    "' needs the momentum of shape ", shape_to_string(l.shape));
+    }
+    const int64_t n = p.view.nnz(), numel = p.view.numel();
+    int64_t k = std::llround(result.drop_fraction * static_cast<double>(n));
+    if (!config_.allow_regrow_dropped) k = std::min(k, numel - n);
+    Tensor keys;
+    bool magnitude = false;
+    switch (config_.prune) {
+      case PruneCriterion::kMagnitude:
+        keys = values(in.param);
+        magnitude = true;
+        break;
+      case PruneCriterion::kMovement:
+        COPPICE_CHECK(l.movement.scores().defined(), op,
+                      ": prune criterion 'movement' has no scores; call accumulate_movement on the steps before");
+        keys = l.movement.scores();
+        break;
+      case PruneCriterion::kCustom:
+        keys = config_.prune_score(in.param, step);
+        break;
+    }
+    p.kept = select_survivors(keys, p.view, n - k, magnitude, op);
+    p.dropped = k;
+    p.candidates = complement(config_.allow_regrow_dropped ? p.kept : p.view.positions, numel);
+    p.grow = k;
+  }
+
+  // SNFS: the regrowth moves between layers by mean |momentum| over stored entries.
+  if (result.updated && policy_->redistributes_by_momentum() && names_.size() > 1) {
+    int64_t total = 0;
+    std::vector<double> weights(names_.size());
+    std::vector<int64_t> caps(names_.size());
+    for (size_t i = 0; i < names_.size(); ++i) {
+      const Pending& p = pending[i];
+      total += p.dropped;
+      caps[i] = static_cast<int64_t>(p.candidates.size());
+      if (p.view.nnz() > 0) {
+        const Tensor m = to_dense(p.in->momentum).contiguous().reshape({-1});
+        const Tensor at = index_select(m, 0, from_vector(p.view.positions).to(m.device()));
+        weights[i] = mean(abs(at.to(DType::kF64))).item();
+      }
+    }
+    const std::vector<int64_t> grow = apportion(total, weights, caps);
+    for (size_t i = 0; i < names_.size(); ++i) pending[i].grow = grow[i];
+  }
+
+  // Grow and rebuild.
+  for (size_t i = 0; i < names_.size(); ++i) {
+    const std::string& name = names_[i];
+    Pending& p = pending[i];
+    Layer& l = layer(name);
+    LayerUpdate u;
+    u.name = name;
+    u.param = p.in->param;
+    if (result.updated && (p.dropped > 0 || p.grow > 0)) {
+      const std::string op = str_cat("mask update (layer ", name, ", step ", step, ")");
+      GrowthInput g;
+      g.layer = name;
+      g.param = p.in->param;
+      g.step = step;
+      g.k = p.grow;
+      g.candidates = &p.candidates;
+      g.dense_gradient = p.in->dense_gradient;
+      g.momentum = p.in->momentum;
+      g.seed = config_.seed;
+      g.purpose = name_purpose(name);
+      g.rank = config_.rank;
+      std::vector<int64_t> grown = p.grow > 0 ? policy_->grow(g) : std::vector<int64_t>{};
+      COPPICE_CHECK(static_cast<int64_t>(grown.size()) == p.grow, op, ": growth '", policy_->name(), "' returned ",
+                    grown.size(), " positions, expected exactly ", p.grow);
+      for (size_t j = 0; j < grown.size(); ++j) {
+        COPPICE_CHECK(std::binary_search(p.candidates.begin(), p.candidates.end(), grown[j]), op, ": growth '",
+                      policy_->name(), "' returned position ", grown[j], ", which is not a candidate");
+        COPPICE_CHECK(j == 0 || grown[j - 1] < grown[j], op, ": growth '", policy_->name(),
+                      "' must return distinct ascending positions (", grown[j - 1], " then ", grown[j], ")");
+      }
+      MaskChange change = rebuild_pattern(p.in->param, p.view, p.kept, grown, config_.init, op);
+      u.param = change.param;
+      u.keep_from = change.keep_from;
+      u.changed = true;
+      u.dropped = static_cast<int64_t>(change.dropped.size());
+      u.grown = static_cast<int64_t>(change.grown.size());
+      mark_ever(l, change.grown);
+      if (l.movement.scores().defined()) l.movement.remap(change.keep_from);
+      if (remap_) remap_(name, change.param, change.keep_from);
+    }
+    u.nnz = u.changed ? p.view.nnz() - u.dropped + u.grown : p.view.nnz();
+    u.density = p.view.numel() > 0 ? static_cast<double>(u.nnz) / static_cast<double>(p.view.numel()) : 1.0;
+    u.itop_rate = itop_rate(name);
+    result.layers.push_back(std::move(u));
+  }
+  return result;
+}
+
+}  // namespace coppice

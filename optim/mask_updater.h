@@ -1,0 +1,152 @@
+// Prune and regrow (ARCHITECTURE.md, layer 5: "mask updates"): every
+// `interval` steps between `start_step` and `end_step`, each layer drops a
+// fraction of its stored entries by a prune criterion (prune.h) and grows
+// exactly as many inactive positions back by a growth policy (growth.h), so
+// that its nnz, and so its density, is the same after every update (SNFS's
+// momentum policy moves regrowth between layers instead; the total nnz is
+// still kept).
+//
+// The updater decides on positions and rebuilds each parameter in its own
+// format (mask_change.h): survivors keep their values bit for bit, grown
+// entries start at zero (or at config.init). It knows nothing of optimizers
+// or communicators: its output per layer is the new parameter and
+// `keep_from` (each new slot's old slot, or -1), which it also hands to the
+// optional StateRemapFn that the trainer wires to the optimizer's
+// remap_state. Its inputs are plain tensors, which the trainer reduces
+// across ranks before handing them in, so replicas compute the same masks.
+//
+// The dense gradient is needed only on update steps, and only when the
+// growth policy asks (needs_dense_gradient(step)); on every other step the
+// trainer keeps the compact gradient.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "optim/growth.h"
+#include "optim/mask_change.h"
+#include "optim/prune.h"
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+enum class DropSchedule {
+  kConstant,  // f(t) = alpha
+  kCosine,    // f(t) = alpha / 2 (1 + cos(pi (t - start) / (end - start)))   (RigL)
+  kLinear,    // f(t) = alpha (1 - (t - start) / (end - start))
+};
+// Parses "constant", "cosine" or "linear"; throws listing them.
+DropSchedule parse_drop_schedule(std::string_view name);
+const char* drop_schedule_name(DropSchedule s);
+
+struct MaskUpdaterConfig {
+  int64_t start_step = 0;
+  int64_t end_step = 0;    // no update at or after it; end_step >= start_step
+  int64_t interval = 100;  // an update at start_step + j * interval, j = 0, 1, ...
+  double drop_fraction = 0.3;  // alpha, in [0, 1]: the fraction of each layer's nnz dropped
+  DropSchedule schedule = DropSchedule::kCosine;
+  PruneCriterion prune = PruneCriterion::kMagnitude;
+  PruneScoreFn prune_score;  // for PruneCriterion::kCustom
+  std::string growth = "random";  // a registered growth policy (growth.h)
+  // Whether positions dropped in an update may be grown back in the same
+  // one. Without it, a layer drops at most as many as it has inactive
+  // positions, so that exactly as many can be grown.
+  bool allow_regrow_dropped = false;
+  RegrowInit init;  // values of grown entries; empty: zeros
+  // The Philox key of random growth: (seed, name_purpose(layer), step,
+  // rank). Replicas that must agree pass the same rank (default 0).
+  uint64_t seed = 0;
+  uint64_t rank = 0;
+};
+
+// Throws coppice::Error naming the bad field (drop fraction outside [0, 1],
+// end before start, interval < 1, an unknown growth policy (listing the
+// known ones), a custom criterion without a callback).
+void validate(const MaskUpdaterConfig& config);
+
+// f(step) of config.schedule (0 outside [start, end)).
+double drop_fraction_at(const MaskUpdaterConfig& config, int64_t step);
+
+// The inputs of one layer at an update: the parameter (always), and the
+// dense gradient / momentum (the parameter's shape, dense) when the growth
+// policy asks for them.
+struct LayerInputs {
+  Tensor param;
+  Tensor dense_gradient;
+  Tensor momentum;
+};
+
+struct LayerUpdate {
+  std::string name;
+  Tensor param;      // the new parameter (the input itself when unchanged)
+  Tensor keep_from;  // i64 CPU, one per slot of values(param); undefined when unchanged
+  bool changed = false;
+  int64_t dropped = 0;
+  int64_t grown = 0;
+  int64_t nnz = 0;
+  double density = 0.0;
+  double itop_rate = 0.0;  // fraction of positions ever stored since add_layer (in-time over-parameterization)
+};
+
+struct MaskUpdateResult {
+  int64_t step = 0;
+  bool updated = false;  // false on steps that are not update steps (layers then carry only statistics)
+  double drop_fraction = 0.0;
+  std::vector<LayerUpdate> layers;  // in add_layer order
+};
+
+// Called for each changed layer, after it is rebuilt: the trainer forwards it
+// to the optimizer's remap_state(param, keep_from).
+using StateRemapFn = std::function<void(const std::string& name, const Tensor& new_param, const Tensor& keep_from)>;
+
+class MaskUpdater {
+ public:
+  explicit MaskUpdater(MaskUpdaterConfig config);
+
+  // Registers a layer with its initial parameter (a sparse 2-D or n-D
+  // tensor in coo, csr, csc or masked); the start of its ITOP record.
+  void add_layer(const std::string& name, const Tensor& param);
+  const std::vector<std::string>& layers() const { return names_; }
+
+  void set_state_remap(StateRemapFn fn) { remap_ = std::move(fn); }
+
+  bool is_update_step(int64_t step) const;
+  // True only on update steps whose growth policy reads the dense gradient.
+  bool needs_dense_gradient(int64_t step) const;
+  bool needs_momentum(int64_t step) const;
+
+  // For PruneCriterion::kMovement: adds -w * grad to the layer's compact
+  // scores; call on every step with the gradient of the current pattern.
+  void accumulate_movement(const std::string& name, const Tensor& param, const Tensor& grad);
+
+  // Runs the update of `step` over every layer (inputs must hold each by
+  // name). On other steps it changes nothing and reports statistics.
+  MaskUpdateResult update(int64_t step, const std::map<std::string, LayerInputs>& inputs);
+
+  double itop_rate(const std::string& name) const;
+  const MaskUpdaterConfig& config() const { return config_; }
+  const GrowthPolicy& growth_policy() const { return *policy_; }
+
+ private:
+  struct Layer {
+    Shape shape;
+    std::vector<uint8_t> ever;  // per flat position: ever stored
+    int64_t ever_count = 0;
+    MovementScores movement;
+  };
+  const Layer& layer(const std::string& name) const;
+  Layer& layer(const std::string& name);
+  void mark_ever(Layer& l, const std::vector<int64_t>& positions);
+
+  MaskUpdaterConfig config_;
+  GrowthPolicyPtr policy_;
+  StateRemapFn remap_;
+  std::vector<std::string> names_;
+  std::map<std::string, Layer> layers_;
+};
+
+}  // namespace coppice

@@ -1,0 +1,70 @@
+// Prune criteria: which stored entries of a sparse parameter survive a mask
+// update (mask_updater.h) or a pruning step (gmp.h).
+//
+// Every criterion gives a key per stored entry; the entries with the largest
+// keys survive, exactly as many as asked, ties to the lower flat position,
+// NaN counting as largest. The selection runs through sparsifiers'
+// exact top-k op (sparsify::topk_mask), on the device that holds the keys.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "optim/mask_change.h"
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+enum class PruneCriterion {
+  kMagnitude,  // |w|
+  kMovement,   // accumulated -w * grad (MovementScores), Sanh et al. 2020
+  kCustom,     // a user's PruneScoreFn
+};
+const char* prune_criterion_name(PruneCriterion c);  // "magnitude", "movement", "custom"
+// Parses "magnitude", "movement" or "custom"; throws listing them.
+PruneCriterion parse_prune_criterion(std::string_view name);
+
+// A user's criterion: scores for the parameter's entries, larger survives.
+// Returns a tensor of the parameter's shape (dense; only the stored
+// positions are read) or one score per slot of values(param).
+using PruneScoreFn = std::function<Tensor(const Tensor& param, int64_t step)>;
+
+// The `keep` stored entries of largest key (|key| when `magnitude`), as
+// ascending flat positions. `keys` holds one key per slot of values(param)
+// (view.value_slots elements in any shape) or is a dense tensor of the
+// parameter's shape read at the stored positions.
+std::vector<int64_t> select_survivors(const Tensor& keys, const PatternView& view, int64_t keep, bool magnitude,
+                                      std::string_view op);
+
+// Movement scores in the compact layout (one per slot of values(param)):
+// accumulate() adds -w * grad every step, remap() follows a mask change
+// (survivors keep their score, new entries start at 0). f64 for f64
+// weights, else f32, on the parameter's device.
+class MovementScores {
+ public:
+  // grad: a tensor of the parameter's pattern (the same pattern version, or
+  // the same format and nnz) or dense of its shape (read at stored positions).
+  void accumulate(const Tensor& param, const Tensor& grad);
+  void remap(const Tensor& keep_from);
+  void reset() { scores_ = Tensor(); steps_ = 0; }
+  const Tensor& scores() const { return scores_; }  // undefined before accumulate
+  int64_t steps() const { return steps_; }
+  uint64_t pattern_version() const { return version_; }
+
+ private:
+  Tensor scores_;
+  int64_t steps_ = 0;
+  uint64_t version_ = 0;
+};
+
+// One-shot pruning by magnitude: keeps the round(density * numel) stored
+// entries of largest |w| (all of them when fewer are stored); density in
+// [0, 1]. Survivors keep their values bit for bit.
+MaskChange prune_to_density(const Tensor& param, double density);
+// The same with the keys of any criterion (see select_survivors).
+MaskChange prune_to_density(const Tensor& param, double density, const Tensor& keys, bool magnitude);
+
+}  // namespace coppice

@@ -1,0 +1,116 @@
+// Gradual magnitude pruning (optim/gmp.h): Zhu & Gupta's cubic schedule at
+// chosen steps, the pruning steps, pruning a parameter over a run, one-shot
+// pruning (optim/prune.h), and refused configurations.
+#include "optim/gmp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "optim/prune.h"
+#include "sparse/sparse_impl.h"
+#include "tensor/ops.h"
+#include "tests/optim/mask_test_util.h"
+
+namespace coppice {
+namespace {
+
+using testing_mask::bits_at;
+using testing_mask::positions;
+using testing_mask::random_param;
+using testing_mask::throws_with;
+
+GmpConfig config() {
+  GmpConfig c;
+  c.initial_density = 1.0;
+  c.final_density = 0.1;
+  c.start_step = 100;
+  c.end_step = 1100;
+  c.frequency = 100;
+  return c;
+}
+
+// s_t = 0.9 + (0 - 0.9)(1 - (t - 100)/1000)^3.
+TEST(Gmp, CubicScheduleAtChosenSteps) {
+  const GmpConfig c = config();
+  EXPECT_DOUBLE_EQ(gmp_density_at(c, 0), 1.0);
+  EXPECT_DOUBLE_EQ(gmp_density_at(c, 100), 1.0);
+  EXPECT_NEAR(gmp_sparsity_at(c, 350), 0.9 - 0.9 * 0.75 * 0.75 * 0.75, 1e-12);  // 0.5203125
+  EXPECT_NEAR(gmp_sparsity_at(c, 600), 0.7875, 1e-12);
+  EXPECT_NEAR(gmp_density_at(c, 600), 0.2125, 1e-12);
+  EXPECT_NEAR(gmp_sparsity_at(c, 1000), 0.9 - 0.9 * 0.001, 1e-12);
+  EXPECT_DOUBLE_EQ(gmp_density_at(c, 1100), 0.1);
+  EXPECT_DOUBLE_EQ(gmp_density_at(c, 5000), 0.1);
+  GmpConfig from_half = c;
+  from_half.initial_density = 0.5;
+  EXPECT_NEAR(gmp_sparsity_at(from_half, 600), 0.9 + (0.5 - 0.9) * 0.125, 1e-12);
+  // Monotone between the ends.
+  for (int64_t t = 100; t < 1100; ++t) EXPECT_GE(gmp_density_at(c, t), gmp_density_at(c, t + 1));
+}
+
+TEST(Gmp, PrunesOnScheduleBitForBit) {
+  GmpPruner gmp(config());
+  EXPECT_TRUE(gmp.is_prune_step(100));
+  EXPECT_TRUE(gmp.is_prune_step(600));
+  EXPECT_TRUE(gmp.is_prune_step(1100));
+  EXPECT_FALSE(gmp.is_prune_step(150));
+  EXPECT_FALSE(gmp.is_prune_step(1200));
+  EXPECT_FALSE(gmp.is_prune_step(0));
+  Tensor p = random_param({10, 20}, 200, 3, "csr");  // everything stored
+  int64_t last = nnz(p);
+  for (int64_t step = 0; step <= 1300; ++step) {
+    const MaskChange c = gmp.prune(step, p);
+    if (!gmp.is_prune_step(step)) {
+      EXPECT_TRUE(c.param.is_same(p));
+      continue;
+    }
+    const int64_t expect = std::min<int64_t>(last, std::llround(gmp_density_at(config(), step) * 200));
+    EXPECT_EQ(nnz(c.param), expect) << step;
+    if (c.keep_from.defined()) {
+      const std::vector<int64_t> kept = positions(c.param);
+      EXPECT_EQ(bits_at(c.param, kept), bits_at(p, kept));
+      // The smallest survivor is at least the largest dropped.
+      const std::vector<float> d = to_dense(p).to_vector<float>();
+      float min_kept = 1e30f, max_dropped = 0.0f;
+      for (int64_t q : kept) min_kept = std::min(min_kept, std::fabs(d[static_cast<size_t>(q)]));
+      for (int64_t q : c.dropped) max_dropped = std::max(max_dropped, std::fabs(d[static_cast<size_t>(q)]));
+      EXPECT_GE(min_kept, max_dropped);
+    }
+    last = nnz(c.param);
+    p = c.param;
+  }
+  EXPECT_EQ(nnz(p), 20);
+}
+
+TEST(Gmp, OneShotPruning) {
+  const Tensor p = random_param({8, 8}, 40, 4, "masked");
+  const MaskChange c = prune_to_density(p, 0.25);
+  EXPECT_EQ(nnz(c.param), 16);
+  EXPECT_EQ(c.param.format(), "masked");
+  EXPECT_EQ(c.dropped.size(), 24u);
+  EXPECT_TRUE(c.grown.empty());
+  const std::vector<int64_t> kept = positions(c.param);
+  EXPECT_EQ(bits_at(c.param, kept), bits_at(p, kept));
+  // Asking for more than is stored keeps everything.
+  EXPECT_EQ(nnz(prune_to_density(p, 0.9).param), 40);
+  EXPECT_TRUE(throws_with([&] { prune_to_density(p, 1.5); }, {"prune_to_density", "[0, 1]"}));
+}
+
+TEST(Gmp, RefusesBadConfigs) {
+  GmpConfig c = config();
+  c.final_density = 1.2;
+  EXPECT_TRUE(throws_with([&] { GmpPruner g(c); }, {"final_density", "[0, 1]"}));
+  c = config();
+  c.initial_density = 0.05;
+  EXPECT_TRUE(throws_with([&] { GmpPruner g(c); }, {"above initial_density"}));
+  c = config();
+  c.end_step = 50;
+  EXPECT_TRUE(throws_with([&] { GmpPruner g(c); }, {"end_step (50)", "before start_step (100)"}));
+  c = config();
+  c.frequency = 0;
+  EXPECT_TRUE(throws_with([&] { GmpPruner g(c); }, {"frequency"}));
+}
+
+}  // namespace
+}  // namespace coppice
