@@ -203,8 +203,8 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
                   shape_to_string(l.shape), in.param.defined() ? str_cat(", got ", shape_to_string(in.param.shape())) : ", got none");
     Pending& p = pending[i];
     p.in = &in;
+    if (!result.updated) continue;  // statistics only: no pattern walk on ordinary steps
     p.view = pattern_view(in.param, op);
-    if (!result.updated) continue;
     if (policy_->needs_dense_gradient()) {
       COPPICE_CHECK(in.dense_gradient.defined() && in.dense_gradient.shape() == l.shape, op, ": growth '",
                     policy_->name(), "' needs the dense gradient of shape ", shape_to_string(l.shape));
@@ -297,8 +297,8 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
       if (l.movement.scores().defined()) l.movement.remap(change.keep_from);
       if (remap_) remap_(name, change.param, change.keep_from);
     }
-    u.nnz = u.changed ? p.view.nnz() - u.dropped + u.grown : p.view.nnz();
-    u.density = p.view.numel() > 0 ? static_cast<double>(u.nnz) / static_cast<double>(p.view.numel()) : 1.0;
+    u.nnz = nnz(u.param);
+    u.density = density(u.param);
     u.itop_rate = itop_rate(name);
     result.layers.push_back(std::move(u));
   }
