@@ -3,7 +3,7 @@
 //
 // A dataset is a fixed number of examples, each an (input, target) pair; a
 // batch is the examples at some indices stacked along a new first dimension.
-// Datasets are immutable once built and safe to read from several threads.
+// Datasets are immutable once built.
 #pragma once
 
 #include <cstdint>

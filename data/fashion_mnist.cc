@@ -30,6 +30,10 @@ absl::StatusOr<std::shared_ptr<TensorDataset>> load_idx_classification(const std
     return absl::InvalidArgumentError(str_cat("load ", images_path, ": normalization needs a finite mean and std > 0, got mean ",
                                               options.mean, " std ", options.std));
   }
+  if (num_classes < 1 || num_classes > 256) {
+    return absl::InvalidArgumentError(str_cat("load ", labels_path, ": num_classes must be in [1, 256] (u8 labels), got ",
+                                              num_classes));
+  }
   absl::StatusOr<IdxArray> labels = read_idx(labels_path);
   if (!labels.ok()) return labels.status();
   if (labels->type != IdxType::kU8 || labels->dims.size() != 1) {

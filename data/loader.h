@@ -55,6 +55,7 @@ class DataLoader {
   // This rank's dataset indices for `epoch`, in the order they are batched.
   std::vector<int64_t> shard_indices(int64_t epoch) const;
   // Batch `index` (in [0, num_batches())) of `epoch`, on options().device.
+  // Computes the epoch's order on every call; epoch() computes it once.
   Batch batch(int64_t epoch, int64_t index) const;
 
   // Range-for over one epoch: for (const Batch& b : loader.epoch(e)) ...

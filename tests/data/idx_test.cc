@@ -1,5 +1,6 @@
 #include "data/idx.h"
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,26 @@ TEST(Idx, FlippedBytesNeverCrash) {
         EXPECT_EQ(*out, plain) << "byte " << i;
       }
     }
+  }
+}
+
+TEST(Idx, RandomBytesNeverCrash) {
+  // Headers with random types, ranks and sizes over payloads of random length:
+  // each parse is an error or an array whose data matches its header.
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 5000; ++trial) {
+    std::string bytes;
+    const int header = static_cast<int>(rng() % 24);
+    for (int i = 0; i < header; ++i) bytes.push_back(static_cast<char>(rng() % 4 == 0 ? rng() : rng() % 4));
+    if (trial % 2 == 0 && bytes.size() >= 4) {
+      bytes[0] = bytes[1] = 0;
+      bytes[2] = static_cast<char>(0x08 + rng() % 7);
+    }
+    bytes += std::string(rng() % 64, 'p');
+    absl::StatusOr<IdxArray> a = parse_idx(bytes, "rand");
+    if (!a.ok()) continue;
+    EXPECT_EQ(a->data.size(), static_cast<size_t>(a->numel()) * idx_type_size(a->type));
+    EXPECT_EQ(a->to_tensor().numel(), a->numel());
   }
 }
 
