@@ -37,6 +37,11 @@ struct GrowthInput {
   Tensor dense_gradient;                      // dense, the parameter's shape; undefined unless handed in
   Tensor momentum;                            // dense, the parameter's shape; undefined unless handed in
   uint64_t seed = 0, purpose = 0, rank = 0;   // the Philox key (purpose: name_purpose(layer))
+  // Block formats (BSR, Blocked-ELL) grow whole blocks: when either is above
+  // 1, candidates and the result index the row-major grid of blocks
+  // [rows / block_rows, cols / block_cols], and dense_gradient and momentum
+  // are per-block sums of squares of that grid's shape.
+  int64_t block_rows = 1, block_cols = 1;
 };
 
 class GrowthPolicy {

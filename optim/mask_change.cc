@@ -32,11 +32,19 @@ PatternView pattern_view(const Tensor& param, std::string_view op) {
   COPPICE_CHECK(param.defined(), op, ": the parameter is undefined");
   const Layout layout = param.layout();
   COPPICE_CHECK(layout == Layout::kCoo || layout == Layout::kCsr || layout == Layout::kCsc ||
-                    layout == Layout::kMasked,
-                op, ": mask updates need an element-granular sparse parameter (coo, csr, csc or masked), got ",
+                    layout == Layout::kMasked || layout == Layout::kBsr || layout == Layout::kBlockedEll,
+                op, ": mask updates need a sparse parameter in coo, csr, csc, masked, bsr or blocked_ell, got ",
                 param.format(), layout == Layout::kDense ? " (store the weight as \"masked\" to prune a dense one)" : "");
   PatternView view;
   view.shape = param.shape();
+  if (layout == Layout::kBsr) {
+    view.block_rows = bsr_impl(param, op).block_rows();
+    view.block_cols = bsr_impl(param, op).block_cols();
+  } else if (layout == Layout::kBlockedEll) {
+    const auto* ell = param.impl_as<BlockedEllImpl>();
+    COPPICE_CHECK(ell != nullptr, op, ": a blocked_ell parameter without its impl");
+    view.block_rows = view.block_cols = ell->block_size();
+  }
   const std::vector<int64_t> pos = stored_positions(param);
   view.value_slots = static_cast<int64_t>(pos.size());
   std::vector<std::pair<int64_t, int64_t>> entries;
@@ -54,6 +62,37 @@ PatternView pattern_view(const Tensor& param, std::string_view op) {
     view.slots.push_back(entries[i].second);
   }
   return view;
+}
+
+PatternView block_view(const PatternView& e) {
+  COPPICE_CHECK(e.shape.size() == 2, "block_view: needs a 2-D pattern, got ", shape_to_string(e.shape));
+  PatternView b;
+  b.shape = {e.shape[0] / e.block_rows, e.shape[1] / e.block_cols};
+  const int64_t cols = e.shape[1], grid_cols = b.shape[1];
+  for (int64_t p : e.positions) {
+    const int64_t block = (p / cols / e.block_rows) * grid_cols + (p % cols) / e.block_cols;
+    b.positions.push_back(block);
+  }
+  std::sort(b.positions.begin(), b.positions.end());
+  b.positions.erase(std::unique(b.positions.begin(), b.positions.end()), b.positions.end());
+  b.slots.resize(b.positions.size());
+  std::iota(b.slots.begin(), b.slots.end(), 0);
+  b.value_slots = b.nnz();
+  return b;
+}
+
+std::vector<int64_t> expand_blocks(const std::vector<int64_t>& blocks, const PatternView& e) {
+  const int64_t cols = e.shape[1], grid_cols = cols / e.block_cols;
+  std::vector<int64_t> out;
+  out.reserve(blocks.size() * static_cast<size_t>(e.block_rows * e.block_cols));
+  for (int64_t b : blocks) {
+    const int64_t r0 = (b / grid_cols) * e.block_rows, c0 = (b % grid_cols) * e.block_cols;
+    for (int64_t r = 0; r < e.block_rows; ++r) {
+      for (int64_t c = 0; c < e.block_cols; ++c) out.push_back((r0 + r) * cols + c0 + c);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 Tensor mask_from_positions(const Shape& shape, const std::vector<int64_t>& positions) {
@@ -82,7 +121,9 @@ MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const st
 
   // The new pattern, in the parameter's own format, then its slots filled.
   const Tensor mask = mask_from_positions(old.shape, next).to(param.device());
-  const Tensor pattern = sparse_from_mask(zeros(old.shape, param.options()), mask, param.format());
+  const bool block_format = param.layout() == Layout::kBsr || param.layout() == Layout::kBlockedEll;
+  const FormatOptions options = block_format ? FormatOptions::block(old.block_rows, old.block_cols) : FormatOptions();
+  const Tensor pattern = sparse_from_mask(zeros(old.shape, param.options()), mask, param.format(), options);
   const std::vector<int64_t> new_pos = stored_positions(pattern);
 
   const Tensor old_values = values(param).reshape({-1});

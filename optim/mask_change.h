@@ -7,9 +7,10 @@
 // returns), and `keep_from` tells the optimizer which old slot each new slot
 // came from (-1: new entry) so that it can remap its nnz-sized state.
 //
-// Element-granular formats only: COO (coalesced), CSR, CSC and masked. Block
-// and group formats (BSR, Blocked-ELL, n:m) and dense parameters are refused
-// with a message naming the format.
+// Formats: COO (coalesced), CSR, CSC and masked, entry by entry; BSR and
+// Blocked-ELL block by block (a mask update keeps, drops and grows whole
+// blocks: block_view). n:m and dense parameters are refused with a message
+// naming the format.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,9 @@ struct PatternView {
   std::vector<int64_t> positions;  // ascending row-major flat positions
   std::vector<int64_t> slots;      // slots[i]: index into values(param) flattened, holding positions[i]
   int64_t value_slots = 0;         // values(param).numel() (padding included)
+  // The unit of a mask update: 1x1 for element formats, the block of BSR and Blocked-ELL.
+  int64_t block_rows = 1, block_cols = 1;
+  bool blocked() const { return block_rows > 1 || block_cols > 1; }
   int64_t numel() const { return shape_numel(shape); }
   int64_t nnz() const { return static_cast<int64_t>(positions.size()); }
 };
@@ -34,6 +38,13 @@ struct PatternView {
 // Throws naming `op` for dense parameters, block/group formats, and
 // uncoalesced COO with repeated positions.
 PatternView pattern_view(const Tensor& param, std::string_view op);
+
+// The same pattern over blocks: shape [rows / block_rows, cols /
+// block_cols], positions the stored blocks' row-major indices (slots[i] = i).
+PatternView block_view(const PatternView& elements);
+// Every element position of the given blocks (ascending block indices of
+// block_view(elements)), ascending.
+std::vector<int64_t> expand_blocks(const std::vector<int64_t>& blocks, const PatternView& elements);
 
 // Values for regrown entries: given the parameter (before the update) and
 // the grown flat positions (ascending), returns a tensor of positions.size()

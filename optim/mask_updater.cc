@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "sparse/sparse_impl.h"
+#include "sparsifiers/mask_ops.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -185,8 +186,9 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
 
   struct Pending {
     const LayerInputs* in = nullptr;
-    PatternView view;
-    std::vector<int64_t> kept, candidates;
+    PatternView elements;  // the stored entries
+    PatternView view;      // the units of the update: the entries, or the blocks of a block format
+    std::vector<int64_t> kept, candidates;  // in units
     int64_t dropped = 0, grow = 0;
   };
   std::vector<Pending> pending(names_.size());
@@ -204,7 +206,14 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     Pending& p = pending[i];
     p.in = &in;
     if (!result.updated) continue;  // statistics only: no pattern walk on ordinary steps
-    p.view = pattern_view(in.param, op);
+    p.elements = pattern_view(in.param, op);
+    const bool blocked = p.elements.blocked();
+    p.view = blocked ? block_view(p.elements) : p.elements;
+    COPPICE_CHECK(!blocked || config_.prune == PruneCriterion::kMagnitude, op, ": prune criterion '",
+                  prune_criterion_name(config_.prune), "' works entry by entry; a ", in.param.format(),
+                  " parameter is pruned by block magnitude only");
+    COPPICE_CHECK(!blocked || !policy_->redistributes_by_momentum(), op, ": growth '", policy_->name(),
+                  "' moves entries between layers and needs element formats, got ", in.param.format());
     if (policy_->needs_dense_gradient()) {
       COPPICE_CHECK(in.dense_gradient.defined() && in.dense_gradient.shape() == l.shape, op, ": growth '",
                     policy_->name(), "' needs the dense gradient of shape ", shape_to_string(l.shape));
@@ -220,8 +229,13 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     bool magnitude = false;
     switch (config_.prune) {
       case PruneCriterion::kMagnitude:
-        keys = values(in.param);
-        magnitude = true;
+        if (blocked) {
+          keys = sparsify::block_scores(to_dense(in.param).contiguous(), p.elements.block_rows,
+                                        p.elements.block_cols, false, op);
+        } else {
+          keys = values(in.param);
+          magnitude = true;
+        }
         break;
       case PruneCriterion::kMovement:
         COPPICE_CHECK(l.movement.scores().defined(), op,
@@ -275,6 +289,16 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
       g.candidates = &p.candidates;
       g.dense_gradient = p.in->dense_gradient;
       g.momentum = p.in->momentum;
+      if (p.elements.blocked()) {
+        g.block_rows = p.elements.block_rows;
+        g.block_cols = p.elements.block_cols;
+        auto blocks = [&](const Tensor& t) {
+          return t.defined() ? sparsify::block_scores(to_dense(t).contiguous(), g.block_rows, g.block_cols, false, op)
+                             : t;
+        };
+        g.dense_gradient = blocks(g.dense_gradient);
+        g.momentum = blocks(g.momentum);
+      }
       g.seed = config_.seed;
       g.purpose = name_purpose(name);
       g.rank = config_.rank;
@@ -287,7 +311,11 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
         COPPICE_CHECK(j == 0 || grown[j - 1] < grown[j], op, ": growth '", policy_->name(),
                       "' must return distinct ascending positions (", grown[j - 1], " then ", grown[j], ")");
       }
-      MaskChange change = rebuild_pattern(p.in->param, p.view, p.kept, grown, config_.init, op);
+      MaskChange change =
+          p.elements.blocked()
+              ? rebuild_pattern(p.in->param, p.elements, expand_blocks(p.kept, p.elements),
+                                expand_blocks(grown, p.elements), config_.init, op)
+              : rebuild_pattern(p.in->param, p.view, p.kept, grown, config_.init, op);
       u.param = change.param;
       u.keep_from = change.keep_from;
       u.changed = true;

@@ -85,7 +85,7 @@ struct LayerUpdate {
   Tensor param;      // the new parameter (the input itself when unchanged)
   Tensor keep_from;  // i64 CPU, one per slot of values(param); undefined when unchanged
   bool changed = false;
-  int64_t dropped = 0;
+  int64_t dropped = 0;  // entries (a block format counts every entry of its blocks)
   int64_t grown = 0;
   int64_t nnz = 0;
   double density = 0.0;
@@ -107,8 +107,11 @@ class MaskUpdater {
  public:
   explicit MaskUpdater(MaskUpdaterConfig config);
 
-  // Registers a layer with its initial parameter (a sparse 2-D or n-D
-  // tensor in coo, csr, csc or masked); the start of its ITOP record.
+  // Registers a layer with its initial parameter (a sparse tensor in coo,
+  // csr, csc or masked, entry by entry; or a 2-D one in bsr or blocked_ell,
+  // whose updates keep, drop and grow whole blocks, ranked by block sum of
+  // squares of the weight, gradient or momentum; magnitude pruning only, and
+  // no momentum redistribution); the start of its ITOP record.
   void add_layer(const std::string& name, const Tensor& param);
   const std::vector<std::string>& layers() const { return names_; }
 

@@ -397,14 +397,76 @@ TEST(MaskUpdater, RefusesBadConfigs) {
   // Formats and inputs.
   MaskUpdater u(config("gradient"));
   EXPECT_TRUE(throws_with([&] { u.add_layer("d", ones({4, 4})); }, {"layer d", "dense", "masked"}));
-  EXPECT_TRUE(throws_with([&] { u.add_layer("b", to_format(ones({4, 4}), "bsr", FormatOptions::block(2))); },
-                          {"bsr"}));
+  const Tensor half = from_vector<float>({1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0}, {4, 4});
+  EXPECT_TRUE(throws_with([&] { u.add_layer("n", to_format(half, "nm", FormatOptions::nm(2, 4))); }, {"got nm"}));
   const Tensor p = random_param({4, 4}, 4, 1, "csr");
   u.add_layer("w", p);
   EXPECT_TRUE(throws_with([&] { u.add_layer("w", p); }, {"'w'", "already"}));
   EXPECT_TRUE(throws_with([&] { u.update(0, {{"w", {p, Tensor(), Tensor()}}}); }, {"layer w", "dense gradient"}));
   EXPECT_TRUE(throws_with([&] { u.update(0, {}); }, {"layer w", "no inputs"}));
   EXPECT_TRUE(throws_with([] { make_growth_policy("nope"); }, {"nope", "known: gradient, momentum, random"}));
+}
+
+// BSR and Blocked-ELL keep, drop and grow whole blocks: RigL by block sums
+// of squares, the format and block kept, values of surviving blocks bit for
+// bit, grown blocks zero, the number of blocks constant.
+TEST(MaskUpdater, BlockFormatsUpdateWholeBlocks) {
+  // 8x8 in 2x2 blocks (a 4x4 grid); stored blocks 0, 1, 5, 10 with entries
+  // of magnitude 4, 1, 3, 2.
+  std::vector<float> w(64, 0.0f);
+  const std::vector<int64_t> blocks = {0, 1, 5, 10};
+  const std::vector<float> mag = {4, 1, 3, 2};
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const int64_t r0 = blocks[i] / 4 * 2, c0 = blocks[i] % 4 * 2;
+    for (int64_t r = 0; r < 2; ++r) {
+      for (int64_t c = 0; c < 2; ++c) w[static_cast<size_t>((r0 + r) * 8 + c0 + c)] = (r == c ? 1 : -1) * mag[i];
+    }
+  }
+  const Tensor dense = from_vector(w, {8, 8});
+  // Gradient: block 15 largest, then block 3; block 1 (stored) huge.
+  std::vector<float> g(64, 0.01f);
+  g[7 * 8 + 7] = 5;    // block 15
+  g[1 * 8 + 6] = -4;   // block 3
+  g[0 * 8 + 2] = 100;  // block 1
+  for (const std::string format : {"bsr", "blocked_ell"}) {
+    const Tensor p = to_format(dense, format, FormatOptions::block(2));
+    MaskUpdater u(config("gradient", 0.5));
+    u.add_layer("w", p);
+    const MaskUpdateResult r = u.update(0, {{"w", {p, from_vector(g, {8, 8}), Tensor()}}});
+    const LayerUpdate& l = r.layers[0];
+    EXPECT_EQ(l.param.format(), format);
+    EXPECT_EQ(l.dropped, 8);  // blocks 1 and 10
+    EXPECT_EQ(l.grown, 8);    // blocks 15 and 3
+    EXPECT_EQ(nnz(l.param), 16);
+    const std::vector<float> d = to_dense(l.param).to_vector<float>();
+    for (int64_t q = 0; q < 64; ++q) {
+      const int64_t block = q / 8 / 2 * 4 + q % 8 / 2;
+      const bool survives = block == 0 || block == 5;
+      EXPECT_EQ(d[static_cast<size_t>(q)], survives ? w[static_cast<size_t>(q)] : 0.0f) << format << " " << q;
+    }
+    std::vector<int64_t> expect;
+    for (int64_t q : positions(l.param)) expect.push_back(q / 8 / 2 * 4 + q % 8 / 2);
+    expect.erase(std::unique(expect.begin(), expect.end()), expect.end());
+    std::sort(expect.begin(), expect.end());
+    expect.erase(std::unique(expect.begin(), expect.end()), expect.end());
+    EXPECT_EQ(expect, (std::vector<int64_t>{0, 3, 5, 15})) << format;
+  }
+  // Many random updates on BSR: always 4 whole blocks.
+  MaskUpdater u(config("random", 0.5));
+  Tensor p = to_format(dense, "bsr", FormatOptions::block(2));
+  u.add_layer("w", p);
+  for (int64_t step = 0; step < 300; step += 10) {
+    p = u.update(step, {{"w", {p, Tensor(), Tensor()}}}).layers[0].param;
+    ASSERT_EQ(nnz(p), 16);
+    ASSERT_EQ(p.format(), "bsr");
+  }
+  EXPECT_GT(u.itop_rate("w"), 0.25);
+  // Movement pruning works entry by entry only.
+  MaskUpdaterConfig mc = config("random", 0.5);
+  mc.prune = PruneCriterion::kMovement;
+  MaskUpdater m(mc);
+  m.add_layer("w", p);
+  EXPECT_TRUE(throws_with([&] { m.update(0, {{"w", {p, Tensor(), Tensor()}}}); }, {"block magnitude only"}));
 }
 
 // The selection runs where the keys are: CUDA tensors go through the
