@@ -1,6 +1,7 @@
 // Prune and regrow (ARCHITECTURE.md, layer 5: "mask updates"): every
-// `interval` steps between `start_step` and `end_step`, each layer drops a
-// fraction of its stored entries by a prune criterion (prune.h) and grows
+// `interval` steps between `start_step` and `end_step`, each layer drops
+// k = round(f(step) * nnz) of its stored entries (f: the drop-fraction
+// schedule) by a prune criterion (prune.h) and grows
 // exactly as many inactive positions back by a growth policy (growth.h), so
 // that its nnz, and so its density, is the same after every update (SNFS's
 // momentum policy moves regrowth between layers instead; the total nnz is
