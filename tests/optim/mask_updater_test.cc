@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "optim/density.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
 #include "tensor/ops.h"
@@ -467,6 +468,46 @@ TEST(MaskUpdater, BlockFormatsUpdateWholeBlocks) {
   MaskUpdater m(mc);
   m.add_layer("w", p);
   EXPECT_TRUE(throws_with([&] { m.update(0, {{"w", {p, Tensor(), Tensor()}}}); }, {"block magnitude only"}));
+}
+
+// LeNet-300-100 at ERK 90% sparsity (fc3 comes out dense), RigL with the
+// cosine schedule: every layer keeps its allocated nnz through every update;
+// the dense layer has no room and never changes.
+TEST(MaskUpdater, LeNetErkRigLKeepsEveryLayersAllocation) {
+  DensityOptions o;
+  o.distribution = DensityDistribution::kErdosRenyiKernel;
+  o.density = 0.1;
+  const std::vector<LayerShape> shapes = {{"fc1", {300, 784}}, {"fc2", {100, 300}}, {"fc3", {10, 100}}};
+  const std::vector<LayerDensity> alloc = layer_densities(shapes, o);
+  MaskUpdaterConfig c = config("gradient", 0.3);
+  c.schedule = DropSchedule::kCosine;
+  c.interval = 100;
+  c.end_step = 1000;
+  MaskUpdater u(c);
+  std::map<std::string, Tensor> params;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    params[shapes[i].name] = random_param(shapes[i].shape, alloc[i].nnz, 30 + i, "csr");
+    u.add_layer(shapes[i].name, params[shapes[i].name]);
+  }
+  for (int64_t step = 0; step < 1000; ++step) {
+    if (!u.needs_dense_gradient(step)) continue;
+    std::map<std::string, LayerInputs> in;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      in[shapes[i].name] = {params[shapes[i].name], random_dense(shapes[i].shape, 500 + step + i), Tensor()};
+    }
+    const MaskUpdateResult r = u.update(step, in);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const LayerUpdate& l = r.layers[i];
+      EXPECT_EQ(l.name, shapes[i].name);
+      EXPECT_EQ(nnz(l.param), alloc[i].nnz) << l.name << " step " << step;
+      EXPECT_EQ(l.dropped, l.grown);
+      params[l.name] = l.param;
+    }
+    EXPECT_GT(r.layers[0].dropped, 0);
+    EXPECT_FALSE(r.layers[2].changed);
+  }
+  EXPECT_GT(u.itop_rate("fc1"), alloc[0].density);
+  EXPECT_DOUBLE_EQ(u.itop_rate("fc3"), 1.0);
 }
 
 // The selection runs where the keys are: CUDA tensors go through the
