@@ -1,0 +1,108 @@
+#include "models/attention.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/functions/sparse.h"
+#include "tensor/error.h"
+
+namespace coppice {
+
+// ---- MultiheadAttention ----------------------------------------------------------
+
+MultiheadAttention::MultiheadAttention(int64_t dim, int64_t heads, const AttentionPattern& pattern, double dropout,
+                                       const LayerOptions& options, Generator& gen)
+    : Module("MultiheadAttention"), dim_(dim), heads_(heads), pattern_(pattern) {
+  COPPICE_CHECK(dim > 0 && heads > 0 && dim % heads == 0, "MultiheadAttention: dim (", dim,
+                ") must be a positive multiple of heads (", heads, ")");
+  if (pattern.kind == AttentionPattern::Kind::kLocal) {
+    COPPICE_CHECK(pattern.window > 0, "MultiheadAttention: a local pattern needs window > 0");
+  }
+  if (pattern.kind == AttentionPattern::Kind::kBlock) {
+    COPPICE_CHECK(pattern.block > 0, "MultiheadAttention: a block pattern needs block > 0");
+  }
+  qkv_ = register_module("qkv", std::make_shared<Linear>(dim, 3 * dim, true, options, gen));
+  proj_ = register_module("proj", std::make_shared<Linear>(dim, dim, true, options, gen));
+  if (dropout > 0.0) attn_drop_ = register_module("attn_drop", std::make_shared<Dropout>(dropout, 0x5eed));
+}
+
+const Tensor& MultiheadAttention::cached_pattern(int64_t t, TensorOptions options) {
+  auto key = std::make_pair(t, static_cast<int>(options.dtype));
+  auto it = patterns_.find(key);
+  if (it == patterns_.end() || it->second.device() != options.device) {
+    Tensor p = pattern_.is_sparse() ? attention_pattern(pattern_, t, options) : attention_mask(pattern_, t, options.device);
+    it = patterns_.insert_or_assign(key, p).first;
+  }
+  return it->second;
+}
+
+Variable MultiheadAttention::attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t) {
+  Variable scores = bmm(q, transpose(k, 1, 2));  // [BH, T, T]
+  if (pattern_.causal) {
+    const Tensor& mask = cached_pattern(t, q.value().options());
+    Tensor cond = mask.unsqueeze(0).expand(scores.shape());
+    Variable neg_inf(full({}, -std::numeric_limits<double>::infinity(), q.value().options()));
+    scores = where(cond, scores, neg_inf);
+  }
+  Variable att = softmax(scores, -1);
+  if (attn_drop_) att = attn_drop_->forward(att);
+  return bmm(att, v);
+}
+
+Variable MultiheadAttention::attend_sparse(const Variable& q, const Variable& k, const Variable& v, int64_t t) {
+  const Tensor& pattern = cached_pattern(t, q.value().options());
+  const int64_t bh = q.size(0);
+  std::vector<Variable> outs;
+  outs.reserve(static_cast<size_t>(bh));
+  for (int64_t i = 0; i < bh; ++i) {
+    Variable a = sparse_row_softmax(sampled_scores(select(q, 0, i), select(k, 0, i), pattern));  // CSR [T, T]
+    outs.push_back(matmul(a, select(v, 0, i)));                                                  // SpMM [T, dh]
+  }
+  return stack(outs, 0);
+}
+
+Variable MultiheadAttention::forward(const Variable& x) {
+  COPPICE_CHECK(x.dim() == 3 && x.size(2) == dim_, "MultiheadAttention: expected x [B, T, ", dim_, "], got ",
+                x.dim(), " dims", x.dim() == 3 ? str_cat(" with last dim ", x.size(2)) : "");
+  return run_op({x}, [this](const std::vector<Variable>& in) {
+    const Variable& xin = in[0];
+    const int64_t b = xin.size(0), t = xin.size(1), dh = dim_ / heads_;
+    Variable qkv = qkv_->forward(xin);                                     // [B, T, 3D]
+    qkv = reshape(permute(reshape(qkv, {b, t, 3, heads_, dh}), {2, 0, 3, 1, 4}), {3, b * heads_, t, dh});
+    Variable q = mul(select(qkv, 0, 0), 1.0 / std::sqrt(static_cast<double>(dh)));
+    Variable k = select(qkv, 0, 1), v = select(qkv, 0, 2);
+    Variable o = pattern_.is_sparse() ? attend_sparse(q, k, v, t) : attend_dense(q, k, v, t);  // [BH, T, dh]
+    o = reshape(permute(reshape(o, {b, heads_, t, dh}), {0, 2, 1, 3}), {b, t, dim_});
+    return proj_->forward(o);
+  });
+}
+
+// ---- TransformerBlock ----------------------------------------------------------------
+
+TransformerBlock::TransformerBlock(const TransformerBlockOptions& block, const LayerOptions& options, Generator& gen)
+    : Module("TransformerBlock") {
+  ln1_ = register_module("ln1", std::make_shared<LayerNorm>(Shape{block.dim}, 1e-5, true, options));
+  attn_ = register_module("attn", std::make_shared<MultiheadAttention>(block.dim, block.heads, block.pattern,
+                                                                       block.dropout, options, gen));
+  ln2_ = register_module("ln2", std::make_shared<LayerNorm>(Shape{block.dim}, 1e-5, true, options));
+  mlp_ = register_module("mlp", std::make_shared<Sequential>());
+  mlp_->push_back(std::make_shared<Linear>(block.dim, block.mlp_hidden, true, options, gen), "fc1");
+  mlp_->push_back(std::make_shared<GELU>(), "act");
+  mlp_->push_back(std::make_shared<Linear>(block.mlp_hidden, block.dim, true, options, gen), "fc2");
+  if (block.dropout > 0.0) drop_ = register_module("drop", std::make_shared<Dropout>(block.dropout, 0xd0d0));
+}
+
+Variable TransformerBlock::forward(const Variable& x) {
+  return run_op({x}, [this](const std::vector<Variable>& in) {
+    Variable a = attn_->forward(ln1_->forward(in[0]));
+    if (drop_) a = drop_->forward(a);
+    Variable h = add(in[0], a);
+    Variable m = mlp_->forward(ln2_->forward(h));
+    if (drop_) m = drop_->forward(m);
+    return add(h, m);
+  });
+}
+
+}  // namespace coppice

@@ -1,0 +1,68 @@
+// Multi-head self-attention and the pre-norm transformer block.
+//
+// MultiheadAttention: x [B, T, D] -> qkv = Linear(D, 3D) ("qkv") -> heads of
+// size D / H -> attention -> Linear(D, D) ("proj"). With a dense pattern the
+// scores are a batched matmul, masked (causal) to -inf, then a softmax; with a
+// sparse pattern (local window or block-diagonal) each (batch, head) computes
+// its scores as an SDDMM of Q and K^T at the pattern (a CSR [T, T]), a softmax
+// over each row's stored values and an SpMM with V (sparse_attention.h), so
+// nothing of size T x T is ever dense. Output rule inputs: x.
+//
+// TransformerBlock (pre-norm): x + attn(ln1(x)), then + mlp(ln2(x)) with
+// mlp = fc1 (D -> hidden), GELU, fc2 (hidden -> D), dropout on both branches.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "models/layers.h"
+#include "models/module.h"
+#include "models/sparse_attention.h"
+
+namespace coppice {
+
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t dim, int64_t heads, const AttentionPattern& pattern = {}, double dropout = 0.0,
+                     const LayerOptions& options = {}, Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+  const AttentionPattern& pattern() const { return pattern_; }
+
+ private:
+  Variable attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t);
+  Variable attend_sparse(const Variable& q, const Variable& k, const Variable& v, int64_t t);
+  const Tensor& cached_pattern(int64_t t, TensorOptions options);
+
+  int64_t dim_, heads_;
+  AttentionPattern pattern_;
+  std::shared_ptr<Linear> qkv_, proj_;
+  std::shared_ptr<Dropout> attn_drop_;
+  // The CSR pattern (or dense mask) per token count, built once.
+  std::map<std::pair<int64_t, int>, Tensor> patterns_;
+};
+
+struct TransformerBlockOptions {
+  int64_t dim = 64;
+  int64_t heads = 4;
+  int64_t mlp_hidden = 256;
+  AttentionPattern pattern;
+  double dropout = 0.0;
+};
+
+// Children: ln1, attn, ln2, mlp (fc1, act, fc2), drop.
+class TransformerBlock : public Module {
+ public:
+  explicit TransformerBlock(const TransformerBlockOptions& block, const LayerOptions& options = {},
+                            Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+
+ private:
+  std::shared_ptr<LayerNorm> ln1_, ln2_;
+  std::shared_ptr<MultiheadAttention> attn_;
+  std::shared_ptr<Sequential> mlp_;
+  std::shared_ptr<Dropout> drop_;
+};
+
+}  // namespace coppice

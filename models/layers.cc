@@ -1,0 +1,183 @@
+#include "models/layers.h"
+
+#include <cmath>
+
+#include "autograd/autograd.h"
+#include "autograd/functions/sparse.h"
+#include "tensor/error.h"
+
+namespace coppice {
+
+Tensor uniform_init(const Shape& shape, double bound, const LayerOptions& options, Generator& gen) {
+  Tensor u = rand(shape, TensorOptions(options.dtype), gen);  // [0, 1)
+  return add(mul(u, 2.0 * bound), -bound).to(options.device);
+}
+
+// ---- Linear ------------------------------------------------------------------
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias, const LayerOptions& options, Generator& gen)
+    : Module("Linear"), in_(in_features), out_(out_features) {
+  COPPICE_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in=", in_features,
+                " out=", out_features);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight_ = register_parameter("weight", Variable(uniform_init({out_features, in_features}, bound, options, gen), true));
+  if (bias) bias_ = register_parameter("bias", Variable(uniform_init({out_features}, bound, options, gen), true));
+}
+
+Variable Linear::forward(const Variable& x) {
+  COPPICE_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear: input's last dim is ", x.dim() ? x.size(-1) : 0,
+                ", expected in_features = ", in_);
+  // linear() routes a sparse weight to autograd's sparse linear (SpMM forward,
+  // SDDMM weight gradient on the weight's pattern).
+  return run_op({x, *weight_, bias()}, [](const std::vector<Variable>& in) { return linear(in[0], in[1], in[2]); });
+}
+
+// ---- Conv2d ------------------------------------------------------------------
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv2dOptions& conv, bool bias,
+               const LayerOptions& options, Generator& gen)
+    : Module("Conv2d"), conv_(conv) {
+  COPPICE_CHECK(in_channels > 0 && out_channels > 0 && kernel_size > 0, "Conv2d: channels and kernel must be positive");
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
+  weight_ = register_parameter(
+      "weight", Variable(uniform_init({out_channels, in_channels, kernel_size, kernel_size}, bound, options, gen), true));
+  if (bias) bias_ = register_parameter("bias", Variable(uniform_init({out_channels}, bound, options, gen), true));
+}
+
+Variable Conv2d::forward(const Variable& x) {
+  Conv2dOptions conv = conv_;
+  return run_op({x, *weight_, bias_ ? *bias_ : Variable()}, [conv](const std::vector<Variable>& in) {
+    // A sparse weight: its dense form, gradient sampled back at its pattern.
+    Variable w = in[1].value().is_sparse() ? to_dense(in[1]) : in[1];
+    return conv2d(in[0], w, in[2], conv);
+  });
+}
+
+// ---- LayerNorm -----------------------------------------------------------------
+
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine, const LayerOptions& options)
+    : Module("LayerNorm"), shape_(std::move(normalized_shape)), eps_(eps) {
+  if (elementwise_affine) {
+    weight_ = register_parameter("weight", Variable(ones(shape_, options.tensor_options()), true));
+    bias_ = register_parameter("bias", Variable(zeros(shape_, options.tensor_options()), true));
+  }
+}
+
+Variable LayerNorm::forward(const Variable& x) {
+  Shape shape = shape_;
+  double eps = eps_;
+  return run_op({x, weight_ ? *weight_ : Variable(), bias_ ? *bias_ : Variable()},
+                [shape, eps](const std::vector<Variable>& in) { return layer_norm(in[0], shape, in[1], in[2], eps); });
+}
+
+// ---- BatchNorm -----------------------------------------------------------------
+
+BatchNorm::BatchNorm(std::string type_name, int64_t spatial_dims, int64_t num_features, double eps, double momentum,
+                     bool affine, const LayerOptions& options)
+    : Module(std::move(type_name)), spatial_dims_(spatial_dims), channels_(num_features), eps_(eps),
+      momentum_(momentum) {
+  COPPICE_CHECK(num_features > 0, this->type_name(), ": num_features must be positive");
+  if (affine) {
+    weight_ = register_parameter("weight", Variable(ones({num_features}, options.tensor_options()), true));
+    bias_ = register_parameter("bias", Variable(zeros({num_features}, options.tensor_options()), true));
+  }
+  running_mean_ = register_buffer("running_mean", zeros({num_features}, options.tensor_options()));
+  running_var_ = register_buffer("running_var", ones({num_features}, options.tensor_options()));
+  num_batches_tracked_ = register_buffer("num_batches_tracked", zeros({}, TensorOptions(DType::kI64, options.device)));
+}
+
+Variable BatchNorm::forward(const Variable& x) {
+  const bool two_d = spatial_dims_ == 2;
+  COPPICE_CHECK(two_d ? x.dim() == 4 : (x.dim() == 2 || x.dim() == 3), type_name(), ": expected input of ",
+                two_d ? "4 dims [N, C, H, W]" : "2 or 3 dims [N, C(, L)]", ", got ", x.dim(), " dims");
+  COPPICE_CHECK(x.size(1) == channels_, type_name(), ": input has ", x.size(1), " channels, expected ", channels_);
+  std::vector<int64_t> dims = {0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Shape bshape(static_cast<size_t>(x.dim()), 1);
+  bshape[1] = channels_;
+
+  Variable y;
+  if (is_training()) {
+    const int64_t n = x.numel() / channels_;
+    COPPICE_CHECK(n > 1, type_name(), ": training needs more than one value per channel, got ", n);
+    Variable m = mean(x, dims, true);
+    Variable xc = sub(x, m);
+    Variable var = mean(mul(xc, xc), dims, true);
+    y = mul(xc, rsqrt(add(var, eps_)));
+    NoGradGuard no_grad;
+    Tensor bm = m.value().reshape({channels_}), bv = var.value().reshape({channels_});
+    Tensor unbiased = mul(bv, static_cast<double>(n) / static_cast<double>(n - 1));
+    running_mean_->copy_(add(mul(*running_mean_, 1.0 - momentum_), mul(bm, momentum_)));
+    running_var_->copy_(add(mul(*running_var_, 1.0 - momentum_), mul(unbiased, momentum_)));
+    num_batches_tracked_->copy_(add(*num_batches_tracked_, scalar_tensor(1.0, TensorOptions(DType::kI64, num_batches_tracked_->device()))));
+  } else {
+    Variable rm(running_mean_->reshape(bshape)), rv(running_var_->reshape(bshape));
+    y = mul(sub(x, rm), rsqrt(add(rv, eps_)));
+  }
+  if (weight_) y = add(mul(y, reshape(*weight_, bshape)), reshape(*bias_, bshape));
+  return y;
+}
+
+// ---- Dropout, Embedding, activations -----------------------------------------------
+
+Dropout::Dropout(double p, uint64_t seed) : Module("Dropout"), p_(p), gen_(seed) {
+  COPPICE_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got ", p);
+}
+
+Variable Dropout::forward(const Variable& x) {
+  if (!is_training() || p_ == 0.0) return x;
+  return run_op({x}, [this](const std::vector<Variable>& in) { return dropout(in[0], p_, true, gen_); });
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const LayerOptions& options, Generator& gen)
+    : Module("Embedding") {
+  COPPICE_CHECK(num_embeddings > 0 && embedding_dim > 0, "Embedding: sizes must be positive");
+  weight_ = register_parameter(
+      "weight", Variable(randn({num_embeddings, embedding_dim}, TensorOptions(options.dtype), gen).to(options.device),
+                         true));
+}
+
+Variable Embedding::forward(const Variable& x) {
+  Tensor indices = x.value();
+  COPPICE_CHECK(is_integral(indices.dtype()), "Embedding: indices must be integers, got ", dtype_name(indices.dtype()));
+  return run_op({*weight_}, [indices](const std::vector<Variable>& in) {
+    Variable w = in[0].value().is_sparse() ? to_dense(in[0]) : in[0];
+    return embedding(w, indices);
+  });
+}
+
+Variable ReLU::forward(const Variable& x) {
+  return run_op({x}, [](const std::vector<Variable>& in) { return relu(in[0]); });
+}
+
+Variable GELU::forward(const Variable& x) {
+  return run_op({x}, [](const std::vector<Variable>& in) { return gelu(in[0]); });
+}
+
+Variable MaxPool2d::forward(const Variable& x) {
+  const int64_t k = kernel_, s = stride_ ? stride_ : kernel_;
+  return run_op({x}, [k, s](const std::vector<Variable>& in) { return max_pool2d(in[0], {k, k}, {s, s}); });
+}
+
+Variable Flatten::forward(const Variable& x) { return flatten(x, start_, end_); }
+
+// ---- Sequential -----------------------------------------------------------------
+
+Sequential::Sequential(const std::vector<ModulePtr>& modules) : Module("Sequential") {
+  for (const auto& m : modules) push_back(m);
+}
+
+Sequential& Sequential::push_back(ModulePtr module, const std::string& name) {
+  register_module(name.empty() ? std::to_string(children().size()) : name, std::move(module));
+  return *this;
+}
+
+Variable Sequential::forward(const Variable& x) {
+  return run_op({x}, [this](const std::vector<Variable>& in) {
+    Variable h = in[0];
+    for (const auto& [name, m] : children()) h = m->forward(h);
+    return h;
+  });
+}
+
+}  // namespace coppice

@@ -1,0 +1,187 @@
+// The basic layers: Linear, Conv2d, LayerNorm, BatchNorm1d/2d, Dropout,
+// Embedding, activations, pooling, Flatten and Sequential.
+//
+// Initialization follows PyTorch's defaults and draws from the Generator
+// passed in (seeded by the caller): Linear and Conv2d weights and biases
+// uniform in +-1/sqrt(fan_in) (kaiming_uniform with a = sqrt(5)), Embedding
+// N(0, 1), norms weight 1 and bias 0.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/module.h"
+#include "tensor/generator.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+
+struct LayerOptions {
+  DType dtype = DType::kF32;
+  Device device = Device::cpu();
+  TensorOptions tensor_options() const { return {dtype, device}; }
+};
+
+// Uniform in [-bound, bound).
+Tensor uniform_init(const Shape& shape, double bound, const LayerOptions& options, Generator& gen);
+
+// y = x W^T + b, x [..., in], W [out, in] in any format. A sparse weight goes
+// through autograd's sparse linear, so its gradient stays in its pattern.
+// Output rule inputs: x, weight, bias.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, const LayerOptions& options = {},
+         Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+  const Variable& weight() const { return *weight_; }
+  const Variable& bias() const { return bias_ ? *bias_ : undefined_; }
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+ private:
+  int64_t in_, out_;
+  Variable* weight_;
+  Variable* bias_ = nullptr;
+  Variable undefined_;
+};
+
+// x [N, C, H, W]; weight [out, in, kh, kw]. A sparse weight (masked, or any
+// format that holds a 4-D tensor) is used through its dense form, with the
+// gradient sampled back onto its pattern. Output rule inputs: x, weight, bias.
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv2dOptions& conv = {},
+         bool bias = true, const LayerOptions& options = {}, Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+  const Variable& weight() const { return *weight_; }
+
+ private:
+  Conv2dOptions conv_;
+  Variable* weight_;
+  Variable* bias_ = nullptr;
+};
+
+// Normalizes over the last dims (normalized_shape); weight and bias have that shape.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
+                     const LayerOptions& options = {});
+  Variable forward(const Variable& x) override;
+
+ private:
+  Shape shape_;
+  double eps_;
+  Variable* weight_ = nullptr;
+  Variable* bias_ = nullptr;
+};
+
+// Batch normalization over channel dim 1: BatchNorm1d takes [N, C] or
+// [N, C, L], BatchNorm2d [N, C, H, W]. Training uses the batch's statistics
+// (biased variance) and updates the buffers running_mean and running_var
+// (unbiased variance) with `momentum`, and counts num_batches_tracked;
+// evaluation uses the running statistics. Parameters weight, bias [C].
+class BatchNorm : public Module {
+ public:
+  BatchNorm(std::string type_name, int64_t spatial_dims, int64_t num_features, double eps = 1e-5,
+            double momentum = 0.1, bool affine = true, const LayerOptions& options = {});
+  Variable forward(const Variable& x) override;
+
+ private:
+  int64_t spatial_dims_;  // 1d: 0 or 1; 2d: 2
+  int64_t channels_;
+  double eps_, momentum_;
+  Variable* weight_ = nullptr;
+  Variable* bias_ = nullptr;
+  Tensor* running_mean_;
+  Tensor* running_var_;
+  Tensor* num_batches_tracked_;
+};
+
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       const LayerOptions& options = {})
+      : BatchNorm("BatchNorm1d", 1, num_features, eps, momentum, affine, options) {}
+};
+
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       const LayerOptions& options = {})
+      : BatchNorm("BatchNorm2d", 2, num_features, eps, momentum, affine, options) {}
+};
+
+// Zeroes each entry with probability p in training (scaling the rest by
+// 1/(1-p)); the identity in evaluation. Draws from its own generator.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5, uint64_t seed = 0);
+  Variable forward(const Variable& x) override;
+  Generator& generator() { return gen_; }
+
+ private:
+  double p_;
+  Generator gen_;
+};
+
+// x: integer indices (any shape, a constant Variable) -> [..., dim] rows of
+// weight [num, dim]. Output rule inputs: weight.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, const LayerOptions& options = {},
+            Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+  const Variable& weight() const { return *weight_; }
+
+ private:
+  Variable* weight_;
+};
+
+// Output rule inputs of the activations: x.
+class ReLU : public Module {
+ public:
+  ReLU() : Module("ReLU") {}
+  Variable forward(const Variable& x) override;
+};
+
+class GELU : public Module {
+ public:
+  GELU() : Module("GELU") {}
+  Variable forward(const Variable& x) override;
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(int64_t kernel, int64_t stride = 0) : Module("MaxPool2d"), kernel_(kernel), stride_(stride) {}
+  Variable forward(const Variable& x) override;
+
+ private:
+  int64_t kernel_, stride_;  // stride 0: the kernel
+};
+
+// Flattens dims [start_dim, end_dim].
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
+      : Module("Flatten"), start_(start_dim), end_(end_dim) {}
+  Variable forward(const Variable& x) override;
+
+ private:
+  int64_t start_, end_;
+};
+
+// Children named "0", "1", ... run in order.
+class Sequential : public Module {
+ public:
+  Sequential() : Module("Sequential") {}
+  explicit Sequential(const std::vector<ModulePtr>& modules);
+  // Appends under the next index, or under `name` when given.
+  Sequential& push_back(ModulePtr module, const std::string& name = "");
+  size_t size() const { return children().size(); }
+  Module& operator[](size_t i) const { return *children().at(i).second; }
+  Variable forward(const Variable& x) override;
+};
+
+}  // namespace coppice

@@ -1,0 +1,181 @@
+#include "models/sparse_attention.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/function.h"
+#include "autograd/functions/sparse.h"
+#include "sparse/csr.h"
+#include "sparse/ops.h"
+#include "sparse/sparse_impl.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+namespace {
+
+bool attends(const AttentionPattern& p, int64_t i, int64_t j) {
+  if (p.causal && j > i) return false;
+  switch (p.kind) {
+    case AttentionPattern::Kind::kDense:
+      return true;
+    case AttentionPattern::Kind::kLocal:
+      return (i > j ? i - j : j - i) < p.window;
+    case AttentionPattern::Kind::kBlock:
+      return i / p.block == j / p.block;
+  }
+  return false;
+}
+
+void check_pattern(const AttentionPattern& p) {
+  COPPICE_CHECK(p.kind != AttentionPattern::Kind::kLocal || p.window > 0,
+                "attention pattern: local needs window > 0, got ", p.window);
+  COPPICE_CHECK(p.kind != AttentionPattern::Kind::kBlock || p.block > 0,
+                "attention pattern: block needs block > 0, got ", p.block);
+}
+
+const CompressedImpl& csr_of(const Tensor& t, const char* op) {
+  COPPICE_CHECK(t.defined() && t.layout() == Layout::kCsr, op, ": expected a CSR tensor, got format '",
+                t.defined() ? t.format() : "undefined", "'");
+  return csr_impl(t, op);
+}
+
+// Row softmax over CSR values (CPU, contiguous).
+template <typename T>
+void row_softmax(const int32_t* ptr, int64_t rows, const T* x, T* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t b = ptr[r], e = ptr[r + 1];
+    if (b == e) continue;
+    T m = -std::numeric_limits<T>::infinity();
+    for (int32_t i = b; i < e; ++i) m = std::isnan(x[i]) || x[i] > m ? x[i] : m;
+    double s = 0.0;
+    for (int32_t i = b; i < e; ++i) {
+      y[i] = std::exp(x[i] - m);
+      s += static_cast<double>(y[i]);
+    }
+    for (int32_t i = b; i < e; ++i) y[i] = static_cast<T>(static_cast<double>(y[i]) / s);
+  }
+}
+
+template <typename T>
+void row_softmax_backward(const int32_t* ptr, int64_t rows, const T* y, const T* g, T* gx) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t b = ptr[r], e = ptr[r + 1];
+    double dot = 0.0;
+    for (int32_t i = b; i < e; ++i) dot += static_cast<double>(g[i]) * static_cast<double>(y[i]);
+    for (int32_t i = b; i < e; ++i) gx[i] = static_cast<T>(static_cast<double>(y[i]) * (static_cast<double>(g[i]) - dot));
+  }
+}
+
+// Runs `kernel` over CPU copies of the pointers and the value arrays, and
+// returns the result on `device`.
+template <typename Kernel>
+Tensor on_cpu_values(const Tensor& pointers, const std::vector<Tensor>& inputs, DType dtype, Device device,
+                     const char* op, Kernel kernel) {
+  COPPICE_CHECK(dtype == DType::kF32 || dtype == DType::kF64, op, ": values must be f32 or f64, got ",
+                dtype_name(dtype));
+  Tensor ptr = pointers.to(Device::cpu()).contiguous();
+  std::vector<Tensor> in;
+  for (const Tensor& t : inputs) in.push_back(t.to(Device::cpu()).contiguous());
+  Tensor out = Tensor::empty(in[0].shape(), TensorOptions(dtype, Device::cpu()));
+  const int64_t rows = ptr.numel() - 1;
+  if (dtype == DType::kF32) {
+    kernel(ptr.data<int32_t>(), rows, in, out, float{});
+  } else {
+    kernel(ptr.data<int32_t>(), rows, in, out, double{});
+  }
+  return out.to(device);
+}
+
+}  // namespace
+
+std::string AttentionPattern::describe() const {
+  std::string s;
+  switch (kind) {
+    case Kind::kDense:
+      s = "dense(";
+      break;
+    case Kind::kLocal:
+      s = str_cat("local(window=", window, causal ? ", " : "");
+      break;
+    case Kind::kBlock:
+      s = str_cat("block(block=", block, causal ? ", " : "");
+      break;
+  }
+  return s + (causal ? "causal)" : ")");
+}
+
+AttentionPattern::Kind attention_kind_from_name(const std::string& name) {
+  if (name == "dense") return AttentionPattern::Kind::kDense;
+  if (name == "local") return AttentionPattern::Kind::kLocal;
+  if (name == "block") return AttentionPattern::Kind::kBlock;
+  fail("attention pattern: unknown kind '", name, "'; known: dense, local, block");
+}
+
+Tensor attention_mask(const AttentionPattern& p, int64_t tokens, Device device) {
+  check_pattern(p);
+  COPPICE_CHECK(tokens > 0, "attention_mask: tokens must be positive, got ", tokens);
+  std::vector<uint8_t> m(static_cast<size_t>(tokens * tokens));
+  for (int64_t i = 0; i < tokens; ++i) {
+    for (int64_t j = 0; j < tokens; ++j) m[static_cast<size_t>(i * tokens + j)] = attends(p, i, j) ? 1 : 0;
+  }
+  return ne(from_vector(m, {tokens, tokens}), 0.0).to(device);
+}
+
+Tensor attention_pattern(const AttentionPattern& p, int64_t tokens, TensorOptions options) {
+  check_pattern(p);
+  COPPICE_CHECK(tokens > 0, "attention_pattern: tokens must be positive, got ", tokens);
+  std::vector<int32_t> crow{0}, col;
+  for (int64_t i = 0; i < tokens; ++i) {
+    for (int64_t j = 0; j < tokens; ++j) {
+      if (attends(p, i, j)) col.push_back(static_cast<int32_t>(j));
+    }
+    crow.push_back(static_cast<int32_t>(col.size()));
+  }
+  const int64_t nnz = static_cast<int64_t>(col.size());
+  Tensor values = zeros({nnz}, TensorOptions(options.dtype, Device::cpu()));
+  Tensor csr = sparse_csr(from_vector(crow, {tokens + 1}), from_vector(col, {nnz}), values, {tokens, tokens});
+  return to_device(csr, options.device);
+}
+
+Variable sampled_scores(const Variable& q, const Variable& k, const Tensor& pattern) {
+  csr_of(pattern, "sampled_scores");
+  COPPICE_CHECK(q.dim() == 2 && k.dim() == 2 && q.size(1) == k.size(1), "sampled_scores: q [Tq, d] and k [Tk, d] ",
+                "must be 2-D with one d");
+  COPPICE_CHECK(pattern.size(0) == q.size(0) && pattern.size(1) == k.size(0), "sampled_scores: pattern [",
+                pattern.size(0), ", ", pattern.size(1), "] does not match q's ", q.size(0), " and k's ", k.size(0),
+                " tokens");
+  Tensor qv = q.value().contiguous(), kv = k.value().contiguous();
+  Tensor pat = to_dtype(pattern, qv.dtype());
+  Tensor s = sddmm(qv, kv.t().contiguous(), pat);
+  return record(s, "SampledScoresBackward", {q, k}, [qv, kv, s](const Tensor& g, const GradNeeds& n) {
+    Tensor G = with_values(s, autograd_detail::grad_values(g, s, "sampled_scores"));
+    Tensor gq = n[0] ? matmul(G, kv) : Tensor();
+    Tensor gk = n[1] ? matmul(transpose(G), qv) : Tensor();
+    return std::vector<Tensor>{gq, gk};
+  });
+}
+
+Variable sparse_row_softmax(const Variable& x) {
+  const Tensor xv = x.value();
+  const CompressedImpl& c = csr_of(xv, "sparse_row_softmax");
+  const Tensor ptr = c.pointers();
+  Tensor yvals = on_cpu_values(ptr, {c.values()}, xv.dtype(), xv.device(), "sparse_row_softmax",
+                               [](const int32_t* p, int64_t rows, const std::vector<Tensor>& in, Tensor& out, auto tag) {
+                                 using T = decltype(tag);
+                                 row_softmax<T>(p, rows, in[0].data<T>(), out.data<T>());
+                               });
+  Tensor y = with_values(xv, yvals);
+  return record(y, "SparseRowSoftmaxBackward", {x}, [y, ptr](const Tensor& g, const GradNeeds&) {
+    Tensor gv = autograd_detail::grad_values(g, y, "sparse_row_softmax");
+    Tensor gx = on_cpu_values(ptr, {values(y), gv}, y.dtype(), y.device(), "sparse_row_softmax backward",
+                              [](const int32_t* p, int64_t rows, const std::vector<Tensor>& in, Tensor& out, auto tag) {
+                                using T = decltype(tag);
+                                row_softmax_backward<T>(p, rows, in[0].data<T>(), in[1].data<T>(), out.data<T>());
+                              });
+    return std::vector<Tensor>{with_values(y, gx)};
+  });
+}
+
+}  // namespace coppice

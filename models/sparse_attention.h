@@ -1,0 +1,59 @@
+// The pieces of sparse attention: attention patterns as CSR matrices, the
+// scores as an SDDMM of Q and K^T at the pattern, and a softmax over each
+// row's stored values. Together with autograd's sparse matmul (A V) they make
+// attention whose cost and memory scale with the pattern's nnz:
+//
+//   Tensor p = attention_pattern({AttentionPattern::Kind::kLocal, 4, 0, true}, T, options);
+//   Variable a = sparse_row_softmax(sampled_scores(q, k, p));  // CSR, p's pattern
+//   Variable out = matmul(a, v);                                // dense [T, d]
+//
+// All three are differentiable (float64 gradchecks in tests/models) and keep
+// gradients in the pattern: the gradient of the scores is a CSR tensor with
+// the pattern's version, never a dense [T, T] matrix.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "autograd/variable.h"
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+struct AttentionPattern {
+  enum class Kind {
+    kDense,  // every key (with `causal`, keys j <= i)
+    kLocal,  // keys j with |i - j| < window (with `causal`, i - window < j <= i)
+    kBlock,  // keys in the query's diagonal block of `block` tokens (with `causal`, j <= i)
+  };
+  Kind kind = Kind::kDense;
+  int64_t window = 0;
+  int64_t block = 0;
+  bool causal = false;
+
+  bool is_sparse() const { return kind != Kind::kDense; }
+  std::string describe() const;  // "local(window=4, causal)"
+};
+
+// Parses "dense", "local" or "block" (throws listing the known kinds).
+AttentionPattern::Kind attention_kind_from_name(const std::string& name);
+
+// The pattern of `p` over T queries and T keys: a CSR [T, T] with zero
+// values (options: the values' dtype and device). Every row stores at least
+// its diagonal. Dense patterns are given as CSR too (tests use them).
+Tensor attention_pattern(const AttentionPattern& p, int64_t tokens, TensorOptions options = {});
+// The same as a bool [T, T] mask (true: the key is attended).
+Tensor attention_mask(const AttentionPattern& p, int64_t tokens, Device device = Device::cpu());
+
+// (q @ k^T) at the stored positions of `pattern` (CSR [Tq, Tk]); q [Tq, d],
+// k [Tk, d] dense. The result has the pattern's format and version. Gradients:
+// dq = G k, dk = G^T q, with G the CSR gradient of the scores.
+Variable sampled_scores(const Variable& q, const Variable& k, const Tensor& pattern);
+
+// Softmax over the stored values of each row of CSR `x` (the unstored
+// entries count as -inf: they get no weight). Same pattern and version; the
+// gradient is y * (g - sum_row(g * y)) on the pattern. Rows without stored
+// entries stay empty.
+Variable sparse_row_softmax(const Variable& x);
+
+}  // namespace coppice

@@ -1,0 +1,318 @@
+#include "models/zoo.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "autograd/autograd.h"
+#include "tensor/error.h"
+
+namespace coppice {
+
+// ---- MLP ---------------------------------------------------------------------------
+
+MLP::MLP(const std::vector<int64_t>& sizes, const LayerOptions& options, Generator& gen) : Module("MLP") {
+  COPPICE_CHECK(sizes.size() >= 2, "MLP: needs at least an input and an output size, got ", sizes.size(), " sizes");
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    layers_.push_back(register_module(str_cat("fc", i + 1),
+                                      std::make_shared<Linear>(sizes[i], sizes[i + 1], true, options, gen)));
+  }
+}
+
+Variable MLP::forward(const Variable& x) {
+  return run_op({x}, [this](const std::vector<Variable>& in) {
+    Variable h = in[0].dim() > 2 ? flatten(in[0], 1) : in[0];
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      h = layers_[i]->forward(h);
+      if (i + 1 < layers_.size()) h = relu(h);
+    }
+    return h;
+  });
+}
+
+// ---- LeNet-5 -------------------------------------------------------------------------
+
+LeNet5::LeNet5(int64_t num_classes, const LayerOptions& options, Generator& gen) : Module("LeNet5") {
+  Conv2dOptions pad2;
+  pad2.padding = {2, 2};
+  conv1_ = register_module("conv1", std::make_shared<Conv2d>(1, 6, 5, pad2, true, options, gen));
+  conv2_ = register_module("conv2", std::make_shared<Conv2d>(6, 16, 5, Conv2dOptions{}, true, options, gen));
+  fc1_ = register_module("fc1", std::make_shared<Linear>(16 * 5 * 5, 120, true, options, gen));
+  fc2_ = register_module("fc2", std::make_shared<Linear>(120, 84, true, options, gen));
+  fc3_ = register_module("fc3", std::make_shared<Linear>(84, num_classes, true, options, gen));
+}
+
+Variable LeNet5::forward(const Variable& x) {
+  COPPICE_CHECK(x.dim() == 4 && x.size(1) == 1 && x.size(2) == 28 && x.size(3) == 28,
+                "LeNet5: expected input [N, 1, 28, 28]");
+  return run_op({x}, [this](const std::vector<Variable>& in) {
+    Variable h = max_pool2d(relu(conv1_->forward(in[0])), {2, 2});  // [N, 6, 14, 14]
+    h = max_pool2d(relu(conv2_->forward(h)), {2, 2});                // [N, 16, 5, 5]
+    h = relu(fc1_->forward(flatten(h, 1)));
+    h = relu(fc2_->forward(h));
+    return fc3_->forward(h);
+  });
+}
+
+// ---- ViT ------------------------------------------------------------------------------
+
+VisionTransformer::VisionTransformer(const ViTOptions& vit, const LayerOptions& options, Generator& gen)
+    : Module("VisionTransformer"), o_(vit) {
+  COPPICE_CHECK(vit.patch_size > 0 && vit.image_size % vit.patch_size == 0, "VisionTransformer: patch_size (",
+                vit.patch_size, ") must divide image_size (", vit.image_size, ")");
+  const int64_t side = vit.image_size / vit.patch_size;
+  const int64_t tokens = side * side + (vit.class_token ? 1 : 0);
+  patch_embed_ = register_module(
+      "patch_embed", std::make_shared<Linear>(vit.channels * vit.patch_size * vit.patch_size, vit.dim, true, options, gen));
+  if (vit.class_token) {
+    cls_token_ = register_parameter(
+        "cls_token", Variable(mul(randn({1, 1, vit.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
+  }
+  pos_embed_ = register_parameter(
+      "pos_embed", Variable(mul(randn({1, tokens, vit.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
+  auto blocks = register_module("blocks", std::make_shared<Sequential>());
+  TransformerBlockOptions b{vit.dim, vit.heads, vit.mlp_hidden, vit.pattern, vit.dropout};
+  for (int64_t i = 0; i < vit.depth; ++i) {
+    blocks_.push_back(std::make_shared<TransformerBlock>(b, options, gen));
+    blocks->push_back(blocks_.back());
+  }
+  norm_ = register_module("norm", std::make_shared<LayerNorm>(Shape{vit.dim}, 1e-5, true, options));
+  head_ = register_module("head", std::make_shared<Linear>(vit.dim, vit.num_classes, true, options, gen));
+}
+
+Variable VisionTransformer::forward(const Variable& x) {
+  const int64_t p = o_.patch_size, side = o_.image_size / p;
+  COPPICE_CHECK(x.dim() == 4 && x.size(1) == o_.channels && x.size(2) == o_.image_size && x.size(3) == o_.image_size,
+                "VisionTransformer: expected input [N, ", o_.channels, ", ", o_.image_size, ", ", o_.image_size, "]");
+  return run_op({x}, [this, p, side](const std::vector<Variable>& in) {
+    const int64_t n = in[0].size(0);
+    Variable patches = reshape(permute(reshape(in[0], {n, o_.channels, side, p, side, p}), {0, 2, 4, 1, 3, 5}),
+                               {n, side * side, o_.channels * p * p});
+    Variable h = patch_embed_->forward(patches);  // [N, P, dim]
+    if (cls_token_) h = cat({expand(*cls_token_, {n, 1, o_.dim}), h}, 1);
+    h = add(h, *pos_embed_);
+    for (auto& block : blocks_) h = block->forward(h);
+    h = norm_->forward(h);
+    Variable pooled = cls_token_ ? select(h, 1, 0) : mean(h, {1});
+    return head_->forward(pooled);
+  });
+}
+
+// ---- character LM -------------------------------------------------------------------------
+
+CharTransformerLM::CharTransformerLM(const CharLMOptions& lm, const LayerOptions& options, Generator& gen)
+    : Module("CharTransformerLM"), o_(lm) {
+  o_.pattern.causal = true;
+  COPPICE_CHECK(lm.vocab_size > 0 && lm.context > 0, "CharTransformerLM: vocab_size and context must be positive");
+  tok_embed_ = register_module("tok_embed", std::make_shared<Embedding>(lm.vocab_size, lm.dim, options, gen));
+  pos_embed_ = register_parameter(
+      "pos_embed", Variable(mul(randn({lm.context, lm.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
+  auto blocks = register_module("blocks", std::make_shared<Sequential>());
+  TransformerBlockOptions b{lm.dim, lm.heads, lm.mlp_hidden, o_.pattern, lm.dropout};
+  for (int64_t i = 0; i < lm.layers; ++i) {
+    blocks_.push_back(std::make_shared<TransformerBlock>(b, options, gen));
+    blocks->push_back(blocks_.back());
+  }
+  norm_ = register_module("norm", std::make_shared<LayerNorm>(Shape{lm.dim}, 1e-5, true, options));
+  head_ = register_module("head", std::make_shared<Linear>(lm.dim, lm.vocab_size, true, options, gen));
+}
+
+Variable CharTransformerLM::forward(const Variable& x) {
+  COPPICE_CHECK(x.dim() == 2 && x.size(1) >= 1 && x.size(1) <= o_.context, "CharTransformerLM: expected token ids [N, T] ",
+                "with 1 <= T <= context (", o_.context, ")");
+  return run_op({x}, [this](const std::vector<Variable>& in) {
+    const int64_t t = in[0].size(1);
+    Variable h = add(tok_embed_->forward(in[0]), slice(*pos_embed_, 0, 0, t));  // [N, T, dim]
+    for (auto& block : blocks_) h = block->forward(h);
+    return head_->forward(norm_->forward(h));
+  });
+}
+
+// ---- factory --------------------------------------------------------------------------------
+
+namespace {
+
+const char* option_type(const ModelOption& v) {
+  switch (v.index()) {
+    case 0:
+      return "integer";
+    case 1:
+      return "float";
+    case 2:
+      return "bool";
+    default:
+      return "string";
+  }
+}
+
+// Reads a config's options, remembering which were asked for, so that an
+// unknown one can be reported with the known ones.
+class Options {
+ public:
+  Options(const ModelConfig& config, std::vector<std::string> known) : config_(config), known_(std::move(known)) {
+    known_.push_back("dtype");
+    std::sort(known_.begin(), known_.end());
+    for (const auto& [name, value] : config.options) {
+      COPPICE_CHECK(std::binary_search(known_.begin(), known_.end(), name), "model '", config.name,
+                    "': unknown option '", name, "'; known: ", str_join(known_, ", "));
+    }
+  }
+
+  int64_t integer(const std::string& name, int64_t fallback) const {
+    const ModelOption* v = find(name);
+    if (!v) return fallback;
+    COPPICE_CHECK(std::holds_alternative<int64_t>(*v), what(name), " must be an integer, got a ", option_type(*v));
+    return std::get<int64_t>(*v);
+  }
+  double real(const std::string& name, double fallback) const {
+    const ModelOption* v = find(name);
+    if (!v) return fallback;
+    if (std::holds_alternative<int64_t>(*v)) return static_cast<double>(std::get<int64_t>(*v));
+    COPPICE_CHECK(std::holds_alternative<double>(*v), what(name), " must be a number, got a ", option_type(*v));
+    return std::get<double>(*v);
+  }
+  std::string string(const std::string& name, const std::string& fallback) const {
+    const ModelOption* v = find(name);
+    if (!v) return fallback;
+    COPPICE_CHECK(std::holds_alternative<std::string>(*v), what(name), " must be a string, got a ", option_type(*v));
+    return std::get<std::string>(*v);
+  }
+  std::string choice(const std::string& name, const std::string& fallback, const std::vector<std::string>& choices) const {
+    std::string s = string(name, fallback);
+    COPPICE_CHECK(std::find(choices.begin(), choices.end(), s) != choices.end(), what(name), " is '", s,
+                  "'; known: ", str_join(choices, ", "));
+    return s;
+  }
+  int64_t positive(const std::string& name, int64_t fallback) const {
+    int64_t v = integer(name, fallback);
+    COPPICE_CHECK(v > 0, what(name), " must be positive, got ", v);
+    return v;
+  }
+  LayerOptions layer_options() const {
+    LayerOptions o;
+    o.dtype = choice("dtype", "f32", {"f32", "f64"}) == "f64" ? DType::kF64 : DType::kF32;
+    return o;
+  }
+  std::string what(const std::string& name) const { return str_cat("model '", config_.name, "': option '", name, "'"); }
+
+ private:
+  const ModelOption* find(const std::string& name) const {
+    auto it = config_.options.find(name);
+    return it == config_.options.end() ? nullptr : &it->second;
+  }
+  const ModelConfig& config_;
+  std::vector<std::string> known_;
+};
+
+std::vector<int64_t> parse_sizes(const Options& o, const std::string& text) {
+  std::vector<int64_t> sizes;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    COPPICE_CHECK(used > 0 && item.find_first_not_of(" \t", used) == std::string::npos && v > 0, o.what("sizes"),
+                  ": '", text, "' is not a comma-separated list of positive integers");
+    sizes.push_back(v);
+  }
+  COPPICE_CHECK(sizes.size() >= 2, o.what("sizes"), ": needs at least two sizes, got '", text, "'");
+  return sizes;
+}
+
+AttentionPattern read_pattern(const Options& o, const std::vector<std::string>& kinds, int64_t window, int64_t block) {
+  AttentionPattern p;
+  p.kind = attention_kind_from_name(o.choice("attention", "dense", kinds));
+  p.window = o.positive("window", window);
+  if (block > 0) p.block = o.positive("block", block);
+  return p;
+}
+
+struct ModelEntry {
+  std::vector<std::string> options;
+  std::function<ModulePtr(const Options&)> build;
+};
+
+const std::map<std::string, ModelEntry>& registry() {
+  static const std::map<std::string, ModelEntry> models = {
+      {"mlp",
+       {{"sizes", "seed"},
+        [](const Options& o) -> ModulePtr {
+          Generator gen(static_cast<uint64_t>(o.integer("seed", 0)));
+          return std::make_shared<MLP>(parse_sizes(o, o.string("sizes", "784,300,100,10")), o.layer_options(), gen);
+        }}},
+      {"lenet5",
+       {{"num_classes", "seed"},
+        [](const Options& o) -> ModulePtr {
+          Generator gen(static_cast<uint64_t>(o.integer("seed", 0)));
+          return std::make_shared<LeNet5>(o.positive("num_classes", 10), o.layer_options(), gen);
+        }}},
+      {"vit",
+       {{"image_size", "patch_size", "channels", "dim", "depth", "heads", "mlp_ratio", "num_classes", "pool",
+         "attention", "window", "block", "dropout", "seed"},
+        [](const Options& o) -> ModulePtr {
+          Generator gen(static_cast<uint64_t>(o.integer("seed", 0)));
+          ViTOptions v;
+          v.image_size = o.positive("image_size", 28);
+          v.patch_size = o.positive("patch_size", 7);
+          v.channels = o.positive("channels", 1);
+          v.dim = o.positive("dim", 64);
+          v.depth = o.positive("depth", 2);
+          v.heads = o.positive("heads", 4);
+          v.mlp_hidden = v.dim * o.positive("mlp_ratio", 4);
+          v.num_classes = o.positive("num_classes", 10);
+          v.class_token = o.choice("pool", "cls", {"cls", "mean"}) == "cls";
+          v.pattern = read_pattern(o, {"dense", "local", "block"}, 3, 4);
+          v.dropout = o.real("dropout", 0.0);
+          return std::make_shared<VisionTransformer>(v, o.layer_options(), gen);
+        }}},
+      {"char_lm",
+       {{"vocab_size", "context", "dim", "layers", "heads", "mlp_ratio", "attention", "window", "dropout", "seed"},
+        [](const Options& o) -> ModulePtr {
+          Generator gen(static_cast<uint64_t>(o.integer("seed", 0)));
+          CharLMOptions c;
+          c.vocab_size = o.positive("vocab_size", 65);
+          c.context = o.positive("context", 64);
+          c.dim = o.positive("dim", 64);
+          c.layers = o.positive("layers", 2);
+          c.heads = o.positive("heads", 4);
+          c.mlp_hidden = c.dim * o.positive("mlp_ratio", 4);
+          c.pattern = read_pattern(o, {"dense", "local"}, 16, 0);
+          c.pattern.causal = true;
+          c.dropout = o.real("dropout", 0.0);
+          return std::make_shared<CharTransformerLM>(c, o.layer_options(), gen);
+        }}},
+  };
+  return models;
+}
+
+}  // namespace
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : registry()) names.push_back(name);
+  return names;
+}
+
+std::vector<std::string> model_option_names(const std::string& name) {
+  auto it = registry().find(name);
+  COPPICE_CHECK(it != registry().end(), "unknown model '", name, "'; known: ", str_join(model_names(), ", "));
+  std::vector<std::string> options = it->second.options;
+  options.push_back("dtype");
+  std::sort(options.begin(), options.end());
+  return options;
+}
+
+ModulePtr make_model(const ModelConfig& config) {
+  auto it = registry().find(config.name);
+  COPPICE_CHECK(it != registry().end(), "unknown model '", config.name, "'; known: ", str_join(model_names(), ", "));
+  Options options(config, it->second.options);
+  return it->second.build(options);
+}
+
+}  // namespace coppice

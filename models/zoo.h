@@ -1,0 +1,132 @@
+// The model zoo and the factory that builds a model by name from a plain
+// config (what the job file's `model:` section fills one to one).
+//
+//   name       options (default)
+//   ---------  ------------------------------------------------------------------
+//   mlp        sizes ("784,300,100,10": LeNet-300-100), seed (0)
+//              children fc1, fc2, ... with ReLU between; flattens [N, ...] input
+//   lenet5     num_classes (10), seed (0); input [N, 1, 28, 28];
+//              conv1 (6, 5x5, pad 2), pool, conv2 (16, 5x5), pool, fc1 400-120, fc2 120-84, fc3 84-10
+//   vit        image_size (28), patch_size (7), channels (1), dim (64), depth (2), heads (4),
+//              mlp_ratio (4), num_classes (10), pool ("cls" | "mean"), attention ("dense" | "local" |
+//              "block"), window (3), block (4), dropout (0), seed (0); input [N, C, H, W]
+//   char_lm    vocab_size (65), context (64), dim (64), layers (2), heads (4), mlp_ratio (4),
+//              attention ("dense" | "local"; always causal), window (16), dropout (0), seed (0);
+//              input i64 [N, T <= context] -> logits [N, T, vocab_size]
+//
+// Every option is also accepted as "dtype" ("f32" | "f64"). Unknown model
+// names and options are errors listing the known ones; an option of the wrong
+// type (a string where an integer is expected) is an error naming it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "models/attention.h"
+#include "models/layers.h"
+#include "models/module.h"
+
+namespace coppice {
+
+// ---- the models ----------------------------------------------------------------------
+
+// Fully connected layers fc1..fcN over `sizes` (input first), ReLU between.
+class MLP : public Module {
+ public:
+  explicit MLP(const std::vector<int64_t>& sizes = {784, 300, 100, 10}, const LayerOptions& options = {},
+               Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+
+ private:
+  std::vector<std::shared_ptr<Linear>> layers_;
+};
+
+class LeNet5 : public Module {
+ public:
+  explicit LeNet5(int64_t num_classes = 10, const LayerOptions& options = {}, Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+
+ private:
+  std::shared_ptr<Conv2d> conv1_, conv2_;
+  std::shared_ptr<Linear> fc1_, fc2_, fc3_;
+};
+
+struct ViTOptions {
+  int64_t image_size = 28;
+  int64_t patch_size = 7;
+  int64_t channels = 1;
+  int64_t dim = 64;
+  int64_t depth = 2;
+  int64_t heads = 4;
+  int64_t mlp_hidden = 256;
+  int64_t num_classes = 10;
+  bool class_token = true;  // false: mean pool over the patch tokens
+  AttentionPattern pattern;
+  double dropout = 0.0;
+};
+
+// Patches (C * p * p values each) -> patch_embed -> [cls_token] + pos_embed
+// -> blocks.0.. -> norm -> head (from the class token or the mean).
+class VisionTransformer : public Module {
+ public:
+  explicit VisionTransformer(const ViTOptions& vit = {}, const LayerOptions& options = {},
+                             Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+
+ private:
+  ViTOptions o_;
+  std::shared_ptr<Linear> patch_embed_, head_;
+  Variable* cls_token_ = nullptr;  // [1, 1, dim]
+  Variable* pos_embed_;            // [1, tokens, dim]
+  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::shared_ptr<LayerNorm> norm_;
+};
+
+struct CharLMOptions {
+  int64_t vocab_size = 65;
+  int64_t context = 64;
+  int64_t dim = 64;
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t mlp_hidden = 256;
+  AttentionPattern pattern{AttentionPattern::Kind::kDense, 0, 0, true};  // always made causal
+  double dropout = 0.0;
+};
+
+// tok_embed + pos_embed -> blocks.0.. (causal) -> norm -> head.
+class CharTransformerLM : public Module {
+ public:
+  explicit CharTransformerLM(const CharLMOptions& lm = {}, const LayerOptions& options = {},
+                             Generator& gen = default_generator());
+  // x: integer token ids [N, T] with T <= context (a constant Variable).
+  Variable forward(const Variable& x) override;
+
+ private:
+  CharLMOptions o_;
+  std::shared_ptr<Embedding> tok_embed_;
+  Variable* pos_embed_;  // [context, dim]
+  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::shared_ptr<LayerNorm> norm_;
+  std::shared_ptr<Linear> head_;
+};
+
+// ---- the factory -------------------------------------------------------------------------
+
+using ModelOption = std::variant<int64_t, double, bool, std::string>;
+
+struct ModelConfig {
+  std::string name;
+  std::map<std::string, ModelOption> options;
+};
+
+// The model named config.name, built with its options (defaults above).
+ModulePtr make_model(const ModelConfig& config);
+// The known model names, sorted; and a model's known options.
+std::vector<std::string> model_names();
+std::vector<std::string> model_option_names(const std::string& name);
+
+}  // namespace coppice
