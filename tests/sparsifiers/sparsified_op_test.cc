@@ -405,6 +405,16 @@ TEST(SparsifiedOp, FusedReluToCsr) {
             "ReluToCsrBackward");
   Variable x3 = param(randn64({2, 3, 4}), "x3");
   EXPECT_EQ(sparsified_relu(stages(threshold(0.3), "dense", nullptr, "dense")).call({x3}).shape(), x3.shape());
+  // With a sparsified input gradient: the fused kernel sees the wrapped input.
+  SparsifiedOp with_grad = sparsified_relu(out, stages(top(0.25), "dense", nullptr, "dense"));
+  Tensor seed = randn64(x.shape());
+  x.set_grad(Tensor());
+  Variable yw = with_grad.call({x});
+  EXPECT_EQ(yw.grad_fn()->name(), "ReluToCsrBackward");
+  sum(mul(to_dense(yw), constant(seed))).backward();
+  Tensor g = where(gt(x.value(), 0.3), seed, zeros_like(seed));
+  expect_close(x.grad(), where(TopFraction(0.25).keep_mask(g, {}), g, zeros_like(g)), "fused, sparsified gradient");
+
   // A keep-all inline stage fuses too (stores the non-zeros: relu > 0).
   Variable y0 = sparsified_relu(stages(nullptr, "csr", nullptr, "csr")).call({x});
   EXPECT_EQ(y0.grad_fn()->name(), "ReluToCsrBackward");
