@@ -32,11 +32,13 @@ struct GrowthInput {
   std::string layer;
   Tensor param;  // the parameter before the update
   int64_t step = 0;
-  int64_t k = 0;                              // exactly this many to grow
-  const std::vector<int64_t>* candidates;     // eligible flat positions, ascending (size >= k)
-  Tensor dense_gradient;                      // dense, the parameter's shape; undefined unless handed in
-  Tensor momentum;                            // dense, the parameter's shape; undefined unless handed in
-  uint64_t seed = 0, purpose = 0, rank = 0;   // the Philox key (purpose: name_purpose(layer))
+  int64_t k = 0;                                     // exactly this many to grow
+  const std::vector<int64_t>* candidates = nullptr;  // eligible flat positions, ascending (size >= k)
+  // The parameter's shape, handed in by the trainer on update steps when the
+  // policy asks; any format (a streamed top-k as COO reads as 0 elsewhere).
+  Tensor dense_gradient;
+  Tensor momentum;
+  uint64_t seed = 0, purpose = 0, rank = 0;  // the Philox key (purpose: name_purpose(layer))
   // Block formats (BSR, Blocked-ELL) grow whole blocks: when either is above
   // 1, candidates and the result index the row-major grid of blocks
   // [rows / block_rows, cols / block_cols], and dense_gradient and momentum

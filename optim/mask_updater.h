@@ -73,8 +73,10 @@ void validate(const MaskUpdaterConfig& config);
 double drop_fraction_at(const MaskUpdaterConfig& config, int64_t step);
 
 // The inputs of one layer at an update: the parameter (always), and the
-// dense gradient / momentum (the parameter's shape, dense) when the growth
-// policy asks for them.
+// dense gradient / momentum when the growth policy asks for them: the
+// parameter's shape, dense or in any format whose unstored entries read as 0
+// (for example the gradient's top candidates, streamed, as COO). Replicas
+// hand in the same, already reduced tensors.
 struct LayerInputs {
   Tensor param;
   Tensor dense_gradient;
