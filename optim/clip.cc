@@ -1,0 +1,57 @@
+#include "optim/clip.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "sparse/masked.h"
+#include "sparse/sparse_impl.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+namespace {
+
+// The values of a gradient that it stores (masked: zero off the mask).
+Tensor stored_values(const Tensor& g) {
+  if (g.layout() == Layout::kMasked) {
+    const Tensor& v = values(g);
+    return where(masked_impl(g, "clip_grad_norm").mask(), v, zeros_like(v));
+  }
+  return values(g);
+}
+
+}  // namespace
+
+double grad_norm(const std::vector<Variable>& params, double norm_type) {
+  COPPICE_CHECK(norm_type > 0.0, "clip_grad_norm: norm_type must be positive, got ", norm_type);
+  const bool inf = std::isinf(norm_type);
+  double total = 0.0;
+  for (const Variable& p : params) {
+    COPPICE_CHECK(p.defined(), "clip_grad_norm: an undefined Variable among the parameters");
+    const Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    Tensor v = stored_values(g);
+    if (v.numel() == 0) continue;
+    if (inf) {
+      total = std::max(total, max(abs(v)).to(DType::kF64).item());
+    } else {
+      const double n = norm(v.to(DType::kF64), norm_type).item();
+      total += std::pow(n, norm_type);
+    }
+  }
+  return inf ? total : std::pow(total, 1.0 / norm_type);
+}
+
+double clip_grad_norm(const std::vector<Variable>& params, double max_norm, double norm_type) {
+  const double total = grad_norm(params, norm_type);
+  const double coef = max_norm / (total + 1e-6);
+  if (!(coef < 1.0) && !std::isnan(coef)) return total;
+  for (const Variable& p : params) {
+    const Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    p.set_grad(with_values(g, mul(values(g), coef)));
+  }
+  return total;
+}
+
+}  // namespace coppice

@@ -1,0 +1,255 @@
+#include "optim/optimizer.h"
+
+#include <utility>
+
+#include "sparse/masked.h"
+#include "sparse/sparse_impl.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+
+std::string describe_param(const Variable& param, size_t group, size_t index) {
+  if (param.defined() && !param.name().empty()) return str_cat("'", param.name(), "'");
+  return str_cat("parameter ", index, " of group ", group);
+}
+
+Optimizer::Optimizer(std::string name, Hyperparameters defaults, std::vector<ParamGroup> groups)
+    : name_(std::move(name)), defaults_(std::move(defaults)) {
+  for (ParamGroup& g : groups) add_param_group(std::move(g));
+}
+
+Hyperparameters Optimizer::complete(const Hyperparameters& overrides) const {
+  Hyperparameters out = defaults_;
+  for (const auto& [key, value] : overrides) {
+    auto it = out.find(key);
+    if (it == out.end()) {
+      std::vector<std::string> known;
+      for (const auto& kv : defaults_) known.push_back(kv.first);
+      fail(name_, ": unknown hyperparameter '", key, "' (known: ", str_join(known, ", "), ")");
+    }
+    it->second = value;
+  }
+  return out;
+}
+
+void Optimizer::validate(const Hyperparameters& options, size_t group) const {
+  auto it = options.find("lr");
+  if (it != options.end()) {
+    COPPICE_CHECK(it->second >= 0.0, name_, ": group ", group, " has a negative learning rate ", it->second);
+  }
+}
+
+void Optimizer::add_param_group(ParamGroup group) {
+  const size_t g = groups_.size();
+  Hyperparameters options = complete(group.options);
+  validate(options, g);
+  for (size_t i = 0; i < group.params.size(); ++i) {
+    const Variable& p = group.params[i];
+    COPPICE_CHECK(p.defined(), name_, ": parameter ", i, " of group ", g, " is an undefined Variable");
+    COPPICE_CHECK(is_floating(p.dtype()), name_, ": ", describe_param(p, g, i), " has dtype ",
+                  dtype_name(p.dtype()), "; an optimizer needs floating-point parameters");
+    for (size_t h = 0; h <= g; ++h) {
+      const std::vector<Variable>& others = h < g ? groups_[h].params : group.params;
+      const size_t end = h < g ? others.size() : i;
+      for (size_t j = 0; j < end; ++j) {
+        COPPICE_CHECK(!others[j].is_same(p), name_, ": ", describe_param(p, g, i),
+                      " appears twice (also as parameter ", j, " of group ", h, ")");
+      }
+    }
+  }
+  const size_t n = group.params.size();
+  groups_.push_back(std::move(group));
+  options_.push_back(std::move(options));
+  state_.emplace_back(n);
+  has_state_.emplace_back(n, false);
+}
+
+double Optimizer::option(size_t group, const std::string& key) const {
+  COPPICE_CHECK(group < options_.size(), name_, ": no group ", group, " (", options_.size(), " groups)");
+  auto it = options_[group].find(key);
+  COPPICE_CHECK(it != options_[group].end(), name_, ": unknown hyperparameter '", key, "'");
+  return it->second;
+}
+
+void Optimizer::set_option(size_t group, const std::string& key, double value) {
+  COPPICE_CHECK(group < options_.size(), name_, ": no group ", group, " (", options_.size(), " groups)");
+  Hyperparameters options = options_[group];
+  auto it = options.find(key);
+  COPPICE_CHECK(it != options.end(), name_, ": unknown hyperparameter '", key, "'");
+  it->second = value;
+  validate(options, group);
+  options_[group] = std::move(options);
+  groups_[group].options[key] = value;
+}
+
+Optimizer::Slot Optimizer::find(const Variable& param, const char* op) const {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      if (groups_[g].params[i].is_same(param)) return {g, i};
+    }
+  }
+  fail(name_, ".", op, ": ",
+       param.defined() && !param.name().empty() ? str_cat("'", param.name(), "'") : std::string("the variable"),
+       " is not a parameter of this optimizer");
+}
+
+const ParamState* Optimizer::state(const Variable& param) const {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      if (groups_[g].params[i].is_same(param)) return has_state_[g][i] ? &state_[g][i] : nullptr;
+    }
+  }
+  return nullptr;
+}
+
+ParamState& Optimizer::mutable_state(const Variable& param) {
+  Slot s = find(param, "mutable_state");
+  has_state_[s.group][s.index] = true;
+  return state_[s.group][s.index];
+}
+
+void Optimizer::reset_state(const Variable& param) {
+  Slot s = find(param, "reset_state");
+  has_state_[s.group][s.index] = false;
+  state_[s.group][s.index] = ParamState();
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (const ParamGroup& g : groups_) {
+    for (const Variable& p : g.params) {
+      if (!p.grad().defined()) continue;
+      if (set_to_none) {
+        p.set_grad(Tensor());
+      } else {
+        p.zero_grad();
+      }
+    }
+  }
+}
+
+void Optimizer::step() {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const Variable& p = groups_[g].params[i];
+      if (!p.grad().defined()) continue;
+      const Tensor& value = p.value();
+      const Tensor& grad = p.grad();
+      const std::string who = describe_param(p, g, i);
+      COPPICE_CHECK(grad.dtype() == value.dtype(), name_, ".step: the gradient of ", who, " has dtype ",
+                    dtype_name(grad.dtype()), " but the parameter has dtype ", dtype_name(value.dtype()));
+      COPPICE_CHECK(grad.device() == value.device(), name_, ".step: the gradient of ", who, " is on ",
+                    grad.device().to_string(), " but the parameter is on ", value.device().to_string());
+      COPPICE_CHECK(grad.shape() == value.shape(), name_, ".step: the gradient of ", who, " has shape ",
+                    shape_to_string(grad.shape()), " but the parameter has shape ", shape_to_string(value.shape()));
+      if (value.is_sparse()) {
+        COPPICE_CHECK(grad.layout() == value.layout(), name_, ".step: the gradient of ", who, " is in format '",
+                      grad.format(), "' but the parameter is in format '", value.format(), "'");
+        COPPICE_CHECK(pattern_version(grad) == pattern_version(value), name_, ".step: the gradient of ", who,
+                      " has pattern version ", pattern_version(grad), " but the parameter has pattern version ",
+                      pattern_version(value), " (a gradient of an old mask? clear it after a mask change)");
+      }
+      ParamState& st = state_[g][i];
+      if (has_state_[g][i]) {
+        COPPICE_CHECK(st.pattern_version == pattern_version(value), name_, ".step: the pattern of ", who,
+                      " changed (version ", st.pattern_version, " -> ", pattern_version(value),
+                      ") without remap_state");
+      } else {
+        st = ParamState();
+        st.pattern_version = pattern_version(value);
+        has_state_[g][i] = true;
+      }
+      step_param(p, options_[g], st);
+    }
+  }
+}
+
+void Optimizer::step_param(const Variable& param, const Hyperparameters& options, ParamState& st) {
+  const Tensor& value = param.value();
+  Tensor p = values(value);
+  Tensor grad = param.grad();
+  Tensor g = value.is_dense() ? to_dense(grad) : values(grad);
+  for (const auto& [key, t] : st.tensors) {
+    COPPICE_CHECK(t.shape() == p.shape(), name_, ".step: the state '", key, "' of ", describe_param(param, 0, 0),
+                  " has shape ", shape_to_string(t.shape()), " but the parameter's values have shape ",
+                  shape_to_string(p.shape()));
+  }
+  ++st.step;
+  if (value.layout() != Layout::kMasked) {
+    Tensor out = update(p, g, options, st, /*in_place=*/true);
+    if (!out.is_same(p)) p.copy_(out);
+    return;
+  }
+  // Masked: compute out of place, then keep the old values off the mask.
+  const Tensor& mask = masked_impl(value, "optimizer step").mask();
+  std::map<std::string, Tensor> old = st.tensors;
+  Tensor out = update(p, g, options, st, /*in_place=*/false);
+  for (auto& [key, t] : st.tensors) {
+    auto it = old.find(key);
+    t = where(mask, t, it != old.end() ? it->second : zeros_like(t));
+  }
+  p.copy_(where(mask, out, p));
+}
+
+void Optimizer::remap_state(const Variable& param, const Tensor& keep_from) {
+  Slot s = find(param, "remap_state");
+  const std::string who = describe_param(param, s.group, s.index);
+  const Tensor p = values(param.value());
+  COPPICE_CHECK(keep_from.defined() && keep_from.is_dense() && keep_from.dtype() == DType::kI64 &&
+                    keep_from.dim() <= 1,
+                name_, ".remap_state: keep_from for ", who, " must be a dense 1-D i64 tensor, got ",
+                keep_from.defined() ? str_cat(keep_from.format(), " ", dtype_name(keep_from.dtype()), " ",
+                                              shape_to_string(keep_from.shape()))
+                                    : std::string("an undefined tensor"));
+  COPPICE_CHECK(keep_from.numel() == p.numel(), name_, ".remap_state: keep_from for ", who, " has ",
+                keep_from.numel(), " entries but the parameter's values have ", p.numel(), " (shape ",
+                shape_to_string(p.shape()), ")");
+  if (!has_state_[s.group][s.index]) return;
+  ParamState& st = state_[s.group][s.index];
+  int64_t old_n = -1;
+  for (const auto& [key, t] : st.tensors) {
+    COPPICE_CHECK(old_n < 0 || t.numel() == old_n, name_, ".remap_state: the state tensors of ", who,
+                  " differ in size");
+    old_n = t.numel();
+  }
+  if (old_n >= 0) {
+    const std::vector<int64_t> keep = keep_from.to_vector<int64_t>();
+    for (size_t j = 0; j < keep.size(); ++j) {
+      COPPICE_CHECK(keep[j] >= -1 && keep[j] < old_n, name_, ".remap_state: keep_from[", j, "] = ", keep[j],
+                    " for ", who, " is outside [-1, ", old_n, ")");
+    }
+    // Gather from the old state with one zero appended: -1 picks the zero.
+    Tensor k = keep_from.reshape({-1}).to(p.device());
+    Tensor idx = where(lt(k, 0.0), full_like(k, static_cast<double>(old_n)), k).contiguous();
+    for (auto& [key, t] : st.tensors) {
+      Tensor flat = cat({t.reshape({-1}), zeros({1}, t.options())});
+      t = index_select(flat, 0, idx).reshape(p.shape()).contiguous();
+    }
+  }
+  st.pattern_version = pattern_version(param.value());
+}
+
+void Optimizer::replace_param(const Variable& old_param, const Variable& new_param, const Tensor& keep_from) {
+  Slot s = find(old_param, "replace_param");
+  COPPICE_CHECK(new_param.defined(), name_, ".replace_param: the new parameter is an undefined Variable");
+  COPPICE_CHECK(is_floating(new_param.dtype()), name_, ".replace_param: the new parameter has dtype ",
+                dtype_name(new_param.dtype()));
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      if (g == s.group && i == s.index) continue;
+      COPPICE_CHECK(!groups_[g].params[i].is_same(new_param), name_,
+                    ".replace_param: the new parameter is already parameter ", i, " of group ", g);
+    }
+  }
+  groups_[s.group].params[s.index] = new_param;
+  remap_state(new_param, keep_from);
+}
+
+Variable Optimizer::replace_value(const Variable& old_param, const Tensor& new_value, const Tensor& keep_from) {
+  find(old_param, "replace_value");
+  COPPICE_CHECK(new_value.defined(), name_, ".replace_value: the new value is an undefined Tensor");
+  Variable fresh(new_value, old_param.requires_grad(), old_param.name());
+  replace_param(old_param, fresh, keep_from);
+  return fresh;
+}
+
+}  // namespace coppice

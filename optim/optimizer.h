@@ -1,0 +1,143 @@
+// Optimizer: the base of SGD, Adam and AdamW over parameter groups of
+// Variables in any format (ARCHITECTURE.md, Compact training state).
+//
+// A parameter group is a list of Variables plus hyperparameters that override
+// the optimizer's defaults (torch.optim's param_groups). step() updates every
+// parameter that has a gradient, in place: the new values are written into
+// values(param.value()), whose storage the sparse impl shares, so the
+// Variable and every handle to its value see them.
+//
+// Sparse parameters (CSR, CSC, COO, BSR, n:m, Blocked-ELL, masked, or any
+// format with values()): the gradient must be in the parameter's format and
+// pattern (the same pattern_version), and every state tensor (momentum
+// buffer, exp_avg, exp_avg_sq) is a dense tensor shaped like
+// values(param): nnz-sized and aligned with the pattern. A gradient of
+// another pattern, format, dtype or device throws naming the parameter.
+// Masked parameters: values() is dense-sized, so their state is too; the
+// update touches only mask-true positions (elsewhere parameter and state keep
+// what they hold). Blocked-ELL padding slots are updated like stored ones
+// (their gradient is zero, and they are ignored by every reader).
+// State tensors have the parameter's dtype and device.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "optim/param_group.h"
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+// What an optimizer keeps for one parameter.
+struct ParamState {
+  // Steps taken on this parameter (torch's state["step"]; Adam's bias
+  // correction uses it). Kept by remap_state.
+  int64_t step = 0;
+  // The pattern version the state tensors are aligned with (0: dense).
+  uint64_t pattern_version = 0;
+  // By name ("momentum_buffer", "exp_avg", "exp_avg_sq"); each shaped like
+  // values(param), with its dtype and device.
+  std::map<std::string, Tensor> tensors;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // "sgd", "adam", "adamw".
+  const std::string& name() const { return name_; }
+  const Hyperparameters& defaults() const { return defaults_; }
+
+  // One update of every parameter whose grad is defined.
+  void step();
+  // Clears every gradient (set_to_none, as torch's default) or replaces it by
+  // zeros of its pattern.
+  void zero_grad(bool set_to_none = true);
+
+  // Adds a group; its options override the defaults (unknown keys throw).
+  // A parameter may appear in one group only.
+  void add_param_group(ParamGroup group);
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  // A group's value for `key` (the group's own or the default's).
+  double option(size_t group, const std::string& key) const;
+  // Sets a group's `key` (e.g. "lr" by a scheduler); the key must be known.
+  void set_option(size_t group, const std::string& key, double value);
+
+  // The state of `param`, or nullptr before its first step (or when it is not
+  // one of this optimizer's parameters).
+  const ParamState* state(const Variable& param) const;
+  // The same, for loading (creates an empty state); throws for a foreign param.
+  ParamState& mutable_state(const Variable& param);
+  // Forgets the state of `param` (it starts afresh at its next step).
+  void reset_state(const Variable& param);
+  // The state tensors this optimizer keeps for a parameter with `options`
+  // (e.g. no momentum buffer for SGD without momentum).
+  virtual std::vector<std::string> state_names(const Hyperparameters& options) const = 0;
+
+  // ---- after a mask change (for the mask updater) --------------------------
+  //
+  // remap_state(param, keep_from): rebuilds every state tensor of `param` for
+  // its new pattern. keep_from is an i64 tensor (any device; 0-d taken as 1-D) with one entry
+  // per element of values(new value) (= new nnz; for masked, the dense numel;
+  // for Blocked-ELL, values' numel with padding): keep_from[j] is the slot of
+  // the old values that new slot j continues, or -1 for a new entry. Survivors
+  // keep their state bit for bit, new entries start at zero, old slots not
+  // named are dropped. The step count is kept (as RigL does). The state is
+  // then aligned with pattern_version(param.value()), so call it after the
+  // parameter's value carries the new pattern. A parameter without state yet
+  // is left alone. Throws for a foreign parameter, a keep_from that is not
+  // i64 1-D of the right size, or an entry outside [-1, old slots).
+  // The gradient of the old pattern is not touched: clear it (set_grad({}))
+  // or give one of the new pattern before the next step().
+  void remap_state(const Variable& param, const Tensor& keep_from);
+  // Variables cannot rebind their value, so a mask update makes a new
+  // Variable: replace_param swaps `old_param` for `new_param` in its group
+  // (same place, same hyperparameters) and moves its state over through
+  // remap_state(new_param, keep_from).
+  void replace_param(const Variable& old_param, const Variable& new_param, const Tensor& keep_from);
+  // The usual way to call it: makes a new leaf holding `new_value` with
+  // old_param's name and requires_grad (no gradient), replaces old_param with
+  // it, remaps its state and returns it (hand it to the model in its place).
+  Variable replace_value(const Variable& old_param, const Tensor& new_value, const Tensor& keep_from);
+
+ protected:
+  Optimizer(std::string name, Hyperparameters defaults, std::vector<ParamGroup> groups);
+
+  // Computes one step for one parameter. `p` and `g` are values(param) and
+  // values(grad) (dense, same shape, dtype and device); `options` are the
+  // group's, complete; state.step is already incremented. Returns the new
+  // parameter values. When `in_place` is true the implementation may write
+  // into `p` and the state tensors (returning `p`); otherwise it must leave
+  // them untouched and put new tensors into `state`.
+  virtual Tensor update(const Tensor& p, const Tensor& g, const Hyperparameters& options, ParamState& state,
+                        bool in_place) = 0;
+  // Throws naming the group when `options` are inconsistent (e.g. Nesterov
+  // without momentum). Called for every group added and every set_option.
+  virtual void validate(const Hyperparameters& options, size_t group) const;
+
+ private:
+  struct Slot {
+    size_t group;
+    size_t index;
+  };
+  Slot find(const Variable& param, const char* op) const;
+  Hyperparameters complete(const Hyperparameters& overrides) const;
+  void step_param(const Variable& param, const Hyperparameters& options, ParamState& state);
+
+  std::string name_;
+  Hyperparameters defaults_;
+  std::vector<ParamGroup> groups_;
+  std::vector<Hyperparameters> options_;       // complete, per group
+  std::vector<std::vector<ParamState>> state_;  // parallel to groups_[g].params
+  std::vector<std::vector<bool>> has_state_;
+};
+
+// How a parameter is named in messages: "'name'" or "parameter i of group g".
+std::string describe_param(const Variable& param, size_t group, size_t index);
+
+}  // namespace coppice

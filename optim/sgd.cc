@@ -1,0 +1,61 @@
+#include "optim/sgd.h"
+
+#include <utility>
+
+#include "tensor/ops.h"
+
+namespace coppice {
+
+Hyperparameters SgdOptions::to_hyperparameters() const {
+  return {{"lr", lr},
+          {"momentum", momentum},
+          {"dampening", dampening},
+          {"weight_decay", weight_decay},
+          {"nesterov", nesterov ? 1.0 : 0.0}};
+}
+
+Sgd::Sgd(std::vector<Variable> params, const SgdOptions& options)
+    : Sgd(std::vector<ParamGroup>{ParamGroup{std::move(params), {}}}, options) {}
+
+Sgd::Sgd(std::vector<ParamGroup> groups, const SgdOptions& defaults)
+    : Optimizer("sgd", defaults.to_hyperparameters(), {}) {
+  for (ParamGroup& g : groups) add_param_group(std::move(g));
+}
+
+void Sgd::validate(const Hyperparameters& o, size_t group) const {
+  Optimizer::validate(o, group);
+  COPPICE_CHECK(o.at("momentum") >= 0.0, "sgd: group ", group, " has a negative momentum ", o.at("momentum"));
+  COPPICE_CHECK(o.at("weight_decay") >= 0.0, "sgd: group ", group, " has a negative weight_decay ",
+                o.at("weight_decay"));
+  const double nesterov = o.at("nesterov");
+  COPPICE_CHECK(nesterov == 0.0 || nesterov == 1.0, "sgd: group ", group, " has nesterov = ", nesterov,
+                " (0 or 1)");
+  COPPICE_CHECK(nesterov == 0.0 || (o.at("momentum") > 0.0 && o.at("dampening") == 0.0), "sgd: group ", group,
+                ": Nesterov momentum requires a momentum and zero dampening");
+}
+
+std::vector<std::string> Sgd::state_names(const Hyperparameters& o) const {
+  if (o.at("momentum") != 0.0) return {"momentum_buffer"};
+  return {};
+}
+
+Tensor Sgd::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o, ParamState& state, bool) {
+  const double lr = o.at("lr"), momentum = o.at("momentum"), dampening = o.at("dampening");
+  const double weight_decay = o.at("weight_decay");
+  Tensor g = grad;
+  if (weight_decay != 0.0) g = add(g, mul(p, weight_decay));
+  if (momentum != 0.0) {
+    auto it = state.tensors.find("momentum_buffer");
+    Tensor buf;
+    if (it == state.tensors.end()) {
+      buf = g.contiguous().clone();
+    } else {
+      buf = add(mul(it->second, momentum), mul(g, 1.0 - dampening));
+    }
+    state.tensors["momentum_buffer"] = buf;
+    g = o.at("nesterov") != 0.0 ? add(g, mul(buf, momentum)) : buf;
+  }
+  return sub(p, mul(g, lr));
+}
+
+}  // namespace coppice

@@ -1,0 +1,44 @@
+// Stochastic gradient descent with momentum, dampening, Nesterov momentum and
+// weight decay, as torch.optim.SGD (maximize and foreach aside):
+//   g = grad + weight_decay * p
+//   buf = g                                  (first step)
+//   buf = momentum * buf + (1 - dampening) * g (later steps)
+//   g = nesterov ? g + momentum * buf : buf  (when momentum != 0)
+//   p = p - lr * g
+// State: "momentum_buffer" (only when momentum != 0). Sparse parameters: see
+// optim/optimizer.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace coppice {
+
+struct SgdOptions {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+
+  // As hyperparameters: "lr", "momentum", "dampening", "weight_decay",
+  // "nesterov" (0 or 1).
+  Hyperparameters to_hyperparameters() const;
+};
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(std::vector<Variable> params, const SgdOptions& options);
+  Sgd(std::vector<ParamGroup> groups, const SgdOptions& defaults);
+
+  std::vector<std::string> state_names(const Hyperparameters& options) const override;
+
+ protected:
+  Tensor update(const Tensor& p, const Tensor& g, const Hyperparameters& options, ParamState& state,
+                bool in_place) override;
+  void validate(const Hyperparameters& options, size_t group) const override;
+};
+
+}  // namespace coppice

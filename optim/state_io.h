@@ -1,0 +1,36 @@
+// Saving and loading an optimizer's state in safetensors (tensor/io).
+//
+// Tensors: "<param name>.<state>" (e.g. "fc1.weight.exp_avg"), each shaped
+// like values(param) (nnz-sized for a sparse parameter), as the optimizer
+// holds them. Metadata: "coppice.optimizer" (its name), "coppice.groups"
+// (count), per group g "group.<g>.params" (count), "group.<g>.param.<i>" (the
+// names, in order) and "group.<g>.<hyperparameter>" (exact decimal), and per
+// parameter with state "step.<param name>". Every parameter needs a unique,
+// non-empty name.
+//
+// Loading restores hyperparameters, step counts and state tensors (moved to
+// each parameter's device) after validating everything: the optimizer name,
+// groups, parameter names, hyperparameter names, state names, shapes and
+// dtypes must match, and the first mismatch is returned as an error naming
+// it, with the optimizer left unchanged. The state is taken to be aligned
+// with each parameter's current pattern (save and load the parameters with
+// the same patterns; sparse/io saves them).
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "optim/optimizer.h"
+
+namespace coppice {
+
+absl::Status save_optimizer_state(const Optimizer& optimizer, const std::string& path);
+absl::Status load_optimizer_state(Optimizer& optimizer, const std::string& path);
+
+// The same in memory (the bytes save_optimizer_state writes).
+absl::StatusOr<std::string> serialize_optimizer_state(const Optimizer& optimizer);
+absl::Status parse_optimizer_state(Optimizer& optimizer, const std::string& bytes,
+                                   const std::string& source = "<memory>");
+
+}  // namespace coppice

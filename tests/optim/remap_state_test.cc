@@ -1,0 +1,124 @@
+// Optimizer::remap_state / replace_value (optim/optimizer.h): after a pattern
+// change, survivors keep their state bit for bit, new entries start at zero,
+// dropped ones leave, the step count stays; bad keep_from is refused.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "optim/adam.h"
+#include "optim/sgd.h"
+#include "sparse/convert.h"
+#include "tests/optim/test_util.h"
+
+namespace coppice {
+namespace {
+
+using optim_test::random_tensor;
+
+// A 4x4 CSR with stored entries at flat positions `pos` and values 1..n.
+Tensor csr_at(const std::vector<int64_t>& pos, DType dtype = DType::kF32) {
+  std::vector<double> dense(16, 0.0), m(16, 0.0);
+  for (size_t i = 0; i < pos.size(); ++i) {
+    dense[static_cast<size_t>(pos[i])] = static_cast<double>(i + 1);
+    m[static_cast<size_t>(pos[i])] = 1.0;
+  }
+  return sparse_from_mask(from_vector(dense, {4, 4}, TensorOptions(DType::kF64)).to(dtype),
+                          ne(from_vector(m, {4, 4}, TensorOptions(DType::kF64)), 0.0), "csr");
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+TEST(RemapStateTest, SurvivorsKeepStateBitForBitNewStartAtZero) {
+  // Old pattern: positions 1, 4, 6, 9, 15 (slots 0..4). New: 1, 2, 9, 12, 15
+  // -> keep_from = {0, -1, 3, -1, 4}: 4 and 6 dropped, 2 and 12 new.
+  Variable w(csr_at({1, 4, 6, 9, 15}), true, "w");
+  AdamW opt({w}, AdamWOptions{});
+  for (int step = 0; step < 5; ++step) {
+    w.set_grad(with_values(w.value(), random_tensor({5}, 10 + step)));
+    opt.step();
+  }
+  const ParamState before = *opt.state(w);
+  const Tensor new_value = csr_at({1, 2, 9, 12, 15});
+  const Tensor keep_from = from_vector(std::vector<int64_t>{0, -1, 3, -1, 4});
+  Variable w2 = opt.replace_value(w, new_value, keep_from);
+  EXPECT_EQ(w2.name(), "w");
+  EXPECT_TRUE(w2.requires_grad());
+  EXPECT_TRUE(opt.param_groups()[0].params[0].is_same(w2));
+  EXPECT_EQ(opt.state(w), nullptr);  // no longer a parameter
+  const ParamState* after = opt.state(w2);
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(after->step, 5);
+  EXPECT_EQ(after->pattern_version, pattern_version(new_value));
+  ASSERT_EQ(after->tensors.size(), 2u);
+  const std::vector<int64_t> keep = {0, -1, 3, -1, 4};
+  for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+    const std::vector<float> old = before.tensors.at(name).to_vector<float>();
+    const std::vector<float> now = after->tensors.at(name).to_vector<float>();
+    ASSERT_EQ(now.size(), 5u);
+    for (size_t j = 0; j < keep.size(); ++j) {
+      if (keep[j] < 0) {
+        EXPECT_TRUE(same_bits(now[j], 0.0f)) << name << " slot " << j;
+      } else {
+        EXPECT_TRUE(same_bits(now[j], old[static_cast<size_t>(keep[j])])) << name << " slot " << j;
+        EXPECT_NE(now[j], 0.0f);
+      }
+    }
+  }
+  // Training goes on with the new pattern.
+  w2.set_grad(with_values(w2.value(), random_tensor({5}, 99)));
+  opt.step();
+  EXPECT_EQ(opt.state(w2)->step, 6);
+}
+
+TEST(RemapStateTest, ChangesNnzAndKeepsMomentum) {
+  Variable w(csr_at({0, 5, 10}), true, "w");
+  SgdOptions o;
+  o.lr = 0.1;
+  o.momentum = 0.9;
+  Sgd opt({w}, o);
+  w.set_grad(with_values(w.value(), random_tensor({3}, 1)));
+  opt.step();
+  const std::vector<float> buf = opt.state(w)->tensors.at("momentum_buffer").to_vector<float>();
+  // Grow to 5 entries: 0, 3, 5, 10, 11 -> {0, -1, 1, 2, -1}.
+  Variable w2 = opt.replace_value(w, csr_at({0, 3, 5, 10, 11}), from_vector(std::vector<int64_t>{0, -1, 1, 2, -1}));
+  const std::vector<float> now = opt.state(w2)->tensors.at("momentum_buffer").to_vector<float>();
+  EXPECT_EQ(now, (std::vector<float>{buf[0], 0.0f, buf[1], buf[2], 0.0f}));
+  // Shrink to 1 entry.
+  Variable w3 = opt.replace_value(w2, csr_at({11}), from_vector(std::vector<int64_t>{4}));
+  EXPECT_EQ(opt.state(w3)->tensors.at("momentum_buffer").to_vector<float>(), (std::vector<float>{0.0f}));
+}
+
+TEST(RemapStateTest, InPlaceRemapOnTheSameVariable) {
+  Variable w(csr_at({2, 7}), true, "w");
+  Adam opt({w}, AdamOptions{});
+  w.set_grad(with_values(w.value(), random_tensor({2}, 3)));
+  opt.step();
+  const std::vector<float> m = opt.state(w)->tensors.at("exp_avg").to_vector<float>();
+  opt.remap_state(w, from_vector(std::vector<int64_t>{1, 0}));  // a permutation
+  EXPECT_EQ(opt.state(w)->tensors.at("exp_avg").to_vector<float>(), (std::vector<float>{m[1], m[0]}));
+}
+
+TEST(RemapStateTest, WithoutStateOnlyChecks) {
+  Variable w(csr_at({2, 7}), true, "w");
+  Adam opt({w}, AdamOptions{});
+  Variable w2 = opt.replace_value(w, csr_at({1, 2, 7}), from_vector(std::vector<int64_t>{-1, 0, 1}));
+  EXPECT_EQ(opt.state(w2), nullptr);
+}
+
+TEST(RemapStateTest, RefusesBadKeepFrom) {
+  Variable w(csr_at({2, 7}), true, "w");
+  Adam opt({w}, AdamOptions{});
+  w.set_grad(with_values(w.value(), random_tensor({2}, 3)));
+  opt.step();
+  EXPECT_THROW(opt.remap_state(w, from_vector(std::vector<int64_t>{0})), Error);              // size
+  EXPECT_THROW(opt.remap_state(w, from_vector(std::vector<int32_t>{0, 1})), Error);           // dtype
+  EXPECT_THROW(opt.remap_state(w, from_vector(std::vector<int64_t>{0, 2})), Error);           // out of range
+  EXPECT_THROW(opt.remap_state(w, from_vector(std::vector<int64_t>{-2, 0})), Error);          // below -1
+  Variable stranger(csr_at({2, 7}), true, "stranger");
+  EXPECT_THROW(opt.remap_state(stranger, from_vector(std::vector<int64_t>{0, 1})), Error);    // not a parameter
+  // Nothing changed.
+  EXPECT_EQ(opt.state(w)->tensors.at("exp_avg").numel(), 2);
+}
+
+}  // namespace
+}  // namespace coppice

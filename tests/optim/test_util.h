@@ -1,0 +1,93 @@
+// Shared by the optimizer tests: small tensors from host values, the torch
+// update formulas on doubles (the reference the optimizers are checked
+// against), and a random pattern.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "sparse/convert.h"
+#include "sparse/sparse_impl.h"
+#include "sparse/stored_positions.h"
+#include "tensor/ops.h"
+
+namespace coppice::optim_test {
+
+inline Tensor f64(const std::vector<double>& v, Shape shape = {}) {
+  return from_vector(v, shape.empty() ? Shape{static_cast<int64_t>(v.size())} : shape, TensorOptions(DType::kF64));
+}
+
+inline std::vector<double> host(const Tensor& t) { return t.to(Device::cpu()).to(DType::kF64).to_vector<double>(); }
+
+// Normal values from a seeded host generator (deterministic across runs).
+inline Tensor random_tensor(const Shape& shape, uint64_t seed, DType dtype = DType::kF32) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> n(0.0, 1.0);
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (double& x : v) x = n(rng);
+  return from_vector(v, shape, TensorOptions(DType::kF64)).to(dtype);
+}
+
+// The values of `dense` at the stored slots of `pattern`, in its values'
+// order and shape (0 at slots that store nothing: padding, masked-out).
+inline Tensor values_at(const Tensor& pattern, const Tensor& dense) {
+  const std::vector<int64_t> pos = stored_positions(pattern);
+  const std::vector<double> d = host(dense);
+  std::vector<double> out(pos.size(), 0.0);
+  for (size_t i = 0; i < pos.size(); ++i) out[i] = pos[i] < 0 ? 0.0 : d[static_cast<size_t>(pos[i])];
+  const Tensor& v = values(pattern);
+  return from_vector(out, v.shape(), TensorOptions(DType::kF64)).to(v.dtype());
+}
+
+// A bool mask with about `density` of its entries true.
+inline Tensor random_pattern(const Shape& shape, double density, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (double& x : v) x = u(rng) < density ? 1.0 : 0.0;
+  return ne(from_vector(v, shape, TensorOptions(DType::kF64)), 0.0);
+}
+
+// torch.optim.SGD on one element.
+struct SgdRef {
+  double lr, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+  double buf = 0;
+  bool has_buf = false;
+  double step(double p, double g) {
+    if (weight_decay != 0) g += weight_decay * p;
+    if (momentum != 0) {
+      buf = has_buf ? momentum * buf + (1 - dampening) * g : g;
+      has_buf = true;
+      g = nesterov ? g + momentum * buf : buf;
+    }
+    return p - lr * g;
+  }
+};
+
+// torch.optim.Adam / AdamW on one element.
+struct AdamRef {
+  double lr, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled = false;
+  double m = 0, v = 0;
+  int64_t t = 0;
+  double step(double p, double g) {
+    ++t;
+    if (weight_decay != 0) {
+      if (decoupled) {
+        p *= 1 - lr * weight_decay;
+      } else {
+        g += weight_decay * p;
+      }
+    }
+    m = beta1 * m + (1 - beta1) * g;
+    v = beta2 * v + (1 - beta2) * g * g;
+    const double bc1 = 1 - std::pow(beta1, static_cast<double>(t));
+    const double bc2 = 1 - std::pow(beta2, static_cast<double>(t));
+    return p - lr / bc1 * m / (std::sqrt(v) / std::sqrt(bc2) + eps);
+  }
+};
+
+}  // namespace coppice::optim_test
