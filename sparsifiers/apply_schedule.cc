@@ -199,7 +199,10 @@ AppliedSchedule apply_schedule(const SparsitySchedule& schedule, const NamedPara
       } catch (const Error& e) {
         fail(kPrefix, where, ": parameter '", name, "': ", e.what());
       }
-      p.value = Variable(value, old.requires_grad(), old.name().empty() ? name : old.name());
+      // A rule that changes nothing (dense, no sparsifier) keeps the Variable.
+      if (!value.is_same(old.value())) {
+        p.value = Variable(value, old.requires_grad(), old.name().empty() ? name : old.name());
+      }
     }
     applied.parameters_.push_back(std::move(p));
   }

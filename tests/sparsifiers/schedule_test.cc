@@ -138,13 +138,16 @@ TEST(ApplySchedule, Precedence) {
   b.regex("fc[12]\\.weight").density(0.5);  // overlaps, same settings
   b["fc1.weight"].format("coo");            // fc1.weight: only converted
   b.regex(".*\\.bias").format("dense");
-  AppliedSchedule applied = apply_schedule(b.schedule(), lenet(), kModules);
+  const NamedParameters params = lenet();
+  AppliedSchedule applied = apply_schedule(b.schedule(), params, kModules);
   EXPECT_EQ(applied.parameter("fc1.weight").rule, 2u);
   EXPECT_EQ(std::string(applied.parameter("fc1.weight").value.value().format()), "coo");
   EXPECT_EQ(applied.parameter("fc1.weight").sparsifier, nullptr);
   EXPECT_EQ(applied.parameter("fc2.weight").rule, 0u);  // the first of two that agree
   EXPECT_EQ(applied.parameter("fc3.weight").rule, 0u);
   for (const char* bias : {"fc1.bias", "fc2.bias", "fc3.bias"}) EXPECT_EQ(applied.parameter(bias).rule, 3u);
+  // A dense rule without a sparsifier changes nothing: the same Variable.
+  EXPECT_TRUE(applied.parameter("fc2.bias").value.is_same(params[3].second));
 }
 
 TEST(ApplySchedule, OutputRulesWorkAsSparsifiedOps) {

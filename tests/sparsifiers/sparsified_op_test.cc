@@ -281,6 +281,7 @@ TEST(SparsifiedOp, Conv2d) {
   SingleOpFn op = [](const V& in) { return conv2d(in[0], in[1], in[2], Conv2dOptions{{1, 1}, {1, 1}}); };
   V in = {param(randn64({2, 2, 5, 5}), "x"), param(randn64({3, 2, 3, 3}), "w"), param(randn64({3}), "b")};
   check_forward(op, in, stages(top(0.3), "dense", nullptr, "dense"));
+  check_forward(op, in, stages(top(0.3), "coo", nullptr, "coo"));  // COO holds the 4-D output
   check_backward(op, in,
                  {{}, stages(top(0.5), "dense", nullptr, "dense"), stages(top(0.5), "dense", nullptr, "dense")});
 }
