@@ -4,8 +4,8 @@
 //
 //   SparsifiedOp op(
 //       [](const std::vector<Variable>& in) { return linear(in[0], in[1], in[2]); },
-//       /*outputs=*/{{nullptr, {}, magnitude_90, {"csr"}}},     // y: top 10 % in CSR
-//       /*input_grads=*/{{}, {nullptr, {}, magnitude_50, {}}, {}});  // dW: top 50 %
+//       /*output=*/{nullptr, {}, magnitude_90, {"csr", {}}},         // y: top 10 % in CSR
+//       /*input_grads=*/{{}, {nullptr, {}, magnitude_50, {}}, {}});  // dW: top half
 //   Variable y = op.call({x, w, b}, ctx);
 //
 // Forward, per output: y -> inline sparsifier -> value in the temporary format

@@ -481,6 +481,23 @@ TEST(SparsifiedOp, RefusesFormatsThatCannotHoldTheStage) {
   EXPECT_EQ(message({nm, nm24, nullptr, nm24}, false), "");
 }
 
+// The example of sparsified_op.h, as written there.
+TEST(SparsifiedOp, HeaderExample) {
+  SparsifierPtr magnitude_90 = make_sparsifier({"magnitude", {{"sparsity", "0.9"}}});
+  SparsifierPtr magnitude_50 = make_sparsifier({"magnitude", {{"sparsity", "0.5"}}});
+  SparsifiedOp op(
+      [](const std::vector<Variable>& in) { return linear(in[0], in[1], in[2]); },
+      /*output=*/{nullptr, {}, magnitude_90, {"csr", {}}},         // y: top 10 % in CSR
+      /*input_grads=*/{{}, {nullptr, {}, magnitude_50, {}}, {}});  // dW: top half
+  Variable x = param(randn64({8, 10}), "x"), w = param(randn64({5, 10}), "w"), b = param(randn64({5}), "b");
+  SparsifyContext ctx;
+  Variable y = op.call({x, w, b}, ctx);
+  EXPECT_EQ(std::string(y.value().format()), "csr");
+  EXPECT_EQ(nnz(y.value()), 4);
+  sum(to_dense(y)).backward();
+  EXPECT_EQ(static_cast<int64_t>(sum(ne(w.grad(), 0.0).to(DType::kF64)).item()), 25);
+}
+
 TEST(SparsifiedOp, Errors) {
   SingleOpFn identity = [](const V& in) { return mul(in[0], 1.0); };
   Variable x = param(randn64({2, 2}), "x");
