@@ -485,10 +485,9 @@ TEST(SparsifiedOp, RefusesFormatsThatCannotHoldTheStage) {
 TEST(SparsifiedOp, HeaderExample) {
   SparsifierPtr magnitude_90 = make_sparsifier({"magnitude", {{"sparsity", "0.9"}}});
   SparsifierPtr magnitude_50 = make_sparsifier({"magnitude", {{"sparsity", "0.5"}}});
-  SparsifiedOp op(
-      [](const std::vector<Variable>& in) { return linear(in[0], in[1], in[2]); },
-      /*output=*/{nullptr, {}, magnitude_90, {"csr", {}}},         // y: top 10 % in CSR
-      /*input_grads=*/{{}, {nullptr, {}, magnitude_50, {}}, {}});  // dW: top half
+  SparsifiedOp op([](const std::vector<Variable>& in) { return linear(in[0], in[1], in[2]); },
+                  /*output=*/{nullptr, {}, magnitude_90, {"csr", {}}},         // y: top 10 % in CSR
+                  /*input_grads=*/{{}, {nullptr, {}, magnitude_50, {}}, {}});  // dW: top half
   Variable x = param(randn64({8, 10}), "x"), w = param(randn64({5, 10}), "w"), b = param(randn64({5}), "b");
   SparsifyContext ctx;
   Variable y = op.call({x, w, b}, ctx);
