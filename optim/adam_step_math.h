@@ -1,0 +1,69 @@
+// The per-element arithmetic of the fused Adam/AdamW step (optim/adam_step.h),
+// shared by the CPU twin and the CUDA kernel (optim/cuda/adam_step.cu);
+// plain C++ that nvcc also compiles, so it includes no tensor headers.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define COPPICE_OPTIM_HD __host__ __device__
+#else
+#define COPPICE_OPTIM_HD
+#endif
+
+namespace coppice {
+
+struct AdamStepArgs {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool decoupled = false;  // AdamW
+  int64_t step = 1;        // after its increment
+};
+
+// The per-element constants, rounded to T as the tensor-op path rounds them.
+template <typename T>
+struct AdamStepConstants {
+  T decay_keep;           // 1 - lr * weight_decay (decoupled)
+  T weight_decay;         // coupled
+  T one_minus_beta1, beta2, one_minus_beta2;
+  T bias_correction2_sqrt, eps, step_size;
+  bool decoupled, has_decay;
+
+  static AdamStepConstants make(const AdamStepArgs& a) {
+    const double bc1 = 1.0 - std::pow(a.beta1, static_cast<double>(a.step));
+    const double bc2 = 1.0 - std::pow(a.beta2, static_cast<double>(a.step));
+    AdamStepConstants c;
+    c.decay_keep = static_cast<T>(1.0 - a.lr * a.weight_decay);
+    c.weight_decay = static_cast<T>(a.weight_decay);
+    c.one_minus_beta1 = static_cast<T>(1.0 - a.beta1);
+    c.beta2 = static_cast<T>(a.beta2);
+    c.one_minus_beta2 = static_cast<T>(1.0 - a.beta2);
+    c.bias_correction2_sqrt = static_cast<T>(std::sqrt(bc2));
+    c.eps = static_cast<T>(a.eps);
+    c.step_size = static_cast<T>(a.lr / bc1);
+    c.decoupled = a.decoupled;
+    c.has_decay = a.weight_decay != 0.0;
+    return c;
+  }
+};
+
+COPPICE_OPTIM_HD inline float adam_sqrt(float x) { return sqrtf(x); }
+COPPICE_OPTIM_HD inline double adam_sqrt(double x) { return sqrt(x); }
+
+// One element: p, m, v updated in place.
+template <typename T>
+COPPICE_OPTIM_HD inline void adam_step_element(T& p, T g, T& m, T& v, const AdamStepConstants<T>& c) {
+  if (c.has_decay) {
+    if (c.decoupled) {
+      p = p * c.decay_keep;
+    } else {
+      g = g + p * c.weight_decay;
+    }
+  }
+  m = m + (g - m) * c.one_minus_beta1;
+  v = v * c.beta2 + (g * c.one_minus_beta2) * g;
+  const T denom = adam_sqrt(v) / c.bias_correction2_sqrt + c.eps;
+  p = p - (m / denom) * c.step_size;
+}
+
+}  // namespace coppice

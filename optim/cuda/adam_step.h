@@ -1,0 +1,16 @@
+// The fused Adam/AdamW step on CUDA (the CPU twin is adam_step_cpu in
+// optim/adam_step.h): n contiguous elements of p, g, m, v on the device.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "optim/adam_step_math.h"
+
+namespace coppice::optim_cuda {
+
+template <typename T>
+void adam_step(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& args, cudaStream_t stream);
+
+}  // namespace coppice::optim_cuda
