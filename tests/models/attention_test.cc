@@ -1,0 +1,154 @@
+// Attention: the patterns, the differentiable SDDMM scores and sparse row
+// softmax (float64 gradchecks), multi-head attention dense (plain and causal)
+// and with sparse local / block patterns (gradchecks, and agreement with
+// dense attention under the same mask), and the pre-norm transformer block.
+#include "models/attention.h"
+
+#include <gtest/gtest.h>
+
+#include "autograd/autograd.h"
+#include "autograd/functions/sparse.h"
+#include "models/sparse_attention.h"
+#include "sparse/convert.h"
+#include "sparse/csr.h"
+#include "sparse/sparse_impl.h"
+#include "tests/models/test_util.h"
+
+namespace coppice {
+namespace {
+
+using testing::error_of;
+using testing::gradcheck_module;
+
+const LayerOptions kF64{DType::kF64};
+
+Tensor randn64(const Shape& s, uint64_t seed) {
+  Generator gen(seed);
+  return randn(s, DType::kF64, gen);
+}
+
+AttentionPattern local(int64_t window, bool causal) {
+  return {AttentionPattern::Kind::kLocal, window, 0, causal};
+}
+AttentionPattern block(int64_t b, bool causal) { return {AttentionPattern::Kind::kBlock, 0, b, causal}; }
+
+TEST(AttentionPattern, Masks) {
+  Tensor m = attention_mask(local(2, true), 4);
+  EXPECT_EQ(m.to(DType::kF64).to_vector<double>(),
+            (std::vector<double>{1, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1}));
+  Tensor l = attention_mask(local(2, false), 3);
+  EXPECT_EQ(l.to(DType::kF64).to_vector<double>(), (std::vector<double>{1, 1, 0, 1, 1, 1, 0, 1, 1}));
+  Tensor b = attention_mask(block(2, false), 4);
+  EXPECT_EQ(b.to(DType::kF64).to_vector<double>(),
+            (std::vector<double>{1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 1, 1}));
+  Tensor p = attention_pattern(local(2, true), 4, DType::kF64);
+  EXPECT_EQ(p.format(), "csr");
+  EXPECT_EQ(nnz(p), 7);
+  EXPECT_TRUE(allclose(to_dense(with_values(p, ones({7}, DType::kF64))), m.to(DType::kF64)));
+  EXPECT_NE(error_of([] { attention_pattern(local(0, true), 4); }).find("window > 0"), std::string::npos);
+  EXPECT_NE(error_of([] { attention_kind_from_name("strided"); }).find("known: dense, local, block"),
+            std::string::npos);
+  EXPECT_EQ(local(3, true).describe(), "local(window=3, causal)");
+}
+
+TEST(SparseRowSoftmax, ValuesAndGradcheck) {
+  Tensor pattern = attention_pattern(local(3, false), 5, DType::kF64);
+  Tensor x = with_values(pattern, randn64({nnz(pattern)}, 1));
+  Variable y = sparse_row_softmax(Variable(x));
+  EXPECT_EQ(y.value().format(), "csr");
+  EXPECT_EQ(pattern_version(y.value()), pattern_version(x));
+  // Against a dense softmax with the unstored entries at -inf.
+  Tensor dense = where(attention_mask(local(3, false), 5), to_dense(x),
+                       full({5, 5}, -std::numeric_limits<double>::infinity(), DType::kF64));
+  EXPECT_TRUE(allclose(to_dense(y.value()), softmax(dense, 1), 1e-12, 1e-12));
+  EXPECT_GRADCHECK_OK(gradcheck([](const std::vector<Variable>& in) { return sparse_row_softmax(in[0]); },
+                                {Variable(x, true)}));
+  // A row without entries stays empty.
+  Tensor gap = sparse_csr(from_vector<int32_t>({0, 2, 2, 3}), from_vector<int32_t>({0, 2, 1}),
+                          from_vector<double>({1.0, 2.0, 3.0}), {3, 3});
+  EXPECT_TRUE(allclose(values(sparse_row_softmax(Variable(gap)).value()),
+                       from_vector<double>({1 / (1 + std::exp(1.0)), std::exp(1.0) / (1 + std::exp(1.0)), 1.0})));
+  EXPECT_GRADCHECK_OK(gradcheck([](const std::vector<Variable>& in) { return sparse_row_softmax(in[0]); },
+                                {Variable(gap, true)}));
+  EXPECT_NE(error_of([] { sparse_row_softmax(Variable(randn({2, 2}))); }).find("CSR"), std::string::npos);
+}
+
+TEST(SampledScores, MatchesDenseAndGradcheck) {
+  Tensor pattern = attention_pattern(block(2, true), 6, DType::kF64);
+  Variable q(randn64({6, 3}, 2), true), k(randn64({6, 3}, 3), true);
+  Variable s = sampled_scores(q, k, pattern);
+  EXPECT_EQ(pattern_version(s.value()), pattern_version(pattern));
+  Tensor dense = matmul(q.value(), k.value().t());
+  EXPECT_TRUE(allclose(to_dense(s.value()), where(attention_mask(block(2, true), 6), dense, zeros_like(dense)),
+                       1e-12, 1e-12));
+  EXPECT_GRADCHECK_OK(gradcheck(
+      [pattern](const std::vector<Variable>& in) { return sampled_scores(in[0], in[1], pattern); }, {q, k}));
+  // The whole sparse attention chain.
+  Variable v(randn64({6, 3}, 4), true);
+  EXPECT_GRADCHECK_OK(gradcheck(
+      [pattern](const std::vector<Variable>& in) {
+        return matmul(sparse_row_softmax(sampled_scores(in[0], in[1], pattern)), in[2]);
+      },
+      {q, k, v}));
+}
+
+TEST(MultiheadAttention, DenseShapesAndGradcheck) {
+  Generator gen(5);
+  MultiheadAttention attn(8, 2, {}, 0.0, kF64, gen);
+  Variable x(randn64({2, 3, 8}, 6), true);
+  EXPECT_EQ(attn.forward(x).shape(), (Shape{2, 3, 8}));
+  EXPECT_GRADCHECK_OK(gradcheck_module(attn, x));
+  std::vector<std::string> names;
+  for (const auto& [n, p] : attn.named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"qkv.weight", "qkv.bias", "proj.weight", "proj.bias"}));
+  EXPECT_NE(error_of([] { MultiheadAttention bad(10, 3); }).find("multiple of heads"), std::string::npos);
+}
+
+TEST(MultiheadAttention, CausalDoesNotLookAhead) {
+  Generator gen(7);
+  MultiheadAttention attn(8, 2, {AttentionPattern::Kind::kDense, 0, 0, true}, 0.0, kF64, gen);
+  Tensor x = randn64({1, 4, 8}, 8);
+  Tensor y = attn.forward(Variable(x)).value();
+  Tensor x2 = x.clone();
+  x2.select(1, 3).fill_(5.0);  // changing the last token changes only the last output
+  Tensor y2 = attn.forward(Variable(x2)).value();
+  EXPECT_TRUE(allclose(y.narrow(1, 0, 3), y2.narrow(1, 0, 3), 1e-12, 1e-12));
+  EXPECT_FALSE(allclose(y.narrow(1, 3, 1), y2.narrow(1, 3, 1)));
+  EXPECT_GRADCHECK_OK(gradcheck_module(attn, Variable(randn64({2, 3, 8}, 9), true)));
+}
+
+// Sparse attention equals dense attention under the pattern's mask: for a
+// pattern that covers every pair (dense) and, through a causal window that
+// covers the whole sequence, dense causal attention.
+TEST(MultiheadAttention, SparseMatchesDenseAndGradcheck) {
+  for (const AttentionPattern& sparse : {local(2, true), local(2, false), block(2, false), block(2, true)}) {
+    Generator g1(11);
+    MultiheadAttention sp(8, 2, sparse, 0.0, kF64, g1);
+    Variable x(randn64({2, 5, 8}, 12), true);
+    EXPECT_EQ(sp.forward(x).shape(), (Shape{2, 5, 8}));
+    EXPECT_GRADCHECK_OK(gradcheck_module(sp, x));
+  }
+  Generator g1(13), g2(13);
+  MultiheadAttention sp(8, 2, local(6, true), 0.0, kF64, g1);
+  MultiheadAttention dense(8, 2, {AttentionPattern::Kind::kDense, 0, 0, true}, 0.0, kF64, g2);
+  Tensor x = randn64({2, 6, 8}, 14);
+  EXPECT_TRUE(allclose(sp.forward(Variable(x)).value(), dense.forward(Variable(x)).value(), 1e-10, 1e-10));
+}
+
+TEST(TransformerBlock, ShapeAndGradcheck) {
+  Generator gen(15);
+  TransformerBlock block({8, 2, 16, {}, 0.0}, kF64, gen);
+  Variable x(randn64({2, 3, 8}, 16), true);
+  EXPECT_EQ(block.forward(x).shape(), (Shape{2, 3, 8}));
+  std::vector<std::string> names;
+  for (const auto& [n, p] : block.named_parameters()) names.push_back(n);
+  EXPECT_EQ(names.front(), "ln1.weight");
+  EXPECT_EQ(names.back(), "mlp.fc2.bias");
+  EXPECT_EQ(names.size(), 12u);
+  EXPECT_GRADCHECK_OK(gradcheck_module(block, x));
+  TransformerBlock sparse({8, 2, 16, local(2, true), 0.0}, kF64, gen);
+  EXPECT_GRADCHECK_OK(gradcheck_module(sparse, x));
+}
+
+}  // namespace
+}  // namespace coppice

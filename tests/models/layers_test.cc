@@ -1,0 +1,211 @@
+// The layers of models/layers.h: forward shapes, float64 gradchecks of small
+// instances (Linear with a dense and a CSR weight, Conv2d dense and masked,
+// LayerNorm, BatchNorm in training, Embedding), the sparse weight's gradient
+// staying in its pattern, and train/eval behaviour of Dropout and BatchNorm.
+#include "models/layers.h"
+
+#include <gtest/gtest.h>
+
+#include "autograd/autograd.h"
+#include "autograd/functions/sparse.h"
+#include "sparse/convert.h"
+#include "sparse/sparse_impl.h"
+#include "tests/models/test_util.h"
+
+namespace coppice {
+namespace {
+
+using testing::error_of;
+using testing::gradcheck_module;
+
+const LayerOptions kF64{DType::kF64};
+
+Tensor randn64(const Shape& s, uint64_t seed) {
+  Generator gen(seed);
+  return randn(s, DType::kF64, gen);
+}
+
+TEST(Linear, ShapesAndInit) {
+  Generator gen(1);
+  Linear fc(20, 7, true, {}, gen);
+  EXPECT_EQ(fc.weight().shape(), (Shape{7, 20}));
+  EXPECT_EQ(fc.bias().shape(), (Shape{7}));
+  const double bound = 1.0 / std::sqrt(20.0);
+  EXPECT_LE(max(abs(fc.weight().value())).item(), bound);
+  EXPECT_GT(max(abs(fc.weight().value())).item(), 0.5 * bound);
+  EXPECT_EQ(fc.forward(Variable(randn({3, 20}))).shape(), (Shape{3, 7}));
+  EXPECT_EQ(fc.forward(Variable(randn({2, 3, 20}))).shape(), (Shape{2, 3, 7}));
+  Generator again(1);
+  Linear same(20, 7, true, {}, again);
+  EXPECT_TRUE(allclose(same.weight().value(), fc.weight().value()));  // seeded
+  EXPECT_NE(error_of([&] { fc.forward(Variable(randn({3, 19}))); }).find("in_features = 20"), std::string::npos);
+  Linear nobias(4, 2, false);
+  EXPECT_EQ(nobias.named_parameters().size(), 1u);
+}
+
+TEST(Linear, GradcheckDense) {
+  Generator gen(2);
+  Linear fc(5, 3, true, kF64, gen);
+  EXPECT_GRADCHECK_OK(gradcheck_module(fc, Variable(randn64({4, 5}, 3), true)));
+  Linear nobias(5, 3, false, kF64, gen);
+  EXPECT_GRADCHECK_OK(gradcheck_module(nobias, Variable(randn64({2, 2, 5}, 4), true)));
+}
+
+TEST(Linear, CsrWeightGradientKeepsThePattern) {
+  Generator gen(5);
+  Linear fc(6, 4, true, kF64, gen);
+  Tensor w = fc.weight().value();
+  Tensor csr = sparse_from_threshold(w, 0.15, "csr");
+  ASSERT_GT(nnz(csr), 0);
+  ASSERT_LT(nnz(csr), w.numel());
+  fc.set_parameter("weight", Variable(csr, true));
+  EXPECT_GRADCHECK_OK(gradcheck_module(fc, Variable(randn64({3, 6}, 6), true)));
+
+  Variable x(randn64({3, 6}, 7));
+  Variable y = fc.forward(x);
+  EXPECT_TRUE(allclose(y.value(), linear(x.value(), to_dense(csr), fc.bias().value())));
+  sum(y).backward();
+  const Tensor& g = fc.weight().grad();
+  ASSERT_TRUE(g.defined());
+  EXPECT_EQ(g.format(), "csr");
+  EXPECT_EQ(pattern_version(g), pattern_version(csr));
+  EXPECT_EQ(nnz(g), nnz(csr));
+}
+
+TEST(Linear, AnySparseFormatRuns) {
+  Generator gen(8);
+  for (const char* format : {"coo", "csc", "masked", "bsr"}) {
+    Linear fc(8, 4, true, kF64, gen);
+    Tensor w = fc.weight().value();
+    Tensor s = std::string(format) == "bsr" ? to_format(sparse_from_threshold(w, 0.1, "csr"), "bsr", FormatOptions::block(2))
+                                            : sparse_from_threshold(w, 0.1, format);
+    fc.set_parameter("weight", Variable(s, true));
+    Variable x(randn64({2, 8}, 9));
+    Variable y = fc.forward(x);
+    EXPECT_TRUE(allclose(y.value(), linear(x.value(), to_dense(s), fc.bias().value()), 1e-9, 1e-9)) << format;
+    sum(y).backward();
+    EXPECT_EQ(fc.weight().grad().format(), format) << format;
+  }
+}
+
+TEST(Conv2d, ShapeAndGradcheck) {
+  Generator gen(10);
+  Conv2dOptions pad;
+  pad.padding = {1, 1};
+  Conv2d conv(2, 3, 3, pad, true, kF64, gen);
+  EXPECT_EQ(conv.forward(Variable(randn64({2, 2, 5, 5}, 11))).shape(), (Shape{2, 3, 5, 5}));
+  EXPECT_GRADCHECK_OK(gradcheck_module(conv, Variable(randn64({1, 2, 4, 4}, 12), true)));
+}
+
+TEST(Conv2d, MaskedWeight) {
+  Generator gen(13);
+  Conv2d conv(2, 2, 3, Conv2dOptions{}, true, kF64, gen);
+  Tensor w = conv.weight().value();
+  Tensor masked = sparse_masked(w, gt(abs(w), 0.1));
+  conv.set_parameter("weight", Variable(masked, true));
+  EXPECT_GRADCHECK_OK(gradcheck_module(conv, Variable(randn64({1, 2, 4, 4}, 14), true)));
+  Variable y = conv.forward(Variable(randn64({1, 2, 4, 4}, 15)));
+  sum(y).backward();
+  EXPECT_EQ(conv.weight().grad().format(), "masked");
+}
+
+TEST(LayerNorm, ShapeAndGradcheck) {
+  LayerNorm ln({6}, 1e-5, true, kF64);
+  Variable x(randn64({2, 3, 6}, 16), true);
+  Variable y = ln.forward(x);
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 6}));
+  EXPECT_LT(max(abs(mean(y.value(), {-1}))).item(), 1e-9);
+  // Non-trivial affine parameters for the check.
+  ln.set_parameter("weight", Variable(randn64({6}, 17), true));
+  ln.set_parameter("bias", Variable(randn64({6}, 18), true));
+  EXPECT_GRADCHECK_OK(gradcheck_module(ln, x));
+}
+
+TEST(BatchNorm, TrainGradcheckAndRunningStats) {
+  BatchNorm2d bn(3, 1e-5, 0.1, true, kF64);
+  bn.set_parameter("weight", Variable(randn64({3}, 19), true));
+  bn.set_parameter("bias", Variable(randn64({3}, 20), true));
+  Variable x(add(mul(randn64({4, 3, 2, 2}, 21), 2.0), 1.0), true);
+  EXPECT_GRADCHECK_OK(gradcheck_module(bn, x));
+
+  BatchNorm2d fresh(3, 1e-5, 0.1, false, kF64);
+  Variable y = fresh.forward(x);
+  EXPECT_LT(max(abs(mean(y.value(), {0, 2, 3}))).item(), 1e-9);
+  Tensor bm = mean(x.value(), {0, 2, 3});
+  EXPECT_TRUE(allclose(fresh.buffer("running_mean"), mul(bm, 0.1), 1e-9, 1e-12));
+  EXPECT_EQ(fresh.buffer("num_batches_tracked").item(), 1.0);
+  // Unbiased variance in the running estimate.
+  Tensor xc = sub(x.value(), mean(x.value(), {0, 2, 3}, true));
+  Tensor unbiased = div(sum(mul(xc, xc), {0, 2, 3}), 15.0);
+  EXPECT_TRUE(allclose(fresh.buffer("running_var"), add(mul(unbiased, 0.1), 0.9), 1e-9, 1e-12));
+
+  // Evaluation uses the running statistics and changes nothing.
+  fresh.eval();
+  Tensor before = fresh.buffer("running_mean").clone();
+  Variable ye = fresh.forward(x);
+  Tensor expect = div(sub(x.value(), fresh.buffer("running_mean").reshape({1, 3, 1, 1})),
+                      sqrt(add(fresh.buffer("running_var").reshape({1, 3, 1, 1}), 1e-5)));
+  EXPECT_TRUE(allclose(ye.value(), expect, 1e-9, 1e-9));
+  EXPECT_TRUE(allclose(fresh.buffer("running_mean"), before));
+  EXPECT_EQ(fresh.buffer("num_batches_tracked").item(), 1.0);
+}
+
+TEST(BatchNorm, OneDimensional) {
+  BatchNorm1d bn(4, 1e-5, 0.1, true, kF64);
+  EXPECT_EQ(bn.forward(Variable(randn64({5, 4}, 22))).shape(), (Shape{5, 4}));
+  EXPECT_EQ(bn.forward(Variable(randn64({5, 4, 3}, 23))).shape(), (Shape{5, 4, 3}));
+  EXPECT_GRADCHECK_OK(gradcheck_module(bn, Variable(randn64({5, 4}, 24), true)));
+  EXPECT_NE(error_of([&] { bn.forward(Variable(randn64({5, 3}, 25))); }).find("3 channels, expected 4"),
+            std::string::npos);
+}
+
+TEST(Dropout, TrainAndEval) {
+  Dropout drop(0.5, 7);
+  Variable x(ones({1000}));
+  Variable y = drop.forward(x);
+  const double kept = sum(ne(y.value(), 0.0).to(DType::kF64)).item();
+  EXPECT_GT(kept, 400);
+  EXPECT_LT(kept, 600);
+  EXPECT_NEAR(max(y.value()).item(), 2.0, 1e-6);  // scaled by 1/(1-p)
+  drop.eval();
+  EXPECT_FALSE(drop.is_training());
+  EXPECT_TRUE(drop.forward(x).is_same(x));
+  EXPECT_NE(error_of([] { Dropout bad(1.0); }), "");
+}
+
+TEST(Embedding, ShapeAndGradcheck) {
+  Generator gen(26);
+  Embedding emb(10, 4, kF64, gen);
+  Tensor idx = from_vector<int64_t>({1, 3, 3, 9, 0, 1}, {2, 3});
+  Variable y = emb.forward(Variable(idx));
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 4}));
+  EXPECT_TRUE(allclose(y.value().select(0, 0).select(0, 1), emb.weight().value().select(0, 3)));
+  EXPECT_GRADCHECK_OK(gradcheck_module(emb, Variable(idx)));
+  EXPECT_NE(error_of([&] { emb.forward(Variable(randn({2}))); }).find("integers"), std::string::npos);
+}
+
+TEST(Activations, ReluGeluPoolFlatten) {
+  Variable x(randn64({2, 3, 4, 4}, 27), true);
+  EXPECT_TRUE(allclose(ReLU().forward(x).value(), relu(x.value())));
+  EXPECT_TRUE(allclose(GELU().forward(x).value(), gelu(x.value())));
+  EXPECT_EQ(MaxPool2d(2).forward(x).shape(), (Shape{2, 3, 2, 2}));
+  EXPECT_EQ(Flatten().forward(x).shape(), (Shape{2, 48}));
+}
+
+TEST(Sequential, ChainsAndNames) {
+  Generator gen(28);
+  auto seq = std::make_shared<Sequential>();
+  seq->push_back(std::make_shared<Linear>(4, 8, true, kF64, gen));
+  seq->push_back(std::make_shared<ReLU>());
+  seq->push_back(std::make_shared<Linear>(8, 2, true, kF64, gen), "out");
+  std::vector<std::string> names;
+  for (const auto& [n, v] : seq->named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "out.weight", "out.bias"}));
+  EXPECT_EQ(seq->size(), 3u);
+  Variable x(randn64({3, 4}, 29), true);
+  EXPECT_EQ(seq->forward(x).shape(), (Shape{3, 2}));
+  EXPECT_GRADCHECK_OK(gradcheck_module(*seq, x));
+}
+
+}  // namespace
+}  // namespace coppice
