@@ -58,6 +58,8 @@ Variable MultiheadAttention::attend_sparse(const Variable& q, const Variable& k,
   outs.reserve(static_cast<size_t>(bh));
   for (int64_t i = 0; i < bh; ++i) {
     Variable a = sparse_row_softmax(sampled_scores(select(q, 0, i), select(k, 0, i), pattern));  // CSR [T, T]
+    // Dropout on the stored weights only, keeping the pattern.
+    if (attn_drop_ && attn_drop_->is_training()) a = with_values(a.value(), attn_drop_->forward(values(a)));
     outs.push_back(matmul(a, select(v, 0, i)));                                                  // SpMM [T, dh]
   }
   return stack(outs, 0);

@@ -6,7 +6,9 @@
 // sparse pattern (local window or block-diagonal) each (batch, head) computes
 // its scores as an SDDMM of Q and K^T at the pattern (a CSR [T, T]), a softmax
 // over each row's stored values and an SpMM with V (sparse_attention.h), so
-// nothing of size T x T is ever dense. Output rule inputs: x.
+// nothing of size T x T is ever dense (attention dropout then drops stored
+// weights only). The sparse row softmax runs on the host (a device tensor's
+// values are copied there and back). Output rule inputs: x.
 //
 // TransformerBlock (pre-norm): x + attn(ln1(x)), then + mlp(ln2(x)) with
 // mlp = fc1 (D -> hidden), GELU, fc2 (hidden -> D), dropout on both branches.

@@ -51,9 +51,10 @@ Tensor attention_mask(const AttentionPattern& p, int64_t tokens, Device device =
 Variable sampled_scores(const Variable& q, const Variable& k, const Tensor& pattern);
 
 // Softmax over the stored values of each row of CSR `x` (the unstored
-// entries count as -inf: they get no weight). Same pattern and version; the
-// gradient is y * (g - sum_row(g * y)) on the pattern. Rows without stored
-// entries stay empty.
+// entries count as -inf: they get no weight), f32 or f64, computed on the
+// host (values on another device are copied there and back). Same pattern
+// and version; the gradient is y * (g - sum_row(g * y)) on the pattern. Rows
+// without stored entries stay empty.
 Variable sparse_row_softmax(const Variable& x);
 
 }  // namespace coppice

@@ -135,6 +135,20 @@ TEST(MultiheadAttention, SparseMatchesDenseAndGradcheck) {
   EXPECT_TRUE(allclose(sp.forward(Variable(x)).value(), dense.forward(Variable(x)).value(), 1e-10, 1e-10));
 }
 
+TEST(MultiheadAttention, DropoutOnSparseAndDenseWeights) {
+  for (const AttentionPattern& pattern : {local(2, true), AttentionPattern{}}) {
+    Generator gen(17);
+    MultiheadAttention attn(8, 2, pattern, 0.5, kF64, gen);
+    Variable x(randn64({2, 4, 8}, 18), true);
+    Tensor a = attn.forward(x).value(), b = attn.forward(x).value();
+    EXPECT_FALSE(allclose(a, b)) << pattern.describe();  // fresh masks in training
+    sum(attn.forward(x)).backward();
+    EXPECT_TRUE(x.grad().defined());
+    attn.eval();
+    EXPECT_TRUE(allclose(attn.forward(x).value(), attn.forward(x).value()));
+  }
+}
+
 TEST(TransformerBlock, ShapeAndGradcheck) {
   Generator gen(15);
   TransformerBlock block({8, 2, 16, {}, 0.0}, kF64, gen);
