@@ -241,18 +241,20 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
         Tensor dst = v.value();
         dst.copy_(loaded);
       } else {
-        set_parameter(n, Variable(loaded.is_same(t) && loaded.is_dense() ? loaded.clone() : loaded,
-                                  v.requires_grad(), v.name()));
+        // Own the values: training updates them in place, the caller's
+        // tensors must not change (index parts are never written, so shared).
+        if (loaded.is_same(t)) loaded = loaded.is_dense() ? loaded.clone() : with_values(loaded, values(loaded).clone());
+        set_parameter(n, Variable(loaded, v.requires_grad(), v.name()));
       }
     }
     if (!is_param) {
       const Tensor& old = buffer(n);
-      Tensor loaded = to_device(to_dtype(t, old.dtype()), old.device());
-      Tensor dst = old;
-      if (dst.is_dense() && loaded.is_dense()) {
+      Tensor loaded = to_dense(to_device(to_dtype(t, old.dtype()), old.device()));
+      if (old.is_dense()) {
+        Tensor dst = old;
         dst.copy_(loaded);
       } else {
-        set_buffer(n, loaded);
+        set_buffer(n, loaded.clone());
       }
     }
   }

@@ -85,10 +85,11 @@ class Module {
   // Loads tensors of any format. With `strict`, the names must be exactly
   // this module's (missing and unexpected names are listed in the error);
   // without it, unknown names are ignored and missing ones kept. Shapes must
-  // always match. Values are converted to the parameter's dtype and device;
-  // a dense value loaded into a dense parameter is copied in place, anything
-  // else replaces the parameter by a new leaf (requires_grad kept). Checks
-  // every name and shape before changing anything.
+  // always match. Values are converted to the parameter's dtype and device
+  // and never alias `state`'s: a dense value loaded into a dense parameter is
+  // copied in place, anything else replaces the parameter by a new leaf with
+  // its own values, in the loaded format (requires_grad kept). Checks every
+  // name and shape before changing anything.
   void load_state_dict(const NamedTensors& state, bool strict = true);
   // Moves every parameter (new leaves, requires_grad kept) and buffer.
   void to(Device device);
