@@ -202,7 +202,8 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     const LayerInputs& in = it->second;
     Layer& l = layer(name);
     COPPICE_CHECK(in.param.defined() && in.param.shape() == l.shape, op, ": the parameter must have shape ",
-                  shape_to_string(l.shape), in.param.defined() ? str_cat(", got ", shape_to_string(in.param.shape())) : ", got none");
+                  shape_to_string(l.shape),
+                  in.param.defined() ? str_cat(", got ", shape_to_string(in.param.shape())) : ", got none");
     Pending& p = pending[i];
     p.in = &in;
     if (!result.updated) continue;  // statistics only: no pattern walk on ordinary steps
@@ -240,6 +241,9 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
       case PruneCriterion::kMovement:
         COPPICE_CHECK(l.movement.scores().defined(), op,
                       ": prune criterion 'movement' has no scores; call accumulate_movement on the steps before");
+        COPPICE_CHECK(l.movement.pattern_version() == pattern_version(in.param), op,
+                      ": the movement scores belong to another pattern than the parameter's (hand in the "
+                      "parameter this updater returned last)");
         keys = l.movement.scores();
         break;
       case PruneCriterion::kCustom:
@@ -322,7 +326,7 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
       u.dropped = static_cast<int64_t>(change.dropped.size());
       u.grown = static_cast<int64_t>(change.grown.size());
       mark_ever(l, change.grown);
-      if (l.movement.scores().defined()) l.movement.remap(change.keep_from);
+      if (l.movement.scores().defined()) l.movement.remap(change.keep_from, pattern_version(change.param));
       if (remap_) remap_(name, change.param, change.keep_from);
     }
     u.nnz = nnz(u.param);

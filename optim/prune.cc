@@ -90,7 +90,7 @@ void MovementScores::accumulate(const Tensor& param, const Tensor& grad) {
   ++steps_;
 }
 
-void MovementScores::remap(const Tensor& keep_from) {
+void MovementScores::remap(const Tensor& keep_from, uint64_t new_version) {
   if (!scores_.defined()) return;
   std::vector<int64_t> idx = keep_from.to(DType::kI64).to_vector<int64_t>();
   const int64_t zero_slot = scores_.numel();
@@ -101,7 +101,7 @@ void MovementScores::remap(const Tensor& keep_from) {
   }
   const Tensor src = cat({scores_, zeros({1}, scores_.options())});
   scores_ = index_select(src, 0, from_vector(idx).to(scores_.device()));
-  version_ = 0;
+  version_ = new_version;
 }
 
 MaskChange prune_to_density(const Tensor& param, double density, const Tensor& keys, bool magnitude) {

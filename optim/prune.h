@@ -48,11 +48,12 @@ class MovementScores {
   // grad: a tensor of the parameter's pattern (the same pattern version, or
   // the same format and nnz) or dense of its shape (read at stored positions).
   void accumulate(const Tensor& param, const Tensor& grad);
-  void remap(const Tensor& keep_from);
+  // new_version: the pattern version of the parameter the scores now align with.
+  void remap(const Tensor& keep_from, uint64_t new_version);
   void reset() { scores_ = Tensor(); steps_ = 0; }
   const Tensor& scores() const { return scores_; }  // undefined before accumulate
   int64_t steps() const { return steps_; }
-  uint64_t pattern_version() const { return version_; }
+  uint64_t pattern_version() const { return version_; }  // of the parameter last accumulated or remapped to
 
  private:
   Tensor scores_;

@@ -312,6 +312,13 @@ TEST(MaskUpdater, MovementAndCustomPruneCriteria) {
   EXPECT_TRUE(std::find(after.begin(), after.end(), 2) == after.end());
   EXPECT_TRUE(std::find(after.begin(), after.end(), 5) == after.end());
   EXPECT_TRUE(std::find(after.begin(), after.end(), 6) != after.end());
+  // The scores follow the new pattern: the old parameter is refused, the new one works.
+  const Tensor np = r.layers[0].param;
+  EXPECT_TRUE(throws_with([&] { u.update(10, {{"w", {p, Tensor(), Tensor()}}}); }, {"another pattern"}));
+  u.accumulate_movement("w", np, zeros({4, 4}));
+  const MaskUpdateResult r2 = u.update(10, {{"w", {np, Tensor(), Tensor()}}});
+  EXPECT_EQ(nnz(r2.layers[0].param), 8);
+  EXPECT_EQ(r2.layers[0].dropped, 2);
 
   // Custom: scores of the parameter's shape, larger survives.
   MaskUpdaterConfig cc = config("random", 0.25);
