@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "data/permutation.h"
+#include "tensor/backend.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -187,6 +188,21 @@ TEST(DataLoader, Misuse) {
   EXPECT_THROW(DataLoader(nullptr, DataLoaderOptions()), Error);
   DataLoader ok(counting(3), DataLoaderOptions());
   EXPECT_THROW(ok.epoch_order(-1), Error);
+}
+
+TEST(DataLoader, BatchesOnTheChosenDevice) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a build without CUDA): batches stay on the CPU here";
+  DataLoaderOptions o;
+  o.batch_size = 4;
+  o.shuffle = true;
+  DataLoader cpu(counting(10), o);
+  o.device = Device::cuda(0);
+  DataLoader gpu(counting(10), o);
+  Batch b = gpu.batch(0, 1);
+  EXPECT_EQ(b.inputs.device(), Device::cuda(0));
+  EXPECT_EQ(b.targets.device(), Device::cuda(0));
+  EXPECT_EQ(b.targets.to_vector<int64_t>(), cpu.batch(0, 1).targets.to_vector<int64_t>());
+  EXPECT_TRUE(allclose(b.inputs.to(Device::cpu()), cpu.batch(0, 1).inputs));
 }
 
 TEST(DataLoader, EmptyDataset) {
