@@ -5,6 +5,7 @@
 #include <mutex>
 #include <utility>
 
+#include "optim/mask_change.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/mask_ops.h"
 #include "tensor/generator.h"
@@ -144,6 +145,15 @@ std::vector<int64_t> random_k_among(const std::vector<int64_t>& candidates, int6
     keys[i] = static_cast<double>(bits) * (1.0 / 9007199254740992.0);
   }
   return chosen_positions(sparsify::topk_mask(from_vector(keys), k, false, "growth 'random'"), candidates);
+}
+
+Tensor random_mask(const Shape& shape, int64_t nnz, uint64_t seed, uint64_t purpose) {
+  const int64_t numel = shape_numel(shape);
+  COPPICE_CHECK(nnz >= 0 && nnz <= numel, "random_mask: cannot choose ", nnz, " of ", numel, " positions of ",
+                shape_to_string(shape));
+  std::vector<int64_t> all(static_cast<size_t>(numel));
+  for (int64_t i = 0; i < numel; ++i) all[static_cast<size_t>(i)] = i;
+  return mask_from_positions(shape, random_k_among(all, nnz, seed, purpose, 0, 0));
 }
 
 }  // namespace coppice

@@ -82,4 +82,11 @@ std::vector<int64_t> top_k_among(const Tensor& scores, const std::vector<int64_t
 std::vector<int64_t> random_k_among(const std::vector<int64_t>& candidates, int64_t k, uint64_t seed,
                                     uint64_t purpose, uint64_t step, uint64_t rank);
 
+// An initial mask for sparse training from scratch: exactly `nnz` of
+// shape's positions, uniformly at random, Philox-keyed like random growth
+// (seed, purpose, step 0, rank 0): every replica and device gets the same.
+// A bool CPU tensor; with layer_densities (density.h) and sparse_from_mask it
+// makes a model's initial sparse weights.
+Tensor random_mask(const Shape& shape, int64_t nnz, uint64_t seed, uint64_t purpose);
+
 }  // namespace coppice

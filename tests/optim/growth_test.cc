@@ -86,6 +86,26 @@ TEST(Growth, Registry) {
   EXPECT_TRUE(throws_with([] { make_growth_policy("rigl"); }, {"unknown name 'rigl'", "gradient", "random"}));
 }
 
+TEST(Growth, RandomInitialMask) {
+  const Tensor m = random_mask({30, 40}, 120, 5, name_purpose("fc1.weight"));
+  EXPECT_EQ(m.dtype(), DType::kBool);
+  EXPECT_EQ(m.shape(), (Shape{30, 40}));
+  const std::vector<int> bits = m.to_vector<int>();
+  int64_t count = 0, first_half = 0;
+  for (size_t i = 0; i < bits.size(); ++i) {
+    count += bits[i];
+    if (i < 600) first_half += bits[i];
+  }
+  EXPECT_EQ(count, 120);
+  EXPECT_GT(first_half, 35);  // roughly uniform (expected 60)
+  EXPECT_LT(first_half, 85);
+  EXPECT_EQ(random_mask({30, 40}, 120, 5, name_purpose("fc1.weight")).to_vector<int>(), bits);
+  EXPECT_NE(random_mask({30, 40}, 120, 5, name_purpose("fc2.weight")).to_vector<int>(), bits);
+  const Tensor p = sparse_from_mask(random_dense({30, 40}, 1), m, "csr");
+  EXPECT_EQ(nnz(p), 120);
+  EXPECT_TRUE(throws_with([] { random_mask({2, 2}, 5, 0, 0); }, {"random_mask", "5 of 4"}));
+}
+
 // SNFS with a layer that has little room: its share above its free positions
 // goes to the other layer, and the total nnz is kept.
 TEST(Growth, MomentumRedistributionRespectsRoom) {
