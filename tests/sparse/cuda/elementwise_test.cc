@@ -47,6 +47,7 @@ TEST_F(SparseCudaTest, ValueOpsOnEveryFormatMatchCpu) {
         EXPECT_TRUE(near(sum(ac), sum(a), dtype)) << "sum " << what;
         EXPECT_TRUE(near(sum(ac, {0}), sum(a, {0}), dtype)) << "sum dim 0 " << what;
         EXPECT_TRUE(near(sum(ac, {1}, true), sum(a, {1}, true), dtype)) << "sum dim 1 keepdim " << what;
+        if (a.format() == "nm") continue;  // n:m's transpose is n:m only by chance (the CPU throws alike)
         const Tensor t = transpose(ac);
         EXPECT_EQ(t.shape(), (Shape{24, 16})) << what;
         EXPECT_TRUE(near(t, transpose(a), dtype)) << "transpose " << what;
