@@ -71,12 +71,9 @@ VisionTransformer::VisionTransformer(const ViTOptions& vit, const LayerOptions& 
   }
   pos_embed_ = register_parameter(
       "pos_embed", Variable(mul(randn({1, tokens, vit.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
-  auto blocks = register_module("blocks", std::make_shared<Sequential>());
+  blocks_ = register_module("blocks", std::make_shared<Sequential>());
   TransformerBlockOptions b{vit.dim, vit.heads, vit.mlp_hidden, vit.pattern, vit.dropout};
-  for (int64_t i = 0; i < vit.depth; ++i) {
-    blocks_.push_back(std::make_shared<TransformerBlock>(b, options, gen));
-    blocks->push_back(blocks_.back());
-  }
+  for (int64_t i = 0; i < vit.depth; ++i) blocks_->push_back(std::make_shared<TransformerBlock>(b, options, gen));
   norm_ = register_module("norm", std::make_shared<LayerNorm>(Shape{vit.dim}, 1e-5, true, options));
   head_ = register_module("head", std::make_shared<Linear>(vit.dim, vit.num_classes, true, options, gen));
 }
@@ -91,8 +88,7 @@ Variable VisionTransformer::forward(const Variable& x) {
                                {n, side * side, o_.channels * p * p});
     Variable h = patch_embed_->forward(patches);  // [N, P, dim]
     if (cls_token_) h = cat({expand(*cls_token_, {n, 1, o_.dim}), h}, 1);
-    h = add(h, *pos_embed_);
-    for (auto& block : blocks_) h = block->forward(h);
+    h = blocks_->forward(add(h, *pos_embed_));
     h = norm_->forward(h);
     Variable pooled = cls_token_ ? select(h, 1, 0) : mean(h, {1});
     return head_->forward(pooled);
@@ -108,12 +104,9 @@ CharTransformerLM::CharTransformerLM(const CharLMOptions& lm, const LayerOptions
   tok_embed_ = register_module("tok_embed", std::make_shared<Embedding>(lm.vocab_size, lm.dim, options, gen));
   pos_embed_ = register_parameter(
       "pos_embed", Variable(mul(randn({lm.context, lm.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
-  auto blocks = register_module("blocks", std::make_shared<Sequential>());
+  blocks_ = register_module("blocks", std::make_shared<Sequential>());
   TransformerBlockOptions b{lm.dim, lm.heads, lm.mlp_hidden, o_.pattern, lm.dropout};
-  for (int64_t i = 0; i < lm.layers; ++i) {
-    blocks_.push_back(std::make_shared<TransformerBlock>(b, options, gen));
-    blocks->push_back(blocks_.back());
-  }
+  for (int64_t i = 0; i < lm.layers; ++i) blocks_->push_back(std::make_shared<TransformerBlock>(b, options, gen));
   norm_ = register_module("norm", std::make_shared<LayerNorm>(Shape{lm.dim}, 1e-5, true, options));
   head_ = register_module("head", std::make_shared<Linear>(lm.dim, lm.vocab_size, true, options, gen));
 }
@@ -124,8 +117,7 @@ Variable CharTransformerLM::forward(const Variable& x) {
   return run_op({x}, [this](const std::vector<Variable>& in) {
     const int64_t t = in[0].size(1);
     Variable h = add(tok_embed_->forward(in[0]), slice(*pos_embed_, 0, 0, t));  // [N, T, dim]
-    for (auto& block : blocks_) h = block->forward(h);
-    return head_->forward(norm_->forward(h));
+    return head_->forward(norm_->forward(blocks_->forward(h)));
   });
 }
 

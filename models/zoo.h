@@ -82,7 +82,7 @@ class VisionTransformer : public Module {
   std::shared_ptr<Linear> patch_embed_, head_;
   Variable* cls_token_ = nullptr;  // [1, 1, dim]
   Variable* pos_embed_;            // [1, tokens, dim]
-  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::shared_ptr<Sequential> blocks_;  // of TransformerBlock
   std::shared_ptr<LayerNorm> norm_;
 };
 
@@ -109,7 +109,7 @@ class CharTransformerLM : public Module {
   CharLMOptions o_;
   std::shared_ptr<Embedding> tok_embed_;
   Variable* pos_embed_;  // [context, dim]
-  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::shared_ptr<Sequential> blocks_;  // of TransformerBlock
   std::shared_ptr<LayerNorm> norm_;
   std::shared_ptr<Linear> head_;
 };

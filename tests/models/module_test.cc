@@ -246,7 +246,9 @@ TEST(Module, ScheduleOnNestedNames) {
   SparsityBuilder b;
   b.regex("blocks\\.[0-9]+\\.mlp\\.fc[12]\\.weight").format("csr").density(0.25);
   b.output_regex("blocks\\.[0-9]+\\.attn\\.qkv").forward(magnitude("0.5"), "dense");
+  b.output("blocks").forward(magnitude("0.25"), "dense");
   vit->apply_sparsity(b.schedule());
+  EXPECT_NE(vit->submodule("blocks").output_rule(), nullptr);
   EXPECT_EQ(vit->parameter("blocks.0.mlp.fc1.weight").value().format(), "csr");
   EXPECT_EQ(vit->parameter("blocks.0.mlp.fc2.weight").value().format(), "csr");
   EXPECT_EQ(vit->parameter("blocks.0.attn.qkv.weight").value().format(), "dense");
