@@ -28,11 +28,14 @@ MultiheadAttention::MultiheadAttention(int64_t dim, int64_t heads, const Attenti
   if (dropout > 0.0) attn_drop_ = register_module("attn_drop", std::make_shared<Dropout>(dropout, 0x5eed));
 }
 
-const Tensor& MultiheadAttention::cached_pattern(int64_t t, TensorOptions options) {
-  auto key = std::make_pair(t, static_cast<int>(options.dtype));
+const Tensor& MultiheadAttention::cached_pattern(int64_t t, int64_t copies, TensorOptions options) {
+  auto key = std::make_tuple(t, copies, static_cast<int>(options.dtype));
   auto it = patterns_.find(key);
   if (it == patterns_.end() || it->second.device() != options.device) {
-    Tensor p = pattern_.is_sparse() ? attention_pattern(pattern_, t, options) : attention_mask(pattern_, t, options.device);
+    Tensor p = pattern_.is_sparse()
+                   ? block_diagonal_pattern(attention_pattern(pattern_, t, options), copies)
+                   : attention_mask(pattern_, t, options.device);
+    if (patterns_.size() >= 8) patterns_.clear();  // a few batch sizes at most
     it = patterns_.insert_or_assign(key, p).first;
   }
   return it->second;
@@ -41,7 +44,7 @@ const Tensor& MultiheadAttention::cached_pattern(int64_t t, TensorOptions option
 Variable MultiheadAttention::attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t) {
   Variable scores = bmm(q, transpose(k, 1, 2));  // [BH, T, T]
   if (pattern_.causal) {
-    const Tensor& mask = cached_pattern(t, q.value().options());
+    const Tensor& mask = cached_pattern(t, 1, q.value().options());
     Tensor cond = mask.unsqueeze(0).expand(scores.shape());
     Variable neg_inf(full({}, -std::numeric_limits<double>::infinity(), q.value().options()));
     scores = where(cond, scores, neg_inf);
@@ -52,17 +55,14 @@ Variable MultiheadAttention::attend_dense(const Variable& q, const Variable& k, 
 }
 
 Variable MultiheadAttention::attend_sparse(const Variable& q, const Variable& k, const Variable& v, int64_t t) {
-  const Tensor& pattern = cached_pattern(t, q.value().options());
-  const int64_t bh = q.size(0);
-  std::vector<Variable> outs;
-  outs.reserve(static_cast<size_t>(bh));
-  for (int64_t i = 0; i < bh; ++i) {
-    Variable a = sparse_row_softmax(sampled_scores(select(q, 0, i), select(k, 0, i), pattern));  // CSR [T, T]
-    // Dropout on the stored weights only, keeping the pattern.
-    if (attn_drop_ && attn_drop_->is_training()) a = with_values(a.value(), attn_drop_->forward(values(a)));
-    outs.push_back(matmul(a, select(v, 0, i)));                                                  // SpMM [T, dh]
-  }
-  return stack(outs, 0);
+  // Every (batch, head) at once: their [T, T] patterns on the diagonal of one
+  // CSR [BH * T, BH * T], q, k and v as [BH * T, dh].
+  const int64_t bh = q.size(0), dh = q.size(2);
+  const Tensor& pattern = cached_pattern(t, bh, q.value().options());
+  Variable a = sparse_row_softmax(sampled_scores(reshape(q, {bh * t, dh}), reshape(k, {bh * t, dh}), pattern));
+  // Dropout on the stored weights only, keeping the pattern.
+  if (attn_drop_ && attn_drop_->is_training()) a = with_values(a.value(), attn_drop_->forward(values(a)));
+  return reshape(matmul(a, reshape(v, {bh * t, dh})), {bh, t, dh});  // SpMM
 }
 
 Variable MultiheadAttention::forward(const Variable& x) {

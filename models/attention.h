@@ -4,8 +4,9 @@
 // size D / H -> attention -> Linear(D, D) ("proj"). With a dense pattern the
 // scores are a batched matmul, masked (causal) to -inf, then a softmax; with a
 // sparse pattern (local window or block-diagonal) each (batch, head) computes
-// its scores as an SDDMM of Q and K^T at the pattern (a CSR [T, T]), a softmax
-// over each row's stored values and an SpMM with V (sparse_attention.h), so
+// its scores as an SDDMM of Q and K^T at the pattern (a CSR [T, T]; all pairs
+// at once, on the diagonal of one CSR), a softmax over each row's stored
+// values and an SpMM with V (sparse_attention.h), so
 // nothing of size T x T is ever dense (attention dropout then drops stored
 // weights only). The sparse row softmax runs on the host (a device tensor's
 // values are copied there and back). Output rule inputs: x.
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include "models/layers.h"
@@ -35,14 +37,15 @@ class MultiheadAttention : public Module {
  private:
   Variable attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t);
   Variable attend_sparse(const Variable& q, const Variable& k, const Variable& v, int64_t t);
-  const Tensor& cached_pattern(int64_t t, TensorOptions options);
+  // The CSR pattern for `copies` (batch, head) pairs of T tokens, or the
+  // dense bool mask [T, T]; built once per key.
+  const Tensor& cached_pattern(int64_t t, int64_t copies, TensorOptions options);
 
   int64_t dim_, heads_;
   AttentionPattern pattern_;
   std::shared_ptr<Linear> qkv_, proj_;
   std::shared_ptr<Dropout> attn_drop_;
-  // The CSR pattern (or dense mask) per token count, built once.
-  std::map<std::pair<int64_t, int>, Tensor> patterns_;
+  std::map<std::tuple<int64_t, int64_t, int>, Tensor> patterns_;
 };
 
 struct TransformerBlockOptions {

@@ -139,6 +139,30 @@ Tensor attention_pattern(const AttentionPattern& p, int64_t tokens, TensorOption
   return to_device(csr, options.device);
 }
 
+Tensor block_diagonal_pattern(const Tensor& pattern, int64_t copies) {
+  const CompressedImpl& c = csr_of(pattern, "block_diagonal_pattern");
+  COPPICE_CHECK(copies > 0, "block_diagonal_pattern: copies must be positive, got ", copies);
+  if (copies == 1) return pattern;
+  const int64_t m = pattern.size(0), n = pattern.size(1), nnz = c.nnz();
+  COPPICE_CHECK(copies * nnz < (int64_t{1} << 31) && copies * (m + n) < (int64_t{1} << 31),
+                "block_diagonal_pattern: ", copies, " copies of ", nnz, " entries overflow i32 indices");
+  const std::vector<int32_t> crow = c.pointers().to(Device::cpu()).to_vector<int32_t>();
+  const std::vector<int32_t> col = c.indices().to(Device::cpu()).to_vector<int32_t>();
+  std::vector<int32_t> big_crow{0}, big_col;
+  big_crow.reserve(static_cast<size_t>(copies * m + 1));
+  big_col.reserve(static_cast<size_t>(copies * nnz));
+  for (int64_t b = 0; b < copies; ++b) {
+    for (int64_t r = 0; r < m; ++r) {
+      for (int32_t i = crow[r]; i < crow[r + 1]; ++i) big_col.push_back(static_cast<int32_t>(b * n + col[i]));
+      big_crow.push_back(static_cast<int32_t>(big_col.size()));
+    }
+  }
+  const int64_t total = static_cast<int64_t>(big_col.size());
+  Tensor csr = sparse_csr(from_vector(big_crow, {copies * m + 1}), from_vector(big_col, {total}),
+                          zeros({total}, TensorOptions(pattern.dtype(), Device::cpu())), {copies * m, copies * n});
+  return to_device(csr, pattern.device());
+}
+
 Variable sampled_scores(const Variable& q, const Variable& k, const Tensor& pattern) {
   csr_of(pattern, "sampled_scores");
   COPPICE_CHECK(q.dim() == 2 && k.dim() == 2 && q.size(1) == k.size(1), "sampled_scores: q [Tq, d] and k [Tk, d] ",

@@ -42,6 +42,10 @@ AttentionPattern::Kind attention_kind_from_name(const std::string& name);
 // values (options: the values' dtype and device). Every row stores at least
 // its diagonal. Dense patterns are given as CSR too (tests use them).
 Tensor attention_pattern(const AttentionPattern& p, int64_t tokens, TensorOptions options = {});
+// `copies` copies of CSR `pattern` [m, n] along the diagonal of a CSR
+// [copies * m, copies * n] (one SDDMM/softmax/SpMM for every batch and head
+// at once), with `pattern`'s value dtype and device.
+Tensor block_diagonal_pattern(const Tensor& pattern, int64_t copies);
 // The same as a bool [T, T] mask (true: the key is attended).
 Tensor attention_mask(const AttentionPattern& p, int64_t tokens, Device device = Device::cpu());
 

@@ -51,6 +51,22 @@ TEST(AttentionPattern, Masks) {
   EXPECT_EQ(local(3, true).describe(), "local(window=3, causal)");
 }
 
+TEST(AttentionPattern, BlockDiagonalCopies) {
+  Tensor p = attention_pattern(local(2, true), 3, DType::kF64);
+  Tensor big = block_diagonal_pattern(p, 3);
+  EXPECT_EQ(big.shape(), (Shape{9, 9}));
+  EXPECT_EQ(nnz(big), 3 * nnz(p));
+  Tensor mask = to_dense(with_values(big, ones({nnz(big)}, DType::kF64)));
+  Tensor small = attention_mask(local(2, true), 3).to(DType::kF64);
+  for (int64_t b = 0; b < 3; ++b) {
+    EXPECT_TRUE(allclose(mask.narrow(0, 3 * b, 3).narrow(1, 3 * b, 3), small));
+    if (b > 0) {
+      EXPECT_EQ(sum(mask.narrow(0, 3 * b, 3).narrow(1, 0, 3 * b)).item(), 0.0);
+    }
+  }
+  EXPECT_TRUE(block_diagonal_pattern(p, 1).is_same(p));
+}
+
 TEST(SparseRowSoftmax, ValuesAndGradcheck) {
   Tensor pattern = attention_pattern(local(3, false), 5, DType::kF64);
   Tensor x = with_values(pattern, randn64({nnz(pattern)}, 1));
