@@ -241,6 +241,23 @@ TEST(Module, ScheduleOnTheMlp) {
   EXPECT_EQ(mlp.parameter("fc1.weight").value().format(), "csr");
 }
 
+TEST(Module, RandomOutputSparsifierFollowsTheStep) {
+  MLP mlp({16, 32, 4});
+  SparsityBuilder b;
+  b.output("fc1").forward({"random", {{"sparsity", "0.5"}}}, "dense");
+  mlp.apply_sparsity(b.schedule(), SparsifyContext{7, 0, 0, 0});
+  Variable x(randn({4, 16}));
+  Module& fc1 = mlp.submodule("fc1");
+  Tensor a = ne(fc1.forward(x).value(), 0.0), again = ne(fc1.forward(x).value(), 0.0);
+  EXPECT_TRUE(allclose(a.to(DType::kF32), again.to(DType::kF32)));  // same step: same mask
+  const double kept = sum(a.to(DType::kF64)).item();
+  EXPECT_GT(kept, 0.3 * 128);
+  EXPECT_LT(kept, 0.7 * 128);
+  mlp.set_sparsity_step(1);
+  Tensor next = ne(fc1.forward(x).value(), 0.0);
+  EXPECT_FALSE(allclose(a.to(DType::kF32), next.to(DType::kF32)));
+}
+
 TEST(Module, ScheduleOnNestedNames) {
   auto vit = make_model({"vit", {{"depth", int64_t{1}}, {"dim", int64_t{16}}, {"heads", int64_t{2}}}});
   SparsityBuilder b;
