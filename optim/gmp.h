@@ -37,8 +37,9 @@ class GmpPruner {
   // start_step + j * frequency up to end_step, and end_step itself.
   bool is_prune_step(int64_t step) const;
   // On a pruning step, `param` pruned by magnitude to round(density * numel)
-  // entries (no change when it already stores no more); otherwise, and when
-  // nothing is pruned, change.param is `param` and keep_from is undefined.
+  // entries (whole blocks for BSR and Blocked-ELL: prune_to_density);
+  // otherwise, and when nothing is pruned, change.param is `param` and
+  // keep_from is undefined.
   MaskChange prune(int64_t step, const Tensor& param) const;
   const GmpConfig& config() const { return config_; }
 

@@ -153,8 +153,8 @@ MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const st
       keep_from[s] = slot;
     } else {
       auto g = std::lower_bound(grown.begin(), grown.end(), p);
-      COPPICE_CHECK(g != grown.end() && *g == p, op, ": internal: slot ", s, " at position ", p,
-                    " is neither kept nor grown");
+      COPPICE_CHECK(g != grown.end() && *g == p, op, ": the ", param.format(), " pattern stores position ", p,
+                    ", which is neither kept nor grown (block formats keep and grow whole blocks)");
       idx[s] = n_old + (g - grown.begin());
       keep_from[s] = -1;
     }

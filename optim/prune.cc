@@ -107,14 +107,27 @@ void MovementScores::remap(const Tensor& keep_from, uint64_t new_version) {
 MaskChange prune_to_density(const Tensor& param, double density, const Tensor& keys, bool magnitude) {
   constexpr std::string_view op = "prune_to_density";
   COPPICE_CHECK(density >= 0.0 && density <= 1.0, op, ": density must be in [0, 1], got ", density);
-  const PatternView view = pattern_view(param, op);
-  const int64_t target = std::llround(density * static_cast<double>(view.numel()));
-  const int64_t keep = std::min(target, view.nnz());
-  const std::vector<int64_t> kept = select_survivors(keys, view, keep, magnitude, op);
-  return rebuild_pattern(param, view, kept, {}, RegrowInit(), op);
+  const PatternView elements = pattern_view(param, op);
+  const PatternView units = elements.blocked() ? block_view(elements) : elements;
+  const int64_t target = std::llround(density * static_cast<double>(units.numel()));
+  const int64_t keep = std::min(target, units.nnz());
+  if (keep == units.nnz()) {
+    MaskChange none;
+    none.param = param;
+    return none;
+  }
+  const std::vector<int64_t> kept = select_survivors(keys, units, keep, magnitude, op);
+  return rebuild_pattern(param, elements, elements.blocked() ? expand_blocks(kept, elements) : kept, {},
+                         RegrowInit(), op);
 }
 
 MaskChange prune_to_density(const Tensor& param, double density) {
+  const PatternView elements = pattern_view(param, "prune_to_density");
+  if (elements.blocked()) {
+    const Tensor scores = sparsify::block_scores(to_dense(param).contiguous(), elements.block_rows,
+                                                 elements.block_cols, false, "prune_to_density");
+    return prune_to_density(param, density, scores, false);
+  }
   return prune_to_density(param, density, values(param), true);
 }
 

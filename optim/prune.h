@@ -62,10 +62,13 @@ class MovementScores {
 };
 
 // One-shot pruning by magnitude: keeps the round(density * numel) stored
-// entries of largest |w| (all of them when fewer are stored); density in
-// [0, 1]. Survivors keep their values bit for bit.
+// entries of largest |w|; density in [0, 1]. Survivors keep their values bit
+// for bit. BSR and Blocked-ELL keep round(density * blocks) whole blocks of
+// largest sum of squares. When nothing needs to go, change.param is `param`
+// itself and keep_from is undefined.
 MaskChange prune_to_density(const Tensor& param, double density);
-// The same with the keys of any criterion (see select_survivors).
+// The same with the keys of any criterion (see select_survivors; for a block
+// format, one key per block of the grid, or the grid's shape).
 MaskChange prune_to_density(const Tensor& param, double density, const Tensor& keys, bool magnitude);
 
 }  // namespace coppice

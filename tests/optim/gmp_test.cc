@@ -97,6 +97,34 @@ TEST(Gmp, OneShotPruning) {
   EXPECT_TRUE(throws_with([&] { prune_to_density(p, 1.5); }, {"prune_to_density", "[0, 1]"}));
 }
 
+// BSR prunes whole blocks, by block sum of squares.
+TEST(Gmp, BlockFormatPrunesWholeBlocks) {
+  std::vector<float> w(64);
+  for (int64_t q = 0; q < 64; ++q) {
+    const int64_t block = q / 8 / 2 * 4 + q % 8 / 2;
+    w[static_cast<size_t>(q)] = static_cast<float>((block * 7) % 16 + 1) * (q % 2 ? -1.0f : 1.0f);
+  }
+  const Tensor p = to_format(from_vector(w, {8, 8}), "bsr", FormatOptions::block(2));
+  const MaskChange c = prune_to_density(p, 0.25);
+  EXPECT_EQ(c.param.format(), "bsr");
+  EXPECT_EQ(nnz(c.param), 16);
+  // Block b holds magnitude (7 b) % 16 + 1: the four largest, 16, 15, 14, 13, are blocks 9, 2, 11, 4.
+  std::vector<int64_t> blocks;
+  for (int64_t q : positions(c.param)) blocks.push_back(q / 8 / 2 * 4 + q % 8 / 2);
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  EXPECT_EQ(blocks, (std::vector<int64_t>{2, 4, 9, 11}));
+  const std::vector<int64_t> kept = positions(c.param);
+  EXPECT_EQ(bits_at(c.param, kept), bits_at(p, kept));
+  GmpPruner gmp(config());
+  Tensor q = p;
+  for (int64_t step = 0; step <= 1100; step += 100) {
+    q = gmp.prune(step, q).param;
+    EXPECT_EQ(nnz(q), 4 * std::min<int64_t>(16, std::llround(gmp_density_at(config(), step) * 16))) << step;
+  }
+  EXPECT_EQ(nnz(q), 4 * 2);  // round(0.1 * 16) blocks
+}
+
 TEST(Gmp, RefusesBadConfigs) {
   GmpConfig c = config();
   c.final_density = 1.2;
