@@ -164,6 +164,56 @@ double MaskUpdater::itop_rate(const std::string& name) const {
   return l.ever.empty() ? 1.0 : static_cast<double>(l.ever_count) / static_cast<double>(l.ever.size());
 }
 
+std::map<std::string, Tensor> MaskUpdater::state_tensors() const {
+  std::map<std::string, Tensor> out;
+  for (const std::string& name : names_) {
+    const Layer& l = layer(name);
+    Tensor ever = Tensor::empty(l.shape, TensorOptions(DType::kBool, Device::cpu()));
+    bool* e = ever.data<bool>();
+    for (size_t i = 0; i < l.ever.size(); ++i) e[i] = l.ever[i] != 0;
+    out[name + ".ever_active"] = ever;
+    if (l.movement.scores().defined()) {
+      out[name + ".movement_scores"] = l.movement.scores();
+      out[name + ".movement_steps"] = scalar_tensor(static_cast<double>(l.movement.steps()), DType::kI64);
+    }
+  }
+  return out;
+}
+
+void MaskUpdater::load_state_tensors(const std::map<std::string, Tensor>& state) {
+  constexpr const char* op = "mask updater: load_state_tensors";
+  for (const auto& [key, t] : state) {
+    bool known = false;
+    for (const std::string& name : names_) {
+      known = known || key == name + ".ever_active" || key == name + ".movement_scores" ||
+              key == name + ".movement_steps";
+    }
+    COPPICE_CHECK(known, op, ": entry '", key, "' belongs to no layer; layers: ", str_join(names_, ", "));
+  }
+  for (const std::string& name : names_) {
+    Layer& l = layer(name);
+    auto it = state.find(name + ".ever_active");
+    COPPICE_CHECK(it != state.end(), op, ": missing '", name, ".ever_active'");
+    COPPICE_CHECK(it->second.dtype() == DType::kBool && it->second.shape() == l.shape, op, ": '", name,
+                  ".ever_active' must be bool of shape ", shape_to_string(l.shape));
+    const std::vector<int> ever = it->second.to_vector<int>();
+    l.ever_count = 0;
+    for (size_t i = 0; i < ever.size(); ++i) {
+      l.ever[i] = ever[i] ? 1 : 0;
+      l.ever_count += l.ever[i];
+    }
+    auto scores = state.find(name + ".movement_scores");
+    auto steps = state.find(name + ".movement_steps");
+    COPPICE_CHECK((scores == state.end()) == (steps == state.end()), op, ": '", name,
+                  ".movement_scores' and '.movement_steps' come together");
+    if (scores != state.end()) {
+      l.movement.load(scores->second, static_cast<int64_t>(steps->second.item()));
+    } else {
+      l.movement.reset();
+    }
+  }
+}
+
 bool MaskUpdater::is_update_step(int64_t step) const {
   return step >= config_.start_step && step < config_.end_step && (step - config_.start_step) % config_.interval == 0;
 }
@@ -241,7 +291,8 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
       case PruneCriterion::kMovement:
         COPPICE_CHECK(l.movement.scores().defined(), op,
                       ": prune criterion 'movement' has no scores; call accumulate_movement on the steps before");
-        COPPICE_CHECK(l.movement.pattern_version() == pattern_version(in.param), op,
+        COPPICE_CHECK(l.movement.pattern_version() == 0 || l.movement.pattern_version() == pattern_version(in.param),
+                      op,
                       ": the movement scores belong to another pattern than the parameter's (hand in the "
                       "parameter this updater returned last)");
         keys = l.movement.scores();

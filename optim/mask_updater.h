@@ -134,6 +134,16 @@ class MaskUpdater {
   MaskUpdateResult update(int64_t step, const std::map<std::string, LayerInputs>& inputs);
 
   double itop_rate(const std::string& name) const;
+
+  // The updater's own state, for checkpoints (train/ saves the tensors):
+  // per layer "<name>.ever_active" (bool, the layer's shape: the ITOP record)
+  // and, once movement scores exist, "<name>.movement_scores" (compact, one
+  // per slot of values(param)) and "<name>.movement_steps" (i64 scalar).
+  std::map<std::string, Tensor> state_tensors() const;
+  // Restores them into the layers added so far (every layer's ever_active
+  // must be there, with its shape); throws naming the first missing or
+  // mismatched entry, or an entry for no layer.
+  void load_state_tensors(const std::map<std::string, Tensor>& state);
   const MaskUpdaterConfig& config() const { return config_; }
   const GrowthPolicy& growth_policy() const { return *policy_; }
 

@@ -104,6 +104,14 @@ void MovementScores::remap(const Tensor& keep_from, uint64_t new_version) {
   version_ = new_version;
 }
 
+void MovementScores::load(const Tensor& scores, int64_t steps) {
+  COPPICE_CHECK(scores.defined() && scores.is_dense() && scores.dim() == 1 && is_floating(scores.dtype()),
+                "MovementScores::load: needs 1-D dense floating scores");
+  scores_ = scores;
+  steps_ = steps;
+  version_ = 0;
+}
+
 MaskChange prune_to_density(const Tensor& param, double density, const Tensor& keys, bool magnitude) {
   constexpr std::string_view op = "prune_to_density";
   COPPICE_CHECK(density >= 0.0 && density <= 1.0, op, ": density must be in [0, 1], got ", density);

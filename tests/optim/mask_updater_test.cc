@@ -366,6 +366,44 @@ TEST(MaskUpdater, MomentumRedistributesAcrossLayers) {
   EXPECT_EQ(grown, expect);
 }
 
+// A checkpointed updater resumes with the same ITOP record and movement
+// scores, and so makes the same masks as one that never stopped.
+TEST(MaskUpdater, StateTensorsRoundTrip) {
+  MaskUpdaterConfig c = config("random", 0.3);
+  c.prune = PruneCriterion::kMovement;
+  MaskUpdater a(c);
+  Tensor p = random_param({10, 10}, 30, 41, "csr");
+  a.add_layer("w", p);
+  for (int64_t step = 0; step < 25; ++step) {
+    a.accumulate_movement("w", p, random_dense({10, 10}, 300 + step));
+    if (a.is_update_step(step)) p = a.update(step, {{"w", {p, Tensor(), Tensor()}}}).layers[0].param;
+  }
+  const std::map<std::string, Tensor> saved = a.state_tensors();
+  ASSERT_EQ(saved.size(), 3u);
+  EXPECT_EQ(saved.at("w.movement_steps").item(), 25.0);
+  MaskUpdater b(c);
+  b.add_layer("w", p);
+  EXPECT_LT(b.itop_rate("w"), a.itop_rate("w"));
+  b.load_state_tensors(saved);
+  EXPECT_DOUBLE_EQ(b.itop_rate("w"), a.itop_rate("w"));
+  Tensor pa = p, pb = p;
+  for (int64_t step = 25; step < 60; ++step) {
+    const Tensor g = random_dense({10, 10}, 300 + step);
+    a.accumulate_movement("w", pa, g);
+    b.accumulate_movement("w", pb, g);
+    if (!a.is_update_step(step)) continue;
+    pa = a.update(step, {{"w", {pa, Tensor(), Tensor()}}}).layers[0].param;
+    pb = b.update(step, {{"w", {pb, Tensor(), Tensor()}}}).layers[0].param;
+    ASSERT_EQ(positions(pa), positions(pb)) << step;
+  }
+  std::map<std::string, Tensor> bad = saved;
+  bad["v.ever_active"] = saved.at("w.ever_active");
+  EXPECT_TRUE(throws_with([&] { b.load_state_tensors(bad); }, {"'v.ever_active'", "no layer"}));
+  bad = saved;
+  bad.erase("w.ever_active");
+  EXPECT_TRUE(throws_with([&] { b.load_state_tensors(bad); }, {"missing 'w.ever_active'"}));
+}
+
 TEST(MaskUpdater, DropFractionSchedules) {
   MaskUpdaterConfig c = config("random", 0.3);
   c.start_step = 100;
