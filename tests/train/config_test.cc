@@ -1,0 +1,310 @@
+#include "train/config.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace coppice {
+namespace {
+
+// A small valid job that reads no files: the base of the error table.
+const char* kBase = R"(
+model: {name: mlp, options: {sizes: [8, 16, 3]}}
+data:
+  dataset: synthetic
+  batch_size: 16
+  synthetic: {examples: 64, test_examples: 32, features: 8, classes: 3}
+training: {steps: 100}
+)";
+
+const char* kSparse = R"(
+sparsity:
+  density: 0.2
+  rules: [{regex: 'fc[0-9]\.weight', format: csr}]
+)";
+
+absl::StatusOr<JobConfig> parse(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  return parse_job_config(yaml, overrides, "test.yaml");
+}
+
+std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  const absl::StatusOr<JobConfig> c = parse(yaml, overrides);
+  return c.ok() ? std::string("<ok>") : std::string(c.status().message());
+}
+
+TEST(JobConfig, EveryConfigInConfigsLoads) {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator("configs"))
+    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 15u);
+  for (const std::string& f : files) {
+    const absl::StatusOr<JobConfig> c = load_job_config(f);
+    EXPECT_TRUE(c.ok()) << f << ": " << c.status().message();
+    if (!c.ok()) continue;
+    EXPECT_EQ(c->name, std::filesystem::path(f).stem().string()) << f;
+  }
+}
+
+TEST(JobConfig, RigLConfigFillsTheLowerLayersStructs) {
+  const absl::StatusOr<JobConfig> c = load_job_config("configs/lenet300_rigl_90.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->model.name, "mlp");
+  EXPECT_EQ(std::get<std::string>(c->model.options.at("sizes")), "784,300,100,10");
+  EXPECT_EQ(std::get<int64_t>(c->model.options.at("seed")), 0);  // from the job's seed
+  EXPECT_EQ(c->data.dataset, DatasetKind::kFashionMnist);
+  EXPECT_TRUE(c->data.fashion_mnist.flatten);
+  EXPECT_EQ(c->data.loader.batch_size, 128);
+  EXPECT_DOUBLE_EQ(c->data.validation_split, 0.1);
+  EXPECT_TRUE(c->device.is_auto);
+  ASSERT_EQ(c->sparsity.schedule.parameters.size(), 1u);
+  const ParameterRule& r = c->sparsity.schedule.parameters[0];
+  EXPECT_EQ(r.selector.kind, Selector::Kind::kRegex);
+  EXPECT_EQ(r.selector.pattern, "fc[0-9]+\\.weight");
+  EXPECT_EQ(r.format.name, "csr");
+  EXPECT_FALSE(r.density.has_value());
+  EXPECT_DOUBLE_EQ(c->sparsity.distribution.density, 0.1);
+  EXPECT_EQ(c->sparsity.distribution.distribution, DensityDistribution::kErdosRenyiKernel);
+  EXPECT_TRUE(c->sparsity.sparse_weights());
+  EXPECT_EQ(c->mask_update.method, MaskMethod::kRigL);
+  EXPECT_EQ(c->mask_update.updater.growth, "gradient");
+  EXPECT_EQ(c->mask_update.updater.end_step, 6300);
+  EXPECT_EQ(c->mask_update.updater.interval, 100);
+  EXPECT_DOUBLE_EQ(c->mask_update.updater.drop_fraction, 0.3);
+  EXPECT_EQ(c->mask_update.updater.schedule, DropSchedule::kCosine);
+  EXPECT_EQ(c->optimizer.kind, OptimizerKind::kSgd);
+  EXPECT_DOUBLE_EQ(c->optimizer.sgd.lr, 0.1);
+  EXPECT_TRUE(c->optimizer.sgd.nesterov);
+  EXPECT_EQ(c->lr_schedule.kind, LrScheduleKind::kCosine);
+  EXPECT_EQ(c->lr_schedule.warmup_steps, 200);
+  EXPECT_EQ(c->training.epochs, 20);
+  EXPECT_FALSE(c->training.steps.has_value());
+  EXPECT_EQ(c->evaluation.split, EvalSplit::kValidation);
+  EXPECT_EQ(c->checkpoint.keep_last, 2);
+  EXPECT_EQ(c->logging.metrics, "runs/lenet300_rigl_90/metrics.jsonl");
+  EXPECT_EQ(c->distributed.world_size, 1);
+}
+
+TEST(JobConfig, OtherConfigsFillTheirSections) {
+  const absl::StatusOr<JobConfig> nm = load_job_config("configs/lenet5_nm24.yaml");
+  ASSERT_TRUE(nm.ok()) << nm.status().message();
+  const ParameterRule& r = nm->sparsity.schedule.parameters.at(0);
+  EXPECT_EQ(r.format.name, "nm");
+  EXPECT_EQ(r.format.options.n, 2);
+  EXPECT_EQ(r.format.options.m, 4);
+  ASSERT_TRUE(r.sparsifier.has_value());
+  EXPECT_EQ(r.sparsifier->name, "nm");  // filled in for the format
+  const absl::StatusOr<JobConfig> gmp = load_job_config("configs/lenet300_gmp_98.yaml");
+  ASSERT_TRUE(gmp.ok()) << gmp.status().message();
+  EXPECT_EQ(gmp->mask_update.method, MaskMethod::kGmp);
+  EXPECT_DOUBLE_EQ(gmp->mask_update.gmp.final_density, 0.02);
+  EXPECT_EQ(gmp->mask_update.gmp.frequency, 100);
+  const absl::StatusOr<JobConfig> lm = load_job_config("configs/charlm_perldiag.yaml");
+  ASSERT_TRUE(lm.ok()) << lm.status().message();
+  EXPECT_EQ(lm->data.dataset, DatasetKind::kText);
+  EXPECT_EQ(lm->data.text_path(), kDefaultTextCorpus);
+  EXPECT_EQ(lm->data.text.seq_len, 64);
+  EXPECT_EQ(lm->optimizer.kind, OptimizerKind::kAdamW);
+  EXPECT_DOUBLE_EQ(lm->optimizer.adam.weight_decay, 0.01);
+  EXPECT_EQ(lm->mask_update.updater.growth, "random");
+}
+
+TEST(JobConfig, BaseIsValidAndDefaultsAreTheStructs) {
+  const absl::StatusOr<JobConfig> c = parse(kBase);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->name, "job");
+  EXPECT_EQ(c->mask_update.method, MaskMethod::kDense);
+  EXPECT_EQ(c->optimizer.kind, OptimizerKind::kSgd);
+  EXPECT_DOUBLE_EQ(c->optimizer.sgd.lr, SgdOptions{}.lr);
+  EXPECT_EQ(c->lr_schedule.kind, LrScheduleKind::kConstant);
+  EXPECT_EQ(c->evaluation.split, EvalSplit::kTest);
+  EXPECT_TRUE(c->logging.progress);
+  EXPECT_EQ(c->distributed.backend, CommBackend::kInProc);
+  EXPECT_FALSE(c->sparsity.sparse_weights());
+  EXPECT_EQ(c->data.synthetic.n, 64);
+  EXPECT_EQ(c->data.synthetic_test_examples, 32);
+}
+
+struct ErrorCase {
+  const char* label;
+  std::string yaml;  // appended to kBase unless it starts with '!'
+  std::string message;
+};
+
+TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
+  const std::string sparse = kSparse;
+  const ErrorCase cases[] = {
+      // Unknown keys, with did-you-mean.
+      {"unknown top-level", "optimiser: {lr: 0.1}", "optimiser: unknown key; did you mean 'optimizer'?"},
+      {"unknown nested", "optimizer: {lrr: 0.1}", "optimizer.lrr: unknown key; did you mean 'optimizer.lr'?"},
+      {"key of another section", "lr: 0.1", "lr: unknown key; did you mean 'optimizer.lr' (in another section)?"},
+      {"unknown in a list", sparse + "  outputs: [{name: fc1, foward: []}]",
+       "sparsity.outputs[0].foward: unknown key; did you mean 'sparsity.outputs[0].forward'?"},
+      {"unknown model option", "!model: {name: mlp, options: {size: [8, 3]}}\ndata: {dataset: synthetic}\ntraining: {steps: 1}",
+       "model.options.size: unknown option of mlp; did you mean 'model.options.sizes'?"},
+      {"unknown value", "optimizer: {name: adma}", "optimizer.name: must be one of sgd | adam | adamw, got 'adma'; did you mean 'adam'?"},
+      // Wrong types.
+      {"string for number", "optimizer: {lr: fast}", "optimizer.lr: expected a number, got 'fast'"},
+      {"float for integer", "evaluation: {every_steps: 2.5}", "evaluation.every_steps: expected an integer, got '2.5'"},
+      {"scalar for section", "checkpoint: runs", "checkpoint: expected a section (a map), got 'runs'"},
+      {"map for bool", "logging: {progress: {a: 1}}", "logging.progress: expected a boolean (true/false), got a map"},
+      // Out of range.
+      {"negative lr", "optimizer: {lr: -0.1}", "optimizer.lr: must be > 0, got -0.1"},
+      {"batch size 0", "!model: {name: mlp, options: {sizes: [8, 3]}}\ndata: {dataset: synthetic, batch_size: 0}\ntraining: {steps: 1}",
+       "data.batch_size: must be >= 1, got 0"},
+      {"density 0", "sparsity: {density: 0, rules: [{name: fc1.weight}]}", "sparsity.density: must be in (0, 1], got 0"},
+      {"density above 1", "sparsity: {rules: [{name: fc1.weight, format: csr, density: 1.5}]}",
+       "sparsity.rules[0].density: must be in (0, 1], got 1.5"},
+      {"momentum 1", "optimizer: {momentum: 1}", "optimizer.momentum: must be in [0, 1), got 1"},
+      {"drop fraction", sparse + "mask_update: {method: set, end_step: 50, drop_fraction: 1.5}",
+       "mask_update.drop_fraction: must be in (0, 1], got 1.5"},
+      {"world size", "distributed: {world_size: 0}", "distributed.world_size: must be >= 1, got 0"},
+      {"bad device", "device: gpu", "device: must be auto, cpu, cuda or cuda:N, got 'gpu'"},
+      {"bad regex", "sparsity: {rules: [{regex: 'fc[', format: csr}]}", ""},
+      // Impossible combinations.
+      {"steps and epochs", "!model: {name: mlp, options: {sizes: [8, 3]}}\ndata: {dataset: synthetic}\ntraining: {steps: 1, epochs: 2}",
+       "training.steps: training.epochs is set too; give one of epochs and steps"},
+      {"no length", "!model: {name: mlp, options: {sizes: [8, 3]}}\ndata: {dataset: synthetic}",
+       "training: give one of training.epochs and training.steps"},
+      {"rigl without sparsity", "mask_update: {method: rigl, end_step: 50}",
+       "mask_update.method: rigl needs sparse weights: add sparsity.rules and a density below 1"},
+      {"static without sparsity", "mask_update: {method: static}",
+       "mask_update.method: static needs sparse weights: add sparsity.rules and a density below 1"},
+      {"dense with sparse rules", sparse,
+       "mask_update.method: dense trains every weight, but sparsity.rules make weights sparse; use static (a fixed mask) "
+       "or a prune-and-regrow method"},
+      {"nm with another sparsifier",
+       "sparsity: {rules: [{name: fc1.weight, format: nm, sparsifier: {name: magnitude, sparsity: 0.5}}]}\nmask_update: {method: static}",
+       "sparsity.rules[0].sparsifier.name: format nm needs the nm sparsifier, got 'magnitude'"},
+      {"nm sparsifier in csr", "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: nm, n: 2, m: 4}}]}",
+       "sparsity.rules[0].format: the nm sparsifier makes n:m weights; use format nm (or masked / a general format), got csr"},
+      {"rigl on nm", "sparsity: {rules: [{name: fc1.weight, format: nm}]}\nmask_update: {method: rigl, end_step: 50}",
+       "sparsity.rules[0].format: rigl changes masks and needs one of coo, csr, csc, masked, bsr, blocked_ell, got nm"},
+      {"gmp initial below final",
+       sparse.substr(0, sparse.find("  density")) + "  rules: [{name: fc1.weight, format: csr}]\n" +
+           "mask_update: {method: gmp, end_step: 50, initial_density: 0.5, final_density: 0.8}",
+       "mask_update.final_density: must be <= mask_update.initial_density (0.5), got 0.8"},
+      {"end past training", sparse + "mask_update: {method: set, end_step: 500}",
+       "mask_update.end_step: must be <= training.steps (100), got 500"},
+      {"end before start", sparse + "mask_update: {method: set, start_step: 50, end_step: 20}",
+       "mask_update.end_step: must be > start_step (50), got 20"},
+      {"regrow key for static", sparse + "mask_update: {method: static, interval: 10}",
+       "mask_update.interval: not used by method static (masks never change)"},
+      {"snfs without momentum", sparse + "mask_update: {method: snfs, end_step: 50}",
+       "optimizer.momentum: snfs grows by momentum: must be > 0 with sgd, got 0"},
+      {"adam key for sgd", "optimizer: {name: sgd, beta1: 0.9}", "optimizer.beta1: not an option of sgd (it is adam's and adamw's)"},
+      {"nesterov without momentum", "optimizer: {nesterov: true}",
+       "optimizer.nesterov: needs momentum > 0 and dampening 0, got momentum 0 and dampening 0"},
+      {"validation without split", "evaluation: {split: validation}", "evaluation.split: validation needs data.validation_split > 0"},
+      {"nccl on cpu", "device: cpu\ndistributed: {backend: nccl, world_size: 2}",
+       "distributed.backend: nccl needs a CUDA device, got device cpu; use inproc"},
+      {"rule selecting nothing", "sparsity: {rules: [{name: fc9.weight, format: csr}]}", ""},
+      {"override of an unknown layer", sparse + "  overrides: {fc7.weight: 0.5}\nmask_update: {method: static}",
+       "sparsity.overrides.fc7.weight: the model has no parameter 'fc7.weight'; did you mean 'fc1.weight'?"},
+      {"step schedule without step_size", "lr_schedule: {name: step}", "lr_schedule.step_size: required for the step schedule"},
+      {"unknown sparsifier", "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: magnitud, sparsity: 0.5}}]}",
+       ""},
+      {"density contradicts sparsifier",
+       "sparsity: {rules: [{name: fc1.weight, format: csr, density: 0.3, sparsifier: {name: magnitude, sparsity: 0.5}}]}",
+       "sparsity.rules[0].density: 0.3 contradicts the sparsifier's sparsity 0.5 (density = 1 - sparsity)"},
+      // Missing files.
+      {"missing dataset path", "!model: {name: mlp}\ndata: {dataset: fashion_mnist, path: /nonexistent/fmnist}\ntraining: {steps: 1}",
+       "data.path: Fashion-MNIST directory '/nonexistent/fmnist' not found"},
+      {"missing text file", "!model: {name: char_lm}\ndata: {dataset: text, path: /nonexistent/corpus.txt, validation_split: 0.1}\ntraining: {steps: 1}",
+       "data.path: text file '/nonexistent/corpus.txt' not found"},
+      {"missing resume dir", "checkpoint: {resume: /nonexistent/ckpt}", "checkpoint.resume: directory '/nonexistent/ckpt' not found"},
+      {"key for another dataset", "!model: {name: mlp}\ndata: {dataset: synthetic, seq_len: 32}\ntraining: {steps: 1}",
+       "data.seq_len: only for dataset text, not synthetic"},
+  };
+  for (const ErrorCase& c : cases) {
+    const std::string yaml = c.yaml.rfind("!", 0) == 0 ? c.yaml.substr(1) : std::string(kBase) + c.yaml + "\n";
+    const absl::StatusOr<JobConfig> r = parse(yaml);
+    ASSERT_FALSE(r.ok()) << c.label;
+    const std::string m(r.status().message());
+    EXPECT_EQ(m.find('\n'), std::string::npos) << c.label << ": " << m;
+    if (!c.message.empty()) {
+      EXPECT_EQ(m, c.message) << c.label;
+    }
+  }
+}
+
+TEST(JobConfig, LooserMessagesNameTheKey) {
+  // Messages that pass on a lower layer's words: checked for the key path only.
+  EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {rules: [{regex: 'fc[', format: csr}]}").rfind("sparsity.rules[0].regex: 'fc[' is not a valid regex", 0), 0u);
+  EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {rules: [{name: fc9.weight, format: csr}]}").rfind("sparsity: ", 0), 0u);
+  const std::string sp = error_of(std::string(kBase) +
+                                  "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: magnitud, sparsity: 0.5}}]}");
+  EXPECT_EQ(sp.rfind("sparsity.rules[0].sparsifier.name: unknown sparsifier 'magnitud'", 0), 0u) << sp;
+  EXPECT_NE(sp.find("did you mean 'magnitude'?"), std::string::npos) << sp;
+}
+
+TEST(JobConfig, MissingFilesAreNotFound) {
+  const absl::StatusOr<JobConfig> r =
+      parse(std::string(kBase) + "checkpoint: {resume: /nonexistent/ckpt}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  const absl::StatusOr<JobConfig> f = load_job_config("/nonexistent/job.yaml");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(std::string(f.status().message()), "/nonexistent/job.yaml: cannot open the job file");
+}
+
+TEST(JobConfig, BadYamlIsOneLineWithThePosition) {
+  const std::string m = error_of("model: {name: mlp\ntraining: [");
+  EXPECT_EQ(m.rfind("test.yaml: not valid YAML: line ", 0), 0u) << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos);
+  EXPECT_EQ(error_of("- a\n- b\n"), "test.yaml: a job file is a map of keys (model:, data:, ...)");
+}
+
+TEST(JobConfig, OverridesApplyBeforeValidation) {
+  const absl::StatusOr<JobConfig> c =
+      parse(kBase, {"optimizer.lr=0.05", "optimizer.momentum=0.9", "training.steps=200", "seed=7", "device=cuda:1",
+                    "data.synthetic.classes=5", "model.options.sizes=[8, 32, 5]", "logging.progress=off"});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_DOUBLE_EQ(c->optimizer.sgd.lr, 0.05);
+  EXPECT_DOUBLE_EQ(c->optimizer.sgd.momentum, 0.9);
+  EXPECT_EQ(c->training.steps, 200);
+  EXPECT_EQ(c->seed, 7u);
+  EXPECT_FALSE(c->device.is_auto);
+  EXPECT_EQ(c->device.device, Device::cuda(1));
+  EXPECT_EQ(c->data.synthetic.classes, 5);
+  EXPECT_EQ(std::get<std::string>(c->model.options.at("sizes")), "8,32,5");
+  EXPECT_FALSE(c->logging.progress);
+  // An override can make a valid job invalid, and the message names the key.
+  EXPECT_EQ(error_of(kBase, {"optimizer.lr=-1"}), "optimizer.lr: must be > 0, got -1");
+  // Into a list, and into a free-form map whose keys have dots.
+  const std::string sparse = std::string(kBase) + kSparse + "mask_update: {method: static}\n";
+  const absl::StatusOr<JobConfig> s =
+      parse(sparse, {"sparsity.rules.0.format=coo", "sparsity.overrides.fc2.weight=0.5", "mask_update.method=set",
+                     "mask_update.end_step=50"});
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->sparsity.schedule.parameters[0].format.name, "coo");
+  EXPECT_DOUBLE_EQ(s->sparsity.distribution.overrides.at("fc2.weight"), 0.5);
+  EXPECT_EQ(s->mask_update.method, MaskMethod::kSet);
+}
+
+TEST(JobConfig, OverridesAreTypeCheckedAndSuggestKeys) {
+  EXPECT_EQ(error_of(kBase, {"optimizer.lr=abc"}), "--set optimizer.lr: optimizer.lr expects a number, got 'abc'");
+  EXPECT_EQ(error_of(kBase, {"training.steps=ten"}), "--set training.steps: training.steps expects an integer, got 'ten'");
+  EXPECT_EQ(error_of(kBase, {"optimizer.learning_rate=0.1"}),
+            "--set: optimizer.learning_rate: unknown key; known keys here: name, lr, momentum, dampening, nesterov, beta1, "
+            "beta2, eps, weight_decay, grad_clip");
+  EXPECT_EQ(error_of(kBase, {"data.batchsize=32"}), "--set: data.batchsize: unknown key; did you mean 'data.batch_size'?");
+  EXPECT_EQ(error_of(kBase, {"mask_update.metod=rigl"}), "--set: mask_update.metod: unknown key; did you mean 'mask_update.method'?");
+  EXPECT_EQ(error_of(kBase, {"lr=0.1"}), "--set: lr: unknown key; did you mean 'optimizer.lr' (in another section)?");
+  EXPECT_EQ(error_of(kBase, {"no_equals"}), "--set no_equals: expected key.path=value");
+}
+
+TEST(JobConfig, ConfigErrorPrintsOneLineAndReturnsTwo) {
+  std::ostringstream err;
+  EXPECT_EQ(config_error("job.yaml", absl::InvalidArgumentError("optimizer.lr: must be > 0, got -0.1"), err), 2);
+  EXPECT_EQ(err.str(), "job.yaml: optimizer.lr: must be > 0, got -0.1\n");
+  EXPECT_EQ(kConfigErrorExitCode, 2);
+}
+
+}  // namespace
+}  // namespace coppice

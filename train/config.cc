@@ -1,0 +1,820 @@
+#include "train/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "sparsifiers/apply_schedule.h"
+#include "sparsifiers/registry.h"
+#include "tensor/error.h"
+#include "train/config_schema.h"
+#include "yaml-cpp/yaml.h"
+
+namespace coppice {
+
+const char* dataset_kind_name(DatasetKind kind) {
+  switch (kind) {
+    case DatasetKind::kFashionMnist: return "fashion_mnist";
+    case DatasetKind::kSynthetic: return "synthetic";
+    case DatasetKind::kText: return "text";
+  }
+  return "?";
+}
+
+const char* optimizer_kind_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd: return "sgd";
+    case OptimizerKind::kAdam: return "adam";
+    case OptimizerKind::kAdamW: return "adamw";
+  }
+  return "?";
+}
+
+const char* lr_schedule_kind_name(LrScheduleKind kind) {
+  switch (kind) {
+    case LrScheduleKind::kConstant: return "constant";
+    case LrScheduleKind::kStep: return "step";
+    case LrScheduleKind::kCosine: return "cosine";
+  }
+  return "?";
+}
+
+const char* mask_method_name(MaskMethod m) {
+  switch (m) {
+    case MaskMethod::kDense: return "dense";
+    case MaskMethod::kStatic: return "static";
+    case MaskMethod::kSet: return "set";
+    case MaskMethod::kRigL: return "rigl";
+    case MaskMethod::kSnfs: return "snfs";
+    case MaskMethod::kGmp: return "gmp";
+  }
+  return "?";
+}
+
+const char* comm_backend_name(CommBackend b) { return b == CommBackend::kNccl ? "nccl" : "inproc"; }
+
+bool SparsityConfig::sparse_weights() const {
+  for (const ParameterRule& r : schedule.parameters) {
+    if (r.density && *r.density < 1.0) return true;
+    if (r.sparsifier && r.sparsifier->name != "keep_all") return true;
+    if (!r.density && distribution.density < 1.0) return true;
+  }
+  return false;
+}
+
+int config_error(const std::string& path, const absl::Status& status, std::ostream& err) {
+  std::string message(status.message());
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  err << path << ": " << message << "\n";
+  return kConfigErrorExitCode;
+}
+
+namespace {
+
+const std::vector<std::string> kFormatNames = {"dense", "coo", "csr", "csc", "bsr", "blocked_ell", "nm", "masked"};
+
+// Thrown inside the loader and turned into a Status at its boundary.
+struct Issue {
+  absl::StatusCode code;
+  std::string message;
+};
+
+template <typename... Parts>
+[[noreturn]] void bad(const std::string& path, const Parts&... parts) {
+  throw Issue{absl::StatusCode::kInvalidArgument, str_cat(path, ": ", parts...)};
+}
+
+template <typename... Parts>
+[[noreturn]] void missing(const std::string& path, const Parts&... parts) {
+  throw Issue{absl::StatusCode::kNotFound, str_cat(path, ": ", parts...)};
+}
+
+std::string join_key(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+
+std::string fmt(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// One map of the tree: refuses unknown keys and values of the wrong type on
+// construction, then reads typed values with defaults.
+class Section {
+ public:
+  Section(const YAML::Node& node, std::string path, std::string pattern)
+      : node_(node), path_(std::move(path)), pattern_(std::move(pattern)) {
+    if (!node_.IsDefined() || node_.IsNull()) return;
+    if (!node_.IsMap()) bad(shown(), "expected a section (a map of keys), got ", describe(node_));
+    for (const auto& kv : node_) {
+      if (!kv.first.IsScalar()) bad(shown(), "a key is not a plain name");
+      const std::string key = kv.first.Scalar();
+      const SchemaKey* k = find_schema_key(join_key(pattern_, key));
+      if (k == nullptr) throw Issue{absl::StatusCode::kInvalidArgument, unknown_key_message(path_, pattern_, key)};
+      if (!value_fits(kv.second, k->type))
+        bad(at(key), "expected ", key_type_name(k->type), ", got ", describe(kv.second));
+    }
+  }
+
+  const std::string& path() const { return path_; }
+  std::string shown() const { return path_.empty() ? std::string("the job") : path_; }
+  std::string at(const std::string& key) const { return join_key(path_, key); }
+
+  bool has(const std::string& key) const {
+    if (!node_.IsMap()) return false;
+    const YAML::Node v = node_[key];
+    return v.IsDefined() && !v.IsNull();
+  }
+  YAML::Node get(const std::string& key) const { return node_[key]; }
+
+  int64_t integer(const std::string& key, int64_t fallback) const {
+    return has(key) ? get(key).as<int64_t>() : fallback;
+  }
+  int64_t at_least(const std::string& key, int64_t fallback, int64_t low) const {
+    const int64_t v = integer(key, fallback);
+    if (v < low) bad(at(key), "must be >= ", low, ", got ", v);
+    return v;
+  }
+  double number(const std::string& key, double fallback) const {
+    if (!has(key)) return fallback;
+    const double v = get(key).as<double>();
+    if (!std::isfinite(v)) bad(at(key), "must be a finite number, got ", get(key).Scalar());
+    return v;
+  }
+  bool boolean(const std::string& key, bool fallback) const { return has(key) ? get(key).as<bool>() : fallback; }
+  std::string string(const std::string& key, const std::string& fallback) const {
+    return has(key) ? get(key).Scalar() : fallback;
+  }
+  std::string choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& options) const {
+    const std::string v = string(key, fallback);
+    if (std::find(options.begin(), options.end(), v) != options.end()) return v;
+    const std::string best = closest_match(v, options);
+    bad(at(key), "must be one of ", str_join(options, " | "), ", got '", v, "'",
+        best.empty() ? std::string() : str_cat("; did you mean '", best, "'?"));
+  }
+  std::vector<std::string> strings(const std::string& key) const {
+    std::vector<std::string> out;
+    if (!has(key)) return out;
+    const YAML::Node v = get(key);
+    if (v.IsScalar()) return {v.Scalar()};
+    for (const auto& e : v) out.push_back(e.Scalar());
+    return out;
+  }
+  Section section(const std::string& key) const {
+    return Section(has(key) ? get(key) : YAML::Node(), at(key), join_key(pattern_, key));
+  }
+  std::vector<Section> list(const std::string& key) const {
+    std::vector<Section> out;
+    if (!has(key)) return out;
+    const YAML::Node v = get(key);
+    for (size_t i = 0; i < v.size(); ++i)
+      out.emplace_back(v[i], str_cat(at(key), "[", i, "]"), join_key(pattern_, key) + "[]");
+    return out;
+  }
+  // A free-form map of scalars, in file order.
+  std::vector<std::pair<std::string, YAML::Node>> entries(const std::string& key) const {
+    std::vector<std::pair<std::string, YAML::Node>> out;
+    if (!has(key)) return out;
+    for (const auto& kv : get(key)) {
+      if (!kv.second.IsScalar() && !kv.second.IsSequence())
+        bad(join_key(at(key), kv.first.Scalar()), "expected a scalar, got ", describe(kv.second));
+      out.emplace_back(kv.first.Scalar(), kv.second);
+    }
+    return out;
+  }
+  // Refuses `keys` when present: they belong to another choice.
+  void refuse(const std::vector<std::string>& keys, const std::string& why) const {
+    for (const std::string& k : keys)
+      if (has(k)) bad(at(k), why);
+  }
+
+  static std::string describe(const YAML::Node& n) {
+    if (n.IsMap()) return "a map";
+    if (n.IsSequence()) return "a list";
+    if (n.IsScalar()) return str_cat("'", n.Scalar(), "'");
+    return "nothing";
+  }
+
+ private:
+  YAML::Node node_;
+  std::string path_;
+  std::string pattern_;
+};
+
+bool is_int(const YAML::Node& n, int64_t* out) {
+  try {
+    *out = n.as<int64_t>();
+    return true;
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+ModelOption model_option(const YAML::Node& n) {
+  if (n.IsSequence()) {  // sizes: [784, 300, 100, 10]
+    std::vector<std::string> parts;
+    for (const auto& e : n) parts.push_back(e.Scalar());
+    return str_join(parts, ",");
+  }
+  int64_t i = 0;
+  if (is_int(n, &i)) return i;
+  if (n.Tag() != "!") {  // a quoted scalar stays a string
+    try {
+      return n.as<double>();
+    } catch (const YAML::Exception&) {
+    }
+    try {
+      return n.as<bool>();
+    } catch (const YAML::Exception&) {
+    }
+  }
+  return n.Scalar();
+}
+
+SparsifierSpec read_spec(const Section& s, const std::string& key) {
+  SparsifierSpec spec;
+  for (const auto& [name, value] : s.entries(key)) {
+    if (!value.IsScalar()) bad(join_key(s.at(key), name), "expected a scalar, got a list");
+    if (name == "name")
+      spec.name = value.Scalar();
+    else
+      spec.params[name] = value.Scalar();
+  }
+  const std::string where = s.at(key);
+  if (spec.name.empty()) bad(where, "needs a name (one of ", str_join(registered_sparsifiers(), ", "), ")");
+  if (!is_sparsifier_registered(spec.name)) {
+    const std::string best = closest_match(spec.name, registered_sparsifiers());
+    bad(where + ".name", "unknown sparsifier '", spec.name, "'; known: ", str_join(registered_sparsifiers(), ", "),
+        best.empty() ? std::string() : str_cat("; did you mean '", best, "'?"));
+  }
+  try {
+    make_sparsifier(spec);
+  } catch (const Error& e) {
+    bad(where, e.what());
+  }
+  return spec;
+}
+
+Selector read_selector(const Section& s) {
+  const bool has_name = s.has("name"), has_regex = s.has("regex");
+  if (has_name && has_regex) bad(s.at("regex"), "give name or regex, not both");
+  if (!has_name && !has_regex) bad(s.path(), "needs a name or a regex selecting what the rule applies to");
+  if (has_name) return Selector::exact(s.string("name", ""));
+  const std::string pattern = s.string("regex", "");
+  try {
+    std::regex re(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    bad(s.at("regex"), "'", pattern, "' is not a valid regex (", e.what(), ")");
+  }
+  return Selector::regex(pattern);
+}
+
+OutputFormat read_format(const Section& s, const std::string& key) {
+  OutputFormat f;
+  f.name = s.choice(key, "dense", kFormatNames);
+  return f;
+}
+
+StageSpec read_stage(const Section& s) {
+  StageSpec st;
+  if (s.has("inline")) st.inline_sparsifier = read_spec(s, "inline");
+  if (s.has("external")) st.external_sparsifier = read_spec(s, "external");
+  st.temporary_format = read_format(s, "temporary_format");
+  st.output_format = read_format(s, "format");
+  return st;
+}
+
+ParameterRule read_parameter_rule(const Section& r) {
+  ParameterRule rule;
+  rule.selector = read_selector(r);
+  rule.format = read_format(r, "format");
+  const std::string& f = rule.format.name;
+  const bool blocked = f == "bsr" || f == "blocked_ell";
+  if (blocked) {
+    if (!r.has("block_rows")) bad(r.at("block_rows"), "required for format ", f);
+    rule.format.options.block_rows = r.at_least("block_rows", 0, 1);
+    rule.format.options.block_cols = r.at_least("block_cols", rule.format.options.block_rows, 1);
+    if (f == "blocked_ell" && rule.format.options.block_cols != rule.format.options.block_rows)
+      bad(r.at("block_cols"), "blocked_ell blocks are square: must equal block_rows (", rule.format.options.block_rows,
+          "), got ", rule.format.options.block_cols);
+  } else {
+    r.refuse({"block_rows", "block_cols"}, str_cat("only for formats bsr and blocked_ell, not ", f));
+  }
+  if (r.has("density")) {
+    const double d = r.number("density", 1.0);
+    if (!(d > 0.0 && d <= 1.0)) bad(r.at("density"), "must be in (0, 1], got ", fmt(d));
+    rule.density = d;
+  }
+  if (r.has("sparsifier")) rule.sparsifier = read_spec(r, "sparsifier");
+  if (f == "nm") {
+    // The n:m format holds only what the nm sparsifier produces.
+    int64_t n = 2, m = 4;
+    if (rule.sparsifier) {
+      if (rule.sparsifier->name != "nm")
+        bad(r.at("sparsifier.name"), "format nm needs the nm sparsifier, got '", rule.sparsifier->name, "'");
+      SpecParams p(*rule.sparsifier);
+      n = p.get_int("n");
+      m = p.get_int("m");
+    }
+    n = r.integer("n", n);
+    m = r.integer("m", m);
+    if (n < 1) bad(r.at("n"), "must be >= 1, got ", n);
+    if (m < n) bad(r.at("m"), "must be >= n (", n, "), got ", m);
+    if (rule.sparsifier) {
+      SpecParams p(*rule.sparsifier);
+      if (p.get_int("n") != n || p.get_int("m") != m)
+        bad(r.at("sparsifier"), "nm(n=", p.get_int("n"), ", m=", p.get_int("m"), ") disagrees with the rule's ", n, ":", m);
+    } else {
+      rule.sparsifier = SparsifierSpec{"nm", {{"n", std::to_string(n)}, {"m", std::to_string(m)}}};
+    }
+    if (rule.density && std::abs(*rule.density - static_cast<double>(n) / static_cast<double>(m)) > 1e-9)
+      bad(r.at("density"), "an ", n, ":", m, " weight keeps ", fmt(static_cast<double>(n) / m), " of its entries, got ",
+          fmt(*rule.density));
+    rule.format.options.n = n;
+    rule.format.options.m = m;
+  } else {
+    r.refuse({"n", "m"}, str_cat("only for format nm, not ", f));
+    if (rule.sparsifier && rule.sparsifier->name == "nm")
+      bad(r.at("format"), "the nm sparsifier makes n:m weights; use format nm (or masked / a general format), got ", f);
+  }
+  if (rule.density && rule.sparsifier && rule.sparsifier->params.count("sparsity")) {
+    const double s = std::stod(rule.sparsifier->params.at("sparsity"));
+    if (std::abs((1.0 - s) - *rule.density) > 1e-9)
+      bad(r.at("density"), fmt(*rule.density), " contradicts the sparsifier's sparsity ", fmt(s),
+          " (density = 1 - sparsity)");
+  }
+  return rule;
+}
+
+void read_sparsity(const Section& sp, JobConfig& job) {
+  SparsityConfig& c = job.sparsity;
+  c.has_density = sp.has("density");
+  c.distribution.density = sp.number("density", 1.0);
+  if (!(c.distribution.density > 0.0 && c.distribution.density <= 1.0))
+    bad(sp.at("density"), "must be in (0, 1], got ", fmt(c.distribution.density));
+  c.distribution.distribution = parse_density_distribution(sp.choice("distribution", "erk", {"uniform", "er", "erk"}));
+  for (const auto& [name, value] : sp.entries("overrides")) {
+    const std::string key = join_key(sp.at("overrides"), name);
+    if (!value_fits(value, KeyType::kDouble) || value.IsNull()) bad(key, "expected a number, got ", Section::describe(value));
+    const double d = value.as<double>();
+    if (!(d > 0.0 && d <= 1.0)) bad(key, "must be in (0, 1], got ", fmt(d));
+    c.distribution.overrides[name] = d;
+  }
+  for (const std::string& name : sp.strings("dense")) {
+    if (c.distribution.overrides.count(name)) bad(sp.at("dense"), "'", name, "' also has a density in sparsity.overrides");
+    c.distribution.dense.insert(name);
+  }
+  for (const Section& r : sp.list("rules")) c.schedule.parameters.push_back(read_parameter_rule(r));
+  for (const Section& o : sp.list("outputs")) {
+    OutputRule rule;
+    rule.selector = read_selector(o);
+    for (const Section& st : o.list("forward")) rule.forward.push_back(read_stage(st));
+    for (const Section& st : o.list("backward")) rule.backward.push_back(read_stage(st));
+    c.schedule.outputs.push_back(std::move(rule));
+  }
+}
+
+void read_optimizer(const Section& o, OptimizerConfig& c) {
+  const std::string name = o.choice("name", "sgd", {"sgd", "adam", "adamw"});
+  const double lr = o.number("lr", 1e-3);
+  if (!(lr > 0.0)) bad(o.at("lr"), "must be > 0, got ", fmt(lr));
+  c.grad_clip = o.number("grad_clip", 0.0);
+  if (c.grad_clip < 0.0) bad(o.at("grad_clip"), "must be >= 0 (0: off), got ", fmt(c.grad_clip));
+  if (name == "sgd") {
+    c.kind = OptimizerKind::kSgd;
+    o.refuse({"beta1", "beta2", "eps"}, "not an option of sgd (it is adam's and adamw's)");
+    c.sgd.lr = lr;
+    c.sgd.momentum = o.number("momentum", 0.0);
+    if (!(c.sgd.momentum >= 0.0 && c.sgd.momentum < 1.0)) bad(o.at("momentum"), "must be in [0, 1), got ", fmt(c.sgd.momentum));
+    c.sgd.dampening = o.number("dampening", 0.0);
+    if (!(c.sgd.dampening >= 0.0 && c.sgd.dampening <= 1.0))
+      bad(o.at("dampening"), "must be in [0, 1], got ", fmt(c.sgd.dampening));
+    c.sgd.nesterov = o.boolean("nesterov", false);
+    if (c.sgd.nesterov && (c.sgd.momentum <= 0.0 || c.sgd.dampening != 0.0))
+      bad(o.at("nesterov"), "needs momentum > 0 and dampening 0, got momentum ", fmt(c.sgd.momentum), " and dampening ",
+          fmt(c.sgd.dampening));
+    c.sgd.weight_decay = o.number("weight_decay", 0.0);
+    if (c.sgd.weight_decay < 0.0) bad(o.at("weight_decay"), "must be >= 0, got ", fmt(c.sgd.weight_decay));
+    return;
+  }
+  c.kind = name == "adam" ? OptimizerKind::kAdam : OptimizerKind::kAdamW;
+  o.refuse({"momentum", "dampening", "nesterov"}, str_cat("not an option of ", name, " (it is sgd's)"));
+  c.adam = name == "adam" ? AdamOptions{} : AdamWOptions{};
+  c.adam.lr = lr;
+  c.adam.beta1 = o.number("beta1", c.adam.beta1);
+  if (!(c.adam.beta1 >= 0.0 && c.adam.beta1 < 1.0)) bad(o.at("beta1"), "must be in [0, 1), got ", fmt(c.adam.beta1));
+  c.adam.beta2 = o.number("beta2", c.adam.beta2);
+  if (!(c.adam.beta2 >= 0.0 && c.adam.beta2 < 1.0)) bad(o.at("beta2"), "must be in [0, 1), got ", fmt(c.adam.beta2));
+  c.adam.eps = o.number("eps", c.adam.eps);
+  if (!(c.adam.eps > 0.0)) bad(o.at("eps"), "must be > 0, got ", fmt(c.adam.eps));
+  c.adam.weight_decay = o.number("weight_decay", c.adam.weight_decay);
+  if (c.adam.weight_decay < 0.0) bad(o.at("weight_decay"), "must be >= 0, got ", fmt(c.adam.weight_decay));
+}
+
+void read_lr_schedule(const Section& s, double lr, LrScheduleConfig& c) {
+  const std::string name = s.choice("name", "constant", {"constant", "step", "cosine"});
+  c.kind = name == "step" ? LrScheduleKind::kStep : name == "cosine" ? LrScheduleKind::kCosine : LrScheduleKind::kConstant;
+  if (c.kind != LrScheduleKind::kStep) s.refuse({"step_size", "gamma"}, str_cat("only for the step schedule, not ", name));
+  if (c.kind != LrScheduleKind::kCosine) s.refuse({"t_max", "eta_min"}, str_cat("only for the cosine schedule, not ", name));
+  if (c.kind == LrScheduleKind::kStep) {
+    if (!s.has("step_size")) bad(s.at("step_size"), "required for the step schedule");
+    c.step_size = s.at_least("step_size", 0, 1);
+    c.gamma = s.number("gamma", 0.1);
+    if (!(c.gamma > 0.0 && c.gamma <= 1.0)) bad(s.at("gamma"), "must be in (0, 1], got ", fmt(c.gamma));
+  }
+  if (c.kind == LrScheduleKind::kCosine) {
+    c.t_max = s.at_least("t_max", 0, 0);
+    c.eta_min = s.number("eta_min", 0.0);
+    if (!(c.eta_min >= 0.0 && c.eta_min <= lr))
+      bad(s.at("eta_min"), "must be in [0, optimizer.lr = ", fmt(lr), "], got ", fmt(c.eta_min));
+  }
+  c.warmup_steps = s.at_least("warmup_steps", 0, 0);
+  c.warmup_start_factor = s.number("warmup_start_factor", 0.0);
+  if (!(c.warmup_start_factor >= 0.0 && c.warmup_start_factor <= 1.0))
+    bad(s.at("warmup_start_factor"), "must be in [0, 1], got ", fmt(c.warmup_start_factor));
+  if (c.warmup_steps == 0) s.refuse({"warmup_start_factor"}, "has no effect without warmup_steps > 0");
+}
+
+const std::vector<std::string> kRegrowKeys = {"interval", "drop_fraction", "drop_schedule", "prune", "allow_regrow_dropped"};
+const std::vector<std::string> kGmpKeys = {"initial_density", "final_density", "frequency"};
+
+void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& c) {
+  const std::string method = s.choice("method", "dense", {"dense", "static", "set", "rigl", "snfs", "gmp"});
+  const std::map<std::string, MaskMethod> methods = {{"dense", MaskMethod::kDense}, {"static", MaskMethod::kStatic},
+                                                     {"set", MaskMethod::kSet},     {"rigl", MaskMethod::kRigL},
+                                                     {"snfs", MaskMethod::kSnfs},   {"gmp", MaskMethod::kGmp}};
+  c.method = methods.at(method);
+  if (c.method == MaskMethod::kDense || c.method == MaskMethod::kStatic) {
+    std::vector<std::string> all = kRegrowKeys;
+    all.insert(all.end(), kGmpKeys.begin(), kGmpKeys.end());
+    all.push_back("start_step");
+    all.push_back("end_step");
+    s.refuse(all, str_cat("not used by method ", method, " (masks never change)"));
+    return;
+  }
+  const int64_t start = s.at_least("start_step", 0, 0);
+  if (!s.has("end_step")) bad(s.at("end_step"), "required for method ", method);
+  const int64_t end = s.integer("end_step", 0);
+  if (end <= start) bad(s.at("end_step"), "must be > start_step (", start, "), got ", end);
+  if (c.method == MaskMethod::kGmp) {
+    s.refuse(kRegrowKeys, "not used by method gmp (it only prunes)");
+    c.gmp.start_step = start;
+    c.gmp.end_step = end;
+    c.gmp.frequency = s.at_least("frequency", 100, 1);
+    c.gmp.initial_density = s.number("initial_density", 1.0);
+    if (!(c.gmp.initial_density > 0.0 && c.gmp.initial_density <= 1.0))
+      bad(s.at("initial_density"), "must be in (0, 1], got ", fmt(c.gmp.initial_density));
+    if (!s.has("final_density") && !job.sparsity.has_density)
+      bad(s.at("final_density"), "required for method gmp (or set sparsity.density)");
+    c.gmp.final_density = s.number("final_density", job.sparsity.distribution.density);
+    if (!(c.gmp.final_density > 0.0 && c.gmp.final_density <= 1.0))
+      bad(s.at("final_density"), "must be in (0, 1], got ", fmt(c.gmp.final_density));
+    if (c.gmp.final_density > c.gmp.initial_density)
+      bad(s.at("final_density"), "must be <= mask_update.initial_density (", fmt(c.gmp.initial_density), "), got ",
+          fmt(c.gmp.final_density));
+    if (job.sparsity.has_density && std::abs(job.sparsity.distribution.density - c.gmp.final_density) > 1e-12)
+      bad(s.at("final_density"), "disagrees with sparsity.density (", fmt(job.sparsity.distribution.density),
+          "), the target it prunes to; got ", fmt(c.gmp.final_density));
+    try {
+      validate(c.gmp);
+    } catch (const Error& e) {
+      bad(s.path(), e.what());
+    }
+    return;
+  }
+  s.refuse(kGmpKeys, str_cat("only for method gmp, not ", method));
+  MaskUpdaterConfig& u = c.updater;
+  u.start_step = start;
+  u.end_step = end;
+  u.interval = s.at_least("interval", 100, 1);
+  u.drop_fraction = s.number("drop_fraction", 0.3);
+  if (!(u.drop_fraction > 0.0 && u.drop_fraction <= 1.0))
+    bad(s.at("drop_fraction"), "must be in (0, 1], got ", fmt(u.drop_fraction));
+  u.schedule = parse_drop_schedule(s.choice("drop_schedule", "cosine", {"constant", "cosine", "linear"}));
+  u.prune = parse_prune_criterion(s.choice("prune", "magnitude", {"magnitude", "movement"}));
+  u.allow_regrow_dropped = s.boolean("allow_regrow_dropped", false);
+  u.growth = c.method == MaskMethod::kSet ? "random" : c.method == MaskMethod::kRigL ? "gradient" : "momentum";
+  u.seed = job.seed;
+  try {
+    validate(u);
+  } catch (const Error& e) {
+    bad(s.path(), e.what());
+  }
+}
+
+bool is_file(const std::string& p) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(p, ec);
+}
+bool is_dir(const std::string& p) {
+  std::error_code ec;
+  return std::filesystem::is_directory(p, ec);
+}
+
+void read_data(const Section& d, JobConfig& job) {
+  DataConfig& c = job.data;
+  const std::string kind = d.choice("dataset", "fashion_mnist", {"fashion_mnist", "synthetic", "text"});
+  c.dataset = kind == "synthetic" ? DatasetKind::kSynthetic : kind == "text" ? DatasetKind::kText : DatasetKind::kFashionMnist;
+  c.path = d.string("path", "");
+  c.loader.batch_size = d.at_least("batch_size", 64, 1);
+  c.eval_batch_size = d.at_least("eval_batch_size", 0, 0);
+  c.validation_split = d.number("validation_split", 0.0);
+  if (!(c.validation_split >= 0.0 && c.validation_split < 1.0))
+    bad(d.at("validation_split"), "must be in [0, 1), got ", fmt(c.validation_split));
+  c.loader.shuffle = d.boolean("shuffle", true);
+  c.loader.seed = static_cast<uint64_t>(d.at_least("shuffle_seed", static_cast<int64_t>(job.seed), 0));
+  c.loader.drop_last = d.boolean("drop_last", false);
+
+  const std::vector<std::string> mnist_keys = {"flatten", "normalize", "mean", "std"};
+  const std::vector<std::string> text_keys = {"seq_len", "stride"};
+  if (c.dataset != DatasetKind::kFashionMnist) d.refuse(mnist_keys, str_cat("only for dataset fashion_mnist, not ", kind));
+  if (c.dataset != DatasetKind::kText) d.refuse(text_keys, str_cat("only for dataset text, not ", kind));
+  if (c.dataset != DatasetKind::kSynthetic) d.refuse({"synthetic"}, str_cat("only for dataset synthetic, not ", kind));
+  if (c.dataset == DatasetKind::kSynthetic) d.refuse({"path"}, "dataset synthetic reads no files");
+
+  switch (c.dataset) {
+    case DatasetKind::kFashionMnist: {
+      FashionMnistOptions& f = c.fashion_mnist;
+      if (!c.path.empty()) f.dir = c.path;
+      f.flatten = d.boolean("flatten", false);
+      f.normalize = d.boolean("normalize", true);
+      f.mean = d.number("mean", kFashionMnistMean);
+      f.std = d.number("std", kFashionMnistStd);
+      if (!(f.std > 0.0)) bad(d.at("std"), "must be > 0, got ", fmt(f.std));
+      const std::string key = c.path.empty() ? std::string("data.dataset") : d.at("path");
+      if (!is_dir(f.dir))
+        missing(key, "Fashion-MNIST directory '", f.dir, "' not found",
+                c.path.empty() ? " (install the Debian package dataset-fashion-mnist: tools/setup)" : "");
+      for (FashionMnistSplit split : {FashionMnistSplit::kTrain, FashionMnistSplit::kTest})
+        for (const std::string& file : {fashion_mnist_images_path(f.dir, split), fashion_mnist_labels_path(f.dir, split)})
+          if (!is_file(file)) missing(key, "'", file, "' not found");
+      break;
+    }
+    case DatasetKind::kText: {
+      c.text.seq_len = d.at_least("seq_len", 64, 1);
+      c.text.stride = d.at_least("stride", 0, 0);
+      const std::string file = c.text_path();
+      if (!is_file(file))
+        missing(c.path.empty() ? std::string("data.dataset") : d.at("path"), "text file '", file, "' not found",
+                c.path.empty() ? str_cat(" (install the Debian package ", kDefaultTextCorpusPackage, ")") : "");
+      break;
+    }
+    case DatasetKind::kSynthetic: {
+      const Section s = d.section("synthetic");
+      BlobsOptions& b = c.synthetic;
+      b.n = s.at_least("examples", 1000, 1);
+      c.synthetic_test_examples = s.at_least("test_examples", 0, 0);
+      b.features = s.at_least("features", 2, 1);
+      b.classes = s.at_least("classes", 3, 1);
+      b.center_scale = s.number("center_scale", 5.0);
+      if (b.center_scale < 0.0) bad(s.at("center_scale"), "must be >= 0, got ", fmt(b.center_scale));
+      b.spread = s.number("spread", 1.0);
+      if (b.spread < 0.0) bad(s.at("spread"), "must be >= 0, got ", fmt(b.spread));
+      b.seed = static_cast<uint64_t>(s.at_least("seed", static_cast<int64_t>(job.seed), 0));
+      break;
+    }
+  }
+}
+
+// An upper bound on the optimizer steps of the job, where it can be known
+// without reading data (one process; no drop_last).
+std::optional<int64_t> planned_steps(const JobConfig& job) {
+  if (job.training.steps) return job.training.steps;
+  int64_t n = 0;
+  if (job.data.dataset == DatasetKind::kFashionMnist) n = kFashionMnistTrainSize;
+  else if (job.data.dataset == DatasetKind::kSynthetic) n = job.data.synthetic.n;
+  else return std::nullopt;
+  n -= static_cast<int64_t>(std::floor(static_cast<double>(n) * job.data.validation_split));
+  const int64_t b = job.data.loader.batch_size;
+  return *job.training.epochs * ((n + b - 1) / b);
+}
+
+// Checks that need the model: its options, the rules' selectors against its
+// parameter and module names, the density split over its layers, and the
+// mask method against the weights the rules make sparse.
+void check_against_model(const JobConfig& job) {
+  ModulePtr model;
+  try {
+    model = make_model(job.model);
+  } catch (const Error& e) {
+    bad("model", e.what());
+  }
+  std::vector<std::string> params, modules;
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, v] : model->named_parameters()) {
+    params.push_back(name);
+    shapes[name] = v.value().shape();
+  }
+  for (const auto& [name, m] : model->named_modules()) modules.push_back(name);
+  const SparsitySchedule& sched = job.sparsity.schedule;
+  try {
+    check_schedule(sched, params, modules);
+  } catch (const Error& e) {
+    bad("sparsity", e.what());
+  }
+  auto near = [&](const std::string& name) {
+    const std::string best = closest_match(name, params);
+    return best.empty() ? std::string() : str_cat("; did you mean '", best, "'?");
+  };
+  for (const auto& [name, d] : job.sparsity.distribution.overrides)
+    if (!shapes.count(name)) bad(str_cat("sparsity.overrides.", name), "the model has no parameter '", name, "'", near(name));
+  for (const std::string& name : job.sparsity.distribution.dense)
+    if (!shapes.count(name)) bad("sparsity.dense", "the model has no parameter '", name, "'", near(name));
+
+  // The parameters the rules select (an exact rule wins; any rule selects).
+  std::vector<LayerShape> selected;
+  std::map<std::string, std::string> format_of;
+  DensityOptions dist = job.sparsity.distribution;
+  for (const std::string& name : params) {
+    const ParameterRule* chosen = nullptr;
+    for (const ParameterRule& r : sched.parameters) {
+      if (!r.selector.matches(name)) continue;
+      if (chosen == nullptr || (r.selector.kind == Selector::Kind::kExact)) chosen = &r;
+    }
+    if (chosen == nullptr) continue;
+    selected.push_back({name, shapes[name]});
+    format_of[name] = chosen->format.name;
+    if (chosen->density && !dist.overrides.count(name) && !dist.dense.count(name)) dist.overrides[name] = *chosen->density;
+  }
+  for (const auto& [name, d] : dist.overrides)
+    if (!format_of.count(name)) bad(str_cat("sparsity.overrides.", name), "no rule in sparsity.rules selects '", name, "'");
+  for (const std::string& name : dist.dense)
+    if (!format_of.count(name)) bad("sparsity.dense", "no rule in sparsity.rules selects '", name, "'");
+  if (!selected.empty()) {
+    try {
+      layer_densities(selected, dist);
+    } catch (const Error& e) {
+      bad("sparsity.density", e.what());
+    }
+  }
+
+  const MaskMethod method = job.mask_update.method;
+  const std::string mname = mask_method_name(method);
+  const bool sparse = job.sparsity.sparse_weights();
+  if (method == MaskMethod::kDense && sparse)
+    bad("mask_update.method", "dense trains every weight, but sparsity.rules make weights sparse; use static (a fixed mask) "
+                              "or a prune-and-regrow method");
+  if ((method == MaskMethod::kStatic || job.mask_update.is_prune_and_regrow()) && !sparse)
+    bad("mask_update.method", mname, " needs sparse weights: add sparsity.rules and a density below 1");
+  if (method == MaskMethod::kGmp) {
+    if (selected.empty()) bad("mask_update.method", "gmp needs sparsity.rules selecting the weights it prunes");
+    for (size_t i = 0; i < sched.parameters.size(); ++i)
+      if (sched.parameters[i].density)
+        bad(str_cat("sparsity.rules[", i, "].density"), "gmp schedules the density; set mask_update.final_density instead");
+  }
+  if (job.mask_update.is_prune_and_regrow() || method == MaskMethod::kGmp) {
+    for (size_t i = 0; i < sched.parameters.size(); ++i) {
+      const std::string& f = sched.parameters[i].format.name;
+      if (f == "dense" || f == "nm")
+        bad(str_cat("sparsity.rules[", i, "].format"), mname, " changes masks and needs one of coo, csr, csc, masked, bsr, "
+            "blocked_ell, got ", f);
+    }
+  }
+  if (method == MaskMethod::kSnfs && job.optimizer.kind == OptimizerKind::kSgd && job.optimizer.sgd.momentum <= 0.0)
+    bad("optimizer.momentum", "snfs grows by momentum: must be > 0 with sgd, got ", fmt(job.optimizer.sgd.momentum));
+  if (job.mask_update.updater.prune == PruneCriterion::kMovement && job.mask_update.is_prune_and_regrow()) {
+    // Movement pruning needs the scores; nothing else to check here.
+  }
+}
+
+JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
+  const Section top(root, "", "");
+  JobConfig job;
+  job.name = top.string("name", default_name);
+  job.seed = static_cast<uint64_t>(top.at_least("seed", 0, 0));
+
+  const std::string device = top.string("device", "auto");
+  if (device != "auto") {
+    try {
+      job.device.device = Device::parse(device);
+      job.device.is_auto = false;
+    } catch (const Error&) {
+      bad("device", "must be auto, cpu, cuda or cuda:N, got '", device, "'");
+    }
+  }
+
+  const Section model = top.section("model");
+  if (!model.has("name")) bad("model.name", "required (one of ", str_join(model_names(), ", "), ")");
+  job.model.name = model.choice("name", "", model_names());
+  const std::vector<std::string> known = model_option_names(job.model.name);
+  for (const auto& [name, value] : model.entries("options")) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      const std::string best = closest_match(name, known);
+      bad(str_cat("model.options.", name), "unknown option of ", job.model.name,
+          best.empty() ? str_cat("; known: ", str_join(known, ", ")) : str_cat("; did you mean 'model.options.", best, "'?"));
+    }
+    job.model.options[name] = model_option(value);
+  }
+  if (!job.model.options.count("seed")) job.model.options["seed"] = static_cast<int64_t>(job.seed);
+
+  read_data(top.section("data"), job);
+  read_sparsity(top.section("sparsity"), job);
+  read_optimizer(top.section("optimizer"), job.optimizer);
+  read_lr_schedule(top.section("lr_schedule"), job.optimizer.lr(), job.lr_schedule);
+
+  const Section training = top.section("training");
+  if (training.has("epochs") && training.has("steps"))
+    bad("training.steps", "training.epochs is set too; give one of epochs and steps");
+  if (!training.has("epochs") && !training.has("steps")) bad("training", "give one of training.epochs and training.steps");
+  if (training.has("epochs")) job.training.epochs = training.at_least("epochs", 1, 1);
+  if (training.has("steps")) job.training.steps = training.at_least("steps", 1, 1);
+
+  read_mask_update(top.section("mask_update"), job, job.mask_update);
+
+  const Section eval = top.section("evaluation");
+  job.evaluation.every_steps = eval.at_least("every_steps", 0, 0);
+  job.evaluation.max_batches = eval.at_least("max_batches", 0, 0);
+  const std::string split = eval.choice("split", job.data.dataset == DatasetKind::kText ? "validation" : "test",
+                                        {"validation", "test"});
+  job.evaluation.split = split == "validation" ? EvalSplit::kValidation : EvalSplit::kTest;
+  if (job.evaluation.split == EvalSplit::kValidation && job.data.validation_split <= 0.0)
+    bad("evaluation.split", "validation needs data.validation_split > 0");
+  if (job.evaluation.split == EvalSplit::kTest && job.data.dataset == DatasetKind::kText)
+    bad("evaluation.split", "the text dataset has no test split; use validation with data.validation_split > 0");
+  if (job.evaluation.split == EvalSplit::kTest && job.data.dataset == DatasetKind::kSynthetic &&
+      job.data.synthetic_test_examples == 0)
+    bad("evaluation.split", "test needs data.synthetic.test_examples > 0");
+
+  const Section ckpt = top.section("checkpoint");
+  job.checkpoint.dir = ckpt.string("dir", "");
+  job.checkpoint.every_steps = ckpt.at_least("every_steps", 0, 0);
+  job.checkpoint.keep_last = ckpt.at_least("keep_last", 0, 0);
+  job.checkpoint.resume = ckpt.string("resume", "");
+  if (job.checkpoint.dir.empty()) ckpt.refuse({"every_steps", "keep_last"}, "has no effect without checkpoint.dir");
+  if (!job.checkpoint.resume.empty() && !is_dir(job.checkpoint.resume))
+    missing("checkpoint.resume", "directory '", job.checkpoint.resume, "' not found");
+
+  const Section log = top.section("logging");
+  job.logging.metrics = log.string("metrics", "");
+  job.logging.progress = log.boolean("progress", true);
+  job.logging.every_steps = log.at_least("every_steps", 50, 1);
+
+  const Section dist = top.section("distributed");
+  job.distributed.world_size = dist.at_least("world_size", 1, 1);
+  job.distributed.backend =
+      dist.choice("backend", "inproc", {"inproc", "nccl"}) == "nccl" ? CommBackend::kNccl : CommBackend::kInProc;
+  if (job.distributed.backend == CommBackend::kNccl && !job.device.is_auto && job.device.device.is_cpu())
+    bad("distributed.backend", "nccl needs a CUDA device, got device cpu; use inproc");
+
+  // Lengths against the training length.
+  if (const std::optional<int64_t> steps = planned_steps(job)) {
+    const std::string what = job.training.steps ? "training.steps" : "the planned steps";
+    auto within = [&](const std::string& key, int64_t v) {
+      if (v > *steps) bad(key, "must be <= ", what, " (", *steps, "), got ", v);
+    };
+    const MaskUpdateConfig& mu = job.mask_update;
+    if (mu.is_prune_and_regrow()) within("mask_update.end_step", mu.updater.end_step);
+    if (mu.method == MaskMethod::kGmp) within("mask_update.end_step", mu.gmp.end_step);
+    if (job.lr_schedule.warmup_steps > 0) within("lr_schedule.warmup_steps", job.lr_schedule.warmup_steps);
+  }
+
+  check_against_model(job);
+  return job;
+}
+
+absl::StatusOr<JobConfig> parse_impl(const std::string& text, const std::vector<std::string>& overrides,
+                                     const std::string& source, const std::string& default_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(str_cat(source, ": not valid YAML: line ", e.mark.line + 1, ", column ",
+                                              e.mark.column + 1, ": ", e.msg));
+  }
+  if (root.IsDefined() && !root.IsNull() && !root.IsMap())
+    return absl::InvalidArgumentError(str_cat(source, ": a job file is a map of keys (model:, data:, ...)"));
+  for (const std::string& o : overrides) {
+    absl::Status s = apply_override(root, o);
+    if (!s.ok()) return s;
+  }
+  try {
+    return read_job(root, default_name);
+  } catch (const Issue& issue) {
+    return absl::Status(issue.code, issue.message);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(str_cat(source, ": ", e.msg));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(str_cat(source, ": ", e.what()));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<JobConfig> parse_job_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                                           const std::string& source) {
+  return parse_impl(yaml_text, overrides, source, "job");
+}
+
+absl::StatusOr<JobConfig> load_job_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(str_cat(path, ": cannot open the job file"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return absl::NotFoundError(str_cat(path, ": cannot read the job file"));
+  return parse_impl(text.str(), overrides, path, std::filesystem::path(path).stem().string());
+}
+
+}  // namespace coppice

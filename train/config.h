@@ -1,0 +1,185 @@
+// The job configuration of the trainer (ARCHITECTURE.md, layer 7): a plain
+// struct tree that a YAML job file fills one to one, and its loader.
+//
+// Each section holds the plain config structs of the layer that consumes it
+// (ModelConfig, FashionMnistOptions, DataLoaderOptions, SparsitySchedule,
+// DensityOptions, SgdOptions / AdamOptions, MaskUpdaterConfig, GmpConfig), so
+// the trainer hands them on without translating. The keys, their types and
+// defaults are listed in config_schema.h (and README.md, "Configuring a job").
+//
+// load_job_config validates the whole job before any work starts and
+// returns the first problem as one line that names the key path, e.g.
+//   optimizer.lr: must be > 0, got -0.1
+//   optimizer.lrr: unknown key; did you mean 'optimizer.lr'?
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "data/fashion_mnist.h"
+#include "data/loader.h"
+#include "data/synthetic.h"
+#include "data/text.h"
+#include "models/zoo.h"
+#include "optim/adam.h"
+#include "optim/density.h"
+#include "optim/gmp.h"
+#include "optim/mask_updater.h"
+#include "optim/sgd.h"
+#include "sparsifiers/schedule.h"
+
+namespace coppice {
+
+enum class DatasetKind { kFashionMnist, kSynthetic, kText };
+const char* dataset_kind_name(DatasetKind kind);  // "fashion_mnist", "synthetic", "text"
+
+struct DataConfig {
+  DatasetKind dataset = DatasetKind::kFashionMnist;
+  // data.path: the Fashion-MNIST directory or the text file ("" = the default).
+  std::string path;
+  double validation_split = 0.0;  // fraction of the training set held out, in [0, 1)
+  // data.batch_size, shuffle, shuffle_seed, drop_last. rank, world_size and
+  // device are the trainer's to fill.
+  DataLoaderOptions loader;
+  int64_t eval_batch_size = 0;         // 0: loader.batch_size
+  FashionMnistOptions fashion_mnist;   // dir (= path or the default), flatten, normalize, mean, std
+  TextDatasetOptions text;             // seq_len, stride; the file is text_path()
+  BlobsOptions synthetic;              // n, features, classes, center_scale, spread, seed
+  int64_t synthetic_test_examples = 0; // held-out blobs drawn with seed + 1 (0: none)
+
+  std::string text_path() const { return path.empty() ? std::string(kDefaultTextCorpus) : path; }
+};
+
+// device: "auto" (a GPU when there is one), "cpu", "cuda" or "cuda:N".
+struct DeviceConfig {
+  bool is_auto = true;
+  Device device = Device::cpu();  // meaningful when !is_auto
+  std::string to_string() const { return is_auto ? "auto" : device.to_string(); }
+};
+
+struct SparsityConfig {
+  // The rules (parameters: format, density, initial sparsifier; outputs:
+  // forward/backward sparsifiers), as sparsifiers/schedule.h.
+  SparsitySchedule schedule;
+  // How the overall density is split over the parameters selected by rules
+  // without a density of their own (optim/density.h). `distribution.density`
+  // is 1 when the job leaves it out.
+  DensityOptions distribution;
+  bool has_density = false;  // sparsity.density was given
+
+  // True when some parameter rule asks for fewer than all entries.
+  bool sparse_weights() const;
+};
+
+enum class OptimizerKind { kSgd, kAdam, kAdamW };
+const char* optimizer_kind_name(OptimizerKind kind);  // "sgd", "adam", "adamw"
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::kSgd;
+  SgdOptions sgd;    // for kSgd (lr, momentum, dampening, nesterov, weight_decay)
+  AdamOptions adam;  // for kAdam and kAdamW (lr, beta1, beta2, eps, weight_decay)
+  double grad_clip = 0.0;  // max global gradient norm; 0: no clipping
+
+  double lr() const { return kind == OptimizerKind::kSgd ? sgd.lr : adam.lr; }
+};
+
+enum class LrScheduleKind { kConstant, kStep, kCosine };
+const char* lr_schedule_kind_name(LrScheduleKind kind);  // "constant", "step", "cosine"
+
+struct LrScheduleConfig {
+  LrScheduleKind kind = LrScheduleKind::kConstant;
+  int64_t step_size = 0;   // step: decay every step_size steps (> 0)
+  double gamma = 0.1;      // step
+  int64_t t_max = 0;       // cosine: period in steps; 0 = training steps - warmup_steps
+  double eta_min = 0.0;    // cosine
+  int64_t warmup_steps = 0;
+  double warmup_start_factor = 0.0;  // lr factor at step 0 of the warm-up, in [0, 1]
+};
+
+enum class MaskMethod { kDense, kStatic, kSet, kRigL, kSnfs, kGmp };
+const char* mask_method_name(MaskMethod m);  // "dense", "static", "set", "rigl", "snfs", "gmp"
+
+struct MaskUpdateConfig {
+  MaskMethod method = MaskMethod::kDense;
+  // set / rigl / snfs: growth is "random" / "gradient" / "momentum".
+  MaskUpdaterConfig updater;
+  // gmp
+  GmpConfig gmp;
+
+  bool is_prune_and_regrow() const {
+    return method == MaskMethod::kSet || method == MaskMethod::kRigL || method == MaskMethod::kSnfs;
+  }
+};
+
+struct TrainingConfig {
+  // Exactly one of the two is set.
+  std::optional<int64_t> epochs;
+  std::optional<int64_t> steps;
+};
+
+enum class EvalSplit { kValidation, kTest };
+
+struct EvaluationConfig {
+  int64_t every_steps = 0;  // 0: at the end of each epoch (and of training)
+  EvalSplit split = EvalSplit::kTest;
+  int64_t max_batches = 0;  // 0: the whole split
+};
+
+struct CheckpointConfig {
+  std::string dir;          // "" = no checkpoints
+  int64_t every_steps = 0;  // 0: only at the end
+  int64_t keep_last = 0;    // 0: keep all
+  std::string resume;       // a checkpoint directory to resume from ("" = none); must exist
+};
+
+struct LoggingConfig {
+  std::string metrics;     // a JSONL file, one record per logged step ("" = none)
+  bool progress = true;    // a progress line on stderr
+  int64_t every_steps = 50;
+};
+
+enum class CommBackend { kInProc, kNccl };
+const char* comm_backend_name(CommBackend b);  // "inproc", "nccl"
+
+struct DistributedConfig {
+  int64_t world_size = 1;
+  CommBackend backend = CommBackend::kInProc;
+};
+
+struct JobConfig {
+  std::string name;  // for logs; default: the file's stem
+  uint64_t seed = 0;
+  DeviceConfig device;
+  ModelConfig model;
+  DataConfig data;
+  SparsityConfig sparsity;
+  OptimizerConfig optimizer;
+  LrScheduleConfig lr_schedule;
+  MaskUpdateConfig mask_update;
+  TrainingConfig training;
+  EvaluationConfig evaluation;
+  CheckpointConfig checkpoint;
+  LoggingConfig logging;
+  DistributedConfig distributed;
+};
+
+// Reads the YAML job at `path`, applies `overrides` ("key.path=value", as
+// given to --set; the value is read as a YAML scalar or flow sequence/map) to
+// the tree, and validates everything. An error Status (InvalidArgument for a
+// bad job, NotFound for a missing file) has one line naming the key path.
+absl::StatusOr<JobConfig> load_job_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from YAML text (`source` names it in messages about the file itself).
+absl::StatusOr<JobConfig> parse_job_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
+                                           const std::string& source = "<string>");
+
+// For the binary: exit code 2 is a bad job (the configuration's fault).
+inline constexpr int kConfigErrorExitCode = 2;
+// Prints "<path>: <message>" on one line to `err` and returns kConfigErrorExitCode.
+int config_error(const std::string& path, const absl::Status& status, std::ostream& err);
+
+}  // namespace coppice
