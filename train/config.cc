@@ -435,7 +435,8 @@ void read_lr_schedule(const Section& s, double lr, LrScheduleConfig& c) {
   c.warmup_start_factor = s.number("warmup_start_factor", 0.0);
   if (!(c.warmup_start_factor >= 0.0 && c.warmup_start_factor <= 1.0))
     bad(s.at("warmup_start_factor"), "must be in [0, 1], got ", fmt(c.warmup_start_factor));
-  if (c.warmup_steps == 0) s.refuse({"warmup_start_factor"}, "has no effect without warmup_steps > 0");
+  if (c.warmup_steps == 0 && c.warmup_start_factor != 0.0)
+    bad(s.at("warmup_start_factor"), "has no effect without lr_schedule.warmup_steps > 0");
 }
 
 const std::vector<std::string> kRegrowKeys = {"interval", "drop_fraction", "drop_schedule", "prune", "allow_regrow_dropped"};
@@ -743,7 +744,10 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   job.checkpoint.every_steps = ckpt.at_least("every_steps", 0, 0);
   job.checkpoint.keep_last = ckpt.at_least("keep_last", 0, 0);
   job.checkpoint.resume = ckpt.string("resume", "");
-  if (job.checkpoint.dir.empty()) ckpt.refuse({"every_steps", "keep_last"}, "has no effect without checkpoint.dir");
+  if (job.checkpoint.dir.empty() && job.checkpoint.every_steps > 0)
+    bad(ckpt.at("every_steps"), "has no effect without checkpoint.dir");
+  if (job.checkpoint.dir.empty() && job.checkpoint.keep_last > 0)
+    bad(ckpt.at("keep_last"), "has no effect without checkpoint.dir");
   if (!job.checkpoint.resume.empty() && !is_dir(job.checkpoint.resume))
     missing("checkpoint.resume", "directory '", job.checkpoint.resume, "' not found");
 

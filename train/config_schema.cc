@@ -39,7 +39,7 @@ std::vector<SchemaKey> build_schema() {
 
       {"model", K::kSection, "the model, built by models/zoo.h's make_model"},
       {"model.name", K::kString, "mlp | lenet5 | vit | char_lm (required)"},
-      {"model.options", K::kFreeMap, "the model's options (models/zoo.h), e.g. sizes: \"784,300,100,10\""},
+      {"model.options", K::kFreeMap, "the model's options (models/zoo.h), e.g. sizes: [784, 300, 100, 10]; seed defaults to the job's"},
       {"model.options.*", K::kScalar, "an option value"},
 
       {"data", K::kSection, "the dataset and batching"},
@@ -67,7 +67,7 @@ std::vector<SchemaKey> build_schema() {
       {"data.synthetic.seed", K::kInt, "seed of the data (default: seed)"},
 
       {"sparsity", K::kSection, "which weights are sparse, in which format, and sparsified outputs"},
-      {"sparsity.density", K::kDouble, "overall density of the weights that rules select, in (0, 1] (1)"},
+      {"sparsity.density", K::kDouble, "overall density of the weights that rules select, in (0, 1] (1); gmp: its final density"},
       {"sparsity.distribution", K::kString, "uniform | er | erk: how density is split over layers (erk)"},
       {"sparsity.overrides", K::kFreeMap, "fixed densities by parameter name, e.g. fc3.weight: 0.5"},
       {"sparsity.overrides.*", K::kDouble, "a density in (0, 1]"},
@@ -80,10 +80,10 @@ std::vector<SchemaKey> build_schema() {
        "dense | coo | csr | csc | bsr | blocked_ell | nm | masked (dense)"},
       {"sparsity.rules[].block_rows", K::kInt, "bsr / blocked_ell: block rows (required for them)"},
       {"sparsity.rules[].block_cols", K::kInt, "bsr / blocked_ell: block columns (default: block_rows)"},
-      {"sparsity.rules[].n", K::kInt, "nm: kept values per group (2)"},
-      {"sparsity.rules[].m", K::kInt, "nm: group size (4)"},
-      {"sparsity.rules[].density", K::kDouble, "this rule's density, in (0, 1] (default: from sparsity.density)"},
-      {"sparsity.rules[].sparsifier", K::kFreeMap, "initial sparsifier: {name: magnitude, sparsity: 0.9, ...}"},
+      {"sparsity.rules[].n", K::kInt, "nm: kept values per group (2, or the nm sparsifier's n)"},
+      {"sparsity.rules[].m", K::kInt, "nm: group size (4, or the nm sparsifier's m)"},
+      {"sparsity.rules[].density", K::kDouble, "this rule's density, in (0, 1] (default: sparsity.density split by distribution)"},
+      {"sparsity.rules[].sparsifier", K::kFreeMap, "initial sparsifier {name: magnitude, sparsity: 0.9} (format nm: the nm sparsifier)"},
       {"sparsity.rules[].sparsifier.*", K::kScalar, "the sparsifier's name or a parameter"},
       {"sparsity.outputs", K::kList, "module output rules: sparsifiers on activations and gradients"},
       {"sparsity.outputs[]", K::kSection, "one rule: name or regex of a module, forward, backward"},
@@ -108,7 +108,7 @@ std::vector<SchemaKey> build_schema() {
 
       {"optimizer", K::kSection, "the optimizer (optim/sgd.h, optim/adam.h)"},
       {"optimizer.name", K::kString, "sgd | adam | adamw (sgd)"},
-      {"optimizer.lr", K::kDouble, "learning rate, > 0 (sgd 0.1, adam/adamw 1e-3)"},
+      {"optimizer.lr", K::kDouble, "learning rate, > 0 (1e-3)"},
       {"optimizer.momentum", K::kDouble, "sgd: momentum in [0, 1) (0)"},
       {"optimizer.dampening", K::kDouble, "sgd: dampening in [0, 1] (0)"},
       {"optimizer.nesterov", K::kBool, "sgd: Nesterov momentum; needs momentum > 0 and dampening 0 (false)"},
@@ -137,7 +137,7 @@ std::vector<SchemaKey> build_schema() {
       {"mask_update.prune", K::kString, "set/rigl/snfs: magnitude | movement (magnitude)"},
       {"mask_update.allow_regrow_dropped", K::kBool, "set/rigl/snfs: dropped entries may regrow at once (false)"},
       {"mask_update.initial_density", K::kDouble, "gmp: density at start_step, in (0, 1] (1)"},
-      {"mask_update.final_density", K::kDouble, "gmp: density from end_step on, in (0, initial_density] (required)"},
+      {"mask_update.final_density", K::kDouble, "gmp: density from end_step on, in (0, initial_density] (default: sparsity.density; one is required)"},
       {"mask_update.frequency", K::kInt, "gmp: steps between pruning steps, >= 1 (100)"},
 
       {"training", K::kSection, "training length: exactly one of epochs and steps"},
@@ -146,10 +146,10 @@ std::vector<SchemaKey> build_schema() {
 
       {"evaluation", K::kSection, "evaluation during training"},
       {"evaluation.every_steps", K::kInt, "evaluate every N steps (0: at the end of each epoch)"},
-      {"evaluation.split", K::kString, "validation | test (test); validation needs data.validation_split > 0"},
+      {"evaluation.split", K::kString, "validation | test (test; text: validation); validation needs data.validation_split > 0"},
       {"evaluation.max_batches", K::kInt, "evaluate on at most N batches (0: all)"},
 
-      {"checkpoint", K::kSection, "checkpoints (train/checkpoint)"},
+      {"checkpoint", K::kSection, "checkpoints, written by the trainer"},
       {"checkpoint.dir", K::kString, "directory to write checkpoints into (\"\": none)"},
       {"checkpoint.every_steps", K::kInt, "checkpoint every N steps (0: only at the end)"},
       {"checkpoint.keep_last", K::kInt, "keep the last K checkpoints (0: all)"},

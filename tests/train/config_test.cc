@@ -113,6 +113,47 @@ TEST(JobConfig, OtherConfigsFillTheirSections) {
   EXPECT_EQ(lm->mask_update.updater.growth, "random");
 }
 
+// The example of README.md, "Configuring a job".
+TEST(JobConfig, ReadmeExampleLoads) {
+  const char* readme = R"(
+name: lenet300_rigl_90    # default: the file name without .yaml
+seed: 0                   # init, masks, random sparsifiers; default of the seeds below
+device: auto              # auto | cpu | cuda | cuda:N
+model: {name: mlp, options: {sizes: [784, 300, 100, 10]}}  # mlp | lenet5 | vit | char_lm; options as models/zoo.h
+data:
+  dataset: fashion_mnist  # fashion_mnist | synthetic | text
+  path: ""                # the IDX directory or text file ("" = the installed one)
+  batch_size: 64          # and eval_batch_size (0 = batch_size)
+  validation_split: 0     # [0, 1), held out of the training set
+  shuffle: true           # shuffle_seed (seed), drop_last (false)
+sparsity:
+  density: 1              # (0, 1], split over the weights rules select
+  distribution: erk       # uniform | er | erk
+  overrides: {}           # fixed densities by parameter name
+  dense: []               # parameters kept dense by name
+  rules:                  # parameters, by exact name or whole-name regex
+    - regex: 'fc[0-9]+\.weight'
+      format: csr         # dense | coo | csr | csc | bsr | blocked_ell | nm | masked
+  outputs:                # module outputs, by name or regex
+    - {name: fc1, forward: [{inline: {name: threshold, threshold: 0}, format: csr}], backward: []}
+optimizer: {name: sgd, lr: 1.0e-3}
+lr_schedule: {name: constant}
+mask_update:
+  method: dense           # dense | static | set | rigl | snfs | gmp
+training: {epochs: 20}    # or steps: N, not both
+evaluation: {every_steps: 0, split: test, max_batches: 0}  # 0 = each epoch's end / all batches
+checkpoint: {dir: "", every_steps: 0, keep_last: 0, resume: ""}
+logging: {metrics: "", progress: true, every_steps: 50}    # metrics: a JSONL path
+distributed: {world_size: 1, backend: inproc}              # inproc | nccl
+)";
+  const absl::StatusOr<JobConfig> c = parse(readme);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->sparsity.schedule.outputs.size(), 1u);
+  ASSERT_EQ(c->sparsity.schedule.outputs[0].forward.size(), 1u);
+  EXPECT_EQ(c->sparsity.schedule.outputs[0].forward[0].inline_sparsifier->name, "threshold");
+  EXPECT_EQ(c->sparsity.schedule.outputs[0].forward[0].output_format.name, "csr");
+}
+
 TEST(JobConfig, BaseIsValidAndDefaultsAreTheStructs) {
   const absl::StatusOr<JobConfig> c = parse(kBase);
   ASSERT_TRUE(c.ok()) << c.status().message();
@@ -205,6 +246,9 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"rule selecting nothing", "sparsity: {rules: [{name: fc9.weight, format: csr}]}", ""},
       {"override of an unknown layer", sparse + "  overrides: {fc7.weight: 0.5}\nmask_update: {method: static}",
        "sparsity.overrides.fc7.weight: the model has no parameter 'fc7.weight'; did you mean 'fc1.weight'?"},
+      {"keep_last without dir", "checkpoint: {keep_last: 3}", "checkpoint.keep_last: has no effect without checkpoint.dir"},
+      {"warm-up factor without warm-up", "lr_schedule: {warmup_start_factor: 0.1}",
+       "lr_schedule.warmup_start_factor: has no effect without lr_schedule.warmup_steps > 0"},
       {"step schedule without step_size", "lr_schedule: {name: step}", "lr_schedule.step_size: required for the step schedule"},
       {"unknown sparsifier", "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: magnitud, sparsity: 0.5}}]}",
        ""},
