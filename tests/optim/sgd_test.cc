@@ -111,5 +111,22 @@ TEST(SgdTest, RejectsBadOptions) {
   EXPECT_THROW(Sgd({ints}, SgdOptions{}), Error);
 }
 
+TEST(SgdTest, AddParamGroupLaterAndZeroGradToZeros) {
+  Variable a(f64({1.0}), true, "a"), b(f64({2.0}), true, "b");
+  Sgd opt({a}, SgdOptions{0.1});
+  opt.add_param_group(ParamGroup{{b}, {{"lr", 0.5}, {"momentum", 0.5}}});
+  ASSERT_EQ(opt.param_groups().size(), 2u);
+  EXPECT_EQ(opt.option(1, "momentum"), 0.5);
+  EXPECT_EQ(opt.option(1, "dampening"), 0.0);  // the default
+  EXPECT_THROW(opt.add_param_group(ParamGroup{{a}, {}}), Error);  // already in group 0
+  b.set_grad(f64({1.0}));
+  opt.step();
+  EXPECT_NEAR(host(b.value())[0], 1.5, 1e-15);
+  opt.zero_grad(/*set_to_none=*/false);
+  ASSERT_TRUE(b.grad().defined());
+  EXPECT_EQ(host(b.grad())[0], 0.0);
+  EXPECT_FALSE(a.grad().defined());
+}
+
 }  // namespace
 }  // namespace coppice

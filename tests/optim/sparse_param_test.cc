@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "autograd/autograd.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "sparse/convert.h"
@@ -222,6 +223,32 @@ TEST(SparseParamTest, WrongDtypeIsAClearError) {
   const std::string msg = message_of([&] { opt.step(); });
   EXPECT_NE(msg.find("'bias'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("dtype"), std::string::npos) << msg;
+}
+
+// The gradient autograd accumulates into a CSR weight arrives in its
+// pattern; Adam trains it in place and the loss falls.
+TEST(SparseParamTest, TrainsACsrWeightThroughAutograd) {
+  const Tensor keep = random_pattern({8, 8}, 0.4, 21);
+  const Tensor target = sparse_from_mask(random_tensor({8, 8}, 22), keep, "csr");
+  const Tensor x = random_tensor({8, 16}, 23), y = matmul(target, x);
+  Variable w(sparse_from_mask(zeros({8, 8}), keep, "csr"), true, "w");
+  const uint64_t version = pattern_version(w.value());
+  AdamOptions o;
+  o.lr = 0.05;
+  Adam opt({w}, o);
+  double first = 0, last = 0;
+  for (int step = 0; step < 100; ++step) {
+    opt.zero_grad();
+    Variable diff = sub(matmul(w, Variable(x)), Variable(y));
+    Variable loss = mean(mul(diff, diff));
+    if (step == 0) first = loss.item();
+    last = loss.item();
+    loss.backward();
+    ASSERT_EQ(w.grad().layout(), Layout::kCsr);
+    opt.step();
+  }
+  EXPECT_EQ(pattern_version(w.value()), version);
+  EXPECT_LT(last, 0.05 * first) << "first " << first << " last " << last;
 }
 
 }  // namespace
