@@ -15,8 +15,8 @@
 // another pattern, format, dtype or device throws naming the parameter.
 // Masked parameters: values() is dense-sized, so their state is too; the
 // update touches only mask-true positions (elsewhere parameter and state keep
-// what they hold). Blocked-ELL padding slots are updated like stored ones
-// (their gradient is zero, and they are ignored by every reader).
+// what they hold). Blocked-ELL padding slots are updated like stored ones,
+// from whatever the gradient holds there (every reader ignores padding).
 // State tensors have the parameter's dtype and device.
 #pragma once
 
