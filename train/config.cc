@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "sparse/convert.h"
 #include "sparsifiers/apply_schedule.h"
 #include "sparsifiers/registry.h"
 #include "tensor/error.h"
@@ -94,6 +95,8 @@ template <typename... Parts>
 }
 
 std::string join_key(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+
+std::string shape_string(const Shape& shape) { return str_cat("[", str_join(shape, ", "), "]"); }
 
 std::string fmt(double v) {
   std::ostringstream os;
@@ -593,6 +596,87 @@ std::optional<int64_t> planned_steps(const JobConfig& job) {
   return *job.training.epochs * ((n + b - 1) / b);
 }
 
+// The rule that decides `name`: an exact rule over regex rules; null if none.
+const ParameterRule* chosen_rule(const SparsitySchedule& sched, const std::string& name) {
+  const ParameterRule* chosen = nullptr;
+  for (const ParameterRule& r : sched.parameters) {
+    if (!r.selector.matches(name)) continue;
+    if (chosen == nullptr || r.selector.kind == Selector::Kind::kExact) chosen = &r;
+  }
+  return chosen;
+}
+
+// The density a rule fixes by itself: its own, or its sparsifier's.
+std::optional<double> fixed_density(const ParameterRule& r) {
+  if (r.density) return r.density;
+  if (!r.sparsifier) return std::nullopt;
+  const auto& p = r.sparsifier->params;
+  if (p.count("sparsity")) return 1.0 - std::stod(p.at("sparsity"));
+  if (r.sparsifier->name == "nm" && p.count("n") && p.count("m")) return std::stod(p.at("n")) / std::stod(p.at("m"));
+  return std::nullopt;
+}
+
+int64_t int_option(const JobConfig& job, const std::string& name, int64_t fallback) {
+  auto it = job.model.options.find(name);
+  if (it == job.model.options.end() || !std::holds_alternative<int64_t>(it->second)) return fallback;
+  return std::get<int64_t>(it->second);
+}
+
+// What the model reads against what the dataset gives (the model is already
+// built, so its options are valid).
+void check_model_fits_data(const JobConfig& job) {
+  const std::string& model = job.model.name;
+  const DataConfig& d = job.data;
+  const std::string dataset = dataset_kind_name(d.dataset);
+  if ((model == "char_lm") != (d.dataset == DatasetKind::kText))
+    bad("data.dataset", model == "char_lm" ? "char_lm reads token ids: must be text" : str_cat(model, " does not read text"),
+        ", got ", dataset, " with model ", model);
+  if (model == "lenet5" || model == "vit") {
+    if (d.dataset != DatasetKind::kFashionMnist) bad("data.dataset", model, " reads images: must be fashion_mnist, got ", dataset);
+    if (d.fashion_mnist.flatten) bad("data.flatten", model, " reads [N, 1, 28, 28] images: must be false");
+    if (model == "vit" && (int_option(job, "image_size", 28) != 28 || int_option(job, "channels", 1) != 1))
+      bad("model.options.image_size", "Fashion-MNIST images are 1 x 28 x 28");
+  }
+  if (model == "mlp") {
+    std::vector<int64_t> sizes = {784, 300, 100, 10};
+    auto it = job.model.options.find("sizes");
+    if (it != job.model.options.end() && std::holds_alternative<std::string>(it->second)) {
+      sizes.clear();
+      std::stringstream ss(std::get<std::string>(it->second));
+      std::string item;
+      while (std::getline(ss, item, ',')) sizes.push_back(std::stoll(item));
+    }
+    const int64_t in = d.dataset == DatasetKind::kSynthetic ? d.synthetic.features : 784;
+    const int64_t classes = d.dataset == DatasetKind::kSynthetic ? d.synthetic.classes : kFashionMnistClasses;
+    if (sizes.front() != in)
+      bad("model.options.sizes", "the first size must be the ", in, " input features of ", dataset, ", got ", sizes.front());
+    if (sizes.back() != classes)
+      bad("model.options.sizes", "the last size must be the ", classes, " classes of ", dataset, ", got ", sizes.back());
+  }
+  if (model == "char_lm") {
+    const int64_t context = int_option(job, "context", 64);
+    if (d.text.seq_len > context)
+      bad("data.seq_len", "must be <= model.options.context (", context, "), got ", d.text.seq_len);
+    // The embedding needs a row for every byte of the corpus.
+    std::ifstream in(d.text_path(), std::ios::binary);
+    bool seen[256] = {};
+    int64_t distinct = 0;
+    char buf[1 << 16];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+      for (std::streamsize i = 0; i < in.gcount(); ++i) {
+        const unsigned char c = static_cast<unsigned char>(buf[i]);
+        if (!seen[c]) ++distinct;
+        seen[c] = true;
+      }
+      if (!in) break;
+    }
+    const int64_t vocab = int_option(job, "vocab_size", 65);
+    if (vocab < distinct)
+      bad("model.options.vocab_size", "the corpus '", d.text_path(), "' has ", distinct, " distinct bytes: must be >= ",
+          distinct, ", got ", vocab);
+  }
+}
+
 // Checks that need the model: its options, the rules' selectors against its
 // parameter and module names, the density split over its layers, and the
 // mask method against the weights the rules make sparse.
@@ -625,31 +709,44 @@ void check_against_model(const JobConfig& job) {
   for (const std::string& name : job.sparsity.distribution.dense)
     if (!shapes.count(name)) bad("sparsity.dense", "the model has no parameter '", name, "'", near(name));
 
-  // The parameters the rules select (an exact rule wins; any rule selects).
-  std::vector<LayerShape> selected;
-  std::map<std::string, std::string> format_of;
-  DensityOptions dist = job.sparsity.distribution;
+  std::vector<LayerShape> layers;
+  for (const std::string& name : params) layers.push_back({name, shapes[name]});
+  std::set<std::string> selected;
+  for (const std::string& name : params)
+    if (chosen_rule(sched, name) != nullptr) selected.insert(name);
+  for (const auto& [name, d] : job.sparsity.distribution.overrides)
+    if (!selected.count(name)) bad(str_cat("sparsity.overrides.", name), "no rule in sparsity.rules selects '", name, "'");
+  for (const std::string& name : job.sparsity.distribution.dense)
+    if (!selected.count(name)) bad("sparsity.dense", "no rule in sparsity.rules selects '", name, "'");
+  // Shapes the formats cannot hold (to_format would refuse them at run time).
   for (const std::string& name : params) {
-    const ParameterRule* chosen = nullptr;
-    for (const ParameterRule& r : sched.parameters) {
-      if (!r.selector.matches(name)) continue;
-      if (chosen == nullptr || (r.selector.kind == Selector::Kind::kExact)) chosen = &r;
+    const ParameterRule* r = chosen_rule(sched, name);
+    if (r == nullptr || job.sparsity.distribution.dense.count(name)) continue;
+    const std::string key = str_cat("sparsity.rules[", r - sched.parameters.data(), "].format");
+    const std::string& f = r->format.name;
+    const Shape& shape = shapes[name];
+    const bool matrix = f == "csr" || f == "csc" || f == "bsr" || f == "blocked_ell";
+    if (matrix && shape.size() != 2)
+      bad(key, f, " holds matrices; '", name, "' has shape ", shape_string(shape), " (use coo or masked)");
+    if (f == "bsr" || f == "blocked_ell") {
+      const FormatOptions& o = r->format.options;
+      if (shape[0] % o.block_rows != 0 || shape[1] % o.block_cols != 0)
+        bad(key, o.block_rows, "x", o.block_cols, " blocks do not divide '", name, "' of shape ", shape_string(shape));
     }
-    if (chosen == nullptr) continue;
-    selected.push_back({name, shapes[name]});
-    format_of[name] = chosen->format.name;
-    if (chosen->density && !dist.overrides.count(name) && !dist.dense.count(name)) dist.overrides[name] = *chosen->density;
+    if (f == "nm" && (shape.empty() || shape.back() % r->format.options.m != 0))
+      bad(key, "groups of ", r->format.options.m, " do not divide the last dimension of '", name, "' of shape ",
+          shape_string(shape));
   }
-  for (const auto& [name, d] : dist.overrides)
-    if (!format_of.count(name)) bad(str_cat("sparsity.overrides.", name), "no rule in sparsity.rules selects '", name, "'");
-  for (const std::string& name : dist.dense)
-    if (!format_of.count(name)) bad("sparsity.dense", "no rule in sparsity.rules selects '", name, "'");
-  if (!selected.empty()) {
-    try {
-      layer_densities(selected, dist);
-    } catch (const Error& e) {
-      bad("sparsity.density", e.what());
-    }
+  SparsitySchedule resolved;
+  try {
+    resolved = resolve_schedule(job, layers);
+  } catch (const Error& e) {
+    bad("sparsity.density", e.what());
+  }
+  try {
+    check_schedule(resolved, params, modules);
+  } catch (const Error& e) {
+    bad("sparsity", e.what(), " (with densities from sparsity.density and sparsity.distribution)");
   }
 
   const MaskMethod method = job.mask_update.method;
@@ -661,7 +758,7 @@ void check_against_model(const JobConfig& job) {
   if ((method == MaskMethod::kStatic || job.mask_update.is_prune_and_regrow()) && !sparse)
     bad("mask_update.method", mname, " needs sparse weights: add sparsity.rules and a density below 1");
   if (method == MaskMethod::kGmp) {
-    if (selected.empty()) bad("mask_update.method", "gmp needs sparsity.rules selecting the weights it prunes");
+    if (sched.parameters.empty()) bad("mask_update.method", "gmp needs sparsity.rules selecting the weights it prunes");
     for (size_t i = 0; i < sched.parameters.size(); ++i)
       if (sched.parameters[i].density)
         bad(str_cat("sparsity.rules[", i, "].density"), "gmp schedules the density; set mask_update.final_density instead");
@@ -676,9 +773,7 @@ void check_against_model(const JobConfig& job) {
   }
   if (method == MaskMethod::kSnfs && job.optimizer.kind == OptimizerKind::kSgd && job.optimizer.sgd.momentum <= 0.0)
     bad("optimizer.momentum", "snfs grows by momentum: must be > 0 with sgd, got ", fmt(job.optimizer.sgd.momentum));
-  if (job.mask_update.updater.prune == PruneCriterion::kMovement && job.mask_update.is_prune_and_regrow()) {
-    // Movement pruning needs the scores; nothing else to check here.
-  }
+  check_model_fits_data(job);
 }
 
 JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
@@ -806,6 +901,36 @@ absl::StatusOr<JobConfig> parse_impl(const std::string& text, const std::vector<
 }
 
 }  // namespace
+
+SparsitySchedule resolve_schedule(const JobConfig& job, const std::vector<LayerShape>& parameters) {
+  const SparsitySchedule& sched = job.sparsity.schedule;
+  DensityOptions dist = job.sparsity.distribution;
+  if (job.mask_update.method == MaskMethod::kGmp) dist.density = job.mask_update.gmp.initial_density;
+  std::vector<LayerShape> shared;  // the layers the distribution splits over
+  std::map<std::string, const ParameterRule*> rule_of;
+  for (const LayerShape& l : parameters) {
+    const ParameterRule* r = chosen_rule(sched, l.name);
+    if (r == nullptr) continue;
+    rule_of[l.name] = r;
+    const std::optional<double> fixed = fixed_density(*r);
+    if (fixed && !dist.overrides.count(l.name) && !dist.dense.count(l.name)) dist.overrides[l.name] = *fixed;
+    if (fixed || dist.overrides.count(l.name) || dist.dense.count(l.name) || !r->sparsifier) shared.push_back(l);
+  }
+  std::map<std::string, double> density;
+  if (!shared.empty())
+    for (const LayerDensity& d : layer_densities(shared, dist)) density[d.name] = d.density;
+  SparsitySchedule out;
+  out.outputs = sched.outputs;
+  for (const LayerShape& l : parameters) {
+    auto it = rule_of.find(l.name);
+    if (it == rule_of.end() || dist.dense.count(l.name)) continue;
+    ParameterRule rule = *it->second;
+    rule.selector = Selector::exact(l.name);
+    if (!rule.density && density.count(l.name)) rule.density = density.at(l.name);
+    out.parameters.push_back(std::move(rule));
+  }
+  return out;
+}
 
 absl::StatusOr<JobConfig> parse_job_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
                                            const std::string& source) {

@@ -168,6 +168,17 @@ struct JobConfig {
   DistributedConfig distributed;
 };
 
+// The job's parameter rules resolved against a model's parameters (name and
+// shape, in the model's order): one exact rule per parameter that a rule
+// selects (an exact rule wins over regex rules), with its density filled in.
+// A rule's own density, or its sparsifier's (1 - sparsity; n/m for nm), is
+// kept; parameters in sparsity.dense get no rule (they stay dense); the
+// others share sparsity.density (for gmp: mask_update.initial_density) by
+// sparsity.distribution (optim/density.h, with sparsity.overrides). Rules
+// whose sparsifier fixes no density (threshold, keep_all) keep none. Output
+// rules are copied. Throws coppice::Error as layer_densities does.
+SparsitySchedule resolve_schedule(const JobConfig& job, const std::vector<LayerShape>& parameters);
+
 // Reads the YAML job at `path`, applies `overrides` ("key.path=value", as
 // given to --set; the value is read as a YAML scalar or flow sequence/map) to
 // the tree, and validates everything. An error Status (InvalidArgument for a

@@ -249,6 +249,30 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"keep_last without dir", "checkpoint: {keep_last: 3}", "checkpoint.keep_last: has no effect without checkpoint.dir"},
       {"warm-up factor without warm-up", "lr_schedule: {warmup_start_factor: 0.1}",
        "lr_schedule.warmup_start_factor: has no effect without lr_schedule.warmup_steps > 0"},
+      {"bsr block that does not divide", "sparsity: {density: 0.5, rules: [{name: fc1.weight, format: bsr, block_rows: 5}]}\n"
+       "mask_update: {method: static}", "sparsity.rules[0].format: 5x5 blocks do not divide 'fc1.weight' of shape [16, 8]"},
+      {"csr on a conv weight", "!model: {name: lenet5}\ntraining: {steps: 1}\n"
+       "sparsity: {density: 0.5, rules: [{name: conv1.weight, format: csr}]}\nmask_update: {method: static}",
+       "sparsity.rules[0].format: csr holds matrices; 'conv1.weight' has shape [6, 1, 5, 5] (use coo or masked)"},
+      {"dense layer without a rule", sparse + "  dense: [fc2.bias]\nmask_update: {method: static}",
+       "sparsity.dense: no rule in sparsity.rules selects 'fc2.bias'"},
+      {"mlp inputs unlike the data", "!model: {name: mlp, options: {sizes: [10, 3]}}\n"
+       "data: {dataset: synthetic, synthetic: {features: 8, classes: 3, test_examples: 8}}\ntraining: {steps: 1}",
+       "model.options.sizes: the first size must be the 8 input features of synthetic, got 10"},
+      {"mlp classes unlike the data", "!model: {name: mlp, options: {sizes: '784,100,5'}}\ntraining: {steps: 1}",
+       "model.options.sizes: the last size must be the 10 classes of fashion_mnist, got 5"},
+      {"lenet5 on flattened images", "!model: {name: lenet5}\ndata: {flatten: true}\ntraining: {steps: 1}",
+       "data.flatten: lenet5 reads [N, 1, 28, 28] images: must be false"},
+      {"char_lm on images", "!model: {name: char_lm}\ntraining: {steps: 1}",
+       "data.dataset: char_lm reads token ids: must be text, got fashion_mnist with model char_lm"},
+      {"char_lm vocabulary too small",
+       "!model: {name: char_lm}\ndata: {dataset: text, validation_split: 0.1}\ntraining: {steps: 1}",
+       "model.options.vocab_size: the corpus '/usr/share/perl/5.36.0/pod/perldiag.pod' has 97 distinct bytes: must be >= "
+       "97, got 65"},
+      {"window longer than the context",
+       "!model: {name: char_lm, options: {vocab_size: 97, context: 32}}\ndata: {dataset: text, validation_split: 0.1}\n"
+       "training: {steps: 1}",
+       "data.seq_len: must be <= model.options.context (32), got 64"},
       {"step schedule without step_size", "lr_schedule: {name: step}", "lr_schedule.step_size: required for the step schedule"},
       {"unknown sparsifier", "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: magnitud, sparsity: 0.5}}]}",
        ""},
@@ -341,6 +365,34 @@ TEST(JobConfig, OverridesAreTypeCheckedAndSuggestKeys) {
   EXPECT_EQ(error_of(kBase, {"mask_update.metod=rigl"}), "--set: mask_update.metod: unknown key; did you mean 'mask_update.method'?");
   EXPECT_EQ(error_of(kBase, {"lr=0.1"}), "--set: lr: unknown key; did you mean 'optimizer.lr' (in another section)?");
   EXPECT_EQ(error_of(kBase, {"no_equals"}), "--set no_equals: expected key.path=value");
+}
+
+TEST(JobConfig, ResolveScheduleFillsDensitiesPerParameter) {
+  const absl::StatusOr<JobConfig> c = parse(std::string(kBase) + R"(
+sparsity:
+  density: 0.3
+  distribution: uniform
+  dense: [fc2.weight]
+  rules:
+    - {regex: 'fc[0-9]\.weight', format: csr}
+    - {name: fc1.bias, format: coo, sparsifier: {name: magnitude, sparsity: 0.5}}
+mask_update: {method: static}
+)");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const std::vector<LayerShape> layers = {
+      {"fc1.weight", Shape{16, 8}}, {"fc1.bias", Shape{16}}, {"fc2.weight", Shape{3, 16}}, {"fc2.bias", Shape{3}}};
+  const SparsitySchedule s = resolve_schedule(*c, layers);
+  ASSERT_EQ(s.parameters.size(), 2u);  // fc2.weight stays dense, fc2.bias has no rule
+  EXPECT_EQ(s.parameters[0].selector.kind, Selector::Kind::kExact);
+  EXPECT_EQ(s.parameters[0].selector.pattern, "fc1.weight");
+  EXPECT_EQ(s.parameters[0].format.name, "csr");
+  EXPECT_EQ(s.parameters[1].selector.pattern, "fc1.bias");
+  ASSERT_TRUE(s.parameters[1].density.has_value());
+  EXPECT_DOUBLE_EQ(*s.parameters[1].density, 0.5);  // from its sparsifier
+  // The target nnz over fc1.weight, fc1.bias and the dense fc2.weight:
+  // 0.3 * (128 + 16 + 48) = 57.6 = d * 128 + 8 + 48.
+  ASSERT_TRUE(s.parameters[0].density.has_value());
+  EXPECT_NEAR(*s.parameters[0].density, (0.3 * 192 - 8 - 48) / 128, 1e-9);
 }
 
 TEST(JobConfig, ConfigErrorPrintsOneLineAndReturnsTwo) {
