@@ -112,9 +112,11 @@ class Section {
       : node_(node), path_(std::move(path)), pattern_(std::move(pattern)) {
     if (!node_.IsDefined() || node_.IsNull()) return;
     if (!node_.IsMap()) bad(shown(), "expected a section (a map of keys), got ", describe(node_));
+    std::set<std::string> seen;
     for (const auto& kv : node_) {
       if (!kv.first.IsScalar()) bad(shown(), "a key is not a plain name");
       const std::string key = kv.first.Scalar();
+      if (!seen.insert(key).second) bad(at(key), "given twice (YAML would keep only the first)");
       const SchemaKey* k = find_schema_key(join_key(pattern_, key));
       if (k == nullptr) throw Issue{absl::StatusCode::kInvalidArgument, unknown_key_message(path_, pattern_, key)};
       if (!value_fits(kv.second, k->type))
@@ -181,7 +183,10 @@ class Section {
   std::vector<std::pair<std::string, YAML::Node>> entries(const std::string& key) const {
     std::vector<std::pair<std::string, YAML::Node>> out;
     if (!has(key)) return out;
+    std::set<std::string> seen;
     for (const auto& kv : get(key)) {
+      if (!seen.insert(kv.first.Scalar()).second)
+        bad(join_key(at(key), kv.first.Scalar()), "given twice (YAML would keep only the first)");
       if (!kv.second.IsScalar() && !kv.second.IsSequence())
         bad(join_key(at(key), kv.first.Scalar()), "expected a scalar, got ", describe(kv.second));
       out.emplace_back(kv.first.Scalar(), kv.second);

@@ -328,6 +328,29 @@ TEST(JobConfig, BadYamlIsOneLineWithThePosition) {
   EXPECT_EQ(error_of("- a\n- b\n"), "test.yaml: a job file is a map of keys (model:, data:, ...)");
 }
 
+TEST(JobConfig, BadBytesNeverCrash) {
+  const std::string inputs[] = {
+      std::string("\x00\xff\xfe", 3), "{{{{", "model: [1, 2", "- - -", "? [a, b]\n: 1", "model: {name: *x}",
+      "a: &x {b: 1}\nmodel: *x", std::string(kBase) + "optimizer: {lr: .nan}", "training: {steps: 99999999999999999999}",
+      std::string(kBase) + "sparsity: {rules: fc1.weight}", std::string(kBase) + "sparsity: {rules: [fc1.weight]}",
+      std::string(kBase) + "sparsity: {overrides: {fc1.weight: [1]}}", "model: {name: mlp, options: {sizes: {a: 1}}}",
+      std::string(600, '[') };
+  for (const std::string& in : inputs) {
+    const absl::StatusOr<JobConfig> c = parse(in);
+    ASSERT_FALSE(c.ok()) << in;
+    const std::string m(c.status().message());
+    EXPECT_FALSE(m.empty()) << in;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  EXPECT_EQ(error_of(std::string(kBase) + "training: {epochs: 3}"), "training: given twice (YAML would keep only the first)");
+  EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {overrides: {a: 0.5, a: 0.2}}"),
+            "sparsity.overrides.a: given twice (YAML would keep only the first)");
+  EXPECT_EQ(error_of(std::string(kBase) + "optimizer: {lr: .nan}"), "optimizer.lr: must be a finite number, got .nan");
+  EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {rules: fc1.weight}"), "sparsity.rules: expected a list, got 'fc1.weight'");
+  EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {rules: [fc1.weight]}"),
+            "sparsity.rules[0]: expected a section (a map of keys), got 'fc1.weight'");
+}
+
 TEST(JobConfig, OverridesApplyBeforeValidation) {
   const absl::StatusOr<JobConfig> c =
       parse(kBase, {"optimizer.lr=0.05", "optimizer.momentum=0.9", "training.steps=200", "seed=7", "device=cuda:1",
