@@ -376,6 +376,10 @@ void read_sparsity(const Section& sp, JobConfig& job) {
     c.distribution.dense.insert(name);
   }
   for (const Section& r : sp.list("rules")) c.schedule.parameters.push_back(read_parameter_rule(r));
+  if (c.schedule.parameters.empty()) {
+    for (const char* key : {"density", "overrides", "dense"})
+      if (sp.has(key)) bad(sp.at(key), "applies to the parameters that sparsity.rules select, and there are no rules");
+  }
   for (const Section& o : sp.list("outputs")) {
     OutputRule rule;
     rule.selector = read_selector(o);

@@ -273,6 +273,8 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "!model: {name: char_lm, options: {vocab_size: 97, context: 32}}\ndata: {dataset: text, validation_split: 0.1}\n"
        "training: {steps: 1}",
        "data.seq_len: must be <= model.options.context (32), got 64"},
+      {"density without rules", "sparsity: {density: 0.1}",
+       "sparsity.density: applies to the parameters that sparsity.rules select, and there are no rules"},
       {"step schedule without step_size", "lr_schedule: {name: step}", "lr_schedule.step_size: required for the step schedule"},
       {"unknown sparsifier", "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: magnitud, sparsity: 0.5}}]}",
        ""},
