@@ -184,7 +184,8 @@ SparsitySchedule resolve_schedule(const JobConfig& job, const std::vector<LayerS
 // the tree, and validates everything. An error Status (InvalidArgument for a
 // bad job, NotFound for a missing file) has one line naming the key path.
 absl::StatusOr<JobConfig> load_job_config(const std::string& path, const std::vector<std::string>& overrides = {});
-// The same from YAML text (`source` names it in messages about the file itself).
+// The same from YAML text (`source` names it in messages about the file
+// itself; the job's name defaults to "job").
 absl::StatusOr<JobConfig> parse_job_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
                                            const std::string& source = "<string>");
 
