@@ -1,0 +1,429 @@
+#include "train/loop.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "autograd/autograd.h"
+#include "autograd/functions/nn.h"
+#include "autograd/functions/reduce.h"
+#include "autograd/functions/shape.h"
+#include "autograd/functions/sparse.h"
+#include "autograd/no_grad.h"
+#include "optim/clip.h"
+#include "sparse/sparse_impl.h"
+#include "tensor/dispatcher.h"
+#include "tensor/error.h"
+#include "tensor/generator.h"
+#include "tensor/ops.h"
+#include "train/checkpoint.h"
+#include "train/progress.h"
+
+namespace coppice {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Logits [..., C] as [N, C], targets [...] as [N].
+std::pair<Variable, Tensor> flatten_for_loss(const Variable& logits, const Tensor& targets) {
+  if (logits.dim() <= 2) return {logits, targets};
+  const int64_t c = logits.size(logits.dim() - 1);
+  return {reshape(logits, {-1, c}), targets.reshape({-1})};
+}
+
+int64_t count_correct(const Variable& logits2d, const Tensor& targets) {
+  const std::vector<int64_t> pred = argmax(logits2d, 1).to_vector<int64_t>();
+  const std::vector<int64_t> tgt = targets.to_vector<int64_t>();
+  int64_t correct = 0;
+  for (size_t i = 0; i < pred.size() && i < tgt.size(); ++i) correct += pred[i] == tgt[i] ? 1 : 0;
+  return correct;
+}
+
+// The optimizer's momentum-like state of `param` as a dense tensor of its
+// shape (zeros before the first step).
+Tensor dense_momentum(const Optimizer& optimizer, const Variable& param) {
+  const ParamState* st = optimizer.state(param);
+  const Tensor* m = nullptr;
+  if (st != nullptr) {
+    for (const char* key : {"momentum_buffer", "exp_avg"}) {
+      auto it = st->tensors.find(key);
+      if (it != st->tensors.end()) {
+        m = &it->second;
+        break;
+      }
+    }
+  }
+  if (m == nullptr) return zeros(param.shape(), {param.dtype(), param.device()});
+  return param.value().is_dense() ? *m : to_dense(with_values(param.value(), *m));
+}
+
+void check_components(const TrainComponents& c) {
+  COPPICE_CHECK((c.steps > 0) != (c.epochs > 0), "run_training: exactly one of steps (", c.steps, ") and epochs (",
+                c.epochs, ") must be positive");
+  COPPICE_CHECK(c.mask_updater == nullptr || c.gmp == nullptr,
+                "run_training: a mask updater and a GMP pruner cannot both drive the masks");
+  COPPICE_CHECK(c.train.num_batches() > 0, "run_training: the train loader yields no batch (", c.train.shard_size(),
+                " examples, batch size ", c.train.options().batch_size, ")");
+  COPPICE_CHECK(c.grad_clip >= 0.0, "run_training: grad_clip must be >= 0, got ", c.grad_clip);
+  COPPICE_CHECK(c.log_every >= 0 && c.eval_every >= 0 && c.checkpoint_every >= 0 && c.keep_last >= 0,
+                "run_training: log_every, eval_every, checkpoint_every and keep_last must be >= 0");
+}
+
+}  // namespace
+
+EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches) {
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  EvalResult r;
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  int64_t batches = 0;
+  for (const Batch& b : loader.epoch(0)) {
+    if (max_batches > 0 && batches >= max_batches) break;
+    ++batches;
+    const Variable logits = model(Variable(b.inputs));
+    auto [l2, t1] = flatten_for_loss(logits, b.targets);
+    const int64_t n = t1.numel();
+    loss_sum += cross_entropy(l2, t1).item() * static_cast<double>(n);
+    correct += count_correct(l2, t1);
+    r.examples += n;
+  }
+  model.train(was_training);
+  if (r.examples > 0) {
+    r.loss = loss_sum / static_cast<double>(r.examples);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(r.examples);
+  }
+  return r;
+}
+
+TrainingSummary run_training(TrainComponents& c) {
+  check_components(c);
+  Module& model = c.model;
+  Optimizer& optimizer = c.optimizer;
+  MaskUpdater* updater = c.mask_updater;
+  name_parameters(model);
+
+  const int64_t nb = c.train.num_batches();
+  const int64_t total = c.steps > 0 ? c.steps : c.epochs * nb;
+  const int64_t end = c.stop_at_step >= 0 ? std::min(total, c.stop_at_step) : total;
+
+  TrainingSummary summary;
+  summary.total_steps = total;
+
+  if (updater != nullptr) {
+    updater->set_state_remap([&model, &optimizer](const std::string& name, const Tensor& new_param,
+                                                  const Tensor& keep_from) {
+      const Variable old = model.parameter(name);
+      model.set_parameter(name, optimizer.replace_value(old, new_param, keep_from));
+    });
+  }
+  std::vector<std::string> gmp_layers = c.gmp_layers;
+  if (c.gmp != nullptr && gmp_layers.empty()) {
+    for (const auto& [name, p] : model.named_parameters()) {
+      if (p.value().is_sparse() && p.dim() >= 2) gmp_layers.push_back(name);
+    }
+  }
+
+  int64_t start = 0;
+  if (!c.resume.empty()) {
+    auto path = resolve_checkpoint(c.resume);
+    if (!path.ok()) fail("run_training: resume: ", path.status().message());
+    auto state = load_checkpoint(*path, model, optimizer, updater);
+    if (!state.ok()) fail("run_training: resume: ", state.status().message());
+    COPPICE_CHECK(state->data_seed == c.train.options().seed, "run_training: resume: checkpoint '", *path,
+                  "' was written with train loader seed ", state->data_seed, ", the loader has ",
+                  c.train.options().seed);
+    COPPICE_CHECK(state->step <= total, "run_training: resume: checkpoint '", *path, "' is at step ", state->step,
+                  ", past the run's ", total, " steps");
+    COPPICE_CHECK(state->epoch == state->step / nb && state->batch == state->step % nb,
+                  "run_training: resume: checkpoint '", *path, "' stands at epoch ", state->epoch, " batch ",
+                  state->batch, " but the train loader has ", nb, " batches per epoch (step ", state->step, ")");
+    start = state->step;
+    manual_seed(state->rng_seed);
+    default_generator().set_offset(state->rng_offset);
+    if (c.scheduler != nullptr) {
+      COPPICE_CHECK(state->lr_step >= 0, "run_training: resume: checkpoint '", *path,
+                    "' has no LR scheduler position but a scheduler was given");
+      c.scheduler->set_step(state->lr_step);
+    }
+  }
+  summary.start_step = start;
+
+  MetricsWriter metrics;
+  if (!c.metrics_path.empty()) {
+    if (absl::Status st = metrics.open(c.metrics_path, /*append=*/start > 0); !st.ok()) fail("run_training: ", st.message());
+  }
+  ProgressReporter progress(c.progress_out, c.progress_interactive);
+
+  auto trainer_state = [&](int64_t step) {
+    TrainerState s;
+    s.step = step;
+    s.epoch = step / nb;
+    s.batch = step % nb;
+    s.rng_seed = default_generator().seed();
+    s.rng_offset = default_generator().offset();
+    s.lr_step = c.scheduler != nullptr ? c.scheduler->current_step() : -1;
+    s.data_seed = c.train.options().seed;
+    return s;
+  };
+  auto checkpoint = [&](int64_t step) {
+    auto path = save_checkpoint(c.checkpoint_dir, model, optimizer, updater, trainer_state(step), c.keep_last);
+    if (!path.ok()) fail("run_training: ", path.status().message());
+    summary.last_checkpoint = *path;
+  };
+  auto run_eval = [&](int64_t step) {
+    const DataLoader* loader = c.validation ? &*c.validation : (c.test ? &*c.test : nullptr);
+    if (loader == nullptr) return;
+    const EvalResult r = evaluate(model, *loader, c.eval_max_batches);
+    summary.validation = r;
+    JsonObject rec;
+    rec.add("kind", "eval").add("split", c.validation ? "validation" : "test").add("step", step);
+    rec.add("loss", r.loss).add("accuracy", r.accuracy).add("examples", r.examples);
+    (void)metrics.write(rec);
+    progress.message(str_cat("eval (", c.validation ? "validation" : "test", ") at step ", step, ": loss ",
+                             json_number(r.loss), " accuracy ", json_number(r.accuracy)));
+  };
+
+  model.train();
+  const Clock::time_point t_start = Clock::now();
+  Clock::time_point t_window = t_start;
+  int64_t window_samples = 0;
+  int64_t total_samples = 0;
+  std::shared_ptr<const std::vector<int64_t>> shard;
+  int64_t shard_epoch = -1;
+  int64_t last_checkpoint_step = -1;
+
+  for (int64_t t = start; t < end; ++t) {
+    const int64_t epoch = t / nb;
+    const int64_t index = t % nb;
+    if (epoch != shard_epoch) {
+      shard = std::make_shared<const std::vector<int64_t>>(c.train.shard_indices(epoch));
+      shard_epoch = epoch;
+    }
+    const Batch batch = *DataLoader::Iterator(&c.train, shard, index);
+
+    optimizer.zero_grad();
+    model.zero_grad();
+    model.set_sparsity_step(static_cast<uint64_t>(t));
+
+    // Dense gradients on the steps that need them only.
+    const bool dense_step = updater != nullptr && updater->needs_dense_gradient(t);
+    struct Swapped {
+      std::string name;
+      Variable sparse;
+      Variable dense;
+    };
+    std::vector<Swapped> swapped;
+    std::map<std::string, Tensor> dense_grads;
+    if (dense_step) {
+      summary.dense_gradient_steps.push_back(t);
+      for (const std::string& name : updater->layers()) {
+        const Variable w = model.parameter(name);
+        if (!w.value().is_sparse()) continue;
+        Variable wd(to_dense(w.value()), true, name);
+        model.set_parameter(name, wd);
+        swapped.push_back({name, w, wd});
+        if (c.on_dense_gradient) c.on_dense_gradient(t, name);
+      }
+    }
+
+    Variable logits;
+    Variable loss;
+    Tensor flat_targets;
+    try {
+      logits = model(Variable(batch.inputs));
+      auto [l2, t1] = flatten_for_loss(logits, batch.targets);
+      logits = l2;
+      flat_targets = t1;
+      loss = cross_entropy(logits, flat_targets);
+      loss.backward();
+    } catch (...) {
+      for (const Swapped& s : swapped) model.set_parameter(s.name, s.sparse);
+      throw;
+    }
+    for (const Swapped& s : swapped) {
+      model.set_parameter(s.name, s.sparse);
+      const Tensor& g = s.dense.grad();
+      const Tensor dense_g = g.defined() ? g : zeros(s.dense.shape(), {s.dense.dtype(), s.dense.device()});
+      dense_grads[s.name] = dense_g;
+      if (g.defined()) s.sparse.set_grad(autograd_detail::project_grad(g, s.sparse.value(), "run_training"));
+    }
+
+    if (updater != nullptr && updater->config().prune == PruneCriterion::kMovement) {
+      for (const std::string& name : updater->layers()) {
+        const Variable& w = model.parameter(name);
+        if (w.grad().defined()) updater->accumulate_movement(name, w.value(), w.grad());
+      }
+    }
+    if (c.grad_clip > 0.0) clip_grad_norm(model.parameters(), c.grad_clip);
+    optimizer.step();
+    if (c.scheduler != nullptr) c.scheduler->step();
+
+    const double loss_value = loss.item();
+    const int64_t n = flat_targets.numel();
+    const double accuracy = n > 0 ? static_cast<double>(count_correct(logits, flat_targets)) / static_cast<double>(n) : 0.0;
+    const double lr = optimizer.param_groups().empty() ? 0.0 : optimizer.option(0, "lr");
+
+    // Mask changes after the step.
+    std::optional<MaskUpdateStats> mask_stats;
+    if (updater != nullptr && updater->is_update_step(t)) {
+      const bool need_momentum = updater->needs_momentum(t);
+      std::map<std::string, LayerInputs> inputs;
+      for (const std::string& name : updater->layers()) {
+        const Variable& w = model.parameter(name);
+        LayerInputs in;
+        in.param = w.value();
+        auto it = dense_grads.find(name);
+        if (it != dense_grads.end()) in.dense_gradient = it->second;
+        if (need_momentum) in.momentum = dense_momentum(optimizer, w);
+        inputs[name] = in;
+      }
+      const MaskUpdateResult r = updater->update(t, inputs);
+      MaskUpdateStats ms;
+      ms.step = t;
+      for (const LayerUpdate& l : r.layers) {
+        ms.dropped[l.name] = l.dropped;
+        ms.grown[l.name] = l.grown;
+        ms.itop_rate[l.name] = l.itop_rate;
+      }
+      mask_stats = ms;
+      summary.mask_updates.push_back(ms);
+    }
+    if (c.gmp != nullptr && c.gmp->is_prune_step(t)) {
+      MaskUpdateStats ms;
+      ms.step = t;
+      for (const std::string& name : gmp_layers) {
+        const Variable w = model.parameter(name);
+        const MaskChange change = c.gmp->prune(t, w.value());
+        ms.dropped[name] = static_cast<int64_t>(change.dropped.size());
+        ms.grown[name] = 0;
+        if (!change.keep_from.defined()) continue;
+        model.set_parameter(name, optimizer.replace_value(w, change.param, change.keep_from));
+      }
+      mask_stats = ms;
+      summary.mask_updates.push_back(ms);
+    }
+
+    const int64_t done = t + 1;
+    summary.losses.push_back(loss_value);
+    summary.accuracies.push_back(accuracy);
+    summary.final_step = done;
+    window_samples += batch.size();
+    total_samples += batch.size();
+
+    const bool log_now = metrics.is_open() && ((c.log_every > 0 && done % c.log_every == 0) || mask_stats ||
+                                               done == end);
+    const bool progress_now = (c.progress_every > 0 && done % c.progress_every == 0) || done == end;
+    if (log_now || progress_now) {
+      const double window_s = seconds_since(t_window);
+      const double sps = window_s > 0 ? static_cast<double>(window_samples) / window_s : 0.0;
+      const double elapsed = seconds_since(t_start);
+      const int64_t run = done - start;
+      const double eta = run > 0 ? elapsed / static_cast<double>(run) * static_cast<double>(end - done) : -1.0;
+      if (log_now) {
+        JsonObject rec;
+        rec.add("kind", "train").add("step", done).add("epoch", epoch).add("loss", loss_value);
+        rec.add("accuracy", accuracy).add("lr", lr).add("density", layer_densities(model));
+        if (mask_stats) {
+          JsonObject mu;
+          mu.add("dropped", mask_stats->dropped).add("grown", mask_stats->grown);
+          if (!mask_stats->itop_rate.empty()) mu.add("itop_rate", mask_stats->itop_rate);
+          rec.add("mask_update", mu);
+        }
+        rec.add("time_s", elapsed).add("samples_per_s", sps);
+        const int64_t peak = peak_cpu_memory_bytes();
+        if (peak >= 0) rec.add("peak_memory_bytes", peak);
+        (void)metrics.write(rec);
+      }
+      if (progress_now) {
+        ProgressLine pl;
+        pl.epoch = epoch;
+        pl.step = done;
+        pl.total = total;
+        pl.loss = loss_value;
+        pl.accuracy = accuracy;
+        pl.samples_per_second = sps;
+        pl.eta_seconds = eta;
+        progress.report(pl);
+      }
+      t_window = Clock::now();
+      window_samples = 0;
+    }
+
+    if ((c.eval_every > 0 && done % c.eval_every == 0) || (c.eval_every == 0 && done % nb == 0)) run_eval(done);
+    if (!c.checkpoint_dir.empty() && c.checkpoint_every > 0 && done % c.checkpoint_every == 0) {
+      checkpoint(done);
+      last_checkpoint_step = done;
+    }
+  }
+  progress.finish();
+
+  const int64_t final_step = std::max(start, end);
+  summary.final_step = final_step;
+  if (!c.checkpoint_dir.empty() && last_checkpoint_step != final_step && final_step > start) checkpoint(final_step);
+  if (c.test) summary.test = evaluate(model, *c.test, 0);
+
+  summary.seconds = seconds_since(t_start);
+  summary.samples_per_second = summary.seconds > 0 ? static_cast<double>(total_samples) / summary.seconds : 0.0;
+  summary.model = model_stats(model);
+  summary.fallback_counts = Dispatcher::instance().fallback_counts();
+  summary.peak_memory_bytes = peak_cpu_memory_bytes();
+  if (metrics.is_open()) (void)metrics.write(JsonObject(summary_json(summary)));
+  return summary;
+}
+
+JsonObject summary_json(const TrainingSummary& s) {
+  JsonObject o;
+  o.add("kind", "summary").add("step", s.final_step).add("total_steps", s.total_steps);
+  if (!s.losses.empty()) o.add("final_loss", s.losses.back());
+  if (s.validation) o.add("validation_accuracy", s.validation->accuracy).add("validation_loss", s.validation->loss);
+  if (s.test) o.add("test_accuracy", s.test->accuracy).add("test_loss", s.test->loss);
+  std::map<std::string, double> dens;
+  for (const LayerStats& l : s.model.layers) dens[l.name] = l.density;
+  o.add("density", dens);
+  o.add("parameters_dense", s.model.dense_parameters).add("parameters_stored", s.model.stored_parameters);
+  o.add("linear_flops_dense", s.model.linear_flops_dense).add("linear_flops_sparse", s.model.linear_flops_sparse);
+  o.add("fallback_counts", s.fallback_counts);
+  if (s.peak_memory_bytes >= 0) o.add("peak_memory_bytes", s.peak_memory_bytes);
+  o.add("time_s", s.seconds).add("samples_per_s", s.samples_per_second);
+  if (!s.last_checkpoint.empty()) o.add("checkpoint", s.last_checkpoint);
+  return o;
+}
+
+std::string format_summary(const TrainingSummary& s) {
+  std::ostringstream os;
+  os << "trained " << s.final_step << "/" << s.total_steps << " steps in " << s.seconds << " s ("
+     << static_cast<int64_t>(s.samples_per_second) << " samples/s)";
+  if (!s.losses.empty()) os << ", final loss " << s.losses.back();
+  os << "\n";
+  if (s.validation) os << "validation accuracy " << 100.0 * s.validation->accuracy << " %\n";
+  if (s.test) os << "test accuracy " << 100.0 * s.test->accuracy << " % (loss " << s.test->loss << ")\n";
+  os << "layers:\n";
+  for (const LayerStats& l : s.model.layers) {
+    os << "  " << l.name << "  " << l.format << "  " << l.nnz << "/" << l.numel << "  density " << l.density << "\n";
+  }
+  os << "parameters: " << s.model.stored_parameters << " stored of " << s.model.dense_parameters << " dense\n";
+  os << "Linear FLOPs per example: " << s.model.linear_flops_sparse << " sparse vs " << s.model.linear_flops_dense
+     << " dense\n";
+  if (s.fallback_counts.empty()) {
+    os << "dense fallbacks: none\n";
+  } else {
+    os << "dense fallbacks:";
+    for (const auto& [k, v] : s.fallback_counts) os << " " << k << "=" << v;
+    os << "\n";
+  }
+  if (s.peak_memory_bytes >= 0) os << "peak CPU memory: " << s.peak_memory_bytes << " bytes\n";
+  if (!s.last_checkpoint.empty()) os << "checkpoint: " << s.last_checkpoint << "\n";
+  return os.str();
+}
+
+}  // namespace coppice

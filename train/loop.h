@@ -1,0 +1,150 @@
+// The training loop over plain components (ARCHITECTURE.md, layer 7). The
+// job-config glue builds the components; run_training drives them.
+//
+// One step t (0-based; t = the optimizer steps done before it):
+//   1. the next batch of the train loader (epoch t / num_batches, batch
+//      t % num_batches: each epoch's order is the loader's seeded one),
+//   2. forward, cross-entropy (logits [..., C] are flattened to [N, C] and
+//      targets to [N]), backward,
+//   3. on steps where the mask updater needs the dense gradient
+//      (MaskUpdater::needs_dense_gradient(t)) and only there, every sparse
+//      weight of the updater is swapped for a dense leaf holding to_dense of
+//      it for this forward/backward; its dense gradient goes to the updater,
+//      and its projection onto the pattern (autograd's project_grad) becomes
+//      the weight's gradient, so the optimizer sees what an ordinary step
+//      would give it. On every other step gradients stay compact.
+//   4. movement scores (prune criterion kMovement) accumulate, gradient
+//      clipping (global norm), optimizer step, LR scheduler step,
+//   5. on update steps, MaskUpdater::update(t, ...) (its state remap is wired
+//      to Optimizer::replace_value and Module::set_parameter, so the model
+//      and the optimizer hold the new parameter with its remapped state), or
+//      on GMP pruning steps GmpPruner::prune on each pruned weight, likewise
+//      rebound,
+//   6. metrics, progress, evaluation and checkpoints as configured.
+//
+// Resuming from a checkpoint (resume) loads it into the components (rebuilt
+// from scratch, as at the start of a job) and continues from its step; on the
+// CPU the result is bit-identical to a run that was never interrupted.
+//
+// Errors are thrown as coppice::Error (a failed checkpoint load or write, a
+// metrics file that cannot be opened, bad components).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "models/module.h"
+#include "optim/gmp.h"
+#include "optim/lr_schedule.h"
+#include "optim/mask_updater.h"
+#include "optim/optimizer.h"
+#include "tensor/device.h"
+#include "train/metrics.h"
+
+namespace coppice {
+
+struct EvalResult {
+  double loss = 0.0;      // mean cross-entropy over the examples
+  double accuracy = 0.0;  // fraction of argmax == target
+  int64_t examples = 0;
+};
+
+// Mean loss and accuracy of `model` (in eval mode, no grad) over `loader`'s
+// epoch 0, at most max_batches batches (0: all). Restores the model's mode.
+EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches = 0);
+
+struct TrainComponents {
+  TrainComponents(Module& model_in, DataLoader train_in, Optimizer& optimizer_in)
+      : model(model_in), train(std::move(train_in)), optimizer(optimizer_in) {}
+
+  Module& model;
+  DataLoader train;
+  std::optional<DataLoader> validation;
+  std::optional<DataLoader> test;
+  Optimizer& optimizer;  // over model.parameters()
+  LrScheduler* scheduler = nullptr;  // stepped after every optimizer step
+  // At most one of the two. The updater's layers are parameter names of
+  // `model` (added with their current values); run_training replaces its
+  // state remap with its own.
+  MaskUpdater* mask_updater = nullptr;
+  const GmpPruner* gmp = nullptr;
+  std::vector<std::string> gmp_layers;  // empty: every sparse parameter of dim >= 2
+
+  double grad_clip = 0.0;  // max global gradient norm; 0: none
+  // Exactly one > 0: the run's length (schedules see the full length even
+  // when stop_at_step ends it early).
+  int64_t steps = 0;
+  int64_t epochs = 0;
+  // Stop after this many steps in total (< 0: run to the end), e.g. to
+  // simulate an interruption; a checkpoint is written there when configured.
+  int64_t stop_at_step = -1;
+
+  // Evaluation on `validation` (or `test` when there is none) every
+  // eval_every steps; 0: at the end of every epoch. The test split is
+  // evaluated at the end in any case.
+  int64_t eval_every = 0;
+  int64_t eval_max_batches = 0;
+
+  Device device = Device::cpu();  // where the model and loaders already are (recorded)
+  uint64_t seed = 0;              // recorded in the metrics; the components carry their own seeds
+
+  // Metrics (JSONL; "" none), every log_every steps (and update steps).
+  std::string metrics_path;
+  int64_t log_every = 50;
+  // Progress on `progress_out` (null: none); redrawn in place on a terminal.
+  std::FILE* progress_out = nullptr;
+  int progress_interactive = -1;  // -1: isatty
+  int64_t progress_every = 10;
+
+  // Checkpoints: every checkpoint_every steps (0: only at the end / stop) in
+  // checkpoint_dir ("" none), keeping the newest keep_last (0: all).
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int64_t keep_last = 0;
+  // A checkpoint file, or a directory whose newest checkpoint is loaded
+  // before training ("" none).
+  std::string resume;
+
+  // Called on each step that materializes dense gradients, once per layer
+  // (for tests and tracing).
+  std::function<void(int64_t step, const std::string& layer)> on_dense_gradient;
+};
+
+struct MaskUpdateStats {
+  int64_t step = 0;
+  std::map<std::string, int64_t> dropped, grown;
+  std::map<std::string, double> itop_rate;
+};
+
+struct TrainingSummary {
+  int64_t start_step = 0;  // > 0 when resumed
+  int64_t final_step = 0;  // optimizer steps done
+  int64_t total_steps = 0;
+  std::vector<double> losses;      // per step run, in order
+  std::vector<double> accuracies;  // per step run (training batch)
+  std::vector<int64_t> dense_gradient_steps;  // steps that materialized dense gradients
+  std::vector<MaskUpdateStats> mask_updates;
+  std::optional<EvalResult> validation;  // the last evaluation
+  std::optional<EvalResult> test;        // at the end
+  ModelStats model;                      // at the end
+  std::map<std::string, int64_t> fallback_counts;  // Dispatcher::fallback_counts at the end
+  int64_t peak_memory_bytes = -1;        // CPU allocator high-water mark
+  std::string last_checkpoint;           // "" when none was written
+  double seconds = 0.0;
+  double samples_per_second = 0.0;
+};
+
+TrainingSummary run_training(TrainComponents& components);
+
+// The summary as readable lines (test accuracy, per-layer densities,
+// parameters and Linear FLOPs dense vs sparse, fallbacks, peak memory).
+std::string format_summary(const TrainingSummary& summary);
+JsonObject summary_json(const TrainingSummary& summary);
+
+}  // namespace coppice
