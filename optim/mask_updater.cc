@@ -242,6 +242,10 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     int64_t dropped = 0, grow = 0;
   };
   std::vector<Pending> pending(names_.size());
+  for (const auto& [name, unused] : inputs) {
+    COPPICE_CHECK(layers_.count(name), "mask update (step ", step, "): inputs for '", name,
+                  "', which is no layer; layers: ", str_join(names_, ", "));
+  }
 
   // Prune each layer.
   for (size_t i = 0; i < names_.size(); ++i) {
@@ -383,6 +387,8 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     u.nnz = nnz(u.param);
     u.density = density(u.param);
     u.itop_rate = itop_rate(name);
+    result.nnz += u.nnz;
+    result.numel += u.param.numel();
     result.layers.push_back(std::move(u));
   }
   return result;

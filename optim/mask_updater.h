@@ -100,6 +100,9 @@ struct MaskUpdateResult {
   bool updated = false;  // false on steps that are not update steps (layers then carry only statistics)
   double drop_fraction = 0.0;
   std::vector<LayerUpdate> layers;  // in add_layer order
+  int64_t nnz = 0;    // over every layer
+  int64_t numel = 0;  // over every layer
+  double density() const { return numel > 0 ? static_cast<double>(nnz) / static_cast<double>(numel) : 1.0; }
 };
 
 // Called for each changed layer, after it is rebuilt: the trainer forwards it
@@ -130,7 +133,8 @@ class MaskUpdater {
   void accumulate_movement(const std::string& name, const Tensor& param, const Tensor& grad);
 
   // Runs the update of `step` over every layer (inputs must hold each by
-  // name). On other steps it changes nothing and reports statistics.
+  // name, and nothing else). On other steps it changes nothing and reports
+  // statistics.
   MaskUpdateResult update(int64_t step, const std::map<std::string, LayerInputs>& inputs);
 
   double itop_rate(const std::string& name) const;

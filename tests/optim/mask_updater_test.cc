@@ -450,6 +450,8 @@ TEST(MaskUpdater, RefusesBadConfigs) {
   EXPECT_TRUE(throws_with([&] { u.add_layer("w", p); }, {"'w'", "already"}));
   EXPECT_TRUE(throws_with([&] { u.update(0, {{"w", {p, Tensor(), Tensor()}}}); }, {"layer w", "dense gradient"}));
   EXPECT_TRUE(throws_with([&] { u.update(0, {}); }, {"layer w", "no inputs"}));
+  EXPECT_TRUE(throws_with([&] { u.update(3, {{"w", {p, Tensor(), Tensor()}}, {"fc9", {p, Tensor(), Tensor()}}}); },
+                          {"'fc9'", "no layer", "layers: w"}));
   EXPECT_TRUE(throws_with([] { make_growth_policy("nope"); }, {"nope", "known: gradient, momentum, random"}));
 }
 
@@ -550,6 +552,9 @@ TEST(MaskUpdater, LeNetErkRigLKeepsEveryLayersAllocation) {
     }
     EXPECT_GT(r.layers[0].dropped, 0);
     EXPECT_FALSE(r.layers[2].changed);
+    EXPECT_EQ(r.numel, 266200);
+    EXPECT_EQ(r.nnz, alloc[0].nnz + alloc[1].nnz + alloc[2].nnz);
+    EXPECT_NEAR(r.density(), 0.1, 1e-4);
   }
   EXPECT_GT(u.itop_rate("fc1"), alloc[0].density);
   EXPECT_DOUBLE_EQ(u.itop_rate("fc3"), 1.0);
