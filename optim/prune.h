@@ -1,10 +1,15 @@
 // Prune criteria: which stored entries of a sparse parameter survive a mask
 // update (mask_updater.h) or a pruning step (gmp.h).
 //
-// Every criterion gives a key per stored entry; the entries with the largest
-// keys survive, exactly as many as asked, ties to the lower flat position,
-// NaN counting as largest. The selection runs through sparsifiers'
-// exact top-k op (sparsify::topk_mask), on the device that holds the keys.
+// Every criterion gives a key per stored entry (per stored block for BSR and
+// Blocked-ELL); the entries with the largest keys survive, exactly as many as
+// asked, ties to the lower flat position, NaN counting as largest. The
+// selection runs through sparsifiers' exact top-k op (sparsify::topk_mask),
+// on the device that holds the keys.
+//
+// Movement scores are kept here rather than in sparsifiers'
+// MovementSparsifier, whose scores are dense-shaped: a sparse weight's
+// training state stays nnz-sized (ARCHITECTURE.md, Compact training state).
 #pragma once
 
 #include <cstdint>
