@@ -1,0 +1,70 @@
+// Small models and components for the train/ tests: an MLP on seeded
+// Gaussian blobs, optionally with CSR weights at a given density.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "data/loader.h"
+#include "data/synthetic.h"
+#include "models/zoo.h"
+#include "optim/growth.h"
+#include "sparse/convert.h"
+#include "sparse/sparse_impl.h"
+#include "tensor/generator.h"
+
+namespace coppice::testing_train {
+
+inline std::shared_ptr<MLP> make_mlp(const std::vector<int64_t>& sizes, uint64_t seed) {
+  Generator gen(seed);
+  return std::make_shared<MLP>(sizes, LayerOptions{}, gen);
+}
+
+// Every weight of dim 2 as CSR with a random mask of `density` (seeded).
+inline std::vector<std::string> sparsify_weights(Module& model, double density, uint64_t seed) {
+  std::vector<std::string> names;
+  uint64_t purpose = 1;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (p.dim() != 2) continue;
+    const int64_t nnz = static_cast<int64_t>(density * static_cast<double>(p.numel()) + 0.5);
+    const Tensor mask = random_mask(p.shape(), nnz, seed, purpose++);
+    model.set_parameter(name, Variable(sparse_from_mask(p.value(), mask, "csr"), true, name));
+    names.push_back(name);
+  }
+  return names;
+}
+
+inline DataLoader blob_loader(int64_t n, int64_t features, int64_t classes, int64_t batch, uint64_t seed,
+                              bool shuffle = true) {
+  BlobsOptions o;
+  o.n = n;
+  o.features = features;
+  o.classes = classes;
+  o.center_scale = 1.0;
+  o.spread = 1.0;
+  o.seed = seed;
+  DataLoaderOptions lo;
+  lo.batch_size = batch;
+  lo.shuffle = shuffle;
+  lo.seed = seed + 1;
+  lo.drop_last = true;
+  return DataLoader(make_blobs(o).dataset, lo);
+}
+
+// Every parameter's bytes (formats' parts included) for bit-for-bit comparison.
+inline std::vector<std::string> parameter_bits(const Module& model) {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor& v = p.value();
+    std::string s = name + ":" + std::string(v.format()) + ":";
+    const std::vector<double> d = to_dense(v).to_vector<double>();
+    s.append(reinterpret_cast<const char*>(d.data()), d.size() * sizeof(double));
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace coppice::testing_train
