@@ -156,6 +156,7 @@ TrainingSummary run_training(TrainComponents& c) {
       c.scheduler->set_step(state->lr_step);
     }
   }
+  if (c.resume.empty()) manual_seed(c.seed);  // dropout and other draws of the default generator
   summary.start_step = start;
 
   MetricsWriter metrics;

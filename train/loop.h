@@ -92,7 +92,10 @@ struct TrainComponents {
   int64_t eval_max_batches = 0;
 
   Device device = Device::cpu();  // where the model and loaders already are (recorded)
-  uint64_t seed = 0;              // recorded in the metrics; the components carry their own seeds
+  // A fresh run seeds default_generator() (dropout, ...) with it; a resumed
+  // one restores the generator from the checkpoint. Models, loaders and mask
+  // updaters carry their own seeds.
+  uint64_t seed = 0;
 
   // Metrics (JSONL; "" none), every log_every steps (and update steps).
   std::string metrics_path;
