@@ -314,6 +314,7 @@ TrainingSummary run_training(TrainComponents& c) {
       summary.mask_updates.push_back(ms);
     }
 
+    if (c.on_step_end) c.on_step_end(t);
     const int64_t done = t + 1;
     summary.losses.push_back(loss_value);
     summary.accuracies.push_back(accuracy);

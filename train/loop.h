@@ -117,6 +117,9 @@ struct TrainComponents {
   // Called on each step that materializes dense gradients, once per layer
   // (for tests and tracing).
   std::function<void(int64_t step, const std::string& layer)> on_dense_gradient;
+  // Called after each step's optimizer step, LR step and mask change, with
+  // the step's index t (gradients of unchanged parameters are still there).
+  std::function<void(int64_t step)> on_step_end;
 };
 
 struct MaskUpdateStats {

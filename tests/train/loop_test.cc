@@ -80,7 +80,21 @@ TEST(RunTraining, LeNet300100LearnsWithRigLAt90PercentAndDenseGradientsOnlyOnUpd
   c.steps = 60;
   std::set<int64_t> seen;
   c.on_dense_gradient = [&](int64_t step, const std::string&) { seen.insert(step); };
+  // Between updates every sparse weight's gradient is compact: CSR in its
+  // pattern (nnz-sized values).
+  int64_t compact_checked = 0;
+  c.on_step_end = [&](int64_t step) {
+    if (updater.is_update_step(step)) return;
+    for (const std::string& n : layers) {
+      const Variable& w = model->parameter(n);
+      ASSERT_TRUE(w.grad().defined()) << n << " at step " << step;
+      ASSERT_EQ(w.grad().format(), "csr") << n << " at step " << step;
+      ASSERT_EQ(pattern_version(w.grad()), pattern_version(w.value()));
+      ++compact_checked;
+    }
+  };
   const TrainingSummary s = run_training(c);
+  EXPECT_EQ(compact_checked, 3 * 55);
 
   EXPECT_LT(mean(s.losses, 50, 60), 0.5 * mean(s.losses, 0, 10));
   EXPECT_EQ(s.dense_gradient_steps, (std::vector<int64_t>{0, 10, 20, 30, 40}));
@@ -108,6 +122,31 @@ TEST(RunTraining, LeNet300100LearnsWithRigLAt90PercentAndDenseGradientsOnlyOnUpd
   EXPECT_LT(s.model.linear_flops_sparse * 5, s.model.linear_flops_dense);
   ASSERT_TRUE(s.test.has_value());
   EXPECT_GT(s.test->accuracy, 0.3);
+}
+
+// SET grows at random: no dense gradient, ever. SNFS reads the momentum.
+TEST(RunTraining, SetNeverMaterializesDenseGradientsAndSnfsRuns) {
+  for (const char* growth : {"random", "momentum"}) {
+    auto model = make_mlp({20, 32, 16, 4}, 1);
+    const std::vector<std::string> layers = sparsify_weights(*model, 0.2, 9);
+    Sgd opt(model->parameters(), SgdOptions{0.05, 0.9});
+    MaskUpdaterConfig u = rigl_config(20, 5);
+    u.growth = growth;
+    MaskUpdater updater(u);
+    for (const std::string& n : layers) updater.add_layer(n, model->parameter(n).value());
+    TrainComponents c(*model, blob_loader(128, 20, 4, 16, 2), opt);
+    c.mask_updater = &updater;
+    c.epochs = 3;  // 8 batches per epoch
+    const TrainingSummary s = run_training(c);
+    EXPECT_EQ(s.final_step, 24) << growth;
+    EXPECT_TRUE(s.dense_gradient_steps.empty()) << growth;
+    EXPECT_EQ(s.mask_updates.size(), 4u) << growth;
+    int64_t total_nnz = 0;
+    for (const LayerStats& l : s.model.layers) total_nnz += l.nnz;
+    EXPECT_EQ(total_nnz, static_cast<int64_t>(0.2 * 20 * 32 + 0.5) + static_cast<int64_t>(0.2 * 32 * 16 + 0.5) +
+                             static_cast<int64_t>(0.2 * 16 * 4 + 0.5))
+        << growth;
+  }
 }
 
 TEST(RunTraining, GmpPrunesToTheFinalDensity) {
