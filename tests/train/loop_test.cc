@@ -235,13 +235,21 @@ void expect_resume_bit_identical(bool sparse) {
     Job first = build_job(sparse, total);
     first.c->stop_at_step = n;
     first.c->checkpoint_dir = dir;
+    first.c->checkpoint_every = 4;  // 4 and 8, then 11 at the stop; the newest two are kept
+    first.c->keep_last = 2;
     const TrainingSummary b = run_training(*first.c);
     ASSERT_EQ(b.final_step, n);
     ASSERT_EQ(b.last_checkpoint, dir + "/" + checkpoint_file_name(n));
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(a.losses[i], b.losses[i]) << "step " << i;
+    auto list = list_checkpoints(dir);
+    ASSERT_TRUE(list.ok());
+    ASSERT_EQ(list->size(), 2u);
+    EXPECT_EQ((*list)[0].first, 8);
+    EXPECT_EQ((*list)[1].first, n);
   }
   Job second = build_job(sparse, total);
-  second.c->resume = dir;
+  // The directory (its newest checkpoint) or the file itself.
+  second.c->resume = sparse ? dir + "/" + checkpoint_file_name(n) : dir;
   const TrainingSummary c = run_training(*second.c);
   EXPECT_EQ(c.start_step, n);
   ASSERT_EQ(c.final_step, total);
