@@ -196,8 +196,9 @@ struct Job {
   std::unique_ptr<TrainComponents> c;
 };
 
-// Builds everything from scratch, as a new process would.
-Job build_job(bool sparse, int64_t total_steps) {
+// Builds everything from scratch, as a new process would. `movement`: the
+// updater prunes by movement score and grows at random (SET) instead of RigL.
+Job build_job(bool sparse, int64_t total_steps, bool movement = false) {
   manual_seed(777);  // whatever the previous run left, a fresh process starts here
   Job j;
   j.model = make_mlp({12, 24, 16, 3}, 11);
@@ -216,23 +217,28 @@ Job build_job(bool sparse, int64_t total_steps) {
   j.c->grad_clip = 1.0;
   j.c->steps = total_steps;
   if (sparse) {
-    j.updater = std::make_unique<MaskUpdater>(rigl_config(total_steps, 4));
+    MaskUpdaterConfig u = rigl_config(total_steps, 4);
+    if (movement) {
+      u.prune = PruneCriterion::kMovement;
+      u.growth = "random";
+    }
+    j.updater = std::make_unique<MaskUpdater>(u);
     for (const std::string& n : layers) j.updater->add_layer(n, j.model->parameter(n).value());
     j.c->mask_updater = j.updater.get();
   }
   return j;
 }
 
-void expect_resume_bit_identical(bool sparse) {
+void expect_resume_bit_identical(bool sparse, bool movement = false) {
   const int64_t n = 11, total = 2 * n;  // 5 batches per epoch: the checkpoint is mid-epoch
-  Job straight = build_job(sparse, total);
+  Job straight = build_job(sparse, total, movement);
   const TrainingSummary a = run_training(*straight.c);
   ASSERT_EQ(a.final_step, total);
   const std::vector<std::string> want = parameter_bits(*straight.model);
 
-  const std::string dir = temp_dir(sparse ? "resume_sparse" : "resume_dense");
+  const std::string dir = temp_dir(movement ? "resume_movement" : sparse ? "resume_sparse" : "resume_dense");
   {
-    Job first = build_job(sparse, total);
+    Job first = build_job(sparse, total, movement);
     first.c->stop_at_step = n;
     first.c->checkpoint_dir = dir;
     first.c->checkpoint_every = 4;  // 4 and 8, then 11 at the stop; the newest two are kept
@@ -247,7 +253,7 @@ void expect_resume_bit_identical(bool sparse) {
     EXPECT_EQ((*list)[0].first, 8);
     EXPECT_EQ((*list)[1].first, n);
   }
-  Job second = build_job(sparse, total);
+  Job second = build_job(sparse, total, movement);
   // The directory (its newest checkpoint) or the file itself.
   second.c->resume = sparse ? dir + "/" + checkpoint_file_name(n) : dir;
   const TrainingSummary c = run_training(*second.c);
@@ -258,7 +264,8 @@ void expect_resume_bit_identical(bool sparse) {
   if (sparse) {
     // Mask updates happened on both sides of the checkpoint.
     EXPECT_FALSE(c.mask_updates.empty());
-    EXPECT_EQ(c.dense_gradient_steps, (std::vector<int64_t>{12, 16, 20}));
+    const std::vector<int64_t> want_dense = movement ? std::vector<int64_t>() : std::vector<int64_t>{12, 16, 20};
+    EXPECT_EQ(c.dense_gradient_steps, want_dense);
   }
   EXPECT_EQ(parameter_bits(*second.model), want);
   EXPECT_EQ(second.sched->current_step(), straight.sched->current_step());
@@ -267,6 +274,8 @@ void expect_resume_bit_identical(bool sparse) {
 
 TEST(RunTraining, ResumeIsBitIdenticalDense) { expect_resume_bit_identical(false); }
 TEST(RunTraining, ResumeIsBitIdenticalSparseCsrWithRigL) { expect_resume_bit_identical(true); }
+// The movement scores travel in the checkpoint (updater.*).
+TEST(RunTraining, ResumeIsBitIdenticalSparseCsrWithMovementPruningAndSet) { expect_resume_bit_identical(true, true); }
 
 }  // namespace
 }  // namespace coppice
