@@ -195,6 +195,7 @@ TrainingSummary run_training(TrainComponents& c) {
   };
 
   model.train();
+  const std::map<std::string, int64_t> fallbacks_before = Dispatcher::instance().fallback_counts();
   const Clock::time_point t_start = Clock::now();
   Clock::time_point t_window = t_start;
   int64_t window_samples = 0;
@@ -377,9 +378,18 @@ TrainingSummary run_training(TrainComponents& c) {
   summary.seconds = seconds_since(t_start);
   summary.samples_per_second = summary.seconds > 0 ? static_cast<double>(total_samples) / summary.seconds : 0.0;
   summary.model = model_stats(model);
-  summary.fallback_counts = Dispatcher::instance().fallback_counts();
+  for (const auto& [op, count] : Dispatcher::instance().fallback_counts()) {
+    auto it = fallbacks_before.find(op);
+    const int64_t during = count - (it == fallbacks_before.end() ? 0 : it->second);
+    if (during > 0) summary.fallback_counts[op] = during;
+  }
   summary.peak_memory_bytes = peak_cpu_memory_bytes();
   if (metrics.is_open()) (void)metrics.write(JsonObject(summary_json(summary)));
+  if (c.progress_out != nullptr) {
+    std::string text = format_summary(summary);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    progress.message(text);
+  }
   return summary;
 }
 

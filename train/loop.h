@@ -100,7 +100,8 @@ struct TrainComponents {
   // Metrics (JSONL; "" none), every log_every steps (and update steps).
   std::string metrics_path;
   int64_t log_every = 50;
-  // Progress on `progress_out` (null: none); redrawn in place on a terminal.
+  // Progress on `progress_out` (null: none); redrawn in place on a terminal;
+  // evaluations and the final summary (format_summary) are printed there too.
   std::FILE* progress_out = nullptr;
   int progress_interactive = -1;  // -1: isatty
   int64_t progress_every = 10;
@@ -139,8 +140,8 @@ struct TrainingSummary {
   std::optional<EvalResult> validation;  // the last evaluation
   std::optional<EvalResult> test;        // at the end
   ModelStats model;                      // at the end
-  std::map<std::string, int64_t> fallback_counts;  // Dispatcher::fallback_counts at the end
-  int64_t peak_memory_bytes = -1;        // CPU allocator high-water mark
+  std::map<std::string, int64_t> fallback_counts;  // dense fallbacks during the run (Dispatcher::fallback_counts)
+  int64_t peak_memory_bytes = -1;        // CPU allocator high-water mark since the process started
   std::string last_checkpoint;           // "" when none was written
   double seconds = 0.0;
   double samples_per_second = 0.0;

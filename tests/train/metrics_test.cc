@@ -196,7 +196,20 @@ TEST(Metrics, RunTrainingWritesTrainEvalAndSummaryRecords) {
   c.log_every = 2;
   c.eval_every = 4;
   c.metrics_path = temp_path("metrics.jsonl");
+  const std::string progress_path = temp_path("progress.txt");
+  c.progress_out = std::fopen(progress_path.c_str(), "w");
+  ASSERT_NE(c.progress_out, nullptr);
+  c.progress_every = 4;
   const TrainingSummary s = run_training(c);
+  std::fclose(c.progress_out);
+  // Plain lines: two progress lines, two evaluations, the summary.
+  const std::vector<std::string> progress = read_lines(progress_path);
+  ASSERT_GE(progress.size(), 5u);
+  EXPECT_EQ(progress[0].rfind("epoch 0 step 4/8 (50%) loss ", 0), 0u) << progress[0];
+  EXPECT_EQ(progress[1].rfind("eval (validation) at step 4: loss ", 0), 0u) << progress[1];
+  bool summary_printed = false;
+  for (const std::string& line : progress) summary_printed = summary_printed || line.rfind("test accuracy ", 0) == 0;
+  EXPECT_TRUE(summary_printed);
 
   int train = 0, eval = 0, summary = 0, updates = 0;
   for (const std::string& line : read_lines(c.metrics_path)) {
