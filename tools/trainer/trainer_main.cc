@@ -1,0 +1,156 @@
+// The trainer: runs one YAML training job (train/config.h) through run_job
+// (train/job.h).
+//
+//   trainer --config FILE [--set key.path=value ...] [--resume CKPT] [--run-dir DIR]
+//
+// Exit status: 0 after a finished run (the summary, format_summary, on
+// stdout); 2 for bad arguments or a bad job (one line on stderr, as
+// config_error writes it); 1 for a failure at run time (one line
+// "trainer: error: ..." on stderr).
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "tensor/error.h"
+#include "train/config.h"
+#include "train/job.h"
+#include "train/loop.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: trainer --config FILE [--set key.path=value ...] [--resume CKPT] [--run-dir DIR]\n"
+    "\n"
+    "Runs the training job described by the YAML file FILE (see README.md, \"Configuring a job\").\n"
+    "\n"
+    "  --config FILE      the job file (required)\n"
+    "  --set K=V          override one key of the job, e.g. --set optimizer.lr=0.05 or\n"
+    "                     --set training.steps=300 (repeatable; applied before validation)\n"
+    "  --resume CKPT      resume from a checkpoint file or the newest checkpoint in a\n"
+    "                     directory (overrides checkpoint.resume)\n"
+    "  --run-dir DIR      the run's directory: metrics go to DIR/metrics.jsonl unless\n"
+    "                     logging.metrics names a file\n"
+    "  -h, --help         this text\n"
+    "\n"
+    "Exit status: 0 done (summary on stdout), 1 a run-time error, 2 a bad argument or job.\n";
+
+struct Args {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string resume;
+  std::string run_dir;
+  bool help = false;
+};
+
+int usage_error(const std::string& message) {
+  std::cerr << "trainer: " << message << " (see trainer --help)\n";
+  return coppice::kConfigErrorExitCode;
+}
+
+// Returns 0, or the exit code of a bad argument (after printing it).
+int parse_args(int argc, char** argv, Args& a) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      a.help = true;
+      return 0;
+    }
+    std::string value;
+    bool has_value = false;
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    const bool takes_value = arg == "--config" || arg == "--set" || arg == "--resume" || arg == "--run-dir";
+    if (!takes_value) return usage_error("unknown argument '" + std::string(argv[i]) + "'");
+    if (!has_value) {
+      if (i + 1 >= argc) return usage_error(arg + " needs a value");
+      value = argv[++i];
+    }
+    if (arg == "--config") {
+      if (!a.config.empty()) return usage_error("--config given twice");
+      a.config = value;
+    } else if (arg == "--set") {
+      if (value.find('=') == std::string::npos) return usage_error("--set needs key.path=value, got '" + value + "'");
+      a.overrides.push_back(value);
+    } else if (arg == "--resume") {
+      a.resume = value;
+    } else {
+      a.run_dir = value;
+    }
+  }
+  if (a.config.empty()) return usage_error("--config FILE is required");
+  std::error_code ec;
+  if (!a.resume.empty() && !std::filesystem::exists(a.resume, ec))
+    return usage_error("--resume: '" + a.resume + "' not found");
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  Args args;
+  if (int rc = parse_args(argc, argv, args); rc != 0) return rc;
+  if (args.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+
+  absl::StatusOr<coppice::JobConfig> job = coppice::load_job_config(args.config, args.overrides);
+  if (!job.ok()) {
+    // Messages about the file itself already start with its path.
+    const std::string message(job.status().message());
+    const std::string prefix = args.config + ": ";
+    if (message.rfind(prefix, 0) == 0) {
+      return coppice::config_error(args.config, absl::Status(job.status().code(), message.substr(prefix.size())),
+                                   std::cerr);
+    }
+    return coppice::config_error(args.config, job.status(), std::cerr);
+  }
+
+  coppice::JobRunOptions opts;
+  opts.resume = args.resume;
+  opts.run_dir = args.run_dir;
+  opts.progress_out = stderr;
+  if (!args.run_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(args.run_dir, ec);
+    if (ec) {
+      std::cerr << "trainer: error: cannot create the run directory '" << args.run_dir << "': " << ec.message() << "\n";
+      return 1;
+    }
+  }
+
+  const coppice::TrainingSummary summary = coppice::run_job(*job, opts);
+  // With progress on, the loop has printed the summary on stderr already;
+  // when stdout and stderr are both the terminal, once is enough.
+  const bool shown = job->logging.progress && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
+  if (!shown) std::cout << coppice::format_summary(summary) << std::flush;
+  return 0;
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const coppice::Error& e) {
+    std::cerr << "trainer: error: " << one_line(e.what()) << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "trainer: error: " << one_line(e.what()) << "\n";
+  }
+  return 1;
+}

@@ -1,0 +1,294 @@
+#include "train/job.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/fashion_mnist.h"
+#include "data/loader.h"
+#include "data/synthetic.h"
+#include "data/text.h"
+#include "models/module.h"
+#include "models/zoo.h"
+#include "optim/adam.h"
+#include "optim/density.h"
+#include "optim/gmp.h"
+#include "optim/lr_schedule.h"
+#include "optim/mask_updater.h"
+#include "optim/optimizer.h"
+#include "optim/sgd.h"
+#include "sparse/convert.h"
+#include "tensor/backend.h"
+#include "tensor/error.h"
+#include "tensor/generator.h"
+
+namespace coppice {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Splits {
+  std::shared_ptr<const Dataset> train;
+  std::shared_ptr<const Dataset> validation;  // null: none
+  std::shared_ptr<const Dataset> test;        // null: none
+};
+
+int64_t validation_size(int64_t n, double fraction) {
+  // As config.cc's planned_steps: floor(n * validation_split) held out.
+  return static_cast<int64_t>(std::floor(static_cast<double>(n) * fraction));
+}
+
+Splits load_data(const JobConfig& job) {
+  const DataConfig& d = job.data;
+  Splits s;
+  switch (d.dataset) {
+    case DatasetKind::kFashionMnist: {
+      auto train = load_fashion_mnist(FashionMnistSplit::kTrain, d.fashion_mnist);
+      if (!train.ok()) fail("data: ", train.status().message());
+      auto test = load_fashion_mnist(FashionMnistSplit::kTest, d.fashion_mnist);
+      if (!test.ok()) fail("data: ", test.status().message());
+      std::shared_ptr<const Dataset> all = *train;
+      const int64_t nv = validation_size(all->size(), d.validation_split);
+      if (nv > 0) {
+        TrainValidation tv = split_random(all, nv, job.seed);
+        s.train = tv.train;
+        s.validation = tv.validation;
+      } else {
+        s.train = all;
+      }
+      s.test = *test;
+      break;
+    }
+    case DatasetKind::kSynthetic: {
+      // One draw of examples + test_examples blobs, so that the held-out
+      // examples come from the same class centres as the training ones (a
+      // second draw with another seed would draw other centres).
+      BlobsOptions b = d.synthetic;
+      b.n = d.synthetic.n + d.synthetic_test_examples;
+      std::shared_ptr<const Dataset> all = make_blobs(b).dataset;
+      std::shared_ptr<const Dataset> rest = all;
+      if (d.synthetic_test_examples > 0) {
+        TrainValidation tt = split_last(all, d.synthetic_test_examples);
+        rest = tt.train;
+        s.test = tt.validation;
+      }
+      const int64_t nv = validation_size(rest->size(), d.validation_split);
+      if (nv > 0) {
+        TrainValidation tv = split_last(rest, nv);
+        s.train = tv.train;
+        s.validation = tv.validation;
+      } else {
+        s.train = rest;
+      }
+      break;
+    }
+    case DatasetKind::kText: {
+      const std::string path = d.text_path();
+      std::ifstream in(path, std::ios::binary);
+      if (!in) fail("data: cannot open the text file '", path, "'");
+      std::ostringstream text;
+      text << in.rdbuf();
+      if (in.bad()) fail("data: cannot read the text file '", path, "'");
+      std::shared_ptr<const Dataset> all = std::make_shared<CharTextDataset>(text.str(), d.text, path);
+      // The last windows validate (with a stride below seq_len, the first
+      // validation windows overlap the last training ones by a few bytes).
+      const int64_t nv = validation_size(all->size(), d.validation_split);
+      if (nv > 0) {
+        TrainValidation tv = split_last(all, nv);
+        s.train = tv.train;
+        s.validation = tv.validation;
+      } else {
+        s.train = all;
+      }
+      break;
+    }
+  }
+  COPPICE_CHECK(s.train != nullptr && s.train->size() > 0, "data: the training split of ", dataset_kind_name(d.dataset),
+                " is empty");
+  return s;
+}
+
+std::vector<LayerShape> parameter_shapes(const Module& model) {
+  std::vector<LayerShape> shapes;
+  for (const auto& [name, p] : model.named_parameters()) shapes.push_back({name, p.value().shape()});
+  return shapes;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o, std::vector<Variable> params) {
+  switch (o.kind) {
+    case OptimizerKind::kSgd:
+      return std::make_unique<Sgd>(std::move(params), o.sgd);
+    case OptimizerKind::kAdam:
+      return std::make_unique<Adam>(std::move(params), o.adam);
+    case OptimizerKind::kAdamW: {
+      AdamWOptions w;
+      static_cast<AdamOptions&>(w) = o.adam;  // the job's weight decay (config.cc defaults it to AdamW's 1e-2)
+      return std::make_unique<AdamW>(std::move(params), w);
+    }
+  }
+  fail("optimizer: unknown kind");
+}
+
+LrSchedulePtr make_lr_schedule(const LrScheduleConfig& c, int64_t total_steps) {
+  LrSchedulePtr then;
+  switch (c.kind) {
+    case LrScheduleKind::kConstant:
+      then = constant_lr();
+      break;
+    case LrScheduleKind::kStep:
+      then = step_lr(c.step_size, c.gamma);
+      break;
+    case LrScheduleKind::kCosine: {
+      // t_max 0: the training steps after the warm-up (config.h).
+      const int64_t t_max = c.t_max > 0 ? c.t_max : std::max<int64_t>(1, total_steps - c.warmup_steps);
+      then = cosine_lr(t_max, c.eta_min);
+      break;
+    }
+  }
+  if (c.warmup_steps > 0) return linear_warmup(c.warmup_steps, c.warmup_start_factor, then);
+  return then;
+}
+
+void make_parent_dirs(const std::string& file) {
+  const fs::path parent = fs::path(file).parent_path();
+  if (parent.empty()) return;
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) fail("cannot create the directory '", parent.string(), "': ", ec.message());
+}
+
+}  // namespace
+
+Device resolve_job_device(const DeviceConfig& config) {
+  if (config.is_auto) return cuda_available() ? Device::cuda(0) : Device::cpu();
+  const Device d = config.device;
+  if (d.is_cpu()) return d;
+  if (find_backend(DeviceType::kCuda) == nullptr)
+    fail("device ", d.to_string(), ": this build has no CUDA (built with --define=cuda=0); use device cpu or auto");
+  const int count = cuda_device_count();
+  if (count == 0) fail("device ", d.to_string(), ": no CUDA GPU is visible on this machine; use device cpu or auto");
+  if (d.index < 0 || d.index >= count)
+    fail("device ", d.to_string(), ": this machine has ", count, " CUDA GPU", count == 1 ? "" : "s");
+  return d;
+}
+
+std::string job_metrics_path(const JobConfig& job, const JobRunOptions& opts) {
+  if (!job.logging.metrics.empty()) return job.logging.metrics;
+  if (!opts.run_dir.empty()) return (fs::path(opts.run_dir) / "metrics.jsonl").string();
+  return "";
+}
+
+TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
+  if (job.distributed.world_size > 1)
+    fail("distributed.world_size ", job.distributed.world_size,
+         ": the trainer runs one process; distributed training is not wired into it yet");
+  const Device device = resolve_job_device(job.device);
+  manual_seed(job.seed);
+
+  // The model, on the device.
+  ModulePtr model = make_model(job.model);
+  model->to(device);
+
+  // Data and loaders.
+  const Splits data = load_data(job);
+  DataLoaderOptions train_opts = job.data.loader;
+  train_opts.device = device;
+  DataLoaderOptions eval_opts = train_opts;
+  eval_opts.shuffle = false;
+  eval_opts.drop_last = false;
+  if (job.data.eval_batch_size > 0) eval_opts.batch_size = job.data.eval_batch_size;
+
+  // Sparsity: one exact rule per selected parameter with its density, then
+  // the parameters in their formats (and the output rules attached).
+  const SparsitySchedule schedule = resolve_schedule(job, parameter_shapes(*model));
+  std::vector<std::string> ruled;  // the parameters a rule selects
+  for (const ParameterRule& r : schedule.parameters) ruled.push_back(r.selector.pattern);
+  if (!schedule.parameters.empty() || !schedule.outputs.empty()) {
+    SparsifyContext ctx;
+    ctx.seed = job.seed;
+    model->apply_sparsity(schedule, ctx);
+  }
+
+  // GMP prunes sparse weights in place (run_training prunes the parameters of
+  // gmp_layers; by default every sparse one). config.cc refuses gmp with a
+  // dense or n:m rule format, so every ruled weight should be sparse here; a
+  // weight that the schedule nevertheless left dense (e.g. a format that
+  // keeps density 1 as dense) is converted to masked, which the pruner
+  // handles entry by entry, so that GMP has a pattern to shrink.
+  std::vector<std::string> gmp_layers;
+  if (job.mask_update.method == MaskMethod::kGmp) {
+    for (const std::string& name : ruled) {
+      const Variable p = model->parameter(name);
+      if (p.dim() < 2) continue;
+      if (!p.value().is_sparse()) {
+        model->set_parameter(name, Variable(to_format(p.value(), "masked"), p.requires_grad(), name));
+      }
+      gmp_layers.push_back(name);
+    }
+    COPPICE_CHECK(!gmp_layers.empty(), "mask_update: gmp selects no weight of dim >= 2 to prune");
+  }
+
+  // The optimizer over the parameters as apply_sparsity left them.
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(job.optimizer, model->parameters());
+
+  TrainComponents c(*model, DataLoader(data.train, train_opts), *optimizer);
+  if (data.validation != nullptr && job.evaluation.split == EvalSplit::kValidation)
+    c.validation.emplace(data.validation, eval_opts);
+  if (data.test != nullptr) c.test.emplace(data.test, eval_opts);
+  c.device = device;
+  c.seed = job.seed;
+  c.grad_clip = job.optimizer.grad_clip;
+  if (job.training.steps) c.steps = *job.training.steps;
+  else c.epochs = *job.training.epochs;
+  const int64_t total_steps = c.steps > 0 ? c.steps : c.epochs * c.train.num_batches();
+  c.stop_at_step = opts.stop_at_step;
+
+  // Always a scheduler (constant included), so that every checkpoint records
+  // its position and a resumed run finds one.
+  LrScheduler scheduler(*optimizer, make_lr_schedule(job.lr_schedule, total_steps));
+  c.scheduler = &scheduler;
+
+  std::optional<MaskUpdater> updater;
+  std::optional<GmpPruner> gmp;
+  if (job.mask_update.is_prune_and_regrow()) {
+    updater.emplace(job.mask_update.updater);
+    for (const std::string& name : ruled) {
+      const Variable p = model->parameter(name);
+      if (p.value().is_sparse()) updater->add_layer(name, p.value());
+    }
+    COPPICE_CHECK(!updater->layers().empty(), "mask_update: ", mask_method_name(job.mask_update.method),
+                  " has no sparse weight to update");
+    c.mask_updater = &*updater;
+  } else if (job.mask_update.method == MaskMethod::kGmp) {
+    gmp.emplace(job.mask_update.gmp);
+    c.gmp = &*gmp;
+    c.gmp_layers = gmp_layers;
+  }
+
+  c.eval_every = job.evaluation.every_steps;
+  c.eval_max_batches = job.evaluation.max_batches;
+
+  c.metrics_path = job_metrics_path(job, opts);
+  if (!c.metrics_path.empty()) make_parent_dirs(c.metrics_path);
+  c.log_every = job.logging.every_steps;
+  c.progress_out = job.logging.progress ? opts.progress_out : nullptr;
+  c.progress_interactive = opts.progress_interactive;
+
+  c.checkpoint_dir = job.checkpoint.dir;
+  c.checkpoint_every = job.checkpoint.every_steps;
+  c.keep_last = job.checkpoint.keep_last;
+  c.resume = opts.resume.empty() ? job.checkpoint.resume : opts.resume;
+
+  return run_training(c);
+}
+
+}  // namespace coppice

@@ -1,0 +1,67 @@
+// A whole training job from its validated configuration (ARCHITECTURE.md,
+// layer 7): the glue between train/config.h and train/loop.h that the
+// `trainer` binary (tools/trainer) runs.
+//
+// run_job builds, in this order: the device (auto: CUDA when cuda_available(),
+// else the CPU), manual_seed(job.seed), the model (make_model) moved to the
+// device, the datasets and loaders, the sparsity (resolve_schedule over the
+// model's parameter shapes, then Module::apply_sparsity), the optimizer over
+// model.parameters() taken after apply_sparsity, the LR scheduler, the mask
+// updater (set / rigl / snfs) or GMP pruner, and hands them to run_training.
+//
+// Data:
+//   fashion_mnist  train (60000 images) less a seeded random validation split
+//                  of floor(validation_split * 60000) (split_random, keyed by
+//                  job.seed); the test split is the 10000 t10k images.
+//   synthetic      examples + test_examples Gaussian blobs drawn with one seed
+//                  (so the held-out test examples share the training classes'
+//                  centres); the last test_examples are the test split, and a
+//                  validation split is cut from the end of the rest.
+//   text           next-character windows over the corpus; the validation
+//                  split is the last windows (split_last); no test split.
+//
+// Errors (a CUDA device on a build or machine without one, distributed
+// training, a dataset that fails to load, a checkpoint that fails to load or
+// write) are thrown as coppice::Error.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "tensor/device.h"
+#include "train/config.h"
+#include "train/loop.h"
+
+namespace coppice {
+
+struct JobRunOptions {
+  // The run's directory (created when needed). When set and the job leaves
+  // logging.metrics empty, metrics go to <run_dir>/metrics.jsonl.
+  std::string run_dir;
+  // A checkpoint file or directory to resume from; when non-empty it
+  // overrides the job's checkpoint.resume.
+  std::string resume;
+  // Where progress, evaluations and the loop's summary go when the job's
+  // logging.progress is true (null: nowhere); redrawn in place only on a
+  // terminal (progress_interactive -1: isatty).
+  std::FILE* progress_out = stderr;
+  int progress_interactive = -1;
+  // Stop after this many steps in total (< 0: run to the end); for tests.
+  int64_t stop_at_step = -1;
+};
+
+// The device a job runs on: "auto" is cuda:0 when cuda_available(), else the
+// CPU. Throws coppice::Error for a CUDA device that this build or machine
+// does not have.
+Device resolve_job_device(const DeviceConfig& config);
+
+// The metrics path run_job writes: logging.metrics, or
+// <run_dir>/metrics.jsonl when that is empty and run_dir is set, else "".
+std::string job_metrics_path(const JobConfig& job, const JobRunOptions& opts);
+
+// Runs `job` (already validated by load_job_config) to its end and returns
+// the loop's summary.
+TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts = {});
+
+}  // namespace coppice
