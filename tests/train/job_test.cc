@@ -1,0 +1,252 @@
+// run_job (train/job.h) on tiny synthetic jobs on the CPU (an MLP 20-16-3
+// for 60 steps): dense, RigL at 80 % sparsity and GMP learn with the right
+// densities, metrics go to <run dir>/metrics.jsonl, a checkpointed run
+// stopped half-way resumes to the same end as an uninterrupted one; and the
+// `trainer` binary exits 2 with one line on a bad job and 0 on a good one.
+#include "train/job.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "train/config.h"
+
+namespace coppice {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string temp_dir(const std::string& tag) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const fs::path p = fs::path(base != nullptr ? base : "/tmp") / tag;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+double mean(const std::vector<double>& v, size_t from, size_t to) {
+  return std::accumulate(v.begin() + static_cast<long>(from), v.begin() + static_cast<long>(to), 0.0) /
+         static_cast<double>(to - from);
+}
+
+// The tiny job, plus `extra` YAML lines (whole top-level sections).
+std::string tiny_job(const std::string& extra) {
+  return "seed: 3\n"
+         "device: cpu\n"
+         "model: {name: mlp, options: {sizes: [20, 16, 3]}}\n"
+         "data:\n"
+         "  dataset: synthetic\n"
+         "  batch_size: 16\n"
+         "  synthetic: {examples: 320, test_examples: 96, features: 20, classes: 3, center_scale: 1.0, spread: 1.0}\n"
+         "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+         "training: {steps: 60}\n"
+         "logging: {progress: false, every_steps: 10}\n" +
+         extra;
+}
+
+JobConfig parse(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  absl::StatusOr<JobConfig> job = parse_job_config(yaml, overrides);
+  EXPECT_TRUE(job.ok()) << job.status();
+  return *job;
+}
+
+std::map<std::string, double> densities(const TrainingSummary& s) {
+  std::map<std::string, double> d;
+  for (const LayerStats& l : s.model.layers) d[l.name] = l.density;
+  return d;
+}
+
+void expect_learns(const TrainingSummary& s) {
+  ASSERT_EQ(s.final_step, 60);
+  ASSERT_EQ(s.losses.size(), 60u);
+  EXPECT_LT(mean(s.losses, 50, 60), 0.5 * mean(s.losses, 0, 10));
+  ASSERT_TRUE(s.test.has_value());
+  EXPECT_EQ(s.test->examples, 96);
+  EXPECT_GT(s.test->accuracy, 0.8);
+}
+
+const char* kRigl =
+    "sparsity:\n"
+    "  density: 0.2\n"
+    "  distribution: uniform\n"
+    "  rules: [{regex: 'fc[0-9]+\\.weight', format: csr}]\n"
+    "mask_update: {method: rigl, end_step: 45, interval: 10, drop_fraction: 0.3}\n";
+
+TEST(RunJob, DenseLearnsAndWritesMetrics) {
+  const std::string dir = temp_dir("job_dense");
+  JobRunOptions opts;
+  opts.run_dir = dir;
+  const TrainingSummary s = run_job(parse(tiny_job("")), opts);
+  expect_learns(s);
+  for (const auto& [name, d] : densities(s)) EXPECT_EQ(d, 1.0) << name;
+  EXPECT_TRUE(s.mask_updates.empty());
+
+  std::ifstream in(fs::path(dir) / "metrics.jsonl");
+  ASSERT_TRUE(in.good());
+  std::string line, last;
+  int train_lines = 0;
+  while (std::getline(in, line)) {
+    if (line.find("\"kind\":\"train\"") != std::string::npos) ++train_lines;
+    last = line;
+  }
+  EXPECT_GE(train_lines, 6);
+  EXPECT_NE(last.find("\"kind\":\"summary\""), std::string::npos) << last;
+}
+
+TEST(RunJob, RigL80Percent) {
+  const TrainingSummary s = run_job(parse(tiny_job(kRigl)));
+  expect_learns(s);
+  const std::map<std::string, double> d = densities(s);
+  // round(0.2 * 320) / 320 and round(0.2 * 48) / 48, kept through the updates.
+  EXPECT_DOUBLE_EQ(d.at("fc1.weight"), 64.0 / 320.0);
+  EXPECT_DOUBLE_EQ(d.at("fc2.weight"), 10.0 / 48.0);
+  for (const LayerStats& l : s.model.layers) {
+    if (l.name.find("weight") != std::string::npos) {
+      EXPECT_EQ(l.format, "csr") << l.name;
+    }
+  }
+  // Updates at 0, 10, ..., 40; each read the dense gradient (RigL).
+  ASSERT_EQ(s.mask_updates.size(), 5u);
+  EXPECT_EQ(s.dense_gradient_steps, (std::vector<int64_t>{0, 10, 20, 30, 40}));
+  EXPECT_GT(s.mask_updates[0].grown.at("fc1.weight"), 0);
+}
+
+TEST(RunJob, GmpPrunesToFinalDensity) {
+  const TrainingSummary s = run_job(parse(tiny_job(
+      "sparsity:\n"
+      "  rules: [{regex: 'fc[0-9]+\\.weight', format: csr}]\n"
+      "mask_update: {method: gmp, start_step: 10, end_step: 40, frequency: 10, initial_density: 1.0, "
+      "final_density: 0.2}\n")));
+  expect_learns(s);
+  const std::map<std::string, double> d = densities(s);
+  EXPECT_NEAR(d.at("fc1.weight"), 0.2, 0.01);
+  EXPECT_NEAR(d.at("fc2.weight"), 0.2, 0.03);
+  for (const LayerStats& l : s.model.layers) EXPECT_EQ(l.format, "csr") << l.name;
+}
+
+TEST(RunJob, CheckpointAndResumeContinue) {
+  const std::string ckpt = temp_dir("job_ckpt");
+  const std::string yaml = tiny_job(std::string(kRigl) + "checkpoint: {dir: '" + ckpt + "', every_steps: 20}\n");
+  const TrainingSummary full = run_job(parse(tiny_job(kRigl)));
+
+  JobRunOptions stop;
+  stop.stop_at_step = 30;
+  const TrainingSummary first = run_job(parse(yaml), stop);
+  EXPECT_EQ(first.final_step, 30);
+  EXPECT_TRUE(fs::exists(fs::path(ckpt) / "ckpt-0000000030.safetensors"));
+  EXPECT_TRUE(fs::exists(fs::path(ckpt) / "ckpt-0000000020.safetensors"));
+
+  // --resume (JobRunOptions::resume) overrides the job's checkpoint.resume.
+  JobRunOptions resume;
+  resume.resume = ckpt;
+  const TrainingSummary second = run_job(parse(yaml), resume);
+  EXPECT_EQ(second.start_step, 30);
+  EXPECT_EQ(second.final_step, 60);
+  ASSERT_EQ(second.losses.size(), 30u);
+  for (size_t i = 0; i < 30; ++i) EXPECT_EQ(second.losses[i], full.losses[30 + i]) << "step " << 30 + i;
+  ASSERT_TRUE(second.test && full.test);
+  EXPECT_EQ(second.test->loss, full.test->loss);
+  EXPECT_EQ(densities(second), densities(full));
+}
+
+// ---- the binary -----------------------------------------------------------------------------
+
+std::string trainer_path() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* ws = std::getenv("TEST_WORKSPACE");
+  return (fs::path(srcdir != nullptr ? srcdir : ".") / (ws != nullptr ? ws : "coppice") / "tools/trainer/trainer")
+      .string();
+}
+
+struct RunResult {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+RunResult run_trainer(const std::string& args, const std::string& dir) {
+  const std::string out = dir + "/stdout", err = dir + "/stderr";
+  const std::string cmd = "'" + trainer_path() + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(TrainerBinary, BadJobExitsTwoWithOneLine) {
+  ASSERT_TRUE(fs::exists(trainer_path())) << trainer_path();
+  const std::string dir = temp_dir("trainer_bad");
+  const std::string bad = write_file(dir, "bad.yaml", tiny_job("") + "checkpoint: {every_steps: -3}\n");
+  RunResult r = run_trainer("--config '" + bad + "'", dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("checkpoint.every_steps"), std::string::npos) << r.err;
+
+  const std::string good = write_file(dir, "good.yaml", tiny_job(""));
+  r = run_trainer("--config '" + good + "' --set optimizer.lrr=0.1", dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("did you mean 'optimizer.lr'"), std::string::npos) << r.err;
+
+  r = run_trainer("--config '" + good + "' --bogus", dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+
+  r = run_trainer("--config '" + dir + "/missing.yaml'", dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+
+  // A run-time error: a CUDA device on this CPU-only test build (or a
+  // machine without a GPU) is exit 1 with "trainer: error: ...".
+  r = run_trainer("--config '" + good + "' --set device=cuda", dir);
+  if (r.code != 0) {
+    EXPECT_EQ(r.code, 1);
+    EXPECT_EQ(r.err.rfind("trainer: error: ", 0), 0u) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  }
+}
+
+TEST(TrainerBinary, GoodJobExitsZeroWithSummary) {
+  const std::string dir = temp_dir("trainer_good");
+  const std::string good = write_file(dir, "good.yaml", tiny_job(kRigl));
+  RunResult r = run_trainer("--config '" + good + "' --set training.steps=30 --set mask_update.end_step=25 --run-dir '" +
+                                dir + "/run'",
+                            dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("trained 30/30 steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("test accuracy"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "run" / "metrics.jsonl"));
+
+  r = run_trainer("--help", dir);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("usage: trainer --config FILE"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace coppice
