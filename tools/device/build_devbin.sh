@@ -9,11 +9,11 @@ tools/setup >/dev/null
 # COPPICE_BAZEL_OUTPUT_BASE reuses a warm output base (a developer's own).
 bazel=(bazel ${COPPICE_BAZEL_OUTPUT_BASE:+--output_base=$COPPICE_BAZEL_OUTPUT_BASE})
 # The tests that exercise a GPU: every cc_test in a cuda/ folder of tests/ and
-# any test whose source asks for a CUDA device (one cc_test per *_test.cc,
+# any test whose source checks for a CUDA device (one cc_test per *_test.cc,
 # named after the file). CPU-only tests run in CI; carrying them would only
 # add bytes.
 mapfile -t tests < <({ "${bazel[@]}" query 'kind(cc_test, //tests/...)' 2>/dev/null | grep '/cuda:'
-  grep -rlE 'cuda_available|Device::cuda|SKIP_WITHOUT_CUDA' tests --include='*_test.cc' |
+  grep -rlE 'cuda_available|SKIP_WITHOUT_CUDA' tests --include='*_test.cc' |
     sed -E 's|^(.*)/([^/]+)\.cc$|//\1:\2|'; } | sort -u)
 "${bazel[@]}" build --define=cuda=1 "${tests[@]}" //tools/bench:bench //tools/demo:mlp_demo
 bin=$("${bazel[@]}" info --define=cuda=1 bazel-bin)
