@@ -138,6 +138,24 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o, std::vector<
   fail("optimizer: unknown kind");
 }
 
+// Linear warm-up from a factor of 0 (config.h allows warmup_start_factor 0,
+// and it is the default; optim's linear_warmup, like torch's LinearLR,
+// refuses 0): base_lr * step / warmup_steps for step < warmup_steps, then
+// `then` at step - warmup_steps. The same formula as linear_warmup's with
+// start_factor 0.
+class WarmupFromZero final : public LrSchedule {
+ public:
+  WarmupFromZero(int64_t warmup_steps, LrSchedulePtr then) : warmup_(warmup_steps), then_(std::move(then)) {}
+  double lr(double base_lr, int64_t step) const override {
+    if (step < warmup_) return base_lr * static_cast<double>(step) / static_cast<double>(warmup_);
+    return then_->lr(base_lr, step - warmup_);
+  }
+
+ private:
+  int64_t warmup_;
+  LrSchedulePtr then_;
+};
+
 LrSchedulePtr make_lr_schedule(const LrScheduleConfig& c, int64_t total_steps) {
   LrSchedulePtr then;
   switch (c.kind) {
@@ -154,6 +172,7 @@ LrSchedulePtr make_lr_schedule(const LrScheduleConfig& c, int64_t total_steps) {
       break;
     }
   }
+  if (c.warmup_steps > 0 && c.warmup_start_factor <= 0.0) return std::make_shared<WarmupFromZero>(c.warmup_steps, then);
   if (c.warmup_steps > 0) return linear_warmup(c.warmup_steps, c.warmup_start_factor, then);
   return then;
 }

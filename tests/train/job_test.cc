@@ -134,6 +134,13 @@ TEST(RunJob, GmpPrunesToFinalDensity) {
   for (const LayerStats& l : s.model.layers) EXPECT_EQ(l.format, "csr") << l.name;
 }
 
+// warmup_start_factor defaults to 0, which linear_warmup refuses; run_job
+// warms up from 0 itself.
+TEST(RunJob, WarmupFromZeroThenCosine) {
+  const TrainingSummary s = run_job(parse(tiny_job("lr_schedule: {name: cosine, warmup_steps: 10}\n")));
+  expect_learns(s);
+}
+
 TEST(RunJob, CheckpointAndResumeContinue) {
   const std::string ckpt = temp_dir("job_ckpt");
   const std::string yaml = tiny_job(std::string(kRigl) + "checkpoint: {dir: '" + ckpt + "', every_steps: 20}\n");
