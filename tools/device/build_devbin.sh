@@ -15,17 +15,17 @@ bazel=(bazel ${COPPICE_BAZEL_OUTPUT_BASE:+--output_base=$COPPICE_BAZEL_OUTPUT_BA
 mapfile -t tests < <({ "${bazel[@]}" query 'kind(cc_test, //tests/...)' 2>/dev/null | grep '/cuda:'
   grep -rlE 'cuda_available|SKIP_WITHOUT_CUDA' tests --include='*_test.cc' |
     sed -E 's|^(.*)/([^/]+)\.cc$|//\1:\2|'; } | sort -u)
-"${bazel[@]}" build --define=cuda=1 "${tests[@]}" //tools/bench:bench //tools/demo:mlp_demo
+"${bazel[@]}" build --define=cuda=1 "${tests[@]}" //tools/bench:bench //tools/demo:mlp_demo //tools/trainer:trainer
 bin=$("${bazel[@]}" info --define=cuda=1 bazel-bin)
 rm -rf .devbin && mkdir -p .devbin/tests
 for t in "${tests[@]}"; do
   path=${t#//}; path=${path/://}
   [[ -x $bin/$path ]] && cp "$bin/$path" ".devbin/tests/$(echo "${t#//tests/}" | tr '/:' '__')"
 done
-cp $bin/tools/bench/bench $bin/tools/demo/mlp_demo .devbin/
-cp tools/bench/*.py tools/device/run_gpu_suite.sh .devbin/
+cp $bin/tools/bench/bench $bin/tools/demo/mlp_demo $bin/tools/trainer/trainer .devbin/
+cp tools/bench/*.py tools/device/run_gpu_suite.sh tools/device/gpu_smoke.yaml tools/device/read_checkpoint_torch.py .devbin/
 # Nothing beyond glibc, libstdc++, libgcc and the CUDA libraries may be needed there.
-bad=$(ldd .devbin/tests/* .devbin/bench .devbin/mlp_demo | awk '/=>/{print $1}' | sort -u |
+bad=$(ldd .devbin/tests/* .devbin/bench .devbin/mlp_demo .devbin/trainer | awk '/=>/{print $1}' | sort -u |
       grep -vE '^(linux-vdso|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|ld-linux|libcudart|libcublas|libcublasLt|libcusparse|libnvJitLink|libnccl)' || true)
 if [[ -n "$bad" ]]; then echo "build_devbin: unexpected shared libraries: $bad" >&2; exit 1; fi
 # Test binaries share most of their bytes (OpenBLAS, Abseil, our kernels):

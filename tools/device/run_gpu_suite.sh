@@ -35,6 +35,13 @@ cat "$OUT/summary.txt" | head -60
 
 echo "== demo on the GPU"
 .devbin/mlp_demo --device cuda > "$OUT/demo.txt" 2>&1; tail -8 "$OUT/demo.txt"
+echo "== trainer on the GPU (synthetic RigL job), and its checkpoint read by PyTorch"
+.devbin/trainer --config .devbin/gpu_smoke.yaml --set checkpoint.dir="$W/ckpt" --run-dir "$W/run" \
+  > "$OUT/trainer.txt" 2>&1
+echo "trainer exit $?" >> "$OUT/trainer.txt"
+ckpt=$(ls "$W"/ckpt/*.safetensors 2>/dev/null | tail -1)
+[[ -n "$ckpt" ]] && python3 .devbin/read_checkpoint_torch.py "$ckpt" >> "$OUT/trainer.txt" 2>&1
+tail -25 "$OUT/trainer.txt"
 echo "== benchmarks"
 .devbin/bench all --device all --json "$OUT/bench_coppice.json" > "$W/bench_coppice.log" 2>&1
 python3 .devbin/torch_reference.py --json "$OUT/bench_torch.json" > "$W/bench_torch.log" 2>&1
