@@ -50,7 +50,7 @@ struct DataConfig {
   FashionMnistOptions fashion_mnist;   // dir (= path or the default), flatten, normalize, mean, std
   TextDatasetOptions text;             // seq_len, stride; the file is text_path()
   BlobsOptions synthetic;              // n, features, classes, center_scale, spread, seed
-  int64_t synthetic_test_examples = 0; // held-out blobs drawn with seed + 1 (0: none)
+  int64_t synthetic_test_examples = 0; // held out from the same draw of blobs (0: none)
 
   std::string text_path() const { return path.empty() ? std::string(kDefaultTextCorpus) : path; }
 };

@@ -59,7 +59,7 @@ std::vector<SchemaKey> build_schema() {
       {"data.stride", K::kInt, "text: distance between window starts (0: seq_len)"},
       {"data.synthetic", K::kSection, "synthetic: Gaussian blobs (data/synthetic.h)"},
       {"data.synthetic.examples", K::kInt, "training examples, >= 1 (1000)"},
-      {"data.synthetic.test_examples", K::kInt, "test examples, drawn with seed + 1 (0: none)"},
+      {"data.synthetic.test_examples", K::kInt, "test examples, held out from the same draw (0: none)"},
       {"data.synthetic.features", K::kInt, "features per example, >= 1 (2)"},
       {"data.synthetic.classes", K::kInt, "classes, >= 1 (3)"},
       {"data.synthetic.center_scale", K::kDouble, "std of the class centers, >= 0 (5)"},
