@@ -301,6 +301,7 @@ TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
   c.log_every = job.logging.every_steps;
   c.progress_out = job.logging.progress ? opts.progress_out : nullptr;
   c.progress_interactive = opts.progress_interactive;
+  c.summary_on_progress = opts.summary_on_progress;
 
   c.checkpoint_dir = job.checkpoint.dir;
   c.checkpoint_every = job.checkpoint.every_steps;

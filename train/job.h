@@ -47,6 +47,9 @@ struct JobRunOptions {
   // terminal (progress_interactive -1: isatty).
   std::FILE* progress_out = stderr;
   int progress_interactive = -1;
+  // Whether the loop also prints the final summary with the progress (the
+  // trainer binary prints it on stdout itself, once).
+  bool summary_on_progress = true;
   // Stop after this many steps in total (< 0: run to the end); for tests.
   int64_t stop_at_step = -1;
 };

@@ -385,7 +385,7 @@ TrainingSummary run_training(TrainComponents& c) {
   }
   summary.peak_memory_bytes = peak_cpu_memory_bytes();
   if (metrics.is_open()) (void)metrics.write(JsonObject(summary_json(summary)));
-  if (c.progress_out != nullptr) {
+  if (c.progress_out != nullptr && c.summary_on_progress) {
     std::string text = format_summary(summary);
     if (!text.empty() && text.back() == '\n') text.pop_back();
     progress.message(text);

@@ -101,9 +101,11 @@ struct TrainComponents {
   std::string metrics_path;
   int64_t log_every = 50;
   // Progress on `progress_out` (null: none); redrawn in place on a terminal;
-  // evaluations and the final summary (format_summary) are printed there too.
+  // evaluations and, unless summary_on_progress is false (a caller that
+  // prints the summary itself), the final summary (format_summary) too.
   std::FILE* progress_out = nullptr;
   int progress_interactive = -1;  // -1: isatty
+  bool summary_on_progress = true;
   int64_t progress_every = 10;
 
   // Checkpoints: every checkpoint_every steps (0: only at the end / stop) in

@@ -7,7 +7,6 @@
 // stdout); 2 for bad arguments or a bad job (one line on stderr, as
 // config_error writes it); 1 for a failure at run time (one line
 // "trainer: error: ..." on stderr).
-#include <unistd.h>
 
 #include <cstdio>
 #include <exception>
@@ -128,11 +127,9 @@ int run(int argc, char** argv) {
     }
   }
 
+  opts.summary_on_progress = false;  // printed once, on stdout, below
   const coppice::TrainingSummary summary = coppice::run_job(*job, opts);
-  // With progress on, the loop has printed the summary on stderr already;
-  // when stdout and stderr are both the terminal, once is enough.
-  const bool shown = job->logging.progress && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
-  if (!shown) std::cout << coppice::format_summary(summary) << std::flush;
+  std::cout << coppice::format_summary(summary) << std::flush;
   return 0;
 }
 
