@@ -12,6 +12,7 @@
 #include "optim/mask_change.h"
 #include "sparse/convert.h"
 #include "tensor/ops.h"
+#include "tests/util/throws_with.h"
 
 namespace coppice::testing_mask {
 
@@ -55,20 +56,6 @@ inline std::vector<uint32_t> bits_at(const Tensor& param, const std::vector<int6
   return out;
 }
 
-template <typename Fn>
-::testing::AssertionResult throws_with(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts) {
-      if (msg.find(p) == std::string::npos) {
-        return ::testing::AssertionFailure() << "message '" << msg << "' lacks '" << p << "'";
-      }
-    }
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no coppice::Error thrown";
-}
+using coppice::testing::throws_with;  // tests/util/throws_with.h
 
 }  // namespace coppice::testing_mask

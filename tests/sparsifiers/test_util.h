@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "tensor/ops.h"
+#include "tests/util/throws_with.h"
 
 namespace coppice::testing_sparsifiers {
 
@@ -34,21 +35,6 @@ inline Tensor random_tensor(const Shape& shape, uint64_t seed, bool few_values =
   return from_vector(v, shape, TensorOptions(DType::kF64)).to(dtype);
 }
 
-// Expects `fn` to throw coppice::Error whose message contains every one of `parts`.
-template <typename Fn>
-::testing::AssertionResult throws_with(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts) {
-      if (msg.find(p) == std::string::npos) {
-        return ::testing::AssertionFailure() << "message '" << msg << "' lacks '" << p << "'";
-      }
-    }
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no coppice::Error thrown";
-}
+using coppice::testing::throws_with;  // tests/util/throws_with.h
 
 }  // namespace coppice::testing_sparsifiers
