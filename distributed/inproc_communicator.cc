@@ -151,7 +151,7 @@ void compute(Slot& slot) {
       std::vector<Tensor> inputs;
       for (const Tensor& t : slot.inputs) {
         inputs.push_back(t.contiguous());
-        slot.sizes.push_back(t.size(0));
+        if (call.collective == Collective::kAllGatherV) slot.sizes.push_back(t.size(0));
       }
       Tensor gathered = concat_dim0(inputs);
       for (int r = 0; r < world; ++r) slot.outputs[r] = r == 0 ? gathered : copy_of(gathered);
