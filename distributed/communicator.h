@@ -15,7 +15,8 @@
 // Asynchrony. Every collective returns a Work handle at once. Inputs must stay
 // untouched until wait() returns; results (the tensor updated in place, or
 // Work::result()) are defined only after wait(). Several collectives may be in
-// flight; they complete in issue order. On the CPU, wait() blocks until the
+// flight; they complete in issue order, and one that reads a tensor an earlier
+// one writes in place sees the written values (as on a stream). On the CPU, wait() blocks until the
 // collective is done. A stream-ordered backend (NCCL) enqueues the collective
 // on its own stream after an event recorded on the caller's stream, and its
 // wait() makes the caller's current stream wait on the collective's completion

@@ -35,8 +35,6 @@ using Clock = std::chrono::steady_clock;
     }                                                                                            \
   } while (0)
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 const DType kReducible[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16,
                             DType::kI32, DType::kI64, DType::kU8};
 const DType kFloating[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16};
