@@ -401,6 +401,25 @@ TEST(InprocCommunicatorTest, RankThatEndsEarly) {
   EXPECT_LT(Clock::now() - start, milliseconds(5000));
 }
 
+// A rank stuck in its own code cannot be stopped; run_inproc says so and waits.
+TEST(InprocCommunicatorTest, StuckRankIsReported) {
+  InprocOptions options;
+  options.timeout = milliseconds(30);
+  ::testing::internal::CaptureStderr();
+  EXPECT_ERROR_NAMING(run_inproc(
+                          2,
+                          [&](Communicator& comm) {
+                            if (comm.rank() == 0) fail("rank zero gave up");
+                            std::this_thread::sleep_for(milliseconds(250));
+                          },
+                          options),
+                      "rank zero gave up");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("run_inproc: 1 of 2 ranks still running 0.06 s after the first error (rank zero gave up)"),
+            std::string::npos)
+      << err;
+}
+
 // A rank may end with collectives in flight: the others still complete them.
 TEST(InprocCommunicatorTest, RankMayEndWithoutWaiting) {
   run_inproc(2, [&](Communicator& comm) {
