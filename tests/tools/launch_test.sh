@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# tools/launch: rank prefixes and environment, one failing rank ending the job
+# with its status, a rank that ignores SIGTERM, and SIGINT to the launcher.
+set -u
+launch="${1:?usage: launch_test.sh path/to/tools/launch}"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+fails=0
+check() {  # check NAME CONDITION...
+  local name="$1"; shift
+  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
+}
+
+# 1. Three ranks: every line prefixed, the environment set.
+"$launch" -n 3 --master-port 29511 -- sh -c \
+  'echo hi $RANK; echo env $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT; echo to stderr $RANK >&2' \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "three ranks exit 0" [ "$rc" -eq 0 ]
+for k in 0 1 2; do
+  check "rank $k hi" grep -qx "\[rank $k\] hi $k" "$tmp/out"
+  check "rank $k env" grep -qx "\[rank $k\] env 3 $k 3 127.0.0.1 29511" "$tmp/out"
+  check "rank $k stderr" grep -qx "\[rank $k\] to stderr $k" "$tmp/out"
+done
+check "nine lines, all prefixed" [ "$(grep -c '^\[rank [0-2]\] ' "$tmp/out")" -eq 9 -a "$(wc -l <"$tmp/out")" -eq 9 ]
+
+# 2. Rank 1 exits 3 while the others sleep 30: the launch ends quickly with status 3.
+start=$(date +%s)
+"$launch" -n 3 -- sh -c 'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 30' >"$tmp/out" 2>"$tmp/err"
+rc=$?
+took=$(( $(date +%s) - start ))
+check "failing rank: status 3" [ "$rc" -eq 3 ]
+check "failing rank: ends quickly (${took}s)" [ "$took" -lt 10 ]
+check "failing rank: one line naming rank 1" \
+  [ "$(grep -c 'rank 1 exited with status 3' "$tmp/err")" -eq 1 ]
+
+# 3. A rank that ignores SIGTERM is killed after the grace period.
+start=$(date +%s)
+"$launch" -n 2 --grace 1 -- sh -c 'trap "" TERM; if [ "$RANK" = 0 ]; then exit 5; fi; sleep 30' \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+took=$(( $(date +%s) - start ))
+check "SIGTERM ignored: status 5" [ "$rc" -eq 5 ]
+check "SIGTERM ignored: killed after grace (${took}s)" [ "$took" -lt 10 ]
+
+# 4. SIGINT to the launcher (Ctrl-C) stops every rank; status 130.
+start=$(date +%s)
+"$launch" -n 2 -- sh -c 'echo up $$; sleep 30' >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 50); do [ "$(grep -c up "$tmp/out")" -eq 2 ] && break; sleep 0.1; done
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+took=$(( $(date +%s) - start ))
+check "SIGINT: status 130" [ "$rc" -eq 130 ]
+check "SIGINT: ends quickly (${took}s)" [ "$took" -lt 10 ]
+pids=$(sed -n 's/^\[rank [01]\] up //p' "$tmp/out")
+check "SIGINT: both ranks started" [ "$(echo $pids | wc -w)" -eq 2 ]
+alive=0
+for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+check "SIGINT: no rank left" [ "$alive" -eq 0 ]
+
+# 5. Usage errors.
+"$launch" -n 0 -- true >/dev/null 2>&1
+check "-n 0 refused" [ $? -ne 0 ]
+"$launch" -n 2 true >/dev/null 2>&1
+check "missing -- refused" [ $? -ne 0 ]
+
+echo "$fails failed"
+[ "$fails" -eq 0 ]
