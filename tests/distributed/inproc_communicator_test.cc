@@ -18,22 +18,13 @@
 
 #include "gtest/gtest.h"
 #include "tensor/ops.h"
+#include "tests/util/error_matchers.h"
 
 namespace coppice {
 namespace {
 
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
-
-#define EXPECT_ERROR_NAMING(stmt, text)                                                          \
-  do {                                                                                           \
-    try {                                                                                        \
-      stmt;                                                                                      \
-      ADD_FAILURE() << "expected coppice::Error from: " #stmt;                                   \
-    } catch (const Error& e) {                                                                   \
-      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << "message: " << e.what(); \
-    }                                                                                            \
-  } while (0)
 
 const DType kReducible[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16,
                             DType::kI32, DType::kI64, DType::kU8};

@@ -12,7 +12,7 @@
 #include "optim/mask_change.h"
 #include "sparse/convert.h"
 #include "tensor/ops.h"
-#include "tests/util/throws_with.h"
+#include "tests/util/error_matchers.h"
 
 namespace coppice::testing_mask {
 
@@ -56,6 +56,6 @@ inline std::vector<uint32_t> bits_at(const Tensor& param, const std::vector<int6
   return out;
 }
 
-using coppice::testing::throws_with;  // tests/util/throws_with.h
+using coppice::testing::throws_with;  // tests/util/error_matchers.h
 
 }  // namespace coppice::testing_mask

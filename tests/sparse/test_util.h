@@ -11,18 +11,9 @@
 #include "sparse/convert.h"
 #include "tensor/backend.h"
 #include "tensor/ops.h"
+#include "tests/util/error_matchers.h"
 
 namespace coppice::testing {
-
-#define EXPECT_ERROR_NAMING(stmt, text)                                                          \
-  do {                                                                                           \
-    try {                                                                                        \
-      stmt;                                                                                      \
-      ADD_FAILURE() << "expected coppice::Error from: " #stmt;                                   \
-    } catch (const Error& e) {                                                                   \
-      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << "message: " << e.what(); \
-    }                                                                                            \
-  } while (0)
 
 // A dense tensor whose elements are non-zero with probability `density`
 // (exactly 0 and 1 at the ends), values in +-[0.5, 2); rows listed in

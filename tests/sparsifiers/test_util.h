@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "tensor/ops.h"
-#include "tests/util/throws_with.h"
+#include "tests/util/error_matchers.h"
 
 namespace coppice::testing_sparsifiers {
 
@@ -35,6 +35,6 @@ inline Tensor random_tensor(const Shape& shape, uint64_t seed, bool few_values =
   return from_vector(v, shape, TensorOptions(DType::kF64)).to(dtype);
 }
 
-using coppice::testing::throws_with;  // tests/util/throws_with.h
+using coppice::testing::throws_with;  // tests/util/error_matchers.h
 
 }  // namespace coppice::testing_sparsifiers

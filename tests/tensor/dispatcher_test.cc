@@ -9,19 +9,10 @@
 
 #include "gtest/gtest.h"
 #include "tensor/ops.h"
+#include "tests/util/error_matchers.h"
 
 namespace coppice {
 namespace {
-
-#define EXPECT_ERROR_NAMING(stmt, text)                                                          \
-  do {                                                                                           \
-    try {                                                                                        \
-      stmt;                                                                                      \
-      ADD_FAILURE() << "expected coppice::Error from: " #stmt;                                   \
-    } catch (const Error& e) {                                                                   \
-      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << "message: " << e.what(); \
-    }                                                                                            \
-  } while (0)
 
 // A stand-in for a sparse format: it only holds a dense tensor, under a
 // format name the dispatcher has never heard of.

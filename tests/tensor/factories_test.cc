@@ -6,19 +6,10 @@
 #include "tensor/backend.h"
 #include "tensor/ops.h"
 #include "tensor/philox.h"
+#include "tests/util/error_matchers.h"
 
 namespace coppice {
 namespace {
-
-#define EXPECT_ERROR_NAMING(stmt, text)                                                          \
-  do {                                                                                           \
-    try {                                                                                        \
-      stmt;                                                                                      \
-      ADD_FAILURE() << "expected coppice::Error from: " #stmt;                                   \
-    } catch (const Error& e) {                                                                   \
-      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << "message: " << e.what(); \
-    }                                                                                            \
-  } while (0)
 
 TEST(Factories, ZerosOnesFull) {
   Tensor z = zeros({2, 3});

@@ -8,19 +8,10 @@
 #include "gtest/gtest.h"
 #include "tensor/backend.h"
 #include "tensor/ops.h"
+#include "tests/util/error_matchers.h"
 
 namespace coppice {
 namespace {
-
-#define EXPECT_ERROR_NAMING(stmt, text)                                                          \
-  do {                                                                                           \
-    try {                                                                                        \
-      stmt;                                                                                      \
-      ADD_FAILURE() << "expected coppice::Error from: " #stmt;                                   \
-    } catch (const Error& e) {                                                                   \
-      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << "message: " << e.what(); \
-    }                                                                                            \
-  } while (0)
 
 std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
 
