@@ -23,6 +23,19 @@ Tensor make_csr(std::vector<int32_t> crow, std::vector<int32_t> col, const Tenso
   return Tensor(std::make_shared<CompressedImpl>(Layout::kCsr, p, c, vals, shape, new_pattern_version()));
 }
 
+// One CSR operand as the passes read it: its index arrays on the host and
+// its values in the accumulation dtype.
+struct HostCsr {
+  const int32_t* ptr;
+  const int32_t* idx;
+  Tensor values;
+};
+
+HostCsr host_csr(const Tensor& t, DType acc, std::string_view op) {
+  const CompressedImpl& c = csr_impl(t, op);
+  return {c.pointers().data<int32_t>(), c.indices().data<int32_t>(), contiguous_as(c.values(), acc)};
+}
+
 void check_csr_pair(const std::vector<Tensor>& in, std::string_view op) {
   check_inputs(in, 2, op);
   for (const Tensor& t : in) {
@@ -34,25 +47,20 @@ void check_csr_pair(const std::vector<Tensor>& in, std::string_view op) {
 std::vector<Tensor> spgemm(const std::vector<Tensor>& in, const Attrs&) {
   constexpr std::string_view op = "matmul";
   check_csr_pair(in, op);
-  const CompressedImpl& a = csr_impl(in[0], op);
-  const CompressedImpl& b = csr_impl(in[1], op);
   const int64_t m = in[0].size(0), k = in[0].size(1), n = in[1].size(1);
   COPPICE_CHECK(in[1].size(0) == k, op, ": inner dimensions differ: a is ", shape_to_string(in[0].shape()), ", b is ",
                 shape_to_string(in[1].shape()));
   const DType dtype = in[0].dtype(), acc = accumulate_dtype(dtype);
-  const int32_t* ap = a.pointers().data<int32_t>();
-  const int32_t* ai = a.indices().data<int32_t>();
-  const int32_t* bp = b.pointers().data<int32_t>();
-  const int32_t* bi = b.indices().data<int32_t>();
-  const Tensor av = contiguous_as(a.values(), acc), bv = contiguous_as(b.values(), acc);
+  const HostCsr a = host_csr(in[0], acc, op), b = host_csr(in[1], acc, op);
+  const int32_t *ap = a.ptr, *ai = a.idx, *bp = b.ptr, *bi = b.idx;
   std::vector<int32_t> crow(static_cast<size_t>(m + 1), 0);
   std::vector<int32_t> col;
   Tensor vals;
   dispatch_floating(acc, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      const T* pav = av.data<T>();
-      const T* pbv = bv.data<T>();
+      const T* pav = a.values.data<T>();
+      const T* pbv = b.values.data<T>();
       RowPasses passes(m);
       passes.count([&](int64_t r0, int64_t r1, std::vector<int64_t>& counts) {
         std::vector<int64_t> mark(static_cast<size_t>(n), -1);
@@ -115,23 +123,18 @@ std::vector<Tensor> union_op(const std::vector<Tensor>& in, double sign, std::st
   if (pattern_version(in[0]) == pattern_version(in[1])) {
     return {with_values(in[0], sign > 0 ? add(values(in[0]), values(in[1])) : sub(values(in[0]), values(in[1])))};
   }
-  const CompressedImpl& a = csr_impl(in[0], op);
-  const CompressedImpl& b = csr_impl(in[1], op);
   const int64_t m = in[0].size(0);
   const DType dtype = in[0].dtype(), acc = accumulate_dtype(dtype);
-  const int32_t* ap = a.pointers().data<int32_t>();
-  const int32_t* ai = a.indices().data<int32_t>();
-  const int32_t* bp = b.pointers().data<int32_t>();
-  const int32_t* bi = b.indices().data<int32_t>();
-  const Tensor av = contiguous_as(a.values(), acc), bv = contiguous_as(b.values(), acc);
+  const HostCsr a = host_csr(in[0], acc, op), b = host_csr(in[1], acc, op);
+  const int32_t *ap = a.ptr, *ai = a.idx, *bp = b.ptr, *bi = b.idx;
   std::vector<int32_t> crow(static_cast<size_t>(m + 1), 0);
   std::vector<int32_t> col;
   Tensor vals;
   dispatch_floating(acc, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      const T* pav = av.data<T>();
-      const T* pbv = bv.data<T>();
+      const T* pav = a.values.data<T>();
+      const T* pbv = b.values.data<T>();
       const T s = static_cast<T>(sign);
       // Walks the merge of row r, calling emit(col, value).
       auto merge = [&](int64_t r, auto&& emit) {
