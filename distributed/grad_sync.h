@@ -1,0 +1,101 @@
+// Data-parallel gradient exchange (ARCHITECTURE.md, layer 6): after one
+// backward pass every rank holds the average over ranks of each leaf's
+// gradient, with the exchange overlapped with the backward pass.
+//
+// Use, once per step:
+//   sync.begin(leaves);   // registers a gradient hook on every leaf
+//   loss.backward();      // hooks copy gradients into buckets; a full bucket
+//                         // is all-reduced at once, while backward goes on
+//   sync.end();           // waits for every exchange; each leaf's grad is
+//                         // now the average over ranks; hooks are removed
+//
+// What travels, per leaf:
+//   * a dense leaf: its gradient, in buckets of about bucket_bytes (leaves in
+//     the reverse of the order given, which is roughly the order backward
+//     reaches them; one dtype per bucket), all-reduced (average);
+//   * a sparse leaf (any format): its gradient holds the leaf's pattern, which
+//     is the same on every rank, so only the nnz values travel (compact) and
+//     bytes fall with density. With compact_sparse = false the gradient is
+//     densified and exchanged as a dense one (a baseline for benchmarks);
+//   * with topk_fraction > 0, a dense leaf of at least topk_min_numel
+//     elements sends only its k = ceil(fraction * numel) largest-magnitude
+//     entries of (gradient + residual) (all-gather of indices and values) and
+//     keeps what it did not send as its residual for the next step (error
+//     feedback; Stich et al. 2018). The result is the sum of every rank's
+//     sent entries divided by world_size, on every rank alike.
+// Buckets are issued in a fixed order (bucket 0 first), so every rank issues
+// the same collectives in the same order whatever order hooks fire in.
+//
+// Every rank must pass the same leaves (names, shapes, dtypes, formats and
+// sparse patterns) in the same order; begin() checks names, shapes and
+// dtypes cheaply (one all_gather of a fingerprint per distinct leaf list) and
+// throws coppice::Error naming the first leaf that differs. A leaf that got
+// no gradient in this backward pass contributes zeros (and still gets the
+// average: others may have had one). Gradients accumulated over several
+// backward passes between begin() and end() are not supported: the hook
+// fires once per backward.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "distributed/communicator.h"
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+struct GradSyncOptions {
+  int64_t bucket_bytes = 25ll << 20;  // dense buckets (PyTorch DDP's default)
+  bool compact_sparse = true;         // sparse leaves send nnz values only
+  double topk_fraction = 0.0;         // (0, 1): top-k with error feedback for dense leaves; 0: off
+  int64_t topk_min_numel = 4096;      // smaller dense leaves are all-reduced whole
+};
+
+// What this rank sent in the last exchange (payload bytes handed to the
+// collectives: an all-reduce of n bytes counts n, an all-gather of n bytes
+// from this rank counts n).
+struct GradSyncStats {
+  int64_t bytes = 0;          // all of it
+  int64_t dense_bytes = 0;    // dense buckets
+  int64_t compact_bytes = 0;  // sparse leaves' values (or their densified gradients)
+  int64_t topk_bytes = 0;     // top-k indices and values
+  int64_t collectives = 0;
+};
+
+using NamedLeaves = std::vector<std::pair<std::string, Variable>>;
+
+class GradientSync {
+ public:
+  GradientSync(Communicator& comm, GradSyncOptions options = {});
+  ~GradientSync();  // removes hooks still registered
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  // Registers the hooks for one backward pass over `leaves` (leaves that
+  // require grad). Throws if a previous begin() was not ended.
+  void begin(const NamedLeaves& leaves);
+  // Waits for every exchange and sets each leaf's grad to the average.
+  // Throws coppice::Error when a collective fails (the hooks are removed
+  // first).
+  void end();
+
+  const GradSyncOptions& options() const { return options_; }
+  const GradSyncStats& last_stats() const { return stats_; }
+  // Error-feedback residuals by leaf name (top-k only), e.g. for checkpoints.
+  const std::map<std::string, Tensor>& residuals() const { return residuals_; }
+
+ private:
+  struct Impl;
+  Communicator& comm_;
+  GradSyncOptions options_;
+  GradSyncStats stats_;
+  std::map<std::string, Tensor> residuals_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace coppice
