@@ -27,13 +27,19 @@
 // the same collectives in the same order whatever order hooks fire in.
 //
 // Every rank must pass the same leaves (names, shapes, dtypes, formats and
-// sparse patterns) in the same order; begin() checks names, shapes and
-// dtypes cheaply (one all_gather of a fingerprint per distinct leaf list) and
-// throws coppice::Error naming the first leaf that differs. A leaf that got
-// no gradient in this backward pass contributes zeros (and still gets the
-// average: others may have had one). Gradients accumulated over several
-// backward passes between begin() and end() are not supported: the hook
-// fires once per backward.
+// sparse patterns) in the same order; begin() checks names, shapes, dtypes,
+// formats and value counts cheaply (one all_gather_v of the leaves'
+// descriptions per distinct leaf list: a list is new when a leaf, or its
+// shape, format or pattern version, changes; ranks change theirs together)
+// and throws coppice::Error, on every rank, naming the first leaf that
+// differs and the ranks. A leaf that got no gradient in this backward pass
+// contributes zeros (and still gets the average: others may have had one);
+// its bucket, and every bucket after it, then waits for end() (list such
+// leaves first, so that their buckets come last). Gradients accumulated over
+// several backward passes between begin() and end() are not supported: the
+// hook fires once per backward, and a second gradient throws. After a
+// backward pass that threw, call end() (it throws too when a collective
+// failed) or destroy the GradientSync before the next begin().
 #pragma once
 
 #include <cstdint>
@@ -52,19 +58,24 @@ namespace coppice {
 struct GradSyncOptions {
   int64_t bucket_bytes = 25ll << 20;  // dense buckets (PyTorch DDP's default)
   bool compact_sparse = true;         // sparse leaves send nnz values only
-  double topk_fraction = 0.0;         // (0, 1): top-k with error feedback for dense leaves; 0: off
+  double topk_fraction = 0.0;         // (0, 1]: top-k with error feedback for dense leaves; 0: off
   int64_t topk_min_numel = 4096;      // smaller dense leaves are all-reduced whole
 };
 
 // What this rank sent in the last exchange (payload bytes handed to the
 // collectives: an all-reduce of n bytes counts n, an all-gather of n bytes
-// from this rank counts n).
+// from this rank counts n). Reset by begin() and counted as collectives are
+// issued, so that a hook running during backward sees the exchange so far.
 struct GradSyncStats {
   int64_t bytes = 0;          // all of it
-  int64_t dense_bytes = 0;    // dense buckets
+  int64_t dense_bytes = 0;    // dense leaves' gradients
   int64_t compact_bytes = 0;  // sparse leaves' values (or their densified gradients)
   int64_t topk_bytes = 0;     // top-k indices and values
   int64_t collectives = 0;
+  int64_t buckets = 0;        // buckets in the layout (a top-k leaf is a bucket of its own)
+  // Collectives issued from gradient hooks, i.e. while backward was running
+  // (the overlap); the rest were issued by end().
+  int64_t collectives_during_backward = 0;
 };
 
 using NamedLeaves = std::vector<std::pair<std::string, Variable>>;

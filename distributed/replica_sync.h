@@ -35,7 +35,8 @@ uint64_t pattern_checksum(const Tensor& tensor);
 void check_patterns_agree(Communicator& comm, const std::map<std::string, Tensor>& tensors,
                           const std::string& context);
 
-// Sums (or averages, or maxes) a few doubles over all ranks; one collective.
+// Sums (or averages, or maxes) a few doubles over all ranks; one collective,
+// on a CPU tensor (a backend that needs device tensors needs another path).
 std::vector<double> all_reduce_scalars(Communicator& comm, const std::vector<double>& values,
                                        ReduceOp op = ReduceOp::kSum);
 
