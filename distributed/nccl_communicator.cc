@@ -1,0 +1,636 @@
+#include "distributed/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "distributed/tcp_rendezvous.h"
+#include "tensor/backend.h"
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/stream.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string seconds_text(std::chrono::milliseconds d) { return str_cat(d.count() / 1000.0, " s"); }
+
+// NVLS multicast must stay off on the lent machines (see distributed/nccl.h);
+// NCCL reads its environment once, at its first call, so set it before any.
+void ensure_nccl_env() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); });
+}
+
+std::string nccl_error_text(ncclResult_t r, ncclComm_t comm) {
+  std::string s = ncclGetErrorString(r);
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && last[0] != '\0') s += str_cat(" (", last, ")");
+  return s;
+}
+
+ncclDataType_t nccl_dtype(DType dtype, std::string_view op) {
+  switch (dtype) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kF64: return ncclFloat64;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kF16: return ncclFloat16;
+    case DType::kI32: return ncclInt32;
+    case DType::kI64: return ncclInt64;
+    case DType::kU8: return ncclUint8;
+    case DType::kBool: return ncclUint8;  // data-moving collectives only (check_collective refuses reductions)
+  }
+  fail("nccl: ", op, ": dtype ", dtype_name(dtype), " is not supported");
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAverage: return ncclAvg;
+    case ReduceOp::kMax: return ncclMax;
+  }
+  fail("nccl: unknown reduce op");
+}
+
+// Sleeps a little longer each time: fast collectives are seen at once, long
+// waits do not burn a core.
+class Backoff {
+ public:
+  void pause() {
+    if (spins_ < 64) {
+      ++spins_;
+      std::this_thread::yield();
+      return;
+    }
+    std::this_thread::sleep_for(delay_);
+    delay_ = std::min(delay_ * 2, std::chrono::microseconds(1000));
+  }
+
+ private:
+  int spins_ = 0;
+  std::chrono::microseconds delay_{10};
+};
+
+cudaEvent_t make_event() {
+  cudaEvent_t e = nullptr;
+  COPPICE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "nccl");
+  return e;
+}
+
+}  // namespace
+
+// What a communicator and its Work handles share: the NCCL communicator, its
+// stream and whether (and why) it was aborted.
+struct NcclShared {
+  int rank = 0;
+  int world_size = 1;
+  int device = 0;
+  NcclOptions options;
+  cudaStream_t stream = nullptr;
+
+  mutable std::mutex mu;
+  ncclComm_t comm = nullptr;  // null once destroyed or aborted
+  std::string abort_reason;   // non-empty once no collective may run
+
+  ~NcclShared() {
+    // Only reached with a live comm when the constructor failed half-way.
+    if (comm != nullptr) ncclCommAbort(comm);
+    if (stream != nullptr) {
+      int previous = -1;
+      cudaGetDevice(&previous);
+      cudaSetDevice(device);
+      cudaStreamDestroy(stream);  // returns at once; the stream goes when its work is done
+      if (previous >= 0) cudaSetDevice(previous);
+    }
+  }
+
+  std::string where() const { return str_cat("rank ", rank); }
+
+  // Throws the abort reason once there is one.
+  void check_usable() const {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!abort_reason.empty()) throw Error(abort_reason);
+  }
+
+  // Aborts the NCCL communicator (once; the first reason is kept).
+  void abort(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (abort_reason.empty()) abort_reason = reason;
+    if (comm != nullptr) {
+      ncclCommAbort(comm);
+      comm = nullptr;
+    }
+  }
+
+  [[noreturn]] void abort_and_throw(const std::string& reason) {
+    abort(reason);
+    throw Error(check_reason());
+  }
+
+  std::string check_reason() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return abort_reason;
+  }
+
+  // NCCL's asynchronous state: ncclSuccess, ncclInProgress or an error.
+  ncclResult_t async_state() const {
+    std::lock_guard<std::mutex> lock(mu);
+    if (comm == nullptr) return ncclInvalidUsage;
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    return r != ncclSuccess ? r : state;
+  }
+
+  std::string last_error() const {
+    std::lock_guard<std::mutex> lock(mu);
+    const char* last = ncclGetLastError(comm);
+    return last != nullptr ? std::string(last) : std::string();
+  }
+
+  std::string failed_text(const std::string& what, ncclResult_t r) const {
+    std::string s = str_cat("nccl: ", what, " failed on ", where(), ": ", ncclGetErrorString(r));
+    const std::string last = last_error();
+    if (!last.empty()) s += str_cat(" (", last, ")");
+    return s + "; the communicator was aborted";
+  }
+
+  std::string timeout_text(const std::string& what) const {
+    return str_cat("nccl: ", what, " did not complete within ", seconds_text(options.timeout), " on ", where(),
+                   " (a peer died or hung); the communicator was aborted");
+  }
+
+  // After a nonblocking NCCL call returned `r`: waits until NCCL has finished
+  // enqueuing (ncclInProgress turns into ncclSuccess), at most until
+  // `deadline`. Aborts and throws on an error or the deadline.
+  void settle(ncclResult_t r, const std::string& what, Clock::time_point deadline) {
+    if (r != ncclSuccess && r != ncclInProgress) abort_and_throw(failed_text(what, r));
+    Backoff backoff;
+    while (r == ncclInProgress) {
+      r = async_state();
+      if (r == ncclSuccess) break;
+      if (r != ncclInProgress) abort_and_throw(failed_text(what, r));
+      if (Clock::now() >= deadline) abort_and_throw(timeout_text(what));
+      backoff.pause();
+    }
+  }
+
+  // Blocks until `done` (recorded on `stream` after the collective) has
+  // fired; aborts and throws when NCCL reports an error or `deadline` passes.
+  void wait_event(cudaEvent_t done, const std::string& what, Clock::time_point deadline) {
+    Backoff backoff;
+    for (;;) {
+      check_usable();
+      const cudaError_t e = cudaEventQuery(done);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) {
+        cudaGetLastError();
+        abort_and_throw(str_cat("nccl: ", what, " failed on ", where(), ": CUDA error ", cudaGetErrorName(e), ": ",
+                                cudaGetErrorString(e), "; the communicator was aborted"));
+      }
+      const ncclResult_t state = async_state();
+      if (state != ncclSuccess && state != ncclInProgress) abort_and_throw(failed_text(what, state));
+      if (Clock::now() >= deadline) {
+        if (cudaEventQuery(done) == cudaSuccess) return;  // finished while we looked at the clock
+        abort_and_throw(timeout_text(what));
+      }
+      backoff.pause();
+    }
+  }
+};
+
+namespace {
+
+// One issued collective.
+class NcclWork final : public WorkImpl {
+ public:
+  NcclWork(std::shared_ptr<NcclShared> shared, std::string name)
+      : shared_(std::move(shared)), name_(std::move(name)), issued_(Clock::now()) {}
+
+  ~NcclWork() override {
+    // Dropped without a successful wait(): the buffers in keep_ go back to
+    // the caching allocator, which reuses them in default-stream order. Make
+    // the default stream wait for the collective (an aborted one ends too: its
+    // kernels watch NCCL's abort flag) so that no new work scribbles on them
+    // while NCCL still reads or writes them.
+    if (enqueued_ && !waited_) {
+      int previous = -1;
+      if (cudaGetDevice(&previous) == cudaSuccess && cudaSetDevice(shared_->device) == cudaSuccess) {
+        cudaStreamWaitEvent(cuda::current_stream(shared_->device), done_, 0);
+        cudaSetDevice(previous);
+      }
+      cudaGetLastError();
+    }
+    if (ready_ != nullptr) cudaEventDestroy(ready_);
+    if (done_ != nullptr) cudaEventDestroy(done_);
+  }
+
+  // Enqueues `calls` (NCCL calls returning ncclResult_t, made inside one
+  // group) on the communicator's stream, after the work already queued on
+  // the default stream. The device must be current.
+  template <typename Calls>
+  void enqueue(Calls&& calls) {
+    ready_ = make_event();
+    done_ = make_event();
+    shared_->check_usable();
+    COPPICE_CUDA_CHECK(cudaEventRecord(ready_, cuda::current_stream(shared_->device)), "nccl");
+    COPPICE_CUDA_CHECK(cudaStreamWaitEvent(shared_->stream, ready_, 0), "nccl");
+    ncclComm_t comm;
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      comm = shared_->comm;
+    }
+    if (comm == nullptr) shared_->check_usable();
+    ncclResult_t first = ncclGroupStart();
+    if (first == ncclSuccess) {
+      ncclResult_t r = calls(comm);
+      if (r != ncclSuccess && r != ncclInProgress) first = r;
+      r = ncclGroupEnd();
+      if (first == ncclSuccess) first = r;
+    }
+    shared_->settle(first, name_, deadline());
+    COPPICE_CUDA_CHECK(cudaEventRecord(done_, shared_->stream), "nccl");
+    enqueued_ = true;
+  }
+
+  void wait() override {
+    if (waited_) return;
+    if (!error_.empty()) throw Error(error_);
+    try {
+      shared_->wait_event(done_, name_, deadline());
+      // Staged CPU tensors come back now; the copies run on the default
+      // stream, after the collective (the host has seen it finish).
+      cuda::DeviceGuard guard(shared_->device);
+      if (cpu_target_.defined()) {
+        cpu_target_.copy_(device_result_);
+        result_ = cpu_target_;
+      } else if (result_to_cpu_) {
+        result_ = device_result_.to(Device::cpu());
+      } else {
+        result_ = device_result_;
+      }
+      keep_.clear();
+      waited_ = true;
+    } catch (const std::exception& e) {
+      error_ = e.what();
+      throw;
+    }
+  }
+
+  bool is_completed() override {
+    if (waited_ || !error_.empty()) return true;
+    if (!shared_->check_reason().empty()) return true;
+    return cudaEventQuery(done_) == cudaSuccess;
+  }
+
+  const Tensor& result() const override {
+    check_waited("result");
+    return result_;
+  }
+  const std::vector<int64_t>& sizes() const override {
+    check_waited("sizes");
+    return sizes_;
+  }
+
+  Clock::time_point deadline() const { return issued_ + shared_->options.timeout; }
+  const std::string& name() const { return name_; }
+
+  // Set by the communicator when issuing.
+  std::vector<Tensor> keep_;  // inputs and staging buffers, alive until the collective is done
+  Tensor device_result_;      // on the GPU
+  Tensor cpu_target_;         // a staged in-place CPU tensor, written back in wait()
+  bool result_to_cpu_ = false;  // an out-of-place result for a CPU input
+  Tensor result_;             // set in wait()
+  std::vector<int64_t> sizes_;
+
+ private:
+  void check_waited(const char* what) const {
+    COPPICE_CHECK(waited_, "nccl: ", name_, ": ", what, "() before wait() returned");
+  }
+
+  std::shared_ptr<NcclShared> shared_;
+  std::string name_;
+  Clock::time_point issued_;
+  cudaEvent_t ready_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+  bool enqueued_ = false;
+  bool waited_ = false;
+  std::string error_;
+};
+
+char* byte_ptr(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
+
+// Shape with dim 0 replaced.
+Shape with_dim0(Shape shape, int64_t n) {
+  shape[0] = n;
+  return shape;
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int world_size, int cuda_device,
+                                   const NcclOptions& options)
+    : shared_(std::make_shared<NcclShared>()), rank_(rank), world_size_(world_size), device_(cuda_device) {
+  COPPICE_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "nccl: rank ", rank,
+                " is not a rank of a world of size ", world_size);
+  COPPICE_CHECK(options.timeout.count() > 0 && options.init_timeout.count() > 0,
+                "nccl: the timeouts must be > 0, got ", options.timeout.count(), " ms and ",
+                options.init_timeout.count(), " ms (init)");
+  const int devices = cuda_device_count();
+  COPPICE_CHECK(cuda_device >= 0 && cuda_device < devices, "nccl: rank ", rank, ": cuda:", cuda_device,
+                " does not exist (", devices, " visible)");
+  ensure_nccl_env();
+  shared_->rank = rank;
+  shared_->world_size = world_size;
+  shared_->device = cuda_device;
+  shared_->options = options;
+
+  cuda::DeviceGuard guard(cuda_device);
+  COPPICE_CUDA_CHECK(cudaStreamCreateWithFlags(&shared_->stream, cudaStreamNonBlocking), "nccl");
+
+  // Nonblocking, so that a peer that never joins cannot hang us here.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const std::string what = str_cat("init of rank ", rank, " of ", world_size, " on cuda:", cuda_device);
+  const Clock::time_point deadline = Clock::now() + options.init_timeout;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t r = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->comm = comm;
+  }
+  if (comm == nullptr && r != ncclSuccess && r != ncclInProgress) {
+    fail("nccl: ", what, " failed: ", nccl_error_text(r, nullptr));
+  }
+  try {
+    shared_->settle(r, what, deadline);
+  } catch (const Error&) {
+    // settle's timeout text speaks of a peer that died or hung; at init the
+    // likelier cause is a rank that was never started.
+    const std::string reason = shared_->check_reason();
+    if (reason.find("did not complete within") != std::string::npos) {
+      throw Error(str_cat("nccl: ", what, " did not complete within ", seconds_text(options.init_timeout),
+                          " (did every rank start and reach it?); the communicator was aborted"));
+    }
+    throw;
+  }
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  try {
+    NcclShared& s = *shared_;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (s.comm == nullptr) {  // aborted already
+        if (s.abort_reason.empty()) s.abort_reason = "nccl: the communicator was destroyed";
+        return;
+      }
+    }
+    cuda::DeviceGuard guard(device_);
+    const Clock::time_point deadline = Clock::now() + s.options.timeout;
+    // Outstanding collectives first: finalizing would wait for them without a bound.
+    Backoff backoff;
+    bool healthy = true;
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(s.stream);
+      if (e == cudaSuccess) break;
+      const ncclResult_t state = s.async_state();
+      if (e != cudaErrorNotReady || (state != ncclSuccess && state != ncclInProgress) ||
+          Clock::now() >= deadline) {
+        cudaGetLastError();
+        healthy = false;
+        break;
+      }
+      backoff.pause();
+    }
+    if (healthy) {
+      ncclComm_t comm;
+      {
+        std::lock_guard<std::mutex> lock(s.mu);
+        comm = s.comm;
+      }
+      ncclResult_t r = ncclCommFinalize(comm);
+      while (r == ncclInProgress && Clock::now() < deadline) {
+        backoff.pause();
+        r = s.async_state();
+      }
+      if (r == ncclSuccess) {
+        std::lock_guard<std::mutex> lock(s.mu);
+        ncclCommDestroy(s.comm);
+        s.comm = nullptr;
+        if (s.abort_reason.empty()) s.abort_reason = "nccl: the communicator was destroyed";
+        return;
+      }
+    }
+    std::cerr << "nccl: rank " << rank_ << ": outstanding work or finalization did not complete within "
+              << seconds_text(s.options.timeout) << " (or NCCL reported an error) when the communicator was destroyed;"
+              << " aborting it" << std::endl;
+    s.abort("nccl: the communicator was destroyed with work that did not complete; it was aborted");
+  } catch (...) {
+    // A destructor must not throw; the best left to do is abort.
+    try {
+      shared_->abort("nccl: the communicator was aborted while being destroyed");
+    } catch (...) {
+    }
+  }
+}
+
+bool NcclCommunicator::aborted() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->comm == nullptr && !shared_->abort_reason.empty();
+}
+
+void NcclCommunicator::abort(std::string_view why) { shared_->abort(std::string(why)); }
+
+Work NcclCommunicator::issue(Collective collective, const Tensor& tensor, ReduceOp reduce, int root) {
+  shared_->check_usable();
+  const CollectiveCall call = check_collective(collective, tensor, reduce, root, world_size_);
+  const std::string_view op = collective_name(collective);
+  const ncclDataType_t dtype = collective == Collective::kBarrier ? ncclInt32 : nccl_dtype(call.dtype, op);
+  const Device device = Device::cuda(device_);
+  bool on_cpu = false;
+  if (collective != Collective::kBarrier) {
+    on_cpu = tensor.device().is_cpu();
+    COPPICE_CHECK(on_cpu || tensor.device() == device, "nccl: ", op, ": the tensor is on ",
+                  tensor.device().to_string(), " but the communicator of rank ", rank_, " is on ",
+                  device.to_string(), " (move it there, or pass a CPU tensor, which is staged)");
+  }
+
+  const int64_t seq = next_seq_++;
+  auto work = std::make_shared<NcclWork>(shared_, str_cat(op, " #", seq));
+  cuda::DeviceGuard guard(device_);
+
+  // The input on this device, contiguous (a copy queued on the default
+  // stream, before the collective's ready event, when it is not).
+  Tensor in;
+  if (collective != Collective::kBarrier) {
+    in = on_cpu ? tensor.contiguous().to(device) : tensor.contiguous();
+    work->keep_.push_back(in);
+  }
+  const size_t esize = collective == Collective::kBarrier ? 4 : dtype_size(call.dtype);
+
+  switch (collective) {
+    case Collective::kAllReduce:
+    case Collective::kBroadcast: {
+      const size_t count = static_cast<size_t>(in.numel());
+      void* p = in.data_ptr();
+      const ncclRedOp_t red = nccl_op(reduce);
+      work->enqueue([&](ncclComm_t comm) -> ncclResult_t {
+        if (count == 0) return ncclSuccess;  // every rank has the same shape, so every rank skips it
+        if (collective == Collective::kAllReduce) return ncclAllReduce(p, p, count, dtype, red, comm, shared_->stream);
+        return ncclBroadcast(p, p, count, dtype, root, comm, shared_->stream);
+      });
+      work->device_result_ = in;  // `tensor` itself when it is on the device
+      if (on_cpu) work->cpu_target_ = tensor;
+      break;
+    }
+    case Collective::kAllGather: {
+      Tensor out = Tensor::empty(with_dim0(in.shape(), in.size(0) * world_size_), TensorOptions(in.dtype(), device));
+      work->keep_.push_back(out);
+      const size_t count = static_cast<size_t>(in.numel());
+      work->enqueue([&](ncclComm_t comm) -> ncclResult_t {
+        if (count == 0) return ncclSuccess;
+        return ncclAllGather(in.data_ptr(), out.data_ptr(), count, dtype, comm, shared_->stream);
+      });
+      work->device_result_ = out;
+      work->result_to_cpu_ = on_cpu;
+      break;
+    }
+    case Collective::kReduceScatter: {
+      Tensor out = Tensor::empty(with_dim0(in.shape(), in.size(0) / world_size_), TensorOptions(in.dtype(), device));
+      work->keep_.push_back(out);
+      const size_t count = static_cast<size_t>(out.numel());
+      const ncclRedOp_t red = nccl_op(reduce);
+      work->enqueue([&](ncclComm_t comm) -> ncclResult_t {
+        if (count == 0) return ncclSuccess;
+        return ncclReduceScatter(in.data_ptr(), out.data_ptr(), count, dtype, red, comm, shared_->stream);
+      });
+      work->device_result_ = out;
+      work->result_to_cpu_ = on_cpu;
+      break;
+    }
+    case Collective::kAllGatherV: {
+      // NCCL has no all_gather_v. First every rank's size along dim 0 (one
+      // i64 each, waited for: the output is allocated from them), then one
+      // broadcast per rank into its slice of the output, in one group.
+      Tensor mine = from_vector<int64_t>({in.size(0)}, {1}).to(device);
+      Tensor all = Tensor::empty({world_size_}, TensorOptions(DType::kI64, device));
+      NcclWork sizes_work(shared_, work->name() + " (exchanging sizes)");
+      sizes_work.keep_ = {mine, all};
+      sizes_work.enqueue([&](ncclComm_t comm) -> ncclResult_t {
+        return ncclAllGather(mine.data_ptr(), all.data_ptr(), 1, ncclInt64, comm, shared_->stream);
+      });
+      sizes_work.wait();
+      std::vector<int64_t> sizes = all.to_vector<int64_t>();
+      int64_t total = 0;
+      for (int r = 0; r < world_size_; ++r) {
+        if (sizes[r] < 0) {
+          shared_->abort_and_throw(str_cat("nccl: ", work->name(), ": rank ", r, " reported size ", sizes[r],
+                                           " (corrupt exchange); the communicator was aborted"));
+        }
+        total += sizes[r];
+      }
+      const int64_t row = in.size(0) > 0 ? in.numel() / in.size(0) : shape_numel(with_dim0(in.shape(), 1));
+      Tensor out = Tensor::empty(with_dim0(in.shape(), total), TensorOptions(in.dtype(), device));
+      work->keep_.push_back(out);
+      work->enqueue([&](ncclComm_t comm) -> ncclResult_t {
+        int64_t offset = 0;
+        for (int r = 0; r < world_size_; ++r) {
+          const size_t count = static_cast<size_t>(sizes[r] * row);
+          if (count > 0) {  // every rank knows every size, so all skip the same ones
+            char* dst = byte_ptr(out) + offset * row * static_cast<int64_t>(esize);
+            const void* src = r == rank_ ? in.data_ptr() : dst;
+            const ncclResult_t res = ncclBroadcast(src, dst, count, dtype, r, comm, shared_->stream);
+            if (res != ncclSuccess && res != ncclInProgress) return res;
+          }
+          offset += sizes[r];
+        }
+        return ncclSuccess;
+      });
+      work->device_result_ = out;
+      work->result_to_cpu_ = on_cpu;
+      work->sizes_ = std::move(sizes);
+      break;
+    }
+    case Collective::kBarrier: {
+      Tensor one = zeros({1}, TensorOptions(DType::kI32, device));
+      work->keep_.push_back(one);
+      work->enqueue([&](ncclComm_t comm) -> ncclResult_t {
+        return ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclInt32, ncclSum, comm, shared_->stream);
+      });
+      break;
+    }
+  }
+  return Work(work);
+}
+
+Work NcclCommunicator::all_reduce(const Tensor& tensor, ReduceOp op) {
+  return issue(Collective::kAllReduce, tensor, op, 0);
+}
+Work NcclCommunicator::broadcast(const Tensor& tensor, int root) {
+  return issue(Collective::kBroadcast, tensor, ReduceOp::kSum, root);
+}
+Work NcclCommunicator::all_gather(const Tensor& input) {
+  return issue(Collective::kAllGather, input, ReduceOp::kSum, 0);
+}
+Work NcclCommunicator::all_gather_v(const Tensor& input) {
+  return issue(Collective::kAllGatherV, input, ReduceOp::kSum, 0);
+}
+Work NcclCommunicator::reduce_scatter(const Tensor& input, ReduceOp op) {
+  return issue(Collective::kReduceScatter, input, op, 0);
+}
+Work NcclCommunicator::barrier() { return issue(Collective::kBarrier, Tensor(), ReduceOp::kSum, 0); }
+
+// ---- distributed/nccl.h ----
+
+bool nccl_available() { return cuda_available(); }
+
+std::string nccl_unique_id() {
+  ensure_nccl_env();
+  ncclUniqueId id;
+  const ncclResult_t r = ncclGetUniqueId(&id);
+  COPPICE_CHECK(r == ncclSuccess, "nccl: could not make a unique id: ", nccl_error_text(r, nullptr));
+  return std::string(id.internal, sizeof(id.internal));
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator_from_id(const std::string& unique_id, int rank,
+                                                             int world_size, int cuda_device,
+                                                             const NcclOptions& options) {
+  ncclUniqueId id;
+  COPPICE_CHECK(unique_id.size() == sizeof(id.internal), "nccl: a unique id has ", sizeof(id.internal),
+                " bytes, got ", unique_id.size());
+  std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
+  return std::make_unique<NcclCommunicator>(id, rank, world_size, cuda_device, options);
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, int cuda_device,
+                                                     const NcclOptions& options) {
+  COPPICE_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, "nccl: rank ", env.rank,
+                " is not a rank of a world of size ", env.world_size);
+  std::string id;
+  if (env.rank == 0) id = nccl_unique_id();
+  if (env.world_size > 1) {
+    RendezvousSpec spec;
+    spec.master_addr = env.master_addr;
+    spec.master_port = env.master_port;
+    spec.rank = env.rank;
+    spec.world_size = env.world_size;
+    spec.timeout = options.init_timeout;
+    absl::StatusOr<std::string> got = rendezvous_broadcast(spec, id);
+    if (!got.ok()) fail("nccl: ", std::string(got.status().message()));
+    id = *std::move(got);
+  }
+  return make_nccl_communicator_from_id(id, env.rank, env.world_size, cuda_device, options);
+}
+
+}  // namespace coppice

@@ -1,0 +1,88 @@
+// NcclCommunicator: the Communicator over NCCL, one per rank, on one GPU
+// (CUDA builds only; distributed/nccl.h has the factories every build has).
+//
+// Streams. Coppice runs everything on the legacy default stream of each
+// device (tensor/cuda/stream.h). A collective is enqueued on the
+// communicator's own cudaStreamNonBlocking stream after an event recorded on
+// the default stream, so it reads its inputs only after the work queued
+// before it, and overlaps with the work queued after it. Work::wait() polls
+// the collective's completion event (with the timeout), so that once it
+// returns the results are usable by anything, on any stream or the host.
+// A Work dropped without wait() still orders the default stream after its
+// collective, so that the caching allocator never hands its buffers to new
+// work while NCCL is still using them.
+//
+// Tensors. CUDA tensors on the communicator's device are used in place. CPU
+// tensors (metrics, a few scalars) are staged: copied to the device at issue,
+// and back (into the tensor, or into a CPU result()) in wait(). Tensors on
+// another GPU are refused. Validation is check_collective()'s (the same
+// messages as the in-process backend).
+//
+// Blocking. Issuing a collective returns once NCCL has enqueued it; on the
+// first collectives NCCL may first connect to peers (bounded by the timeout).
+// all_gather_v blocks until the ranks' sizes are known (one small all_gather)
+// because its output is allocated from them. barrier()'s Work blocks in wait().
+//
+// Faults: see distributed/nccl.h. NCCL itself cannot check that the ranks'
+// calls agree (communicator.h, Ordering): a mismatch hangs or corrupts until
+// the timeout.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "distributed/communicator.h"
+#include "distributed/nccl.h"
+
+namespace coppice {
+
+// The state a communicator shares with its Work handles (defined in the .cc).
+struct NcclShared;
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Joins the NCCL communicator `id` names as `rank` of `world_size`, on GPU
+  // `cuda_device`. Every rank of the world calls it concurrently (threads or
+  // processes). Throws coppice::Error when NCCL fails or the others do not
+  // join within options.timeout (the half-made communicator is aborted).
+  NcclCommunicator(const ncclUniqueId& id, int rank, int world_size, int cuda_device, const NcclOptions& options = {});
+  // Healthy: waits for outstanding work (up to the timeout), then finalizes
+  // and destroys the NCCL communicator; aborts it instead when it was aborted
+  // or the outstanding work does not finish. Never throws.
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string_view backend() const override { return "nccl"; }
+  int device() const { return device_; }
+
+  Work all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
+  Work broadcast(const Tensor& tensor, int root) override;
+  Work all_gather(const Tensor& input) override;
+  Work all_gather_v(const Tensor& input) override;
+  Work reduce_scatter(const Tensor& input, ReduceOp op = ReduceOp::kSum) override;
+  Work barrier() override;
+
+  // True once a fault (or abort()) has aborted the communicator.
+  bool aborted() const;
+  // Aborts the NCCL communicator now (a rank that knows the job failed, so
+  // that it need not wait out the timeout). Later calls throw "<why>".
+  void abort(std::string_view why);
+
+ private:
+  Work issue(Collective collective, const Tensor& tensor, ReduceOp reduce, int root);
+
+  std::shared_ptr<NcclShared> shared_;
+  int rank_;
+  int world_size_;
+  int device_;
+  int64_t next_seq_ = 0;
+};
+
+}  // namespace coppice
