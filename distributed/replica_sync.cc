@@ -123,13 +123,13 @@ Tensor broadcast_parts(Communicator& comm, const Tensor& tensor, int root, const
 
 }  // namespace
 
-uint64_t pattern_checksum(const Tensor& tensor) {
-  COPPICE_CHECK(tensor.defined(), "pattern_checksum: an undefined Tensor");
+uint64_t pattern_fingerprint(const Tensor& tensor) {
+  COPPICE_CHECK(tensor.defined(), "pattern_fingerprint: an undefined Tensor");
   Fnv1a h;
   h.add(tensor.format());
   h.add_shape(tensor.shape());
   if (tensor.is_dense()) return h.value();
-  const SparseImpl& impl = sparse_impl(tensor, "pattern_checksum");
+  const SparseImpl& impl = sparse_impl(tensor, "pattern_fingerprint");
   for (const auto& [key, value] : impl.attributes()) {
     h.add(key);
     h.add(value);
@@ -162,7 +162,7 @@ Tensor broadcast_any(Communicator& comm, const Tensor& tensor, int root, const s
     return tensor;
   }
   const std::vector<int64_t> sums =
-      all_gather_ints(comm, {static_cast<int64_t>(pattern_checksum(tensor))}, device);
+      all_gather_ints(comm, {static_cast<int64_t>(pattern_fingerprint(tensor))}, device);
   bool all_match = true;
   for (int64_t s : sums) all_match = all_match && s == sums[static_cast<size_t>(root)];
   if (all_match) {
@@ -188,7 +188,7 @@ void check_patterns_agree(Communicator& comm, const std::map<std::string, Tensor
   std::vector<int64_t> mine{0};
   for (const auto& [name, t] : tensors) {
     names.add(name);
-    mine.push_back(static_cast<int64_t>(pattern_checksum(t)));
+    mine.push_back(static_cast<int64_t>(pattern_fingerprint(t)));
   }
   mine[0] = static_cast<int64_t>(names.value());
   // On the tensors' device: a stream-ordered backend (NCCL) takes device tensors only.

@@ -22,10 +22,12 @@ namespace coppice {
 // mismatch throws coppice::Error naming `what`, the rank and both sides.
 Tensor broadcast_any(Communicator& comm, const Tensor& tensor, int root, const std::string& what);
 
-// A 64-bit checksum of which positions a tensor stores (format, shape and the
-// index parts; values are not included). Dense tensors: a checksum of the
-// shape alone.
-uint64_t pattern_checksum(const Tensor& tensor);
+// A 64-bit hash of how a tensor stores its pattern: format, shape, attributes
+// and the bytes of its index parts (values are not included). Dense tensors:
+// the shape alone. Cheap (no positions are computed), so equal only for the
+// same format: optim/mask_change.h's pattern_checksum compares positions
+// across formats instead.
+uint64_t pattern_fingerprint(const Tensor& tensor);
 
 // Checks that every rank holds the same patterns for `tensors` (the same
 // names, in the same order, on every rank): one all_gather of the checksums.

@@ -144,8 +144,10 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
   const Kernel* k = find(op, device, dense_formats);
   COPPICE_CHECK(k != nullptr, op, ": no kernel for ", fallback, " and no dense kernel to fall back to on ",
                 device_type_name(device));
+  std::unique_lock<std::mutex> lock(fallbacks_mu_);
   int64_t& count = fallbacks_[fallback];
   if (count++ == 0) std::fprintf(stderr, "coppice: warning: %s falls back to dense\n", fallback.c_str());
+  lock.unlock();
   return (*k)(dense_inputs, attrs);
 }
 
@@ -156,7 +158,13 @@ bool any_sparse(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-std::map<std::string, int64_t> Dispatcher::fallback_counts() const { return fallbacks_; }
-void Dispatcher::reset_fallback_counts() { fallbacks_.clear(); }
+std::map<std::string, int64_t> Dispatcher::fallback_counts() const {
+  std::lock_guard<std::mutex> lock(fallbacks_mu_);
+  return fallbacks_;
+}
+void Dispatcher::reset_fallback_counts() {
+  std::lock_guard<std::mutex> lock(fallbacks_mu_);
+  fallbacks_.clear();
+}
 
 }  // namespace coppice

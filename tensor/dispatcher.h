@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -80,6 +81,8 @@ class Dispatcher {
   absl::flat_hash_map<std::string, Kernel> kernels_;
   absl::flat_hash_map<std::string, int> ops_by_device_;  // "op|device" -> count, for has_kernel
   absl::flat_hash_map<std::string, ToDense> to_dense_;
+  // Ranks of the in-process backend dispatch from several threads at once.
+  mutable std::mutex fallbacks_mu_;
   mutable std::map<std::string, int64_t> fallbacks_;
   bool fallback_is_error_ = false;
 };

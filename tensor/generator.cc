@@ -14,7 +14,9 @@ Generator Generator::keyed(uint64_t seed, uint64_t purpose, uint64_t step, uint6
 }
 
 Generator& default_generator() {
-  static Generator g(0);
+  // One per thread: the ranks of the in-process backend are threads, and
+  // each seeds and draws from its own stream as a process per rank would.
+  thread_local Generator g(0);
   return g;
 }
 

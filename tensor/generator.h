@@ -29,7 +29,9 @@ class Generator {
   uint64_t offset_;
 };
 
-// The process-wide default stream (seeded with 0 until manual_seed is called).
+// The default stream of the calling thread (seeded with 0 until manual_seed
+// is called on that thread): each thread, like each rank of the in-process
+// backend, has its own.
 Generator& default_generator();
 void manual_seed(uint64_t seed);
 

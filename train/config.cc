@@ -57,6 +57,7 @@ const char* mask_method_name(MaskMethod m) {
 }
 
 const char* comm_backend_name(CommBackend b) { return b == CommBackend::kNccl ? "nccl" : "inproc"; }
+const char* sparse_exchange_name(SparseExchange e) { return e == SparseExchange::kDense ? "dense" : "compact"; }
 
 bool SparsityConfig::sparse_weights() const {
   for (const ParameterRule& r : schedule.parameters) {
@@ -601,6 +602,10 @@ std::optional<int64_t> planned_steps(const JobConfig& job) {
   else if (job.data.dataset == DatasetKind::kSynthetic) n = job.data.synthetic.n;
   else return std::nullopt;
   n -= static_cast<int64_t>(std::floor(static_cast<double>(n) * job.data.validation_split));
+  // Each rank takes ceil(n / world_size) examples (data/loader.h pads as
+  // PyTorch's DistributedSampler does).
+  const int64_t w = job.distributed.world_size;
+  n = (n + w - 1) / w;
   const int64_t b = job.data.loader.batch_size;
   return *job.training.epochs * ((n + b - 1) / b);
 }
@@ -866,6 +871,20 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
       dist.choice("backend", "inproc", {"inproc", "nccl"}) == "nccl" ? CommBackend::kNccl : CommBackend::kInProc;
   if (job.distributed.backend == CommBackend::kNccl && !job.device.is_auto && job.device.device.is_cpu())
     bad("distributed.backend", "nccl needs a CUDA device, got device cpu; use inproc");
+  if (job.distributed.backend == CommBackend::kInProc && job.distributed.world_size > 1 && !job.device.is_auto &&
+      !job.device.device.is_cpu())
+    bad("distributed.backend", "inproc runs its ranks on the CPU, got device ", job.device.device.to_string(),
+        "; use nccl for GPUs");
+  job.distributed.timeout_s = dist.number("timeout_s", 300.0);
+  if (job.distributed.timeout_s <= 0) bad(dist.at("timeout_s"), "must be > 0, got ", job.distributed.timeout_s);
+  job.distributed.bucket_mb = dist.number("bucket_mb", 25.0);
+  if (job.distributed.bucket_mb <= 0) bad(dist.at("bucket_mb"), "must be > 0, got ", job.distributed.bucket_mb);
+  job.distributed.sparse_exchange = dist.choice("sparse_exchange", "compact", {"compact", "dense"}) == "dense"
+                                        ? SparseExchange::kDense
+                                        : SparseExchange::kCompact;
+  job.distributed.topk_fraction = dist.number("topk_fraction", 0.0);
+  if (job.distributed.topk_fraction < 0 || job.distributed.topk_fraction >= 1)
+    bad(dist.at("topk_fraction"), "must be in [0, 1), got ", job.distributed.topk_fraction);
 
   // Lengths against the training length.
   if (const std::optional<int64_t> steps = planned_steps(job)) {

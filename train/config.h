@@ -146,9 +146,22 @@ struct LoggingConfig {
 enum class CommBackend { kInProc, kNccl };
 const char* comm_backend_name(CommBackend b);  // "inproc", "nccl"
 
+enum class SparseExchange { kCompact, kDense };
+const char* sparse_exchange_name(SparseExchange e);  // "compact", "dense"
+
+// Data-parallel training (distributed/grad_sync.h). data.loader.batch_size
+// is per rank: a step sees world_size * batch_size examples in all.
+//   inproc  world_size ranks as threads of the trainer process, on the CPU
+//           (tests, CI, and trying a distributed job on one machine);
+//   nccl    one process per GPU, started by tools/launch (or mpirun, srun),
+//           whose environment must give the same world size.
 struct DistributedConfig {
   int64_t world_size = 1;
   CommBackend backend = CommBackend::kInProc;
+  double timeout_s = 300.0;  // a collective not done by then aborts the job
+  double bucket_mb = 25.0;   // dense gradient buckets
+  SparseExchange sparse_exchange = SparseExchange::kCompact;
+  double topk_fraction = 0.0;  // (0, 1): top-k with error feedback for dense gradients; 0: off
 };
 
 struct JobConfig {

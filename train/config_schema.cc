@@ -160,9 +160,15 @@ std::vector<SchemaKey> build_schema() {
       {"logging.progress", K::kBool, "a progress line on stderr (true)"},
       {"logging.every_steps", K::kInt, "log every N steps, >= 1 (50)"},
 
-      {"distributed", K::kSection, "data-parallel training (issue 7)"},
-      {"distributed.world_size", K::kInt, "processes, >= 1 (1)"},
-      {"distributed.backend", K::kString, "inproc | nccl (inproc)"},
+      {"distributed", K::kSection, "data-parallel training; data.loader.batch_size is per rank"},
+      {"distributed.world_size", K::kInt, "ranks, >= 1 (1)"},
+      {"distributed.backend", K::kString, "inproc (ranks as threads, CPU) | nccl (a process per GPU) (inproc)"},
+      {"distributed.timeout_s", K::kDouble, "seconds a collective may take before the job aborts, > 0 (300)"},
+      {"distributed.bucket_mb", K::kDouble, "dense gradient bucket size in MiB, > 0 (25)"},
+      {"distributed.sparse_exchange", K::kString,
+       "compact (sparse weights send their nnz values) | dense (densified, a baseline) (compact)"},
+      {"distributed.topk_fraction", K::kDouble,
+       "top-k with error feedback for dense gradients: fraction sent, in [0, 1); 0 off (0)"},
   };
   s.insert(s.begin(), SchemaKey{"", K::kSection, "the job"});
   return s;

@@ -1,6 +1,7 @@
 #include "train/job.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,9 @@
 #include "data/loader.h"
 #include "data/synthetic.h"
 #include "data/text.h"
+#include "distributed/inproc_communicator.h"
+#include "distributed/launch_env.h"
+#include "distributed/nccl.h"
 #include "models/module.h"
 #include "models/zoo.h"
 #include "optim/adam.h"
@@ -185,6 +189,21 @@ void make_parent_dirs(const std::string& file) {
   if (ec) fail("cannot create the directory '", parent.string(), "': ", ec.message());
 }
 
+GradSyncOptions grad_sync_options(const DistributedConfig& d) {
+  GradSyncOptions g;
+  g.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(d.bucket_mb * 1024.0 * 1024.0));
+  g.compact_sparse = d.sparse_exchange == SparseExchange::kCompact;
+  g.topk_fraction = d.topk_fraction;
+  return g;
+}
+
+std::chrono::milliseconds timeout_of(const DistributedConfig& d) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(d.timeout_s * 1000.0)));
+}
+
+// One rank of the job (comm null: the only one) on `device`.
+TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Communicator* comm, Device device);
+
 }  // namespace
 
 Device resolve_job_device(const DeviceConfig& config) {
@@ -207,10 +226,48 @@ std::string job_metrics_path(const JobConfig& job, const JobRunOptions& opts) {
 }
 
 TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
-  if (job.distributed.world_size > 1)
-    fail("distributed.world_size ", job.distributed.world_size,
-         ": the trainer runs one process; distributed training is not wired into it yet");
-  const Device device = resolve_job_device(job.device);
+  const DistributedConfig& d = job.distributed;
+  const int world = static_cast<int>(d.world_size);
+  if (world == 1) return run_rank(job, opts, nullptr, resolve_job_device(job.device));
+
+  if (d.backend == CommBackend::kInProc) {
+    // Ranks as threads of this process, on the CPU (config.cc refuses a
+    // CUDA device here); rank 0's summary is the job's.
+    InprocOptions io;
+    io.timeout = timeout_of(d);
+    std::vector<TrainingSummary> summaries(static_cast<size_t>(world));
+    run_inproc(
+        world,
+        [&](Communicator& comm) {
+          summaries[static_cast<size_t>(comm.rank())] = run_rank(job, opts, &comm, Device::cpu());
+        },
+        io);
+    return summaries[0];
+  }
+
+  // NCCL: this process is one rank, started by tools/launch, mpirun or srun.
+  auto env = launch_env();
+  if (!env.ok()) fail("distributed: ", env.status().message());
+  if (env->world_size != world)
+    fail("distributed.world_size is ", world, " but this process was started as rank ", env->rank, " of ",
+         env->world_size, " (launcher: ", launcher_name(env->launcher), "); start the ranks with tools/launch -n ",
+         world, " -- trainer --config ... (tools/train does it for you)");
+  if (!job.device.is_auto && job.device.device.is_cpu()) fail("distributed.backend nccl needs CUDA devices");
+  if (!nccl_available()) fail("distributed.backend nccl: this build has no CUDA and NCCL (build with --define=cuda=1)");
+  // Each rank takes the GPU of its local rank.
+  const int gpus = cuda_device_count();
+  if (env->local_rank >= gpus)
+    fail("distributed: local rank ", env->local_rank, " needs GPU ", env->local_rank, " but this machine has ", gpus,
+         " GPU", gpus == 1 ? "" : "s");
+  NcclOptions nccl;
+  nccl.timeout = timeout_of(d);
+  std::unique_ptr<Communicator> comm = make_nccl_communicator(*env, env->local_rank, nccl);
+  return run_rank(job, opts, comm.get(), Device::cuda(env->local_rank));
+}
+
+namespace {
+
+TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Communicator* comm, Device device) {
   manual_seed(job.seed);
 
   // The model, on the device.
@@ -221,7 +278,11 @@ TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
   const Splits data = load_data(job);
   DataLoaderOptions train_opts = job.data.loader;
   train_opts.device = device;
-  DataLoaderOptions eval_opts = train_opts;
+  DataLoaderOptions eval_opts = train_opts;  // not sharded: evaluate() splits batches over ranks
+  if (comm != nullptr) {
+    train_opts.rank = comm->rank();
+    train_opts.world_size = comm->world_size();
+  }
   eval_opts.shuffle = false;
   eval_opts.drop_last = false;
   if (job.data.eval_batch_size > 0) eval_opts.batch_size = job.data.eval_batch_size;
@@ -256,6 +317,9 @@ TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
     COPPICE_CHECK(!gmp_layers.empty(), "mask_update: gmp selects no weight of dim >= 2 to prune");
   }
 
+  // Every rank starts from rank 0's parameters, sparse patterns included.
+  if (comm != nullptr) replicate_parameters(*model, *comm);
+
   // The optimizer over the parameters as apply_sparsity left them.
   std::unique_ptr<Optimizer> optimizer = make_optimizer(job.optimizer, model->parameters());
 
@@ -265,6 +329,8 @@ TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
   if (data.test != nullptr) c.test.emplace(data.test, eval_opts);
   c.device = device;
   c.seed = job.seed;
+  c.comm = comm;
+  if (comm != nullptr) c.grad_sync = grad_sync_options(job.distributed);
   c.grad_clip = job.optimizer.grad_clip;
   if (job.training.steps) c.steps = *job.training.steps;
   else c.epochs = *job.training.epochs;
@@ -310,5 +376,7 @@ TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
 
   return run_training(c);
 }
+
+}  // namespace
 
 }  // namespace coppice

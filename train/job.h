@@ -20,9 +20,17 @@
 //   text           next-character windows over the corpus; the validation
 //                  split is the last windows (split_last); no test split.
 //
-// Errors (a CUDA device on a build or machine without one, distributed
-// training, a dataset that fails to load, a checkpoint that fails to load or
-// write) are thrown as coppice::Error.
+// Distributed (distributed.world_size > 1): with backend inproc, run_job
+// runs the ranks as threads (run_inproc) on the CPU and returns rank 0's
+// summary; with nccl this process is one rank (its place read by launch_env:
+// tools/launch, mpirun, srun), on cuda:<local rank>, and returns its own.
+// Each rank builds everything as above from the same seed, takes rank 0's
+// parameters (replicate_parameters) and trains on its shard of the data.
+//
+// Errors (a CUDA device on a build or machine without one, a launcher whose
+// world size is not the job's, a dataset that fails to load, a checkpoint
+// that fails to load or write, a failed or timed-out collective) are thrown
+// as coppice::Error.
 #pragma once
 
 #include <cstdint>

@@ -14,6 +14,7 @@
 #include "autograd/functions/shape.h"
 #include "autograd/functions/sparse.h"
 #include "autograd/no_grad.h"
+#include "distributed/replica_sync.h"
 #include "optim/clip.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/dispatcher.h"
@@ -79,17 +80,19 @@ void check_components(const TrainComponents& c) {
 
 }  // namespace
 
-EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches) {
+EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches, Communicator* comm) {
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
   EvalResult r;
   double loss_sum = 0.0;
   int64_t correct = 0;
-  int64_t batches = 0;
-  for (const Batch& b : loader.epoch(0)) {
-    if (max_batches > 0 && batches >= max_batches) break;
-    ++batches;
+  const int64_t batches = max_batches > 0 ? std::min(max_batches, loader.num_batches()) : loader.num_batches();
+  const int64_t first = comm != nullptr ? comm->rank() : 0;
+  const int64_t stride = comm != nullptr ? comm->world_size() : 1;
+  auto order = std::make_shared<const std::vector<int64_t>>(loader.shard_indices(0));
+  for (int64_t i = first; i < batches; i += stride) {
+    const Batch b = *DataLoader::Iterator(&loader, order, i);
     const Variable logits = model(Variable(b.inputs));
     auto [l2, t1] = flatten_for_loss(logits, b.targets);
     const int64_t n = t1.numel();
@@ -98,11 +101,26 @@ EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches
     r.examples += n;
   }
   model.train(was_training);
+  if (comm != nullptr) {
+    const std::vector<double> sums =
+        all_reduce_scalars(*comm, {loss_sum, static_cast<double>(correct), static_cast<double>(r.examples)});
+    loss_sum = sums[0];
+    correct = static_cast<int64_t>(sums[1]);
+    r.examples = static_cast<int64_t>(sums[2]);
+  }
   if (r.examples > 0) {
     r.loss = loss_sum / static_cast<double>(r.examples);
     r.accuracy = static_cast<double>(correct) / static_cast<double>(r.examples);
   }
   return r;
+}
+
+void replicate_parameters(Module& model, Communicator& comm) {
+  NoGradGuard no_grad;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor root = broadcast_any(comm, p.value(), 0, name);
+    if (!root.is_same(p.value())) model.set_parameter(name, Variable(root, p.requires_grad(), name));
+  }
 }
 
 TrainingSummary run_training(TrainComponents& c) {
@@ -111,6 +129,11 @@ TrainingSummary run_training(TrainComponents& c) {
   Optimizer& optimizer = c.optimizer;
   MaskUpdater* updater = c.mask_updater;
   name_parameters(model);
+  Communicator* comm = c.comm;
+  const int world = comm != nullptr ? comm->world_size() : 1;
+  const bool lead = comm == nullptr || comm->rank() == 0;  // writes metrics, progress, checkpoints
+  std::optional<GradientSync> sync;
+  if (comm != nullptr) sync.emplace(*comm, c.grad_sync);
 
   const int64_t nb = c.train.num_batches();
   const int64_t total = c.steps > 0 ? c.steps : c.epochs * nb;
@@ -118,6 +141,8 @@ TrainingSummary run_training(TrainComponents& c) {
 
   TrainingSummary summary;
   summary.total_steps = total;
+  summary.world_size = world;
+  summary.rank = comm != nullptr ? comm->rank() : 0;
 
   if (updater != nullptr) {
     updater->set_state_remap([&model, &optimizer](const std::string& name, const Tensor& new_param,
@@ -160,10 +185,10 @@ TrainingSummary run_training(TrainComponents& c) {
   summary.start_step = start;
 
   MetricsWriter metrics;
-  if (!c.metrics_path.empty()) {
+  if (lead && !c.metrics_path.empty()) {
     if (absl::Status st = metrics.open(c.metrics_path, /*append=*/start > 0); !st.ok()) fail("run_training: ", st.message());
   }
-  ProgressReporter progress(c.progress_out, c.progress_interactive);
+  ProgressReporter progress(lead ? c.progress_out : nullptr, c.progress_interactive);
 
   auto trainer_state = [&](int64_t step) {
     TrainerState s;
@@ -177,6 +202,7 @@ TrainingSummary run_training(TrainComponents& c) {
     return s;
   };
   auto checkpoint = [&](int64_t step) {
+    if (!lead) return;
     auto path = save_checkpoint(c.checkpoint_dir, model, optimizer, updater, trainer_state(step), c.keep_last);
     if (!path.ok()) fail("run_training: ", path.status().message());
     summary.last_checkpoint = *path;
@@ -184,7 +210,7 @@ TrainingSummary run_training(TrainComponents& c) {
   auto run_eval = [&](int64_t step) {
     const DataLoader* loader = c.validation ? &*c.validation : (c.test ? &*c.test : nullptr);
     if (loader == nullptr) return;
-    const EvalResult r = evaluate(model, *loader, c.eval_max_batches);
+    const EvalResult r = evaluate(model, *loader, c.eval_max_batches, comm);
     summary.validation = r;
     JsonObject rec;
     rec.add("kind", "eval").add("split", c.validation ? "validation" : "test").add("step", step);
@@ -203,6 +229,15 @@ TrainingSummary run_training(TrainComponents& c) {
   std::shared_ptr<const std::vector<int64_t>> shard;
   int64_t shard_epoch = -1;
   int64_t last_checkpoint_step = -1;
+  double exchange_bytes = 0.0, dense_exchange_bytes = 0.0;
+  int64_t exchange_steps = 0, dense_exchange_steps = 0;
+  // After a mask change every rank must hold the same patterns.
+  auto check_masks = [&](int64_t step, const std::vector<std::string>& layers) {
+    if (comm == nullptr) return;
+    std::map<std::string, Tensor> patterns;
+    for (const std::string& name : layers) patterns[name] = model.parameter(name).value();
+    check_patterns_agree(*comm, patterns, str_cat("run_training: mask update at step ", step));
+  };
 
   for (int64_t t = start; t < end; ++t) {
     const int64_t epoch = t / nb;
@@ -242,12 +277,31 @@ TrainingSummary run_training(TrainComponents& c) {
     Variable loss;
     Tensor flat_targets;
     try {
+      if (sync) {
+        NamedLeaves leaves;
+        for (const auto& [name, p] : model.named_parameters()) {
+          if (p.requires_grad()) leaves.emplace_back(name, p);
+        }
+        sync->begin(leaves);
+      }
       logits = model(Variable(batch.inputs));
       auto [l2, t1] = flatten_for_loss(logits, batch.targets);
       logits = l2;
       flat_targets = t1;
       loss = cross_entropy(logits, flat_targets);
       loss.backward();
+      if (sync) {
+        sync->end();  // every leaf's gradient is now the average over ranks
+        const double bytes = static_cast<double>(sync->last_stats().bytes);
+        if (dense_step) {
+          dense_exchange_bytes += bytes;
+          ++dense_exchange_steps;
+        } else {
+          exchange_bytes += bytes;
+          ++exchange_steps;
+          summary.last_exchange = sync->last_stats();
+        }
+      }
     } catch (...) {
       for (const Swapped& s : swapped) model.set_parameter(s.name, s.sparse);
       throw;
@@ -270,9 +324,17 @@ TrainingSummary run_training(TrainComponents& c) {
     optimizer.step();
     if (c.scheduler != nullptr) c.scheduler->step();
 
-    const double loss_value = loss.item();
-    const int64_t n = flat_targets.numel();
-    const double accuracy = n > 0 ? static_cast<double>(count_correct(logits, flat_targets)) / static_cast<double>(n) : 0.0;
+    // Over every rank's examples.
+    double loss_value = loss.item();
+    double correct = static_cast<double>(count_correct(logits, flat_targets));
+    double n = static_cast<double>(flat_targets.numel());
+    if (comm != nullptr) {
+      const std::vector<double> sums = all_reduce_scalars(*comm, {loss_value * n, correct, n});
+      loss_value = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
+      correct = sums[1];
+      n = sums[2];
+    }
+    const double accuracy = n > 0 ? correct / n : 0.0;
     const double lr = optimizer.param_groups().empty() ? 0.0 : optimizer.option(0, "lr");
 
     // Mask changes after the step.
@@ -299,6 +361,7 @@ TrainingSummary run_training(TrainComponents& c) {
       }
       mask_stats = ms;
       summary.mask_updates.push_back(ms);
+      check_masks(t, updater->layers());
     }
     if (c.gmp != nullptr && c.gmp->is_prune_step(t)) {
       MaskUpdateStats ms;
@@ -313,6 +376,7 @@ TrainingSummary run_training(TrainComponents& c) {
       }
       mask_stats = ms;
       summary.mask_updates.push_back(ms);
+      check_masks(t, gmp_layers);
     }
 
     if (c.on_step_end) c.on_step_end(t);
@@ -320,8 +384,8 @@ TrainingSummary run_training(TrainComponents& c) {
     summary.losses.push_back(loss_value);
     summary.accuracies.push_back(accuracy);
     summary.final_step = done;
-    window_samples += batch.size();
-    total_samples += batch.size();
+    window_samples += batch.size() * world;
+    total_samples += batch.size() * world;
 
     const bool log_now = metrics.is_open() && ((c.log_every > 0 && done % c.log_every == 0) || mask_stats ||
                                                done == end);
@@ -373,7 +437,7 @@ TrainingSummary run_training(TrainComponents& c) {
   const int64_t final_step = std::max(start, end);
   summary.final_step = final_step;
   if (!c.checkpoint_dir.empty() && last_checkpoint_step != final_step && final_step > start) checkpoint(final_step);
-  if (c.test) summary.test = evaluate(model, *c.test, 0);
+  if (c.test) summary.test = evaluate(model, *c.test, 0, comm);
 
   summary.seconds = seconds_since(t_start);
   summary.samples_per_second = summary.seconds > 0 ? static_cast<double>(total_samples) / summary.seconds : 0.0;
@@ -384,6 +448,9 @@ TrainingSummary run_training(TrainComponents& c) {
     if (during > 0) summary.fallback_counts[op] = during;
   }
   summary.peak_memory_bytes = peak_cpu_memory_bytes();
+  if (exchange_steps > 0) summary.exchange_bytes_per_step = exchange_bytes / static_cast<double>(exchange_steps);
+  if (dense_exchange_steps > 0)
+    summary.exchange_bytes_per_dense_step = dense_exchange_bytes / static_cast<double>(dense_exchange_steps);
   if (metrics.is_open()) (void)metrics.write(JsonObject(summary_json(summary)));
   if (c.progress_out != nullptr && c.summary_on_progress) {
     std::string text = format_summary(summary);
@@ -407,6 +474,10 @@ JsonObject summary_json(const TrainingSummary& s) {
   o.add("fallback_counts", s.fallback_counts);
   if (s.peak_memory_bytes >= 0) o.add("peak_memory_bytes", s.peak_memory_bytes);
   o.add("time_s", s.seconds).add("samples_per_s", s.samples_per_second);
+  if (s.world_size > 1) {
+    o.add("world_size", s.world_size).add("exchange_bytes_per_step", s.exchange_bytes_per_step);
+    o.add("exchange_bytes_per_dense_step", s.exchange_bytes_per_dense_step);
+  }
   if (!s.last_checkpoint.empty()) o.add("checkpoint", s.last_checkpoint);
   return o;
 }
@@ -434,6 +505,14 @@ std::string format_summary(const TrainingSummary& s) {
     os << "\n";
   }
   if (s.peak_memory_bytes >= 0) os << "peak CPU memory: " << s.peak_memory_bytes << " bytes\n";
+  if (s.world_size > 1) {
+    os << "data-parallel over " << s.world_size << " ranks: " << static_cast<int64_t>(s.exchange_bytes_per_step)
+       << " gradient bytes sent per step by each rank (dense " << s.last_exchange.dense_bytes << ", compact sparse "
+       << s.last_exchange.compact_bytes << ", top-k " << s.last_exchange.topk_bytes << ")";
+    if (s.exchange_bytes_per_dense_step > 0)
+      os << ", " << static_cast<int64_t>(s.exchange_bytes_per_dense_step) << " on dense-gradient steps";
+    os << "\n";
+  }
   if (!s.last_checkpoint.empty()) os << "checkpoint: " << s.last_checkpoint << "\n";
   return os.str();
 }

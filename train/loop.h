@@ -22,6 +22,19 @@
 //      rebound,
 //   6. metrics, progress, evaluation and checkpoints as configured.
 //
+// Data-parallel (comm set, world_size ranks, each running run_training on its
+// own components, built alike): at the start every parameter is broadcast
+// from rank 0 (sparse patterns included: distributed/replica_sync.h); on
+// every step the gradients of the step's leaves (the dense stand-ins on
+// dense-gradient steps, so the mask updater sees the dense gradient averaged
+// over ranks) are averaged over ranks by a GradientSync, overlapped with the
+// backward pass, before clipping and the optimizer step; after every mask
+// change the ranks' patterns are checksummed and a mismatch stops the job.
+// Losses and accuracies are averaged over ranks; evaluation splits the
+// batches over ranks and sums. Rank 0 alone writes metrics, progress and
+// checkpoints; every rank reads the checkpoint it resumes from. The train
+// loader must already shard by the communicator's rank (DataLoaderOptions).
+//
 // Resuming from a checkpoint (resume) loads it into the components (rebuilt
 // from scratch, as at the start of a job) and continues from its step; on the
 // CPU the result is bit-identical to a run that was never interrupted.
@@ -39,6 +52,8 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "distributed/communicator.h"
+#include "distributed/grad_sync.h"
 #include "models/module.h"
 #include "optim/gmp.h"
 #include "optim/lr_schedule.h"
@@ -57,7 +72,9 @@ struct EvalResult {
 
 // Mean loss and accuracy of `model` (in eval mode, no grad) over `loader`'s
 // epoch 0, at most max_batches batches (0: all). Restores the model's mode.
-EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches = 0);
+// With `comm`, rank r evaluates batches r, r + world_size, ... and the sums
+// are reduced, so every rank gets the result over all the batches.
+EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches = 0, Communicator* comm = nullptr);
 
 struct TrainComponents {
   TrainComponents(Module& model_in, DataLoader train_in, Optimizer& optimizer_in)
@@ -117,6 +134,10 @@ struct TrainComponents {
   // before training ("" none).
   std::string resume;
 
+  // Data-parallel training (see the top of this file); null: one rank.
+  Communicator* comm = nullptr;
+  GradSyncOptions grad_sync;
+
   // Called on each step that materializes dense gradients, once per layer
   // (for tests and tracing).
   std::function<void(int64_t step, const std::string& layer)> on_dense_gradient;
@@ -145,11 +166,25 @@ struct TrainingSummary {
   std::map<std::string, int64_t> fallback_counts;  // dense fallbacks during the run (Dispatcher::fallback_counts)
   int64_t peak_memory_bytes = -1;        // CPU allocator high-water mark since the process started
   std::string last_checkpoint;           // "" when none was written
+  int rank = 0;
+  int world_size = 1;
+  // Gradient bytes this rank sent per step (GradSyncStats::bytes; 0 with one
+  // rank): the mean over ordinary steps and over dense-gradient steps, and
+  // the last ordinary step's split by kind.
+  double exchange_bytes_per_step = 0.0;
+  double exchange_bytes_per_dense_step = 0.0;
+  GradSyncStats last_exchange;
   double seconds = 0.0;
   double samples_per_second = 0.0;
 };
 
 TrainingSummary run_training(TrainComponents& components);
+
+// Makes every rank's parameters rank 0's: values, and the pattern of sparse
+// ones (a rank whose pattern differs gets rank 0's as a new leaf in the
+// model). Call it before an optimizer or a mask updater takes the
+// parameters (run_job does).
+void replicate_parameters(Module& model, Communicator& comm);
 
 // The summary as readable lines (test accuracy, per-layer densities,
 // parameters and Linear FLOPs dense vs sparse, fallbacks, peak memory).

@@ -81,7 +81,7 @@ TEST_P(ReplicaSyncTest, BroadcastSparseOtherPatternMakesTheRootsTensor) {
       EXPECT_EQ(got.format(), format);
       EXPECT_EQ(got.shape(), want.shape());
       EXPECT_EQ(max_abs_diff(to_dense(got), to_dense(want)), 0.0) << format << " rank " << comm.rank();
-      EXPECT_EQ(pattern_checksum(got), pattern_checksum(want)) << format;
+      EXPECT_EQ(pattern_fingerprint(got), pattern_fingerprint(want)) << format;
       if (other) {
         EXPECT_FALSE(got.is_same(t)) << format;
       } else if (format != "nm") {  // n:m patterns follow values: only the root's matches
@@ -110,17 +110,17 @@ TEST(ReplicaSyncChecksumTest, PatternChecksum) {
   const Tensor a = sparse_csr(crow, col, from_vector<float>({1, 2, 3}), {2, 3});
   const Tensor same_pattern = sparse_csr(crow.clone(), col.clone(), from_vector<float>({4, 5, 6}), {2, 3});
   const Tensor one_index_moved = sparse_csr(crow, from_vector<int32_t>({0, 1, 1}), from_vector<float>({1, 2, 3}), {2, 3});
-  EXPECT_EQ(pattern_checksum(a), pattern_checksum(same_pattern));
-  EXPECT_NE(pattern_checksum(a), pattern_checksum(one_index_moved));
-  EXPECT_NE(pattern_checksum(a), pattern_checksum(sparse_csr(crow, col, from_vector<float>({1, 2, 3}), {2, 4})));
-  EXPECT_NE(pattern_checksum(a), pattern_checksum(to_format(a, "coo")));
+  EXPECT_EQ(pattern_fingerprint(a), pattern_fingerprint(same_pattern));
+  EXPECT_NE(pattern_fingerprint(a), pattern_fingerprint(one_index_moved));
+  EXPECT_NE(pattern_fingerprint(a), pattern_fingerprint(sparse_csr(crow, col, from_vector<float>({1, 2, 3}), {2, 4})));
+  EXPECT_NE(pattern_fingerprint(a), pattern_fingerprint(to_format(a, "coo")));
   // Dense: the shape alone.
-  EXPECT_EQ(pattern_checksum(zeros({2, 3})), pattern_checksum(ones({2, 3}, DType::kF64)));
-  EXPECT_NE(pattern_checksum(zeros({2, 3})), pattern_checksum(zeros({3, 2})));
+  EXPECT_EQ(pattern_fingerprint(zeros({2, 3})), pattern_fingerprint(ones({2, 3}, DType::kF64)));
+  EXPECT_NE(pattern_fingerprint(zeros({2, 3})), pattern_fingerprint(zeros({3, 2})));
   for (const std::string& format : kFormats) {
     if (format == "nm") continue;
-    EXPECT_EQ(pattern_checksum(make(format, 1, 1)), pattern_checksum(make(format, 1, 2))) << format;
-    EXPECT_NE(pattern_checksum(make(format, 1, 1)), pattern_checksum(make(format, 2, 1))) << format;
+    EXPECT_EQ(pattern_fingerprint(make(format, 1, 1)), pattern_fingerprint(make(format, 1, 2))) << format;
+    EXPECT_NE(pattern_fingerprint(make(format, 1, 1)), pattern_fingerprint(make(format, 2, 1))) << format;
   }
 }
 

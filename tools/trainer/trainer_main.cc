@@ -3,6 +3,10 @@
 //
 //   trainer --config FILE [--set key.path=value ...] [--resume CKPT] [--run-dir DIR]
 //
+// A data-parallel job over NCCL runs one trainer per GPU, started by
+// tools/launch (or tools/train CONFIG --nproc N, mpirun, srun); rank 0 prints
+// the summary.
+//
 // Exit status: 0 after a finished run (the summary, format_summary, on
 // stdout); 2 for bad arguments or a bad job (one line on stderr, as
 // config_error writes it); 1 for a failure at run time (one line
@@ -129,7 +133,7 @@ int run(int argc, char** argv) {
 
   opts.summary_on_progress = false;  // printed once, on stdout, below
   const coppice::TrainingSummary summary = coppice::run_job(*job, opts);
-  std::cout << coppice::format_summary(summary) << std::flush;
+  if (summary.rank == 0) std::cout << coppice::format_summary(summary) << std::flush;  // once per job
   return 0;
 }
 
