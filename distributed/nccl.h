@@ -44,7 +44,9 @@ struct NcclOptions {
 // Rank 0 makes NCCL's unique id and hands it to the others over TCP at
 // env.master_addr:env.master_port (distributed/tcp_rendezvous.h); then every
 // rank joins the NCCL communicator. Collective over the job: every rank
-// calls it. Throws coppice::Error naming the rank and what failed.
+// calls it. Makes `cuda_device` the calling thread's current CUDA device (a
+// rank process works on one GPU). Throws coppice::Error naming the rank and
+// what failed.
 std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, int cuda_device,
                                                      const NcclOptions& options = {});
 

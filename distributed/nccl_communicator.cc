@@ -617,6 +617,11 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, int c
                                                      const NcclOptions& options) {
   COPPICE_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, "nccl: rank ", env.rank,
                 " is not a rank of a world of size ", env.world_size);
+  // A rank process works on its GPU alone: make it current for good, so that
+  // library calls that name no device (cuBLAS, cuSPARSE handles) land there.
+  const cudaError_t set = cudaSetDevice(cuda_device);
+  COPPICE_CHECK(set == cudaSuccess, "nccl: rank ", env.rank, " cannot use GPU ", cuda_device, ": ",
+                cudaGetErrorString(set));
   std::string id;
   if (env.rank == 0) id = nccl_unique_id();
   if (env.world_size > 1) {
