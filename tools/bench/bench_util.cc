@@ -24,6 +24,8 @@ namespace coppice::bench {
 std::string usage() {
   return "usage: bench [gemm|elementwise|spmm|sddmm|sparsify|all] [--device cpu|cuda|all] [--size N] [--numel N] [--reps R]\n"
          "             [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X] [--json FILE]\n"
+         "       bench dp [--device cpu|cuda|all] [--batch B] [--hidden H] [--steps S] [--warmup W] [--sparsity X]\n"
+         "             [--variants dense,compact,densified] [--ranks N] [--timeout-s T] [--json FILE]\n"
          "\n"
          "  gemm         dense matmul [N, N] x [N, N] (default N: 4096 on CUDA, 1024 on the CPU;\n"
          "               dtypes f32 f64 bf16 f16 on CUDA, f32 f64 on the CPU)\n"
@@ -35,6 +37,13 @@ std::string usage() {
          "               256 on the CPU; LeNet layers with k = batch 256; dense baseline the full gemm\n"
          "  sparsify     sparsifiers (threshold, random, magnitude, n:m) applied to --numel f32 elements\n"
          "               (default 16M), and a copy of the same tensor for reference\n"
+         "  dp           data-parallel training steps (not part of all): MLP H-H-H-H-10 (H 4096 on CUDA, 256 on\n"
+         "               the CPU), f32, per-rank batch B (1024 on CUDA, 64 on the CPU), cross-entropy, SGD with\n"
+         "               momentum, gradients averaged over ranks by GradientSync; variants dense, compact (the\n"
+         "               three HxH weights CSR at --sparsity, default 0.9, nnz values exchanged) and densified\n"
+         "               (the same, gradients exchanged dense). One process per rank (tools/launch -n N -- bench\n"
+         "               dp: NCCL, one GPU per local rank; rank 0 reports), or --ranks N threads on the CPU\n"
+         "               (inproc). --steps S timed steps (20) after --warmup W (5); median step time reported\n"
          "  --size N     gemm's m = n = k (with the elementwise suite alone, its element count); the sparse\n"
          "               suites' big shape becomes N in every dimension (on both devices)\n"
          "  --reps R     timed samples, median reported (default 20); --warmup W untimed calls (3);\n"
@@ -81,23 +90,27 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       if (suite_given) return absl::InvalidArgumentError(str_cat("more than one suite given ('", arg, "')"));
       suite_given = true;
       if (arg != "all") {
-        if (arg != "gemm" && arg != "elementwise" && arg != "spmm" && arg != "sddmm" && arg != "sparsify") {
+        if (arg != "gemm" && arg != "elementwise" && arg != "spmm" && arg != "sddmm" && arg != "sparsify" &&
+            arg != "dp") {
           return absl::InvalidArgumentError(
-              str_cat("unknown suite '", arg, "' (expected gemm, elementwise, spmm, sddmm, sparsify or all)"));
+              str_cat("unknown suite '", arg, "' (expected gemm, elementwise, spmm, sddmm, sparsify, dp or all)"));
         }
         c.gemm = arg == "gemm";
         c.elementwise = arg == "elementwise";
         c.spmm = arg == "spmm";
         c.sddmm = arg == "sddmm";
         c.sparsify = arg == "sparsify";
+        c.dp = arg == "dp";
       }
       continue;
     }
     std::string flag = arg, value;
     size_t eq = arg.find('=');
     if (eq != std::string::npos) flag = arg.substr(0, eq);
-    static const char* const kFlags[] = {"--device", "--size",  "--numel", "--reps",
-                                         "--warmup", "--dtype", "--json",  "--min-sample-ms"};
+    static const char* const kFlags[] = {"--device", "--size",     "--numel",  "--reps",  "--warmup",
+                                         "--dtype",  "--json",     "--min-sample-ms",     "--batch",
+                                         "--hidden", "--steps",    "--sparsity", "--variants",
+                                         "--ranks",  "--timeout-s"};
     if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags)) {
       return absl::InvalidArgumentError(str_cat("unknown flag '", flag, "'"));
     }
@@ -153,6 +166,37 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
         c.dtypes.push_back(t);
       }
       if (c.dtypes.empty()) return absl::InvalidArgumentError("--dtype: empty list");
+    } else if (flag == "--batch" || flag == "--hidden") {
+      absl::StatusOr<int64_t> v = parse_int(flag, value, 1);
+      if (!v.ok()) return v.status();
+      (flag == "--batch" ? c.batch : c.hidden) = *v;
+    } else if (flag == "--steps" || flag == "--ranks") {
+      absl::StatusOr<int64_t> v = parse_int(flag, value, 1);
+      if (!v.ok()) return v.status();
+      if (*v > 1000000) return absl::InvalidArgumentError(str_cat(flag, ": at most 1000000"));
+      (flag == "--steps" ? c.steps : c.ranks) = static_cast<int>(*v);
+    } else if (flag == "--sparsity") {
+      absl::StatusOr<double> v = parse_double(flag, value);
+      if (!v.ok()) return v.status();
+      if (*v >= 1) return absl::InvalidArgumentError(str_cat("--sparsity: must be below 1, got ", value));
+      c.sparsity = *v;
+    } else if (flag == "--timeout-s") {
+      absl::StatusOr<double> v = parse_double(flag, value);
+      if (!v.ok()) return v.status();
+      if (*v <= 0) return absl::InvalidArgumentError("--timeout-s: must be positive");
+      c.timeout_s = *v;
+    } else if (flag == "--variants") {
+      c.variants.clear();
+      std::stringstream ss(value);
+      std::string name;
+      while (std::getline(ss, name, ',')) {
+        if (name != "dense" && name != "compact" && name != "densified") {
+          return absl::InvalidArgumentError(
+              str_cat("--variants: unknown variant '", name, "' (expected dense, compact, densified)"));
+        }
+        c.variants.push_back(name);
+      }
+      if (c.variants.empty()) return absl::InvalidArgumentError("--variants: empty list");
     } else if (flag == "--json") {
       if (value.empty()) return absl::InvalidArgumentError("--json: empty file name");
       c.json_path = value;
@@ -248,6 +292,11 @@ std::string result_to_json(const Result& r) {
   s += ", \"fraction_of_peak\": " + json_number(throughput / r.peak);
   s += ", \"peak_source\": " + json_string(r.peak_source);
   s += str_cat(", \"reps\": ", r.reps, ", \"inner\": ", r.inner);
+  for (const auto& [k, v] : r.extra) {
+    // Counts (bytes, collectives) exactly; other values as json_number.
+    const bool integral = std::isfinite(v) && std::fabs(v) < 9e15 && v == std::floor(v);
+    s += ", " + json_string(k) + ": " + (integral ? str_cat(static_cast<int64_t>(v)) : json_number(v));
+  }
   s += "}";
   return s;
 }

@@ -25,6 +25,7 @@ struct Config {
   bool spmm = true;   // sparse x dense (tools/bench/spmm_bench.cc)
   bool sddmm = true;  // dense x dense sampled at a sparse pattern (sddmm_bench.cc)
   bool sparsify = true;  // sparsifiers on 16M elements (sparsify_bench.cc)
+  bool dp = false;       // data-parallel training steps (dp_bench.cc); never part of "all"
   bool cpu = true;
   bool cuda = true;
   int64_t size = 0;   // GEMM m = n = k; 0: the per-device default
@@ -37,6 +38,14 @@ struct Config {
   std::vector<DType> dtypes;   // empty: each suite's defaults
   std::string json_path;       // also write the JSON here
   bool help = false;
+  // The dp suite (tools/bench/dp_bench.cc); 0 / empty: its defaults.
+  int64_t batch = 0;           // per-rank batch (1024 on CUDA, kDpCpuBatch on the CPU)
+  int64_t hidden = 0;          // the MLP's width (4096 on CUDA, kDpCpuHidden on the CPU)
+  int steps = 0;               // timed steps (kDpSteps); warm-up steps: --warmup if given, else kDpWarmup
+  double sparsity = 0.9;       // of the CSR weights
+  std::vector<std::string> variants;  // dense, compact, densified (all three by default)
+  int ranks = 1;               // ranks as threads of this process on the CPU (inproc communicator)
+  double timeout_s = 120.0;    // NCCL timeout of each collective
 };
 
 inline constexpr int64_t kCpuGemmSize = 1024;
@@ -49,6 +58,13 @@ inline constexpr int64_t kSparseSize = 4096;
 inline constexpr int64_t kCpuSparseBatch = 256;
 inline constexpr int kCpuSparseReps = 3;
 inline constexpr int kCpuSparseWarmup = 1;
+// dp suite defaults: MLP hidden-hidden-hidden-hidden-10, per-rank batch.
+inline constexpr int64_t kDpHidden = 4096;
+inline constexpr int64_t kDpBatch = 1024;
+inline constexpr int64_t kDpCpuHidden = 256;
+inline constexpr int64_t kDpCpuBatch = 64;
+inline constexpr int kDpSteps = 20;
+inline constexpr int kDpWarmup = 5;
 
 std::string usage();
 // Parses the arguments after the program name.
@@ -101,6 +117,9 @@ struct Result {
   double bytes = kNaN;  // moved per call, read + write (elementwise)
   double peak = kNaN;   // GFLOP/s or GB/s, same unit as the throughput
   std::string peak_source;
+  // Further numeric fields, written after the standard ones in this order
+  // (the dp suite: world_size, samples_per_s, exchange bytes, ...).
+  std::vector<std::pair<std::string, double>> extra;
 
   // GFLOP/s for gemm, GB/s for elementwise (NaN when not measured).
   double gflops() const;

@@ -1,6 +1,8 @@
 // bench: dense GEMM, elementwise, SpMM, SDDMM and sparsifier throughput on the CPU and CUDA, as JSON.
 //
 //   bench [gemm|elementwise|spmm|sddmm|sparsify|all] [--device cpu|cuda|all] [--size N] [--reps R] [--json FILE]
+//   bench dp [--batch B] [--hidden H] [--steps S] ...      data-parallel training steps; one process
+//                                                          per rank: tools/launch -n N -- bench dp
 //
 // tools/bench/torch_reference.py measures the same shapes with PyTorch and
 // tools/bench/compare.py puts the two reports side by side.
@@ -45,6 +47,14 @@ int run(int argc, char** argv) {
   if (config->spmm) run_spmm(*config, &report.results);
   if (config->sddmm) run_sddmm(*config, &report.results);
   if (config->sparsify) run_sparsify(*config, &report.results);
+  bool reporting = true;  // false on the ranks other than 0 of a launched dp job
+  if (config->dp) reporting = run_dp(*config, &report.results);
+  if (!reporting) {
+    for (const Result& r : report.results) {
+      if (r.status.rfind("error", 0) == 0) return 1;
+    }
+    return 0;
+  }
 
   const std::string json = report_to_json(report) + "\n";
   std::fputs(json.c_str(), stdout);

@@ -26,6 +26,11 @@ void run_sddmm(const Config& config, std::vector<Result>* results);
 // Sparsifiers on --numel f32 elements (tools/bench/sparsify_bench.cc): apply
 // into dense and streaming masks, against a device copy of the same tensor.
 void run_sparsify(const Config& config, std::vector<Result>* results);
+// Data-parallel training steps (tools/bench/dp_bench.cc): one Result per
+// variant (dense, compact, densified) on this rank. In a launched job
+// (tools/launch, launch_env) every rank runs it; returns whether this rank
+// is rank 0, the one that prints and writes the report.
+bool run_dp(const Config& config, std::vector<Result>* results);
 
 // Shared by the suites.
 struct DeviceCase {

@@ -3,6 +3,8 @@
 # .devbin_pack/devbin.tar.zst (ignored by git), so one device call can carry it
 # (../shared/DEVICE.md):  device run, carry [".devbin_pack"], command
 #   tools/device/run_gpu_suite.sh
+# or, on the 2-GPU kind (nvidia-h200-x2), the data-parallel checks and benchmark:
+#   tools/device/run_multi_gpu.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tools/setup >/dev/null
@@ -24,6 +26,11 @@ for t in "${tests[@]}"; do
 done
 cp $bin/tools/bench/bench $bin/tools/demo/mlp_demo $bin/tools/trainer/trainer .devbin/
 cp tools/bench/*.py tools/device/run_gpu_suite.sh tools/device/gpu_smoke.yaml tools/device/read_checkpoint_torch.py .devbin/
+# The multi-GPU run (tools/device/run_multi_gpu.sh): the rank launcher, its
+# trainer job, and the script itself (torch_ddp.py and dp_compare.py came with
+# tools/bench/*.py).
+cp tools/launch .devbin/launch
+cp tools/device/run_multi_gpu.sh tools/device/dp_smoke.yaml .devbin/
 # Nothing beyond glibc, libstdc++, libgcc and the CUDA libraries may be needed there.
 bad=$(ldd .devbin/tests/* .devbin/bench .devbin/mlp_demo .devbin/trainer | awk '/=>/{print $1}' | sort -u |
       grep -vE '^(linux-vdso|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|ld-linux|libcudart|libcublas|libcublasLt|libcusparse|libnvJitLink|libnccl)' || true)
