@@ -7,11 +7,13 @@
 #
 #   1. nvidia-smi and the NCCL communicator test binary (when packed);
 #   2. bench dp on 1 GPU and on 2 GPUs (tools/launch): dense, compact-90 %,
-#      densified-90 %; tools/bench/torch_ddp.py (PyTorch, 1 GPU and DDP on 2)
-#      in the same call; $OUT/dp_table.md puts them side by side;
+#      densified-90 %, at 1024 and 4096 examples per GPU (DP_BATCHES);
+#      tools/bench/torch_ddp.py (PyTorch, 1 GPU and DDP on 2) in the same
+#      call; $OUT/dp_table.md puts them side by side;
 #   3. the trainer data-parallel over NCCL on 2 GPUs (tools/device/dp_smoke.yaml)
 #      and the same job on 1 GPU with twice the per-rank batch: the max
-#      relative difference of their per-step losses;
+#      relative difference of their per-step losses, and the same for two
+#      runs on 1 GPU (the run-to-run spread, as a yardstick);
 #   4. a fault test: two trainer ranks started by hand (no tools/launch),
 #      distributed.timeout_s=20, rank 1 SIGKILLed while training: does rank 0
 #      exit non-zero with an error line in time, and is its last checkpoint there.
@@ -19,8 +21,8 @@
 # Every step's outcome goes into $OUT/summary.txt; a failing step does not
 # stop the others. Each step has a time limit, and the whole run a deadline
 # (MULTI_GPU_DEADLINE_S, default 540 s) after which the remaining steps are
-# reported as skipped. $OUT gets summary.txt, dp_table.md, the three dp JSON
-# reports and multi_gpu_logs.tgz (every log): at most 8 files.
+# reported as skipped. $OUT gets summary.txt, dp_table.md and
+# multi_gpu_logs.tgz (every log and the dp JSON reports).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # the lent machines need NVLink SHARP off
 OUT=${OUT:-/tmp/out}
@@ -88,25 +90,32 @@ for t in .devbin/tests/distributed_cuda_*; do
 done
 
 # ---- 2. bench dp on 1 and 2 GPUs, and PyTorch DDP ------------------------------------------------
-say "== dp benchmark: MLP 4096-4096-4096-4096-10, f32, batch 1024 per GPU (weak scaling)"
-run dp_coppice_1gpu 150 .devbin/launch -n 1 -- .devbin/bench dp --device cuda --json "$OUT/dp_coppice_w1.json"
-grep -E '^\[rank 0\] dp ' "$W/dp_coppice_1gpu.log" | sed 's/^/    /' | tee -a "$SUMMARY"
-run dp_coppice_2gpu 180 .devbin/launch -n 2 -- .devbin/bench dp --device cuda --json "$OUT/dp_coppice_w2.json"
-grep -E '^\[rank [01]\] dp ' "$W/dp_coppice_2gpu.log" | sed 's/^/    /' | tee -a "$SUMMARY"
-run dp_torch 240 python3 .devbin/torch_ddp.py --gpus 1,2 --json "$OUT/dp_torch.json"
-grep -E '^dp torch' "$W/dp_torch.log" | sed 's/^/    /' | tee -a "$SUMMARY"
-torch_json=()
-[[ -s $OUT/dp_torch.json ]] && torch_json=(--torch "$OUT/dp_torch.json")
-coppice_json=()
-for j in "$OUT/dp_coppice_w1.json" "$OUT/dp_coppice_w2.json"; do [[ -s $j ]] && coppice_json+=("$j"); done
-if (( ${#coppice_json[@]} > 0 )); then
-  python3 .devbin/dp_compare.py --coppice "${coppice_json[@]}" ${torch_json[@]+"${torch_json[@]}"} \
-    --out "$OUT/dp_table.md" > "$W/dp_compare.log" 2>&1 || say "[dp_compare] FAILED: $(tail -2 "$W/dp_compare.log")"
-  cat "$OUT/dp_table.md" 2>/dev/null | tee -a "$SUMMARY"
-else
-  say "[dp_compare] SKIPPED: no Coppice dp report"
-  echo "no Coppice dp report; see summary.txt" > "$OUT/dp_table.md"
-fi
+# Per-GPU batches (weak scaling): 1024, and 4096, the batch of the MLP-4096
+# training step that tools/bench train measures on one GPU.
+: > "$OUT/dp_table.md"
+for batch in ${DP_BATCHES:-1024 4096}; do
+  say "== dp benchmark: MLP 4096-4096-4096-4096-10, f32, batch $batch per GPU (weak scaling)"
+  j1=$W/dp_coppice_w1_b$batch.json j2=$W/dp_coppice_w2_b$batch.json jt=$W/dp_torch_b$batch.json
+  run dp_coppice_1gpu_b$batch 150 .devbin/launch -n 1 -- .devbin/bench dp --device cuda --batch "$batch" --json "$j1"
+  grep -E '^\[rank 0\] dp ' "$W/dp_coppice_1gpu_b$batch.log" | sed 's/^/    /' | tee -a "$SUMMARY"
+  run dp_coppice_2gpu_b$batch 180 .devbin/launch -n 2 -- .devbin/bench dp --device cuda --batch "$batch" --json "$j2"
+  grep -E '^\[rank [01]\] dp ' "$W/dp_coppice_2gpu_b$batch.log" | sed 's/^/    /' | tee -a "$SUMMARY"
+  run dp_torch_b$batch 240 python3 .devbin/torch_ddp.py --gpus 1,2 --batch "$batch" --json "$jt"
+  grep -E '^dp torch' "$W/dp_torch_b$batch.log" | sed 's/^/    /' | tee -a "$SUMMARY"
+  torch_json=()
+  [[ -s $jt ]] && torch_json=(--torch "$jt")
+  coppice_json=()
+  for j in "$j1" "$j2"; do [[ -s $j ]] && coppice_json+=("$j"); done
+  if (( ${#coppice_json[@]} > 0 )); then
+    echo "### batch $batch per GPU" >> "$OUT/dp_table.md"
+    python3 .devbin/dp_compare.py --coppice "${coppice_json[@]}" ${torch_json[@]+"${torch_json[@]}"} \
+      --out "$W/dp_table_b$batch.md" > "$W/dp_compare_b$batch.log" 2>&1 ||
+      say "[dp_compare b$batch] FAILED: $(tail -2 "$W/dp_compare_b$batch.log")"
+    cat "$W/dp_table_b$batch.md" 2>/dev/null | tee -a "$SUMMARY" >> "$OUT/dp_table.md"
+  else
+    say "[dp_compare b$batch] SKIPPED: no Coppice dp report"
+  fi
+done
 
 # ---- 3. the trainer on 2 GPUs (NCCL) against 1 GPU with twice the batch ----------------------------
 say "== trainer data-parallel: dp_smoke.yaml on 2 GPUs (batch 128 per rank) vs 1 GPU (batch 256)"
@@ -117,7 +126,8 @@ cat > "$W/rank_trainer.sh" <<'EOF'
 # tools/launch sets RANK (none: a single process, rank 0); the per-rank directories are named after it.
 tag=$1; shift
 exec .devbin/trainer --config .devbin/dp_smoke.yaml --run-dir "/tmp/multi_gpu/${tag}_r${RANK:-0}" \
-  --set checkpoint.dir="/tmp/multi_gpu/${tag}_ckpt_r${RANK:-0}" "$@"
+  --set checkpoint.dir="/tmp/multi_gpu/${tag}_ckpt_r${RANK:-0}" --set checkpoint.every_steps=50 \
+  --set checkpoint.keep_last=0 "$@"
 EOF
 chmod +x "$W/rank_trainer.sh"
 run trainer_2gpu 200 .devbin/launch -n 2 -- "$W/rank_trainer.sh" dp2 \
@@ -177,6 +187,15 @@ for tag, r in (("2 GPUs", s2), ("1 GPU", s1)):
               f"{r.get('samples_per_s', 0):.0f} samples/s over {r.get('time_s', 0):.1f} s")
 EOF
 python3 "$W/compare_losses.py" "$W/dp2_r0/metrics.jsonl" "$W/dp1_r0/metrics.jsonl" 2>&1 | tee -a "$SUMMARY"
+say "    masks, 2 GPUs against 1 GPU, at each checkpoint (updates at steps 0, 50, ...):"
+python3 tools/device/compare_masks.py "$W/dp2_ckpt_r0" "$W/dp1_ckpt_r0" 2>&1 | tee -a "$SUMMARY"
+# The same 1-GPU job again: how far two runs on one GPU part (cuSPARSE and
+# atomics sum in varying order), the yardstick for the comparison above.
+run trainer_1gpu_again 200 "$W/rank_trainer.sh" dp1b --set data.batch_size=256
+say "    1 GPU against 1 GPU again (read '2 GPUs' below as 'the second 1-GPU run'):"
+python3 "$W/compare_losses.py" "$W/dp1b_r0/metrics.jsonl" "$W/dp1_r0/metrics.jsonl" 2>&1 | tee -a "$SUMMARY"
+say "    masks, 1 GPU against 1 GPU again:"
+python3 tools/device/compare_masks.py "$W/dp1b_ckpt_r0" "$W/dp1_ckpt_r0" 2>&1 | tee -a "$SUMMARY"
 [[ -e $W/dp2_r1/metrics.jsonl ]] && say "    note: rank 1 wrote metrics too ($W/dp2_r1/metrics.jsonl)"
 [[ -n "$(ls -A "$W/dp2_ckpt_r1" 2>/dev/null)" ]] && say "    note: rank 1 wrote checkpoints too"
 
