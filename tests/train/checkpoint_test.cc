@@ -24,14 +24,7 @@ namespace fs = std::filesystem;
 using testing_train::make_mlp;
 using testing_train::parameter_bits;
 using testing_train::sparsify_weights;
-
-std::string temp_dir(const std::string& tag) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  const fs::path p = fs::path(base != nullptr ? base : "/tmp") / tag;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+using testing_train::temp_dir;
 
 struct Fixture {
   std::shared_ptr<MLP> model;

@@ -4,12 +4,10 @@
 // that dies or hangs ends the job with an error instead of a hang while the
 // last checkpoint stays loadable, ranks whose masks drift apart are stopped,
 // and the trainer binary runs a distributed job.
-#include <sys/wait.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -35,17 +33,11 @@
 namespace coppice {
 namespace {
 
-namespace fs = std::filesystem;
 using testing_train::make_mlp;
+using testing_train::run_trainer;
+using testing_train::RunResult;
+using testing_train::temp_dir;
 using testing_train::sparsify_weights;
-
-std::string temp_dir(const std::string& tag) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  const fs::path p = fs::path(base != nullptr ? base : "/tmp") / tag;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
 
 // A small synthetic job: 320 examples (a multiple of every global batch
 // below, so no rank pads), 30 steps, a final checkpoint in `ckpt`.
@@ -283,35 +275,14 @@ TEST(DataParallelFaults, MasksThatDriftApartStopTheJob) {
 
 // ---- the binary -----------------------------------------------------------------------------
 
-std::string trainer_path() {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  return (fs::path(srcdir != nullptr ? srcdir : ".") / (ws != nullptr ? ws : "coppice") / "tools/trainer/trainer")
-      .string();
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int run_trainer(const std::string& args, const std::string& dir, std::string& out, std::string& err) {
-  const std::string cmd = "'" + trainer_path() + "' " + args + " >'" + dir + "/out' 2>'" + dir + "/err' </dev/null";
-  const int status = std::system(cmd.c_str());
-  out = slurp(dir + "/out");
-  err = slurp(dir + "/err");
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 TEST(DataParallelTrainer, RunsAnInprocJobAndPrintsOneSummary) {
   const std::string dir = temp_dir("trainer_inproc");
   {
     std::ofstream(dir + "/job.yaml") << job_yaml(2, 16, dir + "/ckpt", kStaticCsr70);
   }
-  std::string out, err;
-  ASSERT_EQ(run_trainer("--config '" + dir + "/job.yaml'", dir, out, err), 0) << err;
+  const RunResult r = run_trainer("--config '" + dir + "/job.yaml'", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string& out = r.out;
   size_t count = 0;
   for (size_t p = out.find("trained 30/30"); p != std::string::npos; p = out.find("trained 30/30", p + 1)) ++count;
   EXPECT_EQ(count, 1u) << out;
@@ -323,11 +294,10 @@ TEST(DataParallelTrainer, NcclJobStartedAloneSaysHowToLaunchIt) {
   {
     std::ofstream(dir + "/job.yaml") << job_yaml(2, 16, dir + "/ckpt", "");
   }
-  std::string out, err;
-  const int rc = run_trainer(
-      "--config '" + dir + "/job.yaml' --set device=auto --set distributed.backend=nccl", dir, out, err);
-  EXPECT_EQ(rc, 1) << out << err;
-  EXPECT_NE(err.find("tools/launch -n 2"), std::string::npos) << err;
+  const RunResult r =
+      run_trainer("--config '" + dir + "/job.yaml' --set device=auto --set distributed.backend=nccl", dir);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("tools/launch -n 2"), std::string::npos) << r.err;
 }
 
 }  // namespace

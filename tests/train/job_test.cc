@@ -5,7 +5,6 @@
 // `trainer` binary exits 2 with one line on a bad job and 0 on a good one.
 #include "train/job.h"
 
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -19,20 +18,17 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/train/train_test_util.h"
 #include "train/config.h"
 
 namespace coppice {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string temp_dir(const std::string& tag) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  const fs::path p = fs::path(base != nullptr ? base : "/tmp") / tag;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+using testing_train::run_trainer;
+using testing_train::RunResult;
+using testing_train::temp_dir;
+using testing_train::trainer_path;
 
 double mean(const std::vector<double>& v, size_t from, size_t to) {
   return std::accumulate(v.begin() + static_cast<long>(from), v.begin() + static_cast<long>(to), 0.0) /
@@ -167,36 +163,6 @@ TEST(RunJob, CheckpointAndResumeContinue) {
 }
 
 // ---- the binary -----------------------------------------------------------------------------
-
-std::string trainer_path() {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  return (fs::path(srcdir != nullptr ? srcdir : ".") / (ws != nullptr ? ws : "coppice") / "tools/trainer/trainer")
-      .string();
-}
-
-struct RunResult {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-RunResult run_trainer(const std::string& args, const std::string& dir) {
-  const std::string out = dir + "/stdout", err = dir + "/stderr";
-  const std::string cmd = "'" + trainer_path() + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
 
 std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {
   const std::string path = dir + "/" + name;

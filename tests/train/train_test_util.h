@@ -2,7 +2,13 @@
 // Gaussian blobs, optionally with CSR weights at a given density.
 #pragma once
 
+#include <sys/wait.h>
+
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +71,49 @@ inline std::vector<std::string> parameter_bits(const Module& model) {
     out.push_back(s);
   }
   return out;
+}
+
+// A fresh, empty directory under the test's temporary directory.
+inline std::string temp_dir(const std::string& tag) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const std::filesystem::path p = std::filesystem::path(base != nullptr ? base : "/tmp") / tag;
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The trainer binary in the test's runfiles (data = ["//tools/trainer"]).
+inline std::string trainer_path() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* ws = std::getenv("TEST_WORKSPACE");
+  return (std::filesystem::path(srcdir != nullptr ? srcdir : ".") / (ws != nullptr ? ws : "coppice") /
+          "tools/trainer/trainer")
+      .string();
+}
+
+struct RunResult {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs `trainer ARGS` (ARGS already quoted for the shell), its output in
+// DIR/stdout and DIR/stderr.
+inline RunResult run_trainer(const std::string& args, const std::string& dir) {
+  const std::string out = dir + "/stdout", err = dir + "/stderr";
+  const std::string cmd = "'" + trainer_path() + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
 }
 
 }  // namespace coppice::testing_train

@@ -30,7 +30,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import socket
 import statistics
 import sys
@@ -46,37 +45,20 @@ import torch.multiprocessing as mp  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_reference  # noqa: E402  (beside this file, here and in .devbin/)
+from torch_reference import cpu_model_name  # noqa: E402
+
 CLASSES = 10
 MODEL_SEED = 20261122
 MASK_SEED = 0xC0991CE
 DATA_SEED = 0xDA7A
 
-# Datasheet f32 peaks without TF32, GFLOP/s (as tools/bench/bench_util.cc).
-PEAKS = [
-    (lambda n: "H200" in n and "NVL" in n, "H200 NVL", 60e3),
-    (lambda n: "H200" in n, "H200 SXM", 67e3),
-    (lambda n: "H100" in n and "PCIe" in n, "H100 PCIe", 51e3),
-    (lambda n: "H100" in n and "NVL" in n, "H100 NVL", 60e3),
-    (lambda n: "H100" in n, "H100 SXM5", 67e3),
-]
 
 
 def reference_peak(model):
-    for match, row, f32 in PEAKS:
-        if match(model):
-            return f32, f"NVIDIA {row} datasheet (dense; f64 and 16-bit on tensor cores, f32 without TF32)"
-    return None, "unknown: no reference peak for this GPU model"
-
-
-def cpu_model_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+    """The f32 datasheet peak (no TF32) of a GPU model, as torch_reference.py has it."""
+    return torch_reference.reference_peak(model, "f32", "flops")
 
 
 def parse_args(argv):
