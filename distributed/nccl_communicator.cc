@@ -617,11 +617,6 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, int c
                                                      const NcclOptions& options) {
   COPPICE_CHECK(env.world_size >= 1 && env.rank >= 0 && env.rank < env.world_size, "nccl: rank ", env.rank,
                 " is not a rank of a world of size ", env.world_size);
-  // A rank process works on its GPU alone: make it current for good, so that
-  // library calls that name no device (cuBLAS, cuSPARSE handles) land there.
-  const cudaError_t set = cudaSetDevice(cuda_device);
-  COPPICE_CHECK(set == cudaSuccess, "nccl: rank ", env.rank, " cannot use GPU ", cuda_device, ": ",
-                cudaGetErrorString(set));
   std::string id;
   if (env.rank == 0) id = nccl_unique_id();
   if (env.world_size > 1) {
@@ -635,6 +630,11 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, int c
     if (!got.ok()) fail("nccl: ", std::string(got.status().message()));
     id = *std::move(got);
   }
+  // A rank process works on its GPU alone: make it current for good, so that
+  // library calls that name no device (cuBLAS, cuSPARSE handles) land there.
+  const cudaError_t set = cudaSetDevice(cuda_device);
+  COPPICE_CHECK(set == cudaSuccess, "nccl: rank ", env.rank, " cannot use GPU ", cuda_device, ": ",
+                cudaGetErrorString(set));
   return make_nccl_communicator_from_id(id, env.rank, env.world_size, cuda_device, options);
 }
 
