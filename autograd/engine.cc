@@ -7,10 +7,23 @@
 
 #include "autograd/functions/sparse.h"
 #include "autograd/no_grad.h"
+#include "tensor/op_profile.h"
 #include "tensor/ops.h"
 
 namespace coppice {
 namespace {
+
+// Node::apply, timed under COPPICE_PROFILE (tensor/op_profile.h) as
+// "backward <node>" between two synchronizations of the gradients' device.
+std::vector<Tensor> timed_apply(Node& n, std::vector<Tensor> grad_outputs) {
+  if (!op_profile_enabled()) return n.apply(std::move(grad_outputs));
+  Device device = Device::cpu();
+  for (const Tensor& g : grad_outputs) {
+    if (g.defined()) device = g.device();
+  }
+  ProfileScope scope("backward " + n.name(), device);
+  return n.apply(std::move(grad_outputs));
+}
 
 struct NodeState {
   std::shared_ptr<Node> node;
@@ -116,7 +129,7 @@ void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>&
                       " returned a gradient of shape ", shape_to_string(grad_outputs[slot].shape()), " for shape ",
                       shape_to_string(before));
       }
-      grad_inputs = n->apply(std::move(grad_outputs));
+      grad_inputs = timed_apply(*n, std::move(grad_outputs));
       if (!retain_graph && n->single_use()) n->mark_released();
       COPPICE_CHECK(grad_inputs.size() == n->next_edges().size() || n->next_edges().empty(), "backward: ", n->name(),
                     " returned ", grad_inputs.size(), " gradients for ", n->next_edges().size(), " inputs");

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "tensor/op_profile.h"
 
 namespace coppice {
 
@@ -119,7 +120,11 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
   }
   COPPICE_CHECK(first != nullptr, op, ": called with no defined input");
   DeviceType device = first->device().type;
-  if (const Kernel* k = find(op, device, formats)) return (*k)(inputs, attrs);
+  if (const Kernel* k = find(op, device, formats)) {
+    if (!op_profile_enabled()) return (*k)(inputs, attrs);
+    ProfileScope scope(str_cat(op, "(", str_join(formats, ", "), ") on ", device_type_name(device)), first->device());
+    return (*k)(inputs, attrs);
+  }
 
   bool all_dense = true;
   for (std::string_view f : formats) all_dense = all_dense && (f == "dense" || f == "none");

@@ -35,6 +35,7 @@
 #include "sparse/cuda/cusparse_internal.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/dispatcher.h"
+#include "tensor/op_profile.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cuda {
@@ -140,8 +141,13 @@ bool take_dense_route(const Tensor& pattern) {
 
 // (a @ b) by cuBLAS, gathered at every slot's position (0 where none).
 Tensor dense_route_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
-  const Tensor product = matmul(a, b).reshape({pattern.numel()});
+  Tensor product;
+  {
+    ProfileScope scope("sddmm dense route: a @ b", a.device());
+    product = matmul(a, b).reshape({pattern.numel()});
+  }
   const Tensor vals = values(pattern);
+  ProfileScope scope("sddmm dense route: positions and gather", a.device());
   const Tensor pos = device_positions(pattern, kOp);
   const Tensor stored = ge(pos, 0.0);
   const Tensor sampled = index_select(product, 0, where(stored, pos, zeros_like(pos)));

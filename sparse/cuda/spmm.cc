@@ -29,14 +29,22 @@
 // compute in f32 and round once, as do half-precision combinations cuSPARSE
 // refuses (NOT_SUPPORTED). f32 and f64 compute in their own type.
 //
+// That table is the "direct" route (COPPICE_SPMM_ROUTE=direct). The default
+// route avoids both a transposed sparse operand and column-major dense
+// operands, which cuSPARSE runs 4-20x slower on training shapes: every
+// product becomes one non-transposed row-major SpMM on the CSR of S or S^T
+// (row_major_spmm below has the measurements).
+//
 // Algorithm: CUSPARSE_SPMM_ALG_DEFAULT, which supports every order and
 // transpose used here (CSR_ALG2 is row-major only).
 #include <cuda_runtime_api.h>
 #include <cusparse.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sparse/blocked_ell.h"
@@ -279,7 +287,66 @@ Tensor cusparse_spmm(const Tensor& a, const Tensor& x, Product product, std::str
   return spmm_in_f32(s, x, product, op);
 }
 
+// The route (COPPICE_SPMM_ROUTE, read on every call so that a benchmark can
+// compare both in one run): "row_major" (the default) or "direct".
+bool row_major_route() {
+  const char* env = std::getenv("COPPICE_SPMM_ROUTE");
+  return env == nullptr || std::string_view(env) != "direct";
+}
+
+// `a`, or a^T when `transposed`, as a CSR tensor that cuSPARSE reads without
+// transposing: CSR as it is, CSC transposed over the same arrays, anything
+// else through csr_view; the transposed pattern of a CSR is the CSR view of
+// its free CSC transpose, cached per pattern version like every view.
+Tensor csr_operand(const Tensor& a, bool transposed, std::string_view op) {
+  switch (a.layout()) {
+    case Layout::kCsr:
+      return transposed ? csr_view(transpose_compressed(a), op) : a;
+    case Layout::kCsc:
+      return transposed ? transpose_compressed(a) : csr_view(a, op);
+    default: {
+      const Tensor base = csr_view(a, op);
+      return transposed ? csr_view(transpose_compressed(base), op) : base;
+    }
+  }
+}
+
+// Every product as one non-transposed, row-major CSR SpMM, which is where
+// cuSPARSE is fast: a transposed sparse operand makes it scatter with
+// atomics, and column-major dense operands run several times slower (H100,
+// 4096^2 at 90 % sparsity times 4096^2, f32: x @ S^T column-major 15 ms and
+// x @ S through S^T 66 ms, against 3.3 ms for S @ x row-major). So
+//   op(S) @ X  = CSR(op(S)) @ X
+//   X @ op(S)  = (CSR(op(S)^T) @ X^T)^T
+// with X^T and the result's transpose made by dense copies (a small cost
+// next to the product) and CSR(S^T) a cached view.
+Tensor row_major_spmm(const Tensor& a, const Tensor& x, Product product, std::string_view op) {
+  const bool sparse_left = product == Product::kSparseDense || product == Product::kSparseTDense;
+  // M = op(S) as the caller states it.
+  const bool m_is_transpose = product == Product::kSparseTDense || product == Product::kDenseSparseT;
+  const int64_t m_rows = m_is_transpose ? a.size(1) : a.size(0), m_cols = m_is_transpose ? a.size(0) : a.size(1);
+  COPPICE_CHECK(sparse_left ? x.size(0) == m_cols : x.size(1) == m_rows, op, ": inner dimensions differ: sparse ",
+                shape_to_string(a.shape()), m_is_transpose ? " (transposed)" : "", " and dense ",
+                shape_to_string(x.shape()), sparse_left ? " on the right" : " on the left");
+  if (sparse_left) return cusparse_spmm(csr_operand(a, m_is_transpose, op), x, Product::kSparseDense, op);
+  // X @ M = (M^T @ X^T)^T.
+  return cusparse_spmm(csr_operand(a, !m_is_transpose, op), x.t(), Product::kSparseDense, op).t().contiguous();
+}
+
 Tensor spmm(const Tensor& a, const Tensor& x, Product product, std::string_view op) {
+  if (row_major_route()) {
+    if (a.layout() == Layout::kMasked) return dense_product(to_dense(a), x, product);
+    const bool half = a.dtype() == DType::kBF16 || a.dtype() == DType::kF16;
+    if (a.layout() == Layout::kBlockedEll && half && product == Product::kSparseDense) {
+      try {
+        return spmm_in(sparse_operand(a, op), x, product, op);
+      } catch (const Error& e) {
+        if (!not_supported(e)) throw;
+      }
+    }
+    return row_major_spmm(a, x, product, op);
+  }
+  // COPPICE_SPMM_ROUTE=direct: cuSPARSE transposes and reads column-major.
   switch (a.layout()) {
     case Layout::kCsr:
     case Layout::kCoo:

@@ -1,0 +1,39 @@
+// Per-op timing through the dispatcher, for finding the slow op of a step:
+// run any binary with COPPICE_PROFILE=1 and, at exit, stderr gets one line
+// per "op(formats) on device": calls, total, mean and fastest milliseconds,
+// sorted by total. Each dispatched kernel is timed between two device synchronizations,
+// so a profiled run is slower and its times are inclusive (an op whose
+// kernel dispatches other ops counts them too). Off: one relaxed load per call.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "tensor/device.h"
+
+namespace coppice {
+
+bool op_profile_enabled();
+// Adds one call of `key` taking `seconds`.
+void op_profile_record(const std::string& key, double seconds);
+// The table printed at exit ("" when nothing was recorded).
+std::string op_profile_report();
+
+// Times its own lifetime as one call of `key` (between synchronizations of
+// `device`) when profiling is on; nothing otherwise. For the parts of a
+// kernel: { ProfileScope s("sddmm: a @ b", device); ... }
+class ProfileScope {
+ public:
+  ProfileScope(std::string key, Device device);
+  ~ProfileScope();
+  ProfileScope(const ProfileScope&) = delete;
+  ProfileScope& operator=(const ProfileScope&) = delete;
+
+ private:
+  std::string key_;
+  Device device_;
+  bool on_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace coppice
