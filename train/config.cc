@@ -865,6 +865,8 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   job.logging.progress = log.boolean("progress", true);
   job.logging.every_steps = log.at_least("every_steps", 50, 1);
 
+  job.precision.allow_tf32 = top.section("precision").boolean("allow_tf32", false);
+
   const Section dist = top.section("distributed");
   job.distributed.world_size = dist.at_least("world_size", 1, 1);
   job.distributed.backend =

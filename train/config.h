@@ -164,6 +164,11 @@ struct DistributedConfig {
   double topk_fraction = 0.0;  // (0, 1): top-k with error feedback for dense gradients; 0: off
 };
 
+// Numeric settings of the run (tensor/precision.h).
+struct PrecisionConfig {
+  bool allow_tf32 = false;  // f32 dense matrix products on CUDA may use TF32 tensor cores
+};
+
 struct JobConfig {
   std::string name;  // for logs; default: the file's stem
   uint64_t seed = 0;
@@ -179,6 +184,7 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   LoggingConfig logging;
   DistributedConfig distributed;
+  PrecisionConfig precision;
 };
 
 // The job's parameter rules resolved against a model's parameters (name and

@@ -160,6 +160,10 @@ std::vector<SchemaKey> build_schema() {
       {"logging.progress", K::kBool, "a progress line on stderr (true)"},
       {"logging.every_steps", K::kInt, "log every N steps, >= 1 (50)"},
 
+      {"precision", K::kSection, "numeric settings of the run"},
+      {"precision.allow_tf32", K::kBool,
+       "f32 dense matrix products on CUDA may use TF32 tensor cores (~1e-3 relative error, several times faster) (false)"},
+
       {"distributed", K::kSection, "data-parallel training; data.loader.batch_size is per rank"},
       {"distributed.world_size", K::kInt, "ranks, >= 1 (1)"},
       {"distributed.backend", K::kString, "inproc (ranks as threads, CPU) | nccl (a process per GPU) (inproc)"},

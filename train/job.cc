@@ -34,6 +34,7 @@
 #include "tensor/backend.h"
 #include "tensor/error.h"
 #include "tensor/generator.h"
+#include "tensor/precision.h"
 
 namespace coppice {
 namespace {
@@ -226,6 +227,7 @@ std::string job_metrics_path(const JobConfig& job, const JobRunOptions& opts) {
 }
 
 TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
+  set_allow_tf32(job.precision.allow_tf32);  // process-wide, like the job itself
   const DistributedConfig& d = job.distributed;
   const int world = static_cast<int>(d.world_size);
   if (world == 1) return run_rank(job, opts, nullptr, resolve_job_device(job.device));

@@ -2,7 +2,8 @@
 // layer 7): the glue between train/config.h and train/loop.h that the
 // `trainer` binary (tools/trainer) runs.
 //
-// run_job builds, in this order: the device (auto: CUDA when cuda_available(),
+// run_job sets allow_tf32 (tensor/precision.h) from precision.allow_tf32, then
+// builds, in this order: the device (auto: CUDA when cuda_available(),
 // else the CPU), manual_seed(job.seed), the model (make_model) moved to the
 // device, the datasets and loaders, the sparsity (resolve_schedule over the
 // model's parameter shapes, then Module::apply_sparsity), the optimizer over

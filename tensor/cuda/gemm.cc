@@ -6,7 +6,8 @@
 // their transpose flags, with leading dimensions taken from the stored
 // shapes. A batch of 1 broadcasts through a batch stride of 0.
 //
-// f32 runs in plain f32 (no TF32, to stay close to the CPU twin); f64 in f64;
+// f32 runs in plain f32 (no TF32, to stay close to the CPU twin) unless
+// allow_tf32() (tensor/precision.h) says otherwise; f64 in f64;
 // bf16/f16 through cublasGemmStridedBatchedEx with f32 compute. One cuBLAS
 // handle per device, created on first use and bound to the device's stream
 // (stream.h).
@@ -20,6 +21,7 @@
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/dispatcher.h"
+#include "tensor/precision.h"
 
 namespace coppice::cuda {
 namespace {
@@ -100,6 +102,14 @@ std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
   switch (dtype) {
     case DType::kF32: {
       const float alpha = 1.0f, beta = 0.0f;
+      if (allow_tf32()) {  // tensor/precision.h
+        check_cublas(cublasGemmStridedBatchedEx(h.handle, op_b, op_a, in_, im, ik, &alpha, b.data_ptr(), CUDA_R_32F,
+                                                ldb, stride_b, a.data_ptr(), CUDA_R_32F, lda, stride_a, &beta,
+                                                c.data_ptr(), CUDA_R_32F, in_, stride_c, ibatch,
+                                                CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+                     "cublasGemmStridedBatchedEx (TF32)");
+        break;
+      }
       check_cublas(cublasSgemmStridedBatched(h.handle, op_b, op_a, in_, im, ik, &alpha, b.data<float>(), ldb, stride_b,
                                              a.data<float>(), lda, stride_a, &beta, c.data<float>(), in_, stride_c,
                                              ibatch),

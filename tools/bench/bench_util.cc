@@ -25,7 +25,7 @@ std::string usage() {
   return "usage: bench [gemm|elementwise|spmm|sddmm|sparsify|all] [--device cpu|cuda|all] [--size N] [--numel N] [--reps R]\n"
          "             [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X] [--json FILE]\n"
          "       bench dp [--device cpu|cuda|all] [--batch B] [--hidden H] [--steps S] [--warmup W] [--sparsity X]\n"
-         "             [--variants dense,compact,densified] [--ranks N] [--timeout-s T] [--json FILE]\n"
+         "             [--variants dense,compact,densified] [--ranks N] [--timeout-s T] [--tf32] [--json FILE]\n"
          "\n"
          "  gemm         dense matmul [N, N] x [N, N] (default N: 4096 on CUDA, 1024 on the CPU;\n"
          "               dtypes f32 f64 bf16 f16 on CUDA, f32 f64 on the CPU)\n"
@@ -43,6 +43,7 @@ std::string usage() {
          "               three HxH weights CSR at --sparsity, default 0.9, nnz values exchanged) and densified\n"
          "               (the same, gradients exchanged dense). One process per rank (tools/launch -n N -- bench\n"
          "               dp: NCCL, one GPU per local rank; rank 0 reports), or --ranks N threads on the CPU\n"
+         "  --tf32       f32 dense matmuls on CUDA may use TF32 tensor cores (tensor/precision.h)\n"
          "               (inproc). --steps S timed steps (20) after --warmup W (5); median step time reported\n"
          "  --size N     gemm's m = n = k (with the elementwise suite alone, its element count); the sparse\n"
          "               suites' big shape becomes N in every dimension (on both devices)\n"
@@ -102,6 +103,10 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
         c.sparsify = arg == "sparsify";
         c.dp = arg == "dp";
       }
+      continue;
+    }
+    if (arg == "--tf32") {
+      c.allow_tf32 = true;
       continue;
     }
     std::string flag = arg, value;

@@ -46,6 +46,7 @@ struct Config {
   std::vector<std::string> variants;  // dense, compact, densified (all three by default)
   int ranks = 1;               // ranks as threads of this process on the CPU (inproc communicator)
   double timeout_s = 120.0;    // NCCL timeout of each collective
+  bool allow_tf32 = false;     // --tf32: f32 dense matmuls on CUDA may use TF32 (tensor/precision.h)
 };
 
 inline constexpr int64_t kCpuGemmSize = 1024;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tensor/backend.h"
+#include "tensor/precision.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
 
@@ -31,6 +32,7 @@ int run(int argc, char** argv) {
     std::fputs(usage().c_str(), stdout);
     return 0;
   }
+  coppice::set_allow_tf32(config->allow_tf32);
   Report report;
   const bool cuda_built = coppice::find_backend(coppice::DeviceType::kCuda) != nullptr;
   report.info = {{"tool", "coppice-bench"},
@@ -41,7 +43,8 @@ int run(int argc, char** argv) {
                     {"cuda_device_count", coppice::cuda_device_count()},
                     {"cpu_threads", static_cast<double>(std::thread::hardware_concurrency())},
                     {"warmup", config->warmup},
-                    {"min_sample_ms", config->min_sample_ms}};
+                    {"min_sample_ms", config->min_sample_ms},
+                    {"allow_tf32", config->allow_tf32 ? 1.0 : 0.0}};
   if (config->gemm) run_gemm(*config, &report.results);
   if (config->elementwise) run_elementwise(*config, &report.results);
   if (config->spmm) run_spmm(*config, &report.results);

@@ -1,4 +1,8 @@
 // CPU parity of gemm (cuBLAS on the GPU, OpenBLAS on the CPU).
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/precision.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
 
 namespace coppice {
@@ -42,6 +46,34 @@ TEST(CudaGemmTest, ShapesTransposesAndBatchBroadcast) {
       }
     }
   }
+}
+
+// The largest error of an f32 GEMM on the GPU against the f64 product.
+double worst_f32_error(const Tensor& a, const Tensor& b) {
+  const Tensor want = dispatch("gemm", {a.to(DType::kF64), b.to(DType::kF64)}, trans(false, false))[0];
+  const Tensor got = dispatch("gemm", to_gpu({a, b}), trans(false, false))[0];
+  const std::vector<double> g = values(got), w = values(want);
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - w[i]));
+  return worst;
+}
+
+// allow_tf32 (tensor/precision.h) switches f32 GEMMs to TF32 tensor cores:
+// errors grow from f32's (~1e-5 here) to TF32's (~1e-3 here: 10-bit
+// mantissas, k = 512 products of values in [-1, 1]), and switching it off
+// again restores plain f32.
+TEST(CudaGemmTest, Tf32OnlyWhenAllowed) {
+  COPPICE_REQUIRE_GPU();
+  const Tensor a = random({1, 256, 512}, DType::kF32, 61, -1, 1), b = random({1, 512, 256}, DType::kF32, 62, -1, 1);
+  ASSERT_FALSE(allow_tf32());
+  const double f32_error = worst_f32_error(a, b);
+  set_allow_tf32(true);
+  const double tf32_error = worst_f32_error(a, b);
+  set_allow_tf32(false);
+  EXPECT_LT(f32_error, 1e-4);
+  EXPECT_GT(tf32_error, 1e-4) << "TF32 was not used";
+  EXPECT_LT(tf32_error, 5e-2);
+  EXPECT_EQ(worst_f32_error(a, b), f32_error);
 }
 
 TEST(CudaGemmTest, EmptyAndZeroInnerDimension) {
