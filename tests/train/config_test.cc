@@ -144,7 +144,8 @@ training: {epochs: 20}    # or steps: N, not both
 evaluation: {every_steps: 0, split: test, max_batches: 0}  # 0 = each epoch's end / all batches
 checkpoint: {dir: "", every_steps: 0, keep_last: 0, resume: ""}
 logging: {metrics: "", progress: true, every_steps: 50}    # metrics: a JSONL path
-distributed: {world_size: 1, backend: inproc}              # inproc | nccl
+distributed: {world_size: 1, backend: inproc}              # inproc | nccl; see Distributed
+precision: {allow_tf32: false}      # true: f32 dense matmuls on CUDA may use TF32 tensor cores
 )";
   const absl::StatusOr<JobConfig> c = parse(readme);
   ASSERT_TRUE(c.ok()) << c.status().message();
@@ -152,6 +153,19 @@ distributed: {world_size: 1, backend: inproc}              # inproc | nccl
   ASSERT_EQ(c->sparsity.schedule.outputs[0].forward.size(), 1u);
   EXPECT_EQ(c->sparsity.schedule.outputs[0].forward[0].inline_sparsifier->name, "threshold");
   EXPECT_EQ(c->sparsity.schedule.outputs[0].forward[0].output_format.name, "csr");
+}
+
+TEST(JobConfig, DistributedAndPrecisionKeys) {
+  const absl::StatusOr<JobConfig> c =
+      parse(std::string(kBase) + "distributed: {world_size: 4, timeout_s: 20, bucket_mb: 8, sparse_exchange: dense, "
+                    "topk_fraction: 0.1}\nprecision: {allow_tf32: true}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->distributed.world_size, 4);
+  EXPECT_DOUBLE_EQ(c->distributed.timeout_s, 20.0);
+  EXPECT_DOUBLE_EQ(c->distributed.bucket_mb, 8.0);
+  EXPECT_EQ(c->distributed.sparse_exchange, SparseExchange::kDense);
+  EXPECT_DOUBLE_EQ(c->distributed.topk_fraction, 0.1);
+  EXPECT_TRUE(c->precision.allow_tf32);
 }
 
 TEST(JobConfig, BaseIsValidAndDefaultsAreTheStructs) {
@@ -165,6 +179,9 @@ TEST(JobConfig, BaseIsValidAndDefaultsAreTheStructs) {
   EXPECT_EQ(c->evaluation.split, EvalSplit::kTest);
   EXPECT_TRUE(c->logging.progress);
   EXPECT_EQ(c->distributed.backend, CommBackend::kInProc);
+  EXPECT_EQ(c->distributed.sparse_exchange, SparseExchange::kCompact);
+  EXPECT_DOUBLE_EQ(c->distributed.timeout_s, 300.0);
+  EXPECT_FALSE(c->precision.allow_tf32);
   EXPECT_FALSE(c->sparsity.sparse_weights());
   EXPECT_EQ(c->data.synthetic.n, 64);
   EXPECT_EQ(c->data.synthetic_test_examples, 32);
