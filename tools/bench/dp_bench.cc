@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -68,6 +69,31 @@ struct DpSetup {
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Bytes of the training state: the parameters (a sparse one with its index
+// arrays), their gradients and the optimizer's state, each distinct buffer
+// counted once (a compact gradient shares its parameter's index arrays).
+double training_state_bytes(const std::vector<Variable>& params, const Optimizer& optimizer) {
+  std::map<const void*, int64_t> buffers;
+  auto add = [&buffers](const Tensor& t) {
+    if (!t.defined()) return;
+    auto add_dense = [&buffers](const Tensor& d) {
+      if (d.numel() > 0) buffers[d.data_ptr()] = d.numel() * static_cast<int64_t>(dtype_size(d.dtype()));
+    };
+    if (!t.is_sparse()) return add_dense(t);
+    for (const auto& [part, d] : sparse_impl(t, "training_state_bytes").parts()) add_dense(d);
+  };
+  for (const Variable& p : params) {
+    add(p.value());
+    add(p.grad());
+    if (const ParamState* st = optimizer.state(p)) {
+      for (const auto& [name, t] : st->tensors) add(t);
+    }
+  }
+  double total = 0;
+  for (const auto& [ptr, bytes] : buffers) total += static_cast<double>(bytes);
+  return total;
 }
 
 Result base_result(const DpSetup& s, const std::string& variant, int world) {
@@ -188,6 +214,7 @@ Result run_variant(const DpSetup& s, const std::string& variant, Communicator* c
   r.extra.emplace_back("buckets", static_cast<double>(st.buckets));
   r.extra.emplace_back("param_bytes_dense", static_cast<double>(dense_numel) * 4.0);
   r.extra.emplace_back("param_bytes_stored", static_cast<double>(stored) * 4.0);
+  r.extra.emplace_back("training_state_bytes", training_state_bytes(params, optimizer));
   r.extra.emplace_back("final_loss", final_loss);
   return r;
 }
