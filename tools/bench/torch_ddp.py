@@ -322,12 +322,7 @@ def main(argv):
         "warmup": args.warmup,
         "results": results,
     }
-    text = json.dumps(report, indent=None, separators=(", ", ": "))
-    print(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
-    return 1 if any(r["status"].startswith("error") for r in results) else 0
+    return torch_reference.write_report(report, args.json)
 
 
 if __name__ == "__main__":

@@ -387,12 +387,18 @@ def main(argv):
         "min_sample_ms": args.min_sample_ms,
         "results": results,
     }
+    return write_report(report, args.json)
+
+
+def write_report(report, json_path):
+    """Prints the report as one JSON line (and writes it to json_path if given); the exit status:
+    1 if any result is an error (torch_ddp.py reports the same way)."""
     text = json.dumps(report, indent=None, separators=(", ", ": "))
     print(text)
-    if args.json:
-        with open(args.json, "w") as f:
+    if json_path:
+        with open(json_path, "w") as f:
             f.write(text + "\n")
-    return 1 if any(r["status"].startswith("error") for r in results) else 0
+    return 1 if any(r["status"].startswith("error") for r in report["results"]) else 0
 
 
 if __name__ == "__main__":
