@@ -255,9 +255,12 @@ TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
          env->world_size, " (launcher: ", launcher_name(env->launcher), "); start the ranks with tools/launch -n ",
          world, " -- trainer --config ... (tools/train does it for you)");
   if (!job.device.is_auto && job.device.device.is_cpu()) fail("distributed.backend nccl needs CUDA devices");
-  if (!nccl_available()) fail("distributed.backend nccl: this build has no CUDA and NCCL (build with --define=cuda=1)");
+  if (find_backend(DeviceType::kCuda) == nullptr)
+    fail("distributed.backend nccl: this build has no CUDA (build with --define=cuda=1), or use backend inproc");
   // Each rank takes the GPU of its local rank.
   const int gpus = cuda_device_count();
+  if (gpus == 0) fail("distributed.backend nccl: no CUDA GPU is visible on this machine; use backend inproc");
+  if (!nccl_available()) fail("distributed.backend nccl: NCCL is not available in this build");
   if (env->local_rank >= gpus)
     fail("distributed: local rank ", env->local_rank, " needs GPU ", env->local_rank, " but this machine has ", gpus,
          " GPU", gpus == 1 ? "" : "s");
