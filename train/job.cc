@@ -52,6 +52,19 @@ int64_t validation_size(int64_t n, double fraction) {
   return static_cast<int64_t>(std::floor(static_cast<double>(n) * fraction));
 }
 
+// The last floor(fraction * n) examples of `rest` become the validation
+// split, the others the training split.
+void split_last_validation(const std::shared_ptr<const Dataset>& rest, double fraction, Splits& s) {
+  const int64_t nv = validation_size(rest->size(), fraction);
+  if (nv > 0) {
+    TrainValidation tv = split_last(rest, nv);
+    s.train = tv.train;
+    s.validation = tv.validation;
+  } else {
+    s.train = rest;
+  }
+}
+
 Splits load_data(const JobConfig& job) {
   const DataConfig& d = job.data;
   Splits s;
@@ -86,14 +99,7 @@ Splits load_data(const JobConfig& job) {
         rest = tt.train;
         s.test = tt.validation;
       }
-      const int64_t nv = validation_size(rest->size(), d.validation_split);
-      if (nv > 0) {
-        TrainValidation tv = split_last(rest, nv);
-        s.train = tv.train;
-        s.validation = tv.validation;
-      } else {
-        s.train = rest;
-      }
+      split_last_validation(rest, d.validation_split, s);
       break;
     }
     case DatasetKind::kText: {
@@ -106,14 +112,7 @@ Splits load_data(const JobConfig& job) {
       std::shared_ptr<const Dataset> all = std::make_shared<CharTextDataset>(text.str(), d.text, path);
       // The last windows validate (with a stride below seq_len, the first
       // validation windows overlap the last training ones by a few bytes).
-      const int64_t nv = validation_size(all->size(), d.validation_split);
-      if (nv > 0) {
-        TrainValidation tv = split_last(all, nv);
-        s.train = tv.train;
-        s.validation = tv.validation;
-      } else {
-        s.train = all;
-      }
+      split_last_validation(all, d.validation_split, s);
       break;
     }
   }
