@@ -104,22 +104,16 @@ NcclOptions options_with(milliseconds timeout, milliseconds init_timeout = milli
   return o;
 }
 
-// Runs fn on `world` threads, rank r on cuda:r, each with its own
-// communicator (made from one shared unique id). An exception on a rank is
+// Runs fn(r) on `world` threads, one per rank r. An exception on a rank is
 // reported as a test failure naming the rank.
-void run_ranks(int world, const NcclOptions& options, const std::function<void(NcclCommunicator&)>& fn) {
-  const std::string id = nccl_unique_id();
+void on_rank_threads(int world, const std::function<void(int)>& fn) {
   std::mutex mu;
   std::vector<std::string> errors;
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       try {
-        (void)zeros({1}, TensorOptions(DType::kF32, Device::cuda(r)));  // the CUDA context, before init
-        std::unique_ptr<Communicator> comm = make_nccl_communicator_from_id(id, r, world, r, options);
-        auto* nccl = dynamic_cast<NcclCommunicator*>(comm.get());
-        ASSERT_NE(nccl, nullptr);
-        fn(*nccl);
+        fn(r);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(mu);
         errors.push_back(str_cat("rank ", r, ": ", e.what()));
@@ -128,6 +122,19 @@ void run_ranks(int world, const NcclOptions& options, const std::function<void(N
   }
   for (std::thread& t : threads) t.join();
   for (const std::string& e : errors) ADD_FAILURE() << e;
+}
+
+// Runs fn on `world` threads, rank r on cuda:r, each with its own
+// communicator (made from one shared unique id).
+void run_ranks(int world, const NcclOptions& options, const std::function<void(NcclCommunicator&)>& fn) {
+  const std::string id = nccl_unique_id();
+  on_rank_threads(world, [&](int r) {
+    (void)zeros({1}, TensorOptions(DType::kF32, Device::cuda(r)));  // the CUDA context, before init
+    std::unique_ptr<Communicator> comm = make_nccl_communicator_from_id(id, r, world, r, options);
+    auto* nccl = dynamic_cast<NcclCommunicator*>(comm.get());
+    ASSERT_NE(nccl, nullptr);
+    fn(*nccl);
+  });
 }
 
 // ---- one rank, cuda:0 ----
@@ -517,34 +524,22 @@ TEST(NcclFactories, RendezvousOverTcp) {
   const int world = multi_world();
   absl::StatusOr<int> port = pick_free_tcp_port();
   ASSERT_TRUE(port.ok()) << port.status().message();
-  std::mutex mu;
-  std::vector<std::string> errors;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        LaunchEnv env;
-        env.rank = r;
-        env.world_size = world;
-        env.local_rank = r;
-        env.local_world_size = world;
-        env.master_addr = "127.0.0.1";
-        env.master_port = *port;
-        env.launcher = Launcher::kEnv;
-        std::unique_ptr<Communicator> comm = make_nccl_communicator(env, r, options_with(milliseconds(60000)));
-        EXPECT_EQ(comm->rank(), r);
-        EXPECT_EQ(comm->world_size(), world);
-        Tensor t = rank_tensor(r, {5}, DType::kF32, Device::cuda(r));
-        comm->all_reduce(t).wait();
-        EXPECT_TRUE(near(host_values(t), expected_reduce(world, 5, ReduceOp::kSum), DType::kF32)) << "rank " << r;
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mu);
-        errors.push_back(str_cat("rank ", r, ": ", e.what()));
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const std::string& e : errors) ADD_FAILURE() << e;
+  on_rank_threads(world, [&](int r) {
+    LaunchEnv env;
+    env.rank = r;
+    env.world_size = world;
+    env.local_rank = r;
+    env.local_world_size = world;
+    env.master_addr = "127.0.0.1";
+    env.master_port = *port;
+    env.launcher = Launcher::kEnv;
+    std::unique_ptr<Communicator> comm = make_nccl_communicator(env, r, options_with(milliseconds(60000)));
+    EXPECT_EQ(comm->rank(), r);
+    EXPECT_EQ(comm->world_size(), world);
+    Tensor t = rank_tensor(r, {5}, DType::kF32, Device::cuda(r));
+    comm->all_reduce(t).wait();
+    EXPECT_TRUE(near(host_values(t), expected_reduce(world, 5, ReduceOp::kSum), DType::kF32)) << "rank " << r;
+  });
 }
 
 }  // namespace
