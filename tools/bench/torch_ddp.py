@@ -47,7 +47,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_reference  # noqa: E402  (beside this file, here and in .devbin/)
-from torch_reference import cpu_model_name  # noqa: E402
+from torch_reference import cpu_model_name, pattern_nnz, random_mask  # noqa: E402
 
 CLASSES = 10
 MODEL_SEED = 20261122
@@ -99,19 +99,6 @@ def set_numerics():
     torch.set_float32_matmul_precision("highest")
 
 
-def pattern_nnz(numel, sparsity):
-    return min(max(round(numel * (1.0 - sparsity)), 0), numel)
-
-
-def random_mask(rows, cols, sparsity, seed, device):
-    """A float [rows, cols] mask with exactly pattern_nnz ones, uniformly placed (fixed seed)."""
-    g = torch.Generator().manual_seed(seed)
-    numel = rows * cols
-    mask = torch.zeros(numel, dtype=torch.float32)
-    mask[torch.randperm(numel, generator=g)[:pattern_nnz(numel, sparsity)]] = 1.0
-    return mask.view(rows, cols).to(device)
-
-
 class MaskedLinear(nn.Linear):
     """nn.Linear whose weight is multiplied by a fixed mask in forward (the gradient is masked with it)."""
 
@@ -129,7 +116,7 @@ def make_model(hidden, variant, sparsity, device):
     stored = 0
     for i in range(3):
         if variant == "masked":
-            mask = random_mask(hidden, hidden, sparsity, MASK_SEED + i, device)
+            mask = random_mask(hidden, hidden, sparsity, MASK_SEED + i, device).to(torch.float32)
             layers.append(MaskedLinear(hidden, hidden, mask))
             stored += pattern_nnz(hidden * hidden, sparsity) + hidden
         else:
