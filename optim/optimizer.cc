@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <cmath>
 #include <utility>
 
 #include "sparse/masked.h"
@@ -7,6 +8,12 @@
 #include "tensor/ops.h"
 
 namespace coppice {
+
+bool uses_master_weights(DType param_dtype) { return param_dtype == DType::kBF16 || param_dtype == DType::kF16; }
+
+DType optimizer_state_dtype(DType param_dtype) {
+  return uses_master_weights(param_dtype) ? DType::kF32 : param_dtype;
+}
 
 std::string describe_param(const Variable& param, size_t group, size_t index) {
   if (param.defined() && !param.name().empty()) return str_cat("'", param.name(), "'");
@@ -127,7 +134,9 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
-void Optimizer::step() {
+void Optimizer::step(double grad_scale) {
+  COPPICE_CHECK(std::isfinite(grad_scale) && grad_scale > 0.0, name_, ".step: grad_scale must be finite and > 0, got ",
+                grad_scale);
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       const Variable& p = groups_[g].params[i];
@@ -158,16 +167,28 @@ void Optimizer::step() {
         st.pattern_version = pattern_version(value);
         has_state_[g][i] = true;
       }
-      step_param(p, options_[g], st);
+      step_param(p, options_[g], st, grad_scale);
     }
   }
 }
 
-void Optimizer::step_param(const Variable& param, const Hyperparameters& options, ParamState& st) {
+void Optimizer::step_param(const Variable& param, const Hyperparameters& options, ParamState& st,
+                           double grad_scale) {
   const Tensor& value = param.value();
   Tensor p = values(value);
   Tensor grad = param.grad();
   Tensor g = value.is_dense() ? to_dense(grad) : values(grad);
+  const bool has_master = uses_master_weights(p.dtype());
+  // 16-bit parameters: the update runs on the f32 master weights with an f32
+  // gradient; `target` is what update() sees and writes.
+  Tensor target = p;
+  if (has_master) {
+    Tensor& master = st.tensors[kMasterWeightsState];
+    if (!master.defined()) master = p.to(DType::kF32).contiguous();
+    target = master;
+    g = g.to(DType::kF32);
+  }
+  if (grad_scale != 1.0) g = mul(g, 1.0 / grad_scale);
   for (const auto& [key, t] : st.tensors) {
     COPPICE_CHECK(t.shape() == p.shape(), name_, ".step: the state '", key, "' of ", describe_param(param, 0, 0),
                   " has shape ", shape_to_string(t.shape()), " but the parameter's values have shape ",
@@ -175,19 +196,22 @@ void Optimizer::step_param(const Variable& param, const Hyperparameters& options
   }
   ++st.step;
   if (value.layout() != Layout::kMasked) {
-    Tensor out = update(p, g, options, st, /*in_place=*/true);
-    if (!out.is_same(p)) p.copy_(out);
+    Tensor out = update(target, g, options, st, /*in_place=*/true);
+    if (!out.is_same(target)) target.copy_(out);
+    if (has_master) p.copy_(target);  // rounds to the parameter's dtype
     return;
   }
   // Masked: compute out of place, then keep the old values off the mask.
   const Tensor& mask = masked_impl(value, "optimizer step").mask();
   std::map<std::string, Tensor> old = st.tensors;
-  Tensor out = update(p, g, options, st, /*in_place=*/false);
+  Tensor out = update(target, g, options, st, /*in_place=*/false);
   for (auto& [key, t] : st.tensors) {
     auto it = old.find(key);
     t = where(mask, t, it != old.end() ? it->second : zeros_like(t));
   }
-  p.copy_(where(mask, out, p));
+  Tensor kept = where(mask, out, target);
+  if (has_master) st.tensors[kMasterWeightsState] = kept;
+  p.copy_(kept);
 }
 
 void Optimizer::remap_state(const Variable& param, const Tensor& keep_from) {
@@ -220,9 +244,13 @@ void Optimizer::remap_state(const Variable& param, const Tensor& keep_from) {
     // Gather from the old state with one zero appended: -1 picks the zero.
     Tensor k = keep_from.reshape({-1}).to(p.device());
     Tensor idx = where(lt(k, 0.0), full_like(k, static_cast<double>(old_n)), k).contiguous();
+    const Tensor is_new = lt(k, 0.0);
     for (auto& [key, t] : st.tensors) {
       Tensor flat = cat({t.reshape({-1}), zeros({1}, t.options())});
-      t = index_select(flat, 0, idx).reshape(p.shape()).contiguous();
+      Tensor kept = index_select(flat, 0, idx);
+      // A regrown weight's master starts at the weight itself, not at zero.
+      if (key == kMasterWeightsState) kept = where(is_new, p.reshape({-1}).to(t.dtype()), kept);
+      t = kept.reshape(p.shape()).contiguous();
     }
   }
   st.pattern_version = pattern_version(param.value());

@@ -17,7 +17,14 @@
 // update touches only mask-true positions (elsewhere parameter and state keep
 // what they hold). Blocked-ELL padding slots are updated like stored ones,
 // from whatever the gradient holds there (every reader ignores padding).
-// State tensors have the parameter's dtype and device.
+// State tensors have the parameter's dtype and device, except for bf16 and
+// f16 parameters (mixed precision): their state is f32, and the optimizer
+// keeps f32 master weights as the state "master" (shaped like values(param),
+// so remap_state keeps it aligned through mask changes and state_io saves
+// it). A step reads the 16-bit gradient as f32, updates the master and the
+// other state in f32 and writes the master, rounded to nearest, into
+// values(param). Without the master a small lr * grad would round away
+// against a 16-bit weight and training would stall.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +38,15 @@
 
 namespace coppice {
 
+// The state of a 16-bit parameter that holds its f32 master weights.
+inline constexpr const char* kMasterWeightsState = "master";
+
+// True for the dtypes whose parameters get f32 master weights (bf16, f16).
+bool uses_master_weights(DType param_dtype);
+// The dtype of an optimizer's state tensors for a parameter of `param_dtype`
+// (f32 for bf16/f16, the parameter's own otherwise).
+DType optimizer_state_dtype(DType param_dtype);
+
 // What an optimizer keeps for one parameter.
 struct ParamState {
   // Steps taken on this parameter (torch's state["step"]; Adam's bias
@@ -38,8 +54,9 @@ struct ParamState {
   int64_t step = 0;
   // The pattern version the state tensors are aligned with (0: dense).
   uint64_t pattern_version = 0;
-  // By name ("momentum_buffer", "exp_avg", "exp_avg_sq"); each shaped like
-  // values(param), with its dtype and device.
+  // By name ("momentum_buffer", "exp_avg", "exp_avg_sq", and "master" for
+  // bf16/f16 parameters); each shaped like values(param), on its device, of
+  // optimizer_state_dtype(its dtype).
   std::map<std::string, Tensor> tensors;
 };
 
@@ -53,8 +70,12 @@ class Optimizer {
   const std::string& name() const { return name_; }
   const Hyperparameters& defaults() const { return defaults_; }
 
-  // One update of every parameter whose grad is defined.
-  void step();
+  // One update of every parameter whose grad is defined. grad_scale is the
+  // factor the gradients carry (a LossScaler's scale; see
+  // optim/loss_scaler.h): each gradient is divided by it as it is read (in
+  // f32 for 16-bit parameters, so a scaled f16 gradient is unscaled without
+  // underflowing); it must be finite and > 0.
+  void step(double grad_scale = 1.0);
   // Clears every gradient (set_to_none, as torch's default) or replaces it by
   // zeros of its pattern.
   void zero_grad(bool set_to_none = true);
@@ -87,8 +108,9 @@ class Optimizer {
   // for Blocked-ELL, values' numel with padding): keep_from[j] is the slot of
   // the old values that new slot j continues, or -1 for a new entry. Survivors
   // keep their state bit for bit, new entries start at zero, old slots not
-  // named are dropped. The step count is kept (as RigL does). The state is
-  // then aligned with pattern_version(param.value()), so call it after the
+  // named are dropped; the master weights of a new entry start at its value
+  // in the new parameter (zero or initialised; exact in f32). The step count
+  // is kept (as RigL does). The state is then aligned with pattern_version(param.value()), so call it after the
   // parameter's value carries the new pattern. A parameter without state yet
   // is left alone. Throws for a foreign parameter, a keep_from that is not
   // i64 1-D of the right size, or an entry outside [-1, old slots).
@@ -127,7 +149,7 @@ class Optimizer {
   };
   Slot find(const Variable& param, const char* op) const;
   Hyperparameters complete(const Hyperparameters& overrides) const;
-  void step_param(const Variable& param, const Hyperparameters& options, ParamState& state);
+  void step_param(const Variable& param, const Hyperparameters& options, ParamState& state, double grad_scale);
 
   std::string name_;
   Hyperparameters defaults_;

@@ -139,7 +139,10 @@ absl::Status restore(Optimizer& opt, const SafetensorsFile& file, const std::str
       for (const auto& o : options) {
         if (o.first == g) group_options[o.second.first] = o.second.second;
       }
-      for (const std::string& key : opt.state_names(group_options)) {
+      std::vector<std::string> keys = opt.state_names(group_options);
+      if (uses_master_weights(pv.dtype())) keys.push_back(kMasterWeightsState);
+      const DType state_dtype = optimizer_state_dtype(pv.dtype());
+      for (const std::string& key : keys) {
         const std::string tname = p.name() + "." + key;
         const Tensor* t = file.find(tname);
         if (t == nullptr) {
@@ -151,9 +154,9 @@ absl::Status restore(Optimizer& opt, const SafetensorsFile& file, const std::str
           return mismatch(source, str_cat("'", tname, "' has shape ", shape_to_string(t->shape()),
                                           " but the parameter's values have shape ", shape_to_string(pv.shape())));
         }
-        if (t->dtype() != pv.dtype()) {
-          return mismatch(source, str_cat("'", tname, "' has dtype ", dtype_name(t->dtype()),
-                                          " but the parameter has dtype ", dtype_name(pv.dtype())));
+        if (t->dtype() != state_dtype) {
+          return mismatch(source, str_cat("'", tname, "' has dtype ", dtype_name(t->dtype()), " but the state of a ",
+                                          dtype_name(pv.dtype()), " parameter has dtype ", dtype_name(state_dtype)));
         }
         pe.state.tensors[key] = t->to(pv.device()).contiguous();
         used.insert(tname);

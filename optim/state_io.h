@@ -1,8 +1,9 @@
 // Saving and loading an optimizer's state in safetensors (tensor/io).
 //
-// Tensors: "<param name>.<state>" (e.g. "fc1.weight.exp_avg"), each shaped
-// like values(param) (nnz-sized for a sparse parameter), as the optimizer
-// holds them. Metadata: "coppice.optimizer" (its name), "coppice.groups"
+// Tensors: "<param name>.<state>" (e.g. "fc1.weight.exp_avg", and
+// "fc1.weight.master" for the f32 master weights of a bf16/f16 parameter),
+// each shaped like values(param) (nnz-sized for a sparse parameter), as the
+// optimizer holds them. Metadata: "coppice.optimizer" (its name), "coppice.groups"
 // (count), per group g "group.<g>.params" (count), "group.<g>.param.<i>" (the
 // names, in order) and "group.<g>.<hyperparameter>" (exact decimal), and per
 // parameter with state "step.<param name>". Every parameter needs a unique,

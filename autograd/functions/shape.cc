@@ -119,6 +119,15 @@ Variable unsqueeze(const Variable& x, int64_t dim) {
   return reshaped(x, x.value().unsqueeze(dim), "UnsqueezeBackward");
 }
 
+Variable to_dtype(const Variable& x, DType dtype) {
+  COPPICE_CHECK(is_floating(dtype) && is_floating(x.dtype()), "to_dtype: converts between floating types, got ",
+                dtype_name(x.dtype()), " -> ", dtype_name(dtype));
+  if (x.dtype() == dtype) return x;
+  const DType from = x.dtype();
+  return record(x.value().to(dtype), "ToDtypeBackward", {x},
+                [from](const Tensor& g, const GradNeeds&) { return Grads{g.to(from)}; });
+}
+
 Variable transpose(const Variable& x, int64_t d0, int64_t d1) {
   return record(x.value().transpose(d0, d1), "TransposeBackward", {x}, [d0, d1](const Tensor& g, const GradNeeds&) {
     return Grads{g.transpose(d0, d1)};

@@ -30,4 +30,9 @@ Variable squeeze(const Variable& x);
 Variable squeeze(const Variable& x, int64_t dim);
 Variable unsqueeze(const Variable& x, int64_t dim);
 
+// x converted to `dtype` (a floating type); the gradient is converted back to
+// x's dtype. Mixed precision casts bf16/f16 logits to f32 before the loss
+// with it, as autocast does. x itself when it already has the dtype.
+Variable to_dtype(const Variable& x, DType dtype);
+
 }  // namespace coppice

@@ -91,5 +91,25 @@ TEST(ShapeTest, ViewsShareStorage) {
   EXPECT_EQ(y.grad_fn()->name(), "TransposeBackward");
 }
 
+TEST(ShapeTest, ToDtype) {
+  Variable x = param(randn64({3, 4}));
+  EXPECT_GRADCHECK([](const V& v) { return to_dtype(v[0], DType::kF64); }, {x});
+  // Through f32 and back: f32 rounding (~6e-8) is small against the step 1e-3.
+  GradcheckOptions o;
+  o.eps = 1e-3;
+  o.atol = 1e-4;
+  EXPECT_GRADCHECK(
+      [](const V& v) {
+        const Variable y = to_dtype(v[0], DType::kF32);
+        return to_dtype(mul(y, y), DType::kF64);
+      },
+      {x}, o);
+  // A bf16 leaf gets a bf16 gradient from an f32 loss.
+  Variable h(randn64({5}).to(DType::kBF16), true);
+  sum(to_dtype(h, DType::kF32)).backward();
+  EXPECT_EQ(h.grad().dtype(), DType::kBF16);
+  EXPECT_THROW(to_dtype(h, DType::kI64), Error);
+}
+
 }  // namespace
 }  // namespace coppice
