@@ -53,6 +53,7 @@
 #include "sparse/cuda/coo_indices.h"
 #include "sparse/cuda/csr_view.h"
 #include "sparse/cuda/cusparse_internal.h"
+#include "sparse/cuda/spmm_choice.h"
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
@@ -311,6 +312,15 @@ Tensor csr_operand(const Tensor& a, bool transposed, std::string_view op) {
   }
 }
 
+// CSR @ X, the product the row-major route comes down to: cuSPARSE or an own
+// kernel, whichever measured faster for the shape (spmm_choice.h;
+// COPPICE_CSR_SPMM forces a side).
+Tensor csr_times_dense(const Tensor& csr, const Tensor& x, std::string_view op) {
+  return csr_spmm_chosen(csr, x, op, [op](const Tensor& s, const Tensor& d) {
+    return cusparse_spmm(s, d, Product::kSparseDense, op);
+  });
+}
+
 // Every product as one non-transposed, row-major CSR SpMM, which is where
 // cuSPARSE is fast: a transposed sparse operand makes it scatter with
 // atomics, and column-major dense operands run several times slower (H100,
@@ -328,9 +338,9 @@ Tensor row_major_spmm(const Tensor& a, const Tensor& x, Product product, std::st
   COPPICE_CHECK(sparse_left ? x.size(0) == m_cols : x.size(1) == m_rows, op, ": inner dimensions differ: sparse ",
                 shape_to_string(a.shape()), m_is_transpose ? " (transposed)" : "", " and dense ",
                 shape_to_string(x.shape()), sparse_left ? " on the right" : " on the left");
-  if (sparse_left) return cusparse_spmm(csr_operand(a, m_is_transpose, op), x, Product::kSparseDense, op);
+  if (sparse_left) return csr_times_dense(csr_operand(a, m_is_transpose, op), x, op);
   // X @ M = (M^T @ X^T)^T.
-  return cusparse_spmm(csr_operand(a, !m_is_transpose, op), x.t(), Product::kSparseDense, op).t().contiguous();
+  return csr_times_dense(csr_operand(a, !m_is_transpose, op), x.t(), op).t().contiguous();
 }
 
 Tensor spmm(const Tensor& a, const Tensor& x, Product product, std::string_view op) {
