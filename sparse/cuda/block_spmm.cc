@@ -1,12 +1,13 @@
 // SpMM with a BSR (any block shape) or n:m sparse operand on CUDA, through
 // the own kernels of block_spmm.cu (cuSPARSE's BSR SpMM wants square blocks
 // and has no n:m): "matmul" (bsr|nm, dense) and "linear" (bsr|nm, dense)
-// (sparse/ops.h). The other directions, (dense, bsr|nm), are not registered
-// and take the dispatcher's counted dense fallback. bf16/f16 compute in f32
-// and round once, as on the CPU.
+// (sparse/ops.h); BSR with 16/32-wide blocks in f32/bf16/f16 goes to the
+// tiled kernels (bsr_products.h). The other directions, (dense, bsr|nm), are
+// spmm.cc's. bf16/f16 compute in f32 and round once, as on the CPU.
 #include <vector>
 
 #include "sparse/bsr.h"
+#include "sparse/cuda/bsr_products.h"
 #include "sparse/cuda/block_spmm.h"
 #include "sparse/nm.h"
 #include "tensor/cuda/cuda_check.h"
@@ -31,6 +32,7 @@ Tensor block_spmm(const Tensor& a, const Tensor& x_in, std::string_view op) {
   const int64_t rows = a.size(0), cols = a.size(1), n = x_in.size(1);
   COPPICE_CHECK(x_in.size(0) == cols, op, ": inner dimensions differ: sparse a is ", shape_to_string(a.shape()),
                 ", dense b is ", shape_to_string(x_in.shape()));
+  if (bsr_tiles_apply(a)) return bsr_tiled_matmul(a, /*transpose_s=*/false, x_in, /*sparse_left=*/true, op);
   const DType acc = dtype == DType::kF64 ? DType::kF64 : DType::kF32;
   const TensorOptions opts(acc, a.device());
   if (rows == 0 || n == 0) return Tensor::empty({rows, n}, TensorOptions(dtype, a.device()));

@@ -1,6 +1,8 @@
 // SDDMM on CUDA through cuSPARSE: "sddmm"(a [m, k], b [k, n], pattern
 // [m, n]) = (a @ b) at the pattern's stored positions, as with_values(pattern,
 // ...): the pattern's format and version (sparse/ops.h), for every format:
+//   bsr          16/32-wide blocks in f32/bf16/f16: the tiled kernel of
+//                bsr_products.h (a block-sized GEMM per stored block);
 //   csr          cuSPARSE directly;
 //   csc          the CSR of the transpose over the same arrays: (a b)^T =
 //                b^T a^T sampled there gives the values in CSC order as is;
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "sparse/csr.h"
+#include "sparse/cuda/bsr_products.h"
 #include "sparse/masked.h"
 #include "sparse/cuda/csr_view.h"
 #include "sparse/cuda/cusparse_internal.h"
@@ -157,6 +160,7 @@ Tensor dense_route_values(const Tensor& a, const Tensor& b, const Tensor& patter
 std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
   check_operands(in);
   const Tensor &a = in[0], &b = in[1], &pattern = in[2];
+  if (bsr_tiles_apply(pattern)) return {with_values(pattern, bsr_tiled_sddmm_values(a, b, pattern))};
   if (pattern.layout() != Layout::kMasked && take_dense_route(pattern)) {
     return {with_values(pattern, dense_route_values(a, b, pattern))};
   }

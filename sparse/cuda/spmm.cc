@@ -9,6 +9,8 @@
 //                 operand is not transposed (it takes no transposed operand,
 //                 and computes f32 in TF32, which would be a silent loss of
 //                 precision); otherwise as below;
+//   bsr           16/32-wide blocks in f32/bf16/f16: every direction by the
+//                 tiled kernels of bsr_products.h; otherwise as nm;
 //   bsr, nm       A @ X by the own kernels of block_spmm.cc (registered
 //                 there); the other directions as below;
 //   (the rest)    through csr_view.h: the pattern as CSR, cached per version,
@@ -50,6 +52,7 @@
 #include "sparse/blocked_ell.h"
 #include "sparse/coo.h"
 #include "sparse/csr.h"
+#include "sparse/cuda/bsr_products.h"
 #include "sparse/cuda/coo_indices.h"
 #include "sparse/cuda/csr_view.h"
 #include "sparse/cuda/cusparse_internal.h"
@@ -344,6 +347,11 @@ Tensor row_major_spmm(const Tensor& a, const Tensor& x, Product product, std::st
 }
 
 Tensor spmm(const Tensor& a, const Tensor& x, Product product, std::string_view op) {
+  if (bsr_tiles_apply(a)) {
+    const bool sparse_left = product == Product::kSparseDense || product == Product::kSparseTDense;
+    const bool transposed = product == Product::kSparseTDense || product == Product::kDenseSparseT;
+    return bsr_tiled_matmul(a, transposed, x, sparse_left, op);
+  }
   if (row_major_route()) {
     if (a.layout() == Layout::kMasked) return dense_product(to_dense(a), x, product);
     const bool half = a.dtype() == DType::kBF16 || a.dtype() == DType::kF16;

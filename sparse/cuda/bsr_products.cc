@@ -1,0 +1,209 @@
+#include "sparse/cuda/bsr_products.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sparse/bsr.h"
+#include "sparse/cuda/bsr_tiles.h"
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/stream.h"
+#include "tensor/ops.h"
+#include "tensor/precision.h"
+
+namespace coppice::sparse_cuda {
+namespace {
+
+// S's blocks listed by block column (the block rows of S^T): ptr [block
+// columns + 1], and per entry the block row and the stored block's index.
+struct BlockColumns {
+  Tensor ptr, block_row, block_id;  // i32, on the device
+};
+
+std::shared_ptr<const BlockColumns> build_columns(const BsrImpl& b, Device device) {
+  const std::vector<int32_t> crow = b.crow_indices().to(Device::cpu()).to_vector<int32_t>();
+  const std::vector<int32_t> bcol = b.col_indices().to(Device::cpu()).to_vector<int32_t>();
+  const int64_t block_cols = b.block_col_count();
+  std::vector<int32_t> ptr(static_cast<size_t>(block_cols) + 1, 0), row(bcol.size()), id(bcol.size());
+  for (int32_t c : bcol) ++ptr[static_cast<size_t>(c) + 1];
+  for (size_t c = 0; c < static_cast<size_t>(block_cols); ++c) ptr[c + 1] += ptr[c];
+  std::vector<int32_t> next(ptr.begin(), ptr.end() - 1);
+  for (size_t r = 0; r + 1 < crow.size(); ++r) {  // rows ascending: each column's entries come out sorted
+    for (int32_t e = crow[r]; e < crow[r + 1]; ++e) {
+      const auto slot = static_cast<size_t>(next[static_cast<size_t>(bcol[static_cast<size_t>(e)])]++);
+      row[slot] = static_cast<int32_t>(r);
+      id[slot] = e;
+    }
+  }
+  auto out = std::make_shared<BlockColumns>();
+  const auto n = static_cast<int64_t>(bcol.size());
+  out->ptr = from_vector(ptr, {block_cols + 1}).to(device);
+  out->block_row = from_vector(row, {n}).to(device);
+  out->block_id = from_vector(id, {n}).to(device);
+  return out;
+}
+
+// Per (pattern version, shape, blocks, device); the oldest of kCapacity goes.
+std::shared_ptr<const BlockColumns> block_columns(const Tensor& s, const BsrImpl& b) {
+  static constexpr size_t kCapacity = 32;
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const BlockColumns>> cache;
+  static std::deque<std::string> order;
+  const std::string key = str_cat("v", pattern_version(s), "|", shape_to_string(s.shape()), "|", b.block_rows(), "x",
+                                  b.block_cols(), "|", s.device().to_string());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  auto built = build_columns(b, s.device());  // outside the lock: it copies to and from the device
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.emplace(key, built).second) {
+    order.push_back(key);
+    if (order.size() > kCapacity) {
+      cache.erase(order.front());
+      order.pop_front();
+    }
+  }
+  return built;
+}
+
+bool tiles_enabled() {
+  const char* env = std::getenv("COPPICE_BSR_TILES");
+  return env == nullptr || std::string_view(env) != "0";
+}
+
+bool tile_side(int64_t v) { return v == 16 || v == 32; }
+
+TileMath math_for(DType dtype) {
+  if (dtype != DType::kF32) return TileMath::kHalf;
+  return allow_tf32() ? TileMath::kTf32 : TileMath::kF32;
+}
+
+// A 2-D tensor's element (r, c) as data[r * row_stride + c * col_stride]
+// (transposed when `transposed`); made contiguous first unless both strides
+// are positive (a broadcast view has a zero stride).
+template <typename T>
+StridedMatrix<const T> strided(Tensor& keep, const Tensor& t, bool transposed) {
+  keep = t.stride(0) > 0 && t.stride(1) > 0 ? t : t.contiguous();
+  StridedMatrix<const T> m;
+  m.data = static_cast<const T*>(keep.data_ptr());
+  m.row_stride = transposed ? keep.stride(1) : keep.stride(0);
+  m.col_stride = transposed ? keep.stride(0) : keep.stride(1);
+  return m;
+}
+
+template <typename T>
+void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const Tensor& x, bool x_transposed,
+                 Tensor& y, bool y_transposed, int64_t n) {
+  BsrProductArgs<T> p;
+  std::shared_ptr<const BlockColumns> columns;
+  if (walk_transposed) {
+    columns = block_columns(s, b);
+    p.ptr = columns->ptr.data<int32_t>();
+    p.kblk = columns->block_row.data<int32_t>();
+    p.bid = columns->block_id.data<int32_t>();
+    p.out_block_rows = b.block_col_count();
+  } else {
+    p.ptr = b.crow_indices().data<int32_t>();
+    p.kblk = b.col_indices().data<int32_t>();
+    p.out_block_rows = b.block_row_count();
+  }
+  p.values = static_cast<const T*>(b.values().data_ptr());
+  p.bh = static_cast<int>(b.block_rows());
+  p.bw = static_cast<int>(b.block_cols());
+  p.transposed = walk_transposed;
+  p.n = n;
+  Tensor x_keep;
+  p.x = strided<T>(x_keep, x, x_transposed);
+  p.y.data = static_cast<T*>(y.data_ptr());
+  p.y.row_stride = y_transposed ? 1 : y.stride(0);
+  p.y.col_stride = y_transposed ? y.stride(0) : 1;
+  bsr_tiled_product<T>(p, math_for(s.dtype()), cuda::current_stream(s.device().index));
+}
+
+template <typename F>
+void by_dtype(DType dtype, F f) {
+  switch (dtype) {
+    case DType::kF32: f(float{}); break;
+    case DType::kBF16: f(__nv_bfloat16{}); break;
+    case DType::kF16: f(__half{}); break;
+    default: fail("bsr tiles: internal: dtype ", dtype_name(dtype));
+  }
+}
+
+}  // namespace
+
+bool bsr_tiles_apply(const Tensor& s) {
+  if (s.layout() != Layout::kBsr || !s.device().is_cuda() || !tiles_enabled()) return false;
+  const DType d = s.dtype();
+  if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16) return false;
+  const BsrImpl& b = bsr_impl(s, "bsr tiles");
+  return tile_side(b.block_rows()) && tile_side(b.block_cols());
+}
+
+Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op) {
+  const BsrImpl& b = bsr_impl(s, op);
+  COPPICE_CHECK(x.dim() == 2, op, ": dense operand must be 2-D, got shape ", shape_to_string(x.shape()));
+  COPPICE_CHECK(x.dtype() == s.dtype() && x.device() == s.device(), op, ": operands must share one dtype and device, got ",
+                dtype_name(s.dtype()), " on ", s.device().to_string(), " and ", dtype_name(x.dtype()), " on ",
+                x.device().to_string());
+  const int64_t m = transpose_s ? s.size(1) : s.size(0), inner = transpose_s ? s.size(0) : s.size(1);
+  const int64_t x_inner = sparse_left ? x.size(0) : x.size(1);
+  COPPICE_CHECK(x_inner == (sparse_left ? inner : m), op, ": inner dimensions differ: sparse ",
+                shape_to_string(s.shape()), transpose_s ? " (transposed)" : "", " and dense ",
+                shape_to_string(x.shape()), sparse_left ? " on the right" : " on the left");
+  // x @ op(S) = (op(S)^T @ x^T)^T: the kernel computes op'(S) @ x' into y'.
+  const bool walk_transposed = sparse_left ? transpose_s : !transpose_s;
+  const int64_t out_rows = walk_transposed ? s.size(1) : s.size(0);
+  const int64_t n = sparse_left ? x.size(1) : x.size(0);
+  COPPICE_CHECK((n + 63) / 64 < 65536, op, ": ", n, " dense columns exceed the BSR kernel's grid");
+  const TensorOptions opts(s.dtype(), s.device());
+  Tensor y = Tensor::empty(sparse_left ? Shape{out_rows, n} : Shape{n, out_rows}, opts);
+  if (y.numel() == 0) return y;
+  if (b.nblocks() == 0) return zeros(y.shape(), opts);
+  cuda::DeviceGuard guard(s.device().index);
+  by_dtype(s.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    run_product<T>(s, b, walk_transposed, x, !sparse_left, y, !sparse_left, n);
+  });
+  cuda::check_launch(op);
+  return y;
+}
+
+Tensor bsr_tiled_sddmm_values(const Tensor& a, const Tensor& b_in, const Tensor& pattern) {
+  constexpr std::string_view op = "sddmm";
+  const BsrImpl& b = bsr_impl(pattern, op);
+  const TensorOptions opts(pattern.dtype(), pattern.device());
+  Tensor values = Tensor::empty(b.values().shape(), opts);
+  if (b.nblocks() == 0) return values;
+  cuda::DeviceGuard guard(pattern.device().index);
+  by_dtype(pattern.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    BsrSddmmArgs<T> p;
+    p.crow = b.crow_indices().data<int32_t>();
+    p.bcol = b.col_indices().data<int32_t>();
+    p.block_rows = b.block_row_count();
+    p.nblocks = b.nblocks();
+    p.bh = static_cast<int>(b.block_rows());
+    p.bw = static_cast<int>(b.block_cols());
+    p.k = a.size(1);
+    Tensor a_keep, b_keep;
+    p.a = strided<T>(a_keep, a, false);
+    p.b = strided<T>(b_keep, b_in, false);
+    p.values = static_cast<T*>(values.data_ptr());
+    bsr_tiled_sddmm<T>(p, math_for(pattern.dtype()), cuda::current_stream(pattern.device().index));
+  });
+  cuda::check_launch(op);
+  return values;
+}
+
+}  // namespace coppice::sparse_cuda

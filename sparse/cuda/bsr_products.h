@@ -1,0 +1,31 @@
+// BSR products on CUDA through the tiled kernels of bsr_tiles.cu (internal):
+// spmm.cc, block_spmm.cc and sddmm.cc ask bsr_tiles_apply first and take
+// these routes where it says yes.
+//
+// Where they apply: a BSR tensor on a CUDA device, f32, bf16 or f16, blocks
+// [bh, bw] with bh and bw in {16, 32}. f32 computes in f32 FMAs, or on TF32
+// tensor cores when allow_tf32() (tensor/precision.h) is on; bf16/f16 on
+// their tensor cores; all accumulate in f32 and round once. Other block
+// shapes and f64 keep the routes they had (block_spmm.cu's element kernel
+// for S @ X, the CSR view and cuSPARSE otherwise). COPPICE_BSR_TILES=0 turns
+// the tiled routes off (read per call, so a benchmark can compare both).
+#pragma once
+
+#include <string_view>
+
+#include "tensor/tensor.h"
+
+namespace coppice::sparse_cuda {
+
+bool bsr_tiles_apply(const Tensor& s);
+
+// op(S) @ x (sparse_left) or x @ op(S), op(S) = S^T when transpose_s: no
+// transposed copy of S or of x is made (S^T walks S's blocks by block column,
+// through a column index cached per pattern version).
+Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op);
+
+// The values of sddmm(a, b, pattern) for a BSR pattern: (a @ b) over each
+// stored block, [nblocks, bh, bw] in the pattern's dtype.
+Tensor bsr_tiled_sddmm_values(const Tensor& a, const Tensor& b, const Tensor& pattern);
+
+}  // namespace coppice::sparse_cuda

@@ -1,0 +1,67 @@
+// Tiled BSR kernels (internal): the SpMM of a block-sparse operand in any of
+// the four product directions, and the SDDMM sampled at a BSR pattern, with
+// each stored block multiplied as a small dense tile through shared memory,
+// on tensor cores where the numeric type allows (bsr_tiles.cu has the
+// design). Blocks [bh, bw] with bh, bw in {16, 32}; T float, __nv_bfloat16 or
+// __half; accumulation in f32.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace coppice::sparse_cuda {
+
+// How tiles multiply: f32 FMAs on f32 data (exact f32, the default), TF32
+// tensor cores on f32 data (allow_tf32), bf16/f16 tensor cores.
+enum class TileMath { kF32, kTf32, kHalf };
+
+// A dense matrix as a kernel reads or writes it: element (r, c) at
+// data[r * row_stride + c * col_stride], so a transposed view needs no copy.
+template <typename T>
+struct StridedMatrix {
+  T* data = nullptr;
+  int64_t row_stride = 0, col_stride = 0;
+};
+
+// y [out_block_rows * block_m, n] = op(S) @ x, op(S) block-sparse with
+// blocks [block_m, block_k]: output block row i sums entries e in
+// [ptr[i], ptr[i + 1]), each the stored block bid[e] (e itself when bid is
+// null) of S at block column kblk[e]. S's blocks are [bh, bw] row-major in
+// `values`; `transposed` reads each transposed (block_m = bw), which is how
+// S^T is listed by the block columns of S.
+template <typename T>
+struct BsrProductArgs {
+  const int32_t* ptr = nullptr;
+  const int32_t* kblk = nullptr;
+  const int32_t* bid = nullptr;
+  const T* values = nullptr;
+  int bh = 0, bw = 0;
+  bool transposed = false;
+  int64_t out_block_rows = 0;
+  int64_t n = 0;
+  StridedMatrix<const T> x;  // [op(S) columns, n]
+  StridedMatrix<T> y;        // [op(S) rows, n]
+};
+
+template <typename T>
+void bsr_tiled_product(const BsrProductArgs<T>& args, TileMath math, cudaStream_t stream);
+
+// values[e] = (a @ b) over stored block e of a BSR pattern (crow [block rows
+// + 1], bcol [nblocks], blocks [bh, bw]): a [rows, k], b [k, cols].
+template <typename T>
+struct BsrSddmmArgs {
+  const int32_t* crow = nullptr;
+  const int32_t* bcol = nullptr;
+  int64_t block_rows = 0;  // of the pattern
+  int64_t nblocks = 0;
+  int bh = 0, bw = 0;
+  int64_t k = 0;
+  StridedMatrix<const T> a, b;
+  T* values = nullptr;  // [nblocks, bh, bw]
+};
+
+template <typename T>
+void bsr_tiled_sddmm(const BsrSddmmArgs<T>& args, TileMath math, cudaStream_t stream);
+
+}  // namespace coppice::sparse_cuda

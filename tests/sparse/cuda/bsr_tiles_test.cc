@@ -1,0 +1,187 @@
+// The tiled BSR kernels (sparse/cuda/bsr_products.h) against f64 products
+// on the CPU: every direction, SDDMM, every block shape they take, f32 (FMA
+// and TF32), bf16, f16, empty block rows, strided dense operands, column
+// counts that are not multiples of the tile or the vector width.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "sparse/cuda/bsr_products.h"
+#include "sparse/ops.h"
+#include "tensor/precision.h"
+#include "tests/sparse/cuda/cuda_test_util.h"
+
+namespace coppice {
+namespace {
+
+using sparse_cuda::bsr_tiled_matmul;
+using sparse_cuda::bsr_tiles_apply;
+
+// Blocks kept with probability `density`, block rows in `empty` all zero.
+Tensor random_blocks(int64_t rows, int64_t cols, int64_t bh, int64_t bw, double density, uint64_t seed,
+                     const std::vector<int64_t>& empty = {}) {
+  const Tensor values = random_dense({rows, cols}, seed);
+  const Tensor keep = random_matrix({rows / bh, cols / bw}, density, seed + 1, empty);
+  std::vector<double> v = values.to_vector<double>();
+  const std::vector<double> k = keep.to_vector<double>();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      if (k[static_cast<size_t>((r / bh) * (cols / bw) + c / bw)] == 0.0) v[static_cast<size_t>(r * cols + c)] = 0.0;
+    }
+  }
+  return from_vector(v, {rows, cols}, TensorOptions(DType::kF64));
+}
+
+struct Mode {
+  DType dtype;
+  bool tf32;
+  const char* name;
+};
+
+const std::vector<Mode> kModes = {
+    {DType::kF32, false, "f32"}, {DType::kF32, true, "tf32"}, {DType::kBF16, false, "bf16"}, {DType::kF16, false, "f16"}};
+
+// TF32 keeps 10 mantissa bits, as f16 does: the bf16/f16 tolerance.
+DType tolerance_dtype(const Mode& m) { return m.tf32 ? DType::kBF16 : m.dtype; }
+
+class BsrTilesTest : public SparseCudaTest {
+ protected:
+  void TearDown() override {
+    set_allow_tf32(false);
+    SparseCudaTest::TearDown();
+  }
+};
+
+struct Blocks {
+  int64_t bh, bw;
+};
+const std::vector<Blocks> kBlocks = {{16, 16}, {32, 32}, {16, 32}, {32, 16}};
+
+TEST_F(BsrTilesTest, AppliesToTheirBlocksAndTypesOnly) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor d = random_blocks(64, 64, 32, 32, 0.5, 1);
+  EXPECT_TRUE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(32, 32)), kCuda)));
+  EXPECT_TRUE(bsr_tiles_apply(to_device(to_format(d.to(DType::kBF16), "bsr", FormatOptions::block(16, 32)), kCuda)));
+  EXPECT_FALSE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF64), "bsr", FormatOptions::block(32, 32)), kCuda)));
+  EXPECT_FALSE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(8, 8)), kCuda)));
+  EXPECT_FALSE(bsr_tiles_apply(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(32, 32))));  // CPU
+  EXPECT_FALSE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF32), "csr"), kCuda)));
+}
+
+// op(S) @ X and X @ op(S) for both op, X contiguous and a transposed view.
+TEST_F(BsrTilesTest, EveryDirectionMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 100;
+  for (const Mode& mode : kModes) {
+    set_allow_tf32(mode.tf32);
+    for (const Blocks& blk : kBlocks) {
+      for (double density : {0.0, 0.3, 1.0}) {
+        const Tensor dense = random_blocks(64, 96, blk.bh, blk.bw, density, seed++, {1});
+        const Tensor s = to_device(to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(blk.bh, blk.bw)), kCuda);
+        ASSERT_TRUE(bsr_tiles_apply(s));
+        const Tensor s64 = to_dense(s).to(Device::cpu()).to(DType::kF64);
+        for (int64_t n : {1, 3, 64, 70, 130}) {
+          for (bool transpose_s : {false, true}) {
+            const Tensor op_s = transpose_s ? s64.t() : s64;
+            for (bool view : {false, true}) {
+              const std::string what = std::string(mode.name) + " blocks " + std::to_string(blk.bh) + "x" +
+                                       std::to_string(blk.bw) + " density " + std::to_string(density) + " n " +
+                                       std::to_string(n) + (transpose_s ? " S^T" : " S") + (view ? " view" : "");
+              // op(S) @ X, X [op_s cols, n].
+              const Tensor x = view ? random_dense({n, op_s.size(1)}, seed++).t() : random_dense({op_s.size(1), n}, seed++);
+              const Tensor got = bsr_tiled_matmul(s, transpose_s, x.to(mode.dtype).to(kCuda), true, "test");
+              EXPECT_TRUE(near(got, matmul(op_s, x.to(mode.dtype).to(DType::kF64)), tolerance_dtype(mode)))
+                  << "op(S) @ X " << what;
+              // X @ op(S), X [n, op_s rows].
+              const Tensor y = view ? random_dense({op_s.size(0), n}, seed++).t() : random_dense({n, op_s.size(0)}, seed++);
+              const Tensor got2 = bsr_tiled_matmul(s, transpose_s, y.to(mode.dtype).to(kCuda), false, "test");
+              EXPECT_TRUE(near(got2, matmul(y.to(mode.dtype).to(DType::kF64), op_s), tolerance_dtype(mode)))
+                  << "X @ op(S) " << what;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The dispatched ops (matmul and linear both ways) take the tiles and agree
+// with the route they replace (COPPICE_BSR_TILES=0).
+TEST_F(BsrTilesTest, DispatchedOpsAgreeWithTheOldRoute) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor dense = random_blocks(96, 64, 32, 32, 0.4, 7, {0});
+  const Tensor s = to_device(to_format(dense.to(DType::kF32), "bsr", FormatOptions::block(32, 32)), kCuda);
+  const Tensor x = random_dense({40, 96}, 8).to(DType::kF32).to(kCuda);  // x @ S, linear(x, S^T)
+  const Tensor w = random_dense({40, 64}, 9).to(DType::kF32).to(kCuda);  // linear(w, S) = w S^T, S @ w^T
+  auto all = [&] {
+    return std::vector<Tensor>{matmul(x, s), linear(w, s), matmul(s, w.t()), linear(s, w)};
+  };
+  const std::vector<Tensor> tiled = all();
+  setenv("COPPICE_BSR_TILES", "0", 1);
+  const std::vector<Tensor> old = all();
+  unsetenv("COPPICE_BSR_TILES");
+  for (size_t i = 0; i < tiled.size(); ++i) EXPECT_TRUE(near(tiled[i], old[i], DType::kF32)) << "product " << i;
+}
+
+TEST_F(BsrTilesTest, SddmmMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 500;
+  for (const Mode& mode : kModes) {
+    set_allow_tf32(mode.tf32);
+    for (const Blocks& blk : kBlocks) {
+      for (double density : {0.0, 0.3, 1.0}) {
+        const Tensor dense = random_blocks(64, 96, blk.bh, blk.bw, density, seed++, {0, 2});
+        const Tensor pattern = to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(blk.bh, blk.bw));
+        const Tensor pc = to_device(pattern, kCuda);
+        for (int64_t k : {1, 33, 100}) {
+          for (bool views : {false, true}) {
+            // a as the transposed view the gradient of linear passes (dy^T).
+            const Tensor a = (views ? random_dense({k, 64}, seed++).t() : random_dense({64, k}, seed++)).to(mode.dtype);
+            const Tensor b = (views ? random_dense({96, k}, seed++).t() : random_dense({k, 96}, seed++)).to(mode.dtype);
+            const Tensor got = sddmm(a.to(kCuda), b.to(kCuda), pc);
+            EXPECT_EQ(pattern_version(got), pattern_version(pattern));
+            const Tensor pattern64 =
+                to_format(dense.to(mode.dtype).to(DType::kF64), "bsr", FormatOptions::block(blk.bh, blk.bw));
+            const Tensor want = sddmm(a.to(DType::kF64), b.to(DType::kF64), pattern64);
+            EXPECT_TRUE(near(values(got), values(want), tolerance_dtype(mode)))
+                << mode.name << " blocks " << blk.bh << "x" << blk.bw << " density " << density << " k " << k
+                << (views ? " views" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
+// The block-column index is cached per pattern: two patterns of one shape
+// in turn each get their own.
+TEST_F(BsrTilesTest, TransposedWalkFollowsThePattern) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor x = random_dense({5, 64}, 30).to(DType::kF32);
+  for (int round = 0; round < 2; ++round) {
+    for (uint64_t seed : {31, 32}) {
+      const Tensor dense = random_blocks(64, 64, 16, 16, 0.4, seed);
+      const Tensor s = to_device(to_format(dense.to(DType::kF32), "bsr", FormatOptions::block(16, 16)), kCuda);
+      EXPECT_TRUE(near(matmul(x.to(kCuda), s), matmul(x.to(DType::kF64), dense), DType::kF32))
+          << "pattern " << seed << " round " << round;
+    }
+  }
+}
+
+TEST_F(BsrTilesTest, InnerDimensionMismatchIsRefused) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor s = to_device(to_format(random_blocks(32, 64, 32, 32, 1.0, 40).to(DType::kF32), "bsr",
+                                       FormatOptions::block(32, 32)),
+                             kCuda);
+  const Tensor x = random_dense({32, 8}, 41).to(DType::kF32).to(kCuda);
+  try {
+    bsr_tiled_matmul(s, false, x, true, "matmul");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("inner dimensions differ"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace coppice
