@@ -87,6 +87,9 @@ int sm_count(int device) {
   return sms;
 }
 
+// What the last product on this thread ran (last_csr_spmm_impl).
+thread_local CsrSpmmImpl last_impl = CsrSpmmImpl::kCusparse;
+
 // COPPICE_CSR_SPMM=own: kTiled where it can run, has at least two blocks per
 // SM and a density of at least 1/32 (below it, staging a chunk of X costs more
 // than the ~kTileM * density rows that read it save; csr_spmm.cu), else kRows.
@@ -100,6 +103,7 @@ Tensor run_own(const Tensor& csr, const Tensor& x, CsrSpmmImpl impl, std::string
   Operands o = operands(csr, x, op);
   const CsrSpmmArgs& a = o.args;
   const TensorOptions options = o.x.options();
+  last_impl = impl;
   if (a.rows == 0 || a.n == 0) return Tensor::empty({a.rows, a.n}, options);
   if (a.cols == 0 || nnz(csr) == 0) return zeros({a.rows, a.n}, options);
   Tensor y = Tensor::empty({a.rows, a.n}, options);
@@ -110,6 +114,7 @@ Tensor run_own(const Tensor& csr, const Tensor& x, CsrSpmmImpl impl, std::string
   const int device = csr.device().index;
   cuda::DeviceGuard guard(device);
   csr_spmm(tiled ? CsrSpmmKernel::kTiled : CsrSpmmKernel::kRows, o.args, cuda::current_stream(device));
+  last_impl = tiled ? CsrSpmmImpl::kTiled : CsrSpmmImpl::kRows;
   return y;
 }
 
@@ -123,8 +128,6 @@ Choices& choices() {
   static Choices* c = new Choices();  // never destroyed: kernels may run during exit
   return *c;
 }
-
-thread_local CsrSpmmImpl last_impl = CsrSpmmImpl::kCusparse;
 
 std::string choice_key(const CsrSpmmArgs& a, int64_t nnz, int device) {
   const int bucket = static_cast<int>(std::floor(4.0 * std::log2(static_cast<double>(nnz))));
@@ -183,14 +186,15 @@ Tensor measure(const std::string& key, const Tensor& csr, const Tensor& x, const
   std::lock_guard<std::mutex> lock(c.mutex);
   c.chosen[key] = best;
   ++c.stats.measured;
-  last_impl = best;
+  last_impl = best;  // the measured runs left their own marks
   return best_out;
 }
 
 Tensor run_impl(CsrSpmmImpl impl, const Tensor& csr, const Tensor& x, std::string_view op,
                 const CusparseSpmm& cusparse) {
+  if (impl != CsrSpmmImpl::kCusparse) return run_own(csr, x, impl, op);  // records what it ran
   last_impl = impl;
-  return impl == CsrSpmmImpl::kCusparse ? cusparse(csr, x) : run_own(csr, x, impl, op);
+  return cusparse(csr, x);
 }
 
 }  // namespace
@@ -226,7 +230,7 @@ Tensor csr_spmm_chosen(const Tensor& csr, const Tensor& x, std::string_view op, 
     return run_impl(empty ? CsrSpmmImpl::kRows : own_pick(o.args, entries, device), csr, o.x, op, cusparse);
   }
   if (entries * o.args.n < kMinMeasuredWork || o.args.rows == 0) {
-    return run_impl(CsrSpmmImpl::kCusparse, csr, x, op, cusparse);
+    return run_impl(CsrSpmmImpl::kCusparse, csr, o.x, op, cusparse);
   }
   const std::string key = choice_key(o.args, entries, device);
   std::optional<CsrSpmmImpl> cached;
