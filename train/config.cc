@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -241,6 +242,29 @@ ModelOption model_option(const YAML::Node& n) {
     }
   }
   return n.Scalar();
+}
+
+// precision: dtype and loss scaling (f16 needs scaling, so it defaults to
+// dynamic there; bf16 and f32 default to none).
+PrecisionConfig read_precision(const Section& s) {
+  PrecisionConfig c;
+  c.allow_tf32 = s.boolean("allow_tf32", false);
+  const std::string dtype = s.choice("dtype", "f32", {"f32", "bf16", "f16"});
+  c.dtype = dtype == "bf16" ? DType::kBF16 : dtype == "f16" ? DType::kF16 : DType::kF32;
+  const std::string scale = s.string("loss_scale", c.dtype == DType::kF16 ? "dynamic" : "none");
+  if (scale == "dynamic") {
+    c.loss_scale.mode = LossScaleMode::kDynamic;
+  } else if (scale != "none") {
+    char* end = nullptr;
+    const double v = std::strtod(scale.c_str(), &end);
+    if (scale.empty() || end != scale.c_str() + scale.size())
+      bad(s.at("loss_scale"), "expected dynamic, none or a number, got '", scale, "'");
+    if (!std::isfinite(v) || v <= 0.0)
+      bad(s.at("loss_scale"), "a static loss scale must be a finite number > 0, got ", scale);
+    c.loss_scale.mode = LossScaleMode::kStatic;
+    c.loss_scale.init_scale = v;
+  }
+  return c;
 }
 
 SparsifierSpec read_spec(const Section& s, const std::string& key) {
@@ -865,7 +889,7 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   job.logging.progress = log.boolean("progress", true);
   job.logging.every_steps = log.at_least("every_steps", 50, 1);
 
-  job.precision.allow_tf32 = top.section("precision").boolean("allow_tf32", false);
+  job.precision = read_precision(top.section("precision"));
 
   const Section dist = top.section("distributed");
   job.distributed.world_size = dist.at_least("world_size", 1, 1);

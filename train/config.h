@@ -29,6 +29,7 @@
 #include "optim/adam.h"
 #include "optim/density.h"
 #include "optim/gmp.h"
+#include "optim/loss_scaler.h"
 #include "optim/mask_updater.h"
 #include "optim/sgd.h"
 #include "sparsifiers/schedule.h"
@@ -164,9 +165,15 @@ struct DistributedConfig {
   double topk_fraction = 0.0;  // (0, 1): top-k with error feedback for dense gradients; 0: off
 };
 
-// Numeric settings of the run (tensor/precision.h).
+// Numeric settings of the run (tensor/precision.h, optim/loss_scaler.h).
 struct PrecisionConfig {
   bool allow_tf32 = false;  // f32 dense matrix products on CUDA may use TF32 tensor cores
+  // Parameters (dense and sparse values) and activations; bf16/f16 train
+  // with f32 master weights in the optimizer and an f32 loss.
+  DType dtype = DType::kF32;
+  // precision.loss_scale: dynamic (GradScaler) | none | a number (static);
+  // default dynamic for f16, none otherwise.
+  LossScalerOptions loss_scale;
 };
 
 struct JobConfig {

@@ -163,6 +163,12 @@ std::vector<SchemaKey> build_schema() {
       {"precision", K::kSection, "numeric settings of the run"},
       {"precision.allow_tf32", K::kBool,
        "f32 dense matrix products on CUDA may use TF32 tensor cores (~1e-3 relative error, several times faster) (false)"},
+      {"precision.dtype", K::kString,
+       "f32 | bf16 | f16: parameters (dense and sparse values) and activations; bf16/f16 keep f32 master weights in "
+       "the optimizer and compute the loss in f32 (f32)"},
+      {"precision.loss_scale", K::kString,
+       "dynamic (GradScaler: 2^16, x2 after 2000 finite steps, x0.5 and skip on inf/NaN) | none | a number (static); "
+       "(dynamic for f16, none otherwise)"},
 
       {"distributed", K::kSection, "data-parallel training; data.loader.batch_size is per rank"},
       {"distributed.world_size", K::kInt, "ranks, >= 1 (1)"},

@@ -26,6 +26,7 @@
 #include "optim/adam.h"
 #include "optim/density.h"
 #include "optim/gmp.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/mask_updater.h"
 #include "optim/optimizer.h"
@@ -35,6 +36,7 @@
 #include "tensor/error.h"
 #include "tensor/generator.h"
 #include "tensor/precision.h"
+#include "train/mixed_precision.h"
 
 namespace coppice {
 namespace {
@@ -321,6 +323,10 @@ TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Commun
     COPPICE_CHECK(!gmp_layers.empty(), "mask_update: gmp selects no weight of dim >= 2 to prune");
   }
 
+  // bf16/f16: parameters (sparse values included) in the job's dtype before
+  // anyone takes them; the optimizer keeps f32 master weights for them.
+  cast_parameters(*model, job.precision.dtype);
+
   // Every rank starts from rank 0's parameters, sparse patterns included.
   if (comm != nullptr) replicate_parameters(*model, *comm);
 
@@ -336,6 +342,8 @@ TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Commun
   c.comm = comm;
   if (comm != nullptr) c.grad_sync = grad_sync_options(job.distributed);
   c.grad_clip = job.optimizer.grad_clip;
+  LossScaler scaler(job.precision.loss_scale);
+  c.loss_scaler = &scaler;
   if (job.training.steps) c.steps = *job.training.steps;
   else c.epochs = *job.training.epochs;
   const int64_t total_steps = c.steps > 0 ? c.steps : c.epochs * c.train.num_batches();

@@ -6,6 +6,8 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "autograd/autograd.h"
@@ -22,6 +24,7 @@
 #include "tensor/generator.h"
 #include "tensor/ops.h"
 #include "train/checkpoint.h"
+#include "train/mixed_precision.h"
 #include "train/progress.h"
 
 namespace coppice {
@@ -66,6 +69,33 @@ Tensor dense_momentum(const Optimizer& optimizer, const Variable& param) {
   return param.value().is_dense() ? *m : to_dense(with_values(param.value(), *m));
 }
 
+// The loss scaler's state rides in the checkpoint's trainer extras; %.17g
+// keeps the scale exact.
+constexpr const char* kLossScaleKey = "loss_scale";
+constexpr const char* kLossScaleTrackerKey = "loss_scale_growth_tracker";
+
+void save_loss_scaler(const LossScaler& scaler, TrainerState& s) {
+  if (!scaler.enabled()) return;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", scaler.scale());
+  s.extra[kLossScaleKey] = buf;
+  s.extra[kLossScaleTrackerKey] = std::to_string(scaler.growth_tracker());
+}
+
+void restore_loss_scaler(LossScaler& scaler, const TrainerState& s, const std::string& path) {
+  if (!scaler.enabled()) return;
+  auto scale = s.extra.find(kLossScaleKey);
+  auto tracker = s.extra.find(kLossScaleTrackerKey);
+  // A checkpoint of a run without scaling: start from the initial scale.
+  if (scale == s.extra.end() || tracker == s.extra.end()) return;
+  try {
+    scaler.restore(std::stod(scale->second), std::stoll(tracker->second));
+  } catch (const std::logic_error&) {
+    fail("run_training: resume: checkpoint '", path, "' has a bad loss scale '", scale->second, "' / growth tracker '",
+         tracker->second, "'");
+  }
+}
+
 void check_components(const TrainComponents& c) {
   COPPICE_CHECK((c.steps > 0) != (c.epochs > 0), "run_training: exactly one of steps (", c.steps, ") and epochs (",
                 c.epochs, ") must be positive");
@@ -91,9 +121,10 @@ EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches
   const int64_t first = comm != nullptr ? comm->rank() : 0;
   const int64_t stride = comm != nullptr ? comm->world_size() : 1;
   auto order = std::make_shared<const std::vector<int64_t>>(loader.shard_indices(0));
+  const DType dtype = model_dtype(model);
   for (int64_t i = first; i < batches; i += stride) {
     const Batch b = *DataLoader::Iterator(&loader, order, i);
-    const Variable logits = model(Variable(b.inputs));
+    const Variable logits = logits_for_loss(model(Variable(cast_inputs(b.inputs, dtype))));
     auto [l2, t1] = flatten_for_loss(logits, b.targets);
     const int64_t n = t1.numel();
     loss_sum += cross_entropy(l2, t1).item() * static_cast<double>(n);
@@ -173,6 +204,7 @@ TrainingSummary run_training(TrainComponents& c) {
                   "run_training: resume: checkpoint '", *path, "' stands at epoch ", state->epoch, " batch ",
                   state->batch, " but the train loader has ", nb, " batches per epoch (step ", state->step, ")");
     start = state->step;
+    if (c.loss_scaler != nullptr) restore_loss_scaler(*c.loss_scaler, *state, *path);
     manual_seed(state->rng_seed);
     default_generator().set_offset(state->rng_offset);
     if (c.scheduler != nullptr) {
@@ -199,6 +231,7 @@ TrainingSummary run_training(TrainComponents& c) {
     s.rng_offset = default_generator().offset();
     s.lr_step = c.scheduler != nullptr ? c.scheduler->current_step() : -1;
     s.data_seed = c.train.options().seed;
+    if (c.loss_scaler != nullptr) save_loss_scaler(*c.loss_scaler, s);
     return s;
   };
   auto checkpoint = [&](int64_t step) {
@@ -239,7 +272,10 @@ TrainingSummary run_training(TrainComponents& c) {
     check_patterns_agree(*comm, patterns, str_cat("run_training: mask update at step ", step));
   };
 
+  LossScaler* scaler = c.loss_scaler != nullptr && c.loss_scaler->enabled() ? c.loss_scaler : nullptr;
+  const DType dtype = model_dtype(model);
   for (int64_t t = start; t < end; ++t) {
+    const double grad_scale = scaler != nullptr ? scaler->scale() : 1.0;
     const int64_t epoch = t / nb;
     const int64_t index = t % nb;
     if (epoch != shard_epoch) {
@@ -284,12 +320,12 @@ TrainingSummary run_training(TrainComponents& c) {
         }
         sync->begin(leaves);
       }
-      logits = model(Variable(batch.inputs));
+      logits = logits_for_loss(model(Variable(cast_inputs(batch.inputs, dtype))));
       auto [l2, t1] = flatten_for_loss(logits, batch.targets);
       logits = l2;
       flat_targets = t1;
       loss = cross_entropy(logits, flat_targets);
-      loss.backward();
+      (scaler != nullptr ? scaler->scale_loss(loss) : loss).backward();
       if (sync) {
         sync->end();  // every leaf's gradient is now the average over ranks
         const double bytes = static_cast<double>(sync->last_stats().bytes);
@@ -309,19 +345,33 @@ TrainingSummary run_training(TrainComponents& c) {
     for (const Swapped& s : swapped) {
       model.set_parameter(s.name, s.sparse);
       const Tensor& g = s.dense.grad();
-      const Tensor dense_g = g.defined() ? g : zeros(s.dense.shape(), {s.dense.dtype(), s.dense.device()});
+      // The updater ranks the dense gradient: unscaled, and in f32 for 16-bit weights.
+      const DType score_dtype = optimizer_state_dtype(s.dense.dtype());
+      const Tensor dense_g = g.defined() ? mul(g.to(score_dtype), 1.0 / grad_scale)
+                                         : zeros(s.dense.shape(), {score_dtype, s.dense.device()});
       dense_grads[s.name] = dense_g;
       if (g.defined()) s.sparse.set_grad(autograd_detail::project_grad(g, s.sparse.value(), "run_training"));
     }
 
-    if (updater != nullptr && updater->config().prune == PruneCriterion::kMovement) {
-      for (const std::string& name : updater->layers()) {
-        const Variable& w = model.parameter(name);
-        if (w.grad().defined()) updater->accumulate_movement(name, w.value(), w.grad());
+    // Runs before the optimizer step, only on steps that are taken (a loss
+    // scaler skips those with inf/NaN gradients). The gradients carry the
+    // loss scale: movement scores see them unscaled, clipping compares their
+    // norm with grad_clip times the scale, and the optimizer divides it out.
+    auto before_step = [&](double scale) {
+      if (updater != nullptr && updater->config().prune == PruneCriterion::kMovement) {
+        for (const std::string& name : updater->layers()) {
+          const Variable& w = model.parameter(name);
+          if (w.grad().defined()) updater->accumulate_movement(name, w.value(), unscale_gradient(w.grad(), scale));
+        }
       }
+      if (c.grad_clip > 0.0) clip_grad_norm(model.parameters(), c.grad_clip * scale);
+    };
+    if (scaler != nullptr) {
+      if (!scaler->step(optimizer, before_step)) summary.skipped_steps.push_back(t);
+    } else {
+      before_step(1.0);
+      optimizer.step();
     }
-    if (c.grad_clip > 0.0) clip_grad_norm(model.parameters(), c.grad_clip);
-    optimizer.step();
     if (c.scheduler != nullptr) c.scheduler->step();
 
     // Over every rank's examples.
@@ -439,6 +489,7 @@ TrainingSummary run_training(TrainComponents& c) {
   if (!c.checkpoint_dir.empty() && last_checkpoint_step != final_step && final_step > start) checkpoint(final_step);
   if (c.test) summary.test = evaluate(model, *c.test, 0, comm);
 
+  if (scaler != nullptr) summary.final_loss_scale = scaler->scale();
   summary.seconds = seconds_since(t_start);
   summary.samples_per_second = summary.seconds > 0 ? static_cast<double>(total_samples) / summary.seconds : 0.0;
   summary.model = model_stats(model);
@@ -472,6 +523,9 @@ JsonObject summary_json(const TrainingSummary& s) {
   o.add("parameters_dense", s.model.dense_parameters).add("parameters_stored", s.model.stored_parameters);
   o.add("linear_flops_dense", s.model.linear_flops_dense).add("linear_flops_sparse", s.model.linear_flops_sparse);
   o.add("fallback_counts", s.fallback_counts);
+  if (s.final_loss_scale != 1.0 || !s.skipped_steps.empty()) {
+    o.add("loss_scale", s.final_loss_scale).add("skipped_steps", static_cast<int64_t>(s.skipped_steps.size()));
+  }
   if (s.peak_memory_bytes >= 0) o.add("peak_memory_bytes", s.peak_memory_bytes);
   o.add("time_s", s.seconds).add("samples_per_s", s.samples_per_second);
   if (s.world_size > 1) {
@@ -503,6 +557,10 @@ std::string format_summary(const TrainingSummary& s) {
     os << "dense fallbacks:";
     for (const auto& [k, v] : s.fallback_counts) os << " " << k << "=" << v;
     os << "\n";
+  }
+  if (s.final_loss_scale != 1.0 || !s.skipped_steps.empty()) {
+    os << "loss scale " << s.final_loss_scale << " at the end; " << s.skipped_steps.size()
+       << " steps skipped for inf/NaN gradients\n";
   }
   if (s.peak_memory_bytes >= 0) os << "peak CPU memory: " << s.peak_memory_bytes << " bytes\n";
   if (s.world_size > 1) {

@@ -4,8 +4,9 @@
 // One step t (0-based; t = the optimizer steps done before it):
 //   1. the next batch of the train loader (epoch t / num_batches, batch
 //      t % num_batches: each epoch's order is the loader's seeded one),
-//   2. forward, cross-entropy (logits [..., C] are flattened to [N, C] and
-//      targets to [N]), backward,
+//   2. forward (floating inputs in the model's dtype), cross-entropy in f32
+//      (logits [..., C] are cast to f32 and flattened to [N, C], targets to
+//      [N]), backward (of the loss times the loss scale, when scaling),
 //   3. on steps where the mask updater needs the dense gradient
 //      (MaskUpdater::needs_dense_gradient(t)) and only there, every sparse
 //      weight of the updater is swapped for a dense leaf holding to_dense of
@@ -56,6 +57,7 @@
 #include "distributed/grad_sync.h"
 #include "models/module.h"
 #include "optim/gmp.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/mask_updater.h"
 #include "optim/optimizer.h"
@@ -93,7 +95,14 @@ struct TrainComponents {
   const GmpPruner* gmp = nullptr;
   std::vector<std::string> gmp_layers;  // empty: every sparse parameter of dim >= 2
 
-  double grad_clip = 0.0;  // max global gradient norm; 0: none
+  double grad_clip = 0.0;  // max global gradient norm; 0: none (of the unscaled gradients)
+  // Mixed precision (train/mixed_precision.h): floating inputs are cast to
+  // the dtype of the model's parameters and logits to f32 for the loss. With
+  // a loss scaler, backward runs on the scaled loss and the scaler steps the
+  // optimizer (skipping steps with inf/NaN gradients; the LR scheduler still
+  // steps); its scale and growth tracker are saved in checkpoints. Null: no
+  // scaling.
+  LossScaler* loss_scaler = nullptr;
   // Exactly one > 0: the run's length (schedules see the full length even
   // when stop_at_step ends it early).
   int64_t steps = 0;
@@ -160,6 +169,8 @@ struct TrainingSummary {
   std::vector<double> accuracies;  // per step run (training batch)
   std::vector<int64_t> dense_gradient_steps;  // steps that materialized dense gradients
   std::vector<MaskUpdateStats> mask_updates;
+  std::vector<int64_t> skipped_steps;    // steps the loss scaler skipped (inf/NaN gradients)
+  double final_loss_scale = 1.0;         // the loss scaler's scale at the end (1: none)
   std::optional<EvalResult> validation;  // the last evaluation
   std::optional<EvalResult> test;        // at the end
   ModelStats model;                      // at the end

@@ -168,6 +168,43 @@ TEST(JobConfig, DistributedAndPrecisionKeys) {
   EXPECT_TRUE(c->precision.allow_tf32);
 }
 
+TEST(JobConfig, PrecisionDtypeAndLossScale) {
+  auto with = [](const std::string& precision) { return parse(std::string(kBase) + "precision: " + precision + "\n"); };
+  const absl::StatusOr<JobConfig> f32 = parse(kBase);
+  ASSERT_TRUE(f32.ok());
+  EXPECT_EQ(f32->precision.dtype, DType::kF32);
+  EXPECT_EQ(f32->precision.loss_scale.mode, LossScaleMode::kNone);
+  const absl::StatusOr<JobConfig> bf16 = with("{dtype: bf16}");
+  ASSERT_TRUE(bf16.ok()) << bf16.status().message();
+  EXPECT_EQ(bf16->precision.dtype, DType::kBF16);
+  EXPECT_EQ(bf16->precision.loss_scale.mode, LossScaleMode::kNone);  // bf16 has f32's range
+  const absl::StatusOr<JobConfig> f16 = with("{dtype: f16}");
+  ASSERT_TRUE(f16.ok());
+  EXPECT_EQ(f16->precision.dtype, DType::kF16);
+  EXPECT_EQ(f16->precision.loss_scale.mode, LossScaleMode::kDynamic);
+  EXPECT_EQ(f16->precision.loss_scale.init_scale, 65536.0);
+  const absl::StatusOr<JobConfig> fixed = with("{dtype: f16, loss_scale: 1024}");
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(fixed->precision.loss_scale.mode, LossScaleMode::kStatic);
+  EXPECT_EQ(fixed->precision.loss_scale.init_scale, 1024.0);
+  const absl::StatusOr<JobConfig> off = with("{dtype: f16, loss_scale: none}");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->precision.loss_scale.mode, LossScaleMode::kNone);
+  const absl::StatusOr<JobConfig> set = parse(kBase, {"precision.dtype=bf16", "precision.loss_scale=dynamic"});
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->precision.dtype, DType::kBF16);
+  EXPECT_EQ(set->precision.loss_scale.mode, LossScaleMode::kDynamic);
+  // One line each, naming the key.
+  EXPECT_EQ(error_of(std::string(kBase) + "precision: {dtype: f8}\n").rfind("precision.dtype: must be one of f32 | bf16 | f16, got 'f8'", 0), 0u)
+      << error_of(std::string(kBase) + "precision: {dtype: f8}\n");
+  EXPECT_EQ(error_of(std::string(kBase) + "precision: {loss_scale: lots}\n"),
+            "precision.loss_scale: expected dynamic, none or a number, got 'lots'");
+  EXPECT_EQ(error_of(std::string(kBase) + "precision: {loss_scale: -8}\n"),
+            "precision.loss_scale: a static loss scale must be a finite number > 0, got -8");
+  EXPECT_EQ(error_of(std::string(kBase) + "precision: {loss_scale: 0}\n"),
+            "precision.loss_scale: a static loss scale must be a finite number > 0, got 0");
+}
+
 TEST(JobConfig, BaseIsValidAndDefaultsAreTheStructs) {
   const absl::StatusOr<JobConfig> c = parse(kBase);
   ASSERT_TRUE(c.ok()) << c.status().message();

@@ -2,7 +2,9 @@
 // for 60 steps): dense, RigL at 80 % sparsity and GMP learn with the right
 // densities, metrics go to <run dir>/metrics.jsonl, a checkpointed run
 // stopped half-way resumes to the same end as an uninterrupted one; and the
-// `trainer` binary exits 2 with one line on a bad job and 0 on a good one.
+// `trainer` binary exits 2 with one line on a bad job and 0 on a good one;
+// bf16 RigL learns like f32, f16 learns under a dynamic loss scale and
+// resumes from its checkpoint bit for bit.
 #include "train/job.h"
 
 
@@ -159,6 +161,52 @@ TEST(RunJob, CheckpointAndResumeContinue) {
   for (size_t i = 0; i < 30; ++i) EXPECT_EQ(second.losses[i], full.losses[30 + i]) << "step " << 30 + i;
   ASSERT_TRUE(second.test && full.test);
   EXPECT_EQ(second.test->loss, full.test->loss);
+  EXPECT_EQ(densities(second), densities(full));
+}
+
+// ---- bf16 / f16 (precision.dtype) ------------------------------------------------------------
+
+TEST(RunJob, Bf16RigLLearnsLikeF32) {
+  const TrainingSummary f32 = run_job(parse(tiny_job(kRigl)));
+  const TrainingSummary bf16 = run_job(parse(tiny_job(std::string(kRigl) + "precision: {dtype: bf16}\n")));
+  expect_learns(bf16);
+  EXPECT_EQ(densities(bf16), densities(f32));
+  ASSERT_EQ(bf16.mask_updates.size(), f32.mask_updates.size());
+  EXPECT_NEAR(mean(bf16.losses, 50, 60), mean(f32.losses, 50, 60), 0.05);
+  ASSERT_TRUE(bf16.test && f32.test);
+  EXPECT_NEAR(bf16.test->accuracy, f32.test->accuracy, 0.05);
+  EXPECT_EQ(bf16.final_loss_scale, 1.0);  // bf16: no scaling by default
+  EXPECT_TRUE(bf16.skipped_steps.empty());
+}
+
+TEST(RunJob, F16WithDynamicLossScaleLearns) {
+  const TrainingSummary s = run_job(parse(tiny_job("precision: {dtype: f16}\n")));
+  expect_learns(s);
+  EXPECT_LE(s.final_loss_scale, 65536.0);
+  EXPECT_GT(s.final_loss_scale, 1.0);
+  EXPECT_LT(s.skipped_steps.size(), 20u);
+}
+
+// Parameters, master weights, moments and the loss scale all come back from
+// the checkpoint: the resumed half equals the uninterrupted run bit for bit.
+TEST(RunJob, F16RigLCheckpointAndResumeAreExact) {
+  const std::string ckpt = temp_dir("job_ckpt_f16");
+  const std::string precision = "precision: {dtype: f16, loss_scale: dynamic}\n";
+  const std::string yaml =
+      tiny_job(std::string(kRigl) + precision + "checkpoint: {dir: '" + ckpt + "', every_steps: 20}\n");
+  const TrainingSummary full = run_job(parse(tiny_job(std::string(kRigl) + precision)));
+  JobRunOptions stop;
+  stop.stop_at_step = 30;
+  run_job(parse(yaml), stop);
+  JobRunOptions resume;
+  resume.resume = ckpt;
+  const TrainingSummary second = run_job(parse(yaml), resume);
+  EXPECT_EQ(second.start_step, 30);
+  ASSERT_EQ(second.losses.size(), 30u);
+  for (size_t i = 0; i < 30; ++i) EXPECT_EQ(second.losses[i], full.losses[30 + i]) << "step " << 30 + i;
+  ASSERT_TRUE(second.test && full.test);
+  EXPECT_EQ(second.test->loss, full.test->loss);
+  EXPECT_EQ(second.final_loss_scale, full.final_loss_scale);
   EXPECT_EQ(densities(second), densities(full));
 }
 
