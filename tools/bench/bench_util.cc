@@ -26,6 +26,8 @@ std::string usage() {
          "             [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X] [--json FILE]\n"
          "       bench dp [--device cpu|cuda|all] [--batch B] [--hidden H] [--steps S] [--warmup W] [--sparsity X]\n"
          "             [--variants dense,compact,densified] [--ranks N] [--timeout-s T] [--tf32] [--json FILE]\n"
+         "       bench train [--device cpu|cuda|all] [--models mlp,lenet300,vit] [--formats dense,csr,bsr,nm]\n"
+         "             [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--steps S] [--warmup W] [--config-dir D]\n"
          "\n"
          "  gemm         dense matmul [N, N] x [N, N] (default N: 4096 on CUDA, 1024 on the CPU;\n"
          "               dtypes f32 f64 bf16 f16 on CUDA, f32 f64 on the CPU)\n"
@@ -43,8 +45,13 @@ std::string usage() {
          "               three HxH weights CSR at --sparsity, default 0.9, nnz values exchanged) and densified\n"
          "               (the same, gradients exchanged dense). One process per rank (tools/launch -n N -- bench\n"
          "               dp: NCCL, one GPU per local rank; rank 0 reports), or --ranks N threads on the CPU\n"
-         "  --tf32       f32 dense matmuls on CUDA may use TF32 tensor cores (tensor/precision.h)\n"
          "               (inproc). --steps S timed steps (20) after --warmup W (5); median step time reported\n"
+         "  train        training steps (not part of all; tools/bench/train_bench.cc): the MLP H-H-H-H-10 at batch\n"
+         "               B (4096 and 4096 on CUDA, 256 and 64 on the CPU), and the models and batch sizes of the\n"
+         "               jobs configs/lenet300_rigl_90.yaml and configs/vit_sparse_attention.yaml (--config-dir),\n"
+         "               on synthetic inputs; formats dense, csr and bsr at 90/95/98 %, nm 2:4; modes f32, tf32,\n"
+         "               bf16; SGD with momentum; --steps S (10; 3 on the CPU) after --warmup W (3; 1)\n"
+         "  --tf32       f32 dense matmuls on CUDA may use TF32 tensor cores (tensor/precision.h)\n"
          "  --size N     gemm's m = n = k (with the elementwise suite alone, its element count); the sparse\n"
          "               suites' big shape becomes N in every dimension (on both devices)\n"
          "  --reps R     timed samples, median reported (default 20); --warmup W untimed calls (3);\n"
@@ -76,6 +83,23 @@ absl::StatusOr<double> parse_double(const std::string& flag, const std::string& 
   return v;
 }
 
+// A comma-separated list of names, each one of `known`.
+absl::StatusOr<std::vector<std::string>> parse_names(const std::string& flag, const std::string& value,
+                                                     const std::vector<std::string>& known) {
+  std::vector<std::string> out;
+  std::stringstream ss(value);
+  std::string name;
+  while (std::getline(ss, name, ',')) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      return absl::InvalidArgumentError(
+          str_cat(flag, ": unknown name '", name, "' (expected ", str_join(known, ", "), ")"));
+    }
+    out.push_back(name);
+  }
+  if (out.empty()) return absl::InvalidArgumentError(str_cat(flag, ": empty list"));
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
@@ -92,9 +116,9 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       suite_given = true;
       if (arg != "all") {
         if (arg != "gemm" && arg != "elementwise" && arg != "spmm" && arg != "sddmm" && arg != "sparsify" &&
-            arg != "dp") {
-          return absl::InvalidArgumentError(
-              str_cat("unknown suite '", arg, "' (expected gemm, elementwise, spmm, sddmm, sparsify, dp or all)"));
+            arg != "dp" && arg != "train") {
+          return absl::InvalidArgumentError(str_cat(
+              "unknown suite '", arg, "' (expected gemm, elementwise, spmm, sddmm, sparsify, dp, train or all)"));
         }
         c.gemm = arg == "gemm";
         c.elementwise = arg == "elementwise";
@@ -102,6 +126,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
         c.sddmm = arg == "sddmm";
         c.sparsify = arg == "sparsify";
         c.dp = arg == "dp";
+        c.train = arg == "train";
       }
       continue;
     }
@@ -115,7 +140,8 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
     static const char* const kFlags[] = {"--device", "--size",     "--numel",  "--reps",  "--warmup",
                                          "--dtype",  "--json",     "--min-sample-ms",     "--batch",
                                          "--hidden", "--steps",    "--sparsity", "--variants",
-                                         "--ranks",  "--timeout-s"};
+                                         "--ranks",  "--timeout-s", "--models", "--formats",
+                                         "--modes",  "--config-dir"};
     if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags)) {
       return absl::InvalidArgumentError(str_cat("unknown flag '", flag, "'"));
     }
@@ -191,17 +217,23 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       if (*v <= 0) return absl::InvalidArgumentError("--timeout-s: must be positive");
       c.timeout_s = *v;
     } else if (flag == "--variants") {
-      c.variants.clear();
-      std::stringstream ss(value);
-      std::string name;
-      while (std::getline(ss, name, ',')) {
-        if (name != "dense" && name != "compact" && name != "densified") {
-          return absl::InvalidArgumentError(
-              str_cat("--variants: unknown variant '", name, "' (expected dense, compact, densified)"));
-        }
-        c.variants.push_back(name);
-      }
-      if (c.variants.empty()) return absl::InvalidArgumentError("--variants: empty list");
+      absl::StatusOr<std::vector<std::string>> names =
+          parse_names(flag, value, {"dense", "compact", "densified"});
+      if (!names.ok()) return names.status();
+      c.variants = *names;
+    } else if (flag == "--models" || flag == "--formats" || flag == "--modes") {
+      static const std::vector<std::string> kModels = {"mlp", "lenet300", "vit"};
+      static const std::vector<std::string> kFormats = {"dense", "csr", "bsr", "nm"};
+      static const std::vector<std::string> kModes = {"f32", "tf32", "bf16"};
+      const std::vector<std::string>& known = flag == "--models" ? kModels : flag == "--formats" ? kFormats : kModes;
+      std::vector<std::string>& list = flag == "--models" ? c.train_models : flag == "--formats" ? c.train_formats
+                                                                                                 : c.train_modes;
+      absl::StatusOr<std::vector<std::string>> names = parse_names(flag, value, known);
+      if (!names.ok()) return names.status();
+      list = *names;
+    } else if (flag == "--config-dir") {
+      if (value.empty()) return absl::InvalidArgumentError("--config-dir: empty directory name");
+      c.config_dir = value;
     } else if (flag == "--json") {
       if (value.empty()) return absl::InvalidArgumentError("--json: empty file name");
       c.json_path = value;

@@ -26,6 +26,7 @@ struct Config {
   bool sddmm = true;  // dense x dense sampled at a sparse pattern (sddmm_bench.cc)
   bool sparsify = true;  // sparsifiers on 16M elements (sparsify_bench.cc)
   bool dp = false;       // data-parallel training steps (dp_bench.cc); never part of "all"
+  bool train = false;    // training steps per model, format and mode (train_bench.cc); never part of "all"
   bool cpu = true;
   bool cuda = true;
   int64_t size = 0;   // GEMM m = n = k; 0: the per-device default
@@ -47,6 +48,12 @@ struct Config {
   int ranks = 1;               // ranks as threads of this process on the CPU (inproc communicator)
   double timeout_s = 120.0;    // NCCL timeout of each collective
   bool allow_tf32 = false;     // --tf32: f32 dense matmuls on CUDA may use TF32 (tensor/precision.h)
+  // The train suite (tools/bench/train_bench.cc); --batch, --hidden, --steps
+  // and --warmup as for dp (its MLP). Empty lists: all.
+  std::vector<std::string> train_models;   // mlp, lenet300, vit
+  std::vector<std::string> train_formats;  // dense, csr, bsr, nm
+  std::vector<std::string> train_modes;    // f32, tf32, bf16
+  std::string config_dir = "configs";      // where the jobs' YAML files are
 };
 
 inline constexpr int64_t kCpuGemmSize = 1024;
@@ -66,6 +73,17 @@ inline constexpr int64_t kDpCpuHidden = 256;
 inline constexpr int64_t kDpCpuBatch = 64;
 inline constexpr int kDpSteps = 20;
 inline constexpr int kDpWarmup = 5;
+// train suite defaults: the MLP-4096 at batch 4096 on CUDA, 256 at 64 on the
+// CPU; few steps so that a whole GPU run (3 models x 8 variants x 3 modes)
+// stays within a few minutes.
+inline constexpr int64_t kTrainHidden = 4096;
+inline constexpr int64_t kTrainBatch = 4096;
+inline constexpr int64_t kTrainCpuHidden = 256;
+inline constexpr int64_t kTrainCpuBatch = 64;
+inline constexpr int kTrainSteps = 10;
+inline constexpr int kTrainWarmup = 3;
+inline constexpr int kTrainCpuSteps = 3;
+inline constexpr int kTrainCpuWarmup = 1;
 
 std::string usage();
 // Parses the arguments after the program name.

@@ -46,6 +46,7 @@
 #include "tensor/generator.h"
 #include "tensor/ops.h"
 #include "tools/bench/suites.h"
+#include "tools/bench/train_step_util.h"
 
 namespace coppice::bench {
 
@@ -53,7 +54,6 @@ namespace {
 
 constexpr int64_t kClasses = 10;
 constexpr uint64_t kModelSeed = 20261122;
-constexpr uint64_t kMaskSeed = 0xC0991CEull;
 constexpr uint64_t kDataSeed = 0xDA7Aull;
 
 struct DpSetup {
@@ -66,35 +66,6 @@ struct DpSetup {
   int steps = 0;
   double sparsity = 0.9;
 };
-
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Bytes of the training state: the parameters (a sparse one with its index
-// arrays), their gradients and the optimizer's state, each distinct buffer
-// counted once (a compact gradient shares its parameter's index arrays).
-double training_state_bytes(const std::vector<Variable>& params, const Optimizer& optimizer) {
-  std::map<const void*, int64_t> buffers;
-  auto add = [&buffers](const Tensor& t) {
-    if (!t.defined()) return;
-    auto add_dense = [&buffers](const Tensor& d) {
-      if (d.numel() > 0) buffers[d.data_ptr()] = d.numel() * static_cast<int64_t>(dtype_size(d.dtype()));
-    };
-    if (!t.is_sparse()) return add_dense(t);
-    for (const auto& [part, d] : sparse_impl(t, "training_state_bytes").parts()) add_dense(d);
-  };
-  for (const Variable& p : params) {
-    add(p.value());
-    add(p.grad());
-    if (const ParamState* st = optimizer.state(p)) {
-      for (const auto& [name, t] : st->tensors) add(t);
-    }
-  }
-  double total = 0;
-  for (const auto& [ptr, bytes] : buffers) total += static_cast<double>(bytes);
-  return total;
-}
 
 Result base_result(const DpSetup& s, const std::string& variant, int world) {
   Result r;
@@ -126,6 +97,9 @@ Result run_variant(const DpSetup& s, const std::string& variant, Communicator* c
                                      model_gen);
   int64_t stored = 0, dense_numel = 0, sparse_nnz = 0;
   uint64_t purpose = 1;
+  WeightPattern pattern;
+  pattern.format = "csr";
+  pattern.sparsity = s.sparsity;
   for (const auto& [name, p] : model->named_parameters()) {
     dense_numel += p.numel();
     const bool sparsify = variant != "dense" && p.dim() == 2 && p.shape()[0] == s.hidden && p.shape()[1] == s.hidden;
@@ -133,20 +107,16 @@ Result run_variant(const DpSetup& s, const std::string& variant, Communicator* c
       stored += p.numel();
       continue;
     }
-    const int64_t nnz = pattern_nnz(p.numel(), s.sparsity);
-    const Tensor mask = random_mask(p.shape(), nnz, kMaskSeed, purpose++).to(s.device);
-    model->set_parameter(name, Variable(sparse_from_mask(p.value(), mask, "csr"), true, name));
+    const int64_t nnz = sparsify_parameter(*model, name, pattern, purpose++);
     stored += nnz;
     sparse_nnz += nnz;
   }
   if (variant != "dense") r.nnz = sparse_nnz;
   NamedLeaves leaves;
-  std::vector<Variable> params;
   for (const auto& [name, p] : model->named_parameters()) {
-    if (!p.requires_grad()) continue;
-    leaves.emplace_back(name, p);
-    params.push_back(p);
+    if (p.requires_grad()) leaves.emplace_back(name, p);
   }
+  const std::vector<Variable> params = trainable_parameters(*model);
   SgdOptions so;
   so.lr = 0.01;
   so.momentum = 0.9;
@@ -176,21 +146,7 @@ Result run_variant(const DpSetup& s, const std::string& variant, Communicator* c
     last_loss = loss;
   };
 
-  for (int i = 0; i < s.warmup; ++i) step();
-  synchronize(s.device);
-  std::vector<double> samples;
-  samples.reserve(static_cast<size_t>(s.steps));
-  for (int i = 0; i < s.steps; ++i) {
-    const double t0 = now_ms();
-    step();
-    synchronize(s.device);
-    samples.push_back(now_ms() - t0);
-  }
-  r.median_ms = median(samples);
-  r.min_ms = *std::min_element(samples.begin(), samples.end());
-  r.max_ms = *std::max_element(samples.begin(), samples.end());
-  r.reps = static_cast<int>(samples.size());
-  r.inner = 1;
+  fill_step_timing(time_steps(step, s.device, s.warmup, s.steps), &r);
   // Useful flops per rank and step: forward, input gradient and weight
   // gradient, 2 x batch x stored weight entries each.
   r.flops = 6.0 * static_cast<double>(s.batch) * static_cast<double>(stored);
@@ -222,13 +178,6 @@ Result run_variant(const DpSetup& s, const std::string& variant, Communicator* c
 std::vector<std::string> variants_of(const Config& config) {
   if (!config.variants.empty()) return config.variants;
   return {"dense", "compact", "densified"};
-}
-
-double extra_value(const Result& r, const std::string& key) {
-  for (const auto& [k, v] : r.extra) {
-    if (k == key) return v;
-  }
-  return kNaN;
 }
 
 // Every variant on `rank` of `world`; errors become the variant's status

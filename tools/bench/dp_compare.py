@@ -18,7 +18,8 @@ TORCH_PEER = {"dense": "dense", "compact": "masked", "densified": "masked"}
 EFFICIENCY_TARGET = 0.90
 
 
-def load_records(paths):
+def load_records(paths, suite="dp"):
+    """The records of `suite` in the JSON reports at `paths`, and the reports' first machine and version fields."""
     out = []
     meta = {}
     for p in paths:
@@ -31,7 +32,7 @@ def load_records(paths):
         for k in ("gpu_name", "cpu_name", "torch_version", "build", "settings", "nccl_version"):
             if report.get(k) and k not in meta:
                 meta[k] = report[k]
-        out.extend(r for r in report.get("results", []) if r.get("suite") == "dp")
+        out.extend(r for r in report.get("results", []) if r.get("suite") == suite)
     return out, meta
 
 
@@ -148,22 +149,28 @@ def compare(coppice_records, torch_records, meta):
     return "\n".join(lines) + "\n"
 
 
-def main(argv):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def compare_main(argv, doc, suite, compare_fn):
+    """The command line of dp_compare.py and train_compare.py: --coppice JSON... [--torch JSON...] [--out MD];
+    prints compare_fn(ours, theirs, meta) and writes it to --out."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--coppice", nargs="+", required=True)
     p.add_argument("--torch", nargs="*", default=[])
     p.add_argument("--out", default="")
     a = p.parse_args(argv)
-    ours, meta = load_records(a.coppice)
-    theirs, tmeta = load_records(a.torch)
+    ours, meta = load_records(a.coppice, suite)
+    theirs, tmeta = load_records(a.torch, suite)
     for k, v in tmeta.items():
         meta.setdefault(k, v)
-    text = compare(ours, theirs, meta)
+    text = compare_fn(ours, theirs, meta)
     print(text, end="")
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)
     return 0
+
+
+def main(argv):
+    return compare_main(argv, __doc__, "dp", compare)
 
 
 if __name__ == "__main__":

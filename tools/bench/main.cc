@@ -3,6 +3,7 @@
 //   bench [gemm|elementwise|spmm|sddmm|sparsify|all] [--device cpu|cuda|all] [--size N] [--reps R] [--json FILE]
 //   bench dp [--batch B] [--hidden H] [--steps S] ...      data-parallel training steps; one process
 //                                                          per rank: tools/launch -n N -- bench dp
+//   bench train [--models ...] [--formats ...] [--modes ...]  training steps per model, format, mode
 //
 // tools/bench/torch_reference.py measures the same shapes with PyTorch and
 // tools/bench/compare.py puts the two reports side by side.
@@ -50,6 +51,7 @@ int run(int argc, char** argv) {
   if (config->spmm) run_spmm(*config, &report.results);
   if (config->sddmm) run_sddmm(*config, &report.results);
   if (config->sparsify) run_sparsify(*config, &report.results);
+  if (config->train) run_train(*config, &report.results);
   bool reporting = true;  // false on the ranks other than 0 of a launched dp job
   if (config->dp) reporting = run_dp(*config, &report.results);
   if (!reporting) {

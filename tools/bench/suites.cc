@@ -57,14 +57,14 @@ const std::vector<double>& sparse_sparsities() {
 
 uint64_t pattern_seed(double sparsity) { return 0xC0991CEull + static_cast<uint64_t>(std::llround(sparsity * 1000)); }
 
-namespace {
-
 Tensor mask_tensor(const std::vector<uint8_t>& mask, int64_t rows, int64_t cols, Device device) {
   Tensor t = Tensor::empty({rows, cols}, TensorOptions(DType::kBool, Device::cpu()));
   bool* p = t.data<bool>();
   for (size_t i = 0; i < mask.size(); ++i) p[i] = mask[i] != 0;
   return t.to(device);
 }
+
+namespace {
 
 void fill_timing(const Timing& t, Result* r) {
   r->median_ms = t.median_ms;

@@ -31,6 +31,10 @@ void run_sparsify(const Config& config, std::vector<Result>* results);
 // (tools/launch, launch_env) every rank runs it; returns whether this rank
 // is rank 0, the one that prints and writes the report.
 bool run_dp(const Config& config, std::vector<Result>* results);
+// Training steps (tools/bench/train_bench.cc): one Result per device, model,
+// weight format and sparsity, and numeric mode (the Result's dtype: f32,
+// tf32 or bf16).
+void run_train(const Config& config, std::vector<Result>* results);
 
 // Shared by the suites.
 struct DeviceCase {
@@ -43,6 +47,9 @@ std::string cuda_skip_reason();
 TimingOptions timing_options(const Config& config);
 // Fills device_name and peak fields of `r` for its device.
 void describe_device(bool cuda, DType dtype, const char* metric, Result* r);
+// A row-major 0/1 pattern (random_pattern, random_block_pattern) as a bool
+// [rows, cols] tensor on `device`.
+Tensor mask_tensor(const std::vector<uint8_t>& mask, int64_t rows, int64_t cols, Device device);
 // Uniform [0, 1) values of `dtype` on `device`, drawn on the CPU and copied
 // (so a device without random kernels can still be timed).
 Tensor random_input(const Shape& shape, DType dtype, Device device);

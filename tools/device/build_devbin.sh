@@ -5,6 +5,8 @@
 #   tools/device/run_gpu_suite.sh
 # or, on the 2-GPU kind (nvidia-h200-x2), the data-parallel checks and benchmark:
 #   tools/device/run_multi_gpu.sh
+# or the training-step benchmark beside PyTorch (bench train, torch_train.py):
+#   tools/device/run_train_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tools/setup >/dev/null
@@ -31,6 +33,9 @@ cp tools/bench/*.py tools/device/run_gpu_suite.sh tools/device/gpu_smoke.yaml to
 # tools/bench/*.py).
 cp tools/launch .devbin/launch
 cp tools/device/run_multi_gpu.sh tools/device/dp_smoke.yaml .devbin/
+# The training-step run (tools/device/run_train_bench.sh): bench, torch_train.py
+# and train_compare.py are in already; it reads the jobs from configs/ of the tree.
+cp tools/device/run_train_bench.sh .devbin/
 # Nothing beyond glibc, libstdc++, libgcc and the CUDA libraries may be needed there.
 bad=$(ldd .devbin/tests/* .devbin/bench .devbin/mlp_demo .devbin/trainer | awk '/=>/{print $1}' | sort -u |
       grep -vE '^(linux-vdso|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|ld-linux|libcudart|libcublas|libcublasLt|libcusparse|libnvJitLink|libnccl)' || true)

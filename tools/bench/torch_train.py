@@ -1,0 +1,395 @@
+#!/usr/bin/env python3
+"""The models of `bench train` (tools/bench/train_bench.cc) in PyTorch: the peer for training steps.
+
+    torch_train.py [--device cuda|cpu] [--models mlp,lenet300,vit] [--formats dense,csr,bsr,nm]
+                   [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--steps S] [--warmup W] [--json FILE]
+
+Models, as bench train builds them:
+  mlp       nn.Linear H-H-H-H-10 with ReLU between, batch B (H 4096, B 4096 on CUDA; 256 and 64 on the CPU);
+            masked: the three HxH weights
+  lenet300  LeNet-300-100 (784-300-100-10, ReLU), batch 128 (configs/lenet300_rigl_90.yaml); masked: fc1..fc3
+  vit       configs/vit_sparse_attention.yaml's ViT (28x28x1 images, 7x7 patches, a class token, dim 64, depth 2,
+            4 heads, MLP 256 with GELU, pre-norm blocks, block attention of 4 tokens), batch 128; attention through
+            F.scaled_dot_product_attention with the block pattern as a boolean mask; masked: blocks.*.mlp.fc1/fc2
+
+Variants: dense, and "masked" for each sparse format of the C++ side at the same sparsity and pattern kind
+(uniform random for csr, block-uniform random 32x32 blocks (or the largest power of two dividing the weight) for
+bsr, 2 random of every 4 along a row for nm): the weight stays a dense nn.Parameter, multiplied by a fixed mask in
+forward (so its gradient is masked too), and the mask is reapplied to the weight after every optimizer step so
+that it stays sparse. That is how masked sparse training is done in PyTorch (DEVICE.md).
+
+Modes: f32 (TF32 off), tf32 (torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 on), bf16 (f32
+parameters, forward and backward under torch.autocast(dtype=torch.bfloat16)).
+
+A step: zero grads (set to none), forward, cross-entropy, backward, SGD (lr 0.01, momentum 0.9), and for masked
+variants the mask reapplied; warm-up steps, then each step timed on its own with CUDA events (the CPU clock on the
+CPU). Reported: the median step, training_state_bytes (parameters + gradients + momentum buffers after the last
+step, each tensor once; the masks of masked variants are not counted), peak_memory_bytes (CUDA:
+torch.cuda.max_memory_allocated over the timed steps, including activations). The JSON has bench's record format
+(suite "train", op the model, dtype the mode, format "dense" or "masked", "pattern" the C++ format it stands
+beside); tools/bench/train_compare.py puts it beside Coppice's.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_reference import BLOCK, cpu_model_name, random_mask, write_report  # noqa: E402  (beside this file, here and in .devbin/)
+
+CLASSES = 10
+MODEL_SEED = 20261122
+MASK_SEED = 0xC0991CE
+DATA_SEED = 0xDA7A
+MODELS = ["mlp", "lenet300", "vit"]
+FORMATS = ["dense", "csr", "bsr", "nm"]
+MODES = ["f32", "tf32", "bf16"]
+SPARSITIES = [0.9, 0.95, 0.98]
+JOB_BATCH = 128  # data.batch_size of lenet300_rigl_90.yaml and vit_sparse_attention.yaml
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--formats", default=",".join(FORMATS))
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--hidden", type=int, default=0)
+    p.add_argument("--batch", type=int, default=0)
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--warmup", type=int, default=-1)
+    p.add_argument("--json", default="")
+    a = p.parse_args(argv)
+    for flag, known in (("models", MODELS), ("formats", FORMATS), ("modes", MODES)):
+        names = [n for n in getattr(a, flag).split(",") if n]
+        bad = [n for n in names if n not in known]
+        if bad or not names:
+            p.error(f"--{flag}: unknown or no names {bad} (expected {', '.join(known)})")
+        setattr(a, flag, names)
+    cuda = a.device == "cuda"
+    # bench train's defaults (tools/bench/bench_util.h, kTrain*).
+    a.hidden = a.hidden or (4096 if cuda else 256)
+    a.batch = a.batch or (4096 if cuda else 64)
+    a.steps = a.steps or (10 if cuda else 3)
+    a.warmup = a.warmup if a.warmup >= 0 else (3 if cuda else 1)
+    if a.hidden < 1 or a.batch < 1 or a.steps < 1:
+        p.error("hidden, batch and steps must be positive")
+    return a
+
+
+def variants(formats):
+    """(pattern, sparsity) pairs: pattern None is dense."""
+    out = []
+    for f in formats:
+        if f == "dense":
+            out.append((None, None))
+        elif f in ("csr", "bsr"):
+            out += [(f, s) for s in SPARSITIES]
+        elif f == "nm":
+            out.append(("nm", 0.5))
+    return out
+
+
+# ---- masks -----------------------------------------------------------------------------------------------------
+
+def bsr_block_for(rows, cols, wanted=BLOCK):
+    """The largest power of two <= wanted dividing both (train_step_util.h's bsr_block_for)."""
+    b = 1
+    while b * 2 <= wanted and rows % (b * 2) == 0 and cols % (b * 2) == 0:
+        b *= 2
+    return b
+
+
+def nm_mask(rows, cols, n, m, seed, device):
+    g = torch.Generator().manual_seed(seed)
+    order = torch.rand(rows, cols // m, m, generator=g).argsort(dim=-1)
+    mask = torch.zeros(rows, cols // m, m, dtype=torch.bool)
+    mask.scatter_(-1, order[..., :n], True)
+    return mask.view(rows, cols).to(device)
+
+
+def weight_mask(pattern, sparsity, rows, cols, seed, device):
+    if pattern == "csr":
+        return random_mask(rows, cols, sparsity, seed, device)
+    if pattern == "bsr":
+        b = bsr_block_for(rows, cols)
+        blocks = random_mask(rows // b, cols // b, sparsity, seed, "cpu")
+        return blocks.repeat_interleave(b, 0).repeat_interleave(b, 1).to(device)
+    if pattern == "nm":
+        return nm_mask(rows, cols, 2, 4, seed, device)
+    raise ValueError(f"unknown pattern {pattern}")
+
+
+class MaskedLinear(nn.Linear):
+    """nn.Linear whose weight is multiplied by a fixed mask in forward; reapply() zeroes the masked weights."""
+
+    def __init__(self, linear, mask):
+        super().__init__(linear.in_features, linear.out_features, device=linear.weight.device)
+        with torch.no_grad():
+            self.weight.copy_(linear.weight * mask)
+            self.bias.copy_(linear.bias)
+        self.register_buffer("mask", mask.to(linear.weight.dtype), persistent=False)
+
+    def forward(self, x):
+        return F.linear(x, self.weight * self.mask, self.bias)
+
+    @torch.no_grad()
+    def reapply(self):
+        self.weight.mul_(self.mask)
+
+
+# ---- models ----------------------------------------------------------------------------------------------------
+
+class MLP(nn.Module):
+    """fc1..fcN with ReLU between (models/zoo.h's MLP)."""
+
+    def __init__(self, sizes):
+        super().__init__()
+        self.fcs = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+
+    def forward(self, x):
+        for i, fc in enumerate(self.fcs):
+            x = fc(x)
+            if i + 1 < len(self.fcs):
+                x = F.relu(x)
+        return x
+
+    def sparse_slots(self, count):
+        return [(self.fcs, i) for i in range(count)]
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block (models/attention.h's TransformerBlock): ln1, attn (qkv, proj), ln2, mlp."""
+
+    def __init__(self, dim, heads, hidden, attn_mask):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = nn.ModuleList([nn.Linear(dim, hidden), nn.Linear(hidden, dim)])
+        self.attn_mask = attn_mask
+
+    def forward(self, x):
+        n, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=self.attn_mask)
+        x = x + self.proj(a.transpose(1, 2).reshape(n, t, d))
+        return x + self.mlp[1](F.gelu(self.mlp[0](self.ln2(x))))
+
+
+class ViT(nn.Module):
+    """vit_sparse_attention.yaml's model: 7x7 patches of a 28x28x1 image, class token, 2 blocks, head on the token."""
+
+    def __init__(self, device, image=28, patch=7, dim=64, depth=2, heads=4, hidden=256, block=4):
+        super().__init__()
+        self.patch = patch
+        tokens = (image // patch) ** 2 + 1
+        self.patch_embed = nn.Linear(patch * patch, dim)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.randn(1, tokens, dim) * 0.02)
+        i = torch.arange(tokens)
+        attn_mask = (i[:, None] // block == i[None, :] // block).to(device)  # keys in the query's diagonal block
+        self.blocks = nn.ModuleList(Block(dim, heads, hidden, attn_mask) for _ in range(depth))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, CLASSES)
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        p = self.patch
+        patches = x.unfold(2, p, p).unfold(3, p, p).permute(0, 2, 3, 1, 4, 5).reshape(n, -1, c * p * p)
+        x = torch.cat([self.cls_token.expand(n, -1, -1), self.patch_embed(patches)], dim=1) + self.pos_embed
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.norm(x)[:, 0])
+
+    def sparse_slots(self, count):
+        return [(b.mlp, i) for b in self.blocks for i in range(2)]
+
+
+def make_model(name, args, device):
+    """(model, x, y, shape) with the model on device; the shape as bench train reports it."""
+    torch.manual_seed(MODEL_SEED)
+    g = torch.Generator().manual_seed(DATA_SEED)
+    if name == "mlp":
+        sizes = [args.hidden] * 4 + [CLASSES]
+        model, batch = MLP(sizes), args.batch
+        x = torch.randn(batch, args.hidden, generator=g)
+        shape = [batch] + sizes
+    elif name == "lenet300":
+        model, batch = MLP([784, 300, 100, CLASSES]), JOB_BATCH
+        x = torch.randn(batch, 784, generator=g)
+        shape = [batch, 784]
+    else:
+        model, batch = ViT(device), JOB_BATCH
+        x = torch.randn(batch, 1, 28, 28, generator=g)
+        shape = [batch, 1, 28, 28]
+    y = torch.randint(0, CLASSES, (batch,), generator=g)
+    return model.to(device), x.to(device), y.to(device), shape
+
+
+def sparse_slot_count(name):
+    return {"mlp": 3, "lenet300": 3, "vit": 4}[name]
+
+
+def mask_model(model, name, pattern, sparsity, device):
+    """Replaces the weights bench train makes sparse by MaskedLinear; returns (masked layers, stored weights)."""
+    masked = []
+    for purpose, (holder, i) in enumerate(model.sparse_slots(sparse_slot_count(name)), start=1):
+        lin = holder[i]
+        rows, cols = lin.weight.shape
+        mask = weight_mask(pattern, sparsity, rows, cols, MASK_SEED + purpose, device)
+        holder[i] = MaskedLinear(lin, mask)
+        masked.append(holder[i])
+    return masked
+
+
+def state_bytes(model, opt):
+    seen, total = set(), 0
+
+    def add(t):
+        nonlocal total
+        if t is not None and t.data_ptr() not in seen:
+            seen.add(t.data_ptr())
+            total += t.numel() * t.element_size()
+
+    for p in model.parameters():
+        add(p)
+        add(p.grad)
+        for v in opt.state.get(p, {}).values():
+            if torch.is_tensor(v) and v.dim() > 0:
+                add(v)
+    return total
+
+
+def set_mode(mode):
+    tf32 = mode == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+
+
+def run_case(args, name, pattern, sparsity, mode, device):
+    cuda = device.type == "cuda"
+    model, x, y, shape = make_model(name, args, device)
+    masked = mask_model(model, name, pattern, sparsity, device) if pattern else []
+    params_dense = sum(p.numel() for p in model.parameters())
+    stored = params_dense - sum(int((m.mask == 0).sum()) for m in masked)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    set_mode(mode)
+    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=mode == "bf16")
+    last = {}
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with autocast:
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        for m in masked:
+            m.reapply()
+        last["loss"] = loss
+
+    def timed_step():
+        if not cuda:
+            t0 = time.perf_counter()
+            step()
+            return (time.perf_counter() - t0) * 1e3
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    for _ in range(args.warmup):
+        step()
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    samples = [timed_step() for _ in range(args.steps)]
+    med = statistics.median(samples)
+    r = {
+        "status": "ok", "median_ms": med, "min_ms": min(samples), "max_ms": max(samples), "reps": len(samples),
+        "inner": 1, "shape": shape, "batch": shape[0], "samples_per_s": shape[0] / (med * 1e-3),
+        "sparse_weights": len(masked), "params_dense": params_dense, "params_stored": stored,
+        "training_state_bytes": state_bytes(model, opt),
+        "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
+        "final_loss": float(last["loss"].item()),
+    }
+    if pattern:
+        r["nnz"] = sum(int(m.mask.sum()) for m in masked)
+    if name == "mlp":
+        r["gflops"] = 6.0 * shape[0] * stored / (med * 1e-3) / 1e9
+    return r
+
+
+def record(args, name, pattern, sparsity, mode, device_name):
+    return {
+        "suite": "train", "op": name, "device": "cuda:0" if args.device == "cuda" else "cpu",
+        "device_name": device_name, "dtype": mode, "format": "masked" if pattern else "dense",
+        "pattern": pattern or "dense", "sparsity": sparsity, "shape": [], "status": "ok",
+        "median_ms": None, "min_ms": None, "max_ms": None, "reps": 0, "inner": 0,
+    }
+
+
+def log(r):
+    what = f"{r['op']} {r['format']}"
+    if r["pattern"] != "dense":
+        what += f" {r['pattern']} {100 * r['sparsity']:g}%"
+    if r["status"] != "ok":
+        print(f"torch train {r['device']:<6} {r['dtype']:<4} {what:<24} {r['status']}", file=sys.stderr)
+        return
+    print(f"torch train {r['device']:<6} {r['dtype']:<4} {what:<24} {r['median_ms']:10.3f} ms/step  "
+          f"state {r['training_state_bytes'] / 1e6:.2f} MB  loss {r['final_loss']:.5g}", file=sys.stderr)
+
+
+def main(argv):
+    args = parse_args(argv)
+    cuda = args.device == "cuda"
+    available = torch.cuda.is_available() if cuda else True
+    device = torch.device("cuda:0" if cuda else "cpu")
+    device_name = (torch.cuda.get_device_name(0) if available else "") if cuda else cpu_model_name()
+    results = []
+    for name in args.models:
+        for pattern, sparsity in variants(args.formats):
+            for mode in args.modes:
+                r = record(args, name, pattern, sparsity, mode, device_name)
+                if not available:
+                    r["status"] = "skipped: no CUDA device (none visible)"
+                else:
+                    try:
+                        r.update(run_case(args, name, pattern, sparsity, mode, device))
+                    except Exception as e:  # report, as the C++ bench does, and go on
+                        traceback.print_exc()
+                        r["status"] = f"error: {type(e).__name__}: {e}"
+                    if cuda:
+                        torch.cuda.empty_cache()
+                log(r)
+                results.append(r)
+    set_mode("f32")
+    report = {
+        "tool": "torch-train",
+        "torch_version": torch.__version__,
+        "cpu_name": cpu_model_name(),
+        "gpu_name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "",
+        "settings": "f32: allow_tf32=False; tf32: matmul and cudnn allow_tf32=True; bf16: autocast over f32 params",
+        "schema_version": 1,
+        "cuda_device_count": torch.cuda.device_count(),
+        "cpu_threads": torch.get_num_threads(),
+        "warmup": args.warmup,
+        "steps": args.steps,
+        "results": results,
+    }
+    return write_report(report, args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
