@@ -69,23 +69,24 @@ void row_softmax_backward(const int32_t* ptr, int64_t rows, const T* y, const T*
 }
 
 // Runs `kernel` over CPU copies of the pointers and the value arrays, and
-// returns the result on `device`.
+// returns the result on `device`. bf16/f16 values are computed in f32 and
+// rounded once (mixed-precision training).
 template <typename Kernel>
 Tensor on_cpu_values(const Tensor& pointers, const std::vector<Tensor>& inputs, DType dtype, Device device,
                      const char* op, Kernel kernel) {
-  COPPICE_CHECK(dtype == DType::kF32 || dtype == DType::kF64, op, ": values must be f32 or f64, got ",
-                dtype_name(dtype));
+  COPPICE_CHECK(is_floating(dtype), op, ": values must be f32, f64, bf16 or f16, got ", dtype_name(dtype));
+  const DType compute = dtype == DType::kF64 ? DType::kF64 : DType::kF32;
   Tensor ptr = pointers.to(Device::cpu()).contiguous();
   std::vector<Tensor> in;
-  for (const Tensor& t : inputs) in.push_back(t.to(Device::cpu()).contiguous());
-  Tensor out = Tensor::empty(in[0].shape(), TensorOptions(dtype, Device::cpu()));
+  for (const Tensor& t : inputs) in.push_back(t.to(Device::cpu()).to(compute).contiguous());
+  Tensor out = Tensor::empty(in[0].shape(), TensorOptions(compute, Device::cpu()));
   const int64_t rows = ptr.numel() - 1;
-  if (dtype == DType::kF32) {
+  if (compute == DType::kF32) {
     kernel(ptr.data<int32_t>(), rows, in, out, float{});
   } else {
     kernel(ptr.data<int32_t>(), rows, in, out, double{});
   }
-  return out.to(device);
+  return out.to(dtype).to(device);
 }
 
 }  // namespace

@@ -145,7 +145,10 @@ evaluation: {every_steps: 0, split: test, max_batches: 0}  # 0 = each epoch's en
 checkpoint: {dir: "", every_steps: 0, keep_last: 0, resume: ""}
 logging: {metrics: "", progress: true, every_steps: 50}    # metrics: a JSONL path
 distributed: {world_size: 1, backend: inproc}              # inproc | nccl; see Distributed
-precision: {allow_tf32: false}      # true: f32 dense matmuls on CUDA may use TF32 tensor cores
+precision:
+  allow_tf32: false       # true: f32 dense matmuls on CUDA may use TF32 tensor cores
+  dtype: f32              # f32 | bf16 | f16: parameters (sparse values too) and activations; see Mixed precision
+  loss_scale: none        # dynamic | none | a number (static); default dynamic for f16, none otherwise
 )";
   const absl::StatusOr<JobConfig> c = parse(readme);
   ASSERT_TRUE(c.ok()) << c.status().message();
