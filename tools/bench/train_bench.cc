@@ -24,7 +24,9 @@
 // power of two that divides a weight: LeNet gets 4x4 and 2x2) at 90, 95 and
 // 98 % sparsity; nm 2:4 (its own 50 %). Only the weights named above are
 // sparse; the rest stay dense.
-// Modes (--modes): f32, tf32 (set_allow_tf32 for the case), bf16.
+// Modes (--modes): f32, tf32 (set_allow_tf32 for the case; CUDA only), bf16
+// (the trainer's precision.dtype bf16: bf16 parameters and activations, f32
+// master weights and momentum, the loss on f32 logits; no loss scale).
 //
 // Every case builds its model afresh, then times the step: zero grads,
 // forward, cross-entropy, backward, SGD (lr 0.01, momentum 0.9; the same for
@@ -51,6 +53,7 @@
 #include "tools/bench/suites.h"
 #include "tools/bench/train_step_util.h"
 #include "train/config.h"
+#include "train/mixed_precision.h"
 
 namespace coppice::bench {
 
@@ -85,6 +88,10 @@ struct Variant {
 struct Mode {
   std::string name;  // the Result's dtype: "f32", "tf32", "bf16"
   bool allow_tf32;
+  // The parameters' and activations' dtype; bf16 trains as the trainer's
+  // precision.dtype bf16 does (train/mixed_precision.h): bf16 parameters,
+  // f32 master weights and momentum in the optimizer, the loss on f32 logits.
+  DType dtype;
 };
 
 std::string job_path(const TrainSetup& s, const std::string& model) {
@@ -151,14 +158,9 @@ TrainModel make_train_model(const TrainSetup& s, const std::string& name) {
   return name == "mlp" ? make_mlp(s) : make_job_model(s, name);
 }
 
-// Why a mode cannot run in this build, or "" when it can. bf16 training
-// needs f32 master weights in the optimizer (optim/, in progress); wiring
-// it is: cast the parameters and x to bf16 in run_case, drop this reason.
+// Why a mode does not run on this device, or "" when it does.
 std::string mode_skip_reason(const Mode& mode, bool cuda) {
   if (mode.allow_tf32 && !cuda) return "skipped: TF32 is a CUDA mode (on the CPU it would repeat f32)";
-  if (mode.name == "bf16") {
-    return "skipped: bf16 training (bf16 parameters with f32 master weights in the optimizer) is not in optim/ yet";
-  }
   return "";
 }
 
@@ -180,7 +182,7 @@ std::vector<Mode> modes_of(const Config& config) {
   std::vector<std::string> names = config.train_modes;
   if (names.empty()) names = {"f32", "tf32", "bf16"};
   std::vector<Mode> out;
-  for (const std::string& n : names) out.push_back({n, n == "tf32"});
+  for (const std::string& n : names) out.push_back({n, n == "tf32", n == "bf16" ? DType::kBF16 : DType::kF32});
   return out;
 }
 
@@ -192,7 +194,7 @@ Result base_result(const TrainSetup& s, const std::string& model, const Variant&
   r.dtype = mode.name;
   r.format = v.format;
   r.sparsity = v.sparsity;
-  describe_device(s.dc.cuda, mode.name == "bf16" ? DType::kBF16 : DType::kF32, "gflops", &r);
+  describe_device(s.dc.cuda, mode.dtype, "gflops", &r);
   return r;
 }
 
@@ -229,6 +231,9 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
   for (const auto& [name, p] : m.module->named_parameters()) {
     stored += p.value().is_sparse() ? sparse_impl(p.value(), "bench train").nnz() : p.numel();
   }
+  // As run_job: the cast after sparsifying (patterns kept), before the optimizer takes the parameters.
+  if (mode.dtype != DType::kF32) cast_parameters(*m.module, mode.dtype);
+  const Tensor x = cast_inputs(m.x, model_dtype(*m.module));
   const std::vector<Variable> params = trainable_parameters(*m.module);
   SgdOptions so;
   so.lr = 0.01;
@@ -238,7 +243,7 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
   Variable last_loss;
   auto step = [&] {
     optimizer.zero_grad();
-    Variable loss = cross_entropy((*m.module)(Variable(m.x)), m.y);
+    Variable loss = cross_entropy(logits_for_loss((*m.module)(Variable(x))), m.y);
     loss.backward();
     optimizer.step();
     last_loss = loss;

@@ -1,6 +1,6 @@
 // bench train on the CPU at a small size: every model, format and mode gives
-// a result (bf16 a skip with its reason until optim/ has master weights), and
-// sparse weights shrink the training state.
+// a result (tf32 a skip on the CPU), and sparse weights shrink the training
+// state.
 #include <cmath>
 #include <map>
 #include <string>
@@ -65,8 +65,8 @@ TEST(TrainBenchTest, MlpOnTheCpuEveryFormatAndMode) {
     EXPECT_EQ(r.suite, "train");
     EXPECT_EQ(r.op, "mlp");
     EXPECT_EQ(r.device, "cpu");
-    if (r.dtype != "f32") {  // tf32 is CUDA's; bf16 waits for master weights in optim/
-      EXPECT_EQ(r.status.rfind("skipped: " + std::string(r.dtype == "tf32" ? "TF32" : "bf16"), 0), 0u) << r.status;
+    if (r.dtype == "tf32") {  // a CUDA mode
+      EXPECT_EQ(r.status.rfind("skipped: TF32", 0), 0u) << r.status;
       continue;
     }
     ASSERT_EQ(r.status, "ok");
@@ -74,23 +74,28 @@ TEST(TrainBenchTest, MlpOnTheCpuEveryFormatAndMode) {
     EXPECT_GT(r.median_ms, 0);
     EXPECT_EQ(extra_value(r, "dense_fallbacks_per_step"), 0) << "a dense fallback in the step";
     EXPECT_TRUE(std::isfinite(extra_value(r, "final_loss")));
-    state[r.format + std::to_string(r.sparsity)] = extra_value(r, "training_state_bytes");
+    state[r.dtype + r.format + std::to_string(r.sparsity)] = extra_value(r, "training_state_bytes");
   }
-  const double dense = state.at("dense" + std::to_string(kNaN));
-  // Weights, gradients and momentum: 3 x (3 x 256^2 + 256 x 10 + biases) f32.
-  EXPECT_EQ(dense, 3.0 * 4.0 * (3 * 256 * 256 + 3 * 256 + 256 * 10 + 10));
-  EXPECT_LT(state.at("csr" + std::to_string(0.9)), 0.25 * dense);
-  EXPECT_LT(state.at("bsr" + std::to_string(0.9)), 0.25 * dense);
-  EXPECT_LT(state.at("csr" + std::to_string(0.98)), state.at("csr" + std::to_string(0.9)));
+  auto at = [&state](const std::string& mode, const std::string& format, double sparsity) {
+    return state.at(mode + format + std::to_string(sparsity));
+  };
+  const double numel = 3 * 256 * 256 + 3 * 256 + 256 * 10 + 10;
+  const double dense = at("f32", "dense", kNaN);
+  EXPECT_EQ(dense, 3.0 * 4.0 * numel);  // f32 weights, gradients and momentum
+  // bf16: bf16 weights and gradients, f32 master weights and momentum.
+  EXPECT_EQ(at("bf16", "dense", kNaN), (2.0 + 2.0 + 4.0 + 4.0) * numel);
+  EXPECT_LT(at("f32", "csr", 0.9), 0.25 * dense);
+  EXPECT_LT(at("f32", "bsr", 0.9), 0.25 * dense);
+  EXPECT_LT(at("f32", "csr", 0.98), at("f32", "csr", 0.9));
 }
 
 // The job models come from configs/ with their batch sizes and sparsified weights.
 TEST(TrainBenchTest, JobModelsFromTheirConfigs) {
   const std::vector<Result> results = run({"train", "--device", "cpu", "--models", "lenet300,vit", "--formats",
-                                           "dense,bsr,nm", "--modes", "f32", "--steps", "1", "--warmup", "0"});
-  ASSERT_EQ(results.size(), 2u * 5u);
+                                           "dense,bsr,nm", "--modes", "f32,bf16", "--steps", "1", "--warmup", "0"});
+  ASSERT_EQ(results.size(), 2u * 5u * 2u);
   for (const Result& r : results) {
-    SCOPED_TRACE(r.op + " " + r.format);
+    SCOPED_TRACE(r.op + " " + r.format + " " + r.dtype);
     ASSERT_EQ(r.status, "ok");
     EXPECT_EQ(r.shape[0], 128);  // both jobs' batch_size
     EXPECT_EQ(extra_value(r, "sparse_weights"), r.op == "lenet300" ? 3 : 4);  // fc1-3; 2 blocks x fc1, fc2
