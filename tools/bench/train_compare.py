@@ -60,9 +60,9 @@ def compare(ours, theirs, meta):
         dense_state = dense.get("training_state_bytes") if dense is not None and dense.get("status") == "ok" else None
         ratio = state / dense_state if state and dense_state else None
         mark = " ✓" if ratio is not None and fmt != "dense" and sp == 0.9 and ratio <= STATE_TARGET else ""
-        mine_text = num(mine, ".3g") if r.get("status") == "ok" else r.get("status", "?").split(":")[0]
+        mine_text = num(mine, ".2f") if r.get("status") == "ok" else r.get("status", "?").split(":")[0]
         lines.append(f"| {r['op']} | {variant_label(fmt, sp)} | {r['dtype']} | {mine_text} | "
-                     f"{num(theirs_dense, '.3g')} | {num(ok_ms(masked), '.3g') if fmt != 'dense' else '-'} | "
+                     f"{num(theirs_dense, '.2f')} | {num(ok_ms(masked), '.2f') if fmt != 'dense' else '-'} | "
                      f"{num(speedup, '.2f')} | {human_bytes(state)} | {num(ratio, '.3f')}{mark} |")
         for who, rec in (("Coppice", r), ("PyTorch dense", dense), ("PyTorch masked", masked)):
             if rec is not None and rec.get("status") != "ok":
