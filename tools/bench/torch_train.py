@@ -364,6 +364,8 @@ def main(argv):
                 r = record(args, name, pattern, sparsity, mode, device_name)
                 if not available:
                     r["status"] = "skipped: no CUDA device (none visible)"
+                elif mode == "tf32" and not cuda:
+                    r["status"] = "skipped: TF32 is a CUDA mode (on the CPU it would repeat f32)"  # as bench train
                 else:
                     try:
                         r.update(run_case(args, name, pattern, sparsity, mode, device))
