@@ -28,7 +28,8 @@
 // (the trainer's precision.dtype bf16: bf16 parameters and activations, f32
 // master weights and momentum, the loss on f32 logits; no loss scale).
 //
-// Every case builds its model afresh, then times the step: zero grads,
+// Every case builds its model afresh (the masks are drawn once per variant
+// and reused for every mode), then times the step: zero grads,
 // forward, cross-entropy, backward, SGD (lr 0.01, momentum 0.9; the same for
 // every model so that PyTorch runs the same update); warm-up steps, then
 // each step timed on its own with the device synchronized.
@@ -204,7 +205,8 @@ int64_t total_fallbacks() {
   return n;
 }
 
-void run_case(const TrainSetup& s, const std::string& model_name, const Variant& v, const Mode& mode, Result* r) {
+void run_case(const TrainSetup& s, const std::string& model_name, const Variant& v, const Mode& mode,
+              MaskCache* masks, Result* r) {
   TrainModel m = make_train_model(s, model_name);
   r->shape = m.shape;
   int64_t dense_numel = 0, stored = 0, sparse_nnz = 0;
@@ -224,7 +226,7 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
       if (v.format == "bsr") {
         smallest_block = std::fmin(smallest_block, static_cast<double>(bsr_block_for(shape[0], shape[1], pattern.block)));
       }
-      sparse_nnz += sparsify_parameter(*m.module, name, pattern, purpose++);
+      sparse_nnz += sparsify_parameter(*m.module, name, pattern, purpose++, masks);
     }
     r->nnz = sparse_nnz;
   }
@@ -310,13 +312,14 @@ void run_train(const Config& config, std::vector<Result>* results) {
     const std::string device_skip = dc.cuda ? cuda_skip_reason() : "";
     for (const std::string& model : models) {
       for (const Variant& v : variants_of(config)) {
+        MaskCache masks;  // the variant's masks (on the device), drawn once for all modes
         for (const Mode& mode : modes_of(config)) {
           Result r = base_result(s, model, v, mode);
           r.status = !device_skip.empty() ? device_skip : mode_skip_reason(mode, dc.cuda);
           if (r.status.empty()) {
             r.status = "ok";
             try {
-              run_case(s, model, v, mode, &r);
+              run_case(s, model, v, mode, &masks, &r);
             } catch (const std::exception& e) {
               r.status = std::string("error: ") + e.what();
             }

@@ -65,11 +65,19 @@ Tensor weight_mask(const WeightPattern& pattern, int64_t rows, int64_t cols, uin
   fail("weight_mask: unknown format '", pattern.format, "' (expected csr, bsr, nm)");
 }
 
-int64_t sparsify_parameter(Module& model, const std::string& name, const WeightPattern& pattern, uint64_t purpose) {
+int64_t sparsify_parameter(Module& model, const std::string& name, const WeightPattern& pattern, uint64_t purpose,
+                           MaskCache* cache) {
   const Variable p = model.parameter(name);
   COPPICE_CHECK(p.dim() == 2, "sparsify_parameter: ", name, " is not a matrix");
   const int64_t rows = p.shape()[0], cols = p.shape()[1];
-  const Tensor mask = weight_mask(pattern, rows, cols, purpose).to(p.value().device());
+  const std::string key = str_cat(pattern.format, " ", pattern.sparsity, " ", pattern.block, " ", pattern.n, ":",
+                                  pattern.m, " [", rows, ", ", cols, "] ", purpose);
+  Tensor mask;
+  if (cache != nullptr && cache->count(key) != 0) mask = cache->at(key);
+  if (!mask.defined()) {
+    mask = weight_mask(pattern, rows, cols, purpose).to(p.value().device());
+    if (cache != nullptr) (*cache)[key] = mask;
+  }
   FormatOptions fo;
   if (pattern.format == "bsr") fo = FormatOptions::block(bsr_block_for(rows, cols, pattern.block));
   if (pattern.format == "nm") fo = FormatOptions::nm(pattern.n, pattern.m);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,10 +34,17 @@ int64_t bsr_block_for(int64_t rows, int64_t cols, int64_t wanted);
 // random_block_pattern; nm: n random slots of every group of m).
 Tensor weight_mask(const WeightPattern& pattern, int64_t rows, int64_t cols, uint64_t purpose);
 
+// Masks already drawn, by pattern, shape and purpose: drawing one for a
+// 4096² weight takes seconds on the CPU, and bench train reuses each for
+// every numeric mode.
+using MaskCache = std::map<std::string, Tensor>;
+
 // Replaces the 2-D parameter `name` of `model` by its values at
 // weight_mask(pattern, ..., purpose) in pattern.format (on the parameter's
-// device); returns the stored entries.
-int64_t sparsify_parameter(Module& model, const std::string& name, const WeightPattern& pattern, uint64_t purpose);
+// device), taking the mask from `cache` when it holds it (and adding it
+// there otherwise; null: no cache); returns the stored entries.
+int64_t sparsify_parameter(Module& model, const std::string& name, const WeightPattern& pattern, uint64_t purpose,
+                           MaskCache* cache = nullptr);
 
 // The parameters that require a gradient, in the model's order.
 std::vector<Variable> trainable_parameters(const Module& model);
