@@ -159,6 +159,29 @@ TEST(MasterWeights, StateRoundTripsThroughStateIo) {
   EXPECT_FALSE(s.ok());
 }
 
+TEST(MasterWeights, MaskedBf16MovesOnlyUnderItsMask) {
+  const Tensor dense = random_tensor({6, 5}, 7);
+  const Tensor mask = optim_test::random_pattern({6, 5}, 0.5, 8);
+  Variable w(sparse_from_mask(dense, mask, "masked"), true, "w");
+  w = Variable(with_values(w.value(), values(w.value()).to(DType::kBF16)), true, "w");
+  const std::vector<double> before = host(values(w.value()));
+  Sgd opt({w}, SgdOptions{1e-4});
+  for (int i = 0; i < 50; ++i) {
+    w.set_grad(with_values(w.value(), ones(values(w.value()).shape(), DType::kBF16)));
+    opt.step();
+  }
+  const std::vector<double> after = host(values(w.value()));
+  const std::vector<double> master = host(opt.state(w)->tensors.at(kMasterWeightsState));
+  const std::vector<double> on = host(mask.to(DType::kF64));
+  for (size_t i = 0; i < after.size(); ++i) {
+    if (on[i] != 0.0) {
+      EXPECT_NEAR(master[i], before[i] - 50 * 1e-4, 1e-5) << i;
+    } else {
+      EXPECT_EQ(after[i], before[i]) << i;
+    }
+  }
+}
+
 // RigL on a bf16 sparse weight with Adam: the master follows the pattern;
 // survivors keep theirs bit for bit, regrown entries start at their (zero)
 // value, and the parameter stays the master rounded.
