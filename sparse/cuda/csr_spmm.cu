@@ -5,47 +5,47 @@
 //   FLOPs   2 * nnz * n = 13.7 G: 0.27 ms at the measured 51 TFLOP/s f32.
 //   DRAM    X 64 MB + Y 64 MB + S 13 MB, once each: 0.05 ms.
 //   L2->SM  a plain row split (a warp per output row and column tile, X
-//           read through L1) reads one X element per multiply-add: 4 bytes
-//           per FMA, 27.5 GB; at the ~5.5 TB/s the L2 delivers that is 5 ms,
-//           and cuSPARSE's 3.3 ms means it already gets some L1 reuse.
+//           read through L1) asks for one X element per multiply-add: 4
+//           bytes per FMA, 27.5 GB; at the ~5 TB/s the L2 delivers that is
+//           5 ms, so cuSPARSE (3.3 ms) and kRows (2.7 ms) live on L1 hits.
 //   SMEM    wherever X comes from, each FMA needs its own X element out of
 //           L1/shared memory (random columns give no reuse in registers: two
 //           rows of a thread share a column with probability 0.1), and
 //           L1/shared memory delivers 128 bytes per clock per SM: 32 f32
 //           FMAs per clock per SM, 0.83-0.93 ms at 1.98-1.75 GHz.
-// So the bound is the shared-memory (L1) datapath at ~0.9 ms f32, 3.7x
-// below torch.sparse's 3.4 ms; the design goal is to get close to it, which
-// needs (a) the L2 out of the way and (b) few L1/shared-memory accesses that
-// are not X itself:
+// So the bound this targets is the shared-memory (L1) datapath, ~0.9 ms in
+// f32 (3.7x below torch.sparse's 3.45 ms), which needs (a) the L2 out of the
+// way and (b) few shared-memory accesses that are not X itself:
 //   (a) kTiled stages X [kChunkK rows, kTileN columns] in shared memory with
-//       cp.async (double-buffered) and has a block of kTileM = 64 rows read
-//       it: an X row segment that reaches the SM serves the ~6.4 rows of the
-//       tile that have an entry there, so L2->SM traffic is 1 / (kTileM *
-//       density) of a plain row split's (0.6 byte per FMA: ~2.5 TB/s at the
-//       bound, within the L2's reach). Consecutive blocks share a column tile
-//       (block index = row tile fastest), so the X[:, tile] slab (4 MB f32)
-//       stays in L2 while ~2 blocks per SM sweep its row tiles.
+//       cp.async and has a block of kTileM = 128 rows read it: an X row
+//       segment that reaches the SM serves the ~13 rows of the tile that
+//       have an entry there, so L2->SM traffic is 1 / (kTileM * density) of
+//       a plain row split's (2.1 GB at 90 %). Consecutive blocks share a
+//       column tile (block index = row tile fastest), so the X[:, tile] slab
+//       (4 MB f32) stays in L2 while the SMs sweep its row tiles.
 //   (b) each lane owns kPerLane = 8 f32 columns (two 16-byte vectors 128
-//       columns apart, so a warp's 512-byte reads are conflict-free): one
-//       entry's column index and value (two warp-uniform loads, one L1
-//       wavefront each) are amortized over 8 X wavefronts (two 512-byte
-//       warp reads); the cp.async stores add one wavefront per 16 bytes
-//       staged, ~1/(kTileM * density) of the reads. That is ~75 % of the
-//       datapath for X at 90 % sparsity: ~1.2 ms expected, ~2.8x torch.
-//       (Packing index and value into one 8-byte load per call would save
-//       another ~10 %.)
-// What kTiled costs elsewhere: every chunk is staged whether or not the
-// tile's rows have entries in it, so at 99 % sparsity (0.3 entries per row
-// and chunk) staging dominates, and a grid of (rows / 64) x (n / 256) blocks
-// does not fill 132 SMs for tall-skinny n; there kRows (a group of lanes per
-// output row and column tile, X through L1/L2, group sizes 4-32 for small n)
-// or cuSPARSE wins, and spmm_choice.h measures which.
+//       columns apart, so a warp's 512-byte reads are conflict-free): an
+//       entry's column (a shuffle from a window of 32 held one per lane) and
+//       value (a broadcast load) cost ~2 wavefronts against 8 for X.
+// Measured (H100, one run, f32, this shape; bench spmm with
+// COPPICE_CSR_SPMM_LOG=1): at 90 % kTiled 2.33 ms, kRows 2.70, cuSPARSE
+// 3.28, torch.sparse 3.45: 1.48x torch, not the 3x hoped for. At 99 % the
+// staging alone takes 0.79 ms (every chunk is staged whatever the tile's
+// rows hold), and kRows (0.32 ms) wins; at 50 % both own kernels take 7.9 ms
+// (cuSPARSE 16.1). Where kTiled falls short of the bound is not profiled
+// yet; suspects, in order: the per row and chunk work (3 shuffles, a
+// ballot, a loop exit: ~6 entries per row and chunk at 90 % to amortize it),
+// the barrier per chunk across 16 warps of Poisson-distributed work, and one
+// block (16 warps) per SM, since 64 accumulators per lane leave room for no
+// more. A grid of (rows / 128) x (n / 256) blocks also does not fill 132
+// SMs for tall-skinny n; there kRows (a group of 4-32 lanes per output row
+// and column tile, X through L1/L2) or cuSPARSE wins, and spmm_choice.h
+// measures which.
 //
 // Load balance: rows come in the order `row_order` gives (decreasing length,
 // csr_row_order.h), so the first blocks take the longest rows and each tile
-// holds rows of similar length. Within a block, warps own 8 rows each and
-// meet at a barrier per chunk (~26 entries per warp and chunk at 90 %); two
-// resident blocks per SM fill each other's barrier waits.
+// holds rows of similar length. Within a kTiled block, warps own 8 rows each
+// and meet at a barrier per chunk.
 //
 // Determinism: every output element is one thread's sum over its row's
 // entries in column order; no atomics, no split rows.
@@ -169,22 +169,28 @@ __device__ inline void store_acc(T* p, const typename Elem<T>::Acc* a) {
 
 // ---------------------------------------------------------------- kTiled
 
-template <typename T>
+constexpr int kTiledStageKB = 64, kTiledStages = 3;  // launch_tiled says why
+
+// 16 warps of 8 rows: 128-row tiles, one block of 512 threads per SM (the
+// 128 accumulator registers of a thread allow no more), kStageKB of X per
+// stage and kStageCount stages, all but one in flight while one is read.
+template <typename T, int kStageKB, int kStageCount>
 struct Tiled {
   static constexpr int kVec = Elem<T>::kVec;                  // elements per 16-byte vector
   static constexpr int kVecsPerLane = sizeof(T) == 2 ? 1 : 2;  // 16-bit: 8 columns in one vector already
   static constexpr int kPerLane = kVec * kVecsPerLane;         // f32 8, f64 4, bf16/f16 8
   static constexpr int kTileN = 32 * kPerLane;                 // f32 256, f64 128, bf16/f16 256
-  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kWarps = 16;
+  static constexpr int kBlockThreads = kWarps * 32;
   static constexpr int kRowsPerWarp = 8;
-  static constexpr int kTileM = kWarps * kRowsPerWarp;  // 64
-  static constexpr int kStageBytes = 32 * 1024;
-  static constexpr int kChunkK = kStageBytes / (kTileN * static_cast<int>(sizeof(T)));  // f32/f64 32, 16-bit 64
-  static constexpr int kStages = 2;
-  static constexpr int kSmemBytes = kStages * kStageBytes;  // 64 KB: two blocks per SM
+  static constexpr int kTileM = kWarps * kRowsPerWarp;  // 128
+  static constexpr int kStageBytes = kStageKB * 1024;
+  static constexpr int kChunkK = kStageBytes / (kTileN * static_cast<int>(sizeof(T)));
+  static constexpr int kStages = kStageCount;
+  static constexpr int kSmemBytes = kStages * kStageBytes;  // at most 227 KB
   static constexpr int kVecsPerRow = kTileN / kVec;
   static constexpr int kStageVecs = kChunkK * kVecsPerRow;
-  static_assert(kStageVecs % kThreads == 0, "every thread stages the same number of vectors");
+  static_assert(kStageVecs % kBlockThreads == 0, "every thread stages the same number of vectors");
 };
 
 // 16 bytes global -> shared, bypassing L1 (X is read once per block from
@@ -205,12 +211,12 @@ __device__ inline void cp_async_wait() {
 // n0 + j * 32 * kVec + lane * kVec + [0, kVec) for j < kVecsPerLane. Rows are
 // walked once, chunk by chunk: entry q of a row belongs to the current chunk
 // while col[q] < the chunk's end (columns are sorted).
-template <typename T>
-__global__ void __launch_bounds__(kThreads, 2)
+template <typename T, int kStageKB, int kStageCount>
+__global__ void __launch_bounds__(Tiled<T, kStageKB, kStageCount>::kBlockThreads, 1)
     tiled_kernel(const int32_t* __restrict__ crow, const int32_t* __restrict__ col, const T* __restrict__ val,
                  const int32_t* __restrict__ order, int64_t rows, int64_t cols, int64_t n, int64_t row_tiles,
                  const T* __restrict__ x, T* __restrict__ y) {
-  using C = Tiled<T>;
+  using C = Tiled<T, kStageKB, kStageCount>;
   using E = Elem<T>;
   using A = typename E::Acc;
   constexpr int R = C::kRowsPerWarp;
@@ -228,12 +234,26 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (slot >= rows) return -1;
     return order != nullptr ? order[slot] : static_cast<int32_t>(slot);
   };
-  int32_t p[R], e[R];  // the next entry and the end of each row
+  // Per row: the next entry p, the end e, and a window of the columns of 32
+  // entries from b held one per lane (bc, INT_MAX past the end), so that the
+  // loop over a chunk's entries gets each column by a shuffle, with no
+  // global load on the chain column -> X address -> FMA (a broadcast load of
+  // the column per entry made it latency-bound: 2.3x slower than the
+  // shared-memory bound at 50 % density). The value is a broadcast load off
+  // that chain. p, e and b of row i live in lane i: registers are the limit
+  // (64 accumulators per lane already; values in registers too spilled).
+  int32_t bc[R];
+  auto fill = [&](int i, int32_t from, int32_t end) {
+    const int32_t idx = from + lane;
+    bc[i] = idx < end ? col[idx] : INT_MAX;
+  };
+  int32_t rp = 0, re = 0, rb = 0;  // in lane i < R: row i's p, e and b
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     const int32_t r = row_of(i);
-    p[i] = r >= 0 ? crow[r] : 0;
-    e[i] = r >= 0 ? crow[r + 1] : 0;
+    const int32_t start = r >= 0 ? crow[r] : 0, end = r >= 0 ? crow[r + 1] : 0;
+    if (lane == i) rp = start, re = end, rb = start;
+    fill(i, start, end);
   }
   A acc[R][C::kPerLane];
 #pragma unroll
@@ -249,8 +269,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   auto stage = [&](int64_t c, int s) {
     T* dst = xs + s * (C::kChunkK * C::kTileN);
 #pragma unroll
-    for (int i = 0; i < C::kStageVecs / kThreads; ++i) {
-      const int v = static_cast<int>(threadIdx.x) + i * kThreads;
+    for (int i = 0; i < C::kStageVecs / C::kBlockThreads; ++i) {
+      const int v = static_cast<int>(threadIdx.x) + i * C::kBlockThreads;
       const int kk = v / C::kVecsPerRow, vc = v % C::kVecsPerRow;
       const int64_t k = c * C::kChunkK + kk, cn = n0 + static_cast<int64_t>(vc) * C::kVec;
       const bool ok = k < cols && cn < n;  // n is a multiple of kVec: a vector is all in or all out
@@ -258,43 +278,63 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   };
 
-  stage(0, 0);
-  cp_async_commit();
-  for (int64_t c = 0; c < chunks; ++c) {
-    // Stage c + 1 into the other buffer (read in iteration c - 1, which
-    // ended at a barrier), then wait for stage c: the group just committed
-    // (possibly empty) may stay in flight.
-    if (c + 1 < chunks) stage(c + 1, static_cast<int>((c + 1) & 1));
+  // Chunk c is read while c + 1 .. c + kStages - 1 are in flight (bytes in
+  // flight, not L2 bandwidth, limited the staging with fewer).
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s) {
+    if (s < chunks) stage(s, s);
     cp_async_commit();
-    cp_async_wait<1>();
+  }
+  for (int64_t c = 0; c < chunks; ++c) {
+    // Stage c + kStages - 1 into the buffer read in iteration c - 1 (which
+    // ended at a barrier), then wait for stage c: the kStages - 1 groups
+    // committed after it (possibly empty) may stay in flight.
+    if (c + C::kStages - 1 < chunks) {
+      stage(c + C::kStages - 1, static_cast<int>((c + C::kStages - 1) % C::kStages));
+    }
+    cp_async_commit();
+    cp_async_wait<C::kStages - 1>();
     __syncthreads();
 
-    const T* xc = xs + (c & 1) * (C::kChunkK * C::kTileN) + lane * C::kVec;
+    const T* xc = xs + (c % C::kStages) * (C::kChunkK * C::kTileN) + lane * C::kVec;
     const int32_t k0 = static_cast<int32_t>(c * C::kChunkK);
     const int32_t kend = k0 + C::kChunkK;
     bool more = false;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      int32_t q = p[i];
-      // q is the same in every lane: col[q] and val[q] are broadcast loads.
-      while (q < e[i]) {
-        const int32_t k = col[q];
-        if (k >= kend) break;
-        const A v = E::to_acc(val[q]);
-        const T* xk = xc + (k - k0) * C::kTileN;
-#pragma unroll
-        for (int j = 0; j < C::kVecsPerLane; ++j) {
-          A xv[C::kVec];
-          E::unpack(*reinterpret_cast<const uint4*>(xk + j * 32 * C::kVec), xv);
-#pragma unroll
-          for (int t = 0; t < C::kVec; ++t) acc[i][j * C::kVec + t] = E::fma(v, xv[t], acc[i][j * C::kVec + t]);
+      // Everything below is the same in every lane (q, end, from, the ballot).
+      int32_t q = __shfl_sync(0xffffffffu, rp, i);
+      const int32_t end = __shfl_sync(0xffffffffu, re, i);
+      int32_t from = __shfl_sync(0xffffffffu, rb, i);
+      while (true) {
+        if (q == from + 32 && q < end) {  // window used up, entries left
+          from = q;
+          fill(i, from, end);
         }
-        ++q;
+        // Columns are sorted, so the window's entries below kend are a
+        // prefix of it (consumed ones included); invalid lanes never count.
+        const int32_t hi = from + __popc(__ballot_sync(0xffffffffu, bc[i] < kend));
+#pragma unroll 4
+        for (; q < hi; ++q) {
+          const int32_t k = __shfl_sync(0xffffffffu, bc[i], q - from);
+          const A v = E::to_acc(val[q]);
+          const T* xk = xc + (k - k0) * C::kTileN;
+#pragma unroll
+          for (int j = 0; j < C::kVecsPerLane; ++j) {
+            A xv[C::kVec];
+            E::unpack(*reinterpret_cast<const uint4*>(xk + j * 32 * C::kVec), xv);
+#pragma unroll
+            for (int t = 0; t < C::kVec; ++t) acc[i][j * C::kVec + t] = E::fma(v, xv[t], acc[i][j * C::kVec + t]);
+          }
+        }
+        // Stop where the next entry is past this chunk or the row ends;
+        // go on with a new window where this one was all below kend.
+        if (hi < from + 32 || hi >= end) break;
       }
-      p[i] = q;
-      more = more || q < e[i];
+      if (lane == i) rp = q, rb = from;
+      more = more || q < end;
     }
-    // Every thread is done with stage c & 1 before iteration c + 1 refills
+    // Every thread is done with stage c % kStages before iteration c + 1 refills
     // it; and when no row of the tile has entries left, the rest of X is not
     // needed (rows that end early, such as triangular patterns).
     if (!__syncthreads_or(more ? 1 : 0)) break;
@@ -397,21 +437,30 @@ unsigned blocks_for(int64_t threads) {
   return static_cast<unsigned>(blocks);
 }
 
-template <typename T>
-void launch_tiled(const CsrSpmmArgs& a, cudaStream_t stream) {
-  using C = Tiled<T>;
+template <typename T, int kStageKB, int kStageCount>
+void launch_tiled_as(const CsrSpmmArgs& a, cudaStream_t stream) {
+  using C = Tiled<T, kStageKB, kStageCount>;
   const int64_t row_tiles = (a.rows + C::kTileM - 1) / C::kTileM;
   const int64_t col_tiles = (a.n + C::kTileN - 1) / C::kTileN;
   COPPICE_CHECK(row_tiles * col_tiles <= INT_MAX, "csr_spmm: ", row_tiles * col_tiles,
                 " thread blocks exceed the grid limit");
   // Above 48 KB of dynamic shared memory a kernel must opt in (per device;
   // cheap to repeat).
-  COPPICE_CUDA_CHECK(cudaFuncSetAttribute(tiled_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          C::kSmemBytes),
+  auto kernel = tiled_kernel<T, kStageKB, kStageCount>;
+  COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes),
                      "csr_spmm");
-  tiled_kernel<T><<<static_cast<unsigned>(row_tiles * col_tiles), kThreads, C::kSmemBytes, stream>>>(
+  kernel<<<static_cast<unsigned>(row_tiles * col_tiles), C::kBlockThreads, C::kSmemBytes, stream>>>(
       a.crow, a.col, static_cast<const T*>(a.values), a.row_order, a.rows, a.cols, a.n, row_tiles,
       static_cast<const T*>(a.x), static_cast<T*>(a.y));
+}
+
+// 64 KB stages (32 f32 rows of X, 256 wide), three of them: measured on the
+// H100 at 90 % sparsity, 2.33 ms against 2.85 ms for 32 KB x 6 and 2.37 ms
+// for 72 KB x 3 (fewer, longer chunks amortize the per row and chunk cost;
+// two chunks in flight keep the staging fed).
+template <typename T>
+void launch_tiled(const CsrSpmmArgs& a, cudaStream_t stream) {
+  launch_tiled_as<T, kTiledStageKB, kTiledStages>(a, stream);
 }
 
 template <typename T, int kVec, int kVecs>
@@ -430,7 +479,7 @@ void launch_rows_as(const CsrSpmmArgs& a, cudaStream_t stream) {
 template <typename T>
 void launch_rows(const CsrSpmmArgs& a, cudaStream_t stream) {
   if (csr_tiled_supported(a)) {
-    launch_rows_as<T, Elem<T>::kVec, Tiled<T>::kVecsPerLane>(a, stream);
+    launch_rows_as<T, Elem<T>::kVec, Tiled<T, kTiledStageKB, kTiledStages>::kVecsPerLane>(a, stream);
   } else {
     launch_rows_as<T, 1, 4>(a, stream);
   }
@@ -458,8 +507,10 @@ bool csr_tiled_supported(const CsrSpmmArgs& a) {
 }
 
 int64_t csr_tiled_blocks(const CsrSpmmArgs& a) {
-  const int64_t tile_n = a.dtype == DType::kF64 ? Tiled<double>::kTileN : Tiled<float>::kTileN;
-  const int64_t tile_m = Tiled<float>::kTileM;
+  using F32 = Tiled<float, kTiledStageKB, kTiledStages>;
+  using F64 = Tiled<double, kTiledStageKB, kTiledStages>;
+  const int64_t tile_n = a.dtype == DType::kF64 ? F64::kTileN : F32::kTileN;
+  const int64_t tile_m = F32::kTileM;
   return ((a.rows + tile_m - 1) / tile_m) * ((a.n + tile_n - 1) / tile_n);
 }
 
