@@ -118,6 +118,10 @@ Tensor grad_to_dtype(const Tensor& g, DType dtype) {
 }
 
 // ---- matmul / linear -------------------------------------------------------
+// The SDDMMs take transposed views as they are: every kernel reads strided
+// operands or makes them contiguous itself, and the tiled BSR kernel reads
+// them in place (a transposed copy of g was a 16M-element transpose per
+// layer and step on the MLP-4096).
 
 Variable sparse_matmul(const Variable& a, const Variable& b) {
   Tensor av = a.value(), bv = b.value();
@@ -131,7 +135,7 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
     Tensor xv = saved_if(a.requires_grad(), bv);
     return record(y, "SparseMatmulBackward", {a, b}, [av, xv](const Tensor& g, const GradNeeds& n) {
       Tensor gc = g.contiguous();
-      Tensor ga = n[0] ? sddmm(gc, xv.t().contiguous(), av) : Tensor();
+      Tensor ga = n[0] ? sddmm(gc, xv.t(), av) : Tensor();
       Tensor gb = n[1] ? matmul(transpose(av), gc) : Tensor();
       return Grads{ga, gb};
     });
@@ -141,7 +145,7 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
   return record(y, "SparseMatmulBackward", {a, b}, [xv, bv](const Tensor& g, const GradNeeds& n) {
     Tensor gc = g.contiguous();
     Tensor ga = n[0] ? matmul(gc, transpose(bv)) : Tensor();
-    Tensor gb = n[1] ? sddmm(xv.t().contiguous(), gc, bv) : Tensor();
+    Tensor gb = n[1] ? sddmm(xv.t(), gc, bv) : Tensor();
     return Grads{ga, gb};
   });
 }
@@ -163,7 +167,7 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
       Tensor g2 = g.reshape({-1, out}).contiguous();
       Tensor gx, gw, gb;
       if (n[0]) gx = matmul(g2, wv).reshape(xs);
-      if (n[1]) gw = sddmm(g2.t().contiguous(), xs_v.reshape({-1, in}).contiguous(), wv);
+      if (n[1]) gw = sddmm(g2.t(), xs_v.reshape({-1, in}), wv);
       if (n[2]) gb = sum(g2, {0});
       return Grads{gx, gw, gb};
     });

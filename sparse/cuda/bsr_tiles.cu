@@ -3,34 +3,39 @@
 // Why tiles: a stored [bh, bw] block is a small dense matrix, so a product
 // with it reuses every loaded element bh or bw times, as a dense GEMM does;
 // the per-element gathers of a CSR kernel (one dense-row segment per nonzero,
-// L2-bound) do not arise. On an H100 at 90 % block sparsity, 32x32 blocks,
-// the element-per-thread kernel of block_spmm.cu ran at about a tenth of the
-// GPU's f32 rate; a tile kernel runs near the shared-memory bound of its
-// micro-tiles (docs/benchmarks.md has the measurements).
+// L2-bound) do not arise. H100, 4096^2 at 90 % block sparsity (32x32) times
+// 4096^2: the element-per-thread kernel of block_spmm.cu took 3.2 ms, these
+// take 0.68 ms (f32) and 0.39 ms (TF32); PyTorch's Triton BSR 1.14 ms
+// (docs/benchmarks.md).
 //
-// SpMM: a thread block (four warps) owns one output block row [block_m rows]
-// times kTileN columns and walks that row's entries; for each block it stages
-// the block (as stored or transposed: S^T is S's blocks read transposed, in
-// block-column order) and the matching [kStageK, kTileN] slice of x in
-// shared memory, then multiplies: f32 FMAs on a 4-column micro-tile per
-// thread (kF32), or WMMA 16x16 fragments on tensor cores (kTf32, kHalf).
+// SpMM, f32 FMAs (and non-square blocks in every math): a thread block (four
+// warps) owns one output block row [block_m rows] times kTileN columns and
+// walks that row's entries; for each block it stages the block (as stored or
+// transposed: S^T is S's blocks read transposed, in block-column order) and
+// the matching [kStageK, kTileN] slice of x in shared memory, then
+// multiplies on a 4-column micro-tile per thread (or WMMA fragments).
+// SpMM on tensor cores, square blocks (mma_product_kernel): kMmaTileN columns,
+// a whole block and its x slice per step, double-buffered with cp.async,
+// each staged with its operand's contiguous dimension contiguous and read
+// row- or column-major by the fragments.
 // Consecutive thread blocks take consecutive block rows of the same column
 // tile, so the x slab they read stays in L2. Dense operands are strided
-// (x and y may be transposed views), loaded with 16-byte vectors along
-// whichever dimension is contiguous; an empty block row writes zeros. No
-// atomics: results are the same on every run.
+// (x and y may be transposed views: no copies); an empty block row writes
+// zeros. No atomics: results are the same on every run.
 //
 // SDDMM: a thread block per stored block computes a[rows of the block, :] @
-// b[:, cols of the block] over the whole inner dimension in kSddmmStageK
-// slices; where a block has fewer 16x16 fragments than warps, the warps split
-// the inner dimension and add their parts at the end.
+// b[:, cols of the block] over the whole inner dimension in slices; where a
+// block has fewer 16x16 fragments than warps, the warps split the inner
+// dimension and add their parts at the end. The tensor-core version for
+// square blocks double-buffers its slices as the SpMM does.
 //
-// TF32 inputs are rounded once, when staged; products accumulate in f32 and
-// are rounded to T once.
+// TF32 inputs are rounded once (when staged, or when a fragment is loaded);
+// products accumulate in f32 and are rounded to T once.
 #include "sparse/cuda/bsr_tiles.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <mma.h>
 
 #include <cstdint>
@@ -253,6 +258,136 @@ __global__ void __launch_bounds__(kThreads) product_kernel(BsrProductArgs<T> p, 
   }
 }
 
+// The tensor-core SpMM for square [B, B] blocks: kMmaTileN output columns
+// per thread block, a whole block and its x slice staged per step, the next
+// ones copied in (cp.async) while the current ones multiply. The block is
+// staged as stored and read row- or column-major (kTrans); the x slice keeps
+// x's contiguous dimension contiguous (kXCol: x(k, n) contiguous along k,
+// the transposed view of a dense-left product), so every full tile moves in
+// 16-byte copies; edge tiles and unaligned operands are staged element-wise.
+constexpr int kMmaTileN = 128;
+
+template <typename T, int B, bool kXCol>
+struct MmaSmem {
+  static constexpr int kLda = B + kVec<T>;
+  static constexpr int kLdx = kXCol ? B + kVec<T> : kMmaTileN + kVec<T>;
+  static constexpr int kAElems = B * kLda;
+  static constexpr int kXElems = kXCol ? kMmaTileN * kLdx : B * kLdx;
+  static constexpr int kBufElems = kAElems + kXElems;
+  static constexpr int kPc = kMmaTileN + 4;
+  static constexpr int kTilesBytes = 2 * kBufElems * static_cast<int>(sizeof(T));
+  static constexpr int kOutBytes = B * kPc * static_cast<int>(sizeof(float));
+  static constexpr int kBytes = kTilesBytes > kOutBytes ? kTilesBytes : kOutBytes;
+};
+
+template <typename T, int B, bool kXCol>
+__device__ __forceinline__ void mma_stage(T* buf, const BsrProductArgs<T>& p, int32_t e, int64_t n0, bool x_async) {
+  using Smem = MmaSmem<T, B, kXCol>;
+  constexpr int v = kVec<T>, lda = Smem::kLda, ldx = Smem::kLdx;
+  const int tid = threadIdx.x;
+  const int64_t blk = p.bid != nullptr ? p.bid[e] : e;
+  const T* vals = p.values + blk * B * B;
+  T* a = buf;
+  T* xs = buf + Smem::kAElems;
+  for (int i = tid; i < B * (B / v); i += kThreads) {
+    const int r = i / (B / v), c = (i % (B / v)) * v;
+    __pipeline_memcpy_async(a + r * lda + c, vals + r * B + c, 16);
+  }
+  const int64_t k0 = static_cast<int64_t>(p.kblk[e]) * B;
+  const StridedMatrix<const T>& x = p.x;
+  if (x_async) {
+    if constexpr (kXCol) {
+      for (int i = tid; i < kMmaTileN * (B / v); i += kThreads) {
+        const int nn = i / (B / v), kq = (i % (B / v)) * v;
+        __pipeline_memcpy_async(xs + nn * ldx + kq, x.data + (k0 + kq) + (n0 + nn) * x.col_stride, 16);
+      }
+    } else {
+      for (int i = tid; i < B * (kMmaTileN / v); i += kThreads) {
+        const int kk = i / (kMmaTileN / v), nq = (i % (kMmaTileN / v)) * v;
+        __pipeline_memcpy_async(xs + kk * ldx + nq, x.data + (k0 + kk) * x.row_stride + (n0 + nq), 16);
+      }
+    }
+  } else {
+    const T zero = from_float<T>(0.0f);
+    for (int i = tid; i < B * kMmaTileN; i += kThreads) {
+      const int kk = kXCol ? i % B : i / kMmaTileN, nn = kXCol ? i / B : i % kMmaTileN;
+      const T val = n0 + nn < p.n ? x.data[(k0 + kk) * x.row_stride + (n0 + nn) * x.col_stride] : zero;
+      xs[kXCol ? nn * ldx + kk : kk * ldx + nn] = val;
+    }
+  }
+  __pipeline_commit();
+}
+
+template <TileMath M, typename Frag>
+__device__ __forceinline__ void round_tf32(Frag& f) {
+  if constexpr (M == TileMath::kTf32) {
+    for (int t = 0; t < f.num_elements; ++t) f.x[t] = wmma::__float_to_tf32(f.x[t]);
+  }
+}
+
+template <typename T, int B, bool kTrans, bool kXCol, TileMath M>
+__global__ void __launch_bounds__(kThreads) mma_product_kernel(BsrProductArgs<T> p, bool x_vectors) {
+  using Smem = MmaSmem<T, B, kXCol>;
+  constexpr int lda = Smem::kLda, ldx = Smem::kLdx, pc = Smem::kPc;
+  __shared__ __align__(128) unsigned char smem[Smem::kBytes];
+  T* bufs = reinterpret_cast<T*>(smem);
+  float* cs = reinterpret_cast<float*>(smem);
+  const int tid = threadIdx.x, warp = tid / 32;
+  const int64_t obr = blockIdx.x;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kMmaTileN;
+  const bool x_async = x_vectors && n0 + kMmaTileN <= p.n;
+
+  // kFrags fragments per warp, in fragment row fm, columns fn.
+  constexpr int kFragCols = kMmaTileN / 16, kFrags = (B / 16) * kFragCols / kWarps;
+  const int fm = warp * kFrags / kFragCols;
+  using In = MmaIn<M, T>;
+  constexpr int mk = kMmaK<M>;
+  using ALayout = std::conditional_t<kTrans, wmma::col_major, wmma::row_major>;
+  using XLayout = std::conditional_t<kXCol, wmma::col_major, wmma::row_major>;
+  wmma::fragment<wmma::accumulator, 16, 16, mk, float> cf[kFrags];
+  for (int j = 0; j < kFrags; ++j) wmma::fill_fragment(cf[j], 0.0f);
+
+  const int32_t begin = p.ptr[obr], end = p.ptr[obr + 1];
+  if (begin < end) mma_stage<T, B, kXCol>(bufs, p, begin, n0, x_async);
+  for (int32_t e = begin; e < end; ++e) {
+    const int cur = (e - begin) & 1;
+    if (e + 1 < end) {
+      mma_stage<T, B, kXCol>(bufs + (cur ^ 1) * Smem::kBufElems, p, e + 1, n0, x_async);
+      __pipeline_wait_prior(1);
+    } else {
+      __pipeline_wait_prior(0);
+    }
+    __syncthreads();
+    const T* a = bufs + cur * Smem::kBufElems;
+    const T* xs = a + Smem::kAElems;
+    for (int ks = 0; ks < B; ks += mk) {
+      wmma::fragment<wmma::matrix_a, 16, 16, mk, In, ALayout> af;
+      wmma::load_matrix_sync(af, kTrans ? a + ks * lda + fm * 16 : a + fm * 16 * lda + ks, lda);
+      round_tf32<M>(af);
+      for (int j = 0; j < kFrags; ++j) {
+        const int fn = (warp * kFrags + j) % kFragCols;
+        wmma::fragment<wmma::matrix_b, 16, 16, mk, In, XLayout> bf;
+        wmma::load_matrix_sync(bf, kXCol ? xs + fn * 16 * ldx + ks : xs + ks * ldx + fn * 16, ldx);
+        round_tf32<M>(bf);
+        wmma::mma_sync(cf[j], af, bf, cf[j]);
+      }
+    }
+    __syncthreads();
+  }
+
+  for (int j = 0; j < kFrags; ++j) {
+    const int fn = (warp * kFrags + j) % kFragCols;
+    wmma::store_matrix_sync(cs + fm * 16 * pc + fn * 16, cf[j], pc, wmma::mem_row_major);
+  }
+  __syncthreads();
+  const int64_t m0 = obr * B;
+  const bool n_fastest = p.y.col_stride == 1;
+  for (int i = tid; i < B * kMmaTileN; i += kThreads) {
+    const int r = n_fastest ? i / kMmaTileN : i % B, c = n_fastest ? i % kMmaTileN : i / B;
+    if (n0 + c < p.n) p.y.data[(m0 + r) * p.y.row_stride + (n0 + c) * p.y.col_stride] = from_float<T>(cs[r * pc + c]);
+  }
+}
+
 template <typename T, int BM, int BN>
 struct SddmmSmem {
   static constexpr int kPa = kSddmmStageK + kVec<T>;
@@ -353,10 +488,187 @@ __global__ void __launch_bounds__(kThreads) sddmm_kernel(BsrSddmmArgs<T> p) {
   }
 }
 
+template <typename T, int B, TileMath M>
+void launch_mma_product(const BsrProductArgs<T>& p, int mode, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.out_block_rows), static_cast<unsigned>((p.n + kMmaTileN - 1) / kMmaTileN));
+  const bool x_col = p.x.row_stride == 1 && p.x.col_stride != 1;
+  const bool vectors = x_col ? mode == kColVectors : mode == kRowVectors;
+  if (p.transposed) {
+    if (x_col) mma_product_kernel<T, B, true, true, M><<<grid, kThreads, 0, stream>>>(p, vectors);
+    else mma_product_kernel<T, B, true, false, M><<<grid, kThreads, 0, stream>>>(p, vectors);
+  } else {
+    if (x_col) mma_product_kernel<T, B, false, true, M><<<grid, kThreads, 0, stream>>>(p, vectors);
+    else mma_product_kernel<T, B, false, false, M><<<grid, kThreads, 0, stream>>>(p, vectors);
+  }
+}
+
+// The tensor-core SDDMM for square [B, B] blocks: kMmaSddmmK of the inner
+// dimension staged per step, double-buffered with cp.async; each operand
+// tile keeps its operand's contiguous dimension contiguous (kACol: a(r, k)
+// contiguous along r, as dy^T in the gradient of linear; kBCol: b(k, c)
+// contiguous along k).
+constexpr int kMmaSddmmK = 64;
+
+template <typename T, int B, bool kACol, bool kBCol>
+struct MmaSddmmSmem {
+  static constexpr int kLda = kACol ? B + kVec<T> : kMmaSddmmK + kVec<T>;
+  static constexpr int kLdb = kBCol ? kMmaSddmmK + kVec<T> : B + kVec<T>;
+  static constexpr int kAElems = kACol ? kMmaSddmmK * kLda : B * kLda;
+  static constexpr int kBElems = kBCol ? B * kLdb : kMmaSddmmK * kLdb;
+  static constexpr int kBufElems = kAElems + kBElems;
+  static constexpr int kTilesBytes = 2 * kBufElems * static_cast<int>(sizeof(T));
+  static constexpr int kOutBytes = kWarps * 256 * static_cast<int>(sizeof(float));
+  static constexpr int kBytes = kTilesBytes > kOutBytes ? kTilesBytes : kOutBytes;
+};
+
+// dst = the [rows, cols] tile of m at (r0, c0) (0 past the inner dimension
+// k, which is m's columns when !kInnerRows, its rows otherwise), stored with
+// m's contiguous dimension contiguous: dst[c * ld + r] when kCol.
+template <typename T, bool kCol>
+__device__ __forceinline__ void sddmm_operand_stage(T* dst, int ld, int rows, int cols, const StridedMatrix<const T>& m,
+                                                    int64_t r0, int64_t c0, int64_t row_limit, int64_t col_limit,
+                                                    bool async) {
+  constexpr int v = kVec<T>;
+  const int tid = threadIdx.x;
+  if (async) {
+    if constexpr (kCol) {  // runs of `rows` along r
+      for (int i = tid; i < cols * (rows / v); i += kThreads) {
+        const int c = i / (rows / v), rq = (i % (rows / v)) * v;
+        __pipeline_memcpy_async(dst + c * ld + rq, m.data + (r0 + rq) + (c0 + c) * m.col_stride, 16);
+      }
+    } else {  // runs of `cols` along c
+      for (int i = tid; i < rows * (cols / v); i += kThreads) {
+        const int r = i / (cols / v), cq = (i % (cols / v)) * v;
+        __pipeline_memcpy_async(dst + r * ld + cq, m.data + (r0 + r) * m.row_stride + (c0 + cq), 16);
+      }
+    }
+    return;
+  }
+  const T zero = from_float<T>(0.0f);
+  for (int i = tid; i < rows * cols; i += kThreads) {
+    const int r = kCol ? i % rows : i / cols, c = kCol ? i / rows : i % cols;
+    const int64_t gr = r0 + r, gc = c0 + c;
+    const T val = gr < row_limit && gc < col_limit ? m.data[gr * m.row_stride + gc * m.col_stride] : zero;
+    dst[kCol ? c * ld + r : r * ld + c] = val;
+  }
+}
+
+template <typename T, int B, bool kACol, bool kBCol, TileMath M>
+__global__ void __launch_bounds__(kThreads) mma_sddmm_kernel(BsrSddmmArgs<T> p, bool a_vectors, bool b_vectors) {
+  using Smem = MmaSddmmSmem<T, B, kACol, kBCol>;
+  constexpr int lda = Smem::kLda, ldb = Smem::kLdb, ks_len = kMmaSddmmK;
+  __shared__ __align__(128) unsigned char smem[Smem::kBytes];
+  __shared__ int64_t block_row;
+  T* bufs = reinterpret_cast<T*>(smem);
+  float* cs = reinterpret_cast<float*>(smem);
+  const int tid = threadIdx.x, warp = tid / 32;
+  const int64_t e = blockIdx.x;
+  if (tid == 0) {  // the block row holding block e: the last row starting at or before it
+    int64_t lo = 0, hi = p.block_rows;
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      if (p.crow[mid] <= e) lo = mid; else hi = mid;
+    }
+    block_row = lo;
+  }
+  __syncthreads();
+  const int64_t r0 = block_row * B, c0 = static_cast<int64_t>(p.bcol[e]) * B;
+
+  constexpr int kFrags = (B / 16) * (B / 16), kSplit = kWarps / kFrags;
+  const int f = warp % kFrags, part = warp / kFrags;
+  const int fm = f / (B / 16), fn = f % (B / 16);
+  using In = MmaIn<M, T>;
+  constexpr int mk = kMmaK<M>;
+  using ALayout = std::conditional_t<kACol, wmma::col_major, wmma::row_major>;
+  using BLayout = std::conditional_t<kBCol, wmma::col_major, wmma::row_major>;
+  wmma::fragment<wmma::accumulator, 16, 16, mk, float> cf;
+  wmma::fill_fragment(cf, 0.0f);
+
+  auto stage = [&](T* buf, int64_t k0) {
+    const bool full = k0 + ks_len <= p.k;
+    // a tile: rows r0.., inner k0..; b tile: inner k0.., columns c0..
+    if constexpr (kACol) {
+      sddmm_operand_stage<T, true>(buf, lda, B, ks_len, p.a, r0, k0, r0 + B, p.k, full && a_vectors);
+    } else {
+      sddmm_operand_stage<T, false>(buf, lda, B, ks_len, p.a, r0, k0, r0 + B, p.k, full && a_vectors);
+    }
+    T* bb = buf + Smem::kAElems;
+    if constexpr (kBCol) {
+      sddmm_operand_stage<T, true>(bb, ldb, ks_len, B, p.b, k0, c0, p.k, c0 + B, full && b_vectors);
+    } else {
+      sddmm_operand_stage<T, false>(bb, ldb, ks_len, B, p.b, k0, c0, p.k, c0 + B, full && b_vectors);
+    }
+    __pipeline_commit();
+  };
+
+  const int64_t steps = (p.k + ks_len - 1) / ks_len;
+  if (steps > 0) stage(bufs, 0);
+  for (int64_t s = 0; s < steps; ++s) {
+    const int cur = static_cast<int>(s & 1);
+    if (s + 1 < steps) {
+      stage(bufs + (cur ^ 1) * Smem::kBufElems, (s + 1) * ks_len);
+      __pipeline_wait_prior(1);
+    } else {
+      __pipeline_wait_prior(0);
+    }
+    __syncthreads();
+    const T* as = bufs + cur * Smem::kBufElems;
+    const T* bs = as + Smem::kAElems;
+    for (int ks = part * mk; ks < ks_len; ks += kSplit * mk) {
+      wmma::fragment<wmma::matrix_a, 16, 16, mk, In, ALayout> af;
+      wmma::fragment<wmma::matrix_b, 16, 16, mk, In, BLayout> bf;
+      wmma::load_matrix_sync(af, kACol ? as + ks * lda + fm * 16 : as + fm * 16 * lda + ks, lda);
+      wmma::load_matrix_sync(bf, kBCol ? bs + fn * 16 * ldb + ks : bs + ks * ldb + fn * 16, ldb);
+      round_tf32<M>(af);
+      round_tf32<M>(bf);
+      wmma::mma_sync(cf, af, bf, cf);
+    }
+    __syncthreads();
+  }
+
+  wmma::store_matrix_sync(cs + warp * 256, cf, 16, wmma::mem_row_major);
+  __syncthreads();
+  T* out = p.values + e * B * B;
+  for (int i = tid; i < B * B; i += kThreads) {
+    const int r = i / B, c = i % B;
+    const int frag = (r / 16) * (B / 16) + c / 16;
+    float sum = 0.0f;
+    for (int q = 0; q < kSplit; ++q) sum += cs[(q * kFrags + frag) * 256 + (r % 16) * 16 + c % 16];
+    out[i] = from_float<T>(sum);
+  }
+}
+
+template <typename T, int B, TileMath M>
+void launch_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
+  constexpr int v = kVec<T>;
+  const dim3 grid(static_cast<unsigned>(p.nblocks));
+  const bool a_col = p.a.row_stride == 1 && p.a.col_stride != 1;
+  const bool b_col = p.b.row_stride == 1 && p.b.col_stride != 1;
+  auto aligned = [](const auto& m, int64_t stride) {
+    return reinterpret_cast<uintptr_t>(m.data) % 16 == 0 && stride % v == 0;
+  };
+  const bool a_vec = aligned(p.a, a_col ? p.a.col_stride : p.a.row_stride);
+  const bool b_vec = aligned(p.b, b_col ? p.b.col_stride : p.b.row_stride);
+  if (a_col && b_col) mma_sddmm_kernel<T, B, true, true, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
+  else if (a_col) mma_sddmm_kernel<T, B, true, false, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
+  else if (b_col) mma_sddmm_kernel<T, B, false, true, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
+  else mma_sddmm_kernel<T, B, false, false, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
+}
+
 template <typename T, TileMath M>
 void launch_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.out_block_rows), static_cast<unsigned>((p.n + kTileN - 1) / kTileN));
   const int mode = x_mode(p.x);
+  if constexpr (M != TileMath::kF32) {
+    if (p.bh == p.bw) {
+      if (p.bh == 16) {
+        launch_mma_product<T, 16, M>(p, mode, stream);
+      } else {
+        launch_mma_product<T, 32, M>(p, mode, stream);
+      }
+      return;
+    }
+  }
+  const dim3 grid(static_cast<unsigned>(p.out_block_rows), static_cast<unsigned>((p.n + kTileN - 1) / kTileN));
   const int bm = p.transposed ? p.bw : p.bh;
   if (bm == 16) {
     product_kernel<T, 16, M><<<grid, kThreads, 0, stream>>>(p, mode);
@@ -367,6 +679,16 @@ void launch_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
 
 template <typename T, TileMath M>
 void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
+  if constexpr (M != TileMath::kF32) {
+    if (p.bh == p.bw) {
+      if (p.bh == 16) {
+        launch_mma_sddmm<T, 16, M>(p, stream);
+      } else {
+        launch_mma_sddmm<T, 32, M>(p, stream);
+      }
+      return;
+    }
+  }
   const dim3 grid(static_cast<unsigned>(p.nblocks));
   if (p.bh == 16 && p.bw == 16) {
     sddmm_kernel<T, 16, 16, M><<<grid, kThreads, 0, stream>>>(p);

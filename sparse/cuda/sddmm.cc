@@ -27,6 +27,9 @@
 #include <cusparse.h>
 
 #include <climits>
+#include <cmath>
+#include <map>
+#include <mutex>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -35,11 +38,13 @@
 #include "sparse/cuda/bsr_products.h"
 #include "sparse/masked.h"
 #include "sparse/cuda/csr_view.h"
+#include "sparse/cuda/kernel_timing.h"
 #include "sparse/cuda/cusparse_internal.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/dispatcher.h"
 #include "tensor/op_profile.h"
 #include "tensor/ops.h"
+#include "tensor/precision.h"
 
 namespace coppice::sparse_cuda {
 namespace {
@@ -157,10 +162,41 @@ Tensor dense_route_values(const Tensor& a, const Tensor& b, const Tensor& patter
   return where(stored, sampled, zeros_like(sampled)).reshape(vals.shape());
 }
 
+// A BSR pattern the tiles take: their time grows with the stored blocks, the
+// dense route's is one GEMM whatever the density, and which wins depends on
+// the density, the shape and the math (H100, 4096^3 at 90 %: tiles 1.17 ms
+// against 2.8 in f32, 0.55 against 0.46 in TF32). Where the dense route may
+// run, both are timed once per key (shape, blocks, dtype, TF32, stored blocks
+// in quarter octaves) on the real operands and the faster is kept.
+Tensor bsr_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
+  if (!take_dense_route(pattern)) return bsr_tiled_sddmm_values(a, b, pattern);
+  static std::mutex mu;
+  static std::map<std::string, bool> tiles_won;
+  const int device = pattern.device().index;
+  const int64_t stored = nnz(pattern);
+  const Shape& blocks = values(pattern).shape();  // [nblocks, bh, bw]
+  const long octaves = stored > 0 ? std::lround(4 * std::log2(static_cast<double>(stored))) : 0;
+  const std::string key = str_cat(device, "|", a.size(0), "x", a.size(1), "x", b.size(1), "|", blocks[1], "x",
+                                  blocks[2], "|q", octaves, "|", dtype_name(pattern.dtype()), allow_tf32() ? "|tf32" : "");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = tiles_won.find(key);
+    if (it != tiles_won.end()) {
+      return it->second ? bsr_tiled_sddmm_values(a, b, pattern) : dense_route_values(a, b, pattern);
+    }
+  }
+  Tensor tiled, dense;
+  const double tiled_ms = time_on_device_ms([&] { return bsr_tiled_sddmm_values(a, b, pattern); }, device, tiled, kOp);
+  const double dense_ms = time_on_device_ms([&] { return dense_route_values(a, b, pattern); }, device, dense, kOp);
+  std::lock_guard<std::mutex> lock(mu);
+  tiles_won[key] = tiled_ms <= dense_ms;
+  return tiled_ms <= dense_ms ? tiled : dense;
+}
+
 std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
   check_operands(in);
   const Tensor &a = in[0], &b = in[1], &pattern = in[2];
-  if (bsr_tiles_apply(pattern)) return {with_values(pattern, bsr_tiled_sddmm_values(a, b, pattern))};
+  if (bsr_tiles_apply(pattern)) return {with_values(pattern, bsr_values(a, b, pattern))};
   if (pattern.layout() != Layout::kMasked && take_dense_route(pattern)) {
     return {with_values(pattern, dense_route_values(a, b, pattern))};
   }
