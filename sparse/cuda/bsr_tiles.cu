@@ -502,19 +502,20 @@ void launch_mma_product(const BsrProductArgs<T>& p, int mode, cudaStream_t strea
   }
 }
 
-// The tensor-core SDDMM for square [B, B] blocks: kMmaSddmmK of the inner
+// The SDDMM for square [B, B] blocks, on tensor cores or (kF32) on a
+// [B/8, B/16] FMA micro-tile per thread: kStagedSddmmK of the inner
 // dimension staged per step, double-buffered with cp.async; each operand
 // tile keeps its operand's contiguous dimension contiguous (kACol: a(r, k)
 // contiguous along r, as dy^T in the gradient of linear; kBCol: b(k, c)
 // contiguous along k).
-constexpr int kMmaSddmmK = 64;
+constexpr int kStagedSddmmK = 64;
 
 template <typename T, int B, bool kACol, bool kBCol>
-struct MmaSddmmSmem {
-  static constexpr int kLda = kACol ? B + kVec<T> : kMmaSddmmK + kVec<T>;
-  static constexpr int kLdb = kBCol ? kMmaSddmmK + kVec<T> : B + kVec<T>;
-  static constexpr int kAElems = kACol ? kMmaSddmmK * kLda : B * kLda;
-  static constexpr int kBElems = kBCol ? B * kLdb : kMmaSddmmK * kLdb;
+struct StagedSddmmSmem {
+  static constexpr int kLda = kACol ? B + kVec<T> : kStagedSddmmK + kVec<T>;
+  static constexpr int kLdb = kBCol ? kStagedSddmmK + kVec<T> : B + kVec<T>;
+  static constexpr int kAElems = kACol ? kStagedSddmmK * kLda : B * kLda;
+  static constexpr int kBElems = kBCol ? B * kLdb : kStagedSddmmK * kLdb;
   static constexpr int kBufElems = kAElems + kBElems;
   static constexpr int kTilesBytes = 2 * kBufElems * static_cast<int>(sizeof(T));
   static constexpr int kOutBytes = kWarps * 256 * static_cast<int>(sizeof(float));
@@ -554,9 +555,9 @@ __device__ __forceinline__ void sddmm_operand_stage(T* dst, int ld, int rows, in
 }
 
 template <typename T, int B, bool kACol, bool kBCol, TileMath M>
-__global__ void __launch_bounds__(kThreads) mma_sddmm_kernel(BsrSddmmArgs<T> p, bool a_vectors, bool b_vectors) {
-  using Smem = MmaSddmmSmem<T, B, kACol, kBCol>;
-  constexpr int lda = Smem::kLda, ldb = Smem::kLdb, ks_len = kMmaSddmmK;
+__global__ void __launch_bounds__(kThreads) staged_sddmm_kernel(BsrSddmmArgs<T> p, bool a_vectors, bool b_vectors) {
+  using Smem = StagedSddmmSmem<T, B, kACol, kBCol>;
+  constexpr int lda = Smem::kLda, ldb = Smem::kLdb, ks_len = kStagedSddmmK;
   __shared__ __align__(128) unsigned char smem[Smem::kBytes];
   __shared__ int64_t block_row;
   T* bufs = reinterpret_cast<T*>(smem);
@@ -582,7 +583,11 @@ __global__ void __launch_bounds__(kThreads) mma_sddmm_kernel(BsrSddmmArgs<T> p, 
   using ALayout = std::conditional_t<kACol, wmma::col_major, wmma::row_major>;
   using BLayout = std::conditional_t<kBCol, wmma::col_major, wmma::row_major>;
   wmma::fragment<wmma::accumulator, 16, 16, mk, float> cf;
-  wmma::fill_fragment(cf, 0.0f);
+  if constexpr (M != TileMath::kF32) wmma::fill_fragment(cf, 0.0f);
+  // kF32: rows ty * kRm.. and columns tx * kRn.. of the block per thread.
+  constexpr int kRm = B / 8, kRn = B / 16;
+  const int ty = tid / 16, tx = tid % 16;
+  float acc[kRm][kRn] = {};
 
   auto stage = [&](T* buf, int64_t k0) {
     const bool full = k0 + ks_len <= p.k;
@@ -614,21 +619,38 @@ __global__ void __launch_bounds__(kThreads) mma_sddmm_kernel(BsrSddmmArgs<T> p, 
     __syncthreads();
     const T* as = bufs + cur * Smem::kBufElems;
     const T* bs = as + Smem::kAElems;
-    for (int ks = part * mk; ks < ks_len; ks += kSplit * mk) {
-      wmma::fragment<wmma::matrix_a, 16, 16, mk, In, ALayout> af;
-      wmma::fragment<wmma::matrix_b, 16, 16, mk, In, BLayout> bf;
-      wmma::load_matrix_sync(af, kACol ? as + ks * lda + fm * 16 : as + fm * 16 * lda + ks, lda);
-      wmma::load_matrix_sync(bf, kBCol ? bs + fn * 16 * ldb + ks : bs + ks * ldb + fn * 16, ldb);
-      round_tf32<M>(af);
-      round_tf32<M>(bf);
-      wmma::mma_sync(cf, af, bf, cf);
+    if constexpr (M == TileMath::kF32) {
+      for (int kk = 0; kk < ks_len; ++kk) {
+        float a[kRm], b[kRn];
+        for (int i = 0; i < kRm; ++i) a[i] = kACol ? as[kk * lda + ty * kRm + i] : as[(ty * kRm + i) * lda + kk];
+        for (int j = 0; j < kRn; ++j) b[j] = kBCol ? bs[(tx * kRn + j) * ldb + kk] : bs[kk * ldb + tx * kRn + j];
+        for (int i = 0; i < kRm; ++i) {
+          for (int j = 0; j < kRn; ++j) acc[i][j] += a[i] * b[j];
+        }
+      }
+    } else {
+      for (int ks = part * mk; ks < ks_len; ks += kSplit * mk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, mk, In, ALayout> af;
+        wmma::fragment<wmma::matrix_b, 16, 16, mk, In, BLayout> bf;
+        wmma::load_matrix_sync(af, kACol ? as + ks * lda + fm * 16 : as + fm * 16 * lda + ks, lda);
+        wmma::load_matrix_sync(bf, kBCol ? bs + fn * 16 * ldb + ks : bs + ks * ldb + fn * 16, ldb);
+        round_tf32<M>(af);
+        round_tf32<M>(bf);
+        wmma::mma_sync(cf, af, bf, cf);
+      }
     }
     __syncthreads();
   }
 
+  T* out = p.values + e * B * B;
+  if constexpr (M == TileMath::kF32) {
+    for (int i = 0; i < kRm; ++i) {
+      for (int j = 0; j < kRn; ++j) out[(ty * kRm + i) * B + tx * kRn + j] = from_float<T>(acc[i][j]);
+    }
+    return;
+  }
   wmma::store_matrix_sync(cs + warp * 256, cf, 16, wmma::mem_row_major);
   __syncthreads();
-  T* out = p.values + e * B * B;
   for (int i = tid; i < B * B; i += kThreads) {
     const int r = i / B, c = i % B;
     const int frag = (r / 16) * (B / 16) + c / 16;
@@ -639,7 +661,7 @@ __global__ void __launch_bounds__(kThreads) mma_sddmm_kernel(BsrSddmmArgs<T> p, 
 }
 
 template <typename T, int B, TileMath M>
-void launch_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
+void launch_staged_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   constexpr int v = kVec<T>;
   const dim3 grid(static_cast<unsigned>(p.nblocks));
   const bool a_col = p.a.row_stride == 1 && p.a.col_stride != 1;
@@ -649,10 +671,10 @@ void launch_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   };
   const bool a_vec = aligned(p.a, a_col ? p.a.col_stride : p.a.row_stride);
   const bool b_vec = aligned(p.b, b_col ? p.b.col_stride : p.b.row_stride);
-  if (a_col && b_col) mma_sddmm_kernel<T, B, true, true, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
-  else if (a_col) mma_sddmm_kernel<T, B, true, false, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
-  else if (b_col) mma_sddmm_kernel<T, B, false, true, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
-  else mma_sddmm_kernel<T, B, false, false, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
+  if (a_col && b_col) staged_sddmm_kernel<T, B, true, true, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
+  else if (a_col) staged_sddmm_kernel<T, B, true, false, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
+  else if (b_col) staged_sddmm_kernel<T, B, false, true, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
+  else staged_sddmm_kernel<T, B, false, false, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
 }
 
 template <typename T, TileMath M>
@@ -679,12 +701,12 @@ void launch_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
 
 template <typename T, TileMath M>
 void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
-  if constexpr (M != TileMath::kF32) {
+  {
     if (p.bh == p.bw) {
       if (p.bh == 16) {
-        launch_mma_sddmm<T, 16, M>(p, stream);
+        launch_staged_sddmm<T, 16, M>(p, stream);
       } else {
-        launch_mma_sddmm<T, 32, M>(p, stream);
+        launch_staged_sddmm<T, 32, M>(p, stream);
       }
       return;
     }
