@@ -17,34 +17,37 @@
 // f32 (3.7x below torch.sparse's 3.45 ms), which needs (a) the L2 out of the
 // way and (b) few shared-memory accesses that are not X itself:
 //   (a) kTiled stages X [kChunkK rows, kTileN columns] in shared memory with
-//       cp.async and has a block of kTileM = 128 rows read it: an X row
-//       segment that reaches the SM serves the ~13 rows of the tile that
+//       cp.async and has a block of kTileM = 64 rows read it: an X row
+//       segment that reaches the SM serves the ~6.4 rows of the tile that
 //       have an entry there, so L2->SM traffic is 1 / (kTileM * density) of
-//       a plain row split's (2.1 GB at 90 %). Consecutive blocks share a
+//       a plain row split's (4.3 GB at 90 %). Consecutive blocks share a
 //       column tile (block index = row tile fastest), so the X[:, tile] slab
 //       (4 MB f32) stays in L2 while the SMs sweep its row tiles.
 //   (b) each lane owns kPerLane = 8 f32 columns (two 16-byte vectors 128
 //       columns apart, so a warp's 512-byte reads are conflict-free): an
 //       entry's column (a shuffle from a window of 32 held one per lane) and
-//       value (a broadcast load) cost ~2 wavefronts against 8 for X.
-// Measured (H100, one run, f32, this shape; bench spmm with
-// COPPICE_CSR_SPMM_LOG=1): at 90 % kTiled 2.33 ms, kRows 2.70, cuSPARSE
-// 3.28, torch.sparse 3.45: 1.48x torch, not the 3x hoped for. At 99 % the
-// staging alone takes 0.79 ms (every chunk is staged whatever the tile's
-// rows hold), and kRows (0.32 ms) wins; at 50 % both own kernels take 7.9 ms
-// (cuSPARSE 16.1). Where kTiled falls short of the bound is not profiled
-// yet; suspects, in order: the per row and chunk work (3 shuffles, a
-// ballot, a loop exit: ~6 entries per row and chunk at 90 % to amortize it),
-// the barrier per chunk across 16 warps of Poisson-distributed work, and one
-// block (16 warps) per SM, since 64 accumulators per lane leave room for no
-// more. A grid of (rows / 128) x (n / 256) blocks also does not fill 132
-// SMs for tall-skinny n; there kRows (a group of 4-32 lanes per output row
-// and column tile, X through L1/L2) or cuSPARSE wins, and spmm_choice.h
+//       value (a broadcast load) cost ~2 wavefronts against 8 for X, so the
+//       design's own ceiling is ~80 % of the bound: ~1.1-1.2 ms.
+// Measured (H100, f32, this shape, medians of 10): at 90 % kTiled 2.22 ms,
+// kRows 2.74, cuSPARSE 3.32, torch.sparse 3.45 (1.55x torch, not the 3x
+// hoped for); at 50 % kTiled 6.6, kRows 7.9, cuSPARSE 16.2; at 99 % the
+// staging alone takes ~0.8-1 ms (every chunk is staged whatever the tile's
+// rows hold) and kRows (0.33 ms) wins. Under ncu (50 and 75 %, the
+// 128-row variant) L1/shared memory was 65-72 % busy, the L2 6 %, and a
+// scheduler found an eligible warp 40 % of the time (4 warps each); the
+// rest of the gap is the per row and chunk work (3 shuffles, a ballot, a
+// loop exit for ~3 entries per row and chunk at 90 %), the barrier per
+// chunk across 16 warps of Poisson-distributed work, and a few spilled
+// registers. Reaching 3x in f32 would take nearly all of the L1 bound; a
+// 3xTF32 tensor-core kernel on densified 64-row tiles is the likelier road.
+// A grid of (rows / 64) x (n / 256) blocks also does not fill 132 SMs for
+// tall-skinny n; there kRows (a group of 4-32 lanes per output row and
+// column tile, X through L1/L2) or cuSPARSE wins, and spmm_choice.h
 // measures which.
 //
 // Load balance: rows come in the order `row_order` gives (decreasing length,
 // csr_row_order.h), so the first blocks take the longest rows and each tile
-// holds rows of similar length. Within a kTiled block, warps own 8 rows each
+// holds rows of similar length. Within a kTiled block, warps own 4 rows each
 // and meet at a barrier per chunk.
 //
 // Determinism: every output element is one thread's sum over its row's
@@ -169,12 +172,12 @@ __device__ inline void store_acc(T* p, const typename Elem<T>::Acc* a) {
 
 // ---------------------------------------------------------------- kTiled
 
-constexpr int kTiledStageKB = 64, kTiledStages = 3;  // launch_tiled says why
+constexpr int kTiledStageKB = 32, kTiledStages = 3, kTiledRowsPerWarp = 4;  // launch_tiled says why
 
-// 16 warps of 8 rows: 128-row tiles, one block of 512 threads per SM (the
-// 128 accumulator registers of a thread allow no more), kStageKB of X per
-// stage and kStageCount stages, all but one in flight while one is read.
-template <typename T, int kStageKB, int kStageCount>
+// 16 warps of kRows rows (kTileM = 16 * kRows), kStageKB of X per stage and
+// kStageCount stages, all but one in flight while one is read; kRows <= 4
+// (64 registers a thread) lets two blocks share an SM.
+template <typename T, int kStageKB, int kStageCount, int kRows>
 struct Tiled {
   static constexpr int kVec = Elem<T>::kVec;                  // elements per 16-byte vector
   static constexpr int kVecsPerLane = sizeof(T) == 2 ? 1 : 2;  // 16-bit: 8 columns in one vector already
@@ -182,8 +185,9 @@ struct Tiled {
   static constexpr int kTileN = 32 * kPerLane;                 // f32 256, f64 128, bf16/f16 256
   static constexpr int kWarps = 16;
   static constexpr int kBlockThreads = kWarps * 32;
-  static constexpr int kRowsPerWarp = 8;
-  static constexpr int kTileM = kWarps * kRowsPerWarp;  // 128
+  static constexpr int kRowsPerWarp = kRows;
+  static constexpr int kMinBlocks = kRows <= 4 ? 2 : 1;
+  static constexpr int kTileM = kWarps * kRowsPerWarp;
   static constexpr int kStageBytes = kStageKB * 1024;
   static constexpr int kChunkK = kStageBytes / (kTileN * static_cast<int>(sizeof(T)));
   static constexpr int kStages = kStageCount;
@@ -207,16 +211,17 @@ __device__ inline void cp_async_wait() {
 }
 
 // Block (row tile rt, column tile ct), rt fastest. Warp w owns the tile's
-// rows w * 8 .. w * 8 + 7 (slots into row_order), each lane the columns
+// rows w * kRows .. (w + 1) * kRows - 1 (slots into row_order), each lane the columns
 // n0 + j * 32 * kVec + lane * kVec + [0, kVec) for j < kVecsPerLane. Rows are
 // walked once, chunk by chunk: entry q of a row belongs to the current chunk
 // while col[q] < the chunk's end (columns are sorted).
-template <typename T, int kStageKB, int kStageCount>
-__global__ void __launch_bounds__(Tiled<T, kStageKB, kStageCount>::kBlockThreads, 1)
+template <typename T, int kStageKB, int kStageCount, int kRows>
+__global__ void __launch_bounds__(Tiled<T, kStageKB, kStageCount, kRows>::kBlockThreads,
+                                  Tiled<T, kStageKB, kStageCount, kRows>::kMinBlocks)
     tiled_kernel(const int32_t* __restrict__ crow, const int32_t* __restrict__ col, const T* __restrict__ val,
                  const int32_t* __restrict__ order, int64_t rows, int64_t cols, int64_t n, int64_t row_tiles,
                  const T* __restrict__ x, T* __restrict__ y) {
-  using C = Tiled<T, kStageKB, kStageCount>;
+  using C = Tiled<T, kStageKB, kStageCount, kRows>;
   using E = Elem<T>;
   using A = typename E::Acc;
   constexpr int R = C::kRowsPerWarp;
@@ -314,7 +319,7 @@ __global__ void __launch_bounds__(Tiled<T, kStageKB, kStageCount>::kBlockThreads
         // Columns are sorted, so the window's entries below kend are a
         // prefix of it (consumed ones included); invalid lanes never count.
         const int32_t hi = from + __popc(__ballot_sync(0xffffffffu, bc[i] < kend));
-#pragma unroll 4
+#pragma unroll(kRows > 4 ? 4 : 1)  // unrolled, 4 rows a warp spill at 64 registers
         for (; q < hi; ++q) {
           const int32_t k = __shfl_sync(0xffffffffu, bc[i], q - from);
           const A v = E::to_acc(val[q]);
@@ -437,16 +442,16 @@ unsigned blocks_for(int64_t threads) {
   return static_cast<unsigned>(blocks);
 }
 
-template <typename T, int kStageKB, int kStageCount>
+template <typename T, int kStageKB, int kStageCount, int kRows>
 void launch_tiled_as(const CsrSpmmArgs& a, cudaStream_t stream) {
-  using C = Tiled<T, kStageKB, kStageCount>;
+  using C = Tiled<T, kStageKB, kStageCount, kRows>;
   const int64_t row_tiles = (a.rows + C::kTileM - 1) / C::kTileM;
   const int64_t col_tiles = (a.n + C::kTileN - 1) / C::kTileN;
   COPPICE_CHECK(row_tiles * col_tiles <= INT_MAX, "csr_spmm: ", row_tiles * col_tiles,
                 " thread blocks exceed the grid limit");
   // Above 48 KB of dynamic shared memory a kernel must opt in (per device;
   // cheap to repeat).
-  auto kernel = tiled_kernel<T, kStageKB, kStageCount>;
+  auto kernel = tiled_kernel<T, kStageKB, kStageCount, kRows>;
   COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes),
                      "csr_spmm");
   kernel<<<static_cast<unsigned>(row_tiles * col_tiles), C::kBlockThreads, C::kSmemBytes, stream>>>(
@@ -454,13 +459,17 @@ void launch_tiled_as(const CsrSpmmArgs& a, cudaStream_t stream) {
       static_cast<const T*>(a.x), static_cast<T*>(a.y));
 }
 
-// 64 KB stages (32 f32 rows of X, 256 wide), three of them: measured on the
-// H100 at 90 % sparsity, 2.33 ms against 2.85 ms for 32 KB x 6 and 2.37 ms
-// for 72 KB x 3 (fewer, longer chunks amortize the per row and chunk cost;
-// two chunks in flight keep the staging fed).
+// The shape, measured on the H100 (4096^2 at 90 % sparsity x 4096^2 f32;
+// 50 % in brackets): 16 warps of 4 rows (64-row tiles, two blocks per SM),
+// 32 KB x 3 stages: 2.22 ms (6.59); 16 warps of 8 rows (128-row tiles, one
+// block per SM), 64 KB x 3: 2.33 (7.84); the same with 32 KB x 6: 2.85;
+// 72 KB x 3: 2.37; 8 warps of 8 rows, 32 KB x 3: 3.00. The L2 is not what
+// limits it (6 % busy, 87 % hits under ncu); L1/shared memory is 65-72 %
+// busy and the schedulers find an eligible warp 40 % of the time, so more
+// warps per SM (fewer accumulators per thread) won over more X reuse.
 template <typename T>
 void launch_tiled(const CsrSpmmArgs& a, cudaStream_t stream) {
-  launch_tiled_as<T, kTiledStageKB, kTiledStages>(a, stream);
+  launch_tiled_as<T, kTiledStageKB, kTiledStages, kTiledRowsPerWarp>(a, stream);
 }
 
 template <typename T, int kVec, int kVecs>
@@ -479,7 +488,7 @@ void launch_rows_as(const CsrSpmmArgs& a, cudaStream_t stream) {
 template <typename T>
 void launch_rows(const CsrSpmmArgs& a, cudaStream_t stream) {
   if (csr_tiled_supported(a)) {
-    launch_rows_as<T, Elem<T>::kVec, Tiled<T, kTiledStageKB, kTiledStages>::kVecsPerLane>(a, stream);
+    launch_rows_as<T, Elem<T>::kVec, Tiled<T, kTiledStageKB, kTiledStages, kTiledRowsPerWarp>::kVecsPerLane>(a, stream);
   } else {
     launch_rows_as<T, 1, 4>(a, stream);
   }
@@ -507,8 +516,8 @@ bool csr_tiled_supported(const CsrSpmmArgs& a) {
 }
 
 int64_t csr_tiled_blocks(const CsrSpmmArgs& a) {
-  using F32 = Tiled<float, kTiledStageKB, kTiledStages>;
-  using F64 = Tiled<double, kTiledStageKB, kTiledStages>;
+  using F32 = Tiled<float, kTiledStageKB, kTiledStages, kTiledRowsPerWarp>;
+  using F64 = Tiled<double, kTiledStageKB, kTiledStages, kTiledRowsPerWarp>;
   const int64_t tile_n = a.dtype == DType::kF64 ? F64::kTileN : F32::kTileN;
   const int64_t tile_m = F32::kTileM;
   return ((a.rows + tile_m - 1) / tile_m) * ((a.n + tile_n - 1) / tile_n);

@@ -17,7 +17,7 @@
 namespace coppice::sparse_cuda {
 
 enum class CsrSpmmKernel {
-  // 128-row x 256-column tiles (128 for f64), X staged through shared
+  // 64-row x 256-column tiles (128 for f64), X staged through shared
   // memory in chunks of its rows, so that one X row segment serves every row
   // of the tile with an entry in that column: for large n at densities of
   // ~5-50 % (on the H100 the fastest at 90 % sparsity, 4096^2 x 4096^2).
