@@ -1,6 +1,6 @@
 #include "optim/adam_step.h"
 
-#include "tensor/dispatcher.h"
+#include "optim/fused_step.h"
 
 namespace coppice {
 
@@ -26,14 +26,7 @@ AdamStepArgs adam_step_args(const Attrs& attrs) {
 }
 
 bool fused_adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStepArgs& args) {
-  for (const Tensor* t : {&p, &g, &m, &v}) {
-    if (!t->defined() || !t->is_dense() || !t->is_contiguous() || t->dtype() != p.dtype() ||
-        t->device() != p.device() || t->shape() != p.shape()) {
-      return false;
-    }
-  }
-  if (p.dtype() != DType::kF32 && p.dtype() != DType::kF64) return false;
-  if (!Dispatcher::instance().has_kernel("adam_step", p.device().type)) return false;
+  if (!fused_step_applies("adam_step", p, {&g, &m, &v})) return false;
   Attrs attrs;
   attrs.set("lr", args.lr)
       .set("beta1", args.beta1)
@@ -42,7 +35,7 @@ bool fused_adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Te
       .set("weight_decay", args.weight_decay)
       .set("decoupled", args.decoupled)
       .set("step", args.step);
-  dispatch("adam_step", {p, g, m, v}, attrs);
+  run_fused_step("adam_step", {p, g, m, v}, attrs);
   return true;
 }
 
@@ -50,14 +43,10 @@ namespace {
 
 std::vector<Tensor> adam_step_cpu_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
   const AdamStepArgs args = adam_step_args(attrs);
-  const int64_t n = in[0].numel();
-  if (in[0].dtype() == DType::kF64) {
-    adam_step_cpu<double>(in[0].data<double>(), in[1].data<double>(), in[2].data<double>(), in[3].data<double>(), n,
-                          args);
-  } else {
-    adam_step_cpu<float>(in[0].data<float>(), in[1].data<float>(), in[2].data<float>(), in[3].data<float>(), n,
-                         args);
-  }
+  with_fused_step_type(in[0].dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    adam_step_cpu<T>(in[0].data<T>(), in[1].data<T>(), in[2].data<T>(), in[3].data<T>(), in[0].numel(), args);
+  });
   return {};
 }
 

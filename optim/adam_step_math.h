@@ -6,11 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define COPPICE_OPTIM_HD __host__ __device__
-#else
-#define COPPICE_OPTIM_HD
-#endif
+#include "optim/fused_step_math.h"
 
 namespace coppice {
 

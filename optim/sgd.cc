@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "optim/sgd_step.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -39,13 +40,34 @@ std::vector<std::string> Sgd::state_names(const Hyperparameters& o) const {
   return {};
 }
 
-Tensor Sgd::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o, ParamState& state, bool) {
+Tensor Sgd::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o, ParamState& state,
+                   bool in_place) {
   const double lr = o.at("lr"), momentum = o.at("momentum"), dampening = o.at("dampening");
   const double weight_decay = o.at("weight_decay");
+  auto it = state.tensors.find("momentum_buffer");
+
+  if (in_place) {
+    SgdStepArgs args;
+    args.lr = lr;
+    args.momentum = momentum;
+    args.dampening = dampening;
+    args.weight_decay = weight_decay;
+    args.nesterov = o.at("nesterov") != 0.0;
+    Tensor buf;
+    if (momentum != 0.0) {
+      args.first = it == state.tensors.end();
+      // The first step writes g into a fresh buffer (uninitialised: not read).
+      buf = args.first ? empty(p.shape(), p.options()) : it->second;
+    }
+    if (fused_sgd_step(p, grad, buf, args)) {
+      if (args.first) state.tensors["momentum_buffer"] = buf;
+      return p;
+    }
+  }
+
   Tensor g = grad;
   if (weight_decay != 0.0) g = add(g, mul(p, weight_decay));
   if (momentum != 0.0) {
-    auto it = state.tensors.find("momentum_buffer");
     Tensor buf;
     if (it == state.tensors.end()) {
       buf = g.contiguous().clone();

@@ -6,7 +6,11 @@
 //   g = nesterov ? g + momentum * buf : buf  (when momentum != 0)
 //   p = p - lr * g
 // State: "momentum_buffer" (only when momentum != 0). Sparse parameters: see
-// optim/optimizer.h.
+// optim/optimizer.h. Contiguous f32/f64 values (dense parameters, the values
+// of sparse ones but masked, and the f32 master weights of bf16/f16
+// parameters) take one fused kernel (optim/sgd_step.h, CPU twin and CUDA)
+// that updates them and the buffer in place, bit for bit as the chain of
+// tensor ops (mul, add, sub, each a launch and a temporary) it replaces.
 #pragma once
 
 #include <string>

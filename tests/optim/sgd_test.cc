@@ -11,6 +11,7 @@ namespace {
 
 using optim_test::f64;
 using optim_test::host;
+using optim_test::SgdCase;
 using optim_test::SgdRef;
 
 TEST(SgdTest, PlainStepByHand) {
@@ -39,24 +40,13 @@ TEST(SgdTest, MomentumByHand) {
   EXPECT_EQ(opt.state(w)->step, 3);
 }
 
-struct SgdCase {
-  double momentum, dampening, weight_decay;
-  bool nesterov;
-};
-
 class SgdFormulaTest : public ::testing::TestWithParam<SgdCase> {};
 
 TEST_P(SgdFormulaTest, MatchesTorchFormulaOverSteps) {
   const SgdCase c = GetParam();
   const std::vector<double> p0 = {0.5, -1.5, 2.0, 0.0};
   Variable w(f64(p0), true, "w");
-  SgdOptions o;
-  o.lr = 0.05;
-  o.momentum = c.momentum;
-  o.dampening = c.dampening;
-  o.weight_decay = c.weight_decay;
-  o.nesterov = c.nesterov;
-  Sgd opt({w}, o);
+  Sgd opt({w}, c.options(0.05));
   std::vector<SgdRef> ref(p0.size(), SgdRef{0.05, c.momentum, c.dampening, c.weight_decay, c.nesterov});
   std::vector<double> p = p0;
   for (int step = 0; step < 6; ++step) {

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "optim/sgd.h"
 #include "sparse/convert.h"
 #include "sparse/sparse_impl.h"
 #include "sparse/stored_positions.h"
@@ -49,6 +51,26 @@ inline Tensor random_pattern(const Shape& shape, double density, uint64_t seed) 
   for (double& x : v) x = u(rng) < density ? 1.0 : 0.0;
   return ne(from_vector(v, shape, TensorOptions(DType::kF64)), 0.0);
 }
+
+// One combination of SGD's options, for suites that run over many.
+struct SgdCase {
+  double momentum, dampening, weight_decay;
+  bool nesterov;
+
+  SgdOptions options(double lr) const {
+    SgdOptions o;
+    o.lr = lr;
+    o.momentum = momentum;
+    o.dampening = dampening;
+    o.weight_decay = weight_decay;
+    o.nesterov = nesterov;
+    return o;
+  }
+  std::string describe() const {
+    return str_cat("momentum ", momentum, " dampening ", dampening, " weight_decay ", weight_decay,
+                   nesterov ? " nesterov" : "");
+  }
+};
 
 // torch.optim.SGD on one element.
 struct SgdRef {

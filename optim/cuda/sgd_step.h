@@ -1,0 +1,17 @@
+// The fused SGD step on CUDA (the CPU twin is sgd_step_cpu in
+// optim/sgd_step.h): n contiguous elements of p, g and buf on the device;
+// buf is null when there is no momentum.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "optim/sgd_step_math.h"
+
+namespace coppice::optim_cuda {
+
+template <typename T>
+void sgd_step(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& args, cudaStream_t stream);
+
+}  // namespace coppice::optim_cuda

@@ -1,0 +1,42 @@
+// Plumbing shared by the fused optimizer steps (optim/adam_step.h,
+// optim/sgd_step.h and their CUDA twins in optim/cuda): when a fused kernel
+// may run, running it through the dispatcher (counted, so tests and
+// diagnostics can tell which path a step took), and the f32/f64 switch of
+// the kernels.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string_view>
+#include <vector>
+
+#include "tensor/dispatcher.h"
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+// True when a kernel `op` is registered for p's device and p and every one
+// of `others` are defined, dense, contiguous, of p's dtype (f32 or f64),
+// shape and device. The fused kernels index one flat array per tensor, so
+// anything else takes the tensor-op path.
+bool fused_step_applies(std::string_view op, const Tensor& p, std::initializer_list<const Tensor*> others);
+
+// Dispatches `op` (a fused step writes its outputs in place and returns
+// nothing) and counts the call.
+void run_fused_step(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs);
+
+// How many fused steps `op` has run in this process (every device).
+int64_t fused_step_calls(std::string_view op);
+
+// Calls f(T{}) with T = double for f64 and float otherwise (the callers have
+// checked the dtype is one of the two).
+template <typename F>
+void with_fused_step_type(DType dtype, F&& f) {
+  if (dtype == DType::kF64) {
+    f(double{});
+  } else {
+    f(float{});
+  }
+}
+
+}  // namespace coppice

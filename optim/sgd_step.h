@@ -1,0 +1,34 @@
+// The fused SGD step over a flat array of values (one pass instead of
+// Sgd::update's chain of mul/add/sub, each allocating a temporary),
+// registered with the dispatcher as "sgd_step" on the CPU (here) and on CUDA
+// (optim/cuda/sgd_step.cu, the CPU being its twin). Each element follows
+// optim/sgd.h's formulas with the scalars rounded to the values' dtype and
+// every product and sum rounded on its own, exactly as the tensor-op path
+// does, so the CPU twin, the CUDA kernel and the op path agree bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "optim/sgd_step_math.h"
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+// The CPU twin over n contiguous elements; buf is null when there is no
+// momentum.
+template <typename T>
+void sgd_step_cpu(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& args);
+
+// Runs the fused step in place (p, and buf when args.momentum != 0) when a
+// kernel "sgd_step" is registered for p's device and p, g (and buf when
+// used) are dense, contiguous, f32 or f64, of one dtype, shape and device;
+// returns false (touching nothing) otherwise. With args.first, buf must
+// still be allocated (e.g. empty()): the step writes g into it. Without
+// momentum, buf is ignored.
+bool fused_sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStepArgs& args);
+
+// Dispatcher attributes -> SgdStepArgs (for the kernels).
+class Attrs;
+SgdStepArgs sgd_step_args(const Attrs& attrs);
+
+}  // namespace coppice
