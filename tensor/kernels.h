@@ -55,7 +55,9 @@
 // frontends rely on it rather than copying indices to the host.
 //
 // <unary>: neg abs sign exp log sqrt rsqrt relu gelu (erf form) sigmoid tanh erf clamp
-// <binary>: add sub mul div pow maximum minimum eq ne lt le gt ge
+// <binary>: add sub mul div pow maximum minimum relu_backward eq ne lt le gt ge
+// (relu_backward(g, y) = y > 0 ? g : 0, floating only: relu's gradient in one
+// pass instead of a compare, a where and two scalar fills)
 //
 // Optional fused kernels. The frontends of these composites (ops.h) call a
 // kernel of the op's own name when the device registers one (has_kernel), after
@@ -67,6 +69,8 @@
 // cross_entropy   logits [n, c], target i64 [n]  label_smoothing (double),             loss: 0-D, or [n] for "none"
 //                 (range-checked by the kernel)  ignore_index (int), reduction
 //                                                ("mean" | "sum" | "none")
+// cross_entropy_  logits [n, c], target i64 [n],  as cross_entropy                      d loss / d logits, [n, c]
+//   backward      grad (0-D, or [n] for "none")
 // layer_norm      x, weight, bias (optional;     normalized_shape (ints), eps          y, x's shape
 //                 normalized_shape each)
 // conv2d          x [n, c, h, w], weight         kernel, stride, padding, dilation     y [n, o, oh, ow]
@@ -81,7 +85,7 @@ namespace coppice::kernels {
 inline constexpr std::string_view kUnaryOps[] = {"neg",  "abs",  "sign",    "exp",  "log", "sqrt",  "rsqrt",
                                                  "relu", "gelu", "sigmoid", "tanh", "erf", "clamp"};
 inline constexpr std::string_view kBinaryOps[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                                  "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
+                                                  "relu_backward", "eq", "ne", "lt", "le", "gt", "ge"};
 
 inline bool is_comparison(std::string_view op) {
   return op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge";

@@ -75,6 +75,8 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
+// relu's gradient from its output: y > 0 ? grad : 0 (floating).
+Tensor relu_backward(const Tensor& grad, const Tensor& y);
 Tensor gelu(const Tensor& x);  // exact (erf) form
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
@@ -136,6 +138,12 @@ struct CrossEntropyOptions {
 };
 // logits [n, c], target i64 [n].
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
+// d cross_entropy / d logits times grad (0-D, or [n] for reduction none):
+// per row with a target t not ignored, (softmax(z) - (1 - eps) onehot(t) -
+// eps / c) times the row's weight in the loss. Targets are not range-checked
+// again (the forward did).
+Tensor cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& grad,
+                              const CrossEntropyOptions& options = {});
 
 // Normalizes over the trailing `normalized_shape`; weight and bias optional.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),

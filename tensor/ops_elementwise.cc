@@ -129,6 +129,7 @@ Tensor log(const Tensor& x) { return unary("log", x); }
 Tensor sqrt(const Tensor& x) { return unary("sqrt", x); }
 Tensor rsqrt(const Tensor& x) { return unary("rsqrt", x); }
 Tensor relu(const Tensor& x) { return unary("relu", x); }
+Tensor relu_backward(const Tensor& grad, const Tensor& y) { return binary("relu_backward", grad, y); }
 Tensor gelu(const Tensor& x) { return unary("gelu", x); }
 Tensor sigmoid(const Tensor& x) { return unary("sigmoid", x); }
 Tensor tanh(const Tensor& x) { return unary("tanh", x); }

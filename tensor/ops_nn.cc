@@ -159,6 +159,51 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   return result.to(logits.dtype());
 }
 
+Tensor cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& grad,
+                              const CrossEntropyOptions& options) {
+  constexpr std::string_view op = "cross_entropy_backward";
+  check_dense(logits, op, "logits");
+  check_dense(target, op, "target");
+  check_dense(grad, op, "grad");
+  check_same_device({logits, target, grad}, op);
+  COPPICE_CHECK(logits.dim() == 2 && target.dim() == 1 && target.size(0) == logits.size(0), op,
+                ": logits must be [n, c] and target [n], got ", shape_to_string(logits.shape()), " and ",
+                shape_to_string(target.shape()));
+  const bool per_row = options.reduction == Reduction::kNone;
+  COPPICE_CHECK(per_row ? grad.dim() == 1 && grad.size(0) == logits.size(0) : grad.numel() == 1, op, ": grad ",
+                shape_to_string(grad.shape()), " does not fit reduction ", reduction_name(options.reduction));
+  if (has_fused(op, logits.device())) {
+    Attrs attrs;
+    attrs.set("label_smoothing", options.label_smoothing)
+        .set("ignore_index", options.ignore_index)
+        .set("reduction", std::string(reduction_name(options.reduction)));
+    return dispatch(op, {logits, target, grad}, attrs)[0];
+  }
+  const int64_t c = logits.size(1);
+  const double eps = options.label_smoothing;
+  const Tensor valid = ne(target, static_cast<double>(options.ignore_index));
+  const Tensor safe = where(valid, target, zeros_like(target)).to(DType::kI64).unsqueeze(1);
+  const Tensor onehot = scatter_add(zeros(logits.shape(), logits.options()), 1, safe,
+                                    ones({logits.size(0), 1}, logits.options()));
+  const Tensor d = sub(softmax(logits, 1), add(mul(onehot, 1.0 - eps), eps / static_cast<double>(c)));
+  // The weight of each row's loss in the output.
+  Tensor row;
+  switch (options.reduction) {
+    case Reduction::kNone:
+      row = grad;
+      break;
+    case Reduction::kSum:
+      row = grad.reshape({}).expand({logits.size(0)});
+      break;
+    case Reduction::kMean: {
+      const Tensor count = sum(valid.to(grad.dtype()));
+      row = div(grad.reshape({}), maximum(count, scalar_tensor(1.0, grad.options()))).expand({logits.size(0)});
+      break;
+    }
+  }
+  return mul(d, where(valid, row, scalar_tensor(0.0, row.options())).unsqueeze(1));
+}
+
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   constexpr std::string_view op = "layer_norm";

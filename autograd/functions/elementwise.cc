@@ -215,7 +215,7 @@ Variable relu(const Variable& x) {
   if (x.value().is_sparse()) return autograd_detail::sparse_unary(x, "relu");
   Tensor y = relu(x.value());
   return record(y, "ReluBackward", {x}, [y](const Tensor& g, const GradNeeds&) {
-    return Grads{mask_grad(g, gt(y, 0.0))};
+    return Grads{relu_backward(g, y)};
   });
 }
 

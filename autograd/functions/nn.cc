@@ -29,30 +29,7 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, const Cross
   Tensor z = logits.value();
   Tensor loss = cross_entropy(z, target, options);
   return record(loss, "CrossEntropyBackward", {logits}, [z, target, options](const Tensor& g, const GradNeeds&) {
-    // Per row with a target t not ignored:
-    //   d loss / d z = softmax(z) - (1 - eps) onehot(t) - eps / c.
-    int64_t c = z.size(1);
-    double eps = options.label_smoothing;
-    Tensor valid = ne(target, static_cast<double>(options.ignore_index));
-    Tensor safe = where(valid, target, zeros_like(target)).to(DType::kI64).unsqueeze(1);
-    Tensor onehot = scatter_add(zeros(z.shape(), z.options()), 1, safe, ones({z.size(0), 1}, z.options()));
-    Tensor d = sub(softmax(z, 1), add(mul(onehot, 1.0 - eps), eps / static_cast<double>(c)));
-    // The weight of each row's loss in the output.
-    Tensor row;
-    switch (options.reduction) {
-      case Reduction::kNone:
-        row = g;
-        break;
-      case Reduction::kSum:
-        row = g.expand({z.size(0)});
-        break;
-      case Reduction::kMean: {
-        Tensor count = sum(valid.to(g.dtype()));
-        row = div(g, maximum(count, scalar_tensor(1.0, g.options()))).expand({z.size(0)});
-        break;
-      }
-    }
-    return Grads{mul(d, mask_grad(row, valid).unsqueeze(1))};
+    return Grads{cross_entropy_backward(z, target, g, options)};
   });
 }
 

@@ -95,6 +95,11 @@ struct MinOp {
   }
 };
 
+struct ReluBackwardOp {
+  template <typename C>
+  C operator()(C g, C y) const { return y > C(0) ? g : C(0); }
+};
+
 struct EqOp {
   template <typename C>
   bool operator()(C a, C b) const { return a == b; }
@@ -161,6 +166,7 @@ Tensor run_binary(std::string_view op, const Tensor& a, const Tensor& b) {
   if (op == "pow") return run_floating(a, b, op, PowOp{});
   if (op == "maximum") return run_any<false>(a, b, op, MaxOp{});
   if (op == "minimum") return run_any<false>(a, b, op, MinOp{});
+  if (op == "relu_backward") return run_floating(a, b, op, ReluBackwardOp{});
   if (op == "eq") return run_any<true>(a, b, op, EqOp{});
   if (op == "ne") return run_any<true>(a, b, op, NeOp{});
   if (op == "lt") return run_any<true>(a, b, op, LtOp{});

@@ -76,6 +76,11 @@ struct MaxOp {
   }
 };
 
+struct ReluBackwardOp {
+  template <typename C>
+  __device__ C operator()(C g, C y) const { return y > C(0) ? g : C(0); }
+};
+
 struct MinOp {
   template <typename C>
   __device__ C operator()(C a, C b) const {
@@ -132,11 +137,12 @@ Tensor run_binary(std::string_view op, const Tensor& a, const Tensor& b) {
   if (op == "pow") return run<PowOp, true>(op, a, b);
   if (op == "maximum") return run<MaxOp>(op, a, b);
   if (op == "minimum") return run<MinOp>(op, a, b);
+  if (op == "relu_backward") return run<ReluBackwardOp, true>(op, a, b);
   fail(op, ": not a binary arithmetic kernel");
 }
 
 bool register_all() {
-  for (std::string_view name : {"add", "sub", "mul", "div", "pow", "maximum", "minimum"}) {
+  for (std::string_view name : {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "relu_backward"}) {
     std::string op(name);
     Dispatcher::instance().register_kernel(
         op, DeviceType::kCuda, {"dense", "dense"}, [op](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {

@@ -27,6 +27,7 @@ double reference(std::string_view op, double a, double b) {
   if (op == "minimum") return std::min(a, b);
   if (op == "eq") return a == b;
   if (op == "ne") return a != b;
+  if (op == "relu_backward") return b > 0 ? a : 0;
   if (op == "lt") return a < b;
   if (op == "le") return a <= b;
   if (op == "gt") return a > b;
