@@ -23,8 +23,4 @@ void adam_step_cpu(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& 
 // dtype, shape and device; returns false (touching nothing) otherwise.
 bool fused_adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStepArgs& args);
 
-// Dispatcher attributes <-> AdamStepArgs (for the kernels).
-class Attrs;
-AdamStepArgs adam_step_args(const Attrs& attrs);
-
 }  // namespace coppice

@@ -14,6 +14,18 @@ struct AdamStepArgs {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   bool decoupled = false;  // AdamW
   int64_t step = 1;        // after its increment
+
+  // Every field with its name: the dispatcher's attributes (optim/fused_step.h).
+  template <typename F>
+  void for_each_field(F&& f) {
+    f("lr", lr);
+    f("beta1", beta1);
+    f("beta2", beta2);
+    f("eps", eps);
+    f("weight_decay", weight_decay);
+    f("decoupled", decoupled);
+    f("step", step);
+  }
 };
 
 // The per-element constants, rounded to T as the tensor-op path rounds them.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/dispatcher.h"
@@ -24,6 +25,33 @@ bool fused_step_applies(std::string_view op, const Tensor& p, std::initializer_l
 // Dispatches `op` (a fused step writes its outputs in place and returns
 // nothing) and counts the call.
 void run_fused_step(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs);
+
+// A step's arguments (AdamStepArgs, SgdStepArgs: structs of double, bool and
+// int64_t fields that name each field once in for_each_field) as dispatcher
+// attributes, and back in the kernels.
+template <typename Args>
+Attrs fused_step_attrs(Args args) {
+  Attrs attrs;
+  args.for_each_field([&](const char* name, const auto& value) { attrs.set(name, value); });
+  return attrs;
+}
+
+template <typename Args>
+Args fused_step_args(const Attrs& attrs) {
+  Args args;
+  args.for_each_field([&](const char* name, auto& value) {
+    using V = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<V, bool>) {
+      value = attrs.get_bool(name);
+    } else if constexpr (std::is_same_v<V, double>) {
+      value = attrs.get_double(name);
+    } else {
+      static_assert(std::is_same_v<V, int64_t>, "a fused step's argument is double, bool or int64_t");
+      value = attrs.get_int(name);
+    }
+  });
+  return args;
+}
 
 // How many fused steps `op` has run in this process (every device).
 int64_t fused_step_calls(std::string_view op);

@@ -17,38 +17,20 @@ void sgd_step_cpu(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& args) 
 template void sgd_step_cpu<float>(float*, const float*, float*, int64_t, const SgdStepArgs&);
 template void sgd_step_cpu<double>(double*, const double*, double*, int64_t, const SgdStepArgs&);
 
-SgdStepArgs sgd_step_args(const Attrs& attrs) {
-  SgdStepArgs a;
-  a.lr = attrs.get_double("lr");
-  a.momentum = attrs.get_double("momentum");
-  a.dampening = attrs.get_double("dampening");
-  a.weight_decay = attrs.get_double("weight_decay");
-  a.nesterov = attrs.get_bool("nesterov");
-  a.first = attrs.get_bool("first");
-  return a;
-}
-
 bool fused_sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStepArgs& args) {
   const bool has_momentum = args.momentum != 0.0;
   const bool applies =
       has_momentum ? fused_step_applies("sgd_step", p, {&g, &buf}) : fused_step_applies("sgd_step", p, {&g});
   if (!applies) return false;
-  Attrs attrs;
-  attrs.set("lr", args.lr)
-      .set("momentum", args.momentum)
-      .set("dampening", args.dampening)
-      .set("weight_decay", args.weight_decay)
-      .set("nesterov", args.nesterov)
-      .set("first", args.first);
   // Without momentum the buffer travels as an undefined input ("none").
-  run_fused_step("sgd_step", {p, g, has_momentum ? buf : Tensor()}, attrs);
+  run_fused_step("sgd_step", {p, g, has_momentum ? buf : Tensor()}, fused_step_attrs(args));
   return true;
 }
 
 namespace {
 
 std::vector<Tensor> sgd_step_cpu_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
-  const SgdStepArgs args = sgd_step_args(attrs);
+  const auto args = fused_step_args<SgdStepArgs>(attrs);
   with_fused_step_type(in[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
     sgd_step_cpu<T>(in[0].data<T>(), in[1].data<T>(), in[2].defined() ? in[2].data<T>() : nullptr, in[0].numel(),

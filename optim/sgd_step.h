@@ -27,8 +27,4 @@ void sgd_step_cpu(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& args);
 // momentum, buf is ignored.
 bool fused_sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStepArgs& args);
 
-// Dispatcher attributes -> SgdStepArgs (for the kernels).
-class Attrs;
-SgdStepArgs sgd_step_args(const Attrs& attrs);
-
 }  // namespace coppice

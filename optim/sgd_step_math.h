@@ -3,6 +3,8 @@
 // C++ that nvcc also compiles, so it includes no tensor headers.
 #pragma once
 
+#include <cstdint>
+
 #include "optim/fused_step_math.h"
 
 namespace coppice {
@@ -13,6 +15,17 @@ struct SgdStepArgs {
   // No momentum buffer yet (the parameter's first step): buf = g, and the
   // buffer's old contents are never read (it may be uninitialised).
   bool first = false;
+
+  // Every field with its name: the dispatcher's attributes (optim/fused_step.h).
+  template <typename F>
+  void for_each_field(F&& f) {
+    f("lr", lr);
+    f("momentum", momentum);
+    f("dampening", dampening);
+    f("weight_decay", weight_decay);
+    f("nesterov", nesterov);
+    f("first", first);
+  }
 };
 
 // The per-element constants, rounded to T as the tensor-op path rounds its

@@ -27,7 +27,7 @@ void launch_fused_step(const char* op, const Tensor& p, Launch&& launch) {
 }
 
 std::vector<Tensor> adam_step_cuda_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
-  const AdamStepArgs args = adam_step_args(attrs);
+  const auto args = fused_step_args<AdamStepArgs>(attrs);
   launch_fused_step("adam_step", in[0], [&](auto zero, cudaStream_t stream) {
     using T = decltype(zero);
     adam_step<T>(in[0].data<T>(), in[1].data<T>(), in[2].data<T>(), in[3].data<T>(), in[0].numel(), args, stream);
@@ -36,7 +36,7 @@ std::vector<Tensor> adam_step_cuda_kernel(const std::vector<Tensor>& in, const A
 }
 
 std::vector<Tensor> sgd_step_cuda_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
-  const SgdStepArgs args = sgd_step_args(attrs);
+  const auto args = fused_step_args<SgdStepArgs>(attrs);
   launch_fused_step("sgd_step", in[0], [&](auto zero, cudaStream_t stream) {
     using T = decltype(zero);
     sgd_step<T>(in[0].data<T>(), in[1].data<T>(), in[2].defined() ? in[2].data<T>() : nullptr, in[0].numel(), args,
