@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,6 +72,9 @@ struct SgdCase {
                    nesterov ? " nesterov" : "");
   }
 };
+
+// How GoogleTest names a case in its messages.
+inline void PrintTo(const SgdCase& c, std::ostream* os) { *os << c.describe(); }
 
 // torch.optim.SGD on one element.
 struct SgdRef {
