@@ -122,7 +122,9 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
   DeviceType device = first->device().type;
   if (const Kernel* k = find(op, device, formats)) {
     if (!op_profile_enabled()) return (*k)(inputs, attrs);
-    ProfileScope scope(str_cat(op, "(", str_join(formats, ", "), ") on ", device_type_name(device)), first->device());
+    ProfileScope scope(str_cat(op, "(", str_join(formats, ", "), ") on ", device_type_name(device),
+                               op_profile_shapes() ? " " + shape_to_string(first->shape()) : std::string()),
+                       first->device());
     return (*k)(inputs, attrs);
   }
 

@@ -23,6 +23,7 @@
 // where           cond (bool), a, b (same        -                                     contiguous, broadcast shape
 //                 dtype; broadcast)
 // reduce_sum      x contiguous [outer, r]        -                                     [outer], x's dtype (i64 for ints)
+// reduce_sum_cols x [r, inner] (floating)         -                                     [inner], column sums
 // reduce_max      x contiguous [outer, r], r>0   -                                     values [outer], indices i64 [outer]
 // reduce_min      same                           -                                     same
 // gemm            a, b contiguous 3-D            trans_a, trans_b (bools)              c [batch, m, n] contiguous,

@@ -69,6 +69,14 @@ bool op_profile_enabled() {
   return on;
 }
 
+bool op_profile_shapes() {
+  static const bool on = [] {
+    const char* v = std::getenv("COPPICE_PROFILE");
+    return v != nullptr && std::string(v) == "shapes";
+  }();
+  return on;
+}
+
 void op_profile_record(const std::string& key, double seconds) { profile().record(key, seconds); }
 
 std::string op_profile_report() { return profile().report(); }

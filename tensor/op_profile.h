@@ -1,7 +1,8 @@
 // Per-op timing through the dispatcher, for finding the slow op of a step:
 // run any binary with COPPICE_PROFILE=1 and, at exit, stderr gets one line
 // per "op(formats) on device": calls, total, mean and fastest milliseconds,
-// sorted by total. Each dispatched kernel is timed between two device synchronizations,
+// sorted by total (COPPICE_PROFILE=shapes splits each by its first input's
+// shape). Each dispatched kernel is timed between two device synchronizations,
 // so a profiled run is slower and its times are inclusive (an op whose
 // kernel dispatches other ops counts them too). Off: one relaxed load per call.
 #pragma once
@@ -14,6 +15,9 @@
 namespace coppice {
 
 bool op_profile_enabled();
+// COPPICE_PROFILE=shapes: the key also names the first input's shape, to
+// tell the calls of one op apart (which copy_ is the slow one).
+bool op_profile_shapes();
 // Adds one call of `key` taking `seconds`.
 void op_profile_record(const std::string& key, double seconds);
 // The table printed at exit ("" when nothing was recorded).

@@ -70,6 +70,19 @@ Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
   int64_t r = 0;
   Tensor in = x.dtype() == DType::kBool ? x.to(DType::kI64) : x;
   if (x.numel() == 0) return zeros(out_shape, TensorOptions(out_dtype, x.device()));
+  // Leading dims reduced (a bias gradient: sum over the batch) of a
+  // contiguous floating tensor on the GPU: column sums in place, not a
+  // transposed copy. (The CPU keeps its blocked row sums, which round less;
+  // its reduce_sum_cols is the GPU kernel's twin for the parity test.)
+  int64_t leading = 0;
+  while (leading < x.dim() && mask[leading]) ++leading;
+  bool leading_only = leading > 0 && leading < x.dim();
+  for (int64_t d = leading; d < x.dim() && leading_only; ++d) leading_only = !mask[d];
+  if (leading_only && x.device().is_cuda() && is_floating(x.dtype()) && x.is_contiguous()) {
+    int64_t rows = 1;
+    for (int64_t d = 0; d < leading; ++d) rows *= x.size(d);
+    return dispatch("reduce_sum_cols", {x.reshape({rows, x.numel() / rows})})[0].reshape(out_shape);
+  }
   Tensor rows = as_rows(in, mask, &kept, &r);
   Tensor out = dispatch("reduce_sum", {rows})[0];
   return out.reshape(out_shape);

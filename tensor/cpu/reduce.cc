@@ -127,6 +127,34 @@ std::vector<Tensor> reduce_extreme(const Tensor& input, std::string_view op) {
   return {values, indices};
 }
 
+// x [r, inner] summed over its rows, each column in row order (floating).
+Tensor reduce_sum_cols(const Tensor& input) {
+  COPPICE_CHECK(input.dim() == 2 && is_floating(input.dtype()), "reduce_sum_cols: input must be 2-D floating, got ",
+                shape_to_string(input.shape()), " ", dtype_name(input.dtype()));
+  const Tensor x = input.contiguous();
+  const int64_t r = x.size(0), inner = x.size(1);
+  Tensor out = Tensor::empty({inner}, x.options());
+  dispatch_floating(x.dtype(), "reduce_sum_cols", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = compute_t<T>;
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    parallel_for(0, inner, std::max<int64_t>(1, kGrain / std::max<int64_t>(r, 1)), [&](int64_t b, int64_t e) {
+      std::vector<Acc> acc(static_cast<size_t>(e - b), Acc(0));
+      for (int64_t i = 0; i < r; ++i) {
+        for (int64_t c = b; c < e; ++c) acc[static_cast<size_t>(c - b)] += Acc(px[i * inner + c]);
+      }
+      for (int64_t c = b; c < e; ++c) po[c] = T(acc[static_cast<size_t>(c - b)]);
+    });
+  });
+  return out;
+}
+
+KernelRegistrar sum_cols_reg("reduce_sum_cols", DeviceType::kCpu, {"dense"},
+                             [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
+                               COPPICE_CHECK(in.size() == 1, "reduce_sum_cols: expected 1 input, got ", in.size());
+                               return {reduce_sum_cols(in[0])};
+                             });
 KernelRegistrar sum_reg("reduce_sum", DeviceType::kCpu, {"dense"},
                         [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
                           COPPICE_CHECK(in.size() == 1, "reduce_sum: expected 1 input, got ", in.size());

@@ -246,7 +246,64 @@ std::vector<Tensor> reduce_arg(std::string_view op, bool largest, const std::vec
   return {values, indices};
 }
 
+// Column sums of x [r, inner] (floating): pass 1 sums each column over
+// chunks of kColChunk rows (a thread per column, so every warp reads one
+// coalesced row segment), pass 2 adds the chunk sums in order; no atomics, so
+// the result is the same on every run. The bias gradient of a linear layer
+// is this sum; through reduce_sum it cost a transposed copy of the whole
+// gradient first.
+constexpr int64_t kColChunk = 64;
+
+template <typename T, typename A>
+__global__ void column_chunks(const T* __restrict__ x, int64_t r, int64_t inner, A* __restrict__ partial) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= inner) return;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * kColChunk;
+  const int64_t end = begin + kColChunk < r ? begin + kColChunk : r;
+  A s = 0;
+  for (int64_t i = begin; i < end; ++i) s += static_cast<A>(x[i * inner + c]);
+  partial[static_cast<int64_t>(blockIdx.y) * inner + c] = s;
+}
+
+template <typename A, typename T>
+__global__ void column_totals(const A* __restrict__ partial, int64_t chunks, int64_t inner, T* __restrict__ out) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= inner) return;
+  A s = 0;
+  for (int64_t k = 0; k < chunks; ++k) s += partial[k * inner + c];
+  out[c] = T(s);
+}
+
+std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&) {
+  constexpr std::string_view op = "reduce_sum_cols";
+  check_inputs(in, 1, op);
+  const Tensor x = as_rows(in[0], op);  // [r, inner] contiguous
+  COPPICE_CHECK(is_floating(x.dtype()), op, ": floating input expected, got ", dtype_name(x.dtype()));
+  const int64_t r = x.size(0), inner = x.size(1);
+  Tensor out = Tensor::empty({inner}, x.options());
+  if (inner == 0) return {out};
+  const int device = x.device().index;
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  const int64_t chunks = std::max<int64_t>(1, (r + kColChunk - 1) / kColChunk);
+  COPPICE_CHECK(chunks < 65536, op, ": ", r, " rows exceed the kernel's grid");
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = sum_acc_t<T>;
+    Tensor partial = Tensor::empty({chunks, inner}, TensorOptions(dtype_of<A>(), x.device()));
+    const unsigned col_blocks = static_cast<unsigned>((inner + kThreads - 1) / kThreads);
+    column_chunks<T, A><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(
+        static_cast<const T*>(x.data_ptr()), r, inner, partial.data<A>());
+    check_launch(op);
+    column_totals<A, T><<<col_blocks, kThreads, 0, stream>>>(partial.data<A>(), chunks, inner,
+                                                             static_cast<T*>(out.data_ptr()));
+  });
+  check_launch(op);
+  return {out};
+}
+
 const KernelRegistrar kSum("reduce_sum", DeviceType::kCuda, {"dense"}, reduce_sum);
+const KernelRegistrar kSumCols("reduce_sum_cols", DeviceType::kCuda, {"dense"}, reduce_sum_cols);
 const KernelRegistrar kMax("reduce_max", DeviceType::kCuda, {"dense"},
                            [](const std::vector<Tensor>& in, const Attrs&) { return reduce_arg("reduce_max", true, in); });
 const KernelRegistrar kMin("reduce_min", DeviceType::kCuda, {"dense"},

@@ -1,4 +1,5 @@
 // CPU parity of reduce_sum, reduce_max and reduce_min over rows of [outer, r].
+#include "tensor/ops.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
 
 namespace coppice {
@@ -86,6 +87,22 @@ TEST(CudaReduceTest, NonContiguousInputAndErrors) {
   Tensor e = Tensor::empty({3, 0}, TensorOptions(gpu()));
   expect_error([&] { dispatch("reduce_max", {e}); }, "empty dimension");
   expect_error([&] { dispatch("reduce_sum", {Tensor::empty({3}, TensorOptions(gpu()))}); }, "2-D");
+}
+
+// Column sums (the bias gradient's sum over a batch), the kernel and its CPU
+// twin, and sum over leading dims through the frontend, which takes it.
+TEST(CudaReduceTest, ColumnSumsMatchTheCpu) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : floating_dtypes()) {
+    for (const Shape& shape : std::vector<Shape>{{1, 1}, {3, 300}, {64, 7}, {65, 5}, {1000, 33}, {4097, 2}}) {
+      const Tensor x = random(shape, t, 31);
+      const Tol tol = t == DType::kF64 ? Tol{1e-12, 1e-12} : t == DType::kF32 ? Tol{1e-5, 1e-5} : math_tol(t);
+      expect_parity("reduce_sum_cols", {x}, {}, tol.rtol * 10, tol.atol * 10, str_cat(dtype_name(t), " ", shape_to_string(shape)));
+    }
+  }
+  const Tensor x = random({6, 5, 4}, DType::kF32, 32);
+  expect_match(sum(x.to(gpu()), {0, 1}).to(Device::cpu()), sum(x, {0, 1}), 1e-5, 1e-5, "sum over leading dims");
+  expect_match(sum(x.to(gpu()), {0}, true).to(Device::cpu()), sum(x, {0}, true), 1e-5, 1e-5, "keepdim");
 }
 
 }  // namespace
