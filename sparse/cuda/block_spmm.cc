@@ -8,6 +8,7 @@
 
 #include "sparse/bsr.h"
 #include "sparse/cuda/bsr_products.h"
+#include "sparse/cuda/csr_view.h"
 #include "sparse/cuda/block_spmm.h"
 #include "sparse/nm.h"
 #include "tensor/cuda/cuda_check.h"
@@ -33,6 +34,7 @@ Tensor block_spmm(const Tensor& a, const Tensor& x_in, std::string_view op) {
   COPPICE_CHECK(x_in.size(0) == cols, op, ": inner dimensions differ: sparse a is ", shape_to_string(a.shape()),
                 ", dense b is ", shape_to_string(x_in.shape()));
   if (bsr_tiles_apply(a)) return bsr_tiled_matmul(a, /*transpose_s=*/false, x_in, /*sparse_left=*/true, op);
+  if (multiplies_densely(a)) return matmul(dense_from_positions(a, op), x_in);
   const DType acc = dtype == DType::kF64 ? DType::kF64 : DType::kF32;
   const TensorOptions opts(acc, a.device());
   if (rows == 0 || n == 0) return Tensor::empty({rows, n}, TensorOptions(dtype, a.device()));

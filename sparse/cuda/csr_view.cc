@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sparse/csr.h"
+#include "sparse/nm.h"
 #include "sparse/stored_positions.h"
 #include "tensor/ops.h"
 
@@ -125,5 +126,23 @@ Tensor values_from_csr_order(const Tensor& t, const Tensor& csr_values, std::str
 }
 
 Tensor device_positions(const Tensor& t, std::string_view op) { return map_for(t, op)->positions; }
+
+bool multiplies_densely(const Tensor& t) {
+  if (t.layout() != Layout::kNm) return false;
+  const NmImpl& s = nm_impl(t, "spmm");
+  return s.n() * 8 >= s.m();
+}
+
+Tensor dense_from_positions(const Tensor& t, std::string_view op) {
+  const Tensor pos = device_positions(t, op);
+  const Tensor vals = values(t).reshape({-1});
+  Tensor dense = zeros({t.numel()}, vals.options());
+  if (pos.numel() > 0) {
+    // Slots that store nothing (-1) add a zero at position 0.
+    const Tensor stored = ge(pos, 0.0);
+    dense = scatter_add(dense, 0, where(stored, pos, zeros_like(pos)), where(stored, vals, zeros_like(vals)));
+  }
+  return dense.view(t.shape());
+}
 
 }  // namespace coppice::sparse_cuda

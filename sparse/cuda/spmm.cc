@@ -347,6 +347,7 @@ Tensor row_major_spmm(const Tensor& a, const Tensor& x, Product product, std::st
 }
 
 Tensor spmm(const Tensor& a, const Tensor& x, Product product, std::string_view op) {
+  if (multiplies_densely(a)) return dense_product(dense_from_positions(a, op), x, product);
   if (bsr_tiles_apply(a)) {
     const bool sparse_left = product == Product::kSparseDense || product == Product::kSparseTDense;
     const bool transposed = product == Product::kSparseTDense || product == Product::kDenseSparseT;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "sparse/cuda/csr_view.h"
 #include "sparse/convert.h"
 #include "sparse/coo.h"
 #include "sparse/cuda/cusparse_context.h"
@@ -129,6 +130,28 @@ TEST_F(SparseCudaTest, BsrAndNmMatchCpu) {
         EXPECT_TRUE(near(linear(ac, w.to(kCuda)), linear(a, w), dtype))
             << "linear(" << a.format() << ", dense) " << dtype_name(dtype) << " density " << density;
       }
+    }
+  }
+}
+
+// n:m keeping at least one in 8 multiplies through its dense form (cuBLAS);
+// sparser n:m keeps the element kernel: both against the CPU.
+TEST_F(SparseCudaTest, DenseAndSparseNmRoutesMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 900;
+  for (DType dtype : kDtypes) {
+    for (int64_t m : {4, 16}) {
+      std::vector<double> v = random_matrix({12, 32}, 1.0, seed++).to_vector<double>();
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (static_cast<int64_t>(i) % m != 0) v[i] = 0.0;  // one kept per group of m
+      }
+      const Tensor a = to_format(from_vector(v, {12, 32}, TensorOptions(DType::kF64)).to(dtype), "nm",
+                                 FormatOptions::nm(1, m));
+      EXPECT_EQ(sparse_cuda::multiplies_densely(to_device(a, kCuda)), m <= 8) << "1:" << m;
+      const Tensor x = random_dense({32, 5}, seed++).to(dtype);
+      const Tensor w = random_dense({7, 12}, seed++).to(dtype);
+      EXPECT_TRUE(near(matmul(to_device(a, kCuda), x.to(kCuda)), matmul(a, x), dtype)) << "1:" << m;
+      EXPECT_TRUE(near(matmul(w.to(kCuda), to_device(a, kCuda)), matmul(w, a), dtype)) << "1:" << m;
     }
   }
 }
