@@ -411,6 +411,33 @@ __device__ __forceinline__ void stage_tile(T* dst, int ld, int rows, int cols, c
   }
 }
 
+// The block row holding stored block e: the last row starting at or before
+// it (crow[lo] <= e < crow[hi]; empty rows share their start).
+__device__ inline int64_t block_row_of(const int32_t* crow, int64_t block_rows, int64_t e) {
+  int64_t lo = 0, hi = block_rows;
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    if (crow[mid] <= e) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+// out [BM, BN] from the 16x16 accumulators every warp stored at cs + warp *
+// 256: fragment f = warp % frags, the warps that split the inner dimension of
+// one fragment (warp / frags) added in order.
+template <typename T, int BM, int BN>
+__device__ void write_split_fragments(float* cs, T* out) {
+  constexpr int kFrags = (BM / 16) * (BN / 16), kSplit = kWarps / kFrags;
+  __syncthreads();
+  for (int i = threadIdx.x; i < BM * BN; i += kThreads) {
+    const int r = i / BN, c = i % BN;
+    const int frag = (r / 16) * (BN / 16) + c / 16;
+    float sum = 0.0f;
+    for (int q = 0; q < kSplit; ++q) sum += cs[(q * kFrags + frag) * 256 + (r % 16) * 16 + c % 16];
+    out[i] = from_float<T>(sum);
+  }
+}
+
 template <typename T, int BM, int BN, TileMath M>
 __global__ void __launch_bounds__(kThreads) sddmm_kernel(BsrSddmmArgs<T> p) {
   using Smem = SddmmSmem<T, BM, BN>;
@@ -423,14 +450,7 @@ __global__ void __launch_bounds__(kThreads) sddmm_kernel(BsrSddmmArgs<T> p) {
 
   const int tid = threadIdx.x, warp = tid / 32;
   const int64_t e = blockIdx.x;
-  if (tid == 0) {  // the block row holding block e: the last row starting at or before it
-    int64_t lo = 0, hi = p.block_rows;  // crow[lo] <= e < crow[hi]
-    while (hi - lo > 1) {
-      const int64_t mid = (lo + hi) / 2;
-      if (p.crow[mid] <= e) lo = mid; else hi = mid;
-    }
-    block_row = lo;
-  }
+  if (tid == 0) block_row = block_row_of(p.crow, p.block_rows, e);
   __syncthreads();
   const int64_t r0 = block_row * BM, c0 = static_cast<int64_t>(p.bcol[e]) * BN;
 
@@ -477,14 +497,7 @@ __global__ void __launch_bounds__(kThreads) sddmm_kernel(BsrSddmmArgs<T> p) {
     }
   } else {
     wmma::store_matrix_sync(cs + warp * 256, cf, 16, wmma::mem_row_major);
-    __syncthreads();
-    for (int i = tid; i < BM * BN; i += kThreads) {
-      const int r = i / BN, c = i % BN;
-      const int frag = (r / 16) * (BN / 16) + c / 16;
-      float sum = 0.0f;
-      for (int q = 0; q < kSplit; ++q) sum += cs[(q * kFrags + frag) * 256 + (r % 16) * 16 + c % 16];
-      out[i] = from_float<T>(sum);
-    }
+    write_split_fragments<T, BM, BN>(cs, out);
   }
 }
 
@@ -564,14 +577,7 @@ __global__ void __launch_bounds__(kThreads) staged_sddmm_kernel(BsrSddmmArgs<T> 
   float* cs = reinterpret_cast<float*>(smem);
   const int tid = threadIdx.x, warp = tid / 32;
   const int64_t e = blockIdx.x;
-  if (tid == 0) {  // the block row holding block e: the last row starting at or before it
-    int64_t lo = 0, hi = p.block_rows;
-    while (hi - lo > 1) {
-      const int64_t mid = (lo + hi) / 2;
-      if (p.crow[mid] <= e) lo = mid; else hi = mid;
-    }
-    block_row = lo;
-  }
+  if (tid == 0) block_row = block_row_of(p.crow, p.block_rows, e);
   __syncthreads();
   const int64_t r0 = block_row * B, c0 = static_cast<int64_t>(p.bcol[e]) * B;
 
@@ -650,14 +656,7 @@ __global__ void __launch_bounds__(kThreads) staged_sddmm_kernel(BsrSddmmArgs<T> 
     return;
   }
   wmma::store_matrix_sync(cs + warp * 256, cf, 16, wmma::mem_row_major);
-  __syncthreads();
-  for (int i = tid; i < B * B; i += kThreads) {
-    const int r = i / B, c = i % B;
-    const int frag = (r / 16) * (B / 16) + c / 16;
-    float sum = 0.0f;
-    for (int q = 0; q < kSplit; ++q) sum += cs[(q * kFrags + frag) * 256 + (r % 16) * 16 + c % 16];
-    out[i] = from_float<T>(sum);
-  }
+  write_split_fragments<T, B, B>(cs, out);
 }
 
 template <typename T, int B, TileMath M>

@@ -15,6 +15,7 @@
 #include "sparse/csr.h"
 #include "sparse/cuda/csr_row_order.h"
 #include "sparse/cuda/csr_spmm.h"
+#include "sparse/cuda/kernel_timing.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/ops.h"
@@ -137,33 +138,6 @@ std::string choice_key(const CsrSpmmArgs& a, int64_t nnz, int device) {
                  "/4|", tiled_possible(a) ? "vec" : "scalar");
 }
 
-// Milliseconds per run of `run` (a warm-up, then the mean of two runs between
-// CUDA events on the device's stream); `out` keeps the last result.
-double time_ms(const std::function<Tensor()>& run, int device, Tensor& out) {
-  out = run();  // warm-up: plans, the row order, first-touch of the output
-  const cudaStream_t stream = cuda::current_stream(device);
-  cudaEvent_t start = nullptr, stop = nullptr;
-  COPPICE_CUDA_CHECK(cudaEventCreate(&start), "csr_spmm");
-  COPPICE_CUDA_CHECK(cudaEventCreate(&stop), "csr_spmm");
-  float ms = 0.0f;
-  try {
-    constexpr int kRuns = 2;
-    COPPICE_CUDA_CHECK(cudaEventRecord(start, stream), "csr_spmm");
-    for (int i = 0; i < kRuns; ++i) out = run();
-    COPPICE_CUDA_CHECK(cudaEventRecord(stop, stream), "csr_spmm");
-    COPPICE_CUDA_CHECK(cudaEventSynchronize(stop), "csr_spmm");
-    COPPICE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop), "csr_spmm");
-    ms /= kRuns;
-  } catch (...) {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    throw;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms;
-}
-
 // Measures every candidate on the real operands, caches the fastest under
 // `key` and returns its result.
 Tensor measure(const std::string& key, const Tensor& csr, const Tensor& x, const CsrSpmmArgs& a, int device,
@@ -177,8 +151,9 @@ Tensor measure(const std::string& key, const Tensor& csr, const Tensor& x, const
   std::string report;
   for (CsrSpmmImpl impl : candidates) {
     Tensor out;
-    const double ms = time_ms(
-        [&] { return impl == CsrSpmmImpl::kCusparse ? cusparse(csr, x) : run_own(csr, x, impl, op); }, device, out);
+    const double ms = time_on_device_ms(
+        [&] { return impl == CsrSpmmImpl::kCusparse ? cusparse(csr, x) : run_own(csr, x, impl, op); }, device, out,
+        "csr_spmm");
     report += str_cat(" ", csr_spmm_impl_name(impl), " ", ms, " ms");
     if (!best_out.defined() || ms < best_ms) best = impl, best_ms = ms, best_out = out;
   }
