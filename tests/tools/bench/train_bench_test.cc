@@ -99,7 +99,9 @@ TEST(TrainBenchTest, JobModelsFromTheirConfigs) {
     ASSERT_EQ(r.status, "ok");
     EXPECT_EQ(r.shape[0], 128);  // both jobs' batch_size
     EXPECT_EQ(extra_value(r, "sparse_weights"), r.op == "lenet300" ? 3 : 4);  // fc1-3; 2 blocks x fc1, fc2
-    if (r.format == "bsr") EXPECT_EQ(extra_value(r, "bsr_block"), r.op == "lenet300" ? 2 : 32);
+    if (r.format == "bsr") {
+      EXPECT_EQ(extra_value(r, "bsr_block"), r.op == "lenet300" ? 2 : 32);
+    }
   }
 }
 
