@@ -366,8 +366,10 @@ TrainingSummary run_training(TrainComponents& c) {
       }
       if (c.grad_clip > 0.0) clip_grad_norm(model.parameters(), c.grad_clip * scale);
     };
+    bool step_skipped = false;
     if (scaler != nullptr) {
-      if (!scaler->step(optimizer, before_step)) summary.skipped_steps.push_back(t);
+      step_skipped = !scaler->step(optimizer, before_step);
+      if (step_skipped) summary.skipped_steps.push_back(t);
     } else {
       before_step(1.0);
       optimizer.step();
@@ -387,9 +389,11 @@ TrainingSummary run_training(TrainComponents& c) {
     const double accuracy = n > 0 ? correct / n : 0.0;
     const double lr = optimizer.param_groups().empty() ? 0.0 : optimizer.option(0, "lr");
 
-    // Mask changes after the step.
+    // Mask changes after the step. A step the loss scaler skipped has
+    // inf/NaN gradients, which would steer growth: its update is left out
+    // (the same on every rank: the check reads the all-reduced gradients).
     std::optional<MaskUpdateStats> mask_stats;
-    if (updater != nullptr && updater->is_update_step(t)) {
+    if (updater != nullptr && updater->is_update_step(t) && !step_skipped) {
       const bool need_momentum = updater->needs_momentum(t);
       std::map<std::string, LayerInputs> inputs;
       for (const std::string& name : updater->layers()) {

@@ -187,6 +187,16 @@ TEST(RunJob, F16WithDynamicLossScaleLearns) {
   EXPECT_LT(s.skipped_steps.size(), 20u);
 }
 
+// A static scale that overflows f16 on every step: every step is skipped, and
+// so is every mask update (their gradients are inf), leaving the masks as
+// they started.
+TEST(RunJob, SkippedStepsMakeNoMaskUpdates) {
+  const TrainingSummary s =
+      run_job(parse(tiny_job(std::string(kRigl) + "precision: {dtype: f16, loss_scale: 1.0e30}\n")));
+  EXPECT_EQ(s.skipped_steps.size(), s.losses.size());
+  EXPECT_TRUE(s.mask_updates.empty());
+}
+
 // Parameters, master weights, moments and the loss scale all come back from
 // the checkpoint: the resumed half equals the uninterrupted run bit for bit.
 TEST(RunJob, F16RigLCheckpointAndResumeAreExact) {
