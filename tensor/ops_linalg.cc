@@ -145,6 +145,11 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (any_sparse({x, weight})) {
     COPPICE_CHECK(!bias.defined() || bias.is_dense(), "linear: bias must be dense, got format '", bias.format(), "'");
+    // A kernel that adds the bias itself (the tiled BSR one) saves a pass.
+    if (bias.defined() && Dispatcher::instance().find("linear", x.device().type,
+                                                      {x.format(), weight.format(), bias.format()}) != nullptr) {
+      return dispatch("linear", {x, weight, bias})[0];
+    }
     Tensor y = sparse_product("linear", x, weight);
     return bias.defined() ? add(y, bias) : y;
   }

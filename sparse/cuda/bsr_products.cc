@@ -103,8 +103,9 @@ StridedMatrix<const T> strided(Tensor& keep, const Tensor& t, bool transposed) {
 
 template <typename T>
 void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const Tensor& x, bool x_transposed,
-                 Tensor& y, bool y_transposed, int64_t n) {
+                 Tensor& y, bool y_transposed, int64_t n, const T* bias) {
   BsrProductArgs<T> p;
+  p.bias = bias;
   std::shared_ptr<const BlockColumns> columns;
   if (walk_transposed) {
     columns = block_columns(s, b);
@@ -150,7 +151,8 @@ bool bsr_tiles_apply(const Tensor& s) {
   return tile_side(b.block_rows()) && tile_side(b.block_cols());
 }
 
-Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op) {
+Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
+                        const Tensor& bias) {
   const BsrImpl& b = bsr_impl(s, op);
   COPPICE_CHECK(x.dim() == 2, op, ": dense operand must be 2-D, got shape ", shape_to_string(x.shape()));
   COPPICE_CHECK(x.dtype() == s.dtype() && x.device() == s.device(), op, ": operands must share one dtype and device, got ",
@@ -167,13 +169,23 @@ Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool
   const int64_t n = sparse_left ? x.size(1) : x.size(0);
   COPPICE_CHECK((n + 63) / 64 < 65536, op, ": ", n, " dense columns exceed the BSR kernel's grid");
   const TensorOptions opts(s.dtype(), s.device());
+  Tensor bias_c;
+  if (bias.defined()) {
+    COPPICE_CHECK(bias.is_dense() && bias.dim() == 1 && bias.size(0) == out_rows && bias.dtype() == s.dtype() &&
+                      bias.device() == s.device(),
+                  op, ": bias must be dense [", out_rows, "] of ", dtype_name(s.dtype()), " on ", s.device().to_string(),
+                  ", got ", shape_to_string(bias.shape()), " ", dtype_name(bias.dtype()));
+    bias_c = bias.contiguous();
+  }
   Tensor y = Tensor::empty(sparse_left ? Shape{out_rows, n} : Shape{n, out_rows}, opts);
   if (y.numel() == 0) return y;
-  if (b.nblocks() == 0) return zeros(y.shape(), opts);
+  if (b.nblocks() == 0) return bias_c.defined() ? add(zeros(y.shape(), opts), sparse_left ? bias_c.unsqueeze(1) : bias_c)
+                                                : zeros(y.shape(), opts);
   cuda::DeviceGuard guard(s.device().index);
   by_dtype(s.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    run_product<T>(s, b, walk_transposed, x, !sparse_left, y, !sparse_left, n);
+    run_product<T>(s, b, walk_transposed, x, !sparse_left, y, !sparse_left, n,
+                   bias_c.defined() ? static_cast<const T*>(bias_c.data_ptr()) : nullptr);
   });
   cuda::check_launch(op);
   return y;

@@ -22,7 +22,11 @@ bool bsr_tiles_apply(const Tensor& s);
 // op(S) @ x (sparse_left) or x @ op(S), op(S) = S^T when transpose_s: no
 // transposed copy of S or of x is made (S^T walks S's blocks by block column,
 // through a column index cached per pattern version).
-Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op);
+// `bias` (optional, dense [op(S) rows] for op(S) @ x, [op(S) columns] for
+// x @ op(S): the product's feature dimension) is added in the kernel's
+// write-out.
+Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
+                        const Tensor& bias = Tensor());
 
 // The values of sddmm(a, b, pattern) for a BSR pattern: (a @ b) over each
 // stored block, [nblocks, bh, bw] in the pattern's dtype.

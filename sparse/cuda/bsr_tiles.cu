@@ -19,7 +19,8 @@
 // each staged with its operand's contiguous dimension contiguous and read
 // row- or column-major by the fragments.
 // Consecutive thread blocks take consecutive block rows of the same column
-// tile, so the x slab they read stays in L2. Dense operands are strided
+// tile, so the x slab they read stays in L2. A bias (linear's) is added in
+// the write-out, saving the separate pass over the output. Dense operands are strided
 // (x and y may be transposed views: no copies); an empty block row writes
 // zeros. No atomics: results are the same on every run.
 //
@@ -254,7 +255,10 @@ __global__ void __launch_bounds__(kThreads) product_kernel(BsrProductArgs<T> p, 
   const bool n_fastest = p.y.col_stride == 1;
   for (int i = tid; i < BM * kTileN; i += kThreads) {
     const int r = n_fastest ? i / kTileN : i % BM, c = n_fastest ? i % kTileN : i / BM;
-    if (n0 + c < p.n) p.y.data[(m0 + r) * p.y.row_stride + (n0 + c) * p.y.col_stride] = from_float<T>(cs[r * pc + c]);
+    if (n0 + c < p.n) {
+      const float b = p.bias != nullptr ? to_float(p.bias[m0 + r]) : 0.0f;
+      p.y.data[(m0 + r) * p.y.row_stride + (n0 + c) * p.y.col_stride] = from_float<T>(cs[r * pc + c] + b);
+    }
   }
 }
 
@@ -384,7 +388,10 @@ __global__ void __launch_bounds__(kThreads) mma_product_kernel(BsrProductArgs<T>
   const bool n_fastest = p.y.col_stride == 1;
   for (int i = tid; i < B * kMmaTileN; i += kThreads) {
     const int r = n_fastest ? i / kMmaTileN : i % B, c = n_fastest ? i % kMmaTileN : i / B;
-    if (n0 + c < p.n) p.y.data[(m0 + r) * p.y.row_stride + (n0 + c) * p.y.col_stride] = from_float<T>(cs[r * pc + c]);
+    if (n0 + c < p.n) {
+      const float b = p.bias != nullptr ? to_float(p.bias[m0 + r]) : 0.0f;
+      p.y.data[(m0 + r) * p.y.row_stride + (n0 + c) * p.y.col_stride] = from_float<T>(cs[r * pc + c] + b);
+    }
   }
 }
 

@@ -42,6 +42,7 @@ struct BsrProductArgs {
   int64_t n = 0;
   StridedMatrix<const T> x;  // [op(S) columns, n]
   StridedMatrix<T> y;        // [op(S) rows, n]
+  const T* bias = nullptr;   // [op(S) rows] added to y's rows (linear's bias), or none
 };
 
 template <typename T>

@@ -406,6 +406,16 @@ std::vector<Tensor> linear_dense_sparse(const std::vector<Tensor>& in, const Att
   return {spmm(in[1], in[0], Product::kDenseSparseT, "linear")};
 }
 
+// linear(x, weight, bias) with a BSR weight: the bias added in the tiled
+// kernel's write-out instead of a separate pass (the frontend asks for this
+// kernel when it exists and a bias is given).
+std::vector<Tensor> linear_dense_bsr_bias(const std::vector<Tensor>& in, const Attrs&) {
+  COPPICE_CHECK(in.size() == 3, "linear: expected 3 inputs (input, weight, bias), got ", in.size());
+  check_operands({in[0], in[1]}, "linear");
+  if (bsr_tiles_apply(in[1])) return {bsr_tiled_matmul(in[1], /*transpose_s=*/true, in[0], false, "linear", in[2])};
+  return {add(spmm(in[1], in[0], Product::kDenseSparseT, "linear"), in[2])};
+}
+
 std::vector<Tensor> linear_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
   check_operands(in, "linear");
   return {spmm(in[0], in[1].t(), Product::kSparseDense, "linear")};
@@ -423,6 +433,7 @@ const bool kRegistered = [] {
     d.register_kernel("matmul", DeviceType::kCuda, {"dense", f}, matmul_dense_sparse);
     d.register_kernel("linear", DeviceType::kCuda, {"dense", f}, linear_dense_sparse);
   }
+  d.register_kernel("linear", DeviceType::kCuda, {"dense", "bsr", "dense"}, linear_dense_bsr_bias);
   return true;
 }();
 

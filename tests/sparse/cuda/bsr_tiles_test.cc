@@ -124,6 +124,26 @@ TEST_F(BsrTilesTest, DispatchedOpsAgreeWithTheOldRoute) {
   for (size_t i = 0; i < tiled.size(); ++i) EXPECT_TRUE(near(tiled[i], old[i], DType::kF32)) << "product " << i;
 }
 
+// linear(x, W, b) with a BSR weight adds the bias in the kernel (a
+// three-input "linear" kernel) and matches the CPU's linear plus add.
+TEST_F(BsrTilesTest, LinearWithBiasAddsItInTheKernel) {
+  SKIP_WITHOUT_CUDA();
+  EXPECT_NE(Dispatcher::instance().find("linear", DeviceType::kCuda, {"dense", "bsr", "dense"}), nullptr);
+  uint64_t seed = 700;
+  for (const Mode& mode : kModes) {
+    set_allow_tf32(mode.tf32);
+    for (double density : {0.0, 0.4}) {
+      const Tensor dense = random_blocks(64, 96, 32, 32, density, seed++, {1});
+      const Tensor w = to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(32, 32));
+      const Tensor x = random_dense({70, 96}, seed++).to(mode.dtype);
+      const Tensor b = random_dense({1, 64}, seed++).reshape({64}).to(mode.dtype);
+      const Tensor got = linear(x.to(kCuda), to_device(w, kCuda), b.to(kCuda));
+      const Tensor want = linear(x.to(DType::kF64), dense.to(mode.dtype).to(DType::kF64), b.to(DType::kF64));
+      EXPECT_TRUE(near(got, want, tolerance_dtype(mode))) << mode.name << " density " << density;
+    }
+  }
+}
+
 TEST_F(BsrTilesTest, SddmmMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 500;
