@@ -146,9 +146,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (any_sparse({x, weight})) {
     COPPICE_CHECK(!bias.defined() || bias.is_dense(), "linear: bias must be dense, got format '", bias.format(), "'");
     // A kernel that adds the bias itself (the tiled BSR one) saves a pass.
-    if (bias.defined() && Dispatcher::instance().find("linear", x.device().type,
-                                                      {x.format(), weight.format(), bias.format()}) != nullptr) {
-      return dispatch("linear", {x, weight, bias})[0];
+    if (bias.defined() && x.is_dense() && x.dim() >= 2 &&
+        Dispatcher::instance().find("linear", x.device().type, {x.format(), weight.format(), bias.format()}) != nullptr) {
+      // [..., in] as rows [N, in], and the result back to [..., out].
+      Shape out_shape = x.shape();
+      out_shape.back() = weight.size(0);
+      return dispatch("linear", {x.reshape({-1, x.size(-1)}), weight, bias})[0].reshape(out_shape);
     }
     Tensor y = sparse_product("linear", x, weight);
     return bias.defined() ? add(y, bias) : y;

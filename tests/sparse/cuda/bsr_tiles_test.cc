@@ -140,6 +140,13 @@ TEST_F(BsrTilesTest, LinearWithBiasAddsItInTheKernel) {
       const Tensor got = linear(x.to(kCuda), to_device(w, kCuda), b.to(kCuda));
       const Tensor want = linear(x.to(DType::kF64), dense.to(mode.dtype).to(DType::kF64), b.to(DType::kF64));
       EXPECT_TRUE(near(got, want, tolerance_dtype(mode))) << mode.name << " density " << density;
+      // A 3-D input (tokens of a transformer) as rows and back.
+      const Tensor x3 = random_dense({6, 5 * 96}, seed++).reshape({6, 5, 96}).to(mode.dtype);
+      const Tensor got3 = linear(x3.to(kCuda), to_device(w, kCuda), b.to(kCuda));
+      EXPECT_EQ(got3.shape(), (Shape{6, 5, 64}));
+      const Tensor want3 = linear(x3.to(DType::kF64), dense.to(mode.dtype).to(DType::kF64), b.to(DType::kF64));
+      EXPECT_TRUE(near(got3.reshape({30, 64}), want3.reshape({30, 64}), tolerance_dtype(mode)))
+          << mode.name << " density " << density << " 3-D";
     }
   }
 }
