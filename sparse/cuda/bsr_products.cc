@@ -5,15 +5,13 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
-#include <deque>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "sparse/bsr.h"
 #include "sparse/cuda/bsr_tiles.h"
+#include "sparse/cuda/pattern_cache.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/ops.h"
@@ -51,29 +49,10 @@ std::shared_ptr<const BlockColumns> build_columns(const BsrImpl& b, Device devic
   return out;
 }
 
-// Per (pattern version, shape, blocks, device); the oldest of kCapacity goes.
 std::shared_ptr<const BlockColumns> block_columns(const Tensor& s, const BsrImpl& b) {
-  static constexpr size_t kCapacity = 32;
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const BlockColumns>> cache;
-  static std::deque<std::string> order;
-  const std::string key = str_cat("v", pattern_version(s), "|", shape_to_string(s.shape()), "|", b.block_rows(), "x",
-                                  b.block_cols(), "|", s.device().to_string());
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  auto built = build_columns(b, s.device());  // outside the lock: it copies to and from the device
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache.emplace(key, built).second) {
-    order.push_back(key);
-    if (order.size() > kCapacity) {
-      cache.erase(order.front());
-      order.pop_front();
-    }
-  }
-  return built;
+  static auto* cache = new PatternCache<std::shared_ptr<const BlockColumns>>();  // never destroyed
+  return cache->get(str_cat(pattern_key(s), "|", b.block_rows(), "x", b.block_cols()),
+                    [&] { return build_columns(b, s.device()); });
 }
 
 bool tiles_enabled() {

@@ -1,13 +1,11 @@
 #include "sparse/cuda/csr_row_order.h"
 
 #include <cstdint>
-#include <list>
-#include <mutex>
 #include <string>
-#include <utility>
 
 #include "sparse/csr.h"
 #include "sparse/cuda/csr_spmm.h"
+#include "sparse/cuda/pattern_cache.h"
 #include "tensor/cuda/sort.h"
 #include "tensor/cuda/stream.h"
 
@@ -34,39 +32,11 @@ Tensor build_order(const Tensor& csr, std::string_view op) {
   return ids[buffers.current_value];
 }
 
-class OrderCache {
- public:
-  static constexpr size_t kCapacity = 32;
-
-  Tensor get(const Tensor& csr, std::string_view op) {
-    const std::string key =
-        str_cat("v", pattern_version(csr), "|", shape_to_string(csr.shape()), "|", csr.device().to_string());
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-        if (it->first == key) {
-          entries_.splice(entries_.begin(), entries_, it);
-          return it->second;
-        }
-      }
-    }
-    Tensor order = build_order(csr, op);
-    std::lock_guard<std::mutex> lock(mutex_);
-    entries_.emplace_front(key, order);
-    if (entries_.size() > kCapacity) entries_.pop_back();
-    return order;
-  }
-
- private:
-  std::mutex mutex_;
-  std::list<std::pair<std::string, Tensor>> entries_;
-};
-
 }  // namespace
 
 Tensor csr_row_order(const Tensor& csr, std::string_view op) {
-  static OrderCache* cache = new OrderCache();  // never destroyed: kernels may run during exit
-  return cache->get(csr, op);
+  static auto* cache = new PatternCache<Tensor>();  // never destroyed: kernels may run during exit
+  return cache->get(pattern_key(csr), [&] { return build_order(csr, op); });
 }
 
 }  // namespace coppice::sparse_cuda

@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "sparse/csr.h"
+#include "sparse/cuda/pattern_cache.h"
+#include "sparse/index_util.h"
 #include "sparse/nm.h"
 #include "sparse/stored_positions.h"
 #include "tensor/ops.h"
@@ -70,39 +69,11 @@ std::shared_ptr<const CsrMap> build_map(const Tensor& t, std::string_view op) {
   return map;
 }
 
-// A small LRU of maps keyed by (format, pattern version, device); equal
-// versions mean equal patterns (sparse_impl.h).
-class MapCache {
- public:
-  static constexpr size_t kCapacity = 32;
-
-  std::shared_ptr<const CsrMap> get(const Tensor& t, std::string_view op) {
-    const std::string key =
-        str_cat(t.format(), "|v", pattern_version(t), "|", shape_to_string(t.shape()), "|", t.device().to_string());
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-        if (it->first == key) {
-          entries_.splice(entries_.begin(), entries_, it);
-          return it->second;
-        }
-      }
-    }
-    std::shared_ptr<const CsrMap> map = build_map(t, op);  // outside the lock: it synchronizes the device
-    std::lock_guard<std::mutex> lock(mutex_);
-    entries_.emplace_front(key, map);
-    if (entries_.size() > kCapacity) entries_.pop_back();
-    return map;
-  }
-
- private:
-  std::mutex mutex_;
-  std::list<std::pair<std::string, std::shared_ptr<const CsrMap>>> entries_;
-};
-
+// Built outside the cache's lock: it synchronizes the device. The cache is
+// never destroyed: kernels may run during exit.
 std::shared_ptr<const CsrMap> map_for(const Tensor& t, std::string_view op) {
-  static MapCache* cache = new MapCache();  // never destroyed: kernels may run during exit
-  return cache->get(t, op);
+  static auto* cache = new PatternCache<std::shared_ptr<const CsrMap>>();
+  return cache->get(pattern_key(t), [&] { return build_map(t, op); });
 }
 
 }  // namespace
@@ -136,13 +107,10 @@ bool multiplies_densely(const Tensor& t) {
 Tensor dense_from_positions(const Tensor& t, std::string_view op) {
   const Tensor pos = device_positions(t, op);
   const Tensor vals = values(t).reshape({-1});
-  Tensor dense = zeros({t.numel()}, vals.options());
-  if (pos.numel() > 0) {
-    // Slots that store nothing (-1) add a zero at position 0.
-    const Tensor stored = ge(pos, 0.0);
-    dense = scatter_add(dense, 0, where(stored, pos, zeros_like(pos)), where(stored, vals, zeros_like(vals)));
-  }
-  return dense.view(t.shape());
+  // Slots that store nothing (-1) add a zero at position 0.
+  const Tensor stored = ge(pos, 0.0);
+  return sparse_detail::scatter_to_dense(where(stored, pos, zeros_like(pos)), where(stored, vals, zeros_like(vals)),
+                                         t.shape());
 }
 
 }  // namespace coppice::sparse_cuda
