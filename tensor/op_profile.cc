@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -61,21 +62,23 @@ Profile& profile() {
 
 }  // namespace
 
-bool op_profile_enabled() {
-  static const bool on = [] {
+namespace {
+
+// COPPICE_PROFILE, read once: unset, empty or "0" off; "shapes" keys by
+// shape as well; anything else on.
+std::string_view profile_setting() {
+  static const std::string setting = [] {
     const char* v = std::getenv("COPPICE_PROFILE");
-    return v != nullptr && *v != '\0' && std::string(v) != "0";
+    return v == nullptr || std::string_view(v) == "0" ? std::string() : std::string(v);
   }();
-  return on;
+  return setting;
 }
 
-bool op_profile_shapes() {
-  static const bool on = [] {
-    const char* v = std::getenv("COPPICE_PROFILE");
-    return v != nullptr && std::string(v) == "shapes";
-  }();
-  return on;
-}
+}  // namespace
+
+bool op_profile_enabled() { return !profile_setting().empty(); }
+
+bool op_profile_shapes() { return profile_setting() == "shapes"; }
 
 void op_profile_record(const std::string& key, double seconds) { profile().record(key, seconds); }
 

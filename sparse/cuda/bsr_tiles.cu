@@ -155,6 +155,22 @@ __device__ __forceinline__ void stage_x(T* xs, int px, const StridedMatrix<const
   }
 }
 
+// y's [ROWS, COLS] tile at (m0, n0) from the f32 tile cs (row length pc),
+// plus the bias of each row, rounded to T once; threads walk y's contiguous
+// dimension so the stores coalesce.
+template <typename T, int ROWS, int COLS>
+__device__ void write_output_tile(const float* cs, int pc, const BsrProductArgs<T>& p, int64_t m0, int64_t n0) {
+  __syncthreads();
+  const bool n_fastest = p.y.col_stride == 1;
+  for (int i = threadIdx.x; i < ROWS * COLS; i += kThreads) {
+    const int r = n_fastest ? i / COLS : i % ROWS, c = n_fastest ? i % COLS : i / ROWS;
+    if (n0 + c < p.n) {
+      const float b = p.bias != nullptr ? to_float(p.bias[m0 + r]) : 0.0f;
+      p.y.data[(m0 + r) * p.y.row_stride + (n0 + c) * p.y.col_stride] = from_float<T>(cs[r * pc + c] + b);
+    }
+  }
+}
+
 // Shared memory of the SpMM kernel: the staged tiles during the walk, the
 // f32 output tile after it (the two never live at once).
 template <typename T, int BM>
@@ -250,16 +266,7 @@ __global__ void __launch_bounds__(kThreads) product_kernel(BsrProductArgs<T> p, 
       wmma::store_matrix_sync(cs + fm * 16 * pc + fn * 16, cf[j], pc, wmma::mem_row_major);
     }
   }
-  __syncthreads();
-  const int64_t m0 = obr * BM;
-  const bool n_fastest = p.y.col_stride == 1;
-  for (int i = tid; i < BM * kTileN; i += kThreads) {
-    const int r = n_fastest ? i / kTileN : i % BM, c = n_fastest ? i % kTileN : i / BM;
-    if (n0 + c < p.n) {
-      const float b = p.bias != nullptr ? to_float(p.bias[m0 + r]) : 0.0f;
-      p.y.data[(m0 + r) * p.y.row_stride + (n0 + c) * p.y.col_stride] = from_float<T>(cs[r * pc + c] + b);
-    }
-  }
+  write_output_tile<T, BM, kTileN>(cs, pc, p, obr * BM, n0);
 }
 
 // The tensor-core SpMM for square [B, B] blocks: kMmaTileN output columns
@@ -383,16 +390,7 @@ __global__ void __launch_bounds__(kThreads) mma_product_kernel(BsrProductArgs<T>
     const int fn = (warp * kFrags + j) % kFragCols;
     wmma::store_matrix_sync(cs + fm * 16 * pc + fn * 16, cf[j], pc, wmma::mem_row_major);
   }
-  __syncthreads();
-  const int64_t m0 = obr * B;
-  const bool n_fastest = p.y.col_stride == 1;
-  for (int i = tid; i < B * kMmaTileN; i += kThreads) {
-    const int r = n_fastest ? i / kMmaTileN : i % B, c = n_fastest ? i % kMmaTileN : i / B;
-    if (n0 + c < p.n) {
-      const float b = p.bias != nullptr ? to_float(p.bias[m0 + r]) : 0.0f;
-      p.y.data[(m0 + r) * p.y.row_stride + (n0 + c) * p.y.col_stride] = from_float<T>(cs[r * pc + c] + b);
-    }
-  }
+  write_output_tile<T, B, kMmaTileN>(cs, pc, p, obr * B, n0);
 }
 
 template <typename T, int BM, int BN>

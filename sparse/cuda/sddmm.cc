@@ -28,18 +28,18 @@
 
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <mutex>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "sparse/csr.h"
 #include "sparse/cuda/bsr_products.h"
-#include "sparse/masked.h"
 #include "sparse/cuda/csr_view.h"
-#include "sparse/cuda/kernel_timing.h"
 #include "sparse/cuda/cusparse_internal.h"
+#include "sparse/cuda/kernel_timing.h"
+#include "sparse/masked.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/dispatcher.h"
 #include "tensor/op_profile.h"
