@@ -10,6 +10,7 @@
 //   sum rounded on its own (never fused into an FMA).
 #pragma once
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -89,6 +90,27 @@ COPPICE_HOST_DEVICE inline bool random_keeps(uint64_t seed, uint64_t offset, uin
 
 // Threshold keeping: |v| > t, compared in f64 (NaN is dropped).
 COPPICE_HOST_DEVICE inline bool threshold_keeps(double v, double t) { return abs_of(v) > t; }
+
+// The relu-into-CSR rule (fused_relu.h): relu(v) > t for t >= 0, which is
+// v > t, decided as threshold_keeps decides it on relu's output (in f64, NaN
+// dropped), but compared in the type C the kernel computes in: for f32 (and
+// the 16-bit floats, widened exactly) v > t in f64 exactly when v > the
+// largest float <= t, which the host works out once (host code).
+template <typename C>
+inline C relu_keep_bound(double t) {
+  if constexpr (sizeof(C) == sizeof(double)) {
+    return t;
+  } else {
+    if (t >= static_cast<double>(FLT_MAX)) return t == HUGE_VAL ? HUGE_VALF : FLT_MAX;
+    float f = static_cast<float>(t);
+    if (static_cast<double>(f) > t) f = std::nextafter(f, -HUGE_VALF);
+    return f;
+  }
+}
+template <typename C>
+COPPICE_HOST_DEVICE inline bool relu_keeps(C v, C bound) {
+  return v > bound;
+}
 
 // Keeps the n largest |x| of one group of m elements spaced `stride` apart
 // (ties to the lower position): mask[j * stride] for j in [0, m).

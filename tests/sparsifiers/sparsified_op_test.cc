@@ -23,6 +23,7 @@
 #include "sparsifiers/fused_relu.h"
 #include "sparsifiers/registry.h"
 #include "sparsifiers/sparsify_stage.h"
+#include "tests/util/error_matchers.h"
 
 namespace coppice {
 namespace {
@@ -422,6 +423,41 @@ TEST(SparsifiedOp, FusedReluToCsr) {
   EXPECT_EQ(nnz(y0.value()), static_cast<int64_t>(sum(gt(x.value(), 0.0).to(DType::kF64)).item()));
 }
 
+// relu_to_csr keeps exactly what the generic path keeps (relu, then the
+// built-in threshold, which compares in f64) for every floating dtype, also
+// where an entry equals the threshold as its dtype rounds it (0.1 rounds up
+// in f32: that entry is above 0.1 and kept), and the gradient is the same.
+TEST(SparsifiedOp, FusedReluTiesEveryDtype) {
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    for (double t : {0.0, 0.1, 0.3}) {
+      SCOPED_TRACE(str_cat(dtype_name(dtype), " t=", t));
+      const double tie = from_vector<double>({t}, {1}).to(dtype).to(DType::kF64).to_vector<double>()[0];
+      Tensor d = randn64({5, 9});
+      d = where(gt(abs(d), 1.5), full_like(d, tie), d);  // about one entry in seven is a tie
+      for (int64_t c = 0; c < 9; ++c) {                  // row 0 all ties, row 1 empty, row 2 all kept
+        d.narrow(0, 0, 1).narrow(1, c, 1).fill_(tie);
+        d.narrow(0, 1, 1).narrow(1, c, 1).fill_(-1.0);
+        d.narrow(0, 2, 1).narrow(1, c, 1).fill_(t + 1.0);
+      }
+      Tensor x = d.to(dtype);
+      SparsifierPtr inline_s = t > 0.0 ? make_sparsifier({"threshold", {{"threshold", str_cat(t)}}}) : nullptr;
+      ValueSparsity out = stages(inline_s, "csr", nullptr, "csr");
+      Variable xf = param(x, "x"), xg = param(x, "x");
+      Variable yf = sparsified_relu(out).call({xf});
+      Variable yg = SparsifiedOp([](const V& in) { return relu(in[0]); }, out).call({xg});
+      EXPECT_EQ(yf.grad_fn()->name(), "ReluToCsrBackward");
+      EXPECT_EQ(yf.value().dtype(), dtype);
+      EXPECT_EQ(nnz(yf.value()), nnz(yg.value()));
+      EXPECT_EQ(to_dense(yf.value()).to(DType::kF64).to_vector<double>(),
+                to_dense(yg.value()).to(DType::kF64).to_vector<double>());
+      Tensor seed = randn64(x.shape()).to(dtype);
+      sum(mul(to_dense(yf), constant(seed))).backward();
+      sum(mul(to_dense(yg), constant(seed))).backward();
+      EXPECT_EQ(xf.grad().to(DType::kF64).to_vector<double>(), xg.grad().to(DType::kF64).to_vector<double>());
+    }
+  }
+}
+
 // The built-in sparsifiers (registry.h) in sparsified ops: threshold fuses
 // into relu_to_csr, n:m into the "nm" format, block magnitude into BSR,
 // random with rescale scales values and gradients.
@@ -509,8 +545,10 @@ TEST(SparsifiedOp, Errors) {
   EXPECT_THROW(SparsifiedOp([](const V& in) { return in; }, {ValueSparsity{}, ValueSparsity{}}, {}, fused_relu()),
                Error);
   // relu_to_csr's own limits.
-  EXPECT_THROW(relu_to_csr(x, -1.0), Error);
-  EXPECT_THROW(relu_to_csr(param(randn64({2, 2, 2}))), Error);
+  EXPECT_ERROR_NAMING(relu_to_csr(x, -1.0), "relu_to_csr: the threshold must be >= 0");
+  EXPECT_ERROR_NAMING(relu_to_csr(param(randn64({2, 2, 2}))), "relu_to_csr: needs a dense 2-D");
+  EXPECT_ERROR_NAMING(relu_to_csr(param(to_format(randn64({2, 2}), "csr"))), "format 'csr'");
+  EXPECT_ERROR_NAMING(relu_to_csr(constant(randn64({2, 2}).to(DType::kI32))), "relu_to_csr: needs a dense 2-D");
 }
 
 }  // namespace
