@@ -4,7 +4,7 @@
 // kernel that produces values one at a time cannot call without
 // materializing its output first. A sparsifier whose decision for an entry
 // depends on that entry's value alone can say so here, and a fused kernel
-// (fused_relu.h) then applies it in the same pass. Sparsifiers that do not
+// (fused_relu.h: CPU and CUDA) then applies it while producing the value. Sparsifiers that do not
 // implement it still work: the op falls back to sparsifying after the kernel.
 #pragma once
 
@@ -13,7 +13,11 @@
 
 namespace coppice {
 
-// Keeps exactly the entries with |x| > threshold(), unscaled.
+// Keeps exactly the entries with |x| > threshold(), unscaled. Applied to
+// relu's output this keeps relu(x) > threshold(), which for threshold() >= 0
+// is x > threshold() (fused_relu.h fuses it so, on the CPU and on CUDA);
+// a fused kernel declines a negative threshold (|y| > t < 0 keeps every
+// entry, zeros too, which a kernel storing only kept entries cannot give).
 class ThresholdFusable {
  public:
   virtual ~ThresholdFusable() = default;
