@@ -3,6 +3,7 @@
 #include <array>
 
 #include "tensor/error.h"
+#include "tensor/generator.h"
 
 namespace coppice {
 namespace {
@@ -43,6 +44,20 @@ Allocator& allocator_for(Device device) {
 
 void synchronize(Device device) {
   if (device.is_cuda()) backend_for(device).synchronize(device.index);
+}
+
+std::unique_ptr<CapturedWork> capture_work(Device device, const std::function<void()>& fn, std::string* why_not) {
+  if (device.is_cpu()) {
+    *why_not = "the CPU has no graph capture";
+    return nullptr;
+  }
+  const uint64_t draws = Generator::draws_on_this_thread();
+  std::unique_ptr<CapturedWork> work = backend_for(device).capture(device.index, fn, why_not);
+  if (work != nullptr && Generator::draws_on_this_thread() != draws) {
+    *why_not = "the work draws random numbers (dropout, a random sparsifier), which a replay would repeat";
+    return nullptr;
+  }
+  return work;
 }
 
 }  // namespace coppice

@@ -5,11 +5,26 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
 
 #include "tensor/allocator.h"
 #include "tensor/device.h"
 
 namespace coppice {
+
+// Device work recorded once and replayed by one call (a CUDA graph): the
+// kernels, copies and library calls a function queued, with the addresses
+// they used. See capture_work.
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  // Runs the recorded work again, queued on the device like any other work;
+  // then runs the checks the work deferred (bad-index reports), throwing
+  // coppice::Error as the eager call would have.
+  virtual void replay() = 0;
+};
 
 class DeviceBackend {
  public:
@@ -21,6 +36,15 @@ class DeviceBackend {
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
                     size_t nbytes) = 0;
   virtual void synchronize(int index) = 0;
+  // Records the device work `fn` queues on device `index` without running it
+  // (the host code in `fn` does run, once). Returns null, with the reason in
+  // *why_not, when the work cannot be recorded: it reads results back on the
+  // host, synchronizes, or the backend has no capture.
+  virtual std::unique_ptr<CapturedWork> capture(int /*index*/, const std::function<void()>& /*fn*/,
+                                                std::string* why_not) {
+    *why_not = "this device has no graph capture";
+    return nullptr;
+  }
 };
 
 // Called once by a backend at static initialization.
@@ -38,5 +62,13 @@ int cuda_device_count();
 Allocator& allocator_for(Device device);
 // Waits for all work queued on `device` (no-op on the CPU).
 void synchronize(Device device);
+
+// Records `fn`'s device work on `device` for replay (DeviceBackend::capture),
+// declining also when `fn` draws random numbers: a replay would repeat the
+// draw's numbers instead of drawing new ones. Null with *why_not on the CPU.
+// Memory `fn` allocates comes from a pool kept for the returned object's
+// lifetime, so tensors made inside `fn` and kept by the caller are where each
+// replay writes.
+std::unique_ptr<CapturedWork> capture_work(Device device, const std::function<void()>& fn, std::string* why_not);
 
 }  // namespace coppice

@@ -13,6 +13,8 @@ Generator Generator::keyed(uint64_t seed, uint64_t purpose, uint64_t step, uint6
   return Generator((static_cast<uint64_t>(v.x) << 32) | v.y, 0);
 }
 
+thread_local uint64_t Generator::draws_on_this_thread_ = 0;
+
 Generator& default_generator() {
   // One per thread: the ranks of the in-process backend are threads, and
   // each seeds and draws from its own stream as a process per rank would.

@@ -22,11 +22,20 @@ class Generator {
   // Returns the offset for the next draw and moves past it. The offset is a
   // separate word of the Philox counter from the element index, so one draw
   // of any size never overlaps the next.
-  uint64_t advance() { return offset_++; }
+  uint64_t advance() {
+    ++draws_on_this_thread_;
+    return offset_++;
+  }
+
+  // How many draws any generator has made on the calling thread: graph
+  // capture (backend.h) compares it before and after, since a replayed draw
+  // would repeat its numbers.
+  static uint64_t draws_on_this_thread() { return draws_on_this_thread_; }
 
  private:
   uint64_t seed_;
   uint64_t offset_;
+  static thread_local uint64_t draws_on_this_thread_;
 };
 
 // The default stream of the calling thread (seeded with 0 until manual_seed

@@ -855,6 +855,7 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   if (!training.has("epochs") && !training.has("steps")) bad("training", "give one of training.epochs and training.steps");
   if (training.has("epochs")) job.training.epochs = training.at_least("epochs", 1, 1);
   if (training.has("steps")) job.training.steps = training.at_least("steps", 1, 1);
+  job.training.cuda_graph = training.boolean("cuda_graph", false);
 
   read_mask_update(top.section("mask_update"), job, job.mask_update);
 

@@ -121,6 +121,7 @@ struct TrainingConfig {
   // Exactly one of the two is set.
   std::optional<int64_t> epochs;
   std::optional<int64_t> steps;
+  bool cuda_graph = false;  // replay ordinary steps from a CUDA graph (train/graph_step.h)
 };
 
 enum class EvalSplit { kValidation, kTest };

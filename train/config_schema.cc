@@ -143,6 +143,10 @@ std::vector<SchemaKey> build_schema() {
       {"training", K::kSection, "training length: exactly one of epochs and steps"},
       {"training.epochs", K::kInt, ">= 1"},
       {"training.steps", K::kInt, "optimizer steps, >= 1"},
+      {"training.cuda_graph", K::kBool,
+       "on a CUDA device, replay each ordinary step's forward and backward from a CUDA graph, captured again after "
+       "a mask update; off with a message where a step cannot be captured (dropout, host reads), for data-parallel "
+       "runs and for output sparsifiers (false)"},
 
       {"evaluation", K::kSection, "evaluation during training"},
       {"evaluation.every_steps", K::kInt, "evaluate every N steps (0: at the end of each epoch)"},

@@ -346,6 +346,7 @@ TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Commun
   c.loss_scaler = &scaler;
   if (job.training.steps) c.steps = *job.training.steps;
   else c.epochs = *job.training.epochs;
+  c.cuda_graph = job.training.cuda_graph;
   const int64_t total_steps = c.steps > 0 ? c.steps : c.epochs * c.train.num_batches();
   c.stop_at_step = opts.stop_at_step;
 

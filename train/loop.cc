@@ -24,6 +24,7 @@
 #include "tensor/generator.h"
 #include "tensor/ops.h"
 #include "train/checkpoint.h"
+#include "train/graph_step.h"
 #include "train/mixed_precision.h"
 #include "train/progress.h"
 
@@ -274,6 +275,32 @@ TrainingSummary run_training(TrainComponents& c) {
 
   LossScaler* scaler = c.loss_scaler != nullptr && c.loss_scaler->enabled() ? c.loss_scaler : nullptr;
   const DType dtype = model_dtype(model);
+  std::optional<GraphedStep> graph;
+  if (c.cuda_graph) {
+    graph.emplace(c.device);
+    if (!c.device.is_cuda()) graph->decline(str_cat("the model is on ", c.device.to_string(), ", not a CUDA device"));
+    if (comm != nullptr) graph->decline("data-parallel steps exchange gradients during the backward pass");
+    for (const auto& [name, m] : model.named_modules()) {
+      if (m->output_rule() != nullptr) {
+        graph->decline(str_cat("module '", name, "' sparsifies its output, which may depend on the step"));
+      }
+    }
+  }
+  bool graph_off_reported = false;
+  auto report_graph_off = [&] {
+    if (graph_off_reported || !graph || graph->declined().empty()) return;
+    progress.message(str_cat("cuda_graph: off: ", graph->declined()));
+    graph_off_reported = true;
+  };
+  report_graph_off();
+  // Forward (loss in f32 on flattened logits) and backward of one batch.
+  auto forward_backward = [&](const Tensor& inputs, const Tensor& targets) {
+    const Variable l = logits_for_loss(model(Variable(cast_inputs(inputs, dtype))));
+    auto [l2, t1] = flatten_for_loss(l, targets);
+    const Variable loss_var = cross_entropy(l2, t1);
+    (scaler != nullptr ? scaler->scale_loss(loss_var) : loss_var).backward();
+    return StepOutputs{loss_var.value(), l2.value(), t1};
+  };
   for (int64_t t = start; t < end; ++t) {
     const double grad_scale = scaler != nullptr ? scaler->scale() : 1.0;
     const int64_t epoch = t / nb;
@@ -320,12 +347,13 @@ TrainingSummary run_training(TrainComponents& c) {
         }
         sync->begin(leaves);
       }
-      logits = logits_for_loss(model(Variable(cast_inputs(batch.inputs, dtype))));
-      auto [l2, t1] = flatten_for_loss(logits, batch.targets);
-      logits = l2;
-      flat_targets = t1;
-      loss = cross_entropy(logits, flat_targets);
-      (scaler != nullptr ? scaler->scale_loss(loss) : loss).backward();
+      const bool graphed = graph.has_value() && !dense_step && !sync;
+      const StepOutputs out = graphed ? graph->run(model, batch.inputs, batch.targets, grad_scale, forward_backward)
+                                      : forward_backward(batch.inputs, batch.targets);
+      if (graphed) report_graph_off();
+      logits = Variable(out.logits);
+      loss = Variable(out.loss);
+      flat_targets = out.targets;
       if (sync) {
         sync->end();  // every leaf's gradient is now the average over ranks
         const double bytes = static_cast<double>(sync->last_stats().bytes);
@@ -494,6 +522,12 @@ TrainingSummary run_training(TrainComponents& c) {
   if (c.test) summary.test = evaluate(model, *c.test, 0, comm);
 
   if (scaler != nullptr) summary.final_loss_scale = scaler->scale();
+  if (graph) {
+    summary.cuda_graph = true;
+    summary.graph_captures = graph->captures();
+    summary.graph_replays = graph->replays();
+    summary.graph_declined = graph->declined();
+  }
   summary.seconds = seconds_since(t_start);
   summary.samples_per_second = summary.seconds > 0 ? static_cast<double>(total_samples) / summary.seconds : 0.0;
   summary.model = model_stats(model);
@@ -536,6 +570,12 @@ JsonObject summary_json(const TrainingSummary& s) {
     o.add("world_size", s.world_size).add("exchange_bytes_per_step", s.exchange_bytes_per_step);
     o.add("exchange_bytes_per_dense_step", s.exchange_bytes_per_dense_step);
   }
+  if (s.cuda_graph) {
+    JsonObject g;
+    g.add("captures", s.graph_captures).add("replays", s.graph_replays);
+    if (!s.graph_declined.empty()) g.add("off", s.graph_declined);
+    o.add("cuda_graph", g);
+  }
   if (!s.last_checkpoint.empty()) o.add("checkpoint", s.last_checkpoint);
   return o;
 }
@@ -565,6 +605,11 @@ std::string format_summary(const TrainingSummary& s) {
   if (s.final_loss_scale != 1.0 || !s.skipped_steps.empty()) {
     os << "loss scale " << s.final_loss_scale << " at the end; " << s.skipped_steps.size()
        << " steps skipped for inf/NaN gradients\n";
+  }
+  if (s.cuda_graph) {
+    os << "cuda graphs: " << s.graph_replays << " steps replayed, " << s.graph_captures << " captures";
+    if (!s.graph_declined.empty()) os << "; off: " << s.graph_declined;
+    os << "\n";
   }
   if (s.peak_memory_bytes >= 0) os << "peak CPU memory: " << s.peak_memory_bytes << " bytes\n";
   if (s.world_size > 1) {

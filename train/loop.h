@@ -23,6 +23,11 @@
 //      rebound,
 //   6. metrics, progress, evaluation and checkpoints as configured.
 //
+// With cuda_graph, step 2 of an ordinary step (not a dense-gradient one) goes
+// through a GraphedStep: replayed from a CUDA graph while the parameters,
+// their patterns, the batch shape and the loss scale are those it was
+// captured with, eager otherwise; everything from step 4 on runs as above.
+//
 // Data-parallel (comm set, world_size ranks, each running run_training on its
 // own components, built alike): at the start every parameter is broadcast
 // from rank 0 (sparse patterns included: distributed/replica_sync.h); on
@@ -143,6 +148,13 @@ struct TrainComponents {
   // before training ("" none).
   std::string resume;
 
+  // Replay each ordinary step's forward and backward from a CUDA graph
+  // (train/graph_step.h) on a CUDA device. Off for data-parallel runs (the
+  // gradient exchange overlaps backward) and for models with output
+  // sparsifiers; a step that cannot be captured turns it off for the run.
+  // TrainingSummary says how it went.
+  bool cuda_graph = false;
+
   // Data-parallel training (see the top of this file); null: one rank.
   Communicator* comm = nullptr;
   GradSyncOptions grad_sync;
@@ -187,6 +199,12 @@ struct TrainingSummary {
   GradSyncStats last_exchange;
   double seconds = 0.0;
   double samples_per_second = 0.0;
+  // CUDA graphs (TrainComponents::cuda_graph): asked for, captures, replayed
+  // steps, and why graphs were off or went off ("" when they ran).
+  bool cuda_graph = false;
+  int64_t graph_captures = 0;
+  int64_t graph_replays = 0;
+  std::string graph_declined;
 };
 
 TrainingSummary run_training(TrainComponents& components);

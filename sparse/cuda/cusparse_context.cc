@@ -51,9 +51,10 @@ cusparseHandle_t handle_for(int device) {
   if (h == nullptr) {
     cusparseHandle_t handle = nullptr;
     check_cusparse(cusparseCreate(&handle), "cusparse", "cusparseCreate");
-    check_cusparse(cusparseSetStream(handle, cuda::current_stream(device)), "cusparse", "cusparseSetStream");
     h = handle;
   }
+  // Every call: the stream is the graph-capture stream while capturing (stream.h).
+  check_cusparse(cusparseSetStream(h, cuda::current_stream(device)), "cusparse", "cusparseSetStream");
   return h;
 }
 

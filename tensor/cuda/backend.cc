@@ -8,6 +8,7 @@
 #include "tensor/backend.h"
 #include "tensor/cuda/caching_allocator.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/graph_capture.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/error.h"
 
@@ -44,14 +45,20 @@ class CudaBackend final : public DeviceBackend {
     cudaStream_t stream = current_stream(device);
     // Queued on the device's stream, behind the kernels that produced `src`;
     // the synchronize makes the copy synchronous from the caller's view (the
-    // host buffer may be reused or read as soon as this returns).
+    // host buffer may be reused or read as soon as this returns). A copy
+    // within the device involves no host memory and needs none, which also
+    // lets a graph capture record it.
     COPPICE_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream), op);
-    COPPICE_CUDA_CHECK(cudaStreamSynchronize(stream), op);
+    if (kind != cudaMemcpyDeviceToDevice) COPPICE_CUDA_CHECK(cudaStreamSynchronize(stream), op);
   }
 
   void synchronize(int index) override {
     DeviceGuard guard(index);
     COPPICE_CUDA_CHECK(cudaStreamSynchronize(current_stream(index)), "cuda synchronize");
+  }
+
+  std::unique_ptr<CapturedWork> capture(int index, const std::function<void()>& fn, std::string* why_not) override {
+    return capture_graph(index, fn, why_not);
   }
 };
 

@@ -21,17 +21,18 @@ void* CachingAllocator::allocate(size_t nbytes) {
   const size_t size = round_size(nbytes);
   std::lock_guard<std::mutex> lock(mu_);
   void* ptr = nullptr;
-  auto it = free_blocks_.lower_bound(size);
+  FreeList& free = free_list(active_pool_);
+  auto it = free.lower_bound(size);
   const size_t max_fit = size <= kSmallLimit ? size : size + size / 8;
   size_t block = size;
-  if (it != free_blocks_.end() && it->first <= max_fit) {
+  if (it != free.end() && it->first <= max_fit) {
     ptr = it->second;
     block = it->first;
-    free_blocks_.erase(it);
+    free.erase(it);
   } else {
     ptr = system_allocate(size);
   }
-  live_[ptr] = block;
+  live_[ptr] = Block{block, active_pool_};
   stats_.allocated_bytes += static_cast<int64_t>(nbytes);
   stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
   ++stats_.allocations;
@@ -41,12 +42,18 @@ void* CachingAllocator::allocate(size_t nbytes) {
 void* CachingAllocator::system_allocate(size_t size) {
   DeviceGuard guard(device_);
   void* ptr = nullptr;
+  // A graph capture in progress on this thread forbids cudaMalloc unless
+  // relaxed: the block is not part of the graph, but a pool keeps it for the
+  // graph's lifetime (caching_allocator.h), which makes it safe.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
   cudaError_t err = cudaMalloc(&ptr, size);
-  if (err == cudaErrorMemoryAllocation) {
+  if (err == cudaErrorMemoryAllocation && active_pool_ == 0) {  // a capture may not free: cudaFree synchronizes
     cudaGetLastError();
     release_cached();
     err = cudaMalloc(&ptr, size);
   }
+  cudaThreadExchangeStreamCaptureMode(&mode);
   if (err == cudaErrorMemoryAllocation) {
     cudaGetLastError();
     size_t free_bytes = 0, total_bytes = 0;
@@ -81,9 +88,44 @@ void CachingAllocator::deallocate(void* ptr, size_t nbytes) {
     std::fprintf(stderr, "coppice: cuda allocator: cuda:%d does not own block %p; ignored\n", device_, ptr);
     return;
   }
-  free_blocks_.emplace(it->second, ptr);
+  free_list(it->second.pool).emplace(it->second.size, ptr);
   live_.erase(it);
   stats_.allocated_bytes -= static_cast<int64_t>(nbytes);
+}
+
+CachingAllocator::FreeList& CachingAllocator::free_list(int pool) {
+  auto it = pool == 0 ? pools_.end() : pools_.find(pool);
+  return it == pools_.end() ? free_blocks_ : it->second;
+}
+
+int CachingAllocator::new_pool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int pool = next_pool_++;
+  pools_[pool];
+  return pool;
+}
+
+void CachingAllocator::begin_pool(int pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  COPPICE_CHECK(active_pool_ == 0, "cuda allocator: cuda:", device_, " is already allocating from graph pool ",
+                active_pool_, "; pools do not nest");
+  COPPICE_CHECK(pools_.count(pool) != 0, "cuda allocator: cuda:", device_, " has no graph pool ", pool);
+  active_pool_ = pool;
+}
+
+void CachingAllocator::end_pool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  active_pool_ = 0;
+}
+
+void CachingAllocator::release_pool(int pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) return;
+  if (active_pool_ == pool) active_pool_ = 0;
+  free_blocks_.merge(it->second);
+  pools_.erase(it);
+  // Live blocks keep their pool number, which free_list() now maps to the shared cache.
 }
 
 AllocatorStats CachingAllocator::stats() const {

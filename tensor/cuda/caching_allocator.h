@@ -13,6 +13,15 @@
 // Ordering: Coppice runs all work on one stream per device (stream.h), so a
 // block freed on the host may be reused at once: the next user's work is
 // queued behind the last user's. No events are needed.
+//
+// Graph pools: work captured into a CUDA graph (graph_capture.h) writes the
+// same addresses every time the graph is replayed, so no other tensor may
+// ever be given them. While a pool is active every allocation comes from it,
+// and a block allocated in a pool returns to that pool's own free list when
+// freed (during the capture, where the graph's stream order makes reuse
+// safe, or later), never to the shared one. Releasing the pool (when its
+// graph is destroyed) hands its free blocks, and later its live ones as they
+// are freed, back to the shared cache.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +47,14 @@ class CachingAllocator final : public Allocator {
   void reset_peak() override;
   void empty_cache() override;
 
+  // Makes `pool` (> 0, from new_pool()) the pool every allocation comes from
+  // until end_pool(); one pool at a time.
+  int new_pool();
+  void begin_pool(int pool);
+  void end_pool();
+  // The pool's graph is gone: its blocks go back to the shared cache.
+  void release_pool(int pool);
+
   // The block size a request of `nbytes` is served with.
   static size_t round_size(size_t nbytes);
   int device() const { return device_; }
@@ -46,10 +63,20 @@ class CachingAllocator final : public Allocator {
   void* system_allocate(size_t size);  // cudaMalloc, emptying the cache and retrying once
   void release_cached();               // cudaFree every cached block; needs mu_ held
 
+  struct Block {
+    size_t size = 0;
+    int pool = 0;  // 0: the shared cache
+  };
+  using FreeList = std::multimap<size_t, void*>;  // cached blocks by size
+  FreeList& free_list(int pool);                   // the shared one for pool 0 or a released pool
+
   const int device_;
   mutable std::mutex mu_;
-  std::multimap<size_t, void*> free_blocks_;     // cached blocks by size
-  std::unordered_map<void*, size_t> live_;       // handed-out block -> block size
+  FreeList free_blocks_;                   // the shared cache
+  std::map<int, FreeList> pools_;          // live graph pools
+  int active_pool_ = 0;
+  int next_pool_ = 1;
+  std::unordered_map<void*, Block> live_;  // handed-out block -> its size and pool
   AllocatorStats stats_;
 };
 

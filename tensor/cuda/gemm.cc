@@ -47,7 +47,6 @@ Handle& handle_for(int device) {
   if (h.handle == nullptr) {
     cublasHandle_t handle = nullptr;
     check_cublas(cublasCreate(&handle), "cublasCreate");
-    check_cublas(cublasSetStream(handle, current_stream(device)), "cublasSetStream");
     check_cublas(cublasSetMathMode(handle, static_cast<cublasMath_t>(
                                                CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
                  "cublasSetMathMode");
@@ -99,6 +98,8 @@ std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
   const long long stride_a = ba == 1 ? 0 : m * k, stride_b = bb == 1 ? 0 : k * n, stride_c = m * n;
   Handle& h = handle_for(device);
   std::lock_guard<std::mutex> lock(h.mu);
+  // Every call: the stream is the graph-capture stream while capturing (stream.h).
+  check_cublas(cublasSetStream(h.handle, current_stream(device)), "cublasSetStream");
   switch (dtype) {
     case DType::kF32: {
       const float alpha = 1.0f, beta = 0.0f;

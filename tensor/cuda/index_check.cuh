@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/graph_capture.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/tensor.h"
 
@@ -37,9 +38,18 @@ class BadIndexSlot {
   int64_t* ptr() const { return static_cast<int64_t*>(buf_.data_ptr()); }
 
   // Throws "<op>: index <v> (at position <p>) is out of range for dim <d> of
-  // size <s>" when a kernel reported a position of the i64 `index`.
+  // size <s>" when a kernel reported a position of the i64 `index`. In a
+  // graph capture the read-back cannot happen now: it runs after each replay.
   void check(std::string_view op, const Tensor& index, int64_t dim, int64_t size) const {
+    after_each_replay(device_, [slot = *this, op = std::string(op), index, dim, size] {
+      slot.read_back(op, index, dim, size);
+    });
+  }
+
+ private:
+  void read_back(std::string_view op, const Tensor& index, int64_t dim, int64_t size) const {
     int64_t position = kNoBadIndex;
+    // After a replay this is the legacy stream, which waits for the graph's.
     cudaStream_t stream = current_stream(device_);
     COPPICE_CUDA_CHECK(cudaMemcpyAsync(&position, buf_.data_ptr(), sizeof(position), cudaMemcpyDeviceToHost, stream),
                        op);
@@ -53,7 +63,6 @@ class BadIndexSlot {
     fail(op, ": index ", value, " (at position ", position, ") is out of range for dim ", dim, " of size ", size);
   }
 
- private:
   int device_;
   Tensor buf_;
 };

@@ -4,8 +4,20 @@
 
 namespace coppice::cuda {
 
-cudaStream_t current_stream(int /*device*/) {
+namespace {
+// The capturing thread's stream and its device (-1: not capturing).
+thread_local int capture_device = -1;
+thread_local cudaStream_t capture_stream = nullptr;
+}  // namespace
+
+cudaStream_t current_stream(int device) {
+  if (device == capture_device) return capture_stream;
   return nullptr;  // the legacy default stream of whichever device is current (see stream.h)
+}
+
+void set_capture_stream(int device, cudaStream_t stream) {
+  capture_device = stream != nullptr ? device : -1;
+  capture_stream = stream;
 }
 
 DeviceGuard::DeviceGuard(int device) {

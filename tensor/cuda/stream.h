@@ -10,6 +10,11 @@
 // last used it. Code that wants to overlap with Coppice's work (NCCL, copies)
 // creates its own cudaStreamNonBlocking stream and orders it with events.
 // The nvcc rule does not pass --default-stream per-thread; do not add it.
+//
+// The one exception is graph capture (graph_capture.h): the legacy stream
+// cannot be captured, so while a thread captures, current_stream returns the
+// capturing stream for that thread and device. That stream is a blocking one,
+// which the legacy stream orders with, so replays stay in the same order.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,6 +23,10 @@ namespace coppice::cuda {
 
 // The stream kernels and cuBLAS use on `device` (the legacy default stream).
 cudaStream_t current_stream(int device);
+
+// While set (not null), current_stream(device) returns `stream` on the
+// calling thread: the stream a graph capture records.
+void set_capture_stream(int device, cudaStream_t stream);
 
 // Makes `device` current for the calling thread and restores the previous one.
 class DeviceGuard {

@@ -140,7 +140,7 @@ optimizer: {name: sgd, lr: 1.0e-3}
 lr_schedule: {name: constant}
 mask_update:
   method: dense           # dense | static | set | rigl | snfs | gmp
-training: {epochs: 20}    # or steps: N, not both
+training: {epochs: 20}    # or steps: N, not both; cuda_graph: true replays steps from a CUDA graph
 evaluation: {every_steps: 0, split: test, max_batches: 0}  # 0 = each epoch's end / all batches
 checkpoint: {dir: "", every_steps: 0, keep_last: 0, resume: ""}
 logging: {metrics: "", progress: true, every_steps: 50}    # metrics: a JSONL path
@@ -169,6 +169,25 @@ TEST(JobConfig, DistributedAndPrecisionKeys) {
   EXPECT_EQ(c->distributed.sparse_exchange, SparseExchange::kDense);
   EXPECT_DOUBLE_EQ(c->distributed.topk_fraction, 0.1);
   EXPECT_TRUE(c->precision.allow_tf32);
+}
+
+TEST(JobConfig, CudaGraphKey) {
+  std::string base(kBase);
+  const std::string steps = "training: {steps: 100}";
+  ASSERT_NE(base.find(steps), std::string::npos);
+  auto with = [&](const std::string& training) {
+    std::string text = base;
+    return parse(text.replace(text.find(steps), steps.size(), training));
+  };
+  absl::StatusOr<JobConfig> c = with("training: {steps: 100}");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->training.cuda_graph);
+  c = with("training: {steps: 100, cuda_graph: true}");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->training.cuda_graph);
+  c = with("training: {steps: 100, cuda_graph: sometimes}");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("training.cuda_graph"), std::string::npos) << c.status().message();
 }
 
 TEST(JobConfig, PrecisionDtypeAndLossScale) {

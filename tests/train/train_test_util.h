@@ -44,7 +44,7 @@ inline std::vector<std::string> sparsify_weights(Module& model, double density, 
 }
 
 inline DataLoader blob_loader(int64_t n, int64_t features, int64_t classes, int64_t batch, uint64_t seed,
-                              bool shuffle = true) {
+                              bool shuffle = true, Device device = Device::cpu()) {
   BlobsOptions o;
   o.n = n;
   o.features = features;
@@ -57,6 +57,7 @@ inline DataLoader blob_loader(int64_t n, int64_t features, int64_t classes, int6
   lo.shuffle = shuffle;
   lo.seed = seed + 1;
   lo.drop_last = true;
+  lo.device = device;
   return DataLoader(make_blobs(o).dataset, lo);
 }
 

@@ -134,6 +134,10 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       c.allow_tf32 = true;
       continue;
     }
+    if (arg == "--cuda-graph") {
+      c.cuda_graph = true;
+      continue;
+    }
     std::string flag = arg, value;
     size_t eq = arg.find('=');
     if (eq != std::string::npos) flag = arg.substr(0, eq);

@@ -54,6 +54,7 @@ struct Config {
   std::vector<std::string> train_formats;  // dense, csr, bsr, nm
   std::vector<std::string> train_modes;    // f32, tf32, bf16
   std::string config_dir = "configs";      // where the jobs' YAML files are
+  bool cuda_graph = false;                 // --cuda-graph: train steps replayed from a CUDA graph (train/graph_step.h)
 };
 
 inline constexpr int64_t kCpuGemmSize = 1024;

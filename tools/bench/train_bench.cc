@@ -28,6 +28,11 @@
 // (the trainer's precision.dtype bf16: bf16 parameters and activations, f32
 // master weights and momentum, the loss on f32 logits; no loss scale).
 //
+// --cuda-graph: the forward and backward of each step go through the
+// trainer's GraphedStep (train/graph_step.h), replayed from a CUDA graph
+// after one eager warm-up step and the capture; the rows are named
+// "<model>+graph". Where a step cannot be captured the row says why.
+//
 // Every case builds its model afresh (the masks are drawn once per variant
 // and reused for every mode), then times the step: zero grads,
 // forward, cross-entropy, backward, SGD (lr 0.01, momentum 0.9; the same for
@@ -38,6 +43,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +60,7 @@
 #include "tools/bench/suites.h"
 #include "tools/bench/train_step_util.h"
 #include "train/config.h"
+#include "train/graph_step.h"
 #include "train/mixed_precision.h"
 
 namespace coppice::bench {
@@ -79,6 +86,7 @@ struct TrainSetup {
   int64_t hidden = 0, batch = 0;  // mlp only
   int warmup = 0, steps = 0;
   std::string config_dir;
+  bool cuda_graph = false;
 };
 
 struct Variant {
@@ -190,7 +198,7 @@ std::vector<Mode> modes_of(const Config& config) {
 Result base_result(const TrainSetup& s, const std::string& model, const Variant& v, const Mode& mode) {
   Result r;
   r.suite = "train";
-  r.op = model;
+  r.op = s.cuda_graph ? model + "+graph" : model;
   r.device = s.dc.label;
   r.dtype = mode.name;
   r.format = v.format;
@@ -242,13 +250,19 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
   so.momentum = 0.9;
   Sgd optimizer(params, so);
 
-  Variable last_loss;
+  Tensor last_loss;
+  auto forward_backward = [&](const Tensor& inputs, const Tensor& targets) {
+    const Variable logits = logits_for_loss((*m.module)(Variable(inputs)));
+    const Variable loss = cross_entropy(logits, targets);
+    loss.backward();
+    return StepOutputs{loss.value(), logits.value(), targets};
+  };
+  std::optional<GraphedStep> graph;
+  if (s.cuda_graph) graph.emplace(s.device);
   auto step = [&] {
     optimizer.zero_grad();
-    Variable loss = cross_entropy(logits_for_loss((*m.module)(Variable(x))), m.y);
-    loss.backward();
+    last_loss = graph ? graph->run(*m.module, x, m.y, 1.0, forward_backward).loss : forward_backward(x, m.y).loss;
     optimizer.step();
-    last_loss = loss;
   };
   const bool tf32_before = allow_tf32();
   set_allow_tf32(mode.allow_tf32);
@@ -267,6 +281,9 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
     for (const auto& [key, count] : Dispatcher::instance().fallback_counts()) keys += " " + key;
     std::fprintf(stderr, "train %s %s: dense fallbacks:%s\n", model_name.c_str(), v.format.c_str(), keys.c_str());
   }
+  if (graph && graph->replays() == 0) {
+    fail("cuda graph: no step was replayed (", graph->declined().empty() ? "never captured" : graph->declined(), ")");
+  }
   fill_step_timing(samples, r);
   const int64_t batch = m.shape[0];
   if (model_name == "mlp") r->flops = 6.0 * static_cast<double>(batch) * static_cast<double>(stored);
@@ -280,6 +297,7 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
   r->extra.emplace_back("dense_fallbacks_per_step",
                         static_cast<double>(fallbacks) / static_cast<double>(s.warmup + s.steps));
   r->extra.emplace_back("final_loss", last_loss.defined() ? last_loss.item() : kNaN);
+  if (graph) r->extra.emplace_back("graph_replays", static_cast<double>(graph->replays()));
 }
 
 void log_train_result(const Result& r) {
@@ -309,6 +327,8 @@ void run_train(const Config& config, std::vector<Result>* results) {
     s.steps = config.steps > 0 ? config.steps : (dc.cuda ? kTrainSteps : kTrainCpuSteps);
     s.warmup = config.warmup_given ? config.warmup : (dc.cuda ? kTrainWarmup : kTrainCpuWarmup);
     s.config_dir = config.config_dir;
+    s.cuda_graph = config.cuda_graph;
+    if (s.cuda_graph) s.warmup = std::max(s.warmup, 2);  // the eager step and the capture are not timed
     const std::string device_skip = dc.cuda ? cuda_skip_reason() : "";
     for (const std::string& model : models) {
       for (const Variant& v : variants_of(config)) {

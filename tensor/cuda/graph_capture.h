@@ -1,0 +1,37 @@
+// CUDA graph capture of Coppice's work on one device (backend.h's
+// capture_work is the entry point; this is its CUDA side).
+//
+// Capture runs the host code of a function once while its kernels, copies and
+// cuBLAS/cuSPARSE calls are recorded on a private stream (current_stream
+// returns it on the capturing thread, stream.h) into a graph, and its
+// allocations come from a graph pool of the caching allocator
+// (caching_allocator.h), so every replay finds its buffers where the capture
+// left them and nobody else is ever given them. A replay is one
+// cudaGraphLaunch, ordered with the legacy stream like everything else.
+//
+// Anything in the function that needs the device to have run (reading a
+// result back, synchronizing) invalidates the capture; capture_graph then
+// returns null with the CUDA error, and the caller runs the work eagerly.
+// Checks that read a flag back after a kernel (index_check.cuh) instead defer
+// themselves to after each replay (after_each_replay).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "tensor/backend.h"
+
+namespace coppice::cuda {
+
+// True while the calling thread records work for `device`.
+bool capturing(int device);
+
+// During a capture: `check` runs on the host after every replay (after the
+// replayed work has finished) instead of now. Outside a capture: runs it now.
+void after_each_replay(int device, std::function<void()> check);
+
+// Records fn's work on `device`; null with *why_not when it cannot be.
+std::unique_ptr<CapturedWork> capture_graph(int device, const std::function<void()>& fn, std::string* why_not);
+
+}  // namespace coppice::cuda
