@@ -20,7 +20,8 @@
 // (sparsifiers/cuda/relu_to_csr.cu) makes two, count then write, because a
 // row's entries start where the rows before it end and nnz is unknown until
 // every row is counted (a CUB scan of the counts gives the row pointers, and
-// nnz is read back once to allocate the outputs).
+// nnz is read back once to allocate the outputs). That read-back is why the
+// CUDA op refuses to run inside a CUDA graph capture (the step runs eagerly).
 //
 // NaN: relu(NaN) is NaN, which no threshold keeps (NaN > t is false), so
 // relu_to_csr drops it, as the threshold sparsifier does. With a null inline

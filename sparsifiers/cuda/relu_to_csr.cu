@@ -18,6 +18,7 @@
 #include "sparsifiers/mask_keys.h"
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
+#include "tensor/cuda/graph_capture.h"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/warp.cuh"
 
@@ -131,6 +132,9 @@ std::vector<Tensor> relu_to_csr(const std::vector<Tensor>& in, const Attrs& a) {
   COPPICE_CHECK(threshold >= 0.0, kOp, ": the threshold must be >= 0, got ", threshold);
   COPPICE_CHECK(x.numel() <= INT32_MAX, kOp, ": the CUDA kernel takes fewer than 2^31 elements, got ", x.numel());
   const Device device = x.device();
+  // Said before any work is queued, so that the capture fails with this reason.
+  COPPICE_CHECK(!capturing(device.index), kOp,
+                ": reads nnz back to the host to size its outputs, which a CUDA graph capture cannot record");
   const int64_t rows = x.size(0), cols = x.size(1);
   const TensorOptions i32(DType::kI32, device);
   Tensor crow = Tensor::empty({rows + 1}, i32);
