@@ -125,6 +125,10 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);  // [b, m, k] x [b, k, n]
 // x [..., in] times weight [out, in] transposed, plus bias [out] when defined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// relu(linear(x, weight, bias)) as one kernel where one is registered for the
+// operands' formats and device (CUDA, BSR weight: bias and relu in the SpMM's
+// write-out); otherwise exactly that composite, which is the CPU twin.
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- neural-network ops ----------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim);

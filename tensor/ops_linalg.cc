@@ -1,5 +1,5 @@
-// Matrix products: matmul (NumPy semantics), bmm and linear, all on the one
-// "gemm" primitive over contiguous 3-D operands.
+// Matrix products: matmul (NumPy semantics), bmm, linear and linear_relu, all
+// on the one "gemm" primitive over contiguous 3-D operands.
 //
 // A matrix whose transpose is contiguous (weight.t() in linear, or any
 // transposed view) is passed as it lies with a trans flag instead of copied.
@@ -55,21 +55,22 @@ Tensor batched(const Tensor& t, const Shape& batch) {
 // every format and dispatches by the operands' formats, so a registered
 // sparse kernel (or the counted dense fallback) runs. Sparse operands are 2-D;
 // a dense one may be 1-D (NumPy promotion) or, on the left, carry batch dims
-// (flattened into rows).
-Tensor sparse_product(std::string_view op, const Tensor& a, const Tensor& b) {
-  check_same_device({a, b}, op);
-  COPPICE_CHECK(a.dtype() == b.dtype(), op, ": operands have different dtypes (", dtype_name(a.dtype()), " and ",
+// (flattened into rows). `name` is the op errors name (linear_relu runs
+// "linear" here).
+Tensor sparse_product(std::string_view op, const Tensor& a, const Tensor& b, std::string_view name) {
+  check_same_device({a, b}, name);
+  COPPICE_CHECK(a.dtype() == b.dtype(), name, ": operands have different dtypes (", dtype_name(a.dtype()), " and ",
                 dtype_name(b.dtype()), "); convert them first");
-  COPPICE_CHECK(is_floating(a.dtype()), op, ": expected floating-point operands, got ", dtype_name(a.dtype()));
+  COPPICE_CHECK(is_floating(a.dtype()), name, ": expected floating-point operands, got ", dtype_name(a.dtype()));
   COPPICE_CHECK((a.is_dense() || a.dim() == 2) && (b.is_dense() || b.dim() == 2) && a.dim() >= 1 && b.dim() >= 1 &&
                     b.dim() <= 2,
-                op, ": with a sparse operand, expected a [.., m, k] and b [k, n] with sparse ones 2-D, got a ",
+                name, ": with a sparse operand, expected a [.., m, k] and b [k, n] with sparse ones 2-D, got a ",
                 shape_to_string(a.shape()), " (", a.format(), ") and b ", shape_to_string(b.shape()), " (",
                 b.format(), ")");
   const bool linear = op == "linear";
-  COPPICE_CHECK(!linear || b.dim() == 2, "linear: weight must be 2-D [out, in], got ", shape_to_string(b.shape()));
+  COPPICE_CHECK(!linear || b.dim() == 2, name, ": weight must be 2-D [out, in], got ", shape_to_string(b.shape()));
   const int64_t k = a.size(-1), kb = linear ? b.size(-1) : b.size(0);
-  COPPICE_CHECK(k == kb, op, ": inner dimensions differ: a is ", shape_to_string(a.shape()), ", b is ",
+  COPPICE_CHECK(k == kb, name, ": inner dimensions differ: a is ", shape_to_string(a.shape()), ", b is ",
                 shape_to_string(b.shape()));
   if (a.dim() == 2 && b.dim() == 2) return dispatch(op, {a, b})[0];
   Shape out_shape(a.shape().begin(), a.shape().end() - 1);
@@ -125,10 +126,57 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, std::string_view op) {
   return c.reshape(out_shape);
 }
 
+// What linear asks of the shapes and of the bias, whatever the formats.
+void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, std::string_view op) {
+  COPPICE_CHECK(weight.dim() == 2, op, ": weight must be 2-D [out, in], got ", shape_to_string(weight.shape()));
+  COPPICE_CHECK(x.dim() >= 1, op, ": input must be at least 1-D, got a 0-D tensor");
+  COPPICE_CHECK(x.size(-1) == weight.size(1), op, ": input's last dimension (", x.size(-1),
+                ") differs from weight's in features: input is ", shape_to_string(x.shape()), ", weight is ",
+                shape_to_string(weight.shape()));
+  if (bias.defined()) {
+    check_dense(bias, op, "bias");
+    check_same_device({x, bias}, op);
+    COPPICE_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), op, ": bias must be [", weight.size(0),
+                  "], got ", shape_to_string(bias.shape()));
+    COPPICE_CHECK(bias.dtype() == x.dtype(), op, ": bias has dtype ", dtype_name(bias.dtype()), ", expected ",
+                  dtype_name(x.dtype()), " like the input");
+  }
+}
+
+// linear(x, weight, bias), then relu when `relu`; `op` ("linear" or
+// "linear_relu") names the kernel asked for and the op errors name.
+Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, std::string_view op, bool relu) {
+  auto activate = [relu](const Tensor& y) { return relu ? coppice::relu(y) : y; };
+  if (any_sparse({x, weight})) {
+    COPPICE_CHECK(!bias.defined() || bias.is_dense(), op, ": bias must be dense, got format '", bias.format(), "'");
+    // A kernel that adds the bias, and applies the relu, itself (the tiled
+    // BSR one, in its write-out) saves a pass over the output for each.
+    if ((relu || bias.defined()) && x.is_dense() && x.dim() >= 2) {
+      std::vector<std::string_view> formats{x.format(), weight.format()};
+      if (bias.defined()) formats.push_back(bias.format());
+      if (Dispatcher::instance().find(op, x.device().type, formats) != nullptr) {
+        check_linear(x, weight, bias, op);
+        // [..., in] as rows [N, in], and the result back to [..., out].
+        Shape out_shape = x.shape();
+        out_shape.back() = weight.size(0);
+        std::vector<Tensor> in{x.reshape({-1, x.size(-1)}), weight};
+        if (bias.defined()) in.push_back(bias);
+        return dispatch(op, in)[0].reshape(out_shape);
+      }
+    }
+    Tensor y = sparse_product("linear", x, weight, op);
+    return activate(bias.defined() ? add(y, bias) : y);
+  }
+  check_operands(x, weight, op, "input", "weight");
+  check_linear(x, weight, bias, op);
+  Tensor y = matmul_impl(x, weight.t(), op);
+  return activate(bias.defined() ? add(y, bias) : y);
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (any_sparse({a, b})) return sparse_product("matmul", a, b);
+  if (any_sparse({a, b})) return sparse_product("matmul", a, b, "matmul");
   check_operands(a, b, "matmul", "a", "b");
   return matmul_impl(a, b, "matmul");
 }
@@ -143,35 +191,11 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (any_sparse({x, weight})) {
-    COPPICE_CHECK(!bias.defined() || bias.is_dense(), "linear: bias must be dense, got format '", bias.format(), "'");
-    // A kernel that adds the bias itself (the tiled BSR one) saves a pass.
-    if (bias.defined() && x.is_dense() && x.dim() >= 2 &&
-        Dispatcher::instance().find("linear", x.device().type, {x.format(), weight.format(), bias.format()}) != nullptr) {
-      // [..., in] as rows [N, in], and the result back to [..., out].
-      Shape out_shape = x.shape();
-      out_shape.back() = weight.size(0);
-      return dispatch("linear", {x.reshape({-1, x.size(-1)}), weight, bias})[0].reshape(out_shape);
-    }
-    Tensor y = sparse_product("linear", x, weight);
-    return bias.defined() ? add(y, bias) : y;
-  }
-  check_operands(x, weight, "linear", "input", "weight");
-  COPPICE_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out, in], got ", shape_to_string(weight.shape()));
-  COPPICE_CHECK(x.dim() >= 1, "linear: input must be at least 1-D, got a 0-D tensor");
-  COPPICE_CHECK(x.size(-1) == weight.size(1), "linear: input's last dimension (", x.size(-1),
-                ") differs from weight's in features: input is ", shape_to_string(x.shape()), ", weight is ",
-                shape_to_string(weight.shape()));
-  if (bias.defined()) {
-    check_dense(bias, "linear", "bias");
-    check_same_device({x, bias}, "linear");
-    COPPICE_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must be [", weight.size(0),
-                  "], got ", shape_to_string(bias.shape()));
-    COPPICE_CHECK(bias.dtype() == x.dtype(), "linear: bias has dtype ", dtype_name(bias.dtype()), ", expected ",
-                  dtype_name(x.dtype()), " like the input");
-  }
-  Tensor y = matmul_impl(x, weight.t(), "linear");
-  return bias.defined() ? add(y, bias) : y;
+  return linear_impl(x, weight, bias, "linear", /*relu=*/false);
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_impl(x, weight, bias, "linear_relu", /*relu=*/true);
 }
 
 }  // namespace coppice

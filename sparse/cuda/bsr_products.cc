@@ -82,9 +82,10 @@ StridedMatrix<const T> strided(Tensor& keep, const Tensor& t, bool transposed) {
 
 template <typename T>
 void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const Tensor& x, bool x_transposed,
-                 Tensor& y, bool y_transposed, int64_t n, const T* bias) {
+                 Tensor& y, bool y_transposed, int64_t n, const T* bias, bool relu) {
   BsrProductArgs<T> p;
   p.bias = bias;
+  p.relu = relu;
   std::shared_ptr<const BlockColumns> columns;
   if (walk_transposed) {
     columns = block_columns(s, b);
@@ -131,7 +132,7 @@ bool bsr_tiles_apply(const Tensor& s) {
 }
 
 Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
-                        const Tensor& bias) {
+                        const Tensor& bias, bool relu) {
   const BsrImpl& b = bsr_impl(s, op);
   COPPICE_CHECK(x.dim() == 2, op, ": dense operand must be 2-D, got shape ", shape_to_string(x.shape()));
   COPPICE_CHECK(x.dtype() == s.dtype() && x.device() == s.device(), op, ": operands must share one dtype and device, got ",
@@ -158,13 +159,16 @@ Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool
   }
   Tensor y = Tensor::empty(sparse_left ? Shape{out_rows, n} : Shape{n, out_rows}, opts);
   if (y.numel() == 0) return y;
-  if (b.nblocks() == 0) return bias_c.defined() ? add(zeros(y.shape(), opts), sparse_left ? bias_c.unsqueeze(1) : bias_c)
-                                                : zeros(y.shape(), opts);
+  if (b.nblocks() == 0) {
+    if (!bias_c.defined()) return zeros(y.shape(), opts);
+    Tensor only_bias = add(zeros(y.shape(), opts), sparse_left ? bias_c.unsqueeze(1) : bias_c);
+    return relu ? coppice::relu(only_bias) : only_bias;
+  }
   cuda::DeviceGuard guard(s.device().index);
   by_dtype(s.dtype(), [&](auto tag) {
     using T = decltype(tag);
     run_product<T>(s, b, walk_transposed, x, !sparse_left, y, !sparse_left, n,
-                   bias_c.defined() ? static_cast<const T*>(bias_c.data_ptr()) : nullptr);
+                   bias_c.defined() ? static_cast<const T*>(bias_c.data_ptr()) : nullptr, relu);
   });
   cuda::check_launch(op);
   return y;

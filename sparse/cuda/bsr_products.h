@@ -24,9 +24,9 @@ bool bsr_tiles_apply(const Tensor& s);
 // through a column index cached per pattern version).
 // `bias` (optional, dense [op(S) rows] for op(S) @ x, [op(S) columns] for
 // x @ op(S): the product's feature dimension) is added in the kernel's
-// write-out.
+// write-out, and `relu` (linear_relu) applied there after it.
 Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
-                        const Tensor& bias = Tensor());
+                        const Tensor& bias = Tensor(), bool relu = false);
 
 // The values of sddmm(a, b, pattern) for a BSR pattern: (a @ b) over each
 // stored block, [nblocks, bh, bw] in the pattern's dtype.

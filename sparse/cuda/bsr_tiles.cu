@@ -19,8 +19,9 @@
 // each staged with its operand's contiguous dimension contiguous and read
 // row- or column-major by the fragments.
 // Consecutive thread blocks take consecutive block rows of the same column
-// tile, so the x slab they read stays in L2. A bias (linear's) is added in
-// the write-out, saving the separate pass over the output. Dense operands are strided
+// tile, so the x slab they read stays in L2. A bias (linear's) is added, and
+// a relu applied (linear_relu's), in the write-out, saving a separate pass
+// over the output for each. Dense operands are strided
 // (x and y may be transposed views: no copies); an empty block row writes
 // zeros. No atomics: results are the same on every run.
 //
@@ -156,8 +157,10 @@ __device__ __forceinline__ void stage_x(T* xs, int px, const StridedMatrix<const
 }
 
 // y's [ROWS, COLS] tile at (m0, n0) from the f32 tile cs (row length pc),
-// plus the bias of each row, rounded to T once; threads walk y's contiguous
-// dimension so the stores coalesce.
+// plus the bias of each row, then the relu when asked, rounded to T once;
+// threads walk y's contiguous dimension so the stores coalesce. The relu is
+// relu's own (v <= 0 ? 0 : v: NaN kept, -0 to +0) and rounding keeps signs,
+// so the result is bit for bit relu applied to the same write-out without it.
 template <typename T, int ROWS, int COLS>
 __device__ void write_output_tile(const float* cs, int pc, const BsrProductArgs<T>& p, int64_t m0, int64_t n0) {
   __syncthreads();
@@ -166,7 +169,9 @@ __device__ void write_output_tile(const float* cs, int pc, const BsrProductArgs<
     const int r = n_fastest ? i / COLS : i % ROWS, c = n_fastest ? i % COLS : i / ROWS;
     if (n0 + c < p.n) {
       const float b = p.bias != nullptr ? to_float(p.bias[m0 + r]) : 0.0f;
-      p.y.data[(m0 + r) * p.y.row_stride + (n0 + c) * p.y.col_stride] = from_float<T>(cs[r * pc + c] + b);
+      float v = cs[r * pc + c] + b;
+      if (p.relu && v <= 0.0f) v = 0.0f;
+      p.y.data[(m0 + r) * p.y.row_stride + (n0 + c) * p.y.col_stride] = from_float<T>(v);
     }
   }
 }

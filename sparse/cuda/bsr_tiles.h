@@ -43,6 +43,7 @@ struct BsrProductArgs {
   StridedMatrix<const T> x;  // [op(S) columns, n]
   StridedMatrix<T> y;        // [op(S) rows, n]
   const T* bias = nullptr;   // [op(S) rows] added to y's rows (linear's bias), or none
+  bool relu = false;         // relu after the bias (linear_relu), in f32 before the one rounding
 };
 
 template <typename T>

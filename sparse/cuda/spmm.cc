@@ -1,6 +1,8 @@
 // SpMM on CUDA for every format of sparse/, in both directions (sparse/ops.h
 // has the table): "matmul" (fmt, dense), (dense, fmt); "linear" (dense, fmt),
-// (fmt, dense). How each format gets there:
+// (fmt, dense); and, with the bias (and relu) in the kernel, "linear" (dense,
+// bsr, dense) and "linear_relu" (dense, bsr[, dense]). How each format gets
+// there:
 //   csr, coo      cuSPARSE directly (COO coalesced first, its i64 indices
 //                 narrowed to i32 once per pattern version);
 //   csc           the CSR of the transpose over the same arrays (free), with
@@ -416,6 +418,23 @@ std::vector<Tensor> linear_dense_bsr_bias(const std::vector<Tensor>& in, const A
   return {add(spmm(in[1], in[0], Product::kDenseSparseT, "linear"), in[2])};
 }
 
+// linear_relu(x, weight[, bias]) with a BSR weight: the bias and the relu in
+// the tiled kernel's write-out, so the forward pass of an MLP layer is one
+// kernel (the frontend asks for this kernel when it exists; otherwise it
+// computes relu(linear(...)), which is also what runs here where the tiles
+// do not apply).
+std::vector<Tensor> linear_relu_dense_bsr(const std::vector<Tensor>& in, const Attrs&) {
+  COPPICE_CHECK(in.size() == 2 || in.size() == 3, "linear_relu: expected 2 or 3 inputs (input, weight[, bias]), got ",
+                in.size());
+  check_operands({in[0], in[1]}, "linear_relu");
+  const Tensor bias = in.size() == 3 ? in[2] : Tensor();
+  if (bsr_tiles_apply(in[1])) {
+    return {bsr_tiled_matmul(in[1], /*transpose_s=*/true, in[0], false, "linear_relu", bias, /*relu=*/true)};
+  }
+  const Tensor y = spmm(in[1], in[0], Product::kDenseSparseT, "linear_relu");
+  return {relu(bias.defined() ? add(y, bias) : y)};
+}
+
 std::vector<Tensor> linear_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
   check_operands(in, "linear");
   return {spmm(in[0], in[1].t(), Product::kSparseDense, "linear")};
@@ -434,6 +453,8 @@ const bool kRegistered = [] {
     d.register_kernel("linear", DeviceType::kCuda, {"dense", f}, linear_dense_sparse);
   }
   d.register_kernel("linear", DeviceType::kCuda, {"dense", "bsr", "dense"}, linear_dense_bsr_bias);
+  d.register_kernel("linear_relu", DeviceType::kCuda, {"dense", "bsr", "dense"}, linear_relu_dense_bsr);
+  d.register_kernel("linear_relu", DeviceType::kCuda, {"dense", "bsr"}, linear_relu_dense_bsr);
   return true;
 }();
 

@@ -1,5 +1,5 @@
 // Tests for tensor/ops_linalg.cc: matmul with NumPy semantics (1-D operands,
-// batch broadcasting, transposed views), bmm and linear, against
+// batch broadcasting, transposed views), bmm, linear and linear_relu, against
 // double-precision reference loops.
 #include <cmath>
 #include <string>
@@ -147,6 +147,23 @@ TEST(Linear, WeightTransposedWithoutCopy) {
   EXPECT_EQ(linear(hx, hw, hb).to_vector<double>(), (std::vector<double>{11, 22, 33}));
 }
 
+// Dense operands: linear_relu is relu(linear(...)), bit for bit.
+TEST(LinearRelu, IsTheComposite) {
+  Tensor w = values({5, 4}, 2), bias = values({5}, 3);
+  for (const Shape& xs : {Shape{4}, Shape{3, 4}, Shape{2, 3, 4}}) {
+    Tensor x = values(xs, 1);
+    for (const Tensor& b : {bias, Tensor()}) {
+      Tensor y = linear_relu(x, w, b), want = relu(linear(x, w, b));
+      EXPECT_EQ(y.shape(), want.shape());
+      EXPECT_EQ(y.to_vector<double>(), want.to_vector<double>()) << shape_to_string(xs);
+    }
+  }
+  Tensor hx = from_vector<float>({1, -2}, {1, 2});
+  Tensor hw = from_vector<float>({1, 0, 0, 1, 1, 1}, {3, 2});
+  Tensor hb = from_vector<float>({1, 1, 0.5});
+  EXPECT_EQ(linear_relu(hx, hw, hb).to_vector<double>(), (std::vector<double>{2, 0, 0}));
+}
+
 TEST(Linalg, Errors) {
   EXPECT_ERROR_NAMING(matmul(zeros({2, 3}), zeros({4, 5})),
                       "matmul: inner dimensions differ: a is [2, 3], b is [4, 5]");
@@ -161,6 +178,11 @@ TEST(Linalg, Errors) {
   EXPECT_ERROR_NAMING(linear(zeros({2, 3}), zeros({4, 3, 1})), "linear: weight must be 2-D");
   EXPECT_ERROR_NAMING(linear(zeros({2, 3}), zeros({4, 3}), zeros({5})), "linear: bias must be [4], got [5]");
   EXPECT_ERROR_NAMING(linear(zeros({2, 3}), zeros({4, 3}), zeros({4}, DType::kF64)), "linear: bias has dtype f64");
+  EXPECT_ERROR_NAMING(linear_relu(zeros({2, 3}), zeros({4, 5})),
+                      "linear_relu: input's last dimension (3) differs from weight's");
+  EXPECT_ERROR_NAMING(linear_relu(zeros({2, 3}), zeros({4, 3}), zeros({5})), "linear_relu: bias must be [4], got [5]");
+  EXPECT_ERROR_NAMING(linear_relu(zeros({2, 3}), zeros({4, 3}, DType::kBF16)),
+                      "linear_relu: input and weight have different dtypes");
   EXPECT_ERROR_NAMING(linear(zeros({2, 3}), zeros({4, 3}, DType::kBF16)),
                       "linear: input and weight have different dtypes");
 }

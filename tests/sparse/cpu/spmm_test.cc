@@ -3,7 +3,8 @@
 // linear(sparse, dense) for every format, at densities 0, 0.1, 0.5 and 1,
 // with empty rows, one-row and non-square matrices, against a dense f64
 // reference on to_dense(); transposed operands; f64 and bf16 values; batch
-// dims and 1-D operands; and the errors. No dense fallback may run.
+// dims and 1-D operands; linear_relu against relu(linear); and the errors. No
+// dense fallback may run.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -99,6 +100,35 @@ TEST_F(SpmmTest, LinearWithSparseInputEveryFormat) {
             << f << " " << shape_to_string(shape);
       }
     }
+  }
+}
+
+// linear_relu on the CPU is relu(linear(...)) bit for bit (the CPU twin of
+// the fused CUDA kernel): every format as the weight and as the input, 2-D
+// and 3-D inputs, with and without a bias.
+TEST_F(SpmmTest, LinearReluIsTheCompositeEveryFormat) {
+  uint64_t seed = 250;
+  for (const std::string& f : sparse_test::formats()) {
+    const Tensor w = to_format_for_test(random_matrix({12, 40}, 0.5, seed++), f);
+    const Tensor bias = random_dense({1, 12}, seed++).to(DType::kF32).reshape({12});
+    for (const Shape& xs : {Shape{37, 40}, Shape{2, 5, 40}}) {
+      const Tensor x = random_dense({shape_numel(xs) / 40, 40}, seed++).to(DType::kF32).reshape(xs);
+      for (const Tensor& b : {bias, Tensor()}) {
+        const Tensor got = linear_relu(x, w, b), want = relu(linear(x, w, b));
+        ASSERT_EQ(got.shape(), want.shape()) << f;
+        EXPECT_EQ(got.to_vector<double>(), want.to_vector<double>())
+            << f << " input " << shape_to_string(xs) << (b.defined() ? " with bias" : "");
+        EXPECT_TRUE(near(got, relu(add(matmul(f64(x), f64(w).t()), b.defined() ? f64(b) : zeros({12}, DType::kF64))),
+                         rtol_for(DType::kF32), atol_for(DType::kF32, 40)))
+            << f;
+      }
+    }
+    // A sparse input times a dense weight.
+    const Tensor xs = to_format_for_test(random_matrix({12, 40}, 0.5, seed++), f);
+    const Tensor wd = random_dense({9, 40}, seed++).to(DType::kF32), bd = random_dense({1, 9}, seed++).reshape({9});
+    EXPECT_EQ(linear_relu(xs, wd, bd.to(DType::kF32)).to_vector<double>(),
+              relu(linear(xs, wd, bd.to(DType::kF32))).to_vector<double>())
+        << f << " as the input";
   }
 }
 
@@ -218,6 +248,9 @@ TEST_F(SpmmTest, ErrorsNameTheOpAndOperands) {
   EXPECT_THROWS_NAMING(matmul(a, zeros({2, 8, 3})), "with a sparse operand, expected a [.., m, k] and b [k, n]");
   EXPECT_THROWS_NAMING(linear(zeros({4, 7}), a), "linear: inner dimensions differ");
   EXPECT_THROWS_NAMING(linear(zeros({4, 8}), a, a), "linear: bias must be dense");
+  EXPECT_THROWS_NAMING(linear_relu(zeros({4, 7}), a), "linear_relu: inner dimensions differ");
+  EXPECT_THROWS_NAMING(linear_relu(zeros({4, 8}), a, a), "linear_relu: bias must be dense");
+  EXPECT_THROWS_NAMING(linear_relu(zeros({4, 8}, DType::kF64), a), "linear_relu: operands have different dtypes");
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // The tiled BSR kernels (sparse/cuda/bsr_products.h) against f64 products
 // on the CPU: every direction, SDDMM, every block shape they take, f32 (FMA
 // and TF32), bf16, f16, empty block rows, strided dense operands, column
-// counts that are not multiples of the tile or the vector width.
+// counts that are not multiples of the tile or the vector width; linear with
+// the bias, and linear_relu with the bias and relu, in the write-out.
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "autograd/autograd.h"
 #include "gtest/gtest.h"
 #include "sparse/cuda/bsr_products.h"
 #include "sparse/ops.h"
@@ -147,6 +149,93 @@ TEST_F(BsrTilesTest, LinearWithBiasAddsItInTheKernel) {
       const Tensor want3 = linear(x3.to(DType::kF64), dense.to(mode.dtype).to(DType::kF64), b.to(DType::kF64));
       EXPECT_TRUE(near(got3.reshape({30, 64}), want3.reshape({30, 64}), tolerance_dtype(mode)))
           << mode.name << " density " << density << " 3-D";
+    }
+  }
+}
+
+// linear_relu(x, W[, b]) with a BSR weight: the bias and the relu in the
+// kernel's write-out (a "linear_relu" kernel, with and without the bias),
+// against the composite relu(linear(...)) on the GPU and the f64 CPU twin,
+// 2-D and 3-D inputs, every tiled block shape; empty blocks (density 0) give
+// relu(bias).
+TEST_F(BsrTilesTest, LinearReluAppliesItInTheKernel) {
+  SKIP_WITHOUT_CUDA();
+  EXPECT_NE(Dispatcher::instance().find("linear_relu", DeviceType::kCuda, {"dense", "bsr", "dense"}), nullptr);
+  EXPECT_NE(Dispatcher::instance().find("linear_relu", DeviceType::kCuda, {"dense", "bsr"}), nullptr);
+  uint64_t seed = 800;
+  for (const Mode& mode : kModes) {
+    set_allow_tf32(mode.tf32);
+    for (const Blocks& blk : kBlocks) {
+      for (double density : {0.0, 0.4}) {
+        const Tensor dense = random_blocks(64, 96, blk.bh, blk.bw, density, seed++, {1});
+        const Tensor w = to_device(to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(blk.bh, blk.bw)), kCuda);
+        ASSERT_TRUE(bsr_tiles_apply(w));
+        const Tensor w64 = dense.to(mode.dtype).to(DType::kF64);
+        const Tensor b = random_dense({1, 64}, seed++).reshape({64}).to(mode.dtype);
+        for (const Shape& xs : {Shape{70, 96}, Shape{6, 5, 96}}) {
+          const Tensor x = random_dense({shape_numel(xs) / 96, 96}, seed++).reshape(xs).to(mode.dtype);
+          for (bool with_bias : {true, false}) {
+            const std::string what = std::string(mode.name) + " blocks " + std::to_string(blk.bh) + "x" +
+                                     std::to_string(blk.bw) + " density " + std::to_string(density) + " input " +
+                                     shape_to_string(xs) + (with_bias ? " bias" : "");
+            const Tensor bc = with_bias ? b.to(kCuda) : Tensor();
+            const Tensor got = linear_relu(x.to(kCuda), w, bc);
+            Shape ys = xs;
+            ys.back() = 64;
+            ASSERT_EQ(got.shape(), ys) << what;
+            const int64_t rows = shape_numel(xs) / 96;
+            const Tensor composite = relu(linear(x.to(kCuda), w, bc));
+            EXPECT_TRUE(near(got.reshape({rows, 64}), composite.reshape({rows, 64}), tolerance_dtype(mode)))
+                << "vs the GPU composite, " << what;
+            const Tensor want = relu(linear(x.to(DType::kF64), w64, with_bias ? b.to(DType::kF64) : Tensor()));
+            EXPECT_TRUE(near(got.reshape({rows, 64}), want.reshape({rows, 64}), tolerance_dtype(mode)))
+                << "vs the CPU, " << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Where the tiles do not apply (COPPICE_BSR_TILES=0, or f64) the kernel
+// computes the composite.
+TEST_F(BsrTilesTest, LinearReluWithoutTilesIsTheComposite) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor dense = random_blocks(64, 96, 32, 32, 0.4, 900, {1});
+  const Tensor x = random_dense({40, 96}, 901), b = random_dense({1, 64}, 902).reshape({64});
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    const Tensor w = to_device(to_format(dense.to(dtype), "bsr", FormatOptions::block(32, 32)), kCuda);
+    const Tensor xc = x.to(dtype).to(kCuda), bc = b.to(dtype).to(kCuda);
+    if (dtype == DType::kF32) setenv("COPPICE_BSR_TILES", "0", 1);
+    EXPECT_FALSE(bsr_tiles_apply(w)) << dtype_name(dtype);
+    const Tensor got = linear_relu(xc, w, bc), got_nobias = linear_relu(xc, w);
+    unsetenv("COPPICE_BSR_TILES");
+    const Tensor want = relu(linear(x.to(dtype).to(DType::kF64), dense.to(dtype).to(DType::kF64), b.to(dtype).to(DType::kF64)));
+    EXPECT_TRUE(near(got, want, dtype)) << dtype_name(dtype);
+    EXPECT_TRUE(near(got_nobias, relu(linear(x.to(dtype).to(DType::kF64), dense.to(dtype).to(DType::kF64))), dtype))
+        << dtype_name(dtype) << " without bias";
+  }
+}
+
+// The differentiable linear_relu on the GPU: one node whose gradients (the
+// BSR weight's on its pattern) match the composite's.
+TEST_F(BsrTilesTest, LinearReluGradientsMatchTheComposite) {
+  SKIP_WITHOUT_CUDA();
+  for (const Mode& mode : {kModes[0], kModes[2]}) {  // f32, bf16
+    const Tensor dense = random_blocks(64, 96, 32, 32, 0.4, 950, {1});
+    const Tensor wv = to_device(to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(32, 32)), kCuda);
+    const Tensor xv = random_dense({70, 96}, 951).to(mode.dtype).to(kCuda);
+    const Tensor bv = random_dense({1, 64}, 952).reshape({64}).to(mode.dtype).to(kCuda);
+    const Tensor g = random_dense({70, 64}, 953).to(mode.dtype).to(kCuda);
+    auto run = [&](bool fused) {
+      Variable x(xv, true), w(wv, true), b(bv, true);
+      Variable y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
+      y.backward(g);
+      return std::vector<Tensor>{y.value(), x.grad(), values(w.grad()), b.grad()};
+    };
+    const std::vector<Tensor> fused = run(true), composite = run(false);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      EXPECT_TRUE(near(fused[i], composite[i], tolerance_dtype(mode))) << mode.name << " output " << i;
     }
   }
 }
