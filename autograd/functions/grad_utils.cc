@@ -6,6 +6,8 @@
 
 namespace coppice::autograd_detail {
 
+Tensor through_relu(const Tensor& g, const Tensor& y) { return y.defined() ? relu_backward(g, y) : g; }
+
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
   if (grad.shape() == shape) return grad;
   const Shape& gs = grad.shape();

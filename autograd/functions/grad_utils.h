@@ -23,6 +23,11 @@ std::vector<int64_t> normalize_dims(const std::vector<int64_t>& dims, int64_t nd
 // (`dims` normalized and sorted), so that the result broadcasts against the input.
 Tensor unsqueeze_dims(const Tensor& t, const std::vector<int64_t>& dims);
 
+// The gradient at the input of a relu fused into an op (linear_relu), from
+// the gradient `g` at its output `y` (what such a node saves, as relu's does):
+// relu_backward(g, y); `g` unchanged when `y` is undefined (no relu fused).
+Tensor through_relu(const Tensor& g, const Tensor& y);
+
 // `t` when `keep`, else an undefined Tensor (to save only what a backward needs).
 inline Tensor saved_if(bool keep, const Tensor& t) { return keep ? t : Tensor(); }
 

@@ -8,6 +8,7 @@
 namespace coppice {
 
 using autograd_detail::saved_if;
+using autograd_detail::through_relu;
 using autograd_detail::sum_to;
 using Grads = std::vector<Tensor>;
 
@@ -55,19 +56,39 @@ Variable bmm(const Variable& a, const Variable& b) {
   });
 }
 
-Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
-  if (x.value().is_sparse() || weight.value().is_sparse()) return autograd_detail::sparse_linear(x, weight, bias);
+namespace {
+
+// linear, or linear_relu when `relu`: one node, whose backward is linear's
+// applied to the gradient through the relu (through_relu; y saved only then).
+Variable linear_node(const Variable& x, const Variable& weight, const Variable& bias, bool relu) {
+  if (x.value().is_sparse() || weight.value().is_sparse()) {
+    return autograd_detail::sparse_linear(x, weight, bias, relu);
+  }
   Tensor xv = saved_if(weight.requires_grad(), x.value()), wv = saved_if(x.requires_grad(), weight.value());
-  Tensor y = linear(x.value(), weight.value(), bias.defined() ? bias.value() : Tensor());
-  return record(y, "LinearBackward", {x, weight, bias}, [xv, wv](const Tensor& g, const GradNeeds& n) {
-    Tensor gx, gw, gb;
-    int64_t out = g.dim() == 0 ? 1 : g.size(-1);
-    Tensor g2 = g.reshape({-1, out});
-    if (n[0]) gx = matmul(g, wv);  // [..., out] x [out, in]
-    if (n[1]) gw = matmul(g2.t(), xv.reshape({-1, xv.size(-1)}));
-    if (n[2]) gb = sum(g2, {0});
-    return Grads{gx, gw, gb};
-  });
+  Tensor bv = bias.defined() ? bias.value() : Tensor();
+  Tensor y = relu ? linear_relu(x.value(), weight.value(), bv) : linear(x.value(), weight.value(), bv);
+  Tensor y_saved = saved_if(relu, y);
+  return record(y, relu ? "LinearReluBackward" : "LinearBackward", {x, weight, bias},
+                [xv, wv, y_saved](const Tensor& g_out, const GradNeeds& n) {
+                  Tensor g = through_relu(g_out, y_saved);
+                  Tensor gx, gw, gb;
+                  int64_t out = g.dim() == 0 ? 1 : g.size(-1);
+                  Tensor g2 = g.reshape({-1, out});
+                  if (n[0]) gx = matmul(g, wv);  // [..., out] x [out, in]
+                  if (n[1]) gw = matmul(g2.t(), xv.reshape({-1, xv.size(-1)}));
+                  if (n[2]) gb = sum(g2, {0});
+                  return Grads{gx, gw, gb};
+                });
+}
+
+}  // namespace
+
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  return linear_node(x, weight, bias, /*relu=*/false);
+}
+
+Variable linear_relu(const Variable& x, const Variable& weight, const Variable& bias) {
+  return linear_node(x, weight, bias, /*relu=*/true);
 }
 
 }  // namespace coppice

@@ -16,6 +16,7 @@ using autograd_detail::grad_values;
 using autograd_detail::normalize_dims;
 using autograd_detail::saved_if;
 using autograd_detail::sum_to;
+using autograd_detail::through_relu;
 using autograd_detail::unsqueeze_dims;
 using Grads = std::vector<Tensor>;
 
@@ -150,39 +151,46 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
   });
 }
 
-Variable sparse_linear(const Variable& x, const Variable& weight, const Variable& bias) {
+Variable sparse_linear(const Variable& x, const Variable& weight, const Variable& bias, bool relu) {
+  const char* op = relu ? "linear_relu" : "linear";
   Tensor xv = x.value(), wv = weight.value();
-  COPPICE_CHECK(!bias.defined() || bias.value().is_dense(), "linear: a sparse bias is not supported (format '",
+  COPPICE_CHECK(!bias.defined() || bias.value().is_dense(), op, ": a sparse bias is not supported (format '",
                 bias.defined() ? bias.value().format() : "", "')");
-  Tensor y = linear(xv, wv, bias.defined() ? bias.value() : Tensor());
-  if (xv.is_sparse() && wv.is_sparse()) return not_differentiable(y, {x, weight}, "linear");
+  Tensor bv = bias.defined() ? bias.value() : Tensor();
+  Tensor y = relu ? linear_relu(xv, wv, bv) : linear(xv, wv, bv);
+  if (xv.is_sparse() && wv.is_sparse()) return not_differentiable(y, {x, weight}, op);
   if (!should_record(y, {x, weight, bias})) return Variable(std::move(y));
-  check_matrix(wv, "linear", "weight");
+  check_matrix(wv, op, "weight");
+  // The gradient at the pre-activation is through_relu(g, y) (y kept only
+  // for linear_relu); the rest is linear's backward.
+  Tensor y_saved = saved_if(relu, y);
   if (wv.is_sparse()) {
     // y = x W^T + b: dx = g W, dW = sddmm(g^T, x, W), db = sum of g over rows.
     Shape xs = x.shape();
     Tensor xs_v = saved_if(weight.requires_grad(), xv);
-    return record(y, "SparseLinearBackward", {x, weight, bias}, [xs, xs_v, wv](const Tensor& g, const GradNeeds& n) {
-      int64_t out = wv.size(0), in = wv.size(1);
-      Tensor g2 = g.reshape({-1, out}).contiguous();
-      Tensor gx, gw, gb;
-      if (n[0]) gx = matmul(g2, wv).reshape(xs);
-      if (n[1]) gw = sddmm(g2.t(), xs_v.reshape({-1, in}), wv);
-      if (n[2]) gb = sum(g2, {0});
-      return Grads{gx, gw, gb};
-    });
+    return record(y, relu ? "SparseLinearReluBackward" : "SparseLinearBackward", {x, weight, bias},
+                  [xs, xs_v, wv, y_saved](const Tensor& g, const GradNeeds& n) {
+                    int64_t out = wv.size(0), in = wv.size(1);
+                    Tensor g2 = through_relu(g, y_saved).reshape({-1, out}).contiguous();
+                    Tensor gx, gw, gb;
+                    if (n[0]) gx = matmul(g2, wv).reshape(xs);
+                    if (n[1]) gw = sddmm(g2.t(), xs_v.reshape({-1, in}), wv);
+                    if (n[2]) gb = sum(g2, {0});
+                    return Grads{gx, gw, gb};
+                  });
   }
   // Sparse input x [N, in], dense W: dx = sddmm(g, W, x), dW = g^T x.
-  check_matrix(xv, "linear", "x");
+  check_matrix(xv, op, "x");
   Tensor w_saved = saved_if(x.requires_grad(), wv);
-  return record(y, "SparseLinearBackward", {x, weight, bias}, [xv, w_saved](const Tensor& g, const GradNeeds& n) {
-    Tensor g2 = g.contiguous();
-    Tensor gx, gw, gb;
-    if (n[0]) gx = sddmm(g2, w_saved.contiguous(), xv);
-    if (n[1]) gw = matmul(g2.t().contiguous(), xv);
-    if (n[2]) gb = sum(g2, {0});
-    return Grads{gx, gw, gb};
-  });
+  return record(y, relu ? "SparseLinearReluBackward" : "SparseLinearBackward", {x, weight, bias},
+                [xv, w_saved, y_saved](const Tensor& g, const GradNeeds& n) {
+                  Tensor g2 = through_relu(g, y_saved).contiguous();
+                  Tensor gx, gw, gb;
+                  if (n[0]) gx = sddmm(g2, w_saved.contiguous(), xv);
+                  if (n[1]) gw = matmul(g2.t().contiguous(), xv);
+                  if (n[2]) gb = sum(g2, {0});
+                  return Grads{gx, gw, gb};
+                });
 }
 
 // ---- elementwise -----------------------------------------------------------

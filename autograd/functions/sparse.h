@@ -48,7 +48,8 @@ namespace autograd_detail {
 
 // The sparse routes of the frontends (at least one operand sparse).
 Variable sparse_matmul(const Variable& a, const Variable& b);
-Variable sparse_linear(const Variable& x, const Variable& weight, const Variable& bias);
+// relu: linear_relu's form (linalg.h), one node that saves its output.
+Variable sparse_linear(const Variable& x, const Variable& weight, const Variable& bias, bool relu = false);
 Variable sparse_mul(const Variable& a, const Variable& b);
 Variable sparse_add(const Variable& a, const Variable& b);
 Variable sparse_unary(const Variable& x, const char* op);  // "relu", "abs", "neg"

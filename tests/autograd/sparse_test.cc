@@ -1,8 +1,8 @@
 // Gradients through sparse values (autograd/functions/sparse.h): float64
-// gradchecks of every sparse-aware function on CSR, COO and BSR (values and
-// dense operands), the format and pattern version of sparse gradients, no
-// dense fallback in the CSR backward, accumulation, hooks and a tiny training
-// loop on a sparse CSR weight.
+// gradchecks of every sparse-aware function (linear_relu included) on CSR,
+// COO and BSR (values and dense operands), the format and pattern version of
+// sparse gradients, no dense fallback in the CSR backward, accumulation, hooks
+// and a tiny training loop on a sparse CSR weight.
 #include "autograd/functions/sparse.h"
 
 #include <gtest/gtest.h>
@@ -56,12 +56,44 @@ TEST_P(SparseGradTest, MatmulOneSide) {
   EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {w2, x2});
 }
 
+// linear, and linear_relu (SparseLinearReluBackward).
 TEST_P(SparseGradTest, Linear) {
   Variable x = param(randn64({5, 6}), "x"), w = param(random_sparse({4, 6}, GetParam()), "w");
   Variable b = param(randn64({4}), "b");
   EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], v[2]); }, {x, w, b});
+  EXPECT_GRADCHECK([](const V& v) { return linear_relu(v[0], v[1], v[2]); }, {x, w, b});
   Variable x3 = param(randn64({2, 3, 6}), "x3");
   EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1]); }, {x3, w});
+  EXPECT_GRADCHECK([](const V& v) { return linear_relu(v[0], v[1]); }, {x3, w});
+}
+
+// Values and gradients (the sparse weight's on its pattern) equal those of
+// relu(linear(...)), for 2-D and 3-D inputs, with and without a bias.
+TEST_P(SparseGradTest, LinearReluMatchesTheComposite) {
+  const Tensor wv = random_sparse({4, 6}, GetParam()), bv = randn64({4});
+  for (const Shape& xs : {Shape{5, 6}, Shape{2, 3, 6}}) {
+    for (bool with_bias : {true, false}) {
+      const Tensor xv = randn64(xs);
+      Shape ys = xs;
+      ys.back() = 4;
+      const Tensor g = randn64(ys);
+      auto run = [&](bool fused) {
+        Variable x = param(xv, "x"), w = param(wv, "w"), b = with_bias ? param(bv, "b") : Variable();
+        Variable y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
+        if (fused) {
+          EXPECT_EQ(y.grad_fn()->name(), "SparseLinearReluBackward");
+        }
+        y.backward(g);
+        EXPECT_EQ(w.grad().format(), GetParam());
+        return std::vector<Tensor>{y.value(), x.grad(), values(w.grad()), with_bias ? b.grad() : zeros({1}, DType::kF64)};
+      };
+      std::vector<Tensor> fused = run(true), composite = run(false);
+      for (size_t i = 0; i < fused.size(); ++i) {
+        EXPECT_EQ(fused[i].to_vector<double>(), composite[i].to_vector<double>())
+            << "output " << i << " input " << shape_to_string(xs) << " bias " << with_bias;
+      }
+    }
+  }
 }
 
 TEST_P(SparseGradTest, Mul) {
@@ -115,6 +147,7 @@ TEST_P(SparseGradTest, LinearSparseInput) {
   Variable x = param(random_sparse({6, 4}, GetParam()), "x"), w = param(randn64({3, 4}), "w");
   Variable b = param(randn64({3}), "b");
   EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], v[2]); }, {x, w, b});
+  EXPECT_GRADCHECK([](const V& v) { return linear_relu(v[0], v[1], v[2]); }, {x, w, b});
 }
 
 TEST_P(SparseGradTest, GradcheckCatchesAWrongSparseGradient) {

@@ -47,6 +47,27 @@ TEST(LinalgTest, Bmm) {
   EXPECT_GRADCHECK([](const V& v) { return bmm(v[0], v[1]); }, {a, b});
 }
 
+// One node whose value and gradients are those of relu(linear(...)) exactly.
+TEST(LinalgTest, LinearReluMatchesTheComposite) {
+  for (bool with_bias : {true, false}) {
+    Tensor xv = randn64({2, 5, 4}), wv = randn64({3, 4}), bv = randn64({3}), g = randn64({2, 5, 3});
+    auto run = [&](bool fused) {
+      Variable x = param(xv, "x"), w = param(wv, "w"), b = with_bias ? param(bv, "b") : Variable();
+      Variable y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
+      if (fused) {
+        EXPECT_EQ(y.grad_fn()->name(), "LinearReluBackward");
+      }
+      y.backward(g);
+      return std::vector<Tensor>{y.value(), x.grad(), w.grad(), with_bias ? b.grad() : zeros({1}, DType::kF64)};
+    };
+    std::vector<Tensor> fused = run(true), composite = run(false);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      EXPECT_EQ(fused[i].to_vector<double>(), composite[i].to_vector<double>()) << "output " << i << " bias " << with_bias;
+    }
+  }
+}
+
+// linear, and linear_relu (one node saving its output).
 TEST(LinalgTest, Linear) {
   Variable w = param(randn64({3, 4}), "weight"), bias = param(randn64({3}), "bias");
   for (const Shape& xs : {Shape{4}, Shape{2, 4}, Shape{2, 5, 4}}) {
@@ -54,9 +75,12 @@ TEST(LinalgTest, Linear) {
     Variable x = param(randn64(xs), "x");
     EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], v[2]); }, {x, w, bias});
     EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1]); }, {x, w});
+    EXPECT_GRADCHECK([](const V& v) { return linear_relu(v[0], v[1], v[2]); }, {x, w, bias});
+    EXPECT_GRADCHECK([](const V& v) { return linear_relu(v[0], v[1]); }, {x, w});
   }
   Variable x = constant(randn64({2, 4}));
   EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], v[2]); }, {x, w, bias});
+  EXPECT_GRADCHECK([](const V& v) { return linear_relu(v[0], v[1], v[2]); }, {x, w, bias});
 }
 
 }  // namespace
