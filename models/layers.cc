@@ -24,12 +24,26 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, const Layer
   if (bias) bias_ = register_parameter("bias", Variable(uniform_init({out_features}, bound, options, gen), true));
 }
 
+namespace {
+
+void check_linear_input(const Variable& x, int64_t in_features) {
+  COPPICE_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input's last dim is ", x.dim() ? x.size(-1) : 0,
+                ", expected in_features = ", in_features);
+}
+
+}  // namespace
+
 Variable Linear::forward(const Variable& x) {
-  COPPICE_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear: input's last dim is ", x.dim() ? x.size(-1) : 0,
-                ", expected in_features = ", in_);
+  check_linear_input(x, in_);
   // linear() routes a sparse weight to autograd's sparse linear (SpMM forward,
   // SDDMM weight gradient on the weight's pattern).
   return run_op({x, *weight_, bias()}, [](const std::vector<Variable>& in) { return linear(in[0], in[1], in[2]); });
+}
+
+Variable Linear::forward_relu(const Variable& x) {
+  if (output_rule() != nullptr) return relu(forward(x));
+  check_linear_input(x, in_);
+  return linear_relu(x, *weight_, bias());
 }
 
 // ---- Conv2d ------------------------------------------------------------------

@@ -35,6 +35,10 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias = true, const LayerOptions& options = {},
          Generator& gen = default_generator());
   Variable forward(const Variable& x) override;
+  // relu(forward(x)): one linear_relu op (one kernel on CUDA with a BSR
+  // weight) when no output rule is attached; with one, the rule's output
+  // sparsifiers must see the pre-activation, so the two run apart.
+  Variable forward_relu(const Variable& x);
   const Variable& weight() const { return *weight_; }
   const Variable& bias() const { return bias_ ? *bias_ : undefined_; }
   int64_t in_features() const { return in_; }

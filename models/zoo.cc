@@ -24,8 +24,7 @@ Variable MLP::forward(const Variable& x) {
   return run_op({x}, [this](const std::vector<Variable>& in) {
     Variable h = in[0].dim() > 2 ? flatten(in[0], 1) : in[0];
     for (size_t i = 0; i < layers_.size(); ++i) {
-      h = layers_[i]->forward(h);
-      if (i + 1 < layers_.size()) h = relu(h);
+      h = i + 1 < layers_.size() ? layers_[i]->forward_relu(h) : layers_[i]->forward(h);
     }
     return h;
   });
@@ -49,8 +48,8 @@ Variable LeNet5::forward(const Variable& x) {
   return run_op({x}, [this](const std::vector<Variable>& in) {
     Variable h = max_pool2d(relu(conv1_->forward(in[0])), {2, 2});  // [N, 6, 14, 14]
     h = max_pool2d(relu(conv2_->forward(h)), {2, 2});                // [N, 16, 5, 5]
-    h = relu(fc1_->forward(flatten(h, 1)));
-    h = relu(fc2_->forward(h));
+    h = fc1_->forward_relu(flatten(h, 1));
+    h = fc2_->forward_relu(h);
     return fc3_->forward(h);
   });
 }

@@ -1,7 +1,7 @@
 // The zoo: each model runs forward and backward on a tiny batch, and its loss
 // drops over 30 plain SGD steps (p.values -= lr * grad, no optim/) on
 // synthetic data; the sparse variants (CSR MLP, sparse-attention ViT and LM)
-// train the same way.
+// train the same way. The MLP's fused hidden layers equal the composite.
 #include "models/zoo.h"
 
 #include <gtest/gtest.h>
@@ -69,6 +69,35 @@ TEST(Zoo, MlpWithCsrWeights) {
   expect_drops(train(*mlp, x, labels(16, 10, 6), 0.5), 0.5);
   EXPECT_EQ(mlp->parameter("fc1.weight").value().format(), "csr");
   EXPECT_EQ(pattern_version(mlp->parameter("fc1.weight").value()), version);  // trained in its pattern
+}
+
+// The hidden layers run Linear::forward_relu: the model computes exactly
+// relu(linear(...)) layer by layer, values and gradients; an output rule on a
+// layer still sees its pre-activation (forward_relu does not fuse there).
+TEST(Zoo, MlpHiddenLayersAreReluOfLinear) {
+  Generator gen(11);
+  MLP mlp({16, 32, 8, 4}, LayerOptions{DType::kF64}, gen);
+  const Tensor xv = randn({5, 16}, DType::kF64, gen);
+  auto composite = [&] {
+    Variable h(xv);
+    for (const char* name : {"fc1", "fc2"}) h = relu(mlp.submodule(name).forward(h));
+    return mlp.submodule("fc3").forward(h);
+  };
+  auto values_and_grads = [&](Variable y) {
+    mlp.zero_grad();
+    sum(y).backward();
+    std::vector<std::vector<double>> out{y.value().to_vector<double>()};
+    for (const auto& [name, p] : mlp.named_parameters()) out.push_back(to_dense(p.grad()).to_vector<double>());
+    return out;
+  };
+  EXPECT_EQ(values_and_grads(mlp.forward(Variable(xv))), values_and_grads(composite()));
+
+  SparsityBuilder b;
+  b.regex("fc1\\.weight").format("bsr", FormatOptions::block(2)).density(0.5);
+  b.output("fc2").forward({"magnitude", {{"sparsity", "0.5"}}}, "csr");
+  mlp.apply_sparsity(b.schedule());
+  EXPECT_EQ(nnz(mlp.submodule("fc2").forward(Variable(randn({5, 32}, DType::kF64, gen))).value()), 5 * 8 / 2);
+  EXPECT_EQ(values_and_grads(mlp.forward(Variable(xv))), values_and_grads(composite()));
 }
 
 TEST(Zoo, Lenet5) {
