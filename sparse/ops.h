@@ -20,6 +20,12 @@
 // matmul     (csr, csr)                       -                      CSR a @ b (SpGEMM; fresh pattern version)
 // linear     (dense, <fmt>), (<fmt>, dense)   -                      dense x @ weight^T (the frontend adds the
 //                                                                    bias); x [.., in] is flattened to 2-D
+// linear     (dense, <fmt>, dense bias)       -                      optional, a format's fused kernel (CUDA bsr):
+//                                                                    x @ weight^T + bias in one pass; the
+//                                                                    frontend asks for it when registered
+// linear_relu (dense, <fmt>[, dense bias])    -                      optional likewise: relu(x @ weight^T [+ bias])
+//                                                                    in one pass; else the frontend computes
+//                                                                    relu(linear(...))
 // sddmm      (dense a [m, k], dense b [k, n], -                      (a @ b) at pattern's stored entries:
 //            <fmt> pattern [m, n])                                   with_values(pattern, ...), so the pattern's
 //                                                                    format and version; pattern's values unread
