@@ -3,7 +3,8 @@
 
     train_compare.py --coppice BENCH.json [BENCH2.json ...] --torch TORCH.json [--out TABLE.md]
 
-One row per (model, variant, mode) Coppice reported. Beside it, in the same mode (f32, tf32, bf16):
+One row per (model, variant, mode) Coppice reported; "<model>+graph" rows (bench train --cuda-graph: steps
+replayed from a CUDA graph) are compared with the same PyTorch step as "<model>". Beside it, in the same mode (f32, tf32, bf16):
 PyTorch's dense step of the same model, and PyTorch's masked step (dense weights times a fixed mask of the
 same pattern kind and sparsity; "-" for Coppice's dense rows). Speedup = PyTorch dense ms / Coppice ms (above
 1: Coppice's step is faster). State ratio = Coppice's training_state_bytes (weights with index arrays,
@@ -18,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dp_compare import compare_main, human_bytes, num  # noqa: E402  (beside this file, here and in .devbin/)
 
 STATE_TARGET = 0.25
+GRAPH_SUFFIX = "+graph"
 
 
 def sparsity_key(s):
@@ -52,8 +54,9 @@ def compare(ours, theirs, meta):
     notes = []
     for r in ours:
         fmt, sp = r.get("format", "dense"), sparsity_key(r.get("sparsity"))
-        dense = torch_by.get((r["op"], r["dtype"], "dense", None))
-        masked = torch_by.get((r["op"], r["dtype"], fmt, sp)) if fmt != "dense" else None
+        model = r["op"].removesuffix(GRAPH_SUFFIX)  # bench train --cuda-graph rows: the same PyTorch step
+        dense = torch_by.get((model, r["dtype"], "dense", None))
+        masked = torch_by.get((model, r["dtype"], fmt, sp)) if fmt != "dense" else None
         mine, theirs_dense = ok_ms(r), ok_ms(dense)
         speedup = theirs_dense / mine if mine and theirs_dense else None
         state = r.get("training_state_bytes") if r.get("status") == "ok" else None

@@ -15,7 +15,7 @@
 # (estimate; each side is also capped by its own time limit, and the run by
 # TRAIN_DEADLINE_S, default 450 s, so it stays under the 8 minutes asked).
 #
-# $OUT gets: summary.txt, train_coppice.json, train_torch.json,
+# $OUT gets: summary.txt, train_coppice.json, train_coppice_graph.json, train_torch.json,
 # train_table.md and train_logs.tgz (both sides' stderr, nvidia-smi).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -68,11 +68,15 @@ if [[ ! -d $FM ]] && mkdir -p "$FM" 2>/dev/null; then
 fi
 run bench_train 300 .devbin/bench train --device cuda --steps "$STEPS" --warmup "$WARMUP" --config-dir configs \
   --json "$OUT/train_coppice.json"
+# The same steps replayed from CUDA graphs (bench train --cuda-graph: "<model>+graph" rows).
+run bench_train_graph 240 .devbin/bench train --device cuda --steps "$STEPS" --warmup "$WARMUP" --config-dir configs \
+  --cuda-graph --json "$OUT/train_coppice_graph.json"
 run torch_train 240 python3 .devbin/torch_train.py --device cuda --steps "$STEPS" --warmup "$WARMUP" \
   --json "$OUT/train_torch.json"
-grep -h '^train\|^torch train' "$W/bench_train.log" "$W/torch_train.log" > "$W/steps.txt" 2>/dev/null
+grep -h '^train\|^torch train' "$W/bench_train.log" "$W/bench_train_graph.log" "$W/torch_train.log" > "$W/steps.txt" 2>/dev/null
 if [[ -s $OUT/train_coppice.json ]]; then
-  python3 .devbin/train_compare.py --coppice "$OUT/train_coppice.json" --torch "$OUT/train_torch.json" \
+  GRAPH_JSON=(); [[ -s $OUT/train_coppice_graph.json ]] && GRAPH_JSON=("$OUT/train_coppice_graph.json")
+  python3 .devbin/train_compare.py --coppice "$OUT/train_coppice.json" "${GRAPH_JSON[@]}" --torch "$OUT/train_torch.json" \
     --out "$OUT/train_table.md" > "$W/compare.log" 2>&1 || say "train_compare failed: $(tail -3 "$W/compare.log")"
   cat "$OUT/train_table.md" 2>/dev/null | tee -a "$SUMMARY"
 else
