@@ -64,6 +64,9 @@ StepOutputs GraphedStep::run(Module& model, const Tensor& inputs, const Tensor& 
     static_inputs_ = inputs.to(device_).clone();
     static_targets_ = targets.to(device_).clone();
     model.zero_grad();
+    // The graph's memory is its own pool: hand the eager steps' cached blocks
+    // back first, or the run would hold a step's activations twice.
+    allocator_for(device_).empty_cache();
     StepOutputs captured;
     std::string why;
     graph_ = capture_work(device_, [&] { captured = fn(static_inputs_, static_targets_); }, &why);
