@@ -51,6 +51,12 @@
 // sum        (<fmt>)                          dims (normalized,      dense, x's dtype: the stored values summed
 //                                             sorted; all for a      over dims (f64 accumulation)
 //                                             full sum), keepdim
+// csr_row_softmax                             -                      values [nnz]: per row r, the softmax of
+//            (dense i32 crow [rows + 1],                             values[crow[r], crow[r + 1]) (NaN-propagating
+//            dense values [nnz])                                     max; f64 sum on the CPU, f32 (f64 for f64) on
+//                                                                    CUDA); empty rows have no entries to write
+// csr_row_softmax_backward                    -                      gx [nnz] = y * (g - sum(g * y)) per row
+//            (dense crow, dense y [nnz], dense g [nnz])
 #pragma once
 
 #include "tensor/tensor.h"
@@ -68,5 +74,19 @@ Tensor transpose(const Tensor& t);
 
 // CSR x CSR -> CSR (the "matmul" kernel for two CSR operands).
 Tensor spgemm(const Tensor& a, const Tensor& b);
+
+// The softmax of each row's stored values of a CSR pattern, on the values'
+// device: `crow` is the pattern's row pointers (i32 [rows + 1]), `values` its
+// value array (floating, [nnz]); the result is a new value array for the same
+// pattern (with_values). Operates on the arrays rather than on a CSR tensor so
+// that callers with several value arrays of one pattern (the forward's y and
+// the backward's g) pass the pointers once. The max propagates NaN; a row of
+// only -inf is NaN; bf16/f16 compute in f32 and round once. The pointers are
+// trusted to be a valid CSR's (the kernels do not read them back).
+Tensor csr_row_softmax(const Tensor& crow, const Tensor& values);
+
+// Its gradient: gx = y * (g - sum(g * y)) per row, y the softmax's output and
+// g the gradient of its values (both [nnz], one dtype).
+Tensor csr_row_softmax_backward(const Tensor& crow, const Tensor& y, const Tensor& g);
 
 }  // namespace coppice

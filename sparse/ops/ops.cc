@@ -1,5 +1,8 @@
 #include "sparse/ops.h"
 
+#include <string_view>
+#include <vector>
+
 #include "tensor/dispatcher.h"
 
 namespace coppice {
@@ -39,6 +42,40 @@ Tensor spgemm(const Tensor& a, const Tensor& b) {
   COPPICE_CHECK(a.dtype() == b.dtype(), "spgemm: a and b have different dtypes (", dtype_name(a.dtype()), " and ",
                 dtype_name(b.dtype()), ")");
   return dispatch("matmul", {a, b})[0];
+}
+
+namespace {
+
+// The checks both row-softmax frontends share: the kernels trust them.
+void check_row_softmax_args(const Tensor& crow, const std::vector<Tensor>& vals, std::string_view op) {
+  check_dense(crow, op, "crow");
+  COPPICE_CHECK(crow.dtype() == DType::kI32 && crow.dim() == 1 && crow.numel() >= 1, op,
+                ": crow must be 1-D i32 row pointers [rows + 1], got ", dtype_name(crow.dtype()), " ",
+                shape_to_string(crow.shape()));
+  for (const Tensor& v : vals) {
+    check_dense(v, op, "values");
+    COPPICE_CHECK(v.dim() == 1 && v.shape() == vals[0].shape(), op, ": values must be 1-D [nnz] of one length, got ",
+                  shape_to_string(v.shape()), " and ", shape_to_string(vals[0].shape()));
+    COPPICE_CHECK(is_floating(v.dtype()) && v.dtype() == vals[0].dtype(), op,
+                  ": values must be f32, f64, bf16 or f16 (one dtype), got ", dtype_name(v.dtype()));
+  }
+  std::vector<Tensor> all{crow};
+  all.insert(all.end(), vals.begin(), vals.end());
+  check_same_device(all, op);
+}
+
+}  // namespace
+
+Tensor csr_row_softmax(const Tensor& crow, const Tensor& values) {
+  constexpr std::string_view op = "csr_row_softmax";
+  check_row_softmax_args(crow, {values}, op);
+  return dispatch(op, {crow.contiguous(), values.contiguous()})[0];
+}
+
+Tensor csr_row_softmax_backward(const Tensor& crow, const Tensor& y, const Tensor& g) {
+  constexpr std::string_view op = "csr_row_softmax_backward";
+  check_row_softmax_args(crow, {y, g}, op);
+  return dispatch(op, {crow.contiguous(), y.contiguous(), g.contiguous()})[0];
 }
 
 }  // namespace coppice
