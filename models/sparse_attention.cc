@@ -1,7 +1,5 @@
 #include "models/sparse_attention.h"
 
-#include <cmath>
-#include <limits>
 #include <vector>
 
 #include "autograd/function.h"
@@ -39,54 +37,6 @@ const CompressedImpl& csr_of(const Tensor& t, const char* op) {
   COPPICE_CHECK(t.defined() && t.layout() == Layout::kCsr, op, ": expected a CSR tensor, got format '",
                 t.defined() ? t.format() : "undefined", "'");
   return csr_impl(t, op);
-}
-
-// Row softmax over CSR values (CPU, contiguous).
-template <typename T>
-void row_softmax(const int32_t* ptr, int64_t rows, const T* x, T* y) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const int32_t b = ptr[r], e = ptr[r + 1];
-    if (b == e) continue;
-    T m = -std::numeric_limits<T>::infinity();
-    for (int32_t i = b; i < e; ++i) m = std::isnan(x[i]) || x[i] > m ? x[i] : m;
-    double s = 0.0;
-    for (int32_t i = b; i < e; ++i) {
-      y[i] = std::exp(x[i] - m);
-      s += static_cast<double>(y[i]);
-    }
-    for (int32_t i = b; i < e; ++i) y[i] = static_cast<T>(static_cast<double>(y[i]) / s);
-  }
-}
-
-template <typename T>
-void row_softmax_backward(const int32_t* ptr, int64_t rows, const T* y, const T* g, T* gx) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const int32_t b = ptr[r], e = ptr[r + 1];
-    double dot = 0.0;
-    for (int32_t i = b; i < e; ++i) dot += static_cast<double>(g[i]) * static_cast<double>(y[i]);
-    for (int32_t i = b; i < e; ++i) gx[i] = static_cast<T>(static_cast<double>(y[i]) * (static_cast<double>(g[i]) - dot));
-  }
-}
-
-// Runs `kernel` over CPU copies of the pointers and the value arrays, and
-// returns the result on `device`. bf16/f16 values are computed in f32 and
-// rounded once (mixed-precision training).
-template <typename Kernel>
-Tensor on_cpu_values(const Tensor& pointers, const std::vector<Tensor>& inputs, DType dtype, Device device,
-                     const char* op, Kernel kernel) {
-  COPPICE_CHECK(is_floating(dtype), op, ": values must be f32, f64, bf16 or f16, got ", dtype_name(dtype));
-  const DType compute = dtype == DType::kF64 ? DType::kF64 : DType::kF32;
-  Tensor ptr = pointers.to(Device::cpu()).contiguous();
-  std::vector<Tensor> in;
-  for (const Tensor& t : inputs) in.push_back(t.to(Device::cpu()).to(compute).contiguous());
-  Tensor out = Tensor::empty(in[0].shape(), TensorOptions(compute, Device::cpu()));
-  const int64_t rows = ptr.numel() - 1;
-  if (compute == DType::kF32) {
-    kernel(ptr.data<int32_t>(), rows, in, out, float{});
-  } else {
-    kernel(ptr.data<int32_t>(), rows, in, out, double{});
-  }
-  return out.to(dtype).to(device);
 }
 
 }  // namespace
@@ -182,24 +132,20 @@ Variable sampled_scores(const Variable& q, const Variable& k, const Tensor& patt
   });
 }
 
+// The softmax runs where the values live (sparse/ops.h: csr_row_softmax and
+// its backward have CPU and CUDA kernels), so a GPU step neither copies the
+// scores to the host nor synchronizes, and can be captured in a CUDA graph.
 Variable sparse_row_softmax(const Variable& x) {
   const Tensor xv = x.value();
   const CompressedImpl& c = csr_of(xv, "sparse_row_softmax");
+  COPPICE_CHECK(is_floating(xv.dtype()), "sparse_row_softmax: values must be f32, f64, bf16 or f16, got ",
+                dtype_name(xv.dtype()));
   const Tensor ptr = c.pointers();
-  Tensor yvals = on_cpu_values(ptr, {c.values()}, xv.dtype(), xv.device(), "sparse_row_softmax",
-                               [](const int32_t* p, int64_t rows, const std::vector<Tensor>& in, Tensor& out, auto tag) {
-                                 using T = decltype(tag);
-                                 row_softmax<T>(p, rows, in[0].data<T>(), out.data<T>());
-                               });
-  Tensor y = with_values(xv, yvals);
+  Tensor y = with_values(xv, csr_row_softmax(ptr, c.values()));
   return record(y, "SparseRowSoftmaxBackward", {x}, [y, ptr](const Tensor& g, const GradNeeds&) {
     Tensor gv = autograd_detail::grad_values(g, y, "sparse_row_softmax");
-    Tensor gx = on_cpu_values(ptr, {values(y), gv}, y.dtype(), y.device(), "sparse_row_softmax backward",
-                              [](const int32_t* p, int64_t rows, const std::vector<Tensor>& in, Tensor& out, auto tag) {
-                                using T = decltype(tag);
-                                row_softmax_backward<T>(p, rows, in[0].data<T>(), in[1].data<T>(), out.data<T>());
-                              });
-    return std::vector<Tensor>{with_values(y, gx)};
+    if (gv.dtype() != y.dtype()) gv = gv.to(y.dtype());
+    return std::vector<Tensor>{with_values(y, csr_row_softmax_backward(ptr, values(y), gv))};
   });
 }
 

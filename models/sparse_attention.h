@@ -55,10 +55,11 @@ Tensor attention_mask(const AttentionPattern& p, int64_t tokens, Device device =
 Variable sampled_scores(const Variable& q, const Variable& k, const Tensor& pattern);
 
 // Softmax over the stored values of each row of CSR `x` (the unstored
-// entries count as -inf: they get no weight), f32 or f64, computed on the
-// host (values on another device are copied there and back). Same pattern
-// and version; the gradient is y * (g - sum_row(g * y)) on the pattern. Rows
-// without stored entries stay empty.
+// entries count as -inf: they get no weight), f32, f64, bf16 or f16 (these
+// two computed in f32), on the values' device (sparse/ops.h:
+// csr_row_softmax). Same pattern and version; the gradient is
+// y * (g - sum_row(g * y)) on the pattern. Rows without stored entries stay
+// empty; the max propagates NaN.
 Variable sparse_row_softmax(const Variable& x);
 
 }  // namespace coppice
