@@ -82,7 +82,8 @@ Tensor spgemm(const Tensor& a, const Tensor& b);
 // that callers with several value arrays of one pattern (the forward's y and
 // the backward's g) pass the pointers once. The max propagates NaN; a row of
 // only -inf is NaN; bf16/f16 compute in f32 and round once. The pointers are
-// trusted to be a valid CSR's (the kernels do not read them back).
+// trusted to be a valid CSR's on CUDA (reading them back would synchronize;
+// the CPU kernels check them).
 Tensor csr_row_softmax(const Tensor& crow, const Tensor& values);
 
 // Its gradient: gx = y * (g - sum(g * y)) per row, y the softmax's output and
