@@ -31,36 +31,42 @@ std::string shape_key(const Tensor& t) {
 
 }  // namespace
 
-std::string GraphedStep::key_of(const Module& model, const Tensor& inputs, const Tensor& targets,
-                                double scalar_key) const {
+GraphedStep::Key GraphedStep::key_of(const Module& model, const Tensor& inputs, const Tensor& targets,
+                                     double scalar_key) const {
   char scalar[32];
   std::snprintf(scalar, sizeof scalar, "%.17g", scalar_key);
-  std::string key = str_cat(model.is_training() ? "train " : "eval ", scalar, " in ", shape_key(inputs), " target ",
-                            shape_key(targets), "\n");
+  Key key;
+  key.state = str_cat(model.is_training() ? "train " : "eval ", scalar, "\n");
   for (const auto& [name, p] : model.named_parameters()) {
-    key += str_cat(name, p.requires_grad() ? " grad " : " ");
-    append_tensor(key, p.value());
+    key.state += str_cat(name, p.requires_grad() ? " grad " : " ");
+    append_tensor(key.state, p.value());
   }
   for (const auto& [name, b] : model.named_buffers()) {
-    key += name + " ";
-    append_tensor(key, b);
+    key.state += name + " ";
+    append_tensor(key.state, b);
   }
+  key.batch = str_cat("in ", shape_key(inputs), " target ", shape_key(targets));
   return key;
 }
 
 StepOutputs GraphedStep::run(Module& model, const Tensor& inputs, const Tensor& targets, double scalar_key,
                              const ForwardBackward& fn) {
   if (!declined_.empty()) return fn(inputs, targets);
-  const std::string key = key_of(model, inputs, targets, scalar_key);
-  if (graph_ != nullptr && key == graph_key_) return replay(model, inputs, targets);
-  if (graph_ != nullptr) {  // something it read has moved: it can never replay again
+  const Key key = key_of(model, inputs, targets, scalar_key);
+  if (graph_ != nullptr && key.state != graph_key_.state) {  // something it read has moved: it can never replay again
     graph_.reset();
     grads_.clear();
     outputs_ = StepOutputs{};
   }
+  if (graph_ != nullptr && key.batch == graph_key_.batch) return replay(model, inputs, targets);
+  // A batch of another shape (an epoch's last, smaller one) runs eagerly and
+  // leaves the graph for the next full batch; a shape seen twice in a row is
+  // captured in its place.
   if (key == last_key_) {
     // The inputs are copied in before each replay: the capture reads tensors
     // of its own, never the loader's.
+    graph_.reset();
+    grads_.clear();
     static_inputs_ = inputs.to(device_).clone();
     static_targets_ = targets.to(device_).clone();
     model.zero_grad();

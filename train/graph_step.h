@@ -6,7 +6,9 @@
 // values and index arrays, the model's buffers, the static input and target
 // tensors the batch is copied into), every shape, and every host-side scalar
 // (the loss scale). The step's key lists them; a step whose key differs runs
-// eagerly, and the second eager step in a row with one key is captured (the
+// eagerly (a batch of another shape, such as an epoch's smaller last one,
+// leaves the graph in place for the next full batch; anything else drops
+// it), and the second eager step in a row with one key is captured (the
 // first fills the caches a capture cannot fill: pattern-derived device
 // arrays, kernels chosen by timing). So a mask update costs one eager step
 // and one capture; a learning-rate schedule costs nothing, because the
@@ -64,13 +66,21 @@ class GraphedStep {
   int64_t replays() const { return replays_; }
 
  private:
-  std::string key_of(const Module& model, const Tensor& inputs, const Tensor& targets, double scalar_key) const;
+  // What a capture bakes in: `state` (the parameters' and buffers' addresses,
+  // patterns, shapes, the mode and the host scalars; a graph is dropped once
+  // it differs) and `batch` (the shapes of inputs and targets; a graph only
+  // replays batches of its own shapes).
+  struct Key {
+    std::string state, batch;
+    bool operator==(const Key& o) const { return state == o.state && batch == o.batch; }
+  };
+  Key key_of(const Module& model, const Tensor& inputs, const Tensor& targets, double scalar_key) const;
   StepOutputs replay(Module& model, const Tensor& inputs, const Tensor& targets);
 
   Device device_;
   std::string declined_;
-  std::string last_key_;  // of the last eager step
-  std::string graph_key_;
+  Key last_key_;  // of the last eager step
+  Key graph_key_;
   std::unique_ptr<CapturedWork> graph_;
   Tensor static_inputs_, static_targets_;
   StepOutputs outputs_;

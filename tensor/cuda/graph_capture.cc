@@ -74,14 +74,17 @@ std::unique_ptr<CapturedWork> capture_graph(int device, const std::function<void
   // uses, waits for it and it for the legacy stream (stream.h).
   cudaStream_t stream = nullptr;
   COPPICE_CUDA_CHECK(cudaStreamCreate(&stream), "graph capture");
-  // Work queued before the capture must be done before the recorded work
-  // reads it; the capture stream is only ordered with it at replay.
-  COPPICE_CUDA_CHECK(cudaStreamSynchronize(nullptr), "graph capture");
+  const cudaError_t begin = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  if (begin != cudaSuccess) {
+    cudaGetLastError();
+    cudaStreamDestroy(stream);
+    *why_not = str_cat("beginning the capture: ", cuda_error_text(begin));
+    return nullptr;
+  }
   const int pool = allocator.new_pool();
   Recording rec{device, {}};
   std::string failure;
   cudaGraph_t graph = nullptr;
-  COPPICE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "graph capture");
   recording = &rec;
   set_capture_stream(device, stream);
   allocator.begin_pool(pool);

@@ -112,6 +112,32 @@ TEST(GraphedTraining, SparseRunWithRigLIsCapturedAgainAfterEachMaskUpdate) {
   expect_same_run(graphed, eager);
 }
 
+TEST(GraphedStep, ASmallerBatchRunsEagerlyAndKeepsTheGraph) {
+  REQUIRE_GPU();
+  auto model = make_mlp({8, 8, 2}, 1);
+  model->to(Device::cuda(0));
+  GraphedStep graph(Device::cuda(0));
+  auto fn = [&](const Tensor& in, const Tensor& t) {
+    const Variable logits = (*model)(Variable(in));
+    const Variable loss = cross_entropy(logits, t);
+    loss.backward();
+    return StepOutputs{loss.value(), logits.value(), t};
+  };
+  auto batch = [](int64_t n) {
+    return std::make_pair(full({n, 8}, 0.5, TensorOptions(DType::kF32, Device::cuda(0))),
+                          zeros({n}, TensorOptions(DType::kI64, Device::cuda(0))));
+  };
+  for (int64_t n : {16, 16, 16, 5, 16, 16}) {  // eager, capture + replay, replay, eager, replay, replay
+    model->zero_grad();
+    const auto [x, y] = batch(n);
+    const StepOutputs out = graph.run(*model, x, y, 1.0, fn);
+    EXPECT_EQ(out.logits.size(0), n);
+  }
+  EXPECT_EQ(graph.declined(), "");
+  EXPECT_EQ(graph.captures(), 1);
+  EXPECT_EQ(graph.replays(), 4);
+}
+
 TEST(GraphedStep, RandomDrawsTurnGraphsOffAndStepsStayEager) {
   REQUIRE_GPU();
   auto model = make_mlp({8, 8, 2}, 1);
