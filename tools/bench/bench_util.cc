@@ -261,6 +261,14 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+void fill_timing(const Timing& t, Result* r) {
+  r->median_ms = t.median_ms;
+  r->min_ms = t.min_ms;
+  r->max_ms = t.max_ms;
+  r->reps = static_cast<int>(t.samples_ms.size());
+  r->inner = t.inner;
+}
+
 Timing time_op(const std::function<void()>& fn, const std::function<void()>& sync, const TimingOptions& options,
                const std::function<double()>& clock) {
   std::function<double()> now = clock;

@@ -146,6 +146,9 @@ struct Result {
   double gbps() const;
 };
 
+// Copies t's median, min, max, reps and inner into r.
+void fill_timing(const Timing& t, Result* r);
+
 struct Report {
   std::vector<Result> results;
   std::vector<std::pair<std::string, std::string>> info;  // top-level string fields

@@ -33,11 +33,7 @@ void run_gemm(const Config& config, std::vector<Result>* results) {
           Tensor a = random_input({n, n}, dtype, device);
           Tensor b = random_input({n, n}, dtype, device);
           Timing t = time_op([&] { Tensor c = matmul(a, b); }, [&] { synchronize(device); }, timing_options(config));
-          r.median_ms = t.median_ms;
-          r.min_ms = t.min_ms;
-          r.max_ms = t.max_ms;
-          r.reps = static_cast<int>(t.samples_ms.size());
-          r.inner = t.inner;
+          fill_timing(t, &r);
         } catch (const std::exception& e) {
           r.status = std::string("error: ") + e.what();
         }

@@ -78,11 +78,7 @@ void run_relu_to_csr(const Config& config, const DeviceCase& dc, const TimingOpt
         r.sparsity = 1.0 - static_cast<double>(nnz) / static_cast<double>(kRows * cols);
         r.bytes = 4.0 * static_cast<double>(kRows * cols) + 8.0 * static_cast<double>(nnz) + 4.0 * (kRows + 1);
         Timing t = time_op([&] { Tensor y = c.fn(x); }, [&] { synchronize(device); }, opts);
-        r.median_ms = t.median_ms;
-        r.min_ms = t.min_ms;
-        r.max_ms = t.max_ms;
-        r.reps = static_cast<int>(t.samples_ms.size());
-        r.inner = t.inner;
+        fill_timing(t, &r);
         medians.push_back(t.median_ms);
       } catch (const std::exception& e) {
         r.status = std::string("error: ") + e.what();
@@ -152,11 +148,7 @@ void run_sparsify(const Config& config, std::vector<Result>* results) {
         try {
           if (!x.defined()) x = sub(random_input({numel}, DType::kF32, device), 0.5);
           Timing t = time_op([&] { c.fn(x); }, [&] { synchronize(device); }, opts);
-          r.median_ms = t.median_ms;
-          r.min_ms = t.min_ms;
-          r.max_ms = t.max_ms;
-          r.reps = static_cast<int>(t.samples_ms.size());
-          r.inner = t.inner;
+          fill_timing(t, &r);
           if (c.op == "copy") copy_gbps = r.gbps();
         } catch (const std::exception& e) {
           r.status = std::string("error: ") + e.what();

@@ -66,14 +66,6 @@ Tensor mask_tensor(const std::vector<uint8_t>& mask, int64_t rows, int64_t cols,
 
 namespace {
 
-void fill_timing(const Timing& t, Result* r) {
-  r->median_ms = t.median_ms;
-  r->min_ms = t.min_ms;
-  r->max_ms = t.max_ms;
-  r->reps = static_cast<int>(t.samples_ms.size());
-  r->inner = t.inner;
-}
-
 std::string fallback_note() {
   std::string keys;
   for (const auto& [k, v] : Dispatcher::instance().fallback_counts()) keys += (keys.empty() ? "" : ", ") + k;
