@@ -1,10 +1,12 @@
 #include "sparse/convert.h"
 
 #include <algorithm>
+#include <climits>
 #include <utility>
 #include <vector>
 
 #include "sparse/index_util.h"
+#include "tensor/dispatcher.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -125,6 +127,27 @@ Tensor coo_from_mask(const Tensor& dense, const Tensor& mask) {
   return make_coo(std::move(flat), values, dense.shape());
 }
 
+// CSR (CSC) of the entries of a 2-D `dense` where `mask` holds, by the
+// dense_mask_to_csr kernel of the tensors' device, which keeps them where
+// they are (the COO path goes through the host). CSC is the CSR of the
+// transpose, whose rows are the columns with their rows ascending, as
+// coo_to_csc's stable sort leaves them. Undefined where this build has no
+// such kernel (sparse/cpu, sparse/cuda not linked) or the tensor is too large
+// for i32 positions: the caller takes the COO path, which gives the same.
+Tensor compressed_from_mask(const Tensor& dense, const Tensor& mask, Layout layout) {
+  constexpr std::string_view kKernel = "dense_mask_to_csr";
+  if (dense.dim() != 2 || dense.numel() > INT32_MAX ||
+      !Dispatcher::instance().has_kernel(kKernel, dense.device().type)) {
+    return Tensor();
+  }
+  const bool csr = layout == Layout::kCsr;
+  Tensor v = csr ? dense.contiguous() : dense.t().contiguous();
+  Tensor m = csr ? mask.contiguous() : mask.t().contiguous();
+  std::vector<Tensor> parts = dispatch(kKernel, {v, m});
+  return Tensor(std::make_shared<CompressedImpl>(layout, std::move(parts[0]), std::move(parts[1]),
+                                                 std::move(parts[2]), dense.shape(), new_pattern_version()));
+}
+
 Tensor bsr_from_mask(const Tensor& dense, const Tensor& mask, int64_t bh, int64_t bw, std::string_view op) {
   check_block_shape(dense.shape(), bh, bw, op);
   const int64_t rows = dense.size(0), cols = dense.size(1), nbr = rows / bh, nbc = cols / bw;
@@ -221,8 +244,12 @@ Tensor from_mask(const Tensor& dense, const Tensor& mask, std::string_view forma
   check_target_shape(dense, format, op);
   if (format == "dense") return where(mask, dense, zeros({}, dense.options()));
   if (format == "coo") return coo_from_mask(dense, mask);
-  if (format == "csr") return coo_to_csr(coo_from_mask(dense, mask));
-  if (format == "csc") return coo_to_csc(coo_from_mask(dense, mask));
+  if (format == "csr" || format == "csc") {
+    if (Tensor t = compressed_from_mask(dense, mask, format == "csr" ? Layout::kCsr : Layout::kCsc); t.defined()) {
+      return t;
+    }
+    return format == "csr" ? coo_to_csr(coo_from_mask(dense, mask)) : coo_to_csc(coo_from_mask(dense, mask));
+  }
   if (format == "bsr") {
     auto [bh, bw] = resolve_block(dense, options, format, op);
     return bsr_from_mask(dense, mask, bh, bw, op);

@@ -57,6 +57,12 @@
 //                                                                    CUDA); empty rows have no entries to write
 // csr_row_softmax_backward                    -                      gx [nnz] = y * (g - sum(g * y)) per row
 //            (dense crow, dense y [nnz], dense g [nnz])
+// dense_mask_to_csr                           -                      {crow i32 [rows + 1], col i32 [nnz], values
+//            (dense values [rows, cols],                             [nnz]}: the entries where mask holds, row by
+//            dense bool mask [rows, cols],                           row in ascending columns, values copied bit
+//            both contiguous, < 2^31 elements)                       for bit; sparse_from_mask's csr / csc path
+//                                                                    (on CUDA: no host round trip, one nnz read
+//                                                                    back, not capturable in a CUDA graph)
 #pragma once
 
 #include "tensor/tensor.h"
