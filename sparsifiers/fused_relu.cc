@@ -50,7 +50,7 @@ std::vector<Tensor> relu_csr_cpu(const Tensor& x, double threshold) {
     crow[static_cast<size_t>(r) + 1] = static_cast<int32_t>(col.size());
   }
   const int64_t nnz = static_cast<int64_t>(col.size());
-  return {from_vector(crow), from_vector(col, {nnz}), from_vector(val, {nnz})};
+  return {from_vector(crow, {rows + 1}), from_vector(col, {nnz}), from_vector(val, {nnz})};
 }
 
 std::vector<Tensor> relu_to_csr_cpu(const std::vector<Tensor>& in, const Attrs& a) {

@@ -544,6 +544,10 @@ TEST(SparsifiedOp, Errors) {
   // A fused forward only for one output.
   EXPECT_THROW(SparsifiedOp([](const V& in) { return in; }, {ValueSparsity{}, ValueSparsity{}}, {}, fused_relu()),
                Error);
+  // No rows: still a CSR of shape [0, 3] whose row pointers are [0] (1-D).
+  const Tensor none = relu_to_csr(param(randn64({0, 3}))).value();
+  EXPECT_EQ(none.shape(), (Shape{0, 3}));
+  EXPECT_EQ(csr_impl(none, "test").pointers().shape(), (Shape{1}));
   // relu_to_csr's own limits.
   EXPECT_ERROR_NAMING(relu_to_csr(x, -1.0), "relu_to_csr: the threshold must be >= 0");
   EXPECT_ERROR_NAMING(relu_to_csr(param(randn64({2, 2, 2}))), "relu_to_csr: needs a dense 2-D");
