@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,6 +37,48 @@ inline Tensor random_sparse(const Shape& shape, double density, uint64_t seed, D
   }
   return from_vector(v, shape, TensorOptions(DType::kF64)).to(dtype);
 }
+
+// The bytes of a tensor, row-major, on the host: bit-for-bit comparison that
+// tells NaN payloads, -0 and +0 apart.
+inline std::vector<uint8_t> bytes_of(const Tensor& t) {
+  Tensor c = t.to(Device::cpu()).contiguous();
+  std::vector<uint8_t> out(static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
+  if (!out.empty()) std::memcpy(out.data(), c.data_ptr(), out.size());
+  return out;
+}
+
+// A host tensor `x` of `dtype` with NaN, -0, -inf and 0 among its values, and
+// a bool `mask` of its shape keeping each entry with probability `keep`, none
+// of the rows in `empty` and all of the rows in `full` (2-D shapes).
+struct MaskedInput {
+  Tensor x, mask;
+};
+inline MaskedInput random_masked_input(const Shape& shape, double keep, uint64_t seed, DType dtype,
+                                       const std::vector<int64_t>& empty = {}, const std::vector<int64_t>& full = {}) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0), v(-2.0, 2.0);
+  const int64_t n = shape_numel(shape), cols = shape[1];
+  std::vector<double> x(static_cast<size_t>(n)), m(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const double pick = u(rng);
+    x[static_cast<size_t>(i)] = pick < 0.05   ? std::numeric_limits<double>::quiet_NaN()
+                                : pick < 0.1  ? -0.0
+                                : pick < 0.12 ? -std::numeric_limits<double>::infinity()
+                                : pick < 0.2  ? 0.0
+                                              : v(rng);
+    m[static_cast<size_t>(i)] = u(rng) < keep ? 1.0 : 0.0;
+  }
+  for (int64_t r : empty) {
+    for (int64_t c = 0; c < cols; ++c) m[static_cast<size_t>(r * cols + c)] = 0.0;
+  }
+  for (int64_t r : full) {
+    for (int64_t c = 0; c < cols; ++c) m[static_cast<size_t>(r * cols + c)] = 1.0;
+  }
+  return {from_vector(x, shape, TensorOptions(DType::kF64)).to(dtype),
+          ne(from_vector(m, shape, TensorOptions(DType::kF64)), 0.0)};
+}
+
+inline const DType kFloatingDtypes[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16};
 
 // Exactly equal: same shape and dtype, every element equal (as doubles).
 inline ::testing::AssertionResult exact_equal(const Tensor& a, const Tensor& b) {

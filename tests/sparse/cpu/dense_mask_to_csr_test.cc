@@ -15,17 +15,15 @@
 #include "sparse/csr.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
+#include "tests/sparse/test_util.h"
 
 namespace coppice {
 namespace {
 
-// Bytes of a dense tensor, row-major, on the host.
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor c = t.to(Device::cpu()).contiguous();
-  std::vector<uint8_t> out(static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
-  if (!out.empty()) std::memcpy(out.data(), c.data_ptr(), out.size());
-  return out;
-}
+using Input = testing::MaskedInput;
+using testing::bytes_of;
+using testing::random_masked_input;
+using testing::kFloatingDtypes;
 
 ::testing::AssertionResult same_compressed(const Tensor& got, const Tensor& want) {
   if (got.layout() != want.layout()) return ::testing::AssertionFailure() << "layouts differ";
@@ -49,39 +47,6 @@ std::vector<uint8_t> bytes_of(const Tensor& t) {
   return ::testing::AssertionSuccess();
 }
 
-// Values with NaN, -0 and +-inf among them (bitwise copies keep them apart);
-// mask entries kept with probability `keep`, rows in `empty` none, rows in
-// `full` all.
-struct Input {
-  Tensor x, mask;
-};
-Input make_input(const Shape& shape, double keep, uint64_t seed, DType dtype, std::vector<int64_t> empty = {},
-                 std::vector<int64_t> full = {}) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(0.0, 1.0), v(-2.0, 2.0);
-  const int64_t n = shape_numel(shape);
-  std::vector<double> x(static_cast<size_t>(n)), m(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const double pick = u(rng);
-    x[static_cast<size_t>(i)] = pick < 0.05   ? std::numeric_limits<double>::quiet_NaN()
-                                : pick < 0.1  ? -0.0
-                                : pick < 0.12 ? -std::numeric_limits<double>::infinity()
-                                : pick < 0.2  ? 0.0
-                                              : v(rng);
-    m[static_cast<size_t>(i)] = u(rng) < keep ? 1.0 : 0.0;
-  }
-  const int64_t cols = shape[1];
-  for (int64_t r : empty) {
-    for (int64_t c = 0; c < cols; ++c) m[static_cast<size_t>(r * cols + c)] = 0.0;
-  }
-  for (int64_t r : full) {
-    for (int64_t c = 0; c < cols; ++c) m[static_cast<size_t>(r * cols + c)] = 1.0;
-  }
-  Tensor xt = from_vector(x, shape, TensorOptions(DType::kF64)).to(dtype);
-  return {xt, ne(from_vector(m, shape, TensorOptions(DType::kF64)), 0.0)};
-}
-
-const DType kAllFloating[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16};
 
 void expect_like_coo_path(const Tensor& x, const Tensor& mask, const std::string& what) {
   Tensor coo = sparse_from_mask(x, mask, "coo");
@@ -95,33 +60,33 @@ TEST(DenseMaskToCsrTest, KernelIsRegistered) {
 
 TEST(DenseMaskToCsrTest, SameAsTheCooPathForEveryDtypeAndShape) {
   uint64_t seed = 1;
-  for (DType dtype : kAllFloating) {
+  for (DType dtype : kFloatingDtypes) {
     const std::string d(dtype_name(dtype));
     for (double keep : {0.0, 0.3, 1.0}) {
-      Input a = make_input({7, 13}, keep, seed++, dtype, {0, 4}, {2});
+      Input a = random_masked_input({7, 13}, keep, seed++, dtype, {0, 4}, {2});
       expect_like_coo_path(a.x, a.mask, d + " 7x13");
-      Input one = make_input({1, 37}, keep, seed++, dtype);
+      Input one = random_masked_input({1, 37}, keep, seed++, dtype);
       expect_like_coo_path(one.x, one.mask, d + " 1 row");
-      Input wide = make_input({3, 1000}, keep, seed++, dtype, {1});
+      Input wide = random_masked_input({3, 1000}, keep, seed++, dtype, {1});
       expect_like_coo_path(wide.x, wide.mask, d + " wide");
-      Input tall = make_input({200, 2}, keep, seed++, dtype);
+      Input tall = random_masked_input({200, 2}, keep, seed++, dtype);
       expect_like_coo_path(tall.x, tall.mask, d + " tall");
     }
     // Non-contiguous: a transposed view and a strided slice (of x and mask).
-    Input a = make_input({9, 16}, 0.5, seed++, dtype, {3});
+    Input a = random_masked_input({9, 16}, 0.5, seed++, dtype, {3});
     expect_like_coo_path(a.x.t(), a.mask.t(), d + " transposed");
     expect_like_coo_path(a.x.slice(1, 1, 16, 3), a.mask.slice(1, 1, 16, 3), d + " strided");
     expect_like_coo_path(a.x.slice(1, 1, 16, 3), a.mask.slice(1, 0, 15, 3).contiguous(), d + " mixed");
     // No rows, no columns.
-    Input none = make_input({0, 5}, 0.5, seed++, dtype);
+    Input none = random_masked_input({0, 5}, 0.5, seed++, dtype);
     expect_like_coo_path(none.x, none.mask, d + " 0 rows");
-    Input narrow = make_input({4, 0}, 0.5, seed++, dtype);
+    Input narrow = random_masked_input({4, 0}, 0.5, seed++, dtype);
     expect_like_coo_path(narrow.x, narrow.mask, d + " 0 cols");
   }
 }
 
 TEST(DenseMaskToCsrTest, ThresholdGoesThroughItToo) {
-  Input a = make_input({6, 10}, 1.0, 42, DType::kF32);
+  Input a = random_masked_input({6, 10}, 1.0, 42, DType::kF32);
   Tensor x = where(ne(a.x, a.x), zeros({}, a.x.options()), a.x);  // NaN-free: abs(NaN) > t is false anyway
   EXPECT_TRUE(same_compressed(sparse_from_threshold(x, 0.5, "csr"), coo_to_csr(sparse_from_threshold(x, 0.5, "coo"))));
 }

@@ -13,16 +13,15 @@
 #include <vector>
 
 #include "tests/sparse/cuda/cuda_test_util.h"
+#include "tests/sparse/test_util.h"
 
 namespace coppice {
 namespace {
 
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor c = t.to(Device::cpu()).contiguous();
-  std::vector<uint8_t> out(static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
-  if (!out.empty()) std::memcpy(out.data(), c.data_ptr(), out.size());
-  return out;
-}
+using Input = testing::MaskedInput;  // on the host
+using testing::bytes_of;
+using testing::random_masked_input;
+using testing::kFloatingDtypes;
 
 ::testing::AssertionResult same_parts(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
   const char* names[] = {"crow", "col", "values"};
@@ -43,38 +42,6 @@ std::vector<Tensor> parts_of(const Tensor& t) {
   return {c.pointers(), c.indices(), c.values()};
 }
 
-struct Input {
-  Tensor x, mask;  // on the host
-};
-
-// Values with NaN, -0, -inf and 0 among them; mask kept with probability
-// `keep`, rows in `empty` none, rows in `full` all.
-Input make_input(const Shape& shape, double keep, uint64_t seed, DType dtype, std::vector<int64_t> empty = {},
-                 std::vector<int64_t> full = {}) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(0.0, 1.0), v(-2.0, 2.0);
-  const int64_t n = shape_numel(shape), cols = shape[1];
-  std::vector<double> x(static_cast<size_t>(n)), m(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const double pick = u(rng);
-    x[static_cast<size_t>(i)] = pick < 0.05   ? std::numeric_limits<double>::quiet_NaN()
-                                : pick < 0.1  ? -0.0
-                                : pick < 0.12 ? -std::numeric_limits<double>::infinity()
-                                : pick < 0.2  ? 0.0
-                                              : v(rng);
-    m[static_cast<size_t>(i)] = u(rng) < keep ? 1.0 : 0.0;
-  }
-  for (int64_t r : empty) {
-    for (int64_t c = 0; c < cols; ++c) m[static_cast<size_t>(r * cols + c)] = 0.0;
-  }
-  for (int64_t r : full) {
-    for (int64_t c = 0; c < cols; ++c) m[static_cast<size_t>(r * cols + c)] = 1.0;
-  }
-  return {from_vector(x, shape, TensorOptions(DType::kF64)).to(dtype),
-          ne(from_vector(m, shape, TensorOptions(DType::kF64)), 0.0)};
-}
-
-const DType kAllFloating[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16};
 
 // The op on both devices (contiguous inputs), and sparse_from_mask into CSR
 // and CSC from (x, mask) as given, which may be views.
@@ -113,24 +80,24 @@ TEST_F(DenseMaskToCsrCudaTest, MatchesTheCpuBitForBit) {
   SKIP_WITHOUT_CUDA();
   ASSERT_TRUE(Dispatcher::instance().has_kernel("dense_mask_to_csr", DeviceType::kCuda));
   uint64_t seed = 7;
-  for (DType dtype : kAllFloating) {
+  for (DType dtype : kFloatingDtypes) {
     const std::string d(dtype_name(dtype));
     for (double keep : {0.0, 0.02, 0.5, 1.0}) {
       const std::string k = d + " keep " + std::to_string(keep);
-      Input a = make_input({33, 64}, keep, seed++, dtype, {0, 5, 32}, {3, 7});
+      Input a = random_masked_input({33, 64}, keep, seed++, dtype, {0, 5, 32}, {3, 7});
       expect_parity(a.x, a.mask, k + " 33x64 (whole chunks)");
-      Input b = make_input({17, 45}, keep, seed++, dtype, {2}, {4});
+      Input b = random_masked_input({17, 45}, keep, seed++, dtype, {2}, {4});
       expect_parity(b.x, b.mask, k + " 17x45 (partial chunks)");
-      Input one = make_input({1, 300}, keep, seed++, dtype);
+      Input one = random_masked_input({1, 300}, keep, seed++, dtype);
       expect_parity(one.x, one.mask, k + " 1 row");
-      Input wide = make_input({3, 5000}, keep, seed++, dtype, {1});
+      Input wide = random_masked_input({3, 5000}, keep, seed++, dtype, {1});
       expect_parity(wide.x, wide.mask, k + " wide");
-      Input tall = make_input({2049, 3}, keep, seed++, dtype);
+      Input tall = random_masked_input({2049, 3}, keep, seed++, dtype);
       expect_parity(tall.x, tall.mask, k + " tall");
       expect_view_parity(b, k);
     }
     // An unaligned base with whole chunks per row: the element-wise loads.
-    Input a = make_input({8, 64}, 0.5, seed++, dtype, {1}, {2});
+    Input a = random_masked_input({8, 64}, 0.5, seed++, dtype, {1}, {2});
     Tensor flat_x = cat({zeros({1}, a.x.options()), a.x.reshape({-1})}).to(kCuda);
     Tensor flat_m = ne(cat({zeros({1}), a.mask.to(DType::kF32).reshape({-1})}), 0.0).to(kCuda);
     Tensor xu = flat_x.slice(0, 1, flat_x.size(0)).view({8, 64});
@@ -140,16 +107,16 @@ TEST_F(DenseMaskToCsrCudaTest, MatchesTheCpuBitForBit) {
                            dispatch("dense_mask_to_csr", {a.x.contiguous(), a.mask.contiguous()})))
         << d << " unaligned";
     // No rows, no columns.
-    Input none = make_input({0, 5}, 0.5, seed++, dtype);
+    Input none = random_masked_input({0, 5}, 0.5, seed++, dtype);
     expect_parity(none.x, none.mask, d + " 0 rows");
-    Input narrow = make_input({4, 0}, 0.5, seed++, dtype);
+    Input narrow = random_masked_input({4, 0}, 0.5, seed++, dtype);
     expect_parity(narrow.x, narrow.mask, d + " 0 cols");
   }
 }
 
 TEST_F(DenseMaskToCsrCudaTest, ThresholdAndDenseToCsrAgreeWithTheCpu) {
   SKIP_WITHOUT_CUDA();
-  Input a = make_input({40, 96}, 1.0, 99, DType::kF32);
+  Input a = random_masked_input({40, 96}, 1.0, 99, DType::kF32);
   for (const char* f : {"csr", "csc"}) {
     EXPECT_TRUE(same_parts(parts_of(sparse_from_threshold(a.x.to(kCuda), 0.7, f)),
                            parts_of(sparse_from_threshold(a.x, 0.7, f))))
