@@ -1,21 +1,41 @@
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 
 #include "tensor/allocator.h"
 #include "tensor/error.h"
+#include "tensor/host_memory.h"
 
 namespace coppice {
 namespace {
 
 constexpr size_t kAlignment = 64;
 
+// Requests from this size on are checked against the memory the machine can
+// give (host_memory.h) before they are made. Reading it costs tens of
+// microseconds, nothing beside writing this many bytes; smaller requests
+// cannot exhaust the machine alone, and the system allocator's refusal
+// still covers them.
+constexpr size_t kCheckedRequestBytes = size_t{64} << 20;
+
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
-    size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-    if (rounded == 0) rounded = kAlignment;
+    // Byte counts stay within int64 (the statistics and Tensor::empty count in it).
+    COPPICE_CHECK(nbytes <= static_cast<size_t>(std::numeric_limits<int64_t>::max()) - kAlignment,
+                  "cpu allocator: ", nbytes, " bytes requested, more than any machine can address");
+    if (nbytes >= kCheckedRequestBytes) {
+      const std::optional<int64_t> available = host_memory_available();
+      COPPICE_CHECK(!available || static_cast<int64_t>(nbytes) <= *available, "cpu allocator: ",
+                    format_bytes(static_cast<int64_t>(nbytes)), " requested but only ", format_bytes(*available),
+                    " are available (", format_bytes(allocated_.load()), " already held by tensors)");
+    }
+    size_t rounded = std::max(kAlignment, (nbytes + kAlignment - 1) / kAlignment * kAlignment);
     void* p = std::aligned_alloc(kAlignment, rounded);
-    COPPICE_CHECK(p != nullptr, "cpu allocator: out of memory allocating ", nbytes, " bytes");
+    COPPICE_CHECK(p != nullptr, "cpu allocator: out of memory allocating ", format_bytes(static_cast<int64_t>(nbytes)),
+                  " (", format_bytes(allocated_.load()), " already held by tensors)");
     int64_t now = allocated_.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
     int64_t peak = peak_.load();
     while (now > peak && !peak_.compare_exchange_weak(peak, now)) {

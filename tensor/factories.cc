@@ -7,12 +7,16 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/checked_math.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
 
 namespace coppice {
 
 namespace {
+
+// arange's element count is computed in doubles: past 2^53 it is no longer exact.
+constexpr int64_t kMaxArangeElements = int64_t{1} << 53;
 
 void check_shape(const Shape& shape, std::string_view op) {
   for (int64_t s : shape) {
@@ -65,6 +69,11 @@ Tensor full(const Shape& shape, double value, TensorOptions options) {
   check_shape(shape, "full");
   if (!is_floating(options.dtype)) {
     COPPICE_CHECK(std::isfinite(value), "full: value ", value, " cannot be stored in ", dtype_name(options.dtype));
+    double lo = 0, hi = 0;
+    if (integer_range(options.dtype, &lo, &hi)) {
+      COPPICE_CHECK(std::trunc(value) >= lo && std::trunc(value) <= hi && fits_in<int64_t>(value), "full: value ",
+                    value, " does not fit in ", dtype_name(options.dtype));
+    }
   }
   Tensor out = Tensor::empty(shape, options);
   out.fill_(value);
@@ -82,19 +91,35 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
                 end, " and step ", step, " must be finite");
   COPPICE_CHECK(step != 0.0, "arange: step must be non-zero");
   COPPICE_CHECK(options.dtype != DType::kBool, "arange: bool is not a valid dtype for a range");
-  double span = std::ceil((end - start) / step);
-  int64_t n = span > 0 ? static_cast<int64_t>(span) : 0;
+  const double span = std::ceil((end - start) / step);  // may be inf for a tiny step
+  COPPICE_CHECK(!(span > static_cast<double>(kMaxArangeElements)), "arange: [", start, ", ", end, ") in steps of ",
+                step, " has ", span, " elements, more than ", kMaxArangeElements);
+  const int64_t n = span > 0 ? static_cast<int64_t>(span) : 0;
+  double lo = 0, hi = 0;
+  if (n > 0 && integer_range(options.dtype, &lo, &hi)) {
+    const double last = start + static_cast<double>(n - 1) * step;
+    // hi of i64 rounds up to 2^63 in a double: fits_in excludes it.
+    COPPICE_CHECK(std::min(start, last) >= lo && std::max(start, last) <= hi && fits_in<int64_t>(start) &&
+                      fits_in<int64_t>(last),
+                  "arange: [", start, ", ", end,
+                  ") in steps of ", step, " does not fit in ", dtype_name(options.dtype));
+  }
   Tensor host = Tensor::empty({n}, TensorOptions(options.dtype, Device::cpu()));
   // Integer ranges with integer bounds are computed in integers, so that
   // large i64 values are exact.
-  bool exact_int = is_integral(options.dtype) && start == std::trunc(start) && step == std::trunc(step);
+  bool exact_int = is_integral(options.dtype) && start == std::trunc(start) && step == std::trunc(step) &&
+                   fits_in<int64_t>(start) && fits_in<int64_t>(step);
   dispatch_dtype(options.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(host.data_ptr());
     for (int64_t i = 0; i < n; ++i) {
       if constexpr (std::is_integral_v<T>) {
         if (exact_int) {
-          p[i] = static_cast<T>(static_cast<int64_t>(start) + i * static_cast<int64_t>(step));
+          // In uint64, which wraps instead of overflowing: i * step may pass
+          // 2^63 while start + i * step, the exact result, fits.
+          const uint64_t v = static_cast<uint64_t>(static_cast<int64_t>(start)) +
+                             static_cast<uint64_t>(i) * static_cast<uint64_t>(static_cast<int64_t>(step));
+          p[i] = static_cast<T>(static_cast<int64_t>(v));
           continue;
         }
       }

@@ -1,12 +1,17 @@
 #include "tensor/shape.h"
 
+#include "tensor/checked_math.h"
 #include "tensor/error.h"
 
 namespace coppice {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) {
+    if (mul_overflows(n, s, &n)) {
+      fail("shape ", shape_to_string(shape), ": the element count overflows a 64-bit integer");
+    }
+  }
   return n;
 }
 
@@ -15,7 +20,11 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t s = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(shape[i], 1);
+    // A zero-size dim keeps the others' strides as if it were 1, so their
+    // product may overflow even where the element count (0) does not.
+    if (i > 0 && mul_overflows(s, std::max<int64_t>(shape[i], 1), &s)) {
+      fail("shape ", shape_to_string(shape), ": the strides overflow a 64-bit integer");
+    }
   }
   return strides;
 }

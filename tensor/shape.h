@@ -10,7 +10,10 @@ namespace coppice {
 
 using Shape = std::vector<int64_t>;
 
+// The product of the sizes; throws coppice::Error naming the shape when it
+// overflows int64 (sizes that come from outside must not wrap).
 int64_t shape_numel(const Shape& shape);
+// Row-major strides; throws coppice::Error when they overflow int64.
 Shape contiguous_strides(const Shape& shape);
 std::string shape_to_string(const Shape& shape);  // "[2, 3]"
 

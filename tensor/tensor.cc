@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "tensor/backend.h"
+#include "tensor/checked_math.h"
 #include "tensor/dispatcher.h"
 
 namespace coppice {
@@ -49,8 +50,13 @@ Tensor Tensor::from_storage(Storage storage, Shape shape, Shape strides, int64_t
 
 Tensor Tensor::empty(const Shape& shape, TensorOptions options) {
   for (int64_t s : shape) COPPICE_CHECK(s >= 0, "empty: negative size in shape ", shape_to_string(shape));
-  size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(options.dtype);
-  return from_storage(Storage::allocate(bytes, options.device), shape, contiguous_strides(shape), 0, options.dtype);
+  // Byte counts stay within int64, like every size derived from them.
+  const int64_t bytes =
+      checked_mul<int64_t>(shape_numel(shape), dtype_size(options.dtype), [&] {
+        return str_cat("empty: bytes of shape ", shape_to_string(shape), " of ", dtype_name(options.dtype));
+      });
+  return from_storage(Storage::allocate(static_cast<size_t>(bytes), options.device), shape, contiguous_strides(shape), 0,
+                      options.dtype);
 }
 
 const DenseImpl& Tensor::dense(std::string_view op) const {
@@ -86,6 +92,20 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
   const DenseImpl& d = dense("as_strided");
   COPPICE_CHECK(shape.size() == strides.size(), "as_strided: shape ", shape_to_string(shape), " and strides ",
                 shape_to_string(strides), " differ in length");
+  for (int64_t s : shape) COPPICE_CHECK(s >= 0, "as_strided: negative size in shape ", shape_to_string(shape));
+  // Every element the view reaches lies inside the storage.
+  const int64_t capacity = static_cast<int64_t>(d.storage().nbytes() / dtype_size(d.dtype()));
+  if (shape_numel(shape) > 0) {
+    int64_t lo = offset, hi = offset;
+    auto what = [&] { return str_cat("as_strided: shape ", shape_to_string(shape), ", strides ", shape_to_string(strides)); };
+    for (size_t i = 0; i < shape.size(); ++i) {
+      const int64_t extent = checked_mul(strides[i], shape[i] - 1, what);
+      (extent < 0 ? lo : hi) = checked_add(extent < 0 ? lo : hi, extent, what);
+    }
+    COPPICE_CHECK(lo >= 0 && hi < capacity, "as_strided: shape ", shape_to_string(shape), ", strides ",
+                  shape_to_string(strides), " and offset ", offset, " reach elements [", lo, ", ", hi,
+                  "], outside the storage of ", capacity);
+  }
   return from_storage(d.storage(), shape, strides, offset, d.dtype());
 }
 
@@ -99,7 +119,8 @@ Shape infer_shape(Shape shape, int64_t numel, std::string_view op) {
       unknown = static_cast<int64_t>(i);
     } else {
       COPPICE_CHECK(shape[i] >= 0, op, ": invalid size ", shape[i], " in ", shape_to_string(shape));
-      known *= shape[i];
+      COPPICE_CHECK(!mul_overflows(known, shape[i], &known), op, ": the sizes of ", shape_to_string(shape),
+                    " multiply past a 64-bit integer");
     }
   }
   if (unknown >= 0) {
@@ -216,16 +237,18 @@ Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step) con
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   Shape shape = d.shape(), strides = d.strides();
-  shape[k] = (end - start + step - 1) / step;
-  strides[k] *= step;
+  shape[k] = end == start ? 0 : (end - start - 1) / step + 1;  // ceil without overflow for any step
+  // A step past the end keeps one element: its stride is never applied.
+  if (shape[k] > 1) strides[k] = checked_mul(strides[k], step, "slice: stride * step");
   return from_storage(d.storage(), shape, strides, d.offset() + start * d.strides()[k], d.dtype());
 }
 
 Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
   int64_t k = normalize_dim(dim_, dim(), "narrow");
-  COPPICE_CHECK(start >= 0 && length >= 0 && start + length <= shape()[k], "narrow: [", start, ", ",
-                start + length, ") is outside dim ", k, " of size ", shape()[k]);
-  return slice(k, start, start + length);
+  int64_t end = 0;
+  COPPICE_CHECK(start >= 0 && length >= 0 && !add_overflows(start, length, &end) && end <= shape()[k], "narrow: [",
+                start, ", ", start, " + ", length, ") is outside dim ", k, " of size ", shape()[k]);
+  return slice(k, start, end);
 }
 
 Tensor Tensor::select(int64_t dim_, int64_t index) const {

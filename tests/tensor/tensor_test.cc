@@ -129,7 +129,7 @@ TEST(Tensor, SliceNarrowSelect) {
   EXPECT_EQ(a.slice(0, 8, 2).numel(), 0);
   EXPECT_ERROR_NAMING(a.slice(0, 0, 5, 0), "slice: step must be positive");
   EXPECT_EQ(vals(a.narrow(0, 7, 3)), (std::vector<double>{7, 8, 9}));
-  EXPECT_ERROR_NAMING(a.narrow(0, 8, 3), "narrow: [8, 11) is outside dim 0 of size 10");
+  EXPECT_ERROR_NAMING(a.narrow(0, 8, 3), "narrow: [8, 8 + 3) is outside dim 0 of size 10");
   Tensor m = iota({3, 4});
   EXPECT_EQ(vals(m.select(1, -1)), (std::vector<double>{3, 7, 11}));
   EXPECT_EQ(m.select(0, 1).shape(), (Shape{4}));
