@@ -4,22 +4,30 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/error.h"
+#include "tensor/host_memory.h"
 
 namespace coppice::cuda {
 
 size_t CachingAllocator::round_size(size_t nbytes) {
   if (nbytes <= kSmallLimit) return std::max<size_t>(1, (nbytes + kSmallStep - 1) / kSmallStep) * kSmallStep;
+  COPPICE_CHECK(nbytes <= std::numeric_limits<size_t>::max() - kLargeStep, "cuda allocator: ", nbytes,
+                " bytes requested, more than any device can address");
   return (nbytes + kLargeStep - 1) / kLargeStep * kLargeStep;
 }
 
 void* CachingAllocator::allocate(size_t nbytes) {
   const size_t size = round_size(nbytes);
   std::lock_guard<std::mutex> lock(mu_);
+  // More than the device has can never succeed: refused before cudaMalloc
+  // fails and empties the cache for nothing.
+  if (size > device_total_bytes()) refuse(nbytes, "more than the device has");
   void* ptr = nullptr;
   FreeList& free = free_list(active_pool_);
   auto it = free.lower_bound(size);
@@ -56,17 +64,33 @@ void* CachingAllocator::system_allocate(size_t size) {
   cudaThreadExchangeStreamCaptureMode(&mode);
   if (err == cudaErrorMemoryAllocation) {
     cudaGetLastError();
-    size_t free_bytes = 0, total_bytes = 0;
-    cudaMemGetInfo(&free_bytes, &total_bytes);
-    cudaGetLastError();
-    fail("cuda allocator: out of memory allocating ", size, " bytes on cuda:", device_, " (",
-         stats_.allocated_bytes, " bytes in use by tensors, ", stats_.reserved_bytes,
-         " reserved by Coppice, ", free_bytes, " of ", total_bytes, " free on the device)");
+    refuse(size, "out of memory");
   }
   check_cuda(err, str_cat("cuda allocator (cuda:", device_, ", ", size, " bytes)"), "cudaMalloc");
   ++stats_.system_allocations;
   stats_.reserved_bytes += static_cast<int64_t>(size);
   return ptr;
+}
+
+size_t CachingAllocator::device_total_bytes() {
+  if (total_bytes_ == 0) {
+    DeviceGuard guard(device_);
+    size_t free_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes_) != cudaSuccess) total_bytes_ = 0;
+    cudaGetLastError();
+  }
+  return total_bytes_ == 0 ? std::numeric_limits<size_t>::max() : total_bytes_;  // unknown: no limit here
+}
+
+void CachingAllocator::refuse(size_t nbytes, const char* why) {
+  DeviceGuard guard(device_);
+  size_t free_bytes = 0, total_bytes = 0;
+  cudaMemGetInfo(&free_bytes, &total_bytes);
+  cudaGetLastError();
+  auto bytes = [](size_t n) { return format_bytes(static_cast<int64_t>(std::min<size_t>(n, INT64_MAX))); };
+  fail("cuda allocator: ", bytes(nbytes), " requested on cuda:", device_, " (", why, ") but only ", bytes(free_bytes),
+       " of ", bytes(total_bytes), " are free on the device (", stats_.allocated_bytes, " bytes in use by tensors, ",
+       stats_.reserved_bytes, " reserved by Coppice)");
 }
 
 void CachingAllocator::release_cached() {

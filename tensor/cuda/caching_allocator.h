@@ -6,9 +6,10 @@
 // above. A small request takes a cached block of exactly its class; a large
 // one the smallest cached block of at least its class and at most 1/8 larger.
 // Blocks are never split or merged, which keeps the allocator short and its
-// behaviour easy to predict. When cudaMalloc fails, every cached block is
-// released and the call retried once; if it fails again the allocator throws
-// coppice::Error naming the size and the device.
+// behaviour easy to predict. A request larger than the device's memory is
+// refused at once. When cudaMalloc fails, every cached block is released and
+// the call retried once; if it fails again the allocator throws
+// coppice::Error naming the device and the bytes requested, free and total.
 //
 // Ordering: Coppice runs all work on one stream per device (stream.h), so a
 // block freed on the host may be reused at once: the next user's work is
@@ -62,6 +63,9 @@ class CachingAllocator final : public Allocator {
  private:
   void* system_allocate(size_t size);  // cudaMalloc, emptying the cache and retrying once
   void release_cached();               // cudaFree every cached block; needs mu_ held
+  size_t device_total_bytes();         // the device's memory (cudaMemGetInfo, asked once); needs mu_ held
+  // Throws coppice::Error naming the bytes requested, free and total, and `why`.
+  [[noreturn]] void refuse(size_t nbytes, const char* why);
 
   struct Block {
     size_t size = 0;
@@ -78,6 +82,7 @@ class CachingAllocator final : public Allocator {
   int next_pool_ = 1;
   std::unordered_map<void*, Block> live_;  // handed-out block -> its size and pool
   AllocatorStats stats_;
+  size_t total_bytes_ = 0;                 // 0: not asked yet
 };
 
 // The process-wide allocator of `device` (created on first use, never destroyed:

@@ -1,6 +1,10 @@
 // The CUDA caching allocator: size classes, reuse without cudaMalloc, counters.
 #include "tensor/cuda/caching_allocator.h"
 
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "tests/tensor/cuda/cuda_test_util.h"
 
 namespace coppice {
@@ -86,16 +90,46 @@ TEST(CachingAllocatorTest, ZeroBytesGiveAValidPointer) {
   EXPECT_EQ(e.to(Device::cpu()).numel(), 0);
 }
 
-TEST(CachingAllocatorTest, OutOfMemoryThrowsNamingSizeAndDevice) {
+TEST(CachingAllocatorTest, MoreThanTheDeviceIsRefusedAtOnce) {
   COPPICE_REQUIRE_GPU();
   Allocator& alloc = allocator_for(gpu());
   const AllocatorStats before = alloc.stats();
   const std::string msg = error_of([&] { alloc.allocate(size_t{1} << 50); });  // 1 PiB
-  EXPECT_NE(msg.find("out of memory"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("cuda:0"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(std::to_string(size_t{1} << 50)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cuda allocator: 1125899906842624 bytes (1.05e+06 GiB) requested on cuda:0 (more than the device "
+                     "has) but only "),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find(" are free on the device ("), std::string::npos) << msg;
   EXPECT_EQ(alloc.stats().allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(alloc.stats().system_frees, before.system_frees);  // the cache was not emptied for it
+  const std::string huge = error_of([&] { alloc.allocate(std::numeric_limits<size_t>::max()); });
+  EXPECT_NE(huge.find("more than any device can address"), std::string::npos) << huge;
   // The device still works afterwards.
+  Tensor t = make({2}, {1, 2}).to(gpu());
+  EXPECT_EQ(t.to(Device::cpu()).to_vector<double>(), (std::vector<double>{1, 2}));
+}
+
+TEST(CachingAllocatorTest, OutOfMemoryThrowsNamingTheBytesFree) {
+  COPPICE_REQUIRE_GPU();
+  Allocator& alloc = allocator_for(gpu());
+  const AllocatorStats before = alloc.stats();
+  // 8 GiB blocks until the device is full (at most 1 TiB).
+  std::vector<void*> blocks;
+  std::string msg;
+  for (int i = 0; i < 128 && msg.empty(); ++i) {
+    try {
+      blocks.push_back(alloc.allocate(size_t{8} << 30));
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+  }
+  for (void* p : blocks) alloc.deallocate(p, size_t{8} << 30);
+  alloc.empty_cache();
+  EXPECT_NE(msg.find("cuda allocator: 8589934592 bytes (8 GiB) requested on cuda:0 (out of memory) but only "),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find(" are free on the device ("), std::string::npos) << msg;
+  EXPECT_EQ(alloc.stats().allocated_bytes, before.allocated_bytes);
   Tensor t = make({2}, {1, 2}).to(gpu());
   EXPECT_EQ(t.to(Device::cpu()).to_vector<double>(), (std::vector<double>{1, 2}));
 }
