@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -23,7 +24,8 @@ struct FdCloser {
 
 }  // namespace
 
-absl::StatusOr<std::string> read_file_bytes(const std::string& path) {
+absl::StatusOr<std::string> read_file_bytes(const std::string& path, uint64_t max_bytes) {
+  max_bytes = std::min(max_bytes, kFileMaxBytes);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -36,9 +38,8 @@ absl::StatusOr<std::string> read_file_bytes(const std::string& path) {
     return absl::ErrnoToStatus(err, str_cat("cannot stat ", path, ": ", std::strerror(err)));
   }
   if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(str_cat(path, ": not a regular file"));
-  if (static_cast<uint64_t>(st.st_size) > kFileMaxBytes) {
-    return absl::InvalidArgumentError(str_cat(path, ": ", st.st_size, " bytes, more than the limit of ",
-                                              kFileMaxBytes));
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return absl::InvalidArgumentError(str_cat(path, ": ", st.st_size, " bytes, more than the limit of ", max_bytes));
   }
   std::string out(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "data/permutation.h"
+#include "tensor/checked_math.h"
 #include "tensor/error.h"
 
 namespace coppice {
@@ -21,13 +22,13 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
 int64_t DataLoader::shard_size() const {
   const int64_t n = dataset_->size();
   const int64_t w = options_.world_size;
-  return options_.remainder == ShardRemainder::kPad ? (n + w - 1) / w : n / w;
+  return options_.remainder == ShardRemainder::kPad ? ceil_div(n, w) : n / w;
 }
 
 int64_t DataLoader::num_batches() const {
   const int64_t s = shard_size();
   const int64_t b = options_.batch_size;
-  return options_.drop_last ? s / b : (s + b - 1) / b;
+  return options_.drop_last ? s / b : ceil_div(s, b);
 }
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
@@ -51,15 +52,18 @@ std::vector<int64_t> DataLoader::shard_indices(int64_t epoch) const {
 }
 
 Batch DataLoader::make_batch(const std::vector<int64_t>& shard, int64_t index) const {
-  const int64_t begin = index * options_.batch_size;
+  // index comes from outside too (a checkpoint's batch): never read before or past the shard.
+  const int64_t batches = num_batches();
+  COPPICE_CHECK(index >= 0 && index < batches, "DataLoader: batch index ", index, " is outside [0, ", batches, ")");
+  const int64_t begin = checked_mul(index, options_.batch_size, "DataLoader: batch index * batch_size");
+  COPPICE_CHECK(begin < static_cast<int64_t>(shard.size()), "DataLoader: batch ", index, " starts at ", begin,
+                ", past the shard of ", shard.size(), " examples");
   const int64_t end = std::min<int64_t>(begin + options_.batch_size, static_cast<int64_t>(shard.size()));
   std::vector<int64_t> idx(shard.begin() + begin, shard.begin() + end);
   return dataset_->get_batch(idx).to(options_.device);
 }
 
 Batch DataLoader::batch(int64_t epoch, int64_t index) const {
-  COPPICE_CHECK(index >= 0 && index < num_batches(), "DataLoader.batch: index ", index, " is outside [0, ",
-                num_batches(), ")");
   return make_batch(shard_indices(epoch), index);
 }
 

@@ -54,7 +54,8 @@ class DataLoader {
   std::vector<int64_t> epoch_order(int64_t epoch) const;
   // This rank's dataset indices for `epoch`, in the order they are batched.
   std::vector<int64_t> shard_indices(int64_t epoch) const;
-  // Batch `index` (in [0, num_batches())) of `epoch`, on options().device.
+  // Batch `index` of `epoch`, on options().device; throws coppice::Error
+  // for an index outside [0, num_batches()) (here and in Iterator).
   // Computes the epoch's order on every call; epoch() computes it once.
   Batch batch(int64_t epoch, int64_t index) const;
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "data/permutation.h"
+#include "tensor/checked_math.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -24,6 +25,13 @@ Blobs make_blobs(const BlobsOptions& o) {
   Tensor labels = randint(0, o.classes, {o.n}, DType::kI64, g_labels);
   Tensor inputs = add(index_select(centers, 0, labels), mul(randn({o.n, o.features}, DType::kF32, g_noise), o.spread));
   return {std::make_shared<TensorDataset>(std::move(inputs), std::move(labels), "blobs"), std::move(centers)};
+}
+
+int64_t blobs_bytes(const BlobsOptions& o) {
+  auto what = [&] { return str_cat("make_blobs: bytes of ", o.n, " examples of ", o.features, " features"); };
+  const int64_t per_example = checked_add(checked_mul(o.features, int64_t{4}, what), int64_t{8}, what);  // f32 + i64 label
+  const int64_t centers = checked_mul(checked_mul(o.classes, o.features, what), int64_t{4}, what);
+  return checked_add(checked_mul(o.n, per_example, what), centers, what);
 }
 
 Regression make_regression(const RegressionOptions& o) {

@@ -29,6 +29,10 @@ struct Blobs {
 
 // Throws coppice::Error for n < 0, features < 1, classes < 1 or negative scales.
 Blobs make_blobs(const BlobsOptions& options = {});
+// The bytes the blobs hold (inputs, labels and centers), for refusing a
+// dataset larger than memory before drawing it; throws coppice::Error when
+// the count overflows int64.
+int64_t blobs_bytes(const BlobsOptions& options);
 
 // A random linear teacher: weight [outputs, features] from N(0, 1/features),
 // bias [outputs] from N(0, 1), inputs x from N(0, 1), targets

@@ -59,11 +59,8 @@ absl::StatusOr<std::shared_ptr<CharTextDataset>> CharTextDataset::from_file(cons
     return absl::InvalidArgumentError(str_cat("text ", path, ": seq_len must be >= 1 and stride >= 0, got ",
                                               options.seq_len, " and ", options.stride));
   }
-  absl::StatusOr<std::string> bytes = read_file_bytes(path);
+  absl::StatusOr<std::string> bytes = read_file_bytes(path, kTextMaxBytes);
   if (!bytes.ok()) return bytes.status();  // names the file
-  if (bytes->size() > kTextMaxBytes) {
-    return absl::InvalidArgumentError(str_cat("text ", path, ": ", bytes->size(), " bytes, more than ", kTextMaxBytes));
-  }
   if (static_cast<int64_t>(bytes->size()) <= options.seq_len) {
     return absl::InvalidArgumentError(str_cat("text ", path, ": ", bytes->size(),
                                               " bytes, too short for one window of seq_len ", options.seq_len,

@@ -62,6 +62,9 @@ class CharTextDataset final : public Dataset {
   // unreadable, empty or oversized file, or one too short for one window.
   static absl::StatusOr<std::shared_ptr<CharTextDataset>> from_file(const std::string& path,
                                                                     TextDatasetOptions options = {});
+  // The host memory a dataset of a `text_bytes`-byte text (at most
+  // kTextMaxBytes) takes while it is made: the text and its tokens (i64 each).
+  static int64_t memory_bytes(int64_t text_bytes) { return text_bytes * int64_t{9}; }
 
   int64_t size() const override { return size_; }
   Batch get_batch(const std::vector<int64_t>& indices) const override;  // inputs and targets i64 [B, seq_len]

@@ -1,6 +1,7 @@
 #include "data/loader.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -211,6 +212,32 @@ TEST(DataLoader, EmptyDataset) {
   int n = 0;
   for (const Batch& b : loader.epoch(0)) n += static_cast<int>(b.size());
   EXPECT_EQ(n, 0);
+}
+
+TEST(DataLoader, IndicesFromOutsideNeverReadPastTheShard) {
+  DataLoaderOptions o;
+  o.batch_size = 2;
+  DataLoader loader(counting(5), o);  // batches [0, 1], [2, 3], [4]
+  EXPECT_EQ(loader.batch(0, 2).size(), 1);
+  // A batch index such as a checkpoint's trainer.batch: refused, not read before or past the shard.
+  for (int64_t index : {int64_t{-1}, int64_t{3}, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()}) {
+    try {
+      loader.batch(0, index);
+      ADD_FAILURE() << index;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("DataLoader: batch index " + std::to_string(index) + " is outside [0, 3)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  auto shard = std::make_shared<const std::vector<int64_t>>(loader.shard_indices(0));
+  EXPECT_THROW(DataLoader::Iterator(&loader, shard, -1), Error);
+  // Shard and batch counts of huge world and batch sizes do not overflow.
+  o.batch_size = std::numeric_limits<int64_t>::max();
+  o.world_size = std::numeric_limits<int64_t>::max();
+  DataLoader huge(counting(5), o);
+  EXPECT_EQ(huge.shard_size(), 1);
+  EXPECT_EQ(huge.num_batches(), 1);
 }
 
 }  // namespace

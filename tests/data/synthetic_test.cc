@@ -89,5 +89,23 @@ TEST(Regression, TeacherExplainsTargets) {
   EXPECT_THROW(make_regression(o), Error);
 }
 
+TEST(Blobs, BytesAreKnownBeforeTheDraw) {
+  BlobsOptions o;
+  o.n = 100;
+  o.features = 8;
+  o.classes = 3;
+  EXPECT_EQ(blobs_bytes(o), 100 * (8 * 4 + 8) + 3 * 8 * 4);
+  const Blobs b = make_blobs(o);
+  EXPECT_EQ(blobs_bytes(o), b.dataset->inputs().storage().nbytes() + b.dataset->targets().storage().nbytes() +
+                                b.centers.storage().nbytes());
+  o.n = int64_t{1} << 40;
+  o.features = int64_t{1} << 24;
+  EXPECT_THROW(blobs_bytes(o), Error);
+  // The data.synthetic.examples: 2305843009213693952 reached randint and wrapped.
+  o.n = int64_t{2305843009213693952};
+  o.features = 2;
+  EXPECT_THROW(make_blobs(o), Error);
+}
+
 }  // namespace
 }  // namespace coppice

@@ -1,5 +1,6 @@
 #include "data/text.h"
 
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -104,6 +105,16 @@ TEST(CharTextDataset, FileErrors) {
   EXPECT_FALSE(CharTextDataset::from_file(dir, o).ok());
   o.seq_len = 0;
   EXPECT_FALSE(CharTextDataset::from_file(dir + "/fits.txt", o).ok());
+}
+
+TEST(CharTextDataset, OversizedFileIsRefusedBeforeItIsRead) {
+  const std::string path = testing::write_file(testing::temp_dir() + "/huge.txt", "x");
+  std::filesystem::resize_file(path, kTextMaxBytes + 1);  // sparse: no disk used
+  auto huge = CharTextDataset::from_file(path);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(std::string(huge.status().message()), path + ": 1073741825 bytes, more than the limit of 1073741824");
+  std::filesystem::remove(path);
+  EXPECT_EQ(CharTextDataset::memory_bytes(1000), 9000);
 }
 
 }  // namespace
