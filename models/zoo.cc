@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "autograd/autograd.h"
+#include "tensor/checked_math.h"
 #include "tensor/error.h"
+#include "tensor/host_memory.h"
 
 namespace coppice {
 
@@ -61,9 +65,14 @@ VisionTransformer::VisionTransformer(const ViTOptions& vit, const LayerOptions& 
   COPPICE_CHECK(vit.patch_size > 0 && vit.image_size % vit.patch_size == 0, "VisionTransformer: patch_size (",
                 vit.patch_size, ") must divide image_size (", vit.image_size, ")");
   const int64_t side = vit.image_size / vit.patch_size;
+  auto patch_what = [&] {
+    return str_cat("VisionTransformer: values per patch (channels ", vit.channels, ", patch_size ", vit.patch_size, ")");
+  };
+  const int64_t patch_values =
+      checked_mul(checked_mul(vit.channels, vit.patch_size, patch_what), vit.patch_size, patch_what);
   const int64_t tokens = side * side + (vit.class_token ? 1 : 0);
   patch_embed_ = register_module(
-      "patch_embed", std::make_shared<Linear>(vit.channels * vit.patch_size * vit.patch_size, vit.dim, true, options, gen));
+      "patch_embed", std::make_shared<Linear>(patch_values, vit.dim, true, options, gen));
   if (vit.class_token) {
     cls_token_ = register_parameter(
         "cls_token", Variable(mul(randn({1, 1, vit.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
@@ -153,31 +162,37 @@ class Options {
   int64_t integer(const std::string& name, int64_t fallback) const {
     const ModelOption* v = find(name);
     if (!v) return fallback;
-    COPPICE_CHECK(std::holds_alternative<int64_t>(*v), what(name), " must be an integer, got a ", option_type(*v));
+    if (!std::holds_alternative<int64_t>(*v)) bad(name, "must be an integer, got a ", option_type(*v));
     return std::get<int64_t>(*v);
   }
   double real(const std::string& name, double fallback) const {
     const ModelOption* v = find(name);
     if (!v) return fallback;
     if (std::holds_alternative<int64_t>(*v)) return static_cast<double>(std::get<int64_t>(*v));
-    COPPICE_CHECK(std::holds_alternative<double>(*v), what(name), " must be a number, got a ", option_type(*v));
+    if (!std::holds_alternative<double>(*v)) bad(name, "must be a number, got a ", option_type(*v));
     return std::get<double>(*v);
   }
   std::string string(const std::string& name, const std::string& fallback) const {
     const ModelOption* v = find(name);
     if (!v) return fallback;
-    COPPICE_CHECK(std::holds_alternative<std::string>(*v), what(name), " must be a string, got a ", option_type(*v));
+    if (!std::holds_alternative<std::string>(*v)) bad(name, "must be a string, got a ", option_type(*v));
     return std::get<std::string>(*v);
   }
   std::string choice(const std::string& name, const std::string& fallback, const std::vector<std::string>& choices) const {
     std::string s = string(name, fallback);
-    COPPICE_CHECK(std::find(choices.begin(), choices.end(), s) != choices.end(), what(name), " is '", s,
-                  "'; known: ", str_join(choices, ", "));
+    if (std::find(choices.begin(), choices.end(), s) == choices.end())
+      bad(name, "is '", s, "'; known: ", str_join(choices, ", "));
     return s;
   }
-  int64_t positive(const std::string& name, int64_t fallback) const {
+  // A count or size in [1, max].
+  int64_t positive(const std::string& name, int64_t fallback, int64_t max = kMaxModelWidth) const {
     int64_t v = integer(name, fallback);
-    COPPICE_CHECK(v > 0, what(name), " must be positive, got ", v);
+    if (v < 1 || v > max) bad(name, "must be in [1, ", max, "], got ", v);
+    return v;
+  }
+  double probability(const std::string& name) const {
+    const double v = real(name, 0.0);
+    if (!(v >= 0.0 && v < 1.0)) bad(name, "must be in [0, 1), got ", v);
     return v;
   }
   LayerOptions layer_options() const {
@@ -185,7 +200,11 @@ class Options {
     o.dtype = choice("dtype", "f32", {"f32", "f64"}) == "f64" ? DType::kF64 : DType::kF32;
     return o;
   }
-  std::string what(const std::string& name) const { return str_cat("model '", config_.name, "': option '", name, "'"); }
+  // Throws ModelOptionError for option `name`, the reason made of `parts`.
+  template <typename... Parts>
+  [[noreturn]] void bad(const std::string& name, const Parts&... parts) const {
+    throw ModelOptionError(config_.name, name, str_cat(parts...));
+  }
 
  private:
   const ModelOption* find(const std::string& name) const {
@@ -203,17 +222,41 @@ std::vector<int64_t> parse_sizes(const Options& o, const std::string& text) {
   while (std::getline(ss, item, ',')) {
     size_t used = 0;
     int64_t v = 0;
+    bool too_large = false;
     try {
       v = std::stoll(item, &used);
+    } catch (const std::out_of_range&) {
+      too_large = true;
     } catch (const std::exception&) {
       used = 0;
     }
-    COPPICE_CHECK(used > 0 && item.find_first_not_of(" \t", used) == std::string::npos && v > 0, o.what("sizes"),
-                  ": '", text, "' is not a comma-separated list of positive integers");
+    if (too_large || (used > 0 && v > kMaxModelWidth))
+      o.bad("sizes", item, " is more than ", kMaxModelWidth, " (in '", text, "')");
+    if (used == 0 || item.find_first_not_of(" \t", used) != std::string::npos || v <= 0)
+      o.bad("sizes", "'", text, "' is not a comma-separated list of positive integers");
     sizes.push_back(v);
   }
-  COPPICE_CHECK(sizes.size() >= 2, o.what("sizes"), ": needs at least two sizes, got '", text, "'");
+  if (sizes.size() < 2) o.bad("sizes", "needs at least two sizes, got '", text, "'");
+  if (sizes.size() > static_cast<size_t>(kMaxModelDepth) + 1)
+    o.bad("sizes", sizes.size() - 1, " layers, more than ", kMaxModelDepth);
   return sizes;
+}
+
+// An MLP's parameters are known from its sizes: refused before any is
+// allocated when they need more host memory than there is.
+void check_mlp_fits(const Options& o, const std::vector<int64_t>& sizes, DType dtype) {
+  int64_t params = 0;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    // Each size is at most 2^24 and there are at most 1024 layers: no overflow.
+    params += sizes[i] * sizes[i + 1] + sizes[i + 1];
+  }
+  int64_t bytes = 0;
+  if (mul_overflows(params, dtype_size(dtype), &bytes)) bytes = std::numeric_limits<int64_t>::max();
+  try {
+    check_host_memory(bytes, str_cat("[", str_join(sizes, ", "), "]: ", params, " parameters of ", dtype_name(dtype)));
+  } catch (const Error& e) {
+    o.bad("sizes", e.what());
+  }
 }
 
 AttentionPattern read_pattern(const Options& o, const std::vector<std::string>& kinds, int64_t window, int64_t block) {
@@ -235,7 +278,10 @@ const std::map<std::string, ModelEntry>& registry() {
        {{"sizes", "seed"},
         [](const Options& o) -> ModulePtr {
           Generator gen(static_cast<uint64_t>(o.integer("seed", 0)));
-          return std::make_shared<MLP>(parse_sizes(o, o.string("sizes", "784,300,100,10")), o.layer_options(), gen);
+          const std::vector<int64_t> sizes = parse_sizes(o, o.string("sizes", "784,300,100,10"));
+          const LayerOptions layers = o.layer_options();
+          check_mlp_fits(o, sizes, layers.dtype);
+          return std::make_shared<MLP>(sizes, layers, gen);
         }}},
       {"lenet5",
        {{"num_classes", "seed"},
@@ -253,13 +299,13 @@ const std::map<std::string, ModelEntry>& registry() {
           v.patch_size = o.positive("patch_size", 7);
           v.channels = o.positive("channels", 1);
           v.dim = o.positive("dim", 64);
-          v.depth = o.positive("depth", 2);
+          v.depth = o.positive("depth", 2, kMaxModelDepth);
           v.heads = o.positive("heads", 4);
-          v.mlp_hidden = v.dim * o.positive("mlp_ratio", 4);
+          v.mlp_hidden = v.dim * o.positive("mlp_ratio", 4, kMaxMlpRatio);
           v.num_classes = o.positive("num_classes", 10);
           v.class_token = o.choice("pool", "cls", {"cls", "mean"}) == "cls";
           v.pattern = read_pattern(o, {"dense", "local", "block"}, 3, 4);
-          v.dropout = o.real("dropout", 0.0);
+          v.dropout = o.probability("dropout");
           return std::make_shared<VisionTransformer>(v, o.layer_options(), gen);
         }}},
       {"char_lm",
@@ -270,12 +316,12 @@ const std::map<std::string, ModelEntry>& registry() {
           c.vocab_size = o.positive("vocab_size", 65);
           c.context = o.positive("context", 64);
           c.dim = o.positive("dim", 64);
-          c.layers = o.positive("layers", 2);
+          c.layers = o.positive("layers", 2, kMaxModelDepth);
           c.heads = o.positive("heads", 4);
-          c.mlp_hidden = c.dim * o.positive("mlp_ratio", 4);
+          c.mlp_hidden = c.dim * o.positive("mlp_ratio", 4, kMaxMlpRatio);
           c.pattern = read_pattern(o, {"dense", "local"}, 16, 0);
           c.pattern.causal = true;
-          c.dropout = o.real("dropout", 0.0);
+          c.dropout = o.probability("dropout");
           return std::make_shared<CharTransformerLM>(c, o.layer_options(), gen);
         }}},
   };

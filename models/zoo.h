@@ -16,21 +16,50 @@
 //
 // Every option is also accepted as "dtype" ("f32" | "f64"). Unknown model
 // names and options are errors listing the known ones; an option of the wrong
-// type (a string where an integer is expected) is an error naming it.
+// type (a string where an integer is expected) or outside its range is a
+// ModelOptionError naming it. Sizes (sizes' entries, dim, vocab_size,
+// context, num_classes, image_size, patch_size, channels, window, block) lie
+// in [1, kMaxModelWidth], depth and layers in [1, kMaxModelDepth], mlp_ratio
+// in [1, kMaxMlpRatio], dropout in [0, 1); an MLP whose parameters need more
+// host memory than is available is refused before any is allocated (the
+// others are refused by the allocator, tensor by tensor).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "models/attention.h"
 #include "models/layers.h"
 #include "models/module.h"
+#include "tensor/error.h"
 
 namespace coppice {
+
+inline constexpr int64_t kMaxModelWidth = int64_t{1} << 24;
+inline constexpr int64_t kMaxModelDepth = 1024;
+inline constexpr int64_t kMaxMlpRatio = 64;
+
+// make_model's error for a bad option: "model '<model>': option '<option>':
+// <reason>", with the option's name and the reason apart (the job loader
+// names the key model.options.<option> instead).
+class ModelOptionError : public Error {
+ public:
+  ModelOptionError(const std::string& model, std::string option, std::string reason)
+      : Error(str_cat("model '", model, "': option '", option, "': ", reason)),
+        option_(std::move(option)),
+        reason_(std::move(reason)) {}
+  const std::string& option() const { return option_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string option_;
+  std::string reason_;
+};
 
 // ---- the models ----------------------------------------------------------------------
 
