@@ -5,14 +5,18 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <set>
 #include <sstream>
 
+#include "data/file.h"
 #include "sparse/convert.h"
 #include "sparsifiers/apply_schedule.h"
 #include "sparsifiers/registry.h"
+#include "tensor/checked_math.h"
 #include "tensor/error.h"
+#include "tensor/host_memory.h"
 #include "train/config_schema.h"
 #include "yaml-cpp/yaml.h"
 
@@ -106,6 +110,30 @@ std::string fmt(double v) {
   return os.str();
 }
 
+// The int64 a YAML integer scalar holds; one that does not fit (yaml-cpp
+// refuses it) is refused as such, naming `where`.
+int64_t scalar_integer(const YAML::Node& n, const std::string& where) {
+  try {
+    return n.as<int64_t>();
+  } catch (const YAML::Exception&) {
+  }
+  if (is_integer_literal(n.Scalar()))
+    bad(where, n.Scalar(), " does not fit in a 64-bit integer (", std::numeric_limits<int64_t>::min(), " to ",
+        std::numeric_limits<int64_t>::max(), ")");
+  bad(where, "expected an integer, got '", n.Scalar(), "'");
+}
+
+// A seed: an integer in [0, 2^64).
+uint64_t scalar_seed(const YAML::Node& n, const std::string& where) {
+  try {
+    return n.as<uint64_t>();  // refuses a sign
+  } catch (const YAML::Exception&) {
+  }
+  if (!is_integer_literal(n.Scalar())) bad(where, "expected an integer, got '", n.Scalar(), "'");
+  bad(where, "must be ", key_range("seed")->text(), ", got ", n.Scalar(),
+      n.Scalar()[0] == '-' ? "" : " (it does not fit in 64 bits)");
+}
+
 // One map of the tree: refuses unknown keys and values of the wrong type on
 // construction, then reads typed values with defaults.
 class Section {
@@ -137,18 +165,29 @@ class Section {
   }
   YAML::Node get(const std::string& key) const { return node_[key]; }
 
+  // Numbers are checked against their key's range (config_schema.h); a
+  // fallback is the caller's and is not.
   int64_t integer(const std::string& key, int64_t fallback) const {
-    return has(key) ? get(key).as<int64_t>() : fallback;
+    if (!has(key)) return fallback;
+    const int64_t v = scalar_integer(get(key), at(key));
+    check_range(key, v, [&] { return std::to_string(v); });
+    return v;
   }
+  // The key's range and a lower bound of the caller's (a contextual one).
   int64_t at_least(const std::string& key, int64_t fallback, int64_t low) const {
     const int64_t v = integer(key, fallback);
     if (v < low) bad(at(key), "must be >= ", low, ", got ", v);
     return v;
   }
+  // Seeds: any unsigned 64-bit integer.
+  uint64_t seed(const std::string& key, uint64_t fallback) const {
+    return has(key) ? scalar_seed(get(key), at(key)) : fallback;
+  }
   double number(const std::string& key, double fallback) const {
     if (!has(key)) return fallback;
     const double v = get(key).as<double>();
     if (!std::isfinite(v)) bad(at(key), "must be a finite number, got ", get(key).Scalar());
+    check_range(key, v, [&] { return fmt(v); });
     return v;
   }
   bool boolean(const std::string& key, bool fallback) const { return has(key) ? get(key).as<bool>() : fallback; }
@@ -201,6 +240,12 @@ class Section {
       if (has(k)) bad(at(k), why);
   }
 
+  template <typename T, typename Shown>
+  void check_range(const std::string& key, T v, const Shown& shown) const {
+    const KeyRange* r = key_range(join_key(pattern_, key));
+    if (r != nullptr && !r->contains(v)) bad(at(key), "must be ", r->text(), ", got ", shown());
+  }
+
   static std::string describe(const YAML::Node& n) {
     if (n.IsMap()) return "a map";
     if (n.IsSequence()) return "a list";
@@ -223,14 +268,20 @@ bool is_int(const YAML::Node& n, int64_t* out) {
   }
 }
 
-ModelOption model_option(const YAML::Node& n) {
+// A model option's value (the zoo checks it); an integer that does not fit
+// int64 is refused here, naming `where`, rather than read as a float.
+ModelOption model_option(const YAML::Node& n, const std::string& where) {
   if (n.IsSequence()) {  // sizes: [784, 300, 100, 10]
     std::vector<std::string> parts;
-    for (const auto& e : n) parts.push_back(e.Scalar());
+    for (const auto& e : n) {
+      if (is_integer_literal(e.Scalar())) scalar_integer(e, where);
+      parts.push_back(e.Scalar());
+    }
     return str_join(parts, ",");
   }
   int64_t i = 0;
   if (is_int(n, &i)) return i;
+  if (n.Tag() != "!" && is_integer_literal(n.Scalar())) scalar_integer(n, where);
   if (n.Tag() != "!") {  // a quoted scalar stays a string
     try {
       return n.as<double>();
@@ -259,8 +310,8 @@ PrecisionConfig read_precision(const Section& s) {
     const double v = std::strtod(scale.c_str(), &end);
     if (scale.empty() || end != scale.c_str() + scale.size())
       bad(s.at("loss_scale"), "expected dynamic, none or a number, got '", scale, "'");
-    if (!std::isfinite(v) || v <= 0.0)
-      bad(s.at("loss_scale"), "a static loss scale must be a finite number > 0, got ", scale);
+    const KeyRange* range = key_range("precision.loss_scale");
+    if (!range->contains(v)) bad(s.at("loss_scale"), "a static loss scale must be ", range->text(), ", got ", scale);
     c.loss_scale.mode = LossScaleMode::kStatic;
     c.loss_scale.init_scale = v;
   }
@@ -557,13 +608,11 @@ void read_data(const Section& d, JobConfig& job) {
   const std::string kind = d.choice("dataset", "fashion_mnist", {"fashion_mnist", "synthetic", "text"});
   c.dataset = kind == "synthetic" ? DatasetKind::kSynthetic : kind == "text" ? DatasetKind::kText : DatasetKind::kFashionMnist;
   c.path = d.string("path", "");
-  c.loader.batch_size = d.at_least("batch_size", 64, 1);
-  c.eval_batch_size = d.at_least("eval_batch_size", 0, 0);
+  c.loader.batch_size = d.integer("batch_size", 64);
+  c.eval_batch_size = d.integer("eval_batch_size", 0);
   c.validation_split = d.number("validation_split", 0.0);
-  if (!(c.validation_split >= 0.0 && c.validation_split < 1.0))
-    bad(d.at("validation_split"), "must be in [0, 1), got ", fmt(c.validation_split));
   c.loader.shuffle = d.boolean("shuffle", true);
-  c.loader.seed = static_cast<uint64_t>(d.at_least("shuffle_seed", static_cast<int64_t>(job.seed), 0));
+  c.loader.seed = d.seed("shuffle_seed", job.seed);
   c.loader.drop_last = d.boolean("drop_last", false);
 
   const std::vector<std::string> mnist_keys = {"flatten", "normalize", "mean", "std"};
@@ -581,7 +630,6 @@ void read_data(const Section& d, JobConfig& job) {
       f.normalize = d.boolean("normalize", true);
       f.mean = d.number("mean", kFashionMnistMean);
       f.std = d.number("std", kFashionMnistStd);
-      if (!(f.std > 0.0)) bad(d.at("std"), "must be > 0, got ", fmt(f.std));
       const std::string key = c.path.empty() ? std::string("data.dataset") : d.at("path");
       if (!is_dir(f.dir))
         missing(key, "Fashion-MNIST directory '", f.dir, "' not found",
@@ -592,8 +640,8 @@ void read_data(const Section& d, JobConfig& job) {
       break;
     }
     case DatasetKind::kText: {
-      c.text.seq_len = d.at_least("seq_len", 64, 1);
-      c.text.stride = d.at_least("stride", 0, 0);
+      c.text.seq_len = d.integer("seq_len", 64);
+      c.text.stride = d.integer("stride", 0);
       const std::string file = c.text_path();
       if (!is_file(file))
         missing(c.path.empty() ? std::string("data.dataset") : d.at("path"), "text file '", file, "' not found",
@@ -603,15 +651,21 @@ void read_data(const Section& d, JobConfig& job) {
     case DatasetKind::kSynthetic: {
       const Section s = d.section("synthetic");
       BlobsOptions& b = c.synthetic;
-      b.n = s.at_least("examples", 1000, 1);
-      c.synthetic_test_examples = s.at_least("test_examples", 0, 0);
-      b.features = s.at_least("features", 2, 1);
-      b.classes = s.at_least("classes", 3, 1);
+      b.n = s.integer("examples", 1000);
+      c.synthetic_test_examples = s.integer("test_examples", 0);
+      b.features = s.integer("features", 2);
+      b.classes = s.integer("classes", 3);
       b.center_scale = s.number("center_scale", 5.0);
-      if (b.center_scale < 0.0) bad(s.at("center_scale"), "must be >= 0, got ", fmt(b.center_scale));
       b.spread = s.number("spread", 1.0);
-      if (b.spread < 0.0) bad(s.at("spread"), "must be >= 0, got ", fmt(b.spread));
-      b.seed = static_cast<uint64_t>(s.at_least("seed", static_cast<int64_t>(job.seed), 0));
+      b.seed = s.seed("seed", job.seed);
+      // Drawn whole before training: refused here when larger than memory.
+      BlobsOptions all = b;
+      all.n = b.n + c.synthetic_test_examples;  // each at most kMaxExamples
+      try {
+        check_host_memory(blobs_bytes(all), str_cat(all.n, " examples of ", b.features, " features"));
+      } catch (const Error& e) {
+        bad(s.at("examples"), e.what());
+      }
       break;
     }
   }
@@ -628,10 +682,23 @@ std::optional<int64_t> planned_steps(const JobConfig& job) {
   n -= static_cast<int64_t>(std::floor(static_cast<double>(n) * job.data.validation_split));
   // Each rank takes ceil(n / world_size) examples (data/loader.h pads as
   // PyTorch's DistributedSampler does).
-  const int64_t w = job.distributed.world_size;
-  n = (n + w - 1) / w;
-  const int64_t b = job.data.loader.batch_size;
-  return *job.training.epochs * ((n + b - 1) / b);
+  n = ceil_div(n, job.distributed.world_size);
+  const int64_t batches = ceil_div(n, job.data.loader.batch_size);
+  const int64_t epochs = *job.training.epochs;
+  int64_t steps = 0;
+  if (mul_overflows(epochs, batches, &steps) || steps > kMaxSteps)
+    bad("training.epochs", epochs, " epochs of ", batches, " steps make more than ", kMaxSteps, " steps");
+  return steps;
+}
+
+// What the loop counts (steps x batch_size x world_size examples) must fit
+// its counters.
+void check_examples_countable(const JobConfig& job, int64_t steps) {
+  int64_t examples = 0;
+  if (mul_overflows(steps, job.data.loader.batch_size, &examples) ||
+      mul_overflows(examples, job.distributed.world_size, &examples))
+    bad(job.training.steps ? "training.steps" : "training.epochs", steps, " steps of ", job.data.loader.batch_size,
+        " examples on ", job.distributed.world_size, " ranks are more examples than a 64-bit integer counts");
 }
 
 // The rule that decides `name`: an exact rule over regex rules; null if none.
@@ -695,19 +762,22 @@ void check_model_fits_data(const JobConfig& job) {
     const int64_t context = int_option(job, "context", 64);
     if (d.text.seq_len > context)
       bad("data.seq_len", "must be <= model.options.context (", context, "), got ", d.text.seq_len);
-    // The embedding needs a row for every byte of the corpus.
-    std::ifstream in(d.text_path(), std::ios::binary);
-    bool seen[256] = {};
-    int64_t distinct = 0;
-    char buf[1 << 16];
-    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-      for (std::streamsize i = 0; i < in.gcount(); ++i) {
-        const unsigned char c = static_cast<unsigned char>(buf[i]);
-        if (!seen[c]) ++distinct;
-        seen[c] = true;
-      }
-      if (!in) break;
+    // The corpus, read as the trainer will (bounded: data/text.h), and the
+    // dataset made of it must fit in memory.
+    const std::string key = d.path.empty() ? "data.dataset" : "data.path";
+    const absl::StatusOr<std::string> text = read_file_bytes(d.text_path(), kTextMaxBytes);
+    if (!text.ok()) bad(key, text.status().message());
+    try {
+      check_host_memory(CharTextDataset::memory_bytes(static_cast<int64_t>(text->size())),
+                        str_cat("the text dataset of '", d.text_path(), "'"));
+    } catch (const Error& e) {
+      bad(key, e.what());
     }
+    if (static_cast<int64_t>(text->size()) <= d.text.seq_len)
+      bad("data.seq_len", "the corpus '", d.text_path(), "' has ", text->size(),
+          " bytes, too few for one window of seq_len ", d.text.seq_len, " and its next-byte target");
+    // The embedding needs a row for every byte of the corpus.
+    const int64_t distinct = CharVocab(*text).size();
     const int64_t vocab = int_option(job, "vocab_size", 65);
     if (vocab < distinct)
       bad("model.options.vocab_size", "the corpus '", d.text_path(), "' has ", distinct, " distinct bytes: must be >= ",
@@ -719,9 +789,14 @@ void check_model_fits_data(const JobConfig& job) {
 // parameter and module names, the density split over its layers, and the
 // mask method against the weights the rules make sparse.
 void check_against_model(const JobConfig& job) {
+  // Building it is what shows a model too large: a size that overflows, or
+  // parameters beyond the host's memory (the zoo and the allocator refuse
+  // them, with the bytes, before allocating).
   ModulePtr model;
   try {
     model = make_model(job.model);
+  } catch (const ModelOptionError& e) {
+    bad(str_cat("model.options.", e.option()), e.reason());
   } catch (const Error& e) {
     bad("model", e.what());
   }
@@ -818,7 +893,7 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   const Section top(root, "", "");
   JobConfig job;
   job.name = top.string("name", default_name);
-  job.seed = static_cast<uint64_t>(top.at_least("seed", 0, 0));
+  job.seed = top.seed("seed", 0);
 
   const std::string device = top.string("device", "auto");
   if (device != "auto") {
@@ -840,7 +915,10 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
       bad(str_cat("model.options.", name), "unknown option of ", job.model.name,
           best.empty() ? str_cat("; known: ", str_join(known, ", ")) : str_cat("; did you mean 'model.options.", best, "'?"));
     }
-    job.model.options[name] = model_option(value);
+    const std::string where = str_cat("model.options.", name);
+    // The zoo takes a seed as int64 and uses its bits: any u64 is one.
+    job.model.options[name] =
+        name == "seed" ? ModelOption(static_cast<int64_t>(scalar_seed(value, where))) : model_option(value, where);
   }
   if (!job.model.options.count("seed")) job.model.options["seed"] = static_cast<int64_t>(job.seed);
 
@@ -853,15 +931,15 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   if (training.has("epochs") && training.has("steps"))
     bad("training.steps", "training.epochs is set too; give one of epochs and steps");
   if (!training.has("epochs") && !training.has("steps")) bad("training", "give one of training.epochs and training.steps");
-  if (training.has("epochs")) job.training.epochs = training.at_least("epochs", 1, 1);
-  if (training.has("steps")) job.training.steps = training.at_least("steps", 1, 1);
+  if (training.has("epochs")) job.training.epochs = training.integer("epochs", 1);
+  if (training.has("steps")) job.training.steps = training.integer("steps", 1);
   job.training.cuda_graph = training.boolean("cuda_graph", false);
 
   read_mask_update(top.section("mask_update"), job, job.mask_update);
 
   const Section eval = top.section("evaluation");
-  job.evaluation.every_steps = eval.at_least("every_steps", 0, 0);
-  job.evaluation.max_batches = eval.at_least("max_batches", 0, 0);
+  job.evaluation.every_steps = eval.integer("every_steps", 0);
+  job.evaluation.max_batches = eval.integer("max_batches", 0);
   const std::string split = eval.choice("split", job.data.dataset == DatasetKind::kText ? "validation" : "test",
                                         {"validation", "test"});
   job.evaluation.split = split == "validation" ? EvalSplit::kValidation : EvalSplit::kTest;
@@ -875,8 +953,8 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
 
   const Section ckpt = top.section("checkpoint");
   job.checkpoint.dir = ckpt.string("dir", "");
-  job.checkpoint.every_steps = ckpt.at_least("every_steps", 0, 0);
-  job.checkpoint.keep_last = ckpt.at_least("keep_last", 0, 0);
+  job.checkpoint.every_steps = ckpt.integer("every_steps", 0);
+  job.checkpoint.keep_last = ckpt.integer("keep_last", 0);
   job.checkpoint.resume = ckpt.string("resume", "");
   if (job.checkpoint.dir.empty() && job.checkpoint.every_steps > 0)
     bad(ckpt.at("every_steps"), "has no effect without checkpoint.dir");
@@ -888,33 +966,33 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   const Section log = top.section("logging");
   job.logging.metrics = log.string("metrics", "");
   job.logging.progress = log.boolean("progress", true);
-  job.logging.every_steps = log.at_least("every_steps", 50, 1);
+  job.logging.every_steps = log.integer("every_steps", 50);
 
   job.precision = read_precision(top.section("precision"));
 
   const Section dist = top.section("distributed");
-  job.distributed.world_size = dist.at_least("world_size", 1, 1);
+  job.distributed.world_size = dist.integer("world_size", 1);
   job.distributed.backend =
       dist.choice("backend", "inproc", {"inproc", "nccl"}) == "nccl" ? CommBackend::kNccl : CommBackend::kInProc;
   if (job.distributed.backend == CommBackend::kNccl && !job.device.is_auto && job.device.device.is_cpu())
     bad("distributed.backend", "nccl needs a CUDA device, got device cpu; use inproc");
+  if (job.distributed.backend == CommBackend::kInProc && job.distributed.world_size > kMaxInprocWorldSize)
+    bad(dist.at("world_size"), "backend inproc runs a thread (and a model and dataset) per rank: must be <= ",
+        kMaxInprocWorldSize, " with it, got ", job.distributed.world_size);
   if (job.distributed.backend == CommBackend::kInProc && job.distributed.world_size > 1 && !job.device.is_auto &&
       !job.device.device.is_cpu())
     bad("distributed.backend", "inproc runs its ranks on the CPU, got device ", job.device.device.to_string(),
         "; use nccl for GPUs");
   job.distributed.timeout_s = dist.number("timeout_s", 300.0);
-  if (job.distributed.timeout_s <= 0) bad(dist.at("timeout_s"), "must be > 0, got ", job.distributed.timeout_s);
   job.distributed.bucket_mb = dist.number("bucket_mb", 25.0);
-  if (job.distributed.bucket_mb <= 0) bad(dist.at("bucket_mb"), "must be > 0, got ", job.distributed.bucket_mb);
   job.distributed.sparse_exchange = dist.choice("sparse_exchange", "compact", {"compact", "dense"}) == "dense"
                                         ? SparseExchange::kDense
                                         : SparseExchange::kCompact;
   job.distributed.topk_fraction = dist.number("topk_fraction", 0.0);
-  if (job.distributed.topk_fraction < 0 || job.distributed.topk_fraction >= 1)
-    bad(dist.at("topk_fraction"), "must be in [0, 1), got ", job.distributed.topk_fraction);
 
   // Lengths against the training length.
   if (const std::optional<int64_t> steps = planned_steps(job)) {
+    check_examples_countable(job, *steps);
     const std::string what = job.training.steps ? "training.steps" : "the planned steps";
     auto within = [&](const std::string& key, int64_t v) {
       if (v > *steps) bad(key, "must be <= ", what, " (", *steps, "), got ", v);

@@ -9,7 +9,7 @@
 //
 // load_job_config validates the whole job before any work starts and
 // returns the first problem as one line that names the key path, e.g.
-//   optimizer.lr: must be > 0, got -0.1
+//   optimizer.lr: must be in (0, 10000], got -0.1
 //   optimizer.lrr: unknown key; did you mean 'optimizer.lr'?
 #pragma once
 

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <sstream>
 
 #include "tensor/error.h"
 #include "yaml-cpp/yaml.h"
@@ -188,6 +190,101 @@ std::vector<SchemaKey> build_schema() {
   return s;
 }
 
+KeyRange ints(int64_t min, int64_t max) {
+  KeyRange r;
+  r.min = min;
+  r.max = max;
+  return r;
+}
+
+KeyRange any_seed() {
+  KeyRange r;
+  r.seed = true;
+  return r;
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// From lo to hi; `ends` is "[]", "[)", "(]" or "()".
+KeyRange reals(double lo, double hi, const char* ends = "[]") {
+  KeyRange r;
+  r.type = K::kDouble;
+  r.lo = lo;
+  r.hi = hi;
+  r.lo_open = ends[0] == '(' || lo == -kInf;
+  r.hi_open = ends[1] == ')' || hi == kInf;
+  return r;
+}
+
+// The range of every numeric key of build_schema() (config_schema_test
+// checks that none is missing). Contextual limits (end_step > start_step,
+// eta_min <= lr, a step count <= the planned steps) are the loader's.
+std::map<std::string, KeyRange> build_ranges() {
+  const int64_t kMaxTextBytes = int64_t{1} << 30;  // data/text.h's kTextMaxBytes: a stride past it is one window
+  return {
+      {"seed", any_seed()},
+      {"data.batch_size", ints(1, kMaxBatchSize)},
+      {"data.eval_batch_size", ints(0, kMaxBatchSize)},
+      {"data.validation_split", reals(0, 1, "[)")},
+      {"data.shuffle_seed", any_seed()},
+      // Inputs are scaled to [0, 1] before (x - mean) / std.
+      {"data.mean", reals(0, 1)},
+      {"data.std", reals(1e-6, 1)},
+      {"data.seq_len", ints(1, kMaxDimension)},
+      {"data.stride", ints(0, kMaxTextBytes)},
+      {"data.synthetic.examples", ints(1, kMaxExamples)},
+      {"data.synthetic.test_examples", ints(0, kMaxExamples)},
+      {"data.synthetic.features", ints(1, kMaxDimension)},
+      {"data.synthetic.classes", ints(1, kMaxDimension)},
+      // f32 inputs: centers and spreads far past this only make inf and NaN.
+      {"data.synthetic.center_scale", reals(0, 1e6)},
+      {"data.synthetic.spread", reals(0, 1e6)},
+      {"data.synthetic.seed", any_seed()},
+      {"sparsity.density", reals(0, 1, "(]")},
+      {"sparsity.overrides.*", reals(0, 1, "(]")},
+      {"sparsity.rules[].block_rows", ints(1, kMaxDimension)},
+      {"sparsity.rules[].block_cols", ints(1, kMaxDimension)},
+      {"sparsity.rules[].n", ints(1, kMaxDimension)},
+      {"sparsity.rules[].m", ints(1, kMaxDimension)},
+      {"sparsity.rules[].density", reals(0, 1, "(]")},
+      {"optimizer.lr", reals(0, 1e4, "(]")},
+      {"optimizer.momentum", reals(0, 1, "[)")},
+      {"optimizer.dampening", reals(0, 1)},
+      {"optimizer.beta1", reals(0, 1, "[)")},
+      {"optimizer.beta2", reals(0, 1, "[)")},
+      {"optimizer.eps", reals(0, 1, "(]")},
+      {"optimizer.weight_decay", reals(0, 1)},
+      {"optimizer.grad_clip", reals(0, kInf)},
+      {"lr_schedule.step_size", ints(1, kMaxSteps)},
+      {"lr_schedule.gamma", reals(0, 1, "(]")},
+      {"lr_schedule.t_max", ints(0, kMaxSteps)},
+      {"lr_schedule.eta_min", reals(0, kInf)},
+      {"lr_schedule.warmup_steps", ints(0, kMaxSteps)},
+      {"lr_schedule.warmup_start_factor", reals(0, 1)},
+      {"mask_update.start_step", ints(0, kMaxSteps)},
+      {"mask_update.end_step", ints(1, kMaxSteps)},
+      {"mask_update.interval", ints(1, kMaxSteps)},
+      {"mask_update.drop_fraction", reals(0, 1, "(]")},
+      {"mask_update.initial_density", reals(0, 1, "(]")},
+      {"mask_update.final_density", reals(0, 1, "(]")},
+      {"mask_update.frequency", ints(1, kMaxSteps)},
+      {"training.epochs", ints(1, kMaxSteps)},
+      {"training.steps", ints(1, kMaxSteps)},
+      {"evaluation.every_steps", ints(0, kMaxSteps)},
+      {"evaluation.max_batches", ints(0, kMaxSteps)},
+      {"checkpoint.every_steps", ints(0, kMaxSteps)},
+      {"checkpoint.keep_last", ints(0, kMaxKeepLast)},
+      {"logging.every_steps", ints(1, kMaxSteps)},
+      {"distributed.world_size", ints(1, kMaxWorldSize)},
+      {"distributed.timeout_s", reals(0, kMaxTimeoutSeconds, "(]")},
+      {"distributed.bucket_mb", reals(0, kMaxBucketMb, "(]")},
+      {"distributed.topk_fraction", reals(0, 1, "[)")},
+      // A string key ("dynamic", "none" or a number): the number's range.
+      // Past 2^24 a scaled f16 or bf16 gradient is inf for any sane gradient.
+      {"precision.loss_scale", reals(0, 16777216, "(]")},
+  };
+}
+
 std::string parent_of(const std::string& pattern) {
   // The parent section pattern: strip the last ".name", or "[]" / ".*".
   if (pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, "[]") == 0) return pattern.substr(0, pattern.size() - 2);
@@ -209,6 +306,7 @@ std::string normalized(const std::string& s) {
 }
 
 bool parses_int(const YAML::Node& n) {
+  if (is_integer_literal(n.Scalar())) return true;  // too large for int64 too: the loader says it does not fit
   try {
     n.as<int64_t>();
     return true;
@@ -287,6 +385,47 @@ void set_at(YAML::Node node, const std::vector<Step>& steps, size_t i, const YAM
 }
 
 }  // namespace
+
+bool is_integer_literal(const std::string& text) {
+  size_t i = text.empty() || (text[0] != '-' && text[0] != '+') ? 0 : 1;
+  const bool hex = text.size() > i + 2 && text[i] == '0' && (text[i + 1] == 'x' || text[i + 1] == 'X');
+  if (hex) i += 2;
+  if (i == text.size()) return false;
+  for (; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (!(hex ? std::isxdigit(c) : std::isdigit(c))) return false;
+  }
+  return true;
+}
+
+bool KeyRange::contains(int64_t v) const {
+  if (type == K::kDouble) return contains(static_cast<double>(v));
+  return seed ? v >= 0 : v >= min && v <= max;
+}
+
+bool KeyRange::contains(double v) const {
+  if (type == K::kInt) return std::trunc(v) == v && v >= -0x1p63 && v < 0x1p63 && contains(static_cast<int64_t>(v));
+  return std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+}
+
+std::string KeyRange::text() const {
+  if (seed) return str_cat("in [0, ", std::numeric_limits<uint64_t>::max(), "]");
+  if (type == K::kInt) return str_cat("in [", min, ", ", max, "]");
+  std::ostringstream os;
+  os.precision(15);  // bounds in full: 16777216, not 1.67772e+07
+  if (hi == std::numeric_limits<double>::infinity()) {
+    os << (lo_open ? "> " : ">= ") << lo;
+  } else {
+    os << "in " << (lo_open ? "(" : "[") << lo << ", " << hi << (hi_open ? ")" : "]");
+  }
+  return os.str();
+}
+
+const KeyRange* key_range(const std::string& pattern) {
+  static const std::map<std::string, KeyRange> ranges = build_ranges();
+  auto it = ranges.find(pattern);
+  return it == ranges.end() ? nullptr : &it->second;
+}
 
 const std::vector<SchemaKey>& job_schema() {
   static const std::vector<SchemaKey> schema = build_schema();

@@ -10,6 +10,7 @@
 //   optimizer.lr   sparsity.rules[].format   model.options.*
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,49 @@ struct SchemaKey {
 
 // Every key, sections before their keys, in the order README.md lists them.
 const std::vector<SchemaKey>& job_schema();
+
+// ---- the numbers' ranges --------------------------------------------------------------
+//
+// Every numeric key (kInt, kDouble) has a range, and the loader refuses a
+// value outside it with one line naming the key, the value and the range.
+// The limits below are where a value stops being a job and becomes a mistake:
+// counts whose products would overflow (steps x batch x ranks, epochs x
+// batches), sizes no machine holds, timeouts whose deadlines would overflow
+// the clock.
+inline constexpr int64_t kMaxSteps = 1'000'000'000'000;      // steps, epochs, step counts and intervals
+inline constexpr int64_t kMaxBatchSize = int64_t{1} << 24;    // examples per batch
+inline constexpr int64_t kMaxExamples = int64_t{1} << 40;     // synthetic examples
+inline constexpr int64_t kMaxDimension = int64_t{1} << 24;    // features, classes, block sizes, n:m, seq_len
+inline constexpr int64_t kMaxWorldSize = 65536;               // ranks
+inline constexpr int64_t kMaxInprocWorldSize = 256;           // ranks as threads of one process (backend inproc)
+inline constexpr int64_t kMaxKeepLast = 1'000'000;            // checkpoints kept
+inline constexpr double kMaxTimeoutSeconds = 7 * 24 * 3600;  // a week
+inline constexpr double kMaxBucketMb = 65536;                 // 64 GiB
+
+// The values a numeric key accepts. Integers: [min, max], or, for seeds, any
+// unsigned 64-bit integer. Numbers: finite, from lo to hi, each end open or
+// closed (an infinite end is open).
+struct KeyRange {
+  KeyType type = KeyType::kInt;
+  bool seed = false;
+  int64_t min = 0, max = 0;
+  double lo = 0, hi = 0;
+  bool lo_open = false, hi_open = false;
+
+  bool contains(int64_t v) const;
+  bool contains(double v) const;
+  // For messages: "in [1, 16777216]", "in [0, 18446744073709551615]", "> 0", ">= 0", "in (0, 1]".
+  std::string text() const;
+};
+// The range of the numeric key at `pattern` ("data.batch_size",
+// "sparsity.rules[].density", "sparsity.overrides.*"), or null.
+const KeyRange* key_range(const std::string& pattern);
+
+// Whether `text` is an integer literal as YAML and yaml-cpp read one (an
+// optional sign, then decimal digits or 0x and hex digits), of any size. An
+// integer key given one that does not fit int64 is refused by the loader as
+// "does not fit", not as "not an integer".
+bool is_integer_literal(const std::string& text);
 // The entry at `pattern` ("" is the root section), or null.
 const SchemaKey* find_schema_key(const std::string& pattern);
 // The names of the keys directly under section `pattern` ("" for the root).

@@ -36,6 +36,7 @@
 #include "tensor/error.h"
 #include "tensor/generator.h"
 #include "tensor/precision.h"
+#include "train/config_schema.h"
 #include "train/mixed_precision.h"
 
 namespace coppice {
@@ -105,13 +106,10 @@ Splits load_data(const JobConfig& job) {
       break;
     }
     case DatasetKind::kText: {
-      const std::string path = d.text_path();
-      std::ifstream in(path, std::ios::binary);
-      if (!in) fail("data: cannot open the text file '", path, "'");
-      std::ostringstream text;
-      text << in.rdbuf();
-      if (in.bad()) fail("data: cannot read the text file '", path, "'");
-      std::shared_ptr<const Dataset> all = std::make_shared<CharTextDataset>(text.str(), d.text, path);
+      // Bounded as config.cc's validation read it (data/text.h).
+      absl::StatusOr<std::shared_ptr<CharTextDataset>> text = CharTextDataset::from_file(d.text_path(), d.text);
+      if (!text.ok()) fail("data: ", text.status().message());
+      std::shared_ptr<const Dataset> all = *text;
       // The last windows validate (with a stride below seq_len, the first
       // validation windows overlap the last training ones by a few bytes).
       split_last_validation(all, d.validation_split, s);
@@ -191,8 +189,18 @@ void make_parent_dirs(const std::string& file) {
   if (ec) fail("cannot create the directory '", parent.string(), "': ", ec.message());
 }
 
+// A JobConfig made in C++ skips the loader: a number that is converted to
+// an integer here is checked against its key's range (config_schema.h)
+// first, so that the conversion is defined and the result fits.
+template <typename T>
+void check_in_range(const char* key, T v) {
+  const KeyRange* r = key_range(key);
+  COPPICE_CHECK(r != nullptr && r->contains(v), key, ": must be ", r != nullptr ? r->text() : "?", ", got ", v);
+}
+
 GradSyncOptions grad_sync_options(const DistributedConfig& d) {
   GradSyncOptions g;
+  check_in_range("distributed.bucket_mb", d.bucket_mb);
   g.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(d.bucket_mb * 1024.0 * 1024.0));
   g.compact_sparse = d.sparse_exchange == SparseExchange::kCompact;
   g.topk_fraction = d.topk_fraction;
@@ -200,6 +208,8 @@ GradSyncOptions grad_sync_options(const DistributedConfig& d) {
 }
 
 std::chrono::milliseconds timeout_of(const DistributedConfig& d) {
+  // At most kMaxTimeoutSeconds: deadlines of now + timeout fit the clocks.
+  check_in_range("distributed.timeout_s", d.timeout_s);
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(d.timeout_s * 1000.0)));
 }
 
@@ -230,6 +240,7 @@ std::string job_metrics_path(const JobConfig& job, const JobRunOptions& opts) {
 TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
   set_allow_tf32(job.precision.allow_tf32);  // process-wide, like the job itself
   const DistributedConfig& d = job.distributed;
+  check_in_range("distributed.world_size", d.world_size);
   const int world = static_cast<int>(d.world_size);
   if (world == 1) return run_rank(job, opts, nullptr, resolve_job_device(job.device));
 
@@ -347,7 +358,7 @@ TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Commun
   if (job.training.steps) c.steps = *job.training.steps;
   else c.epochs = *job.training.epochs;
   c.cuda_graph = job.training.cuda_graph;
-  const int64_t total_steps = c.steps > 0 ? c.steps : c.epochs * c.train.num_batches();
+  const int64_t total_steps = total_training_steps(c);
   c.stop_at_step = opts.stop_at_step;
 
   // Always a scheduler (constant included), so that every checkpoint records

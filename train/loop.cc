@@ -19,6 +19,7 @@
 #include "distributed/replica_sync.h"
 #include "optim/clip.h"
 #include "sparse/sparse_impl.h"
+#include "tensor/checked_math.h"
 #include "tensor/dispatcher.h"
 #include "tensor/error.h"
 #include "tensor/generator.h"
@@ -111,6 +112,12 @@ void check_components(const TrainComponents& c) {
 
 }  // namespace
 
+int64_t total_training_steps(const TrainComponents& c) {
+  if (c.steps > 0) return c.steps;
+  const int64_t nb = c.train.num_batches();
+  return checked_mul(c.epochs, nb, [&] { return str_cat("run_training: ", c.epochs, " epochs of ", nb, " steps"); });
+}
+
 EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches, Communicator* comm) {
   const bool was_training = model.is_training();
   model.eval();
@@ -168,7 +175,10 @@ TrainingSummary run_training(TrainComponents& c) {
   if (comm != nullptr) sync.emplace(*comm, c.grad_sync);
 
   const int64_t nb = c.train.num_batches();
-  const int64_t total = c.steps > 0 ? c.steps : c.epochs * nb;
+  const int64_t total = total_training_steps(c);
+  // The examples the run counts (total x batch x ranks) fit their counters.
+  checked_mul(checked_mul(total, c.train.options().batch_size, "run_training: steps * batch_size"), int64_t{world},
+              "run_training: steps * batch_size * world_size");
   const int64_t end = c.stop_at_step >= 0 ? std::min(total, c.stop_at_step) : total;
 
   TrainingSummary summary;

@@ -209,6 +209,11 @@ struct TrainingSummary {
 
 TrainingSummary run_training(TrainComponents& components);
 
+// The steps a run takes: components.steps, or components.epochs times the
+// train loader's batches per epoch; throws coppice::Error naming both when
+// the product overflows int64.
+int64_t total_training_steps(const TrainComponents& components);
+
 // Makes every rank's parameters rank 0's: values, and the pattern of sparse
 // ones (a rank whose pattern differs gets rank 0's as a new leaf in the
 // model). Call it before an optimizer or a mask updater takes the
