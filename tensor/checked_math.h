@@ -44,7 +44,7 @@ template <typename T, typename What, typename A, typename B>
 }
 }  // namespace checked_math_internal
 
-// True when a * b (a + b, a - b) does not fit *out; otherwise *out holds it.
+// True when a * b (a + b) does not fit *out; otherwise *out holds it.
 template <typename T, typename A, typename B>
 [[nodiscard]] constexpr bool mul_overflows(A a, B b, T* out) {
   static_assert(std::is_integral_v<A> && std::is_integral_v<B> && std::is_integral_v<T>, "integers only");
@@ -55,35 +55,20 @@ template <typename T, typename A, typename B>
   static_assert(std::is_integral_v<A> && std::is_integral_v<B> && std::is_integral_v<T>, "integers only");
   return __builtin_add_overflow(a, b, out);
 }
-template <typename T, typename A, typename B>
-[[nodiscard]] constexpr bool sub_overflows(A a, B b, T* out) {
-  static_assert(std::is_integral_v<A> && std::is_integral_v<B> && std::is_integral_v<T>, "integers only");
-  return __builtin_sub_overflow(a, b, out);
-}
-
-// a * b (a + b, a - b) as R; throws coppice::Error naming `what`, the
-// operands and the type when it does not fit. `what` is a string, or a
-// callable returning one (for text that costs something to build:
-// [&] { return str_cat("shape ", ...); }), called only on overflow.
+// a * b (a + b) as R; throws coppice::Error naming `what`, the operands and
+// the type when it does not fit. `what` is a string, or a callable returning
+// one (for text that costs something to build: [&] { return str_cat("shape
+// ", ...); }), called only on overflow.
 template <typename R = void, typename A, typename B, typename What>
 checked_math_internal::Result<R, A, B> checked_mul(A a, B b, const What& what) {
-  using T = checked_math_internal::Result<R, A, B>;
-  T out;
-  if (mul_overflows(a, b, &out)) checked_math_internal::overflow<T>(what, a, " * ", b);
+  checked_math_internal::Result<R, A, B> out;
+  if (mul_overflows(a, b, &out)) checked_math_internal::overflow<decltype(out)>(what, a, " * ", b);
   return out;
 }
 template <typename R = void, typename A, typename B, typename What>
 checked_math_internal::Result<R, A, B> checked_add(A a, B b, const What& what) {
-  using T = checked_math_internal::Result<R, A, B>;
-  T out;
-  if (add_overflows(a, b, &out)) checked_math_internal::overflow<T>(what, a, " + ", b);
-  return out;
-}
-template <typename R = void, typename A, typename B, typename What>
-checked_math_internal::Result<R, A, B> checked_sub(A a, B b, const What& what) {
-  using T = checked_math_internal::Result<R, A, B>;
-  T out;
-  if (sub_overflows(a, b, &out)) checked_math_internal::overflow<T>(what, a, " - ", b);
+  checked_math_internal::Result<R, A, B> out;
+  if (add_overflows(a, b, &out)) checked_math_internal::overflow<decltype(out)>(what, a, " + ", b);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <vector>
 
 #include "tensor/checked_math.h"
 #include "tensor/error.h"
@@ -67,32 +68,28 @@ std::optional<int64_t> field(std::string_view text, std::string_view key) {
   return std::nullopt;
 }
 
-// The room left under one cgroup's memory limit (none: nullopt): the limit
-// minus what is charged to it, plus the page cache charged to it, which the
-// kernel reclaims before it refuses.
-std::optional<int64_t> cgroup_room(const std::string& dir, bool v2) {
-  const std::optional<std::string> limit_text = read_small(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"), 64);
-  if (!limit_text) return std::nullopt;
-  const std::optional<int64_t> limit = leading_number(*limit_text);  // "max" (v2): no limit
-  // v1 writes "no limit" as a page-rounded 2^63 - 1.
-  if (!limit || *limit >= (int64_t{1} << 62)) return std::nullopt;
-  const std::optional<std::string> usage_text = read_small(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"), 64);
-  const std::optional<int64_t> usage = usage_text ? leading_number(*usage_text) : std::nullopt;
-  if (!usage) return std::nullopt;
-  int64_t cache = 0;
-  if (const std::optional<std::string> stat = read_small(dir + "/memory.stat", 16384)) {
-    cache = field(*stat, v2 ? "file" : "total_cache").value_or(0);
-  }
-  return std::max<int64_t>(0, *limit - *usage + std::min(cache, *usage));
-}
+// A cgroup with a memory limit: its directory and the limit.
+struct LimitedCgroup {
+  std::string dir;
+  int64_t limit = 0;
+};
 
-// The least room under the memory limits of this process's cgroup and its
-// ancestors (nullopt: no limit, or no cgroup file system).
-std::optional<int64_t> cgroup_available() {
-  const std::optional<std::string> self = read_small("/proc/self/cgroup");
-  if (!self) return std::nullopt;
-  std::string base, path;
+// What changes only by a person's hand, read once per process: the
+// overcommit mode, and this process's cgroup and those above it that have a
+// memory limit (each read costs a system call; a request reads only what
+// moves: /proc/meminfo and the limited cgroups' usage).
+struct Setting {
+  bool strict_overcommit = false;
   bool v2 = false;
+  std::vector<LimitedCgroup> limited;
+};
+
+// This process's cgroup directories, its own first ("" when there is no
+// memory cgroup file system).
+std::vector<std::string> cgroup_dirs(bool* v2) {
+  const std::optional<std::string> self = read_small("/proc/self/cgroup");
+  if (!self) return {};
+  std::string base, path;
   size_t pos = 0;
   while (pos < self->size()) {
     size_t eol = self->find('\n', pos);
@@ -109,31 +106,62 @@ std::optional<int64_t> cgroup_available() {
       memory = memory || controllers.compare(s, e - s, "memory") == 0;
       s = e + 1;
     }
-    if (memory) {  // v1 memory controller
+    if (memory) {  // the v1 memory controller
       base = "/sys/fs/cgroup/memory";
       path = line.substr(b + 1);
-      v2 = false;
+      *v2 = false;
       break;
     }
     if (controllers.empty() && line.compare(0, a, "0") == 0 && ::access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
-      base = "/sys/fs/cgroup";  // unified hierarchy; a v1 memory line later wins
+      base = "/sys/fs/cgroup";  // the unified hierarchy; a v1 memory line later wins
       path = line.substr(b + 1);
-      v2 = true;
+      *v2 = true;
     }
   }
-  if (base.empty()) return std::nullopt;
+  if (base.empty()) return {};
   // Without a cgroup namespace the path is the host's; inside one it is "/"
   // and the mount is the process's own cgroup. A path missing under the
   // mount means the mount is already the process's cgroup.
   while (!path.empty() && path.back() == '/') path.pop_back();
   if (!path.empty() && ::access((base + path).c_str(), F_OK) != 0) path.clear();
-  std::optional<int64_t> best;
+  std::vector<std::string> dirs;
   for (;;) {
-    if (const std::optional<int64_t> room = cgroup_room(base + path, v2)) best = best ? std::min(*best, *room) : *room;
+    dirs.push_back(base + path);
     if (path.empty()) break;
     path.erase(path.rfind('/'));
   }
-  return best;
+  return dirs;
+}
+
+const Setting& setting() {
+  static const Setting s = [] {
+    Setting out;
+    const std::optional<std::string> mode = read_small("/proc/sys/vm/overcommit_memory", 16);
+    out.strict_overcommit = mode && !mode->empty() && (*mode)[0] == '2';
+    for (const std::string& dir : cgroup_dirs(&out.v2)) {
+      const std::optional<std::string> text = read_small(dir + (out.v2 ? "/memory.max" : "/memory.limit_in_bytes"), 64);
+      const std::optional<int64_t> limit = text ? leading_number(*text) : std::nullopt;  // "max" (v2): no limit
+      // v1 writes "no limit" as a page-rounded 2^63 - 1.
+      if (limit && *limit < (int64_t{1} << 62)) out.limited.push_back({dir, *limit});
+    }
+    return out;
+  }();
+  return s;
+}
+
+// The room left under one cgroup's limit: the limit minus what is charged
+// to it, plus the page cache charged to it, which the kernel reclaims before
+// it refuses.
+std::optional<int64_t> cgroup_room(const LimitedCgroup& c, bool v2) {
+  const std::optional<std::string> usage_text =
+      read_small(c.dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"), 64);
+  const std::optional<int64_t> usage = usage_text ? leading_number(*usage_text) : std::nullopt;
+  if (!usage) return std::nullopt;
+  int64_t cache = 0;
+  if (const std::optional<std::string> stat = read_small(c.dir + "/memory.stat", 16384)) {
+    cache = field(*stat, v2 ? "file" : "total_cache").value_or(0);
+  }
+  return std::max<int64_t>(0, c.limit - *usage + std::min(cache, *usage));
 }
 
 constexpr int64_t kGiB = int64_t{1} << 30;
@@ -154,12 +182,14 @@ std::optional<int64_t> meminfo_available(std::string_view meminfo, bool strict_o
 }
 
 std::optional<int64_t> host_memory_available() {
+  const Setting& s = setting();
   const std::optional<std::string> meminfo = read_small("/proc/meminfo");
   if (!meminfo) return std::nullopt;
-  const std::optional<std::string> mode = read_small("/proc/sys/vm/overcommit_memory", 16);
-  std::optional<int64_t> available = meminfo_available(*meminfo, mode && !mode->empty() && (*mode)[0] == '2');
+  std::optional<int64_t> available = meminfo_available(*meminfo, s.strict_overcommit);
   if (!available) return std::nullopt;
-  if (const std::optional<int64_t> cgroup = cgroup_available()) available = std::min(*available, *cgroup);
+  for (const LimitedCgroup& c : s.limited) {
+    if (const std::optional<int64_t> room = cgroup_room(c, s.v2)) available = std::min(*available, *room);
+  }
   return available;
 }
 

@@ -20,8 +20,11 @@
 
 namespace coppice {
 
-// The bytes available now (read afresh: tens of microseconds), or nullopt
-// where /proc/meminfo cannot be read (not Linux).
+// The bytes available now, or nullopt where /proc/meminfo cannot be read
+// (not Linux). /proc/meminfo and the limited cgroups' usage are read afresh
+// on each call (one file where no cgroup limit applies: about 20
+// microseconds); the overcommit mode and which cgroups have limits, once per
+// process.
 std::optional<int64_t> host_memory_available();
 
 // MemAvailable + SwapFree of a /proc/meminfo text, in bytes (nullopt without

@@ -280,8 +280,8 @@ std::map<std::string, KeyRange> build_ranges() {
       {"distributed.bucket_mb", reals(0, kMaxBucketMb, "(]")},
       {"distributed.topk_fraction", reals(0, 1, "[)")},
       // A string key ("dynamic", "none" or a number): the number's range.
-      // Past 2^24 a scaled f16 or bf16 gradient is inf for any sane gradient.
-      {"precision.loss_scale", reals(0, 16777216, "(]")},
+      // The loss is scaled in f32: a scale past f32's largest is inf itself.
+      {"precision.loss_scale", reals(0, std::numeric_limits<float>::max(), "(]")},
   };
 }
 

@@ -54,7 +54,7 @@ TEST(ConfigRanges, EveryNumericKeyHasOne) {
     }
   }
   EXPECT_EQ(key_range("optimizer.name"), nullptr);
-  EXPECT_EQ(key_range("precision.loss_scale")->text(), "in (0, 16777216]");  // its number
+  EXPECT_EQ(key_range("precision.loss_scale")->text(), "in (0, 3.40282346638529e+38]");  // its number
   EXPECT_EQ(key_range("sparsity.overrides.*")->text(), "in (0, 1]");
   EXPECT_EQ(key_range("data.batch_size")->text(), "in [1, 16777216]");
   EXPECT_EQ(key_range("optimizer.grad_clip")->text(), ">= 0");
@@ -230,7 +230,7 @@ TEST(ConfigRanges, TheIssuesNumbers) {
   EXPECT_EQ(error_of(job + "training: {steps: 1}\ndistributed: {bucket_mb: 1e300}"),
             "distributed.bucket_mb: must be in (0, 65536], got 1e+300");
   EXPECT_EQ(error_of(job + "training: {steps: 1}\nprecision: {loss_scale: 1e300}"),
-            "precision.loss_scale: a static loss scale must be in (0, 16777216], got 1e300");
+            "precision.loss_scale: a static loss scale must be in (0, 3.40282346638529e+38], got 1e300");
   EXPECT_EQ(error_of(std::string(kModel) + "training: {steps: 1}\n"
                                            "data: {dataset: synthetic, synthetic: {features: 8, examples: 2305843009213693952}}"),
             "data.synthetic.examples: must be in [1, 1099511627776], got 2305843009213693952");

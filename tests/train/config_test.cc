@@ -222,9 +222,9 @@ TEST(JobConfig, PrecisionDtypeAndLossScale) {
   EXPECT_EQ(error_of(std::string(kBase) + "precision: {loss_scale: lots}\n"),
             "precision.loss_scale: expected dynamic, none or a number, got 'lots'");
   EXPECT_EQ(error_of(std::string(kBase) + "precision: {loss_scale: -8}\n"),
-            "precision.loss_scale: a static loss scale must be in (0, 16777216], got -8");
+            "precision.loss_scale: a static loss scale must be in (0, 3.40282346638529e+38], got -8");
   EXPECT_EQ(error_of(std::string(kBase) + "precision: {loss_scale: 0}\n"),
-            "precision.loss_scale: a static loss scale must be in (0, 16777216], got 0");
+            "precision.loss_scale: a static loss scale must be in (0, 3.40282346638529e+38], got 0");
 }
 
 TEST(JobConfig, BaseIsValidAndDefaultsAreTheStructs) {
