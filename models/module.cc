@@ -190,7 +190,7 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const NamedTensors& state, bool strict) {
+void Module::check_state_dict(const NamedTensors& state, bool strict) const {
   const NamedParameters params = named_parameters();
   const NamedTensors buffers = named_buffers();
   std::set<std::string> own;
@@ -228,6 +228,14 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     COPPICE_CHECK(t.shape() == *s, "load_state_dict (", type_name_, "): '", n, "' has shape ", shape_str(t.shape()),
                   ", the module's is ", shape_str(*s));
   }
+}
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  check_state_dict(state, strict);
+  const NamedParameters params = named_parameters();
+  std::set<std::string> own;
+  for (const auto& [n, v] : params) own.insert(n);
+  for (const auto& [n, t] : named_buffers()) own.insert(n);
 
   NoGradGuard no_grad;
   for (const auto& [n, t] : state) {

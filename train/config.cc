@@ -14,6 +14,7 @@
 #include "sparsifiers/registry.h"
 #include "tensor/error.h"
 #include "train/config_schema.h"
+#include "train/fingerprint.h"
 #include "yaml-cpp/yaml.h"
 
 namespace coppice {
@@ -814,6 +815,38 @@ void check_against_model(const JobConfig& job) {
   check_model_fits_data(job);
 }
 
+// Settings that are each valid but cannot work together; refused with the
+// reason rather than left to misbehave quietly at run time.
+void check_combinations(const JobConfig& job) {
+  const DistributedConfig& d = job.distributed;
+  const MaskMethod method = job.mask_update.method;
+  if (d.topk_fraction > 0.0) {
+    if (d.world_size == 1)
+      bad("distributed.topk_fraction", "has no effect with one rank (distributed.world_size 1); leave it 0");
+    // On update steps the growth policies read gradients that the top-k
+    // exchange has truncated: ranks would grow from a partial gradient.
+    if (method == MaskMethod::kRigL || method == MaskMethod::kSnfs)
+      bad("distributed.topk_fraction", mask_method_name(method), " grows from the ",
+          method == MaskMethod::kRigL ? "dense gradient" : "momentum",
+          " averaged over ranks, which the top-k exchange truncates: use 0 (exact exchange) with ",
+          mask_method_name(method));
+  }
+  // Examples per rank, where known without reading data.
+  int64_t n = 0;
+  if (job.data.dataset == DatasetKind::kFashionMnist) n = kFashionMnistTrainSize;
+  if (job.data.dataset == DatasetKind::kSynthetic) n = job.data.synthetic.n;
+  if (n > 0) {
+    const int64_t held_out = static_cast<int64_t>(std::floor(static_cast<double>(n) * job.data.validation_split));
+    if (job.data.validation_split > 0.0 && held_out == 0)
+      bad("data.validation_split", "holds out no example of the ", n, " (", fmt(job.data.validation_split), " x ", n,
+          " < 1)");
+    const int64_t per_rank = (n - held_out + d.world_size - 1) / d.world_size;  // padded as data/loader.h does
+    if (job.data.loader.drop_last && per_rank < job.data.loader.batch_size)
+      bad("data.drop_last", "leaves no batch: each rank has ", per_rank, " training examples, fewer than data.batch_size ",
+          job.data.loader.batch_size);
+  }
+}
+
 JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   const Section top(root, "", "");
   JobConfig job;
@@ -882,8 +915,11 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
     bad(ckpt.at("every_steps"), "has no effect without checkpoint.dir");
   if (job.checkpoint.dir.empty() && job.checkpoint.keep_last > 0)
     bad(ckpt.at("keep_last"), "has no effect without checkpoint.dir");
-  if (!job.checkpoint.resume.empty() && !is_dir(job.checkpoint.resume))
-    missing("checkpoint.resume", "directory '", job.checkpoint.resume, "' not found");
+  if (!job.checkpoint.resume.empty() && !is_dir(job.checkpoint.resume) && !is_file(job.checkpoint.resume))
+    missing("checkpoint.resume", "'", job.checkpoint.resume, "' not found");
+  job.checkpoint.allow_changes = ckpt.strings("allow_changes");
+  if (absl::Status st = check_allowed_changes(job.checkpoint.allow_changes); !st.ok())
+    bad(ckpt.at("allow_changes"), st.message());
 
   const Section log = top.section("logging");
   job.logging.metrics = log.string("metrics", "");
@@ -912,6 +948,7 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   job.distributed.topk_fraction = dist.number("topk_fraction", 0.0);
   if (job.distributed.topk_fraction < 0 || job.distributed.topk_fraction >= 1)
     bad(dist.at("topk_fraction"), "must be in [0, 1), got ", job.distributed.topk_fraction);
+  check_combinations(job);
 
   // Lengths against the training length.
   if (const std::optional<int64_t> steps = planned_steps(job)) {

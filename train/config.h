@@ -136,7 +136,10 @@ struct CheckpointConfig {
   std::string dir;          // "" = no checkpoints
   int64_t every_steps = 0;  // 0: only at the end
   int64_t keep_last = 0;    // 0: keep all
-  std::string resume;       // a checkpoint directory to resume from ("" = none); must exist
+  std::string resume;       // a checkpoint file or directory to resume from ("" = none); must exist
+  // Fingerprint keys (train/fingerprint.h) a resume may change on purpose:
+  // exact keys, "prefix.*" or "*"; structural keys are refused.
+  std::vector<std::string> allow_changes;
 };
 
 struct LoggingConfig {

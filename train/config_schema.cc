@@ -156,8 +156,10 @@ std::vector<SchemaKey> build_schema() {
       {"checkpoint", K::kSection, "checkpoints, written by the trainer"},
       {"checkpoint.dir", K::kString, "directory to write checkpoints into (\"\": none)"},
       {"checkpoint.every_steps", K::kInt, "checkpoint every N steps (0: only at the end)"},
-      {"checkpoint.keep_last", K::kInt, "keep the last K checkpoints (0: all)"},
-      {"checkpoint.resume", K::kString, "a checkpoint directory to resume from; must exist"},
+      {"checkpoint.keep_last", K::kInt, "keep the last K checkpoints of this run (0: all)"},
+      {"checkpoint.resume", K::kString, "a checkpoint file or directory to resume from; must exist"},
+      {"checkpoint.allow_changes", K::kStringList,
+       "job settings a resume may change on purpose: fingerprint keys (optimizer.lr), prefixes (optimizer.*) or *"},
 
       {"logging", K::kSection, "metrics and progress"},
       {"logging.metrics", K::kString, "JSONL file of metrics, one record per logged step (\"\": none)"},

@@ -328,6 +328,20 @@ absl::StatusOr<SparseSafetensorsFile> read_sparse_safetensors(const std::string&
   return rebuild_file(std::move(*file), path);
 }
 
+absl::StatusOr<SafetensorsFile> flatten_sparse_tensors(const NamedTensors& tensors,
+                                                       const std::map<std::string, std::string>& metadata) {
+  auto flat = flatten(tensors, metadata);
+  if (!flat.ok()) return flat.status();
+  SafetensorsFile file;
+  file.tensors = std::move(flat->first);
+  file.metadata = std::move(flat->second);
+  return file;
+}
+
+absl::StatusOr<SparseSafetensorsFile> rebuild_sparse_tensors(SafetensorsFile file, const std::string& source) {
+  return rebuild_file(std::move(file), source);
+}
+
 absl::StatusOr<SparseSafetensorsFile> parse_sparse_safetensors(const std::string& bytes, const std::string& source) {
   auto file = parse_safetensors(bytes, source);
   if (!file.ok()) return file.status();

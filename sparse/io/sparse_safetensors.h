@@ -70,4 +70,13 @@ absl::StatusOr<SparseSafetensorsFile> read_sparse_safetensors(const std::string&
 absl::StatusOr<SparseSafetensorsFile> parse_sparse_safetensors(const std::string& bytes,
                                                                const std::string& source = "<memory>");
 
+// The two halves of the above, for a caller that works on the plain entries
+// in between (the checkpoint writer checksums them): the dense entries and
+// metadata that stand for `tensors` in a file (what the writers write), and
+// the tensors rebuilt from a plain file's entries (what the readers return).
+absl::StatusOr<SafetensorsFile> flatten_sparse_tensors(const NamedTensors& tensors,
+                                                       const std::map<std::string, std::string>& metadata = {});
+absl::StatusOr<SparseSafetensorsFile> rebuild_sparse_tensors(SafetensorsFile file,
+                                                             const std::string& source = "<memory>");
+
 }  // namespace coppice
