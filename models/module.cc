@@ -1,6 +1,7 @@
 #include "models/module.h"
 
 #include <functional>
+#include <map>
 #include <set>
 
 #include "autograd/no_grad.h"
@@ -212,18 +213,15 @@ void Module::check_state_dict(const NamedTensors& state, bool strict) const {
     fail("load_state_dict (", type_name_, "): missing: ", missing.empty() ? "(none)" : str_join(missing, ", "),
          "; unexpected: ", unexpected.empty() ? "(none)" : str_join(unexpected, ", "));
   }
-  auto find_own_shape = [&](const std::string& n) -> const Shape* {
-    for (const auto& [pn, v] : params) {
-      if (pn == n) return &v.shape();
-    }
-    for (const auto& [bn, t] : buffers) {
-      if (bn == n) return &t.shape();
-    }
-    return nullptr;
-  };
+  // By name, once: a scan per entry would cost entries x parameters on a
+  // file with many (unexpected) entries.
+  std::map<std::string, const Shape*> own_shape;
+  for (const auto& [bn, t] : buffers) own_shape[bn] = &t.shape();
+  for (const auto& [pn, v] : params) own_shape[pn] = &v.shape();
   for (const auto& [n, t] : state) {
-    const Shape* s = find_own_shape(n);
-    if (s == nullptr) continue;
+    auto found = own_shape.find(n);
+    if (found == own_shape.end()) continue;
+    const Shape* s = found->second;
     COPPICE_CHECK(t.defined(), "load_state_dict (", type_name_, "): '", n, "' is an undefined tensor");
     COPPICE_CHECK(t.shape() == *s, "load_state_dict (", type_name_, "): '", n, "' has shape ", shape_str(t.shape()),
                   ", the module's is ", shape_str(*s));

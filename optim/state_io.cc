@@ -7,9 +7,11 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/io/safetensors.h"
 
@@ -96,6 +98,11 @@ absl::StatusOr<OptimizerStatePlan> plan_optimizer_state(const Optimizer& opt, co
                                     opt.param_groups().size()));
   }
   OptimizerStatePlan plan;
+  // By name, once: looking each state up with file.find() would cost
+  // parameters x tensors on a file with many entries.
+  absl::flat_hash_map<std::string_view, const Tensor*> by_name;
+  by_name.reserve(file.tensors.size());
+  for (const auto& [tname, t] : file.tensors) by_name.emplace(tname, &t);
   std::set<std::string> used;
   for (size_t g = 0; g < opt.param_groups().size(); ++g) {
     const ParamGroup& group = opt.param_groups()[g];
@@ -144,7 +151,8 @@ absl::StatusOr<OptimizerStatePlan> plan_optimizer_state(const Optimizer& opt, co
       const DType state_dtype = optimizer_state_dtype(pv.dtype());
       for (const std::string& key : keys) {
         const std::string tname = p.name() + "." + key;
-        const Tensor* t = file.find(tname);
+        auto found = by_name.find(tname);
+        const Tensor* t = found == by_name.end() ? nullptr : found->second;
         if (t == nullptr) {
           // A state created lazily (e.g. SGD's momentum buffer) may be absent before its first use.
           if (entry.state.step == 0) continue;

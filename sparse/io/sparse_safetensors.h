@@ -7,7 +7,8 @@
 //     in "__metadata__":
 //       coppice.format.w       the format: coo csr csc bsr blocked_ell nm masked
 //       coppice.shape.w        the logical shape, as JSON: "[4096, 4096]"
-//       coppice.attr.w.<key>   the format's attributes (SparseImpl::attributes())
+//       coppice.attr.w.<key>   the format's attributes (SparseImpl::attributes();
+//                              a key has no '.', so <key> is what follows the last one)
 //     Parts per format (see the format headers for dtypes and order):
 //       coo          w.indices [ndim, nnz] i64, w.values [nnz]; attr coalesced
 //       csr          w.crow_indices [rows+1] i32, w.col_indices [nnz] i32, w.values [nnz]
