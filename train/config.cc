@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -297,13 +296,10 @@ Selector read_selector(const Section& s) {
   if (has_name && has_regex) bad(s.at("regex"), "give name or regex, not both");
   if (!has_name && !has_regex) bad(s.path(), "needs a name or a regex selecting what the rule applies to");
   if (has_name) return Selector::exact(s.string("name", ""));
-  const std::string pattern = s.string("regex", "");
-  try {
-    std::regex re(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    bad(s.at("regex"), "'", pattern, "' is not a valid regex (", e.what(), ")");
-  }
-  return Selector::regex(pattern);
+  Selector selector = Selector::regex(s.string("regex", ""));
+  absl::StatusOr<std::shared_ptr<const NameRegex>> re = selector.compiled_regex();
+  if (!re.ok()) bad(s.at("regex"), "'", shown_pattern(selector.pattern), "' ", re.status().message());
+  return selector;
 }
 
 OutputFormat read_format(const Section& s, const std::string& key) {
