@@ -14,6 +14,8 @@
 #include "tensor/error.h"
 #include "train/config_schema.h"
 #include "train/fingerprint.h"
+#include "train/yaml_limits.h"
+#include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
 
 namespace coppice {
@@ -964,13 +966,20 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
 
 absl::StatusOr<JobConfig> parse_impl(const std::string& text, const std::vector<std::string>& overrides,
                                      const std::string& source, const std::string& default_name) {
+  // Size and nesting before yaml-cpp (which recurses per level) reads the
+  // text; nodes, with aliases expanded, before anything walks the tree.
+  if (absl::Status s = check_yaml_text(text, source, "the job file"); !s.ok()) return s;
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {  // yaml-cpp's own guard, should the scan ever miss a level
+    return absl::InvalidArgumentError(str_cat(source, ": line ", e.mark.line + 1, ", column ", e.mark.column + 1,
+                                              ": nested deeper than the YAML parser allows"));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(str_cat(source, ": not valid YAML: line ", e.mark.line + 1, ", column ",
                                               e.mark.column + 1, ": ", e.msg));
   }
+  if (absl::Status s = check_yaml_tree(root, source); !s.ok()) return s;
   if (root.IsDefined() && !root.IsNull() && !root.IsMap())
     return absl::InvalidArgumentError(str_cat(source, ": a job file is a map of keys (model:, data:, ...)"));
   for (const std::string& o : overrides) {
@@ -1026,12 +1035,9 @@ absl::StatusOr<JobConfig> parse_job_config(const std::string& yaml_text, const s
 }
 
 absl::StatusOr<JobConfig> load_job_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(str_cat(path, ": cannot open the job file"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::NotFoundError(str_cat(path, ": cannot read the job file"));
-  return parse_impl(text.str(), overrides, path, std::filesystem::path(path).stem().string());
+  absl::StatusOr<std::string> text = read_job_yaml_file(path);
+  if (!text.ok()) return text.status();
+  return parse_impl(*text, overrides, path, std::filesystem::path(path).stem().string());
 }
 
 }  // namespace coppice

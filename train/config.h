@@ -213,6 +213,8 @@ SparsitySchedule resolve_schedule(const JobConfig& job, const std::vector<LayerS
 // given to --set; the value is read as a YAML scalar or flow sequence/map) to
 // the tree, and validates everything. An error Status (InvalidArgument for a
 // bad job, NotFound for a missing file) has one line naming the key path.
+// The file and each value are held to the size, nesting and node limits of
+// yaml_limits.h before anything walks them.
 absl::StatusOr<JobConfig> load_job_config(const std::string& path, const std::vector<std::string>& overrides = {});
 // The same from YAML text (`source` names it in messages about the file
 // itself; the job's name defaults to "job").

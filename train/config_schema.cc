@@ -7,6 +7,7 @@
 #include <map>
 
 #include "tensor/error.h"
+#include "train/yaml_limits.h"
 #include "yaml-cpp/yaml.h"
 
 namespace coppice {
@@ -449,12 +450,16 @@ absl::Status apply_override(YAML::Node& root, const std::string& assignment) {
     }
   }
 
+  // The value sits under the root map and one collection per step.
+  const int value_depth = static_cast<int>(steps.size());
+  if (absl::Status s = check_yaml_text(text, where, "the value", value_depth); !s.ok()) return s;
   YAML::Node value;
   try {
     value = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(str_cat(where, ": the value '", text, "' is not valid YAML (", e.msg, ")"));
   }
+  if (absl::Status s = check_yaml_tree(value, where, value_depth); !s.ok()) return s;
   if (!value_fits(value, key->type))
     return absl::InvalidArgumentError(
         str_cat(where, ": ", shown, " expects ", key_type_name(key->type), ", got '", text, "'"));
