@@ -204,14 +204,14 @@ void Module::check_state_dict(const NamedTensors& state, bool strict) const {
     if (!given.insert(n).second) duplicate.push_back(n);
     if (!own.count(n)) unexpected.push_back(n);
   }
-  COPPICE_CHECK(duplicate.empty(), "load_state_dict: duplicate names: ", str_join(duplicate, ", "));
+  COPPICE_CHECK(duplicate.empty(), "load_state_dict: duplicate names: ", str_join_some(duplicate, ", "));
   std::vector<std::string> missing;
   for (const auto& n : own) {
     if (!given.count(n)) missing.push_back(n);
   }
   if (strict && (!missing.empty() || !unexpected.empty())) {
-    fail("load_state_dict (", type_name_, "): missing: ", missing.empty() ? "(none)" : str_join(missing, ", "),
-         "; unexpected: ", unexpected.empty() ? "(none)" : str_join(unexpected, ", "));
+    fail("load_state_dict (", type_name_, "): missing: ", missing.empty() ? "(none)" : str_join_some(missing, ", "),
+         "; unexpected: ", unexpected.empty() ? "(none)" : str_join_some(unexpected, ", "));
   }
   // By name, once: a scan per entry would cost entries x parameters on a
   // file with many (unexpected) entries.

@@ -96,10 +96,7 @@ OutputSparsity build_output(const OutputRule& rule, size_t index) {
 }
 
 std::string some_names(const std::vector<std::string>& names) {
-  constexpr size_t kShown = 8;
-  std::vector<std::string> shown(names.begin(), names.begin() + std::min(names.size(), kShown));
-  std::string list = names.empty() ? std::string("none") : str_join(shown, ", ");
-  return names.size() > kShown ? str_cat(list, ", ... (", names.size(), " in all)") : list;
+  return names.empty() ? std::string("none") : str_join_some(names, ", ");
 }
 
 // The rule that governs each name (none when no rule selects it). An exact
