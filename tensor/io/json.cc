@@ -12,41 +12,64 @@ namespace coppice::json {
 
 Value Value::boolean(bool b) {
   Value v;
-  v.kind_ = Kind::kBool;
-  v.bool_ = b;
+  v.data_ = b;
   return v;
 }
 
 Value Value::integer(int64_t i) {
   Value v;
-  v.kind_ = Kind::kInteger;
-  v.int_ = i;
+  v.data_ = i;
   return v;
 }
 
 Value Value::string(std::string s) {
   Value v;
-  v.kind_ = Kind::kString;
-  v.string_ = std::move(s);
+  v.data_ = std::move(s);
   return v;
 }
 
 Value Value::array(std::vector<Value> items) {
   Value v;
-  v.kind_ = Kind::kArray;
-  v.items_ = std::move(items);
+  v.data_ = std::move(items);
   return v;
 }
 
 Value Value::object(std::vector<Member> members) {
   Value v;
-  v.kind_ = Kind::kObject;
-  v.members_ = std::move(members);
+  v.data_ = std::move(members);
   return v;
 }
 
+bool Value::as_bool() const {
+  const bool* b = std::get_if<bool>(&data_);
+  return b != nullptr && *b;
+}
+
+int64_t Value::as_integer() const {
+  const int64_t* i = std::get_if<int64_t>(&data_);
+  return i != nullptr ? *i : 0;
+}
+
+const std::string& Value::as_string() const {
+  static const std::string kEmpty;
+  const std::string* s = std::get_if<std::string>(&data_);
+  return s != nullptr ? *s : kEmpty;
+}
+
+const std::vector<Value>& Value::items() const {
+  static const std::vector<Value> kEmpty;
+  const std::vector<Value>* items = std::get_if<std::vector<Value>>(&data_);
+  return items != nullptr ? *items : kEmpty;
+}
+
+const std::vector<Value::Member>& Value::members() const {
+  static const std::vector<Member> kEmpty;
+  const std::vector<Member>* members = std::get_if<std::vector<Member>>(&data_);
+  return members != nullptr ? *members : kEmpty;
+}
+
 const Value* Value::find(const std::string& key) const {
-  for (const Member& m : members_) {
+  for (const Member& m : members()) {
     if (m.first == key) return &m.second;
   }
   return nullptr;
