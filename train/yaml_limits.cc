@@ -66,6 +66,10 @@ class NestingScanner {
     ++line_;
     line_begin_ = pos_;
   }
+  // Skips spaces and tabs (and the '\r' of a "\r\n").
+  void skip_blanks() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\r')) ++pos_;
+  }
   // Moves to the '\n' that ends this line (or the end of the text).
   void to_line_end() {
     while (pos_ < text_.size() && text_[pos_] != '\n') ++pos_;
@@ -196,7 +200,7 @@ bool NestingScanner::line_start() {
 }
 
 bool NestingScanner::node() {
-  while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\r')) ++pos_;
+  skip_blanks();
   if (pos_ >= text_.size()) return true;
   const char c = text_[pos_];
   const size_t column = column0();
@@ -260,22 +264,12 @@ bool NestingScanner::plain() {
 }
 
 bool NestingScanner::after() {
-  while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\r')) ++pos_;
+  skip_blanks();
   if (pos_ >= text_.size()) return true;
-  const char c = text_[pos_];
-  if (c == '\n') {
-    newline();
-    mode_ = Mode::kLineStart;
-  } else if (c == ':' && blank_at(pos_ + 1)) {
-    if (!key()) return false;
-    ++pos_;
-    mode_ = Mode::kNode;
-  } else if (c == '#') {
-    to_line_end();
-  } else {
-    mode_ = Mode::kPlain;  // not valid YAML; yaml-cpp will say so
-  }
-  return true;
+  // A line end, a ": " or a comment, as after a plain scalar; anything else
+  // is not valid YAML, which yaml-cpp will say.
+  mode_ = Mode::kPlain;
+  return plain();
 }
 
 bool NestingScanner::flow() {
