@@ -1,6 +1,7 @@
 #include "models/module.h"
 
 #include <functional>
+#include <map>
 #include <set>
 
 #include "autograd/no_grad.h"
@@ -190,7 +191,7 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const NamedTensors& state, bool strict) {
+void Module::check_state_dict(const NamedTensors& state, bool strict) const {
   const NamedParameters params = named_parameters();
   const NamedTensors buffers = named_buffers();
   std::set<std::string> own;
@@ -203,31 +204,36 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     if (!given.insert(n).second) duplicate.push_back(n);
     if (!own.count(n)) unexpected.push_back(n);
   }
-  COPPICE_CHECK(duplicate.empty(), "load_state_dict: duplicate names: ", str_join(duplicate, ", "));
+  COPPICE_CHECK(duplicate.empty(), "load_state_dict: duplicate names: ", str_join_some(duplicate, ", "));
   std::vector<std::string> missing;
   for (const auto& n : own) {
     if (!given.count(n)) missing.push_back(n);
   }
   if (strict && (!missing.empty() || !unexpected.empty())) {
-    fail("load_state_dict (", type_name_, "): missing: ", missing.empty() ? "(none)" : str_join(missing, ", "),
-         "; unexpected: ", unexpected.empty() ? "(none)" : str_join(unexpected, ", "));
+    fail("load_state_dict (", type_name_, "): missing: ", missing.empty() ? "(none)" : str_join_some(missing, ", "),
+         "; unexpected: ", unexpected.empty() ? "(none)" : str_join_some(unexpected, ", "));
   }
-  auto find_own_shape = [&](const std::string& n) -> const Shape* {
-    for (const auto& [pn, v] : params) {
-      if (pn == n) return &v.shape();
-    }
-    for (const auto& [bn, t] : buffers) {
-      if (bn == n) return &t.shape();
-    }
-    return nullptr;
-  };
+  // By name, once: a scan per entry would cost entries x parameters on a
+  // file with many (unexpected) entries.
+  std::map<std::string, const Shape*> own_shape;
+  for (const auto& [bn, t] : buffers) own_shape[bn] = &t.shape();
+  for (const auto& [pn, v] : params) own_shape[pn] = &v.shape();
   for (const auto& [n, t] : state) {
-    const Shape* s = find_own_shape(n);
-    if (s == nullptr) continue;
+    auto found = own_shape.find(n);
+    if (found == own_shape.end()) continue;
+    const Shape* s = found->second;
     COPPICE_CHECK(t.defined(), "load_state_dict (", type_name_, "): '", n, "' is an undefined tensor");
     COPPICE_CHECK(t.shape() == *s, "load_state_dict (", type_name_, "): '", n, "' has shape ", shape_str(t.shape()),
                   ", the module's is ", shape_str(*s));
   }
+}
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  check_state_dict(state, strict);
+  const NamedParameters params = named_parameters();
+  std::set<std::string> own;
+  for (const auto& [n, v] : params) own.insert(n);
+  for (const auto& [n, t] : named_buffers()) own.insert(n);
 
   NoGradGuard no_grad;
   for (const auto& [n, t] : state) {

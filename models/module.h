@@ -89,8 +89,12 @@ class Module {
   // and never alias `state`'s: a dense value loaded into a dense parameter is
   // copied in place, anything else replaces the parameter by a new leaf with
   // its own values, in the loaded format (requires_grad kept). Checks every
-  // name and shape before changing anything.
+  // name and shape before changing anything (check_state_dict).
   void load_state_dict(const NamedTensors& state, bool strict = true);
+  // The checks load_state_dict makes before it changes anything: throws
+  // coppice::Error naming duplicate, missing or unexpected names and
+  // undefined or misshapen tensors.
+  void check_state_dict(const NamedTensors& state, bool strict = true) const;
   // Moves every parameter (new leaves, requires_grad kept) and buffer.
   void to(Device device);
   // Sets every parameter's gradient to undefined.

@@ -180,7 +180,8 @@ std::map<std::string, Tensor> MaskUpdater::state_tensors() const {
   return out;
 }
 
-void MaskUpdater::load_state_tensors(const std::map<std::string, Tensor>& state) {
+void MaskUpdater::check_state_tensors(const std::map<std::string, Tensor>& state,
+                                      const std::map<std::string, Tensor>* params) const {
   constexpr const char* op = "mask updater: load_state_tensors";
   for (const auto& [key, t] : state) {
     bool known = false;
@@ -189,25 +190,49 @@ void MaskUpdater::load_state_tensors(const std::map<std::string, Tensor>& state)
               key == name + ".movement_steps";
     }
     COPPICE_CHECK(known, op, ": entry '", key, "' belongs to no layer; layers: ", str_join(names_, ", "));
+    COPPICE_CHECK(t.defined() && t.is_dense(), op, ": entry '", key, "' must be a dense tensor");
   }
   for (const std::string& name : names_) {
-    Layer& l = layer(name);
+    const Layer& l = layer(name);
     auto it = state.find(name + ".ever_active");
     COPPICE_CHECK(it != state.end(), op, ": missing '", name, ".ever_active'");
     COPPICE_CHECK(it->second.dtype() == DType::kBool && it->second.shape() == l.shape, op, ": '", name,
                   ".ever_active' must be bool of shape ", shape_to_string(l.shape));
-    const std::vector<int> ever = it->second.to_vector<int>();
+    auto scores = state.find(name + ".movement_scores");
+    auto steps = state.find(name + ".movement_steps");
+    COPPICE_CHECK((scores == state.end()) == (steps == state.end()), op, ": '", name,
+                  ".movement_scores' and '.movement_steps' come together");
+    if (scores == state.end()) continue;
+    const Tensor& sc = scores->second;
+    COPPICE_CHECK(sc.dim() == 1 && is_floating(sc.dtype()), op, ": '", name,
+                  ".movement_scores' must be 1-D floating, got ", dtype_name(sc.dtype()), " ", shape_to_string(sc.shape()));
+    if (params != nullptr) {
+      auto p = params->find(name);
+      if (p != params->end()) {
+        const int64_t slots = values(p->second).numel();
+        COPPICE_CHECK(sc.numel() == slots, op, ": '", name, ".movement_scores' has ", sc.numel(),
+                      " entries, the layer's parameter stores ", slots);
+      }
+    }
+    const Tensor& st = steps->second;
+    COPPICE_CHECK(st.numel() == 1 && st.dtype() == DType::kI64 && st.item() >= 0, op, ": '", name,
+                  ".movement_steps' must be one i64 >= 0");
+  }
+}
+
+void MaskUpdater::load_state_tensors(const std::map<std::string, Tensor>& state) {
+  check_state_tensors(state);
+  for (const std::string& name : names_) {
+    Layer& l = layer(name);
+    const std::vector<int> ever = state.at(name + ".ever_active").to_vector<int>();
     l.ever_count = 0;
     for (size_t i = 0; i < ever.size(); ++i) {
       l.ever[i] = ever[i] ? 1 : 0;
       l.ever_count += l.ever[i];
     }
     auto scores = state.find(name + ".movement_scores");
-    auto steps = state.find(name + ".movement_steps");
-    COPPICE_CHECK((scores == state.end()) == (steps == state.end()), op, ": '", name,
-                  ".movement_scores' and '.movement_steps' come together");
     if (scores != state.end()) {
-      l.movement.load(scores->second, static_cast<int64_t>(steps->second.item()));
+      l.movement.load(scores->second, static_cast<int64_t>(state.at(name + ".movement_steps").item()));
     } else {
       l.movement.reset();
     }

@@ -148,6 +148,11 @@ class MaskUpdater {
   // must be there, with its shape); throws naming the first missing or
   // mismatched entry, or an entry for no layer.
   void load_state_tensors(const std::map<std::string, Tensor>& state);
+  // The checks load_state_tensors makes before it changes anything; with
+  // `params` (layer name -> the parameter the layer will hold), also the
+  // movement scores' length against its stored values.
+  void check_state_tensors(const std::map<std::string, Tensor>& state,
+                           const std::map<std::string, Tensor>* params = nullptr) const;
   const MaskUpdaterConfig& config() const { return config_; }
   const GrowthPolicy& growth_policy() const { return *policy_; }
 

@@ -1,14 +1,17 @@
 #include "optim/state_io.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <iomanip>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/io/safetensors.h"
 
@@ -73,7 +76,11 @@ absl::Status mismatch(const std::string& source, const std::string& what) {
   return absl::InvalidArgumentError(str_cat("load_optimizer_state: ", source, ": ", what));
 }
 
-absl::Status restore(Optimizer& opt, const SafetensorsFile& file, const std::string& source) {
+}  // namespace
+
+absl::StatusOr<OptimizerStatePlan> plan_optimizer_state(const Optimizer& opt, const SafetensorsFile& file,
+                                                        const std::string& source,
+                                                        const std::map<std::string, Tensor>* values_after) {
   auto meta = [&](const std::string& key) -> const std::string* {
     auto it = file.metadata.find(key);
     return it == file.metadata.end() ? nullptr : &it->second;
@@ -90,13 +97,12 @@ absl::Status restore(Optimizer& opt, const SafetensorsFile& file, const std::str
     return mismatch(source, str_cat("the state has ", groups, " parameter groups, the optimizer ",
                                     opt.param_groups().size()));
   }
-  // Everything is checked before anything changes.
-  struct Pending {
-    Variable param;
-    ParamState state;
-  };
-  std::vector<Pending> pending;
-  std::vector<std::pair<size_t, std::pair<std::string, double>>> options;
+  OptimizerStatePlan plan;
+  // By name, once: looking each state up with file.find() would cost
+  // parameters x tensors on a file with many entries.
+  absl::flat_hash_map<std::string_view, const Tensor*> by_name;
+  by_name.reserve(file.tensors.size());
+  for (const auto& [tname, t] : file.tensors) by_name.emplace(tname, &t);
   std::set<std::string> used;
   for (size_t g = 0; g < opt.param_groups().size(); ++g) {
     const ParamGroup& group = opt.param_groups()[g];
@@ -110,13 +116,15 @@ absl::Status restore(Optimizer& opt, const SafetensorsFile& file, const std::str
       return mismatch(source, str_cat("group ", g, " has ", count, " parameters in the state, ", group.params.size(),
                                       " in the optimizer"));
     }
+    Hyperparameters group_options;
     for (const auto& kv : opt.defaults()) {
       const std::string* v = meta(prefix + kv.first);
       double d = 0.0;
-      if (v == nullptr || !parse_double(*v, &d)) {
-        return mismatch(source, str_cat("bad or missing hyperparameter '", prefix, kv.first, "'"));
+      if (v == nullptr || !parse_double(*v, &d) || !std::isfinite(d)) {
+        return mismatch(source, str_cat("bad or missing hyperparameter '", prefix, kv.first, "' (a finite number)"));
       }
-      options.push_back({g, {kv.first, d}});
+      plan.options.push_back({g, {kv.first, d}});
+      group_options[kv.first] = d;
     }
     for (size_t i = 0; i < group.params.size(); ++i) {
       const Variable& p = group.params[i];
@@ -128,26 +136,26 @@ absl::Status restore(Optimizer& opt, const SafetensorsFile& file, const std::str
       }
       const std::string* step_s = meta("step." + p.name());
       if (step_s == nullptr) continue;  // no state saved
-      Pending pe{p, ParamState()};
-      if (!parse_int(*step_s, &pe.state.step) || pe.state.step < 0) {
+      OptimizerStatePlan::Entry entry{g, i, ParamState()};
+      if (!parse_int(*step_s, &entry.state.step) || entry.state.step < 0) {
         return mismatch(source, str_cat("bad step count for '", p.name(), "': '", *step_s, "'"));
       }
-      pe.state.pattern_version = pattern_version(p.value());
-      const Tensor pv = values(p.value());
-      Hyperparameters group_options;
-      for (const auto& kv : opt.defaults()) group_options[kv.first] = opt.option(g, kv.first);
-      for (const auto& o : options) {
-        if (o.first == g) group_options[o.second.first] = o.second.second;
+      Tensor pv = values(p.value());
+      const Device device = pv.device();  // loading a checkpoint keeps each parameter's device
+      if (values_after != nullptr) {
+        auto it = values_after->find(p.name());
+        if (it != values_after->end()) pv = it->second;
       }
       std::vector<std::string> keys = opt.state_names(group_options);
       if (uses_master_weights(pv.dtype())) keys.push_back(kMasterWeightsState);
       const DType state_dtype = optimizer_state_dtype(pv.dtype());
       for (const std::string& key : keys) {
         const std::string tname = p.name() + "." + key;
-        const Tensor* t = file.find(tname);
+        auto found = by_name.find(tname);
+        const Tensor* t = found == by_name.end() ? nullptr : found->second;
         if (t == nullptr) {
           // A state created lazily (e.g. SGD's momentum buffer) may be absent before its first use.
-          if (pe.state.step == 0) continue;
+          if (entry.state.step == 0) continue;
           return mismatch(source, str_cat("no tensor '", tname, "'"));
         }
         if (t->shape() != pv.shape()) {
@@ -158,34 +166,53 @@ absl::Status restore(Optimizer& opt, const SafetensorsFile& file, const std::str
           return mismatch(source, str_cat("'", tname, "' has dtype ", dtype_name(t->dtype()), " but the state of a ",
                                           dtype_name(pv.dtype()), " parameter has dtype ", dtype_name(state_dtype)));
         }
-        pe.state.tensors[key] = t->to(pv.device()).contiguous();
+        entry.state.tensors[key] = t->to(device).contiguous();
         used.insert(tname);
       }
-      pending.push_back(std::move(pe));
+      plan.entries.push_back(std::move(entry));
     }
   }
   for (const auto& [tname, t] : file.tensors) {
     if (used.count(tname) == 0) return mismatch(source, str_cat("tensor '", tname, "' belongs to no parameter state"));
   }
-  std::vector<Hyperparameters> before;
-  for (size_t g = 0; g < opt.param_groups().size(); ++g) {
-    Hyperparameters h;
-    for (const auto& kv : opt.defaults()) h[kv.first] = opt.option(g, kv.first);
-    before.push_back(std::move(h));
-  }
-  try {
-    for (const auto& o : options) opt.set_option(o.first, o.second.first, o.second.second);
-  } catch (const Error& e) {
-    for (size_t g = 0; g < before.size(); ++g) {
-      for (const auto& kv : before[g]) opt.set_option(g, kv.first, kv.second);
+  return plan;
+}
+
+absl::Status apply_optimizer_state(Optimizer& opt, OptimizerStatePlan plan, bool restore_hyperparameters,
+                                   const std::string& source) {
+  if (restore_hyperparameters) {
+    std::vector<Hyperparameters> before;
+    for (size_t g = 0; g < opt.param_groups().size(); ++g) {
+      Hyperparameters h;
+      for (const auto& kv : opt.defaults()) h[kv.first] = opt.option(g, kv.first);
+      before.push_back(std::move(h));
     }
-    return mismatch(source, e.what());
+    try {
+      for (const auto& o : plan.options) opt.set_option(o.first, o.second.first, o.second.second);
+    } catch (const Error& e) {
+      for (size_t g = 0; g < before.size(); ++g) {
+        for (const auto& kv : before[g]) opt.set_option(g, kv.first, kv.second);
+      }
+      return mismatch(source, e.what());
+    }
   }
   for (const ParamGroup& group : opt.param_groups()) {
     for (const Variable& p : group.params) opt.reset_state(p);
   }
-  for (Pending& pe : pending) opt.mutable_state(pe.param) = std::move(pe.state);
+  for (OptimizerStatePlan::Entry& e : plan.entries) {
+    const Variable& p = opt.param_groups()[e.group].params[e.index];
+    e.state.pattern_version = pattern_version(p.value());
+    opt.mutable_state(p) = std::move(e.state);
+  }
   return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status restore(Optimizer& opt, const SafetensorsFile& file, const std::string& source) {
+  auto plan = plan_optimizer_state(opt, file, source);
+  if (!plan.ok()) return plan.status();
+  return apply_optimizer_state(opt, std::move(*plan), /*restore_hyperparameters=*/true, source);
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdint>
 #include <iomanip>
-#include <regex>
 #include <sstream>
 
 #include "sparsifiers/builtin.h"
@@ -97,10 +96,7 @@ OutputSparsity build_output(const OutputRule& rule, size_t index) {
 }
 
 std::string some_names(const std::vector<std::string>& names) {
-  constexpr size_t kShown = 8;
-  std::vector<std::string> shown(names.begin(), names.begin() + std::min(names.size(), kShown));
-  std::string list = names.empty() ? std::string("none") : str_join(shown, ", ");
-  return names.size() > kShown ? str_cat(list, ", ... (", names.size(), " in all)") : list;
+  return names.empty() ? std::string("none") : str_join_some(names, ", ");
 }
 
 // The rule that governs each name (none when no rule selects it). An exact
@@ -109,21 +105,19 @@ std::string some_names(const std::vector<std::string>& names) {
 template <typename Rule>
 std::vector<std::optional<size_t>> resolve(const std::vector<Rule>& rules, const std::vector<std::string>& names,
                                            const char* rule_kind, const char* name_kind) {
-  std::vector<std::optional<std::regex>> compiled(rules.size());
+  std::vector<std::shared_ptr<const NameRegex>> compiled(rules.size());  // null: an exact rule
   for (size_t i = 0; i < rules.size(); ++i) {
     if (rules[i].selector.kind != Selector::Kind::kRegex) continue;
-    try {
-      compiled[i].emplace(rules[i].selector.pattern, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      fail(kPrefix, rule_label(rules[i].selector, i, rule_kind), ": the regex does not parse: ", e.what());
-    }
+    absl::StatusOr<std::shared_ptr<const NameRegex>> re = rules[i].selector.compiled_regex();
+    if (!re.ok()) fail(kPrefix, rule_label(rules[i].selector, i, rule_kind), ": the regex ", re.status().message());
+    compiled[i] = *std::move(re);
   }
   std::vector<bool> used(rules.size(), false);
   std::vector<std::optional<size_t>> governing;
   for (const std::string& name : names) {
     std::vector<size_t> exact, regex;
     for (size_t i = 0; i < rules.size(); ++i) {
-      const bool hit = compiled[i] ? std::regex_match(name, *compiled[i]) : rules[i].selector.pattern == name;
+      const bool hit = compiled[i] ? compiled[i]->full_match(name) : rules[i].selector.pattern == name;
       if (!hit) continue;
       used[i] = true;
       (compiled[i] ? regex : exact).push_back(i);

@@ -1,7 +1,5 @@
 #include "sparsifiers/schedule.h"
 
-#include <regex>
-
 #include "tensor/error.h"
 
 namespace coppice {
@@ -36,17 +34,29 @@ bool same_stages(const std::vector<StageSpec>& a, const std::vector<StageSpec>& 
 
 }  // namespace
 
+Selector Selector::regex(std::string pattern) {
+  absl::StatusOr<NameRegex> re = NameRegex::compile(pattern);
+  return {Kind::kRegex, std::move(pattern), re.ok() ? std::make_shared<const NameRegex>(*std::move(re)) : nullptr};
+}
+
+absl::StatusOr<std::shared_ptr<const NameRegex>> Selector::compiled_regex() const {
+  // `compiled` is missing for a bad pattern, and stale if `pattern` was
+  // assigned after regex().
+  if (compiled != nullptr && compiled->pattern() == pattern) return compiled;
+  absl::StatusOr<NameRegex> re = NameRegex::compile(pattern);
+  if (!re.ok()) return re.status();
+  return std::make_shared<const NameRegex>(*std::move(re));
+}
+
 bool Selector::matches(const std::string& name) const {
   if (kind == Kind::kExact) return name == pattern;
-  try {
-    return std::regex_match(name, std::regex(pattern, std::regex::ECMAScript));
-  } catch (const std::regex_error& e) {
-    fail("sparsity schedule: regex '", pattern, "' does not parse: ", e.what());
-  }
+  absl::StatusOr<std::shared_ptr<const NameRegex>> re = compiled_regex();
+  if (!re.ok()) fail("sparsity schedule: ", describe(), " ", re.status().message());
+  return (*re)->full_match(name);
 }
 
 std::string Selector::describe() const {
-  return kind == Kind::kExact ? str_cat("'", pattern, "'") : str_cat("regex '", pattern, "'");
+  return kind == Kind::kExact ? str_cat("'", pattern, "'") : str_cat("regex '", shown_pattern(pattern), "'");
 }
 
 bool same_settings(const ParameterRule& a, const ParameterRule& b) {

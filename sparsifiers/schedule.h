@@ -4,17 +4,21 @@
 // `sparsity:` section fills it one to one; sparsity_builder.h writes it from
 // C++, apply_schedule.h checks it against a model and applies it.
 //
-// Rules select names exactly or by regex (std::regex, ECMAScript, matching
-// the whole name). Precedence, for a name that several rules select: an exact
+// Rules select names exactly or by regex (RE2 syntax, matching the whole
+// name; name_regex.h: no backreferences or lookaround, at most
+// kMaxNameRegexBytes bytes). Precedence, for a name that several rules select: an exact
 // rule wins over regex rules; two rules of the same kind that select one name
 // must have the same settings, else the schedule is refused (rule order never
 // matters).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "sparsifiers/name_regex.h"
 #include "sparsifiers/registry.h"
 #include "sparsifiers/sparsifier.h"
 
@@ -24,12 +28,19 @@ struct Selector {
   enum class Kind { kExact, kRegex };
   Kind kind = Kind::kExact;
   std::string pattern;
+  // `pattern` compiled, once: regex() fills it when the pattern is valid.
+  std::shared_ptr<const NameRegex> compiled;
 
-  static Selector exact(std::string name) { return {Kind::kExact, std::move(name)}; }
-  static Selector regex(std::string pattern) { return {Kind::kRegex, std::move(pattern)}; }
+  static Selector exact(std::string name) { return {Kind::kExact, std::move(name), nullptr}; }
+  static Selector regex(std::string pattern);
 
-  // Whole-name match; throws coppice::Error for a regex that does not parse.
+  // Whole-name match; throws coppice::Error for a regex that does not
+  // compile (see compiled_regex).
   bool matches(const std::string& name) const;
+  // A regex selector's compiled pattern: `compiled` when it is current, else
+  // compiled now. The error says what is wrong with the pattern ("does not
+  // parse: missing ]: [", "is 1200 bytes long, ..."; NameRegex::compile).
+  absl::StatusOr<std::shared_ptr<const NameRegex>> compiled_regex() const;
   std::string describe() const;  // "'fc1.weight'" or "regex 'fc[0-9]+\.weight'"
 };
 

@@ -58,7 +58,8 @@ class SparsityBuilder {
  public:
   // A rule for the parameter named exactly `name` ("fc1.weight").
   ParameterRuleBuilder operator[](std::string name);
-  // A rule for every parameter whose whole name matches `pattern` (ECMAScript).
+  // A rule for every parameter whose whole name matches `pattern` (RE2
+  // syntax, name_regex.h; a bad pattern is refused by apply_schedule).
   ParameterRuleBuilder regex(std::string pattern);
   // A rule for the module named exactly `module` ("fc1"), or matching `pattern`.
   OutputRuleBuilder output(std::string module);

@@ -38,6 +38,21 @@ std::string str_join(const Range& items, const char* sep) {
   return os.str();
 }
 
+// Joins the first `shown` elements of `items` with `sep`, and says how many
+// there are in all when that is more ("a, b, ... (9 in all)"), so that a
+// list that came from a file keeps a message to one readable line.
+template <typename Range>
+std::string str_join_some(const Range& items, const char* sep, size_t shown = 8) {
+  std::ostringstream os;
+  size_t n = 0;
+  for (const auto& item : items) {
+    if (n < shown) os << (n > 0 ? sep : "") << item;
+    ++n;
+  }
+  if (n > shown) os << sep << "... (" << n << " in all)";
+  return os.str();
+}
+
 // Throws coppice::Error whose message is the concatenation of `parts`.
 template <typename... Parts>
 [[noreturn]] void fail(const Parts&... parts) {

@@ -1,13 +1,10 @@
 #include "train/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <zlib.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <set>
@@ -16,7 +13,6 @@
 #include "sparse/io/sparse_safetensors.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/error.h"
-#include "tensor/io/safetensors.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -29,41 +25,14 @@ constexpr char kOptimPrefix[] = "optim.";
 constexpr char kUpdaterPrefix[] = "updater.";
 constexpr char kTrainerPrefix[] = "trainer.";
 constexpr char kExtraPrefix[] = "trainer.extra.";
-constexpr char kFilePrefix[] = "ckpt-";
-constexpr char kFileSuffix[] = ".safetensors";
+constexpr char kJobPrefix[] = "job.";
+constexpr char kChecksumPrefix[] = "checksum.";
+constexpr char kMetadataChecksum[] = "checksum.metadata";
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
-absl::Status errno_error(const std::string& what, const std::string& path) {
-  return absl::UnavailableError(str_cat("checkpoint: ", what, " '", path, "': ", std::strerror(errno)));
-}
-
-absl::Status fsync_dir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return errno_error("cannot open directory", dir);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return errno_error("cannot fsync directory", dir);
-  return absl::OkStatus();
-}
-
-// The step of a checkpoint file name, or -1.
-int64_t step_of(const std::string& file) {
-  const std::string p = kFilePrefix, s = kFileSuffix;
-  if (file.size() <= p.size() + s.size() || !starts_with(file, p) ||
-      file.compare(file.size() - s.size(), s.size(), s) != 0) {
-    return -1;
-  }
-  const std::string digits = file.substr(p.size(), file.size() - p.size() - s.size());
-  if (digits.empty() || digits.size() > 18 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return -1;
-  }
-  return std::stoll(digits);
-}
-
 bool parse_i64(const std::string& s, int64_t* out) {
-  if (s.empty()) return false;
+  if (s.empty() || s.size() > 20) return false;
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(s.c_str(), &end, 10);
@@ -73,7 +42,7 @@ bool parse_i64(const std::string& s, int64_t* out) {
 }
 
 bool parse_u64(const std::string& s, uint64_t* out) {
-  if (s.empty() || s[0] == '-') return false;
+  if (s.empty() || s.size() > 20 || s[0] < '0' || s[0] > '9') return false;
   errno = 0;
   char* end = nullptr;
   const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
@@ -86,91 +55,122 @@ absl::Status corrupt(const std::string& path, const std::string& what) {
   return absl::DataLossError(str_cat("checkpoint '", path, "': ", what));
 }
 
+absl::Status misfit(const std::string& path, const std::string& what) {
+  return absl::FailedPreconditionError(str_cat("checkpoint '", path, "': ", what));
+}
+
+std::string hex32(uLong crc) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08lx", static_cast<unsigned long>(crc & 0xffffffffUL));
+  return buf;
+}
+
+uLong crc_update(uLong crc, const std::string& s) {
+  return crc32_z(crc, reinterpret_cast<const Bytef*>(s.data()), s.size());
+}
+
+// The checksum of one stored entry: its name, dtype and shape, then its
+// bytes (`t` is a CPU contiguous tensor, as parse_safetensors returns them).
+std::string entry_checksum(const std::string& name, const Tensor& t) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc_update(crc, str_cat(name, '\0', safetensors_dtype_name(t.dtype()), '\0', shape_to_string(t.shape()), '\0'));
+  const size_t bytes = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
+  if (bytes > 0) crc = crc32_z(crc, static_cast<const Bytef*>(t.data_ptr()), bytes);
+  return hex32(crc);
+}
+
+// The checksum of every metadata entry but the checksums themselves.
+std::string metadata_checksum(const std::map<std::string, std::string>& metadata) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const auto& [k, v] : metadata) {
+    if (!starts_with(k, kChecksumPrefix)) crc = crc_update(crc, str_cat(k, '\0', v, '\0'));
+  }
+  return hex32(crc);
+}
+
+// Every entry and the metadata against their recorded checksums; any entry
+// without one, or a checksum without its entry, is corruption too.
+absl::Status verify_checksums(const SafetensorsFile& file, const std::string& path) {
+  std::set<std::string> entries;
+  for (const auto& [name, t] : file.tensors) {
+    entries.insert(name);
+    auto it = file.metadata.find(kChecksumPrefix + name);
+    if (it == file.metadata.end()) return corrupt(path, str_cat("entry '", name, "' has no checksum"));
+    if (it->second != entry_checksum(name, t)) {
+      return corrupt(path, str_cat("entry '", name, "' does not match its checksum (the file is corrupted)"));
+    }
+  }
+  auto meta = file.metadata.find(kMetadataChecksum);
+  if (meta == file.metadata.end()) return corrupt(path, "no metadata checksum ('checksum.metadata')");
+  if (meta->second != metadata_checksum(file.metadata)) {
+    return corrupt(path, "the metadata does not match its checksum (the file is corrupted)");
+  }
+  for (const auto& [k, v] : file.metadata) {
+    if (starts_with(k, kChecksumPrefix) && k != kMetadataChecksum &&
+        entries.count(k.substr(sizeof(kChecksumPrefix) - 1)) == 0) {
+      return corrupt(path, str_cat("checksum '", k, "' names no entry (the file is corrupted)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The trainer.* fields, each checked for presence, form and range.
+absl::Status read_trainer_state(const std::map<std::string, std::string>& meta, const std::string& path,
+                                TrainerState& state, bool& has_updater) {
+  static const std::set<std::string> kKnown = {
+      "trainer.format",   "trainer.step",      "trainer.epoch",  "trainer.batch",        "trainer.rng_seed",
+      "trainer.rng_offset", "trainer.lr_step", "trainer.data_seed", "trainer.has_updater", "trainer.run_id",
+      "trainer.resumed_from"};
+  for (const auto& [k, v] : meta) {
+    if (starts_with(k, kTrainerPrefix) && !starts_with(k, kExtraPrefix) && kKnown.count(k) == 0) {
+      return corrupt(path, str_cat("unknown metadata field '", k, "'"));
+    }
+  }
+  auto get = [&](const std::string& key) -> const std::string* {
+    auto it = meta.find(key);
+    return it == meta.end() ? nullptr : &it->second;
+  };
+  for (const auto& [key, out, low] : std::vector<std::tuple<std::string, int64_t*, int64_t>>{
+           {"trainer.step", &state.step, 0},
+           {"trainer.epoch", &state.epoch, 0},
+           {"trainer.batch", &state.batch, 0},
+           {"trainer.lr_step", &state.lr_step, -1}}) {
+    const std::string* v = get(key);
+    if (v == nullptr || !parse_i64(*v, out)) return corrupt(path, str_cat("metadata '", key, "' is missing or not an integer"));
+    if (*out < low) return corrupt(path, str_cat("metadata '", key, "' is ", *out, ", below its least value ", low));
+  }
+  for (const auto& [key, out] : std::vector<std::pair<std::string, uint64_t*>>{
+           {"trainer.rng_seed", &state.rng_seed}, {"trainer.rng_offset", &state.rng_offset},
+           {"trainer.data_seed", &state.data_seed}}) {
+    const std::string* v = get(key);
+    if (v == nullptr || !parse_u64(*v, out)) {
+      return corrupt(path, str_cat("metadata '", key, "' is missing or not an unsigned 64-bit integer"));
+    }
+  }
+  const std::string* updater = get("trainer.has_updater");
+  if (updater == nullptr || (*updater != "0" && *updater != "1")) {
+    return corrupt(path, "metadata 'trainer.has_updater' is missing or not 0 or 1");
+  }
+  has_updater = *updater == "1";
+  const std::string* run_id = get("trainer.run_id");
+  if (run_id != nullptr && !run_id->empty() && !is_run_id(*run_id)) {
+    return corrupt(path, str_cat("metadata 'trainer.run_id' is not a run id (16 hex digits): '", *run_id, "'"));
+  }
+  if (run_id != nullptr) state.run_id = *run_id;
+  if (const std::string* from = get("trainer.resumed_from")) state.resumed_from = *from;
+  for (const auto& [k, v] : meta) {
+    if (starts_with(k, kExtraPrefix)) state.extra[k.substr(sizeof(kExtraPrefix) - 1)] = v;
+    if (starts_with(k, kJobPrefix)) state.fingerprint[k.substr(sizeof(kJobPrefix) - 1)] = v;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void name_parameters(const Module& model) {
   for (const auto& [name, p] : model.named_parameters()) {
     if (p.name() != name) p.set_name(name);
   }
-}
-
-absl::Status write_file_atomically(const std::string& path, const std::string& bytes,
-                                   const AtomicWriteOptions& options) {
-  const fs::path target(path);
-  const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
-  const std::string tmp =
-      (fs::path(dir) / str_cat(".", target.filename().string(), ".tmp.", static_cast<int64_t>(::getpid()))).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return errno_error("cannot create", tmp);
-  size_t to_write = bytes.size();
-  const bool crash = options.simulate_crash_after_bytes >= 0;
-  if (crash) to_write = std::min(to_write, static_cast<size_t>(options.simulate_crash_after_bytes));
-  size_t done = 0;
-  while (done < to_write) {
-    const ssize_t n = ::write(fd, bytes.data() + done, to_write - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const absl::Status st = errno_error("cannot write", tmp);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return st;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (crash) {
-    ::close(fd);
-    return absl::AbortedError(str_cat("checkpoint: simulated crash after ", done, " bytes of '", tmp, "'"));
-  }
-  if (::fsync(fd) != 0) {
-    const absl::Status st = errno_error("cannot fsync", tmp);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  if (::close(fd) != 0) {
-    const absl::Status st = errno_error("cannot close", tmp);
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const absl::Status st = errno_error(str_cat("cannot rename '", tmp, "' to"), path);
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  return fsync_dir(dir);
-}
-
-std::string checkpoint_file_name(int64_t step) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%s%010lld%s", kFilePrefix, static_cast<long long>(step), kFileSuffix);
-  return buf;
-}
-
-absl::StatusOr<std::vector<std::pair<int64_t, std::string>>> list_checkpoints(const std::string& dir) {
-  std::vector<std::pair<int64_t, std::string>> out;
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return out;
-  fs::directory_iterator it(dir, ec);
-  if (ec) return absl::UnavailableError(str_cat("checkpoint: cannot list '", dir, "': ", ec.message()));
-  for (const fs::directory_entry& e : it) {
-    if (!e.is_regular_file(ec)) continue;
-    const int64_t step = step_of(e.path().filename().string());
-    if (step >= 0) out.emplace_back(step, e.path().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-absl::StatusOr<std::string> resolve_checkpoint(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    auto list = list_checkpoints(path);
-    if (!list.ok()) return list.status();
-    if (list->empty()) return absl::NotFoundError(str_cat("checkpoint: no checkpoint (ckpt-*.safetensors) in '", path, "'"));
-    return list->back().second;
-  }
-  if (!fs::exists(path, ec)) return absl::NotFoundError(str_cat("checkpoint: '", path, "' does not exist"));
-  return path;
 }
 
 absl::StatusOr<std::string> serialize_checkpoint(const Module& model, const Optimizer& optimizer,
@@ -189,7 +189,7 @@ absl::StatusOr<std::string> serialize_checkpoint(const Module& model, const Opti
   if (updater != nullptr) {
     for (const auto& [name, t] : updater->state_tensors()) tensors.emplace_back(kUpdaterPrefix + name, t);
   }
-  metadata["trainer.format"] = "coppice-checkpoint-1";
+  metadata["trainer.format"] = kCheckpointFormat;
   metadata["trainer.step"] = std::to_string(state.step);
   metadata["trainer.epoch"] = std::to_string(state.epoch);
   metadata["trainer.batch"] = std::to_string(state.batch);
@@ -198,8 +198,21 @@ absl::StatusOr<std::string> serialize_checkpoint(const Module& model, const Opti
   metadata["trainer.lr_step"] = std::to_string(state.lr_step);
   metadata["trainer.data_seed"] = std::to_string(state.data_seed);
   metadata["trainer.has_updater"] = updater != nullptr ? "1" : "0";
+  metadata["trainer.run_id"] = state.run_id;
+  metadata["trainer.resumed_from"] = state.resumed_from;
   for (const auto& [k, v] : state.extra) metadata[kExtraPrefix + k] = v;
-  return serialize_sparse_safetensors(tensors, metadata);
+  for (const auto& [k, v] : state.fingerprint) metadata[kJobPrefix + k] = v;
+
+  auto flat = flatten_sparse_tensors(tensors, metadata);
+  if (!flat.ok()) return flat.status();
+  // The bytes the file will hold, on the host once; each entry's checksum
+  // is taken over exactly those.
+  for (auto& [name, t] : flat->tensors) {
+    t = t.to(Device::cpu()).contiguous();
+    flat->metadata[kChecksumPrefix + name] = entry_checksum(name, t);
+  }
+  flat->metadata[kMetadataChecksum] = metadata_checksum(flat->metadata);
+  return serialize_safetensors(flat->tensors, flat->metadata);
 }
 
 absl::StatusOr<std::string> save_checkpoint(const std::string& dir, const Module& model, const Optimizer& optimizer,
@@ -210,92 +223,100 @@ absl::StatusOr<std::string> save_checkpoint(const std::string& dir, const Module
   if (ec) return absl::UnavailableError(str_cat("checkpoint: cannot create directory '", dir, "': ", ec.message()));
   auto bytes = serialize_checkpoint(model, optimizer, updater, state);
   if (!bytes.ok()) return bytes.status();
-  const std::string path = (fs::path(dir) / checkpoint_file_name(state.step)).string();
+  const std::string path = (fs::path(dir) / checkpoint_file_name(state.step, state.run_id)).string();
   if (absl::Status st = write_file_atomically(path, *bytes, write_options); !st.ok()) return st;
-
-  // Temporary files of interrupted writers (this process's included: its
-  // write just succeeded, so none of its own is in flight).
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string f = e.path().filename().string();
-    if (starts_with(f, std::string(".") + kFilePrefix) && f.find(".tmp.") != std::string::npos) {
-      fs::remove(e.path(), ec);
-    }
-  }
-  if (keep_last > 0) {
-    auto list = list_checkpoints(dir);
-    if (!list.ok()) return list.status();
-    const int64_t excess = static_cast<int64_t>(list->size()) - keep_last;
-    for (int64_t i = 0; i < excess; ++i) {
-      if ((*list)[static_cast<size_t>(i)].second == path) continue;
-      fs::remove((*list)[static_cast<size_t>(i)].second, ec);
-    }
-  }
+  if (absl::Status st = prune_checkpoints(dir, state.run_id, keep_last); !st.ok()) return st;
   return path;
 }
 
-absl::StatusOr<TrainerState> load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer,
-                                             MaskUpdater* updater) {
-  auto file = read_sparse_safetensors(path);
-  if (!file.ok()) {
-    return absl::DataLossError(str_cat("checkpoint '", path, "' cannot be read: ", file.status().message()));
-  }
-  const auto& meta = file->metadata;
-  auto get = [&](const std::string& key) -> const std::string* {
-    auto it = meta.find(key);
-    return it == meta.end() ? nullptr : &it->second;
-  };
-  if (get("trainer.format") == nullptr) {
+absl::StatusOr<CheckpointFile> read_checkpoint(const std::string& path) {
+  auto raw = read_safetensors(path);
+  if (!raw.ok()) return corrupt(path, str_cat("cannot be read: ", raw.status().message()));
+  auto format = raw->metadata.find("trainer.format");
+  if (format == raw->metadata.end()) {
     return corrupt(path, "no 'trainer.format' in the metadata (not a Coppice training checkpoint?)");
   }
-  TrainerState state;
-  for (const auto& [key, out] : std::vector<std::pair<std::string, int64_t*>>{
-           {"trainer.step", &state.step}, {"trainer.epoch", &state.epoch}, {"trainer.batch", &state.batch},
-           {"trainer.lr_step", &state.lr_step}}) {
-    const std::string* v = get(key);
-    if (v == nullptr || !parse_i64(*v, out)) return corrupt(path, str_cat("metadata '", key, "' is missing or not an integer"));
+  if (format->second == "coppice-checkpoint-1") {
+    return corrupt(path, str_cat("was written by an older Coppice (format coppice-checkpoint-1), without checksums "
+                                 "or a job fingerprint, so it cannot be verified; this version reads ",
+                                 kCheckpointFormat));
   }
-  for (const auto& [key, out] : std::vector<std::pair<std::string, uint64_t*>>{
-           {"trainer.rng_seed", &state.rng_seed}, {"trainer.rng_offset", &state.rng_offset},
-           {"trainer.data_seed", &state.data_seed}}) {
-    const std::string* v = get(key);
-    if (v == nullptr || !parse_u64(*v, out)) return corrupt(path, str_cat("metadata '", key, "' is missing or not an integer"));
+  if (format->second != kCheckpointFormat) {
+    return corrupt(path, str_cat("unknown format '", format->second, "' (this version reads ", kCheckpointFormat, ")"));
   }
-  for (const auto& [k, v] : meta) {
-    if (starts_with(k, kExtraPrefix)) state.extra[k.substr(sizeof(kExtraPrefix) - 1)] = v;
-  }
-  const std::string* has_updater = get("trainer.has_updater");
-  const bool saved_updater = has_updater != nullptr && *has_updater == "1";
-  if (saved_updater != (updater != nullptr)) {
-    return absl::FailedPreconditionError(
-        str_cat("checkpoint '", path, "': ", saved_updater ? "holds mask-updater state but no updater was given"
-                                                           : "holds no mask-updater state but an updater was given"));
-  }
+  if (absl::Status st = verify_checksums(*raw, path); !st.ok()) return st;
 
-  NamedTensors model_state;
-  NamedTensors optim_tensors;
-  std::map<std::string, std::string> optim_meta;
-  std::map<std::string, Tensor> updater_state;
-  for (const auto& [name, t] : file->tensors) {
+  CheckpointFile out;
+  out.path = path;
+  if (absl::Status st = read_trainer_state(raw->metadata, path, out.state, out.has_updater); !st.ok()) return st;
+  for (const auto& [k, v] : raw->metadata) {
+    if (starts_with(k, kOptimPrefix)) out.optimizer.metadata[k.substr(sizeof(kOptimPrefix) - 1)] = v;
+  }
+  auto file = rebuild_sparse_tensors(std::move(*raw), path);
+  if (!file.ok()) return corrupt(path, str_cat("cannot be read: ", file.status().message()));
+  for (auto& [name, t] : file->tensors) {
     if (starts_with(name, kModelPrefix)) {
-      model_state.emplace_back(name.substr(sizeof(kModelPrefix) - 1), t);
+      out.model.emplace_back(name.substr(sizeof(kModelPrefix) - 1), std::move(t));
     } else if (starts_with(name, kOptimPrefix)) {
-      optim_tensors.emplace_back(name.substr(sizeof(kOptimPrefix) - 1), t);
+      if (!t.is_dense()) return corrupt(path, str_cat("optimizer state '", name, "' is not dense"));
+      out.optimizer.tensors.emplace_back(name.substr(sizeof(kOptimPrefix) - 1), std::move(t));
     } else if (starts_with(name, kUpdaterPrefix)) {
-      updater_state[name.substr(sizeof(kUpdaterPrefix) - 1)] = t;
+      out.updater[name.substr(sizeof(kUpdaterPrefix) - 1)] = std::move(t);
     } else {
       return corrupt(path, str_cat("unexpected tensor '", name, "' (neither model., optim. nor updater.)"));
     }
   }
-  for (const auto& [k, v] : meta) {
-    if (starts_with(k, kOptimPrefix)) optim_meta[k.substr(sizeof(kOptimPrefix) - 1)] = v;
+  if (!out.has_updater && !out.updater.empty()) {
+    return corrupt(path, "holds updater.* entries but 'trainer.has_updater' is 0");
   }
-  auto optim_bytes = serialize_safetensors(optim_tensors, optim_meta);
-  if (!optim_bytes.ok()) return corrupt(path, str_cat("optimizer state: ", optim_bytes.status().message()));
+  return out;
+}
+
+absl::Status apply_checkpoint(const CheckpointFile& file, Module& model, Optimizer& optimizer, MaskUpdater* updater,
+                              bool restore_hyperparameters) {
+  const std::string& path = file.path;
+  if (file.has_updater != (updater != nullptr)) {
+    return misfit(path, file.has_updater ? "holds mask-updater state but the job has no mask updater"
+                                         : "holds no mask-updater state but the job has a mask updater");
+  }
+  // Everything is checked before anything changes.
+  name_parameters(model);
+  std::map<std::string, Tensor> params_after, values_after;
+  try {
+    model.check_state_dict(file.model, /*strict=*/true);
+    for (const auto& [name, p] : model.named_parameters()) {
+      const Tensor* loaded = nullptr;
+      for (const auto& [n, t] : file.model) {
+        if (n == name) loaded = &t;
+      }
+      if (loaded == nullptr) continue;
+      if (loaded->format() != p.value().format()) {
+        return misfit(path, str_cat("parameter '", name, "' is ", loaded->format(), " in the checkpoint but ",
+                                    p.value().format(), " in the model"));
+      }
+      if (loaded->dtype() != p.dtype()) {
+        return misfit(path, str_cat("parameter '", name, "' is ", dtype_name(loaded->dtype()), " in the checkpoint but ",
+                                    dtype_name(p.dtype()), " in the model"));
+      }
+      params_after[name] = *loaded;
+      values_after[name] = values(*loaded);
+    }
+  } catch (const std::exception& e) {
+    return misfit(path, str_cat("the model state does not fit: ", e.what()));
+  }
+  auto plan = plan_optimizer_state(optimizer, file.optimizer, path, &values_after);
+  if (!plan.ok()) return misfit(path, std::string(plan.status().message()));
+  if (updater != nullptr) {
+    try {
+      updater->check_state_tensors(file.updater, &params_after);
+    } catch (const std::exception& e) {
+      return misfit(path, str_cat("mask updater state: ", e.what()));
+    }
+  }
 
   try {
-    name_parameters(model);
     const NamedParameters before = model.named_parameters();
-    model.load_state_dict(model_state, /*strict=*/true);
+    model.load_state_dict(file.model, /*strict=*/true);
     name_parameters(model);
     // Rebind the optimizer to parameters that load_state_dict replaced.
     const NamedParameters after = model.named_parameters();
@@ -311,20 +332,23 @@ absl::StatusOr<TrainerState> load_checkpoint(const std::string& path, Module& mo
       optimizer.reset_state(old_p);
       optimizer.replace_param(old_p, new_p, arange(values(new_p.value()).numel()));
     }
-  } catch (const std::exception& e) {
-    return absl::FailedPreconditionError(str_cat("checkpoint '", path, "': the model state does not fit: ", e.what()));
-  }
-  if (absl::Status st = parse_optimizer_state(optimizer, *optim_bytes, path); !st.ok()) {
-    return absl::FailedPreconditionError(str_cat("checkpoint '", path, "': ", st.message()));
-  }
-  if (updater != nullptr) {
-    try {
-      updater->load_state_tensors(updater_state);
-    } catch (const std::exception& e) {
-      return absl::FailedPreconditionError(str_cat("checkpoint '", path, "': mask updater state: ", e.what()));
+    if (absl::Status st = apply_optimizer_state(optimizer, std::move(*plan), restore_hyperparameters, path); !st.ok()) {
+      return misfit(path, std::string(st.message()));
     }
+    if (updater != nullptr) updater->load_state_tensors(file.updater);
+  } catch (const std::exception& e) {
+    // Only a resource failure (memory) gets here: everything else was checked.
+    return misfit(path, str_cat("loading failed part-way (rebuild the components): ", e.what()));
   }
-  return state;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainerState> load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer,
+                                             MaskUpdater* updater) {
+  auto file = read_checkpoint(path);
+  if (!file.ok()) return file.status();
+  if (absl::Status st = apply_checkpoint(*file, model, optimizer, updater); !st.ok()) return st;
+  return file->state;
 }
 
 }  // namespace coppice

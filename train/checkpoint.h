@@ -1,7 +1,9 @@
 // Training checkpoints: one safetensors file per checkpoint that PyTorch's
-// safetensors can read, written atomically.
+// safetensors can read, written atomically, checksummed, and naming the job
+// and the run that wrote it. (File names, runs and which file a resume from
+// a directory takes: train/checkpoint_files.h.)
 //
-// File: <dir>/ckpt-<step, 10 digits>.safetensors, holding
+// File: <dir>/ckpt-<step, 10 digits>-<run id>.safetensors, holding
 //   model.<name>            every parameter and buffer (Module::state_dict);
 //                           sparse ones as their parts with the metadata that
 //                           rebuilds them (sparse/io/sparse_safetensors.h), so
@@ -11,25 +13,34 @@
 //                           counts, group layout)
 //   updater.<layer>.<...>   the mask updater's state (ITOP record, movement
 //                           scores), when there is an updater
-//   metadata "trainer.*"    TrainerState: step, epoch and batch of the data
-//                           loader, the default generator's seed and offset,
-//                           the LR scheduler's step, the train loader's seed
+//   metadata "trainer.*"    TrainerState: the format ("coppice-checkpoint-2"),
+//                           step, epoch and batch of the data loader, the
+//                           default generator's seed and offset, the LR
+//                           scheduler's step, the train loader's seed, the
+//                           run id and the checkpoint the run resumed from
+//   metadata "job.*"        the fingerprint of the job (train/fingerprint.h)
+//   metadata "checksum.*"   a CRC-32 (zlib's) of every stored entry (its name,
+//                           dtype, shape and bytes) and one of all other
+//                           metadata ("checksum.metadata")
 //
-// Writing: the bytes go to a temporary file in the same directory
-// (".ckpt-<step>.safetensors.tmp.<pid>"), which is fsynced, renamed over the
-// final name and the directory fsynced; so a kill at any moment leaves
-// either the old set of checkpoints or the old set plus the new one, never a
-// partial file under a checkpoint's name. Then all but the newest keep_last
-// checkpoints are deleted (keep_last 0: keep all), and so are temporary files
-// left by an earlier, interrupted writer.
+// Writing: the bytes go to a temporary file in the same directory, which is
+// fsynced, renamed over the final name and the directory fsynced; so a kill
+// at any moment leaves either the old set of checkpoints or the old set plus
+// the new one, never a partial file under a checkpoint's name. Then all but
+// the newest keep_last checkpoints of the same run are deleted (keep_last 0:
+// keep all), and so are temporary files left by an earlier, interrupted
+// writer.
 //
-// Loading validates the whole file before it touches the components and
-// returns an error Status naming the file on unreadable or corrupt bytes,
-// missing trainer metadata, or state that does not fit the components. A
-// sparse parameter is replaced by a new Variable in the loaded pattern; the
-// optimizer is rebound to it (Optimizer::replace_param) before its state is
-// loaded. Should applying fail after validation (e.g. an optimizer of another
-// kind), the components may be partly loaded: rebuild them.
+// Reading (read_checkpoint) checks, before anything is interpreted, that the
+// file is a complete safetensors file of this format whose every entry and
+// metadata match their checksums; then that every trainer field is in range.
+// Applying (apply_checkpoint) checks the whole file against the components
+// (names, shapes, formats and dtypes of the parameters, the optimizer's and
+// the updater's state) before it changes any of them, so an error leaves
+// them as they were. Errors are Status values naming the file and the entry
+// or field. A sparse parameter is replaced by a new Variable in the loaded
+// pattern; the optimizer is rebound to it (Optimizer::replace_param) before
+// its state is loaded.
 #pragma once
 
 #include <cstdint>
@@ -43,8 +54,14 @@
 #include "models/module.h"
 #include "optim/mask_updater.h"
 #include "optim/optimizer.h"
+#include "tensor/io/safetensors.h"
+#include "train/checkpoint_files.h"
+#include "train/fingerprint.h"
 
 namespace coppice {
+
+// The format this code writes and reads.
+inline constexpr char kCheckpointFormat[] = "coppice-checkpoint-2";
 
 // Where the loop stands; everything beyond the components' own state that a
 // resumed run needs to continue bit for bit.
@@ -56,43 +73,50 @@ struct TrainerState {
   uint64_t rng_offset = 0;
   int64_t lr_step = -1;     // LrScheduler::current_step(); -1: no scheduler
   uint64_t data_seed = 0;   // the train loader's shuffle seed (checked on resume)
+  std::string run_id;        // the run that wrote it (checkpoint_files.h); "" none
+  std::string resumed_from;  // the checkpoint that run resumed from; "" for a fresh run
+  Fingerprint fingerprint;   // of the job (saved as "job.<key>"); empty: none
   std::map<std::string, std::string> extra;  // free-form, saved as "trainer.extra.<key>"
 };
-
-// Test hooks for write_file_atomically.
-struct AtomicWriteOptions {
-  // >= 0: write only this many bytes of the temporary file, leave it there
-  // and fail as a killed writer would (nothing is renamed).
-  int64_t simulate_crash_after_bytes = -1;
-};
-
-// Writes `bytes` to `path` through a temporary file in the same directory:
-// write, fsync, rename, fsync the directory.
-absl::Status write_file_atomically(const std::string& path, const std::string& bytes,
-                                   const AtomicWriteOptions& options = {});
-
-// "ckpt-0000000100.safetensors".
-std::string checkpoint_file_name(int64_t step);
-
-// The complete checkpoints in `dir` (temporary files ignored), oldest first,
-// as (step, path). A missing directory gives an empty list.
-absl::StatusOr<std::vector<std::pair<int64_t, std::string>>> list_checkpoints(const std::string& dir);
-// `path` itself when it is a file; the newest checkpoint when it is a
-// directory (NotFound naming it when it has none).
-absl::StatusOr<std::string> resolve_checkpoint(const std::string& path);
 
 // The checkpoint's bytes in memory.
 absl::StatusOr<std::string> serialize_checkpoint(const Module& model, const Optimizer& optimizer,
                                                  const MaskUpdater* updater, const TrainerState& state);
-// Creates `dir` when needed, writes <dir>/checkpoint_file_name(state.step)
-// atomically, prunes to keep_last; returns the file's path. Every parameter
-// must carry its name (the loop names them after the model's).
+// Creates `dir` when needed, writes <dir>/checkpoint_file_name(state.step,
+// state.run_id) atomically, prunes that run's checkpoints to keep_last;
+// returns the file's path. Every parameter must carry its name (the loop
+// names them after the model's).
 absl::StatusOr<std::string> save_checkpoint(const std::string& dir, const Module& model, const Optimizer& optimizer,
                                             const MaskUpdater* updater, const TrainerState& state,
                                             int64_t keep_last = 0, const AtomicWriteOptions& write_options = {});
-// Loads checkpoint file `path` (resolve_checkpoint first for a directory)
-// into freshly built components and returns the trainer state. `updater`
-// must be given exactly when the checkpoint has updater state.
+
+// A checkpoint file read and verified, not yet applied to anything.
+struct CheckpointFile {
+  std::string path;
+  TrainerState state;
+  NamedTensors model;                          // without the "model." prefix
+  SafetensorsFile optimizer;                   // entries and metadata without "optim."
+  std::map<std::string, Tensor> updater;       // without "updater."
+  bool has_updater = false;
+};
+
+// Reads `path` (a file; resolve_checkpoint first for a directory) and
+// verifies its format, checksums and trainer fields. DataLoss naming the file
+// and what is wrong for unreadable, truncated, foreign, corrupted or
+// out-of-range content.
+absl::StatusOr<CheckpointFile> read_checkpoint(const std::string& path);
+
+// Loads `file` into freshly built components after checking that all of it
+// fits them (FailedPrecondition naming the file and the mismatch, with the
+// components unchanged). `updater` must be given exactly when the checkpoint
+// has updater state. With restore_hyperparameters the optimizer's groups take
+// the checkpoint's hyperparameters; without, they keep their own (a job's
+// resume: the fingerprint compared them already, and a deliberate change
+// must win).
+absl::Status apply_checkpoint(const CheckpointFile& file, Module& model, Optimizer& optimizer, MaskUpdater* updater,
+                              bool restore_hyperparameters = true);
+
+// read_checkpoint, then apply_checkpoint; returns the trainer state.
 absl::StatusOr<TrainerState> load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer,
                                              MaskUpdater* updater);
 

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -18,6 +17,9 @@
 #include "tensor/error.h"
 #include "tensor/host_memory.h"
 #include "train/config_schema.h"
+#include "train/fingerprint.h"
+#include "train/yaml_limits.h"
+#include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
 
 namespace coppice {
@@ -347,13 +349,10 @@ Selector read_selector(const Section& s) {
   if (has_name && has_regex) bad(s.at("regex"), "give name or regex, not both");
   if (!has_name && !has_regex) bad(s.path(), "needs a name or a regex selecting what the rule applies to");
   if (has_name) return Selector::exact(s.string("name", ""));
-  const std::string pattern = s.string("regex", "");
-  try {
-    std::regex re(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    bad(s.at("regex"), "'", pattern, "' is not a valid regex (", e.what(), ")");
-  }
-  return Selector::regex(pattern);
+  Selector selector = Selector::regex(s.string("regex", ""));
+  absl::StatusOr<std::shared_ptr<const NameRegex>> re = selector.compiled_regex();
+  if (!re.ok()) bad(s.at("regex"), "'", shown_pattern(selector.pattern), "' ", re.status().message());
+  return selector;
 }
 
 OutputFormat read_format(const Section& s, const std::string& key) {
@@ -671,19 +670,31 @@ void read_data(const Section& d, JobConfig& job) {
   }
 }
 
+// The training set's examples where they are known without reading data
+// (fashion_mnist, synthetic): all, held out for validation, and per rank.
+struct TrainExamples {
+  int64_t all = 0;
+  int64_t held_out = 0;  // floor(all * validation_split)
+  int64_t per_rank = 0;  // ceil((all - held_out) / world_size): data/loader.h pads as DistributedSampler does
+};
+
+std::optional<TrainExamples> train_examples(const JobConfig& job) {
+  TrainExamples e;
+  if (job.data.dataset == DatasetKind::kFashionMnist) e.all = kFashionMnistTrainSize;
+  else if (job.data.dataset == DatasetKind::kSynthetic) e.all = job.data.synthetic.n;
+  else return std::nullopt;
+  e.held_out = static_cast<int64_t>(std::floor(static_cast<double>(e.all) * job.data.validation_split));
+  e.per_rank = ceil_div(e.all - e.held_out, job.distributed.world_size);
+  return e;
+}
+
 // An upper bound on the optimizer steps of the job, where it can be known
 // without reading data (one process; no drop_last).
 std::optional<int64_t> planned_steps(const JobConfig& job) {
   if (job.training.steps) return job.training.steps;
-  int64_t n = 0;
-  if (job.data.dataset == DatasetKind::kFashionMnist) n = kFashionMnistTrainSize;
-  else if (job.data.dataset == DatasetKind::kSynthetic) n = job.data.synthetic.n;
-  else return std::nullopt;
-  n -= static_cast<int64_t>(std::floor(static_cast<double>(n) * job.data.validation_split));
-  // Each rank takes ceil(n / world_size) examples (data/loader.h pads as
-  // PyTorch's DistributedSampler does).
-  n = ceil_div(n, job.distributed.world_size);
-  const int64_t batches = ceil_div(n, job.data.loader.batch_size);
+  const std::optional<TrainExamples> examples = train_examples(job);
+  if (!examples) return std::nullopt;
+  const int64_t batches = ceil_div(examples->per_rank, job.data.loader.batch_size);
   const int64_t epochs = *job.training.epochs;
   int64_t steps = 0;
   if (mul_overflows(epochs, batches, &steps) || steps > kMaxSteps)
@@ -889,6 +900,33 @@ void check_against_model(const JobConfig& job) {
   check_model_fits_data(job);
 }
 
+// Settings that are each valid but cannot work together; refused with the
+// reason rather than left to misbehave quietly at run time.
+void check_combinations(const JobConfig& job) {
+  const DistributedConfig& d = job.distributed;
+  const MaskMethod method = job.mask_update.method;
+  if (d.topk_fraction > 0.0) {
+    if (d.world_size == 1)
+      bad("distributed.topk_fraction", "has no effect with one rank (distributed.world_size 1); leave it 0");
+    // On update steps the growth policies read gradients that the top-k
+    // exchange has truncated: ranks would grow from a partial gradient.
+    if (method == MaskMethod::kRigL || method == MaskMethod::kSnfs)
+      bad("distributed.topk_fraction", mask_method_name(method), " grows from the ",
+          method == MaskMethod::kRigL ? "dense gradient" : "momentum",
+          " averaged over ranks, which the top-k exchange truncates: use 0 (exact exchange) with ",
+          mask_method_name(method));
+  }
+  // Examples per rank, where known without reading data.
+  if (const std::optional<TrainExamples> e = train_examples(job)) {
+    if (job.data.validation_split > 0.0 && e->held_out == 0)
+      bad("data.validation_split", "holds out no example of the ", e->all, " (", fmt(job.data.validation_split), " x ",
+          e->all, " < 1)");
+    if (job.data.loader.drop_last && e->per_rank < job.data.loader.batch_size)
+      bad("data.drop_last", "leaves no batch: each rank has ", e->per_rank,
+          " training examples, fewer than data.batch_size ", job.data.loader.batch_size);
+  }
+}
+
 JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   const Section top(root, "", "");
   JobConfig job;
@@ -960,8 +998,11 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
     bad(ckpt.at("every_steps"), "has no effect without checkpoint.dir");
   if (job.checkpoint.dir.empty() && job.checkpoint.keep_last > 0)
     bad(ckpt.at("keep_last"), "has no effect without checkpoint.dir");
-  if (!job.checkpoint.resume.empty() && !is_dir(job.checkpoint.resume))
-    missing("checkpoint.resume", "directory '", job.checkpoint.resume, "' not found");
+  if (!job.checkpoint.resume.empty() && !is_dir(job.checkpoint.resume) && !is_file(job.checkpoint.resume))
+    missing("checkpoint.resume", "'", job.checkpoint.resume, "' not found");
+  job.checkpoint.allow_changes = ckpt.strings("allow_changes");
+  if (absl::Status st = check_allowed_changes(job.checkpoint.allow_changes); !st.ok())
+    bad(ckpt.at("allow_changes"), st.message());
 
   const Section log = top.section("logging");
   job.logging.metrics = log.string("metrics", "");
@@ -989,6 +1030,7 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
                                         ? SparseExchange::kDense
                                         : SparseExchange::kCompact;
   job.distributed.topk_fraction = dist.number("topk_fraction", 0.0);
+  check_combinations(job);
 
   // Lengths against the training length.
   if (const std::optional<int64_t> steps = planned_steps(job)) {
@@ -1009,13 +1051,20 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
 
 absl::StatusOr<JobConfig> parse_impl(const std::string& text, const std::vector<std::string>& overrides,
                                      const std::string& source, const std::string& default_name) {
+  // Size and nesting before yaml-cpp (which recurses per level) reads the
+  // text; nodes, with aliases expanded, before anything walks the tree.
+  if (absl::Status s = check_yaml_text(text, source, "the job file"); !s.ok()) return s;
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {  // yaml-cpp's own guard, should the scan ever miss a level
+    return absl::InvalidArgumentError(str_cat(source, ": line ", e.mark.line + 1, ", column ", e.mark.column + 1,
+                                              ": nested deeper than the YAML parser allows"));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(str_cat(source, ": not valid YAML: line ", e.mark.line + 1, ", column ",
                                               e.mark.column + 1, ": ", e.msg));
   }
+  if (absl::Status s = check_yaml_tree(root, source); !s.ok()) return s;
   if (root.IsDefined() && !root.IsNull() && !root.IsMap())
     return absl::InvalidArgumentError(str_cat(source, ": a job file is a map of keys (model:, data:, ...)"));
   for (const std::string& o : overrides) {
@@ -1071,12 +1120,9 @@ absl::StatusOr<JobConfig> parse_job_config(const std::string& yaml_text, const s
 }
 
 absl::StatusOr<JobConfig> load_job_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(str_cat(path, ": cannot open the job file"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::NotFoundError(str_cat(path, ": cannot read the job file"));
-  return parse_impl(text.str(), overrides, path, std::filesystem::path(path).stem().string());
+  absl::StatusOr<std::string> text = read_job_yaml_file(path);
+  if (!text.ok()) return text.status();
+  return parse_impl(*text, overrides, path, std::filesystem::path(path).stem().string());
 }
 
 }  // namespace coppice

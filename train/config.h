@@ -136,7 +136,10 @@ struct CheckpointConfig {
   std::string dir;          // "" = no checkpoints
   int64_t every_steps = 0;  // 0: only at the end
   int64_t keep_last = 0;    // 0: keep all
-  std::string resume;       // a checkpoint directory to resume from ("" = none); must exist
+  std::string resume;       // a checkpoint file or directory to resume from ("" = none); must exist
+  // Fingerprint keys (train/fingerprint.h) a resume may change on purpose:
+  // exact keys, "prefix.*" or "*"; structural keys are refused.
+  std::vector<std::string> allow_changes;
 };
 
 struct LoggingConfig {
@@ -210,6 +213,8 @@ SparsitySchedule resolve_schedule(const JobConfig& job, const std::vector<LayerS
 // given to --set; the value is read as a YAML scalar or flow sequence/map) to
 // the tree, and validates everything. An error Status (InvalidArgument for a
 // bad job, NotFound for a missing file) has one line naming the key path.
+// The file and each value are held to the size, nesting and node limits of
+// yaml_limits.h before anything walks them.
 absl::StatusOr<JobConfig> load_job_config(const std::string& path, const std::vector<std::string>& overrides = {});
 // The same from YAML text (`source` names it in messages about the file
 // itself; the job's name defaults to "job").

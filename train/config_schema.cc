@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tensor/error.h"
+#include "train/yaml_limits.h"
 #include "yaml-cpp/yaml.h"
 
 namespace coppice {
@@ -77,7 +78,7 @@ std::vector<SchemaKey> build_schema() {
       {"sparsity.rules", K::kList, "parameter rules (sparsifiers/schedule.h)"},
       {"sparsity.rules[]", K::kSection, "one rule: name or regex, format, density, sparsifier"},
       {"sparsity.rules[].name", K::kString, "select a parameter by exact name"},
-      {"sparsity.rules[].regex", K::kString, "select parameters whose whole name matches (ECMAScript)"},
+      {"sparsity.rules[].regex", K::kString, "select parameters whose whole name matches (RE2 syntax, at most 1000 bytes)"},
       {"sparsity.rules[].format", K::kString,
        "dense | coo | csr | csc | bsr | blocked_ell | nm | masked (dense)"},
       {"sparsity.rules[].block_rows", K::kInt, "bsr / blocked_ell: block rows (required for them)"},
@@ -90,7 +91,7 @@ std::vector<SchemaKey> build_schema() {
       {"sparsity.outputs", K::kList, "module output rules: sparsifiers on activations and gradients"},
       {"sparsity.outputs[]", K::kSection, "one rule: name or regex of a module, forward, backward"},
       {"sparsity.outputs[].name", K::kString, "select a module by exact name"},
-      {"sparsity.outputs[].regex", K::kString, "select modules whose whole name matches"},
+      {"sparsity.outputs[].regex", K::kString, "select modules whose whole name matches (RE2 syntax)"},
       {"sparsity.outputs[].forward", K::kList, "one stage per module output"},
       {"sparsity.outputs[].forward[]", K::kSection, "inline, temporary_format, external, format"},
       {"sparsity.outputs[].forward[].inline", K::kFreeMap, "inline sparsifier {name, params} (none: keep all)"},
@@ -158,8 +159,10 @@ std::vector<SchemaKey> build_schema() {
       {"checkpoint", K::kSection, "checkpoints, written by the trainer"},
       {"checkpoint.dir", K::kString, "directory to write checkpoints into (\"\": none)"},
       {"checkpoint.every_steps", K::kInt, "checkpoint every N steps (0: only at the end)"},
-      {"checkpoint.keep_last", K::kInt, "keep the last K checkpoints (0: all)"},
-      {"checkpoint.resume", K::kString, "a checkpoint directory to resume from; must exist"},
+      {"checkpoint.keep_last", K::kInt, "keep the last K checkpoints of this run (0: all)"},
+      {"checkpoint.resume", K::kString, "a checkpoint file or directory to resume from; must exist"},
+      {"checkpoint.allow_changes", K::kStringList,
+       "job settings a resume may change on purpose: fingerprint keys (optimizer.lr), prefixes (optimizer.*) or *"},
 
       {"logging", K::kSection, "metrics and progress"},
       {"logging.metrics", K::kString, "JSONL file of metrics, one record per logged step (\"\": none)"},
@@ -586,12 +589,16 @@ absl::Status apply_override(YAML::Node& root, const std::string& assignment) {
     }
   }
 
+  // The value sits under the root map and one collection per step.
+  const int value_depth = static_cast<int>(steps.size());
+  if (absl::Status s = check_yaml_text(text, where, "the value", value_depth); !s.ok()) return s;
   YAML::Node value;
   try {
     value = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(str_cat(where, ": the value '", text, "' is not valid YAML (", e.msg, ")"));
   }
+  if (absl::Status s = check_yaml_tree(value, where, value_depth); !s.ok()) return s;
   if (!value_fits(value, key->type))
     return absl::InvalidArgumentError(
         str_cat(where, ": ", shown, " expects ", key_type_name(key->type), ", got '", text, "'"));

@@ -37,6 +37,7 @@
 #include "tensor/generator.h"
 #include "tensor/precision.h"
 #include "train/config_schema.h"
+#include "train/job_fingerprint.h"
 #include "train/mixed_precision.h"
 
 namespace coppice {
@@ -397,6 +398,9 @@ TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Commun
   c.checkpoint_every = job.checkpoint.every_steps;
   c.keep_last = job.checkpoint.keep_last;
   c.resume = opts.resume.empty() ? job.checkpoint.resume : opts.resume;
+  c.fingerprint = job_fingerprint(job, schedule);
+  c.allowed_changes = job.checkpoint.allow_changes;
+  c.allowed_changes.insert(c.allowed_changes.end(), opts.allow_changes.begin(), opts.allow_changes.end());
 
   return run_training(c);
 }

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "tensor/device.h"
 #include "train/config.h"
@@ -51,6 +52,9 @@ struct JobRunOptions {
   // A checkpoint file or directory to resume from; when non-empty it
   // overrides the job's checkpoint.resume.
   std::string resume;
+  // Job settings the resume may change on purpose, besides the job's
+  // checkpoint.allow_changes (train/fingerprint.h: check_allowed_changes).
+  std::vector<std::string> allow_changes;
   // Where progress, evaluations and the loop's summary go when the job's
   // logging.progress is true (null: nowhere); redrawn in place only on a
   // terminal (progress_interactive -1: isatty).

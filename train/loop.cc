@@ -1,8 +1,12 @@
 #include "train/loop.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -25,6 +29,7 @@
 #include "tensor/generator.h"
 #include "tensor/ops.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_files.h"
 #include "train/graph_step.h"
 #include "train/mixed_precision.h"
 #include "train/progress.h"
@@ -90,12 +95,18 @@ void restore_loss_scaler(LossScaler& scaler, const TrainerState& s, const std::s
   auto tracker = s.extra.find(kLossScaleTrackerKey);
   // A checkpoint of a run without scaling: start from the initial scale.
   if (scale == s.extra.end() || tracker == s.extra.end()) return;
-  try {
-    scaler.restore(std::stod(scale->second), std::stoll(tracker->second));
-  } catch (const std::logic_error&) {
-    fail("run_training: resume: checkpoint '", path, "' has a bad loss scale '", scale->second, "' / growth tracker '",
-         tracker->second, "'");
-  }
+  char* end = nullptr;
+  const double v = std::strtod(scale->second.c_str(), &end);
+  const bool scale_ok = !scale->second.empty() && end == scale->second.c_str() + scale->second.size() &&
+                        std::isfinite(v) && v > 0.0;
+  end = nullptr;
+  errno = 0;
+  const long long t = std::strtoll(tracker->second.c_str(), &end, 10);
+  const bool tracker_ok = !tracker->second.empty() && errno == 0 &&
+                          end == tracker->second.c_str() + tracker->second.size() && t >= 0;
+  COPPICE_CHECK(scale_ok && tracker_ok, "run_training: resume: checkpoint '", path, "' has a bad loss scale '",
+                scale->second, "' (a finite number > 0) or growth tracker '", tracker->second, "' (an integer >= 0)");
+  scaler.restore(v, t);
 }
 
 void check_components(const TrainComponents& c) {
@@ -108,6 +119,82 @@ void check_components(const TrainComponents& c) {
   COPPICE_CHECK(c.grad_clip >= 0.0, "run_training: grad_clip must be >= 0, got ", c.grad_clip);
   COPPICE_CHECK(c.log_every >= 0 && c.eval_every >= 0 && c.checkpoint_every >= 0 && c.keep_last >= 0,
                 "run_training: log_every, eval_every, checkpoint_every and keep_last must be >= 0");
+}
+
+// Loads the checkpoint that c.resume names into the components, after
+// reading and verifying all of it and checking it against this run (its job
+// fingerprint, loader seed and position); returns the step to start from and
+// sets the run id (continued, or new for a fork) and resumed_from.
+int64_t resume(TrainComponents& c, int64_t nb, int64_t total, std::string& run_id, std::string& resumed_from,
+               ProgressReporter& progress) {
+  auto resolved = resolve_checkpoint(c.resume);
+  if (!resolved.ok()) fail("run_training: resume: ", resolved.status().message());
+  const std::string path = resolved->path;
+  auto file = read_checkpoint(path);
+  if (!file.ok()) fail("run_training: resume: ", file.status().message());
+  const TrainerState& state = file->state;
+
+  bool seed_changed = false;
+  if (!c.fingerprint.empty()) {
+    std::vector<FingerprintChange> structural, refused, accepted;
+    for (FingerprintChange& change : fingerprint_changes(state.fingerprint, c.fingerprint)) {
+      if (is_structural_key(change.key)) {
+        structural.push_back(std::move(change));
+      } else if (change_allowed(change.key, c.allowed_changes)) {
+        accepted.push_back(std::move(change));
+      } else {
+        refused.push_back(std::move(change));
+      }
+    }
+    if (!structural.empty()) {
+      fail("run_training: resume: checkpoint '", path, "' holds the state of another job, which this job cannot load: ",
+           describe_changes(structural), " (these shape the saved tensors; resume with the job that wrote it, or start "
+           "a new run)");
+    }
+    if (!refused.empty()) {
+      std::vector<std::string> keys;
+      for (const FingerprintChange& change : refused) keys.push_back(change.key);
+      fail("run_training: resume: checkpoint '", path, "' was written by a job with other settings: ",
+           describe_changes(refused), "; to resume with these changes on purpose, pass --allow-changes ",
+           str_join(keys, ","), " (or list them in checkpoint.allow_changes)");
+    }
+    if (!accepted.empty()) progress.message(str_cat("resume: changes accepted: ", describe_changes(accepted)));
+    for (const FingerprintChange& change : accepted) seed_changed = seed_changed || change.key == "data.shuffle_seed";
+  }
+  COPPICE_CHECK(seed_changed || state.data_seed == c.train.options().seed, "run_training: resume: checkpoint '", path,
+                "' was written with train loader seed ", state.data_seed, ", the loader has ", c.train.options().seed);
+  COPPICE_CHECK(state.step <= total, "run_training: resume: checkpoint '", path, "' is at step ", state.step,
+                ", past the run's ", total, " steps");
+  COPPICE_CHECK(state.epoch == state.step / nb && state.batch == state.step % nb, "run_training: resume: checkpoint '",
+                path, "' stands at epoch ", state.epoch, " batch ", state.batch, " but the train loader has ", nb,
+                " batches per epoch (step ", state.step, ")");
+  COPPICE_CHECK(c.scheduler == nullptr || state.lr_step >= 0, "run_training: resume: checkpoint '", path,
+                "' has no LR scheduler position but a scheduler was given");
+  if (c.loss_scaler != nullptr) restore_loss_scaler(*c.loss_scaler, state, path);
+
+  if (absl::Status st = apply_checkpoint(*file, c.model, c.optimizer, c.mask_updater,
+                                         /*restore_hyperparameters=*/c.fingerprint.empty());
+      !st.ok()) {
+    fail("run_training: resume: ", st.message());
+  }
+  manual_seed(state.rng_seed);
+  default_generator().set_offset(state.rng_offset);
+  if (c.scheduler != nullptr) c.scheduler->set_step(state.lr_step);
+
+  if (!state.run_id.empty() && is_newest_of_its_run(path, state.run_id)) {
+    run_id = state.run_id;
+  } else if (!state.run_id.empty()) {
+    progress.message(str_cat("resume: '", path, "' is not the newest checkpoint of run ", state.run_id,
+                             "; continuing from it as a new run ", run_id));
+  }
+  resumed_from = path;
+  progress.message(str_cat("resume: from step ", state.step, " of '", path, "'",
+                           resolved->why.empty() ? std::string() : str_cat(" (", resolved->why, ")")));
+  if (c.comm != nullptr && c.grad_sync.topk_fraction > 0.0) {
+    progress.message("resume: the top-k residuals of distributed.topk_fraction are not checkpointed; they restart at "
+                     "zero");
+  }
+  return state.step;
 }
 
 }  // namespace
@@ -200,38 +287,30 @@ TrainingSummary run_training(TrainComponents& c) {
     }
   }
 
+  ProgressReporter progress(lead ? c.progress_out : nullptr, c.progress_interactive);
   int64_t start = 0;
-  if (!c.resume.empty()) {
-    auto path = resolve_checkpoint(c.resume);
-    if (!path.ok()) fail("run_training: resume: ", path.status().message());
-    auto state = load_checkpoint(*path, model, optimizer, updater);
-    if (!state.ok()) fail("run_training: resume: ", state.status().message());
-    COPPICE_CHECK(state->data_seed == c.train.options().seed, "run_training: resume: checkpoint '", *path,
-                  "' was written with train loader seed ", state->data_seed, ", the loader has ",
-                  c.train.options().seed);
-    COPPICE_CHECK(state->step <= total, "run_training: resume: checkpoint '", *path, "' is at step ", state->step,
-                  ", past the run's ", total, " steps");
-    COPPICE_CHECK(state->epoch == state->step / nb && state->batch == state->step % nb,
-                  "run_training: resume: checkpoint '", *path, "' stands at epoch ", state->epoch, " batch ",
-                  state->batch, " but the train loader has ", nb, " batches per epoch (step ", state->step, ")");
-    start = state->step;
-    if (c.loss_scaler != nullptr) restore_loss_scaler(*c.loss_scaler, *state, *path);
-    manual_seed(state->rng_seed);
-    default_generator().set_offset(state->rng_offset);
-    if (c.scheduler != nullptr) {
-      COPPICE_CHECK(state->lr_step >= 0, "run_training: resume: checkpoint '", *path,
-                    "' has no LR scheduler position but a scheduler was given");
-      c.scheduler->set_step(state->lr_step);
-    }
-  }
+  std::string run_id = new_run_id();
+  std::string resumed_from;
+  if (!c.resume.empty()) start = resume(c, nb, total, run_id, resumed_from, progress);
   if (c.resume.empty()) manual_seed(c.seed);  // dropout and other draws of the default generator
   summary.start_step = start;
+  if (lead && !c.checkpoint_dir.empty()) {
+    const RunMarker marker{run_id, resumed_from, static_cast<int64_t>(std::time(nullptr))};
+    if (absl::Status st = write_run_marker(c.checkpoint_dir, marker); !st.ok()) fail("run_training: ", st.message());
+    const std::string others = other_runs_note(c.checkpoint_dir, run_id);
+    if (!others.empty()) {
+      progress.message(str_cat("checkpoint.dir '", c.checkpoint_dir, "' also holds ", others,
+                               "; they are kept, and this run (", run_id, ") writes and prunes only its own"));
+    }
+  }
 
   MetricsWriter metrics;
   if (lead && !c.metrics_path.empty()) {
+    if (start > 0) {
+      if (absl::Status st = truncate_metrics(c.metrics_path, start); !st.ok()) fail("run_training: ", st.message());
+    }
     if (absl::Status st = metrics.open(c.metrics_path, /*append=*/start > 0); !st.ok()) fail("run_training: ", st.message());
   }
-  ProgressReporter progress(lead ? c.progress_out : nullptr, c.progress_interactive);
 
   auto trainer_state = [&](int64_t step) {
     TrainerState s;
@@ -242,6 +321,9 @@ TrainingSummary run_training(TrainComponents& c) {
     s.rng_offset = default_generator().offset();
     s.lr_step = c.scheduler != nullptr ? c.scheduler->current_step() : -1;
     s.data_seed = c.train.options().seed;
+    s.run_id = run_id;
+    s.resumed_from = resumed_from;
+    s.fingerprint = c.fingerprint;
     if (c.loss_scaler != nullptr) save_loss_scaler(*c.loss_scaler, s);
     return s;
   };

@@ -41,9 +41,17 @@
 // checkpoints; every rank reads the checkpoint it resumes from. The train
 // loader must already shard by the communicator's rank (DataLoaderOptions).
 //
-// Resuming from a checkpoint (resume) loads it into the components (rebuilt
-// from scratch, as at the start of a job) and continues from its step; on the
-// CPU the result is bit-identical to a run that was never interrupted.
+// Resuming from a checkpoint (resume) reads and verifies the whole file,
+// compares its job fingerprint and its position with this run's, then loads
+// it into the components (rebuilt from scratch, as at the start of a job) and
+// continues from its step; on the CPU the result is bit-identical to a run
+// that was never interrupted. The run continues the checkpoint's run id when
+// it resumes from that run's newest checkpoint, else draws a new one (a
+// fork); with checkpoint_dir it writes its run marker there before the first
+// step (train/checkpoint_files.h). Metrics records after the resumed step are
+// dropped from the metrics file before it is appended to. Top-k residuals
+// (grad_sync.topk_fraction) are not checkpointed: they restart at zero, and
+// the resume says so.
 //
 // Errors are thrown as coppice::Error (a failed checkpoint load or write, a
 // metrics file that cannot be opened, bad components).
@@ -67,6 +75,7 @@
 #include "optim/mask_updater.h"
 #include "optim/optimizer.h"
 #include "tensor/device.h"
+#include "train/fingerprint.h"
 #include "train/metrics.h"
 
 namespace coppice {
@@ -144,9 +153,17 @@ struct TrainComponents {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int64_t keep_last = 0;
-  // A checkpoint file, or a directory whose newest checkpoint is loaded
-  // before training ("" none).
+  // A checkpoint file, or a directory (train/checkpoint_files.h says which
+  // of its checkpoints is taken), loaded before training ("" none).
   std::string resume;
+  // The job's fingerprint (train/fingerprint.h), saved in every checkpoint
+  // and compared on resume: a checkpoint whose fingerprint differs is
+  // refused, naming the keys, unless every difference is of an adjustable
+  // key that allowed_changes lets change (then the job's values win and the
+  // changes are reported). Empty: no fingerprint (the optimizer then takes
+  // the checkpoint's hyperparameters, as load_checkpoint does).
+  Fingerprint fingerprint;
+  std::vector<std::string> allowed_changes;
 
   // Replay each ordinary step's forward and backward from a CUDA graph
   // (train/graph_step.h) on a CUDA device. Off for data-parallel runs (the

@@ -10,6 +10,7 @@
 #include "tensor/allocator.h"
 #include "tensor/error.h"
 #include "tensor/io/json.h"
+#include "train/atomic_file.h"
 
 namespace coppice {
 
@@ -44,6 +45,62 @@ JsonObject& JsonObject::add(const std::string& key, const std::map<std::string, 
   JsonObject o;
   for (const auto& [k, v] : values) o.add(k, v);
   return add(key, o);
+}
+
+namespace {
+
+// The "step" of a record as MetricsWriter writes them: "kind" first, then
+// plain members, with "step" before any nested object; -1 for another line.
+int64_t record_step(const std::string& line, std::string* kind) {
+  static const std::string kKind = "{\"kind\":\"";
+  if (line.compare(0, kKind.size(), kKind) != 0 || line.back() != '}') return -1;
+  const size_t kind_end = line.find('"', kKind.size());
+  if (kind_end == std::string::npos) return -1;
+  *kind = line.substr(kKind.size(), kind_end - kKind.size());
+  const size_t at = line.find(",\"step\":", kind_end);
+  if (at == std::string::npos) return -1;
+  int64_t step = 0;
+  size_t i = at + 8;
+  if (i >= line.size() || line[i] < '0' || line[i] > '9') return -1;
+  for (; i < line.size() && line[i] >= '0' && line[i] <= '9' && step < (int64_t{1} << 58); ++i) {
+    step = step * 10 + (line[i] - '0');
+  }
+  return step;
+}
+
+}  // namespace
+
+absl::Status truncate_metrics(const std::string& path, int64_t last_step) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::UnavailableError(str_cat("metrics: cannot open '", path, "': ", std::strerror(errno)));
+  }
+  std::string kept, line;
+  char buf[1 << 16];
+  size_t n;
+  auto take = [&] {
+    std::string kind;
+    const int64_t step = record_step(line, &kind);
+    if (step >= 0 && step <= last_step && kind != "summary") kept += line + "\n";
+    line.clear();
+  };
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    for (size_t i = 0; i < n; ++i) {
+      if (buf[i] == '\n') {
+        take();
+      } else {
+        line += buf[i];
+      }
+    }
+  }
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return absl::UnavailableError(str_cat("metrics: cannot read '", path, "'"));
+  // A last line without its newline was cut short by a crash: dropped.
+  absl::Status st = write_file_atomically(path, kept);
+  if (!st.ok()) return absl::UnavailableError(str_cat("metrics: ", st.message()));
+  return absl::OkStatus();
 }
 
 MetricsWriter::~MetricsWriter() { close(); }

@@ -67,6 +67,12 @@ class MetricsWriter {
   std::string path_;
 };
 
+// Drops from the metrics file at `path` the records of steps after
+// `last_step` and every summary (and any line cut short), as a run resumed
+// from step `last_step` writes them again; the file is replaced atomically.
+// A missing file is fine.
+absl::Status truncate_metrics(const std::string& path, int64_t last_step);
+
 // Statistics of one weight (a parameter of dim >= 2).
 struct LayerStats {
   std::string name;

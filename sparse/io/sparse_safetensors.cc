@@ -236,19 +236,14 @@ absl::StatusOr<SparseSafetensorsFile> rebuild_file(SafetensorsFile file, const s
         return error(name, str_cat("shape '", v, "' in metadata is not a list of non-negative integers"));
       }
     } else if (starts_with(k, kAttrKey)) {
-      // coppice.attr.<name>.<key>: the longest sparse name that fits.
+      // coppice.attr.<name>.<key>: attribute keys have no '.', names may.
+      // (One lookup per key: trying every '.' would cost the square of a
+      // hostile key's length.)
       const std::string rest = k.substr(kAttrKey.size());
-      bool found = false;
-      for (size_t dot = rest.rfind('.'); dot != std::string::npos && dot > 0; dot = rest.rfind('.', dot - 1)) {
-        auto it = sparse.find(rest.substr(0, dot));
-        if (it != sparse.end()) {
-          it->second.attrs[rest.substr(dot + 1)] = v;
-          found = true;
-          break;
-        }
-        if (dot == 0) break;
-      }
-      if (!found) return error(rest, str_cat("metadata '", k, "' names no sparse tensor"));
+      const size_t dot = rest.rfind('.');
+      auto it = dot == std::string::npos || dot == 0 ? sparse.end() : sparse.find(rest.substr(0, dot));
+      if (it == sparse.end()) return error(rest, str_cat("metadata '", k, "' names no sparse tensor"));
+      it->second.attrs[rest.substr(dot + 1)] = v;
     }
   }
   for (const auto& [name, e] : sparse) {
@@ -326,6 +321,20 @@ absl::StatusOr<SparseSafetensorsFile> read_sparse_safetensors(const std::string&
   auto file = read_safetensors(path);
   if (!file.ok()) return file.status();
   return rebuild_file(std::move(*file), path);
+}
+
+absl::StatusOr<SafetensorsFile> flatten_sparse_tensors(const NamedTensors& tensors,
+                                                       const std::map<std::string, std::string>& metadata) {
+  auto flat = flatten(tensors, metadata);
+  if (!flat.ok()) return flat.status();
+  SafetensorsFile file;
+  file.tensors = std::move(flat->first);
+  file.metadata = std::move(flat->second);
+  return file;
+}
+
+absl::StatusOr<SparseSafetensorsFile> rebuild_sparse_tensors(SafetensorsFile file, const std::string& source) {
+  return rebuild_file(std::move(file), source);
 }
 
 absl::StatusOr<SparseSafetensorsFile> parse_sparse_safetensors(const std::string& bytes, const std::string& source) {

@@ -7,7 +7,8 @@
 //     in "__metadata__":
 //       coppice.format.w       the format: coo csr csc bsr blocked_ell nm masked
 //       coppice.shape.w        the logical shape, as JSON: "[4096, 4096]"
-//       coppice.attr.w.<key>   the format's attributes (SparseImpl::attributes())
+//       coppice.attr.w.<key>   the format's attributes (SparseImpl::attributes();
+//                              a key has no '.', so <key> is what follows the last one)
 //     Parts per format (see the format headers for dtypes and order):
 //       coo          w.indices [ndim, nnz] i64, w.values [nnz]; attr coalesced
 //       csr          w.crow_indices [rows+1] i32, w.col_indices [nnz] i32, w.values [nnz]
@@ -69,5 +70,14 @@ absl::StatusOr<SparseSafetensorsFile> read_sparse_safetensors(const std::string&
 // The same from bytes in memory; `source` names them in error messages.
 absl::StatusOr<SparseSafetensorsFile> parse_sparse_safetensors(const std::string& bytes,
                                                                const std::string& source = "<memory>");
+
+// The two halves of the above, for a caller that works on the plain entries
+// in between (the checkpoint writer checksums them): the dense entries and
+// metadata that stand for `tensors` in a file (what the writers write), and
+// the tensors rebuilt from a plain file's entries (what the readers return).
+absl::StatusOr<SafetensorsFile> flatten_sparse_tensors(const NamedTensors& tensors,
+                                                       const std::map<std::string, std::string>& metadata = {});
+absl::StatusOr<SparseSafetensorsFile> rebuild_sparse_tensors(SafetensorsFile file,
+                                                             const std::string& source = "<memory>");
 
 }  // namespace coppice

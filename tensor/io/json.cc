@@ -1,7 +1,10 @@
 #include "tensor/io/json.h"
 
 #include <cstdio>
+#include <string_view>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "tensor/error.h"
 
@@ -9,41 +12,64 @@ namespace coppice::json {
 
 Value Value::boolean(bool b) {
   Value v;
-  v.kind_ = Kind::kBool;
-  v.bool_ = b;
+  v.data_ = b;
   return v;
 }
 
 Value Value::integer(int64_t i) {
   Value v;
-  v.kind_ = Kind::kInteger;
-  v.int_ = i;
+  v.data_ = i;
   return v;
 }
 
 Value Value::string(std::string s) {
   Value v;
-  v.kind_ = Kind::kString;
-  v.string_ = std::move(s);
+  v.data_ = std::move(s);
   return v;
 }
 
 Value Value::array(std::vector<Value> items) {
   Value v;
-  v.kind_ = Kind::kArray;
-  v.items_ = std::move(items);
+  v.data_ = std::move(items);
   return v;
 }
 
 Value Value::object(std::vector<Member> members) {
   Value v;
-  v.kind_ = Kind::kObject;
-  v.members_ = std::move(members);
+  v.data_ = std::move(members);
   return v;
 }
 
+bool Value::as_bool() const {
+  const bool* b = std::get_if<bool>(&data_);
+  return b != nullptr && *b;
+}
+
+int64_t Value::as_integer() const {
+  const int64_t* i = std::get_if<int64_t>(&data_);
+  return i != nullptr ? *i : 0;
+}
+
+const std::string& Value::as_string() const {
+  static const std::string kEmpty;
+  const std::string* s = std::get_if<std::string>(&data_);
+  return s != nullptr ? *s : kEmpty;
+}
+
+const std::vector<Value>& Value::items() const {
+  static const std::vector<Value> kEmpty;
+  const std::vector<Value>* items = std::get_if<std::vector<Value>>(&data_);
+  return items != nullptr ? *items : kEmpty;
+}
+
+const std::vector<Value::Member>& Value::members() const {
+  static const std::vector<Member> kEmpty;
+  const std::vector<Member>* members = std::get_if<std::vector<Member>>(&data_);
+  return members != nullptr ? *members : kEmpty;
+}
+
 const Value* Value::find(const std::string& key) const {
-  for (const Member& m : members_) {
+  for (const Member& m : members()) {
     if (m.first == key) return &m.second;
   }
   return nullptr;
@@ -62,6 +88,20 @@ const char* kind_name(Value::Kind kind) {
 }
 
 namespace {
+
+// The keys of an object seen so far, held as indices into its member list
+// (indices stay valid while the list grows), so that the duplicate-key check
+// costs O(1) per key and the whole parse stays linear. absl::Hash is seeded
+// per process, so crafted keys cannot be made to collide.
+struct KeyHash {
+  const std::vector<Value::Member>* members;
+  size_t operator()(size_t i) const { return absl::Hash<std::string_view>()((*members)[i].first); }
+};
+struct KeyEq {
+  const std::vector<Value::Member>* members;
+  bool operator()(size_t a, size_t b) const { return (*members)[a].first == (*members)[b].first; }
+};
+using KeyIndex = absl::flat_hash_set<size_t, KeyHash, KeyEq>;
 
 class Parser {
  public:
@@ -178,6 +218,7 @@ class Parser {
       *out = Value::object(std::move(members));
       return true;
     }
+    KeyIndex seen(0, KeyHash{&members}, KeyEq{&members});
     while (true) {
       skip_ws();
       if (at_end() || peek() != '"') {
@@ -186,16 +227,15 @@ class Parser {
       size_t key_pos = pos_;
       std::string key;
       if (!parse_string(&key)) return false;
-      for (const Value::Member& m : members) {
-        if (m.first == key) return fail_at(key_pos, str_cat("duplicate key ", quote(key)));
+      members.emplace_back(std::move(key), Value());
+      if (!seen.insert(members.size() - 1).second) {
+        return fail_at(key_pos, str_cat("duplicate key ", quote(members.back().first)));
       }
       skip_ws();
       if (at_end() || peek() != ':') return fail_here(str_cat("unexpected ", describe_here(), ", expected ':'"));
       ++pos_;
       skip_ws();
-      Value v;
-      if (!parse_value(&v, depth)) return false;
-      members.emplace_back(std::move(key), std::move(v));
+      if (!parse_value(&members.back().second, depth)) return false;
       skip_ws();
       if (at_end()) return fail_here("unexpected end of input, expected ',' or '}'");
       if (peek() == ',') {

@@ -156,6 +156,14 @@ TEST(Module, LoadStateDictChecks) {
   e = error_of([&] { net.load_state_dict(extra); });
   EXPECT_NE(e.find("missing: (none); unexpected: fc9.weight"), std::string::npos) << e;
   net.load_state_dict(extra, /*strict=*/false);  // ignored
+  // Many unexpected entries (a hostile file): the message lists a few and the count.
+  NamedTensors many = state;
+  for (int i = 0; i < 100000; ++i) many.emplace_back(str_cat("x", i), Tensor());
+  e = error_of([&] { net.load_state_dict(many); });
+  EXPECT_NE(e.find("missing: (none); unexpected: x0, x1, x2, x3, x4, x5, x6, x7, ... (100000 in all)"),
+            std::string::npos)
+      << e.substr(0, 300);
+  net.load_state_dict(many, /*strict=*/false);
   NamedTensors wrong = state;
   wrong[1].second = zeros({5, 7});
   e = error_of([&] { net.load_state_dict(wrong); });

@@ -198,7 +198,12 @@ TEST(ApplySchedule, RefusesBadRules) {
       {"regex that matches nothing (whole-name)", with([](SparsityBuilder& b) { b.regex("fc1").density(0.5); }),
        "parameter rule 0 (regex 'fc1') selects no parameter"},
       {"regex that does not parse", with([](SparsityBuilder& b) { b.regex("fc[").density(0.5); }),
-       "parameter rule 0 (regex 'fc[')"},
+       "parameter rule 0 (regex 'fc['): the regex does not parse: missing ]: ["},
+      {"regex too long", with([](SparsityBuilder& b) { b.regex(std::string(1001, 'f')).density(0.5); }),
+       "(1001 bytes)'): the regex is 1001 bytes long, over the limit of 1000 bytes"},
+      {"output regex with lookahead", with([](SparsityBuilder& b) { b.output_regex("fc(?=1)."); }),
+       "output rule 0 (regex 'fc(?=1).'): the regex does not parse: invalid perl operator: (?= (RE2 syntax: no "
+       "backreferences or lookaround)"},
       {"two rules with conflicting settings", with([](SparsityBuilder& b) {
          b.regex("fc.*weight").density(0.5);
          b.regex("fc1\\..*").density(0.3);

@@ -324,6 +324,31 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"zero timeout", "distributed: {timeout_s: 0}", "distributed.timeout_s: must be in (0, 604800], got 0"},
       {"negative bucket", "distributed: {bucket_mb: -1}", "distributed.bucket_mb: must be in (0, 65536], got -1"},
       {"top-k of everything", "distributed: {topk_fraction: 1}", "distributed.topk_fraction: must be in [0, 1), got 1"},
+      {"rigl with top-k", sparse + "mask_update: {method: rigl, end_step: 50}\ndistributed: {world_size: 2, topk_fraction: 0.1}",
+       "distributed.topk_fraction: rigl grows from the dense gradient averaged over ranks, which the top-k exchange "
+       "truncates: use 0 (exact exchange) with rigl"},
+      {"snfs with top-k",
+       sparse + "optimizer: {momentum: 0.9}\nmask_update: {method: snfs, end_step: 50}\n"
+                "distributed: {world_size: 2, topk_fraction: 0.1}",
+       "distributed.topk_fraction: snfs grows from the momentum averaged over ranks, which the top-k exchange truncates: "
+       "use 0 (exact exchange) with snfs"},
+      {"top-k on one rank", "distributed: {topk_fraction: 0.1}",
+       "distributed.topk_fraction: has no effect with one rank (distributed.world_size 1); leave it 0"},
+      {"validation split of nothing",
+       "!model: {name: mlp, options: {sizes: [8, 3]}}\ndata: {dataset: synthetic, validation_split: 0.001, "
+       "synthetic: {examples: 64, test_examples: 8, features: 8, classes: 3}}\ntraining: {steps: 1}",
+       "data.validation_split: holds out no example of the 64 (0.001 x 64 < 1)"},
+      {"drop_last leaves no batch",
+       "!model: {name: mlp, options: {sizes: [8, 3]}}\ndata: {dataset: synthetic, batch_size: 100, drop_last: true, "
+       "synthetic: {examples: 64, test_examples: 8, features: 8, classes: 3}}\ntraining: {steps: 1}",
+       "data.drop_last: leaves no batch: each rank has 64 training examples, fewer than data.batch_size 100"},
+      {"structural change allowed", "checkpoint: {allow_changes: [optimizer.lr, model.options.sizes]}",
+       "checkpoint.allow_changes: 'model.options.sizes' cannot change on resume: the model, its formats and densities, "
+       "the dtype, the optimizer and the mask-update method shape the checkpoint's tensors (start a new run instead)"},
+      {"structural prefix allowed", "checkpoint: {allow_changes: ['sparsity.*']}", ""},
+      {"not a setting", "checkpoint: {allow_changes: ['Optimizer LR']}",
+       "checkpoint.allow_changes: 'Optimizer LR' is not a job setting (a key such as optimizer.lr, a prefix such as "
+       "optimizer.*, or *)"},
       {"unknown exchange", "distributed: {sparse_exchange: compacted}",
        "distributed.sparse_exchange: must be one of compact | dense, got 'compacted'; did you mean 'compact'?"},
       {"rule selecting nothing", "sparsity: {rules: [{name: fc9.weight, format: csr}]}", ""},
@@ -369,7 +394,7 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "data.path: Fashion-MNIST directory '/nonexistent/fmnist' not found"},
       {"missing text file", "!model: {name: char_lm}\ndata: {dataset: text, path: /nonexistent/corpus.txt, validation_split: 0.1}\ntraining: {steps: 1}",
        "data.path: text file '/nonexistent/corpus.txt' not found"},
-      {"missing resume dir", "checkpoint: {resume: /nonexistent/ckpt}", "checkpoint.resume: directory '/nonexistent/ckpt' not found"},
+      {"missing resume dir", "checkpoint: {resume: /nonexistent/ckpt}", "checkpoint.resume: '/nonexistent/ckpt' not found"},
       {"key for another dataset", "!model: {name: mlp}\ndata: {dataset: synthetic, seq_len: 32}\ntraining: {steps: 1}",
        "data.seq_len: only for dataset text, not synthetic"},
   };
@@ -387,7 +412,8 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
 
 TEST(JobConfig, LooserMessagesNameTheKey) {
   // Messages that pass on a lower layer's words: checked for the key path only.
-  EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {rules: [{regex: 'fc[', format: csr}]}").rfind("sparsity.rules[0].regex: 'fc[' is not a valid regex", 0), 0u);
+  EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {rules: [{regex: 'fc[', format: csr}]}"),
+            "sparsity.rules[0].regex: 'fc[' does not parse: missing ]: [");
   EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {rules: [{name: fc9.weight, format: csr}]}").rfind("sparsity: ", 0), 0u);
   const std::string sp = error_of(std::string(kBase) +
                                   "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: magnitud, sparsity: 0.5}}]}");

@@ -73,9 +73,9 @@ JobConfig parse(const std::string& yaml, const std::vector<std::string>& overrid
 
 // The model's tensors in the newest checkpoint of `dir` ("model.<name>").
 std::map<std::string, Tensor> checkpoint_model(const std::string& dir) {
-  absl::StatusOr<std::string> path = resolve_checkpoint(dir);
+  absl::StatusOr<ResolvedCheckpoint> path = resolve_checkpoint(dir);
   EXPECT_TRUE(path.ok()) << path.status();
-  absl::StatusOr<SparseSafetensorsFile> f = read_sparse_safetensors(*path);
+  absl::StatusOr<SparseSafetensorsFile> f = read_sparse_safetensors(path->path);
   EXPECT_TRUE(f.ok()) << f.status();
   std::map<std::string, Tensor> out;
   for (const auto& [name, t] : f->tensors) {
@@ -235,15 +235,15 @@ TEST(DataParallelFaults, ADeadRankEndsTheJobWithAnErrorAndTheCheckpointStaysGood
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4)) << "the survivor waited for a timeout";
   // Rank 0 wrote step 6 at most (it cannot finish step 7 without rank 1), and
   // the newest checkpoint loads into fresh components.
-  absl::StatusOr<std::string> path = resolve_checkpoint(ckpt);
+  absl::StatusOr<ResolvedCheckpoint> path = resolve_checkpoint(ckpt);
   ASSERT_TRUE(path.ok()) << path.status();
-  EXPECT_NE(path->find("ckpt-000000000"), std::string::npos) << *path;
+  EXPECT_NE(path->path.find("ckpt-000000000"), std::string::npos) << path->path;
   std::shared_ptr<MLP> model = make_mlp({8, 16, 3}, 11);
   const std::vector<std::string> layers = sparsify_weights(*model, 0.5, 3);
   Sgd sgd(model->parameters(), SgdOptions{0.05});
   MaskUpdater updater(small_updater_config(0));
   for (const std::string& name : layers) updater.add_layer(name, model->parameter(name).value());
-  absl::StatusOr<TrainerState> st = load_checkpoint(*path, *model, sgd, &updater);
+  absl::StatusOr<TrainerState> st = load_checkpoint(path->path, *model, sgd, &updater);
   EXPECT_TRUE(st.ok()) << st.status();
 }
 

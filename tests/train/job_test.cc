@@ -21,6 +21,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/train/train_test_util.h"
+#include "train/checkpoint_files.h"
 #include "train/config.h"
 
 namespace coppice {
@@ -148,8 +149,12 @@ TEST(RunJob, CheckpointAndResumeContinue) {
   stop.stop_at_step = 30;
   const TrainingSummary first = run_job(parse(yaml), stop);
   EXPECT_EQ(first.final_step, 30);
-  EXPECT_TRUE(fs::exists(fs::path(ckpt) / "ckpt-0000000030.safetensors"));
-  EXPECT_TRUE(fs::exists(fs::path(ckpt) / "ckpt-0000000020.safetensors"));
+  auto list = list_checkpoints(ckpt);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].step, 20);
+  EXPECT_EQ((*list)[1].step, 30);
+  EXPECT_EQ(first.last_checkpoint, (*list)[1].path);
 
   // --resume (JobRunOptions::resume) overrides the job's checkpoint.resume.
   JobRunOptions resume;
@@ -162,6 +167,118 @@ TEST(RunJob, CheckpointAndResumeContinue) {
   ASSERT_TRUE(second.test && full.test);
   EXPECT_EQ(second.test->loss, full.test->loss);
   EXPECT_EQ(densities(second), densities(full));
+}
+
+// ---- resuming: the fingerprint, runs, metrics ---------------------------------------------
+
+std::string error_of(const JobConfig& job, const JobRunOptions& opts) {
+  try {
+    run_job(job, opts);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The RigL job with checkpoints every 20 steps in `ckpt`.
+std::string rigl_with_checkpoints(const std::string& ckpt) {
+  return tiny_job(std::string(kRigl) + "checkpoint: {dir: '" + ckpt + "', every_steps: 20}\n");
+}
+
+TEST(RunJob, ResumeRefusesAnotherJobsCheckpointNamingTheKeys) {
+  const std::string ckpt = temp_dir("job_other");
+  JobRunOptions stop;
+  stop.stop_at_step = 30;
+  run_job(parse(rigl_with_checkpoints(ckpt)), stop);
+
+  JobRunOptions resume;
+  resume.resume = ckpt;
+  // Another density: the checkpoint's masks are not this job's.
+  std::string e = error_of(parse(rigl_with_checkpoints(ckpt), {"sparsity.density=0.1"}), resume);
+  EXPECT_NE(e.find("holds the state of another job"), std::string::npos) << e;
+  EXPECT_NE(e.find("sparsity.fc1.weight: csr density=0.20000000000000001 -> csr density=0.10000000000000001"),
+            std::string::npos)
+      << e;
+  // A dense job.
+  e = error_of(parse(tiny_job("checkpoint: {dir: '" + ckpt + "'}\n")), resume);
+  EXPECT_NE(e.find("mask_update.method: rigl -> dense"), std::string::npos) << e;
+  // Edited hyperparameters: refused, and allowed on purpose.
+  const JobConfig edited = parse(rigl_with_checkpoints(ckpt), {"optimizer.momentum=0.5", "optimizer.lr=0.01"});
+  e = error_of(edited, resume);
+  EXPECT_NE(e.find("optimizer.lr: 0.050000000000000003 -> 0.01; optimizer.momentum: 0.90000000000000002 -> 0.5"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("--allow-changes optimizer.lr,optimizer.momentum"), std::string::npos) << e;
+  resume.allow_changes = {"optimizer.lr"};
+  e = error_of(edited, resume);
+  EXPECT_NE(e.find("optimizer.momentum: 0.90000000000000002 -> 0.5;"), std::string::npos) << e;
+  EXPECT_EQ(e.find("optimizer.lr:"), std::string::npos) << e;
+  resume.allow_changes = {"optimizer.*"};
+  EXPECT_EQ(error_of(edited, resume), "");
+  // An allowed change does not cover a structural one.
+  resume.allow_changes = {"*"};
+  e = error_of(parse(rigl_with_checkpoints(ckpt), {"sparsity.density=0.1"}), resume);
+  EXPECT_NE(e.find("holds the state of another job"), std::string::npos) << e;
+}
+
+TEST(RunJob, ResumeTakesTheLastRunsCheckpointNeverAnOlderRunsFinalOne) {
+  const std::string ckpt = temp_dir("job_stale");
+  // An older run that finished (its final checkpoint is at step 60).
+  run_job(parse(rigl_with_checkpoints(ckpt)));
+  // A new run in the same directory stops at step 10 (the stop writes its
+  // one checkpoint): resuming the directory continues it, not the older run.
+  JobRunOptions stop;
+  stop.stop_at_step = 10;
+  const JobConfig job = parse(rigl_with_checkpoints(ckpt));
+  run_job(job, stop);
+  JobRunOptions resume;
+  resume.resume = ckpt;
+  const TrainingSummary s = run_job(job, resume);
+  EXPECT_EQ(s.start_step, 10) << "resumed the older run's final checkpoint";
+
+  // A fresh run that died before its first checkpoint: refused, naming the
+  // other runs' checkpoints.
+  ASSERT_TRUE(write_run_marker(ckpt, {"00000000000000ff", "", 1}).ok());
+  const std::string e = error_of(job, resume);
+  EXPECT_NE(e.find("run 00000000000000ff, the last to start in '" + ckpt + "', wrote no checkpoint"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("not taking another run's checkpoint silently"), std::string::npos) << e;
+}
+
+TEST(RunJob, ResumedMetricsDoNotRepeatSteps) {
+  const std::string ckpt = temp_dir("job_metrics");
+  const std::string metrics = ckpt + "/metrics.jsonl";
+  const std::string yaml = rigl_with_checkpoints(ckpt + "/c");
+  const std::vector<std::string> log = {"logging.metrics=" + metrics};
+  JobRunOptions stop;
+  stop.stop_at_step = 30;
+  run_job(parse(yaml, log), stop);
+  // The run got to step 50 (metrics written, the last line cut short) before
+  // it died; its newest checkpoint is at 30.
+  {
+    std::ofstream out(metrics, std::ios::app);
+    out << "{\"kind\":\"train\",\"step\":40,\"loss\":1}\n{\"kind\":\"train\",\"step\":50,\"loss\":1}\n{\"kind\":\"tr";
+  }
+  JobRunOptions resume;
+  resume.resume = ckpt + "/c";
+  run_job(parse(yaml, log), resume);
+  std::ifstream in(metrics);
+  std::string line;
+  std::vector<int64_t> steps;
+  int summaries = 0;
+  while (std::getline(in, line)) {
+    const size_t at = line.find("\"step\":");
+    ASSERT_NE(at, std::string::npos) << line;
+    if (line.find("\"kind\":\"train\"") != std::string::npos) steps.push_back(std::stoll(line.substr(at + 7)));
+    if (line.find("\"kind\":\"summary\"") != std::string::npos) ++summaries;
+  }
+  // Every 10 steps and after each mask update (steps 1, 11, ...), each once:
+  // the dead run's records after step 30 are gone, the resumed run's follow.
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 10, 11, 20, 21, 30, 31, 40, 41, 50, 60}));
+  EXPECT_EQ(summaries, 1);
+  std::ifstream again(metrics);
+  const std::string all((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all.find("\"loss\":1}"), std::string::npos) << "a record of the dead run after step 30 survived";
 }
 
 // ---- bf16 / f16 (precision.dtype) ------------------------------------------------------------

@@ -237,6 +237,7 @@ void expect_resume_bit_identical(bool sparse, bool movement = false) {
   const std::vector<std::string> want = parameter_bits(*straight.model);
 
   const std::string dir = temp_dir(movement ? "resume_movement" : sparse ? "resume_sparse" : "resume_dense");
+  std::string last;
   {
     Job first = build_job(sparse, total, movement);
     first.c->stop_at_step = n;
@@ -245,17 +246,20 @@ void expect_resume_bit_identical(bool sparse, bool movement = false) {
     first.c->keep_last = 2;
     const TrainingSummary b = run_training(*first.c);
     ASSERT_EQ(b.final_step, n);
-    ASSERT_EQ(b.last_checkpoint, dir + "/" + checkpoint_file_name(n));
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(a.losses[i], b.losses[i]) << "step " << i;
     auto list = list_checkpoints(dir);
     ASSERT_TRUE(list.ok());
     ASSERT_EQ(list->size(), 2u);
-    EXPECT_EQ((*list)[0].first, 8);
-    EXPECT_EQ((*list)[1].first, n);
+    EXPECT_EQ((*list)[0].step, 8);
+    EXPECT_EQ((*list)[1].step, n);
+    EXPECT_EQ((*list)[0].run_id, (*list)[1].run_id);
+    EXPECT_TRUE(is_run_id((*list)[1].run_id));
+    ASSERT_EQ(b.last_checkpoint, dir + "/" + checkpoint_file_name(n, (*list)[1].run_id));
+    last = b.last_checkpoint;
   }
   Job second = build_job(sparse, total, movement);
   // The directory (its newest checkpoint) or the file itself.
-  second.c->resume = sparse ? dir + "/" + checkpoint_file_name(n) : dir;
+  second.c->resume = sparse ? last : dir;
   const TrainingSummary c = run_training(*second.c);
   EXPECT_EQ(c.start_step, n);
   ASSERT_EQ(c.final_step, total);

@@ -1,7 +1,8 @@
 // The trainer: runs one YAML training job (train/config.h) through run_job
 // (train/job.h).
 //
-//   trainer --config FILE [--set key.path=value ...] [--resume CKPT] [--run-dir DIR]
+//   trainer --config FILE [--set key.path=value ...] [--resume CKPT]
+//           [--allow-changes KEY,...] [--run-dir DIR]
 //
 // A data-parallel job over NCCL runs one trainer per GPU, started by
 // tools/launch (or tools/train CONFIG --nproc N, mpirun, srun); rank 0 prints
@@ -16,6 +17,7 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -23,21 +25,27 @@
 #include "absl/status/status.h"
 #include "tensor/error.h"
 #include "train/config.h"
+#include "train/fingerprint.h"
 #include "train/job.h"
 #include "train/loop.h"
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: trainer --config FILE [--set key.path=value ...] [--resume CKPT] [--run-dir DIR]\n"
+    "usage: trainer --config FILE [--set key.path=value ...] [--resume CKPT] [--allow-changes KEY,...]\n"
+    "               [--run-dir DIR]\n"
     "\n"
     "Runs the training job described by the YAML file FILE (see README.md, \"Configuring a job\").\n"
     "\n"
     "  --config FILE      the job file (required)\n"
     "  --set K=V          override one key of the job, e.g. --set optimizer.lr=0.05 or\n"
     "                     --set training.steps=300 (repeatable; applied before validation)\n"
-    "  --resume CKPT      resume from a checkpoint file or the newest checkpoint in a\n"
-    "                     directory (overrides checkpoint.resume)\n"
+    "  --resume CKPT      resume from a checkpoint file, or from a directory: the newest\n"
+    "                     checkpoint of the run that started there last (overrides\n"
+    "                     checkpoint.resume); the checkpoint's job must be this one\n"
+    "  --allow-changes K  job settings the resume may change on purpose, comma-separated\n"
+    "                     (e.g. optimizer.lr,training.steps; optimizer.* for a section;\n"
+    "                     * for every setting that can change); the changes are printed\n"
     "  --run-dir DIR      the run's directory: metrics go to DIR/metrics.jsonl unless\n"
     "                     logging.metrics names a file\n"
     "  -h, --help         this text\n"
@@ -48,6 +56,7 @@ struct Args {
   std::string config;
   std::vector<std::string> overrides;
   std::string resume;
+  std::vector<std::string> allow_changes;
   std::string run_dir;
   bool help = false;
 };
@@ -73,7 +82,8 @@ int parse_args(int argc, char** argv, Args& a) {
       arg = arg.substr(0, eq);
       has_value = true;
     }
-    const bool takes_value = arg == "--config" || arg == "--set" || arg == "--resume" || arg == "--run-dir";
+    const bool takes_value =
+        arg == "--config" || arg == "--set" || arg == "--resume" || arg == "--allow-changes" || arg == "--run-dir";
     if (!takes_value) return usage_error("unknown argument '" + std::string(argv[i]) + "'");
     if (!has_value) {
       if (i + 1 >= argc) return usage_error(arg + " needs a value");
@@ -87,6 +97,14 @@ int parse_args(int argc, char** argv, Args& a) {
       a.overrides.push_back(value);
     } else if (arg == "--resume") {
       a.resume = value;
+    } else if (arg == "--allow-changes") {
+      std::stringstream items(value);
+      std::string item;
+      while (std::getline(items, item, ',')) {
+        if (!item.empty()) a.allow_changes.push_back(item);
+      }
+      if (absl::Status st = coppice::check_allowed_changes(a.allow_changes); !st.ok())
+        return usage_error("--allow-changes: " + std::string(st.message()));
     } else {
       a.run_dir = value;
     }
@@ -95,6 +113,7 @@ int parse_args(int argc, char** argv, Args& a) {
   std::error_code ec;
   if (!a.resume.empty() && !std::filesystem::exists(a.resume, ec))
     return usage_error("--resume: '" + a.resume + "' not found");
+
   return 0;
 }
 
@@ -118,8 +137,12 @@ int run(int argc, char** argv) {
     return coppice::config_error(args.config, job.status(), std::cerr);
   }
 
+  if (!args.allow_changes.empty() && args.resume.empty() && job->checkpoint.resume.empty())
+    return usage_error("--allow-changes needs --resume or checkpoint.resume (it says what a resume may change)");
+
   coppice::JobRunOptions opts;
   opts.resume = args.resume;
+  opts.allow_changes = args.allow_changes;
   opts.run_dir = args.run_dir;
   opts.progress_out = stderr;
   if (!args.run_dir.empty()) {

@@ -165,6 +165,24 @@ TEST(SparseSafetensorsCorrupt, MissingOrBadAttribute) {
   expect_error(load_edited(plain->tensors, meta), "attribute m");
 }
 
+// An attribute key is matched to its tensor by one lookup (the name is what
+// precedes the last '.'), so a hostile key of a million dots costs one pass,
+// not one lookup per dot (which took hours).
+TEST(SparseSafetensorsCorrupt, AttributeKeyNamesNoTensor) {
+  CsrFile f = csr_file();
+  f.meta["coppice.attr.w" + std::string(1000000, '.')] = "1";
+  auto r = load_edited(f.entries, f.meta);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("names no sparse tensor"), std::string::npos);
+  CsrFile g = csr_file();
+  g.meta["coppice.attr.w.block.rows"] = "2";  // attribute keys have no '.'
+  r = load_edited(g.entries, g.meta);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("metadata 'coppice.attr.w.block.rows' names no sparse tensor"),
+            std::string::npos)
+      << r.status();
+}
+
 TEST(SparseSafetensorsCorrupt, FileErrorsPassThrough) {
   auto r = read_sparse_safetensors(tmp_path("does_not_exist.safetensors"));
   EXPECT_FALSE(r.ok());

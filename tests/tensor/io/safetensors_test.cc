@@ -440,6 +440,38 @@ TEST(SafetensorsCorruptTest, TableOfBadFiles) {
   }
 }
 
+// A header of many names costs time linear in its size: 200,000 metadata
+// keys and 100,000 (empty) tensors are read, and a duplicate among them,
+// first, in the middle or last, is refused by name, all within a small
+// test's time (one such header once took minutes to refuse).
+TEST(SafetensorsCorruptTest, HeadersWithManyNames) {
+  constexpr size_t kKeys = 200000, kTensors = 100000;
+  auto header = [&](size_t dup_key, size_t dup_tensor) {  // index renamed to k0 / t0; 0: none
+    std::string h = "{\"__metadata__\":{";
+    for (size_t i = 0; i < kKeys; ++i) h += str_cat(i ? "," : "", "\"k", i == dup_key ? 0 : i, "\":\"v\"");
+    h += "}";
+    for (size_t i = 0; i < kTensors; ++i) {
+      h += str_cat(",\"t", i == dup_tensor ? 0 : i, "\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}");
+    }
+    return h + "}";
+  };
+  absl::StatusOr<SafetensorsFile> f = parse_safetensors(make_file(header(0, 0), ""), "many.st");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->metadata.size(), kKeys);
+  ASSERT_EQ(f->tensors.size(), kTensors);
+  EXPECT_EQ(f->tensors.back().first, str_cat("t", kTensors - 1));
+  for (size_t dup : {size_t{1}, kKeys / 2, kKeys - 1}) {
+    f = parse_safetensors(make_file(header(dup, 0), ""), "many.st");
+    ASSERT_FALSE(f.ok()) << "metadata key " << dup << " duplicated";
+    EXPECT_NE(f.status().message().find(": duplicate key \"k0\""), std::string::npos) << f.status();
+  }
+  for (size_t dup : {size_t{1}, kTensors / 2, kTensors - 1}) {
+    f = parse_safetensors(make_file(header(0, dup), ""), "many.st");
+    ASSERT_FALSE(f.ok()) << "tensor " << dup << " duplicated";
+    EXPECT_NE(f.status().message().find(": duplicate key \"t0\""), std::string::npos) << f.status();
+  }
+}
+
 // Random damage to a valid file: any outcome but a crash (or an ASan report) is fine.
 TEST(SafetensorsCorruptTest, RandomByteDamageNeverCrashes) {
   std::string good = valid_file();
