@@ -388,7 +388,6 @@ ParameterRule read_parameter_rule(const Section& r) {
   }
   if (r.has("density")) {
     const double d = r.number("density", 1.0);
-    if (!(d > 0.0 && d <= 1.0)) bad(r.at("density"), "must be in (0, 1], got ", fmt(d));
     rule.density = d;
   }
   if (r.has("sparsifier")) rule.sparsifier = read_spec(r, "sparsifier");
@@ -436,8 +435,6 @@ void read_sparsity(const Section& sp, JobConfig& job) {
   SparsityConfig& c = job.sparsity;
   c.has_density = sp.has("density");
   c.distribution.density = sp.number("density", 1.0);
-  if (!(c.distribution.density > 0.0 && c.distribution.density <= 1.0))
-    bad(sp.at("density"), "must be in (0, 1], got ", fmt(c.distribution.density));
   c.distribution.distribution = parse_density_distribution(sp.choice("distribution", "erk", {"uniform", "er", "erk"}));
   for (const auto& [name, value] : sp.entries("overrides")) {
     const std::string key = join_key(sp.at("overrides"), name);
@@ -467,24 +464,18 @@ void read_sparsity(const Section& sp, JobConfig& job) {
 void read_optimizer(const Section& o, OptimizerConfig& c) {
   const std::string name = o.choice("name", "sgd", {"sgd", "adam", "adamw"});
   const double lr = o.number("lr", 1e-3);
-  if (!(lr > 0.0)) bad(o.at("lr"), "must be > 0, got ", fmt(lr));
   c.grad_clip = o.number("grad_clip", 0.0);
-  if (c.grad_clip < 0.0) bad(o.at("grad_clip"), "must be >= 0 (0: off), got ", fmt(c.grad_clip));
   if (name == "sgd") {
     c.kind = OptimizerKind::kSgd;
     o.refuse({"beta1", "beta2", "eps"}, "not an option of sgd (it is adam's and adamw's)");
     c.sgd.lr = lr;
     c.sgd.momentum = o.number("momentum", 0.0);
-    if (!(c.sgd.momentum >= 0.0 && c.sgd.momentum < 1.0)) bad(o.at("momentum"), "must be in [0, 1), got ", fmt(c.sgd.momentum));
     c.sgd.dampening = o.number("dampening", 0.0);
-    if (!(c.sgd.dampening >= 0.0 && c.sgd.dampening <= 1.0))
-      bad(o.at("dampening"), "must be in [0, 1], got ", fmt(c.sgd.dampening));
     c.sgd.nesterov = o.boolean("nesterov", false);
     if (c.sgd.nesterov && (c.sgd.momentum <= 0.0 || c.sgd.dampening != 0.0))
       bad(o.at("nesterov"), "needs momentum > 0 and dampening 0, got momentum ", fmt(c.sgd.momentum), " and dampening ",
           fmt(c.sgd.dampening));
     c.sgd.weight_decay = o.number("weight_decay", 0.0);
-    if (c.sgd.weight_decay < 0.0) bad(o.at("weight_decay"), "must be >= 0, got ", fmt(c.sgd.weight_decay));
     return;
   }
   c.kind = name == "adam" ? OptimizerKind::kAdam : OptimizerKind::kAdamW;
@@ -492,13 +483,9 @@ void read_optimizer(const Section& o, OptimizerConfig& c) {
   c.adam = name == "adam" ? AdamOptions{} : AdamWOptions{};
   c.adam.lr = lr;
   c.adam.beta1 = o.number("beta1", c.adam.beta1);
-  if (!(c.adam.beta1 >= 0.0 && c.adam.beta1 < 1.0)) bad(o.at("beta1"), "must be in [0, 1), got ", fmt(c.adam.beta1));
   c.adam.beta2 = o.number("beta2", c.adam.beta2);
-  if (!(c.adam.beta2 >= 0.0 && c.adam.beta2 < 1.0)) bad(o.at("beta2"), "must be in [0, 1), got ", fmt(c.adam.beta2));
   c.adam.eps = o.number("eps", c.adam.eps);
-  if (!(c.adam.eps > 0.0)) bad(o.at("eps"), "must be > 0, got ", fmt(c.adam.eps));
   c.adam.weight_decay = o.number("weight_decay", c.adam.weight_decay);
-  if (c.adam.weight_decay < 0.0) bad(o.at("weight_decay"), "must be >= 0, got ", fmt(c.adam.weight_decay));
 }
 
 void read_lr_schedule(const Section& s, double lr, LrScheduleConfig& c) {
@@ -510,7 +497,6 @@ void read_lr_schedule(const Section& s, double lr, LrScheduleConfig& c) {
     if (!s.has("step_size")) bad(s.at("step_size"), "required for the step schedule");
     c.step_size = s.at_least("step_size", 0, 1);
     c.gamma = s.number("gamma", 0.1);
-    if (!(c.gamma > 0.0 && c.gamma <= 1.0)) bad(s.at("gamma"), "must be in (0, 1], got ", fmt(c.gamma));
   }
   if (c.kind == LrScheduleKind::kCosine) {
     c.t_max = s.at_least("t_max", 0, 0);
@@ -520,8 +506,6 @@ void read_lr_schedule(const Section& s, double lr, LrScheduleConfig& c) {
   }
   c.warmup_steps = s.at_least("warmup_steps", 0, 0);
   c.warmup_start_factor = s.number("warmup_start_factor", 0.0);
-  if (!(c.warmup_start_factor >= 0.0 && c.warmup_start_factor <= 1.0))
-    bad(s.at("warmup_start_factor"), "must be in [0, 1], got ", fmt(c.warmup_start_factor));
   if (c.warmup_steps == 0 && c.warmup_start_factor != 0.0)
     bad(s.at("warmup_start_factor"), "has no effect without lr_schedule.warmup_steps > 0");
 }
@@ -553,13 +537,9 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
     c.gmp.end_step = end;
     c.gmp.frequency = s.at_least("frequency", 100, 1);
     c.gmp.initial_density = s.number("initial_density", 1.0);
-    if (!(c.gmp.initial_density > 0.0 && c.gmp.initial_density <= 1.0))
-      bad(s.at("initial_density"), "must be in (0, 1], got ", fmt(c.gmp.initial_density));
     if (!s.has("final_density") && !job.sparsity.has_density)
       bad(s.at("final_density"), "required for method gmp (or set sparsity.density)");
     c.gmp.final_density = s.number("final_density", job.sparsity.distribution.density);
-    if (!(c.gmp.final_density > 0.0 && c.gmp.final_density <= 1.0))
-      bad(s.at("final_density"), "must be in (0, 1], got ", fmt(c.gmp.final_density));
     if (c.gmp.final_density > c.gmp.initial_density)
       bad(s.at("final_density"), "must be <= mask_update.initial_density (", fmt(c.gmp.initial_density), "), got ",
           fmt(c.gmp.final_density));
@@ -579,8 +559,6 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
   u.end_step = end;
   u.interval = s.at_least("interval", 100, 1);
   u.drop_fraction = s.number("drop_fraction", 0.3);
-  if (!(u.drop_fraction > 0.0 && u.drop_fraction <= 1.0))
-    bad(s.at("drop_fraction"), "must be in (0, 1], got ", fmt(u.drop_fraction));
   u.schedule = parse_drop_schedule(s.choice("drop_schedule", "cosine", {"constant", "cosine", "linear"}));
   u.prune = parse_prune_criterion(s.choice("prune", "magnitude", {"magnitude", "movement"}));
   u.allow_regrow_dropped = s.boolean("allow_regrow_dropped", false);
