@@ -112,13 +112,19 @@ absl::StatusOr<IdxArray> parse_idx(const std::string& bytes, const std::string& 
   }
   const uint64_t elem = idx_type_size(out.type);
   uint64_t numel = 1;
+  // The product of the dims with zeros taken as ones (what a tensor's strides
+  // multiply): bounded too, so that an empty array cannot carry dims whose
+  // product overflows.
+  uint64_t extent = 1;
   for (int d = 0; d < ndim; ++d) {
     const uint32_t n = load_be32(p + 4 + 4 * d);
     out.dims.push_back(static_cast<int64_t>(n));
-    if (n != 0 && numel > kIdxMaxBytes / elem / n) {
+    const uint64_t m = std::max<uint64_t>(n, 1);
+    if (extent > kIdxMaxBytes / elem / m) {
       return bad(source, str_cat("dimensions ", shape_to_string(out.dims), "... describe more than ", kIdxMaxBytes,
-                                 " bytes of data"));
+                                 " bytes of data", numel * n == 0 ? " (counting a 0 dimension as 1)" : ""));
     }
+    extent *= m;
     numel *= n;
   }
   const uint64_t want = numel * elem;

@@ -6,7 +6,8 @@
 //
 // Reading never crashes on bad bytes (ARCHITECTURE.md, Errors): every problem
 // (missing file, not gzip, truncated or corrupt gzip, bad magic, unknown type,
-// sizes that disagree with the file's length) is an error Status whose message
+// sizes that disagree with the file's length, sizes whose product (a 0
+// counted as 1) describes more than kIdxMaxBytes) is an error Status whose message
 // names the file and what is wrong.
 #pragma once
 

@@ -115,7 +115,9 @@ absl::StatusOr<std::pair<NamedTensors, std::map<std::string, std::string>>> flat
   }
   NamedTensors entries;
   std::set<std::string> names, entry_names;
-  for (const auto& [name, t] : tensors) {
+  for (const auto& named : tensors) {
+    const std::string& name = named.first;  // not a structured binding: the lambda below captures it
+    const Tensor& t = named.second;
     if (!names.insert(name).second) {
       return absl::InvalidArgumentError(str_cat("write_sparse_safetensors: duplicate tensor name '", name, "'"));
     }

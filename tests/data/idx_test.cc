@@ -71,6 +71,19 @@ TEST(Idx, ZeroSizedDimension) {
   EXPECT_EQ(a->to_tensor().shape(), (Shape{0, 28, 28}));
 }
 
+// Found by the IDX fuzzer (tests/fuzz): a 0 dimension made the array empty,
+// so the other dims went unchecked, and the tensor's strides (the product of
+// the dims with zeros as ones) overflowed.
+TEST(Idx, ZeroDimensionDoesNotHideHugeOnes) {
+  expect_error(parse_idx(idx_bytes(0x0E, {0, 0xffffffff, 0xffffff10, 64}, ""), "f.idx").status(),
+               {"f.idx", "dimensions [0, 4294967295]...", "more than 2147483648 bytes",
+                "counting a 0 dimension as 1"});
+  // Large but within the limit: still an empty array.
+  absl::StatusOr<IdxArray> a = parse_idx(idx_bytes(0x08, {65536, 0, 16384}, ""));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->to_tensor().shape(), (Shape{65536, 0, 16384}));
+}
+
 TEST(Idx, BadBytes) {
   expect_error(parse_idx("", "f.idx").status(), {"f.idx", "shorter than the 4-byte IDX magic"});
   expect_error(parse_idx(std::string("\x00\x01\x08\x01", 4) + "xxxx", "f.idx").status(), {"f.idx", "bad magic number"});
