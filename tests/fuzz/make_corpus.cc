@@ -10,8 +10,6 @@
 // other files in a corpus directory (say, a crash reproducer added as a
 // regression input) are left alone. Everything is seeded: a rerun on the
 // same code writes the same bytes.
-#include <zlib.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -26,6 +24,7 @@
 #include "sparse/io/sparse_safetensors.h"
 #include "tensor/io/safetensors.h"
 #include "tensor/ops.h"
+#include "tests/data/test_util.h"
 #include "tests/fuzz/checkpoint_fixture.h"
 #include "train/checkpoint.h"
 #include "train/config_schema.h"
@@ -171,32 +170,11 @@ void checkpoint_corpus() {
 
 // -------------------------------------------------------------------- IDX --
 
-std::string be32(uint32_t v) {
-  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
-}
-
-std::string idx(uint8_t type, const std::vector<uint32_t>& dims, const std::string& data) {
-  std::string s = {0, 0, static_cast<char>(type), static_cast<char>(dims.size())};
-  for (uint32_t d : dims) s += be32(d);
-  return s + data;
-}
-
-std::string gzip(const std::string& plain) {
-  z_stream zs{};
-  if (deflateInit2(&zs, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) fail("deflateInit2");
-  std::string out(deflateBound(&zs, plain.size()) + 32, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
-  zs.avail_in = static_cast<uInt>(plain.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  if (deflate(&zs, Z_FINISH) != Z_STREAM_END) fail("deflate");
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  // gzip's header has a timestamp field; deflateInit2 leaves it 0, so the bytes are stable.
-  return out;
-}
-
 void idx_corpus() {
+  using testing::gzip;
+  auto idx = [](uint8_t type, const std::vector<uint32_t>& dims, const std::string& data) {
+    return testing::idx_bytes(type, dims, data);
+  };
   std::string pixels;
   for (int i = 0; i < 2 * 3 * 3; ++i) pixels += static_cast<char>(i * 13);
   const std::string images = idx(0x08, {2, 3, 3}, pixels);

@@ -24,7 +24,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -44,6 +43,7 @@
 
 #include "gtest/gtest.h"
 #include "tensor/io/safetensors.h"
+#include "tests/data/test_util.h"
 #include "train/config_schema.h"
 #include "yaml-cpp/yaml.h"
 
@@ -189,23 +189,6 @@ RunResult run_trainer(const fs::path& dir, const std::vector<std::string>& args,
 
 // --------------------------------------------------------- files of a case --
 
-std::string gzip(const std::string& plain) {
-  z_stream zs{};
-  if (deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    throw std::runtime_error("deflateInit2 failed");
-  }
-  std::string out(deflateBound(&zs, plain.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
-  zs.avail_in = static_cast<uInt>(plain.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  const int rc = deflate(&zs, Z_FINISH);
-  deflateEnd(&zs);
-  if (rc != Z_STREAM_END) throw std::runtime_error("deflate failed");
-  out.resize(zs.total_out);
-  return out;
-}
-
 // The bytes of a `parts` list, each repeated `times` (default 1):
 //   {text: S}                  S
 //   {hex: "00ff"}              the bytes
@@ -241,7 +224,7 @@ std::string bytes_of_parts(const YAML::Node& parts) {
       for (int i = 0; i < 8; ++i) one += static_cast<char>((v >> (8 * i)) & 0xff);
       one += header;
     } else if (p["gzip"]) {
-      one = gzip(bytes_of_parts(p["gzip"]));
+      one = testing::gzip(bytes_of_parts(p["gzip"]));
     } else {
       throw std::runtime_error("unknown part: " + YAML::Dump(p));
     }
