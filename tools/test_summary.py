@@ -2,12 +2,14 @@
 """Tallies test cases from a `bazel test` run for tools/test.
 
 With --log and --testlogs: reads the per-target status lines of the log and
-each target's GoogleTest XML report, and prints "passed failed skipped" for
-that run. A target that failed to build, timed out or left no report counts
-as one failed case. With --total FILE: sums such lines and prints the closing
-line "N passed, N failed, N skipped"; exits 1 if anything failed.
+each target's GoogleTest XML report (one per shard of a sharded test), and
+prints "passed failed skipped" for that run. A target that failed to build,
+timed out or left no report counts as one failed case. With --total FILE:
+sums such lines and prints the closing line "N passed, N failed, N skipped";
+exits 1 if anything failed.
 """
 import argparse
+import glob
 import os
 import re
 import sys
@@ -43,12 +45,18 @@ def tally_run(log, testlogs):
             if status == "SKIPPED":  # incompatible target (e.g. CUDA off): not a test case
                 continue
             pkg, _, name = label[2:].partition(":")
-            xml = os.path.join(testlogs, pkg, name, "test.xml")
-            if status in ("PASSED", "FAILED", "FLAKY") and os.path.exists(xml):
-                try:
-                    p, fl, s = count_xml(xml)
-                except ET.ParseError:
-                    p, fl, s = 0, 1, 0
+            # A sharded test (shard_count) has a report per shard.
+            xmls = [os.path.join(testlogs, pkg, name, "test.xml")]
+            xmls += sorted(glob.glob(os.path.join(testlogs, pkg, name, "shard_*_of_*", "test.xml")))
+            xmls = [x for x in xmls if os.path.exists(x)]
+            if status in ("PASSED", "FAILED", "FLAKY") and xmls:
+                p = fl = s = 0
+                for xml in xmls:
+                    try:
+                        dp, dfl, ds = count_xml(xml)
+                    except ET.ParseError:
+                        dp, dfl, ds = 0, 1, 0
+                    p, fl, s = p + dp, fl + dfl, s + ds
                 if status == "FAILED" and fl == 0:
                     fl = 1  # crashed after writing a partial report
                 passed, failed, skipped = passed + p, failed + fl, skipped + s
