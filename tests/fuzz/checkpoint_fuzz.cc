@@ -1,10 +1,10 @@
 // Fuzz harness: load_checkpoint (train/checkpoint.h) on arbitrary bytes, as
-// a file named like a checkpoint, into fresh small components
-// (checkpoint_fixture.h): once into an SGD optimizer with a mask updater and
-// once into Adam without one, so both kinds of optimizer state and the
-// updater's are read. Only the public API is used, so the harness survives
-// changes of the file format; regenerate the seed corpus after one
-// (bazel run //tests/fuzz:make_corpus -- $PWD/tests/fuzz/corpus).
+// a file named like a checkpoint, into small components built once per
+// process (checkpoint_fixture.h): once into an SGD optimizer with a mask
+// updater and once into Adam without one, so both kinds of optimizer state
+// and the updater's are read. Only the public API is used, so the harness
+// survives changes of the file format; regenerate the seed corpus after one
+// (bazel run //tests/fuzz:make_corpus -- $PWD/tests/fuzz).
 #include <unistd.h>
 
 #include <cstddef>
@@ -36,13 +36,36 @@ const std::string& input_path() {
   return path;
 }
 
-void try_load(const std::string& path, OptimizerKind kind, bool with_updater) {
-  // Fresh components for every input: a load that succeeds, or one that fails
-  // after validation, may leave them changed (train/checkpoint.h).
-  CheckpointComponents c = make_checkpoint_components(kind, with_updater, 7, false);
-  absl::StatusOr<TrainerState> state = load_checkpoint(path, *c.model, *c.optimizer, c.updater.get());
-  if (!state.ok() && state.status().message().empty()) property_failed("an error without a message");
-}
+// The components an input is loaded into: built once per process, and again
+// only when a load changed them (it succeeded, or failed after validation,
+// which train/checkpoint.h allows), as their serialized state tells.
+class Target {
+ public:
+  Target(OptimizerKind kind, bool with_updater) : kind_(kind), with_updater_(with_updater) { rebuild(); }
+
+  void load(const std::string& path) {
+    absl::StatusOr<TrainerState> state = load_checkpoint(path, *c_.model, *c_.optimizer, c_.updater.get());
+    if (!state.ok() && state.status().message().empty()) property_failed("an error without a message");
+    if (state.ok() || snapshot() != pristine_) rebuild();
+  }
+
+ private:
+  // Partly loaded components may not serialize at all: "" then, which
+  // differs from the pristine bytes.
+  std::string snapshot() const {
+    absl::StatusOr<std::string> bytes = serialize_checkpoint(*c_.model, *c_.optimizer, c_.updater.get(), {});
+    return bytes.ok() ? *bytes : std::string();
+  }
+  void rebuild() {
+    c_ = make_checkpoint_components(kind_, with_updater_, 7, false);
+    pristine_ = snapshot();
+  }
+
+  OptimizerKind kind_;
+  bool with_updater_;
+  CheckpointComponents c_;
+  std::string pristine_;
+};
 
 }  // namespace
 }  // namespace coppice::fuzz
@@ -55,7 +78,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
     if (!out) property_failed("cannot write " + path);
   }
-  try_load(path, OptimizerKind::kSgd, true);
-  try_load(path, OptimizerKind::kAdam, false);
+  static Target sgd(OptimizerKind::kSgd, true), adam(OptimizerKind::kAdam, false);
+  sgd.load(path);
+  adam.load(path);
   return 0;
 }
