@@ -9,8 +9,9 @@ corpus/<name>/ beside its BUILD file. fuzz_test(name, ...) makes:
   <name>_fuzzer       the fuzz configuration only (--config=fuzz, run by
                       tools/fuzz in its own output base): the libFuzzer binary;
   <name>_fuzz_test    the fuzz configuration only: the fuzzer run for
-                      `seconds` on its corpus (run_fuzzer.sh), which is the
-                      fuzz pass of tools/test.
+                      `seconds` on its corpus (run_fuzzer.sh); tagged
+                      fuzz_pass, which tools/test's fuzz pass runs (and
+                      builds only those: --build_tests_only).
 
 The fuzz-only targets name a constraint no platform has outside the fuzz
 configuration, so `bazel test //...` with gcc skips them (as cuda_only()).
@@ -63,5 +64,6 @@ def fuzz_test(name, srcs, deps = [], data = [], dictionary = None, seconds = 5, 
         srcs = ["//tests/fuzz:run_fuzzer.sh"],
         args = ["$(rootpath :%s_fuzzer)" % name, corpus_dir, str(seconds), "-"] + flags,
         data = [":" + name + "_fuzzer"] + corpus + data + dict_data,
+        tags = ["fuzz_pass"],
         target_compatible_with = fuzz_only(),
     )
