@@ -7,7 +7,7 @@
 # leaks, timeouts and out-of-memory inputs to SCRATCH/crashes/ (their paths
 # are printed). SCRATCH "-" (the <name>_fuzz_test targets, i.e. the fuzz pass
 # of tools/test) puts new inputs under $TEST_TMPDIR and findings under
-# $TEST_UNDECLARED_OUTPUTS_DIR (bazel-testlogs/<target>/test.outputs/).
+# $TEST_UNDECLARED_OUTPUTS_DIR (<tools/fuzz --bazel info bazel-testlogs>/<target>/test.outputs/).
 # COPPICE_FUZZ_SECONDS and COPPICE_FUZZ_SCRATCH override SECONDS and SCRATCH
 # (tools/fuzz). Exit status: 0 when the time ran out without a finding.
 set -uo pipefail
@@ -36,7 +36,7 @@ if [[ -n "$found" ]]; then
   echo "run_fuzzer: findings (replay one with: $fuzzer FILE):"
   echo "$found" | sed 's/^/  /'
   if [[ "$scratch" == - ]]; then
-    echo "run_fuzzer: in a test they are kept in bazel-testlogs/<this target>/test.outputs/outputs.zip"
+    echo "run_fuzzer: a test keeps them in \$(tools/fuzz --bazel info bazel-testlogs)/<this target>/test.outputs/outputs.zip"
   fi
 fi
 if ((rc == 0)) && [[ -n "$found" ]]; then rc=1; fi
