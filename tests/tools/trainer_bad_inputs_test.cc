@@ -19,6 +19,7 @@
 // $TEST_TMPDIR/<case> (run the test binary by hand with TEST_TMPDIR set to
 // keep it).
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -189,6 +190,14 @@ RunResult run_trainer(const fs::path& dir, const std::vector<std::string>& args,
 
 // --------------------------------------------------------- files of a case --
 
+std::vector<std::string> strings(const YAML::Node& list) {
+  std::vector<std::string> out;
+  if (list) {
+    for (const YAML::Node& n : list) out.push_back(n.as<std::string>());
+  }
+  return out;
+}
+
 // The bytes of a `parts` list, each repeated `times` (default 1):
 //   {text: S}                  S
 //   {hex: "00ff"}              the bytes
@@ -285,8 +294,10 @@ std::pair<uint64_t, uint64_t> tensor_bytes(const std::string& file, const std::s
   return {8 + n + std::stoull(m[1]), 8 + n + std::stoull(m[2])};
 }
 
-// A corruption: {copy: FROM, to: TO} (a file copied, e.g. between setup runs'
-// directories), or {file: PATH (a directory: its newest checkpoint), then one of
+// A corruption: {copy: FROM, except: [GLOBS], to: TO} (files copied, e.g.
+// between setup runs' directories; FROM's last part may be a glob, TO a
+// directory ending in '/'), or {file: PATH (a directory: its newest
+// checkpoint), then one of
 //   flip: {tensor: NAME, offset: K, bytes: N} | flip: {at: K, bytes: N}  (XOR 0xff; K < 0 from the end)
 //   truncate: K          (keep K bytes; K < 0: drop -K)
 //   append: TEXT
@@ -295,8 +306,22 @@ std::pair<uint64_t, uint64_t> tensor_bytes(const std::string& file, const std::s
 //   header: TEXT            replace the JSON header (keeping the data)}
 void corrupt(const fs::path& dir, const YAML::Node& c) {
   if (c["copy"]) {
-    fs::copy_file(dir / c["copy"].as<std::string>(), dir / c["to"].as<std::string>(),
-                  fs::copy_options::overwrite_existing);
+    // FROM's last part may be a glob (fnmatch); `except` globs leave files out.
+    const fs::path from = dir / c["copy"].as<std::string>();
+    const std::string to = c["to"].as<std::string>();
+    const std::vector<std::string> except = strings(c["except"]);
+    int copied = 0;
+    for (const auto& e : fs::directory_iterator(from.parent_path())) {
+      const std::string name = e.path().filename().string();
+      if (::fnmatch(from.filename().c_str(), name.c_str(), 0) != 0) continue;
+      bool skip = false;
+      for (const std::string& x : except) skip = skip || ::fnmatch(x.c_str(), name.c_str(), 0) == 0;
+      if (skip) continue;
+      const fs::path target = to.back() == '/' ? dir / to / name : dir / to;
+      fs::copy_file(e.path(), target, fs::copy_options::overwrite_existing);
+      ++copied;
+    }
+    if (copied == 0) throw std::runtime_error("copy: nothing matches " + from.string());
     return;
   }
   const fs::path path = checkpoint_file(dir, c["file"].as<std::string>());
@@ -401,13 +426,6 @@ std::string job_text(const YAML::Node& spec, const fs::path& dir) {
   return std::string(e.c_str()) + "\n";
 }
 
-std::vector<std::string> strings(const YAML::Node& list) {
-  std::vector<std::string> out;
-  if (list) {
-    for (const YAML::Node& n : list) out.push_back(n.as<std::string>());
-  }
-  return out;
-}
 
 // ----------------------------------------------------------- the checks --
 
