@@ -15,7 +15,8 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
-STATUS = re.compile(r"^(//\S+)\s+(?:\(cached\)\s+)?(PASSED|FAILED TO BUILD|FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE|SKIPPED)\b")
+# "(cached)", or "(1/2 cached)" for a sharded test some of whose shards were cached.
+STATUS = re.compile(r"^(//\S+)\s+(?:\((?:\d+/\d+ )?cached\)\s+)?(PASSED|FAILED TO BUILD|FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE|SKIPPED)\b")
 
 
 def count_xml(path):
