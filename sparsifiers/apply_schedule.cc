@@ -184,6 +184,10 @@ AppliedSchedule apply_schedule(const SparsitySchedule& schedule, const NamedPara
       const std::string where = rule_label(rule.selector, *p.rule, "parameter");
       COPPICE_CHECK(old.defined(), kPrefix, where, ": parameter '", name, "' is an undefined Variable");
       p.sparsifier = initial_sparsifier(rule, where);
+      if (p.sparsifier != nullptr) {
+        const std::string why = p.sparsifier->shape_mismatch(old.shape());
+        COPPICE_CHECK(why.empty(), kPrefix, where, ": parameter '", name, "': ", why);
+      }
       p.density = rule.density;
       SparsifyContext c = ctx;
       c.purpose = ctx.purpose ^ fnv1a(name);

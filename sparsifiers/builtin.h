@@ -89,6 +89,7 @@ class BlockMagnitudeSparsifier : public Sparsifier {
   std::string describe() const override;
   SparsifierKind kind() const override { return SparsifierKind::kMaterializing; }
   Tensor keep_mask(const Tensor& x, const SparsifyContext& ctx) const override;
+  std::string shape_mismatch(const Shape& shape) const override;
   // Per block: the sum of squares (L2, ranked like the norm) or of |x| (L1), f64.
   Tensor block_scores(const Tensor& x) const;
 
@@ -110,6 +111,7 @@ class NmSparsifier : public Sparsifier {
   SparsifierKind kind() const override { return SparsifierKind::kBlocking; }
   Tensor keep_mask(const Tensor& x, const SparsifyContext& ctx) const override;
   std::string format_mismatch(const OutputFormat& format) const override;
+  std::string shape_mismatch(const Shape& shape) const override;
   Tensor apply(const Tensor& x, const OutputFormat& format, const SparsifyContext& ctx) const override;
   int64_t n() const { return n_; }
   int64_t m() const { return m_; }

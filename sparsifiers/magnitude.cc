@@ -36,11 +36,18 @@ std::string BlockMagnitudeSparsifier::describe() const {
                  ", norm=", norm_ == BlockNorm::kL2 ? "l2" : "l1", ")");
 }
 
+std::string BlockMagnitudeSparsifier::shape_mismatch(const Shape& shape) const {
+  if (shape.size() != 2) return str_cat(describe(), ": needs a 2-D tensor, got shape ", shape_to_string(shape));
+  if (shape[0] % block_rows_ != 0 || shape[1] % block_cols_ != 0) {
+    return str_cat(describe(), ": the shape ", shape_to_string(shape), " is not a whole number of blocks");
+  }
+  return "";
+}
+
 Tensor BlockMagnitudeSparsifier::block_scores(const Tensor& x) const {
   const Tensor d = to_dense(x);
-  COPPICE_CHECK(d.dim() == 2, describe(), ": needs a 2-D tensor, got shape ", shape_to_string(d.shape()));
-  COPPICE_CHECK(d.size(0) % block_rows_ == 0 && d.size(1) % block_cols_ == 0, describe(), ": block ", block_rows_,
-                "x", block_cols_, " does not divide the shape ", shape_to_string(d.shape()));
+  const std::string mismatch = shape_mismatch(d.shape());
+  COPPICE_CHECK(mismatch.empty(), mismatch);
   return sparsify::block_scores(d, block_rows_, block_cols_, norm_ == BlockNorm::kL1, describe());
 }
 

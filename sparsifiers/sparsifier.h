@@ -64,6 +64,12 @@ class Sparsifier {
   // when they are built, so that a bad combination fails before training.
   virtual std::string format_mismatch(const OutputFormat& format) const;
 
+  // Empty when this sparsifier can take an input of `shape`; otherwise the
+  // reason it cannot (a block or an n:m group that does not divide it).
+  // Schedules call this for parameter rules when they are built, and job
+  // validation for every ruled parameter, before any weight is touched.
+  virtual std::string shape_mismatch(const Shape& /*shape*/) const { return ""; }
+
   // x's kept entries (times value_scale) as a tensor in `format`. A sparse
   // `x` is sparsified through its dense form; the result is on x's device,
   // in x's dtype.

@@ -53,6 +53,33 @@ std::string str_join_some(const Range& items, const char* sep, size_t shown = 8)
   return os.str();
 }
 
+// `s` as one printable line, for messages that quote bytes from outside (a
+// job file, a --set value, a file name): line breaks, tabs and other control
+// bytes become \n, \r, \t and \xHH, so that a message stays the one line a
+// binary prints last and a terminal shows what is there.
+inline std::string one_line(const std::string& s) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 // Throws coppice::Error whose message is the concatenation of `parts`.
 template <typename... Parts>
 [[noreturn]] void fail(const Parts&... parts) {

@@ -76,9 +76,7 @@ bool SparsityConfig::sparse_weights() const {
 }
 
 int config_error(const std::string& path, const absl::Status& status, std::ostream& err) {
-  std::string message(status.message());
-  std::replace(message.begin(), message.end(), '\n', ' ');
-  err << path << ": " << message << "\n";
+  err << one_line(path) << ": " << one_line(std::string(status.message())) << "\n";
   return kConfigErrorExitCode;
 }
 
@@ -838,6 +836,12 @@ void check_against_model(const JobConfig& job) {
     if (f == "nm" && (shape.empty() || shape.back() % r->format.options.m != 0))
       bad(key, "groups of ", r->format.options.m, " do not divide the last dimension of '", name, "' of shape ",
           shape_string(shape));
+    // Shapes the rule's sparsifier cannot take (its blocks or groups).
+    if (r->sparsifier) {
+      const std::string why = make_sparsifier(*r->sparsifier)->shape_mismatch(shape);
+      if (!why.empty())
+        bad(str_cat("sparsity.rules[", r - sched.parameters.data(), "].sparsifier"), "cannot take '", name, "': ", why);
+    }
   }
   SparsitySchedule resolved;
   try {
@@ -1027,8 +1031,8 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   return job;
 }
 
-absl::StatusOr<JobConfig> parse_impl(const std::string& text, const std::vector<std::string>& overrides,
-                                     const std::string& source, const std::string& default_name) {
+absl::StatusOr<JobConfig> parse_lines(const std::string& text, const std::vector<std::string>& overrides,
+                                      const std::string& source, const std::string& default_name) {
   // Size and nesting before yaml-cpp (which recurses per level) reads the
   // text; nodes, with aliases expanded, before anything walks the tree.
   if (absl::Status s = check_yaml_text(text, source, "the job file"); !s.ok()) return s;
@@ -1058,6 +1062,15 @@ absl::StatusOr<JobConfig> parse_impl(const std::string& text, const std::vector<
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(str_cat(source, ": ", e.what()));
   }
+}
+
+// Messages quote keys and values from the file and the --set arguments: made
+// one printable line here, once for every way a job is refused.
+absl::StatusOr<JobConfig> parse_impl(const std::string& text, const std::vector<std::string>& overrides,
+                                     const std::string& source, const std::string& default_name) {
+  absl::StatusOr<JobConfig> job = parse_lines(text, overrides, source, default_name);
+  if (!job.ok()) return absl::Status(job.status().code(), one_line(std::string(job.status().message())));
+  return job;
 }
 
 }  // namespace
@@ -1099,7 +1112,7 @@ absl::StatusOr<JobConfig> parse_job_config(const std::string& yaml_text, const s
 
 absl::StatusOr<JobConfig> load_job_config(const std::string& path, const std::vector<std::string>& overrides) {
   absl::StatusOr<std::string> text = read_job_yaml_file(path);
-  if (!text.ok()) return text.status();
+  if (!text.ok()) return absl::Status(text.status().code(), one_line(std::string(text.status().message())));
   return parse_impl(*text, overrides, path, std::filesystem::path(path).stem().string());
 }
 

@@ -262,8 +262,14 @@ TEST(BlockMagnitudeTest, BadParameters) {
   EXPECT_TRUE(throws_with([] { BlockMagnitudeSparsifier(1.5, 2, 2); }, {"block_magnitude", "1.5"}));
   EXPECT_TRUE(throws_with([] { BlockMagnitudeSparsifier(0.5, 0, 2); }, {"block_magnitude", "0x2"}));
   BlockMagnitudeSparsifier s(0.5, 3, 3);
-  EXPECT_TRUE(throws_with([&] { s.keep_mask(ones({4, 6}), kCtx); }, {"block_magnitude", "3x3", "[4, 6]"}));
+  EXPECT_TRUE(throws_with([&] { s.keep_mask(ones({4, 6}), kCtx); }, {"block_magnitude", "block_rows=3", "[4, 6]", "whole number of blocks"}));
   EXPECT_TRUE(throws_with([&] { s.keep_mask(ones({9}), kCtx); }, {"block_magnitude", "2-D"}));
+  // The same reasons, asked before any tensor exists (schedules and job validation do).
+  EXPECT_EQ(s.shape_mismatch({6, 9}), "");
+  EXPECT_NE(s.shape_mismatch({4, 6}).find("block_cols=3, norm=l2): the shape [4, 6] is not a whole number of blocks"), std::string::npos);
+  EXPECT_NE(s.shape_mismatch({9}).find("2-D"), std::string::npos);
+  EXPECT_NE(BlockMagnitudeSparsifier(0.5, int64_t{1} << 62, 1).shape_mismatch({8, 8}).find("not a whole number"),
+            std::string::npos);
 }
 
 TEST(NmTest, Crafted) {
@@ -308,6 +314,12 @@ TEST(NmTest, BadParameters) {
   EXPECT_TRUE(throws_with([] { NmSparsifier(1, 300); }, {"nm", "m = 300"}));
   EXPECT_TRUE(throws_with([] { NmSparsifier(2, 4).keep_mask(ones({3, 6}), kCtx); }, {"nm(n=2, m=4", "[3, 6]"}));
   EXPECT_TRUE(throws_with([] { NmSparsifier(2, 4, 2).keep_mask(ones({4, 4}), kCtx); }, {"nm(n=2", "dim 2"}));
+  EXPECT_EQ(NmSparsifier(2, 4).shape_mismatch({3, 8}), "");
+  EXPECT_EQ(NmSparsifier(2, 4, 0).shape_mismatch({8, 3}), "");
+  EXPECT_NE(NmSparsifier(2, 4).shape_mismatch({3, 6}).find("m = 4 does not divide dim -1 of shape [3, 6]"),
+            std::string::npos);
+  EXPECT_NE(NmSparsifier(2, 4, 2).shape_mismatch({4, 4}).find("dim 2 is out of range"), std::string::npos);
+  EXPECT_NE(NmSparsifier(2, 4).shape_mismatch({}).find("0-d"), std::string::npos);
 }
 
 TEST(MovementTest, ScoresAccumulateOverSteps) {

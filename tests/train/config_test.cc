@@ -359,6 +359,12 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "lr_schedule.warmup_start_factor: has no effect without lr_schedule.warmup_steps > 0"},
       {"bsr block that does not divide", "sparsity: {density: 0.5, rules: [{name: fc1.weight, format: bsr, block_rows: 5}]}\n"
        "mask_update: {method: static}", "sparsity.rules[0].format: 5x5 blocks do not divide 'fc1.weight' of shape [16, 8]"},
+      {"sparsifier block that does not divide",
+       "sparsity: {density: 0.5, rules: [{name: fc1.weight, format: csr, sparsifier: {name: block_magnitude, "
+       "sparsity: 0.5, block_rows: 4611686018427387904}}]}\nmask_update: {method: static}",
+       "sparsity.rules[0].sparsifier: cannot take 'fc1.weight': block_magnitude(sparsity=0.5, "
+       "block_rows=4611686018427387904, block_cols=4611686018427387904, norm=l2): the shape [16, 8] is not a whole "
+       "number of blocks"},
       {"csr on a conv weight", "!model: {name: lenet5}\ntraining: {steps: 1}\n"
        "sparsity: {density: 0.5, rules: [{name: conv1.weight, format: csr}]}\nmask_update: {method: static}",
        "sparsity.rules[0].format: csr holds matrices; 'conv1.weight' has shape [6, 1, 5, 5] (use coo or masked)"},

@@ -62,7 +62,7 @@ struct Args {
 };
 
 int usage_error(const std::string& message) {
-  std::cerr << "trainer: " << message << " (see trainer --help)\n";
+  std::cerr << "trainer: " << coppice::one_line(message) << " (see trainer --help)\n";
   return coppice::kConfigErrorExitCode;
 }
 
@@ -160,21 +160,15 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const coppice::Error& e) {
-    std::cerr << "trainer: error: " << one_line(e.what()) << "\n";
+    std::cerr << "trainer: error: " << coppice::one_line(e.what()) << "\n";
   } catch (const std::exception& e) {
-    std::cerr << "trainer: error: " << one_line(e.what()) << "\n";
+    std::cerr << "trainer: error: " << coppice::one_line(e.what()) << "\n";
   }
   return 1;
 }
