@@ -21,6 +21,11 @@ if [[ "$scratch" == - ]]; then
 else
   new="$scratch/new"
   crashes="$scratch/crashes"
+  # Harnesses that write files (checkpoint) write them here, not in the
+  # output base's _tmp/, which another bazel command there may clear while
+  # a long run goes on.
+  export TEST_TMPDIR="$scratch/tmp"
+  mkdir -p "$TEST_TMPDIR"
 fi
 mkdir -p "$new" "$crashes"
 

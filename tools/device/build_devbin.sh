@@ -40,6 +40,9 @@ cp tools/device/run_train_bench.sh .devbin/
 bad=$(ldd .devbin/tests/* .devbin/bench .devbin/mlp_demo .devbin/trainer | awk '/=>/{print $1}' | sort -u |
       grep -vE '^(linux-vdso|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|ld-linux|libcudart|libcublas|libcublasLt|libcusparse|libnvJitLink|libnccl)' || true)
 if [[ -n "$bad" ]]; then echo "build_devbin: unexpected shared libraries: $bad" >&2; exit 1; fi
+# Symbols stripped: the device only runs them, and the pack must stay under
+# the device tool's 64 MiB with the working tree (they add about 6 MB).
+strip --strip-unneeded .devbin/tests/* .devbin/bench .devbin/mlp_demo .devbin/trainer
 # Test binaries share most of their bytes (OpenBLAS, Abseil, our kernels):
 # one long-window zstd archive carries them well under the device tool's 64 MiB.
 mkdir -p .devbin_pack
