@@ -15,8 +15,6 @@ std::string join_name(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "." + name;
 }
 
-std::string shape_str(const Shape& s) { return str_cat("[", str_join(s, ", "), "]"); }
-
 }  // namespace
 
 // ---- registration ----------------------------------------------------------
@@ -150,7 +148,7 @@ void Module::set_parameter(const std::string& name, Variable value) {
   COPPICE_CHECK(slot != nullptr, type_name_, ": no parameter '", name, "'; known: ", known_parameter_names());
   COPPICE_CHECK(value.defined(), type_name_, ": set_parameter('", name, "') with an undefined Variable");
   COPPICE_CHECK(value.shape() == slot->value.shape(), type_name_, ": set_parameter('", name, "'): shape ",
-                shape_str(value.shape()), " does not match the parameter's ", shape_str(slot->value.shape()));
+                shape_to_string(value.shape()), " does not match the parameter's ", shape_to_string(slot->value.shape()));
   slot->value = std::move(value);
 }
 
@@ -166,7 +164,7 @@ void Module::set_buffer(const std::string& name, Tensor value) {
   BufferSlot* slot = m ? m->find_buffer(local) : nullptr;
   COPPICE_CHECK(slot != nullptr, type_name_, ": no buffer '", name, "'");
   COPPICE_CHECK(value.defined() && value.shape() == slot->value.shape(), type_name_, ": set_buffer('", name,
-                "'): shape does not match the buffer's ", shape_str(slot->value.shape()));
+                "'): shape does not match the buffer's ", shape_to_string(slot->value.shape()));
   slot->value = std::move(value);
 }
 
@@ -223,8 +221,8 @@ void Module::check_state_dict(const NamedTensors& state, bool strict) const {
     if (found == own_shape.end()) continue;
     const Shape* s = found->second;
     COPPICE_CHECK(t.defined(), "load_state_dict (", type_name_, "): '", n, "' is an undefined tensor");
-    COPPICE_CHECK(t.shape() == *s, "load_state_dict (", type_name_, "): '", n, "' has shape ", shape_str(t.shape()),
-                  ", the module's is ", shape_str(*s));
+    COPPICE_CHECK(t.shape() == *s, "load_state_dict (", type_name_, "): '", n, "' has shape ", shape_to_string(t.shape()),
+                  ", the module's is ", shape_to_string(*s));
   }
 }
 

@@ -63,7 +63,6 @@ const char* mask_method_name(MaskMethod m) {
   return "?";
 }
 
-const char* comm_backend_name(CommBackend b) { return b == CommBackend::kNccl ? "nccl" : "inproc"; }
 const char* sparse_exchange_name(SparseExchange e) { return e == SparseExchange::kDense ? "dense" : "compact"; }
 
 bool SparsityConfig::sparse_weights() const {

@@ -149,7 +149,6 @@ struct LoggingConfig {
 };
 
 enum class CommBackend { kInProc, kNccl };
-const char* comm_backend_name(CommBackend b);  // "inproc", "nccl"
 
 enum class SparseExchange { kCompact, kDense };
 const char* sparse_exchange_name(SparseExchange e);  // "compact", "dense"
