@@ -20,4 +20,5 @@
 #include "autograd/functions/shape.h"
 #include "autograd/gradcheck.h"
 #include "autograd/no_grad.h"
+#include "autograd/sparse_grad.h"
 #include "autograd/variable.h"

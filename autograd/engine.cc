@@ -5,8 +5,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "autograd/functions/sparse.h"
 #include "autograd/no_grad.h"
+#include "autograd/sparse_grad.h"
 #include "tensor/op_profile.h"
 #include "tensor/ops.h"
 
@@ -38,7 +38,7 @@ void accumulate(std::vector<Tensor>& buffer, uint32_t slot, Tensor grad) {
   if (!b.defined()) {
     b = std::move(grad);
   } else {
-    b = autograd_detail::accumulate_grads(b, grad, "backward");
+    b = accumulate_grads(b, grad, "backward");
   }
 }
 
@@ -54,7 +54,7 @@ Tensor seed_for(const Variable& root, const Tensor& grad) {
                 " but ", describe(root), " has shape ", shape_to_string(value.shape()));
   COPPICE_CHECK(grad.device() == value.device(), "backward: the gradient is on ", grad.device().to_string(), " but ",
                 describe(root), " is on ", value.device().to_string());
-  return autograd_detail::grad_to_dtype(grad, value.dtype());
+  return grad_to_dtype(grad, value.dtype());
 }
 
 }  // namespace
@@ -145,7 +145,7 @@ void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>&
         const InputMeta& meta = n->input_meta()[i];
         COPPICE_CHECK(g.shape() == meta.shape, "backward: ", n->name(), " returned a gradient of shape ",
                       shape_to_string(g.shape()), " for its input ", i, " of shape ", shape_to_string(meta.shape));
-        if (g.dtype() != meta.dtype) g = autograd_detail::grad_to_dtype(g, meta.dtype);
+        if (g.dtype() != meta.dtype) g = grad_to_dtype(g, meta.dtype);
         accumulate(next.buffer, e.slot, std::move(g));
       }
       if (--next.dependencies == 0) ready.push_back(e.node.get());

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "autograd/engine.h"
-#include "autograd/functions/sparse.h"
+#include "autograd/sparse_grad.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/ops.h"
 
@@ -42,20 +42,20 @@ class AccumulateGrad final : public Node {
     // A sparse variable's gradient keeps its pattern (a dense one is projected
     // onto it), so hooks see the sparse gradient.
     const bool sparse = var_->value.is_sparse();
-    if (sparse) g = autograd_detail::project_grad(g, var_->value, "backward");
+    if (sparse) g = project_grad(g, var_->value, "backward");
     for (const auto& hook : var_->hooks) {
       Tensor replaced = hook.second(g);
       if (replaced.defined()) g = std::move(replaced);
     }
-    if (sparse) g = autograd_detail::project_grad(g, var_->value, "backward (after a hook)");
+    if (sparse) g = project_grad(g, var_->value, "backward (after a hook)");
     COPPICE_CHECK(g.shape() == var_->value.shape(), "backward: the gradient for ", describe(*var_), " has shape ",
                   shape_to_string(g.shape()), " but the variable has shape ", shape_to_string(var_->value.shape()),
                   " (did a hook change it?)");
-    if (g.dtype() != var_->value.dtype()) g = autograd_detail::grad_to_dtype(g, var_->value.dtype());
+    if (g.dtype() != var_->value.dtype()) g = grad_to_dtype(g, var_->value.dtype());
     if (!var_->grad.defined()) {
       var_->grad = owned(std::move(g));
     } else {
-      var_->grad = autograd_detail::accumulate_grads(var_->grad, g, "backward");
+      var_->grad = accumulate_grads(var_->grad, g, "backward");
     }
     return {};
   }
@@ -110,7 +110,7 @@ void Variable::set_grad(Tensor grad) const {
     COPPICE_CHECK(grad.shape() == v->value.shape(), "set_grad: a gradient of shape ", shape_to_string(grad.shape()),
                   " for ", describe(*v), " of shape ", shape_to_string(v->value.shape()));
     // A sparse variable's gradient has its pattern: a dense one is projected, another pattern throws.
-    if (v->value.is_sparse()) grad = autograd_detail::project_grad(grad, v->value, "set_grad");
+    if (v->value.is_sparse()) grad = project_grad(grad, v->value, "set_grad");
   }
   v->grad = std::move(grad);
 }

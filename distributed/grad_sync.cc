@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "autograd/functions/sparse.h"
+#include "autograd/sparse_grad.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -337,7 +338,7 @@ struct GradientSync::Impl {
       return values(grad).reshape({-1});
     }
     // A dense gradient is sampled at the leaf's stored positions.
-    return autograd_detail::grad_values(grad, s.leaf.value(), "GradientSync").reshape({-1});
+    return grad_values(grad, s.leaf.value(), "GradientSync").reshape({-1});
   }
 
   void on_gradient(size_t index, const Tensor& grad) {

@@ -4,6 +4,7 @@
 
 #include "autograd/function.h"
 #include "autograd/functions/sparse.h"
+#include "autograd/sparse_grad.h"
 #include "sparse/csr.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
@@ -125,7 +126,7 @@ Variable sampled_scores(const Variable& q, const Variable& k, const Tensor& patt
   Tensor pat = to_dtype(pattern, qv.dtype());
   Tensor s = sddmm(qv, kv.t().contiguous(), pat);
   return record(s, "SampledScoresBackward", {q, k}, [qv, kv, s](const Tensor& g, const GradNeeds& n) {
-    Tensor G = with_values(s, autograd_detail::grad_values(g, s, "sampled_scores"));
+    Tensor G = with_values(s, grad_values(g, s, "sampled_scores"));
     Tensor gq = n[0] ? matmul(G, kv) : Tensor();
     Tensor gk = n[1] ? matmul(transpose(G), qv) : Tensor();
     return std::vector<Tensor>{gq, gk};
@@ -143,7 +144,7 @@ Variable sparse_row_softmax(const Variable& x) {
   const Tensor ptr = c.pointers();
   Tensor y = with_values(xv, csr_row_softmax(ptr, c.values()));
   return record(y, "SparseRowSoftmaxBackward", {x}, [y, ptr](const Tensor& g, const GradNeeds&) {
-    Tensor gv = autograd_detail::grad_values(g, y, "sparse_row_softmax");
+    Tensor gv = grad_values(g, y, "sparse_row_softmax");
     if (gv.dtype() != y.dtype()) gv = gv.to(y.dtype());
     return std::vector<Tensor>{with_values(y, csr_row_softmax_backward(ptr, values(y), gv))};
   });

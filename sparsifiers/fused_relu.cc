@@ -8,6 +8,7 @@
 #include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/sparse.h"
+#include "autograd/sparse_grad.h"
 #include "sparse/csr.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/fusable.h"
@@ -79,7 +80,7 @@ Variable relu_to_csr(const Variable& x, double threshold) {
   Tensor y(std::make_shared<CompressedImpl>(Layout::kCsr, std::move(parts[0]), std::move(parts[1]),
                                             std::move(parts[2]), xv.shape(), new_pattern_version()));
   return record(y, "ReluToCsrBackward", {x}, [y](const Tensor& g, const GradNeeds&) {
-    return std::vector<Tensor>{to_dense(autograd_detail::project_grad(g, y, "relu_to_csr backward"))};
+    return std::vector<Tensor>{to_dense(project_grad(g, y, "relu_to_csr backward"))};
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include "autograd/function.h"
 #include "autograd/functions/sparse.h"
+#include "autograd/sparse_grad.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/builtin.h"
 #include "sparsifiers/sparsify_stage.h"
@@ -45,7 +46,7 @@ Tensor sparsify_grad_tensor(const Tensor& g, const Tensor& x, const ValueSparsit
                      stage_context(ctx, Site::kInputGrad, slot, Stage::kExternal));
   if (x.is_dense()) return to_dense(t);
   const bool on_pattern = t.is_sparse() && t.layout() == x.layout() && pattern_version(t) == pattern_version(x);
-  return autograd_detail::project_grad(on_pattern ? t : to_dense(t), x, "sparsified op backward");
+  return project_grad(on_pattern ? t : to_dense(t), x, "sparsified op backward");
 }
 
 Variable gradient_stages(const Variable& x, const ValueSparsity& grad, const SparsifyContext& ctx, size_t slot) {

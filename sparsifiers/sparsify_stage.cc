@@ -6,6 +6,7 @@
 
 #include "autograd/function.h"
 #include "autograd/functions/sparse.h"
+#include "autograd/sparse_grad.h"
 #include "sparse/convert.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/error.h"
@@ -50,9 +51,9 @@ Tensor stage_backward(const Tensor& g, const Tensor& mask, double scale, const T
     Tensor dense = to_dense(g);
     gd = where(mask, scale == 1.0 ? dense : mul(dense, scale), zeros_like(dense));
   } else {
-    gd = stored.defined() ? to_dense(autograd_detail::project_grad(g, stored, "sparsify backward")) : to_dense(g);
+    gd = stored.defined() ? to_dense(project_grad(g, stored, "sparsify backward")) : to_dense(g);
   }
-  return x_pattern.defined() ? autograd_detail::project_grad(gd, x_pattern, "sparsify backward") : gd;
+  return x_pattern.defined() ? project_grad(gd, x_pattern, "sparsify backward") : gd;
 }
 
 }  // namespace

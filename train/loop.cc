@@ -20,6 +20,7 @@
 #include "autograd/functions/shape.h"
 #include "autograd/functions/sparse.h"
 #include "autograd/no_grad.h"
+#include "autograd/sparse_grad.h"
 #include "distributed/replica_sync.h"
 #include "optim/clip.h"
 #include "sparse/sparse_impl.h"
@@ -470,7 +471,7 @@ TrainingSummary run_training(TrainComponents& c) {
       const Tensor dense_g = g.defined() ? mul(g.to(score_dtype), 1.0 / grad_scale)
                                          : zeros(s.dense.shape(), {score_dtype, s.dense.device()});
       dense_grads[s.name] = dense_g;
-      if (g.defined()) s.sparse.set_grad(autograd_detail::project_grad(g, s.sparse.value(), "run_training"));
+      if (g.defined()) s.sparse.set_grad(project_grad(g, s.sparse.value(), "run_training"));
     }
 
     // Runs before the optimizer step, only on steps that are taken (a loss

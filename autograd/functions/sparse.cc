@@ -6,13 +6,13 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/grad_utils.h"
 #include "autograd/functions/reduce.h"
+#include "autograd/sparse_grad.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/ops.h"
 
 namespace coppice {
 
-using autograd_detail::grad_values;
 using autograd_detail::normalize_dims;
 using autograd_detail::saved_if;
 using autograd_detail::sum_to;
@@ -21,16 +21,6 @@ using autograd_detail::unsqueeze_dims;
 using Grads = std::vector<Tensor>;
 
 namespace {
-
-std::string describe_pattern(const Tensor& t) {
-  return str_cat("format '", t.format(), "' with pattern version ", pattern_version(t));
-}
-
-// `dense` (broadcast to pattern's shape) at pattern's stored positions, aligned with values(pattern).
-Tensor sample_at(const Tensor& dense, const Tensor& pattern) {
-  Tensor ones_pattern = with_values(pattern, ones_like(values(pattern)));
-  return values(mul(ones_pattern, dense.contiguous()));
-}
 
 void check_matrix(const Tensor& t, const char* op, const char* what) {
   COPPICE_CHECK(t.dim() == 2, op, ": differentiating with a sparse operand needs 2-D operands, but ", what,
@@ -80,43 +70,6 @@ Variable to_dense(const Variable& x) {
 }
 
 namespace autograd_detail {
-
-Tensor grad_values(const Tensor& g, const Tensor& pattern, const char* what) {
-  if (g.is_sparse()) {
-    COPPICE_CHECK(g.layout() == pattern.layout() && pattern_version(g) == pattern_version(pattern), what,
-                  ": a sparse gradient of ", describe_pattern(g), " for a sparse value of ", describe_pattern(pattern),
-                  "; a gradient must keep its value's format and pattern (remap state after a mask change)");
-    return values(g);
-  }
-  COPPICE_CHECK(g.shape() == pattern.shape(), what, ": a dense gradient of shape ", shape_to_string(g.shape()),
-                " for a sparse value of shape ", shape_to_string(pattern.shape()));
-  return sample_at(g, pattern);
-}
-
-Tensor project_grad(const Tensor& g, const Tensor& pattern, const char* what) {
-  if (g.is_sparse() && g.layout() == pattern.layout() && pattern_version(g) == pattern_version(pattern)) return g;
-  return with_values(pattern, grad_values(g, pattern, what).contiguous());
-}
-
-Tensor accumulate_grads(const Tensor& a, const Tensor& b, const char* what) {
-  if (a.is_dense() && b.is_dense()) return add(a, b);
-  if (a.is_sparse() && b.is_sparse()) {
-    COPPICE_CHECK(a.layout() == b.layout() && pattern_version(a) == pattern_version(b), what,
-                  ": cannot accumulate a sparse gradient of ", describe_pattern(b), " into one of ",
-                  describe_pattern(a), " (different patterns; clear the gradient with set_grad(Tensor()) or remap ",
-                  "it after a mask change)");
-    Tensor bv = values(b);
-    if (bv.dtype() != values(a).dtype()) bv = bv.to(values(a).dtype());
-    return with_values(a, add(values(a), bv));
-  }
-  // Mixed: the sum is dense (a sparse consumer projects it back onto its pattern).
-  return add(to_dense(a), to_dense(b));
-}
-
-Tensor grad_to_dtype(const Tensor& g, DType dtype) {
-  if (g.dtype() == dtype) return g;
-  return g.is_dense() ? g.to(dtype) : to_dtype(g, dtype);
-}
 
 // ---- matmul / linear -------------------------------------------------------
 // The SDDMMs take transposed views as they are: every kernel reads strided

@@ -54,19 +54,5 @@ Variable sparse_mul(const Variable& a, const Variable& b);
 Variable sparse_add(const Variable& a, const Variable& b);
 Variable sparse_unary(const Variable& x, const char* op);  // "relu", "abs", "neg"
 Variable sparse_sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim, bool all);
-
-// The values of gradient `g` aligned with sparse `pattern`: values(g) when g
-// is sparse with pattern's format and version (else throws, naming `what`),
-// g sampled at the stored positions when g is dense.
-Tensor grad_values(const Tensor& g, const Tensor& pattern, const char* what);
-// `g` as a gradient for sparse `pattern`: with_values(pattern, grad_values(g, ...)).
-Tensor project_grad(const Tensor& g, const Tensor& pattern, const char* what);
-// The sum of two gradients for one variable (engine and leaf accumulation):
-// sparse + sparse of one format and pattern version adds values; different
-// versions throw; sparse + dense adds densely.
-Tensor accumulate_grads(const Tensor& a, const Tensor& b, const char* what);
-// Converts a gradient of any format to `dtype` (the pattern version is kept).
-Tensor grad_to_dtype(const Tensor& g, DType dtype);
-
 }  // namespace autograd_detail
 }  // namespace coppice

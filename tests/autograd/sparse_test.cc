@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autograd/function.h"
+#include "autograd/sparse_grad.h"
 #include "sparse/convert.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
@@ -155,7 +156,7 @@ TEST_P(SparseGradTest, GradcheckCatchesAWrongSparseGradient) {
   auto wrong = [](const V& v) {
     Tensor p = v[0].value();
     return record(mul(p, 2.0), "WrongBackward", {v[0]}, [p](const Tensor& g, const GradNeeds&) {
-      return std::vector<Tensor>{with_values(p, mul(autograd_detail::grad_values(g, p, "test"), 3.0))};
+      return std::vector<Tensor>{with_values(p, mul(grad_values(g, p, "test"), 3.0))};
     });
   };
   GradcheckResult r = gradcheck(wrong, {s});

@@ -15,6 +15,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/functions/sparse.h"
+#include "autograd/sparse_grad.h"
 #include "optim/adam.h"
 #include "optim/mask_updater.h"
 #include "optim/sgd.h"
@@ -207,7 +208,7 @@ void rigl_with_master(const std::string& format) {
   int changes = 0;
   for (int64_t step = 0; step < 40; ++step) {
     const Tensor dense_grad = testing_mask::random_dense({16, 16}, 700 + step).to(DType::kBF16);
-    w.set_grad(autograd_detail::project_grad(dense_grad, w.value(), "test"));
+    w.set_grad(project_grad(dense_grad, w.value(), "test"));
     opt.step();
     if (!u.is_update_step(step)) continue;
     const std::vector<double> old_master = host(opt.state(w)->tensors.at(kMasterWeightsState));
