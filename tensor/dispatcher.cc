@@ -6,17 +6,29 @@
 
 namespace coppice {
 
-Attrs& Attrs::set(std::string name, AttrValue value) {
-  values_[std::move(name)] = std::move(value);
+Attrs& Attrs::set(std::string_view name, AttrValue value) {
+  for (auto& [n, v] : values_) {
+    if (n == name) {
+      v = std::move(value);
+      return *this;
+    }
+  }
+  values_.emplace_back(std::string(name), std::move(value));
   return *this;
 }
 
-bool Attrs::has(std::string_view name) const { return values_.find(name) != values_.end(); }
+const AttrValue* Attrs::lookup(std::string_view name) const {
+  for (const auto& [n, v] : values_)
+    if (n == name) return &v;
+  return nullptr;
+}
+
+bool Attrs::has(std::string_view name) const { return lookup(name) != nullptr; }
 
 const AttrValue& Attrs::find(std::string_view name) const {
-  auto it = values_.find(name);
-  COPPICE_CHECK(it != values_.end(), "op attribute '", name, "' is missing");
-  return it->second;
+  const AttrValue* v = lookup(name);
+  COPPICE_CHECK(v != nullptr, "op attribute '", name, "' is missing");
+  return *v;
 }
 
 int64_t Attrs::get_int(std::string_view name) const {
@@ -70,38 +82,47 @@ Dispatcher& Dispatcher::instance() {
   return *d;
 }
 
-std::string Dispatcher::key(std::string_view op, DeviceType device,
-                            const std::vector<std::string_view>& formats) {
-  return str_cat(op, "|", device_type_name(device), "|", str_join(formats, ","));
-}
-
 void Dispatcher::register_kernel(std::string op, DeviceType device, std::vector<std::string> formats,
                                  Kernel kernel) {
-  std::vector<std::string_view> views(formats.begin(), formats.end());
-  kernels_[key(op, device, views)] = std::move(kernel);
-  ++ops_by_device_[str_cat(op, "|", device_type_name(device))];
+  std::vector<Registered>& kernels = kernels_[op][static_cast<size_t>(device)];
+  for (Registered& r : kernels) {
+    if (r.formats == formats) {  // a later registration replaces an earlier one
+      r.kernel = std::move(kernel);
+      return;
+    }
+  }
+  kernels.push_back({std::move(formats), std::move(kernel)});
 }
 
 void Dispatcher::register_to_dense(std::string format, ToDense fn) { to_dense_[std::move(format)] = std::move(fn); }
 
 const Kernel* Dispatcher::find(std::string_view op, DeviceType device,
-                               const std::vector<std::string_view>& formats) const {
-  auto it = kernels_.find(key(op, device, formats));
-  if (it != kernels_.end()) return &it->second;
-  // A kernel registered for "*" in every position accepts any formats.
-  std::vector<std::string_view> any(formats.size(), "*");
-  it = kernels_.find(key(op, device, any));
-  return it == kernels_.end() ? nullptr : &it->second;
+                               absl::Span<const std::string_view> formats) const {
+  // Debian's Abseil has a string_view of its own: the lookup without a copy takes one.
+  auto it = kernels_.find(absl::string_view(op.data(), op.size()));
+  if (it == kernels_.end()) return nullptr;
+  const Kernel* any = nullptr;
+  for (const Registered& r : it->second[static_cast<size_t>(device)]) {
+    if (r.formats.size() != formats.size()) continue;
+    bool exact = true, wildcard = true;
+    for (size_t i = 0; i < formats.size(); ++i) {
+      exact = exact && r.formats[i] == formats[i];
+      wildcard = wildcard && r.formats[i] == "*";
+    }
+    if (exact) return &r.kernel;
+    if (wildcard) any = &r.kernel;
+  }
+  return any;
 }
 
 bool Dispatcher::has_kernel(std::string_view op, DeviceType device) const {
-  return ops_by_device_.contains(str_cat(op, "|", device_type_name(device)));
+  auto it = kernels_.find(absl::string_view(op.data(), op.size()));
+  return it != kernels_.end() && !it->second[static_cast<size_t>(device)].empty();
 }
 
 std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tensor>& inputs,
                                      const Attrs& attrs) const {
-  std::vector<std::string_view> formats;
-  formats.reserve(inputs.size());
+  absl::InlinedVector<std::string_view, 8> formats;
   const Tensor* first = nullptr;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
@@ -137,7 +158,7 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
   COPPICE_CHECK(!fallback_is_error_, op, ": no kernel for ", fallback, " on ", device_type_name(device),
                 ", and dense fallbacks are errors in this run");
   std::vector<Tensor> dense_inputs = inputs;
-  std::vector<std::string_view> dense_formats(formats.size(), "dense");
+  absl::InlinedVector<std::string_view, 8> dense_formats(formats.size(), "dense");
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined()) {
       dense_formats[i] = "none";

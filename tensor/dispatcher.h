@@ -5,9 +5,16 @@
 // kernels under the same op names, and callers never change. When no kernel
 // matches and some input is not dense, the dispatcher converts those inputs to
 // dense, runs the dense kernel and counts the fallback; fallbacks can be made
-// errors (ARCHITECTURE.md, "Dispatch, then fall back loudly").
+// errors (docs/architecture.md, "Dispatch, then fall back loudly").
+//
+// The hot path (call() finding a kernel) neither allocates nor locks: the op
+// name is looked up without copying it, the formats are compared in place
+// against the few kernels registered for that op and device, and attributes
+// live inline. Registration happens at static initialization, before any
+// call; the fallback counters, off the hot path, take a lock.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -18,6 +25,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
 #include "tensor/tensor.h"
 
 namespace coppice {
@@ -27,10 +36,12 @@ using AttrValue = std::variant<int64_t, double, bool, std::string, std::vector<i
 // Named, typed op attributes (dim, keepdim, eps, ...). Getters throw naming
 // the attribute when it is missing or has another type; frontends set every
 // attribute their kernels read, so this only fires on a kernel/frontend bug.
+// An op has a handful: they are kept inline, in the order set, and found by
+// a linear scan (names are short enough for std::string's inline buffer).
 class Attrs {
  public:
   Attrs() = default;
-  Attrs& set(std::string name, AttrValue value);
+  Attrs& set(std::string_view name, AttrValue value);
   bool has(std::string_view name) const;
   int64_t get_int(std::string_view name) const;
   double get_double(std::string_view name) const;  // ints convert
@@ -42,8 +53,9 @@ class Attrs {
   bool get_bool(std::string_view name, bool fallback) const;
 
  private:
+  const AttrValue* lookup(std::string_view name) const;
   const AttrValue& find(std::string_view name) const;
-  std::map<std::string, AttrValue, std::less<>> values_;
+  absl::InlinedVector<std::pair<std::string, AttrValue>, 4> values_;
 };
 
 using Kernel = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Attrs& attrs)>;
@@ -59,8 +71,9 @@ class Dispatcher {
   void register_kernel(std::string op, DeviceType device, std::vector<std::string> formats, Kernel kernel);
   void register_to_dense(std::string format, ToDense fn);
 
-  // The kernel for exactly these formats, or nullptr.
-  const Kernel* find(std::string_view op, DeviceType device, const std::vector<std::string_view>& formats) const;
+  // The kernel for exactly these formats (else one registered for "*" in
+  // every position), or nullptr.
+  const Kernel* find(std::string_view op, DeviceType device, absl::Span<const std::string_view> formats) const;
   bool has_kernel(std::string_view op, DeviceType device) const;
 
   // Runs `op` on `inputs` (undefined tensors are allowed for optional inputs
@@ -76,10 +89,16 @@ class Dispatcher {
 
  private:
   Dispatcher() = default;
-  static std::string key(std::string_view op, DeviceType device, const std::vector<std::string_view>& formats);
 
-  absl::flat_hash_map<std::string, Kernel> kernels_;
-  absl::flat_hash_map<std::string, int> ops_by_device_;  // "op|device" -> count, for has_kernel
+  struct Registered {
+    std::vector<std::string> formats;  // one per input; all "*": any formats
+    Kernel kernel;
+  };
+  static constexpr size_t kDeviceTypes = 2;  // DeviceType::kCpu, kCuda
+  // Per op name, per device type: its kernels (a few, scanned in order).
+  using OpKernels = std::array<std::vector<Registered>, kDeviceTypes>;
+
+  absl::flat_hash_map<std::string, OpKernels> kernels_;
   absl::flat_hash_map<std::string, ToDense> to_dense_;
   // Ranks of the in-process backend dispatch from several threads at once.
   mutable std::mutex fallbacks_mu_;
