@@ -1,5 +1,5 @@
-// Helpers for the data tests: a temporary directory, files written there, and
-// IDX/gzip bytes built by hand.
+// Helpers for the data tests: files written to a temporary directory
+// (tests/util/temp_dir.h), and IDX/gzip bytes built by hand.
 #pragma once
 
 #include <zlib.h>
@@ -11,20 +11,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/util/temp_dir.h"
 
 namespace coppice {
 namespace testing {
-
-// A fresh directory under TEST_TMPDIR (or /tmp).
-inline std::string temp_dir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base ? base : "/tmp") + "/data_test_XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  const char* dir = mkdtemp(buf.data());
-  EXPECT_NE(dir, nullptr);
-  return dir ? std::string(dir) : std::string("/tmp");
-}
 
 inline std::string write_file(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);

@@ -1,5 +1,5 @@
 // Shared helpers for the model tests: a gradcheck over a module's input and
-// parameters, plain SGD steps, and catching an Error's message.
+// parameters and plain SGD steps (an Error's message: tests/util/error_matchers.h).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,19 +12,9 @@
 #include "models/module.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/ops.h"
+#include "tests/util/error_matchers.h"
 
 namespace coppice::testing {
-
-// The message of the Error that `fn` throws ("" when it throws none).
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // gradcheck of m.forward(x) with respect to x (when it requires grad) and
 // every parameter of m (any format: sparse ones keep their pattern).

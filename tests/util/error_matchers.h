@@ -21,6 +21,17 @@
 
 namespace coppice::testing {
 
+// The message of the Error that `fn` throws ("" when it throws none).
+template <typename Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // Expects `fn` to throw coppice::Error whose message contains every one of
 // `parts` (an AssertionResult, for EXPECT_TRUE).
 template <typename Fn>

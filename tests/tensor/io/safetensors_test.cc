@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "tensor/backend.h"
 #include "tensor/ops.h"
+#include "tests/util/temp_dir.h"
 
 namespace coppice {
 namespace {
@@ -50,15 +51,6 @@ std::string bytes_of(const Tensor& t) {
     }
   }
   return out;
-}
-
-std::string temp_dir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base ? base : "/tmp") + "/safetensors_XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  const char* dir = mkdtemp(buf.data());
-  return dir ? std::string(dir) : std::string("/tmp");
 }
 
 std::vector<std::string> list_dir(const std::string& dir) {
@@ -134,7 +126,7 @@ TEST(SafetensorsTest, RoundTripsEveryDtypeAndShape) {
 }
 
 TEST(SafetensorsTest, RoundTripsThroughAFile) {
-  std::string dir = temp_dir();
+  std::string dir = testing::temp_dir("safetensors");
   std::string path = dir + "/model.safetensors";
   NamedTensors tensors = {{"w", patterned({4, 3}, DType::kF32)},
                           {"b", patterned({3}, DType::kBF16, 1)},
@@ -266,7 +258,7 @@ TEST(SafetensorsTest, ReadsUnpaddedHeadersWithEntriesOutOfOffsetOrder) {
 }
 
 TEST(SafetensorsTest, RejectsBadWrites) {
-  std::string dir = temp_dir();
+  std::string dir = testing::temp_dir("safetensors");
   std::string path = dir + "/out.safetensors";
   write_file(path, "previous");
   struct Case {
@@ -311,7 +303,7 @@ std::string valid_file() {
 TEST(SafetensorsCorruptTest, EveryTruncationFails) {
   std::string good = valid_file();
   ASSERT_TRUE(parse_safetensors(good).ok());
-  std::string dir = temp_dir();
+  std::string dir = testing::temp_dir("safetensors");
   std::string path = dir + "/t.safetensors";
   for (size_t len = 0; len < good.size(); ++len) {
     // A fresh heap copy of exactly `len` bytes, so that ASan sees any overread.
