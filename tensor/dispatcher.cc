@@ -84,7 +84,7 @@ Dispatcher& Dispatcher::instance() {
 
 void Dispatcher::register_kernel(std::string op, DeviceType device, std::vector<std::string> formats,
                                  Kernel kernel) {
-  std::vector<Registered>& kernels = kernels_[op][static_cast<size_t>(device)];
+  std::vector<Registered>& kernels = kernels_.try_emplace(std::move(op)).first->second[static_cast<size_t>(device)];
   for (Registered& r : kernels) {
     if (r.formats == formats) {  // a later registration replaces an earlier one
       r.kernel = std::move(kernel);
@@ -94,7 +94,7 @@ void Dispatcher::register_kernel(std::string op, DeviceType device, std::vector<
   kernels.push_back({std::move(formats), std::move(kernel)});
 }
 
-void Dispatcher::register_to_dense(std::string format, ToDense fn) { to_dense_[std::move(format)] = std::move(fn); }
+void Dispatcher::register_to_dense(std::string format, ToDense fn) { to_dense_.insert_or_assign(std::move(format), std::move(fn)); }
 
 const Kernel* Dispatcher::find(std::string_view op, DeviceType device,
                                absl::Span<const std::string_view> formats) const {
