@@ -82,9 +82,9 @@ Dispatcher& Dispatcher::instance() {
   return *d;
 }
 
-void Dispatcher::register_kernel(std::string op, DeviceType device, std::vector<std::string> formats,
+void Dispatcher::register_kernel(const std::string& op, DeviceType device, std::vector<std::string> formats,
                                  Kernel kernel) {
-  std::vector<Registered>& kernels = kernels_.try_emplace(std::move(op)).first->second[static_cast<size_t>(device)];
+  std::vector<Registered>& kernels = kernels_[op][static_cast<size_t>(device)];
   for (Registered& r : kernels) {
     if (r.formats == formats) {  // a later registration replaces an earlier one
       r.kernel = std::move(kernel);

@@ -68,7 +68,7 @@ class Dispatcher {
   static Dispatcher& instance();
 
   // `formats` has one entry per input ("dense", "csr", ...); "*" matches any format.
-  void register_kernel(std::string op, DeviceType device, std::vector<std::string> formats, Kernel kernel);
+  void register_kernel(const std::string& op, DeviceType device, std::vector<std::string> formats, Kernel kernel);
   void register_to_dense(std::string format, ToDense fn);
 
   // The kernel for exactly these formats (else one registered for "*" in
