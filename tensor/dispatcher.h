@@ -110,7 +110,7 @@ class Dispatcher {
 // Libraries holding registrars are built with alwayslink so the linker keeps them.
 struct KernelRegistrar {
   KernelRegistrar(std::string op, DeviceType device, std::vector<std::string> formats, Kernel kernel) {
-    Dispatcher::instance().register_kernel(std::move(op), device, std::move(formats), std::move(kernel));
+    Dispatcher::instance().register_kernel(op, device, std::move(formats), std::move(kernel));
   }
 };
 
