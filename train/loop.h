@@ -1,5 +1,8 @@
 // The training loop over plain components (ARCHITECTURE.md, layer 7). The
-// job-config glue builds the components; run_training drives them.
+// job-config glue builds the components (train/components.h); run_training
+// drives them: a short loop over the phases of a Trainer (train/trainer.h),
+// one method per part of the step below. Resuming lives in train/resume.h,
+// the dense-gradient swap of step 3 in train/dense_gradient.h.
 //
 // One step t (0-based; t = the optimizer steps done before it):
 //   1. the next batch of the train loader (epoch t / num_batches, batch
