@@ -19,6 +19,7 @@
 #include "optim/gmp.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
+#include "optim/mask_schedule.h"  // MaskUpdateStats
 #include "optim/mask_updater.h"
 #include "optim/optimizer.h"
 #include "tensor/device.h"
@@ -123,12 +124,6 @@ struct TrainComponents {
   // Called after each step's optimizer step, LR step and mask change, with
   // the step's index t (gradients of unchanged parameters are still there).
   std::function<void(int64_t step)> on_step_end;
-};
-
-struct MaskUpdateStats {
-  int64_t step = 0;
-  std::map<std::string, int64_t> dropped, grown;
-  std::map<std::string, double> itop_rate;
 };
 
 struct TrainingSummary {

@@ -16,6 +16,7 @@
 #include "train/checkpoint_files.h"
 #include "train/evaluate.h"
 #include "train/mixed_precision.h"
+#include "train/model_parameters.h"
 #include "train/summary.h"
 
 namespace coppice {
@@ -23,24 +24,6 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// The optimizer's momentum-like state of `param` as a dense tensor of its
-// shape (zeros before the first step).
-Tensor dense_momentum(const Optimizer& optimizer, const Variable& param) {
-  const ParamState* st = optimizer.state(param);
-  const Tensor* m = nullptr;
-  if (st != nullptr) {
-    for (const char* key : {"momentum_buffer", "exp_avg"}) {
-      auto it = st->tensors.find(key);
-      if (it != st->tensors.end()) {
-        m = &it->second;
-        break;
-      }
-    }
-  }
-  if (m == nullptr) return zeros(param.shape(), {param.dtype(), param.device()});
-  return param.value().is_dense() ? *m : to_dense(with_values(param.value(), *m));
 }
 
 // The weights GMP prunes: those the components name, else every sparse
@@ -80,18 +63,15 @@ Trainer::Trainer(TrainComponents& c)
   summary_.world_size = world_;
   summary_.rank = comm_ != nullptr ? comm_->rank() : 0;
 
-  // A mask change replaces the parameter in the model and in the optimizer,
-  // which carries its state over to the new pattern.
+  // The schedule of mask changes (optim/mask_schedule.h): a mask change
+  // replaces the parameter in the model and in the optimizer, which carries
+  // its state over to the new pattern.
+  auto store = std::make_shared<ModelParameters>(model_, optimizer_);
   if (updater_ != nullptr) {
-    // (It captures the model and the optimizer, which outlive the Trainer, as the updater does.)
-    updater_->set_state_remap([&model = model_, &optimizer = optimizer_](const std::string& name,
-                                                                       const Tensor& new_param,
-                                                                       const Tensor& keep_from) {
-      const Variable old = model.parameter(name);
-      model.set_parameter(name, optimizer.replace_value(old, new_param, keep_from));
-    });
+    masks_ = make_prune_and_regrow_schedule(*updater_, store);
+  } else if (c.gmp != nullptr) {
+    masks_ = make_gmp_schedule(*c.gmp, gmp_layers_of(c), store);
   }
-  gmp_layers_ = gmp_layers_of(c);
 
   run_ = start_run(c, nb_, total_, new_run_id(), progress_);
   summary_.start_step = run_.step;
@@ -167,10 +147,10 @@ StepOutputs Trainer::eager_forward_backward(const Tensor& inputs, const Tensor& 
 void Trainer::forward_backward() {
   const int64_t t = step_.t;
   // Dense gradients on the steps that need them only.
-  step_.dense_gradient = updater_ != nullptr && updater_->needs_dense_gradient(t);
+  step_.dense_gradient = masks_ != nullptr && masks_->needs_dense_gradient(t);
   if (step_.dense_gradient) {
     summary_.dense_gradient_steps.push_back(t);
-    dense_view_.open(model_, updater_->layers(), [&](const std::string& name) {
+    dense_view_.open(model_, masks_->layers(), [&](const std::string& name) {
       if (c_.on_dense_gradient) c_.on_dense_gradient(t, name);
     });
   }
@@ -213,12 +193,7 @@ void Trainer::step() {
   // loss scale: movement scores see them unscaled, clipping compares their
   // norm with grad_clip times the scale, and the optimizer divides it out.
   auto before_step = [&](double scale) {
-    if (updater_ != nullptr && updater_->config().prune == PruneCriterion::kMovement) {
-      for (const std::string& name : updater_->layers()) {
-        const Variable& w = model_.parameter(name);
-        if (w.grad().defined()) updater_->accumulate_movement(name, w.value(), unscale_gradient(w.grad(), scale));
-      }
-    }
+    if (masks_ != nullptr) masks_->before_optimizer_step(scale);
     if (c_.grad_clip > 0.0) clip_grad_norm(model_.parameters(), c_.grad_clip * scale);
   };
   if (scaler_ != nullptr) {
@@ -251,60 +226,13 @@ void Trainer::measure_batch() {
   step_.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.option(0, "lr");
 }
 
+// Masks change after the optimizer step, as the schedule says; every rank
+// then holds the same patterns.
 void Trainer::update_sparsity() {
-  // A step the loss scaler skipped has inf/NaN gradients, which would steer
-  // growth: its update is left out (the same on every rank: the check reads
-  // the all-reduced gradients).
-  if (updater_ != nullptr && updater_->is_update_step(step_.t) && !step_.skipped) update_masks();
-  if (c_.gmp != nullptr && c_.gmp->is_prune_step(step_.t)) prune();
-}
-
-// Prune and regrow (SET, RigL, SNFS, ...): the updater reads each layer's
-// weight, its dense gradient (from the view) and momentum as it needs them;
-// its state remap rebinds the changed parameters.
-void Trainer::update_masks() {
-  const int64_t t = step_.t;
-  const bool need_momentum = updater_->needs_momentum(t);
-  std::map<std::string, LayerInputs> inputs;
-  for (const std::string& name : updater_->layers()) {
-    const Variable& w = model_.parameter(name);
-    LayerInputs in;
-    in.param = w.value();
-    auto it = step_.dense_grads.find(name);
-    if (it != step_.dense_grads.end()) in.dense_gradient = it->second;
-    if (need_momentum) in.momentum = dense_momentum(optimizer_, w);
-    inputs[name] = in;
-  }
-  const MaskUpdateResult r = updater_->update(t, inputs);
-  MaskUpdateStats ms;
-  ms.step = t;
-  for (const LayerUpdate& l : r.layers) {
-    ms.dropped[l.name] = l.dropped;
-    ms.grown[l.name] = l.grown;
-    ms.itop_rate[l.name] = l.itop_rate;
-  }
-  step_.mask_stats = ms;
-  summary_.mask_updates.push_back(ms);
-  check_masks(updater_->layers());
-}
-
-// Gradual magnitude pruning: each pruned weight shrinks in place and is
-// rebound in the model and the optimizer.
-void Trainer::prune() {
-  const int64_t t = step_.t;
-  MaskUpdateStats ms;
-  ms.step = t;
-  for (const std::string& name : gmp_layers_) {
-    const Variable w = model_.parameter(name);
-    const MaskChange change = c_.gmp->prune(t, w.value());
-    ms.dropped[name] = static_cast<int64_t>(change.dropped.size());
-    ms.grown[name] = 0;
-    if (!change.keep_from.defined()) continue;
-    model_.set_parameter(name, optimizer_.replace_value(w, change.param, change.keep_from));
-  }
-  step_.mask_stats = ms;
-  summary_.mask_updates.push_back(ms);
-  check_masks(gmp_layers_);
+  if (masks_ == nullptr || !masks_->changes_masks(step_.t, step_.skipped)) return;
+  step_.mask_stats = masks_->update(step_.t, step_.dense_grads);
+  summary_.mask_updates.push_back(*step_.mask_stats);
+  check_masks(masks_->layers());
 }
 
 // After a mask change every rank must hold the same patterns.

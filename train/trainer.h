@@ -18,9 +18,10 @@
 //   step()             movement scores, clipping, the optimizer (through the
 //                      loss scaler) and the LR schedule; the batch's loss and
 //                      accuracy over all ranks
-//   update_sparsity()  the mask updater's or the GMP pruner's change of the
-//                      masks, with the optimizer state remapped, and the
-//                      ranks' patterns checked to agree
+//   update_sparsity()  the mask schedule's change of the masks (the mask
+//                      updater's or the GMP pruner's: optim/mask_schedule.h)
+//                      with the optimizer state remapped, and the ranks'
+//                      patterns checked to agree
 //   record()           on_step_end and the step's entries in the summary
 //   log()              the metrics record and the progress line, when due
 //   evaluate()         evaluation on the validation (or test) split, when due
@@ -40,6 +41,7 @@
 
 #include "data/loader.h"
 #include "distributed/grad_sync.h"
+#include "optim/mask_schedule.h"
 #include "train/components.h"
 #include "train/dense_gradient.h"
 #include "train/graph_step.h"
@@ -97,8 +99,6 @@ class Trainer {
   void report_graph_off();
   StepOutputs eager_forward_backward(const Tensor& inputs, const Tensor& targets);
   void measure_batch();
-  void update_masks();
-  void prune();
   void check_masks(const std::vector<std::string>& layers);
   void write_train_record(double elapsed, double samples_per_second);
   void write_checkpoint(int64_t step);
@@ -107,7 +107,8 @@ class Trainer {
   TrainComponents& c_;
   Module& model_;
   Optimizer& optimizer_;
-  MaskUpdater* updater_;
+  MaskUpdater* updater_;  // its state goes into checkpoints
+  std::unique_ptr<MaskSchedule> masks_;  // null: masks never change
   Communicator* comm_;
   int world_ = 1;
   bool lead_ = true;  // writes metrics, progress, checkpoints
@@ -120,7 +121,6 @@ class Trainer {
   int64_t nb_ = 0;     // batches per epoch
   int64_t total_ = 0;  // the run's steps (schedules see them all)
   int64_t stop_ = 0;   // this invocation stops here
-  std::vector<std::string> gmp_layers_;
   ProgressReporter progress_;
   RunStart run_;
   MetricsWriter metrics_;
