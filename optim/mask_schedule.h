@@ -5,7 +5,7 @@
 // pruning (GmpPruner). It says which steps change masks and which need the
 // dense gradient, and it changes masks and optimizer state through a
 // ParameterStore, so the loop only calls it; the dense gradient itself comes
-// from the trainer's dense-gradient view (train/dense_gradient.h).
+// from the trainer's dense-gradient view (models/dense_gradient_view.h).
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // job-config glue builds the components (train/components.h); run_training
 // drives them: a short loop over the phases of a Trainer (train/trainer.h),
 // one method per part of the step below. Resuming lives in train/resume.h,
-// the dense-gradient swap of step 3 in train/dense_gradient.h.
+// the dense-gradient swap of step 3 in models/dense_gradient_view.h.
 //
 // One step t (0-based; t = the optimizer steps done before it):
 //   1. the next batch of the train loader (epoch t / num_batches, batch

@@ -43,7 +43,7 @@
 #include "distributed/grad_sync.h"
 #include "optim/mask_schedule.h"
 #include "train/components.h"
-#include "train/dense_gradient.h"
+#include "models/dense_gradient_view.h"
 #include "train/graph_step.h"
 #include "train/metrics.h"
 #include "train/progress.h"

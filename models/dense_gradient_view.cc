@@ -1,4 +1,4 @@
-#include "train/dense_gradient.h"
+#include "models/dense_gradient_view.h"
 
 #include "autograd/functions/sparse.h"
 #include "optim/optimizer.h"

@@ -1,7 +1,7 @@
 // The dense-gradient view of a step: growth policies such as RigL rank the
 // gradient at every position of a weight, pruned ones included, but an
 // ordinary step only computes it at the stored ones. So on the steps where
-// the mask updater asks for it (MaskUpdater::needs_dense_gradient), and only
+// the mask schedule asks for it (MaskSchedule::needs_dense_gradient), and only
 // there, each sparse weight is swapped for a dense leaf holding to_dense of
 // it for one forward and backward; afterwards the sparse weight is put back,
 // the dense gradient goes to the updater, and its projection onto the
