@@ -19,11 +19,11 @@
 //      would give it. On every other step gradients stay compact.
 //   4. movement scores (prune criterion kMovement) accumulate, gradient
 //      clipping (global norm), optimizer step, LR scheduler step,
-//   5. on update steps, MaskUpdater::update(t, ...) (its state remap is wired
-//      to Optimizer::replace_value and Module::set_parameter, so the model
-//      and the optimizer hold the new parameter with its remapped state), or
-//      on GMP pruning steps GmpPruner::prune on each pruned weight, likewise
-//      rebound,
+//   5. on the steps where the mask schedule (optim/mask_schedule.h, over the
+//      mask updater or the GMP pruner) changes masks, its update: through
+//      the run's ParameterStore (train/model_parameters.h, over
+//      Optimizer::replace_value and Module::set_parameter) the model and the
+//      optimizer hold the new parameter with its remapped state,
 //   6. metrics, progress, evaluation and checkpoints as configured.
 //
 // With cuda_graph, step 2 of an ordinary step (not a dense-gradient one) goes
