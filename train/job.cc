@@ -326,7 +326,8 @@ std::vector<std::string> sparsify(Module& model, const JobConfig& job, const Spa
 // weight that the schedule nevertheless left dense (e.g. a format that
 // keeps density 1 as dense) is converted to masked, which the pruner
 // handles entry by entry, so that GMP has a pattern to shrink.
-std::vector<std::string> prepare_gmp_layers(Module& model, const JobConfig& job, const std::vector<std::string>& ruled) {
+std::vector<std::string> prepare_gmp_layers(Module& model, const JobConfig& job,
+                                            const std::vector<std::string>& ruled) {
   std::vector<std::string> gmp_layers;
   if (job.mask_update.method != MaskMethod::kGmp) return gmp_layers;
   for (const std::string& name : ruled) {

@@ -100,7 +100,9 @@ Trainer::Trainer(TrainComponents& c)
 void Trainer::prepare_graph() {
   if (c_.cuda_graph) {
     graph_.emplace(c_.device);
-    if (!c_.device.is_cuda()) graph_->decline(str_cat("the model is on ", c_.device.to_string(), ", not a CUDA device"));
+    if (!c_.device.is_cuda()) {
+      graph_->decline(str_cat("the model is on ", c_.device.to_string(), ", not a CUDA device"));
+    }
     if (comm_ != nullptr) graph_->decline("data-parallel steps exchange gradients during the backward pass");
     for (const auto& [name, m] : model_.named_modules()) {
       if (m->output_rule() != nullptr) {

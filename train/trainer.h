@@ -41,9 +41,9 @@
 
 #include "data/loader.h"
 #include "distributed/grad_sync.h"
+#include "models/dense_gradient_view.h"
 #include "optim/mask_schedule.h"
 #include "train/components.h"
-#include "models/dense_gradient_view.h"
 #include "train/graph_step.h"
 #include "train/metrics.h"
 #include "train/progress.h"
@@ -54,9 +54,10 @@ namespace coppice {
 class Trainer {
  public:
   // Checks the components and makes them ready to run: parameters named, the
-  // mask updater's state remap wired to the optimizer and the model, the run
-  // started fresh or resumed (train/resume.h), metrics opened, CUDA graphs
-  // prepared or declined.
+  // mask schedule built over the mask updater or the GMP pruner (its changes
+  // reach the model and the optimizer through train/model_parameters.h), the
+  // run started fresh or resumed (train/resume.h), metrics opened, CUDA
+  // graphs prepared or declined.
   explicit Trainer(TrainComponents& components);
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -80,7 +81,8 @@ class Trainer {
  private:
   using Clock = std::chrono::steady_clock;
 
-  // What one step carries from phase to phase; reset by begin_step.
+  // What one step carries from phase to phase; begin_step starts it afresh,
+  // end_step lets go of its tensors.
   struct Step {
     int64_t t = 0;
     double grad_scale = 1.0;  // the loss scale backward runs with
@@ -113,7 +115,7 @@ class Trainer {
   int world_ = 1;
   bool lead_ = true;  // writes metrics, progress, checkpoints
   LossScaler* scaler_ = nullptr;  // enabled, or null
-  DType dtype_;
+  DType dtype_ = DType::kF32;  // the model's (inputs are cast to it)
   std::optional<GradientSync> sync_;
   std::optional<GraphedStep> graph_;
   bool graph_off_reported_ = false;
