@@ -908,12 +908,8 @@ void check_combinations(const JobConfig& job) {
   }
 }
 
-JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
-  const Section top(root, "", "");
-  JobConfig job;
-  job.name = top.string("name", default_name);
-  job.seed = top.seed("seed", 0);
-
+// device: auto, or a device Device::parse reads.
+void read_device(const Section& top, JobConfig& job) {
   const std::string device = top.string("device", "auto");
   if (device != "auto") {
     try {
@@ -923,8 +919,11 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
       bad("device", "must be auto, cpu, cuda or cuda:N, got '", device, "'");
     }
   }
+}
 
-  const Section model = top.section("model");
+// model: a zoo model by name, with options the zoo knows (the seed defaults
+// to the job's).
+void read_model(const Section& model, JobConfig& job) {
   if (!model.has("name")) bad("model.name", "required (one of ", str_join(model_names(), ", "), ")");
   job.model.name = model.choice("name", "", model_names());
   const std::vector<std::string> known = model_option_names(job.model.name);
@@ -940,23 +939,20 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
         name == "seed" ? ModelOption(static_cast<int64_t>(scalar_seed(value, where))) : model_option(value, where);
   }
   if (!job.model.options.count("seed")) job.model.options["seed"] = static_cast<int64_t>(job.seed);
+}
 
-  read_data(top.section("data"), job);
-  read_sparsity(top.section("sparsity"), job);
-  read_optimizer(top.section("optimizer"), job.optimizer);
-  read_lr_schedule(top.section("lr_schedule"), job.optimizer.lr(), job.lr_schedule);
-
-  const Section training = top.section("training");
+// training: exactly one of epochs and steps.
+void read_training(const Section& training, JobConfig& job) {
   if (training.has("epochs") && training.has("steps"))
     bad("training.steps", "training.epochs is set too; give one of epochs and steps");
   if (!training.has("epochs") && !training.has("steps")) bad("training", "give one of training.epochs and training.steps");
   if (training.has("epochs")) job.training.epochs = training.integer("epochs", 1);
   if (training.has("steps")) job.training.steps = training.integer("steps", 1);
   job.training.cuda_graph = training.boolean("cuda_graph", false);
+}
 
-  read_mask_update(top.section("mask_update"), job, job.mask_update);
-
-  const Section eval = top.section("evaluation");
+// evaluation: how often, and on a split the data has.
+void read_evaluation(const Section& eval, JobConfig& job) {
   job.evaluation.every_steps = eval.integer("every_steps", 0);
   job.evaluation.max_batches = eval.integer("max_batches", 0);
   const std::string split = eval.choice("split", job.data.dataset == DatasetKind::kText ? "validation" : "test",
@@ -969,8 +965,11 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   if (job.evaluation.split == EvalSplit::kTest && job.data.dataset == DatasetKind::kSynthetic &&
       job.data.synthetic_test_examples == 0)
     bad("evaluation.split", "test needs data.synthetic.test_examples > 0");
+}
 
-  const Section ckpt = top.section("checkpoint");
+// checkpoint: where, how often, what to resume from and which changes a
+// resume may make.
+void read_checkpoint_settings(const Section& ckpt, JobConfig& job) {
   job.checkpoint.dir = ckpt.string("dir", "");
   job.checkpoint.every_steps = ckpt.integer("every_steps", 0);
   job.checkpoint.keep_last = ckpt.integer("keep_last", 0);
@@ -984,15 +983,17 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   job.checkpoint.allow_changes = ckpt.strings("allow_changes");
   if (absl::Status st = check_allowed_changes(job.checkpoint.allow_changes); !st.ok())
     bad(ckpt.at("allow_changes"), st.message());
+}
 
-  const Section log = top.section("logging");
+// logging: the metrics file, the progress line, how often.
+void read_logging(const Section& log, JobConfig& job) {
   job.logging.metrics = log.string("metrics", "");
   job.logging.progress = log.boolean("progress", true);
   job.logging.every_steps = log.integer("every_steps", 50);
+}
 
-  job.precision = read_precision(top.section("precision"));
-
-  const Section dist = top.section("distributed");
+// distributed: ranks, a backend that fits the device, exchange settings.
+void read_distributed(const Section& dist, JobConfig& job) {
   job.distributed.world_size = dist.integer("world_size", 1);
   job.distributed.backend =
       dist.choice("backend", "inproc", {"inproc", "nccl"}) == "nccl" ? CommBackend::kNccl : CommBackend::kInProc;
@@ -1011,9 +1012,11 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
                                         ? SparseExchange::kDense
                                         : SparseExchange::kCompact;
   job.distributed.topk_fraction = dist.number("topk_fraction", 0.0);
-  check_combinations(job);
+}
 
-  // Lengths against the training length.
+// Steps the job names (the end of mask updates, the warm-up) must fall within
+// the training length, where it is known without reading data.
+void check_lengths(const JobConfig& job) {
   if (const std::optional<int64_t> steps = planned_steps(job)) {
     check_examples_countable(job, *steps);
     const std::string what = job.training.steps ? "training.steps" : "the planned steps";
@@ -1025,7 +1028,30 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
     if (mu.method == MaskMethod::kGmp) within("mask_update.end_step", mu.gmp.end_step);
     if (job.lr_schedule.warmup_steps > 0) within("lr_schedule.warmup_steps", job.lr_schedule.warmup_steps);
   }
+}
 
+// The job file section by section (each reader checks its own keys), then
+// the checks across sections.
+JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
+  const Section top(root, "", "");
+  JobConfig job;
+  job.name = top.string("name", default_name);
+  job.seed = top.seed("seed", 0);
+  read_device(top, job);
+  read_model(top.section("model"), job);
+  read_data(top.section("data"), job);
+  read_sparsity(top.section("sparsity"), job);
+  read_optimizer(top.section("optimizer"), job.optimizer);
+  read_lr_schedule(top.section("lr_schedule"), job.optimizer.lr(), job.lr_schedule);
+  read_training(top.section("training"), job);
+  read_mask_update(top.section("mask_update"), job, job.mask_update);
+  read_evaluation(top.section("evaluation"), job);
+  read_checkpoint_settings(top.section("checkpoint"), job);
+  read_logging(top.section("logging"), job);
+  job.precision = read_precision(top.section("precision"));
+  read_distributed(top.section("distributed"), job);
+  check_combinations(job);
+  check_lengths(job);
   check_against_model(job);
   return job;
 }

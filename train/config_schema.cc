@@ -33,9 +33,9 @@ namespace {
 
 using K = KeyType;
 
-// A parameter rule's format keys and a stage's, shared by several lists.
-std::vector<SchemaKey> build_schema() {
-  std::vector<SchemaKey> s = {
+// The job's identity and device, the model and the data.
+std::vector<SchemaKey> job_keys() {
+  return {
       {"name", K::kString, "the job's name in logs (default: the file name without .yaml)"},
       {"seed", K::kInt, "seed of initialization, masks and random sparsifiers (0)"},
       {"device", K::kString, "auto | cpu | cuda | cuda:N (auto: the GPU when there is one)"},
@@ -68,7 +68,12 @@ std::vector<SchemaKey> build_schema() {
       {"data.synthetic.center_scale", K::kDouble, "std of the class centers, >= 0 (5)"},
       {"data.synthetic.spread", K::kDouble, "std around a center, >= 0 (1)"},
       {"data.synthetic.seed", K::kInt, "seed of the data (default: seed)"},
+  };
+}
 
+// Which weights are sparse and how; outputs sparsified.
+std::vector<SchemaKey> sparsity_keys() {
+  return {
       {"sparsity", K::kSection, "which weights are sparse, in which format, and sparsified outputs"},
       {"sparsity.density", K::kDouble, "overall density of the weights that rules select, in (0, 1] (1); gmp: its final density"},
       {"sparsity.distribution", K::kString, "uniform | er | erk: how density is split over layers (erk)"},
@@ -108,7 +113,12 @@ std::vector<SchemaKey> build_schema() {
       {"sparsity.outputs[].backward[].external", K::kFreeMap, "external sparsifier {name, params}"},
       {"sparsity.outputs[].backward[].external.*", K::kScalar, "the sparsifier's name or a parameter"},
       {"sparsity.outputs[].backward[].format", K::kString, "the gradient's format"},
+  };
+}
 
+// The optimizer, its learning-rate schedule and how masks change.
+std::vector<SchemaKey> optimization_keys() {
+  return {
       {"optimizer", K::kSection, "the optimizer (optim/sgd.h, optim/adam.h)"},
       {"optimizer.name", K::kString, "sgd | adam | adamw (sgd)"},
       {"optimizer.lr", K::kDouble, "learning rate, > 0 (1e-3)"},
@@ -142,7 +152,12 @@ std::vector<SchemaKey> build_schema() {
       {"mask_update.initial_density", K::kDouble, "gmp: density at start_step, in (0, 1] (1)"},
       {"mask_update.final_density", K::kDouble, "gmp: density from end_step on, in (0, initial_density] (default: sparsity.density; one is required)"},
       {"mask_update.frequency", K::kInt, "gmp: steps between pruning steps, >= 1 (100)"},
+  };
+}
 
+// How the run goes: length, evaluation, checkpoints, logging, precision, ranks.
+std::vector<SchemaKey> run_keys() {
+  return {
       {"training", K::kSection, "training length: exactly one of epochs and steps"},
       {"training.epochs", K::kInt, ">= 1"},
       {"training.steps", K::kInt, "optimizer steps, >= 1"},
@@ -189,7 +204,16 @@ std::vector<SchemaKey> build_schema() {
       {"distributed.topk_fraction", K::kDouble,
        "top-k with error feedback for dense gradients: fraction sent, in [0, 1); 0 off (0)"},
   };
-  s.insert(s.begin(), SchemaKey{"", K::kSection, "the job"});
+}
+
+// The schema is data: one list of keys per part of a job, in the order
+// help and did-you-mean list them, each list short enough to read whole.
+std::vector<SchemaKey> build_schema() {
+  std::vector<SchemaKey> s = {{"", K::kSection, "the job"}};
+  for (std::vector<SchemaKey> (*part)() : {job_keys, sparsity_keys, optimization_keys, run_keys}) {
+    const std::vector<SchemaKey> keys = part();
+    s.insert(s.end(), keys.begin(), keys.end());
+  }
   return s;
 }
 

@@ -285,55 +285,122 @@ TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
 
 namespace {
 
-TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Communicator* comm, Device device) {
-  manual_seed(job.seed);
+// The train loader shards by rank; the evaluation loaders do not
+// (evaluate() splits batches over ranks), keep their order and every example.
+struct LoaderOptions {
+  DataLoaderOptions train, eval;
+};
 
-  // The model, on the device.
-  ModulePtr model = make_model(job.model);
-  model->to(device);
-
-  // Data and loaders.
-  const Splits data = load_data(job);
-  DataLoaderOptions train_opts = job.data.loader;
-  train_opts.device = device;
-  DataLoaderOptions eval_opts = train_opts;  // not sharded: evaluate() splits batches over ranks
+LoaderOptions loader_options(const JobConfig& job, Communicator* comm, Device device) {
+  LoaderOptions o;
+  o.train = job.data.loader;
+  o.train.device = device;
+  o.eval = o.train;
   if (comm != nullptr) {
-    train_opts.rank = comm->rank();
-    train_opts.world_size = comm->world_size();
+    o.train.rank = comm->rank();
+    o.train.world_size = comm->world_size();
   }
-  eval_opts.shuffle = false;
-  eval_opts.drop_last = false;
-  if (job.data.eval_batch_size > 0) eval_opts.batch_size = job.data.eval_batch_size;
+  o.eval.shuffle = false;
+  o.eval.drop_last = false;
+  if (job.data.eval_batch_size > 0) o.eval.batch_size = job.data.eval_batch_size;
+  return o;
+}
 
-  // Sparsity: one exact rule per selected parameter with its density, then
-  // the parameters in their formats (and the output rules attached).
-  const SparsitySchedule schedule = resolve_schedule(job, parameter_shapes(*model));
-  std::vector<std::string> ruled;  // the parameters a rule selects
+// Sparsity: one exact rule per selected parameter with its density, then the
+// parameters in their formats (and the output rules attached). Returns the
+// parameters a rule selects.
+std::vector<std::string> sparsify(Module& model, const JobConfig& job, const SparsitySchedule& schedule) {
+  std::vector<std::string> ruled;
   for (const ParameterRule& r : schedule.parameters) ruled.push_back(r.selector.pattern);
   if (!schedule.parameters.empty() || !schedule.outputs.empty()) {
     SparsifyContext ctx;
     ctx.seed = job.seed;
-    model->apply_sparsity(schedule, ctx);
+    model.apply_sparsity(schedule, ctx);
   }
+  return ruled;
+}
 
-  // GMP prunes sparse weights in place (run_training prunes the parameters of
-  // gmp_layers; by default every sparse one). config.cc refuses gmp with a
-  // dense or n:m rule format, so every ruled weight should be sparse here; a
-  // weight that the schedule nevertheless left dense (e.g. a format that
-  // keeps density 1 as dense) is converted to masked, which the pruner
-  // handles entry by entry, so that GMP has a pattern to shrink.
+// GMP prunes sparse weights in place (run_training prunes the parameters of
+// gmp_layers; by default every sparse one). config.cc refuses gmp with a
+// dense or n:m rule format, so every ruled weight should be sparse here; a
+// weight that the schedule nevertheless left dense (e.g. a format that
+// keeps density 1 as dense) is converted to masked, which the pruner
+// handles entry by entry, so that GMP has a pattern to shrink.
+std::vector<std::string> prepare_gmp_layers(Module& model, const JobConfig& job,
+                                            const std::vector<std::string>& ruled) {
   std::vector<std::string> gmp_layers;
-  if (job.mask_update.method == MaskMethod::kGmp) {
-    for (const std::string& name : ruled) {
-      const Variable p = model->parameter(name);
-      if (p.dim() < 2) continue;
-      if (!p.value().is_sparse()) {
-        model->set_parameter(name, Variable(to_format(p.value(), "masked"), p.requires_grad(), name));
-      }
-      gmp_layers.push_back(name);
+  if (job.mask_update.method != MaskMethod::kGmp) return gmp_layers;
+  for (const std::string& name : ruled) {
+    const Variable p = model.parameter(name);
+    if (p.dim() < 2) continue;
+    if (!p.value().is_sparse()) {
+      model.set_parameter(name, Variable(to_format(p.value(), "masked"), p.requires_grad(), name));
     }
-    COPPICE_CHECK(!gmp_layers.empty(), "mask_update: gmp selects no weight of dim >= 2 to prune");
+    gmp_layers.push_back(name);
   }
+  COPPICE_CHECK(!gmp_layers.empty(), "mask_update: gmp selects no weight of dim >= 2 to prune");
+  return gmp_layers;
+}
+
+// What drives the masks during the run: a prune-and-regrow updater over the
+// ruled weights that are sparse, or a GMP pruner over gmp_layers, or neither.
+void attach_mask_update(const JobConfig& job, const Module& model, const std::vector<std::string>& ruled,
+                        const std::vector<std::string>& gmp_layers, std::optional<MaskUpdater>& updater,
+                        std::optional<GmpPruner>& gmp, TrainComponents& c) {
+  if (job.mask_update.is_prune_and_regrow()) {
+    updater.emplace(job.mask_update.updater);
+    for (const std::string& name : ruled) {
+      const Variable p = model.parameter(name);
+      if (p.value().is_sparse()) updater->add_layer(name, p.value());
+    }
+    COPPICE_CHECK(!updater->layers().empty(), "mask_update: ", mask_method_name(job.mask_update.method),
+                  " has no sparse weight to update");
+    c.mask_updater = &*updater;
+  } else if (job.mask_update.method == MaskMethod::kGmp) {
+    gmp.emplace(job.mask_update.gmp);
+    c.gmp = &*gmp;
+    c.gmp_layers = gmp_layers;
+  }
+}
+
+// Evaluation, metrics, progress, checkpoints and resume as the job and the
+// command line say.
+void set_reporting(const JobConfig& job, const JobRunOptions& opts, const SparsitySchedule& schedule,
+                   TrainComponents& c) {
+  c.eval_every = job.evaluation.every_steps;
+  c.eval_max_batches = job.evaluation.max_batches;
+
+  c.metrics_path = job_metrics_path(job, opts);
+  if (!c.metrics_path.empty()) make_parent_dirs(c.metrics_path);
+  c.log_every = job.logging.every_steps;
+  c.progress_out = job.logging.progress ? opts.progress_out : nullptr;
+  c.progress_interactive = opts.progress_interactive;
+  c.summary_on_progress = opts.summary_on_progress;
+
+  c.checkpoint_dir = job.checkpoint.dir;
+  c.checkpoint_every = job.checkpoint.every_steps;
+  c.keep_last = job.checkpoint.keep_last;
+  c.resume = opts.resume.empty() ? job.checkpoint.resume : opts.resume;
+  c.fingerprint = job_fingerprint(job, schedule);
+  c.allowed_changes = job.checkpoint.allow_changes;
+  c.allowed_changes.insert(c.allowed_changes.end(), opts.allow_changes.begin(), opts.allow_changes.end());
+}
+
+// One rank's run: the model, data, sparsity and optimizer built from the job
+// in this order (each step's random draws come after the previous step's),
+// then handed to run_training.
+TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Communicator* comm, Device device) {
+  manual_seed(job.seed);
+
+  // The model, on the device; the data and loaders.
+  ModulePtr model = make_model(job.model);
+  model->to(device);
+  const Splits data = load_data(job);
+  const LoaderOptions loaders = loader_options(job, comm, device);
+
+  const SparsitySchedule schedule = resolve_schedule(job, parameter_shapes(*model));
+  const std::vector<std::string> ruled = sparsify(*model, job, schedule);
+  const std::vector<std::string> gmp_layers = prepare_gmp_layers(*model, job, ruled);
 
   // bf16/f16: parameters (sparse values included) in the job's dtype before
   // anyone takes them; the optimizer keeps f32 master weights for them.
@@ -345,10 +412,10 @@ TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Commun
   // The optimizer over the parameters as apply_sparsity left them.
   std::unique_ptr<Optimizer> optimizer = make_optimizer(job.optimizer, model->parameters());
 
-  TrainComponents c(*model, DataLoader(data.train, train_opts), *optimizer);
+  TrainComponents c(*model, DataLoader(data.train, loaders.train), *optimizer);
   if (data.validation != nullptr && job.evaluation.split == EvalSplit::kValidation)
-    c.validation.emplace(data.validation, eval_opts);
-  if (data.test != nullptr) c.test.emplace(data.test, eval_opts);
+    c.validation.emplace(data.validation, loaders.eval);
+  if (data.test != nullptr) c.test.emplace(data.test, loaders.eval);
   c.device = device;
   c.seed = job.seed;
   c.comm = comm;
@@ -369,39 +436,8 @@ TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Commun
 
   std::optional<MaskUpdater> updater;
   std::optional<GmpPruner> gmp;
-  if (job.mask_update.is_prune_and_regrow()) {
-    updater.emplace(job.mask_update.updater);
-    for (const std::string& name : ruled) {
-      const Variable p = model->parameter(name);
-      if (p.value().is_sparse()) updater->add_layer(name, p.value());
-    }
-    COPPICE_CHECK(!updater->layers().empty(), "mask_update: ", mask_method_name(job.mask_update.method),
-                  " has no sparse weight to update");
-    c.mask_updater = &*updater;
-  } else if (job.mask_update.method == MaskMethod::kGmp) {
-    gmp.emplace(job.mask_update.gmp);
-    c.gmp = &*gmp;
-    c.gmp_layers = gmp_layers;
-  }
-
-  c.eval_every = job.evaluation.every_steps;
-  c.eval_max_batches = job.evaluation.max_batches;
-
-  c.metrics_path = job_metrics_path(job, opts);
-  if (!c.metrics_path.empty()) make_parent_dirs(c.metrics_path);
-  c.log_every = job.logging.every_steps;
-  c.progress_out = job.logging.progress ? opts.progress_out : nullptr;
-  c.progress_interactive = opts.progress_interactive;
-  c.summary_on_progress = opts.summary_on_progress;
-
-  c.checkpoint_dir = job.checkpoint.dir;
-  c.checkpoint_every = job.checkpoint.every_steps;
-  c.keep_last = job.checkpoint.keep_last;
-  c.resume = opts.resume.empty() ? job.checkpoint.resume : opts.resume;
-  c.fingerprint = job_fingerprint(job, schedule);
-  c.allowed_changes = job.checkpoint.allow_changes;
-  c.allowed_changes.insert(c.allowed_changes.end(), opts.allow_changes.begin(), opts.allow_changes.end());
-
+  attach_mask_update(job, *model, ruled, gmp_layers, updater, gmp, c);
+  set_reporting(job, opts, schedule, c);
   return run_training(c);
 }
 

@@ -1,0 +1,57 @@
+// The dense-gradient view of a step: growth policies such as RigL rank the
+// gradient at every position of a weight, pruned ones included, but an
+// ordinary step only computes it at the stored ones. So on the steps where
+// the mask schedule asks for it (MaskSchedule::needs_dense_gradient), and only
+// there, each sparse weight is swapped for a dense leaf holding to_dense of
+// it for one forward and backward; afterwards the sparse weight is put back,
+// the dense gradient goes to the updater, and its projection onto the
+// weight's pattern (autograd's project_grad) becomes the weight's gradient,
+// so the optimizer sees what an ordinary step would give it.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "models/module.h"
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+class DenseGradientView {
+ public:
+  DenseGradientView() = default;
+  DenseGradientView(const DenseGradientView&) = delete;
+  DenseGradientView& operator=(const DenseGradientView&) = delete;
+  // Puts back whatever is still swapped (a step that threw).
+  ~DenseGradientView();
+
+  // Swaps every sparse parameter among `layers` of `model` for a dense leaf
+  // (dense ones are left alone); `on_swap` (may be empty) hears each name.
+  void open(Module& model, const std::vector<std::string>& layers,
+            const std::function<void(const std::string& layer)>& on_swap);
+
+  // Puts the sparse weights back, each with its dense gradient projected onto
+  // its pattern as gradient; returns the dense gradients by layer, divided by
+  // `grad_scale` (the loss scale backward ran with) and in the optimizer's
+  // state dtype (f32 for 16-bit weights), zeros where backward left none.
+  std::map<std::string, Tensor> close(double grad_scale);
+
+  bool is_open() const { return model_ != nullptr; }
+
+ private:
+  // Puts the sparse weights back without gradients.
+  void restore();
+
+  struct Swapped {
+    std::string name;
+    Variable sparse;
+    Variable dense;
+  };
+  Module* model_ = nullptr;
+  std::vector<Swapped> swapped_;
+};
+
+}  // namespace coppice

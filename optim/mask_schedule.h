@@ -1,0 +1,64 @@
+// The sparsity schedule as the training loop sees it (ARCHITECTURE.md:
+// "Optimizers own the schedule on which masks are pruned and regrown"). One
+// interface over what changes masks during training: prune and regrow
+// (MaskUpdater: SET, RigL, SNFS, user growth policies) and gradual magnitude
+// pruning (GmpPruner). It says which steps change masks and which need the
+// dense gradient, and it changes masks and optimizer state through a
+// ParameterStore, so the loop only calls it; the dense gradient itself comes
+// from the trainer's dense-gradient view (models/dense_gradient_view.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optim/gmp.h"
+#include "optim/mask_updater.h"
+#include "optim/parameter_store.h"
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+// What one mask change did, per layer.
+struct MaskUpdateStats {
+  int64_t step = 0;
+  std::map<std::string, int64_t> dropped, grown;
+  std::map<std::string, double> itop_rate;  // prune and regrow only
+};
+
+class MaskSchedule {
+ public:
+  virtual ~MaskSchedule() = default;
+
+  // The weights whose masks change (every rank must agree on their patterns
+  // after a change).
+  virtual const std::vector<std::string>& layers() const = 0;
+  // Whether backward of `step` must give the dense gradient of the sparse
+  // weights among layers() (dense_gradients of update()).
+  virtual bool needs_dense_gradient(int64_t step) const = 0;
+  // Called before every optimizer step that is taken, with the step's
+  // gradients carrying `loss_scale` (movement scores accumulate here).
+  virtual void before_optimizer_step(double loss_scale) = 0;
+  // Whether `step` changes masks, after its optimizer step;
+  // `optimizer_step_skipped`: the loss scaler skipped it (inf/NaN gradients).
+  virtual bool changes_masks(int64_t step, bool optimizer_step_skipped) const = 0;
+  // Changes the masks of `step` (rebinding the changed parameters through the
+  // store); `dense_gradients` by layer, from the step's dense-gradient view
+  // (empty on steps that did not ask for it).
+  virtual MaskUpdateStats update(int64_t step, const std::map<std::string, Tensor>& dense_gradients) = 0;
+};
+
+// Prune and regrow by `updater` (its layers already added). Wires the
+// updater's state remap to store->replace, which stays wired after the
+// schedule is gone (the updater keeps the store alive).
+std::unique_ptr<MaskSchedule> make_prune_and_regrow_schedule(MaskUpdater& updater,
+                                                             std::shared_ptr<ParameterStore> store);
+
+// Gradual magnitude pruning of `layers` by `pruner`, on its prune steps
+// (skipped optimizer steps included, as GMP's schedule is by step alone).
+std::unique_ptr<MaskSchedule> make_gmp_schedule(const GmpPruner& pruner, std::vector<std::string> layers,
+                                                std::shared_ptr<ParameterStore> store);
+
+}  // namespace coppice

@@ -1,0 +1,31 @@
+// What a mask schedule (optim/mask_schedule.h) may read and change of the
+// parameters being trained: a narrow view of the model and the optimizer
+// that hold them, so that optim/ needs neither (the trainer implements it
+// over its Module and Optimizer). Parameters are named as in the model.
+#pragma once
+
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+class ParameterStore {
+ public:
+  virtual ~ParameterStore() = default;
+
+  // The parameter's current value (sparse ones in their format).
+  virtual Tensor value(const std::string& name) const = 0;
+  // Its gradient divided by `loss_scale` (the scale backward ran with);
+  // undefined when backward left none.
+  virtual Tensor unscaled_gradient(const std::string& name, double loss_scale) const = 0;
+  // The optimizer's momentum-like state of the parameter as a dense tensor of
+  // its shape (zeros before the first step).
+  virtual Tensor dense_momentum(const std::string& name) const = 0;
+  // Rebinds the parameter to `new_param` (a new pattern) in the model and in
+  // the optimizer, whose state for each new slot comes from old slot
+  // keep_from[i] (-1: fresh), as MaskChange describes.
+  virtual void replace(const std::string& name, const Tensor& new_param, const Tensor& keep_from) = 0;
+};
+
+}  // namespace coppice

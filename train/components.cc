@@ -1,0 +1,26 @@
+#include "train/components.h"
+
+#include "tensor/checked_math.h"
+#include "tensor/error.h"
+
+namespace coppice {
+
+void check_components(const TrainComponents& c) {
+  COPPICE_CHECK((c.steps > 0) != (c.epochs > 0), "run_training: exactly one of steps (", c.steps, ") and epochs (",
+                c.epochs, ") must be positive");
+  COPPICE_CHECK(c.mask_updater == nullptr || c.gmp == nullptr,
+                "run_training: a mask updater and a GMP pruner cannot both drive the masks");
+  COPPICE_CHECK(c.train.num_batches() > 0, "run_training: the train loader yields no batch (", c.train.shard_size(),
+                " examples, batch size ", c.train.options().batch_size, ")");
+  COPPICE_CHECK(c.grad_clip >= 0.0, "run_training: grad_clip must be >= 0, got ", c.grad_clip);
+  COPPICE_CHECK(c.log_every >= 0 && c.eval_every >= 0 && c.checkpoint_every >= 0 && c.keep_last >= 0,
+                "run_training: log_every, eval_every, checkpoint_every and keep_last must be >= 0");
+}
+
+int64_t total_training_steps(const TrainComponents& c) {
+  if (c.steps > 0) return c.steps;
+  const int64_t nb = c.train.num_batches();
+  return checked_mul(c.epochs, nb, [&] { return str_cat("run_training: ", c.epochs, " epochs of ", nb, " steps"); });
+}
+
+}  // namespace coppice

@@ -1,0 +1,40 @@
+#include "train/model_parameters.h"
+
+#include "sparse/sparse_impl.h"
+#include "tensor/ops.h"
+#include "train/mixed_precision.h"
+
+namespace coppice {
+
+Tensor ModelParameters::value(const std::string& name) const { return model_.parameter(name).value(); }
+
+Tensor ModelParameters::unscaled_gradient(const std::string& name, double loss_scale) const {
+  const Variable& w = model_.parameter(name);
+  return w.grad().defined() ? unscale_gradient(w.grad(), loss_scale) : Tensor();
+}
+
+// The first of the optimizers' momentum-like states (SGD's momentum buffer,
+// Adam's first moment) that the parameter has, scattered to its dense shape.
+Tensor ModelParameters::dense_momentum(const std::string& name) const {
+  const Variable param = model_.parameter(name);
+  const ParamState* st = optimizer_.state(param);
+  const Tensor* m = nullptr;
+  if (st != nullptr) {
+    for (const char* key : {"momentum_buffer", "exp_avg"}) {
+      auto it = st->tensors.find(key);
+      if (it != st->tensors.end()) {
+        m = &it->second;
+        break;
+      }
+    }
+  }
+  if (m == nullptr) return zeros(param.shape(), {param.dtype(), param.device()});
+  return param.value().is_dense() ? *m : to_dense(with_values(param.value(), *m));
+}
+
+void ModelParameters::replace(const std::string& name, const Tensor& new_param, const Tensor& keep_from) {
+  const Variable old = model_.parameter(name);
+  model_.set_parameter(name, optimizer_.replace_value(old, new_param, keep_from));
+}
+
+}  // namespace coppice

@@ -1,0 +1,28 @@
+// The ParameterStore (optim/parameter_store.h) of a training run: the model's
+// parameters by name, with the optimizer that holds their state, so that a
+// mask schedule can change a pattern in both at once.
+#pragma once
+
+#include <string>
+
+#include "models/module.h"
+#include "optim/optimizer.h"
+#include "optim/parameter_store.h"
+
+namespace coppice {
+
+class ModelParameters : public ParameterStore {
+ public:
+  ModelParameters(Module& model, Optimizer& optimizer) : model_(model), optimizer_(optimizer) {}
+
+  Tensor value(const std::string& name) const override;
+  Tensor unscaled_gradient(const std::string& name, double loss_scale) const override;
+  Tensor dense_momentum(const std::string& name) const override;
+  void replace(const std::string& name, const Tensor& new_param, const Tensor& keep_from) override;
+
+ private:
+  Module& model_;
+  Optimizer& optimizer_;
+};
+
+}  // namespace coppice

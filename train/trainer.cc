@@ -1,0 +1,382 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "autograd/functions/nn.h"
+#include "distributed/replica_sync.h"
+#include "optim/clip.h"
+#include "sparse/sparse_impl.h"
+#include "tensor/checked_math.h"
+#include "tensor/dispatcher.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_files.h"
+#include "train/evaluate.h"
+#include "train/mixed_precision.h"
+#include "train/model_parameters.h"
+#include "train/summary.h"
+
+namespace coppice {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The weights GMP prunes: those the components name, else every sparse
+// parameter of dim >= 2.
+std::vector<std::string> gmp_layers_of(const TrainComponents& c) {
+  std::vector<std::string> layers = c.gmp_layers;
+  if (c.gmp != nullptr && layers.empty()) {
+    for (const auto& [name, p] : c.model.named_parameters()) {
+      if (p.value().is_sparse() && p.dim() >= 2) layers.push_back(name);
+    }
+  }
+  return layers;
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainComponents& c)
+    : c_(c),
+      model_(c.model),
+      optimizer_(c.optimizer),
+      updater_(c.mask_updater),
+      comm_(c.comm),
+      progress_(c.comm == nullptr || c.comm->rank() == 0 ? c.progress_out : nullptr, c.progress_interactive) {
+  check_components(c);
+  name_parameters(model_);
+  world_ = comm_ != nullptr ? comm_->world_size() : 1;
+  lead_ = comm_ == nullptr || comm_->rank() == 0;
+  if (comm_ != nullptr) sync_.emplace(*comm_, c.grad_sync);
+
+  nb_ = c.train.num_batches();
+  total_ = total_training_steps(c);
+  // The examples the run counts (total x batch x ranks) fit their counters.
+  checked_mul(checked_mul(total_, c.train.options().batch_size, "run_training: steps * batch_size"), int64_t{world_},
+              "run_training: steps * batch_size * world_size");
+  stop_ = c.stop_at_step >= 0 ? std::min(total_, c.stop_at_step) : total_;
+  summary_.total_steps = total_;
+  summary_.world_size = world_;
+  summary_.rank = comm_ != nullptr ? comm_->rank() : 0;
+
+  // The schedule of mask changes (optim/mask_schedule.h): a mask change
+  // replaces the parameter in the model and in the optimizer, which carries
+  // its state over to the new pattern.
+  auto store = std::make_shared<ModelParameters>(model_, optimizer_);
+  if (updater_ != nullptr) {
+    masks_ = make_prune_and_regrow_schedule(*updater_, store);
+  } else if (c.gmp != nullptr) {
+    masks_ = make_gmp_schedule(*c.gmp, gmp_layers_of(c), store);
+  }
+
+  run_ = start_run(c, nb_, total_, new_run_id(), progress_);
+  summary_.start_step = run_.step;
+  if (lead_ && !c.checkpoint_dir.empty()) mark_run(c, run_, progress_);
+  if (lead_ && !c.metrics_path.empty()) {
+    // A resumed run drops the records after its step, then appends.
+    if (run_.step > 0) {
+      if (absl::Status st = truncate_metrics(c.metrics_path, run_.step); !st.ok()) fail("run_training: ", st.message());
+    }
+    if (absl::Status st = metrics_.open(c.metrics_path, /*append=*/run_.step > 0); !st.ok())
+      fail("run_training: ", st.message());
+  }
+
+  model_.train();
+  fallbacks_before_ = Dispatcher::instance().fallback_counts();
+  t_start_ = Clock::now();
+  t_window_ = t_start_;
+  scaler_ = c.loss_scaler != nullptr && c.loss_scaler->enabled() ? c.loss_scaler : nullptr;
+  dtype_ = model_dtype(model_);
+  prepare_graph();
+}
+
+// What the key of a GraphedStep cannot see is declined up front: another
+// device, a gradient exchange during backward, output sparsifiers whose
+// decisions may depend on the step.
+void Trainer::prepare_graph() {
+  if (c_.cuda_graph) {
+    graph_.emplace(c_.device);
+    if (!c_.device.is_cuda()) {
+      graph_->decline(str_cat("the model is on ", c_.device.to_string(), ", not a CUDA device"));
+    }
+    if (comm_ != nullptr) graph_->decline("data-parallel steps exchange gradients during the backward pass");
+    for (const auto& [name, m] : model_.named_modules()) {
+      if (m->output_rule() != nullptr) {
+        graph_->decline(str_cat("module '", name, "' sparsifies its output, which may depend on the step"));
+      }
+    }
+  }
+  report_graph_off();
+}
+
+// Says once, when graphs are asked for, why they are off.
+void Trainer::report_graph_off() {
+  if (graph_off_reported_ || !graph_ || graph_->declined().empty()) return;
+  progress_.message(str_cat("cuda_graph: off: ", graph_->declined()));
+  graph_off_reported_ = true;
+}
+
+void Trainer::begin_step(int64_t t) {
+  step_ = Step{};
+  step_.t = t;
+  step_.grad_scale = scaler_ != nullptr ? scaler_->scale() : 1.0;
+  // Each epoch's order is the loader's seeded one, drawn once per epoch.
+  const int64_t epoch = t / nb_;
+  if (epoch != shard_epoch_) {
+    shard_ = std::make_shared<const std::vector<int64_t>>(c_.train.shard_indices(epoch));
+    shard_epoch_ = epoch;
+  }
+  step_.batch = *DataLoader::Iterator(&c_.train, shard_, t % nb_);
+
+  optimizer_.zero_grad();
+  model_.zero_grad();
+  model_.set_sparsity_step(static_cast<uint64_t>(t));
+}
+
+// Forward (loss in f32 on flattened logits) and backward of one batch.
+StepOutputs Trainer::eager_forward_backward(const Tensor& inputs, const Tensor& targets) {
+  const Variable l = logits_for_loss(model_(Variable(cast_inputs(inputs, dtype_))));
+  auto [l2, t1] = flatten_for_loss(l, targets);
+  const Variable loss_var = cross_entropy(l2, t1);
+  (scaler_ != nullptr ? scaler_->scale_loss(loss_var) : loss_var).backward();
+  return StepOutputs{loss_var.value(), l2.value(), t1};
+}
+
+void Trainer::forward_backward() {
+  const int64_t t = step_.t;
+  // Dense gradients on the steps that need them only.
+  step_.dense_gradient = masks_ != nullptr && masks_->needs_dense_gradient(t);
+  if (step_.dense_gradient) {
+    summary_.dense_gradient_steps.push_back(t);
+    dense_view_.open(model_, masks_->layers(), [&](const std::string& name) {
+      if (c_.on_dense_gradient) c_.on_dense_gradient(t, name);
+    });
+  }
+  if (sync_) {
+    NamedLeaves leaves;
+    for (const auto& [name, p] : model_.named_parameters()) {
+      if (p.requires_grad()) leaves.emplace_back(name, p);
+    }
+    sync_->begin(leaves);
+  }
+  const bool graphed = graph_.has_value() && !step_.dense_gradient && !sync_;
+  const Batch& batch = step_.batch;
+  step_.outputs = graphed ? graph_->run(model_, batch.inputs, batch.targets, step_.grad_scale,
+                                        [this](const Tensor& inputs, const Tensor& targets) {
+                                          return eager_forward_backward(inputs, targets);
+                                        })
+                          : eager_forward_backward(batch.inputs, batch.targets);
+  if (graphed) report_graph_off();
+}
+
+void Trainer::synchronize() {
+  if (sync_) {
+    sync_->end();  // every leaf's gradient is now the average over ranks
+    const double bytes = static_cast<double>(sync_->last_stats().bytes);
+    if (step_.dense_gradient) {
+      dense_exchange_bytes_ += bytes;
+      ++dense_exchange_steps_;
+    } else {
+      exchange_bytes_ += bytes;
+      ++exchange_steps_;
+      summary_.last_exchange = sync_->last_stats();
+    }
+  }
+  if (dense_view_.is_open()) step_.dense_grads = dense_view_.close(step_.grad_scale);
+}
+
+void Trainer::step() {
+  // Runs before the optimizer step, only on steps that are taken (a loss
+  // scaler skips those with inf/NaN gradients). The gradients carry the
+  // loss scale: movement scores see them unscaled, clipping compares their
+  // norm with grad_clip times the scale, and the optimizer divides it out.
+  auto before_step = [&](double scale) {
+    if (masks_ != nullptr) masks_->before_optimizer_step(scale);
+    if (c_.grad_clip > 0.0) clip_grad_norm(model_.parameters(), c_.grad_clip * scale);
+  };
+  if (scaler_ != nullptr) {
+    step_.skipped = !scaler_->step(optimizer_, before_step);
+    if (step_.skipped) summary_.skipped_steps.push_back(step_.t);
+  } else {
+    before_step(1.0);
+    optimizer_.step();
+  }
+  if (c_.scheduler != nullptr) c_.scheduler->step();
+  measure_batch();
+}
+
+// The batch's loss and accuracy over every rank's examples, and the LR the
+// step used.
+void Trainer::measure_batch() {
+  const Variable logits(step_.outputs.logits);
+  const Tensor& targets = step_.outputs.targets;
+  double loss_value = Variable(step_.outputs.loss).item();
+  double correct = static_cast<double>(count_correct(logits, targets));
+  double n = static_cast<double>(targets.numel());
+  if (comm_ != nullptr) {
+    const std::vector<double> sums = all_reduce_scalars(*comm_, {loss_value * n, correct, n});
+    loss_value = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
+    correct = sums[1];
+    n = sums[2];
+  }
+  step_.loss = loss_value;
+  step_.accuracy = n > 0 ? correct / n : 0.0;
+  step_.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.option(0, "lr");
+}
+
+// Masks change after the optimizer step, as the schedule says; every rank
+// then holds the same patterns.
+void Trainer::update_sparsity() {
+  if (masks_ == nullptr || !masks_->changes_masks(step_.t, step_.skipped)) return;
+  step_.mask_stats = masks_->update(step_.t, step_.dense_grads);
+  summary_.mask_updates.push_back(*step_.mask_stats);
+  check_masks(masks_->layers());
+}
+
+// After a mask change every rank must hold the same patterns.
+void Trainer::check_masks(const std::vector<std::string>& layers) {
+  if (comm_ == nullptr) return;
+  std::map<std::string, Tensor> patterns;
+  for (const std::string& name : layers) patterns[name] = model_.parameter(name).value();
+  check_patterns_agree(*comm_, patterns, str_cat("run_training: mask update at step ", step_.t));
+}
+
+void Trainer::record() {
+  if (c_.on_step_end) c_.on_step_end(step_.t);
+  summary_.losses.push_back(step_.loss);
+  summary_.accuracies.push_back(step_.accuracy);
+  summary_.final_step = step_.t + 1;
+  window_samples_ += step_.batch.size() * world_;
+  total_samples_ += step_.batch.size() * world_;
+}
+
+// Metrics every log_every steps, on mask-update steps and at the end;
+// progress every progress_every steps and at the end. Samples per second
+// are over the window since the last report.
+void Trainer::log() {
+  const int64_t done = step_.t + 1;
+  const bool log_now = metrics_.is_open() &&
+                       ((c_.log_every > 0 && done % c_.log_every == 0) || step_.mask_stats || done == stop_);
+  const bool progress_now = (c_.progress_every > 0 && done % c_.progress_every == 0) || done == stop_;
+  if (!log_now && !progress_now) return;
+  const double window_s = seconds_since(t_window_);
+  const double sps = window_s > 0 ? static_cast<double>(window_samples_) / window_s : 0.0;
+  const double elapsed = seconds_since(t_start_);
+  if (log_now) write_train_record(elapsed, sps);
+  if (progress_now) {
+    const int64_t run = done - run_.step;
+    ProgressLine pl;
+    pl.epoch = step_.t / nb_;
+    pl.step = done;
+    pl.total = total_;
+    pl.loss = step_.loss;
+    pl.accuracy = step_.accuracy;
+    pl.samples_per_second = sps;
+    pl.eta_seconds = run > 0 ? elapsed / static_cast<double>(run) * static_cast<double>(stop_ - done) : -1.0;
+    progress_.report(pl);
+  }
+  t_window_ = Clock::now();
+  window_samples_ = 0;
+}
+
+// One "train" record of the metrics file (train/metrics.h).
+void Trainer::write_train_record(double elapsed, double samples_per_second) {
+  JsonObject rec;
+  rec.add("kind", "train").add("step", step_.t + 1).add("epoch", step_.t / nb_).add("loss", step_.loss);
+  rec.add("accuracy", step_.accuracy).add("lr", step_.lr).add("density", layer_densities(model_));
+  if (step_.mask_stats) {
+    JsonObject mu;
+    mu.add("dropped", step_.mask_stats->dropped).add("grown", step_.mask_stats->grown);
+    if (!step_.mask_stats->itop_rate.empty()) mu.add("itop_rate", step_.mask_stats->itop_rate);
+    rec.add("mask_update", mu);
+  }
+  rec.add("time_s", elapsed).add("samples_per_s", samples_per_second);
+  const int64_t peak = peak_cpu_memory_bytes();
+  if (peak >= 0) rec.add("peak_memory_bytes", peak);
+  (void)metrics_.write(rec);
+}
+
+// Every eval_every steps, or at the end of every epoch (eval_every 0), on
+// the validation split, else the test split, else nothing.
+void Trainer::evaluate() {
+  const int64_t done = step_.t + 1;
+  if (!((c_.eval_every > 0 && done % c_.eval_every == 0) || (c_.eval_every == 0 && done % nb_ == 0))) return;
+  const DataLoader* loader = c_.validation ? &*c_.validation : (c_.test ? &*c_.test : nullptr);
+  if (loader == nullptr) return;
+  const EvalResult r = coppice::evaluate(model_, *loader, c_.eval_max_batches, comm_);
+  summary_.validation = r;
+  JsonObject rec;
+  rec.add("kind", "eval").add("split", c_.validation ? "validation" : "test").add("step", done);
+  rec.add("loss", r.loss).add("accuracy", r.accuracy).add("examples", r.examples);
+  (void)metrics_.write(rec);
+  progress_.message(str_cat("eval (", c_.validation ? "validation" : "test", ") at step ", done, ": loss ",
+                            json_number(r.loss), " accuracy ", json_number(r.accuracy)));
+}
+
+void Trainer::checkpoint() {
+  const int64_t done = step_.t + 1;
+  if (c_.checkpoint_dir.empty() || c_.checkpoint_every <= 0 || done % c_.checkpoint_every != 0) return;
+  write_checkpoint(done);
+  last_checkpoint_step_ = done;
+}
+
+// Rank 0 alone writes; every rank's state is the same.
+void Trainer::write_checkpoint(int64_t step) {
+  if (!lead_) return;
+  auto path = save_checkpoint(c_.checkpoint_dir, model_, optimizer_, updater_, trainer_state(c_, nb_, run_, step),
+                              c_.keep_last);
+  if (!path.ok()) fail("run_training: ", path.status().message());
+  summary_.last_checkpoint = *path;
+}
+
+void Trainer::end_step() { step_ = Step{}; }
+
+TrainingSummary Trainer::finish() {
+  progress_.finish();
+  const int64_t final_step = std::max(run_.step, stop_);
+  summary_.final_step = final_step;
+  // The end of the run (or of an interrupted part of it) has a checkpoint,
+  // unless the last step wrote one already.
+  if (!c_.checkpoint_dir.empty() && last_checkpoint_step_ != final_step && final_step > run_.step)
+    write_checkpoint(final_step);
+  if (c_.test) summary_.test = coppice::evaluate(model_, *c_.test, 0, comm_);
+  fill_summary();
+  if (metrics_.is_open()) (void)metrics_.write(JsonObject(summary_json(summary_)));
+  if (c_.progress_out != nullptr && c_.summary_on_progress) {
+    std::string text = format_summary(summary_);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    progress_.message(text);
+  }
+  return summary_;
+}
+
+// The run's totals: loss scale, graphs, time, throughput, the model, dense
+// fallbacks during the run, memory, gradient exchange.
+void Trainer::fill_summary() {
+  if (scaler_ != nullptr) summary_.final_loss_scale = scaler_->scale();
+  if (graph_) {
+    summary_.cuda_graph = true;
+    summary_.graph_captures = graph_->captures();
+    summary_.graph_replays = graph_->replays();
+    summary_.graph_declined = graph_->declined();
+  }
+  summary_.seconds = seconds_since(t_start_);
+  summary_.samples_per_second =
+      summary_.seconds > 0 ? static_cast<double>(total_samples_) / summary_.seconds : 0.0;
+  summary_.model = model_stats(model_);
+  for (const auto& [op, count] : Dispatcher::instance().fallback_counts()) {
+    auto it = fallbacks_before_.find(op);
+    const int64_t during = count - (it == fallbacks_before_.end() ? 0 : it->second);
+    if (during > 0) summary_.fallback_counts[op] = during;
+  }
+  summary_.peak_memory_bytes = peak_cpu_memory_bytes();
+  if (exchange_steps_ > 0) summary_.exchange_bytes_per_step = exchange_bytes_ / static_cast<double>(exchange_steps_);
+  if (dense_exchange_steps_ > 0)
+    summary_.exchange_bytes_per_dense_step = dense_exchange_bytes_ / static_cast<double>(dense_exchange_steps_);
+}
+
+}  // namespace coppice
