@@ -26,15 +26,8 @@ namespace {
 using testing_train::blob_loader;
 using testing_train::make_mlp;
 using testing_train::parameter_bits;
+using testing_train::temp_dir;
 using testing_train::sparsify_weights;
-
-std::string temp_dir(const std::string& tag) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  const std::filesystem::path p = std::filesystem::path(base != nullptr ? base : "/tmp") / tag;
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p.string();
-}
 
 double mean(const std::vector<double>& v, size_t from, size_t to) {
   return std::accumulate(v.begin() + static_cast<long>(from), v.begin() + static_cast<long>(to), 0.0) /
