@@ -1,4 +1,4 @@
-// The autograd layer (ARCHITECTURE.md, layer 3), in one include.
+// The autograd layer (docs/architecture.md, layer 3), in one include.
 //
 //   Variable w(randn({4, 3}), /*requires_grad=*/true, "w");
 //   Variable x(input);                       // a constant: no gradient

@@ -1,4 +1,4 @@
-"""Compiles .cu sources with nvcc into a cc_library (ARCHITECTURE.md, Build).
+"""Compiles .cu sources with nvcc into a cc_library (docs/architecture.md, Build).
 
 nvcc is run once per source, producing position-independent host objects with
 sm_80 and sm_90 machine code plus compute_90 PTX, so the result runs on Ampere

@@ -4,7 +4,7 @@
 // big-endian uint32 sizes, then the values in row-major order, big-endian.
 // Types: 0x08 u8, 0x09 i8, 0x0B i16, 0x0C i32, 0x0D f32, 0x0E f64.
 //
-// Reading never crashes on bad bytes (ARCHITECTURE.md, Errors): every problem
+// Reading never crashes on bad bytes (docs/architecture.md, Errors): every problem
 // (missing file, not gzip, truncated or corrupt gzip, bad magic, unknown type,
 // sizes that disagree with the file's length, sizes whose product (a 0
 // counted as 1) describes more than kIdxMaxBytes) is an error Status whose message

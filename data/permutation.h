@@ -1,6 +1,6 @@
 // Seeded permutations drawn from the counter-based Philox stream, so that a
 // (seed, purpose, epoch) key gives the same order on every machine and rank
-// (ARCHITECTURE.md, Deterministic).
+// (docs/architecture.md, Deterministic).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The Communicator: collectives over the ranks of a data-parallel job
-// (ARCHITECTURE.md, layer 6). Backends: the in-process one
+// (docs/architecture.md, layer 6). Backends: the in-process one
 // (distributed/inproc_communicator.h: ranks as threads, for tests) and, later,
 // NCCL (one process per GPU).
 //

@@ -1,4 +1,4 @@
-// Data-parallel gradient exchange (ARCHITECTURE.md, layer 6): after one
+// Data-parallel gradient exchange (docs/architecture.md, layer 6): after one
 // backward pass every rank holds the average over ranks of each leaf's
 // gradient, with the exchange overlapped with the backward pass.
 //

@@ -1,4 +1,4 @@
-// Keeping data-parallel replicas identical (ARCHITECTURE.md, layer 6):
+// Keeping data-parallel replicas identical (docs/architecture.md, layer 6):
 // broadcasting a tensor of any format from one rank, checksumming sparse
 // patterns across ranks, and reducing a few scalars (metrics).
 #pragma once

@@ -1,4 +1,4 @@
-// Module: the base of every layer and model (ARCHITECTURE.md, layer 6).
+// Module: the base of every layer and model (docs/architecture.md, layer 6).
 //
 // A module owns named parameters (Variables, any format) and buffers (plain
 // Tensors, e.g. BatchNorm's running statistics), and registered submodules.

@@ -1,4 +1,4 @@
-// Density distributions over layers (ARCHITECTURE.md, layer 5): how a target
+// Density distributions over layers (docs/architecture.md, layer 5): how a target
 // overall density is split among a model's sparse layers.
 //
 //   uniform  every free layer gets the same density

@@ -1,5 +1,5 @@
 // Growth policies: which inactive positions a mask update activates
-// (ARCHITECTURE.md, layer 5: "growth policies (registry)").
+// (docs/architecture.md, layer 5: "growth policies (registry)").
 //
 // Built-ins, by registry name:
 //   random    SET (Mocanu et al. 2018): k candidates uniformly at random,

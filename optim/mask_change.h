@@ -1,5 +1,5 @@
 // The pattern of a sparse parameter as flat positions, and rebuilding the
-// parameter on a new pattern (ARCHITECTURE.md, "Compact training state").
+// parameter on a new pattern (docs/architecture.md, "Compact training state").
 //
 // Mask updates (mask_updater.h, gmp.h) decide on positions; this file turns
 // a decision back into a parameter in its own format: surviving values are

@@ -1,4 +1,4 @@
-// The sparsity schedule as the training loop sees it (ARCHITECTURE.md:
+// The sparsity schedule as the training loop sees it (docs/architecture.md:
 // "Optimizers own the schedule on which masks are pruned and regrown"). One
 // interface over what changes masks during training: prune and regrow
 // (MaskUpdater: SET, RigL, SNFS, user growth policies) and gradual magnitude

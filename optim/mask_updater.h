@@ -1,4 +1,4 @@
-// Prune and regrow (ARCHITECTURE.md, layer 5: "mask updates"): every
+// Prune and regrow (docs/architecture.md, layer 5: "mask updates"): every
 // `interval` steps between `start_step` and `end_step`, each layer drops
 // k = round(f(step) * nnz) of its stored entries (f: the drop-fraction
 // schedule) by a prune criterion (prune.h) and grows

@@ -1,5 +1,5 @@
 // Optimizer: the base of SGD, Adam and AdamW over parameter groups of
-// Variables in any format (ARCHITECTURE.md, Compact training state).
+// Variables in any format (docs/architecture.md, Compact training state).
 //
 // A parameter group is a list of Variables plus hyperparameters that override
 // the optimizer's defaults (torch.optim's param_groups). step() updates every

@@ -9,7 +9,7 @@
 //
 // Movement scores are kept here rather than in sparsifiers'
 // MovementSparsifier, whose scores are dense-shaped: a sparse weight's
-// training state stays nnz-sized (ARCHITECTURE.md, Compact training state).
+// training state stays nnz-sized (docs/architecture.md, Compact training state).
 #pragma once
 
 #include <cstdint>

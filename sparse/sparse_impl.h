@@ -1,4 +1,4 @@
-// The base of every sparse format (ARCHITECTURE.md, Formats).
+// The base of every sparse format (docs/architecture.md, Formats).
 //
 // A sparse tensor is a TensorImpl whose parts are dense tensors on one device
 // (values, pointers, indices, masks). Its pattern (which positions are

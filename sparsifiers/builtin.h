@@ -1,4 +1,4 @@
-// The built-in sparsifiers (ARCHITECTURE.md, "Sparsifiers"); registry.h makes
+// The built-in sparsifiers (docs/architecture.md, "Sparsifiers"); registry.h makes
 // each available by name. Every one picks its entries through the ops of
 // mask_ops.h, which give the same mask on the CPU and the GPU.
 //

@@ -1,5 +1,5 @@
 // SparsifiedOp: any differentiable op plus sparsifiers on its forward
-// outputs and on its inputs' gradients (ARCHITECTURE.md, "Sparsifiers"; the
+// outputs and on its inputs' gradients (docs/architecture.md, "Sparsifiers"; the
 // STen model).
 //
 //   SparsifiedOp op(

@@ -1,4 +1,4 @@
-// The Sparsifier interface (ARCHITECTURE.md, "Sparsifiers"): a sparsifier
+// The Sparsifier interface (docs/architecture.md, "Sparsifiers"): a sparsifier
 // maps a tensor to a sparser one, in a requested format.
 //
 // Kinds, by cost:

@@ -2,7 +2,7 @@
 //
 // Misuse of an op (shape, dtype, device, format mismatch, bad indices) throws
 // coppice::Error with a message that names the op, the operands and what was
-// expected (ARCHITECTURE.md, Errors). Parsers return absl::Status instead.
+// expected (docs/architecture.md, Errors). Parsers return absl::Status instead.
 #pragma once
 
 #include <sstream>

@@ -12,7 +12,7 @@ class Generator {
   explicit Generator(uint64_t seed = 0, uint64_t offset = 0) : seed_(seed), offset_(offset) {}
 
   // A stream keyed by (seed, purpose, step, rank), for masks and dropout that
-  // must agree across devices and replicas (ARCHITECTURE.md, Deterministic).
+  // must agree across devices and replicas (docs/architecture.md, Deterministic).
   static Generator keyed(uint64_t seed, uint64_t purpose, uint64_t step, uint64_t rank);
 
   uint64_t seed() const { return seed_; }

@@ -1,4 +1,4 @@
-// The Tensor handle: one type for every format (ARCHITECTURE.md, Key decisions).
+// The Tensor handle: one type for every format (docs/architecture.md, Key decisions).
 //
 // A Tensor is a cheap shared handle to a TensorImpl. Dense tensors are strided
 // views of a Storage; sparse formats (sparse/) are other TensorImpls that hold

@@ -1,4 +1,4 @@
-// The job configuration of the trainer (ARCHITECTURE.md, layer 7): a plain
+// The job configuration of the trainer (docs/architecture.md, layer 7): a plain
 // struct tree that a YAML job file fills one to one, and its loader.
 //
 // Each section holds the plain config structs of the layer that consumes it

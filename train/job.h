@@ -1,4 +1,4 @@
-// A whole training job from its validated configuration (ARCHITECTURE.md,
+// A whole training job from its validated configuration (docs/architecture.md,
 // layer 7): the glue between train/config.h and train/loop.h that the
 // `trainer` binary (tools/trainer) runs.
 //

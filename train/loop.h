@@ -1,4 +1,4 @@
-// The training loop over plain components (ARCHITECTURE.md, layer 7). The
+// The training loop over plain components (docs/architecture.md, layer 7). The
 // job-config glue builds the components (train/components.h); run_training
 // drives them: a short loop over the phases of a Trainer (train/trainer.h),
 // one method per part of the step below. Resuming lives in train/resume.h,

@@ -1,4 +1,4 @@
-// Differentiable sparse values (ARCHITECTURE.md, "Compact training state").
+// Differentiable sparse values (docs/architecture.md, "Compact training state").
 //
 // A Variable may hold a sparse tensor of any format of sparse/. Its gradient
 // has the same format, pattern and pattern version: an nnz-sized values array

@@ -12,7 +12,7 @@
 
 namespace coppice::sparse_kernels {
 
-// The sparse formats built into sparse/ (ARCHITECTURE.md, Formats).
+// The sparse formats built into sparse/ (docs/architecture.md, Formats).
 const std::vector<std::string>& builtin_formats();
 
 // Unary ops with f(0) = 0: they act on the stored values and keep the

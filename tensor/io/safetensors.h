@@ -10,7 +10,7 @@
 // renamed over `path`, so a crash leaves either the old file or the new one.
 // Reading is bounds-checked and never crashes on bad bytes: every problem is
 // an error Status naming the file, the tensor and what was expected
-// (ARCHITECTURE.md, Errors).
+// (docs/architecture.md, Errors).
 #pragma once
 
 #include <cstddef>
