@@ -35,7 +35,6 @@ struct Plan {
   cusparseDnMatDescr_t dense[2] = {nullptr, nullptr};
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  std::vector<Tensor> keep;  // parts the plan owns (COO's i32 row and column indices)
   const void* sparse_values = nullptr;  // the values array `sparse` was made with (Blocked-ELL)
 
   Plan() = default;
