@@ -25,9 +25,9 @@
 // that run kernels at the same time. Reading them costs a few relaxed atomic
 // loads, so kernels ask on every call.
 //
-// The route knobs name routes of sparse/ (sparse/cuda/spmm_routes.h and
-// sddmm_routes.h say what each does); they live here, below sparse/, so that
-// one module reads the environment.
+// The route knobs name routes of sparse/ (the route tables of
+// sparse/cuda/spmm.cc and sddmm.cc say what each does); they live here, below
+// sparse/, so that one module reads the environment and validates it.
 #pragma once
 
 #include <functional>
@@ -60,7 +60,7 @@ struct RuntimeOptions {
   // they replace.
   bool bsr_tiles = true;
   // The density from which a CUDA SDDMM computes a @ b densely and gathers
-  // (sparse/cuda/sddmm_routes.h); above 1 turns that route off.
+  // (the dense_gemm route of sparse/cuda/sddmm.cc); above 1 turns it off.
   double sddmm_dense_min_density = 0.005;
 };
 

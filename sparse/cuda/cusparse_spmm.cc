@@ -13,6 +13,7 @@
 #include "sparse/cuda/cusparse_internal.h"
 #include "sparse/cuda/kernel_routes.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/stream.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cuda {
