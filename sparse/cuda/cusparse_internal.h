@@ -52,6 +52,10 @@ struct Plan {
 // throws, nothing is cached.
 Plan& find_or_build(const std::string& key, int device, const std::function<void(Plan&)>& build);
 
+// Throws naming `op` unless `in` holds two 2-D operands on one CUDA device
+// with one floating dtype (the entries of SpMM and SpGEMM).
+void check_cuda_operand_pair(const std::vector<Tensor>& in, std::string_view op);
+
 // cuSPARSE's name for a floating dtype.
 cudaDataType_t cuda_type(DType dtype);
 

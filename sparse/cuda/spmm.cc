@@ -30,6 +30,7 @@
 #include "sparse/cuda/block_kernel_spmm.h"
 #include "sparse/cuda/bsr_products.h"
 #include "sparse/cuda/csr_view.h"
+#include "sparse/cuda/cusparse_internal.h"
 #include "sparse/cuda/cusparse_spmm.h"
 #include "sparse/cuda/kernel_routes.h"
 #include "sparse/cuda/spmm_choice.h"
@@ -167,39 +168,25 @@ Tensor spmm(const Tensor& s, const Tensor& x, Product product, std::string_view 
   return run_first_route<SpmmProblem>(kRoutes, SpmmProblem{s, x, product, op, bias, relu});
 }
 
-void check_operands(const std::vector<Tensor>& in, std::string_view op) {
-  COPPICE_CHECK(in.size() == 2, op, ": expected 2 inputs, got ", in.size());
-  for (const Tensor& t : in) {
-    COPPICE_CHECK(t.dim() == 2, op, ": operands must be 2-D, got shape ", shape_to_string(t.shape()));
-    COPPICE_CHECK(t.device().is_cuda() && t.device() == in[0].device(), op,
-                  ": CUDA kernel needs both operands on one CUDA device, got ", in[0].device().to_string(), " and ",
-                  t.device().to_string());
-  }
-  COPPICE_CHECK(in[0].dtype() == in[1].dtype(), op, ": operands must share one dtype, got ",
-                dtype_name(in[0].dtype()), " and ", dtype_name(in[1].dtype()));
-  COPPICE_CHECK(is_floating(in[0].dtype()), op, ": ", dtype_name(in[0].dtype()),
-                " operands are not supported (f32, f64, bf16, f16)");
-}
-
 std::vector<Tensor> matmul_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
-  check_operands(in, "matmul");
+  check_cuda_operand_pair(in, "matmul");
   return {spmm(in[0], in[1], Product::kSparseDense, "matmul")};
 }
 
 std::vector<Tensor> matmul_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
-  check_operands(in, "matmul");
+  check_cuda_operand_pair(in, "matmul");
   return {spmm(in[1], in[0], Product::kDenseSparse, "matmul")};
 }
 
 // linear(x, weight) = x @ weight^T (the frontend adds the bias).
 std::vector<Tensor> linear_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
-  check_operands(in, "linear");
+  check_cuda_operand_pair(in, "linear");
   return {spmm(in[1], in[0], Product::kDenseSparseT, "linear")};
 }
 
 // linear(s, w) = s @ w^T (the frontend adds the bias).
 std::vector<Tensor> linear_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
-  check_operands(in, "linear");
+  check_cuda_operand_pair(in, "linear");
   return {spmm(in[0], in[1].t(), Product::kSparseDense, "linear")};
 }
 
@@ -208,7 +195,7 @@ std::vector<Tensor> linear_sparse_dense(const std::vector<Tensor>& in, const Att
 // kernel when it exists and a bias is given).
 std::vector<Tensor> linear_dense_bsr_bias(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 3, "linear: expected 3 inputs (input, weight, bias), got ", in.size());
-  check_operands({in[0], in[1]}, "linear");
+  check_cuda_operand_pair({in[0], in[1]}, "linear");
   return {spmm(in[1], in[0], Product::kDenseSparseT, "linear", in[2])};
 }
 
@@ -219,7 +206,7 @@ std::vector<Tensor> linear_dense_bsr_bias(const std::vector<Tensor>& in, const A
 std::vector<Tensor> linear_relu_dense_bsr(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 2 || in.size() == 3, "linear_relu: expected 2 or 3 inputs (input, weight[, bias]), got ",
                 in.size());
-  check_operands({in[0], in[1]}, "linear_relu");
+  check_cuda_operand_pair({in[0], in[1]}, "linear_relu");
   const Tensor bias = in.size() == 3 ? in[2] : Tensor();
   return {spmm(in[1], in[0], Product::kDenseSparseT, "linear_relu", bias, /*relu=*/true)};
 }
