@@ -1,14 +1,13 @@
 #include "tensor/op_profile.h"
 
 #include "tensor/backend.h"
+#include "tensor/runtime_options.h"
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -62,23 +61,9 @@ Profile& profile() {
 
 }  // namespace
 
-namespace {
+bool op_profile_enabled() { return runtime_options().profile != ProfileMode::kOff; }
 
-// COPPICE_PROFILE, read once: unset, empty or "0" off; "shapes" keys by
-// shape as well; anything else on.
-std::string_view profile_setting() {
-  static const std::string setting = [] {
-    const char* v = std::getenv("COPPICE_PROFILE");
-    return v == nullptr || std::string_view(v) == "0" ? std::string() : std::string(v);
-  }();
-  return setting;
-}
-
-}  // namespace
-
-bool op_profile_enabled() { return !profile_setting().empty(); }
-
-bool op_profile_shapes() { return profile_setting() == "shapes"; }
+bool op_profile_shapes() { return runtime_options().profile == ProfileMode::kShapes; }
 
 void op_profile_record(const std::string& key, double seconds) { profile().record(key, seconds); }
 

@@ -4,7 +4,9 @@
 // sorted by total (COPPICE_PROFILE=shapes splits each by its first input's
 // shape). Each dispatched kernel is timed between two device synchronizations,
 // so a profiled run is slower and its times are inclusive (an op whose
-// kernel dispatches other ops counts them too). Off: one relaxed load per call.
+// kernel dispatches other ops counts them too). The switch is
+// RuntimeOptions::profile (tensor/runtime_options.h), so code can turn it on
+// too; off, a call costs a read of the options (relaxed loads, no lock).
 #pragma once
 
 #include <chrono>
@@ -15,7 +17,7 @@
 namespace coppice {
 
 bool op_profile_enabled();
-// COPPICE_PROFILE=shapes: the key also names the first input's shape, to
+// ProfileMode::kShapes (COPPICE_PROFILE=shapes): the key also names the first input's shape, to
 // tell the calls of one op apart (which copy_ is the slow one).
 bool op_profile_shapes();
 // Adds one call of `key` taking `seconds`.

@@ -33,8 +33,8 @@
 
 namespace coppice::sparse_cpu {
 
-// True when the CPU has AVX2 and FMA (read once), unless the environment sets
-// COPPICE_CPU_SIMD=sse (for tests of the other path).
+// True when the CPU has AVX2 and FMA (asked once), unless RuntimeOptions::cpu_simd
+// is CpuSimd::kSse (COPPICE_CPU_SIMD=sse; for tests of the other path).
 bool use_avx2();
 
 // VB-byte vectors of T: 32 for AVX2, 16 for SSE2.

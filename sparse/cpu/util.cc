@@ -1,20 +1,17 @@
 #include "sparse/cpu/util.h"
 
-#include <cstdlib>
-
 #include "sparse/convert.h"
 #include "sparse/cpu/spmm_kernels.h"
+#include "tensor/runtime_options.h"
 
 namespace coppice::sparse_cpu {
 
 bool use_avx2() {
-  static const bool on = [] {
-    const char* env = std::getenv("COPPICE_CPU_SIMD");
-    if (env != nullptr && std::string_view(env) == "sse") return false;
+  static const bool cpu_has = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
-  return on;
+  return cpu_has && runtime_options().cpu_simd == CpuSimd::kAuto;
 }
 
 DType accumulate_dtype(DType t) { return t == DType::kF64 ? DType::kF64 : DType::kF32; }

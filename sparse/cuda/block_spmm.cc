@@ -1,26 +1,18 @@
-// SpMM with a BSR (any block shape) or n:m sparse operand on CUDA, through
-// the own kernels of block_spmm.cu (cuSPARSE's BSR SpMM wants square blocks
-// and has no n:m): "matmul" (bsr|nm, dense) and "linear" (bsr|nm, dense)
-// (sparse/ops.h); BSR with 16/32-wide blocks in f32/bf16/f16 goes to the
-// tiled kernels (bsr_products.h). The other directions, (dense, bsr|nm), are
-// spmm.cc's. bf16/f16 compute in f32 and round once, as on the CPU.
-#include <vector>
+// The own SpMM kernels for BSR and n:m (block_kernel_spmm.h), launched from
+// the SpMM planner's "block_kernels" route (spmm.cc); the kernels are
+// block_spmm.cu's. bf16/f16 compute in f32 and round once, as on the CPU.
+#include "sparse/cuda/block_kernel_spmm.h"
 
 #include "sparse/bsr.h"
-#include "sparse/cuda/bsr_products.h"
-#include "sparse/cuda/csr_view.h"
 #include "sparse/cuda/block_spmm.h"
 #include "sparse/nm.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
-#include "tensor/dispatcher.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cuda {
-namespace {
 
-// A @ X for BSR or n:m `a` [rows, cols] and dense `x_in` [cols, n].
-Tensor block_spmm(const Tensor& a, const Tensor& x_in, std::string_view op) {
+Tensor block_kernel_spmm(const Tensor& a, const Tensor& x_in, std::string_view op) {
   COPPICE_CHECK(a.dim() == 2 && x_in.dim() == 2, op, ": operands must be 2-D, got shapes ",
                 shape_to_string(a.shape()), " and ", shape_to_string(x_in.shape()));
   COPPICE_CHECK(a.device().is_cuda() && a.device() == x_in.device(), op,
@@ -33,8 +25,6 @@ Tensor block_spmm(const Tensor& a, const Tensor& x_in, std::string_view op) {
   const int64_t rows = a.size(0), cols = a.size(1), n = x_in.size(1);
   COPPICE_CHECK(x_in.size(0) == cols, op, ": inner dimensions differ: sparse a is ", shape_to_string(a.shape()),
                 ", dense b is ", shape_to_string(x_in.shape()));
-  if (bsr_tiles_apply(a)) return bsr_tiled_matmul(a, /*transpose_s=*/false, x_in, /*sparse_left=*/true, op);
-  if (multiplies_densely(a)) return matmul(dense_from_positions(a, op), x_in);
   const DType acc = dtype == DType::kF64 ? DType::kF64 : DType::kF32;
   const TensorOptions opts(acc, a.device());
   if (rows == 0 || n == 0) return Tensor::empty({rows, n}, TensorOptions(dtype, a.device()));
@@ -73,26 +63,4 @@ Tensor block_spmm(const Tensor& a, const Tensor& x_in, std::string_view op) {
   return y.to(dtype);
 }
 
-std::vector<Tensor> matmul_block_dense(const std::vector<Tensor>& in, const Attrs&) {
-  COPPICE_CHECK(in.size() == 2, "matmul: expected 2 inputs, got ", in.size());
-  return {block_spmm(in[0], in[1], "matmul")};
-}
-
-// linear(s, w) = s @ w^T (the frontend adds the bias).
-std::vector<Tensor> linear_block_dense(const std::vector<Tensor>& in, const Attrs&) {
-  COPPICE_CHECK(in.size() == 2, "linear: expected 2 inputs, got ", in.size());
-  COPPICE_CHECK(in[1].dim() == 2, "linear: weight must be 2-D, got shape ", shape_to_string(in[1].shape()));
-  return {block_spmm(in[0], in[1].t(), "linear")};
-}
-
-const bool kRegistered = [] {
-  Dispatcher& d = Dispatcher::instance();
-  for (const char* f : {"bsr", "nm"}) {
-    d.register_kernel("matmul", DeviceType::kCuda, {f, "dense"}, matmul_block_dense);
-    d.register_kernel("linear", DeviceType::kCuda, {f, "dense"}, linear_block_dense);
-  }
-  return true;
-}();
-
-}  // namespace
 }  // namespace coppice::sparse_cuda

@@ -4,7 +4,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "tensor/cuda/stream.h"
 #include "tensor/ops.h"
 #include "tensor/precision.h"
+#include "tensor/runtime_options.h"
 
 namespace coppice::sparse_cuda {
 namespace {
@@ -53,11 +53,6 @@ std::shared_ptr<const BlockColumns> block_columns(const Tensor& s, const BsrImpl
   static auto* cache = new PatternCache<std::shared_ptr<const BlockColumns>>();  // never destroyed
   return cache->get(str_cat(pattern_key(s), "|", b.block_rows(), "x", b.block_cols()),
                     [&] { return build_columns(b, s.device()); });
-}
-
-bool tiles_enabled() {
-  const char* env = std::getenv("COPPICE_BSR_TILES");
-  return env == nullptr || std::string_view(env) != "0";
 }
 
 bool tile_side(int64_t v) { return v == 16 || v == 32; }
@@ -124,7 +119,7 @@ void by_dtype(DType dtype, F f) {
 }  // namespace
 
 bool bsr_tiles_apply(const Tensor& s) {
-  if (s.layout() != Layout::kBsr || !s.device().is_cuda() || !tiles_enabled()) return false;
+  if (s.layout() != Layout::kBsr || !s.device().is_cuda() || !runtime_options().bsr_tiles) return false;
   const DType d = s.dtype();
   if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16) return false;
   const BsrImpl& b = bsr_impl(s, "bsr tiles");

@@ -1,14 +1,15 @@
 // BSR products on CUDA through the tiled kernels of bsr_tiles.cu (internal):
-// spmm.cc, block_spmm.cc and sddmm.cc ask bsr_tiles_apply first and take
-// these routes where it says yes.
+// the "bsr_tiles" routes of the SpMM and SDDMM planners (spmm.cc, sddmm.cc),
+// which bsr_tiles_apply decides.
 //
 // Where they apply: a BSR tensor on a CUDA device, f32, bf16 or f16, blocks
 // [bh, bw] with bh and bw in {16, 32}. f32 computes in f32 FMAs, or on TF32
 // tensor cores when allow_tf32() (tensor/precision.h) is on; bf16/f16 on
 // their tensor cores; all accumulate in f32 and round once. Other block
 // shapes and f64 keep the routes they had (block_spmm.cu's element kernel
-// for S @ X, the CSR view and cuSPARSE otherwise). COPPICE_BSR_TILES=0 turns
-// the tiled routes off (read per call, so a benchmark can compare both).
+// for S @ X, the CSR view and cuSPARSE otherwise). RuntimeOptions::bsr_tiles
+// = false (COPPICE_BSR_TILES=0) turns the tiled routes off, asked per call,
+// so that a test or a benchmark can compare both in one run.
 #pragma once
 
 #include <string_view>

@@ -33,6 +33,20 @@ Cache& cache() {
 
 }  // namespace
 
+void check_cuda_operand_pair(const std::vector<Tensor>& in, std::string_view op) {
+  COPPICE_CHECK(in.size() == 2, op, ": expected 2 inputs, got ", in.size());
+  for (const Tensor& t : in) {
+    COPPICE_CHECK(t.dim() == 2, op, ": operands must be 2-D, got shape ", shape_to_string(t.shape()));
+    COPPICE_CHECK(t.device().is_cuda() && t.device() == in[0].device(), op,
+                  ": CUDA kernel needs both operands on one CUDA device, got ", in[0].device().to_string(), " and ",
+                  t.device().to_string());
+  }
+  COPPICE_CHECK(in[0].dtype() == in[1].dtype(), op, ": operands must share one dtype, got ",
+                dtype_name(in[0].dtype()), " and ", dtype_name(in[1].dtype()));
+  COPPICE_CHECK(is_floating(in[0].dtype()), op, ": ", dtype_name(in[0].dtype()),
+                " operands are not supported (f32, f64, bf16, f16)");
+}
+
 void check_cusparse(cusparseStatus_t status, std::string_view op, std::string_view what) {
   if (status == CUSPARSE_STATUS_SUCCESS) return;
   fail(op, ": cuSPARSE error ", cusparseGetErrorName(status), ": ", cusparseGetErrorString(status), " (in ", what,

@@ -35,7 +35,6 @@ struct Plan {
   cusparseDnMatDescr_t dense[2] = {nullptr, nullptr};
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  std::vector<Tensor> keep;  // parts the plan owns (COO's i32 row and column indices)
   const void* sparse_values = nullptr;  // the values array `sparse` was made with (Blocked-ELL)
 
   Plan() = default;
@@ -52,6 +51,10 @@ struct Plan {
 // The caller holds cusparse_mutex while it uses the plan. When `build`
 // throws, nothing is cached.
 Plan& find_or_build(const std::string& key, int device, const std::function<void(Plan&)>& build);
+
+// Throws naming `op` unless `in` holds two 2-D operands on one CUDA device
+// with one floating dtype (the entries of SpMM and SpGEMM).
+void check_cuda_operand_pair(const std::vector<Tensor>& in, std::string_view op);
 
 // cuSPARSE's name for a floating dtype.
 cudaDataType_t cuda_type(DType dtype);

@@ -1,34 +1,29 @@
-// SDDMM on CUDA through cuSPARSE: "sddmm"(a [m, k], b [k, n], pattern
-// [m, n]) = (a @ b) at the pattern's stored positions, as with_values(pattern,
-// ...): the pattern's format and version (sparse/ops.h), for every format:
-//   bsr          16/32-wide blocks in f32/bf16/f16: the tiled kernel of
-//                bsr_products.h (a block-sized GEMM per stored block);
-//   csr          cuSPARSE directly;
-//   csc          the CSR of the transpose over the same arrays: (a b)^T =
-//                b^T a^T sampled there gives the values in CSC order as is;
-//   masked       computed densely (where the mask holds), by design;
-//   (the rest)   through csr_view.h: sampled at the pattern as CSR, then the
-//                values put back in the format's slot order (an uncoalesced
-//                COO's duplicates each get the product; padding gets 0).
-// Above a density (dense_route_min_density, measured), any format takes the
-// dense route instead: cuBLAS computes a @ b whole and the values are
-// gathered at the stored positions, which is several times faster than
-// cuSPARSE's SDDMM there, at the cost of an [m, n] temporary (capped).
+// SDDMM on CUDA: "sddmm"(a [m, k], b [k, n], pattern [m, n]) = (a @ b) at
+// the pattern's stored positions, as with_values(pattern, ...): the pattern's
+// format and version (sparse/ops.h), for every format.
 //
-// cusparseSDDMM computes C = alpha (op(A) op(B)) o spy(C) + beta C with A, B
-// dense row-major and C CSR; C's values start at zero (beta = 0 would not
-// read them, but a zero start keeps garbage out whatever cuSPARSE does).
-// f32 and f64 compute in their own type; bf16/f16 operands are converted to
-// f32 (cuSPARSE's SDDMM has no bf16 input on every version) and the values
-// rounded once, as on the CPU. A transposed view b (x.t() in the gradient of
-// SpMM) is made contiguous first. Descriptors and workspace are cached per
-// pattern version (cusparse_context.h).
-#include <cuda_runtime_api.h>
-#include <cusparse.h>
-
+// The SDDMM planner runs the first route of kRoutes that takes the problem
+// (kernel_routes.h):
+//   bsr_tiles     BSR with 16/32-wide blocks in f32/bf16/f16: the tiled kernel
+//                 of bsr_products.h (a block-sized GEMM per stored block), or
+//                 the dense route where that may run and measured faster
+//                 (bsr_values below);
+//   dense_gemm    any format but masked at a density of at least
+//                 RuntimeOptions::sddmm_dense_min_density (0.005, measured):
+//                 cuBLAS computes a @ b whole and the values are gathered at
+//                 the stored positions, which is several times faster than
+//                 cuSPARSE's SDDMM there, at the cost of an [m, n] temporary
+//                 (capped);
+//   cusparse_csr  csr: cuSPARSE directly (cusparse_sddmm.h);
+//   cusparse_csc  csc: the CSR of the transpose over the same arrays: (a b)^T
+//                 = b^T a^T sampled there gives the values in CSC order as is;
+//   masked_dense  masked: computed densely (where the mask holds), by design;
+//   csr_view      the rest, through csr_view.h: sampled at the pattern as CSR,
+//                 then the values put back in the format's slot order (an
+//                 uncoalesced COO's duplicates each get the product; padding
+//                 gets 0).
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -37,14 +32,15 @@
 #include "sparse/csr.h"
 #include "sparse/cuda/bsr_products.h"
 #include "sparse/cuda/csr_view.h"
-#include "sparse/cuda/cusparse_internal.h"
+#include "sparse/cuda/cusparse_sddmm.h"
+#include "sparse/cuda/kernel_routes.h"
 #include "sparse/cuda/kernel_timing.h"
 #include "sparse/masked.h"
-#include "tensor/cuda/stream.h"
 #include "tensor/dispatcher.h"
 #include "tensor/op_profile.h"
 #include "tensor/ops.h"
 #include "tensor/precision.h"
+#include "tensor/runtime_options.h"
 
 namespace coppice::sparse_cuda {
 namespace {
@@ -75,68 +71,13 @@ void check_operands(const std::vector<Tensor>& in) {
   }
 }
 
-// SDDMM at a CSR pattern: the values, in the pattern's order and dtype.
-Tensor csr_sddmm(const Tensor& a_in, const Tensor& b_in, const Tensor& pattern) {
-  constexpr std::string_view op = kOp;
-  const DType dtype = pattern.dtype();
-  const int64_t m = a_in.size(0), k = a_in.size(1), n = b_in.size(1);
-  const CompressedImpl& c = csr_impl(pattern, op);
-  const int64_t nz = c.nnz();
-  const DType compute_dtype = (dtype == DType::kBF16 || dtype == DType::kF16) ? DType::kF32 : dtype;
-  const TensorOptions opts(compute_dtype, pattern.device());
-  Tensor out = zeros({nz}, opts);
-  if (nz == 0 || k == 0) return out.to(dtype);
-  const Tensor a = a_in.to(compute_dtype).contiguous(), b = b_in.to(compute_dtype).contiguous();
-  const int device = pattern.device().index;
-  const cudaDataType_t type = cuda_type(compute_dtype);
-  const cusparseOperation_t no_t = CUSPARSE_OPERATION_NON_TRANSPOSE;
-  const cusparseSDDMMAlg_t alg = CUSPARSE_SDDMM_ALG_DEFAULT;
-  const float alpha_f = 1.0f, beta_f = 0.0f;
-  const double alpha_d = 1.0, beta_d = 0.0;
-  const void* alpha = type == CUDA_R_64F ? static_cast<const void*>(&alpha_d) : &alpha_f;
-  const void* beta = type == CUDA_R_64F ? static_cast<const void*>(&beta_d) : &beta_f;
-  const std::string key = str_cat("sddmm|csr|v", pattern_version(pattern), "|", m, "x", n, "|nnz", nz, "|k", k, "|",
-                                  dtype_name(compute_dtype), "|dev", device);
-
-  cuda::DeviceGuard guard(device);
-  std::lock_guard<std::mutex> lock(cusparse_mutex());
-  cusparseHandle_t handle = handle_for(device);
-  Plan& plan = find_or_build(key, device, [&](Plan& p) {
-    check_cusparse(cusparseCreateDnMat(&p.dense[0], m, k, k, a.data_ptr(), type, CUSPARSE_ORDER_ROW), op,
-                   "cusparseCreateDnMat(A)");
-    check_cusparse(cusparseCreateDnMat(&p.dense[1], k, n, n, b.data_ptr(), type, CUSPARSE_ORDER_ROW), op,
-                   "cusparseCreateDnMat(B)");
-    check_cusparse(cusparseCreateCsr(&p.sparse, m, n, nz, c.pointers().data_ptr(), c.indices().data_ptr(),
-                                     out.data_ptr(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
-                                     type),
-                   op, "cusparseCreateCsr");
-    size_t bytes = 0;
-    check_cusparse(cusparseSDDMM_bufferSize(handle, no_t, no_t, alpha, p.dense[0], p.dense[1], beta, p.sparse, type,
-                                            alg, &bytes),
-                   op, "cusparseSDDMM_bufferSize");
-    p.allocate_workspace(bytes);
-  });
-  check_cusparse(cusparseDnMatSetValues(plan.dense[0], a.data_ptr()), op, "cusparseDnMatSetValues(A)");
-  check_cusparse(cusparseDnMatSetValues(plan.dense[1], b.data_ptr()), op, "cusparseDnMatSetValues(B)");
-  check_cusparse(cusparseCsrSetPointers(plan.sparse, c.pointers().data_ptr(), c.indices().data_ptr(), out.data_ptr()),
-                 op, "cusparseCsrSetPointers");
-  check_cusparse(cusparseSDDMM(handle, no_t, no_t, alpha, plan.dense[0], plan.dense[1], beta, plan.sparse, type, alg,
-                               plan.workspace),
-                 op, "cusparseSDDMM");
-  return out.to(dtype);
-}
-
-// The density from which the dense route is taken. Measured on an H100
-// (docs/benchmarks.md, sddmm suite, 4096^3 f32): cuSPARSE's SDDMM took 13.2
-// ms at 10% density and 4.5 ms at 1%, cuBLAS's whole a @ b 2.7 ms, so the
-// dense route wins down to below 1% density; on LeNet-sized shapes (below
-// 0.1 ms) launch overheads decide and the two are close. COPPICE_SDDMM_DENSE_DENSITY
-// overrides it (read on every call, so a benchmark can compare both routes;
-// above 1 turns the dense route off).
-double dense_route_min_density() {
-  const char* env = std::getenv("COPPICE_SDDMM_DENSE_DENSITY");
-  return env != nullptr ? std::atof(env) : 0.005;
-}
+// The density from which the dense route is taken
+// (RuntimeOptions::sddmm_dense_min_density; above 1: never). Measured on an
+// H100 (docs/benchmarks.md, sddmm suite, 4096^3 f32): cuSPARSE's SDDMM took
+// 13.2 ms at 10% density and 4.5 ms at 1%, cuBLAS's whole a @ b 2.7 ms, so
+// the dense route wins down to below 1% density; on LeNet-sized shapes (below
+// 0.1 ms) launch overheads decide and the two are close.
+double dense_route_min_density() { return runtime_options().sddmm_dense_min_density; }
 
 // The dense route's temporary a @ b is capped, so that a huge sparse
 // pattern never allocates its dense size.
@@ -193,27 +134,49 @@ Tensor bsr_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
   return tiled_ms <= dense_ms ? tiled : dense;
 }
 
+// One SDDMM for the planner.
+struct SddmmProblem {
+  const Tensor& a;
+  const Tensor& b;
+  const Tensor& pattern;
+};
+
+Tensor csr_values(const SddmmProblem& p) { return cusparse_csr_sddmm(p.a, p.b, p.pattern); }
+
+Tensor csc_values(const SddmmProblem& p) {
+  return cusparse_csr_sddmm(p.b.t(), p.a.t(), transpose_compressed(p.pattern));
+}
+
+Tensor masked_values(const SddmmProblem& p) {
+  const Tensor product = matmul(p.a, p.b);
+  return where(masked_impl(p.pattern, kOp).mask(), product, zeros_like(product));
+}
+
+Tensor csr_view_values(const SddmmProblem& p) {
+  const Tensor view = csr_view(p.pattern, kOp);
+  return values_from_csr_order(p.pattern, cusparse_csr_sddmm(p.a, p.b, view), kOp);
+}
+
+using SddmmRoute = KernelRoute<SddmmProblem>;
+
+// The SDDMM routes, in the order they are tried (the header has the table);
+// each launcher returns the values.
+const SddmmRoute kRoutes[] = {
+    {"bsr_tiles", [](const SddmmProblem& p) { return bsr_tiles_apply(p.pattern); },
+     [](const SddmmProblem& p) { return bsr_values(p.a, p.b, p.pattern); }},
+    {"dense_gemm",
+     [](const SddmmProblem& p) { return p.pattern.layout() != Layout::kMasked && take_dense_route(p.pattern); },
+     [](const SddmmProblem& p) { return dense_route_values(p.a, p.b, p.pattern); }},
+    {"cusparse_csr", [](const SddmmProblem& p) { return p.pattern.layout() == Layout::kCsr; }, csr_values},
+    {"cusparse_csc", [](const SddmmProblem& p) { return p.pattern.layout() == Layout::kCsc; }, csc_values},
+    {"masked_dense", [](const SddmmProblem& p) { return p.pattern.layout() == Layout::kMasked; }, masked_values},
+    {"csr_view", [](const SddmmProblem&) { return true; }, csr_view_values},
+};
+
 std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
   check_operands(in);
-  const Tensor &a = in[0], &b = in[1], &pattern = in[2];
-  if (bsr_tiles_apply(pattern)) return {with_values(pattern, bsr_values(a, b, pattern))};
-  if (pattern.layout() != Layout::kMasked && take_dense_route(pattern)) {
-    return {with_values(pattern, dense_route_values(a, b, pattern))};
-  }
-  switch (pattern.layout()) {
-    case Layout::kCsr:
-      return {with_values(pattern, csr_sddmm(a, b, pattern))};
-    case Layout::kCsc:
-      return {with_values(pattern, csr_sddmm(b.t(), a.t(), transpose_compressed(pattern)))};
-    case Layout::kMasked: {
-      const Tensor product = matmul(a, b);
-      return {with_values(pattern, where(masked_impl(pattern, kOp).mask(), product, zeros_like(product)))};
-    }
-    default: {
-      const Tensor view = csr_view(pattern, kOp);
-      return {with_values(pattern, values_from_csr_order(pattern, csr_sddmm(a, b, view), kOp))};
-    }
-  }
+  const Tensor& pattern = in[2];
+  return {with_values(pattern, run_first_route<SddmmProblem>(kRoutes, SddmmProblem{in[0], in[1], pattern}))};
 }
 
 const bool kRegistered = [] {

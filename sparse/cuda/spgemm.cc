@@ -47,17 +47,8 @@ Tensor make_csr(Tensor crow, Tensor col, Tensor vals, int64_t m, int64_t n) {
 
 std::vector<Tensor> spgemm(const std::vector<Tensor>& in, const Attrs&) {
   constexpr std::string_view op = "matmul";
-  COPPICE_CHECK(in.size() == 2, op, ": expected 2 inputs, got ", in.size());
-  for (const Tensor& t : in) {
-    COPPICE_CHECK(t.dim() == 2, op, ": operands must be 2-D, got shape ", shape_to_string(t.shape()));
-    COPPICE_CHECK(t.device().is_cuda() && t.device() == in[0].device(), op,
-                  ": CUDA kernel needs both operands on one CUDA device, got ", in[0].device().to_string(), " and ",
-                  t.device().to_string());
-  }
-  COPPICE_CHECK(in[0].dtype() == in[1].dtype(), op, ": operands must share one dtype, got ",
-                dtype_name(in[0].dtype()), " and ", dtype_name(in[1].dtype()));
+  check_cuda_operand_pair(in, op);
   const DType dtype = in[0].dtype();
-  COPPICE_CHECK(is_floating(dtype), op, ": ", dtype_name(dtype), " operands are not supported (f32, f64, bf16, f16)");
   const CompressedImpl& a = csr_impl(in[0], op);
   const CompressedImpl& b = csr_impl(in[1], op);
   const int64_t m = in[0].size(0), k = in[0].size(1), n = in[1].size(1);

@@ -5,7 +5,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -19,28 +18,10 @@
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/ops.h"
+#include "tensor/runtime_options.h"
 
 namespace coppice::sparse_cuda {
 namespace {
-
-enum class Mode { kAuto, kOwn, kTiled, kRows, kCusparse };
-
-Mode mode_from_env() {
-  const char* env = std::getenv("COPPICE_CSR_SPMM");
-  if (env == nullptr || *env == '\0') return Mode::kAuto;
-  const std::string_view v(env);
-  if (v == "auto") return Mode::kAuto;
-  if (v == "own") return Mode::kOwn;
-  if (v == "tiled") return Mode::kTiled;
-  if (v == "rows") return Mode::kRows;
-  if (v == "cusparse") return Mode::kCusparse;
-  fail("COPPICE_CSR_SPMM=", v, " is not one of auto, own, tiled, rows, cusparse");
-}
-
-bool log_choices() {
-  const char* env = std::getenv("COPPICE_CSR_SPMM_LOG");
-  return env != nullptr && std::string_view(env) == "1";
-}
 
 // The own kernels' view of the operands (y may be null: only the shape and
 // x's alignment are looked at).
@@ -91,7 +72,7 @@ int sm_count(int device) {
 // What the last product on this thread ran (last_csr_spmm_impl).
 thread_local CsrSpmmImpl last_impl = CsrSpmmImpl::kCusparse;
 
-// COPPICE_CSR_SPMM=own, unmeasured: kTiled where it can run, has at least
+// CsrSpmmMode::kOwn, unmeasured: kTiled where it can run, has at least
 // two blocks per SM and a density of at least 1/16, else kRows. (H100, 4096^2
 // times 4096^2 f32: kTiled won at 90 % and tied at 50 %, kRows won at 95 and
 // 99 %, where staging every chunk of X costs more than the ~kTileM * density
@@ -157,8 +138,10 @@ Tensor measure(const std::string& key, const Tensor& csr, const Tensor& x, const
     report += str_cat(" ", csr_spmm_impl_name(impl), " ", ms, " ms");
     if (!best_out.defined() || ms < best_ms) best = impl, best_ms = ms, best_out = out;
   }
-  if (log_choices()) std::fprintf(stderr, "[csr_spmm] %s:%s -> %s\n", key.c_str(), report.c_str(),
-                                  std::string(csr_spmm_impl_name(best)).c_str());
+  if (runtime_options().csr_spmm_log) {
+    std::fprintf(stderr, "[csr_spmm] %s:%s -> %s\n", key.c_str(), report.c_str(),
+                 std::string(csr_spmm_impl_name(best)).c_str());
+  }
   Choices& c = choices();
   std::lock_guard<std::mutex> lock(c.mutex);
   c.chosen[key] = best;
@@ -191,18 +174,18 @@ Tensor own_csr_spmm(const Tensor& csr, const Tensor& x, CsrSpmmImpl impl, std::s
 }
 
 Tensor csr_spmm_chosen(const Tensor& csr, const Tensor& x, std::string_view op, const CusparseSpmm& cusparse) {
-  const Mode mode = mode_from_env();
+  const CsrSpmmMode mode = runtime_options().csr_spmm;
   switch (mode) {
-    case Mode::kCusparse: return run_impl(CsrSpmmImpl::kCusparse, csr, x, op, cusparse);
-    case Mode::kTiled: return run_impl(CsrSpmmImpl::kTiled, csr, x, op, cusparse);
-    case Mode::kRows: return run_impl(CsrSpmmImpl::kRows, csr, x, op, cusparse);
-    case Mode::kOwn:
-    case Mode::kAuto: break;
+    case CsrSpmmMode::kCusparse: return run_impl(CsrSpmmImpl::kCusparse, csr, x, op, cusparse);
+    case CsrSpmmMode::kTiled: return run_impl(CsrSpmmImpl::kTiled, csr, x, op, cusparse);
+    case CsrSpmmMode::kRows: return run_impl(CsrSpmmImpl::kRows, csr, x, op, cusparse);
+    case CsrSpmmMode::kOwn:
+    case CsrSpmmMode::kAuto: break;
   }
   const Operands o = operands(csr, x, op);
   const int64_t entries = nnz(csr);
   const int device = csr.device().index;
-  if (mode == Mode::kOwn) {
+  if (mode == CsrSpmmMode::kOwn) {
     const bool empty = o.args.rows == 0 || o.args.n == 0 || o.args.cols == 0 || entries == 0;
     return run_impl(empty ? CsrSpmmImpl::kRows : own_pick(o.args, entries, device), csr, o.x, op, cusparse);
   }

@@ -1,9 +1,10 @@
 // Which kernel computes Y = S @ X for S in CSR on CUDA (the one product that
-// every CUDA SpMM on the default route comes down to, spmm.cc): cuSPARSE or
+// the SpMM planner's row_major_csr route comes down to, spmm.cc): cuSPARSE or
 // one of the own kernels of csr_spmm.h, chosen per shape by measurement.
 //
-// COPPICE_CSR_SPMM, read on every call (so that a benchmark can compare the
-// sides in one run), says which:
+// RuntimeOptions::csr_spmm (COPPICE_CSR_SPMM; tensor/runtime_options.h),
+// asked on every call (so that a test or a benchmark can compare the sides in
+// one run), says which:
 //   auto (default)  the fastest for the product's key, measured once on the
 //                   real operands and cached; products below kMinMeasuredWork
 //                   multiply-adds take cuSPARSE unmeasured (a launch costs
@@ -20,7 +21,8 @@
 // shape and about the same density (a mask update) reuses the choice, while
 // the row order the own kernels use is per pattern version
 // (csr_row_order.h). The skew of row lengths is not in the key.
-// COPPICE_CSR_SPMM_LOG=1 prints each measurement to stderr.
+// RuntimeOptions::csr_spmm_log (COPPICE_CSR_SPMM_LOG=1) prints each
+// measurement to stderr.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +44,7 @@ inline constexpr int64_t kMinMeasuredWork = int64_t{1} << 20;
 using CusparseSpmm = std::function<Tensor(const Tensor& csr, const Tensor& x)>;
 
 // csr (CSR on a CUDA device) @ x (dense [cols, n], same device and dtype;
-// any strides) by the implementation COPPICE_CSR_SPMM selects.
+// any strides) by the implementation RuntimeOptions::csr_spmm selects.
 Tensor csr_spmm_chosen(const Tensor& csr, const Tensor& x, std::string_view op, const CusparseSpmm& cusparse);
 
 // The same by one own kernel (kTiled or kRows; kTiled falls back to kRows

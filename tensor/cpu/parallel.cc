@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "tensor/runtime_options.h"
 
 namespace coppice::cpu {
 namespace {
@@ -17,12 +18,9 @@ namespace {
 // parallel_for calls then run inline instead of waiting on a busy pool.
 thread_local bool t_in_parallel = false;
 
-int threads_from_env() {
-  if (const char* env = std::getenv("COPPICE_NUM_THREADS")) {
-    char* end = nullptr;
-    long n = std::strtol(env, &end, 10);
-    if (end != env && n >= 1) return static_cast<int>(std::min<long>(n, 1024));
-  }
+// RuntimeOptions::num_threads (COPPICE_NUM_THREADS), else the hardware's.
+int threads_from_options() {
+  if (const int n = runtime_options().num_threads; n > 0) return n;
   unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(hw);
 }
@@ -128,7 +126,7 @@ Pool& pool() {
 }  // namespace
 
 int num_threads() {
-  static const int n = threads_from_env();
+  static const int n = threads_from_options();
   return n;
 }
 

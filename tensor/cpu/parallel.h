@@ -1,8 +1,8 @@
 // A small shared thread pool for the CPU kernels.
 //
 // The pool holds num_threads() - 1 workers; the calling thread works too.
-// Sized by std::thread::hardware_concurrency(), or by the environment variable
-// COPPICE_NUM_THREADS (read once, at first use). OpenBLAS keeps threads of its
+// Sized once, at first use, by RuntimeOptions::num_threads (COPPICE_NUM_THREADS;
+// tensor/runtime_options.h), else by std::thread::hardware_concurrency(). OpenBLAS keeps threads of its
 // own; gemm calls it from one thread, never from inside parallel_for.
 #pragma once
 

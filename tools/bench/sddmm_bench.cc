@@ -5,11 +5,12 @@
 // weight gradients (pattern [out, in], k = batch 256: sddmm(dy, x^T, W)).
 // On CUDA the big shape runs again as "sddmm_cusparse" with the dense route
 // off, so both routes of sparse/cuda/sddmm.cc are measured side by side.
-#include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "sparse/ops.h"
 #include "tensor/ops.h"
+#include "tensor/runtime_options.h"
 #include "tools/bench/suites.h"
 
 namespace coppice::bench {
@@ -17,7 +18,8 @@ namespace coppice::bench {
 namespace {
 
 // route "" is the library's choice; "cusparse" turns the CUDA dense route off
-// (sparse/cuda/sddmm.cc reads COPPICE_SDDMM_DENSE_DENSITY on every call).
+// (RuntimeOptions::sddmm_dense_min_density, which sparse/cuda/sddmm.cc asks
+// on every call).
 SparseBench sddmm_case(int64_t m, int64_t k, int64_t n, const std::string& route = "") {
   SparseBench b;
   b.suite = "sddmm";
@@ -33,11 +35,9 @@ SparseBench sddmm_case(int64_t m, int64_t k, int64_t n, const std::string& route
     Tensor bb = random_input({k, n}, DType::kF32, device);
     const bool cusparse = route == "cusparse";
     return std::function<void()>([a, bb, pattern, cusparse] {
-      if (cusparse) {
-        setenv("COPPICE_SDDMM_DENSE_DENSITY", "2", 1);
-      } else {
-        unsetenv("COPPICE_SDDMM_DENSE_DENSITY");
-      }
+      // The library's options as they were, or with the dense route off.
+      std::optional<ScopedRuntimeOptions> no_dense_route;
+      if (cusparse) no_dense_route.emplace([](RuntimeOptions& o) { o.sddmm_dense_min_density = 2.0; });
       Tensor y = sddmm(a, bb, pattern);
     });
   };

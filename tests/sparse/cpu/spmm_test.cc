@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "sparse/cpu/spmm_kernels.h"
+#include "tensor/runtime_options.h"
 #include "tests/sparse/cpu/test_util.h"
 
 namespace coppice {
@@ -234,8 +235,11 @@ TEST_F(SpmmTest, LargeEnoughToSplitAcrossThreadsAndPanels) {
 
 TEST(SimdPathTest, FollowsTheEnvironment) {
   // spmm_sse_test runs this file with COPPICE_CPU_SIMD=sse: the SSE2 loops.
-  const char* env = std::getenv("COPPICE_CPU_SIMD");
-  if (env != nullptr && std::string(env) == "sse") {
+  if (runtime_options().cpu_simd == CpuSimd::kSse) {
+    EXPECT_FALSE(sparse_cpu::use_avx2());
+  }
+  {
+    ScopedRuntimeOptions sse([](RuntimeOptions& o) { o.cpu_simd = CpuSimd::kSse; });
     EXPECT_FALSE(sparse_cpu::use_avx2());
   }
   std::printf("sparse CPU loops: %s\n", sparse_cpu::use_avx2() ? "AVX2+FMA" : "SSE2");

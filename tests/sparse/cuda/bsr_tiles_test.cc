@@ -12,6 +12,7 @@
 #include "sparse/cuda/bsr_products.h"
 #include "sparse/ops.h"
 #include "tensor/precision.h"
+#include "tensor/runtime_options.h"
 #include "tests/sparse/cuda/cuda_test_util.h"
 
 namespace coppice {
@@ -109,7 +110,7 @@ TEST_F(BsrTilesTest, EveryDirectionMatchesCpu) {
 }
 
 // The dispatched ops (matmul and linear both ways) take the tiles and agree
-// with the route they replace (COPPICE_BSR_TILES=0).
+// with the route they replace (RuntimeOptions::bsr_tiles off).
 TEST_F(BsrTilesTest, DispatchedOpsAgreeWithTheOldRoute) {
   SKIP_WITHOUT_CUDA();
   const Tensor dense = random_blocks(96, 64, 32, 32, 0.4, 7, {0});
@@ -120,9 +121,11 @@ TEST_F(BsrTilesTest, DispatchedOpsAgreeWithTheOldRoute) {
     return std::vector<Tensor>{matmul(x, s), linear(w, s), matmul(s, w.t()), linear(s, w)};
   };
   const std::vector<Tensor> tiled = all();
-  setenv("COPPICE_BSR_TILES", "0", 1);
-  const std::vector<Tensor> old = all();
-  unsetenv("COPPICE_BSR_TILES");
+  std::vector<Tensor> old;
+  {
+    ScopedRuntimeOptions tiles_off([](RuntimeOptions& o) { o.bsr_tiles = false; });
+    old = all();
+  }
   for (size_t i = 0; i < tiled.size(); ++i) EXPECT_TRUE(near(tiled[i], old[i], DType::kF32)) << "product " << i;
 }
 
@@ -197,7 +200,7 @@ TEST_F(BsrTilesTest, LinearReluAppliesItInTheKernel) {
   }
 }
 
-// Where the tiles do not apply (COPPICE_BSR_TILES=0, or f64) the kernel
+// Where the tiles do not apply (RuntimeOptions::bsr_tiles off, or f64) the kernel
 // computes the composite.
 TEST_F(BsrTilesTest, LinearReluWithoutTilesIsTheComposite) {
   SKIP_WITHOUT_CUDA();
@@ -206,10 +209,9 @@ TEST_F(BsrTilesTest, LinearReluWithoutTilesIsTheComposite) {
   for (DType dtype : {DType::kF32, DType::kF64}) {
     const Tensor w = to_device(to_format(dense.to(dtype), "bsr", FormatOptions::block(32, 32)), kCuda);
     const Tensor xc = x.to(dtype).to(kCuda), bc = b.to(dtype).to(kCuda);
-    if (dtype == DType::kF32) setenv("COPPICE_BSR_TILES", "0", 1);
+    ScopedRuntimeOptions tiles_off([](RuntimeOptions& o) { o.bsr_tiles = false; });  // changes nothing for f64
     EXPECT_FALSE(bsr_tiles_apply(w)) << dtype_name(dtype);
     const Tensor got = linear_relu(xc, w, bc), got_nobias = linear_relu(xc, w);
-    unsetenv("COPPICE_BSR_TILES");
     const Tensor want = relu(linear(x.to(dtype).to(DType::kF64), dense.to(dtype).to(DType::kF64), b.to(dtype).to(DType::kF64)));
     EXPECT_TRUE(near(got, want, dtype)) << dtype_name(dtype);
     EXPECT_TRUE(near(got_nobias, relu(linear(x.to(dtype).to(DType::kF64), dense.to(dtype).to(DType::kF64))), dtype))

@@ -3,7 +3,7 @@
 // against the CPU twin in f32/f64/bf16/f16 (empty rows, an empty matrix,
 // n = 1, 3, 4, 129 and partial column tiles, shapes that are not multiples of
 // the tiles, very long and very short rows, a misaligned dense operand),
-// determinism, COPPICE_CSR_SPMM forcing each side through matmul and linear
+// determinism, RuntimeOptions::csr_spmm forcing each side through matmul and linear
 // in every direction, the cache of measured choices (a new pattern of the
 // same key reuses the choice and still gets its own row order), and gradients
 // through matmul on CUDA in f64 against the CPU's (which the autograd tests
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -24,6 +25,7 @@
 #include "tensor/backend.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
+#include "tensor/runtime_options.h"
 #include "tests/sparse/cuda/cuda_test_util.h"
 
 namespace coppice {
@@ -36,11 +38,21 @@ const std::vector<CsrSpmmImpl> kOwn = {CsrSpmmImpl::kTiled, CsrSpmmImpl::kRows};
 
 std::string impl_name(CsrSpmmImpl impl) { return std::string(sparse_cuda::csr_spmm_impl_name(impl)); }
 
-// Sets COPPICE_CSR_SPMM for one scope and restores "unset" after it.
+// Forces RuntimeOptions::csr_spmm, named as COPPICE_CSR_SPMM names it, for
+// one scope, and restores the previous options after it.
 class ScopedMode {
  public:
-  explicit ScopedMode(const char* mode) { setenv("COPPICE_CSR_SPMM", mode, 1); }
-  ~ScopedMode() { unsetenv("COPPICE_CSR_SPMM"); }
+  explicit ScopedMode(std::string_view mode) : options_([mode](RuntimeOptions& o) { o.csr_spmm = named(mode); }) {}
+
+ private:
+  static CsrSpmmMode named(std::string_view mode) {
+    for (CsrSpmmMode m : {CsrSpmmMode::kAuto, CsrSpmmMode::kOwn, CsrSpmmMode::kTiled, CsrSpmmMode::kRows,
+                          CsrSpmmMode::kCusparse}) {
+      if (csr_spmm_mode_name(m) == mode) return m;
+    }
+    fail("ScopedMode: unknown mode ", mode);
+  }
+  ScopedRuntimeOptions options_;
 };
 
 // `dense` (f64, host) with its rows in reverse order: the same shape and nnz,
@@ -152,7 +164,7 @@ TEST_F(SparseCudaTest, OwnKernelsAreDeterministic) {
 }
 
 // Every product direction that goes through the CSR SpMM, with each side
-// forced by the environment.
+// forced through RuntimeOptions::csr_spmm.
 TEST_F(SparseCudaTest, ForcedSidesThroughMatmulAndLinear) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 200;
@@ -179,13 +191,12 @@ TEST_F(SparseCudaTest, ForcedSidesThroughMatmulAndLinear) {
   }
 }
 
+// The environment's spelling is checked where it is read (tensor/runtime_options.h).
 TEST_F(SparseCudaTest, UnknownModeIsAClearError) {
-  SKIP_WITHOUT_CUDA();
-  ScopedMode scoped("fastest");
-  const Tensor a = to_device(to_format(random_matrix({8, 8}, 0.5, 21).to(DType::kF32), "csr"), kCuda);
-  const Tensor x = random_dense({8, 4}, 22).to(DType::kF32).to(kCuda);
   try {
-    matmul(a, x);
+    runtime_options_from([](const char* name) -> const char* {
+      return std::string_view(name) == "COPPICE_CSR_SPMM" ? "fastest" : nullptr;
+    });
     ADD_FAILURE() << "COPPICE_CSR_SPMM=fastest was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("COPPICE_CSR_SPMM"), std::string::npos) << e.what();

@@ -22,6 +22,7 @@
 #include "tensor/backend.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
+#include "tensor/runtime_options.h"
 #include "tests/sparse/cuda/cuda_test_util.h"
 
 namespace coppice {
@@ -209,12 +210,12 @@ TEST_F(SparseCudaTest, EveryFormatInEveryDirectionMatchesCpu) {
 }
 
 // Both routes of the CUDA SDDMM: cuSPARSE (through CSR) and, above a
-// density, cuBLAS then a gather (COPPICE_SDDMM_DENSE_DENSITY picks).
+// density, cuBLAS then a gather (RuntimeOptions::sddmm_dense_min_density picks).
 TEST_F(SparseCudaTest, SddmmAtEveryPatternMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 800;
-  for (const char* min_density : {"2", "0"}) {
-    setenv("COPPICE_SDDMM_DENSE_DENSITY", min_density, 1);
+  for (double min_density : {2.0, 0.0}) {
+    ScopedRuntimeOptions route([&](RuntimeOptions& o) { o.sddmm_dense_min_density = min_density; });
     for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16}) {
       for (double density : kDensities) {
         for (const Tensor& pattern : every_format(random_matrix({16, 24}, density, seed++, {2}).to(dtype))) {
@@ -230,7 +231,6 @@ TEST_F(SparseCudaTest, SddmmAtEveryPatternMatchesCpu) {
       }
     }
   }
-  unsetenv("COPPICE_SDDMM_DENSE_DENSITY");
 }
 
 TEST_F(SparseCudaTest, SpgemmMatchesCpu) {
@@ -286,13 +286,14 @@ TEST_F(SparseCudaTest, PlanCacheReusedForSamePatternVersionOnly) {
   EXPECT_EQ(plan_cache_stats().size, 2);
   // SDDMM's cuSPARSE route caches per pattern version as well (its dense
   // route, taken at this density by default, has no plan).
-  setenv("COPPICE_SDDMM_DENSE_DENSITY", "2", 1);
-  const Tensor p = to_device(to_format(random_matrix({50, 40}, 0.2, 23).to(DType::kF32), "csr"), kCuda);
-  const Tensor l = random_dense({50, 4}, 24).to(DType::kF32).to(kCuda);
-  const Tensor r = random_dense({4, 40}, 25).to(DType::kF32).to(kCuda);
-  sddmm(l, r, p);
-  sddmm(l, r, p);
-  unsetenv("COPPICE_SDDMM_DENSE_DENSITY");
+  {
+    ScopedRuntimeOptions cusparse_route([](RuntimeOptions& o) { o.sddmm_dense_min_density = 2.0; });
+    const Tensor p = to_device(to_format(random_matrix({50, 40}, 0.2, 23).to(DType::kF32), "csr"), kCuda);
+    const Tensor l = random_dense({50, 4}, 24).to(DType::kF32).to(kCuda);
+    const Tensor r = random_dense({4, 40}, 25).to(DType::kF32).to(kCuda);
+    sddmm(l, r, p);
+    sddmm(l, r, p);
+  }
   EXPECT_EQ(plan_cache_stats().misses, 3);
   EXPECT_EQ(plan_cache_stats().hits, 2);
 }

@@ -1,0 +1,167 @@
+#include "tensor/runtime_options.h"
+
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "tensor/error.h"
+
+namespace coppice {
+namespace {
+
+constexpr int kMaxThreads = 1024;
+
+using Getenv = std::function<const char*(const char*)>;
+
+// The enum spellings, in the enums' order (index = value).
+constexpr std::array<std::string_view, 3> kProfileNames = {"0", "1", "shapes"};
+constexpr std::array<std::string_view, 2> kSimdNames = {"auto", "sse"};
+constexpr std::array<std::string_view, 5> kCsrSpmmNames = {"auto", "own", "tiled", "rows", "cusparse"};
+constexpr std::array<std::string_view, 2> kBoolNames = {"0", "1"};
+
+[[noreturn]] void bad_value(const char* name, std::string_view value, std::string_view accepted) {
+  fail(name, "='", one_line(std::string(value)), "' is not accepted: expected ", accepted);
+}
+
+// The index of `value` among `names`, or an error listing them.
+template <size_t N>
+size_t one_of(const char* name, std::string_view value, const std::array<std::string_view, N>& names) {
+  for (size_t i = 0; i < N; ++i) {
+    if (value == names[i]) return i;
+  }
+  bad_value(name, value, str_cat("one of ", str_join(names, ", ")));
+}
+
+int parse_threads(const char* name, std::string_view v) {
+  int n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > kMaxThreads) {
+    bad_value(name, v, str_cat("an integer in [1, ", kMaxThreads, "]"));
+  }
+  return n;
+}
+
+double parse_density(const char* name, std::string_view v) {
+  double d = 0.0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
+  if (ec != std::errc() || end != v.data() + v.size() || !std::isfinite(d) || d < 0.0) {
+    bad_value(name, v, "a finite number >= 0 (above 1 turns the dense route off)");
+  }
+  return d;
+}
+
+void validate(const RuntimeOptions& o) {
+  COPPICE_CHECK(o.num_threads >= 0 && o.num_threads <= kMaxThreads, "runtime options: num_threads = ", o.num_threads,
+                " is outside [0, ", kMaxThreads, "] (0: the hardware's threads)");
+  COPPICE_CHECK(std::isfinite(o.sddmm_dense_min_density) && o.sddmm_dense_min_density >= 0.0,
+                "runtime options: sddmm_dense_min_density = ", o.sddmm_dense_min_density,
+                " must be a finite number >= 0 (above 1 turns the dense route off)");
+}
+
+// One atomic per field, so that a kernel's read takes no lock; `loaded` says
+// whether they hold the environment's (or code's) options yet.
+struct Store {
+  std::mutex mu;  // serializes the first read of the environment and the setters
+  std::atomic<bool> loaded{false};
+  std::atomic<int> num_threads{0};
+  std::atomic<ProfileMode> profile{ProfileMode::kOff};
+  std::atomic<CpuSimd> cpu_simd{CpuSimd::kAuto};
+  std::atomic<CsrSpmmMode> csr_spmm{CsrSpmmMode::kAuto};
+  std::atomic<bool> csr_spmm_log{false};
+  std::atomic<bool> bsr_tiles{true};
+  std::atomic<double> sddmm_dense_min_density{0.005};
+
+  void store(const RuntimeOptions& o) {  // with mu held
+    constexpr auto r = std::memory_order_relaxed;
+    num_threads.store(o.num_threads, r);
+    profile.store(o.profile, r);
+    cpu_simd.store(o.cpu_simd, r);
+    csr_spmm.store(o.csr_spmm, r);
+    csr_spmm_log.store(o.csr_spmm_log, r);
+    bsr_tiles.store(o.bsr_tiles, r);
+    sddmm_dense_min_density.store(o.sddmm_dense_min_density, r);
+    loaded.store(true, std::memory_order_release);
+  }
+
+  RuntimeOptions load() const {
+    constexpr auto r = std::memory_order_relaxed;
+    RuntimeOptions o;
+    o.num_threads = num_threads.load(r);
+    o.profile = profile.load(r);
+    o.cpu_simd = cpu_simd.load(r);
+    o.csr_spmm = csr_spmm.load(r);
+    o.csr_spmm_log = csr_spmm_log.load(r);
+    o.bsr_tiles = bsr_tiles.load(r);
+    o.sddmm_dense_min_density = sddmm_dense_min_density.load(r);
+    return o;
+  }
+};
+
+Store& store() {
+  static Store* s = new Store();  // never destroyed: kernels may ask during exit
+  return *s;
+}
+
+}  // namespace
+
+RuntimeOptions runtime_options_from(const Getenv& getenv) {
+  RuntimeOptions o;
+  // Calls `parse` with the variable's value when it is set and not empty.
+  auto read = [&](const char* name, const auto& parse) {
+    const char* v = getenv(name);
+    if (v != nullptr && *v != '\0') parse(name, std::string_view(v));
+  };
+  read("COPPICE_NUM_THREADS", [&](const char* n, std::string_view v) { o.num_threads = parse_threads(n, v); });
+  read("COPPICE_PROFILE",
+       [&](const char* n, std::string_view v) { o.profile = static_cast<ProfileMode>(one_of(n, v, kProfileNames)); });
+  read("COPPICE_CPU_SIMD",
+       [&](const char* n, std::string_view v) { o.cpu_simd = static_cast<CpuSimd>(one_of(n, v, kSimdNames)); });
+  read("COPPICE_CSR_SPMM",
+       [&](const char* n, std::string_view v) { o.csr_spmm = static_cast<CsrSpmmMode>(one_of(n, v, kCsrSpmmNames)); });
+  read("COPPICE_CSR_SPMM_LOG", [&](const char* n, std::string_view v) { o.csr_spmm_log = one_of(n, v, kBoolNames); });
+  read("COPPICE_BSR_TILES", [&](const char* n, std::string_view v) { o.bsr_tiles = one_of(n, v, kBoolNames); });
+  read("COPPICE_SDDMM_DENSE_DENSITY",
+       [&](const char* n, std::string_view v) { o.sddmm_dense_min_density = parse_density(n, v); });
+  return o;
+}
+
+RuntimeOptions runtime_options() {
+  Store& s = store();
+  if (!s.loaded.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    // A bad variable throws here, leaving `loaded` false: every later call
+    // throws the same error until code sets the options.
+    if (!s.loaded.load(std::memory_order_relaxed)) {
+      s.store(runtime_options_from([](const char* name) -> const char* { return std::getenv(name); }));
+    }
+  }
+  return s.load();
+}
+
+void set_runtime_options(const RuntimeOptions& options) {
+  validate(options);
+  Store& s = store();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.store(options);
+}
+
+ScopedRuntimeOptions::ScopedRuntimeOptions(const std::function<void(RuntimeOptions&)>& change)
+    : previous_(runtime_options()) {
+  RuntimeOptions changed = previous_;
+  change(changed);
+  set_runtime_options(changed);
+}
+
+ScopedRuntimeOptions::~ScopedRuntimeOptions() { set_runtime_options(previous_); }
+
+std::string_view profile_mode_name(ProfileMode mode) { return kProfileNames.at(static_cast<size_t>(mode)); }
+std::string_view cpu_simd_name(CpuSimd simd) { return kSimdNames.at(static_cast<size_t>(simd)); }
+std::string_view csr_spmm_mode_name(CsrSpmmMode mode) { return kCsrSpmmNames.at(static_cast<size_t>(mode)); }
+
+}  // namespace coppice

@@ -1,0 +1,97 @@
+// The process-wide runtime options: the few knobs that change which kernel a
+// product runs or how the library reports, in one validated struct, so that
+// no kernel reads the environment on its own.
+//
+// Each option is set from code (set_runtime_options, or ScopedRuntimeOptions
+// for one scope: what tests use to force a route), or else from its
+// environment variable, read once, at the first call of runtime_options()
+// (or of anything that asks it). A bad value is a coppice::Error naming the
+// variable, the value and what is accepted, thrown at that first use and at
+// every later one until code sets the options; parsing is strict (no
+// trailing bytes, no NaN, no out-of-range number). An unset or empty
+// variable keeps the default.
+//
+//   variable                     field                    accepted (default first)
+//   COPPICE_NUM_THREADS          num_threads              unset: the hardware's threads; 1..1024
+//   COPPICE_PROFILE              profile                  0 | 1 | shapes (tensor/op_profile.h)
+//   COPPICE_CPU_SIMD             cpu_simd                 auto | sse (the CPU sparse loops)
+//   COPPICE_CSR_SPMM             csr_spmm                 auto | own | tiled | rows | cusparse
+//   COPPICE_CSR_SPMM_LOG         csr_spmm_log             0 | 1
+//   COPPICE_BSR_TILES            bsr_tiles                1 | 0
+//   COPPICE_SDDMM_DENSE_DENSITY  sddmm_dense_min_density  0.005; a finite number >= 0 (above 1: never)
+//
+// The options are process-global, like the environment they replace: a
+// ScopedRuntimeOptions is for one thread's scope (a test), not for threads
+// that run kernels at the same time. Reading them costs a few relaxed atomic
+// loads, so kernels ask on every call.
+//
+// The route knobs name routes of sparse/ (the route tables of
+// sparse/cuda/spmm.cc and sddmm.cc say what each does); they live here, below
+// sparse/, so that one module reads the environment and validates it.
+#pragma once
+
+#include <functional>
+#include <string_view>
+
+namespace coppice {
+
+// COPPICE_PROFILE: per-op timing at exit (tensor/op_profile.h).
+enum class ProfileMode { kOff, kOn, kShapes };
+
+// COPPICE_CPU_SIMD: the CPU sparse loops use AVX2+FMA where the CPU has them
+// (kAuto), or the SSE2 loops always (kSse: for tests of that path).
+enum class CpuSimd { kAuto, kSse };
+
+// COPPICE_CSR_SPMM: which kernel computes CSR @ dense on CUDA
+// (sparse/cuda/spmm_choice.h): measured per shape (kAuto), the own kernels
+// (kOwn: picked by a rule), one own kernel, or cuSPARSE.
+enum class CsrSpmmMode { kAuto, kOwn, kTiled, kRows, kCusparse };
+
+struct RuntimeOptions {
+  // Threads of the CPU kernels' pool, the caller included; 0: the hardware's.
+  // The pool is sized at its first use, so a later change has no effect.
+  int num_threads = 0;
+  ProfileMode profile = ProfileMode::kOff;
+  CpuSimd cpu_simd = CpuSimd::kAuto;
+  CsrSpmmMode csr_spmm = CsrSpmmMode::kAuto;
+  // Print each CSR SpMM measurement (key, time of every side, winner) to stderr.
+  bool csr_spmm_log = false;
+  // The tiled BSR kernels of sparse/cuda/bsr_products.h; false: the routes
+  // they replace.
+  bool bsr_tiles = true;
+  // The density from which a CUDA SDDMM computes a @ b densely and gathers
+  // (the dense_gemm route of sparse/cuda/sddmm.cc); above 1 turns it off.
+  double sddmm_dense_min_density = 0.005;
+};
+
+// The options in force (reads the environment at the first call).
+RuntimeOptions runtime_options();
+
+// Replaces every option; throws coppice::Error for a value out of range
+// (num_threads outside 0..1024, a negative or non-finite density). The
+// environment is not read after this.
+void set_runtime_options(const RuntimeOptions& options);
+
+// The options as the environment gives them, through `getenv` (nullptr for an
+// unset variable), over the defaults; throws coppice::Error for a bad value.
+RuntimeOptions runtime_options_from(const std::function<const char*(const char*)>& getenv);
+
+// Changes the options for its lifetime and restores the previous ones after:
+//   ScopedRuntimeOptions tiles_off([](RuntimeOptions& o) { o.bsr_tiles = false; });
+class ScopedRuntimeOptions {
+ public:
+  explicit ScopedRuntimeOptions(const std::function<void(RuntimeOptions&)>& change);
+  ~ScopedRuntimeOptions();
+  ScopedRuntimeOptions(const ScopedRuntimeOptions&) = delete;
+  ScopedRuntimeOptions& operator=(const ScopedRuntimeOptions&) = delete;
+
+ private:
+  RuntimeOptions previous_;
+};
+
+// The accepted spellings, as the variables take them ("auto", "shapes", ...).
+std::string_view profile_mode_name(ProfileMode mode);
+std::string_view cpu_simd_name(CpuSimd simd);
+std::string_view csr_spmm_mode_name(CsrSpmmMode mode);
+
+}  // namespace coppice
