@@ -105,5 +105,18 @@ TEST(TrainerLimits, ActivationsLargerThanMemoryExitOneNamingTheBytes) {
   EXPECT_NE(r.err.find(" are available ("), std::string::npos) << r.err;
 }
 
+TEST(TrainerLimits, BadRuntimeOptionExitsTwoBeforeTheRun) {
+  // COPPICE_* variables are checked at start-up, not at the first kernel
+  // that reads them (tensor/runtime_options.h).
+  const std::string dir = temp_dir("trainer_limits_env");
+  std::ofstream(dir + "/job.yaml") << kJob;
+  const RunResult r = run_trainer("--config '" + dir + "/job.yaml' --run-dir '" + dir + "/run'", dir,
+                                  "COPPICE_SDDMM_DENSE_DENSITY=nan");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err, "trainer: COPPICE_SDDMM_DENSE_DENSITY='nan' is not accepted: expected a finite number >= 0 "
+                   "(above 1 turns the dense route off)\n");
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
 }  // namespace
 }  // namespace coppice

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "tensor/error.h"
+#include "tensor/runtime_options.h"
 #include "train/config.h"
 #include "train/fingerprint.h"
 #include "train/job.h"
@@ -123,6 +124,14 @@ int run(int argc, char** argv) {
   if (args.help) {
     std::cout << kUsage;
     return 0;
+  }
+  // The COPPICE_* runtime options, read and checked now rather than at the
+  // first kernel that asks, so that a bad value stops the run before it starts.
+  try {
+    coppice::runtime_options();
+  } catch (const coppice::Error& e) {
+    std::cerr << "trainer: " << coppice::one_line(e.what()) << "\n";
+    return coppice::kConfigErrorExitCode;
   }
 
   absl::StatusOr<coppice::JobConfig> job = coppice::load_job_config(args.config, args.overrides);
