@@ -19,11 +19,13 @@
 #include "sparsifiers/builtin.h"
 #include "sparsifiers/sparsity_builder.h"
 #include "tensor/ops.h"
+#include "tests/util/error_matchers.h"
 
 namespace coppice {
 namespace {
 
 using V = std::vector<Variable>;
+using testing::error_of;
 
 SparsifierSpec magnitude(const char* sparsity) { return {"magnitude", {{"sparsity", sparsity}}}; }
 
@@ -43,17 +45,6 @@ NamedParameters lenet() {
 const std::vector<std::string> kModules = {"fc1", "fc2", "fc3"};
 
 int64_t nonzeros(const Tensor& t) { return static_cast<int64_t>(sum(ne(to_dense(t), 0.0).to(DType::kF64)).item()); }
-
-// The message of the Error that `fn` throws ("" when it throws none).
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(SparsityBuilder, FillsTheScheduleOneToOne) {
   SparsityBuilder b;

@@ -13,6 +13,7 @@
 #include "tensor/backend.h"
 #include "tensor/dispatcher.h"
 #include "tensor/tensor.h"
+#include "tests/util/error_matchers.h"
 
 // Skips the current test, saying why, when this machine has no usable GPU.
 #define COPPICE_REQUIRE_GPU()                                                                        \
@@ -195,15 +196,7 @@ void expect_error(Fn fn, const std::string& needle) {
   }
 }
 
-// The message of the coppice::Error `fn` throws ("" when it does not throw).
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+// The message of the coppice::Error `fn` throws (tests/util/error_matchers.h).
+using ::coppice::testing::error_of;
 
 }  // namespace coppice::cuda_testing
