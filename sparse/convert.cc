@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -16,53 +17,66 @@ using sparse_detail::host_i64;
 using sparse_detail::host_mask;
 using sparse_detail::index_tensor;
 
-constexpr std::string_view kFormats[] = {"dense", "coo", "csr", "csc", "bsr", "blocked_ell", "nm", "masked"};
-
-void check_format_name(std::string_view format, std::string_view op) {
-  bool known = std::find(std::begin(kFormats), std::end(kFormats), format) != std::end(kFormats);
-  COPPICE_CHECK(known, op, ": unknown format '", format, "' (expected one of ", str_join(kFormats, ", "), ")");
-}
-
-bool is_matrix_format(std::string_view format) {
-  return format == "csr" || format == "csc" || format == "bsr" || format == "blocked_ell";
-}
-
-void check_target_shape(const Tensor& t, std::string_view format, std::string_view op) {
-  if (is_matrix_format(format)) {
-    COPPICE_CHECK(t.dim() == 2, op, ": format '", format, "' needs a 2-D tensor, got shape ",
+void check_target_shape(const Tensor& t, const FormatSpec& spec, std::string_view op) {
+  if (spec.rank == FormatRank::kMatrix) {
+    COPPICE_CHECK(t.dim() == 2, op, ": format '", spec.name, "' needs a 2-D tensor, got shape ",
                   shape_to_string(t.shape()));
-  } else if (format != "dense" && format != "masked") {
-    COPPICE_CHECK(t.dim() >= 1, op, ": format '", format, "' needs at least one dimension, got a 0-d tensor");
+  } else if (spec.rank == FormatRank::kAtLeast1) {
+    COPPICE_CHECK(t.dim() >= 1, op, ": format '", spec.name, "' needs at least one dimension, got a 0-d tensor");
   }
 }
 
-std::pair<int64_t, int64_t> resolve_block(const Tensor& source, const FormatOptions& o, std::string_view format,
-                                          std::string_view op) {
+// The options of `source` when it is a tensor of a format with options of
+// the same family (a block for a block format, n and m for n:m), else none.
+std::optional<FormatOptions> source_options(const Tensor& source, FormatOptionKind kind) {
+  if (source.is_dense()) return std::nullopt;
+  const FormatSpec* spec = find_format(source.format());
+  if (spec == nullptr || !spec->options_of) return std::nullopt;
+  auto is_block = [](FormatOptionKind k) { return k == FormatOptionKind::kBlock || k == FormatOptionKind::kSquareBlock; };
+  const bool same_family = is_block(kind) ? is_block(spec->options) : spec->options == kind;
+  if (!same_family) return std::nullopt;
+  return spec->options_of(source);
+}
+
+FormatOptions resolve_block(const Tensor& source, const FormatOptions& o, const FormatSpec& spec,
+                            std::string_view op) {
   COPPICE_CHECK(o.block_rows >= 0 && o.block_cols >= 0, op, ": block shape [", o.block_rows, ", ", o.block_cols,
                 "] must be positive");
-  std::pair<int64_t, int64_t> block;
+  FormatOptions block;
   if (o.block_rows > 0 || o.block_cols > 0) {
-    block = {o.block_rows > 0 ? o.block_rows : o.block_cols, o.block_cols > 0 ? o.block_cols : o.block_rows};
-  } else if (const auto* b = source.impl_as<BsrImpl>()) {
-    block = {b->block_rows(), b->block_cols()};
-  } else if (const auto* e = source.impl_as<BlockedEllImpl>()) {
-    block = {e->block_size(), e->block_size()};
+    block = FormatOptions::block(o.block_rows > 0 ? o.block_rows : o.block_cols,
+                                 o.block_cols > 0 ? o.block_cols : o.block_rows);
+  } else if (auto own = source_options(source, spec.options)) {
+    block = FormatOptions::block(own->block_rows, own->block_cols);
   } else {
-    fail(op, ": format '", format, "' needs a block shape (FormatOptions::block), and the source (format '",
+    fail(op, ": format '", spec.name, "' needs a block shape (FormatOptions::block), and the source (format '",
          source.format(), "') has none");
   }
-  COPPICE_CHECK(format != "blocked_ell" || block.first == block.second, op,
-                ": Blocked-ELL needs square blocks, got ", block.first, "x", block.second);
+  COPPICE_CHECK(spec.options != FormatOptionKind::kSquareBlock || block.block_rows == block.block_cols, op,
+                ": Blocked-ELL needs square blocks, got ", block.block_rows, "x", block.block_cols);
   return block;
 }
 
-std::pair<int64_t, int64_t> resolve_nm(const Tensor& source, const FormatOptions& o, std::string_view op) {
+FormatOptions resolve_nm(const Tensor& source, const FormatOptions& o, std::string_view op) {
   if (o.n != 0 || o.m != 0) {
     COPPICE_CHECK(o.n > 0 && o.m > 0, op, ": n:m needs both n and m, got n = ", o.n, ", m = ", o.m);
-    return {o.n, o.m};
+    return FormatOptions::nm(o.n, o.m);
   }
-  if (const auto* s = source.impl_as<NmImpl>()) return {s->n(), s->m()};
-  return {2, 4};
+  if (auto own = source_options(source, FormatOptionKind::kNm)) return *own;
+  return FormatOptions::nm(2, 4);
+}
+
+// The options the format reads, with zeros filled in from the source or the
+// defaults (see FormatOptions); fields the format does not read are zero.
+FormatOptions resolve_options(const FormatSpec& spec, const Tensor& source, const FormatOptions& o,
+                              std::string_view op) {
+  switch (spec.options) {
+    case FormatOptionKind::kNone: return {};
+    case FormatOptionKind::kBlock:
+    case FormatOptionKind::kSquareBlock: return resolve_block(source, o, spec, op);
+    case FormatOptionKind::kNm: return resolve_nm(source, o, op);
+  }
+  return {};
 }
 
 void check_mask(const Tensor& dense, const Tensor& mask, std::string_view op) {
@@ -116,17 +130,6 @@ Tensor make_coo(std::vector<int64_t> flat, const Tensor& values, const Shape& sh
                                           true, new_pattern_version()));
 }
 
-// The entries of `dense` where `mask` holds, as a coalesced COO tensor.
-Tensor coo_from_mask(const Tensor& dense, const Tensor& mask) {
-  std::vector<uint8_t> keep = host_mask(mask);
-  std::vector<int64_t> flat;
-  for (size_t i = 0; i < keep.size(); ++i) {
-    if (keep[i]) flat.push_back(static_cast<int64_t>(i));
-  }
-  Tensor values = index_select(dense.contiguous().reshape({-1}), 0, index_tensor(flat, DType::kI64, dense.device()));
-  return make_coo(std::move(flat), values, dense.shape());
-}
-
 // CSR (CSC) of the entries of a 2-D `dense` where `mask` holds, by the
 // dense_mask_to_csr kernel of the tensors' device, which keeps them where
 // they are (the COO path goes through the host). CSC is the CSR of the
@@ -148,7 +151,27 @@ Tensor compressed_from_mask(const Tensor& dense, const Tensor& mask, Layout layo
                                                  std::move(parts[2]), dense.shape(), new_pattern_version()));
 }
 
-Tensor bsr_from_mask(const Tensor& dense, const Tensor& mask, int64_t bh, int64_t bw, std::string_view op) {
+}  // namespace
+
+namespace sparse_detail {
+
+// The entries of `dense` where `mask` holds, as a coalesced COO tensor.
+Tensor mask_to_coo(const Tensor& dense, const Tensor& mask) {
+  std::vector<uint8_t> keep = host_mask(mask);
+  std::vector<int64_t> flat;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (keep[i]) flat.push_back(static_cast<int64_t>(i));
+  }
+  Tensor values = index_select(dense.contiguous().reshape({-1}), 0, index_tensor(flat, DType::kI64, dense.device()));
+  return make_coo(std::move(flat), values, dense.shape());
+}
+
+Tensor mask_to_compressed(const Tensor& dense, const Tensor& mask, Layout layout) {
+  if (Tensor t = compressed_from_mask(dense, mask, layout); t.defined()) return t;
+  return layout == Layout::kCsr ? coo_to_csr(mask_to_coo(dense, mask)) : coo_to_csc(mask_to_coo(dense, mask));
+}
+
+Tensor mask_to_bsr(const Tensor& dense, const Tensor& mask, int64_t bh, int64_t bw, std::string_view op) {
   check_block_shape(dense.shape(), bh, bw, op);
   const int64_t rows = dense.size(0), cols = dense.size(1), nbr = rows / bh, nbc = cols / bw;
   std::vector<uint8_t> keep = host_mask(mask);
@@ -204,66 +227,49 @@ Tensor nm_to_coo(const Tensor& t) {
   return make_coo(std::move(flat), s.values().reshape({-1}), t.shape());
 }
 
+}  // namespace sparse_detail
+
+namespace {
+
 // Every stored entry of `t`, as a coalesced COO tensor.
 Tensor to_coo(const Tensor& t) {
-  switch (t.layout()) {
-    case Layout::kDense: return dense_to_coo(t);
-    case Layout::kCoo: return coalesce(t);
-    case Layout::kCsr:
-    case Layout::kCsc: return compressed_to_coo(t);
-    case Layout::kBsr: return bsr_to_coo(t);
-    case Layout::kBlockedEll: return bsr_to_coo(blocked_ell_to_bsr(t));
-    case Layout::kNm: return nm_to_coo(t);
-    case Layout::kMasked: {
-      const MaskedImpl& s = masked_impl(t, "to_format");
-      return coo_from_mask(s.values(), s.mask());
-    }
-    case Layout::kCustom: break;
-  }
-  return dense_to_coo(to_dense(t));  // a user format: its registered dense form
+  const FormatSpec* spec = find_format(t.format());
+  if (spec != nullptr && spec->to_coo) return spec->to_coo(t);
+  return dense_to_coo(to_dense(t));  // a user format without to_coo: its dense form's non-zeros
 }
 
-bool same_options(const Tensor& t, std::string_view format, const FormatOptions& o, std::string_view op) {
-  if (format == "bsr") {
-    const BsrImpl& b = bsr_impl(t, op);
-    return resolve_block(t, o, format, op) == std::make_pair(b.block_rows(), b.block_cols());
-  }
-  if (format == "blocked_ell") {
-    const int64_t b = blocked_ell_impl(t, op).block_size();
-    return resolve_block(t, o, format, op) == std::make_pair(b, b);
-  }
-  if (format == "nm") {
-    const NmImpl& s = nm_impl(t, op);
-    return resolve_nm(t, o, op) == std::make_pair(s.n(), s.m());
-  }
-  return true;
-}
-
-Tensor from_mask(const Tensor& dense, const Tensor& mask, std::string_view format, const FormatOptions& options,
+// The entries of `dense` where `mask` holds, in the format.
+Tensor from_mask(const Tensor& dense, const Tensor& mask, const FormatSpec& spec, const FormatOptions& options,
                  std::string_view op) {
-  check_target_shape(dense, format, op);
-  if (format == "dense") return where(mask, dense, zeros({}, dense.options()));
-  if (format == "coo") return coo_from_mask(dense, mask);
-  if (format == "csr" || format == "csc") {
-    if (Tensor t = compressed_from_mask(dense, mask, format == "csr" ? Layout::kCsr : Layout::kCsc); t.defined()) {
-      return t;
-    }
-    return format == "csr" ? coo_to_csr(coo_from_mask(dense, mask)) : coo_to_csc(coo_from_mask(dense, mask));
-  }
-  if (format == "bsr") {
-    auto [bh, bw] = resolve_block(dense, options, format, op);
-    return bsr_from_mask(dense, mask, bh, bw, op);
-  }
-  if (format == "blocked_ell") {
-    auto [b, unused] = resolve_block(dense, options, format, op);
-    (void)unused;
-    return bsr_to_blocked_ell(bsr_from_mask(dense, mask, b, b, op));
-  }
-  if (format == "nm") {
-    auto [n, m] = resolve_nm(dense, options, op);
-    return sparse_detail::nm_from_mask(dense, mask, n, m, op);
-  }
-  return sparse_masked(dense, mask);
+  check_target_shape(dense, spec, op);
+  return spec.from_mask(dense, mask, resolve_options(spec, dense, options, op), op);
+}
+
+// A coalesced COO tensor in the format: its own from_coo, else from_mask
+// over the stored positions (explicit zeros kept).
+Tensor from_coo(const Tensor& coo, const FormatSpec& spec, const FormatOptions& resolved, std::string_view op) {
+  if (spec.from_coo) return spec.from_coo(coo, resolved, op);
+  Tensor masked = sparse_detail::coo_to_masked(coo);
+  const MaskedImpl& m = masked_impl(masked, op);
+  return spec.from_mask(m.values(), m.mask(), resolved, op);
+}
+
+// Conversions between two formats that share their arrays, taken when the
+// options agree (the same block).
+struct DirectPath {
+  Layout from, to;
+  Tensor (*convert)(const Tensor&);
+};
+constexpr DirectPath kDirectPaths[] = {
+    {Layout::kCsr, Layout::kCsc, csr_to_csc},
+    {Layout::kCsc, Layout::kCsr, csc_to_csr},
+    {Layout::kBsr, Layout::kBlockedEll, bsr_to_blocked_ell},
+    {Layout::kBlockedEll, Layout::kBsr, blocked_ell_to_bsr},
+};
+
+FormatOptions options_of(const Tensor& t) {
+  const FormatSpec* spec = find_format(t.format());
+  return spec != nullptr && spec->options_of ? spec->options_of(t) : FormatOptions{};
 }
 
 }  // namespace
@@ -271,7 +277,7 @@ Tensor from_mask(const Tensor& dense, const Tensor& mask, std::string_view forma
 Tensor dense_to_coo(const Tensor& dense) {
   sparse_detail::check_values(dense, "dense_to_coo");
   COPPICE_CHECK(dense.dim() >= 1, "dense_to_coo: needs at least one dimension, got a 0-d tensor");
-  return coo_from_mask(dense, ne(dense, 0.0));
+  return sparse_detail::mask_to_coo(dense, ne(dense, 0.0));
 }
 
 Tensor coo_to_csr(const Tensor& t) {
@@ -344,7 +350,7 @@ Tensor dense_to_bsr(const Tensor& dense, int64_t block_rows, int64_t block_cols)
   constexpr std::string_view op = "dense_to_bsr";
   sparse_detail::check_values(dense, op);
   COPPICE_CHECK(dense.dim() == 2, op, ": needs a 2-D tensor, got shape ", shape_to_string(dense.shape()));
-  return bsr_from_mask(dense, ne(dense, 0.0), block_rows, block_cols, op);
+  return sparse_detail::mask_to_bsr(dense, ne(dense, 0.0), block_rows, block_cols, op);
 }
 
 Tensor bsr_to_dense(const Tensor& bsr) { return bsr_impl(bsr, "bsr_to_dense").to_dense(); }
@@ -411,56 +417,38 @@ Tensor bsr_to_coo(const Tensor& t) {
 
 Tensor to_format(const Tensor& t, std::string_view format, const FormatOptions& options) {
   constexpr std::string_view op = "to_format";
-  check_format_name(format, op);
-  if (format == "dense") return to_dense(t);
-  check_target_shape(t, format, op);
+  const FormatSpec& spec = format_spec(format, op);
+  if (spec.layout == Layout::kDense) return to_dense(t);
+  check_target_shape(t, spec, op);
   if (t.is_dense()) {
     sparse_detail::check_values(t, op);
-    return from_mask(t, ne(t, 0.0), format, options, op);
+    return from_mask(t, ne(t, 0.0), spec, options, op);
   }
-  if (t.format() == format && same_options(t, format, options, op)) return t;
-  if (format == "nm") {
-    Tensor dense = to_dense(t);
-    auto [n, m] = resolve_nm(t, options, op);
-    return sparse_detail::nm_from_mask(dense, ne(dense, 0.0), n, m, op);
+  const FormatOptions resolved = resolve_options(spec, t, options, op);
+  if (t.format() == format && options_of(t) == resolved) return t;
+  if (spec.options == FormatOptionKind::kBlock || spec.options == FormatOptionKind::kSquareBlock) {
+    check_block_shape(t.shape(), resolved.block_rows, resolved.block_cols, op);
   }
-  if (t.layout() == Layout::kCsr && format == "csc") return csr_to_csc(t);
-  if (t.layout() == Layout::kCsc && format == "csr") return csc_to_csr(t);
-  if (format == "bsr" || format == "blocked_ell") {
-    auto [bh, bw] = resolve_block(t, options, format, op);
-    check_block_shape(t.shape(), bh, bw, op);
-    if (format == "blocked_ell" && t.layout() == Layout::kBsr && bsr_impl(t, op).block_rows() == bh &&
-        bsr_impl(t, op).block_cols() == bw) {
-      return bsr_to_blocked_ell(t);
-    }
-    if (format == "bsr" && t.layout() == Layout::kBlockedEll && blocked_ell_impl(t, op).block_size() == bh &&
-        bh == bw) {
-      return blocked_ell_to_bsr(t);
-    }
-    Tensor bsr = coo_to_bsr(to_coo(t), bh, bw);
-    return format == "bsr" ? bsr : bsr_to_blocked_ell(bsr);
+  for (const DirectPath& path : kDirectPaths) {
+    if (t.layout() == path.from && spec.layout == path.to && options_of(t) == resolved) return path.convert(t);
   }
-  Tensor coo = to_coo(t);
-  if (format == "coo") return coo;
-  if (format == "csr") return coo_to_csr(coo);
-  if (format == "csc") return coo_to_csc(coo);
-  return coo_to_masked(coo);
+  return from_coo(to_coo(t), spec, resolved, op);
 }
 
 Tensor sparse_from_mask(const Tensor& dense, const Tensor& mask, std::string_view format,
                         const FormatOptions& options) {
   constexpr std::string_view op = "sparse_from_mask";
-  check_format_name(format, op);
+  const FormatSpec& spec = format_spec(format, op);
   check_mask(dense, mask, op);
-  return from_mask(dense, mask, format, options, op);
+  return from_mask(dense, mask, spec, options, op);
 }
 
 Tensor sparse_from_threshold(const Tensor& dense, double threshold, std::string_view format,
                              const FormatOptions& options) {
   constexpr std::string_view op = "sparse_from_threshold";
-  check_format_name(format, op);
+  const FormatSpec& spec = format_spec(format, op);
   sparse_detail::check_values(dense, op);
-  return from_mask(dense, gt(abs(dense), threshold), format, options, op);
+  return from_mask(dense, gt(abs(dense), threshold), spec, options, op);
 }
 
 Tensor sparse_transpose(const Tensor& t) {

@@ -1,7 +1,7 @@
 // Conversions between formats, and sparse tensors from dense ones.
 //
-// Format names: "dense", "coo", "csr", "csc", "bsr", "blocked_ell", "nm",
-// "masked". Conversions keep the stored pattern where the target can hold it
+// Formats are named as in sparse/formats.h's table, a user's registered
+// ones included. Conversions keep the stored pattern where the target can hold it
 // (explicit zeros included): a block format stores every block that holds a
 // stored entry, and a conversion out of a block format stores every entry of
 // its blocks. From dense, the pattern is the non-zeros (x != 0, so NaN is
@@ -20,27 +20,12 @@
 #include "sparse/bsr.h"
 #include "sparse/coo.h"
 #include "sparse/csr.h"
+#include "sparse/formats.h"
 #include "sparse/masked.h"
 #include "sparse/nm.h"
 #include "sparse/sparse_impl.h"
 
 namespace coppice {
-
-struct FormatOptions {
-  // BSR's block shape; Blocked-ELL's block size is block_rows (block_cols 0
-  // or equal). 0 means: the source's block (when it is BSR or Blocked-ELL),
-  // else an error naming the missing option. block_cols 0 with block_rows set
-  // means a square block.
-  int64_t block_rows = 0;
-  int64_t block_cols = 0;
-  // n:m's n and m; 0 means the source's (when it is n:m), else 2:4.
-  int64_t n = 0;
-  int64_t m = 0;
-
-  static FormatOptions block(int64_t rows, int64_t cols) { return {rows, cols, 0, 0}; }
-  static FormatOptions block(int64_t size) { return {size, size, 0, 0}; }
-  static FormatOptions nm(int64_t n, int64_t m) { return {0, 0, n, m}; }
-};
 
 // `t` (any format) in `format`. Throws naming the format and the reason when
 // the conversion cannot be made (shape not 2-D for a matrix format, a block
@@ -77,5 +62,17 @@ Tensor bsr_to_coo(const Tensor& bsr);
 // the new last dim (throwing when a group then has more than n non-zeros);
 // masked transposes both parts. All but the free ones get a fresh version.
 Tensor sparse_transpose(const Tensor& t);
+
+// The building blocks of the format table's rows (sparse/formats.cc).
+namespace sparse_detail {
+Tensor mask_to_coo(const Tensor& dense, const Tensor& mask);  // coalesced
+// CSR or CSC (`layout`) of a 2-D tensor, on the tensors' device where it
+// has the kernel, else through COO on the host.
+Tensor mask_to_compressed(const Tensor& dense, const Tensor& mask, Layout layout);
+Tensor mask_to_bsr(const Tensor& dense, const Tensor& mask, int64_t block_rows, int64_t block_cols,
+                   std::string_view op);
+Tensor coo_to_masked(const Tensor& coo);
+Tensor nm_to_coo(const Tensor& nm);
+}  // namespace sparse_detail
 
 }  // namespace coppice

@@ -3,14 +3,10 @@
 #include <algorithm>
 #include <string_view>
 
+#include "sparse/formats.h"
 #include "tensor/ops.h"
 
 namespace coppice {
-namespace {
-
-constexpr std::string_view kFormats[] = {"dense", "coo", "csr", "csc", "bsr", "blocked_ell", "nm", "masked"};
-
-}  // namespace
 
 const char* sparsifier_kind_name(SparsifierKind kind) {
   switch (kind) {
@@ -21,28 +17,31 @@ const char* sparsifier_kind_name(SparsifierKind kind) {
   return "unknown";
 }
 
-// The format's name and options, and whether an arbitrary pattern fits it:
-// every format but n:m stores any pattern (BSR and Blocked-ELL as the blocks
-// that hold an entry).
+// The format's name and options, and whether an arbitrary pattern fits it
+// (every format but n:m stores any pattern; BSR and Blocked-ELL as the blocks
+// that hold an entry). A sparsifier builds from dense values, so a block
+// format needs its block shape given.
 std::string Sparsifier::format_mismatch(const OutputFormat& format) const {
   const std::string_view name = format.name;
-  if (std::find(std::begin(kFormats), std::end(kFormats), name) == std::end(kFormats)) {
-    return str_cat("unknown format '", name, "' (expected one of ", str_join(kFormats, ", "), ")");
+  const FormatSpec* spec = find_format(name);
+  if (spec == nullptr) {
+    return str_cat("unknown format '", name, "' (expected one of ", str_join(format_names(), ", "), ")");
   }
   const FormatOptions& o = format.options;
-  if (name == "bsr" || name == "blocked_ell") {
+  if (spec->options == FormatOptionKind::kBlock || spec->options == FormatOptionKind::kSquareBlock) {
     if (o.block_rows < 0 || o.block_cols < 0) {
       return str_cat("format '", name, "' has a negative block shape [", o.block_rows, ", ", o.block_cols, "]");
     }
     if (o.block_rows == 0 && o.block_cols == 0) {
       return str_cat("format '", name, "' needs a block shape (options block_rows, block_cols)");
     }
-    if (name == "blocked_ell" && o.block_rows > 0 && o.block_cols > 0 && o.block_rows != o.block_cols) {
-      return str_cat("format 'blocked_ell' needs square blocks, got ", o.block_rows, "x", o.block_cols);
+    if (spec->options == FormatOptionKind::kSquareBlock && o.block_rows > 0 && o.block_cols > 0 &&
+        o.block_rows != o.block_cols) {
+      return str_cat("format '", name, "' needs square blocks, got ", o.block_rows, "x", o.block_cols);
     }
   }
-  if (name == "nm") {
-    return str_cat(describe(), " can keep any pattern, and format 'nm' holds at most n of every m entries: ",
+  if (!spec->holds_any_pattern) {
+    return str_cat(describe(), " can keep any pattern, and format '", name, "' holds at most n of every m entries: ",
                    "only an n:m sparsifier (with the format's m and no more than its n) fits it");
   }
   return "";

@@ -11,6 +11,7 @@
 
 #include "data/file.h"
 #include "sparse/convert.h"
+#include "sparse/formats.h"
 #include "sparsifiers/apply_schedule.h"
 #include "sparsifiers/registry.h"
 #include "tensor/checked_math.h"
@@ -81,8 +82,6 @@ int config_error(const std::string& path, const absl::Status& status, std::ostre
 
 namespace {
 
-const std::vector<std::string> kFormatNames = {"dense", "coo", "csr", "csc", "bsr", "blocked_ell", "nm", "masked"};
-
 // Thrown inside the loader and turned into a Status at its boundary.
 struct Issue {
   absl::StatusCode code;
@@ -101,7 +100,29 @@ template <typename... Parts>
 
 std::string join_key(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
 
-std::string shape_string(const Shape& shape) { return str_cat("[", str_join(shape, ", "), "]"); }
+// The formats with a block shape (block_rows, block_cols).
+std::vector<std::string> block_format_names() {
+  std::vector<std::string> names;
+  for (const std::string& name : format_names()) {
+    const FormatOptionKind k = find_format(name)->options;
+    if (k == FormatOptionKind::kBlock || k == FormatOptionKind::kSquareBlock) names.push_back(name);
+  }
+  return names;
+}
+
+// Prune-and-regrow and GMP change masks: they need a built-in sparse format
+// that holds any pattern (n:m's groups do not; the mask updater does not
+// know a user's format).
+bool is_mask_changing_format(const FormatSpec& spec) {
+  return spec.layout != Layout::kDense && spec.layout != Layout::kCustom && spec.holds_any_pattern;
+}
+
+std::vector<std::string> mask_changing_format_names() {
+  std::vector<std::string> names;
+  for (const std::string& name : format_names())
+    if (is_mask_changing_format(*find_format(name))) names.push_back(name);
+  return names;
+}
 
 std::string fmt(double v) {
   std::ostringstream os;
@@ -354,7 +375,7 @@ Selector read_selector(const Section& s) {
 
 OutputFormat read_format(const Section& s, const std::string& key) {
   OutputFormat f;
-  f.name = s.choice(key, "dense", kFormatNames);
+  f.name = s.choice(key, "dense", format_names());
   return f;
 }
 
@@ -372,23 +393,23 @@ ParameterRule read_parameter_rule(const Section& r) {
   rule.selector = read_selector(r);
   rule.format = read_format(r, "format");
   const std::string& f = rule.format.name;
-  const bool blocked = f == "bsr" || f == "blocked_ell";
-  if (blocked) {
+  const FormatOptionKind options = format_spec(f, "format").options;
+  if (options == FormatOptionKind::kBlock || options == FormatOptionKind::kSquareBlock) {
     if (!r.has("block_rows")) bad(r.at("block_rows"), "required for format ", f);
     rule.format.options.block_rows = r.at_least("block_rows", 0, 1);
     rule.format.options.block_cols = r.at_least("block_cols", rule.format.options.block_rows, 1);
-    if (f == "blocked_ell" && rule.format.options.block_cols != rule.format.options.block_rows)
-      bad(r.at("block_cols"), "blocked_ell blocks are square: must equal block_rows (", rule.format.options.block_rows,
+    if (options == FormatOptionKind::kSquareBlock && rule.format.options.block_cols != rule.format.options.block_rows)
+      bad(r.at("block_cols"), f, " blocks are square: must equal block_rows (", rule.format.options.block_rows,
           "), got ", rule.format.options.block_cols);
   } else {
-    r.refuse({"block_rows", "block_cols"}, str_cat("only for formats bsr and blocked_ell, not ", f));
+    r.refuse({"block_rows", "block_cols"}, str_cat("only for block formats (", str_join(block_format_names(), ", "), "), not ", f));
   }
   if (r.has("density")) {
     const double d = r.number("density", 1.0);
     rule.density = d;
   }
   if (r.has("sparsifier")) rule.sparsifier = read_spec(r, "sparsifier");
-  if (f == "nm") {
+  if (options == FormatOptionKind::kNm) {
     // The n:m format holds only what the nm sparsifier produces.
     int64_t n = 2, m = 4;
     if (rule.sparsifier) {
@@ -824,17 +845,17 @@ void check_against_model(const JobConfig& job) {
     const std::string key = str_cat("sparsity.rules[", r - sched.parameters.data(), "].format");
     const std::string& f = r->format.name;
     const Shape& shape = shapes[name];
-    const bool matrix = f == "csr" || f == "csc" || f == "bsr" || f == "blocked_ell";
-    if (matrix && shape.size() != 2)
-      bad(key, f, " holds matrices; '", name, "' has shape ", shape_string(shape), " (use coo or masked)");
-    if (f == "bsr" || f == "blocked_ell") {
+    const FormatSpec& spec = format_spec(f, key);
+    if (spec.rank == FormatRank::kMatrix && shape.size() != 2)
+      bad(key, f, " holds matrices; '", name, "' has shape ", shape_to_string(shape), " (use coo or masked)");
+    if (spec.options == FormatOptionKind::kBlock || spec.options == FormatOptionKind::kSquareBlock) {
       const FormatOptions& o = r->format.options;
       if (shape[0] % o.block_rows != 0 || shape[1] % o.block_cols != 0)
-        bad(key, o.block_rows, "x", o.block_cols, " blocks do not divide '", name, "' of shape ", shape_string(shape));
+        bad(key, o.block_rows, "x", o.block_cols, " blocks do not divide '", name, "' of shape ", shape_to_string(shape));
     }
-    if (f == "nm" && (shape.empty() || shape.back() % r->format.options.m != 0))
+    if (spec.options == FormatOptionKind::kNm && (shape.empty() || shape.back() % r->format.options.m != 0))
       bad(key, "groups of ", r->format.options.m, " do not divide the last dimension of '", name, "' of shape ",
-          shape_string(shape));
+          shape_to_string(shape));
     // Shapes the rule's sparsifier cannot take (its blocks or groups).
     if (r->sparsifier) {
       const std::string why = make_sparsifier(*r->sparsifier)->shape_mismatch(shape);
@@ -871,9 +892,9 @@ void check_against_model(const JobConfig& job) {
   if (job.mask_update.is_prune_and_regrow() || method == MaskMethod::kGmp) {
     for (size_t i = 0; i < sched.parameters.size(); ++i) {
       const std::string& f = sched.parameters[i].format.name;
-      if (f == "dense" || f == "nm")
-        bad(str_cat("sparsity.rules[", i, "].format"), mname, " changes masks and needs one of coo, csr, csc, masked, bsr, "
-            "blocked_ell, got ", f);
+      if (!is_mask_changing_format(format_spec(f, "format")))
+        bad(str_cat("sparsity.rules[", i, "].format"), mname, " changes masks and needs one of ",
+            str_join(mask_changing_format_names(), ", "), ", got ", f);
     }
   }
   if (method == MaskMethod::kSnfs && job.optimizer.kind == OptimizerKind::kSgd && job.optimizer.sgd.momentum <= 0.0)

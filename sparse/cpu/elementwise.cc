@@ -13,6 +13,7 @@
 
 #include "sparse/convert.h"
 #include "sparse/cpu/util.h"
+#include "sparse/formats.h"
 #include "sparse/stored_positions.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/ops.h"
@@ -201,7 +202,7 @@ std::vector<Tensor> sum_kernel(const std::vector<Tensor>& in, const Attrs& attrs
 }
 
 const bool kRegistered = [] {
-  for (const std::string& f : builtin_formats()) {
+  for (const std::string& f : builtin_sparse_format_names()) {
     for (const std::string& op : sparse_kernels::zero_preserving_unary_ops()) {
       register_cpu(op, {{f}}, sparse_kernels::unary_on_values(op));
     }

@@ -8,6 +8,7 @@
 #include "sparse/convert.h"
 #include "sparse/cpu/spmm_kernels.h"
 #include "sparse/cpu/util.h"
+#include "sparse/formats.h"
 #include "sparse/stored_positions.h"
 #include "tensor/ops.h"
 
@@ -197,7 +198,7 @@ std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
 }
 
 const bool kRegistered = [] {
-  for (const std::string& f : builtin_formats()) register_cpu("sddmm", {{"dense", "dense", f}}, sddmm);
+  for (const std::string& f : builtin_sparse_format_names()) register_cpu("sddmm", {{"dense", "dense", f}}, sddmm);
   return true;
 }();
 

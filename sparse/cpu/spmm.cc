@@ -13,6 +13,7 @@
 #include "sparse/convert.h"
 #include "sparse/cpu/spmm_kernels.h"
 #include "sparse/cpu/util.h"
+#include "sparse/formats.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cpu {
@@ -211,7 +212,7 @@ std::vector<Tensor> linear_sparse_dense(const std::vector<Tensor>& in, const Att
 }
 
 const bool kRegistered = [] {
-  for (const std::string& f : builtin_formats()) {
+  for (const std::string& f : builtin_sparse_format_names()) {
     register_cpu("matmul", {{f, "dense"}}, matmul_sparse_dense);
     register_cpu("matmul", {{"dense", f}}, matmul_dense_sparse);
     register_cpu("linear", {{"dense", f}}, linear_dense_sparse);

@@ -25,6 +25,4 @@ void check_inputs(const std::vector<Tensor>& in, size_t n, std::string_view op);
 // Registers `kernel` for `op` on the CPU under each list of formats.
 void register_cpu(std::string_view op, const std::vector<std::vector<std::string>>& formats, const Kernel& kernel);
 
-using sparse_kernels::builtin_formats;
-
 }  // namespace coppice::sparse_cpu

@@ -16,6 +16,7 @@
 
 #include "sparse/convert.h"
 #include "sparse/cuda/csr_view.h"
+#include "sparse/formats.h"
 #include "sparse/ops/value_kernels.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
@@ -104,7 +105,7 @@ Kernel add_sub_kernel(bool subtract, std::vector<Tensor> (*fn)(const std::vector
 }
 
 const bool kRegistered = [] {
-  for (const std::string& f : sparse_kernels::builtin_formats()) {
+  for (const std::string& f : builtin_sparse_format_names()) {
     for (const std::string& op : sparse_kernels::zero_preserving_unary_ops()) {
       reg(op, {f}, sparse_kernels::unary_on_values(op));
     }

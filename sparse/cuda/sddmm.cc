@@ -35,6 +35,7 @@
 #include "sparse/cuda/cusparse_sddmm.h"
 #include "sparse/cuda/kernel_routes.h"
 #include "sparse/cuda/kernel_timing.h"
+#include "sparse/formats.h"
 #include "sparse/masked.h"
 #include "tensor/dispatcher.h"
 #include "tensor/op_profile.h"
@@ -180,7 +181,7 @@ std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
 }
 
 const bool kRegistered = [] {
-  for (const char* f : {"csr", "coo", "csc", "bsr", "blocked_ell", "nm", "masked"}) {
+  for (const std::string& f : builtin_sparse_format_names()) {
     Dispatcher::instance().register_kernel("sddmm", DeviceType::kCuda, {"dense", "dense", f}, sddmm);
   }
   return true;

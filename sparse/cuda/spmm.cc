@@ -34,6 +34,7 @@
 #include "sparse/cuda/cusparse_spmm.h"
 #include "sparse/cuda/kernel_routes.h"
 #include "sparse/cuda/spmm_choice.h"
+#include "sparse/formats.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
 
@@ -213,7 +214,7 @@ std::vector<Tensor> linear_relu_dense_bsr(const std::vector<Tensor>& in, const A
 
 const bool kRegistered = [] {
   Dispatcher& d = Dispatcher::instance();
-  for (const char* f : {"csr", "coo", "csc", "bsr", "blocked_ell", "nm", "masked"}) {
+  for (const std::string& f : builtin_sparse_format_names()) {
     d.register_kernel("matmul", DeviceType::kCuda, {f, "dense"}, matmul_sparse_dense);
     d.register_kernel("linear", DeviceType::kCuda, {f, "dense"}, linear_sparse_dense);
     d.register_kernel("matmul", DeviceType::kCuda, {"dense", f}, matmul_dense_sparse);

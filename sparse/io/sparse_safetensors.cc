@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sparse/convert.h"
+#include "sparse/formats.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/error.h"
 
@@ -77,30 +78,11 @@ bool parse_shape(const std::string& s, Shape& shape) {
   return pos == s.size();
 }
 
-bool parse_whole_int(const std::string& s, int64_t& out) {
-  size_t pos = 0;
-  return parse_int(s, pos, out) && pos == s.size();
-}
-
-// "BHxBW" -> (bh, bw).
-bool parse_block(const std::string& s, int64_t& bh, int64_t& bw) {
-  size_t pos = 0;
-  if (!parse_int(s, pos, bh) || pos >= s.size() || s[pos] != 'x') return false;
-  ++pos;
-  return parse_int(s, pos, bw) && pos == s.size();
-}
-
 // The part names a format stores, in SparseImpl::parts() order; empty when
-// the format is unknown.
+// the format is unknown or cannot be read back (no from_parts).
 std::vector<std::string> part_names(const std::string& format) {
-  if (format == "coo") return {"indices", "values"};
-  if (format == "csr") return {"crow_indices", "col_indices", "values"};
-  if (format == "csc") return {"ccol_indices", "row_indices", "values"};
-  if (format == "bsr") return {"crow_indices", "col_indices", "values"};
-  if (format == "blocked_ell") return {"ell_col_indices", "values"};
-  if (format == "nm") return {"values", "indices"};
-  if (format == "masked") return {"values", "mask"};
-  return {};
+  const FormatSpec* spec = find_format(format);
+  return spec == nullptr || !spec->from_parts ? std::vector<std::string>{} : spec->parts;
 }
 
 absl::StatusOr<std::pair<NamedTensors, std::map<std::string, std::string>>> flatten(
@@ -161,53 +143,14 @@ struct SparseEntry {
   std::map<std::string, Tensor> parts;
 };
 
-// Builds tensor `name` from its parts through the format's factory; throws
-// coppice::Error on bad parts (the caller turns it into a Status).
+// Builds tensor `name` from its parts through the format's from_parts;
+// throws coppice::Error on bad parts (the caller turns it into a Status).
 Tensor rebuild(const std::string& name, const SparseEntry& e) {
-  auto part = [&](const std::string& p) -> const Tensor& { return e.parts.at(p); };
-  auto attr = [&](const std::string& key) -> const std::string& {
-    auto it = e.attrs.find(key);
-    COPPICE_CHECK(it != e.attrs.end(), "missing metadata 'coppice.attr.", name, ".", key, "'");
-    return it->second;
-  };
-  const std::string& f = e.format;
-  Tensor t;
-  if (f == "coo") {
-    bool coalesced = false;
-    if (auto it = e.attrs.find("coalesced"); it != e.attrs.end()) {
-      COPPICE_CHECK(it->second == "true" || it->second == "false", "attribute coalesced = '", it->second,
-                    "', expected true or false");
-      coalesced = it->second == "true";
-    }
-    t = sparse_coo(part("indices"), part("values"), e.shape, coalesced);
-  } else if (f == "csr") {
-    t = sparse_csr(part("crow_indices"), part("col_indices"), part("values"), e.shape);
-  } else if (f == "csc") {
-    t = sparse_csc(part("ccol_indices"), part("row_indices"), part("values"), e.shape);
-  } else if (f == "bsr") {
-    t = sparse_bsr(part("crow_indices"), part("col_indices"), part("values"), e.shape);
-    if (auto it = e.attrs.find("block"); it != e.attrs.end()) {
-      int64_t bh = 0, bw = 0;
-      COPPICE_CHECK(parse_block(it->second, bh, bw), "attribute block = '", it->second, "', expected BHxBW");
-      const auto& b = bsr_impl(t, "read_sparse_safetensors");
-      COPPICE_CHECK(bh == b.block_rows() && bw == b.block_cols(), "attribute block = '", it->second,
-                    "' disagrees with values of shape ", shape_to_string(part("values").shape()));
-    }
-  } else if (f == "blocked_ell") {
-    int64_t bh = 0, bw = 0;
-    const std::string& block = attr("block");
-    COPPICE_CHECK(parse_block(block, bh, bw) && bh == bw, "attribute block = '", block, "', expected BxB");
-    t = sparse_blocked_ell(part("ell_col_indices"), part("values"), e.shape, bh);
-  } else if (f == "nm") {
-    int64_t n = 0, m = 0;
-    COPPICE_CHECK(parse_whole_int(attr("n"), n), "attribute n = '", attr("n"), "', expected an integer");
-    COPPICE_CHECK(parse_whole_int(attr("m"), m), "attribute m = '", attr("m"), "', expected an integer");
-    t = sparse_nm(part("values"), part("indices"), e.shape, n, m);
-  } else if (f == "masked") {
-    t = sparse_masked(part("values"), part("mask"));
-  } else {
-    COPPICE_CHECK(false, "unknown format '", f, "'");
+  const FormatSpec& spec = format_spec(e.format, "read_sparse_safetensors");
+  for (const std::string& key : spec.required_attributes) {
+    COPPICE_CHECK(e.attrs.count(key) != 0, "missing metadata 'coppice.attr.", name, ".", key, "'");
   }
+  const Tensor t = spec.from_parts(FormatParts{e.parts, e.attrs, e.shape});
   COPPICE_CHECK(t.shape() == e.shape, "the parts give shape ", shape_to_string(t.shape()), " but coppice.shape.",
                 name, " says ", shape_to_string(e.shape));
   return t;

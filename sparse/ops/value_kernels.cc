@@ -7,11 +7,6 @@
 
 namespace coppice::sparse_kernels {
 
-const std::vector<std::string>& builtin_formats() {
-  static const std::vector<std::string> f = {"coo", "csr", "csc", "bsr", "blocked_ell", "nm", "masked"};
-  return f;
-}
-
 const std::vector<std::string>& zero_preserving_unary_ops() {
   static const std::vector<std::string> ops = {"neg", "abs", "sign", "relu", "sqrt", "tanh", "erf", "gelu"};
   return ops;

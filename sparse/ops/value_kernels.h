@@ -12,9 +12,6 @@
 
 namespace coppice::sparse_kernels {
 
-// The sparse formats built into sparse/ (docs/architecture.md, Formats).
-const std::vector<std::string>& builtin_formats();
-
 // Unary ops with f(0) = 0: they act on the stored values and keep the
 // pattern and its version. Ops with f(0) != 0 are not registered (they take
 // the counted dense fallback).

@@ -1,6 +1,5 @@
-// ELLPACK, defined and registered here (outside the core): every row stores k
-// slots, cols i32 [rows, k] (-1 = padding, stored columns strictly increasing
-// then padding) and values [rows, k].
+// A user's format (ELLPACK, tests/sparse/user/ellpack.h) through the
+// dispatcher, the format table and autograd.
 #include <atomic>
 #include <cmath>
 #include <memory>
@@ -11,139 +10,21 @@
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/reduce.h"
 #include "gtest/gtest.h"
+#include "sparse/convert.h"
+#include "sparse/io/sparse_safetensors.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
+#include "tests/sparse/user/ellpack.h"
 
 namespace coppice {
 namespace {
 
-class EllpackImpl : public SparseImpl {
- public:
-  EllpackImpl(Tensor cols, Tensor values, Shape shape, uint64_t version)
-      : SparseImpl(std::move(shape), values.dtype(), values.device(), version),
-        cols_(std::move(cols)),
-        values_(std::move(values)) {}
-  Layout layout() const override { return Layout::kCustom; }
-  std::string_view format() const override { return "ellpack"; }
-  int64_t nnz() const override {
-    int64_t n = 0;
-    for (int64_t c : cols_.to_vector<int64_t>()) n += c >= 0;
-    return n;
-  }
-  const Tensor& values() const override { return values_; }
-  SparseParts parts() const override { return {{"cols", cols_}, {"values", values_}}; }
-  std::map<std::string, std::string> attributes() const override { return {{"k", std::to_string(k())}}; }
-  Tensor with_values(const Tensor& values) const override {
-    COPPICE_CHECK(values.shape() == values_.shape(), "ellpack.with_values: wrong shape");
-    return Tensor(std::make_shared<EllpackImpl>(cols_, values.contiguous(), shape(), pattern_version()));
-  }
-  Tensor to_dense() const override {
-    const int64_t rows = shape()[0], ncols = shape()[1];
-    std::vector<double> d(static_cast<size_t>(rows * ncols), 0.0);
-    const auto c = cols_.to_vector<int64_t>();
-    const auto v = values_.to_vector<double>();
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t s = 0; s < k(); ++s) {
-        const int64_t col = c[static_cast<size_t>(r * k() + s)];
-        if (col >= 0) d[static_cast<size_t>(r * ncols + col)] += v[static_cast<size_t>(r * k() + s)];
-      }
-    }
-    return from_vector(d, shape(), TensorOptions(DType::kF64)).to(dtype());
-  }
-  Tensor to(TensorOptions options) const override {
-    COPPICE_CHECK(options.device.type == DeviceType::kCpu, "ellpack: CPU only");
-    return Tensor(std::make_shared<EllpackImpl>(cols_, values_.to(options.dtype), shape(), pattern_version()));
-  }
-  const Tensor& cols() const { return cols_; }
-  int64_t k() const { return cols_.size(1); }
-
- private:
-  Tensor cols_, values_;
-};
-
-// The validating factory.
-Tensor sparse_ellpack(const Tensor& cols, const Tensor& values, const Shape& shape) {
-  COPPICE_CHECK(shape.size() == 2 && cols.dim() == 2 && values.shape() == cols.shape() && cols.size(0) == shape[0],
-                "sparse_ellpack: bad part shapes");
-  const auto c = cols.to_vector<int64_t>();
-  const int64_t k = cols.size(1);
-  for (int64_t r = 0; r < shape[0]; ++r) {
-    int64_t prev = -1;
-    bool pad = false;
-    for (int64_t s = 0; s < k; ++s) {
-      const int64_t col = c[static_cast<size_t>(r * k + s)];
-      if (col < 0) {
-        COPPICE_CHECK(col == -1, "sparse_ellpack: cols[", r, ", ", s, "] = ", col);
-        pad = true;
-        continue;
-      }
-      COPPICE_CHECK(!pad && col > prev && col < shape[1], "sparse_ellpack: cols[", r, ", ", s, "] = ", col);
-      prev = col;
-    }
-  }
-  return Tensor(std::make_shared<EllpackImpl>(cols.to(DType::kI32).contiguous(), values.contiguous(), shape,
-                                              new_pattern_version()));
-}
-
-const EllpackImpl& ellpack(const Tensor& t) { return dynamic_cast<const EllpackImpl&>(*t.impl()); }
-
-std::atomic<int> matmul_calls{0}, sddmm_calls{0};
-
-// out[r, :] = sum_s values[r, s] * b[cols[r, s], :]
-std::vector<Tensor> ellpack_matmul(const std::vector<Tensor>& in, const Attrs&) {
-  const EllpackImpl& a = ellpack(in[0]);
-  const Tensor& b = in[1];
-  ++matmul_calls;
-  const int64_t rows = a.shape()[0], k = a.k(), n = b.size(1);
-  const auto c = a.cols().to_vector<int64_t>();
-  const auto v = a.values().to_vector<double>();
-  const auto bv = b.contiguous().to_vector<double>();
-  std::vector<double> out(static_cast<size_t>(rows * n), 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t s = 0; s < k; ++s) {
-      const int64_t col = c[static_cast<size_t>(r * k + s)];
-      if (col < 0) continue;
-      const double w = v[static_cast<size_t>(r * k + s)];
-      for (int64_t j = 0; j < n; ++j) out[static_cast<size_t>(r * n + j)] += w * bv[static_cast<size_t>(col * n + j)];
-    }
-  }
-  return {from_vector(out, {rows, n}, TensorOptions(DType::kF64)).to(a.dtype())};
-}
-
-// (x @ y) at the pattern's stored slots; padding slots get 0.
-std::vector<Tensor> ellpack_sddmm(const std::vector<Tensor>& in, const Attrs&) {
-  const Tensor& x = in[0];
-  const Tensor& y = in[1];
-  const EllpackImpl& p = ellpack(in[2]);
-  ++sddmm_calls;
-  const int64_t rows = p.shape()[0], k = p.k(), inner = x.size(1), n = y.size(1);
-  const auto c = p.cols().to_vector<int64_t>();
-  const auto xv = x.contiguous().to_vector<double>();
-  const auto yv = y.contiguous().to_vector<double>();
-  std::vector<double> out(static_cast<size_t>(rows * k), 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t s = 0; s < k; ++s) {
-      const int64_t col = c[static_cast<size_t>(r * k + s)];
-      if (col < 0) continue;
-      double acc = 0;
-      for (int64_t i = 0; i < inner; ++i) {
-        acc += xv[static_cast<size_t>(r * inner + i)] * yv[static_cast<size_t>(i * n + col)];
-      }
-      out[static_cast<size_t>(r * k + s)] = acc;
-    }
-  }
-  return {p.with_values(from_vector(out, {rows, k}, TensorOptions(DType::kF64)).to(p.dtype()))};
-}
-
-const bool registered = [] {
-  Dispatcher& d = Dispatcher::instance();
-  d.register_to_dense("ellpack", [](const Tensor& t) { return ellpack(t).to_dense(); });
-  d.register_kernel("matmul", DeviceType::kCpu, {"ellpack", "dense"}, ellpack_matmul);
-  d.register_kernel("sddmm", DeviceType::kCpu, {"dense", "dense", "ellpack"}, ellpack_sddmm);
-  return true;
-}();
+using ellpack_test::ellpack;
+using ellpack_test::matmul_calls;
+using ellpack_test::sddmm_calls;
+using ellpack_test::sparse_ellpack;
 
 // 4 x 6, k = 3, with a padded row and an empty row.
 Tensor example() {
@@ -167,7 +48,7 @@ void expect_close(const Tensor& a, const Tensor& b) {
 class UserFormat : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(registered);
+    ASSERT_TRUE(ellpack_test::registered());
     Dispatcher::instance().reset_fallback_counts();
     Dispatcher::instance().set_fallback_is_error(false);
   }
@@ -270,6 +151,53 @@ TEST_F(UserFormat, GradientFlowsThroughSddmm) {
   for (const auto& [key, n] : Dispatcher::instance().fallback_counts()) {
     EXPECT_EQ(key.find("ellpack"), std::string::npos) << "fallback " << key << " x" << n;
   }
+}
+
+TEST_F(UserFormat, IsARowOfTheFormatTable) {
+  const FormatSpec* spec = find_format("ellpack");
+  ASSERT_NE(spec, nullptr);
+  EXPECT_EQ(spec->layout, Layout::kCustom);
+  const std::vector<std::string> names = format_names();
+  EXPECT_EQ(names.back(), "ellpack");  // after the built-in ones
+  // Conversions by name, both ways, through its from_mask and the COO path.
+  const Tensor w = example();
+  const Tensor dense = to_dense(w);
+  const Tensor again = to_format(dense, "ellpack");
+  EXPECT_EQ(again.format(), "ellpack");
+  expect_close(to_dense(again), dense);
+  const Tensor csr = to_format(w, "csr");
+  EXPECT_EQ(nnz(csr), 7);
+  expect_close(to_dense(csr), dense);
+  const Tensor back = to_format(csr, "ellpack");
+  EXPECT_EQ(nnz(back), 7);
+  expect_close(to_dense(back), dense);
+  const Tensor big = sparse_from_threshold(dense, 2.0, "ellpack");
+  EXPECT_EQ(nnz(big), 3);  // 3, 2.5 and 4
+  EXPECT_THROW(to_format(from_vector(std::vector<float>{1, 2}, {2}), "ellpack"), Error);  // a matrix format
+}
+
+TEST_F(UserFormat, SavesAndLoadsByItsParts) {
+  const Tensor w = example();
+  absl::StatusOr<std::string> bytes = serialize_sparse_safetensors({{"w", w}}, {});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<SparseSafetensorsFile> file = parse_sparse_safetensors(*bytes, "memory");
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->tensors.size(), 1u);
+  const Tensor& r = file->tensors[0].second;
+  EXPECT_EQ(r.format(), "ellpack");
+  EXPECT_EQ(ellpack(r).cols().to_vector<int64_t>(), ellpack(w).cols().to_vector<int64_t>());
+  expect_close(to_dense(r), to_dense(w));
+}
+
+TEST(FormatTable, RegistrationIsChecked) {
+  FormatSpec no_from_mask;
+  no_from_mask.name = "half_done";
+  EXPECT_THROW(register_format(no_from_mask), Error);
+  FormatSpec taken;
+  taken.name = "csr";
+  taken.from_mask = [](const Tensor& d, const Tensor&, const FormatOptions&, std::string_view) { return d; };
+  EXPECT_THROW(register_format(taken), Error);
+  EXPECT_EQ(find_format("half_done"), nullptr);
 }
 
 }  // namespace

@@ -1,0 +1,114 @@
+// The table of tensor formats: one row per format, the built-in ones
+// ("dense", "coo", "csr", "csc", "bsr", "blocked_ell", "nm", "masked") and
+// those a user registers. Every list of format names reads it: to_format and
+// the other conversions, the YAML rules, sparsifiers' output formats, the
+// sparse safetensors reader and the kernel registrations that cover every
+// built-in format. A row says what a format is (name, layout, the tensors it
+// holds, its options), how to build it from dense values and a mask or from
+// COO, how to read its stored entries back as COO, and the parts and
+// attributes it is saved as.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+struct FormatOptions {
+  // BSR's block shape; Blocked-ELL's block size is block_rows (block_cols 0
+  // or equal). 0 means: the source's block (when it is BSR or Blocked-ELL),
+  // else an error naming the missing option. block_cols 0 with block_rows set
+  // means a square block.
+  int64_t block_rows = 0;
+  int64_t block_cols = 0;
+  // n:m's n and m; 0 means the source's (when it is n:m), else 2:4.
+  int64_t n = 0;
+  int64_t m = 0;
+
+  static FormatOptions block(int64_t rows, int64_t cols) { return {rows, cols, 0, 0}; }
+  static FormatOptions block(int64_t size) { return {size, size, 0, 0}; }
+  static FormatOptions nm(int64_t n, int64_t m) { return {0, 0, n, m}; }
+  bool operator==(const FormatOptions& o) const {
+    return block_rows == o.block_rows && block_cols == o.block_cols && n == o.n && m == o.m;
+  }
+};
+
+// Which FormatOptions fields a format reads.
+enum class FormatOptionKind : uint8_t {
+  kNone,
+  kBlock,        // block_rows x block_cols
+  kSquareBlock,  // block_rows == block_cols
+  kNm,           // n of every m
+};
+
+// The tensors a format holds.
+enum class FormatRank : uint8_t {
+  kAny,       // 0-d included (dense, masked)
+  kAtLeast1,  // one dimension or more
+  kMatrix,    // 2-D only
+};
+
+// What a saved sparse tensor consists of: its parts by name (as
+// SparseImpl::parts() gives them), its attributes (SparseImpl::attributes())
+// and its shape.
+struct FormatParts {
+  std::map<std::string, Tensor> parts;
+  std::map<std::string, std::string> attributes;
+  Shape shape;
+};
+
+struct FormatSpec {
+  std::string name;
+  Layout layout = Layout::kCustom;  // kCustom for a user's format
+  FormatRank rank = FormatRank::kAtLeast1;
+  FormatOptionKind options = FormatOptionKind::kNone;
+  // Whether any pattern fits (n:m's does not: at most n of every m).
+  bool holds_any_pattern = true;
+  // The parts it is saved as, in SparseImpl::parts() order, and the
+  // attributes a saved tensor must carry (optional ones are not listed).
+  std::vector<std::string> parts;
+  std::vector<std::string> required_attributes;
+
+  // The entries of `dense` where the bool `mask` (same shape and device)
+  // holds, in this format; the options are resolved (no zeros where the
+  // format reads them); errors name `op`, the caller. Required.
+  std::function<Tensor(const Tensor& dense, const Tensor& mask, const FormatOptions& options, std::string_view op)>
+      from_mask;
+  // A coalesced COO tensor in this format, every stored entry (explicit
+  // zeros included) kept. Default: from_mask over the COO's dense form and
+  // stored positions.
+  std::function<Tensor(const Tensor& coo, const FormatOptions& options, std::string_view op)> from_coo;
+  // Every stored entry of a tensor of this format as a coalesced COO tensor.
+  // Default: the non-zeros of its dense form.
+  std::function<Tensor(const Tensor& t)> to_coo;
+  // The options a tensor of this format has (for a format that has options).
+  std::function<FormatOptions(const Tensor& t)> options_of;
+  // A tensor of this format from saved parts, validated as parts from
+  // outside are; required for saving and loading it.
+  std::function<Tensor(const FormatParts& saved)> from_parts;
+};
+
+// The row named `name`, or nullptr.
+const FormatSpec* find_format(std::string_view name);
+// The same, or throws "<op>: unknown format '<name>' (expected one of ...)".
+const FormatSpec& format_spec(std::string_view name, std::string_view op);
+// Every format's name, the built-in ones first in the order above, then the
+// registered ones in registration order.
+std::vector<std::string> format_names();
+// The built-in sparse formats (every built-in but "dense"), for kernel
+// registrations that cover each of them.
+const std::vector<std::string>& builtin_sparse_format_names();
+
+// Adds a user's format (layout kCustom) to the table. Throws when the name is
+// empty or taken, or from_mask is missing. Call it at start-up, before the
+// format is used (for example from a static initializer, as the kernels
+// register).
+void register_format(FormatSpec spec);
+
+}  // namespace coppice
