@@ -1,8 +1,8 @@
 // Plumbing shared by the fused optimizer steps (optim/adam_step.h,
 // optim/sgd_step.h and their CUDA twins in optim/cuda): when a fused kernel
-// may run, running it through the dispatcher (counted, so tests and
-// diagnostics can tell which path a step took), and the f32/f64 switch of
-// the kernels.
+// may run, running it through the dispatcher (whose op profiler counts the
+// calls, so tests and diagnostics can tell which path a step took:
+// tensor/op_profile.h), and the f32/f64 switch of the kernels.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@ namespace coppice {
 bool fused_step_applies(std::string_view op, const Tensor& p, std::initializer_list<const Tensor*> others);
 
 // Dispatches `op` (a fused step writes its outputs in place and returns
-// nothing) and counts the call.
+// nothing).
 void run_fused_step(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs);
 
 // A step's arguments (AdamStepArgs, SgdStepArgs: structs of double, bool and
@@ -52,9 +52,6 @@ Args fused_step_args(const Attrs& attrs) {
   });
   return args;
 }
-
-// How many fused steps `op` has run in this process (every device).
-int64_t fused_step_calls(std::string_view op);
 
 // Calls f(T{}) with T = double for f64 and float otherwise (the callers have
 // checked the dtype is one of the two).

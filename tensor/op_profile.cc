@@ -41,6 +41,14 @@ class Profile {
     }
     return out;
   }
+  int64_t calls(std::string_view op) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t n = 0;
+    for (const auto& [key, e] : entries_) {
+      if (key.size() > op.size() && key.compare(0, op.size(), op) == 0 && key[op.size()] == '(') n += e.calls;
+    }
+    return n;
+  }
   void record(const std::string& key, double seconds) {
     std::lock_guard<std::mutex> lock(mu_);
     Entry& e = entries_[key];
@@ -68,6 +76,8 @@ bool op_profile_shapes() { return runtime_options().profile == ProfileMode::kSha
 void op_profile_record(const std::string& key, double seconds) { profile().record(key, seconds); }
 
 std::string op_profile_report() { return profile().report(); }
+
+int64_t op_profile_calls(std::string_view op) { return profile().calls(op); }
 
 ProfileScope::ProfileScope(std::string key, Device device)
     : key_(std::move(key)), device_(device), on_(op_profile_enabled()) {

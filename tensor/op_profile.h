@@ -24,6 +24,9 @@ bool op_profile_shapes();
 void op_profile_record(const std::string& key, double seconds);
 // The table printed at exit ("" when nothing was recorded).
 std::string op_profile_report();
+// The calls recorded for dispatched op `op` (every format, device and shape):
+// how tests count which path ran, with profiling on.
+int64_t op_profile_calls(std::string_view op);
 
 // Times its own lifetime as one call of `key` (between synchronizations of
 // `device`) when profiling is on; nothing otherwise. For the parts of a

@@ -18,10 +18,16 @@
 #include "sparse/convert.h"
 #include "sparse/masked.h"
 #include "sparse/sparse_impl.h"
+#include "tensor/op_profile.h"
+#include "tensor/runtime_options.h"
 #include "tests/optim/test_util.h"
 
 namespace coppice {
 namespace {
+
+// The op profiler counts the fused steps (op_profile_calls): on for this
+// binary.
+const ScopedRuntimeOptions kProfiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
 
 using optim_test::random_pattern;
 using optim_test::SgdCase;
@@ -47,7 +53,7 @@ TEST_P(SgdStepTest, FusedEqualsTensorOpsBitForBit) {
     Variable dense(p0.clone(), true, "dense");
     Variable masked(sparse_masked(p0.clone(), ne(p0, 1e9)), true, "masked");
     Sgd fused(std::vector<Variable>{dense}, options(c)), ops(std::vector<Variable>{masked}, options(c));
-    const int64_t calls = fused_step_calls("sgd_step");
+    const int64_t calls = op_profile_calls("sgd_step");
     for (int step = 0; step < 20; ++step) {
       const Tensor g = random_tensor({257}, 100 + step, dtype);
       dense.set_grad(g);
@@ -56,7 +62,7 @@ TEST_P(SgdStepTest, FusedEqualsTensorOpsBitForBit) {
       ops.step();
       ASSERT_EQ(bits(dense.value()), bits(values(masked.value()))) << describe(c, dtype) << " step " << step;
     }
-    EXPECT_EQ(fused_step_calls("sgd_step") - calls, 20) << "the dense parameter took the tensor-op path";
+    EXPECT_EQ(op_profile_calls("sgd_step") - calls, 20) << "the dense parameter took the tensor-op path";
     if (c.momentum != 0.0) {
       EXPECT_EQ(bits(fused.state(dense)->tensors.at("momentum_buffer")),
                 bits(ops.state(masked)->tensors.at("momentum_buffer")))
@@ -84,7 +90,7 @@ TEST(SgdStepTest, CsrValuesEqualTensorOpsBitForBit) {
     Variable csr(sparse_from_mask(init, keep, "csr"), true, "csr");
     Variable masked(sparse_masked(init.clone(), keep), true, "masked");
     Sgd fused(std::vector<Variable>{csr}, options(c)), ops(std::vector<Variable>{masked}, options(c));
-    const int64_t calls = fused_step_calls("sgd_step");
+    const int64_t calls = op_profile_calls("sgd_step");
     for (int step = 0; step < 8; ++step) {
       const Tensor g = random_tensor(shape, 200 + step);
       csr.set_grad(with_values(csr.value(), values_at(csr.value(), g)));
@@ -92,7 +98,7 @@ TEST(SgdStepTest, CsrValuesEqualTensorOpsBitForBit) {
       fused.step();
       ops.step();
     }
-    EXPECT_EQ(fused_step_calls("sgd_step") - calls, 8);
+    EXPECT_EQ(op_profile_calls("sgd_step") - calls, 8);
     EXPECT_EQ(bits(values(csr.value())), bits(values_at(csr.value(), values(masked.value()))))
         << describe(c, DType::kF32);
     if (c.momentum != 0.0) {
@@ -111,7 +117,7 @@ TEST(SgdStepTest, Bf16MasterWeightsTakeTheFusedStep) {
   Variable dense(p0.clone(), true, "dense");
   Variable masked(sparse_masked(p0.clone(), ne(p0, 1e9)), true, "masked");
   Sgd fused(std::vector<Variable>{dense}, options(c)), ops(std::vector<Variable>{masked}, options(c));
-  const int64_t calls = fused_step_calls("sgd_step");
+  const int64_t calls = op_profile_calls("sgd_step");
   for (int step = 0; step < 10; ++step) {
     const Tensor g = random_tensor({129}, 300 + step, DType::kBF16);
     dense.set_grad(g);
@@ -119,7 +125,7 @@ TEST(SgdStepTest, Bf16MasterWeightsTakeTheFusedStep) {
     fused.step(/*grad_scale=*/4.0);
     ops.step(/*grad_scale=*/4.0);
   }
-  EXPECT_EQ(fused_step_calls("sgd_step") - calls, 10);
+  EXPECT_EQ(op_profile_calls("sgd_step") - calls, 10);
   for (const char* name : {kMasterWeightsState, "momentum_buffer"}) {
     const Tensor& t = fused.state(dense)->tensors.at(name);
     EXPECT_EQ(t.dtype(), DType::kF32) << name;
@@ -155,7 +161,7 @@ TEST(SgdStepTest, DeclinesTouchingNothing) {
   args.momentum = 0.9;
   const Tensor p = random_tensor({4, 6}, 5), g = random_tensor({4, 6}, 6), buf = random_tensor({4, 6}, 7);
   const std::vector<double> p_before = bits(p), buf_before = bits(buf);
-  const int64_t calls = fused_step_calls("sgd_step");
+  const int64_t calls = op_profile_calls("sgd_step");
   EXPECT_FALSE(fused_sgd_step(p, g, Tensor(), args)) << "momentum without a buffer";
   EXPECT_FALSE(fused_sgd_step(p, g.to(DType::kF64), buf, args)) << "mixed dtypes";
   EXPECT_FALSE(fused_sgd_step(p, g, buf.reshape({6, 4}), args)) << "mixed shapes";
@@ -164,7 +170,7 @@ TEST(SgdStepTest, DeclinesTouchingNothing) {
   EXPECT_FALSE(fused_sgd_step(p16, g.to(DType::kBF16), buf.to(DType::kBF16), args)) << "bf16";
   EXPECT_EQ(bits(p), p_before);
   EXPECT_EQ(bits(buf), buf_before);
-  EXPECT_EQ(fused_step_calls("sgd_step"), calls);
+  EXPECT_EQ(op_profile_calls("sgd_step"), calls);
   args.momentum = 0.0;
   EXPECT_TRUE(fused_sgd_step(p, g, Tensor(), args)) << "no momentum needs no buffer";
 }

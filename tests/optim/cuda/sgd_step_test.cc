@@ -15,10 +15,16 @@
 #include "sparse/convert.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
+#include "tensor/op_profile.h"
+#include "tensor/runtime_options.h"
 #include "tests/optim/test_util.h"
 
 namespace coppice {
 namespace {
+
+// The op profiler counts the fused steps (op_profile_calls): on for this
+// binary.
+const ScopedRuntimeOptions kProfiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
 
 #define SKIP_WITHOUT_CUDA() \
   if (!coppice::cuda_available()) GTEST_SKIP() << "no CUDA device: the fused SGD step's CUDA kernel cannot run here"
@@ -82,7 +88,7 @@ TEST(SgdStepCudaTest, SgdOnCudaTakesTheKernelAndMatchesCpu) {
     o.weight_decay = 0.01;
     o.nesterov = true;
     Sgd oc(std::vector<Variable>{cpu}, o), og(std::vector<Variable>{gpu}, o);
-    const int64_t calls = fused_step_calls("sgd_step");
+    const int64_t calls = op_profile_calls("sgd_step");
     for (int step = 0; step < 10; ++step) {
       const Tensor gv = random_tensor(values(cpu_value).shape(), 100 + step, init.dtype());
       cpu.set_grad(with_values(cpu.value(), gv));
@@ -90,7 +96,7 @@ TEST(SgdStepCudaTest, SgdOnCudaTakesTheKernelAndMatchesCpu) {
       oc.step();
       og.step();
     }
-    EXPECT_EQ(fused_step_calls("sgd_step") - calls, 20) << format << ": a step took the tensor-op path";
+    EXPECT_EQ(op_profile_calls("sgd_step") - calls, 20) << format << ": a step took the tensor-op path";
     EXPECT_EQ(values(gpu.value()).device(), kCuda);
     EXPECT_EQ(host_bits(values(gpu.value())), host_bits(values(cpu.value()))) << format;
     for (const auto& [name, t] : og.state(gpu)->tensors) {
