@@ -22,6 +22,7 @@ inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mni
 inline constexpr int64_t kFashionMnistTrainSize = 60000;
 inline constexpr int64_t kFashionMnistTestSize = 10000;
 inline constexpr int64_t kFashionMnistClasses = 10;
+inline constexpr int64_t kFashionMnistSide = 28;  // images are 1 x 28 x 28
 inline constexpr double kFashionMnistMean = 0.2860;
 inline constexpr double kFashionMnistStd = 0.3530;
 // The class of each label value.

@@ -267,9 +267,50 @@ AttentionPattern read_pattern(const Options& o, const std::vector<std::string>& 
   return p;
 }
 
+// Each model's options read once, with their defaults, for both building it
+// and saying what it reads (model_input).
+std::vector<int64_t> mlp_sizes(const Options& o) { return parse_sizes(o, o.string("sizes", "784,300,100,10")); }
+
+int64_t lenet5_classes(const Options& o) { return o.positive("num_classes", 10); }
+
+ViTOptions vit_options(const Options& o) {
+  ViTOptions v;
+  v.image_size = o.positive("image_size", 28);
+  v.patch_size = o.positive("patch_size", 7);
+  v.channels = o.positive("channels", 1);
+  v.dim = o.positive("dim", 64);
+  v.depth = o.positive("depth", 2, kMaxModelDepth);
+  v.heads = o.positive("heads", 4);
+  v.mlp_hidden = v.dim * o.positive("mlp_ratio", 4, kMaxMlpRatio);
+  v.num_classes = o.positive("num_classes", 10);
+  v.class_token = o.choice("pool", "cls", {"cls", "mean"}) == "cls";
+  v.pattern = read_pattern(o, {"dense", "local", "block"}, 3, 4);
+  v.dropout = o.probability("dropout");
+  return v;
+}
+
+CharLMOptions char_lm_options(const Options& o) {
+  CharLMOptions c;
+  c.vocab_size = o.positive("vocab_size", 65);
+  c.context = o.positive("context", 64);
+  c.dim = o.positive("dim", 64);
+  c.layers = o.positive("layers", 2, kMaxModelDepth);
+  c.heads = o.positive("heads", 4);
+  c.mlp_hidden = c.dim * o.positive("mlp_ratio", 4, kMaxMlpRatio);
+  c.pattern = read_pattern(o, {"dense", "local"}, 16, 0);
+  c.pattern.causal = true;
+  c.dropout = o.probability("dropout");
+  return c;
+}
+
+// The generator a model's weights are drawn from: its own, seeded by its
+// seed option (never the thread's default stream).
+Generator model_generator(const Options& o) { return Generator(static_cast<uint64_t>(o.integer("seed", 0))); }
+
 struct ModelEntry {
   std::vector<std::string> options;
   std::function<ModulePtr(const Options&)> build;
+  std::function<ModelInput(const Options&)> input;
 };
 
 const std::map<std::string, ModelEntry>& registry() {
@@ -277,52 +318,47 @@ const std::map<std::string, ModelEntry>& registry() {
       {"mlp",
        {{"sizes", "seed"},
         [](const Options& o) -> ModulePtr {
-          Generator gen(static_cast<uint64_t>(o.integer("seed", 0)));
-          const std::vector<int64_t> sizes = parse_sizes(o, o.string("sizes", "784,300,100,10"));
+          Generator gen = model_generator(o);
+          const std::vector<int64_t> sizes = mlp_sizes(o);
           const LayerOptions layers = o.layer_options();
           check_mlp_fits(o, sizes, layers.dtype);
           return std::make_shared<MLP>(sizes, layers, gen);
+        },
+        [](const Options& o) {
+          const std::vector<int64_t> sizes = mlp_sizes(o);
+          return ModelInput{InputKind::kFeatures, {sizes.front()}, sizes.back(), {"sizes", "the first size"},
+                            {"sizes", "the last size"}};
         }}},
       {"lenet5",
        {{"num_classes", "seed"},
         [](const Options& o) -> ModulePtr {
-          Generator gen(static_cast<uint64_t>(o.integer("seed", 0)));
-          return std::make_shared<LeNet5>(o.positive("num_classes", 10), o.layer_options(), gen);
+          Generator gen = model_generator(o);
+          return std::make_shared<LeNet5>(lenet5_classes(o), o.layer_options(), gen);
+        },
+        [](const Options& o) {
+          return ModelInput{InputKind::kImage, {1, 28, 28}, lenet5_classes(o), {}, {"num_classes", ""}};
         }}},
       {"vit",
        {{"image_size", "patch_size", "channels", "dim", "depth", "heads", "mlp_ratio", "num_classes", "pool",
          "attention", "window", "block", "dropout", "seed"},
         [](const Options& o) -> ModulePtr {
-          Generator gen(static_cast<uint64_t>(o.integer("seed", 0)));
-          ViTOptions v;
-          v.image_size = o.positive("image_size", 28);
-          v.patch_size = o.positive("patch_size", 7);
-          v.channels = o.positive("channels", 1);
-          v.dim = o.positive("dim", 64);
-          v.depth = o.positive("depth", 2, kMaxModelDepth);
-          v.heads = o.positive("heads", 4);
-          v.mlp_hidden = v.dim * o.positive("mlp_ratio", 4, kMaxMlpRatio);
-          v.num_classes = o.positive("num_classes", 10);
-          v.class_token = o.choice("pool", "cls", {"cls", "mean"}) == "cls";
-          v.pattern = read_pattern(o, {"dense", "local", "block"}, 3, 4);
-          v.dropout = o.probability("dropout");
-          return std::make_shared<VisionTransformer>(v, o.layer_options(), gen);
+          Generator gen = model_generator(o);
+          return std::make_shared<VisionTransformer>(vit_options(o), o.layer_options(), gen);
+        },
+        [](const Options& o) {
+          const ViTOptions v = vit_options(o);
+          return ModelInput{InputKind::kImage, {v.channels, v.image_size, v.image_size}, v.num_classes,
+                            {"image_size", ""}, {"num_classes", ""}};
         }}},
       {"char_lm",
        {{"vocab_size", "context", "dim", "layers", "heads", "mlp_ratio", "attention", "window", "dropout", "seed"},
         [](const Options& o) -> ModulePtr {
-          Generator gen(static_cast<uint64_t>(o.integer("seed", 0)));
-          CharLMOptions c;
-          c.vocab_size = o.positive("vocab_size", 65);
-          c.context = o.positive("context", 64);
-          c.dim = o.positive("dim", 64);
-          c.layers = o.positive("layers", 2, kMaxModelDepth);
-          c.heads = o.positive("heads", 4);
-          c.mlp_hidden = c.dim * o.positive("mlp_ratio", 4, kMaxMlpRatio);
-          c.pattern = read_pattern(o, {"dense", "local"}, 16, 0);
-          c.pattern.causal = true;
-          c.dropout = o.probability("dropout");
-          return std::make_shared<CharTransformerLM>(c, o.layer_options(), gen);
+          Generator gen = model_generator(o);
+          return std::make_shared<CharTransformerLM>(char_lm_options(o), o.layer_options(), gen);
+        },
+        [](const Options& o) {
+          const CharLMOptions c = char_lm_options(o);
+          return ModelInput{InputKind::kTokens, {c.context}, c.vocab_size, {"context", ""}, {"vocab_size", ""}};
         }}},
   };
   return models;
@@ -345,11 +381,24 @@ std::vector<std::string> model_option_names(const std::string& name) {
   return options;
 }
 
+namespace {
+
+const ModelEntry& entry_of(const std::string& name) {
+  auto it = registry().find(name);
+  COPPICE_CHECK(it != registry().end(), "unknown model '", name, "'; known: ", str_join(model_names(), ", "));
+  return it->second;
+}
+
+}  // namespace
+
 ModulePtr make_model(const ModelConfig& config) {
-  auto it = registry().find(config.name);
-  COPPICE_CHECK(it != registry().end(), "unknown model '", config.name, "'; known: ", str_join(model_names(), ", "));
-  Options options(config, it->second.options);
-  return it->second.build(options);
+  const ModelEntry& entry = entry_of(config.name);
+  return entry.build(Options(config, entry.options));
+}
+
+ModelInput model_input(const ModelConfig& config) {
+  const ModelEntry& entry = entry_of(config.name);
+  return entry.input(Options(config, entry.options));
 }
 
 }  // namespace coppice

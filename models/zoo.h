@@ -14,6 +14,9 @@
 //              attention ("dense" | "local"; always causal), window (16), dropout (0), seed (0);
 //              input i64 [N, T <= context] -> logits [N, T, vocab_size]
 //
+// model_input says what each reads and predicts (the input above and its
+// classes), for checking a job's data against its model.
+//
 // Every option is also accepted as "dtype" ("f32" | "f64"). Unknown model
 // names and options are errors listing the known ones; an option of the wrong
 // type (a string where an integer is expected) or outside its range is a
@@ -154,6 +157,37 @@ struct ModelConfig {
 
 // The model named config.name, built with its options (defaults above).
 ModulePtr make_model(const ModelConfig& config);
+
+// ---- what a model reads ------------------------------------------------------------------
+
+// What a model reads per example and what it predicts, as its options (with
+// the defaults above) make it, so that a job can be checked against its data
+// without knowing the zoo's models:
+//   kFeatures  f32 [N, features] (mlp flattens [N, ...] to it); example {features}
+//   kImage     f32 [N, C, H, W], not flattened; example {C, H, W}
+//   kTokens    i64 token ids [N, T], 1 <= T <= context; example {context}
+enum class InputKind { kFeatures, kImage, kTokens };
+
+struct ModelInput {
+  InputKind kind = InputKind::kFeatures;
+  Shape example;
+  // The classes it tells apart (kTokens: vocab_size, the ids it embeds and
+  // the logits it gives per position).
+  int64_t classes = 0;
+  // Where the options state the input and the classes, for messages:
+  // model.options.<option>, and, where the option holds more, which part of
+  // it ("the first size"). An empty option: the model fixes it.
+  struct From {
+    std::string option;
+    std::string part;
+  };
+  From input_from, classes_from;
+};
+
+// What the model config.name reads, with its options; throws as make_model
+// does for an unknown model or option, or a bad value of an option it reads
+// (it builds nothing).
+ModelInput model_input(const ModelConfig& config);
 // The known model names, sorted; and a model's known options.
 std::vector<std::string> model_names();
 std::vector<std::string> model_option_names(const std::string& name);

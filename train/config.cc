@@ -728,74 +728,96 @@ std::optional<double> fixed_density(const ParameterRule& r) {
   return std::nullopt;
 }
 
-int64_t int_option(const JobConfig& job, const std::string& name, int64_t fallback) {
-  auto it = job.model.options.find(name);
-  if (it == job.model.options.end() || !std::holds_alternative<int64_t>(it->second)) return fallback;
-  return std::get<int64_t>(it->second);
+// The key of a model option ("model" where the model fixes the value).
+std::string option_key(const ModelInput::From& from) {
+  return from.option.empty() ? std::string("model") : str_cat("model.options.", from.option);
 }
 
-// What the model reads against what the dataset gives (the model is already
-// built, so its options are valid).
-void check_model_fits_data(const JobConfig& job) {
+// "<part> must be" or "must be", as the option states the value.
+std::string must_be(const ModelInput::From& from) { return from.part.empty() ? "must be" : from.part + " must be"; }
+
+// Images (fashion_mnist, not flattened) against what an image model reads.
+void check_images_fit(const JobConfig& job, const ModelInput& in) {
   const std::string& model = job.model.name;
   const DataConfig& d = job.data;
+  if (d.dataset != DatasetKind::kFashionMnist)
+    bad("data.dataset", model, " reads images: must be fashion_mnist, got ", dataset_kind_name(d.dataset));
+  if (d.fashion_mnist.flatten)
+    bad("data.flatten", model, " reads [N, ", str_join(in.example, ", "), "] images: must be false");
+  if (in.example != Shape{1, kFashionMnistSide, kFashionMnistSide})
+    bad(option_key(in.input_from), "Fashion-MNIST images are 1 x ", kFashionMnistSide, " x ", kFashionMnistSide);
+  if (in.classes != kFashionMnistClasses)
+    bad(option_key(in.classes_from), must_be(in.classes_from), " the ", kFashionMnistClasses, " classes of ",
+        dataset_kind_name(d.dataset), ", got ", in.classes);
+}
+
+// Feature vectors (synthetic blobs, or Fashion-MNIST images flattened)
+// against what a model of features reads.
+void check_features_fit(const JobConfig& job, const ModelInput& in) {
+  const DataConfig& d = job.data;
   const std::string dataset = dataset_kind_name(d.dataset);
-  if ((model == "char_lm") != (d.dataset == DatasetKind::kText))
-    bad("data.dataset", model == "char_lm" ? "char_lm reads token ids: must be text" : str_cat(model, " does not read text"),
-        ", got ", dataset, " with model ", model);
-  if (model == "lenet5" || model == "vit") {
-    if (d.dataset != DatasetKind::kFashionMnist) bad("data.dataset", model, " reads images: must be fashion_mnist, got ", dataset);
-    if (d.fashion_mnist.flatten) bad("data.flatten", model, " reads [N, 1, 28, 28] images: must be false");
-    if (model == "vit" && (int_option(job, "image_size", 28) != 28 || int_option(job, "channels", 1) != 1))
-      bad("model.options.image_size", "Fashion-MNIST images are 1 x 28 x 28");
+  const bool blobs = d.dataset == DatasetKind::kSynthetic;
+  const int64_t features = blobs ? d.synthetic.features : kFashionMnistSide * kFashionMnistSide;
+  const int64_t classes = blobs ? d.synthetic.classes : kFashionMnistClasses;
+  if (in.example.front() != features)
+    bad(option_key(in.input_from), must_be(in.input_from), " the ", features, " input features of ", dataset, ", got ",
+        in.example.front());
+  if (in.classes != classes)
+    bad(option_key(in.classes_from), must_be(in.classes_from), " the ", classes, " classes of ", dataset, ", got ",
+        in.classes);
+}
+
+// The text corpus against what a model of tokens reads: windows within its
+// context, every byte of the corpus within its vocabulary.
+void check_text_fits(const JobConfig& job, const ModelInput& in) {
+  const DataConfig& d = job.data;
+  const int64_t context = in.example.front();
+  if (d.text.seq_len > context)
+    bad("data.seq_len", "must be <= ", option_key(in.input_from), " (", context, "), got ", d.text.seq_len);
+  // The corpus, read as the trainer will (bounded: data/text.h), and the
+  // dataset made of it must fit in memory.
+  const std::string key = d.path.empty() ? "data.dataset" : "data.path";
+  const absl::StatusOr<std::string> text = read_file_bytes(d.text_path(), kTextMaxBytes);
+  if (!text.ok()) bad(key, text.status().message());
+  try {
+    check_host_memory(CharTextDataset::memory_bytes(static_cast<int64_t>(text->size())),
+                      str_cat("the text dataset of '", d.text_path(), "'"));
+  } catch (const Error& e) {
+    bad(key, e.what());
   }
-  if (model == "mlp") {
-    std::vector<int64_t> sizes = {784, 300, 100, 10};
-    auto it = job.model.options.find("sizes");
-    if (it != job.model.options.end() && std::holds_alternative<std::string>(it->second)) {
-      sizes.clear();
-      std::stringstream ss(std::get<std::string>(it->second));
-      std::string item;
-      while (std::getline(ss, item, ',')) sizes.push_back(std::stoll(item));
-    }
-    const int64_t in = d.dataset == DatasetKind::kSynthetic ? d.synthetic.features : 784;
-    const int64_t classes = d.dataset == DatasetKind::kSynthetic ? d.synthetic.classes : kFashionMnistClasses;
-    if (sizes.front() != in)
-      bad("model.options.sizes", "the first size must be the ", in, " input features of ", dataset, ", got ", sizes.front());
-    if (sizes.back() != classes)
-      bad("model.options.sizes", "the last size must be the ", classes, " classes of ", dataset, ", got ", sizes.back());
-  }
-  if (model == "char_lm") {
-    const int64_t context = int_option(job, "context", 64);
-    if (d.text.seq_len > context)
-      bad("data.seq_len", "must be <= model.options.context (", context, "), got ", d.text.seq_len);
-    // The corpus, read as the trainer will (bounded: data/text.h), and the
-    // dataset made of it must fit in memory.
-    const std::string key = d.path.empty() ? "data.dataset" : "data.path";
-    const absl::StatusOr<std::string> text = read_file_bytes(d.text_path(), kTextMaxBytes);
-    if (!text.ok()) bad(key, text.status().message());
-    try {
-      check_host_memory(CharTextDataset::memory_bytes(static_cast<int64_t>(text->size())),
-                        str_cat("the text dataset of '", d.text_path(), "'"));
-    } catch (const Error& e) {
-      bad(key, e.what());
-    }
-    if (static_cast<int64_t>(text->size()) <= d.text.seq_len)
-      bad("data.seq_len", "the corpus '", d.text_path(), "' has ", text->size(),
-          " bytes, too few for one window of seq_len ", d.text.seq_len, " and its next-byte target");
-    // The embedding needs a row for every byte of the corpus.
-    const int64_t distinct = CharVocab(*text).size();
-    const int64_t vocab = int_option(job, "vocab_size", 65);
-    if (vocab < distinct)
-      bad("model.options.vocab_size", "the corpus '", d.text_path(), "' has ", distinct, " distinct bytes: must be >= ",
-          distinct, ", got ", vocab);
+  if (static_cast<int64_t>(text->size()) <= d.text.seq_len)
+    bad("data.seq_len", "the corpus '", d.text_path(), "' has ", text->size(),
+        " bytes, too few for one window of seq_len ", d.text.seq_len, " and its next-byte target");
+  // The embedding needs a row for every byte of the corpus.
+  const int64_t distinct = CharVocab(*text).size();
+  if (in.classes < distinct)
+    bad(option_key(in.classes_from), "the corpus '", d.text_path(), "' has ", distinct,
+        " distinct bytes: must be >= ", distinct, ", got ", in.classes);
+}
+
+// What the model reads (the zoo says: models/zoo.h, model_input) against
+// what the dataset gives. The model is already built, so its options are
+// valid.
+void check_model_fits_data(const JobConfig& job) {
+  const std::string& model = job.model.name;
+  const ModelInput in = model_input(job.model);
+  const bool tokens = in.kind == InputKind::kTokens;
+  if (tokens != (job.data.dataset == DatasetKind::kText))
+    bad("data.dataset",
+        tokens ? str_cat(model, " reads token ids: must be text") : str_cat(model, " does not read text"), ", got ",
+        dataset_kind_name(job.data.dataset), " with model ", model);
+  switch (in.kind) {
+    case InputKind::kImage: return check_images_fit(job, in);
+    case InputKind::kFeatures: return check_features_fit(job, in);
+    case InputKind::kTokens: return check_text_fits(job, in);
   }
 }
 
 // Checks that need the model: its options, the rules' selectors against its
 // parameter and module names, the density split over its layers, and the
-// mask method against the weights the rules make sparse.
-void check_against_model(const JobConfig& job) {
+// mask method against the weights the rules make sparse. Returns the job
+// with the model and the resolved schedule, for the run to take over.
+ValidatedJob check_against_model(JobConfig job) {
   // Building it is what shows a model too large: a size that overflows, or
   // parameters beyond the host's memory (the zoo and the allocator refuse
   // them, with the bytes, before allocating).
@@ -900,6 +922,7 @@ void check_against_model(const JobConfig& job) {
   if (method == MaskMethod::kSnfs && job.optimizer.kind == OptimizerKind::kSgd && job.optimizer.sgd.momentum <= 0.0)
     bad("optimizer.momentum", "snfs grows by momentum: must be > 0 with sgd, got ", fmt(job.optimizer.sgd.momentum));
   check_model_fits_data(job);
+  return ValidatedJob(std::move(job), std::move(model), std::move(resolved));
 }
 
 // Settings that are each valid but cannot work together; refused with the
@@ -1051,9 +1074,17 @@ void check_lengths(const JobConfig& job) {
   }
 }
 
+// The checks across sections and against the model and the data, once each
+// section has been read and checked.
+ValidatedJob validated(JobConfig job) {
+  check_combinations(job);
+  check_lengths(job);
+  return check_against_model(std::move(job));
+}
+
 // The job file section by section (each reader checks its own keys), then
 // the checks across sections.
-JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
+ValidatedJob read_job(const YAML::Node& root, const std::string& default_name) {
   const Section top(root, "", "");
   JobConfig job;
   job.name = top.string("name", default_name);
@@ -1071,14 +1102,33 @@ JobConfig read_job(const YAML::Node& root, const std::string& default_name) {
   read_logging(top.section("logging"), job);
   job.precision = read_precision(top.section("precision"));
   read_distributed(top.section("distributed"), job);
-  check_combinations(job);
-  check_lengths(job);
-  check_against_model(job);
+  return validated(std::move(job));
+}
+
+// What `check` returns, or what it throws as a Status (`source` names the
+// job in messages that have no key).
+template <typename Check>
+absl::StatusOr<ValidatedJob> as_status(const std::string& source, const Check& check) {
+  try {
+    return check();
+  } catch (const Issue& issue) {
+    return absl::Status(issue.code, issue.message);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(str_cat(source, ": ", e.msg));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(str_cat(source, ": ", e.what()));
+  }
+}
+
+// Messages quote keys and values from the file and the --set arguments: made
+// one printable line here, once for every way a job is refused.
+absl::StatusOr<ValidatedJob> one_line_status(absl::StatusOr<ValidatedJob> job) {
+  if (!job.ok()) return absl::Status(job.status().code(), one_line(std::string(job.status().message())));
   return job;
 }
 
-absl::StatusOr<JobConfig> parse_lines(const std::string& text, const std::vector<std::string>& overrides,
-                                      const std::string& source, const std::string& default_name) {
+absl::StatusOr<ValidatedJob> parse_lines(const std::string& text, const std::vector<std::string>& overrides,
+                                         const std::string& source, const std::string& default_name) {
   // Size and nesting before yaml-cpp (which recurses per level) reads the
   // text; nodes, with aliases expanded, before anything walks the tree.
   if (absl::Status s = check_yaml_text(text, source, "the job file"); !s.ok()) return s;
@@ -1099,24 +1149,13 @@ absl::StatusOr<JobConfig> parse_lines(const std::string& text, const std::vector
     absl::Status s = apply_override(root, o);
     if (!s.ok()) return s;
   }
-  try {
-    return read_job(root, default_name);
-  } catch (const Issue& issue) {
-    return absl::Status(issue.code, issue.message);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(str_cat(source, ": ", e.msg));
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(str_cat(source, ": ", e.what()));
-  }
+  return as_status(source, [&] { return read_job(root, default_name); });
 }
 
-// Messages quote keys and values from the file and the --set arguments: made
-// one printable line here, once for every way a job is refused.
-absl::StatusOr<JobConfig> parse_impl(const std::string& text, const std::vector<std::string>& overrides,
-                                     const std::string& source, const std::string& default_name) {
-  absl::StatusOr<JobConfig> job = parse_lines(text, overrides, source, default_name);
-  if (!job.ok()) return absl::Status(job.status().code(), one_line(std::string(job.status().message())));
-  return job;
+// The job without what validation built (for callers that only read it).
+absl::StatusOr<JobConfig> config_of(absl::StatusOr<ValidatedJob> job) {
+  if (!job.ok()) return job.status();
+  return std::move(job->config);
 }
 
 }  // namespace
@@ -1151,15 +1190,29 @@ SparsitySchedule resolve_schedule(const JobConfig& job, const std::vector<LayerS
   return out;
 }
 
+absl::StatusOr<ValidatedJob> parse_validated_job(const std::string& yaml_text,
+                                                 const std::vector<std::string>& overrides, const std::string& source) {
+  return one_line_status(parse_lines(yaml_text, overrides, source, "job"));
+}
+
+absl::StatusOr<ValidatedJob> load_validated_job(const std::string& path, const std::vector<std::string>& overrides) {
+  absl::StatusOr<std::string> text = read_job_yaml_file(path);
+  if (!text.ok()) return absl::Status(text.status().code(), one_line(std::string(text.status().message())));
+  return one_line_status(parse_lines(*text, overrides, path, std::filesystem::path(path).stem().string()));
+}
+
+absl::StatusOr<ValidatedJob> validate_job(JobConfig job) {
+  const std::string source = job.name;
+  return one_line_status(as_status(source, [&] { return validated(std::move(job)); }));
+}
+
 absl::StatusOr<JobConfig> parse_job_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
                                            const std::string& source) {
-  return parse_impl(yaml_text, overrides, source, "job");
+  return config_of(parse_validated_job(yaml_text, overrides, source));
 }
 
 absl::StatusOr<JobConfig> load_job_config(const std::string& path, const std::vector<std::string>& overrides) {
-  absl::StatusOr<std::string> text = read_job_yaml_file(path);
-  if (!text.ok()) return absl::Status(text.status().code(), one_line(std::string(text.status().message())));
-  return parse_impl(*text, overrides, path, std::filesystem::path(path).stem().string());
+  return config_of(load_validated_job(path, overrides));
 }
 
 }  // namespace coppice

@@ -7,8 +7,10 @@
 // the trainer hands them on without translating. The keys, their types and
 // defaults are listed in config_schema.h (and README.md, "Configuring a job").
 //
-// load_job_config validates the whole job before any work starts and
-// returns the first problem as one line that names the key path, e.g.
+// load_validated_job validates the whole job before any work starts,
+// building the model and resolving the sparsity schedule once, and hands
+// them on with the job (ValidatedJob); it returns the first problem as one
+// line that names the key path, e.g.
 //   optimizer.lr: must be in (0, 10000], got -0.1
 //   optimizer.lrr: unknown key; did you mean 'optimizer.lr'?
 #pragma once
@@ -17,6 +19,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,6 +28,7 @@
 #include "data/loader.h"
 #include "data/synthetic.h"
 #include "data/text.h"
+#include "models/module.h"
 #include "models/zoo.h"
 #include "optim/adam.h"
 #include "optim/density.h"
@@ -208,15 +212,51 @@ struct JobConfig {
 // rules are copied. Throws coppice::Error as layer_densities does.
 SparsitySchedule resolve_schedule(const JobConfig& job, const std::vector<LayerShape>& parameters);
 
+// A job that passed validation, with what validation built to check it,
+// which the run takes over instead of building it again (run_job,
+// train/job.h). Move-only: the model goes to one run, which trains it.
+struct ValidatedJob {
+  JobConfig config;
+  // make_model(config.model) as the zoo builds it: on the CPU, untrained,
+  // with no sparsity applied. The zoo draws its weights from the model's own
+  // generator (seeded by model.options.seed, which defaults to the job's
+  // seed), never from the thread's default stream, so building it during
+  // validation leaves the run's random draws as they were.
+  ModulePtr model;
+  // The job's parameter rules resolved against the model's parameters
+  // (resolve_schedule): what the run applies and its checkpoints fingerprint.
+  SparsitySchedule schedule;
+
+  ValidatedJob(JobConfig c, ModulePtr m, SparsitySchedule s)
+      : config(std::move(c)), model(std::move(m)), schedule(std::move(s)) {}
+  ValidatedJob(ValidatedJob&&) = default;
+  ValidatedJob& operator=(ValidatedJob&&) = default;
+  ValidatedJob(const ValidatedJob&) = delete;
+  ValidatedJob& operator=(const ValidatedJob&) = delete;
+};
+
 // Reads the YAML job at `path`, applies `overrides` ("key.path=value", as
 // given to --set; the value is read as a YAML scalar or flow sequence/map) to
-// the tree, and validates everything. An error Status (InvalidArgument for a
-// bad job, NotFound for a missing file) has one line naming the key path.
-// The file and each value are held to the size, nesting and node limits of
-// yaml_limits.h before anything walks them.
-absl::StatusOr<JobConfig> load_job_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// the tree, and validates everything: each key as it is read, then the keys
+// against each other, and the job against its model (built here, once) and
+// its data. An error Status (InvalidArgument for a bad job, NotFound for a
+// missing file) has one line naming the key path. The file and each value
+// are held to the size, nesting and node limits of yaml_limits.h before
+// anything walks them.
+absl::StatusOr<ValidatedJob> load_validated_job(const std::string& path,
+                                                const std::vector<std::string>& overrides = {});
 // The same from YAML text (`source` names it in messages about the file
 // itself; the job's name defaults to "job").
+absl::StatusOr<ValidatedJob> parse_validated_job(const std::string& yaml_text,
+                                                 const std::vector<std::string>& overrides = {},
+                                                 const std::string& source = "<string>");
+// The checks across keys and against the model and the data, for a job made
+// or edited in C++ (the checks of each key's own value are the reader's).
+absl::StatusOr<ValidatedJob> validate_job(JobConfig job);
+
+// The same as load_validated_job and parse_validated_job, keeping only the
+// job (the model they built is dropped).
+absl::StatusOr<JobConfig> load_job_config(const std::string& path, const std::vector<std::string>& overrides = {});
 absl::StatusOr<JobConfig> parse_job_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
                                            const std::string& source = "<string>");
 

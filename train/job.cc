@@ -122,12 +122,6 @@ Splits load_data(const JobConfig& job) {
   return s;
 }
 
-std::vector<LayerShape> parameter_shapes(const Module& model) {
-  std::vector<LayerShape> shapes;
-  for (const auto& [name, p] : model.named_parameters()) shapes.push_back({name, p.value().shape()});
-  return shapes;
-}
-
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o, std::vector<Variable> params) {
   switch (o.kind) {
     case OptimizerKind::kSgd:
@@ -214,8 +208,10 @@ std::chrono::milliseconds timeout_of(const DistributedConfig& d) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(d.timeout_s * 1000.0)));
 }
 
-// One rank of the job (comm null: the only one) on `device`.
-TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Communicator* comm, Device device);
+// One rank of the job (comm null: the only one) on `device`, with the
+// schedule that validation resolved and the model it built (null: build it).
+TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule, ModulePtr model,
+                         const JobRunOptions& opts, Communicator* comm, Device device);
 
 }  // namespace
 
@@ -239,22 +235,37 @@ std::string job_metrics_path(const JobConfig& job, const JobRunOptions& opts) {
 }
 
 TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
+  absl::StatusOr<ValidatedJob> validated = validate_job(job);
+  if (!validated.ok()) fail(validated.status().message());
+  return run_job(std::move(*validated), opts);
+}
+
+TrainingSummary run_job(ValidatedJob validated, const JobRunOptions& opts) {
+  const JobConfig& job = validated.config;
+  const SparsitySchedule& schedule = validated.schedule;
   set_allow_tf32(job.precision.allow_tf32);  // process-wide, like the job itself
   const DistributedConfig& d = job.distributed;
   check_in_range("distributed.world_size", d.world_size);
   const int world = static_cast<int>(d.world_size);
-  if (world == 1) return run_rank(job, opts, nullptr, resolve_job_device(job.device));
+  if (world == 1)
+    return run_rank(job, schedule, std::move(validated.model), opts, nullptr, resolve_job_device(job.device));
 
   if (d.backend == CommBackend::kInProc) {
     // Ranks as threads of this process, on the CPU (config.cc refuses a
-    // CUDA device here); rank 0's summary is the job's.
+    // CUDA device here); rank 0's summary is the job's. Each rank trains a
+    // model of its own: rank 0 the one validation built, the others the same
+    // built again (the zoo draws from the model's own seeded generator, so
+    // they are equal; replicate_parameters makes them so in any case).
     InprocOptions io;
     io.timeout = timeout_of(d);
     std::vector<TrainingSummary> summaries(static_cast<size_t>(world));
+    ModulePtr built = std::move(validated.model);
     run_inproc(
         world,
         [&](Communicator& comm) {
-          summaries[static_cast<size_t>(comm.rank())] = run_rank(job, opts, &comm, Device::cpu());
+          ModulePtr model = comm.rank() == 0 ? std::move(built) : nullptr;  // only rank 0's thread touches `built`
+          summaries[static_cast<size_t>(comm.rank())] =
+              run_rank(job, schedule, std::move(model), opts, &comm, Device::cpu());
         },
         io);
     return summaries[0];
@@ -280,7 +291,7 @@ TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
   NcclOptions nccl;
   nccl.timeout = timeout_of(d);
   std::unique_ptr<Communicator> comm = make_nccl_communicator(*env, env->local_rank, nccl);
-  return run_rank(job, opts, comm.get(), Device::cuda(env->local_rank));
+  return run_rank(job, schedule, std::move(validated.model), opts, comm.get(), Device::cuda(env->local_rank));
 }
 
 namespace {
@@ -386,19 +397,21 @@ void set_reporting(const JobConfig& job, const JobRunOptions& opts, const Sparsi
   c.allowed_changes.insert(c.allowed_changes.end(), opts.allow_changes.begin(), opts.allow_changes.end());
 }
 
-// One rank's run: the model, data, sparsity and optimizer built from the job
-// in this order (each step's random draws come after the previous step's),
-// then handed to run_training.
-TrainingSummary run_rank(const JobConfig& job, const JobRunOptions& opts, Communicator* comm, Device device) {
+// One rank's run: the model, data, sparsity and optimizer from the job in
+// this order (each step's random draws come after the previous step's), then
+// handed to run_training.
+TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule, ModulePtr model,
+                         const JobRunOptions& opts, Communicator* comm, Device device) {
   manual_seed(job.seed);
 
-  // The model, on the device; the data and loaders.
-  ModulePtr model = make_model(job.model);
+  // The model (validation's, or built now: either way drawn from its own
+  // generator, not from the stream just seeded), on the device; the data and
+  // loaders. The schedule was resolved against the same model's parameters.
+  if (model == nullptr) model = make_model(job.model);
   model->to(device);
   const Splits data = load_data(job);
   const LoaderOptions loaders = loader_options(job, comm, device);
 
-  const SparsitySchedule schedule = resolve_schedule(job, parameter_shapes(*model));
   const std::vector<std::string> ruled = sparsify(*model, job, schedule);
   const std::vector<std::string> gmp_layers = prepare_gmp_layers(*model, job, ruled);
 

@@ -2,13 +2,15 @@
 // layer 7): the glue between train/config.h and train/loop.h that the
 // `trainer` binary (tools/trainer) runs.
 //
-// run_job sets allow_tf32 (tensor/precision.h) from precision.allow_tf32, then
-// builds, in this order: the device (auto: CUDA when cuda_available(),
-// else the CPU), manual_seed(job.seed), the model (make_model) moved to the
-// device, the datasets and loaders, the sparsity (resolve_schedule over the
-// model's parameter shapes, then Module::apply_sparsity), the optimizer over
-// model.parameters() taken after apply_sparsity, the LR scheduler, the mask
-// updater (set / rigl / snfs) or GMP pruner, and hands them to run_training.
+// run_job takes over what validation built (ValidatedJob, train/config.h:
+// the model and the resolved sparsity schedule), sets allow_tf32
+// (tensor/precision.h) from precision.allow_tf32, then, in this order: the
+// device (auto: CUDA when cuda_available(), else the CPU),
+// manual_seed(job.seed), the model moved to the device, the datasets and
+// loaders, the sparsity (Module::apply_sparsity of the resolved schedule),
+// the optimizer over model.parameters() taken after apply_sparsity, the LR
+// scheduler, the mask updater (set / rigl / snfs) or GMP pruner, and hands
+// them to run_training.
 //
 // Data:
 //   fashion_mnist  train (60000 images) less a seeded random validation split
@@ -25,8 +27,10 @@
 // runs the ranks as threads (run_inproc) on the CPU and returns rank 0's
 // summary; with nccl this process is one rank (its place read by launch_env:
 // tools/launch, mpirun, srun), on cuda:<local rank>, and returns its own.
-// Each rank builds everything as above from the same seed, takes rank 0's
-// parameters (replicate_parameters) and trains on its shard of the data.
+// Each rank builds everything as above from the same seed (an in-process
+// rank other than 0 builds its own model again: each rank trains its own),
+// takes rank 0's parameters (replicate_parameters) and trains on its shard
+// of the data.
 //
 // Errors (a CUDA device on a build or machine without one, a launcher whose
 // world size is not the job's, a dataset that fails to load, a checkpoint
@@ -76,8 +80,13 @@ Device resolve_job_device(const DeviceConfig& config);
 // <run_dir>/metrics.jsonl when that is empty and run_dir is set, else "".
 std::string job_metrics_path(const JobConfig& job, const JobRunOptions& opts);
 
-// Runs `job` (already validated by load_job_config) to its end and returns
-// the loop's summary.
+// Runs `job` (from load_validated_job, parse_validated_job or validate_job)
+// to its end and returns the loop's summary. It takes the job's model over
+// and trains it.
+TrainingSummary run_job(ValidatedJob job, const JobRunOptions& opts = {});
+// A job as a JobConfig (made in C++, or from load_job_config): validated
+// first (validate_job; its first problem thrown as coppice::Error), then run
+// as above.
 TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts = {});
 
 }  // namespace coppice

@@ -12,6 +12,7 @@
 #include "autograd/autograd.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/sparsity_builder.h"
+#include "tensor/generator.h"
 #include "tests/models/test_util.h"
 
 namespace coppice {
@@ -148,6 +149,50 @@ TEST(Zoo, CharLm) {
     Tensor target = seq.narrow(1, 1, 12).contiguous();
     EXPECT_EQ(lm->forward(x).shape(), (Shape{4, 12, 16})) << attention;
     expect_drops(train(*lm, x, target, 0.1), 0.8);
+  }
+}
+
+// What each model reads and predicts, with the zoo's defaults and with
+// options, and that building a model draws nothing from the thread's default
+// stream (the trainer builds it during validation, before seeding that
+// stream).
+TEST(Zoo, ModelInputs) {
+  const ModelInput mlp = model_input({"mlp", {}});
+  EXPECT_EQ(mlp.kind, InputKind::kFeatures);
+  EXPECT_EQ(mlp.example, (Shape{784}));
+  EXPECT_EQ(mlp.classes, 10);
+  EXPECT_EQ(mlp.input_from.option, "sizes");
+  EXPECT_EQ(mlp.classes_from.part, "the last size");
+  const ModelInput small = model_input({"mlp", {{"sizes", std::string("20,16,3")}}});
+  EXPECT_EQ(small.example, (Shape{20}));
+  EXPECT_EQ(small.classes, 3);
+
+  const ModelInput lenet = model_input({"lenet5", {{"num_classes", int64_t{7}}}});
+  EXPECT_EQ(lenet.kind, InputKind::kImage);
+  EXPECT_EQ(lenet.example, (Shape{1, 28, 28}));
+  EXPECT_EQ(lenet.classes, 7);
+  EXPECT_EQ(lenet.input_from.option, "");
+
+  const ModelInput vit = model_input({"vit", {{"image_size", int64_t{32}}, {"channels", int64_t{3}}}});
+  EXPECT_EQ(vit.kind, InputKind::kImage);
+  EXPECT_EQ(vit.example, (Shape{3, 32, 32}));
+  EXPECT_EQ(vit.classes, 10);
+  EXPECT_EQ(vit.input_from.option, "image_size");
+
+  const ModelInput lm = model_input({"char_lm", {{"context", int64_t{12}}}});
+  EXPECT_EQ(lm.kind, InputKind::kTokens);
+  EXPECT_EQ(lm.example, (Shape{12}));
+  EXPECT_EQ(lm.classes, 65);
+  EXPECT_EQ(lm.classes_from.option, "vocab_size");
+
+  EXPECT_THROW(model_input({"mlp", {{"sizes", std::string("7")}}}), ModelOptionError);
+  EXPECT_THROW(model_input({"resnet", {}}), Error);
+
+  for (const std::string& name : model_names()) {
+    manual_seed(5);
+    const uint64_t offset = default_generator().offset();
+    make_model({name, {{"seed", int64_t{3}}}});
+    EXPECT_EQ(default_generator().offset(), offset) << name << " drew from the default stream";
   }
 }
 

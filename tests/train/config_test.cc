@@ -377,6 +377,8 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "model.options.sizes: the last size must be the 10 classes of fashion_mnist, got 5"},
       {"lenet5 on flattened images", "!model: {name: lenet5}\ndata: {flatten: true}\ntraining: {steps: 1}",
        "data.flatten: lenet5 reads [N, 1, 28, 28] images: must be false"},
+      {"lenet5 classes unlike the data", "!model: {name: lenet5, options: {num_classes: 5}}\ntraining: {steps: 1}",
+       "model.options.num_classes: must be the 10 classes of fashion_mnist, got 5"},
       {"char_lm on images", "!model: {name: char_lm}\ntraining: {steps: 1}",
        "data.dataset: char_lm reads token ids: must be text, got fashion_mnist with model char_lm"},
       {"char_lm vocabulary too small",

@@ -102,6 +102,22 @@ TEST(RunJob, DenseLearnsAndWritesMetrics) {
   EXPECT_NE(last.find("\"kind\":\"summary\""), std::string::npos) << last;
 }
 
+// The run trains the model that validation built (ValidatedJob), and trains
+// it as a model built afresh for the run would train, bit for bit.
+TEST(RunJob, TrainsTheModelValidationBuilt) {
+  absl::StatusOr<ValidatedJob> validated = parse_validated_job(tiny_job(kRigl));
+  ASSERT_TRUE(validated.ok()) << validated.status();
+  const JobConfig config = validated->config;
+  const SparsitySchedule schedule = validated->schedule;
+  const ModulePtr built = validated->model;
+  ASSERT_FALSE(built->parameter("fc1.weight").value().is_sparse());
+  const TrainingSummary taken = run_job(std::move(*validated));
+  EXPECT_TRUE(built->parameter("fc1.weight").value().is_sparse()) << "the run did not train validation's model";
+  const TrainingSummary fresh = run_job(ValidatedJob(config, make_model(config.model), schedule));
+  EXPECT_EQ(taken.losses, fresh.losses);
+  EXPECT_EQ(run_job(config).losses, fresh.losses);
+}
+
 TEST(RunJob, RigL80Percent) {
   const TrainingSummary s = run_job(parse(tiny_job(kRigl)));
   expect_learns(s);

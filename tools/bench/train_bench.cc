@@ -16,9 +16,9 @@
 //             two models), its inputs need no dataset (the char LM's need
 //             perldiag.pod, absent on the GPU machine), and its attention
 //             already runs sparse (SDDMM, row softmax, SpMM) in the step.
-// The job models are built by make_model from the job's own ModelConfig
-// (load_job_config on --config-dir/<job>.yaml) and fed a fixed synthetic
-// batch of the job's shapes.
+// The job models are the ones validation builds from the job's own
+// ModelConfig (load_validated_job on --config-dir/<job>.yaml), fed a fixed
+// synthetic batch of what the model reads (model_input).
 //
 // Variants (--formats): dense; csr and bsr (32x32 blocks, or the largest
 // power of two that divides a weight: LeNet gets 4x4 and 2x2) at 90, 95 and
@@ -45,6 +45,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -126,40 +127,28 @@ TrainModel make_mlp(const TrainSetup& s) {
   return m;
 }
 
-int64_t int_option(const ModelConfig& c, const std::string& key, int64_t fallback) {
-  auto it = c.options.find(key);
-  return it != c.options.end() && std::holds_alternative<int64_t>(it->second) ? std::get<int64_t>(it->second)
-                                                                               : fallback;
-}
-
-// A job's model as run_job builds it, with the parameters its sparsity rules
-// select, and a synthetic batch of its data's shapes.
+// A job's model as run_job gets it (the one validation built), with the
+// parameters its resolved sparsity rules select, and a synthetic batch of
+// what the model reads (model_input).
 TrainModel make_job_model(const TrainSetup& s, const std::string& name) {
   const std::string path = job_path(s, name);
-  absl::StatusOr<JobConfig> job = load_job_config(path);
+  absl::StatusOr<ValidatedJob> job = load_validated_job(path);
   if (!job.ok()) fail("bench train: ", path, ": ", job.status().message());
   TrainModel m;
-  m.module = make_model(job->model);
+  m.module = std::move(job->model);
   m.module->to(s.device);
-  std::vector<LayerShape> shapes;
-  for (const auto& [pname, p] : m.module->named_parameters()) shapes.push_back({pname, p.shape()});
-  for (const ParameterRule& r : resolve_schedule(*job, shapes).parameters) {
+  for (const ParameterRule& r : job->schedule.parameters) {
     if (m.module->parameter(r.selector.pattern).dim() == 2) m.sparse_weights.push_back(r.selector.pattern);
   }
-  const int64_t batch = job->data.loader.batch_size;
-  Shape input;
-  if (job->model.name == "mlp") {
-    input = {batch, m.module->parameter("fc1.weight").shape()[1]};
-  } else if (job->model.name == "vit") {
-    const int64_t side = int_option(job->model, "image_size", 28);
-    input = {batch, int_option(job->model, "channels", 1), side, side};
-  } else {
-    fail("bench train: no synthetic input for model '", job->model.name, "' of ", path);
-  }
+  const ModelInput in = model_input(job->config.model);
+  if (in.kind == InputKind::kTokens)
+    fail("bench train: no synthetic input for model '", job->config.model.name, "' of ", path, " (it reads token ids)");
+  Shape input = {job->config.data.loader.batch_size};
+  input.insert(input.end(), in.example.begin(), in.example.end());
   m.shape.assign(input.begin(), input.end());
   Generator data_gen = Generator::keyed(kDataSeed, 1, 0, 0);
   m.x = randn(input, TensorOptions(DType::kF32, s.device), data_gen);
-  m.y = randint(0, kClasses, {batch}, TensorOptions(DType::kI64, s.device), data_gen);
+  m.y = randint(0, in.classes, {input.front()}, TensorOptions(DType::kI64, s.device), data_gen);
   return m;
 }
 

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -134,7 +135,8 @@ int run(int argc, char** argv) {
     return coppice::kConfigErrorExitCode;
   }
 
-  absl::StatusOr<coppice::JobConfig> job = coppice::load_job_config(args.config, args.overrides);
+  // Validated once: the run takes over the model and schedule validation built.
+  absl::StatusOr<coppice::ValidatedJob> job = coppice::load_validated_job(args.config, args.overrides);
   if (!job.ok()) {
     // Messages about the file itself already start with its path.
     const std::string message(job.status().message());
@@ -146,7 +148,7 @@ int run(int argc, char** argv) {
     return coppice::config_error(args.config, job.status(), std::cerr);
   }
 
-  if (!args.allow_changes.empty() && args.resume.empty() && job->checkpoint.resume.empty())
+  if (!args.allow_changes.empty() && args.resume.empty() && job->config.checkpoint.resume.empty())
     return usage_error("--allow-changes needs --resume or checkpoint.resume (it says what a resume may change)");
 
   coppice::JobRunOptions opts;
@@ -164,7 +166,7 @@ int run(int argc, char** argv) {
   }
 
   opts.summary_on_progress = false;  // printed once, on stdout, below
-  const coppice::TrainingSummary summary = coppice::run_job(*job, opts);
+  const coppice::TrainingSummary summary = coppice::run_job(std::move(*job), opts);
   if (summary.rank == 0) std::cout << coppice::format_summary(summary) << std::flush;  // once per job
   return 0;
 }
