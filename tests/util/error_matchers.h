@@ -32,6 +32,17 @@ std::string error_of(Fn fn) {
   return "";
 }
 
+// Expects `fn` to throw coppice::Error whose message contains `needle`.
+template <typename Fn>
+void expect_error(Fn fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected coppice::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
+  }
+}
+
 // Expects `fn` to throw coppice::Error whose message contains every one of
 // `parts` (an AssertionResult, for EXPECT_TRUE).
 template <typename Fn>

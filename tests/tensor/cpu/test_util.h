@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "tensor/dispatcher.h"
 #include "tensor/tensor.h"
+#include "tests/util/error_matchers.h"
 
 namespace coppice::testing {
 
@@ -113,16 +114,9 @@ inline Tensor call1(std::string_view op, const std::vector<Tensor>& in, const At
   return out.at(0);
 }
 
-// Expects `fn` to throw coppice::Error whose message contains `needle`.
-template <typename Fn>
-void expect_error(Fn fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected coppice::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
-  }
-}
+// Expects `fn` to throw coppice::Error whose message contains `needle`
+// (tests/util/error_matchers.h).
+using ::coppice::testing::expect_error;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();

@@ -185,16 +185,9 @@ inline void expect_parity(std::string_view op, const std::vector<Tensor>& inputs
   }
 }
 
-// Expects `fn` to throw coppice::Error whose message contains `needle`.
-template <typename Fn>
-void expect_error(Fn fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected coppice::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
-  }
-}
+// Expects `fn` to throw coppice::Error whose message contains `needle`
+// (tests/util/error_matchers.h).
+using ::coppice::testing::expect_error;
 
 // The message of the coppice::Error `fn` throws (tests/util/error_matchers.h).
 using ::coppice::testing::error_of;
