@@ -27,11 +27,13 @@ std::vector<Tensor> timed_apply(Node& n, std::vector<Tensor> grad_outputs) {
 
 struct NodeState {
   std::shared_ptr<Node> node;
-  int64_t dependencies = 0;      // edges from nodes still to run
-  std::vector<Tensor> buffer;    // summed gradient per output
+  int64_t dependencies = 0;    // edges from nodes still to run
+  std::vector<Tensor> buffer;  // summed gradient per output
 };
 
-std::string describe(const Variable& v) { return v.name().empty() ? std::string("the variable") : str_cat("'", v.name(), "'"); }
+std::string describe(const Variable& v) {
+  return v.name().empty() ? std::string("the variable") : str_cat("'", v.name(), "'");
+}
 
 void accumulate(std::vector<Tensor>& buffer, uint32_t slot, Tensor grad) {
   Tensor& b = buffer[slot];

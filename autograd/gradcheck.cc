@@ -87,9 +87,9 @@ GradcheckResult gradcheck(const std::function<Variable(const std::vector<Variabl
                                g.format(), "' and pattern version ", pattern_version(g));
       return result;
     }
-    Tensor analytic = !g.defined()  ? zeros(x.shape(), DType::kF64)
-                      : sparse_in ? values(g).to(DType::kF64).contiguous()
-                                  : g.to(DType::kF64).contiguous();
+    Tensor analytic = !g.defined() ? zeros(x.shape(), DType::kF64)
+                      : sparse_in  ? values(g).to(DType::kF64).contiguous()
+                                   : g.to(DType::kF64).contiguous();
     if (analytic.shape() != x.shape()) {
       result.passed = false;
       result.message = str_cat("gradcheck: ", input_label(i, inputs[i]), " has shape ", shape_to_string(x.shape()),
@@ -114,10 +114,10 @@ GradcheckResult gradcheck(const std::function<Variable(const std::vector<Variabl
         worst_excess = excess;
         if (excess > 0) {
           result.passed = false;
-          result.message = str_cat("gradcheck: worst mismatch at ", input_label(i, inputs[i]), " index ",
-                                   index_string(j, x.shape()), ": analytic ", a[j], " vs numeric ", numeric,
-                                   " (|difference| ", err, " > atol ", options.atol, " + rtol ", options.rtol,
-                                   " * |numeric|)");
+          result.message =
+              str_cat("gradcheck: worst mismatch at ", input_label(i, inputs[i]), " index ", index_string(j, x.shape()),
+                      ": analytic ", a[j], " vs numeric ", numeric, " (|difference| ", err, " > atol ", options.atol,
+                      " + rtol ", options.rtol, " * |numeric|)");
         }
       }
     }

@@ -14,7 +14,7 @@ struct GradcheckOptions {
   double eps = 1e-6;   // finite-difference step
   double atol = 1e-5;  // passes when |analytic - numeric| <= atol + rtol * |numeric|
   double rtol = 1e-3;
-  uint64_t seed = 0;   // for the random projection of the output
+  uint64_t seed = 0;  // for the random projection of the output
 };
 
 struct GradcheckResult {

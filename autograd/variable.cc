@@ -130,16 +130,14 @@ void Variable::set_name(std::string name) const { checked()->name = std::move(na
 
 void Variable::set_requires_grad(bool requires_grad) const {
   VariableImpl* v = checked();
-  COPPICE_CHECK(v->grad_fn == nullptr, "set_requires_grad: ", describe(*v),
-                " is not a leaf (it was computed by ", v->grad_fn->name(), "); use detach() to make a leaf");
+  COPPICE_CHECK(v->grad_fn == nullptr, "set_requires_grad: ", describe(*v), " is not a leaf (it was computed by ",
+                v->grad_fn->name(), "); use detach() to make a leaf");
   COPPICE_CHECK(!requires_grad || is_floating(v->value.dtype()), "set_requires_grad: only floating-point values can ",
                 "require grad, but ", describe(*v), " holds ", dtype_name(v->value.dtype()));
   v->requires_grad = requires_grad;
 }
 
-void Variable::backward(const Tensor& grad, bool retain_graph) const {
-  run_backward({*this}, {grad}, retain_graph);
-}
+void Variable::backward(const Tensor& grad, bool retain_graph) const { run_backward({*this}, {grad}, retain_graph); }
 
 Variable Variable::detach() const { return Variable(value(), false, name()); }
 

@@ -22,9 +22,8 @@ TensorDataset::TensorDataset(Tensor inputs, Tensor targets, std::string label)
     : inputs_(std::move(inputs)), targets_(std::move(targets)), label_(std::move(label)) {
   check_dense(inputs_, "TensorDataset", "inputs");
   check_dense(targets_, "TensorDataset", "targets");
-  COPPICE_CHECK(inputs_.dim() >= 1 && targets_.dim() >= 1, "TensorDataset: inputs ",
-                shape_to_string(inputs_.shape()), " and targets ", shape_to_string(targets_.shape()),
-                " must be at least 1-D (examples along dim 0)");
+  COPPICE_CHECK(inputs_.dim() >= 1 && targets_.dim() >= 1, "TensorDataset: inputs ", shape_to_string(inputs_.shape()),
+                " and targets ", shape_to_string(targets_.shape()), " must be at least 1-D (examples along dim 0)");
   COPPICE_CHECK(inputs_.size(0) == targets_.size(0), "TensorDataset: inputs ", shape_to_string(inputs_.shape()),
                 " and targets ", shape_to_string(targets_.shape()), " disagree in the number of examples (dim 0)");
   check_same_device({inputs_, targets_}, "TensorDataset");
@@ -35,7 +34,8 @@ std::string TensorDataset::name() const { return str_cat(label_, " of ", size_);
 
 Batch TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
   check_indices(indices);
-  Tensor index = from_vector(indices, {static_cast<int64_t>(indices.size())}, TensorOptions(DType::kI64, inputs_.device()));
+  Tensor index =
+      from_vector(indices, {static_cast<int64_t>(indices.size())}, TensorOptions(DType::kI64, inputs_.device()));
   return Batch{index_select(inputs_, 0, index), index_select(targets_, 0, index), indices};
 }
 
@@ -64,8 +64,8 @@ namespace {
 
 void check_split(const std::shared_ptr<const Dataset>& dataset, int64_t validation_size, const char* op) {
   COPPICE_CHECK(dataset != nullptr, op, ": the dataset is null");
-  COPPICE_CHECK(validation_size >= 0 && validation_size <= dataset->size(), op, ": validation_size ",
-                validation_size, " is outside [0, ", dataset->size(), "] for ", dataset->name());
+  COPPICE_CHECK(validation_size >= 0 && validation_size <= dataset->size(), op, ": validation_size ", validation_size,
+                " is outside [0, ", dataset->size(), "] for ", dataset->name());
 }
 
 }  // namespace

@@ -27,30 +27,32 @@ absl::StatusOr<std::shared_ptr<TensorDataset>> load_idx_classification(const std
                                                                        const FashionMnistOptions& options,
                                                                        int64_t num_classes) {
   if (options.normalize && !(options.std > 0.0 && std::isfinite(options.std) && std::isfinite(options.mean))) {
-    return absl::InvalidArgumentError(str_cat("load ", images_path, ": normalization needs a finite mean and std > 0, got mean ",
+    return absl::InvalidArgumentError(str_cat("load ", images_path,
+                                              ": normalization needs a finite mean and std > 0, got mean ",
                                               options.mean, " std ", options.std));
   }
   if (num_classes < 1 || num_classes > 256) {
-    return absl::InvalidArgumentError(str_cat("load ", labels_path, ": num_classes must be in [1, 256] (u8 labels), got ",
-                                              num_classes));
+    return absl::InvalidArgumentError(
+        str_cat("load ", labels_path, ": num_classes must be in [1, 256] (u8 labels), got ", num_classes));
   }
   absl::StatusOr<IdxArray> labels = read_idx(labels_path);
   if (!labels.ok()) return labels.status();
   if (labels->type != IdxType::kU8 || labels->dims.size() != 1) {
-    return absl::InvalidArgumentError(str_cat("idx ", labels_path, ": expected a labels file, u8 [N] (magic 0x00000801), got ",
+    return absl::InvalidArgumentError(str_cat("idx ", labels_path,
+                                              ": expected a labels file, u8 [N] (magic 0x00000801), got ",
                                               idx_type_name(labels->type), " ", shape_to_string(labels->dims)));
   }
   absl::StatusOr<IdxArray> images = read_idx(images_path);
   if (!images.ok()) return images.status();
   if (images->type != IdxType::kU8 || images->dims.size() != 3 || images->dims[1] < 1 || images->dims[2] < 1) {
-    return absl::InvalidArgumentError(str_cat("idx ", images_path,
-                                              ": expected an images file, u8 [N, H, W] with H, W >= 1 (magic 0x00000803), got ",
-                                              idx_type_name(images->type), " ", shape_to_string(images->dims)));
+    return absl::InvalidArgumentError(
+        str_cat("idx ", images_path, ": expected an images file, u8 [N, H, W] with H, W >= 1 (magic 0x00000803), got ",
+                idx_type_name(images->type), " ", shape_to_string(images->dims)));
   }
   const int64_t n = images->dims[0];
   if (labels->dims[0] != n) {
-    return absl::InvalidArgumentError(str_cat("idx ", labels_path, ": ", labels->dims[0], " labels for the ", n,
-                                              " images of ", images_path));
+    return absl::InvalidArgumentError(
+        str_cat("idx ", labels_path, ": ", labels->dims[0], " labels for the ", n, " images of ", images_path));
   }
   const auto* lab = reinterpret_cast<const unsigned char*>(labels->data.data());
   Tensor targets = Tensor::empty({n}, DType::kI64);
@@ -74,8 +76,7 @@ absl::StatusOr<std::shared_ptr<TensorDataset>> load_idx_classification(const std
   float* out = inputs.data<float>();
   const int64_t total = images->numel();
   for (int64_t i = 0; i < total; ++i) out[i] = table[px[i]];
-  return std::make_shared<TensorDataset>(std::move(inputs), std::move(targets),
-                                         str_cat("idx dataset ", images_path));
+  return std::make_shared<TensorDataset>(std::move(inputs), std::move(targets), str_cat("idx dataset ", images_path));
 }
 
 absl::StatusOr<std::shared_ptr<TensorDataset>> load_fashion_mnist(FashionMnistSplit split,
@@ -91,8 +92,9 @@ absl::StatusOr<std::shared_ptr<TensorDataset>> load_fashion_mnist(FashionMnistSp
     return absl::InvalidArgumentError(str_cat("fashion-mnist ", images, ": expected ", want, " images of 28x28, got ",
                                               (*ds)->size(), " of ", pixels, " pixels"));
   }
-  return std::make_shared<TensorDataset>((*ds)->inputs(), (*ds)->targets(),
-                                         split == FashionMnistSplit::kTrain ? "Fashion-MNIST train" : "Fashion-MNIST test");
+  return std::make_shared<TensorDataset>(
+      (*ds)->inputs(), (*ds)->targets(),
+      split == FashionMnistSplit::kTrain ? "Fashion-MNIST train" : "Fashion-MNIST test");
 }
 
 }  // namespace coppice

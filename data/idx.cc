@@ -21,7 +21,12 @@ absl::Status data_loss(const std::string& source, const std::string& what) {
 
 bool known_type(uint8_t code) {
   switch (code) {
-    case 0x08: case 0x09: case 0x0B: case 0x0C: case 0x0D: case 0x0E: return true;
+    case 0x08:
+    case 0x09:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x0E: return true;
     default: return false;
   }
 }
@@ -39,9 +44,11 @@ std::string hex_byte(unsigned v) {
 
 size_t idx_type_size(IdxType type) {
   switch (type) {
-    case IdxType::kU8: case IdxType::kI8: return 1;
+    case IdxType::kU8:
+    case IdxType::kI8: return 1;
     case IdxType::kI16: return 2;
-    case IdxType::kI32: case IdxType::kF32: return 4;
+    case IdxType::kI32:
+    case IdxType::kF32: return 4;
     case IdxType::kF64: return 8;
   }
   return 1;
@@ -91,9 +98,7 @@ Tensor IdxArray::to_tensor() const {
 absl::StatusOr<IdxArray> parse_idx(const std::string& bytes, const std::string& source) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t size = bytes.size();
-  if (size < 4) {
-    return bad(source, str_cat("file has ", size, " bytes, shorter than the 4-byte IDX magic number"));
-  }
+  if (size < 4) { return bad(source, str_cat("file has ", size, " bytes, shorter than the 4-byte IDX magic number")); }
   if (p[0] != 0 || p[1] != 0 || !known_type(p[2])) {
     return bad(source, str_cat("bad magic number ", hex_byte(p[0]), " ", hex_byte(p[1]), " ", hex_byte(p[2]), " ",
                                hex_byte(p[3]),
@@ -134,9 +139,9 @@ absl::StatusOr<IdxArray> parse_idx(const std::string& bytes, const std::string& 
                                want, " bytes after the ", header, "-byte header, file has ", have));
   }
   if (have > want) {
-    return bad(source, str_cat(have - want, " unexpected bytes after the data of ", idx_type_name(out.type), " ",
-                               shape_to_string(out.dims), " (file has ", size, " bytes, expected ", header + want,
-                               ")"));
+    return bad(source,
+               str_cat(have - want, " unexpected bytes after the data of ", idx_type_name(out.type), " ",
+                       shape_to_string(out.dims), " (file has ", size, " bytes, expected ", header + want, ")"));
   }
   out.data.assign(bytes, header, want);
   if (elem > 1) {  // big-endian to host order
@@ -151,11 +156,10 @@ absl::StatusOr<IdxArray> parse_idx(const std::string& bytes, const std::string& 
 absl::StatusOr<std::string> gunzip(const std::string& bytes, const std::string& source) {
   if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f ||
       static_cast<unsigned char>(bytes[1]) != 0x8b) {
-    return bad(source, bytes.size() < 2 ? str_cat("not a gzip file (", bytes.size(), " bytes)")
-                                        : str_cat("not a gzip file (starts with ",
-                                                  hex_byte(static_cast<unsigned char>(bytes[0])), " ",
-                                                  hex_byte(static_cast<unsigned char>(bytes[1])),
-                                                  ", expected 0x1f 0x8b)"));
+    return bad(source, bytes.size() < 2
+                           ? str_cat("not a gzip file (", bytes.size(), " bytes)")
+                           : str_cat("not a gzip file (starts with ", hex_byte(static_cast<unsigned char>(bytes[0])),
+                                     " ", hex_byte(static_cast<unsigned char>(bytes[1])), ", expected 0x1f 0x8b)"));
   }
   z_stream zs;
   std::memset(&zs, 0, sizeof(zs));
@@ -207,8 +211,8 @@ absl::StatusOr<std::string> gunzip(const std::string& bytes, const std::string& 
       return bad(source, str_cat(bytes.size() - in_pos, " bytes of trailing garbage after the gzip stream"));
     }
     if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT) {
-      return data_loss(source, str_cat("corrupt gzip data at compressed byte ", in_pos, ": ",
-                                       zs.msg ? zs.msg : "invalid data"));
+      return data_loss(
+          source, str_cat("corrupt gzip data at compressed byte ", in_pos, ": ", zs.msg ? zs.msg : "invalid data"));
     }
     if (rc == Z_MEM_ERROR) return absl::ResourceExhaustedError(str_cat("idx ", source, ": out of memory"));
     if (rc == Z_BUF_ERROR || rc == Z_OK) {

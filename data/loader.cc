@@ -63,9 +63,7 @@ Batch DataLoader::make_batch(const std::vector<int64_t>& shard, int64_t index) c
   return dataset_->get_batch(idx).to(options_.device);
 }
 
-Batch DataLoader::batch(int64_t epoch, int64_t index) const {
-  return make_batch(shard_indices(epoch), index);
-}
+Batch DataLoader::batch(int64_t epoch, int64_t index) const { return make_batch(shard_indices(epoch), index); }
 
 DataLoader::Iterator::Iterator(const DataLoader* loader, std::shared_ptr<const std::vector<int64_t>> shard,
                                int64_t index)

@@ -11,8 +11,8 @@
 namespace coppice {
 
 // The Generator::keyed purposes the data layer draws under.
-inline constexpr uint64_t kShufflePurpose = 0x646174612d736875;  // "data-shu"
-inline constexpr uint64_t kSplitPurpose = 0x646174612d73706c;    // "data-spl"
+inline constexpr uint64_t kShufflePurpose = 0x646174612d736875;    // "data-shu"
+inline constexpr uint64_t kSplitPurpose = 0x646174612d73706c;      // "data-spl"
 inline constexpr uint64_t kSyntheticPurpose = 0x646174612d73796e;  // "data-syn"
 
 // A uniformly random permutation of 0..n-1: Fisher-Yates (i from n-1 down to

@@ -16,8 +16,9 @@ Generator stream(uint64_t seed, uint64_t what) { return Generator::keyed(seed, k
 }  // namespace
 
 Blobs make_blobs(const BlobsOptions& o) {
-  COPPICE_CHECK(o.n >= 0 && o.features >= 1 && o.classes >= 1, "make_blobs: need n >= 0, features >= 1, classes >= 1; got n ",
-                o.n, ", features ", o.features, ", classes ", o.classes);
+  COPPICE_CHECK(o.n >= 0 && o.features >= 1 && o.classes >= 1,
+                "make_blobs: need n >= 0, features >= 1, classes >= 1; got n ", o.n, ", features ", o.features,
+                ", classes ", o.classes);
   COPPICE_CHECK(o.center_scale >= 0.0 && o.spread >= 0.0, "make_blobs: center_scale and spread must be >= 0, got ",
                 o.center_scale, " and ", o.spread);
   Generator g_centers = stream(o.seed, 0), g_labels = stream(o.seed, 1), g_noise = stream(o.seed, 2);
@@ -29,14 +30,16 @@ Blobs make_blobs(const BlobsOptions& o) {
 
 int64_t blobs_bytes(const BlobsOptions& o) {
   auto what = [&] { return str_cat("make_blobs: bytes of ", o.n, " examples of ", o.features, " features"); };
-  const int64_t per_example = checked_add(checked_mul(o.features, int64_t{4}, what), int64_t{8}, what);  // f32 + i64 label
+  const int64_t per_example =
+      checked_add(checked_mul(o.features, int64_t{4}, what), int64_t{8}, what);  // f32 + i64 label
   const int64_t centers = checked_mul(checked_mul(o.classes, o.features, what), int64_t{4}, what);
   return checked_add(checked_mul(o.n, per_example, what), centers, what);
 }
 
 Regression make_regression(const RegressionOptions& o) {
-  COPPICE_CHECK(o.n >= 0 && o.features >= 1 && o.outputs >= 1, "make_regression: need n >= 0, features >= 1, outputs >= 1; got n ",
-                o.n, ", features ", o.features, ", outputs ", o.outputs);
+  COPPICE_CHECK(o.n >= 0 && o.features >= 1 && o.outputs >= 1,
+                "make_regression: need n >= 0, features >= 1, outputs >= 1; got n ", o.n, ", features ", o.features,
+                ", outputs ", o.outputs);
   COPPICE_CHECK(o.noise >= 0.0, "make_regression: noise must be >= 0, got ", o.noise);
   Generator g_weight = stream(o.seed, 10), g_bias = stream(o.seed, 11), g_x = stream(o.seed, 12),
             g_noise = stream(o.seed, 13);

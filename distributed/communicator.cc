@@ -78,8 +78,7 @@ CollectiveCall check_collective(Collective collective, const Tensor& tensor, Red
                       " does not split into ", world_size, " equal chunks");
       }
       break;
-    case Collective::kBarrier:
-      break;
+    case Collective::kBarrier: break;
   }
   return call;
 }

@@ -129,8 +129,7 @@ struct CollectiveCall {
 // backend's business; here: dtype against the op, dims, divisibility, root
 // range, contiguity of in-place tensors) and returns its description. Throws
 // coppice::Error naming the op. Backends call it when a collective is issued.
-CollectiveCall check_collective(Collective collective, const Tensor& tensor, ReduceOp reduce, int root,
-                                int world_size);
+CollectiveCall check_collective(Collective collective, const Tensor& tensor, ReduceOp reduce, int root, int world_size);
 
 // The first difference between two ranks' calls at one sequence number, as
 // "op", "reduce op", "root", "dtype" or "shape"; empty when they agree.

@@ -28,8 +28,8 @@ bool is_compact(Route r) { return r == Route::kCompact || r == Route::kDensified
 
 // One line per leaf: what begin() compares across ranks.
 std::string describe_leaf(const std::string& name, const Tensor& value) {
-  std::string s = str_cat("'", name, "' ", dtype_name(value.dtype()), " ", shape_to_string(value.shape()), " ",
-                          value.format());
+  std::string s =
+      str_cat("'", name, "' ", dtype_name(value.dtype()), " ", shape_to_string(value.shape()), " ", value.format());
   if (value.is_sparse()) s += str_cat(" (", values(value).numel(), " stored values)");
   return s;
 }
@@ -58,9 +58,9 @@ std::string leaf_list_mismatch(const std::vector<std::string>& base, const std::
   }
   if (base.size() == other.size()) return {};
   const bool rank0_longer = base.size() > other.size();
-  return str_cat("rank 0 passes ", base.size(), " leaves and rank ", other_rank, " passes ", other.size(),
-                 "; leaf #", common, " ", rank0_longer ? base[common] : other[common], " on rank ",
-                 rank0_longer ? 0 : other_rank, " has no counterpart on rank ", rank0_longer ? other_rank : 0);
+  return str_cat("rank 0 passes ", base.size(), " leaves and rank ", other_rank, " passes ", other.size(), "; leaf #",
+                 common, " ", rank0_longer ? base[common] : other[common], " on rank ", rank0_longer ? 0 : other_rank,
+                 " has no counterpart on rank ", rank0_longer ? other_rank : 0);
 }
 
 }  // namespace
@@ -175,8 +175,8 @@ struct GradientSync::Impl {
       check_leaf(name, leaf);
       COPPICE_CHECK(names.insert(name).second, "GradientSync::begin: leaf name '", name, "' appears twice");
       for (const Variable& v : seen) {
-        COPPICE_CHECK(!v.is_same(leaf), "GradientSync::begin: leaf '", name, "' is passed twice (also as '",
-                      v.name(), "')");
+        COPPICE_CHECK(!v.is_same(leaf), "GradientSync::begin: leaf '", name, "' is passed twice (also as '", v.name(),
+                      "')");
       }
       seen.push_back(leaf);
       Slot s;
@@ -220,8 +220,8 @@ struct GradientSync::Impl {
         open = false;
         continue;
       }
-      const bool fits = open && buckets.back().dtype == s.dtype && buckets.back().device == s.device &&
-                        open_bytes + bytes <= cap;
+      const bool fits =
+          open && buckets.back().dtype == s.dtype && buckets.back().device == s.device && open_bytes + bytes <= cap;
       if (!fits) {
         Bucket b;
         b.dtype = s.dtype;
@@ -328,8 +328,8 @@ struct GradientSync::Impl {
     if (s.route != Route::kCompact) return to_dense(grad).reshape({-1});
     // A sparse leaf's gradient arrives projected onto its pattern (AccumulateGrad);
     // a different pattern means the mask changed inside the step.
-    COPPICE_CHECK(pattern_version(s.leaf.value()) == s.pattern_version, "GradientSync: the pattern of leaf '",
-                  s.name, "' changed between begin() and backward (mask updates go after end())");
+    COPPICE_CHECK(pattern_version(s.leaf.value()) == s.pattern_version, "GradientSync: the pattern of leaf '", s.name,
+                  "' changed between begin() and backward (mask updates go after end())");
     if (grad.is_sparse()) {
       COPPICE_CHECK(grad.format() == s.format && pattern_version(grad) == s.pattern_version,
                     "GradientSync: the gradient of sparse leaf '", s.name, "' (", grad.format(), ", pattern version ",

@@ -72,7 +72,7 @@ struct GradSyncStats {
   int64_t compact_bytes = 0;  // sparse leaves' values (or their densified gradients)
   int64_t topk_bytes = 0;     // top-k indices and values
   int64_t collectives = 0;
-  int64_t buckets = 0;        // buckets in the layout (a top-k leaf is a bucket of its own)
+  int64_t buckets = 0;  // buckets in the layout (a top-k leaf is a bucket of its own)
   // Collectives issued from gradient hooks, i.e. while backward was running
   // (the overlap); the rest were issued by end().
   int64_t collectives_during_backward = 0;

@@ -50,9 +50,18 @@ Tensor copy_of(const Tensor& src) {
   return out;
 }
 
-template <typename T> struct AccType { using type = T; };
-template <> struct AccType<Half> { using type = float; };
-template <> struct AccType<BFloat16> { using type = float; };
+template <typename T>
+struct AccType {
+  using type = T;
+};
+template <>
+struct AccType<Half> {
+  using type = float;
+};
+template <>
+struct AccType<BFloat16> {
+  using type = float;
+};
 
 template <typename A>
 A combine(A acc, A x, ReduceOp op) {
@@ -120,8 +129,7 @@ void compute(Slot& slot) {
   const int world = static_cast<int>(slot.inputs.size());
   slot.outputs.assign(world, Tensor());
   switch (call.collective) {
-    case Collective::kBarrier:
-      break;
+    case Collective::kBarrier: break;
     case Collective::kAllReduce: {
       Tensor reduced = reduce(slot.inputs, call.reduce);
       for (int r = 0; r < world; ++r) {
@@ -202,9 +210,7 @@ class InprocRendezvous {
     lock.unlock();
     try {
       compute(*slot);
-    } catch (const std::exception& e) {
-      error = str_cat(collective_name(call.collective), " #", seq, ": ", e.what());
-    }
+    } catch (const std::exception& e) { error = str_cat(collective_name(call.collective), " #", seq, ": ", e.what()); }
     lock.lock();
     slot->error = error;
     slot->done = true;
@@ -381,9 +387,7 @@ namespace {
 std::string exception_text(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
+  } catch (const std::exception& ex) { return ex.what(); } catch (...) {
     return "an exception not derived from std::exception";
   }
 }

@@ -132,12 +132,11 @@ absl::StatusOr<LaunchEnv> launch_env_from(const Getenv& getenv) {
         return bad(str_cat(s.local_size, "=", env.local_world_size, " must be at least 1"));
       }
       if (env.local_rank >= env.local_world_size) {
-        return bad(str_cat(s.local_rank, "=", env.local_rank, " is not less than ", s.local_size, "=",
-                           env.local_world_size));
+        return bad(
+            str_cat(s.local_rank, "=", env.local_rank, " is not less than ", s.local_size, "=", env.local_world_size));
       }
       if (env.local_world_size > env.world_size) {
-        return bad(str_cat(s.local_size, "=", env.local_world_size, " is larger than ", s.size, "=",
-                           env.world_size));
+        return bad(str_cat(s.local_size, "=", env.local_world_size, " is larger than ", s.size, "=", env.world_size));
       }
     }
   }
@@ -158,8 +157,8 @@ absl::StatusOr<LaunchEnv> launch_env_from(const Getenv& getenv) {
     env.master_addr = slurm;
   } else if (env.world_size > 1) {
     if (env.local_world_size != env.world_size) {
-      return bad(str_cat("MASTER_ADDR is not set (needed for a world of ", env.world_size,
-                         " ranks not all on this machine)"));
+      return bad(
+          str_cat("MASTER_ADDR is not set (needed for a world of ", env.world_size, " ranks not all on this machine)"));
     }
     env.master_addr = "127.0.0.1";
   }

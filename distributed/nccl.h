@@ -55,8 +55,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, int c
 std::string nccl_unique_id();
 // ... and the communicator of `rank` of `world_size` on `cuda_device` that it
 // names. All ranks of the world must call this concurrently.
-std::unique_ptr<Communicator> make_nccl_communicator_from_id(const std::string& unique_id, int rank,
-                                                             int world_size, int cuda_device,
-                                                             const NcclOptions& options = {});
+std::unique_ptr<Communicator> make_nccl_communicator_from_id(const std::string& unique_id, int rank, int world_size,
+                                                             int cuda_device, const NcclOptions& options = {});
 
 }  // namespace coppice

@@ -306,11 +306,11 @@ class NcclWork final : public WorkImpl {
   const std::string& name() const { return name_; }
 
   // Set by the communicator when issuing.
-  std::vector<Tensor> keep_;  // inputs and staging buffers, alive until the collective is done
-  Tensor device_result_;      // on the GPU
-  Tensor cpu_target_;         // a staged in-place CPU tensor, written back in wait()
+  std::vector<Tensor> keep_;    // inputs and staging buffers, alive until the collective is done
+  Tensor device_result_;        // on the GPU
+  Tensor cpu_target_;           // a staged in-place CPU tensor, written back in wait()
   bool result_to_cpu_ = false;  // an out-of-place result for a CPU input
-  Tensor result_;             // set in wait()
+  Tensor result_;               // set in wait()
   std::vector<int64_t> sizes_;
 
  private:
@@ -343,9 +343,8 @@ NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int world_s
     : shared_(std::make_shared<NcclShared>()), rank_(rank), world_size_(world_size), device_(cuda_device) {
   COPPICE_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "nccl: rank ", rank,
                 " is not a rank of a world of size ", world_size);
-  COPPICE_CHECK(options.timeout.count() > 0 && options.init_timeout.count() > 0,
-                "nccl: the timeouts must be > 0, got ", options.timeout.count(), " ms and ",
-                options.init_timeout.count(), " ms (init)");
+  COPPICE_CHECK(options.timeout.count() > 0 && options.init_timeout.count() > 0, "nccl: the timeouts must be > 0, got ",
+                options.timeout.count(), " ms and ", options.init_timeout.count(), " ms (init)");
   const int devices = cuda_device_count();
   COPPICE_CHECK(cuda_device >= 0 && cuda_device < devices, "nccl: rank ", rank, ": cuda:", cuda_device,
                 " does not exist (", devices, " visible)");
@@ -405,8 +404,7 @@ NcclCommunicator::~NcclCommunicator() {
       const cudaError_t e = cudaStreamQuery(s.stream);
       if (e == cudaSuccess) break;
       const ncclResult_t state = s.async_state();
-      if (e != cudaErrorNotReady || (state != ncclSuccess && state != ncclInProgress) ||
-          Clock::now() >= deadline) {
+      if (e != cudaErrorNotReady || (state != ncclSuccess && state != ncclInProgress) || Clock::now() >= deadline) {
         cudaGetLastError();
         healthy = false;
         break;
@@ -440,8 +438,7 @@ NcclCommunicator::~NcclCommunicator() {
     // A destructor must not throw; the best left to do is abort.
     try {
       shared_->abort("nccl: the communicator was aborted while being destroyed");
-    } catch (...) {
-    }
+    } catch (...) {}
   }
 }
 
@@ -461,9 +458,9 @@ Work NcclCommunicator::issue(Collective collective, const Tensor& tensor, Reduce
   bool on_cpu = false;
   if (collective != Collective::kBarrier) {
     on_cpu = tensor.device().is_cpu();
-    COPPICE_CHECK(on_cpu || tensor.device() == device, "nccl: ", op, ": the tensor is on ",
-                  tensor.device().to_string(), " but the communicator of rank ", rank_, " is on ",
-                  device.to_string(), " (move it there, or pass a CPU tensor, which is staged)");
+    COPPICE_CHECK(on_cpu || tensor.device() == device, "nccl: ", op, ": the tensor is on ", tensor.device().to_string(),
+                  " but the communicator of rank ", rank_, " is on ", device.to_string(),
+                  " (move it there, or pass a CPU tensor, which is staged)");
   }
 
   const int64_t seq = next_seq_++;
@@ -603,12 +600,11 @@ std::string nccl_unique_id() {
   return std::string(id.internal, sizeof(id.internal));
 }
 
-std::unique_ptr<Communicator> make_nccl_communicator_from_id(const std::string& unique_id, int rank,
-                                                             int world_size, int cuda_device,
-                                                             const NcclOptions& options) {
+std::unique_ptr<Communicator> make_nccl_communicator_from_id(const std::string& unique_id, int rank, int world_size,
+                                                             int cuda_device, const NcclOptions& options) {
   ncclUniqueId id;
-  COPPICE_CHECK(unique_id.size() == sizeof(id.internal), "nccl: a unique id has ", sizeof(id.internal),
-                " bytes, got ", unique_id.size());
+  COPPICE_CHECK(unique_id.size() == sizeof(id.internal), "nccl: a unique id has ", sizeof(id.internal), " bytes, got ",
+                unique_id.size());
   std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
   return std::make_unique<NcclCommunicator>(id, rank, world_size, cuda_device, options);
 }

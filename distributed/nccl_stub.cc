@@ -1,6 +1,5 @@
 // distributed/nccl.h in a build without CUDA: nothing to run on.
 #include "distributed/nccl.h"
-
 #include "tensor/error.h"
 
 namespace coppice {
@@ -16,8 +15,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv&, int, cons
 
 std::string nccl_unique_id() { no_cuda(); }
 
-std::unique_ptr<Communicator> make_nccl_communicator_from_id(const std::string&, int, int, int,
-                                                             const NcclOptions&) {
+std::unique_ptr<Communicator> make_nccl_communicator_from_id(const std::string&, int, int, int, const NcclOptions&) {
   no_cuda();
 }
 

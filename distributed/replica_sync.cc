@@ -161,8 +161,7 @@ Tensor broadcast_any(Communicator& comm, const Tensor& tensor, int root, const s
     broadcast_dense_in_place(comm, tensor, root);
     return tensor;
   }
-  const std::vector<int64_t> sums =
-      all_gather_ints(comm, {static_cast<int64_t>(pattern_fingerprint(tensor))}, device);
+  const std::vector<int64_t> sums = all_gather_ints(comm, {static_cast<int64_t>(pattern_fingerprint(tensor))}, device);
   bool all_match = true;
   for (int64_t s : sums) all_match = all_match && s == sums[static_cast<size_t>(root)];
   if (all_match) {

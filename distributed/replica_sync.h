@@ -34,8 +34,7 @@ uint64_t pattern_fingerprint(const Tensor& tensor);
 // Throws coppice::Error naming the first tensor that differs and the ranks
 // whose checksums disagree with rank 0's, prefixed with `context` (for
 // example "mask update at step 300").
-void check_patterns_agree(Communicator& comm, const std::map<std::string, Tensor>& tensors,
-                          const std::string& context);
+void check_patterns_agree(Communicator& comm, const std::map<std::string, Tensor>& tensors, const std::string& context);
 
 // Sums (or averages, or maxes) a few doubles over all ranks; one collective,
 // on a CPU tensor (a backend that needs device tensors needs another path).

@@ -243,9 +243,9 @@ absl::StatusOr<std::string> serve(const RendezvousSpec& spec, const std::string&
     return failure(errno_text(errno));
   }
 
-  std::vector<Peer> peers;          // connections, valid or not yet read
-  std::map<int, size_t> by_rank;    // rank -> index in peers
-  int dropped = 0;                  // connections that sent no valid hello
+  std::vector<Peer> peers;        // connections, valid or not yet read
+  std::map<int, size_t> by_rank;  // rank -> index in peers
+  int dropped = 0;                // connections that sent no valid hello
   std::string error;
 
   // Tells every connected, checked peer why the rendezvous failed (best
@@ -326,8 +326,8 @@ absl::StatusOr<std::string> serve(const RendezvousSpec& spec, const std::string&
                                  ") has world size ", world, ", rank 0 has ", spec.world_size));
       }
       if (rank <= 0 || rank >= spec.world_size) {
-        return abort_all(str_cat("rendezvous: rank 0 on ", where, ": the peer at ", p.addr, " says it is rank ",
-                                 rank, ", which is not a non-root rank of a world of size ", spec.world_size));
+        return abort_all(str_cat("rendezvous: rank 0 on ", where, ": the peer at ", p.addr, " says it is rank ", rank,
+                                 ", which is not a non-root rank of a world of size ", spec.world_size));
       }
       auto seen = by_rank.find(rank);
       if (seen != by_rank.end()) {
@@ -343,8 +343,8 @@ absl::StatusOr<std::string> serve(const RendezvousSpec& spec, const std::string&
   for (const auto& [rank, index] : by_rank) {
     const std::string sent = send_all(peers[index].fd.get(), message, deadline);
     if (!sent.empty()) {
-      return abort_all(str_cat("rendezvous: rank 0 on ", where, ": could not send the payload to rank ", rank,
-                               " at ", peers[index].addr, ": ", sent));
+      return abort_all(str_cat("rendezvous: rank 0 on ", where, ": could not send the payload to rank ", rank, " at ",
+                               peers[index].addr, ": ", sent));
     }
   }
   return payload;
@@ -393,9 +393,7 @@ absl::StatusOr<std::string> join(const RendezvousSpec& spec) {
   while (!fd.valid()) {
     std::string error;
     std::vector<sockaddr_in> addrs = resolve(spec.master_addr, spec.master_port, false, &error);
-    if (addrs.empty()) {
-      last_error = str_cat("cannot resolve '", spec.master_addr, "': ", error);
-    }
+    if (addrs.empty()) { last_error = str_cat("cannot resolve '", spec.master_addr, "': ", error); }
     for (const sockaddr_in& a : addrs) {
       const Clock::time_point attempt_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(2));
       fd = try_connect(a, attempt_deadline, &error);
@@ -404,12 +402,11 @@ absl::StatusOr<std::string> join(const RendezvousSpec& spec) {
     }
     if (fd.valid()) break;
     if (Clock::now() >= deadline) {
-      return absl::DeadlineExceededError(str_cat(who, " could not reach ", where, " within ",
-                                                 seconds_text(spec.timeout), ": ", last_error));
+      return absl::DeadlineExceededError(
+          str_cat(who, " could not reach ", where, " within ", seconds_text(spec.timeout), ": ", last_error));
     }
-    std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(100),
-                                                          std::max<Clock::duration>(deadline - Clock::now(),
-                                                                                    Clock::duration::zero())));
+    std::this_thread::sleep_for(std::min<Clock::duration>(
+        std::chrono::milliseconds(100), std::max<Clock::duration>(deadline - Clock::now(), Clock::duration::zero())));
   }
   const int one = 1;
   ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -432,22 +429,21 @@ absl::StatusOr<std::string> join(const RendezvousSpec& spec) {
     return absl::UnavailableError(str_cat(who, " connected to ", where, " but got no answer: ", e));
   }
   if (get_u32(header.data()) != kReplyMagic) {
-    return absl::DataLossError(str_cat(who, ": ", where, " answered with bytes that are not a rendezvous reply "
-                                            "(another service on that port?)"));
+    return absl::DataLossError(str_cat(who, ": ", where,
+                                       " answered with bytes that are not a rendezvous reply "
+                                       "(another service on that port?)"));
   }
   const uint32_t status = get_u32(header.data() + 4);
   const uint64_t length = get_u64(header.data() + 8);
   if (length > kMaxPayload) {
-    return absl::DataLossError(str_cat(who, ": ", where, " announced a payload of ", length,
-                                       " bytes, more than the limit of ", kMaxPayload));
+    return absl::DataLossError(
+        str_cat(who, ": ", where, " announced a payload of ", length, " bytes, more than the limit of ", kMaxPayload));
   }
   std::string body;
   if (std::string e = recv_exact(fd.get(), static_cast<size_t>(length), &body, deadline); !e.empty()) {
     return absl::UnavailableError(str_cat(who, ": the payload from ", where, " was cut short: ", e));
   }
-  if (status != 0) {
-    return absl::FailedPreconditionError(str_cat(who, ": rank 0 at ", where, " refused: ", body));
-  }
+  if (status != 0) { return absl::FailedPreconditionError(str_cat(who, ": rank 0 at ", where, " refused: ", body)); }
   return body;
 }
 
@@ -459,8 +455,8 @@ absl::StatusOr<std::string> rendezvous_broadcast(const RendezvousSpec& spec, con
         str_cat("rendezvous: rank ", spec.rank, " is not a rank of a world of size ", spec.world_size));
   }
   if (spec.timeout.count() <= 0) {
-    return absl::InvalidArgumentError(str_cat("rendezvous: the timeout must be > 0, got ", spec.timeout.count(),
-                                              " ms"));
+    return absl::InvalidArgumentError(
+        str_cat("rendezvous: the timeout must be > 0, got ", spec.timeout.count(), " ms"));
   }
   if (spec.rank == 0 && payload_from_root.size() > kMaxPayload) {
     return absl::InvalidArgumentError(str_cat("rendezvous: the payload has ", payload_from_root.size(),
@@ -468,8 +464,8 @@ absl::StatusOr<std::string> rendezvous_broadcast(const RendezvousSpec& spec, con
   }
   if (spec.world_size == 1) return payload_from_root;
   if (spec.master_port <= 0 || spec.master_port > 65535) {
-    return absl::InvalidArgumentError(str_cat("rendezvous: rank ", spec.rank, ": master port ", spec.master_port,
-                                              " is not in 1..65535"));
+    return absl::InvalidArgumentError(
+        str_cat("rendezvous: rank ", spec.rank, ": master port ", spec.master_port, " is not in 1..65535"));
   }
   if (spec.master_addr.empty()) {
     return absl::InvalidArgumentError(str_cat("rendezvous: rank ", spec.rank, ": no master address"));

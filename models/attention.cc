@@ -32,9 +32,8 @@ const Tensor& MultiheadAttention::cached_pattern(int64_t t, int64_t copies, Tens
   auto key = std::make_tuple(t, copies, static_cast<int>(options.dtype));
   auto it = patterns_.find(key);
   if (it == patterns_.end() || it->second.device() != options.device) {
-    Tensor p = pattern_.is_sparse()
-                   ? block_diagonal_pattern(attention_pattern(pattern_, t, options), copies)
-                   : attention_mask(pattern_, t, options.device);
+    Tensor p = pattern_.is_sparse() ? block_diagonal_pattern(attention_pattern(pattern_, t, options), copies)
+                                    : attention_mask(pattern_, t, options.device);
     if (patterns_.size() >= 8) patterns_.clear();  // a few batch sizes at most
     it = patterns_.insert_or_assign(key, p).first;
   }
@@ -66,12 +65,12 @@ Variable MultiheadAttention::attend_sparse(const Variable& q, const Variable& k,
 }
 
 Variable MultiheadAttention::forward(const Variable& x) {
-  COPPICE_CHECK(x.dim() == 3 && x.size(2) == dim_, "MultiheadAttention: expected x [B, T, ", dim_, "], got ",
-                x.dim(), " dims", x.dim() == 3 ? str_cat(" with last dim ", x.size(2)) : "");
+  COPPICE_CHECK(x.dim() == 3 && x.size(2) == dim_, "MultiheadAttention: expected x [B, T, ", dim_, "], got ", x.dim(),
+                " dims", x.dim() == 3 ? str_cat(" with last dim ", x.size(2)) : "");
   return run_op({x}, [this](const std::vector<Variable>& in) {
     const Variable& xin = in[0];
     const int64_t b = xin.size(0), t = xin.size(1), dh = dim_ / heads_;
-    Variable qkv = qkv_->forward(xin);                                     // [B, T, 3D]
+    Variable qkv = qkv_->forward(xin);  // [B, T, 3D]
     qkv = reshape(permute(reshape(qkv, {b, t, 3, heads_, dh}), {2, 0, 3, 1, 4}), {3, b * heads_, t, dh});
     Variable q = mul(select(qkv, 0, 0), 1.0 / std::sqrt(static_cast<double>(dh)));
     Variable k = select(qkv, 0, 1), v = select(qkv, 0, 2);
@@ -86,8 +85,8 @@ Variable MultiheadAttention::forward(const Variable& x) {
 TransformerBlock::TransformerBlock(const TransformerBlockOptions& block, const LayerOptions& options, Generator& gen)
     : Module("TransformerBlock") {
   ln1_ = register_module("ln1", std::make_shared<LayerNorm>(Shape{block.dim}, 1e-5, true, options));
-  attn_ = register_module("attn", std::make_shared<MultiheadAttention>(block.dim, block.heads, block.pattern,
-                                                                       block.dropout, options, gen));
+  attn_ = register_module(
+      "attn", std::make_shared<MultiheadAttention>(block.dim, block.heads, block.pattern, block.dropout, options, gen));
   ln2_ = register_module("ln2", std::make_shared<LayerNorm>(Shape{block.dim}, 1e-5, true, options));
   mlp_ = register_module("mlp", std::make_shared<Sequential>());
   mlp_->push_back(std::make_shared<Linear>(block.dim, block.mlp_hidden, true, options, gen), "fc1");

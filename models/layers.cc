@@ -20,7 +20,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, const Layer
   COPPICE_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in=", in_features,
                 " out=", out_features);
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight_ = register_parameter("weight", Variable(uniform_init({out_features, in_features}, bound, options, gen), true));
+  weight_ =
+      register_parameter("weight", Variable(uniform_init({out_features, in_features}, bound, options, gen), true));
   if (bias) bias_ = register_parameter("bias", Variable(uniform_init({out_features}, bound, options, gen), true));
 }
 
@@ -54,7 +55,8 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, c
   COPPICE_CHECK(in_channels > 0 && out_channels > 0 && kernel_size > 0, "Conv2d: channels and kernel must be positive");
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
   weight_ = register_parameter(
-      "weight", Variable(uniform_init({out_channels, in_channels, kernel_size, kernel_size}, bound, options, gen), true));
+      "weight",
+      Variable(uniform_init({out_channels, in_channels, kernel_size, kernel_size}, bound, options, gen), true));
   if (bias) bias_ = register_parameter("bias", Variable(uniform_init({out_channels}, bound, options, gen), true));
 }
 
@@ -88,7 +90,10 @@ Variable LayerNorm::forward(const Variable& x) {
 
 BatchNorm::BatchNorm(std::string type_name, int64_t spatial_dims, int64_t num_features, double eps, double momentum,
                      bool affine, const LayerOptions& options)
-    : Module(std::move(type_name)), spatial_dims_(spatial_dims), channels_(num_features), eps_(eps),
+    : Module(std::move(type_name)),
+      spatial_dims_(spatial_dims),
+      channels_(num_features),
+      eps_(eps),
       momentum_(momentum) {
   COPPICE_CHECK(num_features > 0, this->type_name(), ": num_features must be positive");
   if (affine) {
@@ -123,7 +128,8 @@ Variable BatchNorm::forward(const Variable& x) {
     Tensor unbiased = mul(bv, static_cast<double>(n) / static_cast<double>(n - 1));
     running_mean_->copy_(add(mul(*running_mean_, 1.0 - momentum_), mul(bm, momentum_)));
     running_var_->copy_(add(mul(*running_var_, 1.0 - momentum_), mul(unbiased, momentum_)));
-    num_batches_tracked_->copy_(add(*num_batches_tracked_, scalar_tensor(1.0, TensorOptions(DType::kI64, num_batches_tracked_->device()))));
+    num_batches_tracked_->copy_(
+        add(*num_batches_tracked_, scalar_tensor(1.0, TensorOptions(DType::kI64, num_batches_tracked_->device()))));
   } else {
     Variable rm(running_mean_->reshape(bshape)), rv(running_var_->reshape(bshape));
     y = mul(sub(x, rm), rsqrt(add(rv, eps_)));
@@ -147,8 +153,8 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const LayerO
     : Module("Embedding") {
   COPPICE_CHECK(num_embeddings > 0 && embedding_dim > 0, "Embedding: sizes must be positive");
   weight_ = register_parameter(
-      "weight", Variable(randn({num_embeddings, embedding_dim}, TensorOptions(options.dtype), gen).to(options.device),
-                         true));
+      "weight",
+      Variable(randn({num_embeddings, embedding_dim}, TensorOptions(options.dtype), gen).to(options.device), true));
 }
 
 Variable Embedding::forward(const Variable& x) {

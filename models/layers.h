@@ -88,8 +88,8 @@ class LayerNorm : public Module {
 // evaluation uses the running statistics. Parameters weight, bias [C].
 class BatchNorm : public Module {
  public:
-  BatchNorm(std::string type_name, int64_t spatial_dims, int64_t num_features, double eps = 1e-5,
-            double momentum = 0.1, bool affine = true, const LayerOptions& options = {});
+  BatchNorm(std::string type_name, int64_t spatial_dims, int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+            bool affine = true, const LayerOptions& options = {});
   Variable forward(const Variable& x) override;
 
  private:
@@ -168,8 +168,7 @@ class MaxPool2d : public Module {
 // Flattens dims [start_dim, end_dim].
 class Flatten : public Module {
  public:
-  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
-      : Module("Flatten"), start_(start_dim), end_(end_dim) {}
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : Module("Flatten"), start_(start_dim), end_(end_dim) {}
   Variable forward(const Variable& x) override;
 
  private:

@@ -22,9 +22,11 @@ std::string join_name(const std::string& prefix, const std::string& name) {
 void Module::check_new_name(const std::string& name) const {
   COPPICE_CHECK(!name.empty(), type_name_, ": a parameter, buffer or submodule needs a non-empty name");
   COPPICE_CHECK(name.find('.') == std::string::npos, type_name_, ": name '", name, "' contains '.'");
-  for (const auto& p : parameters_) COPPICE_CHECK(p.name != name, type_name_, ": name '", name, "' is already a parameter");
+  for (const auto& p : parameters_)
+    COPPICE_CHECK(p.name != name, type_name_, ": name '", name, "' is already a parameter");
   for (const auto& b : buffers_) COPPICE_CHECK(b.name != name, type_name_, ": name '", name, "' is already a buffer");
-  for (const auto& c : children_) COPPICE_CHECK(c.first != name, type_name_, ": name '", name, "' is already a submodule");
+  for (const auto& c : children_)
+    COPPICE_CHECK(c.first != name, type_name_, ": name '", name, "' is already a submodule");
 }
 
 Variable* Module::register_parameter(const std::string& name, Variable value) {
@@ -148,7 +150,8 @@ void Module::set_parameter(const std::string& name, Variable value) {
   COPPICE_CHECK(slot != nullptr, type_name_, ": no parameter '", name, "'; known: ", known_parameter_names());
   COPPICE_CHECK(value.defined(), type_name_, ": set_parameter('", name, "') with an undefined Variable");
   COPPICE_CHECK(value.shape() == slot->value.shape(), type_name_, ": set_parameter('", name, "'): shape ",
-                shape_to_string(value.shape()), " does not match the parameter's ", shape_to_string(slot->value.shape()));
+                shape_to_string(value.shape()), " does not match the parameter's ",
+                shape_to_string(slot->value.shape()));
   slot->value = std::move(value);
 }
 
@@ -221,8 +224,8 @@ void Module::check_state_dict(const NamedTensors& state, bool strict) const {
     if (found == own_shape.end()) continue;
     const Shape* s = found->second;
     COPPICE_CHECK(t.defined(), "load_state_dict (", type_name_, "): '", n, "' is an undefined tensor");
-    COPPICE_CHECK(t.shape() == *s, "load_state_dict (", type_name_, "): '", n, "' has shape ", shape_to_string(t.shape()),
-                  ", the module's is ", shape_to_string(*s));
+    COPPICE_CHECK(t.shape() == *s, "load_state_dict (", type_name_, "): '", n, "' has shape ",
+                  shape_to_string(t.shape()), ", the module's is ", shape_to_string(*s));
   }
 }
 
@@ -247,7 +250,8 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
       } else {
         // Own the values: training updates them in place, the caller's
         // tensors must not change (index parts are never written, so shared).
-        if (loaded.is_same(t)) loaded = loaded.is_dense() ? loaded.clone() : with_values(loaded, values(loaded).clone());
+        if (loaded.is_same(t))
+          loaded = loaded.is_dense() ? loaded.clone() : with_values(loaded, values(loaded).clone());
         set_parameter(n, Variable(loaded, v.requires_grad(), v.name()));
       }
     }

@@ -17,12 +17,9 @@ namespace {
 bool attends(const AttentionPattern& p, int64_t i, int64_t j) {
   if (p.causal && j > i) return false;
   switch (p.kind) {
-    case AttentionPattern::Kind::kDense:
-      return true;
-    case AttentionPattern::Kind::kLocal:
-      return (i > j ? i - j : j - i) < p.window;
-    case AttentionPattern::Kind::kBlock:
-      return i / p.block == j / p.block;
+    case AttentionPattern::Kind::kDense: return true;
+    case AttentionPattern::Kind::kLocal: return (i > j ? i - j : j - i) < p.window;
+    case AttentionPattern::Kind::kBlock: return i / p.block == j / p.block;
   }
   return false;
 }
@@ -45,15 +42,9 @@ const CompressedImpl& csr_of(const Tensor& t, const char* op) {
 std::string AttentionPattern::describe() const {
   std::string s;
   switch (kind) {
-    case Kind::kDense:
-      s = "dense(";
-      break;
-    case Kind::kLocal:
-      s = str_cat("local(window=", window, causal ? ", " : "");
-      break;
-    case Kind::kBlock:
-      s = str_cat("block(block=", block, causal ? ", " : "");
-      break;
+    case Kind::kDense: s = "dense("; break;
+    case Kind::kLocal: s = str_cat("local(window=", window, causal ? ", " : ""); break;
+    case Kind::kBlock: s = str_cat("block(block=", block, causal ? ", " : ""); break;
   }
   return s + (causal ? "causal)" : ")");
 }

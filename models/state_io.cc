@@ -9,9 +9,7 @@ absl::Status save_module(const Module& module, const std::string& path,
                          const std::map<std::string, std::string>& metadata) {
   try {
     return write_sparse_safetensors(path, module.state_dict(), metadata);
-  } catch (const Error& e) {
-    return absl::InvalidArgumentError(e.what());
-  }
+  } catch (const Error& e) { return absl::InvalidArgumentError(e.what()); }
 }
 
 absl::Status load_module(Module& module, const std::string& path, bool strict) {
@@ -19,9 +17,7 @@ absl::Status load_module(Module& module, const std::string& path, bool strict) {
   if (!file.ok()) return file.status();
   try {
     module.load_state_dict(file->tensors, strict);
-  } catch (const Error& e) {
-    return absl::InvalidArgumentError(str_cat(path, ": ", e.what()));
-  }
+  } catch (const Error& e) { return absl::InvalidArgumentError(str_cat(path, ": ", e.what())); }
   return absl::OkStatus();
 }
 

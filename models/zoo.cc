@@ -19,8 +19,8 @@ namespace coppice {
 MLP::MLP(const std::vector<int64_t>& sizes, const LayerOptions& options, Generator& gen) : Module("MLP") {
   COPPICE_CHECK(sizes.size() >= 2, "MLP: needs at least an input and an output size, got ", sizes.size(), " sizes");
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
-    layers_.push_back(register_module(str_cat("fc", i + 1),
-                                      std::make_shared<Linear>(sizes[i], sizes[i + 1], true, options, gen)));
+    layers_.push_back(
+        register_module(str_cat("fc", i + 1), std::make_shared<Linear>(sizes[i], sizes[i + 1], true, options, gen)));
   }
 }
 
@@ -51,7 +51,7 @@ Variable LeNet5::forward(const Variable& x) {
                 "LeNet5: expected input [N, 1, 28, 28]");
   return run_op({x}, [this](const std::vector<Variable>& in) {
     Variable h = max_pool2d(relu(conv1_->forward(in[0])), {2, 2});  // [N, 6, 14, 14]
-    h = max_pool2d(relu(conv2_->forward(h)), {2, 2});                // [N, 16, 5, 5]
+    h = max_pool2d(relu(conv2_->forward(h)), {2, 2});               // [N, 16, 5, 5]
     h = fc1_->forward_relu(flatten(h, 1));
     h = fc2_->forward_relu(h);
     return fc3_->forward(h);
@@ -66,19 +66,21 @@ VisionTransformer::VisionTransformer(const ViTOptions& vit, const LayerOptions& 
                 vit.patch_size, ") must divide image_size (", vit.image_size, ")");
   const int64_t side = vit.image_size / vit.patch_size;
   auto patch_what = [&] {
-    return str_cat("VisionTransformer: values per patch (channels ", vit.channels, ", patch_size ", vit.patch_size, ")");
+    return str_cat("VisionTransformer: values per patch (channels ", vit.channels, ", patch_size ", vit.patch_size,
+                   ")");
   };
   const int64_t patch_values =
       checked_mul(checked_mul(vit.channels, vit.patch_size, patch_what), vit.patch_size, patch_what);
   const int64_t tokens = side * side + (vit.class_token ? 1 : 0);
-  patch_embed_ = register_module(
-      "patch_embed", std::make_shared<Linear>(patch_values, vit.dim, true, options, gen));
+  patch_embed_ = register_module("patch_embed", std::make_shared<Linear>(patch_values, vit.dim, true, options, gen));
   if (vit.class_token) {
     cls_token_ = register_parameter(
-        "cls_token", Variable(mul(randn({1, 1, vit.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
+        "cls_token",
+        Variable(mul(randn({1, 1, vit.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
   }
   pos_embed_ = register_parameter(
-      "pos_embed", Variable(mul(randn({1, tokens, vit.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
+      "pos_embed",
+      Variable(mul(randn({1, tokens, vit.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
   blocks_ = register_module("blocks", std::make_shared<Sequential>());
   TransformerBlockOptions b{vit.dim, vit.heads, vit.mlp_hidden, vit.pattern, vit.dropout};
   for (int64_t i = 0; i < vit.depth; ++i) blocks_->push_back(std::make_shared<TransformerBlock>(b, options, gen));
@@ -111,7 +113,8 @@ CharTransformerLM::CharTransformerLM(const CharLMOptions& lm, const LayerOptions
   COPPICE_CHECK(lm.vocab_size > 0 && lm.context > 0, "CharTransformerLM: vocab_size and context must be positive");
   tok_embed_ = register_module("tok_embed", std::make_shared<Embedding>(lm.vocab_size, lm.dim, options, gen));
   pos_embed_ = register_parameter(
-      "pos_embed", Variable(mul(randn({lm.context, lm.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
+      "pos_embed",
+      Variable(mul(randn({lm.context, lm.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
   blocks_ = register_module("blocks", std::make_shared<Sequential>());
   TransformerBlockOptions b{lm.dim, lm.heads, lm.mlp_hidden, o_.pattern, lm.dropout};
   for (int64_t i = 0; i < lm.layers; ++i) blocks_->push_back(std::make_shared<TransformerBlock>(b, options, gen));
@@ -120,8 +123,8 @@ CharTransformerLM::CharTransformerLM(const CharLMOptions& lm, const LayerOptions
 }
 
 Variable CharTransformerLM::forward(const Variable& x) {
-  COPPICE_CHECK(x.dim() == 2 && x.size(1) >= 1 && x.size(1) <= o_.context, "CharTransformerLM: expected token ids [N, T] ",
-                "with 1 <= T <= context (", o_.context, ")");
+  COPPICE_CHECK(x.dim() == 2 && x.size(1) >= 1 && x.size(1) <= o_.context,
+                "CharTransformerLM: expected token ids [N, T] ", "with 1 <= T <= context (", o_.context, ")");
   return run_op({x}, [this](const std::vector<Variable>& in) {
     const int64_t t = in[0].size(1);
     Variable h = add(tok_embed_->forward(in[0]), slice(*pos_embed_, 0, 0, t));  // [N, T, dim]
@@ -135,14 +138,10 @@ namespace {
 
 const char* option_type(const ModelOption& v) {
   switch (v.index()) {
-    case 0:
-      return "integer";
-    case 1:
-      return "float";
-    case 2:
-      return "bool";
-    default:
-      return "string";
+    case 0: return "integer";
+    case 1: return "float";
+    case 2: return "bool";
+    default: return "string";
   }
 }
 
@@ -178,7 +177,8 @@ class Options {
     if (!std::holds_alternative<std::string>(*v)) bad(name, "must be a string, got a ", option_type(*v));
     return std::get<std::string>(*v);
   }
-  std::string choice(const std::string& name, const std::string& fallback, const std::vector<std::string>& choices) const {
+  std::string choice(const std::string& name, const std::string& fallback,
+                     const std::vector<std::string>& choices) const {
     std::string s = string(name, fallback);
     if (std::find(choices.begin(), choices.end(), s) == choices.end())
       bad(name, "is '", s, "'; known: ", str_join(choices, ", "));
@@ -225,9 +225,7 @@ std::vector<int64_t> parse_sizes(const Options& o, const std::string& text) {
     bool too_large = false;
     try {
       v = std::stoll(item, &used);
-    } catch (const std::out_of_range&) {
-      too_large = true;
-    } catch (const std::exception&) {
+    } catch (const std::out_of_range&) { too_large = true; } catch (const std::exception&) {
       used = 0;
     }
     if (too_large || (used > 0 && v > kMaxModelWidth))
@@ -254,9 +252,7 @@ void check_mlp_fits(const Options& o, const std::vector<int64_t>& sizes, DType d
   if (mul_overflows(params, dtype_size(dtype), &bytes)) bytes = std::numeric_limits<int64_t>::max();
   try {
     check_host_memory(bytes, str_cat("[", str_join(sizes, ", "), "]: ", params, " parameters of ", dtype_name(dtype)));
-  } catch (const Error& e) {
-    o.bad("sizes", e.what());
-  }
+  } catch (const Error& e) { o.bad("sizes", e.what()); }
 }
 
 AttentionPattern read_pattern(const Options& o, const std::vector<std::string>& kinds, int64_t window, int64_t block) {
@@ -326,7 +322,10 @@ const std::map<std::string, ModelEntry>& registry() {
         },
         [](const Options& o) {
           const std::vector<int64_t> sizes = mlp_sizes(o);
-          return ModelInput{InputKind::kFeatures, {sizes.front()}, sizes.back(), {"sizes", "the first size"},
+          return ModelInput{InputKind::kFeatures,
+                            {sizes.front()},
+                            sizes.back(),
+                            {"sizes", "the first size"},
                             {"sizes", "the last size"}};
         }}},
       {"lenet5",
@@ -347,8 +346,11 @@ const std::map<std::string, ModelEntry>& registry() {
         },
         [](const Options& o) {
           const ViTOptions v = vit_options(o);
-          return ModelInput{InputKind::kImage, {v.channels, v.image_size, v.image_size}, v.num_classes,
-                            {"image_size", ""}, {"num_classes", ""}};
+          return ModelInput{InputKind::kImage,
+                            {v.channels, v.image_size, v.image_size},
+                            v.num_classes,
+                            {"image_size", ""},
+                            {"num_classes", ""}};
         }}},
       {"char_lm",
        {{"vocab_size", "context", "dim", "layers", "heads", "mlp_ratio", "attention", "window", "dropout", "seed"},

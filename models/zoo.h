@@ -112,8 +112,8 @@ class VisionTransformer : public Module {
  private:
   ViTOptions o_;
   std::shared_ptr<Linear> patch_embed_, head_;
-  Variable* cls_token_ = nullptr;  // [1, 1, dim]
-  Variable* pos_embed_;            // [1, tokens, dim]
+  Variable* cls_token_ = nullptr;       // [1, 1, dim]
+  Variable* pos_embed_;                 // [1, tokens, dim]
   std::shared_ptr<Sequential> blocks_;  // of TransformerBlock
   std::shared_ptr<LayerNorm> norm_;
 };
@@ -140,7 +140,7 @@ class CharTransformerLM : public Module {
  private:
   CharLMOptions o_;
   std::shared_ptr<Embedding> tok_embed_;
-  Variable* pos_embed_;  // [context, dim]
+  Variable* pos_embed_;                 // [context, dim]
   std::shared_ptr<Sequential> blocks_;  // of TransformerBlock
   std::shared_ptr<LayerNorm> norm_;
   std::shared_ptr<Linear> head_;

@@ -41,8 +41,7 @@ void Adam::validate(const Hyperparameters& o, size_t group) const {
 
 std::vector<std::string> Adam::state_names(const Hyperparameters&) const { return {"exp_avg", "exp_avg_sq"}; }
 
-Tensor Adam::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o, ParamState& state,
-                    bool in_place) {
+Tensor Adam::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o, ParamState& state, bool in_place) {
   AdamStepArgs args;
   args.lr = o.at("lr");
   args.beta1 = o.at("beta1");

@@ -30,8 +30,7 @@ std::vector<Tensor> adam_step_cpu_kernel(const std::vector<Tensor>& in, const At
   return {};
 }
 
-const KernelRegistrar kCpu("adam_step", DeviceType::kCpu, {"dense", "dense", "dense", "dense"},
-                           adam_step_cpu_kernel);
+const KernelRegistrar kCpu("adam_step", DeviceType::kCpu, {"dense", "dense", "dense", "dense"}, adam_step_cpu_kernel);
 
 }  // namespace
 }  // namespace coppice

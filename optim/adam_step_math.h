@@ -31,8 +31,8 @@ struct AdamStepArgs {
 // The per-element constants, rounded to T as the tensor-op path rounds them.
 template <typename T>
 struct AdamStepConstants {
-  T decay_keep;           // 1 - lr * weight_decay (decoupled)
-  T weight_decay;         // coupled
+  T decay_keep;    // 1 - lr * weight_decay (decoupled)
+  T weight_decay;  // coupled
   T one_minus_beta1, beta2, one_minus_beta2;
   T bias_correction2_sqrt, eps, step_size;
   bool decoupled, has_decay;

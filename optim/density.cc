@@ -60,7 +60,8 @@ std::vector<LayerDensity> layer_densities(const std::vector<LayerShape>& layers,
     COPPICE_CHECK(d >= 0.0 && d <= 1.0, op, ": override for '", name, "' must be in [0, 1], got ", d);
     COPPICE_CHECK(!o.dense.count(name), op, ": layer '", name, "' is both kept dense and overridden");
   }
-  for (const std::string& name : o.dense) COPPICE_CHECK(names.count(name), op, ": dense layer '", name, "' names no layer");
+  for (const std::string& name : o.dense)
+    COPPICE_CHECK(names.count(name), op, ": dense layer '", name, "' names no layer");
 
   const size_t n = layers.size();
   std::vector<double> numel(n), raw(n);

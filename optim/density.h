@@ -37,9 +37,9 @@ struct LayerShape {
 
 struct DensityOptions {
   DensityDistribution distribution = DensityDistribution::kErdosRenyiKernel;
-  double density = 0.1;                      // the overall target, in [0, 1]
-  std::map<std::string, double> overrides;   // fixed densities by layer name
-  std::set<std::string> dense;               // layers kept dense by name
+  double density = 0.1;                     // the overall target, in [0, 1]
+  std::map<std::string, double> overrides;  // fixed densities by layer name
+  std::set<std::string> dense;              // layers kept dense by name
 };
 
 struct LayerDensity {

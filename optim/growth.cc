@@ -109,8 +109,8 @@ GrowthPolicyPtr make_growth_policy(const std::string& name) {
     auto it = r.factories.find(name);
     if (it != r.factories.end()) factory = it->second;
   }
-  COPPICE_CHECK(factory != nullptr, "growth policy: unknown name '", name, "'; known: ",
-                str_join(registered_growth_policies(), ", "));
+  COPPICE_CHECK(factory != nullptr, "growth policy: unknown name '", name,
+                "'; known: ", str_join(registered_growth_policies(), ", "));
   GrowthPolicyPtr p = factory();
   COPPICE_CHECK(p != nullptr, "growth policy '", name, "': the factory returned null");
   return p;
@@ -131,8 +131,8 @@ std::vector<int64_t> top_k_among(const Tensor& scores, const std::vector<int64_t
   return chosen_positions(sparsify::topk_mask(compact, k, true, op), candidates);
 }
 
-std::vector<int64_t> random_k_among(const std::vector<int64_t>& candidates, int64_t k, uint64_t seed,
-                                    uint64_t purpose, uint64_t step, uint64_t rank) {
+std::vector<int64_t> random_k_among(const std::vector<int64_t>& candidates, int64_t k, uint64_t seed, uint64_t purpose,
+                                    uint64_t step, uint64_t rank) {
   check_k(candidates, k, "growth 'random'");
   if (k == 0) return {};
   if (k == static_cast<int64_t>(candidates.size())) return candidates;

@@ -79,8 +79,8 @@ std::vector<int64_t> top_k_among(const Tensor& scores, const std::vector<int64_t
 // bits from block(seed', offset', position) of Generator::keyed(seed,
 // purpose, step, rank)) are largest, ascending. Computed on the host; the
 // draw depends only on the key and the positions.
-std::vector<int64_t> random_k_among(const std::vector<int64_t>& candidates, int64_t k, uint64_t seed,
-                                    uint64_t purpose, uint64_t step, uint64_t rank);
+std::vector<int64_t> random_k_among(const std::vector<int64_t>& candidates, int64_t k, uint64_t seed, uint64_t purpose,
+                                    uint64_t step, uint64_t rank);
 
 // An initial mask for sparse training from scratch: exactly `nnz` of
 // shape's positions, uniformly at random, Philox-keyed like random growth

@@ -19,8 +19,8 @@ std::string loss_scale_mode_name(LossScaleMode mode) {
 }
 
 LossScaler::LossScaler(const LossScalerOptions& o) : options_(o), scale_(o.init_scale) {
-  COPPICE_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0.0, "LossScaler: init_scale must be finite and > 0, got ",
-                o.init_scale);
+  COPPICE_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0.0,
+                "LossScaler: init_scale must be finite and > 0, got ", o.init_scale);
   COPPICE_CHECK(o.growth_factor > 1.0 && std::isfinite(o.growth_factor),
                 "LossScaler: growth_factor must be finite and > 1, got ", o.growth_factor);
   COPPICE_CHECK(o.backoff_factor > 0.0 && o.backoff_factor < 1.0, "LossScaler: backoff_factor must be in (0, 1), got ",

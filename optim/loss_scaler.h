@@ -33,9 +33,9 @@ enum class LossScaleMode {
 
 struct LossScalerOptions {
   LossScaleMode mode = LossScaleMode::kNone;
-  double init_scale = 65536.0;   // 2^16; the static scale in kStatic
-  double growth_factor = 2.0;    // after growth_interval finite steps in a row
-  double backoff_factor = 0.5;   // after a step with inf/NaN gradients
+  double init_scale = 65536.0;  // 2^16; the static scale in kStatic
+  double growth_factor = 2.0;   // after growth_interval finite steps in a row
+  double backoff_factor = 0.5;  // after a step with inf/NaN gradients
   int64_t growth_interval = 2000;
 };
 

@@ -34,7 +34,8 @@ PatternView pattern_view(const Tensor& param, std::string_view op) {
   COPPICE_CHECK(layout == Layout::kCoo || layout == Layout::kCsr || layout == Layout::kCsc ||
                     layout == Layout::kMasked || layout == Layout::kBsr || layout == Layout::kBlockedEll,
                 op, ": mask updates need a sparse parameter in coo, csr, csc, masked, bsr or blocked_ell, got ",
-                param.format(), layout == Layout::kDense ? " (store the weight as \"masked\" to prune a dense one)" : "");
+                param.format(),
+                layout == Layout::kDense ? " (store the weight as \"masked\" to prune a dense one)" : "");
   PatternView view;
   view.shape = param.shape();
   if (layout == Layout::kBsr) {
@@ -132,8 +133,8 @@ MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const st
   Tensor grown_values = zeros({n_grown + 1}, param.options());  // the last one is the zero of padding slots
   if (init && n_grown > 0) {
     Tensor v = init(param, grown);
-    COPPICE_CHECK(v.defined() && v.numel() == n_grown, op, ": the regrow init returned ",
-                  v.defined() ? v.numel() : 0, " values for ", n_grown, " grown positions");
+    COPPICE_CHECK(v.defined() && v.numel() == n_grown, op, ": the regrow init returned ", v.defined() ? v.numel() : 0,
+                  " values for ", n_grown, " grown positions");
     v = to_dense(v).reshape({-1}).to(param.dtype()).to(param.device());
     grown_values = cat({v, zeros({1}, param.options())});
   }

@@ -52,8 +52,8 @@ std::vector<int64_t> expand_blocks(const std::vector<int64_t>& blocks, const Pat
 using RegrowInit = std::function<Tensor(const Tensor& param, const std::vector<int64_t>& positions)>;
 
 struct MaskChange {
-  Tensor param;      // the new parameter, same format, dtype and device; a fresh pattern version
-  Tensor keep_from;  // i64 on the CPU, one per slot of values(param): the old slot, or -1 for a new entry
+  Tensor param;                  // the new parameter, same format, dtype and device; a fresh pattern version
+  Tensor keep_from;              // i64 on the CPU, one per slot of values(param): the old slot, or -1 for a new entry
   std::vector<int64_t> dropped;  // flat positions, ascending
   std::vector<int64_t> grown;    // flat positions, ascending
 };

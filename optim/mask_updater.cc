@@ -100,8 +100,8 @@ const char* drop_schedule_name(DropSchedule s) {
 }
 
 void validate(const MaskUpdaterConfig& c) {
-  COPPICE_CHECK(c.drop_fraction >= 0.0 && c.drop_fraction <= 1.0,
-                "mask updater: drop_fraction must be in [0, 1], got ", c.drop_fraction);
+  COPPICE_CHECK(c.drop_fraction >= 0.0 && c.drop_fraction <= 1.0, "mask updater: drop_fraction must be in [0, 1], got ",
+                c.drop_fraction);
   COPPICE_CHECK(c.start_step >= 0, "mask updater: start_step must be >= 0, got ", c.start_step);
   COPPICE_CHECK(c.end_step >= c.start_step, "mask updater: end_step (", c.end_step, ") is before start_step (",
                 c.start_step, ")");
@@ -186,8 +186,8 @@ void MaskUpdater::check_state_tensors(const std::map<std::string, Tensor>& state
   for (const auto& [key, t] : state) {
     bool known = false;
     for (const std::string& name : names_) {
-      known = known || key == name + ".ever_active" || key == name + ".movement_scores" ||
-              key == name + ".movement_steps";
+      known =
+          known || key == name + ".ever_active" || key == name + ".movement_scores" || key == name + ".movement_steps";
     }
     COPPICE_CHECK(known, op, ": entry '", key, "' belongs to no layer; layers: ", str_join(names_, ", "));
     COPPICE_CHECK(t.defined() && t.is_dense(), op, ": entry '", key, "' must be a dense tensor");
@@ -205,7 +205,8 @@ void MaskUpdater::check_state_tensors(const std::map<std::string, Tensor>& state
     if (scores == state.end()) continue;
     const Tensor& sc = scores->second;
     COPPICE_CHECK(sc.dim() == 1 && is_floating(sc.dtype()), op, ": '", name,
-                  ".movement_scores' must be 1-D floating, got ", dtype_name(sc.dtype()), " ", shape_to_string(sc.shape()));
+                  ".movement_scores' must be 1-D floating, got ", dtype_name(sc.dtype()), " ",
+                  shape_to_string(sc.shape()));
     if (params != nullptr) {
       auto p = params->find(name);
       if (p != params->end()) {
@@ -261,8 +262,8 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
 
   struct Pending {
     const LayerInputs* in = nullptr;
-    PatternView elements;  // the stored entries
-    PatternView view;      // the units of the update: the entries, or the blocks of a block format
+    PatternView elements;                   // the stored entries
+    PatternView view;                       // the units of the update: the entries, or the blocks of a block format
     std::vector<int64_t> kept, candidates;  // in units
     int64_t dropped = 0, grow = 0;
   };
@@ -310,8 +311,8 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     switch (config_.prune) {
       case PruneCriterion::kMagnitude:
         if (blocked) {
-          keys = sparsify::block_scores(to_dense(in.param).contiguous(), p.elements.block_rows,
-                                        p.elements.block_cols, false, op);
+          keys = sparsify::block_scores(to_dense(in.param).contiguous(), p.elements.block_rows, p.elements.block_cols,
+                                        false, op);
         } else {
           keys = values(in.param);
           magnitude = true;
@@ -326,9 +327,7 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
                       "parameter this updater returned last)");
         keys = l.movement.scores();
         break;
-      case PruneCriterion::kCustom:
-        keys = config_.prune_score(in.param, step);
-        break;
+      case PruneCriterion::kCustom: keys = config_.prune_score(in.param, step); break;
     }
     p.kept = select_survivors(keys, p.view, n - k, magnitude, op);
     p.dropped = k;
@@ -395,11 +394,10 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
         COPPICE_CHECK(j == 0 || grown[j - 1] < grown[j], op, ": growth '", policy_->name(),
                       "' must return distinct ascending positions (", grown[j - 1], " then ", grown[j], ")");
       }
-      MaskChange change =
-          p.elements.blocked()
-              ? rebuild_pattern(p.in->param, p.elements, expand_blocks(p.kept, p.elements),
-                                expand_blocks(grown, p.elements), config_.init, op)
-              : rebuild_pattern(p.in->param, p.view, p.kept, grown, config_.init, op);
+      MaskChange change = p.elements.blocked()
+                              ? rebuild_pattern(p.in->param, p.elements, expand_blocks(p.kept, p.elements),
+                                                expand_blocks(grown, p.elements), config_.init, op)
+                              : rebuild_pattern(p.in->param, p.view, p.kept, grown, config_.init, op);
       u.param = change.param;
       u.keep_from = change.keep_from;
       u.changed = true;

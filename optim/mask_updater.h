@@ -46,12 +46,12 @@ const char* drop_schedule_name(DropSchedule s);
 
 struct MaskUpdaterConfig {
   int64_t start_step = 0;
-  int64_t end_step = 0;    // no update at or after it; end_step >= start_step
-  int64_t interval = 100;  // an update at start_step + j * interval, j = 0, 1, ...
+  int64_t end_step = 0;        // no update at or after it; end_step >= start_step
+  int64_t interval = 100;      // an update at start_step + j * interval, j = 0, 1, ...
   double drop_fraction = 0.3;  // alpha, in [0, 1]: the fraction of each layer's nnz dropped
   DropSchedule schedule = DropSchedule::kCosine;
   PruneCriterion prune = PruneCriterion::kMagnitude;
-  PruneScoreFn prune_score;  // for PruneCriterion::kCustom
+  PruneScoreFn prune_score;       // for PruneCriterion::kCustom
   std::string growth = "random";  // a registered growth policy (growth.h)
   // Whether positions dropped in an update may be grown back in the same
   // one. Without it, a layer drops at most as many as it has inactive
@@ -100,8 +100,8 @@ struct MaskUpdateResult {
   bool updated = false;  // false on steps that are not update steps (layers then carry only statistics)
   double drop_fraction = 0.0;
   std::vector<LayerUpdate> layers;  // in add_layer order
-  int64_t nnz = 0;    // over every layer
-  int64_t numel = 0;  // over every layer
+  int64_t nnz = 0;                  // over every layer
+  int64_t numel = 0;                // over every layer
   double density() const { return numel > 0 ? static_cast<double>(nnz) / static_cast<double>(numel) : 1.0; }
 };
 

@@ -11,9 +11,7 @@ namespace coppice {
 
 bool uses_master_weights(DType param_dtype) { return param_dtype == DType::kBF16 || param_dtype == DType::kF16; }
 
-DType optimizer_state_dtype(DType param_dtype) {
-  return uses_master_weights(param_dtype) ? DType::kF32 : param_dtype;
-}
+DType optimizer_state_dtype(DType param_dtype) { return uses_master_weights(param_dtype) ? DType::kF32 : param_dtype; }
 
 std::string describe_param(const Variable& param, size_t group, size_t index) {
   if (param.defined() && !param.name().empty()) return str_cat("'", param.name(), "'");
@@ -53,14 +51,14 @@ void Optimizer::add_param_group(ParamGroup group) {
   for (size_t i = 0; i < group.params.size(); ++i) {
     const Variable& p = group.params[i];
     COPPICE_CHECK(p.defined(), name_, ": parameter ", i, " of group ", g, " is an undefined Variable");
-    COPPICE_CHECK(is_floating(p.dtype()), name_, ": ", describe_param(p, g, i), " has dtype ",
-                  dtype_name(p.dtype()), "; an optimizer needs floating-point parameters");
+    COPPICE_CHECK(is_floating(p.dtype()), name_, ": ", describe_param(p, g, i), " has dtype ", dtype_name(p.dtype()),
+                  "; an optimizer needs floating-point parameters");
     for (size_t h = 0; h <= g; ++h) {
       const std::vector<Variable>& others = h < g ? groups_[h].params : group.params;
       const size_t end = h < g ? others.size() : i;
       for (size_t j = 0; j < end; ++j) {
-        COPPICE_CHECK(!others[j].is_same(p), name_, ": ", describe_param(p, g, i),
-                      " appears twice (also as parameter ", j, " of group ", h, ")");
+        COPPICE_CHECK(!others[j].is_same(p), name_, ": ", describe_param(p, g, i), " appears twice (also as parameter ",
+                      j, " of group ", h, ")");
       }
     }
   }
@@ -172,8 +170,7 @@ void Optimizer::step(double grad_scale) {
   }
 }
 
-void Optimizer::step_param(const Variable& param, const Hyperparameters& options, ParamState& st,
-                           double grad_scale) {
+void Optimizer::step_param(const Variable& param, const Hyperparameters& options, ParamState& st, double grad_scale) {
   const Tensor& value = param.value();
   Tensor p = values(value);
   Tensor grad = param.grad();
@@ -218,15 +215,13 @@ void Optimizer::remap_state(const Variable& param, const Tensor& keep_from) {
   Slot s = find(param, "remap_state");
   const std::string who = describe_param(param, s.group, s.index);
   const Tensor p = values(param.value());
-  COPPICE_CHECK(keep_from.defined() && keep_from.is_dense() && keep_from.dtype() == DType::kI64 &&
-                    keep_from.dim() <= 1,
+  COPPICE_CHECK(keep_from.defined() && keep_from.is_dense() && keep_from.dtype() == DType::kI64 && keep_from.dim() <= 1,
                 name_, ".remap_state: keep_from for ", who, " must be a dense 1-D i64 tensor, got ",
                 keep_from.defined() ? str_cat(keep_from.format(), " ", dtype_name(keep_from.dtype()), " ",
                                               shape_to_string(keep_from.shape()))
                                     : std::string("an undefined tensor"));
-  COPPICE_CHECK(keep_from.numel() == p.numel(), name_, ".remap_state: keep_from for ", who, " has ",
-                keep_from.numel(), " entries but the parameter's values have ", p.numel(), " (shape ",
-                shape_to_string(p.shape()), ")");
+  COPPICE_CHECK(keep_from.numel() == p.numel(), name_, ".remap_state: keep_from for ", who, " has ", keep_from.numel(),
+                " entries but the parameter's values have ", p.numel(), " (shape ", shape_to_string(p.shape()), ")");
   if (!has_state_[s.group][s.index]) return;
   ParamState& st = state_[s.group][s.index];
   int64_t old_n = -1;
@@ -238,8 +233,8 @@ void Optimizer::remap_state(const Variable& param, const Tensor& keep_from) {
   if (old_n >= 0) {
     const std::vector<int64_t> keep = keep_from.to_vector<int64_t>();
     for (size_t j = 0; j < keep.size(); ++j) {
-      COPPICE_CHECK(keep[j] >= -1 && keep[j] < old_n, name_, ".remap_state: keep_from[", j, "] = ", keep[j],
-                    " for ", who, " is outside [-1, ", old_n, ")");
+      COPPICE_CHECK(keep[j] >= -1 && keep[j] < old_n, name_, ".remap_state: keep_from[", j, "] = ", keep[j], " for ",
+                    who, " is outside [-1, ", old_n, ")");
     }
     // Gather from the old state with one zero appended: -1 picks the zero.
     Tensor k = keep_from.reshape({-1}).to(p.device());

@@ -154,7 +154,7 @@ class Optimizer {
   std::string name_;
   Hyperparameters defaults_;
   std::vector<ParamGroup> groups_;
-  std::vector<Hyperparameters> options_;       // complete, per group
+  std::vector<Hyperparameters> options_;        // complete, per group
   std::vector<std::vector<ParamState>> state_;  // parallel to groups_[g].params
   std::vector<std::vector<bool>> has_state_;
 };

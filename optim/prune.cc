@@ -32,9 +32,7 @@ Tensor compact_keys(const Tensor& keys, const PatternView& view, std::string_vie
   COPPICE_CHECK(keys.defined(), op, ": the prune keys are undefined");
   COPPICE_CHECK(is_floating(keys.dtype()), op, ": prune keys must be floating, got ", dtype_name(keys.dtype()));
   const Tensor k = to_dense(keys).contiguous().reshape({-1});
-  if (keys.shape() == view.shape) {
-    return index_select(k, 0, from_vector(view.positions).to(k.device()));
-  }
+  if (keys.shape() == view.shape) { return index_select(k, 0, from_vector(view.positions).to(k.device())); }
   COPPICE_CHECK(k.numel() == view.value_slots, op, ": prune keys of shape ", shape_to_string(keys.shape()),
                 " are neither the parameter's shape ", shape_to_string(view.shape), " nor one per stored slot (",
                 view.value_slots, ")");
@@ -71,8 +69,7 @@ void MovementScores::accumulate(const Tensor& param, const Tensor& grad) {
     for (size_t i = 0; i < view.slots.size(); ++i) idx[static_cast<size_t>(view.slots[i])] = view.positions[i];
     g = index_select(grad.contiguous().reshape({-1}), 0, from_vector(idx).to(grad.device()));
   } else {
-    COPPICE_CHECK(grad.shape() == param.shape() && grad.format() == param.format() &&
-                      values(grad).numel() == w.numel(),
+    COPPICE_CHECK(grad.shape() == param.shape() && grad.format() == param.format() && values(grad).numel() == w.numel(),
                   op, ": gradient (", grad.format(), ", ", shape_to_string(grad.shape()), ", ", nnz(grad),
                   " stored) does not match the parameter's pattern (", param.format(), ", ",
                   shape_to_string(param.shape()), ", ", nnz(param), " stored)");
@@ -95,8 +92,7 @@ void MovementScores::remap(const Tensor& keep_from, uint64_t new_version) {
   std::vector<int64_t> idx = keep_from.to(DType::kI64).to_vector<int64_t>();
   const int64_t zero_slot = scores_.numel();
   for (int64_t& i : idx) {
-    COPPICE_CHECK(i >= -1 && i < zero_slot, "MovementScores::remap: old slot ", i, " is outside [-1, ", zero_slot,
-                  ")");
+    COPPICE_CHECK(i >= -1 && i < zero_slot, "MovementScores::remap: old slot ", i, " is outside [-1, ", zero_slot, ")");
     if (i < 0) i = zero_slot;
   }
   const Tensor src = cat({scores_, zeros({1}, scores_.options())});
@@ -125,15 +121,15 @@ MaskChange prune_to_density(const Tensor& param, double density, const Tensor& k
     return none;
   }
   const std::vector<int64_t> kept = select_survivors(keys, units, keep, magnitude, op);
-  return rebuild_pattern(param, elements, elements.blocked() ? expand_blocks(kept, elements) : kept, {},
-                         RegrowInit(), op);
+  return rebuild_pattern(param, elements, elements.blocked() ? expand_blocks(kept, elements) : kept, {}, RegrowInit(),
+                         op);
 }
 
 MaskChange prune_to_density(const Tensor& param, double density) {
   const PatternView elements = pattern_view(param, "prune_to_density");
   if (elements.blocked()) {
-    const Tensor scores = sparsify::block_scores(to_dense(param).contiguous(), elements.block_rows,
-                                                 elements.block_cols, false, "prune_to_density");
+    const Tensor scores = sparsify::block_scores(to_dense(param).contiguous(), elements.block_rows, elements.block_cols,
+                                                 false, "prune_to_density");
     return prune_to_density(param, density, scores, false);
   }
   return prune_to_density(param, density, values(param), true);

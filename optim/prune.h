@@ -55,7 +55,11 @@ class MovementScores {
   void accumulate(const Tensor& param, const Tensor& grad);
   // new_version: the pattern version of the parameter the scores now align with.
   void remap(const Tensor& keep_from, uint64_t new_version);
-  void reset() { scores_ = Tensor(); steps_ = 0; version_ = 0; }
+  void reset() {
+    scores_ = Tensor();
+    steps_ = 0;
+    version_ = 0;
+  }
   // Restores scores saved from scores() (a checkpoint); their pattern is then
   // taken on trust (pattern_version() 0) until the next accumulate or remap.
   void load(const Tensor& scores, int64_t steps);

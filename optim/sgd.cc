@@ -29,8 +29,7 @@ void Sgd::validate(const Hyperparameters& o, size_t group) const {
   COPPICE_CHECK(o.at("weight_decay") >= 0.0, "sgd: group ", group, " has a negative weight_decay ",
                 o.at("weight_decay"));
   const double nesterov = o.at("nesterov");
-  COPPICE_CHECK(nesterov == 0.0 || nesterov == 1.0, "sgd: group ", group, " has nesterov = ", nesterov,
-                " (0 or 1)");
+  COPPICE_CHECK(nesterov == 0.0 || nesterov == 1.0, "sgd: group ", group, " has nesterov = ", nesterov, " (0 or 1)");
   COPPICE_CHECK(nesterov == 0.0 || (o.at("momentum") > 0.0 && o.at("dampening") == 0.0), "sgd: group ", group,
                 ": Nesterov momentum requires a momentum and zero dampening");
 }
@@ -40,8 +39,7 @@ std::vector<std::string> Sgd::state_names(const Hyperparameters& o) const {
   return {};
 }
 
-Tensor Sgd::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o, ParamState& state,
-                   bool in_place) {
+Tensor Sgd::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o, ParamState& state, bool in_place) {
   const double lr = o.at("lr"), momentum = o.at("momentum"), dampening = o.at("dampening");
   const double weight_decay = o.at("weight_decay");
   auto it = state.tensors.find("momentum_buffer");

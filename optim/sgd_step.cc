@@ -33,8 +33,7 @@ std::vector<Tensor> sgd_step_cpu_kernel(const std::vector<Tensor>& in, const Att
   const auto args = fused_step_args<SgdStepArgs>(attrs);
   with_fused_step_type(in[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
-    sgd_step_cpu<T>(in[0].data<T>(), in[1].data<T>(), in[2].defined() ? in[2].data<T>() : nullptr, in[0].numel(),
-                    args);
+    sgd_step_cpu<T>(in[0].data<T>(), in[1].data<T>(), in[2].defined() ? in[2].data<T>() : nullptr, in[0].numel(), args);
   });
   return {};
 }

@@ -59,8 +59,7 @@ absl::Status collect(const Optimizer& opt, NamedTensors* tensors, std::map<std::
             str_cat("save_optimizer_state: parameter ", i, " of group ", g, " has no name (state is saved by name)"));
       }
       if (!names.insert(p.name()).second) {
-        return absl::InvalidArgumentError(
-            str_cat("save_optimizer_state: two parameters are named '", p.name(), "'"));
+        return absl::InvalidArgumentError(str_cat("save_optimizer_state: two parameters are named '", p.name(), "'"));
       }
       (*metadata)[str_cat(prefix, "param.", i)] = p.name();
       const ParamState* st = opt.state(p);
@@ -94,8 +93,8 @@ absl::StatusOr<OptimizerStatePlan> plan_optimizer_state(const Optimizer& opt, co
   const std::string* groups_s = meta("coppice.groups");
   if (groups_s == nullptr || !parse_int(*groups_s, &groups)) return mismatch(source, "bad or missing 'coppice.groups'");
   if (groups != static_cast<int64_t>(opt.param_groups().size())) {
-    return mismatch(source, str_cat("the state has ", groups, " parameter groups, the optimizer ",
-                                    opt.param_groups().size()));
+    return mismatch(source,
+                    str_cat("the state has ", groups, " parameter groups, the optimizer ", opt.param_groups().size()));
   }
   OptimizerStatePlan plan;
   // By name, once: looking each state up with file.find() would cost

@@ -17,8 +17,8 @@ const ToDenseRegistrar kBlockedEllToDense("blocked_ell");
 
 }  // namespace
 
-BlockedEllImpl::BlockedEllImpl(Tensor ell_col_indices, Tensor values, Shape shape, int64_t block_size,
-                               int64_t nblocks, uint64_t version)
+BlockedEllImpl::BlockedEllImpl(Tensor ell_col_indices, Tensor values, Shape shape, int64_t block_size, int64_t nblocks,
+                               uint64_t version)
     : SparseImpl(std::move(shape), values.dtype(), values.device(), version),
       ell_col_indices_(std::move(ell_col_indices)),
       values_(std::move(values)),
@@ -54,16 +54,15 @@ Tensor BlockedEllImpl::to(TensorOptions options) const {
                                                  block_size_, nblocks_, pattern_version()));
 }
 
-Tensor sparse_blocked_ell(const Tensor& ell_col_indices, const Tensor& values, const Shape& shape,
-                          int64_t block_size) {
+Tensor sparse_blocked_ell(const Tensor& ell_col_indices, const Tensor& values, const Shape& shape, int64_t block_size) {
   constexpr std::string_view op = "sparse_blocked_ell";
   sparse_detail::check_shape(shape, 2, op);
   sparse_detail::check_values(values, op);
   sparse_detail::check_index_part(ell_col_indices, op, "ell_col_indices", {DType::kI32, DType::kI64});
   check_same_device({ell_col_indices, values}, op);
   const int64_t b = block_size;
-  COPPICE_CHECK(b >= 1 && shape[0] % b == 0 && shape[1] % b == 0, op, ": block size ", b,
-                " does not divide the shape ", shape_to_string(shape));
+  COPPICE_CHECK(b >= 1 && shape[0] % b == 0 && shape[1] % b == 0, op, ": block size ", b, " does not divide the shape ",
+                shape_to_string(shape));
   const int64_t nbr = shape[0] / b, nbc = shape[1] / b;
   COPPICE_CHECK(ell_col_indices.dim() == 2 && ell_col_indices.size(0) == nbr, op, ": ell_col_indices has shape ",
                 shape_to_string(ell_col_indices.shape()), ", expected [", nbr, ", ell_cols] (one row per block row)");
@@ -77,8 +76,8 @@ Tensor sparse_blocked_ell(const Tensor& ell_col_indices, const Tensor& values, c
     bool padding = false;
     for (int64_t j = 0; j < ell_cols; ++j) {
       const int64_t c = idx[static_cast<size_t>(br * ell_cols + j)];
-      COPPICE_CHECK(c >= -1 && c < nbc, op, ": ell_col_indices[", br, ", ", j, "] = ", c, " is out of range [-1, ",
-                    nbc, ")");
+      COPPICE_CHECK(c >= -1 && c < nbc, op, ": ell_col_indices[", br, ", ", j, "] = ", c, " is out of range [-1, ", nbc,
+                    ")");
       if (c == -1) {
         padding = true;
         continue;
@@ -113,8 +112,8 @@ Tensor blocked_ell_to_bsr(const Tensor& t) {
   }
   const int64_t nblocks = static_cast<int64_t>(slots.size());
   // [rows, ell_cols*b] -> [nbr, b, ell_cols, b] -> [nbr, ell_cols, b, b]: one b x b block per slot.
-  Tensor slot_blocks = e.values().view({nbr, b, ell_cols, b}).permute({0, 2, 1, 3}).contiguous().view(
-      {nbr * ell_cols, b, b});
+  Tensor slot_blocks =
+      e.values().view({nbr, b, ell_cols, b}).permute({0, 2, 1, 3}).contiguous().view({nbr * ell_cols, b, b});
   Tensor values = index_select(slot_blocks, 0, index_tensor(slots, DType::kI64, t.device()));
   return Tensor(std::make_shared<BsrImpl>(index_tensor(crow, DType::kI32, t.device()),
                                           index_tensor(col, DType::kI32, t.device()), values.view({nblocks, b, b}),
@@ -143,8 +142,8 @@ Tensor bsr_to_blocked_ell(const Tensor& t) {
   }
   Tensor padded = cat({s.values(), zeros({1, b, b}, s.values().options())}, 0);
   Tensor slot_blocks = index_select(padded, 0, index_tensor(source, DType::kI64, t.device()));
-  Tensor values = slot_blocks.view({nbr, ell_cols, b, b}).permute({0, 2, 1, 3}).contiguous().view(
-      {t.shape()[0], ell_cols * b});
+  Tensor values =
+      slot_blocks.view({nbr, ell_cols, b, b}).permute({0, 2, 1, 3}).contiguous().view({t.shape()[0], ell_cols * b});
   return Tensor(std::make_shared<BlockedEllImpl>(index_tensor(ell, {nbr, ell_cols}, DType::kI32, t.device()), values,
                                                  t.shape(), b, nblocks, new_pattern_version()));
 }

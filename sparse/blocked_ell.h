@@ -48,8 +48,7 @@ class BlockedEllImpl : public SparseImpl {
 // one device (ell_col_indices i32 or i64, stored as i32). Throws naming the
 // first offending position: out of range, unsorted or duplicate block
 // columns, a block column after padding.
-Tensor sparse_blocked_ell(const Tensor& ell_col_indices, const Tensor& values, const Shape& shape,
-                          int64_t block_size);
+Tensor sparse_blocked_ell(const Tensor& ell_col_indices, const Tensor& values, const Shape& shape, int64_t block_size);
 
 // The direct paths between Blocked-ELL and BSR with square blocks (the same
 // blocks, re-laid out; ELL takes ell_cols = the most blocks in a block row).

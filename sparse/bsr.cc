@@ -33,8 +33,8 @@ Tensor BsrImpl::with_values(const Tensor& values) const {
                 ", expected ", shape_to_string(values_.shape()));
   COPPICE_CHECK(values.device() == device(), "bsr.with_values: values on ", values.device().to_string(),
                 " for a pattern on ", device().to_string());
-  return Tensor(std::make_shared<BsrImpl>(crow_indices_, col_indices_, values.contiguous(), shape(),
-                                          pattern_version()));
+  return Tensor(
+      std::make_shared<BsrImpl>(crow_indices_, col_indices_, values.contiguous(), shape(), pattern_version()));
 }
 
 Tensor BsrImpl::to_dense() const {
@@ -72,13 +72,12 @@ Tensor sparse_bsr(const Tensor& crow_indices, const Tensor& col_indices, const T
   sparse_detail::check_shape(shape, 2, op);
   sparse_detail::check_values(values, op);
   check_same_device({crow_indices, col_indices, values}, op);
-  COPPICE_CHECK(values.dim() == 3, op, ": values must be 3-D [nblocks, bh, bw], got ",
-                shape_to_string(values.shape()));
+  COPPICE_CHECK(values.dim() == 3, op, ": values must be 3-D [nblocks, bh, bw], got ", shape_to_string(values.shape()));
   check_block_shape(shape, values.size(1), values.size(2), op);
   check_compressed_pattern(crow_indices, col_indices, shape[0] / values.size(1), shape[1] / values.size(2),
                            {op, "crow_indices", "col_indices", "block row"});
-  COPPICE_CHECK(values.size(0) == col_indices.numel(), op, ": values holds ", values.size(0), " blocks but col_indices has ",
-                col_indices.numel(), " entries");
+  COPPICE_CHECK(values.size(0) == col_indices.numel(), op, ": values holds ", values.size(0),
+                " blocks but col_indices has ", col_indices.numel(), " entries");
   return Tensor(std::make_shared<BsrImpl>(crow_indices.to(DType::kI32).contiguous(),
                                           col_indices.to(DType::kI32).contiguous(), values.contiguous(), shape,
                                           new_pattern_version()));

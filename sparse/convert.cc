@@ -32,14 +32,15 @@ std::optional<FormatOptions> source_options(const Tensor& source, FormatOptionKi
   if (source.is_dense()) return std::nullopt;
   const FormatSpec* spec = find_format(source.format());
   if (spec == nullptr || !spec->options_of) return std::nullopt;
-  auto is_block = [](FormatOptionKind k) { return k == FormatOptionKind::kBlock || k == FormatOptionKind::kSquareBlock; };
+  auto is_block = [](FormatOptionKind k) {
+    return k == FormatOptionKind::kBlock || k == FormatOptionKind::kSquareBlock;
+  };
   const bool same_family = is_block(kind) ? is_block(spec->options) : spec->options == kind;
   if (!same_family) return std::nullopt;
   return spec->options_of(source);
 }
 
-FormatOptions resolve_block(const Tensor& source, const FormatOptions& o, const FormatSpec& spec,
-                            std::string_view op) {
+FormatOptions resolve_block(const Tensor& source, const FormatOptions& o, const FormatSpec& spec, std::string_view op) {
   COPPICE_CHECK(o.block_rows >= 0 && o.block_cols >= 0, op, ": block shape [", o.block_rows, ", ", o.block_cols,
                 "] must be positive");
   FormatOptions block;
@@ -147,8 +148,8 @@ Tensor compressed_from_mask(const Tensor& dense, const Tensor& mask, Layout layo
   Tensor v = csr ? dense.contiguous() : dense.t().contiguous();
   Tensor m = csr ? mask.contiguous() : mask.t().contiguous();
   std::vector<Tensor> parts = dispatch(kKernel, {v, m});
-  return Tensor(std::make_shared<CompressedImpl>(layout, std::move(parts[0]), std::move(parts[1]),
-                                                 std::move(parts[2]), dense.shape(), new_pattern_version()));
+  return Tensor(std::make_shared<CompressedImpl>(layout, std::move(parts[0]), std::move(parts[1]), std::move(parts[2]),
+                                                 dense.shape(), new_pattern_version()));
 }
 
 }  // namespace
@@ -194,10 +195,9 @@ Tensor mask_to_bsr(const Tensor& dense, const Tensor& mask, int64_t bh, int64_t 
   Tensor kept = where(mask, dense, zeros({}, dense.options()));
   Tensor all_blocks = kept.view({nbr, bh, nbc, bw}).permute({0, 2, 1, 3}).contiguous().view({nbr * nbc, bh, bw});
   Tensor values = index_select(all_blocks, 0, index_tensor(ids, DType::kI64, dense.device()));
-  return Tensor(std::make_shared<BsrImpl>(index_tensor(crow, DType::kI32, dense.device()),
-                                          index_tensor(col, DType::kI32, dense.device()),
-                                          values.view({static_cast<int64_t>(ids.size()), bh, bw}), dense.shape(),
-                                          new_pattern_version()));
+  return Tensor(std::make_shared<BsrImpl>(
+      index_tensor(crow, DType::kI32, dense.device()), index_tensor(col, DType::kI32, dense.device()),
+      values.view({static_cast<int64_t>(ids.size()), bh, bw}), dense.shape(), new_pattern_version()));
 }
 
 Tensor coo_to_masked(const Tensor& t) {
@@ -210,7 +210,8 @@ Tensor coo_to_masked(const Tensor& t) {
   std::vector<int64_t> idx = host_i64(c.indices());
   for (int64_t k = 0; k < nnz; ++k) {
     int64_t f = 0;
-    for (int64_t d = 0; d < ndim; ++d) f = f * t.shape()[static_cast<size_t>(d)] + idx[static_cast<size_t>(d * nnz + k)];
+    for (int64_t d = 0; d < ndim; ++d)
+      f = f * t.shape()[static_cast<size_t>(d)] + idx[static_cast<size_t>(d * nnz + k)];
     m[f] = true;
   }
   return Tensor(std::make_shared<MaskedImpl>(c.to_dense(), host.to(t.device()), nnz, new_pattern_version()));
@@ -316,8 +317,8 @@ Tensor compressed_to_coo(const Tensor& t) {
   if (c.is_csr()) {
     std::vector<int64_t> idx(outer);
     idx.insert(idx.end(), inner.begin(), inner.end());
-    return Tensor(std::make_shared<CooImpl>(index_tensor(idx, {2, nnz}, DType::kI64, t.device()), c.values(),
-                                            t.shape(), true, new_pattern_version()));
+    return Tensor(std::make_shared<CooImpl>(index_tensor(idx, {2, nnz}, DType::kI64, t.device()), c.values(), t.shape(),
+                                            true, new_pattern_version()));
   }
   // CSC entries run column by column: a stable sort by row makes them row-major.
   std::vector<int64_t> row_ptr;
@@ -325,8 +326,8 @@ Tensor compressed_to_coo(const Tensor& t) {
   std::vector<int64_t> idx = gather(inner, order), cols = gather(outer, order);
   idx.insert(idx.end(), cols.begin(), cols.end());
   Tensor values = index_select(c.values(), 0, index_tensor(order, DType::kI64, t.device()));
-  return Tensor(std::make_shared<CooImpl>(index_tensor(idx, {2, nnz}, DType::kI64, t.device()), values, t.shape(),
-                                          true, new_pattern_version()));
+  return Tensor(std::make_shared<CooImpl>(index_tensor(idx, {2, nnz}, DType::kI64, t.device()), values, t.shape(), true,
+                                          new_pattern_version()));
 }
 
 namespace {
@@ -385,8 +386,8 @@ Tensor coo_to_bsr(const Tensor& t, int64_t bh, int64_t bw) {
     cols[static_cast<size_t>(b)] = blocks[static_cast<size_t>(b)] % nbc;
   }
   for (size_t i = 1; i < crow.size(); ++i) crow[i] += crow[i - 1];
-  Tensor values = sparse_detail::scatter_to_dense(index_tensor(flat, DType::kI64, t.device()), c.values(),
-                                                  {nblocks, bh, bw});
+  Tensor values =
+      sparse_detail::scatter_to_dense(index_tensor(flat, DType::kI64, t.device()), c.values(), {nblocks, bh, bw});
   return Tensor(std::make_shared<BsrImpl>(index_tensor(crow, DType::kI32, t.device()),
                                           index_tensor(cols, DType::kI32, t.device()), values, t.shape(),
                                           new_pattern_version()));
@@ -468,8 +469,7 @@ Tensor sparse_transpose(const Tensor& t) {
       const BsrImpl& b = bsr_impl(t, op);
       return coo_to_bsr(sparse_transpose(bsr_to_coo(t)), b.block_cols(), b.block_rows());
     }
-    case Layout::kBlockedEll:
-      return bsr_to_blocked_ell(sparse_transpose(blocked_ell_to_bsr(t)));
+    case Layout::kBlockedEll: return bsr_to_blocked_ell(sparse_transpose(blocked_ell_to_bsr(t)));
     case Layout::kNm: {
       const NmImpl& s = nm_impl(t, op);
       Tensor dense = to_dense(t).t().contiguous();

@@ -110,9 +110,8 @@ Tensor coalesce(const Tensor& t) {
   std::vector<int64_t> flat = flat_positions(host_i64(c.indices()), shape, nnz);
   std::vector<int64_t> order(static_cast<size_t>(nnz));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return flat[static_cast<size_t>(a)] < flat[static_cast<size_t>(b)];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return flat[static_cast<size_t>(a)] < flat[static_cast<size_t>(b)]; });
   // segment[k]: the output slot of entry k (entries of one position share it).
   std::vector<int64_t> segment(static_cast<size_t>(nnz)), unique_flat;
   for (int64_t k : order) {
@@ -132,9 +131,9 @@ Tensor coalesce(const Tensor& t) {
   // Sums duplicates in their original order (scatter_add is deterministic).
   Tensor values = zeros({out_nnz}, c.values().options());
   if (nnz > 0) values = scatter_add(values, 0, index_tensor(segment, DType::kI64, t.device()), c.values());
-  return Tensor(std::make_shared<CooImpl>(index_tensor(out_idx, {static_cast<int64_t>(ndim), out_nnz}, DType::kI64,
-                                                       t.device()),
-                                          values, shape, true, new_pattern_version()));
+  return Tensor(
+      std::make_shared<CooImpl>(index_tensor(out_idx, {static_cast<int64_t>(ndim), out_nnz}, DType::kI64, t.device()),
+                                values, shape, true, new_pattern_version()));
 }
 
 const CooImpl& coo_impl(const Tensor& t, std::string_view op) {

@@ -45,8 +45,8 @@ Tensor CompressedImpl::with_values(const Tensor& values) const {
                 shape_to_string(values.shape()), " for a pattern of ", nnz(), " entries");
   COPPICE_CHECK(values.device() == device(), format(), ".with_values: values on ", values.device().to_string(),
                 " for a pattern on ", device().to_string());
-  return Tensor(std::make_shared<CompressedImpl>(layout_, pointers_, indices_, values.contiguous(), shape(),
-                                                 pattern_version()));
+  return Tensor(
+      std::make_shared<CompressedImpl>(layout_, pointers_, indices_, values.contiguous(), shape(), pattern_version()));
 }
 
 Tensor CompressedImpl::to_dense() const {
@@ -82,10 +82,10 @@ void check_compressed_pattern(const Tensor& pointers, const Tensor& indices, int
   COPPICE_CHECK(ptr[0] == 0, op, ": ", names.pointers, "[0] is ", ptr[0], ", expected 0");
   for (int64_t r = 0; r < outer; ++r) {
     const int64_t begin = ptr[static_cast<size_t>(r)], end = ptr[static_cast<size_t>(r) + 1];
-    COPPICE_CHECK(begin <= end, op, ": ", names.pointers, " decreases at position ", r + 1, " (", begin, " then ",
-                  end, ")");
-    COPPICE_CHECK(end <= nnz, op, ": ", names.pointers, "[", r + 1, "] is ", end, ", beyond the ", nnz,
-                  " entries of ", names.indices);
+    COPPICE_CHECK(begin <= end, op, ": ", names.pointers, " decreases at position ", r + 1, " (", begin, " then ", end,
+                  ")");
+    COPPICE_CHECK(end <= nnz, op, ": ", names.pointers, "[", r + 1, "] is ", end, ", beyond the ", nnz, " entries of ",
+                  names.indices);
     for (int64_t k = begin; k < end; ++k) {
       const int64_t c = idx[static_cast<size_t>(k)];
       COPPICE_CHECK(c >= 0 && c < inner, op, ": ", names.indices, "[", k, "] = ", c, " is out of range [0, ", inner,
@@ -109,8 +109,8 @@ Tensor make_compressed(Layout layout, const Tensor& pointers, const Tensor& indi
   const bool csr = layout == Layout::kCsr;
   check_compressed_pattern(pointers, indices, shape[csr ? 0 : 1], shape[csr ? 1 : 0], names);
   COPPICE_CHECK(values.dim() == 1 && values.numel() == indices.numel(), names.op, ": values has shape ",
-                shape_to_string(values.shape()), ", expected [", indices.numel(), "] (one per entry of ",
-                names.indices, ")");
+                shape_to_string(values.shape()), ", expected [", indices.numel(), "] (one per entry of ", names.indices,
+                ")");
   return Tensor(std::make_shared<CompressedImpl>(layout, pointers.to(DType::kI32).contiguous(),
                                                  indices.to(DType::kI32).contiguous(), values.contiguous(), shape,
                                                  new_pattern_version()));
@@ -136,8 +136,7 @@ const CompressedImpl& csr_impl(const Tensor& t, std::string_view op) {
 Tensor transpose_compressed(const Tensor& t) {
   const CompressedImpl& c = csr_impl(t, "transpose_compressed");
   return Tensor(std::make_shared<CompressedImpl>(c.is_csr() ? Layout::kCsc : Layout::kCsr, c.pointers(), c.indices(),
-                                                 c.values(), Shape{t.shape()[1], t.shape()[0]},
-                                                 c.pattern_version()));
+                                                 c.values(), Shape{t.shape()[1], t.shape()[0]}, c.pattern_version()));
 }
 
 }  // namespace coppice

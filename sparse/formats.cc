@@ -91,41 +91,106 @@ std::vector<FormatSpec> builtin_formats() {
   using K = FormatOptionKind;
   using R = FormatRank;
   std::vector<FormatSpec> f;
-  f.push_back({"dense", Layout::kDense, R::kAny, K::kNone, true, {}, {},
-               [](const Tensor& d, const Tensor& m, const FormatOptions&, std::string_view) { return where(m, d, zeros({}, d.options())); },
+  f.push_back({"dense",
+               Layout::kDense,
+               R::kAny,
+               K::kNone,
+               true,
+               {},
+               {},
+               [](const Tensor& d, const Tensor& m, const FormatOptions&, std::string_view) {
+                 return where(m, d, zeros({}, d.options()));
+               },
                [](const Tensor& coo, const FormatOptions&, std::string_view) { return to_dense(coo); },
-               [](const Tensor& t) { return dense_to_coo(t); }, nullptr, nullptr});
-  f.push_back({"coo", Layout::kCoo, R::kAtLeast1, K::kNone, true, {"indices", "values"}, {},
-               [](const Tensor& d, const Tensor& m, const FormatOptions&, std::string_view) { return mask_to_coo(d, m); },
-               [](const Tensor& coo, const FormatOptions&, std::string_view) { return coo; },
-               [](const Tensor& t) { return coalesce(t); }, nullptr, coo_from_parts});
-  f.push_back({"csr", Layout::kCsr, R::kMatrix, K::kNone, true, {"crow_indices", "col_indices", "values"}, {},
-               [](const Tensor& d, const Tensor& m, const FormatOptions&, std::string_view) { return mask_to_compressed(d, m, Layout::kCsr); },
-               [](const Tensor& coo, const FormatOptions&, std::string_view) { return coo_to_csr(coo); }, compressed_to_coo, nullptr,
+               [](const Tensor& t) { return dense_to_coo(t); },
+               nullptr,
+               nullptr});
+  f.push_back(
+      {"coo",
+       Layout::kCoo,
+       R::kAtLeast1,
+       K::kNone,
+       true,
+       {"indices", "values"},
+       {},
+       [](const Tensor& d, const Tensor& m, const FormatOptions&, std::string_view) { return mask_to_coo(d, m); },
+       [](const Tensor& coo, const FormatOptions&, std::string_view) { return coo; },
+       [](const Tensor& t) { return coalesce(t); },
+       nullptr,
+       coo_from_parts});
+  f.push_back({"csr",
+               Layout::kCsr,
+               R::kMatrix,
+               K::kNone,
+               true,
+               {"crow_indices", "col_indices", "values"},
+               {},
+               [](const Tensor& d, const Tensor& m, const FormatOptions&, std::string_view) {
+                 return mask_to_compressed(d, m, Layout::kCsr);
+               },
+               [](const Tensor& coo, const FormatOptions&, std::string_view) { return coo_to_csr(coo); },
+               compressed_to_coo,
+               nullptr,
                [](const FormatParts& p) {
-                 return sparse_csr(p.parts.at("crow_indices"), p.parts.at("col_indices"), p.parts.at("values"), p.shape);
+                 return sparse_csr(p.parts.at("crow_indices"), p.parts.at("col_indices"), p.parts.at("values"),
+                                   p.shape);
                }});
-  f.push_back({"csc", Layout::kCsc, R::kMatrix, K::kNone, true, {"ccol_indices", "row_indices", "values"}, {},
-               [](const Tensor& d, const Tensor& m, const FormatOptions&, std::string_view) { return mask_to_compressed(d, m, Layout::kCsc); },
-               [](const Tensor& coo, const FormatOptions&, std::string_view) { return coo_to_csc(coo); }, compressed_to_coo, nullptr,
+  f.push_back({"csc",
+               Layout::kCsc,
+               R::kMatrix,
+               K::kNone,
+               true,
+               {"ccol_indices", "row_indices", "values"},
+               {},
+               [](const Tensor& d, const Tensor& m, const FormatOptions&, std::string_view) {
+                 return mask_to_compressed(d, m, Layout::kCsc);
+               },
+               [](const Tensor& coo, const FormatOptions&, std::string_view) { return coo_to_csc(coo); },
+               compressed_to_coo,
+               nullptr,
                [](const FormatParts& p) {
-                 return sparse_csc(p.parts.at("ccol_indices"), p.parts.at("row_indices"), p.parts.at("values"), p.shape);
+                 return sparse_csc(p.parts.at("ccol_indices"), p.parts.at("row_indices"), p.parts.at("values"),
+                                   p.shape);
                }});
-  f.push_back({"bsr", Layout::kBsr, R::kMatrix, K::kBlock, true, {"crow_indices", "col_indices", "values"}, {},
+  f.push_back({"bsr",
+               Layout::kBsr,
+               R::kMatrix,
+               K::kBlock,
+               true,
+               {"crow_indices", "col_indices", "values"},
+               {},
                [](const Tensor& d, const Tensor& m, const FormatOptions& o, std::string_view op) {
                  return mask_to_bsr(d, m, o.block_rows, o.block_cols, op);
                },
-               coo_to_blocks, bsr_to_coo, block_of, bsr_from_parts});
-  f.push_back({"blocked_ell", Layout::kBlockedEll, R::kMatrix, K::kSquareBlock, true, {"ell_col_indices", "values"},
+               coo_to_blocks,
+               bsr_to_coo,
+               block_of,
+               bsr_from_parts});
+  f.push_back({"blocked_ell",
+               Layout::kBlockedEll,
+               R::kMatrix,
+               K::kSquareBlock,
+               true,
+               {"ell_col_indices", "values"},
                {"block"},
                [](const Tensor& d, const Tensor& m, const FormatOptions& o, std::string_view op) {
                  return bsr_to_blocked_ell(mask_to_bsr(d, m, o.block_rows, o.block_rows, op));
                },
-               [](const Tensor& coo, const FormatOptions& o, std::string_view op) { return bsr_to_blocked_ell(coo_to_blocks(coo, o, op)); },
-               [](const Tensor& t) { return bsr_to_coo(blocked_ell_to_bsr(t)); }, block_of, blocked_ell_from_parts});
+               [](const Tensor& coo, const FormatOptions& o, std::string_view op) {
+                 return bsr_to_blocked_ell(coo_to_blocks(coo, o, op));
+               },
+               [](const Tensor& t) { return bsr_to_coo(blocked_ell_to_bsr(t)); },
+               block_of,
+               blocked_ell_from_parts});
   // n:m keeps the non-zeros whatever the source stored: a group has exactly n
   // slots, so explicit zeros cannot be told from padding.
-  f.push_back({"nm", Layout::kNm, R::kAtLeast1, K::kNm, false, {"values", "indices"}, {"n", "m"},
+  f.push_back({"nm",
+               Layout::kNm,
+               R::kAtLeast1,
+               K::kNm,
+               false,
+               {"values", "indices"},
+               {"n", "m"},
                [](const Tensor& d, const Tensor& m, const FormatOptions& o, std::string_view op) {
                  return sparse_detail::nm_from_mask(d, m, o.n, o.m, op);
                },
@@ -142,14 +207,22 @@ std::vector<FormatSpec> builtin_formats() {
                  return sparse_nm(p.parts.at("values"), p.parts.at("indices"), p.shape, integer_attribute(p, "n"),
                                   integer_attribute(p, "m"));
                }});
-  f.push_back({"masked", Layout::kMasked, R::kAny, K::kNone, true, {"values", "mask"}, {},
-               [](const Tensor& d, const Tensor& m, const FormatOptions&, std::string_view) { return sparse_masked(d, m); },
-               [](const Tensor& coo, const FormatOptions&, std::string_view) { return sparse_detail::coo_to_masked(coo); },
-               [](const Tensor& t) {
-                 const MaskedImpl& s = masked_impl(t, "to_format");
-                 return mask_to_coo(s.values(), s.mask());
-               },
-               nullptr, [](const FormatParts& p) { return sparse_masked(p.parts.at("values"), p.parts.at("mask")); }});
+  f.push_back(
+      {"masked",
+       Layout::kMasked,
+       R::kAny,
+       K::kNone,
+       true,
+       {"values", "mask"},
+       {},
+       [](const Tensor& d, const Tensor& m, const FormatOptions&, std::string_view) { return sparse_masked(d, m); },
+       [](const Tensor& coo, const FormatOptions&, std::string_view) { return sparse_detail::coo_to_masked(coo); },
+       [](const Tensor& t) {
+         const MaskedImpl& s = masked_impl(t, "to_format");
+         return mask_to_coo(s.values(), s.mask());
+       },
+       nullptr,
+       [](const FormatParts& p) { return sparse_masked(p.parts.at("values"), p.parts.at("mask")); }});
   return f;
 }
 

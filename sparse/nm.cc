@@ -78,8 +78,8 @@ Tensor NmImpl::to_dense() const {
 
 Tensor NmImpl::to(TensorOptions options) const {
   if (options.device == device() && options.dtype == dtype()) return Tensor(std::make_shared<NmImpl>(*this));
-  return Tensor(std::make_shared<NmImpl>(values_.to(options), indices_.to(options.device), shape(), n_, m_,
-                                         pattern_version()));
+  return Tensor(
+      std::make_shared<NmImpl>(values_.to(options), indices_.to(options.device), shape(), n_, m_, pattern_version()));
 }
 
 void check_nm_shape(const Shape& shape, int64_t n, int64_t m, std::string_view op) {

@@ -57,9 +57,9 @@ std::string to_string(const Tensor& t, int64_t max_part_elements) {
   if (!t.defined() || t.is_dense()) return t.to_string();
   const SparseImpl& s = sparse_impl(t, "to_string");
   std::ostringstream os;
-  os << "tensor(format=" << t.format() << ", shape=" << shape_to_string(t.shape()) << ", dtype=" << dtype_name(t.dtype())
-     << ", device=" << t.device().to_string() << ", nnz=" << s.nnz() << ", density=" << std::setprecision(4)
-     << density(t) << ", pattern_version=" << s.pattern_version();
+  os << "tensor(format=" << t.format() << ", shape=" << shape_to_string(t.shape())
+     << ", dtype=" << dtype_name(t.dtype()) << ", device=" << t.device().to_string() << ", nnz=" << s.nnz()
+     << ", density=" << std::setprecision(4) << density(t) << ", pattern_version=" << s.pattern_version();
   for (const auto& [name, value] : s.attributes()) os << ", " << name << "=" << value;
   os << ")";
   for (const auto& [name, part] : s.parts()) {

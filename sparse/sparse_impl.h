@@ -51,7 +51,7 @@ uint64_t new_pattern_version();
 // Helpers on any tensor: dense tensors count every element as stored.
 const SparseImpl& sparse_impl(const Tensor& t, std::string_view op);
 int64_t nnz(const Tensor& t);
-double density(const Tensor& t);  // nnz / numel (1 for an empty tensor)
+double density(const Tensor& t);            // nnz / numel (1 for an empty tensor)
 uint64_t pattern_version(const Tensor& t);  // 0 for dense
 Tensor values(const Tensor& t);
 Tensor with_values(const Tensor& t, const Tensor& values);

@@ -109,8 +109,7 @@ std::vector<int64_t> stored_positions(const Tensor& t) {
       return pos;
     }
     case Layout::kDense:
-    case Layout::kCustom:
-      break;
+    case Layout::kCustom: break;
   }
   fail(op, ": format '", t.format(), "' is not one of sparse/'s formats");
 }

@@ -33,9 +33,7 @@ std::string exact_decimal(double x) {
 SparsifierPtr build(const SparsifierSpec& spec, const std::string& where) {
   try {
     return make_sparsifier(spec);
-  } catch (const Error& e) {
-    fail(kPrefix, where, ": ", e.what());
-  }
+  } catch (const Error& e) { fail(kPrefix, where, ": ", e.what()); }
 }
 
 // A null sparsifier keeps all: it must still name a format that exists.
@@ -194,9 +192,7 @@ AppliedSchedule apply_schedule(const SparsitySchedule& schedule, const NamedPara
       Tensor value;
       try {
         value = sparsify_stage(old.value(), p.sparsifier.get(), rule.format, c);
-      } catch (const Error& e) {
-        fail(kPrefix, where, ": parameter '", name, "': ", e.what());
-      }
+      } catch (const Error& e) { fail(kPrefix, where, ": parameter '", name, "': ", e.what()); }
       // A rule that changes nothing (dense, no sparsifier) keeps the Variable.
       if (!value.is_same(old.value())) {
         p.value = Variable(value, old.requires_grad(), old.name().empty() ? name : old.name());

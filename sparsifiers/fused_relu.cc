@@ -77,8 +77,8 @@ Variable relu_to_csr(const Variable& x, double threshold) {
   Attrs attrs;
   attrs.set("threshold", threshold);
   std::vector<Tensor> parts = dispatch(kOp, {xv.contiguous()}, attrs);
-  Tensor y(std::make_shared<CompressedImpl>(Layout::kCsr, std::move(parts[0]), std::move(parts[1]),
-                                            std::move(parts[2]), xv.shape(), new_pattern_version()));
+  Tensor y(std::make_shared<CompressedImpl>(Layout::kCsr, std::move(parts[0]), std::move(parts[1]), std::move(parts[2]),
+                                            xv.shape(), new_pattern_version()));
   return record(y, "ReluToCsrBackward", {x}, [y](const Tensor& g, const GradNeeds&) {
     return std::vector<Tensor>{to_dense(project_grad(g, y, "relu_to_csr backward"))};
   });

@@ -27,8 +27,8 @@ BlockMagnitudeSparsifier::BlockMagnitudeSparsifier(double sparsity, int64_t bloc
                                                    BlockNorm norm)
     : sparsity_(sparsity), block_rows_(block_rows), block_cols_(block_cols), norm_(norm) {
   COPPICE_CHECK(sparsity >= 0.0 && sparsity <= 1.0, "block_magnitude: sparsity must be in [0, 1], got ", sparsity);
-  COPPICE_CHECK(block_rows > 0 && block_cols > 0, "block_magnitude: block shape must be positive, got ",
-                block_rows, "x", block_cols);
+  COPPICE_CHECK(block_rows > 0 && block_cols > 0, "block_magnitude: block shape must be positive, got ", block_rows,
+                "x", block_cols);
 }
 
 std::string BlockMagnitudeSparsifier::describe() const {

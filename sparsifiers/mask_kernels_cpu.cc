@@ -98,8 +98,7 @@ void topk_kernel(const T* keys, int64_t n, int64_t k, bool magnitude, bool* out)
   if constexpr (std::is_same_v<T, float>) {
     // n < 2^31: the order key in the high word, the index's complement in the low one.
     auto composite = [&](int64_t i) {
-      return (static_cast<uint64_t>(key_of<T>(keys[i], magnitude)) << 32) |
-             (0xffffffffu - static_cast<uint32_t>(i));
+      return (static_cast<uint64_t>(key_of<T>(keys[i], magnitude)) << 32) | (0xffffffffu - static_cast<uint32_t>(i));
     };
     std::vector<uint64_t> c(static_cast<size_t>(n));
     parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {

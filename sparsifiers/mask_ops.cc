@@ -89,8 +89,7 @@ Tensor nm_mask(const Tensor& x, int64_t n, int64_t m, int64_t dim, std::string_v
   const int64_t d = dim < 0 ? dim + x.dim() : dim;
   COPPICE_CHECK(n >= 1 && n <= m && m <= 256, op, ": needs 1 <= n <= m <= 256, got n = ", n, ", m = ", m);
   const int64_t size = x.size(d);
-  COPPICE_CHECK(size % m == 0, op, ": m = ", m, " does not divide dim ", d, " of shape ",
-                shape_to_string(x.shape()));
+  COPPICE_CHECK(size % m == 0, op, ": m = ", m, " does not divide dim ", d, " of shape ", shape_to_string(x.shape()));
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < d; ++i) outer *= x.size(i);
   for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);

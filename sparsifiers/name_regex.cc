@@ -29,10 +29,9 @@ absl::StatusOr<NameRegex> NameRegex::compile(const std::string& pattern) {
     what = what.substr(0, what.size() - arg.size()) + shown_pattern(arg);
   }
   // Where a pattern written for std::regex or PCRE most often fails.
-  const bool backtracking_feature =
-      re->error_code() == RE2::ErrorBadEscape || re->error_code() == RE2::ErrorBadPerlOp;
-  return absl::InvalidArgumentError(str_cat("does not parse: ", what,
-                                            backtracking_feature ? " (RE2 syntax: no backreferences or lookaround)" : ""));
+  const bool backtracking_feature = re->error_code() == RE2::ErrorBadEscape || re->error_code() == RE2::ErrorBadPerlOp;
+  return absl::InvalidArgumentError(
+      str_cat("does not parse: ", what, backtracking_feature ? " (RE2 syntax: no backreferences or lookaround)" : ""));
 }
 
 bool NameRegex::full_match(const std::string& name) const { return RE2::FullMatch(name, *re_); }

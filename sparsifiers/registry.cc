@@ -112,9 +112,12 @@ class Registry {
 
  private:
   Registry() {
-    factories_ = {{"keep_all", make_keep_all},   {"threshold", make_threshold},
-                  {"random", make_random},       {"magnitude", make_magnitude},
-                  {"block_magnitude", make_block_magnitude}, {"nm", make_nm},
+    factories_ = {{"keep_all", make_keep_all},
+                  {"threshold", make_threshold},
+                  {"random", make_random},
+                  {"magnitude", make_magnitude},
+                  {"block_magnitude", make_block_magnitude},
+                  {"nm", make_nm},
                   {"movement", make_movement}};
   }
 
@@ -127,8 +130,7 @@ class Registry {
 const std::string& SpecParams::raw(const std::string& name, const char* type) {
   asked_.insert(name);
   auto it = spec_.params.find(name);
-  COPPICE_CHECK(it != spec_.params.end(), "sparsifier '", spec_.name, "': missing parameter '", name, "' (", type,
-                ")");
+  COPPICE_CHECK(it != spec_.params.end(), "sparsifier '", spec_.name, "': missing parameter '", name, "' (", type, ")");
   return it->second;
 }
 
@@ -137,8 +139,8 @@ double SpecParams::get_double(const std::string& name) {
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  COPPICE_CHECK(!s.empty() && end == s.c_str() + s.size() && errno == 0 && std::isfinite(v), "sparsifier '",
-                spec_.name, "': parameter '", name, "' must be a finite number, got '", s, "'");
+  COPPICE_CHECK(!s.empty() && end == s.c_str() + s.size() && errno == 0 && std::isfinite(v), "sparsifier '", spec_.name,
+                "': parameter '", name, "' must be a finite number, got '", s, "'");
   return v;
 }
 
@@ -152,8 +154,8 @@ int64_t SpecParams::get_int(const std::string& name) {
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(s.c_str(), &end, 10);
-  COPPICE_CHECK(!s.empty() && end == s.c_str() + s.size() && errno == 0, "sparsifier '", spec_.name,
-                "': parameter '", name, "' must be an integer, got '", s, "'");
+  COPPICE_CHECK(!s.empty() && end == s.c_str() + s.size() && errno == 0, "sparsifier '", spec_.name, "': parameter '",
+                name, "' must be an integer, got '", s, "'");
   return static_cast<int64_t>(v);
 }
 
@@ -187,9 +189,9 @@ void SpecParams::finish() const {
   for (const auto& [k, unused] : spec_.params) {
     if (asked_.count(k) == 0) unknown.push_back(k);
   }
-  COPPICE_CHECK(unknown.empty(), "sparsifier '", spec_.name, "': unknown parameter",
-                unknown.size() > 1 ? "s '" : " '", str_join(unknown, "', '"), "' (it takes: ",
-                asked_.empty() ? std::string("none") : str_join(asked_, ", "), ")");
+  COPPICE_CHECK(unknown.empty(), "sparsifier '", spec_.name, "': unknown parameter", unknown.size() > 1 ? "s '" : " '",
+                str_join(unknown, "', '"),
+                "' (it takes: ", asked_.empty() ? std::string("none") : str_join(asked_, ", "), ")");
 }
 
 void register_sparsifier(std::string name, SparsifierFactory factory) {

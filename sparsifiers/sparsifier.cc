@@ -57,9 +57,7 @@ Tensor Sparsifier::apply(const Tensor& x, const OutputFormat& format, const Spar
   if (format.name == "dense") return where(mask, kept, zeros({}, kept.options()));
   try {
     return sparse_from_mask(kept, mask, format.name, format.options);
-  } catch (const Error& e) {
-    fail(describe(), ": cannot produce format '", format.name, "': ", e.what());
-  }
+  } catch (const Error& e) { fail(describe(), ": cannot produce format '", format.name, "': ", e.what()); }
 }
 
 }  // namespace coppice

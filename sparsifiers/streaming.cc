@@ -57,8 +57,7 @@ Tensor RandomFractionSparsifier::keep_mask(const Tensor& x, const SparsifyContex
   return sparsify::random_mask(to_dense(x), sparsity_, gen.seed(), offset, describe());
 }
 
-Tensor RandomFractionSparsifier::apply(const Tensor& x, const OutputFormat& format,
-                                       const SparsifyContext& ctx) const {
+Tensor RandomFractionSparsifier::apply(const Tensor& x, const OutputFormat& format, const SparsifyContext& ctx) const {
   if (format.name != "dense") return Sparsifier::apply(x, format, ctx);
   Generator gen = draw_generator(ctx);
   const uint64_t offset = gen.advance();

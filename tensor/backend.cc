@@ -13,20 +13,17 @@ std::array<DeviceBackend*, 2>& backends() {
 }
 }  // namespace
 
-void register_backend(DeviceType type, DeviceBackend* backend) {
-  backends()[static_cast<size_t>(type)] = backend;
-}
+void register_backend(DeviceType type, DeviceBackend* backend) { backends()[static_cast<size_t>(type)] = backend; }
 
 DeviceBackend* find_backend(DeviceType type) { return backends()[static_cast<size_t>(type)]; }
 
 DeviceBackend& backend_for(Device device) {
   DeviceBackend* b = find_backend(device.type);
-  COPPICE_CHECK(b != nullptr, "device ", device.to_string(),
-                ": this build of Coppice has no ", device_type_name(device.type),
-                " backend (built without CUDA; run tools/setup where nvcc exists)");
+  COPPICE_CHECK(b != nullptr, "device ", device.to_string(), ": this build of Coppice has no ",
+                device_type_name(device.type), " backend (built without CUDA; run tools/setup where nvcc exists)");
   int count = b->device_count();
-  COPPICE_CHECK(device.index >= 0 && device.index < count, "device ", device.to_string(),
-                ": no such device (", count, " visible)");
+  COPPICE_CHECK(device.index >= 0 && device.index < count, "device ", device.to_string(), ": no such device (", count,
+                " visible)");
   return *b;
 }
 

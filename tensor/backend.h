@@ -33,8 +33,7 @@ class DeviceBackend {
   virtual Allocator& allocator(int index) = 0;
   // Copies `nbytes` between any two of: host memory, this backend's devices.
   // Ordered with the device's work; returns when the data is in `dst`.
-  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
-                    size_t nbytes) = 0;
+  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) = 0;
   virtual void synchronize(int index) = 0;
   // Records the device work `fn` queues on device `index` without running it
   // (the host code in `fn` does run, once). Returns null, with the reason in

@@ -28,9 +28,12 @@ using Result = std::conditional_t<std::is_void_v<R>, std::common_type_t<A, B>, R
 
 template <typename T>
 constexpr const char* type_name() {
-  if constexpr (std::is_same_v<T, bool>) return "a bool";
-  else if constexpr (std::is_signed_v<T>) return sizeof(T) == 8 ? "a 64-bit integer" : "a 32-bit integer";
-  else return sizeof(T) == 8 ? "a 64-bit unsigned integer" : "a 32-bit unsigned integer";
+  if constexpr (std::is_same_v<T, bool>)
+    return "a bool";
+  else if constexpr (std::is_signed_v<T>)
+    return sizeof(T) == 8 ? "a 64-bit integer" : "a 32-bit integer";
+  else
+    return sizeof(T) == 8 ? "a 64-bit unsigned integer" : "a 32-bit unsigned integer";
 }
 
 // `what` is text, or a callable that makes it (only when it is needed).

@@ -28,9 +28,10 @@ class CpuAllocator final : public Allocator {
                   "cpu allocator: ", nbytes, " bytes requested, more than any machine can address");
     if (nbytes >= kCheckedRequestBytes) {
       const std::optional<int64_t> available = host_memory_available();
-      COPPICE_CHECK(!available || static_cast<int64_t>(nbytes) <= *available, "cpu allocator: ",
-                    format_bytes(static_cast<int64_t>(nbytes)), " requested but only ", format_bytes(*available),
-                    " are available (", format_bytes(allocated_.load()), " already held by tensors)");
+      COPPICE_CHECK(!available || static_cast<int64_t>(nbytes) <= *available,
+                    "cpu allocator: ", format_bytes(static_cast<int64_t>(nbytes)), " requested but only ",
+                    format_bytes(*available), " are available (", format_bytes(allocated_.load()),
+                    " already held by tensors)");
     }
     size_t rounded = std::max(kAlignment, (nbytes + kAlignment - 1) / kAlignment * kAlignment);
     void* p = std::aligned_alloc(kAlignment, rounded);
@@ -38,8 +39,7 @@ class CpuAllocator final : public Allocator {
                   " (", format_bytes(allocated_.load()), " already held by tensors)");
     int64_t now = allocated_.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
     int64_t peak = peak_.load();
-    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
-    }
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {}
     ++allocations_;
     return p;
   }

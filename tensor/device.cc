@@ -1,15 +1,14 @@
 #include "tensor/device.h"
 
 #include <charconv>
+
 #include "tensor/error.h"
 
 namespace coppice {
 
 std::string_view device_type_name(DeviceType t) { return t == DeviceType::kCpu ? "cpu" : "cuda"; }
 
-std::string Device::to_string() const {
-  return is_cpu() ? "cpu" : str_cat("cuda:", index);
-}
+std::string Device::to_string() const { return is_cpu() ? "cpu" : str_cat("cuda:", index); }
 
 Device Device::parse(std::string_view text) {
   if (text == "cpu") return cpu();

@@ -67,15 +67,11 @@ const std::vector<int64_t>& Attrs::get_ints(std::string_view name) const {
   return *v;
 }
 
-int64_t Attrs::get_int(std::string_view name, int64_t fallback) const {
-  return has(name) ? get_int(name) : fallback;
-}
+int64_t Attrs::get_int(std::string_view name, int64_t fallback) const { return has(name) ? get_int(name) : fallback; }
 double Attrs::get_double(std::string_view name, double fallback) const {
   return has(name) ? get_double(name) : fallback;
 }
-bool Attrs::get_bool(std::string_view name, bool fallback) const {
-  return has(name) ? get_bool(name) : fallback;
-}
+bool Attrs::get_bool(std::string_view name, bool fallback) const { return has(name) ? get_bool(name) : fallback; }
 
 Dispatcher& Dispatcher::instance() {
   static Dispatcher* d = new Dispatcher();  // never destroyed: used from static destructors
@@ -94,7 +90,9 @@ void Dispatcher::register_kernel(const std::string& op, DeviceType device, std::
   kernels.push_back({std::move(formats), std::move(kernel)});
 }
 
-void Dispatcher::register_to_dense(std::string format, ToDense fn) { to_dense_.insert_or_assign(std::move(format), std::move(fn)); }
+void Dispatcher::register_to_dense(std::string format, ToDense fn) {
+  to_dense_.insert_or_assign(std::move(format), std::move(fn));
+}
 
 const Kernel* Dispatcher::find(std::string_view op, DeviceType device,
                                absl::Span<const std::string_view> formats) const {
@@ -120,8 +118,7 @@ bool Dispatcher::has_kernel(std::string_view op, DeviceType device) const {
   return it != kernels_.end() && !it->second[static_cast<size_t>(device)].empty();
 }
 
-std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tensor>& inputs,
-                                     const Attrs& attrs) const {
+std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs) const {
   absl::InlinedVector<std::string_view, 8> formats;
   const Tensor* first = nullptr;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -135,8 +132,7 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
       first = &t;
     } else {
       COPPICE_CHECK(t.device() == first->device(), op, ": input ", i, " is on ", t.device().to_string(),
-                    " but an earlier input is on ", first->device().to_string(),
-                    "; move them to one device first");
+                    " but an earlier input is on ", first->device().to_string(), "; move them to one device first");
     }
   }
   COPPICE_CHECK(first != nullptr, op, ": called with no defined input");

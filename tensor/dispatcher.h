@@ -121,8 +121,7 @@ struct KernelRegistrar {
 bool any_sparse(const std::vector<Tensor>& inputs);
 
 // Shorthand for the common case.
-inline std::vector<Tensor> dispatch(std::string_view op, const std::vector<Tensor>& inputs,
-                                    const Attrs& attrs = {}) {
+inline std::vector<Tensor> dispatch(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs = {}) {
   return Dispatcher::instance().call(op, inputs, attrs);
 }
 

@@ -45,8 +45,8 @@ std::string_view safetensors_dtype_name(DType t) {
 }
 
 bool dtype_from_name(std::string_view name, DType* out) {
-  for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64,
-                  DType::kU8, DType::kBool}) {
+  for (DType t :
+       {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU8, DType::kBool}) {
     if (name == dtype_name(t) || name == safetensors_dtype_name(t)) {
       *out = t;
       return true;
@@ -55,15 +55,11 @@ bool dtype_from_name(std::string_view name, DType* out) {
   return false;
 }
 
-bool is_floating(DType t) {
-  return t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 || t == DType::kF16;
-}
+bool is_floating(DType t) { return t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 || t == DType::kF16; }
 
 bool is_integral(DType t) { return t == DType::kI32 || t == DType::kI64 || t == DType::kU8; }
 
-DType compute_dtype(DType t) {
-  return (t == DType::kBF16 || t == DType::kF16) ? DType::kF32 : t;
-}
+DType compute_dtype(DType t) { return (t == DType::kBF16 || t == DType::kF16) ? DType::kF32 : t; }
 
 namespace {
 int float_rank(DType t) {

@@ -12,8 +12,7 @@ decltype(auto) dispatch_floating(DType t, std::string_view op, Fn&& fn) {
     case DType::kF64: return fn(TypeTag<double>{});
     case DType::kBF16: return fn(TypeTag<BFloat16>{});
     case DType::kF16: return fn(TypeTag<Half>{});
-    default:
-      fail(op, ": expected a floating-point tensor, got ", dtype_name(t));
+    default: fail(op, ": expected a floating-point tensor, got ", dtype_name(t));
   }
 }
 

@@ -90,7 +90,7 @@ template <typename... Parts>
 
 // COPPICE_CHECK(cond, "op: message ", value, ...): throws coppice::Error with
 // the concatenated message when `cond` is false.
-#define COPPICE_CHECK(cond, ...)        \
-  do {                                  \
+#define COPPICE_CHECK(cond, ...)               \
+  do {                                         \
     if (!(cond)) ::coppice::fail(__VA_ARGS__); \
   } while (0)

@@ -19,9 +19,7 @@ namespace {
 constexpr int64_t kMaxArangeElements = int64_t{1} << 53;
 
 void check_shape(const Shape& shape, std::string_view op) {
-  for (int64_t s : shape) {
-    COPPICE_CHECK(s >= 0, op, ": negative size in shape ", shape_to_string(shape));
-  }
+  for (int64_t s : shape) { COPPICE_CHECK(s >= 0, op, ": negative size in shape ", shape_to_string(shape)); }
 }
 
 // The range of values a dtype holds exactly as an integer (for randint's bounds).
@@ -39,8 +37,7 @@ bool integer_range(DType t, double* lo, double* hi) {
       *lo = -9223372036854775808.0;
       *hi = 9223372036854775807.0;
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -99,10 +96,9 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
   if (n > 0 && integer_range(options.dtype, &lo, &hi)) {
     const double last = start + static_cast<double>(n - 1) * step;
     // hi of i64 rounds up to 2^63 in a double: fits_in excludes it.
-    COPPICE_CHECK(std::min(start, last) >= lo && std::max(start, last) <= hi && fits_in<int64_t>(start) &&
-                      fits_in<int64_t>(last),
-                  "arange: [", start, ", ", end,
-                  ") in steps of ", step, " does not fit in ", dtype_name(options.dtype));
+    COPPICE_CHECK(
+        std::min(start, last) >= lo && std::max(start, last) <= hi && fits_in<int64_t>(start) && fits_in<int64_t>(last),
+        "arange: [", start, ", ", end, ") in steps of ", step, " does not fit in ", dtype_name(options.dtype));
   }
   Tensor host = Tensor::empty({n}, TensorOptions(options.dtype, Device::cpu()));
   // Integer ranges with integer bounds are computed in integers, so that

@@ -6,10 +6,9 @@ namespace coppice {
 
 Generator Generator::keyed(uint64_t seed, uint64_t purpose, uint64_t step, uint64_t rank) {
   // Hash the key through Philox itself so nearby keys give unrelated streams.
-  philox::U32x4 v = philox::philox4x32_10(
-      {static_cast<uint32_t>(purpose), static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32),
-       static_cast<uint32_t>(rank)},
-      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  philox::U32x4 v = philox::philox4x32_10({static_cast<uint32_t>(purpose), static_cast<uint32_t>(step),
+                                           static_cast<uint32_t>(step >> 32), static_cast<uint32_t>(rank)},
+                                          static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
   return Generator((static_cast<uint64_t>(v.x) << 32) | v.y, 0);
 }
 

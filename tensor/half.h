@@ -65,10 +65,10 @@ struct Half {
     uint32_t u = half_detail::float_bits(f);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t abs = u & 0x7fffffffu;
-    if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+    if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
     if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-    if (abs < 0x38800000u) {  // subnormal or zero in f16
-      if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // rounds to zero
+    if (abs < 0x38800000u) {                                               // subnormal or zero in f16
+      if (abs < 0x33000000u) return static_cast<uint16_t>(sign);           // rounds to zero
       // value = mant * 2^(exp - 150); an f16 subnormal counts units of 2^-24.
       uint32_t exp = abs >> 23;
       uint32_t mant = (abs & 0x7fffffu) | 0x800000u;

@@ -58,8 +58,10 @@ std::optional<int64_t> field(std::string_view text, std::string_view key) {
     pos = eol + 1;
     if (line.size() <= key.size() || line.compare(0, key.size(), key) != 0) continue;
     std::string_view rest = line.substr(key.size());
-    if (rest[0] == ':') rest.remove_prefix(1);
-    else if (rest[0] != ' ') continue;  // a longer key with this prefix
+    if (rest[0] == ':')
+      rest.remove_prefix(1);
+    else if (rest[0] != ' ')
+      continue;  // a longer key with this prefix
     std::optional<int64_t> v = leading_number(rest);
     if (!v) return std::nullopt;
     if (rest.find("kB") != std::string_view::npos && mul_overflows(*v, 1024, &*v)) return std::nullopt;
@@ -112,7 +114,8 @@ std::vector<std::string> cgroup_dirs(bool* v2) {
       *v2 = false;
       break;
     }
-    if (controllers.empty() && line.compare(0, a, "0") == 0 && ::access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
+    if (controllers.empty() && line.compare(0, a, "0") == 0 &&
+        ::access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
       base = "/sys/fs/cgroup";  // the unified hierarchy; a v1 memory line later wins
       path = line.substr(b + 1);
       *v2 = true;
@@ -196,17 +199,19 @@ std::optional<int64_t> host_memory_available() {
 std::string format_bytes(int64_t bytes) {
   char unit[32];
   const double b = static_cast<double>(bytes);
-  if (bytes >= kGiB) std::snprintf(unit, sizeof unit, "%.3g GiB", b / static_cast<double>(kGiB));
-  else if (bytes >= (1 << 20)) std::snprintf(unit, sizeof unit, "%.3g MiB", b / static_cast<double>(1 << 20));
-  else std::snprintf(unit, sizeof unit, "%.3g KiB", b / 1024.0);
+  if (bytes >= kGiB)
+    std::snprintf(unit, sizeof unit, "%.3g GiB", b / static_cast<double>(kGiB));
+  else if (bytes >= (1 << 20))
+    std::snprintf(unit, sizeof unit, "%.3g MiB", b / static_cast<double>(1 << 20));
+  else
+    std::snprintf(unit, sizeof unit, "%.3g KiB", b / 1024.0);
   return str_cat(bytes, " bytes (", unit, ")");
 }
 
 void check_host_memory(int64_t bytes, std::string_view what) {
   const std::optional<int64_t> available = host_memory_available();
   if (!available || bytes <= *available) return;
-  fail(what, ": needs ", format_bytes(bytes), " but only ", format_bytes(*available),
-       " of host memory are available");
+  fail(what, ": needs ", format_bytes(bytes), " but only ", format_bytes(*available), " of host memory are available");
 }
 
 }  // namespace coppice

@@ -22,11 +22,11 @@
 //                 any strides)                                                         a's dtype, bool for comparisons
 // where           cond (bool), a, b (same        -                                     contiguous, broadcast shape
 //                 dtype; broadcast)
-// reduce_sum      x contiguous [outer, r]        -                                     [outer], x's dtype (i64 for ints)
-// reduce_sum_cols x [r, inner] (floating)         -                                     [inner], column sums
-// reduce_max      x contiguous [outer, r], r>0   -                                     values [outer], indices i64 [outer]
-// reduce_min      same                           -                                     same
-// gemm            a, b contiguous 3-D            trans_a, trans_b (bools)              c [batch, m, n] contiguous,
+// reduce_sum      x contiguous [outer, r]        -                                     [outer], x's dtype (i64 for
+// ints) reduce_sum_cols x [r, inner] (floating)         -                                     [inner], column sums
+// reduce_max      x contiguous [outer, r], r>0   -                                     values [outer], indices i64
+// [outer] reduce_min      same                           -                                     same gemm            a,
+// b contiguous 3-D            trans_a, trans_b (bools)              c [batch, m, n] contiguous,
 //                 a: [ba, m, k] ([ba, k, m] if                                         dtype of a; f32 accumulation
 //                 trans_a); b: [bb, k, n]                                              for 16-bit types
 //                 ([bb, n, k] if trans_b);
@@ -36,7 +36,8 @@
 //                                                (each [2] ints)
 // col2im          cols contiguous                same, plus size ([h, w])              x [n, c, h, w] (overlaps summed)
 //                 [n, c*kh*kw, oh*ow]
-// max_pool2d      x contiguous [n, c, h, w]      kernel, stride, padding ([2] each)    values [n, c, oh, ow], indices i64
+// max_pool2d      x contiguous [n, c, h, w]      kernel, stride, padding ([2] each)    values [n, c, oh, ow], indices
+// i64
 //                                                                                      (flat h*w position in the plane)
 // index_select    x contiguous, index i64 1-D    dim                                   contiguous
 // gather          x contiguous, index i64        dim                                   contiguous, index's shape
@@ -83,10 +84,10 @@
 
 namespace coppice::kernels {
 
-inline constexpr std::string_view kUnaryOps[] = {"neg",  "abs",  "sign",    "exp",  "log", "sqrt",  "rsqrt",
+inline constexpr std::string_view kUnaryOps[] = {"neg",  "abs",  "sign",    "exp",  "log", "sqrt", "rsqrt",
                                                  "relu", "gelu", "sigmoid", "tanh", "erf", "clamp"};
-inline constexpr std::string_view kBinaryOps[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                                  "relu_backward", "eq", "ne", "lt", "le", "gt", "ge"};
+inline constexpr std::string_view kBinaryOps[] = {"add",           "sub", "mul", "div", "pow", "maximum", "minimum",
+                                                  "relu_backward", "eq",  "ne",  "lt",  "le",  "gt",      "ge"};
 
 inline bool is_comparison(std::string_view op) {
   return op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge";

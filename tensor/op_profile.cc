@@ -1,8 +1,5 @@
 #include "tensor/op_profile.h"
 
-#include "tensor/backend.h"
-#include "tensor/runtime_options.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -10,6 +7,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "tensor/backend.h"
+#include "tensor/runtime_options.h"
 
 namespace coppice {
 namespace {
@@ -31,7 +31,8 @@ class Profile {
     std::lock_guard<std::mutex> lock(mu_);
     if (entries_.empty()) return "";
     std::vector<std::pair<std::string, Entry>> rows(entries_.begin(), entries_.end());
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
     std::string out = "coppice profile (COPPICE_PROFILE=1): op, calls, total ms, mean ms, min ms\n";
     char line[256];
     for (const auto& [key, e] : rows) {

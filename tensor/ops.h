@@ -137,7 +137,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 enum class Reduction { kMean, kSum, kNone };
 struct CrossEntropyOptions {
   double label_smoothing = 0.0;
-  int64_t ignore_index = -100;  // targets equal to this contribute nothing
+  int64_t ignore_index = -100;             // targets equal to this contribute nothing
   Reduction reduction = Reduction::kMean;  // mean over the targets not ignored
 };
 // logits [n, c], target i64 [n].
@@ -163,8 +163,7 @@ struct Conv2dOptions {
   std::vector<int64_t> dilation = {1, 1};
 };
 // x [n, c, h, w], weight [o, c, kh, kw], bias [o] optional.
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
-              const Conv2dOptions& options = {});
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv2dOptions& options = {});
 // Returns values and flat indices into each h*w plane (what the backward pass needs).
 ValuesIndices max_pool2d_with_indices(const Tensor& x, const std::vector<int64_t>& kernel,
                                       const std::vector<int64_t>& stride = {},

@@ -62,11 +62,10 @@ Tensor sparse_product(std::string_view op, const Tensor& a, const Tensor& b, std
   COPPICE_CHECK(a.dtype() == b.dtype(), name, ": operands have different dtypes (", dtype_name(a.dtype()), " and ",
                 dtype_name(b.dtype()), "); convert them first");
   COPPICE_CHECK(is_floating(a.dtype()), name, ": expected floating-point operands, got ", dtype_name(a.dtype()));
-  COPPICE_CHECK((a.is_dense() || a.dim() == 2) && (b.is_dense() || b.dim() == 2) && a.dim() >= 1 && b.dim() >= 1 &&
-                    b.dim() <= 2,
-                name, ": with a sparse operand, expected a [.., m, k] and b [k, n] with sparse ones 2-D, got a ",
-                shape_to_string(a.shape()), " (", a.format(), ") and b ", shape_to_string(b.shape()), " (",
-                b.format(), ")");
+  COPPICE_CHECK(
+      (a.is_dense() || a.dim() == 2) && (b.is_dense() || b.dim() == 2) && a.dim() >= 1 && b.dim() >= 1 && b.dim() <= 2,
+      name, ": with a sparse operand, expected a [.., m, k] and b [k, n] with sparse ones 2-D, got a ",
+      shape_to_string(a.shape()), " (", a.format(), ") and b ", shape_to_string(b.shape()), " (", b.format(), ")");
   const bool linear = op == "linear";
   COPPICE_CHECK(!linear || b.dim() == 2, name, ": weight must be 2-D [out, in], got ", shape_to_string(b.shape()));
   const int64_t k = a.size(-1), kb = linear ? b.size(-1) : b.size(0);
@@ -136,8 +135,8 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, std
   if (bias.defined()) {
     check_dense(bias, op, "bias");
     check_same_device({x, bias}, op);
-    COPPICE_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), op, ": bias must be [", weight.size(0),
-                  "], got ", shape_to_string(bias.shape()));
+    COPPICE_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), op, ": bias must be [", weight.size(0), "], got ",
+                  shape_to_string(bias.shape()));
     COPPICE_CHECK(bias.dtype() == x.dtype(), op, ": bias has dtype ", dtype_name(bias.dtype()), ", expected ",
                   dtype_name(x.dtype()), " like the input");
   }

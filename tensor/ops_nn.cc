@@ -70,12 +70,9 @@ void check_image(const Tensor& x, std::string_view op, std::string_view what) {
 
 std::string_view reduction_name(Reduction r) {
   switch (r) {
-    case Reduction::kMean:
-      return "mean";
-    case Reduction::kSum:
-      return "sum";
-    case Reduction::kNone:
-      return "none";
+    case Reduction::kMean: return "mean";
+    case Reduction::kSum: return "sum";
+    case Reduction::kNone: return "none";
   }
   return "?";
 }
@@ -146,15 +143,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   loss = where(valid, loss, zeros({}, TensorOptions(compute, logits.device())));
   Tensor result;
   switch (options.reduction) {
-    case Reduction::kNone:
-      result = loss;
-      break;
-    case Reduction::kSum:
-      result = sum(loss);
-      break;
-    case Reduction::kMean:
-      result = div(sum(loss), sum(valid).to(compute));
-      break;
+    case Reduction::kNone: result = loss; break;
+    case Reduction::kSum: result = sum(loss); break;
+    case Reduction::kMean: result = div(sum(loss), sum(valid).to(compute)); break;
   }
   return result.to(logits.dtype());
 }
@@ -183,18 +174,14 @@ Tensor cross_entropy_backward(const Tensor& logits, const Tensor& target, const 
   const double eps = options.label_smoothing;
   const Tensor valid = ne(target, static_cast<double>(options.ignore_index));
   const Tensor safe = where(valid, target, zeros_like(target)).to(DType::kI64).unsqueeze(1);
-  const Tensor onehot = scatter_add(zeros(logits.shape(), logits.options()), 1, safe,
-                                    ones({logits.size(0), 1}, logits.options()));
+  const Tensor onehot =
+      scatter_add(zeros(logits.shape(), logits.options()), 1, safe, ones({logits.size(0), 1}, logits.options()));
   const Tensor d = sub(softmax(logits, 1), add(mul(onehot, 1.0 - eps), eps / static_cast<double>(c)));
   // The weight of each row's loss in the output.
   Tensor row;
   switch (options.reduction) {
-    case Reduction::kNone:
-      row = grad;
-      break;
-    case Reduction::kSum:
-      row = grad.reshape({}).expand({logits.size(0)});
-      break;
+    case Reduction::kNone: row = grad; break;
+    case Reduction::kSum: row = grad.reshape({}).expand({logits.size(0)}); break;
     case Reduction::kMean: {
       const Tensor count = sum(valid.to(grad.dtype()));
       row = div(grad.reshape({}), maximum(count, scalar_tensor(1.0, grad.options()))).expand({logits.size(0)});
@@ -256,9 +243,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Tensor flat = indices.reshape({-1}).to(DType::kI64).contiguous();
   try {
     return dispatch("index_select", {weight.contiguous(), flat}, Attrs().set("dim", int64_t{0}))[0].reshape(out_shape);
-  } catch (const Error& e) {
-    fail(op, ": an index is out of range for ", weight.size(0), " embeddings: ", e.what());
-  }
+  } catch (const Error& e) { fail(op, ": an index is out of range for ", weight.size(0), " embeddings: ", e.what()); }
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
@@ -328,9 +313,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   }
   std::vector<int64_t> kernel = {weight.size(2), weight.size(3)};
   ConvGeometry g = conv_geometry(x.size(2), x.size(3), kernel, options, op);
-  if (has_fused(op, x.device())) {
-    return dispatch(op, {x, weight, bias}, window_attrs(g))[0];
-  }
+  if (has_fused(op, x.device())) { return dispatch(op, {x, weight, bias}, window_attrs(g))[0]; }
   int64_t n = x.size(0);
   Tensor cols = im2col(x, kernel, options);                    // [n, c*kh*kw, L]
   Tensor y = matmul(weight.reshape({o, cols.size(1)}), cols);  // [n, o, L]

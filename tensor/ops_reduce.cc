@@ -117,9 +117,7 @@ Tensor as_floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(D
 ValuesIndices extremum(const Tensor& x, int64_t dim, bool keepdim, bool is_max, std::string_view op) {
   check_dense(x, op, "input");
   int64_t k = normalize_dim(dim, x.dim(), op);
-  if (x.dim() == 0) {
-    return {x.clone(), zeros({}, TensorOptions(DType::kI64, x.device()))};
-  }
+  if (x.dim() == 0) { return {x.clone(), zeros({}, TensorOptions(DType::kI64, x.device()))}; }
   COPPICE_CHECK(x.size(k) > 0, op, ": cannot reduce dim ", k, " of size 0 (shape ", shape_to_string(x.shape()), ")");
   std::vector<bool> mask(static_cast<size_t>(x.dim()), false);
   mask[k] = true;

@@ -37,8 +37,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    COPPICE_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_to_string(a), " and ",
-                  shape_to_string(b), " do not broadcast (dimension ", i, ": ", da, " vs ", db, ")");
+    COPPICE_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_to_string(a), " and ", shape_to_string(b),
+                  " do not broadcast (dimension ", i, ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
   return out;

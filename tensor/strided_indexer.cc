@@ -13,12 +13,12 @@ StridedIndexer make_indexer(const Shape& shape, const std::vector<const Tensor*>
   for (size_t k = 0; k < nops; ++k) {
     const Tensor& t = *operands[k];
     int64_t lead = n - t.dim();
-    COPPICE_CHECK(lead >= 0, "indexer: operand of shape ", shape_to_string(t.shape()),
-                  " has more dimensions than ", shape_to_string(shape));
+    COPPICE_CHECK(lead >= 0, "indexer: operand of shape ", shape_to_string(t.shape()), " has more dimensions than ",
+                  shape_to_string(shape));
     for (int64_t d = 0; d < t.dim(); ++d) {
       int64_t size = t.shape()[d];
-      COPPICE_CHECK(size == shape[lead + d] || size == 1, "indexer: operand of shape ",
-                    shape_to_string(t.shape()), " does not broadcast to ", shape_to_string(shape));
+      COPPICE_CHECK(size == shape[lead + d] || size == 1, "indexer: operand of shape ", shape_to_string(t.shape()),
+                    " does not broadcast to ", shape_to_string(shape));
       strides[k][lead + d] = (size == 1 && shape[lead + d] != 1) ? 0 : t.strides()[d];
     }
   }
@@ -29,9 +29,7 @@ StridedIndexer make_indexer(const Shape& shape, const std::vector<const Tensor*>
   for (int64_t d = 0; d < n; ++d) {
     if (shape[d] == 1) continue;
     bool can_merge = !sizes.empty();
-    for (size_t k = 0; k < nops && can_merge; ++k) {
-      can_merge = merged[k].back() == strides[k][d] * shape[d];
-    }
+    for (size_t k = 0; k < nops && can_merge; ++k) { can_merge = merged[k].back() == strides[k][d] * shape[d]; }
     if (can_merge) {
       sizes.back() *= shape[d];
       for (size_t k = 0; k < nops; ++k) merged[k].back() = strides[k][d];
@@ -40,8 +38,8 @@ StridedIndexer make_indexer(const Shape& shape, const std::vector<const Tensor*>
       for (size_t k = 0; k < nops; ++k) merged[k].push_back(strides[k][d]);
     }
   }
-  COPPICE_CHECK(sizes.size() <= static_cast<size_t>(kMaxIndexerDims), "indexer: shape ",
-                shape_to_string(shape), " needs more than ", kMaxIndexerDims, " dimensions after merging");
+  COPPICE_CHECK(sizes.size() <= static_cast<size_t>(kMaxIndexerDims), "indexer: shape ", shape_to_string(shape),
+                " needs more than ", kMaxIndexerDims, " dimensions after merging");
   StridedIndexer ix;
   ix.noperands = static_cast<int>(nops);
   ix.ndim = static_cast<int>(sizes.size());

@@ -51,12 +51,11 @@ Tensor Tensor::from_storage(Storage storage, Shape shape, Shape strides, int64_t
 Tensor Tensor::empty(const Shape& shape, TensorOptions options) {
   for (int64_t s : shape) COPPICE_CHECK(s >= 0, "empty: negative size in shape ", shape_to_string(shape));
   // Byte counts stay within int64, like every size derived from them.
-  const int64_t bytes =
-      checked_mul<int64_t>(shape_numel(shape), dtype_size(options.dtype), [&] {
-        return str_cat("empty: bytes of shape ", shape_to_string(shape), " of ", dtype_name(options.dtype));
-      });
-  return from_storage(Storage::allocate(static_cast<size_t>(bytes), options.device), shape, contiguous_strides(shape), 0,
-                      options.dtype);
+  const int64_t bytes = checked_mul<int64_t>(shape_numel(shape), dtype_size(options.dtype), [&] {
+    return str_cat("empty: bytes of shape ", shape_to_string(shape), " of ", dtype_name(options.dtype));
+  });
+  return from_storage(Storage::allocate(static_cast<size_t>(bytes), options.device), shape, contiguous_strides(shape),
+                      0, options.dtype);
 }
 
 const DenseImpl& Tensor::dense(std::string_view op) const {
@@ -97,7 +96,9 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
   const int64_t capacity = static_cast<int64_t>(d.storage().nbytes() / dtype_size(d.dtype()));
   if (shape_numel(shape) > 0) {
     int64_t lo = offset, hi = offset;
-    auto what = [&] { return str_cat("as_strided: shape ", shape_to_string(shape), ", strides ", shape_to_string(strides)); };
+    auto what = [&] {
+      return str_cat("as_strided: shape ", shape_to_string(shape), ", strides ", shape_to_string(strides));
+    };
     for (size_t i = 0; i < shape.size(); ++i) {
       const int64_t extent = checked_mul(strides[i], shape[i] - 1, what);
       (extent < 0 ? lo : hi) = checked_add(extent < 0 ? lo : hi, extent, what);
@@ -124,8 +125,8 @@ Shape infer_shape(Shape shape, int64_t numel, std::string_view op) {
     }
   }
   if (unknown >= 0) {
-    COPPICE_CHECK(known != 0 && numel % known == 0, op, ": cannot infer -1 in ", shape_to_string(shape),
-                  " for ", numel, " elements");
+    COPPICE_CHECK(known != 0 && numel % known == 0, op, ": cannot infer -1 in ", shape_to_string(shape), " for ", numel,
+                  " elements");
     shape[unknown] = numel / known;
   }
   COPPICE_CHECK(shape_numel(shape) == numel, op, ": shape ", shape_to_string(shape), " does not hold ", numel,
@@ -172,8 +173,8 @@ Tensor Tensor::view(const Shape& shape) const {
   Shape resolved = infer_shape(shape, numel(), "view");
   Shape strides;
   COPPICE_CHECK(view_strides(d.shape(), d.strides(), resolved, &strides), "view: a tensor of shape ",
-                shape_to_string(d.shape()), " and strides ", shape_to_string(d.strides()),
-                " cannot be viewed as ", shape_to_string(resolved), "; use reshape (which copies)");
+                shape_to_string(d.shape()), " and strides ", shape_to_string(d.strides()), " cannot be viewed as ",
+                shape_to_string(resolved), "; use reshape (which copies)");
   return from_storage(d.storage(), resolved, strides, d.offset(), d.dtype());
 }
 

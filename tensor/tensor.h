@@ -25,8 +25,7 @@ std::string_view layout_name(Layout layout);
 
 class TensorImpl {
  public:
-  TensorImpl(Shape shape, DType dtype, Device device)
-      : shape_(std::move(shape)), dtype_(dtype), device_(device) {}
+  TensorImpl(Shape shape, DType dtype, Device device) : shape_(std::move(shape)), dtype_(dtype), device_(device) {}
   virtual ~TensorImpl() = default;
 
   virtual Layout layout() const = 0;
@@ -91,7 +90,9 @@ class Tensor {
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   // The impl as a concrete type, or nullptr when it is another format.
   template <typename Impl>
-  Impl* impl_as() const { return dynamic_cast<Impl*>(impl_.get()); }
+  Impl* impl_as() const {
+    return dynamic_cast<Impl*>(impl_.get());
+  }
   // True when both handles share one impl (not just equal values).
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
 
@@ -118,15 +119,15 @@ class Tensor {
   T* data() const;  // typed data_ptr(); checks the dtype
 
   // Views: share storage, never copy (dense only).
-  Tensor view(const Shape& shape) const;   // needs compatible strides; one dim may be -1
+  Tensor view(const Shape& shape) const;     // needs compatible strides; one dim may be -1
   Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor t() const;  // transpose of a 2-D tensor
   Tensor permute(const std::vector<int64_t>& dims) const;
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;  // Python-style clamping
-  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;  // exact bounds
-  Tensor select(int64_t dim, int64_t index) const;  // drops `dim`
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;                // exact bounds
+  Tensor select(int64_t dim, int64_t index) const;                                // drops `dim`
   Tensor expand(const Shape& shape) const;  // -1 keeps a size; new leading dims allowed
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
@@ -148,7 +149,9 @@ class Tensor {
   // The single value of a one-element tensor.
   double item() const;
   template <typename T>
-  T item() const { return static_cast<T>(item()); }
+  T item() const {
+    return static_cast<T>(item());
+  }
   // All values as a flat vector (copied to the CPU, converted to T).
   template <typename T>
   std::vector<T> to_vector() const;

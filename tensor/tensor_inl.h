@@ -5,8 +5,8 @@ namespace coppice {
 
 template <typename T>
 T* Tensor::data() const {
-  COPPICE_CHECK(dtype() == dtype_of<T>(), "tensor.data<", dtype_name(dtype_of<T>()),
-                ">(): the tensor holds ", dtype_name(dtype()));
+  COPPICE_CHECK(dtype() == dtype_of<T>(), "tensor.data<", dtype_name(dtype_of<T>()), ">(): the tensor holds ",
+                dtype_name(dtype()));
   return static_cast<T*>(data_ptr());
 }
 

@@ -117,10 +117,10 @@ absl::Status verify_checksums(const SafetensorsFile& file, const std::string& pa
 // The trainer.* fields, each checked for presence, form and range.
 absl::Status read_trainer_state(const std::map<std::string, std::string>& meta, const std::string& path,
                                 TrainerState& state, bool& has_updater) {
-  static const std::set<std::string> kKnown = {
-      "trainer.format",   "trainer.step",      "trainer.epoch",  "trainer.batch",        "trainer.rng_seed",
-      "trainer.rng_offset", "trainer.lr_step", "trainer.data_seed", "trainer.has_updater", "trainer.run_id",
-      "trainer.resumed_from"};
+  static const std::set<std::string> kKnown = {"trainer.format",  "trainer.step",        "trainer.epoch",
+                                               "trainer.batch",   "trainer.rng_seed",    "trainer.rng_offset",
+                                               "trainer.lr_step", "trainer.data_seed",   "trainer.has_updater",
+                                               "trainer.run_id",  "trainer.resumed_from"};
   for (const auto& [k, v] : meta) {
     if (starts_with(k, kTrainerPrefix) && !starts_with(k, kExtraPrefix) && kKnown.count(k) == 0) {
       return corrupt(path, str_cat("unknown metadata field '", k, "'"));
@@ -130,18 +130,20 @@ absl::Status read_trainer_state(const std::map<std::string, std::string>& meta, 
     auto it = meta.find(key);
     return it == meta.end() ? nullptr : &it->second;
   };
-  for (const auto& [key, out, low] : std::vector<std::tuple<std::string, int64_t*, int64_t>>{
-           {"trainer.step", &state.step, 0},
-           {"trainer.epoch", &state.epoch, 0},
-           {"trainer.batch", &state.batch, 0},
-           {"trainer.lr_step", &state.lr_step, -1}}) {
+  for (const auto& [key, out, low] :
+       std::vector<std::tuple<std::string, int64_t*, int64_t>>{{"trainer.step", &state.step, 0},
+                                                               {"trainer.epoch", &state.epoch, 0},
+                                                               {"trainer.batch", &state.batch, 0},
+                                                               {"trainer.lr_step", &state.lr_step, -1}}) {
     const std::string* v = get(key);
-    if (v == nullptr || !parse_i64(*v, out)) return corrupt(path, str_cat("metadata '", key, "' is missing or not an integer"));
+    if (v == nullptr || !parse_i64(*v, out))
+      return corrupt(path, str_cat("metadata '", key, "' is missing or not an integer"));
     if (*out < low) return corrupt(path, str_cat("metadata '", key, "' is ", *out, ", below its least value ", low));
   }
-  for (const auto& [key, out] : std::vector<std::pair<std::string, uint64_t*>>{
-           {"trainer.rng_seed", &state.rng_seed}, {"trainer.rng_offset", &state.rng_offset},
-           {"trainer.data_seed", &state.data_seed}}) {
+  for (const auto& [key, out] :
+       std::vector<std::pair<std::string, uint64_t*>>{{"trainer.rng_seed", &state.rng_seed},
+                                                      {"trainer.rng_offset", &state.rng_offset},
+                                                      {"trainer.data_seed", &state.data_seed}}) {
     const std::string* v = get(key);
     if (v == nullptr || !parse_u64(*v, out)) {
       return corrupt(path, str_cat("metadata '", key, "' is missing or not an unsigned 64-bit integer"));
@@ -295,23 +297,19 @@ absl::Status apply_checkpoint(const CheckpointFile& file, Module& model, Optimiz
                                     p.value().format(), " in the model"));
       }
       if (loaded->dtype() != p.dtype()) {
-        return misfit(path, str_cat("parameter '", name, "' is ", dtype_name(loaded->dtype()), " in the checkpoint but ",
-                                    dtype_name(p.dtype()), " in the model"));
+        return misfit(path, str_cat("parameter '", name, "' is ", dtype_name(loaded->dtype()),
+                                    " in the checkpoint but ", dtype_name(p.dtype()), " in the model"));
       }
       params_after[name] = *loaded;
       values_after[name] = values(*loaded);
     }
-  } catch (const std::exception& e) {
-    return misfit(path, str_cat("the model state does not fit: ", e.what()));
-  }
+  } catch (const std::exception& e) { return misfit(path, str_cat("the model state does not fit: ", e.what())); }
   auto plan = plan_optimizer_state(optimizer, file.optimizer, path, &values_after);
   if (!plan.ok()) return misfit(path, std::string(plan.status().message()));
   if (updater != nullptr) {
     try {
       updater->check_state_tensors(file.updater, &params_after);
-    } catch (const std::exception& e) {
-      return misfit(path, str_cat("mask updater state: ", e.what()));
-    }
+    } catch (const std::exception& e) { return misfit(path, str_cat("mask updater state: ", e.what())); }
   }
 
   try {

@@ -66,16 +66,16 @@ inline constexpr char kCheckpointFormat[] = "coppice-checkpoint-2";
 // Where the loop stands; everything beyond the components' own state that a
 // resumed run needs to continue bit for bit.
 struct TrainerState {
-  int64_t step = 0;     // optimizer steps done
-  int64_t epoch = 0;    // the epoch of the next batch
-  int64_t batch = 0;    // the index of the next batch within that epoch
-  uint64_t rng_seed = 0;    // default_generator()
+  int64_t step = 0;       // optimizer steps done
+  int64_t epoch = 0;      // the epoch of the next batch
+  int64_t batch = 0;      // the index of the next batch within that epoch
+  uint64_t rng_seed = 0;  // default_generator()
   uint64_t rng_offset = 0;
-  int64_t lr_step = -1;     // LrScheduler::current_step(); -1: no scheduler
-  uint64_t data_seed = 0;   // the train loader's shuffle seed (checked on resume)
-  std::string run_id;        // the run that wrote it (checkpoint_files.h); "" none
-  std::string resumed_from;  // the checkpoint that run resumed from; "" for a fresh run
-  Fingerprint fingerprint;   // of the job (saved as "job.<key>"); empty: none
+  int64_t lr_step = -1;                      // LrScheduler::current_step(); -1: no scheduler
+  uint64_t data_seed = 0;                    // the train loader's shuffle seed (checked on resume)
+  std::string run_id;                        // the run that wrote it (checkpoint_files.h); "" none
+  std::string resumed_from;                  // the checkpoint that run resumed from; "" for a fresh run
+  Fingerprint fingerprint;                   // of the job (saved as "job.<key>"); empty: none
   std::map<std::string, std::string> extra;  // free-form, saved as "trainer.extra.<key>"
 };
 
@@ -94,9 +94,9 @@ absl::StatusOr<std::string> save_checkpoint(const std::string& dir, const Module
 struct CheckpointFile {
   std::string path;
   TrainerState state;
-  NamedTensors model;                          // without the "model." prefix
-  SafetensorsFile optimizer;                   // entries and metadata without "optim."
-  std::map<std::string, Tensor> updater;       // without "updater."
+  NamedTensors model;                     // without the "model." prefix
+  SafetensorsFile optimizer;              // entries and metadata without "optim."
+  std::map<std::string, Tensor> updater;  // without "updater."
   bool has_updater = false;
 };
 

@@ -119,8 +119,9 @@ absl::Status write_run_marker(const std::string& dir, const RunMarker& marker) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return absl::UnavailableError(str_cat("checkpoint: cannot create directory '", dir, "': ", ec.message()));
-  const std::string text = str_cat("{\"run_id\": ", json::quote(marker.run_id), ", \"resumed_from\": ",
-                                   json::quote(marker.resumed_from), ", \"started\": ", marker.started, "}\n");
+  const std::string text =
+      str_cat("{\"run_id\": ", json::quote(marker.run_id), ", \"resumed_from\": ", json::quote(marker.resumed_from),
+              ", \"started\": ", marker.started, "}\n");
   return write_file_atomically((fs::path(dir) / kRunMarkerName).string(), text);
 }
 
@@ -182,7 +183,8 @@ absl::StatusOr<ResolvedCheckpoint> resolve_checkpoint(const std::string& path) {
                        : str_cat("; not taking another run's checkpoint silently: the directory holds ",
                                  str_join(others, ", "), "; resume from one of those files to take it on purpose")));
   }
-  if (list->empty()) return absl::NotFoundError(str_cat("checkpoint: no checkpoint (ckpt-*.safetensors) in '", path, "'"));
+  if (list->empty())
+    return absl::NotFoundError(str_cat("checkpoint: no checkpoint (ckpt-*.safetensors) in '", path, "'"));
   const std::vector<std::string> runs = describe_runs(*list, nullptr);
   if (runs.size() > 1) {
     return absl::FailedPreconditionError(

@@ -42,7 +42,7 @@ struct TrainComponents {
   DataLoader train;
   std::optional<DataLoader> validation;
   std::optional<DataLoader> test;
-  Optimizer& optimizer;  // over model.parameters()
+  Optimizer& optimizer;              // over model.parameters()
   LrScheduler* scheduler = nullptr;  // stepped after every optimizer step
   // At most one of the two. The updater's layers are parameter names of
   // `model` (added with their current values); run_training replaces its
@@ -130,18 +130,18 @@ struct TrainingSummary {
   int64_t start_step = 0;  // > 0 when resumed
   int64_t final_step = 0;  // optimizer steps done
   int64_t total_steps = 0;
-  std::vector<double> losses;      // per step run, in order
-  std::vector<double> accuracies;  // per step run (training batch)
+  std::vector<double> losses;                 // per step run, in order
+  std::vector<double> accuracies;             // per step run (training batch)
   std::vector<int64_t> dense_gradient_steps;  // steps that materialized dense gradients
   std::vector<MaskUpdateStats> mask_updates;
-  std::vector<int64_t> skipped_steps;    // steps the loss scaler skipped (inf/NaN gradients)
-  double final_loss_scale = 1.0;         // the loss scaler's scale at the end (1: none)
-  std::optional<EvalResult> validation;  // the last evaluation
-  std::optional<EvalResult> test;        // at the end
-  ModelStats model;                      // at the end
+  std::vector<int64_t> skipped_steps;              // steps the loss scaler skipped (inf/NaN gradients)
+  double final_loss_scale = 1.0;                   // the loss scaler's scale at the end (1: none)
+  std::optional<EvalResult> validation;            // the last evaluation
+  std::optional<EvalResult> test;                  // at the end
+  ModelStats model;                                // at the end
   std::map<std::string, int64_t> fallback_counts;  // dense fallbacks during the run (Dispatcher::fallback_counts)
-  int64_t peak_memory_bytes = -1;        // CPU allocator high-water mark since the process started
-  std::string last_checkpoint;           // "" when none was written
+  int64_t peak_memory_bytes = -1;                  // CPU allocator high-water mark since the process started
+  std::string last_checkpoint;                     // "" when none was written
   int rank = 0;
   int world_size = 1;
   // Gradient bytes this rank sent per step (GradSyncStats::bytes; 0 with one

@@ -135,8 +135,7 @@ std::string fmt(double v) {
 int64_t scalar_integer(const YAML::Node& n, const std::string& where) {
   try {
     return n.as<int64_t>();
-  } catch (const YAML::Exception&) {
-  }
+  } catch (const YAML::Exception&) {}
   if (is_integer_literal(n.Scalar()))
     bad(where, n.Scalar(), " does not fit in a 64-bit integer (", std::numeric_limits<int64_t>::min(), " to ",
         std::numeric_limits<int64_t>::max(), ")");
@@ -147,8 +146,7 @@ int64_t scalar_integer(const YAML::Node& n, const std::string& where) {
 uint64_t scalar_seed(const YAML::Node& n, const std::string& where) {
   try {
     return n.as<uint64_t>();  // refuses a sign
-  } catch (const YAML::Exception&) {
-  }
+  } catch (const YAML::Exception&) {}
   if (!is_integer_literal(n.Scalar())) bad(where, "expected an integer, got '", n.Scalar(), "'");
   bad(where, "must be ", key_range("seed")->text(), ", got ", n.Scalar(),
       n.Scalar()[0] == '-' ? "" : " (it does not fit in 64 bits)");
@@ -214,7 +212,8 @@ class Section {
   std::string string(const std::string& key, const std::string& fallback) const {
     return has(key) ? get(key).Scalar() : fallback;
   }
-  std::string choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& options) const {
+  std::string choice(const std::string& key, const std::string& fallback,
+                     const std::vector<std::string>& options) const {
     const std::string v = string(key, fallback);
     if (std::find(options.begin(), options.end(), v) != options.end()) return v;
     const std::string best = closest_match(v, options);
@@ -283,9 +282,7 @@ bool is_int(const YAML::Node& n, int64_t* out) {
   try {
     *out = n.as<int64_t>();
     return true;
-  } catch (const YAML::Exception&) {
-    return false;
-  }
+  } catch (const YAML::Exception&) { return false; }
 }
 
 // A model option's value (the zoo checks it); an integer that does not fit
@@ -305,12 +302,10 @@ ModelOption model_option(const YAML::Node& n, const std::string& where) {
   if (n.Tag() != "!") {  // a quoted scalar stays a string
     try {
       return n.as<double>();
-    } catch (const YAML::Exception&) {
-    }
+    } catch (const YAML::Exception&) {}
     try {
       return n.as<bool>();
-    } catch (const YAML::Exception&) {
-    }
+    } catch (const YAML::Exception&) {}
   }
   return n.Scalar();
 }
@@ -356,9 +351,7 @@ SparsifierSpec read_spec(const Section& s, const std::string& key) {
   }
   try {
     make_sparsifier(spec);
-  } catch (const Error& e) {
-    bad(where, e.what());
-  }
+  } catch (const Error& e) { bad(where, e.what()); }
   return spec;
 }
 
@@ -402,7 +395,8 @@ ParameterRule read_parameter_rule(const Section& r) {
       bad(r.at("block_cols"), f, " blocks are square: must equal block_rows (", rule.format.options.block_rows,
           "), got ", rule.format.options.block_cols);
   } else {
-    r.refuse({"block_rows", "block_cols"}, str_cat("only for block formats (", str_join(block_format_names(), ", "), "), not ", f));
+    r.refuse({"block_rows", "block_cols"},
+             str_cat("only for block formats (", str_join(block_format_names(), ", "), "), not ", f));
   }
   if (r.has("density")) {
     const double d = r.number("density", 1.0);
@@ -426,7 +420,8 @@ ParameterRule read_parameter_rule(const Section& r) {
     if (rule.sparsifier) {
       SpecParams p(*rule.sparsifier);
       if (p.get_int("n") != n || p.get_int("m") != m)
-        bad(r.at("sparsifier"), "nm(n=", p.get_int("n"), ", m=", p.get_int("m"), ") disagrees with the rule's ", n, ":", m);
+        bad(r.at("sparsifier"), "nm(n=", p.get_int("n"), ", m=", p.get_int("m"), ") disagrees with the rule's ", n, ":",
+            m);
     } else {
       rule.sparsifier = SparsifierSpec{"nm", {{"n", std::to_string(n)}, {"m", std::to_string(m)}}};
     }
@@ -456,13 +451,15 @@ void read_sparsity(const Section& sp, JobConfig& job) {
   c.distribution.distribution = parse_density_distribution(sp.choice("distribution", "erk", {"uniform", "er", "erk"}));
   for (const auto& [name, value] : sp.entries("overrides")) {
     const std::string key = join_key(sp.at("overrides"), name);
-    if (!value_fits(value, KeyType::kDouble) || value.IsNull()) bad(key, "expected a number, got ", Section::describe(value));
+    if (!value_fits(value, KeyType::kDouble) || value.IsNull())
+      bad(key, "expected a number, got ", Section::describe(value));
     const double d = value.as<double>();
     if (!(d > 0.0 && d <= 1.0)) bad(key, "must be in (0, 1], got ", fmt(d));
     c.distribution.overrides[name] = d;
   }
   for (const std::string& name : sp.strings("dense")) {
-    if (c.distribution.overrides.count(name)) bad(sp.at("dense"), "'", name, "' also has a density in sparsity.overrides");
+    if (c.distribution.overrides.count(name))
+      bad(sp.at("dense"), "'", name, "' also has a density in sparsity.overrides");
     c.distribution.dense.insert(name);
   }
   for (const Section& r : sp.list("rules")) c.schedule.parameters.push_back(read_parameter_rule(r));
@@ -508,9 +505,13 @@ void read_optimizer(const Section& o, OptimizerConfig& c) {
 
 void read_lr_schedule(const Section& s, double lr, LrScheduleConfig& c) {
   const std::string name = s.choice("name", "constant", {"constant", "step", "cosine"});
-  c.kind = name == "step" ? LrScheduleKind::kStep : name == "cosine" ? LrScheduleKind::kCosine : LrScheduleKind::kConstant;
-  if (c.kind != LrScheduleKind::kStep) s.refuse({"step_size", "gamma"}, str_cat("only for the step schedule, not ", name));
-  if (c.kind != LrScheduleKind::kCosine) s.refuse({"t_max", "eta_min"}, str_cat("only for the cosine schedule, not ", name));
+  c.kind = name == "step"     ? LrScheduleKind::kStep
+           : name == "cosine" ? LrScheduleKind::kCosine
+                              : LrScheduleKind::kConstant;
+  if (c.kind != LrScheduleKind::kStep)
+    s.refuse({"step_size", "gamma"}, str_cat("only for the step schedule, not ", name));
+  if (c.kind != LrScheduleKind::kCosine)
+    s.refuse({"t_max", "eta_min"}, str_cat("only for the cosine schedule, not ", name));
   if (c.kind == LrScheduleKind::kStep) {
     if (!s.has("step_size")) bad(s.at("step_size"), "required for the step schedule");
     c.step_size = s.at_least("step_size", 0, 1);
@@ -528,7 +529,8 @@ void read_lr_schedule(const Section& s, double lr, LrScheduleConfig& c) {
     bad(s.at("warmup_start_factor"), "has no effect without lr_schedule.warmup_steps > 0");
 }
 
-const std::vector<std::string> kRegrowKeys = {"interval", "drop_fraction", "drop_schedule", "prune", "allow_regrow_dropped"};
+const std::vector<std::string> kRegrowKeys = {"interval", "drop_fraction", "drop_schedule", "prune",
+                                              "allow_regrow_dropped"};
 const std::vector<std::string> kGmpKeys = {"initial_density", "final_density", "frequency"};
 
 void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& c) {
@@ -566,9 +568,7 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
           "), the target it prunes to; got ", fmt(c.gmp.final_density));
     try {
       validate(c.gmp);
-    } catch (const Error& e) {
-      bad(s.path(), e.what());
-    }
+    } catch (const Error& e) { bad(s.path(), e.what()); }
     return;
   }
   s.refuse(kGmpKeys, str_cat("only for method gmp, not ", method));
@@ -584,9 +584,7 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
   u.seed = job.seed;
   try {
     validate(u);
-  } catch (const Error& e) {
-    bad(s.path(), e.what());
-  }
+  } catch (const Error& e) { bad(s.path(), e.what()); }
 }
 
 bool is_file(const std::string& p) {
@@ -601,7 +599,9 @@ bool is_dir(const std::string& p) {
 void read_data(const Section& d, JobConfig& job) {
   DataConfig& c = job.data;
   const std::string kind = d.choice("dataset", "fashion_mnist", {"fashion_mnist", "synthetic", "text"});
-  c.dataset = kind == "synthetic" ? DatasetKind::kSynthetic : kind == "text" ? DatasetKind::kText : DatasetKind::kFashionMnist;
+  c.dataset = kind == "synthetic" ? DatasetKind::kSynthetic
+              : kind == "text"    ? DatasetKind::kText
+                                  : DatasetKind::kFashionMnist;
   c.path = d.string("path", "");
   c.loader.batch_size = d.integer("batch_size", 64);
   c.eval_batch_size = d.integer("eval_batch_size", 0);
@@ -612,7 +612,8 @@ void read_data(const Section& d, JobConfig& job) {
 
   const std::vector<std::string> mnist_keys = {"flatten", "normalize", "mean", "std"};
   const std::vector<std::string> text_keys = {"seq_len", "stride"};
-  if (c.dataset != DatasetKind::kFashionMnist) d.refuse(mnist_keys, str_cat("only for dataset fashion_mnist, not ", kind));
+  if (c.dataset != DatasetKind::kFashionMnist)
+    d.refuse(mnist_keys, str_cat("only for dataset fashion_mnist, not ", kind));
   if (c.dataset != DatasetKind::kText) d.refuse(text_keys, str_cat("only for dataset text, not ", kind));
   if (c.dataset != DatasetKind::kSynthetic) d.refuse({"synthetic"}, str_cat("only for dataset synthetic, not ", kind));
   if (c.dataset == DatasetKind::kSynthetic) d.refuse({"path"}, "dataset synthetic reads no files");
@@ -630,7 +631,8 @@ void read_data(const Section& d, JobConfig& job) {
         missing(key, "Fashion-MNIST directory '", f.dir, "' not found",
                 c.path.empty() ? " (install the Debian package dataset-fashion-mnist: tools/setup)" : "");
       for (FashionMnistSplit split : {FashionMnistSplit::kTrain, FashionMnistSplit::kTest})
-        for (const std::string& file : {fashion_mnist_images_path(f.dir, split), fashion_mnist_labels_path(f.dir, split)})
+        for (const std::string& file :
+             {fashion_mnist_images_path(f.dir, split), fashion_mnist_labels_path(f.dir, split)})
           if (!is_file(file)) missing(key, "'", file, "' not found");
       break;
     }
@@ -658,9 +660,7 @@ void read_data(const Section& d, JobConfig& job) {
       all.n = b.n + c.synthetic_test_examples;  // each at most kMaxExamples
       try {
         check_host_memory(blobs_bytes(all), str_cat(all.n, " examples of ", b.features, " features"));
-      } catch (const Error& e) {
-        bad(s.at("examples"), e.what());
-      }
+      } catch (const Error& e) { bad(s.at("examples"), e.what()); }
       break;
     }
   }
@@ -676,9 +676,12 @@ struct TrainExamples {
 
 std::optional<TrainExamples> train_examples(const JobConfig& job) {
   TrainExamples e;
-  if (job.data.dataset == DatasetKind::kFashionMnist) e.all = kFashionMnistTrainSize;
-  else if (job.data.dataset == DatasetKind::kSynthetic) e.all = job.data.synthetic.n;
-  else return std::nullopt;
+  if (job.data.dataset == DatasetKind::kFashionMnist)
+    e.all = kFashionMnistTrainSize;
+  else if (job.data.dataset == DatasetKind::kSynthetic)
+    e.all = job.data.synthetic.n;
+  else
+    return std::nullopt;
   e.held_out = static_cast<int64_t>(std::floor(static_cast<double>(e.all) * job.data.validation_split));
   e.per_rank = ceil_div(e.all - e.held_out, job.distributed.world_size);
   return e;
@@ -782,9 +785,7 @@ void check_text_fits(const JobConfig& job, const ModelInput& in) {
   try {
     check_host_memory(CharTextDataset::memory_bytes(static_cast<int64_t>(text->size())),
                       str_cat("the text dataset of '", d.text_path(), "'"));
-  } catch (const Error& e) {
-    bad(key, e.what());
-  }
+  } catch (const Error& e) { bad(key, e.what()); }
   if (static_cast<int64_t>(text->size()) <= d.text.seq_len)
     bad("data.seq_len", "the corpus '", d.text_path(), "' has ", text->size(),
         " bytes, too few for one window of seq_len ", d.text.seq_len, " and its next-byte target");
@@ -826,9 +827,7 @@ ValidatedJob check_against_model(JobConfig job) {
     model = make_model(job.model);
   } catch (const ModelOptionError& e) {
     bad(str_cat("model.options.", e.option()), e.reason());
-  } catch (const Error& e) {
-    bad("model", e.what());
-  }
+  } catch (const Error& e) { bad("model", e.what()); }
   std::vector<std::string> params, modules;
   std::map<std::string, Shape> shapes;
   for (const auto& [name, v] : model->named_parameters()) {
@@ -839,15 +838,14 @@ ValidatedJob check_against_model(JobConfig job) {
   const SparsitySchedule& sched = job.sparsity.schedule;
   try {
     check_schedule(sched, params, modules);
-  } catch (const Error& e) {
-    bad("sparsity", e.what());
-  }
+  } catch (const Error& e) { bad("sparsity", e.what()); }
   auto near = [&](const std::string& name) {
     const std::string best = closest_match(name, params);
     return best.empty() ? std::string() : str_cat("; did you mean '", best, "'?");
   };
   for (const auto& [name, d] : job.sparsity.distribution.overrides)
-    if (!shapes.count(name)) bad(str_cat("sparsity.overrides.", name), "the model has no parameter '", name, "'", near(name));
+    if (!shapes.count(name))
+      bad(str_cat("sparsity.overrides.", name), "the model has no parameter '", name, "'", near(name));
   for (const std::string& name : job.sparsity.distribution.dense)
     if (!shapes.count(name)) bad("sparsity.dense", "the model has no parameter '", name, "'", near(name));
 
@@ -857,7 +855,8 @@ ValidatedJob check_against_model(JobConfig job) {
   for (const std::string& name : params)
     if (chosen_rule(sched, name) != nullptr) selected.insert(name);
   for (const auto& [name, d] : job.sparsity.distribution.overrides)
-    if (!selected.count(name)) bad(str_cat("sparsity.overrides.", name), "no rule in sparsity.rules selects '", name, "'");
+    if (!selected.count(name))
+      bad(str_cat("sparsity.overrides.", name), "no rule in sparsity.rules selects '", name, "'");
   for (const std::string& name : job.sparsity.distribution.dense)
     if (!selected.count(name)) bad("sparsity.dense", "no rule in sparsity.rules selects '", name, "'");
   // Shapes the formats cannot hold (to_format would refuse them at run time).
@@ -873,7 +872,8 @@ ValidatedJob check_against_model(JobConfig job) {
     if (spec.options == FormatOptionKind::kBlock || spec.options == FormatOptionKind::kSquareBlock) {
       const FormatOptions& o = r->format.options;
       if (shape[0] % o.block_rows != 0 || shape[1] % o.block_cols != 0)
-        bad(key, o.block_rows, "x", o.block_cols, " blocks do not divide '", name, "' of shape ", shape_to_string(shape));
+        bad(key, o.block_rows, "x", o.block_cols, " blocks do not divide '", name, "' of shape ",
+            shape_to_string(shape));
     }
     if (spec.options == FormatOptionKind::kNm && (shape.empty() || shape.back() % r->format.options.m != 0))
       bad(key, "groups of ", r->format.options.m, " do not divide the last dimension of '", name, "' of shape ",
@@ -888,9 +888,7 @@ ValidatedJob check_against_model(JobConfig job) {
   SparsitySchedule resolved;
   try {
     resolved = resolve_schedule(job, layers);
-  } catch (const Error& e) {
-    bad("sparsity.density", e.what());
-  }
+  } catch (const Error& e) { bad("sparsity.density", e.what()); }
   try {
     check_schedule(resolved, params, modules);
   } catch (const Error& e) {
@@ -901,15 +899,17 @@ ValidatedJob check_against_model(JobConfig job) {
   const std::string mname = mask_method_name(method);
   const bool sparse = job.sparsity.sparse_weights();
   if (method == MaskMethod::kDense && sparse)
-    bad("mask_update.method", "dense trains every weight, but sparsity.rules make weights sparse; use static (a fixed mask) "
-                              "or a prune-and-regrow method");
+    bad("mask_update.method",
+        "dense trains every weight, but sparsity.rules make weights sparse; use static (a fixed mask) "
+        "or a prune-and-regrow method");
   if ((method == MaskMethod::kStatic || job.mask_update.is_prune_and_regrow()) && !sparse)
     bad("mask_update.method", mname, " needs sparse weights: add sparsity.rules and a density below 1");
   if (method == MaskMethod::kGmp) {
     if (sched.parameters.empty()) bad("mask_update.method", "gmp needs sparsity.rules selecting the weights it prunes");
     for (size_t i = 0; i < sched.parameters.size(); ++i)
       if (sched.parameters[i].density)
-        bad(str_cat("sparsity.rules[", i, "].density"), "gmp schedules the density; set mask_update.final_density instead");
+        bad(str_cat("sparsity.rules[", i, "].density"),
+            "gmp schedules the density; set mask_update.final_density instead");
   }
   if (job.mask_update.is_prune_and_regrow() || method == MaskMethod::kGmp) {
     for (size_t i = 0; i < sched.parameters.size(); ++i) {
@@ -959,9 +959,7 @@ void read_device(const Section& top, JobConfig& job) {
     try {
       job.device.device = Device::parse(device);
       job.device.is_auto = false;
-    } catch (const Error&) {
-      bad("device", "must be auto, cpu, cuda or cuda:N, got '", device, "'");
-    }
+    } catch (const Error&) { bad("device", "must be auto, cpu, cuda or cuda:N, got '", device, "'"); }
   }
 }
 
@@ -975,7 +973,8 @@ void read_model(const Section& model, JobConfig& job) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       const std::string best = closest_match(name, known);
       bad(str_cat("model.options.", name), "unknown option of ", job.model.name,
-          best.empty() ? str_cat("; known: ", str_join(known, ", ")) : str_cat("; did you mean 'model.options.", best, "'?"));
+          best.empty() ? str_cat("; known: ", str_join(known, ", "))
+                       : str_cat("; did you mean 'model.options.", best, "'?"));
     }
     const std::string where = str_cat("model.options.", name);
     // The zoo takes a seed as int64 and uses its bits: any u64 is one.
@@ -989,7 +988,8 @@ void read_model(const Section& model, JobConfig& job) {
 void read_training(const Section& training, JobConfig& job) {
   if (training.has("epochs") && training.has("steps"))
     bad("training.steps", "training.epochs is set too; give one of epochs and steps");
-  if (!training.has("epochs") && !training.has("steps")) bad("training", "give one of training.epochs and training.steps");
+  if (!training.has("epochs") && !training.has("steps"))
+    bad("training", "give one of training.epochs and training.steps");
   if (training.has("epochs")) job.training.epochs = training.integer("epochs", 1);
   if (training.has("steps")) job.training.steps = training.integer("steps", 1);
   job.training.cuda_graph = training.boolean("cuda_graph", false);
@@ -999,8 +999,8 @@ void read_training(const Section& training, JobConfig& job) {
 void read_evaluation(const Section& eval, JobConfig& job) {
   job.evaluation.every_steps = eval.integer("every_steps", 0);
   job.evaluation.max_batches = eval.integer("max_batches", 0);
-  const std::string split = eval.choice("split", job.data.dataset == DatasetKind::kText ? "validation" : "test",
-                                        {"validation", "test"});
+  const std::string split =
+      eval.choice("split", job.data.dataset == DatasetKind::kText ? "validation" : "test", {"validation", "test"});
   job.evaluation.split = split == "validation" ? EvalSplit::kValidation : EvalSplit::kTest;
   if (job.evaluation.split == EvalSplit::kValidation && job.data.validation_split <= 0.0)
     bad("evaluation.split", "validation needs data.validation_split > 0");
@@ -1044,8 +1044,9 @@ void read_distributed(const Section& dist, JobConfig& job) {
   if (job.distributed.backend == CommBackend::kNccl && !job.device.is_auto && job.device.device.is_cpu())
     bad("distributed.backend", "nccl needs a CUDA device, got device cpu; use inproc");
   if (job.distributed.backend == CommBackend::kInProc && job.distributed.world_size > kMaxInprocWorldSize)
-    bad(dist.at("world_size"), "backend inproc runs a thread (and a model and dataset) per rank: must be <= ",
-        kMaxInprocWorldSize, " with it, got ", job.distributed.world_size);
+    bad(dist.at("world_size"),
+        "backend inproc runs a thread (and a model and dataset) per rank: must be <= ", kMaxInprocWorldSize,
+        " with it, got ", job.distributed.world_size);
   if (job.distributed.backend == CommBackend::kInProc && job.distributed.world_size > 1 && !job.device.is_auto &&
       !job.device.device.is_cpu())
     bad("distributed.backend", "inproc runs its ranks on the CPU, got device ", job.device.device.to_string(),
@@ -1111,13 +1112,9 @@ template <typename Check>
 absl::StatusOr<ValidatedJob> as_status(const std::string& source, const Check& check) {
   try {
     return check();
-  } catch (const Issue& issue) {
-    return absl::Status(issue.code, issue.message);
-  } catch (const YAML::Exception& e) {
+  } catch (const Issue& issue) { return absl::Status(issue.code, issue.message); } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(str_cat(source, ": ", e.msg));
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(str_cat(source, ": ", e.what()));
-  }
+  } catch (const std::exception& e) { return absl::InvalidArgumentError(str_cat(source, ": ", e.what())); }
 }
 
 // Messages quote keys and values from the file and the --set arguments: made
@@ -1139,8 +1136,8 @@ absl::StatusOr<ValidatedJob> parse_lines(const std::string& text, const std::vec
     return absl::InvalidArgumentError(str_cat(source, ": line ", e.mark.line + 1, ", column ", e.mark.column + 1,
                                               ": nested deeper than the YAML parser allows"));
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(str_cat(source, ": not valid YAML: line ", e.mark.line + 1, ", column ",
-                                              e.mark.column + 1, ": ", e.msg));
+    return absl::InvalidArgumentError(
+        str_cat(source, ": not valid YAML: line ", e.mark.line + 1, ", column ", e.mark.column + 1, ": ", e.msg));
   }
   if (absl::Status s = check_yaml_tree(root, source); !s.ok()) return s;
   if (root.IsDefined() && !root.IsNull() && !root.IsMap())

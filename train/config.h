@@ -51,11 +51,11 @@ struct DataConfig {
   // data.batch_size, shuffle, shuffle_seed, drop_last. rank, world_size and
   // device are the trainer's to fill.
   DataLoaderOptions loader;
-  int64_t eval_batch_size = 0;         // 0: loader.batch_size
-  FashionMnistOptions fashion_mnist;   // dir (= path or the default), flatten, normalize, mean, std
-  TextDatasetOptions text;             // seq_len, stride; the file is text_path()
-  BlobsOptions synthetic;              // n, features, classes, center_scale, spread, seed
-  int64_t synthetic_test_examples = 0; // held out from the same draw of blobs (0: none)
+  int64_t eval_batch_size = 0;          // 0: loader.batch_size
+  FashionMnistOptions fashion_mnist;    // dir (= path or the default), flatten, normalize, mean, std
+  TextDatasetOptions text;              // seq_len, stride; the file is text_path()
+  BlobsOptions synthetic;               // n, features, classes, center_scale, spread, seed
+  int64_t synthetic_test_examples = 0;  // held out from the same draw of blobs (0: none)
 
   std::string text_path() const { return path.empty() ? std::string(kDefaultTextCorpus) : path; }
 };
@@ -86,8 +86,8 @@ const char* optimizer_kind_name(OptimizerKind kind);  // "sgd", "adam", "adamw"
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kSgd;
-  SgdOptions sgd;    // for kSgd (lr, momentum, dampening, nesterov, weight_decay)
-  AdamOptions adam;  // for kAdam and kAdamW (lr, beta1, beta2, eps, weight_decay)
+  SgdOptions sgd;          // for kSgd (lr, momentum, dampening, nesterov, weight_decay)
+  AdamOptions adam;        // for kAdam and kAdamW (lr, beta1, beta2, eps, weight_decay)
   double grad_clip = 0.0;  // max global gradient norm; 0: no clipping
 
   double lr() const { return kind == OptimizerKind::kSgd ? sgd.lr : adam.lr; }
@@ -98,10 +98,10 @@ const char* lr_schedule_kind_name(LrScheduleKind kind);  // "constant", "step", 
 
 struct LrScheduleConfig {
   LrScheduleKind kind = LrScheduleKind::kConstant;
-  int64_t step_size = 0;   // step: decay every step_size steps (> 0)
-  double gamma = 0.1;      // step
-  int64_t t_max = 0;       // cosine: period in steps; 0 = training steps - warmup_steps
-  double eta_min = 0.0;    // cosine
+  int64_t step_size = 0;  // step: decay every step_size steps (> 0)
+  double gamma = 0.1;     // step
+  int64_t t_max = 0;      // cosine: period in steps; 0 = training steps - warmup_steps
+  double eta_min = 0.0;   // cosine
   int64_t warmup_steps = 0;
   double warmup_start_factor = 0.0;  // lr factor at step 0 of the warm-up, in [0, 1]
 };
@@ -147,8 +147,8 @@ struct CheckpointConfig {
 };
 
 struct LoggingConfig {
-  std::string metrics;     // a JSONL file, one record per logged step ("" = none)
-  bool progress = true;    // a progress line on stderr
+  std::string metrics;   // a JSONL file, one record per logged step ("" = none)
+  bool progress = true;  // a progress line on stderr
   int64_t every_steps = 50;
 };
 

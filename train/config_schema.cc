@@ -42,7 +42,8 @@ std::vector<SchemaKey> job_keys() {
 
       {"model", K::kSection, "the model, built by models/zoo.h's make_model"},
       {"model.name", K::kString, "mlp | lenet5 | vit | char_lm (required)"},
-      {"model.options", K::kFreeMap, "the model's options (models/zoo.h), e.g. sizes: [784, 300, 100, 10]; seed defaults to the job's"},
+      {"model.options", K::kFreeMap,
+       "the model's options (models/zoo.h), e.g. sizes: [784, 300, 100, 10]; seed defaults to the job's"},
       {"model.options.*", K::kScalar, "an option value"},
 
       {"data", K::kSection, "the dataset and batching"},
@@ -75,7 +76,8 @@ std::vector<SchemaKey> job_keys() {
 std::vector<SchemaKey> sparsity_keys() {
   return {
       {"sparsity", K::kSection, "which weights are sparse, in which format, and sparsified outputs"},
-      {"sparsity.density", K::kDouble, "overall density of the weights that rules select, in (0, 1] (1); gmp: its final density"},
+      {"sparsity.density", K::kDouble,
+       "overall density of the weights that rules select, in (0, 1] (1); gmp: its final density"},
       {"sparsity.distribution", K::kString, "uniform | er | erk: how density is split over layers (erk)"},
       {"sparsity.overrides", K::kFreeMap, "fixed densities by parameter name, e.g. fc3.weight: 0.5"},
       {"sparsity.overrides.*", K::kDouble, "a density in (0, 1]"},
@@ -83,15 +85,17 @@ std::vector<SchemaKey> sparsity_keys() {
       {"sparsity.rules", K::kList, "parameter rules (sparsifiers/schedule.h)"},
       {"sparsity.rules[]", K::kSection, "one rule: name or regex, format, density, sparsifier"},
       {"sparsity.rules[].name", K::kString, "select a parameter by exact name"},
-      {"sparsity.rules[].regex", K::kString, "select parameters whose whole name matches (RE2 syntax, at most 1000 bytes)"},
-      {"sparsity.rules[].format", K::kString,
-       "dense | coo | csr | csc | bsr | blocked_ell | nm | masked (dense)"},
+      {"sparsity.rules[].regex", K::kString,
+       "select parameters whose whole name matches (RE2 syntax, at most 1000 bytes)"},
+      {"sparsity.rules[].format", K::kString, "dense | coo | csr | csc | bsr | blocked_ell | nm | masked (dense)"},
       {"sparsity.rules[].block_rows", K::kInt, "bsr / blocked_ell: block rows (required for them)"},
       {"sparsity.rules[].block_cols", K::kInt, "bsr / blocked_ell: block columns (default: block_rows)"},
       {"sparsity.rules[].n", K::kInt, "nm: kept values per group (2, or the nm sparsifier's n)"},
       {"sparsity.rules[].m", K::kInt, "nm: group size (4, or the nm sparsifier's m)"},
-      {"sparsity.rules[].density", K::kDouble, "this rule's density, in (0, 1] (default: sparsity.density split by distribution)"},
-      {"sparsity.rules[].sparsifier", K::kFreeMap, "initial sparsifier {name: magnitude, sparsity: 0.9} (format nm: the nm sparsifier)"},
+      {"sparsity.rules[].density", K::kDouble,
+       "this rule's density, in (0, 1] (default: sparsity.density split by distribution)"},
+      {"sparsity.rules[].sparsifier", K::kFreeMap,
+       "initial sparsifier {name: magnitude, sparsity: 0.9} (format nm: the nm sparsifier)"},
       {"sparsity.rules[].sparsifier.*", K::kScalar, "the sparsifier's name or a parameter"},
       {"sparsity.outputs", K::kList, "module output rules: sparsifiers on activations and gradients"},
       {"sparsity.outputs[]", K::kSection, "one rule: name or regex of a module, forward, backward"},
@@ -150,7 +154,8 @@ std::vector<SchemaKey> optimization_keys() {
       {"mask_update.prune", K::kString, "set/rigl/snfs: magnitude | movement (magnitude)"},
       {"mask_update.allow_regrow_dropped", K::kBool, "set/rigl/snfs: dropped entries may regrow at once (false)"},
       {"mask_update.initial_density", K::kDouble, "gmp: density at start_step, in (0, 1] (1)"},
-      {"mask_update.final_density", K::kDouble, "gmp: density from end_step on, in (0, initial_density] (default: sparsity.density; one is required)"},
+      {"mask_update.final_density", K::kDouble,
+       "gmp: density from end_step on, in (0, initial_density] (default: sparsity.density; one is required)"},
       {"mask_update.frequency", K::kInt, "gmp: steps between pruning steps, >= 1 (100)"},
   };
 }
@@ -168,7 +173,8 @@ std::vector<SchemaKey> run_keys() {
 
       {"evaluation", K::kSection, "evaluation during training"},
       {"evaluation.every_steps", K::kInt, "evaluate every N steps (0: at the end of each epoch)"},
-      {"evaluation.split", K::kString, "validation | test (test; text: validation); validation needs data.validation_split > 0"},
+      {"evaluation.split", K::kString,
+       "validation | test (test; text: validation); validation needs data.validation_split > 0"},
       {"evaluation.max_batches", K::kInt, "evaluate on at most N batches (0: all)"},
 
       {"checkpoint", K::kSection, "checkpoints, written by the trainer"},
@@ -186,7 +192,8 @@ std::vector<SchemaKey> run_keys() {
 
       {"precision", K::kSection, "numeric settings of the run"},
       {"precision.allow_tf32", K::kBool,
-       "f32 dense matrix products on CUDA may use TF32 tensor cores (~1e-3 relative error, several times faster) (false)"},
+       "f32 dense matrix products on CUDA may use TF32 tensor cores (~1e-3 relative error, several times faster) "
+       "(false)"},
       {"precision.dtype", K::kString,
        "f32 | bf16 | f16: parameters (dense and sparse values) and activations; bf16/f16 keep f32 master weights in "
        "the optimizer and compute the loss in f32 (f32)"},
@@ -314,7 +321,8 @@ std::map<std::string, KeyRange> build_ranges() {
 
 std::string parent_of(const std::string& pattern) {
   // The parent section pattern: strip the last ".name", or "[]" / ".*".
-  if (pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, "[]") == 0) return pattern.substr(0, pattern.size() - 2);
+  if (pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, "[]") == 0)
+    return pattern.substr(0, pattern.size() - 2);
   const size_t dot = pattern.rfind('.');
   return dot == std::string::npos ? std::string() : pattern.substr(0, dot);
 }
@@ -337,27 +345,21 @@ bool parses_int(const YAML::Node& n) {
   try {
     n.as<int64_t>();
     return true;
-  } catch (const YAML::Exception&) {
-    return false;
-  }
+  } catch (const YAML::Exception&) { return false; }
 }
 
 bool parses_double(const YAML::Node& n) {
   try {
     n.as<double>();
     return true;
-  } catch (const YAML::Exception&) {
-    return false;
-  }
+  } catch (const YAML::Exception&) { return false; }
 }
 
 bool parses_bool(const YAML::Node& n) {
   try {
     n.as<bool>();
     return true;
-  } catch (const YAML::Exception&) {
-    return false;
-  }
+  } catch (const YAML::Exception&) { return false; }
 }
 
 }  // namespace
@@ -388,7 +390,7 @@ bool value_fits(const YAML::Node& value, KeyType type) {
 namespace {
 
 struct Step {
-  std::string key;   // map key, or
+  std::string key;     // map key, or
   int64_t index = -1;  // list index
 };
 
@@ -569,14 +571,17 @@ absl::Status apply_override(YAML::Node& root, const std::string& assignment) {
     const std::string& part = parts[i];
     if (key->type == K::kList) {
       int64_t index = -1;
-      const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+      const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      });
       if (digits && part.size() < 10) index = std::stoll(part);
       const int64_t size = cur.IsSequence() ? static_cast<int64_t>(cur.size()) : 0;
       if (index < 0)
-        return absl::InvalidArgumentError(str_cat(where, ": ", shown, " is a list; expected an index, got '", part, "'"));
-      if (index >= size)
         return absl::InvalidArgumentError(
-            str_cat(where, ": ", shown, " has ", size, size == 1 ? " entry" : " entries", "; index ", index, " is out of range"));
+            str_cat(where, ": ", shown, " is a list; expected an index, got '", part, "'"));
+      if (index >= size)
+        return absl::InvalidArgumentError(str_cat(where, ": ", shown, " has ", size, size == 1 ? " entry" : " entries",
+                                                  "; index ", index, " is out of range"));
       steps.push_back({"", index});
       pattern += "[]";
       shown = str_cat(shown, "[", index, "]");
@@ -596,7 +601,8 @@ absl::Status apply_override(YAML::Node& root, const std::string& assignment) {
       break;
     }
     if (key->type != K::kSection)
-      return absl::InvalidArgumentError(str_cat(where, ": ", shown, " is ", key_type_name(key->type), ", not a section"));
+      return absl::InvalidArgumentError(
+          str_cat(where, ": ", shown, " is ", key_type_name(key->type), ", not a section"));
     const std::string next_pattern = join_key(pattern, part);
     const SchemaKey* next = find_schema_key(next_pattern);
     if (next == nullptr || part.find('*') != std::string::npos)

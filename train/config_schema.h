@@ -20,12 +20,12 @@
 namespace coppice {
 
 enum class KeyType {
-  kSection,     // a map of the keys below it
-  kList,        // a list of sections (path + "[]")
-  kFreeMap,     // a map whose keys are free (path + ".*" holds the values' type)
+  kSection,  // a map of the keys below it
+  kList,     // a list of sections (path + "[]")
+  kFreeMap,  // a map whose keys are free (path + ".*" holds the values' type)
   kInt,
-  kDouble,      // also accepts an integer
-  kBool,        // true/false, yes/no, on/off
+  kDouble,  // also accepts an integer
+  kBool,    // true/false, yes/no, on/off
   kString,
   kStringList,  // a list of strings (a single string counts as a list of one)
   kScalar,      // any scalar or list of scalars (model options, sparsifier parameters)
@@ -37,7 +37,7 @@ bool value_fits(const YAML::Node& value, KeyType type);
 struct SchemaKey {
   std::string path;  // "optimizer.lr", "sparsity.rules[].format", "model.options.*"
   KeyType type;
-  std::string doc;   // one line: allowed values and the default
+  std::string doc;  // one line: allowed values and the default
 };
 
 // Every key, sections before their keys, in the order README.md lists them.
@@ -52,14 +52,14 @@ const std::vector<SchemaKey>& job_schema();
 // batches), sizes no machine holds, timeouts whose deadlines would overflow
 // the clock.
 inline constexpr int64_t kMaxSteps = 1'000'000'000'000;      // steps, epochs, step counts and intervals
-inline constexpr int64_t kMaxBatchSize = int64_t{1} << 24;    // examples per batch
-inline constexpr int64_t kMaxExamples = int64_t{1} << 40;     // synthetic examples
-inline constexpr int64_t kMaxDimension = int64_t{1} << 24;    // features, classes, block sizes, n:m, seq_len
-inline constexpr int64_t kMaxWorldSize = 65536;               // ranks
-inline constexpr int64_t kMaxInprocWorldSize = 256;           // ranks as threads of one process (backend inproc)
-inline constexpr int64_t kMaxKeepLast = 1'000'000;            // checkpoints kept
+inline constexpr int64_t kMaxBatchSize = int64_t{1} << 24;   // examples per batch
+inline constexpr int64_t kMaxExamples = int64_t{1} << 40;    // synthetic examples
+inline constexpr int64_t kMaxDimension = int64_t{1} << 24;   // features, classes, block sizes, n:m, seq_len
+inline constexpr int64_t kMaxWorldSize = 65536;              // ranks
+inline constexpr int64_t kMaxInprocWorldSize = 256;          // ranks as threads of one process (backend inproc)
+inline constexpr int64_t kMaxKeepLast = 1'000'000;           // checkpoints kept
 inline constexpr double kMaxTimeoutSeconds = 7 * 24 * 3600;  // a week
-inline constexpr double kMaxBucketMb = 65536;                 // 64 GiB
+inline constexpr double kMaxBucketMb = 65536;                // 64 GiB
 
 // The values a numeric key accepts. Integers: [min, max], or, for seeds, any
 // unsigned 64-bit integer. Numbers: finite, from lo to hi, each end open or

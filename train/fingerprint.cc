@@ -63,8 +63,9 @@ absl::Status check_allowed_changes(const std::vector<std::string>& allowed) {
     }
     if (is_structural_key(key + (key == a ? "" : "."))) {
       return absl::InvalidArgumentError(
-          str_cat("'", a, "' cannot change on resume: the model, its formats and densities, the dtype, the optimizer "
-                      "and the mask-update method shape the checkpoint's tensors (start a new run instead)"));
+          str_cat("'", a,
+                  "' cannot change on resume: the model, its formats and densities, the dtype, the optimizer "
+                  "and the mask-update method shape the checkpoint's tensors (start a new run instead)"));
     }
   }
   return absl::OkStatus();

@@ -75,7 +75,8 @@ StepOutputs GraphedStep::run(Module& model, const Tensor& inputs, const Tensor& 
     allocator_for(device_).empty_cache();
     StepOutputs captured;
     std::string why;
-    graph_ = capture_work(device_, [&] { captured = fn(static_inputs_, static_targets_); }, &why);
+    graph_ = capture_work(
+        device_, [&] { captured = fn(static_inputs_, static_targets_); }, &why);
     if (graph_ != nullptr) {
       graph_key_ = key;
       outputs_ = captured;

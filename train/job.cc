@@ -124,10 +124,8 @@ Splits load_data(const JobConfig& job) {
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o, std::vector<Variable> params) {
   switch (o.kind) {
-    case OptimizerKind::kSgd:
-      return std::make_unique<Sgd>(std::move(params), o.sgd);
-    case OptimizerKind::kAdam:
-      return std::make_unique<Adam>(std::move(params), o.adam);
+    case OptimizerKind::kSgd: return std::make_unique<Sgd>(std::move(params), o.sgd);
+    case OptimizerKind::kAdam: return std::make_unique<Adam>(std::move(params), o.adam);
     case OptimizerKind::kAdamW: {
       AdamWOptions w;
       static_cast<AdamOptions&>(w) = o.adam;  // the job's weight decay (config.cc defaults it to AdamW's 1e-2)
@@ -158,12 +156,8 @@ class WarmupFromZero final : public LrSchedule {
 LrSchedulePtr make_lr_schedule(const LrScheduleConfig& c, int64_t total_steps) {
   LrSchedulePtr then;
   switch (c.kind) {
-    case LrScheduleKind::kConstant:
-      then = constant_lr();
-      break;
-    case LrScheduleKind::kStep:
-      then = step_lr(c.step_size, c.gamma);
-      break;
+    case LrScheduleKind::kConstant: then = constant_lr(); break;
+    case LrScheduleKind::kStep: then = step_lr(c.step_size, c.gamma); break;
     case LrScheduleKind::kCosine: {
       // t_max 0: the training steps after the warm-up (config.h).
       const int64_t t_max = c.t_max > 0 ? c.t_max : std::max<int64_t>(1, total_steps - c.warmup_steps);
@@ -436,8 +430,10 @@ TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule,
   c.grad_clip = job.optimizer.grad_clip;
   LossScaler scaler(job.precision.loss_scale);
   c.loss_scaler = &scaler;
-  if (job.training.steps) c.steps = *job.training.steps;
-  else c.epochs = *job.training.epochs;
+  if (job.training.steps)
+    c.steps = *job.training.steps;
+  else
+    c.epochs = *job.training.epochs;
   c.cuda_graph = job.training.cuda_graph;
   const int64_t total_steps = total_training_steps(c);
   c.stop_at_step = opts.stop_at_step;

@@ -184,8 +184,7 @@ Fingerprint job_fingerprint(const JobConfig& job, const SparsitySchedule& resolv
   f["precision.dtype"] = std::string(dtype_name(job.precision.dtype));
   f["precision.allow_tf32"] = flag(job.precision.allow_tf32);
   const LossScalerOptions& ls = job.precision.loss_scale;
-  f["precision.loss_scale"] =
-      ls.mode == LossScaleMode::kStatic ? number(ls.init_scale) : loss_scale_mode_name(ls.mode);
+  f["precision.loss_scale"] = ls.mode == LossScaleMode::kStatic ? number(ls.init_scale) : loss_scale_mode_name(ls.mode);
   return f;
 }
 

@@ -38,13 +38,13 @@ void restore_loss_scaler(LossScaler& scaler, const TrainerState& s, const std::s
   if (scale == s.extra.end() || tracker == s.extra.end()) return;
   char* end = nullptr;
   const double v = std::strtod(scale->second.c_str(), &end);
-  const bool scale_ok = !scale->second.empty() && end == scale->second.c_str() + scale->second.size() &&
-                        std::isfinite(v) && v > 0.0;
+  const bool scale_ok =
+      !scale->second.empty() && end == scale->second.c_str() + scale->second.size() && std::isfinite(v) && v > 0.0;
   end = nullptr;
   errno = 0;
   const long long t = std::strtoll(tracker->second.c_str(), &end, 10);
-  const bool tracker_ok = !tracker->second.empty() && errno == 0 &&
-                          end == tracker->second.c_str() + tracker->second.size() && t >= 0;
+  const bool tracker_ok =
+      !tracker->second.empty() && errno == 0 && end == tracker->second.c_str() + tracker->second.size() && t >= 0;
   COPPICE_CHECK(scale_ok && tracker_ok, "run_training: resume: checkpoint '", path, "' has a bad loss scale '",
                 scale->second, "' (a finite number > 0) or growth tracker '", tracker->second, "' (an integer >= 0)");
   scaler.restore(v, t);
@@ -68,16 +68,18 @@ bool check_fingerprint(const TrainComponents& c, const TrainerState& state, cons
     }
   }
   if (!structural.empty()) {
-    fail("run_training: resume: checkpoint '", path, "' holds the state of another job, which this job cannot load: ",
-         describe_changes(structural), " (these shape the saved tensors; resume with the job that wrote it, or start "
+    fail("run_training: resume: checkpoint '", path,
+         "' holds the state of another job, which this job cannot load: ", describe_changes(structural),
+         " (these shape the saved tensors; resume with the job that wrote it, or start "
          "a new run)");
   }
   if (!refused.empty()) {
     std::vector<std::string> keys;
     for (const FingerprintChange& change : refused) keys.push_back(change.key);
-    fail("run_training: resume: checkpoint '", path, "' was written by a job with other settings: ",
-         describe_changes(refused), "; to resume with these changes on purpose, pass --allow-changes ",
-         str_join(keys, ","), " (or list them in checkpoint.allow_changes)");
+    fail("run_training: resume: checkpoint '", path,
+         "' was written by a job with other settings: ", describe_changes(refused),
+         "; to resume with these changes on purpose, pass --allow-changes ", str_join(keys, ","),
+         " (or list them in checkpoint.allow_changes)");
   }
   if (!accepted.empty()) progress.message(str_cat("resume: changes accepted: ", describe_changes(accepted)));
   bool seed_changed = false;
@@ -140,8 +142,9 @@ RunStart resume(TrainComponents& c, int64_t nb, int64_t total, const std::string
   progress.message(str_cat("resume: from step ", state.step, " of '", path, "'",
                            resolved->why.empty() ? std::string() : str_cat(" (", resolved->why, ")")));
   if (c.comm != nullptr && c.grad_sync.topk_fraction > 0.0) {
-    progress.message("resume: the top-k residuals of distributed.topk_fraction are not checkpointed; they restart at "
-                     "zero");
+    progress.message(
+        "resume: the top-k residuals of distributed.topk_fraction are not checkpointed; they restart at "
+        "zero");
   }
   run.step = state.step;
   return run;

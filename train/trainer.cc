@@ -259,8 +259,8 @@ void Trainer::record() {
 // are over the window since the last report.
 void Trainer::log() {
   const int64_t done = step_.t + 1;
-  const bool log_now = metrics_.is_open() &&
-                       ((c_.log_every > 0 && done % c_.log_every == 0) || step_.mask_stats || done == stop_);
+  const bool log_now =
+      metrics_.is_open() && ((c_.log_every > 0 && done % c_.log_every == 0) || step_.mask_stats || done == stop_);
   const bool progress_now = (c_.progress_every > 0 && done % c_.progress_every == 0) || done == stop_;
   if (!log_now && !progress_now) return;
   const double window_s = seconds_since(t_window_);
@@ -365,8 +365,7 @@ void Trainer::fill_summary() {
     summary_.graph_declined = graph_->declined();
   }
   summary_.seconds = seconds_since(t_start_);
-  summary_.samples_per_second =
-      summary_.seconds > 0 ? static_cast<double>(total_samples_) / summary_.seconds : 0.0;
+  summary_.samples_per_second = summary_.seconds > 0 ? static_cast<double>(total_samples_) / summary_.seconds : 0.0;
   summary_.model = model_stats(model_);
   for (const auto& [op, count] : Dispatcher::instance().fallback_counts()) {
     auto it = fallbacks_before_.find(op);

@@ -87,8 +87,8 @@ class Trainer {
     int64_t t = 0;
     double grad_scale = 1.0;  // the loss scale backward runs with
     Batch batch;
-    bool dense_gradient = false;                  // through the dense-gradient view
-    std::map<std::string, Tensor> dense_grads;    // what the view returned
+    bool dense_gradient = false;                // through the dense-gradient view
+    std::map<std::string, Tensor> dense_grads;  // what the view returned
     StepOutputs outputs;
     bool skipped = false;  // the loss scaler skipped the optimizer step
     double loss = 0.0;     // over every rank's examples
@@ -109,13 +109,13 @@ class Trainer {
   TrainComponents& c_;
   Module& model_;
   Optimizer& optimizer_;
-  MaskUpdater* updater_;  // its state goes into checkpoints
+  MaskUpdater* updater_;                 // its state goes into checkpoints
   std::unique_ptr<MaskSchedule> masks_;  // null: masks never change
   Communicator* comm_;
   int world_ = 1;
-  bool lead_ = true;  // writes metrics, progress, checkpoints
+  bool lead_ = true;              // writes metrics, progress, checkpoints
   LossScaler* scaler_ = nullptr;  // enabled, or null
-  DType dtype_ = DType::kF32;  // the model's (inputs are cast to it)
+  DType dtype_ = DType::kF32;     // the model's (inputs are cast to it)
   std::optional<GradientSync> sync_;
   std::optional<GraphedStep> graph_;
   bool graph_off_reported_ = false;

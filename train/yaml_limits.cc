@@ -350,9 +350,7 @@ bool NestingScanner::flow() {
       return true;
     case ' ':
     case '\t':
-    case '\r':
-      ++pos_;
-      return true;
+    case '\r': ++pos_; return true;
     default:
       ++pos_;
       flow_node_ = false;
@@ -405,8 +403,8 @@ absl::Status check_yaml_tree(const YAML::Node& root, const std::string& where, i
   size_t nodes = 0;
   auto found = [&](const YAML::Node& n, int depth) -> absl::Status {
     if (++nodes > kMaxYamlNodes) {
-      return absl::InvalidArgumentError(str_cat(where, ": more than ", kMaxYamlNodes,
-                                                " nodes (limit; an alias counts as a copy of what it names)"));
+      return absl::InvalidArgumentError(
+          str_cat(where, ": more than ", kMaxYamlNodes, " nodes (limit; an alias counts as a copy of what it names)"));
     }
     if (!n.IsMap() && !n.IsSequence()) return absl::OkStatus();
     if (depth + 1 > kMaxYamlDepth) {

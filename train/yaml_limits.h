@@ -36,8 +36,7 @@ inline constexpr size_t kMaxYamlNodes = 100000;
 // ("jobs/a.yaml", "--set model.options"); `what` names the text in the size
 // message ("the job file", "the value"); the text's root sits `base_depth`
 // collections deep (a --set value under its key path).
-absl::Status check_yaml_text(std::string_view text, const std::string& where, const char* what,
-                             int base_depth = 0);
+absl::Status check_yaml_text(std::string_view text, const std::string& where, const char* what, int base_depth = 0);
 
 // Checks a parsed tree: nesting (exactly, with `base_depth` as above) and
 // the number of nodes with aliases expanded.

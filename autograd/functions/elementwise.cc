@@ -99,27 +99,23 @@ Variable minimum(const Variable& a, const Variable& b) { return extremum(a, b, f
 // ---- with a scalar ---------------------------------------------------------
 
 Variable add(const Variable& a, double b) {
-  return record(add(a.value(), b), "AddScalarBackward", {a}, [](const Tensor& g, const GradNeeds&) {
-    return Grads{g};
-  });
+  return record(add(a.value(), b), "AddScalarBackward", {a},
+                [](const Tensor& g, const GradNeeds&) { return Grads{g}; });
 }
 
 Variable sub(const Variable& a, double b) {
-  return record(sub(a.value(), b), "SubScalarBackward", {a}, [](const Tensor& g, const GradNeeds&) {
-    return Grads{g};
-  });
+  return record(sub(a.value(), b), "SubScalarBackward", {a},
+                [](const Tensor& g, const GradNeeds&) { return Grads{g}; });
 }
 
 Variable mul(const Variable& a, double b) {
-  return record(mul(a.value(), b), "MulScalarBackward", {a}, [b](const Tensor& g, const GradNeeds&) {
-    return Grads{mul(g, b)};
-  });
+  return record(mul(a.value(), b), "MulScalarBackward", {a},
+                [b](const Tensor& g, const GradNeeds&) { return Grads{mul(g, b)}; });
 }
 
 Variable div(const Variable& a, double b) {
-  return record(div(a.value(), b), "DivScalarBackward", {a}, [b](const Tensor& g, const GradNeeds&) {
-    return Grads{div(g, b)};
-  });
+  return record(div(a.value(), b), "DivScalarBackward", {a},
+                [b](const Tensor& g, const GradNeeds&) { return Grads{div(g, b)}; });
 }
 
 Variable pow(const Variable& a, double exponent) {
@@ -136,17 +132,14 @@ namespace {
 
 // double - x and double / x.
 Variable rsub(double a, const Variable& b) {
-  return record(a - b.value(), "RsubBackward", {b}, [](const Tensor& g, const GradNeeds&) {
-    return Grads{neg(g)};
-  });
+  return record(a - b.value(), "RsubBackward", {b}, [](const Tensor& g, const GradNeeds&) { return Grads{neg(g)}; });
 }
 
 Variable rdiv(double a, const Variable& b) {
   Tensor bv = b.value();
   Tensor y = a / bv;
-  return record(y, "RdivBackward", {b}, [bv, y](const Tensor& g, const GradNeeds&) {
-    return Grads{neg(div(mul(g, y), bv))};
-  });
+  return record(y, "RdivBackward", {b},
+                [bv, y](const Tensor& g, const GradNeeds&) { return Grads{neg(div(mul(g, y), bv))}; });
 }
 
 }  // namespace
@@ -176,15 +169,13 @@ Variable neg(const Variable& x) {
 Variable abs(const Variable& x) {
   if (x.value().is_sparse()) return autograd_detail::sparse_unary(x, "abs");
   Tensor xv = x.value();
-  return record(abs(xv), "AbsBackward", {x}, [xv](const Tensor& g, const GradNeeds&) {
-    return Grads{mul(g, sign(xv))};
-  });
+  return record(abs(xv), "AbsBackward", {x},
+                [xv](const Tensor& g, const GradNeeds&) { return Grads{mul(g, sign(xv))}; });
 }
 
 Variable sign(const Variable& x) {
-  return record(sign(x.value()), "SignBackward", {x}, [](const Tensor& g, const GradNeeds&) {
-    return Grads{zeros(g.shape(), g.options())};
-  });
+  return record(sign(x.value()), "SignBackward", {x},
+                [](const Tensor& g, const GradNeeds&) { return Grads{zeros(g.shape(), g.options())}; });
 }
 
 Variable exp(const Variable& x) {
@@ -199,9 +190,7 @@ Variable log(const Variable& x) {
 
 Variable sqrt(const Variable& x) {
   Tensor y = sqrt(x.value());
-  return record(y, "SqrtBackward", {x}, [y](const Tensor& g, const GradNeeds&) {
-    return Grads{div(g, mul(y, 2.0))};
-  });
+  return record(y, "SqrtBackward", {x}, [y](const Tensor& g, const GradNeeds&) { return Grads{div(g, mul(y, 2.0))}; });
 }
 
 Variable rsqrt(const Variable& x) {
@@ -214,9 +203,7 @@ Variable rsqrt(const Variable& x) {
 Variable relu(const Variable& x) {
   if (x.value().is_sparse()) return autograd_detail::sparse_unary(x, "relu");
   Tensor y = relu(x.value());
-  return record(y, "ReluBackward", {x}, [y](const Tensor& g, const GradNeeds&) {
-    return Grads{relu_backward(g, y)};
-  });
+  return record(y, "ReluBackward", {x}, [y](const Tensor& g, const GradNeeds&) { return Grads{relu_backward(g, y)}; });
 }
 
 Variable gelu(const Variable& x) {
@@ -232,16 +219,14 @@ Variable gelu(const Variable& x) {
 
 Variable sigmoid(const Variable& x) {
   Tensor y = sigmoid(x.value());
-  return record(y, "SigmoidBackward", {x}, [y](const Tensor& g, const GradNeeds&) {
-    return Grads{mul(g, mul(y, 1.0 - y))};
-  });
+  return record(y, "SigmoidBackward", {x},
+                [y](const Tensor& g, const GradNeeds&) { return Grads{mul(g, mul(y, 1.0 - y))}; });
 }
 
 Variable tanh(const Variable& x) {
   Tensor y = tanh(x.value());
-  return record(y, "TanhBackward", {x}, [y](const Tensor& g, const GradNeeds&) {
-    return Grads{mul(g, 1.0 - mul(y, y))};
-  });
+  return record(y, "TanhBackward", {x},
+                [y](const Tensor& g, const GradNeeds&) { return Grads{mul(g, 1.0 - mul(y, y))}; });
 }
 
 Variable erf(const Variable& x) {

@@ -13,7 +13,7 @@ Variable add(const Variable& a, const Variable& b);
 Variable sub(const Variable& a, const Variable& b);
 Variable mul(const Variable& a, const Variable& b);
 Variable div(const Variable& a, const Variable& b);
-Variable pow(const Variable& a, const Variable& b);  // d/db needs a > 0 (0 where a == 0)
+Variable pow(const Variable& a, const Variable& b);      // d/db needs a > 0 (0 where a == 0)
 Variable maximum(const Variable& a, const Variable& b);  // ties split the gradient evenly
 Variable minimum(const Variable& a, const Variable& b);
 Variable add(const Variable& a, double b);

@@ -8,8 +8,8 @@
 namespace coppice {
 
 using autograd_detail::saved_if;
-using autograd_detail::through_relu;
 using autograd_detail::sum_to;
+using autograd_detail::through_relu;
 using Grads = std::vector<Tensor>;
 
 namespace {

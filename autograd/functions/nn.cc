@@ -38,25 +38,25 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
   Tensor xv = x.value();
   Tensor wv = weight.defined() ? weight.value() : Tensor();
   Tensor y = layer_norm(xv, normalized_shape, wv, bias.defined() ? bias.value() : Tensor(), eps);
-  return record(y, "LayerNormBackward", {x, weight, bias},
-                [xv, wv, normalized_shape, eps](const Tensor& g, const GradNeeds& n) {
-                  // Recomputes the statistics rather than keeping them from the forward pass.
-                  int64_t d = shape_numel(normalized_shape);
-                  Tensor x2 = xv.reshape({-1, d});
-                  Tensor g2 = g.reshape({-1, d});
-                  Tensor centered = sub(x2, mean(x2, {1}, true));
-                  Tensor rstd = rsqrt(add(mean(mul(centered, centered), {1}, true), eps));
-                  Tensor xhat = mul(centered, rstd);
-                  Tensor gx, gw, gb;
-                  if (n[0]) {
-                    Tensor gxhat = wv.defined() ? mul(g2, wv.reshape({1, d})) : g2;
-                    Tensor inner = sub(sub(gxhat, mean(gxhat, {1}, true)), mul(xhat, mean(mul(gxhat, xhat), {1}, true)));
-                    gx = mul(rstd, inner).reshape(xv.shape());
-                  }
-                  if (n[1]) gw = sum(mul(g2, xhat), {0}).reshape(normalized_shape);
-                  if (n[2]) gb = sum(g2, {0}).reshape(normalized_shape);
-                  return Grads{gx, gw, gb};
-                });
+  return record(
+      y, "LayerNormBackward", {x, weight, bias}, [xv, wv, normalized_shape, eps](const Tensor& g, const GradNeeds& n) {
+        // Recomputes the statistics rather than keeping them from the forward pass.
+        int64_t d = shape_numel(normalized_shape);
+        Tensor x2 = xv.reshape({-1, d});
+        Tensor g2 = g.reshape({-1, d});
+        Tensor centered = sub(x2, mean(x2, {1}, true));
+        Tensor rstd = rsqrt(add(mean(mul(centered, centered), {1}, true), eps));
+        Tensor xhat = mul(centered, rstd);
+        Tensor gx, gw, gb;
+        if (n[0]) {
+          Tensor gxhat = wv.defined() ? mul(g2, wv.reshape({1, d})) : g2;
+          Tensor inner = sub(sub(gxhat, mean(gxhat, {1}, true)), mul(xhat, mean(mul(gxhat, xhat), {1}, true)));
+          gx = mul(rstd, inner).reshape(xv.shape());
+        }
+        if (n[1]) gw = sum(mul(g2, xhat), {0}).reshape(normalized_shape);
+        if (n[2]) gb = sum(g2, {0}).reshape(normalized_shape);
+        return Grads{gx, gw, gb};
+      });
 }
 
 Variable embedding(const Variable& weight, const Tensor& indices) {
@@ -76,17 +76,15 @@ Variable dropout(const Variable& x, double p, bool training, Generator& gen) {
   Tensor xv = x.value();
   // The same draw as the Tensor op: kept elements scaled by 1/(1-p).
   Tensor scale = mul(bernoulli(xv.shape(), 1.0 - p, xv.options(), gen), 1.0 / (1.0 - p));
-  return record(mul(xv, scale), "DropoutBackward", {x}, [scale](const Tensor& g, const GradNeeds&) {
-    return Grads{mul(g, scale)};
-  });
+  return record(mul(xv, scale), "DropoutBackward", {x},
+                [scale](const Tensor& g, const GradNeeds&) { return Grads{mul(g, scale)}; });
 }
 
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, const Conv2dOptions& options) {
   Tensor xv = saved_if(weight.requires_grad(), x.value()), wv = weight.value();
   Shape xshape = x.shape();
   Tensor y = conv2d(x.value(), wv, bias.defined() ? bias.value() : Tensor(), options);
-  return record(y, "Conv2dBackward", {x, weight, bias}, [xv, wv, xshape, options](const Tensor& g,
-                                                                                  const GradNeeds& n) {
+  return record(y, "Conv2dBackward", {x, weight, bias}, [xv, wv, xshape, options](const Tensor& g, const GradNeeds& n) {
     // y[n] = W2 cols[n], with W2 = weight as [o, c*kh*kw] and cols = im2col(x).
     int64_t o = wv.size(0);
     std::vector<int64_t> kernel = {wv.size(2), wv.size(3)};

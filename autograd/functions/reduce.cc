@@ -82,27 +82,24 @@ Tensor norm_grad(const Tensor& g, const Tensor& x, const Tensor& norm, double p)
 Variable sum(const Variable& x) {
   if (x.value().is_sparse()) return autograd_detail::sparse_sum(x, {}, false, true);
   Shape shape = x.shape();
-  return record(sum(x.value()), "SumBackward", {x}, [shape](const Tensor& g, const GradNeeds&) {
-    return Grads{g.expand(shape)};
-  });
+  return record(sum(x.value()), "SumBackward", {x},
+                [shape](const Tensor& g, const GradNeeds&) { return Grads{g.expand(shape)}; });
 }
 
 Variable sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {
   if (x.value().is_sparse()) return autograd_detail::sparse_sum(x, dims, keepdim, false);
   Shape shape = x.shape();
   std::vector<int64_t> nd = normalize_dims(dims, x.dim(), "sum");
-  return record(sum(x.value(), dims, keepdim), "SumBackward", {x}, [shape, nd, keepdim](const Tensor& g,
-                                                                                         const GradNeeds&) {
-    return Grads{expand_back(g, shape, nd, keepdim)};
-  });
+  return record(
+      sum(x.value(), dims, keepdim), "SumBackward", {x},
+      [shape, nd, keepdim](const Tensor& g, const GradNeeds&) { return Grads{expand_back(g, shape, nd, keepdim)}; });
 }
 
 Variable mean(const Variable& x) {
   Shape shape = x.shape();
   double n = static_cast<double>(x.numel());
-  return record(mean(x.value()), "MeanBackward", {x}, [shape, n](const Tensor& g, const GradNeeds&) {
-    return Grads{div(g, n).expand(shape)};
-  });
+  return record(mean(x.value()), "MeanBackward", {x},
+                [shape, n](const Tensor& g, const GradNeeds&) { return Grads{div(g, n).expand(shape)}; });
 }
 
 Variable mean(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {

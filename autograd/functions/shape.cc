@@ -30,9 +30,8 @@ Tensor scatter_view(const Tensor& g, const Shape& shape, ViewFn&& view) {
 // Shape-only changes: the gradient is reshaped back.
 Variable reshaped(const Variable& x, Tensor y, const char* name) {
   Shape shape = x.shape();
-  return record(std::move(y), name, {x}, [shape](const Tensor& g, const GradNeeds&) {
-    return Grads{g.reshape(shape)};
-  });
+  return record(std::move(y), name, {x},
+                [shape](const Tensor& g, const GradNeeds&) { return Grads{g.reshape(shape)}; });
 }
 
 }  // namespace
@@ -80,10 +79,10 @@ Variable index_select(const Variable& x, int64_t dim, const Tensor& index) {
 
 Variable gather(const Variable& x, int64_t dim, const Tensor& index) {
   Shape shape = x.shape();
-  return record(gather(x.value(), dim, index), "GatherBackward", {x}, [shape, dim, index](const Tensor& g,
-                                                                                          const GradNeeds&) {
-    return Grads{scatter_add(zeros(shape, g.options()), dim, index, g.contiguous())};
-  });
+  return record(gather(x.value(), dim, index), "GatherBackward", {x},
+                [shape, dim, index](const Tensor& g, const GradNeeds&) {
+                  return Grads{scatter_add(zeros(shape, g.options()), dim, index, g.contiguous())};
+                });
 }
 
 Variable scatter_add(const Variable& x, int64_t dim, const Tensor& index, const Variable& src) {
@@ -129,9 +128,8 @@ Variable to_dtype(const Variable& x, DType dtype) {
 }
 
 Variable transpose(const Variable& x, int64_t d0, int64_t d1) {
-  return record(x.value().transpose(d0, d1), "TransposeBackward", {x}, [d0, d1](const Tensor& g, const GradNeeds&) {
-    return Grads{g.transpose(d0, d1)};
-  });
+  return record(x.value().transpose(d0, d1), "TransposeBackward", {x},
+                [d0, d1](const Tensor& g, const GradNeeds&) { return Grads{g.transpose(d0, d1)}; });
 }
 
 Variable t(const Variable& x) {
@@ -141,10 +139,10 @@ Variable t(const Variable& x) {
 Variable permute(const Variable& x, const std::vector<int64_t>& dims) {
   Tensor y = x.value().permute(dims);
   std::vector<int64_t> inverse(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) inverse[normalize_dim(dims[i], x.dim(), "permute")] = static_cast<int64_t>(i);
-  return record(y, "PermuteBackward", {x}, [inverse](const Tensor& g, const GradNeeds&) {
-    return Grads{g.permute(inverse)};
-  });
+  for (size_t i = 0; i < dims.size(); ++i)
+    inverse[normalize_dim(dims[i], x.dim(), "permute")] = static_cast<int64_t>(i);
+  return record(y, "PermuteBackward", {x},
+                [inverse](const Tensor& g, const GradNeeds&) { return Grads{g.permute(inverse)}; });
 }
 
 Variable slice(const Variable& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
@@ -173,9 +171,8 @@ Variable select(const Variable& x, int64_t dim, int64_t index) {
 
 Variable expand(const Variable& x, const Shape& shape) {
   Shape xshape = x.shape();
-  return record(x.value().expand(shape), "ExpandBackward", {x}, [xshape](const Tensor& g, const GradNeeds&) {
-    return Grads{sum_to(g, xshape)};
-  });
+  return record(x.value().expand(shape), "ExpandBackward", {x},
+                [xshape](const Tensor& g, const GradNeeds&) { return Grads{sum_to(g, xshape)}; });
 }
 
 }  // namespace coppice

@@ -43,9 +43,8 @@ Variable not_differentiable(Tensor value, const std::vector<Variable>& inputs, c
 Variable values(const Variable& x) {
   if (x.value().is_dense()) return x;
   Tensor p = x.value();
-  return record(values(p), "SparseValuesBackward", {x}, [p](const Tensor& g, const GradNeeds&) {
-    return Grads{with_values(p, g.contiguous())};
-  });
+  return record(values(p), "SparseValuesBackward", {x},
+                [p](const Tensor& g, const GradNeeds&) { return Grads{with_values(p, g.contiguous())}; });
 }
 
 Variable with_values(const Tensor& pattern, const Variable& v) {
@@ -64,9 +63,8 @@ Variable with_values(const Tensor& pattern, const Variable& v) {
 Variable to_dense(const Variable& x) {
   if (x.value().is_dense()) return x;
   Tensor p = x.value();
-  return record(to_dense(p), "SparseToDenseBackward", {x}, [p](const Tensor& g, const GradNeeds&) {
-    return Grads{with_values(p, sample_at(g, p))};
-  });
+  return record(to_dense(p), "SparseToDenseBackward", {x},
+                [p](const Tensor& g, const GradNeeds&) { return Grads{with_values(p, sample_at(g, p))}; });
 }
 
 namespace autograd_detail {
@@ -157,16 +155,15 @@ Variable sparse_mul(const Variable& a, const Variable& b) {
   Shape ds = d.shape();
   bool need_s = sparse_first ? a.requires_grad() : b.requires_grad();
   Tensor d_saved = saved_if(need_s, d);
-  return record(y, "SparseMulBackward", {a, b},
-                [s, d_saved, ds, sparse_first, y](const Tensor& g, const GradNeeds& n) {
-                  bool ns = sparse_first ? n[0] : n[1], nd = sparse_first ? n[1] : n[0];
-                  Tensor gv = grad_values(g, y, "mul backward");
-                  Tensor gs, gd;
-                  // d(values)/dS = g's values * d at the pattern; dD = dense scatter of g * S's values.
-                  if (ns) gs = with_values(s, mul(gv, sample_at(d_saved, s)).contiguous());
-                  if (nd) gd = sum_to(to_dense(with_values(s, mul(gv, values(s)).contiguous())), ds);
-                  return sparse_first ? Grads{gs, gd} : Grads{gd, gs};
-                });
+  return record(y, "SparseMulBackward", {a, b}, [s, d_saved, ds, sparse_first, y](const Tensor& g, const GradNeeds& n) {
+    bool ns = sparse_first ? n[0] : n[1], nd = sparse_first ? n[1] : n[0];
+    Tensor gv = grad_values(g, y, "mul backward");
+    Tensor gs, gd;
+    // d(values)/dS = g's values * d at the pattern; dD = dense scatter of g * S's values.
+    if (ns) gs = with_values(s, mul(gv, sample_at(d_saved, s)).contiguous());
+    if (nd) gd = sum_to(to_dense(with_values(s, mul(gv, values(s)).contiguous())), ds);
+    return sparse_first ? Grads{gs, gd} : Grads{gd, gs};
+  });
 }
 
 Variable sparse_add(const Variable& a, const Variable& b) {

@@ -7,8 +7,8 @@ namespace {
 constexpr int kThreads = 256;
 
 template <typename T>
-__global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-                            int64_t n, AdamStepConstants<T> c) {
+__global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v, int64_t n,
+                            AdamStepConstants<T> c) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     T pi = p[i], mi = m[i], vi = v[i];
@@ -30,7 +30,6 @@ void adam_step(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& args
 }
 
 template void adam_step<float>(float*, const float*, float*, float*, int64_t, const AdamStepArgs&, cudaStream_t);
-template void adam_step<double>(double*, const double*, double*, double*, int64_t, const AdamStepArgs&,
-                                cudaStream_t);
+template void adam_step<double>(double*, const double*, double*, double*, int64_t, const AdamStepArgs&, cudaStream_t);
 
 }  // namespace coppice::optim_cuda

@@ -49,8 +49,7 @@ const KernelRegistrar kAdam("adam_step", DeviceType::kCuda, {"dense", "dense", "
                             adam_step_cuda_kernel);
 // Without momentum the buffer is an undefined input ("none").
 const KernelRegistrar kSgd("sgd_step", DeviceType::kCuda, {"dense", "dense", "dense"}, sgd_step_cuda_kernel);
-const KernelRegistrar kSgdNoMomentum("sgd_step", DeviceType::kCuda, {"dense", "dense", "none"},
-                                     sgd_step_cuda_kernel);
+const KernelRegistrar kSgdNoMomentum("sgd_step", DeviceType::kCuda, {"dense", "dense", "none"}, sgd_step_cuda_kernel);
 
 }  // namespace
 }  // namespace coppice::optim_cuda

@@ -50,9 +50,8 @@ std::vector<Tensor> dense_mask_to_csr_cpu(const std::vector<Tensor>& in, const A
                 ": needs 2-D values and a bool mask of the same shape, got ", shape_to_string(in[0].shape()), " and ",
                 dtype_name(in[1].dtype()), " ", shape_to_string(in[1].shape()));
   COPPICE_CHECK(in[0].numel() <= INT32_MAX, kOp, ": takes fewer than 2^31 elements, got ", in[0].numel());
-  return dispatch_floating(in[0].dtype(), kOp, [&](auto tag) {
-    return mask_to_csr<typename decltype(tag)::type>(in[0], in[1]);
-  });
+  return dispatch_floating(in[0].dtype(), kOp,
+                           [&](auto tag) { return mask_to_csr<typename decltype(tag)::type>(in[0], in[1]); });
 }
 
 const KernelRegistrar kDenseMaskToCsrCpu(kOp, DeviceType::kCpu, {"dense", "dense"}, dense_mask_to_csr_cpu);

@@ -217,12 +217,14 @@ const bool kRegistered = [] {
     register_cpu("transpose", {{f}}, sparse_kernels::transpose);
   }
   register_cpu("transpose", {{"dense"}}, sparse_kernels::transpose);
-  register_cpu("add", {{"coo", "coo"}},
-               [](const std::vector<Tensor>& in, const Attrs&) { check_cpu(in, "add");
-                 return sparse_kernels::coo_concat(in, false, "add"); });
-  register_cpu("sub", {{"coo", "coo"}},
-               [](const std::vector<Tensor>& in, const Attrs&) { check_cpu(in, "sub");
-                 return sparse_kernels::coo_concat(in, true, "sub"); });
+  register_cpu("add", {{"coo", "coo"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    check_cpu(in, "add");
+    return sparse_kernels::coo_concat(in, false, "add");
+  });
+  register_cpu("sub", {{"coo", "coo"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    check_cpu(in, "sub");
+    return sparse_kernels::coo_concat(in, true, "sub");
+  });
   return true;
 }();
 

@@ -26,9 +26,7 @@ using compute_of = std::conditional_t<std::is_same_v<T, double>, double, float>;
 void check_pointers(const int32_t* ptr, int64_t rows, int64_t nnz, std::string_view op) {
   COPPICE_CHECK(ptr[0] == 0 && ptr[rows] == nnz, op, ": row pointers run from ", ptr[0], " to ", ptr[rows],
                 ", expected 0 to nnz = ", nnz);
-  for (int64_t r = 0; r < rows; ++r) {
-    COPPICE_CHECK(ptr[r] <= ptr[r + 1], op, ": row pointers decrease at row ", r);
-  }
+  for (int64_t r = 0; r < rows; ++r) { COPPICE_CHECK(ptr[r] <= ptr[r + 1], op, ": row pointers decrease at row ", r); }
 }
 
 void check_cpu(const std::vector<Tensor>& in, size_t n, std::string_view op) {

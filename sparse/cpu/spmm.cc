@@ -116,8 +116,7 @@ void with_rows(const Tensor& a, const Tensor& vals, std::string_view op, const F
       fn(m, false);
       return;
     }
-    default:
-      fail(op, ": no CPU SpMM for format '", a.format(), "'");
+    default: fail(op, ": no CPU SpMM for format '", a.format(), "'");
   }
 }
 

@@ -1,10 +1,10 @@
 // The own SpMM kernels for BSR and n:m (block_kernel_spmm.h), launched from
 // the SpMM planner's "block_kernels" route (spmm.cc); the kernels are
 // block_spmm.cu's. bf16/f16 compute in f32 and round once, as on the CPU.
-#include "sparse/cuda/block_kernel_spmm.h"
+#include "sparse/cuda/block_spmm.h"
 
 #include "sparse/bsr.h"
-#include "sparse/cuda/block_spmm.h"
+#include "sparse/cuda/block_kernel_spmm.h"
 #include "sparse/nm.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
@@ -13,8 +13,8 @@
 namespace coppice::sparse_cuda {
 
 Tensor block_kernel_spmm(const Tensor& a, const Tensor& x_in, std::string_view op) {
-  COPPICE_CHECK(a.dim() == 2 && x_in.dim() == 2, op, ": operands must be 2-D, got shapes ",
-                shape_to_string(a.shape()), " and ", shape_to_string(x_in.shape()));
+  COPPICE_CHECK(a.dim() == 2 && x_in.dim() == 2, op, ": operands must be 2-D, got shapes ", shape_to_string(a.shape()),
+                " and ", shape_to_string(x_in.shape()));
   COPPICE_CHECK(a.device().is_cuda() && a.device() == x_in.device(), op,
                 ": CUDA kernel needs both operands on one CUDA device, got ", a.device().to_string(), " and ",
                 x_in.device().to_string());

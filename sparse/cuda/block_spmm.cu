@@ -15,8 +15,8 @@ int grid_for(int64_t total) {
 
 template <typename T>
 __global__ void bsr_kernel(const int32_t* __restrict__ crow, const int32_t* __restrict__ bcol,
-                           const T* __restrict__ values, int64_t rows, int64_t bh, int64_t bw,
-                           const T* __restrict__ x, int64_t n, T* __restrict__ y) {
+                           const T* __restrict__ values, int64_t rows, int64_t bh, int64_t bw, const T* __restrict__ x,
+                           int64_t n, T* __restrict__ y) {
   const int64_t total = rows * n;
   for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < total;
        o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -67,11 +67,11 @@ void nm_spmm(const T* values, const uint8_t* positions, int64_t rows, int64_t gr
 
 template void bsr_spmm<float>(const int32_t*, const int32_t*, const float*, int64_t, int64_t, int64_t, const float*,
                               int64_t, float*, cudaStream_t);
-template void bsr_spmm<double>(const int32_t*, const int32_t*, const double*, int64_t, int64_t, int64_t,
-                               const double*, int64_t, double*, cudaStream_t);
+template void bsr_spmm<double>(const int32_t*, const int32_t*, const double*, int64_t, int64_t, int64_t, const double*,
+                               int64_t, double*, cudaStream_t);
 template void nm_spmm<float>(const float*, const uint8_t*, int64_t, int64_t, int64_t, int64_t, const float*, int64_t,
                              float*, cudaStream_t);
-template void nm_spmm<double>(const double*, const uint8_t*, int64_t, int64_t, int64_t, int64_t, const double*,
-                              int64_t, double*, cudaStream_t);
+template void nm_spmm<double>(const double*, const uint8_t*, int64_t, int64_t, int64_t, int64_t, const double*, int64_t,
+                              double*, cudaStream_t);
 
 }  // namespace coppice::sparse_cuda

@@ -76,8 +76,8 @@ StridedMatrix<const T> strided(Tensor& keep, const Tensor& t, bool transposed) {
 }
 
 template <typename T>
-void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const Tensor& x, bool x_transposed,
-                 Tensor& y, bool y_transposed, int64_t n, const T* bias, bool relu) {
+void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const Tensor& x, bool x_transposed, Tensor& y,
+                 bool y_transposed, int64_t n, const T* bias, bool relu) {
   BsrProductArgs<T> p;
   p.bias = bias;
   p.relu = relu;
@@ -130,9 +130,9 @@ Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool
                         const Tensor& bias, bool relu) {
   const BsrImpl& b = bsr_impl(s, op);
   COPPICE_CHECK(x.dim() == 2, op, ": dense operand must be 2-D, got shape ", shape_to_string(x.shape()));
-  COPPICE_CHECK(x.dtype() == s.dtype() && x.device() == s.device(), op, ": operands must share one dtype and device, got ",
-                dtype_name(s.dtype()), " on ", s.device().to_string(), " and ", dtype_name(x.dtype()), " on ",
-                x.device().to_string());
+  COPPICE_CHECK(x.dtype() == s.dtype() && x.device() == s.device(), op,
+                ": operands must share one dtype and device, got ", dtype_name(s.dtype()), " on ",
+                s.device().to_string(), " and ", dtype_name(x.dtype()), " on ", x.device().to_string());
   const int64_t m = transpose_s ? s.size(1) : s.size(0), inner = transpose_s ? s.size(0) : s.size(1);
   const int64_t x_inner = sparse_left ? x.size(0) : x.size(1);
   COPPICE_CHECK(x_inner == (sparse_left ? inner : m), op, ": inner dimensions differ: sparse ",
@@ -148,8 +148,8 @@ Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool
   if (bias.defined()) {
     COPPICE_CHECK(bias.is_dense() && bias.dim() == 1 && bias.size(0) == out_rows && bias.dtype() == s.dtype() &&
                       bias.device() == s.device(),
-                  op, ": bias must be dense [", out_rows, "] of ", dtype_name(s.dtype()), " on ", s.device().to_string(),
-                  ", got ", shape_to_string(bias.shape()), " ", dtype_name(bias.dtype()));
+                  op, ": bias must be dense [", out_rows, "] of ", dtype_name(s.dtype()), " on ",
+                  s.device().to_string(), ", got ", shape_to_string(bias.shape()), " ", dtype_name(bias.dtype()));
     bias_c = bias.contiguous();
   }
   Tensor y = Tensor::empty(sparse_left ? Shape{out_rows, n} : Shape{n, out_rows}, opts);

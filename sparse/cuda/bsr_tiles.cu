@@ -33,8 +33,6 @@
 //
 // TF32 inputs are rounded once (when staged, or when a fragment is loaded);
 // products accumulate in f32 and are rounded to T once.
-#include "sparse/cuda/bsr_tiles.h"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -42,6 +40,8 @@
 
 #include <cstdint>
 #include <type_traits>
+
+#include "sparse/cuda/bsr_tiles.h"
 
 namespace coppice::sparse_cuda {
 namespace {
@@ -417,7 +417,8 @@ __device__ __forceinline__ void stage_tile(T* dst, int ld, int rows, int cols, c
   for (int i = threadIdx.x; i < rows * cols; i += kThreads) {
     const int r = row_fastest ? i % rows : i / cols, c = row_fastest ? i / rows : i % cols;
     const int64_t gr = r0 + r, gc = c0 + c;
-    dst[r * ld + c] = gr < row_limit && gc < col_limit ? staged<M>(m.data[gr * m.row_stride + gc * m.col_stride]) : zero;
+    dst[r * ld + c] =
+        gr < row_limit && gc < col_limit ? staged<M>(m.data[gr * m.row_stride + gc * m.col_stride]) : zero;
   }
 }
 
@@ -427,7 +428,10 @@ __device__ inline int64_t block_row_of(const int32_t* crow, int64_t block_rows, 
   int64_t lo = 0, hi = block_rows;
   while (hi - lo > 1) {
     const int64_t mid = (lo + hi) / 2;
-    if (crow[mid] <= e) lo = mid; else hi = mid;
+    if (crow[mid] <= e)
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -517,11 +521,15 @@ void launch_mma_product(const BsrProductArgs<T>& p, int mode, cudaStream_t strea
   const bool x_col = p.x.row_stride == 1 && p.x.col_stride != 1;
   const bool vectors = x_col ? mode == kColVectors : mode == kRowVectors;
   if (p.transposed) {
-    if (x_col) mma_product_kernel<T, B, true, true, M><<<grid, kThreads, 0, stream>>>(p, vectors);
-    else mma_product_kernel<T, B, true, false, M><<<grid, kThreads, 0, stream>>>(p, vectors);
+    if (x_col)
+      mma_product_kernel<T, B, true, true, M><<<grid, kThreads, 0, stream>>>(p, vectors);
+    else
+      mma_product_kernel<T, B, true, false, M><<<grid, kThreads, 0, stream>>>(p, vectors);
   } else {
-    if (x_col) mma_product_kernel<T, B, false, true, M><<<grid, kThreads, 0, stream>>>(p, vectors);
-    else mma_product_kernel<T, B, false, false, M><<<grid, kThreads, 0, stream>>>(p, vectors);
+    if (x_col)
+      mma_product_kernel<T, B, false, true, M><<<grid, kThreads, 0, stream>>>(p, vectors);
+    else
+      mma_product_kernel<T, B, false, false, M><<<grid, kThreads, 0, stream>>>(p, vectors);
   }
 }
 
@@ -680,10 +688,14 @@ void launch_staged_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   };
   const bool a_vec = aligned(p.a, a_col ? p.a.col_stride : p.a.row_stride);
   const bool b_vec = aligned(p.b, b_col ? p.b.col_stride : p.b.row_stride);
-  if (a_col && b_col) staged_sddmm_kernel<T, B, true, true, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
-  else if (a_col) staged_sddmm_kernel<T, B, true, false, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
-  else if (b_col) staged_sddmm_kernel<T, B, false, true, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
-  else staged_sddmm_kernel<T, B, false, false, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
+  if (a_col && b_col)
+    staged_sddmm_kernel<T, B, true, true, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
+  else if (a_col)
+    staged_sddmm_kernel<T, B, true, false, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
+  else if (b_col)
+    staged_sddmm_kernel<T, B, false, true, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
+  else
+    staged_sddmm_kernel<T, B, false, false, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
 }
 
 template <typename T, TileMath M>

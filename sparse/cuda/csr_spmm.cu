@@ -52,8 +52,6 @@
 //
 // Determinism: every output element is one thread's sum over its row's
 // entries in column order; no atomics, no split rows.
-#include "sparse/cuda/csr_spmm.h"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -61,6 +59,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "sparse/cuda/csr_spmm.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/error.h"
 
@@ -179,7 +178,7 @@ constexpr int kTiledStageKB = 32, kTiledStages = 3, kTiledRowsPerWarp = 4;  // l
 // (64 registers a thread) lets two blocks share an SM.
 template <typename T, int kStageKB, int kStageCount, int kRows>
 struct Tiled {
-  static constexpr int kVec = Elem<T>::kVec;                  // elements per 16-byte vector
+  static constexpr int kVec = Elem<T>::kVec;                   // elements per 16-byte vector
   static constexpr int kVecsPerLane = sizeof(T) == 2 ? 1 : 2;  // 16-bit: 8 columns in one vector already
   static constexpr int kPerLane = kVec * kVecsPerLane;         // f32 8, f64 4, bf16/f16 8
   static constexpr int kTileN = 32 * kPerLane;                 // f32 256, f64 128, bf16/f16 256
@@ -294,9 +293,7 @@ __global__ void __launch_bounds__(Tiled<T, kStageKB, kStageCount, kRows>::kBlock
     // Stage c + kStages - 1 into the buffer read in iteration c - 1 (which
     // ended at a barrier), then wait for stage c: the kStages - 1 groups
     // committed after it (possibly empty) may stay in flight.
-    if (c + C::kStages - 1 < chunks) {
-      stage(c + C::kStages - 1, static_cast<int>((c + C::kStages - 1) % C::kStages));
-    }
+    if (c + C::kStages - 1 < chunks) { stage(c + C::kStages - 1, static_cast<int>((c + C::kStages - 1) % C::kStages)); }
     cp_async_commit();
     cp_async_wait<C::kStages - 1>();
     __syncthreads();
@@ -353,7 +350,8 @@ __global__ void __launch_bounds__(Tiled<T, kStageKB, kStageCount, kRows>::kBlock
     T* yr = y + static_cast<int64_t>(r) * n + n0 + lane * C::kVec;
 #pragma unroll
     for (int j = 0; j < C::kVecsPerLane; ++j) {
-      if (n0 + j * 32 * C::kVec + lane * C::kVec < n) store_acc<T, C::kVec>(yr + j * 32 * C::kVec, &acc[i][j * C::kVec]);
+      if (n0 + j * 32 * C::kVec + lane * C::kVec < n)
+        store_acc<T, C::kVec>(yr + j * 32 * C::kVec, &acc[i][j * C::kVec]);
     }
   }
 }
@@ -510,8 +508,8 @@ void launch(CsrSpmmKernel kernel, const CsrSpmmArgs& a, cudaStream_t stream) {
 const char* csr_spmm_kernel_name(CsrSpmmKernel kernel) { return kernel == CsrSpmmKernel::kTiled ? "tiled" : "rows"; }
 
 bool csr_tiled_supported(const CsrSpmmArgs& a) {
-  const bool floating = a.dtype == DType::kF32 || a.dtype == DType::kF64 || a.dtype == DType::kBF16 ||
-                        a.dtype == DType::kF16;
+  const bool floating =
+      a.dtype == DType::kF32 || a.dtype == DType::kF64 || a.dtype == DType::kBF16 || a.dtype == DType::kF16;
   return floating && a.n % vec_of(a.dtype) == 0 && aligned16(a.x) && aligned16(a.y);
 }
 

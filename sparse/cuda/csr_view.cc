@@ -83,14 +83,14 @@ Tensor csr_view(const Tensor& t, std::string_view op) {
   const Tensor flat = values(t).contiguous().reshape({map->slot_count});
   const Tensor kept = index_select(flat, 0, map->slots);
   const Tensor csr_values = scatter_add(zeros({map->nnz}, flat.options()), 0, map->entries, kept);
-  return Tensor(std::make_shared<CompressedImpl>(Layout::kCsr, map->pointers, map->indices, csr_values, t.shape(),
-                                                 map->version));
+  return Tensor(
+      std::make_shared<CompressedImpl>(Layout::kCsr, map->pointers, map->indices, csr_values, t.shape(), map->version));
 }
 
 Tensor values_from_csr_order(const Tensor& t, const Tensor& csr_values, std::string_view op) {
   const std::shared_ptr<const CsrMap> map = map_for(t, op);
-  COPPICE_CHECK(csr_values.numel() == map->nnz, op, ": internal: ", csr_values.numel(),
-                " values for a CSR view of ", map->nnz, " entries");
+  COPPICE_CHECK(csr_values.numel() == map->nnz, op, ": internal: ", csr_values.numel(), " values for a CSR view of ",
+                map->nnz, " entries");
   const Tensor gathered = index_select(csr_values.contiguous(), 0, map->entries);
   const Tensor flat = scatter_add(zeros({map->slot_count}, csr_values.options()), 0, map->slots, gathered);
   return flat.reshape(values(t).shape());

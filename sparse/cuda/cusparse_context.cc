@@ -41,16 +41,15 @@ void check_cuda_operand_pair(const std::vector<Tensor>& in, std::string_view op)
                   ": CUDA kernel needs both operands on one CUDA device, got ", in[0].device().to_string(), " and ",
                   t.device().to_string());
   }
-  COPPICE_CHECK(in[0].dtype() == in[1].dtype(), op, ": operands must share one dtype, got ",
-                dtype_name(in[0].dtype()), " and ", dtype_name(in[1].dtype()));
+  COPPICE_CHECK(in[0].dtype() == in[1].dtype(), op, ": operands must share one dtype, got ", dtype_name(in[0].dtype()),
+                " and ", dtype_name(in[1].dtype()));
   COPPICE_CHECK(is_floating(in[0].dtype()), op, ": ", dtype_name(in[0].dtype()),
                 " operands are not supported (f32, f64, bf16, f16)");
 }
 
 void check_cusparse(cusparseStatus_t status, std::string_view op, std::string_view what) {
   if (status == CUSPARSE_STATUS_SUCCESS) return;
-  fail(op, ": cuSPARSE error ", cusparseGetErrorName(status), ": ", cusparseGetErrorString(status), " (in ", what,
-       ")");
+  fail(op, ": cuSPARSE error ", cusparseGetErrorName(status), ": ", cusparseGetErrorString(status), " (in ", what, ")");
 }
 
 std::mutex& cusparse_mutex() {
@@ -76,8 +75,8 @@ Plan::~Plan() {
   // Statuses are ignored: a destructor must not throw, and a failure here
   // leaks at most one descriptor.
   int previous = -1;
-  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
-                        cudaSetDevice(device) == cudaSuccess;
+  const bool switched =
+      cudaGetDevice(&previous) == cudaSuccess && previous != device && cudaSetDevice(device) == cudaSuccess;
   if (sparse != nullptr) cusparseDestroySpMat(sparse);
   for (cusparseDnMatDescr_t d : dense) {
     if (d != nullptr) cusparseDestroyDnMat(d);

@@ -43,14 +43,14 @@ Tensor cusparse_csr_sddmm(const Tensor& a_in, const Tensor& b_in, const Tensor& 
                    "cusparseCreateDnMat(A)");
     check_cusparse(cusparseCreateDnMat(&p.dense[1], k, n, n, b.data_ptr(), type, CUSPARSE_ORDER_ROW), op,
                    "cusparseCreateDnMat(B)");
-    check_cusparse(cusparseCreateCsr(&p.sparse, m, n, nz, c.pointers().data_ptr(), c.indices().data_ptr(),
-                                     out.data_ptr(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
-                                     type),
-                   op, "cusparseCreateCsr");
+    check_cusparse(
+        cusparseCreateCsr(&p.sparse, m, n, nz, c.pointers().data_ptr(), c.indices().data_ptr(), out.data_ptr(),
+                          CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, type),
+        op, "cusparseCreateCsr");
     size_t bytes = 0;
-    check_cusparse(cusparseSDDMM_bufferSize(handle, no_t, no_t, alpha, p.dense[0], p.dense[1], beta, p.sparse, type,
-                                            alg, &bytes),
-                   op, "cusparseSDDMM_bufferSize");
+    check_cusparse(
+        cusparseSDDMM_bufferSize(handle, no_t, no_t, alpha, p.dense[0], p.dense[1], beta, p.sparse, type, alg, &bytes),
+        op, "cusparseSDDMM_bufferSize");
     p.allocate_workspace(bytes);
   });
   check_cusparse(cusparseDnMatSetValues(plan.dense[0], a.data_ptr()), op, "cusparseDnMatSetValues(A)");

@@ -112,9 +112,9 @@ void run_spmm(const SparseOperand& s, const Tensor& b, const Tensor& c, std::str
       make_ell(plan);
     }
   } else {
-    check_cusparse(cusparseCsrSetPointers(plan.sparse, csr->pointers().data_ptr(), csr->indices().data_ptr(),
-                                          s.values.data_ptr()),
-                   op, "cusparseCsrSetPointers");
+    check_cusparse(
+        cusparseCsrSetPointers(plan.sparse, csr->pointers().data_ptr(), csr->indices().data_ptr(), s.values.data_ptr()),
+        op, "cusparseCsrSetPointers");
   }
   check_cusparse(cusparseDnMatSetValues(plan.dense[0], b.data_ptr()), op, "cusparseDnMatSetValues(B)");
   check_cusparse(cusparseDnMatSetValues(plan.dense[1], c.data_ptr()), op, "cusparseDnMatSetValues(C)");

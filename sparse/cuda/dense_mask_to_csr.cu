@@ -55,8 +55,7 @@ std::vector<Tensor> dense_mask_to_csr(const std::vector<Tensor>& in, const Attrs
   return dispatch_floating(x.dtype(), kOp, [&](auto tag) -> std::vector<Tensor> {
     using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x.data_ptr());
-    const MaskKeep<T> keep{xp, static_cast<const uint8_t*>(mask.data_ptr()), cols,
-                           row_compact::vectorizable(xp, cols)};
+    const MaskKeep<T> keep{xp, static_cast<const uint8_t*>(mask.data_ptr()), cols, row_compact::vectorizable(xp, cols)};
     return row_compact::compact_rows<T>(keep, rows, cols, x.device(), x.options(), kOp);
   });
 }

@@ -101,7 +101,9 @@ void reg(std::string_view op, std::vector<std::string> formats, Kernel kernel) {
 }
 
 Kernel add_sub_kernel(bool subtract, std::vector<Tensor> (*fn)(const std::vector<Tensor>&, bool, std::string_view)) {
-  return [subtract, fn](const std::vector<Tensor>& in, const Attrs&) { return fn(in, subtract, subtract ? "sub" : "add"); };
+  return [subtract, fn](const std::vector<Tensor>& in, const Attrs&) {
+    return fn(in, subtract, subtract ? "sub" : "add");
+  };
 }
 
 const bool kRegistered = [] {

@@ -21,9 +21,8 @@
 // column (the count pass passes null: a mask then need not read the values).
 #pragma once
 
-#include <cub/device/device_scan.cuh>
-
 #include <cstdint>
+#include <cub/device/device_scan.cuh>
 #include <vector>
 
 #include "tensor/cuda/checks.h"
@@ -94,7 +93,7 @@ __global__ void write_kernel(Keep keep, int64_t rows, int64_t cols, const int32_
   constexpr int kStep = kWarp * kSize;
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   for (int64_t r = warp_id(); r < rows; r += warp_count()) {
-    int32_t next = crow[r];  // where this step's first kept entry goes
+    int32_t next = crow[r];                               // where this step's first kept entry goes
     for (int64_t base = 0; base < cols; base += kStep) {  // the same trip count on every lane
       const int64_t c = base + static_cast<int64_t>(lane) * kSize;
       Chunk<T> chunk;
@@ -149,8 +148,8 @@ std::vector<Tensor> compact_rows(const Keep& keep, int64_t rows, int64_t cols, D
                      op);
   // The one read back: nnz sizes the outputs.
   int32_t nnz = 0;
-  COPPICE_CUDA_CHECK(
-      cudaMemcpyAsync(&nnz, crow.data<int32_t>() + rows, sizeof(nnz), cudaMemcpyDeviceToHost, stream), op);
+  COPPICE_CUDA_CHECK(cudaMemcpyAsync(&nnz, crow.data<int32_t>() + rows, sizeof(nnz), cudaMemcpyDeviceToHost, stream),
+                     op);
   COPPICE_CUDA_CHECK(cudaStreamSynchronize(stream), op);
   Tensor col = Tensor::empty({nnz}, i32);
   Tensor val = Tensor::empty({nnz}, values);

@@ -118,8 +118,9 @@ Tensor bsr_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
   const int64_t stored = nnz(pattern);
   const Shape& blocks = values(pattern).shape();  // [nblocks, bh, bw]
   const long octaves = stored > 0 ? std::lround(4 * std::log2(static_cast<double>(stored))) : 0;
-  const std::string key = str_cat(device, "|", a.size(0), "x", a.size(1), "x", b.size(1), "|", blocks[1], "x",
-                                  blocks[2], "|q", octaves, "|", dtype_name(pattern.dtype()), allow_tf32() ? "|tf32" : "");
+  const std::string key =
+      str_cat(device, "|", a.size(0), "x", a.size(1), "x", b.size(1), "|", blocks[1], "x", blocks[2], "|q", octaves,
+              "|", dtype_name(pattern.dtype()), allow_tf32() ? "|tf32" : "");
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = tiles_won.find(key);

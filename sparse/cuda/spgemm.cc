@@ -61,8 +61,8 @@ std::vector<Tensor> spgemm(const std::vector<Tensor>& in, const Attrs&) {
   const TensorOptions i32(DType::kI32, device);
   const DType compute_dtype = dtype == DType::kF64 ? DType::kF64 : DType::kF32;
   if (a.nnz() == 0 || b.nnz() == 0 || m == 0 || n == 0) {
-    return {make_csr(zeros({m + 1}, i32), Tensor::empty({0}, i32), Tensor::empty({0}, TensorOptions(dtype, device)),
-                     m, n)};
+    return {
+        make_csr(zeros({m + 1}, i32), Tensor::empty({0}, i32), Tensor::empty({0}, TensorOptions(dtype, device)), m, n)};
   }
   const Tensor av = a.values().to(compute_dtype).contiguous(), bv = b.values().to(compute_dtype).contiguous();
   const cudaDataType_t type = cuda_type(compute_dtype);
@@ -78,13 +78,11 @@ std::vector<Tensor> spgemm(const std::vector<Tensor>& in, const Attrs&) {
   std::lock_guard<std::mutex> lock(cusparse_mutex());
   cusparseHandle_t handle = handle_for(device.index);
   SpgemmResources r;
-  check_cusparse(cusparseCreateCsr(&r.a, m, k, a.nnz(), a.pointers().data_ptr(), a.indices().data_ptr(),
-                                   av.data_ptr(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
-                                   type),
+  check_cusparse(cusparseCreateCsr(&r.a, m, k, a.nnz(), a.pointers().data_ptr(), a.indices().data_ptr(), av.data_ptr(),
+                                   CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, type),
                  op, "cusparseCreateCsr(A)");
-  check_cusparse(cusparseCreateCsr(&r.b, k, n, b.nnz(), b.pointers().data_ptr(), b.indices().data_ptr(),
-                                   bv.data_ptr(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
-                                   type),
+  check_cusparse(cusparseCreateCsr(&r.b, k, n, b.nnz(), b.pointers().data_ptr(), b.indices().data_ptr(), bv.data_ptr(),
+                                   CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, type),
                  op, "cusparseCreateCsr(B)");
   check_cusparse(cusparseCreateCsr(&r.c, m, n, 0, nullptr, nullptr, nullptr, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
                                    CUSPARSE_INDEX_BASE_ZERO, type),
@@ -98,9 +96,9 @@ std::vector<Tensor> spgemm(const std::vector<Tensor>& in, const Attrs&) {
   check_cusparse(cusparseSpGEMM_workEstimation(handle, no_t, no_t, alpha, r.a, r.b, beta, r.c, type, alg, r.spgemm,
                                                &bytes1, work1.data_ptr()),
                  op, "cusparseSpGEMM_workEstimation");
-  check_cusparse(cusparseSpGEMM_compute(handle, no_t, no_t, alpha, r.a, r.b, beta, r.c, type, alg, r.spgemm, &bytes2,
-                                        nullptr),
-                 op, "cusparseSpGEMM_compute (size)");
+  check_cusparse(
+      cusparseSpGEMM_compute(handle, no_t, no_t, alpha, r.a, r.b, beta, r.c, type, alg, r.spgemm, &bytes2, nullptr), op,
+      "cusparseSpGEMM_compute (size)");
   const Tensor work2 = Tensor::empty({static_cast<int64_t>(bytes2)}, bytes_opts);
   check_cusparse(cusparseSpGEMM_compute(handle, no_t, no_t, alpha, r.a, r.b, beta, r.c, type, alg, r.spgemm, &bytes2,
                                         work2.data_ptr()),

@@ -79,10 +79,8 @@ Tensor dense_product(const Tensor& s, const Tensor& x, Product product) {
 // its free CSC transpose, cached per pattern version like every view.
 Tensor csr_operand(const Tensor& a, bool transposed, std::string_view op) {
   switch (a.layout()) {
-    case Layout::kCsr:
-      return transposed ? csr_view(transpose_compressed(a), op) : a;
-    case Layout::kCsc:
-      return transposed ? transpose_compressed(a) : csr_view(a, op);
+    case Layout::kCsr: return transposed ? csr_view(transpose_compressed(a), op) : a;
+    case Layout::kCsc: return transposed ? transpose_compressed(a) : csr_view(a, op);
     default: {
       const Tensor base = csr_view(a, op);
       return transposed ? csr_view(transpose_compressed(base), op) : base;
@@ -149,8 +147,7 @@ const SpmmRoute kRoutes[] = {
     {"dense_positions", [](const SpmmProblem& p) { return multiplies_densely(p.s); },
      then_bias_relu<dense_positions_spmm>},
     {"bsr_tiles", [](const SpmmProblem& p) { return bsr_tiles_apply(p.s); }, bsr_tiles_spmm},
-    {"masked_dense", [](const SpmmProblem& p) { return p.s.layout() == Layout::kMasked; },
-     then_bias_relu<masked_spmm>},
+    {"masked_dense", [](const SpmmProblem& p) { return p.s.layout() == Layout::kMasked; }, then_bias_relu<masked_spmm>},
     {"blocked_ell",
      [](const SpmmProblem& p) {
        return p.s.layout() == Layout::kBlockedEll && is_half(p.s.dtype()) && p.product == Product::kSparseDense;

@@ -115,8 +115,8 @@ Choices& choices() {
 
 std::string choice_key(const CsrSpmmArgs& a, int64_t nnz, int device) {
   const int bucket = static_cast<int>(std::floor(4.0 * std::log2(static_cast<double>(nnz))));
-  return str_cat("dev", device, "|", a.rows, "x", a.cols, "|n", a.n, "|", dtype_name(a.dtype), "|nnz~2^", bucket,
-                 "/4|", tiled_possible(a) ? "vec" : "scalar");
+  return str_cat("dev", device, "|", a.rows, "x", a.cols, "|n", a.n, "|", dtype_name(a.dtype), "|nnz~2^", bucket, "/4|",
+                 tiled_possible(a) ? "vec" : "scalar");
 }
 
 // Measures every candidate on the real operands, caches the fastest under
@@ -132,9 +132,9 @@ Tensor measure(const std::string& key, const Tensor& csr, const Tensor& x, const
   std::string report;
   for (CsrSpmmImpl impl : candidates) {
     Tensor out;
-    const double ms = time_on_device_ms(
-        [&] { return impl == CsrSpmmImpl::kCusparse ? cusparse(csr, x) : run_own(csr, x, impl, op); }, device, out,
-        "csr_spmm");
+    const double ms =
+        time_on_device_ms([&] { return impl == CsrSpmmImpl::kCusparse ? cusparse(csr, x) : run_own(csr, x, impl, op); },
+                          device, out, "csr_spmm");
     report += str_cat(" ", csr_spmm_impl_name(impl), " ", ms, " ms");
     if (!best_out.defined() || ms < best_ms) best = impl, best_ms = ms, best_out = out;
   }

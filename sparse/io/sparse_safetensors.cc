@@ -122,8 +122,8 @@ absl::StatusOr<std::pair<NamedTensors, std::map<std::string, std::string>>> flat
     const auto* impl = dynamic_cast<const SparseImpl*>(t.impl());
     const std::string format(t.format());
     if (impl == nullptr) {
-      return absl::InvalidArgumentError(str_cat("write_sparse_safetensors: tensor '", name, "' of format '", format,
-                                                 "' is not a SparseImpl"));
+      return absl::InvalidArgumentError(
+          str_cat("write_sparse_safetensors: tensor '", name, "' of format '", format, "' is not a SparseImpl"));
     }
     for (const auto& [part, value] : impl->parts()) {
       absl::Status s = add_entry(str_cat(name, ".", part), value);
@@ -151,8 +151,8 @@ Tensor rebuild(const std::string& name, const SparseEntry& e) {
     COPPICE_CHECK(e.attrs.count(key) != 0, "missing metadata 'coppice.attr.", name, ".", key, "'");
   }
   const Tensor t = spec.from_parts(FormatParts{e.parts, e.attrs, e.shape});
-  COPPICE_CHECK(t.shape() == e.shape, "the parts give shape ", shape_to_string(t.shape()), " but coppice.shape.",
-                name, " says ", shape_to_string(e.shape));
+  COPPICE_CHECK(t.shape() == e.shape, "the parts give shape ", shape_to_string(t.shape()), " but coppice.shape.", name,
+                " says ", shape_to_string(e.shape));
   return t;
 }
 
@@ -232,9 +232,7 @@ absl::StatusOr<SparseSafetensorsFile> rebuild_file(SafetensorsFile file, const s
     const SparseEntry& e = sparse.at(name);
     try {
       out.tensors[i].second = rebuild(name, e);
-    } catch (const std::exception& ex) {
-      return error(name, str_cat("(format ", e.format, ") ", ex.what()));
-    }
+    } catch (const std::exception& ex) { return error(name, str_cat("(format ", e.format, ") ", ex.what())); }
   }
   return out;
 }

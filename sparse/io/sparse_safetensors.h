@@ -44,8 +44,8 @@
 namespace coppice {
 
 struct SparseSafetensorsFile {
-  NamedTensors tensors;                          // CPU; in the file's order (a sparse
-                                                 // tensor where its first part is)
+  NamedTensors tensors;                         // CPU; in the file's order (a sparse
+                                                // tensor where its first part is)
   std::map<std::string, std::string> metadata;  // user metadata ("coppice.*" removed)
 
   // The tensor named `name`, or nullptr.

@@ -3,10 +3,9 @@
 // rules of sparsifiers/mask_keys.h, so they give the same masks bit for bit.
 //
 // sparsify_stream: one thread per four consecutive elements (one Philox
-// block, drawn once), loaded and stored as one vector where aligned. sparsify_topk_mask: a stable device-wide radix sort of
-// the complemented order keys carrying each element's index (tensor/cuda's
-// sort.h), so equal keys stay in index order; the first k indices are kept.
-// sparsify_block_scores: one thread per block, adding row-major in f64 with
+// block, drawn once), loaded and stored as one vector where aligned. sparsify_topk_mask: a stable device-wide radix
+// sort of the complemented order keys carrying each element's index (tensor/cuda's sort.h), so equal keys stay in index
+// order; the first k indices are kept. sparsify_block_scores: one thread per block, adding row-major in f64 with
 // unfused operations, as the CPU does. sparsify_nm_mask: one thread per group.
 #include <climits>
 #include <cstdint>
@@ -110,19 +109,19 @@ std::vector<Tensor> sparsify_stream(const std::vector<Tensor>& in, const Attrs& 
                             reinterpret_cast<uintptr_t>(o) % (values ? sizeof(Quad<T>) : sizeof(Quad<bool>)) == 0;
     if (random) {
       if (values) {
-        stream_kernel<T, true, true><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale,
-                                                                     vectorized);
+        stream_kernel<T, true, true>
+            <<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale, vectorized);
       } else {
-        stream_kernel<T, true, false><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale,
-                                                                     vectorized);
+        stream_kernel<T, true, false>
+            <<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale, vectorized);
       }
     } else {
       if (values) {
-        stream_kernel<T, false, true><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale,
-                                                                     vectorized);
+        stream_kernel<T, false, true>
+            <<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale, vectorized);
       } else {
-        stream_kernel<T, false, false><<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale,
-                                                                     vectorized);
+        stream_kernel<T, false, false>
+            <<<grid, kThreads, 0, stream>>>(xp, o, n, threshold, p, seed, offset, scale, vectorized);
       }
     }
   });
@@ -226,8 +225,8 @@ std::vector<Tensor> sparsify_block_scores(const std::vector<Tensor>& in, const A
 }
 
 template <typename T>
-__global__ void nm_kernel(const T* __restrict__ x, int64_t size, int64_t inner, int64_t n, int64_t m,
-                          int64_t groups, bool* __restrict__ out) {
+__global__ void nm_kernel(const T* __restrict__ x, int64_t size, int64_t inner, int64_t n, int64_t m, int64_t groups,
+                          bool* __restrict__ out) {
   const int64_t gpo = size / m * inner;
   COPPICE_KERNEL_LOOP(g, groups) {
     const int64_t o = g / gpo, r = g % gpo, base = o * size * inner + (r / inner) * m * inner + r % inner;
@@ -250,12 +249,12 @@ std::vector<Tensor> sparsify_nm_mask(const std::vector<Tensor>& in, const Attrs&
   DeviceGuard guard(x.device().index);
   cudaStream_t stream = current_stream(x.device().index);
   if (x.dtype() == DType::kF64) {
-    nm_kernel<double><<<grid_for(groups), kThreads, 0, stream>>>(x.data<double>(), size, inner, n, m, groups,
-                                                                 out.data<bool>());
+    nm_kernel<double>
+        <<<grid_for(groups), kThreads, 0, stream>>>(x.data<double>(), size, inner, n, m, groups, out.data<bool>());
   } else {
     check_dtype(x, DType::kF32, op, "input");
-    nm_kernel<float><<<grid_for(groups), kThreads, 0, stream>>>(x.data<float>(), size, inner, n, m, groups,
-                                                                out.data<bool>());
+    nm_kernel<float>
+        <<<grid_for(groups), kThreads, 0, stream>>>(x.data<float>(), size, inner, n, m, groups, out.data<bool>());
   }
   check_launch(op);
   return {out};

@@ -65,12 +65,16 @@ struct MulOp {
 
 struct DivOp {
   template <typename C>
-  C operator()(C a, C b) const { return a / b; }
+  C operator()(C a, C b) const {
+    return a / b;
+  }
 };
 
 struct PowOp {
   template <typename C>
-  C operator()(C a, C b) const { return std::pow(a, b); }
+  C operator()(C a, C b) const {
+    return std::pow(a, b);
+  }
 };
 
 struct MaxOp {
@@ -97,32 +101,46 @@ struct MinOp {
 
 struct ReluBackwardOp {
   template <typename C>
-  C operator()(C g, C y) const { return y > C(0) ? g : C(0); }
+  C operator()(C g, C y) const {
+    return y > C(0) ? g : C(0);
+  }
 };
 
 struct EqOp {
   template <typename C>
-  bool operator()(C a, C b) const { return a == b; }
+  bool operator()(C a, C b) const {
+    return a == b;
+  }
 };
 struct NeOp {
   template <typename C>
-  bool operator()(C a, C b) const { return a != b; }
+  bool operator()(C a, C b) const {
+    return a != b;
+  }
 };
 struct LtOp {
   template <typename C>
-  bool operator()(C a, C b) const { return a < b; }
+  bool operator()(C a, C b) const {
+    return a < b;
+  }
 };
 struct LeOp {
   template <typename C>
-  bool operator()(C a, C b) const { return a <= b; }
+  bool operator()(C a, C b) const {
+    return a <= b;
+  }
 };
 struct GtOp {
   template <typename C>
-  bool operator()(C a, C b) const { return a > b; }
+  bool operator()(C a, C b) const {
+    return a > b;
+  }
 };
 struct GeOp {
   template <typename C>
-  bool operator()(C a, C b) const { return a >= b; }
+  bool operator()(C a, C b) const {
+    return a >= b;
+  }
 };
 
 // out = f(a, b); f maps two compute-type values to a compute-type value
@@ -147,12 +165,14 @@ Tensor run(const Tensor& a, const Tensor& b, std::string_view op, const Dispatch
 
 template <bool kComparison, typename F>
 Tensor run_any(const Tensor& a, const Tensor& b, std::string_view op, const F& f) {
-  return run<kComparison>(a, b, op, [&](auto fn) { dispatch_dtype(a.dtype(), fn); }, f);
+  return run<kComparison>(
+      a, b, op, [&](auto fn) { dispatch_dtype(a.dtype(), fn); }, f);
 }
 
 template <typename F>
 Tensor run_floating(const Tensor& a, const Tensor& b, std::string_view op, const F& f) {
-  return run<false>(a, b, op, [&](auto fn) { dispatch_floating(a.dtype(), op, fn); }, f);
+  return run<false>(
+      a, b, op, [&](auto fn) { dispatch_floating(a.dtype(), op, fn); }, f);
 }
 
 Tensor run_binary(std::string_view op, const Tensor& a, const Tensor& b) {
@@ -179,12 +199,11 @@ Tensor run_binary(std::string_view op, const Tensor& a, const Tensor& b) {
 bool register_all() {
   for (std::string_view name : kernels::kBinaryOps) {
     std::string op(name);
-    Dispatcher::instance().register_kernel(
-        op, DeviceType::kCpu, {"dense", "dense"},
-        [op](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
-          COPPICE_CHECK(in.size() == 2, op, ": expected 2 inputs, got ", in.size());
-          return {run_binary(op, in[0], in[1])};
-        });
+    Dispatcher::instance().register_kernel(op, DeviceType::kCpu, {"dense", "dense"},
+                                           [op](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
+                                             COPPICE_CHECK(in.size() == 2, op, ": expected 2 inputs, got ", in.size());
+                                             return {run_binary(op, in[0], in[1])};
+                                           });
   }
   return true;
 }

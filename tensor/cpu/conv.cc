@@ -25,10 +25,10 @@ Geometry geometry(const Attrs& attrs, int64_t h, int64_t w, std::string_view op)
   const auto& p = get_ints_n(attrs, "padding", 2, op);
   const auto& d = get_ints_n(attrs, "dilation", 2, op);
   Geometry g{k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], h, w, 0, 0};
-  COPPICE_CHECK(g.kh > 0 && g.kw > 0 && g.sh > 0 && g.sw > 0 && g.dh > 0 && g.dw > 0 && g.ph >= 0 && g.pw >= 0,
-                op, ": kernel, stride and dilation must be positive and padding non-negative (kernel [", g.kh, ", ",
-                g.kw, "], stride [", g.sh, ", ", g.sw, "], padding [", g.ph, ", ", g.pw, "], dilation [", g.dh, ", ",
-                g.dw, "])");
+  COPPICE_CHECK(g.kh > 0 && g.kw > 0 && g.sh > 0 && g.sw > 0 && g.dh > 0 && g.dw > 0 && g.ph >= 0 && g.pw >= 0, op,
+                ": kernel, stride and dilation must be positive and padding non-negative (kernel [", g.kh, ", ", g.kw,
+                "], stride [", g.sh, ", ", g.sw, "], padding [", g.ph, ", ", g.pw, "], dilation [", g.dh, ", ", g.dw,
+                "])");
   const int64_t span_h = h + 2 * g.ph - g.dh * (g.kh - 1) - 1, span_w = w + 2 * g.pw - g.dw * (g.kw - 1) - 1;
   COPPICE_CHECK(span_h >= 0 && span_w >= 0, op, ": the dilated kernel [", g.dh * (g.kh - 1) + 1, ", ",
                 g.dw * (g.kw - 1) + 1, "] is larger than the padded input [", h + 2 * g.ph, ", ", w + 2 * g.pw, "]");
@@ -88,8 +88,8 @@ Tensor col2im(const Tensor& input, const Attrs& attrs) {
   const int64_t kk = g.kh * g.kw, cols_per_row = g.oh * g.ow;
   const int64_t n = cols.size(0);
   COPPICE_CHECK(cols.size(1) % kk == 0 && cols.size(2) == cols_per_row, "col2im: cols of shape ",
-                shape_to_string(cols.shape()), " do not match kernel [", g.kh, ", ", g.kw, "] and output [", g.oh,
-                ", ", g.ow, "] for image size [", g.h, ", ", g.w, "]");
+                shape_to_string(cols.shape()), " do not match kernel [", g.kh, ", ", g.kw, "] and output [", g.oh, ", ",
+                g.ow, "] for image size [", g.h, ", ", g.w, "]");
   const int64_t c = cols.size(1) / kk;
   Tensor x = Tensor::empty({n, c, g.h, g.w}, cols.options());
   dispatch_floating(cols.dtype(), "col2im", [&](auto tag) {

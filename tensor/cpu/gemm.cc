@@ -15,17 +15,15 @@ namespace coppice::cpu {
 namespace {
 
 template <typename T>
-void blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
-          T* c, int64_t ldc) {
+void blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+          int64_t ldc) {
   const CBLAS_TRANSPOSE op_a = ta ? CblasTrans : CblasNoTrans, op_b = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(m), static_cast<blasint>(n),
-                static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
-                static_cast<blasint>(ldc));
+    cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k),
+                1.0f, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c, static_cast<blasint>(ldc));
   } else {
-    cblas_dgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(m), static_cast<blasint>(n),
-                static_cast<blasint>(k), 1.0, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0, c,
-                static_cast<blasint>(ldc));
+    cblas_dgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k),
+                1.0, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0, c, static_cast<blasint>(ldc));
   }
 }
 
@@ -44,8 +42,8 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, bool ta, bool
     return;
   }
   for (int64_t i = 0; i < batch; ++i) {
-    blas<T>(ta, tb, m, n, k, pa + (ba == 1 ? 0 : i) * m * k, lda, pb + (bb == 1 ? 0 : i) * k * n, ldb,
-            pc + i * m * n, ldc);
+    blas<T>(ta, tb, m, n, k, pa + (ba == 1 ? 0 : i) * m * k, lda, pb + (bb == 1 ? 0 : i) * k * n, ldb, pc + i * m * n,
+            ldc);
   }
 }
 
@@ -83,16 +81,16 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
   const int64_t ba = a_in.size(0), bb = b_in.size(0);
   const int64_t m = ta ? a_in.size(2) : a_in.size(1), ka = ta ? a_in.size(1) : a_in.size(2);
   const int64_t kb = tb ? b_in.size(2) : b_in.size(1), n = tb ? b_in.size(1) : b_in.size(2);
-  COPPICE_CHECK(ka == kb, "gemm: inner dimensions differ: a ", shape_to_string(a_in.shape()),
-                ta ? " (transposed)" : "", " and b ", shape_to_string(b_in.shape()), tb ? " (transposed)" : "");
+  COPPICE_CHECK(ka == kb, "gemm: inner dimensions differ: a ", shape_to_string(a_in.shape()), ta ? " (transposed)" : "",
+                " and b ", shape_to_string(b_in.shape()), tb ? " (transposed)" : "");
   Tensor a, b;
   blas_operand(a_in, &a, &ta);
   blas_operand(b_in, &b, &tb);
   COPPICE_CHECK(ba == bb || ba == 1 || bb == 1, "gemm: batch sizes ", ba, " and ", bb, " do not broadcast");
   const int64_t batch = (ba == 0 || bb == 0) ? 0 : std::max(ba, bb);
   constexpr int64_t kBlasMax = std::numeric_limits<blasint>::max();
-  COPPICE_CHECK(std::max<int64_t>(ba, 1) * m <= kBlasMax && n <= kBlasMax && ka <= kBlasMax,
-                "gemm: sizes (m=", m, ", n=", n, ", k=", ka, ") exceed what OpenBLAS indexes");
+  COPPICE_CHECK(std::max<int64_t>(ba, 1) * m <= kBlasMax && n <= kBlasMax && ka <= kBlasMax, "gemm: sizes (m=", m,
+                ", n=", n, ", k=", ka, ") exceed what OpenBLAS indexes");
   Tensor c = Tensor::empty({batch, m, n}, a.options());
   if (c.numel() == 0) return c;
   if (ka == 0) {
@@ -117,8 +115,8 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
 KernelRegistrar gemm_reg("gemm", DeviceType::kCpu, {"dense", "dense"},
                          [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                            COPPICE_CHECK(in.size() == 2, "gemm: expected 2 inputs, got ", in.size());
-                           return {gemm(in[0], in[1], attrs.get_bool("trans_a", false),
-                                        attrs.get_bool("trans_b", false))};
+                           return {
+                               gemm(in[0], in[1], attrs.get_bool("trans_a", false), attrs.get_bool("trans_b", false))};
                          });
 
 }  // namespace

@@ -17,9 +17,7 @@
 namespace coppice::cpu {
 namespace {
 
-void check_index_tensor(const Tensor& index, std::string_view op) {
-  check_dtype(index, DType::kI64, op, "index");
-}
+void check_index_tensor(const Tensor& index, std::string_view op) { check_dtype(index, DType::kI64, op, "index"); }
 
 // Throws naming `op` at the first index outside [0, size).
 void check_range(const int64_t* idx, int64_t n, int64_t size, int64_t dim, std::string_view op) {

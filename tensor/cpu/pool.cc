@@ -22,8 +22,8 @@ std::vector<Tensor> max_pool2d(const Tensor& input, const Attrs& attrs) {
   const auto& s = get_ints_n(attrs, "stride", 2, "max_pool2d");
   const auto& p = get_ints_n(attrs, "padding", 2, "max_pool2d");
   const int64_t kh = k[0], kw = k[1], sh = s[0], sw = s[1], ph = p[0], pw = p[1];
-  COPPICE_CHECK(kh > 0 && kw > 0 && sh > 0 && sw > 0, "max_pool2d: kernel and stride must be positive (kernel [",
-                kh, ", ", kw, "], stride [", sh, ", ", sw, "])");
+  COPPICE_CHECK(kh > 0 && kw > 0 && sh > 0 && sw > 0, "max_pool2d: kernel and stride must be positive (kernel [", kh,
+                ", ", kw, "], stride [", sh, ", ", sw, "])");
   COPPICE_CHECK(ph >= 0 && pw >= 0 && 2 * ph <= kh && 2 * pw <= kw, "max_pool2d: padding [", ph, ", ", pw,
                 "] must be non-negative and at most half the kernel [", kh, ", ", kw, "]");
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);

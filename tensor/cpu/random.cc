@@ -69,8 +69,8 @@ void uniform(const Tensor& target, uint64_t seed, uint64_t offset, double low, d
       parallel_for(0, out.numel(), kRandomGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           const uint32_t w = philox::word(seed, offset, static_cast<uint64_t>(i));
-          const double u = std::is_same_v<T, double> ? philox::uniform_f64(w)
-                                                     : static_cast<double>(philox::uniform_f32(w));
+          const double u =
+              std::is_same_v<T, double> ? philox::uniform_f64(w) : static_cast<double>(philox::uniform_f32(w));
           T v = round_to<T>(mul_add_unfused(high - low, u, low));
           if (static_cast<compute_t<T>>(v) == static_cast<compute_t<T>>(t_high) && low < high) v = t_low;
           p[i] = v;

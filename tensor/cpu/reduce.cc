@@ -97,8 +97,8 @@ template <bool kMax>
 std::vector<Tensor> reduce_extreme(const Tensor& input, std::string_view op) {
   Tensor x = as_rows(input, op);
   const int64_t outer = x.size(0), r = x.size(1);
-  COPPICE_CHECK(r > 0 || outer == 0, op, ": cannot reduce an empty dimension (input shape ",
-                shape_to_string(x.shape()), ")");
+  COPPICE_CHECK(r > 0 || outer == 0, op, ": cannot reduce an empty dimension (input shape ", shape_to_string(x.shape()),
+                ")");
   Tensor values = Tensor::empty({outer}, x.options());
   Tensor indices = Tensor::empty({outer}, TensorOptions(DType::kI64, x.device()));
   dispatch_dtype(x.dtype(), [&](auto tag) {

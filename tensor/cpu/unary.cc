@@ -125,9 +125,7 @@ Tensor run_unary(std::string_view op, const Tensor& x, const Attrs& attrs) {
   if (op == "abs") return unary_any(x, AbsOp{});
   if (op == "sign") return unary_any(x, SignOp{});
   if (op == "relu") return unary_any(x, ReluOp{});
-  if (op == "clamp") {
-    return clamp(x, attrs.get_double("min", -INFINITY), attrs.get_double("max", INFINITY));
-  }
+  if (op == "clamp") { return clamp(x, attrs.get_double("min", -INFINITY), attrs.get_double("max", INFINITY)); }
   if (op == "exp") return unary_floating(x, op, [](auto v) { return std::exp(v); });
   if (op == "log") return unary_floating(x, op, [](auto v) { return std::log(v); });
   if (op == "sqrt") return unary_floating(x, op, [](auto v) { return std::sqrt(v); });

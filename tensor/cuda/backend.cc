@@ -1,11 +1,12 @@
 // The CUDA DeviceBackend: registered at start-up, it asks the driver nothing
 // until first used, so a CUDA build starts (and runs on the CPU) on machines
 // without a GPU or driver.
+#include "tensor/backend.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cstring>
 
-#include "tensor/backend.h"
 #include "tensor/cuda/caching_allocator.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/graph_capture.h"

@@ -57,12 +57,16 @@ struct MulOp {
 
 struct DivOp {
   template <typename C>
-  __device__ C operator()(C a, C b) const { return a / b; }
+  __device__ C operator()(C a, C b) const {
+    return a / b;
+  }
 };
 
 struct PowOp {
   template <typename C>
-  __device__ C operator()(C a, C b) const { return math::pow(a, b); }
+  __device__ C operator()(C a, C b) const {
+    return math::pow(a, b);
+  }
 };
 
 struct MaxOp {
@@ -78,7 +82,9 @@ struct MaxOp {
 
 struct ReluBackwardOp {
   template <typename C>
-  __device__ C operator()(C g, C y) const { return y > C(0) ? g : C(0); }
+  __device__ C operator()(C g, C y) const {
+    return y > C(0) ? g : C(0);
+  }
 };
 
 struct MinOp {
@@ -144,11 +150,11 @@ Tensor run_binary(std::string_view op, const Tensor& a, const Tensor& b) {
 bool register_all() {
   for (std::string_view name : {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "relu_backward"}) {
     std::string op(name);
-    Dispatcher::instance().register_kernel(
-        op, DeviceType::kCuda, {"dense", "dense"}, [op](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
-          COPPICE_CHECK(in.size() == 2, op, ": expected 2 inputs, got ", in.size());
-          return {run_binary(op, in[0], in[1])};
-        });
+    Dispatcher::instance().register_kernel(op, DeviceType::kCuda, {"dense", "dense"},
+                                           [op](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
+                                             COPPICE_CHECK(in.size() == 2, op, ": expected 2 inputs, got ", in.size());
+                                             return {run_binary(op, in[0], in[1])};
+                                           });
   }
   return true;
 }

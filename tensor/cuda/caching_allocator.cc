@@ -169,8 +169,8 @@ void CachingAllocator::empty_cache() {
 
 CachingAllocator& caching_allocator(int device) {
   constexpr int kMaxDevices = 64;
-  COPPICE_CHECK(device >= 0 && device < kMaxDevices && device < device_count(), "cuda allocator: no device cuda:",
-                device, " (", device_count(), " visible)");
+  COPPICE_CHECK(device >= 0 && device < kMaxDevices && device < device_count(),
+                "cuda allocator: no device cuda:", device, " (", device_count(), " visible)");
   static std::array<CachingAllocator*, kMaxDevices> allocators{};
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);

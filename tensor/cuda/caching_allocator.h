@@ -72,17 +72,17 @@ class CachingAllocator final : public Allocator {
     int pool = 0;  // 0: the shared cache
   };
   using FreeList = std::multimap<size_t, void*>;  // cached blocks by size
-  FreeList& free_list(int pool);                   // the shared one for pool 0 or a released pool
+  FreeList& free_list(int pool);                  // the shared one for pool 0 or a released pool
 
   const int device_;
   mutable std::mutex mu_;
-  FreeList free_blocks_;                   // the shared cache
-  std::map<int, FreeList> pools_;          // live graph pools
+  FreeList free_blocks_;           // the shared cache
+  std::map<int, FreeList> pools_;  // live graph pools
   int active_pool_ = 0;
   int next_pool_ = 1;
   std::unordered_map<void*, Block> live_;  // handed-out block -> its size and pool
   AllocatorStats stats_;
-  size_t total_bytes_ = 0;                 // 0: not asked yet
+  size_t total_bytes_ = 0;  // 0: not asked yet
 };
 
 // The process-wide allocator of `device` (created on first use, never destroyed:

@@ -45,9 +45,9 @@ Tensor compare(std::string_view op, Cmp cmp, const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(shape, TensorOptions(DType::kBool, a.device()));
   dispatch_dtype(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    launch_elementwise(op, a.device().index, shape, {&out, &a, &b},
-                       CompareFn<T>{out.data<bool>(), static_cast<const T*>(a.data_ptr()),
-                                    static_cast<const T*>(b.data_ptr()), cmp});
+    launch_elementwise(
+        op, a.device().index, shape, {&out, &a, &b},
+        CompareFn<T>{out.data<bool>(), static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()), cmp});
   });
   return out;
 }
@@ -87,18 +87,17 @@ bool register_all() {
   for (const auto& [name, cmp] : ops) {
     std::string op(name);
     Cmp c = cmp;
-    Dispatcher::instance().register_kernel(
-        op, DeviceType::kCuda, {"dense", "dense"}, [op, c](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
-          COPPICE_CHECK(in.size() == 2, op, ": expected 2 inputs, got ", in.size());
-          return {compare(op, c, in[0], in[1])};
-        });
+    Dispatcher::instance().register_kernel(op, DeviceType::kCuda, {"dense", "dense"},
+                                           [op, c](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
+                                             COPPICE_CHECK(in.size() == 2, op, ": expected 2 inputs, got ", in.size());
+                                             return {compare(op, c, in[0], in[1])};
+                                           });
   }
-  Dispatcher::instance().register_kernel(
-      "where", DeviceType::kCuda, {"dense", "dense", "dense"},
-      [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
-        COPPICE_CHECK(in.size() == 3, "where: expected 3 inputs, got ", in.size());
-        return {where(in[0], in[1], in[2])};
-      });
+  Dispatcher::instance().register_kernel("where", DeviceType::kCuda, {"dense", "dense", "dense"},
+                                         [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
+                                           COPPICE_CHECK(in.size() == 3, "where: expected 3 inputs, got ", in.size());
+                                           return {where(in[0], in[1], in[2])};
+                                         });
   return true;
 }
 

@@ -29,15 +29,15 @@ Window make_window(const Shape& x_shape, const Attrs& attrs, std::string_view op
   const auto& padding = get_ints_n(attrs, "padding", 2, op);
   std::vector<int64_t> dilation = {1, 1};
   if (has_dilation) dilation = get_ints_n(attrs, "dilation", 2, op);
-  Window g{x_shape[0], x_shape[1], x_shape[2], x_shape[3], kernel[0], kernel[1], stride[0], stride[1],
-           padding[0], padding[1], dilation[0], dilation[1], 0, 0};
+  Window g{x_shape[0], x_shape[1], x_shape[2], x_shape[3],  kernel[0],   kernel[1], stride[0],
+           stride[1],  padding[0], padding[1], dilation[0], dilation[1], 0,         0};
   COPPICE_CHECK(g.kh > 0 && g.kw > 0, op, ": kernel must be positive, got [", g.kh, ", ", g.kw, "]");
   COPPICE_CHECK(g.sh > 0 && g.sw > 0, op, ": stride must be positive, got [", g.sh, ", ", g.sw, "]");
   COPPICE_CHECK(g.ph >= 0 && g.pw >= 0, op, ": padding must be non-negative, got [", g.ph, ", ", g.pw, "]");
   COPPICE_CHECK(g.dh > 0 && g.dw > 0, op, ": dilation must be positive, got [", g.dh, ", ", g.dw, "]");
   const int64_t eh = g.dh * (g.kh - 1) + 1, ew = g.dw * (g.kw - 1) + 1;
-  COPPICE_CHECK(g.h + 2 * g.ph >= eh && g.w + 2 * g.pw >= ew, op, ": kernel [", g.kh, ", ", g.kw,
-                "] (dilated to [", eh, ", ", ew, "]) does not fit the padded input ", shape_to_string(x_shape));
+  COPPICE_CHECK(g.h + 2 * g.ph >= eh && g.w + 2 * g.pw >= ew, op, ": kernel [", g.kh, ", ", g.kw, "] (dilated to [", eh,
+                ", ", ew, "]) does not fit the padded input ", shape_to_string(x_shape));
   g.oh = (g.h + 2 * g.ph - eh) / g.sh + 1;
   g.ow = (g.w + 2 * g.pw - ew) / g.sw + 1;
   return g;
@@ -48,10 +48,14 @@ template <typename U>
 __global__ void im2col_kernel(const U* x, U* cols, Window g, int64_t total) {
   COPPICE_KERNEL_LOOP(i, total) {
     int64_t t = i;
-    const int64_t ox = t % g.ow; t /= g.ow;
-    const int64_t oy = t % g.oh; t /= g.oh;
-    const int64_t kj = t % g.kw; t /= g.kw;
-    const int64_t ki = t % g.kh; t /= g.kh;
+    const int64_t ox = t % g.ow;
+    t /= g.ow;
+    const int64_t oy = t % g.oh;
+    t /= g.oh;
+    const int64_t kj = t % g.kw;
+    t /= g.kw;
+    const int64_t ki = t % g.kh;
+    t /= g.kh;
     const int64_t plane = t;  // n * c + channel
     const int64_t y = oy * g.sh - g.ph + ki * g.dh, xx = ox * g.sw - g.pw + kj * g.dw;
     cols[i] = (y >= 0 && y < g.h && xx >= 0 && xx < g.w) ? x[(plane * g.h + y) * g.w + xx] : U(0);
@@ -64,8 +68,10 @@ __global__ void col2im_kernel(const T* cols, T* x, Window g, int64_t total) {
   using C = compute_t<T>;
   COPPICE_KERNEL_LOOP(i, total) {
     int64_t t = i;
-    const int64_t xx = t % g.w; t /= g.w;
-    const int64_t y = t % g.h; t /= g.h;
+    const int64_t xx = t % g.w;
+    t /= g.w;
+    const int64_t y = t % g.h;
+    t /= g.h;
     const int64_t plane = t;
     const T* base = cols + plane * g.kh * g.kw * g.oh * g.ow;
     C acc = C(0);
@@ -89,8 +95,10 @@ __global__ void max_pool_kernel(const T* x, T* values, int64_t* indices, Window 
   using C = compute_t<T>;
   COPPICE_KERNEL_LOOP(i, total) {
     int64_t t = i;
-    const int64_t ox = t % g.ow; t /= g.ow;
-    const int64_t oy = t % g.oh; t /= g.oh;
+    const int64_t ox = t % g.ow;
+    t /= g.ow;
+    const int64_t oy = t % g.oh;
+    t /= g.oh;
     const T* plane = x + t * g.h * g.w;
     int64_t best_i = -1;
     C best = C(0);
@@ -156,8 +164,8 @@ std::vector<Tensor> col2im(const std::vector<Tensor>& in, const Attrs& attrs) {
   DeviceGuard guard(device);
   dispatch_floating(cols.dtype(), "col2im", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    col2im_kernel<T><<<grid_for(total), kThreads, 0, current_stream(device)>>>(
-        static_cast<const T*>(cols.data_ptr()), static_cast<T*>(x.data_ptr()), g, total);
+    col2im_kernel<T><<<grid_for(total), kThreads, 0, current_stream(device)>>>(static_cast<const T*>(cols.data_ptr()),
+                                                                               static_cast<T*>(x.data_ptr()), g, total);
   });
   check_launch("col2im");
   return {x};

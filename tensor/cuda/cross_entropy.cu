@@ -92,8 +92,8 @@ __global__ void forward_kernel(const T* z, const int64_t* target, RowArgs a, C* 
 // w_i = g_i (reduction none), g (sum) or g / max(count, 1) (mean), 0 where
 // t_i is ignore_index (or out of range, which the forward refused).
 template <typename T, typename C = compute_t<T>>
-__global__ void backward_kernel(const T* z, const int64_t* target, RowArgs a, const T* g, bool per_row,
-                                const C* count, T* dz) {
+__global__ void backward_kernel(const T* z, const int64_t* target, RowArgs a, const T* g, bool per_row, const C* count,
+                                T* dz) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   if (row >= a.n) return;
   const T* zr = z + row * a.c;
@@ -147,8 +147,7 @@ std::vector<Tensor> forward(const std::vector<Tensor>& in, const Attrs& attrs) {
     try {
       bad.check(op, target, 1, a.c);
     } catch (const Error& e) {
-      fail(op, ": a target is not a class index in [0, ", a.c, ") nor ignore_index (", a.ignore_index, "): ",
-           e.what());
+      fail(op, ": a target is not a class index in [0, ", a.c, ") nor ignore_index (", a.ignore_index, "): ", e.what());
     }
   }
   Tensor result = loss;

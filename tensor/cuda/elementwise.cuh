@@ -91,8 +91,8 @@ __global__ void small_rank_kernel(int64_t n, SmallRankIndexer ix, F f) {
 
 // Runs `f` over `shape` on `device`'s stream; operands[0] is the output.
 template <typename F>
-void launch_elementwise(std::string_view op, int device, const Shape& shape,
-                        const std::vector<const Tensor*>& operands, F f) {
+void launch_elementwise(std::string_view op, int device, const Shape& shape, const std::vector<const Tensor*>& operands,
+                        F f) {
   const int64_t n = shape_numel(shape);
   if (n == 0) return;
   StridedIndexer ix = make_indexer(shape, operands);

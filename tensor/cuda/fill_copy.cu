@@ -45,8 +45,8 @@ std::vector<Tensor> copy(const std::vector<Tensor>& in, const Attrs&) {
   Tensor src = in.at(1);
   check_cuda_tensor(dst, "copy_", "destination");
   check_cuda_tensor(src, "copy_", "source");
-  COPPICE_CHECK(src.device() == dst.device(), "copy_: source on ", src.device().to_string(),
-                " and destination on ", dst.device().to_string(), " (cross-device copies go through Tensor::copy_)");
+  COPPICE_CHECK(src.device() == dst.device(), "copy_: source on ", src.device().to_string(), " and destination on ",
+                dst.device().to_string(), " (cross-device copies go through Tensor::copy_)");
   COPPICE_CHECK(broadcast_shapes(src.shape(), dst.shape(), "copy_") == dst.shape(), "copy_: source of shape ",
                 shape_to_string(src.shape()), " does not broadcast to destination ", shape_to_string(dst.shape()));
   const int device = dst.device().index;

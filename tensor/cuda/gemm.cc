@@ -47,8 +47,8 @@ Handle& handle_for(int device) {
   if (h.handle == nullptr) {
     cublasHandle_t handle = nullptr;
     check_cublas(cublasCreate(&handle), "cublasCreate");
-    check_cublas(cublasSetMathMode(handle, static_cast<cublasMath_t>(
-                                               CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+    check_cublas(cublasSetMathMode(handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                                                     CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
                  "cublasSetMathMode");
     h.handle = handle;
   }
@@ -64,7 +64,8 @@ std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(in.size() == 2, "gemm: expected 2 inputs, got ", in.size());
   check_dense(in[0], "gemm", "a");
   check_dense(in[1], "gemm", "b");
-  COPPICE_CHECK(in[0].device().is_cuda() && in[0].device() == in[1].device(), "gemm: a and b must be on one CUDA device");
+  COPPICE_CHECK(in[0].device().is_cuda() && in[0].device() == in[1].device(),
+                "gemm: a and b must be on one CUDA device");
   const Tensor a = in[0].contiguous(), b = in[1].contiguous();
   COPPICE_CHECK(a.dim() == 3 && b.dim() == 3, "gemm: a and b must be 3-D, got shapes ", shape_to_string(a.shape()),
                 " and ", shape_to_string(b.shape()));
@@ -74,8 +75,9 @@ std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
   const int64_t ba = a.size(0), bb = b.size(0);
   const int64_t m = trans_a ? a.size(2) : a.size(1), k = trans_a ? a.size(1) : a.size(2);
   const int64_t kb = trans_b ? b.size(2) : b.size(1), n = trans_b ? b.size(1) : b.size(2);
-  COPPICE_CHECK(k == kb, "gemm: inner dimensions differ: a ", shape_to_string(a.shape()), (trans_a ? " (transposed)" : ""),
-                " and b ", shape_to_string(b.shape()), (trans_b ? " (transposed)" : ""));
+  COPPICE_CHECK(k == kb, "gemm: inner dimensions differ: a ", shape_to_string(a.shape()),
+                (trans_a ? " (transposed)" : ""), " and b ", shape_to_string(b.shape()),
+                (trans_b ? " (transposed)" : ""));
   COPPICE_CHECK(ba == bb || ba == 1 || bb == 1, "gemm: batch sizes ", ba, " and ", bb, " do not broadcast");
   const int64_t batch = (ba == 1) ? bb : ba;
   const DType dtype = a.dtype();
@@ -111,18 +113,18 @@ std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
                      "cublasGemmStridedBatchedEx (TF32)");
         break;
       }
-      check_cublas(cublasSgemmStridedBatched(h.handle, op_b, op_a, in_, im, ik, &alpha, b.data<float>(), ldb, stride_b,
-                                             a.data<float>(), lda, stride_a, &beta, c.data<float>(), in_, stride_c,
-                                             ibatch),
-                   "cublasSgemmStridedBatched");
+      check_cublas(
+          cublasSgemmStridedBatched(h.handle, op_b, op_a, in_, im, ik, &alpha, b.data<float>(), ldb, stride_b,
+                                    a.data<float>(), lda, stride_a, &beta, c.data<float>(), in_, stride_c, ibatch),
+          "cublasSgemmStridedBatched");
       break;
     }
     case DType::kF64: {
       const double alpha = 1.0, beta = 0.0;
-      check_cublas(cublasDgemmStridedBatched(h.handle, op_b, op_a, in_, im, ik, &alpha, b.data<double>(), ldb,
-                                             stride_b, a.data<double>(), lda, stride_a, &beta, c.data<double>(), in_,
-                                             stride_c, ibatch),
-                   "cublasDgemmStridedBatched");
+      check_cublas(
+          cublasDgemmStridedBatched(h.handle, op_b, op_a, in_, im, ik, &alpha, b.data<double>(), ldb, stride_b,
+                                    a.data<double>(), lda, stride_a, &beta, c.data<double>(), in_, stride_c, ibatch),
+          "cublasDgemmStridedBatched");
       break;
     }
     default: {

@@ -90,9 +90,7 @@ std::unique_ptr<CapturedWork> capture_graph(int device, const std::function<void
   allocator.begin_pool(pool);
   try {
     fn();
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
+  } catch (const std::exception& e) { failure = e.what(); }
   allocator.end_pool();
   set_capture_stream(device, nullptr);
   recording = nullptr;

@@ -41,9 +41,8 @@ class BadIndexSlot {
   // size <s>" when a kernel reported a position of the i64 `index`. In a
   // graph capture the read-back cannot happen now: it runs after each replay.
   void check(std::string_view op, const Tensor& index, int64_t dim, int64_t size) const {
-    after_each_replay(device_, [slot = *this, op = std::string(op), index, dim, size] {
-      slot.read_back(op, index, dim, size);
-    });
+    after_each_replay(device_,
+                      [slot = *this, op = std::string(op), index, dim, size] { slot.read_back(op, index, dim, size); });
   }
 
  private:
@@ -56,8 +55,8 @@ class BadIndexSlot {
     COPPICE_CUDA_CHECK(cudaStreamSynchronize(stream), op);
     if (position == kNoBadIndex) return;
     int64_t value = 0;
-    COPPICE_CUDA_CHECK(cudaMemcpyAsync(&value, static_cast<const int64_t*>(index.data_ptr()) + position,
-                                       sizeof(value), cudaMemcpyDeviceToHost, stream),
+    COPPICE_CUDA_CHECK(cudaMemcpyAsync(&value, static_cast<const int64_t*>(index.data_ptr()) + position, sizeof(value),
+                                       cudaMemcpyDeviceToHost, stream),
                        op);
     COPPICE_CUDA_CHECK(cudaStreamSynchronize(stream), op);
     fail(op, ": index ", value, " (at position ", position, ") is out of range for dim ", dim, " of size ", size);

@@ -36,8 +36,8 @@ __global__ void range_check(const int64_t* index, int64_t n, int64_t size, int64
 
 // out [outer, nidx, inner] = x [outer, size, inner] at index (checked) along the middle.
 template <typename U>
-__global__ void index_select_kernel(const U* x, const int64_t* index, U* out, int64_t total, int64_t nidx,
-                                    int64_t size, int64_t inner) {
+__global__ void index_select_kernel(const U* x, const int64_t* index, U* out, int64_t total, int64_t nidx, int64_t size,
+                                    int64_t inner) {
   COPPICE_KERNEL_LOOP(i, total) {
     const int64_t in = i % inner;
     const int64_t j = (i / inner) % nidx;
@@ -158,8 +158,7 @@ std::vector<Tensor> index_select(const std::vector<Tensor>& in, const Attrs& att
   const int64_t nidx = index.numel();
   if (nidx > 0) {  // checked first, even when the result is empty, as on the CPU
     BadIndexSlot bad(x.device());
-    range_check<<<grid_for(nidx), kThreads, 0, current_stream(device)>>>(index.data<int64_t>(), nidx, size,
-                                                                         bad.ptr());
+    range_check<<<grid_for(nidx), kThreads, 0, current_stream(device)>>>(index.data<int64_t>(), nidx, size, bad.ptr());
     check_launch("index_select");
     bad.check("index_select", index, dim, size);
   }
@@ -167,8 +166,8 @@ std::vector<Tensor> index_select(const std::vector<Tensor>& in, const Attrs& att
   by_element_size(x.dtype(), [&](auto tag) {
     using U = typename decltype(tag)::type;
     index_select_kernel<U><<<grid_for(total), kThreads, 0, current_stream(device)>>>(
-        static_cast<const U*>(x.data_ptr()), index.data<int64_t>(), static_cast<U*>(out.data_ptr()), total, nidx,
-        size, inner);
+        static_cast<const U*>(x.data_ptr()), index.data<int64_t>(), static_cast<U*>(out.data_ptr()), total, nidx, size,
+        inner);
   });
   check_launch("index_select");
   return {out};

@@ -21,8 +21,8 @@ inline unsigned grid_for(int64_t n, int threads = kThreads) {
 }
 
 // for (int64_t i : grid-stride range [0, n))
-#define COPPICE_KERNEL_LOOP(i, n)                                                                      \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);            \
+#define COPPICE_KERNEL_LOOP(i, n)                                                        \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 // Calls f(TypeTag<U>{}) with an unsigned type of t's size, for kernels that

@@ -24,8 +24,8 @@
 namespace coppice::cuda {
 namespace {
 
-constexpr int64_t kLongRow = 1024;     // segments at least this long get a whole block
-constexpr int64_t kChunk = 4096;       // the shortest segment a long row is cut into
+constexpr int64_t kLongRow = 1024;       // segments at least this long get a whole block
+constexpr int64_t kChunk = 4096;         // the shortest segment a long row is cut into
 constexpr int64_t kTargetBlocks = 1024;  // enough blocks to fill an H100 a few times over
 
 // The rows of [outer, r], each cut into `chunks` segments of `len` elements
@@ -125,8 +125,8 @@ __device__ inline void shfl_better(V& best, int64_t& best_i, int d, bool largest
 // Candidates are x's elements; their indices are their positions, or idx[] when given
 // (the second pass, over the first pass's winners).
 template <typename T>
-__global__ void arg_segments(const T* x, const int64_t* idx, const T* src, int64_t src_r, T* values,
-                             int64_t* indices, Segments seg, int group, bool largest) {
+__global__ void arg_segments(const T* x, const int64_t* idx, const T* src, int64_t src_r, T* values, int64_t* indices,
+                             Segments seg, int group, bool largest) {
   using V = compute_t<T>;
   const int per_block = kThreads / group;
   const int lane = threadIdx.x % group;
@@ -204,7 +204,7 @@ std::vector<Tensor> reduce_sum(const std::vector<Tensor>& in, const Attrs&) {
     check_launch("reduce_sum");
     const Segments rows = plan(outer, seg.chunks);
     sum_segments<A, Out><<<blocks_for(rows, group_for(seg.chunks)), kThreads, 0, stream>>>(partial.data<A>(), po, rows,
-                                                                                            group_for(seg.chunks));
+                                                                                           group_for(seg.chunks));
   });
   check_launch("reduce_sum");
   return {out};
@@ -214,8 +214,8 @@ std::vector<Tensor> reduce_arg(std::string_view op, bool largest, const std::vec
   check_inputs(in, 1, op);
   const Tensor x = as_rows(in[0], op);
   const int64_t outer = x.size(0), r = x.size(1);
-  COPPICE_CHECK(r > 0 || outer == 0, op, ": cannot reduce an empty dimension (input shape ",
-                shape_to_string(x.shape()), ")");
+  COPPICE_CHECK(r > 0 || outer == 0, op, ": cannot reduce an empty dimension (input shape ", shape_to_string(x.shape()),
+                ")");
   Tensor values = Tensor::empty({outer}, x.options());
   Tensor indices = Tensor::empty({outer}, TensorOptions(DType::kI64, x.device()));
   if (outer == 0) return {values, indices};
@@ -295,8 +295,8 @@ std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&)
     column_chunks<T, A><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(
         static_cast<const T*>(x.data_ptr()), r, inner, partial.data<A>());
     check_launch(op);
-    column_totals<A, T><<<col_blocks, kThreads, 0, stream>>>(partial.data<A>(), chunks, inner,
-                                                             static_cast<T*>(out.data_ptr()));
+    column_totals<A, T>
+        <<<col_blocks, kThreads, 0, stream>>>(partial.data<A>(), chunks, inner, static_cast<T*>(out.data_ptr()));
   });
   check_launch(op);
   return {out};
@@ -304,10 +304,12 @@ std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&)
 
 const KernelRegistrar kSum("reduce_sum", DeviceType::kCuda, {"dense"}, reduce_sum);
 const KernelRegistrar kSumCols("reduce_sum_cols", DeviceType::kCuda, {"dense"}, reduce_sum_cols);
-const KernelRegistrar kMax("reduce_max", DeviceType::kCuda, {"dense"},
-                           [](const std::vector<Tensor>& in, const Attrs&) { return reduce_arg("reduce_max", true, in); });
-const KernelRegistrar kMin("reduce_min", DeviceType::kCuda, {"dense"},
-                           [](const std::vector<Tensor>& in, const Attrs&) { return reduce_arg("reduce_min", false, in); });
+const KernelRegistrar kMax("reduce_max", DeviceType::kCuda, {"dense"}, [](const std::vector<Tensor>& in, const Attrs&) {
+  return reduce_arg("reduce_max", true, in);
+});
+const KernelRegistrar kMin("reduce_min", DeviceType::kCuda, {"dense"}, [](const std::vector<Tensor>& in, const Attrs&) {
+  return reduce_arg("reduce_min", false, in);
+});
 
 }  // namespace
 }  // namespace coppice::cuda

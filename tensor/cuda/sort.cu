@@ -1,8 +1,7 @@
-#include "tensor/cuda/sort.h"
-
 #include <cub/device/device_radix_sort.cuh>
 
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/sort.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/tensor.h"
 
@@ -19,9 +18,8 @@ void sort_impl(SortBuffers<K>& buffers, int n, int end_bit, Device device) {
   COPPICE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, values, n, 0, end_bit, stream),
                      "radix sort");
   Tensor temp = Tensor::empty({static_cast<int64_t>(temp_bytes)}, TensorOptions(DType::kU8, device));
-  COPPICE_CUDA_CHECK(
-      cub::DeviceRadixSort::SortPairs(temp.data_ptr(), temp_bytes, keys, values, n, 0, end_bit, stream),
-      "radix sort");
+  COPPICE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), temp_bytes, keys, values, n, 0, end_bit, stream),
+                     "radix sort");
   // `temp` goes back to the cache now; work queued later on the same stream
   // runs after the sort, so reusing the block is safe (stream.h).
   if (keys.Current() != buffers.keys[buffers.current_key]) buffers.current_key = 1 - buffers.current_key;

@@ -97,8 +97,8 @@ std::vector<Tensor> topk(const std::vector<Tensor>& in, const Attrs& attrs) {
     sb.keys[1] = static_cast<K*>(key_buf[1].data_ptr());
     sb.values[0] = id_buf[0].data<int32_t>();
     sb.values[1] = id_buf[1].data<int32_t>();
-    make_keys<T, K><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x.data_ptr()), sb.keys[0],
-                                                          sb.values[0], n, largest);
+    make_keys<T, K><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x.data_ptr()), sb.keys[0], sb.values[0],
+                                                          n, largest);
     check_launch("topk");
     radix_sort_pairs(sb, static_cast<int>(n), sizeof(K) * 8, device);
     ids = sb.values[sb.current_value];

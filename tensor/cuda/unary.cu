@@ -90,35 +90,51 @@ struct ClampOp {
 
 struct ExpOp {
   template <typename C>
-  __device__ C operator()(C v) const { return math::exp(v); }
+  __device__ C operator()(C v) const {
+    return math::exp(v);
+  }
 };
 struct LogOp {
   template <typename C>
-  __device__ C operator()(C v) const { return math::log(v); }
+  __device__ C operator()(C v) const {
+    return math::log(v);
+  }
 };
 struct SqrtOp {
   template <typename C>
-  __device__ C operator()(C v) const { return math::sqrt(v); }
+  __device__ C operator()(C v) const {
+    return math::sqrt(v);
+  }
 };
 struct RsqrtOp {  // 1 / sqrt, both correctly rounded: the CPU computes the same
   template <typename C>
-  __device__ C operator()(C v) const { return C(1) / math::sqrt(v); }
+  __device__ C operator()(C v) const {
+    return C(1) / math::sqrt(v);
+  }
 };
 struct GeluOp {
   template <typename C>
-  __device__ C operator()(C v) const { return C(0.5) * v * (C(1) + math::erf(v * C(0.70710678118654752440))); }
+  __device__ C operator()(C v) const {
+    return C(0.5) * v * (C(1) + math::erf(v * C(0.70710678118654752440)));
+  }
 };
 struct SigmoidOp {
   template <typename C>
-  __device__ C operator()(C v) const { return C(1) / (C(1) + math::exp(-v)); }
+  __device__ C operator()(C v) const {
+    return C(1) / (C(1) + math::exp(-v));
+  }
 };
 struct TanhOp {
   template <typename C>
-  __device__ C operator()(C v) const { return math::tanh(v); }
+  __device__ C operator()(C v) const {
+    return math::tanh(v);
+  }
 };
 struct ErfOp {
   template <typename C>
-  __device__ C operator()(C v) const { return math::erf(v); }
+  __device__ C operator()(C v) const {
+    return math::erf(v);
+  }
 };
 
 template <typename T, typename Op>
@@ -126,9 +142,7 @@ struct UnaryFn {
   T* y;
   const T* x;
   Op op;
-  __device__ void operator()(const int64_t* off) const {
-    y[off[0]] = T(op(static_cast<compute_t<T>>(x[off[1]])));
-  }
+  __device__ void operator()(const int64_t* off) const { y[off[0]] = T(op(static_cast<compute_t<T>>(x[off[1]]))); }
 };
 
 template <typename T, typename Op>
@@ -141,9 +155,8 @@ Tensor launch(std::string_view op_name, const Tensor& x, Op op) {
 
 template <typename Op>
 Tensor unary_floating(std::string_view op_name, const Tensor& x, Op op = {}) {
-  return dispatch_floating(x.dtype(), op_name, [&](auto tag) {
-    return launch<typename decltype(tag)::type>(op_name, x, op);
-  });
+  return dispatch_floating(x.dtype(), op_name,
+                           [&](auto tag) { return launch<typename decltype(tag)::type>(op_name, x, op); });
 }
 
 template <typename Op>
@@ -183,7 +196,8 @@ bool register_all() {
   for (std::string_view name : kernels::kUnaryOps) {
     std::string op(name);
     Dispatcher::instance().register_kernel(
-        op, DeviceType::kCuda, {"dense"}, [op](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
+        op, DeviceType::kCuda, {"dense"},
+        [op](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
           COPPICE_CHECK(in.size() == 1, op, ": expected 1 input, got ", in.size());
           return {run_unary(op, in[0], attrs)};
         });

@@ -446,8 +446,7 @@ class Parser {
           append_utf8(&s, cp);
           break;
         }
-        default:
-          return fail_at(pos_ - 2, "invalid escape sequence in string");
+        default: return fail_at(pos_ - 2, "invalid escape sequence in string");
       }
     }
     *out = std::move(s);

@@ -58,8 +58,8 @@ absl::Status emit_tensor_bytes(const Tensor& t, const Sink& sink) {
   } else {
     size_t span = static_cast<size_t>(hi - lo + 1) * es;
     staging.resize(span);
-    backend_for(t.device()).copy(staging.data(), Device::cpu(), storage_bytes + lo * static_cast<int64_t>(es),
-                                 t.device(), span);
+    backend_for(t.device())
+        .copy(staging.data(), Device::cpu(), storage_bytes + lo * static_cast<int64_t>(es), t.device(), span);
     base = staging.data();
   }
   auto at = [&](int64_t element_offset) { return base + (element_offset - lo) * static_cast<int64_t>(es); };
@@ -136,9 +136,7 @@ absl::StatusOr<std::string> make_header(const NamedTensors& tensors,
     if (name == "__metadata__") {
       return absl::InvalidArgumentError("a tensor may not be named \"__metadata__\" (reserved for metadata)");
     }
-    if (!seen.insert(name).second) {
-      return absl::InvalidArgumentError(str_cat("duplicate tensor name '", name, "'"));
-    }
+    if (!seen.insert(name).second) { return absl::InvalidArgumentError(str_cat("duplicate tensor name '", name, "'")); }
     if (!t.defined()) return absl::InvalidArgumentError(str_cat("tensor '", name, "' is undefined"));
     if (!t.is_dense()) {
       return absl::InvalidArgumentError(
@@ -167,9 +165,7 @@ std::string length_prefix(uint64_t n) {
 absl::Status guarded(const std::function<absl::Status()>& fn) {
   try {
     return fn();
-  } catch (const Error& e) {
-    return absl::InternalError(e.what());
-  } catch (const std::bad_alloc&) {
+  } catch (const Error& e) { return absl::InternalError(e.what()); } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory");
   }
 }
@@ -231,8 +227,8 @@ class FileSource final : public ByteSource {
       if (got < 0) {
         if (errno == EINTR) continue;
         int err = errno;
-        return absl::ErrnoToStatus(err, str_cat("safetensors ", path_, ": read failed at byte ", offset, ": ",
-                                                errno_text(err)));
+        return absl::ErrnoToStatus(
+            err, str_cat("safetensors ", path_, ": read failed at byte ", offset, ": ", errno_text(err)));
       }
       if (got == 0) {
         return absl::DataLossError(
@@ -272,9 +268,7 @@ class Reader {
 
   absl::StatusOr<SafetensorsFile> run() {
     const uint64_t file_size = src_.size();
-    if (file_size < 8) {
-      return bad(str_cat("file is ", file_size, " bytes, too short for the 8-byte header length"));
-    }
+    if (file_size < 8) { return bad(str_cat("file is ", file_size, " bytes, too short for the 8-byte header length")); }
     unsigned char prefix[8];
     absl::Status s = src_.read(0, 8, prefix);
     if (!s.ok()) return s;
@@ -353,8 +347,8 @@ class Reader {
     if (!v.is_object()) return bad_tensor(name, str_cat("expected an object, got ", json::kind_name(v.kind())));
     for (const auto& m : v.members()) {
       if (m.first != "dtype" && m.first != "shape" && m.first != "data_offsets") {
-        return bad_tensor(name, str_cat("unexpected field ", json::quote(m.first),
-                                        " (expected dtype, shape, data_offsets)"));
+        return bad_tensor(name,
+                          str_cat("unexpected field ", json::quote(m.first), " (expected dtype, shape, data_offsets)"));
       }
     }
     const json::Value* dtype = v.find("dtype");
@@ -373,8 +367,8 @@ class Reader {
       }
     }
     if (!known) {
-      return bad_tensor(name, str_cat("dtype ", json::quote(dtype->as_string()),
-                                      " is not supported (expected one of ", supported_dtypes(), ")"));
+      return bad_tensor(name, str_cat("dtype ", json::quote(dtype->as_string()), " is not supported (expected one of ",
+                                      supported_dtypes(), ")"));
     }
 
     if (!shape->is_array()) return bad_tensor(name, "\"shape\" must be an array of integers");
@@ -382,9 +376,7 @@ class Reader {
     bool any_zero = false;
     for (const json::Value& d : shape->items()) {
       if (!d.is_integer()) return bad_tensor(name, "\"shape\" must be an array of integers");
-      if (d.as_integer() < 0) {
-        return bad_tensor(name, str_cat("negative dimension ", d.as_integer(), " in shape"));
-      }
+      if (d.as_integer() < 0) { return bad_tensor(name, str_cat("negative dimension ", d.as_integer(), " in shape")); }
       e->shape.push_back(d.as_integer());
       // The product of the non-zero dims must fit (contiguous strides use it).
       if (__builtin_mul_overflow(numel, std::max<int64_t>(d.as_integer(), 1), &numel)) {
@@ -410,9 +402,9 @@ class Reader {
       return bad_tensor(name, str_cat("data_offsets ", offsets_text(e->begin, e->end), " end before they begin"));
     }
     if (e->end - e->begin != nbytes) {
-      return bad_tensor(name, str_cat("data_offsets ", offsets_text(e->begin, e->end), " span ",
-                                      e->end - e->begin, " bytes, expected ", nbytes, " (shape ",
-                                      shape_to_string(e->shape), " of ", safetensors_dtype_name(e->dtype), ")"));
+      return bad_tensor(name, str_cat("data_offsets ", offsets_text(e->begin, e->end), " span ", e->end - e->begin,
+                                      " bytes, expected ", nbytes, " (shape ", shape_to_string(e->shape), " of ",
+                                      safetensors_dtype_name(e->dtype), ")"));
     }
     if (e->end > buffer_size) {
       return bad_tensor(name, str_cat("data_offsets ", offsets_text(e->begin, e->end),
@@ -434,8 +426,7 @@ class Reader {
     for (const Entry* e : order) {
       if (e->begin < covered) {
         return bad_tensor(e->name, str_cat("data_offsets ", offsets_text(e->begin, e->end), " overlap tensor ",
-                                           json::quote(prev->name), " at ",
-                                           offsets_text(prev->begin, prev->end)));
+                                           json::quote(prev->name), " at ", offsets_text(prev->begin, prev->end)));
       }
       if (e->begin > covered) {
         return bad_tensor(e->name, str_cat("data_offsets ", offsets_text(e->begin, e->end),
@@ -445,8 +436,8 @@ class Reader {
       prev = e;
     }
     if (covered != buffer_size) {
-      return bad(str_cat("the data buffer has ", buffer_size, " bytes but the tensors cover only ", covered,
-                         " (", buffer_size - covered, " trailing bytes)"));
+      return bad(str_cat("the data buffer has ", buffer_size, " bytes but the tensors cover only ", covered, " (",
+                         buffer_size - covered, " trailing bytes)"));
     }
     return absl::OkStatus();
   }
@@ -468,8 +459,8 @@ class Reader {
       for (size_t i = 0; i < nbytes; ++i) {
         unsigned char c = static_cast<unsigned char>(dst[i]);
         if (c > 1) {
-          return bad_tensor(e.name, str_cat("BOOL element ", i, " has byte value ", static_cast<int>(c),
-                                            " (expected 0 or 1)"));
+          return bad_tensor(e.name,
+                            str_cat("BOOL element ", i, " has byte value ", static_cast<int>(c), " (expected 0 or 1)"));
         }
       }
     }
@@ -523,8 +514,7 @@ absl::Status write_safetensors(const std::string& path, const NamedTensors& tens
   if (!s.ok()) return abandon(s);
   s = guarded([&] {
     for (const auto& nt : tensors) {
-      absl::Status st =
-          emit_tensor_bytes(nt.second, [&](const char* p, size_t n) { return write_all(fd, p, n, tmp); });
+      absl::Status st = emit_tensor_bytes(nt.second, [&](const char* p, size_t n) { return write_all(fd, p, n, tmp); });
       if (!st.ok()) return st;
     }
     return absl::OkStatus();

@@ -59,7 +59,6 @@ absl::StatusOr<SafetensorsFile> read_safetensors(const std::string& path);
 // The same from bytes in memory; `source` names them in error messages.
 absl::StatusOr<SafetensorsFile> parse_safetensors(const void* data, size_t size,
                                                   const std::string& source = "<memory>");
-absl::StatusOr<SafetensorsFile> parse_safetensors(const std::string& bytes,
-                                                  const std::string& source = "<memory>");
+absl::StatusOr<SafetensorsFile> parse_safetensors(const std::string& bytes, const std::string& source = "<memory>");
 
 }  // namespace coppice

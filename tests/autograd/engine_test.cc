@@ -66,9 +66,7 @@ void* run_deep_chain(void* arg) {
       sum(y).backward();
     }  // the graph is freed here
     result->grad = x.grad().item();
-  } catch (const std::exception& e) {
-    result->error = e.what();
-  }
+  } catch (const std::exception& e) { result->error = e.what(); }
   return nullptr;
 }
 

@@ -81,12 +81,11 @@ TEST_P(SparseGradTest, LinearReluMatchesTheComposite) {
       auto run = [&](bool fused) {
         Variable x = param(xv, "x"), w = param(wv, "w"), b = with_bias ? param(bv, "b") : Variable();
         Variable y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
-        if (fused) {
-          EXPECT_EQ(y.grad_fn()->name(), "SparseLinearReluBackward");
-        }
+        if (fused) { EXPECT_EQ(y.grad_fn()->name(), "SparseLinearReluBackward"); }
         y.backward(g);
         EXPECT_EQ(w.grad().format(), GetParam());
-        return std::vector<Tensor>{y.value(), x.grad(), values(w.grad()), with_bias ? b.grad() : zeros({1}, DType::kF64)};
+        return std::vector<Tensor>{y.value(), x.grad(), values(w.grad()),
+                                   with_bias ? b.grad() : zeros({1}, DType::kF64)};
       };
       std::vector<Tensor> fused = run(true), composite = run(false);
       for (size_t i = 0; i < fused.size(); ++i) {
@@ -246,9 +245,7 @@ TEST(SparseGradTest, OtherPatternIsAClearError) {
   try {
     w.set_grad(other);
     FAIL() << "set_grad with another pattern should throw";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("pattern version"), std::string::npos) << e.what();
-  }
+  } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("pattern version"), std::string::npos) << e.what(); }
   // A dense gradient is projected onto the pattern.
   w.set_grad(ones({4, 5}, values(w.value()).options()));
   EXPECT_EQ(w.grad().layout(), Layout::kCsr);

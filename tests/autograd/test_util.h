@@ -33,12 +33,11 @@ inline Tensor randn_away(const Shape& shape, double point, double margin = 0.1) 
 inline Variable param(const Tensor& t, const char* name = "") { return Variable(t, true, name); }
 inline Variable constant(const Tensor& t) { return Variable(t, false); }
 
-
 }  // namespace coppice::testing
 
 // Runs gradcheck and reports its message on failure.
-#define EXPECT_GRADCHECK(fn, ...)                                       \
-  do {                                                                  \
+#define EXPECT_GRADCHECK(fn, ...)                                                 \
+  do {                                                                            \
     ::coppice::GradcheckResult gc_result = ::coppice::gradcheck(fn, __VA_ARGS__); \
-    EXPECT_TRUE(gc_result.passed) << gc_result.message;                 \
+    EXPECT_TRUE(gc_result.passed) << gc_result.message;                           \
   } while (0)

@@ -50,9 +50,7 @@ TEST(VariableTest, OnlyFloatingLeavesRequireGrad) {
   try {
     Variable(from_vector<int64_t>({1, 2}), true, "ids");
     FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'ids' holds i64"), std::string::npos) << e.what();
-  }
+  } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("'ids' holds i64"), std::string::npos) << e.what(); }
   Variable x = param(randn64({2}));
   Variable y = mul(x, 2.0);
   EXPECT_THROW(y.set_requires_grad(false), Error);
@@ -228,9 +226,7 @@ TEST(VariableTest, HookMustKeepTheShape) {
   try {
     sum(x).backward();
     FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'w'"), std::string::npos) << e.what();
-  }
+  } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("'w'"), std::string::npos) << e.what(); }
 }
 
 TEST(VariableTest, HookNeedsRequiresGrad) {

@@ -142,8 +142,7 @@ struct Crafted {
     return write_file(dir + "/images.gz", gzip(idx_bytes(0x08, {n, h, w}, std::string(n * h * w, '\x33'))));
   }
   std::string labels(const std::string& values) {
-    return write_file(dir + "/labels.gz",
-                      gzip(idx_bytes(0x08, {static_cast<uint32_t>(values.size())}, values)));
+    return write_file(dir + "/labels.gz", gzip(idx_bytes(0x08, {static_cast<uint32_t>(values.size())}, values)));
   }
 };
 

@@ -76,8 +76,7 @@ TEST(Idx, ZeroSizedDimension) {
 // the dims with zeros as ones) overflowed.
 TEST(Idx, ZeroDimensionDoesNotHideHugeOnes) {
   expect_error(parse_idx(idx_bytes(0x0E, {0, 0xffffffff, 0xffffff10, 64}, ""), "f.idx").status(),
-               {"f.idx", "dimensions [0, 4294967295]...", "more than 2147483648 bytes",
-                "counting a 0 dimension as 1"});
+               {"f.idx", "dimensions [0, 4294967295]...", "more than 2147483648 bytes", "counting a 0 dimension as 1"});
   // Large but within the limit: still an empty array.
   absl::StatusOr<IdxArray> a = parse_idx(idx_bytes(0x08, {65536, 0, 16384}, ""));
   ASSERT_TRUE(a.ok()) << a.status();
@@ -94,8 +93,7 @@ TEST(Idx, BadBytes) {
                {"f.idx", "truncated data", "needs 9 bytes", "has 8"});
   expect_error(parse_idx(idx_bytes(0x0C, {2}, "1234567"), "f.idx").status(), {"truncated data", "needs 8 bytes"});
   expect_error(parse_idx(idx_bytes(0x08, {2}, "123"), "f.idx").status(), {"1 unexpected bytes after the data"});
-  expect_error(parse_idx(idx_bytes(0x0E, {0xffffffff, 0xffffffff, 0xffffffff}, ""), "f.idx").status(),
-               {"more than"});
+  expect_error(parse_idx(idx_bytes(0x0E, {0xffffffff, 0xffffffff, 0xffffffff}, ""), "f.idx").status(), {"more than"});
 }
 
 TEST(Idx, Gunzip) {
@@ -144,9 +142,7 @@ TEST(Idx, FlippedBytesNeverCrash) {
       absl::StatusOr<std::string> out = gunzip(bad, "f.gz");
       if (!out.ok()) continue;
       absl::StatusOr<IdxArray> a = parse_idx(*out, "f.gz");
-      if (a.ok()) {
-        EXPECT_EQ(*out, plain) << "byte " << i;
-      }
+      if (a.ok()) { EXPECT_EQ(*out, plain) << "byte " << i; }
     }
   }
 }

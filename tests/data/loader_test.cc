@@ -7,8 +7,8 @@
 #include <set>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "data/permutation.h"
+#include "gtest/gtest.h"
 #include "tensor/backend.h"
 #include "tensor/ops.h"
 
@@ -220,7 +220,8 @@ TEST(DataLoader, IndicesFromOutsideNeverReadPastTheShard) {
   DataLoader loader(counting(5), o);  // batches [0, 1], [2, 3], [4]
   EXPECT_EQ(loader.batch(0, 2).size(), 1);
   // A batch index such as a checkpoint's trainer.batch: refused, not read before or past the shard.
-  for (int64_t index : {int64_t{-1}, int64_t{3}, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()}) {
+  for (int64_t index :
+       {int64_t{-1}, int64_t{3}, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()}) {
     try {
       loader.batch(0, index);
       ADD_FAILURE() << index;

@@ -33,7 +33,7 @@ TEST(CharTextDataset, WindowsAndNextCharTargets) {
   TextDatasetOptions o;
   o.seq_len = 3;
   CharTextDataset ds("abcdefghij", o);  // 10 tokens
-  EXPECT_EQ(ds.size(), 3);            // (10 - 3 - 1) / 3 + 1
+  EXPECT_EQ(ds.size(), 3);              // (10 - 3 - 1) / 3 + 1
   EXPECT_EQ(ds.vocab().size(), 10);
   Batch b = ds.get_batch({0, 2});
   EXPECT_EQ(b.inputs.shape(), (Shape{2, 3}));
@@ -69,7 +69,8 @@ TEST(CharTextDataset, RealCorpus) {
     EXPECT_TRUE(text.vocab().contains(c)) << int{c};
   }
   for (char c : text.vocab().chars()) EXPECT_LT(static_cast<unsigned char>(c), 128u);  // ASCII
-  EXPECT_NE(text.vocab().decode(text.tokens()).find("You said something that may not be interpreted"), std::string::npos);
+  EXPECT_NE(text.vocab().decode(text.tokens()).find("You said something that may not be interpreted"),
+            std::string::npos);
 
   // Batched through a loader: targets are the inputs moved on by one.
   DataLoaderOptions lo;

@@ -68,8 +68,7 @@ TEST(CommunicatorTest, Mismatch) {
             "root");
   // all_gather_v: dim 0 may differ, the rest may not.
   EXPECT_EQ(collective_mismatch(call(Collective::kAllGatherV, {2, 3}), call(Collective::kAllGatherV, {0, 3})), "");
-  EXPECT_EQ(collective_mismatch(call(Collective::kAllGatherV, {2, 3}), call(Collective::kAllGatherV, {2, 4})),
-            "shape");
+  EXPECT_EQ(collective_mismatch(call(Collective::kAllGatherV, {2, 3}), call(Collective::kAllGatherV, {2, 4})), "shape");
   EXPECT_EQ(collective_mismatch(call(Collective::kAllGatherV, {2, 3}), call(Collective::kAllGatherV, {6})), "shape");
   EXPECT_EQ(collective_mismatch(call(Collective::kAllGather, {2, 3}), call(Collective::kAllGather, {0, 3})), "shape");
 }

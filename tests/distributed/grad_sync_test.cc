@@ -121,9 +121,7 @@ TEST_P(GradSyncMatchTest, RanksAverageToOneRankOnTheWholeBatch) {
     const GradSyncStats& st = sync.last_stats();
     EXPECT_EQ(st.collectives, st.buckets);
     EXPECT_EQ(st.bytes, st.dense_bytes + st.compact_bytes);
-    if (format != "dense") {
-      EXPECT_GT(st.compact_bytes, 0);
-    }
+    if (format != "dense") { EXPECT_GT(st.compact_bytes, 0); }
   });
 
   const double tol = dtype == DType::kF32 ? 2e-6 : 1e-13;
@@ -139,13 +137,12 @@ TEST_P(GradSyncMatchTest, RanksAverageToOneRankOnTheWholeBatch) {
 
 std::string case_name(const ::testing::TestParamInfo<SyncCase>& info) {
   const auto& [world, format, compact, bucket_bytes, dtype] = info.param;
-  return str_cat("w", world, "_", format, compact ? "_compact" : "_densified", bucket_bytes < 1024 ? "_small" : "_large",
-                 "_", dtype_name(dtype));
+  return str_cat("w", world, "_", format, compact ? "_compact" : "_densified",
+                 bucket_bytes < 1024 ? "_small" : "_large", "_", dtype_name(dtype));
 }
 
 INSTANTIATE_TEST_SUITE_P(All, GradSyncMatchTest,
-                         ::testing::Combine(::testing::Values(1, 2, 4),
-                                            ::testing::Values("dense", "csr", "coo", "bsr"),
+                         ::testing::Combine(::testing::Values(1, 2, 4), ::testing::Values("dense", "csr", "coo", "bsr"),
                                             ::testing::Bool(), ::testing::Values(int64_t{16}, int64_t{1} << 20),
                                             ::testing::Values(DType::kF32, DType::kF64)),
                          case_name);
@@ -163,8 +160,8 @@ TEST(GradSyncTest, SmallBucketsAreIssuedWhileBackwardRuns) {
         issued_before_fc1_weight = sync.last_stats().collectives;
         return Tensor();
       });
-      const NamedLeaves leaves = {{"fc1.weight", model.w1}, {"fc1.bias", model.b1},
-                                  {"fc2.weight", model.w2}, {"fc2.bias", model.b2}};
+      const NamedLeaves leaves = {
+          {"fc1.weight", model.w1}, {"fc1.bias", model.b1}, {"fc2.weight", model.w2}, {"fc2.bias", model.b2}};
       for (int step = 0; step < 2; ++step) {
         sync.begin(leaves);
         EXPECT_EQ(sync.last_stats().collectives, 0);
@@ -338,8 +335,11 @@ TEST(GradSyncTest, RanksWithDifferentLeavesFailNamingTheLeaf) {
       const bool odd = comm.rank() == world - 1;
       Variable a(zeros({2}), true, "a"), w(zeros({odd ? 4 : 3}), true, "w");
       GradientSync sync(comm);
-      EXPECT_TRUE(testing::throws_with([&] { sync.begin({{"a", a}, {"w", w}}); },
-                                       {"'w' f32 [3]", "'w' f32 [4]", str_cat("rank ", world - 1)}));
+      EXPECT_TRUE(testing::throws_with(
+          [&] {
+            sync.begin({{"a", a}, {"w", w}});
+          },
+          {"'w' f32 [3]", "'w' f32 [4]", str_cat("rank ", world - 1)}));
     });
     // A different name on rank 1.
     run_inproc(world, [&](Communicator& comm) {
@@ -405,7 +405,8 @@ TEST(GradSyncTest, RankFailingInsideBackwardFailsTheOthers) {
                          model.w1.register_hook([](const Tensor&) -> Tensor { throw std::runtime_error("boom"); });
                        }
                        sync.begin(model.leaves());
-                       Variable loss = model.loss(rows(init.x, comm.rank(), world), rows(init.target, comm.rank(), world));
+                       Variable loss =
+                           model.loss(rows(init.x, comm.rank(), world), rows(init.target, comm.rank(), world));
                        if (comm.rank() == 1) {
                          loss.backward();  // throws
                          return;

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -26,8 +26,7 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-const DType kReducible[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16,
-                            DType::kI32, DType::kI64, DType::kU8};
+const DType kReducible[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU8};
 const DType kFloating[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16};
 const Shape kShapes[] = {{0}, {5}, {2, 3}, {4, 0, 2}};
 
@@ -213,8 +212,9 @@ TEST_P(InprocTest, AsyncOverlap) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, InprocTest, ::testing::Values(1, 2, 4),
-                         [](const ::testing::TestParamInfo<int>& info) { return "ranks" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Worlds, InprocTest, ::testing::Values(1, 2, 4), [](const ::testing::TestParamInfo<int>& info) {
+  return "ranks" + std::to_string(info.param);
+});
 
 // Driven from one thread: rank 0 issues, rank 1 has not yet.
 TEST(InprocCommunicatorTest, WorkCompletesWhenTheLastRankArrives) {
@@ -271,9 +271,10 @@ TEST(InprocCommunicatorTest, MismatchedShapesFailOnEveryRank) {
                           }),
                Error);
   for (const std::string& e : errors.by_rank) {
-    EXPECT_EQ(e,
-              "all_reduce #1: the ranks' calls differ in shape: rank 0 all_reduce(sum) f32 [2, 3]; "
-              "rank 1 all_reduce(sum) f32 [2, 3]; rank 2 all_reduce(sum) f32 [3, 2]; rank 3 all_reduce(sum) f32 [2, 3]");
+    EXPECT_EQ(
+        e,
+        "all_reduce #1: the ranks' calls differ in shape: rank 0 all_reduce(sum) f32 [2, 3]; "
+        "rank 1 all_reduce(sum) f32 [2, 3]; rank 2 all_reduce(sum) f32 [3, 2]; rank 3 all_reduce(sum) f32 [2, 3]");
   }
 }
 
@@ -286,14 +287,13 @@ TEST(InprocCommunicatorTest, MismatchedOpsAndDtypes) {
       } else {
         comm.all_gather(zeros({4}, DType::kF64)).wait();
       }
-    } catch (const Error& e) {
-      errors.set(comm.rank(), e.what());
-    }
+    } catch (const Error& e) { errors.set(comm.rank(), e.what()); }
     // The world is aborted: later collectives fail at once.
     EXPECT_ERROR_NAMING(comm.barrier(), "collective #0");
   });
   for (const std::string& e : errors.by_rank) {
-    EXPECT_EQ(e, "collective #0: the ranks' calls differ in op: rank 0 all_reduce(sum) f32 [4]; rank 1 all_gather f64 [4]");
+    EXPECT_EQ(
+        e, "collective #0: the ranks' calls differ in op: rank 0 all_reduce(sum) f32 [4]; rank 1 all_gather f64 [4]");
   }
   EXPECT_ERROR_NAMING(run_inproc(2,
                                  [&](Communicator& comm) {
@@ -332,9 +332,7 @@ TEST(InprocCommunicatorTest, ThrowingRankAbortsTheOthers) {
     ADD_FAILURE() << "run_inproc returned";
   } catch (const Error& e) {
     ADD_FAILURE() << "the rank's own exception should come back, got " << e.what();
-  } catch (const std::runtime_error& e) {
-    EXPECT_STREQ(e.what(), "boom");
-  }
+  } catch (const std::runtime_error& e) { EXPECT_STREQ(e.what(), "boom"); }
   EXPECT_LT(Clock::now() - start, milliseconds(5000));
   for (int r : {0, 2, 3}) EXPECT_EQ(errors.by_rank[r], "rank 1 failed: boom");
 }
@@ -345,29 +343,29 @@ TEST(InprocCommunicatorTest, HangingRankTimesOut) {
   std::atomic<bool> release{false};
   Errors errors(4);
   std::vector<double> waited(4, 0);
-  EXPECT_ERROR_NAMING(
-      run_inproc(
-          4,
-          [&](Communicator& comm) {
-            Tensor t = ones({3});
-            comm.all_reduce(t).wait();
-            comm.barrier().wait();
-            if (comm.rank() == 1) {  // hangs in its own code until the others gave up
-              const Clock::time_point until = Clock::now() + milliseconds(5000);
-              while (!release.load() && Clock::now() < until) std::this_thread::sleep_for(milliseconds(2));
-            }
-            const Clock::time_point start = Clock::now();
-            try {
-              comm.all_reduce(t).wait();
-            } catch (const Error& e) {
-              waited[comm.rank()] = std::chrono::duration<double>(Clock::now() - start).count();
-              errors.set(comm.rank(), e.what());
-              release.store(true);
-              throw;
-            }
-          },
-          options),
-      "rank 1 did not reach all_reduce #2 within 0.1 s");
+  EXPECT_ERROR_NAMING(run_inproc(
+                          4,
+                          [&](Communicator& comm) {
+                            Tensor t = ones({3});
+                            comm.all_reduce(t).wait();
+                            comm.barrier().wait();
+                            if (comm.rank() == 1) {  // hangs in its own code until the others gave up
+                              const Clock::time_point until = Clock::now() + milliseconds(5000);
+                              while (!release.load() && Clock::now() < until)
+                                std::this_thread::sleep_for(milliseconds(2));
+                            }
+                            const Clock::time_point start = Clock::now();
+                            try {
+                              comm.all_reduce(t).wait();
+                            } catch (const Error& e) {
+                              waited[comm.rank()] = std::chrono::duration<double>(Clock::now() - start).count();
+                              errors.set(comm.rank(), e.what());
+                              release.store(true);
+                              throw;
+                            }
+                          },
+                          options),
+                      "rank 1 did not reach all_reduce #2 within 0.1 s");
   for (int r : {0, 2, 3}) {
     EXPECT_EQ(errors.by_rank[r], "rank 1 did not reach all_reduce #2 within 0.1 s");
     EXPECT_LT(waited[r], 2.0);  // the timeout, plus generous slack for sanitizers

@@ -95,9 +95,9 @@ TEST_P(ReplicaSyncTest, BroadcastMismatchIsNamedOnEveryRank) {
   if (world() == 1) return;
   run_inproc(world(), [&](Communicator& comm) {
     Tensor t = comm.rank() == 1 ? sparse_from_mask(ones({4, 6}), lt(rand({4, 6}), 0.5), "csr") : make("csr", 1, 1);
-    EXPECT_TRUE(testing::throws_with([&] { broadcast_any(comm, t, 0, "fc.weight"); },
-                                     {"broadcast_any('fc.weight')", "rank 1 holds csr f32 [4, 6]",
-                                      "rank 0, holds csr f32 [4, 8]"}));
+    EXPECT_TRUE(testing::throws_with(
+        [&] { broadcast_any(comm, t, 0, "fc.weight"); },
+        {"broadcast_any('fc.weight')", "rank 1 holds csr f32 [4, 6]", "rank 0, holds csr f32 [4, 8]"}));
   });
   run_inproc(world(), [&](Communicator& comm) {
     Tensor t = make(comm.rank() == 1 ? "coo" : "csr", 1, 1);
@@ -109,7 +109,8 @@ TEST(ReplicaSyncChecksumTest, PatternChecksum) {
   const Tensor crow = from_vector<int32_t>({0, 2, 3}), col = from_vector<int32_t>({0, 2, 1});
   const Tensor a = sparse_csr(crow, col, from_vector<float>({1, 2, 3}), {2, 3});
   const Tensor same_pattern = sparse_csr(crow.clone(), col.clone(), from_vector<float>({4, 5, 6}), {2, 3});
-  const Tensor one_index_moved = sparse_csr(crow, from_vector<int32_t>({0, 1, 1}), from_vector<float>({1, 2, 3}), {2, 3});
+  const Tensor one_index_moved =
+      sparse_csr(crow, from_vector<int32_t>({0, 1, 1}), from_vector<float>({1, 2, 3}), {2, 3});
   EXPECT_EQ(pattern_fingerprint(a), pattern_fingerprint(same_pattern));
   EXPECT_NE(pattern_fingerprint(a), pattern_fingerprint(one_index_moved));
   EXPECT_NE(pattern_fingerprint(a), pattern_fingerprint(sparse_csr(crow, col, from_vector<float>({1, 2, 3}), {2, 4})));
@@ -138,8 +139,8 @@ TEST_P(ReplicaSyncTest, CheckPatternsAgree) {
     // Different tensors.
     std::map<std::string, Tensor> fewer = {{"a", make("csr", 1, 0)}};
     if (comm.rank() == 0) fewer["z"] = zeros({1});
-    EXPECT_TRUE(testing::throws_with([&] { check_patterns_agree(comm, fewer, "step 7"); },
-                                     {"step 7", "different tensors"}));
+    EXPECT_TRUE(
+        testing::throws_with([&] { check_patterns_agree(comm, fewer, "step 7"); }, {"step 7", "different tensors"}));
   });
 }
 

@@ -139,8 +139,7 @@ TEST(Rendezvous, PeerWithWrongWorldSize) {
   absl::StatusOr<std::string> root = rendezvous_broadcast(spec_for(port, 0, 2, milliseconds(5000)), "p");
   peer.join();
   ASSERT_FALSE(root.ok());
-  EXPECT_NE(message(root.status()).find("has world size 3, rank 0 has 2"), std::string::npos)
-      << message(root.status());
+  EXPECT_NE(message(root.status()).find("has world size 3, rank 0 has 2"), std::string::npos) << message(root.status());
   ASSERT_FALSE(peer_result.ok());
   EXPECT_NE(message(peer_result.status()).find("refused"), std::string::npos) << message(peer_result.status());
   EXPECT_NE(message(peer_result.status()).find("world size 3"), std::string::npos) << message(peer_result.status());
@@ -244,7 +243,10 @@ TEST(Rendezvous, GarbageFromTheRootIsAnError) {
   const std::vector<Case> cases = {
       {"HTTP/1.1 400 Bad Request\r\n\r\n", "not a rendezvous reply"},
       {std::string("\x43\x50\x52\x50\0\0\0\0\xff\xff\xff\xff\xff\xff\xff\xff", 16), "announced a payload"},
-      {std::string("\x43\x50\x52\x50\0\0\0\0\0\0\0\0\0\0\0\x40" "abc", 19), "cut short"},
+      {std::string("\x43\x50\x52\x50\0\0\0\0\0\0\0\0\0\0\0\x40"
+                   "abc",
+                   19),
+       "cut short"},
       {"CPR", "got no answer"},
   };
   for (const Case& c : cases) {

@@ -99,8 +99,8 @@ TEST(FuzzCorpus, Checkpoint) {
     for (const bool sgd : {true, false}) {
       const bool meant = s.path.find(sgd ? "valid-sgd" : "valid-adam") != std::string::npos;
       if (s.valid && !meant) continue;
-      CheckpointComponents c = make_checkpoint_components(sgd ? OptimizerKind::kSgd : OptimizerKind::kAdam, sgd, 9,
-                                                          false);
+      CheckpointComponents c =
+          make_checkpoint_components(sgd ? OptimizerKind::kSgd : OptimizerKind::kAdam, sgd, 9, false);
       const std::string e = error_of(load_checkpoint(s.path, *c.model, *c.optimizer, c.updater.get()));
       if (s.valid) return e;
       if (e.empty()) return std::string();  // a bad one accepted by either

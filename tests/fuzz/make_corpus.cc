@@ -77,10 +77,16 @@ void safetensors_corpus() {
   const Tensor bf16 = f32.to(DType::kBF16);
   const Tensor f16 = f32.to(DType::kF16);
   const Tensor empty = Tensor::empty({0, 4}, DType::kF32);
-  const std::string all =
-      ok_or_die(serialize_safetensors({{"w", f32}, {"idx", i64}, {"pixels", u8}, {"scalar", f64}, {"flags", b},
-                                       {"i32", i32}, {"bf16", bf16}, {"f16", f16}, {"empty", empty}},
-                                      {{"format", "pt"}, {"note", "seed"}}));
+  const std::string all = ok_or_die(serialize_safetensors({{"w", f32},
+                                                           {"idx", i64},
+                                                           {"pixels", u8},
+                                                           {"scalar", f64},
+                                                           {"flags", b},
+                                                           {"i32", i32},
+                                                           {"bf16", bf16},
+                                                           {"f16", f16},
+                                                           {"empty", empty}},
+                                                          {{"format", "pt"}, {"note", "seed"}}));
   write("safetensors", "valid-all-dtypes.safetensors", all);
   write("safetensors", "valid-metadata-only.safetensors", ok_or_die(serialize_safetensors({}, {{"a", "b"}})));
   write("safetensors", "valid-one.safetensors", ok_or_die(serialize_safetensors({{"x", f32}})));
@@ -96,8 +102,7 @@ void safetensors_corpus() {
         raw_safetensors(R"({"a":{"dtype":"F8","shape":[2],"data_offsets":[0,2]}})", std::string(2, '\0')));
   write("safetensors", "bad-shape-overflow.safetensors",
         raw_safetensors(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,0]}})", ""));
-  write("safetensors", "bad-duplicate-key.safetensors",
-        raw_safetensors(R"({"__metadata__":{"k":"1","k":"2"}})", ""));
+  write("safetensors", "bad-duplicate-key.safetensors", raw_safetensors(R"({"__metadata__":{"k":"1","k":"2"}})", ""));
   write("safetensors", "bad-deep.safetensors",
         raw_safetensors(R"({"__metadata__":)" + std::string(200, '[') + std::string(200, ']') + "}", ""));
 }
@@ -105,13 +110,16 @@ void safetensors_corpus() {
 // ----------------------------------------------------- sparse safetensors --
 
 void sparse_safetensors_corpus() {
-  const Tensor dense =
-      from_vector(std::vector<float>{1, 0, 0, 2, 0, 0, 0, 0, 3, 4, 0, 0, 0, 0, 5, 0, 6, 0, 0, 0, 0, 7, 0, 0,
-                                     0, 0, 0, 8, 0, 9, 0, 0},
-                  {4, 8});
-  const std::vector<std::pair<std::string, FormatOptions>> formats = {
-      {"coo", {}}, {"csr", {}}, {"csc", {}}, {"bsr", FormatOptions::block(2)},
-      {"blocked_ell", FormatOptions::block(2)}, {"nm", FormatOptions::nm(2, 4)}, {"masked", {}}};
+  const Tensor dense = from_vector(std::vector<float>{1, 0, 0, 2, 0, 0, 0, 0, 3, 4, 0, 0, 0, 0, 5, 0,
+                                                      6, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 8, 0, 9, 0, 0},
+                                   {4, 8});
+  const std::vector<std::pair<std::string, FormatOptions>> formats = {{"coo", {}},
+                                                                      {"csr", {}},
+                                                                      {"csc", {}},
+                                                                      {"bsr", FormatOptions::block(2)},
+                                                                      {"blocked_ell", FormatOptions::block(2)},
+                                                                      {"nm", FormatOptions::nm(2, 4)},
+                                                                      {"masked", {}}};
   NamedTensors every;
   for (const auto& [format, options] : formats) {
     const Tensor t = to_format(dense, format, options);
@@ -128,18 +136,18 @@ void sparse_safetensors_corpus() {
   const Tensor val = from_vector(std::vector<float>{1, 2, 3}, {3});
   const std::map<std::string, std::string> csr_meta = {{"coppice.format.w", "csr"}, {"coppice.shape.w", "[2, 4]"}};
   write("sparse_safetensors", "bad-csr-index.safetensors",
-        ok_or_die(serialize_safetensors({{"w.crow_indices", crow}, {"w.col_indices", col}, {"w.values", val}},
-                                        csr_meta)));
+        ok_or_die(
+            serialize_safetensors({{"w.crow_indices", crow}, {"w.col_indices", col}, {"w.values", val}}, csr_meta)));
   write("sparse_safetensors", "bad-missing-part.safetensors",
         ok_or_die(serialize_safetensors({{"w.crow_indices", crow}, {"w.values", val}}, csr_meta)));
   write("sparse_safetensors", "bad-shape-metadata.safetensors",
-        ok_or_die(serialize_safetensors(
-            {{"w.crow_indices", crow}, {"w.col_indices", from_vector(std::vector<int32_t>{2, 0, 1}, {3})},
-             {"w.values", val}},
-            {{"coppice.format.w", "csr"}, {"coppice.shape.w", "[99999999999999999, 4]"}})));
+        ok_or_die(serialize_safetensors({{"w.crow_indices", crow},
+                                         {"w.col_indices", from_vector(std::vector<int32_t>{2, 0, 1}, {3})},
+                                         {"w.values", val}},
+                                        {{"coppice.format.w", "csr"}, {"coppice.shape.w", "[99999999999999999, 4]"}})));
   write("sparse_safetensors", "bad-format.safetensors",
-        ok_or_die(serialize_safetensors({{"w.values", val}}, {{"coppice.format.w", "ellpack"},
-                                                              {"coppice.shape.w", "[3]"}})));
+        ok_or_die(
+            serialize_safetensors({{"w.values", val}}, {{"coppice.format.w", "ellpack"}, {"coppice.shape.w", "[3]"}})));
   write("sparse_safetensors", "bad-truncated.safetensors", all.substr(0, all.size() / 2));
 }
 
@@ -283,8 +291,7 @@ void job_config_corpus() {
   write("job_config", "bad-syntax.yaml", tiny.substr(0, tiny.size() / 2) + "\n  : - ][\n");
   write("job_config", "bad-negative.yaml", "#set data.batch_size=-8\n" + tiny);
   write("job_config", "bad-nan.yaml", "#set optimizer.lr=.nan\n" + tiny);
-  write("job_config", "bad-regex.yaml",
-        tiny + "sparsity: {rules: [{regex: '(fc[0-9', format: csr, density: 0.5}]}\n");
+  write("job_config", "bad-regex.yaml", tiny + "sparsity: {rules: [{regex: '(fc[0-9', format: csr, density: 0.5}]}\n");
   write("job_config", "bad-anchors.yaml", "a: &a [1, 2]\nb: *a\n" + tiny);
   write("job_config", "bad-sizes.yaml", "#set model.options={sizes: [8, -16, 4]}\n" + tiny);
   write("job_config", "bad-nested.yaml", "model: " + std::string(100, '[') + std::string(100, ']') + "\n");
@@ -303,22 +310,96 @@ void job_config_dictionary() {
     }
     words.insert("#set " + path + "=");
     size_t start = 0;
-    for (size_t dot = path.find('.'); ; dot = path.find('.', start)) {
+    for (size_t dot = path.find('.');; dot = path.find('.', start)) {
       const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
       if (!part.empty() && part != "*") words.insert(part + ": ");
       if (dot == std::string::npos) break;
       start = dot + 1;
     }
   }
-  for (const char* v : {"mlp", "lenet5", "vit", "char_lm", "fashion_mnist", "synthetic", "text", "csr", "coo", "csc",
-                        "bsr", "blocked_ell", "nm", "masked", "dense", "sgd", "adam", "adamw", "rigl", "set", "snfs",
-                        "gmp", "static", "cosine", "step", "constant", "linear", "erk", "er", "uniform", "inproc",
-                        "nccl", "compact", "bf16", "f16", "f32", "dynamic", "none", "magnitude", "threshold",
-                        "movement", "random", "gradient", "momentum", "cpu", "cuda", "auto", "true", "false",
-                        "validation", "test", "sizes", "0", "-1", "1", "0.5", "1e300", "-1e300", ".nan", ".inf",
-                        "-.inf", "2147483648", "4294967296", "9223372036854775807", "9223372036854775808",
-                        "-9223372036854775808", "18446744073709551616", "1e-320", "0x7fffffff", "&a ", "*a", "!!str ",
-                        "!!binary ", "<<: ", "{", "}", "[", "]", "'", "\"", "- ", "\n  ", "#set "}) {
+  for (const char* v : {"mlp",
+                        "lenet5",
+                        "vit",
+                        "char_lm",
+                        "fashion_mnist",
+                        "synthetic",
+                        "text",
+                        "csr",
+                        "coo",
+                        "csc",
+                        "bsr",
+                        "blocked_ell",
+                        "nm",
+                        "masked",
+                        "dense",
+                        "sgd",
+                        "adam",
+                        "adamw",
+                        "rigl",
+                        "set",
+                        "snfs",
+                        "gmp",
+                        "static",
+                        "cosine",
+                        "step",
+                        "constant",
+                        "linear",
+                        "erk",
+                        "er",
+                        "uniform",
+                        "inproc",
+                        "nccl",
+                        "compact",
+                        "bf16",
+                        "f16",
+                        "f32",
+                        "dynamic",
+                        "none",
+                        "magnitude",
+                        "threshold",
+                        "movement",
+                        "random",
+                        "gradient",
+                        "momentum",
+                        "cpu",
+                        "cuda",
+                        "auto",
+                        "true",
+                        "false",
+                        "validation",
+                        "test",
+                        "sizes",
+                        "0",
+                        "-1",
+                        "1",
+                        "0.5",
+                        "1e300",
+                        "-1e300",
+                        ".nan",
+                        ".inf",
+                        "-.inf",
+                        "2147483648",
+                        "4294967296",
+                        "9223372036854775807",
+                        "9223372036854775808",
+                        "-9223372036854775808",
+                        "18446744073709551616",
+                        "1e-320",
+                        "0x7fffffff",
+                        "&a ",
+                        "*a",
+                        "!!str ",
+                        "!!binary ",
+                        "<<: ",
+                        "{",
+                        "}",
+                        "[",
+                        "]",
+                        "'",
+                        "\"",
+                        "- ",
+                        "\n  ",
+                        "#set "}) {
     words.insert(v);
   }
   std::string out = "# Generated by tests/fuzz/make_corpus.cc (libFuzzer -dict) from train/config_schema.h.\n";

@@ -27,9 +27,7 @@ Tensor randn64(const Shape& s, uint64_t seed) {
   return randn(s, DType::kF64, gen);
 }
 
-AttentionPattern local(int64_t window, bool causal) {
-  return {AttentionPattern::Kind::kLocal, window, 0, causal};
-}
+AttentionPattern local(int64_t window, bool causal) { return {AttentionPattern::Kind::kLocal, window, 0, causal}; }
 AttentionPattern block(int64_t b, bool causal) { return {AttentionPattern::Kind::kBlock, 0, b, causal}; }
 
 TEST(AttentionPattern, Masks) {
@@ -60,9 +58,7 @@ TEST(AttentionPattern, BlockDiagonalCopies) {
   Tensor small = attention_mask(local(2, true), 3).to(DType::kF64);
   for (int64_t b = 0; b < 3; ++b) {
     EXPECT_TRUE(allclose(mask.narrow(0, 3 * b, 3).narrow(1, 3 * b, 3), small));
-    if (b > 0) {
-      EXPECT_EQ(sum(mask.narrow(0, 3 * b, 3).narrow(1, 0, 3 * b)).item(), 0.0);
-    }
+    if (b > 0) { EXPECT_EQ(sum(mask.narrow(0, 3 * b, 3).narrow(1, 0, 3 * b)).item(), 0.0); }
   }
   EXPECT_TRUE(block_diagonal_pattern(p, 1).is_same(p));
 }
@@ -77,15 +73,15 @@ TEST(SparseRowSoftmax, ValuesAndGradcheck) {
   Tensor dense = where(attention_mask(local(3, false), 5), to_dense(x),
                        full({5, 5}, -std::numeric_limits<double>::infinity(), DType::kF64));
   EXPECT_TRUE(allclose(to_dense(y.value()), softmax(dense, 1), 1e-12, 1e-12));
-  EXPECT_GRADCHECK_OK(gradcheck([](const std::vector<Variable>& in) { return sparse_row_softmax(in[0]); },
-                                {Variable(x, true)}));
+  EXPECT_GRADCHECK_OK(
+      gradcheck([](const std::vector<Variable>& in) { return sparse_row_softmax(in[0]); }, {Variable(x, true)}));
   // A row without entries stays empty.
   Tensor gap = sparse_csr(from_vector<int32_t>({0, 2, 2, 3}), from_vector<int32_t>({0, 2, 1}),
                           from_vector<double>({1.0, 2.0, 3.0}), {3, 3});
   EXPECT_TRUE(allclose(values(sparse_row_softmax(Variable(gap)).value()),
                        from_vector<double>({1 / (1 + std::exp(1.0)), std::exp(1.0) / (1 + std::exp(1.0)), 1.0})));
-  EXPECT_GRADCHECK_OK(gradcheck([](const std::vector<Variable>& in) { return sparse_row_softmax(in[0]); },
-                                {Variable(gap, true)}));
+  EXPECT_GRADCHECK_OK(
+      gradcheck([](const std::vector<Variable>& in) { return sparse_row_softmax(in[0]); }, {Variable(gap, true)}));
   EXPECT_NE(error_of([] { sparse_row_softmax(Variable(randn({2, 2}))); }).find("CSR"), std::string::npos);
 }
 
@@ -95,10 +91,10 @@ TEST(SampledScores, MatchesDenseAndGradcheck) {
   Variable s = sampled_scores(q, k, pattern);
   EXPECT_EQ(pattern_version(s.value()), pattern_version(pattern));
   Tensor dense = matmul(q.value(), k.value().t());
-  EXPECT_TRUE(allclose(to_dense(s.value()), where(attention_mask(block(2, true), 6), dense, zeros_like(dense)),
-                       1e-12, 1e-12));
-  EXPECT_GRADCHECK_OK(gradcheck(
-      [pattern](const std::vector<Variable>& in) { return sampled_scores(in[0], in[1], pattern); }, {q, k}));
+  EXPECT_TRUE(
+      allclose(to_dense(s.value()), where(attention_mask(block(2, true), 6), dense, zeros_like(dense)), 1e-12, 1e-12));
+  EXPECT_GRADCHECK_OK(
+      gradcheck([pattern](const std::vector<Variable>& in) { return sampled_scores(in[0], in[1], pattern); }, {q, k}));
   // The whole sparse attention chain.
   Variable v(randn64({6, 3}, 4), true);
   EXPECT_GRADCHECK_OK(gradcheck(

@@ -78,8 +78,9 @@ TEST(Linear, AnySparseFormatRuns) {
   for (const char* format : {"coo", "csc", "masked", "bsr"}) {
     Linear fc(8, 4, true, kF64, gen);
     Tensor w = fc.weight().value();
-    Tensor s = std::string(format) == "bsr" ? to_format(sparse_from_threshold(w, 0.1, "csr"), "bsr", FormatOptions::block(2))
-                                            : sparse_from_threshold(w, 0.1, format);
+    Tensor s = std::string(format) == "bsr"
+                   ? to_format(sparse_from_threshold(w, 0.1, "csr"), "bsr", FormatOptions::block(2))
+                   : sparse_from_threshold(w, 0.1, format);
     fc.set_parameter("weight", Variable(s, true));
     Variable x(randn64({2, 8}, 9));
     Variable y = fc.forward(x);
@@ -100,7 +101,9 @@ TEST(Linear, ForwardReluIsReluOfForward) {
       Tensor w = fc.weight().value();
       if (std::string(format) != "dense") {
         Tensor csr = sparse_from_threshold(w, 0.1, "csr");
-        fc.set_parameter("weight", Variable(std::string(format) == "bsr" ? to_format(csr, "bsr", FormatOptions::block(2)) : csr, true));
+        fc.set_parameter(
+            "weight",
+            Variable(std::string(format) == "bsr" ? to_format(csr, "bsr", FormatOptions::block(2)) : csr, true));
       }
       for (const Shape& xs : {Shape{4, 8}, Shape{2, 3, 8}}) {
         const Tensor xv = randn64(xs, 13);
@@ -189,7 +192,9 @@ TEST(BatchNorm, OneDimensional) {
   EXPECT_EQ(bn.forward(Variable(randn64({5, 4}, 22))).shape(), (Shape{5, 4}));
   EXPECT_EQ(bn.forward(Variable(randn64({5, 4, 3}, 23))).shape(), (Shape{5, 4, 3}));
   EXPECT_GRADCHECK_OK(gradcheck_module(bn, Variable(randn64({5, 4}, 24), true)));
-  EXPECT_NE(error_of([&] { bn.forward(Variable(randn64({5, 3}, 25))); }).find("3 channels, expected 4"),
+  EXPECT_NE(error_of([&] {
+              bn.forward(Variable(randn64({5, 3}, 25)));
+            }).find("3 channels, expected 4"),
             std::string::npos);
 }
 

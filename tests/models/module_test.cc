@@ -53,9 +53,8 @@ class Net : public Module {
 
 TEST(Module, DottedNamesAndModes) {
   Net net;
-  EXPECT_EQ(names_of(net.named_parameters()),
-            (std::vector<std::string>{"scale", "fc1.weight", "fc1.bias", "bn.weight", "bn.bias", "body.1.weight",
-                                      "body.1.bias"}));
+  EXPECT_EQ(names_of(net.named_parameters()), (std::vector<std::string>{"scale", "fc1.weight", "fc1.bias", "bn.weight",
+                                                                        "bn.bias", "body.1.weight", "body.1.bias"}));
   std::vector<std::string> buffers;
   for (const auto& [n, t] : net.named_buffers()) buffers.push_back(n);
   EXPECT_EQ(buffers, (std::vector<std::string>{"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}));
@@ -73,7 +72,9 @@ TEST(Module, DottedNamesAndModes) {
   EXPECT_TRUE(net.bn->is_training());
   EXPECT_EQ(net.parameter("body.1.bias").shape(), (Shape{2}));
   EXPECT_NE(error_of([&] { net.parameter("body.2.bias"); }).find("known: scale, fc1.weight"), std::string::npos);
-  EXPECT_NE(error_of([&] { net.set_parameter("fc1.weight", Variable(zeros({6, 5}))); }).find("[6, 5]"),
+  EXPECT_NE(error_of([&] {
+              net.set_parameter("fc1.weight", Variable(zeros({6, 5})));
+            }).find("[6, 5]"),
             std::string::npos);
 }
 
@@ -96,7 +97,8 @@ TEST(Module, BadRegistrationIsAnError) {
 TEST(Module, StateDictRoundTripWithSparseWeights) {
   Net a;
   a.fc1->set_parameter("weight", Variable(sparse_from_threshold(a.fc1->weight().value(), 0.2, "csr"), true));
-  a.set_parameter("body.1.weight", Variable(sparse_from_threshold(a.parameter("body.1.weight").value(), 0.1, "coo"), true));
+  a.set_parameter("body.1.weight",
+                  Variable(sparse_from_threshold(a.parameter("body.1.weight").value(), 0.1, "coo"), true));
   a.forward(Variable(randn({4, 6})));  // moves the running statistics
   NamedTensors state = a.state_dict();
   ASSERT_EQ(state.size(), 10u);

@@ -47,8 +47,8 @@ inline double item(const Variable& v) { return v.value().item(); }
 
 }  // namespace coppice::testing
 
-#define EXPECT_GRADCHECK_OK(expr)                              \
-  do {                                                         \
-    ::coppice::GradcheckResult gc_result = (expr);             \
-    EXPECT_TRUE(gc_result.passed) << gc_result.message;        \
+#define EXPECT_GRADCHECK_OK(expr)                       \
+  do {                                                  \
+    ::coppice::GradcheckResult gc_result = (expr);      \
+    EXPECT_TRUE(gc_result.passed) << gc_result.message; \
   } while (0)

@@ -13,11 +13,8 @@ namespace coppice {
 namespace {
 
 const std::vector<LayerShape> kLeNet300 = {{"fc1", {300, 784}}, {"fc2", {100, 300}}, {"fc3", {10, 100}}};
-const std::vector<LayerShape> kCnn = {{"conv1", {6, 1, 5, 5}},
-                                      {"conv2", {16, 6, 5, 5}},
-                                      {"fc1", {120, 256}},
-                                      {"fc2", {84, 120}},
-                                      {"fc3", {10, 84}}};
+const std::vector<LayerShape> kCnn = {
+    {"conv1", {6, 1, 5, 5}}, {"conv2", {16, 6, 5, 5}}, {"fc1", {120, 256}}, {"fc2", {84, 120}}, {"fc3", {10, 84}}};
 
 double total_nnz(const std::vector<LayerDensity>& d) {
   double t = 0;
@@ -106,9 +103,7 @@ TEST(Density, Refusals) {
   auto throws = [](const std::vector<LayerShape>& layers, const DensityOptions& o, const std::string& part) {
     try {
       layer_densities(layers, o);
-    } catch (const Error& e) {
-      return std::string(e.what()).find(part) != std::string::npos;
-    }
+    } catch (const Error& e) { return std::string(e.what()).find(part) != std::string::npos; }
     return false;
   };
   EXPECT_TRUE(throws(kLeNet300, opts(DensityDistribution::kUniform, 1.5), "density must be in [0, 1]"));
@@ -126,9 +121,7 @@ TEST(Density, Refusals) {
   try {
     parse_density_distribution("gaussian");
     FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("known: er, erk, uniform"), std::string::npos);
-  }
+  } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("known: er, erk, uniform"), std::string::npos); }
 }
 
 }  // namespace

@@ -29,10 +29,10 @@ TEST(Growth, TopKAmongCandidatesTiesAndNan) {
   //                           0    1    2     3    4   5    6    7
   const std::vector<float> s = {9, -3, 3, nan, -7, 3, 0.5f, 100};
   const Tensor scores = from_vector(s, {2, 4});
-  const std::vector<int64_t> cand = {1, 2, 3, 4, 5, 6};  // 0 and 7 are not candidates
-  EXPECT_EQ(top_k_among(scores, cand, 1, "t"), (std::vector<int64_t>{3}));           // NaN is largest
+  const std::vector<int64_t> cand = {1, 2, 3, 4, 5, 6};                     // 0 and 7 are not candidates
+  EXPECT_EQ(top_k_among(scores, cand, 1, "t"), (std::vector<int64_t>{3}));  // NaN is largest
   EXPECT_EQ(top_k_among(scores, cand, 2, "t"), (std::vector<int64_t>{3, 4}));
-  EXPECT_EQ(top_k_among(scores, cand, 3, "t"), (std::vector<int64_t>{1, 3, 4}));     // |-3| = |3|: lowest first
+  EXPECT_EQ(top_k_among(scores, cand, 3, "t"), (std::vector<int64_t>{1, 3, 4}));  // |-3| = |3|: lowest first
   EXPECT_EQ(top_k_among(scores, cand, 4, "t"), (std::vector<int64_t>{1, 2, 3, 4}));
   EXPECT_EQ(top_k_among(scores, cand, 0, "t"), (std::vector<int64_t>{}));
   EXPECT_EQ(top_k_among(scores, cand, 6, "t"), cand);
@@ -79,8 +79,7 @@ TEST(Growth, Registry) {
   EXPECT_TRUE(make_growth_policy("gradient")->needs_dense_gradient());
   EXPECT_FALSE(make_growth_policy("random")->needs_dense_gradient());
   EXPECT_TRUE(make_growth_policy("momentum")->redistributes_by_momentum());
-  EXPECT_TRUE(throws_with([] { register_growth_policy("", [] { return make_growth_policy("random"); }); },
-                          {"empty"}));
+  EXPECT_TRUE(throws_with([] { register_growth_policy("", [] { return make_growth_policy("random"); }); }, {"empty"}));
   EXPECT_TRUE(throws_with([] { register_growth_policy("random", [] { return make_growth_policy("random"); }); },
                           {"'random'", "already registered"}));
   EXPECT_TRUE(throws_with([] { make_growth_policy("rigl"); }, {"unknown name 'rigl'", "gradient", "random"}));
@@ -116,16 +115,16 @@ TEST(Growth, MomentumRedistributionRespectsRoom) {
   c.schedule = DropSchedule::kConstant;
   c.growth = "momentum";
   MaskUpdater u(c);
-  const Tensor a = random_param({4, 4}, 12, 1, "csr");   // 4 free positions
+  const Tensor a = random_param({4, 4}, 12, 1, "csr");  // 4 free positions
   const Tensor b = random_param({16, 16}, 32, 2, "csr");
   u.add_layer("a", a);
   u.add_layer("b", b);
   const Tensor ma = mul(random_dense({4, 4}, 3), 100.0);  // a wants nearly everything
   const Tensor mb = random_dense({16, 16}, 4);
   const MaskUpdateResult r = u.update(0, {{"a", {a, Tensor(), ma}}, {"b", {b, Tensor(), mb}}});
-  EXPECT_EQ(r.layers[0].dropped, 4);   // min(round(0.5 * 12), 16 - 12)
+  EXPECT_EQ(r.layers[0].dropped, 4);  // min(round(0.5 * 12), 16 - 12)
   EXPECT_EQ(r.layers[1].dropped, 16);
-  EXPECT_EQ(r.layers[0].grown, 4);     // all its room
+  EXPECT_EQ(r.layers[0].grown, 4);  // all its room
   EXPECT_EQ(r.layers[1].grown, 16);
   EXPECT_EQ(nnz(r.layers[0].param) + nnz(r.layers[1].param), 44);
   // Zero momentum everywhere: equal shares.

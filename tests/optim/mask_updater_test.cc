@@ -59,7 +59,14 @@ TEST(MaskUpdater, RigLGrowsExactlyTheTopKOfTheGradient) {
   // that the lower position, 7, wins), less elsewhere; huge on the stored ones, which RigL may not
   // regrow in the update that drops them.
   std::vector<float> g(16, 0.0f);
-  g[4] = -9; g[15] = 9; g[12] = 5; g[7] = -5; g[8] = 1; g[11] = 0.5f; g[13] = 0.25f; g[14] = 0.125f;
+  g[4] = -9;
+  g[15] = 9;
+  g[12] = 5;
+  g[7] = -5;
+  g[8] = 1;
+  g[11] = 0.5f;
+  g[13] = 0.25f;
+  g[14] = 0.125f;
   for (int64_t p : stored) g[static_cast<size_t>(p)] = 100;
   MaskUpdater u(config("gradient", 0.375));  // drops round(0.375 * 8) = 3
   u.add_layer("w", param);
@@ -147,9 +154,7 @@ TEST(MaskUpdater, DensityInvariantAndBitForBitSurvivorsOverManySteps) {
           const std::vector<float> new_vals = values(l.param).reshape({-1}).to_vector<float>();
           ASSERT_EQ(kf.size(), new_vals.size());
           for (size_t s = 0; s < kf.size(); ++s) {
-            if (kf[s] >= 0) {
-              EXPECT_EQ(new_vals[s], old_vals[static_cast<size_t>(kf[s])]);
-            }
+            if (kf[s] >= 0) { EXPECT_EQ(new_vals[s], old_vals[static_cast<size_t>(kf[s])]); }
           }
         }
         p = l.param;
@@ -239,9 +244,7 @@ TEST(MaskUpdater, IdenticalInputsGiveIdenticalMasks) {
       ASSERT_EQ(positions(pa), positions(pb));
       differs = differs || positions(pa) != positions(pc);
     }
-    if (growth == "random") {
-      EXPECT_TRUE(differs);
-    }
+    if (growth == "random") { EXPECT_TRUE(differs); }
   }
 }
 
@@ -255,8 +258,9 @@ class EveryOtherGrowth : public GrowthPolicy {
 
 TEST(MaskUpdater, UserGrowthPolicyByName) {
   register_growth_policy("test_lowest_first", [] { return std::make_shared<EveryOtherGrowth>(); });
-  EXPECT_TRUE(throws_with([] { register_growth_policy("test_lowest_first", [] { return std::make_shared<EveryOtherGrowth>(); }); },
-                          {"test_lowest_first", "already registered"}));
+  EXPECT_TRUE(throws_with(
+      [] { register_growth_policy("test_lowest_first", [] { return std::make_shared<EveryOtherGrowth>(); }); },
+      {"test_lowest_first", "already registered"}));
   const std::vector<std::string> names = registered_growth_policies();
   EXPECT_TRUE(std::find(names.begin(), names.end(), "test_lowest_first") != names.end());
   MaskUpdater u(config("test_lowest_first", 0.5));
@@ -436,7 +440,8 @@ TEST(MaskUpdater, RefusesBadConfigs) {
   c.interval = 0;
   EXPECT_TRUE(throws_with([&] { MaskUpdater u(c); }, {"interval"}));
   c = config("no_such_policy");
-  EXPECT_TRUE(throws_with([&] { MaskUpdater u(c); }, {"unknown growth policy 'no_such_policy'", "gradient", "momentum", "random"}));
+  EXPECT_TRUE(throws_with([&] { MaskUpdater u(c); },
+                          {"unknown growth policy 'no_such_policy'", "gradient", "momentum", "random"}));
   c = config("random");
   c.prune = PruneCriterion::kCustom;
   EXPECT_TRUE(throws_with([&] { MaskUpdater u(c); }, {"custom", "prune_score"}));
@@ -450,8 +455,11 @@ TEST(MaskUpdater, RefusesBadConfigs) {
   EXPECT_TRUE(throws_with([&] { u.add_layer("w", p); }, {"'w'", "already"}));
   EXPECT_TRUE(throws_with([&] { u.update(0, {{"w", {p, Tensor(), Tensor()}}}); }, {"layer w", "dense gradient"}));
   EXPECT_TRUE(throws_with([&] { u.update(0, {}); }, {"layer w", "no inputs"}));
-  EXPECT_TRUE(throws_with([&] { u.update(3, {{"w", {p, Tensor(), Tensor()}}, {"fc9", {p, Tensor(), Tensor()}}}); },
-                          {"'fc9'", "no layer", "layers: w"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        u.update(3, {{"w", {p, Tensor(), Tensor()}}, {"fc9", {p, Tensor(), Tensor()}}});
+      },
+      {"'fc9'", "no layer", "layers: w"}));
   EXPECT_TRUE(throws_with([] { make_growth_policy("nope"); }, {"nope", "known: gradient, momentum, random"}));
 }
 

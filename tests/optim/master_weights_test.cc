@@ -32,9 +32,7 @@ using optim_test::host;
 using optim_test::random_tensor;
 
 // The gradient of 0.5 * |p - target|^2 at p, in p's dtype.
-Tensor pull_gradient(const Tensor& p, const Tensor& target) {
-  return sub(p.to(DType::kF32), target).to(p.dtype());
-}
+Tensor pull_gradient(const Tensor& p, const Tensor& target) { return sub(p.to(DType::kF32), target).to(p.dtype()); }
 
 TEST(MasterWeights, SmallUpdatesAccumulateInsteadOfRoundingAway) {
   // lr * grad = 1e-4 is far below bf16's spacing at 1 (2^-8 below it):
@@ -69,10 +67,8 @@ std::unique_ptr<Optimizer> make(Kind kind, const Variable& w) {
       o.weight_decay = 1e-3;
       return std::make_unique<Sgd>(std::vector<Variable>{w}, o);
     }
-    case Kind::kAdam:
-      return std::make_unique<Adam>(std::vector<Variable>{w}, AdamOptions{1e-3});
-    case Kind::kAdamW:
-      return std::make_unique<AdamW>(std::vector<Variable>{w}, AdamWOptions{});
+    case Kind::kAdam: return std::make_unique<Adam>(std::vector<Variable>{w}, AdamOptions{1e-3});
+    case Kind::kAdamW: return std::make_unique<AdamW>(std::vector<Variable>{w}, AdamWOptions{});
   }
   return nullptr;
 }
@@ -100,13 +96,12 @@ TEST_P(MasterTracksF32, Bf16RunStaysCloseToTheF32Run) {
     max_diff = std::max(max_diff, std::abs(a[i] - m[i]));
     moved = std::max(moved, std::abs(a[i] - start_h[i]));
   }
-  EXPECT_GT(moved, 0.1);         // the runs went somewhere
-  EXPECT_LT(max_diff, 2e-2);     // bf16 gradients (8-bit mantissa) cost a little, not the run
+  EXPECT_GT(moved, 0.1);      // the runs went somewhere
+  EXPECT_LT(max_diff, 2e-2);  // bf16 gradients (8-bit mantissa) cost a little, not the run
   for (const auto& [key, t] : opt16->state(w16)->tensors) EXPECT_EQ(t.dtype(), DType::kF32) << key;
 }
 
-INSTANTIATE_TEST_SUITE_P(Optimizers, MasterTracksF32,
-                         ::testing::Values(Kind::kSgdMomentum, Kind::kAdam, Kind::kAdamW));
+INSTANTIATE_TEST_SUITE_P(Optimizers, MasterTracksF32, ::testing::Values(Kind::kSgdMomentum, Kind::kAdam, Kind::kAdamW));
 
 TEST(MasterWeights, GradScaleIsDividedOutInF32) {
   // An f16 gradient of 1e-6 * 2^16 is representable; 1e-6 itself is not

@@ -110,12 +110,12 @@ TEST(RemapStateTest, RefusesBadKeepFrom) {
   Adam opt({w}, AdamOptions{});
   w.set_grad(with_values(w.value(), random_tensor({2}, 3)));
   opt.step();
-  EXPECT_THROW(opt.remap_state(w, from_vector(std::vector<int64_t>{0})), Error);              // size
-  EXPECT_THROW(opt.remap_state(w, from_vector(std::vector<int32_t>{0, 1})), Error);           // dtype
-  EXPECT_THROW(opt.remap_state(w, from_vector(std::vector<int64_t>{0, 2})), Error);           // out of range
-  EXPECT_THROW(opt.remap_state(w, from_vector(std::vector<int64_t>{-2, 0})), Error);          // below -1
+  EXPECT_THROW(opt.remap_state(w, from_vector(std::vector<int64_t>{0})), Error);      // size
+  EXPECT_THROW(opt.remap_state(w, from_vector(std::vector<int32_t>{0, 1})), Error);   // dtype
+  EXPECT_THROW(opt.remap_state(w, from_vector(std::vector<int64_t>{0, 2})), Error);   // out of range
+  EXPECT_THROW(opt.remap_state(w, from_vector(std::vector<int64_t>{-2, 0})), Error);  // below -1
   Variable stranger(csr_at({2, 7}), true, "stranger");
-  EXPECT_THROW(opt.remap_state(stranger, from_vector(std::vector<int64_t>{0, 1})), Error);    // not a parameter
+  EXPECT_THROW(opt.remap_state(stranger, from_vector(std::vector<int64_t>{0, 1})), Error);  // not a parameter
   // Nothing changed.
   EXPECT_EQ(opt.state(w)->tensors.at("exp_avg").numel(), 2);
 }

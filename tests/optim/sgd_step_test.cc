@@ -30,8 +30,8 @@ namespace {
 const ScopedRuntimeOptions kProfiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
 
 using optim_test::random_pattern;
-using optim_test::SgdCase;
 using optim_test::random_tensor;
+using optim_test::SgdCase;
 using optim_test::values_at;
 
 std::string describe(const SgdCase& c, DType dtype) { return str_cat(c.describe(), " ", dtype_name(dtype)); }

@@ -107,7 +107,7 @@ TEST(SgdTest, AddParamGroupLaterAndZeroGradToZeros) {
   opt.add_param_group(ParamGroup{{b}, {{"lr", 0.5}, {"momentum", 0.5}}});
   ASSERT_EQ(opt.param_groups().size(), 2u);
   EXPECT_EQ(opt.option(1, "momentum"), 0.5);
-  EXPECT_EQ(opt.option(1, "dampening"), 0.0);  // the default
+  EXPECT_EQ(opt.option(1, "dampening"), 0.0);                     // the default
   EXPECT_THROW(opt.add_param_group(ParamGroup{{a}, {}}), Error);  // already in group 0
   b.set_grad(f64({1.0}));
   opt.step();

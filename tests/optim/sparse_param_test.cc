@@ -191,9 +191,7 @@ TEST(SparseParamTest, MaskedMovesOnlyUnderItsMask) {
 std::string message_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const Error& e) {
-    return e.what();
-  }
+  } catch (const Error& e) { return e.what(); }
   return "(no error)";
 }
 

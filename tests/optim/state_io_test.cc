@@ -3,10 +3,10 @@
 #include "optim/state_io.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
-#include <unistd.h>
 
 #include "optim/adam.h"
 #include "optim/sgd.h"

@@ -16,16 +16,16 @@ using testing::i32;
 
 // [4, 6] with 2x2 blocks: block row 0 holds block columns 0 and 2, block row 1 holds column 1 (then padding).
 Tensor example_values() {
-  return f32({1, 2, 3, 4,  //
-              5, 6, 7, 8,  //
+  return f32({1, 2, 3, 4,   //
+              5, 6, 7, 8,   //
               9, 10, 0, 0,  //
               11, 12, 0, 0},
              {4, 4});
 }
 Tensor example_dense() {
-  return f32({1, 2, 0, 0, 3, 4,  //
-              5, 6, 0, 0, 7, 8,  //
-              0, 0, 9, 10, 0, 0,  //
+  return f32({1, 2, 0,  0,  3, 4,  //
+              5, 6, 0,  0,  7, 8,  //
+              0, 0, 9,  10, 0, 0,  //
               0, 0, 11, 12, 0, 0},
              {4, 6});
 }

@@ -19,9 +19,9 @@ Tensor example_bsr() {
   return sparse_bsr(i32({0, 1, 2}), i32({1, 0}), arange(1.0, 13.0, 1.0, DType::kF32).view({2, 2, 3}), {4, 6});
 }
 Tensor example_dense() {
-  return f32({0, 0, 0, 1, 2, 3,  //
-              0, 0, 0, 4, 5, 6,  //
-              7, 8, 9, 0, 0, 0,  //
+  return f32({0,  0,  0,  1, 2, 3,  //
+              0,  0,  0,  4, 5, 6,  //
+              7,  8,  9,  0, 0, 0,  //
               10, 11, 12, 0, 0, 0},
              {4, 6});
 }
@@ -78,7 +78,8 @@ TEST(BsrTest, WithValuesKeepsVersion) {
   Tensor b = with_values(a, ones({2, 2, 3}));
   EXPECT_EQ(pattern_version(a), pattern_version(b));
   EXPECT_TRUE(exact_equal(to_dense(b), ne(example_dense(), 0.0).to(DType::kF32)));
-  EXPECT_ERROR_NAMING(with_values(a, ones({2, 3, 2})), "bsr.with_values: values of shape [2, 3, 2], expected [2, 2, 3]");
+  EXPECT_ERROR_NAMING(with_values(a, ones({2, 3, 2})),
+                      "bsr.with_values: values of shape [2, 3, 2], expected [2, 2, 3]");
 }
 
 TEST(BsrTest, EmptyMatrixAndNoBlocks) {

@@ -29,11 +29,11 @@ struct Case {
 
 // Shapes with block sizes that divide them; the last dim is a multiple of 4 for n:m.
 const std::vector<Case> kCases = {
-    {{8, 12}, {}, 2, 4, 4},        // non-square
-    {{1, 12}, {}, 1, 3, 1},        // a single row
+    {{8, 12}, {}, 2, 4, 4},             // non-square
+    {{1, 12}, {}, 1, 3, 1},             // a single row
     {{12, 8}, {0, 5, 6, 11}, 3, 2, 2},  // empty rows, tall
-    {{16, 4}, {}, 4, 4, 4},        // one block column
-    {{0, 8}, {}, 1, 2, 2},         // no rows
+    {{16, 4}, {}, 4, 4, 4},             // one block column
+    {{0, 8}, {}, 1, 2, 2},              // no rows
 };
 const std::vector<double> kDensities = {0.0, 0.05, 0.3, 0.5, 1.0};
 

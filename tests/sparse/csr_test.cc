@@ -95,8 +95,7 @@ TEST(CsrTest, RejectsBadParts) {
                       "sparse_csr: values must be floating point");
   EXPECT_ERROR_NAMING(sparse_csr(f32({0, 2, 2, 4}), i32({0, 2, 1, 3}), v, {3, 4}),
                       "sparse_csr: crow_indices must be i32 or i64, got f32");
-  EXPECT_ERROR_NAMING(sparse_csr(i32({0, 2, 2, 4}), i32({0, 2, 1, 3}), v, {3, 4, 1}),
-                      "sparse_csr: shape must be 2-D");
+  EXPECT_ERROR_NAMING(sparse_csr(i32({0, 2, 2, 4}), i32({0, 2, 1, 3}), v, {3, 4, 1}), "sparse_csr: shape must be 2-D");
   EXPECT_ERROR_NAMING(sparse_csc(i32({0, 1, 2, 3, 4}), i32({0, 2, 2, 3}), v, {3, 4}),
                       "sparse_csc: row_indices[3] = 3 is out of range [0, 3)");
   EXPECT_ERROR_NAMING(sparse_csc(i32({0, 2, 2, 3, 4}), i32({2, 0, 0, 2}), v, {3, 4}),
@@ -140,9 +139,9 @@ TEST(CsrTest, CudaPartsValidateAndConvert) {
   Tensor a = sparse_csr(i32({0, 2, 2, 4}).to(gpu), i32({0, 2, 1, 3}).to(gpu), f32({1, 2, 3, 4}).to(gpu), {3, 4});
   EXPECT_EQ(a.device(), gpu);
   EXPECT_TRUE(exact_equal(to_dense(a).to(Device::cpu()), example_dense()));
-  EXPECT_ERROR_NAMING(sparse_csr(i32({0, 2, 2, 4}).to(gpu), i32({0, 2, 3, 3}).to(gpu), f32({1, 2, 3, 4}).to(gpu),
-                                 {3, 4}),
-                      "col_indices[3] = 3 duplicates the entry before it in row 2");
+  EXPECT_ERROR_NAMING(
+      sparse_csr(i32({0, 2, 2, 4}).to(gpu), i32({0, 2, 3, 3}).to(gpu), f32({1, 2, 3, 4}).to(gpu), {3, 4}),
+      "col_indices[3] = 3 duplicates the entry before it in row 2");
   EXPECT_ERROR_NAMING(sparse_csr(i32({0, 2, 2, 4}), i32({0, 2, 1, 3}), f32({1, 2, 3, 4}).to(gpu), {3, 4}),
                       "sparse_csr: operands are on different devices");
   Tensor moved = to_device(example_csr(), gpu);

@@ -79,8 +79,8 @@ TEST(NmTest, CompressFromMask) {
 TEST(NmTest, RejectsBadParts) {
   Tensor v = f32({1, 2, 3, 4}, {2, 2});
   auto u8 = [](std::vector<int64_t> p) { return from_vector(p, {2, 2}, TensorOptions(DType::kU8)); };
-  EXPECT_TRUE(exact_equal(to_dense(sparse_nm(v, u8({0, 3, 1, 2}), {2, 4}, 2, 4)),
-                          f32({1, 0, 0, 2, 0, 3, 4, 0}, {2, 4})));
+  EXPECT_TRUE(
+      exact_equal(to_dense(sparse_nm(v, u8({0, 3, 1, 2}), {2, 4}, 2, 4)), f32({1, 0, 0, 2, 0, 3, 4, 0}, {2, 4})));
   EXPECT_ERROR_NAMING(sparse_nm(v, u8({0, 4, 1, 2}), {2, 4}, 2, 4),
                       "sparse_nm: indices[row 0, 1] = 4 is out of range [0, m = 4)");
   EXPECT_ERROR_NAMING(sparse_nm(v, u8({0, 3, 2, 1}), {2, 4}, 2, 4),

@@ -36,13 +36,14 @@ TEST(SparseImplTest, DenseCountsEveryElement) {
   EXPECT_TRUE(to_dense(x).is_same(x));
   EXPECT_DOUBLE_EQ(density(zeros({0, 3})), 1.0);
   EXPECT_ERROR_NAMING(sparse_impl(x, "my_op"), "my_op: expected a sparse tensor, got format 'dense'");
-  EXPECT_ERROR_NAMING(with_values(x, zeros({2})), "with_values: dense values of shape [2] for a tensor of shape [4, 8]");
+  EXPECT_ERROR_NAMING(with_values(x, zeros({2})),
+                      "with_values: dense values of shape [2] for a tensor of shape [4, 8]");
 }
 
 TEST(SparseImplTest, NnzAndDensityPerFormat) {
   const FormatOptions options{2, 2, 2, 4};
-  const std::map<std::string, int64_t> expected = {{"coo", 6},  {"csr", 6},          {"csc", 6}, {"bsr", 24},
-                                                    {"blocked_ell", 24}, {"nm", 16}, {"masked", 6}};
+  const std::map<std::string, int64_t> expected = {{"coo", 6},          {"csr", 6}, {"csc", 6},   {"bsr", 24},
+                                                   {"blocked_ell", 24}, {"nm", 16}, {"masked", 6}};
   for (const char* f : kSparseFormats) {
     Tensor t = to_format(example_dense(), f, options);
     EXPECT_EQ(t.format(), f);

@@ -2,13 +2,14 @@
 // exact masks on crafted inputs (ties, NaN), exact counts of the fraction
 // sparsifiers over shapes and sparsities, n:m validity along any dim,
 // movement scores over steps, determinism of the random one, bad parameters.
+#include "sparsifiers/builtin.h"
+
 #include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "sparsifiers/builtin.h"
 #include "tensor/generator.h"
 #include "tensor/ops.h"
 #include "tensor/philox.h"
@@ -62,8 +63,7 @@ TEST(ThresholdTest, KeepsAboveThreshold) {
   ThresholdSparsifier s(0.5);
   Tensor x = vec({0.75, -1.5, 0.25, -0.375, kNaN, 2.0, 0.5, -0.5});  // exactly 0.5 is not above it
   EXPECT_EQ(bits(s.keep_mask(x, kCtx)), (std::vector<int>{1, 1, 0, 0, 0, 1, 0, 0}));
-  EXPECT_EQ(s.apply(x, {}, kCtx).to_vector<double>(),
-            (std::vector<double>{0.75, -1.5, 0, 0, 0, 2.0, 0, 0}));
+  EXPECT_EQ(s.apply(x, {}, kCtx).to_vector<double>(), (std::vector<double>{0.75, -1.5, 0, 0, 0, 2.0, 0, 0}));
   EXPECT_EQ(bits(ThresholdSparsifier(0.0).keep_mask(vec({0.0, -0.0, 1e-30, -2.0}), kCtx)),
             (std::vector<int>{0, 0, 1, 1}));
   EXPECT_EQ(s.describe(), "threshold(threshold=0.5)");
@@ -133,7 +133,8 @@ TEST(RandomTest, FractionAndRescale) {
   std::vector<int> m = bits(r.keep_mask(small, ctx));
   std::vector<double> y = r.apply(small, {}, ctx).to_vector<double>();
   std::vector<double> xv = small.to_vector<double>();
-  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(y[i], m[i] ? static_cast<double>(static_cast<float>(xv[i] * 4.0)) : 0.0);
+  for (size_t i = 0; i < m.size(); ++i)
+    EXPECT_EQ(y[i], m[i] ? static_cast<double>(static_cast<float>(xv[i] * 4.0)) : 0.0);
   EXPECT_EQ(r.describe(), "random(sparsity=0.75, rescale=true)");
 }
 
@@ -181,9 +182,7 @@ void expect_exact_topk(const Tensor& x, const Tensor& mask, int64_t k, bool magn
   EXPECT_EQ(kept, k);
   if (kept > 0 && kept < static_cast<int64_t>(v.size())) {
     EXPECT_GE(min_kept, max_dropped);
-    if (min_kept == max_dropped) {
-      EXPECT_LT(last_kept_at_min, first_dropped_at_max);
-    }
+    if (min_kept == max_dropped) { EXPECT_LT(last_kept_at_min, first_dropped_at_max); }
   }
 }
 
@@ -212,8 +211,8 @@ TEST(MagnitudeTest, BadSparsity) {
 TEST(BlockMagnitudeTest, CraftedL2AndL1) {
   // 2x2 blocks of a 4x4: b0 = [3 0; 0 0] (L2^2 9, L1 3), b1 = [1 1; 1 1] (4, 4),
   // b2 = zeros, b3 = [0.5 ...] (1, 2).
-  Tensor x = vec({3, 0, 1, 1,    //
-                  0, 0, 1, -1,   //
+  Tensor x = vec({3, 0, 1, 1,      //
+                  0, 0, 1, -1,     //
                   0, 0, 0.5, 0.5,  //
                   0, 0, 0.5, -0.5},
                  {4, 4});
@@ -231,8 +230,8 @@ TEST(BlockMagnitudeTest, CraftedL2AndL1) {
 
 TEST(BlockMagnitudeTest, ExactBlockCounts) {
   uint64_t seed = 100;
-  for (auto [rows, cols, bh, bw] : std::vector<std::array<int64_t, 4>>{{64, 48, 8, 4}, {6, 9, 3, 3}, {5, 7, 1, 1},
-                                                                        {32, 32, 32, 32}, {16, 8, 2, 8}}) {
+  for (auto [rows, cols, bh, bw] : std::vector<std::array<int64_t, 4>>{
+           {64, 48, 8, 4}, {6, 9, 3, 3}, {5, 7, 1, 1}, {32, 32, 32, 32}, {16, 8, 2, 8}}) {
     for (double s : {0.0, 0.3, 0.5, 0.9, 0.99, 1.0}) {
       ++seed;
       Tensor x = random_tensor({rows, cols}, seed, seed % 2 == 0);
@@ -262,11 +261,16 @@ TEST(BlockMagnitudeTest, BadParameters) {
   EXPECT_TRUE(throws_with([] { BlockMagnitudeSparsifier(1.5, 2, 2); }, {"block_magnitude", "1.5"}));
   EXPECT_TRUE(throws_with([] { BlockMagnitudeSparsifier(0.5, 0, 2); }, {"block_magnitude", "0x2"}));
   BlockMagnitudeSparsifier s(0.5, 3, 3);
-  EXPECT_TRUE(throws_with([&] { s.keep_mask(ones({4, 6}), kCtx); }, {"block_magnitude", "block_rows=3", "[4, 6]", "whole number of blocks"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        s.keep_mask(ones({4, 6}), kCtx);
+      },
+      {"block_magnitude", "block_rows=3", "[4, 6]", "whole number of blocks"}));
   EXPECT_TRUE(throws_with([&] { s.keep_mask(ones({9}), kCtx); }, {"block_magnitude", "2-D"}));
   // The same reasons, asked before any tensor exists (schedules and job validation do).
   EXPECT_EQ(s.shape_mismatch({6, 9}), "");
-  EXPECT_NE(s.shape_mismatch({4, 6}).find("block_cols=3, norm=l2): the shape [4, 6] is not a whole number of blocks"), std::string::npos);
+  EXPECT_NE(s.shape_mismatch({4, 6}).find("block_cols=3, norm=l2): the shape [4, 6] is not a whole number of blocks"),
+            std::string::npos);
   EXPECT_NE(s.shape_mismatch({9}).find("2-D"), std::string::npos);
   EXPECT_NE(BlockMagnitudeSparsifier(0.5, int64_t{1} << 62, 1).shape_mismatch({8, 8}).find("not a whole number"),
             std::string::npos);
@@ -294,7 +298,8 @@ TEST(NmTest, ValidityAlongAnyDim) {
         Tensor mask = NmSparsifier(n, m, dim).keep_mask(x, kCtx);
         // Move dim last, then check every group of m.
         std::vector<int64_t> perm;
-        for (int64_t i = 0; i < 3; ++i) if (i != d) perm.push_back(i);
+        for (int64_t i = 0; i < 3; ++i)
+          if (i != d) perm.push_back(i);
         perm.push_back(d);
         Tensor xp = x.permute(perm).contiguous().reshape({-1, m});
         Tensor mp = mask.permute(perm).contiguous().reshape({-1, m});

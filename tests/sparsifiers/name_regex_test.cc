@@ -97,9 +97,7 @@ TEST(NameRegexTest, SelectorsCompileOnce) {
   try {
     bad.matches("fc1");
     ADD_FAILURE() << "matched with a bad regex";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "sparsity schedule: regex 'fc(' does not parse: missing ): fc(");
-  }
+  } catch (const Error& e) { EXPECT_STREQ(e.what(), "sparsity schedule: regex 'fc(' does not parse: missing ): fc("); }
   // A pattern assigned after regex() is compiled for what it now says.
   Selector changed = Selector::regex("fc1");
   changed.pattern = "fc2";

@@ -2,6 +2,8 @@
 // by name with its parameters and defaults, unknown names and parameters,
 // missing and ill-typed ones, and a user-defined sparsifier registered from
 // this test (the library never names it) and used like a built-in.
+#include "sparsifiers/registry.h"
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -11,7 +13,6 @@
 #include "gtest/gtest.h"
 #include "sparse/convert.h"
 #include "sparsifiers/builtin.h"
-#include "sparsifiers/registry.h"
 #include "tensor/ops.h"
 #include "tests/sparsifiers/test_util.h"
 
@@ -44,10 +45,9 @@ TEST(RegistryTest, BuiltinsByName) {
   EXPECT_EQ(make("magnitude", {{"sparsity", "0.9"}})->describe(), "magnitude(sparsity=0.9)");
   EXPECT_EQ(make("block_magnitude", {{"sparsity", "0.5"}, {"block_rows", "4"}})->describe(),
             "block_magnitude(sparsity=0.5, block_rows=4, block_cols=4, norm=l2)");
-  EXPECT_EQ(
-      make("block_magnitude", {{"sparsity", "0.5"}, {"block_rows", "4"}, {"block_cols", "8"}, {"norm", "L1"}})
-          ->describe(),
-      "block_magnitude(sparsity=0.5, block_rows=4, block_cols=8, norm=l1)");
+  EXPECT_EQ(make("block_magnitude", {{"sparsity", "0.5"}, {"block_rows", "4"}, {"block_cols", "8"}, {"norm", "L1"}})
+                ->describe(),
+            "block_magnitude(sparsity=0.5, block_rows=4, block_cols=8, norm=l1)");
   EXPECT_EQ(make("nm", {{"n", "2"}, {"m", "4"}})->describe(), "nm(n=2, m=4, dim=-1)");
   EXPECT_EQ(make("nm", {{"n", "1"}, {"m", "8"}, {"dim", "0"}})->describe(), "nm(n=1, m=8, dim=0)");
   EXPECT_EQ(make("movement", {{"sparsity", "0.3"}})->describe(), "movement(sparsity=0.3)");
@@ -55,28 +55,42 @@ TEST(RegistryTest, BuiltinsByName) {
 }
 
 TEST(RegistryTest, UnknownName) {
-  EXPECT_TRUE(throws_with([] { make("magnitud"); },
-                          {"unknown sparsifier 'magnitud'", "block_magnitude", "keep_all", "magnitude", "movement",
-                           "nm", "random", "threshold"}));
+  EXPECT_TRUE(throws_with([] { make("magnitud"); }, {"unknown sparsifier 'magnitud'", "block_magnitude", "keep_all",
+                                                     "magnitude", "movement", "nm", "random", "threshold"}));
 }
 
 TEST(RegistryTest, BadParameters) {
   EXPECT_TRUE(throws_with([] { make("magnitude"); }, {"'magnitude'", "missing parameter 'sparsity'"}));
-  EXPECT_TRUE(throws_with([] { make("magnitude", {{"sparsity", "high"}}); },
-                          {"'magnitude'", "'sparsity'", "number", "'high'"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        make("magnitude", {{"sparsity", "high"}});
+      },
+      {"'magnitude'", "'sparsity'", "number", "'high'"}));
   EXPECT_TRUE(throws_with([] { make("magnitude", {{"sparsity", "0.5x"}}); }, {"'sparsity'", "'0.5x'"}));
   EXPECT_TRUE(throws_with([] { make("magnitude", {{"sparsity", ""}}); }, {"'sparsity'"}));
   EXPECT_TRUE(throws_with([] { make("magnitude", {{"sparsity", "inf"}}); }, {"'sparsity'", "finite"}));
-  EXPECT_TRUE(throws_with([] { make("magnitude", {{"sparsity", "0.5"}, {"sparsty", "0.5"}}); },
-                          {"'magnitude'", "unknown parameter 'sparsty'", "takes: sparsity"}));
-  EXPECT_TRUE(throws_with([] { make("keep_all", {{"x", "1"}, {"y", "2"}}); },
-                          {"unknown parameters 'x', 'y'", "takes: none"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        make("magnitude", {{"sparsity", "0.5"}, {"sparsty", "0.5"}});
+      },
+      {"'magnitude'", "unknown parameter 'sparsty'", "takes: sparsity"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        make("keep_all", {{"x", "1"}, {"y", "2"}});
+      },
+      {"unknown parameters 'x', 'y'", "takes: none"}));
   EXPECT_TRUE(throws_with([] { make("nm", {{"n", "2.5"}, {"m", "4"}}); }, {"'nm'", "'n'", "integer", "'2.5'"}));
   EXPECT_TRUE(throws_with([] { make("nm", {{"n", "2"}}); }, {"'nm'", "missing parameter 'm'"}));
-  EXPECT_TRUE(throws_with([] { make("random", {{"sparsity", "0.1"}, {"rescale", "maybe"}}); },
-                          {"'rescale'", "true or false", "'maybe'"}));
-  EXPECT_TRUE(throws_with([] { make("block_magnitude", {{"sparsity", "0.1"}, {"block_rows", "2"}, {"norm", "l3"}}); },
-                          {"'norm'", "l3"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        make("random", {{"sparsity", "0.1"}, {"rescale", "maybe"}});
+      },
+      {"'rescale'", "true or false", "'maybe'"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        make("block_magnitude", {{"sparsity", "0.1"}, {"block_rows", "2"}, {"norm", "l3"}});
+      },
+      {"'norm'", "l3"}));
   // Values out of range: the sparsifier's own check, naming it and the value.
   EXPECT_TRUE(throws_with([] { make("magnitude", {{"sparsity", "1.5"}}); }, {"magnitude", "1.5"}));
   EXPECT_TRUE(throws_with([] { make("nm", {{"n", "5"}, {"m", "4"}}); }, {"nm", "n = 5"}));
@@ -119,10 +133,9 @@ TEST(RegistryTest, UserDefinedSparsifier) {
   EXPECT_EQ(y.layout(), Layout::kCsr);
   EXPECT_EQ(to_dense(y).to_vector<double>(), (std::vector<double>{0, 2, 0, 4, 0, 6}));
   EXPECT_TRUE(throws_with([] { make("test_every_other", {{"phase", "x"}}); }, {"'test_every_other'", "'phase'"}));
-  EXPECT_TRUE(throws_with([] { register_sparsifier("test_every_other", [](const SparsifierSpec&) {
-                            return SparsifierPtr();
-                          }); },
-                          {"'test_every_other' is already registered"}));
+  EXPECT_TRUE(throws_with(
+      [] { register_sparsifier("test_every_other", [](const SparsifierSpec&) { return SparsifierPtr(); }); },
+      {"'test_every_other' is already registered"}));
   EXPECT_TRUE(throws_with([] { register_sparsifier("", nullptr); }, {"empty"}));
 }
 

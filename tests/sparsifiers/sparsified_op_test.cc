@@ -5,7 +5,6 @@
 // stages say, and float64 gradcheck passes through forward sparsification.
 // The sparsifiers are small ones defined here (the built-ins are tested with
 // their own files).
-#include "autograd/sparse_grad.h"
 #include "sparsifiers/sparsified_op.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +17,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/functions/sparse.h"
+#include "autograd/sparse_grad.h"
 #include "sparse/convert.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/fusable.h"
@@ -192,9 +192,7 @@ void check_backward(const SingleOpFn& op, const V& inputs, const std::vector<Val
     ASSERT_TRUE(got[i].defined());
     // The gradient keeps the input's layout (a sparse input's pattern).
     EXPECT_EQ(got[i].format(), inputs[i].value().format());
-    if (inputs[i].value().is_sparse()) {
-      EXPECT_EQ(pattern_version(got[i]), pattern_version(inputs[i].value()));
-    }
+    if (inputs[i].value().is_sparse()) { EXPECT_EQ(pattern_version(got[i]), pattern_version(inputs[i].value())); }
     Reference ref = reference(to_dense(inputs[i].grad()), grads[i], {}, {});
     Tensor expected = ref.value;
     if (inputs[i].value().is_sparse()) {  // projected back onto the pattern
@@ -502,9 +500,7 @@ TEST(SparsifiedOp, RefusesFormatsThatCannotHoldTheStage) {
       } else {
         SparsifiedOp(identity, v);
       }
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
+    } catch (const Error& e) { return std::string(e.what()); }
     return std::string();
   };
   // Magnitude keeps any pattern: "nm" cannot hold it, for an output or a gradient.

@@ -63,8 +63,7 @@ TEST(FormatMismatchTest, GeneralFormatsFitEverySparsifier) {
 
 TEST(FormatMismatchTest, Reasons) {
   MagnitudeFractionSparsifier s(0.5);
-  EXPECT_NE(s.format_mismatch(fmt("nm", FormatOptions::nm(2, 4))).find("magnitude(sparsity=0.5)"),
-            std::string::npos);
+  EXPECT_NE(s.format_mismatch(fmt("nm", FormatOptions::nm(2, 4))).find("magnitude(sparsity=0.5)"), std::string::npos);
   EXPECT_NE(s.format_mismatch(fmt("ellpack")).find("unknown format 'ellpack'"), std::string::npos);
   EXPECT_NE(s.format_mismatch(fmt("bsr")).find("block shape"), std::string::npos);
   EXPECT_NE(s.format_mismatch(fmt("blocked_ell", FormatOptions::block(2, 4))).find("square"), std::string::npos);
@@ -95,9 +94,7 @@ void expect_apply(const Sparsifier& s, const Tensor& x, const OutputFormat& f) {
   Tensor mask = s.keep_mask(x, kCtx);
   Tensor want = where(mask, mul(x, s.value_scale()), zeros({}, x.options()));
   EXPECT_TRUE(allclose(to_dense(y), want, 1e-6, 0)) << max_abs_diff(to_dense(y), want);
-  if (f.name == "coo" || f.name == "csr" || f.name == "csc") {
-    EXPECT_EQ(nnz(y), count(mask));
-  }
+  if (f.name == "coo" || f.name == "csr" || f.name == "csc") { EXPECT_EQ(nnz(y), count(mask)); }
 }
 
 TEST(ApplyTest, EveryBuiltinIntoEveryGeneralFormat) {
@@ -134,14 +131,17 @@ TEST(ApplyTest, SparseInputGoesThroughItsDenseForm) {
 TEST(ApplyTest, FormatsThatDoNotFitThrowNamingTheSparsifier) {
   Tensor x = random_tensor({8, 16}, 13);
   MagnitudeFractionSparsifier s(0.5);
-  EXPECT_TRUE(throws_with([&] { s.apply(x, fmt("nm", FormatOptions::nm(2, 4)), kCtx); },
-                          {"magnitude(sparsity=0.5)", "'nm'"}));
+  EXPECT_TRUE(
+      throws_with([&] { s.apply(x, fmt("nm", FormatOptions::nm(2, 4)), kCtx); }, {"magnitude(sparsity=0.5)", "'nm'"}));
   EXPECT_TRUE(throws_with([&] { s.apply(x, fmt("ellpack"), kCtx); }, {"magnitude(sparsity=0.5)", "ellpack"}));
   EXPECT_TRUE(throws_with([&] { s.apply(x, fmt("bsr"), kCtx); }, {"magnitude(sparsity=0.5)", "block shape"}));
   EXPECT_TRUE(throws_with([&] { s.apply(x, fmt("bsr", FormatOptions::block(3, 3)), kCtx); },
                           {"magnitude(sparsity=0.5)", "bsr"}));
-  EXPECT_TRUE(throws_with([&] { s.apply(random_tensor({2, 4, 4}, 1), fmt("csr"), kCtx); },
-                          {"magnitude(sparsity=0.5)", "csr", "2-D"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        s.apply(random_tensor({2, 4, 4}, 1), fmt("csr"), kCtx);
+      },
+      {"magnitude(sparsity=0.5)", "csr", "2-D"}));
   EXPECT_TRUE(throws_with([&] { NmSparsifier(1, 4).apply(x, fmt("nm", FormatOptions::nm(1, 8)), kCtx); },
                           {"nm(n=1, m=4", "m = 8"}));
 }

@@ -23,8 +23,7 @@ inline int64_t count(const Tensor& mask) {
 
 // Values uniform in +-[0.5, 2) (or, with `few_values`, from a handful of
 // magnitudes so that ties are common), f32 unless told.
-inline Tensor random_tensor(const Shape& shape, uint64_t seed, bool few_values = false,
-                            DType dtype = DType::kF32) {
+inline Tensor random_tensor(const Shape& shape, uint64_t seed, bool few_values = false, DType dtype = DType::kF32) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> mag(0.5, 2.0);
   std::vector<double> v(static_cast<size_t>(shape_numel(shape)));

@@ -21,7 +21,7 @@ TEST(CheckedMath, DetectsOverflowOfTheExactResult) {
   EXPECT_FALSE(mul_overflows(int64_t{3}, int64_t{7}, &out));
   EXPECT_EQ(out, 21);
   EXPECT_TRUE(mul_overflows(int64_t{2147483648}, int64_t{2147483648} * 2, &out));  // 2^63
-  EXPECT_FALSE(mul_overflows(int64_t{2147483648}, int64_t{2147483648}, &out));      // 2^62
+  EXPECT_FALSE(mul_overflows(int64_t{2147483648}, int64_t{2147483648}, &out));     // 2^62
   EXPECT_TRUE(mul_overflows(kMin, int64_t{-1}, &out));
   EXPECT_FALSE(add_overflows(kMax - 1, int64_t{1}, &out));
   EXPECT_EQ(out, kMax);

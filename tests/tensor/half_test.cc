@@ -175,15 +175,9 @@ TEST(Half, MatchesDoubleReference) {
   for (int i = 0; i < 300000; ++i) {
     float f;
     switch (i % 3) {
-      case 0:
-        f = from_bits(bits(rng));
-        break;
-      case 1:
-        f = in_range(rng);
-        break;
-      default:
-        f = std::ldexp(mantissa(rng), exponent(rng));
-        break;
+      case 0: f = from_bits(bits(rng)); break;
+      case 1: f = in_range(rng); break;
+      default: f = std::ldexp(mantissa(rng), exponent(rng)); break;
     }
     if (std::isnan(f)) continue;
     ASSERT_EQ(Half(f).bits, reference_half(f)) << std::hexfloat << f;

@@ -42,9 +42,9 @@ TEST(HostMemory, RefusesMoreThanTheMachineHas) {
   ASSERT_TRUE(available.has_value()) << "this test runs on Linux";
   EXPECT_GT(*available, 0);
   check_host_memory(1 << 20, "a megabyte");  // no throw
-  EXPECT_TRUE(testing::throws_with([] { check_host_memory(int64_t{1} << 60, "the model"); },
-                                   {"the model: needs 1152921504606846976 bytes (1.07e+09 GiB) but only ",
-                                    " of host memory are available"}));
+  EXPECT_TRUE(testing::throws_with(
+      [] { check_host_memory(int64_t{1} << 60, "the model"); },
+      {"the model: needs 1152921504606846976 bytes (1.07e+09 GiB) but only ", " of host memory are available"}));
 }
 
 }  // namespace

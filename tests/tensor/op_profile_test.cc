@@ -26,10 +26,10 @@ TEST(OpProfile, ReportsCallsTotalMeanAndFastestSortedByTotal) {
   EXPECT_NE(report.find("op, calls, total ms, mean ms, min ms"), std::string::npos) << report;
   const std::string big = row_of(report, "test_op_big");
   ASSERT_FALSE(big.empty()) << report;
-  EXPECT_NE(big.find(" 2 "), std::string::npos) << big;        // calls
-  EXPECT_NE(big.find("40.000"), std::string::npos) << big;     // total ms
-  EXPECT_NE(big.find("20.0000"), std::string::npos) << big;    // mean ms
-  EXPECT_NE(big.find("10.0000"), std::string::npos) << big;    // fastest ms
+  EXPECT_NE(big.find(" 2 "), std::string::npos) << big;      // calls
+  EXPECT_NE(big.find("40.000"), std::string::npos) << big;   // total ms
+  EXPECT_NE(big.find("20.0000"), std::string::npos) << big;  // mean ms
+  EXPECT_NE(big.find("10.0000"), std::string::npos) << big;  // fastest ms
   EXPECT_LT(report.find("test_op_big"), report.find("test_op_small")) << report;
 }
 

@@ -74,9 +74,7 @@ TEST(Softmax, SixteenBitComputesInF32) {
     std::vector<double> got = vals(s);
     double rel = t == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
     double floor = t == DType::kBF16 ? 0.0 : std::ldexp(1.0, -25);
-    for (size_t i = 0; i < got.size(); ++i) {
-      EXPECT_NEAR(got[i], want[i], want[i] * rel + floor) << dtype_name(t);
-    }
+    for (size_t i = 0; i < got.size(); ++i) { EXPECT_NEAR(got[i], want[i], want[i] * rel + floor) << dtype_name(t); }
   }
   EXPECT_ERROR_NAMING(softmax(zeros({2}, DType::kI64), 0), "softmax: input must be floating-point, got i64");
   EXPECT_ERROR_NAMING(log_softmax(zeros({2, 3}), 2), "log_softmax: dim 2 is out of range");

@@ -58,16 +58,14 @@ TEST(RuntimeOptions, ReadsEveryVariable) {
   EXPECT_EQ(from({{"COPPICE_SDDMM_DENSE_DENSITY", "2"}}).sddmm_dense_min_density, 2.0);
   EXPECT_EQ(from({{"COPPICE_SDDMM_DENSE_DENSITY", "0"}}).sddmm_dense_min_density, 0.0);
   EXPECT_EQ(from({{"COPPICE_NUM_THREADS", "1024"}}).num_threads, 1024);
-  for (CsrSpmmMode m : {CsrSpmmMode::kAuto, CsrSpmmMode::kOwn, CsrSpmmMode::kTiled, CsrSpmmMode::kRows,
-                        CsrSpmmMode::kCusparse}) {
+  for (CsrSpmmMode m :
+       {CsrSpmmMode::kAuto, CsrSpmmMode::kOwn, CsrSpmmMode::kTiled, CsrSpmmMode::kRows, CsrSpmmMode::kCusparse}) {
     EXPECT_EQ(from({{"COPPICE_CSR_SPMM", std::string(csr_spmm_mode_name(m))}}).csr_spmm, m);
   }
 }
 
 TEST(RuntimeOptions, BadValuesNameTheVariableTheValueAndWhatIsAccepted) {
-  auto bad = [](const std::string& name, const std::string& value) {
-    return [=] { from({{name, value}}); };
-  };
+  auto bad = [](const std::string& name, const std::string& value) { return [=] { from({{name, value}}); }; };
   EXPECT_TRUE(throws_with(bad("COPPICE_CSR_SPMM", "fastest"),
                           {"COPPICE_CSR_SPMM='fastest'", "auto, own, tiled, rows, cusparse"}));
   EXPECT_TRUE(throws_with(bad("COPPICE_CSR_SPMM", "auto "), {"COPPICE_CSR_SPMM='auto '"}));

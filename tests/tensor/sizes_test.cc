@@ -29,8 +29,11 @@ TEST(Sizes, ShapeNumelOverflowThrows) {
 
 TEST(Sizes, EmptyOfAnOverflowingShapeThrowsWithTheBytes) {
   // The model.options.sizes [2147483648, 2147483648, 10]: fc1.weight.
-  EXPECT_TRUE(throws_with([] { Tensor::empty({k2p31, k2p31}); },
-                          {"empty: bytes of shape [2147483648, 2147483648] of f32", "4611686018427387904 * 4 overflows"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        Tensor::empty({k2p31, k2p31});
+      },
+      {"empty: bytes of shape [2147483648, 2147483648] of f32", "4611686018427387904 * 4 overflows"}));
   EXPECT_ERROR_NAMING(Tensor::empty({k2p31, k2p31, 10}), "element count overflows");
   EXPECT_ERROR_NAMING(Tensor::empty({-1, 3}), "empty: negative size in shape [-1, 3]");
   // Through the factories, as data.synthetic.examples: 2305843009213693952 reached randint.
@@ -45,8 +48,11 @@ TEST(Sizes, MemoryBeyondTheMachineIsRefusedBeforeAllocation) {
   EXPECT_TRUE(throws_with([] { Tensor::empty({int64_t{1} << 48}); },
                           {"cpu allocator: 1125899906842624 bytes (1.05e+06 GiB) requested but only ",
                            " are available (", " already held by tensors)"}));
-  EXPECT_TRUE(throws_with([] { zeros({int64_t{1} << 20, int64_t{1} << 28}, DType::kF64); },
-                          {"cpu allocator: 2251799813685248 bytes", "requested but only"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        zeros({int64_t{1} << 20, int64_t{1} << 28}, DType::kF64);
+      },
+      {"cpu allocator: 2251799813685248 bytes", "requested but only"}));
   EXPECT_EQ(cpu_allocator().stats().allocations, before.allocations);  // nothing was allocated
   EXPECT_ERROR_NAMING(cpu_allocator().allocate(std::numeric_limits<size_t>::max()),
                       "more than any machine can address");
@@ -64,8 +70,9 @@ TEST(Sizes, ViewArithmeticDoesNotWrap) {
   EXPECT_EQ(s.shape(), (Shape{4, 1}));
   EXPECT_EQ(a.slice(1, 0, 6, 4).shape(), (Shape{4, 2}));
   EXPECT_ERROR_NAMING(a.narrow(1, 2, std::numeric_limits<int64_t>::max()), "narrow: [2, 2 + 9223372036854775807)");
-  EXPECT_ERROR_NAMING(a.as_strided({2, 2}, {100, 1}, 0), "as_strided: shape [2, 2], strides [100, 1] and offset 0 "
-                                                         "reach elements [0, 101], outside the storage of 24");
+  EXPECT_ERROR_NAMING(a.as_strided({2, 2}, {100, 1}, 0),
+                      "as_strided: shape [2, 2], strides [100, 1] and offset 0 "
+                      "reach elements [0, 101], outside the storage of 24");
   EXPECT_ERROR_NAMING(a.as_strided({2}, {1}, -1), "outside the storage");
   EXPECT_ERROR_NAMING(a.as_strided({3, 2}, {std::numeric_limits<int64_t>::max(), 1}, 0), "as_strided: shape [3, 2]");
   EXPECT_EQ(a.as_strided({0, 2}, {1000, 1}, 0).numel(), 0);  // reaches nothing

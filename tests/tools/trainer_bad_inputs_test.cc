@@ -99,7 +99,8 @@ struct RunResult {
     size_t end = err.find_last_not_of("\r\n");
     if (end == std::string::npos) return "";
     size_t begin = err.find_last_of('\n', end);
-    return err.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1) + 1);
+    return err.substr(begin == std::string::npos ? 0 : begin + 1,
+                      end - (begin == std::string::npos ? 0 : begin + 1) + 1);
   }
   std::string status() const {
     if (timed_out) return "timed out after " + std::to_string(static_cast<int>(seconds)) + " s";
@@ -426,7 +427,6 @@ std::string job_text(const YAML::Node& spec, const fs::path& dir) {
   return std::string(e.c_str()) + "\n";
 }
 
-
 // ----------------------------------------------------------- the checks --
 
 struct FileState {
@@ -438,7 +438,8 @@ struct FileState {
 std::map<std::string, FileState> snapshot(const fs::path& dir) {
   std::map<std::string, FileState> out;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(dir, ec); it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
     if (ec) break;
     const fs::path& p = it->path();
     const std::string name = p.filename().string();
@@ -507,8 +508,10 @@ std::string check_run(const RunResult& r, const Expectation& want, const std::ma
 }
 
 void report(const std::string& problems, const RunResult& r) {
-  ADD_FAILURE() << "\n" << problems << "  command: " << r.command << "\n  " << r.status() << " after "
-                << static_cast<int>(r.seconds * 1000) << " ms; stderr's last lines:\n" << r.tail();
+  ADD_FAILURE() << "\n"
+                << problems << "  command: " << r.command << "\n  " << r.status() << " after "
+                << static_cast<int>(r.seconds * 1000) << " ms; stderr's last lines:\n"
+                << r.tail();
 }
 
 Expectation expectation(const YAML::Node& c) {
@@ -582,7 +585,8 @@ TEST_P(TrainerBadInput, RefusedCleanly) {
     for (const std::string& a : strings(s["args"])) args.push_back(a);
     const RunResult r = run_trainer(cwd, args, timeout_of(s), "setup" + std::to_string(n));
     ASSERT_EQ(r.exit_code, 0) << "setup run " << n << " failed (" << r.status() << "):\n"
-                              << r.command << "\n" << r.tail();
+                              << r.command << "\n"
+                              << r.tail();
     fs::remove(cwd / ("setup" + std::to_string(n) + ".out"));
     ++n;
   }

@@ -18,8 +18,8 @@
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "sparse/io/sparse_safetensors.h"
-#include "tensor/io/safetensors.h"
 #include "tensor/error.h"
+#include "tensor/io/safetensors.h"
 #include "tests/train/train_test_util.h"
 
 namespace coppice {
@@ -121,7 +121,8 @@ TEST(Checkpoint, RoundTripRestoresEverything) {
     const ParamState* sb = b.opt->state(pb);
     ASSERT_NE(sb, nullptr) << n;
     EXPECT_EQ(sb->step, sa->step);
-    EXPECT_EQ(sb->tensors.at("momentum_buffer").to_vector<float>(), sa->tensors.at("momentum_buffer").to_vector<float>());
+    EXPECT_EQ(sb->tensors.at("momentum_buffer").to_vector<float>(),
+              sa->tensors.at("momentum_buffer").to_vector<float>());
   }
   const auto ua = a.updater->state_tensors(), ub = b.updater->state_tensors();
   ASSERT_EQ(ua.size(), ub.size());

@@ -4,6 +4,8 @@
 // int64 say so; seeds take any u64; products of sizes (epochs x batches,
 // steps x batch x ranks) and data or models larger than memory are refused
 // at validation, naming the key and the bytes.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -13,8 +15,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "train/config.h"
 #include "train/config_schema.h"
@@ -118,7 +118,8 @@ const std::vector<Where>& every_key() {
       {"mask_update.end_step", std::string(kRule) + "mask_update: {method: set, end_step: @}"},
       {"mask_update.interval", std::string(kRule) + "mask_update: {method: set, end_step: 50, interval: @}"},
       {"mask_update.drop_fraction", std::string(kRule) + "mask_update: {method: set, end_step: 50, drop_fraction: @}"},
-      {"mask_update.initial_density", std::string(kRule) + "mask_update: {method: gmp, end_step: 50, initial_density: @}"},
+      {"mask_update.initial_density",
+       std::string(kRule) + "mask_update: {method: gmp, end_step: 50, initial_density: @}"},
       {"mask_update.final_density", std::string(kRule) + "mask_update: {method: gmp, end_step: 50, final_density: @}"},
       {"mask_update.frequency", std::string(kRule) + "mask_update: {method: gmp, end_step: 50, frequency: @}"},
       {"training.epochs", "training: {epochs: @}"},
@@ -180,18 +181,18 @@ TEST(ConfigRanges, IntegersThatDoNotFitSaySo) {
   EXPECT_EQ(error_of(job + "training: {epochs: 99999999999999999999}"),
             "training.epochs: 99999999999999999999 does not fit in a 64-bit integer (-9223372036854775808 to "
             "9223372036854775807)");
-  EXPECT_EQ(error_of(job + "training: {steps: -9223372036854775809}").rfind(
-                "training.steps: -9223372036854775809 does not fit in a 64-bit integer", 0),
+  EXPECT_EQ(error_of(job + "training: {steps: -9223372036854775809}")
+                .rfind("training.steps: -9223372036854775809 does not fit in a 64-bit integer", 0),
             0u);
-  EXPECT_EQ(error_of(job + "training: {steps: 100}", {"training.steps=0x10000000000000000"}).rfind(
-                "training.steps: 0x10000000000000000 does not fit", 0),
+  EXPECT_EQ(error_of(job + "training: {steps: 100}", {"training.steps=0x10000000000000000"})
+                .rfind("training.steps: 0x10000000000000000 does not fit", 0),
             0u);
   // Model options too, scalars and list entries.
-  EXPECT_EQ(error_of(job + "training: {steps: 1}", {"model.options.sizes=[8, 99999999999999999999, 3]"}).rfind(
-                "model.options.sizes: 99999999999999999999 does not fit in a 64-bit integer", 0),
+  EXPECT_EQ(error_of(job + "training: {steps: 1}", {"model.options.sizes=[8, 99999999999999999999, 3]"})
+                .rfind("model.options.sizes: 99999999999999999999 does not fit in a 64-bit integer", 0),
             0u);
-  EXPECT_EQ(error_of("model: {name: vit, options: {dim: 18446744073709551616}}\ntraining: {steps: 1}").rfind(
-                "model.options.dim: 18446744073709551616 does not fit", 0),
+  EXPECT_EQ(error_of("model: {name: vit, options: {dim: 18446744073709551616}}\ntraining: {steps: 1}")
+                .rfind("model.options.dim: 18446744073709551616 does not fit", 0),
             0u);
   // Still "not an integer" for what is not one.
   EXPECT_EQ(error_of(job + "training: {steps: 1e3}"), "training.steps: expected an integer, got '1e3'");
@@ -200,8 +201,9 @@ TEST(ConfigRanges, IntegersThatDoNotFitSaySo) {
 TEST(ConfigRanges, SeedsAreAnyUnsigned64BitInteger) {
   const std::string job = std::string(kModel) + "training: {steps: 1}\n";
   const absl::StatusOr<JobConfig> c =
-      parse_job_config(job + "seed: 18446744073709551615\ndata: {dataset: synthetic, shuffle_seed: 9223372036854775808, "
-                             "synthetic: {features: 8, test_examples: 8}}\n");
+      parse_job_config(job +
+                       "seed: 18446744073709551615\ndata: {dataset: synthetic, shuffle_seed: 9223372036854775808, "
+                       "synthetic: {features: 8, test_examples: 8}}\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->seed, std::numeric_limits<uint64_t>::max());
   EXPECT_EQ(c->data.loader.seed, uint64_t{1} << 63);
@@ -231,8 +233,9 @@ TEST(ConfigRanges, TheIssuesNumbers) {
             "distributed.bucket_mb: must be in (0, 65536], got 1e+300");
   EXPECT_EQ(error_of(job + "training: {steps: 1}\nprecision: {loss_scale: 1e300}"),
             "precision.loss_scale: a static loss scale must be in (0, 3.40282346638529e+38], got 1e300");
-  EXPECT_EQ(error_of(std::string(kModel) + "training: {steps: 1}\n"
-                                           "data: {dataset: synthetic, synthetic: {features: 8, examples: 2305843009213693952}}"),
+  EXPECT_EQ(error_of(std::string(kModel) +
+                     "training: {steps: 1}\n"
+                     "data: {dataset: synthetic, synthetic: {features: 8, examples: 2305843009213693952}}"),
             "data.synthetic.examples: must be in [1, 1099511627776], got 2305843009213693952");
   EXPECT_EQ(error_of(job + "training: {steps: 1}\ndistributed: {world_size: 257}"),
             "distributed.world_size: backend inproc runs a thread (and a model and dataset) per rank: must be <= 256 "
@@ -244,22 +247,26 @@ TEST(ConfigRanges, ProductsOfCountsMustBeCountable) {
   EXPECT_EQ(error_of(std::string(kModel) + kSynthetic + "training: {epochs: 1000000000000}"),
             "training.epochs: 1000000000000 epochs of 16 steps make more than 1000000000000 steps");
   // 10^12 steps x 2^24 examples x 4 ranks overflow the examples counter.
-  EXPECT_EQ(error_of(std::string(kModel) + "training: {steps: 1000000000000}\ndistributed: {world_size: 4}\n"
-                                           "data: {dataset: synthetic, batch_size: 16777216, synthetic: {features: 8, test_examples: 8}}"),
+  EXPECT_EQ(error_of(std::string(kModel) +
+                     "training: {steps: 1000000000000}\ndistributed: {world_size: 4}\n"
+                     "data: {dataset: synthetic, batch_size: 16777216, synthetic: {features: 8, test_examples: 8}}"),
             "training.steps: 1000000000000 steps of 16777216 examples on 4 ranks are more examples than a 64-bit "
             "integer counts");
 }
 
 TEST(ConfigRanges, DataAndModelsLargerThanMemoryAreRefused) {
   // 2^40 examples of 2^24 features: the byte count itself overflows.
-  std::string e = error_of(std::string(kModel) + "training: {steps: 1}\n"
+  std::string e = error_of(std::string(kModel) +
+                           "training: {steps: 1}\n"
                            "data: {dataset: synthetic, synthetic: {examples: 1099511627776, features: 16777216}}");
-  EXPECT_EQ(e.rfind("data.synthetic.examples: make_blobs: bytes of 1099511627776 examples of 16777216 features: ", 0), 0u)
+  EXPECT_EQ(e.rfind("data.synthetic.examples: make_blobs: bytes of 1099511627776 examples of 16777216 features: ", 0),
+            0u)
       << e;
   EXPECT_NE(e.find("overflows a 64-bit integer"), std::string::npos) << e;
   // 2^30 examples of 1024 features: 4 TiB.
-  e = error_of("model: {name: mlp, options: {sizes: [1024, 3]}}\ntraining: {steps: 1}\n"
-               "data: {dataset: synthetic, synthetic: {examples: 1073741824, features: 1024}}");
+  e = error_of(
+      "model: {name: mlp, options: {sizes: [1024, 3]}}\ntraining: {steps: 1}\n"
+      "data: {dataset: synthetic, synthetic: {examples: 1073741824, features: 1024}}");
   EXPECT_EQ(e.rfind("data.synthetic.examples: 1073741824 examples of 1024 features: needs 4406636457984 bytes (4.1e+03 "
                     "GiB) but only ",
                     0),
@@ -268,8 +275,8 @@ TEST(ConfigRanges, DataAndModelsLargerThanMemoryAreRefused) {
   EXPECT_NE(e.find(" of host memory are available"), std::string::npos) << e;
   // The issue's model: a size past the zoo's limit; then one within it but
   // with a petabyte of parameters, refused before any is allocated.
-  e = error_of(std::string(kSynthetic) + "training: {steps: 1}\n", {"model.name=mlp",
-                                                                    "model.options={sizes: [2147483648, 2147483648, 10]}"});
+  e = error_of(std::string(kSynthetic) + "training: {steps: 1}\n",
+               {"model.name=mlp", "model.options={sizes: [2147483648, 2147483648, 10]}"});
   EXPECT_EQ(e, "model.options.sizes: 2147483648 is more than 16777216 (in '2147483648,2147483648,10')");
   e = error_of(std::string(kSynthetic) + "training: {steps: 1}\n",
                {"model.name=mlp", "model.options={sizes: [16777216, 16777216, 10]}"});
@@ -280,9 +287,11 @@ TEST(ConfigRanges, DataAndModelsLargerThanMemoryAreRefused) {
       << e;
   // Other models: sizes whose products overflow, and tensors beyond memory
   // (refused by the allocator, tensor by tensor).
-  e = error_of("model: {name: vit, options: {image_size: 16777216, patch_size: 16777216, channels: 16777216}}\n"
-               "training: {steps: 1}\n");
-  EXPECT_EQ(e.rfind("model: VisionTransformer: values per patch (channels 16777216, patch_size 16777216): ", 0), 0u) << e;
+  e = error_of(
+      "model: {name: vit, options: {image_size: 16777216, patch_size: 16777216, channels: 16777216}}\n"
+      "training: {steps: 1}\n");
+  EXPECT_EQ(e.rfind("model: VisionTransformer: values per patch (channels 16777216, patch_size 16777216): ", 0), 0u)
+      << e;
   EXPECT_NE(e.find("overflows a 64-bit integer"), std::string::npos) << e;
   e = error_of("model: {name: vit, options: {dim: 1048576, heads: 1}}\ntraining: {steps: 1}\n");
   EXPECT_EQ(e.rfind("model: cpu allocator: 13194139533312 bytes (1.23e+04 GiB) requested but only ", 0), 0u) << e;

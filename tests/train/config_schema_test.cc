@@ -1,8 +1,8 @@
 #include "train/config_schema.h"
 
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "yaml-cpp/yaml.h"
 
@@ -48,7 +48,8 @@ TEST(ConfigSchema, EveryKeyHasItsSection) {
 }
 
 TEST(ConfigSchema, UnknownKeyMessages) {
-  EXPECT_EQ(unknown_key_message("optimizer", "optimizer", "lrr"), "optimizer.lrr: unknown key; did you mean 'optimizer.lr'?");
+  EXPECT_EQ(unknown_key_message("optimizer", "optimizer", "lrr"),
+            "optimizer.lrr: unknown key; did you mean 'optimizer.lr'?");
   EXPECT_EQ(unknown_key_message("", "", "lr"), "lr: unknown key; did you mean 'optimizer.lr' (in another section)?");
   EXPECT_EQ(unknown_key_message("sparsity.rules[1]", "sparsity.rules[]", "fromat"),
             "sparsity.rules[1].fromat: unknown key; did you mean 'sparsity.rules[1].format'?");
@@ -91,10 +92,12 @@ TEST(ConfigSchema, OverrideErrors) {
       {"optimizer.lr", "--set optimizer.lr: expected key.path=value"},
       {"optimizer.lr=abc", "--set optimizer.lr: optimizer.lr expects a number, got 'abc'"},
       {"training.steps=1.5", "--set training.steps: training.steps expects an integer, got '1.5'"},
-      {"logging.progress=maybe", "--set logging.progress: logging.progress expects a boolean (true/false), got 'maybe'"},
+      {"logging.progress=maybe",
+       "--set logging.progress: logging.progress expects a boolean (true/false), got 'maybe'"},
       {"optimizer.lrr=0.1", "--set: optimizer.lrr: unknown key; did you mean 'optimizer.lr'?"},
       {"optimiser.lr=0.1", "--set: optimiser: unknown key; did you mean 'optimizer'?"},
-      {"sparsity.rules.3.density=0.1", "--set sparsity.rules.3.density: sparsity.rules has 1 entry; index 3 is out of range"},
+      {"sparsity.rules.3.density=0.1",
+       "--set sparsity.rules.3.density: sparsity.rules has 1 entry; index 3 is out of range"},
       {"sparsity.rules.x=1", "--set sparsity.rules.x: sparsity.rules is a list; expected an index, got 'x'"},
       {"optimizer.lr.x=1", "--set optimizer.lr.x: optimizer.lr is a number, not a section"},
       {"optimizer=3", "--set optimizer: optimizer expects a section (a map), got '3'"},

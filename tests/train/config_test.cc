@@ -1,12 +1,12 @@
 #include "train/config.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace coppice {
 namespace {
@@ -160,8 +160,9 @@ precision:
 
 TEST(JobConfig, DistributedAndPrecisionKeys) {
   const absl::StatusOr<JobConfig> c =
-      parse(std::string(kBase) + "distributed: {world_size: 4, timeout_s: 20, bucket_mb: 8, sparse_exchange: dense, "
-                    "topk_fraction: 0.1}\nprecision: {allow_tf32: true}\n");
+      parse(std::string(kBase) +
+            "distributed: {world_size: 4, timeout_s: 20, bucket_mb: 8, sparse_exchange: dense, "
+            "topk_fraction: 0.1}\nprecision: {allow_tf32: true}\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->distributed.world_size, 4);
   EXPECT_DOUBLE_EQ(c->distributed.timeout_s, 20.0);
@@ -217,7 +218,9 @@ TEST(JobConfig, PrecisionDtypeAndLossScale) {
   EXPECT_EQ(set->precision.dtype, DType::kBF16);
   EXPECT_EQ(set->precision.loss_scale.mode, LossScaleMode::kDynamic);
   // One line each, naming the key.
-  EXPECT_EQ(error_of(std::string(kBase) + "precision: {dtype: f8}\n").rfind("precision.dtype: must be one of f32 | bf16 | f16, got 'f8'", 0), 0u)
+  EXPECT_EQ(error_of(std::string(kBase) + "precision: {dtype: f8}\n")
+                .rfind("precision.dtype: must be one of f32 | bf16 | f16, got 'f8'", 0),
+            0u)
       << error_of(std::string(kBase) + "precision: {dtype: f8}\n");
   EXPECT_EQ(error_of(std::string(kBase) + "precision: {loss_scale: lots}\n"),
             "precision.loss_scale: expected dynamic, none or a number, got 'lots'");
@@ -261,9 +264,11 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"key of another section", "lr: 0.1", "lr: unknown key; did you mean 'optimizer.lr' (in another section)?"},
       {"unknown in a list", sparse + "  outputs: [{name: fc1, foward: []}]",
        "sparsity.outputs[0].foward: unknown key; did you mean 'sparsity.outputs[0].forward'?"},
-      {"unknown model option", "!model: {name: mlp, options: {size: [8, 3]}}\ndata: {dataset: synthetic}\ntraining: {steps: 1}",
+      {"unknown model option",
+       "!model: {name: mlp, options: {size: [8, 3]}}\ndata: {dataset: synthetic}\ntraining: {steps: 1}",
        "model.options.size: unknown option of mlp; did you mean 'model.options.sizes'?"},
-      {"unknown value", "optimizer: {name: adma}", "optimizer.name: must be one of sgd | adam | adamw, got 'adma'; did you mean 'adam'?"},
+      {"unknown value", "optimizer: {name: adma}",
+       "optimizer.name: must be one of sgd | adam | adamw, got 'adma'; did you mean 'adam'?"},
       // Wrong types.
       {"string for number", "optimizer: {lr: fast}", "optimizer.lr: expected a number, got 'fast'"},
       {"float for integer", "evaluation: {every_steps: 2.5}", "evaluation.every_steps: expected an integer, got '2.5'"},
@@ -271,9 +276,11 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"map for bool", "logging: {progress: {a: 1}}", "logging.progress: expected a boolean (true/false), got a map"},
       // Out of range.
       {"negative lr", "optimizer: {lr: -0.1}", "optimizer.lr: must be in (0, 10000], got -0.1"},
-      {"batch size 0", "!model: {name: mlp, options: {sizes: [8, 3]}}\ndata: {dataset: synthetic, batch_size: 0}\ntraining: {steps: 1}",
+      {"batch size 0",
+       "!model: {name: mlp, options: {sizes: [8, 3]}}\ndata: {dataset: synthetic, batch_size: 0}\ntraining: {steps: 1}",
        "data.batch_size: must be in [1, 16777216], got 0"},
-      {"density 0", "sparsity: {density: 0, rules: [{name: fc1.weight}]}", "sparsity.density: must be in (0, 1], got 0"},
+      {"density 0", "sparsity: {density: 0, rules: [{name: fc1.weight}]}",
+       "sparsity.density: must be in (0, 1], got 0"},
       {"density above 1", "sparsity: {rules: [{name: fc1.weight, format: csr, density: 1.5}]}",
        "sparsity.rules[0].density: must be in (0, 1], got 1.5"},
       {"momentum 1", "optimizer: {momentum: 1}", "optimizer.momentum: must be in [0, 1), got 1"},
@@ -283,7 +290,8 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"bad device", "device: gpu", "device: must be auto, cpu, cuda or cuda:N, got 'gpu'"},
       {"bad regex", "sparsity: {rules: [{regex: 'fc[', format: csr}]}", ""},
       // Impossible combinations.
-      {"steps and epochs", "!model: {name: mlp, options: {sizes: [8, 3]}}\ndata: {dataset: synthetic}\ntraining: {steps: 1, epochs: 2}",
+      {"steps and epochs",
+       "!model: {name: mlp, options: {sizes: [8, 3]}}\ndata: {dataset: synthetic}\ntraining: {steps: 1, epochs: 2}",
        "training.steps: training.epochs is set too; give one of epochs and steps"},
       {"no length", "!model: {name: mlp, options: {sizes: [8, 3]}}\ndata: {dataset: synthetic}",
        "training: give one of training.epochs and training.steps"},
@@ -292,13 +300,17 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"static without sparsity", "mask_update: {method: static}",
        "mask_update.method: static needs sparse weights: add sparsity.rules and a density below 1"},
       {"dense with sparse rules", sparse,
-       "mask_update.method: dense trains every weight, but sparsity.rules make weights sparse; use static (a fixed mask) "
+       "mask_update.method: dense trains every weight, but sparsity.rules make weights sparse; use static (a fixed "
+       "mask) "
        "or a prune-and-regrow method"},
       {"nm with another sparsifier",
-       "sparsity: {rules: [{name: fc1.weight, format: nm, sparsifier: {name: magnitude, sparsity: 0.5}}]}\nmask_update: {method: static}",
+       "sparsity: {rules: [{name: fc1.weight, format: nm, sparsifier: {name: magnitude, sparsity: "
+       "0.5}}]}\nmask_update: {method: static}",
        "sparsity.rules[0].sparsifier.name: format nm needs the nm sparsifier, got 'magnitude'"},
-      {"nm sparsifier in csr", "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: nm, n: 2, m: 4}}]}",
-       "sparsity.rules[0].format: the nm sparsifier makes n:m weights; use format nm (or masked / a general format), got csr"},
+      {"nm sparsifier in csr",
+       "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: nm, n: 2, m: 4}}]}",
+       "sparsity.rules[0].format: the nm sparsifier makes n:m weights; use format nm (or masked / a general format), "
+       "got csr"},
       {"rigl on nm", "sparsity: {rules: [{name: fc1.weight, format: nm}]}\nmask_update: {method: rigl, end_step: 50}",
        "sparsity.rules[0].format: rigl changes masks and needs one of coo, csr, csc, bsr, blocked_ell, masked, got nm"},
       {"gmp initial below final",
@@ -313,10 +325,12 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "mask_update.interval: not used by method static (masks never change)"},
       {"snfs without momentum", sparse + "mask_update: {method: snfs, end_step: 50}",
        "optimizer.momentum: snfs grows by momentum: must be > 0 with sgd, got 0"},
-      {"adam key for sgd", "optimizer: {name: sgd, beta1: 0.9}", "optimizer.beta1: not an option of sgd (it is adam's and adamw's)"},
+      {"adam key for sgd", "optimizer: {name: sgd, beta1: 0.9}",
+       "optimizer.beta1: not an option of sgd (it is adam's and adamw's)"},
       {"nesterov without momentum", "optimizer: {nesterov: true}",
        "optimizer.nesterov: needs momentum > 0 and dampening 0, got momentum 0 and dampening 0"},
-      {"validation without split", "evaluation: {split: validation}", "evaluation.split: validation needs data.validation_split > 0"},
+      {"validation without split", "evaluation: {split: validation}",
+       "evaluation.split: validation needs data.validation_split > 0"},
       {"nccl on cpu", "device: cpu\ndistributed: {backend: nccl, world_size: 2}",
        "distributed.backend: nccl needs a CUDA device, got device cpu; use inproc"},
       {"inproc on a gpu", "device: cuda:0\ndistributed: {world_size: 2}",
@@ -324,13 +338,15 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"zero timeout", "distributed: {timeout_s: 0}", "distributed.timeout_s: must be in (0, 604800], got 0"},
       {"negative bucket", "distributed: {bucket_mb: -1}", "distributed.bucket_mb: must be in (0, 65536], got -1"},
       {"top-k of everything", "distributed: {topk_fraction: 1}", "distributed.topk_fraction: must be in [0, 1), got 1"},
-      {"rigl with top-k", sparse + "mask_update: {method: rigl, end_step: 50}\ndistributed: {world_size: 2, topk_fraction: 0.1}",
+      {"rigl with top-k",
+       sparse + "mask_update: {method: rigl, end_step: 50}\ndistributed: {world_size: 2, topk_fraction: 0.1}",
        "distributed.topk_fraction: rigl grows from the dense gradient averaged over ranks, which the top-k exchange "
        "truncates: use 0 (exact exchange) with rigl"},
       {"snfs with top-k",
        sparse + "optimizer: {momentum: 0.9}\nmask_update: {method: snfs, end_step: 50}\n"
                 "distributed: {world_size: 2, topk_fraction: 0.1}",
-       "distributed.topk_fraction: snfs grows from the momentum averaged over ranks, which the top-k exchange truncates: "
+       "distributed.topk_fraction: snfs grows from the momentum averaged over ranks, which the top-k exchange "
+       "truncates: "
        "use 0 (exact exchange) with snfs"},
       {"top-k on one rank", "distributed: {topk_fraction: 0.1}",
        "distributed.topk_fraction: has no effect with one rank (distributed.world_size 1); leave it 0"},
@@ -354,23 +370,28 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"rule selecting nothing", "sparsity: {rules: [{name: fc9.weight, format: csr}]}", ""},
       {"override of an unknown layer", sparse + "  overrides: {fc7.weight: 0.5}\nmask_update: {method: static}",
        "sparsity.overrides.fc7.weight: the model has no parameter 'fc7.weight'; did you mean 'fc1.weight'?"},
-      {"keep_last without dir", "checkpoint: {keep_last: 3}", "checkpoint.keep_last: has no effect without checkpoint.dir"},
+      {"keep_last without dir", "checkpoint: {keep_last: 3}",
+       "checkpoint.keep_last: has no effect without checkpoint.dir"},
       {"warm-up factor without warm-up", "lr_schedule: {warmup_start_factor: 0.1}",
        "lr_schedule.warmup_start_factor: has no effect without lr_schedule.warmup_steps > 0"},
-      {"bsr block that does not divide", "sparsity: {density: 0.5, rules: [{name: fc1.weight, format: bsr, block_rows: 5}]}\n"
-       "mask_update: {method: static}", "sparsity.rules[0].format: 5x5 blocks do not divide 'fc1.weight' of shape [16, 8]"},
+      {"bsr block that does not divide",
+       "sparsity: {density: 0.5, rules: [{name: fc1.weight, format: bsr, block_rows: 5}]}\n"
+       "mask_update: {method: static}",
+       "sparsity.rules[0].format: 5x5 blocks do not divide 'fc1.weight' of shape [16, 8]"},
       {"sparsifier block that does not divide",
        "sparsity: {density: 0.5, rules: [{name: fc1.weight, format: csr, sparsifier: {name: block_magnitude, "
        "sparsity: 0.5, block_rows: 4611686018427387904}}]}\nmask_update: {method: static}",
        "sparsity.rules[0].sparsifier: cannot take 'fc1.weight': block_magnitude(sparsity=0.5, "
        "block_rows=4611686018427387904, block_cols=4611686018427387904, norm=l2): the shape [16, 8] is not a whole "
        "number of blocks"},
-      {"csr on a conv weight", "!model: {name: lenet5}\ntraining: {steps: 1}\n"
+      {"csr on a conv weight",
+       "!model: {name: lenet5}\ntraining: {steps: 1}\n"
        "sparsity: {density: 0.5, rules: [{name: conv1.weight, format: csr}]}\nmask_update: {method: static}",
        "sparsity.rules[0].format: csr holds matrices; 'conv1.weight' has shape [6, 1, 5, 5] (use coo or masked)"},
       {"dense layer without a rule", sparse + "  dense: [fc2.bias]\nmask_update: {method: static}",
        "sparsity.dense: no rule in sparsity.rules selects 'fc2.bias'"},
-      {"mlp inputs unlike the data", "!model: {name: mlp, options: {sizes: [10, 3]}}\n"
+      {"mlp inputs unlike the data",
+       "!model: {name: mlp, options: {sizes: [10, 3]}}\n"
        "data: {dataset: synthetic, synthetic: {features: 8, classes: 3, test_examples: 8}}\ntraining: {steps: 1}",
        "model.options.sizes: the first size must be the 8 input features of synthetic, got 10"},
       {"mlp classes unlike the data", "!model: {name: mlp, options: {sizes: '784,100,5'}}\ntraining: {steps: 1}",
@@ -383,7 +404,8 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "data.dataset: char_lm reads token ids: must be text, got fashion_mnist with model char_lm"},
       {"char_lm vocabulary too small",
        "!model: {name: char_lm}\ndata: {dataset: text, validation_split: 0.1}\ntraining: {steps: 1}",
-       "model.options.vocab_size: the corpus '/usr/share/perl/5.36.0/pod/perldiag.pod' has 97 distinct bytes: must be >= "
+       "model.options.vocab_size: the corpus '/usr/share/perl/5.36.0/pod/perldiag.pod' has 97 distinct bytes: must be "
+       ">= "
        "97, got 65"},
       {"window longer than the context",
        "!model: {name: char_lm, options: {vocab_size: 97, context: 32}}\ndata: {dataset: text, validation_split: 0.1}\n"
@@ -391,18 +413,24 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "data.seq_len: must be <= model.options.context (32), got 64"},
       {"density without rules", "sparsity: {density: 0.1}",
        "sparsity.density: applies to the parameters that sparsity.rules select, and there are no rules"},
-      {"step schedule without step_size", "lr_schedule: {name: step}", "lr_schedule.step_size: required for the step schedule"},
-      {"unknown sparsifier", "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: magnitud, sparsity: 0.5}}]}",
-       ""},
+      {"step schedule without step_size", "lr_schedule: {name: step}",
+       "lr_schedule.step_size: required for the step schedule"},
+      {"unknown sparsifier",
+       "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: magnitud, sparsity: 0.5}}]}", ""},
       {"density contradicts sparsifier",
-       "sparsity: {rules: [{name: fc1.weight, format: csr, density: 0.3, sparsifier: {name: magnitude, sparsity: 0.5}}]}",
+       "sparsity: {rules: [{name: fc1.weight, format: csr, density: 0.3, sparsifier: {name: magnitude, sparsity: "
+       "0.5}}]}",
        "sparsity.rules[0].density: 0.3 contradicts the sparsifier's sparsity 0.5 (density = 1 - sparsity)"},
       // Missing files.
-      {"missing dataset path", "!model: {name: mlp}\ndata: {dataset: fashion_mnist, path: /nonexistent/fmnist}\ntraining: {steps: 1}",
+      {"missing dataset path",
+       "!model: {name: mlp}\ndata: {dataset: fashion_mnist, path: /nonexistent/fmnist}\ntraining: {steps: 1}",
        "data.path: Fashion-MNIST directory '/nonexistent/fmnist' not found"},
-      {"missing text file", "!model: {name: char_lm}\ndata: {dataset: text, path: /nonexistent/corpus.txt, validation_split: 0.1}\ntraining: {steps: 1}",
+      {"missing text file",
+       "!model: {name: char_lm}\ndata: {dataset: text, path: /nonexistent/corpus.txt, validation_split: "
+       "0.1}\ntraining: {steps: 1}",
        "data.path: text file '/nonexistent/corpus.txt' not found"},
-      {"missing resume dir", "checkpoint: {resume: /nonexistent/ckpt}", "checkpoint.resume: '/nonexistent/ckpt' not found"},
+      {"missing resume dir", "checkpoint: {resume: /nonexistent/ckpt}",
+       "checkpoint.resume: '/nonexistent/ckpt' not found"},
       {"key for another dataset", "!model: {name: mlp}\ndata: {dataset: synthetic, seq_len: 32}\ntraining: {steps: 1}",
        "data.seq_len: only for dataset text, not synthetic"},
   };
@@ -412,9 +440,7 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
     ASSERT_FALSE(r.ok()) << c.label;
     const std::string m(r.status().message());
     EXPECT_EQ(m.find('\n'), std::string::npos) << c.label << ": " << m;
-    if (!c.message.empty()) {
-      EXPECT_EQ(m, c.message) << c.label;
-    }
+    if (!c.message.empty()) { EXPECT_EQ(m, c.message) << c.label; }
   }
 }
 
@@ -422,16 +448,17 @@ TEST(JobConfig, LooserMessagesNameTheKey) {
   // Messages that pass on a lower layer's words: checked for the key path only.
   EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {rules: [{regex: 'fc[', format: csr}]}"),
             "sparsity.rules[0].regex: 'fc[' does not parse: missing ]: [");
-  EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {rules: [{name: fc9.weight, format: csr}]}").rfind("sparsity: ", 0), 0u);
-  const std::string sp = error_of(std::string(kBase) +
-                                  "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: magnitud, sparsity: 0.5}}]}");
+  EXPECT_EQ(
+      error_of(std::string(kBase) + "sparsity: {rules: [{name: fc9.weight, format: csr}]}").rfind("sparsity: ", 0), 0u);
+  const std::string sp =
+      error_of(std::string(kBase) +
+               "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: magnitud, sparsity: 0.5}}]}");
   EXPECT_EQ(sp.rfind("sparsity.rules[0].sparsifier.name: unknown sparsifier 'magnitud'", 0), 0u) << sp;
   EXPECT_NE(sp.find("did you mean 'magnitude'?"), std::string::npos) << sp;
 }
 
 TEST(JobConfig, MissingFilesAreNotFound) {
-  const absl::StatusOr<JobConfig> r =
-      parse(std::string(kBase) + "checkpoint: {resume: /nonexistent/ckpt}\n");
+  const absl::StatusOr<JobConfig> r = parse(std::string(kBase) + "checkpoint: {resume: /nonexistent/ckpt}\n");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   const absl::StatusOr<JobConfig> f = load_job_config("/nonexistent/job.yaml");
@@ -448,12 +475,20 @@ TEST(JobConfig, BadYamlIsOneLineWithThePosition) {
 }
 
 TEST(JobConfig, BadBytesNeverCrash) {
-  const std::string inputs[] = {
-      std::string("\x00\xff\xfe", 3), "{{{{", "model: [1, 2", "- - -", "? [a, b]\n: 1", "model: {name: *x}",
-      "a: &x {b: 1}\nmodel: *x", std::string(kBase) + "optimizer: {lr: .nan}", "training: {steps: 99999999999999999999}",
-      std::string(kBase) + "sparsity: {rules: fc1.weight}", std::string(kBase) + "sparsity: {rules: [fc1.weight]}",
-      std::string(kBase) + "sparsity: {overrides: {fc1.weight: [1]}}", "model: {name: mlp, options: {sizes: {a: 1}}}",
-      std::string(600, '[') };
+  const std::string inputs[] = {std::string("\x00\xff\xfe", 3),
+                                "{{{{",
+                                "model: [1, 2",
+                                "- - -",
+                                "? [a, b]\n: 1",
+                                "model: {name: *x}",
+                                "a: &x {b: 1}\nmodel: *x",
+                                std::string(kBase) + "optimizer: {lr: .nan}",
+                                "training: {steps: 99999999999999999999}",
+                                std::string(kBase) + "sparsity: {rules: fc1.weight}",
+                                std::string(kBase) + "sparsity: {rules: [fc1.weight]}",
+                                std::string(kBase) + "sparsity: {overrides: {fc1.weight: [1]}}",
+                                "model: {name: mlp, options: {sizes: {a: 1}}}",
+                                std::string(600, '[')};
   for (const std::string& in : inputs) {
     const absl::StatusOr<JobConfig> c = parse(in);
     ASSERT_FALSE(c.ok()) << in;
@@ -461,11 +496,13 @@ TEST(JobConfig, BadBytesNeverCrash) {
     EXPECT_FALSE(m.empty()) << in;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
-  EXPECT_EQ(error_of(std::string(kBase) + "training: {epochs: 3}"), "training: given twice (YAML would keep only the first)");
+  EXPECT_EQ(error_of(std::string(kBase) + "training: {epochs: 3}"),
+            "training: given twice (YAML would keep only the first)");
   EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {overrides: {a: 0.5, a: 0.2}}"),
             "sparsity.overrides.a: given twice (YAML would keep only the first)");
   EXPECT_EQ(error_of(std::string(kBase) + "optimizer: {lr: .nan}"), "optimizer.lr: must be a finite number, got .nan");
-  EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {rules: fc1.weight}"), "sparsity.rules: expected a list, got 'fc1.weight'");
+  EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {rules: fc1.weight}"),
+            "sparsity.rules: expected a list, got 'fc1.weight'");
   EXPECT_EQ(error_of(std::string(kBase) + "sparsity: {rules: [fc1.weight]}"),
             "sparsity.rules[0]: expected a section (a map of keys), got 'fc1.weight'");
 }
@@ -488,9 +525,8 @@ TEST(JobConfig, OverridesApplyBeforeValidation) {
   EXPECT_EQ(error_of(kBase, {"optimizer.lr=-1"}), "optimizer.lr: must be in (0, 10000], got -1");
   // Into a list, and into a free-form map whose keys have dots.
   const std::string sparse = std::string(kBase) + kSparse + "mask_update: {method: static}\n";
-  const absl::StatusOr<JobConfig> s =
-      parse(sparse, {"sparsity.rules.0.format=coo", "sparsity.overrides.fc2.weight=0.5", "mask_update.method=set",
-                     "mask_update.end_step=50"});
+  const absl::StatusOr<JobConfig> s = parse(sparse, {"sparsity.rules.0.format=coo", "sparsity.overrides.fc2.weight=0.5",
+                                                     "mask_update.method=set", "mask_update.end_step=50"});
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->sparsity.schedule.parameters[0].format.name, "coo");
   EXPECT_DOUBLE_EQ(s->sparsity.distribution.overrides.at("fc2.weight"), 0.5);
@@ -499,12 +535,16 @@ TEST(JobConfig, OverridesApplyBeforeValidation) {
 
 TEST(JobConfig, OverridesAreTypeCheckedAndSuggestKeys) {
   EXPECT_EQ(error_of(kBase, {"optimizer.lr=abc"}), "--set optimizer.lr: optimizer.lr expects a number, got 'abc'");
-  EXPECT_EQ(error_of(kBase, {"training.steps=ten"}), "--set training.steps: training.steps expects an integer, got 'ten'");
-  EXPECT_EQ(error_of(kBase, {"optimizer.learning_rate=0.1"}),
-            "--set: optimizer.learning_rate: unknown key; known keys here: name, lr, momentum, dampening, nesterov, beta1, "
-            "beta2, eps, weight_decay, grad_clip");
-  EXPECT_EQ(error_of(kBase, {"data.batchsize=32"}), "--set: data.batchsize: unknown key; did you mean 'data.batch_size'?");
-  EXPECT_EQ(error_of(kBase, {"mask_update.metod=rigl"}), "--set: mask_update.metod: unknown key; did you mean 'mask_update.method'?");
+  EXPECT_EQ(error_of(kBase, {"training.steps=ten"}),
+            "--set training.steps: training.steps expects an integer, got 'ten'");
+  EXPECT_EQ(
+      error_of(kBase, {"optimizer.learning_rate=0.1"}),
+      "--set: optimizer.learning_rate: unknown key; known keys here: name, lr, momentum, dampening, nesterov, beta1, "
+      "beta2, eps, weight_decay, grad_clip");
+  EXPECT_EQ(error_of(kBase, {"data.batchsize=32"}),
+            "--set: data.batchsize: unknown key; did you mean 'data.batch_size'?");
+  EXPECT_EQ(error_of(kBase, {"mask_update.metod=rigl"}),
+            "--set: mask_update.metod: unknown key; did you mean 'mask_update.method'?");
   EXPECT_EQ(error_of(kBase, {"lr=0.1"}), "--set: lr: unknown key; did you mean 'optimizer.lr' (in another section)?");
   EXPECT_EQ(error_of(kBase, {"no_equals"}), "--set no_equals: expected key.path=value");
 }

@@ -36,8 +36,8 @@ namespace {
 using testing_train::make_mlp;
 using testing_train::run_trainer;
 using testing_train::RunResult;
-using testing_train::temp_dir;
 using testing_train::sparsify_weights;
+using testing_train::temp_dir;
 
 // A small synthetic job: 320 examples (a multiple of every global batch
 // below, so no rank pads), 30 steps, a final checkpoint in `ckpt`.
@@ -143,7 +143,8 @@ TEST(DataParallel, CompactSparseMatchesOneRank) {
 }
 
 TEST(DataParallel, RiglMatchesOneRankWithTheSameMasks) {
-  const std::string rigl = std::string(kCsr70) + "mask_update: {method: rigl, end_step: 25, interval: 6, drop_fraction: 0.3}\n";
+  const std::string rigl =
+      std::string(kCsr70) + "mask_update: {method: rigl, end_step: 25, interval: 6, drop_fraction: 0.3}\n";
   for (int world : {2, 4}) {
     SCOPED_TRACE(world);
     expect_matches_one_rank(world, rigl, "rigl");
@@ -167,10 +168,10 @@ TEST(DataParallel, CompactSendsFewerBytesThanDense) {
 }
 
 TEST(DataParallel, TopkWithErrorFeedbackTrains) {
-  const TrainingSummary s = run_job(
-      parse(job_yaml(2, 16, temp_dir("topk"), ""),
-            // fc1 (20x256) is large enough for top-k (GradSyncOptions::topk_min_numel).
-            {"distributed.topk_fraction=0.25", "training.steps=60", "model.options.sizes=[20, 256, 16, 3]"}));
+  const TrainingSummary s =
+      run_job(parse(job_yaml(2, 16, temp_dir("topk"), ""),
+                    // fc1 (20x256) is large enough for top-k (GradSyncOptions::topk_min_numel).
+                    {"distributed.topk_fraction=0.25", "training.steps=60", "model.options.sizes=[20, 256, 16, 3]"}));
   ASSERT_EQ(s.losses.size(), 60u);
   EXPECT_LT(s.losses.back(), 0.5 * s.losses.front());
   EXPECT_GT(s.last_exchange.topk_bytes, 0);
@@ -277,9 +278,7 @@ TEST(DataParallelFaults, MasksThatDriftApartStopTheJob) {
 
 TEST(DataParallelTrainer, RunsAnInprocJobAndPrintsOneSummary) {
   const std::string dir = temp_dir("trainer_inproc");
-  {
-    std::ofstream(dir + "/job.yaml") << job_yaml(2, 16, dir + "/ckpt", kStaticCsr70);
-  }
+  { std::ofstream(dir + "/job.yaml") << job_yaml(2, 16, dir + "/ckpt", kStaticCsr70); }
   const RunResult r = run_trainer("--config '" + dir + "/job.yaml'", dir);
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string& out = r.out;
@@ -291,9 +290,7 @@ TEST(DataParallelTrainer, RunsAnInprocJobAndPrintsOneSummary) {
 
 TEST(DataParallelTrainer, NcclJobStartedAloneSaysHowToLaunchIt) {
   const std::string dir = temp_dir("trainer_nccl_alone");
-  {
-    std::ofstream(dir + "/job.yaml") << job_yaml(2, 16, dir + "/ckpt", "");
-  }
+  { std::ofstream(dir + "/job.yaml") << job_yaml(2, 16, dir + "/ckpt", ""); }
   const RunResult r =
       run_trainer("--config '" + dir + "/job.yaml' --set device=auto --set distributed.backend=nccl", dir);
   EXPECT_EQ(r.code, 1) << r.out << r.err;

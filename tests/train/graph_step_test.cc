@@ -21,8 +21,8 @@ using testing_train::blob_loader;
 using testing_train::make_mlp;
 using testing_train::sparsify_weights;
 
-#define REQUIRE_GPU()                                                                 \
-  do {                                                                                \
+#define REQUIRE_GPU()                                                                   \
+  do {                                                                                  \
     if (!cuda_available()) GTEST_SKIP() << "no CUDA device: graph capture needs a GPU"; \
   } while (0)
 

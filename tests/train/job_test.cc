@@ -7,7 +7,6 @@
 // resumes from its checkpoint bit for bit.
 #include "train/job.h"
 
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -126,9 +125,7 @@ TEST(RunJob, RigL80Percent) {
   EXPECT_DOUBLE_EQ(d.at("fc1.weight"), 64.0 / 320.0);
   EXPECT_DOUBLE_EQ(d.at("fc2.weight"), 10.0 / 48.0);
   for (const LayerStats& l : s.model.layers) {
-    if (l.name.find("weight") != std::string::npos) {
-      EXPECT_EQ(l.format, "csr") << l.name;
-    }
+    if (l.name.find("weight") != std::string::npos) { EXPECT_EQ(l.format, "csr") << l.name; }
   }
   // Updates at 0, 10, ..., 40; each read the dense gradient (RigL).
   ASSERT_EQ(s.mask_updates.size(), 5u);
@@ -137,11 +134,11 @@ TEST(RunJob, RigL80Percent) {
 }
 
 TEST(RunJob, GmpPrunesToFinalDensity) {
-  const TrainingSummary s = run_job(parse(tiny_job(
-      "sparsity:\n"
-      "  rules: [{regex: 'fc[0-9]+\\.weight', format: csr}]\n"
-      "mask_update: {method: gmp, start_step: 10, end_step: 40, frequency: 10, initial_density: 1.0, "
-      "final_density: 0.2}\n")));
+  const TrainingSummary s = run_job(
+      parse(tiny_job("sparsity:\n"
+                     "  rules: [{regex: 'fc[0-9]+\\.weight', format: csr}]\n"
+                     "mask_update: {method: gmp, start_step: 10, end_step: 40, frequency: 10, initial_density: 1.0, "
+                     "final_density: 0.2}\n")));
   expect_learns(s);
   const std::map<std::string, double> d = densities(s);
   EXPECT_NEAR(d.at("fc1.weight"), 0.2, 0.01);
@@ -190,9 +187,7 @@ TEST(RunJob, CheckpointAndResumeContinue) {
 std::string error_of(const JobConfig& job, const JobRunOptions& opts) {
   try {
     run_job(job, opts);
-  } catch (const Error& e) {
-    return e.what();
-  }
+  } catch (const Error& e) { return e.what(); }
   return "";
 }
 
@@ -399,9 +394,8 @@ TEST(TrainerBinary, BadJobExitsTwoWithOneLine) {
 TEST(TrainerBinary, GoodJobExitsZeroWithSummary) {
   const std::string dir = temp_dir("trainer_good");
   const std::string good = write_file(dir, "good.yaml", tiny_job(kRigl));
-  RunResult r = run_trainer("--config '" + good + "' --set training.steps=30 --set mask_update.end_step=25 --run-dir '" +
-                                dir + "/run'",
-                            dir);
+  RunResult r = run_trainer(
+      "--config '" + good + "' --set training.steps=30 --set mask_update.end_step=25 --run-dir '" + dir + "/run'", dir);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("trained 30/30 steps"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("test accuracy"), std::string::npos) << r.out;

@@ -26,8 +26,8 @@ namespace {
 using testing_train::blob_loader;
 using testing_train::make_mlp;
 using testing_train::parameter_bits;
-using testing_train::temp_dir;
 using testing_train::sparsify_weights;
+using testing_train::temp_dir;
 
 double mean(const std::vector<double>& v, size_t from, size_t to) {
   return std::accumulate(v.begin() + static_cast<long>(from), v.begin() + static_cast<long>(to), 0.0) /

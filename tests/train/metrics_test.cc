@@ -5,9 +5,9 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -63,9 +63,15 @@ class JsonChecker {
   bool str() {
     if (i_ >= s_.size() || s_[i_] != '"') return false;
     for (++i_; i_ < s_.size(); ++i_) {
-      if (s_[i_] == '\\') { ++i_; continue; }
+      if (s_[i_] == '\\') {
+        ++i_;
+        continue;
+      }
       if (static_cast<unsigned char>(s_[i_]) < 0x20) return false;
-      if (s_[i_] == '"') { ++i_; return true; }
+      if (s_[i_] == '"') {
+        ++i_;
+        return true;
+      }
     }
     return false;
   }
@@ -85,7 +91,10 @@ class JsonChecker {
       const char close = c == '{' ? '}' : ']';
       ++i_;
       ws();
-      if (i_ < s_.size() && s_[i_] == close) { ++i_; return true; }
+      if (i_ < s_.size() && s_[i_] == close) {
+        ++i_;
+        return true;
+      }
       for (;;) {
         ws();
         if (c == '{') {
@@ -96,8 +105,14 @@ class JsonChecker {
         if (!value()) return false;
         ws();
         if (i_ >= s_.size()) return false;
-        if (s_[i_] == ',') { ++i_; continue; }
-        if (s_[i_] == close) { ++i_; return true; }
+        if (s_[i_] == ',') {
+          ++i_;
+          continue;
+        }
+        if (s_[i_] == close) {
+          ++i_;
+          return true;
+        }
         return false;
       }
     }
@@ -232,7 +247,7 @@ TEST(Metrics, RunTrainingWritesTrainEvalAndSummaryRecords) {
       EXPECT_NE(line.find("\"linear_flops_sparse\""), std::string::npos) << line;
     }
   }
-  EXPECT_EQ(train, 6);  // steps 2, 4, 6, 8 and the update steps 1 and 5 (t = 0, 4)
+  EXPECT_EQ(train, 6);    // steps 2, 4, 6, 8 and the update steps 1 and 5 (t = 0, 4)
   EXPECT_EQ(updates, 2);  // t = 0 and t = 4 (logged at steps 1 and 5)
   EXPECT_EQ(eval, 2);
   EXPECT_EQ(summary, 1);

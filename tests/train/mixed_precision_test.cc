@@ -24,9 +24,7 @@ TEST(MixedPrecision, CastParametersKeepsFormatsAndPatterns) {
     EXPECT_EQ(p.value().format(), old.value().format()) << name;
     EXPECT_EQ(p.requires_grad(), old.requires_grad()) << name;
     EXPECT_EQ(p.name(), name);
-    if (old.value().is_sparse()) {
-      EXPECT_EQ(pattern_version(p.value()), pattern_version(old.value())) << name;
-    }
+    if (old.value().is_sparse()) { EXPECT_EQ(pattern_version(p.value()), pattern_version(old.value())) << name; }
     EXPECT_TRUE(allclose(to_dense(p.value()).to(DType::kF32), to_dense(old.value()), 1e-2, 1e-2)) << name;
   }
   // The model runs in bf16; its f32 logits carry gradients back to bf16 leaves.

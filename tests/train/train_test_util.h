@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -108,8 +108,8 @@ struct RunResult {
 // DIR/stdout and DIR/stderr; `env` (NAME=VALUE ..., shell-quoted) is set for it.
 inline RunResult run_trainer(const std::string& args, const std::string& dir, const std::string& env = "") {
   const std::string out = dir + "/stdout", err = dir + "/stderr";
-  const std::string cmd =
-      (env.empty() ? "" : "env " + env + " ") + "'" + trainer_path() + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + "'" + trainer_path() + "' " + args + " >'" + out +
+                          "' 2>'" + err + "' </dev/null";
   const int status = std::system(cmd.c_str());
   RunResult r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

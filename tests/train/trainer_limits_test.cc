@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "data/text.h"
+#include "gtest/gtest.h"
 #include "tests/train/train_test_util.h"
 
 namespace coppice {
@@ -33,7 +33,7 @@ int count_lines(const std::string& s) { return static_cast<int>(std::count(s.beg
 
 struct Case {
   std::string label;
-  std::vector<std::string> sets;  // --set key=value
+  std::vector<std::string> sets;   // --set key=value
   std::vector<std::string> parts;  // in the one line, after "<job file>: "
 };
 
@@ -51,29 +51,39 @@ TEST(TrainerLimits, BadNumbersExitTwoWithOneLineNamingTheKey) {
   { std::ofstream(big_text) << "x"; }
   fs::resize_file(big_text, kTextMaxBytes + 1);  // sparse
   const std::vector<Case> cases = {
-      {"overflowing model sizes", {"model.options={sizes: [2147483648, 2147483648, 10]}"},
+      {"overflowing model sizes",
+       {"model.options={sizes: [2147483648, 2147483648, 10]}"},
        {"model.options.sizes: 2147483648 is more than 16777216"}},
-      {"model larger than memory", {"model.options={sizes: [8, 16777216, 16777216, 3]}"},
+      {"model larger than memory",
+       {"model.options={sizes: [8, 16777216, 16777216, 3]}"},
        {"model.options.sizes: [8, 16777216, 16777216, 3]: ", " parameters of f32: needs ", " bytes (",
         " of host memory are available"}},
-      {"synthetic examples that overflowed randint", {"data.synthetic.examples=2305843009213693952"},
+      {"synthetic examples that overflowed randint",
+       {"data.synthetic.examples=2305843009213693952"},
        {"data.synthetic.examples: must be in [1, 1099511627776], got 2305843009213693952"}},
-      {"synthetic data larger than memory", {"data.synthetic.examples=1073741824", "data.synthetic.features=1024",
-                                             "model.options={sizes: [1024, 3]}"},
+      {"synthetic data larger than memory",
+       {"data.synthetic.examples=1073741824", "data.synthetic.features=1024", "model.options={sizes: [1024, 3]}"},
        {"data.synthetic.examples: 1073741840 examples of 1024 features: needs ", " of host memory are available"}},
-      {"epochs that overflowed into 0 steps", {"training={epochs: 4611686018427387904}"},
+      {"epochs that overflowed into 0 steps",
+       {"training={epochs: 4611686018427387904}"},
        {"training.epochs: must be in [1, 1000000000000], got 4611686018427387904"}},
-      {"epochs times batches past the step limit", {"training={epochs: 1000000000000}"},
+      {"epochs times batches past the step limit",
+       {"training={epochs: 1000000000000}"},
        {"training.epochs: 1000000000000 epochs of 4 steps make more than 1000000000000 steps"}},
-      {"an integer past int64", {"training.steps=99999999999999999999"},
+      {"an integer past int64",
+       {"training.steps=99999999999999999999"},
        {"training.steps: 99999999999999999999 does not fit in a 64-bit integer"}},
-      {"world size narrowed to int", {"distributed.world_size=4294967298"},
+      {"world size narrowed to int",
+       {"distributed.world_size=4294967298"},
        {"distributed.world_size: must be in [1, 65536], got 4294967298"}},
-      {"a timeout every collective misses", {"distributed.timeout_s=1.0e10"},
+      {"a timeout every collective misses",
+       {"distributed.timeout_s=1.0e10"},
        {"distributed.timeout_s: must be in (0, 604800], got 1e+10"}},
-      {"a timeout past any integer", {"distributed.timeout_s=1e300"},
+      {"a timeout past any integer",
+       {"distributed.timeout_s=1e300"},
        {"distributed.timeout_s: must be in (0, 604800], got 1e+300"}},
-      {"a bucket past any integer", {"distributed.bucket_mb=1e300"},
+      {"a bucket past any integer",
+       {"distributed.bucket_mb=1e300"},
        {"distributed.bucket_mb: must be in (0, 65536], got 1e+300"}},
       {"a negative seed", {"seed=-1"}, {"seed: must be in [0, 18446744073709551615], got -1"}},
       {"a text corpus past the reader's limit",
@@ -95,9 +105,9 @@ TEST(TrainerLimits, ActivationsLargerThanMemoryExitOneNamingTheBytes) {
   // A small model (12.6M parameters) whose hidden layer over one batch of 2M
   // examples would take 8.4 TB: only the run meets it.
   const std::string dir = temp_dir("trainer_limits_run");
-  const RunResult r = run_with(dir, {"model.options={sizes: [8, 1048576, 3]}", "data.batch_size=2000000",
-                                     "data.synthetic={examples: 2000000, test_examples: 16, features: 8}",
-                                     "training.steps=1"});
+  const RunResult r =
+      run_with(dir, {"model.options={sizes: [8, 1048576, 3]}", "data.batch_size=2000000",
+                     "data.synthetic={examples: 2000000, test_examples: 16, features: 8}", "training.steps=1"});
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
   EXPECT_EQ(r.err.rfind("trainer: error: cpu allocator: 8388608000000 bytes (7.81e+03 GiB) requested but only ", 0), 0u)
@@ -113,8 +123,9 @@ TEST(TrainerLimits, BadRuntimeOptionExitsTwoBeforeTheRun) {
   const RunResult r = run_trainer("--config '" + dir + "/job.yaml' --run-dir '" + dir + "/run'", dir,
                                   "COPPICE_SDDMM_DENSE_DENSITY=nan");
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_EQ(r.err, "trainer: COPPICE_SDDMM_DENSE_DENSITY='nan' is not accepted: expected a finite number >= 0 "
-                   "(above 1 turns the dense route off)\n");
+  EXPECT_EQ(r.err,
+            "trainer: COPPICE_SDDMM_DENSE_DENSITY='nan' is not accepted: expected a finite number >= 0 "
+            "(above 1 turns the dense route off)\n");
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 

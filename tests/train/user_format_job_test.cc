@@ -76,10 +76,8 @@ TEST(UserFormatJob, RefusedWherePruneAndRegrowNeedsABuiltInFormat) {
 }
 
 TEST(UserFormatJob, UnknownFormatsListTheRegisteredOnes) {
-  absl::StatusOr<JobConfig> job =
-      parse_job_config(ellpack_job("static").replace(ellpack_job("static").find("format: ellpack"), 15,
-                                                      "format: ellpak"),
-                       {});
+  absl::StatusOr<JobConfig> job = parse_job_config(
+      ellpack_job("static").replace(ellpack_job("static").find("format: ellpack"), 15, "format: ellpak"), {});
   ASSERT_FALSE(job.ok());
   EXPECT_NE(std::string(job.status().message()).find("ellpack"), std::string::npos) << job.status();
 }

@@ -116,8 +116,8 @@ TEST(YamlLimitsTest, NestingAtTheLimitInEveryStyle) {
 // scalars full of brackets, dashes and '#'): the scan refuses exactly those
 // deeper than the limit.
 void emit_random(YAML::Emitter& out, std::mt19937& rng, int depth, int target) {
-  static const char* kParts[] = {"a", "fc1.weight", "[", "]", "{", "}", "- ", "#", " #x", ": ", "'", "\"", "\\",
-                                 "?", ",", "|", ">", "&a", "*b", "!t", "\n", "  ", "x:y", "--- ", "..."};
+  static const char* kParts[] = {"a", "fc1.weight", "[", "]", "{",  "}",  "- ", "#",  " #x", ": ",  "'",    "\"", "\\",
+                                 "?", ",",          "|", ">", "&a", "*b", "!t", "\n", "  ",  "x:y", "--- ", "..."};
   if (depth >= target || (depth > 3 && rng() % 5 == 0)) {
     std::string s;
     for (int i = static_cast<int>(rng() % 8); i > 0; --i) s += kParts[rng() % (sizeof(kParts) / sizeof(kParts[0]))];
@@ -181,19 +181,21 @@ TEST(YamlLimitsTest, NestingMessagesSayWhere) {
 TEST(YamlLimitsTest, WhatCannotNestIsSkipped) {
   const std::string deep(1000, '[');
   const std::vector<std::string> fine = {
-      "a: '" + deep + "'\n",                                  // single-quoted
-      "a: 'it''s " + deep + "'\n",                            // '' inside
-      "a: \"" + repeat("\\\"[", 1000) + "\"\n",               // escaped quotes inside
-      "a: \"multi\n  line " + deep + "\"\nb: 1\n",            // across lines
-      "# " + deep + "\na: 1 # " + deep + "\n",                // comments
-      "a: x" + deep + "\n",                                   // inside a plain scalar
-      "a: ['" + deep + "', \"" + deep + "\"]\n",              // quoted in a flow
-      "a: [b, # " + deep + "\n  c]\n",                         // a comment inside a flow
-      "a: |\n" + [] {                                         // a block scalar's lines
-        std::string s;
-        for (int i = 0; i < 200; ++i) s += "  " + std::string(i, ' ') + "- a: [[[\n";
-        return s;
-      }() + "b: 1\n",
+      "a: '" + deep + "'\n",                        // single-quoted
+      "a: 'it''s " + deep + "'\n",                  // '' inside
+      "a: \"" + repeat("\\\"[", 1000) + "\"\n",     // escaped quotes inside
+      "a: \"multi\n  line " + deep + "\"\nb: 1\n",  // across lines
+      "# " + deep + "\na: 1 # " + deep + "\n",      // comments
+      "a: x" + deep + "\n",                         // inside a plain scalar
+      "a: ['" + deep + "', \"" + deep + "\"]\n",    // quoted in a flow
+      "a: [b, # " + deep + "\n  c]\n",              // a comment inside a flow
+      "a: |\n" +
+          [] {  // a block scalar's lines
+            std::string s;
+            for (int i = 0; i < 200; ++i) s += "  " + std::string(i, ' ') + "- a: [[[\n";
+            return s;
+          }() +
+          "b: 1\n",
       "a: >-\n  " + deep + "\n\n  - - - - x\nb: [1]\n",
       "--- " + std::string(60, '[') + std::string(60, ']') + "\n...\n--- " + std::string(60, '[') + "\n",
   };
@@ -206,7 +208,8 @@ TEST(YamlLimitsTest, WhatCannotNestIsSkipped) {
 // at the node limit, and at the depth limit for an alias inside what it names.
 TEST(YamlLimitsTest, AliasesAreBounded) {
   std::string laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
-  for (int i = 1; i < 20; ++i) laughs += str_cat("a", i, ": &a", i, " [", repeat(str_cat("*a", i - 1, ", "), 9), "*a", i - 1, "]\n");
+  for (int i = 1; i < 20; ++i)
+    laughs += str_cat("a", i, ": &a", i, " [", repeat(str_cat("*a", i - 1, ", "), 9), "*a", i - 1, "]\n");
   EXPECT_EQ(text_error(laughs), "");
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(tree_error(laughs), "t.yaml: more than 100000 nodes (limit; an alias counts as a copy of what it names)");
@@ -234,11 +237,16 @@ TEST(YamlLimitsTest, NodeLimit) {
 TEST(YamlLimitsTest, ScanIsLinear) {
   const size_t n = kMaxJobYamlBytes - 8;
   const std::vector<std::string> texts = {
-      std::string(n, '\t') + "a: 1",         "a: '" + std::string(n, '\'') + "'",
-      "a: \"" + repeat("\\\"", n / 2) + "\"", "a: |\n" + repeat("  x\n", n / 4),
-      std::string(n, ' ') + "a",               repeat("a: 1\n", n / 5),
-      "a: [" + repeat("1,", n / 2) + "1]",      repeat("- x\n", n / 4),
-      std::string(n, '\n'),                    "a: x" + repeat(":x", n / 2),
+      std::string(n, '\t') + "a: 1",
+      "a: '" + std::string(n, '\'') + "'",
+      "a: \"" + repeat("\\\"", n / 2) + "\"",
+      "a: |\n" + repeat("  x\n", n / 4),
+      std::string(n, ' ') + "a",
+      repeat("a: 1\n", n / 5),
+      "a: [" + repeat("1,", n / 2) + "1]",
+      repeat("- x\n", n / 4),
+      std::string(n, '\n'),
+      "a: x" + repeat(":x", n / 2),
   };
   for (const std::string& text : texts) {
     const auto start = std::chrono::steady_clock::now();
@@ -296,8 +304,10 @@ TEST(YamlLimitsTest, JobsAreRefusedWithOneLine) {
             str_cat("job.yaml: the job file is ", base.size() + 1 + kMaxJobYamlBytes,
                     " bytes, over the limit of 1048576 bytes (1 MiB)"));
   std::string laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
-  for (int i = 1; i < 20; ++i) laughs += str_cat("a", i, ": &a", i, " [", repeat(str_cat("*a", i - 1, ", "), 9), "*a", i - 1, "]\n");
-  EXPECT_EQ(error(laughs + base), "job.yaml: more than 100000 nodes (limit; an alias counts as a copy of what it names)");
+  for (int i = 1; i < 20; ++i)
+    laughs += str_cat("a", i, ": &a", i, " [", repeat(str_cat("*a", i - 1, ", "), 9), "*a", i - 1, "]\n");
+  EXPECT_EQ(error(laughs + base),
+            "job.yaml: more than 100000 nodes (limit; an alias counts as a copy of what it names)");
   // A --set value is counted from where it goes (model.options: two levels down).
   EXPECT_EQ(error(base, {"model.options={sizes: " + std::string(100000, '[') + "}"}),
             "--set model.options: line 1, column 70: nested deeper than 64 levels (limit)");

@@ -26,9 +26,7 @@ template <typename Fn>
 std::string error_of(Fn fn) {
   try {
     fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
+  } catch (const Error& e) { return e.what(); }
   return "";
 }
 

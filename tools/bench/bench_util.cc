@@ -22,7 +22,8 @@ namespace coppice::bench {
 // ---- command line ----------------------------------------------------------
 
 std::string usage() {
-  return "usage: bench [gemm|elementwise|spmm|sddmm|sparsify|all] [--device cpu|cuda|all] [--size N] [--numel N] [--reps R]\n"
+  return "usage: bench [gemm|elementwise|spmm|sddmm|sparsify|all] [--device cpu|cuda|all] [--size N] [--numel N] "
+         "[--reps R]\n"
          "             [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X] [--json FILE]\n"
          "       bench dp [--device cpu|cuda|all] [--batch B] [--hidden H] [--steps S] [--warmup W] [--sparsity X]\n"
          "             [--variants dense,compact,densified] [--ranks N] [--timeout-s T] [--tf32] [--json FILE]\n"
@@ -141,11 +142,10 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
     std::string flag = arg, value;
     size_t eq = arg.find('=');
     if (eq != std::string::npos) flag = arg.substr(0, eq);
-    static const char* const kFlags[] = {"--device", "--size",     "--numel",  "--reps",  "--warmup",
-                                         "--dtype",  "--json",     "--min-sample-ms",     "--batch",
-                                         "--hidden", "--steps",    "--sparsity", "--variants",
-                                         "--ranks",  "--timeout-s", "--models", "--formats",
-                                         "--modes",  "--config-dir"};
+    static const char* const kFlags[] = {"--device", "--size",     "--numel",         "--reps",      "--warmup",
+                                         "--dtype",  "--json",     "--min-sample-ms", "--batch",     "--hidden",
+                                         "--steps",  "--sparsity", "--variants",      "--ranks",     "--timeout-s",
+                                         "--models", "--formats",  "--modes",         "--config-dir"};
     if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags)) {
       return absl::InvalidArgumentError(str_cat("unknown flag '", flag, "'"));
     }
@@ -195,8 +195,8 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       while (std::getline(ss, name, ',')) {
         DType t;
         if (!dtype_from_name(name, &t) || !is_floating(t)) {
-          return absl::InvalidArgumentError(str_cat("--dtype: unknown or non-floating dtype '", name,
-                                                    "' (expected f32, f64, bf16, f16)"));
+          return absl::InvalidArgumentError(
+              str_cat("--dtype: unknown or non-floating dtype '", name, "' (expected f32, f64, bf16, f16)"));
         }
         c.dtypes.push_back(t);
       }
@@ -221,8 +221,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       if (*v <= 0) return absl::InvalidArgumentError("--timeout-s: must be positive");
       c.timeout_s = *v;
     } else if (flag == "--variants") {
-      absl::StatusOr<std::vector<std::string>> names =
-          parse_names(flag, value, {"dense", "compact", "densified"});
+      absl::StatusOr<std::vector<std::string>> names = parse_names(flag, value, {"dense", "compact", "densified"});
       if (!names.ok()) return names.status();
       c.variants = *names;
     } else if (flag == "--models" || flag == "--formats" || flag == "--modes") {
@@ -230,8 +229,9 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       static const std::vector<std::string> kFormats = {"dense", "csr", "bsr", "nm"};
       static const std::vector<std::string> kModes = {"f32", "tf32", "bf16"};
       const std::vector<std::string>& known = flag == "--models" ? kModels : flag == "--formats" ? kFormats : kModes;
-      std::vector<std::string>& list = flag == "--models" ? c.train_models : flag == "--formats" ? c.train_formats
-                                                                                                 : c.train_modes;
+      std::vector<std::string>& list = flag == "--models"    ? c.train_models
+                                       : flag == "--formats" ? c.train_formats
+                                                             : c.train_modes;
       absl::StatusOr<std::vector<std::string>> names = parse_names(flag, value, known);
       if (!names.ok()) return names.status();
       list = *names;

@@ -22,8 +22,8 @@ inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 struct Config {
   bool gemm = true;
   bool elementwise = true;
-  bool spmm = true;   // sparse x dense (tools/bench/spmm_bench.cc)
-  bool sddmm = true;  // dense x dense sampled at a sparse pattern (sddmm_bench.cc)
+  bool spmm = true;      // sparse x dense (tools/bench/spmm_bench.cc)
+  bool sddmm = true;     // dense x dense sampled at a sparse pattern (sddmm_bench.cc)
   bool sparsify = true;  // sparsifiers on 16M elements (sparsify_bench.cc)
   bool dp = false;       // data-parallel training steps (dp_bench.cc); never part of "all"
   bool train = false;    // training steps per model, format and mode (train_bench.cc); never part of "all"
@@ -33,21 +33,21 @@ struct Config {
   int64_t numel = 0;  // elementwise element count; 0: the default
   int reps = 20;      // timed samples (the median is reported)
   int warmup = 3;
-  bool reps_given = false;    // --reps / --warmup given: the sparse suites' CPU defaults
-  bool warmup_given = false;  // (kCpuSparseReps, kCpuSparseWarmup) yield to them
+  bool reps_given = false;     // --reps / --warmup given: the sparse suites' CPU defaults
+  bool warmup_given = false;   // (kCpuSparseReps, kCpuSparseWarmup) yield to them
   double min_sample_ms = 1.0;  // a sample repeats the op until it lasts this long (launch overhead)
   std::vector<DType> dtypes;   // empty: each suite's defaults
   std::string json_path;       // also write the JSON here
   bool help = false;
   // The dp suite (tools/bench/dp_bench.cc); 0 / empty: its defaults.
-  int64_t batch = 0;           // per-rank batch (1024 on CUDA, kDpCpuBatch on the CPU)
-  int64_t hidden = 0;          // the MLP's width (4096 on CUDA, kDpCpuHidden on the CPU)
-  int steps = 0;               // timed steps (kDpSteps); warm-up steps: --warmup if given, else kDpWarmup
-  double sparsity = 0.9;       // of the CSR weights
+  int64_t batch = 0;                  // per-rank batch (1024 on CUDA, kDpCpuBatch on the CPU)
+  int64_t hidden = 0;                 // the MLP's width (4096 on CUDA, kDpCpuHidden on the CPU)
+  int steps = 0;                      // timed steps (kDpSteps); warm-up steps: --warmup if given, else kDpWarmup
+  double sparsity = 0.9;              // of the CSR weights
   std::vector<std::string> variants;  // dense, compact, densified (all three by default)
-  int ranks = 1;               // ranks as threads of this process on the CPU (inproc communicator)
-  double timeout_s = 120.0;    // NCCL timeout of each collective
-  bool allow_tf32 = false;     // --tf32: f32 dense matmuls on CUDA may use TF32 (tensor/precision.h)
+  int ranks = 1;                      // ranks as threads of this process on the CPU (inproc communicator)
+  double timeout_s = 120.0;           // NCCL timeout of each collective
+  bool allow_tf32 = false;            // --tf32: f32 dense matmuls on CUDA may use TF32 (tensor/precision.h)
   // The train suite (tools/bench/train_bench.cc); --batch, --hidden, --steps
   // and --warmup as for dp (its MLP). Empty lists: all.
   std::vector<std::string> train_models;   // mlp, lenet300, vit
@@ -118,16 +118,16 @@ Timing time_op(const std::function<void()>& fn, const std::function<void()>& syn
 
 // ---- results ---------------------------------------------------------------
 struct Result {
-  std::string suite;        // "gemm", "elementwise"
-  std::string op;           // "matmul", "add"
-  std::string device;       // "cpu", "cuda:0"
-  std::string device_name;  // GPU model or CPU description; "" when unknown
-  std::string dtype;        // "f32", ...
+  std::string suite;           // "gemm", "elementwise"
+  std::string op;              // "matmul", "add"
+  std::string device;          // "cpu", "cuda:0"
+  std::string device_name;     // GPU model or CPU description; "" when unknown
+  std::string dtype;           // "f32", ...
   std::vector<int64_t> shape;  // gemm: [m, n, k]; elementwise: [numel]; spmm, sddmm: [m, k, n]
   std::string format;          // sparse suites: "csr", "coo", "bsr", "dense" (baseline); "" elsewhere
   double sparsity = kNaN;      // sparse suites: fraction of zeros of the pattern; NaN (omitted) elsewhere
   int64_t nnz = -1;            // sparse suites: stored entries; -1 (omitted) elsewhere
-  std::string status = "ok";  // "ok", "skipped: ...", "error: ..."
+  std::string status = "ok";   // "ok", "skipped: ...", "error: ..."
   int reps = 0;
   int inner = 0;
   double median_ms = kNaN;

@@ -93,8 +93,8 @@ Result run_variant(const DpSetup& s, const std::string& variant, Communicator* c
   LayerOptions lo;
   lo.dtype = DType::kF32;
   lo.device = s.device;
-  auto model = std::make_shared<MLP>(std::vector<int64_t>{s.hidden, s.hidden, s.hidden, s.hidden, kClasses}, lo,
-                                     model_gen);
+  auto model =
+      std::make_shared<MLP>(std::vector<int64_t>{s.hidden, s.hidden, s.hidden, s.hidden, kClasses}, lo, model_gen);
   int64_t stored = 0, dense_numel = 0, sparse_nnz = 0;
   uint64_t purpose = 1;
   WeightPattern pattern;
@@ -192,15 +192,13 @@ std::vector<Result> run_rank(const DpSetup& s, const std::vector<std::string>& v
     } else {
       try {
         r = run_variant(s, v, comm);
-      } catch (const std::exception& e) {
-        r.status = str_cat("error: rank ", rank, ": ", e.what());
-      }
+      } catch (const std::exception& e) { r.status = str_cat("error: rank ", rank, ": ", e.what()); }
     }
     if (rank == 0) {
       log_result(r);
       if (r.status == "ok") {
-        std::fprintf(stderr, "%-11s %-6s %-9s world %d: %.1f samples/s, %.0f exchange bytes per step, loss %g\n",
-                     "dp", r.device.c_str(), v.c_str(), world, extra_value(r, "samples_per_s"),
+        std::fprintf(stderr, "%-11s %-6s %-9s world %d: %.1f samples/s, %.0f exchange bytes per step, loss %g\n", "dp",
+                     r.device.c_str(), v.c_str(), world, extra_value(r, "samples_per_s"),
                      extra_value(r, "exchange_bytes_per_step"), extra_value(r, "final_loss"));
       }
     } else if (r.status != "ok") {
@@ -267,9 +265,7 @@ bool run_dp(const Config& config, std::vector<Result>* results) {
       NcclOptions no;
       no.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(config.timeout_s * 1000.0)));
       comm = make_nccl_communicator(*env, local_rank, no);
-    } catch (const std::exception& e) {
-      error = str_cat("error: rank ", rank, ": ", e.what());
-    }
+    } catch (const std::exception& e) { error = str_cat("error: rank ", rank, ": ", e.what()); }
     if (comm == nullptr && error.empty()) error = "error: no NCCL communicator";
     mine = run_rank(s, variants, comm.get(), error, world, rank);
   } else if (config.ranks > 1) {

@@ -30,9 +30,7 @@ void run_elementwise(const Config& config, std::vector<Result>* results) {
           Tensor b = random_input({numel}, dtype, device);
           Timing t = time_op([&] { Tensor c = add(a, b); }, [&] { synchronize(device); }, timing_options(config));
           fill_timing(t, &r);
-        } catch (const std::exception& e) {
-          r.status = std::string("error: ") + e.what();
-        }
+        } catch (const std::exception& e) { r.status = std::string("error: ") + e.what(); }
       }
       log_result(r);
       results->push_back(std::move(r));

@@ -80,9 +80,7 @@ void run_relu_to_csr(const Config& config, const DeviceCase& dc, const TimingOpt
         Timing t = time_op([&] { Tensor y = c.fn(x); }, [&] { synchronize(device); }, opts);
         fill_timing(t, &r);
         medians.push_back(t.median_ms);
-      } catch (const std::exception& e) {
-        r.status = std::string("error: ") + e.what();
-      }
+      } catch (const std::exception& e) { r.status = std::string("error: ") + e.what(); }
     }
     log_result(r);
     std::fprintf(stderr, "  (%s)\n", r.op.c_str());
@@ -150,9 +148,7 @@ void run_sparsify(const Config& config, std::vector<Result>* results) {
           Timing t = time_op([&] { c.fn(x); }, [&] { synchronize(device); }, opts);
           fill_timing(t, &r);
           if (c.op == "copy") copy_gbps = r.gbps();
-        } catch (const std::exception& e) {
-          r.status = std::string("error: ") + e.what();
-        }
+        } catch (const std::exception& e) { r.status = std::string("error: ") + e.what(); }
       }
       log_result(r);  // its line names no op: say which
       std::fprintf(stderr, "  (%s)\n", r.op.c_str());

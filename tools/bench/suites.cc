@@ -101,10 +101,10 @@ void run_sparse_bench(const Config& config, const DeviceCase& dc, const SparseBe
     if (skip.empty()) {
       try {
         std::function<void()> fn = b.dense_op(device);
-        fill_timing(time_op(fn, [&] { synchronize(device); }, opts), &r);
-      } catch (const std::exception& e) {
-        r.status = std::string("error: ") + e.what();
-      }
+        fill_timing(time_op(
+                        fn, [&] { synchronize(device); }, opts),
+                    &r);
+      } catch (const std::exception& e) { r.status = std::string("error: ") + e.what(); }
     }
     log_result(r);
     results->push_back(std::move(r));
@@ -144,11 +144,11 @@ void run_sparse_bench(const Config& config, const DeviceCase& dc, const SparseBe
           if (!fell_back.empty()) {
             r.status = "skipped: no kernel (dense fallback: " + fell_back + ")";
           } else {
-            fill_timing(time_op(fn, [&] { synchronize(device); }, opts), &r);
+            fill_timing(time_op(
+                            fn, [&] { synchronize(device); }, opts),
+                        &r);
           }
-        } catch (const std::exception& e) {
-          r.status = std::string("error: ") + e.what();
-        }
+        } catch (const std::exception& e) { r.status = std::string("error: ") + e.what(); }
       }
       log_result(r);
       results->push_back(std::move(r));
@@ -167,8 +167,8 @@ void log_result(const Result& r) {
   }
   bool gemm = std::isfinite(r.flops);
   double v = gemm ? r.gflops() : r.gbps();
-  std::fprintf(stderr, "%-11s %-6s %-4s %-20s %10.4f ms  %10.1f %s", r.suite.c_str(), r.device.c_str(),
-               r.dtype.c_str(), shape.c_str(), r.median_ms, v, gemm ? "GFLOP/s" : "GB/s");
+  std::fprintf(stderr, "%-11s %-6s %-4s %-20s %10.4f ms  %10.1f %s", r.suite.c_str(), r.device.c_str(), r.dtype.c_str(),
+               shape.c_str(), r.median_ms, v, gemm ? "GFLOP/s" : "GB/s");
   if (std::isfinite(r.peak)) std::fprintf(stderr, "  (%.1f%% of peak)", 100.0 * v / r.peak);
   std::fprintf(stderr, "\n");
 }

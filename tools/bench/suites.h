@@ -58,9 +58,9 @@ Tensor random_input(const Shape& shape, DType dtype, Device device);
 // device and return the timed call.
 struct SparseBench {
   std::string suite, op;
-  int64_t m = 0, k = 0, n = 0;        // the Result shape [m, k, n]
-  int64_t rows = 0, cols = 0;         // the sparse operand's shape
-  int64_t flops_per_nnz = 0;          // n (spmm) or k (sddmm)
+  int64_t m = 0, k = 0, n = 0;  // the Result shape [m, k, n]
+  int64_t rows = 0, cols = 0;   // the sparse operand's shape
+  int64_t flops_per_nnz = 0;    // n (spmm) or k (sddmm)
   std::function<std::function<void()>(const Tensor& sparse, Device device)> sparse_op;
   std::function<std::function<void()>(Device device)> dense_op;  // the dense gemm baseline
 };

@@ -202,8 +202,8 @@ int64_t total_fallbacks() {
   return n;
 }
 
-void run_case(const TrainSetup& s, const std::string& model_name, const Variant& v, const Mode& mode,
-              MaskCache* masks, Result* r) {
+void run_case(const TrainSetup& s, const std::string& model_name, const Variant& v, const Mode& mode, MaskCache* masks,
+              Result* r) {
   TrainModel m = make_train_model(s, model_name);
   r->shape = m.shape;
   int64_t dense_numel = 0, stored = 0, sparse_nnz = 0;
@@ -221,7 +221,8 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
              pattern.m);
       }
       if (v.format == "bsr") {
-        smallest_block = std::fmin(smallest_block, static_cast<double>(bsr_block_for(shape[0], shape[1], pattern.block)));
+        smallest_block =
+            std::fmin(smallest_block, static_cast<double>(bsr_block_for(shape[0], shape[1], pattern.block)));
       }
       sparse_nnz += sparsify_parameter(*m.module, name, pattern, purpose++, masks);
     }
@@ -329,9 +330,7 @@ void run_train(const Config& config, std::vector<Result>* results) {
             r.status = "ok";
             try {
               run_case(s, model, v, mode, &masks, &r);
-            } catch (const std::exception& e) {
-              r.status = std::string("error: ") + e.what();
-            }
+            } catch (const std::exception& e) { r.status = std::string("error: ") + e.what(); }
           }
           log_train_result(r);
           results->push_back(std::move(r));

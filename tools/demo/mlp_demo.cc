@@ -59,8 +59,8 @@ Variable init_weight(const Shape& shape, Device device, Generator& gen, const ch
 }
 
 int run(const Flags& flags) {
-  Device device = flags.device == "auto" ? (cuda_available() ? Device::cuda(0) : Device::cpu())
-                                         : Device::parse(flags.device);
+  Device device =
+      flags.device == "auto" ? (cuda_available() ? Device::cuda(0) : Device::cpu()) : Device::parse(flags.device);
   Generator gen(flags.seed);
   constexpr int64_t kSamples = 2048, kIn = 32, kHidden = 128, kClasses = 8;
 
@@ -82,8 +82,7 @@ int run(const Flags& flags) {
 
   std::printf("mlp_demo: %lld samples, MLP %lld-%lld-%lld-%lld, SGD momentum 0.9, lr %g, on %s\n",
               static_cast<long long>(kSamples), static_cast<long long>(kIn), static_cast<long long>(kHidden),
-              static_cast<long long>(kHidden), static_cast<long long>(kClasses), flags.lr,
-              device.to_string().c_str());
+              static_cast<long long>(kHidden), static_cast<long long>(kClasses), flags.lr, device.to_string().c_str());
   Variable input(x);
   double first = 0, last = 0;
   auto start = std::chrono::steady_clock::now();

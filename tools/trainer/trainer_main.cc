@@ -178,8 +178,6 @@ int main(int argc, char** argv) {
     return run(argc, argv);
   } catch (const coppice::Error& e) {
     std::cerr << "trainer: error: " << coppice::one_line(e.what()) << "\n";
-  } catch (const std::exception& e) {
-    std::cerr << "trainer: error: " << coppice::one_line(e.what()) << "\n";
-  }
+  } catch (const std::exception& e) { std::cerr << "trainer: error: " << coppice::one_line(e.what()) << "\n"; }
   return 1;
 }

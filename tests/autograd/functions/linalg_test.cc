@@ -54,15 +54,14 @@ TEST(LinalgTest, LinearReluMatchesTheComposite) {
     auto run = [&](bool fused) {
       Variable x = param(xv, "x"), w = param(wv, "w"), b = with_bias ? param(bv, "b") : Variable();
       Variable y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
-      if (fused) {
-        EXPECT_EQ(y.grad_fn()->name(), "LinearReluBackward");
-      }
+      if (fused) { EXPECT_EQ(y.grad_fn()->name(), "LinearReluBackward"); }
       y.backward(g);
       return std::vector<Tensor>{y.value(), x.grad(), w.grad(), with_bias ? b.grad() : zeros({1}, DType::kF64)};
     };
     std::vector<Tensor> fused = run(true), composite = run(false);
     for (size_t i = 0; i < fused.size(); ++i) {
-      EXPECT_EQ(fused[i].to_vector<double>(), composite[i].to_vector<double>()) << "output " << i << " bias " << with_bias;
+      EXPECT_EQ(fused[i].to_vector<double>(), composite[i].to_vector<double>())
+          << "output " << i << " bias " << with_bias;
     }
   }
 }

@@ -76,10 +76,12 @@ TEST(NnTest, Embedding) {
 TEST(NnTest, Dropout) {
   Variable x = param(randn64({4, 5}));
   // A fresh generator per call: the same mask on every evaluation.
-  EXPECT_GRADCHECK([](const V& v) {
-    Generator gen(7);
-    return dropout(v[0], 0.3, true, gen);
-  }, {x});
+  EXPECT_GRADCHECK(
+      [](const V& v) {
+        Generator gen(7);
+        return dropout(v[0], 0.3, true, gen);
+      },
+      {x});
   EXPECT_GRADCHECK([](const V& v) { return dropout(v[0], 0.3, false); }, {x});
   // The same mask as the Tensor op for the same generator state.
   Generator g1(11), g2(11);

@@ -37,14 +37,13 @@ using Clock = std::chrono::steady_clock;
 #define SKIP_WITHOUT_CUDA() \
   if (!coppice::cuda_available()) GTEST_SKIP() << "no CUDA device: the NCCL backend needs a GPU"
 
-#define SKIP_WITHOUT_GPUS(n)                                                                             \
-  if (coppice::cuda_device_count() < (n))                                                               \
-  GTEST_SKIP() << "needs " << (n) << " GPUs (one thread per GPU), " << coppice::cuda_device_count() \
-               << " visible"
+#define SKIP_WITHOUT_GPUS(n)              \
+  if (coppice::cuda_device_count() < (n)) \
+  GTEST_SKIP() << "needs " << (n) << " GPUs (one thread per GPU), " << coppice::cuda_device_count() << " visible"
 
 const DType kReducible[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU8};
-const DType kMoving[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32,
-                         DType::kI64, DType::kU8,  DType::kBool};
+const DType kMoving[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16,
+                         DType::kI32, DType::kI64, DType::kU8,   DType::kBool};
 const DType kMultiRank[] = {DType::kF32, DType::kBF16, DType::kI64};
 
 // Rank r's value at flat index i: small integers, exact in every dtype.
@@ -73,8 +72,8 @@ std::vector<double> host_values(const Tensor& t) { return t.to(Device::cpu()).to
   const double rtol = dtype == DType::kBF16 || dtype == DType::kF16 ? 1e-2 : 1e-6;
   for (size_t i = 0; i < got.size(); ++i) {
     if (!(std::abs(got[i] - want[i]) <= rtol * (1 + std::abs(want[i])))) {
-      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << ", expected " << want[i] << " ("
-                                           << dtype_name(dtype) << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << got[i] << ", expected " << want[i] << " (" << dtype_name(dtype) << ")";
     }
   }
   return ::testing::AssertionSuccess();
@@ -320,9 +319,9 @@ TEST(NcclFactories, NvlsIsOffUnlessSet) {
 TEST(NcclFaults, InitTimesOutWhenAPeerNeverJoins) {
   SKIP_WITHOUT_CUDA();
   const Clock::time_point start = Clock::now();
-  EXPECT_ERROR_NAMING(make_nccl_communicator_from_id(nccl_unique_id(), 0, 2, 0,
-                                                     options_with(milliseconds(60000), milliseconds(2000))),
-                      "did not complete within 2 s");
+  EXPECT_ERROR_NAMING(
+      make_nccl_communicator_from_id(nccl_unique_id(), 0, 2, 0, options_with(milliseconds(60000), milliseconds(2000))),
+      "did not complete within 2 s");
   EXPECT_LT(Clock::now() - start, milliseconds(10000));
 }
 
@@ -496,9 +495,9 @@ TEST(NcclFaults, PeerThatNeverIssuesTheCollective) {
     comm.all_reduce(t).wait();  // both ranks: NCCL has connected, the fault is in the next one
     if (comm.rank() == 0) {
       const Clock::time_point start = Clock::now();
-      EXPECT_TRUE(coppice::testing::throws_with([&] { comm.all_reduce(t).wait(); },
-                                                {"nccl: all_reduce #1 did not complete within 2 s on rank 0",
-                                                 "the communicator was aborted"}));
+      EXPECT_TRUE(coppice::testing::throws_with(
+          [&] { comm.all_reduce(t).wait(); },
+          {"nccl: all_reduce #1 did not complete within 2 s on rank 0", "the communicator was aborted"}));
       const auto took = Clock::now() - start;
       EXPECT_GE(took, milliseconds(1500));
       EXPECT_LT(took, milliseconds(10000));

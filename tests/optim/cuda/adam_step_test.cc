@@ -3,12 +3,13 @@
 // and through Adam/AdamW on dense and CSR parameters; SGD with momentum and
 // the masked format through tensor ops. Every test skips, saying why, when
 // no GPU is present.
+#include "optim/adam_step.h"
+
 #include <gtest/gtest.h>
 
 #include <memory>
 
 #include "optim/adam.h"
-#include "optim/adam_step.h"
 #include "optim/sgd.h"
 #include "sparse/convert.h"
 #include "sparse/masked.h"

@@ -60,8 +60,9 @@ TEST(MasterWeightsCuda, MatchesCpu) {
         EXPECT_EQ(mg.dtype(), DType::kF32);
         EXPECT_LE(max_abs_diff(mg.to(Device::cpu()), mc), 1e-5)
             << dtype_name(dtype) << (sparse ? " csr" : " dense") << (adam ? " adam" : " sgd");
-        EXPECT_LE(max_abs_diff(values(gpu.value()).to(Device::cpu()).to(DType::kF32), values(cpu.value()).to(DType::kF32)),
-                  1e-2);
+        EXPECT_LE(
+            max_abs_diff(values(gpu.value()).to(Device::cpu()).to(DType::kF32), values(cpu.value()).to(DType::kF32)),
+            1e-2);
       }
     }
   }

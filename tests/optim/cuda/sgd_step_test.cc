@@ -4,6 +4,8 @@
 // and f64, first step included; and through Sgd on dense, CSR and bf16
 // parameters, which take the fused kernel on CUDA. Every test skips, saying
 // why, when no GPU is present.
+#include "optim/sgd_step.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -11,7 +13,6 @@
 
 #include "optim/fused_step.h"
 #include "optim/sgd.h"
-#include "optim/sgd_step.h"
 #include "sparse/convert.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
@@ -30,14 +31,14 @@ const ScopedRuntimeOptions kProfiled([](RuntimeOptions& o) { o.profile = Profile
   if (!coppice::cuda_available()) GTEST_SKIP() << "no CUDA device: the fused SGD step's CUDA kernel cannot run here"
 
 using optim_test::random_pattern;
-using optim_test::SgdCase;
 using optim_test::random_tensor;
+using optim_test::SgdCase;
 
 const Device kCuda = Device::cuda(0);
 
 std::vector<double> host_bits(const Tensor& t) { return t.to(Device::cpu()).to(DType::kF64).to_vector<double>(); }
 
-const SgdCase kCases[] = {{0, 0, 0, false},         {0, 0, 0.01, false},   {0.9, 0, 0, false},
+const SgdCase kCases[] = {{0, 0, 0, false},         {0, 0, 0.01, false},  {0.9, 0, 0, false},
                           {0.9, 0.1, 0.001, false}, {0.9, 0, 0.01, true}, {0.3, 0.7, 0.05, false}};
 
 TEST(SgdStepCudaTest, KernelMatchesCpuTwinBitForBit) {
@@ -63,9 +64,7 @@ TEST(SgdStepCudaTest, KernelMatchesCpuTwinBitForBit) {
       }
       const std::string what = str_cat(dtype_name(dtype), " ", c.describe());
       EXPECT_EQ(host_bits(pc), host_bits(p)) << what;
-      if (has_buf) {
-        EXPECT_EQ(host_bits(bufc), host_bits(buf)) << what;
-      }
+      if (has_buf) { EXPECT_EQ(host_bits(bufc), host_bits(buf)) << what; }
     }
   }
 }

@@ -22,8 +22,8 @@ namespace {
 
 using Input = testing::MaskedInput;
 using testing::bytes_of;
-using testing::random_masked_input;
 using testing::kFloatingDtypes;
+using testing::random_masked_input;
 
 ::testing::AssertionResult same_compressed(const Tensor& got, const Tensor& want) {
   if (got.layout() != want.layout()) return ::testing::AssertionFailure() << "layouts differ";
@@ -35,18 +35,17 @@ using testing::kFloatingDtypes;
   const char* names[] = {"pointers", "indices", "values"};
   for (int i = 0; i < 3; ++i) {
     if (gp[i].dtype() != wp[i].dtype()) {
-      return ::testing::AssertionFailure() << names[i] << ": " << dtype_name(gp[i].dtype()) << " vs "
-                                           << dtype_name(wp[i].dtype());
+      return ::testing::AssertionFailure()
+             << names[i] << ": " << dtype_name(gp[i].dtype()) << " vs " << dtype_name(wp[i].dtype());
     }
     if (gp[i].shape() != wp[i].shape()) {
-      return ::testing::AssertionFailure() << names[i] << ": shape " << shape_to_string(gp[i].shape()) << " vs "
-                                           << shape_to_string(wp[i].shape());
+      return ::testing::AssertionFailure()
+             << names[i] << ": shape " << shape_to_string(gp[i].shape()) << " vs " << shape_to_string(wp[i].shape());
     }
     if (bytes_of(gp[i]) != bytes_of(wp[i])) return ::testing::AssertionFailure() << names[i] << " differ";
   }
   return ::testing::AssertionSuccess();
 }
-
 
 void expect_like_coo_path(const Tensor& x, const Tensor& mask, const std::string& what) {
   Tensor coo = sparse_from_mask(x, mask, "coo");

@@ -235,9 +235,7 @@ TEST_F(SpmmTest, LargeEnoughToSplitAcrossThreadsAndPanels) {
 
 TEST(SimdPathTest, FollowsTheEnvironment) {
   // spmm_sse_test runs this file with COPPICE_CPU_SIMD=sse: the SSE2 loops.
-  if (runtime_options().cpu_simd == CpuSimd::kSse) {
-    EXPECT_FALSE(sparse_cpu::use_avx2());
-  }
+  if (runtime_options().cpu_simd == CpuSimd::kSse) { EXPECT_FALSE(sparse_cpu::use_avx2()); }
   {
     ScopedRuntimeOptions sse([](RuntimeOptions& o) { o.cpu_simd = CpuSimd::kSse; });
     EXPECT_FALSE(sparse_cpu::use_avx2());

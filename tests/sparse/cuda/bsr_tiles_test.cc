@@ -42,8 +42,10 @@ struct Mode {
   const char* name;
 };
 
-const std::vector<Mode> kModes = {
-    {DType::kF32, false, "f32"}, {DType::kF32, true, "tf32"}, {DType::kBF16, false, "bf16"}, {DType::kF16, false, "f16"}};
+const std::vector<Mode> kModes = {{DType::kF32, false, "f32"},
+                                  {DType::kF32, true, "tf32"},
+                                  {DType::kBF16, false, "bf16"},
+                                  {DType::kF16, false, "f16"}};
 
 // TF32 keeps 10 mantissa bits, as f16 does: the bf16/f16 tolerance.
 DType tolerance_dtype(const Mode& m) { return m.tf32 ? DType::kBF16 : m.dtype; }
@@ -92,12 +94,14 @@ TEST_F(BsrTilesTest, EveryDirectionMatchesCpu) {
                                        std::to_string(blk.bw) + " density " + std::to_string(density) + " n " +
                                        std::to_string(n) + (transpose_s ? " S^T" : " S") + (view ? " view" : "");
               // op(S) @ X, X [op_s cols, n].
-              const Tensor x = view ? random_dense({n, op_s.size(1)}, seed++).t() : random_dense({op_s.size(1), n}, seed++);
+              const Tensor x =
+                  view ? random_dense({n, op_s.size(1)}, seed++).t() : random_dense({op_s.size(1), n}, seed++);
               const Tensor got = bsr_tiled_matmul(s, transpose_s, x.to(mode.dtype).to(kCuda), true, "test");
               EXPECT_TRUE(near(got, matmul(op_s, x.to(mode.dtype).to(DType::kF64)), tolerance_dtype(mode)))
                   << "op(S) @ X " << what;
               // X @ op(S), X [n, op_s rows].
-              const Tensor y = view ? random_dense({op_s.size(0), n}, seed++).t() : random_dense({n, op_s.size(0)}, seed++);
+              const Tensor y =
+                  view ? random_dense({op_s.size(0), n}, seed++).t() : random_dense({n, op_s.size(0)}, seed++);
               const Tensor got2 = bsr_tiled_matmul(s, transpose_s, y.to(mode.dtype).to(kCuda), false, "test");
               EXPECT_TRUE(near(got2, matmul(y.to(mode.dtype).to(DType::kF64), op_s), tolerance_dtype(mode)))
                   << "X @ op(S) " << what;
@@ -117,9 +121,7 @@ TEST_F(BsrTilesTest, DispatchedOpsAgreeWithTheOldRoute) {
   const Tensor s = to_device(to_format(dense.to(DType::kF32), "bsr", FormatOptions::block(32, 32)), kCuda);
   const Tensor x = random_dense({40, 96}, 8).to(DType::kF32).to(kCuda);  // x @ S, linear(x, S^T)
   const Tensor w = random_dense({40, 64}, 9).to(DType::kF32).to(kCuda);  // linear(w, S) = w S^T, S @ w^T
-  auto all = [&] {
-    return std::vector<Tensor>{matmul(x, s), linear(w, s), matmul(s, w.t()), linear(s, w)};
-  };
+  auto all = [&] { return std::vector<Tensor>{matmul(x, s), linear(w, s), matmul(s, w.t()), linear(s, w)}; };
   const std::vector<Tensor> tiled = all();
   std::vector<Tensor> old;
   {
@@ -212,7 +214,8 @@ TEST_F(BsrTilesTest, LinearReluWithoutTilesIsTheComposite) {
     ScopedRuntimeOptions tiles_off([](RuntimeOptions& o) { o.bsr_tiles = false; });  // changes nothing for f64
     EXPECT_FALSE(bsr_tiles_apply(w)) << dtype_name(dtype);
     const Tensor got = linear_relu(xc, w, bc), got_nobias = linear_relu(xc, w);
-    const Tensor want = relu(linear(x.to(dtype).to(DType::kF64), dense.to(dtype).to(DType::kF64), b.to(dtype).to(DType::kF64)));
+    const Tensor want =
+        relu(linear(x.to(dtype).to(DType::kF64), dense.to(dtype).to(DType::kF64), b.to(dtype).to(DType::kF64)));
     EXPECT_TRUE(near(got, want, dtype)) << dtype_name(dtype);
     EXPECT_TRUE(near(got_nobias, relu(linear(x.to(dtype).to(DType::kF64), dense.to(dtype).to(DType::kF64))), dtype))
         << dtype_name(dtype) << " without bias";
@@ -266,8 +269,8 @@ TEST_F(BsrTilesTest, SddmmMatchesCpu) {
                 to_format(dense.to(mode.dtype).to(DType::kF64), "bsr", FormatOptions::block(blk.bh, blk.bw));
             const Tensor want = sddmm(a.to(DType::kF64), b.to(DType::kF64), pattern64);
             EXPECT_TRUE(near(tiled, values(want), tolerance_dtype(mode)))
-                << "tiles " << mode.name << " blocks " << blk.bh << "x" << blk.bw << " density " << density << " k " << k
-                << (views ? " views" : "");
+                << "tiles " << mode.name << " blocks " << blk.bh << "x" << blk.bw << " density " << density << " k "
+                << k << (views ? " views" : "");
             EXPECT_TRUE(near(values(got), values(want), tolerance_dtype(mode)))
                 << mode.name << " blocks " << blk.bh << "x" << blk.bw << " density " << density << " k " << k
                 << (views ? " views" : "");
@@ -295,9 +298,8 @@ TEST_F(BsrTilesTest, TransposedWalkFollowsThePattern) {
 
 TEST_F(BsrTilesTest, InnerDimensionMismatchIsRefused) {
   SKIP_WITHOUT_CUDA();
-  const Tensor s = to_device(to_format(random_blocks(32, 64, 32, 32, 1.0, 40).to(DType::kF32), "bsr",
-                                       FormatOptions::block(32, 32)),
-                             kCuda);
+  const Tensor s = to_device(
+      to_format(random_blocks(32, 64, 32, 32, 1.0, 40).to(DType::kF32), "bsr", FormatOptions::block(32, 32)), kCuda);
   const Tensor x = random_dense({32, 8}, 41).to(DType::kF32).to(kCuda);
   try {
     bsr_tiled_matmul(s, false, x, true, "matmul");

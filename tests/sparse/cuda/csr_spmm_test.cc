@@ -46,8 +46,8 @@ class ScopedMode {
 
  private:
   static CsrSpmmMode named(std::string_view mode) {
-    for (CsrSpmmMode m : {CsrSpmmMode::kAuto, CsrSpmmMode::kOwn, CsrSpmmMode::kTiled, CsrSpmmMode::kRows,
-                          CsrSpmmMode::kCusparse}) {
+    for (CsrSpmmMode m :
+         {CsrSpmmMode::kAuto, CsrSpmmMode::kOwn, CsrSpmmMode::kTiled, CsrSpmmMode::kRows, CsrSpmmMode::kCusparse}) {
       if (csr_spmm_mode_name(m) == mode) return m;
     }
     fail("ScopedMode: unknown mode ", mode);
@@ -65,16 +65,16 @@ Tensor reverse_rows(const Tensor& dense) {
 
 // One own kernel against the CPU twin for csr [rows, cols] at `density` times
 // x [cols, n].
-void expect_own_matches_cpu(CsrSpmmImpl impl, DType dtype, const Shape& shape, double density, int64_t n,
-                            uint64_t seed, const std::vector<int64_t>& empty_rows = {}) {
+void expect_own_matches_cpu(CsrSpmmImpl impl, DType dtype, const Shape& shape, double density, int64_t n, uint64_t seed,
+                            const std::vector<int64_t>& empty_rows = {}) {
   const Tensor a = to_format(random_matrix(shape, density, seed, empty_rows).to(dtype), "csr");
   const Tensor x = random_dense({shape[1], n}, seed + 1).to(dtype);
   const Tensor want = matmul(a, x);
   const Tensor got = sparse_cuda::own_csr_spmm(to_device(a, kCuda), x.to(kCuda), impl, "test");
   EXPECT_TRUE(got.device().is_cuda());
   EXPECT_EQ(got.dtype(), dtype);
-  EXPECT_TRUE(near(got, want, dtype)) << impl_name(impl) << " " << dtype_name(dtype) << " "
-                                      << shape_to_string(shape) << " density " << density << " n " << n;
+  EXPECT_TRUE(near(got, want, dtype)) << impl_name(impl) << " " << dtype_name(dtype) << " " << shape_to_string(shape)
+                                      << " density " << density << " n " << n;
 }
 
 TEST_F(SparseCudaTest, OwnKernelsMatchCpu) {
@@ -119,7 +119,7 @@ TEST_F(SparseCudaTest, OwnKernelsOnEmptyOperands) {
   SKIP_WITHOUT_CUDA();
   for (CsrSpmmImpl impl : kOwn) {
     for (DType dtype : kAllDtypes) {
-      expect_own_matches_cpu(impl, dtype, {30, 20}, 0.0, 8, 7);       // no entries
+      expect_own_matches_cpu(impl, dtype, {30, 20}, 0.0, 8, 7);  // no entries
       expect_own_matches_cpu(impl, dtype, {70, 50}, 0.2, 8, 8, {0, 1, 2, 3, 4, 5, 6, 7, 8, 69});
       const Tensor a = to_device(to_format(random_matrix({4, 5}, 0.5, 9).to(dtype), "csr"), kCuda);
       const Tensor y0 = sparse_cuda::own_csr_spmm(a, Tensor::empty({5, 0}, TensorOptions(dtype, kCuda)), impl, "test");
@@ -158,7 +158,8 @@ TEST_F(SparseCudaTest, OwnKernelsAreDeterministic) {
   const Tensor x = random_dense({1000, 256}, 14).to(DType::kF32).to(kCuda);
   for (CsrSpmmImpl impl : kOwn) {
     const std::vector<float> first = sparse_cuda::own_csr_spmm(a, x, impl, "test").to(Device::cpu()).to_vector<float>();
-    const std::vector<float> second = sparse_cuda::own_csr_spmm(a, x, impl, "test").to(Device::cpu()).to_vector<float>();
+    const std::vector<float> second =
+        sparse_cuda::own_csr_spmm(a, x, impl, "test").to(Device::cpu()).to_vector<float>();
     EXPECT_EQ(first, second) << impl_name(impl);
   }
 }
@@ -198,9 +199,7 @@ TEST_F(SparseCudaTest, UnknownModeIsAClearError) {
       return std::string_view(name) == "COPPICE_CSR_SPMM" ? "fastest" : nullptr;
     });
     ADD_FAILURE() << "COPPICE_CSR_SPMM=fastest was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("COPPICE_CSR_SPMM"), std::string::npos) << e.what();
-  }
+  } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("COPPICE_CSR_SPMM"), std::string::npos) << e.what(); }
 }
 
 TEST_F(SparseCudaTest, ChoiceIsMeasuredOncePerKey) {
@@ -242,8 +241,8 @@ TEST_F(SparseCudaTest, ChoiceIsMeasuredOncePerKey) {
   const Tensor d = to_format(random_matrix({256, 512}, 0.4, 34).to(DType::kF32), "csr");
   EXPECT_TRUE(near(matmul(to_device(d, kCuda), xc), matmul(d, x), DType::kF32));
   const Tensor a64 = to_format(dense, "csr");
-  EXPECT_TRUE(near(matmul(to_device(a64, kCuda), x.to(DType::kF64).to(kCuda)), matmul(a64, x.to(DType::kF64)),
-                   DType::kF64));
+  EXPECT_TRUE(
+      near(matmul(to_device(a64, kCuda), x.to(DType::kF64).to(kCuda)), matmul(a64, x.to(DType::kF64)), DType::kF64));
   EXPECT_EQ(csr_spmm_choice_stats().measured, 4);
   EXPECT_EQ(csr_spmm_choice_stats().size, 4);
   // Small products take cuSPARSE unmeasured.

@@ -25,7 +25,8 @@ inline const Device kCuda = Device::cuda(0);
 
 // Non-zero with probability `density` (exactly at 0 and 1), values +-[0.5, 2),
 // rows in `empty_rows` all zero; drawn on the host.
-inline Tensor random_matrix(const Shape& shape, double density, uint64_t seed, const std::vector<int64_t>& empty_rows = {}) {
+inline Tensor random_matrix(const Shape& shape, double density, uint64_t seed,
+                            const std::vector<int64_t>& empty_rows = {}) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> keep(0.0, 1.0), mag(0.5, 2.0);
   std::vector<double> v(static_cast<size_t>(shape_numel(shape)), 0.0);
@@ -65,9 +66,7 @@ class SparseCudaTest : public ::testing::Test {
  protected:
   void SetUp() override { Dispatcher::instance().reset_fallback_counts(); }
   void TearDown() override {
-    if (cuda_available()) {
-      EXPECT_TRUE(Dispatcher::instance().fallback_counts().empty());
-    }
+    if (cuda_available()) { EXPECT_TRUE(Dispatcher::instance().fallback_counts().empty()); }
   }
 };
 

@@ -20,17 +20,17 @@ namespace {
 
 using Input = testing::MaskedInput;  // on the host
 using testing::bytes_of;
-using testing::random_masked_input;
 using testing::kFloatingDtypes;
+using testing::random_masked_input;
 
 ::testing::AssertionResult same_parts(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
   const char* names[] = {"crow", "col", "values"};
   if (got.size() != 3 || want.size() != 3) return ::testing::AssertionFailure() << "expected 3 parts";
   for (size_t i = 0; i < 3; ++i) {
     if (got[i].dtype() != want[i].dtype() || got[i].shape() != want[i].shape()) {
-      return ::testing::AssertionFailure() << names[i] << ": " << dtype_name(got[i].dtype()) << " "
-                                           << shape_to_string(got[i].shape()) << " vs "
-                                           << dtype_name(want[i].dtype()) << " " << shape_to_string(want[i].shape());
+      return ::testing::AssertionFailure()
+             << names[i] << ": " << dtype_name(got[i].dtype()) << " " << shape_to_string(got[i].shape()) << " vs "
+             << dtype_name(want[i].dtype()) << " " << shape_to_string(want[i].shape());
     }
     if (bytes_of(got[i]) != bytes_of(want[i])) return ::testing::AssertionFailure() << names[i] << " differ";
   }
@@ -41,7 +41,6 @@ std::vector<Tensor> parts_of(const Tensor& t) {
   const CompressedImpl& c = csr_impl(t, "test");
   return {c.pointers(), c.indices(), c.values()};
 }
-
 
 // The op on both devices (contiguous inputs), and sparse_from_mask into CSR
 // and CSC from (x, mask) as given, which may be views.
@@ -65,11 +64,12 @@ void expect_parity(const Tensor& x, const Tensor& mask, const std::string& what)
 void expect_view_parity(const Input& a, const std::string& what) {
   Tensor xg = a.x.to(kCuda), mg = a.mask.to(kCuda);
   for (const char* f : {"csr", "csc"}) {
-    EXPECT_TRUE(same_parts(parts_of(sparse_from_mask(xg.t(), mg.t(), f)), parts_of(sparse_from_mask(a.x.t(), a.mask.t(), f))))
+    EXPECT_TRUE(
+        same_parts(parts_of(sparse_from_mask(xg.t(), mg.t(), f)), parts_of(sparse_from_mask(a.x.t(), a.mask.t(), f))))
         << what << " transposed " << f;
-    EXPECT_TRUE(same_parts(parts_of(sparse_from_mask(xg.slice(1, 1, xg.size(1), 3), mg.slice(1, 1, mg.size(1), 3), f)),
-                           parts_of(sparse_from_mask(a.x.slice(1, 1, a.x.size(1), 3),
-                                                     a.mask.slice(1, 1, a.mask.size(1), 3), f))))
+    EXPECT_TRUE(same_parts(
+        parts_of(sparse_from_mask(xg.slice(1, 1, xg.size(1), 3), mg.slice(1, 1, mg.size(1), 3), f)),
+        parts_of(sparse_from_mask(a.x.slice(1, 1, a.x.size(1), 3), a.mask.slice(1, 1, a.mask.size(1), 3), f))))
         << what << " strided " << f;
   }
 }

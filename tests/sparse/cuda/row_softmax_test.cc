@@ -87,8 +87,8 @@ std::vector<double> host(const Tensor& t) { return t.to(Device::cpu()).to(DType:
       continue;
     }
     if (!(std::abs(got[i] - want[i]) <= tol[i])) {
-      return ::testing::AssertionFailure() << "entry " << i << ": " << got[i] << " vs " << want[i] << " (tolerance "
-                                           << tol[i] << ")";
+      return ::testing::AssertionFailure()
+             << "entry " << i << ": " << got[i] << " vs " << want[i] << " (tolerance " << tol[i] << ")";
     }
   }
   return ::testing::AssertionSuccess();
@@ -112,8 +112,8 @@ TEST_F(SparseCudaTest, RowSoftmaxMatchesCpu) {
     for (size_t row = 0; row + 1 < r.crow.size(); ++row) {
       const int32_t b = r.crow[row], e = r.crow[row + 1];
       for (int32_t i = b; i < e; ++i) {
-        tol[i] = std::abs(w[i]) * ((static_cast<double>(e - b) / 32 + 12) * eps + output_ulp(dtype)) +
-                 output_floor(dtype);
+        tol[i] =
+            std::abs(w[i]) * ((static_cast<double>(e - b) / 32 + 12) * eps + output_ulp(dtype)) + output_floor(dtype);
       }
     }
     EXPECT_TRUE(within(host(got), w, tol)) << dtype_name(dtype);
@@ -150,8 +150,8 @@ TEST_F(SparseCudaTest, RowSoftmaxBackwardMatchesCpu) {
         mag += std::abs(gh[i] * yh[i]);
       }
       for (int32_t i = b; i < e; ++i) {
-        tol[i] = std::abs(yh[i]) * ((static_cast<double>(e - b) / 32 + 6) * eps * mag +
-                                    3 * eps * (std::abs(gh[i]) + std::abs(dot))) +
+        tol[i] = std::abs(yh[i]) *
+                     ((static_cast<double>(e - b) / 32 + 6) * eps * mag + 3 * eps * (std::abs(gh[i]) + std::abs(dot))) +
                  std::abs(w[i]) * output_ulp(dtype) + output_floor(dtype);
       }
     }

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "sparse/cuda/csr_view.h"
 #include "sparse/convert.h"
 #include "sparse/coo.h"
+#include "sparse/cuda/csr_view.h"
 #include "sparse/cuda/cusparse_context.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
@@ -42,8 +42,8 @@ TEST_F(SparseCudaTest, MatmulSparseDenseMatchesCpu) {
           const Tensor got = matmul(to_device(a, kCuda), x.to(kCuda));
           EXPECT_TRUE(got.device().is_cuda());
           EXPECT_EQ(got.dtype(), dtype);
-          EXPECT_TRUE(near(got, want, dtype)) << f << " " << dtype_name(dtype) << " density " << density << " "
-                                              << shape_to_string(shape);
+          EXPECT_TRUE(near(got, want, dtype))
+              << f << " " << dtype_name(dtype) << " density " << density << " " << shape_to_string(shape);
         }
       }
     }
@@ -61,8 +61,8 @@ TEST_F(SparseCudaTest, MatmulDenseSparseMatchesCpu) {
           const Tensor x = random_dense({11, shape[0]}, seed++).to(dtype);
           const Tensor want = matmul(x, a);
           const Tensor got = matmul(x.to(kCuda), to_device(a, kCuda));
-          EXPECT_TRUE(near(got, want, dtype)) << f << " " << dtype_name(dtype) << " density " << density << " "
-                                              << shape_to_string(shape);
+          EXPECT_TRUE(near(got, want, dtype))
+              << f << " " << dtype_name(dtype) << " density " << density << " " << shape_to_string(shape);
         }
       }
     }
@@ -118,8 +118,8 @@ TEST_F(SparseCudaTest, BsrAndNmMatchCpu) {
   uint64_t seed = 600;
   for (DType dtype : kDtypes) {
     for (double density : kDensities) {
-      const Tensor bsr = to_format(random_matrix({12, 18}, density, seed++, {0, 1}).to(dtype), "bsr",
-                                   FormatOptions::block(2, 3));
+      const Tensor bsr =
+          to_format(random_matrix({12, 18}, density, seed++, {0, 1}).to(dtype), "bsr", FormatOptions::block(2, 3));
       const Tensor nm = to_format(two_of_four(random_matrix({10, 16}, density, seed++, {3}).to(dtype)), "nm",
                                   FormatOptions::nm(2, 4));
       for (const Tensor& a : {bsr, nm}) {
@@ -146,8 +146,8 @@ TEST_F(SparseCudaTest, DenseAndSparseNmRoutesMatchCpu) {
       for (size_t i = 0; i < v.size(); ++i) {
         if (static_cast<int64_t>(i) % m != 0) v[i] = 0.0;  // one kept per group of m
       }
-      const Tensor a = to_format(from_vector(v, {12, 32}, TensorOptions(DType::kF64)).to(dtype), "nm",
-                                 FormatOptions::nm(1, m));
+      const Tensor a =
+          to_format(from_vector(v, {12, 32}, TensorOptions(DType::kF64)).to(dtype), "nm", FormatOptions::nm(1, m));
       EXPECT_EQ(sparse_cuda::multiplies_densely(to_device(a, kCuda)), m <= 8) << "1:" << m;
       const Tensor x = random_dense({32, 5}, seed++).to(dtype);
       const Tensor w = random_dense({7, 12}, seed++).to(dtype);
@@ -305,9 +305,9 @@ TEST_F(SparseCudaTest, PlanCacheIsBounded) {
   const Tensor x = random_dense({16, 4}, 31).to(DType::kF32).to(kCuda);
   const int64_t plans = static_cast<int64_t>(sparse_cuda::kPlanCacheCapacity) + 5;
   for (int64_t i = 0; i < plans; ++i) {
-    matmul(to_device(to_format(random_matrix({16, 16}, 0.3, 40 + static_cast<uint64_t>(i)).to(DType::kF32), "csr"),
-                     kCuda),
-           x);
+    matmul(
+        to_device(to_format(random_matrix({16, 16}, 0.3, 40 + static_cast<uint64_t>(i)).to(DType::kF32), "csr"), kCuda),
+        x);
   }
   EXPECT_EQ(sparse_cuda::plan_cache_stats().size, static_cast<int64_t>(sparse_cuda::kPlanCacheCapacity));
   EXPECT_EQ(sparse_cuda::plan_cache_stats().evictions, 5);

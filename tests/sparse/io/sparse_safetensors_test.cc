@@ -178,8 +178,7 @@ TEST(SparseSafetensorsCorrupt, AttributeKeyNamesNoTensor) {
   g.meta["coppice.attr.w.block.rows"] = "2";  // attribute keys have no '.'
   r = load_edited(g.entries, g.meta);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("metadata 'coppice.attr.w.block.rows' names no sparse tensor"),
-            std::string::npos)
+  EXPECT_NE(r.status().message().find("metadata 'coppice.attr.w.block.rows' names no sparse tensor"), std::string::npos)
       << r.status();
 }
 

@@ -114,7 +114,9 @@ const bool kRegistered = [] {
   spec.rank = FormatRank::kMatrix;
   spec.parts = {"cols", "values"};
   spec.from_mask = ellpack_from_mask;
-  spec.from_parts = [](const FormatParts& p) { return sparse_ellpack(p.parts.at("cols"), p.parts.at("values"), p.shape); };
+  spec.from_parts = [](const FormatParts& p) {
+    return sparse_ellpack(p.parts.at("cols"), p.parts.at("values"), p.shape);
+  };
   register_format(std::move(spec));
   Dispatcher& d = Dispatcher::instance();
   d.register_to_dense("ellpack", [](const Tensor& t) { return ellpack(t).to_dense(); });

@@ -60,8 +60,8 @@ TEST_F(UserFormat, IsASparseTensor) {
   EXPECT_TRUE(w.is_sparse());
   EXPECT_EQ(w.format(), "ellpack");
   EXPECT_EQ(nnz(w), 7);
-  EXPECT_THROW(sparse_ellpack(from_vector(std::vector<int32_t>{3, 1}, {1, 2}), from_vector(std::vector<float>{1, 2}, {1, 2}),
-                              {1, 4}),
+  EXPECT_THROW(sparse_ellpack(from_vector(std::vector<int32_t>{3, 1}, {1, 2}),
+                              from_vector(std::vector<float>{1, 2}, {1, 2}), {1, 4}),
                Error);
 }
 
@@ -172,7 +172,7 @@ TEST_F(UserFormat, IsARowOfTheFormatTable) {
   EXPECT_EQ(nnz(back), 7);
   expect_close(to_dense(back), dense);
   const Tensor big = sparse_from_threshold(dense, 2.0, "ellpack");
-  EXPECT_EQ(nnz(big), 3);  // 3, 2.5 and 4
+  EXPECT_EQ(nnz(big), 3);                                                                 // 3, 2.5 and 4
   EXPECT_THROW(to_format(from_vector(std::vector<float>{1, 2}, {2}), "ellpack"), Error);  // a matrix format
 }
 

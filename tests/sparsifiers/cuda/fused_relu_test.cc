@@ -5,6 +5,8 @@
 // non-contiguous inputs; the same gradient; sparsified_relu on CUDA giving the
 // generic path's value and gradient; and the refused inputs. Every test skips
 // without a GPU.
+#include "sparsifiers/fused_relu.h"
+
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -19,7 +21,6 @@
 #include "sparse/csr.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/builtin.h"
-#include "sparsifiers/fused_relu.h"
 #include "sparsifiers/mask_ops.h"
 #include "tensor/backend.h"
 #include "tensor/dispatcher.h"
@@ -80,8 +81,8 @@ void expect_parity(const Tensor& x_cpu, const Tensor& x_gpu, double threshold, c
 TEST(FusedReluCuda, ParityWithCpuTwin) {
   SKIP_WITHOUT_CUDA();
   // Narrow, odd (no vector loads), 16-byte rows, wide, one row, one column, empty.
-  const std::vector<Shape> shapes = {{7, 37}, {9, 64}, {3, 4099}, {1, 1000}, {1, 1}, {33, 1}, {64, 128}, {0, 5},
-                                     {4, 0}};
+  const std::vector<Shape> shapes = {{7, 37}, {9, 64},   {3, 4099}, {1, 1000}, {1, 1},
+                                     {33, 1}, {64, 128}, {0, 5},    {4, 0}};
   uint64_t seed = 1;
   for (DType dtype : kDtypes) {
     for (const Shape& shape : shapes) {

@@ -102,7 +102,8 @@ TEST(MaskKernelsCudaTest, TopkMask) {
 TEST(MaskKernelsCudaTest, BlockScores) {
   SKIP_WITHOUT_CUDA();
   for (DType d : {DType::kF32, DType::kF64}) {
-    for (auto [r, c, bh, bw] : std::vector<std::array<int64_t, 4>>{{64, 48, 8, 4}, {1024, 1024, 32, 32}, {6, 9, 3, 1}}) {
+    for (auto [r, c, bh, bw] :
+         std::vector<std::array<int64_t, 4>>{{64, 48, 8, 4}, {1024, 1024, 32, 32}, {6, 9, 3, 1}}) {
       Tensor x = hard_input({r, c}, 3, false, d).to(d);
       x = where(ne(x, x), zeros({}, x.options()), x);  // no NaN: scores stay comparable values
       for (bool l1 : {false, true}) {

@@ -61,7 +61,7 @@ TEST(BinaryTest, EveryOpEveryFloatingDtypeWithBroadcast) {
 
 TEST(BinaryTest, NonContiguousOperands) {
   Tensor base = make({6, 4}, noise(24, 6), DType::kF64);
-  Tensor a = base.t();                   // [4, 6], transposed
+  Tensor a = base.t();                    // [4, 6], transposed
   Tensor b = base.slice(0, 0, 6, 1).t();  // same values, another view
   Tensor c = make({4}, {1, 2, 3, 4}, DType::kF64).unsqueeze(1).expand({4, 6});
   Tensor out = call1("sub", {call1("add", {a, c}), b});
@@ -88,8 +88,8 @@ TEST(BinaryTest, IntegerAndBool) {
     expect_values(call1("lt", {a, b}), {1, 0, 0, 0});
     expect_values(call1("eq", {a, b}), {0, 1, 0, 1});
     expect_values(call1("ge", {a, b}), {0, 1, 1, 1});
-    expect_values(call1("sub", {a, b}), t == DType::kU8 ? std::vector<double>{253, 0, 14, 0}
-                                                         : std::vector<double>{-3, 0, 14, 0});
+    expect_values(call1("sub", {a, b}),
+                  t == DType::kU8 ? std::vector<double>{253, 0, 14, 0} : std::vector<double>{-3, 0, 14, 0});
     EXPECT_EQ(call1("add", {a, b}).dtype(), t);
   }
   Tensor big = make({1}, {2147483647}, DType::kI32);

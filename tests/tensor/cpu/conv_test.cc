@@ -49,7 +49,8 @@ std::vector<double> im2col_reference(const std::vector<double>& x, int64_t n, in
   return cols;
 }
 
-const Geo kGeos[] = {{3, 3, 1, 1, 1, 1, 1, 1}, {2, 3, 2, 1, 0, 1, 1, 1}, {3, 2, 2, 3, 2, 1, 2, 1}, {1, 1, 1, 1, 0, 0, 1, 1}};
+const Geo kGeos[] = {
+    {3, 3, 1, 1, 1, 1, 1, 1}, {2, 3, 2, 1, 0, 1, 1, 1}, {3, 2, 2, 3, 2, 1, 2, 1}, {1, 1, 1, 1, 0, 0, 1, 1}};
 
 TEST(Im2colTest, MatchesReference) {
   const int64_t n = 2, c = 3, h = 7, w = 6;
@@ -173,8 +174,11 @@ TEST(MaxPoolTest, TiesNaNAndPaddingNeverWins) {
 
 TEST(MaxPoolTest, BadInputsThrow) {
   expect_error([] { dispatch("max_pool2d", {Tensor::empty({1, 1, 4, 4})}, pool_attrs(2, 2, 2)); }, "max_pool2d");
-  expect_error([] { dispatch("max_pool2d", {Tensor::empty({1, 1, 4, 4}, DType::kI64)}, pool_attrs(2, 2, 0)); },
-               "max_pool2d");
+  expect_error(
+      [] {
+        dispatch("max_pool2d", {Tensor::empty({1, 1, 4, 4}, DType::kI64)}, pool_attrs(2, 2, 0));
+      },
+      "max_pool2d");
   expect_error([] { dispatch("max_pool2d", {Tensor::empty({1, 4, 4})}, pool_attrs(2, 2, 0)); }, "max_pool2d");
   expect_error([] { dispatch("max_pool2d", {Tensor::empty({1, 1, 1, 1})}, pool_attrs(3, 1, 0)); }, "max_pool2d");
 }

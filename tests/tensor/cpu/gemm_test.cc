@@ -30,7 +30,8 @@ std::vector<double> reference(const Tensor& a, const Tensor& b, bool ta, bool tb
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double s = 0;
-        for (int64_t p = 0; p < k; ++p) s += (ta ? pa[p * m + i] : pa[i * k + p]) * (tb ? pb[j * k + p] : pb[p * n + j]);
+        for (int64_t p = 0; p < k; ++p)
+          s += (ta ? pa[p * m + i] : pa[i * k + p]) * (tb ? pb[j * k + p] : pb[p * n + j]);
         c[(z * m + i) * n + j] = s;
       }
   }
@@ -80,8 +81,8 @@ TEST(GemmTest, TransposedAndSlicedViewsWithFlags) {
   expect_values(call1("gemm", {a, bt}, trans(false, false)), values(want), 1e-14, 1e-14);
   Tensor wide = make({2, m, 2 * k}, noise(4 * m * k, 27), DType::kF64);
   Tensor sliced = wide.slice(2, 0, 2 * k, 2);  // [2, m, k], every other column
-  expect_values(call1("gemm", {sliced, b}, trans(false, false)),
-                reference(sliced.contiguous(), b, false, false), 1e-14, 1e-14);
+  expect_values(call1("gemm", {sliced, b}, trans(false, false)), reference(sliced.contiguous(), b, false, false), 1e-14,
+                1e-14);
 }
 
 TEST(GemmTest, ZeroSizes) {
@@ -96,10 +97,16 @@ TEST(GemmTest, ZeroSizes) {
 }
 
 TEST(GemmTest, BadInputsThrowNamingGemm) {
-  expect_error([] { dispatch("gemm", {make({1, 1, 1}, {1}, DType::kBool), make({1, 1, 1}, {1}, DType::kBool)}); },
-               "gemm");
-  expect_error([] { dispatch("gemm", {make({1, 1, 1}, {1}, DType::kI64), make({1, 1, 1}, {1}, DType::kI64)}); },
-               "gemm");
+  expect_error(
+      [] {
+        dispatch("gemm", {make({1, 1, 1}, {1}, DType::kBool), make({1, 1, 1}, {1}, DType::kBool)});
+      },
+      "gemm");
+  expect_error(
+      [] {
+        dispatch("gemm", {make({1, 1, 1}, {1}, DType::kI64), make({1, 1, 1}, {1}, DType::kI64)});
+      },
+      "gemm");
   expect_error([] { dispatch("gemm", {Tensor::empty({1, 2, 3}), Tensor::empty({1, 4, 2})}); }, "gemm");
   expect_error([] { dispatch("gemm", {Tensor::empty({2, 2, 3}), Tensor::empty({3, 3, 2})}); }, "gemm");
   expect_error([] { dispatch("gemm", {Tensor::empty({2, 3}), Tensor::empty({3, 2})}); }, "gemm");

@@ -152,14 +152,18 @@ TEST(ScatterAddTest, LargeParallelIsExact) {
 
 TEST(ScatterAddTest, BadInputsThrow) {
   Tensor x = iota({2, 3});
-  expect_error([&] { dispatch("scatter_add", {x, idx({1, 1}, {3}), make({1, 1}, {1})}, dim_attr(1)); },
-               "scatter_add");
-  expect_error([&] { dispatch("scatter_add", {x, idx({1, 1}, {-1}), make({1, 1}, {1})}, dim_attr(1)); },
-               "scatter_add");
-  expect_error([&] { dispatch("scatter_add", {x, idx({1, 1}, {0}), make({1, 1}, {1}, DType::kF64)}, dim_attr(1)); },
-               "scatter_add");
-  expect_error([&] { dispatch("scatter_add", {x, idx({1, 2}, {0, 0}), make({1, 1}, {1})}, dim_attr(1)); },
-               "scatter_add");
+  expect_error([&] { dispatch("scatter_add", {x, idx({1, 1}, {3}), make({1, 1}, {1})}, dim_attr(1)); }, "scatter_add");
+  expect_error([&] { dispatch("scatter_add", {x, idx({1, 1}, {-1}), make({1, 1}, {1})}, dim_attr(1)); }, "scatter_add");
+  expect_error(
+      [&] {
+        dispatch("scatter_add", {x, idx({1, 1}, {0}), make({1, 1}, {1}, DType::kF64)}, dim_attr(1));
+      },
+      "scatter_add");
+  expect_error(
+      [&] {
+        dispatch("scatter_add", {x, idx({1, 2}, {0, 0}), make({1, 1}, {1})}, dim_attr(1));
+      },
+      "scatter_add");
   expect_values(x, {0, 1, 2, 3, 4, 5});
 }
 

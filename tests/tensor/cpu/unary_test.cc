@@ -102,11 +102,12 @@ TEST(UnaryTest, IntegerOps) {
     expect_values(call1("relu", {x}), {0, 0, 0, 2, 9});
     expect_values(call1("clamp", {x}, clamp_attrs(-1.5, 2.5)), {-1, -1, 0, 2, 2});
     expect_values(call1("clamp", {x}, clamp_attrs(-1e30, 1e30)), {-7, -1, 0, 2, 9});
-    expect_values(call1("clamp", {x}, clamp_attrs(1e30, kInf)), {t == DType::kI32 ? 2147483647.0 : 9.223372036854775807e18,
-                                                                 t == DType::kI32 ? 2147483647.0 : 9.223372036854775807e18,
-                                                                 t == DType::kI32 ? 2147483647.0 : 9.223372036854775807e18,
-                                                                 t == DType::kI32 ? 2147483647.0 : 9.223372036854775807e18,
-                                                                 t == DType::kI32 ? 2147483647.0 : 9.223372036854775807e18});
+    expect_values(call1("clamp", {x}, clamp_attrs(1e30, kInf)),
+                  {t == DType::kI32 ? 2147483647.0 : 9.223372036854775807e18,
+                   t == DType::kI32 ? 2147483647.0 : 9.223372036854775807e18,
+                   t == DType::kI32 ? 2147483647.0 : 9.223372036854775807e18,
+                   t == DType::kI32 ? 2147483647.0 : 9.223372036854775807e18,
+                   t == DType::kI32 ? 2147483647.0 : 9.223372036854775807e18});
     EXPECT_EQ(call1("neg", {x}).dtype(), t);
   }
   Tensor u = make({3}, {0, 5, 255}, DType::kU8);

@@ -31,9 +31,9 @@ TEST(CachingAllocatorTest, SmallTensorsReuseCachedBlocks) {
   for (int64_t n : {1, 100, 1000}) Tensor::empty({n}, TensorOptions(DType::kF32, gpu()));
   const AllocatorStats before = alloc.stats();
   for (int i = 0; i < 10000; ++i) {
-    Tensor a = Tensor::empty({1 + i % 100}, TensorOptions(DType::kF32, gpu()));      // 4..400 B: one class
-    Tensor b = Tensor::empty({1000 - i % 3}, TensorOptions(DType::kF32, gpu()));     // ~4 KB: one class
-    Tensor c = Tensor::empty({i % 2 ? 7 : 9}, TensorOptions(DType::kI64, gpu()));   // 56 / 72 B
+    Tensor a = Tensor::empty({1 + i % 100}, TensorOptions(DType::kF32, gpu()));    // 4..400 B: one class
+    Tensor b = Tensor::empty({1000 - i % 3}, TensorOptions(DType::kF32, gpu()));   // ~4 KB: one class
+    Tensor c = Tensor::empty({i % 2 ? 7 : 9}, TensorOptions(DType::kI64, gpu()));  // 56 / 72 B
   }
   const AllocatorStats after = alloc.stats();
   EXPECT_LE(after.system_allocations - before.system_allocations, 4)
@@ -119,9 +119,7 @@ TEST(CachingAllocatorTest, OutOfMemoryThrowsNamingTheBytesFree) {
   for (int i = 0; i < 128 && msg.empty(); ++i) {
     try {
       blocks.push_back(alloc.allocate(size_t{8} << 30));
-    } catch (const Error& e) {
-      msg = e.what();
-    }
+    } catch (const Error& e) { msg = e.what(); }
   }
   for (void* p : blocks) alloc.deallocate(p, size_t{8} << 30);
   alloc.empty_cache();

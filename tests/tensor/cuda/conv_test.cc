@@ -64,8 +64,11 @@ TEST(CudaPoolTest, MaxPoolWithTiesNaNAndPadding) {
   struct Pool {
     std::vector<int64_t> kernel, stride, padding;
   };
-  const std::vector<Pool> pools = {{{2, 2}, {2, 2}, {0, 0}}, {{3, 3}, {1, 1}, {1, 1}}, {{3, 2}, {2, 1}, {1, 0}},
-                                   {{1, 1}, {1, 1}, {0, 0}}, {{4, 3}, {3, 2}, {2, 1}}};
+  const std::vector<Pool> pools = {{{2, 2}, {2, 2}, {0, 0}},
+                                   {{3, 3}, {1, 1}, {1, 1}},
+                                   {{3, 2}, {2, 1}, {1, 0}},
+                                   {{1, 1}, {1, 1}, {0, 0}},
+                                   {{4, 3}, {3, 2}, {2, 1}}};
   for (DType t : floating_dtypes()) {
     std::vector<double> v = noise(2 * 3 * 10 * 9, 64, 0, 4);
     for (double& x : v) x = std::floor(x);  // many ties
@@ -81,13 +84,15 @@ TEST(CudaPoolTest, MaxPoolWithTiesNaNAndPadding) {
     }
     // All -inf planes: the first in-image position wins.
     Attrs a;
-    a.set("kernel", std::vector<int64_t>{3, 3}).set("stride", std::vector<int64_t>{2, 2}).set(
-        "padding", std::vector<int64_t>{1, 1});
+    a.set("kernel", std::vector<int64_t>{3, 3})
+        .set("stride", std::vector<int64_t>{2, 2})
+        .set("padding", std::vector<int64_t>{1, 1});
     expect_parity("max_pool2d", {make({1, 1, 4, 4}, std::vector<double>(16, -kInf), t)}, a, 0, 0, "all -inf");
   }
   Attrs bad;
-  bad.set("kernel", std::vector<int64_t>{2, 2}).set("stride", std::vector<int64_t>{1, 1}).set(
-      "padding", std::vector<int64_t>{2, 0});
+  bad.set("kernel", std::vector<int64_t>{2, 2})
+      .set("stride", std::vector<int64_t>{1, 1})
+      .set("padding", std::vector<int64_t>{2, 0});
   expect_error([&] { dispatch("max_pool2d", {Tensor::empty({1, 1, 5, 5}, TensorOptions(gpu()))}, bad); }, "padding");
 }
 

@@ -16,9 +16,9 @@
 #include "tests/util/error_matchers.h"
 
 // Skips the current test, saying why, when this machine has no usable GPU.
-#define COPPICE_REQUIRE_GPU()                                                                        \
-  do {                                                                                               \
-    if (!::coppice::cuda_available())                                                                \
+#define COPPICE_REQUIRE_GPU()                                                                       \
+  do {                                                                                              \
+    if (!::coppice::cuda_available())                                                               \
       GTEST_SKIP() << "no CUDA device: this CPU-parity test needs a GPU (run it on the lent H100)"; \
   } while (0)
 

@@ -40,8 +40,8 @@ TEST(CudaFillTest, EveryDtypeContiguousStridedEmpty) {
 
 // dst view and src view of every dtype pair, compared with the CPU's copy_.
 void check_copy(DType dt, DType st, const Shape& dst_shape, const Tensor& src_host,
-                const std::function<Tensor(const Tensor&)>& dst_view, const std::function<Tensor(const Tensor&)>& src_view,
-                const std::string& what) {
+                const std::function<Tensor(const Tensor&)>& dst_view,
+                const std::function<Tensor(const Tensor&)>& src_view, const std::string& what) {
   Tensor c = Tensor::empty(dst_shape, dt), g = Tensor::empty(dst_shape, TensorOptions(dt, gpu()));
   c.zero_();
   g.zero_();
@@ -59,9 +59,12 @@ TEST(CudaCopyTest, EveryDtypePairAndLayout) {
     Tensor src = random({6, 10}, st, 7, 0, 5);
     for (DType dt : all_dtypes()) {
       check_copy(dt, st, {6, 10}, src, same, same, "contiguous");
-      check_copy(dt, st, {10, 6}, src, [](const Tensor& t) { return t.t(); }, same, "transposed dst");
-      check_copy(dt, st, {6, 4}, src, same, [](const Tensor& t) { return t.slice(1, 0, 10, 3); }, "strided src");
-      check_copy(dt, st, {3, 6, 10}, src, same, [](const Tensor& t) { return t.narrow(1, 2, 1); }, "broadcast src");
+      check_copy(
+          dt, st, {10, 6}, src, [](const Tensor& t) { return t.t(); }, same, "transposed dst");
+      check_copy(
+          dt, st, {6, 4}, src, same, [](const Tensor& t) { return t.slice(1, 0, 10, 3); }, "strided src");
+      check_copy(
+          dt, st, {3, 6, 10}, src, same, [](const Tensor& t) { return t.narrow(1, 2, 1); }, "broadcast src");
     }
   }
 }
@@ -70,15 +73,18 @@ TEST(CudaCopyTest, SpecialValuesAndSignedConversions) {
   COPPICE_REQUIRE_GPU();
   Tensor f = make({8}, {-0.0, kInf, -kInf, kNaN, 1e-40, 65504, 70000, -3.75}, DType::kF64);
   for (DType dt : floating_dtypes()) {
-    check_copy(dt, DType::kF64, {8}, f, [](const Tensor& t) { return t; }, [](const Tensor& t) { return t; }, "special");
+    check_copy(
+        dt, DType::kF64, {8}, f, [](const Tensor& t) { return t; }, [](const Tensor& t) { return t; }, "special");
   }
   Tensor s = make({6}, {-7.9, -0.5, 0.5, 3.99, -100, 100}, DType::kF32);
   for (DType dt : {DType::kI32, DType::kI64, DType::kBool}) {
-    check_copy(dt, DType::kF32, {6}, s, [](const Tensor& t) { return t; }, [](const Tensor& t) { return t; }, "truncate");
+    check_copy(
+        dt, DType::kF32, {6}, s, [](const Tensor& t) { return t; }, [](const Tensor& t) { return t; }, "truncate");
   }
   Tensor empty = Tensor::empty({0, 3});
-  check_copy(DType::kF64, DType::kF32, {0, 3}, empty, [](const Tensor& t) { return t; },
-             [](const Tensor& t) { return t; }, "empty");
+  check_copy(
+      DType::kF64, DType::kF32, {0, 3}, empty, [](const Tensor& t) { return t; }, [](const Tensor& t) { return t; },
+      "empty");
 }
 
 TEST(CudaCopyTest, OverlappingViewsOfOneStorage) {
@@ -199,7 +205,8 @@ TEST(CudaBinaryTest, IntegerWrapAround) {
 
 TEST(CudaBinaryTest, MismatchedDtypesThrow) {
   COPPICE_REQUIRE_GPU();
-  Tensor a = Tensor::empty({2}, TensorOptions(DType::kF32, gpu())), b = Tensor::empty({2}, TensorOptions(DType::kF64, gpu()));
+  Tensor a = Tensor::empty({2}, TensorOptions(DType::kF32, gpu())),
+         b = Tensor::empty({2}, TensorOptions(DType::kF64, gpu()));
   expect_error([&] { dispatch("add", {a, b}); }, "one dtype");
   expect_error([&] { dispatch("div", {a.to(DType::kI32), b.to(DType::kI32)}); }, "floating");
 }
@@ -210,10 +217,10 @@ TEST(CudaWhereTest, EveryDtypeBroadcastAndStrided) {
     Tensor cond = random({3, 1, 8}, DType::kBool, 31);
     Tensor a = random({4, 8}, t, 32), b = random({3, 4, 1}, t, 33);
     expect_parity("where", {cond, a, b}, {}, 0, 0, str_cat(dtype_name(t)));
-    expect_parity("where", {random({8, 4}, DType::kBool, 34), random({8, 4}, t, 35), random({8, 4}, t, 36)}, {}, 0,
-                  0, str_cat(dtype_name(t), " transposed"), [](size_t, const Tensor& x) { return x.t(); });
-    expect_parity("where", {Tensor::empty({0, 8}, DType::kBool), Tensor::empty({0, 1}, t), Tensor::empty({8}, t)}, {}, 0,
-                  0, str_cat(dtype_name(t), " empty"));
+    expect_parity("where", {random({8, 4}, DType::kBool, 34), random({8, 4}, t, 35), random({8, 4}, t, 36)}, {}, 0, 0,
+                  str_cat(dtype_name(t), " transposed"), [](size_t, const Tensor& x) { return x.t(); });
+    expect_parity("where", {Tensor::empty({0, 8}, DType::kBool), Tensor::empty({0, 1}, t), Tensor::empty({8}, t)}, {},
+                  0, 0, str_cat(dtype_name(t), " empty"));
   }
 }
 

@@ -21,7 +21,9 @@ using cuda_testing::gpu;
 
 TEST(GraphCaptureTest, CpuDeclines) {
   std::string why;
-  EXPECT_EQ(capture_work(Device::cpu(), [] {}, &why), nullptr);
+  EXPECT_EQ(capture_work(
+                Device::cpu(), [] {}, &why),
+            nullptr);
   EXPECT_NE(why.find("CPU"), std::string::npos) << why;
 }
 
@@ -32,7 +34,8 @@ TEST(GraphCaptureTest, ReplayRecomputesFromCurrentInputs) {
   Tensor y;
   (void)add(matmul(x, w), 1.0);  // warm: cuBLAS's handle, kernels loaded
   std::string why;
-  std::unique_ptr<CapturedWork> g = capture_work(gpu(), [&] { y = add(matmul(x, w), 1.0); }, &why);
+  std::unique_ptr<CapturedWork> g = capture_work(
+      gpu(), [&] { y = add(matmul(x, w), 1.0); }, &why);
   ASSERT_NE(g, nullptr) << why;
   g->replay();
   EXPECT_EQ(y.to(Device::cpu()).to_vector<float>(), (std::vector<float>{2, 5, 4, 9}));
@@ -47,11 +50,14 @@ TEST(GraphCaptureTest, PoolMemoryIsNotHandedOutWhileTheGraphLives) {
   Tensor kept;
   void* temp_ptr = nullptr;
   std::string why;
-  auto g = capture_work(gpu(), [&] {
-    Tensor temp = mul(x, 2.0);  // freed inside the capture: back to the graph's pool only
-    temp_ptr = temp.data_ptr();
-    kept = add(temp, 1.0);
-  }, &why);
+  auto g = capture_work(
+      gpu(),
+      [&] {
+        Tensor temp = mul(x, 2.0);  // freed inside the capture: back to the graph's pool only
+        temp_ptr = temp.data_ptr();
+        kept = add(temp, 1.0);
+      },
+      &why);
   ASSERT_NE(g, nullptr) << why;
   // Eager tensors of the same size class must not land on the graph's blocks.
   std::vector<Tensor> eager;
@@ -76,7 +82,8 @@ TEST(GraphCaptureTest, HostReadBackIsDeclinedAndLeavesNoError) {
   COPPICE_REQUIRE_GPU();
   Tensor x = full({16}, 2.0, TensorOptions(DType::kF32, gpu()));
   std::string why;
-  auto g = capture_work(gpu(), [&] { (void)sum(x).item(); }, &why);
+  auto g = capture_work(
+      gpu(), [&] { (void)sum(x).item(); }, &why);
   EXPECT_EQ(g, nullptr);
   EXPECT_FALSE(why.empty());
   // The device still works eagerly afterwards.
@@ -87,7 +94,8 @@ TEST(GraphCaptureTest, RandomDrawsAreDeclined) {
   COPPICE_REQUIRE_GPU();
   std::string why;
   Tensor r;
-  auto g = capture_work(gpu(), [&] { r = bernoulli({64}, 0.5, TensorOptions(DType::kF32, gpu())); }, &why);
+  auto g = capture_work(
+      gpu(), [&] { r = bernoulli({64}, 0.5, TensorOptions(DType::kF32, gpu())); }, &why);
   EXPECT_EQ(g, nullptr);
   EXPECT_NE(why.find("random"), std::string::npos) << why;
 }
@@ -99,7 +107,8 @@ TEST(GraphCaptureTest, BadIndexReportedAfterTheReplayThatSawIt) {
   Tensor loss;
   (void)cross_entropy(logits, target);  // warm
   std::string why;
-  auto g = capture_work(gpu(), [&] { loss = cross_entropy(logits, target); }, &why);
+  auto g = capture_work(
+      gpu(), [&] { loss = cross_entropy(logits, target); }, &why);
   ASSERT_NE(g, nullptr) << why;
   g->replay();
   EXPECT_NEAR(loss.item(), std::log(3.0), 1e-6);
@@ -107,15 +116,14 @@ TEST(GraphCaptureTest, BadIndexReportedAfterTheReplayThatSawIt) {
   try {
     g->replay();
     FAIL() << "a target out of range should throw after the replay";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("index 7"), std::string::npos) << e.what();
-  }
+  } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("index 7"), std::string::npos) << e.what(); }
 }
 
 TEST(GraphCaptureTest, ExceptionInsideTheCaptureIsDeclined) {
   COPPICE_REQUIRE_GPU();
   std::string why;
-  auto g = capture_work(gpu(), [] { fail("a shape error in the step"); }, &why);
+  auto g = capture_work(
+      gpu(), [] { fail("a shape error in the step"); }, &why);
   EXPECT_EQ(g, nullptr);
   EXPECT_NE(why.find("a shape error in the step"), std::string::npos) << why;
   EXPECT_EQ(sum(full({4}, 1.0, TensorOptions(DType::kF32, gpu()))).item(), 4.0);

@@ -67,10 +67,11 @@ TEST(CudaScatterAddTest, BitExactWithDuplicatesEveryDtype) {
   x.zero_();
   Tensor index = make({3000, 8}, std::vector<double>(3000 * 8, 3.0), DType::kI64);
   expect_parity("scatter_add", {x, index, random({3000, 8}, DType::kF32, 84)}, dim_attr(0), 0, 0, "one hot row");
-  expect_parity("scatter_add", {random({6, 3}, DType::kF32, 85), indices({4, 2}, 6, 86), random({5, 3}, DType::kF32, 87)},
-                dim_attr(0), 0, 0, "src larger than index");
-  expect_parity("scatter_add", {random({6, 3}, DType::kF32, 88), Tensor::empty({0, 3}, DType::kI64),
-                                Tensor::empty({0, 3})},
+  expect_parity("scatter_add",
+                {random({6, 3}, DType::kF32, 85), indices({4, 2}, 6, 86), random({5, 3}, DType::kF32, 87)}, dim_attr(0),
+                0, 0, "src larger than index");
+  expect_parity("scatter_add",
+                {random({6, 3}, DType::kF32, 88), Tensor::empty({0, 3}, DType::kI64), Tensor::empty({0, 3})},
                 dim_attr(0), 0, 0, "no indices");
 }
 
@@ -94,8 +95,12 @@ TEST(CudaIndexingTest, OutOfRangeIndicesThrowLikeTheCpu) {
   // Checked even when the result is empty.
   Tensor empty_rows = Tensor::empty({5, 0});
   Tensor bad = make({2}, {1, 9}, DType::kI64);
-  EXPECT_EQ(error_of([&] { dispatch("index_select", to_gpu({empty_rows, bad}), dim_attr(0)); }),
-            error_of([&] { dispatch("index_select", {empty_rows, bad}, dim_attr(0)); }));
+  EXPECT_EQ(error_of([&] {
+              dispatch("index_select", to_gpu({empty_rows, bad}), dim_attr(0));
+            }),
+            error_of([&] {
+              dispatch("index_select", {empty_rows, bad}, dim_attr(0));
+            }));
   // The device is still usable afterwards.
   expect_parity("index_select", {x, make({2}, {4, 0}, DType::kI64)}, dim_attr(0), 0, 0, "after errors");
   expect_error([&] { dispatch("gather", to_gpu({x, make({2, 2}, {0, 1, 2, 3}, DType::kI32)}), dim_attr(0)); }, "i64");

@@ -7,8 +7,9 @@ namespace {
 using namespace cuda_testing;
 
 // Runs `op` in place on a CPU tensor and on a GPU tensor (through `view`), compares.
-void expect_fill_parity(std::string_view op, DType t, const Shape& shape, const Attrs& attrs, double rtol, double atol,
-                        const std::function<Tensor(const Tensor&)>& view = [](const Tensor& x) { return x; }) {
+void expect_fill_parity(
+    std::string_view op, DType t, const Shape& shape, const Attrs& attrs, double rtol, double atol,
+    const std::function<Tensor(const Tensor&)>& view = [](const Tensor& x) { return x; }) {
   Tensor c = Tensor::empty(shape, t), g = Tensor::empty(shape, TensorOptions(t, gpu()));
   c.zero_();
   g.zero_();

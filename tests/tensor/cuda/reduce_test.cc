@@ -9,7 +9,7 @@ using namespace cuda_testing;
 
 // Short rows take the warp-per-row path, long ones the block-per-row path,
 // and few very long rows the two-pass path over row segments.
-const std::vector<Shape> kShapes = {{1, 1},   {7, 5},    {33, 31},     {4, 1000},   {3, 1024},
+const std::vector<Shape> kShapes = {{1, 1},    {7, 5},    {33, 31},    {4, 1000},  {3, 1024},
                                     {2, 5000}, {300, 65}, {1, 100000}, {3, 40000}, {0, 4}};
 
 TEST(CudaReduceTest, SumEveryDtype) {
@@ -65,9 +65,9 @@ TEST(CudaReduceTest, NaNWinsFirstOneAndSignedZeros) {
     v[6000 + 8] = -kInf;
     Tensor x = make({4, 2000}, v, t);
     for (const char* op : {"reduce_max", "reduce_min"}) expect_parity(op, {x}, {}, 0, 0, str_cat(dtype_name(t)));
-    Tensor short_rows = make({4, 8}, {kNaN, 1, 2, 3, 4, 5, 6, 7, 1, kNaN, kNaN, 0, 0, 0, 0, 0, -0.0, 0, 0, 0, 0, 0, 0, 0,
-                                      kInf, -kInf, 3, 3, 3, 3, 3, 3},
-                              t);
+    Tensor short_rows = make({4, 8}, {kNaN, 1, 2, 3, 4, 5, 6, 7, 1,    kNaN,  kNaN, 0, 0, 0, 0, 0,
+                                      -0.0, 0, 0, 0, 0, 0, 0, 0, kInf, -kInf, 3,    3, 3, 3, 3, 3},
+                             t);
     for (const char* op : {"reduce_max", "reduce_min"}) expect_parity(op, {short_rows}, {}, 0, 0, "short rows");
     // Rows long enough to be cut into segments: NaNs in two segments, the earlier must win.
     std::vector<double> w = noise(2 * 100000, 46, -1, 1);
@@ -97,7 +97,8 @@ TEST(CudaReduceTest, ColumnSumsMatchTheCpu) {
     for (const Shape& shape : std::vector<Shape>{{1, 1}, {3, 300}, {64, 7}, {65, 5}, {1000, 33}, {4097, 2}}) {
       const Tensor x = random(shape, t, 31);
       const Tol tol = t == DType::kF64 ? Tol{1e-12, 1e-12} : t == DType::kF32 ? Tol{1e-5, 1e-5} : math_tol(t);
-      expect_parity("reduce_sum_cols", {x}, {}, tol.rtol * 10, tol.atol * 10, str_cat(dtype_name(t), " ", shape_to_string(shape)));
+      expect_parity("reduce_sum_cols", {x}, {}, tol.rtol * 10, tol.atol * 10,
+                    str_cat(dtype_name(t), " ", shape_to_string(shape)));
     }
   }
   const Tensor x = random({6, 5, 4}, DType::kF32, 32);

@@ -34,8 +34,8 @@ TEST(CudaTopkTest, EveryDtypeWithTies) {
 TEST(CudaTopkTest, NaNInfAndSignedZeros) {
   COPPICE_REQUIRE_GPU();
   for (DType t : floating_dtypes()) {
-    Tensor x = make({2, 10}, {0.0, -0.0, kNaN, 1, kInf, -kInf, kNaN, -0.0, 0.0, 1,  //
-                              -0.0, 0.0, 2, 2, -kInf, 5, 0.0, -0.0, kInf, kNaN},
+    Tensor x = make({2, 10}, {0.0,  -0.0, kNaN, 1, kInf,  -kInf, kNaN, -0.0, 0.0,  1,  //
+                              -0.0, 0.0,  2,    2, -kInf, 5,     0.0,  -0.0, kInf, kNaN},
                     t);
     for (int64_t k : {1, 4, 10}) {
       for (bool largest : {true, false}) {
@@ -48,8 +48,7 @@ TEST(CudaTopkTest, NaNInfAndSignedZeros) {
 TEST(CudaTopkTest, RandomFloatsNonContiguousAndErrors) {
   COPPICE_REQUIRE_GPU();
   Tensor x = random({300, 200}, DType::kF32, 102);
-  expect_parity("topk", {x}, topk_attrs(17, true), 0, 0, "transposed",
-                [](size_t, const Tensor& a) { return a.t(); });
+  expect_parity("topk", {x}, topk_attrs(17, true), 0, 0, "transposed", [](size_t, const Tensor& a) { return a.t(); });
   expect_parity("topk", {random({0, 5}, DType::kF32, 103)}, topk_attrs(2, true), 0, 0, "no rows");
   Tensor g = Tensor::empty({2, 3}, TensorOptions(gpu()));
   expect_error([&] { dispatch("topk", {g}, topk_attrs(4, true)); }, "out of range");

@@ -220,7 +220,7 @@ TEST(SafetensorsTest, MatchesAHandBuiltFile) {
   ASSERT_EQ(header.size(), 144u);
   const std::string expected = std::string("\x90\0\0\0\0\0\0\0", 8) + header +
                                std::string("\x00\x00\x80\x3f\x00\x00\x20\xc0", 8) +  // 1.0f, -2.5f
-                               std::string("\x07\0\0\0\0\0\0\0", 8);                  // 7
+                               std::string("\x07\0\0\0\0\0\0\0", 8);                 // 7
   NamedTensors tensors = {{"a", from_vector<float>({1.0f, -2.5f})}, {"b", from_vector<int64_t>({7}, Shape{})}};
   absl::StatusOr<std::string> bytes = serialize_safetensors(tensors, {{"format", "pt"}});
   ASSERT_TRUE(bytes.ok()) << bytes.status();
@@ -266,7 +266,8 @@ TEST(SafetensorsTest, RejectsBadWrites) {
     const char* message;
   };
   std::vector<Case> cases;
-  cases.push_back({{{"a", patterned({2}, DType::kF32)}, {"a", patterned({2}, DType::kF32)}}, "duplicate tensor name 'a'"});
+  cases.push_back(
+      {{{"a", patterned({2}, DType::kF32)}, {"a", patterned({2}, DType::kF32)}}, "duplicate tensor name 'a'"});
   cases.push_back({{{"__metadata__", patterned({2}, DType::kF32)}}, "__metadata__"});
   cases.push_back({{{"u", Tensor()}}, "tensor 'u' is undefined"});
   for (const Case& c : cases) {
@@ -389,26 +390,29 @@ TEST(SafetensorsCorruptTest, TableOfBadFiles) {
       {"offsets out of range", make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", eight),
        "beyond the data buffer of 8 bytes"},
       {"offsets far out of range",
-       make_file(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[9223372036854775805,9223372036854775807]}})",
-                 eight),
+       make_file(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[9223372036854775805,9223372036854775807]}})", eight),
        "beyond the data buffer"},
       {"overlap",
-       make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                 eight),
+       make_file(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           eight),
        "tensor \"b\": data_offsets [4, 8] overlap tensor \"a\" at [0, 8]"},
       {"same range twice",
-       make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})",
-                 eight),
+       make_file(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})",
+           eight),
        "overlap"},
       {"empty tensor inside another",
-       make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})",
-                 eight),
+       make_file(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})",
+           eight),
        "overlap"},
       {"hole at start", make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight),
        "leave a hole: expected the tensor to begin at byte 0"},
       {"hole between",
-       make_file(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[6,8]}})",
-                 eight),
+       make_file(
+           R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[6,8]}})",
+           eight),
        "tensor \"b\": data_offsets [6, 8] leave a hole"},
       {"trailing data", make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", eight),
        "4 trailing bytes"},
@@ -427,8 +431,8 @@ TEST(SafetensorsCorruptTest, TableOfBadFiles) {
     ASSERT_FALSE(f.ok()) << c.name << " was accepted";
     std::string msg(f.status().message());
     EXPECT_EQ(msg.rfind("safetensors bad.st: ", 0), 0u) << c.name << ": " << msg;
-    EXPECT_NE(msg.find(c.message), std::string::npos) << c.name << ": got '" << msg << "', expected to contain '"
-                                                       << c.message << "'";
+    EXPECT_NE(msg.find(c.message), std::string::npos)
+        << c.name << ": got '" << msg << "', expected to contain '" << c.message << "'";
   }
 }
 

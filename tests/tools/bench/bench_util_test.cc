@@ -38,7 +38,7 @@ TEST(BenchUtilTest, TimeOpWarmsUpRepeatsAndSyncs) {
   Timing t = time_op([&] { d.now += d.op_ms, ++d.calls; }, [&] { ++d.syncs; }, o, [&] { return d.now; });
   EXPECT_EQ(t.inner, 1);  // one call already lasts longer than min_sample_ms
   EXPECT_EQ(t.samples_ms.size(), 5u);
-  EXPECT_EQ(d.calls, 3 + 1 + 5);  // warm-up, calibration, samples
+  EXPECT_EQ(d.calls, 3 + 1 + 5);      // warm-up, calibration, samples
   EXPECT_EQ(d.syncs, 1 + 1 + 2 * 5);  // after warm-up, after calibration, around each sample
   EXPECT_DOUBLE_EQ(t.median_ms, 2.0);
   EXPECT_DOUBLE_EQ(t.min_ms, 2.0);
@@ -71,7 +71,11 @@ TEST(BenchUtilTest, TimeOpWithTheRealClock) {
   o.warmup = 1;
   o.reps = 3;
   volatile double sink = 0;
-  Timing t = time_op([&] { for (int i = 0; i < 1000; ++i) sink = sink + i; }, [] {}, o);
+  Timing t = time_op(
+      [&] {
+        for (int i = 0; i < 1000; ++i) sink = sink + i;
+      },
+      [] {}, o);
   EXPECT_EQ(t.samples_ms.size(), 3u);
   EXPECT_GT(t.median_ms, 0);
   EXPECT_LE(t.min_ms, t.median_ms);
@@ -158,8 +162,8 @@ TEST(BenchUtilTest, ParsesTheCommandLine) {
   EXPECT_EQ(c->size, 0);
   EXPECT_EQ(c->reps, 20);
 
-  c = parse_args({"gemm", "--device", "cuda", "--size", "512", "--reps=7", "--json", "/tmp/x.json", "--dtype",
-                  "bf16,F16"});
+  c = parse_args(
+      {"gemm", "--device", "cuda", "--size", "512", "--reps=7", "--json", "/tmp/x.json", "--dtype", "bf16,F16"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->gemm);
   EXPECT_FALSE(c->elementwise);
@@ -197,19 +201,18 @@ TEST(BenchUtilTest, ParsesTheCommandLine) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->gemm && c->elementwise && c->spmm && c->sddmm);
 
-  for (const std::vector<std::string>& bad :
-       std::vector<std::vector<std::string>>{{"conv"},
-                                             {"gemm", "all"},
-                                             {"--device", "tpu"},
-                                             {"--size"},
-                                             {"--size", "0"},
-                                             {"--size", "12x"},
-                                             {"--reps", "-1"},
-                                             {"--dtype", "i32"},
-                                             {"--dtype", ""},
-                                             {"--json="},
-                                             {"--min-sample-ms", "-1"},
-                                             {"--bogus", "1"}}) {
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{{"conv"},
+                                                                                   {"gemm", "all"},
+                                                                                   {"--device", "tpu"},
+                                                                                   {"--size"},
+                                                                                   {"--size", "0"},
+                                                                                   {"--size", "12x"},
+                                                                                   {"--reps", "-1"},
+                                                                                   {"--dtype", "i32"},
+                                                                                   {"--dtype", ""},
+                                                                                   {"--json="},
+                                                                                   {"--min-sample-ms", "-1"},
+                                                                                   {"--bogus", "1"}}) {
     absl::StatusOr<Config> r = parse_args(bad);
     EXPECT_FALSE(r.ok()) << bad[0];
   }

@@ -23,8 +23,8 @@ std::vector<Result> run(const std::vector<std::string>& args) {
 }
 
 TEST(TrainBenchTest, ParsesItsFlags) {
-  absl::StatusOr<Config> c = parse_args({"train", "--models", "mlp,vit", "--formats=dense,nm", "--modes", "tf32",
-                                         "--config-dir", "x/configs"});
+  absl::StatusOr<Config> c = parse_args(
+      {"train", "--models", "mlp,vit", "--formats=dense,nm", "--modes", "tf32", "--config-dir", "x/configs"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->train);
   EXPECT_FALSE(c->gemm || c->dp || c->spmm);
@@ -55,10 +55,9 @@ TEST(TrainBenchTest, NmMaskKeepsTwoOfEveryFour) {
 
 // The command line of docs/benchmarks.md's CPU sample, at one step.
 TEST(TrainBenchTest, MlpOnTheCpuEveryFormatAndMode) {
-  const std::vector<Result> results =
-      run({"train", "--device", "cpu", "--hidden", "256", "--batch", "64", "--models", "mlp", "--steps", "1",
-           "--warmup", "0"});
-  ASSERT_EQ(results.size(), 8u * 3u);  // dense, csr x3, bsr x3, nm; f32, tf32, bf16
+  const std::vector<Result> results = run({"train", "--device", "cpu", "--hidden", "256", "--batch", "64", "--models",
+                                           "mlp", "--steps", "1", "--warmup", "0"});
+  ASSERT_EQ(results.size(), 8u * 3u);   // dense, csr x3, bsr x3, nm; f32, tf32, bf16
   std::map<std::string, double> state;  // by format and sparsity, f32
   for (const Result& r : results) {
     SCOPED_TRACE(r.format + " " + r.dtype);
@@ -97,11 +96,9 @@ TEST(TrainBenchTest, JobModelsFromTheirConfigs) {
   for (const Result& r : results) {
     SCOPED_TRACE(r.op + " " + r.format + " " + r.dtype);
     ASSERT_EQ(r.status, "ok");
-    EXPECT_EQ(r.shape[0], 128);  // both jobs' batch_size
+    EXPECT_EQ(r.shape[0], 128);                                               // both jobs' batch_size
     EXPECT_EQ(extra_value(r, "sparse_weights"), r.op == "lenet300" ? 3 : 4);  // fc1-3; 2 blocks x fc1, fc2
-    if (r.format == "bsr") {
-      EXPECT_EQ(extra_value(r, "bsr_block"), r.op == "lenet300" ? 2 : 32);
-    }
+    if (r.format == "bsr") { EXPECT_EQ(extra_value(r, "bsr_block"), r.op == "lenet300" ? 2 : 32); }
   }
 }
 
