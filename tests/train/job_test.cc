@@ -30,26 +30,12 @@ namespace fs = std::filesystem;
 using testing_train::run_trainer;
 using testing_train::RunResult;
 using testing_train::temp_dir;
+using testing_train::tiny_job;
 using testing_train::trainer_path;
 
 double mean(const std::vector<double>& v, size_t from, size_t to) {
   return std::accumulate(v.begin() + static_cast<long>(from), v.begin() + static_cast<long>(to), 0.0) /
          static_cast<double>(to - from);
-}
-
-// The tiny job, plus `extra` YAML lines (whole top-level sections).
-std::string tiny_job(const std::string& extra) {
-  return "seed: 3\n"
-         "device: cpu\n"
-         "model: {name: mlp, options: {sizes: [20, 16, 3]}}\n"
-         "data:\n"
-         "  dataset: synthetic\n"
-         "  batch_size: 16\n"
-         "  synthetic: {examples: 320, test_examples: 96, features: 20, classes: 3, center_scale: 1.0, spread: 1.0}\n"
-         "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
-         "training: {steps: 60}\n"
-         "logging: {progress: false, every_steps: 10}\n" +
-         extra;
 }
 
 JobConfig parse(const std::string& yaml, const std::vector<std::string>& overrides = {}) {

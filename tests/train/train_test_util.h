@@ -24,6 +24,22 @@
 
 namespace coppice::testing_train {
 
+// A tiny YAML job (an MLP 20-16-3 on synthetic blobs, 60 steps on the CPU),
+// plus `extra` YAML lines (whole top-level sections).
+inline std::string tiny_job(const std::string& extra) {
+  return "seed: 3\n"
+         "device: cpu\n"
+         "model: {name: mlp, options: {sizes: [20, 16, 3]}}\n"
+         "data:\n"
+         "  dataset: synthetic\n"
+         "  batch_size: 16\n"
+         "  synthetic: {examples: 320, test_examples: 96, features: 20, classes: 3, center_scale: 1.0, spread: 1.0}\n"
+         "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+         "training: {steps: 60}\n"
+         "logging: {progress: false, every_steps: 10}\n" +
+         extra;
+}
+
 inline std::shared_ptr<MLP> make_mlp(const std::vector<int64_t>& sizes, uint64_t seed) {
   Generator gen(seed);
   return std::make_shared<MLP>(sizes, LayerOptions{}, gen);

@@ -16,23 +16,15 @@ namespace {
 
 using testing_train::temp_dir;
 
+// The tiny job with ELLPACK weights at half density.
 std::string ellpack_job(const std::string& mask_update, const std::string& extra = "") {
-  return "seed: 5\n"
-         "device: cpu\n"
-         "model: {name: mlp, options: {sizes: [20, 16, 3]}}\n"
-         "data:\n"
-         "  dataset: synthetic\n"
-         "  batch_size: 16\n"
-         "  synthetic: {examples: 320, test_examples: 96, features: 20, classes: 3, center_scale: 1.0, spread: 1.0}\n"
-         "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
-         "training: {steps: 40}\n"
-         "logging: {progress: false, every_steps: 10}\n"
-         "sparsity:\n"
-         "  density: 0.5\n"
-         "  distribution: uniform\n"
-         "  rules: [{regex: 'fc[0-9]+\\.weight', format: ellpack}]\n"
-         "mask_update: {method: " +
-         mask_update + "}\n" + extra;
+  return testing_train::tiny_job(
+      "sparsity:\n"
+      "  density: 0.5\n"
+      "  distribution: uniform\n"
+      "  rules: [{regex: 'fc[0-9]+\\.weight', format: ellpack}]\n"
+      "mask_update: {method: " +
+      mask_update + "}\n" + extra);
 }
 
 JobConfig parse(const std::string& yaml) {
@@ -41,14 +33,14 @@ JobConfig parse(const std::string& yaml) {
   return job.ok() ? *job : JobConfig();
 }
 
-TEST(UserFormatJob, TrainsChecksAndResumes) {
+TEST(UserFormatJob, TrainsCheckpointsAndResumes) {
   ASSERT_TRUE(ellpack_test::registered());
   const std::string ckpt = temp_dir("ellpack_job");
   const std::string yaml = ellpack_job("static", "checkpoint: {dir: '" + ckpt + "', every_steps: 20}\n");
   const int sddmm_before = ellpack_test::sddmm_calls;
   const TrainingSummary full = run_job(parse(ellpack_job("static")));
   EXPECT_GT(ellpack_test::sddmm_calls, sddmm_before);  // the weight gradients at the pattern
-  ASSERT_EQ(full.final_step, 40);
+  ASSERT_EQ(full.final_step, 60);
   EXPECT_LT(full.losses.back(), 0.7 * full.losses.front());
   for (const LayerStats& l : full.model.layers) {
     if (l.name.find("weight") == std::string::npos) continue;
@@ -63,8 +55,8 @@ TEST(UserFormatJob, TrainsChecksAndResumes) {
   resume.resume = ckpt;
   const TrainingSummary second = run_job(parse(yaml), resume);
   EXPECT_EQ(second.start_step, 20);
-  ASSERT_EQ(second.losses.size(), 20u);
-  for (size_t i = 0; i < 20; ++i) EXPECT_EQ(second.losses[i], full.losses[20 + i]) << "step " << 20 + i;
+  ASSERT_EQ(second.losses.size(), 40u);
+  for (size_t i = 0; i < 40; ++i) EXPECT_EQ(second.losses[i], full.losses[20 + i]) << "step " << 20 + i;
 }
 
 TEST(UserFormatJob, RefusedWherePruneAndRegrowNeedsABuiltInFormat) {

@@ -14,6 +14,7 @@
 #include "tensor/dispatcher.h"
 #include "tensor/tensor.h"
 #include "tests/util/error_matchers.h"
+#include "tests/util/host_values.h"
 
 // Skips the current test, saying why, when this machine has no usable GPU.
 #define COPPICE_REQUIRE_GPU()                                                                       \
@@ -24,8 +25,11 @@
 
 namespace coppice::cuda_testing {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// Host values (tests/util/host_values.h).
+using ::coppice::testing::kInf;
+using ::coppice::testing::kNaN;
+using ::coppice::testing::make;
+using ::coppice::testing::values;
 
 inline const std::vector<DType>& all_dtypes() {
   static const std::vector<DType> v = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16,
@@ -39,35 +43,9 @@ inline const std::vector<DType>& floating_dtypes() {
 
 inline Device gpu() { return Device::cuda(0); }
 
-// A contiguous CPU tensor of `dtype` holding `values` (through f32 for 16-bit floats, "!= 0" for bool).
-inline Tensor make(const Shape& shape, const std::vector<double>& values, DType dtype = DType::kF32) {
-  Tensor t = Tensor::empty(shape, dtype);
-  EXPECT_EQ(static_cast<int64_t>(values.size()), t.numel());
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = t.data<T>();
-    for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < t.numel(); ++i) {
-      if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
-        p[i] = T(static_cast<float>(values[i]));
-      } else if constexpr (std::is_same_v<T, bool>) {
-        p[i] = values[i] != 0;
-      } else {
-        p[i] = static_cast<T>(values[i]);
-      }
-    }
-  });
-  return t;
-}
-
-// Deterministic pseudo-random doubles in [lo, hi) (an LCG, independent of the kernels' Philox).
+// Deterministic pseudo-random doubles in [lo, hi).
 inline std::vector<double> noise(int64_t n, uint64_t seed, double lo = -2, double hi = 2) {
-  std::vector<double> v(static_cast<size_t>(n));
-  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (auto& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = lo + (hi - lo) * static_cast<double>(s >> 11) * (1.0 / 9007199254740992.0);
-  }
-  return v;
+  return ::coppice::testing::lcg_values(n, seed, lo, hi);
 }
 
 // Random values that suit `dtype`: floats in [lo, hi), integers in [lo, hi)
@@ -84,33 +62,6 @@ inline Tensor random(const Shape& shape, DType dtype, uint64_t seed, double lo =
     }
   }
   return make(shape, v, dtype);
-}
-
-// All elements in row-major order as doubles (read through the strides, on the CPU).
-inline std::vector<double> values(const Tensor& t_any) {
-  Tensor t = t_any.device().is_cpu() ? t_any : t_any.to(Device::cpu());
-  std::vector<double> out;
-  out.reserve(static_cast<size_t>(t.numel()));
-  if (t.numel() == 0) return out;
-  dispatch_dtype(t.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* base = static_cast<const T*>(t.data_ptr());
-    std::vector<int64_t> idx(static_cast<size_t>(t.dim()), 0);
-    for (int64_t n = 0; n < t.numel(); ++n) {
-      int64_t off = 0;
-      for (int64_t d = 0; d < t.dim(); ++d) off += idx[d] * t.strides()[d];
-      if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
-        out.push_back(static_cast<double>(static_cast<float>(base[off])));
-      } else {
-        out.push_back(static_cast<double>(base[off]));
-      }
-      for (int64_t d = t.dim() - 1; d >= 0; --d) {
-        if (++idx[d] < t.shape()[d]) break;
-        idx[d] = 0;
-      }
-    }
-  });
-  return out;
 }
 
 // Expects `got` (any device) to match `want` (CPU) in shape, dtype and values:
