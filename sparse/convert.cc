@@ -14,7 +14,6 @@ namespace coppice {
 namespace {
 
 using sparse_detail::host_i64;
-using sparse_detail::host_mask;
 using sparse_detail::index_tensor;
 
 void check_target_shape(const Tensor& t, const FormatSpec& spec, std::string_view op) {

@@ -214,7 +214,7 @@ class Section {
   }
   std::string choice(const std::string& key, const std::string& fallback,
                      const std::vector<std::string>& options) const {
-    const std::string v = string(key, fallback);
+    std::string v = string(key, fallback);
     if (std::find(options.begin(), options.end(), v) != options.end()) return v;
     const std::string best = closest_match(v, options);
     bad(at(key), "must be one of ", str_join(options, " | "), ", got '", v, "'",

@@ -355,7 +355,7 @@ void attach_mask_update(const JobConfig& job, const Module& model, const std::ve
   if (job.mask_update.is_prune_and_regrow()) {
     updater.emplace(job.mask_update.updater);
     for (const std::string& name : ruled) {
-      const Variable p = model.parameter(name);
+      const Variable& p = model.parameter(name);
       if (p.value().is_sparse()) updater->add_layer(name, p.value());
     }
     COPPICE_CHECK(!updater->layers().empty(), "mask_update: ", mask_method_name(job.mask_update.method),

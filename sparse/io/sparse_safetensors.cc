@@ -150,7 +150,7 @@ Tensor rebuild(const std::string& name, const SparseEntry& e) {
   for (const std::string& key : spec.required_attributes) {
     COPPICE_CHECK(e.attrs.count(key) != 0, "missing metadata 'coppice.attr.", name, ".", key, "'");
   }
-  const Tensor t = spec.from_parts(FormatParts{e.parts, e.attrs, e.shape});
+  Tensor t = spec.from_parts(FormatParts{e.parts, e.attrs, e.shape});
   COPPICE_CHECK(t.shape() == e.shape, "the parts give shape ", shape_to_string(t.shape()), " but coppice.shape.", name,
                 " says ", shape_to_string(e.shape));
   return t;
