@@ -275,6 +275,18 @@ const std::vector<std::string>& builtin_sparse_format_names() {
   return names;
 }
 
+std::vector<std::string> block_format_names() {
+  FormatTable& table = FormatTable::instance();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  std::vector<std::string> names;
+  for (const auto& row : table.rows) {
+    if (row->options == FormatOptionKind::kBlock || row->options == FormatOptionKind::kSquareBlock) {
+      names.push_back(row->name);
+    }
+  }
+  return names;
+}
+
 void register_format(FormatSpec spec) {
   COPPICE_CHECK(!spec.name.empty(), "register_format: empty format name");
   COPPICE_CHECK(spec.from_mask != nullptr, "register_format: format '", spec.name, "' has no from_mask");

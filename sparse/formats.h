@@ -104,6 +104,8 @@ std::vector<std::string> format_names();
 // The built-in sparse formats (every built-in but "dense"), for kernel
 // registrations that cover each of them.
 const std::vector<std::string>& builtin_sparse_format_names();
+// The formats with a block shape (options kBlock or kSquareBlock).
+std::vector<std::string> block_format_names();
 
 // Adds a user's format (layout kCustom) to the table. Throws when the name is
 // empty or taken, or from_mask is missing. Call it at start-up, before the

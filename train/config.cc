@@ -100,16 +100,6 @@ template <typename... Parts>
 
 std::string join_key(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
 
-// The formats with a block shape (block_rows, block_cols).
-std::vector<std::string> block_format_names() {
-  std::vector<std::string> names;
-  for (const std::string& name : format_names()) {
-    const FormatOptionKind k = find_format(name)->options;
-    if (k == FormatOptionKind::kBlock || k == FormatOptionKind::kSquareBlock) names.push_back(name);
-  }
-  return names;
-}
-
 // Prune-and-regrow and GMP change masks: they need a built-in sparse format
 // that holds any pattern (n:m's groups do not; the mask updater does not
 // know a user's format).

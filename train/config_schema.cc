@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "sparse/formats.h"
 #include "tensor/error.h"
 #include "train/yaml_limits.h"
 #include "yaml-cpp/yaml.h"
@@ -87,9 +88,11 @@ std::vector<SchemaKey> sparsity_keys() {
       {"sparsity.rules[].name", K::kString, "select a parameter by exact name"},
       {"sparsity.rules[].regex", K::kString,
        "select parameters whose whole name matches (RE2 syntax, at most 1000 bytes)"},
-      {"sparsity.rules[].format", K::kString, "dense | coo | csr | csc | bsr | blocked_ell | nm | masked (dense)"},
-      {"sparsity.rules[].block_rows", K::kInt, "bsr / blocked_ell: block rows (required for them)"},
-      {"sparsity.rules[].block_cols", K::kInt, "bsr / blocked_ell: block columns (default: block_rows)"},
+      {"sparsity.rules[].format", K::kString, str_cat(str_join(format_names(), " | "), " (dense)")},
+      {"sparsity.rules[].block_rows", K::kInt,
+       str_cat(str_join(block_format_names(), " / "), ": block rows (required for them)")},
+      {"sparsity.rules[].block_cols", K::kInt,
+       str_cat(str_join(block_format_names(), " / "), ": block columns (default: block_rows)")},
       {"sparsity.rules[].n", K::kInt, "nm: kept values per group (2, or the nm sparsifier's n)"},
       {"sparsity.rules[].m", K::kInt, "nm: group size (4, or the nm sparsifier's m)"},
       {"sparsity.rules[].density", K::kDouble,
