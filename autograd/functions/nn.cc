@@ -5,7 +5,6 @@
 
 namespace coppice {
 
-using autograd_detail::mask_grad;
 using autograd_detail::saved_if;
 using Grads = std::vector<Tensor>;
 

@@ -13,11 +13,6 @@
 
 namespace coppice {
 
-using autograd_detail::normalize_dims;
-using autograd_detail::saved_if;
-using autograd_detail::sum_to;
-using autograd_detail::through_relu;
-using autograd_detail::unsqueeze_dims;
 using Grads = std::vector<Tensor>;
 
 namespace {

@@ -96,7 +96,13 @@ using SyncCase = std::tuple<int, std::string, bool, int64_t, DType>;  // world, 
 class GradSyncMatchTest : public ::testing::TestWithParam<SyncCase> {};
 
 TEST_P(GradSyncMatchTest, RanksAverageToOneRankOnTheWholeBatch) {
-  const auto& [world, format, compact, bucket_bytes, dtype] = GetParam();
+  // Plain variables, not a structured binding: the rank lambda captures them
+  // (C++17 does not allow capturing bindings; gcc accepts it, clang does not).
+  const int world = std::get<0>(GetParam());
+  const std::string format = std::get<1>(GetParam());
+  const bool compact = std::get<2>(GetParam());
+  const int64_t bucket_bytes = std::get<3>(GetParam());
+  const DType dtype = std::get<4>(GetParam());
   const Init init = make_init(format, dtype);
 
   Model reference(init);

@@ -19,7 +19,6 @@
 namespace coppice {
 namespace {
 
-using testing_mask::positions;
 using testing_mask::random_dense;
 using testing_mask::random_param;
 using testing_mask::throws_with;

@@ -20,7 +20,6 @@
 namespace coppice {
 namespace {
 
-using optim_test::host;
 using optim_test::random_pattern;
 using optim_test::random_tensor;
 

@@ -13,7 +13,6 @@ using testing::kInf;
 using testing::kNaN;
 using testing::make;
 using testing::noise;
-using testing::values;
 
 Attrs topk_attrs(int64_t k, bool largest) {
   Attrs a;

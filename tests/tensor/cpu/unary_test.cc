@@ -11,7 +11,6 @@ namespace {
 using testing::call1;
 using testing::expect_error;
 using testing::expect_values;
-using testing::iota;
 using testing::kInf;
 using testing::kNaN;
 using testing::make;
