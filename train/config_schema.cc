@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "models/zoo.h"
 #include "sparse/formats.h"
 #include "tensor/error.h"
 #include "train/yaml_limits.h"
@@ -42,7 +43,7 @@ std::vector<SchemaKey> job_keys() {
       {"device", K::kString, "auto | cpu | cuda | cuda:N (auto: the GPU when there is one)"},
 
       {"model", K::kSection, "the model, built by models/zoo.h's make_model"},
-      {"model.name", K::kString, "mlp | lenet5 | vit | char_lm (required)"},
+      {"model.name", K::kString, str_cat(str_join(model_names(), " | "), " (required)")},
       {"model.options", K::kFreeMap,
        "the model's options (models/zoo.h), e.g. sizes: [784, 300, 100, 10]; seed defaults to the job's"},
       {"model.options.*", K::kScalar, "an option value"},
