@@ -81,15 +81,23 @@ Tensor expand_block_mask(const Tensor& block_mask, int64_t bh, int64_t bw) {
   return block_mask.reshape({rb, 1, cb, 1}).expand({rb, bh, cb, bw}).contiguous().reshape({rb * bh, cb * bw});
 }
 
+std::string nm_shape_error(const Shape& shape, int64_t m, int64_t dim) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  if (m < 1) return str_cat("m = ", m, " must be >= 1");
+  if (ndim == 0) return "n:m needs at least one dimension, got a 0-d tensor";
+  if (dim < -ndim || dim >= ndim) return str_cat("dim ", dim, " is out of range for shape ", shape_to_string(shape));
+  const int64_t size = shape[static_cast<size_t>(dim < 0 ? dim + ndim : dim)];
+  if (size % m != 0) return str_cat("m = ", m, " does not divide dim ", dim, " of shape ", shape_to_string(shape));
+  return "";
+}
+
 Tensor nm_mask(const Tensor& x, int64_t n, int64_t m, int64_t dim, std::string_view op) {
   check_floating(x, op);
-  COPPICE_CHECK(x.dim() >= 1, op, ": n:m needs at least one dimension, got a 0-d tensor");
-  COPPICE_CHECK(dim >= -x.dim() && dim < x.dim(), op, ": dim ", dim, " is out of range for shape ",
-                shape_to_string(x.shape()));
-  const int64_t d = dim < 0 ? dim + x.dim() : dim;
   COPPICE_CHECK(n >= 1 && n <= m && m <= 256, op, ": needs 1 <= n <= m <= 256, got n = ", n, ", m = ", m);
+  const std::string why = nm_shape_error(x.shape(), m, dim);
+  COPPICE_CHECK(why.empty(), op, ": ", why);
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
   const int64_t size = x.size(d);
-  COPPICE_CHECK(size % m == 0, op, ": m = ", m, " does not divide dim ", d, " of shape ", shape_to_string(x.shape()));
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < d; ++i) outer *= x.size(i);
   for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "tensor/tensor.h"
@@ -52,5 +53,9 @@ Tensor expand_block_mask(const Tensor& block_mask, int64_t bh, int64_t bw);
 // In every group of m consecutive elements along `dim` (whose size m must
 // divide), the n of largest |x|, ties to the lower index, NaN largest.
 Tensor nm_mask(const Tensor& x, int64_t n, int64_t m, int64_t dim, std::string_view op);
+// Why a tensor of `shape` has no n:m groups of m along `dim` (0-d, dim out
+// of range, m not dividing it); empty when it has. nm_mask's check, for
+// callers that must say so before they have the tensor.
+std::string nm_shape_error(const Shape& shape, int64_t m, int64_t dim);
 
 }  // namespace coppice::sparsify

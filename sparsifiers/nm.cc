@@ -17,15 +17,8 @@ Tensor NmSparsifier::keep_mask(const Tensor& x, const SparsifyContext&) const {
 }
 
 std::string NmSparsifier::shape_mismatch(const Shape& shape) const {
-  const int64_t ndim = static_cast<int64_t>(shape.size());
-  if (ndim == 0) return str_cat(describe(), ": n:m needs at least one dimension, got a 0-d tensor");
-  if (dim_ < -ndim || dim_ >= ndim)
-    return str_cat(describe(), ": dim ", dim_, " is out of range for shape ", shape_to_string(shape));
-  const int64_t size = shape[static_cast<size_t>(dim_ < 0 ? dim_ + ndim : dim_)];
-  if (size % m_ != 0) {
-    return str_cat(describe(), ": m = ", m_, " does not divide dim ", dim_, " of shape ", shape_to_string(shape));
-  }
-  return "";
+  const std::string why = sparsify::nm_shape_error(shape, m_, dim_);
+  return why.empty() ? why : str_cat(describe(), ": ", why);
 }
 
 std::string NmSparsifier::format_mismatch(const OutputFormat& format) const {
