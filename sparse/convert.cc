@@ -31,10 +31,7 @@ std::optional<FormatOptions> source_options(const Tensor& source, FormatOptionKi
   if (source.is_dense()) return std::nullopt;
   const FormatSpec* spec = find_format(source.format());
   if (spec == nullptr || !spec->options_of) return std::nullopt;
-  auto is_block = [](FormatOptionKind k) {
-    return k == FormatOptionKind::kBlock || k == FormatOptionKind::kSquareBlock;
-  };
-  const bool same_family = is_block(kind) ? is_block(spec->options) : spec->options == kind;
+  const bool same_family = has_block_shape(kind) ? has_block_shape(spec->options) : spec->options == kind;
   if (!same_family) return std::nullopt;
   return spec->options_of(source);
 }
@@ -425,12 +422,11 @@ Tensor to_format(const Tensor& t, std::string_view format, const FormatOptions& 
     return from_mask(t, ne(t, 0.0), spec, options, op);
   }
   const FormatOptions resolved = resolve_options(spec, t, options, op);
-  if (t.format() == format && options_of(t) == resolved) return t;
-  if (spec.options == FormatOptionKind::kBlock || spec.options == FormatOptionKind::kSquareBlock) {
-    check_block_shape(t.shape(), resolved.block_rows, resolved.block_cols, op);
-  }
+  const bool same_options = options_of(t) == resolved;
+  if (t.format() == format && same_options) return t;
+  if (has_block_shape(spec.options)) check_block_shape(t.shape(), resolved.block_rows, resolved.block_cols, op);
   for (const DirectPath& path : kDirectPaths) {
-    if (t.layout() == path.from && spec.layout == path.to && options_of(t) == resolved) return path.convert(t);
+    if (t.layout() == path.from && spec.layout == path.to && same_options) return path.convert(t);
   }
   return from_coo(to_coo(t), spec, resolved, op);
 }

@@ -266,10 +266,13 @@ std::vector<std::string> format_names() {
 }
 
 const std::vector<std::string>& builtin_sparse_format_names() {
+  // The table's built-in rows (registered ones are kCustom), read once.
   static const std::vector<std::string> names = [] {
+    FormatTable& table = FormatTable::instance();
+    std::lock_guard<std::mutex> lock(table.mutex);
     std::vector<std::string> n;
-    for (const FormatSpec& s : builtin_formats())
-      if (s.layout != Layout::kDense) n.push_back(s.name);
+    for (const auto& row : table.rows)
+      if (row->layout != Layout::kDense && row->layout != Layout::kCustom) n.push_back(row->name);
     return n;
   }();
   return names;
@@ -280,9 +283,7 @@ std::vector<std::string> block_format_names() {
   std::lock_guard<std::mutex> lock(table.mutex);
   std::vector<std::string> names;
   for (const auto& row : table.rows) {
-    if (row->options == FormatOptionKind::kBlock || row->options == FormatOptionKind::kSquareBlock) {
-      names.push_back(row->name);
-    }
+    if (has_block_shape(row->options)) names.push_back(row->name);
   }
   return names;
 }

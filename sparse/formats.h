@@ -47,6 +47,12 @@ enum class FormatOptionKind : uint8_t {
   kNm,           // n of every m
 };
 
+// Whether a format with these options has a block shape (block_rows,
+// block_cols).
+inline bool has_block_shape(FormatOptionKind k) {
+  return k == FormatOptionKind::kBlock || k == FormatOptionKind::kSquareBlock;
+}
+
 // The tensors a format holds.
 enum class FormatRank : uint8_t {
   kAny,       // 0-d included (dense, masked)

@@ -28,7 +28,7 @@ std::string Sparsifier::format_mismatch(const OutputFormat& format) const {
     return str_cat("unknown format '", name, "' (expected one of ", str_join(format_names(), ", "), ")");
   }
   const FormatOptions& o = format.options;
-  if (spec->options == FormatOptionKind::kBlock || spec->options == FormatOptionKind::kSquareBlock) {
+  if (has_block_shape(spec->options)) {
     if (o.block_rows < 0 || o.block_cols < 0) {
       return str_cat("format '", name, "' has a negative block shape [", o.block_rows, ", ", o.block_cols, "]");
     }

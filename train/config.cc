@@ -377,7 +377,7 @@ ParameterRule read_parameter_rule(const Section& r) {
   rule.format = read_format(r, "format");
   const std::string& f = rule.format.name;
   const FormatOptionKind options = format_spec(f, "format").options;
-  if (options == FormatOptionKind::kBlock || options == FormatOptionKind::kSquareBlock) {
+  if (has_block_shape(options)) {
     if (!r.has("block_rows")) bad(r.at("block_rows"), "required for format ", f);
     rule.format.options.block_rows = r.at_least("block_rows", 0, 1);
     rule.format.options.block_cols = r.at_least("block_cols", rule.format.options.block_rows, 1);
@@ -859,7 +859,7 @@ ValidatedJob check_against_model(JobConfig job) {
     const FormatSpec& spec = format_spec(f, key);
     if (spec.rank == FormatRank::kMatrix && shape.size() != 2)
       bad(key, f, " holds matrices; '", name, "' has shape ", shape_to_string(shape), " (use coo or masked)");
-    if (spec.options == FormatOptionKind::kBlock || spec.options == FormatOptionKind::kSquareBlock) {
+    if (has_block_shape(spec.options)) {
       const FormatOptions& o = r->format.options;
       if (shape[0] % o.block_rows != 0 || shape[1] % o.block_cols != 0)
         bad(key, o.block_rows, "x", o.block_cols, " blocks do not divide '", name, "' of shape ",
