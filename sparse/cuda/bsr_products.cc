@@ -4,11 +4,13 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "sparse/bsr.h"
+#include "sparse/cuda/bsr_mma.h"
 #include "sparse/cuda/bsr_tiles.h"
 #include "sparse/cuda/pattern_cache.h"
 #include "tensor/cuda/cuda_check.h"
@@ -20,10 +22,24 @@
 namespace coppice::sparse_cuda {
 namespace {
 
+// The indices of ptr's rows (ptr [rows + 1]), longest first, ties by index:
+// the order the mma.sync product takes block rows in, so that the last
+// thread blocks to start are the shortest.
+std::vector<int32_t> longest_first(const std::vector<int32_t>& ptr) {
+  std::vector<int32_t> order(ptr.size() - 1);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+    return ptr[static_cast<size_t>(x) + 1] - ptr[static_cast<size_t>(x)] >
+           ptr[static_cast<size_t>(y) + 1] - ptr[static_cast<size_t>(y)];
+  });
+  return order;
+}
+
 // S's blocks listed by block column (the block rows of S^T): ptr [block
-// columns + 1], and per entry the block row and the stored block's index.
+// columns + 1], and per entry the block row and the stored block's index;
+// `order` is longest_first(ptr).
 struct BlockColumns {
-  Tensor ptr, block_row, block_id;  // i32, on the device
+  Tensor ptr, block_row, block_id, order;  // i32, on the device
 };
 
 std::shared_ptr<const BlockColumns> build_columns(const BsrImpl& b, Device device) {
@@ -46,6 +62,7 @@ std::shared_ptr<const BlockColumns> build_columns(const BsrImpl& b, Device devic
   out->ptr = from_vector(ptr, {block_cols + 1}).to(device);
   out->block_row = from_vector(row, {n}).to(device);
   out->block_id = from_vector(id, {n}).to(device);
+  out->order = from_vector(longest_first(ptr), {block_cols}).to(device);
   return out;
 }
 
@@ -55,7 +72,58 @@ std::shared_ptr<const BlockColumns> block_columns(const Tensor& s, const BsrImpl
                     [&] { return build_columns(b, s.device()); });
 }
 
-bool tile_side(int64_t v) { return v == 16 || v == 32; }
+// S's block rows longest first (longest_first of crow), on the device.
+Tensor block_row_order(const Tensor& s, const BsrImpl& b) {
+  static auto* cache = new PatternCache<Tensor>();  // never destroyed
+  return cache->get(str_cat(pattern_key(s), "|rows longest first"), [&] {
+    const std::vector<int32_t> crow = b.crow_indices().to(Device::cpu()).to_vector<int32_t>();
+    return from_vector(longest_first(crow), {b.block_row_count()}).to(s.device());
+  });
+}
+
+// The runs of at most bsr_mma_sddmm_group(bh) stored blocks, within one block
+// row each and as even as the row allows, that the mma.sync SDDMM takes per
+// thread block: begin [runs + 1] and the block row of each, on the device.
+struct SddmmGroups {
+  Tensor begin, row;
+  int64_t count = 0;
+};
+
+std::shared_ptr<const SddmmGroups> sddmm_groups(const Tensor& pattern, const BsrImpl& b) {
+  static auto* cache = new PatternCache<std::shared_ptr<const SddmmGroups>>();  // never destroyed
+  return cache->get(str_cat(pattern_key(pattern), "|sddmm groups"), [&] {
+    const std::vector<int32_t> crow = b.crow_indices().to(Device::cpu()).to_vector<int32_t>();
+    const int32_t most = bsr_mma_sddmm_group(static_cast<int>(b.block_rows()));
+    std::vector<int32_t> begin, row;
+    for (size_t r = 0; r + 1 < crow.size(); ++r) {
+      const int32_t len = crow[r + 1] - crow[r];
+      const int32_t runs = (len + most - 1) / most;
+      for (int32_t j = 0; j < runs; ++j) {
+        begin.push_back(crow[r] + static_cast<int32_t>(static_cast<int64_t>(len) * j / runs));
+        row.push_back(static_cast<int32_t>(r));
+      }
+    }
+    auto out = std::make_shared<SddmmGroups>();
+    out->count = static_cast<int64_t>(row.size());
+    begin.push_back(crow.back());
+    out->begin = from_vector(begin, {out->count + 1}).to(pattern.device());
+    out->row = from_vector(row, {std::max<int64_t>(out->count, 1)}).to(pattern.device());
+    return std::shared_ptr<const SddmmGroups>(out);
+  });
+}
+
+// The blocks the tiles take: 16 and 32 on a side in every type, and square
+// 64 (and 32) blocks of a 16-bit type on the mma.sync kernels.
+bool tiles_take(const BsrImpl& b, DType dtype) {
+  const auto side = [](int64_t v) { return v == 16 || v == 32; };
+  if (side(b.block_rows()) && side(b.block_cols())) return true;
+  return dtype != DType::kF32 && bsr_mma_takes(static_cast<int>(b.block_rows()), static_cast<int>(b.block_cols()));
+}
+
+// Whether the mma.sync kernels run this product or SDDMM (bsr_tiles.cu hands them over).
+bool mma_runs(const BsrImpl& b, DType dtype) {
+  return dtype != DType::kF32 && bsr_mma_takes(static_cast<int>(b.block_rows()), static_cast<int>(b.block_cols()));
+}
 
 TileMath math_for(DType dtype) {
   if (dtype != DType::kF32) return TileMath::kHalf;
@@ -82,16 +150,22 @@ void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const 
   p.bias = bias;
   p.relu = relu;
   std::shared_ptr<const BlockColumns> columns;
+  Tensor row_order;
   if (walk_transposed) {
     columns = block_columns(s, b);
     p.ptr = columns->ptr.data<int32_t>();
     p.kblk = columns->block_row.data<int32_t>();
     p.bid = columns->block_id.data<int32_t>();
     p.out_block_rows = b.block_col_count();
+    if (mma_runs(b, s.dtype())) p.row_order = columns->order.data<int32_t>();
   } else {
     p.ptr = b.crow_indices().data<int32_t>();
     p.kblk = b.col_indices().data<int32_t>();
     p.out_block_rows = b.block_row_count();
+    if (mma_runs(b, s.dtype())) {
+      row_order = block_row_order(s, b);
+      p.row_order = row_order.data<int32_t>();
+    }
   }
   p.values = static_cast<const T*>(b.values().data_ptr());
   p.bh = static_cast<int>(b.block_rows());
@@ -123,7 +197,7 @@ bool bsr_tiles_apply(const Tensor& s) {
   const DType d = s.dtype();
   if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16) return false;
   const BsrImpl& b = bsr_impl(s, "bsr tiles");
-  return tile_side(b.block_rows()) && tile_side(b.block_cols());
+  return tiles_take(b, d);
 }
 
 Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
@@ -190,6 +264,13 @@ Tensor bsr_tiled_sddmm_values(const Tensor& a, const Tensor& b_in, const Tensor&
     p.a = strided<T>(a_keep, a, false);
     p.b = strided<T>(b_keep, b_in, false);
     p.values = static_cast<T*>(values.data_ptr());
+    std::shared_ptr<const SddmmGroups> groups;
+    if (mma_runs(b, pattern.dtype())) {
+      groups = sddmm_groups(pattern, b);
+      p.group_begin = groups->begin.data<int32_t>();
+      p.group_row = groups->row.data<int32_t>();
+      p.ngroups = groups->count;
+    }
     bsr_tiled_sddmm<T>(p, math_for(pattern.dtype()), cuda::current_stream(pattern.device().index));
   });
   cuda::check_launch(op);

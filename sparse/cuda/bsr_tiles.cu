@@ -41,7 +41,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "sparse/cuda/bsr_mma.h"
 #include "sparse/cuda/bsr_tiles.h"
+#include "sparse/cuda/tile_values.cuh"
 
 namespace coppice::sparse_cuda {
 namespace {
@@ -53,28 +55,6 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kTileN = 64;        // SpMM output columns per thread block
 constexpr int kStageK = 16;       // SpMM: inner slice staged per step
 constexpr int kSddmmStageK = 32;  // SDDMM: inner slice staged per step
-
-template <typename T>
-__device__ __forceinline__ float to_float(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(v);
-  } else {
-    return __half2float(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(v);
-  } else {
-    return __float2half_rn(v);
-  }
-}
 
 // A value as it is staged: TF32 rounds f32 once here.
 template <TileMath M, typename T>
@@ -700,6 +680,12 @@ void launch_staged_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
 
 template <typename T, TileMath M>
 void launch_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
+  if constexpr (M == TileMath::kHalf) {
+    if (bsr_mma_takes(p.bh, p.bw)) {
+      bsr_mma_product<T>(p, stream);
+      return;
+    }
+  }
   const int mode = x_mode(p.x);
   if constexpr (M != TileMath::kF32) {
     if (p.bh == p.bw) {
@@ -722,6 +708,12 @@ void launch_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
 
 template <typename T, TileMath M>
 void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
+  if constexpr (M == TileMath::kHalf) {
+    if (bsr_mma_takes(p.bh, p.bw) && p.group_begin != nullptr) {
+      bsr_mma_sddmm<T>(p, stream);
+      return;
+    }
+  }
   {
     if (p.bh == p.bw) {
       if (p.bh == 16) {

@@ -2,8 +2,9 @@
 // the four product directions, and the SDDMM sampled at a BSR pattern, with
 // each stored block multiplied as a small dense tile through shared memory,
 // on tensor cores where the numeric type allows (bsr_tiles.cu has the
-// design). Blocks [bh, bw] with bh, bw in {16, 32}; T float, __nv_bfloat16 or
-// __half; accumulation in f32.
+// design). Blocks [bh, bw] with bh, bw in {16, 32}, and square 64 blocks of
+// a 16-bit type (bsr_mma.h); T float, __nv_bfloat16 or __half; accumulation
+// in f32.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -44,6 +45,9 @@ struct BsrProductArgs {
   StridedMatrix<T> y;        // [op(S) rows, n]
   const T* bias = nullptr;   // [op(S) rows] added to y's rows (linear's bias), or none
   bool relu = false;         // relu after the bias (linear_relu), in f32 before the one rounding
+  // The output block rows in the order thread blocks take them (longest
+  // first, so that the last wave is short), or null for 0, 1, ...
+  const int32_t* row_order = nullptr;
 };
 
 template <typename T>
@@ -61,6 +65,12 @@ struct BsrSddmmArgs {
   int64_t k = 0;
   StridedMatrix<const T> a, b;
   T* values = nullptr;  // [nblocks, bh, bw]
+  // For the mma.sync kernels (bsr_mma.h): the stored blocks in runs within
+  // one block row, run g = blocks [group_begin[g], group_begin[g + 1]) of
+  // block row group_row[g].
+  const int32_t* group_begin = nullptr;  // [ngroups + 1]
+  const int32_t* group_row = nullptr;    // [ngroups]
+  int64_t ngroups = 0;
 };
 
 template <typename T>

@@ -29,6 +29,7 @@ std::string usage() {
          "             [--variants dense,compact,densified] [--ranks N] [--timeout-s T] [--tf32] [--json FILE]\n"
          "       bench train [--device cpu|cuda|all] [--models mlp,lenet300,vit] [--formats dense,csr,bsr,nm]\n"
          "             [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--steps S] [--warmup W] [--config-dir D]\n"
+         "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--batch B] [--reps R] [--json FILE]\n"
          "\n"
          "  gemm         dense matmul [N, N] x [N, N] (default N: 4096 on CUDA, 1024 on the CPU;\n"
          "               dtypes f32 f64 bf16 f16 on CUDA, f32 f64 on the CPU)\n"
@@ -52,6 +53,10 @@ std::string usage() {
          "               jobs configs/lenet300_rigl_90.yaml and configs/vit_sparse_attention.yaml (--config-dir),\n"
          "               on synthetic inputs; formats dense, csr and bsr at 90/95/98 %, nm 2:4; modes f32, tf32,\n"
          "               bf16; SGD with momentum; --steps S (10; 3 on the CPU) after --warmup W (3; 1)\n"
+         "  bsr          a BSR linear layer's three products (not part of all; CUDA only; bsr_bench.cc): x W^T,\n"
+         "               dy W and dy^T x at W's blocks, W [H, H] (4096) in 16/32/64 blocks at 90/95/98 %, batch\n"
+         "               B (4096), in bf16, f16 and TF32 (--dtype f32), beside cuBLAS's dense x W^T of the same\n"
+         "               type; rows carry dense_ms, speedup and fraction_of_ideal (speedup x density)\n"
          "  --tf32       f32 dense matmuls on CUDA may use TF32 tensor cores (tensor/precision.h)\n"
          "  --size N     gemm's m = n = k (with the elementwise suite alone, its element count); the sparse\n"
          "               suites' big shape becomes N in every dimension (on both devices)\n"
@@ -117,9 +122,9 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       suite_given = true;
       if (arg != "all") {
         if (arg != "gemm" && arg != "elementwise" && arg != "spmm" && arg != "sddmm" && arg != "sparsify" &&
-            arg != "dp" && arg != "train") {
+            arg != "dp" && arg != "train" && arg != "bsr") {
           return absl::InvalidArgumentError(str_cat(
-              "unknown suite '", arg, "' (expected gemm, elementwise, spmm, sddmm, sparsify, dp, train or all)"));
+              "unknown suite '", arg, "' (expected gemm, elementwise, spmm, sddmm, sparsify, dp, train, bsr or all)"));
         }
         c.gemm = arg == "gemm";
         c.elementwise = arg == "elementwise";
@@ -128,6 +133,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
         c.sparsify = arg == "sparsify";
         c.dp = arg == "dp";
         c.train = arg == "train";
+        c.bsr = arg == "bsr";
       }
       continue;
     }

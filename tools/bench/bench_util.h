@@ -27,6 +27,7 @@ struct Config {
   bool sparsify = true;  // sparsifiers on 16M elements (sparsify_bench.cc)
   bool dp = false;       // data-parallel training steps (dp_bench.cc); never part of "all"
   bool train = false;    // training steps per model, format and mode (train_bench.cc); never part of "all"
+  bool bsr = false;      // a BSR linear layer's three products (bsr_bench.cc); CUDA only, never part of "all"
   bool cpu = true;
   bool cuda = true;
   int64_t size = 0;   // GEMM m = n = k; 0: the per-device default

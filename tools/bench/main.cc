@@ -4,6 +4,7 @@
 //   bench dp [--batch B] [--hidden H] [--steps S] ...      data-parallel training steps; one process
 //                                                          per rank: tools/launch -n N -- bench dp
 //   bench train [--models ...] [--formats ...] [--modes ...]  training steps per model, format, mode
+//   bench bsr [--dtype ...]                                 a BSR linear layer's products beside dense
 //
 // tools/bench/torch_reference.py measures the same shapes with PyTorch and
 // tools/bench/compare.py puts the two reports side by side.
@@ -52,6 +53,7 @@ int run(int argc, char** argv) {
   if (config->sddmm) run_sddmm(*config, &report.results);
   if (config->sparsify) run_sparsify(*config, &report.results);
   if (config->train) run_train(*config, &report.results);
+  if (config->bsr) run_bsr(*config, &report.results);
   bool reporting = true;  // false on the ranks other than 0 of a launched dp job
   if (config->dp) reporting = run_dp(*config, &report.results);
   if (!reporting) {

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Runs the shapes of tools/bench (bench) through PyTorch and prints JSON in the same schema.
 
-    torch_reference.py [gemm|elementwise|spmm|sddmm|all] [--device cpu|cuda|all] [--size N] [--numel N]
+    torch_reference.py [gemm|elementwise|spmm|sddmm|bsr|all] [--device cpu|cuda|all] [--size N] [--numel N]
                        [--reps R] [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X] [--json FILE]
 
 Defaults, shapes and the timing method match the C++ bench: warm-up calls, then `reps` samples of
 `inner` calls each (inner chosen so that a sample lasts at least min-sample-ms), the median per-call
 time reported. CUDA samples are timed with CUDA events. spmm: W.to_sparse_csr() (and COO, and BSR
 32x32 where torch runs it for f32; else "skipped") @ X; sddmm: torch.sparse.sampled_addmm into the CSR
-pattern (other pattern formats skipped: torch has none). Shapes, sparsities and CPU defaults are the
+pattern (other pattern formats skipped: torch has none). bsr (CUDA, not part of all): the forward
+product of a BSR linear layer, F.linear(x [4096, 4096], W BSR [4096, 4096]) (PyTorch's Triton
+bsr_dense_mm for bf16/f16), at blocks 16/32/64 and 90/95/98 %, beside dense F.linear of the same
+dtype, as bench bsr's "linear" rows (tools/bench/bsr_bench.cc). Shapes, sparsities and CPU defaults are the
 C++ bench's (tools/bench/spmm_bench.cc, sddmm_bench.cc); the patterns are uniform with the same nnz
 but drawn by torch.randperm from a fixed seed, so not the same positions. f32 matmul runs without TF32, and the
 16-bit matmuls without reduced-precision reductions, as Coppice's cuBLAS gemm does.
@@ -71,7 +74,7 @@ def cpu_model_name():
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("suite", nargs="?", default="all", choices=["gemm", "elementwise", "spmm", "sddmm", "all"])
+    p.add_argument("suite", nargs="?", default="all", choices=["gemm", "elementwise", "spmm", "sddmm", "bsr", "all"])
     p.add_argument("--device", default="all", choices=["cpu", "cuda", "all"])
     p.add_argument("--size", type=int, default=0)
     p.add_argument("--numel", type=int, default=0)
@@ -340,6 +343,40 @@ def run_sparse_suite(args, results, suite):
                     log(results[-1])
 
 
+def run_bsr(args, results):
+    """F.linear with a BSR weight against dense F.linear, bench bsr's forward rows (CUDA only)."""
+    label = "cuda:0"
+    n = args.size or SPARSE_SIZE
+    for dtype in args.dtypes or ["bf16", "f16"]:
+        def dense_setup(device, dtype=dtype):
+            x = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
+            w = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
+            return lambda: torch.nn.functional.linear(x, w)
+        r = make_result("bsr", "dense_linear", label, "", dtype, [n, n, n])
+        r["format"] = "dense"
+        results.append(run_case(r, label, dtype, "gflops", 2.0 * n ** 3, dense_setup, args))
+        log(results[-1])
+        dense_ms = results[-1]["median_ms"]
+        for block in (16, 32, 64):
+            for sparsity in (0.9, 0.95, 0.98):
+                nnz = pattern_nnz((n // block) ** 2, sparsity) * block * block
+
+                def setup(device, dtype=dtype, block=block, sparsity=sparsity):
+                    blocks = random_mask(n // block, n // block, sparsity, pattern_seed(sparsity), "cpu")
+                    mask = blocks.repeat_interleave(block, 0).repeat_interleave(block, 1).to(device)
+                    w = (torch.rand(n, n, device=device) * mask).to(DTYPES[dtype]).to_sparse_bsr((block, block))
+                    x = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
+                    return lambda: torch.nn.functional.linear(x, w)
+                r = make_result("bsr", "linear", label, "", dtype, [n, n, n])
+                r.update(format="bsr", sparsity=sparsity, nnz=nnz, block=block)
+                results.append(run_case(r, label, dtype, "gflops", 2.0 * nnz * n, setup, args))
+                if r["status"] == "ok" and dense_ms:
+                    r["dense_ms"] = dense_ms
+                    r["speedup"] = dense_ms / r["median_ms"]
+                    r["fraction_of_ideal"] = r["speedup"] * (1.0 - sparsity)
+                log(results[-1])
+
+
 def log(r):
     shape = "[" + ", ".join(map(str, r["shape"])) + "]"
     if r.get("format"):
@@ -374,6 +411,8 @@ def main(argv):
         run_sparse_suite(args, results, "spmm")
     if args.suite in ("sddmm", "all"):
         run_sparse_suite(args, results, "sddmm")
+    if args.suite == "bsr":
+        run_bsr(args, results)
     report = {
         "tool": "torch-reference",
         "torch_version": torch.__version__,

@@ -1,0 +1,611 @@
+// BSR products on bf16/f16 tensor cores through mma.sync m16n8k16, ldmatrix
+// and a cp.async pipeline, for square 32x32 and 64x64 blocks (bsr_mma.h).
+//
+// Why not WMMA (bsr_tiles.cu): on the H100 (4096^2 at 90 %, 32x32 bf16
+// blocks, batch 4096) the WMMA product took 0.157 ms, issue-bound on address
+// arithmetic (Nsight Compute: integer pipe busiest, IPC 2.3, L2 at 55 %).
+// Here each warp owns a 32 x 64 output tile (64 f32 accumulators per
+// thread), fragments come from shared memory by ldmatrix (.trans where the
+// operand is stored the other way), two k16 steps' fragments load before
+// their mmas, and every thread copies fixed 16-byte runs of each staged
+// block and x slice (cp.async), so the loop is almost all loads and mmas:
+// 0.110 ms, with L2 the busiest unit (77 %).
+//
+// SpMM, y = op(S) @ x: a thread block owns one output block row (B rows)
+// times kTileN columns of x (ProductTile: 512 for 32x32 blocks, 256 for
+// 64x64) and walks that row's stored blocks; per block it stages the block
+// as stored (op(S) = S^T reads it transposed) and the [B, kTileN] slice of x
+// that the block multiplies, each with its operand's contiguous dimension
+// contiguous, the next block's copies in flight while this one multiplies.
+// Rows are taken longest first (BsrProductArgs::row_order), and consecutive
+// thread blocks take consecutive rows of the same column tile, so that tile
+// of x stays in L2. Bias and relu are applied in the write-out, from an f32
+// tile in shared memory, with 16-byte stores along y's contiguous dimension.
+//
+// SDDMM, values[e] = a[rows of e, :] @ b[:, cols of e]: a thread block takes
+// up to bsr_mma_sddmm_group(B) stored blocks of one block row (a run of
+// BsrSddmmArgs::group_begin), so the [B, kStepK] slice of a is staged once for
+// all of them; one warp per 32 rows of each block.
+//
+// Operands that are not 16-byte aligned, or strided other than along one
+// dimension, and tiles at the edge of x are staged element by element; the
+// rest is copied in 16-byte cp.async chunks. No atomics: every output
+// element is summed by one thread in a fixed order, so results repeat bit for
+// bit.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "sparse/cuda/bsr_mma.h"
+#include "sparse/cuda/tile_values.cuh"
+
+namespace coppice::sparse_cuda {
+namespace {
+
+// Padding of every staged row, in elements (16 bytes): rows of 80, 144 or
+// 528 bytes put the eight rows an ldmatrix reads on distinct banks.
+constexpr int kPad = 8;
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes from global to shared memory, asynchronously, through L2 only
+// (caching x's slices in L1 as well measured 0-6 % slower).
+__device__ __forceinline__ void copy16_async(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
+}
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Four 8x8 b16 matrices from shared memory; lane l gives the address of row
+// l % 8 of matrix l / 8. kTrans delivers each matrix transposed.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  if constexpr (kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p))
+                 : "memory");
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p))
+                 : "memory");
+  }
+}
+
+// c (16x8, f32) += a (16x16, row-major fragment) * b (16x8, column fragment).
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Where lane `lane` points ldmatrix_x4<kByK> for the A fragment of rows
+// m0..m0+15 and inner k0..k0+15 of a tile stored [m][k] (!kByK) or [k][m]
+// (kByK, read transposed), row pitch ld: a0..a3 of mma.m16n8k16.
+template <bool kByK, typename T>
+__device__ __forceinline__ const T* a_fragment(const T* base, int ld, int m0, int k0, int lane) {
+  const int q = lane / 8, i = lane % 8;
+  if constexpr (kByK) return base + (k0 + (q / 2) * 8 + i) * ld + m0 + (q % 2) * 8;
+  return base + (m0 + (q % 2) * 8 + i) * ld + k0 + (q / 2) * 8;
+}
+
+// The same for the B fragments of columns n0..n0+15 (two n8 tiles: {r0, r1}
+// and {r2, r3}) and inner k0..k0+15 of a tile stored [n][k] (!kByK) or
+// [k][n] (kByK).
+template <bool kByK, typename T>
+__device__ __forceinline__ const T* b_fragment(const T* base, int ld, int n0, int k0, int lane) {
+  const int q = lane / 8, i = lane % 8;
+  if constexpr (kByK) return base + (k0 + (q % 2) * 8 + i) * ld + n0 + (q / 2) * 8;
+  return base + (n0 + (q / 2) * 8 + i) * ld + k0 + (q % 2) * 8;
+}
+
+// A warp's 32 x kCols tile, acc (2 m16 tiles by kCols / 8 n8 tiles), plus
+// A[m0.., 0..kLen) @ B[0..kLen, n0..] from staged tiles (A stored as
+// a_fragment<kAByK> reads it, B as b_fragment<kBByK>). The fragments of two
+// k16 steps load before their mmas issue, so that their latencies overlap.
+template <typename T, bool kAByK, bool kBByK, int kLen, int kCols>
+__device__ __forceinline__ void warp_mma(float (&acc)[2][kCols / 8][4], const T* as, int lda, int m0, const T* bs,
+                                         int ldb, int n0, int lane) {
+  constexpr int kBatch = 2;
+  static_assert(kLen % (16 * kBatch) == 0, "the inner length is a multiple of two k16 steps");
+#pragma unroll
+  for (int k2 = 0; k2 < kLen; k2 += 16 * kBatch) {
+    uint32_t af[kBatch][2][4], bf[kBatch][kCols / 16][4];
+#pragma unroll
+    for (int s = 0; s < kBatch; ++s) {
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+        ldmatrix_x4<kAByK>(af[s][mi], a_fragment<kAByK>(as, lda, m0 + mi * 16, k2 + 16 * s, lane));
+#pragma unroll
+      for (int nj = 0; nj < kCols / 16; ++nj)
+        ldmatrix_x4<kBByK>(bf[s][nj], b_fragment<kBByK>(bs, ldb, n0 + nj * 16, k2 + 16 * s, lane));
+    }
+#pragma unroll
+    for (int s = 0; s < kBatch; ++s) {
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (int nt = 0; nt < kCols / 8; ++nt)
+          mma_16816<T>(acc[mi][nt], af[s][mi], bf[s][nt / 2][(nt % 2) * 2], bf[s][nt / 2][(nt % 2) * 2 + 1]);
+      }
+    }
+  }
+}
+
+// 8 consecutive elements of a strided matrix into shared memory: one
+// cp.async when `vec` (the run is contiguous and 16-byte aligned), else
+// element by element, 0 for the first `valid` <= j < 8.
+template <typename T>
+__device__ __forceinline__ void stage8(T* dst, const T* src, int64_t step, bool vec, int valid) {
+  if (vec && valid >= 8) {
+    copy16_async(dst, src);
+    return;
+  }
+  const T zero = from_float<T>(0.0f);
+  for (int j = 0; j < 8; ++j) dst[j] = j < valid ? src[j * step] : zero;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  T v[2] = {from_float<T>(lo), from_float<T>(hi)};
+  uint32_t out;
+  memcpy(&out, v, sizeof(out));
+  return out;
+}
+
+// ---- SpMM ----
+
+// A thread block's shape: kWarpsM = B / 32 warps along the block row (32
+// rows each) times kWarpsN along x's columns (64 each), kStages blocks in
+// flight. The shapes product_with takes were the fastest of 2-8 warps and
+// 2-4 stages (H100, 4096^2 at 90 and 95 %, bf16): 32x32 blocks 8 warps (512
+// columns) 0.110 ms at 90 % (4 warps: 0.116, 2: 0.124, 1: 0.146), 64x64
+// blocks 8 warps (256 columns) 0.074 ms (4 warps: 0.075); two stages as
+// fast as three or four, and half the shared memory.
+template <typename T, int kBlock, int kWarpsAlongN, int kStagesInFlight>
+struct ProductTile {
+  static constexpr int B = kBlock;
+  static constexpr int kWarpsM = B / 32;
+  static constexpr int kWarpsN = kWarpsAlongN;
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static constexpr int kTileN = kWarpsN * 64;
+  static constexpr int kStages = kStagesInFlight;
+  static constexpr int kLdA = B + kPad;
+  static constexpr int kAElems = B * kLdA;
+  static constexpr int kLdXnk = B + kPad;       // x slice stored [n][k] (x contiguous along k)
+  static constexpr int kLdXkn = kTileN + kPad;  // or [k][n]
+  static constexpr int kXElems = std::max(kTileN * kLdXnk, B* kLdXkn);
+  static constexpr int kStageElems = kAElems + kXElems;
+  static constexpr int kLdCnr = B + 4;       // f32 output tile stored [n][r] (y contiguous along rows)
+  static constexpr int kLdCrn = kTileN + 4;  // or [r][n]
+  static constexpr int kCBytes = std::max(kTileN * kLdCnr, B* kLdCrn) * 4;
+  static constexpr int kSmemBytes = std::max(kStages * kStageElems * static_cast<int>(sizeof(T)), kCBytes);
+};
+
+struct ProductFlags {
+  bool a_vec;   // the stored blocks are 16-byte aligned
+  bool x_vec;   // x's runs along its contiguous dimension are 16-byte aligned
+  bool y_rows;  // y is contiguous along op(S)'s rows (the transposed view a dense-left product writes)
+  bool y_vec;   // and its runs are 16-byte aligned
+};
+
+// kATrans: op(S) = S^T, each stored block read transposed. kXByK: x(k, n)
+// is contiguous along n, its slice stored [k][n]; else stored [n][k].
+template <typename T, typename Tile, bool kATrans, bool kXByK>
+__global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrProductArgs<T> p, ProductFlags flags) {
+  constexpr int B = Tile::B;
+  constexpr int kThreads = Tile::kThreads, kStages = Tile::kStages, kTileN = Tile::kTileN;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* stages = reinterpret_cast<T*>(smem);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp / Tile::kWarpsN, wn = warp % Tile::kWarpsN;
+  const int64_t obr = p.row_order != nullptr ? p.row_order[blockIdx.x] : blockIdx.x;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTileN;
+  const int32_t begin = p.ptr[obr];
+  const int count = p.ptr[obr + 1] - begin;
+  const StridedMatrix<const T>& x = p.x;
+
+  // Full tiles of aligned operands (nearly all of them) take the fast path:
+  // every thread copies the same runs of each block and x slice, at offsets
+  // fixed here; the rest are staged run by run, element-wise where needed.
+  const bool fast = flags.a_vec && flags.x_vec && n0 + kTileN <= p.n;
+  constexpr int kLdX = kXByK ? Tile::kLdXkn : Tile::kLdXnk;
+  constexpr int kXRuns = kXByK ? kTileN / 8 : B / 8;  // 16-byte runs per staged row of x
+  constexpr int kXRowsPerPass = kThreads / kXRuns;
+  constexpr int kARuns = B / 8, kARowsPerPass = kThreads / kARuns;
+  const int x_row = tid / kXRuns, x_col = (tid % kXRuns) * 8;
+  const int a_row = tid / kARuns, a_col = (tid % kARuns) * 8;
+  // x's element for staged row x_row and column x_col (k0 = 0), and the
+  // steps to the next pass's row and per unit of k0.
+  const T* x_base = kXByK ? x.data + x_row * x.row_stride + n0 + x_col : x.data + x_col + (n0 + x_row) * x.col_stride;
+  const int64_t x_pass_step = kXRowsPerPass * (kXByK ? x.row_stride : x.col_stride);
+  const int64_t x_k_step = kXByK ? x.row_stride : 1;
+
+  auto load = [&](int stage, int32_t e) {
+    T* a = stages + stage * Tile::kStageElems;
+    T* xs = a + Tile::kAElems;
+    const int64_t blk = p.bid != nullptr ? p.bid[e] : e;
+    const T* vals = p.values + blk * B * B;
+    const int64_t k0 = static_cast<int64_t>(p.kblk[e]) * B;
+    if (fast) {
+#pragma unroll
+      for (int j = 0; j < B * B / 8 / kThreads; ++j) {
+        const int r = a_row + j * kARowsPerPass;
+        copy16_async(a + r * Tile::kLdA + a_col, vals + r * B + a_col);
+      }
+      const T* src = x_base + k0 * x_k_step;
+#pragma unroll
+      for (int j = 0; j < kTileN * B / 8 / kThreads; ++j) {
+        copy16_async(xs + (x_row + j * kXRowsPerPass) * kLdX + x_col, src + j * x_pass_step);
+      }
+      return;
+    }
+    for (int i = tid; i < B * B / 8; i += kThreads) {  // the block as stored, row by row
+      const int r = i / (B / 8), c = (i % (B / 8)) * 8;
+      stage8(a + r * Tile::kLdA + c, vals + r * B + c, 1, flags.a_vec, 8);
+    }
+    if constexpr (kXByK) {
+      for (int i = tid; i < B * (kTileN / 8); i += kThreads) {
+        const int kk = i / (kTileN / 8), nq = (i % (kTileN / 8)) * 8;
+        const int64_t gn = n0 + nq;
+        const int valid = static_cast<int>(std::min<int64_t>(8, std::max<int64_t>(0, p.n - gn)));
+        stage8(xs + kk * Tile::kLdXkn + nq, x.data + (k0 + kk) * x.row_stride + gn * x.col_stride, x.col_stride,
+               flags.x_vec, valid);
+      }
+    } else {
+      for (int i = tid; i < kTileN * (B / 8); i += kThreads) {
+        const int nn = i / (B / 8), kq = (i % (B / 8)) * 8;
+        const int64_t gn = n0 + nn;
+        stage8(xs + nn * Tile::kLdXnk + kq, x.data + (k0 + kq) * x.row_stride + gn * x.col_stride, x.row_stride,
+               flags.x_vec, gn < p.n ? 8 : 0);
+      }
+    }
+  };
+
+  float acc[2][8][4] = {};
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < count) load(s, begin + s);
+    commit_copies();
+  }
+  for (int i = 0; i < count; ++i) {
+    wait_copies<kStages - 2>();
+    __syncthreads();  // stage i is in; every warp is done with stage i - 1, which the next load reuses
+    if (i + kStages - 1 < count) load((i + kStages - 1) % kStages, begin + i + kStages - 1);
+    commit_copies();
+    const T* a = stages + (i % kStages) * Tile::kStageElems;
+    const T* xs = a + Tile::kAElems;
+    warp_mma<T, kATrans, kXByK, B, 64>(acc, a, Tile::kLdA, wm * 32, xs, kLdX, wn * 64, lane);
+  }
+  wait_copies<0>();
+  __syncthreads();
+
+  // The f32 tile in shared memory (over the stages), laid out for the write-out.
+  float* cs = reinterpret_cast<float*>(smem);
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        const int r = wm * 32 + mi * 16 + g + (h / 2) * 8, c = wn * 64 + nt * 8 + 2 * t + h % 2;
+        cs[flags.y_rows ? c * Tile::kLdCnr + r : r * Tile::kLdCrn + c] = acc[mi][nt][h];
+      }
+    }
+  }
+  __syncthreads();
+
+  // y = tile + bias, relu'd when asked (v <= 0 ? 0 : v, as relu: NaN kept), rounded once.
+  const int64_t m0 = obr * B;
+  auto finish = [&](float v, int r) {
+    if (p.bias != nullptr) v += to_float(p.bias[m0 + r]);
+    return p.relu && v <= 0.0f ? 0.0f : v;
+  };
+  if (flags.y_rows) {  // 8 rows of one column per thread: a 16-byte run of y
+    for (int i = tid; i < kTileN * (B / 8); i += kThreads) {
+      const int c = i / (B / 8), rq = (i % (B / 8)) * 8;
+      const int64_t gn = n0 + c;
+      if (gn >= p.n) continue;
+      T* dst = p.y.data + (m0 + rq) * p.y.row_stride + gn * p.y.col_stride;
+      const float* src = cs + c * Tile::kLdCnr + rq;
+      if (flags.y_vec) {
+        uint4 packed;
+        uint32_t* w = reinterpret_cast<uint32_t*>(&packed);
+        for (int j = 0; j < 4; ++j)
+          w[j] = pack2<T>(finish(src[2 * j], rq + 2 * j), finish(src[2 * j + 1], rq + 2 * j + 1));
+        *reinterpret_cast<uint4*>(dst) = packed;
+      } else {
+        for (int j = 0; j < 8; ++j) dst[j * p.y.row_stride] = from_float<T>(finish(src[j], rq + j));
+      }
+    }
+  } else {  // 8 columns of one row per thread
+    for (int i = tid; i < B * (kTileN / 8); i += kThreads) {
+      const int r = i / (kTileN / 8), cq = (i % (kTileN / 8)) * 8;
+      const int64_t gn = n0 + cq;
+      if (gn >= p.n) continue;
+      T* dst = p.y.data + (m0 + r) * p.y.row_stride + gn * p.y.col_stride;
+      const float* src = cs + r * Tile::kLdCrn + cq;
+      if (flags.y_vec && gn + 8 <= p.n) {
+        uint4 packed;
+        uint32_t* w = reinterpret_cast<uint32_t*>(&packed);
+        for (int j = 0; j < 4; ++j) w[j] = pack2<T>(finish(src[2 * j], r), finish(src[2 * j + 1], r));
+        *reinterpret_cast<uint4*>(dst) = packed;
+      } else {
+        for (int j = 0; j < 8 && gn + j < p.n; ++j) dst[j * p.y.col_stride] = from_float<T>(finish(src[j], r));
+      }
+    }
+  }
+}
+
+// ---- SDDMM ----
+
+template <typename T, int B>
+struct SddmmTile {
+  static constexpr int kGroup = bsr_mma_sddmm_group(B);  // stored blocks per thread block
+  static constexpr int kWarpsPerBlock = B / 32;          // 32 rows of the block each
+  static constexpr int kThreads = 32 * kGroup * kWarpsPerBlock;
+  static constexpr int kStepK = 32;  // inner dimension staged per step
+  static constexpr int kStages = 4;
+  static constexpr int kLdRk = kStepK + kPad;  // a stored [r][k] or b stored [c][k]
+  static constexpr int kLdKb = B + kPad;       // or [k][r], [k][c]
+  static constexpr int kSliceElems = std::max(B * kLdRk, kStepK* kLdKb);
+  static constexpr int kStageElems = (1 + kGroup) * kSliceElems;  // a's slice, then each block's slice of b
+  static constexpr int kSmemBytes = kStages * kStageElems * static_cast<int>(sizeof(T));
+};
+
+struct SddmmFlags {
+  bool a_vec, b_vec;  // runs along each operand's contiguous dimension are 16-byte aligned
+};
+
+// kAByK: a(r, k) contiguous along r (as dy^T in linear's weight gradient),
+// its slice stored [k][r]; else [r][k]. kBByK: b(k, c) contiguous along c,
+// stored [k][c]; else [c][k].
+template <typename T, int B, bool kAByK, bool kBByK>
+__global__ void __launch_bounds__(SddmmTile<T, B>::kThreads)
+    mma_sync_sddmm_kernel(BsrSddmmArgs<T> p, SddmmFlags flags) {
+  using Tile = SddmmTile<T, B>;
+  constexpr int kThreads = Tile::kThreads, kStages = Tile::kStages, kStepK = Tile::kStepK;
+  constexpr int kLdA = kAByK ? Tile::kLdKb : Tile::kLdRk, kLdB = kBByK ? Tile::kLdKb : Tile::kLdRk;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* stages = reinterpret_cast<T*>(smem);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int slot = warp / Tile::kWarpsPerBlock, wr = warp % Tile::kWarpsPerBlock;
+  const int32_t begin = p.group_begin[blockIdx.x];
+  const int count = p.group_begin[blockIdx.x + 1] - begin;
+  const int64_t r0 = static_cast<int64_t>(p.group_row[blockIdx.x]) * B;
+  const StridedMatrix<const T>& a = p.a;
+  const StridedMatrix<const T>& b = p.b;
+
+  // The [B, kStepK] slice at k0 of the rows u0.. of m (element (u, k):
+  // m.data[u * u_stride + k * k_stride]) into dst: [k][u] when kByK, else
+  // [u][k]; 0 past the inner dimension.
+  auto stage_slice = [&](auto by_k, T* dst, const T* data, int64_t u_stride, int64_t k_stride, int64_t u0, int64_t k0,
+                         bool vec, int first) {
+    constexpr bool kByK = decltype(by_k)::value;
+    const int kvalid = static_cast<int>(std::min<int64_t>(kStepK, p.k - k0));
+    for (int j = first; j < B * (kStepK / 8); j += kThreads) {
+      if constexpr (kByK) {  // runs of 8 along u, one per k
+        const int kk = j / (B / 8), uq = (j % (B / 8)) * 8;
+        stage8(dst + kk * Tile::kLdKb + uq, data + (k0 + kk) * k_stride + (u0 + uq) * u_stride, u_stride, vec,
+               kk < kvalid ? 8 : 0);
+      } else {  // runs of 8 along k, one per u
+        const int u = j / (kStepK / 8), kq = (j % (kStepK / 8)) * 8;
+        stage8(dst + u * Tile::kLdRk + kq, data + (k0 + kq) * k_stride + (u0 + u) * u_stride, k_stride, vec,
+               std::max(0, std::min(8, kvalid - kq)));
+      }
+    }
+  };
+  // Stage `stage`: a's rows of the block row, then b's columns of each
+  // block. Full steps of aligned operands take the fast path: thread tid
+  // copies run tid of a's slice (when there is one), and each warp the runs
+  // lane + 32 j of its part of its block's slice of b, at offsets fixed here.
+  constexpr int kRunsPerSlice = B * (kStepK / 8);
+  constexpr int kBRunsPerWarp = kRunsPerSlice / Tile::kWarpsPerBlock / 32;
+  // Run `run` of a slice: its staged offset, and its element's offset in the
+  // operand (u along the block's rows or columns, k along the inner dimension).
+  auto run_offsets = [&](auto by_k, int run, int64_t u_stride, int64_t k_stride, int& dst, int64_t& src) {
+    if constexpr (decltype(by_k)::value) {
+      const int kk = run / (B / 8), uq = (run % (B / 8)) * 8;
+      dst = kk * Tile::kLdKb + uq;
+      src = kk * k_stride + uq * u_stride;
+    } else {
+      const int u = run / (kStepK / 8), kq = (run % (kStepK / 8)) * 8;
+      dst = u * Tile::kLdRk + kq;
+      src = kq * k_stride + u * u_stride;
+    }
+  };
+  int a_dst = 0, b_dst[kBRunsPerWarp];
+  int64_t a_src = 0, b_src[kBRunsPerWarp];
+  if (tid < kRunsPerSlice)
+    run_offsets(std::integral_constant<bool, kAByK>{}, tid, a.row_stride, a.col_stride, a_dst, a_src);
+#pragma unroll
+  for (int j = 0; j < kBRunsPerWarp; ++j) {
+    run_offsets(std::integral_constant<bool, kBByK>{}, wr * (kRunsPerSlice / Tile::kWarpsPerBlock) + lane + 32 * j,
+                b.col_stride, b.row_stride, b_dst[j], b_src[j]);
+  }
+  const T* a_base = a.data + r0 * a.row_stride;
+  const T* b_base = slot < count ? b.data + static_cast<int64_t>(p.bcol[begin + slot]) * B * b.col_stride : b.data;
+  auto load = [&](int stage, int64_t k0) {
+    T* as = stages + stage * Tile::kStageElems;
+    if (flags.a_vec && flags.b_vec && k0 + kStepK <= p.k) {
+      if (tid < kRunsPerSlice) copy16_async(as + a_dst, a_base + a_src + k0 * a.col_stride);
+      if (slot < count) {
+        T* bs = as + (slot + 1) * Tile::kSliceElems;
+        const T* src = b_base + k0 * b.row_stride;
+#pragma unroll
+        for (int j = 0; j < kBRunsPerWarp; ++j) copy16_async(bs + b_dst[j], src + b_src[j]);
+      }
+      return;
+    }
+    stage_slice(std::integral_constant<bool, kAByK>{}, as, a.data, a.row_stride, a.col_stride, r0, k0, flags.a_vec,
+                tid);
+    for (int q = 0; q < count; ++q) {
+      const int first = ((tid - kRunsPerSlice * (q + 1)) % kThreads + kThreads) % kThreads;
+      stage_slice(std::integral_constant<bool, kBByK>{}, as + (q + 1) * Tile::kSliceElems, b.data, b.col_stride,
+                  b.row_stride, static_cast<int64_t>(p.bcol[begin + q]) * B, k0, flags.b_vec, first);
+    }
+  };
+
+  constexpr int kNt = B / 8;  // n8 tiles per warp (all of the block's columns)
+  float acc[2][kNt][4] = {};
+  const int steps = static_cast<int>((p.k + kStepK - 1) / kStepK);
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) load(s, static_cast<int64_t>(s) * kStepK);
+    commit_copies();
+  }
+  for (int i = 0; i < steps; ++i) {
+    wait_copies<kStages - 2>();
+    __syncthreads();
+    if (i + kStages - 1 < steps) load((i + kStages - 1) % kStages, static_cast<int64_t>(i + kStages - 1) * kStepK);
+    commit_copies();
+    if (slot >= count) continue;
+    const T* as = stages + (i % kStages) * Tile::kStageElems;
+    const T* bs = as + (slot + 1) * Tile::kSliceElems;
+    warp_mma<T, kAByK, kBByK, kStepK, B>(acc, as, kLdA, wr * 32, bs, kLdB, 0, lane);
+  }
+  wait_copies<0>();
+  if (slot >= count) return;
+  T* out = p.values + static_cast<int64_t>(begin + slot) * B * B;
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wr * 32 + mi * 16 + g + h * 8, c = nt * 8 + 2 * t;
+        *reinterpret_cast<uint32_t*>(out + r * B + c) = pack2<T>(acc[mi][nt][2 * h], acc[mi][nt][2 * h + 1]);
+      }
+    }
+  }
+}
+
+// ---- launch ----
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// A kernel using more than 48 KB of shared memory must say so, once per
+// device (`done`: one bit per device, one variable per kernel); the largest
+// carveout lets two thread blocks share an SM.
+template <typename Kernel>
+void allow_smem(Kernel kernel, int bytes, std::atomic<uint64_t>& done) {
+  int device = 0;
+  cudaGetDevice(&device);
+  const uint64_t bit = uint64_t{1} << (device % 64);
+  if ((done.load(std::memory_order_acquire) & bit) != 0) return;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  done.fetch_or(bit, std::memory_order_acq_rel);
+}
+
+template <typename T, typename Tile, bool kATrans, bool kXByK>
+void launch_product(const BsrProductArgs<T>& p, const ProductFlags& flags, cudaStream_t stream) {
+  auto kernel = mma_sync_product_kernel<T, Tile, kATrans, kXByK>;
+  static std::atomic<uint64_t> configured{0};
+  allow_smem(kernel, Tile::kSmemBytes, configured);
+  const dim3 grid(static_cast<unsigned>(p.out_block_rows),
+                  static_cast<unsigned>((p.n + Tile::kTileN - 1) / Tile::kTileN));
+  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, flags);
+}
+
+template <typename T, typename Tile>
+void product_with(const BsrProductArgs<T>& p, cudaStream_t stream) {
+  ProductFlags f{};
+  f.a_vec = aligned16(p.values);
+  // x's slice is stored along x's contiguous dimension (n when col_stride is 1).
+  const bool x_by_k = p.x.col_stride == 1;
+  const int64_t x_other = x_by_k ? p.x.row_stride : p.x.col_stride;
+  const int64_t x_unit = x_by_k ? p.x.col_stride : p.x.row_stride;
+  f.x_vec = aligned16(p.x.data) && x_unit == 1 && x_other % 8 == 0;
+  f.y_rows = p.y.row_stride == 1 && p.y.col_stride != 1;
+  const int64_t y_other = f.y_rows ? p.y.col_stride : p.y.row_stride;
+  const int64_t y_unit = f.y_rows ? p.y.row_stride : p.y.col_stride;
+  f.y_vec = aligned16(p.y.data) && y_unit == 1 && y_other % 8 == 0;
+  if (p.transposed) {
+    if (x_by_k)
+      launch_product<T, Tile, true, true>(p, f, stream);
+    else
+      launch_product<T, Tile, true, false>(p, f, stream);
+  } else {
+    if (x_by_k)
+      launch_product<T, Tile, false, true>(p, f, stream);
+    else
+      launch_product<T, Tile, false, false>(p, f, stream);
+  }
+}
+
+template <typename T, int B, bool kAByK, bool kBByK>
+void launch_sddmm(const BsrSddmmArgs<T>& p, const SddmmFlags& flags, cudaStream_t stream) {
+  using Tile = SddmmTile<T, B>;
+  auto kernel = mma_sync_sddmm_kernel<T, B, kAByK, kBByK>;
+  static std::atomic<uint64_t> configured{0};
+  allow_smem(kernel, Tile::kSmemBytes, configured);
+  kernel<<<static_cast<unsigned>(p.ngroups), Tile::kThreads, Tile::kSmemBytes, stream>>>(p, flags);
+}
+
+template <typename T, int B>
+void sddmm_for_block(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
+  // a(r, k) stored along r when r is its contiguous dimension; b(k, c) along c likewise.
+  const bool a_by_k = p.a.row_stride == 1 && p.a.col_stride != 1;
+  const bool b_by_k = p.b.col_stride == 1;
+  auto vec = [](const StridedMatrix<const T>& m, bool along_rows) {
+    const int64_t unit = along_rows ? m.row_stride : m.col_stride, other = along_rows ? m.col_stride : m.row_stride;
+    return aligned16(m.data) && unit == 1 && other % 8 == 0;
+  };
+  const SddmmFlags f{vec(p.a, a_by_k), vec(p.b, !b_by_k)};
+  if (a_by_k && b_by_k)
+    launch_sddmm<T, B, true, true>(p, f, stream);
+  else if (a_by_k)
+    launch_sddmm<T, B, true, false>(p, f, stream);
+  else if (b_by_k)
+    launch_sddmm<T, B, false, true>(p, f, stream);
+  else
+    launch_sddmm<T, B, false, false>(p, f, stream);
+}
+
+}  // namespace
+
+template <typename T>
+void bsr_mma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
+  if (p.bh == 64)
+    product_with<T, ProductTile<T, 64, 4, 2>>(p, stream);
+  else
+    product_with<T, ProductTile<T, 32, 8, 2>>(p, stream);
+}
+
+template <typename T>
+void bsr_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
+  if (p.ngroups <= 0) return;
+  if (p.bh == 64)
+    sddmm_for_block<T, 64>(p, stream);
+  else
+    sddmm_for_block<T, 32>(p, stream);
+}
+
+template void bsr_mma_product<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&, cudaStream_t);
+template void bsr_mma_product<__half>(const BsrProductArgs<__half>&, cudaStream_t);
+template void bsr_mma_sddmm<__nv_bfloat16>(const BsrSddmmArgs<__nv_bfloat16>&, cudaStream_t);
+template void bsr_mma_sddmm<__half>(const BsrSddmmArgs<__half>&, cudaStream_t);
+
+}  // namespace coppice::sparse_cuda

@@ -1,0 +1,179 @@
+// The mma.sync BSR kernels (sparse/cuda/bsr_mma.h: square 32x32 and 64x64
+// blocks of bf16 and f16) against f64 products on the CPU: both product
+// directions with S and S^T, the SDDMM, and linear_relu's bias and relu in
+// the write-out; with empty block rows, a single stored block, rows longer
+// than one SDDMM run, column counts that are not multiples of the tile,
+// transposed and strided dense operands, and the same bits on every run.
+// Tolerance: the bf16/f16 one of cuda_test_util.h (rtol 2e-2), products
+// accumulating in f32 and rounding once.
+#include "sparse/cuda/bsr_mma.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "sparse/cuda/bsr_products.h"
+#include "sparse/ops.h"
+#include "tests/sparse/cuda/cuda_test_util.h"
+
+namespace coppice {
+namespace {
+
+using sparse_cuda::bsr_tiled_matmul;
+using sparse_cuda::bsr_tiled_sddmm_values;
+using sparse_cuda::bsr_tiles_apply;
+
+const std::vector<DType> kHalfTypes = {DType::kBF16, DType::kF16};
+const std::vector<int64_t> kSides = {32, 64};
+
+// An f64 [rows, cols] matrix whose [b, b] blocks are kept with probability
+// `density`; block rows in `empty` all zero.
+Tensor random_blocks(int64_t rows, int64_t cols, int64_t b, double density, uint64_t seed,
+                     const std::vector<int64_t>& empty = {}) {
+  std::vector<double> v = random_dense({rows, cols}, seed).to_vector<double>();
+  const std::vector<double> keep = random_matrix({rows / b, cols / b}, density, seed + 1).to_vector<double>();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      bool zero = keep[static_cast<size_t>((r / b) * (cols / b) + c / b)] == 0.0;
+      for (int64_t e : empty) zero = zero || r / b == e;
+      if (zero) v[static_cast<size_t>(r * cols + c)] = 0.0;
+    }
+  }
+  return from_vector(v, {rows, cols}, TensorOptions(DType::kF64));
+}
+
+// A dense [rows, cols] operand on the GPU as the kernels may see it:
+// contiguous, a transposed view, or every other column of a wider matrix
+// (no unit stride along either dimension).
+enum class Layout { kContiguous, kTransposed, kStrided };
+const std::vector<Layout> kLayouts = {Layout::kContiguous, Layout::kTransposed, Layout::kStrided};
+const char* layout_name(Layout l) {
+  return l == Layout::kContiguous ? "contiguous" : l == Layout::kTransposed ? "transposed" : "strided";
+}
+
+Tensor operand(int64_t rows, int64_t cols, Layout layout, uint64_t seed, DType dtype) {
+  if (layout == Layout::kTransposed) return random_dense({cols, rows}, seed).to(dtype).to(kCuda).t();
+  if (layout == Layout::kStrided) {
+    const Tensor wide = random_dense({rows, 2 * cols}, seed).to(dtype).to(kCuda);
+    return wide.slice(1, 0, 2 * cols, 2);
+  }
+  return random_dense({rows, cols}, seed).to(dtype).to(kCuda);
+}
+
+Tensor host64(const Tensor& t) { return t.to(Device::cpu()).to(DType::kF64); }
+
+class BsrMmaTest : public SparseCudaTest {};
+
+TEST_F(BsrMmaTest, TakesSquare32And64BlocksOf16BitTypes) {
+  EXPECT_TRUE(sparse_cuda::bsr_mma_takes(32, 32));
+  EXPECT_TRUE(sparse_cuda::bsr_mma_takes(64, 64));
+  EXPECT_FALSE(sparse_cuda::bsr_mma_takes(16, 16));
+  EXPECT_FALSE(sparse_cuda::bsr_mma_takes(32, 64));
+  SKIP_WITHOUT_CUDA();
+  const Tensor d = random_blocks(128, 128, 64, 0.5, 1);
+  EXPECT_TRUE(bsr_tiles_apply(to_device(to_format(d.to(DType::kBF16), "bsr", FormatOptions::block(64, 64)), kCuda)));
+  EXPECT_TRUE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF16), "bsr", FormatOptions::block(64, 64)), kCuda)));
+  // f32 and TF32 have no 64x64 tiles: those keep their old routes.
+  EXPECT_FALSE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(64, 64)), kCuda)));
+}
+
+// op(S) @ X and X @ op(S), S [128, 192] with block row 1 empty.
+TEST_F(BsrMmaTest, ProductsMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 1000;
+  for (DType dtype : kHalfTypes) {
+    for (int64_t b : kSides) {
+      for (double density : {0.0, 0.4, 1.0}) {
+        const Tensor dense = random_blocks(128, 192, b, density, seed++, {1});
+        const Tensor s = to_device(to_format(dense.to(dtype), "bsr", FormatOptions::block(b, b)), kCuda);
+        ASSERT_TRUE(bsr_tiles_apply(s));
+        const Tensor s64 = host64(to_dense(s));
+        for (int64_t n : {1, 8, 70, 256, 300}) {
+          for (bool transpose_s : {false, true}) {
+            const Tensor op_s = transpose_s ? s64.t() : s64;
+            for (Layout layout : kLayouts) {
+              const std::string what = std::string(dtype_name(dtype)) + " blocks " + std::to_string(b) + " density " +
+                                       std::to_string(density) + " n " + std::to_string(n) +
+                                       (transpose_s ? " S^T " : " S ") + layout_name(layout);
+              const Tensor x = operand(op_s.size(1), n, layout, seed++, dtype);
+              EXPECT_TRUE(near(bsr_tiled_matmul(s, transpose_s, x, true, "test"), matmul(op_s, host64(x)), dtype))
+                  << "op(S) @ X " << what;
+              const Tensor y = operand(n, op_s.size(0), layout, seed++, dtype);
+              EXPECT_TRUE(near(bsr_tiled_matmul(s, transpose_s, y, false, "test"), matmul(host64(y), op_s), dtype))
+                  << "X @ op(S) " << what;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// One stored block in a [256, 256] weight: every other thread block has an
+// empty row and writes the bias alone.
+TEST_F(BsrMmaTest, SingleBlockWithBiasAndRelu) {
+  SKIP_WITHOUT_CUDA();
+  for (DType dtype : kHalfTypes) {
+    for (int64_t b : kSides) {
+      std::vector<double> v(256 * 256, 0.0);
+      const std::vector<double> r = random_dense({b, b}, 7).to_vector<double>();
+      for (int64_t i = 0; i < b; ++i) {
+        for (int64_t j = 0; j < b; ++j)
+          v[static_cast<size_t>((b + i) * 256 + 2 * b + j)] = r[static_cast<size_t>(i * b + j)];
+      }
+      const Tensor dense = from_vector(v, {256, 256}, TensorOptions(DType::kF64));
+      const Tensor w = to_device(to_format(dense.to(dtype), "bsr", FormatOptions::block(b, b)), kCuda);
+      ASSERT_EQ(nnz(w), b * b);
+      const Tensor x = operand(300, 256, Layout::kContiguous, 8, dtype);
+      const Tensor bias = random_dense({1, 256}, 9).reshape({256}).to(dtype).to(kCuda);
+      const Tensor want = relu(add(matmul(host64(x), host64(dense.to(dtype)).t()), host64(bias)));
+      EXPECT_TRUE(near(linear_relu(x, w, bias), want, dtype)) << dtype_name(dtype) << " blocks " << b;
+    }
+  }
+}
+
+// SDDMM: a [rows, k] @ b [k, cols] at the pattern, a and b in each layout
+// (a transposed is dy^T, as the gradient of linear passes it); 512 columns
+// of 32x32 blocks at density 1 give rows of 16 blocks: two runs each.
+TEST_F(BsrMmaTest, SddmmMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 2000;
+  for (DType dtype : kHalfTypes) {
+    for (int64_t b : kSides) {
+      for (double density : {0.0, 0.3, 1.0}) {
+        const Tensor dense = random_blocks(128, 512, b, density, seed++, {0});
+        const Tensor pattern = to_format(dense.to(dtype), "bsr", FormatOptions::block(b, b));
+        const Tensor pc = to_device(pattern, kCuda);
+        const Tensor pattern64 = to_format(dense.to(dtype).to(DType::kF64), "bsr", FormatOptions::block(b, b));
+        for (int64_t k : {1, 33, 100, 256}) {
+          for (Layout layout : kLayouts) {
+            const Tensor a = operand(128, k, layout, seed++, dtype);
+            const Tensor bb = operand(k, 512, layout, seed++, dtype);
+            const Tensor want = values(sddmm(host64(a), host64(bb), pattern64));
+            EXPECT_TRUE(near(bsr_tiled_sddmm_values(a, bb, pc), want, dtype))
+                << dtype_name(dtype) << " blocks " << b << " density " << density << " k " << k << " "
+                << layout_name(layout);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Same operands, same bits: no atomics, one summation order.
+TEST_F(BsrMmaTest, RepeatsBitForBit) {
+  SKIP_WITHOUT_CUDA();
+  for (int64_t b : kSides) {
+    const Tensor dense = random_blocks(512, 512, b, 0.3, 40 + b);
+    const Tensor s = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(b, b)), kCuda);
+    const Tensor x = operand(1000, 512, Layout::kContiguous, 41, DType::kBF16);
+    const Tensor dy = operand(1000, 512, Layout::kContiguous, 42, DType::kBF16);
+    const Tensor y1 = linear(x, s), y2 = linear(x, s);
+    EXPECT_EQ(host64(y1).to_vector<double>(), host64(y2).to_vector<double>());
+    const Tensor g1 = bsr_tiled_sddmm_values(dy.t(), x, s), g2 = bsr_tiled_sddmm_values(dy.t(), x, s);
+    EXPECT_EQ(host64(g1).to_vector<double>(), host64(g2).to_vector<double>());
+  }
+}
+
+}  // namespace
+}  // namespace coppice
