@@ -183,15 +183,19 @@ void Optimizer::step_param(const Variable& param, const Hyperparameters& options
     Tensor& master = st.tensors[kMasterWeightsState];
     if (!master.defined()) master = p.to(DType::kF32).contiguous();
     target = master;
-    g = g.to(DType::kF32);
   }
-  if (grad_scale != 1.0) g = mul(g, 1.0 / grad_scale);
   for (const auto& [key, t] : st.tensors) {
     COPPICE_CHECK(t.shape() == p.shape(), name_, ".step: the state '", key, "' of ", describe_param(param, 0, 0),
                   " has shape ", shape_to_string(t.shape()), " but the parameter's values have shape ",
                   shape_to_string(p.shape()));
   }
   ++st.step;
+  // A 16-bit parameter's step in one pass where the optimizer has one.
+  if (has_master && grad_scale == 1.0 && value.layout() != Layout::kMasked && update_mixed(target, g, p, options, st)) {
+    return;
+  }
+  if (has_master) g = g.to(DType::kF32);
+  if (grad_scale != 1.0) g = mul(g, 1.0 / grad_scale);
   if (value.layout() != Layout::kMasked) {
     Tensor out = update(target, g, options, st, /*in_place=*/true);
     if (!out.is_same(target)) target.copy_(out);
@@ -209,6 +213,10 @@ void Optimizer::step_param(const Variable& param, const Hyperparameters& options
   Tensor kept = where(mask, out, target);
   if (has_master) st.tensors[kMasterWeightsState] = kept;
   p.copy_(kept);
+}
+
+bool Optimizer::update_mixed(const Tensor&, const Tensor&, const Tensor&, const Hyperparameters&, ParamState&) {
+  return false;
 }
 
 void Optimizer::remap_state(const Variable& param, const Tensor& keep_from) {

@@ -138,6 +138,13 @@ class Optimizer {
   // them untouched and put new tensors into `state`.
   virtual Tensor update(const Tensor& p, const Tensor& g, const Hyperparameters& options, ParamState& state,
                         bool in_place) = 0;
+  // The same step for a 16-bit parameter in one pass, where an optimizer has
+  // one: `master` (f32, state.tensors' master weights) and the state updated
+  // in place from the 16-bit gradient g16 (not scaled), and the master
+  // rounded into p16, bit for bit as update() on g16 in f32 followed by a
+  // copy into p16. Returns false, touching nothing, to take that path.
+  virtual bool update_mixed(const Tensor& master, const Tensor& g16, const Tensor& p16, const Hyperparameters& options,
+                            ParamState& state);
   // Throws naming the group when `options` are inconsistent (e.g. Nesterov
   // without momentum). Called for every group added and every set_option.
   virtual void validate(const Hyperparameters& options, size_t group) const;

@@ -39,24 +39,44 @@ std::vector<std::string> Sgd::state_names(const Hyperparameters& o) const {
   return {};
 }
 
+namespace {
+
+// The fused step's arguments for `p` and its buffer: the state's, or (on
+// the first step) a fresh uninitialised one that the step fills, not reads.
+SgdStepArgs step_args(const Tensor& p, const Hyperparameters& o, const ParamState& state, Tensor* buf) {
+  SgdStepArgs args;
+  args.lr = o.at("lr");
+  args.momentum = o.at("momentum");
+  args.dampening = o.at("dampening");
+  args.weight_decay = o.at("weight_decay");
+  args.nesterov = o.at("nesterov") != 0.0;
+  if (args.momentum != 0.0) {
+    auto it = state.tensors.find("momentum_buffer");
+    args.first = it == state.tensors.end();
+    *buf = args.first ? empty(p.shape(), p.options()) : it->second;
+  }
+  return args;
+}
+
+}  // namespace
+
+bool Sgd::update_mixed(const Tensor& master, const Tensor& g16, const Tensor& p16, const Hyperparameters& o,
+                       ParamState& state) {
+  Tensor buf;
+  const SgdStepArgs args = step_args(master, o, state, &buf);
+  if (!fused_sgd_step_mixed(master, g16, buf, p16, args)) return false;
+  if (args.first) state.tensors["momentum_buffer"] = buf;
+  return true;
+}
+
 Tensor Sgd::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o, ParamState& state, bool in_place) {
   const double lr = o.at("lr"), momentum = o.at("momentum"), dampening = o.at("dampening");
   const double weight_decay = o.at("weight_decay");
   auto it = state.tensors.find("momentum_buffer");
 
   if (in_place) {
-    SgdStepArgs args;
-    args.lr = lr;
-    args.momentum = momentum;
-    args.dampening = dampening;
-    args.weight_decay = weight_decay;
-    args.nesterov = o.at("nesterov") != 0.0;
     Tensor buf;
-    if (momentum != 0.0) {
-      args.first = it == state.tensors.end();
-      // The first step writes g into a fresh buffer (uninitialised: not read).
-      buf = args.first ? empty(p.shape(), p.options()) : it->second;
-    }
+    const SgdStepArgs args = step_args(p, o, state, &buf);
     if (fused_sgd_step(p, grad, buf, args)) {
       if (args.first) state.tensors["momentum_buffer"] = buf;
       return p;

@@ -42,6 +42,10 @@ class Sgd final : public Optimizer {
  protected:
   Tensor update(const Tensor& p, const Tensor& g, const Hyperparameters& options, ParamState& state,
                 bool in_place) override;
+  // One pass over the f32 master, the buffer and the 16-bit gradient and
+  // parameter: fused_sgd_step_mixed (optim/sgd_step.h).
+  bool update_mixed(const Tensor& master, const Tensor& g16, const Tensor& p16, const Hyperparameters& options,
+                    ParamState& state) override;
   void validate(const Hyperparameters& options, size_t group) const override;
 };
 

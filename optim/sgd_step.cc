@@ -17,6 +17,39 @@ void sgd_step_cpu(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& args) 
 template void sgd_step_cpu<float>(float*, const float*, float*, int64_t, const SgdStepArgs&);
 template void sgd_step_cpu<double>(double*, const double*, double*, int64_t, const SgdStepArgs&);
 
+template <typename G>
+void sgd_step_mixed_cpu(float* master, const G* g16, float* buf, G* p16, int64_t n, const SgdStepArgs& args) {
+  const SgdStepConstants<float> c = SgdStepConstants<float>::make(args);
+  for (int64_t i = 0; i < n; ++i) {
+    float b = c.reads_buffer() ? buf[i] : 0.0f;
+    sgd_step_element<float>(master[i], static_cast<float>(g16[i]), b, c);
+    if (c.has_momentum) buf[i] = b;
+    p16[i] = G(master[i]);
+  }
+}
+
+template void sgd_step_mixed_cpu<BFloat16>(float*, const BFloat16*, float*, BFloat16*, int64_t, const SgdStepArgs&);
+template void sgd_step_mixed_cpu<Half>(float*, const Half*, float*, Half*, int64_t, const SgdStepArgs&);
+
+bool fused_sgd_step_mixed(const Tensor& master, const Tensor& g16, const Tensor& buf, const Tensor& p16,
+                          const SgdStepArgs& args) {
+  const bool has_momentum = args.momentum != 0.0;
+  if (!master.defined() || master.dtype() != DType::kF32) return false;
+  if (has_momentum ? !fused_step_applies("sgd_step_mixed", master, {&buf})
+                   : !fused_step_applies("sgd_step_mixed", master, {})) {
+    return false;
+  }
+  for (const Tensor* t : {&g16, &p16}) {
+    if (!t->defined() || !t->is_dense() || !t->is_contiguous() || t->device() != master.device() ||
+        t->shape() != master.shape() || (t->dtype() != DType::kBF16 && t->dtype() != DType::kF16) ||
+        t->dtype() != g16.dtype()) {
+      return false;
+    }
+  }
+  run_fused_step("sgd_step_mixed", {master, g16, has_momentum ? buf : Tensor(), p16}, fused_step_attrs(args));
+  return true;
+}
+
 bool fused_sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStepArgs& args) {
   const bool has_momentum = args.momentum != 0.0;
   const bool applies =
@@ -40,6 +73,24 @@ std::vector<Tensor> sgd_step_cpu_kernel(const std::vector<Tensor>& in, const Att
 
 const KernelRegistrar kCpu("sgd_step", DeviceType::kCpu, {"dense", "dense", "dense"}, sgd_step_cpu_kernel);
 const KernelRegistrar kCpuNoMomentum("sgd_step", DeviceType::kCpu, {"dense", "dense", "none"}, sgd_step_cpu_kernel);
+
+// Inputs master, g16, buf (or none), p16.
+std::vector<Tensor> sgd_step_mixed_cpu_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const auto args = fused_step_args<SgdStepArgs>(attrs);
+  float* buf = in[2].defined() ? in[2].data<float>() : nullptr;
+  if (in[1].dtype() == DType::kBF16) {
+    sgd_step_mixed_cpu<BFloat16>(in[0].data<float>(), in[1].data<BFloat16>(), buf, in[3].data<BFloat16>(),
+                                 in[0].numel(), args);
+  } else {
+    sgd_step_mixed_cpu<Half>(in[0].data<float>(), in[1].data<Half>(), buf, in[3].data<Half>(), in[0].numel(), args);
+  }
+  return {};
+}
+
+const KernelRegistrar kCpuMixed("sgd_step_mixed", DeviceType::kCpu, {"dense", "dense", "dense", "dense"},
+                                sgd_step_mixed_cpu_kernel);
+const KernelRegistrar kCpuMixedNoMomentum("sgd_step_mixed", DeviceType::kCpu, {"dense", "dense", "none", "dense"},
+                                          sgd_step_mixed_cpu_kernel);
 
 }  // namespace
 }  // namespace coppice

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "optim/sgd_step_math.h"
+#include "tensor/half.h"
 #include "tensor/tensor.h"
 
 namespace coppice {
@@ -26,5 +27,21 @@ void sgd_step_cpu(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& args);
 // still be allocated (e.g. empty()): the step writes g into it. Without
 // momentum, buf is ignored.
 bool fused_sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStepArgs& args);
+
+// The step of a 16-bit parameter on its f32 master weights in one pass
+// ("sgd_step_mixed"): the 16-bit gradient g16 widened, the master (and buf)
+// stepped as sgd_step_cpu steps f32 values, and the master rounded into the
+// parameter p16 — the bits of casting g up, stepping, and copying the master
+// back (Optimizer::step_param's path otherwise), without the two casts'
+// passes. G is BFloat16 or Half.
+template <typename G>
+void sgd_step_mixed_cpu(float* master, const G* g16, float* buf, G* p16, int64_t n, const SgdStepArgs& args);
+
+// Runs it when a kernel "sgd_step_mixed" is registered for the master's
+// device, master (and buf when args.momentum != 0) are dense contiguous f32,
+// g16 and p16 dense contiguous of one 16-bit dtype, all of one shape and
+// device; returns false (touching nothing) otherwise.
+bool fused_sgd_step_mixed(const Tensor& master, const Tensor& g16, const Tensor& buf, const Tensor& p16,
+                          const SgdStepArgs& args);
 
 }  // namespace coppice

@@ -1,4 +1,4 @@
-// Registers the CUDA fused optimizer steps, "adam_step" and "sgd_step"
+// Registers the CUDA fused optimizer steps, "adam_step", "sgd_step" and "sgd_step_mixed"
 // (optim/adam_step.h and optim/sgd_step.h call them through the dispatcher
 // for CUDA tensors).
 #include <vector>
@@ -45,11 +45,32 @@ std::vector<Tensor> sgd_step_cuda_kernel(const std::vector<Tensor>& in, const At
   return {};
 }
 
+// Inputs master, g16, buf (or none), p16 (optim/sgd_step.h).
+std::vector<Tensor> sgd_step_mixed_cuda_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const auto args = fused_step_args<SgdStepArgs>(attrs);
+  const int device = in[0].device().index;
+  cuda::DeviceGuard guard(device);
+  const cudaStream_t stream = cuda::current_stream(device);
+  float* buf = in[2].defined() ? in[2].data<float>() : nullptr;
+  if (in[1].dtype() == DType::kBF16) {
+    sgd_step_mixed<BFloat16>(in[0].data<float>(), in[1].data<BFloat16>(), buf, in[3].data<BFloat16>(), in[0].numel(),
+                             args, stream);
+  } else {
+    sgd_step_mixed<Half>(in[0].data<float>(), in[1].data<Half>(), buf, in[3].data<Half>(), in[0].numel(), args, stream);
+  }
+  COPPICE_CUDA_CHECK(cudaGetLastError(), "sgd_step_mixed");
+  return {};
+}
+
 const KernelRegistrar kAdam("adam_step", DeviceType::kCuda, {"dense", "dense", "dense", "dense"},
                             adam_step_cuda_kernel);
 // Without momentum the buffer is an undefined input ("none").
 const KernelRegistrar kSgd("sgd_step", DeviceType::kCuda, {"dense", "dense", "dense"}, sgd_step_cuda_kernel);
 const KernelRegistrar kSgdNoMomentum("sgd_step", DeviceType::kCuda, {"dense", "dense", "none"}, sgd_step_cuda_kernel);
+const KernelRegistrar kSgdMixed("sgd_step_mixed", DeviceType::kCuda, {"dense", "dense", "dense", "dense"},
+                                sgd_step_mixed_cuda_kernel);
+const KernelRegistrar kSgdMixedNoMomentum("sgd_step_mixed", DeviceType::kCuda, {"dense", "dense", "none", "dense"},
+                                          sgd_step_mixed_cuda_kernel);
 
 }  // namespace
 }  // namespace coppice::optim_cuda

@@ -8,10 +8,17 @@
 #include <cstdint>
 
 #include "optim/sgd_step_math.h"
+#include "tensor/half.h"
 
 namespace coppice::optim_cuda {
 
 template <typename T>
 void sgd_step(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& args, cudaStream_t stream);
+
+// The mixed-precision step (sgd_step_mixed_cpu in optim/sgd_step.h is the
+// twin): f32 master and buf, 16-bit gradient and parameter, G BFloat16 or Half.
+template <typename G>
+void sgd_step_mixed(float* master, const G* g16, float* buf, G* p16, int64_t n, const SgdStepArgs& args,
+                    cudaStream_t stream);
 
 }  // namespace coppice::optim_cuda

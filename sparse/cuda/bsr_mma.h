@@ -16,7 +16,7 @@ constexpr bool bsr_mma_takes(int bh, int bw) { return bh == bw && (bh == 32 || b
 // Stored blocks of one block row that an SDDMM thread block computes
 // together (they share the staged rows of `a`): BsrSddmmArgs::group_begin
 // splits every block row into runs of at most this many.
-constexpr int bsr_mma_sddmm_group(int block) { return block == 64 ? 4 : 8; }
+constexpr int bsr_mma_sddmm_group(int block) { return block == 64 ? 2 : 8; }
 
 // T is __nv_bfloat16 or __half; blocks as bsr_mma_takes.
 template <typename T>

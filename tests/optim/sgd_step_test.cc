@@ -1,7 +1,8 @@
 // The fused SGD step (optim/sgd_step.h) against Sgd's tensor-op path, bit for
 // bit: every combination of momentum, dampening, Nesterov and weight decay,
 // first step included, in f32 and f64; the values of a CSR parameter; the f32
-// master weights of a bf16 parameter. Sgd takes the fused path (the fused
+// master weights of a bf16 parameter, with a loss scale (tensor ops around
+// the f32 step) and without (the one-pass mixed step). Sgd takes the fused path (the fused
 // step counter) where it applies, and fused_sgd_step declines, touching
 // nothing, where it does not.
 #include "optim/sgd_step.h"
@@ -133,6 +134,54 @@ TEST(SgdStepTest, Bf16MasterWeightsTakeTheFusedStep) {
   }
   EXPECT_EQ(dense.dtype(), DType::kBF16);
   EXPECT_EQ(bits(dense.value()), bits(values(masked.value())));
+}
+
+// With no loss scale, a 16-bit parameter's step is one pass over the master,
+// the buffer and the 16-bit gradient and parameter (sgd_step_mixed): master,
+// buffer and the rounded parameter agree bit for bit with the tensor-op
+// path (a masked parameter), in bf16 and f16, with and without momentum.
+TEST(SgdStepTest, SixteenBitParametersTakeTheMixedStep) {
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const SgdCase& c : {SgdCase{0.9, 0, 0.01, true}, SgdCase{0.9, 0.1, 0, false}, SgdCase{0, 0, 0.01, false}}) {
+      const Tensor p0 = random_tensor({129}, 4, dtype);
+      Variable dense(p0.clone(), true, "dense");
+      Variable masked(sparse_masked(p0.clone(), ne(p0, 1e9)), true, "masked");
+      Sgd fused(std::vector<Variable>{dense}, options(c)), ops(std::vector<Variable>{masked}, options(c));
+      const int64_t mixed = op_profile_calls("sgd_step_mixed"), plain = op_profile_calls("sgd_step");
+      for (int step = 0; step < 10; ++step) {
+        const Tensor g = random_tensor({129}, 300 + step, dtype);
+        dense.set_grad(g);
+        masked.set_grad(with_values(masked.value(), g));
+        fused.step();
+        ops.step();
+        ASSERT_EQ(bits(dense.value()), bits(values(masked.value()))) << describe(c, dtype) << " step " << step;
+      }
+      EXPECT_EQ(op_profile_calls("sgd_step_mixed") - mixed, 10) << describe(c, dtype);
+      EXPECT_EQ(op_profile_calls("sgd_step"), plain) << describe(c, dtype);
+      EXPECT_EQ(dense.dtype(), dtype);
+      for (const auto& [name, t] : fused.state(dense)->tensors) {
+        EXPECT_EQ(t.dtype(), DType::kF32) << name;
+        EXPECT_EQ(bits(t), bits(ops.state(masked)->tensors.at(name))) << describe(c, dtype) << " " << name;
+      }
+    }
+  }
+}
+
+// fused_sgd_step_mixed declines, touching nothing, what it does not take.
+TEST(SgdStepTest, MixedStepDeclinesTouchingNothing) {
+  SgdStepArgs args;
+  args.lr = 0.1;
+  args.momentum = 0.9;
+  const Tensor master = random_tensor({4, 6}, 5), buf = random_tensor({4, 6}, 7);
+  const Tensor g16 = random_tensor({4, 6}, 6, DType::kBF16), p16 = master.to(DType::kBF16);
+  const std::vector<double> before = bits(master);
+  EXPECT_FALSE(fused_sgd_step_mixed(master, g16, Tensor(), p16, args)) << "momentum without a buffer";
+  EXPECT_FALSE(fused_sgd_step_mixed(master, g16.to(DType::kF16), buf, p16, args)) << "gradient and parameter differ";
+  EXPECT_FALSE(fused_sgd_step_mixed(master, g16.to(DType::kF32), buf, master.clone(), args)) << "f32 gradient";
+  EXPECT_FALSE(fused_sgd_step_mixed(master.to(DType::kF64), g16, buf.to(DType::kF64), p16, args)) << "f64 master";
+  EXPECT_FALSE(fused_sgd_step_mixed(master, g16.reshape({6, 4}), buf, p16, args)) << "mixed shapes";
+  EXPECT_EQ(bits(master), before);
+  EXPECT_TRUE(fused_sgd_step_mixed(master, g16, buf, p16, args));
 }
 
 // The first step writes g (after weight decay) into the buffer without

@@ -6,7 +6,7 @@
 #     tools/device/run_bsr_bench.sh
 #
 # Block-sparse products and the BSR training step, in one call:
-# - the BSR kernels' parity tests (bsr_mma_test, bsr_tiles_test);
+# - the BSR kernels' parity tests (bsr_mma_test, bsr_tiles_test) and the fused SGD steps;
 # - `bench bsr` (a BSR linear layer's three products, 16/32/64 blocks,
 #   90/95/98 %, bf16/f16/TF32, beside cuBLAS dense) and torch_reference.py
 #   bsr (PyTorch's Triton BSR F.linear and dense F.linear) -> bsr_table.md;
@@ -39,7 +39,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 B=.devbin/bench
 common=(train --device cuda --models mlp --config-dir configs --modes "$MODES")
 
-for t in sparse_cuda_bsr_mma_test sparse_cuda_bsr_tiles_test; do
+for t in sparse_cuda_bsr_mma_test sparse_cuda_bsr_tiles_test optim_cuda_sgd_step_test; do
   if timeout 300 .devbin/tests/$t > "$W/$t.log" 2>&1; then say "[$t] $(grep -E '^\[  PASSED' "$W/$t.log")"
   else say "[$t] FAILED: $(grep -E '^\[  FAILED|Failure' "$W/$t.log" | head -5)"; fi
 done

@@ -69,6 +69,37 @@ TEST(SgdStepCudaTest, KernelMatchesCpuTwinBitForBit) {
   }
 }
 
+// The mixed-precision kernel against its CPU twin: bf16 and f16, every case,
+// the first step included.
+TEST(SgdStepCudaTest, MixedKernelMatchesCpuTwinBitForBit) {
+  SKIP_WITHOUT_CUDA();
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const SgdCase& c : kCases) {
+      const int64_t n = 100003;
+      Tensor master = random_tensor({n}, 1, DType::kF32), buf = empty({n}, DType::kF32), p16 = master.to(dtype);
+      Tensor mc = master.to(kCuda), bc = empty({n}, TensorOptions(DType::kF32, kCuda)), pc = p16.to(kCuda);
+      const SgdOptions o = c.options(0.05);
+      SgdStepArgs args;
+      args.lr = o.lr;
+      args.momentum = o.momentum;
+      args.dampening = o.dampening;
+      args.weight_decay = o.weight_decay;
+      args.nesterov = o.nesterov;
+      const bool has_buf = c.momentum != 0.0;
+      for (int step = 0; step < 5; ++step) {
+        args.first = step == 0;
+        const Tensor g = random_tensor({n}, 10 + step, dtype);
+        ASSERT_TRUE(fused_sgd_step_mixed(master, g, has_buf ? buf : Tensor(), p16, args));
+        ASSERT_TRUE(fused_sgd_step_mixed(mc, g.to(kCuda), has_buf ? bc : Tensor(), pc, args));
+      }
+      const std::string what = str_cat(dtype_name(dtype), " ", c.describe());
+      EXPECT_EQ(host_bits(mc), host_bits(master)) << what;
+      EXPECT_EQ(host_bits(pc), host_bits(p16)) << what;
+      if (has_buf) { EXPECT_EQ(host_bits(bc), host_bits(buf)) << what; }
+    }
+  }
+}
+
 // Sgd on CUDA parameters takes the fused kernel (the counter moves) and
 // matches the CPU bit for bit: dense f32, CSR f32, and bf16 (f32 master).
 TEST(SgdStepCudaTest, SgdOnCudaTakesTheKernelAndMatchesCpu) {
@@ -87,7 +118,7 @@ TEST(SgdStepCudaTest, SgdOnCudaTakesTheKernelAndMatchesCpu) {
     o.weight_decay = 0.01;
     o.nesterov = true;
     Sgd oc(std::vector<Variable>{cpu}, o), og(std::vector<Variable>{gpu}, o);
-    const int64_t calls = op_profile_calls("sgd_step");
+    const int64_t calls = op_profile_calls("sgd_step"), mixed_calls = op_profile_calls("sgd_step_mixed");
     for (int step = 0; step < 10; ++step) {
       const Tensor gv = random_tensor(values(cpu_value).shape(), 100 + step, init.dtype());
       cpu.set_grad(with_values(cpu.value(), gv));
@@ -95,7 +126,10 @@ TEST(SgdStepCudaTest, SgdOnCudaTakesTheKernelAndMatchesCpu) {
       oc.step();
       og.step();
     }
-    EXPECT_EQ(op_profile_calls("sgd_step") - calls, 20) << format << ": a step took the tensor-op path";
+    // A bf16 parameter (no loss scale) steps in one pass: sgd_step_mixed.
+    const char* op = f == "bf16" ? "sgd_step_mixed" : "sgd_step";
+    EXPECT_EQ(op_profile_calls(op) - (f == "bf16" ? mixed_calls : calls), 20)
+        << format << ": a step took the tensor-op path";
     EXPECT_EQ(values(gpu.value()).device(), kCuda);
     EXPECT_EQ(host_bits(values(gpu.value())), host_bits(values(cpu.value()))) << format;
     for (const auto& [name, t] : og.state(gpu)->tensors) {

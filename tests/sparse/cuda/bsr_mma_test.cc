@@ -88,7 +88,7 @@ TEST_F(BsrMmaTest, ProductsMatchCpu) {
         const Tensor s = to_device(to_format(dense.to(dtype), "bsr", FormatOptions::block(b, b)), kCuda);
         ASSERT_TRUE(bsr_tiles_apply(s));
         const Tensor s64 = host64(to_dense(s));
-        for (int64_t n : {1, 8, 70, 256, 300}) {
+        for (int64_t n : {1, 8, 70, 256, 300, 1100}) {  // 1100: full 512-column tiles and an edge
           for (bool transpose_s : {false, true}) {
             const Tensor op_s = transpose_s ? s64.t() : s64;
             for (Layout layout : kLayouts) {
@@ -145,7 +145,7 @@ TEST_F(BsrMmaTest, SddmmMatchesCpu) {
         const Tensor pattern = to_format(dense.to(dtype), "bsr", FormatOptions::block(b, b));
         const Tensor pc = to_device(pattern, kCuda);
         const Tensor pattern64 = to_format(dense.to(dtype).to(DType::kF64), "bsr", FormatOptions::block(b, b));
-        for (int64_t k : {1, 33, 100, 256}) {
+        for (int64_t k : {1, 33, 100, 256, 1000}) {
           for (Layout layout : kLayouts) {
             const Tensor a = operand(128, k, layout, seed++, dtype);
             const Tensor bb = operand(k, 512, layout, seed++, dtype);
