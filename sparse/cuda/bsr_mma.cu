@@ -1,10 +1,10 @@
 // BSR products on bf16/f16 tensor cores through mma.sync m16n8k16, ldmatrix
-// and a cp.async pipeline, for square 32x32 and 64x64 blocks (bsr_mma.h).
+// and a cp.async pipeline, for square 16x16, 32x32 and 64x64 blocks (bsr_mma.h).
 //
 // Why not WMMA (bsr_tiles.cu): on the H100 (4096^2 at 90 %, 32x32 bf16
 // blocks, batch 4096) the WMMA product took 0.157 ms, issue-bound on address
 // arithmetic (Nsight Compute: integer pipe busiest, IPC 2.3, L2 at 55 %).
-// Here each warp owns a 32 x 64 output tile (64 f32 accumulators per
+// Here each warp owns a 32 x 64 output tile (16 x 64 with 16x16 blocks; 64 f32 accumulators per
 // thread), fragments come from shared memory by ldmatrix (.trans where the
 // operand is stored the other way), two k16 steps' fragments load before
 // their mmas, and every thread copies fixed 16-byte runs of each staged
@@ -23,7 +23,7 @@
 // tile in shared memory, with 16-byte stores along y's contiguous dimension.
 //
 // SDDMM, values[e] = a[rows of e, :] @ b[:, cols of e]: a thread block takes
-// up to bsr_mma_sddmm_group(B) stored blocks of one block row (a run of
+// up to bsr_mma_sddmm_group stored blocks of one block row (a run of
 // BsrSddmmArgs::group_begin), so the [B, kStepK] slice of a is staged once for
 // all of them; one warp per 32 rows of each block.
 //
@@ -124,18 +124,18 @@ __device__ __forceinline__ const T* b_fragment(const T* base, int ld, int n0, in
 // A[m0.., 0..kLen) @ B[0..kLen, n0..] from staged tiles (A stored as
 // a_fragment<kAByK> reads it, B as b_fragment<kBByK>). The fragments of two
 // k16 steps load before their mmas issue, so that their latencies overlap.
-template <typename T, bool kAByK, bool kBByK, int kLen, int kCols>
-__device__ __forceinline__ void warp_mma(float (&acc)[2][kCols / 8][4], const T* as, int lda, int m0, const T* bs,
+template <typename T, bool kAByK, bool kBByK, int kLen, int kCols, int kMTiles>
+__device__ __forceinline__ void warp_mma(float (&acc)[kMTiles][kCols / 8][4], const T* as, int lda, int m0, const T* bs,
                                          int ldb, int n0, int lane) {
-  constexpr int kBatch = 2;
-  static_assert(kLen % (16 * kBatch) == 0, "the inner length is a multiple of two k16 steps");
+  constexpr int kBatch = kLen >= 32 ? 2 : 1;
+  static_assert(kLen % (16 * kBatch) == 0, "the inner length is a multiple of the k16 steps loaded together");
 #pragma unroll
   for (int k2 = 0; k2 < kLen; k2 += 16 * kBatch) {
-    uint32_t af[kBatch][2][4], bf[kBatch][kCols / 16][4];
+    uint32_t af[kBatch][kMTiles][4], bf[kBatch][kCols / 16][4];
 #pragma unroll
     for (int s = 0; s < kBatch; ++s) {
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+      for (int mi = 0; mi < kMTiles; ++mi)
         ldmatrix_x4<kAByK>(af[s][mi], a_fragment<kAByK>(as, lda, m0 + mi * 16, k2 + 16 * s, lane));
 #pragma unroll
       for (int nj = 0; nj < kCols / 16; ++nj)
@@ -144,7 +144,7 @@ __device__ __forceinline__ void warp_mma(float (&acc)[2][kCols / 8][4], const T*
 #pragma unroll
     for (int s = 0; s < kBatch; ++s) {
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
+      for (int mi = 0; mi < kMTiles; ++mi) {
 #pragma unroll
         for (int nt = 0; nt < kCols / 8; ++nt)
           mma_16816<T>(acc[mi][nt], af[s][mi], bf[s][nt / 2][(nt % 2) * 2], bf[s][nt / 2][(nt % 2) * 2 + 1]);
@@ -186,7 +186,9 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 template <typename T, int kBlock, int kWarpsAlongN, int kStagesInFlight>
 struct ProductTile {
   static constexpr int B = kBlock;
-  static constexpr int kWarpsM = B / 32;
+  static constexpr int kWarpRows = B < 32 ? B : 32;  // rows of the block row per warp
+  static constexpr int kMTiles = kWarpRows / 16;
+  static constexpr int kWarpsM = B / kWarpRows;
   static constexpr int kWarpsN = kWarpsAlongN;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   static constexpr int kTileN = kWarpsN * 64;
@@ -284,7 +286,7 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrPro
     }
   };
 
-  float acc[2][8][4] = {};
+  float acc[Tile::kMTiles][8][4] = {};
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < count) load(s, begin + s);
     commit_copies();
@@ -296,7 +298,8 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrPro
     commit_copies();
     const T* a = stages + (i % kStages) * Tile::kStageElems;
     const T* xs = a + Tile::kAElems;
-    warp_mma<T, kATrans, kXByK, B, 64>(acc, a, Tile::kLdA, wm * 32, xs, kLdX, wn * 64, lane);
+    warp_mma<T, kATrans, kXByK, B, 64, Tile::kMTiles>(acc, a, Tile::kLdA, wm * Tile::kWarpRows, xs, kLdX, wn * 64,
+                                                      lane);
   }
   wait_copies<0>();
   __syncthreads();
@@ -305,12 +308,12 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrPro
   float* cs = reinterpret_cast<float*>(smem);
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi) {
+  for (int mi = 0; mi < Tile::kMTiles; ++mi) {
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
       for (int h = 0; h < 4; ++h) {
-        const int r = wm * 32 + mi * 16 + g + (h / 2) * 8, c = wn * 64 + nt * 8 + 2 * t + h % 2;
+        const int r = wm * Tile::kWarpRows + mi * 16 + g + (h / 2) * 8, c = wn * 64 + nt * 8 + 2 * t + h % 2;
         cs[flags.y_rows ? c * Tile::kLdCnr + r : r * Tile::kLdCrn + c] = acc[mi][nt][h];
       }
     }
@@ -366,13 +369,17 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrPro
 // of the inner dimension staged per step, kStages steps in flight. The
 // shapes sddmm_with takes were the fastest measured (H100, 4096^3 bf16, 90
 // and 95 %): 32x32 blocks 8 per thread block, 32 of k per step, 3 stages
-// (0.120 ms at 90 %; 4 per block 0.147, 16: 0.286); 64x64 blocks 2 per
-// thread block, 64 of k, 4 stages (0.061 ms; 4 per block 0.076).
+// (0.120 ms at 90 %; 4 per block 0.147, 16: 0.286), or 4 per thread block
+// and 4 stages where rows are short (95 %: 0.079 against 0.093);
+// 64x64 blocks 2 per thread block, 64 of k, 4 stages (0.061 ms; 4 per
+// block 0.076).
 template <typename T, int kBlock, int kGroupBlocks, int kStepAlongK, int kStagesInFlight>
 struct SddmmTile {
   static constexpr int B = kBlock;
   static constexpr int kGroup = kGroupBlocks;
-  static constexpr int kWarpsPerBlock = B / 32;
+  static constexpr int kWarpRows = B < 32 ? B : 32;  // rows of a block per warp
+  static constexpr int kMTiles = kWarpRows / 16;
+  static constexpr int kWarpsPerBlock = B / kWarpRows;
   static constexpr int kThreads = 32 * kGroup * kWarpsPerBlock;
   static constexpr int kStepK = kStepAlongK;
   static constexpr int kStages = kStagesInFlight;
@@ -484,7 +491,7 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
   };
 
   constexpr int kNt = B / 8;  // n8 tiles per warp (all of the block's columns)
-  float acc[2][kNt][4] = {};
+  float acc[Tile::kMTiles][kNt][4] = {};
   const int steps = static_cast<int>((p.k + kStepK - 1) / kStepK);
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < steps) load(s, static_cast<int64_t>(s) * kStepK);
@@ -498,19 +505,19 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
     if (slot >= count) continue;
     const T* as = stages + (i % kStages) * Tile::kStageElems;
     const T* bs = as + (slot + 1) * Tile::kSliceElems;
-    warp_mma<T, kAByK, kBByK, kStepK, B>(acc, as, kLdA, wr * 32, bs, kLdB, 0, lane);
+    warp_mma<T, kAByK, kBByK, kStepK, B, Tile::kMTiles>(acc, as, kLdA, wr * Tile::kWarpRows, bs, kLdB, 0, lane);
   }
   wait_copies<0>();
   if (slot >= count) return;
   T* out = p.values + static_cast<int64_t>(begin + slot) * B * B;
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi) {
+  for (int mi = 0; mi < Tile::kMTiles; ++mi) {
 #pragma unroll
     for (int nt = 0; nt < kNt; ++nt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = wr * 32 + mi * 16 + g + h * 8, c = nt * 8 + 2 * t;
+        const int r = wr * Tile::kWarpRows + mi * 16 + g + h * 8, c = nt * 8 + 2 * t;
         *reinterpret_cast<uint32_t*>(out + r * B + c) = pack2<T>(acc[mi][nt][2 * h], acc[mi][nt][2 * h + 1]);
       }
     }
@@ -605,17 +612,23 @@ template <typename T>
 void bsr_mma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
   if (p.bh == 64)
     product_with<T, ProductTile<T, 64, 4, 2>>(p, stream);
-  else
+  else if (p.bh == 32)
     product_with<T, ProductTile<T, 32, 8, 2>>(p, stream);
+  else
+    product_with<T, ProductTile<T, 16, 8, 2>>(p, stream);
 }
 
 template <typename T>
 void bsr_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   if (p.ngroups <= 0) return;
   if (p.bh == 64)
-    sddmm_with<T, SddmmTile<T, 64, bsr_mma_sddmm_group(64), 64, 4>>(p, stream);
+    sddmm_with<T, SddmmTile<T, 64, 2, 64, 4>>(p, stream);
+  else if (p.bh == 16)
+    sddmm_with<T, SddmmTile<T, 16, 8, 32, 4>>(p, stream);
+  else if (p.group <= 4)
+    sddmm_with<T, SddmmTile<T, 32, 4, 32, 4>>(p, stream);
   else
-    sddmm_with<T, SddmmTile<T, 32, bsr_mma_sddmm_group(32), 32, 3>>(p, stream);
+    sddmm_with<T, SddmmTile<T, 32, 8, 32, 3>>(p, stream);
 }
 
 template void bsr_mma_product<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&, cudaStream_t);

@@ -81,19 +81,23 @@ Tensor block_row_order(const Tensor& s, const BsrImpl& b) {
   });
 }
 
-// The runs of at most bsr_mma_sddmm_group(bh) stored blocks, within one block
+// The runs of at most bsr_mma_sddmm_group stored blocks, within one block
 // row each and as even as the row allows, that the mma.sync SDDMM takes per
 // thread block: begin [runs + 1] and the block row of each, on the device.
 struct SddmmGroups {
   Tensor begin, row;
   int64_t count = 0;
+  int most = 0;  // blocks per run at most
 };
 
 std::shared_ptr<const SddmmGroups> sddmm_groups(const Tensor& pattern, const BsrImpl& b) {
   static auto* cache = new PatternCache<std::shared_ptr<const SddmmGroups>>();  // never destroyed
   return cache->get(str_cat(pattern_key(pattern), "|sddmm groups"), [&] {
     const std::vector<int32_t> crow = b.crow_indices().to(Device::cpu()).to_vector<int32_t>();
-    const int32_t most = bsr_mma_sddmm_group(static_cast<int>(b.block_rows()));
+    const int64_t rows = static_cast<int64_t>(crow.size()) - 1;
+    const int32_t most =
+        bsr_mma_sddmm_group(static_cast<int>(b.block_rows()),
+                            rows > 0 ? static_cast<double>(crow.back()) / static_cast<double>(rows) : 0.0);
     std::vector<int32_t> begin, row;
     for (size_t r = 0; r + 1 < crow.size(); ++r) {
       const int32_t len = crow[r + 1] - crow[r];
@@ -105,6 +109,7 @@ std::shared_ptr<const SddmmGroups> sddmm_groups(const Tensor& pattern, const Bsr
     }
     auto out = std::make_shared<SddmmGroups>();
     out->count = static_cast<int64_t>(row.size());
+    out->most = most;
     begin.push_back(crow.back());
     out->begin = from_vector(begin, {out->count + 1}).to(pattern.device());
     out->row = from_vector(row, {std::max<int64_t>(out->count, 1)}).to(pattern.device());
@@ -270,6 +275,7 @@ Tensor bsr_tiled_sddmm_values(const Tensor& a, const Tensor& b_in, const Tensor&
       p.group_begin = groups->begin.data<int32_t>();
       p.group_row = groups->row.data<int32_t>();
       p.ngroups = groups->count;
+      p.group = groups->most;
     }
     bsr_tiled_sddmm<T>(p, math_for(pattern.dtype()), cuda::current_stream(pattern.device().index));
   });

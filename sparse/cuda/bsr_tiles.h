@@ -71,6 +71,7 @@ struct BsrSddmmArgs {
   const int32_t* group_begin = nullptr;  // [ngroups + 1]
   const int32_t* group_row = nullptr;    // [ngroups]
   int64_t ngroups = 0;
+  int group = 0;  // the most blocks in one run (bsr_mma_sddmm_group)
 };
 
 template <typename T>

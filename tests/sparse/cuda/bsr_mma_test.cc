@@ -1,5 +1,5 @@
-// The mma.sync BSR kernels (sparse/cuda/bsr_mma.h: square 32x32 and 64x64
-// blocks of bf16 and f16) against f64 products on the CPU: both product
+// The mma.sync BSR kernels (sparse/cuda/bsr_mma.h: square 16x16, 32x32 and
+// 64x64 blocks of bf16 and f16) against f64 products on the CPU: both product
 // directions with S and S^T, the SDDMM, and linear_relu's bias and relu in
 // the write-out; with empty block rows, a single stored block, rows longer
 // than one SDDMM run, column counts that are not multiples of the tile,
@@ -24,7 +24,7 @@ using sparse_cuda::bsr_tiled_sddmm_values;
 using sparse_cuda::bsr_tiles_apply;
 
 const std::vector<DType> kHalfTypes = {DType::kBF16, DType::kF16};
-const std::vector<int64_t> kSides = {32, 64};
+const std::vector<int64_t> kSides = {16, 32, 64};
 
 // An f64 [rows, cols] matrix whose [b, b] blocks are kept with probability
 // `density`; block rows in `empty` all zero.
@@ -64,10 +64,11 @@ Tensor host64(const Tensor& t) { return t.to(Device::cpu()).to(DType::kF64); }
 
 class BsrMmaTest : public SparseCudaTest {};
 
-TEST_F(BsrMmaTest, TakesSquare32And64BlocksOf16BitTypes) {
+TEST_F(BsrMmaTest, TakesSquare16To64BlocksOf16BitTypes) {
+  EXPECT_TRUE(sparse_cuda::bsr_mma_takes(16, 16));
   EXPECT_TRUE(sparse_cuda::bsr_mma_takes(32, 32));
   EXPECT_TRUE(sparse_cuda::bsr_mma_takes(64, 64));
-  EXPECT_FALSE(sparse_cuda::bsr_mma_takes(16, 16));
+  EXPECT_FALSE(sparse_cuda::bsr_mma_takes(8, 8));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(32, 64));
   SKIP_WITHOUT_CUDA();
   const Tensor d = random_blocks(128, 128, 64, 0.5, 1);
@@ -134,7 +135,8 @@ TEST_F(BsrMmaTest, SingleBlockWithBiasAndRelu) {
 
 // SDDMM: a [rows, k] @ b [k, cols] at the pattern, a and b in each layout
 // (a transposed is dy^T, as the gradient of linear passes it); 512 columns
-// of 32x32 blocks at density 1 give rows of 16 blocks: two runs each.
+// of 32x32 blocks at density 1 give rows of 16 blocks: two runs of 8 each
+// (at 0.3, runs of at most 4).
 TEST_F(BsrMmaTest, SddmmMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 2000;
