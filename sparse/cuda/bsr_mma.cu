@@ -409,6 +409,9 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
   const int32_t begin = p.group_begin[blockIdx.x];
   const int count = p.group_begin[blockIdx.x + 1] - begin;
   const int64_t r0 = static_cast<int64_t>(p.group_row[blockIdx.x]) * B;
+  // This thread block's range of the inner dimension (all of it unless split).
+  const int64_t k_begin = p.splits > 1 ? blockIdx.y * p.split_k : 0;
+  const int64_t k_end = p.splits > 1 ? std::min<int64_t>(p.k, k_begin + p.split_k) : p.k;
   const StridedMatrix<const T>& a = p.a;
   const StridedMatrix<const T>& b = p.b;
 
@@ -418,7 +421,7 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
   auto stage_slice = [&](auto by_k, T* dst, const T* data, int64_t u_stride, int64_t k_stride, int64_t u0, int64_t k0,
                          bool vec, int first) {
     constexpr bool kByK = decltype(by_k)::value;
-    const int kvalid = static_cast<int>(std::min<int64_t>(kStepK, p.k - k0));
+    const int kvalid = static_cast<int>(std::min<int64_t>(kStepK, k_end - k0));
     for (int j = first; j < B * (kStepK / 8); j += kThreads) {
       if constexpr (kByK) {  // runs of 8 along u, one per k
         const int kk = j / (B / 8), uq = (j % (B / 8)) * 8;
@@ -468,7 +471,7 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
   const T* b_base = slot < count ? b.data + static_cast<int64_t>(p.bcol[begin + slot]) * B * b.col_stride : b.data;
   auto load = [&](int stage, int64_t k0) {
     T* as = stages + stage * Tile::kStageElems;
-    if (flags.a_vec && flags.b_vec && k0 + kStepK <= p.k) {
+    if (flags.a_vec && flags.b_vec && k0 + kStepK <= k_end) {
 #pragma unroll
       for (int j = 0; j < kARunsPerThread; ++j) {
         if (tid + j * kThreads < kRunsPerSlice) copy16_async(as + a_dst[j], a_base + a_src[j] + k0 * a.col_stride);
@@ -492,15 +495,17 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
 
   constexpr int kNt = B / 8;  // n8 tiles per warp (all of the block's columns)
   float acc[Tile::kMTiles][kNt][4] = {};
-  const int steps = static_cast<int>((p.k + kStepK - 1) / kStepK);
+  const int steps = static_cast<int>((k_end - k_begin + kStepK - 1) / kStepK);
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < steps) load(s, static_cast<int64_t>(s) * kStepK);
+    if (s < steps) load(s, k_begin + static_cast<int64_t>(s) * kStepK);
     commit_copies();
   }
   for (int i = 0; i < steps; ++i) {
     wait_copies<kStages - 2>();
     __syncthreads();
-    if (i + kStages - 1 < steps) load((i + kStages - 1) % kStages, static_cast<int64_t>(i + kStages - 1) * kStepK);
+    if (i + kStages - 1 < steps) {
+      load((i + kStages - 1) % kStages, k_begin + static_cast<int64_t>(i + kStages - 1) * kStepK);
+    }
     commit_copies();
     if (slot >= count) continue;
     const T* as = stages + (i % kStages) * Tile::kStageElems;
@@ -509,7 +514,9 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
   }
   wait_copies<0>();
   if (slot >= count) return;
-  T* out = p.values + static_cast<int64_t>(begin + slot) * B * B;
+  const int64_t e = begin + slot;
+  T* out = p.values + e * B * B;
+  float* part = p.splits > 1 ? p.partial + (blockIdx.y * p.nblocks + e) * B * B : nullptr;
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int mi = 0; mi < Tile::kMTiles; ++mi) {
@@ -518,9 +525,25 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = wr * Tile::kWarpRows + mi * 16 + g + h * 8, c = nt * 8 + 2 * t;
-        *reinterpret_cast<uint32_t*>(out + r * B + c) = pack2<T>(acc[mi][nt][2 * h], acc[mi][nt][2 * h + 1]);
+        if (part != nullptr) {
+          *reinterpret_cast<float2*>(part + r * B + c) = make_float2(acc[mi][nt][2 * h], acc[mi][nt][2 * h + 1]);
+        } else {
+          *reinterpret_cast<uint32_t*>(out + r * B + c) = pack2<T>(acc[mi][nt][2 * h], acc[mi][nt][2 * h + 1]);
+        }
       }
     }
+  }
+}
+
+// values = the sum of the split SDDMM's partial sums, in range order,
+// rounded once.
+template <typename T>
+__global__ void sum_splits_kernel(const float* __restrict__ partial, int splits, int64_t n, T* __restrict__ values) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float sum = partial[i];
+    for (int s = 1; s < splits; ++s) sum += partial[s * n + i];
+    values[i] = from_float<T>(sum);
   }
 }
 
@@ -583,7 +606,14 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, const SddmmFlags& flags, cudaStream_
   auto kernel = mma_sync_sddmm_kernel<T, Tile, kAByK, kBByK>;
   static std::atomic<uint64_t> configured{0};
   allow_smem(kernel, Tile::kSmemBytes, configured);
-  kernel<<<static_cast<unsigned>(p.ngroups), Tile::kThreads, Tile::kSmemBytes, stream>>>(p, flags);
+  const dim3 grid(static_cast<unsigned>(p.ngroups), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
+  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, flags);
+  if (p.splits > 1) {
+    const int64_t n = p.nblocks * Tile::B * Tile::B;
+    const int64_t blocks = (n + 255) / 256;
+    sum_splits_kernel<T>
+        <<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(p.partial, p.splits, n, p.values);
+  }
 }
 
 template <typename T, typename Tile>

@@ -72,6 +72,13 @@ struct BsrSddmmArgs {
   const int32_t* group_row = nullptr;    // [ngroups]
   int64_t ngroups = 0;
   int group = 0;  // the most blocks in one run (bsr_mma_sddmm_group)
+  // The inner dimension split into `splits` ranges of split_k (the last
+  // shorter), each summed by its own thread blocks into `partial` ([splits,
+  // nblocks, bh, bw] f32), then added in range order: the same bits on every
+  // run. splits 1: no split, partial unused.
+  int splits = 1;
+  int64_t split_k = 0;
+  float* partial = nullptr;
 };
 
 template <typename T>

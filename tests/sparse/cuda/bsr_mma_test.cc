@@ -134,6 +134,7 @@ TEST_F(BsrMmaTest, SingleBlockWithBiasAndRelu) {
 }
 
 // SDDMM: a [rows, k] @ b [k, cols] at the pattern, a and b in each layout
+// (k = 2048 splits the inner dimension into ranges summed in order)
 // (a transposed is dy^T, as the gradient of linear passes it); 512 columns
 // of 32x32 blocks at density 1 give rows of 16 blocks: two runs of 8 each
 // (at 0.3, runs of at most 4).
@@ -147,7 +148,7 @@ TEST_F(BsrMmaTest, SddmmMatchesCpu) {
         const Tensor pattern = to_format(dense.to(dtype), "bsr", FormatOptions::block(b, b));
         const Tensor pc = to_device(pattern, kCuda);
         const Tensor pattern64 = to_format(dense.to(dtype).to(DType::kF64), "bsr", FormatOptions::block(b, b));
-        for (int64_t k : {1, 33, 100, 256, 1000}) {
+        for (int64_t k : {1, 33, 100, 256, 1000, 2048}) {  // 2048: k split in ranges
           for (Layout layout : kLayouts) {
             const Tensor a = operand(128, k, layout, seed++, dtype);
             const Tensor bb = operand(k, 512, layout, seed++, dtype);
@@ -168,8 +169,8 @@ TEST_F(BsrMmaTest, RepeatsBitForBit) {
   for (int64_t b : kSides) {
     const Tensor dense = random_blocks(512, 512, b, 0.3, 40 + b);
     const Tensor s = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(b, b)), kCuda);
-    const Tensor x = operand(1000, 512, Layout::kContiguous, 41, DType::kBF16);
-    const Tensor dy = operand(1000, 512, Layout::kContiguous, 42, DType::kBF16);
+    const Tensor x = operand(4096, 512, Layout::kContiguous, 41, DType::kBF16);  // the SDDMM splits k = 4096
+    const Tensor dy = operand(4096, 512, Layout::kContiguous, 42, DType::kBF16);
     const Tensor y1 = linear(x, s), y2 = linear(x, s);
     EXPECT_EQ(host64(y1).to_vector<double>(), host64(y2).to_vector<double>());
     const Tensor g1 = bsr_tiled_sddmm_values(dy.t(), x, s), g2 = bsr_tiled_sddmm_values(dy.t(), x, s);
