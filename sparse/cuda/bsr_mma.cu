@@ -46,9 +46,20 @@
 namespace coppice::sparse_cuda {
 namespace {
 
-// Padding of every staged row, in elements (16 bytes): rows of 80, 144 or
-// 528 bytes put the eight rows an ldmatrix reads on distinct banks.
-constexpr int kPad = 8;
+// Elements per 16-byte run of T: 8 of bf16/f16, 4 of f32 (TF32).
+template <typename T>
+constexpr int kRun = 16 / static_cast<int>(sizeof(T));
+
+// Padding of a staged row, in elements. 16-bit types: 16 bytes (rows of 48,
+// 80, 144 or 528 bytes put the eight rows an ldmatrix reads on distinct
+// banks). f32, whose TF32 fragments are read element by element (lane g, t
+// reads row g and column t of an 8x4 patch): a pitch of 4 mod 32 words where
+// the patch's rows are the staged rows ([m][k]), 8 mod 32 where they are its
+// columns ([k][m]).
+template <typename T>
+constexpr int pad_of(bool by_k) {
+  return sizeof(T) == 2 ? 8 : by_k ? 8 : 4;
+}
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -100,6 +111,56 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
   }
 }
 
+// c (16x8, f32) += a (16x8, TF32) * b (8x8, TF32).
+__device__ __forceinline__ void mma_1688_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// f32 rounded to TF32 (nearest, ties away), as the WMMA path and
+// wmma::__float_to_tf32 round.
+__device__ __forceinline__ uint32_t to_tf32(float v) {
+  uint32_t out;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(v));
+  return out;
+}
+
+// The TF32 warp_mma: fragments read element by element (ldmatrix moves 16-bit
+// halves, so its .trans cannot transpose f32), rounded once as they load.
+template <bool kAByK, bool kBByK, int kLen, int kCols, int kMTiles>
+__device__ __forceinline__ void warp_mma_tf32(float (&acc)[kMTiles][kCols / 8][4], const float* as, int lda, int m0,
+                                              const float* bs, int ldb, int n0, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  auto a_at = [&](int m, int k) { return to_tf32(kAByK ? as[k * lda + m] : as[m * lda + k]); };
+  auto b_at = [&](int k, int n) { return to_tf32(kBByK ? bs[k * ldb + n] : bs[n * ldb + k]); };
+#pragma unroll
+  for (int k = 0; k < kLen; k += 8) {
+    uint32_t af[kMTiles][4], bf[kCols / 8][2];
+#pragma unroll
+    for (int mi = 0; mi < kMTiles; ++mi) {
+      const int r = m0 + mi * 16 + g;
+      af[mi][0] = a_at(r, k + t);
+      af[mi][1] = a_at(r + 8, k + t);
+      af[mi][2] = a_at(r, k + t + 4);
+      af[mi][3] = a_at(r + 8, k + t + 4);
+    }
+#pragma unroll
+    for (int nt = 0; nt < kCols / 8; ++nt) {
+      const int c = n0 + nt * 8 + g;
+      bf[nt][0] = b_at(k + t, c);
+      bf[nt][1] = b_at(k + t + 4, c);
+    }
+#pragma unroll
+    for (int mi = 0; mi < kMTiles; ++mi) {
+#pragma unroll
+      for (int nt = 0; nt < kCols / 8; ++nt) mma_1688_tf32(acc[mi][nt], af[mi], bf[nt][0], bf[nt][1]);
+    }
+  }
+}
+
 // Where lane `lane` points ldmatrix_x4<kByK> for the A fragment of rows
 // m0..m0+15 and inner k0..k0+15 of a tile stored [m][k] (!kByK) or [k][m]
 // (kByK, read transposed), row pitch ld: a0..a3 of mma.m16n8k16.
@@ -127,51 +188,61 @@ __device__ __forceinline__ const T* b_fragment(const T* base, int ld, int n0, in
 template <typename T, bool kAByK, bool kBByK, int kLen, int kCols, int kMTiles>
 __device__ __forceinline__ void warp_mma(float (&acc)[kMTiles][kCols / 8][4], const T* as, int lda, int m0, const T* bs,
                                          int ldb, int n0, int lane) {
-  constexpr int kBatch = kLen >= 32 ? 2 : 1;
-  static_assert(kLen % (16 * kBatch) == 0, "the inner length is a multiple of the k16 steps loaded together");
+  if constexpr (std::is_same_v<T, float>) {
+    warp_mma_tf32<kAByK, kBByK, kLen, kCols, kMTiles>(acc, as, lda, m0, bs, ldb, n0, lane);
+    return;
+  } else {
+    constexpr int kBatch = kLen >= 32 ? 2 : 1;
+    static_assert(kLen % (16 * kBatch) == 0, "the inner length is a multiple of the k16 steps loaded together");
 #pragma unroll
-  for (int k2 = 0; k2 < kLen; k2 += 16 * kBatch) {
-    uint32_t af[kBatch][kMTiles][4], bf[kBatch][kCols / 16][4];
+    for (int k2 = 0; k2 < kLen; k2 += 16 * kBatch) {
+      uint32_t af[kBatch][kMTiles][4], bf[kBatch][kCols / 16][4];
 #pragma unroll
-    for (int s = 0; s < kBatch; ++s) {
+      for (int s = 0; s < kBatch; ++s) {
 #pragma unroll
-      for (int mi = 0; mi < kMTiles; ++mi)
-        ldmatrix_x4<kAByK>(af[s][mi], a_fragment<kAByK>(as, lda, m0 + mi * 16, k2 + 16 * s, lane));
+        for (int mi = 0; mi < kMTiles; ++mi)
+          ldmatrix_x4<kAByK>(af[s][mi], a_fragment<kAByK>(as, lda, m0 + mi * 16, k2 + 16 * s, lane));
 #pragma unroll
-      for (int nj = 0; nj < kCols / 16; ++nj)
-        ldmatrix_x4<kBByK>(bf[s][nj], b_fragment<kBByK>(bs, ldb, n0 + nj * 16, k2 + 16 * s, lane));
-    }
+        for (int nj = 0; nj < kCols / 16; ++nj)
+          ldmatrix_x4<kBByK>(bf[s][nj], b_fragment<kBByK>(bs, ldb, n0 + nj * 16, k2 + 16 * s, lane));
+      }
 #pragma unroll
-    for (int s = 0; s < kBatch; ++s) {
+      for (int s = 0; s < kBatch; ++s) {
 #pragma unroll
-      for (int mi = 0; mi < kMTiles; ++mi) {
+        for (int mi = 0; mi < kMTiles; ++mi) {
 #pragma unroll
-        for (int nt = 0; nt < kCols / 8; ++nt)
-          mma_16816<T>(acc[mi][nt], af[s][mi], bf[s][nt / 2][(nt % 2) * 2], bf[s][nt / 2][(nt % 2) * 2 + 1]);
+          for (int nt = 0; nt < kCols / 8; ++nt)
+            mma_16816<T>(acc[mi][nt], af[s][mi], bf[s][nt / 2][(nt % 2) * 2], bf[s][nt / 2][(nt % 2) * 2 + 1]);
+        }
       }
     }
   }
 }
 
-// 8 consecutive elements of a strided matrix into shared memory: one
+// kRun<T> consecutive elements of a strided matrix into shared memory: one
 // cp.async when `vec` (the run is contiguous and 16-byte aligned), else
-// element by element, 0 for the first `valid` <= j < 8.
+// element by element, 0 for the first `valid` <= j < kRun.
 template <typename T>
-__device__ __forceinline__ void stage8(T* dst, const T* src, int64_t step, bool vec, int valid) {
-  if (vec && valid >= 8) {
+__device__ __forceinline__ void stage_run(T* dst, const T* src, int64_t step, bool vec, int valid) {
+  if (vec && valid >= kRun<T>) {
     copy16_async(dst, src);
     return;
   }
   const T zero = from_float<T>(0.0f);
-  for (int j = 0; j < 8; ++j) dst[j] = j < valid ? src[j * step] : zero;
+  for (int j = 0; j < kRun<T>; ++j) dst[j] = j < valid ? src[j * step] : zero;
 }
 
+// Two adjacent outputs, rounded to T, stored at dst.
 template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  T v[2] = {from_float<T>(lo), from_float<T>(hi)};
-  uint32_t out;
-  memcpy(&out, v, sizeof(out));
-  return out;
+__device__ __forceinline__ void store2(T* dst, float lo, float hi) {
+  if constexpr (std::is_same_v<T, float>) {
+    *reinterpret_cast<float2*>(dst) = make_float2(lo, hi);
+  } else {
+    T v[2] = {from_float<T>(lo), from_float<T>(hi)};
+    uint32_t out;
+    memcpy(&out, v, sizeof(out));
+    *reinterpret_cast<uint32_t*>(dst) = out;
+  }
 }
 
 // ---- SpMM ----
@@ -193,10 +264,11 @@ struct ProductTile {
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   static constexpr int kTileN = kWarpsN * 64;
   static constexpr int kStages = kStagesInFlight;
-  static constexpr int kLdA = B + kPad;
-  static constexpr int kAElems = B * kLdA;
-  static constexpr int kLdXnk = B + kPad;       // x slice stored [n][k] (x contiguous along k)
-  static constexpr int kLdXkn = kTileN + kPad;  // or [k][n]
+  static constexpr int kLdAmk = B + pad_of<T>(false);  // the block as stored: [m][k] (op(S) = S)
+  static constexpr int kLdAkm = B + pad_of<T>(true);   // or [k][m] (S^T)
+  static constexpr int kAElems = B * kLdAkm;
+  static constexpr int kLdXnk = B + pad_of<T>(false);      // x slice stored [n][k] (x contiguous along k)
+  static constexpr int kLdXkn = kTileN + pad_of<T>(true);  // or [k][n]
   static constexpr int kXElems = std::max(kTileN * kLdXnk, B* kLdXkn);
   static constexpr int kStageElems = kAElems + kXElems;
   static constexpr int kLdCnr = B + 4;       // f32 output tile stored [n][r] (y contiguous along rows)
@@ -231,14 +303,16 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrPro
   // Full tiles of aligned operands (nearly all of them) take the fast path:
   // every thread copies the same runs of each block and x slice, at offsets
   // fixed here; the rest are staged run by run, element-wise where needed.
-  static_assert(kTileN * B / 8 % kThreads == 0, "every thread copies the same number of x's runs");
+  constexpr int R = kRun<T>;
+  static_assert(kTileN * B / R % kThreads == 0, "every thread copies the same number of x's runs");
   const bool fast = flags.a_vec && flags.x_vec && n0 + kTileN <= p.n;
   constexpr int kLdX = kXByK ? Tile::kLdXkn : Tile::kLdXnk;
-  constexpr int kXRuns = kXByK ? kTileN / 8 : B / 8;  // 16-byte runs per staged row of x
+  constexpr int kLdA = kATrans ? Tile::kLdAkm : Tile::kLdAmk;
+  constexpr int kXRuns = kXByK ? kTileN / R : B / R;  // 16-byte runs per staged row of x
   constexpr int kXRowsPerPass = kThreads / kXRuns;
-  constexpr int kARuns = B / 8, kARowsPerPass = kThreads / kARuns;
-  const int x_row = tid / kXRuns, x_col = (tid % kXRuns) * 8;
-  const int a_row = tid / kARuns, a_col = (tid % kARuns) * 8;
+  constexpr int kARuns = B / R, kARowsPerPass = kThreads / kARuns;
+  const int x_row = tid / kXRuns, x_col = (tid % kXRuns) * R;
+  const int a_row = tid / kARuns, a_col = (tid % kARuns) * R;
   // x's element for staged row x_row and column x_col (k0 = 0), and the
   // steps to the next pass's row and per unit of k0.
   const T* x_base = kXByK ? x.data + x_row * x.row_stride + n0 + x_col : x.data + x_col + (n0 + x_row) * x.col_stride;
@@ -253,35 +327,35 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrPro
     const int64_t k0 = static_cast<int64_t>(p.kblk[e]) * B;
     if (fast) {
 #pragma unroll
-      for (int j = 0; j < (B * B / 8 + kThreads - 1) / kThreads; ++j) {  // fewer runs than threads: some idle
+      for (int j = 0; j < (B * B / R + kThreads - 1) / kThreads; ++j) {  // fewer runs than threads: some idle
         const int r = a_row + j * kARowsPerPass;
-        if (r < B) copy16_async(a + r * Tile::kLdA + a_col, vals + r * B + a_col);
+        if (r < B) copy16_async(a + r * kLdA + a_col, vals + r * B + a_col);
       }
       const T* src = x_base + k0 * x_k_step;
 #pragma unroll
-      for (int j = 0; j < kTileN * B / 8 / kThreads; ++j) {
+      for (int j = 0; j < kTileN * B / R / kThreads; ++j) {
         copy16_async(xs + (x_row + j * kXRowsPerPass) * kLdX + x_col, src + j * x_pass_step);
       }
       return;
     }
-    for (int i = tid; i < B * B / 8; i += kThreads) {  // the block as stored, row by row
-      const int r = i / (B / 8), c = (i % (B / 8)) * 8;
-      stage8(a + r * Tile::kLdA + c, vals + r * B + c, 1, flags.a_vec, 8);
+    for (int i = tid; i < B * B / R; i += kThreads) {  // the block as stored, row by row
+      const int r = i / (B / R), c = (i % (B / R)) * R;
+      stage_run(a + r * kLdA + c, vals + r * B + c, 1, flags.a_vec, R);
     }
     if constexpr (kXByK) {
-      for (int i = tid; i < B * (kTileN / 8); i += kThreads) {
-        const int kk = i / (kTileN / 8), nq = (i % (kTileN / 8)) * 8;
+      for (int i = tid; i < B * (kTileN / R); i += kThreads) {
+        const int kk = i / (kTileN / R), nq = (i % (kTileN / R)) * R;
         const int64_t gn = n0 + nq;
-        const int valid = static_cast<int>(std::min<int64_t>(8, std::max<int64_t>(0, p.n - gn)));
-        stage8(xs + kk * Tile::kLdXkn + nq, x.data + (k0 + kk) * x.row_stride + gn * x.col_stride, x.col_stride,
-               flags.x_vec, valid);
+        const int valid = static_cast<int>(std::min<int64_t>(R, std::max<int64_t>(0, p.n - gn)));
+        stage_run(xs + kk * Tile::kLdXkn + nq, x.data + (k0 + kk) * x.row_stride + gn * x.col_stride, x.col_stride,
+                  flags.x_vec, valid);
       }
     } else {
-      for (int i = tid; i < kTileN * (B / 8); i += kThreads) {
-        const int nn = i / (B / 8), kq = (i % (B / 8)) * 8;
+      for (int i = tid; i < kTileN * (B / R); i += kThreads) {
+        const int nn = i / (B / R), kq = (i % (B / R)) * R;
         const int64_t gn = n0 + nn;
-        stage8(xs + nn * Tile::kLdXnk + kq, x.data + (k0 + kq) * x.row_stride + gn * x.col_stride, x.row_stride,
-               flags.x_vec, gn < p.n ? 8 : 0);
+        stage_run(xs + nn * Tile::kLdXnk + kq, x.data + (k0 + kq) * x.row_stride + gn * x.col_stride, x.row_stride,
+                  flags.x_vec, gn < p.n ? R : 0);
       }
     }
   };
@@ -298,8 +372,7 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrPro
     commit_copies();
     const T* a = stages + (i % kStages) * Tile::kStageElems;
     const T* xs = a + Tile::kAElems;
-    warp_mma<T, kATrans, kXByK, B, 64, Tile::kMTiles>(acc, a, Tile::kLdA, wm * Tile::kWarpRows, xs, kLdX, wn * 64,
-                                                      lane);
+    warp_mma<T, kATrans, kXByK, B, 64, Tile::kMTiles>(acc, a, kLdA, wm * Tile::kWarpRows, xs, kLdX, wn * 64, lane);
   }
   wait_copies<0>();
   __syncthreads();
@@ -326,37 +399,42 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrPro
     if (p.bias != nullptr) v += to_float(p.bias[m0 + r]);
     return p.relu && v <= 0.0f ? 0.0f : v;
   };
-  if (flags.y_rows) {  // 8 rows of one column per thread: a 16-byte run of y
-    for (int i = tid; i < kTileN * (B / 8); i += kThreads) {
-      const int c = i / (B / 8), rq = (i % (B / 8)) * 8;
+  // R outputs rounded to T, as one 16-byte store.
+  auto store_run = [](T* dst, const float(&v)[R]) {
+    T out[R];
+    for (int j = 0; j < R; ++j) out[j] = from_float<T>(v[j]);
+    uint4 packed;
+    memcpy(&packed, out, sizeof(packed));
+    *reinterpret_cast<uint4*>(dst) = packed;
+  };
+  if (flags.y_rows) {  // R rows of one column per thread: a 16-byte run of y
+    for (int i = tid; i < kTileN * (B / R); i += kThreads) {
+      const int c = i / (B / R), rq = (i % (B / R)) * R;
       const int64_t gn = n0 + c;
       if (gn >= p.n) continue;
       T* dst = p.y.data + (m0 + rq) * p.y.row_stride + gn * p.y.col_stride;
       const float* src = cs + c * Tile::kLdCnr + rq;
+      float v[R];
+      for (int j = 0; j < R; ++j) v[j] = finish(src[j], rq + j);
       if (flags.y_vec) {
-        uint4 packed;
-        uint32_t* w = reinterpret_cast<uint32_t*>(&packed);
-        for (int j = 0; j < 4; ++j)
-          w[j] = pack2<T>(finish(src[2 * j], rq + 2 * j), finish(src[2 * j + 1], rq + 2 * j + 1));
-        *reinterpret_cast<uint4*>(dst) = packed;
+        store_run(dst, v);
       } else {
-        for (int j = 0; j < 8; ++j) dst[j * p.y.row_stride] = from_float<T>(finish(src[j], rq + j));
+        for (int j = 0; j < R; ++j) dst[j * p.y.row_stride] = from_float<T>(v[j]);
       }
     }
-  } else {  // 8 columns of one row per thread
-    for (int i = tid; i < B * (kTileN / 8); i += kThreads) {
-      const int r = i / (kTileN / 8), cq = (i % (kTileN / 8)) * 8;
+  } else {  // R columns of one row per thread
+    for (int i = tid; i < B * (kTileN / R); i += kThreads) {
+      const int r = i / (kTileN / R), cq = (i % (kTileN / R)) * R;
       const int64_t gn = n0 + cq;
       if (gn >= p.n) continue;
       T* dst = p.y.data + (m0 + r) * p.y.row_stride + gn * p.y.col_stride;
       const float* src = cs + r * Tile::kLdCrn + cq;
-      if (flags.y_vec && gn + 8 <= p.n) {
-        uint4 packed;
-        uint32_t* w = reinterpret_cast<uint32_t*>(&packed);
-        for (int j = 0; j < 4; ++j) w[j] = pack2<T>(finish(src[2 * j], r), finish(src[2 * j + 1], r));
-        *reinterpret_cast<uint4*>(dst) = packed;
+      float v[R];
+      for (int j = 0; j < R; ++j) v[j] = finish(src[j], r);
+      if (flags.y_vec && gn + R <= p.n) {
+        store_run(dst, v);
       } else {
-        for (int j = 0; j < 8 && gn + j < p.n; ++j) dst[j * p.y.col_stride] = from_float<T>(finish(src[j], r));
+        for (int j = 0; j < R && gn + j < p.n; ++j) dst[j * p.y.col_stride] = from_float<T>(v[j]);
       }
     }
   }
@@ -383,8 +461,8 @@ struct SddmmTile {
   static constexpr int kThreads = 32 * kGroup * kWarpsPerBlock;
   static constexpr int kStepK = kStepAlongK;
   static constexpr int kStages = kStagesInFlight;
-  static constexpr int kLdRk = kStepK + kPad;  // a stored [r][k] or b stored [c][k]
-  static constexpr int kLdKb = B + kPad;       // or [k][r], [k][c]
+  static constexpr int kLdRk = kStepK + pad_of<T>(false);  // a stored [r][k] or b stored [c][k]
+  static constexpr int kLdKb = B + pad_of<T>(true);        // or [k][r], [k][c]
   static constexpr int kSliceElems = std::max(B * kLdRk, kStepK* kLdKb);
   static constexpr int kStageElems = (1 + kGroup) * kSliceElems;  // a's slice, then each block's slice of b
   static constexpr int kSmemBytes = kStages * kStageElems * static_cast<int>(sizeof(T));
@@ -402,6 +480,7 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
   constexpr int B = Tile::B;
   constexpr int kThreads = Tile::kThreads, kStages = Tile::kStages, kStepK = Tile::kStepK;
   constexpr int kLdA = kAByK ? Tile::kLdKb : Tile::kLdRk, kLdB = kBByK ? Tile::kLdKb : Tile::kLdRk;
+  constexpr int R = kRun<T>;
   extern __shared__ __align__(128) unsigned char smem[];
   T* stages = reinterpret_cast<T*>(smem);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -422,15 +501,15 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
                          bool vec, int first) {
     constexpr bool kByK = decltype(by_k)::value;
     const int kvalid = static_cast<int>(std::min<int64_t>(kStepK, k_end - k0));
-    for (int j = first; j < B * (kStepK / 8); j += kThreads) {
+    for (int j = first; j < B * (kStepK / R); j += kThreads) {
       if constexpr (kByK) {  // runs of 8 along u, one per k
-        const int kk = j / (B / 8), uq = (j % (B / 8)) * 8;
-        stage8(dst + kk * Tile::kLdKb + uq, data + (k0 + kk) * k_stride + (u0 + uq) * u_stride, u_stride, vec,
-               kk < kvalid ? 8 : 0);
+        const int kk = j / (B / R), uq = (j % (B / R)) * R;
+        stage_run(dst + kk * Tile::kLdKb + uq, data + (k0 + kk) * k_stride + (u0 + uq) * u_stride, u_stride, vec,
+                  kk < kvalid ? R : 0);
       } else {  // runs of 8 along k, one per u
-        const int u = j / (kStepK / 8), kq = (j % (kStepK / 8)) * 8;
-        stage8(dst + u * Tile::kLdRk + kq, data + (k0 + kq) * k_stride + (u0 + u) * u_stride, k_stride, vec,
-               std::max(0, std::min(8, kvalid - kq)));
+        const int u = j / (kStepK / R), kq = (j % (kStepK / R)) * R;
+        stage_run(dst + u * Tile::kLdRk + kq, data + (k0 + kq) * k_stride + (u0 + u) * u_stride, k_stride, vec,
+                  std::max(0, std::min(R, kvalid - kq)));
       }
     }
   };
@@ -438,17 +517,17 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
   // block. Full steps of aligned operands take the fast path: thread tid
   // copies run tid of a's slice (when there is one), and each warp the runs
   // lane + 32 j of its part of its block's slice of b, at offsets fixed here.
-  constexpr int kRunsPerSlice = B * (kStepK / 8);
+  constexpr int kRunsPerSlice = B * (kStepK / R);
   constexpr int kBRunsPerWarp = kRunsPerSlice / Tile::kWarpsPerBlock / 32;
   // Run `run` of a slice: its staged offset, and its element's offset in the
   // operand (u along the block's rows or columns, k along the inner dimension).
   auto run_offsets = [&](auto by_k, int run, int64_t u_stride, int64_t k_stride, int& dst, int64_t& src) {
     if constexpr (decltype(by_k)::value) {
-      const int kk = run / (B / 8), uq = (run % (B / 8)) * 8;
+      const int kk = run / (B / R), uq = (run % (B / R)) * R;
       dst = kk * Tile::kLdKb + uq;
       src = kk * k_stride + uq * u_stride;
     } else {
-      const int u = run / (kStepK / 8), kq = (run % (kStepK / 8)) * 8;
+      const int u = run / (kStepK / R), kq = (run % (kStepK / R)) * R;
       dst = u * Tile::kLdRk + kq;
       src = kq * k_stride + u * u_stride;
     }
@@ -528,7 +607,7 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
         if (part != nullptr) {
           *reinterpret_cast<float2*>(part + r * B + c) = make_float2(acc[mi][nt][2 * h], acc[mi][nt][2 * h + 1]);
         } else {
-          *reinterpret_cast<uint32_t*>(out + r * B + c) = pack2<T>(acc[mi][nt][2 * h], acc[mi][nt][2 * h + 1]);
+          store2<T>(out + r * B + c, acc[mi][nt][2 * h], acc[mi][nt][2 * h + 1]);
         }
       }
     }
@@ -583,11 +662,11 @@ void product_with(const BsrProductArgs<T>& p, cudaStream_t stream) {
   const bool x_by_k = p.x.col_stride == 1;
   const int64_t x_other = x_by_k ? p.x.row_stride : p.x.col_stride;
   const int64_t x_unit = x_by_k ? p.x.col_stride : p.x.row_stride;
-  f.x_vec = aligned16(p.x.data) && x_unit == 1 && x_other % 8 == 0;
+  f.x_vec = aligned16(p.x.data) && x_unit == 1 && x_other % kRun<T> == 0;
   f.y_rows = p.y.row_stride == 1 && p.y.col_stride != 1;
   const int64_t y_other = f.y_rows ? p.y.col_stride : p.y.row_stride;
   const int64_t y_unit = f.y_rows ? p.y.row_stride : p.y.col_stride;
-  f.y_vec = aligned16(p.y.data) && y_unit == 1 && y_other % 8 == 0;
+  f.y_vec = aligned16(p.y.data) && y_unit == 1 && y_other % kRun<T> == 0;
   if (p.transposed) {
     if (x_by_k)
       launch_product<T, Tile, true, true>(p, f, stream);
@@ -623,7 +702,7 @@ void sddmm_with(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   const bool b_by_k = p.b.col_stride == 1;
   auto vec = [](const StridedMatrix<const T>& m, bool along_rows) {
     const int64_t unit = along_rows ? m.row_stride : m.col_stride, other = along_rows ? m.col_stride : m.row_stride;
-    return aligned16(m.data) && unit == 1 && other % 8 == 0;
+    return aligned16(m.data) && unit == 1 && other % kRun<T> == 0;
   };
   const SddmmFlags f{vec(p.a, a_by_k), vec(p.b, !b_by_k)};
   if (a_by_k && b_by_k)
@@ -638,32 +717,39 @@ void sddmm_with(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
 
 }  // namespace
 
+// f32 (TF32) stages twice the bytes per element: half the columns per
+// thread block (and a shorter k step in the SDDMM) keep two thread blocks
+// per SM.
 template <typename T>
 void bsr_mma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
+  constexpr int kWide = sizeof(T) == 2 ? 2 : 1;
   if (p.bh == 64)
-    product_with<T, ProductTile<T, 64, 4, 2>>(p, stream);
+    product_with<T, ProductTile<T, 64, 2 * kWide, 2>>(p, stream);
   else if (p.bh == 32)
-    product_with<T, ProductTile<T, 32, 8, 2>>(p, stream);
+    product_with<T, ProductTile<T, 32, 4 * kWide, 2>>(p, stream);
   else
-    product_with<T, ProductTile<T, 16, 8, 2>>(p, stream);
+    product_with<T, ProductTile<T, 16, 4 * kWide, 2>>(p, stream);
 }
 
 template <typename T>
 void bsr_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   if (p.ngroups <= 0) return;
+  constexpr bool kHalfWidth = sizeof(T) == 2;
   if (p.bh == 64)
-    sddmm_with<T, SddmmTile<T, 64, 2, 64, 4>>(p, stream);
+    sddmm_with<T, SddmmTile<T, 64, 2, kHalfWidth ? 64 : 32, 4>>(p, stream);
   else if (p.bh == 16)
     sddmm_with<T, SddmmTile<T, 16, 8, 32, 4>>(p, stream);
   else if (p.group <= 4)
     sddmm_with<T, SddmmTile<T, 32, 4, 32, 4>>(p, stream);
   else
-    sddmm_with<T, SddmmTile<T, 32, 8, 32, 3>>(p, stream);
+    sddmm_with<T, SddmmTile<T, 32, 8, kHalfWidth ? 32 : 16, kHalfWidth ? 3 : 4>>(p, stream);
 }
 
 template void bsr_mma_product<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&, cudaStream_t);
 template void bsr_mma_product<__half>(const BsrProductArgs<__half>&, cudaStream_t);
 template void bsr_mma_sddmm<__nv_bfloat16>(const BsrSddmmArgs<__nv_bfloat16>&, cudaStream_t);
 template void bsr_mma_sddmm<__half>(const BsrSddmmArgs<__half>&, cudaStream_t);
+template void bsr_mma_product<float>(const BsrProductArgs<float>&, cudaStream_t);
+template void bsr_mma_sddmm<float>(const BsrSddmmArgs<float>&, cudaStream_t);
 
 }  // namespace coppice::sparse_cuda

@@ -132,17 +132,19 @@ int sm_count(int device) {
   return sms;
 }
 
-// The blocks the tiles take: 16 and 32 on a side in every type, and square
-// 64 (and 32) blocks of a 16-bit type on the mma.sync kernels.
-bool tiles_take(const BsrImpl& b, DType dtype) {
-  const auto side = [](int64_t v) { return v == 16 || v == 32; };
-  if (side(b.block_rows()) && side(b.block_cols())) return true;
-  return dtype != DType::kF32 && bsr_mma_takes(static_cast<int>(b.block_rows()), static_cast<int>(b.block_cols()));
+// Whether the mma.sync kernels run this product or SDDMM (bsr_tiles.cu hands
+// them over): square 16, 32 and 64 blocks of a 16-bit type, or of f32 on
+// TF32 tensor cores (allow_tf32).
+bool mma_runs(const BsrImpl& b, DType dtype) {
+  return (dtype != DType::kF32 || allow_tf32()) &&
+         bsr_mma_takes(static_cast<int>(b.block_rows()), static_cast<int>(b.block_cols()));
 }
 
-// Whether the mma.sync kernels run this product or SDDMM (bsr_tiles.cu hands them over).
-bool mma_runs(const BsrImpl& b, DType dtype) {
-  return dtype != DType::kF32 && bsr_mma_takes(static_cast<int>(b.block_rows()), static_cast<int>(b.block_cols()));
+// The blocks the tiles take: 16 and 32 on a side in every type, and the
+// square blocks mma_runs takes (64x64 in 16 bits or TF32).
+bool tiles_take(const BsrImpl& b, DType dtype) {
+  const auto side = [](int64_t v) { return v == 16 || v == 32; };
+  return (side(b.block_rows()) && side(b.block_cols())) || mma_runs(b, dtype);
 }
 
 TileMath math_for(DType dtype) {

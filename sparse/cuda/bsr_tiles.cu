@@ -663,11 +663,16 @@ void launch_staged_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.nblocks));
   const bool a_col = p.a.row_stride == 1 && p.a.col_stride != 1;
   const bool b_col = p.b.row_stride == 1 && p.b.col_stride != 1;
-  auto aligned = [](const auto& m, int64_t stride) {
-    return reinterpret_cast<uintptr_t>(m.data) % 16 == 0 && stride % v == 0;
+  // 16-byte copies need runs of v elements: a unit stride along the staged
+  // tile's contiguous dimension (an operand strided along both, as every
+  // other column of a wider matrix, is staged element-wise), an aligned base,
+  // and a stride along the other dimension that keeps every run aligned.
+  auto vectors = [](const auto& m, bool col) {
+    const int64_t unit = col ? m.row_stride : m.col_stride, other = col ? m.col_stride : m.row_stride;
+    return reinterpret_cast<uintptr_t>(m.data) % 16 == 0 && unit == 1 && other % v == 0;
   };
-  const bool a_vec = aligned(p.a, a_col ? p.a.col_stride : p.a.row_stride);
-  const bool b_vec = aligned(p.b, b_col ? p.b.col_stride : p.b.row_stride);
+  const bool a_vec = vectors(p.a, a_col);
+  const bool b_vec = vectors(p.b, b_col);
   if (a_col && b_col)
     staged_sddmm_kernel<T, B, true, true, M><<<grid, kThreads, 0, stream>>>(p, a_vec, b_vec);
   else if (a_col)
@@ -680,7 +685,7 @@ void launch_staged_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
 
 template <typename T, TileMath M>
 void launch_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
-  if constexpr (M == TileMath::kHalf) {
+  if constexpr (M == TileMath::kHalf || M == TileMath::kTf32) {
     if (bsr_mma_takes(p.bh, p.bw)) {
       bsr_mma_product<T>(p, stream);
       return;
@@ -708,7 +713,7 @@ void launch_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
 
 template <typename T, TileMath M>
 void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
-  if constexpr (M == TileMath::kHalf) {
+  if constexpr (M == TileMath::kHalf || M == TileMath::kTf32) {
     if (bsr_mma_takes(p.bh, p.bw) && p.group_begin != nullptr) {
       bsr_mma_sddmm<T>(p, stream);
       return;

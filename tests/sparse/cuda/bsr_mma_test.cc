@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "sparse/cuda/bsr_products.h"
 #include "sparse/ops.h"
+#include "tensor/precision.h"
 #include "tests/sparse/cuda/cuda_test_util.h"
 
 namespace coppice {
@@ -23,7 +24,16 @@ using sparse_cuda::bsr_tiled_matmul;
 using sparse_cuda::bsr_tiled_sddmm_values;
 using sparse_cuda::bsr_tiles_apply;
 
-const std::vector<DType> kHalfTypes = {DType::kBF16, DType::kF16};
+// bf16, f16, and f32 on TF32 tensor cores (allow_tf32; checked to the 16-bit
+// tolerance: TF32 keeps 10 mantissa bits).
+struct Mode {
+  DType dtype;
+  bool tf32;
+  const char* name;
+  DType tolerance() const { return tf32 ? DType::kBF16 : dtype; }
+};
+const std::vector<Mode> kModes = {
+    {DType::kBF16, false, "bf16"}, {DType::kF16, false, "f16"}, {DType::kF32, true, "tf32"}};
 const std::vector<int64_t> kSides = {16, 32, 64};
 
 // An f64 [rows, cols] matrix whose [b, b] blocks are kept with probability
@@ -62,7 +72,13 @@ Tensor operand(int64_t rows, int64_t cols, Layout layout, uint64_t seed, DType d
 
 Tensor host64(const Tensor& t) { return t.to(Device::cpu()).to(DType::kF64); }
 
-class BsrMmaTest : public SparseCudaTest {};
+class BsrMmaTest : public SparseCudaTest {
+ protected:
+  void TearDown() override {
+    set_allow_tf32(false);
+    SparseCudaTest::TearDown();
+  }
+};
 
 TEST_F(BsrMmaTest, TakesSquare16To64BlocksOf16BitTypes) {
   EXPECT_TRUE(sparse_cuda::bsr_mma_takes(16, 16));
@@ -74,15 +90,20 @@ TEST_F(BsrMmaTest, TakesSquare16To64BlocksOf16BitTypes) {
   const Tensor d = random_blocks(128, 128, 64, 0.5, 1);
   EXPECT_TRUE(bsr_tiles_apply(to_device(to_format(d.to(DType::kBF16), "bsr", FormatOptions::block(64, 64)), kCuda)));
   EXPECT_TRUE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF16), "bsr", FormatOptions::block(64, 64)), kCuda)));
-  // f32 and TF32 have no 64x64 tiles: those keep their old routes.
-  EXPECT_FALSE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(64, 64)), kCuda)));
+  // f32 has no 64x64 tiles; with TF32 on, the mma.sync kernels take them.
+  const Tensor f32 = to_device(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(64, 64)), kCuda);
+  EXPECT_FALSE(bsr_tiles_apply(f32));
+  set_allow_tf32(true);
+  EXPECT_TRUE(bsr_tiles_apply(f32));
 }
 
 // op(S) @ X and X @ op(S), S [128, 192] with block row 1 empty.
 TEST_F(BsrMmaTest, ProductsMatchCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 1000;
-  for (DType dtype : kHalfTypes) {
+  for (const Mode& mode : kModes) {
+    set_allow_tf32(mode.tf32);
+    const DType dtype = mode.dtype;
     for (int64_t b : kSides) {
       for (double density : {0.0, 0.4, 1.0}) {
         const Tensor dense = random_blocks(128, 192, b, density, seed++, {1});
@@ -93,14 +114,16 @@ TEST_F(BsrMmaTest, ProductsMatchCpu) {
           for (bool transpose_s : {false, true}) {
             const Tensor op_s = transpose_s ? s64.t() : s64;
             for (Layout layout : kLayouts) {
-              const std::string what = std::string(dtype_name(dtype)) + " blocks " + std::to_string(b) + " density " +
+              const std::string what = std::string(mode.name) + " blocks " + std::to_string(b) + " density " +
                                        std::to_string(density) + " n " + std::to_string(n) +
                                        (transpose_s ? " S^T " : " S ") + layout_name(layout);
               const Tensor x = operand(op_s.size(1), n, layout, seed++, dtype);
-              EXPECT_TRUE(near(bsr_tiled_matmul(s, transpose_s, x, true, "test"), matmul(op_s, host64(x)), dtype))
+              EXPECT_TRUE(
+                  near(bsr_tiled_matmul(s, transpose_s, x, true, "test"), matmul(op_s, host64(x)), mode.tolerance()))
                   << "op(S) @ X " << what;
               const Tensor y = operand(n, op_s.size(0), layout, seed++, dtype);
-              EXPECT_TRUE(near(bsr_tiled_matmul(s, transpose_s, y, false, "test"), matmul(host64(y), op_s), dtype))
+              EXPECT_TRUE(
+                  near(bsr_tiled_matmul(s, transpose_s, y, false, "test"), matmul(host64(y), op_s), mode.tolerance()))
                   << "X @ op(S) " << what;
             }
           }
@@ -114,7 +137,9 @@ TEST_F(BsrMmaTest, ProductsMatchCpu) {
 // empty row and writes the bias alone.
 TEST_F(BsrMmaTest, SingleBlockWithBiasAndRelu) {
   SKIP_WITHOUT_CUDA();
-  for (DType dtype : kHalfTypes) {
+  for (const Mode& mode : kModes) {
+    set_allow_tf32(mode.tf32);
+    const DType dtype = mode.dtype;
     for (int64_t b : kSides) {
       std::vector<double> v(256 * 256, 0.0);
       const std::vector<double> r = random_dense({b, b}, 7).to_vector<double>();
@@ -128,7 +153,7 @@ TEST_F(BsrMmaTest, SingleBlockWithBiasAndRelu) {
       const Tensor x = operand(300, 256, Layout::kContiguous, 8, dtype);
       const Tensor bias = random_dense({1, 256}, 9).reshape({256}).to(dtype).to(kCuda);
       const Tensor want = relu(add(matmul(host64(x), host64(dense.to(dtype)).t()), host64(bias)));
-      EXPECT_TRUE(near(linear_relu(x, w, bias), want, dtype)) << dtype_name(dtype) << " blocks " << b;
+      EXPECT_TRUE(near(linear_relu(x, w, bias), want, mode.tolerance())) << mode.name << " blocks " << b;
     }
   }
 }
@@ -141,7 +166,9 @@ TEST_F(BsrMmaTest, SingleBlockWithBiasAndRelu) {
 TEST_F(BsrMmaTest, SddmmMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 2000;
-  for (DType dtype : kHalfTypes) {
+  for (const Mode& mode : kModes) {
+    set_allow_tf32(mode.tf32);
+    const DType dtype = mode.dtype;
     for (int64_t b : kSides) {
       for (double density : {0.0, 0.3, 1.0}) {
         const Tensor dense = random_blocks(128, 512, b, density, seed++, {0});
@@ -153,9 +180,8 @@ TEST_F(BsrMmaTest, SddmmMatchesCpu) {
             const Tensor a = operand(128, k, layout, seed++, dtype);
             const Tensor bb = operand(k, 512, layout, seed++, dtype);
             const Tensor want = values(sddmm(host64(a), host64(bb), pattern64));
-            EXPECT_TRUE(near(bsr_tiled_sddmm_values(a, bb, pc), want, dtype))
-                << dtype_name(dtype) << " blocks " << b << " density " << density << " k " << k << " "
-                << layout_name(layout);
+            EXPECT_TRUE(near(bsr_tiled_sddmm_values(a, bb, pc), want, mode.tolerance()))
+                << mode.name << " blocks " << b << " density " << density << " k " << k << " " << layout_name(layout);
           }
         }
       }

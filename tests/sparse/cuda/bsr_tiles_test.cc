@@ -93,18 +93,20 @@ TEST_F(BsrTilesTest, EveryDirectionMatchesCpu) {
               const std::string what = std::string(mode.name) + " blocks " + std::to_string(blk.bh) + "x" +
                                        std::to_string(blk.bw) + " density " + std::to_string(density) + " n " +
                                        std::to_string(n) + (transpose_s ? " S^T" : " S") + (view ? " view" : "");
+              // The dense operand on the device, contiguous or a transposed view.
+              auto on_device = [&](int64_t rows, int64_t cols) {
+                return view ? random_dense({cols, rows}, seed++).to(mode.dtype).to(kCuda).t()
+                            : random_dense({rows, cols}, seed++).to(mode.dtype).to(kCuda);
+              };
+              auto host64 = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::kF64); };
               // op(S) @ X, X [op_s cols, n].
-              const Tensor x =
-                  view ? random_dense({n, op_s.size(1)}, seed++).t() : random_dense({op_s.size(1), n}, seed++);
-              const Tensor got = bsr_tiled_matmul(s, transpose_s, x.to(mode.dtype).to(kCuda), true, "test");
-              EXPECT_TRUE(near(got, matmul(op_s, x.to(mode.dtype).to(DType::kF64)), tolerance_dtype(mode)))
-                  << "op(S) @ X " << what;
+              const Tensor x = on_device(op_s.size(1), n);
+              const Tensor got = bsr_tiled_matmul(s, transpose_s, x, true, "test");
+              EXPECT_TRUE(near(got, matmul(op_s, host64(x)), tolerance_dtype(mode))) << "op(S) @ X " << what;
               // X @ op(S), X [n, op_s rows].
-              const Tensor y =
-                  view ? random_dense({op_s.size(0), n}, seed++).t() : random_dense({n, op_s.size(0)}, seed++);
-              const Tensor got2 = bsr_tiled_matmul(s, transpose_s, y.to(mode.dtype).to(kCuda), false, "test");
-              EXPECT_TRUE(near(got2, matmul(y.to(mode.dtype).to(DType::kF64), op_s), tolerance_dtype(mode)))
-                  << "X @ op(S) " << what;
+              const Tensor y = on_device(n, op_s.size(0));
+              const Tensor got2 = bsr_tiled_matmul(s, transpose_s, y, false, "test");
+              EXPECT_TRUE(near(got2, matmul(host64(y), op_s), tolerance_dtype(mode))) << "X @ op(S) " << what;
             }
           }
         }
@@ -256,24 +258,38 @@ TEST_F(BsrTilesTest, SddmmMatchesCpu) {
         const Tensor pattern = to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(blk.bh, blk.bw));
         const Tensor pc = to_device(pattern, kCuda);
         for (int64_t k : {1, 33, 100}) {
-          for (bool views : {false, true}) {
-            // a as the transposed view the gradient of linear passes (dy^T).
-            const Tensor a = (views ? random_dense({k, 64}, seed++).t() : random_dense({64, k}, seed++)).to(mode.dtype);
-            const Tensor b = (views ? random_dense({96, k}, seed++).t() : random_dense({k, 96}, seed++)).to(mode.dtype);
+          for (int layout : {0, 1, 2}) {
+            const bool views = layout == 1, strided = layout == 2;
+            // Operands laid out on the device: contiguous, transposed views
+            // (a as the gradient of linear passes dy^T), or every other
+            // column of a wider matrix (no unit stride).
+            auto on_device = [&](int64_t rows, int64_t cols) {
+              if (strided)
+                return random_dense({rows, 2 * cols}, seed++).to(mode.dtype).to(kCuda).slice(1, 0, 2 * cols, 2);
+              if (views) return random_dense({cols, rows}, seed++).to(mode.dtype).to(kCuda).t();
+              return random_dense({rows, cols}, seed++).to(mode.dtype).to(kCuda);
+            };
+            const Tensor ad = on_device(64, k), bd = on_device(k, 96);
+            const Tensor a = ad.to(Device::cpu()), b = bd.to(Device::cpu());
             // The op (which may time the tiles against the dense route and
             // take either) and the tiles themselves.
-            const Tensor got = sddmm(a.to(kCuda), b.to(kCuda), pc);
+            const Tensor got = sddmm(ad, bd, pc);
             EXPECT_EQ(pattern_version(got), pattern_version(pattern));
-            const Tensor tiled = sparse_cuda::bsr_tiled_sddmm_values(a.to(kCuda), b.to(kCuda), pc);
+            const Tensor tiled = sparse_cuda::bsr_tiled_sddmm_values(ad, bd, pc);
             const Tensor pattern64 =
                 to_format(dense.to(mode.dtype).to(DType::kF64), "bsr", FormatOptions::block(blk.bh, blk.bw));
             const Tensor want = sddmm(a.to(DType::kF64), b.to(DType::kF64), pattern64);
             EXPECT_TRUE(near(tiled, values(want), tolerance_dtype(mode)))
                 << "tiles " << mode.name << " blocks " << blk.bh << "x" << blk.bw << " density " << density << " k "
-                << k << (views ? " views" : "");
+                << k
+                << (views     ? " views"
+                    : strided ? " strided"
+                              : "");
             EXPECT_TRUE(near(values(got), values(want), tolerance_dtype(mode)))
                 << mode.name << " blocks " << blk.bh << "x" << blk.bw << " density " << density << " k " << k
-                << (views ? " views" : "");
+                << (views     ? " views"
+                    : strided ? " strided"
+                              : "");
           }
         }
       }
