@@ -75,6 +75,7 @@ struct Store {
   std::atomic<CsrSpmmMode> csr_spmm{CsrSpmmMode::kAuto};
   std::atomic<bool> csr_spmm_log{false};
   std::atomic<bool> bsr_tiles{true};
+  std::atomic<bool> bsr_mma{true};
   std::atomic<double> sddmm_dense_min_density{0.005};
 
   void store(const RuntimeOptions& o) {  // with mu held
@@ -85,6 +86,7 @@ struct Store {
     csr_spmm.store(o.csr_spmm, r);
     csr_spmm_log.store(o.csr_spmm_log, r);
     bsr_tiles.store(o.bsr_tiles, r);
+    bsr_mma.store(o.bsr_mma, r);
     sddmm_dense_min_density.store(o.sddmm_dense_min_density, r);
     loaded.store(true, std::memory_order_release);
   }
@@ -98,6 +100,7 @@ struct Store {
     o.csr_spmm = csr_spmm.load(r);
     o.csr_spmm_log = csr_spmm_log.load(r);
     o.bsr_tiles = bsr_tiles.load(r);
+    o.bsr_mma = bsr_mma.load(r);
     o.sddmm_dense_min_density = sddmm_dense_min_density.load(r);
     return o;
   }
@@ -126,6 +129,7 @@ RuntimeOptions runtime_options_from(const Getenv& getenv) {
        [&](const char* n, std::string_view v) { o.csr_spmm = static_cast<CsrSpmmMode>(one_of(n, v, kCsrSpmmNames)); });
   read("COPPICE_CSR_SPMM_LOG", [&](const char* n, std::string_view v) { o.csr_spmm_log = one_of(n, v, kBoolNames); });
   read("COPPICE_BSR_TILES", [&](const char* n, std::string_view v) { o.bsr_tiles = one_of(n, v, kBoolNames); });
+  read("COPPICE_BSR_MMA", [&](const char* n, std::string_view v) { o.bsr_mma = one_of(n, v, kBoolNames); });
   read("COPPICE_SDDMM_DENSE_DENSITY",
        [&](const char* n, std::string_view v) { o.sddmm_dense_min_density = parse_density(n, v); });
   return o;

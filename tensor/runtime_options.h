@@ -18,6 +18,7 @@
 //   COPPICE_CSR_SPMM             csr_spmm                 auto | own | tiled | rows | cusparse
 //   COPPICE_CSR_SPMM_LOG         csr_spmm_log             0 | 1
 //   COPPICE_BSR_TILES            bsr_tiles                1 | 0
+//   COPPICE_BSR_MMA              bsr_mma                  1 | 0
 //   COPPICE_SDDMM_DENSE_DENSITY  sddmm_dense_min_density  0.005; a finite number >= 0 (above 1: never)
 //
 // The options are process-global, like the environment they replace: a
@@ -59,6 +60,10 @@ struct RuntimeOptions {
   // The tiled BSR kernels of sparse/cuda/bsr_products.h; false: the routes
   // they replace.
   bool bsr_tiles = true;
+  // Square BSR blocks in bf16/f16/TF32 on the mma.sync kernels
+  // (sparse/cuda/bsr_mma.h); false: on the WMMA tiles they replaced, the
+  // reference to compare them with.
+  bool bsr_mma = true;
   // The density from which a CUDA SDDMM computes a @ b densely and gathers
   // (the dense_gemm route of sparse/cuda/sddmm.cc); above 1 turns it off.
   double sddmm_dense_min_density = 0.005;

@@ -134,9 +134,10 @@ int sm_count(int device) {
 
 // Whether the mma.sync kernels run this product or SDDMM (bsr_tiles.cu hands
 // them over): square 16, 32 and 64 blocks of a 16-bit type, or of f32 on
-// TF32 tensor cores (allow_tf32).
+// TF32 tensor cores (allow_tf32), unless RuntimeOptions::bsr_mma is off
+// (then 64x64 blocks have no tiles, and 16x16 and 32x32 take the WMMA ones).
 bool mma_runs(const BsrImpl& b, DType dtype) {
-  return (dtype != DType::kF32 || allow_tf32()) &&
+  return runtime_options().bsr_mma && (dtype != DType::kF32 || allow_tf32()) &&
          bsr_mma_takes(static_cast<int>(b.block_rows()), static_cast<int>(b.block_cols()));
 }
 
@@ -173,18 +174,19 @@ void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const 
   p.relu = relu;
   std::shared_ptr<const BlockColumns> columns;
   Tensor row_order;
+  p.mma_sync = mma_runs(b, s.dtype());
   if (walk_transposed) {
     columns = block_columns(s, b);
     p.ptr = columns->ptr.data<int32_t>();
     p.kblk = columns->block_row.data<int32_t>();
     p.bid = columns->block_id.data<int32_t>();
     p.out_block_rows = b.block_col_count();
-    if (mma_runs(b, s.dtype())) p.row_order = columns->order.data<int32_t>();
+    if (p.mma_sync) p.row_order = columns->order.data<int32_t>();
   } else {
     p.ptr = b.crow_indices().data<int32_t>();
     p.kblk = b.col_indices().data<int32_t>();
     p.out_block_rows = b.block_row_count();
-    if (mma_runs(b, s.dtype())) {
+    if (p.mma_sync) {
       row_order = block_row_order(s, b);
       p.row_order = row_order.data<int32_t>();
     }

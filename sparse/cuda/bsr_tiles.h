@@ -45,8 +45,11 @@ struct BsrProductArgs {
   StridedMatrix<T> y;        // [op(S) rows, n]
   const T* bias = nullptr;   // [op(S) rows] added to y's rows (linear's bias), or none
   bool relu = false;         // relu after the bias (linear_relu), in f32 before the one rounding
-  // The output block rows in the order thread blocks take them (longest
-  // first, so that the last wave is short), or null for 0, 1, ...
+  // Run on the mma.sync kernels (bsr_mma.h; square blocks of a 16-bit type
+  // or TF32), else on the WMMA / FMA tiles.
+  bool mma_sync = false;
+  // The output block rows in the order the mma.sync kernels take them
+  // (longest first, so that the last wave is short), or null for 0, 1, ...
   const int32_t* row_order = nullptr;
 };
 

@@ -33,6 +33,7 @@ TEST(RuntimeOptions, DefaultsWithNothingSet) {
   EXPECT_EQ(o.csr_spmm, CsrSpmmMode::kAuto);
   EXPECT_FALSE(o.csr_spmm_log);
   EXPECT_TRUE(o.bsr_tiles);
+  EXPECT_TRUE(o.bsr_mma);
   EXPECT_EQ(o.sddmm_dense_min_density, 0.005);
   // An empty variable is unset.
   EXPECT_EQ(from({{"COPPICE_CSR_SPMM", ""}, {"COPPICE_NUM_THREADS", ""}}).csr_spmm, CsrSpmmMode::kAuto);
@@ -45,6 +46,7 @@ TEST(RuntimeOptions, ReadsEveryVariable) {
                                  {"COPPICE_CSR_SPMM", "tiled"},
                                  {"COPPICE_CSR_SPMM_LOG", "1"},
                                  {"COPPICE_BSR_TILES", "0"},
+                                 {"COPPICE_BSR_MMA", "0"},
                                  {"COPPICE_SDDMM_DENSE_DENSITY", "0.25"}});
   EXPECT_EQ(o.num_threads, 3);
   EXPECT_EQ(o.profile, ProfileMode::kShapes);
@@ -52,6 +54,7 @@ TEST(RuntimeOptions, ReadsEveryVariable) {
   EXPECT_EQ(o.csr_spmm, CsrSpmmMode::kTiled);
   EXPECT_TRUE(o.csr_spmm_log);
   EXPECT_FALSE(o.bsr_tiles);
+  EXPECT_FALSE(o.bsr_mma);
   EXPECT_EQ(o.sddmm_dense_min_density, 0.25);
   EXPECT_EQ(from({{"COPPICE_PROFILE", "1"}}).profile, ProfileMode::kOn);
   EXPECT_EQ(from({{"COPPICE_PROFILE", "0"}}).profile, ProfileMode::kOff);
