@@ -1,31 +1,37 @@
-// BSR products on bf16/f16 tensor cores through mma.sync m16n8k16, ldmatrix
-// and a cp.async pipeline, for square 16x16, 32x32 and 64x64 blocks (bsr_mma.h).
+// BSR products on tensor cores through mma.sync (bf16/f16: m16n8k16 with
+// ldmatrix; f32 on TF32: m16n8k8 with fragments read element by element) and
+// a cp.async pipeline, for square 16x16, 32x32 and 64x64 blocks (bsr_mma.h).
 //
-// Why not WMMA (bsr_tiles.cu): on the H100 (4096^2 at 90 %, 32x32 bf16
-// blocks, batch 4096) the WMMA product took 0.157 ms, issue-bound on address
-// arithmetic (Nsight Compute: integer pipe busiest, IPC 2.3, L2 at 55 %).
-// Here each warp owns a 32 x 64 output tile (16 x 64 with 16x16 blocks; 64 f32 accumulators per
-// thread), fragments come from shared memory by ldmatrix (.trans where the
-// operand is stored the other way), two k16 steps' fragments load before
-// their mmas, and every thread copies fixed 16-byte runs of each staged
-// block and x slice (cp.async), so the loop is almost all loads and mmas:
-// 0.110 ms, with L2 the busiest unit (77 %).
+// Why not WMMA (bsr_tiles.cu, kept as the reference: RuntimeOptions::bsr_mma):
+// on the H100 (4096^2 at 90 %, 32x32 bf16 blocks, batch 4096) the WMMA
+// product took 0.157 ms, issue-bound on address arithmetic (Nsight Compute:
+// integer pipe busiest, IPC 2.3, L2 at 55 %). Here each warp owns a 32 x 64
+// output tile (16 x 64 with 16x16 blocks; 64 f32 accumulators per thread),
+// fragments come from shared memory by ldmatrix (.trans where the operand is
+// stored the other way), two k16 steps' fragments load before their mmas,
+// and every thread copies fixed 16-byte runs of each staged block and x slice
+// (cp.async), so the loop is almost all loads and mmas: 0.110 ms, with L2 the
+// busiest unit (77 %). What bounds it: each x slice is read once per block
+// that uses its column (docs/benchmarks.md, issue 17).
 //
 // SpMM, y = op(S) @ x: a thread block owns one output block row (B rows)
-// times kTileN columns of x (ProductTile: 512 for 32x32 blocks, 256 for
-// 64x64) and walks that row's stored blocks; per block it stages the block
-// as stored (op(S) = S^T reads it transposed) and the [B, kTileN] slice of x
-// that the block multiplies, each with its operand's contiguous dimension
-// contiguous, the next block's copies in flight while this one multiplies.
-// Rows are taken longest first (BsrProductArgs::row_order), and consecutive
-// thread blocks take consecutive rows of the same column tile, so that tile
-// of x stays in L2. Bias and relu are applied in the write-out, from an f32
-// tile in shared memory, with 16-byte stores along y's contiguous dimension.
+// times kTileN columns of x (ProductTile: 512 for 32x32 bf16 blocks, 256 for
+// 64x64; half as many in TF32) and walks that row's stored blocks; per block
+// it stages the block as stored (op(S) = S^T reads it transposed) and the
+// [B, kTileN] slice of x that the block multiplies, each with its operand's
+// contiguous dimension contiguous, the next block's copies in flight while
+// this one multiplies. Rows are taken longest first
+// (BsrProductArgs::row_order), and consecutive thread blocks take
+// consecutive rows of the same column tile, so that tile of x stays in L2.
+// Bias and relu are applied in the write-out, from an f32 tile in shared
+// memory, with 16-byte stores along y's contiguous dimension.
 //
 // SDDMM, values[e] = a[rows of e, :] @ b[:, cols of e]: a thread block takes
 // up to bsr_mma_sddmm_group stored blocks of one block row (a run of
 // BsrSddmmArgs::group_begin), so the [B, kStepK] slice of a is staged once for
-// all of them; one warp per 32 rows of each block.
+// all of them; one warp per 32 rows of each block. Where the runs are too few
+// to fill the GPU, k is split in ranges (BsrSddmmArgs::splits) whose partial
+// sums a second kernel adds in range order.
 //
 // Operands that are not 16-byte aligned, or strided other than along one
 // dimension, and tiles at the edge of x are staged element by element; the
