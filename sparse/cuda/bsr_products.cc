@@ -5,9 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -117,19 +115,6 @@ std::shared_ptr<const SddmmGroups> sddmm_groups(const Tensor& pattern, const Bsr
     out->row = from_vector(row, {std::max<int64_t>(out->count, 1)}).to(pattern.device());
     return std::shared_ptr<const SddmmGroups>(out);
   });
-}
-
-// The device's SM count, asked once per device.
-int sm_count(int device) {
-  static std::mutex mu;
-  static std::map<int, int> counts;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = counts.find(device);
-  if (it != counts.end()) return it->second;
-  int sms = 0;
-  COPPICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "sddmm");
-  counts[device] = sms;
-  return sms;
 }
 
 // Whether the mma.sync kernels run this product or SDDMM (bsr_tiles.cu hands
@@ -300,7 +285,7 @@ Tensor bsr_tiled_sddmm_values(const Tensor& a, const Tensor& b_in, const Tensor&
       p.group_row = groups->row.data<int32_t>();
       p.ngroups = groups->count;
       p.group = groups->most;
-      p.splits = bsr_mma_sddmm_splits(p.ngroups, p.k, sm_count(pattern.device().index));
+      p.splits = bsr_mma_sddmm_splits(p.ngroups, p.k, cuda::sm_count(pattern.device().index, op));
       if (p.splits > 1) {
         p.split_k = (p.k / p.splits + 63) / 64 * 64;
         p.splits = static_cast<int>((p.k + p.split_k - 1) / p.split_k);

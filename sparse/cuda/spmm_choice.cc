@@ -15,7 +15,6 @@
 #include "sparse/cuda/csr_row_order.h"
 #include "sparse/cuda/csr_spmm.h"
 #include "sparse/cuda/kernel_timing.h"
-#include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/ops.h"
 #include "tensor/runtime_options.h"
@@ -63,12 +62,6 @@ bool tiled_possible(const CsrSpmmArgs& a) {
   return csr_tiled_supported(probe);
 }
 
-int sm_count(int device) {
-  int sms = 0;
-  COPPICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "csr_spmm");
-  return sms;
-}
-
 // What the last product on this thread ran (last_csr_spmm_impl).
 thread_local CsrSpmmImpl last_impl = CsrSpmmImpl::kCusparse;
 
@@ -79,7 +72,7 @@ thread_local CsrSpmmImpl last_impl = CsrSpmmImpl::kCusparse;
 // rows that read it save; csr_spmm.cu. Auto measures instead.)
 CsrSpmmImpl own_pick(const CsrSpmmArgs& a, int64_t nnz, int device) {
   const bool dense_enough = nnz * 16 >= a.rows * a.cols;
-  const bool fills = csr_tiled_blocks(a) >= 2 * static_cast<int64_t>(sm_count(device));
+  const bool fills = csr_tiled_blocks(a) >= 2 * static_cast<int64_t>(cuda::sm_count(device, "csr_spmm"));
   return tiled_possible(a) && dense_enough && fills ? CsrSpmmImpl::kTiled : CsrSpmmImpl::kRows;
 }
 

@@ -33,6 +33,13 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0) cudaSetDevice(previous_);  // cannot throw from a destructor; best effort
 }
 
+int sm_count(int device, std::string_view op) {
+  int sms = 0;
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), op,
+             "cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount)");
+  return sms;
+}
+
 int device_count() {
   static int count = [] {
     int n = 0;

@@ -19,6 +19,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string_view>
+
 namespace coppice::cuda {
 
 // The stream kernels and cuBLAS use on `device` (the legacy default stream).
@@ -42,5 +44,8 @@ class DeviceGuard {
 
 // Number of visible CUDA devices; 0 (never an error) without a GPU or driver.
 int device_count();
+
+// Number of SMs of `device` (for sizing grids); throws naming `op` on error.
+int sm_count(int device, std::string_view op);
 
 }  // namespace coppice::cuda
