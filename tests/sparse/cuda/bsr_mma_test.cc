@@ -24,33 +24,10 @@ using sparse_cuda::bsr_tiled_matmul;
 using sparse_cuda::bsr_tiled_sddmm_values;
 using sparse_cuda::bsr_tiles_apply;
 
-// bf16, f16, and f32 on TF32 tensor cores (allow_tf32; checked to the 16-bit
-// tolerance: TF32 keeps 10 mantissa bits).
-struct Mode {
-  DType dtype;
-  bool tf32;
-  const char* name;
-  DType tolerance() const { return tf32 ? DType::kBF16 : dtype; }
-};
-const std::vector<Mode> kModes = {
+// bf16, f16, and f32 on TF32 tensor cores (allow_tf32).
+const std::vector<TileMode> kModes = {
     {DType::kBF16, false, "bf16"}, {DType::kF16, false, "f16"}, {DType::kF32, true, "tf32"}};
 const std::vector<int64_t> kSides = {16, 32, 64};
-
-// An f64 [rows, cols] matrix whose [b, b] blocks are kept with probability
-// `density`; block rows in `empty` all zero.
-Tensor random_blocks(int64_t rows, int64_t cols, int64_t b, double density, uint64_t seed,
-                     const std::vector<int64_t>& empty = {}) {
-  std::vector<double> v = random_dense({rows, cols}, seed).to_vector<double>();
-  const std::vector<double> keep = random_matrix({rows / b, cols / b}, density, seed + 1).to_vector<double>();
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      bool zero = keep[static_cast<size_t>((r / b) * (cols / b) + c / b)] == 0.0;
-      for (int64_t e : empty) zero = zero || r / b == e;
-      if (zero) v[static_cast<size_t>(r * cols + c)] = 0.0;
-    }
-  }
-  return from_vector(v, {rows, cols}, TensorOptions(DType::kF64));
-}
 
 // A dense [rows, cols] operand on the GPU as the kernels may see it:
 // contiguous, a transposed view, or every other column of a wider matrix
@@ -70,8 +47,6 @@ Tensor operand(int64_t rows, int64_t cols, Layout layout, uint64_t seed, DType d
   return random_dense({rows, cols}, seed).to(dtype).to(kCuda);
 }
 
-Tensor host64(const Tensor& t) { return t.to(Device::cpu()).to(DType::kF64); }
-
 class BsrMmaTest : public SparseCudaTest {
  protected:
   void TearDown() override {
@@ -87,7 +62,7 @@ TEST_F(BsrMmaTest, TakesSquare16To64BlocksOf16BitTypes) {
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(8, 8));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(32, 64));
   SKIP_WITHOUT_CUDA();
-  const Tensor d = random_blocks(128, 128, 64, 0.5, 1);
+  const Tensor d = random_blocks(128, 128, 64, 64, 0.5, 1);
   EXPECT_TRUE(bsr_tiles_apply(to_device(to_format(d.to(DType::kBF16), "bsr", FormatOptions::block(64, 64)), kCuda)));
   EXPECT_TRUE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF16), "bsr", FormatOptions::block(64, 64)), kCuda)));
   // f32 has no 64x64 tiles; with TF32 on, the mma.sync kernels take them.
@@ -101,12 +76,12 @@ TEST_F(BsrMmaTest, TakesSquare16To64BlocksOf16BitTypes) {
 TEST_F(BsrMmaTest, ProductsMatchCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 1000;
-  for (const Mode& mode : kModes) {
+  for (const TileMode& mode : kModes) {
     set_allow_tf32(mode.tf32);
     const DType dtype = mode.dtype;
     for (int64_t b : kSides) {
       for (double density : {0.0, 0.4, 1.0}) {
-        const Tensor dense = random_blocks(128, 192, b, density, seed++, {1});
+        const Tensor dense = random_blocks(128, 192, b, b, density, seed++, {1});
         const Tensor s = to_device(to_format(dense.to(dtype), "bsr", FormatOptions::block(b, b)), kCuda);
         ASSERT_TRUE(bsr_tiles_apply(s));
         const Tensor s64 = host64(to_dense(s));
@@ -137,7 +112,7 @@ TEST_F(BsrMmaTest, ProductsMatchCpu) {
 // empty row and writes the bias alone.
 TEST_F(BsrMmaTest, SingleBlockWithBiasAndRelu) {
   SKIP_WITHOUT_CUDA();
-  for (const Mode& mode : kModes) {
+  for (const TileMode& mode : kModes) {
     set_allow_tf32(mode.tf32);
     const DType dtype = mode.dtype;
     for (int64_t b : kSides) {
@@ -159,19 +134,19 @@ TEST_F(BsrMmaTest, SingleBlockWithBiasAndRelu) {
 }
 
 // SDDMM: a [rows, k] @ b [k, cols] at the pattern, a and b in each layout
-// (k = 2048 splits the inner dimension into ranges summed in order)
-// (a transposed is dy^T, as the gradient of linear passes it); 512 columns
+// (a transposed is dy^T, as the gradient of linear passes it). 512 columns
 // of 32x32 blocks at density 1 give rows of 16 blocks: two runs of 8 each
-// (at 0.3, runs of at most 4).
+// (at 0.3, runs of at most 4); k = 2048 splits the inner dimension into
+// ranges summed in order.
 TEST_F(BsrMmaTest, SddmmMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 2000;
-  for (const Mode& mode : kModes) {
+  for (const TileMode& mode : kModes) {
     set_allow_tf32(mode.tf32);
     const DType dtype = mode.dtype;
     for (int64_t b : kSides) {
       for (double density : {0.0, 0.3, 1.0}) {
-        const Tensor dense = random_blocks(128, 512, b, density, seed++, {0});
+        const Tensor dense = random_blocks(128, 512, b, b, density, seed++, {0});
         const Tensor pattern = to_format(dense.to(dtype), "bsr", FormatOptions::block(b, b));
         const Tensor pc = to_device(pattern, kCuda);
         const Tensor pattern64 = to_format(dense.to(dtype).to(DType::kF64), "bsr", FormatOptions::block(b, b));
@@ -193,7 +168,7 @@ TEST_F(BsrMmaTest, SddmmMatchesCpu) {
 TEST_F(BsrMmaTest, RepeatsBitForBit) {
   SKIP_WITHOUT_CUDA();
   for (int64_t b : kSides) {
-    const Tensor dense = random_blocks(512, 512, b, 0.3, 40 + b);
+    const Tensor dense = random_blocks(512, 512, b, b, 0.3, 40 + b);
     const Tensor s = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(b, b)), kCuda);
     const Tensor x = operand(4096, 512, Layout::kContiguous, 41, DType::kBF16);  // the SDDMM splits k = 4096
     const Tensor dy = operand(4096, 512, Layout::kContiguous, 42, DType::kBF16);

@@ -21,34 +21,10 @@ namespace {
 using sparse_cuda::bsr_tiled_matmul;
 using sparse_cuda::bsr_tiles_apply;
 
-// Blocks kept with probability `density`, block rows in `empty` all zero.
-Tensor random_blocks(int64_t rows, int64_t cols, int64_t bh, int64_t bw, double density, uint64_t seed,
-                     const std::vector<int64_t>& empty = {}) {
-  const Tensor values = random_dense({rows, cols}, seed);
-  const Tensor keep = random_matrix({rows / bh, cols / bw}, density, seed + 1, empty);
-  std::vector<double> v = values.to_vector<double>();
-  const std::vector<double> k = keep.to_vector<double>();
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      if (k[static_cast<size_t>((r / bh) * (cols / bw) + c / bw)] == 0.0) v[static_cast<size_t>(r * cols + c)] = 0.0;
-    }
-  }
-  return from_vector(v, {rows, cols}, TensorOptions(DType::kF64));
-}
-
-struct Mode {
-  DType dtype;
-  bool tf32;
-  const char* name;
-};
-
-const std::vector<Mode> kModes = {{DType::kF32, false, "f32"},
-                                  {DType::kF32, true, "tf32"},
-                                  {DType::kBF16, false, "bf16"},
-                                  {DType::kF16, false, "f16"}};
-
-// TF32 keeps 10 mantissa bits, as f16 does: the bf16/f16 tolerance.
-DType tolerance_dtype(const Mode& m) { return m.tf32 ? DType::kBF16 : m.dtype; }
+const std::vector<TileMode> kModes = {{DType::kF32, false, "f32"},
+                                      {DType::kF32, true, "tf32"},
+                                      {DType::kBF16, false, "bf16"},
+                                      {DType::kF16, false, "f16"}};
 
 class BsrTilesTest : public SparseCudaTest {
  protected:
@@ -82,7 +58,7 @@ TEST_F(BsrTilesTest, EveryDirectionMatchesCpu) {
   // tiles they replaced (RuntimeOptions::bsr_mma off), the reference.
   for (bool mma : {true, false}) {
     ScopedRuntimeOptions kernels([mma](RuntimeOptions& o) { o.bsr_mma = mma; });
-    for (const Mode& mode : kModes) {
+    for (const TileMode& mode : kModes) {
       set_allow_tf32(mode.tf32);
       for (const Blocks& blk : kBlocks) {
         for (double density : {0.0, 0.3, 1.0}) {
@@ -103,15 +79,14 @@ TEST_F(BsrTilesTest, EveryDirectionMatchesCpu) {
                   return view ? random_dense({cols, rows}, seed++).to(mode.dtype).to(kCuda).t()
                               : random_dense({rows, cols}, seed++).to(mode.dtype).to(kCuda);
                 };
-                auto host64 = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::kF64); };
                 // op(S) @ X, X [op_s cols, n].
                 const Tensor x = on_device(op_s.size(1), n);
                 const Tensor got = bsr_tiled_matmul(s, transpose_s, x, true, "test");
-                EXPECT_TRUE(near(got, matmul(op_s, host64(x)), tolerance_dtype(mode))) << "op(S) @ X " << what;
+                EXPECT_TRUE(near(got, matmul(op_s, host64(x)), mode.tolerance())) << "op(S) @ X " << what;
                 // X @ op(S), X [n, op_s rows].
                 const Tensor y = on_device(n, op_s.size(0));
                 const Tensor got2 = bsr_tiled_matmul(s, transpose_s, y, false, "test");
-                EXPECT_TRUE(near(got2, matmul(host64(y), op_s), tolerance_dtype(mode))) << "X @ op(S) " << what;
+                EXPECT_TRUE(near(got2, matmul(host64(y), op_s), mode.tolerance())) << "X @ op(S) " << what;
               }
             }
           }
@@ -145,7 +120,7 @@ TEST_F(BsrTilesTest, LinearWithBiasAddsItInTheKernel) {
   SKIP_WITHOUT_CUDA();
   EXPECT_NE(Dispatcher::instance().find("linear", DeviceType::kCuda, {"dense", "bsr", "dense"}), nullptr);
   uint64_t seed = 700;
-  for (const Mode& mode : kModes) {
+  for (const TileMode& mode : kModes) {
     set_allow_tf32(mode.tf32);
     for (double density : {0.0, 0.4}) {
       const Tensor dense = random_blocks(64, 96, 32, 32, density, seed++, {1});
@@ -154,13 +129,13 @@ TEST_F(BsrTilesTest, LinearWithBiasAddsItInTheKernel) {
       const Tensor b = random_dense({1, 64}, seed++).reshape({64}).to(mode.dtype);
       const Tensor got = linear(x.to(kCuda), to_device(w, kCuda), b.to(kCuda));
       const Tensor want = linear(x.to(DType::kF64), dense.to(mode.dtype).to(DType::kF64), b.to(DType::kF64));
-      EXPECT_TRUE(near(got, want, tolerance_dtype(mode))) << mode.name << " density " << density;
+      EXPECT_TRUE(near(got, want, mode.tolerance())) << mode.name << " density " << density;
       // A 3-D input (tokens of a transformer) as rows and back.
       const Tensor x3 = random_dense({6, 5 * 96}, seed++).reshape({6, 5, 96}).to(mode.dtype);
       const Tensor got3 = linear(x3.to(kCuda), to_device(w, kCuda), b.to(kCuda));
       EXPECT_EQ(got3.shape(), (Shape{6, 5, 64}));
       const Tensor want3 = linear(x3.to(DType::kF64), dense.to(mode.dtype).to(DType::kF64), b.to(DType::kF64));
-      EXPECT_TRUE(near(got3.reshape({30, 64}), want3.reshape({30, 64}), tolerance_dtype(mode)))
+      EXPECT_TRUE(near(got3.reshape({30, 64}), want3.reshape({30, 64}), mode.tolerance()))
           << mode.name << " density " << density << " 3-D";
     }
   }
@@ -176,7 +151,7 @@ TEST_F(BsrTilesTest, LinearReluAppliesItInTheKernel) {
   EXPECT_NE(Dispatcher::instance().find("linear_relu", DeviceType::kCuda, {"dense", "bsr", "dense"}), nullptr);
   EXPECT_NE(Dispatcher::instance().find("linear_relu", DeviceType::kCuda, {"dense", "bsr"}), nullptr);
   uint64_t seed = 800;
-  for (const Mode& mode : kModes) {
+  for (const TileMode& mode : kModes) {
     set_allow_tf32(mode.tf32);
     for (const Blocks& blk : kBlocks) {
       for (double density : {0.0, 0.4}) {
@@ -198,10 +173,10 @@ TEST_F(BsrTilesTest, LinearReluAppliesItInTheKernel) {
             ASSERT_EQ(got.shape(), ys) << what;
             const int64_t rows = shape_numel(xs) / 96;
             const Tensor composite = relu(linear(x.to(kCuda), w, bc));
-            EXPECT_TRUE(near(got.reshape({rows, 64}), composite.reshape({rows, 64}), tolerance_dtype(mode)))
+            EXPECT_TRUE(near(got.reshape({rows, 64}), composite.reshape({rows, 64}), mode.tolerance()))
                 << "vs the GPU composite, " << what;
             const Tensor want = relu(linear(x.to(DType::kF64), w64, with_bias ? b.to(DType::kF64) : Tensor()));
-            EXPECT_TRUE(near(got.reshape({rows, 64}), want.reshape({rows, 64}), tolerance_dtype(mode)))
+            EXPECT_TRUE(near(got.reshape({rows, 64}), want.reshape({rows, 64}), mode.tolerance()))
                 << "vs the CPU, " << what;
           }
         }
@@ -234,7 +209,7 @@ TEST_F(BsrTilesTest, LinearReluWithoutTilesIsTheComposite) {
 // BSR weight's on its pattern) match the composite's.
 TEST_F(BsrTilesTest, LinearReluGradientsMatchTheComposite) {
   SKIP_WITHOUT_CUDA();
-  for (const Mode& mode : {kModes[0], kModes[2]}) {  // f32, bf16
+  for (const TileMode& mode : {kModes[0], kModes[2]}) {  // f32, bf16
     const Tensor dense = random_blocks(64, 96, 32, 32, 0.4, 950, {1});
     const Tensor wv = to_device(to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(32, 32)), kCuda);
     const Tensor xv = random_dense({70, 96}, 951).to(mode.dtype).to(kCuda);
@@ -248,7 +223,7 @@ TEST_F(BsrTilesTest, LinearReluGradientsMatchTheComposite) {
     };
     const std::vector<Tensor> fused = run(true), composite = run(false);
     for (size_t i = 0; i < fused.size(); ++i) {
-      EXPECT_TRUE(near(fused[i], composite[i], tolerance_dtype(mode))) << mode.name << " output " << i;
+      EXPECT_TRUE(near(fused[i], composite[i], mode.tolerance())) << mode.name << " output " << i;
     }
   }
 }
@@ -258,7 +233,7 @@ TEST_F(BsrTilesTest, SddmmMatchesCpu) {
   uint64_t seed = 500;
   for (bool mma : {true, false}) {  // as in EveryDirectionMatchesCpu
     ScopedRuntimeOptions kernels([mma](RuntimeOptions& o) { o.bsr_mma = mma; });
-    for (const Mode& mode : kModes) {
+    for (const TileMode& mode : kModes) {
       set_allow_tf32(mode.tf32);
       for (const Blocks& blk : kBlocks) {
         for (double density : {0.0, 0.3, 1.0}) {
@@ -287,13 +262,13 @@ TEST_F(BsrTilesTest, SddmmMatchesCpu) {
               const Tensor pattern64 =
                   to_format(dense.to(mode.dtype).to(DType::kF64), "bsr", FormatOptions::block(blk.bh, blk.bw));
               const Tensor want = sddmm(a.to(DType::kF64), b.to(DType::kF64), pattern64);
-              EXPECT_TRUE(near(tiled, values(want), tolerance_dtype(mode)))
+              EXPECT_TRUE(near(tiled, values(want), mode.tolerance()))
                   << "tiles " << mode.name << " blocks " << blk.bh << "x" << blk.bw << " density " << density << " k "
                   << k
                   << (views     ? " views"
                       : strided ? " strided"
                                 : "");
-              EXPECT_TRUE(near(values(got), values(want), tolerance_dtype(mode)))
+              EXPECT_TRUE(near(values(got), values(want), mode.tolerance()))
                   << mode.name << " blocks " << blk.bh << "x" << blk.bw << " density " << density << " k " << k
                   << (views     ? " views"
                       : strided ? " strided"

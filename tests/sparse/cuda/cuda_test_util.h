@@ -70,6 +70,34 @@ class SparseCudaTest : public ::testing::Test {
   }
 };
 
+// An f64 [rows, cols] matrix whose [bh, bw] blocks are kept with
+// probability `density` (values as random_matrix's), block rows in `empty`
+// all zero; drawn on the host.
+inline Tensor random_blocks(int64_t rows, int64_t cols, int64_t bh, int64_t bw, double density, uint64_t seed,
+                            const std::vector<int64_t>& empty = {}) {
+  std::vector<double> v = random_matrix({rows, cols}, 1.0, seed).to_vector<double>();
+  const std::vector<double> k = random_matrix({rows / bh, cols / bw}, density, seed + 1, empty).to_vector<double>();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      if (k[static_cast<size_t>((r / bh) * (cols / bw) + c / bw)] == 0.0) v[static_cast<size_t>(r * cols + c)] = 0.0;
+    }
+  }
+  return from_vector(v, {rows, cols}, TensorOptions(DType::kF64));
+}
+
+// A copy in f64 on the host (the reference side of a parity check).
+inline Tensor host64(const Tensor& t) { return t.to(Device::cpu()).to(DType::kF64); }
+
+// How the BSR tile kernels multiply (sparse/cuda/bsr_tiles.h): a dtype, and
+// for f32 whether TF32 tensor cores may (allow_tf32). TF32 keeps 10 mantissa
+// bits, as f16 does: its results are checked to the 16-bit tolerance.
+struct TileMode {
+  DType dtype;
+  bool tf32;
+  const char* name;
+  DType tolerance() const { return tf32 ? DType::kBF16 : dtype; }
+};
+
 inline const std::vector<double> kDensities = {0.0, 0.1, 0.5, 1.0};
 inline const std::vector<DType> kDtypes = {DType::kF32, DType::kF64, DType::kBF16};
 
