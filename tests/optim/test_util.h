@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "optim/sgd.h"
+#include "optim/sgd_step_math.h"
 #include "sparse/convert.h"
 #include "sparse/sparse_impl.h"
 #include "sparse/stored_positions.h"
@@ -66,6 +67,18 @@ struct SgdCase {
     o.weight_decay = weight_decay;
     o.nesterov = nesterov;
     return o;
+  }
+  // The fused step's arguments for the same case (optim/sgd_step_math.h);
+  // `first` as given.
+  SgdStepArgs step_args(double lr, bool first) const {
+    SgdStepArgs a;
+    a.lr = lr;
+    a.momentum = momentum;
+    a.dampening = dampening;
+    a.weight_decay = weight_decay;
+    a.nesterov = nesterov;
+    a.first = first;
+    return a;
   }
   std::string describe() const {
     return str_cat("momentum ", momentum, " dampening ", dampening, " weight_decay ", weight_decay,

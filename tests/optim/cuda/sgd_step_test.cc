@@ -48,16 +48,9 @@ TEST(SgdStepCudaTest, KernelMatchesCpuTwinBitForBit) {
       const int64_t n = 100003;  // more than one block, not a multiple of it
       Tensor p = random_tensor({n}, 1, dtype), buf = empty({n}, dtype);
       Tensor pc = p.to(kCuda), bufc = empty({n}, TensorOptions(dtype, kCuda));
-      const SgdOptions o = c.options(0.05);
-      SgdStepArgs args;
-      args.lr = o.lr;
-      args.momentum = o.momentum;
-      args.dampening = o.dampening;
-      args.weight_decay = o.weight_decay;
-      args.nesterov = o.nesterov;
       const bool has_buf = c.momentum != 0.0;
       for (int step = 0; step < 5; ++step) {
-        args.first = step == 0;
+        const SgdStepArgs args = c.step_args(0.05, step == 0);
         const Tensor g = random_tensor({n}, 10 + step, dtype);
         ASSERT_TRUE(fused_sgd_step(p, g, has_buf ? buf : Tensor(), args));
         ASSERT_TRUE(fused_sgd_step(pc, g.to(kCuda), has_buf ? bufc : Tensor(), args));
@@ -78,16 +71,9 @@ TEST(SgdStepCudaTest, MixedKernelMatchesCpuTwinBitForBit) {
       const int64_t n = 100003;
       Tensor master = random_tensor({n}, 1, DType::kF32), buf = empty({n}, DType::kF32), p16 = master.to(dtype);
       Tensor mc = master.to(kCuda), bc = empty({n}, TensorOptions(DType::kF32, kCuda)), pc = p16.to(kCuda);
-      const SgdOptions o = c.options(0.05);
-      SgdStepArgs args;
-      args.lr = o.lr;
-      args.momentum = o.momentum;
-      args.dampening = o.dampening;
-      args.weight_decay = o.weight_decay;
-      args.nesterov = o.nesterov;
       const bool has_buf = c.momentum != 0.0;
       for (int step = 0; step < 5; ++step) {
-        args.first = step == 0;
+        const SgdStepArgs args = c.step_args(0.05, step == 0);
         const Tensor g = random_tensor({n}, 10 + step, dtype);
         ASSERT_TRUE(fused_sgd_step_mixed(master, g, has_buf ? buf : Tensor(), p16, args));
         ASSERT_TRUE(fused_sgd_step_mixed(mc, g.to(kCuda), has_buf ? bc : Tensor(), pc, args));
