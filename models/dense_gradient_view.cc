@@ -2,7 +2,10 @@
 
 #include "autograd/sparse_grad.h"
 #include "optim/optimizer.h"
+#include "sparse/blocked_ell.h"
+#include "sparse/bsr.h"
 #include "sparse/sparse_impl.h"
+#include "sparsifiers/mask_ops.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -15,12 +18,34 @@ DenseGradientView::~DenseGradientView() {
   }
 }
 
+namespace {
+
+bool block_format(const Tensor& t) { return t.layout() == Layout::kBsr || t.layout() == Layout::kBlockedEll; }
+
+// [block rows, block cols] of a bsr or blocked_ell weight.
+std::pair<int64_t, int64_t> block_shape(const Tensor& t) {
+  if (t.layout() == Layout::kBsr) {
+    const BsrImpl& b = bsr_impl(t, "dense-gradient view");
+    return {b.block_rows(), b.block_cols()};
+  }
+  const int64_t b = t.impl_as<BlockedEllImpl>()->block_size();
+  return {b, b};
+}
+
+}  // namespace
+
 void DenseGradientView::open(Module& model, const std::vector<std::string>& layers,
-                             const std::function<void(const std::string& layer)>& on_swap) {
+                             const std::function<void(const std::string& layer)>& on_swap, bool probe_blocks) {
   model_ = &model;
   for (const std::string& name : layers) {
     const Variable w = model.parameter(name);
     if (!w.value().is_sparse()) continue;
+    if (probe_blocks && block_format(w.value())) {
+      if (!probe_) probe_ = std::make_unique<GradientProbe>();
+      probe_->watch(name, w.value());
+      probed_.push_back({name, w});
+      continue;
+    }
     Variable wd(to_dense(w.value()), true, name);
     model.set_parameter(name, wd);
     swapped_.push_back({name, w, wd});
@@ -42,12 +67,32 @@ std::map<std::string, Tensor> DenseGradientView::close(double grad_scale) {
   }
   swapped_.clear();
   model_ = nullptr;
+  // Closed whatever happens below.
+  const std::vector<Probed> probed = std::move(probed_);
+  const std::unique_ptr<GradientProbe> probe = std::move(probe_);
+  probed_.clear();
+  for (const Probed& p : probed) {
+    const Tensor& w = p.weight.value();
+    const auto [bh, bw] = block_shape(w);
+    const GradientProbe::Factors& factors = probe->factors(p.name);
+    const std::string op = "dense-gradient view (block scores of '" + p.name + "')";
+    if (factors.empty()) {
+      COPPICE_CHECK(!p.weight.grad().defined(), op,
+                    ": the weight has a gradient, but not from linear or matmul with the weight itself, the "
+                    "products whose gradients the block scores are formed from");
+      dense_grads[p.name] = zeros({w.size(0) / bh, w.size(1) / bw}, TensorOptions(DType::kF64, w.device()));
+      continue;
+    }
+    dense_grads[p.name] = mul(sparsify::product_block_scores(factors, bh, bw, op), 1.0 / (grad_scale * grad_scale));
+  }
   return dense_grads;
 }
 
 void DenseGradientView::restore() {
   for (const Swapped& s : swapped_) model_->set_parameter(s.name, s.sparse);
   swapped_.clear();
+  probed_.clear();
+  probe_.reset();
   model_ = nullptr;
 }
 

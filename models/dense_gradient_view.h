@@ -7,13 +7,24 @@
 // the dense gradient goes to the updater, and its projection onto the
 // weight's pattern (autograd's project_grad) becomes the weight's gradient,
 // so the optimizer sees what an ordinary step would give it.
+//
+// Block formats (bsr, blocked_ell) are ranked by per-block sums of squares of
+// that gradient. With `probe_blocks`, such a weight is not swapped: it stays
+// sparse for the step, a GradientProbe (autograd/gradient_probe.h) collects
+// the factors of its gradient, and close() hands back the block scores
+// computed from them a chunk at a time (sparsify::product_block_scores), so
+// no dense gradient or dense product is formed. The trainer asks for this on
+// one rank only: the block scores of an average over ranks cannot be formed
+// from each rank's own scores.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "autograd/gradient_probe.h"
 #include "autograd/variable.h"
 #include "models/module.h"
 #include "tensor/tensor.h"
@@ -29,14 +40,18 @@ class DenseGradientView {
   ~DenseGradientView();
 
   // Swaps every sparse parameter among `layers` of `model` for a dense leaf
-  // (dense ones are left alone); `on_swap` (may be empty) hears each name.
+  // (dense ones are left alone), or, with `probe_blocks`, watches those in a
+  // block format instead; `on_swap` (may be empty) hears each swapped name.
   void open(Module& model, const std::vector<std::string>& layers,
-            const std::function<void(const std::string& layer)>& on_swap);
+            const std::function<void(const std::string& layer)>& on_swap, bool probe_blocks = false);
 
   // Puts the sparse weights back, each with its dense gradient projected onto
-  // its pattern as gradient; returns the dense gradients by layer, divided by
+  // its pattern as gradient; returns by layer the dense gradients, divided by
   // `grad_scale` (the loss scale backward ran with) and in the optimizer's
-  // state dtype (f32 for 16-bit weights), zeros where backward left none.
+  // state dtype (f32 for 16-bit weights), zeros where backward left none,
+  // and for each probed weight the block scores of its unscaled gradient
+  // (f64, [rows / block_rows, cols / block_cols]). Throws naming a probed
+  // weight whose gradient did not come from the products the probe sees.
   std::map<std::string, Tensor> close(double grad_scale);
 
   bool is_open() const { return model_ != nullptr; }
@@ -50,8 +65,14 @@ class DenseGradientView {
     Variable sparse;
     Variable dense;
   };
+  struct Probed {
+    std::string name;
+    Variable weight;
+  };
   Module* model_ = nullptr;
   std::vector<Swapped> swapped_;
+  std::vector<Probed> probed_;
+  std::unique_ptr<GradientProbe> probe_;
 };
 
 }  // namespace coppice

@@ -2,9 +2,11 @@
 #include "optim/mask_change.h"
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 #include <utility>
 
+#include "sparse/bsr.h"
 #include "sparse/convert.h"
 #include "sparse/sparse_impl.h"
 #include "sparse/stored_positions.h"
@@ -18,12 +20,24 @@ bool contains(const std::vector<int64_t>& sorted, int64_t x) {
   return std::binary_search(sorted.begin(), sorted.end(), x);
 }
 
+// kept must be a subset of the old positions, grown disjoint from kept.
+void check_kept_grown(const std::vector<int64_t>& old, const std::vector<int64_t>& kept,
+                      const std::vector<int64_t>& grown, int64_t numel, std::string_view op);
+
 void check_ascending(const std::vector<int64_t>& v, int64_t numel, std::string_view what, std::string_view op) {
   for (size_t i = 0; i < v.size(); ++i) {
     COPPICE_CHECK(v[i] >= 0 && v[i] < numel, op, ": ", what, " position ", v[i], " is outside [0, ", numel, ")");
     COPPICE_CHECK(i == 0 || v[i - 1] < v[i], op, ": ", what, " positions must be strictly ascending (", v[i - 1],
                   " then ", v[i], ")");
   }
+}
+
+void check_kept_grown(const std::vector<int64_t>& old, const std::vector<int64_t>& kept,
+                      const std::vector<int64_t>& grown, int64_t numel, std::string_view op) {
+  check_ascending(kept, numel, "kept", op);
+  check_ascending(grown, numel, "grown", op);
+  for (int64_t p : kept) COPPICE_CHECK(contains(old, p), op, ": kept position ", p, " is not stored");
+  for (int64_t p : grown) COPPICE_CHECK(!contains(kept, p), op, ": grown position ", p, " is also kept");
 }
 
 }  // namespace
@@ -106,11 +120,7 @@ Tensor mask_from_positions(const Shape& shape, const std::vector<int64_t>& posit
 
 MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const std::vector<int64_t>& kept,
                            const std::vector<int64_t>& grown, const RegrowInit& init, std::string_view op) {
-  const int64_t numel = old.numel();
-  check_ascending(kept, numel, "kept", op);
-  check_ascending(grown, numel, "grown", op);
-  for (int64_t p : kept) COPPICE_CHECK(contains(old.positions, p), op, ": kept position ", p, " is not stored");
-  for (int64_t p : grown) COPPICE_CHECK(!contains(kept, p), op, ": grown position ", p, " is also kept");
+  check_kept_grown(old.positions, kept, grown, old.numel(), op);
 
   MaskChange change;
   change.grown = grown;
@@ -164,6 +174,94 @@ MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const st
   const Tensor index = from_vector(idx).to(param.device());
   const Tensor new_values = index_select(src, 0, index).reshape(values(pattern).shape());
   change.param = with_values(pattern, new_values);
+  change.keep_from = from_vector(keep_from);
+  return change;
+}
+
+PatternView bsr_block_view(const Tensor& param, std::string_view op) {
+  const BsrImpl& b = bsr_impl(param, op);
+  PatternView view;
+  view.shape = {b.block_row_count(), b.block_col_count()};
+  const std::vector<int> crow = b.crow_indices().to_vector<int>();
+  const std::vector<int> col = b.col_indices().to_vector<int>();
+  view.positions.reserve(col.size());
+  for (int64_t r = 0; r + 1 < static_cast<int64_t>(crow.size()); ++r) {
+    for (int s = crow[static_cast<size_t>(r)]; s < crow[static_cast<size_t>(r + 1)]; ++s) {
+      view.positions.push_back(r * view.shape[1] + col[static_cast<size_t>(s)]);
+    }
+  }
+  // Block columns rise within a block row (sparse/bsr.h), so storage order is position order.
+  view.slots.resize(view.positions.size());
+  std::iota(view.slots.begin(), view.slots.end(), 0);
+  view.value_slots = view.nnz();
+  return view;
+}
+
+MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, const std::vector<int64_t>& kept,
+                              const std::vector<int64_t>& grown, const RegrowInit& init, std::string_view op) {
+  const BsrImpl& b = bsr_impl(param, op);
+  check_kept_grown(blocks.positions, kept, grown, blocks.numel(), op);
+  const int64_t bh = b.block_rows(), bw = b.block_cols(), area = bh * bw;
+  const int64_t grid_rows = b.block_row_count(), grid_cols = b.block_col_count(), cols = param.size(1);
+  PatternView elements;  // what expand_blocks needs of the entries' view
+  elements.shape = param.shape();
+  elements.block_rows = bh;
+  elements.block_cols = bw;
+
+  std::vector<int64_t> dropped_blocks, next;
+  std::set_difference(blocks.positions.begin(), blocks.positions.end(), kept.begin(), kept.end(),
+                      std::back_inserter(dropped_blocks));
+  std::merge(kept.begin(), kept.end(), grown.begin(), grown.end(), std::back_inserter(next));
+  MaskChange change;
+  change.dropped = expand_blocks(dropped_blocks, elements);
+  change.grown = expand_blocks(grown, elements);
+
+  // The new block indices.
+  std::vector<int32_t> crow(static_cast<size_t>(grid_rows + 1), 0), col(next.size());
+  for (size_t i = 0; i < next.size(); ++i) {
+    ++crow[static_cast<size_t>(next[i] / grid_cols + 1)];
+    col[i] = static_cast<int32_t>(next[i] % grid_cols);
+  }
+  for (size_t r = 1; r < crow.size(); ++r) crow[r] += crow[r - 1];
+
+  // Values: the old blocks, then the grown ones, picked block by block.
+  const int64_t n_old = b.nblocks(), n_grown = static_cast<int64_t>(grown.size());
+  Tensor grown_values = zeros({n_grown, area}, param.options());
+  if (init && n_grown > 0) {
+    Tensor v = init(param, change.grown);
+    COPPICE_CHECK(v.defined() && v.numel() == n_grown * area, op, ": the regrow init returned ",
+                  v.defined() ? v.numel() : 0, " values for ", n_grown * area, " grown positions");
+    // init's values follow the flat positions; blocks hold them block by block.
+    std::vector<int64_t> from(static_cast<size_t>(n_grown * area));
+    for (size_t j = 0; j < change.grown.size(); ++j) {
+      const int64_t p = change.grown[j], r = p / cols, c = p % cols;
+      const int64_t g = std::lower_bound(grown.begin(), grown.end(), (r / bh) * grid_cols + c / bw) - grown.begin();
+      from[static_cast<size_t>(g * area + (r % bh) * bw + c % bw)] = static_cast<int64_t>(j);
+    }
+    v = to_dense(v).reshape({-1}).to(param.dtype()).to(param.device());
+    grown_values = index_select(v, 0, from_vector(from).to(param.device())).reshape({n_grown, area});
+  }
+  std::vector<int64_t> idx(next.size()), keep_from(next.size() * static_cast<size_t>(area));
+  for (size_t s = 0; s < next.size(); ++s) {
+    auto g = std::lower_bound(grown.begin(), grown.end(), next[s]);
+    const bool is_grown = g != grown.end() && *g == next[s];
+    // A kept block's slot is its index among the old positions (bsr_block_view's slots are 0, 1, ...).
+    const int64_t old_slot = is_grown ? -1
+                                      : std::lower_bound(blocks.positions.begin(), blocks.positions.end(), next[s]) -
+                                            blocks.positions.begin();
+    idx[s] = is_grown ? n_old + (g - grown.begin()) : blocks.slots[static_cast<size_t>(old_slot)];
+    for (int64_t e = 0; e < area; ++e) {
+      keep_from[s * static_cast<size_t>(area) + static_cast<size_t>(e)] = is_grown ? -1 : idx[s] * area + e;
+    }
+  }
+  const Tensor old_values = values(param).reshape({n_old, area});
+  const Tensor src = n_old == 0 ? grown_values : n_grown == 0 ? old_values : cat({old_values, grown_values});
+  const int64_t n_new = static_cast<int64_t>(next.size());
+  const Tensor new_values = n_new == 0
+                                ? zeros({0, bh, bw}, param.options())
+                                : index_select(src, 0, from_vector(idx).to(param.device())).reshape({n_new, bh, bw});
+  change.param =
+      sparse_bsr(from_vector(crow).to(param.device()), from_vector(col).to(param.device()), new_values, param.shape());
   change.keep_from = from_vector(keep_from);
   return change;
 }

@@ -46,6 +46,11 @@ PatternView block_view(const PatternView& elements);
 // block_view(elements)), ascending.
 std::vector<int64_t> expand_blocks(const std::vector<int64_t>& blocks, const PatternView& elements);
 
+// block_view(pattern_view(param)) of a BSR parameter, read from its block
+// indices alone (no entry is visited): what a mask update of a large BSR
+// weight walks instead of its millions of entries.
+PatternView bsr_block_view(const Tensor& param, std::string_view op);
+
 // Values for regrown entries: given the parameter (before the update) and
 // the grown flat positions (ascending), returns a tensor of positions.size()
 // values (any floating dtype and device; converted to the parameter's).
@@ -64,6 +69,16 @@ struct MaskChange {
 // init(param, grown), or zeros when `init` is empty.
 MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const std::vector<int64_t>& kept,
                            const std::vector<int64_t>& grown, const RegrowInit& init, std::string_view op);
+
+// rebuild_pattern for a BSR parameter, block by block: `kept` (a subset of
+// blocks.positions, from bsr_block_view) and `grown` are ascending block
+// indices of the grid; init, when given, is asked for the grown entries' flat
+// positions as rebuild_pattern asks. The result is rebuild_pattern's for the
+// same blocks (dropped and grown as flat positions), without a dense mask or
+// a walk over the entries: indices are built per block and the values move
+// block by block on the parameter's device.
+MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, const std::vector<int64_t>& kept,
+                              const std::vector<int64_t>& grown, const RegrowInit& init, std::string_view op);
 
 // A stable 64-bit key for a parameter name (FNV-1a), for the `purpose` word
 // of Generator::keyed: the same on every build, device and rank.

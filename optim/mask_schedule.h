@@ -46,7 +46,8 @@ class MaskSchedule {
   virtual bool changes_masks(int64_t step, bool optimizer_step_skipped) const = 0;
   // Changes the masks of `step` (rebinding the changed parameters through the
   // store); `dense_gradients` by layer, from the step's dense-gradient view
-  // (empty on steps that did not ask for it).
+  // (empty on steps that did not ask for it; for a block-format layer, its
+  // block scores where the view probed it: LayerInputs in mask_updater.h).
   virtual MaskUpdateStats update(int64_t step, const std::map<std::string, Tensor>& dense_gradients) = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <utility>
 
+#include "sparse/bsr.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/mask_ops.h"
 #include "tensor/ops.h"
@@ -80,6 +81,21 @@ std::vector<int64_t> apportion(int64_t total, const std::vector<double>& weights
     remaining = 0;
   }
   return out;
+}
+
+bool is_blocked_bsr(const Tensor& param) {
+  if (param.layout() != Layout::kBsr) return false;
+  const BsrImpl& b = bsr_impl(param, "mask update");
+  return b.block_rows() > 1 || b.block_cols() > 1;
+}
+
+// Per stored block of a BSR parameter, its sum of squares (f64, one per
+// block slot), on the parameter's device: the magnitude prune keys of
+// sparsify::block_scores without the dense detour.
+Tensor stored_block_scores(const Tensor& param) {
+  const Tensor v = values(param);
+  const Tensor w = v.to(DType::kF64).reshape({v.size(0), -1});
+  return sum(mul(w, w), {1});
 }
 
 }  // namespace
@@ -264,6 +280,7 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     const LayerInputs* in = nullptr;
     PatternView elements;                   // the stored entries
     PatternView view;                       // the units of the update: the entries, or the blocks of a block format
+    bool bsr = false;                       // BSR with blocks above 1x1: walked block by block (elements: shape only)
     std::vector<int64_t> kept, candidates;  // in units
     int64_t dropped = 0, grow = 0;
   };
@@ -287,17 +304,32 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     Pending& p = pending[i];
     p.in = &in;
     if (!result.updated) continue;  // statistics only: no pattern walk on ordinary steps
-    p.elements = pattern_view(in.param, op);
+    p.bsr = is_blocked_bsr(in.param);
+    if (p.bsr) {
+      // Block by block from the block indices: a 4096² weight has 16M entries but 16K blocks.
+      const BsrImpl& b = bsr_impl(in.param, op);
+      p.elements.shape = l.shape;
+      p.elements.block_rows = b.block_rows();
+      p.elements.block_cols = b.block_cols();
+      p.view = bsr_block_view(in.param, op);
+    } else {
+      p.elements = pattern_view(in.param, op);
+      p.view = p.elements.blocked() ? block_view(p.elements) : p.elements;
+    }
     const bool blocked = p.elements.blocked();
-    p.view = blocked ? block_view(p.elements) : p.elements;
     COPPICE_CHECK(!blocked || config_.prune == PruneCriterion::kMagnitude, op, ": prune criterion '",
                   prune_criterion_name(config_.prune), "' works entry by entry; a ", in.param.format(),
                   " parameter is pruned by block magnitude only");
     COPPICE_CHECK(!blocked || !policy_->redistributes_by_momentum(), op, ": growth '", policy_->name(),
                   "' moves entries between layers and needs element formats, got ", in.param.format());
     if (policy_->needs_dense_gradient()) {
-      COPPICE_CHECK(in.dense_gradient.defined() && in.dense_gradient.shape() == l.shape, op, ": growth '",
-                    policy_->name(), "' needs the dense gradient of shape ", shape_to_string(l.shape));
+      const bool block_scores_given =
+          blocked && in.dense_gradient.defined() && in.dense_gradient.shape() == p.view.shape;
+      COPPICE_CHECK(
+          block_scores_given || (in.dense_gradient.defined() && in.dense_gradient.shape() == l.shape), op, ": growth '",
+          policy_->name(), "' needs the dense gradient of shape ", shape_to_string(l.shape),
+          blocked ? str_cat(" (or its block scores, ", shape_to_string(p.view.shape), ")") : "",
+          in.dense_gradient.defined() ? str_cat(", got ", shape_to_string(in.dense_gradient.shape())) : ", got none");
     }
     if (policy_->needs_momentum()) {
       COPPICE_CHECK(in.momentum.defined() && in.momentum.shape() == l.shape, op, ": growth '", policy_->name(),
@@ -310,7 +342,9 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     bool magnitude = false;
     switch (config_.prune) {
       case PruneCriterion::kMagnitude:
-        if (blocked) {
+        if (p.bsr) {
+          keys = stored_block_scores(in.param);
+        } else if (blocked) {
           keys = sparsify::block_scores(to_dense(in.param).contiguous(), p.elements.block_rows, p.elements.block_cols,
                                         false, op);
         } else {
@@ -375,9 +409,10 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
       if (p.elements.blocked()) {
         g.block_rows = p.elements.block_rows;
         g.block_cols = p.elements.block_cols;
+        // Block scores as handed in (the grid's shape), or formed from a dense tensor.
         auto blocks = [&](const Tensor& t) {
-          return t.defined() ? sparsify::block_scores(to_dense(t).contiguous(), g.block_rows, g.block_cols, false, op)
-                             : t;
+          if (!t.defined() || t.shape() == p.view.shape) return t;
+          return sparsify::block_scores(to_dense(t).contiguous(), g.block_rows, g.block_cols, false, op);
         };
         g.dense_gradient = blocks(g.dense_gradient);
         g.momentum = blocks(g.momentum);
@@ -394,7 +429,8 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
         COPPICE_CHECK(j == 0 || grown[j - 1] < grown[j], op, ": growth '", policy_->name(),
                       "' must return distinct ascending positions (", grown[j - 1], " then ", grown[j], ")");
       }
-      MaskChange change = p.elements.blocked()
+      MaskChange change = p.bsr ? rebuild_bsr_blocks(p.in->param, p.view, p.kept, grown, config_.init, op)
+                          : p.elements.blocked()
                               ? rebuild_pattern(p.in->param, p.elements, expand_blocks(p.kept, p.elements),
                                                 expand_blocks(grown, p.elements), config_.init, op)
                               : rebuild_pattern(p.in->param, p.view, p.kept, grown, config_.init, op);

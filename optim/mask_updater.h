@@ -75,8 +75,11 @@ double drop_fraction_at(const MaskUpdaterConfig& config, int64_t step);
 // The inputs of one layer at an update: the parameter (always), and the
 // dense gradient / momentum when the growth policy asks for them: the
 // parameter's shape, dense or in any format whose unstored entries read as 0
-// (for example the gradient's top candidates, streamed, as COO). Replicas
-// hand in the same, already reduced tensors.
+// (for example the gradient's top candidates, streamed, as COO). For a block
+// format the gradient may come as its block scores instead (sums of squares
+// per block, the block grid's shape: models/dense_gradient_view.h forms them
+// without a dense gradient). Replicas hand in the same, already reduced
+// tensors.
 struct LayerInputs {
   Tensor param;
   Tensor dense_gradient;
@@ -117,7 +120,9 @@ class MaskUpdater {
   // csr, csc or masked, entry by entry; or a 2-D one in bsr or blocked_ell,
   // whose updates keep, drop and grow whole blocks, ranked by block sum of
   // squares of the weight, gradient or momentum; magnitude pruning only, and
-  // no momentum redistribution); the start of its ITOP record.
+  // no momentum redistribution); the start of its ITOP record. A BSR layer is
+  // updated from its block indices and its values block by block, on the
+  // parameter's device, without visiting its entries one by one.
   void add_layer(const std::string& name, const Tensor& param);
   const std::vector<std::string>& layers() const { return names_; }
 

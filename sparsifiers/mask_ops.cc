@@ -1,5 +1,6 @@
 #include "sparsifiers/mask_ops.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "tensor/dispatcher.h"
@@ -74,6 +75,44 @@ Tensor block_scores(const Tensor& x, int64_t bh, int64_t bw, bool l1, std::strin
   a.set("block_cols", bw);
   a.set("l1", l1);
   return dispatch("sparsify_block_scores", {widened(x)}, a)[0];
+}
+
+Tensor product_block_scores(const std::vector<std::pair<Tensor, Tensor>>& factors, int64_t bh, int64_t bw,
+                            std::string_view op, int64_t chunk_rows) {
+  COPPICE_CHECK(!factors.empty(), op, ": block scores of a product need at least one pair of factors");
+  const Tensor& a0 = factors[0].first;
+  const Tensor& b0 = factors[0].second;
+  for (const auto& [a, b] : factors) {
+    COPPICE_CHECK(a.defined() && b.defined() && a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), op,
+                  ": the factors must be matrices [rows, k] and [k, cols], got ",
+                  a.defined() ? shape_to_string(a.shape()) : "none", " and ",
+                  b.defined() ? shape_to_string(b.shape()) : "none");
+    COPPICE_CHECK(a.size(0) == a0.size(0) && b.size(1) == b0.size(1), op, ": every product must be ",
+                  shape_to_string({a0.size(0), b0.size(1)}), ", got ", shape_to_string({a.size(0), b.size(1)}));
+    COPPICE_CHECK(
+        a.dtype() == a0.dtype() && b.dtype() == a0.dtype() && a.device() == a0.device() && b.device() == a0.device(),
+        op, ": the factors must share one dtype and device");
+    check_floating(a, op);
+  }
+  const int64_t rows = a0.size(0), cols = b0.size(1);
+  COPPICE_CHECK(bh > 0 && bw > 0 && rows % bh == 0 && cols % bw == 0, op, ": block ", bh, "x", bw,
+                " does not divide the product's shape ", shape_to_string({rows, cols}));
+  constexpr int64_t kChunkElements = int64_t{1} << 22;
+  if (chunk_rows <= 0) chunk_rows = std::max<int64_t>(1, kChunkElements / std::max<int64_t>(cols, 1) / bh) * bh;
+  COPPICE_CHECK(chunk_rows % bh == 0, op, ": chunk_rows (", chunk_rows, ") must be a multiple of the block rows (", bh,
+                ")");
+  const DType sum_dtype = a0.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
+  std::vector<Tensor> parts;
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
+    const int64_t n = std::min(chunk_rows, rows - r0);
+    Tensor chunk;
+    for (const auto& [a, b] : factors) {
+      const Tensor p = matmul(a.narrow(0, r0, n), b).to(sum_dtype);
+      chunk = chunk.defined() ? add(chunk, p) : p;
+    }
+    parts.push_back(block_scores(chunk, bh, bw, false, op));
+  }
+  return parts.size() == 1 ? parts[0] : cat(parts, 0);
 }
 
 Tensor expand_block_mask(const Tensor& block_mask, int64_t bh, int64_t bw) {

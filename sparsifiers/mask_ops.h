@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -47,6 +49,15 @@ Tensor topk_mask(const Tensor& keys, int64_t k, bool magnitude, std::string_view
 // Per block of a 2-D x: the sum of squares (l1 false) or of |x| (l1 true),
 // f64 [rows / bh, cols / bw]. bh and bw must divide the shape.
 Tensor block_scores(const Tensor& x, int64_t bh, int64_t bw, bool l1, std::string_view op);
+// block_scores (sum of squares) of the product sum_i a_i @ b_i (each a_i
+// [rows, k_i], b_i [k_i, cols], any strides, one dtype and device), without
+// forming the product whole: it is computed `chunk_rows` rows at a time (0:
+// as many rows, a multiple of bh, as hold about 4M elements), each chunk's
+// products summed in f32 (f64 for f64 factors). The mask updater ranks a
+// block-sparse weight's gradient at every block this way (a_i, b_i: the
+// factors autograd's GradientProbe hands over).
+Tensor product_block_scores(const std::vector<std::pair<Tensor, Tensor>>& factors, int64_t bh, int64_t bw,
+                            std::string_view op, int64_t chunk_rows = 0);
 // A block mask [rows / bh, cols / bw] spread to the elements [rows, cols].
 Tensor expand_block_mask(const Tensor& block_mask, int64_t bh, int64_t bw);
 

@@ -16,7 +16,10 @@
 //      it for this forward/backward; its dense gradient goes to the updater,
 //      and its projection onto the pattern (autograd's project_grad) becomes
 //      the weight's gradient, so the optimizer sees what an ordinary step
-//      would give it. On every other step gradients stay compact.
+//      would give it. On one rank, weights in a block format (bsr,
+//      blocked_ell) are not swapped: their gradient's factors are probed and
+//      the updater gets block scores (models/dense_gradient_view.h). On
+//      every other step gradients stay compact.
 //   4. movement scores (prune criterion kMovement) accumulate, gradient
 //      clipping (global norm), optimizer step, LR scheduler step,
 //   5. on the steps where the mask schedule (optim/mask_schedule.h, over the

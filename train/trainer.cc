@@ -152,9 +152,15 @@ void Trainer::forward_backward() {
   step_.dense_gradient = masks_ != nullptr && masks_->needs_dense_gradient(t);
   if (step_.dense_gradient) {
     summary_.dense_gradient_steps.push_back(t);
-    dense_view_.open(model_, masks_->layers(), [&](const std::string& name) {
-      if (c_.on_dense_gradient) c_.on_dense_gradient(t, name);
-    });
+    // One rank ranks block-format weights by block scores formed from the
+    // gradient's factors; ranks must agree on an average, which needs the
+    // dense gradient itself.
+    dense_view_.open(
+        model_, masks_->layers(),
+        [&](const std::string& name) {
+          if (c_.on_dense_gradient) c_.on_dense_gradient(t, name);
+        },
+        /*probe_blocks=*/world_ == 1);
   }
   if (sync_) {
     NamedLeaves leaves;

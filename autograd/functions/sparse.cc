@@ -6,6 +6,7 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/grad_utils.h"
 #include "autograd/functions/reduce.h"
+#include "autograd/gradient_probe.h"
 #include "autograd/sparse_grad.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
@@ -83,6 +84,7 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
     return record(y, "SparseMatmulBackward", {a, b}, [av, xv](const Tensor& g, const GradNeeds& n) {
       Tensor gc = g.contiguous();
       Tensor ga = n[0] ? sddmm(gc, xv.t(), av) : Tensor();
+      if (n[0]) GradientProbe::offer(av, gc, xv.t());
       Tensor gb = n[1] ? matmul(transpose(av), gc) : Tensor();
       return Grads{ga, gb};
     });
@@ -93,6 +95,7 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
     Tensor gc = g.contiguous();
     Tensor ga = n[0] ? matmul(gc, transpose(bv)) : Tensor();
     Tensor gb = n[1] ? sddmm(xv.t(), gc, bv) : Tensor();
+    if (n[1]) GradientProbe::offer(bv, xv.t(), gc);
     return Grads{ga, gb};
   });
 }
@@ -120,7 +123,11 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
                     Tensor g2 = through_relu(g, y_saved).reshape({-1, out}).contiguous();
                     Tensor gx, gw, gb;
                     if (n[0]) gx = matmul(g2, wv).reshape(xs);
-                    if (n[1]) gw = sddmm(g2.t(), xs_v.reshape({-1, in}), wv);
+                    if (n[1]) {
+                      const Tensor x2 = xs_v.reshape({-1, in});
+                      gw = sddmm(g2.t(), x2, wv);
+                      GradientProbe::offer(wv, g2.t(), x2);
+                    }
                     if (n[2]) gb = sum(g2, {0});
                     return Grads{gx, gw, gb};
                   });

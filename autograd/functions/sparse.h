@@ -21,6 +21,8 @@
 //   relu/abs/neg(S)            with_values(S, f'(values) * g)   -
 //   sum(S[, dims])             G broadcast, sampled             -
 //
+// The three products also hand their sparse operand's SDDMM factors to an
+// open GradientProbe (gradient_probe.h) that watches it.
 // Sparse-by-sparse products and sums are not differentiable (a clear error).
 // values() and with_values() let users write any function of the values.
 #pragma once

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "optim/density.h"
 #include "sparse/sparse_impl.h"
+#include "sparsifiers/mask_ops.h"
 #include "tensor/backend.h"
 #include "tensor/ops.h"
 #include "tests/optim/mask_test_util.h"
@@ -525,6 +527,90 @@ TEST(MaskUpdater, BlockFormatsUpdateWholeBlocks) {
   EXPECT_TRUE(throws_with([&] { m.update(0, {{"w", {p, Tensor(), Tensor()}}}); }, {"block magnitude only"}));
 }
 
+// A random BSR [24, 40] in 4x8 blocks (a 6x5 grid) storing `blocks` of the
+// grid (block row 2 empty), values uniform in +-[0.5, 2).
+Tensor random_bsr(uint64_t seed, const std::vector<int64_t>& blocks) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> mag(0.5, 2.0);
+  std::vector<double> v(24 * 40, 0.0);
+  for (int64_t b : blocks) {
+    for (int64_t r = 0; r < 4; ++r) {
+      for (int64_t c = 0; c < 8; ++c) v[static_cast<size_t>((b / 5 * 4 + r) * 40 + b % 5 * 8 + c)] = mag(rng);
+    }
+  }
+  return to_format(from_vector(v, {24, 40}, TensorOptions(DType::kF64)).to(DType::kF32), "bsr",
+                   FormatOptions::block(4, 8));
+}
+
+// The BSR walk by block indices gives what the walk over every entry gives:
+// the same block view, and the same rebuilt parameter, keep_from, dropped
+// and grown entries, with zeros or a RegrowInit for the grown blocks.
+TEST(MaskUpdater, BsrBlockWalkMatchesTheEntryWalk) {
+  const Tensor p = random_bsr(3, {0, 3, 4, 6, 7, 8, 17, 19, 24, 29});
+  const PatternView elements = pattern_view(p, "test");
+  const PatternView expect = block_view(elements);
+  const PatternView blocks = bsr_block_view(p, "test");
+  EXPECT_EQ(blocks.shape, expect.shape);
+  EXPECT_EQ(blocks.positions, expect.positions);
+  EXPECT_EQ(blocks.slots, expect.slots);
+  EXPECT_EQ(blocks.value_slots, expect.value_slots);
+  const std::vector<int64_t> kept = {3, 6, 7, 17, 29}, grown = {1, 10, 12, 28};
+  const RegrowInit by_position = [](const Tensor&, const std::vector<int64_t>& pos) {
+    std::vector<float> v;
+    for (int64_t q : pos) v.push_back(static_cast<float>(q) + 0.5f);
+    return from_vector(v);
+  };
+  for (const bool with_init : {false, true}) {
+    const RegrowInit init = with_init ? by_position : RegrowInit();
+    const MaskChange a = rebuild_bsr_blocks(p, blocks, kept, grown, init, "test");
+    const MaskChange b =
+        rebuild_pattern(p, elements, expand_blocks(kept, elements), expand_blocks(grown, elements), init, "test");
+    EXPECT_EQ(a.param.format(), "bsr");
+    EXPECT_EQ(positions(a.param), positions(b.param));
+    EXPECT_EQ(to_dense(a.param).to_vector<float>(), to_dense(b.param).to_vector<float>()) << with_init;
+    EXPECT_EQ(a.keep_from.to_vector<int64_t>(), b.keep_from.to_vector<int64_t>());
+    EXPECT_EQ(a.dropped, b.dropped);
+    EXPECT_EQ(a.grown, b.grown);
+  }
+  // Everything dropped, and nothing stored to begin with.
+  const MaskChange none = rebuild_bsr_blocks(p, blocks, {}, {}, RegrowInit(), "test");
+  EXPECT_EQ(nnz(none.param), 0);
+  const Tensor empty = random_bsr(4, {});
+  const MaskChange all_new = rebuild_bsr_blocks(empty, bsr_block_view(empty, "test"), {}, {2, 5}, RegrowInit(), "t");
+  EXPECT_EQ(nnz(all_new.param), 2 * 32);
+  EXPECT_EQ(all_new.keep_from.to_vector<int64_t>(), std::vector<int64_t>(64, -1));
+  EXPECT_TRUE(throws_with([&] { rebuild_bsr_blocks(p, blocks, {5}, {}, RegrowInit(), "op"); }, {"kept", "5"}));
+  EXPECT_TRUE(throws_with([&] { rebuild_bsr_blocks(p, blocks, {3}, {3}, RegrowInit(), "op"); }, {"grown", "3"}));
+}
+
+// RigL on a block format ranks the gradient by block sums of squares, so the
+// block scores may be handed in instead of the dense gradient: the same
+// masks, update after update.
+TEST(MaskUpdater, BlockScoresStandInForTheDenseGradient) {
+  for (const std::string format : {"bsr", "blocked_ell"}) {
+    const Tensor base = random_bsr(5, {0, 1, 4, 6, 9, 13, 18, 22, 27});
+    Tensor pa = format == "bsr" ? base : to_format(to_dense(base), format, FormatOptions::block(4));
+    const int64_t bh = 4, bw = format == "bsr" ? 8 : 4;
+    Tensor pb = pa;
+    MaskUpdater a(config("gradient", 0.4)), b(config("gradient", 0.4));
+    a.add_layer("w", pa);
+    b.add_layer("w", pb);
+    for (int64_t step = 0; step < 60; step += 10) {
+      const Tensor g = random_dense({24, 40}, 900 + step);
+      const Tensor scores = sparsify::block_scores(g, bh, bw, false, "test");
+      pa = a.update(step, {{"w", {pa, g, Tensor()}}}).layers[0].param;
+      pb = b.update(step, {{"w", {pb, scores, Tensor()}}}).layers[0].param;
+      ASSERT_EQ(positions(pa), positions(pb)) << format << " step " << step;
+      ASSERT_EQ(to_dense(pa).to_vector<float>(), to_dense(pb).to_vector<float>());
+    }
+    EXPECT_TRUE(throws_with(
+        [&] {
+          b.update(0, {{"w", {pb, random_dense({3, 5}, 1), Tensor()}}});
+        },
+        {"dense gradient of shape [24, 40]", "block scores", "got [3, 5]"}));
+  }
+}
+
 // LeNet-300-100 at ERK 90% sparsity (fc3 comes out dense), RigL with the
 // cosine schedule: every layer keeps its allocated nnz through every update;
 // the dense layer has no room and never changes.
@@ -584,6 +670,23 @@ TEST(MaskUpdater, CpuAndCudaMasksAgree) {
       pg = gpu.update(step, {{"w", {pg, g.to(Device::cuda(0)), Tensor()}}}).layers[0].param;
       ASSERT_EQ(pg.device(), Device::cuda(0));
       ASSERT_EQ(positions(pc), positions(pg)) << growth << " step " << step;
+      ASSERT_EQ(to_dense(pc).to_vector<float>(), to_dense(pg).to_vector<float>());
+    }
+  }
+  // BSR, walked block by block on the device, given block scores or the dense gradient.
+  for (const bool scores : {false, true}) {
+    MaskUpdater cpu(config("gradient", 0.5)), gpu(config("gradient", 0.5));
+    Tensor pc = random_bsr(8, {0, 3, 4, 6, 7, 8, 17, 19, 24, 29});
+    Tensor pg = to_device(pc, Device::cuda(0));
+    cpu.add_layer("w", pc);
+    gpu.add_layer("w", pg);
+    for (int64_t step = 0; step < 100; step += 10) {
+      Tensor g = random_dense({24, 40}, 3000 + step);
+      if (scores) g = sparsify::block_scores(g, 4, 8, false, "test");
+      pc = cpu.update(step, {{"w", {pc, g, Tensor()}}}).layers[0].param;
+      pg = gpu.update(step, {{"w", {pg, g.to(Device::cuda(0)), Tensor()}}}).layers[0].param;
+      ASSERT_EQ(pg.device(), Device::cuda(0));
+      ASSERT_EQ(positions(pc), positions(pg)) << "bsr step " << step;
       ASSERT_EQ(to_dense(pc).to_vector<float>(), to_dense(pg).to_vector<float>());
     }
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "sparsifiers/mask_ops.h"
 #include "tensor/generator.h"
 #include "tensor/ops.h"
 #include "tensor/philox.h"
@@ -255,6 +256,43 @@ TEST(BlockMagnitudeTest, ExactBlockCounts) {
                         kept_count(s, nb), false);
     }
   }
+}
+
+// Block scores of a sum of products, a chunk of rows at a time, are those of
+// the product formed whole: f64 factors, transposed views, chunks of one
+// block row and of several, one pair and three.
+TEST(ProductBlockScoresTest, MatchTheScoresOfTheWholeProduct) {
+  const Tensor a1 = random_tensor({7, 24}, 1, false, DType::kF64).t();  // [24, 7], strided
+  const Tensor b1 = random_tensor({7, 20}, 2, false, DType::kF64);
+  const Tensor a2 = random_tensor({24, 3}, 3, false, DType::kF64);
+  const Tensor b2 = random_tensor({20, 3}, 4, false, DType::kF64).t();
+  const Tensor whole = add(matmul(a1, b1), matmul(a2, b2));
+  for (int64_t chunk : {0, 4, 8, 24, 100}) {
+    const Tensor expect = sparsify::block_scores(whole, 4, 5, false, "test");
+    const Tensor got = sparsify::product_block_scores({{a1, b1}, {a2, b2}}, 4, 5, "test", chunk);
+    EXPECT_EQ(got.shape(), (Shape{6, 4}));
+    EXPECT_TRUE(allclose(got, expect, 1e-12, 0.0)) << chunk;
+  }
+  EXPECT_TRUE(allclose(sparsify::product_block_scores({{a1, b1}}, 2, 2, "t"),
+                       sparsify::block_scores(matmul(a1, b1), 2, 2, false, "t"), 1e-12, 0.0));
+  EXPECT_TRUE(throws_with([&] { sparsify::product_block_scores({}, 4, 5, "op"); }, {"op", "at least one pair"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        sparsify::product_block_scores({{a1, a2}}, 4, 5, "op");
+      },
+      {"op", "[24, 7]", "[24, 3]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        sparsify::product_block_scores({{a1, b1}, {a2, a2.t()}}, 4, 5, "op");
+      },
+      {"op", "[24, 20]"}));
+  EXPECT_TRUE(throws_with([&] { sparsify::product_block_scores({{a1, b1}}, 5, 5, "op"); }, {"op", "5x5"}));
+  EXPECT_TRUE(throws_with([&] { sparsify::product_block_scores({{a1, b1}}, 4, 5, "op", 6); }, {"op", "chunk_rows"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        sparsify::product_block_scores({{a1, b1.to(DType::kF32)}}, 4, 5, "op");
+      },
+      {"op", "one dtype"}));
 }
 
 TEST(BlockMagnitudeTest, BadParameters) {

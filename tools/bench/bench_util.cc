@@ -30,6 +30,8 @@ std::string usage() {
          "       bench train [--device cpu|cuda|all] [--models mlp,lenet300,vit] [--formats dense,csr,bsr,nm]\n"
          "             [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--steps S] [--warmup W] [--config-dir D]\n"
          "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--batch B] [--reps R] [--json FILE]\n"
+         "       bench rigl [--device cpu|cuda|all] [--modes f32,tf32,bf16] [--sparsity X] [--hidden H] [--batch B]\n"
+         "             [--steps S] [--warmup W] [--json FILE]\n"
          "\n"
          "  gemm         dense matmul [N, N] x [N, N] (default N: 4096 on CUDA, 1024 on the CPU;\n"
          "               dtypes f32 f64 bf16 f16 on CUDA, f32 f64 on the CPU)\n"
@@ -57,6 +59,10 @@ std::string usage() {
          "               dy W and dy^T x at W's blocks, W [H, H] (4096) in 16/32/64 blocks at 90/95/98 %, batch\n"
          "               B (4096), in bf16, f16 and TF32 (--dtype f32), beside cuBLAS's dense x W^T of the same\n"
          "               type; rows carry dense_ms, speedup and fraction_of_ideal (speedup x density)\n"
+         "  rigl         a block-RigL mask-update step (not part of all; rigl_bench.cc): bench train's MLP with its\n"
+         "               three HxH weights BSR 32x32 at --sparsity (0.9), the update of a RigL job's step (dense-\n"
+         "               gradient view, optimizer, prune and regrow of the three layers) with block scores probed\n"
+         "               and with dense swaps, beside an ordinary step; rows carry steps_per_update\n"
          "  --tf32       f32 dense matmuls on CUDA may use TF32 tensor cores (tensor/precision.h)\n"
          "  --size N     gemm's m = n = k (with the elementwise suite alone, its element count); the sparse\n"
          "               suites' big shape becomes N in every dimension (on both devices)\n"
@@ -122,9 +128,10 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       suite_given = true;
       if (arg != "all") {
         if (arg != "gemm" && arg != "elementwise" && arg != "spmm" && arg != "sddmm" && arg != "sparsify" &&
-            arg != "dp" && arg != "train" && arg != "bsr") {
-          return absl::InvalidArgumentError(str_cat(
-              "unknown suite '", arg, "' (expected gemm, elementwise, spmm, sddmm, sparsify, dp, train, bsr or all)"));
+            arg != "dp" && arg != "train" && arg != "bsr" && arg != "rigl") {
+          return absl::InvalidArgumentError(str_cat("unknown suite '", arg,
+                                                    "' (expected gemm, elementwise, spmm, sddmm, sparsify, dp, "
+                                                    "train, bsr, rigl or all)"));
         }
         c.gemm = arg == "gemm";
         c.elementwise = arg == "elementwise";
@@ -134,6 +141,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
         c.dp = arg == "dp";
         c.train = arg == "train";
         c.bsr = arg == "bsr";
+        c.rigl = arg == "rigl";
       }
       continue;
     }

@@ -28,6 +28,7 @@ struct Config {
   bool dp = false;       // data-parallel training steps (dp_bench.cc); never part of "all"
   bool train = false;    // training steps per model, format and mode (train_bench.cc); never part of "all"
   bool bsr = false;      // a BSR linear layer's three products (bsr_bench.cc); CUDA only, never part of "all"
+  bool rigl = false;     // a block-RigL update step beside an ordinary step (rigl_bench.cc); never part of "all"
   bool cpu = true;
   bool cuda = true;
   int64_t size = 0;   // GEMM m = n = k; 0: the per-device default
@@ -44,7 +45,7 @@ struct Config {
   int64_t batch = 0;                  // per-rank batch (1024 on CUDA, kDpCpuBatch on the CPU)
   int64_t hidden = 0;                 // the MLP's width (4096 on CUDA, kDpCpuHidden on the CPU)
   int steps = 0;                      // timed steps (kDpSteps); warm-up steps: --warmup if given, else kDpWarmup
-  double sparsity = 0.9;              // of the CSR weights
+  double sparsity = 0.9;              // of the CSR weights (dp), of the BSR weights (rigl)
   std::vector<std::string> variants;  // dense, compact, densified (all three by default)
   int ranks = 1;                      // ranks as threads of this process on the CPU (inproc communicator)
   double timeout_s = 120.0;           // NCCL timeout of each collective

@@ -20,10 +20,6 @@ namespace {
 // The masks' seed (bench dp's since it was written; purpose tells the weights apart).
 constexpr uint64_t kMaskSeed = 0xC0991CEull;
 
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 std::vector<uint8_t> random_nm_pattern(int64_t rows, int64_t cols, int64_t n, int64_t m, uint64_t seed) {
   COPPICE_CHECK(n >= 1 && n <= m && cols % m == 0, "random_nm_pattern: ", n, ":", m, " does not fit ", cols,
                 " columns");
@@ -42,6 +38,10 @@ std::vector<uint8_t> random_nm_pattern(int64_t rows, int64_t cols, int64_t n, in
 }
 
 }  // namespace
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 int64_t bsr_block_for(int64_t rows, int64_t cols, int64_t wanted) {
   int64_t b = 1;

@@ -49,6 +49,9 @@ int64_t sparsify_parameter(Module& model, const std::string& name, const WeightP
 // The parameters that require a gradient, in the model's order.
 std::vector<Variable> trainable_parameters(const Module& model);
 
+// A steady clock in milliseconds.
+double now_ms();
+
 // Runs `step` `warmup` times, then `steps` times, each timed on its own with
 // `device` synchronized after it (no inner repetition: a step is long, and a
 // data-parallel one must issue the same collectives on every rank).

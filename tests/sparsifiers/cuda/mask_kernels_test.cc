@@ -114,6 +114,19 @@ TEST(MaskKernelsCudaTest, BlockScores) {
   }
 }
 
+// The block scores of a bf16 product formed in chunks on the device (the
+// mask updater's gradient scores): cuBLAS against the CPU's product, bf16
+// rounding of each product entry allowed for.
+TEST(MaskKernelsCudaTest, ProductBlockScores) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor a = random_tensor({96, 256}, 5).to(DType::kBF16).t();  // [256, 96], strided
+  const Tensor b = random_tensor({96, 128}, 6).to(DType::kBF16);
+  const Tensor cpu = sparsify::product_block_scores({{a, b}}, 32, 32, "t", 64);
+  const Tensor gpu = sparsify::product_block_scores({{a.to(kCuda), b.to(kCuda)}}, 32, 32, "t", 64);
+  ASSERT_EQ(gpu.device(), kCuda);
+  EXPECT_TRUE(allclose(gpu.to(Device::cpu()), cpu, 2e-2, 0.0));
+}
+
 TEST(MaskKernelsCudaTest, NmMask) {
   SKIP_WITHOUT_CUDA();
   for (DType d : {DType::kF32, DType::kF64}) {
