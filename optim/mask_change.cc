@@ -100,13 +100,20 @@ std::vector<int64_t> expand_blocks(const std::vector<int64_t>& blocks, const Pat
   const int64_t cols = e.shape[1], grid_cols = cols / e.block_cols;
   std::vector<int64_t> out;
   out.reserve(blocks.size() * static_cast<size_t>(e.block_rows * e.block_cols));
-  for (int64_t b : blocks) {
-    const int64_t r0 = (b / grid_cols) * e.block_rows, c0 = (b % grid_cols) * e.block_cols;
-    for (int64_t r = 0; r < e.block_rows; ++r) {
-      for (int64_t c = 0; c < e.block_cols; ++c) out.push_back((r0 + r) * cols + c0 + c);
+  // Ascending without a sort: the blocks of one block row (a run of
+  // `blocks`), row by row of entries, each row left to right.
+  for (size_t first = 0; first < blocks.size();) {
+    size_t last = first;
+    while (last < blocks.size() && blocks[last] / grid_cols == blocks[first] / grid_cols) ++last;
+    const int64_t r0 = (blocks[first] / grid_cols) * e.block_rows;
+    for (int64_t r = r0; r < r0 + e.block_rows; ++r) {
+      for (size_t i = first; i < last; ++i) {
+        const int64_t c0 = (blocks[i] % grid_cols) * e.block_cols;
+        for (int64_t c = c0; c < c0 + e.block_cols; ++c) out.push_back(r * cols + c);
+      }
     }
+    first = last;
   }
-  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -241,7 +248,9 @@ MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, co
     v = to_dense(v).reshape({-1}).to(param.dtype()).to(param.device());
     grown_values = index_select(v, 0, from_vector(from).to(param.device())).reshape({n_grown, area});
   }
-  std::vector<int64_t> idx(next.size()), keep_from(next.size() * static_cast<size_t>(area));
+  // Per new block: where its values come from (an old block, or n_old + its
+  // index among the grown ones) and the old block it keeps (-1: grown).
+  std::vector<int64_t> idx(next.size()), keep_block(next.size());
   for (size_t s = 0; s < next.size(); ++s) {
     auto g = std::lower_bound(grown.begin(), grown.end(), next[s]);
     const bool is_grown = g != grown.end() && *g == next[s];
@@ -250,19 +259,19 @@ MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, co
                                       : std::lower_bound(blocks.positions.begin(), blocks.positions.end(), next[s]) -
                                             blocks.positions.begin();
     idx[s] = is_grown ? n_old + (g - grown.begin()) : blocks.slots[static_cast<size_t>(old_slot)];
-    for (int64_t e = 0; e < area; ++e) {
-      keep_from[s * static_cast<size_t>(area) + static_cast<size_t>(e)] = is_grown ? -1 : idx[s] * area + e;
-    }
+    keep_block[s] = is_grown ? -1 : idx[s];
   }
+  const Device device = param.device();
   const Tensor old_values = values(param).reshape({n_old, area});
   const Tensor src = n_old == 0 ? grown_values : n_grown == 0 ? old_values : cat({old_values, grown_values});
   const int64_t n_new = static_cast<int64_t>(next.size());
-  const Tensor new_values = n_new == 0
-                                ? zeros({0, bh, bw}, param.options())
-                                : index_select(src, 0, from_vector(idx).to(param.device())).reshape({n_new, bh, bw});
-  change.param =
-      sparse_bsr(from_vector(crow).to(param.device()), from_vector(col).to(param.device()), new_values, param.shape());
-  change.keep_from = from_vector(keep_from);
+  const Tensor new_values = n_new == 0 ? zeros({0, bh, bw}, param.options())
+                                       : index_select(src, 0, from_vector(idx).to(device)).reshape({n_new, bh, bw});
+  change.param = sparse_bsr(from_vector(crow).to(device), from_vector(col).to(device), new_values, param.shape());
+  // keep_from entry by entry, formed on the device from the blocks' (a 4096² layer has millions of entries).
+  const Tensor kb = from_vector(keep_block).to(device).reshape({n_new, 1});
+  const Tensor entries = add(mul(kb, static_cast<double>(area)), arange(area, TensorOptions(DType::kI64, device)));
+  change.keep_from = where(lt(kb, 0.0), full_like(entries, -1.0), entries).reshape({-1}).contiguous();
   return change;
 }
 

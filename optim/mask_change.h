@@ -57,8 +57,10 @@ PatternView bsr_block_view(const Tensor& param, std::string_view op);
 using RegrowInit = std::function<Tensor(const Tensor& param, const std::vector<int64_t>& positions)>;
 
 struct MaskChange {
-  Tensor param;                  // the new parameter, same format, dtype and device; a fresh pattern version
-  Tensor keep_from;              // i64 on the CPU, one per slot of values(param): the old slot, or -1 for a new entry
+  Tensor param;  // the new parameter, same format, dtype and device; a fresh pattern version
+  // i64, one per slot of values(param): the old slot, or -1 for a new entry.
+  // On the CPU, except rebuild_bsr_blocks's, which is on the parameter's device.
+  Tensor keep_from;
   std::vector<int64_t> dropped;  // flat positions, ascending
   std::vector<int64_t> grown;    // flat positions, ascending
 };

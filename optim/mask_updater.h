@@ -89,7 +89,7 @@ struct LayerInputs {
 struct LayerUpdate {
   std::string name;
   Tensor param;      // the new parameter (the input itself when unchanged)
-  Tensor keep_from;  // i64 CPU, one per slot of values(param); undefined when unchanged
+  Tensor keep_from;  // i64 (MaskChange's), one per slot of values(param); undefined when unchanged
   bool changed = false;
   int64_t dropped = 0;  // entries (a block format counts every entry of its blocks)
   int64_t grown = 0;

@@ -239,10 +239,15 @@ void Optimizer::remap_state(const Variable& param, const Tensor& keep_from) {
     old_n = t.numel();
   }
   if (old_n >= 0) {
-    const std::vector<int64_t> keep = keep_from.to_vector<int64_t>();
-    for (size_t j = 0; j < keep.size(); ++j) {
-      COPPICE_CHECK(keep[j] >= -1 && keep[j] < old_n, name_, ".remap_state: keep_from[", j, "] = ", keep[j], " for ",
-                    who, " is outside [-1, ", old_n, ")");
+    // Two reductions where keep_from lies (a large layer's is on the device);
+    // the entry to name is looked for only when one is out of range.
+    if (keep_from.numel() > 0 &&
+        (min(keep_from).item() < -1.0 || max(keep_from).item() >= static_cast<double>(old_n))) {
+      const std::vector<int64_t> keep = keep_from.to_vector<int64_t>();
+      for (size_t j = 0; j < keep.size(); ++j) {
+        COPPICE_CHECK(keep[j] >= -1 && keep[j] < old_n, name_, ".remap_state: keep_from[", j, "] = ", keep[j], " for ",
+                      who, " is outside [-1, ", old_n, ")");
+      }
     }
     // Gather from the old state with one zero appended: -1 picks the zero.
     Tensor k = keep_from.reshape({-1}).to(p.device());

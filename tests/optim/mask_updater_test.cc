@@ -683,10 +683,14 @@ TEST(MaskUpdater, CpuAndCudaMasksAgree) {
     for (int64_t step = 0; step < 100; step += 10) {
       Tensor g = random_dense({24, 40}, 3000 + step);
       if (scores) g = sparsify::block_scores(g, 4, 8, false, "test");
-      pc = cpu.update(step, {{"w", {pc, g, Tensor()}}}).layers[0].param;
-      pg = gpu.update(step, {{"w", {pg, g.to(Device::cuda(0)), Tensor()}}}).layers[0].param;
+      const LayerUpdate uc = cpu.update(step, {{"w", {pc, g, Tensor()}}}).layers[0];
+      const LayerUpdate ug = gpu.update(step, {{"w", {pg, g.to(Device::cuda(0)), Tensor()}}}).layers[0];
+      pc = uc.param;
+      pg = ug.param;
       ASSERT_EQ(pg.device(), Device::cuda(0));
       ASSERT_EQ(positions(pc), positions(pg)) << "bsr step " << step;
+      ASSERT_EQ(ug.keep_from.device(), Device::cuda(0));  // formed where the values are
+      ASSERT_EQ(uc.keep_from.to_vector<int64_t>(), ug.keep_from.to_vector<int64_t>());
       ASSERT_EQ(to_dense(pc).to_vector<float>(), to_dense(pg).to_vector<float>());
     }
   }
