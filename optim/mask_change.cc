@@ -220,8 +220,8 @@ MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, co
                       std::back_inserter(dropped_blocks));
   std::merge(kept.begin(), kept.end(), grown.begin(), grown.end(), std::back_inserter(next));
   MaskChange change;
-  change.dropped = expand_blocks(dropped_blocks, elements);
-  change.grown = expand_blocks(grown, elements);
+  change.dropped = dropped_blocks;
+  change.grown = grown;
 
   // The new block indices.
   std::vector<int32_t> crow(static_cast<size_t>(grid_rows + 1), 0), col(next.size());
@@ -235,13 +235,14 @@ MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, co
   const int64_t n_old = b.nblocks(), n_grown = static_cast<int64_t>(grown.size());
   Tensor grown_values = zeros({n_grown, area}, param.options());
   if (init && n_grown > 0) {
-    Tensor v = init(param, change.grown);
+    const std::vector<int64_t> grown_entries = expand_blocks(grown, elements);
+    Tensor v = init(param, grown_entries);
     COPPICE_CHECK(v.defined() && v.numel() == n_grown * area, op, ": the regrow init returned ",
                   v.defined() ? v.numel() : 0, " values for ", n_grown * area, " grown positions");
     // init's values follow the flat positions; blocks hold them block by block.
     std::vector<int64_t> from(static_cast<size_t>(n_grown * area));
-    for (size_t j = 0; j < change.grown.size(); ++j) {
-      const int64_t p = change.grown[j], r = p / cols, c = p % cols;
+    for (size_t j = 0; j < grown_entries.size(); ++j) {
+      const int64_t p = grown_entries[j], r = p / cols, c = p % cols;
       const int64_t g = std::lower_bound(grown.begin(), grown.end(), (r / bh) * grid_cols + c / bw) - grown.begin();
       from[static_cast<size_t>(g * area + (r % bh) * bw + c % bw)] = static_cast<int64_t>(j);
     }

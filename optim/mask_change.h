@@ -76,9 +76,10 @@ MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const st
 // blocks.positions, from bsr_block_view) and `grown` are ascending block
 // indices of the grid; init, when given, is asked for the grown entries' flat
 // positions as rebuild_pattern asks. The result is rebuild_pattern's for the
-// same blocks (dropped and grown as flat positions), without a dense mask or
-// a walk over the entries: indices are built per block and the values move
-// block by block on the parameter's device.
+// same blocks, except that dropped and grown are block indices of the grid
+// too (expand_blocks gives the entries), made without a dense mask or a walk
+// over the entries: indices are built per block and the values and keep_from
+// are formed block by block on the parameter's device.
 MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, const std::vector<int64_t>& kept,
                               const std::vector<int64_t>& grown, const RegrowInit& init, std::string_view op);
 

@@ -146,11 +146,16 @@ MaskUpdater::MaskUpdater(MaskUpdaterConfig config) : config_(std::move(config)) 
 void MaskUpdater::add_layer(const std::string& name, const Tensor& param) {
   COPPICE_CHECK(!name.empty(), "mask updater: a layer needs a name");
   COPPICE_CHECK(layers_.count(name) == 0, "mask updater: layer '", name, "' is already added");
-  const PatternView view = pattern_view(param, str_cat("mask updater (layer ", name, ")"));
+  const std::string op = str_cat("mask updater (layer ", name, ")");
   Layer l;
   l.shape = param.shape();
-  l.ever.assign(static_cast<size_t>(view.numel()), 0);
-  mark_ever(l, view.positions);
+  l.ever.assign(static_cast<size_t>(param.numel()), 0);
+  if (is_blocked_bsr(param)) {
+    const BsrImpl& b = bsr_impl(param, op);
+    mark_ever_blocks(l, bsr_block_view(param, op).positions, b.block_rows(), b.block_cols());
+  } else {
+    mark_ever(l, pattern_view(param, op).positions);
+  }
   names_.push_back(name);
   layers_.emplace(name, std::move(l));
 }
@@ -171,6 +176,18 @@ void MaskUpdater::mark_ever(Layer& l, const std::vector<int64_t>& positions) {
     if (!e) {
       e = 1;
       ++l.ever_count;
+    }
+  }
+}
+
+void MaskUpdater::mark_ever_blocks(Layer& l, const std::vector<int64_t>& blocks, int64_t bh, int64_t bw) {
+  const int64_t cols = l.shape[1], grid_cols = cols / bw;
+  for (int64_t b : blocks) {
+    const int64_t r0 = (b / grid_cols) * bh, c0 = (b % grid_cols) * bw;
+    for (int64_t r = r0; r < r0 + bh; ++r) {
+      uint8_t* row = l.ever.data() + r * cols + c0;
+      l.ever_count += bw - std::count(row, row + bw, uint8_t{1});
+      std::fill(row, row + bw, uint8_t{1});
     }
   }
 }
@@ -437,9 +454,16 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
       u.param = change.param;
       u.keep_from = change.keep_from;
       u.changed = true;
-      u.dropped = static_cast<int64_t>(change.dropped.size());
-      u.grown = static_cast<int64_t>(change.grown.size());
-      mark_ever(l, change.grown);
+      if (p.bsr) {  // change.dropped and change.grown hold blocks
+        const int64_t area = p.elements.block_rows * p.elements.block_cols;
+        u.dropped = static_cast<int64_t>(change.dropped.size()) * area;
+        u.grown = static_cast<int64_t>(change.grown.size()) * area;
+        mark_ever_blocks(l, change.grown, p.elements.block_rows, p.elements.block_cols);
+      } else {
+        u.dropped = static_cast<int64_t>(change.dropped.size());
+        u.grown = static_cast<int64_t>(change.grown.size());
+        mark_ever(l, change.grown);
+      }
       if (l.movement.scores().defined()) l.movement.remap(change.keep_from, pattern_version(change.param));
       if (remap_) remap_(name, change.param, change.keep_from);
     }

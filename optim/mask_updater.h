@@ -171,6 +171,8 @@ class MaskUpdater {
   const Layer& layer(const std::string& name) const;
   Layer& layer(const std::string& name);
   void mark_ever(Layer& l, const std::vector<int64_t>& positions);
+  // The same for whole [bh, bw] blocks, by block index of the grid (row by row of entries).
+  void mark_ever_blocks(Layer& l, const std::vector<int64_t>& blocks, int64_t bh, int64_t bw);
 
   MaskUpdaterConfig config_;
   GrowthPolicyPtr policy_;

@@ -569,8 +569,10 @@ TEST(MaskUpdater, BsrBlockWalkMatchesTheEntryWalk) {
     EXPECT_EQ(positions(a.param), positions(b.param));
     EXPECT_EQ(to_dense(a.param).to_vector<float>(), to_dense(b.param).to_vector<float>()) << with_init;
     EXPECT_EQ(a.keep_from.to_vector<int64_t>(), b.keep_from.to_vector<int64_t>());
-    EXPECT_EQ(a.dropped, b.dropped);
-    EXPECT_EQ(a.grown, b.grown);
+    EXPECT_EQ(a.dropped, (std::vector<int64_t>{0, 4, 8, 19, 24}));  // blocks
+    EXPECT_EQ(a.grown, grown);
+    EXPECT_EQ(expand_blocks(a.dropped, elements), b.dropped);
+    EXPECT_EQ(expand_blocks(a.grown, elements), b.grown);
   }
   // Everything dropped, and nothing stored to begin with.
   const MaskChange none = rebuild_bsr_blocks(p, blocks, {}, {}, RegrowInit(), "test");
@@ -595,6 +597,8 @@ TEST(MaskUpdater, BlockScoresStandInForTheDenseGradient) {
     MaskUpdater a(config("gradient", 0.4)), b(config("gradient", 0.4));
     a.add_layer("w", pa);
     b.add_layer("w", pb);
+    std::set<int64_t> ever;  // every entry stored so far: the ITOP record
+    for (int64_t q : positions(pa)) ever.insert(q);
     for (int64_t step = 0; step < 60; step += 10) {
       const Tensor g = random_dense({24, 40}, 900 + step);
       const Tensor scores = sparsify::block_scores(g, bh, bw, false, "test");
@@ -602,6 +606,10 @@ TEST(MaskUpdater, BlockScoresStandInForTheDenseGradient) {
       pb = b.update(step, {{"w", {pb, scores, Tensor()}}}).layers[0].param;
       ASSERT_EQ(positions(pa), positions(pb)) << format << " step " << step;
       ASSERT_EQ(to_dense(pa).to_vector<float>(), to_dense(pb).to_vector<float>());
+      for (int64_t q : positions(pa)) ever.insert(q);
+      ASSERT_DOUBLE_EQ(b.itop_rate("w"), static_cast<double>(ever.size()) / (24 * 40)) << format << " step " << step;
+      const std::vector<int> record = b.state_tensors().at("w.ever_active").to_vector<int>();
+      ASSERT_EQ(static_cast<size_t>(std::count(record.begin(), record.end(), 1)), ever.size());
     }
     EXPECT_TRUE(throws_with(
         [&] {
