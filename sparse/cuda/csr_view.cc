@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sparse/bsr.h"
 #include "sparse/csr.h"
 #include "sparse/cuda/pattern_cache.h"
 #include "sparse/index_util.h"
@@ -96,7 +97,25 @@ Tensor values_from_csr_order(const Tensor& t, const Tensor& csr_values, std::str
   return flat.reshape(values(t).shape());
 }
 
-Tensor device_positions(const Tensor& t, std::string_view op) { return map_for(t, op)->positions; }
+Tensor device_positions(const Tensor& t, std::string_view op) {
+  if (t.layout() != Layout::kBsr) return map_for(t, op)->positions;
+  // Each block's first entry, plus the offsets of a block's entries.
+  const BsrImpl& b = bsr_impl(t, op);
+  const int64_t bh = b.block_rows(), bw = b.block_cols(), cols = t.size(1);
+  const std::vector<int> crow = b.crow_indices().to_vector<int>(), col = b.col_indices().to_vector<int>();
+  std::vector<int64_t> first(col.size());
+  for (size_t r = 0; r + 1 < crow.size(); ++r) {
+    for (int s = crow[r]; s < crow[r + 1]; ++s) {
+      first[static_cast<size_t>(s)] = static_cast<int64_t>(r) * bh * cols + col[static_cast<size_t>(s)] * bw;
+    }
+  }
+  const TensorOptions i64(DType::kI64, t.device());
+  const Tensor offsets = add(mul(arange(bh, i64).reshape({bh, 1}), static_cast<double>(cols)), arange(bw, i64));
+  const auto nb = static_cast<int64_t>(first.size());
+  return add(from_vector(first).to(t.device()).reshape({nb, 1, 1}), offsets.reshape({1, bh, bw}))
+      .reshape({nb * bh * bw})
+      .contiguous();
+}
 
 bool multiplies_densely(const Tensor& t) {
   if (t.layout() != Layout::kNm) return false;
