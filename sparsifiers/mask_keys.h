@@ -140,16 +140,24 @@ COPPICE_HOST_DEVICE inline void nm_group(const T* x, int64_t stride, int64_t n, 
 }
 
 // The score of one block (top-left element at x, rows `cols` apart): the sum
-// of squares (L2, the norm's monotone square) or of magnitudes (L1).
+// of squares (L2, the norm's monotone square) or of magnitudes (L1), added
+// row by row: each row's bw terms in order (block_row_score), then the rows'
+// sums in order. The CUDA kernel gives each row a thread and adds the same
+// numbers in the same order, so both devices agree bit for bit.
+template <typename T>
+COPPICE_HOST_DEVICE inline double block_row_score(const T* x, int64_t bw, bool l1) {
+  double s = 0.0;
+  for (int64_t c = 0; c < bw; ++c) {
+    const double v = static_cast<double>(x[c]);
+    s = add_rn(s, l1 ? abs_of(v) : mul_rn(v, v));
+  }
+  return s;
+}
+
 template <typename T>
 COPPICE_HOST_DEVICE inline double block_score(const T* x, int64_t cols, int64_t bh, int64_t bw, bool l1) {
   double s = 0.0;
-  for (int64_t r = 0; r < bh; ++r) {
-    for (int64_t c = 0; c < bw; ++c) {
-      const double v = static_cast<double>(x[r * cols + c]);
-      s = add_rn(s, l1 ? abs_of(v) : mul_rn(v, v));
-    }
-  }
+  for (int64_t r = 0; r < bh; ++r) s = add_rn(s, block_row_score(x + r * cols, bw, l1));
   return s;
 }
 
