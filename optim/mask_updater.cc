@@ -149,11 +149,14 @@ void MaskUpdater::add_layer(const std::string& name, const Tensor& param) {
   const std::string op = str_cat("mask updater (layer ", name, ")");
   Layer l;
   l.shape = param.shape();
-  l.ever.assign(static_cast<size_t>(param.numel()), 0);
   if (is_blocked_bsr(param)) {
     const BsrImpl& b = bsr_impl(param, op);
-    mark_ever_blocks(l, bsr_block_view(param, op).positions, b.block_rows(), b.block_cols());
+    l.unit_rows = b.block_rows();
+    l.unit_cols = b.block_cols();
+    l.ever.assign(static_cast<size_t>(param.numel() / (l.unit_rows * l.unit_cols)), 0);
+    mark_ever(l, bsr_block_view(param, op).positions);
   } else {
+    l.ever.assign(static_cast<size_t>(param.numel()), 0);
     mark_ever(l, pattern_view(param, op).positions);
   }
   names_.push_back(name);
@@ -180,16 +183,10 @@ void MaskUpdater::mark_ever(Layer& l, const std::vector<int64_t>& positions) {
   }
 }
 
-void MaskUpdater::mark_ever_blocks(Layer& l, const std::vector<int64_t>& blocks, int64_t bh, int64_t bw) {
-  const int64_t cols = l.shape[1], grid_cols = cols / bw;
-  for (int64_t b : blocks) {
-    const int64_t r0 = (b / grid_cols) * bh, c0 = (b % grid_cols) * bw;
-    for (int64_t r = r0; r < r0 + bh; ++r) {
-      uint8_t* row = l.ever.data() + r * cols + c0;
-      l.ever_count += bw - std::count(row, row + bw, uint8_t{1});
-      std::fill(row, row + bw, uint8_t{1});
-    }
-  }
+size_t MaskUpdater::unit_of(const Layer& l, int64_t position) {
+  if (l.unit_rows == 1 && l.unit_cols == 1) return static_cast<size_t>(position);
+  const int64_t cols = l.shape[1], r = position / cols, c = position % cols;
+  return static_cast<size_t>((r / l.unit_rows) * (cols / l.unit_cols) + c / l.unit_cols);
 }
 
 double MaskUpdater::itop_rate(const std::string& name) const {
@@ -203,7 +200,7 @@ std::map<std::string, Tensor> MaskUpdater::state_tensors() const {
     const Layer& l = layer(name);
     Tensor ever = Tensor::empty(l.shape, TensorOptions(DType::kBool, Device::cpu()));
     bool* e = ever.data<bool>();
-    for (size_t i = 0; i < l.ever.size(); ++i) e[i] = l.ever[i] != 0;
+    for (int64_t i = 0; i < ever.numel(); ++i) e[i] = l.ever[unit_of(l, i)] != 0;
     out[name + ".ever_active"] = ever;
     if (l.movement.scores().defined()) {
       out[name + ".movement_scores"] = l.movement.scores();
@@ -258,12 +255,13 @@ void MaskUpdater::load_state_tensors(const std::map<std::string, Tensor>& state)
   check_state_tensors(state);
   for (const std::string& name : names_) {
     Layer& l = layer(name);
+    // A unit was stored when any of its entries was.
     const std::vector<int> ever = state.at(name + ".ever_active").to_vector<int>();
-    l.ever_count = 0;
+    std::fill(l.ever.begin(), l.ever.end(), uint8_t{0});
     for (size_t i = 0; i < ever.size(); ++i) {
-      l.ever[i] = ever[i] ? 1 : 0;
-      l.ever_count += l.ever[i];
+      if (ever[i]) l.ever[unit_of(l, static_cast<int64_t>(i))] = 1;
     }
+    l.ever_count = std::count(l.ever.begin(), l.ever.end(), uint8_t{1});
     auto scores = state.find(name + ".movement_scores");
     if (scores != state.end()) {
       l.movement.load(scores->second, static_cast<int64_t>(state.at(name + ".movement_steps").item()));
@@ -454,16 +452,11 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
       u.param = change.param;
       u.keep_from = change.keep_from;
       u.changed = true;
-      if (p.bsr) {  // change.dropped and change.grown hold blocks
-        const int64_t area = p.elements.block_rows * p.elements.block_cols;
-        u.dropped = static_cast<int64_t>(change.dropped.size()) * area;
-        u.grown = static_cast<int64_t>(change.grown.size()) * area;
-        mark_ever_blocks(l, change.grown, p.elements.block_rows, p.elements.block_cols);
-      } else {
-        u.dropped = static_cast<int64_t>(change.dropped.size());
-        u.grown = static_cast<int64_t>(change.grown.size());
-        mark_ever(l, change.grown);
-      }
+      // A BSR change names blocks (the layer's ITOP units); others name entries.
+      const int64_t area = p.bsr ? p.elements.block_rows * p.elements.block_cols : 1;
+      u.dropped = static_cast<int64_t>(change.dropped.size()) * area;
+      u.grown = static_cast<int64_t>(change.grown.size()) * area;
+      mark_ever(l, change.grown);
       if (l.movement.scores().defined()) l.movement.remap(change.keep_from, pattern_version(change.param));
       if (remap_) remap_(name, change.param, change.keep_from);
     }

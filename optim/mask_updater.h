@@ -164,15 +164,20 @@ class MaskUpdater {
  private:
   struct Layer {
     Shape shape;
-    std::vector<uint8_t> ever;  // per flat position: ever stored
-    int64_t ever_count = 0;
+    // The ITOP record: per unit of the layer, ever stored. A unit is an entry,
+    // or for BSR a block (all its entries are stored together), so that an
+    // update marks hundreds of blocks, not millions of scattered entries.
+    std::vector<uint8_t> ever;  // row-major over the grid of units
+    int64_t ever_count = 0;     // units
+    int64_t unit_rows = 1, unit_cols = 1;
     MovementScores movement;
   };
   const Layer& layer(const std::string& name) const;
   Layer& layer(const std::string& name);
-  void mark_ever(Layer& l, const std::vector<int64_t>& positions);
-  // The same for whole [bh, bw] blocks, by block index of the grid (row by row of entries).
-  void mark_ever_blocks(Layer& l, const std::vector<int64_t>& blocks, int64_t bh, int64_t bw);
+  // Marks units (flat indices of the grid of units) as ever stored.
+  void mark_ever(Layer& l, const std::vector<int64_t>& units);
+  // The unit that holds entry `position` of the layer.
+  static size_t unit_of(const Layer& l, int64_t position);
 
   MaskUpdaterConfig config_;
   GrowthPolicyPtr policy_;

@@ -611,6 +611,13 @@ TEST(MaskUpdater, BlockScoresStandInForTheDenseGradient) {
       const std::vector<int> record = b.state_tensors().at("w.ever_active").to_vector<int>();
       ASSERT_EQ(static_cast<size_t>(std::count(record.begin(), record.end(), 1)), ever.size());
     }
+    // The record (kept per block for BSR) round-trips through its per-entry checkpoint form.
+    MaskUpdater c(config("gradient", 0.4));
+    c.add_layer("w", pb);
+    c.load_state_tensors(b.state_tensors());
+    EXPECT_DOUBLE_EQ(c.itop_rate("w"), b.itop_rate("w")) << format;
+    EXPECT_EQ(c.state_tensors().at("w.ever_active").to_vector<int>(),
+              b.state_tensors().at("w.ever_active").to_vector<int>());
     EXPECT_TRUE(throws_with(
         [&] {
           b.update(0, {{"w", {pb, random_dense({3, 5}, 1), Tensor()}}});
