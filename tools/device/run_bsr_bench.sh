@@ -13,6 +13,8 @@
 #   and bench bsr on the WMMA reference tiles (COPPICE_BSR_MMA=0, bf16);
 # - `bench train` of the MLP, dense and BSR, in PROFILE_MODES (default bf16),
 #   eager and from CUDA graphs, beside torch_train.py's dense steps;
+# - `bench rigl`: a block-RigL update step of the MLP beside its ordinary step,
+#   90 % in f32/tf32/bf16 and 98 % in bf16;
 # - COPPICE_PROFILE=shapes for the BSR 90 % step (per op and shape);
 # - with BSR_NCU=1, Nsight Compute: every kernel of one BSR 90 % step with its
 #   duration (ncu_step.csv), and the SpeedOfLight, memory and occupancy
@@ -64,6 +66,11 @@ timeout 200 $B "${common[@]}" --formats bsr --steps 10 --warmup 3 --cuda-graph -
 timeout 150 python3 .devbin/torch_train.py --device cuda --models mlp --formats dense --modes "$MODES" --steps 10 \
   --warmup 3 --json "$W/train_torch.json" > "$W/torch_train.log" 2>&1 || say "torch_train: exit $?"
 grep -h '^train\|^torch train' "$W/bench_train.log" "$W/bench_train_graph.log" "$W/torch_train.log" | tee -a "$SUMMARY"
+
+timeout 150 $B rigl --device cuda --json "$OUT/rigl.json" > "$W/bench_rigl.log" 2>&1 || say "bench rigl: exit $?"
+timeout 90 $B rigl --device cuda --modes bf16 --sparsity 0.98 --json "$W/rigl98.json" > "$W/bench_rigl98.log" 2>&1 ||
+  say "bench rigl 98 %: exit $?"
+grep -h '^rigl' "$W/bench_rigl.log" "$W/bench_rigl98.log" | tee -a "$SUMMARY"
 
 # Per op: the 90 % step only (the first BSR variant), 10 steps.
 COPPICE_PROFILE=shapes timeout 120 $B "${common[@]}" --formats bsr --steps 10 --warmup 2 \
