@@ -41,17 +41,21 @@ Tensor BsrImpl::to_dense() const {
   const int64_t bh = block_rows(), bw = block_cols(), nbr = block_row_count(), nbc = block_col_count();
   // Scatter each block into a [nbr * nbc, bh, bw] array of all blocks, then
   // interleave block rows with the rows inside blocks.
+  // Each stored block's first slot in that array on the host (one per block),
+  // its entries' slots on the values' device: a 4096² weight has millions of
+  // entries and only thousands of blocks.
   std::vector<int64_t> ptr = sparse_detail::host_i64(crow_indices_), col = sparse_detail::host_i64(col_indices_);
-  std::vector<int64_t> flat(static_cast<size_t>(nnz()));
-  const int64_t block_numel = bh * bw;
+  const int64_t block_numel = bh * bw, nblocks = static_cast<int64_t>(col.size());
+  std::vector<int64_t> first(col.size());
   for (int64_t br = 0; br < nbr; ++br) {
     for (int64_t k = ptr[static_cast<size_t>(br)]; k < ptr[static_cast<size_t>(br) + 1]; ++k) {
-      const int64_t base = (br * nbc + col[static_cast<size_t>(k)]) * block_numel;
-      for (int64_t e = 0; e < block_numel; ++e) flat[static_cast<size_t>(k * block_numel + e)] = base + e;
+      first[static_cast<size_t>(k)] = (br * nbc + col[static_cast<size_t>(k)]) * block_numel;
     }
   }
-  Tensor blocks = sparse_detail::scatter_to_dense(sparse_detail::index_tensor(flat, DType::kI64, device()), values_,
-                                                  {nbr, nbc, bh, bw});
+  const Tensor flat = add(sparse_detail::index_tensor(first, DType::kI64, device()).reshape({nblocks, 1}),
+                          arange(block_numel, TensorOptions(DType::kI64, device())))
+                          .reshape({nblocks * block_numel});
+  Tensor blocks = sparse_detail::scatter_to_dense(flat, values_, {nbr, nbc, bh, bw});
   return blocks.permute({0, 2, 1, 3}).contiguous().view(shape());
 }
 
