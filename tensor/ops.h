@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "tensor/generator.h"
@@ -77,6 +78,11 @@ Tensor rsqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 // relu's gradient from its output: y > 0 ? grad : 0 (floating).
 Tensor relu_backward(const Tensor& grad, const Tensor& y);
+// relu_backward(grad, y) of 2-D [r, c] tensors and its sum over the rows
+// ([c]): a fused linear_relu's input gradient and bias gradient, in one pass
+// over grad and y on the GPU (operands of one floating dtype); elsewhere the
+// two ops.
+std::pair<Tensor, Tensor> relu_backward_col_sums(const Tensor& grad, const Tensor& y);
 Tensor gelu(const Tensor& x);  // exact (erf) form
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);

@@ -130,6 +130,20 @@ Tensor sqrt(const Tensor& x) { return unary("sqrt", x); }
 Tensor rsqrt(const Tensor& x) { return unary("rsqrt", x); }
 Tensor relu(const Tensor& x) { return unary("relu", x); }
 Tensor relu_backward(const Tensor& grad, const Tensor& y) { return binary("relu_backward", grad, y); }
+
+std::pair<Tensor, Tensor> relu_backward_col_sums(const Tensor& grad, const Tensor& y) {
+  COPPICE_CHECK(grad.defined() && y.defined() && grad.dim() == 2 && grad.shape() == y.shape(),
+                "relu_backward_col_sums: needs grad and y of one 2-D shape, got ",
+                grad.defined() ? shape_to_string(grad.shape()) : "none", " and ",
+                y.defined() ? shape_to_string(y.shape()) : "none");
+  if (grad.device().is_cuda() && y.device() == grad.device() && y.dtype() == grad.dtype() &&
+      is_floating(grad.dtype())) {
+    const std::vector<Tensor> out = dispatch("relu_backward_col_sums", {grad.contiguous(), y.contiguous()});
+    return {out[0], out[1]};
+  }
+  Tensor g = relu_backward(grad, y);
+  return {g, sum(g, {0})};
+}
 Tensor gelu(const Tensor& x) { return unary("gelu", x); }
 Tensor sigmoid(const Tensor& x) { return unary("sigmoid", x); }
 Tensor tanh(const Tensor& x) { return unary("tanh", x); }

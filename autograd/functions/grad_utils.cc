@@ -8,6 +8,13 @@ namespace coppice::autograd_detail {
 
 Tensor through_relu(const Tensor& g, const Tensor& y) { return y.defined() ? relu_backward(g, y) : g; }
 
+std::pair<Tensor, Tensor> linear_output_grads(const Tensor& g, const Tensor& y, bool bias) {
+  const int64_t out = g.dim() == 0 ? 1 : g.size(-1);
+  if (y.defined() && bias) return relu_backward_col_sums(g.reshape({-1, out}), y.reshape({-1, out}));
+  const Tensor g2 = through_relu(g, y).reshape({-1, out});
+  return {g2, bias ? sum(g2, {0}) : Tensor()};
+}
+
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
   if (grad.shape() == shape) return grad;
   const Shape& gs = grad.shape();

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -27,6 +28,12 @@ Tensor unsqueeze_dims(const Tensor& t, const std::vector<int64_t>& dims);
 // the gradient `g` at its output `y` (what such a node saves, as relu's does):
 // relu_backward(g, y); `g` unchanged when `y` is undefined (no relu fused).
 Tensor through_relu(const Tensor& g, const Tensor& y);
+
+// A linear layer's gradient at its pre-activation as rows [-1, out]
+// (through_relu of g at y) and, when `bias`, its sum over the rows (the bias
+// gradient; undefined otherwise): one pass (relu_backward_col_sums) where a
+// relu is fused and the bias asked for.
+std::pair<Tensor, Tensor> linear_output_grads(const Tensor& g, const Tensor& y, bool bias);
 
 // `t` when `keep`, else an undefined Tensor (to save only what a backward needs).
 inline Tensor saved_if(bool keep, const Tensor& t) { return keep ? t : Tensor(); }

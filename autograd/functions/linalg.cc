@@ -7,9 +7,9 @@
 
 namespace coppice {
 
+using autograd_detail::linear_output_grads;
 using autograd_detail::saved_if;
 using autograd_detail::sum_to;
-using autograd_detail::through_relu;
 using Grads = std::vector<Tensor>;
 
 namespace {
@@ -59,7 +59,7 @@ Variable bmm(const Variable& a, const Variable& b) {
 namespace {
 
 // linear, or linear_relu when `relu`: one node, whose backward is linear's
-// applied to the gradient through the relu (through_relu; y saved only then).
+// applied to the gradient through the relu (linear_output_grads; y saved only then).
 Variable linear_node(const Variable& x, const Variable& weight, const Variable& bias, bool relu) {
   if (x.value().is_sparse() || weight.value().is_sparse()) {
     return autograd_detail::sparse_linear(x, weight, bias, relu);
@@ -70,13 +70,14 @@ Variable linear_node(const Variable& x, const Variable& weight, const Variable& 
   Tensor y_saved = saved_if(relu, y);
   return record(y, relu ? "LinearReluBackward" : "LinearBackward", {x, weight, bias},
                 [xv, wv, y_saved](const Tensor& g_out, const GradNeeds& n) {
-                  Tensor g = through_relu(g_out, y_saved);
-                  Tensor gx, gw, gb;
-                  int64_t out = g.dim() == 0 ? 1 : g.size(-1);
-                  Tensor g2 = g.reshape({-1, out});
-                  if (n[0]) gx = matmul(g, wv);  // [..., out] x [out, in]
+                  const auto [g2, gb] = linear_output_grads(g_out, y_saved, n[2]);
+                  Tensor gx, gw;
+                  if (n[0]) {
+                    Shape xs = g_out.shape();  // [..., out] -> [..., in]
+                    if (!xs.empty()) xs.back() = wv.size(-1);
+                    gx = matmul(g2, wv).reshape(xs);
+                  }
                   if (n[1]) gw = matmul(g2.t(), xv.reshape({-1, xv.size(-1)}));
-                  if (n[2]) gb = sum(g2, {0});
                   return Grads{gx, gw, gb};
                 });
 }

@@ -119,16 +119,16 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
     Tensor xs_v = saved_if(weight.requires_grad(), xv);
     return record(y, relu ? "SparseLinearReluBackward" : "SparseLinearBackward", {x, weight, bias},
                   [xs, xs_v, wv, y_saved](const Tensor& g, const GradNeeds& n) {
-                    int64_t out = wv.size(0), in = wv.size(1);
-                    Tensor g2 = through_relu(g, y_saved).reshape({-1, out}).contiguous();
-                    Tensor gx, gw, gb;
+                    int64_t in = wv.size(1);
+                    auto [g2, gb] = linear_output_grads(g, y_saved, n[2]);
+                    g2 = g2.contiguous();
+                    Tensor gx, gw;
                     if (n[0]) gx = matmul(g2, wv).reshape(xs);
                     if (n[1]) {
                       const Tensor x2 = xs_v.reshape({-1, in});
                       gw = sddmm(g2.t(), x2, wv);
                       GradientProbe::offer(wv, g2.t(), x2);
                     }
-                    if (n[2]) gb = sum(g2, {0});
                     return Grads{gx, gw, gb};
                   });
   }

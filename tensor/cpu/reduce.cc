@@ -10,6 +10,7 @@
 
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatcher.h"
+#include "tensor/ops.h"
 
 namespace coppice::cpu {
 namespace {
@@ -150,6 +151,15 @@ Tensor reduce_sum_cols(const Tensor& input) {
   return out;
 }
 
+// The CUDA kernel's twin: relu_backward of g at y, and its column sums
+// (each column in row order, as reduce_sum_cols).
+KernelRegistrar relu_col_sums_reg("relu_backward_col_sums", DeviceType::kCpu, {"dense", "dense"},
+                                  [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
+                                    COPPICE_CHECK(in.size() == 2, "relu_backward_col_sums: expected 2 inputs, got ",
+                                                  in.size());
+                                    const Tensor g = relu_backward(in[0], in[1]);
+                                    return {g, reduce_sum_cols(g)};
+                                  });
 KernelRegistrar sum_cols_reg("reduce_sum_cols", DeviceType::kCpu, {"dense"},
                              [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
                                COPPICE_CHECK(in.size() == 1, "reduce_sum_cols: expected 1 input, got ", in.size());

@@ -106,5 +106,28 @@ TEST(CudaReduceTest, ColumnSumsMatchTheCpu) {
   expect_match(sum(x.to(gpu()), {0}, true).to(Device::cpu()), sum(x, {0}, true), 1e-5, 1e-5, "keepdim");
 }
 
+// relu_backward and its column sums in one pass (linear_relu's input and
+// bias gradients), against the CPU twin: the vectorized path (columns a
+// multiple of 16 bytes) and the element path (odd columns), every floating
+// dtype, rows across several chunks; the gradient is exact (a copy or 0).
+TEST(CudaReduceTest, ReluBackwardColumnSumsMatchTheCpu) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : floating_dtypes()) {
+    for (const Shape& shape : std::vector<Shape>{{1, 8}, {3, 300}, {130, 64}, {200, 33}, {1000, 16}}) {
+      const Tensor g = random(shape, t, 41), y = random(shape, t, 42);
+      const Tol tol = t == DType::kF64 ? Tol{1e-12, 1e-12} : t == DType::kF32 ? Tol{1e-5, 1e-5} : math_tol(t);
+      expect_parity("relu_backward_col_sums", {g, y}, {}, tol.rtol * 10, tol.atol * 10,
+                    str_cat(dtype_name(t), " ", shape_to_string(shape)));
+      const auto [dg, sums] = relu_backward_col_sums(g.to(gpu()), y.to(gpu()));
+      expect_match(dg.to(Device::cpu()), relu_backward(g, y), 0, 0, "the gradient, exactly");
+    }
+  }
+  // A transposed operand is made contiguous by the frontend.
+  const Tensor g = random({40, 24}, DType::kF32, 43), y = random({24, 40}, DType::kF32, 44).t();
+  const auto [dg, sums] = relu_backward_col_sums(g.to(gpu()), y.to(gpu()));
+  expect_match(sums.to(Device::cpu()), sum(relu_backward(g, y), {0}), 1e-5, 1e-5, "strided y");
+  expect_error([&] { relu_backward_col_sums(g.to(gpu()), g.t().to(gpu())); }, "one 2-D shape");
+}
+
 }  // namespace
 }  // namespace coppice
