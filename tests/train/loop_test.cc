@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <set>
 #include <string>
@@ -16,6 +17,8 @@
 #include "gtest/gtest.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "sparse/convert.h"
+#include "sparse/sparse_impl.h"
 #include "tensor/generator.h"
 #include "tests/train/train_test_util.h"
 #include "train/checkpoint.h"
@@ -115,6 +118,52 @@ TEST(RunTraining, LeNet300100LearnsWithRigLAt90PercentAndDenseGradientsOnlyOnUpd
   EXPECT_LT(s.model.linear_flops_sparse * 5, s.model.linear_flops_dense);
   ASSERT_TRUE(s.test.has_value());
   EXPECT_GT(s.test->accuracy, 0.3);
+}
+
+// Block RigL on one rank: BSR weights are not swapped for dense leaves (the
+// view probes their gradients' factors for block scores), stay BSR with whole
+// blocks and their density through every update, and the model learns.
+TEST(RunTraining, BlockRigLOnOneRankProbesInsteadOfSwapping) {
+  auto model = make_mlp({64, 64, 32, 8}, 1);
+  std::vector<std::string> layers;
+  Generator gen(5);
+  for (const auto& [name, p] : model->named_parameters()) {
+    if (p.dim() != 2) continue;
+    const int64_t br = p.shape()[0] / 8, bc = p.shape()[1] / 8;
+    const Tensor keep = lt(rand({br, 1, bc, 1}, TensorOptions(DType::kF32), gen), 0.4)
+                            .expand({br, 8, bc, 8})
+                            .contiguous()
+                            .reshape(p.shape());
+    model->set_parameter(name, Variable(sparse_from_mask(p.value(), keep, "bsr", FormatOptions::block(8)), true, name));
+    layers.push_back(name);
+  }
+  std::map<std::string, int64_t> nnz0;
+  for (const std::string& n : layers) nnz0[n] = nnz(model->parameter(n).value());
+  Sgd opt(model->parameters(), SgdOptions{0.05, 0.9});
+  MaskUpdater updater(rigl_config(40, 10));
+  for (const std::string& n : layers) updater.add_layer(n, model->parameter(n).value());
+  TrainComponents c(*model, blob_loader(640, 64, 8, 64, 5), opt);
+  c.mask_updater = &updater;
+  c.steps = 50;
+  std::set<int64_t> swapped;
+  c.on_dense_gradient = [&](int64_t step, const std::string&) { swapped.insert(step); };
+  const TrainingSummary s = run_training(c);
+  EXPECT_TRUE(swapped.empty());  // probed, not swapped
+  EXPECT_EQ(s.dense_gradient_steps, (std::vector<int64_t>{0, 10, 20, 30}));
+  ASSERT_EQ(s.mask_updates.size(), 4u);
+  int64_t grown = 0;
+  for (const MaskUpdateStats& m : s.mask_updates) {
+    for (const auto& [name, g] : m.grown) {
+      EXPECT_EQ(g % 64, 0) << name;  // whole 8x8 blocks
+      grown += g;
+    }
+  }
+  EXPECT_GT(grown, 0);
+  for (const std::string& n : layers) {
+    EXPECT_EQ(model->parameter(n).value().format(), "bsr") << n;
+    EXPECT_EQ(nnz(model->parameter(n).value()), nnz0[n]) << n;
+  }
+  EXPECT_LT(mean(s.losses, 40, 50), 0.7 * mean(s.losses, 0, 10));
 }
 
 // SET grows at random: no dense gradient, ever. SNFS reads the momentum.
