@@ -51,7 +51,17 @@ SparsifierPtr initial_sparsifier(const ParameterRule& rule, const std::string& w
   if (rule.density) {
     const double d = *rule.density;
     COPPICE_CHECK(d > 0.0 && d <= 1.0, kPrefix, where, ": density ", d, " is outside (0, 1]");
-    if (!spec) {
+    const bool blocks =
+        (rule.format.name == "bsr" || rule.format.name == "blocked_ell") && rule.format.options.block_rows > 0;
+    if (!spec && blocks) {
+      // Whole blocks: an element mask at density d would touch nearly every
+      // block, and the block format would store them all (density 1, silently).
+      const FormatOptions& o = rule.format.options;
+      spec = SparsifierSpec{"block_magnitude",
+                            {{"sparsity", exact_decimal(1.0 - d)},
+                             {"block_rows", std::to_string(o.block_rows)},
+                             {"block_cols", std::to_string(o.block_cols > 0 ? o.block_cols : o.block_rows)}}};
+    } else if (!spec) {
       spec = SparsifierSpec{"magnitude", {{"sparsity", exact_decimal(1.0 - d)}}};
     } else if (spec->params.count("sparsity") > 0) {
       const std::string& raw = spec->params.at("sparsity");

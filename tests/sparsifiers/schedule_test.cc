@@ -122,6 +122,26 @@ TEST(ApplySchedule, SparsifiesTheSelectedParameters) {
   EXPECT_EQ(applied.output_rule("fc1"), nullptr);  // no output rules
 }
 
+// A density for a block format keeps whole blocks (block_magnitude): an
+// element mask would touch nearly every block and the format would store
+// them all.
+TEST(ApplySchedule, DensityOfABlockFormatKeepsWholeBlocks) {
+  SparsityBuilder b;
+  b["fc2.weight"].density(0.25).format("bsr", FormatOptions::block(4));         // [100, 300]
+  b["fc3.weight"].density(0.5).format("blocked_ell", FormatOptions::block(2));  // [10, 100]
+  b["fc1.weight"].density(0.25).format("bsr", FormatOptions::block(4, 2));      // [300, 784]
+  NamedParameters params = lenet();
+  AppliedSchedule applied = apply_schedule(b.schedule(), params, kModules);
+  const ScheduledParameter& fc2 = applied.parameter("fc2.weight");
+  EXPECT_EQ(fc2.sparsifier->describe().rfind("block_magnitude", 0), 0u) << fc2.sparsifier->describe();
+  EXPECT_EQ(std::string(fc2.value.value().format()), "bsr");
+  EXPECT_EQ(nnz(fc2.value.value()), kept_count(0.75, (100 / 4) * (300 / 4)) * 16);
+  const ScheduledParameter& fc1 = applied.parameter("fc1.weight");
+  EXPECT_EQ(nnz(fc1.value.value()), kept_count(0.75, (300 / 4) * (784 / 2)) * 8);
+  const ScheduledParameter& fc3 = applied.parameter("fc3.weight");
+  EXPECT_EQ(nonzeros(fc3.value.value()), kept_count(0.5, (10 / 2) * (100 / 2)) * 4);
+}
+
 // An exact rule wins over regex rules; rules of one kind that agree may overlap.
 TEST(ApplySchedule, Precedence) {
   SparsityBuilder b;

@@ -42,6 +42,10 @@ echo "trainer exit $?" >> "$OUT/trainer.txt"
 ckpt=$(ls "$W"/ckpt/*.safetensors 2>/dev/null | tail -1)
 [[ -n "$ckpt" ]] && python3 .devbin/read_checkpoint_torch.py "$ckpt" >> "$OUT/trainer.txt" 2>&1
 tail -25 "$OUT/trainer.txt"
+echo "== trainer on the GPU: block RigL (BSR 32x32, bf16, block scores probed)"
+.devbin/trainer --config .devbin/gpu_smoke_bsr.yaml --run-dir "$W/run_bsr" > "$W/trainer_bsr.txt" 2>&1
+echo "trainer exit $?" >> "$W/trainer_bsr.txt"
+tail -12 "$W/trainer_bsr.txt" | tee "$OUT/trainer_bsr.txt"
 echo "== benchmarks"
 .devbin/bench all --device all --json "$OUT/bench_coppice.json" > "$W/bench_coppice.log" 2>&1
 python3 .devbin/torch_reference.py --json "$OUT/bench_torch.json" > "$W/bench_torch.log" 2>&1
