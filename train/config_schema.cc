@@ -97,7 +97,8 @@ std::vector<SchemaKey> sparsity_keys() {
       {"sparsity.rules[].n", K::kInt, "nm: kept values per group (2, or the nm sparsifier's n)"},
       {"sparsity.rules[].m", K::kInt, "nm: group size (4, or the nm sparsifier's m)"},
       {"sparsity.rules[].density", K::kDouble,
-       "this rule's density, in (0, 1] (default: sparsity.density split by distribution)"},
+       "this rule's density, in (0, 1] (default: sparsity.density split by distribution); without a sparsifier, "
+       "magnitude (block_magnitude for bsr and blocked_ell: whole blocks)"},
       {"sparsity.rules[].sparsifier", K::kFreeMap,
        "initial sparsifier {name: magnitude, sparsity: 0.9} (format nm: the nm sparsifier)"},
       {"sparsity.rules[].sparsifier.*", K::kScalar, "the sparsifier's name or a parameter"},
