@@ -6,27 +6,20 @@ namespace coppice {
 
 namespace {
 
-std::mutex& open_mu() {
-  static std::mutex* mu = new std::mutex();
-  return *mu;
-}
-
-GradientProbe*& open_probe() {
-  static GradientProbe* probe = nullptr;
-  return probe;
-}
+// The engine (autograd/engine.h) runs backward on the calling thread, with
+// no threads of its own, so the probe a thread opened is the one its
+// products offer to; trainers on other threads open their own.
+thread_local GradientProbe* open_probe = nullptr;
 
 }  // namespace
 
 GradientProbe::GradientProbe() {
-  std::lock_guard<std::mutex> lock(open_mu());
-  COPPICE_CHECK(open_probe() == nullptr, "GradientProbe: another probe is already open");
-  open_probe() = this;
+  COPPICE_CHECK(open_probe == nullptr, "GradientProbe: another probe is already open on this thread");
+  open_probe = this;
 }
 
 GradientProbe::~GradientProbe() {
-  std::lock_guard<std::mutex> lock(open_mu());
-  if (open_probe() == this) open_probe() = nullptr;
+  if (open_probe == this) open_probe = nullptr;
 }
 
 void GradientProbe::watch(const std::string& name, const Tensor& weight) {
@@ -45,8 +38,7 @@ const GradientProbe::Factors& GradientProbe::factors(const std::string& name) co
 }
 
 void GradientProbe::offer(const Tensor& pattern, const Tensor& a, const Tensor& b) {
-  std::lock_guard<std::mutex> lock(open_mu());
-  GradientProbe* probe = open_probe();
+  GradientProbe* probe = open_probe;
   if (probe == nullptr) return;
   std::lock_guard<std::mutex> watched_lock(probe->mu_);
   for (auto& [name, w] : probe->watched_) {

@@ -34,7 +34,8 @@ class GradientProbe {
  public:
   using Factors = std::vector<std::pair<Tensor, Tensor>>;
 
-  // Opens the probe; one may be open at a time in the process (throws otherwise).
+  // Opens the probe for the backward passes run on this thread; one may be
+  // open at a time per thread (throws otherwise).
   GradientProbe();
   ~GradientProbe();
   GradientProbe(const GradientProbe&) = delete;
@@ -46,7 +47,8 @@ class GradientProbe {
   const Factors& factors(const std::string& name) const;
 
   // Called by backward functions: `pattern`'s gradient at every position
-  // includes a @ b. Does nothing unless an open probe watches `pattern`.
+  // includes a @ b. Does nothing unless this thread's open probe watches
+  // `pattern`.
   static void offer(const Tensor& pattern, const Tensor& a, const Tensor& b);
 
  private:

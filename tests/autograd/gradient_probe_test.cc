@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -80,6 +81,26 @@ TEST(GradientProbeTest, OnlyWatchedWeightsAndOnlyWhileOpen) {
   sum(linear(param(x), param(w))).backward();
   reopened.watch("w", w);
   EXPECT_TRUE(reopened.factors("w").empty());  // backward ran before the watch
+}
+
+// A probe sees the backward passes of the thread that opened it; another
+// thread opens its own.
+TEST(GradientProbeTest, OneProbePerThread) {
+  const Tensor w = sparse_weight(), x = randn64({5, 12});
+  GradientProbe mine;
+  mine.watch("w", w);
+  size_t theirs_saw = 0;
+  std::thread other([&] {
+    GradientProbe theirs;  // no conflict with this thread's
+    theirs.watch("w", w);
+    sum(linear(param(x), param(w))).backward();
+    theirs_saw = theirs.factors("w").size();
+  });
+  other.join();
+  EXPECT_EQ(theirs_saw, 1u);
+  EXPECT_TRUE(mine.factors("w").empty());
+  sum(linear(param(x), param(w))).backward();
+  EXPECT_EQ(mine.factors("w").size(), 1u);
 }
 
 }  // namespace
