@@ -90,12 +90,13 @@ bool is_blocked_bsr(const Tensor& param) {
 }
 
 // Per stored block of a BSR parameter, its sum of squares (f64, one per
-// block slot), on the parameter's device: the magnitude prune keys of
-// sparsify::block_scores without the dense detour.
-Tensor stored_block_scores(const Tensor& param) {
-  const Tensor v = values(param);
-  const Tensor w = v.to(DType::kF64).reshape({v.size(0), -1});
-  return sum(mul(w, w), {1});
+// block slot), on the parameter's device: sparsify::block_scores of the
+// stored blocks stacked ([nblocks * bh, bw]), so the same sums in the same
+// order as of the dense weight, on either device, without the dense detour.
+Tensor stored_block_scores(const Tensor& param, std::string_view op) {
+  const Tensor v = values(param);  // [nblocks, bh, bw]
+  const int64_t bh = v.size(1), bw = v.size(2);
+  return sparsify::block_scores(v.reshape({v.size(0) * bh, bw}), bh, bw, false, op).reshape({-1});
 }
 
 }  // namespace
@@ -358,7 +359,7 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     switch (config_.prune) {
       case PruneCriterion::kMagnitude:
         if (p.bsr) {
-          keys = stored_block_scores(in.param);
+          keys = stored_block_scores(in.param, op);
         } else if (blocked) {
           keys = sparsify::block_scores(to_dense(in.param).contiguous(), p.elements.block_rows, p.elements.block_cols,
                                         false, op);
