@@ -20,10 +20,6 @@ bool contains(const std::vector<int64_t>& sorted, int64_t x) {
   return std::binary_search(sorted.begin(), sorted.end(), x);
 }
 
-// kept must be a subset of the old positions, grown disjoint from kept.
-void check_kept_grown(const std::vector<int64_t>& old, const std::vector<int64_t>& kept,
-                      const std::vector<int64_t>& grown, int64_t numel, std::string_view op);
-
 void check_ascending(const std::vector<int64_t>& v, int64_t numel, std::string_view what, std::string_view op) {
   for (size_t i = 0; i < v.size(); ++i) {
     COPPICE_CHECK(v[i] >= 0 && v[i] < numel, op, ": ", what, " position ", v[i], " is outside [0, ", numel, ")");
@@ -32,6 +28,7 @@ void check_ascending(const std::vector<int64_t>& v, int64_t numel, std::string_v
   }
 }
 
+// kept must be a subset of the old positions, grown disjoint from kept.
 void check_kept_grown(const std::vector<int64_t>& old, const std::vector<int64_t>& kept,
                       const std::vector<int64_t>& grown, int64_t numel, std::string_view op) {
   check_ascending(kept, numel, "kept", op);

@@ -254,6 +254,13 @@ std::vector<Tensor> reduce_arg(std::string_view op, bool largest, const std::vec
 // gradient first.
 constexpr int64_t kColChunk = 64;
 
+// The chunks of kColChunk rows that r rows make (one grid row each).
+int64_t column_chunk_count(int64_t r, std::string_view op) {
+  const int64_t chunks = std::max<int64_t>(1, (r + kColChunk - 1) / kColChunk);
+  COPPICE_CHECK(chunks < 65536, op, ": ", r, " rows exceed the kernel's grid");
+  return chunks;
+}
+
 template <typename T, typename A>
 __global__ void column_chunks(const T* __restrict__ x, int64_t r, int64_t inner, A* __restrict__ partial) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -285,8 +292,7 @@ std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&)
   const int device = x.device().index;
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
-  const int64_t chunks = std::max<int64_t>(1, (r + kColChunk - 1) / kColChunk);
-  COPPICE_CHECK(chunks < 65536, op, ": ", r, " rows exceed the kernel's grid");
+  const int64_t chunks = column_chunk_count(r, op);
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = sum_acc_t<T>;
@@ -356,8 +362,7 @@ std::vector<Tensor> relu_backward_col_sums(const std::vector<Tensor>& in, const 
   const int device = g.device().index;
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
-  const int64_t chunks = std::max<int64_t>(1, (r + kColChunk - 1) / kColChunk);
-  COPPICE_CHECK(chunks < 65536, op, ": ", r, " rows exceed the kernel's grid");
+  const int64_t chunks = column_chunk_count(r, op);
   dispatch_floating(g.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = sum_acc_t<T>;
