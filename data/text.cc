@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "data/file.h"
+#include "data/text_corpus.h"
 
 namespace coppice {
 
@@ -16,6 +16,15 @@ CharVocab::CharVocab(const std::string& text) {
     ids_[b] = static_cast<int64_t>(chars_.size());
     chars_.push_back(static_cast<char>(b));
   }
+}
+
+CharVocab CharVocab::all_bytes() {
+  CharVocab v;
+  for (int b = 0; b < 256; ++b) {
+    v.ids_[b] = b;
+    v.chars_.push_back(static_cast<char>(b));
+  }
+  return v;
 }
 
 int64_t CharVocab::id(char c) const {
@@ -45,7 +54,10 @@ std::string CharVocab::decode(const std::vector<int64_t>& ids) const {
 }
 
 CharTextDataset::CharTextDataset(const std::string& text, TextDatasetOptions options, std::string label)
-    : vocab_(text), tokens_(vocab_.encode(text)), seq_len_(options.seq_len), label_(std::move(label)) {
+    : vocab_(options.byte_vocab ? CharVocab::all_bytes() : CharVocab(text)),
+      tokens_(vocab_.encode(text)),
+      seq_len_(options.seq_len),
+      label_(std::move(label)) {
   COPPICE_CHECK(options.seq_len >= 1, "CharTextDataset: seq_len must be >= 1, got ", options.seq_len);
   COPPICE_CHECK(options.stride >= 0, "CharTextDataset: stride must be >= 0 (0: seq_len), got ", options.stride);
   stride_ = options.stride == 0 ? seq_len_ : options.stride;
@@ -53,14 +65,14 @@ CharTextDataset::CharTextDataset(const std::string& text, TextDatasetOptions opt
   size_ = n > seq_len_ ? (n - seq_len_ - 1) / stride_ + 1 : 0;
 }
 
-absl::StatusOr<std::shared_ptr<CharTextDataset>> CharTextDataset::from_file(const std::string& path,
+absl::StatusOr<std::shared_ptr<CharTextDataset>> CharTextDataset::from_path(const std::string& path,
                                                                             TextDatasetOptions options) {
   if (options.seq_len < 1 || options.stride < 0) {
     return absl::InvalidArgumentError(str_cat("text ", path, ": seq_len must be >= 1 and stride >= 0, got ",
                                               options.seq_len, " and ", options.stride));
   }
-  absl::StatusOr<std::string> bytes = read_file_bytes(path, kTextMaxBytes);
-  if (!bytes.ok()) return bytes.status();  // names the file
+  absl::StatusOr<std::string> bytes = read_text_corpus(path, options.suffix, kTextMaxBytes);
+  if (!bytes.ok()) return bytes.status();  // names the path
   if (static_cast<int64_t>(bytes->size()) <= options.seq_len) {
     return absl::InvalidArgumentError(str_cat("text ", path, ": ", bytes->size(),
                                               " bytes, too short for one window of seq_len ", options.seq_len,

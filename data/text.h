@@ -1,10 +1,12 @@
-// A character-level text dataset: the bytes of a text, a vocabulary of the
-// distinct bytes it holds, and windows of seq_len tokens whose targets are the
-// next tokens (the input shifted by one).
+// A character-level text dataset: the bytes of a text (one file, or a tree of
+// files: data/text_corpus.h), a vocabulary of the distinct bytes it holds or
+// of all 256 bytes, and windows of seq_len tokens whose targets are the next
+// tokens (the input shifted by one).
 //
 // The default corpus is perldiag.pod from the Debian package
 // perl-modules-5.36 (installed by tools/setup): about 300 KB of plain ASCII
-// English prose (Perl's explanations of its diagnostics) in POD markup.
+// English prose (Perl's explanations of its diagnostics) in POD markup. The
+// larger one is the Linux documentation of kLinuxDocCorpus (about 24 MB).
 #pragma once
 
 #include <array>
@@ -28,6 +30,9 @@ class CharVocab {
  public:
   CharVocab() { ids_.fill(-1); }
   explicit CharVocab(const std::string& text);
+  // Every byte, token i being byte i: a vocabulary that does not depend on
+  // the corpus (a model trained on one text reads any other).
+  static CharVocab all_bytes();
 
   int64_t size() const { return static_cast<int64_t>(chars_.size()); }
   const std::string& chars() const { return chars_; }
@@ -48,6 +53,12 @@ struct TextDatasetOptions {
   // Distance between the starts of consecutive windows; 0 means seq_len
   // (windows that overlap only where one's last target is the next's first input).
   int64_t stride = 0;
+  // Tokens are all 256 bytes (CharVocab::all_bytes) instead of the distinct
+  // bytes of the text.
+  bool byte_vocab = false;
+  // Where the text is a directory: the files read are those whose names end
+  // in this ("" reads every file; data/text_corpus.h).
+  std::string suffix;
 };
 
 // Example i: inputs tokens[i*stride, i*stride + seq_len), targets the same
@@ -58,9 +69,10 @@ class CharTextDataset final : public Dataset {
  public:
   // Throws coppice::Error for seq_len < 1 or stride < 0.
   CharTextDataset(const std::string& text, TextDatasetOptions options = {}, std::string label = "text");
-  // Reads `path` whole; an error Status names the file for a missing,
-  // unreadable, empty or oversized file, or one too short for one window.
-  static absl::StatusOr<std::shared_ptr<CharTextDataset>> from_file(const std::string& path,
+  // Reads the file or directory tree at `path` (read_text_corpus with
+  // options.suffix, at most kTextMaxBytes); an error Status names the path
+  // for what read_text_corpus refuses and for a text too short for one window.
+  static absl::StatusOr<std::shared_ptr<CharTextDataset>> from_path(const std::string& path,
                                                                     TextDatasetOptions options = {});
   // The host memory a dataset of a `text_bytes`-byte text (at most
   // kTextMaxBytes) takes while it is made: the text and its tokens (i64 each).

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "data/file.h"
+#include "data/text_corpus.h"
 #include "sparse/convert.h"
 #include "sparse/formats.h"
 #include "sparsifiers/apply_schedule.h"
@@ -601,7 +602,7 @@ void read_data(const Section& d, JobConfig& job) {
   c.loader.drop_last = d.boolean("drop_last", false);
 
   const std::vector<std::string> mnist_keys = {"flatten", "normalize", "mean", "std"};
-  const std::vector<std::string> text_keys = {"seq_len", "stride"};
+  const std::vector<std::string> text_keys = {"seq_len", "stride", "suffix", "vocab"};
   if (c.dataset != DatasetKind::kFashionMnist)
     d.refuse(mnist_keys, str_cat("only for dataset fashion_mnist, not ", kind));
   if (c.dataset != DatasetKind::kText) d.refuse(text_keys, str_cat("only for dataset text, not ", kind));
@@ -629,10 +630,18 @@ void read_data(const Section& d, JobConfig& job) {
     case DatasetKind::kText: {
       c.text.seq_len = d.integer("seq_len", 64);
       c.text.stride = d.integer("stride", 0);
+      c.text.suffix = d.string("suffix", "");
+      c.text.byte_vocab = d.choice("vocab", "distinct", {"distinct", "bytes"}) == "bytes";
       const std::string file = c.text_path();
-      if (!is_file(file))
-        missing(c.path.empty() ? std::string("data.dataset") : d.at("path"), "text file '", file, "' not found",
-                c.path.empty() ? str_cat(" (install the Debian package ", kDefaultTextCorpusPackage, ")") : "");
+      const std::string key = c.path.empty() ? std::string("data.dataset") : d.at("path");
+      if (!is_file(file) && !is_dir(file)) {
+        std::string hint;
+        if (c.path.empty()) hint = str_cat(" (install the Debian package ", kDefaultTextCorpusPackage, ")");
+        if (file == kLinuxDocCorpus) hint = str_cat(" (install the Debian package ", kLinuxDocCorpusPackage, ")");
+        missing(key, "text file or directory '", file, "' not found", hint);
+      }
+      if (is_file(file) && !c.text.suffix.empty())
+        d.refuse({"suffix"}, str_cat("only for a directory, not the file ", file));
       break;
     }
     case DatasetKind::kSynthetic: {
@@ -770,7 +779,7 @@ void check_text_fits(const JobConfig& job, const ModelInput& in) {
   // The corpus, read as the trainer will (bounded: data/text.h), and the
   // dataset made of it must fit in memory.
   const std::string key = d.path.empty() ? "data.dataset" : "data.path";
-  const absl::StatusOr<std::string> text = read_file_bytes(d.text_path(), kTextMaxBytes);
+  const absl::StatusOr<std::string> text = read_text_corpus(d.text_path(), d.text.suffix, kTextMaxBytes);
   if (!text.ok()) bad(key, text.status().message());
   try {
     check_host_memory(CharTextDataset::memory_bytes(static_cast<int64_t>(text->size())),
@@ -779,7 +788,12 @@ void check_text_fits(const JobConfig& job, const ModelInput& in) {
   if (static_cast<int64_t>(text->size()) <= d.text.seq_len)
     bad("data.seq_len", "the corpus '", d.text_path(), "' has ", text->size(),
         " bytes, too few for one window of seq_len ", d.text.seq_len, " and its next-byte target");
-  // The embedding needs a row for every byte of the corpus.
+  // The embedding needs a row for every token: each distinct byte of the
+  // corpus, or all 256 with vocab: bytes.
+  if (d.text.byte_vocab) {
+    if (in.classes < 256) bad(option_key(in.classes_from), "data.vocab is bytes: must be >= 256, got ", in.classes);
+    return;
+  }
   const int64_t distinct = CharVocab(*text).size();
   if (in.classes < distinct)
     bad(option_key(in.classes_from), "the corpus '", d.text_path(), "' has ", distinct,

@@ -50,7 +50,9 @@ std::vector<SchemaKey> job_keys() {
 
       {"data", K::kSection, "the dataset and batching"},
       {"data.dataset", K::kString, "fashion_mnist | synthetic | text (fashion_mnist)"},
-      {"data.path", K::kString, "fashion_mnist: the IDX directory; text: the text file (default: the installed one)"},
+      {"data.path", K::kString,
+       "fashion_mnist: the IDX directory; text: the text file, or a directory whose files (data.suffix) are read "
+       "in path order (default: the installed perldiag.pod)"},
       {"data.batch_size", K::kInt, "training batch size, >= 1 (64)"},
       {"data.eval_batch_size", K::kInt, "evaluation batch size (0: batch_size)"},
       {"data.validation_split", K::kDouble, "fraction of the training set held out for validation, in [0, 1) (0)"},
@@ -63,6 +65,9 @@ std::vector<SchemaKey> job_keys() {
       {"data.std", K::kDouble, "fashion_mnist: normalization std, > 0 (0.3530)"},
       {"data.seq_len", K::kInt, "text: tokens per window, >= 1 (64)"},
       {"data.stride", K::kInt, "text: distance between window starts (0: seq_len)"},
+      {"data.suffix", K::kString,
+       "text, a directory: read the files whose names end in this, e.g. .rst.txt (\"\": every file)"},
+      {"data.vocab", K::kString, "text: distinct (the corpus's distinct bytes) | bytes (all 256) (distinct)"},
       {"data.synthetic", K::kSection, "synthetic: Gaussian blobs (data/synthetic.h)"},
       {"data.synthetic.examples", K::kInt, "training examples, >= 1 (1000)"},
       {"data.synthetic.test_examples", K::kInt, "test examples, held out from the same draw (0: none)"},

@@ -108,7 +108,7 @@ Splits load_data(const JobConfig& job) {
     }
     case DatasetKind::kText: {
       // Bounded as config.cc's validation read it (data/text.h).
-      absl::StatusOr<std::shared_ptr<CharTextDataset>> text = CharTextDataset::from_file(d.text_path(), d.text);
+      absl::StatusOr<std::shared_ptr<CharTextDataset>> text = CharTextDataset::from_path(d.text_path(), d.text);
       if (!text.ok()) fail("data: ", text.status().message());
       std::shared_ptr<const Dataset> all = *text;
       // The last windows validate (with a stride below seq_len, the first

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "data/file.h"
+#include "data/text.h"
+#include "data/text_corpus.h"
 #include "tensor/error.h"
 
 namespace coppice {
@@ -52,8 +54,8 @@ std::string stage_string(const StageSpec& st) {
 }
 
 // "name:bytes:crc32" of a file; its bytes are read once, bounded.
-std::string file_identity(const std::string& path) {
-  auto bytes = read_file_bytes(path);
+// The name, size and CRC-32 of the bytes read from `path`.
+std::string bytes_identity(const std::string& path, const absl::StatusOr<std::string>& bytes) {
   if (!bytes.ok()) fail("fingerprint: ", bytes.status().message());
   uLong crc = crc32(0L, Z_NULL, 0);
   crc = crc32_z(crc, reinterpret_cast<const Bytef*>(bytes->data()), bytes->size());
@@ -61,6 +63,8 @@ std::string file_identity(const std::string& path) {
   std::snprintf(hex, sizeof hex, "%08lx", static_cast<unsigned long>(crc));
   return str_cat(std::filesystem::path(path).filename().string(), ":", bytes->size(), ":", hex);
 }
+
+std::string file_identity(const std::string& path) { return bytes_identity(path, read_file_bytes(path)); }
 
 void add_data(const DataConfig& d, Fingerprint& f) {
   f["data.dataset"] = dataset_kind_name(d.dataset);
@@ -87,7 +91,12 @@ void add_data(const DataConfig& d, Fingerprint& f) {
     case DatasetKind::kText:
       f["data.seq_len"] = number(d.text.seq_len);
       f["data.stride"] = number(d.text.stride);
-      f["data.files"] = file_identity(d.text_path());
+      // Only where set, so that the fingerprints of jobs written before
+      // these keys existed are unchanged.
+      if (!d.text.suffix.empty()) f["data.suffix"] = d.text.suffix;
+      if (d.text.byte_vocab) f["data.vocab"] = "bytes";
+      // The corpus as the trainer reads it: a directory's files in order.
+      f["data.files"] = bytes_identity(d.text_path(), read_text_corpus(d.text_path(), d.text.suffix, kTextMaxBytes));
       break;
     case DatasetKind::kSynthetic: {
       const BlobsOptions& b = d.synthetic;

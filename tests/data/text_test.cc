@@ -58,7 +58,7 @@ TEST(CharTextDataset, RealCorpus) {
   // perldiag.pod from perl-modules-5.36: plain ASCII English.
   TextDatasetOptions o;
   o.seq_len = 128;
-  absl::StatusOr<std::shared_ptr<CharTextDataset>> ds = CharTextDataset::from_file(kDefaultTextCorpus, o);
+  absl::StatusOr<std::shared_ptr<CharTextDataset>> ds = CharTextDataset::from_path(kDefaultTextCorpus, o);
   ASSERT_TRUE(ds.ok()) << ds.status() << " (tools/setup installs " << kDefaultTextCorpusPackage << ")";
   const CharTextDataset& text = **ds;
   EXPECT_GT(text.tokens().size(), 200'000u);
@@ -92,26 +92,25 @@ TEST(CharTextDataset, FileErrors) {
   const std::string dir = testing::temp_dir();
   TextDatasetOptions o;
   o.seq_len = 8;
-  auto missing = CharTextDataset::from_file(dir + "/nope.txt", o);
+  auto missing = CharTextDataset::from_path(dir + "/nope.txt", o);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(std::string(missing.status().message()).find(dir + "/nope.txt"), std::string::npos);
-  auto empty = CharTextDataset::from_file(testing::write_file(dir + "/empty.txt", ""), o);
+  auto empty = CharTextDataset::from_path(testing::write_file(dir + "/empty.txt", ""), o);
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(std::string(empty.status().message()).find("too short"), std::string::npos) << empty.status();
-  auto short_file = CharTextDataset::from_file(testing::write_file(dir + "/short.txt", "12345678"), o);
+  auto short_file = CharTextDataset::from_path(testing::write_file(dir + "/short.txt", "12345678"), o);
   ASSERT_FALSE(short_file.ok());
-  auto fits = CharTextDataset::from_file(testing::write_file(dir + "/fits.txt", "123456789"), o);
+  auto fits = CharTextDataset::from_path(testing::write_file(dir + "/fits.txt", "123456789"), o);
   ASSERT_TRUE(fits.ok()) << fits.status();
   EXPECT_EQ((*fits)->size(), 1);
-  EXPECT_FALSE(CharTextDataset::from_file(dir, o).ok());
   o.seq_len = 0;
-  EXPECT_FALSE(CharTextDataset::from_file(dir + "/fits.txt", o).ok());
+  EXPECT_FALSE(CharTextDataset::from_path(dir + "/fits.txt", o).ok());
 }
 
 TEST(CharTextDataset, OversizedFileIsRefusedBeforeItIsRead) {
   const std::string path = testing::write_file(testing::temp_dir() + "/huge.txt", "x");
   std::filesystem::resize_file(path, kTextMaxBytes + 1);  // sparse: no disk used
-  auto huge = CharTextDataset::from_file(path);
+  auto huge = CharTextDataset::from_path(path);
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(std::string(huge.status().message()), path + ": 1073741825 bytes, more than the limit of 1073741824");
   std::filesystem::remove(path);

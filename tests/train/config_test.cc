@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -111,6 +112,33 @@ TEST(JobConfig, OtherConfigsFillTheirSections) {
   EXPECT_EQ(lm->optimizer.kind, OptimizerKind::kAdamW);
   EXPECT_DOUBLE_EQ(lm->optimizer.adam.weight_decay, 0.01);
   EXPECT_EQ(lm->mask_update.updater.growth, "random");
+}
+
+// A directory of files as the corpus, with all 256 bytes as tokens.
+TEST(JobConfig, TextCorpusDirectory) {
+  const std::string dir = ::testing::TempDir() + "/config_test_corpus";
+  std::filesystem::create_directories(dir + "/sub");
+  for (const auto& [name, text] : {std::pair<std::string, std::string>{"/a.rst.txt", "alpha beta gamma\n"},
+                                   {"/sub/b.rst.txt", "delta epsilon\n"},
+                                   {"/sub/c.html", "<p>"}}) {
+    std::ofstream(dir + name) << text;
+  }
+  const std::string job =
+      "model: {name: char_lm, options: {vocab_size: 256, context: 8}}\n"
+      "data: {dataset: text, path: " +
+      dir +
+      ", suffix: .rst.txt, vocab: bytes, seq_len: 8, validation_split: 0.2}\n"
+      "training: {steps: 1}\n";
+  const absl::StatusOr<JobConfig> c = parse(job);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->data.text_path(), dir);
+  EXPECT_EQ(c->data.text.suffix, ".rst.txt");
+  EXPECT_TRUE(c->data.text.byte_vocab);
+  // A suffix that no file has is refused, naming the directory.
+  const absl::StatusOr<JobConfig> none = parse(job, {"data.suffix=.md"});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(std::string(none.status().message()).find("no file whose name ends in '.md'"), std::string::npos)
+      << none.status().message();
 }
 
 // The example of README.md, "Configuring a job".
@@ -428,7 +456,16 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"missing text file",
        "!model: {name: char_lm}\ndata: {dataset: text, path: /nonexistent/corpus.txt, validation_split: "
        "0.1}\ntraining: {steps: 1}",
-       "data.path: text file '/nonexistent/corpus.txt' not found"},
+       "data.path: text file or directory '/nonexistent/corpus.txt' not found"},
+      {"byte vocabulary too small",
+       "!model: {name: char_lm}\ndata: {dataset: text, vocab: bytes, validation_split: 0.1}\ntraining: {steps: 1}",
+       "model.options.vocab_size: data.vocab is bytes: must be >= 256, got 65"},
+      {"unknown vocabulary",
+       "!model: {name: char_lm}\ndata: {dataset: text, vocab: words, validation_split: 0.1}\ntraining: {steps: 1}",
+       "data.vocab: must be one of distinct | bytes, got 'words'"},
+      {"suffix for a file",
+       "!model: {name: char_lm, options: {vocab_size: 97}}\ndata: {dataset: text, suffix: .pod}\ntraining: {steps: 1}",
+       "data.suffix: only for a directory, not the file /usr/share/perl/5.36.0/pod/perldiag.pod"},
       {"missing resume dir", "checkpoint: {resume: /nonexistent/ckpt}",
        "checkpoint.resume: '/nonexistent/ckpt' not found"},
       {"key for another dataset", "!model: {name: mlp}\ndata: {dataset: synthetic, seq_len: 32}\ntraining: {steps: 1}",

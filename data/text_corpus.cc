@@ -1,0 +1,94 @@
+#include "data/text_corpus.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "data/file.h"
+#include "tensor/error.h"
+
+namespace coppice {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The regular files under `dir` whose names end in `suffix`, as paths
+// relative to `dir`, sorted bytewise.
+absl::StatusOr<std::vector<std::string>> corpus_files(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, ec), end;
+  if (ec) return absl::NotFoundError(str_cat("text corpus ", dir, ": cannot read the directory: ", ec.message()));
+  for (; it != end; it.increment(ec)) {
+    if (ec) break;
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec) || type_ec) continue;
+    const std::string name = it->path().filename().string();
+    if (ends_with(name, suffix)) files.push_back(it->path().lexically_relative(dir).generic_string());
+  }
+  if (ec) return absl::NotFoundError(str_cat("text corpus ", dir, ": cannot walk the directory: ", ec.message()));
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> read_text_corpus(const std::string& path, const std::string& suffix, uint64_t max_bytes) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) return absl::NotFoundError(str_cat("text corpus ", path, ": not found"));
+  if (fs::is_regular_file(status)) return read_file_bytes(path, max_bytes);
+  if (!fs::is_directory(status)) {
+    return absl::InvalidArgumentError(str_cat("text corpus ", path, ": neither a file nor a directory"));
+  }
+  absl::StatusOr<std::vector<std::string>> files = corpus_files(path, suffix);
+  if (!files.ok()) return files.status();
+  if (files->empty()) {
+    return absl::NotFoundError(
+        str_cat("text corpus ", path, ": no file whose name ends in '", suffix, "' (data.suffix) under it"));
+  }
+  const auto too_large = [&](const std::string& at) {
+    return absl::ResourceExhaustedError(
+        str_cat("text corpus ", path, ": larger than the limit of ", max_bytes, " bytes (reached at ", at, ")"));
+  };
+  // Sizes first, so that an oversized tree is refused before it is read.
+  uint64_t total = 0;
+  std::vector<uint64_t> sizes;
+  for (const std::string& relative : *files) {
+    std::error_code size_ec;
+    const uintmax_t size = fs::file_size(fs::path(path) / relative, size_ec);
+    if (size_ec) {
+      return absl::NotFoundError(str_cat("text corpus ", path, ": cannot stat ", relative, ": ", size_ec.message()));
+    }
+    total += size;
+    if (total > max_bytes) return too_large(relative);
+    sizes.push_back(size);
+  }
+  std::string text;
+  text.reserve(total + files->size());
+  for (size_t i = 0; i < files->size(); ++i) {
+    const std::string& relative = (*files)[i];
+    // The newlines added so far count too.
+    if (text.size() + sizes[i] > max_bytes) return too_large(relative);
+    // A file that grew since its size was read is refused by
+    // read_file_bytes, naming it.
+    absl::StatusOr<std::string> bytes = read_file_bytes((fs::path(path) / relative).string(), max_bytes - text.size());
+    if (!bytes.ok()) return bytes.status();
+    text += *bytes;
+    if (!bytes->empty() && bytes->back() != '\n') {
+      if (text.size() >= max_bytes) return too_large(relative);
+      text.push_back('\n');
+    }
+  }
+  return text;
+}
+
+}  // namespace coppice
