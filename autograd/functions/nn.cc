@@ -58,6 +58,15 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
       });
 }
 
+Variable attention(const Variable& q, const Variable& k, const Variable& v, double scale, const AttentionMask& mask) {
+  Tensor qv = q.value(), kv = k.value(), vv = v.value();
+  AttentionOutput o = attention_forward(qv, kv, vv, scale, mask);
+  return record(o.out, "AttentionBackward", {q, k, v}, [qv, kv, vv, o, scale, mask](const Tensor& g, const GradNeeds&) {
+    AttentionGrads d = attention_backward(qv, kv, vv, o.out, o.lse, g, scale, mask);
+    return Grads{d.dq, d.dk, d.dv};
+  });
+}
+
 Variable embedding(const Variable& weight, const Tensor& indices) {
   Shape wshape = weight.shape();
   return record(embedding(weight.value(), indices), "EmbeddingBackward", {weight},

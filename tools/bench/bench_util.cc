@@ -32,6 +32,7 @@ std::string usage() {
          "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--batch B] [--reps R] [--json FILE]\n"
          "       bench rigl [--device cpu|cuda|all] [--modes f32,tf32,bf16] [--sparsity X] [--hidden H] [--batch B]\n"
          "             [--steps S] [--warmup W] [--json FILE]\n"
+         "       bench attention [--dtype bf16,f16,f32] [--reps R] [--json FILE]\n"
          "\n"
          "  gemm         dense matmul [N, N] x [N, N] (default N: 4096 on CUDA, 1024 on the CPU;\n"
          "               dtypes f32 f64 bf16 f16 on CUDA, f32 f64 on the CPU)\n"
@@ -63,6 +64,9 @@ std::string usage() {
          "               three HxH weights BSR 32x32 at --sparsity (0.9), the update of a RigL job's step (dense-\n"
          "               gradient view, optimizer, prune and regrow of the three layers) with block scores probed\n"
          "               and with dense swaps, beside an ordinary step; rows carry steps_per_update\n"
+         "  attention    fused attention (not part of all; CUDA only; attention_bench.cc): forward, and forward\n"
+         "               + backward, causal and block-sparse (64-token local + strided blocks), at [B, H, T, d] =\n"
+         "               [32, 16, 512, 64], [8, 16, 2048, 64], [16, 16, 1024, 128]; bf16 and f16 by default\n"
          "  --tf32       f32 dense matmuls on CUDA may use TF32 tensor cores (tensor/precision.h)\n"
          "  --size N     gemm's m = n = k (with the elementwise suite alone, its element count); the sparse\n"
          "               suites' big shape becomes N in every dimension (on both devices)\n"
@@ -128,10 +132,10 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       suite_given = true;
       if (arg != "all") {
         if (arg != "gemm" && arg != "elementwise" && arg != "spmm" && arg != "sddmm" && arg != "sparsify" &&
-            arg != "dp" && arg != "train" && arg != "bsr" && arg != "rigl") {
+            arg != "dp" && arg != "train" && arg != "bsr" && arg != "rigl" && arg != "attention") {
           return absl::InvalidArgumentError(str_cat("unknown suite '", arg,
                                                     "' (expected gemm, elementwise, spmm, sddmm, sparsify, dp, "
-                                                    "train, bsr, rigl or all)"));
+                                                    "train, bsr, rigl, attention or all)"));
         }
         c.gemm = arg == "gemm";
         c.elementwise = arg == "elementwise";
@@ -142,6 +146,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
         c.train = arg == "train";
         c.bsr = arg == "bsr";
         c.rigl = arg == "rigl";
+        c.attention = arg == "attention";
       }
       continue;
     }

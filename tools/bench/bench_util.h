@@ -22,13 +22,14 @@ inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 struct Config {
   bool gemm = true;
   bool elementwise = true;
-  bool spmm = true;      // sparse x dense (tools/bench/spmm_bench.cc)
-  bool sddmm = true;     // dense x dense sampled at a sparse pattern (sddmm_bench.cc)
-  bool sparsify = true;  // sparsifiers on 16M elements (sparsify_bench.cc)
-  bool dp = false;       // data-parallel training steps (dp_bench.cc); never part of "all"
-  bool train = false;    // training steps per model, format and mode (train_bench.cc); never part of "all"
-  bool bsr = false;      // a BSR linear layer's three products (bsr_bench.cc); CUDA only, never part of "all"
-  bool rigl = false;     // a block-RigL update step beside an ordinary step (rigl_bench.cc); never part of "all"
+  bool spmm = true;        // sparse x dense (tools/bench/spmm_bench.cc)
+  bool sddmm = true;       // dense x dense sampled at a sparse pattern (sddmm_bench.cc)
+  bool sparsify = true;    // sparsifiers on 16M elements (sparsify_bench.cc)
+  bool dp = false;         // data-parallel training steps (dp_bench.cc); never part of "all"
+  bool train = false;      // training steps per model, format and mode (train_bench.cc); never part of "all"
+  bool bsr = false;        // a BSR linear layer's three products (bsr_bench.cc); CUDA only, never part of "all"
+  bool rigl = false;       // a block-RigL update step beside an ordinary step (rigl_bench.cc); never part of "all"
+  bool attention = false;  // fused attention forward and backward (attention_bench.cc); CUDA only, never part of "all"
   bool cpu = true;
   bool cuda = true;
   int64_t size = 0;   // GEMM m = n = k; 0: the per-device default

@@ -5,6 +5,7 @@
 //                                                          per rank: tools/launch -n N -- bench dp
 //   bench train [--models ...] [--formats ...] [--modes ...]  training steps per model, format, mode
 //   bench bsr [--dtype ...]                                 a BSR linear layer's products beside dense
+//   bench attention [--dtype ...]                           fused attention, causal and block-sparse
 //
 // tools/bench/torch_reference.py measures the same shapes with PyTorch and
 // tools/bench/compare.py puts the two reports side by side.
@@ -55,6 +56,7 @@ int run(int argc, char** argv) {
   if (config->train) run_train(*config, &report.results);
   if (config->bsr) run_bsr(*config, &report.results);
   if (config->rigl) run_rigl(*config, &report.results);
+  if (config->attention) run_attention(*config, &report.results);
   bool reporting = true;  // false on the ranks other than 0 of a launched dp job
   if (config->dp) reporting = run_dp(*config, &report.results);
   if (!reporting) {

@@ -41,6 +41,9 @@ void run_bsr(const Config& config, std::vector<Result>* results);
 // A block-RigL mask-update step of the MLP beside its ordinary step
 // (tools/bench/rigl_bench.cc).
 void run_rigl(const Config& config, std::vector<Result>* results);
+// Fused attention forward and backward, causal and block-sparse
+// (tools/bench/attention_bench.cc).
+void run_attention(const Config& config, std::vector<Result>* results);
 
 // Shared by the suites.
 struct DeviceCase {

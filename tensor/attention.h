@@ -1,0 +1,82 @@
+// Fused scaled dot-product attention: softmax(scale * q k^T, masked) v for
+// many (batch, head) pairs at once, without a [T, T] matrix in memory.
+//
+//   q, k, v      [N, T, d] (N = batch x heads), one floating dtype and device
+//   out          [N, T, d], q's dtype
+//   lse          [N, T]: each query's log-sum-exp of its visible scaled scores
+//                (f64 for f64 inputs, else f32), kept for the backward pass
+//
+// Which keys a query sees (AttentionMask): with `causal`, key j is visible to
+// query i only where j <= i; with a block layout, only where the layout keeps
+// the pair (query block i / block, key block j / block); with both, where
+// both allow it. A query that sees no key gets out = 0 and lse = -inf, and
+// passes no gradient.
+//
+// The backward pass recomputes the probabilities from lse (FlashAttention-2's
+// scheme): p = exp(scale * q k^T - lse), D = rowsum(dout * out),
+// dv = p^T dout, ds = p * (dout v^T - D), dq = scale * ds k,
+// dk = scale * ds^T q. `out` is the forward's output as stored (rounded to
+// q's dtype), so every device forms D the same way.
+//
+// Kernels (tensor/kernels.h's contract, registered per device under these
+// names): "attention_forward" and "attention_backward", inputs
+// q, k, v[, out, lse, dout], then the layout's four index tensors (or
+// "none"), attrs scale (double), causal (bool), block (int; 0 without a
+// layout). The CPU kernels (tensor/cpu/attention.cc) are the straightforward
+// per-query loops, in the compute dtype (f32 for bf16/f16). The CUDA kernels
+// (tensor/cuda/attention.cu) are tiled, with an online softmax on tensor
+// cores, for bf16/f16 and head sizes 64 and 128, and the CPU's loops one
+// query per warp otherwise; parity with the CPU is tested for both.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+// A block-sparse attention pattern: T tokens in blocks of `block`, and for
+// each query block the key blocks it attends, kept twice on the device
+// (i32): by query block (CSR, the forward's and dq's walk) and by key block
+// (CSC, dk's and dv's walk). Build it once per sequence length; it is
+// immutable and cheap to share.
+struct AttentionBlockLayout {
+  int64_t block = 0;   // tokens per block, > 0
+  int64_t blocks = 0;  // ceil(T / block)
+  Tensor row_ptr;      // [blocks + 1]
+  Tensor col_idx;      // [nnz], increasing within each query block
+  Tensor col_ptr;      // [blocks + 1]
+  Tensor row_idx;      // [nnz], increasing within each key block
+  bool defined() const { return block > 0; }
+  int64_t nnz() const { return col_idx.defined() ? col_idx.numel() : 0; }
+};
+
+// The layout of a host matrix `keep` (blocks x blocks, row-major; keep[i *
+// blocks + j] true: query block i sees key block j), on `device`. Throws for
+// a size that is not a square, or block <= 0.
+AttentionBlockLayout attention_block_layout(const std::vector<bool>& keep, int64_t block, Device device);
+
+struct AttentionMask {
+  bool causal = false;
+  AttentionBlockLayout layout;  // undefined: every key (within `causal`)
+};
+
+struct AttentionOutput {
+  Tensor out;
+  Tensor lse;
+};
+
+struct AttentionGrads {
+  Tensor dq, dk, dv;
+};
+
+// Validates the operands (shapes, dtypes, one device, a layout covering T
+// tokens on that device) and throws naming the op and what is wrong. Inputs
+// may have any strides (they are made contiguous).
+AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                  const AttentionMask& mask);
+AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                  const Tensor& lse, const Tensor& dout, double scale, const AttentionMask& mask);
+
+}  // namespace coppice

@@ -1,0 +1,1023 @@
+// Attention on CUDA (tensor/attention.h), twins of tensor/cpu/attention.cc.
+//
+// bf16/f16 with head size 64 or 128 (and a block layout, if any, in blocks of
+// a multiple of 64 tokens) run tiled kernels in the manner of
+// FlashAttention-2, on mma.sync m16n8k16 tensor-core instructions with f32
+// accumulation and ldmatrix fragments:
+//
+// - forward: a thread block takes 64 queries (a warp 16 of them, q held in
+//   registers) and walks the key tiles they see, 64 keys at a time, with the
+//   next tile's k and v copied (cp.async) while this one multiplies; an
+//   online softmax in base 2 keeps each row's running max and sum, so no
+//   [T, T] score matrix exists anywhere. Out and the row log-sum-exp are
+//   written once.
+// - backward: D = rowsum(dout * out) first (one warp per row), then two
+//   kernels, so that no gradient is summed with atomics (the same bits on
+//   every run): one thread block per 64 keys walks the query tiles that see
+//   them and forms dk and dv; one per 64 queries walks the key tiles and
+//   forms dq. Both recompute p = exp(s - lse) from the saved lse.
+//
+// Which tiles a walk visits comes from the mask alone: with `causal` the
+// tiles on or below the diagonal, with a layout the kept blocks (by query
+// block for the forward and dq, by key block for dk/dv), and elements are
+// masked only on the diagonal tile and past T.
+//
+// Every other dtype, head size or layout block runs the CPU twin's
+// arithmetic: a thread block per query (forward, dq) or per key (dk, dv),
+// its scores in shared memory; slow, but the same on every device, and what
+// gradcheck-sized problems and f32 jobs need.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "tensor/cuda/checks.h"
+#include "tensor/cuda/convert.h"
+#include "tensor/cuda/launch.cuh"
+#include "tensor/dispatcher.h"
+
+namespace coppice::cuda {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// ---- which keys a query sees, as ranges -----------------------------------------------------
+
+// The ranges [lo, hi) of one block row (or column) of the layout, clipped to
+// [lo_clip, hi_clip); without a layout, the one range [lo_clip, hi_clip).
+struct RangeWalk {
+  const int32_t* idx = nullptr;  // null: no layout
+  int32_t e = 0, e_end = 0;
+  int64_t block = 0, lo_clip = 0, hi_clip = 0;
+  bool done = false;
+
+  __device__ RangeWalk(const int32_t* ptr, const int32_t* index, int64_t line, int64_t blk, int64_t lo, int64_t hi)
+      : idx(index), block(blk), lo_clip(lo), hi_clip(hi) {
+    if (idx != nullptr) {
+      e = ptr[line];
+      e_end = ptr[line + 1];
+    }
+  }
+  // The next non-empty range; false when there is none.
+  __device__ bool next(int64_t& lo, int64_t& hi) {
+    if (idx == nullptr) {
+      if (done) return false;
+      done = true;
+      lo = lo_clip;
+      hi = hi_clip;
+      return lo < hi;
+    }
+    while (e < e_end) {
+      const int64_t b = idx[e++];
+      lo = b * block > lo_clip ? b * block : lo_clip;
+      hi = (b + 1) * block < hi_clip ? (b + 1) * block : hi_clip;
+      if (lo < hi) return true;
+    }
+    return false;
+  }
+};
+
+// Steps of `step` tokens over a RangeWalk's ranges (whose starts are multiples of step).
+struct StepWalk {
+  RangeWalk ranges;
+  int64_t step, cur = 0, hi = 0;
+  __device__ StepWalk(const RangeWalk& r, int64_t s) : ranges(r), step(s) {}
+  // The next step's first token, or -1.
+  __device__ int64_t next() {
+    while (cur >= hi) {
+      if (!ranges.next(cur, hi)) return -1;
+    }
+    const int64_t at = cur;
+    cur += step;
+    return at;
+  }
+};
+
+// ---- tensor-core fragments --------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two floats as one register of T (lo in the low half: the lower column).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// 16 bytes global -> shared, asynchronously; zeros where !valid.
+__device__ __forceinline__ void copy16_async(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Shapes of the tiled kernels: head size D, rows staged with a pitch of D + 8
+// elements (the eight rows an ldmatrix reads fall on distinct banks).
+template <typename T, int D>
+struct Tiles {
+  static constexpr int kPitch = D + 8;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kRows = 64;                 // queries (forward, dq) or keys (dk/dv) per thread block
+  static constexpr int kStep = D <= 64 ? 64 : 32;  // tokens per step of the backward walks
+  static constexpr int kKSteps = D / 16;           // k16 steps over the head
+  static constexpr int kDTiles = D / 8;            // n8 tiles over the head
+};
+
+// Rows [row0, row0 + R) of a [t, D] matrix into shared memory (zeros past t).
+template <typename T, int D, int R, int kThreads>
+__device__ __forceinline__ void stage_rows(T* sm, const T* g, int64_t row0, int64_t t) {
+  constexpr int kChunksPerRow = D / 8;
+  for (int c = threadIdx.x; c < R * kChunksPerRow; c += kThreads) {
+    const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+    const bool ok = row0 + r < t;
+    copy16_async(sm + r * (D + 8) + col, g + (ok ? row0 + r : 0) * D + col, ok);
+  }
+}
+
+// a[ks] = the A fragments of 16 staged rows (from `rows`), k16 step ks.
+template <int KS, int P, typename T>
+__device__ __forceinline__ void load_a(uint32_t (&a)[KS][4], const T* rows, int lane) {
+  const T* p = rows + (lane % 16) * P + (lane / 16) * 8;
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) ldsm_x4(a[ks], p + ks * 16);
+}
+
+// acc[NT] (16 x 8NT) += A (16 x 16KS) B, where B[k][n] = bs[n][k] (B's rows
+// staged n-major, e.g. keys for q k^T).
+template <typename T, int KS, int NT, int P>
+__device__ __forceinline__ void mma_nk(float (&acc)[NT][4], const uint32_t (&a)[KS][4], const T* bs, int lane) {
+  const T* p = bs + ((lane / 16) * 8 + lane % 8) * P + ((lane / 8) % 2) * 8;
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t b[4];
+      ldsm_x4(b, p + np * 16 * P + ks * 16);
+      mma16816<T>(acc[2 * np], a[ks], b[0], b[1]);
+      mma16816<T>(acc[2 * np + 1], a[ks], b[2], b[3]);
+    }
+  }
+}
+
+// acc[NT] += A B, where B[k][n] = bs[k][n] (B staged k-major, e.g. v for p v).
+template <typename T, int KS, int NT, int P>
+__device__ __forceinline__ void mma_kn(float (&acc)[NT][4], const uint32_t (&a)[KS][4], const T* bs, int lane) {
+  const T* p = bs + (((lane / 8) % 2) * 8 + lane % 8) * P + (lane / 16) * 8;
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t b[4];
+      ldsm_x4_trans(b, p + ks * 16 * P + np * 16);
+      mma16816<T>(acc[2 * np], a[ks], b[0], b[1]);
+      mma16816<T>(acc[2 * np + 1], a[ks], b[2], b[3]);
+    }
+  }
+}
+
+// The accumulators of a 16 x 8NT product as the A fragments of its NT/2 k16 steps.
+template <typename T, int NT>
+__device__ __forceinline__ void to_a(uint32_t (&a)[NT / 2][4], const float (&c)[NT][4]) {
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {
+    a[kk][0] = pack2<T>(c[2 * kk][0], c[2 * kk][1]);
+    a[kk][1] = pack2<T>(c[2 * kk][2], c[2 * kk][3]);
+    a[kk][2] = pack2<T>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[kk][3] = pack2<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+  }
+}
+
+template <int NT>
+__device__ __forceinline__ void zero(float (&c)[NT][4]) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.f;
+}
+
+// Stores a warp's 16 x 8NT accumulators (times `scale`) as rows row0.. of a
+// [t, 8NT] matrix, rows past t left out.
+template <typename T, int NT>
+__device__ __forceinline__ void store_rows(T* g, const float (&c)[NT][4], int64_t row0, int64_t t, float scale,
+                                           int lane) {
+  const int gr = lane / 4, tc = (lane % 4) * 2;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t row = row0 + gr + half * 8;
+    if (row >= t) continue;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      *reinterpret_cast<uint32_t*>(g + row * (8 * NT) + j * 8 + tc) =
+          pack2<T>(c[j][2 * half] * scale, c[j][2 * half + 1] * scale);
+    }
+  }
+}
+
+struct FlashArgs {
+  const void *q, *k, *v, *out, *dout;
+  void *o, *dq, *dk, *dv;
+  float* lse;                                            // [n, t]
+  const float* delta;                                    // [n, t]: rowsum(dout * out)
+  const int32_t *row_ptr, *col_idx, *col_ptr, *row_idx;  // null without a layout
+  int64_t t = 0, block = 0;
+  float scale = 1.f;
+  bool causal = false;
+};
+
+// ---- forward ------------------------------------------------------------------------------------
+
+template <typename T, int D>
+__global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
+  using S = Tiles<T, D>;
+  constexpr int P = S::kPitch, R = S::kRows, NTK = R / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* q_s = reinterpret_cast<T*>(smem_raw);
+  T* k_s = q_s + R * P;      // two buffers
+  T* v_s = k_s + 2 * R * P;  // two buffers
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t t = a.t, head = blockIdx.y;
+  const int64_t q_tiles = (t + R - 1) / R;
+  const int64_t q0 = (q_tiles - 1 - blockIdx.x) * R;  // the longest causal walks first
+  const T* qh = static_cast<const T*>(a.q) + head * t * D;
+  const T* kh = static_cast<const T*>(a.k) + head * t * D;
+  const T* vh = static_cast<const T*>(a.v) + head * t * D;
+
+  const int64_t key_end = a.causal ? (q0 + R < t ? q0 + R : t) : t;
+  StepWalk walk(RangeWalk(a.row_ptr, a.col_idx, a.block > 0 ? q0 / a.block : 0, a.block, 0, key_end), R);
+  int64_t k0 = walk.next();
+
+  stage_rows<T, D, R, S::kThreads>(q_s, qh, q0, t);
+  if (k0 >= 0) {
+    stage_rows<T, D, R, S::kThreads>(k_s, kh, k0, t);
+    stage_rows<T, D, R, S::kThreads>(v_s, vh, k0, t);
+  }
+  commit_copies();
+  wait_copies<0>();
+  __syncthreads();
+  uint32_t qf[S::kKSteps][4];
+  load_a<S::kKSteps, P>(qf, q_s + warp * 16 * P, lane);
+
+  float o[S::kDTiles][4];
+  zero(o);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const float c2 = a.scale * kLog2e;
+  const int64_t row_base = q0 + warp * 16 + lane / 4;
+  int buf = 0;
+  while (k0 >= 0) {
+    const int64_t k_next = walk.next();
+    if (k_next >= 0) {
+      stage_rows<T, D, R, S::kThreads>(k_s + (buf ^ 1) * R * P, kh, k_next, t);
+      stage_rows<T, D, R, S::kThreads>(v_s + (buf ^ 1) * R * P, vh, k_next, t);
+    }
+    commit_copies();
+    const T* ks = k_s + buf * R * P;
+    const T* vs = v_s + buf * R * P;
+
+    float s[NTK][4];
+    zero(s);
+    mma_nk<T, S::kKSteps, NTK, P>(s, qf, ks, lane);
+    const bool edge = (a.causal && k0 + R > q0) || k0 + R > t;
+#pragma unroll
+    for (int j = 0; j < NTK; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[j][e] * c2;
+        if (edge) {
+          const int64_t col = k0 + j * 8 + (lane % 4) * 2 + (e & 1), row = row_base + (e >> 1) * 8;
+          if (col >= t || (a.causal && col > row)) x = -INFINITY;
+        }
+        s[j][e] = x;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < NTK; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = exp2f(m[h] - m_use);
+      m[h] = m_new;
+      l[h] *= alpha;
+#pragma unroll
+      for (int j = 0; j < S::kDTiles; ++j) {
+        o[j][2 * h] *= alpha;
+        o[j][2 * h + 1] *= alpha;
+      }
+#pragma unroll
+      for (int j = 0; j < NTK; ++j) {
+        s[j][2 * h] = exp2f(s[j][2 * h] - m_use);
+        s[j][2 * h + 1] = exp2f(s[j][2 * h + 1] - m_use);
+        l[h] += s[j][2 * h] + s[j][2 * h + 1];
+      }
+    }
+    uint32_t pf[NTK / 2][4];
+    to_a<T, NTK>(pf, s);
+    mma_kn<T, NTK / 2, S::kDTiles, P>(o, pf, vs, lane);
+
+    wait_copies<0>();
+    __syncthreads();
+    buf ^= 1;
+    k0 = k_next;
+  }
+
+  float inv[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    inv[h] = l[h] > 0.f ? 1.f / l[h] : 0.f;
+    const int64_t row = row_base + h * 8;
+    if (lane % 4 == 0 && row < t) { a.lse[head * t + row] = l[h] > 0.f ? m[h] * kLn2 + logf(l[h]) : -INFINITY; }
+  }
+#pragma unroll
+  for (int j = 0; j < S::kDTiles; ++j) {
+    o[j][0] *= inv[0];
+    o[j][1] *= inv[0];
+    o[j][2] *= inv[1];
+    o[j][3] *= inv[1];
+  }
+  store_rows<T, S::kDTiles>(static_cast<T*>(a.o) + head * t * D, o, q0 + warp * 16, t, 1.f, lane);
+}
+
+// ---- backward -----------------------------------------------------------------------------------
+
+// delta[row] = sum(dout[row] * out[row]) in f32, one warp per row (any T, d).
+template <typename T>
+__global__ void attention_delta_kernel(const T* dout, const T* out, float* delta, int64_t rows, int64_t d) {
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  const int lane = threadIdx.x % 32;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows;
+       row += warps) {
+    float s = 0.f;
+    for (int64_t c = lane; c < d; c += 32) s += convert<float>(dout[row * d + c]) * convert<float>(out[row * d + c]);
+    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) delta[row] = s;
+  }
+}
+
+// The per-row values a backward step needs beside its tiles: lse (in base 2;
+// +inf where the query sees nothing or lies past t, so that its p is 0) and delta.
+__device__ __forceinline__ void stage_row_stats(float* lse2_s, float* delta_s, const float* lse, const float* delta,
+                                                int64_t row0, int rows, int64_t t) {
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int64_t row = row0 + r;
+    const float l = row < t ? lse[row] : -INFINITY;
+    lse2_s[r] = l == -INFINITY ? INFINITY : l * kLog2e;
+    delta_s[r] = row < t ? delta[row] : 0.f;
+  }
+}
+
+// dk and dv of 64 keys: walks the query steps that see them.
+template <typename T, int D>
+__global__ void __launch_bounds__(128) flash_dkdv_kernel(FlashArgs a) {
+  using S = Tiles<T, D>;
+  constexpr int P = S::kPitch, R = S::kRows, QS = S::kStep, NTQ = QS / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* k_s = reinterpret_cast<T*>(smem_raw);
+  T* v_s = k_s + R * P;
+  T* q_s = v_s + R * P;                                         // two buffers of QS rows
+  T* do_s = q_s + 2 * QS * P;                                   // two buffers
+  float* lse2_s = reinterpret_cast<float*>(do_s + 2 * QS * P);  // two buffers of QS
+  float* delta_s = lse2_s + 2 * QS;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t t = a.t, head = blockIdx.y;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int64_t off = head * t * D;
+  const T* qh = static_cast<const T*>(a.q) + off;
+  const T* doh = static_cast<const T*>(a.dout) + off;
+  const float* lse = a.lse + head * t;
+  const float* delta = a.delta + head * t;
+
+  StepWalk walk(RangeWalk(a.col_ptr, a.row_idx, a.block > 0 ? k0 / a.block : 0, a.block, a.causal ? k0 : 0, t), QS);
+  int64_t q0 = walk.next();
+  stage_rows<T, D, R, S::kThreads>(k_s, static_cast<const T*>(a.k) + off, k0, t);
+  stage_rows<T, D, R, S::kThreads>(v_s, static_cast<const T*>(a.v) + off, k0, t);
+  if (q0 >= 0) {
+    stage_rows<T, D, QS, S::kThreads>(q_s, qh, q0, t);
+    stage_rows<T, D, QS, S::kThreads>(do_s, doh, q0, t);
+    stage_row_stats(lse2_s, delta_s, lse, delta, q0, QS, t);
+  }
+  commit_copies();
+  wait_copies<0>();
+  __syncthreads();
+
+  float dk[S::kDTiles][4], dv[S::kDTiles][4];
+  zero(dk);
+  zero(dv);
+  const float c2 = a.scale * kLog2e;
+  const int64_t key_base = k0 + warp * 16 + lane / 4;
+  const T* kw = k_s + warp * 16 * P;
+  const T* vw = v_s + warp * 16 * P;
+  int buf = 0;
+  while (q0 >= 0) {
+    const int64_t q_next = walk.next();
+    if (q_next >= 0) {
+      stage_rows<T, D, QS, S::kThreads>(q_s + (buf ^ 1) * QS * P, qh, q_next, t);
+      stage_rows<T, D, QS, S::kThreads>(do_s + (buf ^ 1) * QS * P, doh, q_next, t);
+      stage_row_stats(lse2_s + (buf ^ 1) * QS, delta_s + (buf ^ 1) * QS, lse, delta, q_next, QS, t);
+    }
+    commit_copies();
+    const T* qs = q_s + buf * QS * P;
+    const T* dos = do_s + buf * QS * P;
+    const float* l2 = lse2_s + buf * QS;
+    const float* dl = delta_s + buf * QS;
+
+    // p^T = exp2(c2 k q^T - lse2), rows: this warp's 16 keys, columns: QS queries.
+    float p[NTQ][4];
+    zero(p);
+    {
+      uint32_t kf[S::kKSteps][4];
+      load_a<S::kKSteps, P>(kf, kw, lane);
+      mma_nk<T, S::kKSteps, NTQ, P>(p, kf, qs, lane);
+    }
+    const bool edge = a.causal && q0 < k0 + R;
+#pragma unroll
+    for (int j = 0; j < NTQ; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int cq = j * 8 + (lane % 4) * 2 + (e & 1);
+        float x = exp2f(p[j][e] * c2 - l2[cq]);
+        if (edge && key_base + (e >> 1) * 8 > q0 + cq) x = 0.f;
+        p[j][e] = x;
+      }
+    }
+    // dv += p^T dout
+    {
+      uint32_t pf[NTQ / 2][4];
+      to_a<T, NTQ>(pf, p);
+      mma_kn<T, NTQ / 2, S::kDTiles, P>(dv, pf, dos, lane);
+    }
+    // ds^T = p^T * (v dout^T - delta)
+    float ds[NTQ][4];
+    zero(ds);
+    {
+      uint32_t vf[S::kKSteps][4];
+      load_a<S::kKSteps, P>(vf, vw, lane);
+      mma_nk<T, S::kKSteps, NTQ, P>(ds, vf, dos, lane);
+    }
+#pragma unroll
+    for (int j = 0; j < NTQ; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ds[j][e] = p[j][e] * (ds[j][e] - dl[j * 8 + (lane % 4) * 2 + (e & 1)]);
+    }
+    // dk += ds^T q
+    {
+      uint32_t sf[NTQ / 2][4];
+      to_a<T, NTQ>(sf, ds);
+      mma_kn<T, NTQ / 2, S::kDTiles, P>(dk, sf, qs, lane);
+    }
+
+    wait_copies<0>();
+    __syncthreads();
+    buf ^= 1;
+    q0 = q_next;
+  }
+  store_rows<T, S::kDTiles>(static_cast<T*>(a.dk) + off, dk, k0 + warp * 16, t, a.scale, lane);
+  store_rows<T, S::kDTiles>(static_cast<T*>(a.dv) + off, dv, k0 + warp * 16, t, 1.f, lane);
+}
+
+// dq of 64 queries: walks the key steps they see.
+template <typename T, int D>
+__global__ void __launch_bounds__(128) flash_dq_kernel(FlashArgs a) {
+  using S = Tiles<T, D>;
+  constexpr int P = S::kPitch, R = S::kRows, KS = S::kStep, NTK = KS / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* q_s = reinterpret_cast<T*>(smem_raw);
+  T* do_s = q_s + R * P;
+  T* k_s = do_s + R * P;      // two buffers of KS rows
+  T* v_s = k_s + 2 * KS * P;  // two buffers
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t t = a.t, head = blockIdx.y;
+  const int64_t q_tiles = (t + R - 1) / R;
+  const int64_t q0 = (q_tiles - 1 - blockIdx.x) * R;
+  const int64_t off = head * t * D;
+  const T* kh = static_cast<const T*>(a.k) + off;
+  const T* vh = static_cast<const T*>(a.v) + off;
+
+  const int64_t key_end = a.causal ? (q0 + R < t ? q0 + R : t) : t;
+  StepWalk walk(RangeWalk(a.row_ptr, a.col_idx, a.block > 0 ? q0 / a.block : 0, a.block, 0, key_end), KS);
+  int64_t k0 = walk.next();
+  stage_rows<T, D, R, S::kThreads>(q_s, static_cast<const T*>(a.q) + off, q0, t);
+  stage_rows<T, D, R, S::kThreads>(do_s, static_cast<const T*>(a.dout) + off, q0, t);
+  if (k0 >= 0) {
+    stage_rows<T, D, KS, S::kThreads>(k_s, kh, k0, t);
+    stage_rows<T, D, KS, S::kThreads>(v_s, vh, k0, t);
+  }
+  commit_copies();
+  wait_copies<0>();
+  __syncthreads();
+
+  uint32_t qf[S::kKSteps][4], dof[S::kKSteps][4];
+  load_a<S::kKSteps, P>(qf, q_s + warp * 16 * P, lane);
+  load_a<S::kKSteps, P>(dof, do_s + warp * 16 * P, lane);
+  const int64_t row_base = q0 + warp * 16 + lane / 4;
+  float lse2[2], dl[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = row_base + h * 8;
+    const float l = row < t ? a.lse[head * t + row] : -INFINITY;
+    lse2[h] = l == -INFINITY ? INFINITY : l * kLog2e;
+    dl[h] = row < t ? a.delta[head * t + row] : 0.f;
+  }
+  float dq[S::kDTiles][4];
+  zero(dq);
+  const float c2 = a.scale * kLog2e;
+  int buf = 0;
+  while (k0 >= 0) {
+    const int64_t k_next = walk.next();
+    if (k_next >= 0) {
+      stage_rows<T, D, KS, S::kThreads>(k_s + (buf ^ 1) * KS * P, kh, k_next, t);
+      stage_rows<T, D, KS, S::kThreads>(v_s + (buf ^ 1) * KS * P, vh, k_next, t);
+    }
+    commit_copies();
+    const T* ks = k_s + buf * KS * P;
+    const T* vs = v_s + buf * KS * P;
+
+    float p[NTK][4], ds[NTK][4];
+    zero(p);
+    zero(ds);
+    mma_nk<T, S::kKSteps, NTK, P>(p, qf, ks, lane);
+    mma_nk<T, S::kKSteps, NTK, P>(ds, dof, vs, lane);
+    const bool edge = (a.causal && k0 + KS > q0) || k0 + KS > t;
+#pragma unroll
+    for (int j = 0; j < NTK; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1;
+        float x = exp2f(p[j][e] * c2 - lse2[h]);
+        if (edge) {
+          const int64_t col = k0 + j * 8 + (lane % 4) * 2 + (e & 1);
+          if (col >= t || (a.causal && col > row_base + h * 8)) x = 0.f;
+        }
+        ds[j][e] = x * (ds[j][e] - dl[h]);
+      }
+    }
+    uint32_t sf[NTK / 2][4];
+    to_a<T, NTK>(sf, ds);
+    mma_kn<T, NTK / 2, S::kDTiles, P>(dq, sf, ks, lane);
+
+    wait_copies<0>();
+    __syncthreads();
+    buf ^= 1;
+    k0 = k_next;
+  }
+  store_rows<T, S::kDTiles>(static_cast<T*>(a.dq) + off, dq, q0 + warp * 16, t, a.scale, lane);
+}
+
+// ---- the CPU twin's arithmetic, for every other case ----------------------------------------
+
+constexpr int kRowThreads = 128;
+
+template <typename C>
+__device__ C block_reduce(C v, C* scratch, bool is_max) {
+  for (int o = 16; o > 0; o /= 2) {
+    const C w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? (w > v ? w : v) : v + w;
+  }
+  __syncthreads();  // scratch may still be read from a previous reduction
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = scratch[0];
+  for (int w = 1; w < kRowThreads / 32; ++w) v = is_max ? (scratch[w] > v ? scratch[w] : v) : v + scratch[w];
+  return v;
+}
+
+template <typename C, typename T>
+__device__ C dot_row(const T* a, const T* b, int64_t d) {
+  C s = 0;
+  for (int64_t c = 0; c < d; ++c) s += convert<C>(a[c]) * convert<C>(b[c]);
+  return s;
+}
+
+struct RowArgs {
+  int64_t t = 0, d = 0, block = 0;
+  double scale = 1.0;
+  bool causal = false;
+  const int32_t *row_ptr, *col_idx, *col_ptr, *row_idx;
+};
+
+template <typename T, typename C, typename L>
+__global__ void __launch_bounds__(kRowThreads)
+    rows_forward_kernel(const T* q, const T* k, const T* v, T* out, L* lse, RowArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  C* s = reinterpret_cast<C*>(smem_raw);
+  __shared__ C scratch[kRowThreads / 32];
+  const int64_t i = blockIdx.x, head = blockIdx.y, t = a.t, d = a.d;
+  const T* qi = q + (head * t + i) * d;
+  const T *kh = k + head * t * d, *vh = v + head * t * d;
+  const RangeWalk keys(a.row_ptr, a.col_idx, a.block > 0 ? i / a.block : 0, a.block, 0, a.causal ? i + 1 : t);
+  C m = -INFINITY;
+  {
+    RangeWalk w = keys;
+    int64_t lo, hi;
+    while (w.next(lo, hi)) {
+      for (int64_t j = lo + threadIdx.x; j < hi; j += kRowThreads) {
+        s[j] = C(a.scale) * dot_row<C>(qi, kh + j * d, d);
+        m = s[j] > m ? s[j] : m;
+      }
+    }
+  }
+  m = block_reduce(m, scratch, true);
+  C l = 0;
+  {
+    RangeWalk w = keys;
+    int64_t lo, hi;
+    while (w.next(lo, hi)) {
+      for (int64_t j = lo + threadIdx.x; j < hi; j += kRowThreads) {
+        s[j] = exp(s[j] - m);
+        l += s[j];
+      }
+    }
+  }
+  l = block_reduce(l, scratch, false);  // its first __syncthreads also publishes s
+  for (int64_t c = threadIdx.x; c < d; c += kRowThreads) {
+    C acc = 0;
+    RangeWalk w = keys;
+    int64_t lo, hi;
+    while (w.next(lo, hi)) {
+      for (int64_t j = lo; j < hi; ++j) acc += s[j] * convert<C>(vh[j * d + c]);
+    }
+    out[(head * t + i) * d + c] = convert<T>(l > C(0) ? acc / l : C(0));
+  }
+  if (threadIdx.x == 0) lse[head * t + i] = L(l > C(0) ? m + log(l) : C(-INFINITY));
+}
+
+// dq of query i: ds_j = p_j (dout_i . v_j - delta_i), dq = scale sum_j ds_j k_j.
+template <typename T, typename C, typename L>
+__global__ void __launch_bounds__(kRowThreads)
+    rows_dq_kernel(const T* q, const T* k, const T* v, const T* dout, const L* lse, const C* delta, T* dq, RowArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  C* ds = reinterpret_cast<C*>(smem_raw);
+  const int64_t i = blockIdx.x, head = blockIdx.y, t = a.t, d = a.d;
+  const T *qi = q + (head * t + i) * d, *di = dout + (head * t + i) * d;
+  const T *kh = k + head * t * d, *vh = v + head * t * d;
+  const C li = C(lse[head * t + i]);
+  const C dli = delta[head * t + i];
+  const bool seen = li > C(-INFINITY);
+  const RangeWalk keys(a.row_ptr, a.col_idx, a.block > 0 ? i / a.block : 0, a.block, 0, a.causal ? i + 1 : t);
+  {
+    RangeWalk w = keys;
+    int64_t lo, hi;
+    while (w.next(lo, hi)) {
+      for (int64_t j = lo + threadIdx.x; j < hi; j += kRowThreads) {
+        const C p = seen ? exp(C(a.scale) * dot_row<C>(qi, kh + j * d, d) - li) : C(0);
+        ds[j] = p * (dot_row<C>(di, vh + j * d, d) - dli);
+      }
+    }
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < d; c += kRowThreads) {
+    C acc = 0;
+    RangeWalk w = keys;
+    int64_t lo, hi;
+    while (w.next(lo, hi)) {
+      for (int64_t j = lo; j < hi; ++j) acc += ds[j] * convert<C>(kh[j * d + c]);
+    }
+    dq[(head * t + i) * d + c] = convert<T>(C(a.scale) * acc);
+  }
+}
+
+// dk and dv of key j, over the queries that see it.
+template <typename T, typename C, typename L>
+__global__ void __launch_bounds__(kRowThreads) rows_dkdv_kernel(const T* q, const T* k, const T* v, const T* dout,
+                                                                const L* lse, const C* delta, T* dk, T* dv, RowArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int64_t j = blockIdx.x, head = blockIdx.y, t = a.t, d = a.d;
+  C* p = reinterpret_cast<C*>(smem_raw);
+  C* ds = p + t;
+  const T *kj = k + (head * t + j) * d, *vj = v + (head * t + j) * d;
+  const T *qh = q + head * t * d, *doh = dout + head * t * d;
+  const RangeWalk queries(a.col_ptr, a.row_idx, a.block > 0 ? j / a.block : 0, a.block, a.causal ? j : 0, t);
+  {
+    RangeWalk w = queries;
+    int64_t lo, hi;
+    while (w.next(lo, hi)) {
+      for (int64_t i = lo + threadIdx.x; i < hi; i += kRowThreads) {
+        const C li = C(lse[head * t + i]);
+        const C pi = li > C(-INFINITY) ? exp(C(a.scale) * dot_row<C>(qh + i * d, kj, d) - li) : C(0);
+        p[i] = pi;
+        ds[i] = pi * (dot_row<C>(doh + i * d, vj, d) - delta[head * t + i]);
+      }
+    }
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < d; c += kRowThreads) {
+    C gk = 0, gv = 0;
+    RangeWalk w = queries;
+    int64_t lo, hi;
+    while (w.next(lo, hi)) {
+      for (int64_t i = lo; i < hi; ++i) {
+        gv += p[i] * convert<C>(doh[i * d + c]);
+        gk += ds[i] * convert<C>(qh[i * d + c]);
+      }
+    }
+    dk[(head * t + j) * d + c] = convert<T>(C(a.scale) * gk);
+    dv[(head * t + j) * d + c] = convert<T>(gv);
+  }
+}
+
+// delta in C for the row kernels (any d).
+template <typename T, typename C>
+__global__ void rows_delta_kernel(const T* dout, const T* out, C* delta, int64_t rows, int64_t d) {
+  COPPICE_KERNEL_LOOP(r, rows) { delta[r] = dot_row<C>(dout + r * d, out + r * d, d); }
+}
+
+// ---- host side ----------------------------------------------------------------------------------
+
+// At most this many (batch, head) pairs per launch (the grid's y limit).
+constexpr int64_t kMaxHeadsPerLaunch = 65535;
+
+struct Problem {
+  int64_t n = 0, t = 0, d = 0, block = 0;
+  double scale = 1.0;
+  bool causal = false;
+  const int32_t *row_ptr = nullptr, *col_idx = nullptr, *col_ptr = nullptr, *row_idx = nullptr;
+};
+
+Problem problem_of(const std::vector<Tensor>& in, size_t layout_at, const Attrs& attrs, std::string_view op) {
+  Problem p;
+  const Tensor& q = in[0];
+  for (size_t i = 0; i < layout_at; ++i) check_contiguous_cuda(in[i], op, "an operand");
+  p.n = q.size(0);
+  p.t = q.size(1);
+  p.d = q.size(2);
+  p.scale = attrs.get_double("scale");
+  p.causal = attrs.get_bool("causal");
+  p.block = attrs.get_int("block");
+  if (p.block > 0) {
+    p.row_ptr = in[layout_at].data<int32_t>();
+    p.col_idx = in[layout_at + 1].data<int32_t>();
+    p.col_ptr = in[layout_at + 2].data<int32_t>();
+    p.row_idx = in[layout_at + 3].data<int32_t>();
+  }
+  return p;
+}
+
+bool aligned16(const std::vector<const Tensor*>& ts) {
+  for (const Tensor* t : ts) {
+    if (reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// The tiled kernels take this problem: bf16/f16, head size 64 or 128, layout
+// blocks of whole 64-token tiles, 16-byte aligned operands.
+bool tiled(DType dtype, const Problem& p, const std::vector<const Tensor*>& operands) {
+  return (dtype == DType::kBF16 || dtype == DType::kF16) && (p.d == 64 || p.d == 128) && p.block % 64 == 0 &&
+         aligned16(operands);
+}
+
+FlashArgs flash_args(const Problem& p) {
+  FlashArgs a;
+  a.t = p.t;
+  a.block = p.block;
+  a.scale = static_cast<float>(p.scale);
+  a.causal = p.causal;
+  a.row_ptr = p.row_ptr;
+  a.col_idx = p.col_idx;
+  a.col_ptr = p.col_ptr;
+  a.row_idx = p.row_idx;
+  return a;
+}
+
+// Launches kernel over (tiles, heads) in slices of kMaxHeadsPerLaunch heads,
+// moving the per-head pointers of `a` by `shift(a, heads)` between slices.
+template <typename Kernel, typename Shift>
+void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t heads, size_t smem, int threads,
+                     cudaStream_t stream, Shift shift, std::string_view op) {
+  static_assert(std::is_pointer_v<Kernel>);
+  COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+                     op);
+  for (int64_t h0 = 0; h0 < heads; h0 += kMaxHeadsPerLaunch) {
+    const int64_t hn = std::min(kMaxHeadsPerLaunch, heads - h0);
+    kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(hn)), threads, smem, stream>>>(a);
+    check_launch(op);
+    shift(a, hn);
+  }
+}
+
+template <typename CT>
+void shift_heads(FlashArgs& a, int64_t heads, int64_t t, int64_t d) {
+  const int64_t e = heads * t * d;
+  auto move = [e](const void* p) -> const CT* { return p ? static_cast<const CT*>(p) + e : nullptr; };
+  a.q = move(a.q);
+  a.k = move(a.k);
+  a.v = move(a.v);
+  a.out = move(a.out);
+  a.dout = move(a.dout);
+  a.o = a.o ? static_cast<CT*>(a.o) + e : nullptr;
+  a.dq = a.dq ? static_cast<CT*>(a.dq) + e : nullptr;
+  a.dk = a.dk ? static_cast<CT*>(a.dk) + e : nullptr;
+  a.dv = a.dv ? static_cast<CT*>(a.dv) + e : nullptr;
+  a.lse = a.lse ? a.lse + heads * t : nullptr;
+  a.delta = a.delta ? a.delta + heads * t : nullptr;
+}
+
+template <typename CT, int D>
+void flash_forward(FlashArgs a, const Problem& p, cudaStream_t stream) {
+  using S = Tiles<CT, D>;
+  const size_t smem = size_t{5} * S::kRows * S::kPitch * sizeof(CT);
+  const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
+  launch_by_heads(
+      flash_forward_kernel<CT, D>, a, tiles, p.n, smem, S::kThreads, stream,
+      [&](FlashArgs& x, int64_t h) { shift_heads<CT>(x, h, p.t, p.d); }, "attention_forward");
+}
+
+template <typename CT, int D>
+void flash_backward(FlashArgs a, const Problem& p, cudaStream_t stream) {
+  using S = Tiles<CT, D>;
+  const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
+  const size_t tiles_smem = (size_t{2} * S::kRows + size_t{4} * S::kStep) * S::kPitch * sizeof(CT);
+  auto shift = [&](FlashArgs& x, int64_t h) { shift_heads<CT>(x, h, p.t, p.d); };
+  launch_by_heads(flash_dkdv_kernel<CT, D>, a, tiles, p.n, tiles_smem + size_t{4} * S::kStep * sizeof(float),
+                  S::kThreads, stream, shift, "attention_backward");
+  launch_by_heads(flash_dq_kernel<CT, D>, a, tiles, p.n, tiles_smem, S::kThreads, stream, shift, "attention_backward");
+}
+
+// Shared memory of the row kernels: `arrays` score rows of t values of C.
+template <typename C>
+size_t row_smem(const Problem& p, int arrays, std::string_view op) {
+  const size_t bytes = static_cast<size_t>(arrays) * static_cast<size_t>(p.t) * sizeof(C);
+  constexpr size_t kLimit = 96 * 1024;
+  COPPICE_CHECK(bytes <= kLimit, op, ": T = ", p.t, " is too long for the ", dtype_name(dtype_of<C>()),
+                " kernel of head size ", p.d, " (it keeps ", arrays,
+                " rows of T scores in 96 KB of shared memory); "
+                "bf16 or f16 with head size 64 or 128 has no such limit");
+  return bytes;
+}
+
+RowArgs row_args(const Problem& p) {
+  return RowArgs{p.t, p.d, p.block, p.scale, p.causal, p.row_ptr, p.col_idx, p.col_ptr, p.row_idx};
+}
+
+template <typename Kernel, typename... Args>
+void launch_rows(Kernel kernel, const Problem& p, size_t smem, cudaStream_t stream, std::string_view op, Args... args) {
+  COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+                     op);
+  COPPICE_CHECK(p.n <= kMaxHeadsPerLaunch, op, ": at most ", kMaxHeadsPerLaunch, " (batch x heads) for head size ", p.d,
+                ", got ", p.n);
+  kernel<<<dim3(static_cast<unsigned>(p.t), static_cast<unsigned>(p.n)), kRowThreads, smem, stream>>>(args...);
+  check_launch(op);
+}
+
+std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs& attrs) {
+  constexpr std::string_view op = "attention_forward";
+  check_inputs(in, 7, op);
+  const Problem p = problem_of(in, 3, attrs, op);
+  const Tensor &q = in[0], &k = in[1], &v = in[2];
+  Tensor out = Tensor::empty(q.shape(), q.options());
+  Tensor lse =
+      Tensor::empty({p.n, p.t}, TensorOptions(q.dtype() == DType::kF64 ? DType::kF64 : DType::kF32, q.device()));
+  if (p.n == 0) return {out, lse};
+  DeviceGuard guard(q.device().index);
+  cudaStream_t stream = current_stream(q.device().index);
+  if (tiled(q.dtype(), p, {&q, &k, &v, &out})) {
+    FlashArgs a = flash_args(p);
+    a.q = q.data_ptr();
+    a.k = k.data_ptr();
+    a.v = v.data_ptr();
+    a.o = out.data_ptr();
+    a.lse = lse.data<float>();
+    auto run = [&](auto tag) {
+      using CT = typename decltype(tag)::type;
+      if (p.d == 64) {
+        flash_forward<CT, 64>(a, p, stream);
+      } else {
+        flash_forward<CT, 128>(a, p, stream);
+      }
+    };
+    if (q.dtype() == DType::kBF16) {
+      run(TypeTag<__nv_bfloat16>{});
+    } else {
+      run(TypeTag<__half>{});
+    }
+    return {out, lse};
+  }
+  dispatch_floating(q.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    launch_rows(rows_forward_kernel<T, C, L>, p, row_smem<C>(p, 1, op), stream, op, q.data<T>(), k.data<T>(),
+                v.data<T>(), out.data<T>(), lse.data<L>(), row_args(p));
+  });
+  return {out, lse};
+}
+
+std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attrs& attrs) {
+  constexpr std::string_view op = "attention_backward";
+  check_inputs(in, 10, op);
+  const Problem p = problem_of(in, 6, attrs, op);
+  const Tensor &q = in[0], &k = in[1], &v = in[2], &out = in[3], &lse = in[4], &dout = in[5];
+  Tensor dq = Tensor::empty(q.shape(), q.options()), dk = Tensor::empty(q.shape(), q.options()),
+         dv = Tensor::empty(q.shape(), q.options());
+  if (p.n == 0) return {dq, dk, dv};
+  DeviceGuard guard(q.device().index);
+  cudaStream_t stream = current_stream(q.device().index);
+  const int64_t rows = p.n * p.t;
+  if (tiled(q.dtype(), p, {&q, &k, &v, &out, &dout, &dq, &dk, &dv})) {
+    Tensor delta = Tensor::empty({p.n, p.t}, TensorOptions(DType::kF32, q.device()));
+    FlashArgs a = flash_args(p);
+    a.q = q.data_ptr();
+    a.k = k.data_ptr();
+    a.v = v.data_ptr();
+    a.out = out.data_ptr();
+    a.dout = dout.data_ptr();
+    a.dq = dq.data_ptr();
+    a.dk = dk.data_ptr();
+    a.dv = dv.data_ptr();
+    a.lse = const_cast<float*>(lse.data<float>());
+    a.delta = delta.data<float>();
+    auto run = [&](auto tag) {
+      using CT = typename decltype(tag)::type;
+      attention_delta_kernel<CT><<<grid_for(rows * 32), kThreads, 0, stream>>>(
+          static_cast<const CT*>(a.dout), static_cast<const CT*>(a.out), delta.data<float>(), rows, p.d);
+      check_launch(op);
+      if (p.d == 64) {
+        flash_backward<CT, 64>(a, p, stream);
+      } else {
+        flash_backward<CT, 128>(a, p, stream);
+      }
+    };
+    if (q.dtype() == DType::kBF16) {
+      run(TypeTag<__nv_bfloat16>{});
+    } else {
+      run(TypeTag<__half>{});
+    }
+    return {dq, dk, dv};
+  }
+  dispatch_floating(q.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    Tensor delta = Tensor::empty({p.n, p.t}, TensorOptions(dtype_of<C>(), q.device()));
+    rows_delta_kernel<T, C>
+        <<<grid_for(rows), kThreads, 0, stream>>>(dout.data<T>(), out.data<T>(), delta.data<C>(), rows, p.d);
+    check_launch(op);
+    launch_rows(rows_dq_kernel<T, C, L>, p, row_smem<C>(p, 1, op), stream, op, q.data<T>(), k.data<T>(), v.data<T>(),
+                dout.data<T>(), lse.data<L>(), static_cast<const C*>(delta.data<C>()), dq.data<T>(), row_args(p));
+    launch_rows(rows_dkdv_kernel<T, C, L>, p, row_smem<C>(p, 2, op), stream, op, q.data<T>(), k.data<T>(), v.data<T>(),
+                dout.data<T>(), lse.data<L>(), static_cast<const C*>(delta.data<C>()), dk.data<T>(), dv.data<T>(),
+                row_args(p));
+  });
+  return {dq, dk, dv};
+}
+
+// With a block layout (its four index tensors) and without ("none").
+std::vector<std::string> formats(int dense, bool layout) {
+  std::vector<std::string> f(static_cast<size_t>(dense), "dense");
+  f.insert(f.end(), 4, layout ? "dense" : "none");
+  return f;
+}
+const KernelRegistrar kForward("attention_forward", DeviceType::kCuda, formats(3, false), attention_forward);
+const KernelRegistrar kForwardLayout("attention_forward", DeviceType::kCuda, formats(3, true), attention_forward);
+const KernelRegistrar kBackward("attention_backward", DeviceType::kCuda, formats(6, false), attention_backward);
+const KernelRegistrar kBackwardLayout("attention_backward", DeviceType::kCuda, formats(6, true), attention_backward);
+
+}  // namespace
+}  // namespace coppice::cuda

@@ -1,0 +1,165 @@
+// Attention on CUDA (tensor/cuda/attention.cu) against its CPU twin on the
+// same inputs: out, lse, dq, dk and dv; the tiled tensor-core kernels (bf16,
+// f16; head sizes 64 and 128) and the row kernels (f32, f64, other head
+// sizes); no mask, causal, block layouts (empty query blocks, unseen key
+// blocks, blocks of two tiles) and both; lengths of 1, a tile, and not a
+// multiple of the tile; strided operands; repeated runs give the same bits.
+//
+// Tolerances: the tiled kernels round p and ds to the input's 16-bit type
+// before their products (as FlashAttention does), so a bf16 result may differ
+// from the f32 twin by about 2^-8 of the largest value it sums; we allow 2 %
+// of the largest magnitude of each result (f16: 0.5 %). The row kernels
+// compute as the twin does, in another order: 1e-5 (f32) and 1e-12 (f64).
+#include "tensor/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tensor/ops.h"
+#include "tests/tensor/cuda/cuda_test_util.h"
+
+namespace coppice {
+namespace {
+
+using namespace cuda_testing;
+
+// |got - want| <= tol * max|want| everywhere (the same -inf where want is -inf).
+void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+  ASSERT_EQ(shape_to_string(got.shape()), shape_to_string(want.shape())) << what;
+  const std::vector<double> g = values(got.to(Device::cpu())), w = values(want);
+  double scale = 0;
+  for (double x : w) scale = std::isfinite(x) ? std::max(scale, std::abs(x)) : scale;
+  int bad = 0;
+  for (size_t i = 0; i < g.size() && bad < 5; ++i) {
+    const bool ok = std::isinf(w[i]) ? g[i] == w[i] : std::abs(g[i] - w[i]) <= tol * std::max(scale, 1e-3);
+    if (!ok) {
+      ++bad;
+      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", expected " << w[i] << " (largest " << scale
+                    << ")";
+    }
+  }
+}
+
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return 2e-2;
+    case DType::kF16: return 5e-3;
+    case DType::kF32: return 1e-5;
+    default: return 1e-12;
+  }
+}
+
+struct Case {
+  DType dtype;
+  int64_t n, t, d;
+  bool causal;
+  int64_t block;  // 0: no layout
+};
+
+std::string name_of(const Case& c) {
+  return str_cat(dtype_name(c.dtype), " n ", c.n, " t ", c.t, " d ", c.d, c.causal ? " causal" : "",
+                 c.block ? str_cat(" block ", c.block) : "");
+}
+
+// A layout with an empty query block (1), a key block nobody sees (the last
+// but one, where there are three or more), the diagonal elsewhere and every
+// third block besides.
+std::vector<bool> layout_keep(int64_t blocks) {
+  std::vector<bool> keep(static_cast<size_t>(blocks * blocks), false);
+  for (int64_t i = 0; i < blocks; ++i) {
+    if (i == 1) continue;
+    for (int64_t j = 0; j < blocks; ++j) {
+      if (blocks >= 3 && j == blocks - 2) continue;
+      keep[static_cast<size_t>(i * blocks + j)] = i == j || j % 3 == 0;
+    }
+  }
+  return keep;
+}
+
+void check_case(const Case& c, uint64_t& seed) {
+  SCOPED_TRACE(name_of(c));
+  const Shape shape{c.n, c.t, c.d};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+  const Tensor q = random(shape, c.dtype, seed++), k = random(shape, c.dtype, seed++),
+               v = random(shape, c.dtype, seed++), dout = random(shape, c.dtype, seed++);
+  AttentionMask cpu_mask{c.causal, {}}, gpu_mask{c.causal, {}};
+  if (c.block > 0) {
+    const int64_t blocks = (c.t + c.block - 1) / c.block;
+    cpu_mask.layout = attention_block_layout(layout_keep(blocks), c.block, Device::cpu());
+    gpu_mask.layout = attention_block_layout(layout_keep(blocks), c.block, gpu());
+  }
+  const AttentionOutput want = attention_forward(q, k, v, scale, cpu_mask);
+  const Tensor qg = q.to(gpu()), kg = k.to(gpu()), vg = v.to(gpu()), dg = dout.to(gpu());
+  const AttentionOutput got = attention_forward(qg, kg, vg, scale, gpu_mask);
+  const double tol = tolerance(c.dtype);
+  expect_close(got.out, want.out, tol, "out");
+  expect_close(got.lse, want.lse, c.dtype == DType::kF64 ? 1e-12 : 1e-5, "lse");
+
+  // The backward pass from the same out and lse on both devices.
+  const AttentionGrads gw = attention_backward(q, k, v, want.out, want.lse, dout, scale, cpu_mask);
+  const AttentionGrads gg = attention_backward(qg, kg, vg, want.out.to(gpu()), want.lse.to(gpu()), dg, scale, gpu_mask);
+  expect_close(gg.dq, gw.dq, tol, "dq");
+  expect_close(gg.dk, gw.dk, tol, "dk");
+  expect_close(gg.dv, gw.dv, tol, "dv");
+
+  // No atomics: a second run gives the same bits.
+  const AttentionGrads again =
+      attention_backward(qg, kg, vg, want.out.to(gpu()), want.lse.to(gpu()), dg, scale, gpu_mask);
+  EXPECT_EQ(values(again.dq.to(Device::cpu())), values(gg.dq.to(Device::cpu())));
+  EXPECT_EQ(values(again.dk.to(Device::cpu())), values(gg.dk.to(Device::cpu())));
+}
+
+TEST(CudaAttentionTest, TiledKernelsMatchTheCpu) {
+  COPPICE_REQUIRE_GPU();
+  uint64_t seed = 11;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (int64_t d : {64, 128}) {
+      for (int64_t t : {1, 64, 100, 257}) {
+        for (bool causal : {false, true}) {
+          for (int64_t block : {int64_t{0}, int64_t{64}, int64_t{128}}) {
+            check_case({dtype, 3, t, d, causal, block}, seed);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaAttentionTest, RowKernelsMatchTheCpu) {
+  COPPICE_REQUIRE_GPU();
+  uint64_t seed = 23;
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16}) {
+    for (int64_t d : {1, 40}) {  // bf16 with these head sizes takes the row kernels too
+      for (int64_t t : {1, 37, 130}) {
+        for (bool causal : {false, true}) {
+          for (int64_t block : {int64_t{0}, int64_t{16}}) check_case({dtype, 2, t, d, causal, block}, seed);
+        }
+      }
+    }
+  }
+  // A layout block that is not whole tiles sends bf16 of head size 64 to the row kernels.
+  check_case({DType::kBF16, 2, 100, 64, true, 32}, seed);
+}
+
+TEST(CudaAttentionTest, StridedOperands) {
+  COPPICE_REQUIRE_GPU();
+  // q, k, v as views of one [N, T, 3, d] tensor, as a model's qkv projection gives them.
+  const Tensor qkv = random({2, 70, 3, 64}, DType::kBF16, 5).to(gpu());
+  const Tensor q = qkv.select(2, 0), k = qkv.select(2, 1), v = qkv.select(2, 2);
+  const AttentionOutput got = attention_forward(q, k, v, 0.125, {true, {}});
+  const AttentionOutput want =
+      attention_forward(q.to(Device::cpu()), k.to(Device::cpu()), v.to(Device::cpu()), 0.125, {true, {}});
+  expect_close(got.out, want.out, tolerance(DType::kBF16), "out");
+}
+
+TEST(CudaAttentionTest, ALayoutOnTheWrongDeviceIsRefused) {
+  COPPICE_REQUIRE_GPU();
+  const Tensor q = zeros({1, 64, 64}, TensorOptions(DType::kBF16, gpu()));
+  AttentionMask mask{false, attention_block_layout({true}, 64, Device::cpu())};
+  EXPECT_ERROR_NAMING(attention_forward(q, q, q, 1.0, mask), "indices must be i32 vectors on cuda:0");
+}
+
+}  // namespace
+}  // namespace coppice
