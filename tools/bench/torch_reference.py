@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs the shapes of tools/bench (bench) through PyTorch and prints JSON in the same schema.
 
-    torch_reference.py [gemm|elementwise|spmm|sddmm|bsr|all] [--device cpu|cuda|all] [--size N] [--numel N]
-                       [--reps R] [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X] [--json FILE]
+    torch_reference.py [gemm|elementwise|spmm|sddmm|bsr|attention|all] [--device cpu|cuda|all] [--size N]
+                       [--numel N] [--reps R] [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X]
+                       [--json FILE]
 
 Defaults, shapes and the timing method match the C++ bench: warm-up calls, then `reps` samples of
 `inner` calls each (inner chosen so that a sample lasts at least min-sample-ms), the median per-call
@@ -11,9 +12,14 @@ time reported. CUDA samples are timed with CUDA events. spmm: W.to_sparse_csr() 
 pattern (other pattern formats skipped: torch has none). bsr (CUDA, not part of all): the forward
 product of a BSR linear layer, F.linear(x [4096, 4096], W BSR [4096, 4096]) (PyTorch's Triton
 bsr_dense_mm for bf16/f16), at blocks 16/32/64 and 90/95/98 %, beside dense F.linear of the same
-dtype, as bench bsr's "linear" rows (tools/bench/bsr_bench.cc). Shapes, sparsities and CPU defaults are the
-C++ bench's (tools/bench/spmm_bench.cc, sddmm_bench.cc); the patterns are uniform with the same nnz
-but drawn by torch.randperm from a fixed seed, so not the same positions. f32 matmul runs without TF32, and the
+dtype, as bench bsr's "linear" rows (tools/bench/bsr_bench.cc). attention (CUDA, not part of all):
+causal self-attention through F.scaled_dot_product_attention in bf16 and f16 at [B, H, T, d] = [32, 16, 512, 64]
+(the GPT job's), [8, 16, 2048, 64] and [16, 16, 1024, 128], forward alone and forward + backward: the flash
+kernel (format "causal") and a 64-token local + strided block mask through the efficient (or math) kernel
+(format "block_sparse"), the peers of a Coppice attention kernel (run_attention says how the rows are keyed
+and their FLOPs counted). Shapes, sparsities and CPU defaults are the C++ bench's (tools/bench/spmm_bench.cc,
+sddmm_bench.cc); the patterns are uniform with the same nnz but drawn by torch.randperm from a fixed seed, so not
+the same positions. f32 matmul runs without TF32, and the
 16-bit matmuls without reduced-precision reductions, as Coppice's cuBLAS gemm does.
 """
 import argparse
@@ -74,7 +80,8 @@ def cpu_model_name():
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("suite", nargs="?", default="all", choices=["gemm", "elementwise", "spmm", "sddmm", "bsr", "all"])
+    p.add_argument("suite", nargs="?", default="all",
+                   choices=["gemm", "elementwise", "spmm", "sddmm", "bsr", "attention", "all"])
     p.add_argument("--device", default="all", choices=["cpu", "cuda", "all"])
     p.add_argument("--size", type=int, default=0)
     p.add_argument("--numel", type=int, default=0)
@@ -377,6 +384,169 @@ def run_bsr(args, results):
                 log(results[-1])
 
 
+# ---- attention ---------------------------------------------------------------------------------------------------
+
+# [B, H, T, d]: the GPT job's (batch 32, 16 heads of 64 over 512 tokens), a long sequence, and wide heads.
+ATTENTION_SHAPES = [(32, 16, 512, 64), (8, 16, 2048, 64), (16, 16, 1024, 128)]
+ATTENTION_BLOCK = 64  # tokens per block of the block-sparse mask
+
+
+def attention_block_mask(blocks):
+    """bool [blocks, blocks]: query block i sees key block j iff j <= i and (i - j < 2 or (j + 1) % 4 == 0):
+    itself and the block before (local), and every fourth block before it (strided)."""
+    i = torch.arange(blocks).view(-1, 1)
+    j = torch.arange(blocks).view(1, -1)
+    return (j <= i) & ((i - j < 2) | ((j + 1) % 4 == 0))
+
+
+def attention_flops(b, h, d, pairs):
+    """Forward FLOPs of attention over `pairs` (query, key) pairs per head: QK^T and PV, 2 * 2 * d each."""
+    return 4.0 * b * h * pairs * d
+
+
+def sdpa_backends():
+    """(sdpa_kernel, SDPBackend), or a Skip naming what this torch lacks."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as e:
+        raise Skip(f"skipped: torch.nn.attention.sdpa_kernel is not in torch {torch.__version__} ({e})")
+    return sdpa_kernel, SDPBackend
+
+
+def attention_case(args, results, op, dtype, shape, fmt, choices, work, extra, make_fn):
+    """One attention row: run_case with SDPA restricted to one backend while the op is set up and timed (entered
+    once around it, not per call, so the small shapes do not time the context manager). `choices` are
+    (name, SDPBackend) tried in order: a backend that refuses the case (setup's Skip) passes it to the next; the
+    row records the backend that ran ("backend") and the refusals before it ("refused")."""
+    label = "cuda:0"
+    sdpa_kernel, _ = sdpa_backends()
+    refused = []
+    for i, (name, backend) in enumerate(choices):
+        r = make_result("attention", op, label, "", dtype, list(shape))
+        r["format"] = fmt
+        r.update(extra)
+        r["backend"] = name
+        if not torch.cuda.is_available():
+            run_case(r, label, dtype, "gflops", work, make_fn, args)  # says that there is no device
+            break
+        with sdpa_kernel(backend):
+            run_case(r, label, dtype, "gflops", work, make_fn, args)
+        if refused:
+            r["refused"] = "; ".join(refused)
+        if not r["status"].startswith("skipped") or i + 1 == len(choices):
+            break
+        refused.append(f"{name}: {r['status']}")
+        torch.cuda.empty_cache()
+    if r["status"] == "ok":
+        r["tflops"] = r["gflops"] / 1e3
+    results.append(r)
+    log(r)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def run_attention(args, results):
+    """Causal attention through F.scaled_dot_product_attention (CUDA only), two kinds of rows per shape [B, H, T, d]
+    (ATTENTION_SHAPES; q, k, v [B, H, T, d] of torch.randn in the dtype, the default scale 1/sqrt(d)):
+
+      format "causal"        is_causal=True under sdpa_kernel(SDPBackend.FLASH_ATTENTION): the flash kernel, or a
+                             skipped row saying why it refused (never a silent fallback to another kernel); work
+                             counts the (query, key) pairs seen: forward 4 * B * H * T (T + 1) / 2 * d FLOPs.
+      format "block_sparse"  a boolean attn_mask [T, T] (broadcast over B and H) made of 64-token blocks:
+                             attention_block_mask (local + strided: query block i sees key block j iff j <= i
+                             and (i - j < 2 or (j + 1) % 4 == 0)), causal inside the kept blocks as Coppice's
+                             (tools/bench/attention_bench.cc),
+                             under sdpa_kernel(EFFICIENT_ATTENTION), or MATH where that refuses the case (flash
+                             takes no mask; the row's "backend" says which ran, "refused" why the other did not):
+                             the peer of a Coppice block-sparse kernel, whose dense-masked cost it shows. Work
+                             counts only the pairs seen: forward 4 * B * H * pairs * d. Extra
+                             fields: block (64), sparsity (the fraction of the (T/64)^2 blocks left out), nnz
+                             (kept (query, key) pairs per head), density_vs_causal (kept pairs / (T(T+1)/2)).
+
+    A Coppice attention row compares (tools/bench/compare.py) when it has the same suite "attention", op, device
+    type, dtype, shape [B, H, T, d], format ("causal" or "block_sparse") and, for block_sparse, sparsity (rounded to
+    4 digits: 1 - kept blocks / all blocks of this mask), and its throughput in "gflops" counted the same way.
+
+    Ops: attention_fwd, the forward alone (inputs without requires_grad, so no graph is kept), and
+    attention_fwd_bwd, forward then backward (torch.autograd.grad of the output against a fixed random gradient
+    into q, k and v, so no .grad accumulates between calls); its work counts the backward as 2.5 times the
+    forward: 3.5 times the forward's FLOPs in all. gflops is that work over the median call; tflops the same in
+    TFLOP/s; peak_gflops the datasheet's dense 16-bit tensor-core peak. Default dtypes bf16 and f16 (--dtype
+    picks others; the flash rows then say the kernel refused them). Timing as every suite here (time_op)."""
+    label = "cuda:0"
+    dtypes = args.dtypes or ["bf16", "f16"]
+    try:
+        _, backend = sdpa_backends()
+    except Skip as e:
+        for dtype in dtypes:
+            for shape in ATTENTION_SHAPES:
+                for op in ("attention_fwd", "attention_fwd_bwd"):
+                    for fmt in ("causal", "block_sparse"):
+                        r = make_result("attention", op, label, "", dtype, list(shape))
+                        r["format"] = fmt
+                        skipped(r, str(e), "gflops", device_info(label, dtype, "gflops")[2])
+                        results.append(r)
+                        log(r)
+        return
+    flash = [("flash", backend.FLASH_ATTENTION)]
+    masked_backends = [("efficient", backend.EFFICIENT_ATTENTION), ("math", backend.MATH)]
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    for dtype in dtypes:
+        for b, h, t, d in ATTENTION_SHAPES:
+            shape = (b, h, t, d)
+            causal_fwd = attention_flops(b, h, d, t * (t + 1) / 2)
+            nblk = t // ATTENTION_BLOCK
+            block_mask = attention_block_mask(nblk)
+            kept_blocks = int(block_mask.sum())
+            # Causal inside the kept blocks too: a diagonal block holds 64 * 65 / 2 pairs.
+            element_mask = (block_mask.repeat_interleave(ATTENTION_BLOCK, 0).repeat_interleave(ATTENTION_BLOCK, 1)
+                            & torch.ones(t, t, dtype=torch.bool).tril())
+            pairs = int(element_mask.sum())
+            masked_fwd = attention_flops(b, h, d, pairs)
+            masked_extra = {"block": ATTENTION_BLOCK, "sparsity": 1.0 - kept_blocks / float(nblk * nblk),
+                            "nnz": pairs, "density_vs_causal": pairs / (t * (t + 1) / 2.0)}
+
+            def inputs(device, grad, dtype=dtype, shape=shape):
+                g = torch.Generator(device=device).manual_seed(0xA77E)
+                q, k, v = (torch.randn(*shape, generator=g, device=device, dtype=DTYPES[dtype]).requires_grad_(grad)
+                           for _ in range(3))
+                return q, k, v, g
+
+            def setup(device, backward, mask):
+                q, k, v, g = inputs(device, backward)
+                attn_mask = None
+                if mask:
+                    attn_mask = element_mask.to(device)
+
+                def forward():
+                    if attn_mask is None:
+                        return sdpa(q, k, v, is_causal=True)
+                    return sdpa(q, k, v, attn_mask=attn_mask)
+
+                if backward:
+                    grad_out = torch.randn(q.shape, generator=g, device=device, dtype=q.dtype)
+
+                    def fn():
+                        return torch.autograd.grad(forward(), (q, k, v), grad_out)
+                else:
+                    fn = forward
+                try:
+                    fn()
+                    torch.cuda.synchronize(device)
+                except (RuntimeError, NotImplementedError) as e:
+                    first = str(e).splitlines()[0][:200] if str(e) else ""
+                    raise Skip(f"skipped: the SDPA backend refused it ({type(e).__name__}: {first})")
+                return fn
+
+            for op, backward, factor in (("attention_fwd", False, 1.0), ("attention_fwd_bwd", True, 3.5)):
+                attention_case(args, results, op, dtype, shape, "causal", flash, factor * causal_fwd, {},
+                               lambda device, backward=backward: setup(device, backward, False))
+                attention_case(args, results, op, dtype, shape, "block_sparse", masked_backends,
+                               factor * masked_fwd, masked_extra,
+                               lambda device, backward=backward: setup(device, backward, True))
+
+
 def log(r):
     shape = "[" + ", ".join(map(str, r["shape"])) + "]"
     if r.get("format"):
@@ -413,6 +583,8 @@ def main(argv):
         run_sparse_suite(args, results, "sddmm")
     if args.suite == "bsr":
         run_bsr(args, results)
+    if args.suite == "attention":
+        run_attention(args, results)
     report = {
         "tool": "torch-reference",
         "torch_version": torch.__version__,

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The models of `bench train` (tools/bench/train_bench.cc) in PyTorch: the peer for training steps.
 
-    torch_train.py [--device cuda|cpu] [--models mlp,lenet300,vit] [--formats dense,csr,bsr,nm]
-                   [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--steps S] [--warmup W] [--json FILE]
+    torch_train.py [--device cuda|cpu] [--models mlp,lenet300,vit,gpt] [--formats dense,csr,bsr,nm]
+                   [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--block N] [--steps S] [--warmup W]
+                   [--json FILE]
 
 Models, as bench train builds them:
   mlp       nn.Linear H-H-H-H-10 with ReLU between, batch B (H 4096, B 4096 on CUDA; 256 and 64 on the CPU);
@@ -11,23 +12,37 @@ Models, as bench train builds them:
   vit       configs/vit_sparse_attention.yaml's ViT (28x28x1 images, 7x7 patches, a class token, dim 64, depth 2,
             4 heads, MLP 256 with GELU, pre-norm blocks, block attention of 4 tokens), batch 128; attention through
             F.scaled_dot_product_attention with the block pattern as a boolean mask; masked: blocks.*.mlp.fc1/fc2
+  gpt       the zoo's GPT decoder (byte-level LM of the Linux-doc jobs): vocab 256, context 512, dim 1024, 8 layers,
+            16 heads, MLP 4 x dim with exact (erf) GELU, pre-norm blocks (LayerNorm eps 1e-5), causal attention
+            through F.scaled_dot_product_attention(is_causal=True) (so PyTorch takes its flash kernel in bf16),
+            a final norm and logits through the tied token embedding; batch 32 sequences of 512 random token ids
+            in [0, 256) with random targets, the loss the mean cross-entropy over every position. On the CPU a
+            tiny one (context 64, dim 64, 2 layers, 4 heads, batch 4 of 64). Parameter names are the
+            checkpoint's (tok_embed.weight, pos_embed, blocks.{i}.ln1/attn.qkv/attn.proj/ln2/mlp.fc1/mlp.fc2,
+            norm; tools/device/eval_gpt_torch.py builds the same model). Masked: the four linear weights of every
+            block (attn.qkv, attn.proj, mlp.fc1, mlp.fc2); embeddings, norms and biases stay dense. Not in the
+            default --models (its 24 cases would not fit run_train_bench.sh's time limit): ask for it by name.
 
 Variants: dense, and "masked" for each sparse format of the C++ side at the same sparsity and pattern kind
-(uniform random for csr, block-uniform random 32x32 blocks (or the largest power of two dividing the weight) for
-bsr, 2 random of every 4 along a row for nm): the weight stays a dense nn.Parameter, multiplied by a fixed mask in
-forward (so its gradient is masked too), and the mask is reapplied to the weight after every optimizer step so
-that it stays sparse. That is how masked sparse training is done in PyTorch (DEVICE.md).
+(uniform random for csr, block-uniform random 32x32 blocks (--block N: NxN; or the largest power of two up to N
+dividing the weight) for bsr, 2 random of every 4 along a row for nm): the weight stays a dense nn.Parameter,
+multiplied by a fixed mask in forward (so its gradient is masked too), and the mask is reapplied to the weight
+after every optimizer step so that it stays sparse. That is how masked sparse training is done in PyTorch (DEVICE.md).
 
 Modes: f32 (TF32 off), tf32 (torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 on), bf16 (f32
 parameters, forward and backward under torch.autocast(dtype=torch.bfloat16)).
 
-A step: zero grads (set to none), forward, cross-entropy, backward, SGD (lr 0.01, momentum 0.9), and for masked
-variants the mask reapplied; warm-up steps, then each step timed on its own with CUDA events (the CPU clock on the
-CPU). Reported: the median step, training_state_bytes (parameters + gradients + momentum buffers after the last
-step, each tensor once; the masks of masked variants are not counted), peak_memory_bytes (CUDA:
-torch.cuda.max_memory_allocated over the timed steps, including activations). The JSON has bench's record format
-(suite "train", op the model, dtype the mode, format "dense" or "masked", "pattern" the C++ format it stands
-beside); tools/bench/train_compare.py puts it beside Coppice's.
+A step: zero grads (set to none), forward, cross-entropy (over [N, classes] logits; gpt's [N, T, vocab] logits
+flattened to [N * T, vocab]), backward, SGD (lr 0.01, momentum 0.9), and for masked variants the mask reapplied.
+SGD for every model, gpt included, because bench train (tools/bench/train_bench.cc) steps every model with the
+same SGD so that both sides run the same update; the GPT jobs themselves train with AdamW (lr 3e-4, weight
+decay 0.1), whose step costs a few more elementwise passes over the parameters but the same matmuls. Warm-up
+steps, then each step timed on its own with CUDA events (the CPU clock on the CPU). Reported: the median step,
+training_state_bytes (parameters + gradients + momentum buffers after the last step, each tensor once; the masks
+of masked variants are not counted), peak_memory_bytes (CUDA: torch.cuda.max_memory_allocated over the timed
+steps, including activations); gpt also tokens_per_s, and bsr rows their mask block. The JSON has bench's record
+format (suite "train", op the model, dtype the mode, format "dense" or "masked", "pattern" the C++ format it
+stands beside); tools/bench/train_compare.py puts it beside Coppice's.
 """
 import argparse
 import os
@@ -47,21 +62,26 @@ CLASSES = 10
 MODEL_SEED = 20261122
 MASK_SEED = 0xC0991CE
 DATA_SEED = 0xDA7A
-MODELS = ["mlp", "lenet300", "vit"]
+MODELS = ["mlp", "lenet300", "vit", "gpt"]
+DEFAULT_MODELS = ["mlp", "lenet300", "vit"]  # gpt only when asked for (its cases take minutes)
 FORMATS = ["dense", "csr", "bsr", "nm"]
 MODES = ["f32", "tf32", "bf16"]
 SPARSITIES = [0.9, 0.95, 0.98]
 JOB_BATCH = 128  # data.batch_size of lenet300_rigl_90.yaml and vit_sparse_attention.yaml
+# The GPT jobs' model (the zoo's gpt defaults) and batch; on the CPU a tiny one that runs in seconds.
+GPT_CUDA = dict(vocab_size=256, context=512, dim=1024, layers=8, heads=16, mlp_ratio=4, batch=32, seq=512)
+GPT_CPU = dict(vocab_size=256, context=64, dim=64, layers=2, heads=4, mlp_ratio=4, batch=4, seq=64)
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--models", default=",".join(DEFAULT_MODELS))
     p.add_argument("--formats", default=",".join(FORMATS))
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--hidden", type=int, default=0)
     p.add_argument("--batch", type=int, default=0)
+    p.add_argument("--block", type=int, default=BLOCK, help="bsr mask block (a power of two; 32)")
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--warmup", type=int, default=-1)
     p.add_argument("--json", default="")
@@ -80,6 +100,8 @@ def parse_args(argv):
     a.warmup = a.warmup if a.warmup >= 0 else (3 if cuda else 1)
     if a.hidden < 1 or a.batch < 1 or a.steps < 1:
         p.error("hidden, batch and steps must be positive")
+    if a.block < 1 or a.block & (a.block - 1):
+        p.error(f"--block must be a power of two, got {a.block}")
     return a
 
 
@@ -114,11 +136,11 @@ def nm_mask(rows, cols, n, m, seed, device):
     return mask.view(rows, cols).to(device)
 
 
-def weight_mask(pattern, sparsity, rows, cols, seed, device):
+def weight_mask(pattern, sparsity, rows, cols, seed, device, block=BLOCK):
     if pattern == "csr":
         return random_mask(rows, cols, sparsity, seed, device)
     if pattern == "bsr":
-        b = bsr_block_for(rows, cols)
+        b = bsr_block_for(rows, cols, block)
         blocks = random_mask(rows // b, cols // b, sparsity, seed, "cpu")
         return blocks.repeat_interleave(b, 0).repeat_interleave(b, 1).to(device)
     if pattern == "nm":
@@ -214,10 +236,85 @@ class ViT(nn.Module):
         return [(b.mlp, i) for b in self.blocks for i in range(2)]
 
 
+class GPTAttention(nn.Module):
+    """Causal multi-head self-attention: qkv [3D, D] viewed as [N, T, 3, H, D/H], SDPA, proj [D, D]."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        n, t, d = x.shape
+        q, k, v = self.qkv(x).view(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # scale 1/sqrt(D/H); flash in bf16
+        return self.proj(a.transpose(1, 2).reshape(n, t, d))
+
+
+class GPTMLP(nn.Module):
+    """fc1 [F, D], exact (erf) GELU, fc2 [D, F]."""
+
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class GPTBlock(nn.Module):
+    """Pre-norm decoder block: h + attn(ln1(h)), then + mlp(ln2(h))."""
+
+    def __init__(self, dim, heads, hidden):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dim, eps=1e-5)
+        self.attn = GPTAttention(dim, heads)
+        self.ln2 = nn.LayerNorm(dim, eps=1e-5)
+        self.mlp = GPTMLP(dim, hidden)
+
+    def forward(self, h):
+        h = h + self.attn(self.ln1(h))
+        return h + self.mlp(self.ln2(h))
+
+
+class GPT(nn.Module):
+    """The zoo's gpt (dropout 0, tied weights): tok_embed + pos_embed[:T] -> blocks -> norm -> h @ tok_embed^T.
+    Parameter names are those of a Coppice checkpoint (without its "model." prefix)."""
+
+    def __init__(self, vocab_size, context, dim, layers, heads, mlp_ratio):
+        super().__init__()
+        self.tok_embed = nn.Embedding(vocab_size, dim)
+        self.pos_embed = nn.Parameter(torch.randn(context, dim) * 0.02)
+        self.blocks = nn.ModuleList(GPTBlock(dim, heads, mlp_ratio * dim) for _ in range(layers))
+        self.norm = nn.LayerNorm(dim, eps=1e-5)
+
+    def forward(self, x):
+        h = self.tok_embed(x) + self.pos_embed[:x.shape[1]]
+        for b in self.blocks:
+            h = b(h)
+        return F.linear(self.norm(h), self.tok_embed.weight)  # [N, T, vocab]
+
+    def sparse_slots(self, count):
+        return [(m, w) for b in self.blocks for m, w in ((b.attn, "qkv"), (b.attn, "proj"),
+                                                           (b.mlp, "fc1"), (b.mlp, "fc2"))]
+
+
+def gpt_size(device):
+    return GPT_CUDA if device.type == "cuda" else GPT_CPU
+
+
 def make_model(name, args, device):
     """(model, x, y, shape) with the model on device; the shape as bench train reports it."""
     torch.manual_seed(MODEL_SEED)
     g = torch.Generator().manual_seed(DATA_SEED)
+    if name == "gpt":
+        c = gpt_size(device)
+        model = GPT(c["vocab_size"], c["context"], c["dim"], c["layers"], c["heads"], c["mlp_ratio"])
+        x = torch.randint(0, c["vocab_size"], (c["batch"], c["seq"]), generator=g)
+        y = torch.randint(0, c["vocab_size"], (c["batch"], c["seq"]), generator=g)
+        return model.to(device), x.to(device), y.to(device), [c["batch"], c["seq"]]
     if name == "mlp":
         sizes = [args.hidden] * 4 + [CLASSES]
         model, batch = MLP(sizes), args.batch
@@ -235,19 +332,26 @@ def make_model(name, args, device):
     return model.to(device), x.to(device), y.to(device), shape
 
 
-def sparse_slot_count(name):
+def sparse_slot_count(name, model):
+    if name == "gpt":
+        return 4 * len(model.blocks)
     return {"mlp": 3, "lenet300": 3, "vit": 4}[name]
 
 
-def mask_model(model, name, pattern, sparsity, device):
-    """Replaces the weights bench train makes sparse by MaskedLinear; returns (masked layers, stored weights)."""
+def mask_model(model, name, pattern, sparsity, device, block=BLOCK):
+    """Replaces the weights bench train makes sparse by MaskedLinear; returns the masked layers. A slot is
+    (holder, i): holder[i] for a ModuleList index, the attribute i of holder for a name (gpt)."""
     masked = []
-    for purpose, (holder, i) in enumerate(model.sparse_slots(sparse_slot_count(name)), start=1):
-        lin = holder[i]
+    for purpose, (holder, i) in enumerate(model.sparse_slots(sparse_slot_count(name, model)), start=1):
+        lin = getattr(holder, i) if isinstance(i, str) else holder[i]
         rows, cols = lin.weight.shape
-        mask = weight_mask(pattern, sparsity, rows, cols, MASK_SEED + purpose, device)
-        holder[i] = MaskedLinear(lin, mask)
-        masked.append(holder[i])
+        mask = weight_mask(pattern, sparsity, rows, cols, MASK_SEED + purpose, device, block)
+        layer = MaskedLinear(lin, mask)
+        if isinstance(i, str):
+            setattr(holder, i, layer)
+        else:
+            holder[i] = layer
+        masked.append(layer)
     return masked
 
 
@@ -279,7 +383,7 @@ def set_mode(mode):
 def run_case(args, name, pattern, sparsity, mode, device):
     cuda = device.type == "cuda"
     model, x, y, shape = make_model(name, args, device)
-    masked = mask_model(model, name, pattern, sparsity, device) if pattern else []
+    masked = mask_model(model, name, pattern, sparsity, device, args.block) if pattern else []
     params_dense = sum(p.numel() for p in model.parameters())
     stored = params_dense - sum(int((m.mask == 0).sum()) for m in masked)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -290,7 +394,8 @@ def run_case(args, name, pattern, sparsity, mode, device):
     def step():
         opt.zero_grad(set_to_none=True)
         with autocast:
-            loss = F.cross_entropy(model(x), y)
+            out = model(x)  # [N, classes], or gpt's [N, T, vocab]: every position counts
+            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
         loss.backward()
         opt.step()
         for m in masked:
@@ -328,6 +433,10 @@ def run_case(args, name, pattern, sparsity, mode, device):
         r["nnz"] = sum(int(m.mask.sum()) for m in masked)
     if name == "mlp":
         r["gflops"] = 6.0 * shape[0] * stored / (med * 1e-3) / 1e9
+    if name == "gpt":
+        r["tokens_per_s"] = shape[0] * shape[1] / (med * 1e-3)
+    if pattern == "bsr":
+        r["block"] = args.block
     return r
 
 

@@ -27,8 +27,9 @@ for t in "${tests[@]}"; do
   [[ -x $bin/$path ]] && cp "$bin/$path" ".devbin/tests/$(echo "${t#//tests/}" | tr '/:' '__')"
 done
 cp $bin/tools/bench/bench $bin/tools/demo/mlp_demo $bin/tools/trainer/trainer .devbin/
+# eval_gpt_torch.py imports read_checkpoint_torch.py from beside itself.
 cp tools/bench/*.py tools/device/run_gpu_suite.sh tools/device/gpu_smoke.yaml tools/device/gpu_smoke_bsr.yaml \
-  tools/device/read_checkpoint_torch.py .devbin/
+  tools/device/read_checkpoint_torch.py tools/device/eval_gpt_torch.py .devbin/
 # The multi-GPU run (tools/device/run_multi_gpu.sh): the rank launcher, its
 # trainer job, and the script itself (torch_ddp.py and dp_compare.py came with
 # tools/bench/*.py).
