@@ -23,6 +23,10 @@ MultiheadAttention::MultiheadAttention(int64_t dim, int64_t heads, const Attenti
   if (pattern.kind == AttentionPattern::Kind::kBlock) {
     COPPICE_CHECK(pattern.block > 0, "MultiheadAttention: a block pattern needs block > 0");
   }
+  if (pattern.kind == AttentionPattern::Kind::kBlockSparse) {
+    COPPICE_CHECK(pattern.block > 0 && pattern.window > 0 && pattern.stride >= 0,
+                  "MultiheadAttention: a block_sparse pattern needs block > 0, window > 0 and stride >= 0");
+  }
   qkv_ = register_module("qkv", std::make_shared<Linear>(dim, 3 * dim, true, options, gen));
   proj_ = register_module("proj", std::make_shared<Linear>(dim, dim, true, options, gen));
   if (dropout > 0.0) attn_drop_ = register_module("attn_drop", std::make_shared<Dropout>(dropout, 0x5eed));
@@ -40,9 +44,25 @@ const Tensor& MultiheadAttention::cached_pattern(int64_t t, int64_t copies, Tens
   return it->second;
 }
 
+Variable MultiheadAttention::attend_fused(const Variable& q, const Variable& k, const Variable& v, int64_t t) {
+  AttentionMask mask{pattern_.causal, {}};
+  if (pattern_.kind == AttentionPattern::Kind::kBlockSparse) {
+    const Device device = q.value().device();
+    auto key = std::make_pair(t, device.to_string());
+    auto it = layouts_.find(key);
+    if (it == layouts_.end()) {
+      if (layouts_.size() >= 8) layouts_.clear();  // a few lengths at most
+      it = layouts_.emplace(key, attention_block_layout(block_sparse_keep(pattern_, t), pattern_.block, device)).first;
+    }
+    mask.layout = it->second;
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
+  return attention(q, k, v, scale, mask);
+}
+
 Variable MultiheadAttention::attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t) {
-  Variable scores = bmm(q, transpose(k, 1, 2));  // [BH, T, T]
-  if (pattern_.causal) {
+  Variable scores = mul(bmm(q, transpose(k, 1, 2)), 1.0 / std::sqrt(static_cast<double>(q.size(2))));  // [BH, T, T]
+  if (pattern_.causal || pattern_.kind == AttentionPattern::Kind::kBlockSparse) {
     const Tensor& mask = cached_pattern(t, 1, q.value().options());
     Tensor cond = mask.unsqueeze(0).expand(scores.shape());
     Variable neg_inf(full({}, -std::numeric_limits<double>::infinity(), q.value().options()));
@@ -72,9 +92,15 @@ Variable MultiheadAttention::forward(const Variable& x) {
     const int64_t b = xin.size(0), t = xin.size(1), dh = dim_ / heads_;
     Variable qkv = qkv_->forward(xin);  // [B, T, 3D]
     qkv = reshape(permute(reshape(qkv, {b, t, 3, heads_, dh}), {2, 0, 3, 1, 4}), {3, b * heads_, t, dh});
-    Variable q = mul(select(qkv, 0, 0), 1.0 / std::sqrt(static_cast<double>(dh)));
-    Variable k = select(qkv, 0, 1), v = select(qkv, 0, 2);
-    Variable o = pattern_.is_sparse() ? attend_sparse(q, k, v, t) : attend_dense(q, k, v, t);  // [BH, T, dh]
+    Variable q = select(qkv, 0, 0), k = select(qkv, 0, 1), v = select(qkv, 0, 2);
+    Variable o;  // [BH, T, dh]
+    if (pattern_.is_sparse()) {
+      o = attend_sparse(mul(q, 1.0 / std::sqrt(static_cast<double>(dh))), k, v, t);
+    } else if (attn_drop_ && attn_drop_->is_training()) {
+      o = attend_dense(q, k, v, t);
+    } else {
+      o = attend_fused(q, k, v, t);
+    }
     o = reshape(permute(reshape(o, {b, heads_, t, dh}), {0, 2, 1, 3}), {b, t, dim_});
     return proj_->forward(o);
   });

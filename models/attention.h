@@ -1,9 +1,12 @@
 // Multi-head self-attention and the pre-norm transformer block.
 //
 // MultiheadAttention: x [B, T, D] -> qkv = Linear(D, 3D) ("qkv") -> heads of
-// size D / H -> attention -> Linear(D, D) ("proj"). With a dense pattern the
-// scores are a batched matmul, masked (causal) to -inf, then a softmax; with a
-// sparse pattern (local window or block-diagonal) each (batch, head) computes
+// size D / H -> attention -> Linear(D, D) ("proj"). A dense or block_sparse
+// pattern runs on the fused attention kernels (tensor/attention.h: an online
+// softmax, nothing of size T x T in memory; block_sparse skips the blocks it
+// leaves out), except while attention dropout is active: then the scores are
+// a batched matmul, masked to -inf, a softmax and dropout. With a CSR
+// pattern (local window or block-diagonal) each (batch, head) computes
 // its scores as an SDDMM of Q and K^T at the pattern (a CSR [T, T]; all pairs
 // at once, on the diagonal of one CSR), a softmax over each row's stored
 // values and an SpMM with V (sparse_attention.h), so
@@ -18,12 +21,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
 
 #include "models/layers.h"
 #include "models/module.h"
 #include "models/sparse_attention.h"
+#include "tensor/attention.h"
 
 namespace coppice {
 
@@ -35,6 +40,7 @@ class MultiheadAttention : public Module {
   const AttentionPattern& pattern() const { return pattern_; }
 
  private:
+  Variable attend_fused(const Variable& q, const Variable& k, const Variable& v, int64_t t);
   Variable attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t);
   Variable attend_sparse(const Variable& q, const Variable& k, const Variable& v, int64_t t);
   // The CSR pattern for `copies` (batch, head) pairs of T tokens, or the
@@ -46,6 +52,7 @@ class MultiheadAttention : public Module {
   std::shared_ptr<Linear> qkv_, proj_;
   std::shared_ptr<Dropout> attn_drop_;
   std::map<std::tuple<int64_t, int64_t, int>, Tensor> patterns_;
+  std::map<std::pair<int64_t, std::string>, AttentionBlockLayout> layouts_;  // block_sparse, by (T, device)
 };
 
 struct TransformerBlockOptions {

@@ -149,12 +149,13 @@ Variable Dropout::forward(const Variable& x) {
   return run_op({x}, [this](const std::vector<Variable>& in) { return dropout(in[0], p_, true, gen_); });
 }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const LayerOptions& options, Generator& gen)
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const LayerOptions& options, Generator& gen,
+                     double init_std)
     : Module("Embedding") {
   COPPICE_CHECK(num_embeddings > 0 && embedding_dim > 0, "Embedding: sizes must be positive");
-  weight_ = register_parameter(
-      "weight",
-      Variable(randn({num_embeddings, embedding_dim}, TensorOptions(options.dtype), gen).to(options.device), true));
+  Tensor w = randn({num_embeddings, embedding_dim}, TensorOptions(options.dtype), gen);
+  if (init_std != 1.0) w = mul(w, init_std);
+  weight_ = register_parameter("weight", Variable(w.to(options.device), true));
 }
 
 Variable Embedding::forward(const Variable& x) {

@@ -134,8 +134,10 @@ class Dropout : public Module {
 // weight [num, dim]. Output rule inputs: weight.
 class Embedding : public Module {
  public:
+  // Weights drawn from N(0, init_std^2) (1: PyTorch's default; GPT-style
+  // models with a tied output use 0.02).
   Embedding(int64_t num_embeddings, int64_t embedding_dim, const LayerOptions& options = {},
-            Generator& gen = default_generator());
+            Generator& gen = default_generator(), double init_std = 1.0);
   Variable forward(const Variable& x) override;
   const Variable& weight() const { return *weight_; }
 

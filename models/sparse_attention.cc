@@ -14,12 +14,17 @@
 namespace coppice {
 namespace {
 
+bool keeps_block(const AttentionPattern& p, int64_t bi, int64_t bj) {
+  return (bi > bj ? bi - bj : bj - bi) < p.window || (p.stride > 0 && (bj + 1) % p.stride == 0);
+}
+
 bool attends(const AttentionPattern& p, int64_t i, int64_t j) {
   if (p.causal && j > i) return false;
   switch (p.kind) {
     case AttentionPattern::Kind::kDense: return true;
     case AttentionPattern::Kind::kLocal: return (i > j ? i - j : j - i) < p.window;
     case AttentionPattern::Kind::kBlock: return i / p.block == j / p.block;
+    case AttentionPattern::Kind::kBlockSparse: return keeps_block(p, i / p.block, j / p.block);
   }
   return false;
 }
@@ -29,6 +34,9 @@ void check_pattern(const AttentionPattern& p) {
                 "attention pattern: local needs window > 0, got ", p.window);
   COPPICE_CHECK(p.kind != AttentionPattern::Kind::kBlock || p.block > 0,
                 "attention pattern: block needs block > 0, got ", p.block);
+  COPPICE_CHECK(p.kind != AttentionPattern::Kind::kBlockSparse || (p.block > 0 && p.window > 0 && p.stride >= 0),
+                "attention pattern: block_sparse needs block > 0, window > 0 (blocks) and stride >= 0, got block ",
+                p.block, ", window ", p.window, ", stride ", p.stride);
 }
 
 const CompressedImpl& csr_of(const Tensor& t, const char* op) {
@@ -45,6 +53,9 @@ std::string AttentionPattern::describe() const {
     case Kind::kDense: s = "dense("; break;
     case Kind::kLocal: s = str_cat("local(window=", window, causal ? ", " : ""); break;
     case Kind::kBlock: s = str_cat("block(block=", block, causal ? ", " : ""); break;
+    case Kind::kBlockSparse:
+      s = str_cat("block_sparse(block=", block, ", window=", window, ", stride=", stride, causal ? ", " : "");
+      break;
   }
   return s + (causal ? "causal)" : ")");
 }
@@ -53,7 +64,23 @@ AttentionPattern::Kind attention_kind_from_name(const std::string& name) {
   if (name == "dense") return AttentionPattern::Kind::kDense;
   if (name == "local") return AttentionPattern::Kind::kLocal;
   if (name == "block") return AttentionPattern::Kind::kBlock;
-  fail("attention pattern: unknown kind '", name, "'; known: dense, local, block");
+  if (name == "block_sparse") return AttentionPattern::Kind::kBlockSparse;
+  fail("attention pattern: unknown kind '", name, "'; known: dense, local, block, block_sparse");
+}
+
+std::vector<bool> block_sparse_keep(const AttentionPattern& p, int64_t tokens) {
+  COPPICE_CHECK(p.kind == AttentionPattern::Kind::kBlockSparse,
+                "block_sparse_keep: not a block_sparse pattern: ", p.describe());
+  check_pattern(p);
+  COPPICE_CHECK(tokens > 0, "block_sparse_keep: tokens must be positive, got ", tokens);
+  const int64_t blocks = (tokens + p.block - 1) / p.block;
+  std::vector<bool> keep(static_cast<size_t>(blocks * blocks));
+  for (int64_t bi = 0; bi < blocks; ++bi) {
+    for (int64_t bj = 0; bj < blocks; ++bj) {
+      keep[static_cast<size_t>(bi * blocks + bj)] = (!p.causal || bj <= bi) && keeps_block(p, bi, bj);
+    }
+  }
+  return keep;
 }
 
 Tensor attention_mask(const AttentionPattern& p, int64_t tokens, Device device) {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "autograd/variable.h"
 #include "tensor/tensor.h"
@@ -25,17 +26,31 @@ struct AttentionPattern {
     kDense,  // every key (with `causal`, keys j <= i)
     kLocal,  // keys j with |i - j| < window (with `causal`, i - window < j <= i)
     kBlock,  // keys in the query's diagonal block of `block` tokens (with `causal`, j <= i)
+    // Whole blocks of `block` tokens (Sparse Transformer's fixed pattern):
+    // query block bi sees key block bj where |bi - bj| < window (local) or
+    // (bj + 1) % stride == 0 (strided: every stride-th block), with `causal`
+    // only keys j <= i. Runs on the fused attention kernels, skipping the
+    // blocks it leaves out (block_sparse_keep).
+    kBlockSparse,
   };
   Kind kind = Kind::kDense;
-  int64_t window = 0;
+  int64_t window = 0;  // tokens (local), blocks (block_sparse)
   int64_t block = 0;
   bool causal = false;
+  int64_t stride = 0;  // block_sparse: 0 means no strided blocks
 
-  bool is_sparse() const { return kind != Kind::kDense; }
+  // Whether attention runs on a CSR pattern (local, block); dense and
+  // block_sparse run on the fused kernels (tensor/attention.h).
+  bool is_sparse() const { return kind == Kind::kLocal || kind == Kind::kBlock; }
   std::string describe() const;  // "local(window=4, causal)"
 };
 
-// Parses "dense", "local" or "block" (throws listing the known kinds).
+// The kept blocks of a block_sparse pattern over `tokens` tokens, row-major
+// [blocks, blocks] with blocks = ceil(tokens / block) (attention_block_layout
+// takes it); with `causal` no block above the diagonal.
+std::vector<bool> block_sparse_keep(const AttentionPattern& p, int64_t tokens);
+
+// Parses "dense", "local", "block" or "block_sparse" (throws listing the known kinds).
 AttentionPattern::Kind attention_kind_from_name(const std::string& name);
 
 // The pattern of `p` over T queries and T keys: a CSR [T, T] with zero

@@ -190,6 +190,12 @@ class Options {
     if (v < 1 || v > max) bad(name, "must be in [1, ", max, "], got ", v);
     return v;
   }
+  bool boolean(const std::string& name, bool fallback) const {
+    const ModelOption* v = find(name);
+    if (!v) return fallback;
+    if (!std::holds_alternative<bool>(*v)) bad(name, "must be true or false, got a ", option_type(*v));
+    return std::get<bool>(*v);
+  }
   double probability(const std::string& name) const {
     const double v = real(name, 0.0);
     if (!(v >= 0.0 && v < 1.0)) bad(name, "must be in [0, 1), got ", v);
@@ -299,6 +305,27 @@ CharLMOptions char_lm_options(const Options& o) {
   return c;
 }
 
+GPTOptions gpt_options(const Options& o) {
+  GPTOptions g;
+  g.vocab_size = o.positive("vocab_size", 256);
+  g.context = o.positive("context", 512);
+  g.dim = o.positive("dim", 1024);
+  g.layers = o.positive("layers", 8, kMaxModelDepth);
+  g.heads = o.positive("heads", 16);
+  if (g.dim % g.heads != 0) o.bad("heads", "must divide dim (", g.dim, "), got ", g.heads);
+  g.mlp_hidden = g.dim * o.positive("mlp_ratio", 4, kMaxMlpRatio);
+  g.pattern.kind = attention_kind_from_name(o.choice("attention", "dense", {"dense", "block_sparse"}));
+  g.pattern.block = o.positive("block", 64);
+  g.pattern.window = o.positive("window", 2);
+  g.pattern.stride = o.integer("stride", 4);
+  if (g.pattern.stride < 0 || g.pattern.stride > kMaxModelWidth)
+    o.bad("stride", "must be in [0, ", kMaxModelWidth, "] (0: no strided blocks), got ", g.pattern.stride);
+  g.pattern.causal = true;
+  g.dropout = o.probability("dropout");
+  g.tie_weights = o.boolean("tie_weights", true);
+  return g;
+}
+
 // The generator a model's weights are drawn from: its own, seeded by its
 // seed option (never the thread's default stream).
 Generator model_generator(const Options& o) { return Generator(static_cast<uint64_t>(o.integer("seed", 0))); }
@@ -351,6 +378,17 @@ const std::map<std::string, ModelEntry>& registry() {
                             v.num_classes,
                             {"image_size", ""},
                             {"num_classes", ""}};
+        }}},
+      {"gpt",
+       {{"vocab_size", "context", "dim", "layers", "heads", "mlp_ratio", "attention", "block", "window", "stride",
+         "dropout", "tie_weights", "seed"},
+        [](const Options& o) -> ModulePtr {
+          Generator gen = model_generator(o);
+          return std::make_shared<GPT>(gpt_options(o), o.layer_options(), gen);
+        },
+        [](const Options& o) {
+          const GPTOptions g = gpt_options(o);
+          return ModelInput{InputKind::kTokens, {g.context}, g.vocab_size, {"context", ""}, {"vocab_size", ""}};
         }}},
       {"char_lm",
        {{"vocab_size", "context", "dim", "layers", "heads", "mlp_ratio", "attention", "window", "dropout", "seed"},

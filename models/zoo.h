@@ -13,6 +13,10 @@
 //   char_lm    vocab_size (65), context (64), dim (64), layers (2), heads (4), mlp_ratio (4),
 //              attention ("dense" | "local"; always causal), window (16), dropout (0), seed (0);
 //              input i64 [N, T <= context] -> logits [N, T, vocab_size]
+//   gpt        vocab_size (256), context (512), dim (1024), layers (8), heads (16), mlp_ratio (4),
+//              attention ("dense" | "block_sparse"; always causal), block (64 tokens), window (2 blocks),
+//              stride (4 blocks; 0: none), dropout (0), tie_weights (true), seed (0) (models/gpt.h);
+//              input i64 [N, T <= context] -> logits [N, T, vocab_size]
 //
 // model_input says what each reads and predicts (the input above and its
 // classes), for checking a job's data against its model.
@@ -37,6 +41,7 @@
 #include <vector>
 
 #include "models/attention.h"
+#include "models/gpt.h"
 #include "models/layers.h"
 #include "models/module.h"
 #include "tensor/error.h"

@@ -15,7 +15,10 @@
 
 namespace coppice {
 
-// The entries an "exactly k" sparsifier keeps out of `count` at `sparsity`.
+// The entries an "exactly k" sparsifier keeps out of `count` at `sparsity`:
+// count - round(sparsity * count), but at least one while sparsity < 1, so
+// that a small layer (a few blocks) asked for a density is never emptied by
+// rounding (4 blocks at 90 % keep 1, not 0).
 int64_t kept_count(double sparsity, int64_t count);
 
 // Keeps everything (streaming). Into "dense" it returns x itself.

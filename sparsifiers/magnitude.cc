@@ -9,7 +9,8 @@
 namespace coppice {
 
 int64_t kept_count(double sparsity, int64_t count) {
-  return count - static_cast<int64_t>(std::llround(sparsity * static_cast<double>(count)));
+  const int64_t kept = count - static_cast<int64_t>(std::llround(sparsity * static_cast<double>(count)));
+  return kept == 0 && sparsity < 1.0 && count > 0 ? 1 : kept;
 }
 
 MagnitudeFractionSparsifier::MagnitudeFractionSparsifier(double sparsity) : sparsity_(sparsity) {

@@ -1,5 +1,6 @@
 #include "train/summary.h"
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <sstream>
@@ -11,7 +12,10 @@ JsonObject summary_json(const TrainingSummary& s) {
   JsonObject o;
   o.add("kind", "summary").add("step", s.final_step).add("total_steps", s.total_steps);
   if (!s.losses.empty()) o.add("final_loss", s.losses.back());
-  if (s.validation) o.add("validation_accuracy", s.validation->accuracy).add("validation_loss", s.validation->loss);
+  if (s.validation) {
+    o.add("validation_accuracy", s.validation->accuracy).add("validation_loss", s.validation->loss);
+    o.add("validation_perplexity", std::exp(s.validation->loss));
+  }
   if (s.test) o.add("test_accuracy", s.test->accuracy).add("test_loss", s.test->loss);
   std::map<std::string, double> dens;
   for (const LayerStats& l : s.model.layers) dens[l.name] = l.density;
@@ -44,7 +48,10 @@ std::string format_summary(const TrainingSummary& s) {
      << static_cast<int64_t>(s.samples_per_second) << " samples/s)";
   if (!s.losses.empty()) os << ", final loss " << s.losses.back();
   os << "\n";
-  if (s.validation) os << "validation accuracy " << 100.0 * s.validation->accuracy << " %\n";
+  if (s.validation) {
+    os << "validation accuracy " << 100.0 * s.validation->accuracy << " % (loss " << s.validation->loss
+       << ", perplexity " << std::exp(s.validation->loss) << ")\n";
+  }
   if (s.test) os << "test accuracy " << 100.0 * s.test->accuracy << " % (loss " << s.test->loss << ")\n";
   os << "layers:\n";
   for (const LayerStats& l : s.model.layers) {

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -317,10 +318,11 @@ void Trainer::evaluate() {
   summary_.validation = r;
   JsonObject rec;
   rec.add("kind", "eval").add("split", c_.validation ? "validation" : "test").add("step", done);
-  rec.add("loss", r.loss).add("accuracy", r.accuracy).add("examples", r.examples);
+  rec.add("loss", r.loss).add("perplexity", std::exp(r.loss)).add("accuracy", r.accuracy).add("examples", r.examples);
   (void)metrics_.write(rec);
   progress_.message(str_cat("eval (", c_.validation ? "validation" : "test", ") at step ", done, ": loss ",
-                            json_number(r.loss), " accuracy ", json_number(r.accuracy)));
+                            json_number(r.loss), " (perplexity ", json_number(std::exp(r.loss)), ") accuracy ",
+                            json_number(r.accuracy)));
 }
 
 void Trainer::checkpoint() {

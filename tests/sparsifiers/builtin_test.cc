@@ -50,6 +50,8 @@ TEST(KeptCountTest, Rounding) {
   EXPECT_EQ(kept_count(0.25, 10), 7);  // round(2.5) = 3 (half away from zero)
   EXPECT_EQ(kept_count(0.9, 7), 1);    // round(6.3) = 6
   EXPECT_EQ(kept_count(0.5, 0), 0);
+  EXPECT_EQ(kept_count(0.9, 4), 1);  // round(3.6) = 4 would empty it: a density > 0 keeps one
+  EXPECT_EQ(kept_count(0.99, 50), 1);
 }
 
 TEST(KeepAllTest, KeepsEverything) {

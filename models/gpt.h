@@ -1,0 +1,57 @@
+// A GPT-style decoder: token and learned position embeddings, pre-norm
+// transformer blocks with causal multi-head attention and a GELU MLP, a final
+// LayerNorm, and logits through the token embedding (tied; an untied "head"
+// Linear with tie_weights false). Dropout (`dropout`) on the embeddings and on
+// both residual branches of every block; attention itself runs on the fused
+// kernels (tensor/attention.h), dense-causal or block_sparse.
+//
+// Parameters, as a checkpoint names them: tok_embed.weight [V, D], pos_embed
+// [context, D], blocks.<i>.{ln1, attn.qkv, attn.proj, ln2, mlp.fc1, mlp.fc2}
+// .{weight, bias}, norm.{weight, bias}, and head.{weight, bias} when untied.
+// Any Linear inside the blocks can be made sparse by the job's rules; the
+// embeddings are shared with the output and best stay dense.
+//
+// Initialisation: the token and position embeddings N(0, 0.02^2) (the tied
+// output then starts near uniform), Linear and LayerNorm as their defaults.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "models/attention.h"
+#include "models/layers.h"
+#include "models/module.h"
+
+namespace coppice {
+
+struct GPTOptions {
+  int64_t vocab_size = 256;
+  int64_t context = 512;
+  int64_t dim = 1024;
+  int64_t layers = 8;
+  int64_t heads = 16;
+  int64_t mlp_hidden = 4096;
+  AttentionPattern pattern{AttentionPattern::Kind::kDense, 0, 0, true};  // always made causal
+  double dropout = 0.0;
+  bool tie_weights = true;
+};
+
+class GPT : public Module {
+ public:
+  explicit GPT(const GPTOptions& gpt = {}, const LayerOptions& options = {}, Generator& gen = default_generator());
+  // x: integer token ids [N, T] with 1 <= T <= context (a constant Variable)
+  // -> logits [N, T, vocab_size].
+  Variable forward(const Variable& x) override;
+  const GPTOptions& options() const { return o_; }
+
+ private:
+  GPTOptions o_;
+  std::shared_ptr<Embedding> tok_embed_;
+  Variable* pos_embed_;                 // [context, dim]
+  std::shared_ptr<Dropout> drop_;       // on the embeddings; null without dropout
+  std::shared_ptr<Sequential> blocks_;  // of TransformerBlock
+  std::shared_ptr<LayerNorm> norm_;
+  std::shared_ptr<Linear> head_;  // null when tied
+};
+
+}  // namespace coppice

@@ -1,0 +1,174 @@
+// The GPT decoder (models/gpt.h): its parameters, tied and untied; a float64
+// gradcheck through the whole model (the tied embedding receives the
+// embedding's and the output's gradients); block-sparse attention against
+// the masked softmax it stands for; a tiny GPT that learns on the CPU; the
+// zoo's options.
+#include "models/gpt.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "models/sparse_attention.h"
+#include "models/zoo.h"
+#include "tests/models/test_util.h"
+
+namespace coppice {
+namespace {
+
+using testing::error_of;
+using testing::gradcheck_module;
+
+const LayerOptions kF64{DType::kF64};
+
+std::vector<std::string> names_of(const Module& m) {
+  std::vector<std::string> names;
+  for (const auto& [name, v] : m.named_parameters()) names.push_back(name);
+  return names;
+}
+
+GPTOptions tiny(bool tied) {
+  GPTOptions o;
+  o.vocab_size = 5;
+  o.context = 6;
+  o.dim = 4;
+  o.layers = 1;
+  o.heads = 2;
+  o.mlp_hidden = 8;
+  o.tie_weights = tied;
+  return o;
+}
+
+Variable tokens(const std::vector<int64_t>& ids, int64_t n) {
+  return Variable(from_vector(ids, {n, static_cast<int64_t>(ids.size()) / n}));
+}
+
+TEST(GPT, ParametersTiedAndUntied) {
+  Generator gen(1);
+  GPT tied(tiny(true), kF64, gen);
+  const std::vector<std::string> names = names_of(tied);
+  EXPECT_EQ(names[0], "pos_embed");  // the model's own parameter, then its children's
+  EXPECT_EQ(names[1], "tok_embed.weight");
+  EXPECT_EQ(std::count(names.begin(), names.end(), "blocks.0.attn.qkv.weight"), 1);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "head.weight"), 0);
+  EXPECT_EQ(names.back(), "norm.bias");
+  GPT untied(tiny(false), kF64, gen);
+  EXPECT_EQ(names_of(untied).back(), "head.bias");
+  EXPECT_EQ(names_of(untied).size(), names.size() + 2);
+  Variable logits = tied.forward(tokens({0, 1, 2, 3, 4, 0}, 2));
+  EXPECT_EQ(logits.shape(), (Shape{2, 3, 5}));
+  EXPECT_NE(error_of([&] {
+              tied.forward(tokens({0, 1, 2, 3, 4, 0, 1}, 1));
+            }).find("1 <= T <= context (6)"),
+            std::string::npos);
+}
+
+TEST(GPT, GradcheckTiedAndUntied) {
+  for (bool tied : {true, false}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    Generator gen(2);
+    GPT model(tiny(tied), kF64, gen);
+    EXPECT_GRADCHECK_OK(gradcheck_module(model, tokens({0, 3, 1, 4, 2, 2}, 2)));
+  }
+}
+
+TEST(GPT, TiedEmbeddingGetsBothGradients) {
+  Generator gen(3);
+  GPT model(tiny(true), kF64, gen);
+  // Token 4 is never an input: its embedding row's gradient comes from the output alone.
+  Variable logits = model.forward(tokens({0, 1, 2}, 1));
+  sum(logits).backward();
+  const std::vector<double> g = model.parameter("tok_embed.weight").grad().to_vector<double>();
+  double row4 = 0;
+  for (int c = 0; c < 4; ++c) row4 += std::abs(g[4 * 4 + c]);
+  EXPECT_GT(row4, 0.0);
+}
+
+// Block-sparse attention (fused, skipping blocks) against softmax over the
+// same element mask, in f64: 3 blocks of 2 tokens, local window 1 block and
+// every second block.
+TEST(GPT, BlockSparseAttentionIsTheMaskedSoftmax) {
+  AttentionPattern p{AttentionPattern::Kind::kBlockSparse, 1, 2, true, 2};
+  EXPECT_EQ(p.describe(), "block_sparse(block=2, window=1, stride=2, causal)");
+  const std::vector<bool> keep = block_sparse_keep(p, 6);
+  // Query block 0 sees itself; 1 itself (also the strided block 1); 2 itself and the strided block 1.
+  EXPECT_EQ(keep, (std::vector<bool>{true, false, false, false, true, false, false, true, true}));
+  Generator gen(4);
+  Tensor q = randn({3, 6, 4}, DType::kF64, gen), k = randn({3, 6, 4}, DType::kF64, gen),
+         v = randn({3, 6, 4}, DType::kF64, gen);
+  AttentionMask mask{true, attention_block_layout(keep, 2, Device::cpu())};
+  Tensor fused = attention(Variable(q), Variable(k), Variable(v), 0.5, mask).value();
+  Tensor scores = mul(bmm(q, k.transpose(1, 2)), 0.5);
+  Tensor m = attention_mask(p, 6).unsqueeze(0).expand(scores.shape());
+  Tensor want = bmm(softmax(where(m, scores, full({}, -std::numeric_limits<double>::infinity(), DType::kF64)), -1), v);
+  EXPECT_TRUE(allclose(fused, want, 1e-12, 1e-12));
+
+  MultiheadAttention attn(8, 2, p, 0.0, kF64, gen);
+  Variable x(randn({2, 6, 8}, DType::kF64, gen), true);
+  EXPECT_GRADCHECK_OK(gradcheck_module(attn, x));
+}
+
+// A tiny GPT learns a repeating sequence on the CPU: the loss falls to a
+// fraction of its start within a hundred plain SGD steps.
+TEST(GPT, TinyModelLearns) {
+  GPTOptions o;
+  o.vocab_size = 6;
+  o.context = 12;
+  o.dim = 16;
+  o.layers = 2;
+  o.heads = 2;
+  o.mlp_hidden = 32;
+  Generator gen(5);
+  GPT model(o, {}, gen);
+  std::vector<int64_t> seq;
+  for (int i = 0; i < 4 * 13; ++i) seq.push_back((i * 7 + i / 3) % 6);
+  std::vector<int64_t> in, target;
+  for (int b = 0; b < 4; ++b) {
+    for (int t = 0; t < 12; ++t) {
+      in.push_back(seq[b * 13 + t]);
+      target.push_back(seq[b * 13 + t + 1]);
+    }
+  }
+  const Variable x = tokens(in, 4);
+  const Tensor y = from_vector(target, {48});
+  double first = 0, last = 0;
+  for (int step = 0; step < 150; ++step) {
+    Variable loss = cross_entropy(reshape(model.forward(x), {48, 6}), y);
+    if (step == 0) first = testing::item(loss);
+    last = testing::item(loss);
+    loss.backward();
+    testing::sgd_step(model, 0.3);
+  }
+  EXPECT_LT(last, 0.3 * first) << "loss " << first << " -> " << last;
+}
+
+TEST(GPT, ZooOptions) {
+  ModulePtr m = make_model({"gpt",
+                            {{"vocab_size", int64_t{7}},
+                             {"context", int64_t{8}},
+                             {"dim", int64_t{8}},
+                             {"layers", int64_t{1}},
+                             {"heads", int64_t{2}},
+                             {"attention", std::string("block_sparse")},
+                             {"block", int64_t{4}},
+                             {"tie_weights", false}}});
+  EXPECT_EQ(m->parameter("head.weight").shape(), (Shape{7, 8}));
+  const ModelInput in = model_input({"gpt", {{"context", int64_t{8}}, {"vocab_size", int64_t{7}}}});
+  EXPECT_EQ(in.kind, InputKind::kTokens);
+  EXPECT_EQ(in.classes, 7);
+  std::string e = error_of([] { make_model({"gpt", {{"dim", int64_t{10}}, {"heads", int64_t{4}}}}); });
+  EXPECT_NE(e.find("option 'heads': must divide dim (10), got 4"), std::string::npos) << e;
+  e = error_of([] { make_model({"gpt", {{"attention", std::string("local")}}}); });
+  EXPECT_NE(e.find("known: dense, block_sparse"), std::string::npos) << e;
+  e = error_of([] { make_model({"gpt", {{"tie_weights", int64_t{1}}}}); });
+  EXPECT_NE(e.find("option 'tie_weights': must be true or false, got a integer"), std::string::npos) << e;
+  e = error_of([] { make_model({"gpt", {{"stride", int64_t{-1}}}}); });
+  EXPECT_NE(e.find("option 'stride': must be in [0, "), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace coppice
