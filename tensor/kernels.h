@@ -59,7 +59,8 @@
 // <unary>: neg abs sign exp log sqrt rsqrt relu gelu (erf form) sigmoid tanh erf clamp
 // <binary>: add sub mul div pow maximum minimum relu_backward eq ne lt le gt ge
 // (relu_backward(g, y) = y > 0 ? g : 0, floating only: relu's gradient in one
-// pass instead of a compare, a where and two scalar fills)
+// pass instead of a compare, a where and two scalar fills; gelu_backward(g,
+// x) = g * (Phi(x) + x phi(x)), gelu's gradient in one pass instead of nine)
 //
 // Optional fused kernels. The frontends of these composites (ops.h) call a
 // kernel of the op's own name when the device registers one (has_kernel), after
@@ -75,6 +76,9 @@
 //   backward      grad (0-D, or [n] for "none")
 // layer_norm      x, weight, bias (optional;     normalized_shape (ints), eps          y, x's shape
 //                 normalized_shape each)
+// layer_norm_     x contiguous, weight           d (the normalized size), eps,          dx (x's shape), dweight [d],
+//   backward      (optional), grad contiguous    dweight, dbias (bools: wanted)         dbias [d] (undefined unless
+//                                                                                      wanted)
 // conv2d          x [n, c, h, w], weight         kernel, stride, padding, dilation     y [n, o, oh, ow]
 //                 [o, c, kh, kw], bias [o]       ([2] each)
 //                 (optional)
@@ -86,8 +90,9 @@ namespace coppice::kernels {
 
 inline constexpr std::string_view kUnaryOps[] = {"neg",  "abs",  "sign",    "exp",  "log", "sqrt", "rsqrt",
                                                  "relu", "gelu", "sigmoid", "tanh", "erf", "clamp"};
-inline constexpr std::string_view kBinaryOps[] = {"add",           "sub", "mul", "div", "pow", "maximum", "minimum",
-                                                  "relu_backward", "eq",  "ne",  "lt",  "le",  "gt",      "ge"};
+inline constexpr std::string_view kBinaryOps[] = {
+    "add",           "sub", "mul", "div", "pow", "maximum", "minimum", "relu_backward",
+    "gelu_backward", "eq",  "ne",  "lt",  "le",  "gt",      "ge"};
 
 inline bool is_comparison(std::string_view op) {
   return op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge";

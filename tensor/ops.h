@@ -78,6 +78,8 @@ Tensor rsqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 // relu's gradient from its output: y > 0 ? grad : 0 (floating).
 Tensor relu_backward(const Tensor& grad, const Tensor& y);
+// gelu's gradient at x: grad * (Phi(x) + x phi(x)) (floating only).
+Tensor gelu_backward(const Tensor& grad, const Tensor& x);
 // relu_backward(grad, y) of 2-D [r, c] tensors and its sum over the rows
 // ([c]): a fused linear_relu's input gradient and bias gradient, in one pass
 // over grad and y on the GPU (operands of one floating dtype); elsewhere the
@@ -158,6 +160,17 @@ Tensor cross_entropy_backward(const Tensor& logits, const Tensor& target, const 
 // Normalizes over the trailing `normalized_shape`; weight and bias optional.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// layer_norm's gradients from the output gradient `grad` (x's shape), the
+// statistics recomputed from x: {dx, dweight (when want_dweight and weight is
+// defined), dbias (when want_dbias)}, the latter two summed over the rows in
+// order; weight may be undefined (no affine scale). A fused
+// kernel where the device has one ("layer_norm_backward"), else the
+// composite (the CPU's, and the CUDA kernel's twin).
+struct LayerNormGrads {
+  Tensor dx, dweight, dbias;
+};
+LayerNormGrads layer_norm_backward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                   const Tensor& grad, bool want_dweight, bool want_dbias, double eps = 1e-5);
 // Rows of weight [v, d] picked by an integer tensor of any shape: [..., d].
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 // Zeroes each element with probability p and scales the rest by 1/(1-p); identity when !training.

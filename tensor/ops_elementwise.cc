@@ -130,6 +130,7 @@ Tensor sqrt(const Tensor& x) { return unary("sqrt", x); }
 Tensor rsqrt(const Tensor& x) { return unary("rsqrt", x); }
 Tensor relu(const Tensor& x) { return unary("relu", x); }
 Tensor relu_backward(const Tensor& grad, const Tensor& y) { return binary("relu_backward", grad, y); }
+Tensor gelu_backward(const Tensor& grad, const Tensor& x) { return binary("gelu_backward", grad, x); }
 
 std::pair<Tensor, Tensor> relu_backward_col_sums(const Tensor& grad, const Tensor& y) {
   COPPICE_CHECK(grad.defined() && y.defined() && grad.dim() == 2 && grad.shape() == y.shape(),

@@ -229,6 +229,45 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return y.to(x.dtype());
 }
 
+LayerNormGrads layer_norm_backward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                   const Tensor& grad, bool want_dweight, bool want_dbias, double eps) {
+  constexpr std::string_view op = "layer_norm_backward";
+  check_dense(x, op, "input");
+  check_dense(grad, op, "grad");
+  check_floating(x, op, "input");
+  COPPICE_CHECK(grad.shape() == x.shape() && grad.dtype() == x.dtype(), op, ": grad must have the input's shape ",
+                shape_to_string(x.shape()), " and dtype ", dtype_name(x.dtype()));
+  const int64_t d = shape_numel(normalized_shape);
+  COPPICE_CHECK(d > 0 && x.numel() % d == 0, op, ": input ", shape_to_string(x.shape()), " does not end in ",
+                shape_to_string(normalized_shape));
+  if (weight.defined()) {
+    check_dense(weight, op, "weight");
+    COPPICE_CHECK(weight.numel() == d && weight.dtype() == x.dtype(), op, ": weight must hold ", d, " values of ",
+                  dtype_name(x.dtype()));
+  }
+  if (has_fused(op, x.device())) {
+    Attrs attrs;
+    attrs.set("d", d).set("eps", eps).set("dweight", want_dweight && weight.defined()).set("dbias", want_dbias);
+    std::vector<Tensor> g = dispatch(op, {x.contiguous(), weight, grad.contiguous()}, attrs);
+    LayerNormGrads r{g[0].reshape(x.shape()), Tensor(), Tensor()};
+    if (want_dweight && weight.defined()) r.dweight = g[1].reshape(normalized_shape);
+    if (want_dbias) r.dbias = g[2].reshape(normalized_shape);
+    return r;
+  }
+  // The composite, in the compute dtype, rounding once at the end.
+  const DType c = compute_dtype(x.dtype());
+  Tensor x2 = x.reshape({-1, d}).to(c), g2 = grad.reshape({-1, d}).to(c);
+  Tensor centered = sub(x2, mean(x2, {1}, true));
+  Tensor rstd = rsqrt(add(mean(mul(centered, centered), {1}, true), eps));
+  Tensor xhat = mul(centered, rstd);
+  Tensor gxhat = weight.defined() ? mul(g2, weight.to(c).reshape({1, d})) : g2;
+  Tensor inner = sub(sub(gxhat, mean(gxhat, {1}, true)), mul(xhat, mean(mul(gxhat, xhat), {1}, true)));
+  LayerNormGrads r{mul(rstd, inner).to(x.dtype()).reshape(x.shape()), Tensor(), Tensor()};
+  if (want_dweight && weight.defined()) r.dweight = sum(mul(g2, xhat), {0}).to(x.dtype()).reshape(normalized_shape);
+  if (want_dbias) r.dbias = sum(g2, {0}).to(x.dtype()).reshape(normalized_shape);
+  return r;
+}
+
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   constexpr std::string_view op = "embedding";
   check_dense(weight, op, "weight");

@@ -209,11 +209,7 @@ Variable relu(const Variable& x) {
 Variable gelu(const Variable& x) {
   Tensor xv = x.value();
   return record(gelu(xv), "GeluBackward", {x}, [xv](const Tensor& g, const GradNeeds&) {
-    // d/dx x Phi(x) = Phi(x) + x phi(x)
-    const double inv_sqrt2 = 1.0 / std::sqrt(2.0), inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * M_PI);
-    Tensor cdf = mul(add(erf(mul(xv, inv_sqrt2)), 1.0), 0.5);
-    Tensor pdf = mul(exp(mul(mul(xv, xv), -0.5)), inv_sqrt_2pi);
-    return Grads{mul(g, add(cdf, mul(xv, pdf)))};
+    return Grads{gelu_backward(g, xv)};  // d/dx x Phi(x) = Phi(x) + x phi(x), one pass
   });
 }
 

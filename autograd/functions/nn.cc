@@ -37,25 +37,12 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
   Tensor xv = x.value();
   Tensor wv = weight.defined() ? weight.value() : Tensor();
   Tensor y = layer_norm(xv, normalized_shape, wv, bias.defined() ? bias.value() : Tensor(), eps);
-  return record(
-      y, "LayerNormBackward", {x, weight, bias}, [xv, wv, normalized_shape, eps](const Tensor& g, const GradNeeds& n) {
-        // Recomputes the statistics rather than keeping them from the forward pass.
-        int64_t d = shape_numel(normalized_shape);
-        Tensor x2 = xv.reshape({-1, d});
-        Tensor g2 = g.reshape({-1, d});
-        Tensor centered = sub(x2, mean(x2, {1}, true));
-        Tensor rstd = rsqrt(add(mean(mul(centered, centered), {1}, true), eps));
-        Tensor xhat = mul(centered, rstd);
-        Tensor gx, gw, gb;
-        if (n[0]) {
-          Tensor gxhat = wv.defined() ? mul(g2, wv.reshape({1, d})) : g2;
-          Tensor inner = sub(sub(gxhat, mean(gxhat, {1}, true)), mul(xhat, mean(mul(gxhat, xhat), {1}, true)));
-          gx = mul(rstd, inner).reshape(xv.shape());
-        }
-        if (n[1]) gw = sum(mul(g2, xhat), {0}).reshape(normalized_shape);
-        if (n[2]) gb = sum(g2, {0}).reshape(normalized_shape);
-        return Grads{gx, gw, gb};
-      });
+  return record(y, "LayerNormBackward", {x, weight, bias},
+                [xv, wv, normalized_shape, eps](const Tensor& g, const GradNeeds& n) {
+                  // Recomputes the statistics rather than keeping them from the forward pass.
+                  const LayerNormGrads r = layer_norm_backward(xv, normalized_shape, wv, g, n[1], n[2], eps);
+                  return Grads{n[0] ? r.dx : Tensor(), r.dweight, r.dbias};
+                });
 }
 
 Variable attention(const Variable& q, const Variable& k, const Variable& v, double scale, const AttentionMask& mask) {

@@ -106,6 +106,16 @@ struct ReluBackwardOp {
   }
 };
 
+// gelu's gradient at x (the erf form): g * (Phi(x) + x phi(x)).
+struct GeluBackwardOp {
+  template <typename C>
+  C operator()(C g, C x) const {
+    const C cdf = C(0.5) * (C(1) + std::erf(x * C(0.70710678118654752440)));
+    const C pdf = std::exp(C(-0.5) * x * x) * C(0.39894228040143267794);
+    return g * (cdf + x * pdf);
+  }
+};
+
 struct EqOp {
   template <typename C>
   bool operator()(C a, C b) const {
@@ -187,6 +197,7 @@ Tensor run_binary(std::string_view op, const Tensor& a, const Tensor& b) {
   if (op == "maximum") return run_any<false>(a, b, op, MaxOp{});
   if (op == "minimum") return run_any<false>(a, b, op, MinOp{});
   if (op == "relu_backward") return run_floating(a, b, op, ReluBackwardOp{});
+  if (op == "gelu_backward") return run_floating(a, b, op, GeluBackwardOp{});
   if (op == "eq") return run_any<true>(a, b, op, EqOp{});
   if (op == "ne") return run_any<true>(a, b, op, NeOp{});
   if (op == "lt") return run_any<true>(a, b, op, LtOp{});

@@ -87,6 +87,15 @@ struct ReluBackwardOp {
   }
 };
 
+struct GeluBackwardOp {
+  template <typename C>
+  __device__ C operator()(C g, C x) const {
+    const C cdf = C(0.5) * (C(1) + math::erf(x * C(0.70710678118654752440)));
+    const C pdf = math::exp(C(-0.5) * x * x) * C(0.39894228040143267794);
+    return g * (cdf + x * pdf);
+  }
+};
+
 struct MinOp {
   template <typename C>
   __device__ C operator()(C a, C b) const {
@@ -144,11 +153,13 @@ Tensor run_binary(std::string_view op, const Tensor& a, const Tensor& b) {
   if (op == "maximum") return run<MaxOp>(op, a, b);
   if (op == "minimum") return run<MinOp>(op, a, b);
   if (op == "relu_backward") return run<ReluBackwardOp, true>(op, a, b);
+  if (op == "gelu_backward") return run<GeluBackwardOp, true>(op, a, b);
   fail(op, ": not a binary arithmetic kernel");
 }
 
 bool register_all() {
-  for (std::string_view name : {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "relu_backward"}) {
+  for (std::string_view name :
+       {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "relu_backward", "gelu_backward"}) {
     std::string op(name);
     Dispatcher::instance().register_kernel(op, DeviceType::kCuda, {"dense", "dense"},
                                            [op](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {

@@ -27,7 +27,7 @@ std::string usage() {
          "             [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X] [--json FILE]\n"
          "       bench dp [--device cpu|cuda|all] [--batch B] [--hidden H] [--steps S] [--warmup W] [--sparsity X]\n"
          "             [--variants dense,compact,densified] [--ranks N] [--timeout-s T] [--tf32] [--json FILE]\n"
-         "       bench train [--device cpu|cuda|all] [--models mlp,lenet300,vit] [--formats dense,csr,bsr,nm]\n"
+         "       bench train [--device cpu|cuda|all] [--models mlp,lenet300,vit,gpt] [--formats dense,csr,bsr,nm]\n"
          "             [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--steps S] [--warmup W] [--config-dir D]\n"
          "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--batch B] [--reps R] [--json FILE]\n"
          "       bench rigl [--device cpu|cuda|all] [--modes f32,tf32,bf16] [--sparsity X] [--hidden H] [--batch B]\n"
@@ -244,7 +244,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       if (!names.ok()) return names.status();
       c.variants = *names;
     } else if (flag == "--models" || flag == "--formats" || flag == "--modes") {
-      static const std::vector<std::string> kModels = {"mlp", "lenet300", "vit"};
+      static const std::vector<std::string> kModels = {"mlp", "lenet300", "vit", "gpt"};
       static const std::vector<std::string> kFormats = {"dense", "csr", "bsr", "nm"};
       static const std::vector<std::string> kModes = {"f32", "tf32", "bf16"};
       const std::vector<std::string>& known = flag == "--models" ? kModels : flag == "--formats" ? kFormats : kModes;

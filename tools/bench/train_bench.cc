@@ -8,6 +8,10 @@
 //   lenet300  the model, batch size and sparsified weights (the rules'
 //             selection) of configs/lenet300_rigl_90.yaml: LeNet-300-100,
 //             batch 128, fc1..fc3 weights
+//   gpt       the same of configs/gpt_bsr_static_90.yaml (not run unless
+//             named): the GPT decoder (d 1024, 8 blocks, 16 heads, context
+//             512), batch 32 of random token ids, its four block linears per
+//             block; needs the job's corpus to validate the job
 //   vit       the same of configs/vit_sparse_attention.yaml: a ViT on 7x7
 //             patches of 28x28 images with block-sparse attention, batch
 //             128, blocks.*.mlp.fc1/fc2 weights. The transformer job of the
@@ -107,6 +111,7 @@ struct Mode {
 std::string job_path(const TrainSetup& s, const std::string& model) {
   if (model == "lenet300") return s.config_dir + "/lenet300_rigl_90.yaml";
   if (model == "vit") return s.config_dir + "/vit_sparse_attention.yaml";
+  if (model == "gpt") return s.config_dir + "/gpt_bsr_static_90.yaml";
   return "";
 }
 
@@ -141,14 +146,17 @@ TrainModel make_job_model(const TrainSetup& s, const std::string& name) {
     if (m.module->parameter(r.selector.pattern).dim() == 2) m.sparse_weights.push_back(r.selector.pattern);
   }
   const ModelInput in = model_input(job->config.model);
-  if (in.kind == InputKind::kTokens)
-    fail("bench train: no synthetic input for model '", job->config.model.name, "' of ", path, " (it reads token ids)");
   Shape input = {job->config.data.loader.batch_size};
   input.insert(input.end(), in.example.begin(), in.example.end());
   m.shape.assign(input.begin(), input.end());
   Generator data_gen = Generator::keyed(kDataSeed, 1, 0, 0);
-  m.x = randn(input, TensorOptions(DType::kF32, s.device), data_gen);
-  m.y = randint(0, in.classes, {input.front()}, TensorOptions(DType::kI64, s.device), data_gen);
+  if (in.kind == InputKind::kTokens) {  // token ids [N, T] and the next token of every position
+    m.x = randint(0, in.classes, input, TensorOptions(DType::kI64, s.device), data_gen);
+    m.y = randint(0, in.classes, input, TensorOptions(DType::kI64, s.device), data_gen);
+  } else {
+    m.x = randn(input, TensorOptions(DType::kF32, s.device), data_gen);
+    m.y = randint(0, in.classes, {input.front()}, TensorOptions(DType::kI64, s.device), data_gen);
+  }
   return m;
 }
 
@@ -242,10 +250,15 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
 
   Tensor last_loss;
   auto forward_backward = [&](const Tensor& inputs, const Tensor& targets) {
-    const Variable logits = logits_for_loss((*m.module)(Variable(inputs)));
-    const Variable loss = cross_entropy(logits, targets);
+    Variable logits = logits_for_loss((*m.module)(Variable(inputs)));
+    Tensor flat_targets = targets;
+    if (logits.dim() > 2) {  // a language model's [N, T, vocab]: every position is an example
+      logits = reshape(logits, {-1, logits.size(logits.dim() - 1)});
+      flat_targets = targets.reshape({-1});
+    }
+    const Variable loss = cross_entropy(logits, flat_targets);
     loss.backward();
-    return StepOutputs{loss.value(), logits.value(), targets};
+    return StepOutputs{loss.value(), logits.value(), flat_targets};
   };
   std::optional<GraphedStep> graph;
   if (s.cuda_graph) graph.emplace(s.device);
@@ -279,6 +292,9 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
   if (model_name == "mlp") r->flops = 6.0 * static_cast<double>(batch) * static_cast<double>(stored);
   r->extra.emplace_back("batch", static_cast<double>(batch));
   r->extra.emplace_back("samples_per_s", static_cast<double>(batch) / (r->median_ms * 1e-3));
+  if (m.x.dtype() == DType::kI64) {
+    r->extra.emplace_back("tokens_per_s", static_cast<double>(m.x.numel()) / (r->median_ms * 1e-3));
+  }
   r->extra.emplace_back("sparse_weights", static_cast<double>(m.sparse_weights.size()));
   r->extra.emplace_back("params_dense", static_cast<double>(dense_numel));
   r->extra.emplace_back("params_stored", static_cast<double>(stored));

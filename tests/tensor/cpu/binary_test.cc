@@ -27,6 +27,8 @@ double reference(std::string_view op, double a, double b) {
   if (op == "eq") return a == b;
   if (op == "ne") return a != b;
   if (op == "relu_backward") return b > 0 ? a : 0;
+  if (op == "gelu_backward")
+    return a * (0.5 * (1 + std::erf(b / std::sqrt(2.0))) + b * std::exp(-0.5 * b * b) / std::sqrt(2 * M_PI));
   if (op == "lt") return a < b;
   if (op == "le") return a <= b;
   if (op == "gt") return a > b;

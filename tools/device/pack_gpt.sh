@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Packs what tools/device/run_gpt.sh needs into .devq (ignored by git; under
+# the device tool's 64 MiB): the trainer and bench (built here with CUDA,
+# stripped, one zstd archive), the Linux documentation corpus the GPT jobs
+# read (absent on the GPU machine), and the Python peers.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tools/setup >/dev/null
+bazel build --define=cuda=1 //tools/trainer:trainer //tools/bench:bench
+bin=$(bazel info --define=cuda=1 bazel-bin)
+rm -rf .devq && mkdir -p .devq/bin
+cp "$bin/tools/bench/bench" "$bin/tools/trainer/trainer" .devq/bin/
+chmod u+w .devq/bin/* && strip --strip-unneeded .devq/bin/*
+(cd .devq && tar cf - bin | zstd -q -T0 -12 --long=31 -f -o bins.tar.zst && rm -rf bin)
+mkdir -p .devq/zstd && cp /usr/bin/zstd .devq/zstd/
+for lib in $(ldd /usr/bin/zstd | awk '/=> \//{print $3}' | grep -E 'libzstd|liblzma|liblz4'); do cp "$lib" .devq/zstd/; done
+tar czf .devq/corpus.tgz -C /usr/share/doc/linux-doc-6.1/html _sources
+cp tools/bench/*.py tools/device/eval_gpt_torch.py tools/device/read_checkpoint_torch.py .devq/
+du -sh .devq

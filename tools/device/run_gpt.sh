@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Runs on the lent single-GPU machine from the repo root: the GPT job's step
+# beside PyTorch and its training runs (issue 18). Carry a folder made by
+# tools/device/pack_gpt.sh (default .devq: the trainer and bench, the corpus,
+# the Python peers):
+#
+#   device run, carry [".devq"], command  tools/device/run_gpt.sh bench
+#   device run, carry [".devq"], command  GPT_STEPS=1500 tools/device/run_gpt.sh train gpt_dense gpt_bsr_static_90
+#   device run (same warm machine), command  tools/device/run_gpt.sh eval gpt_dense
+#
+# bench: `bench train --models gpt` (dense and BSR 90/95/98 %, bf16) and
+#        torch_train.py's gpt (dense and masked) in one call -> gpt_step.md,
+#        and one profiled step of each (COPPICE_PROFILE=1);
+#        `bench attention` beside torch_reference.py attention -> attention.md.
+# train JOB...: each job's trainer run (GPT_STEPS steps when set: training.steps,
+#        the RigL end step at 3/4 of it, checkpoints at the end), its
+#        metrics.jsonl and summary to $OUT; runs/ stays on the machine for eval.
+# eval JOB...: the newest checkpoint of each job's run evaluated by
+#        eval_gpt_torch.py (PyTorch), beside the trainer's last validation loss.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+PACK=${GPT_PACK:-.devq}
+mkdir -p "$OUT"
+SUMMARY="$OUT/summary.txt"
+say() { echo "$*" | tee -a "$SUMMARY"; }
+if [[ ! -x .devbin/trainer ]] && [[ -f $PACK/bins.tar.zst ]]; then
+  mkdir -p .devbin && LD_LIBRARY_PATH=$PACK/zstd $PACK/zstd/zstd -q -d --long=31 -c $PACK/bins.tar.zst | tar xf - -C .devbin --strip-components=1
+fi
+CORPUS=/usr/share/doc/linux-doc-6.1/html
+if [[ ! -d $CORPUS/_sources ]] && [[ -f $PACK/corpus.tgz ]]; then mkdir -p $CORPUS && tar xzf $PACK/corpus.tgz -C $CORPUS; fi
+say "== run_gpt.sh $* on $(nvidia-smi --query-gpu=name --format=csv,noheader), $(date -u +%FT%TZ)"
+what=${1:-bench}
+shift || true
+case "$what" in
+  bench)
+    timeout 300 .devbin/bench train --device cuda --models gpt --formats dense,bsr --modes bf16 --steps 5 --warmup 2 \
+      --json "$OUT/gpt_coppice.json" > "$OUT/bench_gpt.log" 2>&1 || say "bench train gpt: exit $?"
+    PYTHONUNBUFFERED=1 timeout 240 python3 $PACK/torch_train.py --device cuda --models gpt --formats dense,bsr \
+      --modes bf16 --steps 5 --warmup 2 --json "$OUT/gpt_torch.json" > "$OUT/torch_gpt.log" 2>&1 || say "torch gpt: exit $?"
+    python3 $PACK/train_compare.py --coppice "$OUT/gpt_coppice.json" --torch "$OUT/gpt_torch.json" > "$OUT/gpt_step.md" 2>&1
+    tee -a "$SUMMARY" < "$OUT/gpt_step.md"
+    for f in dense bsr; do
+      COPPICE_PROFILE=1 timeout 120 .devbin/bench train --device cuda --models gpt --formats $f --modes bf16 --steps 2 \
+        --warmup 1 > /dev/null 2> "$OUT/profile_$f.log" || say "profile $f: exit $?"
+    done
+    timeout 120 .devbin/bench attention --json "$OUT/att_coppice.json" > "$OUT/bench_att.log" 2>&1 || say "bench attention: exit $?"
+    PYTHONUNBUFFERED=1 timeout 150 python3 $PACK/torch_reference.py attention --json "$OUT/att_torch.json" \
+      > "$OUT/torch_att.log" 2>&1 || say "torch attention: exit $?"
+    python3 $PACK/compare.py "$OUT/att_coppice.json" "$OUT/att_torch.json" > "$OUT/attention.md" 2>&1
+    tee -a "$SUMMARY" < "$OUT/attention.md"
+    ;;
+  train)
+    for job in "$@"; do
+      args=(--config configs/$job.yaml --run-dir runs/$job)
+      if [[ -n ${GPT_STEPS:-} ]]; then
+        args+=(--set "training.steps=$GPT_STEPS" --set "checkpoint.every_steps=$GPT_STEPS")
+        [[ $job == *rigl* ]] && args+=(--set "mask_update.end_step=$((GPT_STEPS * 3 / 4))")
+      fi
+      start=$(date +%s)
+      timeout ${GPT_TIMEOUT:-560} .devbin/trainer "${args[@]}" > "$OUT/$job.log" 2> "$OUT/$job.progress" ||
+        say "$job: exit $?"
+      say "$job: $(( $(date +%s) - start )) s"
+      grep -E "^trained|^validation|^peak|^parameters" "$OUT/$job.log" | tee -a "$SUMMARY"
+      cp runs/$job/metrics.jsonl "$OUT/$job.metrics.jsonl" 2>/dev/null
+    done
+    ;;
+  eval)
+    for job in "$@"; do
+      ckpt=$(ls -t runs/$job/checkpoints/ckpt-*.safetensors 2>/dev/null | head -1)
+      [[ -n $ckpt ]] || { say "$job: no checkpoint"; continue; }
+      say "$job: $ckpt; the trainer's last eval: $(grep '"kind":"eval"' runs/$job/metrics.jsonl | tail -1)"
+      PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/eval_gpt_torch.py "$ckpt" --corpus $CORPUS/_sources \
+        --max-batches 16 --device cuda 2>&1 | tail -3 | tee -a "$SUMMARY"
+    done
+    ;;
+  *) say "unknown step '$what' (bench, train JOB..., eval JOB...)"; exit 2 ;;
+esac
