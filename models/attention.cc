@@ -44,10 +44,10 @@ const Tensor& MultiheadAttention::cached_pattern(int64_t t, int64_t copies, Tens
   return it->second;
 }
 
-Variable MultiheadAttention::attend_fused(const Variable& q, const Variable& k, const Variable& v, int64_t t) {
+Variable MultiheadAttention::attend_fused(const Variable& qkv, int64_t t) {
   AttentionMask mask{pattern_.causal, {}};
   if (pattern_.kind == AttentionPattern::Kind::kBlockSparse) {
-    const Device device = q.value().device();
+    const Device device = qkv.value().device();
     auto key = std::make_pair(t, device.to_string());
     auto it = layouts_.find(key);
     if (it == layouts_.end()) {
@@ -56,8 +56,8 @@ Variable MultiheadAttention::attend_fused(const Variable& q, const Variable& k, 
     }
     mask.layout = it->second;
   }
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
-  return attention(q, k, v, scale, mask);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(qkv.size(4)));
+  return attention_packed(qkv, scale, mask);
 }
 
 Variable MultiheadAttention::attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t) {
@@ -90,17 +90,16 @@ Variable MultiheadAttention::forward(const Variable& x) {
   return run_op({x}, [this](const std::vector<Variable>& in) {
     const Variable& xin = in[0];
     const int64_t b = xin.size(0), t = xin.size(1), dh = dim_ / heads_;
-    Variable qkv = qkv_->forward(xin);  // [B, T, 3D]
-    qkv = reshape(permute(reshape(qkv, {b, t, 3, heads_, dh}), {2, 0, 3, 1, 4}), {3, b * heads_, t, dh});
-    Variable q = select(qkv, 0, 0), k = select(qkv, 0, 1), v = select(qkv, 0, 2);
-    Variable o;  // [BH, T, dh]
-    if (pattern_.is_sparse()) {
-      o = attend_sparse(mul(q, 1.0 / std::sqrt(static_cast<double>(dh))), k, v, t);
-    } else if (attn_drop_ && attn_drop_->is_training()) {
-      o = attend_dense(q, k, v, t);
-    } else {
-      o = attend_fused(q, k, v, t);
+    Variable qkv = reshape(qkv_->forward(xin), {b, t, 3, heads_, dh});  // a view
+    const bool dropping = attn_drop_ && attn_drop_->is_training();
+    if (!pattern_.is_sparse() && !dropping) {
+      // Fused, straight from the projection's layout: no permuted copy either way.
+      return proj_->forward(reshape(attend_fused(qkv, t), {b, t, dim_}));
     }
+    qkv = reshape(permute(qkv, {2, 0, 3, 1, 4}), {3, b * heads_, t, dh});
+    Variable q = select(qkv, 0, 0), k = select(qkv, 0, 1), v = select(qkv, 0, 2);
+    Variable o = pattern_.is_sparse() ? attend_sparse(mul(q, 1.0 / std::sqrt(static_cast<double>(dh))), k, v, t)
+                                      : attend_dense(q, k, v, t);  // [BH, T, dh]
     o = reshape(permute(reshape(o, {b, heads_, t, dh}), {0, 2, 1, 3}), {b, t, dim_});
     return proj_->forward(o);
   });

@@ -1,10 +1,13 @@
 // Fused scaled dot-product attention: softmax(scale * q k^T, masked) v for
 // many (batch, head) pairs at once, without a [T, T] matrix in memory.
 //
-//   q, k, v      [N, T, d] (N = batch x heads), one floating dtype and device
-//   out          [N, T, d], q's dtype
-//   lse          [N, T]: each query's log-sum-exp of its visible scaled scores
-//                (f64 for f64 inputs, else f32), kept for the backward pass
+//   q, k, v      [N, T, d] (N = batch x heads), or [B, T, H, d] views of any
+//                strides (the parts of a packed qkv projection: no copy), one
+//                floating dtype and device
+//   out          q's shape, contiguous, q's dtype
+//   lse          [N, T] (N = B x H): each query's log-sum-exp of its visible
+//                scaled scores (f64 for f64 inputs, else f32), kept for the
+//                backward pass
 //
 // Which keys a query sees (AttentionMask): with `causal`, key j is visible to
 // query i only where j <= i; with a block layout, only where the layout keeps
@@ -19,10 +22,11 @@
 // q's dtype), so every device forms D the same way.
 //
 // Kernels (tensor/kernels.h's contract, registered per device under these
-// names): "attention_forward" and "attention_backward", inputs
-// q, k, v[, out, lse, dout], then the layout's four index tensors (or
-// "none"), attrs scale (double), causal (bool), block (int; 0 without a
-// layout). The CPU kernels (tensor/cpu/attention.cc) are the straightforward
+// names): "attention_forward" (inputs q, k, v) and "attention_backward"
+// (inputs q, k, v, out, lse, dout and dq, dk, dv, which it writes in place),
+// then the layout's four index tensors (or "none"); attrs scale (double),
+// causal (bool), block (int; 0 without a layout). Operands have unit stride
+// along d. The CPU kernels (tensor/cpu/attention.cc) are the straightforward
 // per-query loops, in the compute dtype (f32 for bf16/f16). The CUDA kernels
 // (tensor/cuda/attention.cu) are tiled, with an online softmax on tensor
 // cores, for bf16/f16 and head sizes 64 and 128, and the CPU's loops one
@@ -78,5 +82,13 @@ AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor
                                   const AttentionMask& mask);
 AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                   const Tensor& lse, const Tensor& dout, double scale, const AttentionMask& mask);
+
+// The same for qkv [B, T, 3, H, d], q, k and v packed as one projection lays
+// them out (qkv[:, :, 0] is q): out [B, T, H, d], and the gradient dqkv of
+// qkv's shape, written by the kernels in place, so that a transformer's
+// attention needs no permuted copies either way.
+AttentionOutput attention_forward_packed(const Tensor& qkv, double scale, const AttentionMask& mask);
+Tensor attention_backward_packed(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                 double scale, const AttentionMask& mask);
 
 }  // namespace coppice

@@ -39,6 +39,8 @@
 // max_pool2d      x contiguous [n, c, h, w]      kernel, stride, padding ([2] each)    values [n, c, oh, ow], indices
 // i64
 //                                                                                      (flat h*w position in the plane)
+// embedding_      grad [n, d], index i64 [n]    num_embeddings                        [num_embeddings, d]: rows summed
+//   backward                                                                           by index, in order, rounded once
 // index_select    x contiguous, index i64 1-D    dim                                   contiguous
 // gather          x contiguous, index i64        dim                                   contiguous, index's shape
 //                 contiguous (same ndim)

@@ -173,6 +173,10 @@ LayerNormGrads layer_norm_backward(const Tensor& x, const Shape& normalized_shap
                                    const Tensor& grad, bool want_dweight, bool want_dbias, double eps = 1e-5);
 // Rows of weight [v, d] picked by an integer tensor of any shape: [..., d].
 Tensor embedding(const Tensor& weight, const Tensor& indices);
+// embedding's gradient: [num_embeddings, d], row v the sum of grad's rows
+// ([..., d]) whose index is v, in index order, in the compute type (each sum
+// rounded once); an index out of range is an error naming it.
+Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_embeddings);
 // Zeroes each element with probability p and scales the rest by 1/(1-p); identity when !training.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
 

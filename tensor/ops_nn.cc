@@ -285,6 +285,23 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   } catch (const Error& e) { fail(op, ": an index is out of range for ", weight.size(0), " embeddings: ", e.what()); }
 }
 
+Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_embeddings) {
+  constexpr std::string_view op = "embedding_backward";
+  check_dense(grad, op, "grad");
+  check_dense(indices, op, "indices");
+  check_same_device({grad, indices}, op);
+  check_floating(grad, op, "grad");
+  COPPICE_CHECK(is_integral(indices.dtype()), op, ": indices must be an integer tensor, got ",
+                dtype_name(indices.dtype()));
+  COPPICE_CHECK(grad.dim() >= 1 && grad.numel() == indices.numel() * grad.size(-1), op, ": grad ",
+                shape_to_string(grad.shape()), " is not indices ", shape_to_string(indices.shape()), " plus a row");
+  COPPICE_CHECK(num_embeddings >= 0, op, ": num_embeddings must be >= 0, got ", num_embeddings);
+  const int64_t d = grad.size(-1);
+  Attrs attrs;
+  attrs.set("num_embeddings", num_embeddings);
+  return dispatch(op, {grad.reshape({-1, d}), indices.reshape({-1}).to(DType::kI64)}, attrs)[0];
+}
+
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   check_dense(x, "dropout", "input");
   COPPICE_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);

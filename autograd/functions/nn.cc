@@ -54,14 +54,19 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, doub
   });
 }
 
+Variable attention_packed(const Variable& qkv, double scale, const AttentionMask& mask) {
+  Tensor x = qkv.value();
+  AttentionOutput o = attention_forward_packed(x, scale, mask);
+  return record(o.out, "AttentionBackward", {qkv}, [x, o, scale, mask](const Tensor& g, const GradNeeds&) {
+    return Grads{attention_backward_packed(x, o.out, o.lse, g, scale, mask)};
+  });
+}
+
 Variable embedding(const Variable& weight, const Tensor& indices) {
   Shape wshape = weight.shape();
   return record(embedding(weight.value(), indices), "EmbeddingBackward", {weight},
                 [wshape, indices](const Tensor& g, const GradNeeds&) {
-                  int64_t d = wshape[1];
-                  Tensor rows = g.reshape({-1, d});
-                  Tensor index = indices.to(DType::kI64).reshape({-1, 1}).expand({rows.size(0), d}).contiguous();
-                  return Grads{scatter_add(zeros(wshape, g.options()), 0, index, rows.contiguous())};
+                  return Grads{embedding_backward(g, indices, wshape[0])};
                 });
 }
 

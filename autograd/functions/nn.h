@@ -33,6 +33,9 @@ Variable max_pool2d(const Variable& x, const std::vector<int64_t>& kernel, const
 // with `mask`: softmax(scale * q k^T) v without a [T, T] matrix; the backward
 // pass recomputes the probabilities from the saved log-sum-exps.
 Variable attention(const Variable& q, const Variable& k, const Variable& v, double scale, const AttentionMask& mask);
+// The same for a packed qkv [B, T, 3, H, d] (qkv[:, :, 0] is q) -> [B, T, H, d];
+// its gradient has qkv's layout, so a projection's reshape stays a view.
+Variable attention_packed(const Variable& qkv, double scale, const AttentionMask& mask);
 // The unfold/fold primitives, each the other's adjoint.
 Variable im2col(const Variable& x, const std::vector<int64_t>& kernel, const Conv2dOptions& options);
 Variable col2im(const Variable& cols, const Shape& image_shape, const std::vector<int64_t>& kernel,

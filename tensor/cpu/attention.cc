@@ -52,10 +52,38 @@ C dot(const T* a, const T* b, int64_t d) {
   return s;
 }
 
+// Token i of head n (= batch * heads + head) of a [N, T, d] tensor (heads 1)
+// or a [B, T, H, d] view: its rows, wherever its strides put them.
+template <typename T>
+class Rows {
+ public:
+  explicit Rows(const Tensor& x)
+      : base_(x.data<T>()),
+        heads_(x.dim() == 4 ? x.size(2) : 1),
+        batch_(x.strides()[0]),
+        head_(x.dim() == 4 ? x.strides()[2] : 0),
+        token_(x.strides()[1]) {}
+  T* operator()(int64_t n, int64_t i) const {
+    return base_ + (n / heads_) * batch_ + (n % heads_) * head_ + i * token_;
+  }
+
+ private:
+  T* base_;
+  int64_t heads_, batch_, head_, token_;
+};
+
+struct Sizes {
+  int64_t n, t, d;
+};
+Sizes sizes_of(const Tensor& q) {
+  const int64_t heads = q.dim() == 4 ? q.size(2) : 1;
+  return {q.size(0) * heads, q.size(1), q.size(q.dim() - 1)};
+}
+
 std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(in.size() == 7, "attention_forward: expected 7 inputs, got ", in.size());
   const Tensor &q = in[0], &k = in[1], &v = in[2];
-  const int64_t n = q.size(0), t = q.size(1), d = q.size(2);
+  const auto [n, t, d] = sizes_of(q);
   const double scale = attrs.get_double("scale");
   const VisibleKeys keys(in, 3, attrs, t);
   Tensor out = Tensor::empty(q.shape(), q.options());
@@ -64,17 +92,16 @@ std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const Rows<T> qr(q), kr(k), vr(v), outr(out);
     parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
       std::vector<C> s(static_cast<size_t>(t)), acc(static_cast<size_t>(d));
       for (int64_t h = b; h < e; ++h) {
-        const T *qh = q.data<T>() + h * t * d, *kh = k.data<T>() + h * t * d, *vh = v.data<T>() + h * t * d;
-        T* oh = out.data<T>() + h * t * d;
         L* lh = lse.data<L>() + h * t;
         for (int64_t i = 0; i < t; ++i) {
           C m = -std::numeric_limits<C>::infinity();
           keys.for_each_range(i, [&](int64_t j0, int64_t j1) {
             for (int64_t j = j0; j < j1; ++j) {
-              s[j] = C(scale) * dot<C>(qh + i * d, kh + j * d, d);
+              s[j] = C(scale) * dot<C>(qr(h, i), kr(h, j), d);
               m = std::max(m, s[j]);
             }
           });
@@ -84,11 +111,13 @@ std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs
             for (int64_t j = j0; j < j1; ++j) {
               const C p = std::exp(s[j] - m);
               l += p;
-              for (int64_t c = 0; c < d; ++c) acc[c] += p * C(vh[j * d + c]);
+              const T* vj = vr(h, j);
+              for (int64_t c = 0; c < d; ++c) acc[c] += p * C(vj[c]);
             }
           });
           const bool seen = l > C(0);
-          for (int64_t c = 0; c < d; ++c) oh[i * d + c] = T(seen ? acc[c] / l : C(0));
+          T* oi = outr(h, i);
+          for (int64_t c = 0; c < d; ++c) oi[c] = T(seen ? acc[c] / l : C(0));
           lh[i] = L(seen ? m + std::log(l) : -std::numeric_limits<C>::infinity());
         }
       }
@@ -97,55 +126,58 @@ std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs
   return {out, lse};
 }
 
+// Writes dq, dk and dv (inputs 6..8, any layout) in place.
 std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attrs& attrs) {
-  COPPICE_CHECK(in.size() == 10, "attention_backward: expected 10 inputs, got ", in.size());
+  COPPICE_CHECK(in.size() == 13, "attention_backward: expected 13 inputs, got ", in.size());
   const Tensor &q = in[0], &k = in[1], &v = in[2], &out = in[3], &lse = in[4], &dout = in[5];
-  const int64_t n = q.size(0), t = q.size(1), d = q.size(2);
+  const auto [n, t, d] = sizes_of(q);
   const double scale = attrs.get_double("scale");
-  const VisibleKeys keys(in, 6, attrs, t);
-  Tensor dq = Tensor::empty(q.shape(), q.options()), dk = Tensor::empty(q.shape(), q.options()),
-         dv = Tensor::empty(q.shape(), q.options());
+  const VisibleKeys keys(in, 9, attrs, t);
   dispatch_floating(q.dtype(), "attention_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const Rows<T> qr(q), kr(k), vr(v), outr(out), doutr(dout), dqr(in[6]), dkr(in[7]), dvr(in[8]);
     parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
       const size_t td = static_cast<size_t>(t * d);
       std::vector<C> gq(static_cast<size_t>(d)), gk(td), gv(td);
       for (int64_t h = b; h < e; ++h) {
-        const int64_t off = h * t * d;
-        const T *qh = q.data<T>() + off, *kh = k.data<T>() + off, *vh = v.data<T>() + off;
-        const T *oh = out.data<T>() + off, *doh = dout.data<T>() + off;
         const L* lh = lse.data<L>() + h * t;
         std::fill(gk.begin(), gk.end(), C(0));
         std::fill(gv.begin(), gv.end(), C(0));
         for (int64_t i = 0; i < t; ++i) {
           std::fill(gq.begin(), gq.end(), C(0));
           const C row_lse = C(lh[i]);
+          const T *qi = qr(h, i), *doi = doutr(h, i);
           if (std::isfinite(row_lse)) {
-            const C big_d = dot<C>(doh + i * d, oh + i * d, d);
+            const C big_d = dot<C>(doi, outr(h, i), d);
             keys.for_each_range(i, [&](int64_t j0, int64_t j1) {
               for (int64_t j = j0; j < j1; ++j) {
-                const C p = std::exp(C(scale) * dot<C>(qh + i * d, kh + j * d, d) - row_lse);
-                const C ds = p * (dot<C>(doh + i * d, vh + j * d, d) - big_d);
+                const T *kj = kr(h, j), *vj = vr(h, j);
+                const C p = std::exp(C(scale) * dot<C>(qi, kj, d) - row_lse);
+                const C ds = p * (dot<C>(doi, vj, d) - big_d);
                 for (int64_t c = 0; c < d; ++c) {
-                  gv[j * d + c] += p * C(doh[i * d + c]);
-                  gq[c] += C(scale) * ds * C(kh[j * d + c]);
-                  gk[j * d + c] += C(scale) * ds * C(qh[i * d + c]);
+                  gv[j * d + c] += p * C(doi[c]);
+                  gq[c] += C(scale) * ds * C(kj[c]);
+                  gk[j * d + c] += C(scale) * ds * C(qi[c]);
                 }
               }
             });
           }
-          for (int64_t c = 0; c < d; ++c) dq.data<T>()[off + i * d + c] = T(gq[c]);
+          T* dqi = dqr(h, i);
+          for (int64_t c = 0; c < d; ++c) dqi[c] = T(gq[c]);
         }
-        for (size_t x = 0; x < td; ++x) {
-          dk.data<T>()[off + static_cast<int64_t>(x)] = T(gk[x]);
-          dv.data<T>()[off + static_cast<int64_t>(x)] = T(gv[x]);
+        for (int64_t j = 0; j < t; ++j) {
+          T *dkj = dkr(h, j), *dvj = dvr(h, j);
+          for (int64_t c = 0; c < d; ++c) {
+            dkj[c] = T(gk[j * d + c]);
+            dvj[c] = T(gv[j * d + c]);
+          }
         }
       }
     });
   });
-  return {dq, dk, dv};
+  return {in[6], in[7], in[8]};
 }
 
 // With a block layout (its four index tensors) and without ("none").
@@ -156,8 +188,8 @@ std::vector<std::string> formats(int dense, bool layout) {
 }
 const KernelRegistrar forward_reg("attention_forward", DeviceType::kCpu, formats(3, false), attention_forward);
 const KernelRegistrar forward_layout_reg("attention_forward", DeviceType::kCpu, formats(3, true), attention_forward);
-const KernelRegistrar backward_reg("attention_backward", DeviceType::kCpu, formats(6, false), attention_backward);
-const KernelRegistrar backward_layout_reg("attention_backward", DeviceType::kCpu, formats(6, true), attention_backward);
+const KernelRegistrar backward_reg("attention_backward", DeviceType::kCpu, formats(9, false), attention_backward);
+const KernelRegistrar backward_layout_reg("attention_backward", DeviceType::kCpu, formats(9, true), attention_backward);
 
 }  // namespace
 }  // namespace coppice::cpu

@@ -189,6 +189,38 @@ Tensor scatter_add(const Tensor& input, const Tensor& index_in, const Tensor& sr
   return out;
 }
 
+// The gradient of an embedding: out[v] = the sum of grad's rows whose index
+// is v, in index order, in the compute type, rounded once (the CUDA kernel's
+// twin). Rows split over threads by v, so each sum keeps its order.
+std::vector<Tensor> embedding_backward(const std::vector<Tensor>& in, const Attrs& attrs) {
+  COPPICE_CHECK(in.size() == 2, "embedding_backward: expected 2 inputs, got ", in.size());
+  const Tensor g = in[0].contiguous(), index = in[1].contiguous();
+  const int64_t rows = index.numel(), d = g.size(1), v = attrs.get_int("num_embeddings");
+  const int64_t* ix = index.data<int64_t>();
+  for (int64_t i = 0; i < rows; ++i) {
+    COPPICE_CHECK(ix[i] >= 0 && ix[i] < v, "embedding_backward: index ", ix[i], " (at position ", i,
+                  ") is out of range for dim 0 of size ", v);
+  }
+  Tensor out = Tensor::empty({v, d}, g.options());
+  dispatch_floating(g.dtype(), "embedding_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    const T* pg = g.data<T>();
+    T* po = out.data<T>();
+    parallel_for(0, v, 1, [&](int64_t b, int64_t e) {
+      std::vector<C> acc(static_cast<size_t>((e - b) * d), C(0));
+      for (int64_t i = 0; i < rows; ++i) {
+        if (ix[i] < b || ix[i] >= e) continue;
+        C* a = acc.data() + (ix[i] - b) * d;
+        for (int64_t c = 0; c < d; ++c) a[c] += C(pg[i * d + c]);
+      }
+      for (int64_t x = 0; x < (e - b) * d; ++x) po[b * d + x] = T(acc[static_cast<size_t>(x)]);
+    });
+  });
+  return {out};
+}
+
+KernelRegistrar embedding_backward_reg("embedding_backward", DeviceType::kCpu, {"dense", "dense"}, embedding_backward);
 KernelRegistrar index_select_reg("index_select", DeviceType::kCpu, {"dense", "dense"},
                                  [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                                    COPPICE_CHECK(in.size() == 2, "index_select: expected 2 inputs, got ", in.size());

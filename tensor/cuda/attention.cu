@@ -168,14 +168,15 @@ struct Tiles {
   static constexpr int kDTiles = D / 8;            // n8 tiles over the head
 };
 
-// Rows [row0, row0 + R) of a [t, D] matrix into shared memory (zeros past t).
+// Rows [row0, row0 + R) of a head's [t, D] rows, `ld` elements apart, into
+// shared memory (zeros past t).
 template <typename T, int D, int R, int kThreads>
-__device__ __forceinline__ void stage_rows(T* sm, const T* g, int64_t row0, int64_t t) {
+__device__ __forceinline__ void stage_rows(T* sm, const T* g, int64_t row0, int64_t t, int64_t ld) {
   constexpr int kChunksPerRow = D / 8;
   for (int c = threadIdx.x; c < R * kChunksPerRow; c += kThreads) {
     const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
     const bool ok = row0 + r < t;
-    copy16_async(sm + r * (D + 8) + col, g + (ok ? row0 + r : 0) * D + col, ok);
+    copy16_async(sm + r * (D + 8) + col, g + (ok ? row0 + r : 0) * ld + col, ok);
   }
 }
 
@@ -239,10 +240,10 @@ __device__ __forceinline__ void zero(float (&c)[NT][4]) {
 }
 
 // Stores a warp's 16 x 8NT accumulators (times `scale`) as rows row0.. of a
-// [t, 8NT] matrix, rows past t left out.
+// head's [t, 8NT] rows, `ld` elements apart; rows past t left out.
 template <typename T, int NT>
-__device__ __forceinline__ void store_rows(T* g, const float (&c)[NT][4], int64_t row0, int64_t t, float scale,
-                                           int lane) {
+__device__ __forceinline__ void store_rows(T* g, const float (&c)[NT][4], int64_t row0, int64_t t, int64_t ld,
+                                           float scale, int lane) {
   const int gr = lane / 4, tc = (lane % 4) * 2;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -250,19 +251,32 @@ __device__ __forceinline__ void store_rows(T* g, const float (&c)[NT][4], int64_
     if (row >= t) continue;
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
-      *reinterpret_cast<uint32_t*>(g + row * (8 * NT) + j * 8 + tc) =
+      *reinterpret_cast<uint32_t*>(g + row * ld + j * 8 + tc) =
           pack2<T>(c[j][2 * half] * scale, c[j][2 * half + 1] * scale);
     }
   }
 }
 
+// Where token i of head n (= batch * heads + head) of an operand starts:
+// base + batch * stride.batch + head * stride.head + i * stride.token elements
+// (a [N, T, d] tensor has heads 1; [B, T, H, d] views, such as the three
+// parts of a packed qkv projection, have any such strides).
+struct HeadStrides {
+  int64_t batch = 0, head = 0, token = 0;
+};
+
+__host__ __device__ __forceinline__ int64_t head_offset(const HeadStrides& s, int64_t n, int64_t heads) {
+  return (n / heads) * s.batch + (n % heads) * s.head;
+}
+
 struct FlashArgs {
   const void *q, *k, *v, *out, *dout;
   void *o, *dq, *dk, *dv;
+  HeadStrides sq, sk, sv, so, sdq, sdk, sdv;             // so: out and dout (both contiguous alike)
   float* lse;                                            // [n, t]
   const float* delta;                                    // [n, t]: rowsum(dout * out)
   const int32_t *row_ptr, *col_idx, *col_ptr, *row_idx;  // null without a layout
-  int64_t t = 0, block = 0;
+  int64_t t = 0, block = 0, heads = 1, n_offset = 0;     // n_offset: the first head of this launch
   float scale = 1.f;
   bool causal = false;
 };
@@ -278,21 +292,21 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
   T* k_s = q_s + R * P;      // two buffers
   T* v_s = k_s + 2 * R * P;  // two buffers
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t t = a.t, head = blockIdx.y;
+  const int64_t t = a.t, head = blockIdx.y + a.n_offset;
   const int64_t q_tiles = (t + R - 1) / R;
   const int64_t q0 = (q_tiles - 1 - blockIdx.x) * R;  // the longest causal walks first
-  const T* qh = static_cast<const T*>(a.q) + head * t * D;
-  const T* kh = static_cast<const T*>(a.k) + head * t * D;
-  const T* vh = static_cast<const T*>(a.v) + head * t * D;
+  const T* qh = static_cast<const T*>(a.q) + head_offset(a.sq, head, a.heads);
+  const T* kh = static_cast<const T*>(a.k) + head_offset(a.sk, head, a.heads);
+  const T* vh = static_cast<const T*>(a.v) + head_offset(a.sv, head, a.heads);
 
   const int64_t key_end = a.causal ? (q0 + R < t ? q0 + R : t) : t;
   StepWalk walk(RangeWalk(a.row_ptr, a.col_idx, a.block > 0 ? q0 / a.block : 0, a.block, 0, key_end), R);
   int64_t k0 = walk.next();
 
-  stage_rows<T, D, R, S::kThreads>(q_s, qh, q0, t);
+  stage_rows<T, D, R, S::kThreads>(q_s, qh, q0, t, a.sq.token);
   if (k0 >= 0) {
-    stage_rows<T, D, R, S::kThreads>(k_s, kh, k0, t);
-    stage_rows<T, D, R, S::kThreads>(v_s, vh, k0, t);
+    stage_rows<T, D, R, S::kThreads>(k_s, kh, k0, t, a.sk.token);
+    stage_rows<T, D, R, S::kThreads>(v_s, vh, k0, t, a.sv.token);
   }
   commit_copies();
   wait_copies<0>();
@@ -309,8 +323,8 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
   while (k0 >= 0) {
     const int64_t k_next = walk.next();
     if (k_next >= 0) {
-      stage_rows<T, D, R, S::kThreads>(k_s + (buf ^ 1) * R * P, kh, k_next, t);
-      stage_rows<T, D, R, S::kThreads>(v_s + (buf ^ 1) * R * P, vh, k_next, t);
+      stage_rows<T, D, R, S::kThreads>(k_s + (buf ^ 1) * R * P, kh, k_next, t, a.sk.token);
+      stage_rows<T, D, R, S::kThreads>(v_s + (buf ^ 1) * R * P, vh, k_next, t, a.sv.token);
     }
     commit_copies();
     const T* ks = k_s + buf * R * P;
@@ -382,22 +396,26 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
     o[j][2] *= inv[1];
     o[j][3] *= inv[1];
   }
-  store_rows<T, S::kDTiles>(static_cast<T*>(a.o) + head * t * D, o, q0 + warp * 16, t, 1.f, lane);
+  store_rows<T, S::kDTiles>(static_cast<T*>(a.o) + head_offset(a.so, head, a.heads), o, q0 + warp * 16, t, a.so.token,
+                            1.f, lane);
 }
 
 // ---- backward -----------------------------------------------------------------------------------
 
-// delta[row] = sum(dout[row] * out[row]) in f32, one warp per row (any T, d).
+// delta[n, i] = sum(dout[n, i] * out[n, i]) in f32, one warp per row (any T,
+// d; out and dout laid out alike).
 template <typename T>
-__global__ void attention_delta_kernel(const T* dout, const T* out, float* delta, int64_t rows, int64_t d) {
+__global__ void attention_delta_kernel(const T* dout, const T* out, HeadStrides s, int64_t heads, float* delta,
+                                       int64_t rows, int64_t t, int64_t d) {
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   const int lane = threadIdx.x % 32;
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows;
        row += warps) {
-    float s = 0.f;
-    for (int64_t c = lane; c < d; c += 32) s += convert<float>(dout[row * d + c]) * convert<float>(out[row * d + c]);
-    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) delta[row] = s;
+    const int64_t at = head_offset(s, row / t, heads) + (row % t) * s.token;
+    float sum = 0.f;
+    for (int64_t c = lane; c < d; c += 32) sum += convert<float>(dout[at + c]) * convert<float>(out[at + c]);
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) delta[row] = sum;
   }
 }
 
@@ -426,21 +444,22 @@ __global__ void __launch_bounds__(128) flash_dkdv_kernel(FlashArgs a) {
   float* lse2_s = reinterpret_cast<float*>(do_s + 2 * QS * P);  // two buffers of QS
   float* delta_s = lse2_s + 2 * QS;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t t = a.t, head = blockIdx.y;
+  const int64_t t = a.t, head = blockIdx.y + a.n_offset;
   const int64_t k0 = static_cast<int64_t>(blockIdx.x) * R;
-  const int64_t off = head * t * D;
-  const T* qh = static_cast<const T*>(a.q) + off;
-  const T* doh = static_cast<const T*>(a.dout) + off;
+  const T* qh = static_cast<const T*>(a.q) + head_offset(a.sq, head, a.heads);
+  const T* doh = static_cast<const T*>(a.dout) + head_offset(a.so, head, a.heads);
   const float* lse = a.lse + head * t;
   const float* delta = a.delta + head * t;
 
   StepWalk walk(RangeWalk(a.col_ptr, a.row_idx, a.block > 0 ? k0 / a.block : 0, a.block, a.causal ? k0 : 0, t), QS);
   int64_t q0 = walk.next();
-  stage_rows<T, D, R, S::kThreads>(k_s, static_cast<const T*>(a.k) + off, k0, t);
-  stage_rows<T, D, R, S::kThreads>(v_s, static_cast<const T*>(a.v) + off, k0, t);
+  stage_rows<T, D, R, S::kThreads>(k_s, static_cast<const T*>(a.k) + head_offset(a.sk, head, a.heads), k0, t,
+                                   a.sk.token);
+  stage_rows<T, D, R, S::kThreads>(v_s, static_cast<const T*>(a.v) + head_offset(a.sv, head, a.heads), k0, t,
+                                   a.sv.token);
   if (q0 >= 0) {
-    stage_rows<T, D, QS, S::kThreads>(q_s, qh, q0, t);
-    stage_rows<T, D, QS, S::kThreads>(do_s, doh, q0, t);
+    stage_rows<T, D, QS, S::kThreads>(q_s, qh, q0, t, a.sq.token);
+    stage_rows<T, D, QS, S::kThreads>(do_s, doh, q0, t, a.so.token);
     stage_row_stats(lse2_s, delta_s, lse, delta, q0, QS, t);
   }
   commit_copies();
@@ -458,8 +477,8 @@ __global__ void __launch_bounds__(128) flash_dkdv_kernel(FlashArgs a) {
   while (q0 >= 0) {
     const int64_t q_next = walk.next();
     if (q_next >= 0) {
-      stage_rows<T, D, QS, S::kThreads>(q_s + (buf ^ 1) * QS * P, qh, q_next, t);
-      stage_rows<T, D, QS, S::kThreads>(do_s + (buf ^ 1) * QS * P, doh, q_next, t);
+      stage_rows<T, D, QS, S::kThreads>(q_s + (buf ^ 1) * QS * P, qh, q_next, t, a.sq.token);
+      stage_rows<T, D, QS, S::kThreads>(do_s + (buf ^ 1) * QS * P, doh, q_next, t, a.so.token);
       stage_row_stats(lse2_s + (buf ^ 1) * QS, delta_s + (buf ^ 1) * QS, lse, delta, q_next, QS, t);
     }
     commit_copies();
@@ -518,8 +537,10 @@ __global__ void __launch_bounds__(128) flash_dkdv_kernel(FlashArgs a) {
     buf ^= 1;
     q0 = q_next;
   }
-  store_rows<T, S::kDTiles>(static_cast<T*>(a.dk) + off, dk, k0 + warp * 16, t, a.scale, lane);
-  store_rows<T, S::kDTiles>(static_cast<T*>(a.dv) + off, dv, k0 + warp * 16, t, 1.f, lane);
+  store_rows<T, S::kDTiles>(static_cast<T*>(a.dk) + head_offset(a.sdk, head, a.heads), dk, k0 + warp * 16, t,
+                            a.sdk.token, a.scale, lane);
+  store_rows<T, S::kDTiles>(static_cast<T*>(a.dv) + head_offset(a.sdv, head, a.heads), dv, k0 + warp * 16, t,
+                            a.sdv.token, 1.f, lane);
 }
 
 // dq of 64 queries: walks the key steps they see.
@@ -533,21 +554,22 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(FlashArgs a) {
   T* k_s = do_s + R * P;      // two buffers of KS rows
   T* v_s = k_s + 2 * KS * P;  // two buffers
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t t = a.t, head = blockIdx.y;
+  const int64_t t = a.t, head = blockIdx.y + a.n_offset;
   const int64_t q_tiles = (t + R - 1) / R;
   const int64_t q0 = (q_tiles - 1 - blockIdx.x) * R;
-  const int64_t off = head * t * D;
-  const T* kh = static_cast<const T*>(a.k) + off;
-  const T* vh = static_cast<const T*>(a.v) + off;
+  const T* kh = static_cast<const T*>(a.k) + head_offset(a.sk, head, a.heads);
+  const T* vh = static_cast<const T*>(a.v) + head_offset(a.sv, head, a.heads);
 
   const int64_t key_end = a.causal ? (q0 + R < t ? q0 + R : t) : t;
   StepWalk walk(RangeWalk(a.row_ptr, a.col_idx, a.block > 0 ? q0 / a.block : 0, a.block, 0, key_end), KS);
   int64_t k0 = walk.next();
-  stage_rows<T, D, R, S::kThreads>(q_s, static_cast<const T*>(a.q) + off, q0, t);
-  stage_rows<T, D, R, S::kThreads>(do_s, static_cast<const T*>(a.dout) + off, q0, t);
+  stage_rows<T, D, R, S::kThreads>(q_s, static_cast<const T*>(a.q) + head_offset(a.sq, head, a.heads), q0, t,
+                                   a.sq.token);
+  stage_rows<T, D, R, S::kThreads>(do_s, static_cast<const T*>(a.dout) + head_offset(a.so, head, a.heads), q0, t,
+                                   a.so.token);
   if (k0 >= 0) {
-    stage_rows<T, D, KS, S::kThreads>(k_s, kh, k0, t);
-    stage_rows<T, D, KS, S::kThreads>(v_s, vh, k0, t);
+    stage_rows<T, D, KS, S::kThreads>(k_s, kh, k0, t, a.sk.token);
+    stage_rows<T, D, KS, S::kThreads>(v_s, vh, k0, t, a.sv.token);
   }
   commit_copies();
   wait_copies<0>();
@@ -572,8 +594,8 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(FlashArgs a) {
   while (k0 >= 0) {
     const int64_t k_next = walk.next();
     if (k_next >= 0) {
-      stage_rows<T, D, KS, S::kThreads>(k_s + (buf ^ 1) * KS * P, kh, k_next, t);
-      stage_rows<T, D, KS, S::kThreads>(v_s + (buf ^ 1) * KS * P, vh, k_next, t);
+      stage_rows<T, D, KS, S::kThreads>(k_s + (buf ^ 1) * KS * P, kh, k_next, t, a.sk.token);
+      stage_rows<T, D, KS, S::kThreads>(v_s + (buf ^ 1) * KS * P, vh, k_next, t, a.sv.token);
     }
     commit_copies();
     const T* ks = k_s + buf * KS * P;
@@ -607,7 +629,8 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(FlashArgs a) {
     buf ^= 1;
     k0 = k_next;
   }
-  store_rows<T, S::kDTiles>(static_cast<T*>(a.dq) + off, dq, q0 + warp * 16, t, a.scale, lane);
+  store_rows<T, S::kDTiles>(static_cast<T*>(a.dq) + head_offset(a.sdq, head, a.heads), dq, q0 + warp * 16, t,
+                            a.sdq.token, a.scale, lane);
 }
 
 // ---- the CPU twin's arithmetic, for every other case ----------------------------------------
@@ -635,22 +658,33 @@ __device__ C dot_row(const T* a, const T* b, int64_t d) {
   return s;
 }
 
+// The row kernels' operands: pointers and strides as FlashArgs (typed).
+template <typename T, typename L>
 struct RowArgs {
-  int64_t t = 0, d = 0, block = 0;
+  const T *q, *k, *v, *out, *dout;
+  T *o, *dq, *dk, *dv;
+  HeadStrides sq, sk, sv, so, sdq, sdk, sdv;
+  L* lse;
+  int64_t t = 0, d = 0, block = 0, heads = 1;
   double scale = 1.0;
   bool causal = false;
   const int32_t *row_ptr, *col_idx, *col_ptr, *row_idx;
+
+  __device__ const T* row(const T* base, const HeadStrides& s, int64_t n, int64_t i) const {
+    return base + head_offset(s, n, heads) + i * s.token;
+  }
+  __device__ T* row(T* base, const HeadStrides& s, int64_t n, int64_t i) const {
+    return base + head_offset(s, n, heads) + i * s.token;
+  }
 };
 
 template <typename T, typename C, typename L>
-__global__ void __launch_bounds__(kRowThreads)
-    rows_forward_kernel(const T* q, const T* k, const T* v, T* out, L* lse, RowArgs a) {
+__global__ void __launch_bounds__(kRowThreads) rows_forward_kernel(RowArgs<T, L> a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   C* s = reinterpret_cast<C*>(smem_raw);
   __shared__ C scratch[kRowThreads / 32];
-  const int64_t i = blockIdx.x, head = blockIdx.y, t = a.t, d = a.d;
-  const T* qi = q + (head * t + i) * d;
-  const T *kh = k + head * t * d, *vh = v + head * t * d;
+  const int64_t i = blockIdx.x, n = blockIdx.y, t = a.t, d = a.d;
+  const T* qi = a.row(a.q, a.sq, n, i);
   const RangeWalk keys(a.row_ptr, a.col_idx, a.block > 0 ? i / a.block : 0, a.block, 0, a.causal ? i + 1 : t);
   C m = -INFINITY;
   {
@@ -658,7 +692,7 @@ __global__ void __launch_bounds__(kRowThreads)
     int64_t lo, hi;
     while (w.next(lo, hi)) {
       for (int64_t j = lo + threadIdx.x; j < hi; j += kRowThreads) {
-        s[j] = C(a.scale) * dot_row<C>(qi, kh + j * d, d);
+        s[j] = C(a.scale) * dot_row<C>(qi, a.row(a.k, a.sk, n, j), d);
         m = s[j] > m ? s[j] : m;
       }
     }
@@ -676,29 +710,28 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   l = block_reduce(l, scratch, false);  // its first __syncthreads also publishes s
+  T* oi = a.row(a.o, a.so, n, i);
   for (int64_t c = threadIdx.x; c < d; c += kRowThreads) {
     C acc = 0;
     RangeWalk w = keys;
     int64_t lo, hi;
     while (w.next(lo, hi)) {
-      for (int64_t j = lo; j < hi; ++j) acc += s[j] * convert<C>(vh[j * d + c]);
+      for (int64_t j = lo; j < hi; ++j) acc += s[j] * convert<C>(a.row(a.v, a.sv, n, j)[c]);
     }
-    out[(head * t + i) * d + c] = convert<T>(l > C(0) ? acc / l : C(0));
+    oi[c] = convert<T>(l > C(0) ? acc / l : C(0));
   }
-  if (threadIdx.x == 0) lse[head * t + i] = L(l > C(0) ? m + log(l) : C(-INFINITY));
+  if (threadIdx.x == 0) a.lse[n * t + i] = L(l > C(0) ? m + log(l) : C(-INFINITY));
 }
 
 // dq of query i: ds_j = p_j (dout_i . v_j - delta_i), dq = scale sum_j ds_j k_j.
 template <typename T, typename C, typename L>
-__global__ void __launch_bounds__(kRowThreads)
-    rows_dq_kernel(const T* q, const T* k, const T* v, const T* dout, const L* lse, const C* delta, T* dq, RowArgs a) {
+__global__ void __launch_bounds__(kRowThreads) rows_dq_kernel(RowArgs<T, L> a, const C* delta) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   C* ds = reinterpret_cast<C*>(smem_raw);
-  const int64_t i = blockIdx.x, head = blockIdx.y, t = a.t, d = a.d;
-  const T *qi = q + (head * t + i) * d, *di = dout + (head * t + i) * d;
-  const T *kh = k + head * t * d, *vh = v + head * t * d;
-  const C li = C(lse[head * t + i]);
-  const C dli = delta[head * t + i];
+  const int64_t i = blockIdx.x, n = blockIdx.y, t = a.t, d = a.d;
+  const T *qi = a.row(a.q, a.sq, n, i), *di = a.row(a.dout, a.so, n, i);
+  const C li = C(a.lse[n * t + i]);
+  const C dli = delta[n * t + i];
   const bool seen = li > C(-INFINITY);
   const RangeWalk keys(a.row_ptr, a.col_idx, a.block > 0 ? i / a.block : 0, a.block, 0, a.causal ? i + 1 : t);
   {
@@ -706,66 +739,69 @@ __global__ void __launch_bounds__(kRowThreads)
     int64_t lo, hi;
     while (w.next(lo, hi)) {
       for (int64_t j = lo + threadIdx.x; j < hi; j += kRowThreads) {
-        const C p = seen ? exp(C(a.scale) * dot_row<C>(qi, kh + j * d, d) - li) : C(0);
-        ds[j] = p * (dot_row<C>(di, vh + j * d, d) - dli);
+        const C p = seen ? exp(C(a.scale) * dot_row<C>(qi, a.row(a.k, a.sk, n, j), d) - li) : C(0);
+        ds[j] = p * (dot_row<C>(di, a.row(a.v, a.sv, n, j), d) - dli);
       }
     }
   }
   __syncthreads();
+  T* dqi = a.row(a.dq, a.sdq, n, i);
   for (int64_t c = threadIdx.x; c < d; c += kRowThreads) {
     C acc = 0;
     RangeWalk w = keys;
     int64_t lo, hi;
     while (w.next(lo, hi)) {
-      for (int64_t j = lo; j < hi; ++j) acc += ds[j] * convert<C>(kh[j * d + c]);
+      for (int64_t j = lo; j < hi; ++j) acc += ds[j] * convert<C>(a.row(a.k, a.sk, n, j)[c]);
     }
-    dq[(head * t + i) * d + c] = convert<T>(C(a.scale) * acc);
+    dqi[c] = convert<T>(C(a.scale) * acc);
   }
 }
 
 // dk and dv of key j, over the queries that see it.
 template <typename T, typename C, typename L>
-__global__ void __launch_bounds__(kRowThreads) rows_dkdv_kernel(const T* q, const T* k, const T* v, const T* dout,
-                                                                const L* lse, const C* delta, T* dk, T* dv, RowArgs a) {
+__global__ void __launch_bounds__(kRowThreads) rows_dkdv_kernel(RowArgs<T, L> a, const C* delta) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int64_t j = blockIdx.x, head = blockIdx.y, t = a.t, d = a.d;
+  const int64_t j = blockIdx.x, n = blockIdx.y, t = a.t, d = a.d;
   C* p = reinterpret_cast<C*>(smem_raw);
   C* ds = p + t;
-  const T *kj = k + (head * t + j) * d, *vj = v + (head * t + j) * d;
-  const T *qh = q + head * t * d, *doh = dout + head * t * d;
+  const T *kj = a.row(a.k, a.sk, n, j), *vj = a.row(a.v, a.sv, n, j);
   const RangeWalk queries(a.col_ptr, a.row_idx, a.block > 0 ? j / a.block : 0, a.block, a.causal ? j : 0, t);
   {
     RangeWalk w = queries;
     int64_t lo, hi;
     while (w.next(lo, hi)) {
       for (int64_t i = lo + threadIdx.x; i < hi; i += kRowThreads) {
-        const C li = C(lse[head * t + i]);
-        const C pi = li > C(-INFINITY) ? exp(C(a.scale) * dot_row<C>(qh + i * d, kj, d) - li) : C(0);
+        const C li = C(a.lse[n * t + i]);
+        const C pi = li > C(-INFINITY) ? exp(C(a.scale) * dot_row<C>(a.row(a.q, a.sq, n, i), kj, d) - li) : C(0);
         p[i] = pi;
-        ds[i] = pi * (dot_row<C>(doh + i * d, vj, d) - delta[head * t + i]);
+        ds[i] = pi * (dot_row<C>(a.row(a.dout, a.so, n, i), vj, d) - delta[n * t + i]);
       }
     }
   }
   __syncthreads();
+  T *dkj = a.row(a.dk, a.sdk, n, j), *dvj = a.row(a.dv, a.sdv, n, j);
   for (int64_t c = threadIdx.x; c < d; c += kRowThreads) {
     C gk = 0, gv = 0;
     RangeWalk w = queries;
     int64_t lo, hi;
     while (w.next(lo, hi)) {
       for (int64_t i = lo; i < hi; ++i) {
-        gv += p[i] * convert<C>(doh[i * d + c]);
-        gk += ds[i] * convert<C>(qh[i * d + c]);
+        gv += p[i] * convert<C>(a.row(a.dout, a.so, n, i)[c]);
+        gk += ds[i] * convert<C>(a.row(a.q, a.sq, n, i)[c]);
       }
     }
-    dk[(head * t + j) * d + c] = convert<T>(C(a.scale) * gk);
-    dv[(head * t + j) * d + c] = convert<T>(gv);
+    dkj[c] = convert<T>(C(a.scale) * gk);
+    dvj[c] = convert<T>(gv);
   }
 }
 
 // delta in C for the row kernels (any d).
-template <typename T, typename C>
-__global__ void rows_delta_kernel(const T* dout, const T* out, C* delta, int64_t rows, int64_t d) {
-  COPPICE_KERNEL_LOOP(r, rows) { delta[r] = dot_row<C>(dout + r * d, out + r * d, d); }
+template <typename T, typename C, typename L>
+__global__ void rows_delta_kernel(RowArgs<T, L> a, C* delta, int64_t rows) {
+  COPPICE_KERNEL_LOOP(r, rows) {
+    const int64_t n = r / a.t, i = r % a.t;
+    delta[r] = dot_row<C>(a.row(a.dout, a.so, n, i), a.row(a.out, a.so, n, i), a.d);
+  }
 }
 
 // ---- host side ----------------------------------------------------------------------------------
@@ -773,8 +809,16 @@ __global__ void rows_delta_kernel(const T* dout, const T* out, C* delta, int64_t
 // At most this many (batch, head) pairs per launch (the grid's y limit).
 constexpr int64_t kMaxHeadsPerLaunch = 65535;
 
+// A [N, T, d] operand (one head per batch entry) or a [B, T, H, d] view, its
+// last stride 1 (the frontends see to it).
+HeadStrides strides_of(const Tensor& x) {
+  const Shape& s = x.strides();
+  if (x.dim() == 3) return {s[0], 0, s[1]};
+  return {s[0], s[2], s[1]};
+}
+
 struct Problem {
-  int64_t n = 0, t = 0, d = 0, block = 0;
+  int64_t n = 0, t = 0, d = 0, heads = 1, block = 0;
   double scale = 1.0;
   bool causal = false;
   const int32_t *row_ptr = nullptr, *col_idx = nullptr, *col_ptr = nullptr, *row_idx = nullptr;
@@ -783,10 +827,14 @@ struct Problem {
 Problem problem_of(const std::vector<Tensor>& in, size_t layout_at, const Attrs& attrs, std::string_view op) {
   Problem p;
   const Tensor& q = in[0];
-  for (size_t i = 0; i < layout_at; ++i) check_contiguous_cuda(in[i], op, "an operand");
-  p.n = q.size(0);
+  for (size_t i = 0; i < layout_at; ++i) {
+    check_cuda_tensor(in[i], op, "an operand");
+    COPPICE_CHECK(in[i].dim() < 3 || in[i].strides().back() == 1, op, ": operands need unit stride along d");
+  }
+  p.heads = q.dim() == 4 ? q.size(2) : 1;
+  p.n = q.size(0) * p.heads;
   p.t = q.size(1);
-  p.d = q.size(2);
+  p.d = q.size(q.dim() - 1);
   p.scale = attrs.get_double("scale");
   p.causal = attrs.get_bool("causal");
   p.block = attrs.get_int("block");
@@ -799,9 +847,13 @@ Problem problem_of(const std::vector<Tensor>& in, size_t layout_at, const Attrs&
   return p;
 }
 
+// 16-byte aligned, and every stride a whole number of 16-byte runs.
 bool aligned16(const std::vector<const Tensor*>& ts) {
   for (const Tensor* t : ts) {
     if (reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 != 0) return false;
+    const HeadStrides s = strides_of(*t);
+    const int64_t run = 16 / dtype_size(t->dtype());
+    if (s.batch % run != 0 || s.head % run != 0 || s.token % run != 0) return false;
   }
   return true;
 }
@@ -817,6 +869,7 @@ FlashArgs flash_args(const Problem& p) {
   FlashArgs a;
   a.t = p.t;
   a.block = p.block;
+  a.heads = p.heads;
   a.scale = static_cast<float>(p.scale);
   a.causal = p.causal;
   a.row_ptr = p.row_ptr;
@@ -826,58 +879,37 @@ FlashArgs flash_args(const Problem& p) {
   return a;
 }
 
-// Launches kernel over (tiles, heads) in slices of kMaxHeadsPerLaunch heads,
-// moving the per-head pointers of `a` by `shift(a, heads)` between slices.
-template <typename Kernel, typename Shift>
+// Launches kernel over (tiles, heads) in slices of kMaxHeadsPerLaunch heads.
+template <typename Kernel>
 void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t heads, size_t smem, int threads,
-                     cudaStream_t stream, Shift shift, std::string_view op) {
+                     cudaStream_t stream, std::string_view op) {
   static_assert(std::is_pointer_v<Kernel>);
   COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                      op);
   for (int64_t h0 = 0; h0 < heads; h0 += kMaxHeadsPerLaunch) {
+    a.n_offset = h0;
     const int64_t hn = std::min(kMaxHeadsPerLaunch, heads - h0);
     kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(hn)), threads, smem, stream>>>(a);
     check_launch(op);
-    shift(a, hn);
   }
 }
 
-template <typename CT>
-void shift_heads(FlashArgs& a, int64_t heads, int64_t t, int64_t d) {
-  const int64_t e = heads * t * d;
-  auto move = [e](const void* p) -> const CT* { return p ? static_cast<const CT*>(p) + e : nullptr; };
-  a.q = move(a.q);
-  a.k = move(a.k);
-  a.v = move(a.v);
-  a.out = move(a.out);
-  a.dout = move(a.dout);
-  a.o = a.o ? static_cast<CT*>(a.o) + e : nullptr;
-  a.dq = a.dq ? static_cast<CT*>(a.dq) + e : nullptr;
-  a.dk = a.dk ? static_cast<CT*>(a.dk) + e : nullptr;
-  a.dv = a.dv ? static_cast<CT*>(a.dv) + e : nullptr;
-  a.lse = a.lse ? a.lse + heads * t : nullptr;
-  a.delta = a.delta ? a.delta + heads * t : nullptr;
-}
-
 template <typename CT, int D>
-void flash_forward(FlashArgs a, const Problem& p, cudaStream_t stream) {
+void flash_forward(const FlashArgs& a, const Problem& p, cudaStream_t stream) {
   using S = Tiles<CT, D>;
   const size_t smem = size_t{5} * S::kRows * S::kPitch * sizeof(CT);
   const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
-  launch_by_heads(
-      flash_forward_kernel<CT, D>, a, tiles, p.n, smem, S::kThreads, stream,
-      [&](FlashArgs& x, int64_t h) { shift_heads<CT>(x, h, p.t, p.d); }, "attention_forward");
+  launch_by_heads(flash_forward_kernel<CT, D>, a, tiles, p.n, smem, S::kThreads, stream, "attention_forward");
 }
 
 template <typename CT, int D>
-void flash_backward(FlashArgs a, const Problem& p, cudaStream_t stream) {
+void flash_backward(const FlashArgs& a, const Problem& p, cudaStream_t stream) {
   using S = Tiles<CT, D>;
   const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
   const size_t tiles_smem = (size_t{2} * S::kRows + size_t{4} * S::kStep) * S::kPitch * sizeof(CT);
-  auto shift = [&](FlashArgs& x, int64_t h) { shift_heads<CT>(x, h, p.t, p.d); };
   launch_by_heads(flash_dkdv_kernel<CT, D>, a, tiles, p.n, tiles_smem + size_t{4} * S::kStep * sizeof(float),
-                  S::kThreads, stream, shift, "attention_backward");
-  launch_by_heads(flash_dq_kernel<CT, D>, a, tiles, p.n, tiles_smem, S::kThreads, stream, shift, "attention_backward");
+                  S::kThreads, stream, "attention_backward");
+  launch_by_heads(flash_dq_kernel<CT, D>, a, tiles, p.n, tiles_smem, S::kThreads, stream, "attention_backward");
 }
 
 // Shared memory of the row kernels: `arrays` score rows of t values of C.
@@ -892,8 +924,29 @@ size_t row_smem(const Problem& p, int arrays, std::string_view op) {
   return bytes;
 }
 
-RowArgs row_args(const Problem& p) {
-  return RowArgs{p.t, p.d, p.block, p.scale, p.causal, p.row_ptr, p.col_idx, p.col_ptr, p.row_idx};
+template <typename T, typename L>
+RowArgs<T, L> row_args(const Problem& p, const FlashArgs& f) {
+  RowArgs<T, L> a{static_cast<const T*>(f.q),   static_cast<const T*>(f.k),    static_cast<const T*>(f.v),
+                  static_cast<const T*>(f.out), static_cast<const T*>(f.dout), static_cast<T*>(f.o),
+                  static_cast<T*>(f.dq),        static_cast<T*>(f.dk),         static_cast<T*>(f.dv)};
+  a.sq = f.sq;
+  a.sk = f.sk;
+  a.sv = f.sv;
+  a.so = f.so;
+  a.sdq = f.sdq;
+  a.sdk = f.sdk;
+  a.sdv = f.sdv;
+  a.t = p.t;
+  a.d = p.d;
+  a.block = p.block;
+  a.heads = p.heads;
+  a.scale = p.scale;
+  a.causal = p.causal;
+  a.row_ptr = p.row_ptr;
+  a.col_idx = p.col_idx;
+  a.col_ptr = p.col_ptr;
+  a.row_idx = p.row_idx;
+  return a;
 }
 
 template <typename Kernel, typename... Args>
@@ -906,6 +959,7 @@ void launch_rows(Kernel kernel, const Problem& p, size_t smem, cudaStream_t stre
   check_launch(op);
 }
 
+// inputs: q, k, v, then the layout's four index tensors (or none).
 std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs& attrs) {
   constexpr std::string_view op = "attention_forward";
   check_inputs(in, 7, op);
@@ -917,12 +971,16 @@ std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs
   if (p.n == 0) return {out, lse};
   DeviceGuard guard(q.device().index);
   cudaStream_t stream = current_stream(q.device().index);
+  FlashArgs a = flash_args(p);
+  a.q = q.data_ptr();
+  a.k = k.data_ptr();
+  a.v = v.data_ptr();
+  a.o = out.data_ptr();
+  a.sq = strides_of(q);
+  a.sk = strides_of(k);
+  a.sv = strides_of(v);
+  a.so = strides_of(out);
   if (tiled(q.dtype(), p, {&q, &k, &v, &out})) {
-    FlashArgs a = flash_args(p);
-    a.q = q.data_ptr();
-    a.k = k.data_ptr();
-    a.v = v.data_ptr();
-    a.o = out.data_ptr();
     a.lse = lse.data<float>();
     auto run = [&](auto tag) {
       using CT = typename decltype(tag)::type;
@@ -943,40 +1001,51 @@ std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    launch_rows(rows_forward_kernel<T, C, L>, p, row_smem<C>(p, 1, op), stream, op, q.data<T>(), k.data<T>(),
-                v.data<T>(), out.data<T>(), lse.data<L>(), row_args(p));
+    RowArgs<T, L> r = row_args<T, L>(p, a);
+    r.lse = lse.data<L>();
+    launch_rows(rows_forward_kernel<T, C, L>, p, row_smem<C>(p, 1, op), stream, op, r);
   });
   return {out, lse};
 }
 
+// inputs: q, k, v, out, lse, dout, dq, dk, dv (written in place: the
+// frontend chooses their layout), then the layout's four index tensors.
 std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attrs& attrs) {
   constexpr std::string_view op = "attention_backward";
-  check_inputs(in, 10, op);
-  const Problem p = problem_of(in, 6, attrs, op);
+  check_inputs(in, 13, op);
+  const Problem p = problem_of(in, 9, attrs, op);
   const Tensor &q = in[0], &k = in[1], &v = in[2], &out = in[3], &lse = in[4], &dout = in[5];
-  Tensor dq = Tensor::empty(q.shape(), q.options()), dk = Tensor::empty(q.shape(), q.options()),
-         dv = Tensor::empty(q.shape(), q.options());
+  const Tensor &dq = in[6], &dk = in[7], &dv = in[8];
   if (p.n == 0) return {dq, dk, dv};
+  COPPICE_CHECK(out.strides() == dout.strides(), op, ": out and dout must be laid out alike");
   DeviceGuard guard(q.device().index);
   cudaStream_t stream = current_stream(q.device().index);
   const int64_t rows = p.n * p.t;
+  FlashArgs a = flash_args(p);
+  a.q = q.data_ptr();
+  a.k = k.data_ptr();
+  a.v = v.data_ptr();
+  a.out = out.data_ptr();
+  a.dout = dout.data_ptr();
+  a.dq = dq.data_ptr();
+  a.dk = dk.data_ptr();
+  a.dv = dv.data_ptr();
+  a.sq = strides_of(q);
+  a.sk = strides_of(k);
+  a.sv = strides_of(v);
+  a.so = strides_of(out);
+  a.sdq = strides_of(dq);
+  a.sdk = strides_of(dk);
+  a.sdv = strides_of(dv);
   if (tiled(q.dtype(), p, {&q, &k, &v, &out, &dout, &dq, &dk, &dv})) {
     Tensor delta = Tensor::empty({p.n, p.t}, TensorOptions(DType::kF32, q.device()));
-    FlashArgs a = flash_args(p);
-    a.q = q.data_ptr();
-    a.k = k.data_ptr();
-    a.v = v.data_ptr();
-    a.out = out.data_ptr();
-    a.dout = dout.data_ptr();
-    a.dq = dq.data_ptr();
-    a.dk = dk.data_ptr();
-    a.dv = dv.data_ptr();
     a.lse = const_cast<float*>(lse.data<float>());
     a.delta = delta.data<float>();
     auto run = [&](auto tag) {
       using CT = typename decltype(tag)::type;
-      attention_delta_kernel<CT><<<grid_for(rows * 32), kThreads, 0, stream>>>(
-          static_cast<const CT*>(a.dout), static_cast<const CT*>(a.out), delta.data<float>(), rows, p.d);
+      attention_delta_kernel<CT>
+          <<<grid_for(rows * 32), kThreads, 0, stream>>>(static_cast<const CT*>(a.dout), static_cast<const CT*>(a.out),
+                                                         a.so, p.heads, delta.data<float>(), rows, p.t, p.d);
       check_launch(op);
       if (p.d == 64) {
         flash_backward<CT, 64>(a, p, stream);
@@ -996,14 +1065,13 @@ std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attr
     using C = compute_t<T>;
     using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
     Tensor delta = Tensor::empty({p.n, p.t}, TensorOptions(dtype_of<C>(), q.device()));
-    rows_delta_kernel<T, C>
-        <<<grid_for(rows), kThreads, 0, stream>>>(dout.data<T>(), out.data<T>(), delta.data<C>(), rows, p.d);
+    RowArgs<T, L> r = row_args<T, L>(p, a);
+    r.lse = const_cast<L*>(lse.data<L>());
+    rows_delta_kernel<T, C, L><<<grid_for(rows), kThreads, 0, stream>>>(r, delta.data<C>(), rows);
     check_launch(op);
-    launch_rows(rows_dq_kernel<T, C, L>, p, row_smem<C>(p, 1, op), stream, op, q.data<T>(), k.data<T>(), v.data<T>(),
-                dout.data<T>(), lse.data<L>(), static_cast<const C*>(delta.data<C>()), dq.data<T>(), row_args(p));
-    launch_rows(rows_dkdv_kernel<T, C, L>, p, row_smem<C>(p, 2, op), stream, op, q.data<T>(), k.data<T>(), v.data<T>(),
-                dout.data<T>(), lse.data<L>(), static_cast<const C*>(delta.data<C>()), dk.data<T>(), dv.data<T>(),
-                row_args(p));
+    const C* dl = delta.data<C>();
+    launch_rows(rows_dq_kernel<T, C, L>, p, row_smem<C>(p, 1, op), stream, op, r, dl);
+    launch_rows(rows_dkdv_kernel<T, C, L>, p, row_smem<C>(p, 2, op), stream, op, r, dl);
   });
   return {dq, dk, dv};
 }
@@ -1016,8 +1084,8 @@ std::vector<std::string> formats(int dense, bool layout) {
 }
 const KernelRegistrar kForward("attention_forward", DeviceType::kCuda, formats(3, false), attention_forward);
 const KernelRegistrar kForwardLayout("attention_forward", DeviceType::kCuda, formats(3, true), attention_forward);
-const KernelRegistrar kBackward("attention_backward", DeviceType::kCuda, formats(6, false), attention_backward);
-const KernelRegistrar kBackwardLayout("attention_backward", DeviceType::kCuda, formats(6, true), attention_backward);
+const KernelRegistrar kBackward("attention_backward", DeviceType::kCuda, formats(9, false), attention_backward);
+const KernelRegistrar kBackwardLayout("attention_backward", DeviceType::kCuda, formats(9, true), attention_backward);
 
 }  // namespace
 }  // namespace coppice::cuda

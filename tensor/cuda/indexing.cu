@@ -270,6 +270,91 @@ std::vector<Tensor> scatter_add(const std::vector<Tensor>& in, const Attrs& attr
   return {out};
 }
 
+// The gradient of an embedding (tensor/cpu/indexing.cc's twin): the row
+// indices sorted once (stable), the bounds of each index's run, then a
+// thread per (embedding, column) sums its rows in index order in the compute
+// type and rounds once. Where scatter_add of the expanded [N, D] index sorted
+// N * D keys, this sorts N.
+__global__ void embedding_keys(const int64_t* index, uint32_t* keys, int32_t* ids, int64_t n, int64_t v, int64_t* bad) {
+  COPPICE_KERNEL_LOOP(i, n) {
+    const int64_t k = index[i];
+    if (k < 0 || k >= v) {
+      report_bad_index(bad, i);
+      keys[i] = 0;
+    } else {
+      keys[i] = static_cast<uint32_t>(k);
+    }
+    ids[i] = static_cast<int32_t>(i);
+  }
+}
+
+__global__ void run_bounds(const uint32_t* keys, int64_t n, int32_t* begin, int32_t* end) {
+  COPPICE_KERNEL_LOOP(i, n) {
+    if (i == 0 || keys[i - 1] != keys[i]) begin[keys[i]] = static_cast<int32_t>(i);
+    if (i == n - 1 || keys[i + 1] != keys[i]) end[keys[i]] = static_cast<int32_t>(i + 1);
+  }
+}
+
+template <typename T>
+__global__ void embedding_sums(const T* g, const int32_t* ids, const int32_t* begin, const int32_t* end, T* out,
+                               int64_t v, int64_t d) {
+  using C = compute_t<T>;
+  COPPICE_KERNEL_LOOP(x, v * d) {
+    const int64_t row = x / d, c = x % d;
+    C s = 0;
+    for (int32_t p = begin[row]; p < end[row]; ++p) s += convert<C>(g[static_cast<int64_t>(ids[p]) * d + c]);
+    out[x] = convert<T>(s);
+  }
+}
+
+std::vector<Tensor> embedding_backward(const std::vector<Tensor>& in, const Attrs& attrs) {
+  constexpr std::string_view op = "embedding_backward";
+  check_inputs(in, 2, op);
+  const Tensor g = in[0].contiguous(), index = in[1].contiguous();
+  check_cuda_tensor(g, op, "grad");
+  const int64_t n = index.numel(), d = g.size(1), v = attrs.get_int("num_embeddings");
+  COPPICE_CHECK(n < INT_MAX && v < INT_MAX, op, ": the CUDA kernel takes fewer than 2^31 rows and embeddings");
+  const Device device = g.device();
+  DeviceGuard guard(device.index);
+  cudaStream_t stream = current_stream(device.index);
+  Tensor out = Tensor::empty({v, d}, g.options());
+  const TensorOptions i32(DType::kI32, device);
+  Tensor begin = Tensor::empty({v}, i32), end = Tensor::empty({v}, i32);
+  begin.fill_(0.0);  // an embedding no index names has an empty run
+  end.fill_(0.0);
+  if (n > 0) {
+    Tensor key_buf[2] = {Tensor::empty({n}, i32), Tensor::empty({n}, i32)};
+    Tensor id_buf[2] = {Tensor::empty({n}, i32), Tensor::empty({n}, i32)};
+    SortBuffers<uint32_t> sb;
+    for (int b = 0; b < 2; ++b) {
+      sb.keys[b] = static_cast<uint32_t*>(key_buf[b].data_ptr());
+      sb.values[b] = id_buf[b].data<int32_t>();
+    }
+    {
+      BadIndexSlot bad(device);
+      embedding_keys<<<grid_for(n), kThreads, 0, stream>>>(index.data<int64_t>(), sb.keys[0], sb.values[0], n, v,
+                                                           bad.ptr());
+      check_launch(op);
+      bad.check(op, index, 0, v);
+    }
+    radix_sort_pairs(sb, static_cast<int>(n), bits_for(static_cast<uint64_t>(std::max<int64_t>(v, 1) - 1)), device);
+    run_bounds<<<grid_for(n), kThreads, 0, stream>>>(sb.keys[sb.current_key], n, begin.data<int32_t>(),
+                                                     end.data<int32_t>());
+    check_launch(op);
+    dispatch_floating(g.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      embedding_sums<T><<<grid_for(v * d), kThreads, 0, stream>>>(
+          g.data<T>(), sb.values[sb.current_value], begin.data<int32_t>(), end.data<int32_t>(), out.data<T>(), v, d);
+    });
+  } else {
+    out.fill_(0.0);
+  }
+  check_launch(op);
+  return {out};
+}
+
+const KernelRegistrar kEmbeddingBackward("embedding_backward", DeviceType::kCuda, {"dense", "dense"},
+                                         embedding_backward);
 const KernelRegistrar kIndexSelect("index_select", DeviceType::kCuda, {"dense", "dense"}, index_select);
 const KernelRegistrar kGather("gather", DeviceType::kCuda, {"dense", "dense"}, gather);
 const KernelRegistrar kScatterAdd("scatter_add", DeviceType::kCuda, {"dense", "dense", "dense"}, scatter_add);

@@ -107,6 +107,29 @@ TEST(AttentionTest, StridedOperandsAreMadeContiguous) {
   EXPECT_EQ(o.out.to_vector<double>(), c.out.to_vector<double>());
 }
 
+// A packed qkv [B, T, 3, H, d] gives what [B*H, T, d] copies of its parts give,
+// and its gradient lands in qkv's layout.
+TEST(AttentionTest, PackedQkvMatchesSeparateHeads) {
+  Generator gen(9);
+  const int64_t b = 2, t = 5, h = 3, d = 4;
+  Tensor qkv = randn({b, t, 3, h, d}, DType::kF64, gen), dout = randn({b, t, h, d}, DType::kF64, gen);
+  AttentionMask mask{true, attention_block_layout({true, false, true, true}, 3, Device::cpu())};
+  // [B, T, H, d] -> [B*H, T, d]
+  auto heads = [&](const Tensor& x) { return x.permute({0, 2, 1, 3}).contiguous().reshape({b * h, t, d}); };
+  const AttentionOutput packed = attention_forward_packed(qkv, 0.3, mask);
+  const Tensor q = heads(qkv.select(2, 0)), k = heads(qkv.select(2, 1)), v = heads(qkv.select(2, 2));
+  const AttentionOutput sep = attention_forward(q, k, v, 0.3, mask);
+  EXPECT_EQ(packed.out.shape(), (Shape{b, t, h, d}));
+  EXPECT_EQ(heads(packed.out).to_vector<double>(), sep.out.to_vector<double>());
+  EXPECT_EQ(packed.lse.to_vector<double>(), sep.lse.to_vector<double>());
+  const Tensor dqkv = attention_backward_packed(qkv, packed.out, packed.lse, dout, 0.3, mask);
+  const AttentionGrads g = attention_backward(q, k, v, sep.out, sep.lse, heads(dout), 0.3, mask);
+  EXPECT_EQ(dqkv.shape(), qkv.shape());
+  EXPECT_EQ(heads(dqkv.select(2, 0)).to_vector<double>(), g.dq.to_vector<double>());
+  EXPECT_EQ(heads(dqkv.select(2, 1)).to_vector<double>(), g.dk.to_vector<double>());
+  EXPECT_EQ(heads(dqkv.select(2, 2)).to_vector<double>(), g.dv.to_vector<double>());
+}
+
 TEST(AttentionTest, BackwardOfAnUnseenQueryIsZero) {
   Generator gen(5);
   Tensor q = randn({1, 4, 2}, DType::kF64, gen), k = randn({1, 4, 2}, DType::kF64, gen),

@@ -232,6 +232,24 @@ TEST(Embedding, PicksRows) {
   EXPECT_ERROR_NAMING(embedding(zeros({5}), idx), "embedding: weight must be 2-D");
 }
 
+TEST(Embedding, BackwardSumsRowsByIndex) {
+  Tensor g = values({2, 2, 3}, 4);  // four rows of 3
+  std::vector<double> gv = vals(g);
+  Tensor idx = from_vector<int64_t>({4, 0, 4, 2}, {2, 2});
+  Tensor d = embedding_backward(g, idx, 6);
+  EXPECT_EQ(d.shape(), (Shape{6, 3}));
+  std::vector<double> dv = vals(d);
+  for (int64_t j = 0; j < 3; ++j) {
+    EXPECT_EQ(dv[0 * 3 + j], gv[1 * 3 + j]);
+    EXPECT_EQ(dv[1 * 3 + j], 0.0);  // no index names row 1 (nor 3 and 5)
+    EXPECT_EQ(dv[2 * 3 + j], gv[3 * 3 + j]);
+    EXPECT_DOUBLE_EQ(dv[4 * 3 + j], gv[0 * 3 + j] + gv[2 * 3 + j]);
+  }
+  EXPECT_ERROR_NAMING(embedding_backward(g, from_vector<int64_t>({4, 0, 6, 2}, {2, 2}), 6),
+                      "embedding_backward: index 6 (at position 2) is out of range for dim 0 of size 6");
+  EXPECT_ERROR_NAMING(embedding_backward(g, from_vector<int64_t>({4, 0, 1}), 6), "is not indices [3] plus a row");
+}
+
 TEST(Dropout, MaskAndScale) {
   Tensor x = ones({20000}, DType::kF32);
   EXPECT_TRUE(dropout(x, 0.0, true).is_same(x));

@@ -149,6 +149,12 @@ TEST(NnTest, Attention) {
   }
 }
 
+TEST(NnTest, AttentionPacked) {
+  Variable qkv = param(randn64({2, 5, 3, 2, 3}), "qkv");
+  AttentionMask mask{true, {}};
+  EXPECT_GRADCHECK([mask](const V& x) { return attention_packed(x[0], 0.6, mask); }, {qkv});
+}
+
 TEST(NnTest, SmallNetworkEndToEnd) {
   // conv -> relu -> pool -> flatten -> layer_norm -> linear -> gelu -> linear -> cross_entropy
   Variable x = constant(randn64({2, 1, 6, 6}));

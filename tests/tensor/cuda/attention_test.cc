@@ -154,6 +154,24 @@ TEST(CudaAttentionTest, StridedOperands) {
   expect_close(got.out, want.out, tolerance(DType::kBF16), "out");
 }
 
+// A packed qkv [B, T, 3, H, d] (a projection's layout: rows 3 H d apart)
+// through the tiled kernels: out and dqkv as the CPU gives them.
+TEST(CudaAttentionTest, PackedQkv) {
+  COPPICE_REQUIRE_GPU();
+  for (DType dtype : {DType::kBF16, DType::kF32}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor qkv = random({2, 130, 3, 4, 64}, dtype, 21), dout = random({2, 130, 4, 64}, dtype, 22);
+    const AttentionMask mask{true, {}};
+    const AttentionOutput want = attention_forward_packed(qkv, 0.125, mask);
+    const AttentionOutput got = attention_forward_packed(qkv.to(gpu()), 0.125, mask);
+    expect_close(got.out, want.out, tolerance(dtype), "out");
+    const Tensor dw = attention_backward_packed(qkv, want.out, want.lse, dout, 0.125, mask);
+    const Tensor dg =
+        attention_backward_packed(qkv.to(gpu()), want.out.to(gpu()), want.lse.to(gpu()), dout.to(gpu()), 0.125, mask);
+    expect_close(dg, dw, tolerance(dtype), "dqkv");
+  }
+}
+
 TEST(CudaAttentionTest, ALayoutOnTheWrongDeviceIsRefused) {
   COPPICE_REQUIRE_GPU();
   const Tensor q = zeros({1, 64, 64}, TensorOptions(DType::kBF16, gpu()));

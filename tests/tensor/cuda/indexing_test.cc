@@ -106,5 +106,27 @@ TEST(CudaIndexingTest, OutOfRangeIndicesThrowLikeTheCpu) {
   expect_error([&] { dispatch("gather", to_gpu({x, make({2, 2}, {0, 1, 2, 3}, DType::kI32)}), dim_attr(0)); }, "i64");
 }
 
+// embedding_backward against its CPU twin: sums in index order in the
+// compute type (the same bits in f32/f64: each row's sum runs in one order),
+// a skewed index (one row takes most), rows no index names, and the range error.
+TEST(CudaEmbeddingBackwardTest, MatchesTheCpu) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : floating_dtypes()) {
+    std::vector<double> ix = noise(300, 31, 0, 40);
+    for (size_t i = 0; i < ix.size(); ++i) ix[i] = i % 3 == 0 ? 7 : std::floor(ix[i]);
+    const Tensor index = make({3, 100}, ix, DType::kI64), g = random({3, 100, 17}, t, 32);
+    const Tensor want = embedding_backward(g, index, 50);
+    const Tensor got = embedding_backward(g.to(gpu()), index.to(gpu()), 50);
+    const Tol tol = t == DType::kBF16 || t == DType::kF16 ? math_tol(t) : Tol{1e-12, 1e-12};
+    expect_match(got.to(Device::cpu()), want, tol.rtol, tol.atol, dtype_name(t));
+  }
+  const Tensor bad = make({2}, {1, 50}, DType::kI64).to(gpu());
+  expect_error(
+      [&] {
+        embedding_backward(zeros({2, 4}, TensorOptions(DType::kF32, gpu())), bad, 50);
+      },
+      "index 50 (at position 1) is out of range for dim 0 of size 50");
+}
+
 }  // namespace
 }  // namespace coppice
