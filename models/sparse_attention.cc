@@ -1,5 +1,6 @@
 #include "models/sparse_attention.h"
 
+#include <string>
 #include <vector>
 
 #include "autograd/function.h"
@@ -20,6 +21,7 @@ bool keeps_block(const AttentionPattern& p, int64_t bi, int64_t bj) {
 
 bool attends(const AttentionPattern& p, int64_t i, int64_t j) {
   if (p.causal && j > i) return false;
+  if (i < p.global_tokens || j < p.global_tokens) return true;
   switch (p.kind) {
     case AttentionPattern::Kind::kDense: return true;
     case AttentionPattern::Kind::kLocal: return (i > j ? i - j : j - i) < p.window;
@@ -37,6 +39,10 @@ void check_pattern(const AttentionPattern& p) {
   COPPICE_CHECK(p.kind != AttentionPattern::Kind::kBlockSparse || (p.block > 0 && p.window > 0 && p.stride >= 0),
                 "attention pattern: block_sparse needs block > 0, window > 0 (blocks) and stride >= 0, got block ",
                 p.block, ", window ", p.window, ", stride ", p.stride);
+  COPPICE_CHECK(p.global_tokens >= 0, "attention pattern: global_tokens must be >= 0, got ", p.global_tokens);
+  COPPICE_CHECK(p.kind != AttentionPattern::Kind::kBlockSparse || p.global_tokens == 0,
+                "attention pattern: block_sparse does not take global_tokens (got ", p.global_tokens,
+                "): its kernels keep whole blocks of ", p.block, " tokens, not one token's row and column");
 }
 
 const CompressedImpl& csr_of(const Tensor& t, const char* op) {
@@ -48,16 +54,26 @@ const CompressedImpl& csr_of(const Tensor& t, const char* op) {
 }  // namespace
 
 std::string AttentionPattern::describe() const {
-  std::string s;
+  std::vector<std::string> parts;
+  std::string name;
   switch (kind) {
-    case Kind::kDense: s = "dense("; break;
-    case Kind::kLocal: s = str_cat("local(window=", window, causal ? ", " : ""); break;
-    case Kind::kBlock: s = str_cat("block(block=", block, causal ? ", " : ""); break;
+    case Kind::kDense: name = "dense"; break;
+    case Kind::kLocal:
+      name = "local";
+      parts.push_back(str_cat("window=", window));
+      break;
+    case Kind::kBlock:
+      name = "block";
+      parts.push_back(str_cat("block=", block));
+      break;
     case Kind::kBlockSparse:
-      s = str_cat("block_sparse(block=", block, ", window=", window, ", stride=", stride, causal ? ", " : "");
+      name = "block_sparse";
+      parts.push_back(str_cat("block=", block, ", window=", window, ", stride=", stride));
       break;
   }
-  return s + (causal ? "causal)" : ")");
+  if (causal) parts.push_back("causal");
+  if (global_tokens > 0) parts.push_back(str_cat("global=", global_tokens));
+  return str_cat(name, "(", str_join(parts, ", "), ")");
 }
 
 AttentionPattern::Kind attention_kind_from_name(const std::string& name) {

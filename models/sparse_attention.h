@@ -38,16 +38,23 @@ struct AttentionPattern {
   int64_t block = 0;
   bool causal = false;
   int64_t stride = 0;  // block_sparse: 0 means no strided blocks
+  // Global tokens (Longformer, BigBird): the first `global_tokens` tokens
+  // attend to every key and every query attends to them, on top of the kind's
+  // pattern (with `causal`, still only keys j <= i). A class token is one.
+  // block_sparse refuses them: its fused kernels keep whole blocks, which
+  // cannot express one token's row and column.
+  int64_t global_tokens = 0;
 
   // Whether attention runs on a CSR pattern (local, block); dense and
   // block_sparse run on the fused kernels (tensor/attention.h).
   bool is_sparse() const { return kind == Kind::kLocal || kind == Kind::kBlock; }
-  std::string describe() const;  // "local(window=4, causal)"
+  std::string describe() const;  // "local(window=4, causal)", "block(block=4, global=1)"
 };
 
 // The kept blocks of a block_sparse pattern over `tokens` tokens, row-major
 // [blocks, blocks] with blocks = ceil(tokens / block) (attention_block_layout
-// takes it); with `causal` no block above the diagonal.
+// takes it); with `causal` no block above the diagonal. Refuses global_tokens
+// > 0 (see AttentionPattern::global_tokens).
 std::vector<bool> block_sparse_keep(const AttentionPattern& p, int64_t tokens);
 
 // Parses "dense", "local", "block" or "block_sparse" (throws listing the known kinds).

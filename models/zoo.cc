@@ -287,6 +287,9 @@ ViTOptions vit_options(const Options& o) {
   v.num_classes = o.positive("num_classes", 10);
   v.class_token = o.choice("pool", "cls", {"cls", "mean"}) == "cls";
   v.pattern = read_pattern(o, {"dense", "local", "block"}, 3, 4);
+  // The head reads the class token only: under a sparse pattern it would see
+  // just its own block or window, so it attends to and is attended by every token.
+  if (v.class_token && v.pattern.is_sparse()) v.pattern.global_tokens = 1;
   v.dropout = o.probability("dropout");
   return v;
 }

@@ -9,7 +9,9 @@
 //              conv1 (6, 5x5, pad 2), pool, conv2 (16, 5x5), pool, fc1 400-120, fc2 120-84, fc3 84-10
 //   vit        image_size (28), patch_size (7), channels (1), dim (64), depth (2), heads (4),
 //              mlp_ratio (4), num_classes (10), pool ("cls" | "mean"), attention ("dense" | "local" |
-//              "block"), window (3), block (4), dropout (0), seed (0); input [N, C, H, W]
+//              "block"), window (3), block (4), dropout (0), seed (0); input [N, C, H, W]; with
+//              pool "cls" and local or block attention the class token attends to and is attended
+//              by every token (AttentionPattern::global_tokens 1)
 //   char_lm    vocab_size (65), context (64), dim (64), layers (2), heads (4), mlp_ratio (4),
 //              attention ("dense" | "local"; always causal), window (16), dropout (0), seed (0);
 //              input i64 [N, T <= context] -> logits [N, T, vocab_size]
@@ -101,8 +103,8 @@ struct ViTOptions {
   int64_t heads = 4;
   int64_t mlp_hidden = 256;
   int64_t num_classes = 10;
-  bool class_token = true;  // false: mean pool over the patch tokens
-  AttentionPattern pattern;
+  bool class_token = true;   // false: mean pool over the patch tokens
+  AttentionPattern pattern;  // the zoo's vit makes the class token global (global_tokens 1) when sparse
   double dropout = 0.0;
 };
 

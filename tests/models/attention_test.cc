@@ -49,6 +49,74 @@ TEST(AttentionPattern, Masks) {
   EXPECT_EQ(local(3, true).describe(), "local(window=3, causal)");
 }
 
+// Global tokens: row 0 and column 0 all attended on top of the block
+// diagonal (with causal, still only keys j <= i), the same as CSR and as a
+// mask; block_sparse and negative counts are refused.
+TEST(AttentionPattern, GlobalTokens) {
+  AttentionPattern p = block(2, false);
+  p.global_tokens = 1;
+  EXPECT_EQ(p.describe(), "block(block=2, global=1)");
+  const std::vector<double> global_block{1, 1, 1, 1, 1,  //
+                                         1, 1, 0, 0, 0,  //
+                                         1, 0, 1, 1, 0,  //
+                                         1, 0, 1, 1, 0,  //
+                                         1, 0, 0, 0, 1};
+  EXPECT_EQ(attention_mask(p, 5).to(DType::kF64).to_vector<double>(), global_block);
+  AttentionPattern c = block(2, true);
+  c.global_tokens = 1;
+  EXPECT_EQ(c.describe(), "block(block=2, causal, global=1)");
+  const std::vector<double> global_block_causal{1, 0, 0, 0, 0,  //
+                                                1, 1, 0, 0, 0,  //
+                                                1, 0, 1, 0, 0,  //
+                                                1, 0, 1, 1, 0,  //
+                                                1, 0, 0, 0, 1};
+  EXPECT_EQ(attention_mask(c, 5).to(DType::kF64).to_vector<double>(), global_block_causal);
+  AttentionPattern l = local(1, false);
+  l.global_tokens = 2;
+  EXPECT_EQ(l.describe(), "local(window=1, global=2)");
+  EXPECT_EQ(attention_mask(l, 4).to(DType::kF64).to_vector<double>(),
+            (std::vector<double>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 1}));
+  for (const AttentionPattern& q : {p, c, l}) {
+    for (int64_t t : {1, 5, 9}) {
+      Tensor csr = attention_pattern(q, t, DType::kF64);
+      Tensor mask = attention_mask(q, t).to(DType::kF64);
+      EXPECT_EQ(nnz(csr), static_cast<int64_t>(sum(mask).item())) << q.describe() << " T " << t;
+      EXPECT_TRUE(allclose(to_dense(with_values(csr, ones({nnz(csr)}, DType::kF64))), mask)) << q.describe();
+    }
+  }
+  EXPECT_EQ(block(2, true).describe(), "block(block=2, causal)");  // unchanged without global tokens
+  EXPECT_EQ(AttentionPattern{}.describe(), "dense()");
+  AttentionPattern negative = block(2, false);
+  negative.global_tokens = -1;
+  EXPECT_NE(error_of([&] { attention_mask(negative, 4); }).find("global_tokens must be >= 0, got -1"),
+            std::string::npos);
+  AttentionPattern bs{AttentionPattern::Kind::kBlockSparse, 1, 2, true, 2};
+  bs.global_tokens = 1;
+  const std::string e = error_of([&] { block_sparse_keep(bs, 6); });
+  EXPECT_NE(e.find("block_sparse does not take global_tokens"), std::string::npos) << e;
+}
+
+// Multi-head attention (CSR path) on a block pattern with a global token:
+// gradchecks, token 0's output depends on every token, and the last token's
+// only on its block and token 0.
+TEST(MultiheadAttention, GlobalTokenSeesEveryToken) {
+  AttentionPattern p = block(2, false);
+  p.global_tokens = 1;
+  Generator gen(21);
+  MultiheadAttention attn(8, 2, p, 0.0, kF64, gen);
+  const Tensor x = randn64({1, 6, 8}, 22);
+  EXPECT_GRADCHECK_OK(gradcheck_module(attn, Variable(x, true)));
+  auto depends_on = [&](int64_t token) {
+    Variable xv(x, true);
+    sum(select(select(attn.forward(xv), 0, 0), 0, token)).backward();
+    std::vector<bool> on;
+    for (int64_t j = 0; j < 6; ++j) on.push_back(sum(abs(xv.grad().select(1, j))).item() > 0.0);
+    return on;
+  };
+  EXPECT_EQ(depends_on(0), (std::vector<bool>{true, true, true, true, true, true}));
+  EXPECT_EQ(depends_on(5), (std::vector<bool>{true, false, false, false, true, true}));
+}
+
 TEST(AttentionPattern, BlockDiagonalCopies) {
   Tensor p = attention_pattern(local(2, true), 3, DType::kF64);
   Tensor big = block_diagonal_pattern(p, 3);

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "autograd/autograd.h"
+#include "models/attention.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/sparsity_builder.h"
 #include "tensor/generator.h"
@@ -126,6 +127,31 @@ TEST(Zoo, VisionTransformerSparseAttentionMeanPool) {
   EXPECT_EQ(vit->parameter("pos_embed").shape(), (Shape{1, 16, 32}));
   Variable x(images(4, 14));
   expect_drops(train(*vit, x, labels(4, 10, 15), 0.05), 0.7);
+}
+
+// With a class token and a sparse pattern the class token is global (it
+// attends to and is attended by every token); mean pooling and dense
+// attention leave the pattern as it is.
+TEST(Zoo, VisionTransformerClassTokenIsGlobal) {
+  auto pattern_of = [](Module& vit, const char* block) {
+    return dynamic_cast<MultiheadAttention&>(vit.submodule(str_cat("blocks.", block, ".attn"))).pattern();
+  };
+  auto vit = make_model(
+      {"vit",
+       {{"seed", int64_t{16}}, {"attention", std::string("block")}, {"block", int64_t{4}}, {"dim", int64_t{32}}}});
+  for (const char* b : {"0", "1"}) {
+    const AttentionPattern p = pattern_of(*vit, b);
+    EXPECT_EQ(p.kind, AttentionPattern::Kind::kBlock);
+    EXPECT_EQ(p.global_tokens, 1);
+    EXPECT_EQ(p.describe(), "block(block=4, global=1)");
+  }
+  Variable x(images(4, 17));
+  expect_drops(train(*vit, x, labels(4, 10, 18), 0.05), 0.7);
+  auto local = make_model({"vit", {{"attention", std::string("local")}, {"pool", std::string("cls")}}});
+  EXPECT_EQ(pattern_of(*local, "0").global_tokens, 1);
+  auto mean_pool = make_model({"vit", {{"attention", std::string("block")}, {"pool", std::string("mean")}}});
+  EXPECT_EQ(pattern_of(*mean_pool, "0").global_tokens, 0);
+  EXPECT_EQ(pattern_of(*make_model({"vit", {}}), "0").global_tokens, 0);  // dense: nothing to add
 }
 
 Tensor tokens(int64_t n, int64_t t, int64_t vocab, uint64_t seed) {

@@ -10,8 +10,9 @@ Models, as bench train builds them:
             masked: the three HxH weights
   lenet300  LeNet-300-100 (784-300-100-10, ReLU), batch 128 (configs/lenet300_rigl_90.yaml); masked: fc1..fc3
   vit       configs/vit_sparse_attention.yaml's ViT (28x28x1 images, 7x7 patches, a class token, dim 64, depth 2,
-            4 heads, MLP 256 with GELU, pre-norm blocks, block attention of 4 tokens), batch 128; attention through
-            F.scaled_dot_product_attention with the block pattern as a boolean mask; masked: blocks.*.mlp.fc1/fc2
+            4 heads, MLP 256 with GELU, pre-norm blocks, block attention of 4 tokens with the class token global:
+            it attends to and is attended by every token, as the zoo's vit makes it), batch 128; attention through
+            F.scaled_dot_product_attention with that pattern as a boolean mask; masked: blocks.*.mlp.fc1/fc2
   gpt       the zoo's GPT decoder (byte-level LM of the Linux-doc jobs): vocab 256, context 512, dim 1024, 8 layers,
             16 heads, MLP 4 x dim with exact (erf) GELU, pre-norm blocks (LayerNorm eps 1e-5), causal attention
             through F.scaled_dot_product_attention(is_causal=True) (so PyTorch takes its flash kernel in bf16),
@@ -208,7 +209,11 @@ class Block(nn.Module):
 
 
 class ViT(nn.Module):
-    """vit_sparse_attention.yaml's model: 7x7 patches of a 28x28x1 image, class token, 2 blocks, head on the token."""
+    """vit_sparse_attention.yaml's model: 7x7 patches of a 28x28x1 image, class token, 2 blocks, head on the token.
+
+    Attention keeps the keys in the query's diagonal block of `block` tokens, and the class token (token 0) is
+    global (AttentionPattern::global_tokens 1 in the zoo): row 0 and column 0 of the mask are all true.
+    """
 
     def __init__(self, device, image=28, patch=7, dim=64, depth=2, heads=4, hidden=256, block=4):
         super().__init__()
@@ -218,7 +223,9 @@ class ViT(nn.Module):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(torch.randn(1, tokens, dim) * 0.02)
         i = torch.arange(tokens)
-        attn_mask = (i[:, None] // block == i[None, :] // block).to(device)  # keys in the query's diagonal block
+        attn_mask = i[:, None] // block == i[None, :] // block  # keys in the query's diagonal block
+        attn_mask |= (i[:, None] == 0) | (i[None, :] == 0)  # the class token attends and is attended globally
+        attn_mask = attn_mask.to(device)
         self.blocks = nn.ModuleList(Block(dim, heads, hidden, attn_mask) for _ in range(depth))
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, CLASSES)

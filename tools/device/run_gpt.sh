@@ -70,7 +70,7 @@ case "$what" in
       [[ -n $ckpt ]] || { say "$job: no checkpoint"; continue; }
       say "$job: $ckpt; the trainer's last eval: $(grep '"kind":"eval"' runs/$job/metrics.jsonl | tail -1)"
       PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/eval_gpt_torch.py "$ckpt" --corpus $CORPUS/_sources \
-        --max-batches 16 --device cuda 2>&1 | tail -3 | tee -a "$SUMMARY"
+        --max-batches 16 --batch 32 --device cuda 2>&1 | tail -3 | tee -a "$SUMMARY"
     done
     ;;
   *) say "unknown step '$what' (bench, train JOB..., eval JOB...)"; exit 2 ;;

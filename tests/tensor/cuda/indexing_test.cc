@@ -1,4 +1,5 @@
 // CPU parity of index_select, gather and scatter_add, and their range checks.
+#include "tensor/ops.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
 
 namespace coppice {
@@ -118,7 +119,7 @@ TEST(CudaEmbeddingBackwardTest, MatchesTheCpu) {
     const Tensor want = embedding_backward(g, index, 50);
     const Tensor got = embedding_backward(g.to(gpu()), index.to(gpu()), 50);
     const Tol tol = t == DType::kBF16 || t == DType::kF16 ? math_tol(t) : Tol{1e-12, 1e-12};
-    expect_match(got.to(Device::cpu()), want, tol.rtol, tol.atol, dtype_name(t));
+    expect_match(got.to(Device::cpu()), want, tol.rtol, tol.atol, std::string(dtype_name(t)));
   }
   const Tensor bad = make({2}, {1, 50}, DType::kI64).to(gpu());
   expect_error(
