@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -87,6 +88,14 @@ AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor
 // them out (qkv[:, :, 0] is q): out [B, T, H, d], and the gradient dqkv of
 // qkv's shape, written by the kernels in place, so that a transformer's
 // attention needs no permuted copies either way.
+// The input formats a device registers its attention kernels under: `dense`
+// operands, then the layout's four index tensors ("dense") or none ("none").
+inline std::vector<std::string> attention_kernel_formats(int dense, bool layout) {
+  std::vector<std::string> f(static_cast<size_t>(dense), "dense");
+  f.insert(f.end(), 4, layout ? "dense" : "none");
+  return f;
+}
+
 AttentionOutput attention_forward_packed(const Tensor& qkv, double scale, const AttentionMask& mask);
 Tensor attention_backward_packed(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
                                  double scale, const AttentionMask& mask);

@@ -2,6 +2,8 @@
 // in a row buffer, in the compute dtype (f32 for bf16/f16). The CUDA kernels'
 // twin and the ground truth of their parity tests, and the float64 route that
 // gradcheck differentiates.
+#include "tensor/attention.h"
+
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -180,16 +182,14 @@ std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attr
   return {in[6], in[7], in[8]};
 }
 
-// With a block layout (its four index tensors) and without ("none").
-std::vector<std::string> formats(int dense, bool layout) {
-  std::vector<std::string> f(static_cast<size_t>(dense), "dense");
-  f.insert(f.end(), 4, layout ? "dense" : "none");
-  return f;
-}
-const KernelRegistrar forward_reg("attention_forward", DeviceType::kCpu, formats(3, false), attention_forward);
-const KernelRegistrar forward_layout_reg("attention_forward", DeviceType::kCpu, formats(3, true), attention_forward);
-const KernelRegistrar backward_reg("attention_backward", DeviceType::kCpu, formats(9, false), attention_backward);
-const KernelRegistrar backward_layout_reg("attention_backward", DeviceType::kCpu, formats(9, true), attention_backward);
+const KernelRegistrar forward_reg("attention_forward", DeviceType::kCpu, attention_kernel_formats(3, false),
+                                  attention_forward);
+const KernelRegistrar forward_layout_reg("attention_forward", DeviceType::kCpu, attention_kernel_formats(3, true),
+                                         attention_forward);
+const KernelRegistrar backward_reg("attention_backward", DeviceType::kCpu, attention_kernel_formats(9, false),
+                                   attention_backward);
+const KernelRegistrar backward_layout_reg("attention_backward", DeviceType::kCpu, attention_kernel_formats(9, true),
+                                          attention_backward);
 
 }  // namespace
 }  // namespace coppice::cpu

@@ -36,9 +36,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensor/attention.h"
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
+#include "tensor/cuda/mma_sync.cuh"
 #include "tensor/dispatcher.h"
 
 namespace coppice::cuda {
@@ -101,38 +103,6 @@ struct StepWalk {
 
 // ---- tensor-core fragments --------------------------------------------------------------------
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-
-template <typename T>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
 // Two floats as one register of T (lo in the low half: the lower column).
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
@@ -143,16 +113,6 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<uint32_t*>(&v);
   }
-}
-
-// 16 bytes global -> shared, asynchronously; zeros where !valid.
-__device__ __forceinline__ void copy16_async(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wait_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Shapes of the tiled kernels: head size D, rows staged with a pitch of D + 8
@@ -185,7 +145,7 @@ template <int KS, int P, typename T>
 __device__ __forceinline__ void load_a(uint32_t (&a)[KS][4], const T* rows, int lane) {
   const T* p = rows + (lane % 16) * P + (lane / 16) * 8;
 #pragma unroll
-  for (int ks = 0; ks < KS; ++ks) ldsm_x4(a[ks], p + ks * 16);
+  for (int ks = 0; ks < KS; ++ks) ldmatrix_x4<false>(a[ks], p + ks * 16);
 }
 
 // acc[NT] (16 x 8NT) += A (16 x 16KS) B, where B[k][n] = bs[n][k] (B's rows
@@ -198,9 +158,9 @@ __device__ __forceinline__ void mma_nk(float (&acc)[NT][4], const uint32_t (&a)[
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       uint32_t b[4];
-      ldsm_x4(b, p + np * 16 * P + ks * 16);
-      mma16816<T>(acc[2 * np], a[ks], b[0], b[1]);
-      mma16816<T>(acc[2 * np + 1], a[ks], b[2], b[3]);
+      ldmatrix_x4<false>(b, p + np * 16 * P + ks * 16);
+      mma_16816<T>(acc[2 * np], a[ks], b[0], b[1]);
+      mma_16816<T>(acc[2 * np + 1], a[ks], b[2], b[3]);
     }
   }
 }
@@ -214,9 +174,9 @@ __device__ __forceinline__ void mma_kn(float (&acc)[NT][4], const uint32_t (&a)[
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       uint32_t b[4];
-      ldsm_x4_trans(b, p + ks * 16 * P + np * 16);
-      mma16816<T>(acc[2 * np], a[ks], b[0], b[1]);
-      mma16816<T>(acc[2 * np + 1], a[ks], b[2], b[3]);
+      ldmatrix_x4<true>(b, p + ks * 16 * P + np * 16);
+      mma_16816<T>(acc[2 * np], a[ks], b[0], b[1]);
+      mma_16816<T>(acc[2 * np + 1], a[ks], b[2], b[3]);
     }
   }
 }
@@ -1076,16 +1036,14 @@ std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attr
   return {dq, dk, dv};
 }
 
-// With a block layout (its four index tensors) and without ("none").
-std::vector<std::string> formats(int dense, bool layout) {
-  std::vector<std::string> f(static_cast<size_t>(dense), "dense");
-  f.insert(f.end(), 4, layout ? "dense" : "none");
-  return f;
-}
-const KernelRegistrar kForward("attention_forward", DeviceType::kCuda, formats(3, false), attention_forward);
-const KernelRegistrar kForwardLayout("attention_forward", DeviceType::kCuda, formats(3, true), attention_forward);
-const KernelRegistrar kBackward("attention_backward", DeviceType::kCuda, formats(9, false), attention_backward);
-const KernelRegistrar kBackwardLayout("attention_backward", DeviceType::kCuda, formats(9, true), attention_backward);
+const KernelRegistrar kForward("attention_forward", DeviceType::kCuda, attention_kernel_formats(3, false),
+                               attention_forward);
+const KernelRegistrar kForwardLayout("attention_forward", DeviceType::kCuda, attention_kernel_formats(3, true),
+                                     attention_forward);
+const KernelRegistrar kBackward("attention_backward", DeviceType::kCuda, attention_kernel_formats(9, false),
+                                attention_backward);
+const KernelRegistrar kBackwardLayout("attention_backward", DeviceType::kCuda, attention_kernel_formats(9, true),
+                                      attention_backward);
 
 }  // namespace
 }  // namespace coppice::cuda
