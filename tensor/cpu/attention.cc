@@ -85,7 +85,8 @@ Sizes sizes_of(const Tensor& q) {
 std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(in.size() == 7, "attention_forward: expected 7 inputs, got ", in.size());
   const Tensor &q = in[0], &k = in[1], &v = in[2];
-  const auto [n, t, d] = sizes_of(q);
+  const Sizes z = sizes_of(q);
+  const int64_t n = z.n, t = z.t, d = z.d;  // plain locals: C++17 lambdas cannot capture bindings
   const double scale = attrs.get_double("scale");
   const VisibleKeys keys(in, 3, attrs, t);
   Tensor out = Tensor::empty(q.shape(), q.options());
@@ -132,7 +133,8 @@ std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs
 std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(in.size() == 13, "attention_backward: expected 13 inputs, got ", in.size());
   const Tensor &q = in[0], &k = in[1], &v = in[2], &out = in[3], &lse = in[4], &dout = in[5];
-  const auto [n, t, d] = sizes_of(q);
+  const Sizes z = sizes_of(q);
+  const int64_t n = z.n, t = z.t, d = z.d;  // plain locals: C++17 lambdas cannot capture bindings
   const double scale = attrs.get_double("scale");
   const VisibleKeys keys(in, 9, attrs, t);
   dispatch_floating(q.dtype(), "attention_backward", [&](auto tag) {
