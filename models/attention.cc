@@ -17,16 +17,7 @@ MultiheadAttention::MultiheadAttention(int64_t dim, int64_t heads, const Attenti
     : Module("MultiheadAttention"), dim_(dim), heads_(heads), pattern_(pattern) {
   COPPICE_CHECK(dim > 0 && heads > 0 && dim % heads == 0, "MultiheadAttention: dim (", dim,
                 ") must be a positive multiple of heads (", heads, ")");
-  if (pattern.kind == AttentionPattern::Kind::kLocal) {
-    COPPICE_CHECK(pattern.window > 0, "MultiheadAttention: a local pattern needs window > 0");
-  }
-  if (pattern.kind == AttentionPattern::Kind::kBlock) {
-    COPPICE_CHECK(pattern.block > 0, "MultiheadAttention: a block pattern needs block > 0");
-  }
-  if (pattern.kind == AttentionPattern::Kind::kBlockSparse) {
-    COPPICE_CHECK(pattern.block > 0 && pattern.window > 0 && pattern.stride >= 0,
-                  "MultiheadAttention: a block_sparse pattern needs block > 0, window > 0 and stride >= 0");
-  }
+  check_attention_pattern(pattern);
   qkv_ = register_module("qkv", std::make_shared<Linear>(dim, 3 * dim, true, options, gen));
   proj_ = register_module("proj", std::make_shared<Linear>(dim, dim, true, options, gen));
   if (dropout > 0.0) attn_drop_ = register_module("attn_drop", std::make_shared<Dropout>(dropout, 0x5eed));
@@ -44,7 +35,7 @@ const Tensor& MultiheadAttention::cached_pattern(int64_t t, int64_t copies, Tens
   return it->second;
 }
 
-Variable MultiheadAttention::attend_fused(const Variable& qkv, int64_t t) {
+Variable MultiheadAttention::attend_fused(const Variable& qkv, int64_t t, double scale) {
   AttentionMask mask{pattern_.causal, {}};
   if (pattern_.kind == AttentionPattern::Kind::kBlockSparse) {
     const Device device = qkv.value().device();
@@ -56,12 +47,12 @@ Variable MultiheadAttention::attend_fused(const Variable& qkv, int64_t t) {
     }
     mask.layout = it->second;
   }
-  const double scale = 1.0 / std::sqrt(static_cast<double>(qkv.size(4)));
   return attention_packed(qkv, scale, mask);
 }
 
-Variable MultiheadAttention::attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t) {
-  Variable scores = mul(bmm(q, transpose(k, 1, 2)), 1.0 / std::sqrt(static_cast<double>(q.size(2))));  // [BH, T, T]
+Variable MultiheadAttention::attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t,
+                                          double scale) {
+  Variable scores = mul(bmm(q, transpose(k, 1, 2)), scale);  // [BH, T, T]
   if (pattern_.causal || pattern_.kind == AttentionPattern::Kind::kBlockSparse) {
     const Tensor& mask = cached_pattern(t, 1, q.value().options());
     Tensor cond = mask.unsqueeze(0).expand(scores.shape());
@@ -90,16 +81,16 @@ Variable MultiheadAttention::forward(const Variable& x) {
   return run_op({x}, [this](const std::vector<Variable>& in) {
     const Variable& xin = in[0];
     const int64_t b = xin.size(0), t = xin.size(1), dh = dim_ / heads_;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
     Variable qkv = reshape(qkv_->forward(xin), {b, t, 3, heads_, dh});  // a view
     const bool dropping = attn_drop_ && attn_drop_->is_training();
     if (!pattern_.is_sparse() && !dropping) {
       // Fused, straight from the projection's layout: no permuted copy either way.
-      return proj_->forward(reshape(attend_fused(qkv, t), {b, t, dim_}));
+      return proj_->forward(reshape(attend_fused(qkv, t, scale), {b, t, dim_}));
     }
     qkv = reshape(permute(qkv, {2, 0, 3, 1, 4}), {3, b * heads_, t, dh});
     Variable q = select(qkv, 0, 0), k = select(qkv, 0, 1), v = select(qkv, 0, 2);
-    Variable o = pattern_.is_sparse() ? attend_sparse(mul(q, 1.0 / std::sqrt(static_cast<double>(dh))), k, v, t)
-                                      : attend_dense(q, k, v, t);  // [BH, T, dh]
+    Variable o = pattern_.is_sparse() ? attend_sparse(mul(q, scale), k, v, t) : attend_dense(q, k, v, t, scale);
     o = reshape(permute(reshape(o, {b, heads_, t, dh}), {0, 2, 1, 3}), {b, t, dim_});
     return proj_->forward(o);
   });

@@ -40,8 +40,8 @@ class MultiheadAttention : public Module {
   const AttentionPattern& pattern() const { return pattern_; }
 
  private:
-  Variable attend_fused(const Variable& qkv, int64_t t);  // qkv [B, T, 3, H, dh] -> [B, T, H, dh]
-  Variable attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t);
+  Variable attend_fused(const Variable& qkv, int64_t t, double scale);  // qkv [B, T, 3, H, dh] -> [B, T, H, dh]
+  Variable attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t, double scale);
   Variable attend_sparse(const Variable& q, const Variable& k, const Variable& v, int64_t t);
   // The CSR pattern for `copies` (batch, head) pairs of T tokens, or the
   // dense bool mask [T, T]; built once per key.

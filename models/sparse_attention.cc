@@ -31,7 +31,9 @@ bool attends(const AttentionPattern& p, int64_t i, int64_t j) {
   return false;
 }
 
-void check_pattern(const AttentionPattern& p) {
+}  // namespace
+
+void check_attention_pattern(const AttentionPattern& p) {
   COPPICE_CHECK(p.kind != AttentionPattern::Kind::kLocal || p.window > 0,
                 "attention pattern: local needs window > 0, got ", p.window);
   COPPICE_CHECK(p.kind != AttentionPattern::Kind::kBlock || p.block > 0,
@@ -44,6 +46,8 @@ void check_pattern(const AttentionPattern& p) {
                 "attention pattern: block_sparse does not take global_tokens (got ", p.global_tokens,
                 "): its kernels keep whole blocks of ", p.block, " tokens, not one token's row and column");
 }
+
+namespace {
 
 const CompressedImpl& csr_of(const Tensor& t, const char* op) {
   COPPICE_CHECK(t.defined() && t.layout() == Layout::kCsr, op, ": expected a CSR tensor, got format '",
@@ -87,7 +91,7 @@ AttentionPattern::Kind attention_kind_from_name(const std::string& name) {
 std::vector<bool> block_sparse_keep(const AttentionPattern& p, int64_t tokens) {
   COPPICE_CHECK(p.kind == AttentionPattern::Kind::kBlockSparse,
                 "block_sparse_keep: not a block_sparse pattern: ", p.describe());
-  check_pattern(p);
+  check_attention_pattern(p);
   COPPICE_CHECK(tokens > 0, "block_sparse_keep: tokens must be positive, got ", tokens);
   const int64_t blocks = (tokens + p.block - 1) / p.block;
   std::vector<bool> keep(static_cast<size_t>(blocks * blocks));
@@ -100,7 +104,7 @@ std::vector<bool> block_sparse_keep(const AttentionPattern& p, int64_t tokens) {
 }
 
 Tensor attention_mask(const AttentionPattern& p, int64_t tokens, Device device) {
-  check_pattern(p);
+  check_attention_pattern(p);
   COPPICE_CHECK(tokens > 0, "attention_mask: tokens must be positive, got ", tokens);
   std::vector<uint8_t> m(static_cast<size_t>(tokens * tokens));
   for (int64_t i = 0; i < tokens; ++i) {
@@ -110,7 +114,7 @@ Tensor attention_mask(const AttentionPattern& p, int64_t tokens, Device device) 
 }
 
 Tensor attention_pattern(const AttentionPattern& p, int64_t tokens, TensorOptions options) {
-  check_pattern(p);
+  check_attention_pattern(p);
   COPPICE_CHECK(tokens > 0, "attention_pattern: tokens must be positive, got ", tokens);
   std::vector<int32_t> crow{0}, col;
   for (int64_t i = 0; i < tokens; ++i) {

@@ -57,6 +57,11 @@ struct AttentionPattern {
 // > 0 (see AttentionPattern::global_tokens).
 std::vector<bool> block_sparse_keep(const AttentionPattern& p, int64_t tokens);
 
+// Throws coppice::Error naming what a pattern lacks (a local window, a block
+// size, a block_sparse stride, a global token count); every builder below
+// checks its pattern with it.
+void check_attention_pattern(const AttentionPattern& p);
+
 // Parses "dense", "local", "block" or "block_sparse" (throws listing the known kinds).
 AttentionPattern::Kind attention_kind_from_name(const std::string& name);
 

@@ -50,13 +50,6 @@ __device__ inline C warp_max(C m) {
   return m;
 }
 
-template <typename C>
-__device__ inline C warp_sum(C s) {
-#pragma unroll
-  for (int d = kWarp / 2; d > 0; d /= 2) s += __shfl_xor_sync(kFull, s, d);
-  return s;
-}
-
 template <typename T>
 __global__ void row_softmax_kernel(const int32_t* __restrict__ crow, int64_t rows, const T* __restrict__ x,
                                    T* __restrict__ y) {

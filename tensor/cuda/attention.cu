@@ -41,6 +41,7 @@
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/mma_sync.cuh"
+#include "tensor/cuda/warp.cuh"
 #include "tensor/dispatcher.h"
 
 namespace coppice::cuda {
@@ -84,6 +85,13 @@ struct RangeWalk {
     return false;
   }
 };
+
+// fn(lo, hi) for each of the walk's ranges, in order.
+template <typename Fn>
+__device__ void for_each_range(RangeWalk walk, Fn&& fn) {
+  int64_t lo, hi;
+  while (walk.next(lo, hi)) fn(lo, hi);
+}
 
 // Steps of `step` tokens over a RangeWalk's ranges (whose starts are multiples of step).
 struct StepWalk {
@@ -374,7 +382,7 @@ __global__ void attention_delta_kernel(const T* dout, const T* out, HeadStrides 
     const int64_t at = head_offset(s, row / t, heads) + (row % t) * s.token;
     float sum = 0.f;
     for (int64_t c = lane; c < d; c += 32) sum += convert<float>(dout[at + c]) * convert<float>(out[at + c]);
-    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    sum = warp_sum(sum);
     if (lane == 0) delta[row] = sum;
   }
 }
@@ -647,37 +655,27 @@ __global__ void __launch_bounds__(kRowThreads) rows_forward_kernel(RowArgs<T, L>
   const T* qi = a.row(a.q, a.sq, n, i);
   const RangeWalk keys(a.row_ptr, a.col_idx, a.block > 0 ? i / a.block : 0, a.block, 0, a.causal ? i + 1 : t);
   C m = -INFINITY;
-  {
-    RangeWalk w = keys;
-    int64_t lo, hi;
-    while (w.next(lo, hi)) {
-      for (int64_t j = lo + threadIdx.x; j < hi; j += kRowThreads) {
-        s[j] = C(a.scale) * dot_row<C>(qi, a.row(a.k, a.sk, n, j), d);
-        m = s[j] > m ? s[j] : m;
-      }
+  for_each_range(keys, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo + threadIdx.x; j < hi; j += kRowThreads) {
+      s[j] = C(a.scale) * dot_row<C>(qi, a.row(a.k, a.sk, n, j), d);
+      m = s[j] > m ? s[j] : m;
     }
-  }
+  });
   m = block_reduce(m, scratch, true);
   C l = 0;
-  {
-    RangeWalk w = keys;
-    int64_t lo, hi;
-    while (w.next(lo, hi)) {
-      for (int64_t j = lo + threadIdx.x; j < hi; j += kRowThreads) {
-        s[j] = exp(s[j] - m);
-        l += s[j];
-      }
+  for_each_range(keys, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo + threadIdx.x; j < hi; j += kRowThreads) {
+      s[j] = exp(s[j] - m);
+      l += s[j];
     }
-  }
+  });
   l = block_reduce(l, scratch, false);  // its first __syncthreads also publishes s
   T* oi = a.row(a.o, a.so, n, i);
   for (int64_t c = threadIdx.x; c < d; c += kRowThreads) {
     C acc = 0;
-    RangeWalk w = keys;
-    int64_t lo, hi;
-    while (w.next(lo, hi)) {
+    for_each_range(keys, [&](int64_t lo, int64_t hi) {
       for (int64_t j = lo; j < hi; ++j) acc += s[j] * convert<C>(a.row(a.v, a.sv, n, j)[c]);
-    }
+    });
     oi[c] = convert<T>(l > C(0) ? acc / l : C(0));
   }
   if (threadIdx.x == 0) a.lse[n * t + i] = L(l > C(0) ? m + log(l) : C(-INFINITY));
@@ -694,25 +692,19 @@ __global__ void __launch_bounds__(kRowThreads) rows_dq_kernel(RowArgs<T, L> a, c
   const C dli = delta[n * t + i];
   const bool seen = li > C(-INFINITY);
   const RangeWalk keys(a.row_ptr, a.col_idx, a.block > 0 ? i / a.block : 0, a.block, 0, a.causal ? i + 1 : t);
-  {
-    RangeWalk w = keys;
-    int64_t lo, hi;
-    while (w.next(lo, hi)) {
-      for (int64_t j = lo + threadIdx.x; j < hi; j += kRowThreads) {
-        const C p = seen ? exp(C(a.scale) * dot_row<C>(qi, a.row(a.k, a.sk, n, j), d) - li) : C(0);
-        ds[j] = p * (dot_row<C>(di, a.row(a.v, a.sv, n, j), d) - dli);
-      }
+  for_each_range(keys, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo + threadIdx.x; j < hi; j += kRowThreads) {
+      const C p = seen ? exp(C(a.scale) * dot_row<C>(qi, a.row(a.k, a.sk, n, j), d) - li) : C(0);
+      ds[j] = p * (dot_row<C>(di, a.row(a.v, a.sv, n, j), d) - dli);
     }
-  }
+  });
   __syncthreads();
   T* dqi = a.row(a.dq, a.sdq, n, i);
   for (int64_t c = threadIdx.x; c < d; c += kRowThreads) {
     C acc = 0;
-    RangeWalk w = keys;
-    int64_t lo, hi;
-    while (w.next(lo, hi)) {
+    for_each_range(keys, [&](int64_t lo, int64_t hi) {
       for (int64_t j = lo; j < hi; ++j) acc += ds[j] * convert<C>(a.row(a.k, a.sk, n, j)[c]);
-    }
+    });
     dqi[c] = convert<T>(C(a.scale) * acc);
   }
 }
@@ -726,30 +718,24 @@ __global__ void __launch_bounds__(kRowThreads) rows_dkdv_kernel(RowArgs<T, L> a,
   C* ds = p + t;
   const T *kj = a.row(a.k, a.sk, n, j), *vj = a.row(a.v, a.sv, n, j);
   const RangeWalk queries(a.col_ptr, a.row_idx, a.block > 0 ? j / a.block : 0, a.block, a.causal ? j : 0, t);
-  {
-    RangeWalk w = queries;
-    int64_t lo, hi;
-    while (w.next(lo, hi)) {
-      for (int64_t i = lo + threadIdx.x; i < hi; i += kRowThreads) {
-        const C li = C(a.lse[n * t + i]);
-        const C pi = li > C(-INFINITY) ? exp(C(a.scale) * dot_row<C>(a.row(a.q, a.sq, n, i), kj, d) - li) : C(0);
-        p[i] = pi;
-        ds[i] = pi * (dot_row<C>(a.row(a.dout, a.so, n, i), vj, d) - delta[n * t + i]);
-      }
+  for_each_range(queries, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo + threadIdx.x; i < hi; i += kRowThreads) {
+      const C li = C(a.lse[n * t + i]);
+      const C pi = li > C(-INFINITY) ? exp(C(a.scale) * dot_row<C>(a.row(a.q, a.sq, n, i), kj, d) - li) : C(0);
+      p[i] = pi;
+      ds[i] = pi * (dot_row<C>(a.row(a.dout, a.so, n, i), vj, d) - delta[n * t + i]);
     }
-  }
+  });
   __syncthreads();
   T *dkj = a.row(a.dk, a.sdk, n, j), *dvj = a.row(a.dv, a.sdv, n, j);
   for (int64_t c = threadIdx.x; c < d; c += kRowThreads) {
     C gk = 0, gv = 0;
-    RangeWalk w = queries;
-    int64_t lo, hi;
-    while (w.next(lo, hi)) {
+    for_each_range(queries, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         gv += p[i] * convert<C>(a.row(a.dout, a.so, n, i)[c]);
         gk += ds[i] * convert<C>(a.row(a.q, a.sq, n, i)[c]);
       }
-    }
+    });
     dkj[c] = convert<T>(C(a.scale) * gk);
     dvj[c] = convert<T>(gv);
   }

@@ -14,6 +14,7 @@
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/index_check.cuh"
 #include "tensor/cuda/launch.cuh"
+#include "tensor/cuda/warp.cuh"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
 
@@ -29,12 +30,6 @@ __device__ C warp_max(C v) {
     const C o = __shfl_xor_sync(0xffffffffu, v, d);
     v = o > v ? o : v;
   }
-  return v;
-}
-
-template <typename C>
-__device__ C warp_sum(C v) {
-  for (int d = 16; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffu, v, d);
   return v;
 }
 

@@ -18,6 +18,7 @@
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/device_math.cuh"
 #include "tensor/cuda/launch.cuh"
+#include "tensor/cuda/warp.cuh"
 #include "tensor/dispatcher.h"
 
 namespace coppice::cuda {
@@ -26,12 +27,6 @@ namespace {
 constexpr int kRowsPerBlock = 8;  // one warp each
 constexpr int kRowThreads = kRowsPerBlock * 32;
 constexpr int64_t kChunkRows = 256;  // rows per partial column sum
-
-template <typename C>
-__device__ C warp_sum(C v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 template <typename T, typename C = compute_t<T>>
 __device__ void row_stats(const T* x, int64_t d, double eps, C& mean, C& rstd) {

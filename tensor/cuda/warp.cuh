@@ -22,4 +22,13 @@ __device__ inline V shfl_down(V v, int delta) {
   }
 }
 
+// The sum of v over the warp, on every lane (a butterfly of __shfl_xor_sync:
+// the same order, so the same bits, on every lane and every run).
+template <typename C>
+__device__ inline C warp_sum(C v) {
+#pragma unroll
+  for (int d = kWarp / 2; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffu, v, d);
+  return v;
+}
+
 }  // namespace coppice::cuda
