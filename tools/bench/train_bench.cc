@@ -65,6 +65,7 @@
 #include "tools/bench/suites.h"
 #include "tools/bench/train_step_util.h"
 #include "train/config.h"
+#include "train/evaluate.h"
 #include "train/graph_step.h"
 #include "train/mixed_precision.h"
 
@@ -250,12 +251,8 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
 
   Tensor last_loss;
   auto forward_backward = [&](const Tensor& inputs, const Tensor& targets) {
-    Variable logits = logits_for_loss((*m.module)(Variable(inputs)));
-    Tensor flat_targets = targets;
-    if (logits.dim() > 2) {  // a language model's [N, T, vocab]: every position is an example
-      logits = reshape(logits, {-1, logits.size(logits.dim() - 1)});
-      flat_targets = targets.reshape({-1});
-    }
+    // A language model's [N, T, vocab] logits: every position an example, as the trainer counts them.
+    const auto [logits, flat_targets] = flatten_for_loss(logits_for_loss((*m.module)(Variable(inputs))), targets);
     const Variable loss = cross_entropy(logits, flat_targets);
     loss.backward();
     return StepOutputs{loss.value(), logits.value(), flat_targets};
