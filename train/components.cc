@@ -23,4 +23,11 @@ int64_t total_training_steps(const TrainComponents& c) {
   return checked_mul(c.epochs, nb, [&] { return str_cat("run_training: ", c.epochs, " epochs of ", nb, " steps"); });
 }
 
+double mask_update_overhead_seconds(const TrainingSummary& s) {
+  const int64_t updates = static_cast<int64_t>(s.mask_updates.size());
+  if (updates == 0) return 0.0;
+  const double ordinary = s.ordinary_steps > 0 ? s.ordinary_step_seconds / static_cast<double>(s.ordinary_steps) : 0.0;
+  return s.update_step_seconds - static_cast<double>(updates) * ordinary;
+}
+
 }  // namespace coppice

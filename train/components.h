@@ -134,6 +134,15 @@ struct TrainingSummary {
   std::vector<double> accuracies;             // per step run (training batch)
   std::vector<int64_t> dense_gradient_steps;  // steps that materialized dense gradients
   std::vector<MaskUpdateStats> mask_updates;
+  // Wall time of the steps that changed masks (forward and backward, through
+  // the dense-gradient view where the method needs one, the optimizer step
+  // and the mask update, up to a device synchronization) and of the other
+  // steps, so that what mask updates cost is update_step_seconds minus as
+  // many ordinary steps (mask_update_overhead_seconds). Evaluations,
+  // checkpoints and logging are in neither.
+  double update_step_seconds = 0.0;
+  int64_t ordinary_steps = 0;
+  double ordinary_step_seconds = 0.0;
   std::vector<int64_t> skipped_steps;              // steps the loss scaler skipped (inf/NaN gradients)
   double final_loss_scale = 1.0;                   // the loss scaler's scale at the end (1: none)
   std::optional<EvalResult> validation;            // the last evaluation
@@ -159,6 +168,10 @@ struct TrainingSummary {
   int64_t graph_replays = 0;
   std::string graph_declined;
 };
+
+// What the run's mask updates cost beyond ordinary steps: the time of the
+// update steps minus as many mean ordinary steps (0 without updates).
+double mask_update_overhead_seconds(const TrainingSummary& summary);
 
 // The steps a run takes: components.steps, or components.epochs times the
 // train loader's batches per epoch; throws coppice::Error naming both when

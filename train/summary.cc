@@ -28,6 +28,11 @@ JsonObject summary_json(const TrainingSummary& s) {
   }
   if (s.peak_memory_bytes >= 0) o.add("peak_memory_bytes", s.peak_memory_bytes);
   o.add("time_s", s.seconds).add("samples_per_s", s.samples_per_second);
+  if (!s.mask_updates.empty()) {
+    o.add("mask_update_steps", static_cast<int64_t>(s.mask_updates.size()));
+    o.add("mask_update_step_s", s.update_step_seconds);
+    o.add("mask_update_overhead_s", mask_update_overhead_seconds(s));
+  }
   if (s.world_size > 1) {
     o.add("world_size", s.world_size).add("exchange_bytes_per_step", s.exchange_bytes_per_step);
     o.add("exchange_bytes_per_dense_step", s.exchange_bytes_per_dense_step);
@@ -75,6 +80,12 @@ std::string format_summary(const TrainingSummary& s) {
     os << "cuda graphs: " << s.graph_replays << " steps replayed, " << s.graph_captures << " captures";
     if (!s.graph_declined.empty()) os << "; off: " << s.graph_declined;
     os << "\n";
+  }
+  if (!s.mask_updates.empty()) {
+    const double overhead = mask_update_overhead_seconds(s);
+    os << "mask updates: " << s.mask_updates.size() << " steps took " << s.update_step_seconds << " s, " << overhead
+       << " s more than as many ordinary steps (" << (s.seconds > 0 ? 100.0 * overhead / s.seconds : 0.0)
+       << " % of the run)\n";
   }
   if (s.peak_memory_bytes >= 0) os << "peak CPU memory: " << s.peak_memory_bytes << " bytes\n";
   if (s.world_size > 1) {

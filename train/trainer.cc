@@ -9,6 +9,7 @@
 #include "distributed/replica_sync.h"
 #include "optim/clip.h"
 #include "sparse/sparse_impl.h"
+#include "tensor/backend.h"
 #include "tensor/checked_math.h"
 #include "tensor/dispatcher.h"
 #include "tensor/error.h"
@@ -124,6 +125,7 @@ void Trainer::report_graph_off() {
 void Trainer::begin_step(int64_t t) {
   step_ = Step{};
   step_.t = t;
+  step_.start = Clock::now();
   step_.grad_scale = scaler_ != nullptr ? scaler_->scale() : 1.0;
   // Each epoch's order is the loader's seeded one, drawn once per epoch.
   const int64_t epoch = t / nb_;
@@ -242,6 +244,8 @@ void Trainer::update_sparsity() {
   step_.mask_stats = masks_->update(step_.t, step_.dense_grads);
   summary_.mask_updates.push_back(*step_.mask_stats);
   check_masks(masks_->layers());
+  // The update's kernels finish here, not in the next step's time.
+  coppice::synchronize(c_.device);
 }
 
 // After a mask change every rank must hold the same patterns.
@@ -253,6 +257,15 @@ void Trainer::check_masks(const std::vector<std::string>& layers) {
 }
 
 void Trainer::record() {
+  // An ordinary step has waited for its kernels (measure_batch reads the
+  // loss), an update step too (update_sparsity).
+  const double step_s = seconds_since(step_.start);
+  if (step_.mask_stats) {
+    summary_.update_step_seconds += step_s;
+  } else {
+    summary_.ordinary_step_seconds += step_s;
+    ++summary_.ordinary_steps;
+  }
   if (c_.on_step_end) c_.on_step_end(step_.t);
   summary_.losses.push_back(step_.loss);
   summary_.accuracies.push_back(step_.accuracy);

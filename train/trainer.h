@@ -95,6 +95,7 @@ class Trainer {
     double accuracy = 0.0;
     double lr = 0.0;
     std::optional<MaskUpdateStats> mask_stats;
+    Clock::time_point start;  // begin_step's call
   };
 
   void prepare_graph();

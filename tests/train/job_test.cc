@@ -22,6 +22,7 @@
 #include "tests/train/train_test_util.h"
 #include "train/checkpoint_files.h"
 #include "train/config.h"
+#include "train/summary.h"
 
 namespace coppice {
 namespace {
@@ -117,6 +118,13 @@ TEST(RunJob, RigL80Percent) {
   ASSERT_EQ(s.mask_updates.size(), 5u);
   EXPECT_EQ(s.dense_gradient_steps, (std::vector<int64_t>{0, 10, 20, 30, 40}));
   EXPECT_GT(s.mask_updates[0].grown.at("fc1.weight"), 0);
+  // The update steps' time is kept apart from the ordinary steps'.
+  EXPECT_EQ(s.ordinary_steps, s.final_step - 5);
+  EXPECT_GT(s.update_step_seconds, 0.0);
+  EXPECT_GT(s.ordinary_step_seconds, 0.0);
+  EXPECT_LE(s.update_step_seconds + s.ordinary_step_seconds, s.seconds);
+  EXPECT_NE(format_summary(s).find("mask updates: 5 steps took"), std::string::npos) << format_summary(s);
+  EXPECT_NE(summary_json(s).str().find("\"mask_update_steps\":5"), std::string::npos) << summary_json(s).str();
 }
 
 TEST(RunJob, GmpPrunesToFinalDensity) {

@@ -28,7 +28,8 @@ std::string usage() {
          "       bench dp [--device cpu|cuda|all] [--batch B] [--hidden H] [--steps S] [--warmup W] [--sparsity X]\n"
          "             [--variants dense,compact,densified] [--ranks N] [--timeout-s T] [--tf32] [--json FILE]\n"
          "       bench train [--device cpu|cuda|all] [--models mlp,lenet300,vit,gpt] [--formats dense,csr,bsr,nm]\n"
-         "             [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--steps S] [--warmup W] [--config-dir D]\n"
+         "             [--sparsity X] [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--steps S] [--warmup W] "
+         "[--config-dir D]\n"
          "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--batch B] [--reps R] [--json FILE]\n"
          "       bench rigl [--device cpu|cuda|all] [--modes f32,tf32,bf16] [--sparsity X] [--hidden H] [--batch B]\n"
          "             [--steps S] [--warmup W] [--json FILE]\n"
@@ -234,6 +235,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       if (!v.ok()) return v.status();
       if (*v >= 1) return absl::InvalidArgumentError(str_cat("--sparsity: must be below 1, got ", value));
       c.sparsity = *v;
+      c.sparsity_given = true;
     } else if (flag == "--timeout-s") {
       absl::StatusOr<double> v = parse_double(flag, value);
       if (!v.ok()) return v.status();

@@ -47,6 +47,7 @@ struct Config {
   int64_t hidden = 0;                 // the MLP's width (4096 on CUDA, kDpCpuHidden on the CPU)
   int steps = 0;                      // timed steps (kDpSteps); warm-up steps: --warmup if given, else kDpWarmup
   double sparsity = 0.9;              // of the CSR weights (dp), of the BSR weights (rigl)
+  bool sparsity_given = false;        // train: --sparsity given (its csr and bsr rows at that sparsity alone)
   std::vector<std::string> variants;  // dense, compact, densified (all three by default)
   int ranks = 1;                      // ranks as threads of this process on the CPU (inproc communicator)
   double timeout_s = 120.0;           // NCCL timeout of each collective

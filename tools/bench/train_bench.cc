@@ -26,7 +26,7 @@
 //
 // Variants (--formats): dense; csr and bsr (32x32 blocks, or the largest
 // power of two that divides a weight: LeNet gets 4x4 and 2x2) at 90, 95 and
-// 98 % sparsity; nm 2:4 (its own 50 %). Only the weights named above are
+// 98 % sparsity (--sparsity X: at X alone); nm 2:4 (its own 50 %). Only the weights named above are
 // sparse; the rest stay dense.
 // Modes (--modes): f32, tf32 (set_allow_tf32 for the case; CUDA only), bf16
 // (the trainer's precision.dtype bf16: bf16 parameters and activations, f32
@@ -178,7 +178,9 @@ std::vector<Variant> variants_of(const Config& config) {
   for (const std::string& f : formats) {
     if (f == "dense") out.push_back({f, kNaN});
     if (f == "csr" || f == "bsr") {
-      for (double sp : {0.9, 0.95, 0.98}) out.push_back({f, sp});
+      const std::vector<double> sparsities =
+          config.sparsity_given ? std::vector<double>{config.sparsity} : std::vector<double>{0.9, 0.95, 0.98};
+      for (double sp : sparsities) out.push_back({f, sp});
     }
     if (f == "nm") out.push_back({f, 0.5});
   }

@@ -13,8 +13,12 @@
 #        and one profiled step of each (COPPICE_PROFILE=1);
 #        `bench attention` beside torch_reference.py attention -> attention.md.
 # train JOB...: each job's trainer run (GPT_STEPS steps when set: training.steps,
-#        the RigL end step at 3/4 of it, checkpoints at the end), its
+#        the RigL end step at 3/4 of it, checkpoints at the end; GPT_SETS: more
+#        "key=value" overrides, GPT_TAG: a suffix of the run's name), its
 #        metrics.jsonl and summary to $OUT; runs/ stays on the machine for eval.
+# breakdown: one step's GPU time by kernel (Nsight Compute, kernel_breakdown.py)
+#        for Coppice's BSR 90 % and dense steps and PyTorch's dense step
+#        -> breakdown_*.md.
 # eval JOB...: the newest checkpoint of each job's run evaluated by
 #        eval_gpt_torch.py (PyTorch), beside the trainer's last validation loss.
 set -uo pipefail
@@ -49,19 +53,46 @@ case "$what" in
     python3 $PACK/compare.py "$OUT/att_coppice.json" "$OUT/att_torch.json" > "$OUT/attention.md" 2>&1
     tee -a "$SUMMARY" < "$OUT/attention.md"
     ;;
+  breakdown)
+    ncu_step() {  # NAME STEPS COMMAND...: ncu's per-kernel log of COMMAND (with its --steps STEPS)
+      local name=$1 steps=$2
+      shift 2
+      timeout 240 ncu --csv --metrics gpu__time_duration.sum --cache-control none --clock-control none \
+        --log-file "$OUT/ncu_${name}_$steps.csv" "$@" --steps "$steps" --warmup 1 > /dev/null 2>&1 ||
+        say "ncu $name $steps: exit $?"
+    }
+    for f in bsr dense; do
+      for n in 1 2; do
+        ncu_step "coppice_$f" $n .devbin/bench train --device cuda --models gpt --formats $f --sparsity 0.9 --modes bf16
+      done
+      python3 tools/device/kernel_breakdown.py "$OUT/ncu_coppice_${f}_1.csv" "$OUT/ncu_coppice_${f}_2.csv" \
+        > "$OUT/breakdown_coppice_$f.md" 2>&1
+      say "== Coppice gpt $f (90 % where sparse), one bf16 step by kernel" && tee -a "$SUMMARY" < "$OUT/breakdown_coppice_$f.md"
+    done
+    for n in 1 2; do
+      ncu_step torch_dense $n python3 $PACK/torch_train.py --device cuda --models gpt --formats dense --modes bf16
+    done
+    python3 tools/device/kernel_breakdown.py "$OUT/ncu_torch_dense_1.csv" "$OUT/ncu_torch_dense_2.csv" \
+      > "$OUT/breakdown_torch_dense.md" 2>&1
+    say "== PyTorch gpt dense, one bf16 step by kernel" && tee -a "$SUMMARY" < "$OUT/breakdown_torch_dense.md"
+    gzip -f "$OUT"/ncu_*.csv
+    ;;
   train)
     for job in "$@"; do
-      args=(--config configs/$job.yaml --run-dir runs/$job)
+      run=$job${GPT_TAG:-}
+      args=(--config configs/$job.yaml --run-dir runs/$run --set "logging.metrics=runs/$run/metrics.jsonl"
+        --set "checkpoint.dir=runs/$run/checkpoints")
       if [[ -n ${GPT_STEPS:-} ]]; then
         args+=(--set "training.steps=$GPT_STEPS" --set "checkpoint.every_steps=$GPT_STEPS")
         [[ $job == *rigl* ]] && args+=(--set "mask_update.end_step=$((GPT_STEPS * 3 / 4))")
       fi
+      for kv in ${GPT_SETS:-}; do args+=(--set "$kv"); done
       start=$(date +%s)
-      timeout ${GPT_TIMEOUT:-560} .devbin/trainer "${args[@]}" > "$OUT/$job.log" 2> "$OUT/$job.progress" ||
-        say "$job: exit $?"
-      say "$job: $(( $(date +%s) - start )) s"
-      grep -E "^trained|^validation|^peak|^parameters" "$OUT/$job.log" | tee -a "$SUMMARY"
-      cp runs/$job/metrics.jsonl "$OUT/$job.metrics.jsonl" 2>/dev/null
+      timeout ${GPT_TIMEOUT:-560} .devbin/trainer "${args[@]}" > "$OUT/$run.log" 2> "$OUT/$run.progress" ||
+        say "$run: exit $?"
+      say "$run (${GPT_SETS:-as configured}): $(( $(date +%s) - start )) s"
+      grep -E "^trained|^validation|^peak|^parameters|^mask updates" "$OUT/$run.log" | tee -a "$SUMMARY"
+      cp runs/$run/metrics.jsonl "$OUT/$run.metrics.jsonl" 2>/dev/null
     done
     ;;
   eval)
