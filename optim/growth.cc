@@ -25,6 +25,25 @@ std::vector<int64_t> chosen_positions(const Tensor& mask, const std::vector<int6
   return out;
 }
 
+// Random growth's key of a flat position: 53 bits of the Philox block at
+// that position, from the generator keyed by (seed, purpose, step, rank).
+class PositionKeys {
+ public:
+  PositionKeys(uint64_t seed, uint64_t purpose, uint64_t step, uint64_t rank) {
+    Generator gen = Generator::keyed(seed, purpose, step, rank);
+    offset_ = gen.advance();
+    seed_ = gen.seed();
+  }
+  double operator()(int64_t position) const {
+    const philox::U32x4 v = philox::block(seed_, offset_, static_cast<uint64_t>(position));
+    const uint64_t bits = (static_cast<uint64_t>(v.x >> 5) << 26) | (v.y >> 6);  // 53 random bits
+    return static_cast<double>(bits) * (1.0 / 9007199254740992.0);
+  }
+
+ private:
+  uint64_t seed_ = 0, offset_ = 0;
+};
+
 void check_k(const std::vector<int64_t>& candidates, int64_t k, const std::string& op) {
   COPPICE_CHECK(k >= 0 && k <= static_cast<int64_t>(candidates.size()), op, ": cannot grow ", k, " of ",
                 candidates.size(), " candidate positions");
@@ -35,6 +54,9 @@ class RandomGrowth : public GrowthPolicy {
   std::string name() const override { return "random"; }
   std::vector<int64_t> grow(const GrowthInput& in) const override {
     return random_k_among(*in.candidates, in.k, in.seed, in.purpose, static_cast<uint64_t>(in.step), in.rank);
+  }
+  Tensor group_scores(const GrowthInput& in) const override {
+    return random_keys(in.param.shape(), in.seed, in.purpose, static_cast<uint64_t>(in.step), in.rank);
   }
 };
 
@@ -47,6 +69,11 @@ class GradientGrowth : public GrowthPolicy {
                   "): needs the dense gradient on update steps");
     return top_k_among(in.dense_gradient, *in.candidates, in.k, "growth 'gradient' (layer " + in.layer + ")");
   }
+  Tensor group_scores(const GrowthInput& in) const override {
+    COPPICE_CHECK(in.dense_gradient.defined(), "growth 'gradient' (layer ", in.layer,
+                  "): needs the dense gradient on update steps");
+    return abs(to_dense(in.dense_gradient));
+  }
 };
 
 class MomentumGrowth : public GrowthPolicy {
@@ -58,6 +85,11 @@ class MomentumGrowth : public GrowthPolicy {
     COPPICE_CHECK(in.momentum.defined(), "growth 'momentum' (layer ", in.layer,
                   "): needs the dense momentum on update steps");
     return top_k_among(in.momentum, *in.candidates, in.k, "growth 'momentum' (layer " + in.layer + ")");
+  }
+  Tensor group_scores(const GrowthInput& in) const override {
+    COPPICE_CHECK(in.momentum.defined(), "growth 'momentum' (layer ", in.layer,
+                  "): needs the dense momentum on update steps");
+    return abs(to_dense(in.momentum));
   }
 };
 
@@ -136,15 +168,18 @@ std::vector<int64_t> random_k_among(const std::vector<int64_t>& candidates, int6
   check_k(candidates, k, "growth 'random'");
   if (k == 0) return {};
   if (k == static_cast<int64_t>(candidates.size())) return candidates;
-  Generator gen = Generator::keyed(seed, purpose, step, rank);
-  const uint64_t offset = gen.advance();
+  const PositionKeys key(seed, purpose, step, rank);
   std::vector<double> keys(candidates.size());
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const philox::U32x4 v = philox::block(gen.seed(), offset, static_cast<uint64_t>(candidates[i]));
-    const uint64_t bits = (static_cast<uint64_t>(v.x >> 5) << 26) | (v.y >> 6);  // 53 random bits
-    keys[i] = static_cast<double>(bits) * (1.0 / 9007199254740992.0);
-  }
+  for (size_t i = 0; i < candidates.size(); ++i) keys[i] = key(candidates[i]);
   return chosen_positions(sparsify::topk_mask(from_vector(keys), k, false, "growth 'random'"), candidates);
+}
+
+Tensor random_keys(const Shape& shape, uint64_t seed, uint64_t purpose, uint64_t step, uint64_t rank) {
+  const PositionKeys key(seed, purpose, step, rank);
+  Tensor out = Tensor::empty(shape, TensorOptions(DType::kF64, Device::cpu()));
+  double* k = out.data<double>();
+  for (int64_t p = 0; p < out.numel(); ++p) k[p] = key(p);
+  return out;
 }
 
 Tensor random_mask(const Shape& shape, int64_t nnz, uint64_t seed, uint64_t purpose) {

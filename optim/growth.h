@@ -57,6 +57,16 @@ class GrowthPolicy {
   virtual bool redistributes_by_momentum() const { return false; }
   // Exactly in.k distinct positions out of *in.candidates, ascending.
   virtual std::vector<int64_t> grow(const GrowthInput& in) const = 0;
+  // One score per position (dense, the layer's shape; larger grows first),
+  // for layers that grow inside groups: an n:m layer regrows in each group
+  // as many entries as it dropped there (group_regrow.h), so a global pick
+  // of k does not do. Undefined (the default): the policy cannot grow such
+  // layers, and the updater says so. The built-ins give |dense gradient|,
+  // |momentum| and random's Philox keys.
+  virtual Tensor group_scores(const GrowthInput& in) const {
+    (void)in;
+    return Tensor();
+  }
 };
 
 using GrowthPolicyPtr = std::shared_ptr<const GrowthPolicy>;
@@ -81,6 +91,9 @@ std::vector<int64_t> top_k_among(const Tensor& scores, const std::vector<int64_t
 // draw depends only on the key and the positions.
 std::vector<int64_t> random_k_among(const std::vector<int64_t>& candidates, int64_t k, uint64_t seed, uint64_t purpose,
                                     uint64_t step, uint64_t rank);
+// The keys random_k_among ranks by, for every position of `shape` (f64 in
+// [0, 1), a CPU tensor of that shape).
+Tensor random_keys(const Shape& shape, uint64_t seed, uint64_t purpose, uint64_t step, uint64_t rank);
 
 // An initial mask for sparse training from scratch: exactly `nnz` of
 // shape's positions, uniformly at random, Philox-keyed like random growth

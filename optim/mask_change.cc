@@ -8,6 +8,7 @@
 
 #include "sparse/bsr.h"
 #include "sparse/convert.h"
+#include "sparse/nm.h"
 #include "sparse/sparse_impl.h"
 #include "sparse/stored_positions.h"
 #include "tensor/ops.h"
@@ -42,11 +43,11 @@ void check_kept_grown(const std::vector<int64_t>& old, const std::vector<int64_t
 PatternView pattern_view(const Tensor& param, std::string_view op) {
   COPPICE_CHECK(param.defined(), op, ": the parameter is undefined");
   const Layout layout = param.layout();
-  COPPICE_CHECK(layout == Layout::kCoo || layout == Layout::kCsr || layout == Layout::kCsc ||
-                    layout == Layout::kMasked || layout == Layout::kBsr || layout == Layout::kBlockedEll,
-                op, ": mask updates need a sparse parameter in coo, csr, csc, masked, bsr or blocked_ell, got ",
-                param.format(),
-                layout == Layout::kDense ? " (store the weight as \"masked\" to prune a dense one)" : "");
+  COPPICE_CHECK(
+      layout == Layout::kCoo || layout == Layout::kCsr || layout == Layout::kCsc || layout == Layout::kMasked ||
+          layout == Layout::kBsr || layout == Layout::kBlockedEll || layout == Layout::kNm,
+      op, ": mask updates need a sparse parameter in coo, csr, csc, masked, bsr, blocked_ell or nm, got ",
+      param.format(), layout == Layout::kDense ? " (store the weight as \"masked\" to prune a dense one)" : "");
   PatternView view;
   view.shape = param.shape();
   if (layout == Layout::kBsr) {
@@ -137,7 +138,10 @@ MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const st
   // The new pattern, in the parameter's own format, then its slots filled.
   const Tensor mask = mask_from_positions(old.shape, next).to(param.device());
   const bool block_format = param.layout() == Layout::kBsr || param.layout() == Layout::kBlockedEll;
-  const FormatOptions options = block_format ? FormatOptions::block(old.block_rows, old.block_cols) : FormatOptions();
+  const FormatOptions options = block_format ? FormatOptions::block(old.block_rows, old.block_cols)
+                                : param.layout() == Layout::kNm
+                                    ? FormatOptions::nm(nm_impl(param, op).n(), nm_impl(param, op).m())
+                                    : FormatOptions();
   const Tensor pattern = sparse_from_mask(zeros(old.shape, param.options()), mask, param.format(), options);
   const std::vector<int64_t> new_pos = stored_positions(pattern);
 

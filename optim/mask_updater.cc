@@ -5,7 +5,9 @@
 #include <cmath>
 #include <utility>
 
+#include "optim/group_regrow.h"
 #include "sparse/bsr.h"
+#include "sparse/nm.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/mask_ops.h"
 #include "tensor/ops.h"
@@ -297,6 +299,9 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     PatternView elements;                   // the stored entries
     PatternView view;                       // the units of the update: the entries, or the blocks of a block format
     bool bsr = false;                       // BSR with blocks above 1x1: walked block by block (elements: shape only)
+    bool nm = false;                        // n:m: regrown within its groups (group_regrow.h)
+    Tensor keys;                            // nm: the prune keys, one per value slot
+    bool magnitude = false;                 // nm: keys ranked by |key|
     std::vector<int64_t> kept, candidates;  // in units
     int64_t dropped = 0, grow = 0;
   };
@@ -321,6 +326,9 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     p.in = &in;
     if (!result.updated) continue;  // statistics only: no pattern walk on ordinary steps
     p.bsr = is_blocked_bsr(in.param);
+    p.nm = in.param.layout() == Layout::kNm;
+    COPPICE_CHECK(!p.nm || !policy_->redistributes_by_momentum(), op, ": growth '", policy_->name(),
+                  "' moves entries between layers, which an n:m layer cannot take (each group keeps its n)");
     if (p.bsr) {
       // Block by block from the block indices: a 4096² weight has 16M entries but 16K blocks.
       const BsrImpl& b = bsr_impl(in.param, op);
@@ -379,6 +387,13 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
         break;
       case PruneCriterion::kCustom: keys = config_.prune_score(in.param, step); break;
     }
+    if (p.nm) {
+      // Which entries go, and what grows, is decided group by group below.
+      p.keys = keys;
+      p.magnitude = magnitude;
+      p.dropped = p.grow = k;
+      continue;
+    }
     p.kept = select_survivors(keys, p.view, n - k, magnitude, op);
     p.dropped = k;
     p.candidates = complement(config_.allow_regrow_dropped ? p.kept : p.view.positions, numel);
@@ -436,25 +451,34 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
       g.seed = config_.seed;
       g.purpose = name_purpose(name);
       g.rank = config_.rank;
-      std::vector<int64_t> grown = p.grow > 0 ? policy_->grow(g) : std::vector<int64_t>{};
-      COPPICE_CHECK(static_cast<int64_t>(grown.size()) == p.grow, op, ": growth '", policy_->name(), "' returned ",
-                    grown.size(), " positions, expected exactly ", p.grow);
-      for (size_t j = 0; j < grown.size(); ++j) {
-        COPPICE_CHECK(std::binary_search(p.candidates.begin(), p.candidates.end(), grown[j]), op, ": growth '",
-                      policy_->name(), "' returned position ", grown[j], ", which is not a candidate");
-        COPPICE_CHECK(j == 0 || grown[j - 1] < grown[j], op, ": growth '", policy_->name(),
-                      "' must return distinct ascending positions (", grown[j - 1], " then ", grown[j], ")");
+      MaskChange change;
+      int64_t area = 1;  // a BSR change names blocks (the layer's ITOP units); others name entries
+      if (p.nm) {
+        const Tensor scores = policy_->group_scores(g);
+        COPPICE_CHECK(scores.defined(), op, ": growth '", policy_->name(),
+                      "' cannot grow inside n:m groups (it gives no group_scores); random, gradient and momentum can");
+        const GroupRegrow r = regrow_within_groups(p.view, p.keys, p.magnitude, p.dropped, nm_impl(p.in->param, op).m(),
+                                                   scores, config_.allow_regrow_dropped, op);
+        change = rebuild_pattern(p.in->param, p.view, r.kept, r.grown, config_.init, op);
+      } else {
+        std::vector<int64_t> grown = p.grow > 0 ? policy_->grow(g) : std::vector<int64_t>{};
+        COPPICE_CHECK(static_cast<int64_t>(grown.size()) == p.grow, op, ": growth '", policy_->name(), "' returned ",
+                      grown.size(), " positions, expected exactly ", p.grow);
+        for (size_t j = 0; j < grown.size(); ++j) {
+          COPPICE_CHECK(std::binary_search(p.candidates.begin(), p.candidates.end(), grown[j]), op, ": growth '",
+                        policy_->name(), "' returned position ", grown[j], ", which is not a candidate");
+          COPPICE_CHECK(j == 0 || grown[j - 1] < grown[j], op, ": growth '", policy_->name(),
+                        "' must return distinct ascending positions (", grown[j - 1], " then ", grown[j], ")");
+        }
+        change = p.bsr                  ? rebuild_bsr_blocks(p.in->param, p.view, p.kept, grown, config_.init, op)
+                 : p.elements.blocked() ? rebuild_pattern(p.in->param, p.elements, expand_blocks(p.kept, p.elements),
+                                                          expand_blocks(grown, p.elements), config_.init, op)
+                                        : rebuild_pattern(p.in->param, p.view, p.kept, grown, config_.init, op);
+        if (p.bsr) area = p.elements.block_rows * p.elements.block_cols;
       }
-      MaskChange change = p.bsr ? rebuild_bsr_blocks(p.in->param, p.view, p.kept, grown, config_.init, op)
-                          : p.elements.blocked()
-                              ? rebuild_pattern(p.in->param, p.elements, expand_blocks(p.kept, p.elements),
-                                                expand_blocks(grown, p.elements), config_.init, op)
-                              : rebuild_pattern(p.in->param, p.view, p.kept, grown, config_.init, op);
       u.param = change.param;
       u.keep_from = change.keep_from;
       u.changed = true;
-      // A BSR change names blocks (the layer's ITOP units); others name entries.
-      const int64_t area = p.bsr ? p.elements.block_rows * p.elements.block_cols : 1;
       u.dropped = static_cast<int64_t>(change.dropped.size()) * area;
       u.grown = static_cast<int64_t>(change.grown.size()) * area;
       mark_ever(l, change.grown);

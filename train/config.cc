@@ -59,6 +59,7 @@ const char* mask_method_name(MaskMethod m) {
     case MaskMethod::kStatic: return "static";
     case MaskMethod::kSet: return "set";
     case MaskMethod::kRigL: return "rigl";
+    case MaskMethod::kRigLNm: return "rigl_nm";
     case MaskMethod::kSnfs: return "snfs";
     case MaskMethod::kGmp: return "gmp";
   }
@@ -525,10 +526,11 @@ const std::vector<std::string> kRegrowKeys = {"interval", "drop_fraction", "drop
 const std::vector<std::string> kGmpKeys = {"initial_density", "final_density", "frequency"};
 
 void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& c) {
-  const std::string method = s.choice("method", "dense", {"dense", "static", "set", "rigl", "snfs", "gmp"});
-  const std::map<std::string, MaskMethod> methods = {{"dense", MaskMethod::kDense}, {"static", MaskMethod::kStatic},
-                                                     {"set", MaskMethod::kSet},     {"rigl", MaskMethod::kRigL},
-                                                     {"snfs", MaskMethod::kSnfs},   {"gmp", MaskMethod::kGmp}};
+  const std::string method = s.choice("method", "dense", {"dense", "static", "set", "rigl", "rigl_nm", "snfs", "gmp"});
+  const std::map<std::string, MaskMethod> methods = {{"dense", MaskMethod::kDense},    {"static", MaskMethod::kStatic},
+                                                     {"set", MaskMethod::kSet},        {"rigl", MaskMethod::kRigL},
+                                                     {"rigl_nm", MaskMethod::kRigLNm}, {"snfs", MaskMethod::kSnfs},
+                                                     {"gmp", MaskMethod::kGmp}};
   c.method = methods.at(method);
   if (c.method == MaskMethod::kDense || c.method == MaskMethod::kStatic) {
     std::vector<std::string> all = kRegrowKeys;
@@ -571,7 +573,9 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
   u.schedule = parse_drop_schedule(s.choice("drop_schedule", "cosine", {"constant", "cosine", "linear"}));
   u.prune = parse_prune_criterion(s.choice("prune", "magnitude", {"magnitude", "movement"}));
   u.allow_regrow_dropped = s.boolean("allow_regrow_dropped", false);
-  u.growth = c.method == MaskMethod::kSet ? "random" : c.method == MaskMethod::kRigL ? "gradient" : "momentum";
+  u.growth = c.method == MaskMethod::kSet                                       ? "random"
+             : c.method == MaskMethod::kRigL || c.method == MaskMethod::kRigLNm ? "gradient"
+                                                                                : "momentum";
   u.seed = job.seed;
   try {
     validate(u);
@@ -918,9 +922,14 @@ ValidatedJob check_against_model(JobConfig job) {
   if (job.mask_update.is_prune_and_regrow() || method == MaskMethod::kGmp) {
     for (size_t i = 0; i < sched.parameters.size(); ++i) {
       const std::string& f = sched.parameters[i].format.name;
-      if (!is_mask_changing_format(format_spec(f, "format")))
+      // n:m regrows within its groups (optim/group_regrow.h); GMP cannot keep n per group.
+      const bool nm = format_spec(f, "format").layout == Layout::kNm;
+      if (method == MaskMethod::kRigLNm && !nm)
+        bad(str_cat("sparsity.rules[", i, "].format"), "rigl_nm regrows n:m layers within their groups and needs ",
+            "format nm, got ", f, " (method rigl takes any format)");
+      if (!is_mask_changing_format(format_spec(f, "format")) && !(nm && method != MaskMethod::kGmp))
         bad(str_cat("sparsity.rules[", i, "].format"), mname, " changes masks and needs one of ",
-            str_join(mask_changing_format_names(), ", "), ", got ", f);
+            str_join(mask_changing_format_names(), ", "), method == MaskMethod::kGmp ? "" : " or nm", ", got ", f);
     }
   }
   if (method == MaskMethod::kSnfs && job.optimizer.kind == OptimizerKind::kSgd && job.optimizer.sgd.momentum <= 0.0)
@@ -939,9 +948,9 @@ void check_combinations(const JobConfig& job) {
       bad("distributed.topk_fraction", "has no effect with one rank (distributed.world_size 1); leave it 0");
     // On update steps the growth policies read gradients that the top-k
     // exchange has truncated: ranks would grow from a partial gradient.
-    if (method == MaskMethod::kRigL || method == MaskMethod::kSnfs)
+    if (method == MaskMethod::kRigL || method == MaskMethod::kRigLNm || method == MaskMethod::kSnfs)
       bad("distributed.topk_fraction", mask_method_name(method), " grows from the ",
-          method == MaskMethod::kRigL ? "dense gradient" : "momentum",
+          method == MaskMethod::kSnfs ? "momentum" : "dense gradient",
           " averaged over ranks, which the top-k exchange truncates: use 0 (exact exchange) with ",
           mask_method_name(method));
   }

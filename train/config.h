@@ -106,18 +106,22 @@ struct LrScheduleConfig {
   double warmup_start_factor = 0.0;  // lr factor at step 0 of the warm-up, in [0, 1]
 };
 
-enum class MaskMethod { kDense, kStatic, kSet, kRigL, kSnfs, kGmp };
-const char* mask_method_name(MaskMethod m);  // "dense", "static", "set", "rigl", "snfs", "gmp"
+// kRigLNm: RigL on n:m layers alone, each group regrowing what it dropped
+// (optim/group_regrow.h); set, rigl and snfs regrow n:m layers that way too,
+// beside other formats.
+enum class MaskMethod { kDense, kStatic, kSet, kRigL, kRigLNm, kSnfs, kGmp };
+const char* mask_method_name(MaskMethod m);  // "dense", "static", "set", "rigl", "rigl_nm", "snfs", "gmp"
 
 struct MaskUpdateConfig {
   MaskMethod method = MaskMethod::kDense;
-  // set / rigl / snfs: growth is "random" / "gradient" / "momentum".
+  // set / rigl, rigl_nm / snfs: growth is "random" / "gradient" / "momentum".
   MaskUpdaterConfig updater;
   // gmp
   GmpConfig gmp;
 
   bool is_prune_and_regrow() const {
-    return method == MaskMethod::kSet || method == MaskMethod::kRigL || method == MaskMethod::kSnfs;
+    return method == MaskMethod::kSet || method == MaskMethod::kRigL || method == MaskMethod::kRigLNm ||
+           method == MaskMethod::kSnfs;
   }
 };
 

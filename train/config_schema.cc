@@ -155,7 +155,8 @@ std::vector<SchemaKey> optimization_keys() {
       {"lr_schedule.warmup_start_factor", K::kDouble, "lr factor at the first warm-up step, in [0, 1] (0)"},
 
       {"mask_update", K::kSection, "how masks change (optim/mask_updater.h, optim/gmp.h)"},
-      {"mask_update.method", K::kString, "dense | static | set | rigl | snfs | gmp (dense)"},
+      {"mask_update.method", K::kString,
+       "dense | static | set | rigl | rigl_nm (RigL within the groups of nm layers) | snfs | gmp (dense)"},
       {"mask_update.start_step", K::kInt, "set/rigl/snfs/gmp: first update step, >= 0 (0)"},
       {"mask_update.end_step", K::kInt, "set/rigl/snfs/gmp: no update at or after it, > start_step (required)"},
       {"mask_update.interval", K::kInt, "set/rigl/snfs: steps between updates, >= 1 (100)"},

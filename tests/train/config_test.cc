@@ -339,8 +339,11 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: nm, n: 2, m: 4}}]}",
        "sparsity.rules[0].format: the nm sparsifier makes n:m weights; use format nm (or masked / a general format), "
        "got csr"},
-      {"rigl on nm", "sparsity: {rules: [{name: fc1.weight, format: nm}]}\nmask_update: {method: rigl, end_step: 50}",
-       "sparsity.rules[0].format: rigl changes masks and needs one of coo, csr, csc, bsr, blocked_ell, masked, got nm"},
+      {"rigl_nm on csr",
+       "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr}]}\nmask_update: {method: rigl_nm, end_step: "
+       "50}",
+       "sparsity.rules[0].format: rigl_nm regrows n:m layers within their groups and needs format nm, got csr (method "
+       "rigl takes any format)"},
       {"gmp initial below final",
        sparse.substr(0, sparse.find("  density")) + "  rules: [{name: fc1.weight, format: csr}]\n" +
            "mask_update: {method: gmp, end_step: 50, initial_density: 0.5, final_density: 0.8}",

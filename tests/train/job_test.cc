@@ -127,6 +127,26 @@ TEST(RunJob, RigL80Percent) {
   EXPECT_NE(summary_json(s).str().find("\"mask_update_steps\":5"), std::string::npos) << summary_json(s).str();
 }
 
+// N:M dynamic sparse training: RigL within each group of four, two kept.
+TEST(RunJob, RigLNmKeepsTwoOfEveryFour) {
+  const TrainingSummary s =
+      run_job(parse(tiny_job("sparsity:\n"
+                             "  rules: [{regex: 'fc[0-9]+\\.weight', format: nm, n: 2, m: 4}]\n"
+                             "mask_update: {method: rigl_nm, end_step: 45, interval: 10, drop_fraction: 0.3}\n")));
+  expect_learns(s);
+  const std::map<std::string, double> d = densities(s);
+  EXPECT_DOUBLE_EQ(d.at("fc1.weight"), 0.5);
+  EXPECT_DOUBLE_EQ(d.at("fc2.weight"), 0.5);
+  for (const LayerStats& l : s.model.layers) {
+    if (l.name.find("weight") != std::string::npos) { EXPECT_EQ(l.format, "nm") << l.name; }
+  }
+  ASSERT_EQ(s.mask_updates.size(), 5u);
+  EXPECT_EQ(s.dense_gradient_steps, (std::vector<int64_t>{0, 10, 20, 30, 40}));
+  // round(0.3 * 160) of fc1's 160 stored entries dropped and grown in the first update.
+  EXPECT_EQ(s.mask_updates[0].dropped.at("fc1.weight"), 48);
+  EXPECT_EQ(s.mask_updates[0].grown.at("fc1.weight"), 48);
+}
+
 TEST(RunJob, GmpPrunesToFinalDensity) {
   const TrainingSummary s = run_job(
       parse(tiny_job("sparsity:\n"
