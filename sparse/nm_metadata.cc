@@ -1,0 +1,89 @@
+// Metadata is computed on the host from the u8 indices (the pattern side is
+// small and sequential, as in sparse/index_util.h); values never move.
+#include "sparse/nm_metadata.h"
+
+#include <string_view>
+#include <vector>
+
+#include "sparse/index_util.h"
+#include "sparse/nm.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+namespace {
+
+constexpr int64_t kColsPerWord = 16;  // 4 groups of 4 columns, 4 bits each
+constexpr int64_t kGroupsPerWord = 4;
+
+// The indices of group `j` (0..3) of a metadata word: first in the low bits.
+int64_t first_index(uint16_t word, int64_t j) { return (word >> (4 * j)) & 3; }
+int64_t second_index(uint16_t word, int64_t j) { return (word >> (4 * j + 2)) & 3; }
+
+void check_cols(int64_t cols, const Shape& shape, std::string_view op) {
+  COPPICE_CHECK(cols % kColsPerWord == 0, op, ": cols = ", cols, " of shape ", shape_to_string(shape),
+                " is not a multiple of 16 (one metadata word covers 16 columns)");
+}
+
+}  // namespace
+
+Nm24Packed pack_nm24(const Tensor& nm) {
+  constexpr std::string_view op = "pack_nm24";
+  const NmImpl& s = nm_impl(nm, op);
+  COPPICE_CHECK(s.n() == 2 && s.m() == 4 && nm.dim() == 2, op, ": needs a 2-D 2:4 tensor, got n:m = ", s.n(), ":",
+                s.m(), " with dim ", nm.dim(), " (shape ", shape_to_string(nm.shape()), ")");
+  const int64_t rows = nm.size(0), cols = nm.size(1), chunks = cols / kColsPerWord;
+  check_cols(cols, nm.shape(), op);
+  Tensor indices = s.indices().to(Device::cpu()).contiguous();
+  const uint8_t* pos = indices.data<uint8_t>();
+  Tensor metadata = Tensor::empty({rows, chunks * 2}, TensorOptions(DType::kU8, Device::cpu()));
+  uint8_t* out = metadata.data<uint8_t>();
+  // Word w covers groups 4w..4w+3 counted over the whole matrix, since a row
+  // holds a whole number of words; a group's two slots are 2g and 2g + 1.
+  for (int64_t w = 0; w < rows * chunks; ++w) {
+    uint16_t word = 0;
+    for (int64_t j = 0; j < kGroupsPerWord; ++j) {
+      const int64_t g = w * kGroupsPerWord + j;
+      const int64_t a = pos[2 * g], b = pos[2 * g + 1];
+      // NmImpl guarantees it; a bad field would be undefined behaviour on the GPU.
+      COPPICE_CHECK(a < b && b < 4, op, ": group ", g % (cols / 4), " of row ", g / (cols / 4), " holds indices (", a,
+                    ", ", b, "), not two increasing indices in [0, 4)");
+      word = static_cast<uint16_t>(word | ((a | (b << 2)) << (4 * j)));
+    }
+    out[2 * w] = static_cast<uint8_t>(word & 0xFF);  // little-endian, whatever the host's order
+    out[2 * w + 1] = static_cast<uint8_t>(word >> 8);
+  }
+  return {s.values(), metadata.to(nm.device())};
+}
+
+Tensor unpack_nm24(const Tensor& values, const Tensor& metadata, const Shape& shape) {
+  constexpr std::string_view op = "unpack_nm24";
+  sparse_detail::check_shape(shape, 2, op);
+  const int64_t rows = shape[0], cols = shape[1], chunks = cols / kColsPerWord;
+  check_cols(cols, shape, op);
+  sparse_detail::check_values(values, op);
+  check_dense(metadata, op, "metadata");
+  COPPICE_CHECK(metadata.dtype() == DType::kU8, op, ": metadata must be u8 (little-endian u16 words), got ",
+                dtype_name(metadata.dtype()));
+  check_same_device({values, metadata}, op);
+  const Shape vshape{rows, cols / 2}, mshape{rows, chunks * 2};
+  COPPICE_CHECK(values.shape() == vshape && metadata.shape() == mshape, op, ": values and metadata have shapes ",
+                shape_to_string(values.shape()), " and ", shape_to_string(metadata.shape()), ", expected ",
+                shape_to_string(vshape), " and ", shape_to_string(mshape), " for shape ", shape_to_string(shape));
+  Tensor host = metadata.to(Device::cpu()).contiguous();
+  const uint8_t* bytes = host.data<uint8_t>();
+  std::vector<int64_t> pos(static_cast<size_t>(rows * cols / 2));
+  for (int64_t w = 0; w < rows * chunks; ++w) {
+    const auto word = static_cast<uint16_t>(bytes[2 * w] | (bytes[2 * w + 1] << 8));
+    for (int64_t j = 0; j < kGroupsPerWord; ++j) {
+      const int64_t g = w * kGroupsPerWord + j, a = first_index(word, j), b = second_index(word, j);
+      const int64_t group = g % (cols / 4);
+      COPPICE_CHECK(a < b, op, ": metadata of row ", g / (cols / 4), ", group ", group, " (columns ", group * 4, "..",
+                    group * 4 + 3, ") holds indices (", a, ", ", b, "), which do not strictly increase");
+      pos[static_cast<size_t>(2 * g)] = a;
+      pos[static_cast<size_t>(2 * g + 1)] = b;
+    }
+  }
+  return sparse_nm(values, sparse_detail::index_tensor(pos, vshape, DType::kU8, values.device()), shape, 2, 4);
+}
+
+}  // namespace coppice
