@@ -106,10 +106,13 @@ class BlockMagnitudeSparsifier : public Sparsifier {
 // keeps the n of largest |x|, ties to the lower index (blocking; 1 <= n <= m
 // <= 256; m must divide that dim). Fits format "nm" when grouping along the
 // last dim (dim = -1) with the same m and at least n slots; "nm" options left
-// at 0 mean this sparsifier's n and m.
+// at 0 mean this sparsifier's n and m. Transposable: a 2-D tensor's mask is
+// n:m along its columns too, on every m x m tile (the tile's best such
+// pattern by kept |x|, sparse/nm_transposable.h), so that W^T is n:m as well
+// (m <= 4, dim -1).
 class NmSparsifier : public Sparsifier {
  public:
-  NmSparsifier(int64_t n, int64_t m, int64_t dim = -1);
+  NmSparsifier(int64_t n, int64_t m, int64_t dim = -1, bool transposable = false);
   std::string describe() const override;
   SparsifierKind kind() const override { return SparsifierKind::kBlocking; }
   Tensor keep_mask(const Tensor& x, const SparsifyContext& ctx) const override;
@@ -119,9 +122,11 @@ class NmSparsifier : public Sparsifier {
   int64_t n() const { return n_; }
   int64_t m() const { return m_; }
   int64_t dim() const { return dim_; }
+  bool transposable() const { return transposable_; }
 
  private:
   int64_t n_, m_, dim_;
+  bool transposable_;
 };
 
 // Movement pruning (Sanh et al., 2020): scores S accumulate -weight * grad

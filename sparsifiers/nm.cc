@@ -1,22 +1,37 @@
 // The n:m built-in (builtin.h).
 #include <string>
 
+#include "sparse/nm_transposable.h"
 #include "sparsifiers/builtin.h"
 #include "sparsifiers/mask_ops.h"
 
 namespace coppice {
 
-NmSparsifier::NmSparsifier(int64_t n, int64_t m, int64_t dim) : n_(n), m_(m), dim_(dim) {
+NmSparsifier::NmSparsifier(int64_t n, int64_t m, int64_t dim, bool transposable)
+    : n_(n), m_(m), dim_(dim), transposable_(transposable) {
   COPPICE_CHECK(n >= 1 && n <= m && m <= 256, "nm: needs 1 <= n <= m <= 256, got n = ", n, ", m = ", m);
+  COPPICE_CHECK(!transposable || (m <= kMaxTransposableM && dim == -1),
+                "nm: transposable masks need m <= ", kMaxTransposableM, " and dim -1, got m = ", m, ", dim = ", dim);
 }
 
-std::string NmSparsifier::describe() const { return str_cat("nm(n=", n_, ", m=", m_, ", dim=", dim_, ")"); }
+std::string NmSparsifier::describe() const {
+  return str_cat("nm(n=", n_, ", m=", m_, ", dim=", dim_, transposable_ ? ", transposable" : "", ")");
+}
 
 Tensor NmSparsifier::keep_mask(const Tensor& x, const SparsifyContext&) const {
+  if (transposable_) {
+    const std::string why = shape_mismatch(x.shape());
+    COPPICE_CHECK(why.empty(), why);
+    return transposable_nm_mask(to_dense(x), n_, m_);
+  }
   return sparsify::nm_mask(to_dense(x), n_, m_, dim_, describe());
 }
 
 std::string NmSparsifier::shape_mismatch(const Shape& shape) const {
+  if (transposable_ && (shape.size() != 2 || shape[0] % m_ != 0 || shape[1] % m_ != 0)) {
+    return str_cat(describe(), ": a transposable mask needs a 2-D tensor whose both dims ", m_, " divides, got ",
+                   shape_to_string(shape));
+  }
   const std::string why = sparsify::nm_shape_error(shape, m_, dim_);
   return why.empty() ? why : str_cat(describe(), ": ", why);
 }

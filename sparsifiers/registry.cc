@@ -61,8 +61,9 @@ SparsifierPtr make_block_magnitude(const SparsifierSpec& spec) {
 SparsifierPtr make_nm(const SparsifierSpec& spec) {
   SpecParams p(spec);
   const int64_t n = p.get_int("n"), m = p.get_int("m"), dim = p.get_int("dim", -1);
+  const bool transposable = p.get_bool("transposable", false);
   p.finish();
-  return std::make_shared<NmSparsifier>(n, m, dim);
+  return std::make_shared<NmSparsifier>(n, m, dim, transposable);
 }
 
 SparsifierPtr make_movement(const SparsifierSpec& spec) {

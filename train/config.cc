@@ -417,13 +417,21 @@ ParameterRule read_parameter_rule(const Section& r) {
     } else {
       rule.sparsifier = SparsifierSpec{"nm", {{"n", std::to_string(n)}, {"m", std::to_string(m)}}};
     }
+    // Transposable: n:m along the columns too (so W^T runs n:m), a parameter of the nm sparsifier.
+    if (r.has("transposable")) {
+      const std::string t = r.boolean("transposable", false) ? "true" : "false";
+      auto given = rule.sparsifier->params.find("transposable");
+      if (given != rule.sparsifier->params.end() && given->second != t)
+        bad(r.at("transposable"), "disagrees with the sparsifier's transposable: ", given->second);
+      rule.sparsifier->params["transposable"] = t;
+    }
     if (rule.density && std::abs(*rule.density - static_cast<double>(n) / static_cast<double>(m)) > 1e-9)
       bad(r.at("density"), "an ", n, ":", m, " weight keeps ", fmt(static_cast<double>(n) / m), " of its entries, got ",
           fmt(*rule.density));
     rule.format.options.n = n;
     rule.format.options.m = m;
   } else {
-    r.refuse({"n", "m"}, str_cat("only for format nm, not ", f));
+    r.refuse({"n", "m", "transposable"}, str_cat("only for format nm, not ", f));
     if (rule.sparsifier && rule.sparsifier->name == "nm")
       bad(r.at("format"), "the nm sparsifier makes n:m weights; use format nm (or masked / a general format), got ", f);
   }
@@ -924,6 +932,10 @@ ValidatedJob check_against_model(JobConfig job) {
       const std::string& f = sched.parameters[i].format.name;
       // n:m regrows within its groups (optim/group_regrow.h); GMP cannot keep n per group.
       const bool nm = format_spec(f, "format").layout == Layout::kNm;
+      const std::optional<SparsifierSpec>& spec = sched.parameters[i].sparsifier;
+      if (nm && spec && spec->params.count("transposable") && spec->params.at("transposable") == "true")
+        bad(str_cat("sparsity.rules[", i, "].transposable"), "transposable masks stay fixed (method static): ", mname,
+            " regrows within the groups of a row, which leaves the columns' groups uneven");
       if (method == MaskMethod::kRigLNm && !nm)
         bad(str_cat("sparsity.rules[", i, "].format"), "rigl_nm regrows n:m layers within their groups and needs ",
             "format nm, got ", f, " (method rigl takes any format)");

@@ -101,6 +101,9 @@ std::vector<SchemaKey> sparsity_keys() {
        str_cat(str_join(block_format_names(), " / "), ": block columns (default: block_rows)")},
       {"sparsity.rules[].n", K::kInt, "nm: kept values per group (2, or the nm sparsifier's n)"},
       {"sparsity.rules[].m", K::kInt, "nm: group size (4, or the nm sparsifier's m)"},
+      {"sparsity.rules[].transposable", K::kBool,
+       "nm: the mask n:m along columns too, the best pattern of each m x m tile, so W^T is n:m (m <= 4; "
+       "static masks only) (false)"},
       {"sparsity.rules[].density", K::kDouble,
        "this rule's density, in (0, 1] (default: sparsity.density split by distribution); without a sparsifier, "
        "magnitude (block_magnitude for bsr and blocked_ell: whole blocks)"},

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "sparse/nm_transposable.h"
 #include "sparsifiers/mask_ops.h"
 #include "tensor/generator.h"
 #include "tensor/ops.h"
@@ -351,6 +352,35 @@ TEST(NmTest, ValidityAlongAnyDim) {
       }
     }
   }
+}
+
+// Transposable: the mask of a [8, 12] is 2:4 along rows and along columns,
+// and it is the one transposable_nm_mask picks.
+TEST(NmTest, TransposableKeepsColumnsNmToo) {
+  const Tensor x = random_tensor({8, 12}, 301, false);
+  const NmSparsifier s(2, 4, -1, true);
+  EXPECT_EQ(s.describe(), "nm(n=2, m=4, dim=-1, transposable)");
+  const Tensor mask = s.keep_mask(x, kCtx);
+  EXPECT_EQ(bits(mask), bits(transposable_nm_mask(x, 2, 4)));
+  const std::vector<int> b = bits(mask);
+  for (int64_t r = 0; r < 8; ++r) {
+    for (int64_t g = 0; g < 3; ++g) {
+      int kept = 0;
+      for (int64_t c = 4 * g; c < 4 * g + 4; ++c) kept += b[static_cast<size_t>(r * 12 + c)];
+      EXPECT_EQ(kept, 2) << "row " << r << " group " << g;
+    }
+  }
+  for (int64_t c = 0; c < 12; ++c) {
+    for (int64_t g = 0; g < 2; ++g) {
+      int kept = 0;
+      for (int64_t r = 4 * g; r < 4 * g + 4; ++r) kept += b[static_cast<size_t>(r * 12 + c)];
+      EXPECT_EQ(kept, 2) << "column " << c << " group " << g;
+    }
+  }
+  EXPECT_TRUE(throws_with([] { NmSparsifier(2, 8, -1, true); }, {"transposable", "m <= 4", "m = 8"}));
+  EXPECT_TRUE(throws_with([] { NmSparsifier(2, 4, 0, true); }, {"transposable", "dim = 0"}));
+  EXPECT_TRUE(throws_with([&] { s.keep_mask(ones({6, 8}), kCtx); }, {"transposable", "both dims", "[6, 8]"}));
+  EXPECT_NE(s.shape_mismatch({4, 4, 4}).find("2-D"), std::string::npos);
 }
 
 TEST(NmTest, BadParameters) {

@@ -50,6 +50,8 @@ TEST(RegistryTest, BuiltinsByName) {
             "block_magnitude(sparsity=0.5, block_rows=4, block_cols=8, norm=l1)");
   EXPECT_EQ(make("nm", {{"n", "2"}, {"m", "4"}})->describe(), "nm(n=2, m=4, dim=-1)");
   EXPECT_EQ(make("nm", {{"n", "1"}, {"m", "8"}, {"dim", "0"}})->describe(), "nm(n=1, m=8, dim=0)");
+  EXPECT_EQ(make("nm", {{"n", "2"}, {"m", "4"}, {"transposable", "true"}})->describe(),
+            "nm(n=2, m=4, dim=-1, transposable)");
   EXPECT_EQ(make("movement", {{"sparsity", "0.3"}})->describe(), "movement(sparsity=0.3)");
   EXPECT_EQ(make("nm", {{"n", "2"}, {"m", "4"}})->kind(), SparsifierKind::kBlocking);
 }

@@ -339,6 +339,13 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: nm, n: 2, m: 4}}]}",
        "sparsity.rules[0].format: the nm sparsifier makes n:m weights; use format nm (or masked / a general format), "
        "got csr"},
+      {"transposable with rigl_nm",
+       "sparsity: {rules: [{name: fc1.weight, format: nm, transposable: true}]}\nmask_update: {method: rigl_nm, "
+       "end_step: 50}",
+       "sparsity.rules[0].transposable: transposable masks stay fixed (method static): rigl_nm regrows within the "
+       "groups of a row, which leaves the columns' groups uneven"},
+      {"transposable on csr", "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr, transposable: true}]}",
+       "sparsity.rules[0].transposable: only for format nm, not csr"},
       {"rigl_nm on csr",
        "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr}]}\nmask_update: {method: rigl_nm, end_step: "
        "50}",

@@ -147,6 +147,35 @@ TEST(RunJob, RigLNmKeepsTwoOfEveryFour) {
   EXPECT_EQ(s.mask_updates[0].grown.at("fc1.weight"), 48);
 }
 
+// A transposable 2:4 weight: its mask is 2:4 along rows and columns, and stays so.
+TEST(RunJob, TransposableNmIsNmAlongColumnsToo) {
+  absl::StatusOr<ValidatedJob> v =
+      parse_validated_job(tiny_job("sparsity:\n"
+                                   "  rules: [{name: fc1.weight, format: nm, n: 2, m: 4, transposable: true}]\n"
+                                   "mask_update: {method: static}\n"));
+  ASSERT_TRUE(v.ok()) << v.status();
+  const ModulePtr model = v->model;
+  const TrainingSummary s = run_job(std::move(*v));
+  expect_learns(s);
+  const Tensor w = to_dense(model->parameter("fc1.weight").value());
+  ASSERT_EQ(w.shape(), (Shape{16, 20}));
+  const Tensor nz = ne(w, 0.0).to(DType::kI64);
+  // Every 4 consecutive entries of a row, and of a column, hold at most 2 non-zeros (zeros may be kept ones).
+  const std::vector<int64_t> b = nz.to_vector<int64_t>();
+  for (int64_t r = 0; r < 16; ++r)
+    for (int64_t g = 0; g < 5; ++g) {
+      int64_t k = 0;
+      for (int64_t c = 4 * g; c < 4 * g + 4; ++c) k += b[static_cast<size_t>(r * 20 + c)];
+      EXPECT_LE(k, 2) << "row " << r << " group " << g;
+    }
+  for (int64_t c = 0; c < 20; ++c)
+    for (int64_t g = 0; g < 4; ++g) {
+      int64_t k = 0;
+      for (int64_t r = 4 * g; r < 4 * g + 4; ++r) k += b[static_cast<size_t>(r * 20 + c)];
+      EXPECT_LE(k, 2) << "column " << c << " group " << g;
+    }
+}
+
 TEST(RunJob, GmpPrunesToFinalDensity) {
   const TrainingSummary s = run_job(
       parse(tiny_job("sparsity:\n"
