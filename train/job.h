@@ -67,7 +67,9 @@ struct JobRunOptions {
   // Whether the loop also prints the final summary with the progress (the
   // trainer binary prints it on stdout itself, once).
   bool summary_on_progress = true;
-  // Stop after this many steps in total (< 0: run to the end); for tests.
+  // Stop once this many steps of the job are done (< 0: run to the end),
+  // every schedule kept at the job's full length (trainer --max-steps); the
+  // run ends with a checkpoint where the job writes them, so a resume goes on.
   int64_t stop_at_step = -1;
 };
 

@@ -449,5 +449,27 @@ TEST(TrainerBinary, GoodJobExitsZeroWithSummary) {
   EXPECT_NE(r.out.find("usage: trainer --config FILE"), std::string::npos) << r.out;
 }
 
+// --max-steps: a quick trial of a job as shipped (its RigL end step, 45, is
+// past the trial's end), with a checkpoint at the stop that --resume goes on
+// from to the job's own 60 steps.
+TEST(TrainerBinary, MaxStepsStopsEarlyAndResumeGoesOn) {
+  const std::string dir = temp_dir("trainer_max_steps");
+  const std::string job =
+      write_file(dir, "job.yaml", tiny_job(std::string(kRigl) + "checkpoint: {dir: '" + dir + "/ckpt'}\n"));
+  RunResult r = run_trainer("--config '" + job + "' --max-steps 12", dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("trained 12/60 steps"), std::string::npos) << r.out;
+  auto list = list_checkpoints(dir + "/ckpt");
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_FALSE(list->empty());
+  EXPECT_EQ(list->back().step, 12);
+  r = run_trainer("--config '" + job + "' --resume '" + dir + "/ckpt'", dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("trained 60/60 steps"), std::string::npos) << r.out;
+  r = run_trainer("--config '" + job + "' --max-steps 0", dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--max-steps needs a whole number of steps >= 1, got '0'"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace coppice

@@ -2,7 +2,7 @@
 // (train/job.h).
 //
 //   trainer --config FILE [--set key.path=value ...] [--resume CKPT]
-//           [--allow-changes KEY,...] [--run-dir DIR]
+//           [--allow-changes KEY,...] [--run-dir DIR] [--max-steps N]
 //
 // A data-parallel job over NCCL runs one trainer per GPU, started by
 // tools/launch (or tools/train CONFIG --nproc N, mpirun, srun); rank 0 prints
@@ -35,7 +35,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: trainer --config FILE [--set key.path=value ...] [--resume CKPT] [--allow-changes KEY,...]\n"
-    "               [--run-dir DIR]\n"
+    "               [--run-dir DIR] [--max-steps N]\n"
     "\n"
     "Runs the training job described by the YAML file FILE (see README.md, \"Configuring a job\").\n"
     "\n"
@@ -50,6 +50,10 @@ constexpr const char* kUsage =
     "                     * for every setting that can change); the changes are printed\n"
     "  --run-dir DIR      the run's directory: metrics go to DIR/metrics.jsonl unless\n"
     "                     logging.metrics names a file\n"
+    "  --max-steps N      stop once N steps of the job are done (N >= 1), with a checkpoint\n"
+    "                     where the job writes them; every schedule (learning rate, mask\n"
+    "                     updates, warm-up) stays as the job's full length sets it, so a\n"
+    "                     quick trial of any job needs no other change, and --resume goes on\n"
     "  -h, --help         this text\n"
     "\n"
     "Exit status: 0 done (summary on stdout), 1 a run-time error, 2 a bad argument or job.\n";
@@ -60,6 +64,7 @@ struct Args {
   std::string resume;
   std::vector<std::string> allow_changes;
   std::string run_dir;
+  int64_t max_steps = -1;  // -1: the job's own length
   bool help = false;
 };
 
@@ -84,8 +89,8 @@ int parse_args(int argc, char** argv, Args& a) {
       arg = arg.substr(0, eq);
       has_value = true;
     }
-    const bool takes_value =
-        arg == "--config" || arg == "--set" || arg == "--resume" || arg == "--allow-changes" || arg == "--run-dir";
+    const bool takes_value = arg == "--config" || arg == "--set" || arg == "--resume" || arg == "--allow-changes" ||
+                             arg == "--run-dir" || arg == "--max-steps";
     if (!takes_value) return usage_error("unknown argument '" + std::string(argv[i]) + "'");
     if (!has_value) {
       if (i + 1 >= argc) return usage_error(arg + " needs a value");
@@ -107,6 +112,15 @@ int parse_args(int argc, char** argv, Args& a) {
       }
       if (absl::Status st = coppice::check_allowed_changes(a.allow_changes); !st.ok())
         return usage_error("--allow-changes: " + std::string(st.message()));
+    } else if (arg == "--max-steps") {
+      size_t used = 0;
+      long long n = 0;
+      try {
+        n = std::stoll(value, &used);
+      } catch (const std::exception&) { used = 0; }
+      if (used == 0 || used != value.size() || n < 1)
+        return usage_error("--max-steps needs a whole number of steps >= 1, got '" + value + "'");
+      a.max_steps = n;
     } else {
       a.run_dir = value;
     }
@@ -155,6 +169,7 @@ int run(int argc, char** argv) {
   opts.resume = args.resume;
   opts.allow_changes = args.allow_changes;
   opts.run_dir = args.run_dir;
+  opts.stop_at_step = args.max_steps;
   opts.progress_out = stderr;
   if (!args.run_dir.empty()) {
     std::error_code ec;
