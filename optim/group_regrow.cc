@@ -40,26 +40,42 @@ GroupRegrow regrow_within_groups(const PatternView& view, const Tensor& keys, bo
                   ") stores ", per_group[static_cast<size_t>(g)], " entries, the others ", n);
   }
 
-  // Drop: stored entries by key, ascending, while their group may lose more.
+  // Drop: stored entries by (key, position), ascending, while their group
+  // may lose more. Where the cap cannot bind (it is n), the k smallest are
+  // found by selection, not a sort.
   const std::vector<double> key = host_values(keys);
-  auto rank_key = [&](size_t i) {
+  std::vector<double> rank_key(stored);
+  for (size_t i = 0; i < stored; ++i) {
     const double v = key[static_cast<size_t>(view.slots[i])];
-    return magnitude ? std::abs(v) : v;
+    rank_key[i] = magnitude ? std::abs(v) : v;
+  }
+  auto before = [&](size_t a, size_t b) {
+    const double ka = rank_key[a], kb = rank_key[b];
+    if (std::isnan(ka) || std::isnan(kb)) return std::isnan(kb) && (!std::isnan(ka) || a < b);  // NaN last
+    return ka < kb || (ka == kb && a < b);
   };
-  std::vector<size_t> order(stored);
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rank_key(a) < rank_key(b); });
   const int64_t cap = allow_regrow_dropped ? n : std::min(n, m - n);
   std::vector<int64_t> dropped_in(static_cast<size_t>(groups), 0);
   std::vector<bool> drop(stored, false);
-  int64_t left = std::max<int64_t>(k, 0);
-  for (size_t j = 0; j < stored && left > 0; ++j) {
-    const size_t i = order[j];
-    int64_t& d = dropped_in[static_cast<size_t>(view.positions[i] / m)];
-    if (d < cap) {
-      ++d;
-      drop[i] = true;
-      --left;
+  const size_t want = static_cast<size_t>(std::clamp<int64_t>(k, 0, static_cast<int64_t>(stored)));
+  std::vector<size_t> order(stored);
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (cap >= n) {
+    if (want > 0 && want < stored) std::nth_element(order.begin(), order.begin() + want, order.end(), before);
+    for (size_t j = 0; j < want; ++j) {
+      drop[order[j]] = true;
+      ++dropped_in[static_cast<size_t>(view.positions[order[j]] / m)];
+    }
+  } else {
+    std::sort(order.begin(), order.end(), before);
+    size_t left = want;
+    for (size_t j = 0; j < stored && left > 0; ++j) {
+      int64_t& d = dropped_in[static_cast<size_t>(view.positions[order[j]] / m)];
+      if (d < cap) {
+        ++d;
+        drop[order[j]] = true;
+        --left;
+      }
     }
   }
 

@@ -23,7 +23,7 @@ struct GroupRegrow {
 
 // `view`: the n:m parameter's pattern (pattern_view: positions ascending,
 // slots into its values); `keys`: one per slot, smaller dropped first (by |key|
-// when `magnitude`), ties to the lower position. Drops `k` stored entries, at
+// when `magnitude`; NaN last), ties to the lower position. Drops `k` stored entries, at
 // most m - n per group when dropped entries may not regrow at once (a group
 // has only m - n other positions), else at most n; fewer than k when the caps
 // leave no more. `scores`: dense of the parameter's shape (any device and

@@ -65,7 +65,8 @@ PatternView pattern_view(const Tensor& param, std::string_view op) {
   for (size_t s = 0; s < pos.size(); ++s) {
     if (pos[s] >= 0) entries.emplace_back(pos[s], static_cast<int64_t>(s));
   }
-  std::sort(entries.begin(), entries.end());
+  // Most formats store in position order already (CSR, n:m): a check is cheaper than a sort.
+  if (!std::is_sorted(entries.begin(), entries.end())) std::sort(entries.begin(), entries.end());
   view.positions.reserve(entries.size());
   view.slots.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -274,6 +275,58 @@ MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, co
   const Tensor kb = from_vector(keep_block).to(device).reshape({n_new, 1});
   const Tensor entries = add(mul(kb, static_cast<double>(area)), arange(area, TensorOptions(DType::kI64, device)));
   change.keep_from = where(lt(kb, 0.0), full_like(entries, -1.0), entries).reshape({-1}).contiguous();
+  return change;
+}
+
+MaskChange rebuild_nm(const Tensor& param, const PatternView& old, const std::vector<int64_t>& kept,
+                      const std::vector<int64_t>& grown, const RegrowInit& init, std::string_view op) {
+  const NmImpl& nm = nm_impl(param, op);
+  const int64_t n = nm.n(), m = nm.m();
+  COPPICE_CHECK(kept.size() + grown.size() == old.positions.size(), op, ": ", kept.size(), " kept and ", grown.size(),
+                " grown entries for an n:m pattern of ", old.positions.size());
+  MaskChange change;
+  change.grown = grown;
+  std::set_difference(old.positions.begin(), old.positions.end(), kept.begin(), kept.end(),
+                      std::back_inserter(change.dropped));
+  // New slot s holds the s-th position of kept and grown merged; its source
+  // is an old slot (kept: walked in step with the old positions) or a grown
+  // value after all of them.
+  const int64_t n_old = old.value_slots, n_grown = static_cast<int64_t>(grown.size());
+  const size_t slots = old.positions.size();
+  std::vector<int64_t> idx(slots), keep_from(slots);
+  std::vector<uint8_t> in_group(slots);
+  size_t k = 0, g = 0, o = 0;
+  for (size_t s = 0; s < slots; ++s) {
+    const bool from_kept = g == grown.size() || (k < kept.size() && kept[k] < grown[g]);
+    const int64_t p = from_kept ? kept[k] : grown[g];
+    COPPICE_CHECK(static_cast<int64_t>(s) / n == p / m, op, ": group ", p / m, " would not keep exactly ", n,
+                  " entries");
+    in_group[s] = static_cast<uint8_t>(p % m);
+    if (from_kept) {
+      while (o < slots && old.positions[o] < p) ++o;
+      COPPICE_CHECK(o < slots && old.positions[o] == p, op, ": kept position ", p, " is not stored");
+      idx[s] = keep_from[s] = old.slots[o];
+      ++k;
+    } else {
+      idx[s] = n_old + static_cast<int64_t>(g);
+      keep_from[s] = -1;
+      ++g;
+    }
+  }
+  const Tensor old_values = values(param).reshape({-1});
+  Tensor grown_values = zeros({n_grown}, param.options());
+  if (init && n_grown > 0) {
+    Tensor v = init(param, grown);
+    COPPICE_CHECK(v.defined() && v.numel() == n_grown, op, ": the regrow init returned ", v.defined() ? v.numel() : 0,
+                  " values for ", n_grown, " grown positions");
+    grown_values = to_dense(v).reshape({-1}).to(param.dtype()).to(param.device());
+  }
+  const Tensor src = n_grown > 0 ? cat({old_values, grown_values}) : old_values;
+  const Tensor new_values = index_select(src, 0, from_vector(idx).to(param.device())).reshape(values(param).shape());
+  Tensor indices = Tensor::empty(nm.indices().shape(), TensorOptions(DType::kU8, Device::cpu()));
+  std::copy(in_group.begin(), in_group.end(), indices.data<uint8_t>());
+  change.param = sparse_nm(new_values, indices.to(param.device()), param.shape(), n, m);
+  change.keep_from = from_vector(keep_from);
   return change;
 }
 

@@ -83,6 +83,13 @@ MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const st
 MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, const std::vector<int64_t>& kept,
                               const std::vector<int64_t>& grown, const RegrowInit& init, std::string_view op);
 
+// rebuild_pattern for an n:m parameter whose new pattern keeps n per group
+// (kept and grown as group_regrow.h picks them): the indices are built group
+// by group in one pass and the values gathered on the parameter's device,
+// without a dense mask or a search per entry. The result is rebuild_pattern's.
+MaskChange rebuild_nm(const Tensor& param, const PatternView& old, const std::vector<int64_t>& kept,
+                      const std::vector<int64_t>& grown, const RegrowInit& init, std::string_view op);
+
 // A stable 64-bit key for a parameter name (FNV-1a), for the `purpose` word
 // of Generator::keyed: the same on every build, device and rank.
 uint64_t name_purpose(std::string_view name);

@@ -459,7 +459,7 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
                       "' cannot grow inside n:m groups (it gives no group_scores); random, gradient and momentum can");
         const GroupRegrow r = regrow_within_groups(p.view, p.keys, p.magnitude, p.dropped, nm_impl(p.in->param, op).m(),
                                                    scores, config_.allow_regrow_dropped, op);
-        change = rebuild_pattern(p.in->param, p.view, r.kept, r.grown, config_.init, op);
+        change = rebuild_nm(p.in->param, p.view, r.kept, r.grown, config_.init, op);
       } else {
         std::vector<int64_t> grown = p.grow > 0 ? policy_->grow(g) : std::vector<int64_t>{};
         COPPICE_CHECK(static_cast<int64_t>(grown.size()) == p.grow, op, ": growth '", policy_->name(), "' returned ",
