@@ -11,6 +11,7 @@
 
 #include "data/file.h"
 #include "data/text_corpus.h"
+#include "optim/growth.h"
 #include "sparse/convert.h"
 #include "sparse/formats.h"
 #include "sparsifiers/apply_schedule.h"
@@ -529,8 +530,8 @@ void read_lr_schedule(const Section& s, double lr, LrScheduleConfig& c) {
     bad(s.at("warmup_start_factor"), "has no effect without lr_schedule.warmup_steps > 0");
 }
 
-const std::vector<std::string> kRegrowKeys = {"interval", "drop_fraction", "drop_schedule", "prune",
-                                              "allow_regrow_dropped"};
+const std::vector<std::string> kRegrowKeys = {"interval", "drop_fraction",        "drop_schedule",
+                                              "prune",    "allow_regrow_dropped", "growth"};
 const std::vector<std::string> kGmpKeys = {"initial_density", "final_density", "frequency"};
 
 void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& c) {
@@ -584,6 +585,15 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
   u.growth = c.method == MaskMethod::kSet                                       ? "random"
              : c.method == MaskMethod::kRigL || c.method == MaskMethod::kRigLNm ? "gradient"
                                                                                 : "momentum";
+  // A growth policy by name (optim/growth.h's registry: the built-ins, or one
+  // the program registered before loading the job) instead of the method's.
+  if (s.has("growth")) {
+    u.growth = s.string("growth", u.growth);
+    if (!is_growth_policy_registered(u.growth))
+      bad(s.at("growth"), "unknown growth policy '", u.growth,
+          "'; registered: ", str_join(registered_growth_policies(), ", "),
+          " (a program registers its own with register_growth_policy)");
+  }
   u.seed = job.seed;
   try {
     validate(u);

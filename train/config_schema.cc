@@ -166,6 +166,9 @@ std::vector<SchemaKey> optimization_keys() {
       {"mask_update.drop_fraction", K::kDouble, "set/rigl/snfs: fraction of each layer's nnz dropped, in (0, 1] (0.3)"},
       {"mask_update.drop_schedule", K::kString, "set/rigl/snfs: constant | cosine | linear decay (cosine)"},
       {"mask_update.prune", K::kString, "set/rigl/snfs: magnitude | movement (magnitude)"},
+      {"mask_update.growth", K::kString,
+       "set/rigl/rigl_nm/snfs: a registered growth policy by name instead of the method's (random, gradient, "
+       "momentum; a program adds its own with register_growth_policy)"},
       {"mask_update.allow_regrow_dropped", K::kBool, "set/rigl/snfs: dropped entries may regrow at once (false)"},
       {"mask_update.initial_density", K::kDouble, "gmp: density at start_step, in (0, 1] (1)"},
       {"mask_update.final_density", K::kDouble,

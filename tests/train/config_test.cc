@@ -346,6 +346,11 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "groups of a row, which leaves the columns' groups uneven"},
       {"transposable on csr", "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr, transposable: true}]}",
        "sparsity.rules[0].transposable: only for format nm, not csr"},
+      {"unknown growth policy",
+       "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr}]}\nmask_update: {method: rigl, end_step: 50, "
+       "growth: no_such_policy}",
+       "mask_update.growth: unknown growth policy 'no_such_policy'; registered: gradient, momentum, random (a program "
+       "registers its own with register_growth_policy)"},
       {"rigl_nm on csr",
        "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr}]}\nmask_update: {method: rigl_nm, end_step: "
        "50}",

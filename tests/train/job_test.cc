@@ -127,6 +127,18 @@ TEST(RunJob, RigL80Percent) {
   EXPECT_NE(summary_json(s).str().find("\"mask_update_steps\":5"), std::string::npos) << summary_json(s).str();
 }
 
+// mask_update.growth names a registered policy in place of the method's.
+TEST(RunJob, GrowthByName) {
+  EXPECT_EQ(parse(tiny_job(kRigl)).mask_update.updater.growth, "gradient");
+  std::string yaml = tiny_job(kRigl);
+  yaml.replace(yaml.find("drop_fraction: 0.3}"), 19, "drop_fraction: 0.3, growth: random}");
+  const JobConfig j = parse(yaml);
+  EXPECT_EQ(j.mask_update.updater.growth, "random");
+  const TrainingSummary s = run_job(j);
+  expect_learns(s);
+  EXPECT_TRUE(s.dense_gradient_steps.empty()) << "random growth reads no gradient";
+}
+
 // N:M dynamic sparse training: RigL within each group of four, two kept.
 TEST(RunJob, RigLNmKeepsTwoOfEveryFour) {
   const TrainingSummary s =
