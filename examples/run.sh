@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds Coppice's package (tools/package), then each example against it with
+# CMake, as a user outside this repository would, and runs it. One line per
+# example ("examples: NAME passed|failed"), then "examples: P passed, F failed";
+# exit 0 when all passed. tools/test runs it in its normal pass.
+#
+#   examples/run.sh [WORK_DIR]     (default: a fresh temporary directory)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+work=${1:-$(mktemp -d)}
+mkdir -p "$work"
+if ! tarball=$(tools/package "$work/dist" | tail -1) || [[ ! -f $tarball ]]; then
+  echo "examples: tools/package failed"
+  echo "examples: 0 passed, 1 failed"
+  exit 1
+fi
+rm -rf "$work/prefix" && mkdir -p "$work/prefix" && tar xzf "$tarball" -C "$work/prefix"
+prefix=$work/prefix/coppice
+passed=0 failed=0
+run_example() {  # NAME ARGS...: configure, build and run examples/NAME
+  local name=$1 build=$work/build/$1
+  shift
+  if cmake -S "examples/$name" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
+      > "$work/$name.log" 2>&1 &&
+    cmake --build "$build" -j 2 >> "$work/$name.log" 2>&1 &&
+    "$build/$name" "$@" >> "$work/$name.log" 2>&1; then
+    echo "examples: $name passed"
+    passed=$((passed + 1))
+  else
+    echo "examples: $name failed (log: $work/$name.log)"
+    tail -20 "$work/$name.log"
+    failed=$((failed + 1))
+  fi
+}
+run_example custom_model
+run_example custom_growth examples/custom_growth/job.yaml
+run_example custom_sparsifier
+# pkg-config finds the same library: one compile and link by hand.
+if PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --exists coppice &&
+  g++ -O1 examples/custom_model/main.cc $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs coppice) \
+    -o "$work/custom_model_pc" > "$work/pkg_config.log" 2>&1 && "$work/custom_model_pc" >> "$work/pkg_config.log" 2>&1; then
+  echo "examples: pkg_config passed"
+  passed=$((passed + 1))
+else
+  echo "examples: pkg_config failed (log: $work/pkg_config.log)"
+  tail -20 "$work/pkg_config.log" 2>/dev/null
+  failed=$((failed + 1))
+fi
+echo "examples: $passed passed, $failed failed"
+((failed == 0))
