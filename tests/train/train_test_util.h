@@ -121,11 +121,13 @@ struct RunResult {
 };
 
 // Runs `trainer ARGS` (ARGS already quoted for the shell), its output in
-// DIR/stdout and DIR/stderr; `env` (NAME=VALUE ..., shell-quoted) is set for it.
-inline RunResult run_trainer(const std::string& args, const std::string& dir, const std::string& env = "") {
+// DIR/stdout and DIR/stderr; `env` (NAME=VALUE ..., shell-quoted) is set for
+// it; `cwd`, when given, is its working directory (a job's relative paths).
+inline RunResult run_trainer(const std::string& args, const std::string& dir, const std::string& env = "",
+                             const std::string& cwd = "") {
   const std::string out = dir + "/stdout", err = dir + "/stderr";
-  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + "'" + trainer_path() + "' " + args + " >'" + out +
-                          "' 2>'" + err + "' </dev/null";
+  const std::string cmd = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + (env.empty() ? "" : "env " + env + " ") + "'" +
+                          trainer_path() + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
   const int status = std::system(cmd.c_str());
   RunResult r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
