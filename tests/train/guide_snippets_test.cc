@@ -1,8 +1,13 @@
 // Every code block of the user guide (docs/guide/*.md) runs, so the guide
-// cannot drift from the code: a ```yaml block is a whole job that must load
-// and train to its end; a ```sh block's `tools/train CONFIG ARGS` lines run
-// the trainer as tools/train would (in a scratch directory), and must finish;
-// a block in any other language fails the test until it has a runner here.
+// cannot drift from the code:
+//   ```yaml                  a whole job that must load and train to its end;
+//   ```yaml refused: TEXT    a job the loader must refuse, its message holding TEXT;
+//   ```sh                    `tools/train CONFIG ARGS` lines, run in order in one
+//                            scratch directory as tools/train runs the trainer
+//                            (so a later line may resume an earlier one's
+//                            checkpoint), each with --max-steps, each exiting 0;
+//                            other lines (not comments) fail the test;
+// and a block in any other language fails the test until it has a runner here.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -66,7 +71,15 @@ TEST(GuideSnippets, EveryBlockRuns) {
   int yaml = 0, commands = 0;
   for (const Block& b : blocks) {
     const std::string where = b.file + ":" + std::to_string(b.line);
-    if (b.language == "yaml") {
+    const std::string refused = "yaml refused: ";
+    if (b.language.rfind(refused, 0) == 0) {
+      const std::string expected = b.language.substr(refused.size());
+      absl::StatusOr<ValidatedJob> job = parse_validated_job(b.text);
+      ASSERT_FALSE(job.ok()) << where << ": the job loads, but the guide says it is refused";
+      EXPECT_NE(std::string(job.status().message()).find(expected), std::string::npos)
+          << where << ": the message is '" << job.status().message() << "', the guide says '" << expected << "'";
+      ++yaml;
+    } else if (b.language == "yaml") {
       absl::StatusOr<ValidatedJob> job = parse_validated_job(b.text);
       ASSERT_TRUE(job.ok()) << where << ": " << job.status();
       const TrainingSummary s = run_job(std::move(*job));
@@ -76,17 +89,18 @@ TEST(GuideSnippets, EveryBlockRuns) {
     } else if (b.language == "sh") {
       std::istringstream lines(b.text);
       std::string line;
+      const std::string dir = temp_dir("guide_commands");
       while (std::getline(lines, line)) {
-        if (line.rfind("tools/train ", 0) != 0) continue;
+        if (line.empty() || line[0] == '#') continue;
+        ASSERT_EQ(line.rfind("tools/train ", 0), 0u) << where << ": no runner for the command '" << line << "'";
         std::istringstream words(line.substr(12));
         std::string config, args, w;
         words >> config;
         while (words >> w) args += " " + w;
         // Guide commands are quick trials: the test runs them as written.
         ASSERT_NE(args.find("--max-steps"), std::string::npos) << where << ": give '" << line << "' --max-steps";
-        const std::string dir = temp_dir("guide_command");
         const std::string cmd = "--config '" + runfiles_root() + "/" + config + "'" + args;
-        const testing_train::RunResult r = run_trainer(cmd + " --run-dir '" + dir + "/run'", dir, "", dir);
+        const testing_train::RunResult r = run_trainer(cmd, dir, "", dir);
         EXPECT_EQ(r.code, 0) << where << ": " << line << "\n" << r.err;
         ++commands;
       }
