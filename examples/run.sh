@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds Coppice's package (tools/package), then each example against it with
-# CMake, as a user outside this repository would, and runs it. One line per
-# example ("examples: NAME passed|failed"), then "examples: P passed, F failed";
-# exit 0 when all passed. tools/test runs it in its normal pass.
+# CMake, as a user outside this repository would, and runs it; then every
+# ```cpp block of the user guide (docs/guide/*.md), compiled and run the same
+# way. One line per program ("examples: NAME passed|failed"), then
+# "examples: P passed, F failed"; exit 0 when all passed. tools/test runs it
+# in its normal pass.
 #
 #   examples/run.sh [WORK_DIR]     (default: a fresh temporary directory)
 set -uo pipefail
@@ -46,5 +48,25 @@ else
   tail -20 "$work/pkg_config.log" 2>/dev/null
   failed=$((failed + 1))
 fi
+# Every ```cpp block of the user guide (docs/guide/*.md) is a whole program:
+# compiled against the package and run, each a test of its own.
+pc_flags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs coppice)
+for page in docs/guide/*.md; do
+  n=0
+  while IFS= read -r -d '' block; do
+    n=$((n + 1))
+    name=guide_$(basename "$page" .md)_$n
+    printf '%s' "$block" > "$work/$name.cc"
+    # shellcheck disable=SC2086
+    if g++ -O1 "$work/$name.cc" $pc_flags -o "$work/$name" > "$work/$name.log" 2>&1 && "$work/$name" >> "$work/$name.log" 2>&1; then
+      echo "examples: $name passed"
+      passed=$((passed + 1))
+    else
+      echo "examples: $name failed (log: $work/$name.log)"
+      tail -20 "$work/$name.log"
+      failed=$((failed + 1))
+    fi
+  done < <(awk '/^```cpp$/ {on = 1; next} /^```$/ && on {on = 0; printf "%c", 0; next} on {print}' "$page")
+done
 echo "examples: $passed passed, $failed failed"
 ((failed == 0))

@@ -7,7 +7,9 @@
 //                            (so a later line may resume an earlier one's
 //                            checkpoint), each with --max-steps, each exiting 0;
 //                            other lines (not comments) fail the test;
-// and a block in any other language fails the test until it has a runner here.
+//   ```cpp                   a whole program: examples/run.sh (tools/test) compiles
+//                            it against tools/package's library and runs it;
+// and a block in any other language fails the test until it has a runner.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -104,6 +106,8 @@ TEST(GuideSnippets, EveryBlockRuns) {
         EXPECT_EQ(r.code, 0) << where << ": " << line << "\n" << r.err;
         ++commands;
       }
+    } else if (b.language == "cpp") {
+      EXPECT_NE(b.text.find("int main("), std::string::npos) << where << ": a ```cpp block is a whole program";
     } else {
       ADD_FAILURE() << where << ": no runner for ```" << b.language << " blocks (add one to this test)";
     }
