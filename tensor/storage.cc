@@ -13,8 +13,22 @@ Storage Storage::allocate(size_t nbytes, Device device) {
   return s;
 }
 
+Storage Storage::wrap(void* data, size_t nbytes, Device device, std::function<void()> release) {
+  Storage s;
+  s.impl_ = std::make_shared<Impl>();
+  s.impl_->data = data;
+  s.impl_->nbytes = nbytes;
+  s.impl_->device = device;
+  s.impl_->release = release ? std::move(release) : [] {};
+  return s;
+}
+
 Storage::Impl::~Impl() {
-  if (data != nullptr) allocator_for(device).deallocate(data, nbytes);
+  if (release) {
+    release();
+  } else if (data != nullptr) {
+    allocator_for(device).deallocate(data, nbytes);
+  }
 }
 
 }  // namespace coppice

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "tensor/device.h"
@@ -13,6 +14,10 @@ class Storage {
   Storage() = default;
   // Allocates `nbytes` on `device` through that device's allocator.
   static Storage allocate(size_t nbytes, Device device);
+  // Memory that someone else owns (a NumPy array, a DLPack tensor): used in
+  // place, never freed by the allocator; `release` runs once when the last
+  // handle goes (it lets go of the owner).
+  static Storage wrap(void* data, size_t nbytes, Device device, std::function<void()> release);
 
   bool defined() const { return impl_ != nullptr; }
   void* data() const { return impl_ ? impl_->data : nullptr; }
@@ -26,6 +31,7 @@ class Storage {
     void* data = nullptr;
     size_t nbytes = 0;
     Device device;
+    std::function<void()> release;  // set: wrapped memory, not the allocator's
     ~Impl();
   };
   std::shared_ptr<Impl> impl_;

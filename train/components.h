@@ -124,6 +124,10 @@ struct TrainComponents {
   // Called after each step's optimizer step, LR step and mask change, with
   // the step's index t (gradients of unchanged parameters are still there).
   std::function<void(int64_t step)> on_step_end;
+  // Called after each step (after on_step_end) with the steps done and the
+  // batch's loss; false ends the run after this step, as stop_at_step would
+  // (a checkpoint where the job writes them, the summary).
+  std::function<bool(int64_t done, double loss)> keep_going;
 };
 
 struct TrainingSummary {

@@ -437,6 +437,7 @@ TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule,
   c.cuda_graph = job.training.cuda_graph;
   const int64_t total_steps = total_training_steps(c);
   c.stop_at_step = opts.stop_at_step;
+  c.keep_going = opts.keep_going;
 
   // Always a scheduler (constant included), so that every checkpoint records
   // its position and a resumed run finds one.

@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,10 @@ struct JobRunOptions {
   // every schedule kept at the job's full length (trainer --max-steps); the
   // run ends with a checkpoint where the job writes them, so a resume goes on.
   int64_t stop_at_step = -1;
+  // After every step: the steps done and the batch's loss; returning false
+  // ends the run there (TrainComponents::keep_going), e.g. a Python callback's
+  // early stop.
+  std::function<bool(int64_t done, double loss)> keep_going;
 };
 
 // The device a job runs on: "auto" is cuda:0 when cuda_available(), else the

@@ -235,3 +235,28 @@ TEST(Tensor, DeviceHelpers) {
 
 }  // namespace
 }  // namespace coppice
+
+namespace coppice {
+namespace {
+
+// Storage::wrap: memory owned elsewhere is used in place (no copy) and
+// handed back once, when the last tensor on it goes.
+TEST(Storage, WrappedMemoryIsUsedInPlaceAndReleasedOnce) {
+  std::vector<float> owner = {1, 2, 3, 4, 5, 6};
+  int released = 0;
+  {
+    Storage s = Storage::wrap(owner.data(), owner.size() * sizeof(float), Device::cpu(), [&] { ++released; });
+    Tensor t = Tensor::from_storage(s, {2, 3}, {3, 1}, 0, DType::kF32);
+    EXPECT_EQ(t.data<float>(), owner.data());
+    Tensor view = t.t();  // shares the storage
+    t.data<float>()[0] = 10;
+    EXPECT_EQ(owner[0], 10.0f);
+    t = Tensor();
+    EXPECT_EQ(released, 0) << "a view still holds the memory";
+    EXPECT_EQ(sum(view).item(), 10.0 + 2 + 3 + 4 + 5 + 6);
+  }
+  EXPECT_EQ(released, 1);
+}
+
+}  // namespace
+}  // namespace coppice

@@ -9,6 +9,7 @@
 //                            other lines (not comments) fail the test;
 //   ```cpp                   a whole program: examples/run.sh (tools/test) compiles
 //                            it against tools/package's library and runs it;
+//   ```python                run against the installed wheel by python/tests/test_guide.py;
 // and a block in any other language fails the test until it has a runner.
 #include <cstdlib>
 #include <filesystem>
@@ -94,6 +95,7 @@ TEST(GuideSnippets, EveryBlockRuns) {
       const std::string dir = temp_dir("guide_commands");
       while (std::getline(lines, line)) {
         if (line.empty() || line[0] == '#') continue;
+        if (line.rfind("tools/wheel", 0) == 0) continue;  // python/run_tests.sh runs the wheel's smoke test
         ASSERT_EQ(line.rfind("tools/train ", 0), 0u) << where << ": no runner for the command '" << line << "'";
         std::istringstream words(line.substr(12));
         std::string config, args, w;
@@ -106,6 +108,8 @@ TEST(GuideSnippets, EveryBlockRuns) {
         EXPECT_EQ(r.code, 0) << where << ": " << line << "\n" << r.err;
         ++commands;
       }
+    } else if (b.language == "python") {
+      // python/tests/test_guide.py runs it (tools/test's Python step).
     } else if (b.language == "cpp") {
       EXPECT_NE(b.text.find("int main("), std::string::npos) << where << ": a ```cpp block is a whole program";
     } else {

@@ -139,6 +139,25 @@ TEST(RunJob, GrowthByName) {
   EXPECT_TRUE(s.dense_gradient_steps.empty()) << "random growth reads no gradient";
 }
 
+// keep_going (a Python callback's early stop): the run ends after the step
+// it returns false on, with its checkpoint and summary.
+TEST(RunJob, KeepGoingEndsTheRunEarly) {
+  const std::string ckpt = temp_dir("job_keep_going");
+  JobRunOptions opts;
+  std::vector<double> seen;
+  opts.keep_going = [&](int64_t done, double loss) {
+    seen.push_back(loss);
+    return done < 7;
+  };
+  const TrainingSummary s = run_job(parse(tiny_job(std::string(kRigl) + "checkpoint: {dir: '" + ckpt + "'}\n")), opts);
+  EXPECT_EQ(s.final_step, 7);
+  EXPECT_EQ(s.losses, seen);
+  auto list = list_checkpoints(ckpt);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ(list->back().step, 7);
+}
+
 // N:M dynamic sparse training: RigL within each group of four, two kept.
 TEST(RunJob, RigLNmKeepsTwoOfEveryFour) {
   const TrainingSummary s =

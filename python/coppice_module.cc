@@ -1,0 +1,340 @@
+// The Python module coppice._coppice (python/coppice/__init__.py re-exports
+// it): tensors with zero-copy NumPy interop, sparse formats from and to their
+// parts, jobs run from Python with a per-step callback, and growth policies
+// written in Python. Built by tools/wheel (a shared object: Debian's shared
+// system libraries, --define=system_libs=shared).
+//
+// The GIL: train() lets go of it while the job runs; a callback or a Python
+// growth policy takes it back for its call only. An exception raised in
+// Python user code stops the run, and train() raises it again with its
+// traceback.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "optim/growth.h"
+#include "sparse/convert.h"
+#include "sparse/formats.h"
+#include "sparse/sparse_impl.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+#include "tensor/storage.h"
+#include "train/config.h"
+#include "train/job.h"
+#include "train/summary.h"
+
+namespace py = pybind11;
+
+namespace coppice {
+namespace {
+
+// ---- dtypes --------------------------------------------------------------------------------
+
+DType dtype_of_numpy(const py::dtype& d) {
+  const char kind = d.kind();
+  const size_t size = d.itemsize();
+  if (kind == 'f' && size == 4) return DType::kF32;
+  if (kind == 'f' && size == 8) return DType::kF64;
+  if (kind == 'f' && size == 2) return DType::kF16;
+  if (kind == 'i' && size == 4) return DType::kI32;
+  if (kind == 'i' && size == 8) return DType::kI64;
+  if (kind == 'u' && size == 1) return DType::kU8;
+  if (kind == 'b' && size == 1) return DType::kBool;
+  throw py::type_error(str_cat("coppice.Tensor: NumPy dtype ", py::str(py::object(d)).cast<std::string>(),
+                               " has no Coppice dtype (float16/32/64, int32/64, uint8, bool)"));
+}
+
+py::dtype numpy_dtype(DType t) {
+  switch (t) {
+    case DType::kF32: return py::dtype::of<float>();
+    case DType::kF64: return py::dtype::of<double>();
+    case DType::kF16: return py::dtype("float16");
+    case DType::kI32: return py::dtype::of<int32_t>();
+    case DType::kI64: return py::dtype::of<int64_t>();
+    case DType::kU8: return py::dtype::of<uint8_t>();
+    case DType::kBool: return py::dtype::of<bool>();
+    default:
+      throw py::type_error(
+          str_cat("coppice.Tensor: ", dtype_name(t), " has no NumPy dtype; convert first, e.g. t.to(\"f32\")"));
+  }
+}
+
+// ---- NumPy in and out, without copies --------------------------------------------------------
+
+// A Tensor on the array's memory: the array stays alive while any tensor on it does.
+Tensor from_numpy(const py::array& a) {
+  const DType dtype = dtype_of_numpy(a.dtype());
+  const int64_t item = static_cast<int64_t>(a.itemsize());
+  Shape shape, strides;
+  int64_t extent = a.size() > 0 ? item : 0;
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) {
+    const int64_t st = static_cast<int64_t>(a.strides(i));
+    if (st < 0 || st % item != 0) {
+      // Negative or unaligned strides: a copy that has neither.
+      return from_numpy(py::array::ensure(a, py::array::c_style | py::array::forcecast));
+    }
+    shape.push_back(static_cast<int64_t>(a.shape(i)));
+    strides.push_back(st / item);
+    if (a.shape(i) > 0) extent += (static_cast<int64_t>(a.shape(i)) - 1) * st;
+  }
+  auto* owner = new py::object(a);  // released, with the GIL, when the last tensor goes
+  Storage storage = Storage::wrap(const_cast<void*>(a.data()), static_cast<size_t>(extent), Device::cpu(), [owner] {
+    py::gil_scoped_acquire gil;
+    delete owner;
+  });
+  return Tensor::from_storage(storage, shape, strides, 0, dtype);
+}
+
+// An array on the tensor's memory (a dense CPU tensor): the tensor stays alive while the array does.
+py::array to_numpy(const Tensor& t) {
+  COPPICE_CHECK(t.defined(), "coppice.Tensor.numpy: the tensor is undefined");
+  COPPICE_CHECK(!t.is_sparse(), "coppice.Tensor.numpy: a ", t.format(),
+                " tensor has no single array; use to_dense() or parts()");
+  COPPICE_CHECK(t.device().is_cpu(), "coppice.Tensor.numpy: the tensor is on ", t.device().to_string(),
+                "; use to(\"cpu\") first");
+  const py::dtype dt = numpy_dtype(t.dtype());
+  std::vector<py::ssize_t> shape, strides;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    shape.push_back(t.size(i));
+    strides.push_back(t.stride(i) * static_cast<int64_t>(dtype_size(t.dtype())));
+  }
+  auto* keep = new Tensor(t);
+  py::capsule base(keep, [](void* p) { delete static_cast<Tensor*>(p); });
+  return py::array(dt, shape, strides, t.data_ptr(), base);
+}
+
+Tensor tensor_of(const py::object& o) {
+  if (py::isinstance<Tensor>(o)) return o.cast<Tensor>();
+  return from_numpy(py::array::ensure(o));
+}
+
+// ---- jobs ----------------------------------------------------------------------------------
+
+// Where a Python exception raised inside the run waits until train() can raise it again.
+struct PendingError {
+  std::mutex mu;
+  std::exception_ptr error;
+  void set(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!error) error = e;
+  }
+};
+PendingError& pending_error() {
+  static PendingError* p = new PendingError();
+  return *p;
+}
+
+py::dict summary_dict(const TrainingSummary& s) {
+  py::dict d;
+  d["final_step"] = s.final_step;
+  d["total_steps"] = s.total_steps;
+  d["losses"] = s.losses;
+  d["seconds"] = s.seconds;
+  if (s.validation) {
+    d["validation_loss"] = s.validation->loss;
+    d["validation_accuracy"] = s.validation->accuracy;
+  }
+  if (s.test) {
+    d["test_loss"] = s.test->loss;
+    d["test_accuracy"] = s.test->accuracy;
+  }
+  d["mask_updates"] = s.mask_updates.size();
+  d["mask_update_overhead_s"] = mask_update_overhead_seconds(s);
+  py::dict density;
+  for (const LayerStats& l : s.model.layers) density[py::str(l.name)] = l.density;
+  d["density"] = density;
+  d["text"] = format_summary(s);
+  return d;
+}
+
+py::dict train(const py::object& config, const std::vector<std::string>& overrides, const py::object& callback,
+               int64_t max_steps, const std::string& run_dir) {
+  absl::StatusOr<ValidatedJob> job = absl::InvalidArgumentError("no job");
+  if (py::isinstance<py::str>(config)) {
+    job = load_validated_job(config.cast<std::string>(), overrides);
+  } else {
+    // A dict: JSON is YAML's flow style.
+    const std::string text = py::module_::import("json").attr("dumps")(config).cast<std::string>();
+    job = parse_validated_job(text, overrides);
+  }
+  if (!job.ok()) throw py::value_error(std::string(job.status().message()));
+  JobRunOptions opts;
+  opts.stop_at_step = max_steps;
+  opts.run_dir = run_dir;
+  opts.progress_out = nullptr;
+  if (!callback.is_none()) {
+    py::function fn = callback;
+    opts.keep_going = [fn](int64_t done, double loss) {
+      py::gil_scoped_acquire gil;
+      try {
+        const py::object r = fn(done, loss);
+        return r.is_none() || r.cast<bool>();
+      } catch (py::error_already_set&) {
+        pending_error().set(std::current_exception());
+        return false;
+      }
+    };
+  }
+  pending_error().error = nullptr;
+  TrainingSummary s;
+  {
+    py::gil_scoped_release release;
+    try {
+      s = run_job(std::move(*job), opts);
+    } catch (const std::exception& e) {
+      if (!pending_error().error) throw;
+    }
+  }
+  if (pending_error().error) {
+    std::exception_ptr e = pending_error().error;
+    pending_error().error = nullptr;
+    std::rethrow_exception(e);  // the Python exception, with its traceback
+  }
+  return summary_dict(s);
+}
+
+// ---- growth policies in Python --------------------------------------------------------------
+
+// fn(layer=, step=, k=, candidates=, weight=, gradient=) -> k positions (any
+// order) among `candidates` (flat positions of the weight); the arrays are
+// NumPy copies of the dense weight and gradient (f32, the layer's shape).
+class PythonGrowth : public GrowthPolicy {
+ public:
+  PythonGrowth(std::string name, py::function fn, bool needs_gradient)
+      : name_(std::move(name)), fn_(std::move(fn)), needs_gradient_(needs_gradient) {}
+  ~PythonGrowth() override {
+    py::gil_scoped_acquire gil;
+    fn_ = py::function();
+  }
+  std::string name() const override { return name_; }
+  bool needs_dense_gradient() const override { return needs_gradient_; }
+  std::vector<int64_t> grow(const GrowthInput& in) const override {
+    const Tensor w = to_dense(in.param).to(DType::kF32).to(Device::cpu()).contiguous();
+    const Tensor g = in.dense_gradient.defined()
+                         ? to_dense(in.dense_gradient).to(DType::kF32).to(Device::cpu()).contiguous()
+                         : Tensor();
+    std::vector<int64_t> out;
+    {
+      py::gil_scoped_acquire gil;
+      try {
+        py::array_t<int64_t> cand(static_cast<py::ssize_t>(in.candidates->size()), in.candidates->data());
+        py::object gradient = g.defined() ? py::object(to_numpy(g)) : py::none();
+        py::object r =
+            fn_(py::arg("layer") = in.layer, py::arg("step") = in.step, py::arg("k") = in.k,
+                py::arg("candidates") = cand, py::arg("weight") = to_numpy(w), py::arg("gradient") = gradient);
+        out = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(r).cast<std::vector<int64_t>>();
+      } catch (py::error_already_set& e) {
+        pending_error().set(std::current_exception());
+        fail("growth policy '", name_, "' (Python) raised: ", e.what());
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return out;  // the updater checks the count, that they are candidates and distinct
+  }
+
+ private:
+  std::string name_;
+  py::function fn_;
+  bool needs_gradient_;
+};
+
+}  // namespace
+}  // namespace coppice
+
+PYBIND11_MODULE(_coppice, m) {
+  using namespace coppice;
+  m.doc() = "Coppice: sparse training (C++ runtime)";
+  py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
+
+  py::class_<Tensor>(m, "Tensor", py::buffer_protocol())
+      .def(py::init([](const py::array& a) { return from_numpy(a); }), py::arg("array"),
+           "A tensor on the array's memory (no copy for non-negative, item-aligned strides).")
+      // The memory belongs to the tensor that exports it (memoryview, numpy.asarray).
+      .def_buffer([](const Tensor& t) { return to_numpy(t).request(); })
+      .def("numpy", &to_numpy, "An array on the tensor's memory (dense CPU tensors).")
+      .def(
+          "__array__", [](const Tensor& t, const py::object&) { return to_numpy(t); }, py::arg("dtype") = py::none())
+      .def_property_readonly("shape", [](const Tensor& t) { return std::vector<int64_t>(t.shape()); })
+      .def_property_readonly("dtype", [](const Tensor& t) { return std::string(dtype_name(t.dtype())); })
+      .def_property_readonly("device", [](const Tensor& t) { return t.device().to_string(); })
+      .def_property_readonly("format", [](const Tensor& t) { return std::string(t.format()); })
+      .def_property_readonly("nnz", [](const Tensor& t) { return nnz(t); })
+      .def("numel", &Tensor::numel)
+      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("to_dense", [](const Tensor& t) { return to_dense(t); })
+      .def(
+          "to_format",
+          [](const Tensor& t, const std::string& format, int64_t block_rows, int64_t block_cols, int64_t n,
+             int64_t mm) {
+            FormatOptions o;
+            o.block_rows = block_rows;
+            o.block_cols = block_cols;
+            o.n = n;
+            o.m = mm;
+            return to_format(t, format, o);
+          },
+          py::arg("format"), py::arg("block_rows") = 0, py::arg("block_cols") = 0, py::arg("n") = 0, py::arg("m") = 0)
+      .def("parts",
+           [](const Tensor& t) {
+             std::map<std::string, Tensor> out;
+             if (!t.is_sparse()) {
+               out["values"] = t;
+               return out;
+             }
+             for (const auto& [name, part] : sparse_impl(t, "coppice.Tensor.parts").parts()) out[name] = part;
+             return out;
+           })
+      .def("to",
+           [](const Tensor& t, const std::string& what) {
+             DType d;
+             if (dtype_from_name(what, &d)) return t.to(d);
+             return t.to(Device::parse(what));
+           })
+      .def("__repr__", [](const Tensor& t) {
+        return str_cat("coppice.Tensor(", t.format(), ", ", shape_to_string(t.shape()), ", ", dtype_name(t.dtype()),
+                       ", ", t.device().to_string(), t.is_sparse() ? str_cat(", nnz=", nnz(t)) : "", ")");
+      });
+
+  m.def(
+      "tensor", [](const py::object& o) { return tensor_of(o); }, py::arg("data"),
+      "A coppice.Tensor of a NumPy array (no copy) or of anything numpy.asarray takes.");
+  m.def("matmul", [](const py::object& a, const py::object& b) { return matmul(tensor_of(a), tensor_of(b)); });
+  m.def(
+      "sparse_from_mask",
+      [](const py::object& dense, const py::object& mask, const std::string& format, int64_t block_rows,
+         int64_t block_cols, int64_t n, int64_t mm) {
+        FormatOptions o;
+        o.block_rows = block_rows;
+        o.block_cols = block_cols;
+        o.n = n;
+        o.m = mm;
+        return sparse_from_mask(tensor_of(dense), tensor_of(mask).to(DType::kBool), format, o);
+      },
+      py::arg("dense"), py::arg("mask"), py::arg("format"), py::arg("block_rows") = 0, py::arg("block_cols") = 0,
+      py::arg("n") = 0, py::arg("m") = 0);
+  m.def(
+      "formats", [] { return format_names(); }, "The format names (the format table, sparse/formats.h).");
+  m.def("train", &train, py::arg("config"), py::arg("overrides") = std::vector<std::string>{},
+        py::arg("callback") = py::none(), py::arg("max_steps") = -1, py::arg("run_dir") = "",
+        "Runs a job (a YAML path, or a dict of its keys); callback(step, loss) after every step, False to stop.");
+  m.def(
+      "register_growth_policy",
+      [](const std::string& name, py::function fn, bool needs_dense_gradient) {
+        register_growth_policy(name, [name, fn, needs_dense_gradient] {
+          py::gil_scoped_acquire gil;
+          return std::make_shared<PythonGrowth>(name, fn, needs_dense_gradient);
+        });
+      },
+      py::arg("name"), py::arg("fn"), py::arg("needs_dense_gradient") = true,
+      "A growth policy by name: fn(layer, step, k, candidates, weight, gradient) returns k positions.");
+  m.def("growth_policies", [] { return registered_growth_policies(); });
+}

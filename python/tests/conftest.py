@@ -1,0 +1,18 @@
+"""The tests run against the installed package (tools/test installs tools/wheel's
+wheel into a venv), never python/coppice's sources, which lack the module."""
+import os
+
+REPO = os.environ.get("COPPICE_REPO", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+
+def tiny_job(**mask_update):
+    """An MLP on Gaussian blobs, fc1 and fc2 at 10 % in CSR; mask_update's keys as given."""
+    job = {"name": "py", "device": "cpu", "seed": 1,
+           "model": {"name": "mlp", "options": {"sizes": [32, 128, 128, 4]}},
+           "data": {"dataset": "synthetic", "batch_size": 32,
+                    "synthetic": {"examples": 2048, "test_examples": 512, "features": 32, "classes": 4}},
+           "sparsity": {"density": 0.1, "distribution": "uniform",
+                        "rules": [{"regex": "fc[12]\\.weight", "format": "csr"}]},
+           "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9}, "training": {"steps": 300}}
+    job["mask_update"] = mask_update or {"method": "static"}
+    return job
