@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "optim/growth.h"
+#include "python/dlpack.h"
 #include "sparse/convert.h"
 #include "sparse/formats.h"
 #include "sparse/sparse_impl.h"
@@ -115,6 +116,100 @@ py::array to_numpy(const Tensor& t) {
 Tensor tensor_of(const py::object& o) {
   if (py::isinstance<Tensor>(o)) return o.cast<Tensor>();
   return from_numpy(py::array::ensure(o));
+}
+
+// ---- DLPack both ways (CPU and CUDA memory), without copies ------------------------------------
+
+DLDataType dl_dtype(DType t) {
+  switch (t) {
+    case DType::kF32: return {kDLFloat, 32, 1};
+    case DType::kF64: return {kDLFloat, 64, 1};
+    case DType::kF16: return {kDLFloat, 16, 1};
+    case DType::kBF16: return {kDLBfloat, 16, 1};
+    case DType::kI32: return {kDLInt, 32, 1};
+    case DType::kI64: return {kDLInt, 64, 1};
+    case DType::kU8: return {kDLUInt, 8, 1};
+    case DType::kBool: return {kDLBool, 8, 1};
+  }
+  fail("__dlpack__: ", dtype_name(t), " has no DLPack type");
+}
+
+DType dtype_of_dl(const DLDataType& d) {
+  COPPICE_CHECK(d.lanes == 1, "from_dlpack: vector types (lanes ", d.lanes, ") are not supported");
+  if (d.code == kDLFloat && d.bits == 32) return DType::kF32;
+  if (d.code == kDLFloat && d.bits == 64) return DType::kF64;
+  if (d.code == kDLFloat && d.bits == 16) return DType::kF16;
+  if (d.code == kDLBfloat && d.bits == 16) return DType::kBF16;
+  if (d.code == kDLInt && d.bits == 32) return DType::kI32;
+  if (d.code == kDLInt && d.bits == 64) return DType::kI64;
+  if (d.code == kDLUInt && d.bits == 8) return DType::kU8;
+  if (d.code == kDLBool && d.bits == 8) return DType::kBool;
+  fail("from_dlpack: DLPack type (code ", static_cast<int>(d.code), ", bits ", static_cast<int>(d.bits),
+       ") has no Coppice dtype");
+}
+
+// What an exported DLManagedTensor owns: the tensor (its memory) and the shape and strides arrays.
+struct DlpackExport {
+  Tensor tensor;
+  std::vector<int64_t> shape, strides;
+  DLManagedTensor managed{};
+};
+
+py::capsule to_dlpack(const Tensor& t) {
+  COPPICE_CHECK(t.defined() && !t.is_sparse(), "__dlpack__: needs a dense tensor (use to_dense() or parts())");
+  auto* e = new DlpackExport{t, std::vector<int64_t>(t.shape()), {}, {}};
+  for (int64_t i = 0; i < t.dim(); ++i) e->strides.push_back(t.stride(i));
+  DLTensor& d = e->managed.dl_tensor;
+  d.data = t.data_ptr();
+  d.device = {t.device().is_cuda() ? kDLCUDA : kDLCPU, t.device().is_cuda() ? t.device().index : 0};
+  d.ndim = static_cast<int32_t>(t.dim());
+  d.dtype = dl_dtype(t.dtype());
+  d.shape = e->shape.data();
+  d.strides = e->strides.data();
+  d.byte_offset = 0;
+  e->managed.manager_ctx = e;
+  e->managed.deleter = [](DLManagedTensor* self) { delete static_cast<DlpackExport*>(self->manager_ctx); };
+  // A consumer renames the capsule "used_dltensor" and calls the deleter itself; an unused one is deleted here.
+  return py::capsule(&e->managed, "dltensor", [](PyObject* cap) {
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+      m->deleter(m);
+    }
+  });
+}
+
+// A tensor on the producer's memory (anything with __dlpack__: NumPy, PyTorch, another coppice.Tensor).
+Tensor from_dlpack(const py::object& obj) {
+  py::object cap_obj = py::hasattr(obj, "__dlpack__") ? obj.attr("__dlpack__")() : obj;
+  PyObject* cap = cap_obj.ptr();
+  COPPICE_CHECK(PyCapsule_IsValid(cap, "dltensor"),
+                "from_dlpack: needs an object with __dlpack__ or an unused \"dltensor\" capsule");
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+  PyCapsule_SetName(cap, "used_dltensor");  // the deleter is ours to call now
+  const DLTensor& d = m->dl_tensor;
+  COPPICE_CHECK(d.device.device_type == kDLCPU || d.device.device_type == kDLCUDA,
+                "from_dlpack: memory on DLPack device type ", static_cast<int>(d.device.device_type),
+                " (Coppice takes CPU and CUDA memory)");
+  const Device device = d.device.device_type == kDLCUDA ? Device::cuda(d.device.device_id) : Device::cpu();
+  const DType dtype = dtype_of_dl(d.dtype);
+  const int64_t item = static_cast<int64_t>(dtype_size(dtype));
+  Shape shape(d.shape, d.shape + d.ndim), strides(static_cast<size_t>(d.ndim));
+  int64_t extent = item, expected = 1;
+  bool empty = false;
+  for (int32_t i = d.ndim - 1; i >= 0; --i) {
+    const size_t k = static_cast<size_t>(i);
+    strides[k] = d.strides != nullptr ? d.strides[i] : expected;
+    COPPICE_CHECK(strides[k] >= 0, "from_dlpack: negative strides are not supported");
+    expected *= shape[k];
+    if (shape[k] == 0) empty = true;
+    extent += (shape[k] - 1) * strides[k] * item;
+  }
+  Storage storage =
+      Storage::wrap(static_cast<char*>(d.data) + d.byte_offset, static_cast<size_t>(empty ? 0 : extent), device, [m] {
+        py::gil_scoped_acquire gil;  // a producer's deleter may touch Python objects
+        if (m->deleter != nullptr) m->deleter(m);
+      });
+  return Tensor::from_storage(storage, shape, strides, 0, dtype);
 }
 
 // ---- jobs ----------------------------------------------------------------------------------
@@ -262,6 +357,14 @@ PYBIND11_MODULE(_coppice, m) {
       .def_buffer([](const Tensor& t) { return to_numpy(t).request(); })
       .def("numpy", &to_numpy, "An array on the tensor's memory (dense CPU tensors).")
       .def(
+          "__dlpack__", [](const Tensor& t, const py::object&) { return to_dlpack(t); }, py::arg("stream") = py::none(),
+          "DLPack export (CPU or CUDA memory, no copy).")
+      .def("__dlpack_device__",
+           [](const Tensor& t) {
+             return py::make_tuple(static_cast<int>(t.device().is_cuda() ? kDLCUDA : kDLCPU),
+                                   t.device().is_cuda() ? t.device().index : 0);
+           })
+      .def(
           "__array__", [](const Tensor& t, const py::object&) { return to_numpy(t); }, py::arg("dtype") = py::none())
       .def_property_readonly("shape", [](const Tensor& t) { return std::vector<int64_t>(t.shape()); })
       .def_property_readonly("dtype", [](const Tensor& t) { return std::string(dtype_name(t.dtype())); })
@@ -304,6 +407,8 @@ PYBIND11_MODULE(_coppice, m) {
                        ", ", t.device().to_string(), t.is_sparse() ? str_cat(", nnz=", nnz(t)) : "", ")");
       });
 
+  m.def("from_dlpack", &from_dlpack, py::arg("obj"),
+        "A tensor on the memory of anything with __dlpack__ (NumPy, PyTorch on the CPU or a GPU): no copy.");
   m.def(
       "tensor", [](const py::object& o) { return tensor_of(o); }, py::arg("data"),
       "A coppice.Tensor of a NumPy array (no copy) or of anything numpy.asarray takes.");

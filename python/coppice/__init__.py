@@ -16,6 +16,7 @@ from ._coppice import (  # noqa: F401  (the module's whole API)
     Error,
     Tensor,
     formats,
+    from_dlpack,
     growth_policies,
     matmul,
     register_growth_policy,
@@ -24,5 +25,5 @@ from ._coppice import (  # noqa: F401  (the module's whole API)
     train,
 )
 
-__all__ = ["Error", "Tensor", "formats", "growth_policies", "matmul", "register_growth_policy",
+__all__ = ["Error", "Tensor", "formats", "from_dlpack", "growth_policies", "matmul", "register_growth_policy",
            "sparse_from_mask", "tensor", "train"]

@@ -60,3 +60,19 @@ def test_errors_are_python_exceptions_with_the_message():
         coppice.tensor(np.ones((4, 4), np.float32)).to_format("csr").numpy()
     with pytest.raises(TypeError, match="complex"):
         coppice.tensor(np.zeros(3, np.complex64))
+
+
+def test_dlpack_both_ways_without_copies():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = coppice.from_dlpack(a)  # NumPy's __dlpack__
+    assert t.data_ptr() == a.ctypes.data and t.shape == [3, 4] and t.device == "cpu"
+    b = np.from_dlpack(t)  # coppice.Tensor's __dlpack__ and __dlpack_device__
+    assert b.ctypes.data == a.ctypes.data
+    a[1, 1] = -1.0
+    assert b[1, 1] == -1.0 and t.numpy()[1, 1] == -1.0
+    strided = np.arange(20, dtype=np.int64).reshape(4, 5)[:, 1::2]
+    s = coppice.from_dlpack(strided)
+    assert s.data_ptr() == strided.ctypes.data
+    np.testing.assert_array_equal(s.numpy(), strided)
+    with pytest.raises(coppice.Error, match="dense tensor"):
+        coppice.tensor(np.eye(4, dtype=np.float32)).to_format("csr").__dlpack__()
