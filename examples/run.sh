@@ -19,38 +19,36 @@ fi
 rm -rf "$work/prefix" && mkdir -p "$work/prefix" && tar xzf "$tarball" -C "$work/prefix"
 prefix=$work/prefix/coppice
 passed=0 failed=0
+record() {  # NAME STATUS: one program's result; its log is $work/NAME.log
+  if (($2 == 0)); then
+    echo "examples: $1 passed"
+    passed=$((passed + 1))
+  else
+    echo "examples: $1 failed (log: $work/$1.log)"
+    tail -20 "$work/$1.log" 2>/dev/null
+    failed=$((failed + 1))
+  fi
+}
 run_example() {  # NAME ARGS...: configure, build and run examples/NAME
   local name=$1 build=$work/build/$1
   shift
-  if cmake -S "examples/$name" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
-      > "$work/$name.log" 2>&1 &&
+  cmake -S "examples/$name" -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
+    > "$work/$name.log" 2>&1 &&
     cmake --build "$build" -j 2 >> "$work/$name.log" 2>&1 &&
-    "$build/$name" "$@" >> "$work/$name.log" 2>&1; then
-    echo "examples: $name passed"
-    passed=$((passed + 1))
-  else
-    echo "examples: $name failed (log: $work/$name.log)"
-    tail -20 "$work/$name.log"
-    failed=$((failed + 1))
-  fi
+    "$build/$name" "$@" >> "$work/$name.log" 2>&1
+  record "$name" $?
 }
 run_example custom_model
 run_example custom_growth examples/custom_growth/job.yaml
 run_example custom_sparsifier
 # pkg-config finds the same library: one compile and link by hand.
-if PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --exists coppice &&
-  g++ -O1 examples/custom_model/main.cc $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs coppice) \
-    -o "$work/custom_model_pc" > "$work/pkg_config.log" 2>&1 && "$work/custom_model_pc" >> "$work/pkg_config.log" 2>&1; then
-  echo "examples: pkg_config passed"
-  passed=$((passed + 1))
-else
-  echo "examples: pkg_config failed (log: $work/pkg_config.log)"
-  tail -20 "$work/pkg_config.log" 2>/dev/null
-  failed=$((failed + 1))
-fi
+pc_flags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs coppice)
+# shellcheck disable=SC2086
+g++ -O1 examples/custom_model/main.cc $pc_flags -o "$work/custom_model_pc" > "$work/pkg_config.log" 2>&1 &&
+  "$work/custom_model_pc" >> "$work/pkg_config.log" 2>&1
+record pkg_config $?
 # Every ```cpp block of the user guide (docs/guide/*.md) is a whole program:
 # compiled against the package and run, each a test of its own.
-pc_flags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs coppice)
 for page in docs/guide/*.md; do
   n=0
   while IFS= read -r -d '' block; do
@@ -58,14 +56,8 @@ for page in docs/guide/*.md; do
     name=guide_$(basename "$page" .md)_$n
     printf '%s' "$block" > "$work/$name.cc"
     # shellcheck disable=SC2086
-    if g++ -O1 "$work/$name.cc" $pc_flags -o "$work/$name" > "$work/$name.log" 2>&1 && "$work/$name" >> "$work/$name.log" 2>&1; then
-      echo "examples: $name passed"
-      passed=$((passed + 1))
-    else
-      echo "examples: $name failed (log: $work/$name.log)"
-      tail -20 "$work/$name.log"
-      failed=$((failed + 1))
-    fi
+    g++ -O1 "$work/$name.cc" $pc_flags -o "$work/$name" > "$work/$name.log" 2>&1 && "$work/$name" >> "$work/$name.log" 2>&1
+    record "$name" $?
   done < <(awk '/^```cpp$/ {on = 1; next} /^```$/ && on {on = 0; printf "%c", 0; next} on {print}' "$page")
 done
 echo "examples: $passed passed, $failed failed"
