@@ -67,6 +67,10 @@ const char* mask_method_name(MaskMethod m) {
   return "?";
 }
 
+const char* default_growth(MaskMethod m) {
+  return m == MaskMethod::kSet ? "random" : m == MaskMethod::kSnfs ? "momentum" : "gradient";
+}
+
 const char* sparse_exchange_name(SparseExchange e) { return e == SparseExchange::kDense ? "dense" : "compact"; }
 
 bool SparsityConfig::sparse_weights() const {
@@ -582,9 +586,7 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
   u.schedule = parse_drop_schedule(s.choice("drop_schedule", "cosine", {"constant", "cosine", "linear"}));
   u.prune = parse_prune_criterion(s.choice("prune", "magnitude", {"magnitude", "movement"}));
   u.allow_regrow_dropped = s.boolean("allow_regrow_dropped", false);
-  u.growth = c.method == MaskMethod::kSet                                       ? "random"
-             : c.method == MaskMethod::kRigL || c.method == MaskMethod::kRigLNm ? "gradient"
-                                                                                : "momentum";
+  u.growth = default_growth(c.method);
   // A growth policy by name (optim/growth.h's registry: the built-ins, or one
   // the program registered before loading the job) instead of the method's.
   if (s.has("growth")) {

@@ -110,7 +110,10 @@ struct LrScheduleConfig {
 // (optim/group_regrow.h); set, rigl and snfs regrow n:m layers that way too,
 // beside other formats.
 enum class MaskMethod { kDense, kStatic, kSet, kRigL, kRigLNm, kSnfs, kGmp };
-const char* mask_method_name(MaskMethod m);  // "dense", "static", "set", "rigl", "rigl_nm", "snfs", "gmp"
+const char* mask_method_name(MaskMethod m);
+// The growth policy a prune-and-regrow method uses unless mask_update.growth
+// names another: random (set), momentum (snfs), gradient (rigl, rigl_nm).
+const char* default_growth(MaskMethod m);  // "dense", "static", "set", "rigl", "rigl_nm", "snfs", "gmp"
 
 struct MaskUpdateConfig {
   MaskMethod method = MaskMethod::kDense;

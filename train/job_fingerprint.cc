@@ -156,8 +156,7 @@ void add_mask_update(const MaskUpdateConfig& m, Fingerprint& f) {
     f["mask_update.prune"] = prune_criterion_name(u.prune);
     f["mask_update.allow_regrow_dropped"] = flag(u.allow_regrow_dropped);
     // Named only when it is not the method's own, so that jobs without it keep their fingerprints.
-    const char* own = m.method == MaskMethod::kSet ? "random" : m.method == MaskMethod::kSnfs ? "momentum" : "gradient";
-    if (u.growth != own) f["mask_update.growth"] = u.growth;
+    if (u.growth != default_growth(m.method)) f["mask_update.growth"] = u.growth;
   } else if (m.method == MaskMethod::kGmp) {
     const GmpConfig& g = m.gmp;
     f["mask_update.start_step"] = number(g.start_step);

@@ -8,7 +8,7 @@ namespace coppice {
 
 TrainingSummary run_training(TrainComponents& components) {
   Trainer trainer(components);  // resumes, when components.resume says so
-  for (int64_t t = trainer.first_step(); t < trainer.stop_step() && !trainer.stop_requested(); ++t) {
+  for (int64_t t = trainer.first_step(); t < trainer.stop_step(); ++t) {
     trainer.begin_step(t);
     trainer.forward_backward();
     trainer.synchronize();

@@ -268,8 +268,7 @@ void Trainer::record() {
   }
   if (c_.on_step_end) c_.on_step_end(step_.t);
   if (c_.keep_going && !c_.keep_going(step_.t + 1, step_.loss)) {
-    stop_requested_ = true;
-    stop_ = step_.t + 1;  // the run ends here: its last records, checkpoint and summary say so
+    stop_ = step_.t + 1;  // the loop ends here; its last records, checkpoint and summary say so
   }
   summary_.losses.push_back(step_.loss);
   summary_.accuracies.push_back(step_.accuracy);

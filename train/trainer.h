@@ -65,8 +65,6 @@ class Trainer {
   // The steps this run takes: [first_step(), stop_step()).
   int64_t first_step() const { return run_.step; }
   int64_t stop_step() const { return stop_; }
-  // Whether TrainComponents::keep_going asked to end the run after the last step.
-  bool stop_requested() const { return stop_requested_; }
 
   void begin_step(int64_t t);
   void forward_backward();
@@ -126,7 +124,6 @@ class Trainer {
   int64_t nb_ = 0;     // batches per epoch
   int64_t total_ = 0;  // the run's steps (schedules see them all)
   int64_t stop_ = 0;   // this invocation stops here
-  bool stop_requested_ = false;
   ProgressReporter progress_;
   RunStart run_;
   MetricsWriter metrics_;
