@@ -38,6 +38,18 @@ void check_kept_grown(const std::vector<int64_t>& old, const std::vector<int64_t
   for (int64_t p : grown) COPPICE_CHECK(!contains(kept, p), op, ": grown position ", p, " is also kept");
 }
 
+// The regrow init's values for `positions` (flat, ascending), one each, flat,
+// in the parameter's dtype and on its device; zeros without an init.
+Tensor regrown_values(const Tensor& param, const std::vector<int64_t>& positions, const RegrowInit& init,
+                      std::string_view op) {
+  const int64_t n = static_cast<int64_t>(positions.size());
+  if (!init || n == 0) return zeros({n}, param.options());
+  const Tensor v = init(param, positions);
+  COPPICE_CHECK(v.defined() && v.numel() == n, op, ": the regrow init returned ", v.defined() ? v.numel() : 0,
+                " values for ", n, " grown positions");
+  return to_dense(v).reshape({-1}).to(param.dtype()).to(param.device());
+}
+
 }  // namespace
 
 PatternView pattern_view(const Tensor& param, std::string_view op) {
@@ -149,14 +161,8 @@ MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const st
   const Tensor old_values = values(param).reshape({-1});
   const int64_t n_old = old_values.numel();
   const int64_t n_grown = static_cast<int64_t>(grown.size());
-  Tensor grown_values = zeros({n_grown + 1}, param.options());  // the last one is the zero of padding slots
-  if (init && n_grown > 0) {
-    Tensor v = init(param, grown);
-    COPPICE_CHECK(v.defined() && v.numel() == n_grown, op, ": the regrow init returned ", v.defined() ? v.numel() : 0,
-                  " values for ", n_grown, " grown positions");
-    v = to_dense(v).reshape({-1}).to(param.dtype()).to(param.device());
-    grown_values = cat({v, zeros({1}, param.options())});
-  }
+  // The last one is the zero of padding slots.
+  const Tensor grown_values = cat({regrown_values(param, grown, init, op), zeros({1}, param.options())});
 
   std::vector<int64_t> idx(new_pos.size()), keep_from(new_pos.size());
   for (size_t s = 0; s < new_pos.size(); ++s) {
@@ -238,9 +244,7 @@ MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, co
   Tensor grown_values = zeros({n_grown, area}, param.options());
   if (init && n_grown > 0) {
     const std::vector<int64_t> grown_entries = expand_blocks(grown, elements);
-    Tensor v = init(param, grown_entries);
-    COPPICE_CHECK(v.defined() && v.numel() == n_grown * area, op, ": the regrow init returned ",
-                  v.defined() ? v.numel() : 0, " values for ", n_grown * area, " grown positions");
+    const Tensor v = regrown_values(param, grown_entries, init, op);
     // init's values follow the flat positions; blocks hold them block by block.
     std::vector<int64_t> from(static_cast<size_t>(n_grown * area));
     for (size_t j = 0; j < grown_entries.size(); ++j) {
@@ -248,7 +252,6 @@ MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, co
       const int64_t g = std::lower_bound(grown.begin(), grown.end(), (r / bh) * grid_cols + c / bw) - grown.begin();
       from[static_cast<size_t>(g * area + (r % bh) * bw + c % bw)] = static_cast<int64_t>(j);
     }
-    v = to_dense(v).reshape({-1}).to(param.dtype()).to(param.device());
     grown_values = index_select(v, 0, from_vector(from).to(param.device())).reshape({n_grown, area});
   }
   // Per new block: where its values come from (an old block, or n_old + its
@@ -314,14 +317,7 @@ MaskChange rebuild_nm(const Tensor& param, const PatternView& old, const std::ve
     }
   }
   const Tensor old_values = values(param).reshape({-1});
-  Tensor grown_values = zeros({n_grown}, param.options());
-  if (init && n_grown > 0) {
-    Tensor v = init(param, grown);
-    COPPICE_CHECK(v.defined() && v.numel() == n_grown, op, ": the regrow init returned ", v.defined() ? v.numel() : 0,
-                  " values for ", n_grown, " grown positions");
-    grown_values = to_dense(v).reshape({-1}).to(param.dtype()).to(param.device());
-  }
-  const Tensor src = n_grown > 0 ? cat({old_values, grown_values}) : old_values;
+  const Tensor src = n_grown > 0 ? cat({old_values, regrown_values(param, grown, init, op)}) : old_values;
   const Tensor new_values = index_select(src, 0, from_vector(idx).to(param.device())).reshape(values(param).shape());
   Tensor indices = Tensor::empty(nm.indices().shape(), TensorOptions(DType::kU8, Device::cpu()));
   std::copy(in_group.begin(), in_group.end(), indices.data<uint8_t>());

@@ -113,6 +113,16 @@ py::array to_numpy(const Tensor& t) {
   return py::array(dt, shape, strides, t.data_ptr(), base);
 }
 
+// The options of a format from the Python keywords (0: the format's default).
+FormatOptions format_options(int64_t block_rows, int64_t block_cols, int64_t n, int64_t m) {
+  FormatOptions o;
+  o.block_rows = block_rows;
+  o.block_cols = block_cols;
+  o.n = n;
+  o.m = m;
+  return o;
+}
+
 Tensor tensor_of(const py::object& o) {
   if (py::isinstance<Tensor>(o)) return o.cast<Tensor>();
   return from_numpy(py::array::ensure(o));
@@ -378,11 +388,7 @@ PYBIND11_MODULE(_coppice, m) {
           "to_format",
           [](const Tensor& t, const std::string& format, int64_t block_rows, int64_t block_cols, int64_t n,
              int64_t mm) {
-            FormatOptions o;
-            o.block_rows = block_rows;
-            o.block_cols = block_cols;
-            o.n = n;
-            o.m = mm;
+            const FormatOptions o = format_options(block_rows, block_cols, n, mm);
             return to_format(t, format, o);
           },
           py::arg("format"), py::arg("block_rows") = 0, py::arg("block_cols") = 0, py::arg("n") = 0, py::arg("m") = 0)
@@ -417,11 +423,7 @@ PYBIND11_MODULE(_coppice, m) {
       "sparse_from_mask",
       [](const py::object& dense, const py::object& mask, const std::string& format, int64_t block_rows,
          int64_t block_cols, int64_t n, int64_t mm) {
-        FormatOptions o;
-        o.block_rows = block_rows;
-        o.block_cols = block_cols;
-        o.n = n;
-        o.m = mm;
+        const FormatOptions o = format_options(block_rows, block_cols, n, mm);
         return sparse_from_mask(tensor_of(dense), tensor_of(mask).to(DType::kBool), format, o);
       },
       py::arg("dense"), py::arg("mask"), py::arg("format"), py::arg("block_rows") = 0, py::arg("block_cols") = 0,

@@ -20,8 +20,13 @@ rm -rf "$work/venv"
   { echo "python: the wheel does not install"; report 0 1; }
 COPPICE_REPO=$PWD "$work/venv/bin/python" -m pytest -q -s -p no:cacheprovider python/tests \
   --junitxml="$work/pytest.xml" 2>&1 | tee "$work/pytest.log"
-passed=$("$work/venv/bin/python" -c "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); s = r if r.tag == 'testsuite' else r[0]; print(int(s.get('tests')) - int(s.get('failures')) - int(s.get('errors')) - int(s.get('skipped')))" "$work/pytest.xml" 2>/dev/null || echo 0)
-failed=$("$work/venv/bin/python" -c "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); s = r if r.tag == 'testsuite' else r[0]; print(int(s.get('failures')) + int(s.get('errors')))" "$work/pytest.xml" 2>/dev/null || echo 1)
+# pytest's JUnit report: passed and failed (errors count as failed).
+read -r passed failed < <("$work/venv/bin/python" -c "
+import sys, xml.etree.ElementTree as E
+r = E.parse(sys.argv[1]).getroot()
+s = r if r.tag == 'testsuite' else r[0]
+bad = int(s.get('failures')) + int(s.get('errors'))
+print(int(s.get('tests')) - bad - int(s.get('skipped')), bad)" "$work/pytest.xml" 2>/dev/null || echo "0 1")
 # The wheel's smoke test, as docs/guide/python.md gives it: a fresh venv, LeNet-300-100 with RigL.
 if tools/wheel --smoke "$work/smoke"; then
   passed=$((passed + 1))

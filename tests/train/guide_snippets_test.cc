@@ -28,19 +28,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing_train::run_trainer;
+using testing_train::runfiles_root;
 using testing_train::temp_dir;
-using testing_train::trainer_path;
 
 struct Block {
   std::string file, language, text;
   int line = 0;  // of the opening fence
 };
-
-std::string runfiles_root() {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  return (fs::path(srcdir != nullptr ? srcdir : ".") / (ws != nullptr ? ws : "coppice")).string();
-}
 
 std::vector<Block> guide_blocks() {
   std::vector<Block> blocks;

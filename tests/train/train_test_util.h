@@ -106,14 +106,15 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-// The trainer binary in the test's runfiles (data = ["//tools/trainer"]).
-inline std::string trainer_path() {
+// The workspace's directory in the test's runfiles (its data files by their paths).
+inline std::string runfiles_root() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* ws = std::getenv("TEST_WORKSPACE");
-  return (std::filesystem::path(srcdir != nullptr ? srcdir : ".") / (ws != nullptr ? ws : "coppice") /
-          "tools/trainer/trainer")
-      .string();
+  return (std::filesystem::path(srcdir != nullptr ? srcdir : ".") / (ws != nullptr ? ws : "coppice")).string();
 }
+
+// The trainer binary in the test's runfiles (data = ["//tools/trainer"]).
+inline std::string trainer_path() { return runfiles_root() + "/tools/trainer/trainer"; }
 
 struct RunResult {
   int code = -1;
