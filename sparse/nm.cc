@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sparse/index_util.h"
+#include "tensor/dispatcher.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -117,6 +118,14 @@ Tensor sparse_nm(const Tensor& values, const Tensor& indices, const Shape& shape
 
 Tensor nm_compress(const Tensor& dense, int64_t n, int64_t m) {
   check_dense_input(dense, n, m, "nm_compress");
+  // 2:4 on a device with its own selection kernel (sparse/cuda: one pass,
+  // nothing leaves the device); every other n:m ranks on the host.
+  if (n == 2 && m == 4 && !dense.device().is_cpu() && dense.dtype() != DType::kF64) {
+    if (const Kernel* k = Dispatcher::instance().find("nm24_compress", dense.device().type, {"dense"})) {
+      const std::vector<Tensor> parts = (*k)({dense}, Attrs());
+      return Tensor(std::make_shared<NmImpl>(parts[0], parts[1], dense.shape(), n, m, new_pattern_version()));
+    }
+  }
   Tensor host = dense.to(TensorOptions(DType::kF64, Device::cpu())).contiguous();
   const double* x = host.data<double>();
   const int64_t ngroups = dense.numel() / m;

@@ -55,6 +55,34 @@ Nm24Packed pack_nm24(const Tensor& nm) {
   return {s.values(), metadata.to(nm.device())};
 }
 
+Nm24Packed pack_nm24_transposed(const Tensor& nm) {
+  constexpr std::string_view op = "pack_nm24_transposed";
+  const NmImpl& s = nm_impl(nm, op);
+  COPPICE_CHECK(s.n() == 2 && s.m() == 4 && nm.dim() == 2, op, ": needs a 2-D 2:4 tensor, got n:m = ", s.n(), ":",
+                s.m(), " with dim ", nm.dim(), " (shape ", shape_to_string(nm.shape()), ")");
+  const int64_t rows = nm.size(0), cols = nm.size(1);
+  COPPICE_CHECK(rows % kColsPerWord == 0, op, ": rows = ", rows, " of shape ", shape_to_string(nm.shape()),
+                " is not a multiple of 16 (the columns of the transpose, one metadata word per 16)");
+  // The stored positions, transposed: mask_t[c, r].
+  const std::vector<int64_t> pos = sparse_detail::host_i64(s.indices());
+  std::vector<uint8_t> stored_t(static_cast<size_t>(rows * cols), 0);
+  for (size_t k = 0; k < pos.size(); ++k) {
+    const int64_t slot = static_cast<int64_t>(k), r = slot / (cols / 2), g = (slot % (cols / 2)) / 2;
+    stored_t[static_cast<size_t>((g * 4 + pos[k]) * rows + r)] = 1;
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    for (int64_t r = 0; r < rows; r += 4) {
+      const uint8_t* group = &stored_t[static_cast<size_t>(c * rows + r)];
+      const int count = group[0] + group[1] + group[2] + group[3];
+      COPPICE_CHECK(count <= 2, op, ": column ", c, " stores ", count, " entries in rows ", r, "..", r + 3,
+                    ", more than 2: the pattern is not transposable, so its transpose is not 2:4");
+    }
+  }
+  const Tensor mask_t = from_vector(stored_t, {cols, rows}).to(DType::kBool).to(nm.device());
+  const Tensor dense_t = nm_decompress(nm).t().contiguous();
+  return pack_nm24(sparse_detail::nm_from_mask(dense_t, mask_t, 2, 4, op));
+}
+
 Tensor unpack_nm24(const Tensor& values, const Tensor& metadata, const Shape& shape) {
   constexpr std::string_view op = "unpack_nm24";
   sparse_detail::check_shape(shape, 2, op);

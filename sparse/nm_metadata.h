@@ -46,6 +46,15 @@ struct Nm24Packed {
 // guarantees it), so every field is valid for the hardware.
 Nm24Packed pack_nm24(const Tensor& nm);
 
+// The hardware form of S^T for a 2-D 2:4 tensor S [rows, cols] whose rows are
+// a multiple of 16 and whose pattern is transposable (every group of four
+// rows stores at most two entries in each column, as nm_transposable.h's masks
+// do): what the tensor-core kernels multiply for dx = dy @ S. A group of S^T
+// with fewer than two stored entries keeps explicit zeros at its lowest free
+// positions (as nm_compress from a mask). Throws naming the first column and
+// rows that hold more than two, and anything pack_nm24 refuses.
+Nm24Packed pack_nm24_transposed(const Tensor& nm);
+
 // The 2:4 NmImpl tensor of `shape` ([rows, cols], cols a multiple of 16) that
 // `values` and `metadata` (as pack_nm24 makes them, on one device) describe.
 // Throws naming the row and group of the first field whose indices do not

@@ -24,6 +24,7 @@ constexpr std::array<std::string_view, 3> kProfileNames = {"0", "1", "shapes"};
 constexpr std::array<std::string_view, 2> kSimdNames = {"auto", "sse"};
 constexpr std::array<std::string_view, 5> kCsrSpmmNames = {"auto", "own", "tiled", "rows", "cusparse"};
 constexpr std::array<std::string_view, 2> kBoolNames = {"0", "1"};
+constexpr std::array<std::string_view, 3> kNm24Names = {"auto", "on", "off"};
 
 [[noreturn]] void bad_value(const char* name, std::string_view value, std::string_view accepted) {
   fail(name, "='", one_line(std::string(value)), "' is not accepted: expected ", accepted);
@@ -76,6 +77,7 @@ struct Store {
   std::atomic<bool> csr_spmm_log{false};
   std::atomic<bool> bsr_tiles{true};
   std::atomic<bool> bsr_mma{true};
+  std::atomic<Nm24Mode> nm24_mma{Nm24Mode::kAuto};
   std::atomic<double> sddmm_dense_min_density{0.005};
 
   void store(const RuntimeOptions& o) {  // with mu held
@@ -87,6 +89,7 @@ struct Store {
     csr_spmm_log.store(o.csr_spmm_log, r);
     bsr_tiles.store(o.bsr_tiles, r);
     bsr_mma.store(o.bsr_mma, r);
+    nm24_mma.store(o.nm24_mma, r);
     sddmm_dense_min_density.store(o.sddmm_dense_min_density, r);
     loaded.store(true, std::memory_order_release);
   }
@@ -101,6 +104,7 @@ struct Store {
     o.csr_spmm_log = csr_spmm_log.load(r);
     o.bsr_tiles = bsr_tiles.load(r);
     o.bsr_mma = bsr_mma.load(r);
+    o.nm24_mma = nm24_mma.load(r);
     o.sddmm_dense_min_density = sddmm_dense_min_density.load(r);
     return o;
   }
@@ -130,6 +134,8 @@ RuntimeOptions runtime_options_from(const Getenv& getenv) {
   read("COPPICE_CSR_SPMM_LOG", [&](const char* n, std::string_view v) { o.csr_spmm_log = one_of(n, v, kBoolNames); });
   read("COPPICE_BSR_TILES", [&](const char* n, std::string_view v) { o.bsr_tiles = one_of(n, v, kBoolNames); });
   read("COPPICE_BSR_MMA", [&](const char* n, std::string_view v) { o.bsr_mma = one_of(n, v, kBoolNames); });
+  read("COPPICE_NM24_MMA",
+       [&](const char* n, std::string_view v) { o.nm24_mma = static_cast<Nm24Mode>(one_of(n, v, kNm24Names)); });
   read("COPPICE_SDDMM_DENSE_DENSITY",
        [&](const char* n, std::string_view v) { o.sddmm_dense_min_density = parse_density(n, v); });
   return o;
@@ -167,5 +173,6 @@ ScopedRuntimeOptions::~ScopedRuntimeOptions() { set_runtime_options(previous_); 
 std::string_view profile_mode_name(ProfileMode mode) { return kProfileNames.at(static_cast<size_t>(mode)); }
 std::string_view cpu_simd_name(CpuSimd simd) { return kSimdNames.at(static_cast<size_t>(simd)); }
 std::string_view csr_spmm_mode_name(CsrSpmmMode mode) { return kCsrSpmmNames.at(static_cast<size_t>(mode)); }
+std::string_view nm24_mode_name(Nm24Mode mode) { return kNm24Names.at(static_cast<size_t>(mode)); }
 
 }  // namespace coppice

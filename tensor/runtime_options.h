@@ -19,6 +19,7 @@
 //   COPPICE_CSR_SPMM_LOG         csr_spmm_log             0 | 1
 //   COPPICE_BSR_TILES            bsr_tiles                1 | 0
 //   COPPICE_BSR_MMA              bsr_mma                  1 | 0
+//   COPPICE_NM24_MMA             nm24_mma                 auto | on | off
 //   COPPICE_SDDMM_DENSE_DENSITY  sddmm_dense_min_density  0.005; a finite number >= 0 (above 1: never)
 //
 // The options are process-global, like the environment they replace: a
@@ -48,6 +49,12 @@ enum class CpuSimd { kAuto, kSse };
 // (kOwn: picked by a rule), one own kernel, or cuSPARSE.
 enum class CsrSpmmMode { kAuto, kOwn, kTiled, kRows, kCusparse };
 
+// COPPICE_NM24_MMA: whether 2:4 products on CUDA run on sparse tensor cores
+// (sparse/cuda/nm_products.h): the faster of that and the dense product,
+// measured once per shape (kAuto), always where the kernels take the product
+// (kOn), or never (kOff).
+enum class Nm24Mode { kAuto, kOn, kOff };
+
 struct RuntimeOptions {
   // Threads of the CPU kernels' pool, the caller included; 0: the hardware's.
   // The pool is sized at its first use, so a later change has no effect.
@@ -64,6 +71,7 @@ struct RuntimeOptions {
   // (sparse/cuda/bsr_mma.h); false: on the WMMA tiles they replaced, the
   // reference to compare them with.
   bool bsr_mma = true;
+  Nm24Mode nm24_mma = Nm24Mode::kAuto;
   // The density from which a CUDA SDDMM computes a @ b densely and gathers
   // (the dense_gemm route of sparse/cuda/sddmm.cc); above 1 turns it off.
   double sddmm_dense_min_density = 0.005;
@@ -98,5 +106,6 @@ class ScopedRuntimeOptions {
 std::string_view profile_mode_name(ProfileMode mode);
 std::string_view cpu_simd_name(CpuSimd simd);
 std::string_view csr_spmm_mode_name(CsrSpmmMode mode);
+std::string_view nm24_mode_name(Nm24Mode mode);
 
 }  // namespace coppice

@@ -14,6 +14,7 @@
 #include "sparse/cpu/spmm_kernels.h"
 #include "sparse/cpu/util.h"
 #include "sparse/formats.h"
+#include "sparse/nm_metadata.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cpu {
@@ -43,6 +44,13 @@ struct EllLayout {
     return ((br * b + i) * ell_cols + j) * b;
   }
 };
+
+// Whether an n:m operand is 2:4 with cols a multiple of 16 (one metadata
+// word per 16 columns).
+bool reads_hardware_form(const Tensor& a, std::string_view op) {
+  const NmImpl& s = nm_impl(a, op);
+  return s.n() == 2 && s.m() == 4 && a.dim() == 2 && a.size(1) % 16 == 0;
+}
 
 // Calls fn(M, a_is_transposed) with M the row view of sparse `a` (values as T,
 // already converted): M = A, or M = A^T for CSC.
@@ -75,7 +83,11 @@ void with_rows(const Tensor& a, const Tensor& vals, std::string_view op, const F
       return;
     }
     case Layout::kNm: {
-      const NmImpl& s = nm_impl(a, op);
+      // 2:4 whose rows hold whole metadata words reads its columns from the
+      // hardware form (pack_nm24, then the words decoded): the CPU twin of
+      // what the sparse tensor-core kernels read (sparse/cuda/nm24_mma.h).
+      const Tensor twin = reads_hardware_form(a, op) ? unpack_nm24(values(a), pack_nm24(a).metadata, a.shape()) : a;
+      const NmImpl& s = nm_impl(twin, op);
       const int64_t n = s.n(), mm = s.m(), per_row = s.groups_per_row() * n;
       const uint8_t* pos = s.indices().data<uint8_t>();
       std::vector<int64_t> ptr(static_cast<size_t>(rows + 1));

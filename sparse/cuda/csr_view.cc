@@ -123,13 +123,4 @@ bool multiplies_densely(const Tensor& t) {
   return s.n() * 8 >= s.m();
 }
 
-Tensor dense_from_positions(const Tensor& t, std::string_view op) {
-  const Tensor pos = device_positions(t, op);
-  const Tensor vals = values(t).reshape({-1});
-  // Slots that store nothing (-1) add a zero at position 0.
-  const Tensor stored = ge(pos, 0.0);
-  return sparse_detail::scatter_to_dense(where(stored, pos, zeros_like(pos)), where(stored, vals, zeros_like(vals)),
-                                         t.shape());
-}
-
 }  // namespace coppice::sparse_cuda

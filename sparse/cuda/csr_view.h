@@ -36,18 +36,13 @@ Tensor values_from_csr_order(const Tensor& t, const Tensor& csr_values, std::str
 // new pattern of millions of entries whose walk on the host took 0.2 s).
 Tensor device_positions(const Tensor& t, std::string_view op);
 
-// `t` as a dense tensor on its device: its values scattered to the cached
-// positions (no host round trip; to_dense of some formats reads the pattern
-// on the host every call).
-Tensor dense_from_positions(const Tensor& t, std::string_view op);
-
-// Whether SpMM with `t` runs on its dense form (dense_from_positions) and
-// cuBLAS: n:m keeping at least one entry in 8 (2:4 keeps half). No SIMT
+// Whether SpMM with `t` runs on its dense form (nm_products.h's nm_dense)
+// and cuBLAS: n:m keeping at least one entry in 8 (2:4 keeps half). No SIMT
 // sparse kernel beats cuBLAS at such densities (H100, MLP-4096 step with 2:4
 // weights: 48.7 ms through the CSR view and the element kernel, against 23
-// for dense), and there are no sparse tensor cores here (no cuSPARSELt). The
-// weight, its gradient and optimizer state stay compact; the dense form is
-// a temporary of the product.
+// for dense); 2:4 in bf16/f16 may instead take sparse tensor cores (the
+// nm24_mma route of spmm.cc). The weight, its gradient and optimizer state
+// stay compact; the dense form is a temporary of the product.
 bool multiplies_densely(const Tensor& t);
 
 }  // namespace coppice::sparse_cuda

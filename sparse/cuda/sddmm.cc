@@ -8,6 +8,10 @@
 //                 of bsr_products.h (a block-sized GEMM per stored block), or
 //                 the dense route where that may run and measured faster
 //                 (bsr_values below);
+//   nm_dense_gather  n:m at the dense route's densities: the same dense
+//                 product, gathered by the group indices in one kernel
+//                 (nm_products.h: sparse tensor cores cannot write a sparse
+//                 output, so a linear layer's dW stays dense work);
 //   dense_gemm    any format but masked at a density of at least
 //                 RuntimeOptions::sddmm_dense_min_density (0.005, measured):
 //                 cuBLAS computes a @ b whole and the values are gathered at
@@ -35,6 +39,7 @@
 #include "sparse/cuda/cusparse_sddmm.h"
 #include "sparse/cuda/kernel_routes.h"
 #include "sparse/cuda/kernel_timing.h"
+#include "sparse/cuda/nm_products.h"
 #include "sparse/formats.h"
 #include "sparse/masked.h"
 #include "tensor/dispatcher.h"
@@ -166,6 +171,9 @@ using SddmmRoute = KernelRoute<SddmmProblem>;
 const SddmmRoute kRoutes[] = {
     {"bsr_tiles", [](const SddmmProblem& p) { return bsr_tiles_apply(p.pattern); },
      [](const SddmmProblem& p) { return bsr_values(p.a, p.b, p.pattern); }},
+    {"nm_dense_gather",
+     [](const SddmmProblem& p) { return p.pattern.layout() == Layout::kNm && take_dense_route(p.pattern); },
+     [](const SddmmProblem& p) { return nm_sddmm_values(p.a, p.b, p.pattern); }},
     {"dense_gemm",
      [](const SddmmProblem& p) { return p.pattern.layout() != Layout::kMasked && take_dense_route(p.pattern); },
      [](const SddmmProblem& p) { return dense_route_values(p.a, p.b, p.pattern); }},

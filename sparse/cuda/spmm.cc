@@ -6,8 +6,14 @@
 // The SpMM planner: every entry states its product as op(S) @ X or
 // X @ op(S) (Product) and runs the first route of kRoutes that takes it
 // (kernel_routes.h):
-//   dense_positions  n:m with n/m >= 1/8: the product on the dense form
-//                    (csr_view.h's multiplies_densely);
+//   nm24_mma         2:4 in bf16/f16 on sparse tensor cores (nm_products.h):
+//                    X @ S^T with the bias and relu in the write-out, and
+//                    X @ S where the pattern is transposable; or the dense
+//                    route's product where that measured faster for the
+//                    shape (RuntimeOptions::nm24_mma);
+//   dense_nm         n:m with n/m >= 1/8: the product on the dense form
+//                    (csr_view.h's multiplies_densely), decompressed in one
+//                    kernel (nm_products.h);
 //   bsr_tiles        BSR with 16/32-wide blocks in f32/bf16/f16, every
 //                    direction, bias and relu in the write-out
 //                    (bsr_products.h; RuntimeOptions::bsr_tiles turns it off);
@@ -23,6 +29,9 @@
 //                    (row_major_spmm below), by cuSPARSE or an own kernel,
 //                    whichever measured faster for the shape (spmm_choice.h).
 // A route that cannot fuse the bias and relu gets them applied after it.
+#include <map>
+#include <mutex>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -33,10 +42,13 @@
 #include "sparse/cuda/cusparse_internal.h"
 #include "sparse/cuda/cusparse_spmm.h"
 #include "sparse/cuda/kernel_routes.h"
+#include "sparse/cuda/kernel_timing.h"
+#include "sparse/cuda/nm_products.h"
 #include "sparse/cuda/spmm_choice.h"
 #include "sparse/formats.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
+#include "tensor/runtime_options.h"
 
 namespace coppice::sparse_cuda {
 namespace {
@@ -118,8 +130,66 @@ Tensor row_major_spmm(const SpmmProblem& p) {
   return csr_times_dense(csr_operand(a, !m_is_transpose, p.op), x.t(), p.op).t().contiguous();
 }
 
-Tensor dense_positions_spmm(const SpmmProblem& p) {
-  return dense_product(dense_from_positions(p.s, p.op), p.x, p.product);
+Tensor dense_nm_spmm(const SpmmProblem& p) { return dense_product(nm_dense(p.s), p.x, p.product); }
+
+// 2:4 on sparse tensor cores: X @ S^T and X @ S of a 2-D X (the two products
+// of a linear layer's input side).
+bool nm24_applies(const SpmmProblem& p) {
+  if (p.x.dim() != 2 || p.x.dtype() != p.s.dtype()) return false;
+  if (p.product == Product::kDenseSparseT) return nm24_takes(p.s);
+  return p.product == Product::kDenseSparse && nm24_transposable(p.s);
+}
+
+Tensor nm24_spmm(const SpmmProblem& p) {
+  const bool linear = p.product == Product::kDenseSparseT;
+  const int64_t inner = linear ? p.s.size(1) : p.s.size(0), out = linear ? p.s.size(0) : p.s.size(1);
+  COPPICE_CHECK(p.x.size(1) == inner, p.op, ": inner dimensions differ: dense ", shape_to_string(p.x.shape()),
+                " and sparse ", shape_to_string(p.s.shape()), linear ? " (transposed)" : "");
+  if (p.bias.defined()) {
+    COPPICE_CHECK(p.bias.is_dense() && p.bias.dim() == 1 && p.bias.size(0) == out && p.bias.dtype() == p.s.dtype() &&
+                      p.bias.device() == p.s.device(),
+                  p.op, ": bias must be dense [", out, "] of ", dtype_name(p.s.dtype()), " on ",
+                  p.s.device().to_string(), ", got ", shape_to_string(p.bias.shape()), " ", dtype_name(p.bias.dtype()));
+  }
+  if (linear) return nm24_linear(p.x, p.s, p.bias, p.relu);
+  Tensor y = nm24_matmul(p.x, p.s);
+  if (p.bias.defined()) y = add(y, p.bias);
+  return p.relu ? relu(y) : y;
+}
+
+// The 2:4 product on sparse tensor cores or the dense way (the next route's),
+// as RuntimeOptions::nm24_mma says; kAuto times both once per shape on the
+// real operands and keeps the faster. Neither always wins: on the H200
+// mma.sp's peak is 1.08x cuBLAS's dense rate (tools/device/experiments/
+// mma_sp_rate.cu), on sm_80 it is the faster tensor-core path.
+Tensor nm24_or_dense(const SpmmProblem& p) {
+  auto dense = [&] {
+    Tensor y = dense_nm_spmm(p);
+    if (p.bias.defined()) y = add(y, p.bias);
+    return p.relu ? relu(y) : y;
+  };
+  switch (runtime_options().nm24_mma) {
+    case Nm24Mode::kOn: return nm24_spmm(p);
+    case Nm24Mode::kOff: return dense();
+    case Nm24Mode::kAuto: break;
+  }
+  static std::mutex mu;
+  static auto* sparse_won = new std::map<std::string, bool>();  // never destroyed
+  const int device = p.s.device().index;
+  const std::string key =
+      str_cat(device, "|", static_cast<int>(p.product), "|", p.x.size(0), "x", shape_to_string(p.s.shape()), "|",
+              dtype_name(p.s.dtype()), p.bias.defined() ? "|bias" : "", p.relu ? "|relu" : "");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = sparse_won->find(key);
+    if (it != sparse_won->end()) return it->second ? nm24_spmm(p) : dense();
+  }
+  Tensor sparse_out, dense_out;
+  const double sparse_ms = time_on_device_ms([&] { return nm24_spmm(p); }, device, sparse_out, p.op);
+  const double dense_ms = time_on_device_ms(dense, device, dense_out, p.op);
+  std::lock_guard<std::mutex> lock(mu);
+  (*sparse_won)[key] = sparse_ms <= dense_ms;
+  return sparse_ms <= dense_ms ? sparse_out : dense_out;
 }
 
 Tensor bsr_tiles_spmm(const SpmmProblem& p) {
@@ -144,8 +214,8 @@ using SpmmRoute = KernelRoute<SpmmProblem>;
 
 // The SpMM routes, in the order they are tried (the header has the table).
 const SpmmRoute kRoutes[] = {
-    {"dense_positions", [](const SpmmProblem& p) { return multiplies_densely(p.s); },
-     then_bias_relu<dense_positions_spmm>},
+    {"nm24_mma", nm24_applies, nm24_or_dense},
+    {"dense_nm", [](const SpmmProblem& p) { return multiplies_densely(p.s); }, then_bias_relu<dense_nm_spmm>},
     {"bsr_tiles", [](const SpmmProblem& p) { return bsr_tiles_apply(p.s); }, bsr_tiles_spmm},
     {"masked_dense", [](const SpmmProblem& p) { return p.s.layout() == Layout::kMasked; }, then_bias_relu<masked_spmm>},
     {"blocked_ell",
@@ -188,20 +258,20 @@ std::vector<Tensor> linear_sparse_dense(const std::vector<Tensor>& in, const Att
   return {spmm(in[0], in[1].t(), Product::kSparseDense, "linear")};
 }
 
-// linear(x, weight, bias) with a BSR weight: the bias added in the tiled
-// kernel's write-out instead of a separate pass (the frontend asks for this
-// kernel when it exists and a bias is given).
-std::vector<Tensor> linear_dense_bsr_bias(const std::vector<Tensor>& in, const Attrs&) {
+// linear(x, weight, bias) with a BSR or n:m weight: the bias added in the
+// kernel's write-out instead of a separate pass where the route can (the
+// frontend asks for this kernel when it exists and a bias is given).
+std::vector<Tensor> linear_dense_sparse_bias(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 3, "linear: expected 3 inputs (input, weight, bias), got ", in.size());
   check_cuda_operand_pair({in[0], in[1]}, "linear");
   return {spmm(in[1], in[0], Product::kDenseSparseT, "linear", in[2])};
 }
 
-// linear_relu(x, weight[, bias]) with a BSR weight: the bias and the relu in
-// the tiled kernel's write-out, so the forward pass of an MLP layer is one
+// linear_relu(x, weight[, bias]) with a BSR or n:m weight: the bias and the
+// relu in the kernel's write-out, so the forward pass of an MLP layer is one
 // kernel (the frontend asks for this kernel when it exists; otherwise it
 // computes relu(linear(...)), which is also what the other routes do).
-std::vector<Tensor> linear_relu_dense_bsr(const std::vector<Tensor>& in, const Attrs&) {
+std::vector<Tensor> linear_relu_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 2 || in.size() == 3, "linear_relu: expected 2 or 3 inputs (input, weight[, bias]), got ",
                 in.size());
   check_cuda_operand_pair({in[0], in[1]}, "linear_relu");
@@ -217,9 +287,11 @@ const bool kRegistered = [] {
     d.register_kernel("matmul", DeviceType::kCuda, {"dense", f}, matmul_dense_sparse);
     d.register_kernel("linear", DeviceType::kCuda, {"dense", f}, linear_dense_sparse);
   }
-  d.register_kernel("linear", DeviceType::kCuda, {"dense", "bsr", "dense"}, linear_dense_bsr_bias);
-  d.register_kernel("linear_relu", DeviceType::kCuda, {"dense", "bsr", "dense"}, linear_relu_dense_bsr);
-  d.register_kernel("linear_relu", DeviceType::kCuda, {"dense", "bsr"}, linear_relu_dense_bsr);
+  for (const char* f : {"bsr", "nm"}) {
+    d.register_kernel("linear", DeviceType::kCuda, {"dense", f, "dense"}, linear_dense_sparse_bias);
+    d.register_kernel("linear_relu", DeviceType::kCuda, {"dense", f, "dense"}, linear_relu_dense_sparse);
+    d.register_kernel("linear_relu", DeviceType::kCuda, {"dense", f}, linear_relu_dense_sparse);
+  }
   return true;
 }();
 

@@ -13,6 +13,8 @@
 #include "autograd/function.h"
 #include "autograd/sparse_grad.h"
 #include "sparse/convert.h"
+#include "sparse/nm.h"
+#include "sparse/nm_transposable.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/dispatcher.h"
@@ -168,6 +170,19 @@ TEST_P(SparseGradTest, GradcheckCatchesAWrongSparseGradient) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, SparseGradTest, ::testing::ValuesIn(kFormats),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// 2:4 whose rows hold whole metadata words multiplies through the hardware
+// form's CPU twin (the mma.sp metadata decoded: sparse/cpu/spmm.cc), with a
+// transposable pattern, as the GPU's dx = dy W path needs.
+TEST(SparseGradTest, Nm24LinearThroughTheHardwareFormTwin) {
+  const Tensor dense = randn_away({16, 32}, 0.0);
+  const Tensor w = nm_compress(dense, transposable_nm_mask(dense), 2, 4);
+  Variable x = param(randn64({5, 32}), "x"), wv = param(w, "w"), b = param(randn64({16}), "b");
+  EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], v[2]); }, {x, wv, b});
+  EXPECT_GRADCHECK([](const V& v) { return linear_relu(v[0], v[1], v[2]); }, {x, wv, b});
+  Variable dy = param(randn64({3, 16}), "dy");
+  EXPECT_GRADCHECK([](const V& v) { return matmul(v[0], v[1]); }, {dy, wv});
+}
 
 TEST(SparseGradTest, MatmulGradIsCsrOfThePattern) {
   Tensor wt = random_sparse({5, 7}, "csr");

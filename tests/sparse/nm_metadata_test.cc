@@ -184,6 +184,44 @@ TEST(NmMetadataTest, UnpackRefusesBadParts) {
   EXPECT_ERROR_NAMING(unpack_nm24(values, Tensor(), {2, 32}), "unpack_nm24: metadata is an undefined tensor");
 }
 
+// S^T's hardware form: a 16x16 pattern keeping, in every 4x4 tile, the
+// diagonal pairs {0,1},{0,1},{2,3},{2,3} (transposable), whose transpose is
+// the same pattern; and S^T equals pack_nm24 of the transposed dense matrix.
+TEST(NmMetadataTest, TransposedPackIsThePackOfTheTranspose) {
+  std::vector<int64_t> keep;
+  for (int64_t r = 0; r < 16; ++r) {
+    for (int64_t tile = 0; tile < 4; ++tile) {
+      const int64_t first = r % 4 < 2 ? 0 : 2;
+      keep.push_back(r * 16 + tile * 4 + first);
+      keep.push_back(r * 16 + tile * 4 + first + 1);
+    }
+  }
+  const Tensor x = counting(16, 16);
+  const Tensor nm = nm_compress(x, mask_of(keep, 256).reshape({16, 16}), 2, 4);
+  const Nm24Packed t = pack_nm24_transposed(nm);
+  EXPECT_EQ(t.values.shape(), (Shape{16, 8}));
+  // Rows c of S^T with c % 4 < 2 keep (0, 1) in every group (field 0b0100),
+  // the others (2, 3) (0b1110).
+  std::vector<uint16_t> words;
+  for (int64_t c = 0; c < 16; ++c) words.push_back(c % 4 < 2 ? 0x4444 : 0xEEEE);
+  EXPECT_EQ(words_of(t.metadata), words);
+  const Tensor xt = to_dense(nm).t().contiguous();
+  const Nm24Packed want = pack_nm24(nm_compress(xt, mask_of(keep, 256).reshape({16, 16}), 2, 4));
+  EXPECT_TRUE(exact_equal(t.values, want.values));
+  EXPECT_TRUE(exact_equal(t.metadata, want.metadata));
+  EXPECT_TRUE(exact_equal(to_dense(unpack_nm24(t.values, t.metadata, {16, 16})), xt));
+}
+
+TEST(NmMetadataTest, TransposedPackRefusesPatternsThatAreNotTransposable) {
+  // Every row keeps columns 0 and 1 of each group: column 0 stores 4 entries
+  // in rows 0..3.
+  EXPECT_ERROR_NAMING(pack_nm24_transposed(nm_compress(counting(16, 16), 2, 4)),
+                      "pack_nm24_transposed: column 2 stores 4 entries in rows 0..3, more than 2: the pattern is "
+                      "not transposable");
+  EXPECT_ERROR_NAMING(pack_nm24_transposed(nm_compress(counting(8, 16), 2, 4)),
+                      "pack_nm24_transposed: rows = 8 of shape [8, 16] is not a multiple of 16");
+}
+
 TEST(NmMetadataTest, CudaMatchesCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no GPU in this machine";
   Tensor nm = nm_compress(testing::random_sparse({8, 64}, 0.8, 5), 2, 4);

@@ -34,6 +34,7 @@ TEST(RuntimeOptions, DefaultsWithNothingSet) {
   EXPECT_FALSE(o.csr_spmm_log);
   EXPECT_TRUE(o.bsr_tiles);
   EXPECT_TRUE(o.bsr_mma);
+  EXPECT_EQ(o.nm24_mma, Nm24Mode::kAuto);
   EXPECT_EQ(o.sddmm_dense_min_density, 0.005);
   // An empty variable is unset.
   EXPECT_EQ(from({{"COPPICE_CSR_SPMM", ""}, {"COPPICE_NUM_THREADS", ""}}).csr_spmm, CsrSpmmMode::kAuto);
@@ -47,6 +48,7 @@ TEST(RuntimeOptions, ReadsEveryVariable) {
                                  {"COPPICE_CSR_SPMM_LOG", "1"},
                                  {"COPPICE_BSR_TILES", "0"},
                                  {"COPPICE_BSR_MMA", "0"},
+                                 {"COPPICE_NM24_MMA", "off"},
                                  {"COPPICE_SDDMM_DENSE_DENSITY", "0.25"}});
   EXPECT_EQ(o.num_threads, 3);
   EXPECT_EQ(o.profile, ProfileMode::kShapes);
@@ -55,6 +57,7 @@ TEST(RuntimeOptions, ReadsEveryVariable) {
   EXPECT_TRUE(o.csr_spmm_log);
   EXPECT_FALSE(o.bsr_tiles);
   EXPECT_FALSE(o.bsr_mma);
+  EXPECT_EQ(o.nm24_mma, Nm24Mode::kOff);
   EXPECT_EQ(o.sddmm_dense_min_density, 0.25);
   EXPECT_EQ(from({{"COPPICE_PROFILE", "1"}}).profile, ProfileMode::kOn);
   EXPECT_EQ(from({{"COPPICE_PROFILE", "0"}}).profile, ProfileMode::kOff);
@@ -65,10 +68,14 @@ TEST(RuntimeOptions, ReadsEveryVariable) {
        {CsrSpmmMode::kAuto, CsrSpmmMode::kOwn, CsrSpmmMode::kTiled, CsrSpmmMode::kRows, CsrSpmmMode::kCusparse}) {
     EXPECT_EQ(from({{"COPPICE_CSR_SPMM", std::string(csr_spmm_mode_name(m))}}).csr_spmm, m);
   }
+  for (Nm24Mode m : {Nm24Mode::kAuto, Nm24Mode::kOn, Nm24Mode::kOff}) {
+    EXPECT_EQ(from({{"COPPICE_NM24_MMA", std::string(nm24_mode_name(m))}}).nm24_mma, m);
+  }
 }
 
 TEST(RuntimeOptions, BadValuesNameTheVariableTheValueAndWhatIsAccepted) {
   auto bad = [](const std::string& name, const std::string& value) { return [=] { from({{name, value}}); }; };
+  EXPECT_TRUE(throws_with(bad("COPPICE_NM24_MMA", "1"), {"COPPICE_NM24_MMA='1'", "auto, on, off"}));
   EXPECT_TRUE(throws_with(bad("COPPICE_CSR_SPMM", "fastest"),
                           {"COPPICE_CSR_SPMM='fastest'", "auto, own, tiled, rows, cusparse"}));
   EXPECT_TRUE(throws_with(bad("COPPICE_CSR_SPMM", "auto "), {"COPPICE_CSR_SPMM='auto '"}));

@@ -3,7 +3,16 @@
 // Shapes: [4096, 4096] x [4096, 4096] on CUDA and [4096, 4096] x [4096, 256]
 // on the CPU (--size N: N everywhere), and the LeNet-300-100 layers with a
 // batch of 256.
+//
+// On CUDA also 2:4 in bf16 and f16: the three products of a linear layer
+// with a 2:4 weight (linear_products.h, beside cuBLAS dense; --hidden and
+// --batch size them), with a transposable pattern (dx on sparse tensor cores
+// too) and with a magnitude-selected one (dx the dense way): rows of format
+// "nm" with extra "transposable" 1 or 0.
+#include "sparse/nm.h"
+#include "sparse/nm_transposable.h"
 #include "tensor/ops.h"
+#include "tools/bench/linear_products.h"
 #include "tools/bench/suites.h"
 
 namespace coppice::bench {
@@ -32,6 +41,22 @@ SparseBench spmm_case(int64_t m, int64_t k, int64_t n) {
   return b;
 }
 
+// 2:4 weights: transposable (both W and W^T 2:4) or by magnitude.
+std::vector<SparseWeight> nm24_weights() {
+  std::vector<SparseWeight> out;
+  for (bool transposable : {true, false}) {
+    SparseWeight w;
+    w.format = "nm";
+    w.sparsity = 0.5;
+    w.extra = {{"transposable", transposable ? 1.0 : 0.0}};
+    w.make = [transposable](const Tensor& values) {
+      return transposable ? nm_compress(values, transposable_nm_mask(values), 2, 4) : nm_compress(values);
+    };
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 }  // namespace
 
 void run_spmm(const Config& config, std::vector<Result>* results) {
@@ -42,6 +67,10 @@ void run_spmm(const Config& config, std::vector<Result>* results) {
     for (const SparseBench& b : {spmm_case(big, big, big_n), spmm_case(300, 784, kBatch), spmm_case(100, 300, kBatch),
                                  spmm_case(10, 100, kBatch)}) {
       run_sparse_bench(config, dc, b, results);
+    }
+    if (dc.cuda) {
+      const std::vector<LinearMode> modes = {{"bf16", DType::kBF16, false}, {"f16", DType::kF16, false}};
+      run_linear_products(config, "spmm", modes_asked(config, modes), nm24_weights(), results);
     }
   }
 }

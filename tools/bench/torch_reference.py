@@ -9,7 +9,8 @@ Defaults, shapes and the timing method match the C++ bench: warm-up calls, then 
 `inner` calls each (inner chosen so that a sample lasts at least min-sample-ms), the median per-call
 time reported. CUDA samples are timed with CUDA events. spmm: W.to_sparse_csr() (and COO, and BSR
 32x32 where torch runs it for f32; else "skipped") @ X; sddmm: torch.sparse.sampled_addmm into the CSR
-pattern (other pattern formats skipped: torch has none). bsr (CUDA, not part of all): the forward
+pattern (other pattern formats skipped: torch has none); spmm on CUDA also times a 2:4 weight through
+to_sparse_semi_structured (run_semi_structured), bench spmm's 2:4 rows. bsr (CUDA, not part of all): the forward
 product of a BSR linear layer, F.linear(x [4096, 4096], W BSR [4096, 4096]) (PyTorch's Triton
 bsr_dense_mm for bf16/f16), at blocks 16/32/64 and 90/95/98 %, beside dense F.linear of the same
 dtype, as bench bsr's "linear" rows (tools/bench/bsr_bench.cc). attention (CUDA, not part of all):
@@ -384,6 +385,50 @@ def run_bsr(args, results):
                 log(results[-1])
 
 
+def run_semi_structured(args, results):
+    """2:4 through torch.sparse.to_sparse_semi_structured (cuSPARSELt, or CUTLASS where it runs) against dense
+    F.linear: bench spmm's 2:4 rows "linear" (y = x W^T) and "linear_dx" (dx = dy W), bf16 and f16 (CUDA only)."""
+    label = "cuda:0"
+    if label not in devices(args):
+        return
+    n = args.size or SPARSE_SIZE
+    for dtype in [d for d in (args.dtypes or ["bf16", "f16"]) if d in ("bf16", "f16")]:
+        def dense_setup(device, dtype=dtype):
+            x = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
+            w = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
+            return lambda: torch.nn.functional.linear(x, w)
+        r = make_result("spmm", "dense_linear", label, "", dtype, [n, n, n])
+        r["format"] = "dense"
+        results.append(run_case(r, label, dtype, "gflops", 2.0 * n ** 3, dense_setup, args))
+        log(results[-1])
+        dense_ms = results[-1]["median_ms"]
+        for op in ("linear", "linear_dx"):
+            def setup(device, dtype=dtype, op=op):
+                try:
+                    from torch.sparse import to_sparse_semi_structured
+                except ImportError as e:
+                    raise Skip(f"skipped: torch {torch.__version__} has no to_sparse_semi_structured ({e})")
+                mask = torch.tensor([1, 1, 0, 0], dtype=torch.bool, device=device).tile(n, n // 4)
+                w = (torch.rand(n, n, device=device) * mask).to(DTYPES[dtype])
+                if op == "linear":
+                    ws = to_sparse_semi_structured(w)
+                    x = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
+                    return lambda: torch.nn.functional.linear(x, ws)
+                # dy @ W = (W^T @ dy^T)^T with W^T compressed (its pattern is 2:4 along the other dimension only
+                # where transposable; this one keeps rows, so W^T is compressed from a transposed pattern).
+                wts = to_sparse_semi_structured(w)
+                dy = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
+                return lambda: torch.mm(wts, dy.t()).t()
+            r = make_result("spmm", op, label, "", dtype, [n, n, n])
+            r.update(format="nm", sparsity=0.5, nnz=n * n // 2, backend="to_sparse_semi_structured")
+            results.append(run_case(r, label, dtype, "gflops", float(n) ** 3, setup, args))
+            if r["status"] == "ok" and dense_ms:
+                r["dense_ms"] = dense_ms
+                r["speedup"] = dense_ms / r["median_ms"]
+                r["fraction_of_ideal"] = r["speedup"] * 0.5
+            log(results[-1])
+
+
 # ---- attention ---------------------------------------------------------------------------------------------------
 
 # [B, H, T, d]: the GPT job's (batch 32, 16 heads of 64 over 512 tokens), a long sequence, and wide heads.
@@ -579,6 +624,7 @@ def main(argv):
         run_elementwise(args, results)
     if args.suite in ("spmm", "all"):
         run_sparse_suite(args, results, "spmm")
+        run_semi_structured(args, results)
     if args.suite in ("sddmm", "all"):
         run_sparse_suite(args, results, "sddmm")
     if args.suite == "bsr":

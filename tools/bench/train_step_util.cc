@@ -8,9 +8,11 @@
 
 #include "optim/growth.h"
 #include "sparse/convert.h"
+#include "sparse/nm_transposable.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
 #include "tensor/error.h"
+#include "tensor/ops.h"
 #include "tools/bench/suites.h"
 
 namespace coppice::bench {
@@ -57,6 +59,15 @@ Tensor weight_mask(const WeightPattern& pattern, int64_t rows, int64_t cols, uin
     const int64_t b = bsr_block_for(rows, cols, pattern.block);
     return mask_tensor(random_block_pattern(rows, cols, b, b, pattern.sparsity, kMaskSeed + purpose), rows, cols,
                        Device::cpu());
+  }
+  if (pattern.format == "nm" && pattern.n == 2 && pattern.m == 4 && rows % 4 == 0) {
+    // Transposable (W and W^T both 2:4), as a job with `transposable: true`
+    // trains: the pattern the 2:4 tensor-core path runs dx = dy W on.
+    std::mt19937_64 rng(kMaskSeed + purpose);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::vector<double> w(static_cast<size_t>(rows * cols));
+    for (double& v : w) v = u(rng);
+    return transposable_nm_mask(from_vector(w, {rows, cols}));
   }
   if (pattern.format == "nm") {
     return mask_tensor(random_nm_pattern(rows, cols, pattern.n, pattern.m, kMaskSeed + purpose), rows, cols,

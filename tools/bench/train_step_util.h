@@ -22,7 +22,7 @@ struct WeightPattern {
   std::string format = "csr";  // "csr" (uniform random), "bsr" (block-uniform random), "nm"
   double sparsity = 0.9;       // csr and bsr: fraction of zeros; nm: ignored (1 - n / m)
   int64_t block = 32;          // bsr: the largest power of two <= block that divides the shape
-  int64_t n = 2, m = 4;        // nm: n kept of every m along the last dim, chosen at random
+  int64_t n = 2, m = 4;        // nm: n kept of every m along the last dim (weight_mask says how)
 };
 
 // The BSR block used for a [rows, cols] weight: the largest power of two
@@ -31,7 +31,8 @@ int64_t bsr_block_for(int64_t rows, int64_t cols, int64_t wanted);
 
 // A bool CPU mask [rows, cols] of `pattern`, the same for the same `purpose`
 // (csr: optim/growth.h's random_mask, as the trainer's initial masks; bsr:
-// random_block_pattern; nm: n random slots of every group of m).
+// random_block_pattern; nm: n random slots of every group of m, except 2:4
+// with rows of 4, which is transposable, from random weights).
 Tensor weight_mask(const WeightPattern& pattern, int64_t rows, int64_t cols, uint64_t purpose);
 
 // Masks already drawn, by pattern, shape and purpose: drawing one for a

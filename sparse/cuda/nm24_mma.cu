@@ -1,0 +1,495 @@
+// 2:4 products on sparse tensor cores through mma.sp (nm24_mma.h), and the
+// kernels that build the operand they read.
+//
+// The product, out [m, rows] = x [m, cols] @ S^T with S 2:4 along cols. The
+// sparse operand of mma.sp is A, so S's rows are the instruction's M and x's
+// rows its N: a thread block owns kTileR rows of S by kTileM rows of x and
+// walks cols in steps of 64 (32 stored values and four metadata words per row
+// of S), three steps in flight through a cp.async ring. Four warps each hold
+// a 64 x 64 tile of the result (4 x 8 instructions of m16n8k32, 128 f32
+// accumulators per thread). Per k32 step a warp loads its A fragments (the
+// 16 x 16 stored values of 16 rows, which is the dense m16n8k16 A fragment,
+// by ldmatrix), its B fragments (8 rows of x by 32 columns per ldmatrix.x4:
+// registers b0..b3 hold columns 0-7, 8-15, 16-23, 24-31 of the lane's row)
+// and one metadata register per m16 tile.
+//
+// The metadata register (PTX ISA, "Sparse matrix storage" and the metadata
+// figure of m16n8k32 with 16-bit types): with sparsity selector 0, lanes 4g
+// and 4g + 1 of each quad supply it; lane 4g + p holds, in its low 16 bits, the
+// word of row g and columns 16p..16p+15 of the k32 step, and in its high 16
+// bits the word of row g + 8, same columns. Lanes 4g + 2 and 4g + 3 load the
+// same words; the instruction ignores them.
+//
+// The write-out goes through shared memory, transposed (the accumulators hold
+// rows of S by rows of x), so that each thread stores 16-byte runs of out's
+// rows with the bias and relu applied. Rows of S or x beyond the matrix are
+// staged as zeros (with valid metadata), and their results are not stored.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "sparse/cuda/nm24_mma.h"
+#include "sparse/cuda/tile_values.cuh"
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/mma_sync.cuh"
+
+namespace coppice::sparse_cuda {
+namespace {
+
+using cuda::commit_copies;
+using cuda::copy16_async;
+using cuda::ldmatrix_x4;
+using cuda::smem_u32;
+using cuda::wait_copies;
+
+constexpr int kTileR = 128;   // rows of S per thread block
+constexpr int kTileM = 128;   // rows of x per thread block
+constexpr int kStep = 64;     // columns of S (dense) per pipeline step
+constexpr int kStages = 3;    // steps in flight
+constexpr int kThreads = 128;  // four warps, 2 x 2 over the tile
+constexpr int kWarpR = 64, kWarpM = 64;
+constexpr int kPitchA = kStep / 2 + 8;  // stored values per staged row of S, padded (80 bytes)
+constexpr int kPitchX = kStep + 8;      // elements per staged row of x, padded (144 bytes)
+constexpr int kWords = kStep / 16;      // metadata words per row and step
+constexpr int kPitchOut = kTileR + 4;   // f32 per row of the write-out tile
+// The metadata of a padding row: indices (0, 1) in every group, valid for the
+// instruction; its values are zero.
+constexpr uint64_t kPadMeta = 0x4444444444444444ull;
+
+static_assert(kNm24StepCols == kStep, "the header's step is the kernel's");
+
+template <typename T>
+struct Stage {
+  T a[kTileR * kPitchA];
+  T x[kTileM * kPitchX];
+  uint16_t meta[kTileR * kWords];
+};
+
+constexpr size_t kSmemBytes = kStages * sizeof(Stage<__half>);
+static_assert(kTileM * kPitchOut * sizeof(float) <= kSmemBytes, "the write-out tile fits in the ring");
+
+// c (16x8, f32) += a (16x32, 2:4: 16x16 stored) * b (32x8), metadata e.
+template <typename T>
+__device__ __forceinline__ void mma_sp_16832(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[4],
+                                             uint32_t e) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9, %10, %11}, {%0, %1, %2, %3}, %12, 0x0;\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(e));
+  } else {
+    asm volatile(
+        "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9, %10, %11}, {%0, %1, %2, %3}, %12, 0x0;\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(e));
+  }
+}
+
+// 8 bytes from global to shared memory, asynchronously (cp.async.cg takes
+// only 16; .ca takes 4, 8 and 16).
+__device__ __forceinline__ void copy8_async(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_u32(dst)), "l"(src));
+}
+
+// What one thread copies at every step, worked out once: the first of its
+// runs of S (row tid / 4 + 32 i, run tid % 4 of 8 stored values; i < 4), of
+// x (row tid / 8 + 16 i, run tid % 8; i < 8) and its row of metadata words
+// (row tid), each advanced by a fixed amount per step; which of those rows
+// lie inside the matrices. Recomputing 64-bit addresses per copy doubled the
+// instructions per mma.sp (Nsight Compute, H200).
+template <typename T>
+struct Loader {
+  const T* a;
+  const T* x;
+  const uint16_t* meta;
+  int64_t row_stride;  // 32 rows of S's values, or 16 rows of x: both 16 cols elements
+  uint32_t a_valid = 0, x_valid = 0;
+  bool meta_valid;
+  int a_dst, x_dst;  // element offsets of the first runs in a stage
+
+  __device__ Loader(const Nm24ProductArgs<T>& p, int64_t r0, int64_t m0, int tid) {
+    const int64_t a_row = r0 + tid / 4, x_row = m0 + tid / 8;
+    a = p.values + (a_row < p.rows ? a_row : 0) * (p.cols / 2) + (tid % 4) * 8;
+    x = p.x + (x_row < p.m ? x_row : 0) * p.cols + (tid % 8) * 8;
+    meta = p.meta + (r0 + tid < p.rows ? r0 + tid : 0) * (p.cols / 16);
+    row_stride = 16 * p.cols;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a_valid |= (a_row + 32 * i < p.rows ? 1u : 0u) << i;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x_valid |= (x_row + 16 * i < p.m ? 1u : 0u) << i;
+    meta_valid = r0 + tid < p.rows;
+    a_dst = (tid / 4) * kPitchA + (tid % 4) * 8;
+    x_dst = (tid / 8) * kPitchX + (tid % 8) * 8;
+  }
+
+  // Step `step` into stage `st`.
+  __device__ __forceinline__ void stage(Stage<T>& st, int step, int tid) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const bool valid = (a_valid >> i) & 1u;
+      copy16_async(&st.a[a_dst + i * 32 * kPitchA], a + (valid ? i * row_stride + step * (kStep / 2) : 0), valid);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const bool valid = (x_valid >> i) & 1u;
+      copy16_async(&st.x[x_dst + i * 16 * kPitchX], x + (valid ? i * row_stride + step * kStep : 0), valid);
+    }
+    uint16_t* dst = &st.meta[tid * kWords];
+    if (meta_valid) {
+      copy8_async(dst, meta + step * kWords);
+    } else {
+      *reinterpret_cast<uint64_t*>(dst) = kPadMeta;
+    }
+  }
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 2) nm24_product_kernel(const Nm24ProductArgs<T> p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  Stage<T>* stages = reinterpret_cast<Stage<T>*>(smem);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wr = (warp / 2) * kWarpR, wm = (warp % 2) * kWarpM;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTileR, m0 = static_cast<int64_t>(blockIdx.y) * kTileM;
+  const int steps = static_cast<int>(p.cols / kStep);
+  const Loader<T> load(p, r0, m0, tid);
+
+  float acc[kWarpR / 16][kWarpM / 8][4] = {};
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) load.stage(stages[s], s, tid);
+    commit_copies();
+  }
+  const int q = lane / 8, i8 = lane % 8, g = lane / 4, pair = lane % 2;
+  for (int step = 0; step < steps; ++step) {
+    wait_copies<kStages - 2>();
+    __syncthreads();
+    const int next = step + kStages - 1;
+    if (next < steps) load.stage(stages[next % kStages], next, tid);
+    commit_copies();
+    const Stage<T>& st = stages[step % kStages];
+    // Fragments load well ahead of their instructions (a warp issues in
+    // order, and ldmatrix takes some 30 cycles): x's n8 tiles two tiles
+    // ahead through a ring of three, the second k32 half's A fragments and
+    // metadata halfway through the first. Loading each just before its
+    // mma.sp left the tensor pipe 43 % busy (Nsight Compute, H200).
+    uint32_t af[2][kWarpR / 16][4], e[2][kWarpR / 16], bf[3][4];
+    auto load_a = [&](int ks) {
+#pragma unroll
+      for (int mi = 0; mi < kWarpR / 16; ++mi) {
+        const int row = wr + mi * 16;
+        ldmatrix_x4<false>(af[ks][mi], &st.a[(row + (q % 2) * 8 + i8) * kPitchA + ks * 16 + (q / 2) * 8]);
+        const uint32_t lo = st.meta[(row + g) * kWords + ks * 2 + pair];
+        const uint32_t hi = st.meta[(row + g + 8) * kWords + ks * 2 + pair];
+        e[ks][mi] = lo | (hi << 16);
+      }
+    };
+    auto load_b = [&](int ks, int ni) {
+      ldmatrix_x4<false>(bf[ni % 3], &st.x[(wm + ni * 8 + i8) * kPitchX + ks * 32 + q * 8]);
+    };
+    load_a(0);
+#pragma unroll
+    for (int ks = 0; ks < kStep / 32; ++ks) {
+      load_b(ks, 0);
+      load_b(ks, 1);
+#pragma unroll
+      for (int ni = 0; ni < kWarpM / 8; ++ni) {
+        if (ni + 2 < kWarpM / 8) load_b(ks, ni + 2);
+        if (ks == 0 && ni == kWarpM / 16) load_a(1);
+#pragma unroll
+        for (int mi = 0; mi < kWarpR / 16; ++mi) mma_sp_16832<T>(acc[mi][ni], af[ks][mi], bf[ni % 3], e[ks][mi]);
+      }
+    }
+  }
+  wait_copies<0>();
+  __syncthreads();
+
+  // The tile, transposed into [x row][S row] f32: accumulator c0/c1 are S row
+  // g and x rows 2t, 2t + 1; c2/c3 S row g + 8.
+  float* tile = reinterpret_cast<float*>(smem);
+  const int t = lane % 4;
+#pragma unroll
+  for (int mi = 0; mi < kWarpR / 16; ++mi) {
+#pragma unroll
+    for (int ni = 0; ni < kWarpM / 8; ++ni) {
+      const int r = wr + mi * 16 + g, m = wm + ni * 8 + 2 * t;
+      tile[m * kPitchOut + r] = acc[mi][ni][0];
+      tile[(m + 1) * kPitchOut + r] = acc[mi][ni][1];
+      tile[m * kPitchOut + r + 8] = acc[mi][ni][2];
+      tile[(m + 1) * kPitchOut + r + 8] = acc[mi][ni][3];
+    }
+  }
+  __syncthreads();
+  // Runs of 8 along out's rows: bias and relu, rounded once, 16-byte stores
+  // where the run is whole and aligned.
+  const bool vec_rows = p.rows % 8 == 0;
+  for (int c = tid; c < kTileM * (kTileR / 8); c += kThreads) {
+    const int m = c / (kTileR / 8), r = (c % (kTileR / 8)) * 8;
+    if (m0 + m >= p.m || r0 + r >= p.rows) continue;
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      v[j] = tile[m * kPitchOut + r + j];
+      if (p.bias != nullptr && r0 + r + j < p.rows) v[j] += to_float(p.bias[r0 + r + j]);
+      if (p.relu) v[j] = fmaxf(v[j], 0.0f);
+    }
+    T* dst = p.out + (m0 + m) * p.rows + r0 + r;
+    if (vec_rows && r0 + r + 8 <= p.rows) {
+      alignas(16) T run[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) run[j] = from_float<T>(v[j]);
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(run);
+    } else {
+      for (int j = 0; j < 8 && r0 + r + j < p.rows; ++j) dst[j] = from_float<T>(v[j]);
+    }
+  }
+}
+
+// ---- building the operand -------------------------------------------------
+
+// The 4-bit field of one group: its two in-group indices, first in the low bits.
+__device__ __forceinline__ uint32_t field(uint32_t first, uint32_t second) { return first | (second << 2); }
+
+// One thread per metadata word (row, 16 columns): four groups' index pairs.
+__global__ void metadata_kernel(const uint8_t* __restrict__ indices, uint16_t* __restrict__ meta, int64_t words) {
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (w >= words) return;
+  // A row holds a whole number of words, so word w's groups are 4w..4w+3 and
+  // its index bytes 8w..8w+7.
+  const uint2 bytes = *reinterpret_cast<const uint2*>(indices + 8 * w);
+  uint32_t word = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t pair = ((j < 2 ? bytes.x : bytes.y) >> (16 * (j % 2))) & 0xFFFF;
+    word |= field(pair & 3, (pair >> 8) & 3) << (4 * j);
+  }
+  meta[w] = static_cast<uint16_t>(word);
+}
+
+// Whether S stores column `col` (0..3 within its group) in the group of row
+// `row` that holds it, and at which slot: -1 if not.
+__device__ __forceinline__ int slot_of(const uint8_t* __restrict__ indices, int64_t half_cols, int64_t row,
+                                       int64_t col) {
+  const int64_t base = row * half_cols + (col / 4) * 2;
+  const int in_group = static_cast<int>(col % 4);
+  if (indices[base] == in_group) return 0;
+  if (indices[base + 1] == in_group) return 1;
+  return -1;
+}
+
+// One thread per (column of S, four rows): flags a count above two.
+__global__ void check_transposable_kernel(const uint8_t* __restrict__ indices, int64_t rows, int64_t cols,
+                                          int* flag) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= (rows / 4) * cols) return;
+  const int64_t col = i % cols, row0 = (i / cols) * 4;
+  int count = 0;
+  for (int r = 0; r < 4; ++r) count += slot_of(indices, cols / 2, row0 + r, col) >= 0;
+  if (count > 2) atomicExch(flag, 1);
+}
+
+// One thread per (column c of S, 16 rows): row c of S^T over those 16
+// columns, as 8 stored values and one metadata word.
+template <typename T>
+__global__ void pack_transposed_kernel(const T* __restrict__ values, const uint8_t* __restrict__ indices,
+                                       T* __restrict__ values_t, uint16_t* __restrict__ meta_t, int64_t rows,
+                                       int64_t cols) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t chunks = rows / 16;
+  if (i >= chunks * cols) return;
+  const int64_t chunk = i % chunks, c = i / chunks, half_cols = cols / 2;
+  alignas(16) T out[8];
+  uint32_t word = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {  // group j of S^T's row c: rows 16 chunk + 4j .. + 3 of S
+    // A 4x4 tile of a 2:4 pattern stores 8 entries; with at most 2 per column
+    // (nm24_check_transposable) every column holds exactly 2.
+    int kept[2] = {0, 1}, n = 0;
+    T v[2] = {from_float<T>(0.0f), from_float<T>(0.0f)};
+    for (int r = 0; r < 4 && n < 2; ++r) {
+      const int64_t row = chunk * 16 + 4 * j + r;
+      const int s = slot_of(indices, half_cols, row, c);
+      if (s >= 0) {
+        kept[n] = r;
+        v[n] = values[row * half_cols + (c / 4) * 2 + s];
+        ++n;
+      }
+    }
+    out[2 * j] = v[0];
+    out[2 * j + 1] = v[1];
+    word |= field(kept[0], kept[1]) << (4 * j);
+  }
+  *reinterpret_cast<uint4*>(values_t + c * (rows / 2) + chunk * 8) = *reinterpret_cast<const uint4*>(out);
+  meta_t[c * chunks + chunk] = static_cast<uint16_t>(word);
+}
+
+// |v| for ranking, NaN above everything (nm_compress's order).
+template <typename T>
+__device__ __forceinline__ float magnitude(T v, bool& nan) {
+  const float f = to_float(v);
+  nan = isnan(f);
+  return fabsf(f);
+}
+
+// One thread per group of four: the two largest |x| by rank (ties to the
+// lower index), written in increasing column order.
+template <typename T>
+__global__ void select_kernel(const T* __restrict__ dense, T* __restrict__ values, uint8_t* __restrict__ indices,
+                              uint16_t* __restrict__ meta, int64_t groups) {
+  const int64_t gi = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  // Lanes past the end stay to the shuffles below (every lane takes part).
+  const bool valid = gi < groups;
+  T x[4];
+  float mag[4];
+  bool nan[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    x[j] = valid ? dense[gi * 4 + j] : from_float<T>(0.0f);
+    mag[j] = magnitude(x[j], nan[j]);
+  }
+  int kept[2], n = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    int beaten_by = 0;
+#pragma unroll
+    for (int o = 0; o < 4; ++o) {
+      if (o == j) continue;
+      const bool o_first = nan[o] != nan[j] ? nan[o] : (nan[o] || mag[o] == mag[j]) ? o < j : mag[o] > mag[j];
+      beaten_by += o_first;
+    }
+    if (beaten_by < 2 && n < 2) kept[n++] = j;
+  }
+  if (valid) {
+    values[gi * 2] = x[kept[0]];
+    values[gi * 2 + 1] = x[kept[1]];
+    indices[gi * 2] = static_cast<uint8_t>(kept[0]);
+    indices[gi * 2 + 1] = static_cast<uint8_t>(kept[1]);
+  }
+  if (meta == nullptr) return;
+  // The four groups of a metadata word sit in consecutive lanes (a row holds
+  // whole words): lane 4w + j contributes group j's field.
+  const uint32_t mine = field(kept[0], kept[1]) << (4 * (gi % 4));
+  uint32_t word = mine;
+  word |= __shfl_down_sync(0xFFFFFFFF, mine, 1, 4);
+  word |= __shfl_down_sync(0xFFFFFFFF, mine, 2, 4);
+  word |= __shfl_down_sync(0xFFFFFFFF, mine, 3, 4);
+  if (valid && gi % 4 == 0) meta[gi / 4] = static_cast<uint16_t>(word);
+}
+
+template <typename T>
+__global__ void gather_kernel(const T* __restrict__ product, const uint8_t* __restrict__ indices,
+                              T* __restrict__ values, int64_t slots, int n, int m) {
+  const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (s >= slots) return;
+  values[s] = product[(s / n) * m + indices[s]];
+}
+
+template <typename T>
+__global__ void scatter_kernel(const T* __restrict__ values, const uint8_t* __restrict__ indices,
+                               T* __restrict__ dense, int64_t slots, int n, int m) {
+  const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (s >= slots) return;
+  dense[(s / n) * m + indices[s]] = values[s];
+}
+
+unsigned blocks_for(int64_t threads, int per_block) {
+  return static_cast<unsigned>((threads + per_block - 1) / per_block);
+}
+
+}  // namespace
+
+template <typename T>
+void nm24_product(const Nm24ProductArgs<T>& args, cudaStream_t stream) {
+  if (args.m == 0 || args.rows == 0) return;
+  static const bool configured = [] {
+    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(nm24_product_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(kSmemBytes)),
+                       "nm24 product");
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid(static_cast<unsigned>((args.rows + kTileR - 1) / kTileR),
+                  static_cast<unsigned>((args.m + kTileM - 1) / kTileM));
+  nm24_product_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(args);
+  cuda::check_launch("nm24 product");
+}
+
+void nm24_metadata(const uint8_t* indices, uint16_t* meta, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const int64_t words = rows * (cols / 16);
+  if (words == 0) return;
+  metadata_kernel<<<blocks_for(words, 256), 256, 0, stream>>>(indices, meta, words);
+  cuda::check_launch("nm24 metadata");
+}
+
+void nm24_check_transposable(const uint8_t* indices, int64_t rows, int64_t cols, int* flag, cudaStream_t stream) {
+  const int64_t threads = (rows / 4) * cols;
+  if (threads == 0) return;
+  check_transposable_kernel<<<blocks_for(threads, 256), 256, 0, stream>>>(indices, rows, cols, flag);
+  cuda::check_launch("nm24 transposable check");
+}
+
+template <typename T>
+void nm24_pack_transposed(const T* values, const uint8_t* indices, T* values_t, uint16_t* meta_t, int64_t rows,
+                          int64_t cols, cudaStream_t stream) {
+  const int64_t threads = (rows / 16) * cols;
+  if (threads == 0) return;
+  pack_transposed_kernel<T><<<blocks_for(threads, 256), 256, 0, stream>>>(values, indices, values_t, meta_t, rows, cols);
+  cuda::check_launch("nm24 transposed pack");
+}
+
+template <typename T>
+void nm24_select(const T* dense, T* values, uint8_t* indices, uint16_t* meta, int64_t rows, int64_t cols,
+                 cudaStream_t stream) {
+  const int64_t groups = rows * (cols / 4);
+  if (groups == 0) return;
+  // Blocks of 256 threads hold whole metadata words (4 groups each).
+  select_kernel<T><<<blocks_for(groups, 256), 256, 0, stream>>>(dense, values, indices, meta, groups);
+  cuda::check_launch("nm24 selection");
+}
+
+template <typename T>
+void nm_gather(const T* product, const uint8_t* indices, T* values, int64_t rows, int64_t cols, int n, int m,
+               cudaStream_t stream) {
+  const int64_t slots = rows * (cols / m) * n;
+  if (slots == 0) return;
+  gather_kernel<T><<<blocks_for(slots, 256), 256, 0, stream>>>(product, indices, values, slots, n, m);
+  cuda::check_launch("nm gather");
+}
+
+template <typename T>
+void nm_scatter(const T* values, const uint8_t* indices, T* dense, int64_t rows, int64_t cols, int n, int m,
+                cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  COPPICE_CUDA_CHECK(cudaMemsetAsync(dense, 0, static_cast<size_t>(rows * cols) * sizeof(T), stream), "nm scatter");
+  const int64_t slots = rows * (cols / m) * n;
+  scatter_kernel<T><<<blocks_for(slots, 256), 256, 0, stream>>>(values, indices, dense, slots, n, m);
+  cuda::check_launch("nm scatter");
+}
+
+template void nm24_product<__nv_bfloat16>(const Nm24ProductArgs<__nv_bfloat16>&, cudaStream_t);
+template void nm24_product<__half>(const Nm24ProductArgs<__half>&, cudaStream_t);
+template void nm24_pack_transposed<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, uint16_t*,
+                                                  int64_t, int64_t, cudaStream_t);
+template void nm24_pack_transposed<__half>(const __half*, const uint8_t*, __half*, uint16_t*, int64_t, int64_t,
+                                           cudaStream_t);
+template void nm24_select<float>(const float*, float*, uint8_t*, uint16_t*, int64_t, int64_t, cudaStream_t);
+template void nm24_select<__nv_bfloat16>(const __nv_bfloat16*, __nv_bfloat16*, uint8_t*, uint16_t*, int64_t, int64_t,
+                                         cudaStream_t);
+template void nm24_select<__half>(const __half*, __half*, uint8_t*, uint16_t*, int64_t, int64_t, cudaStream_t);
+template void nm_gather<float>(const float*, const uint8_t*, float*, int64_t, int64_t, int, int, cudaStream_t);
+template void nm_gather<double>(const double*, const uint8_t*, double*, int64_t, int64_t, int, int, cudaStream_t);
+template void nm_gather<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int64_t, int64_t, int,
+                                       int, cudaStream_t);
+template void nm_gather<__half>(const __half*, const uint8_t*, __half*, int64_t, int64_t, int, int, cudaStream_t);
+template void nm_scatter<float>(const float*, const uint8_t*, float*, int64_t, int64_t, int, int, cudaStream_t);
+template void nm_scatter<double>(const double*, const uint8_t*, double*, int64_t, int64_t, int, int, cudaStream_t);
+template void nm_scatter<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int64_t, int64_t, int,
+                                        int, cudaStream_t);
+template void nm_scatter<__half>(const __half*, const uint8_t*, __half*, int64_t, int64_t, int, int, cudaStream_t);
+
+}  // namespace coppice::sparse_cuda

@@ -1,0 +1,78 @@
+// 2:4 products on sparse tensor cores (internal): mma.sp m16n8k32 with bf16
+// or f16 operands and f32 accumulation, and the device kernels that put a 2:4
+// weight into the form those instructions read (nm24_mma.cu has the design;
+// sparse/nm_metadata.h has the layout and its CPU twin). nm_products.cc
+// calls them for the spmm and sddmm routes.
+//
+// The sparse operand S [rows, cols] is 2:4 along cols: values [rows, cols/2]
+// (NmImpl's values as they are) and metadata u16 [rows, cols/16]. The product
+// is out = x @ S^T (+ bias) (relu), with x [m, cols] row-major: a linear
+// layer's forward with S = W, and its dx = dy @ W with S = W^T where W^T is
+// 2:4 too (a transposable pattern).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace coppice::sparse_cuda {
+
+// The dense width (cols of S) the product kernel walks per step: cols must be
+// a multiple of it.
+constexpr int64_t kNm24StepCols = 64;
+
+template <typename T>
+struct Nm24ProductArgs {
+  const T* x = nullptr;         // [m, cols], row-major, 16-byte aligned
+  const T* values = nullptr;    // [rows, cols / 2]
+  const uint16_t* meta = nullptr;  // [rows, cols / 16]
+  const T* bias = nullptr;      // [rows] or null
+  bool relu = false;
+  T* out = nullptr;  // [m, rows], row-major
+  int64_t m = 0, rows = 0, cols = 0;
+};
+
+// T is __nv_bfloat16 or __half; cols % kNm24StepCols == 0.
+template <typename T>
+void nm24_product(const Nm24ProductArgs<T>& args, cudaStream_t stream);
+
+// The metadata words of a 2:4 NmImpl's indices (u8 [rows, cols / 2]):
+// meta u16 [rows, cols / 16], as pack_nm24 writes them.
+void nm24_metadata(const uint8_t* indices, uint16_t* meta, int64_t rows, int64_t cols, cudaStream_t stream);
+
+// Sets *flag (an int on the device, 0 before) to 1 where S^T is not 2:4: a
+// group of four rows holds more than two stored entries in some column.
+void nm24_check_transposable(const uint8_t* indices, int64_t rows, int64_t cols, int* flag, cudaStream_t stream);
+
+// S^T [cols, rows] in the hardware form, from S's NmImpl parts (values and
+// u8 indices [rows, cols / 2]); rows % 16 == 0 and S^T must be 2:4
+// (nm24_check_transposable; every group of S^T then holds exactly two
+// stored entries, explicit zeros of S included).
+template <typename T>
+void nm24_pack_transposed(const T* values, const uint8_t* indices, T* values_t, uint16_t* meta_t, int64_t rows,
+                          int64_t cols, cudaStream_t stream);
+
+// The 2:4 selection by magnitude on the device: every group of four of
+// dense [rows, cols] keeps its two largest |x| (NaN largest, ties to the lower
+// index, as nm_compress), written as NmImpl parts (values, u8 indices
+// [rows, cols / 2]) and, where meta is not null (cols % 16 == 0), the
+// metadata words. T is float, __nv_bfloat16 or __half.
+template <typename T>
+void nm24_select(const T* dense, T* values, uint8_t* indices, uint16_t* meta, int64_t rows, int64_t cols,
+                 cudaStream_t stream);
+
+// values[r, g*n + s] = product[r, g*m + indices[r, g*n + s]] for an n:m
+// pattern over product [rows, cols] (the SDDMM of a pattern whose product is
+// computed densely). T is float, double, __nv_bfloat16 or __half.
+template <typename T>
+void nm_gather(const T* product, const uint8_t* indices, T* values, int64_t rows, int64_t cols, int n, int m,
+               cudaStream_t stream);
+
+// dense[r, g*m + indices[r, g*n + s]] = values[r, g*n + s], every other
+// element of dense [rows, cols] zero: the decompression of an n:m tensor.
+// T is float, double, __nv_bfloat16 or __half.
+template <typename T>
+void nm_scatter(const T* values, const uint8_t* indices, T* dense, int64_t rows, int64_t cols, int n, int m,
+                cudaStream_t stream);
+
+}  // namespace coppice::sparse_cuda

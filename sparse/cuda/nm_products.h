@@ -1,0 +1,54 @@
+// The n:m format's products on CUDA (internal): the 2:4 hardware path (which
+// products sparse tensor cores take, and their launchers), the dense form
+// the other products multiply, and the SDDMM gather; spmm.cc and sddmm.cc
+// route to them (nm24_mma.h has the kernels).
+//
+// A linear layer y = x W^T with W [out, in] 2:4 along `in` runs three products:
+//   y  = x W^T      mma.sp on W as it is (nm24_linear);
+//   dx = dy W       mma.sp on W^T, which is 2:4 along `out` only where the
+//                   pattern is transposable (nm24_transposable): W^T is packed
+//                   on the device at every call (values change every step),
+//                   and a pattern that is not transposable goes the dense way;
+//   dW = dy^T x     at W's positions: cuBLAS's dense product and a gather
+//                   (nm_sddmm_values), which sparse tensor cores cannot do:
+//                   they take a sparse input, never a sparse output.
+#pragma once
+
+#include "sparse/nm_metadata.h"
+#include "tensor/tensor.h"
+
+namespace coppice::sparse_cuda {
+
+// Whether mma.sp runs x @ S^T: S a 2-D 2:4 tensor of bf16 or f16 on CUDA
+// whose cols are a multiple of 64 (kNm24StepCols).
+bool nm24_takes(const Tensor& s);
+
+// Whether it also runs x @ S, through S^T: S as nm24_takes, rows a multiple of
+// 64, and every group of four rows storing at most two entries per column
+// (checked on the device once per pattern and cached).
+bool nm24_transposable(const Tensor& s);
+
+// S's hardware form built on the device (the metadata cached per pattern),
+// and S^T's (packed at every call), as the products read them: the device
+// twins of pack_nm24 and pack_nm24_transposed. S as nm24_takes (and as
+// nm24_transposable for the second).
+Nm24Packed nm24_device_pack(const Tensor& s);
+Nm24Packed nm24_device_pack_transposed(const Tensor& s);
+
+// x @ S^T (+ bias) (relu) on sparse tensor cores; x 2-D of S's dtype and
+// device, S as nm24_takes.
+Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool relu);
+
+// x @ S on sparse tensor cores, S as nm24_transposable.
+Tensor nm24_matmul(const Tensor& x, const Tensor& s);
+
+// The dense form of an n:m tensor on CUDA (any n:m, any floating dtype), in
+// one kernel: what the products that do not take the tensor-core path
+// multiply.
+Tensor nm_dense(const Tensor& s);
+
+// The values of (a @ b) at an n:m pattern's positions: a dense product and a
+// gather, for any n:m.
+Tensor nm_sddmm_values(const Tensor& a, const Tensor& b, const Tensor& pattern);
+
+}  // namespace coppice::sparse_cuda
