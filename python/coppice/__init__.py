@@ -1,4 +1,4 @@
-"""Coppice from Python: sparse tensors, and sparse training jobs.
+"""Coppice from Python: sparse tensors, autograd, layers, optimizers and sparse training.
 
     import numpy as np, coppice
     t = coppice.tensor(np.ones((4, 4), np.float32))     # no copy: t.numpy() is the same memory
@@ -6,24 +6,28 @@
     summary = coppice.train("configs/lenet300_rigl_90.yaml", max_steps=200,
                             callback=lambda step, loss: step < 100 or loss > 0.3)
 
+A model written in Python, trained step by step:
+
+    model = coppice.nn.Sequential(coppice.nn.Linear(32, 128), coppice.nn.ReLU(), coppice.nn.Linear(128, 4))
+    opt = coppice.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss = coppice.cross_entropy(model(x), y)     # x: float32 [n, 32], y: int64 [n]
+    opt.zero_grad(); loss.backward(); opt.step()
+
 A growth policy in Python, used from a job by name (mask_update.growth):
 
     def grow(layer, step, k, candidates, weight, gradient):
         return candidates[np.argsort(-np.abs(gradient.ravel()[candidates]))[:k]]
     coppice.register_growth_policy("my_rigl", grow)
 """
-from ._coppice import (  # noqa: F401  (the module's whole API)
-    Error,
-    Tensor,
-    formats,
-    from_dlpack,
-    growth_policies,
-    matmul,
-    register_growth_policy,
-    sparse_from_mask,
-    tensor,
-    train,
-)
+import builtins as _builtins
+import sys as _sys
 
-__all__ = ["Error", "Tensor", "formats", "from_dlpack", "growth_policies", "matmul", "register_growth_policy",
-           "sparse_from_mask", "tensor", "train"]
+from ._coppice import *  # noqa: F401,F403  (the module's whole API)
+from ._coppice import nn, optim
+
+# `import coppice.nn` and `from coppice.optim import SGD` find the module's submodules.
+_sys.modules[__name__ + ".nn"] = nn
+_sys.modules[__name__ + ".optim"] = optim
+
+# `from coppice import *` leaves Python's own sum, max, abs and pow alone (coppice.sum is still there).
+__all__ = [name for name in dir() if not name.startswith("_") and not hasattr(_builtins, name)]

@@ -1,0 +1,615 @@
+// Autograd from Python: coppice.Variable, no_grad, and the differentiable
+// functions of autograd/ (autograd.h), each bound to the C++ function of the
+// same name; nothing is computed here.
+//
+// A function given Variables returns a Variable (recording a graph node
+// unless grad mode is off); given only Tensors or arrays (no Variable), it
+// returns the Tensor the same op gives, with no graph. Arrays and Tensors
+// beside a Variable are constants. Python numbers are scalars where the C++
+// function has a scalar form (x + 1, x * 0.5, x ** 2).
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/functions/sparse.h"
+#include "python/bindings.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace coppice::python {
+namespace {
+
+bool is_scalar(const py::handle& o) {
+  return py::isinstance<py::float_>(o) || (py::isinstance<py::int_>(o) && !py::isinstance<py::bool_>(o));
+}
+
+// The operands of one call, made Variables; the result is a Variable when any
+// operand was one, else its value.
+class Operands {
+ public:
+  Variable operator()(const py::object& o) {
+    if (py::isinstance<Variable>(o)) {
+      any_variable_ = true;
+      return o.cast<Variable>();
+    }
+    return Variable(tensor_of(o));
+  }
+  std::optional<Variable> optional(const py::object& o) {
+    if (o.is_none()) return std::nullopt;
+    return (*this)(o);
+  }
+  py::object result(const Variable& v) const { return any_variable_ ? py::cast(v) : py::cast(v.value()); }
+
+ private:
+  bool any_variable_ = false;
+};
+
+Variable or_undefined(const std::optional<Variable>& v) { return v ? *v : Variable(); }
+
+// A unary function f(Variable) -> Variable.
+template <typename F>
+auto unary(F f) {
+  return [f](const py::object& x) {
+    Operands in;
+    const Variable v = in(x);
+    return in.result(f(v));
+  };
+}
+
+// A binary function: (Variable, Variable), and (Variable, scalar) / (scalar, Variable) where given.
+template <typename VV, typename VS, typename SV>
+py::object binary(const py::object& a, const py::object& b, VV vv, VS vs, SV sv) {
+  Operands in;
+  if (is_scalar(b) && !is_scalar(a)) {
+    const Variable x = in(a);
+    return in.result(vs(x, b.cast<double>()));
+  }
+  if (is_scalar(a) && !is_scalar(b)) {
+    const Variable y = in(b);
+    return in.result(sv(a.cast<double>(), y));
+  }
+  const Variable x = in(a), y = in(b);
+  return in.result(vv(x, y));
+}
+
+// Registers a binary function under `name`, with its scalar forms.
+template <typename VV, typename VS, typename SV>
+void def_binary(py::module_& m, const char* name, VV vv, VS vs, SV sv, const char* doc) {
+  m.def(
+      name, [vv, vs, sv](const py::object& a, const py::object& b) { return binary(a, b, vv, vs, sv); }, py::arg("a"),
+      py::arg("b"), doc);
+}
+
+// A dim list from an int or a sequence of ints; None: all dims (empty).
+std::vector<int64_t> dims_of(const py::object& o) {
+  if (o.is_none()) return {};
+  if (py::isinstance<py::int_>(o)) return {o.cast<int64_t>()};
+  return o.cast<std::vector<int64_t>>();
+}
+
+// A pair (stride, padding, kernel) from an int or a sequence of two.
+std::vector<int64_t> pair_of(const py::object& o, const char* what) {
+  if (py::isinstance<py::int_>(o)) return {o.cast<int64_t>(), o.cast<int64_t>()};
+  std::vector<int64_t> v = o.cast<std::vector<int64_t>>();
+  COPPICE_CHECK(v.size() == 2, what, " must be an int or two ints, got ", v.size(), " values");
+  return v;
+}
+
+// A shape from reshape(2, 3) or reshape((2, 3)).
+Shape shape_of_args(const py::args& args) {
+  if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return args[0].cast<std::vector<int64_t>>();
+  return args.cast<std::vector<int64_t>>();
+}
+
+Reduction parse_reduction(const std::string& r) {
+  if (r == "mean") return Reduction::kMean;
+  if (r == "sum") return Reduction::kSum;
+  if (r == "none") return Reduction::kNone;
+  fail("cross_entropy: reduction must be mean, sum or none, got '", r, "'");
+}
+
+Tensor target_of(const py::object& o) {
+  if (py::isinstance<Variable>(o)) return o.cast<Variable>().value();
+  return tensor_of(o);
+}
+
+std::string describe_variable(const Variable& v) {
+  if (!v.defined()) return "coppice.Variable(undefined)";
+  const Tensor& t = v.value();
+  return str_cat("coppice.Variable(", t.format(), ", ", shape_to_string(t.shape()), ", ", dtype_name(t.dtype()), ", ",
+                 t.device().to_string(), v.requires_grad() ? ", requires_grad=True" : "",
+                 v.grad_fn() != nullptr ? str_cat(", grad_fn=", v.grad_fn()->name()) : "",
+                 v.name().empty() ? "" : str_cat(", name='", v.name(), "'"), ")");
+}
+
+// `with coppice.no_grad():` (NoGradGuard's scope, as a Python context manager).
+struct NoGrad {
+  bool previous = true;
+};
+
+void bind_variable(py::module_& m) {
+  py::class_<Variable> v(m, "Variable",
+                         "A tensor value with what reverse-mode autograd needs (autograd/variable.h): a leaf made "
+                         "here, or the result of a differentiable function.");
+  v.def(py::init([](const py::object& data, bool requires_grad, const std::string& name) {
+          return Variable(tensor_of(data), requires_grad, name);
+        }),
+        py::arg("data"), py::arg("requires_grad") = false, py::arg("name") = "",
+        "A leaf on the memory of `data` (a coppice.Tensor, or an array: no copy); requires_grad needs a "
+        "floating-point value.")
+      .def_property_readonly(
+          "data", [](const Variable& x) { return x.value(); }, "The value, a coppice.Tensor (the same memory).")
+      .def_property_readonly(
+          "tensor", [](const Variable& x) { return x.value(); }, "The value, a coppice.Tensor (the same memory).")
+      .def_property(
+          "grad",
+          [](const Variable& x) -> py::object {
+            return x.grad().defined() ? py::cast(x.grad()) : py::object(py::none());
+          },
+          [](const Variable& x, const py::object& g) { x.set_grad(g.is_none() ? Tensor() : tensor_of(g)); },
+          "The accumulated gradient (a Tensor in the value's format and pattern), None before a backward pass "
+          "reaches this leaf; assign None to clear it.")
+      .def_property("requires_grad", &Variable::requires_grad, &Variable::set_requires_grad)
+      .def_property("name", &Variable::name, &Variable::set_name)
+      .def_property_readonly("is_leaf", &Variable::is_leaf)
+      .def_property_readonly("grad_fn",
+                             [](const Variable& x) -> py::object {
+                               return x.grad_fn() != nullptr ? py::cast(x.grad_fn()->name()) : py::object(py::none());
+                             })
+      .def_property_readonly("shape", [](const Variable& x) { return std::vector<int64_t>(x.shape()); })
+      .def_property_readonly("dtype", [](const Variable& x) { return std::string(dtype_name(x.dtype())); })
+      .def_property_readonly("device", [](const Variable& x) { return x.device().to_string(); })
+      .def_property_readonly("format", [](const Variable& x) { return std::string(x.value().format()); })
+      .def("dim", &Variable::dim)
+      .def("numel", &Variable::numel)
+      .def("item", &Variable::item)
+      .def(
+          "numpy", [](const Variable& x) { return to_numpy(x.value()); },
+          "An array on the value's memory (dense CPU values).")
+      .def(
+          "__array__", [](const Variable& x, const py::object&) { return to_numpy(x.value()); },
+          py::arg("dtype") = py::none())
+      .def(
+          "backward",
+          [](const Variable& x, const py::object& grad, bool retain_graph) {
+            const Tensor g = grad.is_none() ? Tensor() : tensor_of(grad);
+            py::gil_scoped_release release;
+            x.backward(g, retain_graph);
+          },
+          py::arg("grad") = py::none(), py::arg("retain_graph") = false,
+          "Accumulates d(this)/d(leaf) into every leaf that requires grad (grad: ones for a one-element value).")
+      .def("detach", &Variable::detach, "A new leaf on the same value, cut off from the graph.")
+      .def("zero_grad", &Variable::zero_grad)
+      .def(
+          "to",
+          [](const Variable& x, const std::string& dtype) {
+            DType d;
+            COPPICE_CHECK(dtype_from_name(dtype, &d), "Variable.to: unknown dtype '", dtype, "'");
+            return to_dtype(x, d);
+          },
+          py::arg("dtype"), "Converted to a floating dtype (differentiable).")
+      .def("__repr__", &describe_variable);
+
+  // Operators: a number on either side is a scalar; arrays and Tensors are constants.
+  auto add_vv = [](const Variable& a, const Variable& b) { return a + b; };
+  auto add_vs = [](const Variable& a, double b) { return a + b; };
+  auto add_sv = [](double a, const Variable& b) { return a + b; };
+  auto sub_vv = [](const Variable& a, const Variable& b) { return a - b; };
+  auto sub_vs = [](const Variable& a, double b) { return a - b; };
+  auto sub_sv = [](double a, const Variable& b) { return a - b; };
+  auto mul_vv = [](const Variable& a, const Variable& b) { return a * b; };
+  auto mul_vs = [](const Variable& a, double b) { return a * b; };
+  auto mul_sv = [](double a, const Variable& b) { return a * b; };
+  auto div_vv = [](const Variable& a, const Variable& b) { return a / b; };
+  auto div_vs = [](const Variable& a, double b) { return a / b; };
+  auto div_sv = [](double a, const Variable& b) { return a / b; };
+  auto mm = [](const Variable& a, const Variable& b) { return matmul(a, b); };
+  auto no_scalar_vs = [](const Variable&, double) -> Variable { fail("matmul: an operand is a number"); };
+  auto no_scalar_sv = [](double, const Variable&) -> Variable { fail("matmul: an operand is a number"); };
+  v.def("__add__", [=](const py::object& a, const py::object& b) { return binary(a, b, add_vv, add_vs, add_sv); })
+      .def("__radd__", [=](const py::object& a, const py::object& b) { return binary(b, a, add_vv, add_vs, add_sv); })
+      .def("__sub__", [=](const py::object& a, const py::object& b) { return binary(a, b, sub_vv, sub_vs, sub_sv); })
+      .def("__rsub__", [=](const py::object& a, const py::object& b) { return binary(b, a, sub_vv, sub_vs, sub_sv); })
+      .def("__mul__", [=](const py::object& a, const py::object& b) { return binary(a, b, mul_vv, mul_vs, mul_sv); })
+      .def("__rmul__", [=](const py::object& a, const py::object& b) { return binary(b, a, mul_vv, mul_vs, mul_sv); })
+      .def("__truediv__",
+           [=](const py::object& a, const py::object& b) { return binary(a, b, div_vv, div_vs, div_sv); })
+      .def("__rtruediv__",
+           [=](const py::object& a, const py::object& b) { return binary(b, a, div_vv, div_vs, div_sv); })
+      .def("__matmul__",
+           [=](const py::object& a, const py::object& b) { return binary(a, b, mm, no_scalar_vs, no_scalar_sv); })
+      .def("__rmatmul__",
+           [=](const py::object& a, const py::object& b) { return binary(b, a, mm, no_scalar_vs, no_scalar_sv); })
+      .def("__neg__", [](const Variable& x) { return -x; })
+      .def("__pow__", [](const Variable& x, double e) { return pow(x, e); });
+  // NumPy defers to these operators (array + Variable calls Variable.__radd__) instead of looping over the array.
+  v.attr("__array_ufunc__") = py::none();
+
+  // Shape methods, as the functions below.
+  v.def("reshape", [](const Variable& x, const py::args& shape) { return reshape(x, shape_of_args(shape)); })
+      .def("view", [](const Variable& x, const py::args& shape) { return view(x, shape_of_args(shape)); })
+      .def(
+          "flatten", [](const Variable& x, int64_t start, int64_t end) { return flatten(x, start, end); },
+          py::arg("start_dim") = 0, py::arg("end_dim") = -1)
+      .def("transpose", [](const Variable& x, int64_t d0, int64_t d1) { return transpose(x, d0, d1); })
+      .def("t", [](const Variable& x) { return t(x); })
+      .def("permute", [](const Variable& x, const py::args& dims) { return permute(x, shape_of_args(dims)); })
+      .def("unsqueeze", [](const Variable& x, int64_t dim) { return unsqueeze(x, dim); })
+      .def(
+          "sum",
+          [](const Variable& x, const py::object& dim, bool keepdim) {
+            return dim.is_none() ? sum(x) : sum(x, dims_of(dim), keepdim);
+          },
+          py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def(
+          "mean",
+          [](const Variable& x, const py::object& dim, bool keepdim) {
+            return dim.is_none() ? mean(x) : mean(x, dims_of(dim), keepdim);
+          },
+          py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def("relu", [](const Variable& x) { return relu(x); })
+      .def("to_dense", [](const Variable& x) { return to_dense(x); });
+
+  py::class_<NoGrad>(m, "no_grad",
+                     "with coppice.no_grad(): ops record no graph on this thread, and their results do not require "
+                     "grad (autograd/no_grad.h). Nests.")
+      .def(py::init<>())
+      .def("__enter__",
+           [](NoGrad& g) {
+             g.previous = GradMode::is_enabled();
+             GradMode::set_enabled(false);
+           })
+      .def("__exit__", [](NoGrad& g, const py::args&) {
+        GradMode::set_enabled(g.previous);
+        return false;
+      });
+  m.def("is_grad_enabled", &GradMode::is_enabled);
+  m.def("set_grad_enabled", &GradMode::set_enabled, py::arg("enabled"));
+}
+
+void bind_functions(py::module_& m) {
+  // ---- elementwise (autograd/functions/elementwise.h) ----
+  def_binary(
+      m, "add", [](const Variable& a, const Variable& b) { return add(a, b); },
+      [](const Variable& a, double b) { return add(a, b); }, [](double a, const Variable& b) { return a + b; },
+      "a + b, broadcasting.");
+  def_binary(
+      m, "sub", [](const Variable& a, const Variable& b) { return sub(a, b); },
+      [](const Variable& a, double b) { return sub(a, b); }, [](double a, const Variable& b) { return a - b; },
+      "a - b, broadcasting.");
+  def_binary(
+      m, "mul", [](const Variable& a, const Variable& b) { return mul(a, b); },
+      [](const Variable& a, double b) { return mul(a, b); }, [](double a, const Variable& b) { return a * b; },
+      "a * b, broadcasting (a sparse operand keeps its pattern).");
+  def_binary(
+      m, "div", [](const Variable& a, const Variable& b) { return div(a, b); },
+      [](const Variable& a, double b) { return div(a, b); }, [](double a, const Variable& b) { return a / b; },
+      "a / b, broadcasting.");
+  auto no_scalar = [](const char* op) {
+    return [op](const Variable&, double) -> Variable { fail(op, ": an operand is a number; pass an array"); };
+  };
+  auto no_scalar_first = [](const char* op) {
+    return [op](double, const Variable&) -> Variable { fail(op, ": an operand is a number; pass an array"); };
+  };
+  def_binary(
+      m, "pow", [](const Variable& a, const Variable& b) { return pow(a, b); },
+      [](const Variable& a, double b) { return pow(a, b); }, no_scalar_first("pow"),
+      "a ** b (b a number or an array).");
+  def_binary(
+      m, "maximum", [](const Variable& a, const Variable& b) { return maximum(a, b); }, no_scalar("maximum"),
+      no_scalar_first("maximum"), "Elementwise maximum (ties split the gradient).");
+  def_binary(
+      m, "minimum", [](const Variable& a, const Variable& b) { return minimum(a, b); }, no_scalar("minimum"),
+      no_scalar_first("minimum"), "Elementwise minimum.");
+
+  m.def("neg", unary([](const Variable& x) { return neg(x); }));
+  m.def("abs", unary([](const Variable& x) { return abs(x); }));
+  m.def("sign", unary([](const Variable& x) { return sign(x); }));
+  m.def("exp", unary([](const Variable& x) { return exp(x); }));
+  m.def("log", unary([](const Variable& x) { return log(x); }));
+  m.def("sqrt", unary([](const Variable& x) { return sqrt(x); }));
+  m.def("rsqrt", unary([](const Variable& x) { return rsqrt(x); }));
+  m.def("relu", unary([](const Variable& x) { return relu(x); }), py::arg("x"), "max(x, 0); gradient 0 at 0.");
+  m.def("gelu", unary([](const Variable& x) { return gelu(x); }), py::arg("x"), "GELU, the exact (erf) form.");
+  m.def("sigmoid", unary([](const Variable& x) { return sigmoid(x); }));
+  m.def("tanh", unary([](const Variable& x) { return tanh(x); }));
+  m.def("erf", unary([](const Variable& x) { return erf(x); }));
+  m.def(
+      "clamp",
+      [](const py::object& x, std::optional<double> lo, std::optional<double> hi) {
+        Operands in;
+        const Variable v = in(x);
+        return in.result(clamp(v, lo, hi));
+      },
+      py::arg("x"), py::arg("min") = py::none(), py::arg("max") = py::none());
+  m.def(
+      "where",
+      [](const py::object& cond, const py::object& a, const py::object& b) {
+        Operands in;
+        const Variable x = in(a), y = in(b);
+        return in.result(where(target_of(cond).to(DType::kBool), x, y));
+      },
+      py::arg("cond"), py::arg("a"), py::arg("b"), "a where cond holds, else b (cond: a bool array or Tensor).");
+
+  // ---- linear algebra (linalg.h) ----
+  m.def(
+      "matmul",
+      [](const py::object& a, const py::object& b) {
+        Operands in;
+        const Variable x = in(a), y = in(b);
+        return in.result(matmul(x, y));
+      },
+      py::arg("a"), py::arg("b"), "NumPy's matmul; either operand may be sparse (any format).");
+  m.def(
+      "bmm",
+      [](const py::object& a, const py::object& b) {
+        Operands in;
+        const Variable x = in(a), y = in(b);
+        return in.result(bmm(x, y));
+      },
+      py::arg("a"), py::arg("b"), "[b, m, k] x [b, k, n].");
+  m.def(
+      "linear",
+      [](const py::object& x, const py::object& weight, const py::object& bias) {
+        Operands in;
+        const Variable a = in(x), w = in(weight);
+        const Variable b = or_undefined(in.optional(bias));
+        return in.result(linear(a, w, b));
+      },
+      py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(),
+      "x [..., in] times weight [out, in] transposed, plus bias [out]; the weight may be sparse.");
+  m.def(
+      "linear_relu",
+      [](const py::object& x, const py::object& weight, const py::object& bias) {
+        Operands in;
+        const Variable a = in(x), w = in(weight);
+        const Variable b = or_undefined(in.optional(bias));
+        return in.result(linear_relu(a, w, b));
+      },
+      py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), "relu(linear(x, weight, bias)) as one op.");
+
+  // ---- neural-network functions (nn.h) ----
+  m.def(
+      "softmax",
+      [](const py::object& x, int64_t dim) {
+        Operands in;
+        const Variable v = in(x);
+        return in.result(softmax(v, dim));
+      },
+      py::arg("x"), py::arg("dim") = -1);
+  m.def(
+      "log_softmax",
+      [](const py::object& x, int64_t dim) {
+        Operands in;
+        const Variable v = in(x);
+        return in.result(log_softmax(v, dim));
+      },
+      py::arg("x"), py::arg("dim") = -1);
+  m.def(
+      "cross_entropy",
+      [](const py::object& logits, const py::object& target, double label_smoothing, int64_t ignore_index,
+         const std::string& reduction) {
+        Operands in;
+        const Variable z = in(logits);
+        CrossEntropyOptions o;
+        o.label_smoothing = label_smoothing;
+        o.ignore_index = ignore_index;
+        o.reduction = parse_reduction(reduction);
+        return in.result(cross_entropy(z, target_of(target), o));
+      },
+      py::arg("logits"), py::arg("target"), py::arg("label_smoothing") = 0.0, py::arg("ignore_index") = -100,
+      py::arg("reduction") = "mean", "logits [n, c] against int64 class indices [n].");
+  m.def(
+      "layer_norm",
+      [](const py::object& x, const std::vector<int64_t>& normalized_shape, const py::object& weight,
+         const py::object& bias, double eps) {
+        Operands in;
+        const Variable v = in(x);
+        const Variable w = or_undefined(in.optional(weight)), b = or_undefined(in.optional(bias));
+        return in.result(layer_norm(v, normalized_shape, w, b, eps));
+      },
+      py::arg("x"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
+      py::arg("eps") = 1e-5);
+  m.def(
+      "embedding",
+      [](const py::object& weight, const py::object& indices) {
+        Operands in;
+        const Variable w = in(weight);
+        return in.result(embedding(w, target_of(indices)));
+      },
+      py::arg("weight"), py::arg("indices"));
+  m.def(
+      "conv2d",
+      [](const py::object& x, const py::object& weight, const py::object& bias, const py::object& stride,
+         const py::object& padding, const py::object& dilation) {
+        Operands in;
+        const Variable v = in(x), w = in(weight);
+        const Variable b = or_undefined(in.optional(bias));
+        Conv2dOptions o;
+        o.stride = pair_of(stride, "conv2d: stride");
+        o.padding = pair_of(padding, "conv2d: padding");
+        o.dilation = pair_of(dilation, "conv2d: dilation");
+        return in.result(conv2d(v, w, b, o));
+      },
+      py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1, py::arg("padding") = 0,
+      py::arg("dilation") = 1, "x [n, c, h, w], weight [o, c, kh, kw], bias [o].");
+  m.def(
+      "max_pool2d",
+      [](const py::object& x, const py::object& kernel, const py::object& stride, const py::object& padding) {
+        Operands in;
+        const Variable v = in(x);
+        const std::vector<int64_t> k = pair_of(kernel, "max_pool2d: kernel");
+        const std::vector<int64_t> s =
+            stride.is_none() ? std::vector<int64_t>{} : pair_of(stride, "max_pool2d: stride");
+        return in.result(max_pool2d(v, k, s, pair_of(padding, "max_pool2d: padding")));
+      },
+      py::arg("x"), py::arg("kernel"), py::arg("stride") = py::none(), py::arg("padding") = 0,
+      "Max pooling over [n, c, h, w] (stride: the kernel by default).");
+  m.def(
+      "dropout",
+      [](const py::object& x, double p, bool training, std::optional<uint64_t> seed) {
+        Operands in;
+        const Variable v = in(x);
+        if (!seed) return in.result(dropout(v, p, training));
+        Generator gen(*seed);
+        return in.result(dropout(v, p, training, gen));
+      },
+      py::arg("x"), py::arg("p") = 0.5, py::arg("training") = true, py::arg("seed") = py::none());
+
+  // ---- reductions (reduce.h) ----
+  m.def(
+      "sum",
+      [](const py::object& x, const py::object& dim, bool keepdim) {
+        Operands in;
+        const Variable v = in(x);
+        return in.result(dim.is_none() ? sum(v) : sum(v, dims_of(dim), keepdim));
+      },
+      py::arg("x"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  m.def(
+      "mean",
+      [](const py::object& x, const py::object& dim, bool keepdim) {
+        Operands in;
+        const Variable v = in(x);
+        return in.result(dim.is_none() ? mean(v) : mean(v, dims_of(dim), keepdim));
+      },
+      py::arg("x"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  m.def(
+      "max",
+      [](const py::object& x, const py::object& dim, bool keepdim) -> py::object {
+        Operands in;
+        const Variable v = in(x);
+        if (dim.is_none()) return in.result(max(v));
+        const VariableIndices r = max(v, dim.cast<int64_t>(), keepdim);
+        return py::make_tuple(in.result(r.values), r.indices);
+      },
+      py::arg("x"), py::arg("dim") = py::none(), py::arg("keepdim") = false,
+      "The maximum; along `dim`, (values, indices).");
+  m.def(
+      "argmax",
+      [](const py::object& x, int64_t dim, bool keepdim) { return argmax(Variable(target_of(x)), dim, keepdim); },
+      py::arg("x"), py::arg("dim"), py::arg("keepdim") = false, "int64 indices (a Tensor).");
+  m.def(
+      "norm",
+      [](const py::object& x, double p, const py::object& dim, bool keepdim) {
+        Operands in;
+        const Variable v = in(x);
+        return in.result(dim.is_none() ? norm(v, p) : norm(v, p, dims_of(dim), keepdim));
+      },
+      py::arg("x"), py::arg("p") = 2.0, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+
+  // ---- shapes (shape.h) ----
+  m.def(
+      "reshape",
+      [](const py::object& x, const std::vector<int64_t>& shape) {
+        Operands in;
+        const Variable v = in(x);
+        return in.result(reshape(v, shape));
+      },
+      py::arg("x"), py::arg("shape"));
+  m.def(
+      "flatten",
+      [](const py::object& x, int64_t start_dim, int64_t end_dim) {
+        Operands in;
+        const Variable v = in(x);
+        return in.result(flatten(v, start_dim, end_dim));
+      },
+      py::arg("x"), py::arg("start_dim") = 0, py::arg("end_dim") = -1);
+  m.def(
+      "transpose",
+      [](const py::object& x, int64_t d0, int64_t d1) {
+        Operands in;
+        const Variable v = in(x);
+        return in.result(transpose(v, d0, d1));
+      },
+      py::arg("x"), py::arg("dim0"), py::arg("dim1"));
+  m.def(
+      "permute",
+      [](const py::object& x, const std::vector<int64_t>& dims) {
+        Operands in;
+        const Variable v = in(x);
+        return in.result(permute(v, dims));
+      },
+      py::arg("x"), py::arg("dims"));
+  m.def(
+      "unsqueeze",
+      [](const py::object& x, int64_t dim) {
+        Operands in;
+        const Variable v = in(x);
+        return in.result(unsqueeze(v, dim));
+      },
+      py::arg("x"), py::arg("dim"));
+  m.def(
+      "squeeze",
+      [](const py::object& x, std::optional<int64_t> dim) {
+        Operands in;
+        const Variable v = in(x);
+        return in.result(dim ? squeeze(v, *dim) : squeeze(v));
+      },
+      py::arg("x"), py::arg("dim") = py::none());
+  auto list_op = [](auto f) {
+    return [f](const py::sequence& xs, int64_t dim) {
+      Operands in;
+      std::vector<Variable> vs;
+      for (const py::handle& x : xs) vs.push_back(in(py::reinterpret_borrow<py::object>(x)));
+      return in.result(f(vs, dim));
+    };
+  };
+  m.def("cat", list_op([](const std::vector<Variable>& xs, int64_t dim) { return cat(xs, dim); }), py::arg("xs"),
+        py::arg("dim") = 0);
+  m.def("stack", list_op([](const std::vector<Variable>& xs, int64_t dim) { return stack(xs, dim); }), py::arg("xs"),
+        py::arg("dim") = 0);
+
+  // ---- sparse values (sparse_grad.h) ----
+  m.def("values", unary([](const Variable& x) { return values(x); }), py::arg("x"),
+        "The stored values of a sparse x (differentiable); x itself when dense.");
+  m.def(
+      "with_values",
+      [](const py::object& pattern, const py::object& v) {
+        Operands in;
+        const Variable x = in(v);
+        return in.result(with_values(target_of(pattern), x));
+      },
+      py::arg("pattern"), py::arg("values"), "A sparse value with pattern's format and pattern and these values.");
+  m.def("to_dense", unary([](const Variable& x) { return to_dense(x); }), py::arg("x"));
+
+  // ---- gradcheck (gradcheck.h) ----
+  m.def(
+      "gradcheck",
+      [](const py::function& f, const std::vector<Variable>& inputs, double eps, double atol, double rtol) {
+        GradcheckOptions o;
+        o.eps = eps;
+        o.atol = atol;
+        o.rtol = rtol;
+        const GradcheckResult r = gradcheck(
+            [&f](const std::vector<Variable>& xs) {
+              py::tuple args(xs.size());
+              for (size_t i = 0; i < xs.size(); ++i) args[i] = py::cast(xs[i]);
+              return f(*args).cast<Variable>();
+            },
+            inputs, o);
+        py::dict d;
+        d["passed"] = r.passed;
+        d["message"] = r.message;
+        d["max_abs_error"] = r.max_abs_error;
+        return d;
+      },
+      py::arg("fn"), py::arg("inputs"), py::arg("eps") = 1e-6, py::arg("atol") = 1e-5, py::arg("rtol") = 1e-3,
+      "autograd's gradcheck: fn(*inputs) -> Variable, its analytic gradients against central differences in f64.");
+}
+
+}  // namespace
+
+Variable variable_of(const py::object& o) {
+  if (py::isinstance<Variable>(o)) return o.cast<Variable>();
+  return Variable(tensor_of(o));
+}
+
+void bind_autograd(py::module_& m) {
+  bind_variable(m);
+  bind_functions(m);
+}
+
+}  // namespace coppice::python

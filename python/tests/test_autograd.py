@@ -1,0 +1,150 @@
+"""coppice.Variable and the differentiable functions: gradients against finite differences, no_grad, operators,
+and errors that name what is wrong."""
+import numpy as np
+import pytest
+
+import coppice
+
+
+def numeric_gradient(f, array, eps=1e-6):
+    """Central differences of the scalar f() in every entry of `array`, which f reads through a Variable on the
+    array's own memory (no copy), so perturbing the array in place perturbs the Variable."""
+    g = np.zeros_like(array)
+    for i in np.ndindex(array.shape):
+        saved = array[i]
+        array[i] = saved + eps
+        up = f()
+        array[i] = saved - eps
+        down = f()
+        array[i] = saved
+        g[i] = (up - down) / (2 * eps)
+    return g
+
+
+def check_gradients(loss_of, arrays):
+    """loss_of(*variables) -> a one-element Variable; every array's gradient by backward against central
+    differences, in float64."""
+    variables = [coppice.Variable(a, requires_grad=True) for a in arrays]
+    loss = loss_of(*variables)
+    loss.backward()
+    for a, v in zip(arrays, variables):
+        assert v.data.data_ptr() == a.ctypes.data  # the leaf is the array's memory
+
+        def value():
+            with coppice.no_grad():
+                return loss_of(*variables).item()
+
+        np.testing.assert_allclose(v.grad.numpy(), numeric_gradient(value, a), rtol=1e-6, atol=1e-8)
+
+
+RNG = np.random.default_rng(0)
+
+
+def f64(*shape):
+    return RNG.standard_normal(shape)
+
+
+def test_linear_layer_ops_match_finite_differences():
+    """matmul, linear with bias, relu, sub, mul by a scalar, mean: an MLP's ops."""
+    target = f64(5, 3)
+
+    def loss(x, w1, b1, w2):
+        h = coppice.relu(coppice.linear(x, w1, b1))
+        d = coppice.matmul(h, w2) - target
+        return coppice.mean(d * d * 0.5)
+
+    check_gradients(loss, [f64(5, 4), f64(6, 4), f64(6), f64(6, 3)])
+
+
+def test_conv_pool_and_cross_entropy_match_finite_differences():
+    """conv2d with padding, max pooling, flatten, reshape, log_softmax and cross_entropy: a small CNN's ops."""
+    target = np.array([1, 0], dtype=np.int64)
+
+    def loss(x, w, b, fc):
+        y = coppice.max_pool2d(coppice.relu(coppice.conv2d(x, w, b, padding=1)), 2)
+        logits = coppice.matmul(coppice.flatten(y, 1), fc)
+        log_p = coppice.log_softmax(logits.reshape(2, 3), dim=1)
+        return coppice.cross_entropy(logits, target) - coppice.sum(log_p) * 0.01
+
+    check_gradients(loss, [f64(2, 1, 4, 4), f64(2, 1, 3, 3), f64(2), f64(8, 3)])
+
+
+def test_sparse_weight_gradient_is_on_its_pattern():
+    """A CSR weight's gradient comes back in CSR on the weight's pattern, and equals the dense gradient there."""
+    w = f64(6, 4)
+    mask = RNG.random((6, 4)) < 0.4
+    x = f64(3, 4)
+    ws = coppice.Variable(coppice.sparse_from_mask(w, mask, "csr"), requires_grad=True)
+    wd = coppice.Variable(np.where(mask, w, 0), requires_grad=True)
+    coppice.sum(coppice.linear(x, ws) ** 2).backward()
+    coppice.sum(coppice.linear(x, wd) ** 2).backward()
+    assert ws.grad.format == "csr" and ws.grad.nnz == int(mask.sum())
+    np.testing.assert_allclose(ws.grad.to_dense().numpy(), np.where(mask, wd.grad.numpy(), 0), rtol=1e-12)
+
+
+def test_the_library_gradcheck_takes_python_functions():
+    x, w = (coppice.Variable(f64(3, 4), requires_grad=True), coppice.Variable(f64(4, 2), requires_grad=True))
+    r = coppice.gradcheck(lambda a, b: coppice.tanh(coppice.matmul(a, b)), [x, w])
+    assert r["passed"], r["message"]
+
+
+def test_no_grad_records_nothing():
+    x = coppice.Variable(f64(3), requires_grad=True)
+    assert coppice.is_grad_enabled()
+    with coppice.no_grad():
+        assert not coppice.is_grad_enabled()
+        y = coppice.sum(x * 2.0)
+        with coppice.no_grad():
+            pass
+        assert not coppice.is_grad_enabled()  # nested guards restore what they found
+    assert coppice.is_grad_enabled()
+    assert not y.requires_grad and y.grad_fn is None and y.is_leaf
+    with pytest.raises(coppice.Error):
+        y.backward()  # nothing to differentiate
+    assert x.grad is None
+    z = coppice.sum(x * 2.0)
+    assert z.requires_grad and z.grad_fn is not None
+    with pytest.raises(KeyError):
+        with coppice.no_grad():
+            raise KeyError("leaves the block")
+    assert coppice.is_grad_enabled()  # an exception leaves grad mode as it was
+
+
+def test_operators_numbers_arrays_and_tensors():
+    a = np.array([1.0, 2.0, 3.0])
+    x = coppice.Variable(a, requires_grad=True)
+    y = 2.0 - x * 3 + a / 2 + (1 / (x + 1)) ** 2
+    assert isinstance(y, coppice.Variable)
+    np.testing.assert_allclose(y.numpy(), 2 - 3 * a + a / 2 + (1 / (a + 1)) ** 2)
+    z = a + x  # NumPy defers to Variable.__radd__
+    assert isinstance(z, coppice.Variable) and z.requires_grad
+    coppice.sum(y).backward()
+    np.testing.assert_allclose(x.grad.numpy(), -3 - 2 / (a + 1) ** 3)
+    x.grad = None
+    assert x.grad is None
+    # Only arrays and Tensors in: the op on Tensors, a Tensor out.
+    t = coppice.relu(np.array([-1.0, 2.0]))
+    assert isinstance(t, coppice.Tensor)
+    np.testing.assert_array_equal(t.numpy(), [0.0, 2.0])
+    assert isinstance(coppice.matmul(np.eye(2), np.ones((2, 2))), coppice.Tensor)
+    # detach shares the value, cut off from the graph.
+    d = y.detach()
+    assert d.is_leaf and not d.requires_grad and d.data.data_ptr() == y.data.data_ptr()
+
+
+def test_bad_input_raises_coppice_error_naming_it():
+    x = coppice.Variable(np.ones((2, 3), np.float32), requires_grad=True)
+    with pytest.raises(coppice.Error, match=r"matmul: inner dimensions differ: a is \[2, 3\], b is \[4, 5\]"):
+        coppice.matmul(x, np.ones((4, 5), np.float32))
+    with pytest.raises(coppice.Error, match="cross_entropy: target must be i64, got f32"):
+        coppice.cross_entropy(x, np.zeros(2, np.float32))
+    with pytest.raises(coppice.Error, match="only floating-point values can require grad.*i64"):
+        coppice.Variable(np.ones(3, np.int64), requires_grad=True)
+    with pytest.raises(coppice.Error, match="conv2d"):
+        coppice.conv2d(np.ones((1, 2, 5, 5), np.float32), coppice.Variable(np.ones((4, 3, 3, 3), np.float32)))
+    with pytest.raises(coppice.Error, match="reshape"):
+        x.reshape(4, 2)
+    with pytest.raises(coppice.Error, match="reduction must be mean, sum or none, got 'avg'"):
+        coppice.cross_entropy(x, np.zeros(2, np.int64), reduction="avg")
+    with pytest.raises(coppice.Error, match="Variable.to: unknown dtype 'f17'"):
+        x.to("f17")
