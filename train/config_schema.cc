@@ -218,7 +218,7 @@ std::vector<SchemaKey> run_keys() {
        "dynamic (GradScaler: 2^16, x2 after 2000 finite steps, x0.5 and skip on inf/NaN) | none | a number (static); "
        "(dynamic for f16, none otherwise)"},
 
-      {"distributed", K::kSection, "data-parallel training; data.loader.batch_size is per rank"},
+      {"distributed", K::kSection, "data-parallel training; data.batch_size is per rank"},
       {"distributed.world_size", K::kInt, "ranks, >= 1 (1)"},
       {"distributed.backend", K::kString, "inproc (ranks as threads, CPU) | nccl (a process per GPU) (inproc)"},
       {"distributed.timeout_s", K::kDouble, "seconds a collective may take before the job aborts, > 0 (300)"},

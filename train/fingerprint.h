@@ -1,6 +1,6 @@
 // The fingerprint of a job (job_fingerprint in train/job_fingerprint.h): the settings that shape a run's state and its
 // trajectory, as flat "key: value" pairs that a checkpoint records and a
-// resume compares (train/checkpoint.h, README "Checkpoints and resuming").
+// resume compares (train/checkpoint.h, docs/guide/checkpoints.md "What a resume checks").
 //
 // Keys follow the job file's paths where there is one ("optimizer.momentum",
 // "mask_update.interval"); the sparsity is recorded per parameter as the
