@@ -1,7 +1,8 @@
 """A CUDA PyTorch tensor into Coppice and back through DLPack without a copy, and Coppice computing on it in place.
 
-Runs where PyTorch and a GPU are (the lent GPU machine: tools/device/run_gpu_suite.sh runs this file with the wheel
-of a CUDA build); skipped elsewhere, saying why. Also runs as a plain script (no pytest there).
+Runs where PyTorch and a GPU are: on the lent GPU machine through tools/device/pack_python.sh and run_python_cuda.sh
+(the module built for that machine's Python); skipped elsewhere, saying why. Also runs as a plain script (that
+machine has no pytest).
 """
 import sys
 
