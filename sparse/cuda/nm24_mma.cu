@@ -41,7 +41,6 @@ namespace {
 
 using cuda::commit_copies;
 using cuda::copy16_async;
-using cuda::ldmatrix_x4;
 using cuda::smem_u32;
 using cuda::wait_copies;
 
@@ -88,6 +87,21 @@ __device__ __forceinline__ void mma_sp_16832(float (&c)[4], const uint32_t (&a)[
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(e));
   }
+}
+
+// ldmatrix .x4 (not transposed) at a shared-memory address.
+__device__ __forceinline__ void ldmatrix_x4_at(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// A 16-bit word of shared memory, zero-extended.
+__device__ __forceinline__ uint32_t lds_u16(uint32_t addr) {
+  uint16_t v;
+  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(addr) : "memory");
+  return v;
 }
 
 // 8 bytes from global to shared memory, asynchronously (cp.async.cg takes
@@ -165,32 +179,38 @@ __global__ void __launch_bounds__(kThreads, 2) nm24_product_kernel(const Nm24Pro
     if (s < steps) load.stage(stages[s], s, tid);
     commit_copies();
   }
+  // Shared-memory addresses as 32-bit offsets worked out once per lane: the
+  // loop adds only constants and the stage's base (per-fragment generic
+  // addresses and their conversion cost more instructions than the mma.sp).
   const int q = lane / 8, i8 = lane % 8, g = lane / 4, pair = lane % 2;
+  const uint32_t a_lane = smem_u32(&stages[0].a[(wr + (q % 2) * 8 + i8) * kPitchA + (q / 2) * 8]);
+  const uint32_t x_lane = smem_u32(&stages[0].x[(wm + i8) * kPitchX + q * 8]);
+  const uint32_t meta_lane = smem_u32(&stages[0].meta[(wr + g) * kWords + pair]);
+  constexpr uint32_t kStageBytes = sizeof(Stage<T>);
+  int read_stage = 0, write_stage = kStages - 1;
   for (int step = 0; step < steps; ++step) {
     wait_copies<kStages - 2>();
     __syncthreads();
-    const int next = step + kStages - 1;
-    if (next < steps) load.stage(stages[next % kStages], next, tid);
+    if (step + kStages - 1 < steps) load.stage(stages[write_stage], step + kStages - 1, tid);
     commit_copies();
-    const Stage<T>& st = stages[step % kStages];
+    write_stage = write_stage == kStages - 1 ? 0 : write_stage + 1;
+    const uint32_t stage_off = read_stage * kStageBytes;
+    read_stage = read_stage == kStages - 1 ? 0 : read_stage + 1;
     // Fragments load well ahead of their instructions (a warp issues in
     // order, and ldmatrix takes some 30 cycles): x's n8 tiles two tiles
     // ahead through a ring of three, the second k32 half's A fragments and
-    // metadata halfway through the first. Loading each just before its
-    // mma.sp left the tensor pipe 43 % busy (Nsight Compute, H200).
+    // metadata halfway through the first.
     uint32_t af[2][kWarpR / 16][4], e[2][kWarpR / 16], bf[3][4];
     auto load_a = [&](int ks) {
 #pragma unroll
       for (int mi = 0; mi < kWarpR / 16; ++mi) {
-        const int row = wr + mi * 16;
-        ldmatrix_x4<false>(af[ks][mi], &st.a[(row + (q % 2) * 8 + i8) * kPitchA + ks * 16 + (q / 2) * 8]);
-        const uint32_t lo = st.meta[(row + g) * kWords + ks * 2 + pair];
-        const uint32_t hi = st.meta[(row + g + 8) * kWords + ks * 2 + pair];
-        e[ks][mi] = lo | (hi << 16);
+        ldmatrix_x4_at(af[ks][mi], a_lane + stage_off + (mi * 16 * kPitchA + ks * 16) * sizeof(T));
+        const uint32_t m = meta_lane + stage_off + (mi * 16 * kWords + ks * 2) * 2;
+        e[ks][mi] = lds_u16(m) | (lds_u16(m + 8 * kWords * 2) << 16);
       }
     };
     auto load_b = [&](int ks, int ni) {
-      ldmatrix_x4<false>(bf[ni % 3], &st.x[(wm + ni * 8 + i8) * kPitchX + ks * 32 + q * 8]);
+      ldmatrix_x4_at(bf[ni % 3], x_lane + stage_off + (ni * 8 * kPitchX + ks * 32) * sizeof(T));
     };
     load_a(0);
 #pragma unroll
