@@ -44,10 +44,10 @@ using cuda::copy16_async;
 using cuda::smem_u32;
 using cuda::wait_copies;
 
-constexpr int kTileR = 128;   // rows of S per thread block
-constexpr int kTileM = 128;   // rows of x per thread block
-constexpr int kStep = 64;     // columns of S (dense) per pipeline step
-constexpr int kStages = 3;    // steps in flight
+constexpr int kTileR = 128;    // rows of S per thread block
+constexpr int kTileM = 128;    // rows of x per thread block
+constexpr int kStep = 64;      // columns of S (dense) per pipeline step
+constexpr int kStages = 3;     // steps in flight
 constexpr int kThreads = 128;  // four warps, 2 x 2 over the tile
 constexpr int kWarpR = 64, kWarpM = 64;
 constexpr int kPitchA = kStep / 2 + 8;  // stored values per staged row of S, padded (80 bytes)
@@ -110,12 +110,14 @@ __device__ __forceinline__ void copy8_async(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_u32(dst)), "l"(src));
 }
 
-// What one thread copies at every step, worked out once: the first of its
-// runs of S (row tid / 4 + 32 i, run tid % 4 of 8 stored values; i < 4), of
-// x (row tid / 8 + 16 i, run tid % 8; i < 8) and its row of metadata words
-// (row tid), each advanced by a fixed amount per step; which of those rows
-// lie inside the matrices. Recomputing 64-bit addresses per copy doubled the
-// instructions per mma.sp (Nsight Compute, H200).
+// What one thread copies at every step, worked out once: its first run of S
+// (row tid / 4 + 32 i, run tid % 4 of 8 stored values; i < 4), of x (row
+// tid / 8 + 16 i, run tid % 8; i < 8) and its row of metadata words (row
+// tid), as pointers that advance by one step's columns per call; which of
+// those rows lie inside the matrices. A row outside is copied with size 0
+// (cp.async then reads nothing and writes zeros), so its address need not be
+// valid. Working out 64-bit addresses and their selects per copy took 160
+// instructions a step, more than the step's 64 mma.sp (SASS, H200).
 template <typename T>
 struct Loader {
   const T* a;
@@ -128,9 +130,9 @@ struct Loader {
 
   __device__ Loader(const Nm24ProductArgs<T>& p, int64_t r0, int64_t m0, int tid) {
     const int64_t a_row = r0 + tid / 4, x_row = m0 + tid / 8;
-    a = p.values + (a_row < p.rows ? a_row : 0) * (p.cols / 2) + (tid % 4) * 8;
-    x = p.x + (x_row < p.m ? x_row : 0) * p.cols + (tid % 8) * 8;
-    meta = p.meta + (r0 + tid < p.rows ? r0 + tid : 0) * (p.cols / 16);
+    a = p.values + a_row * (p.cols / 2) + (tid % 4) * 8;
+    x = p.x + x_row * p.cols + (tid % 8) * 8;
+    meta = p.meta + (r0 + tid) * (p.cols / 16);
     row_stride = 16 * p.cols;
 #pragma unroll
     for (int i = 0; i < 4; ++i) a_valid |= (a_row + 32 * i < p.rows ? 1u : 0u) << i;
@@ -141,24 +143,25 @@ struct Loader {
     x_dst = (tid / 8) * kPitchX + (tid % 8) * 8;
   }
 
-  // Step `step` into stage `st`.
-  __device__ __forceinline__ void stage(Stage<T>& st, int step, int tid) const {
+  // The next step into stage `st`.
+  __device__ __forceinline__ void stage(Stage<T>& st, int tid) {
+    const T* src = a;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const bool valid = (a_valid >> i) & 1u;
-      copy16_async(&st.a[a_dst + i * 32 * kPitchA], a + (valid ? i * row_stride + step * (kStep / 2) : 0), valid);
-    }
+    for (int i = 0; i < 4; ++i, src += row_stride)
+      copy16_async(&st.a[a_dst + i * 32 * kPitchA], src, (a_valid >> i) & 1u);
+    src = x;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const bool valid = (x_valid >> i) & 1u;
-      copy16_async(&st.x[x_dst + i * 16 * kPitchX], x + (valid ? i * row_stride + step * kStep : 0), valid);
-    }
+    for (int i = 0; i < 8; ++i, src += row_stride)
+      copy16_async(&st.x[x_dst + i * 16 * kPitchX], src, (x_valid >> i) & 1u);
     uint16_t* dst = &st.meta[tid * kWords];
     if (meta_valid) {
-      copy8_async(dst, meta + step * kWords);
+      copy8_async(dst, meta);
     } else {
       *reinterpret_cast<uint64_t*>(dst) = kPadMeta;
     }
+    a += kStep / 2;
+    x += kStep;
+    meta += kWords;
   }
 };
 
@@ -170,13 +173,13 @@ __global__ void __launch_bounds__(kThreads, 2) nm24_product_kernel(const Nm24Pro
   const int wr = (warp / 2) * kWarpR, wm = (warp % 2) * kWarpM;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTileR, m0 = static_cast<int64_t>(blockIdx.y) * kTileM;
   const int steps = static_cast<int>(p.cols / kStep);
-  const Loader<T> load(p, r0, m0, tid);
+  Loader<T> load(p, r0, m0, tid);
 
   float acc[kWarpR / 16][kWarpM / 8][4] = {};
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < steps) load.stage(stages[s], s, tid);
+    if (s < steps) load.stage(stages[s], tid);
     commit_copies();
   }
   // Shared-memory addresses as 32-bit offsets worked out once per lane: the
@@ -191,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, 2) nm24_product_kernel(const Nm24Pro
   for (int step = 0; step < steps; ++step) {
     wait_copies<kStages - 2>();
     __syncthreads();
-    if (step + kStages - 1 < steps) load.stage(stages[write_stage], step + kStages - 1, tid);
+    if (step + kStages - 1 < steps) load.stage(stages[write_stage], tid);
     commit_copies();
     write_stage = write_stage == kStages - 1 ? 0 : write_stage + 1;
     const uint32_t stage_off = read_stage * kStageBytes;
@@ -303,8 +306,7 @@ __device__ __forceinline__ int slot_of(const uint8_t* __restrict__ indices, int6
 }
 
 // One thread per (column of S, four rows): flags a count above two.
-__global__ void check_transposable_kernel(const uint8_t* __restrict__ indices, int64_t rows, int64_t cols,
-                                          int* flag) {
+__global__ void check_transposable_kernel(const uint8_t* __restrict__ indices, int64_t rows, int64_t cols, int* flag) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= (rows / 4) * cols) return;
   const int64_t col = i % cols, row0 = (i / cols) * 4;
@@ -410,8 +412,8 @@ __global__ void gather_kernel(const T* __restrict__ product, const uint8_t* __re
 }
 
 template <typename T>
-__global__ void scatter_kernel(const T* __restrict__ values, const uint8_t* __restrict__ indices,
-                               T* __restrict__ dense, int64_t slots, int n, int m) {
+__global__ void scatter_kernel(const T* __restrict__ values, const uint8_t* __restrict__ indices, T* __restrict__ dense,
+                               int64_t slots, int n, int m) {
   const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (s >= slots) return;
   dense[(s / n) * m + indices[s]] = values[s];
@@ -458,7 +460,8 @@ void nm24_pack_transposed(const T* values, const uint8_t* indices, T* values_t, 
                           int64_t cols, cudaStream_t stream) {
   const int64_t threads = (rows / 16) * cols;
   if (threads == 0) return;
-  pack_transposed_kernel<T><<<blocks_for(threads, 256), 256, 0, stream>>>(values, indices, values_t, meta_t, rows, cols);
+  pack_transposed_kernel<T>
+      <<<blocks_for(threads, 256), 256, 0, stream>>>(values, indices, values_t, meta_t, rows, cols);
   cuda::check_launch("nm24 transposed pack");
 }
 
@@ -503,8 +506,8 @@ template void nm24_select<__nv_bfloat16>(const __nv_bfloat16*, __nv_bfloat16*, u
 template void nm24_select<__half>(const __half*, __half*, uint8_t*, uint16_t*, int64_t, int64_t, cudaStream_t);
 template void nm_gather<float>(const float*, const uint8_t*, float*, int64_t, int64_t, int, int, cudaStream_t);
 template void nm_gather<double>(const double*, const uint8_t*, double*, int64_t, int64_t, int, int, cudaStream_t);
-template void nm_gather<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int64_t, int64_t, int,
-                                       int, cudaStream_t);
+template void nm_gather<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int64_t, int64_t, int, int,
+                                       cudaStream_t);
 template void nm_gather<__half>(const __half*, const uint8_t*, __half*, int64_t, int64_t, int, int, cudaStream_t);
 template void nm_scatter<float>(const float*, const uint8_t*, float*, int64_t, int64_t, int, int, cudaStream_t);
 template void nm_scatter<double>(const double*, const uint8_t*, double*, int64_t, int64_t, int, int, cudaStream_t);
