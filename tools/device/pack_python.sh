@@ -15,7 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 include=${1:-/root/.pyenv/versions/3.12.1/include/python3.12}
 [[ -f $include/Python.h ]] || { echo "pack_python: no Python.h in $include" >&2; exit 1; }
-ver=$(sed -n 's/^#define PY_VERSION "\([0-9]*\)\.\([0-9]*\).*/\1\2/p' "$include/patchlevel.h")
+ver=$(sed -n 's/^#define PY_VERSION[[:space:]]*"\([0-9]*\)\.\([0-9]*\).*/\1\2/p' "$include/patchlevel.h")
+[[ -n $ver ]] || { echo "pack_python: no PY_VERSION in $include/patchlevel.h" >&2; exit 1; }
 repo=$(mktemp -d)
 stage=$(mktemp -d)
 trap 'rm -rf "$repo" "$stage"' EXIT
