@@ -23,10 +23,10 @@ constexpr int64_t kNm24StepCols = 64;
 
 template <typename T>
 struct Nm24ProductArgs {
-  const T* x = nullptr;         // [m, cols], row-major, 16-byte aligned
-  const T* values = nullptr;    // [rows, cols / 2]
+  const T* x = nullptr;            // [m, cols], row-major, 16-byte aligned
+  const T* values = nullptr;       // [rows, cols / 2]
   const uint16_t* meta = nullptr;  // [rows, cols / 16]
-  const T* bias = nullptr;      // [rows] or null
+  const T* bias = nullptr;         // [rows] or null
   bool relu = false;
   T* out = nullptr;  // [m, rows], row-major
   int64_t m = 0, rows = 0, cols = 0;

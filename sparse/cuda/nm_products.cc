@@ -96,8 +96,8 @@ std::vector<Tensor> nm24_compress_kernel(const std::vector<Tensor>& in, const At
   Tensor indices = empty(vshape, TensorOptions(DType::kU8, dense.device()));
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    nm24_select<T>(static_cast<const T*>(dense.data_ptr()), static_cast<T*>(values.data_ptr()),
-                   indices.data<uint8_t>(), nullptr, rows, cols, stream_of(dense));
+    nm24_select<T>(static_cast<const T*>(dense.data_ptr()), static_cast<T*>(values.data_ptr()), indices.data<uint8_t>(),
+                   nullptr, rows, cols, stream_of(dense));
   };
   switch (dense.dtype()) {
     case DType::kF32: run(float{}); break;

@@ -8,13 +8,12 @@
 // Shapes are chosen to leave partial tiles on both sides (rows of W or x not
 // multiples of 128, rows of W not multiples of 8), and products repeat bit
 // for bit.
-#include "sparse/cuda/nm_products.h"
-
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "sparse/cuda/nm_products.h"
 #include "sparse/nm.h"
 #include "sparse/nm_metadata.h"
 #include "sparse/nm_transposable.h"
@@ -139,8 +138,8 @@ TEST_F(Nm24MmaTest, DxMatchesTheCpuTwin) {
       const Tensor got = matmul(to_device(dy, kCuda), w);
       EXPECT_TRUE(near(got, matmul(dy, to_device(w, Device::cpu())), dtype)) << dtype_name(dtype);
       if (transposable) {
-        EXPECT_TRUE(near(sparse_cuda::nm24_matmul(to_device(dy, kCuda), w), matmul(dy, to_device(w, Device::cpu())),
-                         dtype));
+        EXPECT_TRUE(
+            near(sparse_cuda::nm24_matmul(to_device(dy, kCuda), w), matmul(dy, to_device(w, Device::cpu())), dtype));
       }
     }
   }
