@@ -21,11 +21,14 @@
 // compressors write it, torch/sparse/_semi_structured_conversions.py:
 // idxs0 | idxs1 << 2, chunks from bit 0 up); the fields 0b0000, 0b0101,
 // 0b1010 and 0b1111 (an index twice) are undefined behaviour. The metadata
-// operand is one 32-bit register per thread, and for m16n8k16 the threads
-// that the sparsity selector names hold the fields of one row's 16 columns in
-// 16 bits and those of another row in the other 16 (which rows: the ISA's
-// metadata figure for the shape). So 16 bits per (row, 16 columns) is the
-// unit a kernel loads; it assembles the registers from two such words. Indices are always written increasing,
+// operand is one 32-bit register per thread, and the threads that the
+// sparsity selector names hold the fields of one row's 16 columns in 16 bits
+// and those of another row in the other 16: for m16n8k32 with selector 0,
+// lane 4g + p holds rows g (low half) and g + 8 (high half) for columns
+// 16p..16p+15 of the k32 step (confirmed on an H200 by
+// tools/device/experiments/mma_sp_rate.cu; sparse/cuda/nm24_mma.cu reads it
+// so). So 16 bits per (row, 16 columns) is the unit a kernel loads; it
+// assembles the registers from two such words. Indices are always written increasing,
 // which mma.sp::ordered_metadata requires and plain mma.sp accepts.
 #pragma once
 

@@ -18,7 +18,14 @@
 // and 4g + 1 of each quad supply it; lane 4g + p holds, in its low 16 bits, the
 // word of row g and columns 16p..16p+15 of the k32 step, and in its high 16
 // bits the word of row g + 8, same columns. Lanes 4g + 2 and 4g + 3 load the
-// same words; the instruction ignores them.
+// same words; the instruction ignores them. tools/device/experiments/
+// mma_sp_rate.cu checks this layout against the other candidate on a GPU.
+//
+// What it can reach: on Hopper mma.sp peaks at 1.08x cuBLAS's dense bf16 rate
+// (sparse wgmma, not written here, at 1.78x), so spmm.cc times this kernel
+// against cuBLAS on the decompressed weight and keeps the faster (on the
+// H200, cuBLAS: docs/benchmarks.md, issue 19); on sm_80 mma.sp is the faster
+// tensor-core path.
 //
 // The write-out goes through shared memory, transposed (the accumulators hold
 // rows of S by rows of x), so that each thread stores 16-byte runs of out's
