@@ -28,8 +28,6 @@
 //                 gets 0).
 #include <climits>
 #include <cmath>
-#include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -117,8 +115,7 @@ Tensor dense_route_values(const Tensor& a, const Tensor& b, const Tensor& patter
 // in quarter octaves) on the real operands and the faster is kept.
 Tensor bsr_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
   if (!take_dense_route(pattern)) return bsr_tiled_sddmm_values(a, b, pattern);
-  static std::mutex mu;
-  static std::map<std::string, bool> tiles_won;
+  static auto* choice = new FasterOf();  // never destroyed
   const int device = pattern.device().index;
   const int64_t stored = nnz(pattern);
   const Shape& blocks = values(pattern).shape();  // [nblocks, bh, bw]
@@ -126,19 +123,9 @@ Tensor bsr_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
   const std::string key =
       str_cat(device, "|", a.size(0), "x", a.size(1), "x", b.size(1), "|", blocks[1], "x", blocks[2], "|q", octaves,
               "|", dtype_name(pattern.dtype()), allow_tf32() ? "|tf32" : "");
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = tiles_won.find(key);
-    if (it != tiles_won.end()) {
-      return it->second ? bsr_tiled_sddmm_values(a, b, pattern) : dense_route_values(a, b, pattern);
-    }
-  }
-  Tensor tiled, dense;
-  const double tiled_ms = time_on_device_ms([&] { return bsr_tiled_sddmm_values(a, b, pattern); }, device, tiled, kOp);
-  const double dense_ms = time_on_device_ms([&] { return dense_route_values(a, b, pattern); }, device, dense, kOp);
-  std::lock_guard<std::mutex> lock(mu);
-  tiles_won[key] = tiled_ms <= dense_ms;
-  return tiled_ms <= dense_ms ? tiled : dense;
+  return choice->run(
+      key, device, kOp, [&] { return bsr_tiled_sddmm_values(a, b, pattern); },
+      [&] { return dense_route_values(a, b, pattern); });
 }
 
 // One SDDMM for the planner.

@@ -29,9 +29,6 @@
 //                    (row_major_spmm below), by cuSPARSE or an own kernel,
 //                    whichever measured faster for the shape (spmm_choice.h).
 // A route that cannot fuse the bias and relu gets them applied after it.
-#include <algorithm>
-#include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -133,6 +130,16 @@ Tensor row_major_spmm(const SpmmProblem& p) {
 
 Tensor dense_nm_spmm(const SpmmProblem& p) { return dense_product(nm_dense(p.s), p.x, p.product); }
 
+// A launcher that computes only the product, with the bias and relu after it.
+template <Tensor (*Launch)(const SpmmProblem&)>
+Tensor then_bias_relu(const SpmmProblem& p) {
+  Tensor y = Launch(p);
+  if (p.bias.defined()) y = add(y, p.bias);
+  return p.relu ? relu(y) : y;
+}
+
+Tensor nm24_matmul_spmm(const SpmmProblem& p) { return nm24_matmul(p.x, p.s); }
+
 // 2:4 on sparse tensor cores: X @ S^T and X @ S of a 2-D X (the two products
 // of a linear layer's input side).
 bool nm24_applies(const SpmmProblem& p) {
@@ -153,51 +160,28 @@ Tensor nm24_spmm(const SpmmProblem& p) {
                   p.s.device().to_string(), ", got ", shape_to_string(p.bias.shape()), " ", dtype_name(p.bias.dtype()));
   }
   if (linear) return nm24_linear(p.x, p.s, p.bias, p.relu);
-  Tensor y = nm24_matmul(p.x, p.s);
-  if (p.bias.defined()) y = add(y, p.bias);
-  return p.relu ? relu(y) : y;
+  return then_bias_relu<nm24_matmul_spmm>(p);
 }
 
 // The 2:4 product on sparse tensor cores or the dense way (the next route's),
-// as RuntimeOptions::nm24_mma says; kAuto times both once per shape on the
-// real operands and keeps the faster. Neither always wins: on the H200
+// as RuntimeOptions::nm24_mma says; kAuto keeps the faster for the shape
+// (FasterOf, each side timed twice: one timing each once picked the kernel
+// that ran 35 % slower, H200 bench spmm). Neither always wins: on the H200
 // mma.sp's peak is 1.08x cuBLAS's dense rate (tools/device/experiments/
 // mma_sp_rate.cu), on sm_80 it is the faster tensor-core path.
 Tensor nm24_or_dense(const SpmmProblem& p) {
-  auto dense = [&] {
-    Tensor y = dense_nm_spmm(p);
-    if (p.bias.defined()) y = add(y, p.bias);
-    return p.relu ? relu(y) : y;
-  };
   switch (runtime_options().nm24_mma) {
     case Nm24Mode::kOn: return nm24_spmm(p);
-    case Nm24Mode::kOff: return dense();
+    case Nm24Mode::kOff: return then_bias_relu<dense_nm_spmm>(p);
     case Nm24Mode::kAuto: break;
   }
-  static std::mutex mu;
-  static auto* sparse_won = new std::map<std::string, bool>();  // never destroyed
-  const int device = p.s.device().index;
+  static auto* choice = new FasterOf();  // never destroyed
   const std::string key =
-      str_cat(device, "|", static_cast<int>(p.product), "|", p.x.size(0), "x", shape_to_string(p.s.shape()), "|",
-              dtype_name(p.s.dtype()), p.bias.defined() ? "|bias" : "", p.relu ? "|relu" : "");
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = sparse_won->find(key);
-    if (it != sparse_won->end()) return it->second ? nm24_spmm(p) : dense();
-  }
-  // Each side timed twice, interleaved, keeping its best: one timing each
-  // once picked the kernel that ran 35 % slower (H200, bench spmm).
-  Tensor sparse_out, dense_out;
-  double sparse_ms = 0, dense_ms = 0;
-  for (int round = 0; round < 2; ++round) {
-    const double s = time_on_device_ms([&] { return nm24_spmm(p); }, device, sparse_out, p.op);
-    const double d = time_on_device_ms(dense, device, dense_out, p.op);
-    sparse_ms = round == 0 ? s : std::min(sparse_ms, s);
-    dense_ms = round == 0 ? d : std::min(dense_ms, d);
-  }
-  std::lock_guard<std::mutex> lock(mu);
-  (*sparse_won)[key] = sparse_ms <= dense_ms;
-  return sparse_ms <= dense_ms ? sparse_out : dense_out;
+      str_cat(p.s.device().index, "|", static_cast<int>(p.product), "|", p.x.size(0), "x", shape_to_string(p.s.shape()),
+              "|", dtype_name(p.s.dtype()), p.bias.defined() ? "|bias" : "", p.relu ? "|relu" : "");
+  return choice->run(
+      key, p.s.device().index, p.op, [&] { return nm24_spmm(p); }, [&] { return then_bias_relu<dense_nm_spmm>(p); },
+      /*rounds=*/2);
 }
 
 Tensor bsr_tiles_spmm(const SpmmProblem& p) {
@@ -209,14 +193,6 @@ Tensor masked_spmm(const SpmmProblem& p) { return dense_product(to_dense(p.s), p
 Tensor blocked_ell_spmm(const SpmmProblem& p) { return cusparse_spmm(p.s, p.x, p.op); }
 
 Tensor block_kernels_spmm(const SpmmProblem& p) { return block_kernel_spmm(p.s, p.x, p.op); }
-
-// A launcher that computes only the product, with the bias and relu after it.
-template <Tensor (*Launch)(const SpmmProblem&)>
-Tensor then_bias_relu(const SpmmProblem& p) {
-  Tensor y = Launch(p);
-  if (p.bias.defined()) y = add(y, p.bias);
-  return p.relu ? relu(y) : y;
-}
 
 using SpmmRoute = KernelRoute<SpmmProblem>;
 
