@@ -18,21 +18,44 @@ def load(path):
         return json.load(f)
 
 
-def main(argv):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def inputs(argv, doc):
+    """(ours, theirs, out path) from --coppice, --torch and --out; theirs is empty without --torch."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--coppice", required=True)
     p.add_argument("--torch", default="")
     p.add_argument("--out", default="")
     a = p.parse_args(argv)
-    ours = load(a.coppice)
-    theirs = load(a.torch) if a.torch else {"results": []}
+    return load(a.coppice), load(a.torch) if a.torch else {"results": []}, a.out
+
+
+def header(ours, theirs):
+    return [f"Machine: {ours.get('gpu_name', '?')}; torch {theirs.get('torch_version', '-')}", ""]
+
+
+def torch_cells(t, td):
+    """PyTorch's time for a row and its speedup over its own dense product, as two table cells ("-" where absent)."""
+    t_ms = f"{t['median_ms']:.4f}" if t else "-"
+    t_sp = f"{td['median_ms'] / t['median_ms']:.2f}x" if t and td else "-"
+    return t_ms, t_sp
+
+
+def emit(lines, out):
+    """Writes the table to `out` (if given) and to stdout."""
+    text = "\n".join(lines) + "\n"
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+    sys.stdout.write(text)
+
+
+def main(argv):
+    ours, theirs, out = inputs(argv, __doc__)
     torch_rows = {(r["dtype"], r.get("block"), r.get("sparsity")): r for r in theirs["results"]
                   if r.get("op") == "linear" and r.get("status") == "ok"}
     torch_dense = {r["dtype"]: r for r in theirs["results"] if r.get("op") == "dense_linear" and r["status"] == "ok"}
-    lines = [f"Machine: {ours.get('gpu_name', '?')}; torch {theirs.get('torch_version', '-')}",
-             "",
-             "| type | block | sparsity | product | ms | dense ms | speedup | of ideal | torch BSR ms | torch speedup |",
-             "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines = header(ours, theirs) + [
+        "| type | block | sparsity | product | ms | dense ms | speedup | of ideal | torch BSR ms | torch speedup |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in ours["results"]:
         if r.get("suite") != "bsr" or r.get("format") != "bsr":
             continue
@@ -41,17 +64,10 @@ def main(argv):
             lines.append(f"| {r['dtype']} | {r.get('block')} | {r['sparsity']:.2f} | {r['op']} | {r['status']} |"
                          " | | | | |")
             continue
-        t = torch_rows.get(key) if r["op"] == "linear" else None
-        td = torch_dense.get(r["dtype"])
-        t_ms = f"{t['median_ms']:.4f}" if t else "-"
-        t_sp = f"{td['median_ms'] / t['median_ms']:.2f}x" if t and td else "-"
+        t_ms, t_sp = torch_cells(torch_rows.get(key) if r["op"] == "linear" else None, torch_dense.get(r["dtype"]))
         lines.append(f"| {r['dtype']} | {r['block']:.0f} | {r['sparsity']:.2f} | {r['op']} | {r['median_ms']:.4f} | "
                      f"{r['dense_ms']:.4f} | {r['speedup']:.2f}x | {100 * r['fraction_of_ideal']:.0f} % | {t_ms} | {t_sp} |")
-    text = "\n".join(lines) + "\n"
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-    sys.stdout.write(text)
+    emit(lines, out)
     return 0
 
 

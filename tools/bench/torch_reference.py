@@ -351,20 +351,28 @@ def run_sparse_suite(args, results, suite):
                     log(results[-1])
 
 
+def run_dense_linear(args, results, suite, dtype, n):
+    """Dense F.linear of x [n, n] and W [n, n] on the GPU, the anchor of a sparse linear layer's rows: appends its
+    row (op "dense_linear", format "dense") and returns its median ms (None where it did not run)."""
+    label = "cuda:0"
+
+    def setup(device):
+        x = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
+        w = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
+        return lambda: torch.nn.functional.linear(x, w)
+    r = make_result(suite, "dense_linear", label, "", dtype, [n, n, n])
+    r["format"] = "dense"
+    results.append(run_case(r, label, dtype, "gflops", 2.0 * n ** 3, setup, args))
+    log(results[-1])
+    return results[-1]["median_ms"]
+
+
 def run_bsr(args, results):
     """F.linear with a BSR weight against dense F.linear, bench bsr's forward rows (CUDA only)."""
     label = "cuda:0"
     n = args.size or SPARSE_SIZE
     for dtype in args.dtypes or ["bf16", "f16"]:
-        def dense_setup(device, dtype=dtype):
-            x = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
-            w = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
-            return lambda: torch.nn.functional.linear(x, w)
-        r = make_result("bsr", "dense_linear", label, "", dtype, [n, n, n])
-        r["format"] = "dense"
-        results.append(run_case(r, label, dtype, "gflops", 2.0 * n ** 3, dense_setup, args))
-        log(results[-1])
-        dense_ms = results[-1]["median_ms"]
+        dense_ms = run_dense_linear(args, results, "bsr", dtype, n)
         for block in (16, 32, 64):
             for sparsity in (0.9, 0.95, 0.98):
                 nnz = pattern_nnz((n // block) ** 2, sparsity) * block * block
@@ -393,15 +401,7 @@ def run_semi_structured(args, results):
         return
     n = args.size or SPARSE_SIZE
     for dtype in [d for d in (args.dtypes or ["bf16", "f16"]) if d in ("bf16", "f16")]:
-        def dense_setup(device, dtype=dtype):
-            x = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
-            w = torch.rand(n, n, dtype=DTYPES[dtype], device=device)
-            return lambda: torch.nn.functional.linear(x, w)
-        r = make_result("spmm", "dense_linear", label, "", dtype, [n, n, n])
-        r["format"] = "dense"
-        results.append(run_case(r, label, dtype, "gflops", 2.0 * n ** 3, dense_setup, args))
-        log(results[-1])
-        dense_ms = results[-1]["median_ms"]
+        dense_ms = run_dense_linear(args, results, "spmm", dtype, n)
         for op in ("linear", "linear_dx"):
             def setup(device, dtype=dtype, op=op):
                 try:
