@@ -18,6 +18,7 @@
 #include "autograd/functions/nn.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
+#include "autograd/functions/straight_through.h"
 #include "autograd/gradcheck.h"
 #include "autograd/no_grad.h"
 #include "autograd/sparse_grad.h"

@@ -20,8 +20,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, const Layer
   COPPICE_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in=", in_features,
                 " out=", out_features);
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight_ =
-      register_parameter("weight", Variable(uniform_init({out_features, in_features}, bound, options, gen), true));
+  weight_ = register_parameter("weight", Variable(uniform_init({out_features, in_features}, bound, options, gen), true),
+                               /*viewable=*/true);
   if (bias) bias_ = register_parameter("bias", Variable(uniform_init({out_features}, bound, options, gen), true));
 }
 
@@ -38,13 +38,14 @@ Variable Linear::forward(const Variable& x) {
   check_linear_input(x, in_);
   // linear() routes a sparse weight to autograd's sparse linear (SpMM forward,
   // SDDMM weight gradient on the weight's pattern).
-  return run_op({x, *weight_, bias()}, [](const std::vector<Variable>& in) { return linear(in[0], in[1], in[2]); });
+  return run_op({x, view_of(weight_), bias()},
+                [](const std::vector<Variable>& in) { return linear(in[0], in[1], in[2]); });
 }
 
 Variable Linear::forward_relu(const Variable& x) {
   if (output_rule() != nullptr) return relu(forward(x));
   check_linear_input(x, in_);
-  return linear_relu(x, *weight_, bias());
+  return linear_relu(x, view_of(weight_), bias());
 }
 
 // ---- Conv2d ------------------------------------------------------------------
@@ -56,13 +57,14 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, c
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
   weight_ = register_parameter(
       "weight",
-      Variable(uniform_init({out_channels, in_channels, kernel_size, kernel_size}, bound, options, gen), true));
+      Variable(uniform_init({out_channels, in_channels, kernel_size, kernel_size}, bound, options, gen), true),
+      /*viewable=*/true);
   if (bias) bias_ = register_parameter("bias", Variable(uniform_init({out_channels}, bound, options, gen), true));
 }
 
 Variable Conv2d::forward(const Variable& x) {
   Conv2dOptions conv = conv_;
-  return run_op({x, *weight_, bias_ ? *bias_ : Variable()}, [conv](const std::vector<Variable>& in) {
+  return run_op({x, view_of(weight_), bias_ ? *bias_ : Variable()}, [conv](const std::vector<Variable>& in) {
     // A sparse weight: its dense form, gradient sampled back at its pattern.
     Variable w = in[1].value().is_sparse() ? to_dense(in[1]) : in[1];
     return conv2d(in[0], w, in[2], conv);

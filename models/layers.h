@@ -29,7 +29,8 @@ Tensor uniform_init(const Shape& shape, double bound, const LayerOptions& option
 
 // y = x W^T + b, x [..., in], W [out, in] in any format. A sparse weight goes
 // through autograd's sparse linear, so its gradient stays in its pattern.
-// Output rule inputs: x, weight, bias.
+// The weight is viewable (Module::set_parameter_view): forward uses its view
+// (weight() is the parameter itself). Output rule inputs: x, weight, bias.
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, const LayerOptions& options = {},
@@ -53,7 +54,8 @@ class Linear : public Module {
 
 // x [N, C, H, W]; weight [out, in, kh, kw]. A sparse weight (masked, or any
 // format that holds a 4-D tensor) is used through its dense form, with the
-// gradient sampled back onto its pattern. Output rule inputs: x, weight, bias.
+// gradient sampled back onto its pattern. The weight is viewable, as
+// Linear's. Output rule inputs: x, weight, bias.
 class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv2dOptions& conv = {},

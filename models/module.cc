@@ -29,10 +29,10 @@ void Module::check_new_name(const std::string& name) const {
     COPPICE_CHECK(c.first != name, type_name_, ": name '", name, "' is already a submodule");
 }
 
-Variable* Module::register_parameter(const std::string& name, Variable value) {
+Variable* Module::register_parameter(const std::string& name, Variable value, bool viewable) {
   check_new_name(name);
   COPPICE_CHECK(value.defined(), type_name_, ": parameter '", name, "' is undefined");
-  parameters_.push_back({name, std::move(value)});
+  parameters_.push_back({name, std::move(value), viewable, nullptr});
   return &parameters_.back().value;
 }
 
@@ -153,6 +153,36 @@ void Module::set_parameter(const std::string& name, Variable value) {
                 shape_to_string(value.shape()), " does not match the parameter's ",
                 shape_to_string(slot->value.shape()));
   slot->value = std::move(value);
+}
+
+void Module::set_parameter_view(const std::string& name, ParameterView view) {
+  auto [m, local] = resolve(name);
+  ParameterSlot* slot = m ? m->find_parameter(local) : nullptr;
+  COPPICE_CHECK(slot != nullptr, type_name_, ": no parameter '", name, "'; known: ", known_parameter_names());
+  COPPICE_CHECK(slot->viewable || !view, type_name_, ": parameter '", name, "' of ", m->type_name_,
+                " cannot be seen through a view: its layer reads it directly (the weights of Linear and Conv2d can)");
+  slot->view = std::move(view);
+}
+
+bool Module::accepts_view(const std::string& name) const {
+  auto [m, local] = const_cast<Module*>(this)->resolve(name);
+  const ParameterSlot* slot = m ? m->find_parameter(local) : nullptr;
+  return slot != nullptr && slot->viewable;
+}
+
+Variable Module::viewed_parameter(const std::string& name) const {
+  auto [m, local] = const_cast<Module*>(this)->resolve(name);
+  const ParameterSlot* slot = m ? m->find_parameter(local) : nullptr;
+  COPPICE_CHECK(slot != nullptr, type_name_, ": no parameter '", name, "'; known: ", known_parameter_names());
+  return slot->view ? slot->view(slot->value) : slot->value;
+}
+
+Variable Module::view_of(const Variable* slot) const {
+  for (const ParameterSlot& p : parameters_) {
+    if (&p.value != slot) continue;
+    return p.view ? p.view(p.value) : p.value;
+  }
+  fail(type_name_, ": view_of: not a parameter slot of this module");
 }
 
 const Tensor& Module::buffer(const std::string& name) const {

@@ -12,6 +12,14 @@
 // leaf Variable: an optimizer must take parameters() again afterwards (a
 // dense-into-dense load copies in place and keeps the Variable).
 //
+// Views: a parameter may be seen by forward through a view (set_parameter_view)
+// while it stays what it is for everyone else: optimizers step it,
+// state_dict and checkpoints hold it, set_parameter replaces it. SR-STE
+// (optim/sr_ste.h) trains a dense weight that forward sees as its n:m
+// projection this way. A layer reads a viewable parameter through view_of();
+// only the weights of Linear and Conv2d are viewable (a view elsewhere would
+// be ignored by the layer that reads the parameter, so it is refused).
+//
 // Sparsity: apply_sparsity(schedule) runs sparsifiers' apply_schedule over
 // named_parameters() and the names of all submodules, puts the sparsified
 // values in place, and attaches to every submodule the output rule selected
@@ -22,6 +30,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -35,6 +44,9 @@
 #include "tensor/tensor.h"
 
 namespace coppice {
+
+// What forward sees of a parameter, given the parameter (see the top of the file).
+using ParameterView = std::function<Variable(const Variable& param)>;
 
 class Module {
  public:
@@ -67,6 +79,13 @@ class Module {
   // Replaces parameter `name` by `value` (any format; the logical shape must
   // match). The new value is used as given (its requires_grad included).
   void set_parameter(const std::string& name, Variable value);
+  // Sets the view of parameter `name` (an empty one removes it); throws
+  // naming the parameter when its layer does not read it through a view.
+  void set_parameter_view(const std::string& name, ParameterView view);
+  // Whether parameter `name` exists and its layer reads it through a view.
+  bool accepts_view(const std::string& name) const;
+  // Parameter `name` as forward sees it: its view applied, or the parameter.
+  Variable viewed_parameter(const std::string& name) const;
   const Tensor& buffer(const std::string& name) const;
   void set_buffer(const std::string& name, Tensor value);
   // The submodule at dotted path `name`; throws when there is none.
@@ -117,7 +136,8 @@ class Module {
 
  protected:
   // Registration (names: non-empty, no '.', unique within this module).
-  Variable* register_parameter(const std::string& name, Variable value);
+  // `viewable`: forward reads the parameter through view_of() only.
+  Variable* register_parameter(const std::string& name, Variable value, bool viewable = false);
   Tensor* register_buffer(const std::string& name, Tensor value);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
@@ -130,10 +150,16 @@ class Module {
   // attached output rule's SparsifiedOp, or directly when none is attached.
   Variable run_op(const std::vector<Variable>& inputs, const SingleOpFn& op) const;
 
+  // The parameter whose slot register_parameter returned, as forward sees it:
+  // its view applied, or the parameter itself when it has none.
+  Variable view_of(const Variable* slot) const;
+
  private:
   struct ParameterSlot {
     std::string name;
     Variable value;
+    bool viewable = false;
+    ParameterView view;
   };
   struct BufferSlot {
     std::string name;

@@ -1,11 +1,12 @@
 // The sparsity schedule as the training loop sees it (docs/architecture.md:
 // "Optimizers own the schedule on which masks are pruned and regrown"). One
 // interface over what changes masks during training: prune and regrow
-// (MaskUpdater: SET, RigL, SNFS, user growth policies) and gradual magnitude
-// pruning (GmpPruner). It says which steps change masks and which need the
-// dense gradient, and it changes masks and optimizer state through a
-// ParameterStore, so the loop only calls it; the dense gradient itself comes
-// from the trainer's dense-gradient view (models/dense_gradient_view.h).
+// (MaskUpdater: SET, RigL, SNFS, user growth policies), gradual magnitude
+// pruning (GmpPruner) and SR-STE (sr_ste.h: make_sr_ste_schedule). It says
+// which steps change masks and which need the dense gradient, and it changes
+// masks and optimizer state through a ParameterStore, so the loop only calls
+// it; the dense gradient itself comes from the trainer's dense-gradient view
+// (models/dense_gradient_view.h).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,8 @@ class MaskSchedule {
   // weights among layers() (dense_gradients of update()).
   virtual bool needs_dense_gradient(int64_t step) const = 0;
   // Called before every optimizer step that is taken, with the step's
-  // gradients carrying `loss_scale` (movement scores accumulate here).
+  // gradients carrying `loss_scale` (movement scores accumulate here;
+  // SR-STE adds its sparse-refined term to the gradients).
   virtual void before_optimizer_step(double loss_scale) = 0;
   // Whether `step` changes masks, after its optimizer step;
   // `optimizer_step_skipped`: the loss scaler skipped it (inf/NaN gradients).

@@ -255,7 +255,7 @@ void MaskUpdater::check_state_tensors(const std::map<std::string, Tensor>& state
 }
 
 void MaskUpdater::load_state_tensors(const std::map<std::string, Tensor>& state) {
-  check_state_tensors(state);
+  check_state_tensors(state, nullptr);
   for (const std::string& name : names_) {
     Layer& l = layer(name);
     // A unit was stored when any of its entries was.

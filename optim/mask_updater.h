@@ -30,6 +30,7 @@
 
 #include "optim/growth.h"
 #include "optim/mask_change.h"
+#include "optim/mask_state.h"
 #include "optim/prune.h"
 #include "tensor/tensor.h"
 
@@ -112,7 +113,7 @@ struct MaskUpdateResult {
 // to the optimizer's remap_state(param, keep_from).
 using StateRemapFn = std::function<void(const std::string& name, const Tensor& new_param, const Tensor& keep_from)>;
 
-class MaskUpdater {
+class MaskUpdater : public MaskState {
  public:
   explicit MaskUpdater(MaskUpdaterConfig config);
 
@@ -148,16 +149,16 @@ class MaskUpdater {
   // per layer "<name>.ever_active" (bool, the layer's shape: the ITOP record)
   // and, once movement scores exist, "<name>.movement_scores" (compact, one
   // per slot of values(param)) and "<name>.movement_steps" (i64 scalar).
-  std::map<std::string, Tensor> state_tensors() const;
+  std::map<std::string, Tensor> state_tensors() const override;
   // Restores them into the layers added so far (every layer's ever_active
   // must be there, with its shape); throws naming the first missing or
   // mismatched entry, or an entry for no layer.
-  void load_state_tensors(const std::map<std::string, Tensor>& state);
+  void load_state_tensors(const std::map<std::string, Tensor>& state) override;
   // The checks load_state_tensors makes before it changes anything; with
   // `params` (layer name -> the parameter the layer will hold), also the
   // movement scores' length against its stored values.
   void check_state_tensors(const std::map<std::string, Tensor>& state,
-                           const std::map<std::string, Tensor>* params = nullptr) const;
+                           const std::map<std::string, Tensor>* params) const override;
   const MaskUpdaterConfig& config() const { return config_; }
   const GrowthPolicy& growth_policy() const { return *policy_; }
 

@@ -22,6 +22,10 @@ class ParameterStore {
   // The optimizer's momentum-like state of the parameter as a dense tensor of
   // its shape (zeros before the first step).
   virtual Tensor dense_momentum(const std::string& name) const = 0;
+  // Adds `delta` (the parameter's shape, dense) to its gradient, or makes it
+  // the gradient when backward left none (terms a method adds to what
+  // backward gave, such as SR-STE's sparse-refined decay, sr_ste.h).
+  virtual void add_to_gradient(const std::string& name, const Tensor& delta) = 0;
   // Rebinds the parameter to `new_param` (a new pattern) in the model and in
   // the optimizer, whose state for each new slot comes from old slot
   // keep_from[i] (-1: fresh), as MaskChange describes.

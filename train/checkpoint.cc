@@ -176,7 +176,7 @@ void name_parameters(const Module& model) {
 }
 
 absl::StatusOr<std::string> serialize_checkpoint(const Module& model, const Optimizer& optimizer,
-                                                 const MaskUpdater* updater, const TrainerState& state) {
+                                                 const MaskState* updater, const TrainerState& state) {
   NamedTensors tensors;
   std::map<std::string, std::string> metadata;
   for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(kModelPrefix + name, t);
@@ -218,7 +218,7 @@ absl::StatusOr<std::string> serialize_checkpoint(const Module& model, const Opti
 }
 
 absl::StatusOr<std::string> save_checkpoint(const std::string& dir, const Module& model, const Optimizer& optimizer,
-                                            const MaskUpdater* updater, const TrainerState& state, int64_t keep_last,
+                                            const MaskState* updater, const TrainerState& state, int64_t keep_last,
                                             const AtomicWriteOptions& write_options) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -274,12 +274,12 @@ absl::StatusOr<CheckpointFile> read_checkpoint(const std::string& path) {
   return out;
 }
 
-absl::Status apply_checkpoint(const CheckpointFile& file, Module& model, Optimizer& optimizer, MaskUpdater* updater,
+absl::Status apply_checkpoint(const CheckpointFile& file, Module& model, Optimizer& optimizer, MaskState* updater,
                               bool restore_hyperparameters) {
   const std::string& path = file.path;
   if (file.has_updater != (updater != nullptr)) {
-    return misfit(path, file.has_updater ? "holds mask-updater state but the job has no mask updater"
-                                         : "holds no mask-updater state but the job has a mask updater");
+    return misfit(path, file.has_updater ? "holds mask-updater state but the job has no mask updater (or SR-STE)"
+                                         : "holds no mask-updater state but the job has a mask updater (or SR-STE)");
   }
   // Everything is checked before anything changes.
   name_parameters(model);
@@ -342,7 +342,7 @@ absl::Status apply_checkpoint(const CheckpointFile& file, Module& model, Optimiz
 }
 
 absl::StatusOr<TrainerState> load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer,
-                                             MaskUpdater* updater) {
+                                             MaskState* updater) {
   auto file = read_checkpoint(path);
   if (!file.ok()) return file.status();
   if (absl::Status st = apply_checkpoint(*file, model, optimizer, updater); !st.ok()) return st;

@@ -11,8 +11,10 @@
 //   optim.<param>.<state>   the optimizer's state (optim/state_io.h), its
 //                           metadata under "optim." (hyperparameters, step
 //                           counts, group layout)
-//   updater.<layer>.<...>   the mask updater's state (ITOP record, movement
-//                           scores), when there is an updater
+//   updater.<layer>.<...>   the state of the method that drives the masks
+//                           (optim/mask_state.h: the mask updater's ITOP
+//                           record and movement scores, SR-STE's masks), when
+//                           there is one
 //   metadata "trainer.*"    TrainerState: the format ("coppice-checkpoint-2"),
 //                           step, epoch and batch of the data loader, the
 //                           default generator's seed and offset, the LR
@@ -52,7 +54,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "models/module.h"
-#include "optim/mask_updater.h"
+#include "optim/mask_state.h"
+#include "optim/mask_updater.h"  // the usual MaskState
 #include "optim/optimizer.h"
 #include "tensor/io/safetensors.h"
 #include "train/checkpoint_files.h"
@@ -80,15 +83,16 @@ struct TrainerState {
 };
 
 // The checkpoint's bytes in memory.
+// `updater`: the mask method's state (a MaskUpdater, SrSte), or null.
 absl::StatusOr<std::string> serialize_checkpoint(const Module& model, const Optimizer& optimizer,
-                                                 const MaskUpdater* updater, const TrainerState& state);
+                                                 const MaskState* updater, const TrainerState& state);
 // Creates `dir` when needed, writes <dir>/checkpoint_file_name(state.step,
 // state.run_id) atomically, prunes that run's checkpoints to keep_last;
 // returns the file's path. Every parameter must carry its name (the loop
 // names them after the model's).
 absl::StatusOr<std::string> save_checkpoint(const std::string& dir, const Module& model, const Optimizer& optimizer,
-                                            const MaskUpdater* updater, const TrainerState& state,
-                                            int64_t keep_last = 0, const AtomicWriteOptions& write_options = {});
+                                            const MaskState* updater, const TrainerState& state, int64_t keep_last = 0,
+                                            const AtomicWriteOptions& write_options = {});
 
 // A checkpoint file read and verified, not yet applied to anything.
 struct CheckpointFile {
@@ -113,12 +117,12 @@ absl::StatusOr<CheckpointFile> read_checkpoint(const std::string& path);
 // the checkpoint's hyperparameters; without, they keep their own (a job's
 // resume: the fingerprint compared them already, and a deliberate change
 // must win).
-absl::Status apply_checkpoint(const CheckpointFile& file, Module& model, Optimizer& optimizer, MaskUpdater* updater,
+absl::Status apply_checkpoint(const CheckpointFile& file, Module& model, Optimizer& optimizer, MaskState* updater,
                               bool restore_hyperparameters = true);
 
 // read_checkpoint, then apply_checkpoint; returns the trainer state.
 absl::StatusOr<TrainerState> load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer,
-                                             MaskUpdater* updater);
+                                             MaskState* updater);
 
 // Gives every parameter of `model` its dotted name (Variable::set_name), as
 // optimizer state files require.

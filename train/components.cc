@@ -8,13 +8,18 @@ namespace coppice {
 void check_components(const TrainComponents& c) {
   COPPICE_CHECK((c.steps > 0) != (c.epochs > 0), "run_training: exactly one of steps (", c.steps, ") and epochs (",
                 c.epochs, ") must be positive");
-  COPPICE_CHECK(c.mask_updater == nullptr || c.gmp == nullptr,
-                "run_training: a mask updater and a GMP pruner cannot both drive the masks");
+  COPPICE_CHECK((c.mask_updater != nullptr) + (c.gmp != nullptr) + (c.sr_ste != nullptr) <= 1,
+                "run_training: only one of a mask updater, a GMP pruner and SR-STE can drive the masks");
   COPPICE_CHECK(c.train.num_batches() > 0, "run_training: the train loader yields no batch (", c.train.shard_size(),
                 " examples, batch size ", c.train.options().batch_size, ")");
   COPPICE_CHECK(c.grad_clip >= 0.0, "run_training: grad_clip must be >= 0, got ", c.grad_clip);
   COPPICE_CHECK(c.log_every >= 0 && c.eval_every >= 0 && c.checkpoint_every >= 0 && c.keep_last >= 0,
                 "run_training: log_every, eval_every, checkpoint_every and keep_last must be >= 0");
+}
+
+MaskState* mask_state(const TrainComponents& c) {
+  if (c.mask_updater != nullptr) return c.mask_updater;
+  return c.sr_ste;
 }
 
 int64_t total_training_steps(const TrainComponents& c) {

@@ -22,6 +22,7 @@
 #include "optim/mask_schedule.h"  // MaskUpdateStats
 #include "optim/mask_updater.h"
 #include "optim/optimizer.h"
+#include "optim/sr_ste.h"
 #include "tensor/device.h"
 #include "train/fingerprint.h"
 #include "train/metrics.h"
@@ -44,12 +45,16 @@ struct TrainComponents {
   std::optional<DataLoader> test;
   Optimizer& optimizer;              // over model.parameters()
   LrScheduler* scheduler = nullptr;  // stepped after every optimizer step
-  // At most one of the two. The updater's layers are parameter names of
+  // At most one of the three. The updater's layers are parameter names of
   // `model` (added with their current values); run_training replaces its
-  // state remap with its own.
+  // state remap with its own. SR-STE's layers are dense weights of `model`
+  // (added with their current values); run_training sets each one's view in
+  // the model (Module::set_parameter_view) to its n:m projection, which stays
+  // set after the run.
   MaskUpdater* mask_updater = nullptr;
   const GmpPruner* gmp = nullptr;
   std::vector<std::string> gmp_layers;  // empty: every sparse parameter of dim >= 2
+  SrSte* sr_ste = nullptr;
 
   double grad_clip = 0.0;  // max global gradient norm; 0: none (of the unscaled gradients)
   // Mixed precision (train/mixed_precision.h): floating inputs are cast to
@@ -183,8 +188,12 @@ double mask_update_overhead_seconds(const TrainingSummary& summary);
 int64_t total_training_steps(const TrainComponents& components);
 
 // Throws coppice::Error naming the first component that makes no run (both or
-// neither of steps and epochs, an updater beside a GMP pruner, an empty train
-// loader, a negative interval).
+// neither of steps and epochs, more than one of updater, GMP pruner and
+// SR-STE, an empty train loader, a negative interval).
 void check_components(const TrainComponents& components);
+
+// What checkpoints save of the method that drives the masks: the mask
+// updater's state or SR-STE's masks (null when neither is there).
+MaskState* mask_state(const TrainComponents& components);
 
 }  // namespace coppice

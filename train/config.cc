@@ -63,6 +63,7 @@ const char* mask_method_name(MaskMethod m) {
     case MaskMethod::kRigLNm: return "rigl_nm";
     case MaskMethod::kSnfs: return "snfs";
     case MaskMethod::kGmp: return "gmp";
+    case MaskMethod::kSrSte: return "sr_ste";
   }
   return "?";
 }
@@ -539,20 +540,37 @@ const std::vector<std::string> kRegrowKeys = {"interval", "drop_fraction",      
 const std::vector<std::string> kGmpKeys = {"initial_density", "final_density", "frequency"};
 
 void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& c) {
-  const std::string method = s.choice("method", "dense", {"dense", "static", "set", "rigl", "rigl_nm", "snfs", "gmp"});
+  const std::string method =
+      s.choice("method", "dense", {"dense", "static", "set", "rigl", "rigl_nm", "snfs", "gmp", "sr_ste"});
   const std::map<std::string, MaskMethod> methods = {{"dense", MaskMethod::kDense},    {"static", MaskMethod::kStatic},
                                                      {"set", MaskMethod::kSet},        {"rigl", MaskMethod::kRigL},
                                                      {"rigl_nm", MaskMethod::kRigLNm}, {"snfs", MaskMethod::kSnfs},
-                                                     {"gmp", MaskMethod::kGmp}};
+                                                     {"gmp", MaskMethod::kGmp},        {"sr_ste", MaskMethod::kSrSte}};
   c.method = methods.at(method);
   if (c.method == MaskMethod::kDense || c.method == MaskMethod::kStatic) {
     std::vector<std::string> all = kRegrowKeys;
     all.insert(all.end(), kGmpKeys.begin(), kGmpKeys.end());
     all.push_back("start_step");
     all.push_back("end_step");
+    all.push_back("decay");
     s.refuse(all, str_cat("not used by method ", method, " (masks never change)"));
     return;
   }
+  if (c.method == MaskMethod::kSrSte) {
+    // Every interval steps, from the first to the last: no start or end.
+    std::vector<std::string> others = {"start_step", "end_step"};
+    for (const std::string& k : kRegrowKeys)
+      if (k != "interval") others.push_back(k);
+    others.insert(others.end(), kGmpKeys.begin(), kGmpKeys.end());
+    s.refuse(others, "not used by method sr_ste (its keys: interval, decay)");
+    c.sr_ste.interval = s.at_least("interval", 1, 1);
+    c.sr_ste.decay = s.number("decay", 2e-4);
+    try {
+      validate(c.sr_ste);
+    } catch (const Error& e) { bad(s.path(), e.what()); }
+    return;
+  }
+  s.refuse({"decay"}, str_cat("only for method sr_ste, not ", method));
   const int64_t start = s.at_least("start_step", 0, 0);
   if (!s.has("end_step")) bad(s.at("end_step"), "required for method ", method);
   const int64_t end = s.integer("end_step", 0);
@@ -930,8 +948,25 @@ ValidatedJob check_against_model(JobConfig job) {
     bad("mask_update.method",
         "dense trains every weight, but sparsity.rules make weights sparse; use static (a fixed mask) "
         "or a prune-and-regrow method");
-  if ((method == MaskMethod::kStatic || job.mask_update.is_prune_and_regrow()) && !sparse)
+  if ((method == MaskMethod::kStatic || method == MaskMethod::kSrSte || job.mask_update.is_prune_and_regrow()) &&
+      !sparse)
     bad("mask_update.method", mname, " needs sparse weights: add sparsity.rules and a density below 1");
+  if (method == MaskMethod::kSrSte) {
+    // Dense weights seen through their n:m projection by the layer that reads them.
+    for (size_t i = 0; i < sched.parameters.size(); ++i) {
+      const std::string& f = sched.parameters[i].format.name;
+      if (format_spec(f, "format").layout != Layout::kNm)
+        bad(str_cat("sparsity.rules[", i, "].format"),
+            "sr_ste trains dense weights through their n:m projection and needs format nm, got ", f,
+            " (for other formats use static, set, rigl or snfs)");
+    }
+    for (const std::string& name : params) {
+      const ParameterRule* r = chosen_rule(sched, name);
+      if (r == nullptr || job.sparsity.distribution.dense.count(name) || model->accepts_view(name)) continue;
+      bad(str_cat("sparsity.rules[", r - sched.parameters.data(), "]"), "sr_ste sees a weight through its n:m ",
+          "projection where its layer reads it, which Linear and Conv2d weights allow; '", name, "' is not one");
+    }
+  }
   if (method == MaskMethod::kGmp) {
     if (sched.parameters.empty()) bad("mask_update.method", "gmp needs sparsity.rules selecting the weights it prunes");
     for (size_t i = 0; i < sched.parameters.size(); ++i)
@@ -946,7 +981,8 @@ ValidatedJob check_against_model(JobConfig job) {
       const bool nm = format_spec(f, "format").layout == Layout::kNm;
       const std::optional<SparsifierSpec>& spec = sched.parameters[i].sparsifier;
       if (nm && spec && spec->params.count("transposable") && spec->params.at("transposable") == "true")
-        bad(str_cat("sparsity.rules[", i, "].transposable"), "transposable masks stay fixed (method static): ", mname,
+        bad(str_cat("sparsity.rules[", i, "].transposable"),
+            "transposable masks stay fixed (method static) or are chosen whole (sr_ste): ", mname,
             " regrows within the groups of a row, which leaves the columns' groups uneven");
       if (method == MaskMethod::kRigLNm && !nm)
         bad(str_cat("sparsity.rules[", i, "].format"), "rigl_nm regrows n:m layers within their groups and needs ",

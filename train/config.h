@@ -3,9 +3,10 @@
 //
 // Each section holds the plain config structs of the layer that consumes it
 // (ModelConfig, FashionMnistOptions, DataLoaderOptions, SparsitySchedule,
-// DensityOptions, SgdOptions / AdamOptions, MaskUpdaterConfig, GmpConfig), so
-// the trainer hands them on without translating. The keys, their types and
-// defaults are listed in config_schema.h (and README.md, "Configuring a job").
+// DensityOptions, SgdOptions / AdamOptions, MaskUpdaterConfig, GmpConfig,
+// SrSteConfig), so the trainer hands them on without translating. The keys,
+// their types and defaults are listed in config_schema.h (and README.md,
+// "Configuring a job").
 //
 // load_validated_job validates the whole job before any work starts,
 // building the model and resolving the sparsity schedule once, and hands
@@ -36,6 +37,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/mask_updater.h"
 #include "optim/sgd.h"
+#include "optim/sr_ste.h"
 #include "sparsifiers/schedule.h"
 
 namespace coppice {
@@ -108,12 +110,14 @@ struct LrScheduleConfig {
 
 // kRigLNm: RigL on n:m layers alone, each group regrowing what it dropped
 // (optim/group_regrow.h); set, rigl and snfs regrow n:m layers that way too,
-// beside other formats.
-enum class MaskMethod { kDense, kStatic, kSet, kRigL, kRigLNm, kSnfs, kGmp };
+// beside other formats. kSrSte: dense weights trained through their n:m
+// projection (optim/sr_ste.h); every rule must be nm.
+enum class MaskMethod { kDense, kStatic, kSet, kRigL, kRigLNm, kSnfs, kGmp, kSrSte };
+// "dense", "static", "set", "rigl", "rigl_nm", "snfs", "gmp", "sr_ste"
 const char* mask_method_name(MaskMethod m);
 // The growth policy a prune-and-regrow method uses unless mask_update.growth
 // names another: random (set), momentum (snfs), gradient (rigl, rigl_nm).
-const char* default_growth(MaskMethod m);  // "dense", "static", "set", "rigl", "rigl_nm", "snfs", "gmp"
+const char* default_growth(MaskMethod m);
 
 struct MaskUpdateConfig {
   MaskMethod method = MaskMethod::kDense;
@@ -121,6 +125,8 @@ struct MaskUpdateConfig {
   MaskUpdaterConfig updater;
   // gmp
   GmpConfig gmp;
+  // sr_ste: interval, decay
+  SrSteConfig sr_ste;
 
   bool is_prune_and_regrow() const {
     return method == MaskMethod::kSet || method == MaskMethod::kRigL || method == MaskMethod::kRigLNm ||

@@ -157,12 +157,15 @@ std::vector<SchemaKey> optimization_keys() {
       {"lr_schedule.warmup_steps", K::kInt, "linear warm-up steps before the schedule, >= 0 (0)"},
       {"lr_schedule.warmup_start_factor", K::kDouble, "lr factor at the first warm-up step, in [0, 1] (0)"},
 
-      {"mask_update", K::kSection, "how masks change (optim/mask_updater.h, optim/gmp.h)"},
+      {"mask_update", K::kSection, "how masks change (optim/mask_updater.h, optim/gmp.h, optim/sr_ste.h)"},
       {"mask_update.method", K::kString,
-       "dense | static | set | rigl | rigl_nm (RigL within the groups of nm layers) | snfs | gmp (dense)"},
+       "dense | static | set | rigl | rigl_nm (RigL within the groups of nm layers) | snfs | gmp | sr_ste (dense "
+       "weights trained through their n:m projection, every rule nm) (dense)"},
       {"mask_update.start_step", K::kInt, "set/rigl/snfs/gmp: first update step, >= 0 (0)"},
       {"mask_update.end_step", K::kInt, "set/rigl/snfs/gmp: no update at or after it, > start_step (required)"},
-      {"mask_update.interval", K::kInt, "set/rigl/snfs: steps between updates, >= 1 (100)"},
+      {"mask_update.interval", K::kInt,
+       "set/rigl/snfs: steps between updates, >= 1 (100); sr_ste: steps between recomputations of the n:m masks "
+       "from the dense weights, >= 1 (1)"},
       {"mask_update.drop_fraction", K::kDouble, "set/rigl/snfs: fraction of each layer's nnz dropped, in (0, 1] (0.3)"},
       {"mask_update.drop_schedule", K::kString, "set/rigl/snfs: constant | cosine | linear decay (cosine)"},
       {"mask_update.prune", K::kString, "set/rigl/snfs: magnitude | movement (magnitude)"},
@@ -174,6 +177,9 @@ std::vector<SchemaKey> optimization_keys() {
       {"mask_update.final_density", K::kDouble,
        "gmp: density from end_step on, in (0, initial_density] (default: sparsity.density; one is required)"},
       {"mask_update.frequency", K::kInt, "gmp: steps between pruning steps, >= 1 (100)"},
+      {"mask_update.decay", K::kDouble,
+       "sr_ste: lambda of the sparse-refined term lambda * (1 - mask) * W added to the dense weights' gradient, "
+       ">= 0 (2e-4; 0: plain straight-through)"},
   };
 }
 
@@ -319,6 +325,7 @@ std::map<std::string, KeyRange> build_ranges() {
       {"mask_update.initial_density", reals(0, 1, "(]")},
       {"mask_update.final_density", reals(0, 1, "(]")},
       {"mask_update.frequency", ints(1, kMaxSteps)},
+      {"mask_update.decay", reals(0, 1)},
       {"training.epochs", ints(1, kMaxSteps)},
       {"training.steps", ints(1, kMaxSteps)},
       {"evaluation.every_steps", ints(0, kMaxSteps)},

@@ -31,6 +31,7 @@
 #include "optim/mask_updater.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
+#include "optim/sr_ste.h"
 #include "sparse/convert.h"
 #include "tensor/backend.h"
 #include "tensor/error.h"
@@ -313,14 +314,18 @@ LoaderOptions loader_options(const JobConfig& job, Communicator* comm, Device de
 
 // Sparsity: one exact rule per selected parameter with its density, then the
 // parameters in their formats (and the output rules attached). Returns the
-// parameters a rule selects.
+// parameters a rule selects. SR-STE keeps its weights dense (forward sees
+// them through their n:m projection, attach_mask_update): only the output
+// rules apply to it here.
 std::vector<std::string> sparsify(Module& model, const JobConfig& job, const SparsitySchedule& schedule) {
   std::vector<std::string> ruled;
   for (const ParameterRule& r : schedule.parameters) ruled.push_back(r.selector.pattern);
-  if (!schedule.parameters.empty() || !schedule.outputs.empty()) {
+  SparsitySchedule applied = schedule;
+  if (job.mask_update.method == MaskMethod::kSrSte) applied.parameters.clear();
+  if (!applied.parameters.empty() || !applied.outputs.empty()) {
     SparsifyContext ctx;
     ctx.seed = job.seed;
-    model.apply_sparsity(schedule, ctx);
+    model.apply_sparsity(applied, ctx);
   }
   return ruled;
 }
@@ -347,11 +352,28 @@ std::vector<std::string> prepare_gmp_layers(Module& model, const JobConfig& job,
   return gmp_layers;
 }
 
+// SR-STE over the ruled weights (dense), each with its rule's n:m grouping;
+// the first masks come from the weights as they are now (cast and
+// replicated over ranks).
+void attach_sr_ste(const Module& model, const SparsitySchedule& schedule, std::optional<SrSte>& sr_ste,
+                   const MaskUpdateConfig& config) {
+  sr_ste.emplace(config.sr_ste);
+  for (const ParameterRule& r : schedule.parameters) {
+    const std::string& name = r.selector.pattern;
+    const bool transposable =
+        r.sparsifier && r.sparsifier->params.count("transposable") && r.sparsifier->params.at("transposable") == "true";
+    sr_ste->add_layer(name, model.parameter(name).value(), r.format.options.n, r.format.options.m, transposable);
+  }
+  COPPICE_CHECK(!sr_ste->layers().empty(), "mask_update: sr_ste has no n:m weight to train");
+}
+
 // What drives the masks during the run: a prune-and-regrow updater over the
-// ruled weights that are sparse, or a GMP pruner over gmp_layers, or neither.
-void attach_mask_update(const JobConfig& job, const Module& model, const std::vector<std::string>& ruled,
-                        const std::vector<std::string>& gmp_layers, std::optional<MaskUpdater>& updater,
-                        std::optional<GmpPruner>& gmp, TrainComponents& c) {
+// ruled weights that are sparse, or a GMP pruner over gmp_layers, or SR-STE
+// over the ruled weights, or none.
+void attach_mask_update(const JobConfig& job, const Module& model, const SparsitySchedule& schedule,
+                        const std::vector<std::string>& ruled, const std::vector<std::string>& gmp_layers,
+                        std::optional<MaskUpdater>& updater, std::optional<GmpPruner>& gmp,
+                        std::optional<SrSte>& sr_ste, TrainComponents& c) {
   if (job.mask_update.is_prune_and_regrow()) {
     updater.emplace(job.mask_update.updater);
     for (const std::string& name : ruled) {
@@ -365,6 +387,9 @@ void attach_mask_update(const JobConfig& job, const Module& model, const std::ve
     gmp.emplace(job.mask_update.gmp);
     c.gmp = &*gmp;
     c.gmp_layers = gmp_layers;
+  } else if (job.mask_update.method == MaskMethod::kSrSte) {
+    attach_sr_ste(model, schedule, sr_ste, job.mask_update);
+    c.sr_ste = &*sr_ste;
   }
 }
 
@@ -446,7 +471,8 @@ TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule,
 
   std::optional<MaskUpdater> updater;
   std::optional<GmpPruner> gmp;
-  attach_mask_update(job, *model, ruled, gmp_layers, updater, gmp, c);
+  std::optional<SrSte> sr_ste;
+  attach_mask_update(job, *model, schedule, ruled, gmp_layers, updater, gmp, sr_ste, c);
   set_reporting(job, opts, schedule, c);
   return run_training(c);
 }

@@ -164,6 +164,10 @@ void add_mask_update(const MaskUpdateConfig& m, Fingerprint& f) {
     f["mask_update.frequency"] = number(g.frequency);
     f["mask_update.initial_density"] = number(g.initial_density);
     f["mask_update.final_density"] = number(g.final_density);
+  } else if (m.method == MaskMethod::kSrSte) {
+    // Adjustable: neither changes what the saved tensors are.
+    f["mask_update.interval"] = number(m.sr_ste.interval);
+    f["mask_update.decay"] = number(m.sr_ste.decay);
   }
 }
 

@@ -20,11 +20,12 @@
 //      blocked_ell) are not swapped: their gradient's factors are probed and
 //      the updater gets block scores (models/dense_gradient_view.h). On
 //      every other step gradients stay compact.
-//   4. movement scores (prune criterion kMovement) accumulate, gradient
-//      clipping (global norm), optimizer step, LR scheduler step,
+//   4. movement scores (prune criterion kMovement) accumulate, SR-STE's
+//      sparse-refined term joins the gradients, gradient clipping (global
+//      norm), optimizer step, LR scheduler step,
 //   5. on the steps where the mask schedule (optim/mask_schedule.h, over the
-//      mask updater or the GMP pruner) changes masks, its update: through
-//      the run's ParameterStore (train/model_parameters.h, over
+//      mask updater, the GMP pruner or SR-STE) changes masks, its update:
+//      through the run's ParameterStore (train/model_parameters.h, over
 //      Optimizer::replace_value and Module::set_parameter) the model and the
 //      optimizer hold the new parameter with its remapped state,
 //   6. metrics, progress, evaluation and checkpoints as configured.

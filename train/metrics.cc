@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "autograd/no_grad.h"
 #include "models/layers.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/allocator.h"
@@ -131,9 +132,11 @@ void MetricsWriter::close() {
 
 ModelStats model_stats(const Module& model) {
   ModelStats s;
+  NoGradGuard no_grad;  // views (SR-STE's projections) record nothing here
   for (const auto& [name, p] : model.named_parameters()) {
-    const Tensor& v = p.value();
-    s.dense_parameters += v.numel();
+    s.dense_parameters += p.value().numel();
+    // What forward uses: a weight seen through a view counts as its view.
+    const Tensor v = model.viewed_parameter(name).value();
     if (v.dim() < 2) continue;
     LayerStats l;
     l.name = name;
@@ -147,7 +150,7 @@ ModelStats model_stats(const Module& model) {
   for (const auto& [name, m] : model.named_modules()) {
     const auto* linear = dynamic_cast<const Linear*>(m);
     if (linear == nullptr) continue;
-    const Tensor& w = linear->weight().value();
+    const Tensor w = linear->viewed_parameter("weight").value();
     s.linear_flops_dense += 2 * w.numel();
     s.linear_flops_sparse += 2 * (w.is_dense() ? w.numel() : nnz(w));
   }

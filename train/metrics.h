@@ -73,7 +73,9 @@ class MetricsWriter {
 // A missing file is fine.
 absl::Status truncate_metrics(const std::string& path, int64_t last_step);
 
-// Statistics of one weight (a parameter of dim >= 2).
+// Statistics of one weight (a parameter of dim >= 2) as forward uses it:
+// through its view where it has one (Module::set_parameter_view; SR-STE's
+// dense weights count as their n:m projections).
 struct LayerStats {
   std::string name;
   std::string format;  // "dense", "csr", ...
@@ -87,7 +89,8 @@ struct ModelStats {
   int64_t dense_parameters = 0;    // every parameter's numel
   int64_t stored_parameters = 0;   // nnz for sparse ones (Module::num_parameters)
   // Forward multiply-adds x 2 of every Linear layer for one example (one row
-  // of input), with the weight dense and as stored (2 * nnz); bias excluded.
+  // of input), with the weight dense and as forward uses it (2 * nnz); bias
+  // excluded.
   int64_t linear_flops_dense = 0;
   int64_t linear_flops_sparse = 0;
 };

@@ -1,5 +1,6 @@
 #include "train/model_parameters.h"
 
+#include "autograd/sparse_grad.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/ops.h"
 #include "train/mixed_precision.h"
@@ -30,6 +31,11 @@ Tensor ModelParameters::dense_momentum(const std::string& name) const {
   }
   if (m == nullptr) return zeros(param.shape(), {param.dtype(), param.device()});
   return param.value().is_dense() ? *m : to_dense(with_values(param.value(), *m));
+}
+
+void ModelParameters::add_to_gradient(const std::string& name, const Tensor& delta) {
+  const Variable& w = model_.parameter(name);
+  w.set_grad(w.grad().defined() ? accumulate_grads(w.grad(), delta, "add_to_gradient") : delta);
 }
 
 void ModelParameters::replace(const std::string& name, const Tensor& new_param, const Tensor& keep_from) {

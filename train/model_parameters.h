@@ -18,6 +18,7 @@ class ModelParameters : public ParameterStore {
   Tensor value(const std::string& name) const override;
   Tensor unscaled_gradient(const std::string& name, double loss_scale) const override;
   Tensor dense_momentum(const std::string& name) const override;
+  void add_to_gradient(const std::string& name, const Tensor& delta) override;
   void replace(const std::string& name, const Tensor& new_param, const Tensor& keep_from) override;
 
  private:

@@ -121,7 +121,7 @@ RunStart resume(TrainComponents& c, int64_t nb, int64_t total, const std::string
   check_position(c, state, path, seed_changed, nb, total);
   if (c.loss_scaler != nullptr) restore_loss_scaler(*c.loss_scaler, state, path);
 
-  if (absl::Status st = apply_checkpoint(*file, c.model, c.optimizer, c.mask_updater,
+  if (absl::Status st = apply_checkpoint(*file, c.model, c.optimizer, mask_state(c),
                                          /*restore_hyperparameters=*/c.fingerprint.empty());
       !st.ok()) {
     fail("run_training: resume: ", st.message());

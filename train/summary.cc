@@ -81,7 +81,11 @@ std::string format_summary(const TrainingSummary& s) {
     if (!s.graph_declined.empty()) os << "; off: " << s.graph_declined;
     os << "\n";
   }
-  if (!s.mask_updates.empty()) {
+  if (!s.mask_updates.empty() && s.ordinary_steps == 0) {
+    // Every step changed masks (sr_ste with interval 1): nothing to compare with.
+    os << "mask updates: " << s.mask_updates.size() << " steps took " << s.update_step_seconds
+       << " s (every step updates masks)\n";
+  } else if (!s.mask_updates.empty()) {
     const double overhead = mask_update_overhead_seconds(s);
     os << "mask updates: " << s.mask_updates.size() << " steps took " << s.update_step_seconds << " s, " << overhead
        << " s more than as many ordinary steps (" << (s.seconds > 0 ? 100.0 * overhead / s.seconds : 0.0)

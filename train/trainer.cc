@@ -46,7 +46,7 @@ Trainer::Trainer(TrainComponents& c)
     : c_(c),
       model_(c.model),
       optimizer_(c.optimizer),
-      updater_(c.mask_updater),
+      mask_state_(mask_state(c)),
       comm_(c.comm),
       progress_(c.comm == nullptr || c.comm->rank() == 0 ? c.progress_out : nullptr, c.progress_interactive) {
   check_components(c);
@@ -69,10 +69,14 @@ Trainer::Trainer(TrainComponents& c)
   // replaces the parameter in the model and in the optimizer, which carries
   // its state over to the new pattern.
   auto store = std::make_shared<ModelParameters>(model_, optimizer_);
-  if (updater_ != nullptr) {
-    masks_ = make_prune_and_regrow_schedule(*updater_, store);
+  if (c.mask_updater != nullptr) {
+    masks_ = make_prune_and_regrow_schedule(*c.mask_updater, store);
   } else if (c.gmp != nullptr) {
     masks_ = make_gmp_schedule(*c.gmp, gmp_layers_of(c), store);
+  } else if (c.sr_ste != nullptr) {
+    // Forward sees each dense weight through its n:m projection.
+    for (const std::string& name : c.sr_ste->layers()) model_.set_parameter_view(name, c.sr_ste->view(name));
+    masks_ = make_sr_ste_schedule(*c.sr_ste, store);
   }
 
   run_ = start_run(c, nb_, total_, new_run_id(), progress_);
@@ -106,6 +110,7 @@ void Trainer::prepare_graph() {
       graph_->decline(str_cat("the model is on ", c_.device.to_string(), ", not a CUDA device"));
     }
     if (comm_ != nullptr) graph_->decline("data-parallel steps exchange gradients during the backward pass");
+    if (c_.sr_ste != nullptr) graph_->decline("sr_ste projects its weights anew, on masks that change, every step");
     for (const auto& [name, m] : model_.named_modules()) {
       if (m->output_rule() != nullptr) {
         graph_->decline(str_cat("module '", name, "' sparsifies its output, which may depend on the step"));
@@ -252,7 +257,8 @@ void Trainer::update_sparsity() {
 void Trainer::check_masks(const std::vector<std::string>& layers) {
   if (comm_ == nullptr) return;
   std::map<std::string, Tensor> patterns;
-  for (const std::string& name : layers) patterns[name] = model_.parameter(name).value();
+  for (const std::string& name : layers)
+    patterns[name] = c_.sr_ste != nullptr ? c_.sr_ste->projection(name).pattern() : model_.parameter(name).value();
   check_patterns_agree(*comm_, patterns, str_cat("run_training: mask update at step ", step_.t));
 }
 
@@ -351,7 +357,7 @@ void Trainer::checkpoint() {
 // Rank 0 alone writes; every rank's state is the same.
 void Trainer::write_checkpoint(int64_t step) {
   if (!lead_) return;
-  auto path = save_checkpoint(c_.checkpoint_dir, model_, optimizer_, updater_, trainer_state(c_, nb_, run_, step),
+  auto path = save_checkpoint(c_.checkpoint_dir, model_, optimizer_, mask_state_, trainer_state(c_, nb_, run_, step),
                               c_.keep_last);
   if (!path.ok()) fail("run_training: ", path.status().message());
   summary_.last_checkpoint = *path;

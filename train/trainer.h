@@ -15,13 +15,14 @@
 //   synchronize()      waits for the exchange (every gradient is now the
 //                      average over ranks) and closes the dense-gradient
 //                      view, so the updater sees averaged dense gradients
-//   step()             movement scores, clipping, the optimizer (through the
-//                      loss scaler) and the LR schedule; the batch's loss and
-//                      accuracy over all ranks
+//   step()             movement scores (or SR-STE's sparse-refined term),
+//                      clipping, the optimizer (through the loss scaler) and
+//                      the LR schedule; the batch's loss and accuracy over
+//                      all ranks
 //   update_sparsity()  the mask schedule's change of the masks (the mask
-//                      updater's or the GMP pruner's: optim/mask_schedule.h)
-//                      with the optimizer state remapped, and the ranks'
-//                      patterns checked to agree
+//                      updater's, the GMP pruner's or SR-STE's:
+//                      optim/mask_schedule.h) with the optimizer state
+//                      remapped, and the ranks' patterns checked to agree
 //   record()           on_step_end and the step's entries in the summary
 //   log()              the metrics record and the progress line, when due
 //   evaluate()         evaluation on the validation (or test) split, when due
@@ -54,8 +55,9 @@ namespace coppice {
 class Trainer {
  public:
   // Checks the components and makes them ready to run: parameters named, the
-  // mask schedule built over the mask updater or the GMP pruner (its changes
-  // reach the model and the optimizer through train/model_parameters.h), the
+  // mask schedule built over the mask updater, the GMP pruner or SR-STE
+  // (whose views it sets on the model; its changes reach the model and the
+  // optimizer through train/model_parameters.h), the
   // run started fresh or resumed (train/resume.h), metrics opened, CUDA
   // graphs prepared or declined.
   explicit Trainer(TrainComponents& components);
@@ -110,7 +112,7 @@ class Trainer {
   TrainComponents& c_;
   Module& model_;
   Optimizer& optimizer_;
-  MaskUpdater* updater_;                 // its state goes into checkpoints
+  MaskState* mask_state_;                // the mask method's state, saved in checkpoints
   std::unique_ptr<MaskSchedule> masks_;  // null: masks never change
   Communicator* comm_;
   int world_ = 1;

@@ -6,6 +6,7 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/grad_utils.h"
 #include "autograd/functions/reduce.h"
+#include "autograd/functions/straight_through.h"
 #include "autograd/gradient_probe.h"
 #include "autograd/sparse_grad.h"
 #include "sparse/ops.h"
@@ -59,8 +60,11 @@ Variable with_values(const Tensor& pattern, const Variable& v) {
 Variable to_dense(const Variable& x) {
   if (x.value().is_dense()) return x;
   Tensor p = x.value();
-  return record(to_dense(p), "SparseToDenseBackward", {x},
-                [p](const Tensor& g, const GradNeeds&) { return Grads{with_values(p, sample_at(g, p))}; });
+  // A straight-through projection takes the gradient at every position.
+  const bool dense_grad = wants_dense_gradient(x);
+  return record(to_dense(p), "SparseToDenseBackward", {x}, [p, dense_grad](const Tensor& g, const GradNeeds&) {
+    return Grads{dense_grad ? g : with_values(p, sample_at(g, p))};
+  });
 }
 
 namespace autograd_detail {
@@ -78,24 +82,38 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
   if (!should_record(y, {a, b})) return Variable(std::move(y));  // any shapes the forward takes
   check_matrix(av, "matmul", "a");
   check_matrix(bv, "matmul", "b");
+  // A straight-through projection (straight_through.h) takes the product
+  // itself, not its SDDMM at the pattern.
   if (av.is_sparse()) {
     // y = S x: dS = sddmm(g, x^T, S), dx = S^T g.
     Tensor xv = saved_if(a.requires_grad(), bv);
-    return record(y, "SparseMatmulBackward", {a, b}, [av, xv](const Tensor& g, const GradNeeds& n) {
+    const bool dense_grad = wants_dense_gradient(a);
+    return record(y, "SparseMatmulBackward", {a, b}, [av, xv, dense_grad](const Tensor& g, const GradNeeds& n) {
       Tensor gc = g.contiguous();
-      Tensor ga = n[0] ? sddmm(gc, xv.t(), av) : Tensor();
-      if (n[0]) GradientProbe::offer(av, gc, xv.t());
+      Tensor ga;
+      if (n[0] && dense_grad) {
+        ga = matmul(gc, xv.t().contiguous());
+      } else if (n[0]) {
+        ga = sddmm(gc, xv.t(), av);
+        GradientProbe::offer(av, gc, xv.t());
+      }
       Tensor gb = n[1] ? matmul(transpose(av), gc) : Tensor();
       return Grads{ga, gb};
     });
   }
   // y = x S: dx = g S^T, dS = sddmm(x^T, g, S).
   Tensor xv = saved_if(b.requires_grad(), av);
-  return record(y, "SparseMatmulBackward", {a, b}, [xv, bv](const Tensor& g, const GradNeeds& n) {
+  const bool dense_grad = wants_dense_gradient(b);
+  return record(y, "SparseMatmulBackward", {a, b}, [xv, bv, dense_grad](const Tensor& g, const GradNeeds& n) {
     Tensor gc = g.contiguous();
     Tensor ga = n[0] ? matmul(gc, transpose(bv)) : Tensor();
-    Tensor gb = n[1] ? sddmm(xv.t(), gc, bv) : Tensor();
-    if (n[1]) GradientProbe::offer(bv, xv.t(), gc);
+    Tensor gb;
+    if (n[1] && dense_grad) {
+      gb = matmul(xv.t().contiguous(), gc);
+    } else if (n[1]) {
+      gb = sddmm(xv.t(), gc, bv);
+      GradientProbe::offer(bv, xv.t(), gc);
+    }
     return Grads{ga, gb};
   });
 }
@@ -114,11 +132,13 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
   // for linear_relu); the rest is linear's backward.
   Tensor y_saved = saved_if(relu, y);
   if (wv.is_sparse()) {
-    // y = x W^T + b: dx = g W, dW = sddmm(g^T, x, W), db = sum of g over rows.
+    // y = x W^T + b: dx = g W, dW = sddmm(g^T, x, W), db = sum of g over rows;
+    // a straight-through projection (straight_through.h) takes dW = g^T x whole.
     Shape xs = x.shape();
     Tensor xs_v = saved_if(weight.requires_grad(), xv);
+    const bool dense_grad = wants_dense_gradient(weight);
     return record(y, relu ? "SparseLinearReluBackward" : "SparseLinearBackward", {x, weight, bias},
-                  [xs, xs_v, wv, y_saved](const Tensor& g, const GradNeeds& n) {
+                  [xs, xs_v, wv, y_saved, dense_grad](const Tensor& g, const GradNeeds& n) {
                     int64_t in = wv.size(1);
                     auto [g2, gb] = linear_output_grads(g, y_saved, n[2]);
                     g2 = g2.contiguous();
@@ -126,8 +146,12 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
                     if (n[0]) gx = matmul(g2, wv).reshape(xs);
                     if (n[1]) {
                       const Tensor x2 = xs_v.reshape({-1, in});
-                      gw = sddmm(g2.t(), x2, wv);
-                      GradientProbe::offer(wv, g2.t(), x2);
+                      if (dense_grad) {
+                        gw = matmul(g2.t().contiguous(), x2.contiguous());
+                      } else {
+                        gw = sddmm(g2.t(), x2, wv);
+                        GradientProbe::offer(wv, g2.t(), x2);
+                      }
                     }
                     return Grads{gx, gw, gb};
                   });

@@ -22,7 +22,10 @@
 //   sum(S[, dims])             G broadcast, sampled             -
 //
 // The three products also hand their sparse operand's SDDMM factors to an
-// open GradientProbe (gradient_probe.h) that watches it.
+// open GradientProbe (gradient_probe.h) that watches it. A sparse operand
+// made by straight_through (straight_through.h) gets its gradient whole
+// instead, from the products and from to_dense: g^T x, not its SDDMM at the
+// pattern.
 // Sparse-by-sparse products and sums are not differentiable (a clear error).
 // values() and with_values() let users write any function of the values.
 #pragma once

@@ -2,7 +2,8 @@
 // state_dict round trips (in memory and through safetensors) with sparse
 // weights, load_state_dict's name and shape checks, to(device), and a
 // sparsity schedule applied to the LeNet-300-100 MLP (the right parameters in
-// the right formats and densities, output rules run at forward time).
+// the right formats and densities, output rules run at forward time), and
+// parameter views.
 #include "models/module.h"
 
 #include <gtest/gtest.h>
@@ -190,6 +191,47 @@ TEST(Module, ToDeviceAndZeroGrad) {
   net.to(Device::cpu());
   EXPECT_EQ(net.fc1->weight().value().format(), "csr");
   EXPECT_EQ(net.buffer("bn.running_var").device(), Device::cpu());
+}
+
+// A view changes what forward sees of a parameter, and nothing else: the
+// parameter, its state_dict entry and its gradient's target stay its own.
+TEST(Module, ParameterViewsAreWhatForwardSees) {
+  Net net;
+  const Variable w = net.fc1->weight();
+  EXPECT_TRUE(net.accepts_view("fc1.weight"));
+  EXPECT_TRUE(net.accepts_view("body.1.weight"));
+  EXPECT_FALSE(net.accepts_view("fc1.bias"));
+  EXPECT_FALSE(net.accepts_view("bn.weight"));
+  EXPECT_FALSE(net.accepts_view("fc7.weight"));
+  net.eval();  // dropout off
+  const Variable x(randn({4, 6}));
+  const Tensor plain = net.forward(x).value();
+  // Forward sees twice the weight, with the gradient flowing to the weight.
+  net.set_parameter_view("fc1.weight", [](const Variable& p) { return mul(p, 2.0); });
+  EXPECT_EQ(to_dense(net.viewed_parameter("fc1.weight").value()).to_vector<float>(),
+            mul(w.value(), 2.0).to_vector<float>());
+  const Variable viewed = net.forward(x);
+  EXPECT_FALSE(allclose(viewed.value(), plain));
+  sum(viewed).backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_TRUE(net.fc1->weight().is_same(w));
+  EXPECT_TRUE(net.state_dict()[1].second.is_same(w.value()));
+  // A view survives replacing the parameter and is applied to the new one.
+  net.fc1->set_parameter("weight", Variable(zeros({5, 6}), true));
+  EXPECT_EQ(sum(net.viewed_parameter("fc1.weight").value()).item(), 0.0);
+  // Removed, forward reads the parameter again.
+  net.fc1->set_parameter("weight", w);
+  net.set_parameter_view("fc1.weight", nullptr);
+  EXPECT_TRUE(allclose(net.forward(x).value(), plain));
+  // A layer that reads its parameter directly refuses a view (it would be ignored).
+  const std::string e = error_of([&] { net.set_parameter_view("bn.weight", [](const Variable& p) { return p; }); });
+  EXPECT_NE(e.find("parameter 'bn.weight' of BatchNorm1d cannot be seen through a view"), std::string::npos) << e;
+  // Conv2d reads its weight through its view too.
+  Conv2d conv(1, 2, 3);
+  const Variable img(randn({1, 1, 5, 5}));
+  const Tensor before = conv.forward(img).value();
+  conv.set_parameter_view("weight", [](const Variable& p) { return mul(p, 0.0); });
+  EXPECT_FALSE(allclose(conv.forward(img).value(), before));
 }
 
 SparsifierSpec magnitude(const char* sparsity) { return {"magnitude", {{"sparsity", sparsity}}}; }

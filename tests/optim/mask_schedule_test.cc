@@ -28,6 +28,7 @@ class FakeStore : public ParameterStore {
   Tensor dense_momentum(const std::string& name) const override {
     return zeros(values.at(name).shape(), TensorOptions(DType::kF32));
   }
+  void add_to_gradient(const std::string&, const Tensor&) override { ADD_FAILURE() << "no method adds gradients"; }
   void replace(const std::string& name, const Tensor& new_param, const Tensor& keep_from) override {
     EXPECT_TRUE(keep_from.defined());
     values[name] = new_param;

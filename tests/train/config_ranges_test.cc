@@ -122,6 +122,9 @@ const std::vector<Where>& every_key() {
        std::string(kRule) + "mask_update: {method: gmp, end_step: 50, initial_density: @}"},
       {"mask_update.final_density", std::string(kRule) + "mask_update: {method: gmp, end_step: 50, final_density: @}"},
       {"mask_update.frequency", std::string(kRule) + "mask_update: {method: gmp, end_step: 50, frequency: @}"},
+      {"mask_update.decay",
+       "sparsity: {rules: [{name: fc1.weight, format: nm}]}\nmask_update: {method: sr_ste, "
+       "decay: @}"},
       {"training.epochs", "training: {epochs: @}"},
       {"training.steps", "training: {steps: @}"},
       {"evaluation.every_steps", "evaluation: {every_steps: @}"},

@@ -115,6 +115,27 @@ TEST(JobConfig, OtherConfigsFillTheirSections) {
 }
 
 // A directory of files as the corpus, with all 256 bytes as tokens.
+// SR-STE: its two keys, with the paper's defaults; the job in configs/.
+TEST(JobConfig, SrSteFillsItsSection) {
+  const absl::StatusOr<JobConfig> d = parse(
+      std::string(kBase) + "sparsity: {rules: [{name: fc1.weight, format: nm}]}\nmask_update: {method: sr_ste}\n");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->mask_update.method, MaskMethod::kSrSte);
+  EXPECT_EQ(d->mask_update.sr_ste.interval, 1);
+  EXPECT_EQ(d->mask_update.sr_ste.decay, 2e-4);
+  const absl::StatusOr<JobConfig> c = load_job_config("configs/lenet5_nm24_sr_ste.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->mask_update.method, MaskMethod::kSrSte);
+  EXPECT_EQ(c->sparsity.schedule.parameters.at(0).format.name, "nm");
+  // Transposable masks are SR-STE's to recompute: allowed with it.
+  const absl::StatusOr<JobConfig> t = parse(std::string(kBase) +
+                                            "sparsity: {rules: [{name: fc1.weight, format: nm, transposable: true}]}\n"
+                                            "mask_update: {method: sr_ste, interval: 10, decay: 0}\n");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->mask_update.sr_ste.interval, 10);
+  EXPECT_EQ(t->mask_update.sr_ste.decay, 0.0);
+}
+
 TEST(JobConfig, TextCorpusDirectory) {
   const std::string dir = ::testing::TempDir() + "/config_test_corpus";
   std::filesystem::create_directories(dir + "/sub");
@@ -342,8 +363,8 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"transposable with rigl_nm",
        "sparsity: {rules: [{name: fc1.weight, format: nm, transposable: true}]}\nmask_update: {method: rigl_nm, "
        "end_step: 50}",
-       "sparsity.rules[0].transposable: transposable masks stay fixed (method static): rigl_nm regrows within the "
-       "groups of a row, which leaves the columns' groups uneven"},
+       "sparsity.rules[0].transposable: transposable masks stay fixed (method static) or are chosen whole (sr_ste): "
+       "rigl_nm regrows within the groups of a row, which leaves the columns' groups uneven"},
       {"transposable on csr", "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr, transposable: true}]}",
        "sparsity.rules[0].transposable: only for format nm, not csr"},
       {"unknown growth policy",
@@ -356,6 +377,29 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "50}",
        "sparsity.rules[0].format: rigl_nm regrows n:m layers within their groups and needs format nm, got csr (method "
        "rigl takes any format)"},
+      {"sr_ste on csr",
+       "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr}]}\nmask_update: {method: sr_ste}",
+       "sparsity.rules[0].format: sr_ste trains dense weights through their n:m projection and needs format nm, got "
+       "csr (for other formats use static, set, rigl or snfs)"},
+      {"sr_ste with a negative decay",
+       "sparsity: {rules: [{name: fc1.weight, format: nm}]}\nmask_update: {method: sr_ste, decay: -1.0e-4}",
+       "mask_update.decay: must be in [0, 1], got -0.0001"},
+      {"sr_ste with interval 0",
+       "sparsity: {rules: [{name: fc1.weight, format: nm}]}\nmask_update: {method: sr_ste, interval: 0}",
+       "mask_update.interval: must be in [1, 1000000000000], got 0"},
+      {"sr_ste with an end step",
+       "sparsity: {rules: [{name: fc1.weight, format: nm}]}\nmask_update: {method: sr_ste, end_step: 50}",
+       "mask_update.end_step: not used by method sr_ste (its keys: interval, decay)"},
+      {"sr_ste without sparsity", "mask_update: {method: sr_ste}",
+       "mask_update.method: sr_ste needs sparse weights: add sparsity.rules and a density below 1"},
+      {"sr_ste on a parameter read without a view",
+       "sparsity: {rules: [{name: fc1.bias, format: nm}]}\nmask_update: {method: sr_ste}",
+       "sparsity.rules[0]: sr_ste sees a weight through its n:m projection where its layer reads it, which Linear and "
+       "Conv2d weights allow; 'fc1.bias' is not one"},
+      {"decay with rigl",
+       "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr}]}\nmask_update: {method: rigl, end_step: "
+       "50, decay: 1.0e-4}",
+       "mask_update.decay: only for method sr_ste, not rigl"},
       {"gmp initial below final",
        sparse.substr(0, sparse.find("  density")) + "  rules: [{name: fc1.weight, format: csr}]\n" +
            "mask_update: {method: gmp, end_step: 50, initial_density: 0.5, final_density: 0.8}",

@@ -19,7 +19,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "sparse/nm.h"
 #include "tests/train/train_test_util.h"
+#include "train/checkpoint.h"
 #include "train/checkpoint_files.h"
 #include "train/config.h"
 #include "train/summary.h"
@@ -205,6 +207,102 @@ TEST(RunJob, TransposableNmIsNmAlongColumnsToo) {
       for (int64_t r = 4 * g; r < 4 * g + 4; ++r) k += b[static_cast<size_t>(r * 20 + c)];
       EXPECT_LE(k, 2) << "column " << c << " group " << g;
     }
+}
+
+// SR-STE: dense weights trained through their 2:4 projection learn, the
+// layers count as 2:4 (what forward uses), and the trained model forwards
+// with the 2:4 projection of its final dense weights.
+const char* kSrSte =
+    "sparsity:\n"
+    "  rules: [{regex: 'fc[0-9]+\\.weight', format: nm, n: 2, m: 4}]\n"
+    "mask_update: {method: sr_ste}\n";
+
+TEST(RunJob, SrSteLearnsThroughTheProjection) {
+  absl::StatusOr<ValidatedJob> v = parse_validated_job(tiny_job(kSrSte));
+  ASSERT_TRUE(v.ok()) << v.status();
+  const ModulePtr model = v->model;
+  const TrainingSummary s = run_job(std::move(*v));
+  expect_learns(s);
+  for (const LayerStats& l : s.model.layers) {
+    EXPECT_EQ(l.format, "nm") << l.name;
+    EXPECT_DOUBLE_EQ(l.density, 0.5) << l.name;
+  }
+  EXPECT_EQ(s.model.stored_parameters, s.model.dense_parameters);  // the weights themselves stay dense
+  // Masks recomputed after every step; the dense gradient needs no dense-gradient steps.
+  EXPECT_EQ(s.mask_updates.size(), 60u);
+  EXPECT_TRUE(s.dense_gradient_steps.empty());
+  int64_t flips = 0;
+  for (const MaskUpdateStats& u : s.mask_updates) flips += u.dropped.at("fc1.weight");
+  EXPECT_GT(flips, 0) << "the masks never followed the dense weights";
+  const Variable w = model->parameter("fc1.weight");
+  ASSERT_TRUE(w.value().is_dense());
+  EXPECT_EQ(to_dense(model->viewed_parameter("fc1.weight").value()).to_vector<float>(),
+            nm_decompress(nm_compress(w.value(), 2, 4)).to_vector<float>());
+}
+
+// Transposable: the projection is 2:4 along rows and columns after training.
+TEST(RunJob, SrSteTransposableStaysNmAlongColumns) {
+  absl::StatusOr<ValidatedJob> v =
+      parse_validated_job(tiny_job("sparsity:\n"
+                                   "  rules: [{name: fc1.weight, format: nm, n: 2, m: 4, transposable: true}]\n"
+                                   "mask_update: {method: sr_ste, interval: 5}\n"));
+  ASSERT_TRUE(v.ok()) << v.status();
+  const ModulePtr model = v->model;
+  expect_learns(run_job(std::move(*v)));
+  const Tensor p = model->viewed_parameter("fc1.weight").value();
+  ASSERT_EQ(p.layout(), Layout::kNm);
+  const std::vector<int64_t> kept = nm_impl(p, "test").indices().to(DType::kI64).to_vector<int64_t>();
+  std::vector<int64_t> mask(16 * 20, 0);
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const int64_t row = static_cast<int64_t>(k) / 10, group = (static_cast<int64_t>(k) % 10) / 2;
+    mask[static_cast<size_t>(row * 20 + group * 4 + kept[k])] = 1;
+  }
+  for (int64_t c = 0; c < 20; ++c)
+    for (int64_t g = 0; g < 4; ++g) {
+      int64_t k = 0;
+      for (int64_t r = 4 * g; r < 4 * g + 4; ++r) k += mask[static_cast<size_t>(r * 20 + c)];
+      EXPECT_EQ(k, 2) << "column " << c << " group " << g;
+    }
+}
+
+// A resumed SR-STE run goes on bit for bit: the dense weights come back, and
+// so do the masks (with interval 4, the checkpoint at step 30 holds masks
+// made from the weights of step 28).
+TEST(RunJob, SrSteCheckpointAndResumeAreExact) {
+  const std::string ckpt = temp_dir("job_ckpt_sr_ste");
+  const std::string method = "mask_update: {method: sr_ste, interval: 4, decay: 0.01}\n";
+  const std::string rules = "sparsity:\n  rules: [{regex: 'fc[0-9]+\\.weight', format: nm, n: 2, m: 4}]\n";
+  const std::string yaml = tiny_job(rules + method + "checkpoint: {dir: '" + ckpt + "', every_steps: 20}\n");
+  const TrainingSummary full = run_job(parse(tiny_job(rules + method)));
+  JobRunOptions stop;
+  stop.stop_at_step = 30;
+  const TrainingSummary first = run_job(parse(yaml), stop);
+  auto saved = read_checkpoint(first.last_checkpoint);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_TRUE(saved->has_updater);
+  EXPECT_EQ(saved->updater.count("fc1.weight.mask"), 1u);
+  for (const auto& [name, t] : saved->model)
+    EXPECT_TRUE(t.is_dense()) << name << " is saved as " << t.format() << ", not as the dense weight";
+  JobRunOptions resume;
+  resume.resume = ckpt;
+  const TrainingSummary second = run_job(parse(yaml), resume);
+  EXPECT_EQ(second.start_step, 30);
+  ASSERT_EQ(second.losses.size(), 30u);
+  for (size_t i = 0; i < 30; ++i) EXPECT_EQ(second.losses[i], full.losses[30 + i]) << "step " << 30 + i;
+  ASSERT_TRUE(second.test && full.test);
+  EXPECT_EQ(second.test->loss, full.test->loss);
+  EXPECT_EQ(densities(second), densities(full));
+  // The interval and the decay may change on resume; the method may not.
+  resume.allow_changes = {"mask_update.decay"};
+  EXPECT_TRUE(run_job(parse(yaml, {"mask_update.decay=0.001"}), resume).final_step == 60);
+  const JobConfig rigl =
+      parse(tiny_job(rules + "mask_update: {method: rigl_nm, end_step: 40}\n" + "checkpoint: {dir: '" + ckpt + "'}\n"));
+  resume.allow_changes = {"*"};
+  std::string e;
+  try {
+    run_job(rigl, resume);
+  } catch (const Error& err) { e = err.what(); }
+  EXPECT_NE(e.find("mask_update.method: sr_ste -> rigl_nm"), std::string::npos) << e;
 }
 
 TEST(RunJob, GmpPrunesToFinalDensity) {

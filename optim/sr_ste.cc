@@ -1,0 +1,193 @@
+#include "optim/sr_ste.h"
+
+#include <cmath>
+#include <utility>
+
+#include "autograd/functions/straight_through.h"
+#include "sparse/nm.h"
+#include "sparse/nm_transposable.h"
+#include "sparse/sparse_impl.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+namespace {
+
+// The positions an n:m tensor stores (explicit zeros included), as a bool mask.
+Tensor stored_mask(const Tensor& pattern) {
+  return ne(to_dense(with_values(pattern, ones_like(values(pattern)))), 0.0);
+}
+
+}  // namespace
+
+void validate(const SrSteConfig& c) {
+  COPPICE_CHECK(c.interval >= 1, "sr_ste: interval must be >= 1, got ", c.interval);
+  COPPICE_CHECK(std::isfinite(c.decay) && c.decay >= 0.0, "sr_ste: decay must be finite and >= 0, got ", c.decay);
+}
+
+// ---- NmProjection -----------------------------------------------------------
+
+NmProjection::NmProjection(const Tensor& weight, int64_t n, int64_t m, bool transposable)
+    : n_(n), m_(m), transposable_(transposable) {
+  COPPICE_CHECK(weight.defined() && weight.is_dense() && is_floating(weight.dtype()),
+                "sr_ste: a layer's weight must be a dense floating tensor, got ",
+                weight.defined() ? str_cat("format '", weight.format(), "' ", dtype_name(weight.dtype()))
+                                 : std::string("an undefined tensor"));
+  check_nm_shape(weight.shape(), n, m, "sr_ste");
+  COPPICE_CHECK(!transposable || (m <= kMaxTransposableM && weight.dim() == 2 && weight.size(0) % m == 0),
+                "sr_ste: a transposable mask needs m <= ", kMaxTransposableM,
+                " and a 2-D weight whose both dims m divides, got m = ", m, " and shape ",
+                shape_to_string(weight.shape()));
+  refresh(weight);
+}
+
+void NmProjection::take(Tensor pattern) {
+  mask_ = stored_mask(pattern);
+  pattern_ = std::move(pattern);
+}
+
+int64_t NmProjection::refresh(const Tensor& weight) {
+  COPPICE_CHECK(weight.is_dense() && (!pattern_.defined() || weight.shape() == pattern_.shape()),
+                "sr_ste: refresh needs the layer's dense weight of shape ",
+                pattern_.defined() ? shape_to_string(pattern_.shape()) : shape_to_string(weight.shape()), ", got ",
+                weight.format(), " ", shape_to_string(weight.shape()));
+  Tensor next =
+      transposable_ ? nm_compress(weight, transposable_nm_mask(weight, n_, m_), n_, m_) : nm_compress(weight, n_, m_);
+  if (!pattern_.defined()) {
+    take(std::move(next));
+    return 0;
+  }
+  const Tensor next_mask = stored_mask(next);
+  // Each group keeps n before and after: as many positions enter as leave.
+  const int64_t left =
+      static_cast<int64_t>(sum(gt(mask_.to(DType::kF32), next_mask.to(DType::kF32))).to(Device::cpu()).item());
+  if (left == 0) return 0;  // the same mask: the old pattern (and its version) stays
+  pattern_ = std::move(next);
+  mask_ = next_mask;
+  return left;
+}
+
+Variable NmProjection::project(const Variable& weight) const { return straight_through(weight, pattern_); }
+
+Tensor NmProjection::decay_term(const Tensor& weight, double decay, double scale) const {
+  return mul(where(mask_, zeros_like(weight), weight), decay * scale);
+}
+
+void NmProjection::check_mask(const Tensor& mask, const std::string& what) const {
+  COPPICE_CHECK(mask.defined() && mask.is_dense() && mask.dtype() == DType::kBool && mask.shape() == mask_.shape(),
+                what, " must be a bool tensor of shape ", shape_to_string(mask_.shape()));
+  const std::vector<int> keep = mask.to(Device::cpu()).contiguous().to_vector<int>();
+  const int64_t cols = mask_.shape().back(), groups = static_cast<int64_t>(keep.size()) / m_;
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t count = 0;
+    for (int64_t j = 0; j < m_; ++j) count += keep[static_cast<size_t>(g * m_ + j)] != 0;
+    COPPICE_CHECK(count == n_, what, ": group ", g % (cols / m_), " of row ", g / (cols / m_), " keeps ", count, " of ",
+                  m_, ", expected ", n_);
+  }
+}
+
+void NmProjection::set_mask(const Tensor& mask) {
+  check_mask(mask, "sr_ste: mask");
+  take(nm_compress(zeros(mask_.shape(), pattern_.options()), mask.to(mask_.device()), n_, m_));
+}
+
+// ---- SrSte --------------------------------------------------------------------
+
+SrSte::SrSte(SrSteConfig config) : config_(config) { validate(config_); }
+
+void SrSte::add_layer(const std::string& name, const Tensor& weight, int64_t n, int64_t m, bool transposable) {
+  COPPICE_CHECK(!layers_.count(name), "sr_ste: layer '", name, "' added twice");
+  layers_[name] = std::make_shared<NmProjection>(weight, n, m, transposable);
+  names_.push_back(name);
+}
+
+const NmProjection& SrSte::projection(const std::string& name) const {
+  auto it = layers_.find(name);
+  COPPICE_CHECK(it != layers_.end(), "sr_ste: no layer '", name, "'; layers: ", str_join(names_, ", "));
+  return *it->second;
+}
+
+NmProjection& SrSte::projection(const std::string& name) {
+  return const_cast<NmProjection&>(static_cast<const SrSte&>(*this).projection(name));
+}
+
+std::function<Variable(const Variable&)> SrSte::view(const std::string& name) const {
+  projection(name);  // throws for an unknown layer
+  std::shared_ptr<const NmProjection> p = layers_.at(name);
+  return [p](const Variable& weight) { return p->project(weight); };
+}
+
+std::map<std::string, Tensor> SrSte::state_tensors() const {
+  std::map<std::string, Tensor> out;
+  for (const std::string& name : names_) out[name + ".mask"] = projection(name).mask();
+  return out;
+}
+
+void SrSte::check_state_tensors(const std::map<std::string, Tensor>& state,
+                                const std::map<std::string, Tensor>*) const {
+  constexpr const char* op = "sr_ste: load_state_tensors";
+  for (const auto& [key, t] : state) {
+    bool known = false;
+    for (const std::string& name : names_) known = known || key == name + ".mask";
+    COPPICE_CHECK(known, op, ": entry '", key, "' belongs to no layer; layers: ", str_join(names_, ", "));
+  }
+  for (const std::string& name : names_) {
+    auto it = state.find(name + ".mask");
+    COPPICE_CHECK(it != state.end(), op, ": missing '", name, ".mask'");
+    projection(name).check_mask(it->second, str_cat(op, ": '", name, ".mask'"));
+  }
+}
+
+void SrSte::load_state_tensors(const std::map<std::string, Tensor>& state) {
+  check_state_tensors(state, nullptr);
+  for (const std::string& name : names_) projection(name).set_mask(state.at(name + ".mask"));
+}
+
+// ---- the schedule -----------------------------------------------------------------
+
+namespace {
+
+class SrSteSchedule : public MaskSchedule {
+ public:
+  SrSteSchedule(SrSte& sr_ste, std::shared_ptr<ParameterStore> store) : sr_(sr_ste), store_(std::move(store)) {}
+
+  const std::vector<std::string>& layers() const override { return sr_.layers(); }
+  bool needs_dense_gradient(int64_t) const override { return false; }
+
+  // The gradients carry `loss_scale`; so does the term, which the optimizer
+  // then divides out with them.
+  void before_optimizer_step(double loss_scale) override {
+    if (sr_.config().decay == 0.0) return;
+    for (const std::string& name : sr_.layers()) {
+      const Tensor w = store_->value(name);
+      store_->add_to_gradient(name, sr_.projection(name).decay_term(w, sr_.config().decay, loss_scale));
+    }
+  }
+
+  // The masks are a function of the weights alone: a skipped step left the
+  // weights as they were, and recomputing gives the same masks.
+  bool changes_masks(int64_t step, bool) const override { return sr_.is_update_step(step); }
+
+  MaskUpdateStats update(int64_t step, const std::map<std::string, Tensor>&) override {
+    MaskUpdateStats ms;
+    ms.step = step;
+    for (const std::string& name : sr_.layers()) {
+      const int64_t moved = sr_.projection(name).refresh(store_->value(name));
+      ms.dropped[name] = moved;
+      ms.grown[name] = moved;
+    }
+    return ms;
+  }
+
+ private:
+  SrSte& sr_;
+  std::shared_ptr<ParameterStore> store_;
+};
+
+}  // namespace
+
+std::unique_ptr<MaskSchedule> make_sr_ste_schedule(SrSte& sr_ste, std::shared_ptr<ParameterStore> store) {
+  return std::make_unique<SrSteSchedule>(sr_ste, std::move(store));
+}
+
+}  // namespace coppice
