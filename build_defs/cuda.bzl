@@ -2,7 +2,10 @@
 
 nvcc is run once per source, producing position-independent host objects with
 sm_80 and sm_90 machine code plus compute_90 PTX, so the result runs on Ampere
-and Hopper and JIT-compiles on anything newer. The objects then go into a
+and Hopper and JIT-compiles on anything newer. A library may name its own
+`gencode` instead: Hopper's arch-specific instructions (wgmma, setmaxnreg)
+need sm_90a, whose code runs on compute capability 9.0 alone, so such a
+library's kernels are built for it only and its callers check the device. The objects then go into a
 normal cc_library, which links the CUDA runtime and libraries dynamically.
 """
 
@@ -26,7 +29,7 @@ def _cuda_objects_impl(ctx):
         args.add_all(["-c", src.path, "-o", obj.path])
         args.add_all(["-std=c++17", "-O3", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr"])
         args.add_all(["-Xcudafe", "--diag_suppress=esa_on_defaulted_function_ignored"])
-        args.add_all(_GENCODE)
+        args.add_all(ctx.attr.gencode or _GENCODE)
         args.add_all(["-I.", "-I" + ctx.bin_dir.path, "-I" + ctx.genfiles_dir.path])
         args.add_all(compilation.includes, before_each = "-I")
         args.add_all(compilation.quote_includes, before_each = "-I")
@@ -52,6 +55,7 @@ _cuda_objects = rule(
         "hdrs": attr.label_list(allow_files = [".h", ".cuh"]),
         "deps": attr.label_list(providers = [CcInfo]),
         "copts": attr.string_list(),
+        "gencode": attr.string_list(),
     },
 )
 
@@ -68,12 +72,13 @@ def if_cuda(with_cuda, without_cuda = []):
         "//conditions:default": without_cuda,
     })
 
-def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], cc_srcs = [], **kwargs):
+def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], cc_srcs = [], gencode = [], **kwargs):
     """A cc_library whose .cu `srcs` are compiled by nvcc.
 
     `cc_srcs` are host C++ sources that call the CUDA runtime or libraries; they
     are compiled by the normal C++ toolchain. The target exists only when CUDA
-    is on (see cuda_only()).
+    is on (see cuda_only()). `gencode`: nvcc's -gencode flags instead of the
+    default set (see the top of this file).
     """
     _cuda_objects(
         name = name + "_nvcc",
@@ -81,6 +86,7 @@ def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], cc_srcs = []
         hdrs = hdrs,
         deps = deps + ["@cuda//:cuda_headers"],
         copts = copts,
+        gencode = gencode,
         target_compatible_with = cuda_only(),
     )
     native.cc_library(

@@ -45,7 +45,7 @@ void nm24_metadata(const uint8_t* indices, uint16_t* meta, int64_t rows, int64_t
 void nm24_check_transposable(const uint8_t* indices, int64_t rows, int64_t cols, int* flag, cudaStream_t stream);
 
 // S^T [cols, rows] in the hardware form, from S's NmImpl parts (values and
-// u8 indices [rows, cols / 2]); rows % 16 == 0 and S^T must be 2:4
+// u8 indices [rows, cols / 2]); rows and cols multiples of 64, and S^T must be 2:4
 // (nm24_check_transposable; every group of S^T then holds exactly two
 // stored entries, explicit zeros of S included).
 template <typename T>

@@ -2,48 +2,53 @@
 //
 // out [m, rows] = x [m, cols] @ S^T with S 2:4 along cols. The sparse operand
 // of wgmma.sp is A, so S's rows are the instruction's M and x's rows its N. A
-// thread block of two warpgroups owns kTileR = 128 rows of S (an m64 slice per
-// warpgroup) by kTileM = 128 rows of x, and walks cols in steps of 128: per
-// step and warpgroup, four wgmma.mma_async.sp m64n128k32 read S's stored
-// values (64 rows by 16 per instruction) and x (128 rows by 32) from shared
-// memory through matrix descriptors, the accumulators (64 f32 a thread) stay
-// in registers.
-//
-// Shared memory: kStages steps in a ring, each step S's 128 rows of 64 stored
-// values (128 bytes) and x's 128 rows of 128 columns as two 64-column halves
-// (128 bytes a row each), all in the 128-byte swizzle the descriptors name
-// (layout type 1): 16-byte chunk c of a row r sits at c ^ (r % 8), eight rows
-// to a 1024-byte atom (the descriptors' stride), every atom 1024-aligned.
-// The instruction's k32 slice is an offset into the rows (32 bytes of S's
-// stored values, 64 of x), the hardware applying the swizzle to the address.
-// All 256 threads copy with cp.async, each a fixed set of 16-byte chunks
-// whose swizzled place is worked out once; kStages - 2 steps load while one
-// is multiplied and the one before may still be read by wgmma (each
-// warpgroup waits for all but its last group before the block's barrier).
-// cp.async writes through the generic proxy and wgmma reads through the async
-// one, hence the proxy fence before the barrier.
+// thread block owns kTileR = 256 rows of S by kTileM = 128 rows of x and
+// walks cols in steps of 64, with three warpgroups:
+//   - one loads: a single thread issues TMA copies of each step's S values
+//     (256 rows by 32 stored, 64-byte swizzle) and x (128 rows by 64,
+//     128-byte swizzle) into a ring of kStages steps, each stage guarded by a
+//     "full" mbarrier (transaction bytes) and an "empty" one (one arrival per
+//     multiplying warp); it gives its registers to the others (setmaxnreg);
+//   - two multiply: each owns 128 rows of S as two m64 slices and issues, per
+//     step, four wgmma.mma_async.sp m64n128k32 (two slices by two k32) that
+//     read both operands from shared memory through matrix descriptors
+//     (swizzle modes as TMA wrote them), 2 x 64 f32 accumulators a thread.
+// Each step's group is waited for before the next builds its metadata
+// registers (see the loop), and the stage is then released to the loader.
 //
 // Metadata does not go through shared memory: the register each thread hands
-// an instruction (PTX ISA, sparse wgmma metadata for 16-bit types; the
-// per-warp layout of mma.sp m16n8k32, which nm24_mma.cu describes, warp w of
-// the warpgroup holding rows 16w..16w+15 of the m64 slice) comes straight
-// from S's metadata rows: a thread reads its two rows' eight words of the
-// step as two 16-byte loads, one step ahead.
+// an instruction (PTX ISA, sparse wgmma metadata for 16-bit types: per warp
+// the layout of mma.sp m16n8k32, which nm24_mma.cu describes, warp w holding
+// rows 16w..16w+15 of the m64 slice) is read from global memory one step
+// ahead, from a copy of S's metadata permuted once per pattern into the
+// threads' order (wgmma_metadata_kernel).
 //
 // The write-out is nm24_mma.cu's: the accumulators go through shared memory
 // transposed, and each thread stores 16-byte runs of out's rows with the bias
-// and relu applied. Rows of S or x beyond the matrix are staged as zeros (with
-// valid metadata), and their results are not stored.
-#include "sparse/cuda/nm24_wgmma.h"
-
+// and relu applied. Rows of S or x beyond the matrix arrive as zeros (TMA
+// fills outside the tensor), padded metadata is valid, and their results are
+// not stored.
+//
+// What bounds it (Nsight Compute, H200, 4096^3 bf16): the load/store data
+// pipe, 82 % busy at 1.16x cuBLAS's dense rate with the tensor pipe at 56 %.
+// Every byte the instructions read from shared memory and every byte TMA
+// writes there passes through it (128 bytes a cycle an SM). A sparse m64
+// instruction reads all of its B (x) for 2 x 64 dense-equivalent flops per
+// byte, and a step here moves 912 lines of 128 bytes (x read four times, 512;
+// S read once, 128; TMA writes, 256; metadata, 16) for 4.19 MFLOP: at most
+// 4,600 flops a cycle an SM, 1,200 TFLOP/s at 1.98 GHz, 1.38x cuBLAS. A larger
+// tile would lower the writes' share, but its accumulators do not fit in the
+// registers of two warpgroups.
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cudaTypedefs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
+#include "sparse/cuda/nm24_wgmma.h"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/mma_sync.cuh"
@@ -53,22 +58,22 @@ namespace {
 
 using cuda::smem_u32;
 
-constexpr int kSlices = 2;                   // m64 slices of S per consumer warpgroup
-constexpr int kTileR = 2 * 64 * kSlices;     // rows of S per block: two consumer warpgroups
-constexpr int kTileM = 128;                  // rows of x per block: the instructions' N
-constexpr int kStep = 64;                    // dense columns of S per stage: two k32
-constexpr int kConsumers = 256;              // two warpgroups multiply
-constexpr int kThreads = kConsumers + 128;   // and one loads
-constexpr int kSRowBytes = kStep;            // 32 stored values: a 64-byte swizzle row
-constexpr int kXRowBytes = 2 * kStep;        // 64 columns of x: a 128-byte swizzle row
+constexpr int kSlices = 2;                  // m64 slices of S per consumer warpgroup
+constexpr int kTileR = 2 * 64 * kSlices;    // rows of S per block: two consumer warpgroups
+constexpr int kTileM = 128;                 // rows of x per block: the instructions' N
+constexpr int kStep = 64;                   // dense columns of S per stage: two k32
+constexpr int kConsumers = 256;             // two warpgroups multiply
+constexpr int kThreads = kConsumers + 128;  // and one loads
+constexpr int kSRowBytes = kStep;           // 32 stored values: a 64-byte swizzle row
+constexpr int kXRowBytes = 2 * kStep;       // 64 columns of x: a 128-byte swizzle row
 constexpr int kSBytes = kTileR * kSRowBytes;
 constexpr int kXBytes = kTileM * kXRowBytes;
 constexpr int kStageBytes = kSBytes + kXBytes;
 constexpr int kStages = 6;
-constexpr int kBarrierBytes = 2 * kStages * 8;                          // full and empty, per stage
+constexpr int kBarrierBytes = 2 * kStages * 8;                            // full and empty, per stage
 constexpr int kSmemBytes = kStages * kStageBytes + 1024 + kBarrierBytes;  // + room to align to 1024
-constexpr int kPitchOut = kTileR + 4;                                   // f32 per row of the write-out tile
-constexpr uint32_t kPadMeta = 0x44444444u;                              // indices (0, 1) in every group
+constexpr int kPitchOut = kTileR + 4;                                     // f32 per row of the write-out tile
+constexpr uint32_t kPadMeta = 0x44444444u;                                // indices (0, 1) in every group
 
 static_assert(kNm24WgmmaStepCols == kStep, "the header's step is the kernel's");
 static_assert(kTileM * kPitchOut * sizeof(float) <= kStages * kStageBytes, "the write-out tile fits in the ring");
@@ -85,20 +90,20 @@ __device__ __forceinline__ uint64_t sw64_desc(uint32_t addr) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(512 >> 4) << 32) | (2ull << 62);
 }
 
-#define COPPICE_ACC64(d)                                                                                          \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),     \
-      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
-      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),     \
-      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),     \
-      "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),     \
-      "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),     \
-      "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),     \
+#define COPPICE_ACC64(d)                                                                                      \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),  \
+      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), \
+      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), \
+      "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), \
+      "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
+      "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), \
       "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define COPPICE_WGMMA_SP(type)                                                                                        \
-  "wgmma.mma_async.sp.sync.aligned.m64n128k32.f32." type "." type                                                  \
+#define COPPICE_WGMMA_SP(type)                                                                                       \
+  "wgmma.mma_async.sp.sync.aligned.m64n128k32.f32." type "." type                                                    \
   " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
   "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "   \
-  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                       \
+  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                      \
   "%64, %65, %66, 0, 1, 1, 1, 0, 0;\n"
 
 // d (64 x 128, f32) += A (64 x 32, 2:4: 64 x 16 stored; descriptor a) *
@@ -114,25 +119,13 @@ __device__ __forceinline__ void wgmma_sp(float (&d)[64], uint64_t a, uint64_t b,
 #undef COPPICE_WGMMA_SP
 #undef COPPICE_ACC64
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 
-// A step's metadata registers: two k32 slices for each m64 slice.
-using MetaRegs = uint32_t[kSlices][2];
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 
-// Waits until at most kPending groups are in flight, keeping `e` alive until
-// then. The instruction reads its metadata register asynchronously, like its
-// accumulators, but the compiler knows only the accumulators: without this,
-// it would reuse the registers of a group still in flight for the next
-// step's metadata (wrong products, seen on the H200). A step's metadata
-// therefore lives in one of two register sets, passed here as the set of the
-// group being waited for.
 template <int kPending>
-__device__ __forceinline__ void wgmma_wait(const MetaRegs& e) {
-  static_assert(kSlices == 2, "one register per slice and k32 below");
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending), "r"(e[0][0]), "r"(e[0][1]), "r"(e[1][0]),
-               "r"(e[1][1])
-               : "memory");
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
 
 // ---- mbarriers and TMA ----------------------------------------------------
@@ -167,30 +160,39 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, i
 
 // ---- metadata ---------------------------------------------------------------
 
-// A thread's metadata rows (g and g + 8 of its warp's 16) in one m64 slice
-// for one step: the four words of each, columns 16 j .. 16 j + 15 in word j.
-struct MetaRows {
-  uint2 lo, hi;
-};
+// The metadata registers in the order the threads read them: per block of
+// kTileR rows of S, step, consumer warpgroup and warp, sixteen uint4 (one per
+// lane pair 4g + p and 4g + 2 + p, which read the same), each holding the
+// registers of (slice 0, k32 0), (0, 1), (1, 0), (1, 1). A warp's load is then
+// 256 contiguous bytes; from S's metadata rows it took eight 8-byte loads
+// from as many rows, a fifth of the kernel's traffic through the load/store
+// data pipe, which bounds it (Nsight Compute, H200).
+constexpr int kMetaLanes = 16;
+__host__ __device__ constexpr int64_t meta_uint4s(int64_t rows, int64_t cols) {
+  return ((rows + kTileR - 1) / kTileR) * (cols / kStep) * (kConsumers / 32) * kMetaLanes;
+}
 
-struct MetaReader {
-  const uint16_t* lo;  // this step's words of row g
-  int64_t words;       // per row of S
-  bool lo_valid, hi_valid;
-
-  __device__ MetaRows load() const {
-    const uint2 pad = make_uint2(kPadMeta, kPadMeta);
-    return {lo_valid ? __ldg(reinterpret_cast<const uint2*>(lo)) : pad,
-            hi_valid ? __ldg(reinterpret_cast<const uint2*>(lo + 8 * words)) : pad};
+// One thread per uint4: the words of rows g and g + 8 (word j of a row:
+// columns 16 j .. 16 j + 15), low and high halves, padding rows past the end.
+__global__ void wgmma_metadata_kernel(const uint16_t* __restrict__ meta, uint4* __restrict__ out, int64_t rows,
+                                      int64_t cols) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= meta_uint4s(rows, cols)) return;
+  const int slot = static_cast<int>(i % kMetaLanes), warp8 = static_cast<int>(i / kMetaLanes % 8);
+  const int64_t steps = cols / kStep, step = i / (kMetaLanes * 8) % steps, block = i / (kMetaLanes * 8 * steps);
+  const int g = slot / 2, p = slot % 2, wg = warp8 / 4, warp = warp8 % 4;
+  const int64_t words = cols / 16;
+  uint32_t e[4];
+  for (int sl = 0; sl < kSlices; ++sl) {
+    const int64_t lo = block * kTileR + wg * 64 * kSlices + sl * 64 + warp * 16 + g, hi = lo + 8;
+    for (int ks = 0; ks < 2; ++ks) {
+      const int64_t w = step * (kStep / 16) + 2 * ks + p;
+      const uint32_t a = lo < rows ? meta[lo * words + w] : kPadMeta & 0xFFFF;
+      const uint32_t b = hi < rows ? meta[hi * words + w] : kPadMeta & 0xFFFF;
+      e[sl * 2 + ks] = a | (b << 16);
+    }
   }
-};
-
-// The register of k32 slice `ks` (words 2 ks and 2 ks + 1): lane 4g + p takes
-// word 2 ks + p of row g in its low half and of row g + 8 in its high half.
-__device__ __forceinline__ uint32_t meta_register(const MetaRows& m, int ks, int p) {
-  const uint32_t lo = ks == 0 ? m.lo.x : m.lo.y;
-  const uint32_t hi = ks == 0 ? m.hi.x : m.hi.y;
-  return __byte_perm(lo, hi, p == 0 ? 0x5410 : 0x7632);
+  out[i] = make_uint4(e[0], e[1], e[2], e[3]);
 }
 
 struct Maps {
@@ -200,7 +202,7 @@ struct Maps {
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 1)
-    nm24_wgmma_kernel(const __grid_constant__ Maps maps, const Nm24ProductArgs<T> p) {
+    nm24_wgmma_kernel(const __grid_constant__ Maps maps, const Nm24ProductArgs<T> p, const uint4* wgmma_meta) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -236,61 +238,46 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
 
-  const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, pair = lane % 2;
+  const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4;
   // Consumer warpgroup wg owns the tile's rows wg * 64 kSlices .. + 64 kSlices.
   const int wg_row = wg * 64 * kSlices;
-  MetaReader meta_in[kSlices];
-  MetaRows meta[kSlices];
-#pragma unroll
-  for (int sl = 0; sl < kSlices; ++sl) {
-    const int64_t row = r0 + wg_row + sl * 64 + warp * 16 + g;
-    meta_in[sl] = {p.meta + row * (p.cols / 16), p.cols / 16, row < p.rows, row + 8 < p.rows};
-    meta[sl] = meta_in[sl].load();
-  }
+  const uint4* meta_in =
+      wgmma_meta + ((blockIdx.x * static_cast<int64_t>(steps)) * 8 + wg * 4 + warp) * kMetaLanes + (g * 2 + lane % 2);
+  uint4 meta = __ldg(meta_in);
   float acc[kSlices][64];
 #pragma unroll
   for (int sl = 0; sl < kSlices; ++sl)
 #pragma unroll
     for (float& v : acc[sl]) v = 0.0f;
 
-  auto run_step = [&](int step, MetaRegs& e, const MetaRegs& e_last) {
+  for (int step = 0; step < steps; ++step) {
     const int s = step % kStages;
-#pragma unroll
-    for (int sl = 0; sl < kSlices; ++sl)
-#pragma unroll
-      for (int ks = 0; ks < 2; ++ks) e[sl][ks] = meta_register(meta[sl], ks, pair);
+    const uint32_t st = base + s * kStageBytes;
+    const uint32_t e[kSlices][2] = {{meta.x, meta.y}, {meta.z, meta.w}};
     if (step + 1 < steps) {
-#pragma unroll
-      for (int sl = 0; sl < kSlices; ++sl) {
-        meta_in[sl].lo += kStep / 16;
-        meta[sl] = meta_in[sl].load();
-      }
+      meta_in += 8 * kMetaLanes;
+      meta = __ldg(meta_in);
     }
     barrier_wait(full + 8 * s, (step / kStages) & 1);
-    const uint32_t st = base + s * kStageBytes;
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks) {
       const uint64_t b = sw128_desc(st + kSBytes + ks * 64);
 #pragma unroll
-      for (int sl = 0; sl < kSlices; ++sl) {
-        const uint64_t a = sw64_desc(st + (wg_row + sl * 64) * kSRowBytes + ks * 32);
-        wgmma_sp<T>(acc[sl], a, b, e[sl][ks]);
-      }
+      for (int sl = 0; sl < kSlices; ++sl)
+        wgmma_sp<T>(acc[sl], sw64_desc(st + (wg_row + sl * 64) * kSRowBytes + ks * 32), b, e[sl][ks]);
     }
     wgmma_commit();
-    wgmma_wait<1>(e_last);  // the last step's group is done: its stage and metadata registers are free
-    if (step > 0 && lane == 0) barrier_arrive(empty + 8 * ((step - 1) % kStages));
-  };
-  MetaRegs e_even, e_odd;
-#pragma unroll
-  for (int sl = 0; sl < kSlices; ++sl) e_odd[sl][0] = e_odd[sl][1] = kPadMeta;
-  for (int step = 0; step < steps; step += 2) {
-    run_step(step, e_even, e_odd);
-    if (step + 1 < steps) run_step(step + 1, e_odd, e_even);
+    // The instruction reads its metadata registers asynchronously, and the
+    // compiler, which knows only the accumulators as such, reuses them for
+    // the next step's while a group is in flight (wrong products on the
+    // H200): so each step's group is waited for before the next step builds
+    // its registers, as CUTLASS's sparse mainloop does. The other warpgroup
+    // keeps the tensor cores busy meanwhile (waiting for one group in flight
+    // instead measured within 1 %).
+    wgmma_wait<0>();
+    if (lane == 0) barrier_arrive(empty + 8 * s);  // this warp is done with the stage
   }
-  wgmma_wait<0>(e_even);
-  wgmma_wait<0>(e_odd);
   // Both consumer warpgroups are done with the ring (the loader has nothing
   // left in flight: every stage it filled was waited for).
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
@@ -375,17 +362,22 @@ CUtensorMap tensor_map(const void* data, int64_t inner, int64_t outer, int box_i
 }  // namespace
 
 bool nm24_wgmma_runs(int64_t cols) {
-  if (cols % kNm24WgmmaStepCols != 0) return false;
+  if (cols % kStep != 0) return false;
   int device = 0;
   COPPICE_CUDA_CHECK(cudaGetDevice(&device), "nm24 wgmma");
+  constexpr int kDevices = 64;
+  static std::atomic<int> hopper[kDevices] = {};  // 0 unknown, 1 yes, 2 no
+  if (device < kDevices && hopper[device].load(std::memory_order_relaxed) != 0) return hopper[device] == 1;
   int major = 0, minor = 0;
   COPPICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "nm24 wgmma");
   COPPICE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "nm24 wgmma");
-  return major == 9 && minor == 0;
+  const bool yes = major == 9 && minor == 0;
+  if (device < kDevices) hopper[device].store(yes ? 1 : 2, std::memory_order_relaxed);
+  return yes;
 }
 
 template <typename T>
-void nm24_product_wgmma(const Nm24ProductArgs<T>& args, cudaStream_t stream) {
+void nm24_product_wgmma(const Nm24ProductArgs<T>& args, const uint32_t* wgmma_meta, cudaStream_t stream) {
   if (args.m == 0 || args.rows == 0) return;
   static const bool configured = [] {
     COPPICE_CUDA_CHECK(
@@ -401,11 +393,21 @@ void nm24_product_wgmma(const Nm24ProductArgs<T>& args, cudaStream_t stream) {
   maps.x = tensor_map(args.x, args.cols, args.m, kStep, kTileM, CU_TENSOR_MAP_SWIZZLE_128B, type);
   const dim3 grid(static_cast<unsigned>((args.rows + kTileR - 1) / kTileR),
                   static_cast<unsigned>((args.m + kTileM - 1) / kTileM));
-  nm24_wgmma_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(maps, args);
+  nm24_wgmma_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(maps, args, reinterpret_cast<const uint4*>(wgmma_meta));
   cuda::check_launch("nm24 wgmma product");
 }
 
-template void nm24_product_wgmma<__nv_bfloat16>(const Nm24ProductArgs<__nv_bfloat16>&, cudaStream_t);
-template void nm24_product_wgmma<__half>(const Nm24ProductArgs<__half>&, cudaStream_t);
+template void nm24_product_wgmma<__nv_bfloat16>(const Nm24ProductArgs<__nv_bfloat16>&, const uint32_t*, cudaStream_t);
+template void nm24_product_wgmma<__half>(const Nm24ProductArgs<__half>&, const uint32_t*, cudaStream_t);
+
+int64_t nm24_wgmma_metadata_words(int64_t rows, int64_t cols) { return 4 * meta_uint4s(rows, cols); }
+
+void nm24_wgmma_metadata(const uint16_t* meta, uint32_t* out, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const int64_t n = meta_uint4s(rows, cols);
+  if (n == 0) return;
+  wgmma_metadata_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(meta, reinterpret_cast<uint4*>(out),
+                                                                                    rows, cols);
+  cuda::check_launch("nm24 wgmma metadata");
+}
 
 }  // namespace coppice::sparse_cuda

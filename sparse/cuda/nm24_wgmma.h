@@ -21,9 +21,16 @@ constexpr int64_t kNm24WgmmaStepCols = 64;
 // kernel is built for sm_90a alone) and cols fits its step.
 bool nm24_wgmma_runs(int64_t cols);
 
-// T is __nv_bfloat16 or __half; nm24_wgmma_runs(args.cols) must hold, and
-// x, values and out 16-byte aligned.
+// The metadata in the order the kernel's threads read it (nm24_wgmma.cu),
+// from S's metadata words (u16 [rows, cols / 16], nm24_metadata's): a
+// buffer of nm24_wgmma_metadata_words(rows, cols) u32, 16-byte aligned.
+int64_t nm24_wgmma_metadata_words(int64_t rows, int64_t cols);
+void nm24_wgmma_metadata(const uint16_t* meta, uint32_t* out, int64_t rows, int64_t cols, cudaStream_t stream);
+
+// T is __nv_bfloat16 or __half; nm24_wgmma_runs(args.cols) must hold, x,
+// values and out 16-byte aligned; args.meta is not read, wgmma_meta is S's
+// metadata as nm24_wgmma_metadata writes it.
 template <typename T>
-void nm24_product_wgmma(const Nm24ProductArgs<T>& args, cudaStream_t stream);
+void nm24_product_wgmma(const Nm24ProductArgs<T>& args, const uint32_t* wgmma_meta, cudaStream_t stream);
 
 }  // namespace coppice::sparse_cuda

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "sparse/cuda/nm24_mma.h"
+#include "sparse/cuda/nm24_wgmma.h"
 #include "sparse/cuda/pattern_cache.h"
 #include "sparse/nm.h"
 #include "tensor/cuda/cuda_check.h"
@@ -52,12 +53,31 @@ Tensor aligned_rows(const Tensor& x) {
   return c;
 }
 
-// out = x @ S^T from S in the hardware form (values [rows, cols / 2], meta).
+// S's metadata in the order the sparse wgmma kernel reads it (u32), from its
+// metadata words.
+Tensor wgmma_metadata(const Tensor& meta, int64_t rows, int64_t cols) {
+  Tensor out = empty({nm24_wgmma_metadata_words(rows, cols)}, TensorOptions(DType::kI32, meta.device()));
+  nm24_wgmma_metadata(static_cast<const uint16_t*>(meta.data_ptr()), static_cast<uint32_t*>(out.data_ptr()), rows, cols,
+                      stream_of(meta));
+  return out;
+}
+
+// out = x @ S^T from S in the hardware form (values [rows, cols / 2], meta),
+// on sparse wgmma where the device has it (Hopper) unless `kernel` says
+// mma.sp, else on mma.sp. `cache_key` names S's pattern where the wgmma
+// metadata may be kept for it ("": built for this call).
 Tensor product(const Tensor& x_in, const Tensor& values, const Tensor& meta, int64_t rows, int64_t cols,
-               const Tensor& bias_in, bool relu) {
+               const Tensor& bias_in, bool relu, const std::string& cache_key, Nm24Kernel kernel) {
   const Tensor x = aligned_rows(x_in);
   const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
   Tensor out = empty({x.size(0), rows}, TensorOptions(values.dtype(), values.device()));
+  Tensor wgmma_meta;
+  if (kernel == Nm24Kernel::kBest && nm24_wgmma_runs(cols)) {
+    static auto* cache = new PatternCache<Tensor>();  // never destroyed
+    wgmma_meta = cache_key.empty() ? wgmma_metadata(meta, rows, cols)
+                                   : cache->get(str_cat(cache_key, "|wgmma metadata"),
+                                                [&] { return wgmma_metadata(meta, rows, cols); });
+  }
   by_half_dtype(values.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Nm24ProductArgs<T> a;
@@ -70,7 +90,11 @@ Tensor product(const Tensor& x_in, const Tensor& values, const Tensor& meta, int
     a.m = x.size(0);
     a.rows = rows;
     a.cols = cols;
-    nm24_product<T>(a, stream_of(values));
+    if (wgmma_meta.defined()) {
+      nm24_product_wgmma<T>(a, static_cast<const uint32_t*>(wgmma_meta.data_ptr()), stream_of(values));
+    } else {
+      nm24_product<T>(a, stream_of(values));
+    }
   });
   return out;
 }
@@ -145,14 +169,14 @@ Nm24Packed nm24_device_pack_transposed(const Tensor& s) {
   return t;
 }
 
-Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool relu) {
+Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool relu, Nm24Kernel kernel) {
   const Nm24Packed w = nm24_device_pack(s);
-  return product(x, w.values, w.metadata, s.size(0), s.size(1), bias, relu);
+  return product(x, w.values, w.metadata, s.size(0), s.size(1), bias, relu, pattern_key(s), kernel);
 }
 
-Tensor nm24_matmul(const Tensor& x, const Tensor& s) {
+Tensor nm24_matmul(const Tensor& x, const Tensor& s, Nm24Kernel kernel) {
   const Nm24Packed wt = nm24_device_pack_transposed(s);
-  return product(x, wt.values, wt.metadata, s.size(1), s.size(0), Tensor(), false);
+  return product(x, wt.values, wt.metadata, s.size(1), s.size(0), Tensor(), false, "", kernel);
 }
 
 // Calls f with a value of the kernels' element type for `dtype` (f32, f64,

@@ -1,11 +1,12 @@
 // The n:m format's products on CUDA (internal): the 2:4 hardware path (which
 // products sparse tensor cores take, and their launchers), the dense form
 // the other products multiply, and the SDDMM gather; spmm.cc and sddmm.cc
-// route to them (nm24_mma.h has the kernels).
+// route to them. Two kernels run the tensor-core products: sparse wgmma on
+// Hopper (nm24_wgmma.h, sm_90a) and mma.sp elsewhere (nm24_mma.h).
 //
 // A linear layer y = x W^T with W [out, in] 2:4 along `in` runs three products:
-//   y  = x W^T      mma.sp on W as it is (nm24_linear);
-//   dx = dy W       mma.sp on W^T, which is 2:4 along `out` only where the
+//   y  = x W^T      on W as it is (nm24_linear);
+//   dx = dy W       on W^T, which is 2:4 along `out` only where the
 //                   pattern is transposable (nm24_transposable): W^T is packed
 //                   on the device at every call (values change every step),
 //                   and a pattern that is not transposable goes the dense way;
@@ -19,11 +20,16 @@
 
 namespace coppice::sparse_cuda {
 
-// Whether mma.sp runs x @ S^T: S a 2-D 2:4 tensor of bf16 or f16 on CUDA
+// Which kernel runs a product on sparse tensor cores: the best the device
+// has (sparse wgmma on compute capability 9.0, mma.sp elsewhere), or mma.sp
+// wherever it runs (for the tests that check both kernels on a Hopper GPU).
+enum class Nm24Kernel { kBest, kMmaSp };
+
+// Whether sparse tensor cores run x @ S^T: S a 2-D 2:4 tensor of bf16 or f16 on CUDA
 // whose cols are a multiple of 64 (kNm24StepCols).
 bool nm24_takes(const Tensor& s);
 
-// Whether it also runs x @ S, through S^T: S as nm24_takes, rows a multiple of
+// Whether they also run x @ S, through S^T: S as nm24_takes, rows a multiple of
 // 64, and every group of four rows storing at most two entries per column
 // (checked on the device once per pattern and cached).
 bool nm24_transposable(const Tensor& s);
@@ -37,10 +43,11 @@ Nm24Packed nm24_device_pack_transposed(const Tensor& s);
 
 // x @ S^T (+ bias) (relu) on sparse tensor cores; x 2-D of S's dtype and
 // device, S as nm24_takes.
-Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool relu);
+Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool relu,
+                   Nm24Kernel kernel = Nm24Kernel::kBest);
 
 // x @ S on sparse tensor cores, S as nm24_transposable.
-Tensor nm24_matmul(const Tensor& x, const Tensor& s);
+Tensor nm24_matmul(const Tensor& x, const Tensor& s, Nm24Kernel kernel = Nm24Kernel::kBest);
 
 // The dense form of an n:m tensor on CUDA (any n:m, any floating dtype), in
 // one kernel: what the products that do not take the tensor-core path

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the lent single-GPU machine from the repo root, with .devbin_pack
-# (tools/device/build_devbin.sh) and .devbin_exp (the mma_sp_rate experiment,
-# built as its header says) carried:
+# (tools/device/build_devbin.sh) and .devbin_exp (the mma_sp_rate and
+# nm24_wgmma_check experiments, built as their headers say) carried:
 #
 #   device run, carry [".devbin_pack", ".devbin_exp"], command
 #     tools/device/run_nm24_bench.sh
@@ -9,6 +9,8 @@
 # The 2:4 sparse tensor-core path, in one call:
 # - mma_sp_rate: which metadata layout mma.sp reads, and the dense mma.sync,
 #   sparse mma.sp and cuBLAS rates (the bound on the kernels);
+# - nm24_wgmma_check: the sparse wgmma and mma.sp kernels against the host
+#   and cuBLAS, and their times beside cuBLAS's;
 # - the parity tests of the path (nm24_mma_test, spmm_test, nm_metadata_test);
 # - bench spmm (its 2:4 rows: a 2:4 linear layer's three products beside
 #   cuBLAS dense) with COPPICE_NM24_MMA on (the kernels), off (the dense
@@ -18,7 +20,7 @@
 #   step also with COPPICE_NM24_MMA on and off), in PROFILE_MODES (default
 #   bf16), beside torch_train.py's dense step;
 # - with NM24_NCU=1 (the default), Nsight Compute's SpeedOfLight, memory,
-#   compute and warp-state sections of the 2:4 product kernel.
+#   compute and warp-state sections of the 2:4 product kernels.
 # $OUT gets summary.txt and logs.tgz; 4-7 minutes.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -37,6 +39,9 @@ B=.devbin/bench
 
 if [[ -x .devbin_exp/mma_sp_rate ]]; then
   timeout 60 .devbin_exp/mma_sp_rate 2>&1 | tee -a "$SUMMARY"
+fi
+if [[ -x .devbin_exp/nm24_wgmma_check ]]; then
+  timeout 60 .devbin_exp/nm24_wgmma_check 2>&1 | grep -v '"sample"' | tee -a "$SUMMARY"
 fi
 for t in sparse_cuda_nm24_mma_test sparse_cuda_spmm_test sparse_nm_metadata_test; do
   if timeout 300 .devbin/tests/$t > "$W/$t.log" 2>&1; then say "[$t] $(grep -E '^\[  PASSED' "$W/$t.log")"
@@ -72,7 +77,7 @@ COPPICE_PROFILE=1 timeout 120 $B "${common[@]}" --formats nm --steps 5 --warmup 
 tail -40 "$W/profile_nm.log" > "$OUT/profile_nm.txt"
 
 if [[ ${NM24_NCU:-1} == 1 ]] && command -v ncu > /dev/null; then
-  timeout 200 ncu --kernel-name regex:'nm24_product_kernel' --launch-skip 2 --launch-count 2 \
+  timeout 200 ncu --kernel-name regex:'nm24_product_kernel|nm24_wgmma_kernel' --launch-skip 2 --launch-count 2 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --section Occupancy --section LaunchStats --section WarpStateStats \
     $B spmm --device cuda --dtype bf16 --reps 1 --warmup 0 > "$OUT/ncu_nm24.txt" 2>&1 || say "ncu: exit $?"

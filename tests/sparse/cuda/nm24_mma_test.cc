@@ -3,7 +3,8 @@
 // (pack_nm24, pack_nm24_transposed), the 2:4 selection exactly (nm_compress on
 // the host, ties and NaN included), and the products x @ W^T (with bias and
 // relu) and dy @ W (through W^T, transposable patterns) against the CPU
-// product that reads the same metadata, to the bf16/f16 tolerance of
+// product that reads the same metadata, on the device's best kernel and, on
+// a Hopper GPU, on mma.sp too (both kernels are built for it), to the bf16/f16 tolerance of
 // cuda_test_util.h (rtol 2e-2: inputs are 16-bit, sums f32, rounded once).
 // Shapes are chosen to leave partial tiles on both sides (rows of W or x not
 // multiples of 128, rows of W not multiples of 8), and products repeat bit
@@ -121,6 +122,34 @@ TEST_F(Nm24MmaTest, LinearMatchesTheCpuTwin) {
       EXPECT_TRUE(near(sparse_cuda::nm24_linear(xg, w, Tensor(), true), relu(linear(x, wh)), dtype));
       // The same bits on every run.
       EXPECT_TRUE(same(linear(xg, w, bg), linear(xg, w, bg)));
+    }
+  }
+}
+
+// Both tensor-core kernels where both run (sparse wgmma is Hopper's; mma.sp
+// runs everywhere), on shapes that leave partial tiles of either kernel
+// (wgmma: 256 rows of W by 128 of x, steps of 64 columns), against the CPU.
+TEST_F(Nm24MmaTest, EachKernelMatchesTheCpuTwin) {
+  SKIP_WITHOUT_CUDA();
+  struct Case {
+    int64_t batch, out, in;
+  };
+  uint64_t seed = 50;
+  for (DType dtype : kHalf) {
+    for (const Case& c : {Case{300, 320, 192}, Case{129, 512, 64}, Case{1, 64, 448}}) {
+      const Tensor w = weight(c.out, c.in, dtype, ++seed, true);
+      const Tensor x = random_dense({c.batch, c.in}, ++seed).to(dtype);
+      const Tensor dy = random_dense({c.batch, c.out}, ++seed).to(dtype);
+      const Tensor b = random_dense({c.out}, ++seed).to(dtype);
+      const Tensor wh = to_device(w, Device::cpu());
+      const Tensor xg = to_device(x, kCuda), dyg = to_device(dy, kCuda), bg = to_device(b, kCuda);
+      for (sparse_cuda::Nm24Kernel kernel : {sparse_cuda::Nm24Kernel::kBest, sparse_cuda::Nm24Kernel::kMmaSp}) {
+        const char* name = kernel == sparse_cuda::Nm24Kernel::kBest ? "best" : "mma.sp";
+        EXPECT_TRUE(near(sparse_cuda::nm24_linear(xg, w, bg, true, kernel), linear_relu(x, wh, b), dtype))
+            << name << " " << dtype_name(dtype) << " " << c.batch << "x" << c.out << "x" << c.in;
+        EXPECT_TRUE(near(sparse_cuda::nm24_matmul(dyg, w, kernel), matmul(dy, wh), dtype))
+            << name << " " << dtype_name(dtype) << " " << c.batch << "x" << c.out << "x" << c.in;
+      }
     }
   }
 }

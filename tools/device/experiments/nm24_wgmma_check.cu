@@ -48,9 +48,10 @@ using T = __nv_bfloat16;
 namespace {
 
 struct Weight {
-  std::vector<T> values;    // [rows, cols / 2]
-  std::vector<uint16_t> meta;  // [rows, cols / 16]
-  std::vector<float> dense;    // [rows, cols]
+  std::vector<T> values;         // [rows, cols / 2]
+  std::vector<uint16_t> meta;    // [rows, cols / 16]
+  std::vector<float> dense;      // [rows, cols]
+  std::vector<uint8_t> indices;  // [rows, cols / 2]
 };
 
 Weight random_weight(int64_t rows, int64_t cols, std::mt19937& rng) {
@@ -60,12 +61,14 @@ Weight random_weight(int64_t rows, int64_t cols, std::mt19937& rng) {
   w.values.resize(rows * cols / 2);
   w.meta.assign(rows * cols / 16, 0);
   w.dense.assign(rows * cols, 0.0f);
+  w.indices.resize(rows * cols / 2);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t grp = 0; grp < cols / 4; ++grp) {
       const int* pr = pairs[rng() % 6];
       for (int s = 0; s < 2; ++s) {
         const T v = __float2bfloat16(u(rng));
         w.values[r * cols / 2 + grp * 2 + s] = v;
+        w.indices[r * cols / 2 + grp * 2 + s] = static_cast<uint8_t>(pr[s]);
         w.dense[r * cols + grp * 4 + pr[s]] = __bfloat162float(v);
       }
       w.meta[r * cols / 16 + grp / 4] |= static_cast<uint16_t>((pr[0] | (pr[1] << 2)) << (4 * (grp % 4)));
@@ -80,6 +83,13 @@ V* to_device(const std::vector<V>& h) {
   CHECK(cudaMalloc(&d, h.size() * sizeof(V) + 16));
   CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(V), cudaMemcpyHostToDevice));
   return d;
+}
+
+uint32_t* wgmma_meta(const uint16_t* meta, int64_t rows, int64_t cols) {
+  uint32_t* out = nullptr;
+  CHECK(cudaMalloc(&out, coppice::sparse_cuda::nm24_wgmma_metadata_words(rows, cols) * 4));
+  coppice::sparse_cuda::nm24_wgmma_metadata(meta, out, rows, cols, nullptr);
+  return out;
 }
 
 struct Run {
@@ -109,7 +119,8 @@ bool check_small(int64_t m, int64_t rows, int64_t cols, bool with_bias, bool rel
   for (auto& v : bias) v = __float2bfloat16(u(rng));
   Run run{to_device(x), to_device(w.values), to_device(bias), nullptr, to_device(w.meta)};
   CHECK(cudaMalloc(&run.out, m * rows * sizeof(T)));
-  coppice::sparse_cuda::nm24_product_wgmma<T>(run.args(m, rows, cols, with_bias, relu), nullptr);
+  uint32_t* wm = wgmma_meta(run.meta, rows, cols);
+  coppice::sparse_cuda::nm24_product_wgmma<T>(run.args(m, rows, cols, with_bias, relu), wm, nullptr);
   CHECK(cudaDeviceSynchronize());
   std::vector<T> got(m * rows);
   CHECK(cudaMemcpy(got.data(), run.out, got.size() * sizeof(T), cudaMemcpyDeviceToHost));
@@ -153,9 +164,10 @@ bool check_small(int64_t m, int64_t rows, int64_t cols, bool with_bias, bool rel
                     __bfloat162float(got[i * rows + r]), want);
       }
   }
-  std::printf("{\"check\": \"host\", \"m\": %lld, \"rows\": %lld, \"cols\": %lld, \"bias\": %d, \"relu\": %d, "
-              "\"max_rel_error\": %.3g, \"ok\": %s}\n",
-              (long long)m, (long long)rows, (long long)cols, with_bias, relu, worst, ok ? "true" : "false");
+  std::printf(
+      "{\"check\": \"host\", \"m\": %lld, \"rows\": %lld, \"cols\": %lld, \"bias\": %d, \"relu\": %d, "
+      "\"max_rel_error\": %.3g, \"ok\": %s}\n",
+      (long long)m, (long long)rows, (long long)cols, with_bias, relu, worst, ok ? "true" : "false");
   cudaFree(run.x);
   cudaFree(run.values);
   cudaFree(run.bias);
@@ -194,13 +206,15 @@ bool check_large(int64_t m, int64_t rows, int64_t cols, std::mt19937& rng) {
   cublasHandle_t h;
   cublasCreate(&h);
   const float one = 1, zero = 0;
-  // ref [m, rows] row-major = x [m, cols] @ dense^T: column-major ref^T [rows, m] = dense (col-major [cols, rows])^T x^T.
+  // ref [m, rows] row-major = x [m, cols] @ dense^T: column-major ref^T [rows, m] = dense (col-major [cols, rows])^T
+  // x^T.
   auto blas = [&] {
-    cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, rows, m, cols, &one, d_dense, CUDA_R_16BF, cols, run.x, CUDA_R_16BF,
-                 cols, &zero, ref, CUDA_R_16BF, rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, rows, m, cols, &one, d_dense, CUDA_R_16BF, cols, run.x, CUDA_R_16BF, cols,
+                 &zero, ref, CUDA_R_16BF, rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   };
   const auto args = run.args(m, rows, cols, false, false);
-  auto wgmma = [&] { coppice::sparse_cuda::nm24_product_wgmma<T>(args, nullptr); };
+  uint32_t* wm = wgmma_meta(run.meta, rows, cols);
+  auto wgmma = [&] { coppice::sparse_cuda::nm24_product_wgmma<T>(args, wm, nullptr); };
   auto mma_sp = [&] { coppice::sparse_cuda::nm24_product<T>(args, nullptr); };
   blas();
   wgmma();
@@ -214,13 +228,32 @@ bool check_large(int64_t m, int64_t rows, int64_t cols, std::mt19937& rng) {
     worst = std::fmax(worst, std::fabs(a - b) / (1.0 + std::fabs(b)));
   }
   const bool ok = worst < 3e-2;
+  // dx's preparation of W^T at every call: the transposed pack (valid only
+  // for transposable patterns; here only its time counts) and the wgmma
+  // metadata order.
+  uint8_t* d_idx = to_device(w.indices);
+  T* values_t = nullptr;
+  uint16_t* meta_t = nullptr;
+  CHECK(cudaMalloc(&values_t, rows * cols));
+  CHECK(cudaMalloc(&meta_t, rows * cols / 8));
+  auto pack = [&] {
+    coppice::sparse_cuda::nm24_pack_transposed<T>(run.values, d_idx, values_t, meta_t, rows, cols, nullptr);
+  };
+  auto reorder = [&] { coppice::sparse_cuda::nm24_wgmma_metadata(run.meta, wm, rows, cols, nullptr); };
+  const float t_pack = time_ms(pack), t_reorder = time_ms(reorder);
+  std::printf("{\"prepare_dx\": \"%lldx%lld\", \"transposed_pack_ms\": %.4f, \"wgmma_metadata_ms\": %.4f}\n",
+              (long long)rows, (long long)cols, t_pack, t_reorder);
+  cudaFree(d_idx);
+  cudaFree(values_t);
+  cudaFree(meta_t);
   const float t_blas = time_ms(blas), t_wgmma = time_ms(wgmma), t_mma = time_ms(mma_sp);
   const double flops = 2.0 * m * rows * cols;
-  std::printf("{\"check\": \"cublas\", \"m\": %lld, \"rows\": %lld, \"cols\": %lld, \"max_rel_error\": %.3g, "
-              "\"ok\": %s, \"cublas_ms\": %.4f, \"wgmma_ms\": %.4f, \"mma_sp_ms\": %.4f, "
-              "\"wgmma_over_cublas\": %.2f, \"mma_sp_over_cublas\": %.2f, \"wgmma_dense_equiv_tflops\": %.0f}\n",
-              (long long)m, (long long)rows, (long long)cols, worst, ok ? "true" : "false", t_blas, t_wgmma, t_mma,
-              t_blas / t_wgmma, t_blas / t_mma, flops / (t_wgmma * 1e-3) / 1e12);
+  std::printf(
+      "{\"check\": \"cublas\", \"m\": %lld, \"rows\": %lld, \"cols\": %lld, \"max_rel_error\": %.3g, "
+      "\"ok\": %s, \"cublas_ms\": %.4f, \"wgmma_ms\": %.4f, \"mma_sp_ms\": %.4f, "
+      "\"wgmma_over_cublas\": %.2f, \"mma_sp_over_cublas\": %.2f, \"wgmma_dense_equiv_tflops\": %.0f}\n",
+      (long long)m, (long long)rows, (long long)cols, worst, ok ? "true" : "false", t_blas, t_wgmma, t_mma,
+      t_blas / t_wgmma, t_blas / t_mma, flops / (t_wgmma * 1e-3) / 1e12);
   cublasDestroy(h);
   cudaFree(run.x);
   cudaFree(run.values);
