@@ -157,6 +157,17 @@ Tensor nm_from_mask(const Tensor& dense, const Tensor& mask, int64_t n, int64_t 
   COPPICE_CHECK(mask.shape() == dense.shape(), op, ": mask of shape ", shape_to_string(mask.shape()),
                 " for a tensor of shape ", shape_to_string(dense.shape()));
   check_same_device({dense, mask}, op);
+  // 2:4 on a device with its own kernel: nothing leaves the device but the
+  // index of a group that keeps too many (then the host loop below names it).
+  if (n == 2 && m == 4 && !dense.device().is_cpu()) {
+    if (const Kernel* k =
+            Dispatcher::instance().find("nm24_compress_masked", dense.device().type, {"dense", "dense"})) {
+      const std::vector<Tensor> parts = (*k)({dense, mask}, Attrs());
+      if (parts[2].to(Device::cpu()).data<int64_t>()[0] < 0) {
+        return Tensor(std::make_shared<NmImpl>(parts[0], parts[1], dense.shape(), n, m, new_pattern_version()));
+      }
+    }
+  }
   std::vector<uint8_t> keep = host_mask(mask);
   const int64_t numel = dense.numel(), ngroups = numel / m, groups = dense.shape().back() / m;
   std::vector<int64_t> source(static_cast<size_t>(ngroups * n)), pos(source.size());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/cpu/parallel.h"
+#include "tensor/dispatcher.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -102,6 +103,15 @@ void check_input(const Tensor& w, int64_t n, int64_t m) {
 
 Tensor transposable_nm_mask(const Tensor& w, int64_t n, int64_t m) {
   check_input(w, n, m);
+  // 2:4 on a device with its own kernel (sparse/cuda, the same selection bit
+  // for bit); every other case on the host. The host pass over a 4096 x 4096
+  // weight, a round trip included, made SR-STE's step with transposable masks
+  // take seconds on the GPU.
+  if (n == 2 && m == 4 && !w.device().is_cpu()) {
+    if (const Kernel* k = Dispatcher::instance().find("nm24_transposable_mask", w.device().type, {"dense"})) {
+      return (*k)({w}, Attrs())[0];
+    }
+  }
   Combinations combos;
   std::vector<int64_t> prefix;
   list_combinations(n, m, 0, prefix, combos);

@@ -28,8 +28,9 @@ inline constexpr int64_t kMaxTransposableM = 4;
 // choice of n columns, listed lexicographically (for 2:4: {0,1}, {0,2},
 // {0,3}, {1,2}, {1,3}, {2,3}), and patterns ordered by row 0's choice, then
 // row 1's, and so on (an all-zero 2:4 tile keeps {0,1}, {0,1}, {2,3}, {2,3}).
-// Computed on the CPU; a tensor on another device comes back, and its mask
-// goes there.
+// 2:4 on a CUDA tensor runs on the device (the same selection, bit for bit);
+// otherwise computed on the CPU: a tensor on another device comes back, and
+// its mask goes there.
 Tensor transposable_nm_mask(const Tensor& w, int64_t n = 2, int64_t m = 4);
 
 }  // namespace coppice

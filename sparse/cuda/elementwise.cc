@@ -4,8 +4,9 @@
 // CUDA kernels over the values and index parts, which stay on the device:
 //  - zero-preserving unary ops and sparse ** scalar act on values();
 //  - sparse * dense and sparse / dense sample the dense operand at each
-//    slot's flat position (device_positions, cached per pattern version);
-//    slots that store nothing (Blocked-ELL padding, masked-out elements) get 0;
+//    slot's flat position (device_positions, cached per pattern version;
+//    n:m by one gather, nm_products.h); slots that store nothing
+//    (Blocked-ELL padding, masked-out elements) get 0;
 //  - sparse +- dense and sums go through to_dense (their results are dense;
 //    to_dense adds an uncoalesced COO's duplicates);
 //  - COO +- COO concatenates the entries; CSR +- CSR is the CSR of both entry
@@ -16,6 +17,7 @@
 
 #include "sparse/convert.h"
 #include "sparse/cuda/csr_view.h"
+#include "sparse/cuda/nm_products.h"
 #include "sparse/formats.h"
 #include "sparse/ops/value_kernels.h"
 #include "tensor/dispatcher.h"
@@ -42,6 +44,12 @@ SparseDensePair sparse_dense_pair(const std::vector<Tensor>& in, std::string_vie
 Tensor sample(const SparseDensePair& p, std::string_view op) {
   const Tensor& s = p.sparse;
   const Tensor vals = values(s).contiguous();
+  if (s.layout() == Layout::kNm && p.dense.shape() == s.shape() && is_floating(p.dense.dtype())) {
+    // Every n:m slot stores a position: one gather, no position map.
+    const Tensor d = nm_sample(p.dense, s);
+    const Tensor a = p.sparse_first ? vals : d, b = p.sparse_first ? d : vals;
+    return with_values(s, op == "mul" ? mul(a, b) : div(a, b));
+  }
   const Tensor pos = device_positions(s, op).reshape(vals.shape());
   const Tensor stored = ge(pos, 0.0);
   const Tensor flat = p.dense.expand(s.shape()).contiguous().reshape({s.numel()});

@@ -61,6 +61,23 @@ template <typename T>
 void nm24_select(const T* dense, T* values, uint8_t* indices, uint16_t* meta, int64_t rows, int64_t cols,
                  cudaStream_t stream);
 
+// nm_compress(dense, mask, 2, 4) on the device: each group of four of dense
+// [rows, cols] keeps the entries mask keeps and explicit zeros at its lowest
+// free positions up to two, written as NmImpl parts (values, u8 indices
+// [rows, cols / 2]). A group keeping more than two lowers *bad_group (a u64
+// on the device, set to ~0 before) to its index and writes nothing. T is
+// float, double, __nv_bfloat16 or __half.
+template <typename T>
+void nm24_select_masked(const T* dense, const bool* mask, T* values, uint8_t* indices, int64_t rows, int64_t cols,
+                        unsigned long long* bad_group, cudaStream_t stream);
+
+// The transposable 2:4 mask of w [rows, cols] (4 dividing both) on the
+// device, bit for bit what transposable_nm_mask computes on the host
+// (sparse/nm_transposable.h: the same patterns, order, f64 scores and ties).
+// T is float, double, __nv_bfloat16 or __half.
+template <typename T>
+void nm24_transposable_mask(const T* w, bool* mask, int64_t rows, int64_t cols, cudaStream_t stream);
+
 // values[r, g*n + s] = product[r, g*m + indices[r, g*n + s]] for an n:m
 // pattern over product [rows, cols] (the SDDMM of a pattern whose product is
 // computed densely). T is float, double, __nv_bfloat16 or __half.

@@ -34,6 +34,19 @@ void by_half_dtype(DType dtype, F f) {
   }
 }
 
+// Calls f with a value of the kernels' element type for `dtype` (f32, f64,
+// bf16, f16).
+template <typename F>
+void by_floating_dtype(DType dtype, std::string_view op, F f) {
+  switch (dtype) {
+    case DType::kF32: f(float{}); break;
+    case DType::kF64: f(double{}); break;
+    case DType::kBF16: f(__nv_bfloat16{}); break;
+    case DType::kF16: f(__half{}); break;
+    default: fail(op, ": no n:m kernel for ", dtype_name(dtype));
+  }
+}
+
 // S's metadata words (u8 [rows, cols / 8], the bytes of u16 [rows, cols / 16]),
 // built once per pattern.
 Tensor metadata_of(const Tensor& s, const NmImpl& nm) {
@@ -132,8 +145,46 @@ std::vector<Tensor> nm24_compress_kernel(const std::vector<Tensor>& in, const At
   return {values, indices};
 }
 
+// transposable_nm_mask on the device for 2:4 (sparse/nm_transposable.h): the
+// CPU twin's selection, one thread per 4 x 4 tile.
+std::vector<Tensor> nm24_transposable_mask_kernel(const std::vector<Tensor>& in, const Attrs&) {
+  const Tensor w = in[0].contiguous();
+  Tensor mask = empty(w.shape(), TensorOptions(DType::kBool, w.device()));
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    nm24_transposable_mask<T>(static_cast<const T*>(w.data_ptr()), mask.data<bool>(), w.size(0), w.size(1),
+                              stream_of(w));
+  };
+  by_floating_dtype(w.dtype(), "transposable_nm_mask", run);
+  return {mask};
+}
+
+// nm_compress(dense, mask, 2, 4) on the device: outputs values, indices and
+// the first group keeping more than two (i64 [1], -1 if none) for the
+// caller's error.
+std::vector<Tensor> nm24_compress_masked_kernel(const std::vector<Tensor>& in, const Attrs&) {
+  const Tensor dense = in[0].contiguous(), mask = in[1].contiguous();
+  const int64_t cols = dense.shape().back(), rows = dense.numel() / cols;
+  Shape vshape = dense.shape();
+  vshape.back() = cols / 2;
+  Tensor values = empty(vshape, TensorOptions(dense.dtype(), dense.device()));
+  Tensor indices = empty(vshape, TensorOptions(DType::kU8, dense.device()));
+  Tensor bad = full({1}, -1.0, TensorOptions(DType::kI64, dense.device()));  // ~0 as u64
+  by_floating_dtype(dense.dtype(), "nm_compress", [&](auto tag) {
+    using T = decltype(tag);
+    nm24_select_masked<T>(static_cast<const T*>(dense.data_ptr()), mask.data<bool>(),
+                          static_cast<T*>(values.data_ptr()), indices.data<uint8_t>(), rows, cols,
+                          static_cast<unsigned long long*>(bad.data_ptr()), stream_of(dense));
+  });
+  return {values, indices, bad};
+}
+
 const bool kRegistered = [] {
+  Dispatcher::instance().register_kernel("nm24_compress_masked", DeviceType::kCuda, {"dense", "dense"},
+                                         nm24_compress_masked_kernel);
   Dispatcher::instance().register_kernel("nm24_compress", DeviceType::kCuda, {"dense"}, nm24_compress_kernel);
+  Dispatcher::instance().register_kernel("nm24_transposable_mask", DeviceType::kCuda, {"dense"},
+                                         nm24_transposable_mask_kernel);
   return true;
 }();
 
@@ -179,19 +230,6 @@ Tensor nm24_matmul(const Tensor& x, const Tensor& s, Nm24Kernel kernel) {
   return product(x, wt.values, wt.metadata, s.size(1), s.size(0), Tensor(), false, "", kernel);
 }
 
-// Calls f with a value of the kernels' element type for `dtype` (f32, f64,
-// bf16, f16).
-template <typename F>
-void by_floating_dtype(DType dtype, std::string_view op, F f) {
-  switch (dtype) {
-    case DType::kF32: f(float{}); break;
-    case DType::kF64: f(double{}); break;
-    case DType::kBF16: f(__nv_bfloat16{}); break;
-    case DType::kF16: f(__half{}); break;
-    default: fail(op, ": no n:m kernel for ", dtype_name(dtype));
-  }
-}
-
 Tensor nm_dense(const Tensor& s) {
   const NmImpl& nm = nm_impl(s, "nm_dense");
   const int64_t cols = s.shape().back(), rows = cols == 0 ? 0 : s.numel() / cols;
@@ -201,6 +239,19 @@ Tensor nm_dense(const Tensor& s) {
     nm_scatter<T>(static_cast<const T*>(nm.values().data_ptr()), nm.indices().data<uint8_t>(),
                   static_cast<T*>(out.data_ptr()), rows, cols, static_cast<int>(nm.n()), static_cast<int>(nm.m()),
                   stream_of(s));
+  });
+  return out;
+}
+
+Tensor nm_sample(const Tensor& dense_in, const Tensor& pattern) {
+  const NmImpl& nm = nm_impl(pattern, "nm_sample");
+  const Tensor dense = dense_in.contiguous();
+  Tensor out = empty(nm.values().shape(), TensorOptions(dense.dtype(), dense.device()));
+  const int64_t cols = pattern.shape().back(), rows = cols == 0 ? 0 : pattern.numel() / cols;
+  by_floating_dtype(dense.dtype(), "nm_sample", [&](auto tag) {
+    using T = decltype(tag);
+    nm_gather<T>(static_cast<const T*>(dense.data_ptr()), nm.indices().data<uint8_t>(), static_cast<T*>(out.data_ptr()),
+                 rows, cols, static_cast<int>(nm.n()), static_cast<int>(nm.m()), stream_of(dense));
   });
   return out;
 }

@@ -8,7 +8,9 @@
 #   device run, carry [".devq"], command  GPT_STEPS=1500 tools/device/run_gpt.sh train gpt_dense gpt_bsr_static_90
 #   device run (same warm machine), command  tools/device/run_gpt.sh eval gpt_dense
 #
-# bench: `bench train --models gpt` (dense and BSR 90/95/98 %, bf16) and
+# bench: `bench train --models gpt` (dense and BSR 90/95/98 %, bf16; other
+#        formats with GPT_FORMATS, e.g. dense,nm for the 2:4 tensor-core path,
+#        and GPT_TORCH_FORMATS for PyTorch's side) and
 #        torch_train.py's gpt (dense and masked) in one call -> gpt_step.md,
 #        and one profiled step of each (COPPICE_PROFILE=1);
 #        `bench attention` beside torch_reference.py attention -> attention.md.
@@ -37,9 +39,11 @@ what=${1:-bench}
 shift || true
 case "$what" in
   bench)
-    timeout 300 .devbin/bench train --device cuda --models gpt --formats dense,bsr --modes bf16 --steps 5 --warmup 2 \
+    timeout 300 .devbin/bench train --device cuda --models gpt --formats "${GPT_FORMATS:-dense,bsr}" --modes bf16 \
+      --steps 5 --warmup 2 \
       --json "$OUT/gpt_coppice.json" > "$OUT/bench_gpt.log" 2>&1 || say "bench train gpt: exit $?"
-    PYTHONUNBUFFERED=1 timeout 240 python3 $PACK/torch_train.py --device cuda --models gpt --formats dense,bsr \
+    PYTHONUNBUFFERED=1 timeout 240 python3 $PACK/torch_train.py --device cuda --models gpt \
+      --formats "${GPT_TORCH_FORMATS:-dense,bsr}" \
       --modes bf16 --steps 5 --warmup 2 --json "$OUT/gpt_torch.json" > "$OUT/torch_gpt.log" 2>&1 || say "torch gpt: exit $?"
     python3 $PACK/train_compare.py --coppice "$OUT/gpt_coppice.json" --torch "$OUT/gpt_torch.json" > "$OUT/gpt_step.md" 2>&1
     tee -a "$SUMMARY" < "$OUT/gpt_step.md"

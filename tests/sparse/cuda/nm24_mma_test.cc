@@ -102,6 +102,54 @@ TEST_F(Nm24MmaTest, SelectionOnTheDeviceMatchesTheHost) {
   }
 }
 
+// The transposable 2:4 mask on the device is the host's, bit for bit:
+// random weights, a tile of zeros (every pattern ties), NaN, infinities and
+// equal magnitudes, in every floating dtype.
+TEST_F(Nm24MmaTest, TransposableMaskOnTheDeviceMatchesTheHost) {
+  SKIP_WITHOUT_CUDA();
+  Tensor dense = random_dense({64, 128}, 21);
+  std::vector<double> v = dense.to_vector<double>();
+  for (int r = 0; r < 4; ++r)
+    for (int j = 0; j < 4; ++j) v[static_cast<size_t>(r * 128 + j)] = 0.0;  // tile (0, 0): all zero
+  v[4] = std::nan(""), v[128 + 5] = std::numeric_limits<double>::infinity(), v[256 + 6] = -1.5, v[384 + 7] = 1.5;
+  for (int j = 8; j < 12; ++j) v[static_cast<size_t>(j)] = 2.0;  // equal magnitudes in a row
+  v[128 + 8] = -2.0;
+  dense = from_vector(v, {64, 128});
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    const Tensor w = dense.to(dtype);
+    const Tensor host = transposable_nm_mask(w);
+    const Tensor gpu = transposable_nm_mask(to_device(w, kCuda));
+    EXPECT_TRUE(gpu.device().is_cuda());
+    EXPECT_EQ(gpu.to(Device::cpu()).to(DType::kU8).to_vector<uint8_t>(), host.to(DType::kU8).to_vector<uint8_t>())
+        << dtype_name(dtype);
+  }
+}
+
+// nm_compress with a mask on the device is the host's: the kept entries,
+// explicit zeros where a group keeps fewer than two, and the same error where
+// one keeps more.
+TEST_F(Nm24MmaTest, MaskedCompressionOnTheDeviceMatchesTheHost) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor dense = random_dense({32, 64}, 31);
+  std::vector<double> keep = transposable_nm_mask(dense).to(DType::kF64).to_vector<double>();
+  keep[0] = keep[1] = keep[2] = keep[3] = 0.0;       // group 0 keeps none: zeros at 0 and 1
+  keep[4] = 1.0, keep[5] = keep[6] = keep[7] = 0.0;  // group 1 keeps one
+  const Tensor mask = ne(from_vector(keep, {32, 64}), 0.0);
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    const Tensor host = nm_compress(dense.to(dtype), mask, 2, 4);
+    const Tensor gpu = nm_compress(to_device(dense.to(dtype), kCuda), to_device(mask, kCuda), 2, 4);
+    EXPECT_EQ(bytes(nm_impl(gpu, "test").indices()), bytes(nm_impl(host, "test").indices())) << dtype_name(dtype);
+    EXPECT_TRUE(same(values(gpu), values(host))) << dtype_name(dtype);
+  }
+  std::vector<double> three = keep;
+  three[4 * 9] = three[4 * 9 + 1] = three[4 * 9 + 2] = 1.0;  // group 9 keeps three
+  const Tensor bad = to_device(ne(from_vector(three, {32, 64}), 0.0), kCuda);
+  try {
+    nm_compress(to_device(dense, kCuda), bad, 2, 4);
+    ADD_FAILURE() << "a group keeping three of four was accepted";
+  } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("group 9 of row 0"), std::string::npos) << e.what(); }
+}
+
 // x @ W^T (+ bias) (relu) against the CPU product of the same 16-bit values.
 TEST_F(Nm24MmaTest, LinearMatchesTheCpuTwin) {
   SKIP_WITHOUT_CUDA();
