@@ -183,6 +183,10 @@ const bool kRegistered = [] {
   Dispatcher::instance().register_kernel("nm24_compress_masked", DeviceType::kCuda, {"dense", "dense"},
                                          nm24_compress_masked_kernel);
   Dispatcher::instance().register_kernel("nm24_compress", DeviceType::kCuda, {"dense"}, nm24_compress_kernel);
+  // NmImpl::to_dense on CUDA: the one-kernel decompression (nm_dense).
+  Dispatcher::instance().register_kernel(
+      "nm_to_dense", DeviceType::kCuda, {"nm"},
+      [](const std::vector<Tensor>& in, const Attrs&) { return std::vector<Tensor>{nm_dense(in[0])}; });
   Dispatcher::instance().register_kernel("nm24_transposable_mask", DeviceType::kCuda, {"dense"},
                                          nm24_transposable_mask_kernel);
   return true;
