@@ -7,6 +7,7 @@
 #include <string>
 #include <system_error>
 
+#include "distributed/job_token.h"
 #include "tensor/error.h"
 
 namespace coppice {
@@ -49,6 +50,42 @@ absl::StatusOr<std::optional<int>> read_int(const Getenv& getenv, const char* na
   }
   if (value < 0) return bad(str_cat(name, "=", s, " is negative"));
   return std::optional<int>(static_cast<int>(value));
+}
+
+// `value` in quotes, cut to a readable length with its size when long.
+std::string quoted(const std::string& value) {
+  constexpr size_t kShown = 40;
+  if (value.size() <= kShown) return str_cat("'", value, "'");
+  return str_cat("'", value.substr(0, kShown), "...' (", value.size(), " bytes)");
+}
+
+// The job token: checked whenever set (never quoted), needed above one rank.
+absl::Status read_job_token(const Getenv& getenv, LaunchEnv* env) {
+  const char* token = getenv("COPPICE_JOB_TOKEN");
+  if (token == nullptr) {
+    if (env->world_size == 1) return absl::OkStatus();
+    return bad(str_cat("COPPICE_JOB_TOKEN is not set (a world of ", env->world_size,
+                       " ranks needs the same secret on every rank: tools/launch sets one; before srun or mpirun, "
+                       "export COPPICE_JOB_TOKEN=$(openssl rand -hex 16))"));
+  }
+  if (*token == '\0') return bad("COPPICE_JOB_TOKEN is set but empty");
+  if (std::string problem = job_token_problem(token); !problem.empty()) {
+    return bad(str_cat("COPPICE_JOB_TOKEN ", problem));
+  }
+  env->job_token = token;
+  return absl::OkStatus();
+}
+
+absl::Status read_bind(const Getenv& getenv, LaunchEnv* env) {
+  const char* bind = getenv("COPPICE_RENDEZVOUS_BIND");
+  if (bind == nullptr) return absl::OkStatus();
+  const std::string value(bind);
+  if (value != "addr" && value != "any") {
+    return bad(str_cat("COPPICE_RENDEZVOUS_BIND=", quoted(value),
+                       " is not 'addr' (listen on MASTER_ADDR's address, the default) or 'any' (every interface)"));
+  }
+  env->rendezvous_bind_any = value == "any";
+  return absl::OkStatus();
 }
 
 struct Read {
@@ -162,6 +199,8 @@ absl::StatusOr<LaunchEnv> launch_env_from(const Getenv& getenv) {
     }
     env.master_addr = "127.0.0.1";
   }
+  if (absl::Status st = read_job_token(getenv, &env); !st.ok()) return st;
+  if (absl::Status st = read_bind(getenv, &env); !st.ok()) return st;
   return env;
 }
 

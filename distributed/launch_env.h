@@ -22,6 +22,18 @@
 // 127.0.0.1. MASTER_PORT has no fallback: a world of more than one rank needs it.
 // With a world of one, master_addr is "" and master_port 0 unless they are set.
 //
+// COPPICE_JOB_TOKEN is the job's secret, presented by every rank at the
+// rendezvous (distributed/job_token.h: 16 to 256 printable ASCII characters,
+// no spaces). A world of more than one rank needs it, the same on every rank:
+// tools/launch makes one; under srun or mpirun, export it before starting
+// them (`export COPPICE_JOB_TOKEN=$(openssl rand -hex 16)`: both pass the
+// environment on). It is checked whenever it is set, and never quoted in an
+// error.
+//
+// COPPICE_RENDEZVOUS_BIND says where rank 0 listens: `addr` (the default:
+// MASTER_ADDR's own address) or `any` (every interface, for rank 0 behind NAT
+// or in a container whose published address is not its own).
+//
 // Every error is one line naming the variable, e.g.
 //   "launch env: RANK=4 is not less than WORLD_SIZE=4".
 #pragma once
@@ -43,9 +55,11 @@ struct LaunchEnv {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
-  int local_world_size = 1;  // 0: the launcher did not say
-  std::string master_addr;   // "" only when world_size == 1 and none was set
-  int master_port = 0;       // 0 only when world_size == 1 and none was set
+  int local_world_size = 1;          // 0: the launcher did not say
+  std::string master_addr;           // "" only when world_size == 1 and none was set
+  int master_port = 0;               // 0 only when world_size == 1 and none was set
+  std::string job_token;             // "" only when world_size == 1 and none was set
+  bool rendezvous_bind_any = false;  // COPPICE_RENDEZVOUS_BIND=any
   Launcher launcher = Launcher::kNone;
 };
 

@@ -34,15 +34,17 @@ struct NcclOptions {
   // default stream before it counts too) and the destructor's wait for
   // outstanding work.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
-  // Bounds the rendezvous and the communicator's init (every rank must have
-  // started by then), kept apart because starting a job can take far longer
-  // than any one collective.
+  // Bounds the rendezvous and, again, the communicator's init (every rank
+  // must have started by then); a field of its own because starting a job
+  // may take longer than any one collective. The trainer sets both from
+  // distributed.timeout_s.
   std::chrono::milliseconds init_timeout{std::chrono::seconds(300)};
 };
 
 // The communicator of rank env.rank of env.world_size on GPU `cuda_device`.
 // Rank 0 makes NCCL's unique id and hands it to the others over TCP at
-// env.master_addr:env.master_port (distributed/tcp_rendezvous.h); then every
+// env.master_addr:env.master_port, to ranks presenting env.job_token
+// (distributed/tcp_rendezvous.h); then every
 // rank joins the NCCL communicator. Collective over the job: every rank
 // calls it. Makes `cuda_device` the calling thread's current CUDA device (a
 // rank process works on one GPU). Throws coppice::Error naming the rank and

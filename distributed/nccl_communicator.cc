@@ -621,6 +621,10 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, int c
     spec.master_port = env.master_port;
     spec.rank = env.rank;
     spec.world_size = env.world_size;
+    spec.job_token = env.job_token;
+    spec.bind_all_interfaces = env.rendezvous_bind_any;
+    // local_world_size 0: the launcher did not say.
+    spec.ranks_on_other_machines = env.local_world_size > 0 && env.local_world_size < env.world_size;
     spec.timeout = options.init_timeout;
     absl::StatusOr<std::string> got = rendezvous_broadcast(spec, id);
     if (!got.ok()) fail("nccl: ", std::string(got.status().message()));

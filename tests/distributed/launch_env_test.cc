@@ -19,6 +19,15 @@ absl::StatusOr<LaunchEnv> from(const Vars& vars) {
   });
 }
 
+// Every case's ranks carry a token unless the case says otherwise (the
+// token's own cases are below).
+const char kTestToken[] = "0123456789abcdef0123456789abcdef";
+
+Vars with_token(Vars vars) {
+  vars.emplace("COPPICE_JOB_TOKEN", kTestToken);
+  return vars;
+}
+
 struct OkCase {
   const char* name;
   Vars vars;
@@ -29,8 +38,10 @@ class LaunchEnvOk : public ::testing::TestWithParam<OkCase> {};
 
 TEST_P(LaunchEnvOk, Reads) {
   const OkCase& c = GetParam();
-  auto env = from(c.vars);
+  auto env = from(with_token(c.vars));
   ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->job_token, kTestToken);
+  EXPECT_FALSE(env->rendezvous_bind_any);
   EXPECT_EQ(env->rank, c.want.rank);
   EXPECT_EQ(env->world_size, c.want.world_size);
   EXPECT_EQ(env->local_rank, c.want.local_rank);
@@ -136,7 +147,13 @@ TEST_P(LaunchEnvErr, Fails) {
   EXPECT_EQ(std::string(env.status().message()).find('\n'), std::string::npos);
 }
 
-const Vars kTwo = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}};
+const Vars kTwo = {
+    {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}, {"COPPICE_JOB_TOKEN", kTestToken}};
+
+Vars without(Vars base, const std::string& name) {
+  base.erase(name);
+  return base;
+}
 
 Vars with(Vars base, const Vars& extra) {
   for (const auto& [k, v] : extra) base[k] = v;
@@ -195,6 +212,28 @@ INSTANTIATE_TEST_SUITE_P(
         ErrCase{"ompi_and_pmi_disagree",
                 {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"}, {"PMI_RANK", "2"}, {"PMI_SIZE", "3"}},
                 "launch env: OMPI_COMM_WORLD_RANK=1 and PMI_RANK=2 disagree (both launchers report a world of 3)"},
+        ErrCase{"token_missing", without(kTwo, "COPPICE_JOB_TOKEN"),
+                "launch env: COPPICE_JOB_TOKEN is not set (a world of 2 ranks needs the same secret on every rank: "
+                "tools/launch sets one; before srun or mpirun, export COPPICE_JOB_TOKEN=$(openssl rand -hex 16))"},
+        ErrCase{"token_empty", with(kTwo, {{"COPPICE_JOB_TOKEN", ""}}),
+                "launch env: COPPICE_JOB_TOKEN is set but empty"},
+        ErrCase{"token_short", with(kTwo, {{"COPPICE_JOB_TOKEN", "hunter2"}}),
+                "launch env: COPPICE_JOB_TOKEN has 7 characters, fewer than 16"},
+        ErrCase{"token_long", with(kTwo, {{"COPPICE_JOB_TOKEN", std::string(300, 'z')}}),
+                "launch env: COPPICE_JOB_TOKEN has 300 characters, more than 256"},
+        ErrCase{"token_with_space", with(kTwo, {{"COPPICE_JOB_TOKEN", "correct horse battery staple"}}),
+                "launch env: COPPICE_JOB_TOKEN holds a space, a control character or a non-ASCII byte (use letters, "
+                "digits and punctuation, e.g. the output of `openssl rand -hex 16`)"},
+        ErrCase{"token_checked_for_one_rank",
+                {{"COPPICE_JOB_TOKEN", "short"}},
+                "launch env: COPPICE_JOB_TOKEN has 5 characters, fewer than 16"},
+        ErrCase{"bind_unknown", with(kTwo, {{"COPPICE_RENDEZVOUS_BIND", "all"}}),
+                "launch env: COPPICE_RENDEZVOUS_BIND='all' is not 'addr' (listen on MASTER_ADDR's address, the "
+                "default) or 'any' (every interface)"},
+        ErrCase{"bind_long_value_shortened", with(kTwo, {{"COPPICE_RENDEZVOUS_BIND", std::string(1000, 'q')}}),
+                "launch env: COPPICE_RENDEZVOUS_BIND='" + std::string(40, 'q') +
+                    "...' (1000 bytes) is not 'addr' (listen on MASTER_ADDR's address, the default) or 'any' (every "
+                    "interface)"},
         ErrCase{"local_ranks_disagree",
                 with(kTwo, {{"LOCAL_RANK", "0"},
                             {"LOCAL_WORLD_SIZE", "2"},
@@ -203,6 +242,28 @@ INSTANTIATE_TEST_SUITE_P(
                             {"SLURM_LOCALID", "1"}}),
                 "launch env: LOCAL_RANK=0 and SLURM_LOCALID=1 disagree (both launchers report a world of 2)"}),
     [](const ::testing::TestParamInfo<ErrCase>& info) { return std::string(info.param.name); });
+
+TEST(LaunchEnv, TokenAndBind) {
+  auto env = from(with(kTwo, {{"COPPICE_RENDEZVOUS_BIND", "any"}}));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->job_token, kTestToken);
+  EXPECT_TRUE(env->rendezvous_bind_any);
+  env = from(with(kTwo, {{"COPPICE_RENDEZVOUS_BIND", "addr"}}));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_FALSE(env->rendezvous_bind_any);
+  env = from({});  // one process: no token needed
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->job_token, "");
+}
+
+TEST(LaunchEnv, ABadTokenIsNeverQuoted) {
+  for (const std::string& token :
+       {std::string("tiny-secret"), std::string("secret with spaces in it"), std::string(400, 's')}) {
+    auto env = from(with(kTwo, {{"COPPICE_JOB_TOKEN", token}}));
+    ASSERT_FALSE(env.ok());
+    EXPECT_EQ(std::string(env.status().message()).find(token), std::string::npos) << env.status();
+  }
+}
 
 TEST(LaunchEnv, LauncherNames) {
   EXPECT_STREQ(launcher_name(Launcher::kNone), "none");

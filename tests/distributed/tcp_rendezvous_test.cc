@@ -1,7 +1,9 @@
 // Tests for distributed/tcp_rendezvous.h: threads as ranks on a free
 // loopback port: worlds of 1, 2 and 4, binary payloads, a root that starts
 // late, a root that never comes, a peer with the wrong world size, the same
-// rank twice, and garbage on the wire in both directions.
+// rank twice, and garbage on the wire in both directions. Strangers (wrong
+// tokens, silence, garbage, oversized hellos, floods) and where rank 0
+// listens are in tcp_rendezvous_strangers_test.cc.
 #include "distributed/tcp_rendezvous.h"
 
 #include <arpa/inet.h>
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "distributed/rendezvous_wire.h"
 #include "gtest/gtest.h"
 
 namespace coppice {
@@ -34,6 +37,7 @@ RendezvousSpec spec_for(int port, int rank, int world, milliseconds timeout = mi
   s.master_port = port;
   s.rank = rank;
   s.world_size = world;
+  s.job_token = "test-token-0123456789abcdef";
   s.timeout = timeout;
   return s;
 }
@@ -167,6 +171,27 @@ TEST(Rendezvous, BadArguments) {
   EXPECT_FALSE(rendezvous_broadcast(no_addr, "").ok());
 }
 
+TEST(Rendezvous, AWorldAboveOneNeedsAValidToken) {
+  for (int rank : {0, 1}) {
+    RendezvousSpec none = spec_for(1234, rank, 2);
+    none.job_token = "";
+    absl::StatusOr<std::string> got = rendezvous_broadcast(none, "");
+    ASSERT_FALSE(got.ok());
+    EXPECT_NE(message(got.status()).find("no job token"), std::string::npos) << message(got.status());
+    EXPECT_NE(message(got.status()).find("COPPICE_JOB_TOKEN"), std::string::npos) << message(got.status());
+
+    RendezvousSpec short_token = spec_for(1234, rank, 2);
+    short_token.job_token = "s3cret";
+    got = rendezvous_broadcast(short_token, "");
+    ASSERT_FALSE(got.ok());
+    EXPECT_NE(message(got.status()).find("the job token has 6 characters, fewer than 16"), std::string::npos)
+        << message(got.status());
+    EXPECT_EQ(message(got.status()).find("s3cret"), std::string::npos) << message(got.status());
+  }
+  RendezvousSpec alone;  // a world of one needs none
+  EXPECT_TRUE(rendezvous_broadcast(alone, "x").ok());
+}
+
 TEST(Rendezvous, UnresolvableNameTimesOutNamingIt) {
   RendezvousSpec s = spec_for(1234, 1, 2, milliseconds(300));
   s.master_addr = "no-such-host.invalid";
@@ -226,7 +251,7 @@ void fake_root(int port, const std::string& bytes) {
   ASSERT_EQ(::bind(lfd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
   ASSERT_EQ(::listen(lfd, 4), 0);
   const int fd = ::accept(lfd, nullptr, nullptr);
-  char hello[16];
+  char hello[rendezvous_wire::kHelloSize];
   (void)::recv(fd, hello, sizeof(hello), MSG_WAITALL);
   (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   ::shutdown(fd, SHUT_WR);

@@ -288,6 +288,7 @@ TEST(NcclFactories, RendezvousTimeoutNamesTheAddress) {
   env.world_size = 2;
   env.master_addr = "127.0.0.1";
   env.master_port = *port;
+  env.job_token = "nccl-test-token-0123456789";
   EXPECT_ERROR_NAMING(make_nccl_communicator(env, 0, options_with(milliseconds(60000), milliseconds(500))),
                       "nccl: rendezvous: rank 1 could not reach 127.0.0.1:" + std::to_string(*port) + " within 0.5 s");
 }
@@ -531,6 +532,7 @@ TEST(NcclFactories, RendezvousOverTcp) {
     env.local_world_size = world;
     env.master_addr = "127.0.0.1";
     env.master_port = *port;
+    env.job_token = "nccl-test-token-0123456789";
     env.launcher = Launcher::kEnv;
     std::unique_ptr<Communicator> comm = make_nccl_communicator(env, r, options_with(milliseconds(60000)));
     EXPECT_EQ(comm->rank(), r);
