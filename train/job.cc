@@ -285,6 +285,7 @@ TrainingSummary run_job(ValidatedJob validated, const JobRunOptions& opts) {
          " GPU", gpus == 1 ? "" : "s");
   NcclOptions nccl;
   nccl.timeout = timeout_of(d);
+  nccl.init_timeout = nccl.timeout;  // the rendezvous and NCCL's init too, not their 300 s default
   std::unique_ptr<Communicator> comm = make_nccl_communicator(*env, env->local_rank, nccl);
   return run_rank(job, schedule, std::move(validated.model), opts, comm.get(), Device::cuda(env->local_rank));
 }
