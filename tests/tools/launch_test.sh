@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tools/launch: rank prefixes and environment, one failing rank ending the job
-# with its status, a rank that ignores SIGTERM, and SIGINT to the launcher.
+# with its status, a rank that ignores SIGTERM, SIGINT to the launcher, and
+# the job token.
 set -u
 launch="${1:?usage: launch_test.sh path/to/tools/launch}"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -59,7 +60,23 @@ alive=0
 for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
 check "SIGINT: no rank left" [ "$alive" -eq 0 ]
 
-# 5. Usage errors.
+# 5. The job token: a fresh one per launch (32 hex digits), the same on every
+#    rank, never printed by the launcher; the caller's own passed on as it is.
+unset COPPICE_JOB_TOKEN
+"$launch" -n 3 -- sh -c 'echo token $COPPICE_JOB_TOKEN' >"$tmp/out" 2>"$tmp/err"
+check "token: three ranks exit 0" [ $? -eq 0 ]
+tokens=$(sed -n 's/^\[rank [0-2]\] token //p' "$tmp/out" | sort -u)
+check "token: one token shared by the three ranks" [ "$(echo "$tokens" | wc -l)" -eq 1 ]
+check "token: 32 hex digits" sh -c "echo '$tokens' | grep -qxE '[0-9a-f]{32}'"
+check "token: not printed by the launcher" [ ! -s "$tmp/err" ]
+"$launch" -n 1 -- sh -c 'echo token $COPPICE_JOB_TOKEN' >"$tmp/out2" 2>/dev/null
+check "token: another launch, another token" \
+  [ "$(sed -n 's/^\[rank 0\] token //p' "$tmp/out2")" != "$tokens" ]
+COPPICE_JOB_TOKEN=my-own-token-0123456789 "$launch" -n 2 -- sh -c 'echo token $COPPICE_JOB_TOKEN' >"$tmp/out" 2>&1
+check "token: the caller's passed to rank 0" grep -qx '\[rank 0\] token my-own-token-0123456789' "$tmp/out"
+check "token: the caller's passed to rank 1" grep -qx '\[rank 1\] token my-own-token-0123456789' "$tmp/out"
+
+# 6. Usage errors.
 "$launch" -n 0 -- true >/dev/null 2>&1
 check "-n 0 refused" [ $? -ne 0 ]
 "$launch" -n 2 true >/dev/null 2>&1
