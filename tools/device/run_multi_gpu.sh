@@ -204,14 +204,16 @@ say "== fault test: 2 trainer ranks by hand, distributed.timeout_s=20, SIGKILL r
 fault() {
   local d=$W/fault timeout_s=20 margin=25
   mkdir -p "$d"
-  local port
+  local port token
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  # Ranks started by hand need the job's token, the same on both (tools/launch makes one itself).
+  token=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
   local args=(--config .devbin/dp_smoke.yaml --set distributed.world_size=2 --set distributed.backend=nccl
               --set distributed.timeout_s=$timeout_s --set training.steps=1000000 --set checkpoint.every_steps=20
               --set logging.every_steps=20)
   local pids=()
   for r in 0 1; do
-    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port COPPICE_JOB_TOKEN=$token \
       .devbin/trainer "${args[@]}" --run-dir "$d/run_r$r" --set checkpoint.dir="$d/ckpt_r$r" \
       > "$d/rank$r.log" 2>&1 &
     pids+=($!)
