@@ -47,9 +47,11 @@ bool job_tokens_match(std::string_view a, std::string_view b) {
   const volatile unsigned char* vb = pb.data();
   unsigned char diff = 0;
   for (size_t i = 0; i < kMaxJobTokenChars; ++i) diff |= static_cast<unsigned char>(va[i] ^ vb[i]);
+  // Integer arithmetic, not && and ||: no branch on any of the three.
   const uint64_t length_diff = static_cast<uint64_t>(a.size()) ^ static_cast<uint64_t>(b.size());
-  const bool too_long = (a.size() > kMaxJobTokenChars) | (b.size() > kMaxJobTokenChars);
-  return (diff == 0) & (length_diff == 0) & !too_long;
+  const unsigned too_long =
+      static_cast<unsigned>(a.size() > kMaxJobTokenChars) | static_cast<unsigned>(b.size() > kMaxJobTokenChars);
+  return (static_cast<unsigned>(diff == 0) & static_cast<unsigned>(length_diff == 0) & (too_long ^ 1u)) != 0;
 }
 
 }  // namespace coppice
