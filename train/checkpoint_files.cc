@@ -1,5 +1,8 @@
 #include "train/checkpoint_files.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -48,6 +51,18 @@ bool parse_name(const std::string& file, int64_t* step, std::string* run_id) {
 
 bool is_temporary(const std::string& file) {
   return starts_with(file, std::string(".") + kFilePrefix) && file.find(".tmp.") != std::string::npos;
+}
+
+// A temporary file (write_file_atomically names it ".<name>.tmp.<pid>") may
+// be removed by the process that made it, or once that process is provably
+// gone: another run may be writing it right now.
+bool owner_gone_or_self(const std::string& file) {
+  const size_t at = file.rfind(".tmp.");
+  const std::string digits = file.substr(at + 5);
+  if (!all_digits(digits) || digits.size() > 9) return false;  // not ours to judge
+  const pid_t pid = static_cast<pid_t>(std::stol(digits));
+  if (pid == ::getpid()) return true;
+  return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
 }
 
 std::string run_label(const std::string& run_id) { return run_id.empty() ? "(no run id)" : run_id; }
@@ -208,7 +223,8 @@ bool is_newest_of_its_run(const std::string& path, const std::string& run_id) {
 absl::Status prune_checkpoints(const std::string& dir, const std::string& run_id, int64_t keep_last) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    if (is_temporary(e.path().filename().string())) fs::remove(e.path(), ec);
+    const std::string name = e.path().filename().string();
+    if (is_temporary(name) && owner_gone_or_self(name)) fs::remove(e.path(), ec);
   }
   if (keep_last <= 0) return absl::OkStatus();
   auto list = list_checkpoints(dir);
@@ -220,6 +236,19 @@ absl::Status prune_checkpoints(const std::string& dir, const std::string& run_id
   const int64_t excess = static_cast<int64_t>(own.size()) - keep_last;
   for (int64_t i = 0; i < excess; ++i) fs::remove(own[static_cast<size_t>(i)]->path, ec);
   return absl::OkStatus();
+}
+
+absl::Status check_checkpoint_name(const std::string& path, int64_t step, const std::string& run_id) {
+  int64_t named_step = 0;
+  std::string named_run;
+  if (!parse_name(fs::path(path).filename().string(), &named_step, &named_run)) return absl::OkStatus();
+  const bool run_differs = !named_run.empty() && named_run != run_id;
+  if (named_step == step && !run_differs) return absl::OkStatus();
+  return absl::FailedPreconditionError(str_cat(
+      "checkpoint '", path, "' is named for step ", named_step, named_run.empty() ? "" : str_cat(" of run ", named_run),
+      " but holds step ", step, run_id.empty() ? "" : str_cat(" of run ", run_id),
+      " (renamed or copied over?); a checkpoint's name must match its contents: rename it to '",
+      checkpoint_file_name(step, run_id), "' to resume from it, or remove it"));
 }
 
 std::string other_runs_note(const std::string& dir, const std::string& run_id) {

@@ -80,8 +80,16 @@ absl::StatusOr<ResolvedCheckpoint> resolve_checkpoint(const std::string& path);
 bool is_newest_of_its_run(const std::string& path, const std::string& run_id);
 
 // Deletes all but the newest `keep_last` checkpoints of run `run_id` in
-// `dir` (0: keep all), and the temporary files of interrupted writers.
+// `dir` (0: keep all), and the temporary files of interrupted writers: this
+// process's, and those whose writer (the pid in their name) is gone.
+// Another live process's temporary files are left alone.
 absl::Status prune_checkpoints(const std::string& dir, const std::string& run_id, int64_t keep_last);
+
+// FailedPrecondition naming both when the step or run id that the file name
+// of `path` carries (checkpoint_file_name) is not `step` and `run_id`, the
+// ones its contents hold; OK for a name of another form (a file the user
+// named).
+absl::Status check_checkpoint_name(const std::string& path, int64_t step, const std::string& run_id);
 
 // One line on the checkpoints in `dir` that belong to runs other than
 // `run_id` ("" when there are none): "N checkpoints of run X (steps a..b)".

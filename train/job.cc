@@ -40,6 +40,7 @@
 #include "train/config_schema.h"
 #include "train/job_fingerprint.h"
 #include "train/mixed_precision.h"
+#include "train/run_paths.h"
 
 namespace coppice {
 namespace {
@@ -238,6 +239,10 @@ TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
 TrainingSummary run_job(ValidatedJob validated, const JobRunOptions& opts) {
   const JobConfig& job = validated.config;
   const SparsitySchedule& schedule = validated.schedule;
+  // No output may overwrite an input or another output (the trainer binary
+  // checks it first, with the job file among the inputs).
+  if (absl::Status st = check_outputs_apart(run_paths(job, "", opts.resume, opts.run_dir)); !st.ok())
+    fail(st.message());
   set_allow_tf32(job.precision.allow_tf32);  // process-wide, like the job itself
   const DistributedConfig& d = job.distributed;
   check_in_range("distributed.world_size", d.world_size);

@@ -104,10 +104,10 @@ absl::Status truncate_metrics(const std::string& path, int64_t last_step) {
   return absl::OkStatus();
 }
 
-MetricsWriter::~MetricsWriter() { close(); }
+MetricsWriter::~MetricsWriter() { (void)close(); }
 
 absl::Status MetricsWriter::open(const std::string& path, bool append) {
-  close();
+  (void)close();
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (file_ == nullptr) {
     return absl::UnavailableError(str_cat("metrics: cannot open '", path, "' for writing: ", std::strerror(errno)));
@@ -125,9 +125,12 @@ absl::Status MetricsWriter::write(const JsonObject& record) {
   return absl::OkStatus();
 }
 
-void MetricsWriter::close() {
-  if (file_ != nullptr) std::fclose(file_);
+absl::Status MetricsWriter::close() {
+  if (file_ == nullptr) return absl::OkStatus();
+  const int rc = std::fclose(file_);
   file_ = nullptr;
+  if (rc != 0) return absl::DataLossError(str_cat("metrics: cannot close '", path_, "': ", std::strerror(errno)));
+  return absl::OkStatus();
 }
 
 ModelStats model_stats(const Module& model) {

@@ -60,7 +60,9 @@ class MetricsWriter {
   const std::string& path() const { return path_; }
   // No-op when not open.
   absl::Status write(const JsonObject& record);
-  void close();
+  // Closes the file; an error names it when the close fails (the last
+  // buffered bytes may be lost). The destructor closes without checking.
+  absl::Status close();
 
  private:
   std::FILE* file_ = nullptr;

@@ -116,6 +116,10 @@ RunStart resume(TrainComponents& c, int64_t nb, int64_t total, const std::string
   auto file = read_checkpoint(path);
   if (!file.ok()) fail("run_training: resume: ", file.status().message());
   const TrainerState& state = file->state;
+  // A name that lies (a checkpoint renamed to a later step) would make
+  // directory resumes pick it as the newest and lose steps silently.
+  if (absl::Status st = check_checkpoint_name(path, state.step, state.run_id); !st.ok())
+    fail("run_training: resume: ", st.message());
 
   const bool seed_changed = check_fingerprint(c, state, path, progress);
   check_position(c, state, path, seed_changed, nb, total);

@@ -79,7 +79,15 @@ Trainer::Trainer(TrainComponents& c)
     masks_ = make_sr_ste_schedule(*c.sr_ste, store);
   }
 
+  // One run per checkpoint directory, locked before anything there is read
+  // or written.
+  if (lead_ && !c.checkpoint_dir.empty()) {
+    absl::StatusOr<RunLock> lock = RunLock::acquire(c.checkpoint_dir, "checkpoint.dir");
+    if (!lock.ok()) fail("run_training: ", lock.status().message());
+    run_lock_ = std::move(*lock);
+  }
   run_ = start_run(c, nb_, total_, new_run_id(), progress_);
+  run_lock_.set_run_id(run_.run_id);
   summary_.start_step = run_.step;
   if (lead_ && !c.checkpoint_dir.empty()) mark_run(c, run_, progress_);
   if (lead_ && !c.metrics_path.empty()) {
@@ -326,7 +334,7 @@ void Trainer::write_train_record(double elapsed, double samples_per_second) {
   rec.add("time_s", elapsed).add("samples_per_s", samples_per_second);
   const int64_t peak = peak_cpu_memory_bytes();
   if (peak >= 0) rec.add("peak_memory_bytes", peak);
-  (void)metrics_.write(rec);
+  write_metrics(rec);
 }
 
 // Every eval_every steps, or at the end of every epoch (eval_every 0), on
@@ -341,7 +349,7 @@ void Trainer::evaluate() {
   JsonObject rec;
   rec.add("kind", "eval").add("split", c_.validation ? "validation" : "test").add("step", done);
   rec.add("loss", r.loss).add("perplexity", std::exp(r.loss)).add("accuracy", r.accuracy).add("examples", r.examples);
-  (void)metrics_.write(rec);
+  write_metrics(rec);
   progress_.message(str_cat("eval (", c_.validation ? "validation" : "test", ") at step ", done, ": loss ",
                             json_number(r.loss), " (perplexity ", json_number(std::exp(r.loss)), ") accuracy ",
                             json_number(r.accuracy)));
@@ -363,6 +371,24 @@ void Trainer::write_checkpoint(int64_t step) {
   summary_.last_checkpoint = *path;
 }
 
+// A record that cannot be written (a full disk, a failed flush) ends the
+// run: a metrics file missing records must not pass for a finished run.
+void Trainer::write_metrics(const JsonObject& record) {
+  if (absl::Status st = metrics_.write(record); !st.ok()) fail_output(st);
+}
+
+void Trainer::fail_output(const absl::Status& status) const {
+  fail("run_training: ", status.message(), "; ", last_checkpoint_note());
+}
+
+// Where the run can go on from, for the line that ends it early.
+std::string Trainer::last_checkpoint_note() const {
+  if (!summary_.last_checkpoint.empty()) return str_cat("the last checkpoint is '", summary_.last_checkpoint, "'");
+  if (!run_.resumed_from.empty())
+    return str_cat("no checkpoint written since the one resumed from, '", run_.resumed_from, "'");
+  return c_.checkpoint_dir.empty() ? "the job writes no checkpoints" : "no checkpoint was written";
+}
+
 void Trainer::end_step() { step_ = Step{}; }
 
 TrainingSummary Trainer::finish() {
@@ -375,7 +401,10 @@ TrainingSummary Trainer::finish() {
     write_checkpoint(final_step);
   if (c_.test) summary_.test = coppice::evaluate(model_, *c_.test, 0, comm_);
   fill_summary();
-  if (metrics_.is_open()) (void)metrics_.write(JsonObject(summary_json(summary_)));
+  if (metrics_.is_open()) {
+    write_metrics(JsonObject(summary_json(summary_)));
+    if (absl::Status st = metrics_.close(); !st.ok()) fail_output(st);
+  }
   if (c_.progress_out != nullptr && c_.summary_on_progress) {
     std::string text = format_summary(summary_);
     if (!text.empty() && text.back() == '\n') text.pop_back();

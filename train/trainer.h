@@ -49,6 +49,7 @@
 #include "train/metrics.h"
 #include "train/progress.h"
 #include "train/resume.h"
+#include "train/run_lock.h"
 
 namespace coppice {
 
@@ -107,6 +108,9 @@ class Trainer {
   void check_masks(const std::vector<std::string>& layers);
   void write_train_record(double elapsed, double samples_per_second);
   void write_checkpoint(int64_t step);
+  void write_metrics(const JsonObject& record);
+  [[noreturn]] void fail_output(const absl::Status& status) const;
+  std::string last_checkpoint_note() const;
   void fill_summary();
 
   TrainComponents& c_;
@@ -127,6 +131,7 @@ class Trainer {
   int64_t total_ = 0;  // the run's steps (schedules see them all)
   int64_t stop_ = 0;   // this invocation stops here
   ProgressReporter progress_;
+  RunLock run_lock_;  // on the checkpoint directory, held by the writing rank
   RunStart run_;
   MetricsWriter metrics_;
   TrainingSummary summary_;

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -123,29 +124,25 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// Runs the trainer with `args` in `dir`, stdout and stderr to files there
-// (trainer.out, trainer.err), within `timeout_s`.
-RunResult run_trainer(const fs::path& dir, const std::vector<std::string>& args, double timeout_s,
-                      const std::string& tag) {
-  RunResult r;
+// Starts the trainer with `args` in `dir` (its own process group), stdout and
+// stderr to `out_path` and `err_path`.
+pid_t spawn_trainer(const fs::path& dir, const std::vector<std::string>& args, const fs::path& out_path,
+                    const fs::path& err_path) {
   const std::string trainer = runfile("tools/trainer/trainer");
-  r.command = "cd " + shell_quote(dir.string()) + " && " + shell_quote(trainer);
-  for (const std::string& a : args) r.command += " " + shell_quote(a);
-  const fs::path out_path = dir / (tag + ".out"), err_path = dir / (tag + ".err");
   std::vector<std::string> argv_s = {trainer};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  const auto start = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     ::setpgid(0, 0);
     if (::chdir(dir.c_str()) != 0) ::_exit(126);
     const int in = ::open("/dev/null", O_RDONLY);
-    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    // O_TRUNC only for regular files: a case's stdout may be a device (/dev/full).
+    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | (fs::is_regular_file(out_path) ? O_TRUNC : 0), 0644);
     const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (in < 0 || out < 0 || err < 0) ::_exit(126);
     ::dup2(in, 0);
@@ -165,6 +162,22 @@ RunResult run_trainer(const fs::path& dir, const std::vector<std::string>& args,
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
+  return pid;
+}
+
+// Runs the trainer with `args` in `dir`, stdout and stderr to files there
+// (<tag>.out, <tag>.err; stdout to `stdout_path` instead when given), within
+// `timeout_s`.
+RunResult run_trainer(const fs::path& dir, const std::vector<std::string>& args, double timeout_s,
+                      const std::string& tag, const std::string& stdout_path = "") {
+  RunResult r;
+  r.command = "cd " + shell_quote(dir.string()) + " && " + shell_quote(runfile("tools/trainer/trainer"));
+  for (const std::string& a : args) r.command += " " + shell_quote(a);
+  const fs::path out_path = stdout_path.empty() ? dir / (tag + ".out") : fs::path(stdout_path);
+  const fs::path err_path = dir / (tag + ".err");
+  if (!stdout_path.empty()) r.command += " > " + shell_quote(stdout_path);
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = spawn_trainer(dir, args, out_path, err_path);
   int status = 0;
   for (;;) {
     const pid_t done = ::waitpid(pid, &status, WNOHANG);
@@ -184,10 +197,45 @@ RunResult run_trainer(const fs::path& dir, const std::vector<std::string>& args,
     if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   }
-  r.out = slurp(out_path.string());
+  if (stdout_path.empty()) r.out = slurp(out_path.string());
   r.err = slurp(err_path.string());
   return r;
 }
+
+// A trainer run that a case runs beside (two runs at once): started before
+// the case, ready once its `wait_for` file exists, killed with its process
+// group after the case.
+class BackgroundRun {
+ public:
+  BackgroundRun(const fs::path& dir, const std::vector<std::string>& args, const fs::path& wait_for, double timeout_s)
+      : dir_(dir) {
+    pid_ = spawn_trainer(dir, args, dir / "background.out", dir / "background.err");
+    const auto start = std::chrono::steady_clock::now();
+    while (!fs::exists(wait_for)) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("the background run ended before " + wait_for.string() + " appeared:\n" +
+                                 slurp((dir / "background.err").string()));
+      }
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s)
+        throw std::runtime_error("the background run did not write " + wait_for.string() + " in time");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  ~BackgroundRun() {
+    if (pid_ <= 0) return;
+    ::kill(-pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    fs::remove(dir_ / "background.out");
+    fs::remove(dir_ / "background.err");
+  }
+  BackgroundRun(const BackgroundRun&) = delete;
+  BackgroundRun& operator=(const BackgroundRun&) = delete;
+
+ private:
+  fs::path dir_;
+  pid_t pid_ = -1;
+};
 
 // --------------------------------------------------------- files of a case --
 
@@ -304,7 +352,8 @@ std::pair<uint64_t, uint64_t> tensor_bytes(const std::string& file, const std::s
 //   append: TEXT
 //   metadata: {key: value}   set (value null: remove) entries, rewriting the file with
 //                            the project's safetensors writer: a well-formed file that lies
-//   header: TEXT            replace the JSON header (keeping the data)}
+//   header: TEXT            replace the JSON header (keeping the data)
+//   rename_step: N          rename it to the same name at step N (a name that lies)}
 void corrupt(const fs::path& dir, const YAML::Node& c) {
   if (c["copy"]) {
     // FROM's last part may be a glob (fnmatch); `except` globs leave files out.
@@ -326,6 +375,15 @@ void corrupt(const fs::path& dir, const YAML::Node& c) {
     return;
   }
   const fs::path path = checkpoint_file(dir, c["file"].as<std::string>());
+  if (c["rename_step"]) {
+    // ckpt-<step>-<run>.safetensors renamed to another step: a name that lies.
+    std::string name = path.filename().string();
+    char digits[16];
+    std::snprintf(digits, sizeof digits, "%010lld", c["rename_step"].as<long long>());
+    name.replace(5, 10, digits);
+    fs::rename(path, path.parent_path() / name);
+    return;
+  }
   std::string bytes = slurp(path.string());
   auto index = [&](int64_t k) { return k < 0 ? static_cast<int64_t>(bytes.size()) + k : k; };
   if (c["flip"]) {
@@ -599,8 +657,17 @@ TEST_P(TrainerBadInput, RefusedCleanly) {
   }
   for (const std::string& a : strings(c["args"])) args.push_back(with_files(a, dir));
 
+  // A run beside the case's (two runs at once), holding what it holds.
+  std::optional<BackgroundRun> beside;
+  if (const YAML::Node b = c["background"]) {
+    spit(dir / "background.yaml", job_text(b, dir));
+    std::vector<std::string> bargs = {"--config", "background.yaml"};
+    for (const std::string& a : strings(b["args"])) bargs.push_back(a);
+    beside.emplace(dir, bargs, dir / b["wait_for"].as<std::string>(), timeout_of(c));
+  }
   const std::map<std::string, FileState> before = snapshot(dir);
-  const RunResult r = run_trainer(dir, args, timeout_of(c), "trainer");
+  const RunResult r =
+      run_trainer(dir, args, timeout_of(c), "trainer", c["stdout"] ? c["stdout"].as<std::string>() : std::string());
   const std::string problems = check_run(r, expectation(c), before, dir);
   if (!problems.empty()) report(problems, r);
 }

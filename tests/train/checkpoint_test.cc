@@ -7,6 +7,9 @@
 // checkpoint of the run that started there last.
 #include "train/checkpoint.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +24,7 @@
 #include "tensor/error.h"
 #include "tensor/io/safetensors.h"
 #include "tests/train/train_test_util.h"
+#include "train/checkpoint_files.h"
 
 namespace coppice {
 namespace {
@@ -186,6 +190,42 @@ TEST(Checkpoint, APartialTemporaryFileNeverReplacesTheLastGoodOne) {
   for (const auto& e : fs::directory_iterator(dir)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
   }
+}
+
+// Another run's write in progress is never pruned: a temporary file is
+// removed only by its writer, or once the writer (the pid in its name) is
+// provably gone.
+TEST(Checkpoint, PruningLeavesAnotherLiveWritersTemporaryFile) {
+  const std::string dir = temp_dir("ckpt_tmp_owner");
+  Fixture a = make_setup(1, true);
+  ASSERT_TRUE(save_checkpoint(dir, *a.model, *a.opt, a.updater.get(), some_state(5)).ok());
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  const std::string live_tmp =
+      dir + "/.ckpt-0000000010-00000000000000b0.safetensors.tmp." + std::to_string(::getppid());
+  const std::string dead_tmp = dir + "/.ckpt-0000000010-00000000000000c0.safetensors.tmp." + std::to_string(gone);
+  std::ofstream(live_tmp) << "half";
+  std::ofstream(dead_tmp) << "half";
+  ASSERT_TRUE(save_checkpoint(dir, *a.model, *a.opt, a.updater.get(), some_state(10)).ok());
+  EXPECT_TRUE(fs::exists(live_tmp));
+  EXPECT_FALSE(fs::exists(dead_tmp));
+}
+
+// A checkpoint renamed to another step or run is refused naming both, so
+// that a directory resume cannot take it for the newest.
+TEST(Checkpoint, ANameMustMatchTheContents) {
+  EXPECT_TRUE(check_checkpoint_name("d/ckpt-0000000004-00000000000000a1.safetensors", 4, "00000000000000a1").ok());
+  EXPECT_TRUE(check_checkpoint_name("d/ckpt-0000000004.safetensors", 4, "00000000000000a1").ok());
+  EXPECT_TRUE(check_checkpoint_name("d/best.safetensors", 4, "00000000000000a1").ok());
+  const absl::Status later =
+      check_checkpoint_name("d/ckpt-0000000900-00000000000000a1.safetensors", 4, "00000000000000a1");
+  ASSERT_FALSE(later.ok());
+  const std::string m(later.message());
+  EXPECT_NE(m.find("named for step 900"), std::string::npos) << m;
+  EXPECT_NE(m.find("holds step 4"), std::string::npos) << m;
+  EXPECT_NE(m.find("ckpt-0000000004-00000000000000a1.safetensors"), std::string::npos) << m;
+  EXPECT_FALSE(check_checkpoint_name("d/ckpt-0000000004-00000000000000b2.safetensors", 4, "00000000000000a1").ok());
 }
 
 void expect_load_error_naming(const std::string& path, const std::string& fragment) {

@@ -13,7 +13,9 @@
 // config_error writes it); 1 for a failure at run time (one line
 // "trainer: error: ..." on stderr).
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -30,6 +32,7 @@
 #include "train/fingerprint.h"
 #include "train/job.h"
 #include "train/loop.h"
+#include "train/run_paths.h"
 
 namespace {
 
@@ -133,6 +136,17 @@ int parse_args(int argc, char** argv, Args& a) {
   return 0;
 }
 
+// The summary on stdout, checked: a run whose summary was lost (a full disk
+// behind a redirection, a closed descriptor) does not end 0.
+int write_summary(const std::string& text) {
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0) return 0;
+  const int err = errno;
+  std::cerr << "trainer: error: cannot write the summary to standard output: "
+            << (err != 0 ? std::strerror(err) : "short write") << "; the run itself finished\n";
+  return 1;
+}
+
 int run(int argc, char** argv) {
   Args args;
   if (int rc = parse_args(argc, argv, args); rc != 0) return rc;
@@ -164,6 +178,10 @@ int run(int argc, char** argv) {
 
   if (!args.allow_changes.empty() && args.resume.empty() && job->config.checkpoint.resume.empty())
     return usage_error("--allow-changes needs --resume or checkpoint.resume (it says what a resume may change)");
+  if (absl::Status st =
+          coppice::check_outputs_apart(coppice::run_paths(job->config, args.config, args.resume, args.run_dir));
+      !st.ok())
+    return coppice::config_error(args.config, st, std::cerr);
 
   coppice::JobRunOptions opts;
   opts.resume = args.resume;
@@ -182,7 +200,7 @@ int run(int argc, char** argv) {
 
   opts.summary_on_progress = false;  // printed once, on stdout, below
   const coppice::TrainingSummary summary = coppice::run_job(std::move(*job), opts);
-  if (summary.rank == 0) std::cout << coppice::format_summary(summary) << std::flush;  // once per job
+  if (summary.rank == 0) return write_summary(coppice::format_summary(summary));  // once per job
   return 0;
 }
 
