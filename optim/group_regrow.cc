@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "optim/finite_check.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/ops.h"
 
@@ -33,6 +34,8 @@ GroupRegrow regrow_within_groups(const PatternView& view, const Tensor& keys, bo
   COPPICE_CHECK(scores.defined() && scores.shape() == view.shape, op, ": growth scores must have shape ",
                 shape_to_string(view.shape),
                 scores.defined() ? str_cat(", got ", shape_to_string(scores.shape())) : ", got none");
+  check_finite_scores(keys, op, "the prune keys");
+  check_finite_scores(scores, op, "the growth scores");
   std::vector<int64_t> per_group(static_cast<size_t>(groups), 0);
   for (int64_t p : view.positions) ++per_group[static_cast<size_t>(p / m)];
   for (int64_t g = 0; g < groups; ++g) {
@@ -51,7 +54,7 @@ GroupRegrow regrow_within_groups(const PatternView& view, const Tensor& keys, bo
   }
   auto before = [&](size_t a, size_t b) {
     const double ka = rank_key[a], kb = rank_key[b];
-    if (std::isnan(ka) || std::isnan(kb)) return std::isnan(kb) && (!std::isnan(ka) || a < b);  // NaN last
+    if (std::isnan(ka) || std::isnan(kb)) return std::isnan(kb) && (!std::isnan(ka) || a < b);  // (refused above)
     return ka < kb || (ka == kb && a < b);
   };
   const int64_t cap = allow_regrow_dropped ? n : std::min(n, m - n);
@@ -101,7 +104,7 @@ GroupRegrow regrow_within_groups(const PatternView& view, const Tensor& keys, bo
       const bool kept = was_stored[static_cast<size_t>(p)] && !was_dropped[static_cast<size_t>(p)];
       if (!kept && (allow_regrow_dropped || !was_dropped[static_cast<size_t>(p)])) candidates.push_back(p);
     }
-    // NaN scores rank first, like the top-k of the growth policies.
+    // (NaN cannot reach here, refused above; the order is still total.)
     std::stable_sort(candidates.begin(), candidates.end(), [&](int64_t a, int64_t b) {
       const double sa = score[static_cast<size_t>(a)], sb = score[static_cast<size_t>(b)];
       if (std::isnan(sa) || std::isnan(sb)) return std::isnan(sa) && !std::isnan(sb);

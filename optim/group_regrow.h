@@ -23,14 +23,15 @@ struct GroupRegrow {
 
 // `view`: the n:m parameter's pattern (pattern_view: positions ascending,
 // slots into its values); `keys`: one per slot, smaller dropped first (by |key|
-// when `magnitude`; NaN last), ties to the lower position. Drops `k` stored entries, at
+// when `magnitude`), ties to the lower position. Drops `k` stored entries, at
 // most m - n per group when dropped entries may not regrow at once (a group
 // has only m - n other positions), else at most n; fewer than k when the caps
 // leave no more. `scores`: dense of the parameter's shape (any device and
 // floating dtype), larger grown first, ties to the lower position; each group
 // grows as many as it dropped among its positions that are neither kept nor
 // (unless `allow_regrow_dropped`) just dropped. Throws naming `op` when a
-// group does not store the same count as the others.
+// group does not store the same count as the others, and NonfiniteError
+// (optim/finite_check.h) when a key or score is inf or NaN.
 GroupRegrow regrow_within_groups(const PatternView& view, const Tensor& keys, bool magnitude, int64_t k, int64_t m,
                                  const Tensor& scores, bool allow_regrow_dropped, std::string_view op);
 

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <utility>
 
+#include "optim/finite_check.h"
 #include "optim/mask_change.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/mask_ops.h"
@@ -160,6 +161,7 @@ std::vector<int64_t> top_k_among(const Tensor& scores, const std::vector<int64_t
                   " elements");
   }
   const Tensor compact = index_select(flat, 0, from_vector(candidates).to(flat.device()));
+  check_finite_scores(compact, op, "the growth scores");
   return chosen_positions(sparsify::topk_mask(compact, k, true, op), candidates);
 }
 

@@ -82,7 +82,8 @@ bool is_growth_policy_registered(const std::string& name);
 // Helpers for policies.
 // The k candidates of largest |scores| (scores dense of any floating dtype,
 // the layer's shape, on any device), exact via sparsify::topk_mask, ties to
-// the lower flat position, ascending.
+// the lower flat position, ascending; NonfiniteError (optim/finite_check.h)
+// when a candidate's score is inf or NaN.
 std::vector<int64_t> top_k_among(const Tensor& scores, const std::vector<int64_t>& candidates, int64_t k,
                                  const std::string& op);
 // k candidates uniformly without replacement: those whose Philox keys (53

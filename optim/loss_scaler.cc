@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/functions/elementwise.h"
+#include "optim/finite_check.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -53,24 +54,18 @@ std::vector<Variable> optimizer_parameters(const Optimizer& optimizer) {
 }
 
 bool all_gradients_finite(const std::vector<Variable>& params) {
-  // x * 0 is 0 for finite x and NaN for inf or NaN, so the sum of every
-  // gradient times 0 is 0 exactly when all are finite: a plain sum could
-  // overflow on large finite bf16 values. The per-tensor sums stay on the
-  // device; only the total is read.
-  Tensor total;
-  for (const Variable& p : params) {
-    const Tensor& g = p.grad();
-    if (!g.defined()) continue;
-    const Tensor v = g.is_dense() ? g : values(g);
-    if (v.numel() == 0) continue;
-    Tensor term = sum(mul(v, 0.0)).to(DType::kF32);
-    total = total.defined() ? add(total, term.to(total.device())) : term;
-  }
-  return !total.defined() || total.item() == 0.0;
+  NonfiniteFlag flag;
+  flag.add_gradients(params);
+  return flag.all_finite();
 }
 
 bool LossScaler::step(Optimizer& optimizer, const std::function<void(double scale)>& before_step) {
-  const bool finite = !enabled() || all_gradients_finite(optimizer_parameters(optimizer));
+  const bool found_inf = enabled() && !all_gradients_finite(optimizer_parameters(optimizer));
+  return step(optimizer, found_inf, before_step);
+}
+
+bool LossScaler::step(Optimizer& optimizer, bool found_inf, const std::function<void(double scale)>& before_step) {
+  const bool finite = !enabled() || !found_inf;
   if (finite) {
     if (before_step) before_step(scale());
     optimizer.step(scale());

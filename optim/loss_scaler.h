@@ -64,6 +64,10 @@ class LossScaler {
   // scale), then optimizer.step(scale()), and returns true; then update()s
   // the scale. Disabled: before_step(1), optimizer.step(), true.
   bool step(Optimizer& optimizer, const std::function<void(double scale)>& before_step = {});
+  // The same with the check already made by the caller (`found_inf`: some
+  // gradient is inf or NaN), e.g. folded into a host read it makes anyway
+  // (the trainer reads it with the loss: train/trainer.h).
+  bool step(Optimizer& optimizer, bool found_inf, const std::function<void(double scale)>& before_step = {});
   // The scale's bookkeeping after a step that found (or not) inf/NaN: a
   // dynamic scale is multiplied by backoff_factor and its run of finite steps
   // restarts, or after growth_interval finite steps it is multiplied by
@@ -85,7 +89,8 @@ class LossScaler {
 };
 
 // True when every defined gradient of `params` is finite (stored values of
-// sparse ones). One reduction over all of them and one host read.
+// sparse ones). One reduction over all of them and one host read
+// (NonfiniteFlag, optim/finite_check.h).
 bool all_gradients_finite(const std::vector<Variable>& params);
 
 // The parameters of every group of `optimizer`, in order.

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "optim/finite_check.h"
+
 namespace coppice {
 namespace {
 
@@ -69,10 +71,13 @@ class GmpSchedule : public MaskSchedule {
   void before_optimizer_step(double) override {}
   bool changes_masks(int64_t step, bool) const override { return pruner_.is_prune_step(step); }
 
-  // Each weight shrinks in place; one that lost entries is rebound.
+  // Each weight shrinks in place; one that lost entries is rebound. On a
+  // prune step every weight is checked first (one host read for all), so that
+  // an inf or NaN magnitude stops the update before any layer changes.
   MaskUpdateStats update(int64_t step, const std::map<std::string, Tensor>&) override {
     MaskUpdateStats ms;
     ms.step = step;
+    if (pruner_.is_prune_step(step)) check_weights_finite(step);
     for (const std::string& name : layers_) {
       const MaskChange change = pruner_.prune(step, store_->value(name));
       ms.dropped[name] = static_cast<int64_t>(change.dropped.size());
@@ -84,6 +89,14 @@ class GmpSchedule : public MaskSchedule {
   }
 
  private:
+  void check_weights_finite(int64_t step) const {
+    NonfiniteFlag all;
+    for (const std::string& name : layers_) all.add(store_->value(name));
+    if (all.all_finite()) return;
+    for (const std::string& name : layers_)
+      check_finite_scores(store_->value(name), str_cat("gmp (layer ", name, ", step ", step, ")"), "the weight");
+  }
+
   const GmpPruner& pruner_;
   std::vector<std::string> layers_;
   std::shared_ptr<ParameterStore> store_;

@@ -47,7 +47,10 @@ class MaskSchedule {
   // `optimizer_step_skipped`: the loss scaler skipped it (inf/NaN gradients).
   virtual bool changes_masks(int64_t step, bool optimizer_step_skipped) const = 0;
   // Changes the masks of `step` (rebinding the changed parameters through the
-  // store); `dense_gradients` by layer, from the step's dense-gradient view
+  // store); throws NonfiniteError (optim/finite_check.h) naming the layer when
+  // the scores it would rank by are inf or NaN (prune and regrow and GMP check
+  // every layer before any changes; SR-STE layer by layer, its masks being a
+  // function of the weights alone); `dense_gradients` by layer, from the step's dense-gradient view
   // (empty on steps that did not ask for it; for a block-format layer, its
   // block scores where the view probed it: LayerInputs in mask_updater.h).
   virtual MaskUpdateStats update(int64_t step, const std::map<std::string, Tensor>& dense_gradients) = 0;

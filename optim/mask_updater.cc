@@ -5,6 +5,7 @@
 #include <cmath>
 #include <utility>
 
+#include "optim/finite_check.h"
 #include "optim/group_regrow.h"
 #include "sparse/bsr.h"
 #include "sparse/nm.h"
@@ -99,6 +100,29 @@ Tensor stored_block_scores(const Tensor& param, std::string_view op) {
   const Tensor v = values(param);  // [nblocks, bh, bw]
   const int64_t bh = v.size(1), bw = v.size(2);
   return sparsify::block_scores(v.reshape({v.size(0) * bh, bw}), bh, bw, false, op).reshape({-1});
+}
+
+// Nothing is ranked by, or rebuilt from, an inf or a NaN: every layer's
+// weight, dense gradient and momentum are checked before any layer changes,
+// with one host read for all of them; only when one fails are the layers
+// read one by one, to name the first.
+void check_inputs_finite(const std::vector<std::string>& names, const std::map<std::string, LayerInputs>& inputs,
+                         int64_t step) {
+  NonfiniteFlag all;
+  for (const auto& [name, in] : inputs) {
+    all.add(in.param);
+    all.add(in.dense_gradient);
+    all.add(in.momentum);
+  }
+  if (all.all_finite()) return;
+  for (const std::string& name : names) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) continue;
+    const std::string op = str_cat("mask update (layer ", name, ", step ", step, ")");
+    check_finite_scores(it->second.param, op, "the weight");
+    check_finite_scores(it->second.dense_gradient, op, "the dense gradient");
+    check_finite_scores(it->second.momentum, op, "the momentum");
+  }
 }
 
 }  // namespace
@@ -310,6 +334,7 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     COPPICE_CHECK(layers_.count(name), "mask update (step ", step, "): inputs for '", name,
                   "', which is no layer; layers: ", str_join(names_, ", "));
   }
+  if (result.updated) check_inputs_finite(names_, inputs, step);
 
   // Prune each layer.
   for (size_t i = 0; i < names_.size(); ++i) {
@@ -388,7 +413,9 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
       case PruneCriterion::kCustom: keys = config_.prune_score(in.param, step); break;
     }
     if (p.nm) {
-      // Which entries go, and what grows, is decided group by group below.
+      // Which entries go, and what grows, is decided group by group below;
+      // the keys are checked now, before any layer changes.
+      check_finite_scores(keys, op, "the prune keys");
       p.keys = keys;
       p.magnitude = magnitude;
       p.dropped = p.grow = k;

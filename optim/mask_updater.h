@@ -140,7 +140,9 @@ class MaskUpdater : public MaskState {
 
   // Runs the update of `step` over every layer (inputs must hold each by
   // name, and nothing else). On other steps it changes nothing and reports
-  // statistics.
+  // statistics. Throws NonfiniteError (optim/finite_check.h) naming the layer,
+  // before any layer changes, when a weight, a dense gradient, a momentum or
+  // a prune key is inf or NaN: masks are never ranked by non-finite scores.
   MaskUpdateResult update(int64_t step, const std::map<std::string, LayerInputs>& inputs);
 
   double itop_rate(const std::string& name) const;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "optim/finite_check.h"
 #include "sparse/convert.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/mask_ops.h"
@@ -47,6 +48,7 @@ std::vector<int64_t> select_survivors(const Tensor& keys, const PatternView& vie
   if (keep == view.nnz()) return view.positions;
   if (keep == 0) return {};
   const Tensor compact = compact_keys(keys, view, op);
+  check_finite_scores(compact, op, "the prune keys");
   const std::vector<int> chosen = sparsify::topk_mask(compact, keep, magnitude, op).to_vector<int>();
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(keep));

@@ -3,9 +3,10 @@
 //
 // Every criterion gives a key per stored entry (per stored block for BSR and
 // Blocked-ELL); the entries with the largest keys survive, exactly as many as
-// asked, ties to the lower flat position, NaN counting as largest. The
-// selection runs through sparsifiers' exact top-k op (sparsify::topk_mask),
-// on the device that holds the keys.
+// asked, ties to the lower flat position. Keys that are inf or NaN are
+// refused (NonfiniteError naming the op, optim/finite_check.h): a diverged
+// weight has no order to keep. The selection runs through sparsifiers' exact
+// top-k op (sparsify::topk_mask), on the device that holds the keys.
 //
 // Movement scores are kept here rather than in sparsifiers'
 // MovementSparsifier, whose scores are dense-shaped: a sparse weight's
@@ -38,7 +39,8 @@ PruneCriterion parse_prune_criterion(std::string_view name);
 using PruneScoreFn = std::function<Tensor(const Tensor& param, int64_t step)>;
 
 // The `keep` stored entries of largest key (|key| when `magnitude`), as
-// ascending flat positions. `keys` holds one key per slot of values(param)
+// ascending flat positions; throws NonfiniteError when a key of a stored
+// entry is inf or NaN. `keys` holds one key per slot of values(param)
 // (view.value_slots elements in any shape) or is a dense tensor of the
 // parameter's shape read at the stored positions.
 std::vector<int64_t> select_survivors(const Tensor& keys, const PatternView& view, int64_t keep, bool magnitude,

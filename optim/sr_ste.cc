@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "autograd/functions/straight_through.h"
+#include "optim/finite_check.h"
 #include "sparse/nm.h"
 #include "sparse/nm_transposable.h"
 #include "sparse/sparse_impl.h"
@@ -51,16 +52,26 @@ int64_t NmProjection::refresh(const Tensor& weight) {
                 "sr_ste: refresh needs the layer's dense weight of shape ",
                 pattern_.defined() ? shape_to_string(pattern_.shape()) : shape_to_string(weight.shape()), ", got ",
                 weight.format(), " ", shape_to_string(weight.shape()));
+  // The selection ranks by |weight|: an inf or a NaN is refused. The check
+  // rides on the one host read a refresh makes anyway (the count below).
+  constexpr std::string_view kRefused = "sr_ste: refresh";
+  NonfiniteFlag weight_flag;
+  weight_flag.add(weight);
   Tensor next =
       transposable_ ? nm_compress(weight, transposable_nm_mask(weight, n_, m_), n_, m_) : nm_compress(weight, n_, m_);
   if (!pattern_.defined()) {
+    if (!weight_flag.all_finite()) check_finite_scores(weight, kRefused, "the weight");
     take(std::move(next));
     return 0;
   }
   const Tensor next_mask = stored_mask(next);
   // Each group keeps n before and after: as many positions enter as leave.
-  const int64_t left =
-      static_cast<int64_t>(sum(gt(mask_.to(DType::kF32), next_mask.to(DType::kF32))).to(Device::cpu()).item());
+  const Tensor left_and_flag =
+      cat({sum(gt(mask_.to(DType::kF32), next_mask.to(DType::kF32))).to(DType::kF64).reshape({1}),
+           weight_flag.value().to(DType::kF64).reshape({1})});
+  const std::vector<double> read = left_and_flag.to(Device::cpu()).to_vector<double>();
+  if (read[1] != 0.0) check_finite_scores(weight, kRefused, "the weight");
+  const int64_t left = static_cast<int64_t>(read[0]);
   if (left == 0) return 0;  // the same mask: the old pattern (and its version) stays
   pattern_ = std::move(next);
   mask_ = next_mask;
@@ -168,11 +179,19 @@ class SrSteSchedule : public MaskSchedule {
   // weights as they were, and recomputing gives the same masks.
   bool changes_masks(int64_t step, bool) const override { return sr_.is_update_step(step); }
 
+  // Layer by layer: a weight that is inf or NaN is refused naming its
+  // layer (the layers refreshed before it hold masks of their own weights,
+  // which is what they would hold after any refresh).
   MaskUpdateStats update(int64_t step, const std::map<std::string, Tensor>&) override {
     MaskUpdateStats ms;
     ms.step = step;
     for (const std::string& name : sr_.layers()) {
-      const int64_t moved = sr_.projection(name).refresh(store_->value(name));
+      int64_t moved = 0;
+      try {
+        moved = sr_.projection(name).refresh(store_->value(name));
+      } catch (const NonfiniteError& e) {
+        throw NonfiniteError(str_cat("sr_ste (layer ", name, ", step ", step, "): ", e.what()));
+      }
       ms.dropped[name] = moved;
       ms.grown[name] = moved;
     }

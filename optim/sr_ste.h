@@ -5,9 +5,9 @@
 // A layer keeps its dense weight W, which the optimizer updates at every
 // position, and forward sees W through its n:m projection P: in every group
 // of m consecutive entries of a row (the nm format's groups), the n of
-// largest |W|, chosen as nm_compress does (ties to the lower index, NaN
-// largest), or with `transposable` the mask of transposable_nm_mask (n:m
-// along the columns too). P is an nm tensor, so the layer's products run on
+// largest |W|, chosen as nm_compress does (ties to the lower index; a W
+// holding an inf or a NaN is refused, never ranked), or with `transposable`
+// the mask of transposable_nm_mask (n:m along the columns too). P is an nm tensor, so the layer's products run on
 // the n:m kernels; its values are W's, read at every forward, and its mask is
 // recomputed from W every `interval` steps and cached between.
 //
@@ -56,7 +56,9 @@ class NmProjection {
   NmProjection(const Tensor& weight, int64_t n, int64_t m, bool transposable);
 
   // Recomputes the mask from `weight`; returns how many positions left it
-  // (as many entered). An unchanged mask keeps its pattern version.
+  // (as many entered). An unchanged mask keeps its pattern version. Throws
+  // NonfiniteError (optim/finite_check.h), the mask unchanged, when the
+  // weight holds an inf or a NaN (the constructor too).
   int64_t refresh(const Tensor& weight);
   // `weight` seen through the mask: an nm Variable holding weight's values
   // at the mask's positions, whose gradient reaches `weight` straight through.

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <set>
 
+#include "optim/finite_check.h"
 #include "optim/state_io.h"
 #include "sparse/io/sparse_safetensors.h"
 #include "sparse/sparse_impl.h"
@@ -205,16 +206,30 @@ absl::StatusOr<std::string> serialize_checkpoint(const Module& model, const Opti
   for (const auto& [k, v] : state.extra) metadata[kExtraPrefix + k] = v;
   for (const auto& [k, v] : state.fingerprint) metadata[kJobPrefix + k] = v;
 
+  // A checkpoint is a state to go back to: one that holds an inf or a NaN
+  // (a diverged run's) is never written. A full scan: checkpoints are rare.
+  for (const auto& [name, t] : tensors) {
+    if (!all_finite(t)) {
+      return absl::FailedPreconditionError(str_cat("checkpoint: '", name,
+                                                   "' holds non-finite values (inf or NaN); a checkpoint is never "
+                                                   "written with them"));
+    }
+  }
+
   auto flat = flatten_sparse_tensors(tensors, metadata);
   if (!flat.ok()) return flat.status();
+  return seal_checkpoint(std::move(*flat));
+}
+
+absl::StatusOr<std::string> seal_checkpoint(SafetensorsFile file) {
   // The bytes the file will hold, on the host once; each entry's checksum
   // is taken over exactly those.
-  for (auto& [name, t] : flat->tensors) {
+  for (auto& [name, t] : file.tensors) {
     t = t.to(Device::cpu()).contiguous();
-    flat->metadata[kChecksumPrefix + name] = entry_checksum(name, t);
+    file.metadata[kChecksumPrefix + name] = entry_checksum(name, t);
   }
-  flat->metadata[kMetadataChecksum] = metadata_checksum(flat->metadata);
-  return serialize_safetensors(flat->tensors, flat->metadata);
+  file.metadata[kMetadataChecksum] = metadata_checksum(file.metadata);
+  return serialize_safetensors(file.tensors, file.metadata);
 }
 
 absl::StatusOr<std::string> save_checkpoint(const std::string& dir, const Module& model, const Optimizer& optimizer,
@@ -247,6 +262,14 @@ absl::StatusOr<CheckpointFile> read_checkpoint(const std::string& path) {
     return corrupt(path, str_cat("unknown format '", format->second, "' (this version reads ", kCheckpointFormat, ")"));
   }
   if (absl::Status st = verify_checksums(*raw, path); !st.ok()) return st;
+  // Written by no Coppice (saves refuse them), but a file can still say so:
+  // a diverged state is no place to go on from.
+  for (const auto& [name, t] : raw->tensors) {
+    if (!all_finite(t)) {
+      return corrupt(path,
+                     str_cat("entry '", name, "' holds non-finite values (inf or NaN); no run resumes from them"));
+    }
+  }
 
   CheckpointFile out;
   out.path = path;

@@ -33,9 +33,13 @@
 // keep all), and so are temporary files left by an earlier, interrupted
 // writer.
 //
+// Writing refuses a state that holds an inf or a NaN (a diverged run's), naming
+// the entry: every checkpoint is a state a run can go on from.
+//
 // Reading (read_checkpoint) checks, before anything is interpreted, that the
 // file is a complete safetensors file of this format whose every entry and
-// metadata match their checksums; then that every trainer field is in range.
+// metadata match their checksums and whose every value is finite; then that
+// every trainer field is in range.
 // Applying (apply_checkpoint) checks the whole file against the components
 // (names, shapes, formats and dtypes of the parameters, the optimizer's and
 // the updater's state) before it changes any of them, so an error leaves
@@ -84,8 +88,14 @@ struct TrainerState {
 
 // The checkpoint's bytes in memory.
 // `updater`: the mask method's state (a MaskUpdater, SrSte), or null.
+// FailedPrecondition naming the entry when a value is inf or NaN.
 absl::StatusOr<std::string> serialize_checkpoint(const Module& model, const Optimizer& optimizer,
                                                  const MaskState* updater, const TrainerState& state);
+// The bytes of `file` (flat entries on the host and their metadata, as
+// parse_safetensors gives them) with every checksum computed afresh: the last
+// step of serialize_checkpoint, and for tests that edit a checkpoint on
+// purpose (a well-formed file that lies, e.g. about a value).
+absl::StatusOr<std::string> seal_checkpoint(SafetensorsFile file);
 // Creates `dir` when needed, writes <dir>/checkpoint_file_name(state.step,
 // state.run_id) atomically, prunes that run's checkpoints to keep_last;
 // returns the file's path. Every parameter must carry its name (the loop
@@ -105,9 +115,9 @@ struct CheckpointFile {
 };
 
 // Reads `path` (a file; resolve_checkpoint first for a directory) and
-// verifies its format, checksums and trainer fields. DataLoss naming the file
-// and what is wrong for unreadable, truncated, foreign, corrupted or
-// out-of-range content.
+// verifies its format, checksums, values (all finite) and trainer fields.
+// DataLoss naming the file and what is wrong for unreadable, truncated,
+// foreign, corrupted, non-finite or out-of-range content.
 absl::StatusOr<CheckpointFile> read_checkpoint(const std::string& path);
 
 // Loads `file` into freshly built components after checking that all of it

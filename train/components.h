@@ -26,6 +26,7 @@
 #include "tensor/device.h"
 #include "train/fingerprint.h"
 #include "train/metrics.h"
+#include "train/nonfinite_guard.h"
 
 namespace coppice {
 
@@ -119,6 +120,10 @@ struct TrainComponents {
   // TrainingSummary says how it went.
   bool cuda_graph = false;
 
+  // What a step whose loss or gradients are inf or NaN does: stop the run
+  // (the default) or be skipped, up to a limit (train/nonfinite_guard.h).
+  NonfiniteOptions nonfinite;
+
   // Data-parallel training (see the top of this file); null: one rank.
   Communicator* comm = nullptr;
   GradSyncOptions grad_sync;
@@ -152,7 +157,10 @@ struct TrainingSummary {
   double update_step_seconds = 0.0;
   int64_t ordinary_steps = 0;
   double ordinary_step_seconds = 0.0;
-  std::vector<int64_t> skipped_steps;              // steps the loss scaler skipped (inf/NaN gradients)
+  // Steps whose optimizer step was skipped: by the loss scaler (gradients
+  // that overflowed under its scale) or as non-finite under
+  // training.on_nonfinite: skip_step; each step once.
+  std::vector<int64_t> skipped_steps;
   double final_loss_scale = 1.0;                   // the loss scaler's scale at the end (1: none)
   std::optional<EvalResult> validation;            // the last evaluation
   std::optional<EvalResult> test;                  // at the end

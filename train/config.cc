@@ -1066,6 +1066,12 @@ void read_training(const Section& training, JobConfig& job) {
   if (training.has("epochs")) job.training.epochs = training.integer("epochs", 1);
   if (training.has("steps")) job.training.steps = training.integer("steps", 1);
   job.training.cuda_graph = training.boolean("cuda_graph", false);
+  NonfiniteOptions& nf = job.training.nonfinite;
+  nf.policy = training.choice("on_nonfinite", "stop", {"stop", "skip_step"}) == "skip_step" ? NonfinitePolicy::kSkipStep
+                                                                                            : NonfinitePolicy::kStop;
+  if (nf.policy == NonfinitePolicy::kStop)
+    training.refuse({"max_consecutive_skips"}, "applies only with training.on_nonfinite: skip_step");
+  nf.max_consecutive_skips = training.integer("max_consecutive_skips", nf.max_consecutive_skips);
 }
 
 // evaluation: how often, and on a split the data has.

@@ -39,6 +39,7 @@
 #include "optim/sgd.h"
 #include "optim/sr_ste.h"
 #include "sparsifiers/schedule.h"
+#include "train/nonfinite_guard.h"
 
 namespace coppice {
 
@@ -138,7 +139,8 @@ struct TrainingConfig {
   // Exactly one of the two is set.
   std::optional<int64_t> epochs;
   std::optional<int64_t> steps;
-  bool cuda_graph = false;  // replay ordinary steps from a CUDA graph (train/graph_step.h)
+  bool cuda_graph = false;     // replay ordinary steps from a CUDA graph (train/graph_step.h)
+  NonfiniteOptions nonfinite;  // on_nonfinite, max_consecutive_skips (train/nonfinite_guard.h)
 };
 
 enum class EvalSplit { kValidation, kTest };

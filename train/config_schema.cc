@@ -193,6 +193,13 @@ std::vector<SchemaKey> run_keys() {
        "on a CUDA device, replay each ordinary step's forward and backward from a CUDA graph, captured again after "
        "a mask update; off with a message where a step cannot be captured (dropout, host reads), for data-parallel "
        "runs and for output sparsifiers (false)"},
+      {"training.on_nonfinite", K::kString,
+       "stop | skip_step: when a step's loss or a gradient is inf or NaN (or a mask update would rank such "
+       "scores): stop with exit 1 naming the step, the loss or the parameter and the last finite checkpoint; or "
+       "skip that step's optimizer and mask updates and go on (stop)"},
+      {"training.max_consecutive_skips", K::kInt,
+       "skip_step: steps skipped in a row before the next non-finite one stops the run (10); an f16 loss "
+       "scaler's overflow skips are its own and not counted"},
 
       {"evaluation", K::kSection, "evaluation during training"},
       {"evaluation.every_steps", K::kInt, "evaluate every N steps (0: at the end of each epoch)"},
@@ -328,6 +335,7 @@ std::map<std::string, KeyRange> build_ranges() {
       {"mask_update.decay", reals(0, 1)},
       {"training.epochs", ints(1, kMaxSteps)},
       {"training.steps", ints(1, kMaxSteps)},
+      {"training.max_consecutive_skips", ints(1, kMaxSteps)},
       {"evaluation.every_steps", ints(0, kMaxSteps)},
       {"evaluation.max_batches", ints(0, kMaxSteps)},
       {"checkpoint.every_steps", ints(0, kMaxSteps)},

@@ -466,6 +466,7 @@ TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule,
   else
     c.epochs = *job.training.epochs;
   c.cuda_graph = job.training.cuda_graph;
+  c.nonfinite = job.training.nonfinite;
   const int64_t total_steps = total_training_steps(c);
   c.stop_at_step = opts.stop_at_step;
   c.keep_going = opts.keep_going;

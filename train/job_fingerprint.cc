@@ -191,6 +191,11 @@ Fingerprint job_fingerprint(const JobConfig& job, const SparsitySchedule& resolv
   add_optimizer(job.optimizer, f);
   add_lr_schedule(job.lr_schedule, f);
   add_mask_update(job.mask_update, f);
+  // training.on_nonfinite and max_consecutive_skips are left out: they say
+  // what happens when a step goes inf or NaN, which no checkpoint holds
+  // (every checkpoint is finite, train/checkpoint.cc), so a finite run is the
+  // same under either, and a resume may switch to skip_step without
+  // --allow-changes.
   if (job.training.steps) f["training.steps"] = number(*job.training.steps);
   if (job.training.epochs) f["training.epochs"] = number(*job.training.epochs);
   f["distributed.world_size"] = number(job.distributed.world_size);

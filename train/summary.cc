@@ -73,8 +73,8 @@ std::string format_summary(const TrainingSummary& s) {
     os << "\n";
   }
   if (s.final_loss_scale != 1.0 || !s.skipped_steps.empty()) {
-    os << "loss scale " << s.final_loss_scale << " at the end; " << s.skipped_steps.size()
-       << " steps skipped for inf/NaN gradients\n";
+    if (s.final_loss_scale != 1.0) os << "loss scale " << s.final_loss_scale << " at the end; ";
+    os << s.skipped_steps.size() << " steps skipped for an inf/NaN loss or gradients\n";
   }
   if (s.cuda_graph) {
     os << "cuda graphs: " << s.graph_replays << " steps replayed, " << s.graph_captures << " captures";

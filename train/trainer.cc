@@ -104,6 +104,7 @@ Trainer::Trainer(TrainComponents& c)
   t_start_ = Clock::now();
   t_window_ = t_start_;
   scaler_ = c.loss_scaler != nullptr && c.loss_scaler->enabled() ? c.loss_scaler : nullptr;
+  nonfinite_ = NonfiniteGuard(c.nonfinite);
   dtype_ = model_dtype(model_);
   prepare_graph();
 }
@@ -220,41 +221,135 @@ void Trainer::step() {
     if (masks_ != nullptr) masks_->before_optimizer_step(scale);
     if (c_.grad_clip > 0.0) clip_grad_norm(model_.parameters(), c_.grad_clip * scale);
   };
-  if (scaler_ != nullptr) {
-    step_.skipped = !scaler_->step(optimizer_, before_step);
-    if (step_.skipped) summary_.skipped_steps.push_back(step_.t);
-  } else {
-    before_step(1.0);
-    optimizer_.step();
+  watch_for_nonfinite();
+  // Whether the step is finite is known with the host read of its loss.
+  // Where the update depends on it (a loss scaler, skip_step) that read comes
+  // first; otherwise it stays after the update is queued, as it always was,
+  // so that an ordinary step waits no longer: under stop a non-finite step
+  // then ends the run before its mask update, records or checkpoint.
+  const bool decide_first = scaler_ != nullptr || nonfinite_.decides_before_update();
+  if (decide_first) {
+    measure_batch();
+    if (!step_.finite) skip_nonfinite_step();  // or stops the run
+  }
+  if (!step_.skipped) {
+    if (scaler_ != nullptr) {
+      scaler_->step(optimizer_, /*found_inf=*/false, before_step);
+    } else {
+      before_step(1.0);
+      optimizer_.step();
+    }
   }
   if (c_.scheduler != nullptr) c_.scheduler->step();
-  measure_batch();
+  if (!decide_first) {
+    measure_batch();
+    if (!step_.finite) nonfinite_.on_nonfinite(step_.t, nonfinite_cause(), last_finite_checkpoint());  // stops
+  }
+  if (step_.finite) nonfinite_.on_finite();
+  step_.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.option(0, "lr");
 }
 
-// The batch's loss and accuracy over every rank's examples, and the LR the
-// step used.
+// The step's health, folded on the device with no host read: a flag per
+// parameter the optimizer updates (so that a failing step can name it; their
+// gradients as backward and the exchange left them, before clipping) and one
+// for the dense gradients a mask update will rank by.
+void Trainer::watch_for_nonfinite() {
+  const std::vector<Variable> params = optimizer_parameters(optimizer_);
+  const int64_t dense_slot = static_cast<int64_t>(params.size());
+  step_.health = NonfiniteFlag(dense_slot + 1);
+  for (int64_t i = 0; i < dense_slot; ++i) step_.health.add(params[static_cast<size_t>(i)].grad(), i);
+  for (const auto& [name, g] : step_.dense_grads) step_.health.add(g, dense_slot);
+}
+
+// A non-finite step whose update is still to come. Gradients that overflowed
+// under an f16 loss scale while the loss is finite are the scaler's to skip
+// (it backs off; GradScaler's semantics, not divergence); anything else is
+// the guard's: skipped, or the run stops. Either way the step is skipped once
+// and listed once among the summary's skipped steps.
+void Trainer::skip_nonfinite_step() {
+  if (scaler_ != nullptr && std::isfinite(step_.loss)) {
+    scaler_->step(optimizer_, /*found_inf=*/true);
+  } else {
+    nonfinite_.on_nonfinite(step_.t, nonfinite_cause(), last_finite_checkpoint());
+    step_.nonfinite_skipped = true;
+  }
+  step_.skipped = true;
+  summary_.skipped_steps.push_back(step_.t);
+}
+
+// What was not finite, for the line that stops the run: the loss, else the
+// first parameter (in the optimizer's order) whose gradient was not.
+std::string Trainer::nonfinite_cause() const {
+  if (!std::isfinite(step_.loss)) {
+    return str_cat("the loss is ", std::isnan(step_.loss) ? "nan" : step_.loss > 0 ? "inf" : "-inf");
+  }
+  const std::vector<Variable> params = optimizer_parameters(optimizer_);
+  const int64_t i = step_.first_nonfinite;
+  if (i >= 0 && i < static_cast<int64_t>(params.size())) {
+    const std::string& name = params[static_cast<size_t>(i)].name();
+    return str_cat("the gradient of '", name.empty() ? str_cat("parameter ", i) : name, "' is not finite");
+  }
+  for (const auto& [name, g] : step_.dense_grads) {
+    if (!all_finite(g)) return str_cat("the dense gradient of '", name, "' is not finite");
+  }
+  return "a gradient is not finite";
+}
+
+// Every checkpoint is finite (train/checkpoint.cc refuses to write one that
+// is not), so a diverged run goes back to the last one written, or to the one
+// it resumed from.
+std::string Trainer::last_finite_checkpoint() const {
+  if (!summary_.last_checkpoint.empty()) return summary_.last_checkpoint;
+  if (!run_.resumed_from.empty()) return run_.resumed_from;
+  return "none written";
+}
+
+// The batch's loss and accuracy over every rank's examples, and whether the
+// step is finite: the loss and the step's non-finite flags come to the host
+// in one read (the read of the loss every step makes), and ranks agree
+// through the sums they exchange anyway.
 void Trainer::measure_batch() {
   const Variable logits(step_.outputs.logits);
   const Tensor& targets = step_.outputs.targets;
-  double loss_value = Variable(step_.outputs.loss).item();
+  const Tensor loss = step_.outputs.loss.reshape({1});
+  const Tensor& flags = step_.health.value();
+  const Tensor both = flags.defined() ? cat({loss, flags.to(loss.dtype()).to(loss.device())}) : loss;
+  const std::vector<double> read = both.to(Device::cpu()).to(DType::kF64).to_vector<double>();
+  double loss_value = read[0];
+  step_.first_nonfinite = -1;
+  for (size_t i = 1; i < read.size() && step_.first_nonfinite < 0; ++i) {
+    if (read[i] != 0.0) step_.first_nonfinite = static_cast<int64_t>(i) - 1;
+  }
+  double flagged = step_.first_nonfinite >= 0 ? 1.0 : 0.0;
   double correct = static_cast<double>(count_correct(logits, targets));
   double n = static_cast<double>(targets.numel());
   if (comm_ != nullptr) {
-    const std::vector<double> sums = all_reduce_scalars(*comm_, {loss_value * n, correct, n});
+    const std::vector<double> sums = all_reduce_scalars(*comm_, {loss_value * n, correct, n, flagged});
     loss_value = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
     correct = sums[1];
     n = sums[2];
+    flagged = sums[3];
   }
   step_.loss = loss_value;
+  step_.finite = std::isfinite(loss_value) && flagged == 0.0;
   step_.accuracy = n > 0 ? correct / n : 0.0;
-  step_.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.option(0, "lr");
 }
 
 // Masks change after the optimizer step, as the schedule says; every rank
 // then holds the same patterns.
 void Trainer::update_sparsity() {
-  if (masks_ == nullptr || !masks_->changes_masks(step_.t, step_.skipped)) return;
-  step_.mask_stats = masks_->update(step_.t, step_.dense_grads);
+  // A step skipped as non-finite changes no mask either.
+  if (masks_ == nullptr || step_.nonfinite_skipped || !masks_->changes_masks(step_.t, step_.skipped)) return;
+  try {
+    step_.mask_stats = masks_->update(step_.t, step_.dense_grads);
+  } catch (const NonfiniteError& e) {
+    // The schedule refused to rank inf or NaN scores (a weight that the
+    // update made non-finite, say) before changing any mask: stop, or leave
+    // this step's mask update out under skip_step.
+    nonfinite_.on_nonfinite(step_.t, e.what(), last_finite_checkpoint());
+    step_.nonfinite_skipped = true;
+    return;
+  }
   summary_.mask_updates.push_back(*step_.mask_stats);
   check_masks(masks_->layers());
   // The update's kernels finish here, not in the next step's time.
@@ -392,6 +487,9 @@ std::string Trainer::last_checkpoint_note() const {
 void Trainer::end_step() { step_ = Step{}; }
 
 TrainingSummary Trainer::finish() {
+  // A run that ends on steps skipped as non-finite diverged: it fails here,
+  // before a final checkpoint or summary could pass it for finished.
+  nonfinite_.on_end(std::max(run_.step, stop_), last_finite_checkpoint());
   progress_.finish();
   const int64_t final_step = std::max(run_.step, stop_);
   summary_.final_step = final_step;

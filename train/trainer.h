@@ -18,7 +18,10 @@
 //   step()             movement scores (or SR-STE's sparse-refined term),
 //                      clipping, the optimizer (through the loss scaler) and
 //                      the LR schedule; the batch's loss and accuracy over
-//                      all ranks
+//                      all ranks, read with the step's non-finite flags
+//                      (every gradient, folded on the device): a step whose
+//                      loss or gradients are inf or NaN stops the run or is
+//                      skipped (training.on_nonfinite, nonfinite_guard.h)
 //   update_sparsity()  the mask schedule's change of the masks (the mask
 //                      updater's, the GMP pruner's or SR-STE's:
 //                      optim/mask_schedule.h) with the optimizer state
@@ -43,10 +46,12 @@
 #include "data/loader.h"
 #include "distributed/grad_sync.h"
 #include "models/dense_gradient_view.h"
+#include "optim/finite_check.h"
 #include "optim/mask_schedule.h"
 #include "train/components.h"
 #include "train/graph_step.h"
 #include "train/metrics.h"
+#include "train/nonfinite_guard.h"
 #include "train/progress.h"
 #include "train/resume.h"
 #include "train/run_lock.h"
@@ -93,8 +98,14 @@ class Trainer {
     bool dense_gradient = false;                // through the dense-gradient view
     std::map<std::string, Tensor> dense_grads;  // what the view returned
     StepOutputs outputs;
-    bool skipped = false;  // the loss scaler skipped the optimizer step
-    double loss = 0.0;     // over every rank's examples
+    bool skipped = false;  // the optimizer step was skipped (by the loss scaler, or as non-finite)
+    // Non-finite values (optim/finite_check.h): a flag per parameter the
+    // optimizer updates and one for the dense gradients, read with the loss.
+    NonfiniteFlag health;
+    bool finite = true;              // the loss and every gradient
+    int64_t first_nonfinite = -1;    // the first flag set (a parameter's index), or -1
+    bool nonfinite_skipped = false;  // skipped under training.on_nonfinite: skip_step (masks too)
+    double loss = 0.0;               // over every rank's examples
     double accuracy = 0.0;
     double lr = 0.0;
     std::optional<MaskUpdateStats> mask_stats;
@@ -105,6 +116,10 @@ class Trainer {
   void report_graph_off();
   StepOutputs eager_forward_backward(const Tensor& inputs, const Tensor& targets);
   void measure_batch();
+  void watch_for_nonfinite();
+  void skip_nonfinite_step();
+  std::string nonfinite_cause() const;
+  std::string last_finite_checkpoint() const;
   void check_masks(const std::vector<std::string>& layers);
   void write_train_record(double elapsed, double samples_per_second);
   void write_checkpoint(int64_t step);
@@ -122,6 +137,7 @@ class Trainer {
   int world_ = 1;
   bool lead_ = true;              // writes metrics, progress, checkpoints
   LossScaler* scaler_ = nullptr;  // enabled, or null
+  NonfiniteGuard nonfinite_;      // what a non-finite step does
   DType dtype_ = DType::kF32;     // the model's (inputs are cast to it)
   std::optional<GradientSync> sync_;
   std::optional<GraphedStep> graph_;

@@ -1,11 +1,14 @@
 // Registers the CUDA fused optimizer steps, "adam_step", "sgd_step" and "sgd_step_mixed"
 // (optim/adam_step.h and optim/sgd_step.h call them through the dispatcher
-// for CUDA tensors).
+// for CUDA tensors), and the non-finite check "nonfinite_flag"
+// (optim/finite_check.h).
 #include <vector>
 
 #include "optim/adam_step.h"
 #include "optim/cuda/adam_step.h"
+#include "optim/cuda/finite_check.h"
 #include "optim/cuda/sgd_step.h"
+#include "optim/finite_check_math.h"
 #include "optim/fused_step.h"
 #include "optim/sgd_step.h"
 #include "tensor/cuda/cuda_check.h"
@@ -62,6 +65,35 @@ std::vector<Tensor> sgd_step_mixed_cuda_kernel(const std::vector<Tensor>& in, co
   return {};
 }
 
+// Inputs: the values (dense, contiguous, floating) and the flag (an f32
+// scalar on the same device), set to NaN on the device when a value is inf or NaN.
+std::vector<Tensor> nonfinite_flag_cuda_kernel(const std::vector<Tensor>& in, const Attrs&) {
+  const Tensor& v = in[0];
+  const int device = v.device().index;
+  cuda::DeviceGuard guard(device);
+  const cudaStream_t stream = cuda::current_stream(device);
+  const void* data = v.data_ptr();
+  float* flag = in[1].data<float>();
+  switch (v.dtype()) {
+    case DType::kF32:
+      flag_nonfinite<uint32_t>(static_cast<const uint32_t*>(data), v.numel(), kF32ExponentBits, flag, stream);
+      break;
+    case DType::kF64:
+      flag_nonfinite<uint64_t>(static_cast<const uint64_t*>(data), v.numel(), kF64ExponentBits, flag, stream);
+      break;
+    case DType::kBF16:
+      flag_nonfinite<uint16_t>(static_cast<const uint16_t*>(data), v.numel(), kBF16ExponentBits, flag, stream);
+      break;
+    case DType::kF16:
+      flag_nonfinite<uint16_t>(static_cast<const uint16_t*>(data), v.numel(), kF16ExponentBits, flag, stream);
+      break;
+    default: fail("nonfinite_flag: values must be f32, f64, bf16 or f16, got ", dtype_name(v.dtype()));
+  }
+  COPPICE_CUDA_CHECK(cudaGetLastError(), "nonfinite_flag");
+  return {};
+}
+
+const KernelRegistrar kNonfinite("nonfinite_flag", DeviceType::kCuda, {"dense", "dense"}, nonfinite_flag_cuda_kernel);
 const KernelRegistrar kAdam("adam_step", DeviceType::kCuda, {"dense", "dense", "dense", "dense"},
                             adam_step_cuda_kernel);
 // Without momentum the buffer is an undefined input ("none").

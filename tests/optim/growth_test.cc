@@ -25,14 +25,22 @@ using testing_mask::throws_with;
 
 TEST(Growth, TopKAmongCandidatesTiesAndNan) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  //                           0    1    2     3    4   5    6    7
-  const std::vector<float> s = {9, -3, 3, nan, -7, 3, 0.5f, 100};
+  //                           0    1    2   3    4   5    6    7
+  const std::vector<float> s = {9, -3, 3, 50, -7, 3, 0.5f, nan};
   const Tensor scores = from_vector(s, {2, 4});
-  const std::vector<int64_t> cand = {1, 2, 3, 4, 5, 6};                     // 0 and 7 are not candidates
-  EXPECT_EQ(top_k_among(scores, cand, 1, "t"), (std::vector<int64_t>{3}));  // NaN is largest
+  const std::vector<int64_t> cand = {1, 2, 3, 4, 5, 6};  // 0 and 7 (the NaN) are not candidates
+  EXPECT_EQ(top_k_among(scores, cand, 1, "t"), (std::vector<int64_t>{3}));
   EXPECT_EQ(top_k_among(scores, cand, 2, "t"), (std::vector<int64_t>{3, 4}));
   EXPECT_EQ(top_k_among(scores, cand, 3, "t"), (std::vector<int64_t>{1, 3, 4}));  // |-3| = |3|: lowest first
   EXPECT_EQ(top_k_among(scores, cand, 4, "t"), (std::vector<int64_t>{1, 2, 3, 4}));
+  // A candidate's NaN or inf score is refused, naming the op: nothing is ranked by it.
+  EXPECT_TRUE(throws_with(
+      [&] {
+        top_k_among(scores, {1, 7}, 1, "growth 'g' (layer fc1)");
+      },
+      {"growth 'g' (layer fc1)", "growth scores", "non-finite"}));
+  const Tensor inf_scores = from_vector(std::vector<float>{1, std::numeric_limits<float>::infinity(), 2, 3}, {2, 2});
+  EXPECT_TRUE(throws_with([&] { top_k_among(inf_scores, {0, 1, 2}, 1, "t"); }, {"non-finite"}));
   EXPECT_EQ(top_k_among(scores, cand, 0, "t"), (std::vector<int64_t>{}));
   EXPECT_EQ(top_k_among(scores, cand, 6, "t"), cand);
   EXPECT_TRUE(throws_with([&] { top_k_among(scores, cand, 7, "t"); }, {"cannot grow 7 of 6"}));

@@ -35,7 +35,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -46,6 +48,7 @@
 #include "gtest/gtest.h"
 #include "tensor/io/safetensors.h"
 #include "tests/data/test_util.h"
+#include "train/checkpoint.h"
 #include "train/config_schema.h"
 #include "yaml-cpp/yaml.h"
 
@@ -353,6 +356,8 @@ std::pair<uint64_t, uint64_t> tensor_bytes(const std::string& file, const std::s
 //   metadata: {key: value}   set (value null: remove) entries, rewriting the file with
 //                            the project's safetensors writer: a well-formed file that lies
 //   header: TEXT            replace the JSON header (keeping the data)
+//   poison: {tensor: NAME}  its first value made NaN, every checksum made afresh
+//                            (seal_checkpoint): a well-formed file of a diverged state
 //   rename_step: N          rename it to the same name at step N (a name that lies)}
 void corrupt(const fs::path& dir, const YAML::Node& c) {
   if (c["copy"]) {
@@ -422,6 +427,22 @@ void corrupt(const fs::path& dir, const YAML::Node& c) {
     std::string prefix(8, '\0');
     for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
     bytes = prefix + header + bytes.substr(8 + n);
+  } else if (c["poison"]) {
+    absl::StatusOr<SafetensorsFile> file = parse_safetensors(bytes, path.string());
+    if (!file.ok()) throw std::runtime_error(std::string(file.status().message()));
+    const std::string name = c["poison"]["tensor"].as<std::string>();
+    const Tensor* t = file->find(name);
+    if (t == nullptr || t->numel() == 0) throw std::runtime_error("poison: no tensor " + name);
+    if (t->dtype() == DType::kF32) {
+      t->data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    } else if (t->dtype() == DType::kF64) {
+      t->data<double>()[0] = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      throw std::runtime_error("poison: " + name + " is not f32 or f64");
+    }
+    absl::StatusOr<std::string> again = seal_checkpoint(std::move(*file));
+    if (!again.ok()) throw std::runtime_error(std::string(again.status().message()));
+    bytes = *again;
   } else {
     throw std::runtime_error("unknown corruption: " + YAML::Dump(c));
   }

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -279,6 +280,55 @@ std::string read_bytes(const std::string& path) {
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Every checkpoint is a state a run can go on from: an inf or a NaN in a
+// weight or in the optimizer's state is never written, and a file that holds
+// one (checksums made afresh: seal_checkpoint) is refused naming the entry.
+TEST(Checkpoint, NonfiniteValuesAreNeverWrittenNorRead) {
+  const std::string dir = temp_dir("ckpt_nonfinite");
+  {
+    Fixture a = make_setup(1, true);
+    Variable b = a.model->parameter("fc1.bias");
+    b.value().data<float>()[2] = std::numeric_limits<float>::quiet_NaN();
+    auto path = save_checkpoint(dir, *a.model, *a.opt, a.updater.get(), some_state(5));
+    ASSERT_FALSE(path.ok());
+    EXPECT_NE(std::string(path.status().message()).find("'model.fc1.bias' holds non-finite values"), std::string::npos)
+        << path.status().message();
+  }
+  {
+    Fixture a = make_setup(1, true);
+    Variable w = a.model->parameter("fc2.weight");
+    a.opt->mutable_state(w).tensors.at("momentum_buffer").data<float>()[0] = std::numeric_limits<float>::infinity();
+    auto path = save_checkpoint(dir, *a.model, *a.opt, a.updater.get(), some_state(5));
+    ASSERT_FALSE(path.ok());
+    EXPECT_NE(std::string(path.status().message()).find("momentum_buffer' holds non-finite values"), std::string::npos)
+        << path.status().message();
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "nothing is left behind";
+
+  Fixture a = make_setup(1, true);
+  auto path = save_checkpoint(dir, *a.model, *a.opt, a.updater.get(), some_state(5));
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  absl::StatusOr<SafetensorsFile> file = read_safetensors(*path);
+  ASSERT_TRUE(file.ok());
+  // Resealed as it is, the file reads as before.
+  const std::string same = dir + "/same.safetensors";
+  absl::StatusOr<std::string> bytes = seal_checkpoint(*file);
+  ASSERT_TRUE(bytes.ok());
+  std::ofstream(same, std::ios::binary) << *bytes;
+  EXPECT_TRUE(read_checkpoint(same).ok());
+  // One value poisoned, checksums made afresh: a well-formed file that lies.
+  for (const std::string entry : {"model.fc1.weight.values", "model.fc2.bias", "optim.fc1.weight.momentum_buffer"}) {
+    absl::StatusOr<SafetensorsFile> copy = read_safetensors(*path);
+    ASSERT_TRUE(copy.ok());
+    const Tensor* t = copy->find(entry);
+    ASSERT_NE(t, nullptr) << entry;
+    t->data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    const std::string poisoned = dir + "/poisoned.safetensors";
+    std::ofstream(poisoned, std::ios::binary | std::ios::trunc) << *seal_checkpoint(*copy);
+    expect_load_error_naming(poisoned, "entry '" + entry + "' holds non-finite values");
+  }
 }
 
 TEST(Checkpoint, AFlippedByteAnywhereIsRefused) {

@@ -127,6 +127,7 @@ const std::vector<Where>& every_key() {
        "decay: @}"},
       {"training.epochs", "training: {epochs: @}"},
       {"training.steps", "training: {steps: @}"},
+      {"training.max_consecutive_skips", "training: {steps: 10, on_nonfinite: skip_step, max_consecutive_skips: @}"},
       {"evaluation.every_steps", "evaluation: {every_steps: @}"},
       {"evaluation.max_batches", "evaluation: {max_batches: @}"},
       {"checkpoint.every_steps", "checkpoint: {dir: /tmp/ckpt, every_steps: @}"},

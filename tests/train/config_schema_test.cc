@@ -54,7 +54,9 @@ TEST(ConfigSchema, UnknownKeyMessages) {
   EXPECT_EQ(unknown_key_message("sparsity.rules[1]", "sparsity.rules[]", "fromat"),
             "sparsity.rules[1].fromat: unknown key; did you mean 'sparsity.rules[1].format'?");
   const std::string far = unknown_key_message("training", "training", "xyzzy");
-  EXPECT_EQ(far, "training.xyzzy: unknown key; known keys here: epochs, steps, cuda_graph");
+  EXPECT_EQ(far,
+            "training.xyzzy: unknown key; known keys here: epochs, steps, cuda_graph, on_nonfinite, "
+            "max_consecutive_skips");
 }
 
 TEST(ConfigSchema, OverrideSetsScalarsAndCreatesSections) {

@@ -240,6 +240,33 @@ TEST(JobConfig, CudaGraphKey) {
   EXPECT_NE(std::string(c.status().message()).find("training.cuda_graph"), std::string::npos) << c.status().message();
 }
 
+TEST(JobConfig, OnNonfiniteKeys) {
+  std::string base(kBase);
+  const std::string steps = "training: {steps: 100}";
+  ASSERT_NE(base.find(steps), std::string::npos);
+  auto with = [&](const std::string& training) {
+    std::string text = base;
+    return parse(text.replace(text.find(steps), steps.size(), training));
+  };
+  absl::StatusOr<JobConfig> c = with("training: {steps: 100}");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->training.nonfinite.policy, NonfinitePolicy::kStop);
+  EXPECT_EQ(c->training.nonfinite.max_consecutive_skips, 10);
+  c = with("training: {steps: 100, on_nonfinite: skip_step, max_consecutive_skips: 3}");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->training.nonfinite.policy, NonfinitePolicy::kSkipStep);
+  EXPECT_EQ(c->training.nonfinite.max_consecutive_skips, 3);
+  for (const auto& [training, key] : std::vector<std::pair<std::string, std::string>>{
+           {"training: {steps: 100, on_nonfinite: skip}", "did you mean 'skip_step'"},
+           {"training: {steps: 100, max_consecutive_skips: 3}", "training.max_consecutive_skips: applies only"},
+           {"training: {steps: 100, on_nonfinite: skip_step, max_consecutive_skips: 0}",
+            "training.max_consecutive_skips"}}) {
+    c = with(training);
+    ASSERT_FALSE(c.ok()) << training;
+    EXPECT_NE(std::string(c.status().message()).find(key), std::string::npos) << c.status().message();
+  }
+}
+
 TEST(JobConfig, PrecisionDtypeAndLossScale) {
   auto with = [](const std::string& precision) { return parse(std::string(kBase) + "precision: " + precision + "\n"); };
   const absl::StatusOr<JobConfig> f32 = parse(kBase);

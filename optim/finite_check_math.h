@@ -1,0 +1,25 @@
+// The element test of the "nonfinite_flag" kernel (optim/finite_check.h),
+// shared by the CPU kernel and its CUDA twin: a floating-point value is inf
+// or NaN exactly when its exponent bits are all ones, so the test reads the
+// value's bits as an unsigned word of its width and needs no arithmetic that
+// could round or trap. Plain C++ that nvcc also compiles.
+#pragma once
+
+#include <cstdint>
+
+#include "optim/fused_step_math.h"  // COPPICE_OPTIM_HD
+
+namespace coppice {
+
+// The exponent mask of a floating-point format, as a word of its width.
+inline constexpr uint16_t kF16ExponentBits = 0x7c00;
+inline constexpr uint16_t kBF16ExponentBits = 0x7f80;
+inline constexpr uint32_t kF32ExponentBits = 0x7f800000u;
+inline constexpr uint64_t kF64ExponentBits = 0x7ff0000000000000ull;
+
+template <typename Word>
+COPPICE_OPTIM_HD inline bool is_nonfinite_bits(Word bits, Word exponent_mask) {
+  return (bits & exponent_mask) == exponent_mask;
+}
+
+}  // namespace coppice

@@ -1,0 +1,77 @@
+// A hand-run benchmark (not a test): what the trainer's per-step non-finite
+// check adds to a step (train/trainer.cc, watch_for_nonfinite and the read in
+// measure_batch): one flag per gradient folded on the device, then the flags
+// and the loss in one host read, against the loss read alone (what a step
+// read before). Gradients shaped like a model's, dense or at a density.
+//   finite_check_bench [cpu|cuda] [lenet300|mlp4096|gpt] [density]
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "optim/finite_check.h"
+#include "tensor/backend.h"
+#include "tensor/ops.h"
+
+using namespace coppice;
+
+int main(int argc, char** argv) {
+  const std::string where = argc > 1 ? argv[1] : "cpu";
+  const std::string model = argc > 2 ? argv[2] : "lenet300";
+  const double density = argc > 3 ? std::stod(argv[3]) : 1.0;
+  const Device device = where == "cuda" ? Device::cuda(0) : Device::cpu();
+  std::vector<Shape> shapes;
+  if (model == "lenet300") shapes = {{300, 784}, {300}, {100, 300}, {100}, {10, 100}, {10}};
+  if (model == "mlp4096") shapes = {{4096, 1024}, {4096}, {4096, 4096}, {4096}, {10, 4096}, {10}};
+  if (model == "gpt") {  // 12 blocks of d = 768 and a 50304-token embedding, as the GPT-small shapes
+    shapes.push_back({50304, 768});
+    for (int b = 0; b < 12; ++b) {
+      for (const Shape& s : std::vector<Shape>{{2304, 768},
+                                               {2304},
+                                               {768, 768},
+                                               {768},
+                                               {3072, 768},
+                                               {3072},
+                                               {768, 3072},
+                                               {768},
+                                               {768},
+                                               {768},
+                                               {768},
+                                               {768}})
+        shapes.push_back(s);
+    }
+  }
+  std::vector<Tensor> grads;
+  int64_t values = 0;
+  for (const Shape& s : shapes) {
+    const int64_t n =
+        s.size() == 2 ? static_cast<int64_t>(static_cast<double>(shape_numel(s)) * density) : shape_numel(s);
+    grads.push_back(randn({n}, TensorOptions(DType::kF32, device)));
+    values += n;
+  }
+  const Tensor loss = scalar_tensor(2.3, TensorOptions(DType::kF32, device));
+  auto time = [&](bool check) {
+    const int reps = 200;
+    double sink = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) {
+      if (!check) {
+        sink += loss.item();
+        continue;
+      }
+      NonfiniteFlag flag(static_cast<int64_t>(grads.size()) + 1);
+      for (size_t i = 0; i < grads.size(); ++i) flag.add(grads[i], static_cast<int64_t>(i));
+      sink += cat({loss.reshape({1}), flag.value()}).to(Device::cpu()).to(DType::kF64).to_vector<double>()[0];
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (sink < 0) std::printf("?");
+    return s / reps;
+  };
+  for (int warm = 0; warm < 2; ++warm) time(true), time(false);
+  const double with = time(true), without = time(false);
+  std::printf(
+      "%s %s density %g: %zu gradients, %lld values; loss read %.1f us, with the check %.1f us: +%.1f us a step\n",
+      where.c_str(), model.c_str(), density, grads.size(), static_cast<long long>(values), without * 1e6, with * 1e6,
+      (with - without) * 1e6);
+  return 0;
+}
