@@ -472,16 +472,10 @@ void Trainer::write_metrics(const JsonObject& record) {
   if (absl::Status st = metrics_.write(record); !st.ok()) fail_output(st);
 }
 
+// Where the run can go on from is named on the line that ends it (every
+// checkpoint is finite, so the last one written is the last finite one).
 void Trainer::fail_output(const absl::Status& status) const {
-  fail("run_training: ", status.message(), "; ", last_checkpoint_note());
-}
-
-// Where the run can go on from, for the line that ends it early.
-std::string Trainer::last_checkpoint_note() const {
-  if (!summary_.last_checkpoint.empty()) return str_cat("the last checkpoint is '", summary_.last_checkpoint, "'");
-  if (!run_.resumed_from.empty())
-    return str_cat("no checkpoint written since the one resumed from, '", run_.resumed_from, "'");
-  return c_.checkpoint_dir.empty() ? "the job writes no checkpoints" : "no checkpoint was written";
+  fail("run_training: ", status.message(), "; last checkpoint: ", last_finite_checkpoint());
 }
 
 void Trainer::end_step() { step_ = Step{}; }

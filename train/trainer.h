@@ -125,7 +125,6 @@ class Trainer {
   void write_checkpoint(int64_t step);
   void write_metrics(const JsonObject& record);
   [[noreturn]] void fail_output(const absl::Status& status) const;
-  std::string last_checkpoint_note() const;
   void fill_summary();
 
   TrainComponents& c_;
