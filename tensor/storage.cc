@@ -13,13 +13,14 @@ Storage Storage::allocate(size_t nbytes, Device device) {
   return s;
 }
 
-Storage Storage::wrap(void* data, size_t nbytes, Device device, std::function<void()> release) {
+Storage Storage::wrap(void* data, size_t nbytes, Device device, std::function<void()> release, bool read_only) {
   Storage s;
   s.impl_ = std::make_shared<Impl>();
   s.impl_->data = data;
   s.impl_->nbytes = nbytes;
   s.impl_->device = device;
   s.impl_->release = release ? std::move(release) : [] {};
+  s.impl_->read_only = read_only;
   return s;
 }
 

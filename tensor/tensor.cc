@@ -340,6 +340,8 @@ Tensor Tensor::to(TensorOptions options) const {
 
 Tensor& Tensor::fill_(double value) {
   check_dense(*this, "fill_", "tensor");
+  COPPICE_CHECK(!storage().read_only(), "fill_: the tensor ", shape_to_string(shape()),
+                " is on read-only memory (its owner forbids writes)");
   Attrs attrs;
   attrs.set("value", value);
   dispatch("fill_", {*this}, attrs);
@@ -349,6 +351,8 @@ Tensor& Tensor::fill_(double value) {
 Tensor& Tensor::copy_(const Tensor& src) {
   check_dense(*this, "copy_", "destination");
   check_dense(src, "copy_", "source");
+  COPPICE_CHECK(!storage().read_only(), "copy_: the destination ", shape_to_string(shape()),
+                " is on read-only memory (its owner forbids writes)");
   COPPICE_CHECK(broadcast_shapes(src.shape(), shape(), "copy_") == shape(), "copy_: source of shape ",
                 shape_to_string(src.shape()), " does not broadcast to destination ", shape_to_string(shape()));
   if (src.device() == device()) {

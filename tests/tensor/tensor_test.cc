@@ -258,5 +258,25 @@ TEST(Storage, WrappedMemoryIsUsedInPlaceAndReleasedOnce) {
   EXPECT_EQ(released, 1);
 }
 
+// Read-only wrapped memory (a read-only NumPy array): views carry the flag,
+// in-place writes are refused and leave the memory as it was; copies are the
+// library's own, writable.
+TEST(Storage, ReadOnlyWrappedMemoryRefusesInPlaceWrites) {
+  const std::vector<float> owner = {1, 2, 3, 4};
+  Storage s = Storage::wrap(const_cast<float*>(owner.data()), owner.size() * sizeof(float), Device::cpu(), nullptr,
+                            /*read_only=*/true);
+  Tensor t = Tensor::from_storage(s, {2, 2}, {2, 1}, 0, DType::kF32);
+  EXPECT_TRUE(t.storage().read_only());
+  EXPECT_TRUE(t.t().storage().read_only());
+  EXPECT_THROW(t.fill_(0.0), Error);
+  EXPECT_THROW(t.t().copy_(full({2, 2}, 7.0)), Error);
+  EXPECT_EQ(owner, (std::vector<float>{1, 2, 3, 4}));
+  Tensor c = t.clone();
+  EXPECT_FALSE(c.storage().read_only());
+  c.fill_(5.0);
+  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{5, 5, 5, 5}));
+  EXPECT_FALSE(Storage::allocate(4, Device::cpu()).read_only());
+}
+
 }  // namespace
 }  // namespace coppice
