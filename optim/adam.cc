@@ -56,7 +56,10 @@ Tensor Adam::update(const Tensor& p, const Tensor& grad, const Hyperparameters& 
   if (!m.defined()) m = zeros(p.shape(), p.options());
   if (!v.defined()) v = zeros(p.shape(), p.options());
 
-  if (in_place && fused_adam_step(p, grad, m, v, args)) return p;
+  if (in_place && fused_adam_step(p, grad, m, v, args, nonfinite_slot())) {
+    if (nonfinite_slot().defined()) gradient_checked();
+    return p;
+  }
 
   const double bias_correction1 = 1.0 - std::pow(args.beta1, static_cast<double>(args.step));
   const double bias_correction2 = 1.0 - std::pow(args.beta2, static_cast<double>(args.step));

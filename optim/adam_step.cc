@@ -1,36 +1,63 @@
 #include "optim/adam_step.h"
 
+#include <limits>
+
+#include "optim/finite_check_math.h"
 #include "optim/fused_step.h"
 
 namespace coppice {
+namespace {
 
-template <typename T>
-void adam_step_cpu(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& args) {
-  const AdamStepConstants<T> c = AdamStepConstants<T>::make(args);
-  for (int64_t i = 0; i < n; ++i) adam_step_element<T>(p[i], g[i], m[i], v[i], c);
+// The loop with the non-finite test (kCheck) or without; returns whether an
+// element of g was inf or NaN.
+template <typename T, bool kCheck>
+bool adam_loop(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepConstants<T>& c) {
+  bool nonfinite = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const T gi = g[i];
+    if constexpr (kCheck) nonfinite |= is_nonfinite_value(gi);
+    adam_step_element<T>(p[i], gi, m[i], v[i], c);
+  }
+  return nonfinite;
 }
 
-template void adam_step_cpu<float>(float*, const float*, float*, float*, int64_t, const AdamStepArgs&);
-template void adam_step_cpu<double>(double*, const double*, double*, double*, int64_t, const AdamStepArgs&);
+}  // namespace
 
-bool fused_adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStepArgs& args) {
+template <typename T>
+void adam_step_cpu(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& args, float* nonfinite) {
+  const AdamStepConstants<T> c = AdamStepConstants<T>::make(args);
+  if (nonfinite == nullptr) {
+    adam_loop<T, false>(p, g, m, v, n, c);
+  } else if (adam_loop<T, true>(p, g, m, v, n, c)) {
+    *nonfinite = std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+template void adam_step_cpu<float>(float*, const float*, float*, float*, int64_t, const AdamStepArgs&, float*);
+template void adam_step_cpu<double>(double*, const double*, double*, double*, int64_t, const AdamStepArgs&, float*);
+
+bool fused_adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStepArgs& args,
+                     const Tensor& nonfinite) {
   if (!fused_step_applies("adam_step", p, {&g, &m, &v})) return false;
-  run_fused_step("adam_step", {p, g, m, v}, fused_step_attrs(args));
+  run_fused_step("adam_step", {p, g, m, v}, fused_step_attrs(args), nonfinite);
   return true;
 }
 
 namespace {
 
+// Inputs p, g, m, v, flag (or none).
 std::vector<Tensor> adam_step_cpu_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
   const auto args = fused_step_args<AdamStepArgs>(attrs);
   with_fused_step_type(in[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
-    adam_step_cpu<T>(in[0].data<T>(), in[1].data<T>(), in[2].data<T>(), in[3].data<T>(), in[0].numel(), args);
+    adam_step_cpu<T>(in[0].data<T>(), in[1].data<T>(), in[2].data<T>(), in[3].data<T>(), in[0].numel(), args,
+                     fused_step_flag(in));
   });
   return {};
 }
 
-const KernelRegistrar kCpu("adam_step", DeviceType::kCpu, {"dense", "dense", "dense", "dense"}, adam_step_cpu_kernel);
+const FusedStepRegistrar kCpu("adam_step", DeviceType::kCpu, {"dense", "dense", "dense", "dense"},
+                              adam_step_cpu_kernel);
 
 }  // namespace
 }  // namespace coppice

@@ -5,6 +5,11 @@
 // rounded to the values' dtype first, exactly as the tensor-op path rounds
 // them, so on the CPU the two agree bit for bit (on CUDA, nvcc's fused
 // multiply-adds may differ in the last bit; the parity test allows for it).
+//
+// Both take an optional non-finite flag (optim/fused_step.h): the kernel
+// tests every gradient element it reads (bitwise, optim/finite_check_math.h)
+// and sets the flag to NaN when one is inf or NaN; what it writes is the
+// same bits with the flag or without (Optimizer::step's `nonfinite`).
 #pragma once
 
 #include <cstdint>
@@ -16,11 +21,13 @@ namespace coppice {
 
 // The CPU twin over n contiguous elements.
 template <typename T>
-void adam_step_cpu(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& args);
+void adam_step_cpu(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& args, float* nonfinite = nullptr);
 
 // Runs the fused step in place when a kernel "adam_step" is registered for
 // the tensors' device and all four are dense, contiguous, f32 or f64, of one
 // dtype, shape and device; returns false (touching nothing) otherwise.
-bool fused_adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStepArgs& args);
+// `nonfinite`: undefined, or the flag (one f32 element on p's device).
+bool fused_adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStepArgs& args,
+                     const Tensor& nonfinite = Tensor());
 
 }  // namespace coppice

@@ -105,6 +105,13 @@ void NonfiniteFlag::add(const Tensor& t, int64_t slot) {
   dispatch("nonfinite_flag", {v, flags_.select(0, slot)});
 }
 
+Tensor NonfiniteFlag::slot_on(int64_t slot, Device device) {
+  COPPICE_CHECK(slot >= 0 && slot < slots_, "NonfiniteFlag: slot ", slot, " is outside [0, ", slots_, ")");
+  if (!flags_.defined()) flags_ = zeros({slots_}, TensorOptions(DType::kF32, device));
+  if (flags_.device() != device) return Tensor();
+  return flags_.select(0, slot);
+}
+
 void NonfiniteFlag::add_gradients(const std::vector<Variable>& params, int64_t slot) {
   for (const Variable& p : params) {
     if (p.defined()) add(p.grad(), slot);

@@ -16,7 +16,11 @@
 // and bool tensors are always finite. The test is bitwise (the exponent all
 // ones), so it is exact for f32, f64, bf16 and f16 and costs one read of the
 // values: the "nonfinite_flag" kernel, on the CPU here and on CUDA in
-// optim/cuda (its twin).
+// optim/cuda (its twin). A gradient the optimizer steps anyway need not be
+// read twice: Optimizer::step(grad_scale, &flag) has each fused step kernel
+// (optim/sgd_step.h, optim/adam_step.h) set the parameter's flag from the
+// elements it reads (slot_on), and add()s only the gradients it steps on the
+// tensor-op path, so the check costs no pass and no launch of its own.
 #pragma once
 
 #include <string>
@@ -55,6 +59,11 @@ class NonfiniteFlag {
   void add(const Tensor& t, int64_t slot = 0);
   // Folds the gradient of each parameter that has one into flag `slot`.
   void add_gradients(const std::vector<Variable>& params, int64_t slot = 0);
+  // Flag `slot` as an f32 0-d view for a kernel on `device` to set to NaN
+  // itself (a fused optimizer step that tests the gradient it reads anyway:
+  // Optimizer::step's `nonfinite`), the flags made there when nothing was
+  // added yet; undefined when they live on another device (add() then).
+  Tensor slot_on(int64_t slot, Device device);
   // The flags, f32 [slots], on the device of the first tensor added;
   // undefined when nothing was added.
   const Tensor& value() const { return flags_; }

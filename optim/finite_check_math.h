@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "optim/fused_step_math.h"  // COPPICE_OPTIM_HD
 
@@ -20,6 +21,29 @@ inline constexpr uint64_t kF64ExponentBits = 0x7ff0000000000000ull;
 template <typename Word>
 COPPICE_OPTIM_HD inline bool is_nonfinite_bits(Word bits, Word exponent_mask) {
   return (bits & exponent_mask) == exponent_mask;
+}
+
+// The same test on a value as a fused optimizer step holds it (the gradient
+// element it reads; a 16-bit gradient widened to f32 is inf or NaN exactly
+// when it was): its bits, not a comparison, so no flag is raised.
+COPPICE_OPTIM_HD inline bool is_nonfinite_value(float x) {
+#if defined(__CUDA_ARCH__)
+  const uint32_t bits = __float_as_uint(x);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+#endif
+  return is_nonfinite_bits<uint32_t>(bits, kF32ExponentBits);
+}
+
+COPPICE_OPTIM_HD inline bool is_nonfinite_value(double x) {
+#if defined(__CUDA_ARCH__)
+  const uint64_t bits = static_cast<uint64_t>(__double_as_longlong(x));
+#else
+  uint64_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+#endif
+  return is_nonfinite_bits<uint64_t>(bits, kF64ExponentBits);
 }
 
 }  // namespace coppice

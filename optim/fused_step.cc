@@ -14,8 +14,25 @@ bool fused_step_applies(std::string_view op, const Tensor& p, std::initializer_l
   return Dispatcher::instance().has_kernel(op, p.device().type);
 }
 
-void run_fused_step(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+void run_fused_step(std::string_view op, std::vector<Tensor> inputs, const Attrs& attrs, const Tensor& nonfinite) {
+  if (nonfinite.defined()) {
+    COPPICE_CHECK(nonfinite.dtype() == DType::kF32 && nonfinite.numel() == 1 && nonfinite.is_dense() &&
+                      nonfinite.device() == inputs[0].device(),
+                  op, ": the non-finite flag must be one f32 element on ", inputs[0].device().to_string(), ", got ",
+                  dtype_name(nonfinite.dtype()), " ", shape_to_string(nonfinite.shape()), " on ",
+                  nonfinite.device().to_string());
+  }
+  inputs.push_back(nonfinite);
   dispatch(op, inputs, attrs);
+}
+
+FusedStepRegistrar::FusedStepRegistrar(const std::string& op, DeviceType device, std::vector<std::string> formats,
+                                       Kernel kernel) {
+  for (const char* flag : {"dense", "none"}) {
+    std::vector<std::string> f = formats;
+    f.push_back(flag);
+    Dispatcher::instance().register_kernel(op, device, std::move(f), kernel);
+  }
 }
 
 }  // namespace coppice

@@ -2,7 +2,11 @@
 // optim/sgd_step.h and their CUDA twins in optim/cuda): when a fused kernel
 // may run, running it through the dispatcher (whose op profiler counts the
 // calls, so tests and diagnostics can tell which path a step took:
-// tensor/op_profile.h), and the f32/f64 switch of the kernels.
+// tensor/op_profile.h), the f32/f64 switch of the kernels, and their last
+// input, the non-finite flag: an f32 0-d tensor (a slot of a NonfiniteFlag,
+// optim/finite_check.h) that the kernel sets to NaN when a gradient element
+// it reads is inf or NaN, or undefined ("none"): no test, and no cost (the
+// kernels branch once, outside their loop).
 #pragma once
 
 #include <cstdint>
@@ -23,8 +27,23 @@ namespace coppice {
 bool fused_step_applies(std::string_view op, const Tensor& p, std::initializer_list<const Tensor*> others);
 
 // Dispatches `op` (a fused step writes its outputs in place and returns
-// nothing).
-void run_fused_step(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs);
+// nothing) with `nonfinite` appended to `inputs` as the flag. A defined
+// `nonfinite` must be an f32 tensor of one element on the device of
+// inputs[0] (throws otherwise).
+void run_fused_step(std::string_view op, std::vector<Tensor> inputs, const Attrs& attrs,
+                    const Tensor& nonfinite = Tensor());
+
+// Registers `kernel` for `op` on `device` with `formats` (the inputs but the
+// flag) followed by "dense" and by "none": with and without the flag.
+struct FusedStepRegistrar {
+  FusedStepRegistrar(const std::string& op, DeviceType device, std::vector<std::string> formats, Kernel kernel);
+};
+
+// In a kernel: the flag's address (inputs' last), or null without one.
+inline float* fused_step_flag(const std::vector<Tensor>& inputs) {
+  const Tensor& f = inputs.back();
+  return f.defined() ? f.data<float>() : nullptr;
+}
 
 // A step's arguments (AdamStepArgs, SgdStepArgs: structs of double, bool and
 // int64_t fields that name each field once in for_each_field) as dispatcher

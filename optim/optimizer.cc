@@ -132,11 +132,19 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
-void Optimizer::step(double grad_scale) {
+void Optimizer::step(double grad_scale, NonfiniteFlag* nonfinite) {
   COPPICE_CHECK(std::isfinite(grad_scale) && grad_scale > 0.0, name_, ".step: grad_scale must be finite and > 0, got ",
                 grad_scale);
+  int64_t slot = -1;  // the parameter's index over all groups: its flag
+  if (nonfinite != nullptr) {
+    size_t count = 0;
+    for (const ParamGroup& group : groups_) count += group.params.size();
+    COPPICE_CHECK(nonfinite->slots() >= static_cast<int64_t>(count), name_, ".step: the non-finite flags have ",
+                  nonfinite->slots(), " slots for ", count, " parameters");
+  }
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      ++slot;
       const Variable& p = groups_[g].params[i];
       if (!p.grad().defined()) continue;
       const Tensor& value = p.value();
@@ -165,7 +173,22 @@ void Optimizer::step(double grad_scale) {
         st.pattern_version = pattern_version(value);
         has_state_[g][i] = true;
       }
-      step_param(p, options_[g], st, grad_scale);
+      if (nonfinite == nullptr) {
+        step_param(p, options_[g], st, grad_scale);
+        continue;
+      }
+      // The fused kernel tests the gradient as it reads it; the op path's
+      // gradient is folded in after the update (it reads it either way).
+      nonfinite_slot_ = nonfinite->slot_on(slot, values(value).device());
+      gradient_checked_ = false;
+      try {
+        step_param(p, options_[g], st, grad_scale);
+      } catch (...) {
+        nonfinite_slot_ = Tensor();
+        throw;
+      }
+      nonfinite_slot_ = Tensor();
+      if (!gradient_checked_) nonfinite->add(grad, slot);
     }
   }
 }

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "optim/finite_check.h"
 #include "optim/param_group.h"
 #include "tensor/tensor.h"
 
@@ -75,7 +76,19 @@ class Optimizer {
   // optim/loss_scaler.h): each gradient is divided by it as it is read (in
   // f32 for 16-bit parameters, so a scaled f16 gradient is unscaled without
   // underflowing); it must be finite and > 0.
-  void step(double grad_scale = 1.0);
+  //
+  // nonfinite: null, or flags with one slot per parameter in the order of
+  // param_groups() (group by group; optimizer_parameters' order,
+  // optim/loss_scaler.h): every gradient the step reads is checked for
+  // inf/NaN into its parameter's slot (a parameter without a gradient
+  // leaves its slot alone). A parameter that a fused kernel steps
+  // (optim/sgd_step.h, optim/adam_step.h) is tested by that kernel on the
+  // elements it reads anyway, at no pass and no launch of its own (the
+  // gradient divided by grad_scale when that is not 1: an overflow there
+  // counts); any other (the tensor-op path: masked values, non-contiguous
+  // ones, flags on another device) is folded with NonfiniteFlag::add after
+  // its update. Nothing is read to the host.
+  void step(double grad_scale = 1.0, NonfiniteFlag* nonfinite = nullptr);
   // Clears every gradient (set_to_none, as torch's default) or replaces it by
   // zeros of its pattern.
   void zero_grad(bool set_to_none = true);
@@ -149,6 +162,15 @@ class Optimizer {
   // without momentum). Called for every group added and every set_option.
   virtual void validate(const Hyperparameters& options, size_t group) const;
 
+  // For update() and update_mixed(), during a step(grad_scale, nonfinite):
+  // the parameter's flag, an f32 0-d tensor on its device, to hand to a
+  // fused kernel as its non-finite flag (undefined when the step checks
+  // nothing or the flags live on another device). An implementation whose
+  // fused kernel took it calls gradient_checked(); otherwise step() folds
+  // the gradient into the flag itself.
+  const Tensor& nonfinite_slot() const { return nonfinite_slot_; }
+  void gradient_checked() { gradient_checked_ = true; }
+
  private:
   struct Slot {
     size_t group;
@@ -164,6 +186,8 @@ class Optimizer {
   std::vector<Hyperparameters> options_;        // complete, per group
   std::vector<std::vector<ParamState>> state_;  // parallel to groups_[g].params
   std::vector<std::vector<bool>> has_state_;
+  Tensor nonfinite_slot_;  // the parameter's flag during step(); see nonfinite_slot()
+  bool gradient_checked_ = false;
 };
 
 // How a parameter is named in messages: "'name'" or "parameter i of group g".

@@ -64,7 +64,8 @@ bool Sgd::update_mixed(const Tensor& master, const Tensor& g16, const Tensor& p1
                        ParamState& state) {
   Tensor buf;
   const SgdStepArgs args = step_args(master, o, state, &buf);
-  if (!fused_sgd_step_mixed(master, g16, buf, p16, args)) return false;
+  if (!fused_sgd_step_mixed(master, g16, buf, p16, args, nonfinite_slot())) return false;
+  if (nonfinite_slot().defined()) gradient_checked();
   if (args.first) state.tensors["momentum_buffer"] = buf;
   return true;
 }
@@ -77,7 +78,8 @@ Tensor Sgd::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o
   if (in_place) {
     Tensor buf;
     const SgdStepArgs args = step_args(p, o, state, &buf);
-    if (fused_sgd_step(p, grad, buf, args)) {
+    if (fused_sgd_step(p, grad, buf, args, nonfinite_slot())) {
+      if (nonfinite_slot().defined()) gradient_checked();
       if (args.first) state.tensors["momentum_buffer"] = buf;
       return p;
     }

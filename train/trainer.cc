@@ -221,13 +221,20 @@ void Trainer::step() {
     if (masks_ != nullptr) masks_->before_optimizer_step(scale);
     if (c_.grad_clip > 0.0) clip_grad_norm(model_.parameters(), c_.grad_clip * scale);
   };
-  watch_for_nonfinite();
   // Whether the step is finite is known with the host read of its loss.
   // Where the update depends on it (a loss scaler, skip_step) that read comes
   // first; otherwise it stays after the update is queued, as it always was,
   // so that an ordinary step waits no longer: under stop a non-finite step
   // then ends the run before its mask update, records or checkpoint.
   const bool decide_first = scaler_ != nullptr || nonfinite_.decides_before_update();
+  // Where the read comes after the update, the optimizer checks each
+  // gradient as its step reads it (the fused step kernels set the
+  // parameter's flag: no pass of its own, optim/optimizer.h). Clipping
+  // rewrites the gradients first (a NaN norm makes every one NaN, which
+  // would name the wrong parameter), so with grad_clip the gradients are
+  // checked before it, as backward left them.
+  const bool checked_in_step = !decide_first && c_.grad_clip <= 0.0;
+  watch_for_nonfinite(/*gradients=*/!checked_in_step);
   if (decide_first) {
     measure_batch();
     if (!step_.finite) skip_nonfinite_step();  // or stops the run
@@ -237,7 +244,7 @@ void Trainer::step() {
       scaler_->step(optimizer_, /*found_inf=*/false, before_step);
     } else {
       before_step(1.0);
-      optimizer_.step();
+      optimizer_.step(1.0, checked_in_step ? &step_.health : nullptr);
     }
   }
   if (c_.scheduler != nullptr) c_.scheduler->step();
@@ -250,14 +257,19 @@ void Trainer::step() {
 }
 
 // The step's health, folded on the device with no host read: a flag per
-// parameter the optimizer updates (so that a failing step can name it; their
-// gradients as backward and the exchange left them, before clipping) and one
-// for the dense gradients a mask update will rank by.
-void Trainer::watch_for_nonfinite() {
+// parameter the optimizer updates (so that a failing step can name it) and
+// one for the dense gradients a mask update will rank by (folded here, on
+// the steps that have them). With `gradients`, each parameter's gradient is
+// folded here, as backward and the exchange left it (before clipping);
+// without, the optimizer's step folds it into the same slot as it reads it
+// (Optimizer::step's `nonfinite`).
+void Trainer::watch_for_nonfinite(bool gradients) {
   const std::vector<Variable> params = optimizer_parameters(optimizer_);
   const int64_t dense_slot = static_cast<int64_t>(params.size());
   step_.health = NonfiniteFlag(dense_slot + 1);
-  for (int64_t i = 0; i < dense_slot; ++i) step_.health.add(params[static_cast<size_t>(i)].grad(), i);
+  if (gradients) {
+    for (int64_t i = 0; i < dense_slot; ++i) step_.health.add(params[static_cast<size_t>(i)].grad(), i);
+  }
   for (const auto& [name, g] : step_.dense_grads) step_.health.add(g, dense_slot);
 }
 

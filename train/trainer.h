@@ -116,7 +116,7 @@ class Trainer {
   void report_graph_off();
   StepOutputs eager_forward_backward(const Tensor& inputs, const Tensor& targets);
   void measure_batch();
-  void watch_for_nonfinite();
+  void watch_for_nonfinite(bool gradients);
   void skip_nonfinite_step();
   std::string nonfinite_cause() const;
   std::string last_finite_checkpoint() const;

@@ -1,35 +1,53 @@
-// One thread per element (grid-stride), the arithmetic of adam_step_math.h.
+// One thread per element (grid-stride), the arithmetic of adam_step_math.h;
+// with a flag, the gradient's non-finite test on the read the step makes
+// anyway (as in sgd_step.cu).
 #include "optim/cuda/adam_step.h"
+#include "optim/finite_check_math.h"
 
 namespace coppice::optim_cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T>
+template <typename T, bool kCheck>
 __global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v, int64_t n,
-                            AdamStepConstants<T> c) {
+                            AdamStepConstants<T> c, float* flag) {
+  bool hit = false;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const T gi = g[i];
+    if constexpr (kCheck) hit |= is_nonfinite_value(gi);
     T pi = p[i], mi = m[i], vi = v[i];
-    adam_step_element<T>(pi, g[i], mi, vi, c);
+    adam_step_element<T>(pi, gi, mi, vi, c);
     p[i] = pi;
     m[i] = mi;
     v[i] = vi;
+  }
+  // Every thread has left the loop: the block reaches the barrier whole.
+  if constexpr (kCheck) {
+    if (__syncthreads_or(hit) && threadIdx.x == 0) *flag = __int_as_float(0x7fc00000);  // a quiet NaN
   }
 }
 
 }  // namespace
 
 template <typename T>
-void adam_step(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& args, cudaStream_t stream) {
+void adam_step(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& args, float* nonfinite,
+               cudaStream_t stream) {
   if (n <= 0) return;
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   const int grid = static_cast<int>(blocks < 65535 * 8 ? blocks : 65535 * 8);
-  adam_kernel<T><<<grid, kThreads, 0, stream>>>(p, g, m, v, n, AdamStepConstants<T>::make(args));
+  const AdamStepConstants<T> c = AdamStepConstants<T>::make(args);
+  if (nonfinite == nullptr) {
+    adam_kernel<T, false><<<grid, kThreads, 0, stream>>>(p, g, m, v, n, c, nullptr);
+  } else {
+    adam_kernel<T, true><<<grid, kThreads, 0, stream>>>(p, g, m, v, n, c, nonfinite);
+  }
 }
 
-template void adam_step<float>(float*, const float*, float*, float*, int64_t, const AdamStepArgs&, cudaStream_t);
-template void adam_step<double>(double*, const double*, double*, double*, int64_t, const AdamStepArgs&, cudaStream_t);
+template void adam_step<float>(float*, const float*, float*, float*, int64_t, const AdamStepArgs&, float*,
+                               cudaStream_t);
+template void adam_step<double>(double*, const double*, double*, double*, int64_t, const AdamStepArgs&, float*,
+                                cudaStream_t);
 
 }  // namespace coppice::optim_cuda

@@ -1,5 +1,7 @@
 // The fused Adam/AdamW step on CUDA (the CPU twin is adam_step_cpu in
-// optim/adam_step.h): n contiguous elements of p, g, m, v on the device.
+// optim/adam_step.h): n contiguous elements of p, g, m, v on the device;
+// nonfinite is null (no test) or a device flag set to NaN when an element of
+// g is inf or NaN.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,6 +13,7 @@
 namespace coppice::optim_cuda {
 
 template <typename T>
-void adam_step(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& args, cudaStream_t stream);
+void adam_step(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& args, float* nonfinite,
+               cudaStream_t stream);
 
 }  // namespace coppice::optim_cuda

@@ -33,7 +33,8 @@ std::vector<Tensor> adam_step_cuda_kernel(const std::vector<Tensor>& in, const A
   const auto args = fused_step_args<AdamStepArgs>(attrs);
   launch_fused_step("adam_step", in[0], [&](auto zero, cudaStream_t stream) {
     using T = decltype(zero);
-    adam_step<T>(in[0].data<T>(), in[1].data<T>(), in[2].data<T>(), in[3].data<T>(), in[0].numel(), args, stream);
+    adam_step<T>(in[0].data<T>(), in[1].data<T>(), in[2].data<T>(), in[3].data<T>(), in[0].numel(), args,
+                 fused_step_flag(in), stream);
   });
   return {};
 }
@@ -43,23 +44,25 @@ std::vector<Tensor> sgd_step_cuda_kernel(const std::vector<Tensor>& in, const At
   launch_fused_step("sgd_step", in[0], [&](auto zero, cudaStream_t stream) {
     using T = decltype(zero);
     sgd_step<T>(in[0].data<T>(), in[1].data<T>(), in[2].defined() ? in[2].data<T>() : nullptr, in[0].numel(), args,
-                stream);
+                fused_step_flag(in), stream);
   });
   return {};
 }
 
-// Inputs master, g16, buf (or none), p16 (optim/sgd_step.h).
+// Inputs master, g16, buf (or none), p16, flag (or none) (optim/sgd_step.h).
 std::vector<Tensor> sgd_step_mixed_cuda_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
   const auto args = fused_step_args<SgdStepArgs>(attrs);
   const int device = in[0].device().index;
   cuda::DeviceGuard guard(device);
   const cudaStream_t stream = cuda::current_stream(device);
   float* buf = in[2].defined() ? in[2].data<float>() : nullptr;
+  float* flag = fused_step_flag(in);
   if (in[1].dtype() == DType::kBF16) {
     sgd_step_mixed<BFloat16>(in[0].data<float>(), in[1].data<BFloat16>(), buf, in[3].data<BFloat16>(), in[0].numel(),
-                             args, stream);
+                             args, flag, stream);
   } else {
-    sgd_step_mixed<Half>(in[0].data<float>(), in[1].data<Half>(), buf, in[3].data<Half>(), in[0].numel(), args, stream);
+    sgd_step_mixed<Half>(in[0].data<float>(), in[1].data<Half>(), buf, in[3].data<Half>(), in[0].numel(), args, flag,
+                         stream);
   }
   COPPICE_CUDA_CHECK(cudaGetLastError(), "sgd_step_mixed");
   return {};
@@ -94,15 +97,18 @@ std::vector<Tensor> nonfinite_flag_cuda_kernel(const std::vector<Tensor>& in, co
 }
 
 const KernelRegistrar kNonfinite("nonfinite_flag", DeviceType::kCuda, {"dense", "dense"}, nonfinite_flag_cuda_kernel);
-const KernelRegistrar kAdam("adam_step", DeviceType::kCuda, {"dense", "dense", "dense", "dense"},
-                            adam_step_cuda_kernel);
+// Each fused step with its non-finite flag as a last input and without
+// (optim/fused_step.h).
+const FusedStepRegistrar kAdam("adam_step", DeviceType::kCuda, {"dense", "dense", "dense", "dense"},
+                               adam_step_cuda_kernel);
 // Without momentum the buffer is an undefined input ("none").
-const KernelRegistrar kSgd("sgd_step", DeviceType::kCuda, {"dense", "dense", "dense"}, sgd_step_cuda_kernel);
-const KernelRegistrar kSgdNoMomentum("sgd_step", DeviceType::kCuda, {"dense", "dense", "none"}, sgd_step_cuda_kernel);
-const KernelRegistrar kSgdMixed("sgd_step_mixed", DeviceType::kCuda, {"dense", "dense", "dense", "dense"},
-                                sgd_step_mixed_cuda_kernel);
-const KernelRegistrar kSgdMixedNoMomentum("sgd_step_mixed", DeviceType::kCuda, {"dense", "dense", "none", "dense"},
-                                          sgd_step_mixed_cuda_kernel);
+const FusedStepRegistrar kSgd("sgd_step", DeviceType::kCuda, {"dense", "dense", "dense"}, sgd_step_cuda_kernel);
+const FusedStepRegistrar kSgdNoMomentum("sgd_step", DeviceType::kCuda, {"dense", "dense", "none"},
+                                        sgd_step_cuda_kernel);
+const FusedStepRegistrar kSgdMixed("sgd_step_mixed", DeviceType::kCuda, {"dense", "dense", "dense", "dense"},
+                                   sgd_step_mixed_cuda_kernel);
+const FusedStepRegistrar kSgdMixedNoMomentum("sgd_step_mixed", DeviceType::kCuda, {"dense", "dense", "none", "dense"},
+                                             sgd_step_mixed_cuda_kernel);
 
 }  // namespace
 }  // namespace coppice::optim_cuda

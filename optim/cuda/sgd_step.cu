@@ -1,43 +1,68 @@
 // One thread per element (grid-stride), the arithmetic of sgd_step_math.h.
 // The step is bound by memory traffic (3 or 5 arrays of 4 or 8 bytes per
 // element), so the kernel only makes sure it reads nothing it does not need:
-// no buffer on the first step or without momentum.
+// no buffer on the first step or without momentum. The non-finite test of
+// the gradient (a flag given) rides on the read the step makes anyway: a
+// few integer instructions per element and one store per block that saw an
+// inf or NaN.
 #include "optim/cuda/sgd_step.h"
+#include "optim/finite_check_math.h"
 
 namespace coppice::optim_cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T>
-__global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, int64_t n,
-                           SgdStepConstants<T> c) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    T pi = p[i];
-    T bi = c.reads_buffer() ? buf[i] : T(0);
-    sgd_step_element<T>(pi, g[i], bi, c);
-    p[i] = pi;
-    if (c.has_momentum) buf[i] = bi;
+// With kCheck, also whether any gradient element read is inf or NaN: a
+// block that saw one stores a NaN into *flag (all such blocks store the same
+// NaN, so the race is benign and needs no atomic); without it, the loop of
+// before and no flag. Every thread leaves the grid-stride loop before
+// __syncthreads_or, so the block reaches it whole.
+template <bool kCheck>
+__device__ inline void raise_nonfinite(bool hit, float* flag) {
+  if constexpr (kCheck) {
+    if (__syncthreads_or(hit) && threadIdx.x == 0) *flag = __int_as_float(0x7fc00000);  // a quiet NaN
   }
 }
 
-// The mixed-precision step: f32 master and buffer, the 16-bit gradient
-// widened on the way in and the master rounded into the 16-bit parameter on
-// the way out (2 + 4 + 4 + 4 + 2 bytes per element with momentum, against
-// 2 + 4 + 4 (cast) + 12 + 4 (step) + 4 + 2 (copy back) unfused).
-template <typename G>
-__global__ void sgd_mixed_kernel(float* __restrict__ master, const G* __restrict__ g16, float* __restrict__ buf,
-                                 G* __restrict__ p16, int64_t n, SgdStepConstants<float> c) {
+template <typename T, bool kCheck>
+__global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, int64_t n,
+                           SgdStepConstants<T> c, float* flag) {
+  bool hit = false;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const T gi = g[i];
+    if constexpr (kCheck) hit |= is_nonfinite_value(gi);
+    T pi = p[i];
+    T bi = c.reads_buffer() ? buf[i] : T(0);
+    sgd_step_element<T>(pi, gi, bi, c);
+    p[i] = pi;
+    if (c.has_momentum) buf[i] = bi;
+  }
+  raise_nonfinite<kCheck>(hit, flag);
+}
+
+// The mixed-precision step: f32 master and buffer, the 16-bit gradient
+// widened on the way in (and tested as widened: inf or NaN exactly when the
+// 16-bit value was) and the master rounded into the 16-bit parameter on
+// the way out (2 + 4 + 4 + 4 + 2 bytes per element with momentum, against
+// 2 + 4 + 4 (cast) + 12 + 4 (step) + 4 + 2 (copy back) unfused).
+template <typename G, bool kCheck>
+__global__ void sgd_mixed_kernel(float* __restrict__ master, const G* __restrict__ g16, float* __restrict__ buf,
+                                 G* __restrict__ p16, int64_t n, SgdStepConstants<float> c, float* flag) {
+  bool hit = false;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float gi = static_cast<float>(g16[i]);
+    if constexpr (kCheck) hit |= is_nonfinite_value(gi);
     float pi = master[i];
     float bi = c.reads_buffer() ? buf[i] : 0.0f;
-    sgd_step_element<float>(pi, static_cast<float>(g16[i]), bi, c);
+    sgd_step_element<float>(pi, gi, bi, c);
     master[i] = pi;
     if (c.has_momentum) buf[i] = bi;
     p16[i] = G(pi);
   }
+  raise_nonfinite<kCheck>(hit, flag);
 }
 
 int grid_for(int64_t n) {
@@ -49,23 +74,33 @@ int grid_for(int64_t n) {
 
 template <typename G>
 void sgd_step_mixed(float* master, const G* g16, float* buf, G* p16, int64_t n, const SgdStepArgs& args,
-                    cudaStream_t stream) {
+                    float* nonfinite, cudaStream_t stream) {
   if (n <= 0) return;
-  sgd_mixed_kernel<G>
-      <<<grid_for(n), kThreads, 0, stream>>>(master, g16, buf, p16, n, SgdStepConstants<float>::make(args));
+  const SgdStepConstants<float> c = SgdStepConstants<float>::make(args);
+  if (nonfinite == nullptr) {
+    sgd_mixed_kernel<G, false><<<grid_for(n), kThreads, 0, stream>>>(master, g16, buf, p16, n, c, nullptr);
+  } else {
+    sgd_mixed_kernel<G, true><<<grid_for(n), kThreads, 0, stream>>>(master, g16, buf, p16, n, c, nonfinite);
+  }
 }
 
-template void sgd_step_mixed<BFloat16>(float*, const BFloat16*, float*, BFloat16*, int64_t, const SgdStepArgs&,
+template void sgd_step_mixed<BFloat16>(float*, const BFloat16*, float*, BFloat16*, int64_t, const SgdStepArgs&, float*,
                                        cudaStream_t);
-template void sgd_step_mixed<Half>(float*, const Half*, float*, Half*, int64_t, const SgdStepArgs&, cudaStream_t);
+template void sgd_step_mixed<Half>(float*, const Half*, float*, Half*, int64_t, const SgdStepArgs&, float*,
+                                   cudaStream_t);
 
 template <typename T>
-void sgd_step(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& args, cudaStream_t stream) {
+void sgd_step(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& args, float* nonfinite, cudaStream_t stream) {
   if (n <= 0) return;
-  sgd_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(p, g, buf, n, SgdStepConstants<T>::make(args));
+  const SgdStepConstants<T> c = SgdStepConstants<T>::make(args);
+  if (nonfinite == nullptr) {
+    sgd_kernel<T, false><<<grid_for(n), kThreads, 0, stream>>>(p, g, buf, n, c, nullptr);
+  } else {
+    sgd_kernel<T, true><<<grid_for(n), kThreads, 0, stream>>>(p, g, buf, n, c, nonfinite);
+  }
 }
 
-template void sgd_step<float>(float*, const float*, float*, int64_t, const SgdStepArgs&, cudaStream_t);
-template void sgd_step<double>(double*, const double*, double*, int64_t, const SgdStepArgs&, cudaStream_t);
+template void sgd_step<float>(float*, const float*, float*, int64_t, const SgdStepArgs&, float*, cudaStream_t);
+template void sgd_step<double>(double*, const double*, double*, int64_t, const SgdStepArgs&, float*, cudaStream_t);
 
 }  // namespace coppice::optim_cuda

@@ -4,7 +4,11 @@
 // master weights of a bf16 parameter, with a loss scale (tensor ops around
 // the f32 step) and without (the one-pass mixed step). Sgd takes the fused path (the fused
 // step counter) where it applies, and fused_sgd_step declines, touching
-// nothing, where it does not.
+// nothing, where it does not. The non-finite flag the fused steps take
+// (optim/fused_step.h): an inf or NaN gradient element sets exactly its
+// slot, finite gradients none, the outputs are the same bits with the flag
+// or without; through Optimizer::step(1.0, &flag), one slot per parameter,
+// with the tensor-op path (masked) folded in by NonfiniteFlag::add.
 #include "optim/sgd_step.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "optim/adam.h"
+#include "optim/adam_step.h"
+#include "optim/finite_check.h"
 #include "optim/fused_step.h"
 #include "optim/sgd.h"
 #include "sparse/convert.h"
@@ -30,10 +37,14 @@ namespace {
 // binary.
 const ScopedRuntimeOptions kProfiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
 
+using optim_test::flags_set;
+using optim_test::host;
 using optim_test::random_pattern;
 using optim_test::random_tensor;
+using optim_test::raw_bytes;
 using optim_test::SgdCase;
 using optim_test::values_at;
+using optim_test::with_element;
 
 std::string describe(const SgdCase& c, DType dtype) { return str_cat(c.describe(), " ", dtype_name(dtype)); }
 
@@ -222,6 +233,216 @@ TEST(SgdStepTest, DeclinesTouchingNothing) {
   EXPECT_EQ(op_profile_calls("sgd_step"), calls);
   args.momentum = 0.0;
   EXPECT_TRUE(fused_sgd_step(p, g, Tensor(), args)) << "no momentum needs no buffer";
+}
+
+// ---- the non-finite flag -------------------------------------------------
+
+const double kInf = std::numeric_limits<double>::infinity();
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// What a case's gradient holds: finite, or an inf, -inf or NaN at `at`.
+struct Poison {
+  const char* name;
+  double value;  // 0: finite
+};
+const Poison kPoisons[] = {{"finite", 0.0}, {"inf", kInf}, {"-inf", -kInf}, {"nan", kNaN}};
+
+// fused_sgd_step with flag slot 1 of 3 and without: the same bits in p and
+// buf; slot 1 set exactly when the gradient is not finite, slots 0 and 2
+// never. Each element position is tried at the start, the middle and the end.
+TEST(SgdStepNonfiniteTest, FlagSetsExactlyItsSlotAndChangesNoBits) {
+  const SgdCase cases[] = {{0, 0, 0, false}, {0.9, 0, 0.01, true}, {0.9, 0.1, 0.001, false}};
+  const int64_t n = 1000;
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    for (const SgdCase& c : cases) {
+      for (const Poison& poison : kPoisons) {
+        for (int64_t at : {int64_t{0}, int64_t{517}, n - 1}) {
+          for (bool first : {true, false}) {
+            const std::string what =
+                str_cat(describe(c, dtype), " ", poison.name, " at ", at, first ? " first step" : "");
+            const Tensor g0 = random_tensor({n}, 5, dtype);
+            const Tensor g = poison.value == 0.0 ? g0 : with_element(g0, at, poison.value);
+            const Tensor p0 = random_tensor({n}, 6, dtype), b0 = random_tensor({n}, 7, dtype);
+            Tensor pa = p0.clone(), ba = b0.clone(), pb = p0.clone(), bb = b0.clone();
+            const bool has_buf = c.momentum != 0.0;
+            const SgdStepArgs args = c.step_args(0.05, first);
+            Tensor flags = zeros({3});
+            ASSERT_TRUE(fused_sgd_step(pa, g, has_buf ? ba : Tensor(), args));
+            ASSERT_TRUE(fused_sgd_step(pb, g, has_buf ? bb : Tensor(), args, flags.select(0, 1)));
+            EXPECT_EQ(raw_bytes(pb), raw_bytes(pa)) << what;
+            EXPECT_EQ(raw_bytes(bb), raw_bytes(ba)) << what;
+            const int set = poison.value == 0.0 ? 0 : 1;
+            EXPECT_EQ(flags_set(flags), (std::vector<int>{0, set, 0})) << what;
+            if (set) { EXPECT_TRUE(std::isnan(host(flags)[1])) << what; }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The mixed step (bf16, f16): the 16-bit gradient's inf or NaN sets the
+// flag; master, buffer and the 16-bit parameter are the same bits either way.
+TEST(SgdStepNonfiniteTest, MixedStepFlagsSixteenBitGradients) {
+  const int64_t n = 777;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const SgdCase& c : {SgdCase{0, 0, 0, false}, SgdCase{0.9, 0, 0.01, true}}) {
+      for (const Poison& poison : kPoisons) {
+        const std::string what = str_cat(describe(c, dtype), " ", poison.name);
+        const Tensor g0 = random_tensor({n}, 8, dtype);
+        const Tensor g = poison.value == 0.0 ? g0 : with_element(g0, 400, poison.value);
+        const Tensor m0 = random_tensor({n}, 9), b0 = random_tensor({n}, 10);
+        Tensor ma = m0.clone(), ba = b0.clone(), pa = m0.to(dtype);
+        Tensor mb = m0.clone(), bb = b0.clone(), pb = m0.to(dtype);
+        const bool has_buf = c.momentum != 0.0;
+        const SgdStepArgs args = c.step_args(0.05, false);
+        Tensor flags = zeros({2});
+        ASSERT_TRUE(fused_sgd_step_mixed(ma, g, has_buf ? ba : Tensor(), pa, args));
+        ASSERT_TRUE(fused_sgd_step_mixed(mb, g, has_buf ? bb : Tensor(), pb, args, flags.select(0, 0)));
+        EXPECT_EQ(raw_bytes(mb), raw_bytes(ma)) << what;
+        EXPECT_EQ(raw_bytes(bb), raw_bytes(ba)) << what;
+        EXPECT_EQ(raw_bytes(pb), raw_bytes(pa)) << what;
+        EXPECT_EQ(flags_set(flags), (std::vector<int>{poison.value == 0.0 ? 0 : 1, 0})) << what;
+      }
+    }
+  }
+}
+
+// The fused Adam/AdamW step takes the flag the same way.
+TEST(SgdStepNonfiniteTest, AdamStepFlagsItsGradient) {
+  const int64_t n = 1000;
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    for (bool decoupled : {false, true}) {
+      for (const Poison& poison : kPoisons) {
+        const std::string what = str_cat(dtype_name(dtype), decoupled ? " adamw " : " adam ", poison.name);
+        AdamStepArgs args;
+        args.lr = 0.01;
+        args.weight_decay = 0.1;
+        args.decoupled = decoupled;
+        args.step = 3;
+        const Tensor g0 = random_tensor({n}, 11, dtype);
+        const Tensor g = poison.value == 0.0 ? g0 : with_element(g0, n - 1, poison.value);
+        const Tensor p0 = random_tensor({n}, 12, dtype), m0 = random_tensor({n}, 13, dtype);
+        const Tensor v0 = abs(random_tensor({n}, 14, dtype));
+        Tensor pa = p0.clone(), ma = m0.clone(), va = v0.clone(), pb = p0.clone(), mb = m0.clone(), vb = v0.clone();
+        Tensor flags = zeros({2});
+        ASSERT_TRUE(fused_adam_step(pa, g, ma, va, args));
+        ASSERT_TRUE(fused_adam_step(pb, g, mb, vb, args, flags.select(0, 1)));
+        EXPECT_EQ(raw_bytes(pb), raw_bytes(pa)) << what;
+        EXPECT_EQ(raw_bytes(mb), raw_bytes(ma)) << what;
+        EXPECT_EQ(raw_bytes(vb), raw_bytes(va)) << what;
+        EXPECT_EQ(flags_set(flags), (std::vector<int>{0, poison.value == 0.0 ? 0 : 1})) << what;
+      }
+    }
+  }
+}
+
+// A flag of the wrong kind is refused, naming the op.
+TEST(SgdStepNonfiniteTest, RefusesAFlagThatIsNotOneF32Element) {
+  Tensor p = random_tensor({8}, 1), g = random_tensor({8}, 2);
+  const SgdStepArgs args = SgdCase{0, 0, 0, false}.step_args(0.1, true);
+  EXPECT_THROW(fused_sgd_step(p, g, Tensor(), args, zeros({2})), Error);
+  EXPECT_THROW(fused_sgd_step(p, g, Tensor(), args, zeros({}, TensorOptions(DType::kF64))), Error);
+}
+
+// The parameters of an optimizer step, one of each path: dense f32 (fused
+// sgd_step / adam_step), CSR (fused, on its values), masked (the tensor-op
+// path: folded by NonfiniteFlag::add), bf16 (the mixed step for SGD; f32
+// master weights through the fused step for Adam) and one without a
+// gradient. Stepped with flags (one slot per parameter and a spare) and,
+// as twins, without.
+struct Params {
+  std::vector<Variable> vars;
+  explicit Params(uint64_t seed) {
+    const Shape shape = {12, 20};
+    const Tensor keep = random_pattern(shape, 0.4, seed);
+    vars.emplace_back(random_tensor(shape, seed + 1), true, "dense");
+    vars.emplace_back(sparse_from_mask(random_tensor(shape, seed + 2), keep, "csr"), true, "csr");
+    vars.emplace_back(sparse_masked(random_tensor(shape, seed + 3), keep), true, "masked");
+    vars.emplace_back(random_tensor(shape, seed + 4, DType::kBF16), true, "bf16");
+    vars.emplace_back(random_tensor(shape, seed + 5), true, "no_grad");
+  }
+  // Gradients for every parameter but the last; `poisoned` (or -1) gets an
+  // inf or NaN in a stored value.
+  void set_grads(uint64_t seed, int poisoned, double bad) const {
+    for (size_t i = 0; i + 1 < vars.size(); ++i) {
+      const Tensor& v = vars[i].value();
+      Tensor g = random_tensor(values(v).shape(), seed + i, values(v).dtype());
+      if (static_cast<int>(i) == poisoned) {
+        int64_t at = 7;
+        if (v.layout() == Layout::kMasked) {  // a mask-true slot: the check reads those
+          const std::vector<double> mask = host(masked_impl(v, "test").mask());
+          while (mask[static_cast<size_t>(at)] == 0.0) ++at;
+        }
+        g = with_element(g, at, bad);
+      }
+      vars[i].set_grad(with_values(v, g));
+    }
+  }
+};
+
+template <typename Make>
+void check_optimizer_flags(const char* name, Make make) {
+  for (int poisoned = -1; poisoned < 4; ++poisoned) {
+    for (double bad : {kInf, kNaN}) {
+      const std::string what = str_cat(name, " poisoned ", poisoned, " with ", bad);
+      Params with(40), without(40);
+      auto a = make(with.vars), b = make(without.vars);
+      std::vector<int> expected(6, 0);
+      if (poisoned >= 0) expected[static_cast<size_t>(poisoned)] = 1;
+      for (int step = 0; step < 3; ++step) {
+        // Poisoned on the last step only: the outputs stay comparable.
+        const int p = step == 2 ? poisoned : -1;
+        with.set_grads(50 + step, p, bad);
+        without.set_grads(50 + step, p, bad);
+        NonfiniteFlag flags(6);
+        const int64_t checks = op_profile_calls("nonfinite_flag");
+        a->step(1.0, &flags);
+        b->step();
+        // Only the masked parameter's gradient is read by a pass of its own.
+        EXPECT_EQ(op_profile_calls("nonfinite_flag") - checks, 1) << what;
+        EXPECT_EQ(flags_set(flags.value()), step == 2 ? expected : std::vector<int>(6, 0)) << what << " step " << step;
+        for (size_t i = 0; i < with.vars.size(); ++i) {
+          EXPECT_EQ(raw_bytes(values(with.vars[i].value())), raw_bytes(values(without.vars[i].value())))
+              << what << " " << with.vars[i].name();
+        }
+      }
+    }
+  }
+}
+
+TEST(SgdStepNonfiniteTest, OptimizerStepSetsEachParametersSlot) {
+  check_optimizer_flags("sgd", [](const std::vector<Variable>& v) {
+    return std::make_unique<Sgd>(v, SgdCase{0.9, 0, 0.01, true}.options(0.05));
+  });
+  check_optimizer_flags("sgd without momentum", [](const std::vector<Variable>& v) {
+    return std::make_unique<Sgd>(v, SgdCase{0, 0, 0, false}.options(0.05));
+  });
+  check_optimizer_flags("adam", [](const std::vector<Variable>& v) {
+    AdamOptions o;
+    o.weight_decay = 0.01;
+    return std::make_unique<Adam>(v, o);
+  });
+  check_optimizer_flags("adamw",
+                        [](const std::vector<Variable>& v) { return std::make_unique<AdamW>(v, AdamWOptions{}); });
+}
+
+// Slots follow the parameters over groups, in param_groups() order; a
+// gradient divided by a loss scale is still checked (the f32 step, fused).
+TEST(SgdStepNonfiniteTest, SlotsRunOverGroupsAndALossScale) {
+  Params ps(60);
+  std::vector<ParamGroup> groups = {{{ps.vars[0], ps.vars[1]}, {}}, {{ps.vars[2], ps.vars[3], ps.vars[4]}, {}}};
+  Sgd opt(groups, SgdCase{0.9, 0, 0, false}.options(0.05));
+  for (int poisoned = 0; poisoned < 4; ++poisoned) {
+    ps.set_grads(70, poisoned, kInf);
+    NonfiniteFlag flags(5);
+    opt.step(poisoned == 3 ? 256.0 : 1.0, &flags);
+    std::vector<int> expected(5, 0);
+    expected[static_cast<size_t>(poisoned)] = 1;
+    EXPECT_EQ(flags_set(flags.value()), expected) << poisoned;
+  }
+  NonfiniteFlag too_few(4);
+  EXPECT_THROW(opt.step(1.0, &too_few), Error);
 }
 
 }  // namespace

@@ -54,6 +54,29 @@ inline Tensor random_pattern(const Shape& shape, double density, uint64_t seed) 
   return ne(from_vector(v, shape, TensorOptions(DType::kF64)), 0.0);
 }
 
+// The bytes of t's elements (copied to the host, contiguous): equal exactly
+// when the bits are, NaNs included.
+inline std::vector<uint8_t> raw_bytes(const Tensor& t) {
+  const Tensor c = t.to(Device::cpu()).contiguous();
+  const auto* d = static_cast<const uint8_t*>(c.data_ptr());
+  return std::vector<uint8_t>(d, d + static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
+}
+
+// t (any dtype, on the host) with element `at` of its flat order replaced by
+// `value` (an inf or a NaN, for the non-finite checks).
+inline Tensor with_element(const Tensor& t, int64_t at, double value) {
+  std::vector<double> v = host(t);
+  v[static_cast<size_t>(at)] = value;
+  return from_vector(v, t.shape(), TensorOptions(DType::kF64)).to(t.dtype()).to(t.device());
+}
+
+// The non-finite flags as 0 (finite) and 1 (set), to compare as a whole.
+inline std::vector<int> flags_set(const Tensor& flags) {
+  std::vector<int> out;
+  for (double f : host(flags)) out.push_back(f != 0.0 ? 1 : 0);
+  return out;
+}
+
 // One combination of SGD's options, for suites that run over many.
 struct SgdCase {
   double momentum, dampening, weight_decay;

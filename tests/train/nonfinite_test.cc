@@ -7,6 +7,8 @@
 // and the run goes on, up to max_consecutive_skips in a row, and cannot end
 // on a skipped step. With a loss scaler, overflowing gradients stay the
 // scaler's (not divergence), a NaN loss is the guard's; a skip counts once.
+// Under stop the gradients are checked by the optimizer's fused step as it
+// reads them (no pass of their own); with clipping, before it.
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -19,6 +21,8 @@
 #include "optim/sgd.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/error.h"
+#include "tensor/op_profile.h"
+#include "tensor/runtime_options.h"
 #include "tests/train/train_test_util.h"
 #include "train/loop.h"
 #include "train/trainer.h"
@@ -32,6 +36,10 @@ using testing_train::sparsify_weights;
 using testing_train::temp_dir;
 
 constexpr int64_t kBatch = 16;
+
+// The op profiler counts the non-finite passes (op_profile_calls): on for
+// this binary.
+const ScopedRuntimeOptions kProfiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
 
 // 128 blob examples of 20 features in 3 classes, in order (no shuffle: batch
 // b of every epoch is examples [16 b, 16 b + 16)), with a NaN feature in
@@ -138,6 +146,41 @@ TEST(Nonfinite, AGradientThatIsNotFiniteIsNamed) {
               "run_training: step 0: the gradient of 'fc2.bias' is not finite (training.on_nonfinite: stop); last "
               "finite checkpoint: none written");
   }
+}
+
+// Under stop (no loss scaler) the fused step kernels check the gradients
+// they read: no "nonfinite_flag" pass, and still the parameter named; with
+// grad_clip the check comes before clipping, whose NaN norm would make every
+// gradient NaN, and still names the one that was.
+TEST(Nonfinite, TheStepChecksTheGradientsItReadsOrClippingComesAfterTheCheck) {
+  for (double clip : {0.0, 1.0}) {
+    Job r({}, 4);
+    name_parameters(*r.model);
+    r.c.grad_clip = clip;
+    Trainer t(r.c);
+    forward_backward(t);
+    Variable w = r.model->parameter("fc2.weight");
+    w.set_grad(with_values(w.grad(), where(gt(w.grad(), 0.0), full_like(w.grad(), std::nan("")), w.grad())));
+    const int64_t passes = op_profile_calls("nonfinite_flag");
+    try {
+      t.step();
+      FAIL() << "no stop";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "run_training: step 0: the gradient of 'fc2.weight' is not finite (training.on_nonfinite: stop); "
+                "last finite checkpoint: none written")
+          << "clip " << clip;
+    }
+    const int64_t expected = clip > 0.0 ? static_cast<int64_t>(r.model->parameters().size()) : 0;
+    EXPECT_EQ(op_profile_calls("nonfinite_flag") - passes, expected) << "clip " << clip;
+  }
+  // A finite step under stop reads no gradient a second time either.
+  Job r({}, 4);
+  Trainer t(r.c);
+  forward_backward(t);
+  const int64_t passes = op_profile_calls("nonfinite_flag");
+  t.step();
+  EXPECT_EQ(op_profile_calls("nonfinite_flag") - passes, 0);
 }
 
 TEST(Nonfinite, AMaskUpdateThatWouldRankAnInfNamesItsLayer) {

@@ -1,13 +1,16 @@
 // The optimizers on CUDA tensors against the same on the CPU: the fused
 // Adam/AdamW kernel (optim/cuda/adam_step.cu) against its CPU twin, directly
 // and through Adam/AdamW on dense and CSR parameters; SGD with momentum and
-// the masked format through tensor ops. Every test skips, saying why, when
-// no GPU is present.
+// the masked format through tensor ops; the fused kernel's non-finite flag
+// against its CPU twin's (the same slot set, the same bits with or without
+// it). Every test skips, saying why, when no GPU is present.
 #include "optim/adam_step.h"
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <memory>
+#include <string>
 
 #include "optim/adam.h"
 #include "optim/sgd.h"
@@ -22,8 +25,11 @@ namespace {
 #define SKIP_WITHOUT_CUDA() \
   if (!coppice::cuda_available()) GTEST_SKIP() << "no CUDA device: the optimizers' CUDA paths cannot run here"
 
+using optim_test::flags_set;
 using optim_test::random_pattern;
 using optim_test::random_tensor;
+using optim_test::raw_bytes;
+using optim_test::with_element;
 
 const Device kCuda = Device::cuda(0);
 
@@ -119,6 +125,40 @@ TEST(OptimCudaTest, RemapStateOnCuda) {
   const std::vector<float> after = opt.state(w)->tensors.at("exp_avg").to(Device::cpu()).to_vector<float>();
   for (size_t j = 0; j < after.size(); ++j) {
     EXPECT_EQ(after[j], keep_from[j] < 0 ? 0.0f : before[static_cast<size_t>(keep_from[j])]) << j;
+  }
+}
+
+TEST(OptimCudaTest, FusedKernelNonfiniteFlagMatchesCpuTwin) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t n = 100003;
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    for (bool decoupled : {false, true}) {
+      for (double bad : {0.0, inf, nan}) {
+        const std::string what = str_cat(dtype_name(dtype), decoupled ? " adamw " : " adam ", bad);
+        AdamStepArgs args;
+        args.lr = 0.01;
+        args.weight_decay = 0.1;
+        args.decoupled = decoupled;
+        args.step = 2;
+        Tensor g = random_tensor({n}, 40, dtype);
+        if (bad != 0.0) g = with_element(g, 88888, bad);
+        const Tensor p0 = random_tensor({n}, 41, dtype), m0 = random_tensor({n}, 42, dtype);
+        const Tensor v0 = abs(random_tensor({n}, 43, dtype));
+        Tensor p = p0.clone(), m = m0.clone(), v = v0.clone(), flags = zeros({2});
+        Tensor pc = p0.to(kCuda), mc = m0.to(kCuda), vc = v0.to(kCuda);
+        Tensor pn = p0.to(kCuda), mn = m0.to(kCuda), vn = v0.to(kCuda);
+        Tensor flagsc = zeros({2}, TensorOptions(DType::kF32, kCuda));
+        ASSERT_TRUE(fused_adam_step(p, g, m, v, args, flags.select(0, 1)));
+        ASSERT_TRUE(fused_adam_step(pc, g.to(kCuda), mc, vc, args, flagsc.select(0, 1)));
+        ASSERT_TRUE(fused_adam_step(pn, g.to(kCuda), mn, vn, args));
+        EXPECT_EQ(flags_set(flags), (std::vector<int>{0, bad != 0.0 ? 1 : 0})) << what;
+        EXPECT_EQ(flags_set(flagsc), flags_set(flags)) << what;
+        EXPECT_EQ(raw_bytes(pc), raw_bytes(pn)) << what;
+        EXPECT_EQ(raw_bytes(mc), raw_bytes(mn)) << what;
+        EXPECT_EQ(raw_bytes(vc), raw_bytes(vn)) << what;
+      }
+    }
   }
 }
 
