@@ -1,22 +1,18 @@
 #include "data/idx.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
 #include "absl/status/status.h"
+#include "data/byte_source.h"
+#include "data/gzip_source.h"
 
 namespace coppice {
 namespace {
 
 absl::Status bad(const std::string& source, const std::string& what) {
   return absl::InvalidArgumentError(str_cat("idx ", source, ": ", what));
-}
-
-absl::Status data_loss(const std::string& source, const std::string& what) {
-  return absl::DataLossError(str_cat("idx ", source, ": ", what));
 }
 
 bool known_type(uint8_t code) {
@@ -95,10 +91,14 @@ Tensor IdxArray::to_tensor() const {
   fail("IdxArray::to_tensor: unknown type");
 }
 
-absl::StatusOr<IdxArray> parse_idx(const std::string& bytes, const std::string& source) {
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  const size_t size = bytes.size();
-  if (size < 4) { return bad(source, str_cat("file has ", size, " bytes, shorter than the 4-byte IDX magic number")); }
+absl::StatusOr<IdxArray> read_idx_from(ByteSource& src, const std::string& source) {
+  unsigned char head[4 + 4 * kIdxMaxDims];
+  absl::StatusOr<size_t> got = read_up_to(src, reinterpret_cast<char*>(head), 4);
+  if (!got.ok()) return got.status();
+  if (*got < 4) {
+    return bad(source, str_cat(src.noun(), " has ", *got, " bytes, shorter than the 4-byte IDX magic number"));
+  }
+  const unsigned char* p = head;
   if (p[0] != 0 || p[1] != 0 || !known_type(p[2])) {
     return bad(source, str_cat("bad magic number ", hex_byte(p[0]), " ", hex_byte(p[1]), " ", hex_byte(p[2]), " ",
                                hex_byte(p[3]),
@@ -112,8 +112,11 @@ absl::StatusOr<IdxArray> parse_idx(const std::string& bytes, const std::string& 
     return bad(source, str_cat("bad number of dimensions ", ndim, " (expected 1 to ", kIdxMaxDims, ")"));
   }
   const size_t header = 4 + 4 * static_cast<size_t>(ndim);
-  if (size < header) {
-    return bad(source, str_cat("truncated header: ", ndim, " dimensions need ", header, " bytes, file has ", size));
+  got = read_up_to(src, reinterpret_cast<char*>(head) + 4, header - 4);
+  if (!got.ok()) return got.status();
+  if (*got < header - 4) {
+    return bad(source, str_cat("truncated header: ", ndim, " dimensions need ", header, " bytes, ", src.noun(), " has ",
+                               4 + *got));
   }
   const uint64_t elem = idx_type_size(out.type);
   uint64_t numel = 1;
@@ -132,18 +135,33 @@ absl::StatusOr<IdxArray> parse_idx(const std::string& bytes, const std::string& 
     extent *= m;
     numel *= n;
   }
+  // What the header promises: checked above to be at most kIdxMaxBytes.
   const uint64_t want = numel * elem;
-  const uint64_t have = size - header;
-  if (have < want) {
+  const auto truncated = [&](uint64_t have) {
     return bad(source, str_cat("truncated data: ", idx_type_name(out.type), " ", shape_to_string(out.dims), " needs ",
-                               want, " bytes after the ", header, "-byte header, file has ", have));
+                               want, " bytes after the ", header, "-byte header, ", src.noun(), " has ", have));
+  };
+  const auto unexpected = [&](const std::string& extra) {
+    return bad(source, str_cat(extra, " unexpected bytes after the data of ", idx_type_name(out.type), " ",
+                               shape_to_string(out.dims), " (the header promises ", header + want, " bytes in all)"));
+  };
+  // A source that knows its length (a file, bytes in memory) is checked
+  // before the data is read.
+  if (const std::optional<uint64_t> have = src.remaining()) {
+    if (*have < want) return truncated(*have);
+    if (*have > want) return unexpected(std::to_string(*have - want));
   }
-  if (have > want) {
-    return bad(source,
-               str_cat(have - want, " unexpected bytes after the data of ", idx_type_name(out.type), " ",
-                       shape_to_string(out.dims), " (file has ", size, " bytes, expected ", header + want, ")"));
-  }
-  out.data.assign(bytes, header, want);
+  // Exactly what the header promises is read (decompressed), then at most
+  // kIdxTrailingMargin more to find out whether the data ends there: a
+  // stream that holds more is refused without inflating the rest.
+  out.data.resize(static_cast<size_t>(want));
+  got = read_up_to(src, out.data.data(), out.data.size());
+  if (!got.ok()) return got.status();
+  if (*got < want) return truncated(*got);
+  absl::StatusOr<uint64_t> extra = skip_up_to(src, kIdxTrailingMargin + 1);
+  if (!extra.ok()) return extra.status();
+  if (*extra > kIdxTrailingMargin) return unexpected(str_cat("more than ", kIdxTrailingMargin));
+  if (*extra > 0) return unexpected(std::to_string(*extra));
   if (elem > 1) {  // big-endian to host order
     for (uint64_t i = 0; i < numel; ++i) {
       char* v = &out.data[i * elem];
@@ -153,92 +171,42 @@ absl::StatusOr<IdxArray> parse_idx(const std::string& bytes, const std::string& 
   return out;
 }
 
-absl::StatusOr<std::string> gunzip(const std::string& bytes, const std::string& source) {
-  if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f ||
-      static_cast<unsigned char>(bytes[1]) != 0x8b) {
-    return bad(source, bytes.size() < 2
-                           ? str_cat("not a gzip file (", bytes.size(), " bytes)")
-                           : str_cat("not a gzip file (starts with ", hex_byte(static_cast<unsigned char>(bytes[0])),
-                                     " ", hex_byte(static_cast<unsigned char>(bytes[1])), ", expected 0x1f 0x8b)"));
-  }
-  z_stream zs;
-  std::memset(&zs, 0, sizeof(zs));
-  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {  // 16: gzip wrapper, with its CRC-32 and length check
-    return absl::InternalError(str_cat("idx ", source, ": zlib inflateInit2 failed"));
-  }
-  struct Ender {
-    z_stream* zs;
-    ~Ender() { inflateEnd(zs); }
-  } ender{&zs};
+absl::StatusOr<IdxArray> parse_idx(const std::string& bytes, const std::string& source) {
+  MemorySource src(bytes);
+  return read_idx_from(src, source);
+}
 
+absl::StatusOr<std::string> gunzip(const std::string& bytes, const std::string& source, uint64_t max_bytes) {
+  MemorySource compressed(bytes);
+  GzipSource plain(compressed, str_cat("idx ", source));
   std::string out;
-  // The last four bytes hold the (first member's) length mod 2^32: a hint only.
-  uint64_t hint = 0;
-  if (bytes.size() >= 4) {
-    const auto* t = reinterpret_cast<const unsigned char*>(bytes.data() + bytes.size() - 4);
-    hint = uint64_t{t[0]} | (uint64_t{t[1]} << 8) | (uint64_t{t[2]} << 16) | (uint64_t{t[3]} << 24);
-  }
-  // Deflate expands at most about 1032:1, which bounds what a lying hint can cost.
-  hint = std::min<uint64_t>(hint, uint64_t{bytes.size()} * 1032);
-  out.resize(static_cast<size_t>(std::min<uint64_t>(std::max<uint64_t>(hint + 1, 4096), kIdxMaxBytes + 1)));
-
-  size_t in_pos = 0;
-  size_t out_pos = 0;
-  const auto* in = reinterpret_cast<const unsigned char*>(bytes.data());
   for (;;) {
-    if (out_pos == out.size()) {
-      if (out.size() > kIdxMaxBytes) {
-        return bad(source, str_cat("decompresses to more than ", kIdxMaxBytes, " bytes"));
-      }
-      out.resize(static_cast<size_t>(std::min<uint64_t>(uint64_t{out.size()} * 2, kIdxMaxBytes + 1)));
+    if (out.size() > max_bytes) return bad(source, str_cat("decompresses to more than ", max_bytes, " bytes"));
+    const size_t at = out.size();
+    // Grown as it fills: what the stream holds is not known before it ends.
+    out.resize(static_cast<size_t>(std::min<uint64_t>(std::max<uint64_t>(2 * at, 4096), max_bytes + 1)));
+    absl::StatusOr<size_t> got = read_up_to(plain, out.data() + at, out.size() - at);
+    if (!got.ok()) return got.status();
+    if (at + *got < out.size()) {
+      out.resize(at + *got);
+      return out;
     }
-    const size_t in_chunk = std::min<size_t>(bytes.size() - in_pos, std::numeric_limits<uInt>::max());
-    const size_t out_chunk = std::min<size_t>(out.size() - out_pos, std::numeric_limits<uInt>::max());
-    zs.next_in = const_cast<Bytef*>(in + in_pos);
-    zs.avail_in = static_cast<uInt>(in_chunk);
-    zs.next_out = reinterpret_cast<Bytef*>(&out[out_pos]);
-    zs.avail_out = static_cast<uInt>(out_chunk);
-    const int rc = inflate(&zs, Z_NO_FLUSH);
-    in_pos += in_chunk - zs.avail_in;
-    out_pos += out_chunk - zs.avail_out;
-    if (rc == Z_STREAM_END) {
-      if (in_pos == bytes.size()) break;
-      // Another member follows (gzip writes concatenated members that way), or garbage.
-      if (bytes.size() - in_pos >= 2 && in[in_pos] == 0x1f && in[in_pos + 1] == 0x8b) {
-        inflateReset(&zs);
-        continue;
-      }
-      return bad(source, str_cat(bytes.size() - in_pos, " bytes of trailing garbage after the gzip stream"));
-    }
-    if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT) {
-      return data_loss(
-          source, str_cat("corrupt gzip data at compressed byte ", in_pos, ": ", zs.msg ? zs.msg : "invalid data"));
-    }
-    if (rc == Z_MEM_ERROR) return absl::ResourceExhaustedError(str_cat("idx ", source, ": out of memory"));
-    if (rc == Z_BUF_ERROR || rc == Z_OK) {
-      if (in_pos == bytes.size() && zs.avail_out > 0) {
-        return data_loss(source, str_cat("truncated gzip stream: input ends after ", bytes.size(),
-                                         " compressed bytes, before the end of the stream"));
-      }
-      continue;
-    }
-    return data_loss(source, str_cat("gzip error ", rc, zs.msg ? str_cat(": ", zs.msg) : std::string()));
   }
-  if (out_pos > kIdxMaxBytes) return bad(source, str_cat("decompresses to more than ", kIdxMaxBytes, " bytes"));
-  out.resize(out_pos);
-  return out;
 }
 
 absl::StatusOr<IdxArray> read_idx(const std::string& path) {
-  absl::StatusOr<std::string> raw = read_file_bytes(path);
-  if (!raw.ok()) return raw.status();
+  absl::StatusOr<InputFile> file = InputFile::open(path);
+  if (!file.ok()) return file.status();
+  // The compressed file itself is bounded as a plain one is: its bytes are
+  // read (not held) whatever they decompress to.
+  if (file->size() > kFileMaxBytes) {
+    return bad(path, str_cat(file->size(), " bytes, more than the limit of ", kFileMaxBytes));
+  }
+  FileSource raw(std::move(*file));
   const bool gz = path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
-  if (!gz) return parse_idx(*raw, path);
-  absl::StatusOr<std::string> plain = gunzip(*raw, path);
-  if (!plain.ok()) return plain.status();
-  raw->clear();
-  raw->shrink_to_fit();
-  return parse_idx(*plain, path);
+  if (!gz) return read_idx_from(raw, path);
+  GzipSource plain(raw, str_cat("idx ", path));
+  return read_idx_from(plain, path);
 }
 
 }  // namespace coppice

@@ -5,10 +5,16 @@
 // Types: 0x08 u8, 0x09 i8, 0x0B i16, 0x0C i32, 0x0D f32, 0x0E f64.
 //
 // Reading never crashes on bad bytes (docs/architecture.md, Errors): every problem
-// (missing file, not gzip, truncated or corrupt gzip, bad magic, unknown type,
-// sizes that disagree with the file's length, sizes whose product (a 0
-// counted as 1) describes more than kIdxMaxBytes) is an error Status whose message
-// names the file and what is wrong.
+// (missing file, not a regular file, not gzip, truncated or corrupt gzip, bad
+// magic, unknown type, sizes that disagree with the file's length, sizes whose
+// product (a 0 counted as 1) describes more than kIdxMaxBytes) is an error
+// Status whose message names the file and what is wrong.
+//
+// Memory stays about what the header promises: the header is read first (from
+// the decompressed stream for a gzipped file), then exactly the data it
+// promises, then at most kIdxTrailingMargin more bytes to see that the data
+// ends there. A gzip bomb whose header promises 47 MB costs 47 MB, whatever
+// it would inflate to.
 #pragma once
 
 #include <cstddef>
@@ -17,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "data/file.h"
+#include "data/byte_source.h"
 #include "tensor/tensor.h"
 
 namespace coppice {
@@ -45,17 +51,29 @@ struct IdxArray {
 // Limits that keep a hostile file from costing unbounded memory.
 inline constexpr uint64_t kIdxMaxBytes = uint64_t{1} << 31;  // decompressed size
 inline constexpr int kIdxMaxDims = 16;
+// How far past the promised data a stream is read to tell "longer than
+// promised" (with the count of extra bytes, up to this) from "exactly".
+inline constexpr uint64_t kIdxTrailingMargin = uint64_t{64} << 10;
+
+// Reads one IDX array from `src` as the header says; `source` names it in
+// errors. Refuses data shorter or longer than the header promises, naming
+// both sizes.
+absl::StatusOr<IdxArray> read_idx_from(ByteSource& src, const std::string& source);
 
 // Parses the bytes of an (uncompressed) IDX file; `source` names them in errors.
 absl::StatusOr<IdxArray> parse_idx(const std::string& bytes, const std::string& source = "<memory>");
 
 // Decompresses a gzip stream (one or more members, as gzip writes them) held
-// in memory. Errors: not gzip (bad magic), corrupt data or checksum,
-// truncated stream, bytes after the last member, more than kIdxMaxBytes.
-absl::StatusOr<std::string> gunzip(const std::string& bytes, const std::string& source = "<memory>");
+// in memory (data/gzip_source.h). Errors: not gzip (bad magic), corrupt data
+// or checksum, truncated stream, bytes after the last member, more than
+// `max_bytes` (decompression stops there).
+absl::StatusOr<std::string> gunzip(const std::string& bytes, const std::string& source = "<memory>",
+                                   uint64_t max_bytes = kIdxMaxBytes);
 
-// Reads an IDX file. A path ending in ".gz" must be gzip (and is decompressed
-// through zlib); any other path is read as plain IDX.
+// Reads an IDX file (a regular file: tensor/io/input_file.h; of at most
+// kFileMaxBytes). A path ending in ".gz" must be gzip (and is decompressed
+// through zlib as far as its header says); any other path is read as plain
+// IDX, its size checked against the header before the data is read.
 absl::StatusOr<IdxArray> read_idx(const std::string& path);
 
 }  // namespace coppice

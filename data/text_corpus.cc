@@ -1,5 +1,7 @@
 #include "data/text_corpus.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
@@ -7,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "data/file.h"
 #include "tensor/error.h"
+#include "tensor/io/input_file.h"
 
 namespace coppice {
 
@@ -21,7 +23,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 // The regular files under `dir` whose names end in `suffix`, as paths
-// relative to `dir`, sorted bytewise.
+// relative to `dir`, sorted bytewise. A FIFO, a socket or a device whose name
+// ends in `suffix` is refused, naming it (found from the directory entry,
+// never opened): the corpus would silently lack it.
 absl::StatusOr<std::vector<std::string>> corpus_files(const std::string& dir, const std::string& suffix) {
   std::vector<std::string> files;
   std::error_code ec;
@@ -30,9 +34,16 @@ absl::StatusOr<std::vector<std::string>> corpus_files(const std::string& dir, co
   for (; it != end; it.increment(ec)) {
     if (ec) break;
     std::error_code type_ec;
-    if (!it->is_regular_file(type_ec) || type_ec) continue;
-    const std::string name = it->path().filename().string();
-    if (ends_with(name, suffix)) files.push_back(it->path().lexically_relative(dir).generic_string());
+    const fs::file_status status = it->status(type_ec);  // follows a symbolic link
+    if (type_ec || fs::is_directory(status) || !ends_with(it->path().filename().string(), suffix)) continue;
+    const std::string relative = it->path().lexically_relative(dir).generic_string();
+    if (fs::is_fifo(status) || fs::is_socket(status) || fs::is_character_file(status) || fs::is_block_file(status)) {
+      struct stat st;
+      const char* what = ::stat(it->path().c_str(), &st) == 0 ? file_type_name(st.st_mode) : "a special file";
+      return absl::InvalidArgumentError(
+          str_cat("text corpus ", dir, ": ", relative, " is ", what, ", not a regular file"));
+    }
+    if (fs::is_regular_file(status)) files.push_back(relative);
   }
   if (ec) return absl::NotFoundError(str_cat("text corpus ", dir, ": cannot walk the directory: ", ec.message()));
   std::sort(files.begin(), files.end());
@@ -42,12 +53,17 @@ absl::StatusOr<std::vector<std::string>> corpus_files(const std::string& dir, co
 }  // namespace
 
 absl::StatusOr<std::string> read_text_corpus(const std::string& path, const std::string& suffix, uint64_t max_bytes) {
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) return absl::NotFoundError(str_cat("text corpus ", path, ": not found"));
-  if (fs::is_regular_file(status)) return read_file_bytes(path, max_bytes);
-  if (!fs::is_directory(status)) {
-    return absl::InvalidArgumentError(str_cat("text corpus ", path, ": neither a file nor a directory"));
+  // A file is opened by read_file_bytes, which checks what it opened; a
+  // directory is walked. Anything else (a FIFO, a device) is never opened.
+  const absl::StatusOr<mode_t> type = file_type_at(path);
+  if (!type.ok()) {
+    if (absl::IsNotFound(type.status())) return absl::NotFoundError(str_cat("text corpus ", path, ": not found"));
+    return absl::Status(type.status().code(), str_cat("text corpus ", type.status().message()));
+  }
+  if (S_ISREG(*type)) return read_file_bytes(path, max_bytes);
+  if (!S_ISDIR(*type)) {
+    return absl::InvalidArgumentError(
+        str_cat("text corpus ", path, ": is ", file_type_name(*type), ", neither a file nor a directory"));
   }
   absl::StatusOr<std::vector<std::string>> files = corpus_files(path, suffix);
   if (!files.ok()) return files.status();

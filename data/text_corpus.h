@@ -24,6 +24,10 @@ inline constexpr const char* kLinuxDocCorpusPackage = "linux-doc-6.1";
 // their paths relative to `path` (bytewise), each followed by a newline
 // where it does not end in one.
 //
+// Nothing but regular files is opened (tensor/io/input_file.h): a FIFO, a
+// socket or a device at `path`, or one whose name ends in `suffix` in the
+// tree, is refused, naming it and what it is.
+//
 // Errors name the path: not found, neither a file nor a directory, a
 // directory that cannot be walked, a directory holding no file ending in
 // `suffix`, a file that cannot be read, and a corpus larger than `max_bytes`

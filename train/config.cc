@@ -1,5 +1,7 @@
 #include "train/config.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -9,7 +11,6 @@
 #include <set>
 #include <sstream>
 
-#include "data/file.h"
 #include "data/text_corpus.h"
 #include "optim/growth.h"
 #include "sparse/convert.h"
@@ -19,7 +20,9 @@
 #include "tensor/checked_math.h"
 #include "tensor/error.h"
 #include "tensor/host_memory.h"
+#include "tensor/io/input_file.h"
 #include "train/config_schema.h"
+#include "train/error_quote.h"
 #include "train/fingerprint.h"
 #include "train/yaml_limits.h"
 #include "yaml-cpp/depthguard.h"
@@ -84,7 +87,7 @@ bool SparsityConfig::sparse_weights() const {
 }
 
 int config_error(const std::string& path, const absl::Status& status, std::ostream& err) {
-  err << one_line(path) << ": " << one_line(std::string(status.message())) << "\n";
+  err << bounded_error_line(str_cat(path, ": ", status.message())) << "\n";
   return kConfigErrorExitCode;
 }
 
@@ -135,9 +138,9 @@ int64_t scalar_integer(const YAML::Node& n, const std::string& where) {
     return n.as<int64_t>();
   } catch (const YAML::Exception&) {}
   if (is_integer_literal(n.Scalar()))
-    bad(where, n.Scalar(), " does not fit in a 64-bit integer (", std::numeric_limits<int64_t>::min(), " to ",
-        std::numeric_limits<int64_t>::max(), ")");
-  bad(where, "expected an integer, got '", n.Scalar(), "'");
+    bad(where, shorten_for_error(n.Scalar()), " does not fit in a 64-bit integer (",
+        std::numeric_limits<int64_t>::min(), " to ", std::numeric_limits<int64_t>::max(), ")");
+  bad(where, "expected an integer, got ", quote_for_error(n.Scalar()));
 }
 
 // A seed: an integer in [0, 2^64).
@@ -145,8 +148,8 @@ uint64_t scalar_seed(const YAML::Node& n, const std::string& where) {
   try {
     return n.as<uint64_t>();  // refuses a sign
   } catch (const YAML::Exception&) {}
-  if (!is_integer_literal(n.Scalar())) bad(where, "expected an integer, got '", n.Scalar(), "'");
-  bad(where, "must be ", key_range("seed")->text(), ", got ", n.Scalar(),
+  if (!is_integer_literal(n.Scalar())) bad(where, "expected an integer, got ", quote_for_error(n.Scalar()));
+  bad(where, "must be ", key_range("seed")->text(), ", got ", shorten_for_error(n.Scalar()),
       n.Scalar()[0] == '-' ? "" : " (it does not fit in 64 bits)");
 }
 
@@ -202,7 +205,7 @@ class Section {
   double number(const std::string& key, double fallback) const {
     if (!has(key)) return fallback;
     const double v = get(key).as<double>();
-    if (!std::isfinite(v)) bad(at(key), "must be a finite number, got ", get(key).Scalar());
+    if (!std::isfinite(v)) bad(at(key), "must be a finite number, got ", shorten_for_error(get(key).Scalar()));
     check_range(key, v, [&] { return fmt(v); });
     return v;
   }
@@ -215,7 +218,7 @@ class Section {
     std::string v = string(key, fallback);
     if (std::find(options.begin(), options.end(), v) != options.end()) return v;
     const std::string best = closest_match(v, options);
-    bad(at(key), "must be one of ", str_join(options, " | "), ", got '", v, "'",
+    bad(at(key), "must be one of ", str_join(options, " | "), ", got ", quote_for_error(v),
         best.empty() ? std::string() : str_cat("; did you mean '", best, "'?"));
   }
   std::vector<std::string> strings(const std::string& key) const {
@@ -266,7 +269,7 @@ class Section {
   static std::string describe(const YAML::Node& n) {
     if (n.IsMap()) return "a map";
     if (n.IsSequence()) return "a list";
-    if (n.IsScalar()) return str_cat("'", n.Scalar(), "'");
+    if (n.IsScalar()) return quote_for_error(n.Scalar());
     return "nothing";
   }
 
@@ -322,9 +325,10 @@ PrecisionConfig read_precision(const Section& s) {
     char* end = nullptr;
     const double v = std::strtod(scale.c_str(), &end);
     if (scale.empty() || end != scale.c_str() + scale.size())
-      bad(s.at("loss_scale"), "expected dynamic, none or a number, got '", scale, "'");
+      bad(s.at("loss_scale"), "expected dynamic, none or a number, got ", quote_for_error(scale));
     const KeyRange* range = key_range("precision.loss_scale");
-    if (!range->contains(v)) bad(s.at("loss_scale"), "a static loss scale must be ", range->text(), ", got ", scale);
+    if (!range->contains(v))
+      bad(s.at("loss_scale"), "a static loss scale must be ", range->text(), ", got ", shorten_for_error(scale));
     c.loss_scale.mode = LossScaleMode::kStatic;
     c.loss_scale.init_scale = v;
   }
@@ -344,7 +348,8 @@ SparsifierSpec read_spec(const Section& s, const std::string& key) {
   if (spec.name.empty()) bad(where, "needs a name (one of ", str_join(registered_sparsifiers(), ", "), ")");
   if (!is_sparsifier_registered(spec.name)) {
     const std::string best = closest_match(spec.name, registered_sparsifiers());
-    bad(where + ".name", "unknown sparsifier '", spec.name, "'; known: ", str_join(registered_sparsifiers(), ", "),
+    bad(where + ".name", "unknown sparsifier ", quote_for_error(spec.name),
+        "; known: ", str_join(registered_sparsifiers(), ", "),
         best.empty() ? std::string() : str_cat("; did you mean '", best, "'?"));
   }
   try {
@@ -406,7 +411,7 @@ ParameterRule read_parameter_rule(const Section& r) {
     int64_t n = 2, m = 4;
     if (rule.sparsifier) {
       if (rule.sparsifier->name != "nm")
-        bad(r.at("sparsifier.name"), "format nm needs the nm sparsifier, got '", rule.sparsifier->name, "'");
+        bad(r.at("sparsifier.name"), "format nm needs the nm sparsifier, got ", quote_for_error(rule.sparsifier->name));
       SpecParams p(*rule.sparsifier);
       n = p.get_int("n");
       m = p.get_int("m");
@@ -465,7 +470,7 @@ void read_sparsity(const Section& sp, JobConfig& job) {
   }
   for (const std::string& name : sp.strings("dense")) {
     if (c.distribution.overrides.count(name))
-      bad(sp.at("dense"), "'", name, "' also has a density in sparsity.overrides");
+      bad(sp.at("dense"), quote_for_error(name), " also has a density in sparsity.overrides");
     c.distribution.dense.insert(name);
   }
   for (const Section& r : sp.list("rules")) c.schedule.parameters.push_back(read_parameter_rule(r));
@@ -610,8 +615,8 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
   if (s.has("growth")) {
     u.growth = s.string("growth", u.growth);
     if (!is_growth_policy_registered(u.growth))
-      bad(s.at("growth"), "unknown growth policy '", u.growth,
-          "'; registered: ", str_join(registered_growth_policies(), ", "),
+      bad(s.at("growth"), "unknown growth policy ", quote_for_error(u.growth),
+          "; registered: ", str_join(registered_growth_policies(), ", "),
           " (a program registers its own with register_growth_policy)");
   }
   u.seed = job.seed;
@@ -624,9 +629,23 @@ bool is_file(const std::string& p) {
   std::error_code ec;
   return std::filesystem::is_regular_file(p, ec);
 }
-bool is_dir(const std::string& p) {
-  std::error_code ec;
-  return std::filesystem::is_directory(p, ec);
+
+enum PathKinds { kFileOnly = 1, kDirOnly = 2, kFileOrDir = 3 };
+
+// Refuses `path` (the value of `key`; `noun` says what it is, "text file or
+// directory ") unless it is a regular file or a directory as `allowed`
+// says: NotFound "'<path>' not found<hint>", or InvalidArgument "'<path>' is
+// a FIFO, not a regular file". Found by stat, so nothing is opened here: a
+// FIFO or a device is refused before any reader meets it.
+void require_path(const std::string& key, const std::string& noun, const std::string& path, PathKinds allowed,
+                  const std::string& hint = "") {
+  const absl::StatusOr<mode_t> type = file_type_at(path);
+  if (!type.ok()) missing(key, noun, quote_for_error(path), " not found", hint);
+  if ((S_ISREG(*type) && (allowed & kFileOnly)) || (S_ISDIR(*type) && (allowed & kDirOnly))) return;
+  const char* wanted = allowed == kFileOnly  ? "a regular file"
+                       : allowed == kDirOnly ? "a directory"
+                                             : "a regular file or a directory";
+  bad(key, noun, quote_for_error(path), " is ", file_type_name(*type), ", not ", wanted);
 }
 
 void read_data(const Section& d, JobConfig& job) {
@@ -660,13 +679,12 @@ void read_data(const Section& d, JobConfig& job) {
       f.mean = d.number("mean", kFashionMnistMean);
       f.std = d.number("std", kFashionMnistStd);
       const std::string key = c.path.empty() ? std::string("data.dataset") : d.at("path");
-      if (!is_dir(f.dir))
-        missing(key, "Fashion-MNIST directory '", f.dir, "' not found",
-                c.path.empty() ? " (install the Debian package dataset-fashion-mnist: tools/setup)" : "");
+      require_path(key, "Fashion-MNIST directory ", f.dir, kDirOnly,
+                   c.path.empty() ? " (install the Debian package dataset-fashion-mnist: tools/setup)" : "");
       for (FashionMnistSplit split : {FashionMnistSplit::kTrain, FashionMnistSplit::kTest})
         for (const std::string& file :
              {fashion_mnist_images_path(f.dir, split), fashion_mnist_labels_path(f.dir, split)})
-          if (!is_file(file)) missing(key, "'", file, "' not found");
+          require_path(key, "", file, kFileOnly);
       break;
     }
     case DatasetKind::kText: {
@@ -676,12 +694,10 @@ void read_data(const Section& d, JobConfig& job) {
       c.text.byte_vocab = d.choice("vocab", "distinct", {"distinct", "bytes"}) == "bytes";
       const std::string file = c.text_path();
       const std::string key = c.path.empty() ? std::string("data.dataset") : d.at("path");
-      if (!is_file(file) && !is_dir(file)) {
-        std::string hint;
-        if (c.path.empty()) hint = str_cat(" (install the Debian package ", kDefaultTextCorpusPackage, ")");
-        if (file == kLinuxDocCorpus) hint = str_cat(" (install the Debian package ", kLinuxDocCorpusPackage, ")");
-        missing(key, "text file or directory '", file, "' not found", hint);
-      }
+      std::string hint;
+      if (c.path.empty()) hint = str_cat(" (install the Debian package ", kDefaultTextCorpusPackage, ")");
+      if (file == kLinuxDocCorpus) hint = str_cat(" (install the Debian package ", kLinuxDocCorpusPackage, ")");
+      require_path(key, "text file or directory ", file, kFileOrDir, hint);
       if (is_file(file) && !c.text.suffix.empty())
         d.refuse({"suffix"}, str_cat("only for a directory, not the file ", file));
       break;
@@ -891,9 +907,9 @@ ValidatedJob check_against_model(JobConfig job) {
   };
   for (const auto& [name, d] : job.sparsity.distribution.overrides)
     if (!shapes.count(name))
-      bad(str_cat("sparsity.overrides.", name), "the model has no parameter '", name, "'", near(name));
+      bad(str_cat("sparsity.overrides.", name), "the model has no parameter ", quote_for_error(name), near(name));
   for (const std::string& name : job.sparsity.distribution.dense)
-    if (!shapes.count(name)) bad("sparsity.dense", "the model has no parameter '", name, "'", near(name));
+    if (!shapes.count(name)) bad("sparsity.dense", "the model has no parameter ", quote_for_error(name), near(name));
 
   std::vector<LayerShape> layers;
   for (const std::string& name : params) layers.push_back({name, shapes[name]});
@@ -1032,7 +1048,7 @@ void read_device(const Section& top, JobConfig& job) {
     try {
       job.device.device = Device::parse(device);
       job.device.is_auto = false;
-    } catch (const Error&) { bad("device", "must be auto, cpu, cuda or cuda:N, got '", device, "'"); }
+    } catch (const Error&) { bad("device", "must be auto, cpu, cuda or cuda:N, got ", quote_for_error(device)); }
   }
 }
 
@@ -1101,8 +1117,7 @@ void read_checkpoint_settings(const Section& ckpt, JobConfig& job) {
     bad(ckpt.at("every_steps"), "has no effect without checkpoint.dir");
   if (job.checkpoint.dir.empty() && job.checkpoint.keep_last > 0)
     bad(ckpt.at("keep_last"), "has no effect without checkpoint.dir");
-  if (!job.checkpoint.resume.empty() && !is_dir(job.checkpoint.resume) && !is_file(job.checkpoint.resume))
-    missing("checkpoint.resume", "'", job.checkpoint.resume, "' not found");
+  if (!job.checkpoint.resume.empty()) require_path("checkpoint.resume", "", job.checkpoint.resume, kFileOrDir);
   job.checkpoint.allow_changes = ckpt.strings("allow_changes");
   if (absl::Status st = check_allowed_changes(job.checkpoint.allow_changes); !st.ok())
     bad(ckpt.at("allow_changes"), st.message());
@@ -1197,9 +1212,10 @@ absl::StatusOr<ValidatedJob> as_status(const std::string& source, const Check& c
 }
 
 // Messages quote keys and values from the file and the --set arguments: made
-// one printable line here, once for every way a job is refused.
+// one printable line of bounded length here, once for every way a job is
+// refused (values that no quote_for_error shortened are shortened here).
 absl::StatusOr<ValidatedJob> one_line_status(absl::StatusOr<ValidatedJob> job) {
-  if (!job.ok()) return absl::Status(job.status().code(), one_line(std::string(job.status().message())));
+  if (!job.ok()) return absl::Status(job.status().code(), bounded_error_line(std::string(job.status().message())));
   return job;
 }
 

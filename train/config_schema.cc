@@ -11,6 +11,7 @@
 #include "models/zoo.h"
 #include "sparse/formats.h"
 #include "tensor/error.h"
+#include "train/error_quote.h"
 #include "train/yaml_limits.h"
 #include "yaml-cpp/yaml.h"
 
@@ -555,7 +556,7 @@ std::string closest_match(const std::string& word, const std::vector<std::string
 }
 
 std::string unknown_key_message(const std::string& path, const std::string& pattern, const std::string& key) {
-  const std::string shown = join_key(path, key);
+  const std::string shown = join_key(path, shorten_for_error(key));
   const std::vector<std::string> here = schema_children(pattern);
   const std::string best = closest_match(key, here);
   if (!best.empty()) return str_cat(shown, ": unknown key; did you mean '", join_key(path, best), "'?");
@@ -571,10 +572,10 @@ std::string unknown_key_message(const std::string& path, const std::string& patt
 absl::Status apply_override(YAML::Node& root, const std::string& assignment) {
   const size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    return absl::InvalidArgumentError(str_cat("--set ", assignment, ": expected key.path=value"));
+    return absl::InvalidArgumentError(str_cat("--set ", shorten_for_error(assignment), ": expected key.path=value"));
   const std::string key_path = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
-  const std::string where = str_cat("--set ", key_path);
+  const std::string where = str_cat("--set ", shorten_for_error(key_path));
 
   // Split on '.', turning "rules[0]" into "rules", "0".
   std::vector<std::string> parts;
@@ -610,7 +611,7 @@ absl::Status apply_override(YAML::Node& root, const std::string& assignment) {
       const int64_t size = cur.IsSequence() ? static_cast<int64_t>(cur.size()) : 0;
       if (index < 0)
         return absl::InvalidArgumentError(
-            str_cat(where, ": ", shown, " is a list; expected an index, got '", part, "'"));
+            str_cat(where, ": ", shown, " is a list; expected an index, got ", quote_for_error(part)));
       if (index >= size)
         return absl::InvalidArgumentError(str_cat(where, ": ", shown, " has ", size, size == 1 ? " entry" : " entries",
                                                   "; index ", index, " is out of range"));
@@ -658,12 +659,13 @@ absl::Status apply_override(YAML::Node& root, const std::string& assignment) {
   try {
     value = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(str_cat(where, ": the value '", text, "' is not valid YAML (", e.msg, ")"));
+    return absl::InvalidArgumentError(
+        str_cat(where, ": the value ", quote_for_error(text), " is not valid YAML (", e.msg, ")"));
   }
   if (absl::Status s = check_yaml_tree(value, where, value_depth); !s.ok()) return s;
   if (!value_fits(value, key->type))
     return absl::InvalidArgumentError(
-        str_cat(where, ": ", shown, " expects ", key_type_name(key->type), ", got '", text, "'"));
+        str_cat(where, ": ", shown, " expects ", key_type_name(key->type), ", got ", quote_for_error(text)));
   try {
     if (root.IsNull() || !root.IsDefined()) root = YAML::Node(YAML::NodeType::Map);
     if (!root.IsMap()) return absl::InvalidArgumentError(str_cat(where, ": the job file is not a map of keys"));

@@ -50,10 +50,18 @@ bool change_allowed(const std::string& key, const std::vector<std::string>& allo
 // "optimizer.lr: 0.1 -> 0.05; training.steps: 100 -> 200".
 std::string describe_changes(const std::vector<FingerprintChange>& changes);
 
+// Whether job_fingerprint (train/job_fingerprint.h) may record `key` as an
+// adjustable setting: the keys a resume may be allowed to change. (It checks
+// every key it records against this list, so that the two cannot drift.)
+bool is_adjustable_fingerprint_key(const std::string& key);
+
 // Checks a list of changes a resume may make (checkpoint.allow_changes,
-// --allow-changes): each "*", a dotted key or "prefix.*" of lowercase
-// letters, digits, '_', '.', '[', ']', none of them structural (no resume can
-// change those). InvalidArgument naming the first bad entry.
+// --allow-changes): each "*", an adjustable key or "prefix.*" over at least
+// one, of lowercase letters, digits, '_', '.', '[', ']'; none structural (no
+// resume can change those). InvalidArgument naming the first bad entry: an
+// unknown key with a did-you-mean ("'optimizer.lrr' is not a setting that a
+// resume may change; did you mean 'optimizer.lr'?"), a job key that no
+// checkpoint records (a resume may change it anyway).
 absl::Status check_allowed_changes(const std::vector<std::string>& allowed);
 
 }  // namespace coppice

@@ -7,10 +7,10 @@
 #include <variant>
 #include <vector>
 
-#include "data/file.h"
 #include "data/text.h"
 #include "data/text_corpus.h"
 #include "tensor/error.h"
+#include "tensor/io/input_file.h"
 
 namespace coppice {
 namespace {
@@ -205,6 +205,12 @@ Fingerprint job_fingerprint(const JobConfig& job, const SparsitySchedule& resolv
   f["precision.allow_tf32"] = flag(job.precision.allow_tf32);
   const LossScalerOptions& ls = job.precision.loss_scale;
   f["precision.loss_scale"] = ls.mode == LossScaleMode::kStatic ? number(ls.init_scale) : loss_scale_mode_name(ls.mode);
+  // --allow-changes is checked against the adjustable keys fingerprint.cc
+  // lists: a key recorded here but missing there could never be allowed.
+  for (const auto& entry : f) {
+    if (!is_structural_key(entry.first) && !is_adjustable_fingerprint_key(entry.first))
+      fail("fingerprint: ", entry.first, " is missing from the adjustable keys of train/fingerprint.cc");
+  }
   return f;
 }
 

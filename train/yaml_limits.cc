@@ -1,11 +1,10 @@
 #include "train/yaml_limits.h"
 
-#include <filesystem>
-#include <fstream>
 #include <utility>
 #include <vector>
 
 #include "tensor/error.h"
+#include "tensor/io/input_file.h"
 
 namespace coppice {
 namespace {
@@ -432,21 +431,17 @@ absl::Status check_yaml_tree(const YAML::Node& root, const std::string& where, i
 }
 
 absl::StatusOr<std::string> read_job_yaml_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(str_cat(path, ": cannot open the job file"));
-  std::string text;
-  std::vector<char> buffer(size_t{64} << 10);
-  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
-    text.append(buffer.data(), static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxJobYamlBytes) {
-      std::error_code ec;
-      const auto size = std::filesystem::is_regular_file(path, ec) ? std::filesystem::file_size(path, ec) : 0;
-      const std::string is = !ec && size > 0 ? str_cat("is ", size, " bytes,") : std::string("is");
-      return absl::InvalidArgumentError(
-          str_cat(path, ": the job file ", is, " over the limit of ", limit_text(kMaxJobYamlBytes)));
-    }
-  }
-  if (in.bad()) return absl::NotFoundError(str_cat(path, ": cannot read the job file"));
+  // A FIFO, a device or a directory is refused without blocking.
+  absl::StatusOr<InputFile> file = InputFile::open(path);
+  if (!file.ok()) return file.status();
+  const auto too_large = [&](const std::string& is) {
+    return absl::InvalidArgumentError(
+        str_cat(path, ": the job file ", is, " over the limit of ", limit_text(kMaxJobYamlBytes)));
+  };
+  if (file->size() > kMaxJobYamlBytes) return too_large(str_cat("is ", file->size(), " bytes,"));
+  absl::StatusOr<std::string> text = file->read_all(kMaxJobYamlBytes);
+  // Longer than its size said: it grew while read, or it is a /proc file.
+  if (absl::IsInvalidArgument(text.status())) return too_large("is");
   return text;
 }
 

@@ -42,9 +42,11 @@ absl::Status check_yaml_text(std::string_view text, const std::string& where, co
 // the number of nodes with aliases expanded.
 absl::Status check_yaml_tree(const YAML::Node& root, const std::string& where, int base_depth = 0);
 
-// The whole file at `path`, read no further than the size limit (so that
-// /dev/zero or a huge file costs nothing); NotFound when it cannot be
-// opened or read, InvalidArgument when it is too large.
+// The whole regular file at `path`, read no further than the size limit (so
+// that a huge file costs nothing); a FIFO, a device or a directory is refused
+// without blocking (tensor/io/input_file.h). Errors name the path and the
+// system's reason: NotFound when it does not exist, InvalidArgument when it
+// is not a regular file or too large.
 absl::StatusOr<std::string> read_job_yaml_file(const std::string& path);
 
 }  // namespace coppice

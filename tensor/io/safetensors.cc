@@ -11,6 +11,7 @@
 #include <set>
 
 #include "tensor/backend.h"
+#include "tensor/io/input_file.h"
 #include "tensor/io/json.h"
 
 namespace coppice {
@@ -553,25 +554,11 @@ absl::StatusOr<SafetensorsFile> parse_safetensors(const std::string& bytes, cons
 }
 
 absl::StatusOr<SafetensorsFile> read_safetensors(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    return absl::ErrnoToStatus(err, str_cat("safetensors ", path, ": cannot open: ", errno_text(err)));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return absl::ErrnoToStatus(err, str_cat("safetensors ", path, ": cannot stat: ", errno_text(err)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(str_cat("safetensors ", path, ": not a regular file"));
-  }
-  FileSource src(fd, static_cast<uint64_t>(st.st_size), path);
-  absl::StatusOr<SafetensorsFile> out = Reader(src, path).run();
-  ::close(fd);
-  return out;
+  // A FIFO, a device or a directory is refused without blocking.
+  absl::StatusOr<InputFile> file = InputFile::open(path);
+  if (!file.ok()) return absl::Status(file.status().code(), str_cat("safetensors ", file.status().message()));
+  FileSource src(file->fd(), file->size(), path);
+  return Reader(src, path).run();
 }
 
 }  // namespace coppice

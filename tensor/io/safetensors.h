@@ -53,7 +53,9 @@ absl::StatusOr<std::string> serialize_safetensors(const NamedTensors& tensors,
                                                   const std::map<std::string, std::string>& metadata = {});
 
 // Reads and validates a file. Tensor data is read straight into each tensor's
-// storage, so memory peaks at the tensors' size.
+// storage, so memory peaks at the tensors' size. Anything but a regular file
+// (a FIFO, a device, a directory) is refused without blocking
+// (tensor/io/input_file.h).
 absl::StatusOr<SafetensorsFile> read_safetensors(const std::string& path);
 
 // The same from bytes in memory; `source` names them in error messages.

@@ -1,9 +1,13 @@
 #include "data/idx.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <random>
 #include <string>
 #include <vector>
 
+#include "data/gzip_source.h"
 #include "gtest/gtest.h"
 #include "tests/data/test_util.h"
 
@@ -11,6 +15,7 @@ namespace coppice {
 namespace {
 
 using testing::gzip;
+using testing::gzip_with_zeros;
 using testing::idx_bytes;
 using testing::temp_dir;
 using testing::write_file;
@@ -179,11 +184,77 @@ TEST(Idx, ReadsFiles) {
 
   expect_error(read_idx(write_file(dir + "/plain.gz", plain)).status(), {dir + "/plain.gz", "not a gzip file"});
   expect_error(read_idx(dir + "/missing.gz").status(), {dir + "/missing.gz", "cannot open", "No such file"});
-  expect_error(read_idx(dir).status(), {dir, "not a regular file"});
+  expect_error(read_idx(dir).status(), {dir, "is a directory, not a regular file"});
   expect_error(read_idx(write_file(dir + "/empty.gz", "")).status(), {"empty.gz", "not a gzip file"});
   expect_error(read_idx(write_file(dir + "/trunc.gz", gzip(plain).substr(0, 12))).status(), {"trunc.gz"});
   expect_error(read_idx(write_file(dir + "/short.idx", plain.substr(0, plain.size() - 1))).status(),
                {"short.idx", "truncated data"});
+}
+
+// Counts the bytes another source hands out.
+class CountingSource final : public ByteSource {
+ public:
+  explicit CountingSource(ByteSource& in) : in_(in) {}
+  absl::StatusOr<size_t> read(char* dst, size_t n) override {
+    absl::StatusOr<size_t> got = in_.read(dst, n);
+    if (got.ok()) total += *got;
+    return got;
+  }
+  uint64_t total = 0;
+
+ private:
+  ByteSource& in_;
+};
+
+TEST(Idx, GzipBombStopsAfterWhatTheHeaderPromises) {
+  // 16 promised bytes, then 256 MiB of zeros in about 256 KB of gzip.
+  const std::string bomb = gzip_with_zeros(idx_bytes(0x08, {16}, std::string(16, 'a')), uint64_t{256} << 20);
+  ASSERT_LT(bomb.size(), size_t{1} << 20);
+  MemorySource compressed(bomb);
+  GzipSource plain(compressed, "idx bomb.gz");
+  CountingSource counted(plain);
+  const absl::Status s = read_idx_from(counted, "bomb.gz").status();
+  expect_error(s, {"bomb.gz", "more than 65536 unexpected bytes after the data of u8 [16]", "promises 24 bytes"});
+  // The header, the data and the margin: nothing like 256 MiB.
+  EXPECT_LE(counted.total, 24 + kIdxTrailingMargin + 4096);
+
+  const std::string dir = temp_dir();
+  expect_error(read_idx(write_file(dir + "/bomb.gz", bomb)).status(), {dir + "/bomb.gz", "unexpected bytes"});
+}
+
+TEST(Idx, GzipStreamLongerOrShorterThanPromised) {
+  const std::string dir = temp_dir();
+  // Shorter: the file, both sizes.
+  expect_error(read_idx(write_file(dir + "/short.gz", gzip(idx_bytes(0x08, {100}, std::string(10, 'a'))))).status(),
+               {dir + "/short.gz", "truncated data", "needs 100 bytes", "decompressed data has 10"});
+  expect_error(read_idx(write_file(dir + "/head.gz", gzip(std::string("\0\0\x08\x02\0\0", 6)))).status(),
+               {dir + "/head.gz", "truncated header", "decompressed data has 6"});
+  // Longer by a little: counted exactly.
+  expect_error(read_idx(write_file(dir + "/long.gz", gzip(idx_bytes(0x08, {2}, "abc")))).status(),
+               {dir + "/long.gz", "1 unexpected bytes after the data of u8 [2]"});
+  // The promise checked after the data too: a bad CRC at the end is still found.
+  std::string gz = gzip(idx_bytes(0x08, {4}, "abcd"));
+  gz[gz.size() - 6] ^= 0x55;
+  expect_error(read_idx(write_file(dir + "/crc.gz", gz)).status(), {dir + "/crc.gz", "corrupt gzip data"});
+}
+
+TEST(Idx, PlainFileSizeCheckedBeforeTheData) {
+  const std::string dir = temp_dir();
+  // A header that promises 47 MB over a 20-byte file: refused from the sizes.
+  expect_error(read_idx(write_file(dir + "/a.idx", idx_bytes(0x08, {60000, 28, 28}, "abcd"))).status(),
+               {dir + "/a.idx", "needs 47040000 bytes", "file has 4"});
+  expect_error(read_idx(write_file(dir + "/b.idx", idx_bytes(0x08, {2}, "abcdef"))).status(),
+               {dir + "/b.idx", "4 unexpected bytes"});
+}
+
+TEST(Idx, SpecialFilesAreRefusedWithoutBlocking) {
+  ::alarm(20);  // a FIFO that blocked would end the test here
+  const std::string dir = temp_dir();
+  const std::string fifo = dir + "/train-images-idx3-ubyte.gz";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  expect_error(read_idx(fifo).status(), {fifo, "is a FIFO, not a regular file"});
+  expect_error(read_idx("/dev/zero").status(), {"/dev/zero", "is a character device"});
+  ::alarm(0);
 }
 
 }  // namespace

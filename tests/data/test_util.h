@@ -56,5 +56,35 @@ inline std::string gzip(const std::string& bytes) {
   return out;
 }
 
+// `prefix` followed by `zeros` zero bytes, as one gzip member, compressed a
+// piece at a time: a gzip bomb (deflate packs zeros about 1000:1) without
+// holding what it inflates to.
+inline std::string gzip_with_zeros(const std::string& prefix, uint64_t zeros) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 9, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY), Z_OK);
+  const std::string chunk(size_t{1} << 20, '\0');
+  std::string out;
+  std::string buf(size_t{1} << 16, '\0');
+  auto feed = [&](const char* data, size_t n, int flush) {
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
+    zs.avail_in = static_cast<uInt>(n);
+    do {
+      zs.next_out = reinterpret_cast<Bytef*>(&buf[0]);
+      zs.avail_out = static_cast<uInt>(buf.size());
+      deflate(&zs, flush);
+      out.append(buf, 0, buf.size() - zs.avail_out);
+    } while (zs.avail_out == 0 || (flush == Z_FINISH && zs.avail_in > 0));
+  };
+  feed(prefix.data(), prefix.size(), Z_NO_FLUSH);
+  for (uint64_t left = zeros; left > 0;) {
+    const size_t n = static_cast<size_t>(left < chunk.size() ? left : chunk.size());
+    feed(chunk.data(), n, Z_NO_FLUSH);
+    left -= n;
+  }
+  feed(nullptr, 0, Z_FINISH);
+  deflateEnd(&zs);
+  return out;
+}
+
 }  // namespace testing
 }  // namespace coppice

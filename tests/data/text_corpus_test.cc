@@ -1,5 +1,8 @@
 #include "data/text_corpus.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 
@@ -69,7 +72,29 @@ TEST(TextCorpus, ErrorsNameThePath) {
 
   auto device = read_text_corpus("/dev/null", "", 1 << 20);
   ASSERT_FALSE(device.ok());
-  EXPECT_NE(message(device).find("neither a file nor a directory"), std::string::npos) << device.status();
+  EXPECT_NE(message(device).find("is a character device, neither a file nor a directory"), std::string::npos)
+      << device.status();
+}
+
+TEST(TextCorpus, SpecialFilesAreRefusedWithoutBlocking) {
+  ::alarm(20);  // a FIFO that blocked would end the test here
+  const std::string dir = make_tree();
+  const auto message = [](const absl::StatusOr<std::string>& s) { return std::string(s.status().message()); };
+  ASSERT_EQ(::mkfifo((dir + "/fifo.txt").c_str(), 0644), 0);
+  auto top = read_text_corpus(dir + "/fifo.txt", "", 1 << 20);
+  EXPECT_EQ(message(top), "text corpus " + dir + "/fifo.txt: is a FIFO, neither a file nor a directory");
+
+  // In a tree: one the suffix takes is refused, naming it; others are left out.
+  ASSERT_EQ(::mkfifo((dir + "/a/p.rst.txt").c_str(), 0644), 0);
+  auto tree = read_text_corpus(dir, ".rst.txt", 1 << 20);
+  EXPECT_EQ(message(tree), "text corpus " + dir + ": a/p.rst.txt is a FIFO, not a regular file");
+  fs::remove(dir + "/a/p.rst.txt");
+  EXPECT_TRUE(read_text_corpus(dir, ".rst.txt", 1 << 20).ok());  // fifo.txt does not end in .rst.txt
+  // Behind a symbolic link too.
+  fs::create_symlink(dir + "/fifo.txt", dir + "/b/l.rst.txt");
+  EXPECT_EQ(message(read_text_corpus(dir, ".rst.txt", 1 << 20)),
+            "text corpus " + dir + ": b/l.rst.txt is a FIFO, not a regular file");
+  ::alarm(0);
 }
 
 TEST(TextCorpus, OversizedTreeIsRefusedBeforeItIsRead) {

@@ -297,12 +297,14 @@ std::string bytes_of_parts(const YAML::Node& parts) {
 }
 
 // A file entry: {path, text | parts | size (a sparse file of zeros) | dir: true |
-// symlink: TARGET | copy: FILE}.
+// symlink: TARGET | copy: FILE | fifo: true (a named pipe no one writes)}.
 void make_file(const fs::path& dir, const YAML::Node& f) {
   const fs::path path = dir / f["path"].as<std::string>();
   fs::create_directories(path.parent_path());
   if (f["dir"]) {
     fs::create_directories(path);
+  } else if (f["fifo"]) {
+    if (::mkfifo(path.c_str(), 0644) != 0) throw std::runtime_error("mkfifo " + path.string() + " failed");
   } else if (f["symlink"]) {
     fs::create_symlink(f["symlink"].as<std::string>(), path);
   } else if (f["size"]) {

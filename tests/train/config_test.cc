@@ -587,7 +587,7 @@ TEST(JobConfig, MissingFilesAreNotFound) {
   const absl::StatusOr<JobConfig> f = load_job_config("/nonexistent/job.yaml");
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(std::string(f.status().message()), "/nonexistent/job.yaml: cannot open the job file");
+  EXPECT_EQ(std::string(f.status().message()), "/nonexistent/job.yaml: cannot open: No such file or directory");
 }
 
 TEST(JobConfig, BadYamlIsOneLineWithThePosition) {

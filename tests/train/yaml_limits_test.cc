@@ -4,6 +4,7 @@
 // --set value that breaks one is refused with one line naming it.
 #include "train/yaml_limits.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -272,7 +273,7 @@ std::string temp_path(const std::string& name) {
 TEST(YamlLimitsTest, ReadsNoFurtherThanTheLimit) {
   absl::StatusOr<std::string> r = read_job_yaml_file("/dev/zero");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "/dev/zero: the job file is over the limit of 1048576 bytes (1 MiB)");
+  EXPECT_EQ(r.status().message(), "/dev/zero: is a character device, not a regular file");
   const std::string path = temp_path("big.yaml");
   std::ofstream(path) << "a: 1\n" << std::string(3 << 20, '#');
   r = read_job_yaml_file(path);
@@ -284,6 +285,19 @@ TEST(YamlLimitsTest, ReadsNoFurtherThanTheLimit) {
   EXPECT_EQ(*r, "a: 1\n");
   std::remove(path.c_str());
   EXPECT_EQ(read_job_yaml_file(temp_path("none.yaml")).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(YamlLimitsTest, SpecialFilesAreRefusedWithoutBlocking) {
+  ::alarm(20);  // a FIFO that blocked would end the test here
+  const std::string fifo = temp_path("fifo.yaml");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  absl::StatusOr<std::string> r = read_job_yaml_file(fifo);
+  EXPECT_EQ(r.status().message(), fifo + ": is a FIFO, not a regular file");
+  EXPECT_EQ(read_job_yaml_file(temp_path("")).status().message(),
+            temp_path("") + ": is a directory, not a regular file");
+  std::remove(fifo.c_str());
+  ::alarm(0);
 }
 
 // Through the job loader: one line naming the file or the --set, and the limit.

@@ -13,12 +13,15 @@
 // config_error writes it); 1 for a failure at run time (one line
 // "trainer: error: ..." on stderr).
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <system_error>
@@ -27,8 +30,11 @@
 
 #include "absl/status/status.h"
 #include "tensor/error.h"
+#include "tensor/io/input_file.h"
 #include "tensor/runtime_options.h"
 #include "train/config.h"
+#include "train/config_schema.h"
+#include "train/error_quote.h"
 #include "train/fingerprint.h"
 #include "train/job.h"
 #include "train/loop.h"
@@ -59,6 +65,7 @@ constexpr const char* kUsage =
     "                     quick trial of any job needs no other change, and --resume goes on\n"
     "  -h, --help         this text\n"
     "\n"
+    "--set and --allow-changes may be given more than once; every other option once.\n"
     "Exit status: 0 done (summary on stdout), 1 a run-time error, 2 a bad argument or job.\n";
 
 struct Args {
@@ -72,12 +79,84 @@ struct Args {
 };
 
 int usage_error(const std::string& message) {
-  std::cerr << "trainer: " << coppice::one_line(message) << " (see trainer --help)\n";
+  std::cerr << "trainer: " << coppice::bounded_error_line(message) << " (see trainer --help)\n";
   return coppice::kConfigErrorExitCode;
+}
+
+// The options that take a value, as data. One that holds a single value is
+// refused when given twice, whichever it is (which of the two was meant?);
+// a repeatable one adds each occurrence.
+struct OptionSpec {
+  const char* name;
+  bool repeatable;
+};
+constexpr OptionSpec kOptions[] = {
+    {"--config", false},       {"--set", true},      {"--resume", false},
+    {"--allow-changes", true}, {"--run-dir", false}, {"--max-steps", false},
+};
+
+const OptionSpec* find_option(const std::string& name) {
+  for (const OptionSpec& o : kOptions)
+    if (name == o.name) return &o;
+  return nullptr;
+}
+
+std::string unknown_argument(const std::string& arg) {
+  std::vector<std::string> names = {"--help"};
+  for (const OptionSpec& o : kOptions) names.push_back(o.name);
+  const std::string best = coppice::closest_match(arg.substr(0, arg.find('=')), names);
+  return "unknown argument " + coppice::quote_for_error(arg) + (best.empty() ? "" : "; did you mean '" + best + "'?");
+}
+
+// Applies one option's value; returns 0 or the exit code of a bad value
+// (after printing it).
+int apply_option(const std::string& name, const std::string& value, Args& a) {
+  if (name == "--config") {
+    a.config = value;
+  } else if (name == "--set") {
+    if (value.find('=') == std::string::npos)
+      return usage_error("--set needs key.path=value, got " + coppice::quote_for_error(value));
+    a.overrides.push_back(value);
+  } else if (name == "--resume") {
+    a.resume = value;
+  } else if (name == "--allow-changes") {
+    std::stringstream items(value);
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      if (!item.empty()) a.allow_changes.push_back(item);
+    }
+    if (absl::Status st = coppice::check_allowed_changes(a.allow_changes); !st.ok())
+      return usage_error("--allow-changes: " + std::string(st.message()));
+  } else if (name == "--max-steps") {
+    size_t used = 0;
+    long long n = 0;
+    try {
+      n = std::stoll(value, &used);
+    } catch (const std::exception&) { used = 0; }
+    if (used == 0 || used != value.size() || n < 1)
+      return usage_error("--max-steps needs a whole number of steps >= 1, got " + coppice::quote_for_error(value));
+    a.max_steps = n;
+  } else {
+    a.run_dir = value;
+  }
+  return 0;
+}
+
+// --resume names a checkpoint file or a directory of them; anything else (a
+// FIFO, a device) is refused here, by stat, before any reader opens it.
+int check_resume_path(const std::string& path) {
+  const absl::StatusOr<mode_t> type = coppice::file_type_at(path);
+  if (!type.ok()) return usage_error("--resume: " + coppice::quote_for_error(path) + " not found");
+  if (!S_ISREG(*type) && !S_ISDIR(*type)) {
+    return usage_error("--resume: " + coppice::quote_for_error(path) + " is " + coppice::file_type_name(*type) +
+                       ", not a checkpoint file or directory");
+  }
+  return 0;
 }
 
 // Returns 0, or the exit code of a bad argument (after printing it).
 int parse_args(int argc, char** argv, Args& a) {
+  std::set<std::string> given;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
@@ -92,47 +171,17 @@ int parse_args(int argc, char** argv, Args& a) {
       arg = arg.substr(0, eq);
       has_value = true;
     }
-    const bool takes_value = arg == "--config" || arg == "--set" || arg == "--resume" || arg == "--allow-changes" ||
-                             arg == "--run-dir" || arg == "--max-steps";
-    if (!takes_value) return usage_error("unknown argument '" + std::string(argv[i]) + "'");
+    const OptionSpec* option = find_option(arg);
+    if (option == nullptr) return usage_error(unknown_argument(argv[i]));
     if (!has_value) {
       if (i + 1 >= argc) return usage_error(arg + " needs a value");
       value = argv[++i];
     }
-    if (arg == "--config") {
-      if (!a.config.empty()) return usage_error("--config given twice");
-      a.config = value;
-    } else if (arg == "--set") {
-      if (value.find('=') == std::string::npos) return usage_error("--set needs key.path=value, got '" + value + "'");
-      a.overrides.push_back(value);
-    } else if (arg == "--resume") {
-      a.resume = value;
-    } else if (arg == "--allow-changes") {
-      std::stringstream items(value);
-      std::string item;
-      while (std::getline(items, item, ',')) {
-        if (!item.empty()) a.allow_changes.push_back(item);
-      }
-      if (absl::Status st = coppice::check_allowed_changes(a.allow_changes); !st.ok())
-        return usage_error("--allow-changes: " + std::string(st.message()));
-    } else if (arg == "--max-steps") {
-      size_t used = 0;
-      long long n = 0;
-      try {
-        n = std::stoll(value, &used);
-      } catch (const std::exception&) { used = 0; }
-      if (used == 0 || used != value.size() || n < 1)
-        return usage_error("--max-steps needs a whole number of steps >= 1, got '" + value + "'");
-      a.max_steps = n;
-    } else {
-      a.run_dir = value;
-    }
+    if (!option->repeatable && !given.insert(arg).second) return usage_error(arg + " given twice (it takes one value)");
+    if (int rc = apply_option(arg, value, a); rc != 0) return rc;
   }
   if (a.config.empty()) return usage_error("--config FILE is required");
-  std::error_code ec;
-  if (!a.resume.empty() && !std::filesystem::exists(a.resume, ec))
-    return usage_error("--resume: '" + a.resume + "' not found");
-
+  if (!a.resume.empty()) return check_resume_path(a.resume);
   return 0;
 }
 
@@ -159,7 +208,7 @@ int run(int argc, char** argv) {
   try {
     coppice::runtime_options();
   } catch (const coppice::Error& e) {
-    std::cerr << "trainer: " << coppice::one_line(e.what()) << "\n";
+    std::cerr << "trainer: " << coppice::bounded_error_line(e.what()) << "\n";
     return coppice::kConfigErrorExitCode;
   }
 
@@ -193,7 +242,10 @@ int run(int argc, char** argv) {
     std::error_code ec;
     std::filesystem::create_directories(args.run_dir, ec);
     if (ec) {
-      std::cerr << "trainer: error: cannot create the run directory '" << args.run_dir << "': " << ec.message() << "\n";
+      std::cerr << "trainer: error: "
+                << coppice::bounded_error_line("cannot create the run directory " +
+                                               coppice::quote_for_error(args.run_dir) + ": " + ec.message())
+                << "\n";
       return 1;
     }
   }
@@ -210,7 +262,9 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const coppice::Error& e) {
-    std::cerr << "trainer: error: " << coppice::one_line(e.what()) << "\n";
-  } catch (const std::exception& e) { std::cerr << "trainer: error: " << coppice::one_line(e.what()) << "\n"; }
+    std::cerr << "trainer: error: " << coppice::bounded_error_line(e.what()) << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "trainer: error: " << coppice::bounded_error_line(e.what()) << "\n";
+  }
   return 1;
 }
