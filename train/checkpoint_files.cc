@@ -13,6 +13,7 @@
 #include <random>
 
 #include "tensor/error.h"
+#include "tensor/io/input_file.h"
 #include "tensor/io/json.h"
 
 namespace coppice {
@@ -148,16 +149,14 @@ absl::StatusOr<std::optional<RunMarker>> read_run_marker(const std::string& dir)
     return absl::DataLossError(str_cat("checkpoint: run marker '", path, "' ", what,
                                        " (delete it to choose by file names alone, or resume from a file)"));
   };
-  if (!fs::is_regular_file(path, ec)) return bad("is not a regular file");
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec || size > kMarkerMaxBytes) return bad("is unreadable or too large");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return bad(str_cat("cannot be opened: ", std::strerror(errno)));
-  std::string text(static_cast<size_t>(size), '\0');
-  const size_t got = std::fread(text.data(), 1, text.size(), f);
-  std::fclose(f);
-  if (got != text.size()) return bad("cannot be read");
-  auto root = json::parse(text);
+  // Opened without blocking and refused unless a regular file (a FIFO in its
+  // place never stalls the resume), read no further than the limit.
+  const absl::StatusOr<std::string> text = read_file_bytes(path, kMarkerMaxBytes);
+  if (!text.ok()) {
+    const std::string why(text.status().message());  // "<path>: is a FIFO, not a regular file"
+    return bad(why.rfind(path + ": ", 0) == 0 ? why.substr(path.size() + 2) : why);
+  }
+  auto root = json::parse(*text);
   if (!root.ok()) return bad(str_cat("is not valid JSON: ", root.status().message()));
   const json::Value* id = root->find("run_id");
   const json::Value* from = root->find("resumed_from");

@@ -1126,6 +1126,10 @@ void read_checkpoint_settings(const Section& ckpt, JobConfig& job) {
 // logging: the metrics file, the progress line, how often.
 void read_logging(const Section& log, JobConfig& job) {
   job.logging.metrics = log.string("metrics", "");
+  // An existing metrics file is read on resume and appended to: a FIFO or a
+  // device there would stall or swallow the run's records.
+  if (!job.logging.metrics.empty() && file_type_at(job.logging.metrics).ok())
+    require_path(log.at("metrics"), "", job.logging.metrics, kFileOnly);
   job.logging.progress = log.boolean("progress", true);
   job.logging.every_steps = log.integer("every_steps", 50);
 }
