@@ -30,16 +30,16 @@ bool is_scalar(const py::handle& o) {
 // operand was one, else its value.
 class Operands {
  public:
-  Variable operator()(const py::object& o) {
+  Variable operator()(const py::object& o, const char* what = "an operand") {
     if (py::isinstance<Variable>(o)) {
       any_variable_ = true;
       return o.cast<Variable>();
     }
-    return Variable(tensor_of(o));
+    return Variable(tensor_of(o, what));
   }
   std::optional<Variable> optional(const py::object& o) {
     if (o.is_none()) return std::nullopt;
-    return (*this)(o);
+    return (*this)(o, "an optional operand");
   }
   py::object result(const Variable& v) const { return any_variable_ ? py::cast(v) : py::cast(v.value()); }
 
@@ -54,7 +54,7 @@ template <typename F>
 auto unary(F f) {
   return [f](const py::object& x) {
     Operands in;
-    const Variable v = in(x);
+    const Variable v = in(x, "argument x");
     return in.result(f(v));
   };
 }
@@ -64,14 +64,14 @@ template <typename VV, typename VS, typename SV>
 py::object binary(const py::object& a, const py::object& b, VV vv, VS vs, SV sv) {
   Operands in;
   if (is_scalar(b) && !is_scalar(a)) {
-    const Variable x = in(a);
+    const Variable x = in(a, "argument a");
     return in.result(vs(x, b.cast<double>()));
   }
   if (is_scalar(a) && !is_scalar(b)) {
-    const Variable y = in(b);
+    const Variable y = in(b, "argument b");
     return in.result(sv(a.cast<double>(), y));
   }
-  const Variable x = in(a), y = in(b);
+  const Variable x = in(a, "argument a"), y = in(b, "argument b");
   return in.result(vv(x, y));
 }
 
@@ -111,9 +111,9 @@ Reduction parse_reduction(const std::string& r) {
   fail("cross_entropy: reduction must be mean, sum or none, got '", r, "'");
 }
 
-Tensor target_of(const py::object& o) {
+Tensor target_of(const py::object& o, const char* what) {
   if (py::isinstance<Variable>(o)) return o.cast<Variable>().value();
-  return tensor_of(o);
+  return tensor_of(o, what);
 }
 
 std::string describe_variable(const Variable& v) {
@@ -135,7 +135,7 @@ void bind_variable(py::module_& m) {
                          "A tensor value with what reverse-mode autograd needs (autograd/variable.h): a leaf made "
                          "here, or the result of a differentiable function.");
   v.def(py::init([](const py::object& data, bool requires_grad, const std::string& name) {
-          return Variable(tensor_of(data), requires_grad, name);
+          return Variable(tensor_of(data, "coppice.Variable: data"), requires_grad, name);
         }),
         py::arg("data"), py::arg("requires_grad") = false, py::arg("name") = "",
         "A leaf on the memory of `data` (a coppice.Tensor, or an array: no copy); requires_grad needs a "
@@ -149,7 +149,9 @@ void bind_variable(py::module_& m) {
           [](const Variable& x) -> py::object {
             return x.grad().defined() ? py::cast(x.grad()) : py::object(py::none());
           },
-          [](const Variable& x, const py::object& g) { x.set_grad(g.is_none() ? Tensor() : tensor_of(g)); },
+          [](const Variable& x, const py::object& g) {
+            x.set_grad(g.is_none() ? Tensor() : tensor_of(g, "coppice.Variable.grad"));
+          },
           "The accumulated gradient (a Tensor in the value's format and pattern), None before a backward pass "
           "reaches this leaf; assign None to clear it.")
       .def_property("requires_grad", &Variable::requires_grad, &Variable::set_requires_grad)
@@ -175,7 +177,7 @@ void bind_variable(py::module_& m) {
       .def(
           "backward",
           [](const Variable& x, const py::object& grad, bool retain_graph) {
-            const Tensor g = grad.is_none() ? Tensor() : tensor_of(grad);
+            const Tensor g = grad.is_none() ? Tensor() : tensor_of(grad, "coppice.Variable.backward: grad");
             py::gil_scoped_release release;
             x.backward(g, retain_graph);
           },
@@ -321,7 +323,7 @@ void bind_functions(py::module_& m) {
       "clamp",
       [](const py::object& x, std::optional<double> lo, std::optional<double> hi) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         return in.result(clamp(v, lo, hi));
       },
       py::arg("x"), py::arg("min") = py::none(), py::arg("max") = py::none());
@@ -329,8 +331,8 @@ void bind_functions(py::module_& m) {
       "where",
       [](const py::object& cond, const py::object& a, const py::object& b) {
         Operands in;
-        const Variable x = in(a), y = in(b);
-        return in.result(where(target_of(cond).to(DType::kBool), x, y));
+        const Variable x = in(a, "argument a"), y = in(b, "argument b");
+        return in.result(where(target_of(cond, "where: cond").to(DType::kBool), x, y));
       },
       py::arg("cond"), py::arg("a"), py::arg("b"), "a where cond holds, else b (cond: a bool array or Tensor).");
 
@@ -339,7 +341,7 @@ void bind_functions(py::module_& m) {
       "matmul",
       [](const py::object& a, const py::object& b) {
         Operands in;
-        const Variable x = in(a), y = in(b);
+        const Variable x = in(a, "argument a"), y = in(b, "argument b");
         return in.result(matmul(x, y));
       },
       py::arg("a"), py::arg("b"), "NumPy's matmul; either operand may be sparse (any format).");
@@ -347,7 +349,7 @@ void bind_functions(py::module_& m) {
       "bmm",
       [](const py::object& a, const py::object& b) {
         Operands in;
-        const Variable x = in(a), y = in(b);
+        const Variable x = in(a, "argument a"), y = in(b, "argument b");
         return in.result(bmm(x, y));
       },
       py::arg("a"), py::arg("b"), "[b, m, k] x [b, k, n].");
@@ -355,7 +357,7 @@ void bind_functions(py::module_& m) {
       "linear",
       [](const py::object& x, const py::object& weight, const py::object& bias) {
         Operands in;
-        const Variable a = in(x), w = in(weight);
+        const Variable a = in(x, "argument x"), w = in(weight, "argument weight");
         const Variable b = or_undefined(in.optional(bias));
         return in.result(linear(a, w, b));
       },
@@ -365,7 +367,7 @@ void bind_functions(py::module_& m) {
       "linear_relu",
       [](const py::object& x, const py::object& weight, const py::object& bias) {
         Operands in;
-        const Variable a = in(x), w = in(weight);
+        const Variable a = in(x, "argument x"), w = in(weight, "argument weight");
         const Variable b = or_undefined(in.optional(bias));
         return in.result(linear_relu(a, w, b));
       },
@@ -376,7 +378,7 @@ void bind_functions(py::module_& m) {
       "softmax",
       [](const py::object& x, int64_t dim) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         return in.result(softmax(v, dim));
       },
       py::arg("x"), py::arg("dim") = -1);
@@ -384,7 +386,7 @@ void bind_functions(py::module_& m) {
       "log_softmax",
       [](const py::object& x, int64_t dim) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         return in.result(log_softmax(v, dim));
       },
       py::arg("x"), py::arg("dim") = -1);
@@ -393,12 +395,12 @@ void bind_functions(py::module_& m) {
       [](const py::object& logits, const py::object& target, double label_smoothing, int64_t ignore_index,
          const std::string& reduction) {
         Operands in;
-        const Variable z = in(logits);
+        const Variable z = in(logits, "argument logits");
         CrossEntropyOptions o;
         o.label_smoothing = label_smoothing;
         o.ignore_index = ignore_index;
         o.reduction = parse_reduction(reduction);
-        return in.result(cross_entropy(z, target_of(target), o));
+        return in.result(cross_entropy(z, target_of(target, "cross_entropy: target"), o));
       },
       py::arg("logits"), py::arg("target"), py::arg("label_smoothing") = 0.0, py::arg("ignore_index") = -100,
       py::arg("reduction") = "mean", "logits [n, c] against int64 class indices [n].");
@@ -407,7 +409,7 @@ void bind_functions(py::module_& m) {
       [](const py::object& x, const std::vector<int64_t>& normalized_shape, const py::object& weight,
          const py::object& bias, double eps) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         const Variable w = or_undefined(in.optional(weight)), b = or_undefined(in.optional(bias));
         return in.result(layer_norm(v, normalized_shape, w, b, eps));
       },
@@ -417,8 +419,8 @@ void bind_functions(py::module_& m) {
       "embedding",
       [](const py::object& weight, const py::object& indices) {
         Operands in;
-        const Variable w = in(weight);
-        return in.result(embedding(w, target_of(indices)));
+        const Variable w = in(weight, "argument weight");
+        return in.result(embedding(w, target_of(indices, "embedding: indices")));
       },
       py::arg("weight"), py::arg("indices"));
   m.def(
@@ -426,7 +428,7 @@ void bind_functions(py::module_& m) {
       [](const py::object& x, const py::object& weight, const py::object& bias, const py::object& stride,
          const py::object& padding, const py::object& dilation) {
         Operands in;
-        const Variable v = in(x), w = in(weight);
+        const Variable v = in(x, "argument x"), w = in(weight, "argument weight");
         const Variable b = or_undefined(in.optional(bias));
         Conv2dOptions o;
         o.stride = pair_of(stride, "conv2d: stride");
@@ -440,7 +442,7 @@ void bind_functions(py::module_& m) {
       "max_pool2d",
       [](const py::object& x, const py::object& kernel, const py::object& stride, const py::object& padding) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         const std::vector<int64_t> k = pair_of(kernel, "max_pool2d: kernel");
         const std::vector<int64_t> s =
             stride.is_none() ? std::vector<int64_t>{} : pair_of(stride, "max_pool2d: stride");
@@ -452,7 +454,7 @@ void bind_functions(py::module_& m) {
       "dropout",
       [](const py::object& x, double p, bool training, std::optional<uint64_t> seed) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         if (!seed) return in.result(dropout(v, p, training));
         Generator gen(*seed);
         return in.result(dropout(v, p, training, gen));
@@ -464,7 +466,7 @@ void bind_functions(py::module_& m) {
       "sum",
       [](const py::object& x, const py::object& dim, bool keepdim) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         return in.result(dim.is_none() ? sum(v) : sum(v, dims_of(dim), keepdim));
       },
       py::arg("x"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
@@ -472,7 +474,7 @@ void bind_functions(py::module_& m) {
       "mean",
       [](const py::object& x, const py::object& dim, bool keepdim) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         return in.result(dim.is_none() ? mean(v) : mean(v, dims_of(dim), keepdim));
       },
       py::arg("x"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
@@ -480,7 +482,7 @@ void bind_functions(py::module_& m) {
       "max",
       [](const py::object& x, const py::object& dim, bool keepdim) -> py::object {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         if (dim.is_none()) return in.result(max(v));
         const VariableIndices r = max(v, dim.cast<int64_t>(), keepdim);
         return py::make_tuple(in.result(r.values), r.indices);
@@ -489,13 +491,15 @@ void bind_functions(py::module_& m) {
       "The maximum; along `dim`, (values, indices).");
   m.def(
       "argmax",
-      [](const py::object& x, int64_t dim, bool keepdim) { return argmax(Variable(target_of(x)), dim, keepdim); },
+      [](const py::object& x, int64_t dim, bool keepdim) {
+        return argmax(Variable(target_of(x, "argmax: x")), dim, keepdim);
+      },
       py::arg("x"), py::arg("dim"), py::arg("keepdim") = false, "int64 indices (a Tensor).");
   m.def(
       "norm",
       [](const py::object& x, double p, const py::object& dim, bool keepdim) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         return in.result(dim.is_none() ? norm(v, p) : norm(v, p, dims_of(dim), keepdim));
       },
       py::arg("x"), py::arg("p") = 2.0, py::arg("dim") = py::none(), py::arg("keepdim") = false);
@@ -505,7 +509,7 @@ void bind_functions(py::module_& m) {
       "reshape",
       [](const py::object& x, const std::vector<int64_t>& shape) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         return in.result(reshape(v, shape));
       },
       py::arg("x"), py::arg("shape"));
@@ -513,7 +517,7 @@ void bind_functions(py::module_& m) {
       "flatten",
       [](const py::object& x, int64_t start_dim, int64_t end_dim) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         return in.result(flatten(v, start_dim, end_dim));
       },
       py::arg("x"), py::arg("start_dim") = 0, py::arg("end_dim") = -1);
@@ -521,7 +525,7 @@ void bind_functions(py::module_& m) {
       "transpose",
       [](const py::object& x, int64_t d0, int64_t d1) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         return in.result(transpose(v, d0, d1));
       },
       py::arg("x"), py::arg("dim0"), py::arg("dim1"));
@@ -529,7 +533,7 @@ void bind_functions(py::module_& m) {
       "permute",
       [](const py::object& x, const std::vector<int64_t>& dims) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         return in.result(permute(v, dims));
       },
       py::arg("x"), py::arg("dims"));
@@ -537,7 +541,7 @@ void bind_functions(py::module_& m) {
       "unsqueeze",
       [](const py::object& x, int64_t dim) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         return in.result(unsqueeze(v, dim));
       },
       py::arg("x"), py::arg("dim"));
@@ -545,7 +549,7 @@ void bind_functions(py::module_& m) {
       "squeeze",
       [](const py::object& x, std::optional<int64_t> dim) {
         Operands in;
-        const Variable v = in(x);
+        const Variable v = in(x, "argument x");
         return in.result(dim ? squeeze(v, *dim) : squeeze(v));
       },
       py::arg("x"), py::arg("dim") = py::none());
@@ -569,8 +573,8 @@ void bind_functions(py::module_& m) {
       "with_values",
       [](const py::object& pattern, const py::object& v) {
         Operands in;
-        const Variable x = in(v);
-        return in.result(with_values(target_of(pattern), x));
+        const Variable x = in(v, "argument v");
+        return in.result(with_values(target_of(pattern, "with_values: pattern"), x));
       },
       py::arg("pattern"), py::arg("values"), "A sparse value with pattern's format and pattern and these values.");
   m.def("to_dense", unary([](const Variable& x) { return to_dense(x); }), py::arg("x"));
@@ -602,9 +606,9 @@ void bind_functions(py::module_& m) {
 
 }  // namespace
 
-Variable variable_of(const py::object& o) {
+Variable variable_of(const py::object& o, const std::string& what) {
   if (py::isinstance<Variable>(o)) return o.cast<Variable>();
-  return Variable(tensor_of(o));
+  return Variable(tensor_of(o, what));
 }
 
 void bind_autograd(py::module_& m) {

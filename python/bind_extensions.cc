@@ -10,9 +10,10 @@
 // weight and gradient (as it always was); a sparsifier and a prune criterion
 // with read-only views of the tensors where they are dense CPU tensors
 // already, else of dense host copies. The GIL is taken for the call and the
-// conversion of its result only. An exception raised in one stops the
-// library call that led there, which raises it again with its traceback
-// (python_errors.cc).
+// conversion of its result only; what it returned is checked before the
+// library uses it (callback_results.cc: a coppice.Error naming the policy).
+// An exception raised in one stops the library call that led there, which
+// raises it again with its traceback (python_errors.cc).
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
@@ -59,7 +60,7 @@ class PythonGrowth : public GrowthPolicy {
         py::object r =
             (*fn_)(py::arg("layer") = in.layer, py::arg("step") = in.step, py::arg("k") = in.k,
                    py::arg("candidates") = cand, py::arg("weight") = to_numpy(w), py::arg("gradient") = gradient);
-        out = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(r).cast<std::vector<int64_t>>();
+        out = positions_returned(r, str_cat("growth policy '", name_, "' (Python)"), in.k);
       } catch (py::error_already_set& e) { fail_from_python(str_cat("growth policy '", name_, "'"), e); }
     }
     std::sort(out.begin(), out.end());
@@ -97,19 +98,10 @@ class PythonSparsifier : public Sparsifier {
       py::gil_scoped_acquire gil;
       try {
         const py::object r = (*keep_)(to_numpy_readonly(h), ctx);
-        if (!py::isinstance<py::array>(r) || py::array(r.cast<py::array>()).dtype().kind() != 'b') {
-          const std::string got = py::isinstance<py::array>(r)
-                                      ? str_cat("an array of ", py::str(r.attr("dtype")).cast<std::string>())
-                                      : py::str(py::type::of(r).attr("__name__")).cast<std::string>();
-          fail("sparsifier ", description_, " (Python): keep_mask returned ", got, "; it must return a bool array of ",
-               "the input's shape ", shape_to_string(x.shape()));
-        }
         // A copy the library owns, so that no NumPy memory outlives this call unseen.
-        mask = from_numpy(r.cast<py::array>()).clone();
+        mask = mask_returned(r, str_cat("sparsifier ", description_, " (Python): keep_mask"), x.shape());
       } catch (py::error_already_set& e) { fail_from_python(str_cat("sparsifier ", description_), e); }
     }
-    COPPICE_CHECK(mask.shape() == x.shape(), "sparsifier ", description_, " (Python): keep_mask returned shape ",
-                  shape_to_string(mask.shape()), " for an input of shape ", shape_to_string(x.shape()));
     return mask.to(x.device());
   }
 
@@ -142,13 +134,7 @@ Tensor python_prune_scores(const std::string& name, const PyRef& fn, const Tenso
     try {
       const py::object r = (*fn)(py::arg("step") = step, py::arg("weight") = to_numpy_readonly(w),
                                  py::arg("values") = to_numpy_readonly(v));
-      const auto a = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(r);
-      if (!a) {
-        PyErr_Clear();
-        fail("prune criterion '", name, "' (Python) returned ",
-             py::str(py::type::of(r).attr("__name__")).cast<std::string>(), ", not an array of scores");
-      }
-      scores = from_numpy(a).clone();
+      scores = scores_returned(r, str_cat("prune criterion '", name, "' (Python)"));
     } catch (py::error_already_set& e) { fail_from_python(str_cat("prune criterion '", name, "'"), e); }
   }
   COPPICE_CHECK(scores.shape() == stored.shape() || scores.shape() == param.shape(), "prune criterion '", name,

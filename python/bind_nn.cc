@@ -37,8 +37,11 @@ class PyModule : public Module {
     py::gil_scoped_acquire gil;
     const py::function f = py::get_override(static_cast<const Module*>(this), "forward");
     COPPICE_CHECK(f, type_name(), ": a Module written in Python needs a method forward(self, x)");
-    // A copy, not a reference: the Python code may keep its argument.
-    return f(py::cast(x, py::return_value_policy::copy)).cast<Variable>();
+    const std::string who = str_cat("module ", type_name(), ".forward");
+    try {
+      // A copy, not a reference: the Python code may keep its argument.
+      return variable_returned(f(py::cast(x, py::return_value_policy::copy)), who);
+    } catch (py::error_already_set& e) { fail_from_python(who, e); }
   }
 
   void add_parameter(const std::string& name, Variable value) { register_parameter(name, std::move(value)); }
@@ -122,7 +125,7 @@ void bind_module(py::module_& nn) {
       .def(
           "__call__",
           [](Module& m, const py::object& x) {
-            const Variable v = variable_of(x);
+            const Variable v = variable_of(x, str_cat(m.type_name(), "(x): x"));
             py::gil_scoped_release release;
             return m.forward(v);
           },
@@ -141,7 +144,7 @@ void bind_module(py::module_& nn) {
       .def(
           "set_parameter",
           [](Module& m, const std::string& name, const py::object& value) {
-            m.set_parameter(name, variable_of(value));
+            m.set_parameter(name, variable_of(value, str_cat("set_parameter: value of '", name, "'")));
           },
           py::arg("name"), py::arg("value"), "Replaces the parameter (any format; the shape must match).")
       .def("named_buffers",
@@ -179,8 +182,12 @@ void bind_module(py::module_& nn) {
           "load_state_dict",
           [](Module& m, const py::dict& state, bool strict) {
             NamedTensors tensors;
-            for (const auto& [name, t] : state) {
-              tensors.emplace_back(name.cast<std::string>(), tensor_of(py::reinterpret_borrow<py::object>(t)));
+            for (const auto& [key, t] : state) {
+              COPPICE_CHECK(py::isinstance<py::str>(key), "load_state_dict: a key of the state is ", type_name_of(key),
+                            " ", py::repr(key).cast<std::string>(), ", not a parameter or buffer name");
+              const std::string name = key.cast<std::string>();
+              tensors.emplace_back(name, tensor_of(py::reinterpret_borrow<py::object>(t),
+                                                   str_cat("load_state_dict: state['", name, "']")));
             }
             m.load_state_dict(tensors, strict);
           },
@@ -214,8 +221,10 @@ void bind_module(py::module_& nn) {
       .def(
           "register_parameter",
           [](Module& m, const std::string& name, const py::object& value, bool requires_grad) {
-            Variable v = py::isinstance<Variable>(value) ? value.cast<Variable>()
-                                                         : Variable(tensor_of(value), requires_grad, name);
+            Variable v = py::isinstance<Variable>(value)
+                             ? value.cast<Variable>()
+                             : Variable(tensor_of(value, str_cat("register_parameter: value of '", name, "'")),
+                                        requires_grad, name);
             written_in_python(m, "register_parameter").add_parameter(name, std::move(v));
           },
           py::arg("name"), py::arg("value"), py::arg("requires_grad") = true,
@@ -224,7 +233,8 @@ void bind_module(py::module_& nn) {
       .def(
           "register_buffer",
           [](Module& m, const std::string& name, const py::object& value) {
-            written_in_python(m, "register_buffer").add_buffer(name, tensor_of(value));
+            written_in_python(m, "register_buffer")
+                .add_buffer(name, tensor_of(value, str_cat("register_buffer: value of '", name, "'")));
           },
           py::arg("name"), py::arg("value"))
       .def(
@@ -258,7 +268,7 @@ void bind_layers(py::module_& nn) {
       .def(
           "forward_relu",
           [](Linear& l, const py::object& x) {
-            const Variable v = variable_of(x);
+            const Variable v = variable_of(x, "Linear.forward_relu: x");
             py::gil_scoped_release release;
             return l.forward_relu(v);
           },
@@ -333,10 +343,14 @@ void bind_layers(py::module_& nn) {
                                                               "Children named \"0\", \"1\", ... run in order.")
       .def(py::init([](const py::args& args) {
              auto s = std::make_shared<Sequential>();
-             const py::sequence modules = args.size() == 1 && !py::isinstance<Module>(args[0])
-                                              ? args[0].cast<py::sequence>()
-                                              : py::sequence(args);
-             for (const py::handle& m : modules) s->push_back(m.cast<ModulePtr>());
+             const bool one_list = args.size() == 1 && !py::isinstance<Module>(args[0]) &&
+                                   py::isinstance<py::sequence>(args[0]) && !py::isinstance<py::str>(args[0]);
+             const py::sequence modules = one_list ? args[0].cast<py::sequence>() : py::sequence(args);
+             for (const py::handle& m : modules) {
+               COPPICE_CHECK(py::isinstance<Module>(m), "nn.Sequential: module ", s->size(),
+                             " must be a coppice.nn.Module, got ", type_name_of(m));
+               s->push_back(m.cast<ModulePtr>());
+             }
              return s;
            }),
            py::keep_alive<1, 2>())

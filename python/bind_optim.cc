@@ -36,8 +36,16 @@ std::vector<ParamGroup> groups_of(const py::iterable& params, const char* op) {
       for (const auto& [key, value] : h.cast<py::dict>()) {
         const std::string k = key.cast<std::string>();
         if (k == "params") {
-          g.params = value.cast<std::vector<Variable>>();
+          COPPICE_CHECK(py::isinstance<py::iterable>(value) && !py::isinstance<py::str>(value), op,
+                        ": a group's \"params\" must be a list of Variables, got ", type_name_of(value));
+          for (const py::handle& p : value) {
+            COPPICE_CHECK(py::isinstance<Variable>(p), op, ": a group's \"params\" must be Variables, got ",
+                          type_name_of(p));
+            g.params.push_back(p.cast<Variable>());
+          }
         } else {
+          COPPICE_CHECK(py::isinstance<py::float_>(value) || py::isinstance<py::int_>(value), op, ": group option '", k,
+                        "' must be a number, got ", type_name_of(value));
           g.options[k] = value.cast<double>();
         }
       }
@@ -52,6 +60,21 @@ std::vector<ParamGroup> groups_of(const py::iterable& params, const char* op) {
   COPPICE_CHECK(groups.empty() || plain.params.empty(), op, ": give Variables or parameter groups, not both");
   if (groups.empty()) groups.push_back(std::move(plain));
   return groups;
+}
+
+// A step writes every parameter that has a gradient in place: none may be on
+// read-only memory (a Variable over a read-only or memory-mapped array).
+void check_parameters_writable(const Optimizer& o, const std::string& class_name) {
+  for (size_t g = 0; g < o.param_groups().size(); ++g) {
+    const std::vector<Variable>& params = o.param_groups()[g].params;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Variable& p = params[i];
+      if (!p.defined() || !p.grad().defined()) continue;
+      check_writable(p.value(),
+                     str_cat("coppice.optim.", class_name, ".step: parameter ",
+                             p.name().empty() ? "" : str_cat("'", p.name(), "' "), "(group ", g, ", index ", i, ")"));
+    }
+  }
 }
 
 // ---- prune and regrow, a step at a time -----------------------------------------------------
@@ -159,7 +182,9 @@ void bind_optimizers(py::module_& optim) {
                                                     "The base of SGD, Adam and AdamW (optim/optimizer.h).")
       .def(
           "step",
-          [](Optimizer& o, double grad_scale) {
+          [](const py::object& self, double grad_scale) {
+            Optimizer& o = self.cast<Optimizer&>();
+            check_parameters_writable(o, type_name_of(self));
             py::gil_scoped_release release;
             o.step(grad_scale);
           },

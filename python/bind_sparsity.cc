@@ -36,7 +36,10 @@ OutputFormat output_format(const std::string& name, int64_t block_rows, int64_t 
 }
 
 SparsifyContext context_of(const py::object& ctx) {
-  return ctx.is_none() ? SparsifyContext{} : ctx.cast<SparsifyContext>();
+  if (ctx.is_none()) return SparsifyContext{};
+  COPPICE_CHECK(py::isinstance<SparsifyContext>(ctx), "Sparsifier: ctx must be a coppice.SparsifyContext or None, got ",
+                type_name_of(ctx));
+  return ctx.cast<SparsifyContext>();
 }
 
 }  // namespace
@@ -64,7 +67,7 @@ void bind_sparsity(py::module_& m) {
       .def(
           "keep_mask",
           [](const Sparsifier& s, const py::object& x, const py::object& ctx) {
-            const Tensor t = tensor_of(x);
+            const Tensor t = tensor_of(x, "Sparsifier.keep_mask: x");
             const SparsifyContext c = context_of(ctx);
             py::gil_scoped_release release;
             return s.keep_mask(t, c);
@@ -74,7 +77,7 @@ void bind_sparsity(py::module_& m) {
           "apply",
           [](const Sparsifier& s, const py::object& x, const std::string& format, int64_t block_rows,
              int64_t block_cols, int64_t n, int64_t mm, const py::object& ctx) {
-            const Tensor t = tensor_of(x);
+            const Tensor t = tensor_of(x, "Sparsifier.apply: x");
             const OutputFormat f = output_format(format, block_rows, block_cols, n, mm);
             const SparsifyContext c = context_of(ctx);
             py::gil_scoped_release release;

@@ -67,8 +67,7 @@ py::dict train(const py::object& config, const std::vector<std::string>& overrid
     opts.keep_going = [fn](int64_t done, double loss) {
       py::gil_scoped_acquire gil;
       try {
-        const py::object r = (*fn)(done, loss);
-        return r.is_none() || r.cast<bool>();
+        return keep_going_returned((*fn)(done, loss), "coppice.train: the callback");
       } catch (py::error_already_set& e) {
         keep_python_error(e);
         return false;  // ends the run; train() raises the exception

@@ -24,26 +24,69 @@ namespace coppice::python {
 
 namespace py = pybind11;
 
-// ---- NumPy (bind_tensor.cc) -------------------------------------------------------------------
+// ---- NumPy (numpy_conversion.cc) and DLPack (dlpack_conversion.cc) ----------------------------
+//
+// `what` names the argument for errors ("coppice.tensor: data"): every
+// conversion that cannot be made is a coppice.Error naming it.
 
-// A Tensor on the array's memory (a copy only for negative or unaligned
-// strides); the array stays alive while the tensor does.
-Tensor from_numpy(const py::array& a);
-// An array on the memory of a dense CPU tensor; the tensor stays alive while the array does.
+// numpy.asarray(o): a ragged list, an __array__ that raises, anything NumPy
+// refuses is a coppice.Error naming `what`, NumPy's exception its __cause__.
+py::array array_of(const py::object& o, const std::string& what);
+// A Tensor on the array's memory, read-only where the array is; a native,
+// aligned copy for foreign byte order, unaligned memory or negative or
+// unaligned strides. The array stays alive while the tensor does.
+Tensor from_numpy(const py::array& a, const std::string& what);
+// A Tensor as is, else from_numpy(array_of(o)).
+Tensor tensor_of(const py::object& o, const std::string& what);
+// An array on the memory of a dense CPU tensor (read-only where the tensor's
+// memory is); the tensor stays alive while the array does.
 py::array to_numpy(const Tensor& t);
 // The same, read-only: what user code called by the library may look at but not write through.
 py::array to_numpy_readonly(const Tensor& t);
-// A Tensor as is, else numpy.asarray of the object on its memory.
-Tensor tensor_of(const py::object& o);
 // t dense on the CPU, f32 or f64 (other dtypes as f32): what user code is handed as NumPy.
 Tensor host_float(const Tensor& t);
+// The same memory as the dense tensor t, flagged read-only (an index part
+// handed to Python: the library trusts it, so Python may not write it).
+Tensor read_only_view(const Tensor& t);
+// Throws naming `what` when t (or a part of a sparse t) is on read-only memory:
+// before a call that writes it in place.
+void check_writable(const Tensor& t, const std::string& what);
+// DLPack export (a read-only tensor is refused: DLPack 0.8 cannot mark it) and
+// import (every dimension, stride and pointer checked before the capsule is claimed).
+py::capsule to_dlpack(const Tensor& t);
+Tensor from_dlpack(const py::object& obj);
 
 // ---- Variables (bind_autograd.cc) -------------------------------------------------------------
 
 // A Variable as is; anything tensor_of takes as a constant (no gradient).
-Variable variable_of(const py::object& o);
+Variable variable_of(const py::object& o, const std::string& what);
+
+// ---- what Python callbacks return, checked (callback_results.cc) ------------------------------
+//
+// `who` names the callback ("growth policy 'mine'"); each refusal is a
+// coppice.Error naming it, what it returned and what it must return.
+
+// A growth policy's k positions: a 1-D integer array or list (None, other
+// shapes, bool masks and floats refused).
+std::vector<int64_t> positions_returned(const py::object& r, const std::string& who, int64_t k);
+// A prune criterion's scores as an f64 tensor of the library's own (NaN refused; the shape is the caller's to check).
+Tensor scores_returned(const py::object& r, const std::string& who);
+// A sparsifier's keep mask: a bool array of `shape`, copied.
+Tensor mask_returned(const py::object& r, const std::string& who, const Shape& shape);
+// A Module's forward: a coppice.Variable.
+Variable variable_returned(const py::object& r, const std::string& who);
+// A coppice.train callback's answer: None or true goes on, false stops (bool or int; nothing else).
+bool keep_going_returned(const py::object& r, const std::string& who);
 
 // ---- Python objects and exceptions inside the library (python_errors.cc) ---------------------
+
+// "KeyError: 'stop here'": one line (pybind11's what() adds the traceback).
+std::string describe_python_error(const py::error_already_set& e);
+// The name of o's type ("int", "list"), "None" for None: for messages.
+std::string type_name_of(const py::handle& o);
+// coppice.Error, as registered by the module (for errors raised with a __cause__).
+void set_coppice_error_type(py::object type);
+py::handle coppice_error_type();
 
 // A Python object that the library may copy and drop on any thread, with or
 // without the GIL (the last owner takes the GIL to release it).
@@ -55,6 +98,7 @@ PyRef hold(py::object o);
 // call into the library that led there raises the kept exception instead of
 // that Error (python_errors.cc: the translator, or raise_kept_python_error).
 [[noreturn]] void fail_from_python(const std::string& who, py::error_already_set& e);
+// The kept exception is the calling thread's own (python_errors.cc).
 // Keeps `e` for the same purpose without throwing (a callback that returns false instead).
 void keep_python_error(py::error_already_set& e);
 // Raises the kept Python exception, if any, with `context` as a note (Python

@@ -13,7 +13,7 @@ PYBIND11_MODULE(_coppice, m) {
   using namespace coppice::python;
   m.doc() = "Coppice: sparse training (C++ runtime)";
   // Every coppice::Error (misuse of an op, a bad argument) becomes coppice.Error with its message.
-  py::register_exception<coppice::Error>(m, "Error", PyExc_RuntimeError);
+  set_coppice_error_type(py::register_exception<coppice::Error>(m, "Error", PyExc_RuntimeError));
   // Registered after it, so tried first: an Error that carries a Python exception raises that exception.
   install_error_translation();
   bind_tensor(m);
