@@ -1,35 +1,24 @@
 #include "optim/adam_step.h"
 
-#include <limits>
+#include <type_traits>
 
 #include "optim/finite_check_math.h"
 #include "optim/fused_step.h"
 
 namespace coppice {
-namespace {
-
-// The loop with the non-finite test (kCheck) or without; returns whether an
-// element of g was inf or NaN.
-template <typename T, bool kCheck>
-bool adam_loop(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepConstants<T>& c) {
-  bool nonfinite = false;
-  for (int64_t i = 0; i < n; ++i) {
-    const T gi = g[i];
-    if constexpr (kCheck) nonfinite |= is_nonfinite_value(gi);
-    adam_step_element<T>(p[i], gi, m[i], v[i], c);
-  }
-  return nonfinite;
-}
-
-}  // namespace
 
 template <typename T>
 void adam_step_cpu(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& args, float* nonfinite) {
   const AdamStepConstants<T> c = AdamStepConstants<T>::make(args);
-  if (nonfinite == nullptr) {
-    adam_loop<T, false>(p, g, m, v, n, c);
-  } else if (adam_loop<T, true>(p, g, m, v, n, c)) {
-    *nonfinite = std::numeric_limits<float>::quiet_NaN();
+  // The gradient tested a block at a time, right after the step read it
+  // (optim/fused_step.h).
+  auto step = [&](int64_t b, int64_t count) {
+    for (int64_t i = b; i < b + count; ++i) adam_step_element<T>(p[i], g[i], m[i], v[i], c);
+  };
+  if constexpr (std::is_same_v<T, double>) {
+    fused_step_blocks(g, kF64ExponentBits, n, nonfinite, step);
+  } else {
+    fused_step_blocks(g, kF32ExponentBits, n, nonfinite, step);
   }
 }
 

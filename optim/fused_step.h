@@ -9,8 +9,11 @@
 // kernels branch once, outside their loop).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -38,6 +41,58 @@ void run_fused_step(std::string_view op, std::vector<Tensor> inputs, const Attrs
 struct FusedStepRegistrar {
   FusedStepRegistrar(const std::string& op, DeviceType device, std::vector<std::string> formats, Kernel kernel);
 };
+
+// The CPU twins' non-finite test: whether any of the n words at `words`
+// (values of Word's width; a float's bits, read bytewise) has all of
+// `mask`'s bits set, 16 bytes at a time (SSE on the project's x86-64-v2:
+// GCC's and Clang's vector extensions), the tail word by word. A twin steps
+// its elements a block at a time (kFusedStepCheckBlock) and tests the
+// block's gradient right after, while it is still in cache: the step's
+// scalar loop stays as it is (a test inside it would cost a quarter of it).
+inline constexpr int64_t kFusedStepCheckBlock = 4096;
+
+template <typename Word>
+bool any_nonfinite_words(const void* words, int64_t n, Word mask) {
+  typedef Word Vec __attribute__((vector_size(16)));
+  constexpr int64_t kLanes = static_cast<int64_t>(sizeof(Vec) / sizeof(Word));
+  const auto* bytes = static_cast<const unsigned char*>(words);
+  const Vec m = Vec{} + mask;
+  Vec hit = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    Vec v;
+    std::memcpy(&v, bytes + i * static_cast<int64_t>(sizeof(Word)), sizeof v);
+    hit |= reinterpret_cast<Vec>((v & m) == m);
+  }
+  bool any = false;
+  for (int64_t l = 0; l < kLanes; ++l) any = any || hit[l] != 0;
+  for (; i < n; ++i) {
+    Word w;
+    std::memcpy(&w, bytes + i * static_cast<int64_t>(sizeof(Word)), sizeof w);
+    any = any || (w & mask) == mask;
+  }
+  return any;
+}
+
+// Runs step(begin, count) over [0, n): in one go without a flag; with one,
+// a block at a time, each block's gradient g (n values whose exponent bits
+// are `mask`: for a 16-bit gradient, its 16-bit words as read) tested right
+// after the step read it, and the flag set to NaN once if one was inf or NaN.
+template <typename T, typename Word, typename Step>
+void fused_step_blocks(const T* g, Word mask, int64_t n, float* nonfinite, Step&& step) {
+  static_assert(sizeof(T) == sizeof(Word), "the mask is a word of the gradient's width");
+  if (nonfinite == nullptr) {
+    step(int64_t{0}, n);
+    return;
+  }
+  bool found = false;
+  for (int64_t begin = 0; begin < n; begin += kFusedStepCheckBlock) {
+    const int64_t count = std::min(kFusedStepCheckBlock, n - begin);
+    step(begin, count);
+    found = any_nonfinite_words<Word>(g + begin, count, mask) || found;
+  }
+  if (found) *nonfinite = std::numeric_limits<float>::quiet_NaN();
+}
 
 // In a kernel: the flag's address (inputs' last), or null without one.
 inline float* fused_step_flag(const std::vector<Tensor>& inputs) {

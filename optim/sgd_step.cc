@@ -1,6 +1,6 @@
 #include "optim/sgd_step.h"
 
-#include <limits>
+#include <type_traits>
 
 #include "optim/finite_check_math.h"
 #include "optim/fused_step.h"
@@ -8,49 +8,50 @@
 namespace coppice {
 namespace {
 
-// The loops, with the non-finite test (kCheck) or without: returns whether
-// an element of g was inf or NaN (always false without the test). The
-// parameter and the buffer are computed the same way either way.
-template <typename T, bool kCheck>
-bool sgd_loop(T* p, const T* g, T* buf, int64_t n, const SgdStepConstants<T>& c) {
-  bool nonfinite = false;
+// The loops as they were before the non-finite test; the CPU twins test a
+// block's gradient after stepping it (any_nonfinite_words, optim/fused_step.h).
+template <typename T>
+void sgd_loop(T* p, const T* g, T* buf, int64_t n, const SgdStepConstants<T>& c) {
   for (int64_t i = 0; i < n; ++i) {
-    const T gi = g[i];
-    if constexpr (kCheck) nonfinite |= is_nonfinite_value(gi);
     T b = c.reads_buffer() ? buf[i] : T(0);
-    sgd_step_element<T>(p[i], gi, b, c);
+    sgd_step_element<T>(p[i], g[i], b, c);
     if (c.has_momentum) buf[i] = b;
   }
-  return nonfinite;
 }
 
-template <typename G, bool kCheck>
-bool sgd_mixed_loop(float* master, const G* g16, float* buf, G* p16, int64_t n, const SgdStepConstants<float>& c) {
-  bool nonfinite = false;
+template <typename G>
+void sgd_mixed_loop(float* master, const G* g16, float* buf, G* p16, int64_t n, const SgdStepConstants<float>& c) {
   for (int64_t i = 0; i < n; ++i) {
-    // A 16-bit value widened is inf or NaN exactly when it was.
-    const float gi = static_cast<float>(g16[i]);
-    if constexpr (kCheck) nonfinite |= is_nonfinite_value(gi);
     float b = c.reads_buffer() ? buf[i] : 0.0f;
-    sgd_step_element<float>(master[i], gi, b, c);
+    sgd_step_element<float>(master[i], static_cast<float>(g16[i]), b, c);
     if (c.has_momentum) buf[i] = b;
     p16[i] = G(master[i]);
   }
-  return nonfinite;
 }
 
-void raise(float* nonfinite) { *nonfinite = std::numeric_limits<float>::quiet_NaN(); }
+// The exponent bits of T, as a word of its width.
+template <typename T>
+auto exponent_bits() {
+  if constexpr (std::is_same_v<T, double>) {
+    return kF64ExponentBits;
+  } else if constexpr (std::is_same_v<T, float>) {
+    return kF32ExponentBits;
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return kBF16ExponentBits;
+  } else {
+    static_assert(std::is_same_v<T, Half>);
+    return kF16ExponentBits;
+  }
+}
 
 }  // namespace
 
 template <typename T>
 void sgd_step_cpu(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& args, float* nonfinite) {
   const SgdStepConstants<T> c = SgdStepConstants<T>::make(args);
-  if (nonfinite == nullptr) {
-    sgd_loop<T, false>(p, g, buf, n, c);
-  } else if (sgd_loop<T, true>(p, g, buf, n, c)) {
-    raise(nonfinite);
-  }
+  fused_step_blocks(g, exponent_bits<T>(), n, nonfinite, [&](int64_t b, int64_t count) {
+    sgd_loop<T>(p + b, g + b, buf == nullptr ? nullptr : buf + b, count, c);
+  });
 }
 
 template void sgd_step_cpu<float>(float*, const float*, float*, int64_t, const SgdStepArgs&, float*);
@@ -60,11 +61,9 @@ template <typename G>
 void sgd_step_mixed_cpu(float* master, const G* g16, float* buf, G* p16, int64_t n, const SgdStepArgs& args,
                         float* nonfinite) {
   const SgdStepConstants<float> c = SgdStepConstants<float>::make(args);
-  if (nonfinite == nullptr) {
-    sgd_mixed_loop<G, false>(master, g16, buf, p16, n, c);
-  } else if (sgd_mixed_loop<G, true>(master, g16, buf, p16, n, c)) {
-    raise(nonfinite);
-  }
+  fused_step_blocks(g16, exponent_bits<G>(), n, nonfinite, [&](int64_t b, int64_t count) {
+    sgd_mixed_loop<G>(master + b, g16 + b, buf == nullptr ? nullptr : buf + b, p16 + b, count, c);
+  });
 }
 
 template void sgd_step_mixed_cpu<BFloat16>(float*, const BFloat16*, float*, BFloat16*, int64_t, const SgdStepArgs&,
