@@ -630,7 +630,7 @@ bool is_file(const std::string& p) {
   return std::filesystem::is_regular_file(p, ec);
 }
 
-enum PathKinds { kFileOnly = 1, kDirOnly = 2, kFileOrDir = 3 };
+enum PathKinds { kFileOnly = 1, kDirOnly = 2, kFileOrDir = 3, kCharDevice = 4, kFileOrCharDevice = 5 };
 
 // Refuses `path` (the value of `key`; `noun` says what it is, "text file or
 // directory ") unless it is a regular file or a directory as `allowed`
@@ -641,10 +641,13 @@ void require_path(const std::string& key, const std::string& noun, const std::st
                   const std::string& hint = "") {
   const absl::StatusOr<mode_t> type = file_type_at(path);
   if (!type.ok()) missing(key, noun, quote_for_error(path), " not found", hint);
-  if ((S_ISREG(*type) && (allowed & kFileOnly)) || (S_ISDIR(*type) && (allowed & kDirOnly))) return;
-  const char* wanted = allowed == kFileOnly  ? "a regular file"
-                       : allowed == kDirOnly ? "a directory"
-                                             : "a regular file or a directory";
+  if ((S_ISREG(*type) && (allowed & kFileOnly)) || (S_ISDIR(*type) && (allowed & kDirOnly)) ||
+      (S_ISCHR(*type) && (allowed & kCharDevice)))
+    return;
+  const char* wanted = allowed == kFileOnly           ? "a regular file"
+                       : allowed == kDirOnly          ? "a directory"
+                       : allowed == kFileOrCharDevice ? "a regular file or a character device (/dev/null)"
+                                                      : "a regular file or a directory";
   bad(key, noun, quote_for_error(path), " is ", file_type_name(*type), ", not ", wanted);
 }
 
@@ -1126,10 +1129,12 @@ void read_checkpoint_settings(const Section& ckpt, JobConfig& job) {
 // logging: the metrics file, the progress line, how often.
 void read_logging(const Section& log, JobConfig& job) {
   job.logging.metrics = log.string("metrics", "");
-  // An existing metrics file is read on resume and appended to: a FIFO or a
-  // device there would stall or swallow the run's records.
+  // An existing metrics file is appended to, and read on resume: a FIFO
+  // would stall the run, a directory cannot be written. A character device
+  // (/dev/null) is written as asked, every write checked (/dev/full fails
+  // the run), and never read or replaced on resume (train/metrics.h).
   if (!job.logging.metrics.empty() && file_type_at(job.logging.metrics).ok())
-    require_path(log.at("metrics"), "", job.logging.metrics, kFileOnly);
+    require_path(log.at("metrics"), "", job.logging.metrics, kFileOrCharDevice);
   job.logging.progress = log.boolean("progress", true);
   job.logging.every_steps = log.integer("every_steps", 50);
 }

@@ -1,5 +1,7 @@
 #include "train/metrics.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -72,6 +74,10 @@ int64_t record_step(const std::string& line, std::string* kind) {
 }  // namespace
 
 absl::Status truncate_metrics(const std::string& path, int64_t last_step) {
+  // Only a regular file holds records to cut back; a device (/dev/null) is
+  // neither read nor replaced (a rename over it would replace the device).
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) return absl::OkStatus();
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     if (errno == ENOENT) return absl::OkStatus();

@@ -72,7 +72,7 @@ class MetricsWriter {
 // Drops from the metrics file at `path` the records of steps after
 // `last_step` and every summary (and any line cut short), as a run resumed
 // from step `last_step` writes them again; the file is replaced atomically.
-// A missing file is fine.
+// A missing file is fine; anything but a regular file (a device) is left as it is.
 absl::Status truncate_metrics(const std::string& path, int64_t last_step);
 
 // Statistics of one weight (a parameter of dim >= 2) as forward uses it:
