@@ -1,6 +1,7 @@
 // Gradient clipping by the global norm, as torch.nn.utils.clip_grad_norm_.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -19,5 +20,18 @@ double clip_grad_norm(const std::vector<Variable>& params, double max_norm, doub
 
 // The same norm, without clipping.
 double grad_norm(const std::vector<Variable>& params, double norm_type = 2.0);
+
+// The norm, and what the host reads that make it tell for free: the name of
+// the first parameter (Variable::name(), "parameter <i>" when unnamed) whose
+// gradient's own norm is not finite, "" when every one is. Exact for finite
+// norm types (an inf or a NaN makes a p-norm inf or NaN); the trainer's
+// per-step check of non-finite gradients when it clips (optim/finite_check.h).
+struct GradNorm {
+  double total = 0.0;
+  std::string first_nonfinite;
+};
+GradNorm grad_norm_checked(const std::vector<Variable>& params, double norm_type = 2.0);
+// clip_grad_norm, returning the same.
+GradNorm clip_grad_norm_checked(const std::vector<Variable>& params, double max_norm, double norm_type = 2.0);
 
 }  // namespace coppice

@@ -1,6 +1,8 @@
 #include "train/metrics.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -114,9 +116,26 @@ MetricsWriter::~MetricsWriter() { (void)close(); }
 
 absl::Status MetricsWriter::open(const std::string& path, bool append) {
   (void)close();
-  file_ = std::fopen(path.c_str(), append ? "a" : "w");
-  if (file_ == nullptr) {
+  // Opened without blocking and judged by what was opened: a FIFO put in
+  // the file's place after validation must not stall the run.
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (append ? O_APPEND : 0), 0644);
+  if (fd < 0) {
     return absl::UnavailableError(str_cat("metrics: cannot open '", path, "' for writing: ", std::strerror(errno)));
+  }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !(S_ISREG(info.st_mode) || S_ISCHR(info.st_mode))) {
+    ::close(fd);
+    return absl::UnavailableError(
+        str_cat("metrics: '", path, "' is not a regular file or a character device; refusing to write to it"));
+  }
+  if ((!append && S_ISREG(info.st_mode) && ::ftruncate(fd, 0) != 0) ||
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
+      (file_ = ::fdopen(fd, append ? "a" : "w")) == nullptr) {
+    const absl::Status st =
+        absl::UnavailableError(str_cat("metrics: cannot open '", path, "' for writing: ", std::strerror(errno)));
+    ::close(fd);
+    return st;
   }
   path_ = path;
   return absl::OkStatus();

@@ -219,7 +219,8 @@ void Trainer::step() {
   // norm with grad_clip times the scale, and the optimizer divides it out.
   auto before_step = [&](double scale) {
     if (masks_ != nullptr) masks_->before_optimizer_step(scale);
-    if (c_.grad_clip > 0.0) clip_grad_norm(model_.parameters(), c_.grad_clip * scale);
+    if (c_.grad_clip > 0.0)
+      step_.clip_nonfinite = clip_grad_norm_checked(model_.parameters(), c_.grad_clip * scale).first_nonfinite;
   };
   // Whether the step is finite is known with the host read of its loss.
   // Where the update depends on it (a loss scaler, skip_step) that read comes
@@ -227,14 +228,15 @@ void Trainer::step() {
   // so that an ordinary step waits no longer: under stop a non-finite step
   // then ends the run before its mask update, records or checkpoint.
   const bool decide_first = scaler_ != nullptr || nonfinite_.decides_before_update();
-  // Where the read comes after the update, the optimizer checks each
-  // gradient as its step reads it (the fused step kernels set the
-  // parameter's flag: no pass of its own, optim/optimizer.h). Clipping
-  // rewrites the gradients first (a NaN norm makes every one NaN, which
-  // would name the wrong parameter), so with grad_clip the gradients are
-  // checked before it, as backward left them.
-  const bool checked_in_step = !decide_first && c_.grad_clip <= 0.0;
-  watch_for_nonfinite(/*gradients=*/!checked_in_step);
+  // Where the read comes after the update, no pass of its own looks at the
+  // gradients: with grad_clip, the gradient norm that clipping reads to the
+  // host anyway names the first non-finite one (before it rescales them;
+  // the update is then left out and the run stops); without, the optimizer
+  // checks each gradient as its step reads it (the fused step kernels set
+  // the parameter's flag, optim/optimizer.h).
+  const bool checked_by_clip = !decide_first && c_.grad_clip > 0.0;
+  const bool checked_in_step = !decide_first && !checked_by_clip;
+  watch_for_nonfinite(/*gradients=*/decide_first);
   if (decide_first) {
     measure_batch();
     if (!step_.finite) skip_nonfinite_step();  // or stops the run
@@ -244,7 +246,7 @@ void Trainer::step() {
       scaler_->step(optimizer_, /*found_inf=*/false, before_step);
     } else {
       before_step(1.0);
-      optimizer_.step(1.0, checked_in_step ? &step_.health : nullptr);
+      if (step_.clip_nonfinite.empty()) optimizer_.step(1.0, checked_in_step ? &step_.health : nullptr);
     }
   }
   if (c_.scheduler != nullptr) c_.scheduler->step();
@@ -261,8 +263,8 @@ void Trainer::step() {
 // one for the dense gradients a mask update will rank by (folded here, on
 // the steps that have them). With `gradients`, each parameter's gradient is
 // folded here, as backward and the exchange left it (before clipping);
-// without, the optimizer's step folds it into the same slot as it reads it
-// (Optimizer::step's `nonfinite`).
+// without, clipping's norm names it (grad_clip) or the optimizer's step
+// folds it into the same slot as it reads it (Optimizer::step's `nonfinite`).
 void Trainer::watch_for_nonfinite(bool gradients) {
   const std::vector<Variable> params = optimizer_parameters(optimizer_);
   const int64_t dense_slot = static_cast<int64_t>(params.size());
@@ -295,6 +297,7 @@ std::string Trainer::nonfinite_cause() const {
   if (!std::isfinite(step_.loss)) {
     return str_cat("the loss is ", std::isnan(step_.loss) ? "nan" : step_.loss > 0 ? "inf" : "-inf");
   }
+  if (!step_.clip_nonfinite.empty()) return str_cat("the gradient of '", step_.clip_nonfinite, "' is not finite");
   const std::vector<Variable> params = optimizer_parameters(optimizer_);
   const int64_t i = step_.first_nonfinite;
   if (i >= 0 && i < static_cast<int64_t>(params.size())) {
@@ -332,7 +335,7 @@ void Trainer::measure_batch() {
   for (size_t i = 1; i < read.size() && step_.first_nonfinite < 0; ++i) {
     if (read[i] != 0.0) step_.first_nonfinite = static_cast<int64_t>(i) - 1;
   }
-  double flagged = step_.first_nonfinite >= 0 ? 1.0 : 0.0;
+  double flagged = step_.first_nonfinite >= 0 || !step_.clip_nonfinite.empty() ? 1.0 : 0.0;
   double correct = static_cast<double>(count_correct(logits, targets));
   double n = static_cast<double>(targets.numel());
   if (comm_ != nullptr) {

@@ -104,6 +104,7 @@ class Trainer {
     NonfiniteFlag health;
     bool finite = true;              // the loss and every gradient
     int64_t first_nonfinite = -1;    // the first flag set (a parameter's index), or -1
+    std::string clip_nonfinite;      // with grad_clip: the first parameter whose gradient's norm is not finite
     bool nonfinite_skipped = false;  // skipped under training.on_nonfinite: skip_step (masks too)
     double loss = 0.0;               // over every rank's examples
     double accuracy = 0.0;

@@ -37,6 +37,22 @@ TEST(ClipTest, GlobalNormOverDenseAndSparse) {
   EXPECT_NEAR(grad_norm({a, b, c}), 6.5, 1e-6);
 }
 
+// The norm's host reads name the first parameter whose gradient is not
+// finite (the trainer's check when it clips); finite gradients name none.
+TEST(ClipTest, TheCheckedNormNamesTheFirstNonfiniteGradient) {
+  Variable a(f64({0.0, 0.0}), true, "a");
+  a.set_grad(f64({3.0, 4.0}));
+  Variable b(f64({0.0, 0.0}), true, "b");
+  b.set_grad(f64({1.0, std::numeric_limits<double>::quiet_NaN()}));
+  Variable c(f64({0.0}), true);  // unnamed
+  c.set_grad(f64({std::numeric_limits<double>::infinity()}));
+  EXPECT_EQ(grad_norm_checked({a}).first_nonfinite, "");
+  EXPECT_NEAR(grad_norm_checked({a}).total, 5.0, 1e-12);
+  EXPECT_EQ(grad_norm_checked({a, c}).first_nonfinite, "parameter 1");
+  EXPECT_TRUE(std::isinf(grad_norm_checked({a, c}).total));
+  EXPECT_EQ(clip_grad_norm_checked({a, b, c}, 1.0).first_nonfinite, "b");  // then scales all by NaN, as torch
+}
+
 TEST(ClipTest, BelowMaxLeavesGradientsAlone) {
   Variable a(f64({0.0, 0.0}), true, "a");
   const Tensor g = f64({0.3, 0.4});
