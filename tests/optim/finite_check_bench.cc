@@ -31,24 +31,28 @@ int main(int argc, char** argv) {
   const Device device = where == "cuda" ? Device::cuda(0) : Device::cpu();
   std::vector<Shape> shapes;
   if (model == "lenet300") shapes = {{300, 784}, {300}, {100, 300}, {100}, {10, 100}, {10}};
-  if (model == "mlp4096") shapes = {{4096, 1024}, {4096}, {4096, 4096}, {4096}, {10, 4096}, {10}};
-  if (model == "gpt") {  // 12 blocks of d = 768 and a 50304-token embedding, as the GPT-small shapes
-    shapes.push_back({50304, 768});
-    for (int b = 0; b < 12; ++b) {
-      for (const Shape& s : std::vector<Shape>{{2304, 768},
-                                               {2304},
-                                               {768, 768},
-                                               {768},
-                                               {3072, 768},
+  // The MLP-4096 (4096-4096-4096-4096-10) and the GPT job (configs/gpt_dense.yaml:
+  // d 1024, 8 blocks, MLP 4096, 256 bytes of vocabulary tied, 512 positions).
+  if (model == "mlp4096") shapes = {{4096, 4096}, {4096}, {4096, 4096}, {4096}, {4096, 4096}, {4096}, {10, 4096}, {10}};
+  if (model == "gpt") {
+    shapes = {{256, 1024}, {512, 1024}};
+    for (int b = 0; b < 8; ++b) {
+      for (const Shape& s : std::vector<Shape>{{1024},
+                                               {1024},
+                                               {3072, 1024},
                                                {3072},
-                                               {768, 3072},
-                                               {768},
-                                               {768},
-                                               {768},
-                                               {768},
-                                               {768}})
+                                               {1024, 1024},
+                                               {1024},
+                                               {1024},
+                                               {1024},
+                                               {4096, 1024},
+                                               {4096},
+                                               {1024, 4096},
+                                               {1024}})
         shapes.push_back(s);
     }
+    shapes.push_back({1024});
+    shapes.push_back({1024});
   }
   std::vector<Tensor> grads;
   int64_t values = 0;
