@@ -37,6 +37,11 @@
 // after one eager warm-up step and the capture; the rows are named
 // "<model>+graph". Where a step cannot be captured the row says why.
 //
+// --step-read loss: each step also reads its loss to the host, as the
+// trainer does ("<model>+loss" rows); --step-read check: with the trainer's
+// non-finite check, the flags set by the fused step kernels and read with
+// the loss ("<model>+check"): issue 30's cost, the two rows side by side.
+//
 // Every case builds its model afresh (the masks are drawn once per variant
 // and reused for every mode), then times the step: zero grads,
 // forward, cross-entropy, backward, SGD (lr 0.01, momentum 0.9; the same for
@@ -55,6 +60,7 @@
 #include "autograd/autograd.h"
 #include "models/zoo.h"
 #include "optim/density.h"
+#include "optim/finite_check.h"
 #include "optim/sgd.h"
 #include "tensor/backend.h"
 #include "tensor/dispatcher.h"
@@ -93,6 +99,7 @@ struct TrainSetup {
   int warmup = 0, steps = 0;
   std::string config_dir;
   bool cuda_graph = false;
+  std::string step_read;  // "", "loss" or "check" (--step-read)
 };
 
 struct Variant {
@@ -199,6 +206,7 @@ Result base_result(const TrainSetup& s, const std::string& model, const Variant&
   Result r;
   r.suite = "train";
   r.op = s.cuda_graph ? model + "+graph" : model;
+  if (!s.step_read.empty()) r.op += "+" + s.step_read;
   r.device = s.dc.label;
   r.dtype = mode.name;
   r.format = v.format;
@@ -261,10 +269,24 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
   };
   std::optional<GraphedStep> graph;
   if (s.cuda_graph) graph.emplace(s.device);
+  double read_sink = 0.0;
   auto step = [&] {
     optimizer.zero_grad();
     last_loss = graph ? graph->run(*m.module, x, m.y, 1.0, forward_backward).loss : forward_backward(x, m.y).loss;
-    optimizer.step();
+    if (s.step_read != "check") {
+      optimizer.step();
+      if (s.step_read == "loss") read_sink += Variable(last_loss).item();  // the trainer's read before issue 30
+      return;
+    }
+    // The trainer's step under training.on_nonfinite: stop (train/trainer.cc):
+    // a flag per parameter set by the fused step kernels, read with the loss.
+    NonfiniteFlag flags(static_cast<int64_t>(params.size()) + 1);
+    optimizer.step(1.0, &flags);
+    const Tensor loss = last_loss.reshape({1});
+    read_sink += cat({loss, flags.value().to(loss.dtype()).to(loss.device())})
+                     .to(Device::cpu())
+                     .to(DType::kF64)
+                     .to_vector<double>()[0];
   };
   const bool tf32_before = allow_tf32();
   set_allow_tf32(mode.allow_tf32);
@@ -286,6 +308,7 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
   if (graph && graph->replays() == 0) {
     fail("cuda graph: no step was replayed (", graph->declined().empty() ? "never captured" : graph->declined(), ")");
   }
+  if (std::isnan(read_sink)) r->extra.emplace_back("nonfinite_loss_read", 1.0);
   fill_step_timing(samples, r);
   const int64_t batch = m.shape[0];
   if (model_name == "mlp") r->flops = 6.0 * static_cast<double>(batch) * static_cast<double>(stored);
@@ -333,6 +356,7 @@ void run_train(const Config& config, std::vector<Result>* results) {
     s.warmup = config.warmup_given ? config.warmup : (dc.cuda ? kTrainWarmup : kTrainCpuWarmup);
     s.config_dir = config.config_dir;
     s.cuda_graph = config.cuda_graph;
+    s.step_read = config.step_read;
     if (s.cuda_graph) s.warmup = std::max(s.warmup, 2);  // the eager step and the capture are not timed
     const std::string device_skip = dc.cuda ? cuda_skip_reason() : "";
     for (const std::string& model : models) {
