@@ -30,7 +30,7 @@ std::string usage() {
          "       bench train [--device cpu|cuda|all] [--models mlp,lenet300,vit,gpt] [--formats dense,csr,bsr,nm]\n"
          "             [--sparsity X] [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--steps S] [--warmup W] "
          "[--config-dir D]\n"
-         "             [--cuda-graph] [--step-read loss|check]\n"
+         "             [--cuda-graph] [--step-read loss|check|paired]\n"
          "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--batch B] [--reps R] [--json FILE]\n"
          "       bench rigl [--device cpu|cuda|all] [--modes f32,tf32,bf16] [--sparsity X] [--hidden H] [--batch B]\n"
          "             [--steps S] [--warmup W] [--json FILE]\n"
@@ -60,7 +60,8 @@ std::string usage() {
          "               on synthetic inputs; formats dense, csr and bsr at 90/95/98 %, nm 2:4; modes f32, tf32,\n"
          "               bf16; SGD with momentum; --steps S (10; 3 on the CPU) after --warmup W (3; 1);\n"
          "               --step-read loss: each step reads its loss as the trainer does; check: with the\n"
-         "               trainer's non-finite flags folded into the optimizer step and read with it\n"
+         "               trainer's non-finite flags folded into the optimizer step and read with it;\n"
+         "               paired: the two alternate step by step in one process\n"
          "  bsr          a BSR linear layer's three products (not part of all; CUDA only; bsr_bench.cc): x W^T,\n"
          "               dy W and dy^T x at W's blocks, W [H, H] (4096) in 16/32/64 blocks at 90/95/98 %, batch\n"
          "               B (4096), in bf16, f16 and TF32 (--dtype f32), beside cuBLAS's dense x W^T of the same\n"
@@ -261,8 +262,8 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       if (!names.ok()) return names.status();
       list = *names;
     } else if (flag == "--step-read") {
-      if (value != "loss" && value != "check")
-        return absl::InvalidArgumentError(str_cat("--step-read: 'loss' or 'check', got '", value, "'"));
+      if (value != "loss" && value != "check" && value != "paired")
+        return absl::InvalidArgumentError(str_cat("--step-read: 'loss', 'check' or 'paired', got '", value, "'"));
       c.step_read = value;
     } else if (flag == "--config-dir") {
       if (value.empty()) return absl::InvalidArgumentError("--config-dir: empty directory name");

@@ -59,9 +59,10 @@ struct Config {
   std::vector<std::string> train_modes;    // f32, tf32, bf16
   std::string config_dir = "configs";      // where the jobs' YAML files are
   bool cuda_graph = false;                 // --cuda-graph: train steps replayed from a CUDA graph (train/graph_step.h)
-  // --step-read loss|check: each train step also reads its loss to the host
-  // as the trainer does ("loss"), or reads it with the trainer's non-finite
-  // flags, the check folded into the optimizer step ("check"; issue 30's cost).
+  // --step-read loss|check|paired: each train step also reads its loss to the
+  // host as the trainer does ("loss"), or reads it with the trainer's
+  // non-finite flags, the check folded into the optimizer step ("check";
+  // issue 30's cost), or the two alternating in one process ("paired").
   std::string step_read;
 };
 

@@ -40,7 +40,10 @@
 // --step-read loss: each step also reads its loss to the host, as the
 // trainer does ("<model>+loss" rows); --step-read check: with the trainer's
 // non-finite check, the flags set by the fused step kernels and read with
-// the loss ("<model>+check"): issue 30's cost, the two rows side by side.
+// the loss ("<model>+check"): issue 30's cost, the two rows side by side;
+// --step-read paired: the two alternate step by step in one process
+// ("<model>+paired": the check's steps, with loss_read_median_ms and
+// check_overhead beside them).
 //
 // Every case builds its model afresh (the masks are drawn once per variant
 // and reused for every mode), then times the step: zero grads,
@@ -270,12 +273,14 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
   std::optional<GraphedStep> graph;
   if (s.cuda_graph) graph.emplace(s.device);
   double read_sink = 0.0;
+  int64_t calls = 0;  // "paired": odd calls with the check, even ones without
   auto step = [&] {
     optimizer.zero_grad();
     last_loss = graph ? graph->run(*m.module, x, m.y, 1.0, forward_backward).loss : forward_backward(x, m.y).loss;
-    if (s.step_read != "check") {
+    const bool check = s.step_read == "check" || (s.step_read == "paired" && calls++ % 2 == 1);
+    if (!check) {
       optimizer.step();
-      if (s.step_read == "loss") read_sink += Variable(last_loss).item();  // the trainer's read before issue 30
+      if (!s.step_read.empty()) read_sink += Variable(last_loss).item();  // the trainer's read before issue 30
       return;
     }
     // The trainer's step under training.on_nonfinite: stop (train/trainer.cc):
@@ -309,7 +314,21 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
     fail("cuda graph: no step was replayed (", graph->declined().empty() ? "never captured" : graph->declined(), ")");
   }
   if (std::isnan(read_sink)) r->extra.emplace_back("nonfinite_loss_read", 1.0);
+  if (s.step_read == "paired") {
+    // Steps alternate in one process: the check's cost without the spread
+    // between processes. The row times the steps with the check; the steps
+    // without it are its "loss_read_median_ms".
+    std::vector<double> with, without;
+    for (size_t k = 0; k < samples.size(); ++k)
+      ((s.warmup + static_cast<int64_t>(k)) % 2 == 1 ? with : without).push_back(samples[k]);
+    Result plain;
+    fill_step_timing(without, &plain);
+    samples = with;
+    r->extra.emplace_back("loss_read_median_ms", plain.median_ms);
+  }
   fill_step_timing(samples, r);
+  if (s.step_read == "paired")
+    r->extra.emplace_back("check_overhead", r->median_ms / extra_value(*r, "loss_read_median_ms") - 1.0);
   const int64_t batch = m.shape[0];
   if (model_name == "mlp") r->flops = 6.0 * static_cast<double>(batch) * static_cast<double>(stored);
   r->extra.emplace_back("batch", static_cast<double>(batch));
