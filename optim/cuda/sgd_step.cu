@@ -66,6 +66,47 @@ __global__ void sgd_mixed_kernel(float* __restrict__ master, const G* __restrict
   raise_nonfinite<kCheck>(hit, flag);
 }
 
+// The same step four elements a thread at a time: 16-byte loads and stores
+// of the master and buffer, 8-byte ones of the 16-bit gradient and
+// parameter. One element per thread left the kernel bound by instruction
+// issue rather than memory (the non-finite test alone made it 12 % slower
+// on the H100); four share the index arithmetic and the loads' latency. Each
+// element's arithmetic is the scalar kernel's, so the results are the same
+// bits. For pointers aligned to those widths; the scalar kernel takes the
+// rest.
+template <typename G, bool kCheck>
+__global__ void sgd_mixed4_kernel(float4* __restrict__ master, const uint2* __restrict__ g16, float4* __restrict__ buf,
+                                  uint2* __restrict__ p16, int64_t n4, SgdStepConstants<float> c, float* flag) {
+  static_assert(sizeof(G) == 2, "a 16-bit gradient");
+  bool hit = false;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint2 g_raw = g16[i];
+    G g4[4];
+    memcpy(g4, &g_raw, sizeof g_raw);
+    const float4 m = master[i];
+    const float4 b = c.reads_buffer() ? buf[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float pm[4] = {m.x, m.y, m.z, m.w};
+    float pb[4] = {b.x, b.y, b.z, b.w};
+    G out[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float gi = static_cast<float>(g4[k]);
+      if constexpr (kCheck) hit |= is_nonfinite_value(gi);
+      sgd_step_element<float>(pm[k], gi, pb[k], c);
+      out[k] = G(pm[k]);
+    }
+    master[i] = make_float4(pm[0], pm[1], pm[2], pm[3]);
+    if (c.has_momentum) buf[i] = make_float4(pb[0], pb[1], pb[2], pb[3]);
+    uint2 p_raw;
+    memcpy(&p_raw, out, sizeof p_raw);
+    p16[i] = p_raw;
+  }
+  raise_nonfinite<kCheck>(hit, flag);
+}
+
+bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
 int grid_for(int64_t n) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   return static_cast<int>(blocks < 65535 * 8 ? blocks : 65535 * 8);
@@ -78,10 +119,29 @@ void sgd_step_mixed(float* master, const G* g16, float* buf, G* p16, int64_t n, 
                     float* nonfinite, cudaStream_t stream) {
   if (n <= 0) return;
   const SgdStepConstants<float> c = SgdStepConstants<float>::make(args);
+  // Four at a time where every array allows it, the tail one at a time.
+  const bool wide = aligned(master, 16) && aligned(g16, 8) && aligned(p16, 8) && (buf == nullptr || aligned(buf, 16));
+  const int64_t n4 = wide ? n / 4 : 0;
+  if (n4 > 0) {
+    auto* m4 = reinterpret_cast<float4*>(master);
+    const auto* g4 = reinterpret_cast<const uint2*>(g16);
+    auto* b4 = reinterpret_cast<float4*>(buf);
+    auto* p4 = reinterpret_cast<uint2*>(p16);
+    if (nonfinite == nullptr) {
+      sgd_mixed4_kernel<G, false><<<grid_for(n4), kThreads, 0, stream>>>(m4, g4, b4, p4, n4, c, nullptr);
+    } else {
+      sgd_mixed4_kernel<G, true><<<grid_for(n4), kThreads, 0, stream>>>(m4, g4, b4, p4, n4, c, nonfinite);
+    }
+  }
+  const int64_t done = n4 * 4, rest = n - done;
+  if (rest == 0) return;
+  float* b_rest = buf == nullptr ? nullptr : buf + done;
   if (nonfinite == nullptr) {
-    sgd_mixed_kernel<G, false><<<grid_for(n), kThreads, 0, stream>>>(master, g16, buf, p16, n, c, nullptr);
+    sgd_mixed_kernel<G, false>
+        <<<grid_for(rest), kThreads, 0, stream>>>(master + done, g16 + done, b_rest, p16 + done, rest, c, nullptr);
   } else {
-    sgd_mixed_kernel<G, true><<<grid_for(n), kThreads, 0, stream>>>(master, g16, buf, p16, n, c, nonfinite);
+    sgd_mixed_kernel<G, true>
+        <<<grid_for(rest), kThreads, 0, stream>>>(master + done, g16 + done, b_rest, p16 + done, rest, c, nonfinite);
   }
 }
 
