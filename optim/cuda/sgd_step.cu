@@ -1,10 +1,11 @@
-// One thread per element (grid-stride), the arithmetic of sgd_step_math.h.
-// The step is bound by memory traffic (3 or 5 arrays of 4 or 8 bytes per
-// element), so the kernel only makes sure it reads nothing it does not need:
-// no buffer on the first step or without momentum. The non-finite test of
-// the gradient (a flag given) rides on the read the step makes anyway: a
-// few integer instructions per element and one store per block that saw an
-// inf or NaN.
+// Grid-stride kernels with the arithmetic of sgd_step_math.h: one element a
+// thread, and four a thread for the mixed-precision step (sgd_mixed4_kernel,
+// where the arrays are aligned for it). The step is bound by memory traffic
+// (3 or 5 arrays of 2 to 8 bytes per element), so the kernels only make sure
+// they read nothing they do not need: no buffer on the first step or without
+// momentum. The non-finite test of the gradient (a flag given) rides on the
+// read the step makes anyway: a few integer instructions per element and a
+// store only where an inf or NaN was read.
 #include "optim/cuda/sgd_step.h"
 #include "optim/finite_check_math.h"
 
