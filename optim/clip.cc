@@ -9,18 +9,6 @@
 #include "tensor/ops.h"
 
 namespace coppice {
-namespace {
-
-// The values of a gradient that it stores (masked: zero off the mask).
-Tensor stored_values(const Tensor& g) {
-  if (g.layout() == Layout::kMasked) {
-    const Tensor& v = values(g);
-    return where(masked_impl(g, "clip_grad_norm").mask(), v, zeros_like(v));
-  }
-  return values(g);
-}
-
-}  // namespace
 
 GradNorm grad_norm_checked(const std::vector<Variable>& params, double norm_type) {
   COPPICE_CHECK(norm_type > 0.0, "clip_grad_norm: norm_type must be positive, got ", norm_type);

@@ -73,15 +73,6 @@ std::vector<Tensor> nonfinite_flag_cpu_kernel(const std::vector<Tensor>& in, con
 
 const KernelRegistrar kCpu("nonfinite_flag", DeviceType::kCpu, {"dense", "dense"}, nonfinite_flag_cpu_kernel);
 
-// The values a tensor stores, dense: all of a dense tensor; a masked one's
-// mask-true values (zero elsewhere); the values part of any other format.
-Tensor stored_values(const Tensor& t) {
-  if (t.is_dense()) return t;
-  const Tensor& v = values(t);
-  if (t.layout() == Layout::kMasked) return where(masked_impl(t, "nonfinite check").mask(), v, zeros_like(v));
-  return v;
-}
-
 }  // namespace
 
 NonfiniteFlag::NonfiniteFlag(int64_t slots) : slots_(slots) {

@@ -50,6 +50,8 @@ Tensor sparse_masked(const Tensor& values, const Tensor& mask) {
   return Tensor(std::make_shared<MaskedImpl>(values.contiguous(), mask.contiguous(), nnz, new_pattern_version()));
 }
 
+Tensor stored_values(const Tensor& t) { return t.layout() == Layout::kMasked ? to_dense(t) : values(t); }
+
 const MaskedImpl& masked_impl(const Tensor& t, std::string_view op) {
   const MaskedImpl* s = t.impl_as<MaskedImpl>();
   COPPICE_CHECK(s != nullptr, op, ": expected a masked tensor, got format '", t.format(), "'");

@@ -40,4 +40,10 @@ Tensor sparse_masked(const Tensor& values, const Tensor& mask);
 // The masked impl of `t`, or throws naming `op`.
 const MaskedImpl& masked_impl(const Tensor& t, std::string_view op);
 
+// The values any tensor stores, as one dense tensor: values(t), except that
+// a masked tensor's values under a false mask are zeros (they are not
+// stored). For reductions over what is stored: gradient norms
+// (optim/clip.h), the non-finite check (optim/finite_check.h).
+Tensor stored_values(const Tensor& t);
+
 }  // namespace coppice
