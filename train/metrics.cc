@@ -14,6 +14,7 @@
 #include "sparse/sparse_impl.h"
 #include "tensor/allocator.h"
 #include "tensor/error.h"
+#include "tensor/io/input_file.h"
 #include "tensor/io/json.h"
 #include "train/atomic_file.h"
 
@@ -78,24 +79,27 @@ int64_t record_step(const std::string& line, std::string* kind) {
 absl::Status truncate_metrics(const std::string& path, int64_t last_step) {
   // Only a regular file holds records to cut back; a device (/dev/null) is
   // neither read nor replaced (a rename over it would replace the device).
-  struct stat info {};
-  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) return absl::OkStatus();
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    if (errno == ENOENT) return absl::OkStatus();
-    return absl::UnavailableError(str_cat("metrics: cannot open '", path, "': ", std::strerror(errno)));
-  }
+  const absl::StatusOr<mode_t> type = file_type_at(path);
+  if (absl::IsNotFound(type.status())) return absl::OkStatus();
+  if (!type.ok()) return absl::UnavailableError(str_cat("metrics: ", type.status().message()));
+  if (!S_ISREG(*type)) return absl::OkStatus();
+  // Read as every input is (tensor/io/input_file.h): a FIFO put in its
+  // place since cannot stall the resume.
+  absl::StatusOr<InputFile> file = InputFile::open(path);
+  if (!file.ok()) return absl::UnavailableError(str_cat("metrics: ", file.status().message()));
   std::string kept, line;
   char buf[1 << 16];
-  size_t n;
   auto take = [&] {
     std::string kind;
     const int64_t step = record_step(line, &kind);
     if (step >= 0 && step <= last_step && kind != "summary") kept += line + "\n";
     line.clear();
   };
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    for (size_t i = 0; i < n; ++i) {
+  for (;;) {
+    const absl::StatusOr<size_t> n = file->read_some(buf, sizeof buf);
+    if (!n.ok()) return absl::UnavailableError(str_cat("metrics: ", n.status().message()));
+    if (*n == 0) break;
+    for (size_t i = 0; i < *n; ++i) {
       if (buf[i] == '\n') {
         take();
       } else {
@@ -103,9 +107,6 @@ absl::Status truncate_metrics(const std::string& path, int64_t last_step) {
       }
     }
   }
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) return absl::UnavailableError(str_cat("metrics: cannot read '", path, "'"));
   // A last line without its newline was cut short by a crash: dropped.
   absl::Status st = write_file_atomically(path, kept);
   if (!st.ok()) return absl::UnavailableError(str_cat("metrics: ", st.message()));
