@@ -26,34 +26,19 @@
 #include "distributed/rendezvous_wire.h"
 #include "distributed/tcp_rendezvous.h"
 #include "gtest/gtest.h"
+#include "tests/distributed/rendezvous_test_util.h"
 
 namespace coppice {
 namespace {
 
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
+using rendezvous_test::free_port;
+using rendezvous_test::message;
+using rendezvous_test::spec_for;
 
-const char kToken[] = "the-jobs-own-token-0123456789";
+constexpr const char* kToken = rendezvous_test::kTestToken;
 const char kWrongToken[] = "somebody-elses-token-98765";
-
-std::string message(const absl::Status& s) { return std::string(s.message()); }
-
-int free_port() {
-  absl::StatusOr<int> port = pick_free_tcp_port();
-  EXPECT_TRUE(port.ok()) << port.status().message();
-  return port.ok() ? *port : 0;
-}
-
-RendezvousSpec spec_for(int port, int rank, int world, milliseconds timeout = milliseconds(10000)) {
-  RendezvousSpec s;
-  s.master_addr = "127.0.0.1";
-  s.master_port = port;
-  s.rank = rank;
-  s.world_size = world;
-  s.job_token = kToken;
-  s.timeout = timeout;
-  return s;
-}
 
 // Rank 0's report lines, collected from its log callback.
 class Lines {

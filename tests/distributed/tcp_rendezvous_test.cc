@@ -18,31 +18,16 @@
 
 #include "distributed/rendezvous_wire.h"
 #include "gtest/gtest.h"
+#include "tests/distributed/rendezvous_test_util.h"
 
 namespace coppice {
 namespace {
 
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
-
-int free_port() {
-  absl::StatusOr<int> port = pick_free_tcp_port();
-  EXPECT_TRUE(port.ok()) << port.status().message();
-  return port.ok() ? *port : 0;
-}
-
-RendezvousSpec spec_for(int port, int rank, int world, milliseconds timeout = milliseconds(10000)) {
-  RendezvousSpec s;
-  s.master_addr = "127.0.0.1";
-  s.master_port = port;
-  s.rank = rank;
-  s.world_size = world;
-  s.job_token = "test-token-0123456789abcdef";
-  s.timeout = timeout;
-  return s;
-}
-
-std::string message(const absl::Status& s) { return std::string(s.message()); }
+using rendezvous_test::free_port;
+using rendezvous_test::message;
+using rendezvous_test::spec_for;
 
 // Runs rendezvous_broadcast on `world` threads (rank 0 after `root_delay`)
 // and returns each rank's result.
