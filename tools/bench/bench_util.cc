@@ -30,7 +30,7 @@ std::string usage() {
          "       bench train [--device cpu|cuda|all] [--models mlp,lenet300,vit,gpt] [--formats dense,csr,bsr,nm]\n"
          "             [--sparsity X] [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--steps S] [--warmup W] "
          "[--config-dir D]\n"
-         "             [--cuda-graph] [--step-read loss|check|paired]\n"
+         "             [--cuda-graph] [--step-read loss|check|paired] [--optimizer sgd|adamw] [--block N]\n"
          "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--batch B] [--reps R] [--json FILE]\n"
          "       bench rigl [--device cpu|cuda|all] [--modes f32,tf32,bf16] [--sparsity X] [--hidden H] [--batch B]\n"
          "             [--steps S] [--warmup W] [--json FILE]\n"
@@ -61,7 +61,9 @@ std::string usage() {
          "               bf16; SGD with momentum; --steps S (10; 3 on the CPU) after --warmup W (3; 1);\n"
          "               --step-read loss: each step reads its loss as the trainer does; check: with the\n"
          "               trainer's non-finite flags folded into the optimizer step and read with it;\n"
-         "               paired: the two alternate step by step in one process\n"
+         "               paired: the two alternate step by step in one process; --optimizer adamw: the GPT\n"
+         "               jobs' update (AdamW lr 6e-4, weight decay 0.1, clipping at norm 1.0) instead of SGD;\n"
+         "               --block N: BSR blocks of N x N (32; a power of two)\n"
          "  bsr          a BSR linear layer's three products (not part of all; CUDA only; bsr_bench.cc): x W^T,\n"
          "               dy W and dy^T x at W's blocks, W [H, H] (4096) in 16/32/64 blocks at 90/95/98 %, batch\n"
          "               B (4096), in bf16, f16 and TF32 (--dtype f32), beside cuBLAS's dense x W^T of the same\n"
@@ -170,7 +172,8 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
     static const char* const kFlags[] = {"--device", "--size",     "--numel",         "--reps",       "--warmup",
                                          "--dtype",  "--json",     "--min-sample-ms", "--batch",      "--hidden",
                                          "--steps",  "--sparsity", "--variants",      "--ranks",      "--timeout-s",
-                                         "--models", "--formats",  "--modes",         "--config-dir", "--step-read"};
+                                         "--models", "--formats",  "--modes",         "--config-dir", "--step-read",
+                                         "--optimizer", "--block"};
     if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags)) {
       return absl::InvalidArgumentError(str_cat("unknown flag '", flag, "'"));
     }
@@ -265,6 +268,16 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       if (value != "loss" && value != "check" && value != "paired")
         return absl::InvalidArgumentError(str_cat("--step-read: 'loss', 'check' or 'paired', got '", value, "'"));
       c.step_read = value;
+    } else if (flag == "--block") {
+      absl::StatusOr<int64_t> v = parse_int(flag, value, 1);
+      if (!v.ok()) return v.status();
+      if (*v > 4096 || (*v & (*v - 1)) != 0)
+        return absl::InvalidArgumentError(str_cat("--block: a power of two up to 4096, got ", value));
+      c.train_block = *v;
+    } else if (flag == "--optimizer") {
+      if (value != "sgd" && value != "adamw")
+        return absl::InvalidArgumentError(str_cat("--optimizer: 'sgd' or 'adamw', got '", value, "'"));
+      c.optimizer = value;
     } else if (flag == "--config-dir") {
       if (value.empty()) return absl::InvalidArgumentError("--config-dir: empty directory name");
       c.config_dir = value;

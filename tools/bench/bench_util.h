@@ -64,6 +64,14 @@ struct Config {
   // non-finite flags, the check folded into the optimizer step ("check";
   // issue 30's cost), or the two alternating in one process ("paired").
   std::string step_read;
+  // --optimizer sgd|adamw: the step's update. sgd (the default): SGD with
+  // momentum, as torch_train.py; adamw: the GPT jobs' update (configs/gpt_*.yaml:
+  // AdamW, lr 6e-4, weight decay 0.1, gradients clipped to norm 1.0), so
+  // that the trainer's step can be held to the benchmark's ("+adamw" rows).
+  std::string optimizer = "sgd";
+  // --block N: train's BSR block (a power of two; the largest power of two up
+  // to N dividing each weight is used, as torch_train.py's --block).
+  int64_t train_block = 32;
 };
 
 inline constexpr int64_t kCpuGemmSize = 1024;

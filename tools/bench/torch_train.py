@@ -3,7 +3,7 @@
 
     torch_train.py [--device cuda|cpu] [--models mlp,lenet300,vit,gpt] [--formats dense,csr,bsr,nm]
                    [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--block N] [--steps S] [--warmup W]
-                   [--json FILE]
+                   [--compile MODE[,MODE...]] [--json FILE]
 
 Models, as bench train builds them:
   mlp       nn.Linear H-H-H-H-10 with ReLU between, batch B (H 4096, B 4096 on CUDA; 256 and 64 on the CPU);
@@ -29,6 +29,14 @@ Variants: dense, and "masked" for each sparse format of the C++ side at the same
 dividing the weight) for bsr, 2 random of every 4 along a row for nm): the weight stays a dense nn.Parameter,
 multiplied by a fixed mask in forward (so its gradient is masked too), and the mask is reapplied to the weight
 after every optimizer step so that it stays sparse. That is how masked sparse training is done in PyTorch (DEVICE.md).
+
+--compile MODE[,MODE...]: each case also under torch.compile (inductor) in each named mode (default,
+reduce-overhead, max-autotune, max-autotune-no-cudagraphs), after its eager run: the model's forward (and so
+its backward) compiled, the SGD step and the mask reapplication eager as in the eager case. The record is the
+eager one's with "compile" set to the mode and "compile_s" the wall time of the first warm-up step (tracing,
+compiling and autotuning; kept out of the step times). Eager records carry "compile": null.
+torch.compile is the peer for transformer steps (../shared/DEVICE.md): train_compare.py puts a compiled dense
+step beside each row when the JSON has one.
 
 Modes: f32 (TF32 off), tf32 (torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 on), bf16 (f32
 parameters, forward and backward under torch.autocast(dtype=torch.bfloat16)).
@@ -68,6 +76,7 @@ DEFAULT_MODELS = ["mlp", "lenet300", "vit"]  # gpt only when asked for (its case
 FORMATS = ["dense", "csr", "bsr", "nm"]
 MODES = ["f32", "tf32", "bf16"]
 SPARSITIES = [0.9, 0.95, 0.98]
+COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 JOB_BATCH = 128  # data.batch_size of lenet300_rigl_90.yaml and vit_sparse_attention.yaml
 # The GPT jobs' model (the zoo's gpt defaults) and batch; on the CPU a tiny one that runs in seconds.
 GPT_CUDA = dict(vocab_size=256, context=512, dim=1024, layers=8, heads=16, mlp_ratio=4, batch=32, seq=512)
@@ -85,8 +94,13 @@ def parse_args(argv):
     p.add_argument("--block", type=int, default=BLOCK, help="bsr mask block (a power of two; 32)")
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--warmup", type=int, default=-1)
+    p.add_argument("--compile", default="", help="torch.compile modes to run each case under too (comma list)")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
+    a.compile = [m for m in a.compile.split(",") if m]
+    bad = [m for m in a.compile if m not in COMPILE_MODES]
+    if bad:
+        p.error(f"--compile: unknown modes {bad} (expected {', '.join(COMPILE_MODES)})")
     for flag, known in (("models", MODELS), ("formats", FORMATS), ("modes", MODES)):
         names = [n for n in getattr(a, flag).split(",") if n]
         bad = [n for n in names if n not in known]
@@ -387,10 +401,11 @@ def set_mode(mode):
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
 
 
-def run_case(args, name, pattern, sparsity, mode, device):
+def run_case(args, name, pattern, sparsity, mode, device, compile_mode=None):
     cuda = device.type == "cuda"
     model, x, y, shape = make_model(name, args, device)
     masked = mask_model(model, name, pattern, sparsity, device, args.block) if pattern else []
+    forward = torch.compile(model, mode=compile_mode) if compile_mode else model
     params_dense = sum(p.numel() for p in model.parameters())
     stored = params_dense - sum(int((m.mask == 0).sum()) for m in masked)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -401,7 +416,7 @@ def run_case(args, name, pattern, sparsity, mode, device):
     def step():
         opt.zero_grad(set_to_none=True)
         with autocast:
-            out = model(x)  # [N, classes], or gpt's [N, T, vocab]: every position counts
+            out = forward(x)  # [N, classes], or gpt's [N, T, vocab]: every position counts
             loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
         loss.backward()
         opt.step()
@@ -421,6 +436,15 @@ def run_case(args, name, pattern, sparsity, mode, device):
         end.synchronize()
         return start.elapsed_time(end)
 
+    compile_s = None
+    if compile_mode:  # the first step traces and compiles: timed apart, outside the samples
+        if cuda:
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        step()
+        if cuda:
+            torch.cuda.synchronize(device)
+        compile_s = time.perf_counter() - t0
     for _ in range(args.warmup):
         step()
     if cuda:
@@ -434,7 +458,7 @@ def run_case(args, name, pattern, sparsity, mode, device):
         "sparse_weights": len(masked), "params_dense": params_dense, "params_stored": stored,
         "training_state_bytes": state_bytes(model, opt),
         "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
-        "final_loss": float(last["loss"].item()),
+        "final_loss": float(last["loss"].item()), "compile": compile_mode, "compile_s": compile_s,
     }
     if pattern:
         r["nnz"] = sum(int(m.mask.sum()) for m in masked)
@@ -452,7 +476,7 @@ def record(args, name, pattern, sparsity, mode, device_name):
         "suite": "train", "op": name, "device": "cuda:0" if args.device == "cuda" else "cpu",
         "device_name": device_name, "dtype": mode, "format": "masked" if pattern else "dense",
         "pattern": pattern or "dense", "sparsity": sparsity, "shape": [], "status": "ok",
-        "median_ms": None, "min_ms": None, "max_ms": None, "reps": 0, "inner": 0,
+        "median_ms": None, "min_ms": None, "max_ms": None, "reps": 0, "inner": 0, "compile": None,
     }
 
 
@@ -460,6 +484,8 @@ def log(r):
     what = f"{r['op']} {r['format']}"
     if r["pattern"] != "dense":
         what += f" {r['pattern']} {100 * r['sparsity']:g}%"
+    if r.get("compile"):
+        what += f" compiled ({r['compile']})"
     if r["status"] != "ok":
         print(f"torch train {r['device']:<6} {r['dtype']:<4} {what:<24} {r['status']}", file=sys.stderr)
         return
@@ -477,21 +503,23 @@ def main(argv):
     for name in args.models:
         for pattern, sparsity in variants(args.formats):
             for mode in args.modes:
-                r = record(args, name, pattern, sparsity, mode, device_name)
-                if not available:
-                    r["status"] = "skipped: no CUDA device (none visible)"
-                elif mode == "tf32" and not cuda:
-                    r["status"] = "skipped: TF32 is a CUDA mode (on the CPU it would repeat f32)"  # as bench train
-                else:
-                    try:
-                        r.update(run_case(args, name, pattern, sparsity, mode, device))
-                    except Exception as e:  # report, as the C++ bench does, and go on
-                        traceback.print_exc()
-                        r["status"] = f"error: {type(e).__name__}: {e}"
-                    if cuda:
-                        torch.cuda.empty_cache()
-                log(r)
-                results.append(r)
+                for compile_mode in [None] + args.compile:
+                    r = record(args, name, pattern, sparsity, mode, device_name)
+                    r["compile"] = compile_mode
+                    if not available:
+                        r["status"] = "skipped: no CUDA device (none visible)"
+                    elif mode == "tf32" and not cuda:
+                        r["status"] = "skipped: TF32 is a CUDA mode (on the CPU it would repeat f32)"  # as bench train
+                    else:
+                        try:
+                            r.update(run_case(args, name, pattern, sparsity, mode, device, compile_mode))
+                        except Exception as e:  # report, as the C++ bench does, and go on
+                            traceback.print_exc()
+                            r["status"] = f"error: {type(e).__name__}: {e}"
+                        if cuda:
+                            torch.cuda.empty_cache()
+                    log(r)
+                    results.append(r)
     set_mode("f32")
     report = {
         "tool": "torch-train",

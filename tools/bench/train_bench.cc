@@ -45,6 +45,10 @@
 // ("<model>+paired": the check's steps, with loss_read_median_ms and
 // check_overhead beside them).
 //
+// --optimizer adamw: the GPT jobs' update instead of SGD (AdamW, lr 6e-4,
+// weight decay 0.1, gradients clipped to norm 1.0 as the trainer clips
+// them; "<model>+adamw" rows): the step the trainer's own is held to.
+//
 // Every case builds its model afresh (the masks are drawn once per variant
 // and reused for every mode), then times the step: zero grads,
 // forward, cross-entropy, backward, SGD (lr 0.01, momentum 0.9; the same for
@@ -63,6 +67,8 @@
 #include "autograd/autograd.h"
 #include "models/zoo.h"
 #include "optim/density.h"
+#include "optim/adam.h"
+#include "optim/clip.h"
 #include "optim/finite_check.h"
 #include "optim/sgd.h"
 #include "tensor/backend.h"
@@ -103,6 +109,8 @@ struct TrainSetup {
   std::string config_dir;
   bool cuda_graph = false;
   std::string step_read;  // "", "loss" or "check" (--step-read)
+  std::string optimizer;  // "sgd" or "adamw" (--optimizer)
+  int64_t block = 32;     // bsr (--block)
 };
 
 struct Variant {
@@ -118,6 +126,23 @@ struct Mode {
   // f32 master weights and momentum in the optimizer, the loss on f32 logits.
   DType dtype;
 };
+
+// The GPT jobs' update (configs/gpt_dense.yaml's optimizer section).
+constexpr double kGptLr = 6e-4, kGptWeightDecay = 0.1, kGptGradClip = 1.0;
+
+// --optimizer: SGD with momentum (torch_train.py's update) or the GPT jobs' AdamW.
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const std::vector<Variable>& params) {
+  if (name == "adamw") {
+    AdamWOptions o;
+    o.lr = kGptLr;
+    o.weight_decay = kGptWeightDecay;
+    return std::make_unique<AdamW>(params, o);
+  }
+  SgdOptions so;
+  so.lr = 0.01;
+  so.momentum = 0.9;
+  return std::make_unique<Sgd>(params, so);
+}
 
 std::string job_path(const TrainSetup& s, const std::string& model) {
   if (model == "lenet300") return s.config_dir + "/lenet300_rigl_90.yaml";
@@ -210,6 +235,7 @@ Result base_result(const TrainSetup& s, const std::string& model, const Variant&
   r.suite = "train";
   r.op = s.cuda_graph ? model + "+graph" : model;
   if (!s.step_read.empty()) r.op += "+" + s.step_read;
+  if (s.optimizer != "sgd") r.op += "+" + s.optimizer;
   r.device = s.dc.label;
   r.dtype = mode.name;
   r.format = v.format;
@@ -235,6 +261,7 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
     WeightPattern pattern;
     pattern.format = v.format;
     pattern.sparsity = v.sparsity;
+    pattern.block = s.block;
     uint64_t purpose = 1;
     for (const std::string& name : m.sparse_weights) {
       const Shape& shape = m.module->parameter(name).shape();
@@ -257,10 +284,8 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
   if (mode.dtype != DType::kF32) cast_parameters(*m.module, mode.dtype);
   const Tensor x = cast_inputs(m.x, model_dtype(*m.module));
   const std::vector<Variable> params = trainable_parameters(*m.module);
-  SgdOptions so;
-  so.lr = 0.01;
-  so.momentum = 0.9;
-  Sgd optimizer(params, so);
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(s.optimizer, params);
+  const double grad_clip = s.optimizer == "adamw" ? kGptGradClip : 0.0;
 
   Tensor last_loss;
   auto forward_backward = [&](const Tensor& inputs, const Tensor& targets) {
@@ -275,18 +300,19 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
   double read_sink = 0.0;
   int64_t calls = 0;  // "paired": odd calls with the check, even ones without
   auto step = [&] {
-    optimizer.zero_grad();
+    optimizer->zero_grad();
     last_loss = graph ? graph->run(*m.module, x, m.y, 1.0, forward_backward).loss : forward_backward(x, m.y).loss;
     const bool check = s.step_read == "check" || (s.step_read == "paired" && calls++ % 2 == 1);
+    if (grad_clip > 0.0) clip_grad_norm(params, grad_clip);
     if (!check) {
-      optimizer.step();
+      optimizer->step();
       if (!s.step_read.empty()) read_sink += Variable(last_loss).item();  // the trainer's read before issue 30
       return;
     }
     // The trainer's step under training.on_nonfinite: stop (train/trainer.cc):
     // a flag per parameter set by the fused step kernels, read with the loss.
     NonfiniteFlag flags(static_cast<int64_t>(params.size()) + 1);
-    optimizer.step(1.0, &flags);
+    optimizer->step(1.0, &flags);
     const Tensor loss = last_loss.reshape({1});
     read_sink += cat({loss, flags.value().to(loss.dtype()).to(loss.device())})
                      .to(Device::cpu())
@@ -340,7 +366,7 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
   r->extra.emplace_back("params_dense", static_cast<double>(dense_numel));
   r->extra.emplace_back("params_stored", static_cast<double>(stored));
   r->extra.emplace_back("bsr_block", smallest_block);
-  r->extra.emplace_back("training_state_bytes", training_state_bytes(params, optimizer));
+  r->extra.emplace_back("training_state_bytes", training_state_bytes(params, *optimizer));
   r->extra.emplace_back("dense_fallbacks_per_step",
                         static_cast<double>(fallbacks) / static_cast<double>(s.warmup + s.steps));
   r->extra.emplace_back("final_loss", last_loss.defined() ? last_loss.item() : kNaN);
@@ -376,6 +402,8 @@ void run_train(const Config& config, std::vector<Result>* results) {
     s.config_dir = config.config_dir;
     s.cuda_graph = config.cuda_graph;
     s.step_read = config.step_read;
+    s.optimizer = config.optimizer;
+    s.block = config.train_block;
     if (s.cuda_graph) s.warmup = std::max(s.warmup, 2);  // the eager step and the capture are not timed
     const std::string device_skip = dc.cuda ? cuda_skip_reason() : "";
     for (const std::string& model : models) {

@@ -9,7 +9,9 @@ PyTorch's dense step of the same model, and PyTorch's masked step (dense weights
 same pattern kind and sparsity; "-" for Coppice's dense rows). Speedup = PyTorch dense ms / Coppice ms (above
 1: Coppice's step is faster). State ratio = Coppice's training_state_bytes (weights with index arrays,
 gradients, momentum) / PyTorch dense's (weights, gradients, momentum) of the same model and mode; issue 8's
-target at 90 % sparsity is at most 0.25.
+target at 90 % sparsity is at most 0.25. When the PyTorch JSON has compiled steps (torch_train.py --compile),
+two more columns: PyTorch's compiled dense step of the same model and mode (the fastest mode it ran) and the
+speedup against it, torch.compile being the peer for transformer steps.
 """
 import math
 import os
@@ -39,18 +41,26 @@ def ok_ms(r):
 
 
 def compare(ours, theirs, meta):
-    torch_by = {}
+    torch_by, compiled_by = {}, {}
     for r in theirs:
+        if r.get("compile"):
+            key = (r["op"], r["dtype"])
+            if r.get("pattern", "dense") == "dense" and ok_ms(r) is not None and (
+                    key not in compiled_by or ok_ms(r) < ok_ms(compiled_by[key])):
+                compiled_by[key] = r
+            continue
         torch_by[(r["op"], r["dtype"], r.get("pattern", "dense"), sparsity_key(r.get("sparsity")))] = r
+    with_compiled = bool(compiled_by)
     lines = []
     if not ours:
         return "no bench train results\n"
     if meta:
         lines.append("; ".join(f"{k}: {v}" for k, v in sorted(meta.items())))
         lines.append("")
+    compiled_head = " PyTorch compiled dense ms | speedup vs compiled |" if with_compiled else ""
     lines.append("| model | variant | mode | Coppice ms | PyTorch dense ms | PyTorch masked ms | speedup vs PyTorch "
-                 "dense | Coppice state | state ratio |")
-    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|")
+                 "dense |" + compiled_head + " Coppice state | state ratio |")
+    lines.append("|---|---|---|---:|---:|---:|---:|" + ("---:|---:|" if with_compiled else "") + "---:|---:|")
     notes = []
     for r in ours:
         fmt, sp = r.get("format", "dense"), sparsity_key(r.get("sparsity"))
@@ -64,9 +74,16 @@ def compare(ours, theirs, meta):
         ratio = state / dense_state if state and dense_state else None
         mark = " ✓" if ratio is not None and fmt != "dense" and sp == 0.9 and ratio <= STATE_TARGET else ""
         mine_text = num(mine, ".2f") if r.get("status") == "ok" else r.get("status", "?").split(":")[0]
+        compiled_cells = ""
+        if with_compiled:
+            compiled = compiled_by.get((model, r["dtype"]))
+            theirs_compiled = ok_ms(compiled)
+            vs_compiled = theirs_compiled / mine if mine and theirs_compiled else None
+            label = f" ({compiled['compile']})" if compiled is not None else ""
+            compiled_cells = f" {num(theirs_compiled, '.2f')}{label} | {num(vs_compiled, '.2f')} |"
         lines.append(f"| {r['op']} | {variant_label(fmt, sp)} | {r['dtype']} | {mine_text} | "
                      f"{num(theirs_dense, '.2f')} | {num(ok_ms(masked), '.2f') if fmt != 'dense' else '-'} | "
-                     f"{num(speedup, '.2f')} | {human_bytes(state)} | {num(ratio, '.3f')}{mark} |")
+                     f"{num(speedup, '.2f')} |{compiled_cells} {human_bytes(state)} | {num(ratio, '.3f')}{mark} |")
         for who, rec in (("Coppice", r), ("PyTorch dense", dense), ("PyTorch masked", masked)):
             if rec is not None and rec.get("status") != "ok":
                 note = f"{who} {r['op']} {variant_label(fmt, sp)} {r['dtype']}: {rec['status']}"

@@ -18,9 +18,14 @@
 #        the RigL end step at 3/4 of it, checkpoints at the end; GPT_SETS: more
 #        "key=value" overrides, GPT_TAG: a suffix of the run's name), its
 #        metrics.jsonl and summary to $OUT; runs/ stays on the machine for eval.
+# step: issue 31's table: Coppice's GPT step (SGD: dense, BSR 90 % 32x32 and
+#        64x64, 2:4; AdamW with clipping: dense) beside PyTorch's eager and
+#        torch.compile'd dense step, and the trainer's own step on gpt_dense
+#        -> gpt_step.md and a line with the trainer's ms a step.
 # breakdown: one step's GPU time by kernel (Nsight Compute, kernel_breakdown.py)
 #        for Coppice's BSR 90 % and dense steps and PyTorch's dense step
-#        -> breakdown_*.md.
+#        -> breakdown_*.md (GPT_BREAKDOWN_FORMATS: Coppice's formats, default
+#        "bsr dense"; GPT_BREAKDOWN_TORCH=0 leaves PyTorch's out).
 # eval JOB...: the newest checkpoint of each job's run evaluated by
 #        eval_gpt_torch.py (PyTorch), beside the trainer's last validation loss.
 set -uo pipefail
@@ -57,6 +62,48 @@ case "$what" in
     python3 $PACK/compare.py "$OUT/att_coppice.json" "$OUT/att_torch.json" > "$OUT/attention.md" 2>&1
     tee -a "$SUMMARY" < "$OUT/attention.md"
     ;;
+  step)
+    # Issue 31's step table: Coppice's GPT step (SGD as torch_train.py; dense,
+    # BSR 90 % at 32x32 and, where bench has --block, 64x64, 2:4) and its
+    # AdamW + clipping step (the jobs' update), PyTorch's eager and
+    # torch.compile'd dense step, and the trainer's own step on gpt_dense
+    # (GPT_TRAIN_STEPS, default 300; ms a step from its metrics between step
+    # 100 and the last record, so start-up, warm-up and autotuning stay out).
+    B=.devbin/bench
+    timeout 300 $B train --device cuda --models gpt --formats dense,bsr,nm --sparsity 0.9 --modes bf16 \
+      --steps 10 --warmup 3 --json "$OUT/gpt_coppice.json" > "$OUT/bench_gpt.log" 2>&1 || say "bench train gpt: exit $?"
+    jsons=("$OUT/gpt_coppice.json")
+    if timeout 200 $B train --device cuda --models gpt --formats bsr --sparsity 0.9 --modes bf16 --block 64 \
+      --steps 10 --warmup 3 --json "$OUT/gpt_coppice_b64.json" > "$OUT/bench_gpt_b64.log" 2>&1; then
+      jsons+=("$OUT/gpt_coppice_b64.json")
+    else say "bench train gpt --block 64: exit $? ($(tail -1 "$OUT/bench_gpt_b64.log"))"; fi
+    timeout 200 $B train --device cuda --models gpt --formats dense --modes bf16 --optimizer adamw \
+      --steps 10 --warmup 3 --json "$OUT/gpt_coppice_adamw.json" > "$OUT/bench_gpt_adamw.log" 2>&1 &&
+      jsons+=("$OUT/gpt_coppice_adamw.json") || say "bench train gpt adamw: exit $?"
+    PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/torch_train.py --device cuda --models gpt --formats dense \
+      --modes bf16 --steps 10 --warmup 3 --compile "${GPT_COMPILE:-default}" --json "$OUT/gpt_torch.json" \
+      > "$OUT/torch_gpt.log" 2>&1 || say "torch gpt: exit $?"
+    grep -h "compiled" "$OUT/torch_gpt.log" | tee -a "$SUMMARY"
+    python3 -c 'import json,sys; [print("torch.compile", r["compile"], "compile_s", r["compile_s"]) for r in json.load(open(sys.argv[1]))["results"] if r.get("compile")]' "$OUT/gpt_torch.json" | tee -a "$SUMMARY"
+    python3 $PACK/train_compare.py --coppice "${jsons[@]}" --torch "$OUT/gpt_torch.json" > "$OUT/gpt_step.md" 2>&1
+    tee -a "$SUMMARY" < "$OUT/gpt_step.md"
+    steps=${GPT_TRAIN_STEPS:-300}
+    timeout 300 .devbin/trainer --config configs/gpt_dense.yaml --run-dir runs/step_dense \
+      --set "logging.metrics=runs/step_dense/metrics.jsonl" --set "checkpoint.dir=runs/step_dense/checkpoints" \
+      --set "training.steps=$steps" --set "checkpoint.every_steps=$steps" --set "evaluation.every_steps=$((steps * 10))" \
+      --set "logging.every_steps=50" ${GPT_TRAIN_SETS:-} > "$OUT/trainer_step.log" 2>&1 || say "trainer gpt_dense: exit $?"
+    python3 - "runs/step_dense/metrics.jsonl" <<'PY' | tee -a "$SUMMARY"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if '"kind":"train"' in l.replace(" ", "")]
+recs = [r for r in recs if r["step"] >= 100]
+if len(recs) >= 2:
+    a, b = recs[0], recs[-1]
+    print(f"trainer gpt_dense: {1e3 * (b['time_s'] - a['time_s']) / (b['step'] - a['step']):.2f} ms a step "
+          f"(steps {a['step']}-{b['step']}, AdamW + clipping, bf16)")
+else:
+    print("trainer gpt_dense: too few train records")
+PY
+    ;;
   breakdown)
     ncu_step() {  # NAME STEPS COMMAND...: ncu's per-kernel log of COMMAND (with its --steps STEPS)
       local name=$1 steps=$2
@@ -65,7 +112,7 @@ case "$what" in
         --log-file "$OUT/ncu_${name}_$steps.csv" "$@" --steps "$steps" --warmup 1 > /dev/null 2>&1 ||
         say "ncu $name $steps: exit $?"
     }
-    for f in bsr dense; do
+    for f in ${GPT_BREAKDOWN_FORMATS:-bsr dense}; do
       for n in 1 2; do
         ncu_step "coppice_$f" $n .devbin/bench train --device cuda --models gpt --formats $f --sparsity 0.9 --modes bf16
       done
@@ -73,12 +120,14 @@ case "$what" in
         > "$OUT/breakdown_coppice_$f.md" 2>&1
       say "== Coppice gpt $f (90 % where sparse), one bf16 step by kernel" && tee -a "$SUMMARY" < "$OUT/breakdown_coppice_$f.md"
     done
-    for n in 1 2; do
-      ncu_step torch_dense $n python3 $PACK/torch_train.py --device cuda --models gpt --formats dense --modes bf16
-    done
-    python3 tools/device/kernel_breakdown.py "$OUT/ncu_torch_dense_1.csv" "$OUT/ncu_torch_dense_2.csv" \
-      > "$OUT/breakdown_torch_dense.md" 2>&1
-    say "== PyTorch gpt dense, one bf16 step by kernel" && tee -a "$SUMMARY" < "$OUT/breakdown_torch_dense.md"
+    if [[ ${GPT_BREAKDOWN_TORCH:-1} == 1 ]]; then
+      for n in 1 2; do
+        ncu_step torch_dense $n python3 $PACK/torch_train.py --device cuda --models gpt --formats dense --modes bf16
+      done
+      python3 tools/device/kernel_breakdown.py "$OUT/ncu_torch_dense_1.csv" "$OUT/ncu_torch_dense_2.csv" \
+        > "$OUT/breakdown_torch_dense.md" 2>&1
+      say "== PyTorch gpt dense, one bf16 step by kernel" && tee -a "$SUMMARY" < "$OUT/breakdown_torch_dense.md"
+    fi
     gzip -f "$OUT"/ncu_*.csv
     ;;
   train)
