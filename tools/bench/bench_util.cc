@@ -169,10 +169,10 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
     std::string flag = arg, value;
     size_t eq = arg.find('=');
     if (eq != std::string::npos) flag = arg.substr(0, eq);
-    static const char* const kFlags[] = {"--device", "--size",     "--numel",         "--reps",       "--warmup",
-                                         "--dtype",  "--json",     "--min-sample-ms", "--batch",      "--hidden",
-                                         "--steps",  "--sparsity", "--variants",      "--ranks",      "--timeout-s",
-                                         "--models", "--formats",  "--modes",         "--config-dir", "--step-read",
+    static const char* const kFlags[] = {"--device",    "--size",     "--numel",         "--reps",       "--warmup",
+                                         "--dtype",     "--json",     "--min-sample-ms", "--batch",      "--hidden",
+                                         "--steps",     "--sparsity", "--variants",      "--ranks",      "--timeout-s",
+                                         "--models",    "--formats",  "--modes",         "--config-dir", "--step-read",
                                          "--optimizer", "--block"};
     if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags)) {
       return absl::InvalidArgumentError(str_cat("unknown flag '", flag, "'"));
