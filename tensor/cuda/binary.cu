@@ -5,6 +5,8 @@
 // (wrapping on overflow) and bool (add = or, mul = and, maximum = or,
 // minimum = and; sub throws); div and pow take floating types only.
 // maximum/minimum propagate NaN. The comparisons live in compare.cu.
+// Same-shape contiguous, 16-byte aligned bf16/f16 operands go in 16-byte
+// packs (elementwise.cuh), with the same bits.
 #include <string>
 #include <type_traits>
 
@@ -129,6 +131,9 @@ Tensor run(std::string_view op, const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(shape, a.options());
   auto body = [&](auto tag) {
     using T = typename decltype(tag)::type;
+    // bf16/f16 of one shape, contiguous and aligned: 16-byte packs (the
+    // residual adds, gelu_backward).
+    if (launch_packed<true, T>(op, out, a, b, Op{})) return;
     launch_elementwise(op, a.device().index, shape, {&out, &a, &b},
                        BinaryFn<T, Op>{static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
                                        static_cast<const T*>(b.data_ptr()), Op{}});

@@ -5,12 +5,19 @@
 // broadcast, adjacent contiguous dimensions merged); when every operand turns
 // out to be contiguous the kernel skips the index arithmetic, and one or two
 // merged dimensions take a kernel with at most one 32-bit division.
+//
+// 16-byte packs: the unary and binary ops on bf16/f16 operands that are all
+// contiguous, of one shape and 16-byte aligned move 8 elements per load and
+// store (launch_packed); the same element function, so the same bits.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
 #include "tensor/cuda/checks.h"
+#include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/strided_indexer.h"
 #include "tensor/tensor.h"
@@ -119,6 +126,91 @@ void launch_elementwise(std::string_view op, int device, const Shape& shape, con
     elementwise_kernel<<<grid_for(n), kThreads, 0, current_stream(device)>>>(n, ix, false, f);
   }
   check_launch(op);
+}
+
+// ---- 16-byte packs ---------------------------------------------------------------
+
+// 16 bytes of T: what one vector load or store moves.
+template <typename T>
+struct alignas(16) Pack16 {
+  static constexpr int kN = static_cast<int>(16 / sizeof(T));
+  T v[kN];
+};
+
+// p must be 16-byte aligned. Through uint4 so that the access is one
+// 128-bit instruction whatever T's own alignment.
+template <typename T>
+__device__ inline Pack16<T> load16(const T* p) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  Pack16<T> out;
+  memcpy(&out, &raw, sizeof(raw));
+  return out;
+}
+
+template <typename T>
+__device__ inline void store16(T* p, const Pack16<T>& v) {
+  uint4 raw;
+  memcpy(&raw, &v, sizeof(raw));
+  *reinterpret_cast<uint4*>(p) = raw;
+}
+
+// True when p (null counts) starts on a 16-byte boundary.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// out[i] = T(f(C(a[i]))), or T(f(C(a[i]), C(b[i]))) when kBinary, over n
+// contiguous elements: whole packs first, then the last n % kN elements one
+// per thread. The expression per element is UnaryFn's and BinaryFn's.
+template <bool kBinary, typename T, typename F>
+__global__ void packed_kernel(int64_t n, T* out, const T* a, const T* b, F f) {
+  using C = compute_t<T>;
+  constexpr int kN = Pack16<T>::kN;
+  const int64_t packs = n / kN;
+  COPPICE_KERNEL_LOOP(i, packs) {
+    const Pack16<T> pa = load16(a + i * kN);
+    Pack16<T> po;
+    if constexpr (kBinary) {
+      const Pack16<T> pb = load16(b + i * kN);
+#pragma unroll
+      for (int e = 0; e < kN; ++e) po.v[e] = T(f(static_cast<C>(pa.v[e]), static_cast<C>(pb.v[e])));
+    } else {
+#pragma unroll
+      for (int e = 0; e < kN; ++e) po.v[e] = T(f(static_cast<C>(pa.v[e])));
+    }
+    store16(out + i * kN, po);
+  }
+  // Fewer than kN elements are left; every grid has that many threads.
+  const int64_t t = packs * kN + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  if constexpr (kBinary) {
+    out[t] = T(f(static_cast<C>(a[t]), static_cast<C>(b[t])));
+  } else {
+    out[t] = T(f(static_cast<C>(a[t])));
+  }
+}
+
+// Runs packed_kernel when T is bf16/f16 and out, a and (when kBinary) b are
+// contiguous, of out's shape and 16-byte aligned, and returns true; else
+// returns false and the caller takes launch_elementwise. f is the op
+// functor: f(C), or f(C, C) when kBinary (b is ignored otherwise).
+template <bool kBinary, typename T, typename F>
+bool launch_packed(std::string_view op, const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  if constexpr (!kIsHalf<T>) {
+    return false;
+  } else {
+    auto fits = [&](const Tensor& t) {
+      return t.shape() == out.shape() && t.is_contiguous() && aligned16(t.data_ptr());
+    };
+    if (!fits(out) || !fits(a) || (kBinary && !fits(b))) return false;
+    const int64_t n = out.numel();
+    if (n == 0) return true;
+    const int device = out.device().index;
+    DeviceGuard guard(device);
+    packed_kernel<kBinary><<<grid_for((n + Pack16<T>::kN - 1) / Pack16<T>::kN), kThreads, 0, current_stream(device)>>>(
+        n, static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
+        kBinary ? static_cast<const T*>(b.data_ptr()) : nullptr, f);
+    check_launch(op);
+    return true;
+  }
 }
 
 }  // namespace coppice::cuda

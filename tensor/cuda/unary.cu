@@ -1,6 +1,7 @@
 // The unary elementwise primitives (kernels.h, <unary>), twins of
 // tensor/cpu/unary.cc: x of any strides in, a contiguous y of x's shape and
-// dtype out. Floating types compute in compute_t (f32 for bf16/f16); neg,
+// dtype out; a contiguous, 16-byte aligned bf16/f16 x in 16-byte packs
+// (elementwise.cuh), with the same bits. Floating types compute in compute_t (f32 for bf16/f16); neg,
 // abs, sign, relu and clamp also take integers and bool (neg not bool), with
 // the CPU's interpretations: sign(NaN) = NaN, sign(+-0) = +-0, relu(NaN) = NaN,
 // integer neg/abs wrap, integer clamp to [ceil(min), floor(max)] saturated,
@@ -148,6 +149,8 @@ struct UnaryFn {
 template <typename T, typename Op>
 Tensor launch(std::string_view op_name, const Tensor& x, Op op) {
   Tensor y = Tensor::empty(x.shape(), x.options());
+  // bf16/f16, contiguous and aligned: 16-byte packs (gelu in the GPT MLP).
+  if (launch_packed<false, T>(op_name, y, x, Tensor(), op)) return y;
   launch_elementwise(op_name, x.device().index, x.shape(), {&y, &x},
                      UnaryFn<T, Op>{static_cast<T*>(y.data_ptr()), static_cast<const T*>(x.data_ptr()), op});
   return y;

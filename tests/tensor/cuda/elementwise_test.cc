@@ -1,4 +1,7 @@
-// CPU parity of fill_, copy_, the unary and binary primitives and where.
+// CPU parity of fill_, copy_, the unary and binary primitives and where;
+// the 16-byte packs of bf16/f16 unary and binary ops give the bits of the
+// element-at-a-time kernels.
+#include <cstdint>
 #include <string>
 
 #include "tensor/kernels.h"
@@ -224,6 +227,69 @@ TEST(CudaWhereTest, EveryDtypeBroadcastAndStrided) {
                   str_cat(dtype_name(t), " transposed"), [](size_t, const Tensor& x) { return x.t(); });
     expect_parity("where", {Tensor::empty({0, 8}, DType::kBool), Tensor::empty({0, 1}, t), Tensor::empty({8}, t)}, {},
                   0, 0, str_cat(dtype_name(t), " empty"));
+  }
+}
+
+// `t` on the GPU as a view one element into a larger buffer: contiguous but
+// not 16-byte aligned, so the ops take the element-at-a-time kernels.
+Tensor on_gpu_misaligned(const Tensor& t) {
+  Tensor buffer = Tensor::empty({t.numel() + 1}, TensorOptions(t.dtype(), gpu()));
+  Tensor view = buffer.narrow(0, 1, t.numel()).view(t.shape());
+  view.copy_(t.to(gpu()));
+  EXPECT_NE(reinterpret_cast<uintptr_t>(view.data_ptr()) % 16, 0u);
+  return view;
+}
+
+// gelu, gelu_backward and add (the GPT MLP's and residual's passes) and a
+// few more on bf16/f16: the packed kernels (aligned, contiguous operands of
+// one shape) against the element-at-a-time kernels on the same values (an
+// operand at an odd offset), bit for bit; both against the CPU; the same
+// bits again. Lengths below one pack, a whole number of packs, and a tail.
+TEST(CudaPackedTest, SixteenBitOpsMatchTheElementKernelsBitForBit) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    for (int64_t n : {1, 7, 8, 64, 1000, 4099}) {
+      const std::string what = str_cat(dtype_name(t), " n ", n);
+      Tensor x = random({n}, t, 40 + n, -5, 5), y = random({n}, t, 41 + n, -3, 3);
+      if (n >= 8) {  // specials in the first pack
+        std::vector<double> v = values(x);
+        const std::vector<double> s = {0.0, -0.0, kInf, -kInf, kNaN, 30, -30, 1e-3};
+        std::copy(s.begin(), s.end(), v.begin());
+        x = make({n}, v, t);
+      }
+      for (const char* op : {"gelu", "exp", "neg"}) {
+        const Tensor packed = dispatch(op, {x.to(gpu())})[0];
+        const Tensor plain = dispatch(op, {on_gpu_misaligned(x)})[0];
+        expect_match(packed, plain.to(Device::cpu()), 0, 0, str_cat(op, " packed vs element ", what));
+        expect_match(dispatch(op, {x.to(gpu())})[0], packed.to(Device::cpu()), 0, 0, str_cat(op, " again ", what));
+        const Tol tol = std::string(op) == "neg" ? Tol{0, 0} : math_tol(t);
+        expect_match(packed, dispatch(op, {x})[0], tol.rtol, tol.atol, str_cat(op, " cpu ", what));
+      }
+      for (const char* op : {"gelu_backward", "add", "mul"}) {
+        const Tensor packed = dispatch(op, {y.to(gpu()), x.to(gpu())})[0];
+        // One operand misaligned is enough to leave the packed kernel.
+        const Tensor plain = dispatch(op, {y.to(gpu()), on_gpu_misaligned(x)})[0];
+        expect_match(packed, plain.to(Device::cpu()), 0, 0, str_cat(op, " packed vs element ", what));
+        expect_match(dispatch(op, {y.to(gpu()), x.to(gpu())})[0], packed.to(Device::cpu()), 0, 0,
+                     str_cat(op, " again ", what));
+        const Tol tol = std::string(op) == "gelu_backward" ? math_tol(t) : Tol{0, 0};
+        expect_match(packed, dispatch(op, {y, x})[0], tol.rtol, tol.atol, str_cat(op, " cpu ", what));
+      }
+    }
+  }
+}
+
+// Operands of one shape but not of the output's (a broadcast), or not
+// contiguous, are not packed; the results are still the CPU's.
+TEST(CudaPackedTest, BroadcastAndStridedOperandsStayCorrect) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    const Tensor a = random({16, 64}, t, 50), row = random({64}, t, 51);
+    expect_parity("add", {a, row}, {}, 0, 0, str_cat(dtype_name(t), " bias row"));
+    expect_parity("gelu_backward", {a, a}, {}, math_tol(t).rtol, math_tol(t).atol, str_cat(dtype_name(t), " strided"),
+                  [](size_t, const Tensor& x) { return x.t(); });
+    expect_parity("gelu", {a}, {}, math_tol(t).rtol, math_tol(t).atol, str_cat(dtype_name(t), " column slice"),
+                  [](size_t, const Tensor& x) { return x.slice(1, 8, 64); });
   }
 }
 
