@@ -115,10 +115,11 @@ Variable TransformerBlock::forward(const Variable& x) {
   return run_op({x}, [this](const std::vector<Variable>& in) {
     Variable a = attn_->forward(ln1_->forward(in[0]));
     if (drop_) a = drop_->forward(a);
-    Variable h = add(in[0], a);
-    Variable m = mlp_->forward(ln2_->forward(h));
+    // h = x + a and ln2(h) in one pass each way.
+    const AddLayerNormVariables h = ln2_->forward_add(in[0], a);
+    Variable m = mlp_->forward(h.y);
     if (drop_) m = drop_->forward(m);
-    return add(h, m);
+    return add(h.h, m);
   });
 }
 

@@ -88,6 +88,17 @@ Variable LayerNorm::forward(const Variable& x) {
                 [shape, eps](const std::vector<Variable>& in) { return layer_norm(in[0], shape, in[1], in[2], eps); });
 }
 
+AddLayerNormVariables LayerNorm::forward_add(const Variable& x, const Variable& r) {
+  const Tensor &xv = x.value(), &rv = r.value();
+  const bool fusable = output_rule() == nullptr && xv.is_dense() && rv.is_dense() && xv.shape() == rv.shape() &&
+                       xv.dtype() == rv.dtype();
+  if (!fusable) {
+    Variable h = add(x, r);
+    return {h, forward(h)};
+  }
+  return add_layer_norm(x, r, shape_, weight_ ? *weight_ : Variable(), bias_ ? *bias_ : Variable(), eps_);
+}
+
 // ---- BatchNorm -----------------------------------------------------------------
 
 BatchNorm::BatchNorm(std::string type_name, int64_t spatial_dims, int64_t num_features, double eps, double momentum,

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/functions/nn.h"
 #include "models/module.h"
 #include "tensor/generator.h"
 #include "tensor/ops.h"
@@ -75,6 +76,12 @@ class LayerNorm : public Module {
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
                      const LayerOptions& options = {});
   Variable forward(const Variable& x) override;
+  // h = x + r and forward(h), as one fused op (autograd/functions/nn.h's
+  // add_layer_norm; a pre-norm block's residual add and the norm after it)
+  // with this layer's weight, bias and eps. With an output rule attached
+  // (which wraps one op of one output), or operands add would broadcast or
+  // promote, it runs add and forward as they are: the same values.
+  AddLayerNormVariables forward_add(const Variable& x, const Variable& r);
 
  private:
   Shape shape_;

@@ -171,6 +171,22 @@ struct LayerNormGrads {
 };
 LayerNormGrads layer_norm_backward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                    const Tensor& grad, bool want_dweight, bool want_dbias, double eps = 1e-5);
+// The pre-norm residual step: h = x + r (r of x's shape and dtype) and
+// y = layer_norm(h, ...), from one pass over the rows where the device has a
+// fused kernel ("add_layer_norm": x and r read once, h and y written once);
+// else add then layer_norm, its CPU twin, whose values it has.
+struct AddLayerNormResult {
+  Tensor h, y;
+};
+AddLayerNormResult add_layer_norm(const Tensor& x, const Tensor& r, const Shape& normalized_shape,
+                                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), double eps = 1e-5);
+// Its gradients, from dh (the gradient reaching h from its other users; may
+// be undefined) and dy: dx = dr = dh + layer_norm_backward(h, ..., dy).dx,
+// the sum rounded once, and dweight and dbias as layer_norm_backward's; one
+// fused kernel for dx where the device has one ("add_layer_norm_backward").
+LayerNormGrads add_layer_norm_backward(const Tensor& h, const Shape& normalized_shape, const Tensor& weight,
+                                       const Tensor& dh, const Tensor& dy, bool want_dweight, bool want_dbias,
+                                       double eps = 1e-5);
 // Rows of weight [v, d] picked by an integer tensor of any shape: [..., d].
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 // embedding's gradient: [num_embeddings, d], row v the sum of grad's rows

@@ -5,7 +5,9 @@
 // compute dtype (f32 for 16-bit inputs), rounding to the input's dtype once at
 // the end. A device that registers a fused kernel under the op's own name
 // (softmax, log_softmax, cross_entropy, layer_norm, conv2d; kernels.h lists
-// the inputs and attributes) gets the call instead, after validation.
+// the inputs and attributes; add_layer_norm and its backward: their kernels'
+// launchers in tensor/cuda/layer_norm.cu) gets the call instead, after
+// validation.
 #include <cmath>
 
 #include "tensor/dispatcher.h"
@@ -191,9 +193,11 @@ Tensor cross_entropy_backward(const Tensor& logits, const Tensor& target, const 
   return mul(d, where(valid, row, scalar_tensor(0.0, row.options())).unsqueeze(1));
 }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                  double eps) {
-  constexpr std::string_view op = "layer_norm";
+namespace {
+
+// The checks layer_norm and add_layer_norm share, naming `op`.
+void check_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                      double eps, std::string_view op) {
   check_dense(x, op, "input");
   check_floating(x, op, "input");
   int64_t k = static_cast<int64_t>(normalized_shape.size());
@@ -213,25 +217,42 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   };
   check_affine(weight, "weight");
   check_affine(bias, "bias");
-  if (has_fused(op, x.device())) {
-    Attrs attrs;
-    attrs.set("normalized_shape", normalized_shape).set("eps", eps);
-    return dispatch(op, {x, weight, bias}, attrs)[0];
-  }
-  std::vector<int64_t> dims;
-  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
-  Tensor xc = x.to(compute_dtype(x.dtype()));
-  Tensor centered = sub(xc, mean(xc, dims, true));
-  Tensor var = mean(mul(centered, centered), dims, true);  // biased, as in PyTorch
-  Tensor y = mul(centered, rsqrt(add(var, eps)));
-  if (weight.defined()) y = mul(y, weight);
-  if (bias.defined()) y = add(y, bias);
-  return y.to(x.dtype());
 }
 
-LayerNormGrads layer_norm_backward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                                   const Tensor& grad, bool want_dweight, bool want_dbias, double eps) {
-  constexpr std::string_view op = "layer_norm_backward";
+// `t` (x's shape and dtype, dense, on x's device), named `what` in errors.
+void check_like_input(const Tensor& t, const Tensor& x, std::string_view op, std::string_view what) {
+  check_dense(t, op, what);
+  check_same_device({x, t}, op);
+  COPPICE_CHECK(t.shape() == x.shape() && t.dtype() == x.dtype(), op, ": ", what, " ", shape_to_string(t.shape()), " ",
+                dtype_name(t.dtype()), " must have the input's shape ", shape_to_string(x.shape()), " and dtype ",
+                dtype_name(x.dtype()));
+}
+
+// layer_norm_backward's composite with `add_grad` (x's shape, or undefined)
+// added to dx in the compute dtype before the one rounding: the CPU twin of
+// the fused kernels, with and without the residual's gradient.
+LayerNormGrads layer_norm_backward_composite(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                             const Tensor& grad, const Tensor& add_grad, bool want_dweight,
+                                             bool want_dbias, double eps) {
+  const int64_t d = shape_numel(normalized_shape);
+  const DType c = compute_dtype(x.dtype());
+  Tensor x2 = x.reshape({-1, d}).to(c), g2 = grad.reshape({-1, d}).to(c);
+  Tensor centered = sub(x2, mean(x2, {1}, true));
+  Tensor rstd = rsqrt(add(mean(mul(centered, centered), {1}, true), eps));
+  Tensor xhat = mul(centered, rstd);
+  Tensor gxhat = weight.defined() ? mul(g2, weight.to(c).reshape({1, d})) : g2;
+  Tensor inner = sub(sub(gxhat, mean(gxhat, {1}, true)), mul(xhat, mean(mul(gxhat, xhat), {1}, true)));
+  Tensor dx = mul(rstd, inner);
+  if (add_grad.defined()) dx = add(dx, add_grad.reshape({-1, d}).to(c));
+  LayerNormGrads r{dx.to(x.dtype()).reshape(x.shape()), Tensor(), Tensor()};
+  if (want_dweight && weight.defined()) r.dweight = sum(mul(g2, xhat), {0}).to(x.dtype()).reshape(normalized_shape);
+  if (want_dbias) r.dbias = sum(g2, {0}).to(x.dtype()).reshape(normalized_shape);
+  return r;
+}
+
+// The gradients' arguments layer_norm_backward and add_layer_norm_backward share: d.
+int64_t check_layer_norm_backward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                  const Tensor& grad, std::string_view op) {
   check_dense(x, op, "input");
   check_dense(grad, op, "grad");
   check_floating(x, op, "input");
@@ -245,6 +266,52 @@ LayerNormGrads layer_norm_backward(const Tensor& x, const Shape& normalized_shap
     COPPICE_CHECK(weight.numel() == d && weight.dtype() == x.dtype(), op, ": weight must hold ", d, " values of ",
                   dtype_name(x.dtype()));
   }
+  return d;
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  constexpr std::string_view op = "layer_norm";
+  check_layer_norm(x, normalized_shape, weight, bias, eps, op);
+  if (has_fused(op, x.device())) {
+    Attrs attrs;
+    attrs.set("normalized_shape", normalized_shape).set("eps", eps);
+    return dispatch(op, {x, weight, bias}, attrs)[0];
+  }
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  Tensor xc = x.to(compute_dtype(x.dtype()));
+  Tensor centered = sub(xc, mean(xc, dims, true));
+  Tensor var = mean(mul(centered, centered), dims, true);  // biased, as in PyTorch
+  Tensor y = mul(centered, rsqrt(add(var, eps)));
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y.to(x.dtype());
+}
+
+AddLayerNormResult add_layer_norm(const Tensor& x, const Tensor& r, const Shape& normalized_shape, const Tensor& weight,
+                                  const Tensor& bias, double eps) {
+  constexpr std::string_view op = "add_layer_norm";
+  check_layer_norm(x, normalized_shape, weight, bias, eps, op);
+  check_like_input(r, x, op, "residual");
+  if (has_fused(op, x.device())) {
+    Attrs attrs;
+    attrs.set("normalized_shape", normalized_shape).set("eps", eps);
+    std::vector<Tensor> out = dispatch(op, {x, r, weight, bias}, attrs);
+    return {out[0], out[1]};
+  }
+  // The twin: the two ops it fuses, so the values are theirs exactly.
+  Tensor h = add(x, r);
+  return {h, layer_norm(h, normalized_shape, weight, bias, eps)};
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                   const Tensor& grad, bool want_dweight, bool want_dbias, double eps) {
+  constexpr std::string_view op = "layer_norm_backward";
+  const int64_t d = check_layer_norm_backward(x, normalized_shape, weight, grad, op);
   if (has_fused(op, x.device())) {
     Attrs attrs;
     attrs.set("d", d).set("eps", eps).set("dweight", want_dweight && weight.defined()).set("dbias", want_dbias);
@@ -254,18 +321,26 @@ LayerNormGrads layer_norm_backward(const Tensor& x, const Shape& normalized_shap
     if (want_dbias) r.dbias = g[2].reshape(normalized_shape);
     return r;
   }
-  // The composite, in the compute dtype, rounding once at the end.
-  const DType c = compute_dtype(x.dtype());
-  Tensor x2 = x.reshape({-1, d}).to(c), g2 = grad.reshape({-1, d}).to(c);
-  Tensor centered = sub(x2, mean(x2, {1}, true));
-  Tensor rstd = rsqrt(add(mean(mul(centered, centered), {1}, true), eps));
-  Tensor xhat = mul(centered, rstd);
-  Tensor gxhat = weight.defined() ? mul(g2, weight.to(c).reshape({1, d})) : g2;
-  Tensor inner = sub(sub(gxhat, mean(gxhat, {1}, true)), mul(xhat, mean(mul(gxhat, xhat), {1}, true)));
-  LayerNormGrads r{mul(rstd, inner).to(x.dtype()).reshape(x.shape()), Tensor(), Tensor()};
-  if (want_dweight && weight.defined()) r.dweight = sum(mul(g2, xhat), {0}).to(x.dtype()).reshape(normalized_shape);
-  if (want_dbias) r.dbias = sum(g2, {0}).to(x.dtype()).reshape(normalized_shape);
-  return r;
+  return layer_norm_backward_composite(x, normalized_shape, weight, grad, Tensor(), want_dweight, want_dbias, eps);
+}
+
+LayerNormGrads add_layer_norm_backward(const Tensor& h, const Shape& normalized_shape, const Tensor& weight,
+                                       const Tensor& dh, const Tensor& dy, bool want_dweight, bool want_dbias,
+                                       double eps) {
+  constexpr std::string_view op = "add_layer_norm_backward";
+  const int64_t d = check_layer_norm_backward(h, normalized_shape, weight, dy, op);
+  if (dh.defined()) check_like_input(dh, h, op, "dh");
+  if (has_fused(op, h.device())) {
+    Attrs attrs;
+    attrs.set("d", d).set("eps", eps).set("dweight", want_dweight && weight.defined()).set("dbias", want_dbias);
+    std::vector<Tensor> g =
+        dispatch(op, {h.contiguous(), weight, dy.contiguous(), dh.defined() ? dh.contiguous() : Tensor()}, attrs);
+    LayerNormGrads r{g[0].reshape(h.shape()), Tensor(), Tensor()};
+    if (want_dweight && weight.defined()) r.dweight = g[1].reshape(normalized_shape);
+    if (want_dbias) r.dbias = g[2].reshape(normalized_shape);
+    return r;
+  }
+  return layer_norm_backward_composite(h, normalized_shape, weight, dy, dh, want_dweight, want_dbias, eps);
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {

@@ -1,7 +1,11 @@
 #include "autograd/functions/nn.h"
 
+#include <memory>
+#include <utility>
+
 #include "autograd/function.h"
 #include "autograd/functions/grad_utils.h"
+#include "autograd/sparse_grad.h"
 
 namespace coppice {
 
@@ -43,6 +47,73 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
                   const LayerNormGrads r = layer_norm_backward(xv, normalized_shape, wv, g, n[1], n[2], eps);
                   return Grads{n[0] ? r.dx : Tensor(), r.dweight, r.dbias};
                 });
+}
+
+namespace {
+
+// add_layer_norm's node: outputs h (slot 0) and y (slot 1); inputs x, r,
+// weight, bias. record() makes one-output nodes only, so this one is built
+// by hand; the engine keeps a gradient buffer per output slot and calls
+// apply with both (undefined where none arrived).
+class AddLayerNormNode final : public Node {
+ public:
+  AddLayerNormNode(Tensor h, Tensor weight, Shape normalized_shape, double eps)
+      : Node("AddLayerNormBackward", 2),
+        h_(std::move(h)),
+        weight_(std::move(weight)),
+        shape_(std::move(normalized_shape)),
+        eps_(eps) {}
+
+  std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override {
+    COPPICE_CHECK(h_.defined(), "backward: ", name(), " has no saved tensors (they were freed)");
+    const Tensor &dh = grad_outputs[0], &dy = grad_outputs[1];
+    Tensor dx = dh, dw, db;
+    if (dy.defined()) {
+      const bool want_dw = needs_input_grad(2), want_db = needs_input_grad(3);
+      // The statistics are recomputed from h, as LayerNormBackward does from its input.
+      LayerNormGrads g;
+      if (dh.defined() && !dh.is_dense()) {  // a sparse gradient of h: added as the engine would
+        g = layer_norm_backward(h_, shape_, weight_, dy, want_dw, want_db, eps_);
+        g.dx = accumulate_grads(g.dx, dh, "backward");
+      } else {
+        g = add_layer_norm_backward(h_, shape_, weight_, dh, dy, want_dw, want_db, eps_);
+      }
+      dx = g.dx;
+      dw = g.dweight;
+      db = g.dbias;
+    }
+    return {needs_input_grad(0) ? dx : Tensor(), needs_input_grad(1) ? dx : Tensor(), dw, db};
+  }
+
+  void release_saved() override {
+    h_ = Tensor();
+    weight_ = Tensor();
+  }
+
+ private:
+  Tensor h_, weight_;
+  Shape shape_;
+  double eps_;
+};
+
+}  // namespace
+
+AddLayerNormVariables add_layer_norm(const Variable& x, const Variable& r, const Shape& normalized_shape,
+                                     const Variable& weight, const Variable& bias, double eps) {
+  Tensor wv = weight.defined() ? weight.value() : Tensor();
+  AddLayerNormResult out =
+      add_layer_norm(x.value(), r.value(), normalized_shape, wv, bias.defined() ? bias.value() : Tensor(), eps);
+  const std::vector<Variable> inputs = {x, r, weight, bias};
+  if (!should_record(out.y, inputs)) return {Variable(out.h), Variable(out.y)};
+  auto node = std::make_shared<AddLayerNormNode>(out.h, wv, normalized_shape, eps);
+  for (const Variable& v : inputs) {
+    if (v.defined()) {
+      node->add_input(v.gradient_edge(), InputMeta{v.shape(), v.dtype()});
+    } else {
+      node->add_input(Edge{}, InputMeta{});
+    }
+  }
+  return {Variable::from_node(out.h, node, 0), Variable::from_node(out.y, node, 1)};
 }
 
 Variable attention(const Variable& q, const Variable& k, const Variable& v, double scale, const AttentionMask& mask) {

@@ -18,6 +18,16 @@ Variable log_softmax(const Variable& x, int64_t dim);
 Variable cross_entropy(const Variable& logits, const Tensor& target, const CrossEntropyOptions& options = {});
 Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight = Variable(),
                     const Variable& bias = Variable(), double eps = 1e-5);
+// The pre-norm residual step, tensor/ops.h's add_layer_norm: h = x + r and
+// y = layer_norm(h, ...), two outputs of one graph node. Its backward takes
+// the gradients reaching h (from h's other users) and y and gives x and r
+// both dh + layer_norm's dx, formed in one kernel where the device has one.
+struct AddLayerNormVariables {
+  Variable h, y;
+};
+AddLayerNormVariables add_layer_norm(const Variable& x, const Variable& r, const Shape& normalized_shape,
+                                     const Variable& weight = Variable(), const Variable& bias = Variable(),
+                                     double eps = 1e-5);
 // Rows of weight [v, d] picked by `indices`; the gradient is scattered back into weight's rows.
 Variable embedding(const Variable& weight, const Tensor& indices);
 // Draws its mask from `gen` as the Tensor op does (same generator state, same mask); p in [0, 1).

@@ -244,5 +244,39 @@ TEST(TransformerBlock, ShapeAndGradcheck) {
   EXPECT_GRADCHECK_OK(gradcheck_module(sparse, x));
 }
 
+// The block fuses its residual add into ln2 (LayerNorm::forward_add): its
+// output and every gradient are those of the unfused ops, run here through
+// its own submodules, in f64 to 1e-12.
+TEST(TransformerBlock, FusedResidualNormEqualsUnfused) {
+  Generator gen(17);
+  TransformerBlock block({8, 2, 16, {}, 0.0}, kF64, gen);
+  for (const auto& [name, p] : block.named_parameters()) {  // non-trivial norms
+    if (name.rfind("ln", 0) == 0) block.set_parameter(name, Variable(randn64(p.shape(), name.size() + 40), true));
+  }
+  const Tensor xv = randn64({2, 5, 8}, 18), seed = randn64({2, 5, 8}, 19);
+  auto run = [&](bool fused) {
+    block.zero_grad();
+    Variable x(xv, true);
+    Variable out;
+    if (fused) {
+      out = block.forward(x);
+    } else {
+      Variable a = block.submodule("attn").forward(block.submodule("ln1").forward(x));
+      Variable h = add(x, a);
+      out = add(h, block.submodule("mlp").forward(block.submodule("ln2").forward(h)));
+    }
+    out.backward(seed);
+    std::vector<Tensor> results = {out.value(), x.grad()};
+    for (const auto& [name, p] : block.named_parameters()) results.push_back(p.grad().clone());
+    return results;
+  };
+  const std::vector<Tensor> fused = run(true), plain = run(false);
+  ASSERT_EQ(fused.size(), plain.size());
+  for (size_t i = 0; i < fused.size(); ++i) {
+    ASSERT_TRUE(fused[i].defined() && plain[i].defined()) << i;
+    EXPECT_LE(max_abs_diff(fused[i], plain[i]), 1e-12) << "result " << i;
+  }
+}
+
 }  // namespace
 }  // namespace coppice

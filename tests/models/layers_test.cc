@@ -158,6 +158,39 @@ TEST(LayerNorm, ShapeAndGradcheck) {
   EXPECT_GRADCHECK_OK(gradcheck_module(ln, x));
 }
 
+// forward_add: h = x + r and the layer's forward(h) from one node, with the
+// layer's own weight and bias (their names unchanged); a residual that add
+// would broadcast takes add and forward as they are.
+TEST(LayerNorm, ForwardAddIsAddThenForward) {
+  LayerNorm ln({6}, 1e-4, true, kF64);
+  ln.set_parameter("weight", Variable(randn64({6}, 30), true));
+  ln.set_parameter("bias", Variable(randn64({6}, 31), true));
+  Variable x(randn64({2, 3, 6}, 32), true), r(randn64({2, 3, 6}, 33), true);
+  const AddLayerNormVariables fused = ln.forward_add(x, r);
+  EXPECT_EQ(fused.y.grad_fn()->name(), "AddLayerNormBackward");
+  const Variable h = add(x, r), y = ln.forward(h);
+  EXPECT_LE(max_abs_diff(fused.h.value(), h.value()), 0.0);
+  EXPECT_LE(max_abs_diff(fused.y.value(), y.value()), 1e-12);
+  std::vector<std::string> names;
+  for (const auto& [n, p] : ln.named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"weight", "bias"}));
+
+  Variable row(randn64({6}, 34), true);
+  const AddLayerNormVariables broadcast = ln.forward_add(x, row);
+  EXPECT_EQ(broadcast.h.shape(), (Shape{2, 3, 6}));
+  EXPECT_EQ(broadcast.y.grad_fn()->name(), "LayerNormBackward");
+  EXPECT_LE(max_abs_diff(broadcast.y.value(), ln.forward(add(x, row)).value()), 1e-12);
+
+  auto f = [&ln](const std::vector<Variable>& in) {
+    ln.set_parameter("weight", in[2]);
+    ln.set_parameter("bias", in[3]);
+    const AddLayerNormVariables o = ln.forward_add(in[0], in[1]);
+    return add(o.h, mul(o.y, o.y));
+  };
+  const Variable w = ln.parameter("weight"), b = ln.parameter("bias");
+  EXPECT_GRADCHECK_OK(gradcheck(f, {x, r, w, b}));
+}
+
 TEST(BatchNorm, TrainGradcheckAndRunningStats) {
   BatchNorm2d bn(3, 1e-5, 0.1, true, kF64);
   bn.set_parameter("weight", Variable(randn64({3}, 19), true));

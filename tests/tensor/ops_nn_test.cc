@@ -212,6 +212,66 @@ TEST(LayerNorm, Errors) {
   EXPECT_ERROR_NAMING(layer_norm(zeros({2, 3}, DType::kI64), {3}), "layer_norm: input must be floating-point");
 }
 
+// add_layer_norm on the CPU is add then layer_norm: the same values, bit for
+// bit, in f64 and bf16, affine or not; h is the sum.
+TEST(AddLayerNorm, IsAddThenLayerNorm) {
+  for (DType t : {DType::kF64, DType::kF32, DType::kBF16}) {
+    Tensor x = values({2, 3, 8}, 30, 2.0, t), r = values({2, 3, 8}, 31, 1.5, t);
+    Tensor w = values({8}, 32, 1.0, t), b = values({8}, 33, 1.0, t);
+    const Tensor h = add(x, r);
+    for (bool affine : {true, false}) {
+      AddLayerNormResult got = affine ? add_layer_norm(x, r, {8}, w, b, 1e-3) : add_layer_norm(x, r, {8});
+      const Tensor want = affine ? layer_norm(h, {8}, w, b, 1e-3) : layer_norm(h, {8});
+      EXPECT_EQ(got.h.dtype(), t);
+      EXPECT_EQ(vals(got.h), vals(h)) << dtype_name(t);
+      EXPECT_EQ(vals(got.y), vals(want)) << dtype_name(t) << (affine ? " affine" : "");
+    }
+    // Over two trailing dims, with a non-contiguous residual.
+    Tensor rt = values({2, 8, 3}, 34, 1.0, t).transpose(1, 2);
+    AddLayerNormResult two = add_layer_norm(x, rt, {3, 8});
+    EXPECT_EQ(vals(two.y), vals(layer_norm(add(x, rt), {3, 8}))) << dtype_name(t);
+  }
+}
+
+// Its gradient is dh + layer_norm's dx: exactly in f64 (the same sums), and
+// within one rounding in bf16, where the fused form rounds the sum once.
+TEST(AddLayerNorm, BackwardIsDhPlusLayerNormBackward) {
+  Tensor h = values({4, 6}, 40, 2.0), w = values({6}, 41), dy = values({4, 6}, 42), dh = values({4, 6}, 43);
+  LayerNormGrads plain = layer_norm_backward(h, {6}, w, dy, true, true);
+  LayerNormGrads fused = add_layer_norm_backward(h, {6}, w, dh, dy, true, true);
+  EXPECT_EQ(vals(fused.dx), vals(add(dh, plain.dx)));
+  EXPECT_EQ(vals(fused.dweight), vals(plain.dweight));
+  EXPECT_EQ(vals(fused.dbias), vals(plain.dbias));
+  // No dh: layer_norm_backward's; no weight: no dweight.
+  EXPECT_EQ(vals(add_layer_norm_backward(h, {6}, w, Tensor(), dy, false, false).dx), vals(plain.dx));
+  LayerNormGrads unscaled = add_layer_norm_backward(h, {6}, Tensor(), dh, dy, true, true);
+  EXPECT_FALSE(unscaled.dweight.defined());
+  EXPECT_EQ(vals(unscaled.dx), vals(add(dh, layer_norm_backward(h, {6}, Tensor(), dy, false, false).dx)));
+  const DType bf = DType::kBF16;
+  LayerNormGrads low = add_layer_norm_backward(h.to(bf), {6}, w.to(bf), dh.to(bf), dy.to(bf), true, true);
+  EXPECT_EQ(low.dx.dtype(), bf);
+  Tensor ref = add_layer_norm_backward(h.to(bf).to(DType::kF64), {6}, w.to(bf).to(DType::kF64),
+                                       dh.to(bf).to(DType::kF64), dy.to(bf).to(DType::kF64), false, false)
+                   .dx;
+  EXPECT_LT(max_abs_diff(low.dx, ref), 0.05);
+}
+
+TEST(AddLayerNorm, Errors) {
+  Tensor x = zeros({2, 3});
+  EXPECT_ERROR_NAMING(add_layer_norm(x, zeros({3, 2}), {3}),
+                      "add_layer_norm: residual [3, 2] f32 must have the input's shape [2, 3] and dtype f32");
+  EXPECT_ERROR_NAMING(add_layer_norm(x, zeros({2, 3}, DType::kF64), {3}),
+                      "add_layer_norm: residual [2, 3] f64 must have the input's shape");
+  EXPECT_ERROR_NAMING(add_layer_norm(x, zeros({2, 3}), {4}),
+                      "add_layer_norm: input [2, 3] does not end in normalized_shape [4]");
+  EXPECT_ERROR_NAMING(add_layer_norm(x, zeros({2, 3}), {3}, zeros({4})),
+                      "add_layer_norm: weight must have shape [3], got [4]");
+  EXPECT_ERROR_NAMING(add_layer_norm_backward(x, {3}, Tensor(), zeros({2}), x, true, true),
+                      "add_layer_norm_backward: dh [2] f32 must have the input's shape [2, 3]");
+  EXPECT_ERROR_NAMING(add_layer_norm_backward(x, {3}, Tensor(), x, zeros({3, 2}), true, true),
+                      "add_layer_norm_backward: grad must have the input's shape [2, 3]");
+}
+
 TEST(Embedding, PicksRows) {
   Tensor w = values({5, 3}, 9);
   std::vector<double> wv = vals(w);

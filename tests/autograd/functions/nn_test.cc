@@ -65,6 +65,70 @@ TEST(NnTest, LayerNorm) {
   EXPECT_GRADCHECK([](const V& v) { return layer_norm(v[0], {4}, v[1], v[2]); }, {xc, w, b});
 }
 
+// add_layer_norm: h and y of one node. Each output alone, both together
+// (through separate consumers, so both gradient slots are filled), with and
+// without the affine parameters; one addend a constant.
+TEST(NnTest, AddLayerNorm) {
+  Variable x = param(randn64({2, 3, 4}), "x"), r = param(randn64({2, 3, 4}), "r");
+  Variable w = param(randn64({4}), "weight"), b = param(randn64({4}), "bias");
+  auto both = [](const AddLayerNormVariables& o) { return add(mul(o.h, 0.7), mul(o.y, o.y)); };
+  EXPECT_GRADCHECK([&](const V& v) { return both(add_layer_norm(v[0], v[1], {4}, v[2], v[3])); }, {x, r, w, b});
+  EXPECT_GRADCHECK([&](const V& v) { return both(add_layer_norm(v[0], v[1], {4})); }, {x, r});
+  EXPECT_GRADCHECK([&](const V& v) { return both(add_layer_norm(v[0], v[1], {4}, v[2])); }, {x, r, w});
+  EXPECT_GRADCHECK([](const V& v) { return add_layer_norm(v[0], v[1], {4}, v[2], v[3]).y; }, {x, r, w, b});
+  EXPECT_GRADCHECK([](const V& v) { return add_layer_norm(v[0], v[1], {4}, v[2], v[3]).h; }, {x, r, w, b});
+  EXPECT_GRADCHECK([](const V& v) { return add_layer_norm(v[0], v[1], {4}).y; }, {x, r});
+  Variable w2 = param(randn64({3, 4})), b2 = param(randn64({3, 4}));
+  EXPECT_GRADCHECK(
+      [&](const V& v) {
+        return both(add_layer_norm(v[0], v[1], {3, 4}, v[2], v[3], 1e-3));
+      },
+      {x, r, w2, b2});
+  Variable rc = constant(randn64({2, 3, 4}));
+  EXPECT_GRADCHECK([&](const V& v) { return both(add_layer_norm(v[0], v[1], {4}, v[2], v[3])); }, {x, rc, w, b});
+}
+
+// The fused node's gradients are the unfused graph's (add, then layer_norm,
+// h used again after): the same sums in f64.
+TEST(NnTest, AddLayerNormMatchesAddThenLayerNorm) {
+  const Tensor xt = randn64({3, 5, 6}), rt = randn64({3, 5, 6}), wt = randn64({6}), bt = randn64({6});
+  const Tensor gy = randn64({3, 5, 6}), gh = randn64({3, 5, 6});
+  auto run = [&](bool fused) {
+    Variable x = param(xt), r = param(rt), w = param(wt), b = param(bt);
+    Variable h, y;
+    if (fused) {
+      AddLayerNormVariables o = add_layer_norm(x, r, {6}, w, b);
+      h = o.h;
+      y = o.y;
+    } else {
+      h = add(x, r);
+      y = layer_norm(h, {6}, w, b);
+    }
+    Variable loss = add(sum(mul(y, Variable(gy))), sum(mul(h, Variable(gh))));
+    loss.backward();
+    return std::vector<Tensor>{y.value(), h.value(), x.grad(), r.grad(), w.grad(), b.grad()};
+  };
+  const std::vector<Tensor> fused = run(true), plain = run(false);
+  for (size_t i = 0; i < fused.size(); ++i) EXPECT_LE(max_abs_diff(fused[i], plain[i]), 1e-12) << "result " << i;
+}
+
+// Only y used: no gradient reaches h from elsewhere, x and r get layer_norm's dx.
+TEST(NnTest, AddLayerNormWithoutGradientAtH) {
+  Variable x = param(randn64({4, 8})), r = param(randn64({4, 8})), w = param(randn64({8}));
+  AddLayerNormVariables o = add_layer_norm(x, r, {8}, w);
+  EXPECT_EQ(o.h.grad_fn(), o.y.grad_fn());
+  sum(mul(o.y, o.y)).backward();
+  const LayerNormGrads want =
+      layer_norm_backward(add(x.value(), r.value()), {8}, w.value(), mul(o.y.value(), 2.0), true, false);
+  EXPECT_LE(max_abs_diff(x.grad(), want.dx), 1e-12);
+  EXPECT_LE(max_abs_diff(r.grad(), want.dx), 1e-12);
+  EXPECT_LE(max_abs_diff(w.grad(), want.dweight), 1e-12);
+  // Under no-grad, or with no input requiring grad, the outputs are plain values.
+  AddLayerNormVariables c = add_layer_norm(constant(x.value()), constant(r.value()), {8});
+  EXPECT_FALSE(c.h.requires_grad());
+  EXPECT_FALSE(c.y.requires_grad());
+}
+
 TEST(NnTest, Embedding) {
   Variable w = param(randn64({5, 3}), "weight");
   Tensor idx = from_vector<int64_t>({0, 4, 2, 4, 4, 1}, {2, 3});  // repeats accumulate
