@@ -14,6 +14,7 @@
 // scan exactly.
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
@@ -247,11 +248,12 @@ std::vector<Tensor> reduce_arg(std::string_view op, bool largest, const std::vec
 }
 
 // Column sums of x [r, inner] (floating): pass 1 sums each column over
-// chunks of kColChunk rows (a thread per column, so every warp reads one
-// coalesced row segment), pass 2 adds the chunk sums in order; no atomics, so
-// the result is the same on every run. The bias gradient of a linear layer
-// is this sum; through reduce_sum it cost a transposed copy of the whole
-// gradient first.
+// chunks of kColChunk rows (a thread per V consecutive columns: 16-byte loads
+// where the rows allow, so every warp reads 512 contiguous bytes of a row),
+// pass 2 adds the chunk sums (column_totals); no atomics, so the result is the
+// same on every run. The bias gradient of a linear layer is this sum; through
+// reduce_sum it cost a transposed copy of the whole gradient first. Each
+// column is summed row by row within a chunk, whatever V is.
 constexpr int64_t kColChunk = 64;
 
 // The chunks of kColChunk rows that r rows make (one grid row each).
@@ -261,24 +263,63 @@ int64_t column_chunk_count(int64_t r, std::string_view op) {
   return chunks;
 }
 
-template <typename T, typename A>
+template <typename T, typename A, int V>
 __global__ void column_chunks(const T* __restrict__ x, int64_t r, int64_t inner, A* __restrict__ partial) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= inner) return;
+  const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  if (c0 >= inner) return;
   const int64_t begin = static_cast<int64_t>(blockIdx.y) * kColChunk;
   const int64_t end = begin + kColChunk < r ? begin + kColChunk : r;
-  A s = 0;
-  for (int64_t i = begin; i < end; ++i) s += static_cast<A>(x[i * inner + c]);
-  partial[static_cast<int64_t>(blockIdx.y) * inner + c] = s;
+  A s[V];
+  for (int v = 0; v < V; ++v) s[v] = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    T xv[V];
+    if constexpr (V > 1) {
+      *reinterpret_cast<uint4*>(xv) = *reinterpret_cast<const uint4*>(x + i * inner + c0);
+    } else {
+      xv[0] = x[i * inner + c0];
+    }
+    for (int v = 0; v < V; ++v) s[v] += static_cast<A>(xv[v]);
+  }
+  for (int v = 0; v < V; ++v) partial[static_cast<int64_t>(blockIdx.y) * inner + c0 + v] = s[v];
 }
+
+// Pass 2: the chunk sums of each column added in a fixed order. A block is
+// kTotalCols columns by kTotalLanes lanes: lane y adds chunks y, y + lanes,
+// ... in order, then lane 0 adds the lanes' sums in order. With a thread per
+// column alone, a [16384, 1024] gradient's 256 chunks were 256 dependent
+// loads on 4 blocks: a third of the bias gradient's time went here.
+constexpr int kTotalCols = 32, kTotalLanes = 8;
 
 template <typename A, typename T>
 __global__ void column_totals(const A* __restrict__ partial, int64_t chunks, int64_t inner, T* __restrict__ out) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= inner) return;
+  __shared__ A lanes[kTotalLanes][kTotalCols];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kTotalCols + threadIdx.x;
   A s = 0;
-  for (int64_t k = 0; k < chunks; ++k) s += partial[k * inner + c];
-  out[c] = T(s);
+  if (c < inner) {
+    for (int64_t k = threadIdx.y; k < chunks; k += kTotalLanes) s += partial[k * inner + c];
+  }
+  lanes[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= inner) return;
+  A total = 0;
+  for (int y = 0; y < kTotalLanes; ++y) total += lanes[y][threadIdx.x];
+  out[c] = T(total);
+}
+
+// Launches pass 2 over `inner` columns.
+template <typename A, typename T>
+void launch_column_totals(const A* partial, int64_t chunks, int64_t inner, T* out, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>((inner + kTotalCols - 1) / kTotalCols);
+  column_totals<A, T><<<blocks, dim3(kTotalCols, kTotalLanes), 0, stream>>>(partial, chunks, inner, out);
+}
+
+// Whether V-wide (16-byte) accesses fit: columns a multiple of V, every pointer aligned.
+template <int V>
+bool vector_fits(int64_t inner, std::initializer_list<const void*> pointers) {
+  if (inner % V != 0) return false;
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
 }
 
 std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&) {
@@ -296,13 +337,20 @@ std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&)
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = sum_acc_t<T>;
+    constexpr int V = 16 / sizeof(T);
     Tensor partial = Tensor::empty({chunks, inner}, TensorOptions(dtype_of<A>(), x.device()));
-    const unsigned col_blocks = static_cast<unsigned>((inner + kThreads - 1) / kThreads);
-    column_chunks<T, A><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(
-        static_cast<const T*>(x.data_ptr()), r, inner, partial.data<A>());
+    const T* px = static_cast<const T*>(x.data_ptr());
+    if (vector_fits<V>(inner, {px})) {
+      const unsigned col_blocks = static_cast<unsigned>((inner / V + kThreads - 1) / kThreads);
+      column_chunks<T, A, V>
+          <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(px, r, inner, partial.data<A>());
+    } else {
+      const unsigned col_blocks = static_cast<unsigned>((inner + kThreads - 1) / kThreads);
+      column_chunks<T, A, 1>
+          <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(px, r, inner, partial.data<A>());
+    }
     check_launch(op);
-    column_totals<A, T>
-        <<<col_blocks, kThreads, 0, stream>>>(partial.data<A>(), chunks, inner, static_cast<T*>(out.data_ptr()));
+    launch_column_totals<A, T>(partial.data<A>(), chunks, inner, static_cast<T*>(out.data_ptr()), stream);
   });
   check_launch(op);
   return {out};
@@ -311,7 +359,7 @@ std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&)
 // relu_backward and the column sums of its result in one pass (linear_relu's
 // input and bias gradients): a thread per V consecutive columns (16-byte
 // loads and stores where the rows allow) over a chunk of kColChunk rows, then
-// column_totals adds the chunks in order, as reduce_sum_cols does. Unfused,
+// column_totals adds the chunks, as reduce_sum_cols does. Unfused,
 // the two were a third of a BSR MLP layer's backward outside its products.
 template <typename T, typename A, int V>
 __global__ void relu_backward_column_chunks(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ out,
@@ -371,9 +419,7 @@ std::vector<Tensor> relu_backward_col_sums(const std::vector<Tensor>& in, const 
     const T* pg = static_cast<const T*>(g.data_ptr());
     const T* py = static_cast<const T*>(y.data_ptr());
     T* po = static_cast<T*>(out.data_ptr());
-    const bool vector = inner % V == 0 && reinterpret_cast<uintptr_t>(pg) % 16 == 0 &&
-                        reinterpret_cast<uintptr_t>(py) % 16 == 0 && reinterpret_cast<uintptr_t>(po) % 16 == 0;
-    if (vector) {
+    if (vector_fits<V>(inner, {pg, py, po})) {
       const unsigned col_blocks = static_cast<unsigned>((inner / V + kThreads - 1) / kThreads);
       relu_backward_column_chunks<T, A, V><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(
           pg, py, po, r, inner, partial.data<A>());
@@ -383,9 +429,7 @@ std::vector<Tensor> relu_backward_col_sums(const std::vector<Tensor>& in, const 
           pg, py, po, r, inner, partial.data<A>());
     }
     check_launch(op);
-    const unsigned total_blocks = static_cast<unsigned>((inner + kThreads - 1) / kThreads);
-    column_totals<A, T>
-        <<<total_blocks, kThreads, 0, stream>>>(partial.data<A>(), chunks, inner, static_cast<T*>(sums.data_ptr()));
+    launch_column_totals<A, T>(partial.data<A>(), chunks, inner, static_cast<T*>(sums.data_ptr()), stream);
   });
   check_launch(op);
   return {out, sums};

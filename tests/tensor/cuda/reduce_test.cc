@@ -94,13 +94,27 @@ TEST(CudaReduceTest, NonContiguousInputAndErrors) {
 TEST(CudaReduceTest, ColumnSumsMatchTheCpu) {
   COPPICE_REQUIRE_GPU();
   for (DType t : floating_dtypes()) {
-    for (const Shape& shape : std::vector<Shape>{{1, 1}, {3, 300}, {64, 7}, {65, 5}, {1000, 33}, {4097, 2}}) {
+    // Columns a multiple of 16 bytes (the vector path) and not; rows over
+    // one chunk and over many (pass 2's lanes each take several).
+    for (const Shape& shape :
+         std::vector<Shape>{{1, 1}, {3, 300}, {64, 7}, {65, 5}, {1000, 33}, {4097, 2}, {3000, 48}, {700, 1040}}) {
       const Tensor x = random(shape, t, 31);
       const Tol tol = t == DType::kF64 ? Tol{1e-12, 1e-12} : t == DType::kF32 ? Tol{1e-5, 1e-5} : math_tol(t);
       expect_parity("reduce_sum_cols", {x}, {}, tol.rtol * 10, tol.atol * 10,
                     str_cat(dtype_name(t), " ", shape_to_string(shape)));
     }
+    // Columns a multiple of 16 bytes, but data one element past an aligned
+    // start: the element path.
+    const Tensor rows = random({8 * 65 + 1}, t, 33).to(gpu()).slice(0, 1, 8 * 65 + 1).reshape({65, 8});
+    const Tol tol = t == DType::kF64 ? Tol{1e-12, 1e-12} : t == DType::kF32 ? Tol{1e-5, 1e-5} : math_tol(t);
+    expect_match(dispatch("reduce_sum_cols", {rows})[0].to(Device::cpu()),
+                 dispatch("reduce_sum_cols", {rows.to(Device::cpu())})[0], tol.rtol * 10, tol.atol * 10,
+                 str_cat(dtype_name(t), " misaligned view"));
   }
+  // The same bits on every run.
+  const Tensor big = random({5000, 1024}, DType::kBF16, 34).to(gpu());
+  expect_match(dispatch("reduce_sum_cols", {big})[0].to(Device::cpu()),
+               dispatch("reduce_sum_cols", {big})[0].to(Device::cpu()), 0, 0, "repeat");
   const Tensor x = random({6, 5, 4}, DType::kF32, 32);
   expect_match(sum(x.to(gpu()), {0, 1}).to(Device::cpu()), sum(x, {0, 1}), 1e-5, 1e-5, "sum over leading dims");
   expect_match(sum(x.to(gpu()), {0}, true).to(Device::cpu()), sum(x, {0}, true), 1e-5, 1e-5, "keepdim");
