@@ -81,6 +81,11 @@
 // layer_norm_     x contiguous, weight           d (the normalized size), eps,          dx (x's shape), dweight [d],
 //   backward      (optional), grad contiguous    dweight, dbias (bools: wanted)         dbias [d] (undefined unless
 //                                                                                      wanted)
+// add_layer_norm  x, r (x's shape and dtype),     normalized_shape (ints), eps          h = x + r, y = layer_norm(h);
+//                 weight, bias (optional)                                              x's shape each
+// add_layer_norm_ h contiguous, weight           as layer_norm_backward                dx = dh + layer_norm's dx,
+//   backward      (optional), dy contiguous,                                           dweight, dbias as
+//                 dh (optional; h's shape)                                             layer_norm_backward's
 // conv2d          x [n, c, h, w], weight         kernel, stride, padding, dilation     y [n, o, oh, ow]
 //                 [o, c, kh, kw], bias [o]       ([2] each)
 //                 (optional)

@@ -23,6 +23,7 @@
 // row of up to 1024 elements is read from memory once (wider rows read the
 // rest again, from L1/L2). Other rows take the scalar kernels. The two
 // differ only in the order of the per-lane sums.
+#include <algorithm>
 #include <initializer_list>
 #include <string_view>
 #include <vector>
@@ -40,7 +41,9 @@ namespace {
 
 constexpr int kRowsPerBlock = 8;  // one warp each
 constexpr int kRowThreads = kRowsPerBlock * 32;
-constexpr int64_t kChunkRows = 256;  // rows per partial column sum
+// Rows per partial column sum (more where the grid would pass 65535 chunks):
+// [16384, 1024] rows make 512 chunks, enough blocks to keep HBM busy.
+constexpr int64_t kChunkRows = 32;
 
 // Packs per lane held in registers across a row's passes: 32 values (8 in
 // f64, whose backward would otherwise need all 255 registers a thread has).
@@ -378,31 +381,69 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-// Per chunk of kChunkRows rows and per column: sum of g * xhat and of g.
-template <typename T, typename C = compute_t<T>>
+// Per chunk of chunk_rows rows and per column: sum of g * xhat and of g. A
+// thread takes V consecutive columns (a 16-byte pack where the rows allow:
+// every warp then reads 512 contiguous bytes of a row; 1 otherwise); each
+// column is summed row by row either way, so both paths give the same bits.
+template <typename T, int V, typename C = compute_t<T>>
 __global__ void layer_norm_param_chunks(const T* x, const T* g, const C* means, const C* rstds, int64_t rows, int64_t d,
-                                        C* dw_partial, C* db_partial) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= d) return;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kChunkRows;
-  const int64_t r1 = r0 + kChunkRows < rows ? r0 + kChunkRows : rows;
-  C sw = 0, sb = 0;
+                                        int64_t chunk_rows, C* dw_partial, C* db_partial) {
+  const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  if (c0 >= d) return;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+  C sw[V], sb[V];
+#pragma unroll
+  for (int e = 0; e < V; ++e) sw[e] = sb[e] = 0;
   for (int64_t r = r0; r < r1; ++r) {
-    const C gv = convert<C>(g[r * d + c]);
-    sw += gv * (convert<C>(x[r * d + c]) - means[r]) * rstds[r];
-    sb += gv;
+    T gv[V], xv[V];
+    if constexpr (V > 1) {
+      const Pack16<T> gp = load16(g + r * d + c0), xp = load16(x + r * d + c0);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        gv[e] = gp.v[e];
+        xv[e] = xp.v[e];
+      }
+    } else {
+      gv[0] = g[r * d + c0];
+      xv[0] = x[r * d + c0];
+    }
+    const C mean = means[r], rstd = rstds[r];
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const C gc = convert<C>(gv[e]);
+      sw[e] += gc * (convert<C>(xv[e]) - mean) * rstd;
+      sb[e] += gc;
+    }
   }
-  if (dw_partial != nullptr) dw_partial[blockIdx.y * d + c] = sw;
-  if (db_partial != nullptr) db_partial[blockIdx.y * d + c] = sb;
+  const int64_t at = static_cast<int64_t>(blockIdx.y) * d + c0;
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    if (dw_partial != nullptr) dw_partial[at + e] = sw[e];
+    if (db_partial != nullptr) db_partial[at + e] = sb[e];
+  }
 }
+
+// The chunk sums of each column added in a fixed order: a block is
+// kTotalCols columns by kTotalLanes lanes; lane y adds chunks y, y + lanes,
+// ... in order, then lane 0 adds the lanes' sums in order. (A thread per
+// column looping over every chunk left the GPU nearly idle: d / 256 blocks.)
+constexpr int kTotalCols = 32, kTotalLanes = 16;
 
 template <typename T, typename C>
 __global__ void chunk_totals(const C* partial, int64_t chunks, int64_t d, T* out) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= d) return;
+  __shared__ C lanes[kTotalLanes][kTotalCols];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kTotalCols + threadIdx.x;
   C s = 0;
-  for (int64_t k = 0; k < chunks; ++k) s += partial[k * d + c];
-  out[c] = convert<T>(s);
+  if (c < d) {
+    for (int64_t k = threadIdx.y; k < chunks; k += kTotalLanes) s += partial[k * d + c];
+  }
+  lanes[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= d) return;
+  C total = 0;
+  for (int y = 0; y < kTotalLanes; ++y) total += lanes[y][threadIdx.x];
+  out[c] = convert<T>(total);
 }
 
 // The backward of both ops: {dx (+ dh when defined), dweight, dbias}; x, g
@@ -447,17 +488,28 @@ std::vector<Tensor> backward(const Tensor& x, const Tensor& weight, const Tensor
     }
     check_launch(op);
     if (!want_dw && !want_db) return;
-    const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
-    COPPICE_CHECK(chunks <= 65535, op, ": ", rows, " rows are more than ", 65535 * kChunkRows);
+    constexpr int64_t kMaxChunks = 65535;  // the grid's y limit
+    const int64_t chunk_rows = std::max(kChunkRows, (rows + kMaxChunks - 1) / kMaxChunks);
+    const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
     Tensor pw = want_dw ? Tensor::empty({chunks, d}, copts) : Tensor();
     Tensor pb = want_db ? Tensor::empty({chunks, d}, copts) : Tensor();
-    const unsigned col_blocks = static_cast<unsigned>((d + kThreads - 1) / kThreads);
-    layer_norm_param_chunks<T><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(
-        xp, gp, means.data<C>(), rstds.data<C>(), rows, d, want_dw ? pw.data<C>() : nullptr,
-        want_db ? pb.data<C>() : nullptr);
+    C* pwp = want_dw ? pw.data<C>() : nullptr;
+    C* pbp = want_db ? pb.data<C>() : nullptr;
+    constexpr int kN = Pack16<T>::kN;
+    if (packable<T>(d, {xp, gp})) {
+      const unsigned col_blocks = static_cast<unsigned>((d / kN + kThreads - 1) / kThreads);
+      layer_norm_param_chunks<T, kN><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(
+          xp, gp, means.data<C>(), rstds.data<C>(), rows, d, chunk_rows, pwp, pbp);
+    } else {
+      const unsigned col_blocks = static_cast<unsigned>((d + kThreads - 1) / kThreads);
+      layer_norm_param_chunks<T, 1><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(
+          xp, gp, means.data<C>(), rstds.data<C>(), rows, d, chunk_rows, pwp, pbp);
+    }
     check_launch(op);
-    if (want_dw) chunk_totals<T, C><<<col_blocks, kThreads, 0, stream>>>(pw.data<C>(), chunks, d, dw.data<T>());
-    if (want_db) chunk_totals<T, C><<<col_blocks, kThreads, 0, stream>>>(pb.data<C>(), chunks, d, db.data<T>());
+    const unsigned total_blocks = static_cast<unsigned>((d + kTotalCols - 1) / kTotalCols);
+    const dim3 total_threads(kTotalCols, kTotalLanes);
+    if (want_dw) chunk_totals<T, C><<<total_blocks, total_threads, 0, stream>>>(pwp, chunks, d, dw.data<T>());
+    if (want_db) chunk_totals<T, C><<<total_blocks, total_threads, 0, stream>>>(pbp, chunks, d, db.data<T>());
   });
   check_launch(op);
   return {dx, dw, db};
