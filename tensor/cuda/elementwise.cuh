@@ -188,8 +188,62 @@ __global__ void packed_kernel(int64_t n, T* out, const T* a, const T* b, F f) {
   }
 }
 
+// Whether t moves in 16-byte packs as an operand of shape `shape`.
+inline bool packable_as(const Tensor& t, const Shape& shape) {
+  return t.shape() == shape && t.is_contiguous() && aligned16(t.data_ptr());
+}
+
+// out[i] = T(f(C(a[i]), C(row[i % c]))), or f(row, a) when kRowFirst: a
+// binary op of a contiguous [rows, c] operand and a row [c] broadcast over
+// it (a linear layer's bias add), in 16-byte packs; c is a multiple of a
+// pack, so a pack never straddles two rows.
+template <bool kRowFirst, typename T, typename F>
+__global__ void packed_row_kernel(int64_t n, int64_t c, T* out, const T* a, const T* row, F f) {
+  using C = compute_t<T>;
+  constexpr int kN = Pack16<T>::kN;
+  COPPICE_KERNEL_LOOP(i, n / kN) {
+    const Pack16<T> pa = load16(a + i * kN), pr = load16(row + (i * kN) % c);
+    Pack16<T> po;
+#pragma unroll
+    for (int e = 0; e < kN; ++e) {
+      const C x = static_cast<C>(pa.v[e]), r = static_cast<C>(pr.v[e]);
+      po.v[e] = T(kRowFirst ? f(r, x) : f(x, r));
+    }
+    store16(out + i * kN, po);
+  }
+}
+
+// The row-broadcast case of launch_packed: one operand of out's shape, the
+// other a contiguous row of out's last dimension (leading dimensions of 1).
+template <typename T, typename F>
+bool launch_packed_row(std::string_view op, const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  constexpr int kN = Pack16<T>::kN;
+  const int64_t c = out.dim() == 0 ? 1 : out.size(-1);
+  auto full = [&](const Tensor& t) { return packable_as(t, out.shape()); };
+  auto row = [&](const Tensor& t) {
+    return t.dim() >= 1 && t.numel() == c && t.size(-1) == c && t.is_contiguous() && aligned16(t.data_ptr());
+  };
+  const bool row_second = full(a) && row(b), row_first = !row_second && row(a) && full(b);
+  if (c % kN != 0 || !full(out) || (!row_second && !row_first)) return false;
+  const int64_t n = out.numel();
+  const int device = out.device().index;
+  DeviceGuard guard(device);
+  const unsigned grid = grid_for(n / kN);
+  T* po = static_cast<T*>(out.data_ptr());
+  if (row_second) {
+    packed_row_kernel<false><<<grid, kThreads, 0, current_stream(device)>>>(
+        n, c, po, static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()), f);
+  } else {
+    packed_row_kernel<true><<<grid, kThreads, 0, current_stream(device)>>>(
+        n, c, po, static_cast<const T*>(b.data_ptr()), static_cast<const T*>(a.data_ptr()), f);
+  }
+  check_launch(op);
+  return true;
+}
+
 // Runs packed_kernel when T is bf16/f16 and out, a and (when kBinary) b are
-// contiguous, of out's shape and 16-byte aligned, and returns true; else
+// contiguous, of out's shape and 16-byte aligned (or, binary, one of a and b
+// is a row broadcast over the other: packed_row_kernel), and returns true; else
 // returns false and the caller takes launch_elementwise. f is the op
 // functor: f(C), or f(C, C) when kBinary (b is ignored otherwise).
 template <bool kBinary, typename T, typename F>
@@ -197,9 +251,10 @@ bool launch_packed(std::string_view op, const Tensor& out, const Tensor& a, cons
   if constexpr (!kIsHalf<T>) {
     return false;
   } else {
-    auto fits = [&](const Tensor& t) {
-      return t.shape() == out.shape() && t.is_contiguous() && aligned16(t.data_ptr());
-    };
+    auto fits = [&](const Tensor& t) { return packable_as(t, out.shape()); };
+    if constexpr (kBinary) {
+      if (fits(out) && launch_packed_row<T>(op, out, a, b, f)) return true;
+    }
     if (!fits(out) || !fits(a) || (kBinary && !fits(b))) return false;
     const int64_t n = out.numel();
     if (n == 0) return true;

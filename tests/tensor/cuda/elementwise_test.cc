@@ -279,6 +279,33 @@ TEST(CudaPackedTest, SixteenBitOpsMatchTheElementKernelsBitForBit) {
   }
 }
 
+// A row broadcast over a [rows, c] operand (a linear layer's bias add), on
+// either side: the packed row kernel against the element kernel (the row
+// misaligned) bit for bit, and the CPU; c not a multiple of a pack stays on
+// the element kernel.
+TEST(CudaPackedTest, RowBroadcastMatchesTheElementKernelBitForBit) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    for (const Shape& shape : std::vector<Shape>{{3, 64}, {37, 1024}, {2, 5, 48}, {1, 8}, {9, 20}}) {
+      const int64_t c = shape.back();
+      const std::string what = str_cat(dtype_name(t), " ", shape_to_string(shape));
+      const Tensor a = random(shape, t, 60, -4, 4), row = random({c}, t, 61, -4, 4);
+      for (const char* op : {"add", "sub", "mul"}) {
+        for (bool row_first : {false, true}) {
+          auto on = [&](const Tensor& r) {
+            return row_first ? dispatch(op, {r, a.to(gpu())})[0] : dispatch(op, {a.to(gpu()), r})[0];
+          };
+          const Tensor packed = on(row.to(gpu())), plain = on(on_gpu_misaligned(row));
+          const std::string w = str_cat(op, row_first ? " row first " : " row second ", what);
+          expect_match(packed, plain.to(Device::cpu()), 0, 0, str_cat(w, " packed vs element"));
+          const Tensor cpu = row_first ? dispatch(op, {row, a})[0] : dispatch(op, {a, row})[0];
+          expect_match(packed, cpu, 0, 0, str_cat(w, " cpu"));
+        }
+      }
+    }
+  }
+}
+
 // Operands of one shape but not of the output's (a broadcast), or not
 // contiguous, are not packed; the results are still the CPU's.
 TEST(CudaPackedTest, BroadcastAndStridedOperandsStayCorrect) {
