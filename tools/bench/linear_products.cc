@@ -72,6 +72,16 @@ void run_linear_products(const Config& config, const std::string& suite, const s
       o.x = random_input({batch, in}, DType::kF32, device).to(mode.dtype);
       o.dy = random_input({batch, out}, DType::kF32, device).to(mode.dtype);
     }
+    // The byte floor's rate: a device copy of x (read once, written once), so
+    // that a product's floor is its own bytes (its dense operand read once,
+    // its output written once, the weight's values) at what HBM gives here.
+    double copy_bytes_per_ms = std::nan("");
+    if (skip.empty()) {
+      Tensor copy = Tensor::empty(o.x.shape(), o.x.options());
+      Result r = base("copy", "dense");
+      time_into(r, [&] { copy.copy_(o.x); });
+      copy_bytes_per_ms = 2.0 * static_cast<double>(o.x.numel() * dtype_size(mode.dtype)) / r.median_ms;
+    }
     // The dense anchor: x W^T by cuBLAS (dy W and dy^T x are gemms of the same size).
     double dense_ms = std::nan("");
     {
@@ -105,6 +115,14 @@ void run_linear_products(const Config& config, const std::string& suite, const s
           r.extra.push_back({"dense_ms", dense_ms});
           r.extra.push_back({"speedup", speedup});
           r.extra.push_back({"fraction_of_ideal", speedup * density});
+          // Each product moves rows * (in + out) dense elements and the nnz
+          // values once: linear reads x, writes y and reads W; linear_dx
+          // reads dy, writes dx and reads W; linear_dw reads x and dy and writes W's values.
+          const double bytes = static_cast<double>(dtype_size(mode.dtype)) *
+                               (static_cast<double>(batch) * static_cast<double>(in + out) + static_cast<double>(nnz));
+          const double floor_ms = bytes / copy_bytes_per_ms;
+          r.extra.push_back({"byte_floor_ms", floor_ms});
+          r.extra.push_back({"fraction_of_byte_floor", floor_ms / r.median_ms});
         }
         log_result(r);
         results->push_back(std::move(r));
