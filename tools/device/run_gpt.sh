@@ -20,8 +20,10 @@
 #        metrics.jsonl and summary to $OUT; runs/ stays on the machine for eval.
 # step: issue 31's table: Coppice's GPT step (SGD: dense, BSR 90 % 32x32 and
 #        64x64, 2:4; AdamW with clipping: dense) beside PyTorch's eager and
-#        torch.compile'd dense step, and the trainer's own step on gpt_dense
-#        -> gpt_step.md and a line with the trainer's ms a step.
+#        torch.compile'd dense step, the dense step from a CUDA graph, the BSR
+#        products at the GPT's 1024 x 1024 shape against their byte floor
+#        (GPT_PRODUCTS=0 leaves them out), and the trainer's own step on
+#        gpt_dense -> gpt_step.md and a line with the trainer's ms a step.
 # breakdown: one step's GPU time by kernel (Nsight Compute, kernel_breakdown.py)
 #        for Coppice's BSR 90 % and dense steps and PyTorch's dense step
 #        -> breakdown_*.md (GPT_BREAKDOWN_FORMATS: Coppice's formats, default
@@ -77,6 +79,9 @@ case "$what" in
       --steps 10 --warmup 3 --json "$OUT/gpt_coppice_b64.json" > "$OUT/bench_gpt_b64.log" 2>&1; then
       jsons+=("$OUT/gpt_coppice_b64.json")
     else say "bench train gpt --block 64: exit $? ($(tail -1 "$OUT/bench_gpt_b64.log"))"; fi
+    timeout 200 $B train --device cuda --models gpt --formats dense --modes bf16 --cuda-graph \
+      --steps 10 --warmup 3 --json "$OUT/gpt_coppice_graph.json" > "$OUT/bench_gpt_graph.log" 2>&1 &&
+      jsons+=("$OUT/gpt_coppice_graph.json") || say "bench train gpt --cuda-graph: exit $?"
     timeout 200 $B train --device cuda --models gpt --formats dense --modes bf16 --optimizer adamw \
       --steps 10 --warmup 3 --json "$OUT/gpt_coppice_adamw.json" > "$OUT/bench_gpt_adamw.log" 2>&1 &&
       jsons+=("$OUT/gpt_coppice_adamw.json") || say "bench train gpt adamw: exit $?"
@@ -87,6 +92,24 @@ case "$what" in
     python3 -c 'import json,sys; [print("torch.compile", r["compile"], "compile_s", r["compile_s"]) for r in json.load(open(sys.argv[1]))["results"] if r.get("compile")]' "$OUT/gpt_torch.json" | tee -a "$SUMMARY"
     python3 $PACK/train_compare.py --coppice "${jsons[@]}" --torch "$OUT/gpt_torch.json" > "$OUT/gpt_step.md" 2>&1
     tee -a "$SUMMARY" < "$OUT/gpt_step.md"
+    # The BSR products at the GPT's 1024 x 1024 shape (16384 tokens), with
+    # their fraction of the byte floor.
+    if [[ ${GPT_PRODUCTS:-1} == 1 ]]; then
+      timeout 200 $B bsr --hidden 1024 --batch 16384 --dtype bf16 --json "$OUT/bsr_gpt_shape.json" \
+        > "$OUT/bsr_gpt_shape.log" 2>&1 || say "bench bsr at the GPT shape: exit $?"
+      python3 - "$OUT/bsr_gpt_shape.json" <<'PY' | tee -a "$SUMMARY"
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["results"] if r.get("status") == "ok" and r["op"] != "dense_linear"]
+print("| product | block | sparsity | ms | vs cuBLAS | byte floor ms | of the floor |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for r in rows:
+    if r.get("format") != "bsr":
+        continue
+    print(f"| {r['op']} | {r.get('block', 0):.0f} | {100 * r['sparsity']:.0f} % | {r['median_ms']:.4f} | "
+          f"{r.get('speedup', float('nan')):.2f}x | {r.get('byte_floor_ms', float('nan')):.4f} | "
+          f"{100 * r.get('fraction_of_byte_floor', float('nan')):.0f} % |")
+PY
+    fi
     steps=${GPT_TRAIN_STEPS:-300}
     timeout 300 .devbin/trainer --config configs/gpt_dense.yaml --run-dir runs/step_dense \
       --set "logging.metrics=runs/step_dense/metrics.jsonl" --set "checkpoint.dir=runs/step_dense/checkpoints" \
