@@ -1,6 +1,7 @@
 #include "optim/adam.h"
 
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "optim/adam_step.h"
@@ -41,22 +42,58 @@ void Adam::validate(const Hyperparameters& o, size_t group) const {
 
 std::vector<std::string> Adam::state_names(const Hyperparameters&) const { return {"exp_avg", "exp_avg_sq"}; }
 
-Tensor Adam::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o, ParamState& state, bool in_place) {
+namespace {
+
+AdamStepArgs step_args(const Hyperparameters& o, const ParamState& state, bool decoupled) {
   AdamStepArgs args;
   args.lr = o.at("lr");
   args.beta1 = o.at("beta1");
   args.beta2 = o.at("beta2");
   args.eps = o.at("eps");
   args.weight_decay = o.at("weight_decay");
-  args.decoupled = decoupled_;
+  args.decoupled = decoupled;
   args.step = state.step;
+  return args;
+}
+
+}  // namespace
+
+bool Adam::queue_multi(const MultiCandidate& c, const Hyperparameters& o, ParamState& state, MultiStepQueue& queue) {
+  Tensor& m = state.tensors["exp_avg"];
+  Tensor& v = state.tensors["exp_avg_sq"];
+  if (!m.defined()) m = zeros(c.param.shape(), c.param.options());
+  if (!v.defined()) v = zeros(c.param.shape(), c.param.options());
+  for (const Tensor* t : {&m, &v}) {
+    if (!t->is_dense() || !t->is_contiguous() || t->dtype() != DType::kF32 || t->device() != c.param.device() ||
+        t->shape() != c.param.shape()) {
+      return false;  // the zeros made above are what update() would make
+    }
+  }
+  MultiStep& batch = queue.batch(c.group, c.param.device(), c.grad.dtype(), state.step);
+  batch.kind = MultiStepKind::kAdam;
+  batch.adam = step_args(o, state, decoupled_);
+  batch.factor = multi_factor(c.param.device());
+  MultiStepEntry e;
+  e.param = c.param.data<float>();
+  e.grad = c.grad.data_ptr();
+  e.state1 = m.data<float>();
+  e.state2 = v.data<float>();
+  e.param16 = c.param16.defined() ? c.param16.data_ptr() : nullptr;
+  e.flag = c.flag;
+  e.n = c.param.numel();
+  batch.entries.push_back(e);
+  return true;
+}
+
+Tensor Adam::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o, ParamState& state, bool in_place) {
+  const AdamStepArgs args = step_args(o, state, decoupled_);
 
   Tensor& m = state.tensors["exp_avg"];
   Tensor& v = state.tensors["exp_avg_sq"];
   if (!m.defined()) m = zeros(p.shape(), p.options());
   if (!v.defined()) v = zeros(p.shape(), p.options());
 
-  if (in_place && fused_adam_step(p, grad, m, v, args, nonfinite_slot())) {
+  if (in_place && fused_adam_step(p, grad, m, v, args, nonfinite_slot(), grad_factor_on(p.device()))) {
     if (nonfinite_slot().defined()) gradient_checked();
     return p;
   }
@@ -68,6 +105,11 @@ Tensor Adam::update(const Tensor& p, const Tensor& grad, const Hyperparameters& 
 
   Tensor param = p;
   Tensor g = grad;
+  // The clip factor, read to the host on this path (Optimizer::step).
+  if (const std::optional<float> factor = host_grad_factor()) {
+    if (!std::isfinite(*factor)) return p;
+    g = mul(g, static_cast<double>(*factor));
+  }
   if (args.weight_decay != 0.0) {
     if (decoupled_) {
       param = mul(param, 1.0 - args.lr * args.weight_decay);

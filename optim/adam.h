@@ -9,7 +9,9 @@
 // State: "exp_avg", "exp_avg_sq", zeros before the first step. Sparse
 // parameters: see optim/optimizer.h. Dense contiguous f32/f64 parameters
 // (and sparse ones but masked) run one fused kernel (optim/cuda/adam_step.h,
-// CPU twin and CUDA) instead of a chain of tensor ops.
+// CPU twin and CUDA) instead of a chain of tensor ops; on CUDA the f32 ones
+// and the 16-bit ones with f32 master weights step together, one launch a
+// group (optim/multi_tensor.h).
 #pragma once
 
 #include <string>
@@ -45,6 +47,10 @@ class Adam : public Optimizer {
   Adam(std::string name, std::vector<ParamGroup> groups, const AdamOptions& defaults, bool decoupled);
   Tensor update(const Tensor& p, const Tensor& g, const Hyperparameters& options, ParamState& state,
                 bool in_place) override;
+  // Into one launch with the others of its group and step count
+  // (optim/multi_tensor.h).
+  bool queue_multi(const MultiCandidate& c, const Hyperparameters& options, ParamState& state,
+                   MultiStepQueue& queue) override;
   void validate(const Hyperparameters& options, size_t group) const override;
 
  private:

@@ -55,23 +55,27 @@ struct AdamStepConstants {
   }
 };
 
-COPPICE_OPTIM_HD inline float adam_sqrt(float x) { return sqrtf(x); }
-COPPICE_OPTIM_HD inline double adam_sqrt(double x) { return sqrt(x); }
+COPPICE_OPTIM_HD inline float adam_sqrt(float x) { return ::sqrtf(x); }
+COPPICE_OPTIM_HD inline double adam_sqrt(double x) { return ::sqrt(x); }
 
-// One element: p, m, v updated in place.
+// One element: p, m, v updated in place. Every product and sum rounded on
+// its own (fused_step_math.h), so that nvcc contracts nothing into a fused
+// multiply-add: the CUDA kernels agree with the CPU twin bit for bit, and a
+// kernel that inlines this elsewhere (the multi-tensor step,
+// optim/cuda/multi_step.cu) with the per-parameter kernel.
 template <typename T>
 COPPICE_OPTIM_HD inline void adam_step_element(T& p, T g, T& m, T& v, const AdamStepConstants<T>& c) {
   if (c.has_decay) {
     if (c.decoupled) {
-      p = p * c.decay_keep;
+      p = mul_rn(p, c.decay_keep);
     } else {
-      g = g + p * c.weight_decay;
+      g = add_rn(g, mul_rn(p, c.weight_decay));
     }
   }
-  m = m + (g - m) * c.one_minus_beta1;
-  v = v * c.beta2 + (g * c.one_minus_beta2) * g;
-  const T denom = adam_sqrt(v) / c.bias_correction2_sqrt + c.eps;
-  p = p - (m / denom) * c.step_size;
+  m = add_rn(m, mul_rn(sub_rn(g, m), c.one_minus_beta1));
+  v = add_rn(mul_rn(v, c.beta2), mul_rn(mul_rn(g, c.one_minus_beta2), g));
+  const T denom = add_rn(adam_sqrt(v) / c.bias_correction2_sqrt, c.eps);
+  p = sub_rn(p, mul_rn(m / denom, c.step_size));
 }
 
 }  // namespace coppice

@@ -1,10 +1,16 @@
-// Gradient clipping by the global norm, as torch.nn.utils.clip_grad_norm_.
+// Gradient clipping by the global norm, as torch.nn.utils.clip_grad_norm_:
+// read to the host (clip_grad_norm, the gradients rescaled in place), or
+// kept on the device (clip_grad_norm_on_device: the norm and the factor that
+// the optimizer's fused kernels multiply each gradient by as they read it,
+// Optimizer::step's grad_factor), so that a step clips without a host read.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "autograd/variable.h"
+#include "optim/finite_check.h"
+#include "tensor/tensor.h"
 
 namespace coppice {
 
@@ -33,5 +39,26 @@ struct GradNorm {
 GradNorm grad_norm_checked(const std::vector<Variable>& params, double norm_type = 2.0);
 // clip_grad_norm, returning the same.
 GradNorm clip_grad_norm_checked(const std::vector<Variable>& params, double max_norm, double norm_type = 2.0);
+
+// The same norm and clipping decision on the device, with no host read:
+// `norm` is the global p-norm (grad_norm's, in f32: the partial norms
+// accumulated in f64, each parameter's, summed on the device) and `factor`
+// is min(1, max_norm / (norm + 1e-6)) (torch's formula; f32: the scalar that
+// clip_grad_norm's mul rounds its coefficient to for f32 gradients), or NaN
+// when the norm is not finite: hand it to Optimizer::step as grad_factor and
+// the step is skipped on the device. Both are f32 0-d tensors on the
+// gradients' device (all gradients on one; the first parameter's device
+// when none has a gradient: norm 0, factor 1). The gradients are not
+// touched. With `nonfinite` (slots in the order of `params`), a parameter
+// whose own gradient norm is not finite has its slot set, as
+// grad_norm_checked names it, so the caller's one host read of the flags
+// names it. On CUDA, a launch or two for every 64 gradients and one more
+// (optim/multi_tensor.h); on the CPU, the partial norms in f64 on the host.
+struct DeviceClip {
+  Tensor norm;
+  Tensor factor;
+};
+DeviceClip clip_grad_norm_on_device(const std::vector<Variable>& params, double max_norm, double norm_type = 2.0,
+                                    NonfiniteFlag* nonfinite = nullptr);
 
 }  // namespace coppice

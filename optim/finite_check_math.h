@@ -46,4 +46,10 @@ COPPICE_OPTIM_HD inline bool is_nonfinite_value(double x) {
   return is_nonfinite_bits<uint64_t>(bits, kF64ExponentBits);
 }
 
+// A fused step given a clip factor (optim/clip.h, clip_grad_norm_on_device:
+// min(1, max_norm / (norm + 1e-6)), NaN when the gradients' norm is not
+// finite) leaves its parameter and state untouched when the factor is not
+// finite: the step is skipped on the device, without a host read.
+COPPICE_OPTIM_HD inline bool clip_factor_skips(float factor) { return is_nonfinite_value(factor); }
+
 }  // namespace coppice

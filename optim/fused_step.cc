@@ -1,5 +1,7 @@
 #include "optim/fused_step.h"
 
+#include <utility>
+
 namespace coppice {
 
 bool fused_step_applies(std::string_view op, const Tensor& p, std::initializer_list<const Tensor*> others) {
@@ -14,24 +16,29 @@ bool fused_step_applies(std::string_view op, const Tensor& p, std::initializer_l
   return Dispatcher::instance().has_kernel(op, p.device().type);
 }
 
-void run_fused_step(std::string_view op, std::vector<Tensor> inputs, const Attrs& attrs, const Tensor& nonfinite) {
-  if (nonfinite.defined()) {
-    COPPICE_CHECK(nonfinite.dtype() == DType::kF32 && nonfinite.numel() == 1 && nonfinite.is_dense() &&
-                      nonfinite.device() == inputs[0].device(),
-                  op, ": the non-finite flag must be one f32 element on ", inputs[0].device().to_string(), ", got ",
-                  dtype_name(nonfinite.dtype()), " ", shape_to_string(nonfinite.shape()), " on ",
-                  nonfinite.device().to_string());
+void run_fused_step(std::string_view op, std::vector<Tensor> inputs, const Attrs& attrs, const Tensor& nonfinite,
+                    const Tensor& factor) {
+  const std::pair<const char*, const Tensor*> extras[] = {{"non-finite flag", &nonfinite}, {"clip factor", &factor}};
+  for (const auto& [what, t] : extras) {
+    if (!t->defined()) continue;
+    COPPICE_CHECK(t->dtype() == DType::kF32 && t->numel() == 1 && t->is_dense() && t->device() == inputs[0].device(),
+                  op, ": the ", what, " must be one f32 element on ", inputs[0].device().to_string(), ", got ",
+                  dtype_name(t->dtype()), " ", shape_to_string(t->shape()), " on ", t->device().to_string());
   }
   inputs.push_back(nonfinite);
+  inputs.push_back(factor);
   dispatch(op, inputs, attrs);
 }
 
 FusedStepRegistrar::FusedStepRegistrar(const std::string& op, DeviceType device, std::vector<std::string> formats,
                                        Kernel kernel) {
   for (const char* flag : {"dense", "none"}) {
-    std::vector<std::string> f = formats;
-    f.push_back(flag);
-    Dispatcher::instance().register_kernel(op, device, std::move(f), kernel);
+    for (const char* factor : {"dense", "none"}) {
+      std::vector<std::string> f = formats;
+      f.push_back(flag);
+      f.push_back(factor);
+      Dispatcher::instance().register_kernel(op, device, std::move(f), kernel);
+    }
   }
 }
 

@@ -3,10 +3,15 @@
 // may run, running it through the dispatcher (whose op profiler counts the
 // calls, so tests and diagnostics can tell which path a step took:
 // tensor/op_profile.h), the f32/f64 switch of the kernels, and their last
-// input, the non-finite flag: an f32 0-d tensor (a slot of a NonfiniteFlag,
-// optim/finite_check.h) that the kernel sets to NaN when a gradient element
-// it reads is inf or NaN, or undefined ("none"): no test, and no cost (the
-// kernels branch once, outside their loop).
+// two inputs. The non-finite flag: an f32 0-d tensor (a slot of a
+// NonfiniteFlag, optim/finite_check.h) that the kernel sets to NaN when a
+// gradient element it reads is inf or NaN, or undefined ("none"): no test,
+// and no cost (the kernels branch once, outside their loop). The clip
+// factor: an f32 0-d tensor on the device (optim/clip.h,
+// clip_grad_norm_on_device) that the kernel multiplies each gradient element
+// by as it reads it (one rounding: the bits of clip_grad_norm's rescaled f32
+// gradient), skipping the whole step when it is not finite, or undefined
+// ("none").
 #pragma once
 
 #include <algorithm>
@@ -30,14 +35,14 @@ namespace coppice {
 bool fused_step_applies(std::string_view op, const Tensor& p, std::initializer_list<const Tensor*> others);
 
 // Dispatches `op` (a fused step writes its outputs in place and returns
-// nothing) with `nonfinite` appended to `inputs` as the flag. A defined
-// `nonfinite` must be an f32 tensor of one element on the device of
-// inputs[0] (throws otherwise).
+// nothing) with `nonfinite` and `factor` appended to `inputs` as the flag and
+// the clip factor. Each, when defined, must be an f32 tensor of one element
+// on the device of inputs[0] (throws otherwise).
 void run_fused_step(std::string_view op, std::vector<Tensor> inputs, const Attrs& attrs,
-                    const Tensor& nonfinite = Tensor());
+                    const Tensor& nonfinite = Tensor(), const Tensor& factor = Tensor());
 
 // Registers `kernel` for `op` on `device` with `formats` (the inputs but the
-// flag) followed by "dense" and by "none": with and without the flag.
+// flag and the factor) followed by "dense" or "none" for each of the two.
 struct FusedStepRegistrar {
   FusedStepRegistrar(const std::string& op, DeviceType device, std::vector<std::string> formats, Kernel kernel);
 };
@@ -94,8 +99,14 @@ void fused_step_blocks(const T* g, Word mask, int64_t n, float* nonfinite, Step&
   if (found) *nonfinite = std::numeric_limits<float>::quiet_NaN();
 }
 
-// In a kernel: the flag's address (inputs' last), or null without one.
+// In a kernel: the flag's address (inputs' last but one), or null without one.
 inline float* fused_step_flag(const std::vector<Tensor>& inputs) {
+  const Tensor& f = inputs[inputs.size() - 2];
+  return f.defined() ? f.data<float>() : nullptr;
+}
+
+// In a kernel: the clip factor's address (inputs' last), or null without one.
+inline const float* fused_step_factor(const std::vector<Tensor>& inputs) {
   const Tensor& f = inputs.back();
   return f.defined() ? f.data<float>() : nullptr;
 }

@@ -5,6 +5,7 @@
 
 #include "sparse/masked.h"
 #include "sparse/sparse_impl.h"
+#include "tensor/op_profile.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -132,9 +133,37 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
-void Optimizer::step(double grad_scale, NonfiniteFlag* nonfinite) {
+void Optimizer::step(double grad_scale, NonfiniteFlag* nonfinite, const Tensor& grad_factor) {
   COPPICE_CHECK(std::isfinite(grad_scale) && grad_scale > 0.0, name_, ".step: grad_scale must be finite and > 0, got ",
                 grad_scale);
+  if (grad_factor.defined()) {
+    COPPICE_CHECK(grad_factor.is_dense() && grad_factor.dtype() == DType::kF32 && grad_factor.numel() == 1, name_,
+                  ".step: grad_factor must be one f32 element, got ", grad_factor.format(), " ",
+                  dtype_name(grad_factor.dtype()), " ", shape_to_string(grad_factor.shape()));
+  }
+  // What lives for this step only, let go of however it ends.
+  struct StepScope {
+    Optimizer& o;
+    ~StepScope() {
+      o.grad_factor_ = Tensor();
+      o.grad_factor_copies_.clear();
+      o.host_factor_.reset();
+      o.multi_ = MultiStepQueue();
+    }
+  } scope{*this};
+  grad_factor_ = grad_factor.defined() ? grad_factor.contiguous() : Tensor();
+  try {
+    step_params(grad_scale, nonfinite);
+  } catch (...) {
+    // The parameters queued before the failure are stepped, as those before
+    // it that were stepped on their own have been.
+    launch_queued();
+    throw;
+  }
+  launch_queued();
+}
+
+void Optimizer::step_params(double grad_scale, NonfiniteFlag* nonfinite) {
   int64_t slot = -1;  // the parameter's index over all groups: its flag
   if (nonfinite != nullptr) {
     size_t count = 0;
@@ -174,7 +203,7 @@ void Optimizer::step(double grad_scale, NonfiniteFlag* nonfinite) {
         has_state_[g][i] = true;
       }
       if (nonfinite == nullptr) {
-        step_param(p, options_[g], st, grad_scale);
+        step_param(p, g, options_[g], st, grad_scale);
         continue;
       }
       // The fused kernel tests the gradient as it reads it; the op path's
@@ -182,7 +211,7 @@ void Optimizer::step(double grad_scale, NonfiniteFlag* nonfinite) {
       nonfinite_slot_ = nonfinite->slot_on(slot, values(value).device());
       gradient_checked_ = false;
       try {
-        step_param(p, options_[g], st, grad_scale);
+        step_param(p, g, options_[g], st, grad_scale);
       } catch (...) {
         nonfinite_slot_ = Tensor();
         throw;
@@ -193,7 +222,8 @@ void Optimizer::step(double grad_scale, NonfiniteFlag* nonfinite) {
   }
 }
 
-void Optimizer::step_param(const Variable& param, const Hyperparameters& options, ParamState& st, double grad_scale) {
+void Optimizer::step_param(const Variable& param, size_t group, const Hyperparameters& options, ParamState& st,
+                           double grad_scale) {
   const Tensor& value = param.value();
   Tensor p = values(value);
   Tensor grad = param.grad();
@@ -213,6 +243,8 @@ void Optimizer::step_param(const Variable& param, const Hyperparameters& options
                   shape_to_string(p.shape()));
   }
   ++st.step;
+  // With others in one launch where the device has one.
+  if (try_queue_multi(value, p, g, target, group, options, st, grad_scale)) return;
   // A 16-bit parameter's step in one pass where the optimizer has one.
   if (has_master && grad_scale == 1.0 && value.layout() != Layout::kMasked && update_mixed(target, g, p, options, st)) {
     return;
@@ -240,6 +272,66 @@ void Optimizer::step_param(const Variable& param, const Hyperparameters& options
 
 bool Optimizer::update_mixed(const Tensor&, const Tensor&, const Tensor&, const Hyperparameters&, ParamState&) {
   return false;
+}
+
+bool Optimizer::queue_multi(const MultiCandidate&, const Hyperparameters&, ParamState&, MultiStepQueue&) {
+  return false;
+}
+
+// The fused kernels' conditions (optim/fused_step.h), for f32 values or
+// 16-bit ones with their f32 master: flat arrays of one size on one device.
+bool Optimizer::try_queue_multi(const Tensor& value, const Tensor& p, const Tensor& g, const Tensor& target,
+                                size_t group, const Hyperparameters& options, ParamState& st, double grad_scale) {
+  if (!multi_tensor_ || grad_scale != 1.0 || value.layout() == Layout::kMasked) return false;
+  const MultiTensorKernels* kernels = multi_tensor_kernels(p.device().type);
+  if (kernels == nullptr || kernels->step == nullptr) return false;
+  const bool has_master = !target.is_same(p);
+  if (has_master ? (p.dtype() != DType::kBF16 && p.dtype() != DType::kF16) : p.dtype() != DType::kF32) return false;
+  for (const Tensor* t : {&p, &g, &target}) {
+    if (!t->is_dense() || !t->is_contiguous() || t->device() != p.device() || t->shape() != p.shape()) return false;
+  }
+  if (g.dtype() != p.dtype() || target.dtype() != DType::kF32) return false;
+  MultiCandidate c;
+  c.group = group;
+  c.param = target;
+  c.grad = g;
+  if (has_master) c.param16 = p;
+  if (nonfinite_slot_.defined()) c.flag = nonfinite_slot_.data<float>();
+  if (!queue_multi(c, options, st, multi_)) return false;
+  multi_.keep.push_back(g);
+  if (nonfinite_slot_.defined()) gradient_checked();
+  return true;
+}
+
+void Optimizer::launch_queued() {
+  MultiStepQueue queue = std::move(multi_);
+  multi_ = MultiStepQueue();
+  for (const auto& [key, batch] : queue.batches) {
+    if (batch.entries.empty()) continue;
+    // Counted as "multi_tensor_step" by the op profiler (tests tell the path by it).
+    std::optional<ProfileScope> profile;
+    if (op_profile_enabled()) profile.emplace(str_cat("multi_tensor_step(", name_, ")"), batch.device);
+    multi_tensor_kernels(batch.device.type)->step(batch);
+  }
+}
+
+Tensor Optimizer::grad_factor_on(Device device) {
+  if (!grad_factor_.defined()) return Tensor();
+  if (grad_factor_.device() == device) return grad_factor_;
+  Tensor& copy = grad_factor_copies_[{static_cast<int>(device.type), device.index}];
+  if (!copy.defined()) copy = grad_factor_.to(device).contiguous();
+  return copy;
+}
+
+const float* Optimizer::multi_factor(Device device) {
+  const Tensor f = grad_factor_on(device);
+  return f.defined() ? f.data<float>() : nullptr;
+}
+
+std::optional<float> Optimizer::host_grad_factor() {
+  if (!grad_factor_.defined()) return std::nullopt;
+  if (!host_factor_) host_factor_ = static_cast<float>(grad_factor_.to(Device::cpu()).to(DType::kF64).item());
+  return host_factor_;
 }
 
 void Optimizer::remap_state(const Variable& param, const Tensor& keep_from) {

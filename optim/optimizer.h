@@ -25,15 +25,23 @@
 // other state in f32 and writes the master, rounded to nearest, into
 // values(param). Without the master a small lr * grad would round away
 // against a 16-bit weight and training would stall.
+//
+// On a device with multi-tensor kernels (optim/multi_tensor.h: CUDA), the
+// parameters whose values, gradient and state are contiguous f32 arrays (or
+// 16-bit ones with f32 master weights) are not stepped one kernel each:
+// step() queues them and steps them together after the loop, a launch per
+// group, dtype and step count (or a few, in chunks), with the same bits.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "autograd/variable.h"
 #include "optim/finite_check.h"
+#include "optim/multi_tensor.h"
 #include "optim/param_group.h"
 #include "tensor/tensor.h"
 
@@ -88,7 +96,28 @@ class Optimizer {
   // counts); any other (the tensor-op path: masked values, non-contiguous
   // ones, flags on another device) is folded with NonfiniteFlag::add after
   // its update. Nothing is read to the host.
-  void step(double grad_scale = 1.0, NonfiniteFlag* nonfinite = nullptr);
+  //
+  // grad_factor: undefined, or the clip factor as an f32 tensor of one
+  // element (clip_grad_norm_on_device, optim/clip.h), read on the device:
+  // every gradient is multiplied by it as it is read (after the division by
+  // grad_scale; one rounding, so an f32 step is the bits of clip_grad_norm
+  // then step()), and where it is not finite (the gradients' norm was not)
+  // no parameter and no state tensor changes. The fused kernels and the
+  // multi-tensor launch read it on the device; a parameter on the tensor-op
+  // path (masked, non-contiguous) has it read to the host once a step, the
+  // one host read such a step makes. A skipped step still counts in the
+  // host's bookkeeping (ParamState::step, a first momentum buffer allocated
+  // but unwritten): it is for a caller that stops when the step was not
+  // finite (the trainer under on_nonfinite: stop), not one that goes on.
+  // A skipped step tests no gradient for `nonfinite`: the norm that made
+  // the factor flags them (clip_grad_norm_on_device's `nonfinite`).
+  void step(double grad_scale = 1.0, NonfiniteFlag* nonfinite = nullptr, const Tensor& grad_factor = Tensor());
+  // Whether step() may step parameters together in multi-tensor launches
+  // (on by default; off, each takes its own kernel: the same bits, for
+  // parity tests and measurements).
+  void set_multi_tensor(bool on) { multi_tensor_ = on; }
+  bool multi_tensor() const { return multi_tensor_; }
+
   // Clears every gradient (set_to_none, as torch's default) or replaces it by
   // zeros of its pattern.
   void zero_grad(bool set_to_none = true);
@@ -171,6 +200,33 @@ class Optimizer {
   const Tensor& nonfinite_slot() const { return nonfinite_slot_; }
   void gradient_checked() { gradient_checked_ = true; }
 
+  // For update() and update_mixed(), during a step with a grad_factor: the
+  // factor on `device` (undefined without one), to hand to a fused kernel.
+  Tensor grad_factor_on(Device device);
+  // For the tensor-op path of update(): the factor read to the host (once a
+  // step), or nullopt without one. Not finite: return the parameter and
+  // touch no state.
+  std::optional<float> host_grad_factor();
+
+  // A parameter a multi-tensor step may take (optim/multi_tensor.h), during
+  // step(): its group, its f32 values (or master weights) and gradient
+  // (contiguous, f32 or the 16-bit parameter's dtype, on one device with
+  // kernels for it), its 16-bit values (or undefined) and its flag (or null).
+  struct MultiCandidate {
+    size_t group = 0;
+    Tensor param;
+    Tensor grad;
+    Tensor param16;
+    float* flag = nullptr;
+  };
+  // Queues the step of `c` (state.step already incremented) into `queue`,
+  // making the state it needs; returns false, touching nothing, to step it
+  // on its own instead. The default takes none.
+  virtual bool queue_multi(const MultiCandidate& c, const Hyperparameters& options, ParamState& state,
+                           MultiStepQueue& queue);
+  // The factor's address for a multi-tensor launch on `device`, or null.
+  const float* multi_factor(Device device);
+
  private:
   struct Slot {
     size_t group;
@@ -178,7 +234,12 @@ class Optimizer {
   };
   Slot find(const Variable& param, const char* op) const;
   Hyperparameters complete(const Hyperparameters& overrides) const;
-  void step_param(const Variable& param, const Hyperparameters& options, ParamState& state, double grad_scale);
+  void step_params(double grad_scale, NonfiniteFlag* nonfinite);
+  void step_param(const Variable& param, size_t group, const Hyperparameters& options, ParamState& state,
+                  double grad_scale);
+  bool try_queue_multi(const Tensor& value, const Tensor& p, const Tensor& g, const Tensor& target, size_t group,
+                       const Hyperparameters& options, ParamState& state, double grad_scale);
+  void launch_queued();
 
   std::string name_;
   Hyperparameters defaults_;
@@ -188,6 +249,14 @@ class Optimizer {
   std::vector<std::vector<bool>> has_state_;
   Tensor nonfinite_slot_;  // the parameter's flag during step(); see nonfinite_slot()
   bool gradient_checked_ = false;
+  // During step(): the clip factor (one copy per device it was asked on),
+  // its host value once read, and the parameters queued for multi-tensor
+  // launches.
+  Tensor grad_factor_;
+  std::map<std::pair<int, int>, Tensor> grad_factor_copies_;
+  std::optional<float> host_factor_;
+  MultiStepQueue multi_;
+  bool multi_tensor_ = true;
 };
 
 // How a parameter is named in messages: "'name'" or "parameter i of group g".

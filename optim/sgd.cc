@@ -1,5 +1,7 @@
 #include "optim/sgd.h"
 
+#include <cmath>
+#include <optional>
 #include <utility>
 
 #include "optim/sgd_step.h"
@@ -60,11 +62,37 @@ SgdStepArgs step_args(const Tensor& p, const Hyperparameters& o, const ParamStat
 
 }  // namespace
 
+bool Sgd::queue_multi(const MultiCandidate& c, const Hyperparameters& o, ParamState& state, MultiStepQueue& queue) {
+  Tensor buf;
+  const SgdStepArgs args = step_args(c.param, o, state, &buf);
+  const bool has_momentum = args.momentum != 0.0;
+  if (has_momentum && (!buf.is_dense() || !buf.is_contiguous() || buf.dtype() != DType::kF32 ||
+                       buf.device() != c.param.device() || buf.shape() != c.param.shape())) {
+    return false;
+  }
+  MultiStep& batch = queue.batch(c.group, c.param.device(), c.grad.dtype(), args.first ? 1 : 0);
+  batch.kind = MultiStepKind::kSgd;
+  batch.sgd = args;
+  batch.factor = multi_factor(c.param.device());
+  MultiStepEntry e;
+  e.param = c.param.data<float>();
+  e.grad = c.grad.data_ptr();
+  e.state1 = has_momentum ? buf.data<float>() : nullptr;
+  e.param16 = c.param16.defined() ? c.param16.data_ptr() : nullptr;
+  e.flag = c.flag;
+  e.n = c.param.numel();
+  batch.entries.push_back(e);
+  if (args.first) state.tensors["momentum_buffer"] = buf;
+  return true;
+}
+
 bool Sgd::update_mixed(const Tensor& master, const Tensor& g16, const Tensor& p16, const Hyperparameters& o,
                        ParamState& state) {
   Tensor buf;
   const SgdStepArgs args = step_args(master, o, state, &buf);
-  if (!fused_sgd_step_mixed(master, g16, buf, p16, args, nonfinite_slot())) return false;
+  if (!fused_sgd_step_mixed(master, g16, buf, p16, args, nonfinite_slot(), grad_factor_on(master.device()))) {
+    return false;
+  }
   if (nonfinite_slot().defined()) gradient_checked();
   if (args.first) state.tensors["momentum_buffer"] = buf;
   return true;
@@ -78,7 +106,7 @@ Tensor Sgd::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o
   if (in_place) {
     Tensor buf;
     const SgdStepArgs args = step_args(p, o, state, &buf);
-    if (fused_sgd_step(p, grad, buf, args, nonfinite_slot())) {
+    if (fused_sgd_step(p, grad, buf, args, nonfinite_slot(), grad_factor_on(p.device()))) {
       if (nonfinite_slot().defined()) gradient_checked();
       if (args.first) state.tensors["momentum_buffer"] = buf;
       return p;
@@ -86,6 +114,11 @@ Tensor Sgd::update(const Tensor& p, const Tensor& grad, const Hyperparameters& o
   }
 
   Tensor g = grad;
+  // The clip factor, read to the host on this path (Optimizer::step).
+  if (const std::optional<float> factor = host_grad_factor()) {
+    if (!std::isfinite(*factor)) return p;
+    g = mul(g, static_cast<double>(*factor));
+  }
   if (weight_decay != 0.0) g = add(g, mul(p, weight_decay));
   if (momentum != 0.0) {
     Tensor buf;

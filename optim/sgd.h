@@ -46,6 +46,9 @@ class Sgd final : public Optimizer {
   // parameter: fused_sgd_step_mixed (optim/sgd_step.h).
   bool update_mixed(const Tensor& master, const Tensor& g16, const Tensor& p16, const Hyperparameters& options,
                     ParamState& state) override;
+  // Into one launch with the others of its group (optim/multi_tensor.h).
+  bool queue_multi(const MultiCandidate& c, const Hyperparameters& options, ParamState& state,
+                   MultiStepQueue& queue) override;
   void validate(const Hyperparameters& options, size_t group) const override;
 };
 

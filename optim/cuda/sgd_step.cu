@@ -5,8 +5,10 @@
 // they read nothing they do not need: no buffer on the first step or without
 // momentum. The non-finite test of the gradient (a flag given) rides on the
 // read the step makes anyway: a few integer instructions per element and a
-// store only where an inf or NaN was read.
+// store only where an inf or NaN was read. A clip factor (step_variants.h)
+// multiplies each gradient element as it is read, or skips the step.
 #include "optim/cuda/sgd_step.h"
+#include "optim/cuda/step_variants.h"
 #include "optim/finite_check_math.h"
 
 namespace coppice::optim_cuda {
@@ -27,9 +29,11 @@ __device__ inline void raise_nonfinite(bool hit, float* flag) {
   }
 }
 
-template <typename T, bool kCheck>
+template <typename T, bool kCheck, bool kScale>
 __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, int64_t n,
-                           SgdStepConstants<T> c, float* flag) {
+                           SgdStepConstants<T> c, float* flag, const float* factor) {
+  T f;
+  if (!read_clip_factor<kScale>(factor, &f)) return;
   bool hit = false;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -37,7 +41,7 @@ __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __rest
     if constexpr (kCheck) hit |= is_nonfinite_value(gi);
     T pi = p[i];
     T bi = c.reads_buffer() ? buf[i] : T(0);
-    sgd_step_element<T>(pi, gi, bi, c);
+    sgd_step_element<T>(pi, scale_gradient<kScale>(gi, f), bi, c);
     p[i] = pi;
     if (c.has_momentum) buf[i] = bi;
   }
@@ -49,9 +53,12 @@ __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __rest
 // 16-bit value was) and the master rounded into the 16-bit parameter on
 // the way out (2 + 4 + 4 + 4 + 2 bytes per element with momentum, against
 // 2 + 4 + 4 (cast) + 12 + 4 (step) + 4 + 2 (copy back) unfused).
-template <typename G, bool kCheck>
+template <typename G, bool kCheck, bool kScale>
 __global__ void sgd_mixed_kernel(float* __restrict__ master, const G* __restrict__ g16, float* __restrict__ buf,
-                                 G* __restrict__ p16, int64_t n, SgdStepConstants<float> c, float* flag) {
+                                 G* __restrict__ p16, int64_t n, SgdStepConstants<float> c, float* flag,
+                                 const float* factor) {
+  float f;
+  if (!read_clip_factor<kScale>(factor, &f)) return;
   bool hit = false;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -59,7 +66,7 @@ __global__ void sgd_mixed_kernel(float* __restrict__ master, const G* __restrict
     if constexpr (kCheck) hit |= is_nonfinite_value(gi);
     float pi = master[i];
     float bi = c.reads_buffer() ? buf[i] : 0.0f;
-    sgd_step_element<float>(pi, gi, bi, c);
+    sgd_step_element<float>(pi, scale_gradient<kScale>(gi, f), bi, c);
     master[i] = pi;
     if (c.has_momentum) buf[i] = bi;
     p16[i] = G(pi);
@@ -75,10 +82,13 @@ __global__ void sgd_mixed_kernel(float* __restrict__ master, const G* __restrict
 // element's arithmetic is the scalar kernel's, so the results are the same
 // bits. For pointers aligned to those widths; the scalar kernel takes the
 // rest.
-template <typename G, bool kCheck>
+template <typename G, bool kCheck, bool kScale>
 __global__ void sgd_mixed4_kernel(float4* __restrict__ master, const uint2* __restrict__ g16, float4* __restrict__ buf,
-                                  uint2* __restrict__ p16, int64_t n4, SgdStepConstants<float> c, float* flag) {
+                                  uint2* __restrict__ p16, int64_t n4, SgdStepConstants<float> c, float* flag,
+                                  const float* factor) {
   static_assert(sizeof(G) == 2, "a 16-bit gradient");
+  float f;
+  if (!read_clip_factor<kScale>(factor, &f)) return;
   bool hit = false;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -94,7 +104,7 @@ __global__ void sgd_mixed4_kernel(float4* __restrict__ master, const uint2* __re
     for (int k = 0; k < 4; ++k) {
       const float gi = static_cast<float>(g4[k]);
       if constexpr (kCheck) hit |= is_nonfinite_value(gi);
-      sgd_step_element<float>(pm[k], gi, pb[k], c);
+      sgd_step_element<float>(pm[k], scale_gradient<kScale>(gi, f), pb[k], c);
       out[k] = G(pm[k]);
     }
     master[i] = make_float4(pm[0], pm[1], pm[2], pm[3]);
@@ -117,7 +127,7 @@ int grid_for(int64_t n) {
 
 template <typename G>
 void sgd_step_mixed(float* master, const G* g16, float* buf, G* p16, int64_t n, const SgdStepArgs& args,
-                    float* nonfinite, cudaStream_t stream) {
+                    float* nonfinite, const float* factor, cudaStream_t stream) {
   if (n <= 0) return;
   const SgdStepConstants<float> c = SgdStepConstants<float>::make(args);
   // Four at a time where every array allows it, the tail one at a time.
@@ -128,41 +138,39 @@ void sgd_step_mixed(float* master, const G* g16, float* buf, G* p16, int64_t n, 
     const auto* g4 = reinterpret_cast<const uint2*>(g16);
     auto* b4 = reinterpret_cast<float4*>(buf);
     auto* p4 = reinterpret_cast<uint2*>(p16);
-    if (nonfinite == nullptr) {
-      sgd_mixed4_kernel<G, false><<<grid_for(n4), kThreads, 0, stream>>>(m4, g4, b4, p4, n4, c, nullptr);
-    } else {
-      sgd_mixed4_kernel<G, true><<<grid_for(n4), kThreads, 0, stream>>>(m4, g4, b4, p4, n4, c, nonfinite);
-    }
+    with_step_variant(nonfinite != nullptr, factor != nullptr, [&](auto check, auto scale) {
+      sgd_mixed4_kernel<G, decltype(check)::value, decltype(scale)::value>
+          <<<grid_for(n4), kThreads, 0, stream>>>(m4, g4, b4, p4, n4, c, nonfinite, factor);
+    });
   }
   const int64_t done = n4 * 4, rest = n - done;
   if (rest == 0) return;
   float* b_rest = buf == nullptr ? nullptr : buf + done;
-  if (nonfinite == nullptr) {
-    sgd_mixed_kernel<G, false>
-        <<<grid_for(rest), kThreads, 0, stream>>>(master + done, g16 + done, b_rest, p16 + done, rest, c, nullptr);
-  } else {
-    sgd_mixed_kernel<G, true>
-        <<<grid_for(rest), kThreads, 0, stream>>>(master + done, g16 + done, b_rest, p16 + done, rest, c, nonfinite);
-  }
+  with_step_variant(nonfinite != nullptr, factor != nullptr, [&](auto check, auto scale) {
+    sgd_mixed_kernel<G, decltype(check)::value, decltype(scale)::value><<<grid_for(rest), kThreads, 0, stream>>>(
+        master + done, g16 + done, b_rest, p16 + done, rest, c, nonfinite, factor);
+  });
 }
 
 template void sgd_step_mixed<BFloat16>(float*, const BFloat16*, float*, BFloat16*, int64_t, const SgdStepArgs&, float*,
-                                       cudaStream_t);
+                                       const float*, cudaStream_t);
 template void sgd_step_mixed<Half>(float*, const Half*, float*, Half*, int64_t, const SgdStepArgs&, float*,
-                                   cudaStream_t);
+                                   const float*, cudaStream_t);
 
 template <typename T>
-void sgd_step(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& args, float* nonfinite, cudaStream_t stream) {
+void sgd_step(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& args, float* nonfinite, const float* factor,
+              cudaStream_t stream) {
   if (n <= 0) return;
   const SgdStepConstants<T> c = SgdStepConstants<T>::make(args);
-  if (nonfinite == nullptr) {
-    sgd_kernel<T, false><<<grid_for(n), kThreads, 0, stream>>>(p, g, buf, n, c, nullptr);
-  } else {
-    sgd_kernel<T, true><<<grid_for(n), kThreads, 0, stream>>>(p, g, buf, n, c, nonfinite);
-  }
+  with_step_variant(nonfinite != nullptr, factor != nullptr, [&](auto check, auto scale) {
+    sgd_kernel<T, decltype(check)::value, decltype(scale)::value>
+        <<<grid_for(n), kThreads, 0, stream>>>(p, g, buf, n, c, nonfinite, factor);
+  });
 }
 
-template void sgd_step<float>(float*, const float*, float*, int64_t, const SgdStepArgs&, float*, cudaStream_t);
-template void sgd_step<double>(double*, const double*, double*, int64_t, const SgdStepArgs&, float*, cudaStream_t);
+template void sgd_step<float>(float*, const float*, float*, int64_t, const SgdStepArgs&, float*, const float*,
+                              cudaStream_t);
+template void sgd_step<double>(double*, const double*, double*, int64_t, const SgdStepArgs&, float*, const float*,
+                               cudaStream_t);
 
 }  // namespace coppice::optim_cuda
