@@ -229,11 +229,14 @@ void Trainer::step() {
   // then ends the run before its mask update, records or checkpoint.
   const bool decide_first = scaler_ != nullptr || nonfinite_.decides_before_update();
   // Where the read comes after the update, no pass of its own looks at the
-  // gradients: with grad_clip, the gradient norm that clipping reads to the
-  // host anyway names the first non-finite one (before it rescales them;
-  // the update is then left out and the run stops); without, the optimizer
-  // checks each gradient as its step reads it (the fused step kernels set
-  // the parameter's flag, optim/optimizer.h).
+  // gradients and the step reads nothing to the host: with grad_clip, the
+  // norm is taken on the device and each parameter whose gradient norm is
+  // not finite has its flag set there; the optimizer's kernels multiply the
+  // gradients by the clip factor as they read them, and a norm that is not
+  // finite makes them leave every parameter and state as it was (the run
+  // then stops at the read). Without, the optimizer checks each gradient as
+  // its step reads it (the fused step kernels set the parameter's flag,
+  // optim/optimizer.h).
   const bool checked_by_clip = !decide_first && c_.grad_clip > 0.0;
   const bool checked_in_step = !decide_first && !checked_by_clip;
   watch_for_nonfinite(/*gradients=*/decide_first);
@@ -244,6 +247,12 @@ void Trainer::step() {
   if (!step_.skipped) {
     if (scaler_ != nullptr) {
       scaler_->step(optimizer_, /*found_inf=*/false, before_step);
+    } else if (checked_by_clip) {
+      if (masks_ != nullptr) masks_->before_optimizer_step(1.0);
+      // Slots in the optimizer's order, as watch_for_nonfinite made them.
+      const DeviceClip clip =
+          clip_grad_norm_on_device(optimizer_parameters(optimizer_), c_.grad_clip, 2.0, &step_.health);
+      optimizer_.step(1.0, nullptr, clip.factor);
     } else {
       before_step(1.0);
       if (step_.clip_nonfinite.empty()) optimizer_.step(1.0, checked_in_step ? &step_.health : nullptr);
