@@ -137,6 +137,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // operands' formats and device (CUDA, BSR weight: bias and relu in the SpMM's
 // write-out); otherwise exactly that composite, which is the CPU twin.
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// A linear layer's weight gradient from the gradient at its output g [N, out]
+// and its input x [N, in]: gw [out, in] = g^T x and, when `bias`, gb [out] =
+// the sum of g's rows (undefined otherwise). On CUDA one cuBLASLt GEMM
+// computes both (tensor/cuda/linear_lt.cc); elsewhere, and for what cuBLASLt
+// declines, matmul and sum: the CPU twin.
+std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool bias);
 
 // ---- neural-network ops ----------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim);

@@ -1,5 +1,9 @@
 // Matrix products: matmul (NumPy semantics), bmm, linear and linear_relu, all
-// on the one "gemm" primitive over contiguous 3-D operands.
+// on the one "gemm" primitive over contiguous 3-D operands, and a linear
+// layer's weight and bias gradients (linear_weight_grad). On CUDA a dense
+// linear with a bias, and the weight gradient with the bias gradient, go to
+// kernels of their own ("linear", "linear_relu" with three operands,
+// "linear_weight_grad": tensor/cuda/linear_lt.cc, the bias inside the GEMM).
 //
 // A matrix whose transpose is contiguous (weight.t() in linear, or any
 // transposed view) is passed as it lies with a trans flag instead of copied.
@@ -168,6 +172,14 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, st
   }
   check_operands(x, weight, op, "input", "weight");
   check_linear(x, weight, bias, op);
+  // A kernel that adds the bias (and applies the relu) in the GEMM's epilogue
+  // (CUDA: cuBLASLt), on x's rows [N, in]; its result back to [..., out].
+  static constexpr std::string_view kDense3[] = {"dense", "dense", "dense"};
+  if (bias.defined() && x.device().is_cuda() && Dispatcher::instance().find(op, x.device().type, kDense3) != nullptr) {
+    Shape out_shape = x.shape();
+    out_shape.back() = weight.size(0);
+    return dispatch(op, {x.reshape({-1, x.size(-1)}), weight, bias})[0].reshape(out_shape);
+  }
   Tensor y = matmul_impl(x, weight.t(), op);
   return activate(bias.defined() ? add(y, bias) : y);
 }
@@ -195,6 +207,23 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return linear_impl(x, weight, bias, "linear_relu", /*relu=*/true);
+}
+
+std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool bias) {
+  constexpr std::string_view op = "linear_weight_grad";
+  check_operands(g, x, op, "grad", "input");
+  COPPICE_CHECK(g.dim() == 2 && x.dim() == 2 && g.size(0) == x.size(0), op,
+                ": expected grad [N, out] and input [N, in] with one N, got grad ", shape_to_string(g.shape()),
+                " and input ", shape_to_string(x.shape()));
+  static constexpr std::string_view kDense2[] = {"dense", "dense"};
+  // Only the bias gradient makes the fused kernel worth a dispatch.
+  if (bias && g.device().is_cuda() && Dispatcher::instance().find(op, g.device().type, kDense2) != nullptr) {
+    Attrs attrs;
+    attrs.set("bias", true);
+    const std::vector<Tensor> out = dispatch(op, {g, x}, attrs);
+    return {out[0], out[1]};
+  }
+  return {matmul(g.t(), x), bias ? sum(g, {0}) : Tensor()};
 }
 
 }  // namespace coppice

@@ -1,5 +1,7 @@
 #include "autograd/functions/linalg.h"
 
+#include <tuple>
+
 #include "autograd/function.h"
 #include "autograd/functions/grad_utils.h"
 #include "autograd/functions/sparse.h"
@@ -10,6 +12,7 @@ namespace coppice {
 using autograd_detail::linear_output_grads;
 using autograd_detail::saved_if;
 using autograd_detail::sum_to;
+using autograd_detail::through_relu;
 using Grads = std::vector<Tensor>;
 
 namespace {
@@ -59,7 +62,10 @@ Variable bmm(const Variable& a, const Variable& b) {
 namespace {
 
 // linear, or linear_relu when `relu`: one node, whose backward is linear's
-// applied to the gradient through the relu (linear_output_grads; y saved only then).
+// applied to the gradient through the relu (y saved only then). With the
+// weight's gradient asked for, the bias's comes from the same product
+// (linear_weight_grad: on CUDA cuBLASLt's bias-gradient epilogue, no pass of
+// its own); otherwise from linear_output_grads.
 Variable linear_node(const Variable& x, const Variable& weight, const Variable& bias, bool relu) {
   if (x.value().is_sparse() || weight.value().is_sparse()) {
     return autograd_detail::sparse_linear(x, weight, bias, relu);
@@ -70,14 +76,19 @@ Variable linear_node(const Variable& x, const Variable& weight, const Variable& 
   Tensor y_saved = saved_if(relu, y);
   return record(y, relu ? "LinearReluBackward" : "LinearBackward", {x, weight, bias},
                 [xv, wv, y_saved](const Tensor& g_out, const GradNeeds& n) {
-                  const auto [g2, gb] = linear_output_grads(g_out, y_saved, n[2]);
-                  Tensor gx, gw;
+                  Tensor g2, gw, gb, gx;
+                  if (n[1]) {
+                    const int64_t out = g_out.dim() == 0 ? 1 : g_out.size(-1);
+                    g2 = through_relu(g_out, y_saved).reshape({-1, out});
+                    std::tie(gw, gb) = linear_weight_grad(g2, xv.reshape({-1, xv.size(-1)}), n[2]);
+                  } else {
+                    std::tie(g2, gb) = linear_output_grads(g_out, y_saved, n[2]);
+                  }
                   if (n[0]) {
                     Shape xs = g_out.shape();  // [..., out] -> [..., in]
                     if (!xs.empty()) xs.back() = wv.size(-1);
                     gx = matmul(g2, wv).reshape(xs);
                   }
-                  if (n[1]) gw = matmul(g2.t(), xv.reshape({-1, xv.size(-1)}));
                   return Grads{gx, gw, gb};
                 });
 }

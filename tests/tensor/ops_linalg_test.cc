@@ -164,6 +164,37 @@ TEST(LinearRelu, IsTheComposite) {
   EXPECT_EQ(linear_relu(hx, hw, hb).to_vector<double>(), (std::vector<double>{2, 0, 0}));
 }
 
+// The weight and bias gradients of a linear layer: g^T x and g's row sums.
+TEST(LinearWeightGrad, IsTheProductAndTheRowSums) {
+  Tensor g = values({5, 3}, 1), x = values({5, 4}, 2);
+  const auto [gw, gb] = linear_weight_grad(g, x, /*bias=*/true);
+  EXPECT_EQ(gw.shape(), (Shape{3, 4}));
+  EXPECT_LT(max_abs_diff(gw, reference_matmul(g.t(), x)), 1e-12);
+  ASSERT_TRUE(gb.defined());
+  EXPECT_EQ(gb.shape(), (Shape{3}));
+  const std::vector<double> gv = g.to_vector<double>(), sums = gb.to_vector<double>();
+  for (int64_t o = 0; o < 3; ++o) {
+    double s = 0;
+    for (int64_t r = 0; r < 5; ++r) s += gv[static_cast<size_t>(r * 3 + o)];
+    EXPECT_NEAR(sums[static_cast<size_t>(o)], s, 1e-12) << o;
+  }
+  // Without the bias: gw alone, the same bits.
+  const auto [gw2, gb2] = linear_weight_grad(g, x, /*bias=*/false);
+  EXPECT_FALSE(gb2.defined());
+  EXPECT_EQ(gw2.to_vector<double>(), gw.to_vector<double>());
+  // Hand-computed, f32.
+  Tensor hg = from_vector<float>({1, 2, 3, 4}, {2, 2}), hx = from_vector<float>({1, 0, 2, 1, 1, 1}, {2, 3});
+  const auto [hw, hb] = linear_weight_grad(hg, hx, true);
+  EXPECT_EQ(hw.dtype(), DType::kF32);
+  EXPECT_EQ(hw.to_vector<double>(), (std::vector<double>{4, 3, 5, 6, 4, 8}));
+  EXPECT_EQ(hb.to_vector<double>(), (std::vector<double>{4, 6}));
+  // No rows: zeros.
+  const auto [ew, eb] = linear_weight_grad(zeros({0, 3}), zeros({0, 4}), true);
+  EXPECT_EQ(ew.shape(), (Shape{3, 4}));
+  EXPECT_EQ(ew.to_vector<double>(), std::vector<double>(12, 0.0));
+  EXPECT_EQ(eb.to_vector<double>(), std::vector<double>(3, 0.0));
+}
+
 TEST(Linalg, Errors) {
   EXPECT_ERROR_NAMING(matmul(zeros({2, 3}), zeros({4, 5})),
                       "matmul: inner dimensions differ: a is [2, 3], b is [4, 5]");
@@ -185,6 +216,11 @@ TEST(Linalg, Errors) {
                       "linear_relu: input and weight have different dtypes");
   EXPECT_ERROR_NAMING(linear(zeros({2, 3}), zeros({4, 3}, DType::kBF16)),
                       "linear: input and weight have different dtypes");
+  EXPECT_ERROR_NAMING(linear_weight_grad(zeros({2, 3}), zeros({3, 4}), true),
+                      "linear_weight_grad: expected grad [N, out] and input [N, in] with one N, got grad [2, 3] and "
+                      "input [3, 4]");
+  EXPECT_ERROR_NAMING(linear_weight_grad(zeros({2, 3}), zeros({2, 4}, DType::kF64), true),
+                      "linear_weight_grad: grad and input have different dtypes (f32 and f64)");
 }
 
 TEST(LinalgOnGpu, MatchesTheCpu) {

@@ -80,6 +80,11 @@ TEST(LinalgTest, Linear) {
   Variable x = constant(randn64({2, 4}));
   EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], v[2]); }, {x, w, bias});
   EXPECT_GRADCHECK([](const V& v) { return linear_relu(v[0], v[1], v[2]); }, {x, w, bias});
+  // A frozen weight: the bias gradient without the weight's (linear_output_grads,
+  // not linear_weight_grad).
+  Variable xp = param(randn64({2, 5, 4}), "x"), frozen = constant(randn64({3, 4}));
+  EXPECT_GRADCHECK([](const V& v) { return linear(v[0], v[1], v[2]); }, {xp, frozen, bias});
+  EXPECT_GRADCHECK([](const V& v) { return linear_relu(v[0], v[1], v[2]); }, {xp, frozen, bias});
 }
 
 }  // namespace
