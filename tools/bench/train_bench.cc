@@ -66,9 +66,9 @@
 
 #include "autograd/autograd.h"
 #include "models/zoo.h"
-#include "optim/density.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
+#include "optim/density.h"
 #include "optim/finite_check.h"
 #include "optim/sgd.h"
 #include "tensor/backend.h"
@@ -303,18 +303,21 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
     optimizer->zero_grad();
     last_loss = graph ? graph->run(*m.module, x, m.y, 1.0, forward_backward).loss : forward_backward(x, m.y).loss;
     const bool check = s.step_read == "check" || (s.step_read == "paired" && calls++ % 2 == 1);
-    if (grad_clip > 0.0) clip_grad_norm(params, grad_clip);
+    // The trainer's step under training.on_nonfinite: stop (train/trainer.cc):
+    // with check, a flag per parameter set by the fused step kernels (and by
+    // clipping's norms), read with the loss; with clipping, the norm and its
+    // factor stay on the device and the optimizer's kernels apply it.
+    std::optional<NonfiniteFlag> flags;
+    if (check) flags.emplace(static_cast<int64_t>(params.size()) + 1);
+    NonfiniteFlag* health = flags ? &*flags : nullptr;
+    const Tensor factor = grad_clip > 0.0 ? clip_grad_norm_on_device(params, grad_clip, 2.0, health).factor : Tensor();
+    optimizer->step(1.0, grad_clip > 0.0 ? nullptr : health, factor);
     if (!check) {
-      optimizer->step();
       if (!s.step_read.empty()) read_sink += Variable(last_loss).item();  // the trainer's read before issue 30
       return;
     }
-    // The trainer's step under training.on_nonfinite: stop (train/trainer.cc):
-    // a flag per parameter set by the fused step kernels, read with the loss.
-    NonfiniteFlag flags(static_cast<int64_t>(params.size()) + 1);
-    optimizer->step(1.0, &flags);
     const Tensor loss = last_loss.reshape({1});
-    read_sink += cat({loss, flags.value().to(loss.dtype()).to(loss.device())})
+    read_sink += cat({loss, flags->value().to(loss.dtype()).to(loss.device())})
                      .to(Device::cpu())
                      .to(DType::kF64)
                      .to_vector<double>()[0];
