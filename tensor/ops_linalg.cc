@@ -178,7 +178,9 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, st
   if (bias.defined() && x.device().is_cuda() && Dispatcher::instance().find(op, x.device().type, kDense3) != nullptr) {
     Shape out_shape = x.shape();
     out_shape.back() = weight.size(0);
-    return dispatch(op, {x.reshape({-1, x.size(-1)}), weight, bias})[0].reshape(out_shape);
+    // The rows are the leading dimensions' product (spelled out: -1 cannot be inferred when in is 0).
+    const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+    return dispatch(op, {x.reshape({rows, x.size(-1)}), weight, bias})[0].reshape(out_shape);
   }
   Tensor y = matmul_impl(x, weight.t(), op);
   return activate(bias.defined() ? add(y, bias) : y);

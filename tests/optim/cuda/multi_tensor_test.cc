@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -197,10 +198,23 @@ TEST(MultiTensorCudaTest, TheFactorStepIsClipThenStep) {
         if (dtype == DType::kF32) {
           EXPECT_TRUE(snapshot(*multi, a) == snapshot(*clipped, c)) << what;
         } else {
+          // Adam's first step moves each weight by lr times the sign of its
+          // gradient (plus decay), so where the two gradients' rounding
+          // straddles zero the masters differ by 2 lr: allow that on a few
+          // elements in a thousand, and rounding elsewhere.
           for (size_t i = 0; i < a.size(); ++i) {
             const Tensor ma = multi->state(a[i])->tensors.at(kMasterWeightsState).to(Device::cpu());
             const Tensor mc = clipped->state(c[i])->tensors.at(kMasterWeightsState).to(Device::cpu());
-            ASSERT_LE(max_abs_diff(ma, mc), 2e-3) << what << " " << a[i].name();
+            const std::vector<double> va = ma.to(DType::kF64).to_vector<double>();
+            const std::vector<double> vc = mc.to(DType::kF64).to_vector<double>();
+            int64_t apart = 0;
+            for (size_t e = 0; e < va.size(); ++e) {
+              const double d = std::abs(va[e] - vc[e]);
+              ASSERT_LE(d, 0.061) << what << " " << a[i].name() << " element " << e;  // 3 steps of 2 lr
+              if (d > 2e-3) ++apart;
+            }
+            EXPECT_LE(apart, std::max<int64_t>(1, static_cast<int64_t>(va.size()) / 250))
+                << what << " " << a[i].name() << ": elements apart by more than rounding";
           }
         }
       }
