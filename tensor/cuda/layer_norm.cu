@@ -44,6 +44,7 @@ constexpr int kRowThreads = kRowsPerBlock * 32;
 // Rows per partial column sum (more where the grid would pass 65535 chunks):
 // [16384, 1024] rows make 512 chunks, enough blocks to keep HBM busy.
 constexpr int64_t kChunkRows = 32;
+constexpr int kParamLoads = 4;  // rows loaded ahead by layer_norm_param_chunks
 
 // Packs per lane held in registers across a row's passes: 32 values (8 in
 // f64, whose backward would otherwise need all 255 registers a thread has).
@@ -395,8 +396,7 @@ __global__ void layer_norm_param_chunks(const T* x, const T* g, const C* means, 
   C sw[V], sb[V];
 #pragma unroll
   for (int e = 0; e < V; ++e) sw[e] = sb[e] = 0;
-  for (int64_t r = r0; r < r1; ++r) {
-    T gv[V], xv[V];
+  auto load = [&](int64_t r, T(&gv)[V], T(&xv)[V]) {
     if constexpr (V > 1) {
       const Pack16<T> gp = load16(g + r * d + c0), xp = load16(x + r * d + c0);
 #pragma unroll
@@ -408,6 +408,8 @@ __global__ void layer_norm_param_chunks(const T* x, const T* g, const C* means, 
       gv[0] = g[r * d + c0];
       xv[0] = x[r * d + c0];
     }
+  };
+  auto add = [&](int64_t r, const T(&gv)[V], const T(&xv)[V]) {
     const C mean = means[r], rstd = rstds[r];
 #pragma unroll
     for (int e = 0; e < V; ++e) {
@@ -415,6 +417,21 @@ __global__ void layer_norm_param_chunks(const T* x, const T* g, const C* means, 
       sw[e] += gc * (convert<C>(xv[e]) - mean) * rstd;
       sb[e] += gc;
     }
+  };
+  // kParamLoads rows' loads issued before their sums (still added row by
+  // row), so that a thread keeps several loads in flight.
+  int64_t r = r0;
+  for (; r + kParamLoads <= r1; r += kParamLoads) {
+    T gv[kParamLoads][V], xv[kParamLoads][V];
+#pragma unroll
+    for (int j = 0; j < kParamLoads; ++j) load(r + j, gv[j], xv[j]);
+#pragma unroll
+    for (int j = 0; j < kParamLoads; ++j) add(r + j, gv[j], xv[j]);
+  }
+  for (; r < r1; ++r) {
+    T gv[V], xv[V];
+    load(r, gv, xv);
+    add(r, gv, xv);
   }
   const int64_t at = static_cast<int64_t>(blockIdx.y) * d + c0;
 #pragma unroll

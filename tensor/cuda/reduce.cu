@@ -255,6 +255,7 @@ std::vector<Tensor> reduce_arg(std::string_view op, bool largest, const std::vec
 // reduce_sum it cost a transposed copy of the whole gradient first. Each
 // column is summed row by row within a chunk, whatever V is.
 constexpr int64_t kColChunk = 64;
+constexpr int kColLoads = 8;  // rows loaded ahead by column_chunks
 
 // The chunks of kColChunk rows that r rows make (one grid row each).
 int64_t column_chunk_count(int64_t r, std::string_view op) {
@@ -271,13 +272,27 @@ __global__ void column_chunks(const T* __restrict__ x, int64_t r, int64_t inner,
   const int64_t end = begin + kColChunk < r ? begin + kColChunk : r;
   A s[V];
   for (int v = 0; v < V; ++v) s[v] = 0;
-  for (int64_t i = begin; i < end; ++i) {
-    T xv[V];
+  auto load = [&](int64_t i, T(&xv)[V]) {
     if constexpr (V > 1) {
       *reinterpret_cast<uint4*>(xv) = *reinterpret_cast<const uint4*>(x + i * inner + c0);
     } else {
       xv[0] = x[i * inner + c0];
     }
+  };
+  // kColLoads rows' loads issued before their sums (still added row by row):
+  // a thread with one load in flight left HBM idle, latency-bound.
+  int64_t i = begin;
+  for (; i + kColLoads <= end; i += kColLoads) {
+    T xv[kColLoads][V];
+#pragma unroll
+    for (int j = 0; j < kColLoads; ++j) load(i + j, xv[j]);
+#pragma unroll
+    for (int j = 0; j < kColLoads; ++j)
+      for (int v = 0; v < V; ++v) s[v] += static_cast<A>(xv[j][v]);
+  }
+  for (; i < end; ++i) {
+    T xv[V];
+    load(i, xv);
     for (int v = 0; v < V; ++v) s[v] += static_cast<A>(xv[v]);
   }
   for (int v = 0; v < V; ++v) partial[static_cast<int64_t>(blockIdx.y) * inner + c0 + v] = s[v];
