@@ -34,7 +34,8 @@
 // heuristic is told every pointer is only 16-byte aligned (the preferences
 // for A, B, C and D; for the bias vector, whose alignment cuBLASLt reads off
 // the pointer itself, a stand-in address 16 bytes off a 32-byte boundary),
-// and operands that are not 16-byte aligned take the composite. Split-K
+// and operands that are not 16-byte aligned, or whose rows are not a
+// multiple of 16 bytes, take the composite. Split-K
 // reductions are limited to ones in f32 (like gemm.cc's
 // CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION). The workspace is
 // the caching allocator's, per call, so a graph capture records it from its
@@ -178,6 +179,13 @@ bool lt_matmul(int device, DType dtype, const LtProduct& p) {
   // epilogue has had bugs with dimensions of 1 (PyTorch keeps them off it).
   for (int64_t v : {p.m, p.n, p.k}) {
     if (v <= 1 || v > INT_MAX) return false;
+  }
+  // Rows of a multiple of 16 bytes (every leading dimension is one of m, n
+  // and k): otherwise cuBLASLt's heuristic picks CUDA-core kernels for the
+  // epilogues (the MLP's 10-wide output layer: a 0.3 ms magma_sgemmEx for
+  // its weight gradient on an H200, against 0.03 ms for the composite's GEMM).
+  for (int64_t v : {p.m, p.n, p.k}) {
+    if (v * static_cast<int64_t>(dtype_size(dtype)) % static_cast<int64_t>(kAlignment) != 0) return false;
   }
   for (const void* ptr : {p.a, p.b, static_cast<const void*>(p.d), static_cast<const void*>(p.bias)}) {
     if (reinterpret_cast<uintptr_t>(ptr) % kAlignment != 0) return false;

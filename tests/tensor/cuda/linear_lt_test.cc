@@ -207,6 +207,25 @@ TEST(LinearLtTest, HalfTypesTakeTheEpiloguePath) {
   }
 }
 
+// Rows that are not a multiple of 16 bytes (an MLP's 10-way output layer)
+// take the composite: cuBLASLt's epilogues run there on CUDA-core kernels,
+// ten times slower than the composite's GEMM.
+TEST(LinearLtTest, RowsNotOfWholePacksTakeTheComposite) {
+  COPPICE_REQUIRE_GPU();
+  ScopedRuntimeOptions profile([](RuntimeOptions& r) { r.profile = ProfileMode::kOn; });
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    const Tensor x = random({64, 128}, t, 1, -1, 1).to(gpu()), w = random({10, 128}, t, 2, -1, 1).to(gpu());
+    const Tensor b = random({10}, t, 3, -1, 1).to(gpu()), g = random({64, 10}, t, 4, -1, 1).to(gpu());
+    const int64_t before = op_profile_calls("linear_lt");
+    const Tensor y = linear(x, w, b);
+    const auto [gw, gb] = linear_weight_grad(g, x, true);
+    EXPECT_EQ(op_profile_calls("linear_lt"), before) << dtype_name(t) << ": a 10-wide layer took cuBLASLt";
+    EXPECT_EQ(y.shape(), (Shape{64, 10}));
+    EXPECT_EQ(gw.shape(), (Shape{10, 128}));
+    EXPECT_EQ(gb.shape(), (Shape{10}));
+  }
+}
+
 // Same bits on every call, with other shapes in between (the algorithm is
 // chosen once per shape), for shapes large enough for split-K.
 TEST(LinearLtTest, SameBitsEveryRun) {
