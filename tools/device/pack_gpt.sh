@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # Packs what tools/device/run_gpt.sh needs into .devq (ignored by git; under
 # the device tool's 64 MiB): the trainer and bench (built here with CUDA,
-# stripped, one zstd archive), the Linux documentation corpus the GPT jobs
-# read (absent on the GPU machine), and the Python peers.
+# stripped, one zstd archive; the demo too, and GPT_PACK_TESTS' test
+# binaries), the Linux documentation corpus the GPT jobs read (absent on the
+# GPU machine), and the Python peers.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tools/setup >/dev/null
-bazel build --define=cuda=1 //tools/trainer:trainer //tools/bench:bench
+# GPT_PACK_TESTS: test targets to carry too (bin/tests; run_gpt.sh tests
+# runs them), e.g. the few a change touched, re-run beside the step.
+read -r -a tests <<< "${GPT_PACK_TESTS:-}"
+bazel build --define=cuda=1 //tools/trainer:trainer //tools/bench:bench //tools/demo:mlp_demo "${tests[@]}"
 bin=$(bazel info --define=cuda=1 bazel-bin)
-rm -rf .devq && mkdir -p .devq/bin
-cp "$bin/tools/bench/bench" "$bin/tools/trainer/trainer" .devq/bin/
-chmod u+w .devq/bin/* && strip --strip-unneeded .devq/bin/*
+rm -rf .devq && mkdir -p .devq/bin/tests
+cp "$bin/tools/bench/bench" "$bin/tools/trainer/trainer" "$bin/tools/demo/mlp_demo" .devq/bin/
+for t in "${tests[@]}"; do
+  path=${t#//}; path=${path/://}
+  cp "$bin/$path" ".devq/bin/tests/$(echo "${t#//tests/}" | tr '/:' '__')"
+done
+chmod -R u+w .devq/bin && strip --strip-unneeded .devq/bin/mlp_demo .devq/bin/bench .devq/bin/trainer
+[[ ${#tests[@]} == 0 ]] || strip --strip-unneeded .devq/bin/tests/*
 (cd .devq && tar cf - bin | zstd -q -T0 -12 --long=31 -f -o bins.tar.zst && rm -rf bin)
 mkdir -p .devq/zstd && cp /usr/bin/zstd .devq/zstd/
 for lib in $(ldd /usr/bin/zstd | awk '/=> \//{print $3}' | grep -E 'libzstd|liblzma|liblz4'); do cp "$lib" .devq/zstd/; done

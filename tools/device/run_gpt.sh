@@ -18,12 +18,15 @@
 #        the RigL end step at 3/4 of it, checkpoints at the end; GPT_SETS: more
 #        "key=value" overrides, GPT_TAG: a suffix of the run's name), its
 #        metrics.jsonl and summary to $OUT; runs/ stays on the machine for eval.
+# tests: the test binaries carried by pack_gpt.sh (GPT_PACK_TESTS), the demo
+#        and the GPU suite's two trainer jobs.
 # step: issue 31's table: Coppice's GPT step (SGD: dense, BSR 90 % 32x32 and
 #        64x64, 2:4; AdamW with clipping: dense) beside PyTorch's eager and
 #        torch.compile'd dense step, the dense step from a CUDA graph, the BSR
 #        products at the GPT's 1024 x 1024 shape against their byte floor
 #        (GPT_PRODUCTS=0 leaves them out), and the trainer's own step on
 #        gpt_dense -> gpt_step.md and a line with the trainer's ms a step.
+# mlp: the MLP-4096 bf16 step (dense, BSR 90 %) beside PyTorch's -> mlp_step.md.
 # breakdown: one step's GPU time by kernel (Nsight Compute, kernel_breakdown.py)
 #        for Coppice's BSR 90 % and dense steps and PyTorch's dense step
 #        -> breakdown_*.md (GPT_BREAKDOWN_FORMATS: Coppice's formats, default
@@ -63,6 +66,22 @@ case "$what" in
       > "$OUT/torch_att.log" 2>&1 || say "torch attention: exit $?"
     python3 $PACK/compare.py "$OUT/att_coppice.json" "$OUT/att_torch.json" > "$OUT/attention.md" 2>&1
     tee -a "$SUMMARY" < "$OUT/attention.md"
+    ;;
+  tests)
+    # The test binaries pack_gpt.sh carried (GPT_PACK_TESTS), and the GPU
+    # suite's demo and trainer smoke jobs.
+    for t in .devbin/tests/*; do
+      [[ -x $t ]] || continue
+      "$t" --gtest_brief=1 > "$OUT/$(basename "$t").log" 2>&1
+      say "$(basename "$t"): exit $? ($(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/$(basename "$t").log" | tr '\n' ' '))"
+    done
+    .devbin/mlp_demo --device cuda > "$OUT/demo.txt" 2>&1
+    say "mlp_demo: exit $?"
+    for job in gpu_smoke gpu_smoke_bsr; do
+      .devbin/trainer --config tools/device/$job.yaml --run-dir runs/$job --set "checkpoint.dir=runs/$job/ckpt" \
+        > "$OUT/$job.txt" 2>&1
+      say "trainer $job: exit $? ($(grep -E '^trained' "$OUT/$job.txt"))"
+    done
     ;;
   step)
     # Issue 31's step table: Coppice's GPT step (SGD as torch_train.py; dense,
@@ -126,6 +145,17 @@ if len(recs) >= 2:
 else:
     print("trainer gpt_dense: too few train records")
 PY
+    ;;
+  mlp)
+    # Issue 31's guard: the MLP-4096 step (bf16, dense and BSR 90 % 32x32)
+    # beside PyTorch's eager dense step, which the transformer work must not cost.
+    timeout 200 .devbin/bench train --device cuda --models mlp --formats dense,bsr --sparsity 0.9 --modes bf16 \
+      --steps 10 --warmup 3 --json "$OUT/mlp_coppice.json" > "$OUT/bench_mlp.log" 2>&1 || say "bench train mlp: exit $?"
+    PYTHONUNBUFFERED=1 timeout 200 python3 $PACK/torch_train.py --device cuda --models mlp --formats dense \
+      --modes bf16 --steps 10 --warmup 3 --json "$OUT/mlp_torch.json" > "$OUT/torch_mlp.log" 2>&1 || say "torch mlp: exit $?"
+    python3 $PACK/train_compare.py --coppice "$OUT/mlp_coppice.json" --torch "$OUT/mlp_torch.json" \
+      > "$OUT/mlp_step.md" 2>&1
+    tee -a "$SUMMARY" < "$OUT/mlp_step.md"
     ;;
   breakdown)
     ncu_step() {  # NAME STEPS COMMAND...: ncu's per-kernel log of COMMAND (with its --steps STEPS)
