@@ -26,7 +26,13 @@ for t in "${tests[@]}"; do
   path=${t#//}; path=${path/://}
   [[ -x $bin/$path ]] && cp "$bin/$path" ".devbin/tests/$(echo "${t#//tests/}" | tr '/:' '__')"
 done
-cp $bin/tools/bench/bench $bin/tools/demo/mlp_demo $bin/tools/trainer/trainer .devbin/
+# DEVBIN_TESTS_ONLY=1: the test binaries and scripts alone, when the whole
+# pack would pass the device tool's 64 MiB with the tree (it reached 61 MiB
+# at 2fb3f2e); the demo, trainer and bench then come with pack_gpt.sh's .devq
+# (run_gpt.sh tests runs the demo and the suite's trainer jobs).
+if [[ ${DEVBIN_TESTS_ONLY:-0} != 1 ]]; then
+  cp $bin/tools/bench/bench $bin/tools/demo/mlp_demo $bin/tools/trainer/trainer .devbin/
+fi
 # eval_gpt_torch.py imports read_checkpoint_torch.py from beside itself.
 cp tools/bench/*.py tools/device/run_gpu_suite.sh tools/device/gpu_smoke.yaml tools/device/gpu_smoke_bsr.yaml \
   tools/device/read_checkpoint_torch.py tools/device/eval_gpt_torch.py .devbin/
@@ -39,12 +45,13 @@ cp tools/device/run_multi_gpu.sh tools/device/dp_smoke.yaml .devbin/
 # and train_compare.py are in already; it reads the jobs from configs/ of the tree.
 cp tools/device/run_train_bench.sh .devbin/
 # Nothing beyond glibc, libstdc++, libgcc and the CUDA libraries may be needed there.
-bad=$(ldd .devbin/tests/* .devbin/bench .devbin/mlp_demo .devbin/trainer | awk '/=>/{print $1}' | sort -u |
+tools=$(ls .devbin/bench .devbin/mlp_demo .devbin/trainer 2>/dev/null || true)
+bad=$(ldd .devbin/tests/* $tools | awk '/=>/{print $1}' | sort -u |
       grep -vE '^(linux-vdso|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|ld-linux|libcudart|libcublas|libcublasLt|libcusparse|libnvJitLink|libnccl)' || true)
 if [[ -n "$bad" ]]; then echo "build_devbin: unexpected shared libraries: $bad" >&2; exit 1; fi
 # Symbols stripped: the device only runs them, and the pack must stay under
 # the device tool's 64 MiB with the working tree (they add about 6 MB).
-strip --strip-unneeded .devbin/tests/* .devbin/bench .devbin/mlp_demo .devbin/trainer
+strip --strip-unneeded .devbin/tests/* $tools
 # Test binaries share most of their bytes (OpenBLAS, Abseil, our kernels):
 # one long-window zstd archive carries them well under the device tool's 64 MiB
 # (level 19: about a quarter smaller than level 12, for two more minutes of packing).

@@ -34,6 +34,10 @@ done > "$W/tests.txt"
 } > "$OUT/summary.txt" 2>&1
 cat "$OUT/summary.txt" | head -60
 
+if [[ ! -x .devbin/trainer ]]; then  # a DEVBIN_TESTS_ONLY pack (build_devbin.sh)
+  echo "the pack has no demo, trainer or bench: run_gpt.sh tests runs them from pack_gpt.sh's .devq"
+  exit 0
+fi
 echo "== demo on the GPU"
 .devbin/mlp_demo --device cuda > "$OUT/demo.txt" 2>&1; tail -8 "$OUT/demo.txt"
 echo "== trainer on the GPU (synthetic RigL job), and its checkpoint read by PyTorch"
