@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "tensor/cuda/checks.h"
+#include "tensor/cuda/column_totals.cuh"
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/device_math.cuh"
 #include "tensor/cuda/elementwise.cuh"
@@ -441,28 +442,6 @@ __global__ void layer_norm_param_chunks(const T* x, const T* g, const C* means, 
   }
 }
 
-// The chunk sums of each column added in a fixed order: a block is
-// kTotalCols columns by kTotalLanes lanes; lane y adds chunks y, y + lanes,
-// ... in order, then lane 0 adds the lanes' sums in order. (A thread per
-// column looping over every chunk left the GPU nearly idle: d / 256 blocks.)
-constexpr int kTotalCols = 32, kTotalLanes = 16;
-
-template <typename T, typename C>
-__global__ void chunk_totals(const C* partial, int64_t chunks, int64_t d, T* out) {
-  __shared__ C lanes[kTotalLanes][kTotalCols];
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kTotalCols + threadIdx.x;
-  C s = 0;
-  if (c < d) {
-    for (int64_t k = threadIdx.y; k < chunks; k += kTotalLanes) s += partial[k * d + c];
-  }
-  lanes[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= d) return;
-  C total = 0;
-  for (int y = 0; y < kTotalLanes; ++y) total += lanes[y][threadIdx.x];
-  out[c] = convert<T>(total);
-}
-
 // The backward of both ops: {dx (+ dh when defined), dweight, dbias}; x, g
 // and dh contiguous.
 std::vector<Tensor> backward(const Tensor& x, const Tensor& weight, const Tensor& g, const Tensor& dh,
@@ -523,10 +502,8 @@ std::vector<Tensor> backward(const Tensor& x, const Tensor& weight, const Tensor
           xp, gp, means.data<C>(), rstds.data<C>(), rows, d, chunk_rows, pwp, pbp);
     }
     check_launch(op);
-    const unsigned total_blocks = static_cast<unsigned>((d + kTotalCols - 1) / kTotalCols);
-    const dim3 total_threads(kTotalCols, kTotalLanes);
-    if (want_dw) chunk_totals<T, C><<<total_blocks, total_threads, 0, stream>>>(pwp, chunks, d, dw.data<T>());
-    if (want_db) chunk_totals<T, C><<<total_blocks, total_threads, 0, stream>>>(pbp, chunks, d, db.data<T>());
+    if (want_dw) launch_column_totals<C, T>(pwp, chunks, d, dw.data<T>(), stream);
+    if (want_db) launch_column_totals<C, T>(pbp, chunks, d, db.data<T>(), stream);
   });
   check_launch(op);
   return {dx, dw, db};

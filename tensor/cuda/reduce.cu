@@ -17,6 +17,7 @@
 #include <initializer_list>
 
 #include "tensor/cuda/checks.h"
+#include "tensor/cuda/column_totals.cuh"
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/device_math.cuh"
 #include "tensor/cuda/launch.cuh"
@@ -296,36 +297,6 @@ __global__ void column_chunks(const T* __restrict__ x, int64_t r, int64_t inner,
     for (int v = 0; v < V; ++v) s[v] += static_cast<A>(xv[v]);
   }
   for (int v = 0; v < V; ++v) partial[static_cast<int64_t>(blockIdx.y) * inner + c0 + v] = s[v];
-}
-
-// Pass 2: the chunk sums of each column added in a fixed order. A block is
-// kTotalCols columns by kTotalLanes lanes: lane y adds chunks y, y + lanes,
-// ... in order, then lane 0 adds the lanes' sums in order. With a thread per
-// column alone, a [16384, 1024] gradient's 256 chunks were 256 dependent
-// loads on 4 blocks: a third of the bias gradient's time went here.
-constexpr int kTotalCols = 32, kTotalLanes = 8;
-
-template <typename A, typename T>
-__global__ void column_totals(const A* __restrict__ partial, int64_t chunks, int64_t inner, T* __restrict__ out) {
-  __shared__ A lanes[kTotalLanes][kTotalCols];
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kTotalCols + threadIdx.x;
-  A s = 0;
-  if (c < inner) {
-    for (int64_t k = threadIdx.y; k < chunks; k += kTotalLanes) s += partial[k * inner + c];
-  }
-  lanes[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= inner) return;
-  A total = 0;
-  for (int y = 0; y < kTotalLanes; ++y) total += lanes[y][threadIdx.x];
-  out[c] = T(total);
-}
-
-// Launches pass 2 over `inner` columns.
-template <typename A, typename T>
-void launch_column_totals(const A* partial, int64_t chunks, int64_t inner, T* out, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((inner + kTotalCols - 1) / kTotalCols);
-  column_totals<A, T><<<blocks, dim3(kTotalCols, kTotalLanes), 0, stream>>>(partial, chunks, inner, out);
 }
 
 // Whether V-wide (16-byte) accesses fit: columns a multiple of V, every pointer aligned.
