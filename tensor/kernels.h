@@ -23,10 +23,12 @@
 // where           cond (bool), a, b (same        -                                     contiguous, broadcast shape
 //                 dtype; broadcast)
 // reduce_sum      x contiguous [outer, r]        -                                     [outer], x's dtype (i64 for
-// ints) reduce_sum_cols x [r, inner] (floating)         -                                     [inner], column sums
+//                                                                                      ints)
+// reduce_sum_cols x [r, inner] (floating)        -                                     [inner], column sums
 // reduce_max      x contiguous [outer, r], r>0   -                                     values [outer], indices i64
-// [outer] reduce_min      same                           -                                     same gemm            a,
-// b contiguous 3-D            trans_a, trans_b (bools)              c [batch, m, n] contiguous,
+//                                                                                      [outer]
+// reduce_min      same                           -                                     same
+// gemm            a, b contiguous 3-D            trans_a, trans_b (bools)              c [batch, m, n] contiguous,
 //                 a: [ba, m, k] ([ba, k, m] if                                         dtype of a; f32 accumulation
 //                 trans_a); b: [bb, k, n]                                              for 16-bit types
 //                 ([bb, n, k] if trans_b);
@@ -81,7 +83,7 @@
 // layer_norm_     x contiguous, weight           d (the normalized size), eps,          dx (x's shape), dweight [d],
 //   backward      (optional), grad contiguous    dweight, dbias (bools: wanted)         dbias [d] (undefined unless
 //                                                                                      wanted)
-// add_layer_norm  x, r (x's shape and dtype),     normalized_shape (ints), eps          h = x + r, y = layer_norm(h);
+// add_layer_norm  x, r (x's shape and dtype),    normalized_shape (ints), eps          h = x + r, y = layer_norm(h);
 //                 weight, bias (optional)                                              x's shape each
 // add_layer_norm_ h contiguous, weight           as layer_norm_backward                dx = dh + layer_norm's dx,
 //   backward      (optional), dy contiguous,                                           dweight, dbias as
