@@ -219,6 +219,28 @@ TEST(BenchUtilTest, ParsesTheCommandLine) {
   EXPECT_NE(parse_args({"--bogus"}).status().message().find("unknown flag '--bogus'"), absl::string_view::npos);
 }
 
+// bench train's update and BSR block: the GPT jobs' AdamW by name, blocks a
+// power of two; anything else named in the error.
+TEST(BenchUtilTest, TrainOptimizerAndBlock) {
+  absl::StatusOr<Config> c = parse_args({"train"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->optimizer, "sgd");
+  EXPECT_EQ(c->train_block, 32);
+  c = parse_args({"train", "--optimizer", "adamw", "--block=64"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->optimizer, "adamw");
+  EXPECT_EQ(c->train_block, 64);
+  for (const auto& [bad, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"train", "--optimizer", "adam"}, "--optimizer: 'sgd' or 'adamw', got 'adam'"},
+           {{"train", "--block", "48"}, "--block: a power of two up to 4096, got 48"},
+           {{"train", "--block", "8192"}, "--block: a power of two up to 4096"},
+           {{"train", "--block", "0"}, "--block"}}) {
+    absl::StatusOr<Config> r = parse_args(bad);
+    ASSERT_FALSE(r.ok()) << bad[2];
+    EXPECT_NE(r.status().message().find(says), absl::string_view::npos) << r.status().message();
+  }
+}
+
 TEST(BenchUtilTest, PatternNnz) {
   EXPECT_EQ(pattern_nnz(100, 0.5), 50);
   EXPECT_EQ(pattern_nnz(4096 * 4096, 0.9), 1677722);  // round(16777216 * 0.1)
