@@ -3,7 +3,7 @@
 
     torch_reference.py [gemm|elementwise|spmm|sddmm|bsr|attention|all] [--device cpu|cuda|all] [--size N]
                        [--numel N] [--reps R] [--warmup W] [--dtype f32,f64,bf16,f16] [--min-sample-ms X]
-                       [--json FILE]
+                       [--sdpa-backend flash|cudnn|default] [--json FILE]
 
 Defaults, shapes and the timing method match the C++ bench: warm-up calls, then `reps` samples of
 `inner` calls each (inner chosen so that a sample lasts at least min-sample-ms), the median per-call
@@ -16,7 +16,8 @@ bsr_dense_mm for bf16/f16), at blocks 16/32/64 and 90/95/98 %, beside dense F.li
 dtype, as bench bsr's "linear" rows (tools/bench/bsr_bench.cc). attention (CUDA, not part of all):
 causal self-attention through F.scaled_dot_product_attention in bf16 and f16 at [B, H, T, d] = [32, 16, 512, 64]
 (the GPT job's), [8, 16, 2048, 64] and [16, 16, 1024, 128], forward alone and forward + backward: the flash
-kernel (format "causal") and a 64-token local + strided block mask through the efficient (or math) kernel
+kernel (format "causal"; --sdpa-backend cudnn: cuDNN's fused attention instead, default: whatever SDPA picks
+unrestricted) and a 64-token local + strided block mask through the efficient (or math) kernel
 (format "block_sparse"), the peers of a Coppice attention kernel (run_attention says how the rows are keyed
 and their FLOPs counted). Shapes, sparsities and CPU defaults are the C++ bench's (tools/bench/spmm_bench.cc,
 sddmm_bench.cc); the patterns are uniform with the same nnz but drawn by torch.randperm from a fixed seed, so not
@@ -24,6 +25,7 @@ the same positions. f32 matmul runs without TF32, and the
 16-bit matmuls without reduced-precision reductions, as Coppice's cuBLAS gemm does.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -44,6 +46,9 @@ CPU_SPARSE_WARMUP = 1
 LENET_BATCH = 256
 SPARSITIES = [0.5, 0.75, 0.9, 0.95, 0.99]
 BLOCK = 32
+
+# --sdpa-backend: the kernel of the attention suite's "causal" rows (causal_backends).
+SDPA_CHOICES = ["flash", "cudnn", "default"]
 
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
 ALIASES = {"F32": "f32", "F64": "f64", "BF16": "bf16", "F16": "f16"}
@@ -90,6 +95,11 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=None)  # 3 (1 for the sparse suites on the CPU)
     p.add_argument("--min-sample-ms", type=float, default=1.0)
     p.add_argument("--dtype", default="")
+    p.add_argument("--sdpa-backend", default="flash", choices=SDPA_CHOICES,
+                   help="the SDPA kernel of the attention suite's \"causal\" rows (the block_sparse rows are "
+                        "unchanged): flash = sdpa_kernel(FLASH_ATTENTION), FlashAttention-2 (default); cudnn = "
+                        "sdpa_kernel(CUDNN_ATTENTION), cuDNN's fused attention; default = no sdpa_kernel at all, "
+                        "the kernel PyTorch picks itself. The rows' \"backend\" field names the choice")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
     a.reps_given, a.warmup_given = a.reps is not None, a.warmup is not None
@@ -458,11 +468,30 @@ def sdpa_backends():
     return sdpa_kernel, SDPBackend
 
 
+def causal_backends(sdp_backend, choice):
+    """attention_case's (name, backend) choices for the "causal" rows under --sdpa-backend `choice`: flash ->
+    [("flash", FLASH_ATTENTION)], cudnn -> [("cudnn", CUDNN_ATTENTION)], default -> [("default", None)] (None: no
+    sdpa_kernel restriction, the kernel PyTorch picks). Where this torch's SDPBackend has no CUDNN_ATTENTION, the
+    cudnn choice's backend is a Skip saying so (its rows are skipped with that reason)."""
+    if choice == "flash":
+        return [("flash", sdp_backend.FLASH_ATTENTION)]
+    if choice == "cudnn":
+        cudnn = getattr(sdp_backend, "CUDNN_ATTENTION", None)
+        if cudnn is None:
+            cudnn = Skip(f"skipped: torch {torch.__version__} has no SDPBackend.CUDNN_ATTENTION")
+        return [("cudnn", cudnn)]
+    if choice == "default":
+        return [("default", None)]
+    raise ValueError(f"--sdpa-backend: unknown choice '{choice}' (expected {', '.join(SDPA_CHOICES)})")
+
+
 def attention_case(args, results, op, dtype, shape, fmt, choices, work, extra, make_fn):
     """One attention row: run_case with SDPA restricted to one backend while the op is set up and timed (entered
     once around it, not per call, so the small shapes do not time the context manager). `choices` are
     (name, SDPBackend) tried in order: a backend that refuses the case (setup's Skip) passes it to the next; the
-    row records the backend that ran ("backend") and the refusals before it ("refused")."""
+    row records the backend that ran ("backend") and the refusals before it ("refused"). A None backend enters no
+    sdpa_kernel: SDPA picks its kernel itself (--sdpa-backend default); a Skip (a backend this torch lacks) is a
+    refusal with that reason, without a run."""
     label = "cuda:0"
     sdpa_kernel, _ = sdpa_backends()
     refused = []
@@ -474,8 +503,13 @@ def attention_case(args, results, op, dtype, shape, fmt, choices, work, extra, m
         if not torch.cuda.is_available():
             run_case(r, label, dtype, "gflops", work, make_fn, args)  # says that there is no device
             break
-        with sdpa_kernel(backend):
-            run_case(r, label, dtype, "gflops", work, make_fn, args)
+        if isinstance(backend, Skip):
+            device_name, _, source = device_info(label, dtype, "gflops")
+            r["device_name"] = device_name
+            skipped(r, str(backend), "gflops", source)
+        else:
+            with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
+                run_case(r, label, dtype, "gflops", work, make_fn, args)
         if refused:
             r["refused"] = "; ".join(refused)
         if not r["status"].startswith("skipped") or i + 1 == len(choices):
@@ -494,8 +528,12 @@ def run_attention(args, results):
     """Causal attention through F.scaled_dot_product_attention (CUDA only), two kinds of rows per shape [B, H, T, d]
     (ATTENTION_SHAPES; q, k, v [B, H, T, d] of torch.randn in the dtype, the default scale 1/sqrt(d)):
 
-      format "causal"        is_causal=True under sdpa_kernel(SDPBackend.FLASH_ATTENTION): the flash kernel, or a
-                             skipped row saying why it refused (never a silent fallback to another kernel); work
+      format "causal"        is_causal=True under the kernel --sdpa-backend names (causal_backends; the row's
+                             "backend" says which): flash (the default), sdpa_kernel(SDPBackend.FLASH_ATTENTION),
+                             FlashAttention-2; cudnn, sdpa_kernel(SDPBackend.CUDNN_ATTENTION), cuDNN's fused
+                             attention; either that kernel or a skipped row saying why it refused or is not in
+                             this torch (never a silent fallback to another kernel); default, no sdpa_kernel at
+                             all: the kernel SDPA picks itself (which one is not recorded). Work
                              counts the (query, key) pairs seen: forward 4 * B * H * T (T + 1) / 2 * d FLOPs.
       format "block_sparse"  a boolean attn_mask [T, T] (broadcast over B and H) made of 64-token blocks:
                              attention_block_mask (local + strided: query block i sees key block j iff j <= i
@@ -517,7 +555,8 @@ def run_attention(args, results):
     into q, k and v, so no .grad accumulates between calls); its work counts the backward as 2.5 times the
     forward: 3.5 times the forward's FLOPs in all. gflops is that work over the median call; tflops the same in
     TFLOP/s; peak_gflops the datasheet's dense 16-bit tensor-core peak. Default dtypes bf16 and f16 (--dtype
-    picks others; the flash rows then say the kernel refused them). Timing as every suite here (time_op)."""
+    picks others; the flash and cudnn rows then say the kernel refused them). Timing as every suite here
+    (time_op)."""
     label = "cuda:0"
     dtypes = args.dtypes or ["bf16", "f16"]
     try:
@@ -533,7 +572,7 @@ def run_attention(args, results):
                         results.append(r)
                         log(r)
         return
-    flash = [("flash", backend.FLASH_ATTENTION)]
+    causal_choices = causal_backends(backend, args.sdpa_backend)
     masked_backends = [("efficient", backend.EFFICIENT_ATTENTION), ("math", backend.MATH)]
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
@@ -585,7 +624,7 @@ def run_attention(args, results):
                 return fn
 
             for op, backward, factor in (("attention_fwd", False, 1.0), ("attention_fwd_bwd", True, 3.5)):
-                attention_case(args, results, op, dtype, shape, "causal", flash, factor * causal_fwd, {},
+                attention_case(args, results, op, dtype, shape, "causal", causal_choices, factor * causal_fwd, {},
                                lambda device, backward=backward: setup(device, backward, False))
                 attention_case(args, results, op, dtype, shape, "block_sparse", masked_backends,
                                factor * masked_fwd, masked_extra,

@@ -14,6 +14,10 @@
 #        torch_train.py's gpt (dense and masked) in one call -> gpt_step.md,
 #        and one profiled step of each (COPPICE_PROFILE=1);
 #        `bench attention` beside torch_reference.py attention -> attention.md.
+# attention: `bench attention` once, beside torch_reference.py attention three
+#        times, its causal rows under each SDPA backend (--sdpa-backend):
+#        flash (FlashAttention-2), cudnn (cuDNN's fused attention) and default
+#        (no sdpa_kernel: what PyTorch picks itself) -> attention_<backend>.md.
 # train JOB...: each job's trainer run (GPT_STEPS steps when set: training.steps,
 #        the RigL end step at 3/4 of it, checkpoints at the end; GPT_SETS: more
 #        "key=value" overrides, GPT_TAG: a suffix of the run's name), its
@@ -66,6 +70,18 @@ case "$what" in
       > "$OUT/torch_att.log" 2>&1 || say "torch attention: exit $?"
     python3 $PACK/compare.py "$OUT/att_coppice.json" "$OUT/att_torch.json" > "$OUT/attention.md" 2>&1
     tee -a "$SUMMARY" < "$OUT/attention.md"
+    ;;
+  attention)
+    # Issue 31: Coppice's attention beside SDPA's flash kernel, cuDNN's fused
+    # attention and SDPA's own pick (the block_sparse rows are the same each time).
+    timeout 120 .devbin/bench attention --json "$OUT/att_coppice.json" > "$OUT/bench_att.log" 2>&1 || say "bench attention: exit $?"
+    for b in flash cudnn default; do
+      PYTHONUNBUFFERED=1 timeout 150 python3 $PACK/torch_reference.py attention --sdpa-backend $b \
+        --json "$OUT/att_torch_$b.json" > "$OUT/torch_att_$b.log" 2>&1 || say "torch attention $b: exit $?"
+      python3 $PACK/compare.py "$OUT/att_coppice.json" "$OUT/att_torch_$b.json" > "$OUT/attention_$b.md" 2>&1
+      say "== attention: Coppice beside PyTorch SDPA, causal rows under --sdpa-backend $b"
+      tee -a "$SUMMARY" < "$OUT/attention_$b.md"
+    done
     ;;
   tests)
     # The test binaries pack_gpt.sh carried (GPT_PACK_TESTS), and the GPU
@@ -210,5 +226,5 @@ PY
         --max-batches 16 --batch 32 --device cuda 2>&1 | tail -3 | tee -a "$SUMMARY"
     done
     ;;
-  *) say "unknown step '$what' (bench, train JOB..., eval JOB...)"; exit 2 ;;
+  *) say "unknown step '$what' (bench, attention, tests, step, mlp, breakdown, train JOB..., eval JOB...)"; exit 2 ;;
 esac
