@@ -78,6 +78,7 @@ struct Store {
   std::atomic<bool> bsr_tiles{true};
   std::atomic<bool> bsr_mma{true};
   std::atomic<Nm24Mode> nm24_mma{Nm24Mode::kAuto};
+  std::atomic<bool> attention_wgmma{true};
   std::atomic<double> sddmm_dense_min_density{0.005};
 
   void store(const RuntimeOptions& o) {  // with mu held
@@ -90,6 +91,7 @@ struct Store {
     bsr_tiles.store(o.bsr_tiles, r);
     bsr_mma.store(o.bsr_mma, r);
     nm24_mma.store(o.nm24_mma, r);
+    attention_wgmma.store(o.attention_wgmma, r);
     sddmm_dense_min_density.store(o.sddmm_dense_min_density, r);
     loaded.store(true, std::memory_order_release);
   }
@@ -105,6 +107,7 @@ struct Store {
     o.bsr_tiles = bsr_tiles.load(r);
     o.bsr_mma = bsr_mma.load(r);
     o.nm24_mma = nm24_mma.load(r);
+    o.attention_wgmma = attention_wgmma.load(r);
     o.sddmm_dense_min_density = sddmm_dense_min_density.load(r);
     return o;
   }
@@ -136,6 +139,8 @@ RuntimeOptions runtime_options_from(const Getenv& getenv) {
   read("COPPICE_BSR_MMA", [&](const char* n, std::string_view v) { o.bsr_mma = one_of(n, v, kBoolNames); });
   read("COPPICE_NM24_MMA",
        [&](const char* n, std::string_view v) { o.nm24_mma = static_cast<Nm24Mode>(one_of(n, v, kNm24Names)); });
+  read("COPPICE_ATTENTION_WGMMA",
+       [&](const char* n, std::string_view v) { o.attention_wgmma = one_of(n, v, kBoolNames); });
   read("COPPICE_SDDMM_DENSE_DENSITY",
        [&](const char* n, std::string_view v) { o.sddmm_dense_min_density = parse_density(n, v); });
   return o;

@@ -20,6 +20,7 @@
 //   COPPICE_BSR_TILES            bsr_tiles                1 | 0
 //   COPPICE_BSR_MMA              bsr_mma                  1 | 0
 //   COPPICE_NM24_MMA             nm24_mma                 auto | on | off
+//   COPPICE_ATTENTION_WGMMA      attention_wgmma          1 | 0
 //   COPPICE_SDDMM_DENSE_DENSITY  sddmm_dense_min_density  0.005; a finite number >= 0 (above 1: never)
 //
 // The options are process-global, like the environment they replace: a
@@ -72,6 +73,10 @@ struct RuntimeOptions {
   // reference to compare them with.
   bool bsr_mma = true;
   Nm24Mode nm24_mma = Nm24Mode::kAuto;
+  // Attention of head size 64 in bf16/f16 on Hopper's wgmma kernels
+  // (tensor/cuda/attention_sm90.h) on devices of compute capability 9.0;
+  // false: on the mma.sync kernels every GPU runs, the reference.
+  bool attention_wgmma = true;
   // The density from which a CUDA SDDMM computes a @ b densely and gathers
   // (the dense_gemm route of sparse/cuda/sddmm.cc); above 1 turns it off.
   double sddmm_dense_min_density = 0.005;

@@ -52,11 +52,16 @@
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/mma_sync.cuh"
+#include "tensor/cuda/wgmma.cuh"
 
 namespace coppice::sparse_cuda {
 namespace {
 
 using cuda::smem_u32;
+using cuda::sw128_desc;
+using cuda::wgmma_commit;
+using cuda::wgmma_fence;
+using cuda::wgmma_wait;
 
 constexpr int kSlices = 2;                  // m64 slices of S per consumer warpgroup
 constexpr int kTileR = 2 * 64 * kSlices;    // rows of S per block: two consumer warpgroups
@@ -80,12 +85,9 @@ static_assert(kTileM * kPitchOut * sizeof(float) <= kStages * kStageBytes, "the 
 static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
 
 // A K-major operand in shared memory as the descriptors name it: the 128-byte
-// swizzle (layout type 1, 1024 bytes between groups of eight rows) for x, the
-// 64-byte one (type 2, 512 bytes) for S's stored values, as TMA wrote them.
-// No leading offset: an instruction's k slice stays within a row.
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1024 >> 4) << 32) | (1ull << 62);
-}
+// swizzle for x (wgmma.cuh's sw128_desc), the 64-byte one (layout type 2, 512
+// bytes between groups of eight rows) for S's stored values, as TMA wrote
+// them. No leading offset: an instruction's k slice stays within a row.
 __device__ __forceinline__ uint64_t sw64_desc(uint32_t addr) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(512 >> 4) << 32) | (2ull << 62);
 }
@@ -118,15 +120,6 @@ __device__ __forceinline__ void wgmma_sp(float (&d)[64], uint64_t a, uint64_t b,
 }
 #undef COPPICE_WGMMA_SP
 #undef COPPICE_ACC64
-
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
-}
 
 // ---- mbarriers and TMA ----------------------------------------------------
 

@@ -22,6 +22,11 @@
 // block for the forward and dq, by key block for dk/dv), and elements are
 // masked only on the diagonal tile and past T.
 //
+// On devices of compute capability 9.0, head size 64 runs the same three
+// kernels on wgmma instead (attention_sm90.cu), unless
+// RuntimeOptions::attention_wgmma is off; the pieces both share (walks,
+// softmax, masks, stores) are attention_tiles.cuh's.
+//
 // Every other dtype, head size or layout block runs the CPU twin's
 // arithmetic: a thread block per query (forward, dq) or per key (dk, dv),
 // its scores in shared memory; slow, but the same on every device, and what
@@ -29,6 +34,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -37,90 +43,24 @@
 #include <vector>
 
 #include "tensor/attention.h"
+#include "tensor/cuda/attention_sm90.h"
+#include "tensor/cuda/attention_tiles.cuh"
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/mma_sync.cuh"
 #include "tensor/cuda/warp.cuh"
 #include "tensor/dispatcher.h"
+#include "tensor/runtime_options.h"
 
 namespace coppice::cuda {
 namespace {
-
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
-// ---- which keys a query sees, as ranges -----------------------------------------------------
-
-// The ranges [lo, hi) of one block row (or column) of the layout, clipped to
-// [lo_clip, hi_clip); without a layout, the one range [lo_clip, hi_clip).
-struct RangeWalk {
-  const int32_t* idx = nullptr;  // null: no layout
-  int32_t e = 0, e_end = 0;
-  int64_t block = 0, lo_clip = 0, hi_clip = 0;
-  bool done = false;
-
-  __device__ RangeWalk(const int32_t* ptr, const int32_t* index, int64_t line, int64_t blk, int64_t lo, int64_t hi)
-      : idx(index), block(blk), lo_clip(lo), hi_clip(hi) {
-    if (idx != nullptr) {
-      e = ptr[line];
-      e_end = ptr[line + 1];
-    }
-  }
-  // The next non-empty range; false when there is none.
-  __device__ bool next(int64_t& lo, int64_t& hi) {
-    if (idx == nullptr) {
-      if (done) return false;
-      done = true;
-      lo = lo_clip;
-      hi = hi_clip;
-      return lo < hi;
-    }
-    while (e < e_end) {
-      const int64_t b = idx[e++];
-      lo = b * block > lo_clip ? b * block : lo_clip;
-      hi = (b + 1) * block < hi_clip ? (b + 1) * block : hi_clip;
-      if (lo < hi) return true;
-    }
-    return false;
-  }
-};
 
 // fn(lo, hi) for each of the walk's ranges, in order.
 template <typename Fn>
 __device__ void for_each_range(RangeWalk walk, Fn&& fn) {
   int64_t lo, hi;
   while (walk.next(lo, hi)) fn(lo, hi);
-}
-
-// Steps of `step` tokens over a RangeWalk's ranges (whose starts are multiples of step).
-struct StepWalk {
-  RangeWalk ranges;
-  int64_t step, cur = 0, hi = 0;
-  __device__ StepWalk(const RangeWalk& r, int64_t s) : ranges(r), step(s) {}
-  // The next step's first token, or -1.
-  __device__ int64_t next() {
-    while (cur >= hi) {
-      if (!ranges.next(cur, hi)) return -1;
-    }
-    const int64_t at = cur;
-    cur += step;
-    return at;
-  }
-};
-
-// ---- tensor-core fragments --------------------------------------------------------------------
-
-// Two floats as one register of T (lo in the low half: the lower column).
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
 }
 
 // Shapes of the tiled kernels: head size D, rows staged with a pitch of D + 8
@@ -189,66 +129,6 @@ __device__ __forceinline__ void mma_kn(float (&acc)[NT][4], const uint32_t (&a)[
   }
 }
 
-// The accumulators of a 16 x 8NT product as the A fragments of its NT/2 k16 steps.
-template <typename T, int NT>
-__device__ __forceinline__ void to_a(uint32_t (&a)[NT / 2][4], const float (&c)[NT][4]) {
-#pragma unroll
-  for (int kk = 0; kk < NT / 2; ++kk) {
-    a[kk][0] = pack2<T>(c[2 * kk][0], c[2 * kk][1]);
-    a[kk][1] = pack2<T>(c[2 * kk][2], c[2 * kk][3]);
-    a[kk][2] = pack2<T>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
-    a[kk][3] = pack2<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
-  }
-}
-
-template <int NT>
-__device__ __forceinline__ void zero(float (&c)[NT][4]) {
-#pragma unroll
-  for (int j = 0; j < NT; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.f;
-}
-
-// Stores a warp's 16 x 8NT accumulators (times `scale`) as rows row0.. of a
-// head's [t, 8NT] rows, `ld` elements apart; rows past t left out.
-template <typename T, int NT>
-__device__ __forceinline__ void store_rows(T* g, const float (&c)[NT][4], int64_t row0, int64_t t, int64_t ld,
-                                           float scale, int lane) {
-  const int gr = lane / 4, tc = (lane % 4) * 2;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int64_t row = row0 + gr + half * 8;
-    if (row >= t) continue;
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      *reinterpret_cast<uint32_t*>(g + row * ld + j * 8 + tc) =
-          pack2<T>(c[j][2 * half] * scale, c[j][2 * half + 1] * scale);
-    }
-  }
-}
-
-// Where token i of head n (= batch * heads + head) of an operand starts:
-// base + batch * stride.batch + head * stride.head + i * stride.token elements
-// (a [N, T, d] tensor has heads 1; [B, T, H, d] views, such as the three
-// parts of a packed qkv projection, have any such strides).
-struct HeadStrides {
-  int64_t batch = 0, head = 0, token = 0;
-};
-
-__host__ __device__ __forceinline__ int64_t head_offset(const HeadStrides& s, int64_t n, int64_t heads) {
-  return (n / heads) * s.batch + (n % heads) * s.head;
-}
-
-struct FlashArgs {
-  const void *q, *k, *v, *out, *dout;
-  void *o, *dq, *dk, *dv;
-  HeadStrides sq, sk, sv, so, sdq, sdk, sdv;             // so: out and dout (both contiguous alike)
-  float* lse;                                            // [n, t]
-  const float* delta;                                    // [n, t]: rowsum(dout * out)
-  const int32_t *row_ptr, *col_idx, *col_ptr, *row_idx;  // null without a layout
-  int64_t t = 0, block = 0, heads = 1, n_offset = 0;     // n_offset: the first head of this launch
-  float scale = 1.f;
-  bool causal = false;
-};
-
 // ---- forward ------------------------------------------------------------------------------------
 
 template <typename T, int D>
@@ -301,43 +181,7 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
     float s[NTK][4];
     zero(s);
     mma_nk<T, S::kKSteps, NTK, P>(s, qf, ks, lane);
-    const bool edge = (a.causal && k0 + R > q0) || k0 + R > t;
-#pragma unroll
-    for (int j = 0; j < NTK; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[j][e] * c2;
-        if (edge) {
-          const int64_t col = k0 + j * 8 + (lane % 4) * 2 + (e & 1), row = row_base + (e >> 1) * 8;
-          if (col >= t || (a.causal && col > row)) x = -INFINITY;
-        }
-        s[j][e] = x;
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < NTK; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      const float alpha = exp2f(m[h] - m_use);
-      m[h] = m_new;
-      l[h] *= alpha;
-#pragma unroll
-      for (int j = 0; j < S::kDTiles; ++j) {
-        o[j][2 * h] *= alpha;
-        o[j][2 * h + 1] *= alpha;
-      }
-#pragma unroll
-      for (int j = 0; j < NTK; ++j) {
-        s[j][2 * h] = exp2f(s[j][2 * h] - m_use);
-        s[j][2 * h + 1] = exp2f(s[j][2 * h + 1] - m_use);
-        l[h] += s[j][2 * h] + s[j][2 * h + 1];
-      }
-    }
+    softmax_step(s, o, m, l, c2, (a.causal && k0 + R > q0) || k0 + R > t, a.causal, k0, row_base, t, lane);
     uint32_t pf[NTK / 2][4];
     to_a<T, NTK>(pf, s);
     mma_kn<T, NTK / 2, S::kDTiles, P>(o, pf, vs, lane);
@@ -348,22 +192,7 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
     k0 = k_next;
   }
 
-  float inv[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    inv[h] = l[h] > 0.f ? 1.f / l[h] : 0.f;
-    const int64_t row = row_base + h * 8;
-    if (lane % 4 == 0 && row < t) { a.lse[head * t + row] = l[h] > 0.f ? m[h] * kLn2 + logf(l[h]) : -INFINITY; }
-  }
-#pragma unroll
-  for (int j = 0; j < S::kDTiles; ++j) {
-    o[j][0] *= inv[0];
-    o[j][1] *= inv[0];
-    o[j][2] *= inv[1];
-    o[j][3] *= inv[1];
-  }
+  finish_softmax(o, m, l, a.lse + head * t, row_base, t, lane);
   store_rows<T, S::kDTiles>(static_cast<T*>(a.o) + head_offset(a.so, head, a.heads), o, q0 + warp * 16, t, a.so.token,
                             1.f, lane);
 }
@@ -398,18 +227,6 @@ __global__ void attention_delta_kernel(const T* dout, const T* out, HeadStrides 
 #pragma unroll
     for (int off = kGroup / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
     if (row < rows && sub == 0) delta[row] = sum;
-  }
-}
-
-// The per-row values a backward step needs beside its tiles: lse (in base 2;
-// +inf where the query sees nothing or lies past t, so that its p is 0) and delta.
-__device__ __forceinline__ void stage_row_stats(float* lse2_s, float* delta_s, const float* lse, const float* delta,
-                                                int64_t row0, int rows, int64_t t) {
-  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    const int64_t row = row0 + r;
-    const float l = row < t ? lse[row] : -INFINITY;
-    lse2_s[r] = l == -INFINITY ? INFINITY : l * kLog2e;
-    delta_s[r] = row < t ? delta[row] : 0.f;
   }
 }
 
@@ -469,7 +286,7 @@ __global__ void __launch_bounds__(128) flash_dkdv_kernel(FlashArgs a) {
     const float* l2 = lse2_s + buf * QS;
     const float* dl = delta_s + buf * QS;
 
-    // p^T = exp2(c2 k q^T - lse2), rows: this warp's 16 keys, columns: QS queries.
+    // s^T = k q^T, rows: this warp's 16 keys, columns: QS queries.
     float p[NTQ][4];
     zero(p);
     {
@@ -477,24 +294,7 @@ __global__ void __launch_bounds__(128) flash_dkdv_kernel(FlashArgs a) {
       load_a<S::kKSteps, P>(kf, kw, lane);
       mma_nk<T, S::kKSteps, NTQ, P>(p, kf, qs, lane);
     }
-    const bool edge = a.causal && q0 < k0 + R;
-#pragma unroll
-    for (int j = 0; j < NTQ; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int cq = j * 8 + (lane % 4) * 2 + (e & 1);
-        float x = exp2f(p[j][e] * c2 - l2[cq]);
-        if (edge && key_base + (e >> 1) * 8 > q0 + cq) x = 0.f;
-        p[j][e] = x;
-      }
-    }
-    // dv += p^T dout
-    {
-      uint32_t pf[NTQ / 2][4];
-      to_a<T, NTQ>(pf, p);
-      mma_kn<T, NTQ / 2, S::kDTiles, P>(dv, pf, dos, lane);
-    }
-    // ds^T = p^T * (v dout^T - delta)
+    // dp^T = v dout^T
     float ds[NTQ][4];
     zero(ds);
     {
@@ -502,10 +302,12 @@ __global__ void __launch_bounds__(128) flash_dkdv_kernel(FlashArgs a) {
       load_a<S::kKSteps, P>(vf, vw, lane);
       mma_nk<T, S::kKSteps, NTQ, P>(ds, vf, dos, lane);
     }
-#pragma unroll
-    for (int j = 0; j < NTQ; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) ds[j][e] = p[j][e] * (ds[j][e] - dl[j * 8 + (lane % 4) * 2 + (e & 1)]);
+    transposed_p_ds(p, ds, l2, dl, c2, a.causal && q0 < k0 + R, key_base, q0, lane);
+    // dv += p^T dout
+    {
+      uint32_t pf[NTQ / 2][4];
+      to_a<T, NTQ>(pf, p);
+      mma_kn<T, NTQ / 2, S::kDTiles, P>(dv, pf, dos, lane);
     }
     // dk += ds^T q
     {
@@ -562,13 +364,7 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(FlashArgs a) {
   load_a<S::kKSteps, P>(dof, do_s + warp * 16 * P, lane);
   const int64_t row_base = q0 + warp * 16 + lane / 4;
   float lse2[2], dl[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t row = row_base + h * 8;
-    const float l = row < t ? a.lse[head * t + row] : -INFINITY;
-    lse2[h] = l == -INFINITY ? INFINITY : l * kLog2e;
-    dl[h] = row < t ? a.delta[head * t + row] : 0.f;
-  }
+  row_stats(lse2, dl, a.lse + head * t, a.delta + head * t, row_base, t);
   float dq[S::kDTiles][4];
   zero(dq);
   const float c2 = a.scale * kLog2e;
@@ -588,20 +384,7 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(FlashArgs a) {
     zero(ds);
     mma_nk<T, S::kKSteps, NTK, P>(p, qf, ks, lane);
     mma_nk<T, S::kKSteps, NTK, P>(ds, dof, vs, lane);
-    const bool edge = (a.causal && k0 + KS > q0) || k0 + KS > t;
-#pragma unroll
-    for (int j = 0; j < NTK; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1;
-        float x = exp2f(p[j][e] * c2 - lse2[h]);
-        if (edge) {
-          const int64_t col = k0 + j * 8 + (lane % 4) * 2 + (e & 1);
-          if (col >= t || (a.causal && col > row_base + h * 8)) x = 0.f;
-        }
-        ds[j][e] = x * (ds[j][e] - dl[h]);
-      }
-    }
+    p_ds(p, ds, lse2, dl, c2, (a.causal && k0 + KS > q0) || k0 + KS > t, a.causal, k0, row_base, t, lane);
     uint32_t sf[NTK / 2][4];
     to_a<T, NTK>(sf, ds);
     mma_kn<T, NTK / 2, S::kDTiles, P>(dq, sf, ks, lane);
@@ -854,17 +637,46 @@ void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t heads, s
   }
 }
 
+// Whether this problem runs on attention_sm90.cu's wgmma kernels: head size
+// 64, a device of compute capability 9.0 (they are built for sm_90a alone),
+// and RuntimeOptions::attention_wgmma on.
+bool on_wgmma(const Problem& p, int device) {
+  if (p.d != kSm90AttentionHead || !runtime_options().attention_wgmma) return false;
+  constexpr int kDevices = 64;
+  static std::atomic<int> hopper[kDevices] = {};  // 0 unknown, 1 yes, 2 no
+  if (device < kDevices && hopper[device].load(std::memory_order_relaxed) != 0) return hopper[device] == 1;
+  int major = 0, minor = 0;
+  COPPICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "attention");
+  COPPICE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "attention");
+  const bool yes = major == 9 && minor == 0;
+  if (device < kDevices) hopper[device].store(yes ? 1 : 2, std::memory_order_relaxed);
+  return yes;
+}
+
 template <typename CT, int D>
-void flash_forward(const FlashArgs& a, const Problem& p, cudaStream_t stream) {
+void flash_forward(const FlashArgs& a, const Problem& p, int device, cudaStream_t stream) {
   using S = Tiles<CT, D>;
+  if (on_wgmma(p, device)) {
+    const Sm90AttentionKernels k = sm90_attention_kernels<CT>();
+    launch_by_heads(k.forward, a, (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile, p.n, k.forward_smem,
+                    kSm90AttentionThreads, stream, "attention_forward");
+    return;
+  }
   const size_t smem = size_t{5} * S::kRows * S::kPitch * sizeof(CT);
   const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
   launch_by_heads(flash_forward_kernel<CT, D>, a, tiles, p.n, smem, S::kThreads, stream, "attention_forward");
 }
 
 template <typename CT, int D>
-void flash_backward(const FlashArgs& a, const Problem& p, cudaStream_t stream) {
+void flash_backward(const FlashArgs& a, const Problem& p, int device, cudaStream_t stream) {
   using S = Tiles<CT, D>;
+  if (on_wgmma(p, device)) {
+    const Sm90AttentionKernels k = sm90_attention_kernels<CT>();
+    const int64_t tiles = (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile;
+    launch_by_heads(k.dkdv, a, tiles, p.n, k.dkdv_smem, kSm90AttentionThreads, stream, "attention_backward");
+    launch_by_heads(k.dq, a, tiles, p.n, k.dq_smem, kSm90AttentionThreads, stream, "attention_backward");
+    return;
+  }
   const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
   const size_t tiles_smem = (size_t{2} * S::kRows + size_t{4} * S::kStep) * S::kPitch * sizeof(CT);
   launch_by_heads(flash_dkdv_kernel<CT, D>, a, tiles, p.n, tiles_smem + size_t{4} * S::kStep * sizeof(float),
@@ -945,9 +757,9 @@ std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs
     auto run = [&](auto tag) {
       using CT = typename decltype(tag)::type;
       if (p.d == 64) {
-        flash_forward<CT, 64>(a, p, stream);
+        flash_forward<CT, 64>(a, p, q.device().index, stream);
       } else {
-        flash_forward<CT, 128>(a, p, stream);
+        flash_forward<CT, 128>(a, p, q.device().index, stream);
       }
     };
     if (q.dtype() == DType::kBF16) {
@@ -1009,12 +821,12 @@ std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attr
         attention_delta_kernel<CT, 64>
             <<<grid_for(rows * 8), kThreads, 0, stream>>>(pdo, po, a.so, p.heads, delta.data<float>(), rows, p.t);
         check_launch(op);
-        flash_backward<CT, 64>(a, p, stream);
+        flash_backward<CT, 64>(a, p, q.device().index, stream);
       } else {
         attention_delta_kernel<CT, 128>
             <<<grid_for(rows * 16), kThreads, 0, stream>>>(pdo, po, a.so, p.heads, delta.data<float>(), rows, p.t);
         check_launch(op);
-        flash_backward<CT, 128>(a, p, stream);
+        flash_backward<CT, 128>(a, p, q.device().index, stream);
       }
     };
     if (q.dtype() == DType::kBF16) {

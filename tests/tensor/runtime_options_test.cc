@@ -35,6 +35,7 @@ TEST(RuntimeOptions, DefaultsWithNothingSet) {
   EXPECT_TRUE(o.bsr_tiles);
   EXPECT_TRUE(o.bsr_mma);
   EXPECT_EQ(o.nm24_mma, Nm24Mode::kAuto);
+  EXPECT_TRUE(o.attention_wgmma);
   EXPECT_EQ(o.sddmm_dense_min_density, 0.005);
   // An empty variable is unset.
   EXPECT_EQ(from({{"COPPICE_CSR_SPMM", ""}, {"COPPICE_NUM_THREADS", ""}}).csr_spmm, CsrSpmmMode::kAuto);
@@ -49,6 +50,7 @@ TEST(RuntimeOptions, ReadsEveryVariable) {
                                  {"COPPICE_BSR_TILES", "0"},
                                  {"COPPICE_BSR_MMA", "0"},
                                  {"COPPICE_NM24_MMA", "off"},
+                                 {"COPPICE_ATTENTION_WGMMA", "0"},
                                  {"COPPICE_SDDMM_DENSE_DENSITY", "0.25"}});
   EXPECT_EQ(o.num_threads, 3);
   EXPECT_EQ(o.profile, ProfileMode::kShapes);
@@ -58,6 +60,7 @@ TEST(RuntimeOptions, ReadsEveryVariable) {
   EXPECT_FALSE(o.bsr_tiles);
   EXPECT_FALSE(o.bsr_mma);
   EXPECT_EQ(o.nm24_mma, Nm24Mode::kOff);
+  EXPECT_FALSE(o.attention_wgmma);
   EXPECT_EQ(o.sddmm_dense_min_density, 0.25);
   EXPECT_EQ(from({{"COPPICE_PROFILE", "1"}}).profile, ProfileMode::kOn);
   EXPECT_EQ(from({{"COPPICE_PROFILE", "0"}}).profile, ProfileMode::kOff);

@@ -3,7 +3,8 @@
 // f16; head sizes 64 and 128) and the row kernels (f32, f64, other head
 // sizes); no mask, causal, block layouts (empty query blocks, unseen key
 // blocks, blocks of two tiles) and both; lengths of 1, a tile, and not a
-// multiple of the tile; strided operands; repeated runs give the same bits.
+// multiple of the tile; strided operands; repeated runs give the same bits;
+// on a Hopper GPU, head size 64 on its wgmma kernels and on mma.sync.
 //
 // Tolerances: the tiled kernels round p and ds to the input's 16-bit type
 // before their products (as FlashAttention does), so a bf16 result may differ
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "tensor/ops.h"
+#include "tensor/runtime_options.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
 
 namespace coppice {
@@ -111,19 +113,28 @@ void check_case(const Case& c, uint64_t& seed) {
   EXPECT_EQ(values(again.dk.to(Device::cpu())), values(gg.dk.to(Device::cpu())));
 }
 
+// On a Hopper GPU head size 64 runs on the wgmma kernels (attention_sm90.cu)
+// and, with RuntimeOptions::attention_wgmma off, on the mma.sync ones every
+// GPU runs: both are checked; elsewhere the option changes nothing.
 TEST(CudaAttentionTest, TiledKernelsMatchTheCpu) {
   COPPICE_REQUIRE_GPU();
-  uint64_t seed = 11;
-  for (DType dtype : {DType::kBF16, DType::kF16}) {
-    for (int64_t d : {64, 128}) {
-      for (int64_t t : {1, 64, 100, 257}) {
-        for (bool causal : {false, true}) {
-          for (int64_t block : {int64_t{0}, int64_t{64}, int64_t{128}}) {
-            check_case({dtype, 3, t, d, causal, block}, seed);
+  for (bool wgmma : {true, false}) {
+    SCOPED_TRACE(wgmma ? "wgmma where the GPU has it" : "mma.sync");
+    ScopedRuntimeOptions kernels([wgmma](RuntimeOptions& o) { o.attention_wgmma = wgmma; });
+    uint64_t seed = 11;
+    for (DType dtype : {DType::kBF16, DType::kF16}) {
+      for (int64_t d : {64, 128}) {
+        for (int64_t t : {1, 64, 100, 257}) {
+          for (bool causal : {false, true}) {
+            for (int64_t block : {int64_t{0}, int64_t{64}, int64_t{128}}) {
+              check_case({dtype, 3, t, d, causal, block}, seed);
+            }
           }
         }
       }
     }
+    // A longer causal walk: ten tiles of queries and of keys.
+    check_case({DType::kBF16, 2, 613, 64, true, 0}, seed);
   }
 }
 

@@ -1,0 +1,288 @@
+// The pieces the tiled attention kernels share (tensor/cuda/attention.cu on
+// mma.sync, tensor/cuda/attention_sm90.cu on Hopper's wgmma): which tiles a
+// walk visits, the operands' strides, the accumulators' 16 x 8 fragments
+// (the layout of mma.sync's and, per warp, of wgmma's f32 results) and how
+// they are stored. Device code, and the launch arguments.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace coppice::cuda {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// ---- which keys a query sees, as ranges -----------------------------------------------------
+
+// The ranges [lo, hi) of one block row (or column) of the layout, clipped to
+// [lo_clip, hi_clip); without a layout, the one range [lo_clip, hi_clip).
+struct RangeWalk {
+  const int32_t* idx = nullptr;  // null: no layout
+  int32_t e = 0, e_end = 0;
+  int64_t block = 0, lo_clip = 0, hi_clip = 0;
+  bool done = false;
+
+  __device__ RangeWalk(const int32_t* ptr, const int32_t* index, int64_t line, int64_t blk, int64_t lo, int64_t hi)
+      : idx(index), block(blk), lo_clip(lo), hi_clip(hi) {
+    if (idx != nullptr) {
+      e = ptr[line];
+      e_end = ptr[line + 1];
+    }
+  }
+  // The next non-empty range; false when there is none.
+  __device__ bool next(int64_t& lo, int64_t& hi) {
+    if (idx == nullptr) {
+      if (done) return false;
+      done = true;
+      lo = lo_clip;
+      hi = hi_clip;
+      return lo < hi;
+    }
+    while (e < e_end) {
+      const int64_t b = idx[e++];
+      lo = b * block > lo_clip ? b * block : lo_clip;
+      hi = (b + 1) * block < hi_clip ? (b + 1) * block : hi_clip;
+      if (lo < hi) return true;
+    }
+    return false;
+  }
+};
+
+// Steps of `step` tokens over a RangeWalk's ranges (whose starts are multiples of step).
+struct StepWalk {
+  RangeWalk ranges;
+  int64_t step, cur = 0, hi = 0;
+  __device__ StepWalk(const RangeWalk& r, int64_t s) : ranges(r), step(s) {}
+  // The next step's first token, or -1.
+  __device__ int64_t next() {
+    while (cur >= hi) {
+      if (!ranges.next(cur, hi)) return -1;
+    }
+    const int64_t at = cur;
+    cur += step;
+    return at;
+  }
+};
+
+// ---- tensor-core fragments --------------------------------------------------------------------
+
+// Two floats as one register of T (lo in the low half: the lower column).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// The accumulators of a 16 x 8NT product as the A fragments of its NT/2 k16
+// steps (mma.sync's m16n8k16 A, and each warp's slice of wgmma's A from registers).
+template <typename T, int NT>
+__device__ __forceinline__ void to_a(uint32_t (&a)[NT / 2][4], const float (&c)[NT][4]) {
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {
+    a[kk][0] = pack2<T>(c[2 * kk][0], c[2 * kk][1]);
+    a[kk][1] = pack2<T>(c[2 * kk][2], c[2 * kk][3]);
+    a[kk][2] = pack2<T>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[kk][3] = pack2<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+  }
+}
+
+template <int NT>
+__device__ __forceinline__ void zero(float (&c)[NT][4]) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.f;
+}
+
+// Stores a warp's 16 x 8NT accumulators (times `scale`) as rows row0.. of a
+// head's [t, 8NT] rows, `ld` elements apart; rows past t left out.
+template <typename T, int NT>
+__device__ __forceinline__ void store_rows(T* g, const float (&c)[NT][4], int64_t row0, int64_t t, int64_t ld,
+                                           float scale, int lane) {
+  const int gr = lane / 4, tc = (lane % 4) * 2;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t row = row0 + gr + half * 8;
+    if (row >= t) continue;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      *reinterpret_cast<uint32_t*>(g + row * ld + j * 8 + tc) =
+          pack2<T>(c[j][2 * half] * scale, c[j][2 * half + 1] * scale);
+    }
+  }
+}
+
+// Where token i of head n (= batch * heads + head) of an operand starts:
+// base + batch * stride.batch + head * stride.head + i * stride.token elements
+// (a [N, T, d] tensor has heads 1; [B, T, H, d] views, such as the three
+// parts of a packed qkv projection, have any such strides).
+struct HeadStrides {
+  int64_t batch = 0, head = 0, token = 0;
+};
+
+__host__ __device__ __forceinline__ int64_t head_offset(const HeadStrides& s, int64_t n, int64_t heads) {
+  return (n / heads) * s.batch + (n % heads) * s.head;
+}
+
+struct FlashArgs {
+  const void *q, *k, *v, *out, *dout;
+  void *o, *dq, *dk, *dv;
+  HeadStrides sq, sk, sv, so, sdq, sdk, sdv;             // so: out and dout (both contiguous alike)
+  float* lse;                                            // [n, t]
+  const float* delta;                                    // [n, t]: rowsum(dout * out)
+  const int32_t *row_ptr, *col_idx, *col_ptr, *row_idx;  // null without a layout
+  int64_t t = 0, block = 0, heads = 1, n_offset = 0;     // n_offset: the first head of this launch
+  float scale = 1.f;
+  bool causal = false;
+};
+
+// The per-row values a backward step needs beside its tiles: lse (in base 2;
+// +inf where the query sees nothing or lies past t, so that its p is 0) and delta.
+__device__ __forceinline__ void stage_row_stats(float* lse2_s, float* delta_s, const float* lse, const float* delta,
+                                                int64_t row0, int rows, int64_t t) {
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int64_t row = row0 + r;
+    const float l = row < t ? lse[row] : -INFINITY;
+    lse2_s[r] = l == -INFINITY ? INFINITY : l * kLog2e;
+    delta_s[r] = row < t ? delta[row] : 0.f;
+  }
+}
+
+// ---- the arithmetic between the products ------------------------------------------------------
+
+// One key tile of the forward's online softmax for a warp's 16 queries (rows
+// row_base and row_base + 8 of its fragments): s, their scores against keys
+// k0.., is scaled to base 2 and masked where `edge` (the tile crosses the
+// diagonal or t), the rows' running max m and sum l are updated and o
+// rescaled to the new max, and s becomes p = exp2(s - max).
+template <int NTK, int NTD>
+__device__ __forceinline__ void softmax_step(float (&s)[NTK][4], float (&o)[NTD][4], float (&m)[2], float (&l)[2],
+                                             float c2, bool edge, bool causal, int64_t k0, int64_t row_base, int64_t t,
+                                             int lane) {
+#pragma unroll
+  for (int j = 0; j < NTK; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = s[j][e] * c2;
+      if (edge) {
+        const int64_t col = k0 + j * 8 + (lane % 4) * 2 + (e & 1), row = row_base + (e >> 1) * 8;
+        if (col >= t || (causal && col > row)) x = -INFINITY;
+      }
+      s[j][e] = x;
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < NTK; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m[h], mx);
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;
+    const float alpha = exp2f(m[h] - m_use);
+    m[h] = m_new;
+    l[h] *= alpha;
+#pragma unroll
+    for (int j = 0; j < NTD; ++j) {
+      o[j][2 * h] *= alpha;
+      o[j][2 * h + 1] *= alpha;
+    }
+#pragma unroll
+    for (int j = 0; j < NTK; ++j) {
+      s[j][2 * h] = exp2f(s[j][2 * h] - m_use);
+      s[j][2 * h + 1] = exp2f(s[j][2 * h + 1] - m_use);
+      l[h] += s[j][2 * h] + s[j][2 * h + 1];
+    }
+  }
+}
+
+// The forward's end for a warp's 16 queries: the sums gathered over each
+// row's four lanes, the rows' log-sum-exp written to lse (base e; -inf for a
+// row that saw nothing) and o divided by the sums.
+template <int NTD>
+__device__ __forceinline__ void finish_softmax(float (&o)[NTD][4], const float (&m)[2], float (&l)[2], float* lse,
+                                               int64_t row_base, int64_t t, int lane) {
+  float inv[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    inv[h] = l[h] > 0.f ? 1.f / l[h] : 0.f;
+    const int64_t row = row_base + h * 8;
+    if (lane % 4 == 0 && row < t) lse[row] = l[h] > 0.f ? m[h] * kLn2 + logf(l[h]) : -INFINITY;
+  }
+#pragma unroll
+  for (int j = 0; j < NTD; ++j) {
+    o[j][0] *= inv[0];
+    o[j][1] *= inv[0];
+    o[j][2] *= inv[1];
+    o[j][3] *= inv[1];
+  }
+}
+
+// dk/dv's step for a warp's 16 keys (rows key_base and key_base + 8 of its
+// fragments) by 8NTQ queries q0.. (columns): from s^T = k q^T and dp^T =
+// v dout^T, p^T = exp2(c2 s^T - lse2) (0 above the diagonal where `edge`)
+// and ds^T = p^T (dp^T - delta), in place; lse2 and delta per query, staged.
+template <int NTQ>
+__device__ __forceinline__ void transposed_p_ds(float (&p)[NTQ][4], float (&ds)[NTQ][4], const float* lse2,
+                                                const float* delta, float c2, bool edge, int64_t key_base, int64_t q0,
+                                                int lane) {
+#pragma unroll
+  for (int j = 0; j < NTQ; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int cq = j * 8 + (lane % 4) * 2 + (e & 1);
+      float x = exp2f(p[j][e] * c2 - lse2[cq]);
+      if (edge && key_base + (e >> 1) * 8 > q0 + cq) x = 0.f;
+      p[j][e] = x;
+      ds[j][e] = x * (ds[j][e] - delta[cq]);
+    }
+  }
+}
+
+// dq's step for a warp's 16 queries (rows row_base, row_base + 8) by 8NTK
+// keys k0..: from s = q k^T and dp = dout v^T, ds = p (dp - delta) in place
+// of dp, p = exp2(c2 s - lse2) (0 past t and, where `edge`, past the diagonal).
+template <int NTK>
+__device__ __forceinline__ void p_ds(const float (&s)[NTK][4], float (&ds)[NTK][4], const float (&lse2)[2],
+                                     const float (&delta)[2], float c2, bool edge, bool causal, int64_t k0,
+                                     int64_t row_base, int64_t t, int lane) {
+#pragma unroll
+  for (int j = 0; j < NTK; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e >> 1;
+      float x = exp2f(s[j][e] * c2 - lse2[h]);
+      if (edge) {
+        const int64_t col = k0 + j * 8 + (lane % 4) * 2 + (e & 1);
+        if (col >= t || (causal && col > row_base + h * 8)) x = 0.f;
+      }
+      ds[j][e] = x * (ds[j][e] - delta[h]);
+    }
+  }
+}
+
+// A warp's rows' lse (base 2; +inf where the row sees nothing or lies past t,
+// so that its p is 0) and delta, for dq.
+__device__ __forceinline__ void row_stats(float (&lse2)[2], float (&dl)[2], const float* lse, const float* delta,
+                                          int64_t row_base, int64_t t) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = row_base + h * 8;
+    const float l = row < t ? lse[row] : -INFINITY;
+    lse2[h] = l == -INFINITY ? INFINITY : l * kLog2e;
+    dl[h] = row < t ? delta[row] : 0.f;
+  }
+}
+
+}  // namespace coppice::cuda

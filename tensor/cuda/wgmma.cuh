@@ -1,0 +1,122 @@
+// The PTX building blocks of Hopper's warpgroup MMA (wgmma.mma_async,
+// sm_90a only: include this from sources built for sm_90a alone), shared by
+// tensor/cuda/attention_sm90.cu and sparse/cuda/nm24_wgmma.cu. Device code only.
+//
+// Operands in shared memory are described by matrix descriptors; every tile
+// here uses the 128-byte swizzle: rows of 128 bytes (64 16-bit values), the
+// 16-byte chunk c of row r stored at chunk c ^ (r % 8), eight rows (1024
+// bytes, aligned to 1024) to a swizzle atom. The same bytes serve as a
+// "K-major" operand (the instruction's k along the row: advance the
+// descriptor by 32 bytes a k16 step) and as an "MN-major" one (k down the
+// rows, the instruction's n or m along them, read with the transpose flag:
+// advance by 16 rows, 2048 bytes, a k16 step), for n or m of 64.
+//
+// A fragments in registers: write them in the loop iteration whose products
+// read them. Fragments loaded once before a loop and read by a product in
+// every iteration came back corrupted from the second on (ptxas, CUDA 13.0,
+// gave their registers to other values after the first product).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace coppice::cuda {
+
+// Where 16-byte chunk `chunk` of row `row` lies in a 128-byte-swizzled tile.
+__device__ __forceinline__ int sw128_offset(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
+
+// The descriptor of a 128-byte-swizzled operand at shared address `addr`
+// (layout type 1; 1024 bytes from one group of eight rows to the next; no
+// leading offset: with 64-wide rows an instruction never crosses a swizzle
+// atom along them).
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1024 >> 4) << 32) | (1ull << 62);
+}
+
+// The descriptor `bytes` further on (a multiple of 16): the start address is its low field.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, int bytes) { return desc + (bytes >> 4); }
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Shared memory written by the threads (st.shared, cp.async) made visible to
+// the async proxy that wgmma reads through; each writer fences, then the
+// threads meet at a barrier before the instructions issue.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Pins registers in place: the compiler may not move their writes past this
+// point (nor reads before it). wgmma reads its accumulator and A registers
+// asynchronously, so every write to them must be issued before wgmma_fence;
+// a plain assignment just above the fence can otherwise sink below it and
+// the instruction reads the registers' old values. Call on the accumulators
+// and A fragments before wgmma_fence, and on the accumulators after
+// wgmma_wait.
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
+  }
+}
+template <int N>
+__device__ __forceinline__ void fence_registers(uint32_t (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[i][e])::"memory");
+  }
+}
+
+#define COPPICE_WGMMA_ACC32(m, d)                                                                                 \
+  m(d[0][0]), m(d[0][1]), m(d[0][2]), m(d[0][3]), m(d[1][0]), m(d[1][1]), m(d[1][2]), m(d[1][3]), m(d[2][0]),     \
+      m(d[2][1]), m(d[2][2]), m(d[2][3]), m(d[3][0]), m(d[3][1]), m(d[3][2]), m(d[3][3]), m(d[4][0]), m(d[4][1]), \
+      m(d[4][2]), m(d[4][3]), m(d[5][0]), m(d[5][1]), m(d[5][2]), m(d[5][3]), m(d[6][0]), m(d[6][1]), m(d[6][2]), \
+      m(d[6][3]), m(d[7][0]), m(d[7][1]), m(d[7][2]), m(d[7][3])
+#define COPPICE_WGMMA_RS_64(type, scale_d)                                                                           \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type                                                        \
+  " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, " scale_d ", 1, 1, %37;\n"
+#define COPPICE_WGMMA_READ_WRITE(x) "+f"(x)
+#define COPPICE_WGMMA_WRITE(x) "=f"(x)
+
+// d (64 x 64, f32; per warp its 16 rows as eight 16 x 8 fragments, the
+// layout of mma.sync's accumulators) = A * B, or d += A * B with
+// kAccumulate; A (64 x 16) from registers, per warp its 16 rows as mma.sync
+// m16n8k16's A fragment; B (16 x 64) at descriptor b, kTransB when b is
+// MN-major (n along its rows). T is __nv_bfloat16 or __half. Without
+// kAccumulate d is only written, so nothing need clear it first.
+template <typename T, bool kTransB, bool kAccumulate>
+__device__ __forceinline__ void wgmma_64x64_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (kBf16 && kAccumulate) {
+    asm volatile(COPPICE_WGMMA_RS_64("bf16", "1")
+                 : COPPICE_WGMMA_ACC32(COPPICE_WGMMA_READ_WRITE, d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kTransB ? 1 : 0));
+  } else if constexpr (kBf16) {
+    asm volatile(COPPICE_WGMMA_RS_64("bf16", "0")
+                 : COPPICE_WGMMA_ACC32(COPPICE_WGMMA_WRITE, d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kTransB ? 1 : 0));
+  } else if constexpr (kAccumulate) {
+    asm volatile(COPPICE_WGMMA_RS_64("f16", "1")
+                 : COPPICE_WGMMA_ACC32(COPPICE_WGMMA_READ_WRITE, d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kTransB ? 1 : 0));
+  } else {
+    asm volatile(COPPICE_WGMMA_RS_64("f16", "0")
+                 : COPPICE_WGMMA_ACC32(COPPICE_WGMMA_WRITE, d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kTransB ? 1 : 0));
+  }
+}
+#undef COPPICE_WGMMA_WRITE
+#undef COPPICE_WGMMA_READ_WRITE
+#undef COPPICE_WGMMA_RS_64
+#undef COPPICE_WGMMA_ACC32
+
+}  // namespace coppice::cuda
