@@ -159,14 +159,18 @@ __device__ __forceinline__ void stage_row_stats(float* lse2_s, float* delta_s, c
 // ---- the arithmetic between the products ------------------------------------------------------
 
 // One key tile of the forward's online softmax for a warp's 16 queries (rows
-// row_base and row_base + 8 of its fragments): s, their scores against keys
-// k0.., is scaled to base 2 and masked where `edge` (the tile crosses the
-// diagonal or t), the rows' running max m and sum l are updated and o
-// rescaled to the new max, and s becomes p = exp2(s - max).
+// row_base and row_base + 8 of its fragments), in two halves so that a
+// kernel can start the next tile's product between them without touching
+// o after it (attention_sm90.cu).
+//
+// First half: s, the queries' scores against keys k0.., is scaled to base 2
+// and masked where `edge` (the tile crosses the diagonal or t); the rows'
+// running max m is updated, their sum l and o rescaled to it, and m_use gets
+// what each row's p subtracts.
 template <int NTK, int NTD>
-__device__ __forceinline__ void softmax_step(float (&s)[NTK][4], float (&o)[NTD][4], float (&m)[2], float (&l)[2],
-                                             float c2, bool edge, bool causal, int64_t k0, int64_t row_base, int64_t t,
-                                             int lane) {
+__device__ __forceinline__ void softmax_rescale(float (&s)[NTK][4], float (&o)[NTD][4], float (&m)[2], float (&l)[2],
+                                                float (&m_use)[2], float c2, bool edge, bool causal, int64_t k0,
+                                                int64_t row_base, int64_t t, int lane) {
 #pragma unroll
   for (int j = 0; j < NTK; ++j) {
 #pragma unroll
@@ -187,8 +191,8 @@ __device__ __forceinline__ void softmax_step(float (&s)[NTK][4], float (&o)[NTD]
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(m[h], mx);
-    const float m_use = m_new == -INFINITY ? 0.f : m_new;
-    const float alpha = exp2f(m[h] - m_use);
+    m_use[h] = m_new == -INFINITY ? 0.f : m_new;
+    const float alpha = exp2f(m[h] - m_use[h]);
     m[h] = m_new;
     l[h] *= alpha;
 #pragma unroll
@@ -196,12 +200,25 @@ __device__ __forceinline__ void softmax_step(float (&s)[NTK][4], float (&o)[NTD]
       o[j][2 * h] *= alpha;
       o[j][2 * h + 1] *= alpha;
     }
+  }
+}
+
+// Second half: p = exp2(s - m_use), added to the rows' sums l and packed
+// into A fragments for p v (to_a's layout); s itself is left as it is (in
+// attention_sm90.cu it is the accumulator of a product in flight's twin,
+// which no other instruction may write while a product is in flight).
+template <typename T, int NTK>
+__device__ __forceinline__ void softmax_exp(uint32_t (&pf)[NTK / 2][4], const float (&s)[NTK][4], float (&l)[2],
+                                            const float (&m_use)[2]) {
 #pragma unroll
-    for (int j = 0; j < NTK; ++j) {
-      s[j][2 * h] = exp2f(s[j][2 * h] - m_use);
-      s[j][2 * h + 1] = exp2f(s[j][2 * h + 1] - m_use);
-      l[h] += s[j][2 * h] + s[j][2 * h + 1];
-    }
+  for (int j = 0; j < NTK; ++j) {
+    float p[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) p[e] = exp2f(s[j][e] - m_use[e >> 1]);
+    l[0] += p[0] + p[1];
+    l[1] += p[2] + p[3];
+    pf[j / 2][(j % 2) * 2] = pack2<T>(p[0], p[1]);
+    pf[j / 2][(j % 2) * 2 + 1] = pack2<T>(p[2], p[3]);
   }
 }
 
