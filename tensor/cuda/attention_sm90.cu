@@ -185,8 +185,11 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FlashArgs a) {
 
 // ---- backward: dk and dv of 64 keys, over the query steps that see them ---------------------------
 
+// Three thread blocks an SM (168 registers a thread, 88 bytes of them
+// spilled): forward + backward at [32, 16, 512, 64] took 0.460 ms against
+// 0.481 with two blocks and no spill (H200).
 template <typename T>
-__global__ void __launch_bounds__(kThreads) dkdv_kernel(FlashArgs a) {
+__global__ void __launch_bounds__(kThreads, 3) dkdv_kernel(FlashArgs a) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* k_s = aligned_smem(smem_raw);
   unsigned char* v_s = k_s + kTileBytes;
