@@ -25,9 +25,12 @@ namespace {
 using optim_test::f64;
 using optim_test::flags_set;
 using optim_test::host;
+using optim_test::make_optimizer;
+using optim_test::optimizer_kind;
 using optim_test::random_pattern;
 using optim_test::random_tensor;
 using optim_test::raw_bytes;
+using optim_test::snapshot;
 using optim_test::with_element;
 
 TEST(ClipTest, GlobalNormOverDenseAndSparse) {
@@ -195,57 +198,18 @@ TEST(DeviceClipTest, NonfiniteGradientsSetTheirSlotsAndTheFactorIsNaN) {
   EXPECT_EQ(flags_set(flags.value()), std::vector<int>{1});
 }
 
-std::unique_ptr<Optimizer> make_optimizer(int kind, std::vector<Variable> params) {
-  switch (kind) {
-    case 0: {
-      SgdOptions o;
-      o.lr = 0.05;
-      o.momentum = 0.9;
-      o.weight_decay = 0.01;
-      o.nesterov = true;
-      return std::make_unique<Sgd>(std::move(params), o);
-    }
-    case 1: return std::make_unique<Sgd>(std::move(params), SgdOptions{0.1});
-    case 2: {
-      AdamOptions o;
-      o.lr = 0.01;
-      o.weight_decay = 0.01;
-      return std::make_unique<Adam>(std::move(params), o);
-    }
-    default: {
-      AdamWOptions o;
-      o.lr = 0.01;
-      return std::make_unique<AdamW>(std::move(params), o);
-    }
-  }
-}
-
-const char* kKinds[] = {"sgd momentum nesterov decay", "sgd", "adam decay", "adamw"};
-
-// Every value and state tensor of `params`, as bytes, to compare whole.
-std::vector<std::vector<uint8_t>> snapshot(const Optimizer& opt, const std::vector<Variable>& params) {
-  std::vector<std::vector<uint8_t>> out;
-  for (const Variable& p : params) {
-    out.push_back(raw_bytes(values(p.value())));
-    if (const ParamState* st = opt.state(p)) {
-      for (const auto& [name, t] : st->tensors) out.push_back(raw_bytes(t));
-    }
-  }
-  return out;
-}
-
 // clip_grad_norm then step() against the device factor handed to step():
 // f32 the same bits (the factor is the f32 coefficient clip_grad_norm's
 // mul multiplies by, applied with one rounding); bf16 with f32 master
 // weights within the rounding of the clipped bf16 gradient that clipping
 // first writes.
 TEST(DeviceClipTest, TheFactorInTheStepIsClipThenStep) {
-  for (int kind = 0; kind < 4; ++kind) {
+  for (int kind = 0; kind < optim_test::kOptimizerKinds; ++kind) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       const std::vector<Variable> a = make_params(dtype, dtype == DType::kF32, 11);
       const std::vector<Variable> b = copy_params(a);
-      auto opt_a = make_optimizer(kind, a);
-      auto opt_b = make_optimizer(kind, b);
+      auto opt_a = make_optimizer(kind, a, true);
+      auto opt_b = make_optimizer(kind, b, true);
       for (uint64_t step = 1; step <= 3; ++step) {
         set_grads(a, step, step == 2 ? 1e-3 : 3.0);  // step 2 is not clipped: factor 1
         set_grads(b, step, step == 2 ? 1e-3 : 3.0);
@@ -255,7 +219,7 @@ TEST(DeviceClipTest, TheFactorInTheStepIsClipThenStep) {
         EXPECT_NEAR(c.norm.item(), norm, norm * 1e-6);
         opt_b->step(1.0, nullptr, c.factor);
       }
-      const std::string what = str_cat(kKinds[kind], " ", dtype_name(dtype));
+      const std::string what = str_cat(optimizer_kind(kind, true), " ", dtype_name(dtype));
       if (dtype == DType::kF32) {
         EXPECT_EQ(snapshot(*opt_a, a), snapshot(*opt_b, b)) << what;
       } else {
@@ -273,10 +237,10 @@ TEST(DeviceClipTest, TheFactorInTheStepIsClipThenStep) {
 // every state tensor as it was: the fused kernels, the 16-bit masters and
 // the tensor-op path (masked) alike.
 TEST(DeviceClipTest, ANonfiniteNormChangesNoParameterAndNoState) {
-  for (int kind = 0; kind < 4; ++kind) {
+  for (int kind = 0; kind < optim_test::kOptimizerKinds; ++kind) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       const std::vector<Variable> params = make_params(dtype, dtype == DType::kF32, 13);
-      auto opt = make_optimizer(kind, params);
+      auto opt = make_optimizer(kind, params, true);
       set_grads(params, 1, 3.0);
       opt->step(1.0, nullptr, clip_grad_norm_on_device(params, 1.0).factor);  // state made
       const auto before = snapshot(*opt, params);
@@ -285,7 +249,7 @@ TEST(DeviceClipTest, ANonfiniteNormChangesNoParameterAndNoState) {
       NonfiniteFlag flags(static_cast<int64_t>(params.size()));
       const DeviceClip c = clip_grad_norm_on_device(params, 1.0, 2.0, &flags);
       opt->step(1.0, nullptr, c.factor);
-      EXPECT_EQ(snapshot(*opt, params), before) << kKinds[kind] << " " << dtype_name(dtype);
+      EXPECT_EQ(snapshot(*opt, params), before) << optimizer_kind(kind, true) << " " << dtype_name(dtype);
       EXPECT_EQ(flags_set(flags.value())[1], 1);
     }
   }

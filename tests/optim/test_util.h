@@ -5,11 +5,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "optim/adam.h"
+#include "optim/optimizer.h"
 #include "optim/sgd.h"
 #include "optim/sgd_step_math.h"
 #include "sparse/convert.h"
@@ -74,6 +77,59 @@ inline Tensor with_element(const Tensor& t, int64_t at, double value) {
 inline std::vector<int> flags_set(const Tensor& flags) {
   std::vector<int> out;
   for (double f : host(flags)) out.push_back(f != 0.0 ? 1 : 0);
+  return out;
+}
+
+// The optimizers the step tests compare one path against another with, by
+// index 0..kOptimizerKinds - 1 (optimizer_kind names them): SGD with
+// momentum and decay (Nesterov's when asked), plain SGD, Adam with decay,
+// AdamW.
+inline constexpr int kOptimizerKinds = 4;
+
+inline std::string optimizer_kind(int kind, bool nesterov = false) {
+  switch (kind) {
+    case 0: return nesterov ? "sgd momentum nesterov decay" : "sgd momentum decay";
+    case 1: return "sgd";
+    case 2: return "adam decay";
+    default: return "adamw";
+  }
+}
+
+inline std::unique_ptr<Optimizer> make_optimizer(int kind, std::vector<Variable> params, bool nesterov = false) {
+  switch (kind) {
+    case 0: {
+      SgdOptions o;
+      o.lr = 0.05;
+      o.momentum = 0.9;
+      o.weight_decay = 0.01;
+      o.nesterov = nesterov;
+      return std::make_unique<Sgd>(std::move(params), o);
+    }
+    case 1: return std::make_unique<Sgd>(std::move(params), SgdOptions{0.1});
+    case 2: {
+      AdamOptions o;
+      o.lr = 0.01;
+      o.weight_decay = 0.01;
+      return std::make_unique<Adam>(std::move(params), o);
+    }
+    default: {
+      AdamWOptions o;
+      o.lr = 0.01;
+      return std::make_unique<AdamW>(std::move(params), o);
+    }
+  }
+}
+
+// Every stored value and state tensor of `params` (any format), as bytes, to
+// compare whole.
+inline std::vector<std::vector<uint8_t>> snapshot(const Optimizer& opt, const std::vector<Variable>& params) {
+  std::vector<std::vector<uint8_t>> out;
+  for (const Variable& p : params) {
+    out.push_back(raw_bytes(values(p.value())));
+    if (const ParamState* st = opt.state(p)) {
+      for (const auto& [name, t] : st->tensors) out.push_back(raw_bytes(t));
+    }
+  }
   return out;
 }
 

@@ -35,9 +35,12 @@ namespace {
   if (!coppice::cuda_available()) GTEST_SKIP() << "no CUDA device: the multi-tensor kernels cannot run here"
 
 using optim_test::flags_set;
+using optim_test::make_optimizer;
+using optim_test::optimizer_kind;
 using optim_test::random_pattern;
 using optim_test::random_tensor;
 using optim_test::raw_bytes;
+using optim_test::snapshot;
 using optim_test::with_element;
 
 const Device kCuda = Device::cuda(0);
@@ -87,52 +90,15 @@ void set_grads(const std::vector<Variable>& a, const std::vector<Variable>& b, u
   }
 }
 
-std::unique_ptr<Optimizer> make_optimizer(int kind, std::vector<Variable> params) {
-  switch (kind) {
-    case 0: {
-      SgdOptions o;
-      o.lr = 0.05;
-      o.momentum = 0.9;
-      o.weight_decay = 0.01;
-      return std::make_unique<Sgd>(std::move(params), o);
-    }
-    case 1: return std::make_unique<Sgd>(std::move(params), SgdOptions{0.1});
-    case 2: {
-      AdamOptions o;
-      o.lr = 0.01;
-      o.weight_decay = 0.01;
-      return std::make_unique<Adam>(std::move(params), o);
-    }
-    default: {
-      AdamWOptions o;
-      o.lr = 0.01;
-      return std::make_unique<AdamW>(std::move(params), o);
-    }
-  }
-}
-
-const char* kKinds[] = {"sgd momentum decay", "sgd", "adam decay", "adamw"};
-
-std::vector<std::vector<uint8_t>> snapshot(const Optimizer& opt, const std::vector<Variable>& params) {
-  std::vector<std::vector<uint8_t>> out;
-  for (const Variable& p : params) {
-    out.push_back(raw_bytes(p.value()));
-    if (const ParamState* st = opt.state(p)) {
-      for (const auto& [name, t] : st->tensors) out.push_back(raw_bytes(t));
-    }
-  }
-  return out;
-}
-
 // Multi-tensor against per-parameter kernels over three steps (the first
 // makes the state), with non-finite flags, and a NaN and an inf in two
 // gradients of the last step: the same values, state and flags, bit for bit.
 TEST(MultiTensorCudaTest, TheMultiTensorStepIsThePerParameterKernels) {
   SKIP_WITHOUT_CUDA();
-  for (int kind = 0; kind < 4; ++kind) {
+  for (int kind = 0; kind < optim_test::kOptimizerKinds; ++kind) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       for (bool many : {false, true}) {
-        const std::string what = str_cat(kKinds[kind], " ", dtype_name(dtype), many ? " 200 params" : "");
+        const std::string what = str_cat(optimizer_kind(kind), " ", dtype_name(dtype), many ? " 200 params" : "");
         const std::vector<Variable> a = make_params(dtype, many, 3);
         const std::vector<Variable> b = copy_params(a);
         auto multi = make_optimizer(kind, a);
@@ -171,10 +137,10 @@ TEST(MultiTensorCudaTest, TheMultiTensorStepIsThePerParameterKernels) {
 // gradient that clipping rounds to 16 bits first, so within rounding).
 TEST(MultiTensorCudaTest, TheFactorStepIsClipThenStep) {
   SKIP_WITHOUT_CUDA();
-  for (int kind = 0; kind < 4; ++kind) {
+  for (int kind = 0; kind < optim_test::kOptimizerKinds; ++kind) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       for (bool many : {false, true}) {
-        const std::string what = str_cat(kKinds[kind], " ", dtype_name(dtype), many ? " 200 params" : "");
+        const std::string what = str_cat(optimizer_kind(kind), " ", dtype_name(dtype), many ? " 200 params" : "");
         const std::vector<Variable> a = make_params(dtype, many, 5);
         const std::vector<Variable> b = copy_params(a);
         const std::vector<Variable> c = copy_params(a);
@@ -225,7 +191,7 @@ TEST(MultiTensorCudaTest, TheFactorStepIsClipThenStep) {
 // A factor that is not finite: neither path changes a parameter or a state.
 TEST(MultiTensorCudaTest, ANonfiniteNormChangesNothing) {
   SKIP_WITHOUT_CUDA();
-  for (int kind = 0; kind < 4; ++kind) {
+  for (int kind = 0; kind < optim_test::kOptimizerKinds; ++kind) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       const std::vector<Variable> a = make_params(dtype, true, 7);
       const std::vector<Variable> b = copy_params(a);
@@ -242,7 +208,7 @@ TEST(MultiTensorCudaTest, ANonfiniteNormChangesNothing) {
       NonfiniteFlag flags(static_cast<int64_t>(a.size()));
       multi->step(1.0, nullptr, clip_grad_norm_on_device(a, 1.0, 2.0, &flags).factor);
       single->step(1.0, nullptr, clip_grad_norm_on_device(b, 1.0).factor);
-      const std::string what = str_cat(kKinds[kind], " ", dtype_name(dtype));
+      const std::string what = str_cat(optimizer_kind(kind), " ", dtype_name(dtype));
       EXPECT_TRUE(snapshot(*multi, a) == before_a) << what;
       EXPECT_TRUE(snapshot(*single, b) == before_b) << what;
       std::vector<int> want(a.size(), 0);
