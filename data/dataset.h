@@ -75,7 +75,6 @@ class SubsetDataset final : public Dataset {
   Batch get_batch(const std::vector<int64_t>& indices) const override;  // Batch::indices are this subset's
   std::string name() const override;
 
-  const std::vector<int64_t>& base_indices() const { return indices_; }
   const std::shared_ptr<const Dataset>& base() const { return base_; }
 
  private:

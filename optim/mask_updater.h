@@ -162,7 +162,6 @@ class MaskUpdater : public MaskState {
   void check_state_tensors(const std::map<std::string, Tensor>& state,
                            const std::map<std::string, Tensor>* params) const override;
   const MaskUpdaterConfig& config() const { return config_; }
-  const GrowthPolicy& growth_policy() const { return *policy_; }
 
  private:
   struct Layer {

@@ -16,6 +16,7 @@
 #include "sparsifiers/mask_keys.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/dispatcher.h"
+#include "tensor/philox.h"
 
 namespace coppice::sparsify {
 namespace {

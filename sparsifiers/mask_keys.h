@@ -16,7 +16,6 @@
 #include <cstring>
 
 #include "tensor/half.h"  // COPPICE_HOST_DEVICE
-#include "tensor/philox.h"
 
 namespace coppice::sparsify_detail {
 
@@ -79,13 +78,6 @@ COPPICE_HOST_DEVICE inline double mul_rn(double a, double b) {
 #else
   return a * b;
 #endif
-}
-
-// Random keeping: element i survives a drop probability p (given as f32)
-// when its Philox uniform is at least p. (The kernels draw philox::block once
-// for four elements and take its lanes: the same words.)
-COPPICE_HOST_DEVICE inline bool random_keeps(uint64_t seed, uint64_t offset, uint64_t i, float p) {
-  return philox::uniform_f32(philox::word(seed, offset, i)) >= p;
 }
 
 // Threshold keeping: |v| > t, compared in f64 (NaN is dropped).

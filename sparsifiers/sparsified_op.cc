@@ -106,14 +106,6 @@ std::string ValueSparsity::describe() const {
                  " -> external=", sparsifier_string(external_sparsifier), " -> ", coppice::describe(output_format));
 }
 
-Variable sparsify_gradient(const Variable& x, const ValueSparsity& grad, const SparsifyContext& ctx) {
-  return gradient_stages(x, grad, ctx, 0);
-}
-
-Variable sparsify_output(const Variable& x, const ValueSparsity& out, const SparsifyContext& ctx) {
-  return output_stages(x, out, ctx, 0, /*skip_inline=*/false);
-}
-
 SparsifiedOp::SparsifiedOp(OpFn op, std::vector<ValueSparsity> outputs, std::vector<ValueSparsity> input_grads,
                            FusedForward fused)
     : op_(std::move(op)), outputs_(std::move(outputs)), input_grads_(std::move(input_grads)), fused_(std::move(fused)) {

@@ -92,13 +92,4 @@ class SparsifiedOp {
   FusedForward fused_;
 };
 
-// `x` unchanged in the forward pass; in the backward pass the gradient that
-// reaches it is sparsified by `grad` (inline, temporary format, external,
-// output format) and handed on in x's layout. What SparsifiedOp puts in front
-// of each input whose gradient it sparsifies.
-Variable sparsify_gradient(const Variable& x, const ValueSparsity& grad, const SparsifyContext& ctx);
-
-// x through `out`'s two stages (inline then external), differentiable.
-Variable sparsify_output(const Variable& x, const ValueSparsity& out, const SparsifyContext& ctx);
-
 }  // namespace coppice

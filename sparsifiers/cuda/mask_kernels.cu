@@ -15,6 +15,7 @@
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/sort.h"
+#include "tensor/philox.h"
 
 namespace coppice::cuda {
 namespace {
