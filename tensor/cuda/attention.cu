@@ -141,14 +141,12 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
   T* v_s = k_s + 2 * R * P;  // two buffers
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t t = a.t, head = blockIdx.y + a.n_offset;
-  const int64_t q_tiles = (t + R - 1) / R;
-  const int64_t q0 = (q_tiles - 1 - blockIdx.x) * R;  // the longest causal walks first
+  const int64_t q0 = query_tile_start(t, R);
   const T* qh = static_cast<const T*>(a.q) + head_offset(a.sq, head, a.heads);
   const T* kh = static_cast<const T*>(a.k) + head_offset(a.sk, head, a.heads);
   const T* vh = static_cast<const T*>(a.v) + head_offset(a.sv, head, a.heads);
 
-  const int64_t key_end = a.causal ? (q0 + R < t ? q0 + R : t) : t;
-  StepWalk walk(RangeWalk(a.row_ptr, a.col_idx, a.block > 0 ? q0 / a.block : 0, a.block, 0, key_end), R);
+  StepWalk walk = key_walk(a, q0, R, R);
   int64_t k0 = walk.next();
 
   stage_rows<T, D, R, S::kThreads>(q_s, qh, q0, t, a.sq.token);
@@ -251,7 +249,7 @@ __global__ void __launch_bounds__(128) flash_dkdv_kernel(FlashArgs a) {
   const float* lse = a.lse + head * t;
   const float* delta = a.delta + head * t;
 
-  StepWalk walk(RangeWalk(a.col_ptr, a.row_idx, a.block > 0 ? k0 / a.block : 0, a.block, a.causal ? k0 : 0, t), QS);
+  StepWalk walk = query_walk(a, k0, QS);
   int64_t q0 = walk.next();
   stage_rows<T, D, R, S::kThreads>(k_s, static_cast<const T*>(a.k) + head_offset(a.sk, head, a.heads), k0, t,
                                    a.sk.token);
@@ -340,13 +338,11 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(FlashArgs a) {
   T* v_s = k_s + 2 * KS * P;  // two buffers
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t t = a.t, head = blockIdx.y + a.n_offset;
-  const int64_t q_tiles = (t + R - 1) / R;
-  const int64_t q0 = (q_tiles - 1 - blockIdx.x) * R;
+  const int64_t q0 = query_tile_start(t, R);
   const T* kh = static_cast<const T*>(a.k) + head_offset(a.sk, head, a.heads);
   const T* vh = static_cast<const T*>(a.v) + head_offset(a.sv, head, a.heads);
 
-  const int64_t key_end = a.causal ? (q0 + R < t ? q0 + R : t) : t;
-  StepWalk walk(RangeWalk(a.row_ptr, a.col_idx, a.block > 0 ? q0 / a.block : 0, a.block, 0, key_end), KS);
+  StepWalk walk = key_walk(a, q0, R, KS);
   int64_t k0 = walk.next();
   stage_rows<T, D, R, S::kThreads>(q_s, static_cast<const T*>(a.q) + head_offset(a.sq, head, a.heads), q0, t,
                                    a.sq.token);

@@ -130,13 +130,12 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FlashArgs a) {
   unsigned char* v_s = k_s + 2 * kTileBytes;  // two buffers
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t t = a.t, head = blockIdx.y + a.n_offset;
-  const int64_t q0 = ((t + R - 1) / R - 1 - blockIdx.x) * R;  // the longest causal walks first
+  const int64_t q0 = query_tile_start(t, R);
   const T* qh = operand<T>(a.q, a.sq, head, a.heads);
   const T* kh = operand<T>(a.k, a.sk, head, a.heads);
   const T* vh = operand<T>(a.v, a.sv, head, a.heads);
 
-  const int64_t key_end = a.causal ? (q0 + R < t ? q0 + R : t) : t;
-  StepWalk walk(RangeWalk(a.row_ptr, a.col_idx, a.block > 0 ? q0 / a.block : 0, a.block, 0, key_end), R);
+  StepWalk walk = key_walk(a, q0, R, R);
   int64_t k0 = walk.next();
   stage_tile(q_s, qh, q0, t, a.sq.token);
   if (k0 >= 0) {
@@ -205,7 +204,7 @@ __global__ void __launch_bounds__(kThreads, 3) dkdv_kernel(FlashArgs a) {
   const float* lse = a.lse + head * t;
   const float* delta = a.delta + head * t;
 
-  StepWalk walk(RangeWalk(a.col_ptr, a.row_idx, a.block > 0 ? k0 / a.block : 0, a.block, a.causal ? k0 : 0, t), R);
+  StepWalk walk = query_walk(a, k0, R);
   int64_t q0 = walk.next();
   stage_tile(k_s, operand<T>(a.k, a.sk, head, a.heads), k0, t, a.sk.token);
   stage_tile(v_s, operand<T>(a.v, a.sv, head, a.heads), k0, t, a.sv.token);
@@ -275,12 +274,11 @@ __global__ void __launch_bounds__(kThreads, 3) dq_kernel(FlashArgs a) {
   unsigned char* v_s = k_s + 2 * kTileBytes;  // two buffers
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t t = a.t, head = blockIdx.y + a.n_offset;
-  const int64_t q0 = ((t + R - 1) / R - 1 - blockIdx.x) * R;
+  const int64_t q0 = query_tile_start(t, R);
   const T* kh = operand<T>(a.k, a.sk, head, a.heads);
   const T* vh = operand<T>(a.v, a.sv, head, a.heads);
 
-  const int64_t key_end = a.causal ? (q0 + R < t ? q0 + R : t) : t;
-  StepWalk walk(RangeWalk(a.row_ptr, a.col_idx, a.block > 0 ? q0 / a.block : 0, a.block, 0, key_end), R);
+  StepWalk walk = key_walk(a, q0, R, R);
   int64_t k0 = walk.next();
   stage_tile(q_s, operand<T>(a.q, a.sq, head, a.heads), q0, t, a.sq.token);
   stage_tile(do_s, operand<T>(a.dout, a.so, head, a.heads), q0, t, a.so.token);

@@ -69,6 +69,12 @@ struct StepWalk {
   }
 };
 
+// The first query of this thread block's tile of `rows` queries: the last
+// tile first, so that the longest causal walks start first.
+__device__ __forceinline__ int64_t query_tile_start(int64_t t, int64_t rows) {
+  return ((t + rows - 1) / rows - 1 - blockIdx.x) * rows;
+}
+
 // ---- tensor-core fragments --------------------------------------------------------------------
 
 // Two floats as one register of T (lo in the low half: the lower column).
@@ -143,6 +149,20 @@ struct FlashArgs {
   float scale = 1.f;
   bool causal = false;
 };
+
+// The key steps the `rows` queries from q0 see (forward, dq): up to the
+// tile's last query when causal, the kept blocks of its block row with a layout.
+__device__ __forceinline__ StepWalk key_walk(const FlashArgs& a, int64_t q0, int64_t rows, int64_t step) {
+  const int64_t key_end = a.causal ? (q0 + rows < a.t ? q0 + rows : a.t) : a.t;
+  return StepWalk(RangeWalk(a.row_ptr, a.col_idx, a.block > 0 ? q0 / a.block : 0, a.block, 0, key_end), step);
+}
+
+// The query steps that see the keys from k0 (dk/dv): from k0 on when causal,
+// the kept blocks of its block column with a layout.
+__device__ __forceinline__ StepWalk query_walk(const FlashArgs& a, int64_t k0, int64_t step) {
+  return StepWalk(RangeWalk(a.col_ptr, a.row_idx, a.block > 0 ? k0 / a.block : 0, a.block, a.causal ? k0 : 0, a.t),
+                  step);
+}
 
 // The per-row values a backward step needs beside its tiles: lse (in base 2;
 // +inf where the query sees nothing or lies past t, so that its p is 0) and delta.
