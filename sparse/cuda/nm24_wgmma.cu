@@ -44,7 +44,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -52,6 +51,7 @@
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/mma_sync.cuh"
+#include "tensor/cuda/stream.h"
 #include "tensor/cuda/wgmma.cuh"
 
 namespace coppice::sparse_cuda {
@@ -359,15 +359,7 @@ bool nm24_wgmma_runs(int64_t cols) {
   if (cols % kStep != 0) return false;
   int device = 0;
   COPPICE_CUDA_CHECK(cudaGetDevice(&device), "nm24 wgmma");
-  constexpr int kDevices = 64;
-  static std::atomic<int> hopper[kDevices] = {};  // 0 unknown, 1 yes, 2 no
-  if (device < kDevices && hopper[device].load(std::memory_order_relaxed) != 0) return hopper[device] == 1;
-  int major = 0, minor = 0;
-  COPPICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "nm24 wgmma");
-  COPPICE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "nm24 wgmma");
-  const bool yes = major == 9 && minor == 0;
-  if (device < kDevices) hopper[device].store(yes ? 1 : 2, std::memory_order_relaxed);
-  return yes;
+  return cuda::runs_sm90a(device, "nm24 wgmma");
 }
 
 template <typename T>

@@ -34,7 +34,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -49,6 +48,7 @@
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/mma_sync.cuh"
+#include "tensor/cuda/stream.h"
 #include "tensor/cuda/warp.cuh"
 #include "tensor/dispatcher.h"
 #include "tensor/runtime_options.h"
@@ -638,16 +638,7 @@ void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t heads, s
 // 64, a device of compute capability 9.0 (they are built for sm_90a alone),
 // and RuntimeOptions::attention_wgmma on.
 bool on_wgmma(const Problem& p, int device) {
-  if (p.d != kSm90AttentionHead || !runtime_options().attention_wgmma) return false;
-  constexpr int kDevices = 64;
-  static std::atomic<int> hopper[kDevices] = {};  // 0 unknown, 1 yes, 2 no
-  if (device < kDevices && hopper[device].load(std::memory_order_relaxed) != 0) return hopper[device] == 1;
-  int major = 0, minor = 0;
-  COPPICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "attention");
-  COPPICE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "attention");
-  const bool yes = major == 9 && minor == 0;
-  if (device < kDevices) hopper[device].store(yes ? 1 : 2, std::memory_order_relaxed);
-  return yes;
+  return p.d == kSm90AttentionHead && runtime_options().attention_wgmma && runs_sm90a(device, "attention");
 }
 
 template <typename CT, int D>

@@ -1,5 +1,7 @@
 #include "tensor/cuda/stream.h"
 
+#include <atomic>
+
 #include "tensor/cuda/cuda_check.h"
 
 namespace coppice::cuda {
@@ -38,6 +40,22 @@ int sm_count(int device, std::string_view op) {
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), op,
              "cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount)");
   return sms;
+}
+
+bool runs_sm90a(int device, std::string_view op) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices] = {};  // 0 unknown, 1 yes, 2 no
+  if (device >= 0 && device < kDevices && known[device].load(std::memory_order_relaxed) != 0) {
+    return known[device].load(std::memory_order_relaxed) == 1;
+  }
+  int major = 0, minor = 0;
+  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), op,
+             "cudaDeviceGetAttribute(cudaDevAttrComputeCapabilityMajor)");
+  check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), op,
+             "cudaDeviceGetAttribute(cudaDevAttrComputeCapabilityMinor)");
+  const bool yes = major == 9 && minor == 0;
+  if (device >= 0 && device < kDevices) known[device].store(yes ? 1 : 2, std::memory_order_relaxed);
+  return yes;
 }
 
 int device_count() {

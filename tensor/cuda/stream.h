@@ -48,4 +48,9 @@ int device_count();
 // Number of SMs of `device` (for sizing grids); throws naming `op` on error.
 int sm_count(int device, std::string_view op);
 
+// Whether `device` runs code built for sm_90a (Hopper's wgmma and
+// setmaxnreg): compute capability 9.0 exactly. Asked once per device;
+// throws naming `op` on error.
+bool runs_sm90a(int device, std::string_view op);
+
 }  // namespace coppice::cuda
