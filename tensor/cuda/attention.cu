@@ -179,10 +179,8 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
     float s[NTK][4];
     zero(s);
     mma_nk<T, S::kKSteps, NTK, P>(s, qf, ks, lane);
-    float m_use[2];
-    softmax_rescale(s, o, m, l, m_use, c2, (a.causal && k0 + R > q0) || k0 + R > t, a.causal, k0, row_base, t, lane);
     uint32_t pf[NTK / 2][4];
-    softmax_exp<T>(pf, s, l, m_use);
+    softmax_step<T>(pf, s, o, m, l, c2, (a.causal && k0 + R > q0) || k0 + R > t, a.causal, k0, row_base, t, lane);
     mma_kn<T, NTK / 2, S::kDTiles, P>(o, pf, vs, lane);
 
     wait_copies<0>();

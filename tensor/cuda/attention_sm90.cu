@@ -165,10 +165,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FlashArgs a) {
     issue(qf);
     product<T, false, false>(s, qf, k_s + buf * kTileBytes);
     complete(s);
-    float m_use[2];
-    softmax_rescale(s, o, m, l, m_use, c2, (a.causal && k0 + R > q0) || k0 + R > t, a.causal, k0, row_base, t, lane);
     uint32_t pf[kKS][4];
-    softmax_exp<T>(pf, s, l, m_use);
+    softmax_step<T>(pf, s, o, m, l, c2, (a.causal && k0 + R > q0) || k0 + R > t, a.causal, k0, row_base, t, lane);
     issue(pf, o);
     product<T, true, true>(o, pf, v_s + buf * kTileBytes);
     complete(o);

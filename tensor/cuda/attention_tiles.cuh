@@ -179,18 +179,16 @@ __device__ __forceinline__ void stage_row_stats(float* lse2_s, float* delta_s, c
 // ---- the arithmetic between the products ------------------------------------------------------
 
 // One key tile of the forward's online softmax for a warp's 16 queries (rows
-// row_base and row_base + 8 of its fragments), in two halves so that a
-// kernel can start the next tile's product between them without touching
-// o after it (attention_sm90.cu).
-//
-// First half: s, the queries' scores against keys k0.., is scaled to base 2
-// and masked where `edge` (the tile crosses the diagonal or t); the rows'
-// running max m is updated, their sum l and o rescaled to it, and m_use gets
-// what each row's p subtracts.
-template <int NTK, int NTD>
-__device__ __forceinline__ void softmax_rescale(float (&s)[NTK][4], float (&o)[NTD][4], float (&m)[2], float (&l)[2],
-                                                float (&m_use)[2], float c2, bool edge, bool causal, int64_t k0,
-                                                int64_t row_base, int64_t t, int lane) {
+// row_base and row_base + 8 of its fragments): s, their scores against keys
+// k0.., is scaled to base 2 and masked where `edge` (the tile crosses the
+// diagonal or t); the rows' running max m is updated and their sum l and o
+// rescaled to it; p = exp2(s - max) is added to l and packed into pf, the A
+// fragments of p v (to_a's layout).
+template <typename T, int NTK, int NTD>
+__device__ __forceinline__ void softmax_step(uint32_t (&pf)[NTK / 2][4], float (&s)[NTK][4], float (&o)[NTD][4],
+                                             float (&m)[2], float (&l)[2], float c2, bool edge, bool causal, int64_t k0,
+                                             int64_t row_base, int64_t t, int lane) {
+  float m_use[2];  // what each row's p subtracts
 #pragma unroll
   for (int j = 0; j < NTK; ++j) {
 #pragma unroll
@@ -221,15 +219,6 @@ __device__ __forceinline__ void softmax_rescale(float (&s)[NTK][4], float (&o)[N
       o[j][2 * h + 1] *= alpha;
     }
   }
-}
-
-// Second half: p = exp2(s - m_use), added to the rows' sums l and packed
-// into A fragments for p v (to_a's layout); s itself is left as it is (in
-// attention_sm90.cu it is the accumulator of a product in flight's twin,
-// which no other instruction may write while a product is in flight).
-template <typename T, int NTK>
-__device__ __forceinline__ void softmax_exp(uint32_t (&pf)[NTK / 2][4], const float (&s)[NTK][4], float (&l)[2],
-                                            const float (&m_use)[2]) {
 #pragma unroll
   for (int j = 0; j < NTK; ++j) {
     float p[4];
