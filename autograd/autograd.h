@@ -15,6 +15,7 @@
 #include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/linalg.h"
+#include "autograd/functions/mlp.h"
 #include "autograd/functions/nn.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"

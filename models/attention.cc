@@ -105,9 +105,12 @@ TransformerBlock::TransformerBlock(const TransformerBlockOptions& block, const L
       "attn", std::make_shared<MultiheadAttention>(block.dim, block.heads, block.pattern, block.dropout, options, gen));
   ln2_ = register_module("ln2", std::make_shared<LayerNorm>(Shape{block.dim}, 1e-5, true, options));
   mlp_ = register_module("mlp", std::make_shared<Sequential>());
-  mlp_->push_back(std::make_shared<Linear>(block.dim, block.mlp_hidden, true, options, gen), "fc1");
-  mlp_->push_back(std::make_shared<GELU>(), "act");
-  mlp_->push_back(std::make_shared<Linear>(block.mlp_hidden, block.dim, true, options, gen), "fc2");
+  fc1_ = std::make_shared<Linear>(block.dim, block.mlp_hidden, true, options, gen);
+  act_ = std::make_shared<GELU>();
+  fc2_ = std::make_shared<Linear>(block.mlp_hidden, block.dim, true, options, gen);
+  mlp_->push_back(fc1_, "fc1");
+  mlp_->push_back(act_, "act");
+  mlp_->push_back(fc2_, "fc2");
   if (block.dropout > 0.0) drop_ = register_module("drop", std::make_shared<Dropout>(block.dropout, 0xd0d0));
 }
 
@@ -117,7 +120,10 @@ Variable TransformerBlock::forward(const Variable& x) {
     if (drop_) a = drop_->forward(a);
     // h = x + a and ln2(h) in one pass each way.
     const AddLayerNormVariables h = ln2_->forward_add(in[0], a);
-    Variable m = mlp_->forward(h.y);
+    // fc1, gelu and fc2 as one node (the gelu inside the products where a
+    // kernel fuses it) unless a rule sparsifies the MLP or its activation.
+    const bool fused = mlp_->output_rule() == nullptr && act_->output_rule() == nullptr;
+    Variable m = fused ? Linear::forward_gelu_mlp(*fc1_, *fc2_, h.y) : mlp_->forward(h.y);
     if (drop_) m = drop_->forward(m);
     return add(h.h, m);
   });

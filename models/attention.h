@@ -15,7 +15,9 @@
 // values are copied there and back). Output rule inputs: x.
 //
 // TransformerBlock (pre-norm): x + attn(ln1(x)), then + mlp(ln2(x)) with
-// mlp = fc1 (D -> hidden), GELU, fc2 (hidden -> D), dropout on both branches.
+// mlp = fc1 (D -> hidden), GELU, fc2 (hidden -> D), dropout on both branches;
+// the MLP runs as one autograd node (Linear::forward_gelu_mlp) unless an
+// output rule is attached to it or to its activation.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +76,8 @@ class TransformerBlock : public Module {
   std::shared_ptr<LayerNorm> ln1_, ln2_;
   std::shared_ptr<MultiheadAttention> attn_;
   std::shared_ptr<Sequential> mlp_;
+  std::shared_ptr<Linear> fc1_, fc2_;  // mlp_'s layers, for the fused MLP
+  std::shared_ptr<GELU> act_;
   std::shared_ptr<Dropout> drop_;
 };
 

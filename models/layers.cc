@@ -48,6 +48,14 @@ Variable Linear::forward_relu(const Variable& x) {
   return linear_relu(x, view_of(weight_), bias());
 }
 
+Variable Linear::forward_gelu_mlp(Linear& fc1, Linear& fc2, const Variable& x) {
+  check_linear_input(x, fc1.in_);
+  COPPICE_CHECK(fc2.in_ == fc1.out_, "Linear: an MLP's second layer takes ", fc2.in_, " features, its first gives ",
+                fc1.out_);
+  if (fc1.output_rule() != nullptr || fc2.output_rule() != nullptr) { return fc2.forward(gelu(fc1.forward(x))); }
+  return gelu_mlp(x, fc1.view_of(fc1.weight_), fc1.bias(), fc2.view_of(fc2.weight_), fc2.bias());
+}
+
 // ---- Conv2d ------------------------------------------------------------------
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv2dOptions& conv, bool bias,

@@ -41,6 +41,11 @@ class Linear : public Module {
   // weight) when no output rule is attached; with one, the rule's output
   // sparsifiers must see the pre-activation, so the two run apart.
   Variable forward_relu(const Variable& x);
+  // fc2(gelu(fc1(x))) as one autograd node (autograd's gelu_mlp: the gelu
+  // and its gradient inside the products where a kernel fuses them) when
+  // neither layer has an output rule; otherwise the two layers and a gelu
+  // apart, each through its rule.
+  static Variable forward_gelu_mlp(Linear& fc1, Linear& fc2, const Variable& x);
   const Variable& weight() const { return *weight_; }
   const Variable& bias() const { return bias_ ? *bias_ : undefined_; }
   int64_t in_features() const { return in_; }

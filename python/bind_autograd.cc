@@ -372,6 +372,17 @@ void bind_functions(py::module_& m) {
         return in.result(linear_relu(a, w, b));
       },
       py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), "relu(linear(x, weight, bias)) as one op.");
+  m.def(
+      "gelu_mlp",
+      [](const py::object& x, const py::object& w1, const py::object& b1, const py::object& w2, const py::object& b2) {
+        Operands in;
+        const Variable a = in(x, "argument x"), first = in(w1, "argument w1"), second = in(w2, "argument w2");
+        const Variable bias1 = or_undefined(in.optional(b1)), bias2 = or_undefined(in.optional(b2));
+        return in.result(gelu_mlp(a, first, bias1, second, bias2));
+      },
+      py::arg("x"), py::arg("w1"), py::arg("b1"), py::arg("w2"), py::arg("b2") = py::none(),
+      "linear(gelu(linear(x, w1, b1)), w2, b2) as one op (a transformer MLP); the weights may be sparse, and a BSR "
+      "weight on CUDA takes the gelu and its gradient inside its products.");
 
   // ---- neural-network functions (nn.h) ----
   m.def(

@@ -137,6 +137,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // operands' formats and device (CUDA, BSR weight: bias and relu in the SpMM's
 // write-out); otherwise exactly that composite, which is the CPU twin.
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// A transformer MLP's activation with the product before it and after it.
+// linear_gelu: {gelu(z), z} for z = linear(x, weight, bias), the
+// pre-activation z being what gelu's gradient needs; matmul_gelu_backward:
+// gelu_backward(matmul(g, weight), z), the gradient at z of a linear layer
+// whose input was gelu(z), from the gradient g [..., out] at its output
+// (weight [out, in], z [..., in]). Each is one kernel where one is registered
+// for the operands' formats and device (CUDA, BSR weight: the gelu or its
+// gradient in the product's write-out, bits equal to the composite's);
+// otherwise exactly the composite, which is the CPU twin.
+std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor& z);
 // A linear layer's weight gradient from the gradient at its output g [N, out]
 // and its input x [N, in]: gw [out, in] = g^T x and, when `bias`, gb [out] =
 // the sum of g's rows (undefined otherwise). On CUDA one cuBLASLt GEMM

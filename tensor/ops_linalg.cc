@@ -1,4 +1,6 @@
-// Matrix products: matmul (NumPy semantics), bmm, linear and linear_relu, all
+// Matrix products: matmul (NumPy semantics), bmm, linear, linear_relu,
+// linear_gelu and matmul_gelu_backward (composites of them and an
+// elementwise op, unless a sparse kernel fuses the two), all
 // on the one "gemm" primitive over contiguous 3-D operands, and a linear
 // layer's weight and bias gradients (linear_weight_grad). On CUDA a dense
 // linear with a bias, and the weight gradient with the bias gradient, go to
@@ -209,6 +211,48 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return linear_impl(x, weight, bias, "linear_relu", /*relu=*/true);
+}
+
+std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  constexpr std::string_view op = "linear_gelu";
+  if (any_sparse({x, weight}) && x.is_dense() && x.dim() >= 2 && (!bias.defined() || bias.is_dense())) {
+    std::vector<std::string_view> formats{x.format(), weight.format()};
+    if (bias.defined()) formats.push_back(bias.format());
+    if (Dispatcher::instance().find(op, x.device().type, formats) != nullptr) {
+      check_linear(x, weight, bias, op);
+      Shape out_shape = x.shape();
+      out_shape.back() = weight.size(0);
+      std::vector<Tensor> in{x.reshape({-1, x.size(-1)}), weight};
+      if (bias.defined()) in.push_back(bias);
+      const std::vector<Tensor> out = dispatch(op, in);
+      return {out[0].reshape(out_shape), out[1].reshape(out_shape)};
+    }
+  }
+  Tensor z = linear(x, weight, bias);
+  return {gelu(z), z};
+}
+
+Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor& z) {
+  constexpr std::string_view op = "matmul_gelu_backward";
+  COPPICE_CHECK(g.defined() && weight.defined() && z.defined(), op, ": grad, weight and z must all be defined");
+  if (weight.is_sparse() && g.is_dense() && z.is_dense() && g.dim() >= 2 && weight.dim() == 2) {
+    const std::string_view formats[] = {g.format(), weight.format(), z.format()};
+    if (Dispatcher::instance().find(op, g.device().type, formats) != nullptr) {
+      COPPICE_CHECK(g.size(-1) == weight.size(0), op, ": grad's last dimension (", g.size(-1),
+                    ") differs from weight's out features: grad is ", shape_to_string(g.shape()), ", weight is ",
+                    shape_to_string(weight.shape()));
+      Shape in_shape = g.shape();
+      in_shape.back() = weight.size(1);
+      COPPICE_CHECK(z.shape() == in_shape, op, ": z must have the product's shape ", shape_to_string(in_shape),
+                    ", got ", shape_to_string(z.shape()));
+      check_same_device({g, weight, z}, op);
+      COPPICE_CHECK(z.dtype() == g.dtype(), op, ": z has dtype ", dtype_name(z.dtype()), ", expected ",
+                    dtype_name(g.dtype()), " like the grad");
+      const int64_t in = weight.size(1);
+      return dispatch(op, {g.reshape({-1, g.size(-1)}), weight, z.reshape({-1, in})})[0].reshape(in_shape);
+    }
+  }
+  return gelu_backward(matmul(g, weight), z);
 }
 
 std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool bias) {

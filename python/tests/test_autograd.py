@@ -56,6 +56,16 @@ def test_linear_layer_ops_match_finite_differences():
     check_gradients(loss, [f64(5, 4), f64(6, 4), f64(6), f64(6, 3)])
 
 
+def test_gelu_mlp_is_linear_gelu_linear():
+    """gelu_mlp: one op whose gradients match finite differences and equal the three ops'."""
+    check_gradients(lambda x, w1, b1, w2: coppice.mean(coppice.gelu_mlp(x, w1, b1, w2) ** 2),
+                    [f64(5, 4), f64(6, 4), f64(6), f64(3, 6)])
+    x, w1, b1, w2, b2 = f64(5, 4), f64(6, 4), f64(6), f64(3, 6), f64(3)
+    fused = coppice.gelu_mlp(x, w1, b1, w2, b2).numpy()
+    composite = coppice.linear(coppice.gelu(coppice.linear(x, w1, b1)), w2, b2).numpy()
+    np.testing.assert_array_equal(fused, composite)
+
+
 def test_conv_pool_and_cross_entropy_match_finite_differences():
     """conv2d with padding, max pooling, flatten, reshape, log_softmax and cross_entropy: a small CNN's ops."""
     target = np.array([1, 0], dtype=np.int64)

@@ -151,15 +151,27 @@ StridedMatrix<const T> strided(Tensor& keep, const Tensor& t, bool transposed) {
   return m;
 }
 
+// What a product's write-out applies after the product: the bias, then a
+// relu, or a gelu form (BsrGelu) with z in `aux` (y's shape, contiguous).
+struct WriteOut {
+  Tensor bias;
+  bool relu = false;
+  BsrGelu gelu = BsrGelu::kNone;
+  Tensor aux;
+};
+
 template <typename T>
 void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const Tensor& x, bool x_transposed, Tensor& y,
-                 bool y_transposed, int64_t n, const T* bias, bool relu) {
+                 bool y_transposed, int64_t n, const WriteOut& out) {
   BsrProductArgs<T> p;
-  p.bias = bias;
-  p.relu = relu;
+  p.bias = out.bias.defined() ? static_cast<const T*>(out.bias.data_ptr()) : nullptr;
+  p.relu = out.relu;
+  p.gelu = out.gelu;
   std::shared_ptr<const BlockColumns> columns;
   Tensor row_order;
   p.mma_sync = mma_runs(b, s.dtype());
+  COPPICE_CHECK(p.gelu == BsrGelu::kNone || p.mma_sync,
+                "bsr tiles: internal: a gelu write-out off the mma.sync kernels");
   if (walk_transposed) {
     columns = block_columns(s, b);
     p.ptr = columns->ptr.data<int32_t>();
@@ -186,6 +198,11 @@ void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const 
   p.y.data = static_cast<T*>(y.data_ptr());
   p.y.row_stride = y_transposed ? 1 : y.stride(0);
   p.y.col_stride = y_transposed ? y.stride(0) : 1;
+  if (out.gelu != BsrGelu::kNone) {
+    p.aux.data = static_cast<T*>(out.aux.data_ptr());
+    p.aux.row_stride = p.y.row_stride;
+    p.aux.col_stride = p.y.col_stride;
+  }
   bsr_tiled_product<T>(p, math_for(s.dtype()), cuda::current_stream(s.device().index));
 }
 
@@ -209,8 +226,12 @@ bool bsr_tiles_apply(const Tensor& s) {
   return tiles_take(b, d);
 }
 
-Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
-                        const Tensor& bias, bool relu) {
+namespace {
+
+// The product with `out` applied in the write-out; out.aux, for kForward,
+// is allocated here (y's shape) and left in `out`.
+Tensor matmul_with(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
+                   WriteOut& out) {
   const BsrImpl& b = bsr_impl(s, op);
   COPPICE_CHECK(x.dim() == 2, op, ": dense operand must be 2-D, got shape ", shape_to_string(x.shape()));
   COPPICE_CHECK(x.dtype() == s.dtype() && x.device() == s.device(), op,
@@ -227,29 +248,70 @@ Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool
   const int64_t n = sparse_left ? x.size(1) : x.size(0);
   COPPICE_CHECK((n + 63) / 64 < 65536, op, ": ", n, " dense columns exceed the BSR kernel's grid");
   const TensorOptions opts(s.dtype(), s.device());
-  Tensor bias_c;
-  if (bias.defined()) {
+  if (out.bias.defined()) {
+    const Tensor& bias = out.bias;
     COPPICE_CHECK(bias.is_dense() && bias.dim() == 1 && bias.size(0) == out_rows && bias.dtype() == s.dtype() &&
                       bias.device() == s.device(),
                   op, ": bias must be dense [", out_rows, "] of ", dtype_name(s.dtype()), " on ",
                   s.device().to_string(), ", got ", shape_to_string(bias.shape()), " ", dtype_name(bias.dtype()));
-    bias_c = bias.contiguous();
+    out.bias = bias.contiguous();
   }
-  Tensor y = Tensor::empty(sparse_left ? Shape{out_rows, n} : Shape{n, out_rows}, opts);
+  const Shape y_shape = sparse_left ? Shape{out_rows, n} : Shape{n, out_rows};
+  if (out.gelu == BsrGelu::kGradient) {
+    COPPICE_CHECK(out.aux.defined() && out.aux.is_dense() && out.aux.shape() == y_shape &&
+                      out.aux.dtype() == s.dtype() && out.aux.device() == s.device(),
+                  op, ": the pre-activation must be dense ", shape_to_string(y_shape), " of ", dtype_name(s.dtype()),
+                  " on ", s.device().to_string(), ", got ",
+                  out.aux.defined() ? str_cat(shape_to_string(out.aux.shape()), " ", dtype_name(out.aux.dtype()),
+                                              " on ", out.aux.device().to_string())
+                                    : std::string("none"));
+    out.aux = out.aux.contiguous();
+  }
+  // The gelu forms run on the mma.sync kernels; elsewhere the plain product
+  // and the elementwise op after it (the same bits: the kernels round once).
+  if (out.gelu != BsrGelu::kNone && (!mma_runs(b, s.dtype()) || b.nblocks() == 0)) {
+    WriteOut plain{out.bias, false, BsrGelu::kNone, Tensor()};
+    Tensor y = matmul_with(s, transpose_s, x, sparse_left, op, plain);
+    if (out.gelu == BsrGelu::kGradient) return gelu_backward(y, out.aux);
+    out.aux = y;
+    return gelu(y);
+  }
+  Tensor y = Tensor::empty(y_shape, opts);
+  if (out.gelu == BsrGelu::kForward) out.aux = Tensor::empty(y_shape, opts);
   if (y.numel() == 0) return y;
   if (b.nblocks() == 0) {
-    if (!bias_c.defined()) return zeros(y.shape(), opts);
-    Tensor only_bias = add(zeros(y.shape(), opts), sparse_left ? bias_c.unsqueeze(1) : bias_c);
-    return relu ? coppice::relu(only_bias) : only_bias;
+    if (!out.bias.defined()) return zeros(y.shape(), opts);
+    Tensor only_bias = add(zeros(y.shape(), opts), sparse_left ? out.bias.unsqueeze(1) : out.bias);
+    return out.relu ? coppice::relu(only_bias) : only_bias;
   }
   cuda::DeviceGuard guard(s.device().index);
   by_dtype(s.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    run_product<T>(s, b, walk_transposed, x, !sparse_left, y, !sparse_left, n,
-                   bias_c.defined() ? static_cast<const T*>(bias_c.data_ptr()) : nullptr, relu);
+    run_product<T>(s, b, walk_transposed, x, !sparse_left, y, !sparse_left, n, out);
   });
   cuda::check_launch(op);
   return y;
+}
+
+}  // namespace
+
+Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
+                        const Tensor& bias, bool relu) {
+  WriteOut out{bias, relu, BsrGelu::kNone, Tensor()};
+  return matmul_with(s, transpose_s, x, sparse_left, op, out);
+}
+
+std::pair<Tensor, Tensor> bsr_tiled_matmul_gelu(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
+                                                std::string_view op, const Tensor& bias) {
+  WriteOut out{bias, false, BsrGelu::kForward, Tensor()};
+  Tensor y = matmul_with(s, transpose_s, x, sparse_left, op, out);
+  return {y, out.aux};
+}
+
+Tensor bsr_tiled_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
+                                  std::string_view op, const Tensor& z) {
+  WriteOut out{Tensor(), false, BsrGelu::kGradient, z};
+  return matmul_with(s, transpose_s, x, sparse_left, op, out);
 }
 
 Tensor bsr_tiled_sddmm_values(const Tensor& a, const Tensor& b_in, const Tensor& pattern) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string_view>
+#include <utility>
 
 #include "tensor/tensor.h"
 
@@ -31,6 +32,16 @@ bool bsr_tiles_apply(const Tensor& s);
 // write-out, and `relu` (linear_relu) applied there after it.
 Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
                         const Tensor& bias = Tensor(), bool relu = false);
+
+// The same product with a gelu in the write-out (a transformer MLP's
+// activation, bsr_tiles.h's BsrGelu): {gelu(z), z} for z = the product plus
+// `bias`; and gelu_backward(the product, z) for a given z of the product's
+// shape. The mma.sync kernels fuse them; other blocks and types run the
+// product, then the elementwise op, with the same result.
+std::pair<Tensor, Tensor> bsr_tiled_matmul_gelu(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
+                                                std::string_view op, const Tensor& bias = Tensor());
+Tensor bsr_tiled_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
+                                  std::string_view op, const Tensor& z);
 
 // The values of sddmm(a, b, pattern) for a BSR pattern: (a @ b) over each
 // stored block, [nblocks, bh, bw] in the pattern's dtype.

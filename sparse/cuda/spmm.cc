@@ -1,7 +1,9 @@
 // SpMM on CUDA for every format of sparse/, in both directions (sparse/ops.h
 // has the table): "matmul" (fmt, dense), (dense, fmt); "linear" (dense, fmt),
 // (fmt, dense); and, with the bias (and relu) in the kernel where the route
-// can, "linear" (dense, bsr, dense) and "linear_relu" (dense, bsr[, dense]).
+// can, "linear" (dense, bsr, dense) and "linear_relu" (dense, bsr[, dense]);
+// "linear_gelu" (dense, bsr[, dense]) and "matmul_gelu_backward" (dense,
+// bsr, dense), a transformer MLP's activation in the write-out.
 //
 // The SpMM planner: every entry states its product as op(S) @ X or
 // X @ op(S) (Product) and runs the first route of kRoutes that takes it
@@ -264,6 +266,36 @@ std::vector<Tensor> linear_relu_dense_sparse(const std::vector<Tensor>& in, cons
   return {spmm(in[1], in[0], Product::kDenseSparseT, "linear_relu", bias, /*relu=*/true)};
 }
 
+// linear_gelu(x, weight[, bias]) with a BSR weight: {gelu(z), z}, z =
+// linear(x, weight, bias), from one kernel whose write-out stores both
+// (bsr_products.h) where the tiles take the weight; otherwise the planner's
+// product, then gelu.
+std::vector<Tensor> linear_gelu_dense_bsr(const std::vector<Tensor>& in, const Attrs&) {
+  COPPICE_CHECK(in.size() == 2 || in.size() == 3, "linear_gelu: expected 2 or 3 inputs (input, weight[, bias]), got ",
+                in.size());
+  check_cuda_operand_pair({in[0], in[1]}, "linear_gelu");
+  const Tensor bias = in.size() == 3 ? in[2] : Tensor();
+  if (bsr_tiles_apply(in[1])) {
+    auto [y, z] = bsr_tiled_matmul_gelu(in[1], /*transpose_s=*/true, in[0], /*sparse_left=*/false, "linear_gelu", bias);
+    return {y, z};
+  }
+  Tensor z = spmm(in[1], in[0], Product::kDenseSparseT, "linear_gelu", bias);
+  return {gelu(z), z};
+}
+
+// matmul_gelu_backward(g, weight, z) with a BSR weight: gelu_backward(g @
+// weight, z), gelu's gradient applied in the product's write-out where the
+// tiles take the weight; otherwise the planner's product, then gelu_backward.
+std::vector<Tensor> matmul_gelu_backward_dense_bsr(const std::vector<Tensor>& in, const Attrs&) {
+  COPPICE_CHECK(in.size() == 3, "matmul_gelu_backward: expected 3 inputs (grad, weight, z), got ", in.size());
+  check_cuda_operand_pair({in[0], in[1]}, "matmul_gelu_backward");
+  if (bsr_tiles_apply(in[1])) {
+    return {bsr_tiled_matmul_gelu_grad(in[1], /*transpose_s=*/false, in[0], /*sparse_left=*/false,
+                                       "matmul_gelu_backward", in[2])};
+  }
+  return {gelu_backward(spmm(in[1], in[0], Product::kDenseSparse, "matmul_gelu_backward"), in[2])};
+}
+
 const bool kRegistered = [] {
   Dispatcher& d = Dispatcher::instance();
   for (const std::string& f : builtin_sparse_format_names()) {
@@ -277,6 +309,10 @@ const bool kRegistered = [] {
     d.register_kernel("linear_relu", DeviceType::kCuda, {"dense", f, "dense"}, linear_relu_dense_sparse);
     d.register_kernel("linear_relu", DeviceType::kCuda, {"dense", f}, linear_relu_dense_sparse);
   }
+  d.register_kernel("linear_gelu", DeviceType::kCuda, {"dense", "bsr", "dense"}, linear_gelu_dense_bsr);
+  d.register_kernel("linear_gelu", DeviceType::kCuda, {"dense", "bsr"}, linear_gelu_dense_bsr);
+  d.register_kernel("matmul_gelu_backward", DeviceType::kCuda, {"dense", "bsr", "dense"},
+                    matmul_gelu_backward_dense_bsr);
   return true;
 }();
 

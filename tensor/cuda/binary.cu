@@ -92,9 +92,7 @@ struct ReluBackwardOp {
 struct GeluBackwardOp {
   template <typename C>
   __device__ C operator()(C g, C x) const {
-    const C cdf = C(0.5) * (C(1) + math::erf(x * C(0.70710678118654752440)));
-    const C pdf = math::exp(C(-0.5) * x * x) * C(0.39894228040143267794);
-    return g * (cdf + x * pdf);
+    return math::gelu_grad(g, x);
   }
 };
 

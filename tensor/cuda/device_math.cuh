@@ -29,6 +29,21 @@ __device__ inline double abs(double x) { return ::fabs(x); }
 __device__ inline bool isnan(float x) { return ::isnan(x); }
 __device__ inline bool isnan(double x) { return ::isnan(x); }
 
+// GELU in its erf form, x Phi(x), and its gradient g (Phi(x) + x phi(x)):
+// one definition for the elementwise kernels (gelu, gelu_backward) and the
+// BSR products' write-out (sparse/cuda/bsr_mma.cu), so a fused form gives
+// the bits of the pass it replaces.
+template <typename C>
+__device__ inline C gelu(C x) {
+  return C(0.5) * x * (C(1) + erf(x * C(0.70710678118654752440)));
+}
+template <typename C>
+__device__ inline C gelu_grad(C g, C x) {
+  const C cdf = C(0.5) * (C(1) + erf(x * C(0.70710678118654752440)));
+  const C pdf = exp(C(-0.5) * x * x) * C(0.39894228040143267794);
+  return g * (cdf + x * pdf);
+}
+
 // Clamps a whole number held in a double into T's range (as the CPU's saturate).
 template <typename T>
 __device__ inline T saturate(double d) {

@@ -116,7 +116,7 @@ struct RsqrtOp {  // 1 / sqrt, both correctly rounded: the CPU computes the same
 struct GeluOp {
   template <typename C>
   __device__ C operator()(C v) const {
-    return C(0.5) * v * (C(1) + math::erf(v * C(0.70710678118654752440)));
+    return math::gelu(v);
   }
 };
 struct SigmoidOp {

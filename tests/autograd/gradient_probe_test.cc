@@ -54,6 +54,14 @@ TEST(GradientProbeTest, FactorsGiveTheWholeGradientOfEveryProduct) {
   expect_whole_gradient([&](const Variable& w) { return sum(linear(param(x), w)); }, 1, "linear");
   expect_whole_gradient([&](const Variable& w) { return sum(mul(linear_relu(param(x), w), param(gy))); }, 1,
                         "linear_relu");
+  // Either layer of gelu_mlp (w [8, 12]: first layer of 12 -> 8 -> 3, or second of 4 -> 12 -> 8).
+  const Tensor w2 = randn64({3, 8}), w1 = randn64({12, 4}), x4 = randn64({5, 4});
+  expect_whole_gradient(
+      [&](const Variable& w) { return sum(gelu_mlp(param(x), w, Variable(), param(w2), Variable())); }, 1,
+      "gelu_mlp, first layer");
+  expect_whole_gradient(
+      [&](const Variable& w) { return sum(mul(gelu_mlp(param(x4), param(w1), Variable(), w, Variable()), param(gy))); },
+      1, "gelu_mlp, second layer");
   expect_whole_gradient([&](const Variable& w) { return sum(mul(matmul(w, param(xt)), param(gs))); }, 1, "S @ X");
   expect_whole_gradient([&](const Variable& w) { return sum(matmul(param(xl), w)); }, 1, "X @ S");
   // Used twice: two pairs whose sum is the accumulated gradient.

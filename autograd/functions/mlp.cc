@@ -1,0 +1,73 @@
+#include "autograd/functions/mlp.h"
+
+#include <tuple>
+#include <utility>
+
+#include "autograd/function.h"
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/grad_utils.h"
+#include "autograd/functions/linalg.h"
+#include "autograd/functions/straight_through.h"
+#include "autograd/gradient_probe.h"
+#include "sparse/ops.h"
+#include "tensor/ops.h"
+
+namespace coppice {
+
+using autograd_detail::saved_if;
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+// One layer's weight and bias gradients from g2, the gradient at its output
+// as rows [N, out], and x2, its input as rows [N, in] (read only for the
+// weight's): linear_weight_grad for a dense weight (on CUDA the bias
+// gradient from the same product); for a sparse one the SDDMM at its pattern,
+// or g2^T x2 whole for a straight-through projection (`dense_grad`), and the
+// bias gradient as the sum of g2's rows. What linear's backward does.
+std::pair<Tensor, Tensor> layer_param_grads(const Tensor& g2, const Tensor& x2, const Tensor& w, bool need_w,
+                                            bool need_b, bool dense_grad) {
+  if (!w.is_sparse() && need_w) return linear_weight_grad(g2, x2, need_b);
+  Tensor gw;
+  if (need_w && dense_grad) {
+    gw = matmul(g2.t().contiguous(), x2.contiguous());
+  } else if (need_w) {
+    gw = sddmm(g2.t(), x2, w);
+    GradientProbe::offer(w, g2.t(), x2);
+  }
+  return {gw, need_b ? sum(g2, {0}) : Tensor()};
+}
+
+}  // namespace
+
+Variable gelu_mlp(const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2, const Variable& b2) {
+  COPPICE_CHECK(x.defined() && w1.defined() && w2.defined(), "gelu_mlp: x, w1 and w2 must be defined");
+  const Tensor xv = x.value(), w1v = w1.value(), w2v = w2.value();
+  if (xv.is_sparse()) return linear(gelu(linear(x, w1, b1)), w2, b2);
+  const Tensor b1v = b1.defined() ? b1.value() : Tensor(), b2v = b2.defined() ? b2.value() : Tensor();
+  auto [a, z] = linear_gelu(xv, w1v, b1v);
+  Tensor y = linear(a, w2v, b2v);
+  if (!should_record(y, {x, w1, b1, w2, b2})) return Variable(std::move(y));
+  COPPICE_CHECK(w1v.dim() == 2 && w2v.dim() == 2, "gelu_mlp: weights must be 2-D, got ", shape_to_string(w1v.shape()),
+                " and ", shape_to_string(w2v.shape()));
+  const bool before_z = x.requires_grad() || w1.requires_grad() || (b1.defined() && b1.requires_grad());
+  const Tensor x_saved = saved_if(w1.requires_grad(), xv), z_saved = saved_if(before_z, z);
+  const Tensor a_saved = saved_if(w2.requires_grad(), a);
+  const bool dense1 = wants_dense_gradient(w1), dense2 = wants_dense_gradient(w2);
+  const Shape xs = xv.shape();
+  return record(y, "GeluMlpBackward", {x, w1, b1, w2, b2}, [=](const Tensor& g, const GradNeeds& n) {
+    const int64_t in = w1v.size(1), hidden = w1v.size(0), out = w2v.size(0);
+    const Tensor g2 = g.reshape({-1, out}).contiguous();
+    Tensor gx, gw1, gb1, gw2, gb2;
+    std::tie(gw2, gb2) =
+        layer_param_grads(g2, n[3] ? a_saved.reshape({-1, hidden}) : Tensor(), w2v, n[3], n[4], dense2);
+    if (n[0] || n[1] || n[2]) {
+      const Tensor gz = matmul_gelu_backward(g2, w2v, z_saved.reshape({-1, hidden})).contiguous();
+      std::tie(gw1, gb1) = layer_param_grads(gz, n[1] ? x_saved.reshape({-1, in}) : Tensor(), w1v, n[1], n[2], dense1);
+      if (n[0]) gx = matmul(gz, w1v).reshape(xs);
+    }
+    return Grads{gx, gw1, gb1, gw2, gb2};
+  });
+}
+
+}  // namespace coppice

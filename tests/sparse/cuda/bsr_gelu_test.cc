@@ -1,0 +1,209 @@
+// A transformer MLP's gelu in the BSR products' write-out (sparse/cuda/
+// bsr_products.h, bsr_mma.cu): linear_gelu ({gelu(z), z} from one kernel)
+// and matmul_gelu_backward (gelu's gradient at z applied to g @ W), against
+// the composite on the GPU (the same bits: the kernel rounds the product to
+// the dtype first, as the composite's product does) and against f64 on the
+// CPU; every square block the mma.sync kernels take and a rectangular one
+// (the WMMA tiles: the composite), f32, TF32, bf16, f16, empty block rows,
+// a pattern with no blocks, token counts not a multiple of the tile or of a
+// 16-byte run, 3-D inputs, the same bits on a repeat; gelu_mlp's gradients
+// on the GPU equal to the composite's; a bad z named.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "gtest/gtest.h"
+#include "sparse/cuda/bsr_products.h"
+#include "sparse/ops.h"
+#include "tensor/op_profile.h"
+#include "tensor/precision.h"
+#include "tensor/runtime_options.h"
+#include "tests/sparse/cuda/cuda_test_util.h"
+
+namespace coppice {
+namespace {
+
+using sparse_cuda::bsr_tiles_apply;
+
+const std::vector<TileMode> kModes = {{DType::kF32, false, "f32"},
+                                      {DType::kF32, true, "tf32"},
+                                      {DType::kBF16, false, "bf16"},
+                                      {DType::kF16, false, "f16"}};
+
+struct Blocks {
+  int64_t bh, bw;
+};
+// Square ones on the mma.sync kernels (the fused write-out), 16x32 on the WMMA tiles (the composite).
+const std::vector<Blocks> kBlocks = {{16, 16}, {32, 32}, {64, 64}, {16, 32}};
+
+class BsrGeluTest : public SparseCudaTest {
+ protected:
+  void TearDown() override {
+    set_allow_tf32(false);
+    SparseCudaTest::TearDown();
+  }
+};
+
+// Every element equal (NaN nowhere here).
+::testing::AssertionResult same_bits(const Tensor& got, const Tensor& want) {
+  if (got.shape() != want.shape()) {
+    return ::testing::AssertionFailure() << "shapes " << shape_to_string(got.shape()) << " and "
+                                         << shape_to_string(want.shape());
+  }
+  const std::vector<double> g = host64(got).to_vector<double>(), w = host64(want).to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (g[i] != w[i]) return ::testing::AssertionFailure() << "element " << i << ": " << g[i] << " vs " << w[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+bool fused_kernel_runs(const Tensor& w) {
+  return bsr_tiles_apply(w) && w.dtype() != DType::kF64 && (w.dtype() != DType::kF32 || allow_tf32()) &&
+         values(w).size(1) == values(w).size(2) && runtime_options().bsr_mma;
+}
+
+struct Case {
+  TileMode mode;
+  Blocks blk;
+  double density;
+  std::string what;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const TileMode& mode : kModes) {
+    for (const Blocks& blk : kBlocks) {
+      for (double density : {0.0, 0.4}) {
+        out.push_back({mode, blk, density, str_cat(mode.name, " blocks ", blk.bh, "x", blk.bw, " density ", density)});
+      }
+    }
+  }
+  return out;
+}
+
+// W [128, 192] with block row 1 empty; x [tokens, 192].
+TEST_F(BsrGeluTest, LinearGeluIsTheCompositeInOneKernel) {
+  SKIP_WITHOUT_CUDA();
+  EXPECT_NE(Dispatcher::instance().find("linear_gelu", DeviceType::kCuda, {"dense", "bsr", "dense"}), nullptr);
+  ScopedRuntimeOptions profiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
+  uint64_t seed = 1000;
+  for (const Case& c : cases()) {
+    set_allow_tf32(c.mode.tf32);
+    const Tensor dense = random_blocks(128, 192, c.blk.bh, c.blk.bw, c.density, seed++, {1});
+    const Tensor w =
+        to_device(to_format(dense.to(c.mode.dtype), "bsr", FormatOptions::block(c.blk.bh, c.blk.bw)), kCuda);
+    const Tensor b = random_dense({1, 128}, seed++).reshape({128}).to(c.mode.dtype).to(kCuda);
+    for (const Shape& xs : {Shape{70, 192}, Shape{3, 67, 192}, Shape{1, 192}}) {
+      const std::string what = str_cat(c.what, " input ", shape_to_string(xs));
+      const Tensor x = random_dense({shape_numel(xs) / 192, 192}, seed++).reshape(xs).to(c.mode.dtype).to(kCuda);
+      for (bool with_bias : {true, false}) {
+        const Tensor bias = with_bias ? b : Tensor();
+        const int64_t gelus = op_profile_calls("gelu");
+        const auto [y, z] = linear_gelu(x, w, bias);
+        const bool fused = op_profile_calls("gelu") == gelus;
+        EXPECT_EQ(fused, fused_kernel_runs(w) && values(w).size(0) > 0) << what << ": which path ran";
+        const Tensor z_want = linear(x, w, bias);
+        EXPECT_TRUE(same_bits(z, z_want)) << "z, " << what;
+        EXPECT_TRUE(same_bits(y, gelu(z_want))) << "gelu(z), " << what;
+        const Tensor want = linear(host64(x), host64(to_dense(w)), with_bias ? host64(b) : Tensor());
+        EXPECT_TRUE(near(z, want, c.mode.tolerance())) << "z vs the CPU, " << what;
+        EXPECT_TRUE(near(y, gelu(want), c.mode.tolerance())) << "gelu(z) vs the CPU, " << what;
+        const auto [y2, z2] = linear_gelu(x, w, bias);
+        EXPECT_TRUE(same_bits(y2, y) && same_bits(z2, z)) << "repeat, " << what;
+      }
+    }
+  }
+}
+
+// g [tokens, 128] @ W [128, 192], then gelu's gradient at z [tokens, 192].
+TEST_F(BsrGeluTest, MatmulGeluBackwardIsTheCompositeInOneKernel) {
+  SKIP_WITHOUT_CUDA();
+  EXPECT_NE(Dispatcher::instance().find("matmul_gelu_backward", DeviceType::kCuda, {"dense", "bsr", "dense"}), nullptr);
+  ScopedRuntimeOptions profiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
+  uint64_t seed = 2000;
+  for (const Case& c : cases()) {
+    set_allow_tf32(c.mode.tf32);
+    const Tensor dense = random_blocks(128, 192, c.blk.bh, c.blk.bw, c.density, seed++, {1});
+    const Tensor w =
+        to_device(to_format(dense.to(c.mode.dtype), "bsr", FormatOptions::block(c.blk.bh, c.blk.bw)), kCuda);
+    for (int64_t tokens : {70, 201, 1}) {
+      const std::string what = str_cat(c.what, " tokens ", tokens);
+      const Tensor g = random_dense({tokens, 128}, seed++).to(c.mode.dtype).to(kCuda);
+      const Tensor z = random_dense({tokens, 192}, seed++).to(c.mode.dtype).to(kCuda);
+      const int64_t passes = op_profile_calls("gelu_backward");
+      const Tensor got = matmul_gelu_backward(g, w, z);
+      const bool fused = op_profile_calls("gelu_backward") == passes;
+      EXPECT_EQ(fused, fused_kernel_runs(w) && values(w).size(0) > 0) << what << ": which path ran";
+      EXPECT_TRUE(same_bits(got, gelu_backward(matmul(g, w), z))) << what;
+      const Tensor want = gelu_backward(matmul(host64(g), host64(to_dense(w))), host64(z));
+      EXPECT_TRUE(near(got, want, c.mode.tolerance())) << "vs the CPU, " << what;
+      EXPECT_TRUE(same_bits(matmul_gelu_backward(g, w, z), got)) << "repeat, " << what;
+    }
+  }
+}
+
+// A strided z and a 3-D gradient: the op makes z contiguous and keeps the shapes.
+TEST_F(BsrGeluTest, MatmulGeluBackwardTakesViews) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor dense = random_blocks(128, 192, 32, 32, 0.4, 3000);
+  const Tensor w = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(32, 32)), kCuda);
+  const Tensor g = random_dense({2 * 35, 128}, 3001).reshape({2, 35, 128}).to(DType::kBF16).to(kCuda);
+  const Tensor zt = random_dense({192, 70}, 3002).to(DType::kBF16).to(kCuda).t().reshape({2, 35, 192});
+  const Tensor got = matmul_gelu_backward(g, w, zt);
+  ASSERT_EQ(got.shape(), (Shape{2, 35, 192}));
+  EXPECT_TRUE(same_bits(got, gelu_backward(matmul(g, w), zt)));
+}
+
+TEST_F(BsrGeluTest, BadPreActivationIsNamed) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor dense = random_blocks(128, 192, 32, 32, 0.4, 3100);
+  const Tensor w = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(32, 32)), kCuda);
+  const Tensor g = random_dense({16, 128}, 3101).to(DType::kBF16).to(kCuda);
+  const Tensor z_short = random_dense({16, 191}, 3102).to(DType::kBF16).to(kCuda);
+  const Tensor z_f32 = random_dense({16, 192}, 3103).to(DType::kF32).to(kCuda);
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const std::exception& e) { return std::string(e.what()); }
+    return std::string("no error");
+  };
+  const std::string shape = message([&] { (void)matmul_gelu_backward(g, w, z_short); });
+  EXPECT_NE(shape.find("matmul_gelu_backward"), std::string::npos) << shape;
+  EXPECT_NE(shape.find("[16, 192]"), std::string::npos) << shape;
+  const std::string dtype = message([&] { (void)matmul_gelu_backward(g, w, z_f32); });
+  EXPECT_NE(dtype.find("z has dtype"), std::string::npos) << dtype;
+  const std::string inner = message([&] { (void)matmul_gelu_backward(g.narrow(1, 0, 64), w, z_f32); });
+  EXPECT_NE(inner.find("out features"), std::string::npos) << inner;
+}
+
+// gelu_mlp with BSR weights on the GPU: values and every gradient equal to
+// linear, gelu, linear's (each weight's on its pattern).
+TEST_F(BsrGeluTest, GeluMlpGradientsMatchTheComposite) {
+  SKIP_WITHOUT_CUDA();
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (int64_t block : {32, 64}) {
+      const Tensor d1 = random_blocks(256, 128, block, block, 0.4, 4000 + block, {1});
+      const Tensor d2 = random_blocks(128, 256, block, block, 0.4, 4100 + block);
+      const Tensor w1v = to_device(to_format(d1.to(dtype), "bsr", FormatOptions::block(block, block)), kCuda);
+      const Tensor w2v = to_device(to_format(d2.to(dtype), "bsr", FormatOptions::block(block, block)), kCuda);
+      const Tensor xv = random_dense({2 * 45, 128}, 4200).reshape({2, 45, 128}).to(dtype).to(kCuda);
+      const Tensor b1v = random_dense({1, 256}, 4201).reshape({256}).to(dtype).to(kCuda);
+      const Tensor b2v = random_dense({1, 128}, 4202).reshape({128}).to(dtype).to(kCuda);
+      const Tensor g = random_dense({2 * 45, 128}, 4203).reshape({2, 45, 128}).to(dtype).to(kCuda);
+      auto run = [&](bool fused) {
+        Variable x(xv, true), w1(w1v, true), b1(b1v, true), w2(w2v, true), b2(b2v, true);
+        Variable y = fused ? gelu_mlp(x, w1, b1, w2, b2) : linear(gelu(linear(x, w1, b1)), w2, b2);
+        y.backward(g);
+        return std::vector<Tensor>{y.value(), x.grad(), values(w1.grad()), b1.grad(), values(w2.grad()), b2.grad()};
+      };
+      const std::vector<Tensor> fused = run(true), composite = run(false);
+      for (size_t i = 0; i < fused.size(); ++i) {
+        EXPECT_TRUE(same_bits(fused[i], composite[i])) << dtype_name(dtype) << " blocks " << block << " output " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace coppice
