@@ -29,12 +29,15 @@ constexpr int bsr_mma_sddmm_group(int block, double blocks_per_row) {
 
 // How many ranges of the inner dimension k an SDDMM of `groups` runs splits
 // into (BsrSddmmArgs::splits): enough thread blocks for two per SM of `sms`,
-// at most 8 ranges and at least 512 of k each. Rows of few blocks give few
+// at most 16 ranges and at least 512 of k each. Rows of few blocks give few
 // runs, and each run walks all of k alone: at 98 % (2.6 32x32 blocks per
 // row, 128 runs for 132 SMs) the SDDMM took 1.5x the product without this.
+// The weight gradient of a 1024 x 1024 layer over 16384 tokens at 90 % in
+// 64x64 blocks has 16 runs: 16 ranges instead of 8 took it from 0.0457 to
+// 0.0326 ms (H200, bf16).
 constexpr int bsr_mma_sddmm_splits(int64_t groups, int64_t k, int sms) {
   const int64_t want = groups > 0 ? 2 * sms / groups : 1;
-  const int64_t most = k / 512 < 8 ? k / 512 : 8;
+  const int64_t most = k / 512 < 16 ? k / 512 : 16;
   return static_cast<int>(want < 1 || most < 1 ? 1 : want < most ? want : most);
 }
 
