@@ -50,8 +50,8 @@
 #include <type_traits>
 
 #include "sparse/cuda/bsr_mma.h"
+#include "sparse/cuda/gelu_write_out.cuh"
 #include "sparse/cuda/tile_values.cuh"
-#include "tensor/cuda/device_math.cuh"
 #include "tensor/cuda/mma_sync.cuh"
 
 namespace coppice::sparse_cuda {
@@ -209,41 +209,6 @@ __device__ __forceinline__ void store2(T* dst, float lo, float hi) {
     uint32_t out;
     memcpy(&out, v, sizeof(out));
     *reinterpret_cast<uint32_t*>(dst) = out;
-  }
-}
-
-// The gelu forms of the write-out (BsrProductArgs::gelu) on `count` <= R
-// values bound for dst, whose run steps by `step` elements in y; z lies at
-// the same offset from aux.data (aux has y's strides). kForward: each value
-// rounded to T is z, stored to aux, and the value becomes gelu(z);
-// kGradient: the value rounded to T becomes gelu's gradient at aux's z.
-// `vec`: the run is one aligned 16-byte run in y and in aux.
-template <typename T>
-__device__ __forceinline__ void gelu_run(const BsrProductArgs<T>& p, const T* dst, int64_t step, bool vec,
-                                         float (&v)[kRun<T>], int count) {
-  constexpr int R = kRun<T>;
-  T* z = p.aux.data + (dst - p.y.data);
-  T zs[R];
-  if (p.gelu == BsrGelu::kGradient) {
-    if (vec) {
-      const uint4 packed = *reinterpret_cast<const uint4*>(z);
-      memcpy(zs, &packed, sizeof(packed));
-    } else {
-      for (int j = 0; j < count; ++j) zs[j] = z[j * step];
-    }
-    for (int j = 0; j < count; ++j) v[j] = cuda::math::gelu_grad(to_float(from_float<T>(v[j])), to_float(zs[j]));
-    return;
-  }
-  for (int j = 0; j < R; ++j) {
-    zs[j] = from_float<T>(v[j]);
-    v[j] = cuda::math::gelu(to_float(zs[j]));
-  }
-  if (vec) {
-    uint4 packed;
-    memcpy(&packed, zs, sizeof(packed));
-    *reinterpret_cast<uint4*>(z) = packed;
-  } else {
-    for (int j = 0; j < count; ++j) z[j * step] = zs[j];
   }
 }
 
@@ -420,7 +385,9 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrPro
       const float* src = cs + c * Tile::kLdCnr + rq;
       float v[R];
       for (int j = 0; j < R; ++j) v[j] = finish(src[j], rq + j);
-      if (p.gelu != BsrGelu::kNone) gelu_run(p, dst, p.y.row_stride, flags.y_vec, v, R);
+      if (p.gelu != GeluWriteOut::kNone) {
+        gelu_run<T, R>(p.gelu, p.aux.data + (dst - p.y.data), p.y.row_stride, flags.y_vec, v, R);
+      }
       if (flags.y_vec) {
         store_run(dst, v);
       } else {
@@ -437,8 +404,9 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrPro
       float v[R];
       for (int j = 0; j < R; ++j) v[j] = finish(src[j], r);
       const bool whole = flags.y_vec && gn + R <= p.n;
-      if (p.gelu != BsrGelu::kNone) {
-        gelu_run(p, dst, p.y.col_stride, whole, v, static_cast<int>(std::min<int64_t>(R, p.n - gn)));
+      if (p.gelu != GeluWriteOut::kNone) {
+        gelu_run<T, R>(p.gelu, p.aux.data + (dst - p.y.data), p.y.col_stride, whole, v,
+                       static_cast<int>(std::min<int64_t>(R, p.n - gn)));
       }
       if (whole) {
         store_run(dst, v);
@@ -676,7 +644,7 @@ void product_with(const BsrProductArgs<T>& p, cudaStream_t stream) {
   const int64_t y_other = f.y_rows ? p.y.col_stride : p.y.row_stride;
   const int64_t y_unit = f.y_rows ? p.y.row_stride : p.y.col_stride;
   f.y_vec = aligned16(p.y.data) && y_unit == 1 && y_other % kRun<T> == 0 &&
-            (p.gelu == BsrGelu::kNone || aligned16(p.aux.data));
+            (p.gelu == GeluWriteOut::kNone || aligned16(p.aux.data));
   if (p.transposed) {
     if (x_by_k)
       launch_product<T, Tile, true, true>(p, f, stream);

@@ -152,11 +152,11 @@ StridedMatrix<const T> strided(Tensor& keep, const Tensor& t, bool transposed) {
 }
 
 // What a product's write-out applies after the product: the bias, then a
-// relu, or a gelu form (BsrGelu) with z in `aux` (y's shape, contiguous).
+// relu, or a gelu form (GeluWriteOut) with z in `aux` (y's shape, contiguous).
 struct WriteOut {
   Tensor bias;
   bool relu = false;
-  BsrGelu gelu = BsrGelu::kNone;
+  GeluWriteOut gelu = GeluWriteOut::kNone;
   Tensor aux;
 };
 
@@ -170,7 +170,7 @@ void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const 
   std::shared_ptr<const BlockColumns> columns;
   Tensor row_order;
   p.mma_sync = mma_runs(b, s.dtype());
-  COPPICE_CHECK(p.gelu == BsrGelu::kNone || p.mma_sync,
+  COPPICE_CHECK(p.gelu == GeluWriteOut::kNone || p.mma_sync,
                 "bsr tiles: internal: a gelu write-out off the mma.sync kernels");
   if (walk_transposed) {
     columns = block_columns(s, b);
@@ -198,7 +198,7 @@ void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const 
   p.y.data = static_cast<T*>(y.data_ptr());
   p.y.row_stride = y_transposed ? 1 : y.stride(0);
   p.y.col_stride = y_transposed ? y.stride(0) : 1;
-  if (out.gelu != BsrGelu::kNone) {
+  if (out.gelu != GeluWriteOut::kNone) {
     p.aux.data = static_cast<T*>(out.aux.data_ptr());
     p.aux.row_stride = p.y.row_stride;
     p.aux.col_stride = p.y.col_stride;
@@ -257,7 +257,7 @@ Tensor matmul_with(const Tensor& s, bool transpose_s, const Tensor& x, bool spar
     out.bias = bias.contiguous();
   }
   const Shape y_shape = sparse_left ? Shape{out_rows, n} : Shape{n, out_rows};
-  if (out.gelu == BsrGelu::kGradient) {
+  if (out.gelu == GeluWriteOut::kGradient) {
     COPPICE_CHECK(out.aux.defined() && out.aux.is_dense() && out.aux.shape() == y_shape &&
                       out.aux.dtype() == s.dtype() && out.aux.device() == s.device(),
                   op, ": the pre-activation must be dense ", shape_to_string(y_shape), " of ", dtype_name(s.dtype()),
@@ -269,15 +269,15 @@ Tensor matmul_with(const Tensor& s, bool transpose_s, const Tensor& x, bool spar
   }
   // The gelu forms run on the mma.sync kernels; elsewhere the plain product
   // and the elementwise op after it (the same bits: the kernels round once).
-  if (out.gelu != BsrGelu::kNone && (!mma_runs(b, s.dtype()) || b.nblocks() == 0)) {
-    WriteOut plain{out.bias, false, BsrGelu::kNone, Tensor()};
+  if (out.gelu != GeluWriteOut::kNone && (!mma_runs(b, s.dtype()) || b.nblocks() == 0)) {
+    WriteOut plain{out.bias, false, GeluWriteOut::kNone, Tensor()};
     Tensor y = matmul_with(s, transpose_s, x, sparse_left, op, plain);
-    if (out.gelu == BsrGelu::kGradient) return gelu_backward(y, out.aux);
+    if (out.gelu == GeluWriteOut::kGradient) return gelu_backward(y, out.aux);
     out.aux = y;
     return gelu(y);
   }
   Tensor y = Tensor::empty(y_shape, opts);
-  if (out.gelu == BsrGelu::kForward) out.aux = Tensor::empty(y_shape, opts);
+  if (out.gelu == GeluWriteOut::kForward) out.aux = Tensor::empty(y_shape, opts);
   if (y.numel() == 0) return y;
   if (b.nblocks() == 0) {
     if (!out.bias.defined()) return zeros(y.shape(), opts);
@@ -297,20 +297,20 @@ Tensor matmul_with(const Tensor& s, bool transpose_s, const Tensor& x, bool spar
 
 Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
                         const Tensor& bias, bool relu) {
-  WriteOut out{bias, relu, BsrGelu::kNone, Tensor()};
+  WriteOut out{bias, relu, GeluWriteOut::kNone, Tensor()};
   return matmul_with(s, transpose_s, x, sparse_left, op, out);
 }
 
 std::pair<Tensor, Tensor> bsr_tiled_matmul_gelu(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
                                                 std::string_view op, const Tensor& bias) {
-  WriteOut out{bias, false, BsrGelu::kForward, Tensor()};
+  WriteOut out{bias, false, GeluWriteOut::kForward, Tensor()};
   Tensor y = matmul_with(s, transpose_s, x, sparse_left, op, out);
   return {y, out.aux};
 }
 
 Tensor bsr_tiled_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
                                   std::string_view op, const Tensor& z) {
-  WriteOut out{Tensor(), false, BsrGelu::kGradient, z};
+  WriteOut out{Tensor(), false, GeluWriteOut::kGradient, z};
   return matmul_with(s, transpose_s, x, sparse_left, op, out);
 }
 

@@ -34,7 +34,7 @@ Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool
                         const Tensor& bias = Tensor(), bool relu = false);
 
 // The same product with a gelu in the write-out (a transformer MLP's
-// activation, bsr_tiles.h's BsrGelu): {gelu(z), z} for z = the product plus
+// activation, gelu_write_out.h): {gelu(z), z} for z = the product plus
 // `bias`; and gelu_backward(the product, z) for a given z of the product's
 // shape. The mma.sync kernels fuse them; other blocks and types run the
 // product, then the elementwise op, with the same result.

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "sparse/cuda/gelu_write_out.h"
+
 namespace coppice::sparse_cuda {
 
 // How tiles multiply: f32 FMAs on f32 data (exact f32, the default), TF32
@@ -24,14 +26,6 @@ struct StridedMatrix {
   T* data = nullptr;
   int64_t row_stride = 0, col_stride = 0;
 };
-
-// A gelu in a product's write-out (BsrProductArgs::gelu; the mma.sync
-// kernels only, bsr_mma.h), after the bias and the one rounding to T, so
-// that each fused form gives the bits of the ops it replaces: kForward
-// stores the rounded product z to `aux` and gelu(z) to y (linear_gelu);
-// kGradient reads z from `aux` and stores gelu_backward(rounded product, z)
-// to y (matmul_gelu_backward).
-enum class BsrGelu { kNone, kForward, kGradient };
 
 // y [out_block_rows * block_m, n] = op(S) @ x, op(S) block-sparse with
 // blocks [block_m, block_k]: output block row i sums entries e in
@@ -53,8 +47,10 @@ struct BsrProductArgs {
   StridedMatrix<T> y;        // [op(S) rows, n]
   const T* bias = nullptr;   // [op(S) rows] added to y's rows (linear's bias), or none
   bool relu = false;         // relu after the bias (linear_relu), in f32 before the one rounding
-  BsrGelu gelu = BsrGelu::kNone;
-  StridedMatrix<T> aux;  // z for `gelu`: y's shape and strides, written (kForward) or read (kGradient)
+  // A gelu after the bias (gelu_write_out.h; the mma.sync kernels only,
+  // bsr_mma.h), with z in `aux`: y's shape and strides.
+  GeluWriteOut gelu = GeluWriteOut::kNone;
+  StridedMatrix<T> aux;
   // Run on the mma.sync kernels (bsr_mma.h; square blocks of a 16-bit type
   // or TF32), else on the WMMA / FMA tiles.
   bool mma_sync = false;

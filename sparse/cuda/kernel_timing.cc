@@ -37,14 +37,8 @@ double time_on_device_ms(const std::function<Tensor()>& run, int device, Tensor&
   return ms;
 }
 
-Tensor FasterOf::run(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
-                     const std::function<Tensor()>& second, int rounds) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = first_won_.find(key);
-    if (it != first_won_.end()) return it->second ? first() : second();
-  }
-  Tensor first_out, second_out;
+bool FasterOf::measure(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
+                       const std::function<Tensor()>& second, int rounds, Tensor& first_out, Tensor& second_out) {
   double first_ms = 0.0, second_ms = 0.0;
   for (int round = 0; round < std::max(rounds, 1); ++round) {
     const double a = time_on_device_ms(first, device, first_out, op);
@@ -55,7 +49,29 @@ Tensor FasterOf::run(const std::string& key, int device, std::string_view op, co
   const bool first_won = first_ms <= second_ms;
   std::lock_guard<std::mutex> lock(mu_);
   first_won_[key] = first_won;
-  return first_won ? first_out : second_out;
+  return first_won;
+}
+
+Tensor FasterOf::run(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
+                     const std::function<Tensor()>& second, int rounds) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = first_won_.find(key);
+    if (it != first_won_.end()) return it->second ? first() : second();
+  }
+  Tensor first_out, second_out;
+  return measure(key, device, op, first, second, rounds, first_out, second_out) ? first_out : second_out;
+}
+
+bool FasterOf::first_wins(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
+                          const std::function<Tensor()>& second, int rounds) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = first_won_.find(key);
+    if (it != first_won_.end()) return it->second;
+  }
+  Tensor first_out, second_out;
+  return measure(key, device, op, first, second, rounds, first_out, second_out);
 }
 
 }  // namespace coppice::sparse_cuda

@@ -28,8 +28,17 @@ class FasterOf {
  public:
   Tensor run(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
              const std::function<Tensor()>& second, int rounds = 1);
+  // Whether `first` is the faster for `key`, measuring as run does when the
+  // key is new (for callers that then run a variant of the winner: a fused
+  // form with outputs of its own).
+  bool first_wins(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
+                  const std::function<Tensor()>& second, int rounds = 1);
 
  private:
+  // Times both as run describes and remembers the winner; their last results in the outs.
+  bool measure(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
+               const std::function<Tensor()>& second, int rounds, Tensor& first_out, Tensor& second_out);
+
   std::mutex mu_;
   std::map<std::string, bool> first_won_;
 };

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "sparse/cuda/gelu_write_out.cuh"
 #include "sparse/cuda/nm24_mma.h"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
@@ -267,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, 2) nm24_product_kernel(const Nm24Pro
     }
   }
   __syncthreads();
-  // Runs of 8 along out's rows: bias and relu, rounded once, 16-byte stores
+  // Runs of 8 along out's rows: bias and relu or a gelu form, rounded once, 16-byte stores
   // where the run is whole and aligned.
   const bool vec_rows = p.rows % 8 == 0;
   for (int c = tid; c < kTileM * (kTileR / 8); c += kThreads) {
@@ -281,7 +282,12 @@ __global__ void __launch_bounds__(kThreads, 2) nm24_product_kernel(const Nm24Pro
       if (p.relu) v[j] = fmaxf(v[j], 0.0f);
     }
     T* dst = p.out + (m0 + m) * p.rows + r0 + r;
-    if (vec_rows && r0 + r + 8 <= p.rows) {
+    const bool whole = vec_rows && r0 + r + 8 <= p.rows;
+    if (p.gelu != GeluWriteOut::kNone) {
+      gelu_run<T, 8>(p.gelu, p.aux + (dst - p.out), 1, whole, v,
+                     static_cast<int>(p.rows - r0 - r < 8 ? p.rows - r0 - r : 8));
+    }
+    if (whole) {
       alignas(16) T run[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) run[j] = from_float<T>(v[j]);

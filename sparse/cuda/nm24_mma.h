@@ -6,7 +6,7 @@
 //
 // The sparse operand S [rows, cols] is 2:4 along cols: values [rows, cols/2]
 // (NmImpl's values as they are) and metadata u16 [rows, cols/16]. The product
-// is out = x @ S^T (+ bias) (relu), with x [m, cols] row-major: a linear
+// is out = x @ S^T (+ bias) (relu or a gelu form), with x [m, cols] row-major: a linear
 // layer's forward with S = W, and its dx = dy @ W with S = W^T where W^T is
 // 2:4 too (a transposable pattern).
 #pragma once
@@ -14,6 +14,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "sparse/cuda/gelu_write_out.h"
 
 namespace coppice::sparse_cuda {
 
@@ -29,6 +31,9 @@ struct Nm24ProductArgs {
   const T* bias = nullptr;         // [rows] or null
   bool relu = false;
   T* out = nullptr;  // [m, rows], row-major
+  // A gelu after the bias (gelu_write_out.h), with z in aux ([m, rows], row-major).
+  GeluWriteOut gelu = GeluWriteOut::kNone;
+  T* aux = nullptr;
   int64_t m = 0, rows = 0, cols = 0;
 };
 

@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "sparse/cuda/gelu_write_out.cuh"
 #include "sparse/cuda/nm24_wgmma.h"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
@@ -294,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-  // Runs of 8 along out's rows: bias and relu, rounded once, 16-byte stores
+  // Runs of 8 along out's rows: bias and relu or a gelu form, rounded once, 16-byte stores
   // where the run is whole and aligned.
   constexpr int kRuns = kTileR / 8;
   const bool vec_rows = p.rows % 8 == 0;
@@ -309,7 +310,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (p.relu) v[j] = fmaxf(v[j], 0.0f);
     }
     T* dst = p.out + (m0 + m) * p.rows + r0 + rr;
-    if (vec_rows && r0 + rr + 8 <= p.rows) {
+    const bool whole = vec_rows && r0 + rr + 8 <= p.rows;
+    if (p.gelu != GeluWriteOut::kNone) {
+      gelu_run<T, 8>(p.gelu, p.aux + (dst - p.out), 1, whole, v,
+                     static_cast<int>(p.rows - r0 - rr < 8 ? p.rows - r0 - rr : 8));
+    }
+    if (whole) {
       alignas(16) T run[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) run[j] = from_float<T>(v[j]);

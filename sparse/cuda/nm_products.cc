@@ -75,15 +75,32 @@ Tensor wgmma_metadata(const Tensor& meta, int64_t rows, int64_t cols) {
   return out;
 }
 
+// What the write-out applies after the product: the bias, then a relu or
+// a gelu form with z in `aux` ([m, rows]; made here for kForward).
+struct WriteOut {
+  Tensor bias;
+  bool relu = false;
+  GeluWriteOut gelu = GeluWriteOut::kNone;
+  Tensor aux;
+};
+
 // out = x @ S^T from S in the hardware form (values [rows, cols / 2], meta),
 // on sparse wgmma where the device has it (Hopper) unless `kernel` says
 // mma.sp, else on mma.sp. `cache_key` names S's pattern where the wgmma
 // metadata may be kept for it ("": built for this call).
-Tensor product(const Tensor& x_in, const Tensor& values, const Tensor& meta, int64_t rows, int64_t cols,
-               const Tensor& bias_in, bool relu, const std::string& cache_key, Nm24Kernel kernel) {
+Tensor product(const Tensor& x_in, const Tensor& values, const Tensor& meta, int64_t rows, int64_t cols, WriteOut& w,
+               const std::string& cache_key, Nm24Kernel kernel) {
   const Tensor x = aligned_rows(x_in);
-  const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
+  const Tensor bias = w.bias.defined() ? w.bias.contiguous() : Tensor();
   Tensor out = empty({x.size(0), rows}, TensorOptions(values.dtype(), values.device()));
+  if (w.gelu == GeluWriteOut::kForward) w.aux = empty(out.shape(), out.options());
+  if (w.gelu == GeluWriteOut::kGradient) {
+    COPPICE_CHECK(w.aux.defined() && w.aux.shape() == out.shape() && w.aux.dtype() == out.dtype() &&
+                      w.aux.device() == out.device(),
+                  "matmul_gelu_backward: the pre-activation must be ", shape_to_string(out.shape()), " of ",
+                  dtype_name(out.dtype()), " on ", out.device().to_string());
+    w.aux = aligned_rows(w.aux);
+  }
   Tensor wgmma_meta;
   if (kernel == Nm24Kernel::kBest && nm24_wgmma_runs(cols)) {
     static auto* cache = new PatternCache<Tensor>();  // never destroyed
@@ -98,7 +115,9 @@ Tensor product(const Tensor& x_in, const Tensor& values, const Tensor& meta, int
     a.values = static_cast<const T*>(values.data_ptr());
     a.meta = static_cast<const uint16_t*>(meta.data_ptr());
     a.bias = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
-    a.relu = relu;
+    a.relu = w.relu;
+    a.gelu = w.gelu;
+    a.aux = w.aux.defined() ? static_cast<T*>(w.aux.data_ptr()) : nullptr;
     a.out = static_cast<T*>(out.data_ptr());
     a.m = x.size(0);
     a.rows = rows;
@@ -226,12 +245,27 @@ Nm24Packed nm24_device_pack_transposed(const Tensor& s) {
 
 Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool relu, Nm24Kernel kernel) {
   const Nm24Packed w = nm24_device_pack(s);
-  return product(x, w.values, w.metadata, s.size(0), s.size(1), bias, relu, pattern_key(s), kernel);
+  WriteOut out{bias, relu, GeluWriteOut::kNone, Tensor()};
+  return product(x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s), kernel);
+}
+
+std::pair<Tensor, Tensor> nm24_linear_gelu(const Tensor& x, const Tensor& s, const Tensor& bias, Nm24Kernel kernel) {
+  const Nm24Packed w = nm24_device_pack(s);
+  WriteOut out{bias, false, GeluWriteOut::kForward, Tensor()};
+  Tensor y = product(x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s), kernel);
+  return {y, out.aux};
 }
 
 Tensor nm24_matmul(const Tensor& x, const Tensor& s, Nm24Kernel kernel) {
   const Nm24Packed wt = nm24_device_pack_transposed(s);
-  return product(x, wt.values, wt.metadata, s.size(1), s.size(0), Tensor(), false, "", kernel);
+  WriteOut out{Tensor(), false, GeluWriteOut::kNone, Tensor()};
+  return product(x, wt.values, wt.metadata, s.size(1), s.size(0), out, "", kernel);
+}
+
+Tensor nm24_matmul_gelu_grad(const Tensor& x, const Tensor& s, const Tensor& z, Nm24Kernel kernel) {
+  const Nm24Packed wt = nm24_device_pack_transposed(s);
+  WriteOut out{Tensor(), false, GeluWriteOut::kGradient, z};
+  return product(x, wt.values, wt.metadata, s.size(1), s.size(0), out, "", kernel);
 }
 
 Tensor nm_dense(const Tensor& s) {

@@ -15,6 +15,8 @@
 //                   they take a sparse input, never a sparse output.
 #pragma once
 
+#include <utility>
+
 #include "sparse/nm_metadata.h"
 #include "tensor/tensor.h"
 
@@ -48,6 +50,12 @@ Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool re
 
 // x @ S on sparse tensor cores, S as nm24_transposable.
 Tensor nm24_matmul(const Tensor& x, const Tensor& s, Nm24Kernel kernel = Nm24Kernel::kBest);
+
+// The gelu forms of the two (gelu_write_out.h), in the write-out:
+// {gelu(z), z} for z = x @ S^T (+ bias), and gelu_backward(x @ S, z).
+std::pair<Tensor, Tensor> nm24_linear_gelu(const Tensor& x, const Tensor& s, const Tensor& bias,
+                                           Nm24Kernel kernel = Nm24Kernel::kBest);
+Tensor nm24_matmul_gelu_grad(const Tensor& x, const Tensor& s, const Tensor& z, Nm24Kernel kernel = Nm24Kernel::kBest);
 
 // The dense form of an n:m tensor on CUDA (any n:m, any floating dtype), in
 // one kernel: what the products that do not take the tensor-core path

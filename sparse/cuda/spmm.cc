@@ -2,8 +2,8 @@
 // has the table): "matmul" (fmt, dense), (dense, fmt); "linear" (dense, fmt),
 // (fmt, dense); and, with the bias (and relu) in the kernel where the route
 // can, "linear" (dense, bsr, dense) and "linear_relu" (dense, bsr[, dense]);
-// "linear_gelu" (dense, bsr[, dense]) and "matmul_gelu_backward" (dense,
-// bsr, dense), a transformer MLP's activation in the write-out.
+// "linear_gelu" (dense, bsr|nm[, dense]) and "matmul_gelu_backward" (dense,
+// bsr|nm, dense), a transformer MLP's activation in the write-out.
 //
 // The SpMM planner: every entry states its product as op(S) @ X or
 // X @ op(S) (Product) and runs the first route of kRoutes that takes it
@@ -172,19 +172,41 @@ Tensor nm24_spmm(const SpmmProblem& p) {
 // the sparse wgmma kernel runs x @ W^T at 1.16-1.19x cuBLAS's dense rate but
 // dy @ W, whose W^T is packed at every call, near it; and shapes with few
 // rows leave its 256 x 128 tiles part empty.
+FasterOf& nm24_choice() {
+  static auto* choice = new FasterOf();  // never destroyed
+  return *choice;
+}
+
+std::string nm24_choice_key(const SpmmProblem& p) {
+  return str_cat(p.s.device().index, "|", static_cast<int>(p.product), "|", p.x.size(0), "x",
+                 shape_to_string(p.s.shape()), "|", dtype_name(p.s.dtype()), p.bias.defined() ? "|bias" : "",
+                 p.relu ? "|relu" : "");
+}
+
 Tensor nm24_or_dense(const SpmmProblem& p) {
   switch (runtime_options().nm24_mma) {
     case Nm24Mode::kOn: return nm24_spmm(p);
     case Nm24Mode::kOff: return then_bias_relu<dense_nm_spmm>(p);
     case Nm24Mode::kAuto: break;
   }
-  static auto* choice = new FasterOf();  // never destroyed
-  const std::string key =
-      str_cat(p.s.device().index, "|", static_cast<int>(p.product), "|", p.x.size(0), "x", shape_to_string(p.s.shape()),
-              "|", dtype_name(p.s.dtype()), p.bias.defined() ? "|bias" : "", p.relu ? "|relu" : "");
-  return choice->run(
-      key, p.s.device().index, p.op, [&] { return nm24_spmm(p); }, [&] { return then_bias_relu<dense_nm_spmm>(p); },
-      /*rounds=*/2);
+  return nm24_choice().run(
+      nm24_choice_key(p), p.s.device().index, p.op, [&] { return nm24_spmm(p); },
+      [&] { return then_bias_relu<dense_nm_spmm>(p); }, /*rounds=*/2);
+}
+
+// Whether nm24_or_dense takes sparse tensor cores for p (measuring as it
+// does when the shape is new): for the gelu forms, which fuse into that
+// path's write-out and follow the plain product's choice.
+bool nm24_chosen(const SpmmProblem& p) {
+  if (!nm24_applies(p)) return false;
+  switch (runtime_options().nm24_mma) {
+    case Nm24Mode::kOn: return true;
+    case Nm24Mode::kOff: return false;
+    case Nm24Mode::kAuto: break;
+  }
+  return nm24_choice().first_wins(
+      nm24_choice_key(p), p.s.device().index, p.op, [&] { return nm24_spmm(p); },
+      [&] { return then_bias_relu<dense_nm_spmm>(p); }, /*rounds=*/2);
 }
 
 Tensor bsr_tiles_spmm(const SpmmProblem& p) {
@@ -266,34 +288,42 @@ std::vector<Tensor> linear_relu_dense_sparse(const std::vector<Tensor>& in, cons
   return {spmm(in[1], in[0], Product::kDenseSparseT, "linear_relu", bias, /*relu=*/true)};
 }
 
-// linear_gelu(x, weight[, bias]) with a BSR weight: {gelu(z), z}, z =
-// linear(x, weight, bias), from one kernel whose write-out stores both
-// (bsr_products.h) where the tiles take the weight; otherwise the planner's
-// product, then gelu.
-std::vector<Tensor> linear_gelu_dense_bsr(const std::vector<Tensor>& in, const Attrs&) {
+// linear_gelu(x, weight[, bias]) with a BSR or n:m weight: {gelu(z), z},
+// z = linear(x, weight, bias), from one kernel whose write-out stores both
+// where the product runs on the BSR tiles (bsr_products.h) or on 2:4 sparse
+// tensor cores (nm_products.h); otherwise the planner's product, then gelu.
+std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 2 || in.size() == 3, "linear_gelu: expected 2 or 3 inputs (input, weight[, bias]), got ",
                 in.size());
   check_cuda_operand_pair({in[0], in[1]}, "linear_gelu");
   const Tensor bias = in.size() == 3 ? in[2] : Tensor();
+  const SpmmProblem p{in[1], in[0], Product::kDenseSparseT, "linear_gelu", bias};
   if (bsr_tiles_apply(in[1])) {
-    auto [y, z] = bsr_tiled_matmul_gelu(in[1], /*transpose_s=*/true, in[0], /*sparse_left=*/false, "linear_gelu", bias);
+    auto [y, z] = bsr_tiled_matmul_gelu(in[1], /*transpose_s=*/true, in[0], /*sparse_left=*/false, p.op, bias);
     return {y, z};
   }
-  Tensor z = spmm(in[1], in[0], Product::kDenseSparseT, "linear_gelu", bias);
+  if (nm24_chosen(p)) {
+    auto [y, z] = nm24_linear_gelu(in[0], in[1], bias);
+    return {y, z};
+  }
+  Tensor z = spmm(in[1], in[0], Product::kDenseSparseT, p.op, bias);
   return {gelu(z), z};
 }
 
-// matmul_gelu_backward(g, weight, z) with a BSR weight: gelu_backward(g @
-// weight, z), gelu's gradient applied in the product's write-out where the
-// tiles take the weight; otherwise the planner's product, then gelu_backward.
-std::vector<Tensor> matmul_gelu_backward_dense_bsr(const std::vector<Tensor>& in, const Attrs&) {
+// matmul_gelu_backward(g, weight, z) with a BSR or n:m weight:
+// gelu_backward(g @ weight, z), gelu's gradient applied in the product's
+// write-out on the BSR tiles or 2:4 sparse tensor cores; otherwise the
+// planner's product, then gelu_backward.
+std::vector<Tensor> matmul_gelu_backward_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 3, "matmul_gelu_backward: expected 3 inputs (grad, weight, z), got ", in.size());
   check_cuda_operand_pair({in[0], in[1]}, "matmul_gelu_backward");
+  const Tensor no_bias;
+  const SpmmProblem p{in[1], in[0], Product::kDenseSparse, "matmul_gelu_backward", no_bias};
   if (bsr_tiles_apply(in[1])) {
-    return {bsr_tiled_matmul_gelu_grad(in[1], /*transpose_s=*/false, in[0], /*sparse_left=*/false,
-                                       "matmul_gelu_backward", in[2])};
+    return {bsr_tiled_matmul_gelu_grad(in[1], /*transpose_s=*/false, in[0], /*sparse_left=*/false, p.op, in[2])};
   }
-  return {gelu_backward(spmm(in[1], in[0], Product::kDenseSparse, "matmul_gelu_backward"), in[2])};
+  if (nm24_chosen(p)) return {nm24_matmul_gelu_grad(in[0], in[1], in[2])};
+  return {gelu_backward(spmm(in[1], in[0], Product::kDenseSparse, p.op), in[2])};
 }
 
 const bool kRegistered = [] {
@@ -309,10 +339,12 @@ const bool kRegistered = [] {
     d.register_kernel("linear_relu", DeviceType::kCuda, {"dense", f, "dense"}, linear_relu_dense_sparse);
     d.register_kernel("linear_relu", DeviceType::kCuda, {"dense", f}, linear_relu_dense_sparse);
   }
-  d.register_kernel("linear_gelu", DeviceType::kCuda, {"dense", "bsr", "dense"}, linear_gelu_dense_bsr);
-  d.register_kernel("linear_gelu", DeviceType::kCuda, {"dense", "bsr"}, linear_gelu_dense_bsr);
-  d.register_kernel("matmul_gelu_backward", DeviceType::kCuda, {"dense", "bsr", "dense"},
-                    matmul_gelu_backward_dense_bsr);
+  for (const char* f : {"bsr", "nm"}) {
+    d.register_kernel("linear_gelu", DeviceType::kCuda, {"dense", f, "dense"}, linear_gelu_dense_sparse);
+    d.register_kernel("linear_gelu", DeviceType::kCuda, {"dense", f}, linear_gelu_dense_sparse);
+    d.register_kernel("matmul_gelu_backward", DeviceType::kCuda, {"dense", f, "dense"},
+                      matmul_gelu_backward_dense_sparse);
+  }
   return true;
 }();
 

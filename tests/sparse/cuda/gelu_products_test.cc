@@ -1,13 +1,16 @@
-// A transformer MLP's gelu in the BSR products' write-out (sparse/cuda/
-// bsr_products.h, bsr_mma.cu): linear_gelu ({gelu(z), z} from one kernel)
-// and matmul_gelu_backward (gelu's gradient at z applied to g @ W), against
-// the composite on the GPU (the same bits where the tiles run: the kernel
-// rounds the product to the dtype first, as the composite does) and against
-// f64 on the CPU; every square block the mma.sync kernels take and a
-// rectangular one (the WMMA tiles: the composite), f32, TF32, bf16, f16,
-// empty block rows, a pattern with no blocks, token counts not a multiple of
-// the tile or of a 16-byte run, 3-D inputs, the same bits on a repeat;
-// gelu_mlp's gradients on the GPU equal to the composite's; a bad z named.
+// A transformer MLP's gelu in the sparse products' write-out
+// (sparse/cuda/gelu_write_out.h): linear_gelu ({gelu(z), z} from one
+// kernel) and matmul_gelu_backward (gelu's gradient at z applied to g @ W).
+// BSR (bsr_products.h, bsr_mma.cu): against the composite on the GPU (the
+// same bits where the tiles run: the kernel rounds the product to the dtype
+// first, as the composite does) and against f64 on the CPU; every square
+// block the mma.sync kernels take and a rectangular one (the WMMA tiles: the
+// composite), f32, TF32, bf16, f16, empty block rows, a pattern with no
+// blocks, token counts not a multiple of the tile or of a 16-byte run, 3-D
+// inputs, the same bits on a repeat; a bad z named. 2:4 (nm_products.h):
+// both tensor-core kernels against their plain product and the elementwise
+// op (the same bits), rows not a multiple of 8, the frontend's choice of
+// path. gelu_mlp's gradients on the GPU equal to the composite's, BSR and 2:4.
 #include <functional>
 #include <string>
 #include <vector>
@@ -15,6 +18,9 @@
 #include "autograd/autograd.h"
 #include "gtest/gtest.h"
 #include "sparse/cuda/bsr_products.h"
+#include "sparse/cuda/nm_products.h"
+#include "sparse/nm.h"
+#include "sparse/nm_transposable.h"
 #include "sparse/ops.h"
 #include "tensor/op_profile.h"
 #include "tensor/precision.h"
@@ -37,7 +43,7 @@ struct Blocks {
 // Square ones on the mma.sync kernels (the fused write-out), 16x32 on the WMMA tiles (the composite).
 const std::vector<Blocks> kBlocks = {{16, 16}, {32, 32}, {64, 64}, {16, 32}};
 
-class BsrGeluTest : public SparseCudaTest {
+class GeluProductsTest : public SparseCudaTest {
  protected:
   void TearDown() override {
     set_allow_tf32(false);
@@ -91,7 +97,7 @@ std::vector<Case> cases() {
 }
 
 // W [128, 192] with block row 1 empty; x [tokens, 192].
-TEST_F(BsrGeluTest, LinearGeluIsTheCompositeInOneKernel) {
+TEST_F(GeluProductsTest, LinearGeluIsTheCompositeInOneKernel) {
   SKIP_WITHOUT_CUDA();
   EXPECT_NE(Dispatcher::instance().find("linear_gelu", DeviceType::kCuda, {"dense", "bsr", "dense"}), nullptr);
   ScopedRuntimeOptions profiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
@@ -125,7 +131,7 @@ TEST_F(BsrGeluTest, LinearGeluIsTheCompositeInOneKernel) {
 }
 
 // g [tokens, 128] @ W [128, 192], then gelu's gradient at z [tokens, 192].
-TEST_F(BsrGeluTest, MatmulGeluBackwardIsTheCompositeInOneKernel) {
+TEST_F(GeluProductsTest, MatmulGeluBackwardIsTheCompositeInOneKernel) {
   SKIP_WITHOUT_CUDA();
   EXPECT_NE(Dispatcher::instance().find("matmul_gelu_backward", DeviceType::kCuda, {"dense", "bsr", "dense"}), nullptr);
   ScopedRuntimeOptions profiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
@@ -152,7 +158,7 @@ TEST_F(BsrGeluTest, MatmulGeluBackwardIsTheCompositeInOneKernel) {
 }
 
 // A strided z and a 3-D gradient: the op makes z contiguous and keeps the shapes.
-TEST_F(BsrGeluTest, MatmulGeluBackwardTakesViews) {
+TEST_F(GeluProductsTest, MatmulGeluBackwardTakesViews) {
   SKIP_WITHOUT_CUDA();
   const Tensor dense = random_blocks(128, 192, 32, 32, 0.4, 3000);
   const Tensor w = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(32, 32)), kCuda);
@@ -163,7 +169,7 @@ TEST_F(BsrGeluTest, MatmulGeluBackwardTakesViews) {
   EXPECT_TRUE(same_bits(got, gelu_backward(matmul(g, w), zt)));
 }
 
-TEST_F(BsrGeluTest, BadPreActivationIsNamed) {
+TEST_F(GeluProductsTest, BadPreActivationIsNamed) {
   SKIP_WITHOUT_CUDA();
   const Tensor dense = random_blocks(128, 192, 32, 32, 0.4, 3100);
   const Tensor w = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(32, 32)), kCuda);
@@ -187,7 +193,7 @@ TEST_F(BsrGeluTest, BadPreActivationIsNamed) {
 
 // gelu_mlp with BSR weights on the GPU: values and every gradient equal to
 // linear, gelu, linear's (each weight's on its pattern).
-TEST_F(BsrGeluTest, GeluMlpGradientsMatchTheComposite) {
+TEST_F(GeluProductsTest, GeluMlpGradientsMatchTheComposite) {
   SKIP_WITHOUT_CUDA();
   for (DType dtype : {DType::kBF16, DType::kF16}) {
     for (int64_t block : {32, 64}) {
@@ -211,6 +217,100 @@ TEST_F(BsrGeluTest, GeluMlpGradientsMatchTheComposite) {
       }
     }
   }
+}
+
+// ---- 2:4 ----
+
+// A 2:4 weight [rows, cols] of `dtype` on the GPU, transposable (W^T 2:4 too).
+Tensor nm_weight(int64_t rows, int64_t cols, DType dtype, uint64_t seed) {
+  const Tensor dense = random_dense({rows, cols}, seed).to(dtype);
+  return to_device(nm_compress(dense, transposable_nm_mask(dense), 2, 4), kCuda);
+}
+
+const sparse_cuda::Nm24Kernel kNmKernels[] = {sparse_cuda::Nm24Kernel::kBest, sparse_cuda::Nm24Kernel::kMmaSp};
+
+TEST_F(GeluProductsTest, Nm24GeluFormsAreTheirCompositesInOneKernel) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 5000;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (int64_t rows : {128, 100}) {
+      const Tensor w = nm_weight(rows, 192, dtype, seed++);
+      const Tensor b = random_dense({1, rows}, seed++).reshape({rows}).to(dtype).to(kCuda);
+      for (int64_t tokens : {70, 1, 201}) {
+        const Tensor x = random_dense({tokens, 192}, seed++).to(dtype).to(kCuda);
+        const Tensor g = random_dense({tokens, rows}, seed++).to(dtype).to(kCuda);
+        const Tensor z_in = random_dense({tokens, 192}, seed++).to(dtype).to(kCuda);
+        for (auto kernel : kNmKernels) {
+          const std::string what = str_cat(dtype_name(dtype), " rows ", rows, " tokens ", tokens, " kernel ",
+                                           kernel == sparse_cuda::Nm24Kernel::kBest ? "best" : "mma.sp");
+          for (bool with_bias : {true, false}) {
+            const Tensor bias = with_bias ? b : Tensor();
+            const auto [y, z] = sparse_cuda::nm24_linear_gelu(x, w, bias, kernel);
+            const Tensor z_want = sparse_cuda::nm24_linear(x, w, bias, false, kernel);
+            EXPECT_TRUE(same_bits(z, z_want)) << "z, " << what << (with_bias ? " bias" : "");
+            EXPECT_TRUE(same_bits(y, gelu(z_want))) << "gelu(z), " << what << (with_bias ? " bias" : "");
+            const Tensor want = linear(host64(x), host64(to_dense(w)), with_bias ? host64(b) : Tensor());
+            EXPECT_TRUE(near(y, gelu(want), dtype)) << "vs the CPU, " << what;
+          }
+          if (rows % 64 != 0) continue;  // dy @ W runs on W^T, whose columns (W's rows) come in steps of 64
+          const Tensor got = sparse_cuda::nm24_matmul_gelu_grad(g, w, z_in, kernel);
+          EXPECT_TRUE(same_bits(got, gelu_backward(sparse_cuda::nm24_matmul(g, w, kernel), z_in))) << what;
+          const Tensor want = gelu_backward(matmul(host64(g), host64(to_dense(w))), host64(z_in));
+          EXPECT_TRUE(near(got, want, dtype)) << "gradient vs the CPU, " << what;
+        }
+      }
+    }
+  }
+}
+
+// The ops take the fused 2:4 kernels where the plain product takes sparse
+// tensor cores (RuntimeOptions::nm24_mma on), the composite where it does
+// not (off), with the same values up to the products' rounding.
+TEST_F(GeluProductsTest, Nm24FrontendFollowsThePlainProductsChoice) {
+  SKIP_WITHOUT_CUDA();
+  EXPECT_NE(Dispatcher::instance().find("linear_gelu", DeviceType::kCuda, {"dense", "nm", "dense"}), nullptr);
+  EXPECT_NE(Dispatcher::instance().find("matmul_gelu_backward", DeviceType::kCuda, {"dense", "nm", "dense"}), nullptr);
+  ScopedRuntimeOptions profiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
+  const Tensor w = nm_weight(128, 192, DType::kBF16, 5100);
+  const Tensor x = random_dense({70, 192}, 5101).to(DType::kBF16).to(kCuda);
+  const Tensor b = random_dense({1, 128}, 5102).reshape({128}).to(DType::kBF16).to(kCuda);
+  const Tensor g = random_dense({70, 128}, 5103).to(DType::kBF16).to(kCuda);
+  const Tensor z = random_dense({70, 192}, 5104).to(DType::kBF16).to(kCuda);
+  for (Nm24Mode mode : {Nm24Mode::kOn, Nm24Mode::kOff}) {
+    ScopedRuntimeOptions nm24([mode](RuntimeOptions& o) { o.nm24_mma = mode; });
+    const bool on = mode == Nm24Mode::kOn;
+    const int64_t gelus = op_profile_calls("gelu"), grads = op_profile_calls("gelu_backward");
+    const auto [y, zf] = linear_gelu(x, w, b);
+    const Tensor gz = matmul_gelu_backward(g, w, z);
+    EXPECT_EQ(op_profile_calls("gelu") == gelus, on) << "linear_gelu, nm24_mma " << (on ? "on" : "off");
+    EXPECT_EQ(op_profile_calls("gelu_backward") == grads, on)
+        << "matmul_gelu_backward, nm24_mma " << (on ? "on" : "off");
+    const Tensor want = linear(host64(x), host64(to_dense(w)), host64(b));
+    EXPECT_TRUE(near(zf, want, DType::kBF16)) << (on ? "on" : "off");
+    EXPECT_TRUE(near(y, gelu(want), DType::kBF16)) << (on ? "on" : "off");
+    EXPECT_TRUE(near(gz, gelu_backward(matmul(host64(g), host64(to_dense(w))), host64(z)), DType::kBF16))
+        << (on ? "on" : "off");
+  }
+}
+
+// gelu_mlp with 2:4 weights on sparse tensor cores: values and gradients
+// equal to linear, gelu, linear's.
+TEST_F(GeluProductsTest, Nm24GeluMlpGradientsMatchTheComposite) {
+  SKIP_WITHOUT_CUDA();
+  ScopedRuntimeOptions nm24([](RuntimeOptions& o) { o.nm24_mma = Nm24Mode::kOn; });
+  const Tensor w1v = nm_weight(256, 128, DType::kBF16, 5200), w2v = nm_weight(128, 256, DType::kBF16, 5201);
+  const Tensor xv = random_dense({2 * 45, 128}, 5202).reshape({2, 45, 128}).to(DType::kBF16).to(kCuda);
+  const Tensor b1v = random_dense({1, 256}, 5203).reshape({256}).to(DType::kBF16).to(kCuda);
+  const Tensor b2v = random_dense({1, 128}, 5204).reshape({128}).to(DType::kBF16).to(kCuda);
+  const Tensor g = random_dense({2 * 45, 128}, 5205).reshape({2, 45, 128}).to(DType::kBF16).to(kCuda);
+  auto run = [&](bool fused) {
+    Variable x(xv, true), w1(w1v, true), b1(b1v, true), w2(w2v, true), b2(b2v, true);
+    Variable y = fused ? gelu_mlp(x, w1, b1, w2, b2) : linear(gelu(linear(x, w1, b1)), w2, b2);
+    y.backward(g);
+    return std::vector<Tensor>{y.value(), x.grad(), values(w1.grad()), b1.grad(), values(w2.grad()), b2.grad()};
+  };
+  const std::vector<Tensor> fused = run(true), composite = run(false);
+  for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(same_bits(fused[i], composite[i])) << "output " << i;
 }
 
 }  // namespace

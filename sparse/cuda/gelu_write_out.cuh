@@ -1,0 +1,57 @@
+// The device side of gelu_write_out.h: the gelu forms applied to a run of
+// output values in a product kernel's write-out.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "sparse/cuda/gelu_write_out.h"
+#include "sparse/cuda/tile_values.cuh"
+#include "tensor/cuda/device_math.cuh"
+
+namespace coppice::sparse_cuda {
+
+// `count` <= kN values v (f32, the bias added) bound for a run of the output
+// whose elements step by `step`; `z` points at the run's first element in
+// the auxiliary matrix. kForward: each value rounded to T is z, stored there,
+// and the value becomes gelu(z); kGradient: the value rounded to T becomes
+// gelu's gradient at the z stored there. `vec`: the run is kN elements,
+// contiguous and 16-byte aligned in the auxiliary matrix (kN * sizeof(T) is
+// 16), so it moves as one 16-byte access.
+template <typename T, int kN>
+__device__ __forceinline__ void gelu_run(GeluWriteOut mode, T* z, int64_t step, bool vec, float (&v)[kN], int count) {
+  static_assert(kN * sizeof(T) == 16, "a run is one 16-byte access");
+  // Every loop unrolled, the partial runs predicated: v and zs stay in registers.
+  T zs[kN];
+  if (mode == GeluWriteOut::kGradient) {
+    if (vec) {
+      const uint4 packed = *reinterpret_cast<const uint4*>(z);
+      memcpy(zs, &packed, sizeof(packed));
+    } else {
+#pragma unroll
+      for (int j = 0; j < kN; ++j) zs[j] = j < count ? z[j * step] : from_float<T>(0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_grad(to_float(from_float<T>(v[j])), to_float(zs[j]));
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    zs[j] = from_float<T>(v[j]);
+    v[j] = cuda::math::gelu(to_float(zs[j]));
+  }
+  if (vec) {
+    uint4 packed;
+    memcpy(&packed, zs, sizeof(packed));
+    *reinterpret_cast<uint4*>(z) = packed;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      if (j < count) z[j * step] = zs[j];
+    }
+  }
+}
+
+}  // namespace coppice::sparse_cuda
