@@ -148,6 +148,26 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, std
   }
 }
 
+// The outputs of kernel `op` (a linear with its epilogue: bias, relu, gelu)
+// registered for a dense x (at least 2-D), a sparse weight and a dense bias
+// (optional) on x's device, run on x's rows [N, in] and each put back to
+// [..., out]; empty where no such kernel is registered.
+std::vector<Tensor> sparse_linear_kernel(std::string_view op, const Tensor& x, const Tensor& weight,
+                                         const Tensor& bias) {
+  if (!x.is_dense() || x.dim() < 2 || (bias.defined() && !bias.is_dense())) return {};
+  std::vector<std::string_view> formats{x.format(), weight.format()};
+  if (bias.defined()) formats.push_back(bias.format());
+  if (Dispatcher::instance().find(op, x.device().type, formats) == nullptr) return {};
+  check_linear(x, weight, bias, op);
+  Shape out_shape = x.shape();
+  out_shape.back() = weight.size(0);
+  std::vector<Tensor> in{x.reshape({-1, x.size(-1)}), weight};
+  if (bias.defined()) in.push_back(bias);
+  std::vector<Tensor> out = dispatch(op, in);
+  for (Tensor& t : out) t = t.reshape(out_shape);
+  return out;
+}
+
 // linear(x, weight, bias), then relu when `relu`; `op` ("linear" or
 // "linear_relu") names the kernel asked for and the op errors name.
 Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, std::string_view op, bool relu) {
@@ -156,18 +176,9 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, st
     COPPICE_CHECK(!bias.defined() || bias.is_dense(), op, ": bias must be dense, got format '", bias.format(), "'");
     // A kernel that adds the bias, and applies the relu, itself (the tiled
     // BSR one, in its write-out) saves a pass over the output for each.
-    if ((relu || bias.defined()) && x.is_dense() && x.dim() >= 2) {
-      std::vector<std::string_view> formats{x.format(), weight.format()};
-      if (bias.defined()) formats.push_back(bias.format());
-      if (Dispatcher::instance().find(op, x.device().type, formats) != nullptr) {
-        check_linear(x, weight, bias, op);
-        // [..., in] as rows [N, in], and the result back to [..., out].
-        Shape out_shape = x.shape();
-        out_shape.back() = weight.size(0);
-        std::vector<Tensor> in{x.reshape({-1, x.size(-1)}), weight};
-        if (bias.defined()) in.push_back(bias);
-        return dispatch(op, in)[0].reshape(out_shape);
-      }
+    if (relu || bias.defined()) {
+      std::vector<Tensor> fused = sparse_linear_kernel(op, x, weight, bias);
+      if (!fused.empty()) return fused[0];
     }
     Tensor y = sparse_product("linear", x, weight, op);
     return activate(bias.defined() ? add(y, bias) : y);
@@ -214,19 +225,9 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  constexpr std::string_view op = "linear_gelu";
-  if (any_sparse({x, weight}) && x.is_dense() && x.dim() >= 2 && (!bias.defined() || bias.is_dense())) {
-    std::vector<std::string_view> formats{x.format(), weight.format()};
-    if (bias.defined()) formats.push_back(bias.format());
-    if (Dispatcher::instance().find(op, x.device().type, formats) != nullptr) {
-      check_linear(x, weight, bias, op);
-      Shape out_shape = x.shape();
-      out_shape.back() = weight.size(0);
-      std::vector<Tensor> in{x.reshape({-1, x.size(-1)}), weight};
-      if (bias.defined()) in.push_back(bias);
-      const std::vector<Tensor> out = dispatch(op, in);
-      return {out[0].reshape(out_shape), out[1].reshape(out_shape)};
-    }
+  if (any_sparse({x, weight})) {
+    std::vector<Tensor> fused = sparse_linear_kernel("linear_gelu", x, weight, bias);
+    if (!fused.empty()) return {fused[0], fused[1]};
   }
   Tensor z = linear(x, weight, bias);
   return {gelu(z), z};

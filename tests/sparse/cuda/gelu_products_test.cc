@@ -96,7 +96,13 @@ std::vector<Case> cases() {
   return out;
 }
 
-// W [128, 192] with block row 1 empty; x [tokens, 192].
+// W [128, 192] of the case's blocks, type and density, block row 1 empty, on the GPU.
+Tensor bsr_weight(const Case& c, uint64_t seed) {
+  const Tensor dense = random_blocks(128, 192, c.blk.bh, c.blk.bw, c.density, seed, {1});
+  return to_device(to_format(dense.to(c.mode.dtype), "bsr", FormatOptions::block(c.blk.bh, c.blk.bw)), kCuda);
+}
+
+// x [tokens, 192].
 TEST_F(GeluProductsTest, LinearGeluIsTheCompositeInOneKernel) {
   SKIP_WITHOUT_CUDA();
   EXPECT_NE(Dispatcher::instance().find("linear_gelu", DeviceType::kCuda, {"dense", "bsr", "dense"}), nullptr);
@@ -104,9 +110,7 @@ TEST_F(GeluProductsTest, LinearGeluIsTheCompositeInOneKernel) {
   uint64_t seed = 1000;
   for (const Case& c : cases()) {
     set_allow_tf32(c.mode.tf32);
-    const Tensor dense = random_blocks(128, 192, c.blk.bh, c.blk.bw, c.density, seed++, {1});
-    const Tensor w =
-        to_device(to_format(dense.to(c.mode.dtype), "bsr", FormatOptions::block(c.blk.bh, c.blk.bw)), kCuda);
+    const Tensor w = bsr_weight(c, seed++);
     const Tensor b = random_dense({1, 128}, seed++).reshape({128}).to(c.mode.dtype).to(kCuda);
     for (const Shape& xs : {Shape{70, 192}, Shape{3, 67, 192}, Shape{1, 192}}) {
       const std::string what = str_cat(c.what, " input ", shape_to_string(xs));
@@ -138,9 +142,7 @@ TEST_F(GeluProductsTest, MatmulGeluBackwardIsTheCompositeInOneKernel) {
   uint64_t seed = 2000;
   for (const Case& c : cases()) {
     set_allow_tf32(c.mode.tf32);
-    const Tensor dense = random_blocks(128, 192, c.blk.bh, c.blk.bw, c.density, seed++, {1});
-    const Tensor w =
-        to_device(to_format(dense.to(c.mode.dtype), "bsr", FormatOptions::block(c.blk.bh, c.blk.bw)), kCuda);
+    const Tensor w = bsr_weight(c, seed++);
     for (int64_t tokens : {70, 201, 1}) {
       const std::string what = str_cat(c.what, " tokens ", tokens);
       const Tensor g = random_dense({tokens, 128}, seed++).to(c.mode.dtype).to(kCuda);
