@@ -7,9 +7,8 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/grad_utils.h"
 #include "autograd/functions/linalg.h"
+#include "autograd/functions/sparse.h"
 #include "autograd/functions/straight_through.h"
-#include "autograd/gradient_probe.h"
-#include "sparse/ops.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -22,19 +21,13 @@ namespace {
 // One layer's weight and bias gradients from g2, the gradient at its output
 // as rows [N, out], and x2, its input as rows [N, in] (read only for the
 // weight's): linear_weight_grad for a dense weight (on CUDA the bias
-// gradient from the same product); for a sparse one the SDDMM at its pattern,
-// or g2^T x2 whole for a straight-through projection (`dense_grad`), and the
+// gradient from the same product); for a sparse one pattern_grad (the SDDMM
+// at its pattern, or g2^T x2 whole for a straight-through projection) and the
 // bias gradient as the sum of g2's rows. What linear's backward does.
 std::pair<Tensor, Tensor> layer_param_grads(const Tensor& g2, const Tensor& x2, const Tensor& w, bool need_w,
                                             bool need_b, bool dense_grad) {
   if (!w.is_sparse() && need_w) return linear_weight_grad(g2, x2, need_b);
-  Tensor gw;
-  if (need_w && dense_grad) {
-    gw = matmul(g2.t().contiguous(), x2.contiguous());
-  } else if (need_w) {
-    gw = sddmm(g2.t(), x2, w);
-    GradientProbe::offer(w, g2.t(), x2);
-  }
+  const Tensor gw = need_w ? autograd_detail::pattern_grad(g2.t(), x2, w, dense_grad) : Tensor();
   return {gw, need_b ? sum(g2, {0}) : Tensor()};
 }
 

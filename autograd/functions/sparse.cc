@@ -75,6 +75,13 @@ namespace autograd_detail {
 // them in place (a transposed copy of g was a 16M-element transpose per
 // layer and step on the MLP-4096).
 
+Tensor pattern_grad(const Tensor& a, const Tensor& b, const Tensor& pattern, bool dense_grad) {
+  if (dense_grad) return matmul(a.contiguous(), b.contiguous());
+  Tensor g = sddmm(a, b, pattern);
+  GradientProbe::offer(pattern, a, b);
+  return g;
+}
+
 Variable sparse_matmul(const Variable& a, const Variable& b) {
   Tensor av = a.value(), bv = b.value();
   Tensor y = matmul(av, bv);
@@ -90,13 +97,7 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
     const bool dense_grad = wants_dense_gradient(a);
     return record(y, "SparseMatmulBackward", {a, b}, [av, xv, dense_grad](const Tensor& g, const GradNeeds& n) {
       Tensor gc = g.contiguous();
-      Tensor ga;
-      if (n[0] && dense_grad) {
-        ga = matmul(gc, xv.t().contiguous());
-      } else if (n[0]) {
-        ga = sddmm(gc, xv.t(), av);
-        GradientProbe::offer(av, gc, xv.t());
-      }
+      Tensor ga = n[0] ? pattern_grad(gc, xv.t(), av, dense_grad) : Tensor();
       Tensor gb = n[1] ? matmul(transpose(av), gc) : Tensor();
       return Grads{ga, gb};
     });
@@ -107,13 +108,7 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
   return record(y, "SparseMatmulBackward", {a, b}, [xv, bv, dense_grad](const Tensor& g, const GradNeeds& n) {
     Tensor gc = g.contiguous();
     Tensor ga = n[0] ? matmul(gc, transpose(bv)) : Tensor();
-    Tensor gb;
-    if (n[1] && dense_grad) {
-      gb = matmul(xv.t().contiguous(), gc);
-    } else if (n[1]) {
-      gb = sddmm(xv.t(), gc, bv);
-      GradientProbe::offer(bv, xv.t(), gc);
-    }
+    Tensor gb = n[1] ? pattern_grad(xv.t(), gc, bv, dense_grad) : Tensor();
     return Grads{ga, gb};
   });
 }
@@ -144,15 +139,7 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
                     g2 = g2.contiguous();
                     Tensor gx, gw;
                     if (n[0]) gx = matmul(g2, wv).reshape(xs);
-                    if (n[1]) {
-                      const Tensor x2 = xs_v.reshape({-1, in});
-                      if (dense_grad) {
-                        gw = matmul(g2.t().contiguous(), x2.contiguous());
-                      } else {
-                        gw = sddmm(g2.t(), x2, wv);
-                        GradientProbe::offer(wv, g2.t(), x2);
-                      }
-                    }
+                    if (n[1]) gw = pattern_grad(g2.t(), xs_v.reshape({-1, in}), wv, dense_grad);
                     return Grads{gx, gw, gb};
                   });
   }

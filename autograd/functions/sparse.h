@@ -59,5 +59,10 @@ Variable sparse_mul(const Variable& a, const Variable& b);
 Variable sparse_add(const Variable& a, const Variable& b);
 Variable sparse_unary(const Variable& x, const char* op);  // "relu", "abs", "neg"
 Variable sparse_sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim, bool all);
+
+// The gradient of a sparse operand `pattern` of a product whose gradient
+// there is a @ b: the SDDMM at its pattern, offered to GradientProbe; or,
+// when `dense_grad` (a straight-through projection), a @ b whole.
+Tensor pattern_grad(const Tensor& a, const Tensor& b, const Tensor& pattern, bool dense_grad);
 }  // namespace autograd_detail
 }  // namespace coppice
