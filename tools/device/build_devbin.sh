@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds, with CUDA, everything the GPU suite runs and packs it into
-# .devbin_pack/devbin.tar.zst (ignored by git), so one device call can carry it
-# (../shared/DEVICE.md):  device run, carry [".devbin_pack"], command
+# .devbin_pack/devbin.tar.zst and .devbin_pack2/devbin.tar.zst (ignored by
+# git; DEVBIN_PARTS parts, default 2), so that each fits one device call's
+# carry (../shared/DEVICE.md):  device run, carry [".devbin_pack"], command
 #   tools/device/run_gpu_suite.sh
+# then carry [".devbin_pack2"], command
+#   DEVBIN_PACK=.devbin_pack2 tools/device/run_gpu_suite.sh
 # or, on the 2-GPU kind (nvidia-h200-x2), the data-parallel checks and benchmark:
 #   tools/device/run_multi_gpu.sh
 # or the training-step benchmark beside PyTorch (bench train, torch_train.py):
@@ -52,14 +55,39 @@ if [[ -n "$bad" ]]; then echo "build_devbin: unexpected shared libraries: $bad" 
 # Symbols stripped: the device only runs them, and the pack must stay under
 # the device tool's 64 MiB with the working tree (they add about 6 MB).
 strip --strip-unneeded .devbin/tests/* $tools
-# Test binaries share most of their bytes (OpenBLAS, Abseil, our kernels):
-# one long-window zstd archive carries them well under the device tool's 64 MiB
-# (level 19: about a quarter smaller than level 12, for two more minutes of packing).
-mkdir -p .devbin_pack
-tar cf - .devbin | zstd -q -T0 -19 --long=31 -f -o .devbin_pack/devbin.tar.zst
-rm -rf .devbin
-# The GPU machine may lack the zstd tool: carry ours with its libraries.
-mkdir -p .devbin_pack/zstd
-cp /usr/bin/zstd .devbin_pack/zstd/
-for lib in $(ldd /usr/bin/zstd | awk '/=> \//{print $3}' | grep -E 'libzstd|liblzma|liblz4'); do cp "$lib" .devbin_pack/zstd/; done
-du -sh .devbin_pack
+# The pack in DEVBIN_PARTS parts (default 2), each carried by its own call:
+# .devbin_pack (the demo, trainer and bench, which the other run_*.sh scripts
+# read from there, and every other test binary) and .devbin_pack2, ...
+# (DEVBIN_PACK=.devbin_pack2 tools/device/run_gpu_suite.sh). The whole suite
+# in one archive passed the 64 MiB with the tree at 59 MB (7dd0424). Test
+# binaries are dealt to the parts largest first, in turn.
+parts=${DEVBIN_PARTS:-2}
+pack_dir() { if [[ $1 == 1 ]]; then echo .devbin_pack; else echo ".devbin_pack$1"; fi; }
+rm -rf .devbin_pack .devbin_pack[0-9]* .devbin_parts
+mkdir -p .devbin_parts
+i=0
+for t in $(ls -S .devbin/tests); do
+  part=$((i % parts + 1)); i=$((i + 1))
+  mkdir -p ".devbin_parts/$part/.devbin/tests"
+  mv ".devbin/tests/$t" ".devbin_parts/$part/.devbin/tests/"
+done
+for part in $(seq 1 "$parts"); do
+  stage=".devbin_parts/$part/.devbin"
+  mkdir -p "$stage/tests"
+  if [[ $part == 1 ]]; then
+    find .devbin -maxdepth 1 -type f -exec cp {} "$stage/" \;  # the tools and scripts
+  else
+    find .devbin -maxdepth 1 -type f ! -name bench ! -name trainer ! -name mlp_demo -exec cp {} "$stage/" \;
+  fi
+  dir=$(pack_dir "$part")
+  mkdir -p "$dir/zstd"
+  # Test binaries share most of their bytes (OpenBLAS, Abseil, our kernels):
+  # one long-window zstd archive carries them well (level 19: about a quarter
+  # smaller than level 12, for two more minutes of packing).
+  (cd ".devbin_parts/$part" && tar cf - .devbin) | zstd -q -T0 -19 --long=31 -f -o "$dir/devbin.tar.zst"
+  # The GPU machine may lack the zstd tool: carry ours with its libraries.
+  cp /usr/bin/zstd "$dir/zstd/"
+  for lib in $(ldd /usr/bin/zstd | awk '/=> \//{print $3}' | grep -E 'libzstd|liblzma|liblz4'); do cp "$lib" "$dir/zstd/"; done
+  du -sh "$dir"
+done
+rm -rf .devbin .devbin_parts

@@ -8,8 +8,12 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 W=/tmp/gpu_suite
-if [[ -f .devbin_pack/devbin.tar.zst ]]; then
-  LD_LIBRARY_PATH=.devbin_pack/zstd .devbin_pack/zstd/zstd -q -d --long=31 -c .devbin_pack/devbin.tar.zst | tar xf -
+# DEVBIN_PACK: the part of build_devbin.sh's pack carried (default
+# .devbin_pack, the part with the demo, trainer and bench).
+PACK=${DEVBIN_PACK:-.devbin_pack}
+if [[ -f $PACK/devbin.tar.zst ]]; then
+  rm -rf .devbin  # another part's binaries, from an earlier call on a warm machine
+  LD_LIBRARY_PATH=$PACK/zstd $PACK/zstd/zstd -q -d --long=31 -c "$PACK/devbin.tar.zst" | tar xf -
 fi
 rm -rf "$W" && mkdir -p "$W" "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$W/gpu.txt"
@@ -27,15 +31,15 @@ for t in .devbin/tests/*; do
 done > "$W/tests.txt"
 {
   awk '{for(i=2;i<=NF;i++){split($i,kv,"="); v[kv[1]]+=kv[2]}}
-       END {printf "GPU suite: %d passed, %d failed, %d skipped\n", v["cases"]-v["failed"]-v["skipped"], v["failed"], v["skipped"]}' "$W/tests.txt"
+       END {printf "GPU suite (%s): %d passed, %d failed, %d skipped\n", pack, v["cases"]-v["failed"]-v["skipped"], v["failed"], v["skipped"]}' pack="$PACK" "$W/tests.txt"
   grep -v ' failed=0 skipped=0' "$W/tests.txt" | sed 's/^/  not clean: /'
   echo "skip reasons:"; grep -ho 'skipped message="[^"]*"' "$W"/*.xml | sort | uniq -c | head -20
   for x in "$W"/*.log; do grep -l 'FAILED\|Failure' "$x" >/dev/null && { echo "== $(basename "$x")"; grep -A8 'Failure\|FAILED' "$x" | head -40; }; done
 } > "$OUT/summary.txt" 2>&1
 cat "$OUT/summary.txt" | head -60
 
-if [[ ! -x .devbin/trainer ]]; then  # a DEVBIN_TESTS_ONLY pack (build_devbin.sh)
-  echo "the pack has no demo, trainer or bench: run_gpt.sh tests runs them from pack_gpt.sh's .devq"
+if [[ ! -x .devbin/trainer ]]; then  # a second part, or a DEVBIN_TESTS_ONLY pack (build_devbin.sh)
+  echo "this part has no demo, trainer or bench: the first part (.devbin_pack) or run_gpt.sh tests runs them"
   exit 0
 fi
 echo "== demo on the GPU"

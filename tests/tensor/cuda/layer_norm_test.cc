@@ -163,6 +163,9 @@ TEST(CudaAddLayerNormTest, OneRowAndManyRows) {
   // More rows than a chunk of the column sums (256) and than one block's warps.
   check_add_layer_norm(DType::kBF16, {700, 64}, true, false, 430);
   check_add_layer_norm(DType::kF32, {600, 48}, true, false, 440);
+  // The GPT's rows (1024 bf16, the whole row in registers), dweight and
+  // dbias summed in 33 chunks of rows, the last one short.
+  check_add_layer_norm(DType::kBF16, {1030, 1024}, true, false, 450);
 }
 
 // The packed and the scalar kernels of layer_norm on one input: they differ
