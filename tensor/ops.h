@@ -150,9 +150,9 @@ std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, con
 Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor& z);
 // A linear layer's weight gradient from the gradient at its output g [N, out]
 // and its input x [N, in]: gw [out, in] = g^T x and, when `bias`, gb [out] =
-// the sum of g's rows (undefined otherwise). On CUDA one cuBLASLt GEMM
-// computes both (tensor/cuda/linear_lt.cc); elsewhere, and for what cuBLASLt
-// declines, matmul and sum: the CPU twin.
+// the sum of g's rows (undefined otherwise): matmul and sum on every device
+// (cuBLASLt's bias-gradient epilogue measured slower on CUDA:
+// tensor/cuda/linear_lt.cc).
 std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool bias);
 
 // ---- neural-network ops ----------------------------------------------------

@@ -3,9 +3,8 @@
 // elementwise op, unless a sparse kernel fuses the two), all
 // on the one "gemm" primitive over contiguous 3-D operands, and a linear
 // layer's weight and bias gradients (linear_weight_grad). On CUDA a dense
-// linear with a bias, and the weight gradient with the bias gradient, go to
-// kernels of their own ("linear", "linear_relu" with three operands,
-// "linear_weight_grad": tensor/cuda/linear_lt.cc, the bias inside the GEMM).
+// linear with a bias goes to kernels of their own ("linear", "linear_relu"
+// with three operands: tensor/cuda/linear_lt.cc, the bias inside the GEMM).
 //
 // A matrix whose transpose is contiguous (weight.t() in linear, or any
 // transposed view) is passed as it lies with a trans flag instead of copied.
@@ -262,14 +261,8 @@ std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, b
   COPPICE_CHECK(g.dim() == 2 && x.dim() == 2 && g.size(0) == x.size(0), op,
                 ": expected grad [N, out] and input [N, in] with one N, got grad ", shape_to_string(g.shape()),
                 " and input ", shape_to_string(x.shape()));
-  static constexpr std::string_view kDense2[] = {"dense", "dense"};
-  // Only the bias gradient makes the fused kernel worth a dispatch.
-  if (bias && g.device().is_cuda() && Dispatcher::instance().find(op, g.device().type, kDense2) != nullptr) {
-    Attrs attrs;
-    attrs.set("bias", true);
-    const std::vector<Tensor> out = dispatch(op, {g, x}, attrs);
-    return {out[0], out[1]};
-  }
+  // Two ops, also on CUDA: cuBLASLt's bias-gradient epilogue was slower
+  // than the column sums (tensor/cuda/linear_lt.cc says by how much).
   return {matmul(g.t(), x), bias ? sum(g, {0}) : Tensor()};
 }
 

@@ -63,9 +63,8 @@ namespace {
 
 // linear, or linear_relu when `relu`: one node, whose backward is linear's
 // applied to the gradient through the relu (y saved only then). With the
-// weight's gradient asked for, the bias's comes from the same product
-// (linear_weight_grad: on CUDA cuBLASLt's bias-gradient epilogue, no pass of
-// its own); otherwise from linear_output_grads.
+// weight's gradient asked for, both come from linear_weight_grad;
+// otherwise the bias's from linear_output_grads.
 Variable linear_node(const Variable& x, const Variable& weight, const Variable& bias, bool relu) {
   if (x.value().is_sparse() || weight.value().is_sparse()) {
     return autograd_detail::sparse_linear(x, weight, bias, relu);

@@ -20,10 +20,10 @@ namespace {
 
 // One layer's weight and bias gradients from g2, the gradient at its output
 // as rows [N, out], and x2, its input as rows [N, in] (read only for the
-// weight's): linear_weight_grad for a dense weight (on CUDA the bias
-// gradient from the same product); for a sparse one pattern_grad (the SDDMM
-// at its pattern, or g2^T x2 whole for a straight-through projection) and the
-// bias gradient as the sum of g2's rows. What linear's backward does.
+// weight's): linear_weight_grad for a dense weight; for a sparse one
+// pattern_grad (the SDDMM at its pattern, or g2^T x2 whole for a
+// straight-through projection) and the bias gradient as the sum of g2's
+// rows. What linear's backward does.
 std::pair<Tensor, Tensor> layer_param_grads(const Tensor& g2, const Tensor& x2, const Tensor& w, bool need_w,
                                             bool need_b, bool dense_grad) {
   if (!w.is_sparse() && need_w) return linear_weight_grad(g2, x2, need_b);

@@ -1,32 +1,28 @@
 // Dense linear layers through cuBLASLt, with the bias in the GEMM's epilogue:
 // "linear" and "linear_relu" with a bias (y = x W^T + b, relu'd or not:
-// CUBLASLT_EPILOGUE_BIAS, RELU_BIAS) and "linear_weight_grad" (gw = g^T x
-// and gb = the column sums of g from one GEMM: CUBLASLT_EPILOGUE_BGRADB).
-// They save the separate pass that add(y, bias) and sum(g, {0}) each make
-// over a [tokens, out] matrix.
+// CUBLASLT_EPILOGUE_BIAS, RELU_BIAS). They save the separate pass that
+// add(y, bias) makes over a [tokens, out] matrix.
+//
+// The bias gradient is not taken from cuBLASLt (CUBLASLT_EPILOGUE_BGRADB on
+// the weight-gradient GEMM, which this file ran until 2026-11-28): cuBLASLt
+// runs it as a kernel of its own after the GEMM (globalKernelBgradAB_v2,
+// 1.03 ms of the GPT step's kernels on an H200, against 0.77 ms for the same
+// sums by the column sums of reduce.cu), so linear_weight_grad is a plain
+// GEMM and sum(g, {0}) (tensor/ops_linalg.cc); the dense GPT step went from
+// 25.02 to 24.78 ms (means of six alternating runs each).
 //
 // Row-major to cuBLASLt's column-major (a row-major [r, c] matrix is a
-// column-major [c, r] one, with ld = c; gemm.cc does the same):
-//
-//   forward   y [N, out] = x [N, in] W^T: column-major y is D [out x N]
-//             (ld out) = op(A) op(B) with A = W read as [in x out] (ld in),
-//             op T, and B = x read as [in x N] (ld in), op N: m = out,
-//             n = N, k = in. EPILOGUE_BIAS adds a vector of length m (D's
-//             rows) to every column: b [out] to every row of y.
-//   gradient  gw [out, in] = g^T x with g [N, out], x [N, in]: column-major
-//             gw is D [in x out] (ld in) = op(A) op(B) with A = x read as
-//             [in x N] (ld in), op N, and B = g read as [out x N] (ld out),
-//             op T, so op(B) = [N x out] with op(B)[r, o] = g[r, o]: m = in,
-//             n = out, k = N. BGRADB reduces op(B) over k into a vector of
-//             length n (D's columns): gb[o] = sum over rows r of g[r, o],
-//             the bias gradient. (BGRADA would sum op(A) = x instead.) This
-//             is the layout Apex's fused_dense uses for the same product.
+// column-major [c, r] one, with ld = c; gemm.cc does the same): y [N, out] =
+// x [N, in] W^T: column-major y is D [out x N] (ld out) = op(A) op(B) with A
+// = W read as [in x out] (ld in), op T, and B = x read as [in x N] (ld in),
+// op N: m = out, n = N, k = in. EPILOGUE_BIAS adds a vector of length m (D's
+// rows) to every column: b [out] to every row of y.
 //
 // Types: bf16 and f16 in and out with f32 compute; f32 in plain f32 unless
-// allow_tf32() (tensor/precision.h), as gemm.cc; the bias and its gradient
-// have the output's type. f64, and anything cuBLASLt has no algorithm for
-// (a dtype, a shape, an alignment), runs the composite instead: matmul, then
-// add (and relu), or matmul and sum; that composite is the CPU twin.
+// allow_tf32() (tensor/precision.h), as gemm.cc; the bias has the output's
+// type. f64, and anything cuBLASLt has no algorithm for (a dtype, a shape,
+// an alignment), runs the composite instead: matmul, then add (and relu);
+// that composite is the CPU twin.
 //
 // Same bits every run: the algorithm is chosen once per (device, epilogue,
 // m, n, k, dtype, TF32) by cublasLtMatmulAlgoGetHeuristic and cached, and
@@ -115,13 +111,12 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)), what);
 }
 
-enum class Epilogue { kBias, kReluBias, kBGradB };
+enum class Epilogue { kBias, kReluBias };
 
 cublasLtEpilogue_t lt_epilogue(Epilogue e) {
   switch (e) {
     case Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
     case Epilogue::kReluBias: return CUBLASLT_EPILOGUE_RELU_BIAS;
-    case Epilogue::kBGradB: return CUBLASLT_EPILOGUE_BGRADB;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -131,13 +126,12 @@ const char* profile_key(Epilogue e) {
   switch (e) {
     case Epilogue::kBias: return "linear_lt(bias)";
     case Epilogue::kReluBias: return "linear_lt(relu_bias)";
-    case Epilogue::kBGradB: return "linear_lt(bgradb)";
   }
   return "linear_lt(?)";
 }
 
 // D [m x n] = op(A) op(B), column-major, every matrix packed (ld = its rows
-// as stored); the epilogue reads (bias) or writes (bias gradient) `bias`.
+// as stored); the epilogue reads `bias`.
 struct LtProduct {
   Epilogue epilogue;
   cublasOperation_t op_a, op_b;
@@ -145,7 +139,7 @@ struct LtProduct {
   const void* a;
   const void* b;
   void* d;
-  void* bias;
+  const void* bias;
 };
 
 struct AlgoKey {
@@ -323,42 +317,10 @@ std::vector<Tensor> linear_bias(const std::vector<Tensor>& in, bool relu) {
   return {relu ? coppice::relu(z) : z};
 }
 
-// "linear_weight_grad" (g [N, out], x [N, in]; attribute "bias") -> gw [out,
-// in] and, with "bias", gb [out].
-std::vector<Tensor> linear_weight_grad_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
-  constexpr std::string_view op = "linear_weight_grad";
-  COPPICE_CHECK(in.size() == 2, op, ": expected grad and input, got ", in.size(), " inputs");
-  check_cuda_matrix(in[0], op, "grad", 2);
-  check_cuda_matrix(in[1], op, "input", 2);
-  check_same_device(in, op);
-  COPPICE_CHECK(in[0].size(0) == in[1].size(0), op, ": grad ", shape_to_string(in[0].shape()), " and input ",
-                shape_to_string(in[1].shape()), " must have one number of rows");
-  const DType dtype = in[0].dtype();
-  COPPICE_CHECK(in[1].dtype() == dtype, op, ": grad and input have different dtypes (", dtype_name(dtype), " and ",
-                dtype_name(in[1].dtype()), ")");
-  const bool want_bias = attrs.get_bool("bias", false);
-  const Tensor g = in[0].contiguous(), x = in[1].contiguous();
-  const int64_t rows = g.size(0), out = g.size(1), features = x.size(1);
-  const int device = g.device().index;
-  DeviceGuard guard(device);
-  if (want_bias && lt_dtype(dtype)) {
-    Tensor gw = Tensor::empty({out, features}, g.options()), gb = Tensor::empty({out}, g.options());
-    // m = in, n = out, k = N, A = x, B = g (op T): the mapping at the top.
-    const LtProduct p{Epilogue::kBGradB, CUBLAS_OP_N,  CUBLAS_OP_T,   features,     out, rows,
-                      x.data_ptr(),      g.data_ptr(), gw.data_ptr(), gb.data_ptr()};
-    if (lt_matmul(device, dtype, p)) return {gw, gb};
-  }
-  // The composite (the CPU twin).
-  Tensor gw = matmul(g.t(), x);
-  return {gw, want_bias ? sum(g, {0}) : Tensor()};
-}
-
 const KernelRegistrar kLinear("linear", DeviceType::kCuda, {"dense", "dense", "dense"},
                               [](const std::vector<Tensor>& in, const Attrs&) { return linear_bias(in, false); });
 const KernelRegistrar kLinearRelu("linear_relu", DeviceType::kCuda, {"dense", "dense", "dense"},
                                   [](const std::vector<Tensor>& in, const Attrs&) { return linear_bias(in, true); });
-const KernelRegistrar kLinearWeightGrad("linear_weight_grad", DeviceType::kCuda, {"dense", "dense"},
-                                        linear_weight_grad_kernel);
 
 }  // namespace
 }  // namespace coppice::cuda
