@@ -133,8 +133,12 @@ TEST(CudaAttentionTest, TiledKernelsMatchTheCpu) {
         }
       }
     }
-    // A longer causal walk: ten tiles of queries and of keys.
+    // Longer walks: ten tiles of queries and of keys.
     check_case({DType::kBF16, 2, 613, 64, true, 0}, seed);
+    check_case({DType::kBF16, 2, 613, 64, false, 0}, seed);
+    // More thread blocks than a GPU holds at once.
+    check_case({DType::kBF16, 256, 160, 64, true, 0}, seed);
+    check_case({DType::kF16, 256, 160, 64, false, 0}, seed);
   }
 }
 
