@@ -41,7 +41,7 @@ template <typename... Parts>
 
 inline std::string join_key(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
 
-// v as an ostream prints it (messages quote numbers as the user wrote them).
+// v as an ostream prints it by default (six significant digits), for messages.
 std::string fmt(double v);
 // The int64 a YAML integer scalar holds; one that does not fit (yaml-cpp
 // refuses it) is refused as such, naming `where`.
