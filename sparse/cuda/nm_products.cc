@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "sparse/cuda/nm24_mma.h"
+#include "sparse/cuda/nm24_pack.h"
 #include "sparse/cuda/nm24_wgmma.h"
 #include "sparse/cuda/pattern_cache.h"
 #include "sparse/nm.h"
