@@ -2,8 +2,7 @@
 
 #include "autograd/sparse_grad.h"
 #include "optim/optimizer.h"
-#include "sparse/blocked_ell.h"
-#include "sparse/bsr.h"
+#include "sparse/formats.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/mask_ops.h"
 #include "tensor/ops.h"
@@ -18,29 +17,13 @@ DenseGradientView::~DenseGradientView() {
   }
 }
 
-namespace {
-
-bool block_format(const Tensor& t) { return t.layout() == Layout::kBsr || t.layout() == Layout::kBlockedEll; }
-
-// [block rows, block cols] of a bsr or blocked_ell weight.
-std::pair<int64_t, int64_t> block_shape(const Tensor& t) {
-  if (t.layout() == Layout::kBsr) {
-    const BsrImpl& b = bsr_impl(t, "dense-gradient view");
-    return {b.block_rows(), b.block_cols()};
-  }
-  const int64_t b = t.impl_as<BlockedEllImpl>()->block_size();
-  return {b, b};
-}
-
-}  // namespace
-
 void DenseGradientView::open(Module& model, const std::vector<std::string>& layers,
                              const std::function<void(const std::string& layer)>& on_swap, bool probe_blocks) {
   model_ = &model;
   for (const std::string& name : layers) {
     const Variable w = model.parameter(name);
     if (!w.value().is_sparse()) continue;
-    if (probe_blocks && block_format(w.value())) {
+    if (probe_blocks && block_shape_of(w.value())) {
       if (!probe_) probe_ = std::make_unique<GradientProbe>();
       probe_->watch(name, w.value());
       probed_.push_back({name, w});
@@ -73,7 +56,7 @@ std::map<std::string, Tensor> DenseGradientView::close(double grad_scale) {
   probed_.clear();
   for (const Probed& p : probed) {
     const Tensor& w = p.weight.value();
-    const auto [bh, bw] = block_shape(w);
+    const auto [bh, bw] = *block_shape_of(w);
     const GradientProbe::Factors& factors = probe->factors(p.name);
     const std::string op = "dense-gradient view (block scores of '" + p.name + "')";
     if (factors.empty()) {

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <iterator>
 #include <numeric>
+#include <tuple>
 #include <utility>
 
 #include "sparse/bsr.h"
 #include "sparse/convert.h"
+#include "sparse/formats.h"
 #include "sparse/nm.h"
 #include "sparse/sparse_impl.h"
 #include "sparse/stored_positions.h"
@@ -62,14 +64,7 @@ PatternView pattern_view(const Tensor& param, std::string_view op) {
       param.format(), layout == Layout::kDense ? " (store the weight as \"masked\" to prune a dense one)" : "");
   PatternView view;
   view.shape = param.shape();
-  if (layout == Layout::kBsr) {
-    view.block_rows = bsr_impl(param, op).block_rows();
-    view.block_cols = bsr_impl(param, op).block_cols();
-  } else if (layout == Layout::kBlockedEll) {
-    const auto* ell = param.impl_as<BlockedEllImpl>();
-    COPPICE_CHECK(ell != nullptr, op, ": a blocked_ell parameter without its impl");
-    view.block_rows = view.block_cols = ell->block_size();
-  }
+  if (const auto block = block_shape_of(param)) std::tie(view.block_rows, view.block_cols) = *block;
   const std::vector<int64_t> pos = stored_positions(param);
   view.value_slots = static_cast<int64_t>(pos.size());
   std::vector<std::pair<int64_t, int64_t>> entries;
@@ -150,11 +145,8 @@ MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const st
 
   // The new pattern, in the parameter's own format, then its slots filled.
   const Tensor mask = mask_from_positions(old.shape, next).to(param.device());
-  const bool block_format = param.layout() == Layout::kBsr || param.layout() == Layout::kBlockedEll;
-  const FormatOptions options = block_format ? FormatOptions::block(old.block_rows, old.block_cols)
-                                : param.layout() == Layout::kNm
-                                    ? FormatOptions::nm(nm_impl(param, op).n(), nm_impl(param, op).m())
-                                    : FormatOptions();
+  const FormatSpec& spec = format_spec(param.format(), op);
+  const FormatOptions options = spec.options_of ? spec.options_of(param) : FormatOptions();
   const Tensor pattern = sparse_from_mask(zeros(old.shape, param.options()), mask, param.format(), options);
   const std::vector<int64_t> new_pos = stored_positions(pattern);
 

@@ -278,6 +278,18 @@ const std::vector<std::string>& builtin_sparse_format_names() {
   return names;
 }
 
+bool is_block_format(std::string_view name) {
+  const FormatSpec* spec = find_format(name);
+  return spec != nullptr && has_block_shape(spec->options);
+}
+
+std::optional<std::pair<int64_t, int64_t>> block_shape_of(const Tensor& t) {
+  const FormatSpec* spec = t.defined() ? find_format(t.format()) : nullptr;
+  if (spec == nullptr || !has_block_shape(spec->options) || !spec->options_of) return std::nullopt;
+  const FormatOptions o = spec->options_of(t);
+  return std::make_pair(o.block_rows, o.block_cols > 0 ? o.block_cols : o.block_rows);
+}
+
 std::vector<std::string> block_format_names() {
   FormatTable& table = FormatTable::instance();
   std::lock_guard<std::mutex> lock(table.mutex);

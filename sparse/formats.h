@@ -12,8 +12,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -112,6 +114,12 @@ std::vector<std::string> format_names();
 const std::vector<std::string>& builtin_sparse_format_names();
 // The formats with a block shape (options kBlock or kSquareBlock).
 std::vector<std::string> block_format_names();
+// Whether the format `name` has a block shape (false for an unknown name).
+bool is_block_format(std::string_view name);
+// The block shape {rows, cols} of a tensor whose format has one, from its
+// row's options_of; nullopt for every other format. What code that treats
+// block formats alike reads, rather than listing their layouts.
+std::optional<std::pair<int64_t, int64_t>> block_shape_of(const Tensor& t);
 
 // Adds a user's format (layout kCustom) to the table. Throws when the name is
 // empty or taken, or from_mask is missing. Call it at start-up, before the

@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "sparse/formats.h"
 #include "sparsifiers/builtin.h"
 #include "sparsifiers/registry.h"
 #include "sparsifiers/sparsify_stage.h"
@@ -51,8 +52,7 @@ SparsifierPtr initial_sparsifier(const ParameterRule& rule, const std::string& w
   if (rule.density) {
     const double d = *rule.density;
     COPPICE_CHECK(d > 0.0 && d <= 1.0, kPrefix, where, ": density ", d, " is outside (0, 1]");
-    const bool blocks =
-        (rule.format.name == "bsr" || rule.format.name == "blocked_ell") && rule.format.options.block_rows > 0;
+    const bool blocks = is_block_format(rule.format.name) && rule.format.options.block_rows > 0;
     if (!spec && blocks) {
       // Whole blocks: an element mask at density d would touch nearly every
       // block, and the block format would store them all (density 1, silently).
