@@ -8,7 +8,7 @@
 //
 // Build (here) and run (lent GPU, carry [".devbin_exp"]):
 //   nvcc -std=c++17 -O3 -I. -gencode arch=compute_90a,code=sm_90a -o .devbin_exp/nm24_wgmma_check \
-//     tools/device/experiments/nm24_wgmma_check.cu sparse/cuda/nm24_wgmma.cu sparse/cuda/nm24_mma.cu
+//     tools/device/experiments/nm24_wgmma_check.cu sparse/cuda/nm24_wgmma.cu sparse/cuda/nm24_mma.cu \
 //     sparse/cuda/nm24_pack.cu -lcublas
 //   .devbin_exp/nm24_wgmma_check
 #include <cublas_v2.h>
