@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from eval_gpt_torch import GPT, read_corpus  # noqa: E402
+from eval_gpt_torch import GPT, read_corpus, tokenize  # noqa: E402
 
 
 def parse_args(argv):
@@ -77,7 +77,7 @@ def main(argv):
     dev = torch.device("cuda:0" if a.device == "cuda" else "cpu")
     torch.manual_seed(a.seed)
     text, _ = read_corpus(a.corpus, ".rst.txt")
-    tokens = torch.frombuffer(bytearray(text), dtype=torch.uint8).long()
+    tokens = tokenize(text, "bytes", 256)
     t = a.seq_len
     size = (tokens.numel() - t - 1) // t + 1
     nv = int(math.floor(size * 0.01))
