@@ -307,18 +307,12 @@ void bind_functions(py::module_& m) {
       m, "minimum", [](const Variable& a, const Variable& b) { return minimum(a, b); }, no_scalar("minimum"),
       no_scalar_first("minimum"), "Elementwise minimum.");
 
-  m.def("neg", unary([](const Variable& x) { return neg(x); }));
-  m.def("abs", unary([](const Variable& x) { return abs(x); }));
-  m.def("sign", unary([](const Variable& x) { return sign(x); }));
-  m.def("exp", unary([](const Variable& x) { return exp(x); }));
-  m.def("log", unary([](const Variable& x) { return log(x); }));
-  m.def("sqrt", unary([](const Variable& x) { return sqrt(x); }));
-  m.def("rsqrt", unary([](const Variable& x) { return rsqrt(x); }));
-  m.def("relu", unary([](const Variable& x) { return relu(x); }), py::arg("x"), "max(x, 0); gradient 0 at 0.");
-  m.def("gelu", unary([](const Variable& x) { return gelu(x); }), py::arg("x"), "GELU, the exact (erf) form.");
-  m.def("sigmoid", unary([](const Variable& x) { return sigmoid(x); }));
-  m.def("tanh", unary([](const Variable& x) { return tanh(x); }));
-  m.def("erf", unary([](const Variable& x) { return erf(x); }));
+  // Every unary op of tensor/unary_ops.h, its docstring the table's.
+#define COPPICE_BIND_UNARY(fn, Op)                                                                   \
+  m.def(unary_ops::Op::kName, unary([](const Variable& x) { return coppice::fn(x); }), py::arg("x"), \
+        unary_ops::Op::kDoc);
+  COPPICE_UNARY_OPS(COPPICE_BIND_UNARY)
+#undef COPPICE_BIND_UNARY
   m.def(
       "clamp",
       [](const py::object& x, std::optional<double> lo, std::optional<double> hi) {

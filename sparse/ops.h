@@ -33,10 +33,10 @@
 //                                                                    the product; unstored slots get 0)
 // transpose  (<fmt>), (dense)                 -                      2-D transpose in the same format: free for
 //                                                                    CSR <-> CSC (same arrays and version)
-// neg abs    (<fmt>)                          -                      with_values(x, op(values(x))): same pattern
-// sign relu                                                          and version (f(0) = 0 ops only; exp, ...
-// sqrt tanh                                                          fall back to dense)
-// erf gelu
+// <unary>    (<fmt>)                          -                      with_values(x, op(values(x))): same pattern
+//                                                                    and version, for the ops of
+//                                                                    tensor/unary_ops.h with f(0) = 0 (neg,
+//                                                                    relu, gelu, ...; exp, ... fall back to dense)
 // mul        (<fmt>, dense), (dense, <fmt>)   -                      sparse pattern and version: values times the
 //                                                                    dense operand (broadcast to the sparse shape)
 //                                                                    at the stored positions; a scalar is 0-D

@@ -16,8 +16,8 @@
 //                 dst; any strides; any dtypes,
 //                 converted)
 // <unary>         x (any strides)                clamp: min, max (doubles; +-inf for   y contiguous, x's shape, dtype:
-//                                                "none")                               x's (sign/abs/neg/relu/clamp
-//                                                                                      also take integers)
+//                                                "none")                               x's (Domain kAny/kAnyButBool
+//                                                                                      ops also take integers)
 // <binary>        a, b (broadcast; same dtype,   -                                     contiguous, broadcast shape;
 //                 any strides)                                                         a's dtype, bool for comparisons
 // where           cond (bool), a, b (same        -                                     contiguous, broadcast shape
@@ -60,11 +60,8 @@
 // dim) and throw coppice::Error naming the op before writing anything; the
 // frontends rely on it rather than copying indices to the host.
 //
-// <unary>: neg abs sign exp log sqrt rsqrt relu gelu (erf form) sigmoid tanh erf clamp
-// <binary>: add sub mul div pow maximum minimum relu_backward eq ne lt le gt ge
-// (relu_backward(g, y) = y > 0 ? g : 0, floating only: relu's gradient in one
-// pass instead of a compare, a where and two scalar fills; gelu_backward(g,
-// x) = g * (Phi(x) + x phi(x)), gelu's gradient in one pass instead of nine)
+// <unary>: the ops of tensor/unary_ops.h (COPPICE_UNARY_OPS) and clamp
+// <binary>: the ops of tensor/binary_ops.h (COPPICE_BINARY_OPS)
 //
 // Optional fused kernels. The frontends of these composites (ops.h) call a
 // kernel of the op's own name when the device registers one (has_kernel), after
@@ -92,19 +89,3 @@
 //                 [o, c, kh, kw], bias [o]       ([2] each)
 //                 (optional)
 #pragma once
-
-#include <string_view>
-
-namespace coppice::kernels {
-
-inline constexpr std::string_view kUnaryOps[] = {"neg",  "abs",  "sign",    "exp",  "log", "sqrt", "rsqrt",
-                                                 "relu", "gelu", "sigmoid", "tanh", "erf", "clamp"};
-inline constexpr std::string_view kBinaryOps[] = {
-    "add",           "sub", "mul", "div", "pow", "maximum", "minimum", "relu_backward",
-    "gelu_backward", "eq",  "ne",  "lt",  "le",  "gt",      "ge"};
-
-inline bool is_comparison(std::string_view op) {
-  return op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge";
-}
-
-}  // namespace coppice::kernels

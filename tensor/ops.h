@@ -14,8 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/binary_ops.h"
 #include "tensor/generator.h"
 #include "tensor/tensor.h"
+#include "tensor/unary_ops.h"
 
 namespace coppice {
 
@@ -44,51 +46,35 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
 Tensor bernoulli(const Shape& shape, double p, TensorOptions options = {}, Generator& gen = default_generator());
 
 // ---- elementwise -----------------------------------------------------------
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-Tensor pow(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
+// The binary ops, one per line of COPPICE_BINARY_OPS (tensor/binary_ops.h,
+// which says what each computes): Tensor add(const Tensor& a, const Tensor&
+// b), ..., eq (bool results), relu_backward(grad, y), gelu_backward(grad, x).
+#define COPPICE_DECLARE_BINARY(fn, Op) Tensor fn(const Tensor& a, const Tensor& b);
+COPPICE_BINARY_OPS(COPPICE_DECLARE_BINARY)
+#undef COPPICE_DECLARE_BINARY
 Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor div(const Tensor& a, double b);
 Tensor pow(const Tensor& a, double exponent);
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
 Tensor eq(const Tensor& a, double b);
 Tensor ne(const Tensor& a, double b);
 Tensor lt(const Tensor& a, double b);
 Tensor le(const Tensor& a, double b);
 Tensor gt(const Tensor& a, double b);
 Tensor ge(const Tensor& a, double b);
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor sign(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor relu(const Tensor& x);
-// relu's gradient from its output: y > 0 ? grad : 0 (floating).
-Tensor relu_backward(const Tensor& grad, const Tensor& y);
-// gelu's gradient at x: grad * (Phi(x) + x phi(x)) (floating only).
-Tensor gelu_backward(const Tensor& grad, const Tensor& x);
+// The unary ops, one per line of COPPICE_UNARY_OPS (tensor/unary_ops.h, which
+// says what each computes): Tensor exp(const Tensor& x), Tensor gelu(const
+// Tensor& x) and so on. Integer inputs of the floating-only ones are computed
+// in f32; a sparse input keeps its pattern when f(0) = 0.
+#define COPPICE_DECLARE_UNARY(fn, Op) Tensor fn(const Tensor& x);
+COPPICE_UNARY_OPS(COPPICE_DECLARE_UNARY)
+#undef COPPICE_DECLARE_UNARY
 // relu_backward(grad, y) of 2-D [r, c] tensors and its sum over the rows
 // ([c]): a fused linear_relu's input gradient and bias gradient, in one pass
 // over grad and y on the GPU (operands of one floating dtype); elsewhere the
 // two ops.
 std::pair<Tensor, Tensor> relu_backward_col_sums(const Tensor& grad, const Tensor& y);
-Tensor gelu(const Tensor& x);  // exact (erf) form
-Tensor sigmoid(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor erf(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 

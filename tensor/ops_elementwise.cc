@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/binary_ops.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
 
@@ -13,15 +14,25 @@ namespace coppice {
 
 namespace {
 
+// The operands' common dtype: promote_types, and f32 for the integers of
+// ops computed in floats (true division, as in NumPy and PyTorch; integer
+// powers).
+template <typename Op>
+DType common_dtype(const Tensor& a, const Tensor& b) {
+  const DType common = promote_types(a.dtype(), b.dtype());
+  return Op::kIntegersAsF32 && !is_floating(common) ? DType::kF32 : common;
+}
+
 // A sparse operand (sparse/ops.h): dense operands take the common dtype (a
 // sparse one must have it already: its values convert with to_dtype) and the
 // op dispatches by the formats, to a sparse kernel or the counted dense
 // fallback.
-Tensor sparse_binary(std::string_view op, const Tensor& a, const Tensor& b) {
+template <typename Op>
+Tensor sparse_binary(const Tensor& a, const Tensor& b) {
+  constexpr std::string_view op = Op::kName;
   check_same_device({a, b}, op);
   broadcast_shapes(a.shape(), b.shape(), op);
-  DType common = promote_types(a.dtype(), b.dtype());
-  if ((op == "div" || op == "pow") && !is_floating(common)) common = DType::kF32;
+  const DType common = common_dtype<Op>(a, b);
   auto as_common = [&](const Tensor& t, const char* name) {
     if (t.dtype() == common) return t;
     COPPICE_CHECK(t.is_dense(), op, ": the sparse operand ", name, " has dtype ", dtype_name(t.dtype()),
@@ -31,18 +42,18 @@ Tensor sparse_binary(std::string_view op, const Tensor& a, const Tensor& b) {
   return dispatch(op, {as_common(a, "a"), as_common(b, "b")})[0];
 }
 
-Tensor binary(std::string_view op, const Tensor& a, const Tensor& b) {
-  if (any_sparse({a, b})) return sparse_binary(op, a, b);
+// The frontend of every binary op of tensor/binary_ops.h.
+template <typename Op>
+Tensor binary(const Tensor& a, const Tensor& b) {
+  if (any_sparse({a, b})) return sparse_binary<Op>(a, b);
+  constexpr std::string_view op = Op::kName;
   check_dense(a, op, "a");
   check_dense(b, op, "b");
   check_same_device({a, b}, op);
   broadcast_shapes(a.shape(), b.shape(), op);
-  DType common = promote_types(a.dtype(), b.dtype());
-  COPPICE_CHECK(!(op == "sub" && common == DType::kBool),
-                "sub: not defined for bool tensors (convert them with .to() first)");
-  // True division, as in NumPy and PyTorch: integers divide as floats; and
-  // integer powers are taken in f32 (the kernels take floats only).
-  if ((op == "div" || op == "pow") && !is_floating(common)) common = DType::kF32;
+  const DType common = common_dtype<Op>(a, b);
+  COPPICE_CHECK(!(Op::kDomain == unary_ops::Domain::kAnyButBool && common == DType::kBool), op,
+                ": not defined for bool tensors (convert them with .to() first)");
   return dispatch(op, {a.to(common), b.to(common)})[0];
 }
 
@@ -80,57 +91,48 @@ Tensor scalar_like(const Tensor& t, double v, std::string_view op) {
   return full({}, v, TensorOptions(scalar_dtype(t.dtype(), v), t.device()));
 }
 
-Tensor binary_scalar(std::string_view op, const Tensor& a, double b) { return binary(op, a, scalar_like(a, b, op)); }
+template <typename Op>
+Tensor binary_scalar(const Tensor& a, double b) {
+  return binary<Op>(a, scalar_like(a, b, Op::kName));
+}
 
-Tensor unary(std::string_view op, const Tensor& x, const Attrs& attrs = {}) {
-  if (any_sparse({x})) return dispatch(op, {x}, attrs)[0];  // sparse values are floating
-  check_dense(x, op, "input");
-  bool takes_integers = op == "neg" || op == "abs" || op == "sign" || op == "relu" || op == "clamp";
-  COPPICE_CHECK(!(op == "neg" && x.dtype() == DType::kBool), "neg: not defined for bool tensors");
-  // Math on integers happens in f32, as in PyTorch (exp of an i64 is a float).
-  Tensor in = (takes_integers || is_floating(x.dtype())) ? x : x.to(DType::kF32);
-  return dispatch(op, {in}, attrs)[0];
+// The frontend of every unary op of tensor/unary_ops.h: dense operands are
+// checked; integer operands of floating-only ops are computed in f32, as in
+// PyTorch (exp of an i64 is a float); sparse values are floating already.
+template <typename Op>
+Tensor unary(const Tensor& x, const Attrs& attrs = {}) {
+  if (any_sparse({x})) return dispatch(Op::kName, {x}, attrs)[0];
+  check_dense(x, Op::kName, "input");
+  COPPICE_CHECK(!(Op::kDomain == unary_ops::Domain::kAnyButBool && x.dtype() == DType::kBool), Op::kName,
+                ": not defined for bool tensors");
+  const bool takes_x = Op::kDomain != unary_ops::Domain::kFloating || is_floating(x.dtype());
+  return dispatch(Op::kName, {takes_x ? x : x.to(DType::kF32)}, attrs)[0];
 }
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary("add", a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary("sub", a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary("div", a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary("pow", a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary("maximum", a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary("minimum", a, b); }
+#define COPPICE_DEFINE_BINARY(fn, Op) \
+  Tensor fn(const Tensor& a, const Tensor& b) { return binary<binary_ops::Op>(a, b); }
+COPPICE_BINARY_OPS(COPPICE_DEFINE_BINARY)
+#undef COPPICE_DEFINE_BINARY
 
-Tensor add(const Tensor& a, double b) { return binary_scalar("add", a, b); }
-Tensor sub(const Tensor& a, double b) { return binary_scalar("sub", a, b); }
-Tensor mul(const Tensor& a, double b) { return binary_scalar("mul", a, b); }
-Tensor div(const Tensor& a, double b) { return binary_scalar("div", a, b); }
-Tensor pow(const Tensor& a, double exponent) { return binary_scalar("pow", a, exponent); }
+Tensor add(const Tensor& a, double b) { return binary_scalar<binary_ops::Add>(a, b); }
+Tensor sub(const Tensor& a, double b) { return binary_scalar<binary_ops::Sub>(a, b); }
+Tensor mul(const Tensor& a, double b) { return binary_scalar<binary_ops::Mul>(a, b); }
+Tensor div(const Tensor& a, double b) { return binary_scalar<binary_ops::Div>(a, b); }
+Tensor pow(const Tensor& a, double exponent) { return binary_scalar<binary_ops::Pow>(a, exponent); }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return binary("eq", a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary("ne", a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary("lt", a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary("le", a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary("gt", a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary("ge", a, b); }
-Tensor eq(const Tensor& a, double b) { return binary_scalar("eq", a, b); }
-Tensor ne(const Tensor& a, double b) { return binary_scalar("ne", a, b); }
-Tensor lt(const Tensor& a, double b) { return binary_scalar("lt", a, b); }
-Tensor le(const Tensor& a, double b) { return binary_scalar("le", a, b); }
-Tensor gt(const Tensor& a, double b) { return binary_scalar("gt", a, b); }
-Tensor ge(const Tensor& a, double b) { return binary_scalar("ge", a, b); }
+Tensor eq(const Tensor& a, double b) { return binary_scalar<binary_ops::Eq>(a, b); }
+Tensor ne(const Tensor& a, double b) { return binary_scalar<binary_ops::Ne>(a, b); }
+Tensor lt(const Tensor& a, double b) { return binary_scalar<binary_ops::Lt>(a, b); }
+Tensor le(const Tensor& a, double b) { return binary_scalar<binary_ops::Le>(a, b); }
+Tensor gt(const Tensor& a, double b) { return binary_scalar<binary_ops::Gt>(a, b); }
+Tensor ge(const Tensor& a, double b) { return binary_scalar<binary_ops::Ge>(a, b); }
 
-Tensor neg(const Tensor& x) { return unary("neg", x); }
-Tensor abs(const Tensor& x) { return unary("abs", x); }
-Tensor sign(const Tensor& x) { return unary("sign", x); }
-Tensor exp(const Tensor& x) { return unary("exp", x); }
-Tensor log(const Tensor& x) { return unary("log", x); }
-Tensor sqrt(const Tensor& x) { return unary("sqrt", x); }
-Tensor rsqrt(const Tensor& x) { return unary("rsqrt", x); }
-Tensor relu(const Tensor& x) { return unary("relu", x); }
-Tensor relu_backward(const Tensor& grad, const Tensor& y) { return binary("relu_backward", grad, y); }
-Tensor gelu_backward(const Tensor& grad, const Tensor& x) { return binary("gelu_backward", grad, x); }
+#define COPPICE_DEFINE_UNARY(fn, Op) \
+  Tensor fn(const Tensor& x) { return unary<unary_ops::Op>(x); }
+COPPICE_UNARY_OPS(COPPICE_DEFINE_UNARY)
+#undef COPPICE_DEFINE_UNARY
 
 std::pair<Tensor, Tensor> relu_backward_col_sums(const Tensor& grad, const Tensor& y) {
   COPPICE_CHECK(grad.defined() && y.defined() && grad.dim() == 2 && grad.shape() == y.shape(),
@@ -145,10 +147,6 @@ std::pair<Tensor, Tensor> relu_backward_col_sums(const Tensor& grad, const Tenso
   Tensor g = relu_backward(grad, y);
   return {g, sum(g, {0})};
 }
-Tensor gelu(const Tensor& x) { return unary("gelu", x); }
-Tensor sigmoid(const Tensor& x) { return unary("sigmoid", x); }
-Tensor tanh(const Tensor& x) { return unary("tanh", x); }
-Tensor erf(const Tensor& x) { return unary("erf", x); }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   if (!any_sparse({x})) check_dense(x, "clamp", "input");
@@ -164,7 +162,7 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   const double inf = std::numeric_limits<double>::infinity();
   Attrs attrs;
   attrs.set("min", min.value_or(-inf)).set("max", max.value_or(inf));
-  return unary("clamp", in, attrs);
+  return unary<unary_ops::Clamp>(in, attrs);
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
@@ -188,8 +186,12 @@ Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, double b) { return div(a, b); }
 Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-Tensor operator-(double a, const Tensor& b) { return binary("sub", scalar_like(b, a, "sub"), b); }
+Tensor operator-(double a, const Tensor& b) {
+  return binary<binary_ops::Sub>(scalar_like(b, a, binary_ops::Sub::kName), b);
+}
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(double a, const Tensor& b) { return binary("div", scalar_like(b, a, "div"), b); }
+Tensor operator/(double a, const Tensor& b) {
+  return binary<binary_ops::Div>(scalar_like(b, a, binary_ops::Div::kName), b);
+}
 
 }  // namespace coppice

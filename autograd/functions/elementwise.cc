@@ -1,6 +1,8 @@
 #include "autograd/functions/elementwise.h"
 
+#include <cctype>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "autograd/function.h"
@@ -161,76 +163,39 @@ Tensor ge(const Variable& a, double b) { return ge(a.value(), b); }
 
 // ---- unary -----------------------------------------------------------------
 
-Variable neg(const Variable& x) {
-  if (x.value().is_sparse()) return autograd_detail::sparse_unary(x, "neg");
-  return record(neg(x.value()), "NegBackward", {x}, [](const Tensor& g, const GradNeeds&) { return Grads{neg(g)}; });
+namespace {
+
+// "Gelu" + "Backward" for gelu: the graph node's name.
+template <typename Op>
+const std::string& backward_name() {
+  static const std::string name = [] {
+    std::string n = Op::kName;
+    n[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(n[0])));
+    return n + "Backward";
+  }();
+  return name;
 }
 
-Variable abs(const Variable& x) {
-  if (x.value().is_sparse()) return autograd_detail::sparse_unary(x, "abs");
-  Tensor xv = x.value();
-  return record(abs(xv), "AbsBackward", {x},
-                [xv](const Tensor& g, const GradNeeds&) { return Grads{mul(g, sign(xv))}; });
+// y = forward(x) with Op::grad as its backward, keeping alive only what grad
+// reads (x or y).
+template <typename Op, typename Forward>
+Variable unary(const Variable& x, Forward forward) {
+  if (Op::kZeroPreserving && x.value().is_sparse()) return with_values(x.value(), forward(values(x)));
+  Tensor y = forward(x.value());
+  const Tensor xs = Op::kGradUses == unary_ops::GradUses::kInput ? x.value() : Tensor();
+  const Tensor ys = Op::kGradUses == unary_ops::GradUses::kOutput ? y : Tensor();
+  return record(y, backward_name<Op>(), {x},
+                [xs, ys](const Tensor& g, const GradNeeds&) { return Grads{Op::grad(g, xs, ys)}; });
 }
 
-Variable sign(const Variable& x) {
-  return record(sign(x.value()), "SignBackward", {x},
-                [](const Tensor& g, const GradNeeds&) { return Grads{zeros(g.shape(), g.options())}; });
-}
+}  // namespace
 
-Variable exp(const Variable& x) {
-  Tensor y = exp(x.value());
-  return record(y, "ExpBackward", {x}, [y](const Tensor& g, const GradNeeds&) { return Grads{mul(g, y)}; });
-}
-
-Variable log(const Variable& x) {
-  Tensor xv = x.value();
-  return record(log(xv), "LogBackward", {x}, [xv](const Tensor& g, const GradNeeds&) { return Grads{div(g, xv)}; });
-}
-
-Variable sqrt(const Variable& x) {
-  Tensor y = sqrt(x.value());
-  return record(y, "SqrtBackward", {x}, [y](const Tensor& g, const GradNeeds&) { return Grads{div(g, mul(y, 2.0))}; });
-}
-
-Variable rsqrt(const Variable& x) {
-  Tensor y = rsqrt(x.value());
-  return record(y, "RsqrtBackward", {x}, [y](const Tensor& g, const GradNeeds&) {
-    return Grads{mul(g, mul(pow(y, 3.0), -0.5))};  // d x^-1/2 = -x^-3/2 / 2
-  });
-}
-
-Variable relu(const Variable& x) {
-  if (x.value().is_sparse()) return autograd_detail::sparse_unary(x, "relu");
-  Tensor y = relu(x.value());
-  return record(y, "ReluBackward", {x}, [y](const Tensor& g, const GradNeeds&) { return Grads{relu_backward(g, y)}; });
-}
-
-Variable gelu(const Variable& x) {
-  Tensor xv = x.value();
-  return record(gelu(xv), "GeluBackward", {x}, [xv](const Tensor& g, const GradNeeds&) {
-    return Grads{gelu_backward(g, xv)};  // d/dx x Phi(x) = Phi(x) + x phi(x), one pass
-  });
-}
-
-Variable sigmoid(const Variable& x) {
-  Tensor y = sigmoid(x.value());
-  return record(y, "SigmoidBackward", {x},
-                [y](const Tensor& g, const GradNeeds&) { return Grads{mul(g, mul(y, 1.0 - y))}; });
-}
-
-Variable tanh(const Variable& x) {
-  Tensor y = tanh(x.value());
-  return record(y, "TanhBackward", {x},
-                [y](const Tensor& g, const GradNeeds&) { return Grads{mul(g, 1.0 - mul(y, y))}; });
-}
-
-Variable erf(const Variable& x) {
-  Tensor xv = x.value();
-  return record(erf(xv), "ErfBackward", {x}, [xv](const Tensor& g, const GradNeeds&) {
-    return Grads{mul(g, mul(exp(neg(mul(xv, xv))), 2.0 / std::sqrt(M_PI)))};
-  });
-}
+#define COPPICE_DEFINE_UNARY(fn, Op)                                              \
+  Variable fn(const Variable& x) {                                                \
+    return unary<unary_ops::Op>(x, [](const auto& v) { return coppice::fn(v); }); \
+  }
+COPPICE_UNARY_OPS(COPPICE_DEFINE_UNARY)
+#undef COPPICE_DEFINE_UNARY
 
 Variable clamp(const Variable& x, std::optional<double> min, std::optional<double> max) {
   Tensor xv = x.value();

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "autograd/variable.h"
+#include "tensor/unary_ops.h"
 
 namespace coppice {
 
@@ -35,18 +36,12 @@ Tensor le(const Variable& a, double b);
 Tensor gt(const Variable& a, double b);
 Tensor ge(const Variable& a, double b);
 
-Variable neg(const Variable& x);
-Variable abs(const Variable& x);   // gradient sign(x) (0 at 0)
-Variable sign(const Variable& x);  // gradient 0
-Variable exp(const Variable& x);
-Variable log(const Variable& x);
-Variable sqrt(const Variable& x);
-Variable rsqrt(const Variable& x);
-Variable relu(const Variable& x);  // gradient 0 at 0
-Variable gelu(const Variable& x);  // exact (erf) form
-Variable sigmoid(const Variable& x);
-Variable tanh(const Variable& x);
-Variable erf(const Variable& x);
+// Every unary op of tensor/unary_ops.h (Variable gelu(const Variable& x),
+// ...), its backward the table's grad(). A sparse x of an op with f(0) = 0
+// maps its stored values, so its gradient keeps x's pattern.
+#define COPPICE_DECLARE_UNARY(fn, Op) Variable fn(const Variable& x);
+COPPICE_UNARY_OPS(COPPICE_DECLARE_UNARY)
+#undef COPPICE_DECLARE_UNARY
 // Gradient 1 inside [min, max] (bounds included), 0 outside.
 Variable clamp(const Variable& x, std::optional<double> min, std::optional<double> max);
 // cond is a bool Tensor; a and b broadcast against it.

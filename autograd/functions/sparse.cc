@@ -195,23 +195,6 @@ Variable sparse_add(const Variable& a, const Variable& b) {
   });
 }
 
-Variable sparse_unary(const Variable& x, const char* op) {
-  const Tensor& p = x.value();
-  Variable v = values(x);
-  std::string name = op;
-  Variable r;
-  if (name == "relu") {
-    r = relu(v);
-  } else if (name == "abs") {
-    r = abs(v);
-  } else if (name == "neg") {
-    r = neg(v);
-  } else {
-    fail("sparse_unary: no sparse gradient for '", op, "'");
-  }
-  return with_values(p, r);
-}
-
 Variable sparse_sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim, bool all) {
   if (all) return sum(values(x));  // duplicates of an uncoalesced COO each count once, as in to_dense
   Tensor p = x.value();

@@ -57,7 +57,6 @@ Variable sparse_matmul(const Variable& a, const Variable& b);
 Variable sparse_linear(const Variable& x, const Variable& weight, const Variable& bias, bool relu = false);
 Variable sparse_mul(const Variable& a, const Variable& b);
 Variable sparse_add(const Variable& a, const Variable& b);
-Variable sparse_unary(const Variable& x, const char* op);  // "relu", "abs", "neg"
 Variable sparse_sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim, bool all);
 
 // The gradient of a sparse operand `pattern` of a product whose gradient

@@ -66,6 +66,20 @@ def test_gelu_mlp_is_linear_gelu_linear():
     np.testing.assert_array_equal(fused, composite)
 
 
+@pytest.mark.parametrize("name, reference", [
+    ("exp", np.exp), ("tanh", np.tanh), ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
+    ("softplus", lambda x: np.where(x > 20, x, np.log1p(np.exp(x)))),
+])
+def test_unary_ops_of_the_table_match_numpy_and_finite_differences(name, reference):
+    """The unary ops come from one table (tensor/unary_ops.h): each is a module function with a docstring, its
+    values NumPy's, its gradient the finite differences'."""
+    op = getattr(coppice, name)
+    assert op.__doc__
+    x = f64(4, 3) * 3
+    np.testing.assert_allclose(op(x).numpy(), reference(x), rtol=1e-12, atol=1e-14)
+    check_gradients(lambda v: coppice.sum(op(v)), [x])
+
+
 def test_conv_pool_and_cross_entropy_match_finite_differences():
     """conv2d with padding, max pooling, flatten, reshape, log_softmax and cross_entropy: a small CNN's ops."""
     target = np.array([1, 0], dtype=np.int64)

@@ -45,6 +45,11 @@ void check_cpu(const std::vector<Tensor>& in, std::string_view op) {
   }
 }
 
+using binary_ops::Add;
+using binary_ops::Div;
+using binary_ops::Mul;
+using binary_ops::Pow;
+using binary_ops::Sub;
 using sparse_kernels::SparseDensePair;
 
 SparseDensePair sparse_dense_pair(const std::vector<Tensor>& in, std::string_view op) {
@@ -52,9 +57,11 @@ SparseDensePair sparse_dense_pair(const std::vector<Tensor>& in, std::string_vie
   return sparse_kernels::sparse_dense_pair(in, op);
 }
 
-// values(s) op d sampled at the stored positions, as with_values(s, ...).
+// values(s) op d (the functor of tensor/binary_ops.h) sampled at the stored
+// positions, as with_values(s, ...).
 template <typename Op>
-Tensor sample(const SparseDensePair& p, std::string_view op_name, const Op& op) {
+Tensor sample(const SparseDensePair& p, Op op) {
+  constexpr std::string_view op_name = Op::kName;
   const Tensor& s = p.sparse;
   const Tensor vals = values(s).contiguous();
   Tensor out = Tensor::empty(vals.shape(), vals.options());
@@ -83,15 +90,15 @@ Tensor sample(const SparseDensePair& p, std::string_view op_name, const Op& op) 
 }
 
 std::vector<Tensor> mul_kernel(const std::vector<Tensor>& in, const Attrs&) {
-  const SparseDensePair p = sparse_dense_pair(in, "mul");
+  const SparseDensePair p = sparse_dense_pair(in, Mul::kName);
   if (p.dense.numel() == 1) return {with_values(p.sparse, mul(values(p.sparse), p.dense.reshape({})))};
-  return {sample(p, "mul", [](auto a, auto b) { return a * b; })};
+  return {sample(p, Mul{})};
 }
 
 std::vector<Tensor> div_kernel(const std::vector<Tensor>& in, const Attrs&) {
-  const SparseDensePair p = sparse_dense_pair(in, "div");
+  const SparseDensePair p = sparse_dense_pair(in, Div::kName);
   if (p.dense.numel() == 1) return {with_values(p.sparse, div(values(p.sparse), p.dense.reshape({})))};
-  return {sample(p, "div", [](auto a, auto b) { return a / b; })};
+  return {sample(p, Div{})};
 }
 
 // Dense result: the dense operand (negated for sparse - dense) plus or minus
@@ -206,24 +213,24 @@ const bool kRegistered = [] {
     for (const std::string& op : sparse_kernels::zero_preserving_unary_ops()) {
       register_cpu(op, {{f}}, sparse_kernels::unary_on_values(op));
     }
-    register_cpu("mul", {{f, "dense"}, {"dense", f}}, mul_kernel);
-    register_cpu("div", {{f, "dense"}}, div_kernel);
-    register_cpu("pow", {{f, "dense"}}, sparse_kernels::pow_on_values);
-    register_cpu("add", {{f, "dense"}, {"dense", f}},
-                 [](const std::vector<Tensor>& in, const Attrs&) { return add_sub(in, false, "add"); });
-    register_cpu("sub", {{f, "dense"}, {"dense", f}},
-                 [](const std::vector<Tensor>& in, const Attrs&) { return add_sub(in, true, "sub"); });
+    register_cpu(Mul::kName, {{f, "dense"}, {"dense", f}}, mul_kernel);
+    register_cpu(Div::kName, {{f, "dense"}}, div_kernel);
+    register_cpu(Pow::kName, {{f, "dense"}}, sparse_kernels::pow_on_values);
+    register_cpu(Add::kName, {{f, "dense"}, {"dense", f}},
+                 [](const std::vector<Tensor>& in, const Attrs&) { return add_sub(in, false, Add::kName); });
+    register_cpu(Sub::kName, {{f, "dense"}, {"dense", f}},
+                 [](const std::vector<Tensor>& in, const Attrs&) { return add_sub(in, true, Sub::kName); });
     register_cpu("sum", {{f}}, sum_kernel);
     register_cpu("transpose", {{f}}, sparse_kernels::transpose);
   }
   register_cpu("transpose", {{"dense"}}, sparse_kernels::transpose);
-  register_cpu("add", {{"coo", "coo"}}, [](const std::vector<Tensor>& in, const Attrs&) {
-    check_cpu(in, "add");
-    return sparse_kernels::coo_concat(in, false, "add");
+  register_cpu(Add::kName, {{"coo", "coo"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    check_cpu(in, Add::kName);
+    return sparse_kernels::coo_concat(in, false, Add::kName);
   });
-  register_cpu("sub", {{"coo", "coo"}}, [](const std::vector<Tensor>& in, const Attrs&) {
-    check_cpu(in, "sub");
-    return sparse_kernels::coo_concat(in, true, "sub");
+  register_cpu(Sub::kName, {{"coo", "coo"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    check_cpu(in, Sub::kName);
+    return sparse_kernels::coo_concat(in, true, Sub::kName);
   });
   return true;
 }();

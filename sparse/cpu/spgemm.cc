@@ -182,10 +182,12 @@ std::vector<Tensor> union_op(const std::vector<Tensor>& in, double sign, std::st
 
 const bool kRegistered = [] {
   register_cpu("matmul", {{"csr", "csr"}}, spgemm);
-  register_cpu("add", {{"csr", "csr"}},
-               [](const std::vector<Tensor>& in, const Attrs&) { return union_op(in, 1.0, "add"); });
-  register_cpu("sub", {{"csr", "csr"}},
-               [](const std::vector<Tensor>& in, const Attrs&) { return union_op(in, -1.0, "sub"); });
+  using binary_ops::Add;
+  using binary_ops::Sub;
+  register_cpu(Add::kName, {{"csr", "csr"}},
+               [](const std::vector<Tensor>& in, const Attrs&) { return union_op(in, 1.0, Add::kName); });
+  register_cpu(Sub::kName, {{"csr", "csr"}},
+               [](const std::vector<Tensor>& in, const Attrs&) { return union_op(in, -1.0, Sub::kName); });
   return true;
 }();
 

@@ -26,6 +26,11 @@
 namespace coppice::sparse_cuda {
 namespace {
 
+using binary_ops::Add;
+using binary_ops::Div;
+using binary_ops::Mul;
+using binary_ops::Pow;
+using binary_ops::Sub;
 using sparse_kernels::SparseDensePair;
 
 void check_cuda(const std::vector<Tensor>& in, std::string_view op) {
@@ -40,15 +45,17 @@ SparseDensePair sparse_dense_pair(const std::vector<Tensor>& in, std::string_vie
   return sparse_kernels::sparse_dense_pair(in, op);
 }
 
-// values(s) op d at the stored positions; 0 where a slot stores nothing.
-Tensor sample(const SparseDensePair& p, std::string_view op) {
+// combine(values(s), d) (or d first) at the stored positions: mul or div;
+// 0 where a slot stores nothing.
+using Combine = Tensor (*)(const Tensor&, const Tensor&);
+Tensor sample(const SparseDensePair& p, std::string_view op, Combine combine) {
   const Tensor& s = p.sparse;
   const Tensor vals = values(s).contiguous();
   if (s.layout() == Layout::kNm && p.dense.shape() == s.shape() && is_floating(p.dense.dtype())) {
     // Every n:m slot stores a position: one gather, no position map.
     const Tensor d = nm_sample(p.dense, s);
     const Tensor a = p.sparse_first ? vals : d, b = p.sparse_first ? d : vals;
-    return with_values(s, op == "mul" ? mul(a, b) : div(a, b));
+    return with_values(s, combine(a, b));
   }
   const Tensor pos = device_positions(s, op).reshape(vals.shape());
   const Tensor stored = ge(pos, 0.0);
@@ -56,20 +63,20 @@ Tensor sample(const SparseDensePair& p, std::string_view op) {
   const Tensor safe = where(stored, pos, zeros_like(pos));
   const Tensor d = index_select(flat, 0, safe.reshape({safe.numel()})).reshape(vals.shape());
   const Tensor a = p.sparse_first ? vals : d, b = p.sparse_first ? d : vals;
-  const Tensor r = op == "mul" ? mul(a, b) : div(a, b);
+  const Tensor r = combine(a, b);
   return with_values(s, where(stored, r, zeros_like(r)));
 }
 
 std::vector<Tensor> mul_kernel(const std::vector<Tensor>& in, const Attrs&) {
-  const SparseDensePair p = sparse_dense_pair(in, "mul");
+  const SparseDensePair p = sparse_dense_pair(in, Mul::kName);
   if (p.dense.numel() == 1) return {with_values(p.sparse, mul(values(p.sparse), p.dense.reshape({})))};
-  return {sample(p, "mul")};
+  return {sample(p, Mul::kName, mul)};
 }
 
 std::vector<Tensor> div_kernel(const std::vector<Tensor>& in, const Attrs&) {
-  const SparseDensePair p = sparse_dense_pair(in, "div");
+  const SparseDensePair p = sparse_dense_pair(in, Div::kName);
   if (p.dense.numel() == 1) return {with_values(p.sparse, div(values(p.sparse), p.dense.reshape({})))};
-  return {sample(p, "div")};
+  return {sample(p, Div::kName, div)};
 }
 
 std::vector<Tensor> add_sub(const std::vector<Tensor>& in, bool subtract, std::string_view op) {
@@ -110,7 +117,7 @@ void reg(std::string_view op, std::vector<std::string> formats, Kernel kernel) {
 
 Kernel add_sub_kernel(bool subtract, std::vector<Tensor> (*fn)(const std::vector<Tensor>&, bool, std::string_view)) {
   return [subtract, fn](const std::vector<Tensor>& in, const Attrs&) {
-    return fn(in, subtract, subtract ? "sub" : "add");
+    return fn(in, subtract, subtract ? Sub::kName : Add::kName);
   };
 }
 
@@ -119,21 +126,21 @@ const bool kRegistered = [] {
     for (const std::string& op : sparse_kernels::zero_preserving_unary_ops()) {
       reg(op, {f}, sparse_kernels::unary_on_values(op));
     }
-    reg("mul", {f, "dense"}, mul_kernel);
-    reg("mul", {"dense", f}, mul_kernel);
-    reg("div", {f, "dense"}, div_kernel);
-    reg("pow", {f, "dense"}, sparse_kernels::pow_on_values);
+    reg(Mul::kName, {f, "dense"}, mul_kernel);
+    reg(Mul::kName, {"dense", f}, mul_kernel);
+    reg(Div::kName, {f, "dense"}, div_kernel);
+    reg(Pow::kName, {f, "dense"}, sparse_kernels::pow_on_values);
     for (const bool subtract : {false, true}) {
-      reg(subtract ? "sub" : "add", {f, "dense"}, add_sub_kernel(subtract, add_sub));
-      reg(subtract ? "sub" : "add", {"dense", f}, add_sub_kernel(subtract, add_sub));
+      reg(subtract ? Sub::kName : Add::kName, {f, "dense"}, add_sub_kernel(subtract, add_sub));
+      reg(subtract ? Sub::kName : Add::kName, {"dense", f}, add_sub_kernel(subtract, add_sub));
     }
     reg("sum", {f}, sum_kernel);
     reg("transpose", {f}, sparse_kernels::transpose);
   }
   reg("transpose", {"dense"}, sparse_kernels::transpose);
   for (const bool subtract : {false, true}) {
-    reg(subtract ? "sub" : "add", {"coo", "coo"}, add_sub_kernel(subtract, coo_concat));
-    reg(subtract ? "sub" : "add", {"csr", "csr"}, add_sub_kernel(subtract, csr_union));
+    reg(subtract ? Sub::kName : Add::kName, {"coo", "coo"}, add_sub_kernel(subtract, coo_concat));
+    reg(subtract ? Sub::kName : Add::kName, {"csr", "csr"}, add_sub_kernel(subtract, csr_union));
   }
   return true;
 }();

@@ -4,11 +4,18 @@
 
 #include "sparse/convert.h"
 #include "tensor/ops.h"
+#include "tensor/unary_ops.h"
 
 namespace coppice::sparse_kernels {
 
 const std::vector<std::string>& zero_preserving_unary_ops() {
-  static const std::vector<std::string> ops = {"neg", "abs", "sign", "relu", "sqrt", "tanh", "erf", "gelu"};
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> names;
+    unary_ops::for_each([&](auto op) {
+      if (decltype(op)::kZeroPreserving) names.emplace_back(decltype(op)::kName);
+    });
+    return names;
+  }();
   return ops;
 }
 

@@ -12,9 +12,9 @@
 
 namespace coppice::sparse_kernels {
 
-// Unary ops with f(0) = 0: they act on the stored values and keep the
-// pattern and its version. Ops with f(0) != 0 are not registered (they take
-// the counted dense fallback).
+// The unary ops of tensor/unary_ops.h with kZeroPreserving (f(0) = 0): they
+// act on the stored values and keep the pattern and its version. Ops with
+// f(0) != 0 are not registered (they take the counted dense fallback).
 const std::vector<std::string>& zero_preserving_unary_ops();
 Kernel unary_on_values(std::string op);
 

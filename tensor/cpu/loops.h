@@ -11,6 +11,7 @@
 #include "tensor/cpu/parallel.h"
 #include "tensor/dispatcher.h"
 #include "tensor/dtype.h"
+#include "tensor/scalar_math.h"
 #include "tensor/strided_indexer.h"
 #include "tensor/tensor.h"
 
@@ -58,13 +59,7 @@ inline To convert(From v) {
 }
 
 // Clamps a whole number held in a double into T's range.
-template <typename T>
-inline T saturate(double d) {
-  constexpr T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
-  if (d <= static_cast<double>(lo)) return lo;
-  if (d >= static_cast<double>(hi)) return hi;
-  return static_cast<T>(d);
-}
+using scalar_math::saturate;
 
 // Walks `shape` in row-major order over dense operands that broadcast to it
 // (the output first), in parallel chunks, calling row(n, offsets, strides):

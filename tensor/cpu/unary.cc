@@ -1,161 +1,65 @@
-// The unary elementwise primitives (kernels.h, <unary>): x of any strides in,
-// a contiguous y of x's shape and dtype out.
-//
-// Floating types compute in compute_t (f32 for bf16/f16). neg, abs, sign,
-// relu and clamp also take integers and bool; the rest throw for them.
-// Interpretations: sign(NaN) = NaN and sign(+-0) = +-0; relu(NaN) = NaN;
-// neg/abs wrap around on integer overflow (abs(INT_MIN) = INT_MIN) and neg
-// throws for bool; integer clamp clamps to [ceil(min), floor(max)], saturated
-// to the type's range; clamp with min > max gives max (as PyTorch), and a NaN
-// input stays NaN.
+// The CPU kernels of the unary elementwise ops (tensor/unary_ops.h): x of any
+// strides in, a contiguous y of x's shape and dtype out, one kernel per op,
+// the table's functor in a loop. Floating types compute in compute_t (f32 for
+// bf16/f16); ops of Domain kAny also take integers and bool, kAnyButBool
+// integers only.
 #include <cmath>
-#include <string>
 
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatcher.h"
-#include "tensor/kernels.h"
+#include "tensor/unary_ops.h"
 
 namespace coppice::cpu {
 namespace {
 
-template <typename T>
-T wrap_neg(T v) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(U(0) - static_cast<U>(v));
-}
+using unary_ops::Domain;
 
-// y = f(x) in x's compute type, for floating x only.
-template <typename F>
-Tensor unary_floating(const Tensor& x, std::string_view op, const F& f) {
+// y = op(x) in x's compute type.
+template <typename Op>
+Tensor apply(const Tensor& x, Op op) {
+  constexpr std::string_view name = Op::kName;
+  constexpr Domain domain = Op::kDomain;
+  COPPICE_CHECK(!(domain == Domain::kAnyButBool && x.dtype() == DType::kBool), name, ": not defined for bool tensors");
   Tensor y = Tensor::empty(x.shape(), x.options());
-  dispatch_floating(x.dtype(), op, [&](auto tag) {
+  auto loop = [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
-    map1<T, T>(y, x, kGrain / 4, [&](T v) { return T(f(static_cast<C>(v))); });
-  });
+    // Transcendental functions cost more an element: smaller parallel chunks.
+    constexpr int64_t grain = domain == Domain::kFloating ? kGrain / 4 : kGrain;
+    map1<T, T>(y, x, grain, [&](T v) { return T(op(static_cast<C>(v))); });
+  };
+  if constexpr (domain == Domain::kFloating) {
+    dispatch_floating(x.dtype(), name, loop);
+  } else {
+    dispatch_dtype(x.dtype(), loop);
+  }
   return y;
 }
 
-// y = f(x) for any dtype; f takes and returns the compute type.
-template <typename F>
-Tensor unary_any(const Tensor& x, const F& f) {
-  Tensor y = Tensor::empty(x.shape(), x.options());
-  dispatch_dtype(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = compute_t<T>;
-    map1<T, T>(y, x, kGrain, [&](T v) { return T(f(static_cast<C>(v))); });
-  });
-  return y;
+Tensor one_input(const std::vector<Tensor>& in, std::string_view name) {
+  COPPICE_CHECK(in.size() == 1, name, ": expected 1 input, got ", in.size());
+  return in[0];
 }
 
-struct NegOp {
-  template <typename C>
-  C operator()(C v) const {
-    if constexpr (std::is_floating_point_v<C>) {
-      return -v;
-    } else if constexpr (std::is_same_v<C, bool>) {
-      return v;  // unreachable: run_unary rejects bool first
-    } else {
-      return wrap_neg(v);
-    }
-  }
-};
-
-struct AbsOp {
-  template <typename C>
-  C operator()(C v) const {
-    if constexpr (std::is_floating_point_v<C>) {
-      return std::abs(v);
-    } else if constexpr (std::is_signed_v<C>) {
-      return v < 0 ? wrap_neg(v) : v;
-    } else {
-      return v;
-    }
-  }
-};
-
-struct SignOp {
-  template <typename C>
-  C operator()(C v) const {
-    if constexpr (std::is_same_v<C, bool>) {
-      return v;
-    } else if constexpr (std::is_floating_point_v<C>) {
-      return v > C(0) ? C(1) : (v < C(0) ? C(-1) : v);
-    } else {
-      return static_cast<C>((v > C(0)) - (v < C(0)));
-    }
-  }
-};
-
-struct ReluOp {
-  template <typename C>
-  C operator()(C v) const {
-    if constexpr (std::is_same_v<C, bool>) {
-      return v;
-    } else {
-      return v <= C(0) ? C(0) : v;
-    }
-  }
-};
-
-Tensor clamp(const Tensor& x, double min, double max) {
-  if (is_floating(x.dtype())) {
-    return unary_floating(x, "clamp", [min, max](auto v) {
-      using C = decltype(v);
-      const C lo = static_cast<C>(min), hi = static_cast<C>(max);
-      if (v < lo) v = lo;
-      if (v > hi) v = hi;
-      return v;
-    });
-  }
-  const double lo = std::ceil(min), hi = std::floor(max);
-  return unary_any(x, [lo, hi](auto v) {
-    using C = decltype(v);
-    if (static_cast<double>(v) < lo) v = saturate<C>(lo);
-    if (static_cast<double>(v) > hi) v = saturate<C>(hi);
-    return v;
-  });
-}
-
-Tensor run_unary(std::string_view op, const Tensor& x, const Attrs& attrs) {
-  if (op == "neg") {
-    COPPICE_CHECK(x.dtype() != DType::kBool, "neg: not defined for bool tensors");
-    return unary_any(x, NegOp{});
-  }
-  if (op == "abs") return unary_any(x, AbsOp{});
-  if (op == "sign") return unary_any(x, SignOp{});
-  if (op == "relu") return unary_any(x, ReluOp{});
-  if (op == "clamp") { return clamp(x, attrs.get_double("min", -INFINITY), attrs.get_double("max", INFINITY)); }
-  if (op == "exp") return unary_floating(x, op, [](auto v) { return std::exp(v); });
-  if (op == "log") return unary_floating(x, op, [](auto v) { return std::log(v); });
-  if (op == "sqrt") return unary_floating(x, op, [](auto v) { return std::sqrt(v); });
-  if (op == "rsqrt") {
-    return unary_floating(x, op, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
-  }
-  if (op == "gelu") {
-    return unary_floating(x, op, [](auto v) {
-      using C = decltype(v);
-      return C(0.5) * v * (C(1) + std::erf(v * C(0.70710678118654752440)));
-    });
-  }
-  if (op == "sigmoid") {
-    return unary_floating(x, op, [](auto v) { return decltype(v)(1) / (decltype(v)(1) + std::exp(-v)); });
-  }
-  if (op == "tanh") return unary_floating(x, op, [](auto v) { return std::tanh(v); });
-  if (op == "erf") return unary_floating(x, op, [](auto v) { return std::erf(v); });
-  fail(op, ": not a unary kernel");
+template <typename Op>
+void register_op(Op) {
+  Dispatcher::instance().register_kernel(Op::kName, DeviceType::kCpu, {"dense"},
+                                         [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
+                                           return {apply(one_input(in, Op::kName), Op{})};
+                                         });
 }
 
 bool register_all() {
-  for (std::string_view name : kernels::kUnaryOps) {
-    std::string op(name);
-    Dispatcher::instance().register_kernel(
-        op, DeviceType::kCpu, {"dense"},
-        [op](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
-          COPPICE_CHECK(in.size() == 1, op, ": expected 1 input, got ", in.size());
-          return {run_unary(op, in[0], attrs)};
-        });
-  }
+  unary_ops::for_each([](auto op) { register_op(op); });
+  using unary_ops::Clamp;
+  Dispatcher::instance().register_kernel(Clamp::kName, DeviceType::kCpu, {"dense"},
+                                         [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
+                                           const Tensor x = one_input(in, Clamp::kName);
+                                           const Clamp op =
+                                               Clamp::bounds(attrs.get_double("min", -INFINITY),
+                                                             attrs.get_double("max", INFINITY), is_floating(x.dtype()));
+                                           return {apply(x, op)};
+                                         });
   return true;
 }
 

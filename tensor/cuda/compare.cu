@@ -1,10 +1,10 @@
-// The comparison primitives (eq ne lt le gt ge; kernels.h, <binary>) and
-// where, twins of tensor/cpu/binary.cc and tensor/cpu/where.cc. Comparisons
-// take any dtype, compare in compute_t and give bool. The six comparisons
-// share one kernel per dtype that switches on the op at run time (uniform
-// across the grid, so it costs little and keeps the build small).
-#include <string>
-
+// The comparisons of tensor/binary_ops.h (eq ne lt le gt ge) and where,
+// twins of tensor/cpu/binary.cc and tensor/cpu/where.cc. Comparisons take
+// any dtype, compare in compute_t and give bool. The six comparisons share
+// one kernel per dtype that switches on the op at run time (uniform across
+// the grid, so it costs little and keeps the build small).
+#include "tensor/binary_ops.h"
+#include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/elementwise.cuh"
 #include "tensor/dispatcher.h"
@@ -12,31 +12,21 @@
 namespace coppice::cuda {
 namespace {
 
-enum class Cmp : int { kEq, kNe, kLt, kLe, kGt, kGe };
+using binary_ops::Compare;
 
 template <typename T>
 struct CompareFn {
   bool* out;
   const T* a;
   const T* b;
-  Cmp cmp;
+  Compare cmp;
   __device__ void operator()(const int64_t* off) const {
     using C = compute_t<T>;
-    const C x = static_cast<C>(a[off[1]]), y = static_cast<C>(b[off[2]]);
-    bool r = false;
-    switch (cmp) {
-      case Cmp::kEq: r = x == y; break;
-      case Cmp::kNe: r = x != y; break;
-      case Cmp::kLt: r = x < y; break;
-      case Cmp::kLe: r = x <= y; break;
-      case Cmp::kGt: r = x > y; break;
-      case Cmp::kGe: r = x >= y; break;
-    }
-    out[off[0]] = r;
+    out[off[0]] = binary_ops::compare(cmp, static_cast<C>(a[off[1]]), static_cast<C>(b[off[2]]));
   }
 };
 
-Tensor compare(std::string_view op, Cmp cmp, const Tensor& a, const Tensor& b) {
+Tensor compare(std::string_view op, Compare cmp, const Tensor& a, const Tensor& b) {
   check_cuda_tensor(a, op, "a");
   check_cuda_tensor(b, op, "b");
   COPPICE_CHECK(a.dtype() == b.dtype(), op, ": operands must have one dtype, got ", dtype_name(a.dtype()), " and ",
@@ -82,17 +72,17 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 bool register_all() {
-  const std::pair<const char*, Cmp> ops[] = {{"eq", Cmp::kEq}, {"ne", Cmp::kNe}, {"lt", Cmp::kLt},
-                                             {"le", Cmp::kLe}, {"gt", Cmp::kGt}, {"ge", Cmp::kGe}};
-  for (const auto& [name, cmp] : ops) {
-    std::string op(name);
-    Cmp c = cmp;
-    Dispatcher::instance().register_kernel(op, DeviceType::kCuda, {"dense", "dense"},
-                                           [op, c](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
-                                             COPPICE_CHECK(in.size() == 2, op, ": expected 2 inputs, got ", in.size());
-                                             return {compare(op, c, in[0], in[1])};
-                                           });
-  }
+  binary_ops::for_each([](auto op) {
+    using Op = decltype(op);
+    if constexpr (Op::kCompare != Compare::kNone) {
+      Dispatcher::instance().register_kernel(Op::kName, DeviceType::kCuda, {"dense", "dense"},
+                                             [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
+                                               COPPICE_CHECK(in.size() == 2, Op::kName, ": expected 2 inputs, got ",
+                                                             in.size());
+                                               return {compare(Op::kName, Op::kCompare, in[0], in[1])};
+                                             });
+    }
+  });
   Dispatcher::instance().register_kernel("where", DeviceType::kCuda, {"dense", "dense", "dense"},
                                          [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
                                            COPPICE_CHECK(in.size() == 3, "where: expected 3 inputs, got ", in.size());
