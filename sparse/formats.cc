@@ -290,6 +290,16 @@ std::optional<std::pair<int64_t, int64_t>> block_shape_of(const Tensor& t) {
   return std::make_pair(o.block_rows, o.block_cols > 0 ? o.block_cols : o.block_rows);
 }
 
+const std::string& format_name(Layout layout) {
+  COPPICE_CHECK(layout != Layout::kCustom, "format_name: a user's formats share Layout::kCustom; name them instead");
+  FormatTable& table = FormatTable::instance();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  for (const auto& row : table.rows) {
+    if (row->layout == layout) return row->name;  // rows are never removed: the reference stays valid
+  }
+  fail("format_name: no built-in format has layout ", static_cast<int>(layout));
+}
+
 std::vector<std::string> block_format_names() {
   FormatTable& table = FormatTable::instance();
   std::lock_guard<std::mutex> lock(table.mutex);

@@ -112,6 +112,9 @@ std::vector<std::string> format_names();
 // The built-in sparse formats (every built-in but "dense"), for kernel
 // registrations that cover each of them.
 const std::vector<std::string>& builtin_sparse_format_names();
+// The name of the built-in format of `layout` (Layout::kCsr -> "csr"): what
+// code that registers a kernel for one format names it by.
+const std::string& format_name(Layout layout);
 // The formats with a block shape (options kBlock or kSquareBlock).
 std::vector<std::string> block_format_names();
 // Whether the format `name` has a block shape (false for an unknown name).

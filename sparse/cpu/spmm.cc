@@ -52,95 +52,110 @@ bool reads_hardware_form(const Tensor& a, std::string_view op) {
   return s.n() == 2 && s.m() == 4 && a.dim() == 2 && a.size(1) % 16 == 0;
 }
 
-// Calls fn(M, a_is_transposed) with M the row view of sparse `a` (values as T,
-// already converted): M = A, or M = A^T for CSC.
-template <typename T, typename Fn>
-void with_rows(const Tensor& a, const Tensor& vals, std::string_view op, const Fn& fn) {
-  const T* v = vals.data<T>();
-  const int64_t rows = a.size(0), cols = a.size(1);
-  switch (a.layout()) {
-    case Layout::kCsr:
-    case Layout::kCsc: {
-      const CompressedImpl& c = csr_impl(a, op);
-      const int32_t* ptr = c.pointers().data<int32_t>();
-      const int32_t* idx = c.indices().data<int32_t>();
-      const bool csr = c.is_csr();
-      CompressedRows<T, int32_t, int32_t> m{ptr, ptr + 1, idx, v, csr ? rows : cols, csr ? cols : rows};
-      fn(m, !csr);
-      return;
-    }
-    case Layout::kCoo: {
-      // Coalesced COO is CSR with explicit row indices: count rows for pointers.
-      const CooImpl& c = coo_impl(a, op);
-      COPPICE_CHECK(c.is_coalesced(), op, ": internal: COO operand not coalesced");
-      const int64_t nnz = c.nnz();
-      const int64_t* idx = c.indices().data<int64_t>();
-      std::vector<int64_t> ptr(static_cast<size_t>(rows + 1), 0);
-      for (int64_t e = 0; e < nnz; ++e) ++ptr[static_cast<size_t>(idx[e] + 1)];
-      for (int64_t r = 0; r < rows; ++r) ptr[static_cast<size_t>(r + 1)] += ptr[static_cast<size_t>(r)];
-      CompressedRows<T, int64_t, int64_t> m{ptr.data(), ptr.data() + 1, idx + nnz, v, rows, cols};
-      fn(m, false);
-      return;
-    }
-    case Layout::kNm: {
-      // 2:4 whose rows hold whole metadata words reads its columns from the
-      // hardware form (pack_nm24, then the words decoded): the CPU twin of
-      // what the sparse tensor-core kernels read (sparse/cuda/nm24_mma.h).
-      const Tensor twin = reads_hardware_form(a, op) ? unpack_nm24(values(a), pack_nm24(a).metadata, a.shape()) : a;
-      const NmImpl& s = nm_impl(twin, op);
-      const int64_t n = s.n(), mm = s.m(), per_row = s.groups_per_row() * n;
-      const uint8_t* pos = s.indices().data<uint8_t>();
-      std::vector<int64_t> ptr(static_cast<size_t>(rows + 1));
-      for (int64_t r = 0; r <= rows; ++r) ptr[static_cast<size_t>(r)] = r * per_row;
-      std::vector<int32_t> col(static_cast<size_t>(rows * per_row));
-      cpu::parallel_for(0, rows, 256, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          for (int64_t q = 0; q < per_row; ++q) {
-            const int64_t slot = r * per_row + q;
-            col[static_cast<size_t>(slot)] = static_cast<int32_t>((q / n) * mm + pos[slot]);
-          }
-        }
-      });
-      CompressedRows<T, int32_t, int64_t> m{ptr.data(), ptr.data() + 1, col.data(), v, rows, cols};
-      fn(m, false);
-      return;
-    }
-    case Layout::kBsr: {
-      const BsrImpl& b = bsr_impl(a, op);
-      const int64_t bh = b.block_rows(), bw = b.block_cols();
-      BsrLayout layout{b.crow_indices().data<int32_t>(), b.col_indices().data<int32_t>(), bh * bw, bw};
-      BlockRows<T, BsrLayout> m{layout, v, rows, cols, bh, bw};
-      fn(m, false);
-      return;
-    }
-    case Layout::kBlockedEll: {
-      const BlockedEllImpl& b = blocked_ell_impl(a, op);
-      const int64_t bs = b.block_size(), ec = b.ell_cols(), nbr = rows / bs;
-      const int32_t* ell = b.ell_col_indices().data<int32_t>();
-      std::vector<int64_t> valid(static_cast<size_t>(nbr), 0);
-      for (int64_t br = 0; br < nbr; ++br) {
-        int64_t j = 0;
-        while (j < ec && ell[br * ec + j] >= 0) ++j;
-        valid[static_cast<size_t>(br)] = j;
-      }
-      EllLayout layout{ell, valid.data(), ec, bs};
-      BlockRows<T, EllLayout> m{layout, v, rows, cols, bs, bs};
-      fn(m, false);
-      return;
-    }
-    default: fail(op, ": no CPU SpMM for format '", a.format(), "'");
-  }
-}
+// The row view of each format: View::with<T>(a, vals, op, fn) calls fn(M,
+// a_is_transposed) with M the rows of sparse `a` (values as T, already
+// converted): M = A, or M = A^T for CSC. One view per format, so each
+// format's products are their own kernels (registered below, by format).
 
-// The operand as the kernels read it: COO coalesced (sums duplicates), index
-// parts on the CPU.
-Tensor prepared(const Tensor& a) { return a.layout() == Layout::kCoo ? coalesce(a) : a; }
+// CSR, and CSC as the CSR of A^T over the same arrays.
+struct CompressedView {
+  static Tensor prepare(const Tensor& a) { return a; }
+  template <typename T, typename Fn>
+  static void with(const Tensor& a, const Tensor& vals, std::string_view op, const Fn& fn) {
+    const int64_t rows = a.size(0), cols = a.size(1);
+    const CompressedImpl& c = csr_impl(a, op);
+    const int32_t* ptr = c.pointers().data<int32_t>();
+    const int32_t* idx = c.indices().data<int32_t>();
+    const bool csr = c.is_csr();
+    CompressedRows<T, int32_t, int32_t> m{ptr, ptr + 1, idx, vals.data<T>(), csr ? rows : cols, csr ? cols : rows};
+    fn(m, !csr);
+  }
+};
+
+// Coalesced COO is CSR with explicit row indices: rows counted for pointers.
+struct CooView {
+  static Tensor prepare(const Tensor& a) { return coalesce(a); }  // sums duplicates
+  template <typename T, typename Fn>
+  static void with(const Tensor& a, const Tensor& vals, std::string_view op, const Fn& fn) {
+    const int64_t rows = a.size(0), cols = a.size(1);
+    const CooImpl& c = coo_impl(a, op);
+    COPPICE_CHECK(c.is_coalesced(), op, ": internal: COO operand not coalesced");
+    const int64_t nnz = c.nnz();
+    const int64_t* idx = c.indices().data<int64_t>();
+    std::vector<int64_t> ptr(static_cast<size_t>(rows + 1), 0);
+    for (int64_t e = 0; e < nnz; ++e) ++ptr[static_cast<size_t>(idx[e] + 1)];
+    for (int64_t r = 0; r < rows; ++r) ptr[static_cast<size_t>(r + 1)] += ptr[static_cast<size_t>(r)];
+    CompressedRows<T, int64_t, int64_t> m{ptr.data(), ptr.data() + 1, idx + nnz, vals.data<T>(), rows, cols};
+    fn(m, false);
+  }
+};
+
+// n:m as CSR with n * groups entries a row. 2:4 whose rows hold whole
+// metadata words reads its columns from the hardware form (pack_nm24, then
+// the words decoded): the CPU twin of what the sparse tensor-core kernels
+// read (sparse/cuda/nm24_mma.h).
+struct NmView {
+  static Tensor prepare(const Tensor& a) { return a; }
+  template <typename T, typename Fn>
+  static void with(const Tensor& a, const Tensor& vals, std::string_view op, const Fn& fn) {
+    const int64_t rows = a.size(0), cols = a.size(1);
+    const Tensor twin = reads_hardware_form(a, op) ? unpack_nm24(values(a), pack_nm24(a).metadata, a.shape()) : a;
+    const NmImpl& s = nm_impl(twin, op);
+    const int64_t n = s.n(), mm = s.m(), per_row = s.groups_per_row() * n;
+    const uint8_t* pos = s.indices().data<uint8_t>();
+    std::vector<int64_t> ptr(static_cast<size_t>(rows + 1));
+    for (int64_t r = 0; r <= rows; ++r) ptr[static_cast<size_t>(r)] = r * per_row;
+    std::vector<int32_t> col(static_cast<size_t>(rows * per_row));
+    cpu::parallel_for(0, rows, 256, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t q = 0; q < per_row; ++q) {
+          const int64_t slot = r * per_row + q;
+          col[static_cast<size_t>(slot)] = static_cast<int32_t>((q / n) * mm + pos[slot]);
+        }
+      }
+    });
+    CompressedRows<T, int32_t, int64_t> m{ptr.data(), ptr.data() + 1, col.data(), vals.data<T>(), rows, cols};
+    fn(m, false);
+  }
+};
+
+struct BsrView {
+  static Tensor prepare(const Tensor& a) { return a; }
+  template <typename T, typename Fn>
+  static void with(const Tensor& a, const Tensor& vals, std::string_view op, const Fn& fn) {
+    const BsrImpl& b = bsr_impl(a, op);
+    const int64_t bh = b.block_rows(), bw = b.block_cols();
+    BsrLayout layout{b.crow_indices().data<int32_t>(), b.col_indices().data<int32_t>(), bh * bw, bw};
+    BlockRows<T, BsrLayout> m{layout, vals.data<T>(), a.size(0), a.size(1), bh, bw};
+    fn(m, false);
+  }
+};
+
+struct BlockedEllView {
+  static Tensor prepare(const Tensor& a) { return a; }
+  template <typename T, typename Fn>
+  static void with(const Tensor& a, const Tensor& vals, std::string_view op, const Fn& fn) {
+    const BlockedEllImpl& b = blocked_ell_impl(a, op);
+    const int64_t bs = b.block_size(), ec = b.ell_cols(), nbr = a.size(0) / bs;
+    const int32_t* ell = b.ell_col_indices().data<int32_t>();
+    std::vector<int64_t> valid(static_cast<size_t>(nbr), 0);
+    for (int64_t br = 0; br < nbr; ++br) {
+      int64_t j = 0;
+      while (j < ec && ell[br * ec + j] >= 0) ++j;
+      valid[static_cast<size_t>(br)] = j;
+    }
+    EllLayout layout{ell, valid.data(), ec, bs};
+    BlockRows<T, EllLayout> m{layout, vals.data<T>(), a.size(0), a.size(1), bs, bs};
+    fn(m, false);
+  }
+};
 
 enum class Product { kSparseDense, kDenseSparse, kDenseSparseT };
 
 // kSparseDense: A @ X. kDenseSparse: X @ A. kDenseSparseT: X @ A^T (linear).
+template <typename View>
 Tensor spmm(const Tensor& a_in, const Tensor& x_in, Product product, std::string_view op) {
-  const Tensor a = prepared(a_in);
+  const Tensor a = View::prepare(a_in);
   const DType dtype = a.dtype(), acc = accumulate_dtype(dtype);
   const Tensor x = contiguous_as(x_in, acc);
   const Tensor vals = contiguous_as(values(a), acc);
@@ -160,7 +175,7 @@ Tensor spmm(const Tensor& a_in, const Tensor& x_in, Product product, std::string
   dispatch_floating(acc, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      with_rows<T>(a, vals, op, [&](const auto& m, bool a_is_mt) {
+      View::template with<T>(a, vals, op, [&](const auto& m, bool a_is_mt) {
         const T* px = x.data<T>();
         T* po = out.data<T>();
         const int64_t n = out_shape[1];
@@ -194,41 +209,68 @@ void check_spmm_inputs(const std::vector<Tensor>& in, std::string_view op) {
   }
 }
 
-// Masked dense computes densely: its stored entries are where(mask, values, 0).
-Tensor masked_dense(const Tensor& t) { return t.layout() == Layout::kMasked ? to_dense(t) : t; }
-
+template <typename View>
 std::vector<Tensor> matmul_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
   check_spmm_inputs(in, "matmul");
-  if (in[0].layout() == Layout::kMasked) return {matmul(masked_dense(in[0]), in[1])};
-  return {spmm(in[0], in[1], Product::kSparseDense, "matmul")};
+  return {spmm<View>(in[0], in[1], Product::kSparseDense, "matmul")};
 }
 
+template <typename View>
 std::vector<Tensor> matmul_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
   check_spmm_inputs(in, "matmul");
-  if (in[1].layout() == Layout::kMasked) return {matmul(in[0], masked_dense(in[1]))};
-  return {spmm(in[1], in[0], Product::kDenseSparse, "matmul")};
+  return {spmm<View>(in[1], in[0], Product::kDenseSparse, "matmul")};
 }
 
 // linear(x, weight) = x @ weight^T (the frontend adds the bias).
+template <typename View>
 std::vector<Tensor> linear_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
   check_spmm_inputs(in, "linear");
-  if (in[1].layout() == Layout::kMasked) return {linear(in[0], masked_dense(in[1]))};
-  return {spmm(in[1], in[0], Product::kDenseSparseT, "linear")};
+  return {spmm<View>(in[1], in[0], Product::kDenseSparseT, "linear")};
 }
 
+template <typename View>
 std::vector<Tensor> linear_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
   check_spmm_inputs(in, "linear");
-  if (in[0].layout() == Layout::kMasked) return {linear(masked_dense(in[0]), in[1])};
-  return {spmm(in[0], in[1].t(), Product::kSparseDense, "linear")};
+  return {spmm<View>(in[0], in[1].t(), Product::kSparseDense, "linear")};
+}
+
+template <typename View>
+void register_products(const std::string& format) {
+  register_cpu("matmul", {{format, "dense"}}, matmul_sparse_dense<View>);
+  register_cpu("matmul", {{"dense", format}}, matmul_dense_sparse<View>);
+  register_cpu("linear", {{"dense", format}}, linear_dense_sparse<View>);
+  register_cpu("linear", {{format, "dense"}}, linear_sparse_dense<View>);
+}
+
+// Masked dense computes densely: the dense product of where(mask, values, 0).
+void register_masked_products() {
+  const std::string& masked = format_name(Layout::kMasked);
+  register_cpu("matmul", {{masked, "dense"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    check_spmm_inputs(in, "matmul");
+    return std::vector<Tensor>{matmul(to_dense(in[0]), in[1])};
+  });
+  register_cpu("matmul", {{"dense", masked}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    check_spmm_inputs(in, "matmul");
+    return std::vector<Tensor>{matmul(in[0], to_dense(in[1]))};
+  });
+  register_cpu("linear", {{"dense", masked}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    check_spmm_inputs(in, "linear");
+    return std::vector<Tensor>{linear(in[0], to_dense(in[1]))};
+  });
+  register_cpu("linear", {{masked, "dense"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    check_spmm_inputs(in, "linear");
+    return std::vector<Tensor>{linear(to_dense(in[0]), in[1])};
+  });
 }
 
 const bool kRegistered = [] {
-  for (const std::string& f : builtin_sparse_format_names()) {
-    register_cpu("matmul", {{f, "dense"}}, matmul_sparse_dense);
-    register_cpu("matmul", {{"dense", f}}, matmul_dense_sparse);
-    register_cpu("linear", {{"dense", f}}, linear_dense_sparse);
-    register_cpu("linear", {{f, "dense"}}, linear_sparse_dense);
-  }
+  register_products<CompressedView>(format_name(Layout::kCsr));
+  register_products<CompressedView>(format_name(Layout::kCsc));
+  register_products<CooView>(format_name(Layout::kCoo));
+  register_products<NmView>(format_name(Layout::kNm));
+  register_products<BsrView>(format_name(Layout::kBsr));
+  register_products<BlockedEllView>(format_name(Layout::kBlockedEll));
+  register_masked_products();
   return true;
 }();
 
