@@ -93,7 +93,7 @@ ValidatedJob read_job(const YAML::Node& root, const std::string& default_name) {
   const Section top(root, "", "");
   JobConfig job;
   job.name = top.string("name", default_name);
-  job.seed = top.seed("seed", 0);
+  job.seed = top.seed("seed");
   read_device(top, job);
   read_model(top.section("model"), job);
   read_data(top.section("data"), job);

@@ -56,8 +56,8 @@ ModelOption model_option(const YAML::Node& n, const std::string& where) {
 // dynamic there; bf16 and f32 default to none).
 PrecisionConfig read_precision(const Section& s) {
   PrecisionConfig c;
-  c.allow_tf32 = s.boolean("allow_tf32", false);
-  const std::string dtype = s.choice("dtype", "f32", {"f32", "bf16", "f16"});
+  c.allow_tf32 = s.boolean("allow_tf32");
+  const std::string dtype = s.choice("dtype");
   c.dtype = dtype == "bf16" ? DType::kBF16 : dtype == "f16" ? DType::kF16 : DType::kF32;
   const std::string scale = s.string("loss_scale", c.dtype == DType::kF16 ? "dynamic" : "none");
   if (scale == "dynamic") {
@@ -103,8 +103,8 @@ Selector read_selector(const Section& s) {
   const bool has_name = s.has("name"), has_regex = s.has("regex");
   if (has_name && has_regex) bad(s.at("regex"), "give name or regex, not both");
   if (!has_name && !has_regex) bad(s.path(), "needs a name or a regex selecting what the rule applies to");
-  if (has_name) return Selector::exact(s.string("name", ""));
-  Selector selector = Selector::regex(s.string("regex", ""));
+  if (has_name) return Selector::exact(s.string("name"));
+  Selector selector = Selector::regex(s.string("regex"));
   absl::StatusOr<std::shared_ptr<const NameRegex>> re = selector.compiled_regex();
   if (!re.ok()) bad(s.at("regex"), "'", shown_pattern(selector.pattern), "' ", re.status().message());
   return selector;
@@ -112,7 +112,7 @@ Selector read_selector(const Section& s) {
 
 OutputFormat read_format(const Section& s, const std::string& key) {
   OutputFormat f;
-  f.name = s.choice(key, "dense", format_names());
+  f.name = s.choice(key);
   return f;
 }
 
@@ -133,8 +133,8 @@ ParameterRule read_parameter_rule(const Section& r) {
   const FormatOptionKind options = format_spec(f, "format").options;
   if (has_block_shape(options)) {
     if (!r.has("block_rows")) bad(r.at("block_rows"), "required for format ", f);
-    rule.format.options.block_rows = r.at_least("block_rows", 0, 1);
-    rule.format.options.block_cols = r.at_least("block_cols", rule.format.options.block_rows, 1);
+    rule.format.options.block_rows = r.integer("block_rows");
+    rule.format.options.block_cols = r.integer("block_cols", rule.format.options.block_rows);
     if (options == FormatOptionKind::kSquareBlock && rule.format.options.block_cols != rule.format.options.block_rows)
       bad(r.at("block_cols"), f, " blocks are square: must equal block_rows (", rule.format.options.block_rows,
           "), got ", rule.format.options.block_cols);
@@ -142,10 +142,7 @@ ParameterRule read_parameter_rule(const Section& r) {
     r.refuse({"block_rows", "block_cols"},
              str_cat("only for block formats (", str_join(block_format_names(), ", "), "), not ", f));
   }
-  if (r.has("density")) {
-    const double d = r.number("density", 1.0);
-    rule.density = d;
-  }
+  if (r.has("density")) rule.density = r.number("density");
   if (r.has("sparsifier")) rule.sparsifier = read_spec(r, "sparsifier");
   if (options == FormatOptionKind::kNm) {
     // The n:m format holds only what the nm sparsifier produces.
@@ -171,7 +168,7 @@ ParameterRule read_parameter_rule(const Section& r) {
     }
     // Transposable: n:m along the columns too (so W^T runs n:m), a parameter of the nm sparsifier.
     if (r.has("transposable")) {
-      const std::string t = r.boolean("transposable", false) ? "true" : "false";
+      const std::string t = r.boolean("transposable") ? "true" : "false";
       auto given = rule.sparsifier->params.find("transposable");
       if (given != rule.sparsifier->params.end() && given->second != t)
         bad(r.at("transposable"), "disagrees with the sparsifier's transposable: ", given->second);
@@ -199,14 +196,15 @@ ParameterRule read_parameter_rule(const Section& r) {
 void read_sparsity(const Section& sp, JobConfig& job) {
   SparsityConfig& c = job.sparsity;
   c.has_density = sp.has("density");
-  c.distribution.density = sp.number("density", 1.0);
-  c.distribution.distribution = parse_density_distribution(sp.choice("distribution", "erk", {"uniform", "er", "erk"}));
+  c.distribution.density = sp.number("density");
+  c.distribution.distribution = parse_density_distribution(sp.choice("distribution"));
   for (const auto& [name, value] : sp.entries("overrides")) {
     const std::string key = join_key(sp.at("overrides"), name);
     if (!value_fits(value, KeyType::kDouble) || value.IsNull())
       bad(key, "expected a number, got ", Section::describe(value));
     const double d = value.as<double>();
-    if (!(d > 0.0 && d <= 1.0)) bad(key, "must be in (0, 1], got ", fmt(d));
+    const KeyRange* range = key_range("sparsity.overrides.*");
+    if (!range->contains(d)) bad(key, "must be ", range->text(), ", got ", fmt(d));
     c.distribution.overrides[name] = d;
   }
   for (const std::string& name : sp.strings("dense")) {
@@ -229,34 +227,34 @@ void read_sparsity(const Section& sp, JobConfig& job) {
 }
 
 void read_optimizer(const Section& o, OptimizerConfig& c) {
-  const std::string name = o.choice("name", "sgd", {"sgd", "adam", "adamw"});
-  const double lr = o.number("lr", 1e-3);
-  c.grad_clip = o.number("grad_clip", 0.0);
+  const std::string name = o.choice("name");
+  const double lr = o.number("lr");
+  c.grad_clip = o.number("grad_clip");
   if (name == "sgd") {
     c.kind = OptimizerKind::kSgd;
     o.refuse({"beta1", "beta2", "eps"}, "not an option of sgd (it is adam's and adamw's)");
     c.sgd.lr = lr;
-    c.sgd.momentum = o.number("momentum", 0.0);
-    c.sgd.dampening = o.number("dampening", 0.0);
-    c.sgd.nesterov = o.boolean("nesterov", false);
+    c.sgd.momentum = o.number("momentum");
+    c.sgd.dampening = o.number("dampening");
+    c.sgd.nesterov = o.boolean("nesterov");
     if (c.sgd.nesterov && (c.sgd.momentum <= 0.0 || c.sgd.dampening != 0.0))
       bad(o.at("nesterov"), "needs momentum > 0 and dampening 0, got momentum ", fmt(c.sgd.momentum), " and dampening ",
           fmt(c.sgd.dampening));
-    c.sgd.weight_decay = o.number("weight_decay", 0.0);
+    c.sgd.weight_decay = o.number("weight_decay", SgdOptions{}.weight_decay);
     return;
   }
   c.kind = name == "adam" ? OptimizerKind::kAdam : OptimizerKind::kAdamW;
   o.refuse({"momentum", "dampening", "nesterov"}, str_cat("not an option of ", name, " (it is sgd's)"));
   c.adam = name == "adam" ? AdamOptions{} : AdamWOptions{};
   c.adam.lr = lr;
-  c.adam.beta1 = o.number("beta1", c.adam.beta1);
-  c.adam.beta2 = o.number("beta2", c.adam.beta2);
-  c.adam.eps = o.number("eps", c.adam.eps);
+  c.adam.beta1 = o.number("beta1");
+  c.adam.beta2 = o.number("beta2");
+  c.adam.eps = o.number("eps");
   c.adam.weight_decay = o.number("weight_decay", c.adam.weight_decay);
 }
 
 void read_lr_schedule(const Section& s, double lr, LrScheduleConfig& c) {
-  const std::string name = s.choice("name", "constant", {"constant", "step", "cosine"});
+  const std::string name = s.choice("name");
   c.kind = name == "step"     ? LrScheduleKind::kStep
            : name == "cosine" ? LrScheduleKind::kCosine
                               : LrScheduleKind::kConstant;
@@ -266,17 +264,17 @@ void read_lr_schedule(const Section& s, double lr, LrScheduleConfig& c) {
     s.refuse({"t_max", "eta_min"}, str_cat("only for the cosine schedule, not ", name));
   if (c.kind == LrScheduleKind::kStep) {
     if (!s.has("step_size")) bad(s.at("step_size"), "required for the step schedule");
-    c.step_size = s.at_least("step_size", 0, 1);
-    c.gamma = s.number("gamma", 0.1);
+    c.step_size = s.integer("step_size");
+    c.gamma = s.number("gamma");
   }
   if (c.kind == LrScheduleKind::kCosine) {
-    c.t_max = s.at_least("t_max", 0, 0);
-    c.eta_min = s.number("eta_min", 0.0);
+    c.t_max = s.integer("t_max");
+    c.eta_min = s.number("eta_min");
     if (!(c.eta_min >= 0.0 && c.eta_min <= lr))
       bad(s.at("eta_min"), "must be in [0, optimizer.lr = ", fmt(lr), "], got ", fmt(c.eta_min));
   }
-  c.warmup_steps = s.at_least("warmup_steps", 0, 0);
-  c.warmup_start_factor = s.number("warmup_start_factor", 0.0);
+  c.warmup_steps = s.integer("warmup_steps");
+  c.warmup_start_factor = s.number("warmup_start_factor");
   if (c.warmup_steps == 0 && c.warmup_start_factor != 0.0)
     bad(s.at("warmup_start_factor"), "has no effect without lr_schedule.warmup_steps > 0");
 }
@@ -286,8 +284,7 @@ const std::vector<std::string> kRegrowKeys = {"interval", "drop_fraction",      
 const std::vector<std::string> kGmpKeys = {"initial_density", "final_density", "frequency"};
 
 void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& c) {
-  const std::string method =
-      s.choice("method", "dense", {"dense", "static", "set", "rigl", "rigl_nm", "snfs", "gmp", "sr_ste"});
+  const std::string method = s.choice("method");
   const std::map<std::string, MaskMethod> methods = {{"dense", MaskMethod::kDense},    {"static", MaskMethod::kStatic},
                                                      {"set", MaskMethod::kSet},        {"rigl", MaskMethod::kRigL},
                                                      {"rigl_nm", MaskMethod::kRigLNm}, {"snfs", MaskMethod::kSnfs},
@@ -309,24 +306,24 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
       if (k != "interval") others.push_back(k);
     others.insert(others.end(), kGmpKeys.begin(), kGmpKeys.end());
     s.refuse(others, "not used by method sr_ste (its keys: interval, decay)");
-    c.sr_ste.interval = s.at_least("interval", 1, 1);
-    c.sr_ste.decay = s.number("decay", 2e-4);
+    c.sr_ste.interval = s.integer("interval", c.sr_ste.interval);
+    c.sr_ste.decay = s.number("decay");
     try {
       validate(c.sr_ste);
     } catch (const Error& e) { bad(s.path(), e.what()); }
     return;
   }
   s.refuse({"decay"}, str_cat("only for method sr_ste, not ", method));
-  const int64_t start = s.at_least("start_step", 0, 0);
+  const int64_t start = s.integer("start_step");
   if (!s.has("end_step")) bad(s.at("end_step"), "required for method ", method);
-  const int64_t end = s.integer("end_step", 0);
+  const int64_t end = s.integer("end_step");
   if (end <= start) bad(s.at("end_step"), "must be > start_step (", start, "), got ", end);
   if (c.method == MaskMethod::kGmp) {
     s.refuse(kRegrowKeys, "not used by method gmp (it only prunes)");
     c.gmp.start_step = start;
     c.gmp.end_step = end;
-    c.gmp.frequency = s.at_least("frequency", 100, 1);
-    c.gmp.initial_density = s.number("initial_density", 1.0);
+    c.gmp.frequency = s.integer("frequency");
+    c.gmp.initial_density = s.number("initial_density");
     if (!s.has("final_density") && !job.sparsity.has_density)
       bad(s.at("final_density"), "required for method gmp (or set sparsity.density)");
     c.gmp.final_density = s.number("final_density", job.sparsity.distribution.density);
@@ -345,11 +342,11 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
   MaskUpdaterConfig& u = c.updater;
   u.start_step = start;
   u.end_step = end;
-  u.interval = s.at_least("interval", 100, 1);
-  u.drop_fraction = s.number("drop_fraction", 0.3);
-  u.schedule = parse_drop_schedule(s.choice("drop_schedule", "cosine", {"constant", "cosine", "linear"}));
-  u.prune = parse_prune_criterion(s.choice("prune", "magnitude", {"magnitude", "movement"}));
-  u.allow_regrow_dropped = s.boolean("allow_regrow_dropped", false);
+  u.interval = s.integer("interval", u.interval);
+  u.drop_fraction = s.number("drop_fraction");
+  u.schedule = parse_drop_schedule(s.choice("drop_schedule"));
+  u.prune = parse_prune_criterion(s.choice("prune"));
+  u.allow_regrow_dropped = s.boolean("allow_regrow_dropped");
   u.growth = default_growth(c.method);
   // A growth policy by name (optim/growth.h's registry: the built-ins, or one
   // the program registered before loading the job) instead of the method's.
@@ -394,17 +391,17 @@ void require_path(const std::string& key, const std::string& noun, const std::st
 
 void read_data(const Section& d, JobConfig& job) {
   DataConfig& c = job.data;
-  const std::string kind = d.choice("dataset", "fashion_mnist", {"fashion_mnist", "synthetic", "text"});
+  const std::string kind = d.choice("dataset");
   c.dataset = kind == "synthetic" ? DatasetKind::kSynthetic
               : kind == "text"    ? DatasetKind::kText
                                   : DatasetKind::kFashionMnist;
-  c.path = d.string("path", "");
-  c.loader.batch_size = d.integer("batch_size", 64);
-  c.eval_batch_size = d.integer("eval_batch_size", 0);
-  c.validation_split = d.number("validation_split", 0.0);
-  c.loader.shuffle = d.boolean("shuffle", true);
+  c.path = d.string("path");
+  c.loader.batch_size = d.integer("batch_size");
+  c.eval_batch_size = d.integer("eval_batch_size");
+  c.validation_split = d.number("validation_split");
+  c.loader.shuffle = d.boolean("shuffle");
   c.loader.seed = d.seed("shuffle_seed", job.seed);
-  c.loader.drop_last = d.boolean("drop_last", false);
+  c.loader.drop_last = d.boolean("drop_last");
 
   const std::vector<std::string> mnist_keys = {"flatten", "normalize", "mean", "std"};
   const std::vector<std::string> text_keys = {"seq_len", "stride", "suffix", "vocab"};
@@ -418,10 +415,10 @@ void read_data(const Section& d, JobConfig& job) {
     case DatasetKind::kFashionMnist: {
       FashionMnistOptions& f = c.fashion_mnist;
       if (!c.path.empty()) f.dir = c.path;
-      f.flatten = d.boolean("flatten", false);
-      f.normalize = d.boolean("normalize", true);
-      f.mean = d.number("mean", kFashionMnistMean);
-      f.std = d.number("std", kFashionMnistStd);
+      f.flatten = d.boolean("flatten");
+      f.normalize = d.boolean("normalize");
+      f.mean = d.number("mean");
+      f.std = d.number("std");
       const std::string key = c.path.empty() ? std::string("data.dataset") : d.at("path");
       require_path(key, "Fashion-MNIST directory ", f.dir, kDirOnly,
                    c.path.empty() ? " (install the Debian package dataset-fashion-mnist: tools/setup)" : "");
@@ -432,10 +429,10 @@ void read_data(const Section& d, JobConfig& job) {
       break;
     }
     case DatasetKind::kText: {
-      c.text.seq_len = d.integer("seq_len", 64);
-      c.text.stride = d.integer("stride", 0);
-      c.text.suffix = d.string("suffix", "");
-      c.text.byte_vocab = d.choice("vocab", "distinct", {"distinct", "bytes"}) == "bytes";
+      c.text.seq_len = d.integer("seq_len");
+      c.text.stride = d.integer("stride");
+      c.text.suffix = d.string("suffix");
+      c.text.byte_vocab = d.choice("vocab") == "bytes";
       const std::string file = c.text_path();
       const std::string key = c.path.empty() ? std::string("data.dataset") : d.at("path");
       std::string hint;
@@ -449,12 +446,12 @@ void read_data(const Section& d, JobConfig& job) {
     case DatasetKind::kSynthetic: {
       const Section s = d.section("synthetic");
       BlobsOptions& b = c.synthetic;
-      b.n = s.integer("examples", 1000);
-      c.synthetic_test_examples = s.integer("test_examples", 0);
-      b.features = s.integer("features", 2);
-      b.classes = s.integer("classes", 3);
-      b.center_scale = s.number("center_scale", 5.0);
-      b.spread = s.number("spread", 1.0);
+      b.n = s.integer("examples");
+      c.synthetic_test_examples = s.integer("test_examples");
+      b.features = s.integer("features");
+      b.classes = s.integer("classes");
+      b.center_scale = s.number("center_scale");
+      b.spread = s.number("spread");
       b.seed = s.seed("seed", job.seed);
       // Drawn whole before training: refused here when larger than memory.
       BlobsOptions all = b;
@@ -469,7 +466,7 @@ void read_data(const Section& d, JobConfig& job) {
 
 // device: auto, or a device Device::parse reads.
 void read_device(const Section& top, JobConfig& job) {
-  const std::string device = top.string("device", "auto");
+  const std::string device = top.string("device");
   if (device != "auto") {
     try {
       job.device.device = Device::parse(device);
@@ -482,7 +479,7 @@ void read_device(const Section& top, JobConfig& job) {
 // to the job's).
 void read_model(const Section& model, JobConfig& job) {
   if (!model.has("name")) bad("model.name", "required (one of ", str_join(model_names(), ", "), ")");
-  job.model.name = model.choice("name", "", model_names());
+  job.model.name = model.choice("name");
   const std::vector<std::string> known = model_option_names(job.model.name);
   for (const auto& [name, value] : model.entries("options")) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
@@ -505,23 +502,21 @@ void read_training(const Section& training, JobConfig& job) {
     bad("training.steps", "training.epochs is set too; give one of epochs and steps");
   if (!training.has("epochs") && !training.has("steps"))
     bad("training", "give one of training.epochs and training.steps");
-  if (training.has("epochs")) job.training.epochs = training.integer("epochs", 1);
-  if (training.has("steps")) job.training.steps = training.integer("steps", 1);
-  job.training.cuda_graph = training.boolean("cuda_graph", false);
+  if (training.has("epochs")) job.training.epochs = training.integer("epochs");
+  if (training.has("steps")) job.training.steps = training.integer("steps");
+  job.training.cuda_graph = training.boolean("cuda_graph");
   NonfiniteOptions& nf = job.training.nonfinite;
-  nf.policy = training.choice("on_nonfinite", "stop", {"stop", "skip_step"}) == "skip_step" ? NonfinitePolicy::kSkipStep
-                                                                                            : NonfinitePolicy::kStop;
+  nf.policy = training.choice("on_nonfinite") == "skip_step" ? NonfinitePolicy::kSkipStep : NonfinitePolicy::kStop;
   if (nf.policy == NonfinitePolicy::kStop)
     training.refuse({"max_consecutive_skips"}, "applies only with training.on_nonfinite: skip_step");
-  nf.max_consecutive_skips = training.integer("max_consecutive_skips", nf.max_consecutive_skips);
+  nf.max_consecutive_skips = training.integer("max_consecutive_skips");
 }
 
 // evaluation: how often, and on a split the data has.
 void read_evaluation(const Section& eval, JobConfig& job) {
-  job.evaluation.every_steps = eval.integer("every_steps", 0);
-  job.evaluation.max_batches = eval.integer("max_batches", 0);
-  const std::string split =
-      eval.choice("split", job.data.dataset == DatasetKind::kText ? "validation" : "test", {"validation", "test"});
+  job.evaluation.every_steps = eval.integer("every_steps");
+  job.evaluation.max_batches = eval.integer("max_batches");
+  const std::string split = eval.choice("split", job.data.dataset == DatasetKind::kText ? "validation" : "test");
   job.evaluation.split = split == "validation" ? EvalSplit::kValidation : EvalSplit::kTest;
   if (job.evaluation.split == EvalSplit::kValidation && job.data.validation_split <= 0.0)
     bad("evaluation.split", "validation needs data.validation_split > 0");
@@ -535,10 +530,10 @@ void read_evaluation(const Section& eval, JobConfig& job) {
 // checkpoint: where, how often, what to resume from and which changes a
 // resume may make.
 void read_checkpoint_settings(const Section& ckpt, JobConfig& job) {
-  job.checkpoint.dir = ckpt.string("dir", "");
-  job.checkpoint.every_steps = ckpt.integer("every_steps", 0);
-  job.checkpoint.keep_last = ckpt.integer("keep_last", 0);
-  job.checkpoint.resume = ckpt.string("resume", "");
+  job.checkpoint.dir = ckpt.string("dir");
+  job.checkpoint.every_steps = ckpt.integer("every_steps");
+  job.checkpoint.keep_last = ckpt.integer("keep_last");
+  job.checkpoint.resume = ckpt.string("resume");
   if (job.checkpoint.dir.empty() && job.checkpoint.every_steps > 0)
     bad(ckpt.at("every_steps"), "has no effect without checkpoint.dir");
   if (job.checkpoint.dir.empty() && job.checkpoint.keep_last > 0)
@@ -551,22 +546,21 @@ void read_checkpoint_settings(const Section& ckpt, JobConfig& job) {
 
 // logging: the metrics file, the progress line, how often.
 void read_logging(const Section& log, JobConfig& job) {
-  job.logging.metrics = log.string("metrics", "");
+  job.logging.metrics = log.string("metrics");
   // An existing metrics file is appended to, and read on resume: a FIFO
   // would stall the run, a directory cannot be written. A character device
   // (/dev/null) is written as asked, every write checked (/dev/full fails
   // the run), and never read or replaced on resume (train/metrics.h).
   if (!job.logging.metrics.empty() && file_type_at(job.logging.metrics).ok())
     require_path(log.at("metrics"), "", job.logging.metrics, kFileOrCharDevice);
-  job.logging.progress = log.boolean("progress", true);
-  job.logging.every_steps = log.integer("every_steps", 50);
+  job.logging.progress = log.boolean("progress");
+  job.logging.every_steps = log.integer("every_steps");
 }
 
 // distributed: ranks, a backend that fits the device, exchange settings.
 void read_distributed(const Section& dist, JobConfig& job) {
-  job.distributed.world_size = dist.integer("world_size", 1);
-  job.distributed.backend =
-      dist.choice("backend", "inproc", {"inproc", "nccl"}) == "nccl" ? CommBackend::kNccl : CommBackend::kInProc;
+  job.distributed.world_size = dist.integer("world_size");
+  job.distributed.backend = dist.choice("backend") == "nccl" ? CommBackend::kNccl : CommBackend::kInProc;
   if (job.distributed.backend == CommBackend::kNccl && !job.device.is_auto && job.device.device.is_cpu())
     bad("distributed.backend", "nccl needs a CUDA device, got device cpu; use inproc");
   if (job.distributed.backend == CommBackend::kInProc && job.distributed.world_size > kMaxInprocWorldSize)
@@ -577,12 +571,11 @@ void read_distributed(const Section& dist, JobConfig& job) {
       !job.device.device.is_cpu())
     bad("distributed.backend", "inproc runs its ranks on the CPU, got device ", job.device.device.to_string(),
         "; use nccl for GPUs");
-  job.distributed.timeout_s = dist.number("timeout_s", 300.0);
-  job.distributed.bucket_mb = dist.number("bucket_mb", 25.0);
-  job.distributed.sparse_exchange = dist.choice("sparse_exchange", "compact", {"compact", "dense"}) == "dense"
-                                        ? SparseExchange::kDense
-                                        : SparseExchange::kCompact;
-  job.distributed.topk_fraction = dist.number("topk_fraction", 0.0);
+  job.distributed.timeout_s = dist.number("timeout_s");
+  job.distributed.bucket_mb = dist.number("bucket_mb");
+  job.distributed.sparse_exchange =
+      dist.choice("sparse_exchange") == "dense" ? SparseExchange::kDense : SparseExchange::kCompact;
+  job.distributed.topk_fraction = dist.number("topk_fraction");
 }
 
 }  // namespace coppice::job_config

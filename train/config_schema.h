@@ -1,13 +1,11 @@
-// The keys of a job file (config.h) as data: one entry per key path, with
-// its type and a line of documentation. The loader checks every map of the
-// YAML tree against it (an unknown key is refused with a did-you-mean
-// suggestion by edit distance), and --set overrides are resolved and
-// type-checked through it before they touch the tree.
-//
-// Paths are dotted; "[]" stands for any element of a list and "*" for any
-// key of a free-form map (model options, sparsifier parameters, per-layer
-// density overrides):
-//   optimizer.lr   sparsity.rules[].format   model.options.*
+// The keys of a job file (config.h) as data: one declaration per key path
+// (train/job_keys.cc, of the shape key_spec.h gives), with its type, default,
+// range or choices and a line of documentation. The loader checks every map
+// of the YAML tree against it (an unknown key is refused with a did-you-mean
+// suggestion by edit distance) and its readers take each key's default,
+// range and choices from it (train/config_section.h); --set overrides are
+// resolved and type-checked through it before they touch the tree; the job
+// reference page is printed from it (train/job_reference.h).
 #pragma once
 
 #include <cstdint>
@@ -15,32 +13,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "train/key_spec.h"
 #include "yaml-cpp/yaml.h"
 
 namespace coppice {
 
-enum class KeyType {
-  kSection,  // a map of the keys below it
-  kList,     // a list of sections (path + "[]")
-  kFreeMap,  // a map whose keys are free (path + ".*" holds the values' type)
-  kInt,
-  kDouble,  // also accepts an integer
-  kBool,    // true/false, yes/no, on/off
-  kString,
-  kStringList,  // a list of strings (a single string counts as a list of one)
-  kScalar,      // any scalar or list of scalars (model options, sparsifier parameters)
-};
-const char* key_type_name(KeyType type);  // "an integer", "a number", ...
-// Whether a YAML value fits `type` (null fits anything: the default).
-bool value_fits(const YAML::Node& value, KeyType type);
-
-struct SchemaKey {
-  std::string path;  // "optimizer.lr", "sparsity.rules[].format", "model.options.*"
-  KeyType type;
-  std::string doc;  // one line: allowed values and the default
-};
-
-// Every key, sections before their keys, in the order README.md lists them.
+// Every key, sections before their keys, in the order README.md lists them
+// (train/job_keys.cc).
 const std::vector<SchemaKey>& job_schema();
 
 // ---- the numbers' ranges --------------------------------------------------------------
@@ -61,30 +40,10 @@ inline constexpr int64_t kMaxKeepLast = 1'000'000;           // checkpoints kept
 inline constexpr double kMaxTimeoutSeconds = 7 * 24 * 3600;  // a week
 inline constexpr double kMaxBucketMb = 65536;                // 64 GiB
 
-// The values a numeric key accepts. Integers: [min, max], or, for seeds, any
-// unsigned 64-bit integer. Numbers: finite, from lo to hi, each end open or
-// closed (an infinite end is open).
-struct KeyRange {
-  KeyType type = KeyType::kInt;
-  bool seed = false;
-  int64_t min = 0, max = 0;
-  double lo = 0, hi = 0;
-  bool lo_open = false, hi_open = false;
-
-  bool contains(int64_t v) const;
-  bool contains(double v) const;
-  // For messages: "in [1, 16777216]", "in [0, 18446744073709551615]", "> 0", ">= 0", "in (0, 1]".
-  std::string text() const;
-};
-// The range of the numeric key at `pattern` ("data.batch_size",
+// The range of the key at `pattern` ("data.batch_size",
 // "sparsity.rules[].density", "sparsity.overrides.*"), or null.
 const KeyRange* key_range(const std::string& pattern);
 
-// Whether `text` is an integer literal as YAML and yaml-cpp read one (an
-// optional sign, then decimal digits or 0x and hex digits), of any size. An
-// integer key given one that does not fit int64 is refused by the loader as
-// "does not fit", not as "not an integer".
-bool is_integer_literal(const std::string& text);
 // The entry at `pattern` ("" is the root section), or null.
 const SchemaKey* find_schema_key(const std::string& pattern);
 // The names of the keys directly under section `pattern` ("" for the root).
