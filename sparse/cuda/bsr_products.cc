@@ -117,8 +117,8 @@ std::shared_ptr<const SddmmGroups> sddmm_groups(const Tensor& pattern, const Bsr
   });
 }
 
-// Whether the mma.sync kernels run this product or SDDMM (bsr_tiles.cu hands
-// them over): square 16, 32 and 64 blocks of a 16-bit type, or of f32 on
+// Whether the mma.sync kernels (bsr_mma.h) run this product or SDDMM, rather
+// than the WMMA / FMA tiles (bsr_tiles.h): square 16, 32 and 64 blocks of a 16-bit type, or of f32 on
 // TF32 tensor cores (allow_tf32), unless RuntimeOptions::bsr_mma is off
 // (then 64x64 blocks have no tiles, and 16x16 and 32x32 take the WMMA ones).
 bool mma_runs(const BsrImpl& b, DType dtype) {
@@ -169,21 +169,20 @@ void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const 
   p.gelu = out.gelu;
   std::shared_ptr<const BlockColumns> columns;
   Tensor row_order;
-  p.mma_sync = mma_runs(b, s.dtype());
-  COPPICE_CHECK(p.gelu == GeluWriteOut::kNone || p.mma_sync,
-                "bsr tiles: internal: a gelu write-out off the mma.sync kernels");
+  const bool mma = mma_runs(b, s.dtype());
+  COPPICE_CHECK(p.gelu == GeluWriteOut::kNone || mma, "bsr tiles: internal: a gelu write-out off the mma.sync kernels");
   if (walk_transposed) {
     columns = block_columns(s, b);
     p.ptr = columns->ptr.data<int32_t>();
     p.kblk = columns->block_row.data<int32_t>();
     p.bid = columns->block_id.data<int32_t>();
     p.out_block_rows = b.block_col_count();
-    if (p.mma_sync) p.row_order = columns->order.data<int32_t>();
+    if (mma) p.row_order = columns->order.data<int32_t>();
   } else {
     p.ptr = b.crow_indices().data<int32_t>();
     p.kblk = b.col_indices().data<int32_t>();
     p.out_block_rows = b.block_row_count();
-    if (p.mma_sync) {
+    if (mma) {
       row_order = block_row_order(s, b);
       p.row_order = row_order.data<int32_t>();
     }
@@ -203,7 +202,13 @@ void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const 
     p.aux.row_stride = p.y.row_stride;
     p.aux.col_stride = p.y.col_stride;
   }
-  bsr_tiled_product<T>(p, math_for(s.dtype()), cuda::current_stream(s.device().index));
+  if (p.out_block_rows <= 0 || n <= 0) return;
+  const cudaStream_t stream = cuda::current_stream(s.device().index);
+  if (mma) {
+    bsr_mma_product<T>(p, stream);
+  } else {
+    bsr_tiled_product<T>(p, math_for(s.dtype()), stream);
+  }
 }
 
 template <typename F>
@@ -355,7 +360,12 @@ Tensor bsr_tiled_sddmm_values(const Tensor& a, const Tensor& b_in, const Tensor&
         p.partial = partial.data<float>();
       }
     }
-    bsr_tiled_sddmm<T>(p, math_for(pattern.dtype()), cuda::current_stream(pattern.device().index));
+    const cudaStream_t stream = cuda::current_stream(pattern.device().index);
+    if (p.group_begin != nullptr) {
+      bsr_mma_sddmm<T>(p, stream);
+    } else {
+      bsr_tiled_sddmm<T>(p, math_for(pattern.dtype()), stream);
+    }
   });
   cuda::check_launch(op);
   return values;

@@ -44,7 +44,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "sparse/cuda/bsr_mma.h"
 #include "sparse/cuda/bsr_tiles.h"
 #include "sparse/cuda/tile_values.cuh"
 
@@ -688,12 +687,6 @@ void launch_staged_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
 
 template <typename T, TileMath M>
 void launch_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
-  if constexpr (M == TileMath::kHalf || M == TileMath::kTf32) {
-    if (p.mma_sync) {
-      bsr_mma_product<T>(p, stream);
-      return;
-    }
-  }
   const int mode = x_mode(p.x);
   if constexpr (M != TileMath::kF32) {
     if (p.bh == p.bw) {
@@ -716,21 +709,13 @@ void launch_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
 
 template <typename T, TileMath M>
 void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
-  if constexpr (M == TileMath::kHalf || M == TileMath::kTf32) {
-    if (bsr_mma_takes(p.bh, p.bw) && p.group_begin != nullptr) {
-      bsr_mma_sddmm<T>(p, stream);
-      return;
+  if (p.bh == p.bw) {
+    if (p.bh == 16) {
+      launch_staged_sddmm<T, 16, M>(p, stream);
+    } else {
+      launch_staged_sddmm<T, 32, M>(p, stream);
     }
-  }
-  {
-    if (p.bh == p.bw) {
-      if (p.bh == 16) {
-        launch_staged_sddmm<T, 16, M>(p, stream);
-      } else {
-        launch_staged_sddmm<T, 32, M>(p, stream);
-      }
-      return;
-    }
+    return;
   }
   const dim3 grid(static_cast<unsigned>(p.nblocks));
   if (p.bh == 16 && p.bw == 16) {

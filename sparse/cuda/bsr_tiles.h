@@ -51,9 +51,6 @@ struct BsrProductArgs {
   // bsr_mma.h), with z in `aux`: y's shape and strides.
   GeluWriteOut gelu = GeluWriteOut::kNone;
   StridedMatrix<T> aux;
-  // Run on the mma.sync kernels (bsr_mma.h; square blocks of a 16-bit type
-  // or TF32), else on the WMMA / FMA tiles.
-  bool mma_sync = false;
   // The output block rows in the order the mma.sync kernels take them
   // (longest first, so that the last wave is short), or null for 0, 1, ...
   const int32_t* row_order = nullptr;
