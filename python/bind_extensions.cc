@@ -182,7 +182,7 @@ void bind_extensions(py::module_& m) {
           py::gil_scoped_acquire gil;
           try {
             py::dict params;
-            for (const auto& [key, value] : spec.params) params[py::str(key)] = value;
+            for (const auto& [key, value] : spec.params) params[py::str(key)] = value.text();  // spelled as given
             py::object keep = (*factory)(**params);
             COPPICE_CHECK(PyCallable_Check(keep.ptr()), "sparsifier '", name,
                           "' (Python): the factory returned something that is not callable; it must return "

@@ -2,8 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
-#include <iomanip>
-#include <sstream>
+#include <optional>
 
 #include "sparse/formats.h"
 #include "sparsifiers/builtin.h"
@@ -19,16 +18,6 @@ constexpr const char* kPrefix = "sparsity schedule: ";
 
 std::string rule_label(const Selector& selector, size_t index, const char* kind) {
   return str_cat(kind, " rule ", index, " (", selector.describe(), ")");
-}
-
-// The shortest decimal that reads back as `x` (for a spec's string parameters).
-std::string exact_decimal(double x) {
-  for (int precision : {15, 17}) {
-    std::ostringstream os;
-    os << std::setprecision(precision) << x;
-    if (precision == 17 || std::stod(os.str()) == x) return os.str();
-  }
-  return "";
 }
 
 SparsifierPtr build(const SparsifierSpec& spec, const std::string& where) {
@@ -58,17 +47,15 @@ SparsifierPtr initial_sparsifier(const ParameterRule& rule, const std::string& w
       // block, and the block format would store them all (density 1, silently).
       const FormatOptions& o = rule.format.options;
       spec = SparsifierSpec{"block_magnitude",
-                            {{"sparsity", exact_decimal(1.0 - d)},
-                             {"block_rows", std::to_string(o.block_rows)},
-                             {"block_cols", std::to_string(o.block_cols > 0 ? o.block_cols : o.block_rows)}}};
+                            {{"sparsity", 1.0 - d},
+                             {"block_rows", o.block_rows},
+                             {"block_cols", o.block_cols > 0 ? o.block_cols : o.block_rows}}};
     } else if (!spec) {
-      spec = SparsifierSpec{"magnitude", {{"sparsity", exact_decimal(1.0 - d)}}};
+      spec = SparsifierSpec{"magnitude", {{"sparsity", 1.0 - d}}};
     } else if (spec->params.count("sparsity") > 0) {
-      const std::string& raw = spec->params.at("sparsity");
-      char* end = nullptr;
-      const double s = std::strtod(raw.c_str(), &end);
-      COPPICE_CHECK(end == raw.c_str() + raw.size() && std::abs((1.0 - d) - s) <= 1e-9, kPrefix, where, ": density ", d,
-                    " contradicts ", describe(*spec), " (density = 1 - sparsity)");
+      const std::optional<double> s = spec->params.at("sparsity").number();
+      COPPICE_CHECK(s && std::abs((1.0 - d) - *s) <= 1e-9, kPrefix, where, ": density ", d, " contradicts ",
+                    describe(*spec), " (density = 1 - sparsity)");
     }
   }
   SparsifierPtr s = spec ? build(*spec, where) : nullptr;

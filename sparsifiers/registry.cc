@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "sparsifiers/builtin.h"
@@ -128,7 +127,7 @@ class Registry {
 
 }  // namespace
 
-const std::string& SpecParams::raw(const std::string& name, const char* type) {
+const SpecValue& SpecParams::raw(const std::string& name, const char* type) {
   asked_.insert(name);
   auto it = spec_.params.find(name);
   COPPICE_CHECK(it != spec_.params.end(), "sparsifier '", spec_.name, "': missing parameter '", name, "' (", type, ")");
@@ -136,13 +135,11 @@ const std::string& SpecParams::raw(const std::string& name, const char* type) {
 }
 
 double SpecParams::get_double(const std::string& name) {
-  const std::string& s = raw(name, "a number");
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  COPPICE_CHECK(!s.empty() && end == s.c_str() + s.size() && errno == 0 && std::isfinite(v), "sparsifier '", spec_.name,
-                "': parameter '", name, "' must be a finite number, got '", s, "'");
-  return v;
+  const SpecValue& v = raw(name, "a number");
+  const std::optional<double> d = v.number();
+  COPPICE_CHECK(d && std::isfinite(*d), "sparsifier '", spec_.name, "': parameter '", name,
+                "' must be a finite number, got '", v.text(), "'");
+  return *d;
 }
 
 double SpecParams::get_double(const std::string& name, double fallback) {
@@ -151,13 +148,11 @@ double SpecParams::get_double(const std::string& name, double fallback) {
 }
 
 int64_t SpecParams::get_int(const std::string& name) {
-  const std::string& s = raw(name, "an integer");
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  COPPICE_CHECK(!s.empty() && end == s.c_str() + s.size() && errno == 0, "sparsifier '", spec_.name, "': parameter '",
-                name, "' must be an integer, got '", s, "'");
-  return static_cast<int64_t>(v);
+  const SpecValue& v = raw(name, "an integer");
+  const std::optional<int64_t> i = v.integer();
+  COPPICE_CHECK(i.has_value(), "sparsifier '", spec_.name, "': parameter '", name, "' must be an integer, got '",
+                v.text(), "'");
+  return *i;
 }
 
 int64_t SpecParams::get_int(const std::string& name, int64_t fallback) {
@@ -166,11 +161,11 @@ int64_t SpecParams::get_int(const std::string& name, int64_t fallback) {
 }
 
 bool SpecParams::get_bool(const std::string& name) {
-  const std::string s = lower(raw(name, "true or false"));
-  if (s == "true" || s == "yes" || s == "on" || s == "1") return true;
-  if (s == "false" || s == "no" || s == "off" || s == "0") return false;
-  fail("sparsifier '", spec_.name, "': parameter '", name, "' must be true or false, got '", spec_.params.at(name),
-       "'");
+  const SpecValue& v = raw(name, "true or false");
+  const std::optional<bool> b = v.boolean();
+  COPPICE_CHECK(b.has_value(), "sparsifier '", spec_.name, "': parameter '", name, "' must be true or false, got '",
+                v.text(), "'");
+  return *b;
 }
 
 bool SpecParams::get_bool(const std::string& name, bool fallback) {
@@ -178,7 +173,7 @@ bool SpecParams::get_bool(const std::string& name, bool fallback) {
   return has(name) ? get_bool(name) : fallback;
 }
 
-std::string SpecParams::get_string(const std::string& name) { return raw(name, "a string"); }
+std::string SpecParams::get_string(const std::string& name) { return raw(name, "a string").text(); }
 
 std::string SpecParams::get_string(const std::string& name, const std::string& fallback) {
   asked_.insert(name);

@@ -21,19 +21,23 @@
 #include <vector>
 
 #include "sparsifiers/sparsifier.h"
+#include "sparsifiers/spec_value.h"
 
 namespace coppice {
 
-// A sparsifier's name and parameters as the job file spells them.
+// A sparsifier's name and parameters: typed where they were made (the job
+// loader, the library's own densities), or strings a program gave
+// (spec_value.h).
 struct SparsifierSpec {
   std::string name;
-  std::map<std::string, std::string> params;
+  std::map<std::string, SpecValue> params;
 };
 
 // Typed access to a spec's parameters for factories. Every getter throws
 // coppice::Error naming the sparsifier and the parameter when it is missing
-// (without a default) or does not parse as the type; finish() throws naming
-// any parameter no getter asked for, and listing those asked for.
+// (without a default) or is not of the type (a string that does not parse
+// as it); finish() throws naming any parameter no getter asked for, and
+// listing those asked for.
 class SpecParams {
  public:
   explicit SpecParams(const SparsifierSpec& spec) : spec_(spec) {}
@@ -52,7 +56,7 @@ class SpecParams {
   void finish() const;
 
  private:
-  const std::string& raw(const std::string& name, const char* type);
+  const SpecValue& raw(const std::string& name, const char* type);
   const SparsifierSpec& spec_;
   std::set<std::string> asked_;  // every name a getter asked for
 };

@@ -96,8 +96,14 @@ std::optional<double> fixed_density(const ParameterRule& r) {
   if (r.density) return r.density;
   if (!r.sparsifier) return std::nullopt;
   const auto& p = r.sparsifier->params;
-  if (p.count("sparsity")) return 1.0 - std::stod(p.at("sparsity"));
-  if (r.sparsifier->name == "nm" && p.count("n") && p.count("m")) return std::stod(p.at("n")) / std::stod(p.at("m"));
+  if (p.count("sparsity")) {
+    const std::optional<double> s = p.at("sparsity").number();
+    return s ? std::optional<double>(1.0 - *s) : std::nullopt;
+  }
+  if (r.sparsifier->name == "nm" && p.count("n") && p.count("m")) {
+    const std::optional<double> n = p.at("n").number(), m = p.at("m").number();
+    if (n && m) return *n / *m;
+  }
   return std::nullopt;
 }
 
@@ -309,7 +315,7 @@ ValidatedJob check_against_model(JobConfig job) {
       // n:m regrows within its groups (optim/group_regrow.h); GMP cannot keep n per group.
       const bool nm = format_spec(f, "format").layout == Layout::kNm;
       const std::optional<SparsifierSpec>& spec = sched.parameters[i].sparsifier;
-      if (nm && spec && spec->params.count("transposable") && spec->params.at("transposable") == "true")
+      if (nm && spec && spec->params.count("transposable") && spec->params.at("transposable").boolean() == true)
         bad(str_cat("sparsity.rules[", i, "].transposable"),
             "transposable masks stay fixed (method static) or are chosen whole (sr_ste): ", mname,
             " regrows within the groups of a row, which leaves the columns' groups uneven");

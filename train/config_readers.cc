@@ -83,7 +83,7 @@ SparsifierSpec read_spec(const Section& s, const std::string& key) {
     if (name == "name")
       spec.name = value.Scalar();
     else
-      spec.params[name] = value.Scalar();
+      spec.params[name] = SpecValue::from_text(value.Scalar());  // typed once, here
   }
   const std::string where = s.at(key);
   if (spec.name.empty()) bad(where, "needs a name (one of ", str_join(registered_sparsifiers(), ", "), ")");
@@ -164,13 +164,13 @@ ParameterRule read_parameter_rule(const Section& r) {
         bad(r.at("sparsifier"), "nm(n=", p.get_int("n"), ", m=", p.get_int("m"), ") disagrees with the rule's ", n, ":",
             m);
     } else {
-      rule.sparsifier = SparsifierSpec{"nm", {{"n", std::to_string(n)}, {"m", std::to_string(m)}}};
+      rule.sparsifier = SparsifierSpec{"nm", {{"n", n}, {"m", m}}};
     }
     // Transposable: n:m along the columns too (so W^T runs n:m), a parameter of the nm sparsifier.
     if (r.has("transposable")) {
-      const std::string t = r.boolean("transposable") ? "true" : "false";
+      const bool t = r.boolean("transposable");
       auto given = rule.sparsifier->params.find("transposable");
-      if (given != rule.sparsifier->params.end() && given->second != t)
+      if (given != rule.sparsifier->params.end() && given->second.boolean() != t)
         bad(r.at("transposable"), "disagrees with the sparsifier's transposable: ", given->second);
       rule.sparsifier->params["transposable"] = t;
     }
@@ -185,7 +185,10 @@ ParameterRule read_parameter_rule(const Section& r) {
       bad(r.at("format"), "the nm sparsifier makes n:m weights; use format nm (or masked / a general format), got ", f);
   }
   if (rule.density && rule.sparsifier && rule.sparsifier->params.count("sparsity")) {
-    const double s = std::stod(rule.sparsifier->params.at("sparsity"));
+    const SpecValue& sparsity = rule.sparsifier->params.at("sparsity");
+    if (!sparsity.number())
+      bad(r.at("sparsifier.sparsity"), "expected a number, got ", quote_for_error(sparsity.text()));
+    const double s = *sparsity.number();
     if (std::abs((1.0 - s) - *rule.density) > 1e-9)
       bad(r.at("density"), fmt(*rule.density), " contradicts the sparsifier's sparsity ", fmt(s),
           " (density = 1 - sparsity)");

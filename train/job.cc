@@ -366,8 +366,8 @@ void attach_sr_ste(const Module& model, const SparsitySchedule& schedule, std::o
   sr_ste.emplace(config.sr_ste);
   for (const ParameterRule& r : schedule.parameters) {
     const std::string& name = r.selector.pattern;
-    const bool transposable =
-        r.sparsifier && r.sparsifier->params.count("transposable") && r.sparsifier->params.at("transposable") == "true";
+    const bool transposable = r.sparsifier && r.sparsifier->params.count("transposable") &&
+                              r.sparsifier->params.at("transposable").boolean() == true;
     sr_ste->add_layer(name, model.parameter(name).value(), r.format.options.n, r.format.options.m, transposable);
   }
   COPPICE_CHECK(!sr_ste->layers().empty(), "mask_update: sr_ste has no n:m weight to train");

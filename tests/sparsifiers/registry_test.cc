@@ -22,7 +22,7 @@ namespace {
 using testing_sparsifiers::bits;
 using testing_sparsifiers::throws_with;
 
-SparsifierPtr make(const std::string& name, std::map<std::string, std::string> params = {}) {
+SparsifierPtr make(const std::string& name, std::map<std::string, SpecValue> params = {}) {
   return make_sparsifier(SparsifierSpec{name, std::move(params)});
 }
 
@@ -97,6 +97,36 @@ TEST(RegistryTest, BadParameters) {
   EXPECT_TRUE(throws_with([] { make("magnitude", {{"sparsity", "1.5"}}); }, {"magnitude", "1.5"}));
   EXPECT_TRUE(throws_with([] { make("nm", {{"n", "5"}, {"m", "4"}}); }, {"nm", "n = 5"}));
   EXPECT_TRUE(throws_with([] { make("threshold", {{"threshold", "-1"}}); }, {"threshold", "-1"}));
+}
+
+// Typed parameters reach the factories as they are; a string is read as the
+// type the factory asks for, as every parameter was before they were typed.
+TEST(RegistryTest, TypedParameters) {
+  EXPECT_EQ(make("magnitude", {{"sparsity", 0.25}})->describe(), make("magnitude", {{"sparsity", "0.25"}})->describe());
+  EXPECT_EQ(make("nm", {{"n", 2}, {"m", 4}, {"transposable", true}})->describe(),
+            make("nm", {{"n", "2"}, {"m", "4"}, {"transposable", "yes"}})->describe());
+  // An integer is a number; a number is not an integer; a boolean is neither.
+  EXPECT_EQ(make("magnitude", {{"sparsity", 0}})->describe(), make("magnitude", {{"sparsity", "0"}})->describe());
+  EXPECT_TRUE(throws_with([] { make("nm", {{"n", 2.0}, {"m", 4}}); }, {"'nm'", "'n'", "integer", "'2'"}));
+  EXPECT_TRUE(throws_with([] { make("magnitude", {{"sparsity", true}}); }, {"'sparsity'", "number", "'true'"}));
+  EXPECT_TRUE(throws_with([] { make("random", {{"sparsity", 0.1}, {"rescale", 2}}); }, {"'rescale'", "'2'"}));
+}
+
+TEST(RegistryTest, SpecValueFromText) {
+  EXPECT_EQ(SpecValue::from_text("3").kind(), SpecValue::Kind::kInteger);
+  EXPECT_EQ(SpecValue::from_text("0.90").kind(), SpecValue::Kind::kNumber);
+  EXPECT_EQ(SpecValue::from_text("0.90").text(), "0.90");  // the spelling is kept for describe()
+  EXPECT_EQ(SpecValue::from_text("0.90"), SpecValue(0.9));
+  EXPECT_EQ(SpecValue::from_text("Yes").kind(), SpecValue::Kind::kBool);
+  EXPECT_EQ(SpecValue::from_text("2.5").integer(), std::nullopt);
+  EXPECT_EQ(SpecValue::from_text("inf").kind(), SpecValue::Kind::kString);  // not finite: the getter refuses it
+  EXPECT_EQ(SpecValue::from_text("l2").kind(), SpecValue::Kind::kString);
+  EXPECT_EQ(SpecValue::from_text("1").boolean(), true);
+  EXPECT_EQ(SpecValue::from_text("01").boolean(), std::nullopt);
+  // A number the library fills in reads back exactly (1 - density as a sparsity).
+  EXPECT_EQ(SpecValue(1.0 - 0.3).number(), 1.0 - 0.3);
+  EXPECT_EQ(SpecValue(0.1).text(), "0.1");
+  EXPECT_EQ(SpecValue(int64_t{4}).text(), "4");
 }
 
 // A sparsifier the library does not know: keeps every other element.

@@ -461,7 +461,7 @@ TEST(SparsifiedOp, FusedReluTiesEveryDtype) {
 // into relu_to_csr, n:m into the "nm" format, block magnitude into BSR,
 // random with rescale scales values and gradients.
 TEST(SparsifiedOp, BuiltinSparsifiers) {
-  auto make = [](const char* name, std::map<std::string, std::string> params) {
+  auto make = [](const char* name, std::map<std::string, SpecValue> params) {
     return make_sparsifier({name, std::move(params)});
   };
   Variable x = param(randn_away({6, 8}, 0.2), "x");

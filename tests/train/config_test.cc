@@ -535,6 +535,18 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "sparsity: {rules: [{name: fc1.weight, format: csr, density: 0.3, sparsifier: {name: magnitude, sparsity: "
        "0.5}}]}",
        "sparsity.rules[0].density: 0.3 contradicts the sparsifier's sparsity 0.5 (density = 1 - sparsity)"},
+      // A sparsifier's parameter of the wrong type: the rule's key, the parameter and what it expects.
+      {"sparsifier parameter not a number",
+       "sparsity: {rules: [{name: fc1.weight, format: csr, sparsifier: {name: magnitude, sparsity: high}}]}",
+       "sparsity.rules[0].sparsifier: sparsifier 'magnitude': parameter 'sparsity' must be a finite number, got "
+       "'high'"},
+      {"sparsifier parameter not an integer",
+       "sparsity: {rules: [{name: fc1.weight, format: nm, sparsifier: {name: nm, n: 2.0, m: 4}}]}",
+       "sparsity.rules[0].sparsifier: sparsifier 'nm': parameter 'n' must be an integer, got '2.0'"},
+      {"output sparsifier parameter not a boolean",
+       "sparsity: {outputs: [{name: fc1, forward: [{inline: {name: random, sparsity: 0.5, rescale: maybe}}]}]}",
+       "sparsity.outputs[0].forward[0].inline: sparsifier 'random': parameter 'rescale' must be true or false, got "
+       "'maybe'"},
       // Missing files.
       {"missing dataset path",
        "!model: {name: mlp}\ndata: {dataset: fashion_mnist, path: /nonexistent/fmnist}\ntraining: {steps: 1}",
