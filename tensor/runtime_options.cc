@@ -76,7 +76,6 @@ struct Store {
   std::atomic<CsrSpmmMode> csr_spmm{CsrSpmmMode::kAuto};
   std::atomic<bool> csr_spmm_log{false};
   std::atomic<bool> bsr_tiles{true};
-  std::atomic<bool> bsr_mma{true};
   std::atomic<Nm24Mode> nm24_mma{Nm24Mode::kAuto};
   std::atomic<bool> attention_wgmma{true};
   std::atomic<double> sddmm_dense_min_density{0.005};
@@ -89,7 +88,6 @@ struct Store {
     csr_spmm.store(o.csr_spmm, r);
     csr_spmm_log.store(o.csr_spmm_log, r);
     bsr_tiles.store(o.bsr_tiles, r);
-    bsr_mma.store(o.bsr_mma, r);
     nm24_mma.store(o.nm24_mma, r);
     attention_wgmma.store(o.attention_wgmma, r);
     sddmm_dense_min_density.store(o.sddmm_dense_min_density, r);
@@ -105,7 +103,6 @@ struct Store {
     o.csr_spmm = csr_spmm.load(r);
     o.csr_spmm_log = csr_spmm_log.load(r);
     o.bsr_tiles = bsr_tiles.load(r);
-    o.bsr_mma = bsr_mma.load(r);
     o.nm24_mma = nm24_mma.load(r);
     o.attention_wgmma = attention_wgmma.load(r);
     o.sddmm_dense_min_density = sddmm_dense_min_density.load(r);
@@ -136,7 +133,6 @@ RuntimeOptions runtime_options_from(const Getenv& getenv) {
        [&](const char* n, std::string_view v) { o.csr_spmm = static_cast<CsrSpmmMode>(one_of(n, v, kCsrSpmmNames)); });
   read("COPPICE_CSR_SPMM_LOG", [&](const char* n, std::string_view v) { o.csr_spmm_log = one_of(n, v, kBoolNames); });
   read("COPPICE_BSR_TILES", [&](const char* n, std::string_view v) { o.bsr_tiles = one_of(n, v, kBoolNames); });
-  read("COPPICE_BSR_MMA", [&](const char* n, std::string_view v) { o.bsr_mma = one_of(n, v, kBoolNames); });
   read("COPPICE_NM24_MMA",
        [&](const char* n, std::string_view v) { o.nm24_mma = static_cast<Nm24Mode>(one_of(n, v, kNm24Names)); });
   read("COPPICE_ATTENTION_WGMMA",

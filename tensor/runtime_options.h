@@ -18,7 +18,6 @@
 //   COPPICE_CSR_SPMM             csr_spmm                 auto | own | tiled | rows | cusparse
 //   COPPICE_CSR_SPMM_LOG         csr_spmm_log             0 | 1
 //   COPPICE_BSR_TILES            bsr_tiles                1 | 0
-//   COPPICE_BSR_MMA              bsr_mma                  1 | 0
 //   COPPICE_NM24_MMA             nm24_mma                 auto | on | off
 //   COPPICE_ATTENTION_WGMMA      attention_wgmma          1 | 0
 //   COPPICE_SDDMM_DENSE_DENSITY  sddmm_dense_min_density  0.005; a finite number >= 0 (above 1: never)
@@ -68,10 +67,6 @@ struct RuntimeOptions {
   // The tiled BSR kernels of sparse/cuda/bsr_products.h; false: the routes
   // they replace.
   bool bsr_tiles = true;
-  // Square BSR blocks in bf16/f16/TF32 on the mma.sync kernels
-  // (sparse/cuda/bsr_mma.h); false: on the WMMA tiles they replaced, the
-  // reference to compare them with.
-  bool bsr_mma = true;
   Nm24Mode nm24_mma = Nm24Mode::kAuto;
   // Attention of head size 64 in bf16/f16 on Hopper's wgmma kernels
   // (tensor/cuda/attention_sm90.h) on devices of compute capability 9.0;

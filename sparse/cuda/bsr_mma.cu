@@ -2,7 +2,7 @@
 // ldmatrix; f32 on TF32: m16n8k8 with fragments read element by element) and
 // a cp.async pipeline, for square 16x16, 32x32 and 64x64 blocks (bsr_mma.h).
 //
-// Why not WMMA (bsr_tiles.cu, kept as the reference: RuntimeOptions::bsr_mma):
+// Why not WMMA (the square-block SpMM bsr_tiles.cu had, since deleted):
 // on the H100 (4096^2 at 90 %, 32x32 bf16 blocks, batch 4096) the WMMA
 // product took 0.157 ms, issue-bound on address arithmetic (Nsight Compute:
 // integer pipe busiest, IPC 2.3, L2 at 55 %). Here each warp owns a 32 x 64

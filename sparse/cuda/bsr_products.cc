@@ -118,11 +118,10 @@ std::shared_ptr<const SddmmGroups> sddmm_groups(const Tensor& pattern, const Bsr
 }
 
 // Whether the mma.sync kernels (bsr_mma.h) run this product or SDDMM, rather
-// than the WMMA / FMA tiles (bsr_tiles.h): square 16, 32 and 64 blocks of a 16-bit type, or of f32 on
-// TF32 tensor cores (allow_tf32), unless RuntimeOptions::bsr_mma is off
-// (then 64x64 blocks have no tiles, and 16x16 and 32x32 take the WMMA ones).
+// than the WMMA / FMA tiles (bsr_tiles.h): square 16, 32 and 64 blocks of a
+// 16-bit type, or of f32 on TF32 tensor cores (allow_tf32).
 bool mma_runs(const BsrImpl& b, DType dtype) {
-  return runtime_options().bsr_mma && (dtype != DType::kF32 || allow_tf32()) &&
+  return (dtype != DType::kF32 || allow_tf32()) &&
          bsr_mma_takes(static_cast<int>(b.block_rows()), static_cast<int>(b.block_cols()));
 }
 

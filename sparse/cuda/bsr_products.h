@@ -6,9 +6,8 @@
 // [bh, bw] with bh and bw in {16, 32}, and square 64x64 blocks of bf16/f16
 // or TF32. f32 computes in f32 FMAs, or on TF32 tensor cores when
 // allow_tf32() (tensor/precision.h) is on; bf16/f16 on their tensor cores;
-// square 16, 32 and 64 blocks of those through mma.sync (bsr_mma.h, unless
-// RuntimeOptions::bsr_mma is off: then on bsr_tiles.cu's WMMA tiles, without
-// 64x64); all accumulate in f32 and round once. Other block
+// square 16, 32 and 64 blocks of those through mma.sync (bsr_mma.h); all
+// accumulate in f32 and round once. Other block
 // shapes and f64 keep the routes they had (block_spmm.cu's element kernel
 // for S @ X, the CSR view and cuSPARSE otherwise). RuntimeOptions::bsr_tiles
 // = false (COPPICE_BSR_TILES=0) turns the tiled routes off, asked per call,

@@ -8,19 +8,15 @@
 // take 0.68 ms (f32) and 0.39 ms (TF32); PyTorch's Triton BSR 1.14 ms
 // (docs/benchmarks.md).
 //
-// SpMM, f32 FMAs (and non-square blocks in every math): a thread block (four
-// warps) owns one output block row [block_m rows] times kTileN columns and
-// walks that row's entries; for each block it stages the block (as stored or
-// transposed: S^T is S's blocks read transposed, in block-column order) and
-// the matching [kStageK, kTileN] slice of x in shared memory, then
-// multiplies on a 4-column micro-tile per thread (or WMMA fragments).
-// SpMM on tensor cores, square blocks (mma_product_kernel): kMmaTileN columns,
-// a whole block and its x slice per step, double-buffered with cp.async,
-// each staged with its operand's contiguous dimension contiguous and read
-// row- or column-major by the fragments. Square blocks in bf16, f16 and TF32
-// run on the mma.sync kernels of bsr_mma.cu instead (faster: 0.157 -> 0.110
-// ms for bf16 32x32 at 90 % on the H100); these WMMA ones stay as the
-// reference, with RuntimeOptions::bsr_mma off.
+// SpMM, f32 FMAs and non-square blocks in every math (square blocks of a
+// 16-bit type or TF32 run on the mma.sync kernels of bsr_mma.cu, which
+// bsr_products.cc picks; the WMMA square-block SpMM they replaced is gone):
+// a thread block (four warps) owns one output block row [block_m rows] times
+// kTileN columns and walks that row's entries; for each block it stages the
+// block (as stored or transposed: S^T is S's blocks read transposed, in
+// block-column order) and the matching [kStageK, kTileN] slice of x in shared
+// memory, then multiplies on a 4-column micro-tile per thread (or WMMA
+// fragments).
 // Consecutive thread blocks take consecutive block rows of the same column
 // tile, so the x slab they read stays in L2. A bias (linear's) is added, and
 // a relu applied (linear_relu's), in the write-out, saving a separate pass
@@ -256,128 +252,11 @@ __global__ void __launch_bounds__(kThreads) product_kernel(BsrProductArgs<T> p, 
   write_output_tile<T, BM, kTileN>(cs, pc, p, obr * BM, n0);
 }
 
-// The tensor-core SpMM for square [B, B] blocks: kMmaTileN output columns
-// per thread block, a whole block and its x slice staged per step, the next
-// ones copied in (cp.async) while the current ones multiply. The block is
-// staged as stored and read row- or column-major (kTrans); the x slice keeps
-// x's contiguous dimension contiguous (kXCol: x(k, n) contiguous along k,
-// the transposed view of a dense-left product), so every full tile moves in
-// 16-byte copies; edge tiles and unaligned operands are staged element-wise.
-constexpr int kMmaTileN = 128;
-
-template <typename T, int B, bool kXCol>
-struct MmaSmem {
-  static constexpr int kLda = B + kVec<T>;
-  static constexpr int kLdx = kXCol ? B + kVec<T> : kMmaTileN + kVec<T>;
-  static constexpr int kAElems = B * kLda;
-  static constexpr int kXElems = kXCol ? kMmaTileN * kLdx : B * kLdx;
-  static constexpr int kBufElems = kAElems + kXElems;
-  static constexpr int kPc = kMmaTileN + 4;
-  static constexpr int kTilesBytes = 2 * kBufElems * static_cast<int>(sizeof(T));
-  static constexpr int kOutBytes = B * kPc * static_cast<int>(sizeof(float));
-  static constexpr int kBytes = kTilesBytes > kOutBytes ? kTilesBytes : kOutBytes;
-};
-
-template <typename T, int B, bool kXCol>
-__device__ __forceinline__ void mma_stage(T* buf, const BsrProductArgs<T>& p, int32_t e, int64_t n0, bool x_async) {
-  using Smem = MmaSmem<T, B, kXCol>;
-  constexpr int v = kVec<T>, lda = Smem::kLda, ldx = Smem::kLdx;
-  const int tid = threadIdx.x;
-  const int64_t blk = p.bid != nullptr ? p.bid[e] : e;
-  const T* vals = p.values + blk * B * B;
-  T* a = buf;
-  T* xs = buf + Smem::kAElems;
-  for (int i = tid; i < B * (B / v); i += kThreads) {
-    const int r = i / (B / v), c = (i % (B / v)) * v;
-    __pipeline_memcpy_async(a + r * lda + c, vals + r * B + c, 16);
-  }
-  const int64_t k0 = static_cast<int64_t>(p.kblk[e]) * B;
-  const StridedMatrix<const T>& x = p.x;
-  if (x_async) {
-    if constexpr (kXCol) {
-      for (int i = tid; i < kMmaTileN * (B / v); i += kThreads) {
-        const int nn = i / (B / v), kq = (i % (B / v)) * v;
-        __pipeline_memcpy_async(xs + nn * ldx + kq, x.data + (k0 + kq) + (n0 + nn) * x.col_stride, 16);
-      }
-    } else {
-      for (int i = tid; i < B * (kMmaTileN / v); i += kThreads) {
-        const int kk = i / (kMmaTileN / v), nq = (i % (kMmaTileN / v)) * v;
-        __pipeline_memcpy_async(xs + kk * ldx + nq, x.data + (k0 + kk) * x.row_stride + (n0 + nq), 16);
-      }
-    }
-  } else {
-    const T zero = from_float<T>(0.0f);
-    for (int i = tid; i < B * kMmaTileN; i += kThreads) {
-      const int kk = kXCol ? i % B : i / kMmaTileN, nn = kXCol ? i / B : i % kMmaTileN;
-      const T val = n0 + nn < p.n ? x.data[(k0 + kk) * x.row_stride + (n0 + nn) * x.col_stride] : zero;
-      xs[kXCol ? nn * ldx + kk : kk * ldx + nn] = val;
-    }
-  }
-  __pipeline_commit();
-}
-
 template <TileMath M, typename Frag>
 __device__ __forceinline__ void round_tf32(Frag& f) {
   if constexpr (M == TileMath::kTf32) {
     for (int t = 0; t < f.num_elements; ++t) f.x[t] = wmma::__float_to_tf32(f.x[t]);
   }
-}
-
-template <typename T, int B, bool kTrans, bool kXCol, TileMath M>
-__global__ void __launch_bounds__(kThreads) mma_product_kernel(BsrProductArgs<T> p, bool x_vectors) {
-  using Smem = MmaSmem<T, B, kXCol>;
-  constexpr int lda = Smem::kLda, ldx = Smem::kLdx, pc = Smem::kPc;
-  __shared__ __align__(128) unsigned char smem[Smem::kBytes];
-  T* bufs = reinterpret_cast<T*>(smem);
-  float* cs = reinterpret_cast<float*>(smem);
-  const int tid = threadIdx.x, warp = tid / 32;
-  const int64_t obr = blockIdx.x;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kMmaTileN;
-  const bool x_async = x_vectors && n0 + kMmaTileN <= p.n;
-
-  // kFrags fragments per warp, in fragment row fm, columns fn.
-  constexpr int kFragCols = kMmaTileN / 16, kFrags = (B / 16) * kFragCols / kWarps;
-  const int fm = warp * kFrags / kFragCols;
-  using In = MmaIn<M, T>;
-  constexpr int mk = kMmaK<M>;
-  using ALayout = std::conditional_t<kTrans, wmma::col_major, wmma::row_major>;
-  using XLayout = std::conditional_t<kXCol, wmma::col_major, wmma::row_major>;
-  wmma::fragment<wmma::accumulator, 16, 16, mk, float> cf[kFrags];
-  for (int j = 0; j < kFrags; ++j) wmma::fill_fragment(cf[j], 0.0f);
-
-  const int32_t begin = p.ptr[obr], end = p.ptr[obr + 1];
-  if (begin < end) mma_stage<T, B, kXCol>(bufs, p, begin, n0, x_async);
-  for (int32_t e = begin; e < end; ++e) {
-    const int cur = (e - begin) & 1;
-    if (e + 1 < end) {
-      mma_stage<T, B, kXCol>(bufs + (cur ^ 1) * Smem::kBufElems, p, e + 1, n0, x_async);
-      __pipeline_wait_prior(1);
-    } else {
-      __pipeline_wait_prior(0);
-    }
-    __syncthreads();
-    const T* a = bufs + cur * Smem::kBufElems;
-    const T* xs = a + Smem::kAElems;
-    for (int ks = 0; ks < B; ks += mk) {
-      wmma::fragment<wmma::matrix_a, 16, 16, mk, In, ALayout> af;
-      wmma::load_matrix_sync(af, kTrans ? a + ks * lda + fm * 16 : a + fm * 16 * lda + ks, lda);
-      round_tf32<M>(af);
-      for (int j = 0; j < kFrags; ++j) {
-        const int fn = (warp * kFrags + j) % kFragCols;
-        wmma::fragment<wmma::matrix_b, 16, 16, mk, In, XLayout> bf;
-        wmma::load_matrix_sync(bf, kXCol ? xs + fn * 16 * ldx + ks : xs + ks * ldx + fn * 16, ldx);
-        round_tf32<M>(bf);
-        wmma::mma_sync(cf[j], af, bf, cf[j]);
-      }
-    }
-    __syncthreads();
-  }
-
-  for (int j = 0; j < kFrags; ++j) {
-    const int fn = (warp * kFrags + j) % kFragCols;
-    wmma::store_matrix_sync(cs + fm * 16 * pc + fn * 16, cf[j], pc, wmma::mem_row_major);
-  }
-  write_output_tile<T, B, kMmaTileN>(cs, pc, p, obr * B, n0);
 }
 
 template <typename T, int BM, int BN>
@@ -494,24 +373,6 @@ __global__ void __launch_bounds__(kThreads) sddmm_kernel(BsrSddmmArgs<T> p) {
   } else {
     wmma::store_matrix_sync(cs + warp * 256, cf, 16, wmma::mem_row_major);
     write_split_fragments<T, BM, BN>(cs, out);
-  }
-}
-
-template <typename T, int B, TileMath M>
-void launch_mma_product(const BsrProductArgs<T>& p, int mode, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.out_block_rows), static_cast<unsigned>((p.n + kMmaTileN - 1) / kMmaTileN));
-  const bool x_col = p.x.row_stride == 1 && p.x.col_stride != 1;
-  const bool vectors = x_col ? mode == kColVectors : mode == kRowVectors;
-  if (p.transposed) {
-    if (x_col)
-      mma_product_kernel<T, B, true, true, M><<<grid, kThreads, 0, stream>>>(p, vectors);
-    else
-      mma_product_kernel<T, B, true, false, M><<<grid, kThreads, 0, stream>>>(p, vectors);
-  } else {
-    if (x_col)
-      mma_product_kernel<T, B, false, true, M><<<grid, kThreads, 0, stream>>>(p, vectors);
-    else
-      mma_product_kernel<T, B, false, false, M><<<grid, kThreads, 0, stream>>>(p, vectors);
   }
 }
 
@@ -688,16 +549,6 @@ void launch_staged_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
 template <typename T, TileMath M>
 void launch_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
   const int mode = x_mode(p.x);
-  if constexpr (M != TileMath::kF32) {
-    if (p.bh == p.bw) {
-      if (p.bh == 16) {
-        launch_mma_product<T, 16, M>(p, mode, stream);
-      } else {
-        launch_mma_product<T, 32, M>(p, mode, stream);
-      }
-      return;
-    }
-  }
   const dim3 grid(static_cast<unsigned>(p.out_block_rows), static_cast<unsigned>((p.n + kTileN - 1) / kTileN));
   const int bm = p.transposed ? p.bw : p.bh;
   if (bm == 16) {

@@ -33,7 +33,6 @@ TEST(RuntimeOptions, DefaultsWithNothingSet) {
   EXPECT_EQ(o.csr_spmm, CsrSpmmMode::kAuto);
   EXPECT_FALSE(o.csr_spmm_log);
   EXPECT_TRUE(o.bsr_tiles);
-  EXPECT_TRUE(o.bsr_mma);
   EXPECT_EQ(o.nm24_mma, Nm24Mode::kAuto);
   EXPECT_TRUE(o.attention_wgmma);
   EXPECT_EQ(o.sddmm_dense_min_density, 0.005);
@@ -48,7 +47,6 @@ TEST(RuntimeOptions, ReadsEveryVariable) {
                                  {"COPPICE_CSR_SPMM", "tiled"},
                                  {"COPPICE_CSR_SPMM_LOG", "1"},
                                  {"COPPICE_BSR_TILES", "0"},
-                                 {"COPPICE_BSR_MMA", "0"},
                                  {"COPPICE_NM24_MMA", "off"},
                                  {"COPPICE_ATTENTION_WGMMA", "0"},
                                  {"COPPICE_SDDMM_DENSE_DENSITY", "0.25"}});
@@ -58,7 +56,6 @@ TEST(RuntimeOptions, ReadsEveryVariable) {
   EXPECT_EQ(o.csr_spmm, CsrSpmmMode::kTiled);
   EXPECT_TRUE(o.csr_spmm_log);
   EXPECT_FALSE(o.bsr_tiles);
-  EXPECT_FALSE(o.bsr_mma);
   EXPECT_EQ(o.nm24_mma, Nm24Mode::kOff);
   EXPECT_FALSE(o.attention_wgmma);
   EXPECT_EQ(o.sddmm_dense_min_density, 0.25);

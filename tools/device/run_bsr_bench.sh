@@ -9,8 +9,7 @@
 # - the BSR kernels' parity tests (bsr_mma_test, bsr_tiles_test) and the fused SGD steps;
 # - `bench bsr` (a BSR linear layer's three products, 16/32/64 blocks,
 #   90/95/98 %, bf16/f16/TF32, beside cuBLAS dense) and torch_reference.py
-#   bsr (PyTorch's Triton BSR F.linear and dense F.linear) -> bsr_table.md,
-#   and bench bsr on the WMMA reference tiles (COPPICE_BSR_MMA=0, bf16);
+#   bsr (PyTorch's Triton BSR F.linear and dense F.linear) -> bsr_table.md;
 # - `bench train` of the MLP, dense and BSR, in PROFILE_MODES (default bf16),
 #   eager and from CUDA graphs, beside torch_train.py's dense steps;
 # - `bench rigl`: a block-RigL update step of the MLP beside its ordinary step,
@@ -53,11 +52,6 @@ timeout 200 python3 .devbin/torch_reference.py bsr --device cuda --json "$W/bsr_
 python3 .devbin/bsr_compare.py --coppice "$OUT/bsr_coppice.json" --torch "$W/bsr_torch.json" --out "$OUT/bsr_table.md" \
   > "$W/bsr_compare.log" 2>&1 || say "bsr_compare: $(tail -3 "$W/bsr_compare.log")"
 cat "$OUT/bsr_table.md" 2>/dev/null | tee -a "$SUMMARY"
-# The WMMA tiles the mma.sync kernels replaced (RuntimeOptions::bsr_mma off), bf16, same call.
-COPPICE_BSR_MMA=0 timeout 120 $B bsr --dtype bf16 --json "$W/bsr_wmma.json" > "$W/bench_bsr_wmma.log" 2>&1 ||
-  say "bench bsr (WMMA): exit $?"
-python3 .devbin/bsr_compare.py --coppice "$W/bsr_wmma.json" --out "$OUT/bsr_wmma_table.md" > /dev/null 2>&1 &&
-  { say "WMMA reference (COPPICE_BSR_MMA=0), bf16:"; grep '^| bf16 | \(32\|64\) | 0.90' "$OUT/bsr_wmma_table.md" | tee -a "$SUMMARY"; }
 
 timeout 200 $B "${common[@]}" --formats dense,bsr --steps 10 --warmup 3 --json "$W/train_coppice.json" \
   > "$W/bench_train.log" 2>&1 || say "bench train: exit $?"

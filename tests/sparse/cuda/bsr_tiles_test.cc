@@ -54,40 +54,34 @@ TEST_F(BsrTilesTest, AppliesToTheirBlocksAndTypesOnly) {
 TEST_F(BsrTilesTest, EveryDirectionMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 100;
-  // Square 16-bit and TF32 blocks on the mma.sync kernels, and on the WMMA
-  // tiles they replaced (RuntimeOptions::bsr_mma off), the reference.
-  for (bool mma : {true, false}) {
-    ScopedRuntimeOptions kernels([mma](RuntimeOptions& o) { o.bsr_mma = mma; });
-    for (const TileMode& mode : kModes) {
-      set_allow_tf32(mode.tf32);
-      for (const Blocks& blk : kBlocks) {
-        for (double density : {0.0, 0.3, 1.0}) {
-          const Tensor dense = random_blocks(64, 96, blk.bh, blk.bw, density, seed++, {1});
-          const Tensor s =
-              to_device(to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(blk.bh, blk.bw)), kCuda);
-          ASSERT_TRUE(bsr_tiles_apply(s));
-          const Tensor s64 = to_dense(s).to(Device::cpu()).to(DType::kF64);
-          for (int64_t n : {1, 3, 64, 70, 130}) {
-            for (bool transpose_s : {false, true}) {
-              const Tensor op_s = transpose_s ? s64.t() : s64;
-              for (bool view : {false, true}) {
-                const std::string what = std::string(mode.name) + " blocks " + std::to_string(blk.bh) + "x" +
-                                         std::to_string(blk.bw) + " density " + std::to_string(density) + " n " +
-                                         std::to_string(n) + (transpose_s ? " S^T" : " S") + (view ? " view" : "");
-                // The dense operand on the device, contiguous or a transposed view.
-                auto on_device = [&](int64_t rows, int64_t cols) {
-                  return view ? random_dense({cols, rows}, seed++).to(mode.dtype).to(kCuda).t()
-                              : random_dense({rows, cols}, seed++).to(mode.dtype).to(kCuda);
-                };
-                // op(S) @ X, X [op_s cols, n].
-                const Tensor x = on_device(op_s.size(1), n);
-                const Tensor got = bsr_tiled_matmul(s, transpose_s, x, true, "test");
-                EXPECT_TRUE(near(got, matmul(op_s, host64(x)), mode.tolerance())) << "op(S) @ X " << what;
-                // X @ op(S), X [n, op_s rows].
-                const Tensor y = on_device(n, op_s.size(0));
-                const Tensor got2 = bsr_tiled_matmul(s, transpose_s, y, false, "test");
-                EXPECT_TRUE(near(got2, matmul(host64(y), op_s), mode.tolerance())) << "X @ op(S) " << what;
-              }
+  for (const TileMode& mode : kModes) {
+    set_allow_tf32(mode.tf32);
+    for (const Blocks& blk : kBlocks) {
+      for (double density : {0.0, 0.3, 1.0}) {
+        const Tensor dense = random_blocks(64, 96, blk.bh, blk.bw, density, seed++, {1});
+        const Tensor s = to_device(to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(blk.bh, blk.bw)), kCuda);
+        ASSERT_TRUE(bsr_tiles_apply(s));
+        const Tensor s64 = to_dense(s).to(Device::cpu()).to(DType::kF64);
+        for (int64_t n : {1, 3, 64, 70, 130}) {
+          for (bool transpose_s : {false, true}) {
+            const Tensor op_s = transpose_s ? s64.t() : s64;
+            for (bool view : {false, true}) {
+              const std::string what = std::string(mode.name) + " blocks " + std::to_string(blk.bh) + "x" +
+                                       std::to_string(blk.bw) + " density " + std::to_string(density) + " n " +
+                                       std::to_string(n) + (transpose_s ? " S^T" : " S") + (view ? " view" : "");
+              // The dense operand on the device, contiguous or a transposed view.
+              auto on_device = [&](int64_t rows, int64_t cols) {
+                return view ? random_dense({cols, rows}, seed++).to(mode.dtype).to(kCuda).t()
+                            : random_dense({rows, cols}, seed++).to(mode.dtype).to(kCuda);
+              };
+              // op(S) @ X, X [op_s cols, n].
+              const Tensor x = on_device(op_s.size(1), n);
+              const Tensor got = bsr_tiled_matmul(s, transpose_s, x, true, "test");
+              EXPECT_TRUE(near(got, matmul(op_s, host64(x)), mode.tolerance())) << "op(S) @ X " << what;
+              // X @ op(S), X [n, op_s rows].
+              const Tensor y = on_device(n, op_s.size(0));
+              const Tensor got2 = bsr_tiled_matmul(s, transpose_s, y, false, "test");
+              EXPECT_TRUE(near(got2, matmul(host64(y), op_s), mode.tolerance())) << "X @ op(S) " << what;
             }
           }
         }
@@ -231,49 +225,46 @@ TEST_F(BsrTilesTest, LinearReluGradientsMatchTheComposite) {
 TEST_F(BsrTilesTest, SddmmMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 500;
-  for (bool mma : {true, false}) {  // as in EveryDirectionMatchesCpu
-    ScopedRuntimeOptions kernels([mma](RuntimeOptions& o) { o.bsr_mma = mma; });
-    for (const TileMode& mode : kModes) {
-      set_allow_tf32(mode.tf32);
-      for (const Blocks& blk : kBlocks) {
-        for (double density : {0.0, 0.3, 1.0}) {
-          const Tensor dense = random_blocks(64, 96, blk.bh, blk.bw, density, seed++, {0});
-          const Tensor pattern = to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(blk.bh, blk.bw));
-          const Tensor pc = to_device(pattern, kCuda);
-          for (int64_t k : {1, 33, 100}) {
-            for (int layout : {0, 1, 2}) {
-              const bool views = layout == 1, strided = layout == 2;
-              // Operands laid out on the device: contiguous, transposed views
-              // (a as the gradient of linear passes dy^T), or every other
-              // column of a wider matrix (no unit stride).
-              auto on_device = [&](int64_t rows, int64_t cols) {
-                if (strided)
-                  return random_dense({rows, 2 * cols}, seed++).to(mode.dtype).to(kCuda).slice(1, 0, 2 * cols, 2);
-                if (views) return random_dense({cols, rows}, seed++).to(mode.dtype).to(kCuda).t();
-                return random_dense({rows, cols}, seed++).to(mode.dtype).to(kCuda);
-              };
-              const Tensor ad = on_device(64, k), bd = on_device(k, 96);
-              const Tensor a = ad.to(Device::cpu()), b = bd.to(Device::cpu());
-              // The op (which may time the tiles against the dense route and
-              // take either) and the tiles themselves.
-              const Tensor got = sddmm(ad, bd, pc);
-              EXPECT_EQ(pattern_version(got), pattern_version(pattern));
-              const Tensor tiled = sparse_cuda::bsr_tiled_sddmm_values(ad, bd, pc);
-              const Tensor pattern64 =
-                  to_format(dense.to(mode.dtype).to(DType::kF64), "bsr", FormatOptions::block(blk.bh, blk.bw));
-              const Tensor want = sddmm(a.to(DType::kF64), b.to(DType::kF64), pattern64);
-              EXPECT_TRUE(near(tiled, values(want), mode.tolerance()))
-                  << "tiles " << mode.name << " blocks " << blk.bh << "x" << blk.bw << " density " << density << " k "
-                  << k
-                  << (views     ? " views"
-                      : strided ? " strided"
-                                : "");
-              EXPECT_TRUE(near(values(got), values(want), mode.tolerance()))
-                  << mode.name << " blocks " << blk.bh << "x" << blk.bw << " density " << density << " k " << k
-                  << (views     ? " views"
-                      : strided ? " strided"
-                                : "");
-            }
+  for (const TileMode& mode : kModes) {
+    set_allow_tf32(mode.tf32);
+    for (const Blocks& blk : kBlocks) {
+      for (double density : {0.0, 0.3, 1.0}) {
+        const Tensor dense = random_blocks(64, 96, blk.bh, blk.bw, density, seed++, {0});
+        const Tensor pattern = to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(blk.bh, blk.bw));
+        const Tensor pc = to_device(pattern, kCuda);
+        for (int64_t k : {1, 33, 100}) {
+          for (int layout : {0, 1, 2}) {
+            const bool views = layout == 1, strided = layout == 2;
+            // Operands laid out on the device: contiguous, transposed views
+            // (a as the gradient of linear passes dy^T), or every other
+            // column of a wider matrix (no unit stride).
+            auto on_device = [&](int64_t rows, int64_t cols) {
+              if (strided)
+                return random_dense({rows, 2 * cols}, seed++).to(mode.dtype).to(kCuda).slice(1, 0, 2 * cols, 2);
+              if (views) return random_dense({cols, rows}, seed++).to(mode.dtype).to(kCuda).t();
+              return random_dense({rows, cols}, seed++).to(mode.dtype).to(kCuda);
+            };
+            const Tensor ad = on_device(64, k), bd = on_device(k, 96);
+            const Tensor a = ad.to(Device::cpu()), b = bd.to(Device::cpu());
+            // The op (which may time the tiles against the dense route and
+            // take either) and the tiles themselves.
+            const Tensor got = sddmm(ad, bd, pc);
+            EXPECT_EQ(pattern_version(got), pattern_version(pattern));
+            const Tensor tiled = sparse_cuda::bsr_tiled_sddmm_values(ad, bd, pc);
+            const Tensor pattern64 =
+                to_format(dense.to(mode.dtype).to(DType::kF64), "bsr", FormatOptions::block(blk.bh, blk.bw));
+            const Tensor want = sddmm(a.to(DType::kF64), b.to(DType::kF64), pattern64);
+            EXPECT_TRUE(near(tiled, values(want), mode.tolerance()))
+                << "tiles " << mode.name << " blocks " << blk.bh << "x" << blk.bw << " density " << density << " k "
+                << k
+                << (views     ? " views"
+                    : strided ? " strided"
+                              : "");
+            EXPECT_TRUE(near(values(got), values(want), mode.tolerance()))
+                << mode.name << " blocks " << blk.bh << "x" << blk.bw << " density " << density << " k " << k
+                << (views     ? " views"
+                    : strided ? " strided"
+                              : "");
           }
         }
       }
