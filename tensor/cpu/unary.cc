@@ -6,8 +6,7 @@
 #include <cmath>
 
 #include "tensor/cpu/loops.h"
-#include "tensor/dispatcher.h"
-#include "tensor/unary_ops.h"
+#include "tensor/unary_registration.h"
 
 namespace coppice::cpu {
 namespace {
@@ -36,30 +35,8 @@ Tensor apply(const Tensor& x, Op op) {
   return y;
 }
 
-Tensor one_input(const std::vector<Tensor>& in, std::string_view name) {
-  COPPICE_CHECK(in.size() == 1, name, ": expected 1 input, got ", in.size());
-  return in[0];
-}
-
-template <typename Op>
-void register_op(Op) {
-  Dispatcher::instance().register_kernel(Op::kName, DeviceType::kCpu, {"dense"},
-                                         [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
-                                           return {apply(one_input(in, Op::kName), Op{})};
-                                         });
-}
-
 bool register_all() {
-  unary_ops::for_each([](auto op) { register_op(op); });
-  using unary_ops::Clamp;
-  Dispatcher::instance().register_kernel(Clamp::kName, DeviceType::kCpu, {"dense"},
-                                         [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
-                                           const Tensor x = one_input(in, Clamp::kName);
-                                           const Clamp op =
-                                               Clamp::bounds(attrs.get_double("min", -INFINITY),
-                                                             attrs.get_double("max", INFINITY), is_floating(x.dtype()));
-                                           return {apply(x, op)};
-                                         });
+  unary_ops::register_kernels(DeviceType::kCpu, [](const Tensor& x, auto op) { return apply(x, op); });
   return true;
 }
 
