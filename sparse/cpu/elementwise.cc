@@ -101,8 +101,18 @@ std::vector<Tensor> div_kernel(const std::vector<Tensor>& in, const Attrs&) {
   return {sample(p, Div{})};
 }
 
+// Whether a format's stored positions can repeat, which decides whether
+// add_sub may add them in parallel: one trait per format cell.
+struct UniquePositions {  // every format but COO: a position is stored once
+  static bool unique(const Tensor&, std::string_view) { return true; }
+};
+struct CooPositions {  // an uncoalesced COO repeats positions
+  static bool unique(const Tensor& s, std::string_view op) { return coo_impl(s, op).is_coalesced(); }
+};
+
 // Dense result: the dense operand (negated for sparse - dense) plus or minus
 // the stored values at their positions (duplicates of a COO add).
+template <typename Positions>
 std::vector<Tensor> add_sub(const std::vector<Tensor>& in, bool subtract, std::string_view op) {
   const SparseDensePair p = sparse_dense_pair(in, op);
   const Tensor& s = p.sparse;
@@ -111,8 +121,8 @@ std::vector<Tensor> add_sub(const std::vector<Tensor>& in, bool subtract, std::s
   const double sign = (subtract && !p.sparse_first) ? -1.0 : 1.0;
   const Tensor vals = values(s).contiguous();
   const std::vector<int64_t> pos = stored_positions(s);
-  // Positions repeat only in an uncoalesced COO: then one thread adds them.
-  const bool unique = !(s.layout() == Layout::kCoo && !coo_impl(s, op).is_coalesced());
+  // Repeated positions are added by one thread.
+  const bool unique = Positions::unique(s, op);
   dispatch_floating(s.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = cpu::compute_t<T>;
@@ -208,6 +218,15 @@ std::vector<Tensor> sum_kernel(const std::vector<Tensor>& in, const Attrs& attrs
   return {out.to(s.dtype()).reshape(out_shape)};
 }
 
+// sparse +- dense and dense +- sparse for sparse format `f`.
+template <typename Positions>
+void register_add_sub(const std::string& f) {
+  register_cpu(Add::kName, {{f, "dense"}, {"dense", f}},
+               [](const std::vector<Tensor>& in, const Attrs&) { return add_sub<Positions>(in, false, Add::kName); });
+  register_cpu(Sub::kName, {{f, "dense"}, {"dense", f}},
+               [](const std::vector<Tensor>& in, const Attrs&) { return add_sub<Positions>(in, true, Sub::kName); });
+}
+
 const bool kRegistered = [] {
   for (const std::string& f : builtin_sparse_format_names()) {
     for (const std::string& op : sparse_kernels::zero_preserving_unary_ops()) {
@@ -216,19 +235,18 @@ const bool kRegistered = [] {
     register_cpu(Mul::kName, {{f, "dense"}, {"dense", f}}, mul_kernel);
     register_cpu(Div::kName, {{f, "dense"}}, div_kernel);
     register_cpu(Pow::kName, {{f, "dense"}}, sparse_kernels::pow_on_values);
-    register_cpu(Add::kName, {{f, "dense"}, {"dense", f}},
-                 [](const std::vector<Tensor>& in, const Attrs&) { return add_sub(in, false, Add::kName); });
-    register_cpu(Sub::kName, {{f, "dense"}, {"dense", f}},
-                 [](const std::vector<Tensor>& in, const Attrs&) { return add_sub(in, true, Sub::kName); });
+    register_add_sub<UniquePositions>(f);
     register_cpu("sum", {{f}}, sum_kernel);
     register_cpu("transpose", {{f}}, sparse_kernels::transpose);
   }
+  const std::string& coo = format_name(Layout::kCoo);
+  register_add_sub<CooPositions>(coo);  // replaces the cells registered above
   register_cpu("transpose", {{"dense"}}, sparse_kernels::transpose);
-  register_cpu(Add::kName, {{"coo", "coo"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+  register_cpu(Add::kName, {{coo, coo}}, [](const std::vector<Tensor>& in, const Attrs&) {
     check_cpu(in, Add::kName);
     return sparse_kernels::coo_concat(in, false, Add::kName);
   });
-  register_cpu(Sub::kName, {{"coo", "coo"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+  register_cpu(Sub::kName, {{coo, coo}}, [](const std::vector<Tensor>& in, const Attrs&) {
     check_cpu(in, Sub::kName);
     return sparse_kernels::coo_concat(in, true, Sub::kName);
   });

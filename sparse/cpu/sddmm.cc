@@ -3,6 +3,7 @@
 // (with_values). Each stored value is a dot product of a row of a with a row
 // of b^T, both contiguous (b^T is b's own storage when b is a transposed
 // view, e.g. x.t() in the gradient of SpMM). bf16/f16 compute in f32.
+#include <string>
 #include <vector>
 
 #include "sparse/convert.h"
@@ -123,6 +124,71 @@ void positions_sse(const int64_t* pos, int64_t n, const T* a, int64_t lda, const
   positions_isa<16, T>(pos, n, a, lda, bt, ldb, len, s0, s1, out);
 }
 
+// One pass over columns [j0, j0 + len): a's rows (lda apart) from column j0,
+// and bt[:, j0 : j0 + len] packed [n, len] in `slice`.
+template <typename T>
+struct Pass {
+  const T* a;
+  int64_t lda;
+  const T* slice;
+  int64_t len, n;
+  bool avx2;
+};
+
+// How each pattern format walks its stored values: over count() items (rows,
+// or slots), split in chunks of grain(width) for `width` columns a pass, each
+// chunk adding a[r, j0:] . bt[c, j0:] into the values it stores. One walk
+// per format, so each format's SDDMM is its own kernel (registered below).
+
+// CSR: row by row, four stored entries of a row per load of a's row.
+class CsrRowsWalk {
+ public:
+  CsrRowsWalk(const Tensor& pattern, std::string_view op)
+      : c_(csr_impl(pattern, op)),
+        ptr_(c_.pointers().data<int32_t>()),
+        col_(c_.indices().data<int32_t>()),
+        rows_(pattern.size(0)) {}
+  int64_t count() const { return rows_; }
+  int64_t grain(int64_t width) const {
+    const int64_t per_row = c_.nnz() / std::max<int64_t>(rows_, 1) + 1;
+    return std::max<int64_t>(1, 65536 / (per_row * width + 1));
+  }
+  template <typename T>
+  void run(const Pass<T>& p, int64_t r0, int64_t r1, T* out) const {
+    if (p.avx2) {
+      csr_rows_avx2<T>(ptr_, col_, p.a, p.lda, p.slice, p.len, p.len, r0, r1, out);
+    } else {
+      csr_rows_sse<T>(ptr_, col_, p.a, p.lda, p.slice, p.len, p.len, r0, r1, out);
+    }
+  }
+
+ private:
+  const CompressedImpl& c_;
+  const int32_t* ptr_;
+  const int32_t* col_;
+  int64_t rows_;
+};
+
+// Any format: by stored position (zero where nothing is stored).
+class PositionsWalk {
+ public:
+  PositionsWalk(const Tensor& pattern, std::string_view) : pos_(stored_positions(pattern)) {}
+  int64_t count() const { return static_cast<int64_t>(pos_.size()); }
+  int64_t grain(int64_t width) const { return std::max<int64_t>(1, 65536 / (width + 1)); }
+  template <typename T>
+  void run(const Pass<T>& p, int64_t s0, int64_t s1, T* out) const {
+    if (p.avx2) {
+      positions_avx2<T>(pos_.data(), p.n, p.a, p.lda, p.slice, p.len, p.len, s0, s1, out);
+    } else {
+      positions_sse<T>(pos_.data(), p.n, p.a, p.lda, p.slice, p.len, p.len, s0, s1, out);
+    }
+  }
+
+ private:
+  std::vector<int64_t> pos_;
+};
+
+template <typename Walk>
 std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
   constexpr std::string_view op = "sddmm";
   COPPICE_CHECK(in.size() == 3, op, ": expected 3 inputs (a, b, pattern), got ", in.size());
@@ -152,53 +218,28 @@ std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
           k,
           std::max(lanes, kSliceBytes / (std::max<int64_t>(n, 1) * static_cast<int64_t>(sizeof(T))) / lanes * lanes));
       std::vector<T> slice(static_cast<size_t>(n * std::min(chunk, k)));
-      // Packs bt[:, j0 : j0 + len] into `slice` [n, len].
-      auto pack = [&](int64_t j0, int64_t len) {
+      const Walk walk(pattern, op);
+      const int64_t grain = walk.grain(std::min(k, chunk));
+      for (int64_t j0 = 0; j0 < k; j0 += chunk) {
+        const int64_t len = std::min(chunk, k - j0);
         cpu::parallel_for(0, n, 1024, [&](int64_t c0, int64_t c1) {
           pack_columns(pb + c0 * k + j0, k, c1 - c0, len, slice.data() + c0 * len);
         });
-      };
-      if (pattern.layout() == Layout::kCsr) {
-        const CompressedImpl& c = csr_impl(pattern, op);
-        const int32_t* ptr = c.pointers().data<int32_t>();
-        const int32_t* col = c.indices().data<int32_t>();
-        const int64_t per_row = c.nnz() / std::max<int64_t>(m, 1) + 1;
-        const int64_t grain = std::max<int64_t>(1, 65536 / (per_row * std::min(k, chunk) + 1));
-        for (int64_t j0 = 0; j0 < k; j0 += chunk) {
-          const int64_t len = std::min(chunk, k - j0);
-          pack(j0, len);
-          cpu::parallel_for(0, m, grain, [&](int64_t r0, int64_t r1) {
-            if (avx2) {
-              csr_rows_avx2<T>(ptr, col, pa + j0, k, slice.data(), len, len, r0, r1, po);
-            } else {
-              csr_rows_sse<T>(ptr, col, pa + j0, k, slice.data(), len, len, r0, r1, po);
-            }
-          });
-        }
-        return;
-      }
-      // Any other format: by stored position (zero where nothing is stored).
-      const std::vector<int64_t> pos = stored_positions(pattern);
-      const int64_t slots = static_cast<int64_t>(pos.size());
-      const int64_t grain = std::max<int64_t>(1, 65536 / (std::min(k, chunk) + 1));
-      for (int64_t j0 = 0; j0 < k; j0 += chunk) {
-        const int64_t len = std::min(chunk, k - j0);
-        pack(j0, len);
-        cpu::parallel_for(0, slots, grain, [&](int64_t s0, int64_t s1) {
-          if (avx2) {
-            positions_avx2<T>(pos.data(), n, pa + j0, k, slice.data(), len, len, s0, s1, po);
-          } else {
-            positions_sse<T>(pos.data(), n, pa + j0, k, slice.data(), len, len, s0, s1, po);
-          }
-        });
+        const Pass<T> pass{pa + j0, k, slice.data(), len, n, avx2};
+        cpu::parallel_for(0, walk.count(), grain, [&](int64_t i0, int64_t i1) { walk.run(pass, i0, i1, po); });
       }
     }
   });
   return {with_values(pattern, out.to(dtype))};
 }
 
+// Every format by stored position; CSR's own kernel then takes its cell (a
+// later registration replaces an earlier one).
 const bool kRegistered = [] {
-  for (const std::string& f : builtin_sparse_format_names()) register_cpu("sddmm", {{"dense", "dense", f}}, sddmm);
+  for (const std::string& f : builtin_sparse_format_names()) {
+    register_cpu("sddmm", {{"dense", "dense", f}}, sddmm<PositionsWalk>);
+  }
+  register_cpu("sddmm", {{"dense", "dense", format_name(Layout::kCsr)}}, sddmm<CsrRowsWalk>);
   return true;
 }();
 

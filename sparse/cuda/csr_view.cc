@@ -9,6 +9,8 @@
 #include "sparse/bsr.h"
 #include "sparse/csr.h"
 #include "sparse/cuda/pattern_cache.h"
+#include "sparse/format_cells.h"
+#include "sparse/formats.h"
 #include "sparse/index_util.h"
 #include "sparse/nm.h"
 #include "sparse/stored_positions.h"
@@ -97,9 +99,11 @@ Tensor values_from_csr_order(const Tensor& t, const Tensor& csr_values, std::str
   return flat.reshape(values(t).shape());
 }
 
-Tensor device_positions(const Tensor& t, std::string_view op) {
-  if (t.layout() != Layout::kBsr) return map_for(t, op)->positions;
-  // Each block's first entry, plus the offsets of a block's entries.
+namespace {
+
+// A BSR pattern's positions formed on the device: each block's first entry,
+// plus the offsets of a block's entries.
+Tensor bsr_device_positions(const Tensor& t, std::string_view op) {
   const BsrImpl& b = bsr_impl(t, op);
   const int64_t bh = b.block_rows(), bw = b.block_cols(), cols = t.size(1);
   const std::vector<int> crow = b.crow_indices().to_vector<int>(), col = b.col_indices().to_vector<int>();
@@ -117,10 +121,25 @@ Tensor device_positions(const Tensor& t, std::string_view op) {
       .contiguous();
 }
 
+using PositionsCell = Tensor (*)(const Tensor&, std::string_view);
+
+// The formats whose positions are formed on the device; every other format's
+// come from the cached map.
+const FormatCells<PositionsCell>& device_position_cells() {
+  static const auto* cells = new FormatCells<PositionsCell>({{format_name(Layout::kBsr), bsr_device_positions}});
+  return *cells;
+}
+
+}  // namespace
+
+Tensor device_positions(const Tensor& t, std::string_view op) {
+  if (const PositionsCell* cell = device_position_cells().find(t)) return (*cell)(t, op);
+  return map_for(t, op)->positions;
+}
+
 bool multiplies_densely(const Tensor& t) {
-  if (t.layout() != Layout::kNm) return false;
-  const NmImpl& s = nm_impl(t, "spmm");
-  return s.n() * 8 >= s.m();
+  const NmImpl* s = t.impl_as<NmImpl>();  // only n:m has a one-kernel dense form
+  return s != nullptr && s->n() * 8 >= s->m();
 }
 
 }  // namespace coppice::sparse_cuda

@@ -46,37 +46,51 @@ SparseDensePair sparse_dense_pair(const std::vector<Tensor>& in, std::string_vie
 }
 
 // combine(values(s), d) (or d first) at the stored positions: mul or div;
-// 0 where a slot stores nothing.
+// 0 where a slot stores nothing. A sampler per format cell: every format
+// through its slots' flat positions, n:m by one gather where it can.
 using Combine = Tensor (*)(const Tensor&, const Tensor&);
-Tensor sample(const SparseDensePair& p, std::string_view op, Combine combine) {
-  const Tensor& s = p.sparse;
-  const Tensor vals = values(s).contiguous();
-  if (s.layout() == Layout::kNm && p.dense.shape() == s.shape() && is_floating(p.dense.dtype())) {
+
+struct PositionsSampler {
+  static Tensor sample(const SparseDensePair& p, std::string_view op, Combine combine) {
+    const Tensor& s = p.sparse;
+    const Tensor vals = values(s).contiguous();
+    const Tensor pos = device_positions(s, op).reshape(vals.shape());
+    const Tensor stored = ge(pos, 0.0);
+    const Tensor flat = p.dense.expand(s.shape()).contiguous().reshape({s.numel()});
+    const Tensor safe = where(stored, pos, zeros_like(pos));
+    const Tensor d = index_select(flat, 0, safe.reshape({safe.numel()})).reshape(vals.shape());
+    const Tensor a = p.sparse_first ? vals : d, b = p.sparse_first ? d : vals;
+    const Tensor r = combine(a, b);
+    return with_values(s, where(stored, r, zeros_like(r)));
+  }
+};
+
+struct NmSampler {
+  static Tensor sample(const SparseDensePair& p, std::string_view op, Combine combine) {
+    const Tensor& s = p.sparse;
+    if (p.dense.shape() != s.shape() || !is_floating(p.dense.dtype())) {
+      return PositionsSampler::sample(p, op, combine);
+    }
     // Every n:m slot stores a position: one gather, no position map.
+    const Tensor vals = values(s).contiguous();
     const Tensor d = nm_sample(p.dense, s);
     const Tensor a = p.sparse_first ? vals : d, b = p.sparse_first ? d : vals;
     return with_values(s, combine(a, b));
   }
-  const Tensor pos = device_positions(s, op).reshape(vals.shape());
-  const Tensor stored = ge(pos, 0.0);
-  const Tensor flat = p.dense.expand(s.shape()).contiguous().reshape({s.numel()});
-  const Tensor safe = where(stored, pos, zeros_like(pos));
-  const Tensor d = index_select(flat, 0, safe.reshape({safe.numel()})).reshape(vals.shape());
-  const Tensor a = p.sparse_first ? vals : d, b = p.sparse_first ? d : vals;
-  const Tensor r = combine(a, b);
-  return with_values(s, where(stored, r, zeros_like(r)));
-}
+};
 
+template <typename Sampler>
 std::vector<Tensor> mul_kernel(const std::vector<Tensor>& in, const Attrs&) {
   const SparseDensePair p = sparse_dense_pair(in, Mul::kName);
   if (p.dense.numel() == 1) return {with_values(p.sparse, mul(values(p.sparse), p.dense.reshape({})))};
-  return {sample(p, Mul::kName, mul)};
+  return {Sampler::sample(p, Mul::kName, mul)};
 }
 
+template <typename Sampler>
 std::vector<Tensor> div_kernel(const std::vector<Tensor>& in, const Attrs&) {
   const SparseDensePair p = sparse_dense_pair(in, Div::kName);
   if (p.dense.numel() == 1) return {with_values(p.sparse, div(values(p.sparse), p.dense.reshape({})))};
-  return {sample(p, Div::kName, div)};
+  return {Sampler::sample(p, Div::kName, div)};
 }
 
 std::vector<Tensor> add_sub(const std::vector<Tensor>& in, bool subtract, std::string_view op) {
@@ -121,14 +135,20 @@ Kernel add_sub_kernel(bool subtract, std::vector<Tensor> (*fn)(const std::vector
   };
 }
 
+// sparse * dense, dense * sparse and sparse / dense for sparse format `f`.
+template <typename Sampler>
+void register_mul_div(const std::string& f) {
+  reg(Mul::kName, {f, "dense"}, mul_kernel<Sampler>);
+  reg(Mul::kName, {"dense", f}, mul_kernel<Sampler>);
+  reg(Div::kName, {f, "dense"}, div_kernel<Sampler>);
+}
+
 const bool kRegistered = [] {
   for (const std::string& f : builtin_sparse_format_names()) {
     for (const std::string& op : sparse_kernels::zero_preserving_unary_ops()) {
       reg(op, {f}, sparse_kernels::unary_on_values(op));
     }
-    reg(Mul::kName, {f, "dense"}, mul_kernel);
-    reg(Mul::kName, {"dense", f}, mul_kernel);
-    reg(Div::kName, {f, "dense"}, div_kernel);
+    register_mul_div<PositionsSampler>(f);
     reg(Pow::kName, {f, "dense"}, sparse_kernels::pow_on_values);
     for (const bool subtract : {false, true}) {
       reg(subtract ? Sub::kName : Add::kName, {f, "dense"}, add_sub_kernel(subtract, add_sub));
@@ -137,10 +157,12 @@ const bool kRegistered = [] {
     reg("sum", {f}, sum_kernel);
     reg("transpose", {f}, sparse_kernels::transpose);
   }
+  register_mul_div<NmSampler>(format_name(Layout::kNm));  // replaces the cells registered above
   reg("transpose", {"dense"}, sparse_kernels::transpose);
+  const std::string &coo = format_name(Layout::kCoo), &csr = format_name(Layout::kCsr);
   for (const bool subtract : {false, true}) {
-    reg(subtract ? Sub::kName : Add::kName, {"coo", "coo"}, add_sub_kernel(subtract, coo_concat));
-    reg(subtract ? Sub::kName : Add::kName, {"csr", "csr"}, add_sub_kernel(subtract, csr_union));
+    reg(subtract ? Sub::kName : Add::kName, {coo, coo}, add_sub_kernel(subtract, coo_concat));
+    reg(subtract ? Sub::kName : Add::kName, {csr, csr}, add_sub_kernel(subtract, csr_union));
   }
   return true;
 }();
