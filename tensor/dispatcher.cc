@@ -1,6 +1,8 @@
 #include "tensor/dispatcher.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "tensor/op_profile.h"
 
@@ -116,6 +118,19 @@ const Kernel* Dispatcher::find(std::string_view op, DeviceType device,
 bool Dispatcher::has_kernel(std::string_view op, DeviceType device) const {
   auto it = kernels_.find(absl::string_view(op.data(), op.size()));
   return it != kernels_.end() && !it->second[static_cast<size_t>(device)].empty();
+}
+
+std::vector<Dispatcher::Cell> Dispatcher::cells() const {
+  std::vector<Cell> out;
+  for (const auto& [op, per_device] : kernels_) {
+    for (size_t d = 0; d < kDeviceTypes; ++d) {
+      for (const Registered& r : per_device[d]) out.push_back({op, static_cast<DeviceType>(d), r.formats});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Cell& a, const Cell& b) {
+    return std::tie(a.op, a.device, a.formats) < std::tie(b.op, b.device, b.formats);
+  });
+  return out;
 }
 
 std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs) const {

@@ -76,6 +76,17 @@ class Dispatcher {
   const Kernel* find(std::string_view op, DeviceType device, absl::Span<const std::string_view> formats) const;
   bool has_kernel(std::string_view op, DeviceType device) const;
 
+  // One registered (op, device, input formats) cell.
+  struct Cell {
+    std::string op;
+    DeviceType device;
+    std::vector<std::string> formats;
+  };
+  // Every registered cell, sorted by op, device and formats: what the parity
+  // harnesses (tests/sparse/*_parity_test) sweep, so that no cell goes
+  // untested. Not for the hot path (it copies).
+  std::vector<Cell> cells() const;
+
   // Runs `op` on `inputs` (undefined tensors are allowed for optional inputs
   // and match the format "none"). All defined inputs must share a device.
   std::vector<Tensor> call(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs = {}) const;

@@ -21,11 +21,11 @@
 
 #include "sparse/convert.h"
 #include "sparse/formats.h"
-#include "tensor/backend.h"
 #include "tensor/binary_ops.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
 #include "tensor/unary_ops.h"
+#include "tests/sparse/parity_util.h"
 
 namespace coppice {
 namespace {
@@ -34,21 +34,7 @@ namespace {
 // which hides nothing, but pow's sparse cell takes only a positive exponent).
 bool positive_inputs(std::string_view op) { return op == "log" || op == "sqrt" || op == "rsqrt" || op == "pow"; }
 
-std::vector<Device> devices() {
-  std::vector<Device> d = {Device::cpu()};
-  if (cuda_available()) d.push_back(Device::cuda(0));
-  return d;
-}
-
-double tolerance(DType t) {
-  switch (t) {
-    case DType::kF64: return 1e-12;
-    case DType::kF32: return 2e-6;
-    case DType::kBF16: return 1e-2;
-    case DType::kF16: return 2e-3;
-    default: return 0;
-  }
-}
+using parity::devices;
 
 // A [4, 8] matrix every built-in format holds: two non-zeros in each group of
 // four along a row (2:4) and the top-left 2x2 block zero, values drawn on the
@@ -78,8 +64,8 @@ Tensor in_format(const Tensor& dense, const std::string& format, DType dtype, co
 // The CPU dense kernel on the same (rounded) values: the reference of a cell.
 std::vector<double> reference(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   std::vector<Tensor> dense;
-  for (const Tensor& t : inputs) dense.push_back(to_dense(t).to(Device::cpu()));
-  return dispatch(op, dense, attrs)[0].to(DType::kF64).to_vector<double>();
+  for (const Tensor& t : inputs) dense.push_back(to_dense(to_device(t, Device::cpu())));
+  return parity::host_f64(dispatch(op, dense, attrs)[0]);
 }
 
 ::testing::AssertionResult close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
@@ -101,7 +87,7 @@ struct Cells {
 };
 
 std::vector<DType> dtypes_of(unary_ops::Domain domain, bool dense) {
-  std::vector<DType> t = {DType::kF64, DType::kF32, DType::kBF16, DType::kF16};
+  std::vector<DType> t = parity::floating_dtypes();
   if (dense && domain != unary_ops::Domain::kFloating) t.push_back(DType::kI32);
   return t;
 }
@@ -127,8 +113,9 @@ void run_cell(std::string_view op, const std::vector<std::string>& formats, cons
     ASSERT_NE(kernel, nullptr);
     const Tensor out = (*kernel)(inputs, attrs)[0];
     EXPECT_EQ(out.device(), device);
-    const std::vector<double> got = to_dense(out).to(Device::cpu()).to(DType::kF64).to_vector<double>();
-    EXPECT_TRUE(close(got, reference(op, inputs, attrs), tolerance(dtype)));
+    const std::vector<double> got = parity::host_f64(out);
+    // One op on rounded inputs: the result's rounding, and i32's exactness.
+    EXPECT_TRUE(close(got, reference(op, inputs, attrs), parity::tolerance(dtype).rounding));
   }
 }
 

@@ -1,0 +1,75 @@
+// What the parity harnesses (tests/sparse/*_parity_test.cc) share: the
+// devices a binary sweeps, the dtypes a cell runs on, the per-dtype
+// tolerances (stated here once) and values brought to the host in f64 for
+// comparison.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sparse/convert.h"
+#include "tensor/backend.h"
+#include "tensor/dispatcher.h"
+
+namespace coppice::parity {
+
+// The CPU, and the first GPU when this binary has CUDA and there is one.
+inline std::vector<Device> devices() {
+  std::vector<Device> d = {Device::cpu()};
+  if (cuda_available()) d.push_back(Device::cuda(0));
+  return d;
+}
+
+inline bool runs_on(DeviceType type) { return type == DeviceType::kCpu || cuda_available(); }
+
+// The floating dtypes every cell takes (sparse/ops.h: bf16/f16 compute in f32).
+inline std::vector<DType> floating_dtypes() { return {DType::kF64, DType::kF32, DType::kBF16, DType::kF16}; }
+
+// Per-dtype tolerances, relative. `rounding`: what rounding a result (or an
+// input, or an intermediate of a fused op, twice at most) to the dtype costs;
+// bf16 (8-bit mantissa, 2^-8 = 3.9e-3 a rounding) and f16 (11 bits, 4.9e-4)
+// leave room for two roundings. `per_term`: what each term of a reduction
+// adds when summed in the accumulation type (f64 for f64, f32 for the rest;
+// 2^-23 = 1.2e-7), so a product's bound grows with its reduction length.
+struct Tolerance {
+  double rounding;
+  double per_term;
+};
+
+inline Tolerance tolerance(DType t) {
+  switch (t) {
+    case DType::kF64: return {1e-12, 2.3e-16};
+    case DType::kF32: return {2e-6, 1.2e-7};
+    case DType::kBF16: return {1e-2, 1.2e-7};
+    case DType::kF16: return {2e-3, 1.2e-7};
+    default: return {0, 0};
+  }
+}
+
+// Any tensor on the host in f64, a sparse one moved there in its format and
+// made dense by the CPU: a device's own conversion to dense (nm_to_dense on
+// CUDA) is a cell under test, not part of the reference.
+// A dense view (a transpose) is made contiguous where it lies, before the copy.
+inline Tensor host_dense_f64(const Tensor& t) {
+  return to_dense(to_device(t.is_dense() ? t.contiguous() : t, Device::cpu())).to(DType::kF64).contiguous();
+}
+inline std::vector<double> host_f64(const Tensor& t) { return host_dense_f64(t).to_vector<double>(); }
+
+// Whether `formats` names a sparse format (not dense, an absent optional
+// input or the wildcard).
+inline bool has_sparse_format(const std::vector<std::string>& formats) {
+  for (const std::string& f : formats) {
+    if (f != "dense" && f != "none" && f != "*") return true;
+  }
+  return false;
+}
+
+inline std::string cell_name(std::string_view op, const std::vector<std::string>& formats, DeviceType device) {
+  std::string s = std::string(op) + "(";
+  for (size_t i = 0; i < formats.size(); ++i) s += (i > 0 ? ", " : "") + formats[i];
+  return s + ") on " + (device == DeviceType::kCpu ? "cpu" : "cuda");
+}
+
+}  // namespace coppice::parity

@@ -1,0 +1,207 @@
+// The parity harness of sparse/ops.h's ops beyond the elementwise ones (the
+// products, sddmm, sum and transpose, and a format's device conversion to
+// dense), in the manner of ggml's test-backend-ops: every (op, input
+// formats, device) cell the dispatcher has registered for an op of
+// product_problems.h's table runs, on every floating dtype and on each case
+// of product_operands.h for its format, against the CPU dense result in f64
+// of the same (rounded) values, within parity_util.h's per-dtype tolerances
+// scaled by the reduction length. The cells are read from the dispatcher
+// (Dispatcher::cells), not listed here, so a cell added later is run; the
+// table lists the cells sparse/ops.h promises on every device, and a missing
+// one fails. A second test holds every registered cell with a sparse operand
+// to an op that this harness or the elementwise one covers, so a new sparse
+// op cannot go untested.
+//
+// Built twice: //tests/sparse:product_parity_test (the CPU cells) and
+// //tests/sparse/cuda:product_parity_test (the CUDA cells too, on a GPU;
+// COPPICE_PARITY_CUDA_CELLS says that build must register them).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sparse/formats.h"
+#include "tensor/binary_ops.h"
+#include "tensor/dispatcher.h"
+#include "tensor/ops.h"
+#include "tensor/unary_ops.h"
+#include "tests/sparse/parity_util.h"
+#include "tests/sparse/product_operands.h"
+#include "tests/sparse/product_problems.h"
+
+namespace coppice::parity {
+namespace {
+
+// The cases of a cell: those of its first sparse format's option kind (an
+// all-dense cell takes the element cases).
+std::vector<SparseCase> cases_of_cell(const OpRow& row, const std::vector<std::string>& formats) {
+  FormatOptionKind kind = FormatOptionKind::kNone;
+  for (const std::string& f : formats) {
+    if (f != "dense") {
+      kind = format_spec(f, "parity").options;
+      break;
+    }
+  }
+  std::vector<SparseCase> out;
+  for (const SparseCase& c : cases_of(kind)) {
+    if (c.transposable || !row.transposable_only) out.push_back(c);
+  }
+  return out;
+}
+
+::testing::AssertionResult matches(const Tensor& got_tensor, const Expected& e, DType dtype) {
+  if (got_tensor.shape() != e.want.shape()) {
+    return ::testing::AssertionFailure() << "shape " << shape_to_string(got_tensor.shape()) << ", expected "
+                                         << shape_to_string(e.want.shape());
+  }
+  const std::vector<double> got = host_f64(got_tensor), want = e.want.contiguous().to_vector<double>();
+  const std::vector<double> scale =
+      e.exact ? std::vector<double>(want.size(), 0.0) : e.scale.contiguous().to_vector<double>();
+  const Tolerance tol = tolerance(dtype);
+  // The classical bound of a sum of `terms` products, each term rounded
+  // (tol.rounding: inputs of a fused op, the result) and accumulated
+  // (tol.per_term each), through what follows it (lipschitz); plus the
+  // result's own rounding. An element whose terms are all zero (an empty
+  // row) must be exactly zero.
+  const double factor = e.lipschitz * (tol.rounding + static_cast<double>(e.terms) * tol.per_term);
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))) continue;
+    const double bound = e.exact ? 0.0 : factor * scale[i] + tol.rounding * std::abs(want[i]);
+    if (!(std::abs(got[i] - want[i]) <= bound)) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs " << want[i] << " (bound "
+                                           << bound << ", " << e.terms << " terms)";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Runs one registered cell on every dtype and case; returns the runs made.
+int run_cell(const OpRow& row, const Dispatcher::Cell& cell) {
+  const Device device = cell.device == DeviceType::kCpu ? Device::cpu() : Device::cuda(0);
+  const std::vector<std::string_view> formats(cell.formats.begin(), cell.formats.end());
+  const Kernel* kernel = Dispatcher::instance().find(cell.op, cell.device, formats);
+  int runs = 0;
+  for (const SparseCase& c : cases_of_cell(row, cell.formats)) {
+    for (DType dtype : floating_dtypes()) {
+      SCOPED_TRACE(cell_name(cell.op, cell.formats, cell.device) + ", " + std::string(dtype_name(dtype)) + ", " +
+                   c.name);
+      for (const Problem& p : row.build(cell.formats, c, dtype, device)) {
+        for (size_t i = 0; i < p.inputs.size(); ++i) EXPECT_EQ(p.inputs[i].format(), cell.formats[i]);
+        // A cell that refuses a dtype or a case is a failure, reported with
+        // the others rather than ending the sweep.
+        std::vector<Tensor> out;
+        try {
+          out = (*kernel)(p.inputs, p.attrs);
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "threw: " << e.what();
+          continue;
+        }
+        ++runs;
+        EXPECT_EQ(out.size(), p.outputs.size());
+        for (size_t i = 0; i < out.size() && i < p.outputs.size(); ++i) {
+          EXPECT_EQ(out[i].device(), device);
+          EXPECT_EQ(out[i].dtype(), dtype);
+          EXPECT_TRUE(matches(out[i], p.outputs[i], dtype)) << "output " << i;
+        }
+      }
+    }
+  }
+  return runs;
+}
+
+// The device types whose sparse kernels this binary holds: the CPU always,
+// CUDA where the build says so (a CUDA build of this test links sparse/cuda;
+// without the define, a sparse kernel registered for CUDA says it).
+std::vector<DeviceType> built_device_types(const std::vector<Dispatcher::Cell>& cells) {
+  bool cuda = false;
+#ifdef COPPICE_PARITY_CUDA_CELLS
+  cuda = true;
+#endif
+  for (const Dispatcher::Cell& c : cells) {
+    cuda = cuda || (c.device == DeviceType::kCuda && has_sparse_format(c.formats));
+  }
+  if (cuda) return {DeviceType::kCpu, DeviceType::kCuda};
+  return {DeviceType::kCpu};
+}
+
+// The input formats a promised signature stands for ("<fmt>": each built-in
+// sparse format; one "<fmt>" per signature, as sparse/ops.h writes them).
+std::vector<std::vector<std::string>> expand(const std::vector<std::string>& signature) {
+  std::vector<std::vector<std::string>> out;
+  for (const std::string& f : builtin_sparse_format_names()) {
+    std::vector<std::string> formats = signature;
+    for (std::string& g : formats) g = g == "<fmt>" ? f : g;
+    out.push_back(formats);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());  // a signature without "<fmt>" once
+  return out;
+}
+
+TEST(ProductParityTest, EveryRegisteredCellAgainstTheCpuDenseResult) {
+  const std::vector<Dispatcher::Cell> cells = Dispatcher::instance().cells();
+  int registered = 0, run = 0, no_device = 0, runs = 0;
+  for (const Dispatcher::Cell& cell : cells) {
+    const OpRow* row = row_of(cell.op);
+    if (row == nullptr) continue;
+    ++registered;
+    if (!runs_on(cell.device)) {
+      ++no_device;
+      continue;
+    }
+    runs += run_cell(*row, cell);
+    ++run;
+  }
+  // The cells sparse/ops.h promises, on every device this binary has kernels for.
+  std::set<std::string> present;
+  for (const Dispatcher::Cell& c : cells) present.insert(cell_name(c.op, c.formats, c.device));
+  int promised = 0, missing = 0;
+  for (DeviceType device : built_device_types(cells)) {
+    for (const OpRow& row : table()) {
+      for (const std::vector<std::string>& signature : row.promised) {
+        for (const std::vector<std::string>& formats : expand(signature)) {
+          ++promised;
+          if (present.count(cell_name(row.op, formats, device)) == 0) {
+            ADD_FAILURE() << cell_name(row.op, formats, device) << " is promised by sparse/ops.h but not registered";
+            ++missing;
+          }
+        }
+      }
+    }
+  }
+  std::printf(
+      "product parity: %d cells run over %zu device(s) (%d runs); %d registered for the %zu ops of the table, %d "
+      "of them on a device this machine lacks; %d promised by sparse/ops.h, %d missing\n",
+      run, devices().size(), runs, registered, table().size(), no_device, promised, missing);
+  EXPECT_EQ(run + no_device, registered);
+  EXPECT_EQ(missing, 0);
+  EXPECT_GE(registered, promised);
+}
+
+// Every registered cell with a sparse operand belongs to an op that a parity
+// harness runs: this one's table, or the elementwise tables
+// (elementwise_parity_test).
+TEST(ProductParityTest, EveryCellWithASparseOperandHasAParityHarness) {
+  std::set<std::string> covered;
+  for (const OpRow& row : table()) covered.insert(row.op);
+  unary_ops::for_each([&](auto op) { covered.insert(decltype(op)::kName); });
+  binary_ops::for_each([&](auto op) { covered.insert(decltype(op)::kName); });
+  covered.insert(unary_ops::Clamp::kName);
+  int sparse_cells = 0;
+  for (const Dispatcher::Cell& cell : Dispatcher::instance().cells()) {
+    if (!has_sparse_format(cell.formats)) continue;
+    ++sparse_cells;
+    EXPECT_EQ(covered.count(cell.op), 1u)
+        << cell_name(cell.op, cell.formats, cell.device) << " has a sparse operand but no parity harness runs its op";
+  }
+  std::printf("parity coverage: %d registered cells with a sparse operand, each of an op a harness runs\n",
+              sparse_cells);
+}
+
+}  // namespace
+}  // namespace coppice::parity

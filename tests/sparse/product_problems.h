@@ -1,0 +1,217 @@
+// The ops of the product parity harness (product_parity_test.cc) as a table:
+// per op, the cells sparse/ops.h promises on every device and how a cell is
+// run, its inputs built from a case of product_operands.h in the cell's
+// formats, and the CPU dense result in f64 it must match (with what bounds
+// its error: the absolute terms summed and the reduction length).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tensor/dispatcher.h"
+#include "tensor/ops.h"
+#include "tests/sparse/parity_util.h"
+#include "tests/sparse/product_operands.h"
+
+namespace coppice::parity {
+
+// An output of a cell and the CPU dense result it must match.
+struct Expected {
+  Tensor want;             // f64 on the host
+  Tensor scale;            // the sum of the absolute terms of each element (|a| @ |b| [+ |bias|])
+  int64_t terms = 0;       // the reduction length
+  double lipschitz = 1.0;  // of what follows the product: gelu' lies in [-0.13, 1.13]
+  bool exact = false;      // moves values only (transpose): bit for bit
+};
+
+// One run of a cell: its inputs, attributes and expected outputs.
+struct Problem {
+  std::vector<Tensor> inputs;
+  Attrs attrs;
+  std::vector<Expected> outputs;
+};
+
+// Builds the problems of a cell with input `formats` for one case and dtype.
+using Builder = std::vector<Problem> (*)(const std::vector<std::string>& formats, const SparseCase& c, DType dtype,
+                                         const Device& device);
+
+inline Tensor host(const Tensor& t) { return host_dense_f64(t); }
+
+// Operand `i` of a cell: the case's sparse operand when formats[i] is sparse
+// (or `patterned`: a dense operand with the case's zeros), else full values.
+inline Tensor operand(const std::vector<std::string>& formats, size_t i, const SparseCase& c, int64_t rows,
+                      int64_t cols, DType dtype, const Device& device, bool patterned = false) {
+  const uint64_t seed = 101 + 17 * i;
+  if (formats[i] != "dense" || patterned) return sparse_operand(c, formats[i], rows, cols, seed, dtype, device);
+  return full_values({rows, cols}, seed).to(dtype).to(device);
+}
+
+inline Expected product(const Tensor& a, const Tensor& b) {
+  const Tensor ha = host(a), hb = host(b);
+  return {matmul(ha, hb), matmul(abs(ha), abs(hb)), ha.size(1)};
+}
+
+// matmul (a, b): (<fmt>, dense) and (dense, dense) multiply the case's
+// operand [r, c] by [c, free]; (dense, <fmt>) takes [free, r] @ [r, c];
+// (csr, csr) multiplies two sparse operands (SpGEMM).
+inline std::vector<Problem> matmul_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
+                                            const Device& d) {
+  Tensor a, b;
+  if (f[0] == "dense" && f[1] != "dense") {
+    a = operand(f, 0, c, c.free, c.rows, t, d);
+    b = operand(f, 1, c, c.rows, c.cols, t, d);
+  } else {
+    a = operand(f, 0, c, c.rows, c.cols, t, d, /*patterned=*/true);
+    b = operand(f, 1, c, c.cols, c.free, t, d);
+  }
+  return {{{a, b}, {}, {product(a, b)}}};
+}
+
+// linear (x, weight[, bias]) = x @ weight^T [+ bias]: (<fmt>, dense) takes
+// the case's operand as x [r, c] and weight [free, c]; the others weight
+// [r, c] (sparse, or dense with its zeros) and x [free, c].
+inline Problem linear_problem(const std::vector<std::string>& f, const SparseCase& c, DType t, const Device& d) {
+  Tensor x, w;
+  if (f[0] != "dense") {
+    x = operand(f, 0, c, c.rows, c.cols, t, d);
+    w = operand(f, 1, c, c.free, c.cols, t, d);
+  } else {
+    x = operand(f, 0, c, c.free, c.cols, t, d);
+    w = operand(f, 1, c, c.rows, c.cols, t, d, /*patterned=*/true);
+  }
+  Problem p{{x, w}, {}, {product(x, host(w).t())}};
+  if (f.size() == 3) {
+    const Tensor bias = full_values({w.size(0)}, 7).to(t).to(d);
+    p.inputs.push_back(bias);
+    Expected& e = p.outputs[0];
+    e.want = add(e.want, host(bias));
+    e.scale = add(e.scale, abs(host(bias)));
+  }
+  return p;
+}
+
+inline std::vector<Problem> linear_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
+                                            const Device& d) {
+  return {linear_problem(f, c, t, d)};
+}
+
+inline std::vector<Problem> linear_relu_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
+                                                 const Device& d) {
+  Problem p = linear_problem(f, c, t, d);
+  p.outputs[0].want = relu(p.outputs[0].want);
+  return {p};
+}
+
+// linear_gelu: {gelu(z), z} for z = linear(x, weight[, bias]).
+inline std::vector<Problem> linear_gelu_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
+                                                 const Device& d) {
+  Problem p = linear_problem(f, c, t, d);
+  Expected y = p.outputs[0];
+  y.want = gelu(y.want);
+  y.lipschitz = 1.13;
+  p.outputs.insert(p.outputs.begin(), y);
+  return {p};
+}
+
+// matmul_gelu_backward (g [free, r], weight [r, c], z [free, c]) =
+// gelu_backward(g @ weight, z).
+inline std::vector<Problem> matmul_gelu_backward_problems(const std::vector<std::string>& f, const SparseCase& c,
+                                                          DType t, const Device& d) {
+  const Tensor g = operand(f, 0, c, c.free, c.rows, t, d);
+  const Tensor w = operand(f, 1, c, c.rows, c.cols, t, d, /*patterned=*/true);
+  const Tensor z = operand(f, 2, c, c.free, c.cols, t, d);
+  Expected e = product(g, w);
+  e.want = gelu_backward(e.want, host(z));
+  e.lipschitz = 1.13;
+  return {{{g, w, z}, {}, {e}}};
+}
+
+// sddmm (a [r, free], b [free, c], pattern [r, c]) = (a @ b) at the pattern's
+// stored positions (counted from with_values of ones, so a stored zero
+// counts).
+inline std::vector<Problem> sddmm_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
+                                           const Device& d) {
+  const Tensor a = operand(f, 0, c, c.rows, c.free, t, d);
+  const Tensor b = operand(f, 1, c, c.free, c.cols, t, d);
+  const Tensor pattern = operand(f, 2, c, c.rows, c.cols, t, d);
+  const Tensor stored = pattern.is_sparse() ? host(with_values(pattern, ones_like(values(pattern))))
+                                            : ones({c.rows, c.cols}, TensorOptions(DType::kF64));
+  Expected e = product(a, b);
+  e.want = mul(e.want, stored);
+  e.scale = mul(e.scale, stored);
+  return {{{a, b, pattern}, {}, {e}}};
+}
+
+// sum over rows, over columns (kept as a dim) and over both, as sum's
+// frontend asks (dims normalized and sorted).
+inline std::vector<Problem> sum_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
+                                         const Device& d) {
+  const Tensor x = operand(f, 0, c, c.rows, c.cols, t, d, /*patterned=*/true);
+  std::vector<Problem> out;
+  for (const auto& [dims, keepdim] :
+       std::vector<std::pair<std::vector<int64_t>, bool>>{{{0}, false}, {{1}, true}, {{0, 1}, false}}) {
+    Attrs attrs;
+    attrs.set("dims", dims).set("keepdim", keepdim);
+    int64_t terms = 1;
+    for (int64_t dim : dims) terms *= x.size(dim);
+    out.push_back({{x}, attrs, {{sum(host(x), dims, keepdim), sum(abs(host(x)), dims, keepdim), terms}}});
+  }
+  return out;
+}
+
+// A format's own conversion to dense on a device (NmImpl::to_dense on CUDA
+// runs "nm_to_dense"), against the CPU's: bit for bit.
+inline std::vector<Problem> to_dense_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
+                                              const Device& d) {
+  const Tensor x = operand(f, 0, c, c.rows, c.cols, t, d);
+  Expected e;
+  e.want = host(x);
+  e.exact = true;
+  return {{{x}, {}, {e}}};
+}
+
+inline std::vector<Problem> transpose_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
+                                               const Device& d) {
+  const Tensor x = operand(f, 0, c, c.rows, c.cols, t, d, /*patterned=*/true);
+  Expected e;
+  e.want = host(x).t().contiguous();
+  e.exact = true;
+  return {{{x}, {}, {e}}};
+}
+
+// A row of the table: an op, the cells sparse/ops.h promises for it on every
+// device ("<fmt>" standing for each built-in sparse format; the fused forms
+// are optional there, so they promise none), whether its cases must be n:m
+// both ways (transpose re-compresses n:m along the other dim) and the builder.
+struct OpRow {
+  const char* op;
+  std::vector<std::vector<std::string>> promised;
+  bool transposable_only;
+  Builder build;
+};
+
+inline const std::vector<OpRow>& table() {
+  static const auto* rows = new std::vector<OpRow>{
+      {"matmul", {{"<fmt>", "dense"}, {"dense", "<fmt>"}, {"dense", "dense"}, {"csr", "csr"}}, false, matmul_problems},
+      {"linear", {{"dense", "<fmt>"}, {"<fmt>", "dense"}, {"dense", "dense"}}, false, linear_problems},
+      {"linear_relu", {}, false, linear_relu_problems},
+      {"linear_gelu", {}, false, linear_gelu_problems},
+      {"matmul_gelu_backward", {}, false, matmul_gelu_backward_problems},
+      {"sddmm", {{"dense", "dense", "<fmt>"}}, false, sddmm_problems},
+      {"sum", {{"<fmt>"}, {"dense"}}, false, sum_problems},
+      {"transpose", {{"<fmt>"}, {"dense"}}, true, transpose_problems},
+      {"nm_to_dense", {}, false, to_dense_problems},
+  };
+  return *rows;
+}
+
+inline const OpRow* row_of(std::string_view op) {
+  for (const OpRow& r : table()) {
+    if (r.op == op) return &r;
+  }
+  return nullptr;
+}
+
+}  // namespace coppice::parity
