@@ -22,9 +22,17 @@ using Getenv = std::function<const char*(const char*)>;
 // The enum spellings, in the enums' order (index = value).
 constexpr std::array<std::string_view, 3> kProfileNames = {"0", "1", "shapes"};
 constexpr std::array<std::string_view, 2> kSimdNames = {"auto", "sse"};
-constexpr std::array<std::string_view, 5> kCsrSpmmNames = {"auto", "own", "tiled", "rows", "cusparse"};
 constexpr std::array<std::string_view, 2> kBoolNames = {"0", "1"};
-constexpr std::array<std::string_view, 3> kNm24Names = {"auto", "on", "off"};
+
+// Variables that chose product routes before the planners' pins replaced
+// them (sparse/route_choices.h): set, they are an error that says what to
+// write instead, not a silent no-op.
+constexpr std::pair<const char*, const char*> kRetired[] = {
+    {"COPPICE_CSR_SPMM", "COPPICE_ROUTES=csr_spmm=cusparse|rows|tiled|own"},
+    {"COPPICE_CSR_SPMM_LOG", "the recorded route choices (the run summary's route_choices)"},
+    {"COPPICE_BSR_TILES", "COPPICE_ROUTES=bsr_tiles=on|off"},
+    {"COPPICE_NM24_MMA", "COPPICE_ROUTES=nm24=sparse|mma_sp|dense"},
+};
 
 [[noreturn]] void bad_value(const char* name, std::string_view value, std::string_view accepted) {
   fail(name, "='", one_line(std::string(value)), "' is not accepted: expected ", accepted);
@@ -73,10 +81,6 @@ struct Store {
   std::atomic<int> num_threads{0};
   std::atomic<ProfileMode> profile{ProfileMode::kOff};
   std::atomic<CpuSimd> cpu_simd{CpuSimd::kAuto};
-  std::atomic<CsrSpmmMode> csr_spmm{CsrSpmmMode::kAuto};
-  std::atomic<bool> csr_spmm_log{false};
-  std::atomic<bool> bsr_tiles{true};
-  std::atomic<Nm24Mode> nm24_mma{Nm24Mode::kAuto};
   std::atomic<bool> attention_wgmma{true};
   std::atomic<double> sddmm_dense_min_density{0.005};
 
@@ -85,10 +89,6 @@ struct Store {
     num_threads.store(o.num_threads, r);
     profile.store(o.profile, r);
     cpu_simd.store(o.cpu_simd, r);
-    csr_spmm.store(o.csr_spmm, r);
-    csr_spmm_log.store(o.csr_spmm_log, r);
-    bsr_tiles.store(o.bsr_tiles, r);
-    nm24_mma.store(o.nm24_mma, r);
     attention_wgmma.store(o.attention_wgmma, r);
     sddmm_dense_min_density.store(o.sddmm_dense_min_density, r);
     loaded.store(true, std::memory_order_release);
@@ -100,10 +100,6 @@ struct Store {
     o.num_threads = num_threads.load(r);
     o.profile = profile.load(r);
     o.cpu_simd = cpu_simd.load(r);
-    o.csr_spmm = csr_spmm.load(r);
-    o.csr_spmm_log = csr_spmm_log.load(r);
-    o.bsr_tiles = bsr_tiles.load(r);
-    o.nm24_mma = nm24_mma.load(r);
     o.attention_wgmma = attention_wgmma.load(r);
     o.sddmm_dense_min_density = sddmm_dense_min_density.load(r);
     return o;
@@ -129,16 +125,15 @@ RuntimeOptions runtime_options_from(const Getenv& getenv) {
        [&](const char* n, std::string_view v) { o.profile = static_cast<ProfileMode>(one_of(n, v, kProfileNames)); });
   read("COPPICE_CPU_SIMD",
        [&](const char* n, std::string_view v) { o.cpu_simd = static_cast<CpuSimd>(one_of(n, v, kSimdNames)); });
-  read("COPPICE_CSR_SPMM",
-       [&](const char* n, std::string_view v) { o.csr_spmm = static_cast<CsrSpmmMode>(one_of(n, v, kCsrSpmmNames)); });
-  read("COPPICE_CSR_SPMM_LOG", [&](const char* n, std::string_view v) { o.csr_spmm_log = one_of(n, v, kBoolNames); });
-  read("COPPICE_BSR_TILES", [&](const char* n, std::string_view v) { o.bsr_tiles = one_of(n, v, kBoolNames); });
-  read("COPPICE_NM24_MMA",
-       [&](const char* n, std::string_view v) { o.nm24_mma = static_cast<Nm24Mode>(one_of(n, v, kNm24Names)); });
   read("COPPICE_ATTENTION_WGMMA",
        [&](const char* n, std::string_view v) { o.attention_wgmma = one_of(n, v, kBoolNames); });
   read("COPPICE_SDDMM_DENSE_DENSITY",
        [&](const char* n, std::string_view v) { o.sddmm_dense_min_density = parse_density(n, v); });
+  for (const auto& [name, instead] : kRetired) {
+    read(name, [&](const char* n, std::string_view v) {
+      fail(n, "='", one_line(std::string(v)), "' is no longer read: use ", instead, " (sparse/route_choices.h)");
+    });
+  }
   return o;
 }
 
@@ -173,7 +168,5 @@ ScopedRuntimeOptions::~ScopedRuntimeOptions() { set_runtime_options(previous_); 
 
 std::string_view profile_mode_name(ProfileMode mode) { return kProfileNames.at(static_cast<size_t>(mode)); }
 std::string_view cpu_simd_name(CpuSimd simd) { return kSimdNames.at(static_cast<size_t>(simd)); }
-std::string_view csr_spmm_mode_name(CsrSpmmMode mode) { return kCsrSpmmNames.at(static_cast<size_t>(mode)); }
-std::string_view nm24_mode_name(Nm24Mode mode) { return kNm24Names.at(static_cast<size_t>(mode)); }
 
 }  // namespace coppice

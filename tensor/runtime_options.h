@@ -15,10 +15,6 @@
 //   COPPICE_NUM_THREADS          num_threads              unset: the hardware's threads; 1..1024
 //   COPPICE_PROFILE              profile                  0 | 1 | shapes (tensor/op_profile.h)
 //   COPPICE_CPU_SIMD             cpu_simd                 auto | sse (the CPU sparse loops)
-//   COPPICE_CSR_SPMM             csr_spmm                 auto | own | tiled | rows | cusparse
-//   COPPICE_CSR_SPMM_LOG         csr_spmm_log             0 | 1
-//   COPPICE_BSR_TILES            bsr_tiles                1 | 0
-//   COPPICE_NM24_MMA             nm24_mma                 auto | on | off
 //   COPPICE_ATTENTION_WGMMA      attention_wgmma          1 | 0
 //   COPPICE_SDDMM_DENSE_DENSITY  sddmm_dense_min_density  0.005; a finite number >= 0 (above 1: never)
 //
@@ -27,9 +23,11 @@
 // that run kernels at the same time. Reading them costs a few relaxed atomic
 // loads, so kernels ask on every call.
 //
-// The route knobs name routes of sparse/ (the route tables of
-// sparse/cuda/spmm.cc and sddmm.cc say what each does); they live here, below
-// sparse/, so that one module reads the environment and validates it.
+// Which route a sparse product takes is the planners' (sparse/route_choices.h,
+// which reads COPPICE_ROUTES, the pins that name its decisions); the
+// variables that pinned routes before (COPPICE_CSR_SPMM, COPPICE_CSR_SPMM_LOG,
+// COPPICE_BSR_TILES, COPPICE_NM24_MMA) are an error here that says what to
+// use instead.
 #pragma once
 
 #include <functional>
@@ -44,30 +42,12 @@ enum class ProfileMode { kOff, kOn, kShapes };
 // (kAuto), or the SSE2 loops always (kSse: for tests of that path).
 enum class CpuSimd { kAuto, kSse };
 
-// COPPICE_CSR_SPMM: which kernel computes CSR @ dense on CUDA
-// (sparse/cuda/spmm_choice.h): measured per shape (kAuto), the own kernels
-// (kOwn: picked by a rule), one own kernel, or cuSPARSE.
-enum class CsrSpmmMode { kAuto, kOwn, kTiled, kRows, kCusparse };
-
-// COPPICE_NM24_MMA: whether 2:4 products on CUDA run on sparse tensor cores
-// (sparse/cuda/nm_products.h): the faster of that and the dense product,
-// measured once per shape (kAuto), always where the kernels take the product
-// (kOn), or never (kOff).
-enum class Nm24Mode { kAuto, kOn, kOff };
-
 struct RuntimeOptions {
   // Threads of the CPU kernels' pool, the caller included; 0: the hardware's.
   // The pool is sized at its first use, so a later change has no effect.
   int num_threads = 0;
   ProfileMode profile = ProfileMode::kOff;
   CpuSimd cpu_simd = CpuSimd::kAuto;
-  CsrSpmmMode csr_spmm = CsrSpmmMode::kAuto;
-  // Print each CSR SpMM measurement (key, time of every side, winner) to stderr.
-  bool csr_spmm_log = false;
-  // The tiled BSR kernels of sparse/cuda/bsr_products.h; false: the routes
-  // they replace.
-  bool bsr_tiles = true;
-  Nm24Mode nm24_mma = Nm24Mode::kAuto;
   // Attention of head size 64 in bf16/f16 on Hopper's wgmma kernels
   // (tensor/cuda/attention_sm90.h) on devices of compute capability 9.0;
   // false: on the mma.sync kernels every GPU runs, the reference.
@@ -90,7 +70,7 @@ void set_runtime_options(const RuntimeOptions& options);
 RuntimeOptions runtime_options_from(const std::function<const char*(const char*)>& getenv);
 
 // Changes the options for its lifetime and restores the previous ones after:
-//   ScopedRuntimeOptions tiles_off([](RuntimeOptions& o) { o.bsr_tiles = false; });
+//   ScopedRuntimeOptions simd([](RuntimeOptions& o) { o.cpu_simd = CpuSimd::kSse; });
 class ScopedRuntimeOptions {
  public:
   explicit ScopedRuntimeOptions(const std::function<void(RuntimeOptions&)>& change);
@@ -105,7 +85,5 @@ class ScopedRuntimeOptions {
 // The accepted spellings, as the variables take them ("auto", "shapes", ...).
 std::string_view profile_mode_name(ProfileMode mode);
 std::string_view cpu_simd_name(CpuSimd simd);
-std::string_view csr_spmm_mode_name(CsrSpmmMode mode);
-std::string_view nm24_mode_name(Nm24Mode mode);
 
 }  // namespace coppice

@@ -166,8 +166,11 @@ struct TrainingSummary {
   std::optional<EvalResult> test;                  // at the end
   ModelStats model;                                // at the end
   std::map<std::string, int64_t> fallback_counts;  // dense fallbacks during the run (Dispatcher::fallback_counts)
-  int64_t peak_memory_bytes = -1;                  // CPU allocator high-water mark since the process started
-  std::string last_checkpoint;                     // "" when none was written
+  // The product planners' measured decisions in force at the end, as the
+  // JSON array of route_choices_json (sparse/route_choices.h); "" when none.
+  std::string route_choices;
+  int64_t peak_memory_bytes = -1;  // CPU allocator high-water mark since the process started
+  std::string last_checkpoint;     // "" when none was written
   int rank = 0;
   int world_size = 1;
   // Gradient bytes this rank sent per step (GradSyncStats::bytes; 0 with one

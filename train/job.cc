@@ -21,6 +21,7 @@
 #include "distributed/inproc_communicator.h"
 #include "distributed/launch_env.h"
 #include "distributed/nccl.h"
+#include "distributed/route_agreement.h"
 #include "models/module.h"
 #include "models/zoo.h"
 #include "optim/adam.h"
@@ -292,6 +293,8 @@ TrainingSummary run_job(ValidatedJob validated, const JobRunOptions& opts) {
   nccl.timeout = timeout_of(d);
   nccl.init_timeout = nccl.timeout;  // the rendezvous and NCCL's init too, not their 300 s default
   std::unique_ptr<Communicator> comm = make_nccl_communicator(*env, env->local_rank, nccl);
+  // Every rank takes rank 0's measured routes (distributed/route_agreement.h).
+  const ScopedRouteAgreement agreement(route_agreement(*comm));
   return run_rank(job, schedule, std::move(validated.model), opts, comm.get(), Device::cuda(env->local_rank));
 }
 

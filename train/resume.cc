@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "sparse/route_choices.h"
 #include "tensor/error.h"
 #include "tensor/generator.h"
 #include "train/checkpoint_files.h"
@@ -21,6 +22,9 @@ namespace {
 // keeps the scale exact.
 constexpr const char* kLossScaleKey = "loss_scale";
 constexpr const char* kLossScaleTrackerKey = "loss_scale_growth_tracker";
+// The product planners' measured decisions (sparse/route_choices.h), so that
+// a resumed run computes with the kernels of the run it continues.
+constexpr const char* kRouteChoicesKey = "route_choices";
 
 void save_loss_scaler(const LossScaler& scaler, TrainerState& s) {
   if (!scaler.enabled()) return;
@@ -124,6 +128,9 @@ RunStart resume(TrainComponents& c, int64_t nb, int64_t total, const std::string
   const bool seed_changed = check_fingerprint(c, state, path, progress);
   check_position(c, state, path, seed_changed, nb, total);
   if (c.loss_scaler != nullptr) restore_loss_scaler(*c.loss_scaler, state, path);
+  if (auto it = state.extra.find(kRouteChoicesKey); it != state.extra.end()) {
+    restore_route_choices(it->second, str_cat("run_training: resume: checkpoint '", path, "'"));
+  }
 
   if (absl::Status st = apply_checkpoint(*file, c.model, c.optimizer, mask_state(c),
                                          /*restore_hyperparameters=*/c.fingerprint.empty());
@@ -188,6 +195,7 @@ TrainerState trainer_state(const TrainComponents& c, int64_t nb, const RunStart&
   s.resumed_from = run.resumed_from;
   s.fingerprint = c.fingerprint;
   if (c.loss_scaler != nullptr) save_loss_scaler(*c.loss_scaler, s);
+  if (std::string routes = route_choices_json(); routes != "[]") s.extra[kRouteChoicesKey] = std::move(routes);
   return s;
 }
 

@@ -23,6 +23,7 @@ JsonObject summary_json(const TrainingSummary& s) {
   o.add("parameters_dense", s.model.dense_parameters).add("parameters_stored", s.model.stored_parameters);
   o.add("linear_flops_dense", s.model.linear_flops_dense).add("linear_flops_sparse", s.model.linear_flops_sparse);
   o.add("fallback_counts", s.fallback_counts);
+  if (!s.route_choices.empty()) o.add_raw("route_choices", s.route_choices);
   if (s.final_loss_scale != 1.0 || !s.skipped_steps.empty()) {
     o.add("loss_scale", s.final_loss_scale).add("skipped_steps", static_cast<int64_t>(s.skipped_steps.size()));
   }

@@ -8,6 +8,7 @@
 #include "autograd/functions/nn.h"
 #include "distributed/replica_sync.h"
 #include "optim/clip.h"
+#include "sparse/route_choices.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
 #include "tensor/checked_math.h"
@@ -547,6 +548,7 @@ void Trainer::fill_summary() {
     const int64_t during = count - (it == fallbacks_before_.end() ? 0 : it->second);
     if (during > 0) summary_.fallback_counts[op] = during;
   }
+  if (std::string routes = route_choices_json(); routes != "[]") summary_.route_choices = std::move(routes);
   summary_.peak_memory_bytes = peak_cpu_memory_bytes();
   if (exchange_steps_ > 0) summary_.exchange_bytes_per_step = exchange_bytes_ / static_cast<double>(exchange_steps_);
   if (dense_exchange_steps_ > 0)

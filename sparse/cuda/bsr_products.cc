@@ -13,11 +13,11 @@
 #include "sparse/cuda/bsr_mma.h"
 #include "sparse/cuda/bsr_tiles.h"
 #include "sparse/cuda/pattern_cache.h"
+#include "sparse/route_choices.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/ops.h"
 #include "tensor/precision.h"
-#include "tensor/runtime_options.h"
 
 namespace coppice::sparse_cuda {
 namespace {
@@ -223,7 +223,7 @@ void by_dtype(DType dtype, F f) {
 }  // namespace
 
 bool bsr_tiles_apply(const Tensor& s) {
-  if (s.layout() != Layout::kBsr || !s.device().is_cuda() || !runtime_options().bsr_tiles) return false;
+  if (s.impl_as<BsrImpl>() == nullptr || !s.device().is_cuda() || route_pin("bsr_tiles") == "off") return false;
   const DType d = s.dtype();
   if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16) return false;
   const BsrImpl& b = bsr_impl(s, "bsr tiles");

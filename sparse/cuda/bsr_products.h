@@ -9,9 +9,9 @@
 // square 16, 32 and 64 blocks of those through mma.sync (bsr_mma.h); all
 // accumulate in f32 and round once. Other block
 // shapes and f64 keep the routes they had (block_spmm.cu's element kernel
-// for S @ X, the CSR view and cuSPARSE otherwise). RuntimeOptions::bsr_tiles
-// = false (COPPICE_BSR_TILES=0) turns the tiled routes off, asked per call,
-// so that a test or a benchmark can compare both in one run.
+// for S @ X, the CSR view and cuSPARSE otherwise). The pin bsr_tiles=off
+// (sparse/route_choices.h; COPPICE_ROUTES) turns the tiled routes off, asked
+// per call, so that a test or a benchmark can compare both in one run.
 #pragma once
 
 #include <string_view>

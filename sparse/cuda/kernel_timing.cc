@@ -3,7 +3,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
+#include "sparse/route_choices.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 
@@ -37,41 +40,45 @@ double time_on_device_ms(const std::function<Tensor()>& run, int device, Tensor&
   return ms;
 }
 
-bool FasterOf::measure(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
-                       const std::function<Tensor()>& second, int rounds, Tensor& first_out, Tensor& second_out) {
-  double first_ms = 0.0, second_ms = 0.0;
-  for (int round = 0; round < std::max(rounds, 1); ++round) {
-    const double a = time_on_device_ms(first, device, first_out, op);
-    const double b = time_on_device_ms(second, device, second_out, op);
-    first_ms = round == 0 ? a : std::min(first_ms, a);
-    second_ms = round == 0 ? b : std::min(second_ms, b);
-  }
-  const bool first_won = first_ms <= second_ms;
-  std::lock_guard<std::mutex> lock(mu_);
-  first_won_[key] = first_won;
-  return first_won;
+std::string device_model_key(int device) {
+  static std::mutex mu;
+  static auto* known = new std::map<int, std::string>();  // never destroyed: kernels may run during exit
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known->find(device);
+  if (it != known->end()) return it->second;
+  cudaDeviceProp prop{};
+  COPPICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device), "device_model_key");
+  return (*known)[device] = str_cat(prop.name, " sm_", prop.major, prop.minor);
 }
 
-Tensor FasterOf::run(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
-                     const std::function<Tensor()>& second, int rounds) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = first_won_.find(key);
-    if (it != first_won_.end()) return it->second ? first() : second();
-  }
-  Tensor first_out, second_out;
-  return measure(key, device, op, first, second, rounds, first_out, second_out) ? first_out : second_out;
+size_t chosen_route(std::string_view decision, const std::string& key, int device, std::string_view op,
+                    const std::vector<TimedRoute>& routes, int rounds, Tensor* out) {
+  std::vector<std::string_view> names;
+  for (const TimedRoute& r : routes) names.push_back(r.name);
+  std::vector<Tensor> outs(routes.size());
+  bool measured = false;
+  const size_t winner = choose_route(
+      decision, key, names,
+      [&] {
+        std::vector<double> best(routes.size());
+        for (int round = 0; round < std::max(rounds, 1); ++round) {
+          for (size_t i = 0; i < routes.size(); ++i) {
+            const double ms = time_on_device_ms(routes[i].run, device, outs[i], op);
+            best[i] = round == 0 ? ms : std::min(best[i], ms);
+          }
+        }
+        return best;
+      },
+      &measured);
+  if (out != nullptr) *out = measured ? outs[winner] : Tensor();
+  return winner;
 }
 
-bool FasterOf::first_wins(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
-                          const std::function<Tensor()>& second, int rounds) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = first_won_.find(key);
-    if (it != first_won_.end()) return it->second;
-  }
-  Tensor first_out, second_out;
-  return measure(key, device, op, first, second, rounds, first_out, second_out);
+Tensor run_chosen_route(std::string_view decision, const std::string& key, int device, std::string_view op,
+                        const std::vector<TimedRoute>& routes, int rounds) {
+  Tensor out;
+  const size_t winner = chosen_route(decision, key, device, op, routes, rounds, &out);
+  return out.defined() ? out : routes[winner].run();
 }
 
 }  // namespace coppice::sparse_cuda

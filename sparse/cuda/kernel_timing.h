@@ -1,13 +1,13 @@
-// Timing a way of computing a result on the device, for the routes that are
-// chosen by measurement (spmm_choice.h, the BSR SDDMM of sddmm.cc, the 2:4
-// products of spmm.cc).
+// Timing the ways of computing a result on the device, for the planners'
+// decisions that are made by measurement (sparse/route_choices.h: the CSR
+// SpMM of spmm_choice.h, the 2:4 products of spmm.cc, the BSR SDDMM of
+// sddmm.cc).
 #pragma once
 
 #include <functional>
-#include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -19,28 +19,28 @@ namespace coppice::sparse_cuda {
 // the caller in errors.
 double time_on_device_ms(const std::function<Tensor()>& run, int device, Tensor& out, std::string_view op);
 
-// Which of two ways computes a result faster, measured once per key on the
-// real operands and remembered: the first call for a key times both
-// (`rounds` interleaved rounds of time_on_device_ms, each side keeping its
-// best) and returns the faster one's result; later calls run the remembered
-// winner. Thread-safe; two threads that miss together both measure.
-class FasterOf {
- public:
-  Tensor run(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
-             const std::function<Tensor()>& second, int rounds = 1);
-  // Whether `first` is the faster for `key`, measuring as run does when the
-  // key is new (for callers that then run a variant of the winner: a fused
-  // form with outputs of its own).
-  bool first_wins(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
-                  const std::function<Tensor()>& second, int rounds = 1);
+// The device's model as the decisions' keys name it ("NVIDIA H100 80GB HBM3
+// sm_90"): the same on every rank of a job, unlike the device's index.
+// Cached per device.
+std::string device_model_key(int device);
 
- private:
-  // Times both as run describes and remembers the winner; their last results in the outs.
-  bool measure(const std::string& key, int device, std::string_view op, const std::function<Tensor()>& first,
-               const std::function<Tensor()>& second, int rounds, Tensor& first_out, Tensor& second_out);
-
-  std::mutex mu_;
-  std::map<std::string, bool> first_won_;
+// A route a measured decision can take: its name (one of the decision's
+// candidates) and how to run it.
+struct TimedRoute {
+  std::string_view name;
+  std::function<Tensor()> run;
 };
+
+// The index of the route of `routes` that `decision` takes for `key`
+// (choose_route): recorded, or measured now on the real operands, `rounds`
+// interleaved rounds of time_on_device_ms with each route keeping its best.
+// `out` (optional) gets the chosen route's result where this call measured
+// (undefined otherwise: the caller runs the route).
+size_t chosen_route(std::string_view decision, const std::string& key, int device, std::string_view op,
+                    const std::vector<TimedRoute>& routes, int rounds = 1, Tensor* out = nullptr);
+
+// The result of the route chosen_route picks.
+Tensor run_chosen_route(std::string_view decision, const std::string& key, int device, std::string_view op,
+                        const std::vector<TimedRoute>& routes, int rounds = 1);
 
 }  // namespace coppice::sparse_cuda

@@ -14,6 +14,7 @@
 #include "sparse/cuda/nm24_wgmma.h"
 #include "sparse/cuda/pattern_cache.h"
 #include "sparse/nm.h"
+#include "sparse/route_choices.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/dispatcher.h"
@@ -86,11 +87,11 @@ struct WriteOut {
 };
 
 // out = x @ S^T from S in the hardware form (values [rows, cols / 2], meta),
-// on sparse wgmma where the device has it (Hopper) unless `kernel` says
-// mma.sp, else on mma.sp. `cache_key` names S's pattern where the wgmma
+// on sparse wgmma where the device has it (Hopper) unless the pin
+// nm24=mma_sp says mma.sp, else on mma.sp. `cache_key` names S's pattern where the wgmma
 // metadata may be kept for it ("": built for this call).
 Tensor product(const Tensor& x_in, const Tensor& values, const Tensor& meta, int64_t rows, int64_t cols, WriteOut& w,
-               const std::string& cache_key, Nm24Kernel kernel) {
+               const std::string& cache_key) {
   const Tensor x = aligned_rows(x_in);
   const Tensor bias = w.bias.defined() ? w.bias.contiguous() : Tensor();
   Tensor out = empty({x.size(0), rows}, TensorOptions(values.dtype(), values.device()));
@@ -103,7 +104,7 @@ Tensor product(const Tensor& x_in, const Tensor& values, const Tensor& meta, int
     w.aux = aligned_rows(w.aux);
   }
   Tensor wgmma_meta;
-  if (kernel == Nm24Kernel::kBest && nm24_wgmma_runs(cols)) {
+  if (nm24_wgmma_runs(cols) && route_pin("nm24") != "mma_sp") {
     static auto* cache = new PatternCache<Tensor>();  // never destroyed
     wgmma_meta = cache_key.empty() ? wgmma_metadata(meta, rows, cols)
                                    : cache->get(str_cat(cache_key, "|wgmma metadata"),
@@ -215,7 +216,7 @@ const bool kRegistered = [] {
 }  // namespace
 
 bool nm24_takes(const Tensor& s) {
-  if (s.layout() != Layout::kNm || !s.device().is_cuda() || s.dim() != 2 || !is_half(s.dtype())) return false;
+  if (s.impl_as<NmImpl>() == nullptr || !s.device().is_cuda() || s.dim() != 2 || !is_half(s.dtype())) return false;
   const NmImpl& nm = nm_impl(s, "spmm");
   return nm.n() == 2 && nm.m() == 4 && s.size(1) % kNm24StepCols == 0;
 }
@@ -244,29 +245,29 @@ Nm24Packed nm24_device_pack_transposed(const Tensor& s) {
   return t;
 }
 
-Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool relu, Nm24Kernel kernel) {
+Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool relu) {
   const Nm24Packed w = nm24_device_pack(s);
   WriteOut out{bias, relu, GeluWriteOut::kNone, Tensor()};
-  return product(x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s), kernel);
+  return product(x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s));
 }
 
-std::pair<Tensor, Tensor> nm24_linear_gelu(const Tensor& x, const Tensor& s, const Tensor& bias, Nm24Kernel kernel) {
+std::pair<Tensor, Tensor> nm24_linear_gelu(const Tensor& x, const Tensor& s, const Tensor& bias) {
   const Nm24Packed w = nm24_device_pack(s);
   WriteOut out{bias, false, GeluWriteOut::kForward, Tensor()};
-  Tensor y = product(x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s), kernel);
+  Tensor y = product(x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s));
   return {y, out.aux};
 }
 
-Tensor nm24_matmul(const Tensor& x, const Tensor& s, Nm24Kernel kernel) {
+Tensor nm24_matmul(const Tensor& x, const Tensor& s) {
   const Nm24Packed wt = nm24_device_pack_transposed(s);
   WriteOut out{Tensor(), false, GeluWriteOut::kNone, Tensor()};
-  return product(x, wt.values, wt.metadata, s.size(1), s.size(0), out, "", kernel);
+  return product(x, wt.values, wt.metadata, s.size(1), s.size(0), out, "");
 }
 
-Tensor nm24_matmul_gelu_grad(const Tensor& x, const Tensor& s, const Tensor& z, Nm24Kernel kernel) {
+Tensor nm24_matmul_gelu_grad(const Tensor& x, const Tensor& s, const Tensor& z) {
   const Nm24Packed wt = nm24_device_pack_transposed(s);
   WriteOut out{Tensor(), false, GeluWriteOut::kGradient, z};
-  return product(x, wt.values, wt.metadata, s.size(1), s.size(0), out, "", kernel);
+  return product(x, wt.values, wt.metadata, s.size(1), s.size(0), out, "");
 }
 
 Tensor nm_dense(const Tensor& s) {

@@ -22,10 +22,10 @@
 
 namespace coppice::sparse_cuda {
 
-// Which kernel runs a product on sparse tensor cores: the best the device
-// has (sparse wgmma on compute capability 9.0, mma.sp elsewhere), or mma.sp
-// wherever it runs (for the tests that check both kernels on a Hopper GPU).
-enum class Nm24Kernel { kBest, kMmaSp };
+// The products on sparse tensor cores run on the best kernel the device has
+// (sparse wgmma on compute capability 9.0, mma.sp elsewhere), or on mma.sp
+// wherever the pin nm24=mma_sp is set (sparse/route_choices.h: for the tests
+// that check both kernels on a Hopper GPU, and for comparisons).
 
 // Whether sparse tensor cores run x @ S^T: S a 2-D 2:4 tensor of bf16 or f16 on CUDA
 // whose cols are a multiple of 64 (kNm24StepCols).
@@ -45,17 +45,15 @@ Nm24Packed nm24_device_pack_transposed(const Tensor& s);
 
 // x @ S^T (+ bias) (relu) on sparse tensor cores; x 2-D of S's dtype and
 // device, S as nm24_takes.
-Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool relu,
-                   Nm24Kernel kernel = Nm24Kernel::kBest);
+Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool relu);
 
 // x @ S on sparse tensor cores, S as nm24_transposable.
-Tensor nm24_matmul(const Tensor& x, const Tensor& s, Nm24Kernel kernel = Nm24Kernel::kBest);
+Tensor nm24_matmul(const Tensor& x, const Tensor& s);
 
 // The gelu forms of the two (gelu_write_out.h), in the write-out:
 // {gelu(z), z} for z = x @ S^T (+ bias), and gelu_backward(x @ S, z).
-std::pair<Tensor, Tensor> nm24_linear_gelu(const Tensor& x, const Tensor& s, const Tensor& bias,
-                                           Nm24Kernel kernel = Nm24Kernel::kBest);
-Tensor nm24_matmul_gelu_grad(const Tensor& x, const Tensor& s, const Tensor& z, Nm24Kernel kernel = Nm24Kernel::kBest);
+std::pair<Tensor, Tensor> nm24_linear_gelu(const Tensor& x, const Tensor& s, const Tensor& bias);
+Tensor nm24_matmul_gelu_grad(const Tensor& x, const Tensor& s, const Tensor& z);
 
 // The dense form of an n:m tensor on CUDA (any n:m, any floating dtype), in
 // one kernel: what the products that do not take the tensor-core path

@@ -7,7 +7,8 @@
 //   bsr_tiles     BSR with 16/32-wide blocks in f32/bf16/f16: the tiled kernel
 //                 of bsr_products.h (a block-sized GEMM per stored block), or
 //                 the dense route where that may run and measured faster
-//                 (bsr_values below);
+//                 (bsr_values below; the decision bsr_sddmm of
+//                 sparse/route_choices.h);
 //   nm_dense_gather  n:m at the dense route's densities: the same dense
 //                 product, gathered by the group indices in one kernel
 //                 (nm_products.h: sparse tensor cores cannot write a sparse
@@ -28,6 +29,7 @@
 //                 gets 0).
 #include <climits>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,7 @@
 #include "sparse/cuda/nm_products.h"
 #include "sparse/formats.h"
 #include "sparse/masked.h"
+#include "sparse/route_choices.h"
 #include "tensor/dispatcher.h"
 #include "tensor/op_profile.h"
 #include "tensor/ops.h"
@@ -111,21 +114,23 @@ Tensor dense_route_values(const Tensor& a, const Tensor& b, const Tensor& patter
 // dense route's is one GEMM whatever the density, and which wins depends on
 // the density, the shape and the math (H100, 4096^3 at 90 %: tiles 1.17 ms
 // against 2.8 in f32, 0.55 against 0.46 in TF32). Where the dense route may
-// run, both are timed once per key (shape, blocks, dtype, TF32, stored blocks
-// in quarter octaves) on the real operands and the faster is kept.
+// run, the decision bsr_sddmm (sparse/route_choices.h) times both once per
+// key (device model, shape, blocks, dtype, TF32, stored blocks in quarter
+// octaves) on the real operands and keeps the faster, unless pinned.
 Tensor bsr_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
-  if (!take_dense_route(pattern)) return bsr_tiled_sddmm_values(a, b, pattern);
-  static auto* choice = new FasterOf();  // never destroyed
+  const std::optional<std::string> pin = route_pin("bsr_sddmm");
+  if (!take_dense_route(pattern) || pin == "tiles") return bsr_tiled_sddmm_values(a, b, pattern);
+  if (pin == "dense") return dense_route_values(a, b, pattern);
   const int device = pattern.device().index;
   const int64_t stored = nnz(pattern);
   const Shape& blocks = values(pattern).shape();  // [nblocks, bh, bw]
   const long octaves = stored > 0 ? std::lround(4 * std::log2(static_cast<double>(stored))) : 0;
   const std::string key =
-      str_cat(device, "|", a.size(0), "x", a.size(1), "x", b.size(1), "|", blocks[1], "x", blocks[2], "|q", octaves,
-              "|", dtype_name(pattern.dtype()), allow_tf32() ? "|tf32" : "");
-  return choice->run(
-      key, device, kOp, [&] { return bsr_tiled_sddmm_values(a, b, pattern); },
-      [&] { return dense_route_values(a, b, pattern); });
+      str_cat(device_model_key(device), "|", a.size(0), "x", a.size(1), "x", b.size(1), "|", blocks[1], "x", blocks[2],
+              "|q", octaves, "|", dtype_name(pattern.dtype()), allow_tf32() ? "|tf32" : "");
+  return run_chosen_route("bsr_sddmm", key, device, kOp,
+                          {{"tiles", [&] { return bsr_tiled_sddmm_values(a, b, pattern); }},
+                           {"dense", [&] { return dense_route_values(a, b, pattern); }}});
 }
 
 // One SDDMM for the planner.

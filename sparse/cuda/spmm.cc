@@ -12,13 +12,13 @@
 //                    X @ S^T with the bias and relu in the write-out, and
 //                    X @ S where the pattern is transposable; or the dense
 //                    route's product where that measured faster for the
-//                    shape (RuntimeOptions::nm24_mma);
+//                    shape (the decision nm24 of sparse/route_choices.h);
 //   dense_nm         n:m with n/m >= 1/8: the product on the dense form
 //                    (csr_view.h's multiplies_densely), decompressed in one
 //                    kernel (nm_products.h);
 //   bsr_tiles        BSR with 16/32-wide blocks in f32/bf16/f16, every
 //                    direction, bias and relu in the write-out
-//                    (bsr_products.h; RuntimeOptions::bsr_tiles turns it off);
+//                    (bsr_products.h; the pin bsr_tiles=off turns it off);
 //   masked_dense     masked: computed densely (values where the mask holds),
 //                    by design;
 //   blocked_ell      S @ X with S Blocked-ELL in bf16/f16: cuSPARSE's
@@ -31,6 +31,7 @@
 //                    (row_major_spmm below), by cuSPARSE or an own kernel,
 //                    whichever measured faster for the shape (spmm_choice.h).
 // A route that cannot fuse the bias and relu gets them applied after it.
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,9 +47,9 @@
 #include "sparse/cuda/nm_products.h"
 #include "sparse/cuda/spmm_choice.h"
 #include "sparse/formats.h"
+#include "sparse/route_choices.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
-#include "tensor/runtime_options.h"
 
 namespace coppice::sparse_cuda {
 namespace {
@@ -165,33 +166,28 @@ Tensor nm24_spmm(const SpmmProblem& p) {
   return then_bias_relu<nm24_matmul_spmm>(p);
 }
 
-// The 2:4 product on sparse tensor cores or the dense way (the next route's),
-// as RuntimeOptions::nm24_mma says; kAuto keeps the faster for the shape
-// (FasterOf, each side timed twice: one timing each once picked the kernel
-// that ran 35 % slower, H200 bench spmm). Neither always wins: on the H200
-// the sparse wgmma kernel runs x @ W^T at 1.16-1.19x cuBLAS's dense rate but
-// dy @ W, whose W^T is packed at every call, near it; and shapes with few
+// The 2:4 product on sparse tensor cores or the dense way (the next route's):
+// the decision nm24 (sparse/route_choices.h) keeps the faster for the shape
+// unless pinned (each side timed twice: one timing each once picked the
+// kernel that ran 35 % slower, H200 bench spmm). Neither always wins: on the
+// H200 the sparse wgmma kernel runs x @ W^T at 1.16-1.19x cuBLAS's dense rate
+// but dy @ W, whose W^T is packed at every call, near it; and shapes with few
 // rows leave its 256 x 128 tiles part empty.
-FasterOf& nm24_choice() {
-  static auto* choice = new FasterOf();  // never destroyed
-  return *choice;
-}
-
 std::string nm24_choice_key(const SpmmProblem& p) {
-  return str_cat(p.s.device().index, "|", static_cast<int>(p.product), "|", p.x.size(0), "x",
+  return str_cat(device_model_key(p.s.device().index), "|", static_cast<int>(p.product), "|", p.x.size(0), "x",
                  shape_to_string(p.s.shape()), "|", dtype_name(p.s.dtype()), p.bias.defined() ? "|bias" : "",
                  p.relu ? "|relu" : "");
 }
 
+std::vector<TimedRoute> nm24_routes(const SpmmProblem& p) {
+  return {{"sparse", [&p] { return nm24_spmm(p); }}, {"dense", [&p] { return then_bias_relu<dense_nm_spmm>(p); }}};
+}
+
 Tensor nm24_or_dense(const SpmmProblem& p) {
-  switch (runtime_options().nm24_mma) {
-    case Nm24Mode::kOn: return nm24_spmm(p);
-    case Nm24Mode::kOff: return then_bias_relu<dense_nm_spmm>(p);
-    case Nm24Mode::kAuto: break;
-  }
-  return nm24_choice().run(
-      nm24_choice_key(p), p.s.device().index, p.op, [&] { return nm24_spmm(p); },
-      [&] { return then_bias_relu<dense_nm_spmm>(p); }, /*rounds=*/2);
+  const std::optional<std::string> pin = route_pin("nm24");
+  if (pin == "dense") return then_bias_relu<dense_nm_spmm>(p);
+  if (pin.has_value()) return nm24_spmm(p);  // sparse, or mma_sp (nm_products.h reads which)
+  return run_chosen_route("nm24", nm24_choice_key(p), p.s.device().index, p.op, nm24_routes(p), /*rounds=*/2);
 }
 
 // Whether nm24_or_dense takes sparse tensor cores for p (measuring as it
@@ -199,14 +195,9 @@ Tensor nm24_or_dense(const SpmmProblem& p) {
 // path's write-out and follow the plain product's choice.
 bool nm24_chosen(const SpmmProblem& p) {
   if (!nm24_applies(p)) return false;
-  switch (runtime_options().nm24_mma) {
-    case Nm24Mode::kOn: return true;
-    case Nm24Mode::kOff: return false;
-    case Nm24Mode::kAuto: break;
-  }
-  return nm24_choice().first_wins(
-      nm24_choice_key(p), p.s.device().index, p.op, [&] { return nm24_spmm(p); },
-      [&] { return then_bias_relu<dense_nm_spmm>(p); }, /*rounds=*/2);
+  const std::optional<std::string> pin = route_pin("nm24");
+  if (pin.has_value()) return pin != "dense";
+  return chosen_route("nm24", nm24_choice_key(p), p.s.device().index, p.op, nm24_routes(p), /*rounds=*/2) == 0;
 }
 
 Tensor bsr_tiles_spmm(const SpmmProblem& p) {

@@ -4,9 +4,6 @@
 
 #include <climits>
 #include <cmath>
-#include <cstdio>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,9 +12,9 @@
 #include "sparse/cuda/csr_row_order.h"
 #include "sparse/cuda/csr_spmm.h"
 #include "sparse/cuda/kernel_timing.h"
+#include "sparse/route_choices.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/ops.h"
-#include "tensor/runtime_options.h"
 
 namespace coppice::sparse_cuda {
 namespace {
@@ -65,7 +62,7 @@ bool tiled_possible(const CsrSpmmArgs& a) {
 // What the last product on this thread ran (last_csr_spmm_impl).
 thread_local CsrSpmmImpl last_impl = CsrSpmmImpl::kCusparse;
 
-// CsrSpmmMode::kOwn, unmeasured: kTiled where it can run, has at least
+// The pin csr_spmm=own, unmeasured: kTiled where it can run, has at least
 // two blocks per SM and a density of at least 1/16, else kRows. (H100, 4096^2
 // times 4096^2 f32: kTiled won at 90 % and tied at 50 %, kRows won at 95 and
 // 99 %, where staging every chunk of X costs more than the ~kTileM * density
@@ -95,52 +92,10 @@ Tensor run_own(const Tensor& csr, const Tensor& x, CsrSpmmImpl impl, std::string
   return y;
 }
 
-struct Choices {
-  std::mutex mutex;
-  std::map<std::string, CsrSpmmImpl> chosen;
-  CsrSpmmChoiceStats stats;
-};
-
-Choices& choices() {
-  static Choices* c = new Choices();  // never destroyed: kernels may run during exit
-  return *c;
-}
-
 std::string choice_key(const CsrSpmmArgs& a, int64_t nnz, int device) {
   const int bucket = static_cast<int>(std::floor(4.0 * std::log2(static_cast<double>(nnz))));
-  return str_cat("dev", device, "|", a.rows, "x", a.cols, "|n", a.n, "|", dtype_name(a.dtype), "|nnz~2^", bucket, "/4|",
-                 tiled_possible(a) ? "vec" : "scalar");
-}
-
-// Measures every candidate on the real operands, caches the fastest under
-// `key` and returns its result.
-Tensor measure(const std::string& key, const Tensor& csr, const Tensor& x, const CsrSpmmArgs& a, int device,
-               std::string_view op, const CusparseSpmm& cusparse) {
-  std::vector<CsrSpmmImpl> candidates = {CsrSpmmImpl::kCusparse, CsrSpmmImpl::kRows};
-  if (tiled_possible(a)) candidates.push_back(CsrSpmmImpl::kTiled);
-  cuda::DeviceGuard guard(device);
-  CsrSpmmImpl best = CsrSpmmImpl::kCusparse;
-  double best_ms = 0.0;
-  Tensor best_out;
-  std::string report;
-  for (CsrSpmmImpl impl : candidates) {
-    Tensor out;
-    const double ms =
-        time_on_device_ms([&] { return impl == CsrSpmmImpl::kCusparse ? cusparse(csr, x) : run_own(csr, x, impl, op); },
-                          device, out, "csr_spmm");
-    report += str_cat(" ", csr_spmm_impl_name(impl), " ", ms, " ms");
-    if (!best_out.defined() || ms < best_ms) best = impl, best_ms = ms, best_out = out;
-  }
-  if (runtime_options().csr_spmm_log) {
-    std::fprintf(stderr, "[csr_spmm] %s:%s -> %s\n", key.c_str(), report.c_str(),
-                 std::string(csr_spmm_impl_name(best)).c_str());
-  }
-  Choices& c = choices();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  c.chosen[key] = best;
-  ++c.stats.measured;
-  last_impl = best;  // the measured runs left their own marks
-  return best_out;
+  return str_cat(device_model_key(device), "|", a.rows, "x", a.cols, "|n", a.n, "|", dtype_name(a.dtype), "|nnz~2^",
+                 bucket, "/4|", tiled_possible(a) ? "vec" : "scalar");
 }
 
 Tensor run_impl(CsrSpmmImpl impl, const Tensor& csr, const Tensor& x, std::string_view op,
@@ -148,6 +103,24 @@ Tensor run_impl(CsrSpmmImpl impl, const Tensor& csr, const Tensor& x, std::strin
   if (impl != CsrSpmmImpl::kCusparse) return run_own(csr, x, impl, op);  // records what it ran
   last_impl = impl;
   return cusparse(csr, x);
+}
+
+// The decision csr_spmm (sparse/route_choices.h) among the kernels that can
+// run the product: recorded for the key, or measured now on the real operands.
+Tensor measured_choice(const Tensor& csr, const Tensor& x, const CsrSpmmArgs& a, int64_t entries, int device,
+                       std::string_view op, const CusparseSpmm& cusparse) {
+  std::vector<CsrSpmmImpl> impls = {CsrSpmmImpl::kCusparse, CsrSpmmImpl::kRows};
+  if (tiled_possible(a)) impls.push_back(CsrSpmmImpl::kTiled);
+  std::vector<TimedRoute> routes;
+  for (CsrSpmmImpl impl : impls) {
+    routes.push_back({csr_spmm_impl_name(impl), [&, impl] { return run_impl(impl, csr, x, op, cusparse); }});
+  }
+  Tensor out;
+  const size_t winner = chosen_route("csr_spmm", choice_key(a, entries, device), device, "csr_spmm", routes,
+                                     /*rounds=*/1, &out);
+  if (!out.defined()) return run_impl(impls[winner], csr, x, op, cusparse);
+  last_impl = impls[winner];  // the measured runs left their own marks
+  return out;
 }
 
 }  // namespace
@@ -167,54 +140,21 @@ Tensor own_csr_spmm(const Tensor& csr, const Tensor& x, CsrSpmmImpl impl, std::s
 }
 
 Tensor csr_spmm_chosen(const Tensor& csr, const Tensor& x, std::string_view op, const CusparseSpmm& cusparse) {
-  const CsrSpmmMode mode = runtime_options().csr_spmm;
-  switch (mode) {
-    case CsrSpmmMode::kCusparse: return run_impl(CsrSpmmImpl::kCusparse, csr, x, op, cusparse);
-    case CsrSpmmMode::kTiled: return run_impl(CsrSpmmImpl::kTiled, csr, x, op, cusparse);
-    case CsrSpmmMode::kRows: return run_impl(CsrSpmmImpl::kRows, csr, x, op, cusparse);
-    case CsrSpmmMode::kOwn:
-    case CsrSpmmMode::kAuto: break;
-  }
+  const std::optional<std::string> pin = route_pin("csr_spmm");
+  if (pin == "cusparse") return run_impl(CsrSpmmImpl::kCusparse, csr, x, op, cusparse);
+  if (pin == "tiled") return run_impl(CsrSpmmImpl::kTiled, csr, x, op, cusparse);
+  if (pin == "rows") return run_impl(CsrSpmmImpl::kRows, csr, x, op, cusparse);
   const Operands o = operands(csr, x, op);
   const int64_t entries = nnz(csr);
   const int device = csr.device().index;
-  if (mode == CsrSpmmMode::kOwn) {
+  if (pin == "own") {
     const bool empty = o.args.rows == 0 || o.args.n == 0 || o.args.cols == 0 || entries == 0;
     return run_impl(empty ? CsrSpmmImpl::kRows : own_pick(o.args, entries, device), csr, o.x, op, cusparse);
   }
   if (entries * o.args.n < kMinMeasuredWork || o.args.rows == 0) {
     return run_impl(CsrSpmmImpl::kCusparse, csr, o.x, op, cusparse);
   }
-  const std::string key = choice_key(o.args, entries, device);
-  std::optional<CsrSpmmImpl> cached;
-  {
-    Choices& c = choices();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    const auto it = c.chosen.find(key);
-    if (it != c.chosen.end()) {
-      ++c.stats.reused;
-      cached = it->second;
-    }
-  }
-  if (cached.has_value()) return run_impl(*cached, csr, o.x, op, cusparse);
-  // Measured outside the lock (it synchronizes the device); two threads that
-  // meet a new key at once both measure, and the later one's choice stays.
-  return measure(key, csr, o.x, o.args, device, op, cusparse);
-}
-
-CsrSpmmChoiceStats csr_spmm_choice_stats() {
-  Choices& c = choices();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  CsrSpmmChoiceStats s = c.stats;
-  s.size = static_cast<int64_t>(c.chosen.size());
-  return s;
-}
-
-void clear_csr_spmm_choices() {
-  Choices& c = choices();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  c.chosen.clear();
-  c.stats = {};
+  return measured_choice(csr, o.x, o.args, entries, device, op, cusparse);
 }
 
 CsrSpmmImpl last_csr_spmm_impl() { return last_impl; }

@@ -23,10 +23,6 @@ exempt sparse/cuda/spmm.cc '*' \
   "the SpMM planner: choosing a route by the operand's format is its job (docs/architecture.md, kernel routes)"
 exempt sparse/cuda/sddmm.cc '*' \
   "the SDDMM planner: choosing a route by the pattern's format is its job (docs/architecture.md, kernel routes)"
-exempt sparse/cuda/nm_products.cc 's.layout() != Layout::kNm' \
-  "nm24_takes, the 2:4 route's applicability for the SpMM planner; to read nm_impl's structure (impl_as) instead"
-exempt sparse/cuda/bsr_products.cc 's.layout() != Layout::kBsr' \
-  "bsr_tiles_apply, the tiled route's applicability for the planners; to read the BSR's structure (impl_as) instead"
 # Format conversions (sparse/convert.cc, which switches on the source format
 # by design) live outside these folders and need no exemption here.
 

@@ -18,10 +18,12 @@
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "sparse/convert.h"
+#include "sparse/route_choices.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/generator.h"
 #include "tests/train/train_test_util.h"
 #include "train/checkpoint.h"
+#include "train/summary.h"
 
 namespace coppice {
 namespace {
@@ -322,6 +324,39 @@ TEST(RunTraining, ResumeIsBitIdenticalDense) { expect_resume_bit_identical(false
 TEST(RunTraining, ResumeIsBitIdenticalSparseCsrWithRigL) { expect_resume_bit_identical(true); }
 // The movement scores travel in the checkpoint (updater.*).
 TEST(RunTraining, ResumeIsBitIdenticalSparseCsrWithMovementPruningAndSet) { expect_resume_bit_identical(true, true); }
+
+// The planners' measured decisions (sparse/route_choices.h) travel in the
+// checkpoint and the summary: a resumed run computes with the routes of the
+// run it continues instead of measuring again (on the CPU no planner
+// measures, so the test records one as a CUDA planner would).
+TEST(RunTraining, RouteChoicesTravelInTheCheckpointAndTheSummary) {
+  clear_route_choices();
+  const std::vector<std::string_view> routes = {"sparse", "dense"};
+  choose_route("nm24", "GPU|k", routes, [] { return std::vector<double>{2.0, 1.0}; });
+  const std::string dir = temp_dir("resume_routes");
+  Job first = build_job(false, 6);
+  first.c->stop_at_step = 3;
+  first.c->checkpoint_dir = dir;
+  first.c->checkpoint_every = 3;
+  const TrainingSummary a = run_training(*first.c);
+  EXPECT_NE(a.route_choices.find("\"winner\":\"dense\""), std::string::npos) << a.route_choices;
+  EXPECT_NE(summary_json(a).str().find("\"route_choices\":[{\"decision\":\"nm24\""), std::string::npos);
+
+  clear_route_choices();  // a new process
+  Job second = build_job(false, 6);
+  second.c->resume = dir;
+  run_training(*second.c);
+  const std::vector<RouteChoice> restored = recorded_route_choices();
+  ASSERT_EQ(restored.size(), 1u);
+  EXPECT_EQ(restored[0].source, RouteSource::kRestored);
+  EXPECT_EQ(choose_route("nm24", "GPU|k", routes,
+                         [] {
+                           ADD_FAILURE() << "measured again after the resume";
+                           return std::vector<double>{1.0, 2.0};
+                         }),
+            1u);
+  clear_route_choices();
+}
 
 }  // namespace
 }  // namespace coppice

@@ -13,11 +13,11 @@
 #   and cuBLAS, and their times beside cuBLAS's;
 # - the parity tests of the path (nm24_mma_test, spmm_test, nm_metadata_test);
 # - bench spmm (its 2:4 rows: a 2:4 linear layer's three products beside
-#   cuBLAS dense) with COPPICE_NM24_MMA on (the kernels), off (the dense
-#   route) and auto (the measured choice), and torch_reference.py spmm
+#   cuBLAS dense) with COPPICE_ROUTES=nm24=sparse (the kernels), dense (the
+#   dense route) and auto (the measured choice), and torch_reference.py spmm
 #   (to_sparse_semi_structured) -> one table per mode in summary.txt;
 # - bench train of the MLP-4096, dense and 2:4 (transposable masks; the 2:4
-#   step also with COPPICE_NM24_MMA on and off), in PROFILE_MODES (default
+#   step also with nm24 pinned sparse and dense), in PROFILE_MODES (default
 #   bf16), beside torch_train.py's dense step;
 # - with NM24_NCU=1 (the default), Nsight Compute's SpeedOfLight, memory,
 #   compute and warp-state sections of the 2:4 product kernels.
@@ -50,24 +50,24 @@ done
 
 timeout 200 python3 .devbin/torch_reference.py spmm --device cuda --json "$W/spmm_torch.json" > "$W/torch_spmm.log" 2>&1 ||
   say "torch spmm: exit $?"
-# The kernels themselves (on), the dense route (off), and the measured choice (auto, the default).
-for mode in on off auto; do
-  COPPICE_NM24_MMA=$mode timeout 240 $B spmm --device cuda --json "$W/spmm_$mode.json" > "$W/bench_spmm_$mode.log" 2>&1 ||
+# The kernels themselves (sparse), the dense route (dense), and the measured choice (auto, the default).
+for mode in sparse dense auto; do
+  COPPICE_ROUTES=nm24=$mode timeout 240 $B spmm --device cuda --json "$W/spmm_$mode.json" > "$W/bench_spmm_$mode.log" 2>&1 ||
     say "bench spmm ($mode): exit $?"
-  say "COPPICE_NM24_MMA=$mode:"
+  say "COPPICE_ROUTES=nm24=$mode:"
   python3 .devbin/nm24_compare.py --coppice "$W/spmm_$mode.json" --torch "$W/spmm_torch.json" \
     --out "$W/nm24_table_$mode.md" > "$W/nm24_compare_$mode.log" 2>&1 || say "nm24_compare: $(tail -3 "$W/nm24_compare_$mode.log")"
   cat "$W/nm24_table_$mode.md" 2>/dev/null | tee -a "$SUMMARY"
 done
-cp "$W/spmm_on.json" "$OUT/spmm_coppice.json" 2>/dev/null
+cp "$W/spmm_sparse.json" "$OUT/spmm_coppice.json" 2>/dev/null
 
 common=(train --device cuda --models mlp --config-dir configs --modes "$MODES")
 timeout 240 $B "${common[@]}" --formats dense,nm --steps 10 --warmup 3 --json "$OUT/train_coppice.json" \
   > "$W/bench_train.log" 2>&1 || say "bench train: exit $?"
-for mode in on off; do
-  COPPICE_NM24_MMA=$mode timeout 240 $B "${common[@]}" --formats nm --steps 10 --warmup 3 \
+for mode in sparse dense; do
+  COPPICE_ROUTES=nm24=$mode timeout 240 $B "${common[@]}" --formats nm --steps 10 --warmup 3 \
     --json "$W/train_nm_$mode.json" > "$W/bench_train_nm_$mode.log" 2>&1 || say "bench train ($mode): exit $?"
-  sed "s/^train/train (COPPICE_NM24_MMA=$mode)/" "$W/bench_train_nm_$mode.log" > "$W/bench_train_nm_$mode.txt"
+  sed "s/^train/train (nm24=$mode)/" "$W/bench_train_nm_$mode.log" > "$W/bench_train_nm_$mode.txt"
 done
 timeout 150 python3 .devbin/torch_train.py --device cuda --models mlp --formats dense --modes "$MODES" --steps 10 \
   --warmup 3 --json "$W/train_torch.json" > "$W/torch_train.log" 2>&1 || say "torch_train: exit $?"

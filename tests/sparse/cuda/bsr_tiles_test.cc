@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "sparse/cuda/bsr_products.h"
 #include "sparse/ops.h"
+#include "sparse/route_choices.h"
 #include "tensor/precision.h"
 #include "tensor/runtime_options.h"
 #include "tests/sparse/cuda/cuda_test_util.h"
@@ -91,7 +92,7 @@ TEST_F(BsrTilesTest, EveryDirectionMatchesCpu) {
 }
 
 // The dispatched ops (matmul and linear both ways) take the tiles and agree
-// with the route they replace (RuntimeOptions::bsr_tiles off).
+// with the route they replace (the pin bsr_tiles=off).
 TEST_F(BsrTilesTest, DispatchedOpsAgreeWithTheOldRoute) {
   SKIP_WITHOUT_CUDA();
   const Tensor dense = random_blocks(96, 64, 32, 32, 0.4, 7, {0});
@@ -102,7 +103,7 @@ TEST_F(BsrTilesTest, DispatchedOpsAgreeWithTheOldRoute) {
   const std::vector<Tensor> tiled = all();
   std::vector<Tensor> old;
   {
-    ScopedRuntimeOptions tiles_off([](RuntimeOptions& o) { o.bsr_tiles = false; });
+    ScopedRoutePins tiles_off("bsr_tiles=off");
     old = all();
   }
   for (size_t i = 0; i < tiled.size(); ++i) EXPECT_TRUE(near(tiled[i], old[i], DType::kF32)) << "product " << i;
@@ -179,7 +180,7 @@ TEST_F(BsrTilesTest, LinearReluAppliesItInTheKernel) {
   }
 }
 
-// Where the tiles do not apply (RuntimeOptions::bsr_tiles off, or f64) the kernel
+// Where the tiles do not apply (the pin bsr_tiles=off, or f64) the kernel
 // computes the composite.
 TEST_F(BsrTilesTest, LinearReluWithoutTilesIsTheComposite) {
   SKIP_WITHOUT_CUDA();
@@ -188,7 +189,7 @@ TEST_F(BsrTilesTest, LinearReluWithoutTilesIsTheComposite) {
   for (DType dtype : {DType::kF32, DType::kF64}) {
     const Tensor w = to_device(to_format(dense.to(dtype), "bsr", FormatOptions::block(32, 32)), kCuda);
     const Tensor xc = x.to(dtype).to(kCuda), bc = b.to(dtype).to(kCuda);
-    ScopedRuntimeOptions tiles_off([](RuntimeOptions& o) { o.bsr_tiles = false; });  // changes nothing for f64
+    ScopedRoutePins tiles_off("bsr_tiles=off");  // changes nothing for f64
     EXPECT_FALSE(bsr_tiles_apply(w)) << dtype_name(dtype);
     const Tensor got = linear_relu(xc, w, bc), got_nobias = linear_relu(xc, w);
     const Tensor want =

@@ -21,6 +21,7 @@
 #include "sparse/convert.h"
 #include "sparse/cuda/spmm_choice.h"
 #include "sparse/ops.h"
+#include "sparse/route_choices.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
 #include "tensor/dispatcher.h"
@@ -38,21 +39,14 @@ const std::vector<CsrSpmmImpl> kOwn = {CsrSpmmImpl::kTiled, CsrSpmmImpl::kRows};
 
 std::string impl_name(CsrSpmmImpl impl) { return std::string(sparse_cuda::csr_spmm_impl_name(impl)); }
 
-// Forces RuntimeOptions::csr_spmm, named as COPPICE_CSR_SPMM names it, for
-// one scope, and restores the previous options after it.
+// Pins the decision csr_spmm (sparse/route_choices.h) for one scope, and
+// restores the previous pins after it.
 class ScopedMode {
  public:
-  explicit ScopedMode(std::string_view mode) : options_([mode](RuntimeOptions& o) { o.csr_spmm = named(mode); }) {}
+  explicit ScopedMode(std::string_view mode) : pins_(str_cat("csr_spmm=", mode)) {}
 
  private:
-  static CsrSpmmMode named(std::string_view mode) {
-    for (CsrSpmmMode m :
-         {CsrSpmmMode::kAuto, CsrSpmmMode::kOwn, CsrSpmmMode::kTiled, CsrSpmmMode::kRows, CsrSpmmMode::kCusparse}) {
-      if (csr_spmm_mode_name(m) == mode) return m;
-    }
-    fail("ScopedMode: unknown mode ", mode);
-  }
-  ScopedRuntimeOptions options_;
+  ScopedRoutePins pins_;
 };
 
 // `dense` (f64, host) with its rows in reverse order: the same shape and nnz,
@@ -192,21 +186,21 @@ TEST_F(SparseCudaTest, ForcedSidesThroughMatmulAndLinear) {
   }
 }
 
-// The environment's spelling is checked where it is read (tensor/runtime_options.h).
+// A pin's spelling is checked where it is set (sparse/route_choices.h).
 TEST_F(SparseCudaTest, UnknownModeIsAClearError) {
   try {
-    runtime_options_from([](const char* name) -> const char* {
-      return std::string_view(name) == "COPPICE_CSR_SPMM" ? "fastest" : nullptr;
-    });
-    ADD_FAILURE() << "COPPICE_CSR_SPMM=fastest was accepted";
-  } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("COPPICE_CSR_SPMM"), std::string::npos) << e.what(); }
+    ScopedMode mode("fastest");
+    ADD_FAILURE() << "csr_spmm=fastest was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("csr_spmm='fastest'"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(SparseCudaTest, ChoiceIsMeasuredOncePerKey) {
   SKIP_WITHOUT_CUDA();
-  using sparse_cuda::csr_spmm_choice_stats;
+  auto csr_spmm_choice_stats = [] { return route_choice_stats("csr_spmm"); };
   ScopedMode scoped("auto");
-  sparse_cuda::clear_csr_spmm_choices();
+  clear_route_choices();
   const Tensor dense = random_matrix({256, 512}, 0.1, 31, {7});
   const Tensor a = to_format(dense.to(DType::kF32), "csr");
   const Tensor x = random_dense({512, 96}, 32).to(DType::kF32);
@@ -244,7 +238,7 @@ TEST_F(SparseCudaTest, ChoiceIsMeasuredOncePerKey) {
   EXPECT_TRUE(
       near(matmul(to_device(a64, kCuda), x.to(DType::kF64).to(kCuda)), matmul(a64, x.to(DType::kF64)), DType::kF64));
   EXPECT_EQ(csr_spmm_choice_stats().measured, 4);
-  EXPECT_EQ(csr_spmm_choice_stats().size, 4);
+  EXPECT_EQ(csr_spmm_choice_stats().recorded, 4);
   // Small products take cuSPARSE unmeasured.
   const Tensor s = to_device(to_format(random_matrix({20, 30}, 0.3, 35).to(DType::kF32), "csr"), kCuda);
   matmul(s, random_dense({30, 5}, 36).to(DType::kF32).to(kCuda));

@@ -22,6 +22,7 @@
 #include "sparse/nm.h"
 #include "sparse/nm_transposable.h"
 #include "sparse/ops.h"
+#include "sparse/route_choices.h"
 #include "tensor/op_profile.h"
 #include "tensor/precision.h"
 #include "tensor/runtime_options.h"
@@ -229,7 +230,9 @@ Tensor nm_weight(int64_t rows, int64_t cols, DType dtype, uint64_t seed) {
   return to_device(nm_compress(dense, transposable_nm_mask(dense), 2, 4), kCuda);
 }
 
-const sparse_cuda::Nm24Kernel kNmKernels[] = {sparse_cuda::Nm24Kernel::kBest, sparse_cuda::Nm24Kernel::kMmaSp};
+// The pins of the two kernels: the best the device has (sparse wgmma on
+// Hopper), and mma.sp.
+const char* const kNmKernels[] = {"nm24=sparse", "nm24=mma_sp"};
 
 TEST_F(GeluProductsTest, Nm24GeluFormsAreTheirCompositesInOneKernel) {
   SKIP_WITHOUT_CUDA();
@@ -242,21 +245,21 @@ TEST_F(GeluProductsTest, Nm24GeluFormsAreTheirCompositesInOneKernel) {
         const Tensor x = random_dense({tokens, 192}, seed++).to(dtype).to(kCuda);
         const Tensor g = random_dense({tokens, rows}, seed++).to(dtype).to(kCuda);
         const Tensor z_in = random_dense({tokens, 192}, seed++).to(dtype).to(kCuda);
-        for (auto kernel : kNmKernels) {
-          const std::string what = str_cat(dtype_name(dtype), " rows ", rows, " tokens ", tokens, " kernel ",
-                                           kernel == sparse_cuda::Nm24Kernel::kBest ? "best" : "mma.sp");
+        for (const char* kernel : kNmKernels) {
+          ScopedRoutePins pin(kernel);
+          const std::string what = str_cat(dtype_name(dtype), " rows ", rows, " tokens ", tokens, " ", kernel);
           for (bool with_bias : {true, false}) {
             const Tensor bias = with_bias ? b : Tensor();
-            const auto [y, z] = sparse_cuda::nm24_linear_gelu(x, w, bias, kernel);
-            const Tensor z_want = sparse_cuda::nm24_linear(x, w, bias, false, kernel);
+            const auto [y, z] = sparse_cuda::nm24_linear_gelu(x, w, bias);
+            const Tensor z_want = sparse_cuda::nm24_linear(x, w, bias, false);
             EXPECT_TRUE(same_bits(z, z_want)) << "z, " << what << (with_bias ? " bias" : "");
             EXPECT_TRUE(same_bits(y, gelu(z_want))) << "gelu(z), " << what << (with_bias ? " bias" : "");
             const Tensor want = linear(host64(x), host64(to_dense(w)), with_bias ? host64(b) : Tensor());
             EXPECT_TRUE(near(y, gelu(want), dtype)) << "vs the CPU, " << what;
           }
           if (rows % 64 != 0) continue;  // dy @ W runs on W^T, whose columns (W's rows) come in steps of 64
-          const Tensor got = sparse_cuda::nm24_matmul_gelu_grad(g, w, z_in, kernel);
-          EXPECT_TRUE(same_bits(got, gelu_backward(sparse_cuda::nm24_matmul(g, w, kernel), z_in))) << what;
+          const Tensor got = sparse_cuda::nm24_matmul_gelu_grad(g, w, z_in);
+          EXPECT_TRUE(same_bits(got, gelu_backward(sparse_cuda::nm24_matmul(g, w), z_in))) << what;
           const Tensor want = gelu_backward(matmul(host64(g), host64(to_dense(w))), host64(z_in));
           EXPECT_TRUE(near(got, want, dtype)) << "gradient vs the CPU, " << what;
         }
@@ -266,8 +269,8 @@ TEST_F(GeluProductsTest, Nm24GeluFormsAreTheirCompositesInOneKernel) {
 }
 
 // The ops take the fused 2:4 kernels where the plain product takes sparse
-// tensor cores (RuntimeOptions::nm24_mma on), the composite where it does
-// not (off), with the same values up to the products' rounding.
+// tensor cores (the pin nm24=sparse), the composite where it does not
+// (nm24=dense), with the same values up to the products' rounding.
 TEST_F(GeluProductsTest, Nm24FrontendFollowsThePlainProductsChoice) {
   SKIP_WITHOUT_CUDA();
   EXPECT_NE(Dispatcher::instance().find("linear_gelu", DeviceType::kCuda, {"dense", "nm", "dense"}), nullptr);
@@ -278,15 +281,14 @@ TEST_F(GeluProductsTest, Nm24FrontendFollowsThePlainProductsChoice) {
   const Tensor b = random_dense({1, 128}, 5102).reshape({128}).to(DType::kBF16).to(kCuda);
   const Tensor g = random_dense({70, 128}, 5103).to(DType::kBF16).to(kCuda);
   const Tensor z = random_dense({70, 192}, 5104).to(DType::kBF16).to(kCuda);
-  for (Nm24Mode mode : {Nm24Mode::kOn, Nm24Mode::kOff}) {
-    ScopedRuntimeOptions nm24([mode](RuntimeOptions& o) { o.nm24_mma = mode; });
-    const bool on = mode == Nm24Mode::kOn;
+  for (bool on : {true, false}) {
+    ScopedRoutePins nm24(on ? "nm24=sparse" : "nm24=dense");
     const int64_t gelus = op_profile_calls("gelu"), grads = op_profile_calls("gelu_backward");
     const auto [y, zf] = linear_gelu(x, w, b);
     const Tensor gz = matmul_gelu_backward(g, w, z);
-    EXPECT_EQ(op_profile_calls("gelu") == gelus, on) << "linear_gelu, nm24_mma " << (on ? "on" : "off");
+    EXPECT_EQ(op_profile_calls("gelu") == gelus, on) << "linear_gelu, nm24 " << (on ? "sparse" : "dense");
     EXPECT_EQ(op_profile_calls("gelu_backward") == grads, on)
-        << "matmul_gelu_backward, nm24_mma " << (on ? "on" : "off");
+        << "matmul_gelu_backward, nm24 " << (on ? "sparse" : "dense");
     const Tensor want = linear(host64(x), host64(to_dense(w)), host64(b));
     EXPECT_TRUE(near(zf, want, DType::kBF16)) << (on ? "on" : "off");
     EXPECT_TRUE(near(y, gelu(want), DType::kBF16)) << (on ? "on" : "off");
@@ -299,7 +301,7 @@ TEST_F(GeluProductsTest, Nm24FrontendFollowsThePlainProductsChoice) {
 // equal to linear, gelu, linear's.
 TEST_F(GeluProductsTest, Nm24GeluMlpGradientsMatchTheComposite) {
   SKIP_WITHOUT_CUDA();
-  ScopedRuntimeOptions nm24([](RuntimeOptions& o) { o.nm24_mma = Nm24Mode::kOn; });
+  ScopedRoutePins nm24("nm24=sparse");
   const Tensor w1v = nm_weight(256, 128, DType::kBF16, 5200), w2v = nm_weight(128, 256, DType::kBF16, 5201);
   const Tensor xv = random_dense({2 * 45, 128}, 5202).reshape({2, 45, 128}).to(DType::kBF16).to(kCuda);
   const Tensor b1v = random_dense({1, 256}, 5203).reshape({256}).to(DType::kBF16).to(kCuda);

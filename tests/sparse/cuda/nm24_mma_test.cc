@@ -19,6 +19,7 @@
 #include "sparse/nm_metadata.h"
 #include "sparse/nm_transposable.h"
 #include "sparse/ops.h"
+#include "sparse/route_choices.h"
 #include "tensor/ops.h"
 #include "tensor/runtime_options.h"
 #include "tests/sparse/cuda/cuda_test_util.h"
@@ -47,10 +48,10 @@ std::vector<uint8_t> bytes(const Tensor& t) { return t.to(Device::cpu()).to_vect
 bool same(const Tensor& a, const Tensor& b) { return allclose(host64(a), host64(b), 0.0, 0.0); }
 
 // The products run on the tensor-core kernels whatever they measure against
-// the dense route (RuntimeOptions::nm24_mma on), except where a test says.
+// the dense route (the pin nm24=sparse), except where a test says.
 class Nm24MmaTest : public SparseCudaTest {
  protected:
-  ScopedRuntimeOptions on_{[](RuntimeOptions& o) { o.nm24_mma = Nm24Mode::kOn; }};
+  ScopedRoutePins on_{"nm24=sparse"};
 };
 
 TEST_F(Nm24MmaTest, TakesTwoOfFourIn16BitsWithColsOf64) {
@@ -191,11 +192,12 @@ TEST_F(Nm24MmaTest, EachKernelMatchesTheCpuTwin) {
       const Tensor b = random_dense({c.out}, ++seed).to(dtype);
       const Tensor wh = to_device(w, Device::cpu());
       const Tensor xg = to_device(x, kCuda), dyg = to_device(dy, kCuda), bg = to_device(b, kCuda);
-      for (sparse_cuda::Nm24Kernel kernel : {sparse_cuda::Nm24Kernel::kBest, sparse_cuda::Nm24Kernel::kMmaSp}) {
-        const char* name = kernel == sparse_cuda::Nm24Kernel::kBest ? "best" : "mma.sp";
-        EXPECT_TRUE(near(sparse_cuda::nm24_linear(xg, w, bg, true, kernel), linear_relu(x, wh, b), dtype))
+      // The best kernel the device has (sparse wgmma on Hopper), and mma.sp.
+      for (const char* name : {"sparse", "mma_sp"}) {
+        ScopedRoutePins kernel(str_cat("nm24=", name));
+        EXPECT_TRUE(near(sparse_cuda::nm24_linear(xg, w, bg, true), linear_relu(x, wh, b), dtype))
             << name << " " << dtype_name(dtype) << " " << c.batch << "x" << c.out << "x" << c.in;
-        EXPECT_TRUE(near(sparse_cuda::nm24_matmul(dyg, w, kernel), matmul(dy, wh), dtype))
+        EXPECT_TRUE(near(sparse_cuda::nm24_matmul(dyg, w), matmul(dy, wh), dtype))
             << name << " " << dtype_name(dtype) << " " << c.batch << "x" << c.out << "x" << c.in;
       }
     }
@@ -229,11 +231,11 @@ TEST_F(Nm24MmaTest, EveryModeMatchesTheCpu) {
   const Tensor w = weight(128, 256, DType::kBF16, 300, true);
   const Tensor x = random_dense({96, 256}, 301).to(DType::kBF16), dy = random_dense({96, 128}, 302).to(DType::kBF16);
   const Tensor wh = to_device(w, Device::cpu());
-  for (Nm24Mode mode : {Nm24Mode::kAuto, Nm24Mode::kOn, Nm24Mode::kOff}) {
-    ScopedRuntimeOptions set([mode](RuntimeOptions& o) { o.nm24_mma = mode; });
+  for (const char* mode : {"auto", "sparse", "mma_sp", "dense"}) {
+    ScopedRoutePins set(str_cat("nm24=", mode));
     for (int run = 0; run < 2; ++run) {
-      EXPECT_TRUE(near(linear(to_device(x, kCuda), w), linear(x, wh), DType::kBF16)) << nm24_mode_name(mode);
-      EXPECT_TRUE(near(matmul(to_device(dy, kCuda), w), matmul(dy, wh), DType::kBF16)) << nm24_mode_name(mode);
+      EXPECT_TRUE(near(linear(to_device(x, kCuda), w), linear(x, wh), DType::kBF16)) << mode;
+      EXPECT_TRUE(near(matmul(to_device(dy, kCuda), w), matmul(dy, wh), DType::kBF16)) << mode;
     }
   }
 }
