@@ -210,7 +210,7 @@ void Trainer::synchronize() {
       summary_.last_exchange = sync_->last_stats();
     }
   }
-  if (dense_view_.is_open()) step_.dense_grads = dense_view_.close(step_.grad_scale);
+  if (dense_view_.is_open()) step_.growth_signals = dense_view_.close(step_.grad_scale);
 }
 
 void Trainer::step() {
@@ -282,7 +282,7 @@ void Trainer::watch_for_nonfinite(bool gradients) {
   if (gradients) {
     for (int64_t i = 0; i < dense_slot; ++i) step_.health.add(params[static_cast<size_t>(i)].grad(), i);
   }
-  for (const auto& [name, g] : step_.dense_grads) step_.health.add(g, dense_slot);
+  for (const auto& [name, s] : step_.growth_signals) step_.health.add(s.tensor(), dense_slot);
 }
 
 // A non-finite step whose update is still to come. Gradients that overflowed
@@ -314,8 +314,9 @@ std::string Trainer::nonfinite_cause() const {
     const std::string& name = params[static_cast<size_t>(i)].name();
     return str_cat("the gradient of '", name.empty() ? str_cat("parameter ", i) : name, "' is not finite");
   }
-  for (const auto& [name, g] : step_.dense_grads) {
-    if (!all_finite(g)) return str_cat("the dense gradient of '", name, "' is not finite");
+  for (const auto& [name, s] : step_.growth_signals) {
+    if (!all_finite(s.tensor()))
+      return str_cat("the ", growth_signal_kind_name(s.kind()), " of '", name, "' is not finite");
   }
   return "a gradient is not finite";
 }
@@ -366,7 +367,7 @@ void Trainer::update_sparsity() {
   // A step skipped as non-finite changes no mask either.
   if (masks_ == nullptr || step_.nonfinite_skipped || !masks_->changes_masks(step_.t, step_.skipped)) return;
   try {
-    step_.mask_stats = masks_->update(step_.t, step_.dense_grads);
+    step_.mask_stats = masks_->update(step_.t, step_.growth_signals);
   } catch (const NonfiniteError& e) {
     // The schedule refused to rank inf or NaN scores (a weight that the
     // update made non-finite, say) before changing any mask: stop, or leave
