@@ -36,8 +36,8 @@ void DenseGradientView::open(Module& model, const std::vector<std::string>& laye
   }
 }
 
-std::map<std::string, Tensor> DenseGradientView::close(double grad_scale) {
-  std::map<std::string, Tensor> dense_grads;
+std::map<std::string, GrowthSignal> DenseGradientView::close(double grad_scale) {
+  std::map<std::string, GrowthSignal> signals;
   for (const Swapped& s : swapped_) {
     model_->set_parameter(s.name, s.sparse);
     const Tensor& g = s.dense.grad();
@@ -45,7 +45,7 @@ std::map<std::string, Tensor> DenseGradientView::close(double grad_scale) {
     const DType score_dtype = optimizer_state_dtype(s.dense.dtype());
     const Tensor dense_g = g.defined() ? mul(g.to(score_dtype), 1.0 / grad_scale)
                                        : zeros(s.dense.shape(), {score_dtype, s.dense.device()});
-    dense_grads[s.name] = dense_g;
+    signals[s.name] = GrowthSignal::dense_gradient(dense_g);
     if (g.defined()) s.sparse.set_grad(project_grad(g, s.sparse.value(), "run_training"));
   }
   swapped_.clear();
@@ -63,12 +63,14 @@ std::map<std::string, Tensor> DenseGradientView::close(double grad_scale) {
       COPPICE_CHECK(!p.weight.grad().defined(), op,
                     ": the weight has a gradient, but not from linear or matmul with the weight itself, the "
                     "products whose gradients the block scores are formed from");
-      dense_grads[p.name] = zeros({w.size(0) / bh, w.size(1) / bw}, TensorOptions(DType::kF64, w.device()));
+      signals[p.name] = GrowthSignal::block_scores(
+          zeros({w.size(0) / bh, w.size(1) / bw}, TensorOptions(DType::kF64, w.device())), bh, bw);
       continue;
     }
-    dense_grads[p.name] = mul(sparsify::product_block_scores(factors, bh, bw, op), 1.0 / (grad_scale * grad_scale));
+    signals[p.name] = GrowthSignal::block_scores(
+        mul(sparsify::product_block_scores(factors, bh, bw, op), 1.0 / (grad_scale * grad_scale)), bh, bw);
   }
-  return dense_grads;
+  return signals;
 }
 
 void DenseGradientView::restore() {

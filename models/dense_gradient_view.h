@@ -4,16 +4,19 @@
 // the mask schedule asks for it (MaskSchedule::needs_dense_gradient), and only
 // there, each sparse weight is swapped for a dense leaf holding to_dense of
 // it for one forward and backward; afterwards the sparse weight is put back,
-// the dense gradient goes to the updater, and its projection onto the
+// the dense gradient goes to the updater as its growth signal
+// (optim/growth_signal.h), and its projection onto the
 // weight's pattern (autograd's project_grad) becomes the weight's gradient,
 // so the optimizer sees what an ordinary step would give it.
 //
-// Block formats (bsr, blocked_ell) are ranked by per-block sums of squares of
-// that gradient. With `probe_blocks`, such a weight is not swapped: it stays
+// Block formats (those whose row in the format table has a block shape: bsr,
+// blocked_ell) are ranked by per-block sums of squares of that gradient.
+// With `probe_blocks`, such a weight is not swapped: it stays
 // sparse for the step, a GradientProbe (autograd/gradient_probe.h) collects
 // the factors of its gradient, and close() hands back the block scores
-// computed from them a chunk at a time (sparsify::product_block_scores), so
-// no dense gradient or dense product is formed. The trainer asks for this on
+// computed from them a chunk at a time (sparsify::product_block_scores) as
+// its growth signal, so no dense gradient or dense product is formed. The
+// trainer asks for this on
 // one rank only: the block scores of an average over ranks cannot be formed
 // from each rank's own scores.
 #pragma once
@@ -27,6 +30,7 @@
 #include "autograd/gradient_probe.h"
 #include "autograd/variable.h"
 #include "models/module.h"
+#include "optim/growth_signal.h"
 #include "tensor/tensor.h"
 
 namespace coppice {
@@ -46,13 +50,14 @@ class DenseGradientView {
             const std::function<void(const std::string& layer)>& on_swap, bool probe_blocks = false);
 
   // Puts the sparse weights back, each with its dense gradient projected onto
-  // its pattern as gradient; returns by layer the dense gradients, divided by
-  // `grad_scale` (the loss scale backward ran with) and in the optimizer's
-  // state dtype (f32 for 16-bit weights), zeros where backward left none,
-  // and for each probed weight the block scores of its unscaled gradient
-  // (f64, [rows / block_rows, cols / block_cols]). Throws naming a probed
-  // weight whose gradient did not come from the products the probe sees.
-  std::map<std::string, Tensor> close(double grad_scale);
+  // its pattern as gradient; returns by layer the growth signals: for each
+  // swapped weight its dense gradient, divided by `grad_scale` (the loss scale
+  // backward ran with) and in the optimizer's state dtype (f32 for 16-bit
+  // weights), zeros where backward left none, and for each probed weight the
+  // block scores of its unscaled gradient (f64, [rows / block_rows,
+  // cols / block_cols], with its block size). Throws naming a probed weight
+  // whose gradient did not come from the products the probe sees.
+  std::map<std::string, GrowthSignal> close(double grad_scale);
 
   bool is_open() const { return model_ != nullptr; }
 

@@ -66,15 +66,9 @@ class GradientGrowth : public GrowthPolicy {
   std::string name() const override { return "gradient"; }
   bool needs_dense_gradient() const override { return true; }
   std::vector<int64_t> grow(const GrowthInput& in) const override {
-    COPPICE_CHECK(in.dense_gradient.defined(), "growth 'gradient' (layer ", in.layer,
-                  "): needs the dense gradient on update steps");
-    return top_k_among(in.dense_gradient, *in.candidates, in.k, "growth 'gradient' (layer " + in.layer + ")");
+    return top_k_among(in.growth_scores(name()), *in.candidates, in.k, "growth 'gradient' (layer " + in.layer + ")");
   }
-  Tensor group_scores(const GrowthInput& in) const override {
-    COPPICE_CHECK(in.dense_gradient.defined(), "growth 'gradient' (layer ", in.layer,
-                  "): needs the dense gradient on update steps");
-    return abs(to_dense(in.dense_gradient));
-  }
+  Tensor group_scores(const GrowthInput& in) const override { return abs(to_dense(in.growth_scores(name()))); }
 };
 
 class MomentumGrowth : public GrowthPolicy {
@@ -110,6 +104,11 @@ Registry& registry() {
 }
 
 }  // namespace
+
+const Tensor& GrowthInput::growth_scores(std::string_view policy) const {
+  return expect_growth_scores(growth_signal, param.shape(), block_rows, block_cols,
+                              str_cat("growth '", policy, "' (layer ", layer, ")"));
+}
 
 void register_growth_policy(const std::string& name, GrowthPolicyFactory factory) {
   COPPICE_CHECK(!name.empty(), "register_growth_policy: the name is empty");

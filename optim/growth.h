@@ -7,7 +7,8 @@
 //             Philox key per flat position, so that CPU and GPU and every
 //             replica given the same key pick the same ones.
 //   gradient  RigL (Evci et al. 2020): the k candidates of largest |dense
-//             gradient|, exact, ties to the lower flat position.
+//             gradient| (for a block format, largest block scores),
+//             exact, ties to the lower flat position.
 //   momentum  SNFS (Dettmers & Zettlemoyer 2019): the k candidates of largest
 //             |momentum| (a dense tensor of the parameter's shape); the
 //             updater also redistributes the regrown count across layers in
@@ -21,8 +22,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "optim/growth_signal.h"
 #include "tensor/tensor.h"
 
 namespace coppice {
@@ -34,23 +37,32 @@ struct GrowthInput {
   int64_t step = 0;
   int64_t k = 0;                                     // exactly this many to grow
   const std::vector<int64_t>* candidates = nullptr;  // eligible flat positions, ascending (size >= k)
-  // The parameter's shape, handed in by the trainer on update steps when the
-  // policy asks; any format (a streamed top-k as COO reads as 0 elsewhere).
-  Tensor dense_gradient;
+  // The gradient signal (growth_signal.h), handed in on update steps when the
+  // policy asks (needs_dense_gradient), already checked against the layer by
+  // the updater: the dense gradient of the parameter's shape for a layer that
+  // grows entry by entry, block scores of the grid for one that grows blocks.
+  GrowthSignal growth_signal;
   Tensor momentum;
   uint64_t seed = 0, purpose = 0, rank = 0;  // the Philox key (purpose: name_purpose(layer))
-  // Block formats (BSR, Blocked-ELL) grow whole blocks: when either is above
-  // 1, candidates and the result index the row-major grid of blocks
-  // [rows / block_rows, cols / block_cols], and dense_gradient and momentum
-  // are per-block sums of squares of that grid's shape.
+  // Block formats (those whose format-table row has a block shape: BSR,
+  // Blocked-ELL) grow whole blocks: when either is above 1, candidates and
+  // the result index the row-major grid of blocks [rows / block_rows,
+  // cols / block_cols], growth_signal holds block scores and momentum is
+  // per-block sums of squares of that grid's shape.
   int64_t block_rows = 1, block_cols = 1;
+
+  // The tensor of growth_signal that this layer ranks by (expect_growth_scores
+  // in growth_signal.h): throws naming `policy`, the layer, what was expected
+  // and what came when the signal is missing or of the other kind.
+  const Tensor& growth_scores(std::string_view policy) const;
 };
 
 class GrowthPolicy {
  public:
   virtual ~GrowthPolicy() = default;
   virtual std::string name() const = 0;
-  // Whether update() must be handed the dense gradient (asked only on update steps).
+  // Whether grow() must be handed the gradient signal (GrowthInput::growth_signal;
+  // asked only on update steps).
   virtual bool needs_dense_gradient() const { return false; }
   virtual bool needs_momentum() const { return false; }
   // Whether the updater moves regrowth between layers by mean |momentum| (SNFS).

@@ -34,14 +34,14 @@ class PruneAndRegrowSchedule : public MaskSchedule {
     return updater_.is_update_step(step) && !optimizer_step_skipped;
   }
 
-  MaskUpdateStats update(int64_t step, const std::map<std::string, Tensor>& dense_gradients) override {
+  MaskUpdateStats update(int64_t step, const std::map<std::string, GrowthSignal>& growth_signals) override {
     const bool need_momentum = updater_.needs_momentum(step);
     std::map<std::string, LayerInputs> inputs;
     for (const std::string& name : updater_.layers()) {
       LayerInputs in;
       in.param = store_->value(name);
-      auto it = dense_gradients.find(name);
-      if (it != dense_gradients.end()) in.dense_gradient = it->second;
+      auto it = growth_signals.find(name);
+      if (it != growth_signals.end()) in.growth_signal = it->second;
       if (need_momentum) in.momentum = store_->dense_momentum(name);
       inputs[name] = in;
     }
@@ -74,7 +74,7 @@ class GmpSchedule : public MaskSchedule {
   // Each weight shrinks in place; one that lost entries is rebound. On a
   // prune step every weight is checked first (one host read for all), so that
   // an inf or NaN magnitude stops the update before any layer changes.
-  MaskUpdateStats update(int64_t step, const std::map<std::string, Tensor>&) override {
+  MaskUpdateStats update(int64_t step, const std::map<std::string, GrowthSignal>&) override {
     MaskUpdateStats ms;
     ms.step = step;
     if (pruner_.is_prune_step(step)) check_weights_finite(step);

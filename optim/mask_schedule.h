@@ -5,8 +5,9 @@
 // pruning (GmpPruner) and SR-STE (sr_ste.h: make_sr_ste_schedule). It says
 // which steps change masks and which need the dense gradient, and it changes
 // masks and optimizer state through a ParameterStore, so the loop only calls
-// it; the dense gradient itself comes from the trainer's dense-gradient view
-// (models/dense_gradient_view.h).
+// it; the growth signals themselves (growth_signal.h: dense gradients, or
+// block scores of block-format weights) come from the trainer's
+// dense-gradient view (models/dense_gradient_view.h).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "optim/gmp.h"
+#include "optim/growth_signal.h"
 #include "optim/mask_updater.h"
 #include "optim/parameter_store.h"
 #include "tensor/tensor.h"
@@ -36,8 +38,9 @@ class MaskSchedule {
   // The weights whose masks change (every rank must agree on their patterns
   // after a change).
   virtual const std::vector<std::string>& layers() const = 0;
-  // Whether backward of `step` must give the dense gradient of the sparse
-  // weights among layers() (dense_gradients of update()).
+  // Whether backward of `step` must give the growth signals of the sparse
+  // weights among layers() (growth_signals of update()), through the
+  // dense-gradient view.
   virtual bool needs_dense_gradient(int64_t step) const = 0;
   // Called before every optimizer step that is taken, with the step's
   // gradients carrying `loss_scale` (movement scores accumulate here;
@@ -50,10 +53,11 @@ class MaskSchedule {
   // store); throws NonfiniteError (optim/finite_check.h) naming the layer when
   // the scores it would rank by are inf or NaN (prune and regrow and GMP check
   // every layer before any changes; SR-STE layer by layer, its masks being a
-  // function of the weights alone); `dense_gradients` by layer, from the step's dense-gradient view
-  // (empty on steps that did not ask for it; for a block-format layer, its
-  // block scores where the view probed it: LayerInputs in mask_updater.h).
-  virtual MaskUpdateStats update(int64_t step, const std::map<std::string, Tensor>& dense_gradients) = 0;
+  // function of the weights alone); `growth_signals` by layer, from the
+  // step's dense-gradient view (empty on steps that did not ask for them; for
+  // a block-format layer, its block scores where the view probed it:
+  // LayerInputs in mask_updater.h).
+  virtual MaskUpdateStats update(int64_t step, const std::map<std::string, GrowthSignal>& growth_signals) = 0;
 };
 
 // Prune and regrow by `updater` (its layers already added). Wires the

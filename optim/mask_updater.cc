@@ -103,7 +103,7 @@ Tensor stored_block_scores(const Tensor& param, std::string_view op) {
 }
 
 // Nothing is ranked by, or rebuilt from, an inf or a NaN: every layer's
-// weight, dense gradient and momentum are checked before any layer changes,
+// weight, growth signal and momentum are checked before any layer changes,
 // with one host read for all of them; only when one fails are the layers
 // read one by one, to name the first.
 void check_inputs_finite(const std::vector<std::string>& names, const std::map<std::string, LayerInputs>& inputs,
@@ -111,7 +111,7 @@ void check_inputs_finite(const std::vector<std::string>& names, const std::map<s
   NonfiniteFlag all;
   for (const auto& [name, in] : inputs) {
     all.add(in.param);
-    all.add(in.dense_gradient);
+    all.add(in.growth_signal.tensor());
     all.add(in.momentum);
   }
   if (all.all_finite()) return;
@@ -120,7 +120,8 @@ void check_inputs_finite(const std::vector<std::string>& names, const std::map<s
     if (it == inputs.end()) continue;
     const std::string op = str_cat("mask update (layer ", name, ", step ", step, ")");
     check_finite_scores(it->second.param, op, "the weight");
-    check_finite_scores(it->second.dense_gradient, op, "the dense gradient");
+    const GrowthSignal& signal = it->second.growth_signal;
+    check_finite_scores(signal.tensor(), op, str_cat("the ", growth_signal_kind_name(signal.kind())));
     check_finite_scores(it->second.momentum, op, "the momentum");
   }
 }
@@ -328,6 +329,7 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     bool magnitude = false;                 // nm: keys ranked by |key|
     std::vector<int64_t> kept, candidates;  // in units
     int64_t dropped = 0, grow = 0;
+    GrowthSignal signal;  // as the policy ranks it: block scores for a blocked layer
   };
   std::vector<Pending> pending(names_.size());
   for (const auto& [name, unused] : inputs) {
@@ -371,14 +373,22 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
                   " parameter is pruned by block magnitude only");
     COPPICE_CHECK(!blocked || !policy_->redistributes_by_momentum(), op, ": growth '", policy_->name(),
                   "' moves entries between layers and needs element formats, got ", in.param.format());
+    p.signal = in.growth_signal;
+    if (blocked && p.signal.is_dense_gradient() && p.signal.tensor().shape() == l.shape) {
+      // A blocked layer ranks blocks by the sum of squares of the gradient
+      // over each, the block scores the dense-gradient view forms itself.
+      const int64_t bh = p.elements.block_rows, bw = p.elements.block_cols;
+      p.signal = GrowthSignal::block_scores(
+          sparsify::block_scores(to_dense(p.signal.tensor()).contiguous(), bh, bw, false, op), bh, bw);
+    }
     if (policy_->needs_dense_gradient()) {
-      const bool block_scores_given =
-          blocked && in.dense_gradient.defined() && in.dense_gradient.shape() == p.view.shape;
-      COPPICE_CHECK(
-          block_scores_given || (in.dense_gradient.defined() && in.dense_gradient.shape() == l.shape), op, ": growth '",
-          policy_->name(), "' needs the dense gradient of shape ", shape_to_string(l.shape),
-          blocked ? str_cat(" (or its block scores, ", shape_to_string(p.view.shape), ")") : "",
-          in.dense_gradient.defined() ? str_cat(", got ", shape_to_string(in.dense_gradient.shape())) : ", got none");
+      // Checked here, before any layer changes, not first by the policy.
+      const std::string what =
+          blocked ? str_cat(" (a ", in.param.format(), " layer of ", p.elements.block_rows, "x", p.elements.block_cols,
+                            " blocks; its dense gradient of shape ", shape_to_string(l.shape), " is summed by block)")
+                  : std::string();
+      expect_growth_scores(p.signal, l.shape, p.elements.block_rows, p.elements.block_cols,
+                           str_cat(op, ": growth '", policy_->name(), "'", what));
     }
     if (policy_->needs_momentum()) {
       COPPICE_CHECK(in.momentum.defined() && in.momentum.shape() == l.shape, op, ": growth '", policy_->name(),
@@ -462,18 +472,15 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
       g.step = step;
       g.k = p.grow;
       g.candidates = &p.candidates;
-      g.dense_gradient = p.in->dense_gradient;
+      g.growth_signal = p.signal;
       g.momentum = p.in->momentum;
       if (p.elements.blocked()) {
         g.block_rows = p.elements.block_rows;
         g.block_cols = p.elements.block_cols;
-        // Block scores as handed in (the grid's shape), or formed from a dense tensor.
-        auto blocks = [&](const Tensor& t) {
-          if (!t.defined() || t.shape() == p.view.shape) return t;
-          return sparsify::block_scores(to_dense(t).contiguous(), g.block_rows, g.block_cols, false, op);
-        };
-        g.dense_gradient = blocks(g.dense_gradient);
-        g.momentum = blocks(g.momentum);
+        // The momentum's block sums of squares, unless it came as the grid already.
+        if (g.momentum.defined() && g.momentum.shape() != p.view.shape) {
+          g.momentum = sparsify::block_scores(to_dense(g.momentum).contiguous(), g.block_rows, g.block_cols, false, op);
+        }
       }
       g.seed = config_.seed;
       g.purpose = name_purpose(name);

@@ -16,7 +16,8 @@
 // remap_state. Its inputs are plain tensors, which the trainer reduces
 // across ranks before handing them in, so replicas compute the same masks.
 //
-// The dense gradient is needed only on update steps, and only when the
+// The gradient signal (growth_signal.h: the dense gradient, or a block
+// format's block scores) is needed only on update steps, and only when the
 // growth policy asks (needs_dense_gradient(step)); on every other step the
 // trainer keeps the compact gradient.
 #pragma once
@@ -74,16 +75,16 @@ void validate(const MaskUpdaterConfig& config);
 double drop_fraction_at(const MaskUpdaterConfig& config, int64_t step);
 
 // The inputs of one layer at an update: the parameter (always), and the
-// dense gradient / momentum when the growth policy asks for them: the
-// parameter's shape, dense or in any format whose unstored entries read as 0
-// (for example the gradient's top candidates, streamed, as COO). For a block
-// format the gradient may come as its block scores instead (sums of squares
-// per block, the block grid's shape: models/dense_gradient_view.h forms them
-// without a dense gradient). Replicas hand in the same, already reduced
-// tensors.
+// growth signal / momentum when the growth policy asks for them. The signal
+// is a dense gradient of the parameter's shape (dense, or in any format whose
+// unstored entries read as 0, for example the gradient's top candidates,
+// streamed, as COO) or, for a block format, its block scores
+// (models/dense_gradient_view.h forms them without a dense gradient); a dense
+// gradient of a block-format layer is summed by block here. The momentum is
+// the parameter's shape. Replicas hand in the same, already reduced tensors.
 struct LayerInputs {
   Tensor param;
-  Tensor dense_gradient;
+  GrowthSignal growth_signal;
   Tensor momentum;
 };
 
@@ -130,7 +131,8 @@ class MaskUpdater : public MaskState {
   void set_state_remap(StateRemapFn fn) { remap_ = std::move(fn); }
 
   bool is_update_step(int64_t step) const;
-  // True only on update steps whose growth policy reads the dense gradient.
+  // True only on update steps whose growth policy reads the gradient signal
+  // (LayerInputs::growth_signal).
   bool needs_dense_gradient(int64_t step) const;
   bool needs_momentum(int64_t step) const;
 
@@ -140,9 +142,11 @@ class MaskUpdater : public MaskState {
 
   // Runs the update of `step` over every layer (inputs must hold each by
   // name, and nothing else). On other steps it changes nothing and reports
-  // statistics. Throws NonfiniteError (optim/finite_check.h) naming the layer,
-  // before any layer changes, when a weight, a dense gradient, a momentum or
-  // a prune key is inf or NaN: masks are never ranked by non-finite scores.
+  // statistics. Throws naming the layer, before any layer changes, when the
+  // policy needs a growth signal and a layer's is missing or not what the
+  // layer grows by (expected vs got); NonfiniteError (optim/finite_check.h)
+  // when a weight, a growth signal, a momentum or a prune key is inf or NaN:
+  // masks are never ranked by non-finite scores.
   MaskUpdateResult update(int64_t step, const std::map<std::string, LayerInputs>& inputs);
 
   double itop_rate(const std::string& name) const;

@@ -182,7 +182,7 @@ class SrSteSchedule : public MaskSchedule {
   // Layer by layer: a weight that is inf or NaN is refused naming its
   // layer (the layers refreshed before it hold masks of their own weights,
   // which is what they would hold after any refresh).
-  MaskUpdateStats update(int64_t step, const std::map<std::string, Tensor>&) override {
+  MaskUpdateStats update(int64_t step, const std::map<std::string, GrowthSignal>&) override {
     MaskUpdateStats ms;
     ms.step = step;
     for (const std::string& name : sr_.layers()) {

@@ -39,7 +39,9 @@ namespace {
 
 // fn(layer=, step=, k=, candidates=, weight=, gradient=) -> k positions (any
 // order) among `candidates` (flat positions of the weight); the arrays are
-// NumPy copies of the dense weight and gradient (f32, the layer's shape).
+// NumPy copies of the dense weight and of the growth signal's tensor (f32):
+// the dense gradient, the layer's shape, or for a block-format layer its
+// block scores, the block grid's shape (as the candidates then index it).
 class PythonGrowth : public GrowthPolicy {
  public:
   PythonGrowth(std::string name, PyRef fn, bool needs_gradient)
@@ -48,9 +50,8 @@ class PythonGrowth : public GrowthPolicy {
   bool needs_dense_gradient() const override { return needs_gradient_; }
   std::vector<int64_t> grow(const GrowthInput& in) const override {
     const Tensor w = to_dense(in.param).to(DType::kF32).to(Device::cpu()).contiguous();
-    const Tensor g = in.dense_gradient.defined()
-                         ? to_dense(in.dense_gradient).to(DType::kF32).to(Device::cpu()).contiguous()
-                         : Tensor();
+    const Tensor& signal = in.growth_signal.tensor();
+    const Tensor g = signal.defined() ? to_dense(signal).to(DType::kF32).to(Device::cpu()).contiguous() : Tensor();
     std::vector<int64_t> out;
     {
       py::gil_scoped_acquire gil;

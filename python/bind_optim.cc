@@ -108,23 +108,23 @@ class StepwiseMaskUpdater {
 
   void begin_step(int64_t step) {
     if (view_.is_open()) view_.close(1.0);  // a step abandoned before after_backward (its forward raised)
-    dense_.clear();
+    signals_.clear();
     step_ = step;
     if (schedule_->needs_dense_gradient(step)) view_.open(model_, schedule_->layers(), {}, /*probe_blocks=*/true);
   }
 
   void after_backward() {
-    if (view_.is_open()) dense_ = view_.close(1.0);
+    if (view_.is_open()) signals_ = view_.close(1.0);
     schedule_->before_optimizer_step(1.0);
   }
 
   std::optional<MaskUpdateStats> update(int64_t step) {
     if (!schedule_->changes_masks(step, /*optimizer_step_skipped=*/false)) return std::nullopt;
-    COPPICE_CHECK(!schedule_->needs_dense_gradient(step) || (step_ == step && !dense_.empty()),
+    COPPICE_CHECK(!schedule_->needs_dense_gradient(step) || (step_ == step && !signals_.empty()),
                   "MaskUpdater.update: step ", step, " ranks the dense gradient; call begin_step(", step,
                   ") before its forward pass and after_backward() after its backward pass");
-    MaskUpdateStats stats = schedule_->update(step, dense_);
-    dense_.clear();
+    MaskUpdateStats stats = schedule_->update(step, signals_);
+    signals_.clear();
     return stats;
   }
 
@@ -139,7 +139,7 @@ class StepwiseMaskUpdater {
   std::unique_ptr<MaskUpdater> updater_;
   std::unique_ptr<MaskSchedule> schedule_;  // refers to updater_: declared after it, destroyed first
   DenseGradientView view_;
-  std::map<std::string, Tensor> dense_;
+  std::map<std::string, GrowthSignal> signals_;
   int64_t step_ = -1;
 };
 

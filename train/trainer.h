@@ -95,8 +95,8 @@ class Trainer {
     int64_t t = 0;
     double grad_scale = 1.0;  // the loss scale backward runs with
     Batch batch;
-    bool dense_gradient = false;                // through the dense-gradient view
-    std::map<std::string, Tensor> dense_grads;  // what the view returned
+    bool dense_gradient = false;                         // through the dense-gradient view
+    std::map<std::string, GrowthSignal> growth_signals;  // what the view returned
     StepOutputs outputs;
     bool skipped = false;  // the optimizer step was skipped (by the loss scaler, or as non-finite)
     // Non-finite values (optim/finite_check.h): a flag per parameter the

@@ -26,7 +26,9 @@ class NeighbourGradient : public GrowthPolicy {
   std::vector<int64_t> grow(const GrowthInput& in) const override {
     // Scores on the host, for clarity: |g| times (|left| + |right| + a small
     // floor, so that a row with no stored neighbour still grows).
-    const std::vector<float> g = to_dense(in.dense_gradient).to(DType::kF32).to(Device::cpu()).to_vector<float>();
+    // The dense gradient (growth_scores throws, naming the layer, for a block-format one).
+    const std::vector<float> g =
+        to_dense(in.growth_scores(name())).to(DType::kF32).to(Device::cpu()).to_vector<float>();
     const std::vector<float> w = to_dense(in.param).to(DType::kF32).to(Device::cpu()).to_vector<float>();
     const int64_t cols = in.param.size(1);
     std::vector<float> score(g.size());

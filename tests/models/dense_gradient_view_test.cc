@@ -1,7 +1,8 @@
-// The dense-gradient view (models/dense_gradient_view.h): a block-format
-// weight probed instead of swapped gives the block scores of the gradient the
-// swap gives, unscaled, and the same compact gradient for the optimizer; a
-// weight whose gradient the probe cannot see is refused by name.
+// The dense-gradient view (models/dense_gradient_view.h): a swapped weight's
+// growth signal is its dense gradient; a block-format weight probed instead
+// gives block scores (with its block size) of the gradient the swap gives,
+// unscaled, and the same compact gradient for the optimizer; a weight whose
+// gradient the probe cannot see is refused by name.
 #include "models/dense_gradient_view.h"
 
 #include <map>
@@ -37,7 +38,7 @@ std::shared_ptr<MLP> model_with_bsr(const std::string& format) {
 }
 
 // One forward and backward of a loss scaled by `scale` through the view.
-std::map<std::string, Tensor> view_step(MLP& m, bool probe, double scale, Tensor* compact) {
+std::map<std::string, GrowthSignal> view_step(MLP& m, bool probe, double scale, Tensor* compact) {
   DenseGradientView view;
   std::vector<std::string> swapped;
   view.open(
@@ -47,7 +48,7 @@ std::map<std::string, Tensor> view_step(MLP& m, bool probe, double scale, Tensor
   Generator gen(5);
   const Tensor x = randn({4, 12}, DType::kF64, gen), up = randn({4, 6}, DType::kF64, gen);
   mul(sum(mul(m(Variable(x)), Variable(up))), scale).backward();
-  std::map<std::string, Tensor> out = view.close(scale);
+  std::map<std::string, GrowthSignal> out = view.close(scale);
   EXPECT_TRUE(m.parameter("fc1.weight").value().is_sparse());
   *compact = m.parameter("fc1.weight").grad();
   m.zero_grad();
@@ -59,8 +60,15 @@ TEST(DenseGradientViewTest, ProbedBlockWeightsGiveTheSwapsBlockScores) {
     const int64_t bw = format == "bsr" ? 3 : 2;
     auto m = model_with_bsr(format);
     Tensor compact_swap, compact_probe;
-    const Tensor dense = view_step(*m, false, 4.0, &compact_swap).at("fc1.weight");
-    const Tensor scores = view_step(*m, true, 4.0, &compact_probe).at("fc1.weight");
+    const GrowthSignal swapped = view_step(*m, false, 4.0, &compact_swap).at("fc1.weight");
+    const GrowthSignal probed = view_step(*m, true, 4.0, &compact_probe).at("fc1.weight");
+    ASSERT_TRUE(swapped.is_dense_gradient()) << format;
+    ASSERT_TRUE(probed.is_block_scores()) << format;
+    EXPECT_EQ(probed.block_rows(), 2) << format;
+    EXPECT_EQ(probed.block_cols(), bw) << format;
+    const Tensor& dense = swapped.tensor();
+    const Tensor& scores = probed.tensor();
+    EXPECT_EQ(dense.shape(), (Shape{8, 12})) << format;
     EXPECT_EQ(scores.shape(), (Shape{4, 12 / bw})) << format;
     EXPECT_TRUE(allclose(scores, sparsify::block_scores(dense, 2, bw, false, "t"), 1e-12, 1e-15)) << format;
     EXPECT_TRUE(allclose(to_dense(compact_probe), to_dense(compact_swap), 1e-12, 1e-15)) << format;
@@ -78,7 +86,9 @@ TEST(DenseGradientViewTest, RefusesAGradientTheProbeCannotSee) {
   DenseGradientView unused;
   m->zero_grad();
   unused.open(*m, {"fc1.weight"}, nullptr, true);
-  const Tensor z = unused.close(1.0).at("fc1.weight");
+  const GrowthSignal unused_signal = unused.close(1.0).at("fc1.weight");
+  ASSERT_TRUE(unused_signal.is_block_scores());
+  const Tensor& z = unused_signal.tensor();
   EXPECT_EQ(z.shape(), (Shape{4, 4}));
   EXPECT_EQ(sum(z).item(), 0.0);
 }

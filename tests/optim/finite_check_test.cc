@@ -186,8 +186,8 @@ TEST(NonfiniteScores, TheUpdaterRefusesNamingTheLayerBeforeAnyLayerChanges) {
     int remapped = 0;
     updater.set_state_remap([&](const std::string&, const Tensor&, const Tensor&) { ++remapped; });
     std::map<std::string, LayerInputs> in;
-    in["fc1.weight"] = {w1, random_dense({8, 8}, 5), random_dense({8, 8}, 6)};
-    in["fc2.weight"] = {w2, random_dense({8, 8}, 7), random_dense({8, 8}, 8)};
+    in["fc1.weight"] = {w1, GrowthSignal::dense_gradient(random_dense({8, 8}, 5)), random_dense({8, 8}, 6)};
+    in["fc2.weight"] = {w2, GrowthSignal::dense_gradient(random_dense({8, 8}, 7)), random_dense({8, 8}, 8)};
     // The second layer's weight, then its dense gradient, then its momentum
     // (each refused when handed in, whichever the policy reads).
     for (int what = 0; what < 3; ++what) {
@@ -196,7 +196,7 @@ TEST(NonfiniteScores, TheUpdaterRefusesNamingTheLayerBeforeAnyLayerChanges) {
       if (what == 0) l.param = with_bad_slot(w2, 3, kNan);
       Tensor poisoned = random_dense({8, 8}, 9);
       poisoned.data<float>()[9 + what] = what == 1 ? std::numeric_limits<float>::infinity() : std::nanf("");
-      if (what == 1) l.dense_gradient = poisoned;
+      if (what == 1) l.growth_signal = GrowthSignal::dense_gradient(poisoned);
       if (what == 2) l.momentum = poisoned;
       EXPECT_TRUE(throws_with([&] { updater.update(3, bad); },
                               {"mask update (layer fc2.weight, step 3)", "non-finite", "refusing to rank"}))

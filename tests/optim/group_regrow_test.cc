@@ -151,7 +151,8 @@ TEST(GroupRegrow, TheUpdaterKeepsAnNmLayerNm) {
   for (const std::string growth : {"gradient", "random"}) {
     MaskUpdater u(nm_config(growth));
     u.add_layer("w", param);
-    const MaskUpdateResult r = u.update(0, {{"w", {param, from_vector(gv, {8, 16}), Tensor()}}});
+    const MaskUpdateResult r =
+        u.update(0, {{"w", {param, GrowthSignal::dense_gradient(from_vector(gv, {8, 16})), Tensor()}}});
     ASSERT_EQ(r.layers.size(), 1u);
     const LayerUpdate& l = r.layers[0];
     EXPECT_EQ(l.param.format(), "nm") << growth;
@@ -187,7 +188,7 @@ TEST(GroupRegrow, APolicyWithoutGroupScoresIsRefused) {
   u.add_layer("w", param);
   EXPECT_TRUE(throws_with(
       [&] {
-        u.update(0, {{"w", {param, Tensor(), Tensor()}}});
+        u.update(0, {{"w", {param, {}, Tensor()}}});
       },
       {"growth 'global_only' cannot grow inside n:m groups"}));
 }

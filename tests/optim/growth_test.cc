@@ -128,14 +128,14 @@ TEST(Growth, MomentumRedistributionRespectsRoom) {
   u.add_layer("b", b);
   const Tensor ma = mul(random_dense({4, 4}, 3), 100.0);  // a wants nearly everything
   const Tensor mb = random_dense({16, 16}, 4);
-  const MaskUpdateResult r = u.update(0, {{"a", {a, Tensor(), ma}}, {"b", {b, Tensor(), mb}}});
+  const MaskUpdateResult r = u.update(0, {{"a", {a, {}, ma}}, {"b", {b, {}, mb}}});
   EXPECT_EQ(r.layers[0].dropped, 4);  // min(round(0.5 * 12), 16 - 12)
   EXPECT_EQ(r.layers[1].dropped, 16);
   EXPECT_EQ(r.layers[0].grown, 4);  // all its room
   EXPECT_EQ(r.layers[1].grown, 16);
   EXPECT_EQ(nnz(r.layers[0].param) + nnz(r.layers[1].param), 44);
   // Zero momentum everywhere: equal shares.
-  const MaskUpdateResult z = u.update(10, {{"a", {a, Tensor(), zeros({4, 4})}}, {"b", {b, Tensor(), zeros({16, 16})}}});
+  const MaskUpdateResult z = u.update(10, {{"a", {a, {}, zeros({4, 4})}}, {"b", {b, {}, zeros({16, 16})}}});
   EXPECT_EQ(z.layers[0].grown + z.layers[1].grown, 20);
   EXPECT_EQ(z.layers[0].grown, 4);
 }

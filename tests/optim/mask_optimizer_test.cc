@@ -56,7 +56,8 @@ TEST(MaskOptimizer, RigLWithAdamWRemapsStateThroughTheHook) {
     }
     const Tensor old_value = w.value();
     const ParamState before = *opt.state(w);
-    const MaskUpdateResult r = u.update(step, {{"fc.weight", {w.value(), dense_grad, Tensor()}}});
+    const MaskUpdateResult r =
+        u.update(step, {{"fc.weight", {w.value(), GrowthSignal::dense_gradient(dense_grad), Tensor()}}});
     const LayerUpdate& l = r.layers[0];
     if (!l.changed) continue;
     ++updates;

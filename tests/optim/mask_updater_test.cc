@@ -72,7 +72,8 @@ TEST(MaskUpdater, RigLGrowsExactlyTheTopKOfTheGradient) {
   for (int64_t p : stored) g[static_cast<size_t>(p)] = 100;
   MaskUpdater u(config("gradient", 0.375));  // drops round(0.375 * 8) = 3
   u.add_layer("w", param);
-  const MaskUpdateResult r = u.update(0, {{"w", {param, from_vector(g, {4, 4}), Tensor()}}});
+  const MaskUpdateResult r =
+      u.update(0, {{"w", {param, GrowthSignal::dense_gradient(from_vector(g, {4, 4})), Tensor()}}});
   ASSERT_TRUE(r.updated);
   ASSERT_EQ(r.layers.size(), 1u);
   const LayerUpdate& l = r.layers[0];
@@ -109,7 +110,7 @@ TEST(MaskUpdater, DenseGradientOnlyOnUpdateSteps) {
   const Tensor p = random_param({8, 8}, 16, 1, "csr");
   MaskUpdater rigl2(config("gradient"));
   rigl2.add_layer("w", p);
-  const MaskUpdateResult r = rigl2.update(5, {{"w", {p, Tensor(), Tensor()}}});
+  const MaskUpdateResult r = rigl2.update(5, {{"w", {p, {}, Tensor()}}});
   EXPECT_FALSE(r.updated);
   EXPECT_FALSE(r.layers[0].changed);
   EXPECT_TRUE(r.layers[0].param.is_same(p));
@@ -132,7 +133,10 @@ TEST(MaskUpdater, DensityInvariantAndBitForBitSurvivorsOverManySteps) {
       for (int64_t step = 0; step < 400; ++step) {
         if (!u.is_update_step(step)) continue;
         const std::vector<int64_t> before = positions(p);
-        LayerInputs in{p, u.needs_dense_gradient(step) ? random_dense({12, 20}, 100 + step) : Tensor(), Tensor()};
+        LayerInputs in{p,
+                       u.needs_dense_gradient(step) ? GrowthSignal::dense_gradient(random_dense({12, 20}, 100 + step))
+                                                    : GrowthSignal(),
+                       Tensor()};
         const MaskUpdateResult r = u.update(step, {{"layer", in}});
         const LayerUpdate& l = r.layers[0];
         const std::vector<int64_t> after = positions(l.param);
@@ -179,7 +183,8 @@ TEST(MaskUpdater, JustDroppedPositionsAreNotRegrownUnlessAllowed) {
     // regrow what it dropped if it were allowed to.
     std::vector<float> g(36, 0.01f);
     for (int64_t q : positions(p)) g[static_cast<size_t>(q)] = 50.0f;
-    const MaskUpdateResult r = u.update(0, {{"w", {p, from_vector(g, {6, 6}), Tensor()}}});
+    const MaskUpdateResult r =
+        u.update(0, {{"w", {p, GrowthSignal::dense_gradient(from_vector(g, {6, 6})), Tensor()}}});
     const std::vector<int64_t> before = positions(p), after = positions(r.layers[0].param);
     EXPECT_EQ(r.layers[0].dropped, 6);
     if (allow) {
@@ -193,7 +198,7 @@ TEST(MaskUpdater, JustDroppedPositionsAreNotRegrownUnlessAllowed) {
   MaskUpdater u(config("random", 1.0));
   const Tensor p = random_param({4, 4}, 12, 5, "coo");
   u.add_layer("w", p);
-  const MaskUpdateResult r = u.update(0, {{"w", {p, Tensor(), Tensor()}}});
+  const MaskUpdateResult r = u.update(0, {{"w", {p, {}, Tensor()}}});
   EXPECT_EQ(r.layers[0].dropped, 4);
   EXPECT_EQ(r.layers[0].nnz, 12);
 }
@@ -212,7 +217,7 @@ TEST(MaskUpdater, SetGrowsUniformly) {
   u.add_layer("w", p);
   std::vector<double> count(64, 0.0);
   for (int64_t step = 0; step < 1000; ++step) {
-    const MaskUpdateResult r = u.update(step, {{"w", {p, Tensor(), Tensor()}}});
+    const MaskUpdateResult r = u.update(step, {{"w", {p, {}, Tensor()}}});
     p = r.layers[0].param;
     ASSERT_EQ(nnz(p), 16);
     for (int64_t q : positions(p)) count[static_cast<size_t>(q)] += 1.0;
@@ -239,9 +244,9 @@ TEST(MaskUpdater, IdenticalInputsGiveIdenticalMasks) {
     bool differs = false;
     for (int64_t step = 0; step < 200; step += 10) {
       const Tensor g = random_dense({16, 16}, 1000 + step);
-      pa = a.update(step, {{"fc1.weight", {pa, g, Tensor()}}}).layers[0].param;
-      pb = b.update(step, {{"fc1.weight", {pb, g, Tensor()}}}).layers[0].param;
-      pc = c.update(step, {{"fc1.weight", {pc, g, Tensor()}}}).layers[0].param;
+      pa = a.update(step, {{"fc1.weight", {pa, GrowthSignal::dense_gradient(g), Tensor()}}}).layers[0].param;
+      pb = b.update(step, {{"fc1.weight", {pb, GrowthSignal::dense_gradient(g), Tensor()}}}).layers[0].param;
+      pc = c.update(step, {{"fc1.weight", {pc, GrowthSignal::dense_gradient(g), Tensor()}}}).layers[0].param;
       ASSERT_EQ(pattern_checksum(pa), pattern_checksum(pb)) << growth << " step " << step;
       ASSERT_EQ(positions(pa), positions(pb));
       differs = differs || positions(pa) != positions(pc);
@@ -270,7 +275,7 @@ TEST(MaskUpdater, UserGrowthPolicyByName) {
   // the policy grows the lowest candidates.
   const Tensor p = sparse_from_mask(ones({4, 4}), mask_from_positions({4, 4}, {12, 13, 14, 15}), "csr");
   u.add_layer("w", p);
-  const MaskUpdateResult r = u.update(0, {{"w", {p, Tensor(), Tensor()}}});
+  const MaskUpdateResult r = u.update(0, {{"w", {p, {}, Tensor()}}});
   EXPECT_EQ(positions(r.layers[0].param), (std::vector<int64_t>{0, 1, 12, 13}));
 }
 
@@ -289,7 +294,7 @@ TEST(MaskUpdater, StateRemapHookAndRegrowInit) {
     EXPECT_EQ(keep_from.numel(), nnz(param));
     hooked_keep_from = keep_from;
   });
-  const MaskUpdateResult r = u.update(0, {{"w", {p, Tensor(), Tensor()}}});
+  const MaskUpdateResult r = u.update(0, {{"w", {p, {}, Tensor()}}});
   ASSERT_EQ(seen, std::vector<std::string>{"w"});
   EXPECT_EQ(hooked_keep_from.to_vector<int64_t>(), r.layers[0].keep_from.to_vector<int64_t>());
   const std::vector<int64_t> grown = set_minus(positions(r.layers[0].param), positions(p));
@@ -309,20 +314,20 @@ TEST(MaskUpdater, MovementAndCustomPruneCriteria) {
   const std::vector<int64_t> stored = {0, 1, 2, 3, 4, 5, 6, 7};
   const Tensor p = sparse_from_mask(ones({4, 4}), mask_from_positions({4, 4}, stored), "csr");
   u.add_layer("w", p);
-  EXPECT_TRUE(throws_with([&] { u.update(0, {{"w", {p, Tensor(), Tensor()}}}); }, {"movement", "accumulate_movement"}));
+  EXPECT_TRUE(throws_with([&] { u.update(0, {{"w", {p, {}, Tensor()}}}); }, {"movement", "accumulate_movement"}));
   // Compact gradient (same pattern): g positive at 2 and 5 -> score -1 there.
   std::vector<float> g = {0, 0, 1, 0, 0, 1, -0.5f, 0};
   u.accumulate_movement("w", p, with_values(p, from_vector(g)));
-  const MaskUpdateResult r = u.update(0, {{"w", {p, Tensor(), Tensor()}}});
+  const MaskUpdateResult r = u.update(0, {{"w", {p, {}, Tensor()}}});
   const std::vector<int64_t> after = positions(r.layers[0].param);
   EXPECT_TRUE(std::find(after.begin(), after.end(), 2) == after.end());
   EXPECT_TRUE(std::find(after.begin(), after.end(), 5) == after.end());
   EXPECT_TRUE(std::find(after.begin(), after.end(), 6) != after.end());
   // The scores follow the new pattern: the old parameter is refused, the new one works.
   const Tensor np = r.layers[0].param;
-  EXPECT_TRUE(throws_with([&] { u.update(10, {{"w", {p, Tensor(), Tensor()}}}); }, {"another pattern"}));
+  EXPECT_TRUE(throws_with([&] { u.update(10, {{"w", {p, {}, Tensor()}}}); }, {"another pattern"}));
   u.accumulate_movement("w", np, zeros({4, 4}));
-  const MaskUpdateResult r2 = u.update(10, {{"w", {np, Tensor(), Tensor()}}});
+  const MaskUpdateResult r2 = u.update(10, {{"w", {np, {}, Tensor()}}});
   EXPECT_EQ(nnz(r2.layers[0].param), 8);
   EXPECT_EQ(r2.layers[0].dropped, 2);
 
@@ -332,7 +337,7 @@ TEST(MaskUpdater, MovementAndCustomPruneCriteria) {
   cc.prune_score = [](const Tensor& param, int64_t) { return arange(0, 16, 1, DType::kF32).reshape(param.shape()); };
   MaskUpdater v(cc);
   v.add_layer("w", p);
-  const std::vector<int64_t> kept = positions(v.update(0, {{"w", {p, Tensor(), Tensor()}}}).layers[0].param);
+  const std::vector<int64_t> kept = positions(v.update(0, {{"w", {p, {}, Tensor()}}}).layers[0].param);
   EXPECT_TRUE(std::find(kept.begin(), kept.end(), 0) == kept.end());
   EXPECT_TRUE(std::find(kept.begin(), kept.end(), 1) == kept.end());
   EXPECT_TRUE(std::find(kept.begin(), kept.end(), 7) != kept.end());
@@ -349,7 +354,7 @@ TEST(MaskUpdater, MomentumRedistributesAcrossLayers) {
   EXPECT_TRUE(u.needs_momentum(0));
   EXPECT_FALSE(u.needs_dense_gradient(0));
   const Tensor ma = mul(random_dense({8, 8}, 14), 3.0), mb = random_dense({8, 8}, 15);
-  const MaskUpdateResult r = u.update(0, {{"a", {a, Tensor(), ma}}, {"b", {b, Tensor(), mb}}});
+  const MaskUpdateResult r = u.update(0, {{"a", {a, {}, ma}}, {"b", {b, {}, mb}}});
   ASSERT_EQ(r.layers.size(), 2u);
   EXPECT_EQ(r.layers[0].dropped, 8);
   EXPECT_EQ(r.layers[1].dropped, 8);
@@ -382,7 +387,7 @@ TEST(MaskUpdater, StateTensorsRoundTrip) {
   a.add_layer("w", p);
   for (int64_t step = 0; step < 25; ++step) {
     a.accumulate_movement("w", p, random_dense({10, 10}, 300 + step));
-    if (a.is_update_step(step)) p = a.update(step, {{"w", {p, Tensor(), Tensor()}}}).layers[0].param;
+    if (a.is_update_step(step)) p = a.update(step, {{"w", {p, {}, Tensor()}}}).layers[0].param;
   }
   const std::map<std::string, Tensor> saved = a.state_tensors();
   ASSERT_EQ(saved.size(), 3u);
@@ -398,8 +403,8 @@ TEST(MaskUpdater, StateTensorsRoundTrip) {
     a.accumulate_movement("w", pa, g);
     b.accumulate_movement("w", pb, g);
     if (!a.is_update_step(step)) continue;
-    pa = a.update(step, {{"w", {pa, Tensor(), Tensor()}}}).layers[0].param;
-    pb = b.update(step, {{"w", {pb, Tensor(), Tensor()}}}).layers[0].param;
+    pa = a.update(step, {{"w", {pa, {}, Tensor()}}}).layers[0].param;
+    pb = b.update(step, {{"w", {pb, {}, Tensor()}}}).layers[0].param;
     ASSERT_EQ(positions(pa), positions(pb)) << step;
   }
   std::map<std::string, Tensor> bad = saved;
@@ -454,11 +459,11 @@ TEST(MaskUpdater, RefusesBadConfigs) {
   const Tensor p = random_param({4, 4}, 4, 1, "csr");
   u.add_layer("w", p);
   EXPECT_TRUE(throws_with([&] { u.add_layer("w", p); }, {"'w'", "already"}));
-  EXPECT_TRUE(throws_with([&] { u.update(0, {{"w", {p, Tensor(), Tensor()}}}); }, {"layer w", "dense gradient"}));
+  EXPECT_TRUE(throws_with([&] { u.update(0, {{"w", {p, {}, Tensor()}}}); }, {"layer w", "dense gradient"}));
   EXPECT_TRUE(throws_with([&] { u.update(0, {}); }, {"layer w", "no inputs"}));
   EXPECT_TRUE(throws_with(
       [&] {
-        u.update(3, {{"w", {p, Tensor(), Tensor()}}, {"fc9", {p, Tensor(), Tensor()}}});
+        u.update(3, {{"w", {p, {}, Tensor()}}, {"fc9", {p, {}, Tensor()}}});
       },
       {"'fc9'", "no layer", "layers: w"}));
   EXPECT_TRUE(throws_with([] { make_growth_policy("nope"); }, {"nope", "known: gradient, momentum, random"}));
@@ -489,7 +494,8 @@ TEST(MaskUpdater, BlockFormatsUpdateWholeBlocks) {
     const Tensor p = to_format(dense, format, FormatOptions::block(2));
     MaskUpdater u(config("gradient", 0.5));
     u.add_layer("w", p);
-    const MaskUpdateResult r = u.update(0, {{"w", {p, from_vector(g, {8, 8}), Tensor()}}});
+    const MaskUpdateResult r =
+        u.update(0, {{"w", {p, GrowthSignal::dense_gradient(from_vector(g, {8, 8})), Tensor()}}});
     const LayerUpdate& l = r.layers[0];
     EXPECT_EQ(l.param.format(), format);
     EXPECT_EQ(l.dropped, 8);  // blocks 1 and 10
@@ -513,7 +519,7 @@ TEST(MaskUpdater, BlockFormatsUpdateWholeBlocks) {
   Tensor p = to_format(dense, "bsr", FormatOptions::block(2));
   u.add_layer("w", p);
   for (int64_t step = 0; step < 300; step += 10) {
-    p = u.update(step, {{"w", {p, Tensor(), Tensor()}}}).layers[0].param;
+    p = u.update(step, {{"w", {p, {}, Tensor()}}}).layers[0].param;
     ASSERT_EQ(nnz(p), 16);
     ASSERT_EQ(p.format(), "bsr");
   }
@@ -523,7 +529,7 @@ TEST(MaskUpdater, BlockFormatsUpdateWholeBlocks) {
   mc.prune = PruneCriterion::kMovement;
   MaskUpdater m(mc);
   m.add_layer("w", p);
-  EXPECT_TRUE(throws_with([&] { m.update(0, {{"w", {p, Tensor(), Tensor()}}}); }, {"block magnitude only"}));
+  EXPECT_TRUE(throws_with([&] { m.update(0, {{"w", {p, {}, Tensor()}}}); }, {"block magnitude only"}));
 }
 
 // A random BSR [24, 40] in 4x8 blocks (a 6x5 grid) storing `blocks` of the
@@ -601,8 +607,8 @@ TEST(MaskUpdater, BlockScoresStandInForTheDenseGradient) {
     for (int64_t step = 0; step < 60; step += 10) {
       const Tensor g = random_dense({24, 40}, 900 + step);
       const Tensor scores = sparsify::block_scores(g, bh, bw, false, "test");
-      pa = a.update(step, {{"w", {pa, g, Tensor()}}}).layers[0].param;
-      pb = b.update(step, {{"w", {pb, scores, Tensor()}}}).layers[0].param;
+      pa = a.update(step, {{"w", {pa, GrowthSignal::dense_gradient(g), Tensor()}}}).layers[0].param;
+      pb = b.update(step, {{"w", {pb, GrowthSignal::block_scores(scores, bh, bw), Tensor()}}}).layers[0].param;
       ASSERT_EQ(positions(pa), positions(pb)) << format << " step " << step;
       ASSERT_EQ(to_dense(pa).to_vector<float>(), to_dense(pb).to_vector<float>());
       for (int64_t q : positions(pa)) ever.insert(q);
@@ -619,10 +625,75 @@ TEST(MaskUpdater, BlockScoresStandInForTheDenseGradient) {
               b.state_tensors().at("w.ever_active").to_vector<int>());
     EXPECT_TRUE(throws_with(
         [&] {
-          b.update(0, {{"w", {pb, random_dense({3, 5}, 1), Tensor()}}});
+          b.update(0, {{"w", {pb, GrowthSignal::dense_gradient(random_dense({3, 5}, 1)), Tensor()}}});
         },
-        {"dense gradient of shape [24, 40]", "block scores", "got [3, 5]"}));
+        {"dense gradient of shape [24, 40]", "block scores", "got a dense gradient of shape [3, 5]"}));
   }
+}
+
+// The growth signal is typed: a layer is handed the kind it grows by (or a
+// block layer its dense gradient), and anything else is refused naming the
+// layer, what was expected and what came, before any layer changes.
+TEST(MaskUpdater, RefusesTheWrongKindOfGrowthSignal) {
+  MaskUpdater u(config("gradient", 0.4));
+  const Tensor elements = random_param({4, 6}, 8, 1, "csr");
+  const Tensor blocks = random_bsr(5, {0, 1, 4, 6, 9, 13, 18, 22, 27});  // [24, 40] in 4x8 blocks
+  u.add_layer("fc1", elements);
+  u.add_layer("fc2", blocks);
+  int remapped = 0;
+  u.set_state_remap([&](const std::string&, const Tensor&, const Tensor&) { ++remapped; });
+  const GrowthSignal fine_blocks = GrowthSignal::block_scores(random_dense({6, 5}, 2).to(DType::kF64), 4, 8);
+  // Block scores for a layer that grows entry by entry.
+  EXPECT_TRUE(throws_with(
+      [&] {
+        u.update(0, {{"fc1", {elements, GrowthSignal::block_scores(random_dense({2, 3}, 3), 2, 2), Tensor()}},
+                     {"fc2", {blocks, fine_blocks, Tensor()}}});
+      },
+      {"layer fc1", "growth 'gradient'", "expected the dense gradient of shape [4, 6]",
+       "got block scores of 2x2 blocks, grid [2, 3]"}));
+  // Block scores of another block size.
+  EXPECT_TRUE(throws_with(
+      [&] {
+        u.update(0, {{"fc1", {elements, GrowthSignal::dense_gradient(random_dense({4, 6}, 4)), Tensor()}},
+                     {"fc2", {blocks, GrowthSignal::block_scores(random_dense({6, 5}, 5), 8, 4), Tensor()}}});
+      },
+      {"layer fc2", "expected block scores of 4x8 blocks, grid [6, 5]", "got block scores of 8x4 blocks"}));
+  // None where the policy reads one.
+  EXPECT_TRUE(throws_with(
+      [&] {
+        u.update(0, {{"fc1", {elements, GrowthSignal::dense_gradient(random_dense({4, 6}, 4)), Tensor()}},
+                     {"fc2", {blocks, GrowthSignal(), Tensor()}}});
+      },
+      {"layer fc2", "expected block scores of 4x8 blocks", "got none"}));
+  EXPECT_EQ(remapped, 0) << "a layer changed before the signals were checked";
+  // The right kinds update both.
+  const MaskUpdateResult r =
+      u.update(0, {{"fc1", {elements, GrowthSignal::dense_gradient(random_dense({4, 6}, 4)), Tensor()}},
+                   {"fc2", {blocks, fine_blocks, Tensor()}}});
+  EXPECT_EQ(remapped, 2);
+  EXPECT_TRUE(r.layers[0].changed && r.layers[1].changed);
+}
+
+// A policy called with the wrong kind (a user's updater, say) says so too.
+TEST(MaskUpdater, GradientGrowthNamesTheLayerOnTheWrongKind) {
+  const GrowthPolicyPtr rigl = make_growth_policy("gradient");
+  const std::vector<int64_t> candidates = {0, 1, 2, 3};
+  GrowthInput in;
+  in.layer = "fc3";
+  in.param = random_param({4, 4}, 4, 1, "csr");
+  in.k = 1;
+  in.candidates = &candidates;
+  in.growth_signal = GrowthSignal::block_scores(random_dense({2, 2}, 1), 2, 2);
+  EXPECT_TRUE(throws_with([&] { rigl->grow(in); },
+                          {"growth 'gradient' (layer fc3)", "expected the dense gradient of shape [4, 4]",
+                           "got block scores of 2x2 blocks"}));
+  EXPECT_TRUE(throws_with([&] { rigl->group_scores(in); }, {"layer fc3", "got block scores"}));
+  in.block_rows = in.block_cols = 2;
+  in.growth_signal = GrowthSignal::dense_gradient(random_dense({4, 4}, 2));
+  EXPECT_TRUE(throws_with([&] { rigl->grow(in); }, {"layer fc3", "expected block scores of 2x2 blocks, grid [2, 2]",
+                                                    "got a dense gradient of shape [4, 4]"}));
+  in.growth_signal = GrowthSignal::block_scores(random_dense({2, 2}, 1), 2, 2);
+  EXPECT_EQ(rigl->grow(in).size(), 1u);
 }
 
 // LeNet-300-100 at ERK 90% sparsity (fc3 comes out dense), RigL with the
@@ -648,7 +719,8 @@ TEST(MaskUpdater, LeNetErkRigLKeepsEveryLayersAllocation) {
     if (!u.needs_dense_gradient(step)) continue;
     std::map<std::string, LayerInputs> in;
     for (size_t i = 0; i < shapes.size(); ++i) {
-      in[shapes[i].name] = {params[shapes[i].name], random_dense(shapes[i].shape, 500 + step + i), Tensor()};
+      in[shapes[i].name] = {params[shapes[i].name],
+                            GrowthSignal::dense_gradient(random_dense(shapes[i].shape, 500 + step + i)), Tensor()};
     }
     const MaskUpdateResult r = u.update(step, in);
     for (size_t i = 0; i < shapes.size(); ++i) {
@@ -680,8 +752,10 @@ TEST(MaskUpdater, CpuAndCudaMasksAgree) {
     gpu.add_layer("w", pg);
     for (int64_t step = 0; step < 100; step += 10) {
       const Tensor g = random_dense({32, 48}, 2000 + step);
-      pc = cpu.update(step, {{"w", {pc, g, Tensor()}}}).layers[0].param;
-      pg = gpu.update(step, {{"w", {pg, g.to(Device::cuda(0)), Tensor()}}}).layers[0].param;
+      pc = cpu.update(step, {{"w", {pc, GrowthSignal::dense_gradient(g), Tensor()}}}).layers[0].param;
+      pg = gpu.update(step, {{"w", {pg, GrowthSignal::dense_gradient(g.to(Device::cuda(0))), Tensor()}}})
+               .layers[0]
+               .param;
       ASSERT_EQ(pg.device(), Device::cuda(0));
       ASSERT_EQ(positions(pc), positions(pg)) << growth << " step " << step;
       ASSERT_EQ(to_dense(pc).to_vector<float>(), to_dense(pg).to_vector<float>());
@@ -697,8 +771,9 @@ TEST(MaskUpdater, CpuAndCudaMasksAgree) {
     for (int64_t step = 0; step < 100; step += 10) {
       Tensor g = random_dense({24, 40}, 3000 + step);
       if (scores) g = sparsify::block_scores(g, 4, 8, false, "test");
-      const LayerUpdate uc = cpu.update(step, {{"w", {pc, g, Tensor()}}}).layers[0];
-      const LayerUpdate ug = gpu.update(step, {{"w", {pg, g.to(Device::cuda(0)), Tensor()}}}).layers[0];
+      const LayerUpdate uc = cpu.update(step, {{"w", {pc, GrowthSignal::dense_gradient(g), Tensor()}}}).layers[0];
+      const LayerUpdate ug =
+          gpu.update(step, {{"w", {pg, GrowthSignal::dense_gradient(g.to(Device::cuda(0))), Tensor()}}}).layers[0];
       pc = uc.param;
       pg = ug.param;
       ASSERT_EQ(pg.device(), Device::cuda(0));

@@ -207,7 +207,8 @@ void rigl_with_master(const std::string& format) {
     opt.step();
     if (!u.is_update_step(step)) continue;
     const std::vector<double> old_master = host(opt.state(w)->tensors.at(kMasterWeightsState));
-    const LayerUpdate l = u.update(step, {{"fc.weight", {w.value(), dense_grad, Tensor()}}}).layers[0];
+    const LayerUpdate l =
+        u.update(step, {{"fc.weight", {w.value(), GrowthSignal::dense_gradient(dense_grad), Tensor()}}}).layers[0];
     if (!l.changed) continue;
     ++changes;
     EXPECT_EQ(w.value().format(), format);

@@ -8,12 +8,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "autograd/autograd.h"
 #include "autograd/functions/sparse.h"
 #include "sparse/convert.h"
+#include "sparse/formats.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/apply_schedule.h"
 #include "sparsifiers/builtin.h"
@@ -140,6 +142,43 @@ TEST(ApplySchedule, DensityOfABlockFormatKeepsWholeBlocks) {
   EXPECT_EQ(nnz(fc1.value.value()), kept_count(0.75, (300 / 4) * (784 / 2)) * 8);
   const ScheduledParameter& fc3 = applied.parameter("fc3.weight");
   EXPECT_EQ(nonzeros(fc3.value.value()), kept_count(0.5, (10 / 2) * (100 / 2)) * 4);
+}
+
+// Block-ness is the format table's to say (a row whose options have a block
+// shape), not a list of names: a user's format registered with block options
+// keeps whole blocks from a density just as bsr does, and one without keeps
+// entries. Both rows build BSR tensors; only their options differ.
+TEST(ApplySchedule, BlockFormatsAreThoseTheTableGivesABlockShape) {
+  auto row = [](const char* name, FormatOptionKind options) {
+    FormatSpec spec;
+    spec.name = name;
+    spec.rank = FormatRank::kMatrix;
+    spec.options = options;
+    spec.from_mask = [](const Tensor& d, const Tensor& m, const FormatOptions& o, std::string_view) {
+      return sparse_from_mask(d, m, "bsr", o.block_rows > 0 ? o : FormatOptions::block(1));
+    };
+    return spec;
+  };
+  if (find_format("test_tiles") == nullptr) register_format(row("test_tiles", FormatOptionKind::kBlock));
+  if (find_format("test_flat") == nullptr) register_format(row("test_flat", FormatOptionKind::kNone));
+  EXPECT_TRUE(is_block_format("test_tiles"));
+  EXPECT_FALSE(is_block_format("test_flat"));
+  EXPECT_TRUE(is_block_format("bsr") && is_block_format("blocked_ell"));
+  EXPECT_FALSE(is_block_format("csr") || is_block_format("nm") || is_block_format("no_such_format"));
+  const std::vector<std::string> blocks = block_format_names();
+  EXPECT_NE(std::find(blocks.begin(), blocks.end(), "test_tiles"), blocks.end());
+  EXPECT_EQ(std::find(blocks.begin(), blocks.end(), "test_flat"), blocks.end());
+
+  SparsityBuilder b;
+  b["fc2.weight"].density(0.25).format("test_tiles", FormatOptions::block(4));  // [100, 300]
+  b["fc3.weight"].density(0.5).format("test_flat");                             // [10, 100]
+  NamedParameters params = lenet();
+  AppliedSchedule applied = apply_schedule(b.schedule(), params, kModules);
+  const ScheduledParameter& fc2 = applied.parameter("fc2.weight");
+  EXPECT_EQ(fc2.sparsifier->describe().rfind("block_magnitude", 0), 0u) << fc2.sparsifier->describe();
+  EXPECT_EQ(nnz(fc2.value.value()), kept_count(0.75, (100 / 4) * (300 / 4)) * 16);
+  const ScheduledParameter& fc3 = applied.parameter("fc3.weight");
+  EXPECT_EQ(fc3.sparsifier->describe().rfind("magnitude", 0), 0u) << fc3.sparsifier->describe();
 }
 
 // An exact rule wins over regex rules; rules of one kind that agree may overlap.

@@ -147,7 +147,7 @@ void run_mode(const DeviceCase& dc, const Config& config, const Mode& mode, Mask
       DenseGradientView view;
       view.open(*run.model, run.updater->layers(), nullptr, probe);
       run.forward_backward();
-      const std::map<std::string, Tensor> grads = view.close(1.0);
+      const std::map<std::string, GrowthSignal> grads = view.close(1.0);
       synchronize(device);
       const double t1 = now_ms();
       run.optimizer->step();
