@@ -56,12 +56,13 @@ Tensor regrown_values(const Tensor& param, const std::vector<int64_t>& positions
 
 PatternView pattern_view(const Tensor& param, std::string_view op) {
   COPPICE_CHECK(param.defined(), op, ": the parameter is undefined");
-  const Layout layout = param.layout();
-  COPPICE_CHECK(
-      layout == Layout::kCoo || layout == Layout::kCsr || layout == Layout::kCsc || layout == Layout::kMasked ||
-          layout == Layout::kBsr || layout == Layout::kBlockedEll || layout == Layout::kNm,
-      op, ": mask updates need a sparse parameter in coo, csr, csc, masked, bsr, blocked_ell or nm, got ",
-      param.format(), layout == Layout::kDense ? " (store the weight as \"masked\" to prune a dense one)" : "");
+  // sparse/'s own formats (the format table's built-in rows): their stored
+  // positions and pattern changes are sparse/'s (stored_positions.h).
+  const std::vector<std::string>& builtin = builtin_sparse_format_names();
+  const bool supported = std::find(builtin.begin(), builtin.end(), param.format()) != builtin.end();
+  COPPICE_CHECK(supported, op, ": mask updates need a sparse parameter in one of sparse/'s formats (",
+                str_join(builtin, ", "), "), got ", param.format(),
+                param.is_dense() ? " (store the weight as \"masked\" to prune a dense one)" : "");
   PatternView view;
   view.shape = param.shape();
   if (const auto block = block_shape_of(param)) std::tie(view.block_rows, view.block_cols) = *block;

@@ -14,6 +14,8 @@
 
 #include "gtest/gtest.h"
 #include "optim/density.h"
+#include "sparse/formats.h"
+#include "sparse/nm.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/mask_ops.h"
 #include "tensor/backend.h"
@@ -545,6 +547,21 @@ Tensor random_bsr(uint64_t seed, const std::vector<int64_t>& blocks) {
   }
   return to_format(from_vector(v, {24, 40}, TensorOptions(DType::kF64)).to(DType::kF32), "bsr",
                    FormatOptions::block(4, 8));
+}
+
+// Which formats mask updates take is the format table's built-in rows, and
+// a dense weight is told how to become one.
+TEST(MaskUpdater, PatternViewTakesEveryBuiltInFormatAndRefusesDense) {
+  const Tensor dense = random_dense({8, 16}, 5);
+  for (const std::string& f : builtin_sparse_format_names()) {
+    const bool blocks = f == "bsr" || f == "blocked_ell";
+    const Tensor p = f == "nm" ? nm_compress(dense, 2, 4)
+                               : to_format(dense, f, blocks ? FormatOptions::block(4, 4) : FormatOptions());
+    EXPECT_EQ(pattern_view(p, "test").shape, dense.shape()) << f;
+  }
+  EXPECT_TRUE(throws_with([&] { pattern_view(dense, "prune"); },
+                          {"prune: mask updates need a sparse parameter in one of sparse/'s formats (", "got dense",
+                           "store the weight as \"masked\""}));
 }
 
 // The BSR walk by block indices gives what the walk over every entry gives:
