@@ -23,9 +23,9 @@
 // this one multiplies. Rows are taken longest first
 // (BsrProductArgs::row_order), and consecutive thread blocks take
 // consecutive rows of the same column tile, so that tile of x stays in L2.
-// Bias and relu are applied in the write-out, from an f32 tile in shared
-// memory, with 16-byte stores along y's contiguous dimension; so are gelu
-// with its pre-activation kept (linear_gelu) and gelu's gradient
+// Bias and relu are applied in the write-out (epilogue.cuh), from an f32
+// tile in shared memory, with 16-byte stores along y's contiguous dimension;
+// so are gelu with its pre-activation kept (linear_gelu) and gelu's gradient
 // (matmul_gelu_backward, reading the pre-activation), which save the
 // separate passes of a transformer MLP's activation.
 //
@@ -50,7 +50,7 @@
 #include <type_traits>
 
 #include "sparse/cuda/bsr_mma.h"
-#include "sparse/cuda/gelu_write_out.cuh"
+#include "sparse/cuda/epilogue.cuh"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/mma_sync.cuh"
 
@@ -362,57 +362,34 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrPro
   }
   __syncthreads();
 
-  // y = tile + bias, relu'd when asked (v <= 0 ? 0 : v, as relu: NaN kept), rounded once.
+  // y = tile + bias, relu'd when asked, a gelu form, rounded once (epilogue.cuh).
   const int64_t m0 = obr * B;
   auto finish = [&](float v, int r) {
-    if (p.bias != nullptr) v += to_float(p.bias[m0 + r]);
-    return p.relu && v <= 0.0f ? 0.0f : v;
-  };
-  // R outputs rounded to T, as one 16-byte store.
-  auto store_run = [](T* dst, const float(&v)[R]) {
-    T out[R];
-    for (int j = 0; j < R; ++j) out[j] = from_float<T>(v[j]);
-    uint4 packed;
-    memcpy(&packed, out, sizeof(packed));
-    *reinterpret_cast<uint4*>(dst) = packed;
+    v = add_bias(v, p.bias, m0 + r);
+    return p.relu ? relu(v) : v;
   };
   if (flags.y_rows) {  // R rows of one column per thread: a 16-byte run of y
     for (int i = tid; i < kTileN * (B / R); i += kThreads) {
       const int c = i / (B / R), rq = (i % (B / R)) * R;
       const int64_t gn = n0 + c;
       if (gn >= p.n) continue;
-      T* dst = p.y.data + (m0 + rq) * p.y.row_stride + gn * p.y.col_stride;
       const float* src = cs + c * Tile::kLdCnr + rq;
       float v[R];
       for (int j = 0; j < R; ++j) v[j] = finish(src[j], rq + j);
-      if (p.gelu != GeluWriteOut::kNone) {
-        gelu_run<T, R>(p.gelu, p.aux.data + (dst - p.y.data), p.y.row_stride, flags.y_vec, v, R);
-      }
-      if (flags.y_vec) {
-        store_run(dst, v);
-      } else {
-        for (int j = 0; j < R; ++j) dst[j * p.y.row_stride] = from_float<T>(v[j]);
-      }
+      gelu_and_store_run<T, R>(p.gelu, p.y.data, p.aux.data, (m0 + rq) * p.y.row_stride + gn * p.y.col_stride,
+                               p.y.row_stride, flags.y_vec, v, R);
     }
   } else {  // R columns of one row per thread
     for (int i = tid; i < B * (kTileN / R); i += kThreads) {
       const int r = i / (kTileN / R), cq = (i % (kTileN / R)) * R;
       const int64_t gn = n0 + cq;
       if (gn >= p.n) continue;
-      T* dst = p.y.data + (m0 + r) * p.y.row_stride + gn * p.y.col_stride;
       const float* src = cs + r * Tile::kLdCrn + cq;
       float v[R];
       for (int j = 0; j < R; ++j) v[j] = finish(src[j], r);
       const bool whole = flags.y_vec && gn + R <= p.n;
-      if (p.gelu != GeluWriteOut::kNone) {
-        gelu_run<T, R>(p.gelu, p.aux.data + (dst - p.y.data), p.y.col_stride, whole, v,
-                       static_cast<int>(std::min<int64_t>(R, p.n - gn)));
-      }
-      if (whole) {
-        store_run(dst, v);
-      } else {
-        for (int j = 0; j < R && gn + j < p.n; ++j) dst[j * p.y.col_stride] = from_float<T>(v[j]);
-      }
+      gelu_and_store_run<T, R>(p.gelu, p.y.data, p.aux.data, (m0 + r) * p.y.row_stride + gn * p.y.col_stride,
+                               p.y.col_stride, whole, v, static_cast<int>(std::min<int64_t>(R, p.n - gn)));
     }
   }
 }

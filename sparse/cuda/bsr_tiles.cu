@@ -41,6 +41,7 @@
 #include <type_traits>
 
 #include "sparse/cuda/bsr_tiles.h"
+#include "sparse/cuda/epilogue.cuh"
 #include "sparse/cuda/tile_values.cuh"
 
 namespace coppice::sparse_cuda {
@@ -135,10 +136,9 @@ __device__ __forceinline__ void stage_x(T* xs, int px, const StridedMatrix<const
 }
 
 // y's [ROWS, COLS] tile at (m0, n0) from the f32 tile cs (row length pc),
-// plus the bias of each row, then the relu when asked, rounded to T once;
-// threads walk y's contiguous dimension so the stores coalesce. The relu is
-// relu's own (v <= 0 ? 0 : v: NaN kept, -0 to +0) and rounding keeps signs,
-// so the result is bit for bit relu applied to the same write-out without it.
+// plus the bias of each row, then the relu when asked, rounded to T once
+// (epilogue.cuh's steps, element by element: no gelu here); threads walk y's
+// contiguous dimension so the stores coalesce.
 template <typename T, int ROWS, int COLS>
 __device__ void write_output_tile(const float* cs, int pc, const BsrProductArgs<T>& p, int64_t m0, int64_t n0) {
   __syncthreads();
@@ -146,9 +146,8 @@ __device__ void write_output_tile(const float* cs, int pc, const BsrProductArgs<
   for (int i = threadIdx.x; i < ROWS * COLS; i += kThreads) {
     const int r = n_fastest ? i / COLS : i % ROWS, c = n_fastest ? i % COLS : i / ROWS;
     if (n0 + c < p.n) {
-      const float b = p.bias != nullptr ? to_float(p.bias[m0 + r]) : 0.0f;
-      float v = cs[r * pc + c] + b;
-      if (p.relu && v <= 0.0f) v = 0.0f;
+      float v = cs[r * pc + c] + bias_or_zero(p.bias, m0 + r);
+      if (p.relu) v = relu(v);
       p.y.data[(m0 + r) * p.y.row_stride + (n0 + c) * p.y.col_stride] = from_float<T>(v);
     }
   }

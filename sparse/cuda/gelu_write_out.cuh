@@ -1,5 +1,6 @@
 // The device side of gelu_write_out.h: the gelu forms applied to a run of
-// output values in a product kernel's write-out.
+// output values in a product kernel's write-out (step 3 of epilogue.cuh,
+// which kernels include instead of this).
 #pragma once
 
 #include <cuda_runtime.h>

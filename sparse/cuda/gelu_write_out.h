@@ -1,7 +1,7 @@
-// A transformer MLP's gelu in a product's write-out (internal): what the BSR
-// and 2:4 product kernels apply after the bias and the one rounding to the
-// output's type, so that each fused form gives the bits of the ops it
-// replaces. The device side is gelu_write_out.cuh.
+// A transformer MLP's gelu in a product's write-out (internal): the gelu
+// step of epilogue.cuh, which the BSR and 2:4 product kernels apply after the
+// bias, so that each fused form gives the bits of the ops it replaces. This
+// is the part the launchers see; the device side is gelu_write_out.cuh.
 #pragma once
 
 namespace coppice::sparse_cuda {

@@ -29,8 +29,9 @@
 //
 // The write-out goes through shared memory, transposed (the accumulators hold
 // rows of S by rows of x), so that each thread stores 16-byte runs of out's
-// rows with the bias and relu applied. Rows of S or x beyond the matrix are
-// staged as zeros (with valid metadata), and their results are not stored.
+// rows with the bias and relu or a gelu form applied (epilogue.cuh). Rows of
+// S or x beyond the matrix are staged as zeros (with valid metadata), and
+// their results are not stored.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -38,7 +39,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "sparse/cuda/gelu_write_out.cuh"
+#include "sparse/cuda/epilogue.cuh"
 #include "sparse/cuda/nm24_mma.h"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
@@ -269,32 +270,21 @@ __global__ void __launch_bounds__(kThreads, 2) nm24_product_kernel(const Nm24Pro
   }
   __syncthreads();
   // Runs of 8 along out's rows: bias and relu or a gelu form, rounded once, 16-byte stores
-  // where the run is whole and aligned.
+  // where the run is whole and aligned (epilogue.cuh).
   const bool vec_rows = p.rows % 8 == 0;
   for (int c = tid; c < kTileM * (kTileR / 8); c += kThreads) {
     const int m = c / (kTileR / 8), r = (c % (kTileR / 8)) * 8;
     if (m0 + m >= p.m || r0 + r >= p.rows) continue;
+    const int count = static_cast<int>(p.rows - r0 - r < 8 ? p.rows - r0 - r : 8);
     float v[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       v[j] = tile[m * kPitchOut + r + j];
-      if (p.bias != nullptr && r0 + r + j < p.rows) v[j] += to_float(p.bias[r0 + r + j]);
-      if (p.relu) v[j] = fmaxf(v[j], 0.0f);
+      if (j < count) v[j] = add_bias(v[j], p.bias, r0 + r + j);
+      if (p.relu) v[j] = relu_nan_to_zero(v[j]);
     }
-    T* dst = p.out + (m0 + m) * p.rows + r0 + r;
     const bool whole = vec_rows && r0 + r + 8 <= p.rows;
-    if (p.gelu != GeluWriteOut::kNone) {
-      gelu_run<T, 8>(p.gelu, p.aux + (dst - p.out), 1, whole, v,
-                     static_cast<int>(p.rows - r0 - r < 8 ? p.rows - r0 - r : 8));
-    }
-    if (whole) {
-      alignas(16) T run[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) run[j] = from_float<T>(v[j]);
-      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(run);
-    } else {
-      for (int j = 0; j < 8 && r0 + r + j < p.rows; ++j) dst[j] = from_float<T>(v[j]);
-    }
+    gelu_and_store_run<T, 8>(p.gelu, p.out, p.aux, (m0 + m) * p.rows + r0 + r, 1, whole, v, count);
   }
 }
 

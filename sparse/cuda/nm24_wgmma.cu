@@ -25,9 +25,9 @@
 //
 // The write-out is nm24_mma.cu's: the accumulators go through shared memory
 // transposed, and each thread stores 16-byte runs of out's rows with the bias
-// and relu applied. Rows of S or x beyond the matrix arrive as zeros (TMA
-// fills outside the tensor), padded metadata is valid, and their results are
-// not stored.
+// and relu or a gelu form applied (epilogue.cuh). Rows of S or x beyond the
+// matrix arrive as zeros (TMA fills outside the tensor), padded metadata is
+// valid, and their results are not stored.
 //
 // What bounds it (Nsight Compute, H200, 4096^3 bf16): the load/store data
 // pipe, 82 % busy at 1.16x cuBLAS's dense rate with the tensor pipe at 56 %.
@@ -47,7 +47,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "sparse/cuda/gelu_write_out.cuh"
+#include "sparse/cuda/epilogue.cuh"
 #include "sparse/cuda/nm24_wgmma.h"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
@@ -296,33 +296,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
   // Runs of 8 along out's rows: bias and relu or a gelu form, rounded once, 16-byte stores
-  // where the run is whole and aligned.
+  // where the run is whole and aligned (epilogue.cuh).
   constexpr int kRuns = kTileR / 8;
   const bool vec_rows = p.rows % 8 == 0;
   for (int c = tid; c < kTileM * kRuns; c += kConsumers) {
     const int m = c / kRuns, rr = (c % kRuns) * 8;
     if (m0 + m >= p.m || r0 + rr >= p.rows) continue;
+    const int count = static_cast<int>(p.rows - r0 - rr < 8 ? p.rows - r0 - rr : 8);
     float v[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       v[j] = tile[m * kPitchOut + rr + j];
-      if (p.bias != nullptr && r0 + rr + j < p.rows) v[j] += to_float(p.bias[r0 + rr + j]);
-      if (p.relu) v[j] = fmaxf(v[j], 0.0f);
+      if (j < count) v[j] = add_bias(v[j], p.bias, r0 + rr + j);
+      if (p.relu) v[j] = relu_nan_to_zero(v[j]);
     }
-    T* dst = p.out + (m0 + m) * p.rows + r0 + rr;
     const bool whole = vec_rows && r0 + rr + 8 <= p.rows;
-    if (p.gelu != GeluWriteOut::kNone) {
-      gelu_run<T, 8>(p.gelu, p.aux + (dst - p.out), 1, whole, v,
-                     static_cast<int>(p.rows - r0 - rr < 8 ? p.rows - r0 - rr : 8));
-    }
-    if (whole) {
-      alignas(16) T run[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) run[j] = from_float<T>(v[j]);
-      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(run);
-    } else {
-      for (int j = 0; j < 8 && r0 + rr + j < p.rows; ++j) dst[j] = from_float<T>(v[j]);
-    }
+    gelu_and_store_run<T, 8>(p.gelu, p.out, p.aux, (m0 + m) * p.rows + r0 + rr, 1, whole, v, count);
   }
 #endif
 }

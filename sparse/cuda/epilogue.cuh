@@ -1,0 +1,83 @@
+// The write-out of the sparse product kernels (bsr_mma.cu, bsr_tiles.cu,
+// nm24_mma.cu, nm24_wgmma.cu): what a product applies to its f32
+// accumulators on the way out, in this order, each step optional:
+//   1. + bias: a linear's bias, one value per output feature (add_bias);
+//   2. relu (relu; the 2:4 products' fmaxf form: relu_nan_to_zero);
+//   3. a gelu form (gelu_write_out.h: forward, z stored; gradient, z read);
+//   4. the one rounding to the output's type and the store (store_run).
+// Everything before the rounding stays in f32, so that a fused form gives
+// the bits of the separate ops it replaces (tensor's linear, relu, gelu and
+// gelu_backward round once each, and so do these, at the same points).
+//
+// A run is kN consecutive outputs of one thread, kN * sizeof(T) = 16 bytes:
+// where the run is whole, contiguous and 16-byte aligned it moves as one
+// 16-byte access (vec); otherwise element by element at its stride.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "sparse/cuda/gelu_write_out.cuh"
+#include "sparse/cuda/tile_values.cuh"
+
+namespace coppice::sparse_cuda {
+
+// v plus the bias of output feature `row`; v itself without a bias (no
+// addition at all: v + 0 would turn a -0 into +0).
+template <typename T>
+__device__ __forceinline__ float add_bias(float v, const T* bias, int64_t row) {
+  return bias != nullptr ? v + to_float(bias[row]) : v;
+}
+
+// The bias of output feature `row`, 0 without one: bsr_tiles.cu adds it
+// whether or not there is a bias, and keeps doing so for its bits.
+template <typename T>
+__device__ __forceinline__ float bias_or_zero(const T* bias, int64_t row) {
+  return bias != nullptr ? to_float(bias[row]) : 0.0f;
+}
+
+// relu as tensor's relu computes it (v <= 0 ? 0 : v: NaN stays NaN, -0
+// becomes +0); rounding keeps signs, so the result is relu applied to the
+// rounded product bit for bit. The BSR products' form.
+__device__ __forceinline__ float relu(float v) { return v <= 0.0f ? 0.0f : v; }
+
+// relu as the 2:4 products have applied it, fmaxf(v, 0): unlike relu, a NaN
+// becomes 0. Kept so that their results do not change; moving them to relu
+// changes NaN outputs only.
+__device__ __forceinline__ float relu_nan_to_zero(float v) { return fmaxf(v, 0.0f); }
+
+// The run's values rounded to T and stored: element j at dst[j * step]. vec:
+// all kN as one 16-byte store (dst contiguous and 16-byte aligned); else the
+// first `count` one by one.
+template <typename T, int kN>
+__device__ __forceinline__ void store_run(T* dst, int64_t step, bool vec, const float (&v)[kN], int count) {
+  static_assert(kN * sizeof(T) == 16, "a run is one 16-byte access");
+  if (vec) {
+    T out[kN];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) out[j] = from_float<T>(v[j]);
+    uint4 packed;
+    memcpy(&packed, out, sizeof(packed));
+    *reinterpret_cast<uint4*>(dst) = packed;
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    if (j < count) dst[j * step] = from_float<T>(v[j]);
+  }
+}
+
+// Steps 3 and 4 for a run whose bias and relu are applied: the gelu form,
+// then the rounding and the store. The run starts at element `at` of the
+// output y and of the auxiliary matrix aux (z: y's shape and strides; read
+// only under a gelu form, null otherwise).
+template <typename T, int kN>
+__device__ __forceinline__ void gelu_and_store_run(GeluWriteOut gelu, T* y, T* aux, int64_t at, int64_t step, bool vec,
+                                                   float (&v)[kN], int count) {
+  if (gelu != GeluWriteOut::kNone) gelu_run<T, kN>(gelu, aux + at, step, vec, v, count);
+  store_run<T, kN>(y + at, step, vec, v, count);
+}
+
+}  // namespace coppice::sparse_cuda
