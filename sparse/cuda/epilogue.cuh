@@ -2,7 +2,7 @@
 // nm24_mma.cu, nm24_wgmma.cu): what a product applies to its f32
 // accumulators on the way out, in this order, each step optional:
 //   1. + bias: a linear's bias, one value per output feature (add_bias);
-//   2. relu (relu; the 2:4 products' fmaxf form: relu_nan_to_zero);
+//   2. relu (relu: a NaN stays NaN, so that the non-finite checks see it);
 //   3. a gelu form (gelu_write_out.h: forward, z stored; gradient, z read);
 //   4. the one rounding to the output's type and the store (store_run).
 // Everything before the rounding stays in f32, so that a fused form gives
@@ -40,13 +40,10 @@ __device__ __forceinline__ float bias_or_zero(const T* bias, int64_t row) {
 
 // relu as tensor's relu computes it (v <= 0 ? 0 : v: NaN stays NaN, -0
 // becomes +0); rounding keeps signs, so the result is relu applied to the
-// rounded product bit for bit. The BSR products' form.
+// rounded product bit for bit. (The 2:4 products once used fmaxf(v, 0),
+// which turns a NaN into 0 and so hid a diverging step from the trainer's
+// non-finite checks.)
 __device__ __forceinline__ float relu(float v) { return v <= 0.0f ? 0.0f : v; }
-
-// relu as the 2:4 products have applied it, fmaxf(v, 0): unlike relu, a NaN
-// becomes 0. Kept so that their results do not change; moving them to relu
-// changes NaN outputs only.
-__device__ __forceinline__ float relu_nan_to_zero(float v) { return fmaxf(v, 0.0f); }
 
 // The run's values rounded to T and stored: element j at dst[j * step]. vec:
 // all kN as one 16-byte store (dst contiguous and 16-byte aligned); else the

@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(kThreads, 2) nm24_product_kernel(const Nm24Pro
     for (int j = 0; j < 8; ++j) {
       v[j] = tile[m * kPitchOut + r + j];
       if (j < count) v[j] = add_bias(v[j], p.bias, r0 + r + j);
-      if (p.relu) v[j] = relu_nan_to_zero(v[j]);
+      if (p.relu) v[j] = relu(v[j]);
     }
     const bool whole = vec_rows && r0 + r + 8 <= p.rows;
     gelu_and_store_run<T, 8>(p.gelu, p.out, p.aux, (m0 + m) * p.rows + r0 + r, 1, whole, v, count);

@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int j = 0; j < 8; ++j) {
       v[j] = tile[m * kPitchOut + rr + j];
       if (j < count) v[j] = add_bias(v[j], p.bias, r0 + rr + j);
-      if (p.relu) v[j] = relu_nan_to_zero(v[j]);
+      if (p.relu) v[j] = relu(v[j]);
     }
     const bool whole = vec_rows && r0 + rr + 8 <= p.rows;
     gelu_and_store_run<T, 8>(p.gelu, p.out, p.aux, (m0 + m) * p.rows + r0 + rr, 1, whole, v, count);

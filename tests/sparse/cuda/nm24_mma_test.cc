@@ -204,6 +204,29 @@ TEST_F(Nm24MmaTest, EachKernelMatchesTheCpuTwin) {
   }
 }
 
+// The fused relu keeps a NaN (tensor's relu does): a NaN bias makes its
+// output feature NaN on every row, on both kernels, where fmaxf(v, 0) once
+// turned it into 0 and hid the step from the non-finite checks.
+TEST_F(Nm24MmaTest, FusedReluKeepsNaN) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor w = weight(128, 192, DType::kBF16, 600, false);
+  const Tensor x = to_device(random_dense({70, 192}, 601).to(DType::kBF16), kCuda);
+  std::vector<double> bias(128, 0.25);
+  bias[3] = std::numeric_limits<double>::quiet_NaN();
+  const Tensor b = to_device(from_vector(bias, {128}).to(DType::kBF16), kCuda);
+  for (const char* name : {"sparse", "mma_sp"}) {
+    ScopedRoutePins kernel(str_cat("nm24=", name));
+    const std::vector<double> y = host64(sparse_cuda::nm24_linear(x, w, b, /*relu=*/true)).to_vector<double>();
+    int64_t nans = 0, nans_at_3 = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      nans += std::isnan(y[i]);
+      nans_at_3 += std::isnan(y[i]) && i % 128 == 3;
+    }
+    EXPECT_EQ(nans_at_3, 70) << name;
+    EXPECT_EQ(nans, 70) << name;
+  }
+}
+
 // dy @ W through W^T on the tensor cores (transposable), and the dense way
 // (not transposable): both match the CPU.
 TEST_F(Nm24MmaTest, DxMatchesTheCpuTwin) {
