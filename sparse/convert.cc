@@ -135,7 +135,7 @@ Tensor make_coo(std::vector<int64_t> flat, const Tensor& values, const Shape& sh
 // such kernel (sparse/cpu, sparse/cuda not linked) or the tensor is too large
 // for i32 positions: the caller takes the COO path, which gives the same.
 Tensor compressed_from_mask(const Tensor& dense, const Tensor& mask, Layout layout) {
-  constexpr std::string_view kKernel = "dense_mask_to_csr";
+  constexpr std::string_view kKernel = op::kDenseMaskToCsr;
   if (dense.dim() != 2 || dense.numel() > INT32_MAX ||
       !Dispatcher::instance().has_kernel(kKernel, dense.device().type)) {
     return Tensor();

@@ -70,7 +70,7 @@ Tensor NmImpl::to_dense() const {
   // leaves the device). The host positions below took about 0.1 s for a
   // 4096 x 4096 2:4 weight, which SR-STE paid at every mask update.
   if (!device().is_cpu() && is_floating(dtype())) {
-    if (const Kernel* k = Dispatcher::instance().find("nm_to_dense", device().type, {"nm"})) {
+    if (const Kernel* k = Dispatcher::instance().find(op::kNmToDense, device().type, {"nm"})) {
       return (*k)({Tensor(std::make_shared<NmImpl>(*this))}, Attrs())[0];
     }
   }
@@ -129,7 +129,7 @@ Tensor nm_compress(const Tensor& dense, int64_t n, int64_t m) {
   // 2:4 on a device with its own selection kernel (sparse/cuda: one pass,
   // nothing leaves the device); every other n:m ranks on the host.
   if (n == 2 && m == 4 && !dense.device().is_cpu() && dense.dtype() != DType::kF64) {
-    if (const Kernel* k = Dispatcher::instance().find("nm24_compress", dense.device().type, {"dense"})) {
+    if (const Kernel* k = Dispatcher::instance().find(op::kNm24Compress, dense.device().type, {"dense"})) {
       const std::vector<Tensor> parts = (*k)({dense}, Attrs());
       return Tensor(std::make_shared<NmImpl>(parts[0], parts[1], dense.shape(), n, m, new_pattern_version()));
     }
@@ -169,7 +169,7 @@ Tensor nm_from_mask(const Tensor& dense, const Tensor& mask, int64_t n, int64_t 
   // index of a group that keeps too many (then the host loop below names it).
   if (n == 2 && m == 4 && !dense.device().is_cpu()) {
     if (const Kernel* k =
-            Dispatcher::instance().find("nm24_compress_masked", dense.device().type, {"dense", "dense"})) {
+            Dispatcher::instance().find(op::kNm24CompressMasked, dense.device().type, {"dense", "dense"})) {
       const std::vector<Tensor> parts = (*k)({dense, mask}, Attrs());
       if (parts[2].to(Device::cpu()).data<int64_t>()[0] < 0) {
         return Tensor(std::make_shared<NmImpl>(parts[0], parts[1], dense.shape(), n, m, new_pattern_version()));

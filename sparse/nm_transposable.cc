@@ -108,7 +108,7 @@ Tensor transposable_nm_mask(const Tensor& w, int64_t n, int64_t m) {
   // weight, a round trip included, made SR-STE's step with transposable masks
   // take seconds on the GPU.
   if (n == 2 && m == 4 && !w.device().is_cpu()) {
-    if (const Kernel* k = Dispatcher::instance().find("nm24_transposable_mask", w.device().type, {"dense"})) {
+    if (const Kernel* k = Dispatcher::instance().find(op::kNm24TransposableMask, w.device().type, {"dense"})) {
       return (*k)({w}, Attrs())[0];
     }
   }

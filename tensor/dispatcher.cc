@@ -82,7 +82,27 @@ Dispatcher& Dispatcher::instance() {
 
 void Dispatcher::register_kernel(const std::string& op, DeviceType device, std::vector<std::string> formats,
                                  Kernel kernel) {
-  std::vector<Registered>& kernels = kernels_[op][static_cast<size_t>(device)];
+  // Registrations run at static initialization, where the exception ends the
+  // program, and std::terminate need not print it: the line goes to stderr
+  // first, so that the program stops naming the op.
+  auto refuse = [](const std::string& message) {
+    std::fprintf(stderr, "coppice: %s\n", message.c_str());
+    throw Error(message);
+  };
+  const OpSpec* spec = find_op(op);
+  if (spec == nullptr) {
+    refuse(
+        str_cat("register_kernel: op '", op, "' is not declared (tensor/op_table.h; a user's op: declare_op first)"));
+  }
+  if (formats.size() < static_cast<size_t>(spec->min_inputs) ||
+      formats.size() > static_cast<size_t>(spec->max_inputs)) {
+    refuse(str_cat("register_kernel: op '", op, "' takes ", spec->arity(), ", not ", formats.size(), " (",
+                   str_join(formats, ", "), ")"));
+  }
+  OpKernels& entry = kernels_[op];
+  entry.min_inputs = static_cast<size_t>(spec->min_inputs);
+  entry.max_inputs = static_cast<size_t>(spec->max_inputs);
+  std::vector<Registered>& kernels = entry.by_device[static_cast<size_t>(device)];
   for (Registered& r : kernels) {
     if (r.formats == formats) {  // a later registration replaces an earlier one
       r.kernel = std::move(kernel);
@@ -96,13 +116,16 @@ void Dispatcher::register_to_dense(std::string format, ToDense fn) {
   to_dense_.insert_or_assign(std::move(format), std::move(fn));
 }
 
-const Kernel* Dispatcher::find(std::string_view op, DeviceType device,
-                               absl::Span<const std::string_view> formats) const {
+const Dispatcher::OpKernels* Dispatcher::lookup(std::string_view op) const {
   // Debian's Abseil has a string_view of its own: the lookup without a copy takes one.
   auto it = kernels_.find(absl::string_view(op.data(), op.size()));
-  if (it == kernels_.end()) return nullptr;
+  return it == kernels_.end() ? nullptr : &it->second;
+}
+
+const Kernel* Dispatcher::find_in(const OpKernels& kernels, DeviceType device,
+                                  absl::Span<const std::string_view> formats) {
   const Kernel* any = nullptr;
-  for (const Registered& r : it->second[static_cast<size_t>(device)]) {
+  for (const Registered& r : kernels.by_device[static_cast<size_t>(device)]) {
     if (r.formats.size() != formats.size()) continue;
     bool exact = true, wildcard = true;
     for (size_t i = 0; i < formats.size(); ++i) {
@@ -115,16 +138,22 @@ const Kernel* Dispatcher::find(std::string_view op, DeviceType device,
   return any;
 }
 
+const Kernel* Dispatcher::find(std::string_view op, DeviceType device,
+                               absl::Span<const std::string_view> formats) const {
+  const OpKernels* kernels = lookup(op);
+  return kernels == nullptr ? nullptr : find_in(*kernels, device, formats);
+}
+
 bool Dispatcher::has_kernel(std::string_view op, DeviceType device) const {
-  auto it = kernels_.find(absl::string_view(op.data(), op.size()));
-  return it != kernels_.end() && !it->second[static_cast<size_t>(device)].empty();
+  const OpKernels* kernels = lookup(op);
+  return kernels != nullptr && !kernels->by_device[static_cast<size_t>(device)].empty();
 }
 
 std::vector<Dispatcher::Cell> Dispatcher::cells() const {
   std::vector<Cell> out;
-  for (const auto& [op, per_device] : kernels_) {
+  for (const auto& [op, kernels] : kernels_) {
     for (size_t d = 0; d < kDeviceTypes; ++d) {
-      for (const Registered& r : per_device[d]) out.push_back({op, static_cast<DeviceType>(d), r.formats});
+      for (const Registered& r : kernels.by_device[d]) out.push_back({op, static_cast<DeviceType>(d), r.formats});
     }
   }
   std::sort(out.begin(), out.end(), [](const Cell& a, const Cell& b) {
@@ -134,6 +163,16 @@ std::vector<Dispatcher::Cell> Dispatcher::cells() const {
 }
 
 std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs) const {
+  // The input count against the op's arity: from its kernels' entry on the
+  // hot path, from the table only when the op has no kernel at all.
+  const OpKernels* kernels = lookup(op);
+  const OpSpec* spec = kernels == nullptr ? find_op(op) : nullptr;
+  if (kernels != nullptr || spec != nullptr) {
+    const size_t lo = kernels != nullptr ? kernels->min_inputs : static_cast<size_t>(spec->min_inputs);
+    const size_t hi = kernels != nullptr ? kernels->max_inputs : static_cast<size_t>(spec->max_inputs);
+    COPPICE_CHECK(inputs.size() >= lo && inputs.size() <= hi, op, ": takes ", arity_text(lo, hi), ", got ",
+                  inputs.size());
+  }
   absl::InlinedVector<std::string_view, 8> formats;
   const Tensor* first = nullptr;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -152,7 +191,9 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
   }
   COPPICE_CHECK(first != nullptr, op, ": called with no defined input");
   DeviceType device = first->device().type;
-  if (const Kernel* k = find(op, device, formats)) {
+  COPPICE_CHECK(kernels != nullptr || spec != nullptr, op, ": no kernel registered for (", str_join(formats, ", "),
+                ") on ", device_type_name(device), "; '", op, "' is not a declared op (tensor/op_table.h)");
+  if (const Kernel* k = kernels == nullptr ? nullptr : find_in(*kernels, device, formats)) {
     if (!op_profile_enabled()) return (*k)(inputs, attrs);
     ProfileScope scope(str_cat(op, "(", str_join(formats, ", "), ") on ", device_type_name(device),
                                op_profile_shapes() ? " " + shape_to_string(first->shape()) : std::string()),
@@ -180,7 +221,7 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
     COPPICE_CHECK(conv != to_dense_.end(), op, ": format '", formats[i], "' has no conversion to dense");
     dense_inputs[i] = conv->second(inputs[i]);
   }
-  const Kernel* k = find(op, device, dense_formats);
+  const Kernel* k = kernels == nullptr ? nullptr : find_in(*kernels, device, dense_formats);
   COPPICE_CHECK(k != nullptr, op, ": no kernel for ", fallback, " and no dense kernel to fall back to on ",
                 device_type_name(device));
   std::unique_lock<std::mutex> lock(fallbacks_mu_);

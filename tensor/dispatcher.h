@@ -1,5 +1,11 @@
 // The op dispatcher: (op name, input formats, device) -> kernel.
 //
+// Op names are declared once (tensor/op_table.h, and the elementwise tables
+// tensor/unary_ops.h, binary_ops.h); registering a kernel for an undeclared
+// op, or for an input count the op's arity does not allow, is an error naming
+// the op (at static initialization it stops the program), and so is a
+// dispatch with a wrong input count.
+//
 // Every kernel has one boxed signature, (inputs, attributes) -> outputs, so
 // that a format added later (sparse/, or a user's) plugs in by registering
 // kernels under the same op names, and callers never change. When no kernel
@@ -27,6 +33,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
+#include "tensor/op_table.h"
 #include "tensor/tensor.h"
 
 namespace coppice {
@@ -67,7 +74,8 @@ class Dispatcher {
  public:
   static Dispatcher& instance();
 
-  // `formats` has one entry per input ("dense", "csr", ...); "*" matches any format.
+  // `formats` has one entry per input ("dense", "csr", ...); "*" matches any
+  // format. `op` must be declared (find_op) and take formats.size() inputs.
   void register_kernel(const std::string& op, DeviceType device, std::vector<std::string> formats, Kernel kernel);
   void register_to_dense(std::string format, ToDense fn);
 
@@ -88,7 +96,8 @@ class Dispatcher {
   std::vector<Cell> cells() const;
 
   // Runs `op` on `inputs` (undefined tensors are allowed for optional inputs
-  // and match the format "none"). All defined inputs must share a device.
+  // and match the format "none"). All defined inputs must share a device;
+  // their count must be one the op's arity allows.
   std::vector<Tensor> call(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs = {}) const;
 
   // Dense fallbacks taken so far, by "op(format, format)".
@@ -106,8 +115,15 @@ class Dispatcher {
     Kernel kernel;
   };
   static constexpr size_t kDeviceTypes = 2;  // DeviceType::kCpu, kCuda
-  // Per op name, per device type: its kernels (a few, scanned in order).
-  using OpKernels = std::array<std::vector<Registered>, kDeviceTypes>;
+  // Per op name: its arity (copied from its declaration, so that a call
+  // checks its input count without looking the table up) and, per device
+  // type, its kernels (a few, scanned in order).
+  struct OpKernels {
+    size_t min_inputs = 0, max_inputs = 0;
+    std::array<std::vector<Registered>, kDeviceTypes> by_device;
+  };
+  const OpKernels* lookup(std::string_view op) const;
+  static const Kernel* find_in(const OpKernels& kernels, DeviceType device, absl::Span<const std::string_view> formats);
 
   absl::flat_hash_map<std::string, OpKernels> kernels_;
   absl::flat_hash_map<std::string, ToDense> to_dense_;
@@ -117,7 +133,7 @@ class Dispatcher {
   bool fallback_is_error_ = false;
 };
 
-// Static registration: `static KernelRegistrar r("add", DeviceType::kCpu, {"dense", "dense"}, fn);`
+// Static registration: `static KernelRegistrar r(op::kMatmul, DeviceType::kCpu, {"dense", "dense"}, fn);`
 // Libraries holding registrars are built with alwayslink so the linker keeps them.
 struct KernelRegistrar {
   KernelRegistrar(std::string op, DeviceType device, std::vector<std::string> formats, Kernel kernel) {

@@ -141,7 +141,7 @@ Tensor rand(const Shape& shape, TensorOptions options, Generator& gen) {
       .set("offset", static_cast<int64_t>(gen.advance()))
       .set("low", 0.0)
       .set("high", 1.0);
-  dispatch("uniform_", {out}, attrs);
+  dispatch(op::kUniform, {out}, attrs);
   return out;
 }
 
@@ -154,7 +154,7 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator& gen) {
       .set("offset", static_cast<int64_t>(gen.advance()))
       .set("mean", 0.0)
       .set("std", 1.0);
-  dispatch("normal_", {out}, attrs);
+  dispatch(op::kNormal, {out}, attrs);
   return out;
 }
 
@@ -175,7 +175,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
       .set("offset", static_cast<int64_t>(gen.advance()))
       .set("low", low)
       .set("high", high);
-  dispatch("randint_", {out}, attrs);
+  dispatch(op::kRandint, {out}, attrs);
   return out;
 }
 

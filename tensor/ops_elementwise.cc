@@ -141,7 +141,7 @@ std::pair<Tensor, Tensor> relu_backward_col_sums(const Tensor& grad, const Tenso
                 y.defined() ? shape_to_string(y.shape()) : "none");
   if (grad.device().is_cuda() && y.device() == grad.device() && y.dtype() == grad.dtype() &&
       is_floating(grad.dtype())) {
-    const std::vector<Tensor> out = dispatch("relu_backward_col_sums", {grad.contiguous(), y.contiguous()});
+    const std::vector<Tensor> out = dispatch(op::kReluBackwardColSums, {grad.contiguous(), y.contiguous()});
     return {out[0], out[1]};
   }
   Tensor g = relu_backward(grad, y);
@@ -166,14 +166,14 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_dense(cond, "where", "cond");
-  check_dense(a, "where", "a");
-  check_dense(b, "where", "b");
-  check_same_device({cond, a, b}, "where");
+  check_dense(cond, op::kWhere, "cond");
+  check_dense(a, op::kWhere, "a");
+  check_dense(b, op::kWhere, "b");
+  check_same_device({cond, a, b}, op::kWhere);
   COPPICE_CHECK(cond.dtype() == DType::kBool, "where: cond must be bool, got ", dtype_name(cond.dtype()));
-  broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
+  broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), op::kWhere), op::kWhere);
   DType common = promote_types(a.dtype(), b.dtype());
-  return dispatch("where", {cond, a.to(common), b.to(common)})[0];
+  return dispatch(op::kWhere, {cond, a.to(common), b.to(common)})[0];
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

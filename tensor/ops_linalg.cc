@@ -1,10 +1,11 @@
 // Matrix products: matmul (NumPy semantics), bmm, linear, linear_relu,
 // linear_gelu and matmul_gelu_backward (composites of them and an
 // elementwise op, unless a sparse kernel fuses the two), all
-// on the one "gemm" primitive over contiguous 3-D operands, and a linear
+// on the one gemm primitive over contiguous 3-D operands, and a linear
 // layer's weight and bias gradients (linear_weight_grad). On CUDA a dense
-// linear with a bias goes to kernels of their own ("linear", "linear_relu"
-// with three operands: tensor/cuda/linear_lt.cc, the bias inside the GEMM).
+// linear with a bias goes to kernels of their own (linear, linear_relu with
+// three operands: tensor/cuda/linear_lt.cc, the bias inside the GEMM). The
+// ops' names are tensor/op_table.h's.
 //
 // A matrix whose transpose is contiguous (weight.t() in linear, or any
 // transposed view) is passed as it lies with a trans flag instead of copied.
@@ -34,7 +35,7 @@ Tensor gemm(const Tensor& a3, const Tensor& b3) {
   GemmOperand a = gemm_operand(a3), b = gemm_operand(b3);
   Attrs attrs;
   attrs.set("trans_a", a.trans).set("trans_b", b.trans);
-  return dispatch("gemm", {a.data, b.data}, attrs)[0];
+  return dispatch(op::kGemm, {a.data, b.data}, attrs)[0];
 }
 
 Shape batch_of(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
@@ -61,8 +62,12 @@ Tensor batched(const Tensor& t, const Shape& batch) {
 // sparse kernel (or the counted dense fallback) runs. Sparse operands are 2-D;
 // a dense one may be 1-D (NumPy promotion) or, on the left, carry batch dims
 // (flattened into rows). `name` is the op errors name (linear_relu runs
-// "linear" here).
-Tensor sparse_product(std::string_view op, const Tensor& a, const Tensor& b, std::string_view name) {
+// linear here).
+enum class SparseProduct { kMatmul, kLinear };  // a @ b, or x @ weight^T
+
+Tensor sparse_product(SparseProduct product, const Tensor& a, const Tensor& b, std::string_view name) {
+  const bool linear = product == SparseProduct::kLinear;
+  const char* op = linear ? op::kLinear : op::kMatmul;
   check_same_device({a, b}, name);
   COPPICE_CHECK(a.dtype() == b.dtype(), name, ": operands have different dtypes (", dtype_name(a.dtype()), " and ",
                 dtype_name(b.dtype()), "); convert them first");
@@ -71,7 +76,6 @@ Tensor sparse_product(std::string_view op, const Tensor& a, const Tensor& b, std
       (a.is_dense() || a.dim() == 2) && (b.is_dense() || b.dim() == 2) && a.dim() >= 1 && b.dim() >= 1 && b.dim() <= 2,
       name, ": with a sparse operand, expected a [.., m, k] and b [k, n] with sparse ones 2-D, got a ",
       shape_to_string(a.shape()), " (", a.format(), ") and b ", shape_to_string(b.shape()), " (", b.format(), ")");
-  const bool linear = op == "linear";
   COPPICE_CHECK(!linear || b.dim() == 2, name, ": weight must be 2-D [out, in], got ", shape_to_string(b.shape()));
   const int64_t k = a.size(-1), kb = linear ? b.size(-1) : b.size(0);
   COPPICE_CHECK(k == kb, name, ": inner dimensions differ: a is ", shape_to_string(a.shape()), ", b is ",
@@ -89,8 +93,8 @@ std::vector<Tensor> dense_matmul_kernel(const std::vector<Tensor>& in, const Att
 std::vector<Tensor> dense_linear_kernel(const std::vector<Tensor>& in, const Attrs&) { return {linear(in[0], in[1])}; }
 const bool kDenseKernels = [] {
   for (DeviceType d : {DeviceType::kCpu, DeviceType::kCuda}) {
-    Dispatcher::instance().register_kernel("matmul", d, {"dense", "dense"}, dense_matmul_kernel);
-    Dispatcher::instance().register_kernel("linear", d, {"dense", "dense"}, dense_linear_kernel);
+    Dispatcher::instance().register_kernel(op::kMatmul, d, {"dense", "dense"}, dense_matmul_kernel);
+    Dispatcher::instance().register_kernel(op::kLinear, d, {"dense", "dense"}, dense_linear_kernel);
   }
   return true;
 }();
@@ -167,8 +171,8 @@ std::vector<Tensor> sparse_linear_kernel(std::string_view op, const Tensor& x, c
   return out;
 }
 
-// linear(x, weight, bias), then relu when `relu`; `op` ("linear" or
-// "linear_relu") names the kernel asked for and the op errors name.
+// linear(x, weight, bias), then relu when `relu`; `op` (op::kLinear or
+// op::kLinearRelu) names the kernel asked for and the op errors name.
 Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, std::string_view op, bool relu) {
   auto activate = [relu](const Tensor& y) { return relu ? coppice::relu(y) : y; };
   if (any_sparse({x, weight})) {
@@ -179,7 +183,7 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, st
       std::vector<Tensor> fused = sparse_linear_kernel(op, x, weight, bias);
       if (!fused.empty()) return fused[0];
     }
-    Tensor y = sparse_product("linear", x, weight, op);
+    Tensor y = sparse_product(SparseProduct::kLinear, x, weight, op);
     return activate(bias.defined() ? add(y, bias) : y);
   }
   check_operands(x, weight, op, "input", "weight");
@@ -201,9 +205,9 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, st
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (any_sparse({a, b})) return sparse_product("matmul", a, b, "matmul");
-  check_operands(a, b, "matmul", "a", "b");
-  return matmul_impl(a, b, "matmul");
+  if (any_sparse({a, b})) return sparse_product(SparseProduct::kMatmul, a, b, op::kMatmul);
+  check_operands(a, b, op::kMatmul, "a", "b");
+  return matmul_impl(a, b, op::kMatmul);
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
@@ -216,16 +220,16 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  return linear_impl(x, weight, bias, "linear", /*relu=*/false);
+  return linear_impl(x, weight, bias, op::kLinear, /*relu=*/false);
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  return linear_impl(x, weight, bias, "linear_relu", /*relu=*/true);
+  return linear_impl(x, weight, bias, op::kLinearRelu, /*relu=*/true);
 }
 
 std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (any_sparse({x, weight})) {
-    std::vector<Tensor> fused = sparse_linear_kernel("linear_gelu", x, weight, bias);
+    std::vector<Tensor> fused = sparse_linear_kernel(op::kLinearGelu, x, weight, bias);
     if (!fused.empty()) return {fused[0], fused[1]};
   }
   Tensor z = linear(x, weight, bias);
@@ -233,7 +237,7 @@ std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, con
 }
 
 Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor& z) {
-  constexpr std::string_view op = "matmul_gelu_backward";
+  constexpr std::string_view op = op::kMatmulGeluBackward;
   COPPICE_CHECK(g.defined() && weight.defined() && z.defined(), op, ": grad, weight and z must all be defined");
   if (weight.is_sparse() && g.is_dense() && z.is_dense() && g.dim() >= 2 && weight.dim() == 2) {
     const std::string_view formats[] = {g.format(), weight.format(), z.format()};

@@ -82,10 +82,10 @@ std::string_view reduction_name(Reduction r) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
-  check_dense(x, "softmax", "input");
-  check_floating(x, "softmax", "input");
-  int64_t d = normalize_dim(dim, x.dim(), "softmax");
-  if (has_fused("softmax", x.device())) return dispatch("softmax", {x}, Attrs().set("dim", d))[0];
+  check_dense(x, op::kSoftmax, "input");
+  check_floating(x, op::kSoftmax, "input");
+  int64_t d = normalize_dim(dim, x.dim(), op::kSoftmax);
+  if (has_fused(op::kSoftmax, x.device())) return dispatch(op::kSoftmax, {x}, Attrs().set("dim", d))[0];
   if (x.numel() == 0) return empty(x.shape(), x.options());
   Tensor xc = x.to(compute_dtype(x.dtype()));
   Tensor e = exp(sub(xc, max(xc, d, true).values));
@@ -93,10 +93,10 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  check_dense(x, "log_softmax", "input");
-  check_floating(x, "log_softmax", "input");
-  int64_t d = normalize_dim(dim, x.dim(), "log_softmax");
-  if (has_fused("log_softmax", x.device())) return dispatch("log_softmax", {x}, Attrs().set("dim", d))[0];
+  check_dense(x, op::kLogSoftmax, "input");
+  check_floating(x, op::kLogSoftmax, "input");
+  int64_t d = normalize_dim(dim, x.dim(), op::kLogSoftmax);
+  if (has_fused(op::kLogSoftmax, x.device())) return dispatch(op::kLogSoftmax, {x}, Attrs().set("dim", d))[0];
   if (x.numel() == 0) return empty(x.shape(), x.options());
   Tensor xc = x.to(compute_dtype(x.dtype()));
   Tensor shifted = sub(xc, max(xc, d, true).values);
@@ -104,7 +104,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
-  constexpr std::string_view op = "cross_entropy";
+  constexpr std::string_view op = op::kCrossEntropy;
   check_dense(logits, op, "logits");
   check_dense(target, op, "target");
   check_same_device({logits, target}, op);
@@ -154,7 +154,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 
 Tensor cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& grad,
                               const CrossEntropyOptions& options) {
-  constexpr std::string_view op = "cross_entropy_backward";
+  constexpr std::string_view op = op::kCrossEntropyBackward;
   check_dense(logits, op, "logits");
   check_dense(target, op, "target");
   check_dense(grad, op, "grad");
@@ -273,7 +273,7 @@ int64_t check_layer_norm_backward(const Tensor& x, const Shape& normalized_shape
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  constexpr std::string_view op = "layer_norm";
+  constexpr std::string_view op = op::kLayerNorm;
   check_layer_norm(x, normalized_shape, weight, bias, eps, op);
   if (has_fused(op, x.device())) {
     Attrs attrs;
@@ -294,7 +294,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 AddLayerNormResult add_layer_norm(const Tensor& x, const Tensor& r, const Shape& normalized_shape, const Tensor& weight,
                                   const Tensor& bias, double eps) {
-  constexpr std::string_view op = "add_layer_norm";
+  constexpr std::string_view op = op::kAddLayerNorm;
   check_layer_norm(x, normalized_shape, weight, bias, eps, op);
   check_like_input(r, x, op, "residual");
   if (has_fused(op, x.device())) {
@@ -310,7 +310,7 @@ AddLayerNormResult add_layer_norm(const Tensor& x, const Tensor& r, const Shape&
 
 LayerNormGrads layer_norm_backward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                    const Tensor& grad, bool want_dweight, bool want_dbias, double eps) {
-  constexpr std::string_view op = "layer_norm_backward";
+  constexpr std::string_view op = op::kLayerNormBackward;
   const int64_t d = check_layer_norm_backward(x, normalized_shape, weight, grad, op);
   if (has_fused(op, x.device())) {
     Attrs attrs;
@@ -327,7 +327,7 @@ LayerNormGrads layer_norm_backward(const Tensor& x, const Shape& normalized_shap
 LayerNormGrads add_layer_norm_backward(const Tensor& h, const Shape& normalized_shape, const Tensor& weight,
                                        const Tensor& dh, const Tensor& dy, bool want_dweight, bool want_dbias,
                                        double eps) {
-  constexpr std::string_view op = "add_layer_norm_backward";
+  constexpr std::string_view op = op::kAddLayerNormBackward;
   const int64_t d = check_layer_norm_backward(h, normalized_shape, weight, dy, op);
   if (dh.defined()) check_like_input(dh, h, op, "dh");
   if (has_fused(op, h.device())) {
@@ -356,12 +356,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   if (indices.numel() == 0) return empty(out_shape, weight.options());
   Tensor flat = indices.reshape({-1}).to(DType::kI64).contiguous();
   try {
-    return dispatch("index_select", {weight.contiguous(), flat}, Attrs().set("dim", int64_t{0}))[0].reshape(out_shape);
+    return dispatch(op::kIndexSelect, {weight.contiguous(), flat}, Attrs().set("dim", int64_t{0}))[0].reshape(
+        out_shape);
   } catch (const Error& e) { fail(op, ": an index is out of range for ", weight.size(0), " embeddings: ", e.what()); }
 }
 
 Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_embeddings) {
-  constexpr std::string_view op = "embedding_backward";
+  constexpr std::string_view op = op::kEmbeddingBackward;
   check_dense(grad, op, "grad");
   check_dense(indices, op, "indices");
   check_same_device({grad, indices}, op);
@@ -390,16 +391,16 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
 }
 
 Tensor im2col(const Tensor& x, const std::vector<int64_t>& kernel, const Conv2dOptions& options) {
-  check_image(x, "im2col", "input");
-  ConvGeometry g = conv_geometry(x.size(2), x.size(3), kernel, options, "im2col");
+  check_image(x, op::kIm2col, "input");
+  ConvGeometry g = conv_geometry(x.size(2), x.size(3), kernel, options, op::kIm2col);
   Shape out_shape = {x.size(0), x.size(1) * g.kernel[0] * g.kernel[1], g.oh * g.ow};
   if (shape_numel(out_shape) == 0) return zeros(out_shape, x.options());
-  return dispatch("im2col", {x.contiguous()}, window_attrs(g))[0];
+  return dispatch(op::kIm2col, {x.contiguous()}, window_attrs(g))[0];
 }
 
 Tensor col2im(const Tensor& cols, const Shape& image_shape, const std::vector<int64_t>& kernel,
               const Conv2dOptions& options) {
-  constexpr std::string_view op = "col2im";
+  constexpr std::string_view op = op::kCol2im;
   check_dense(cols, op, "cols");
   check_floating(cols, op, "cols");
   COPPICE_CHECK(cols.dim() == 3, op, ": cols must be 3-D [n, c*kh*kw, oh*ow], got ", shape_to_string(cols.shape()));
@@ -420,11 +421,11 @@ Tensor col2im(const Tensor& cols, const Shape& image_shape, const std::vector<in
   if (n * c == 0) return zeros({n, c, h, w}, cols.options());
   Attrs attrs = window_attrs(g);
   attrs.set("size", std::vector<int64_t>{h, w});
-  return dispatch("col2im", {cols.contiguous()}, attrs)[0];
+  return dispatch(op::kCol2im, {cols.contiguous()}, attrs)[0];
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
-  constexpr std::string_view op = "conv2d";
+  constexpr std::string_view op = op::kConv2d;
   check_image(x, op, "input");
   check_dense(weight, op, "weight");
   check_same_device({x, weight, bias}, op);
@@ -454,7 +455,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
 
 ValuesIndices max_pool2d_with_indices(const Tensor& x, const std::vector<int64_t>& kernel,
                                       const std::vector<int64_t>& stride, const std::vector<int64_t>& padding) {
-  constexpr std::string_view op = "max_pool2d";
+  constexpr std::string_view op = op::kMaxPool2d;
   check_image(x, op, "input");
   Conv2dOptions options;
   options.stride = stride.empty() ? kernel : stride;
@@ -469,7 +470,7 @@ ValuesIndices max_pool2d_with_indices(const Tensor& x, const std::vector<int64_t
   }
   Attrs attrs;
   attrs.set("kernel", g.kernel).set("stride", g.stride).set("padding", g.padding);
-  std::vector<Tensor> out = dispatch("max_pool2d", {x.contiguous()}, attrs);
+  std::vector<Tensor> out = dispatch(op::kMaxPool2d, {x.contiguous()}, attrs);
   return {out[0], out[1]};
 }
 

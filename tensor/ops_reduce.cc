@@ -81,10 +81,10 @@ Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
   if (leading_only && x.device().is_cuda() && is_floating(x.dtype()) && x.is_contiguous()) {
     int64_t rows = 1;
     for (int64_t d = 0; d < leading; ++d) rows *= x.size(d);
-    return dispatch("reduce_sum_cols", {x.reshape({rows, x.numel() / rows})})[0].reshape(out_shape);
+    return dispatch(op::kReduceSumCols, {x.reshape({rows, x.numel() / rows})})[0].reshape(out_shape);
   }
   Tensor rows = as_rows(in, mask, &kept, &r);
-  Tensor out = dispatch("reduce_sum", {rows})[0];
+  Tensor out = dispatch(op::kReduceSum, {rows})[0];
   return out.reshape(out_shape);
 }
 
@@ -97,7 +97,7 @@ Tensor sparse_sum(const Tensor& x, const std::vector<bool>& mask, bool keepdim) 
   }
   Attrs attrs;
   attrs.set("dims", dims).set("keepdim", keepdim);
-  return dispatch("sum", {x}, attrs)[0];
+  return dispatch(op::kSum, {x}, attrs)[0];
 }
 
 // The dense kernel of "sum", for the dispatcher's dense fallback.
@@ -106,7 +106,7 @@ std::vector<Tensor> dense_sum_kernel(const std::vector<Tensor>& in, const Attrs&
 }
 const bool kDenseSum = [] {
   for (DeviceType d : {DeviceType::kCpu, DeviceType::kCuda}) {
-    Dispatcher::instance().register_kernel("sum", d, {"dense"}, dense_sum_kernel);
+    Dispatcher::instance().register_kernel(op::kSum, d, {"dense"}, dense_sum_kernel);
   }
   return true;
 }();
@@ -129,7 +129,7 @@ ValuesIndices extremum(const Tensor& x, int64_t dim, bool keepdim, bool is_max, 
     return {empty(out_shape, x.options()), empty(out_shape, TensorOptions(DType::kI64, x.device()))};
   }
   Tensor rows = as_rows(in, mask, &kept, &r);
-  std::vector<Tensor> out = dispatch(is_max ? "reduce_max" : "reduce_min", {rows});
+  std::vector<Tensor> out = dispatch(is_max ? op::kReduceMax : op::kReduceMin, {rows});
   Tensor values = out[0].reshape(out_shape);
   if (x.dtype() == DType::kBool) values = values.to(DType::kBool);
   return {values, out[1].reshape(out_shape)};
@@ -146,14 +146,14 @@ Tensor extremum_all(const Tensor& x, bool is_max) {
 
 Tensor sum(const Tensor& x) {
   if (any_sparse({x})) return sparse_sum(x, std::vector<bool>(static_cast<size_t>(x.dim()), true), false);
-  check_dense(x, "sum", "input");
+  check_dense(x, op::kSum, "input");
   return sum_impl(x, std::vector<bool>(static_cast<size_t>(x.dim()), true), false);
 }
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  if (any_sparse({x})) return sparse_sum(x, reduced_mask(dims, x.dim(), "sum"), keepdim);
-  check_dense(x, "sum", "input");
-  return sum_impl(x, reduced_mask(dims, x.dim(), "sum"), keepdim);
+  if (any_sparse({x})) return sparse_sum(x, reduced_mask(dims, x.dim(), op::kSum), keepdim);
+  check_dense(x, op::kSum, "input");
+  return sum_impl(x, reduced_mask(dims, x.dim(), op::kSum), keepdim);
 }
 
 Tensor mean(const Tensor& x) {
@@ -221,8 +221,8 @@ Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims, bool ke
 }
 
 ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
-  check_dense(x, "topk", "input");
-  int64_t d = normalize_dim(dim, x.dim(), "topk");
+  check_dense(x, op::kTopk, "input");
+  int64_t d = normalize_dim(dim, x.dim(), op::kTopk);
   int64_t n = x.dim() == 0 ? 1 : x.size(d);
   COPPICE_CHECK(k >= 0 && k <= n, "topk: k = ", k, " is out of range for dim ", d, " of size ", n, " (shape ",
                 shape_to_string(x.shape()), ")");
@@ -249,7 +249,7 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
   Tensor rows = moved.contiguous().reshape({outer, n});
   Attrs attrs;
   attrs.set("k", k).set("largest", largest);
-  std::vector<Tensor> out = dispatch("topk", {rows}, attrs);
+  std::vector<Tensor> out = dispatch(op::kTopk, {rows}, attrs);
   Tensor values = out[0].reshape(moved_shape).permute(inverse).contiguous();
   Tensor indices = out[1].reshape(moved_shape).permute(inverse).contiguous();
   return {values, indices};

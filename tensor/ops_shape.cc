@@ -77,35 +77,35 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  check_indexing(x, index, "index_select");
-  int64_t d = normalize_dim(dim, x.dim(), "index_select");
+  check_indexing(x, index, op::kIndexSelect);
+  int64_t d = normalize_dim(dim, x.dim(), op::kIndexSelect);
   COPPICE_CHECK(index.dim() <= 1, "index_select: index must be 0-D or 1-D, got ", shape_to_string(index.shape()));
-  Tensor idx = as_index(index, "index_select").reshape({-1});
+  Tensor idx = as_index(index, op::kIndexSelect).reshape({-1});
   Shape out_shape = x.shape();
   out_shape[d] = idx.numel();
   if (shape_numel(out_shape) == 0) return empty(out_shape, x.options());
-  return dispatch("index_select", {x.contiguous(), idx}, Attrs().set("dim", d))[0];
+  return dispatch(op::kIndexSelect, {x.contiguous(), idx}, Attrs().set("dim", d))[0];
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  check_indexing(x, index, "gather");
-  int64_t d = normalize_dim(dim, x.dim(), "gather");
+  check_indexing(x, index, op::kGather);
+  int64_t d = normalize_dim(dim, x.dim(), op::kGather);
   COPPICE_CHECK(index.dim() == x.dim(), "gather: index must have as many dims as the input (", x.dim(), "), got ",
                 shape_to_string(index.shape()));
   for (int64_t k = 0; k < x.dim(); ++k) {
     COPPICE_CHECK(k == d || index.size(k) <= x.size(k), "gather: index ", shape_to_string(index.shape()),
                   " is larger than input ", shape_to_string(x.shape()), " in dim ", k);
   }
-  Tensor idx = as_index(index, "gather");
+  Tensor idx = as_index(index, op::kGather);
   if (idx.numel() == 0) return empty(idx.shape(), x.options());
-  return dispatch("gather", {x.contiguous(), idx}, Attrs().set("dim", d))[0];
+  return dispatch(op::kGather, {x.contiguous(), idx}, Attrs().set("dim", d))[0];
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_indexing(x, index, "scatter_add");
-  check_dense(src, "scatter_add", "src");
-  check_same_device({x, src}, "scatter_add");
-  int64_t d = normalize_dim(dim, x.dim(), "scatter_add");
+  check_indexing(x, index, op::kScatterAdd);
+  check_dense(src, op::kScatterAdd, "src");
+  check_same_device({x, src}, op::kScatterAdd);
+  int64_t d = normalize_dim(dim, x.dim(), op::kScatterAdd);
   COPPICE_CHECK(src.dtype() == x.dtype(), "scatter_add: src has dtype ", dtype_name(src.dtype()), ", expected ",
                 dtype_name(x.dtype()), " like the input");
   COPPICE_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), "scatter_add: input ", shape_to_string(x.shape()),
@@ -117,12 +117,12 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
     COPPICE_CHECK(k == d || index.size(k) <= x.size(k), "scatter_add: index ", shape_to_string(index.shape()),
                   " is larger than input ", shape_to_string(x.shape()), " in dim ", k);
   }
-  Tensor idx = as_index(index, "scatter_add");
+  Tensor idx = as_index(index, op::kScatterAdd);
   if (idx.numel() == 0) return x.clone();
   // The kernel reads src in index's shape.
   Tensor part = src;
   for (int64_t k = 0; k < x.dim(); ++k) part = part.narrow(k, 0, index.size(k));
-  return dispatch("scatter_add", {x.contiguous(), idx, part.contiguous()}, Attrs().set("dim", d))[0];
+  return dispatch(op::kScatterAdd, {x.contiguous(), idx, part.contiguous()}, Attrs().set("dim", d))[0];
 }
 
 }  // namespace coppice

@@ -339,35 +339,35 @@ Tensor Tensor::to(TensorOptions options) const {
 }
 
 Tensor& Tensor::fill_(double value) {
-  check_dense(*this, "fill_", "tensor");
+  check_dense(*this, op::kFill, "tensor");
   COPPICE_CHECK(!storage().read_only(), "fill_: the tensor ", shape_to_string(shape()),
                 " is on read-only memory (its owner forbids writes)");
   Attrs attrs;
   attrs.set("value", value);
-  dispatch("fill_", {*this}, attrs);
+  dispatch(op::kFill, {*this}, attrs);
   return *this;
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  check_dense(*this, "copy_", "destination");
-  check_dense(src, "copy_", "source");
+  check_dense(*this, op::kCopy, "destination");
+  check_dense(src, op::kCopy, "source");
   COPPICE_CHECK(!storage().read_only(), "copy_: the destination ", shape_to_string(shape()),
                 " is on read-only memory (its owner forbids writes)");
-  COPPICE_CHECK(broadcast_shapes(src.shape(), shape(), "copy_") == shape(), "copy_: source of shape ",
+  COPPICE_CHECK(broadcast_shapes(src.shape(), shape(), op::kCopy) == shape(), "copy_: source of shape ",
                 shape_to_string(src.shape()), " does not broadcast to destination ", shape_to_string(shape()));
   if (src.device() == device()) {
-    dispatch("copy_", {*this, src});
+    dispatch(op::kCopy, {*this, src});
     return *this;
   }
   // Across devices: make a contiguous copy of the source with the destination's
   // dtype and shape on its own device, move the bytes, then copy into place.
   Tensor staged = empty(shape(), TensorOptions(dtype(), src.device()));
-  dispatch("copy_", {staged, src});
+  dispatch(op::kCopy, {staged, src});
   Tensor landed = is_contiguous() ? *this : empty(shape(), options());
   DeviceBackend& b = backend_for(device().is_cuda() ? device() : src.device());
   b.copy(landed.data_ptr(), device(), staged.data_ptr(), src.device(),
          static_cast<size_t>(numel()) * dtype_size(dtype()));
-  if (!landed.is_same(*this)) dispatch("copy_", {*this, landed});
+  if (!landed.is_same(*this)) dispatch(op::kCopy, {*this, landed});
   return *this;
 }
 

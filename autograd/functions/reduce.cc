@@ -5,6 +5,7 @@
 #include "autograd/function.h"
 #include "autograd/functions/grad_utils.h"
 #include "autograd/functions/sparse.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -89,7 +90,7 @@ Variable sum(const Variable& x) {
 Variable sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {
   if (x.value().is_sparse()) return autograd_detail::sparse_sum(x, dims, keepdim, false);
   Shape shape = x.shape();
-  std::vector<int64_t> nd = normalize_dims(dims, x.dim(), "sum");
+  std::vector<int64_t> nd = normalize_dims(dims, x.dim(), op::kSum);
   return record(
       sum(x.value(), dims, keepdim), "SumBackward", {x},
       [shape, nd, keepdim](const Tensor& g, const GradNeeds&) { return Grads{expand_back(g, shape, nd, keepdim)}; });
@@ -142,7 +143,7 @@ Variable norm(const Variable& x, double p, const std::vector<int64_t>& dims, boo
 
 VariableIndices topk(const Variable& x, int64_t k, int64_t dim, bool largest) {
   ValuesIndices r = topk(x.value(), k, dim, largest);
-  int64_t d = normalize_dim(dim, x.dim(), "topk");
+  int64_t d = normalize_dim(dim, x.dim(), op::kTopk);
   Shape shape = x.shape();
   Tensor indices = r.indices;
   Variable values = record(r.values, "TopkBackward", {x}, [shape, d, indices](const Tensor& g, const GradNeeds&) {

@@ -2,6 +2,7 @@
 
 #include "autograd/function.h"
 #include "autograd/functions/grad_utils.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -66,7 +67,7 @@ Variable stack(const std::vector<Variable>& xs, int64_t dim) {
 
 Variable index_select(const Variable& x, int64_t dim, const Tensor& index) {
   Shape shape = x.shape();
-  int64_t d = normalize_dim(dim, x.dim(), "index_select");
+  int64_t d = normalize_dim(dim, x.dim(), op::kIndexSelect);
   return record(index_select(x.value(), dim, index), "IndexSelectBackward", {x},
                 [shape, d, index](const Tensor& g, const GradNeeds&) {
                   // index_select is a gather with the index broadcast over the other dims.

@@ -11,6 +11,7 @@
 #include "autograd/sparse_grad.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -85,10 +86,10 @@ Tensor pattern_grad(const Tensor& a, const Tensor& b, const Tensor& pattern, boo
 Variable sparse_matmul(const Variable& a, const Variable& b) {
   Tensor av = a.value(), bv = b.value();
   Tensor y = matmul(av, bv);
-  if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, "matmul");
+  if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, op::kMatmul);
   if (!should_record(y, {a, b})) return Variable(std::move(y));  // any shapes the forward takes
-  check_matrix(av, "matmul", "a");
-  check_matrix(bv, "matmul", "b");
+  check_matrix(av, op::kMatmul, "a");
+  check_matrix(bv, op::kMatmul, "b");
   // A straight-through projection (straight_through.h) takes the product
   // itself, not its SDDMM at the pattern.
   if (av.is_sparse()) {
@@ -114,7 +115,7 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
 }
 
 Variable sparse_linear(const Variable& x, const Variable& weight, const Variable& bias, bool relu) {
-  const char* op = relu ? "linear_relu" : "linear";
+  const char* op = relu ? op::kLinearRelu : op::kLinear;
   Tensor xv = x.value(), wv = weight.value();
   COPPICE_CHECK(!bias.defined() || bias.value().is_dense(), op, ": a sparse bias is not supported (format '",
                 bias.defined() ? bias.value().format() : "", "')");
@@ -198,7 +199,7 @@ Variable sparse_add(const Variable& a, const Variable& b) {
 Variable sparse_sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim, bool all) {
   if (all) return sum(values(x));  // duplicates of an uncoalesced COO each count once, as in to_dense
   Tensor p = x.value();
-  std::vector<int64_t> nd = normalize_dims(dims, x.dim(), "sum");
+  std::vector<int64_t> nd = normalize_dims(dims, x.dim(), op::kSum);
   return record(sum(p, dims, keepdim), "SparseSumBackward", {x}, [p, nd, keepdim](const Tensor& g, const GradNeeds&) {
     Tensor gb = keepdim ? g : unsqueeze_dims(g, nd);
     return Grads{with_values(p, sample_at(gb, p))};

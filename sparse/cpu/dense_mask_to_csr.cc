@@ -15,7 +15,7 @@
 namespace coppice::sparse_cpu {
 namespace {
 
-constexpr const char* kOp = "dense_mask_to_csr";
+constexpr const char* kOp = op::kDenseMaskToCsr;
 
 template <typename T>
 std::vector<Tensor> mask_to_csr(const Tensor& x, const Tensor& mask) {

@@ -16,6 +16,7 @@
 #include "sparse/formats.h"
 #include "sparse/stored_positions.h"
 #include "tensor/cpu/loops.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cpu {
@@ -146,7 +147,7 @@ std::vector<Tensor> add_sub(const std::vector<Tensor>& in, bool subtract, std::s
 
 // "sum": attrs dims (the reduced dims, normalized; empty = all) and keepdim.
 std::vector<Tensor> sum_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
-  constexpr std::string_view op = "sum";
+  constexpr std::string_view op = op::kSum;
   COPPICE_CHECK(in.size() == 1, op, ": expected 1 input, got ", in.size());
   check_cpu(in, op);
   const Tensor& s = in[0];
@@ -236,12 +237,12 @@ const bool kRegistered = [] {
     register_cpu(Div::kName, {{f, "dense"}}, div_kernel);
     register_cpu(Pow::kName, {{f, "dense"}}, sparse_kernels::pow_on_values);
     register_add_sub<UniquePositions>(f);
-    register_cpu("sum", {{f}}, sum_kernel);
-    register_cpu("transpose", {{f}}, sparse_kernels::transpose);
+    register_cpu(op::kSum, {{f}}, sum_kernel);
+    register_cpu(op::kTranspose, {{f}}, sparse_kernels::transpose);
   }
   const std::string& coo = format_name(Layout::kCoo);
   register_add_sub<CooPositions>(coo);  // replaces the cells registered above
-  register_cpu("transpose", {{"dense"}}, sparse_kernels::transpose);
+  register_cpu(op::kTranspose, {{"dense"}}, sparse_kernels::transpose);
   register_cpu(Add::kName, {{coo, coo}}, [](const std::vector<Tensor>& in, const Attrs&) {
     check_cpu(in, Add::kName);
     return sparse_kernels::coo_concat(in, false, Add::kName);

@@ -75,7 +75,7 @@ void row_softmax_backward(const int32_t* ptr, int64_t rows, const T* y, const T*
 }
 
 std::vector<Tensor> csr_row_softmax_cpu(const std::vector<Tensor>& in, const Attrs&) {
-  constexpr std::string_view op = "csr_row_softmax";
+  constexpr std::string_view op = op::kCsrRowSoftmax;
   check_cpu(in, 2, op);
   const Tensor& crow = in[0];
   const Tensor& x = in[1];
@@ -90,7 +90,7 @@ std::vector<Tensor> csr_row_softmax_cpu(const std::vector<Tensor>& in, const Att
 }
 
 std::vector<Tensor> csr_row_softmax_backward_cpu(const std::vector<Tensor>& in, const Attrs&) {
-  constexpr std::string_view op = "csr_row_softmax_backward";
+  constexpr std::string_view op = op::kCsrRowSoftmaxBackward;
   check_cpu(in, 3, op);
   const Tensor& crow = in[0];
   const Tensor& y = in[1];
@@ -105,8 +105,8 @@ std::vector<Tensor> csr_row_softmax_backward_cpu(const std::vector<Tensor>& in, 
   return {gx};
 }
 
-const KernelRegistrar kRowSoftmax("csr_row_softmax", DeviceType::kCpu, {"dense", "dense"}, csr_row_softmax_cpu);
-const KernelRegistrar kRowSoftmaxBackward("csr_row_softmax_backward", DeviceType::kCpu, {"dense", "dense", "dense"},
+const KernelRegistrar kRowSoftmax(op::kCsrRowSoftmax, DeviceType::kCpu, {"dense", "dense"}, csr_row_softmax_cpu);
+const KernelRegistrar kRowSoftmaxBackward(op::kCsrRowSoftmaxBackward, DeviceType::kCpu, {"dense", "dense", "dense"},
                                           csr_row_softmax_backward_cpu);
 
 }  // namespace

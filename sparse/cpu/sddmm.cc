@@ -11,6 +11,7 @@
 #include "sparse/cpu/util.h"
 #include "sparse/formats.h"
 #include "sparse/stored_positions.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cpu {
@@ -190,7 +191,7 @@ class PositionsWalk {
 
 template <typename Walk>
 std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
-  constexpr std::string_view op = "sddmm";
+  constexpr std::string_view op = op::kSddmm;
   COPPICE_CHECK(in.size() == 3, op, ": expected 3 inputs (a, b, pattern), got ", in.size());
   check_inputs({in[0], in[1]}, 2, op);
   const Tensor& pattern = in[2];
@@ -237,9 +238,9 @@ std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
 // later registration replaces an earlier one).
 const bool kRegistered = [] {
   for (const std::string& f : builtin_sparse_format_names()) {
-    register_cpu("sddmm", {{"dense", "dense", f}}, sddmm<PositionsWalk>);
+    register_cpu(op::kSddmm, {{"dense", "dense", f}}, sddmm<PositionsWalk>);
   }
-  register_cpu("sddmm", {{"dense", "dense", format_name(Layout::kCsr)}}, sddmm<CsrRowsWalk>);
+  register_cpu(op::kSddmm, {{"dense", "dense", format_name(Layout::kCsr)}}, sddmm<CsrRowsWalk>);
   return true;
 }();
 

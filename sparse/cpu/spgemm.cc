@@ -9,6 +9,7 @@
 #include "sparse/cpu/parallel_rows.h"
 #include "sparse/cpu/util.h"
 #include "sparse/csr.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cpu {
@@ -45,7 +46,7 @@ void check_csr_pair(const std::vector<Tensor>& in, std::string_view op) {
 
 // C = A @ B (Gustavson): row r of C accumulates rows of B in a dense row.
 std::vector<Tensor> spgemm(const std::vector<Tensor>& in, const Attrs&) {
-  constexpr std::string_view op = "matmul";
+  constexpr std::string_view op = op::kMatmul;
   check_csr_pair(in, op);
   const int64_t m = in[0].size(0), k = in[0].size(1), n = in[1].size(1);
   COPPICE_CHECK(in[1].size(0) == k, op, ": inner dimensions differ: a is ", shape_to_string(in[0].shape()), ", b is ",
@@ -181,7 +182,7 @@ std::vector<Tensor> union_op(const std::vector<Tensor>& in, double sign, std::st
 }
 
 const bool kRegistered = [] {
-  register_cpu("matmul", {{"csr", "csr"}}, spgemm);
+  register_cpu(op::kMatmul, {{"csr", "csr"}}, spgemm);
   using binary_ops::Add;
   using binary_ops::Sub;
   register_cpu(Add::kName, {{"csr", "csr"}},

@@ -15,6 +15,7 @@
 #include "sparse/cpu/util.h"
 #include "sparse/formats.h"
 #include "sparse/nm_metadata.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cpu {
@@ -211,54 +212,54 @@ void check_spmm_inputs(const std::vector<Tensor>& in, std::string_view op) {
 
 template <typename View>
 std::vector<Tensor> matmul_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
-  check_spmm_inputs(in, "matmul");
-  return {spmm<View>(in[0], in[1], Product::kSparseDense, "matmul")};
+  check_spmm_inputs(in, op::kMatmul);
+  return {spmm<View>(in[0], in[1], Product::kSparseDense, op::kMatmul)};
 }
 
 template <typename View>
 std::vector<Tensor> matmul_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
-  check_spmm_inputs(in, "matmul");
-  return {spmm<View>(in[1], in[0], Product::kDenseSparse, "matmul")};
+  check_spmm_inputs(in, op::kMatmul);
+  return {spmm<View>(in[1], in[0], Product::kDenseSparse, op::kMatmul)};
 }
 
 // linear(x, weight) = x @ weight^T (the frontend adds the bias).
 template <typename View>
 std::vector<Tensor> linear_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
-  check_spmm_inputs(in, "linear");
-  return {spmm<View>(in[1], in[0], Product::kDenseSparseT, "linear")};
+  check_spmm_inputs(in, op::kLinear);
+  return {spmm<View>(in[1], in[0], Product::kDenseSparseT, op::kLinear)};
 }
 
 template <typename View>
 std::vector<Tensor> linear_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
-  check_spmm_inputs(in, "linear");
-  return {spmm<View>(in[0], in[1].t(), Product::kSparseDense, "linear")};
+  check_spmm_inputs(in, op::kLinear);
+  return {spmm<View>(in[0], in[1].t(), Product::kSparseDense, op::kLinear)};
 }
 
 template <typename View>
 void register_products(const std::string& format) {
-  register_cpu("matmul", {{format, "dense"}}, matmul_sparse_dense<View>);
-  register_cpu("matmul", {{"dense", format}}, matmul_dense_sparse<View>);
-  register_cpu("linear", {{"dense", format}}, linear_dense_sparse<View>);
-  register_cpu("linear", {{format, "dense"}}, linear_sparse_dense<View>);
+  register_cpu(op::kMatmul, {{format, "dense"}}, matmul_sparse_dense<View>);
+  register_cpu(op::kMatmul, {{"dense", format}}, matmul_dense_sparse<View>);
+  register_cpu(op::kLinear, {{"dense", format}}, linear_dense_sparse<View>);
+  register_cpu(op::kLinear, {{format, "dense"}}, linear_sparse_dense<View>);
 }
 
 // Masked dense computes densely: the dense product of where(mask, values, 0).
 void register_masked_products() {
   const std::string& masked = format_name(Layout::kMasked);
-  register_cpu("matmul", {{masked, "dense"}}, [](const std::vector<Tensor>& in, const Attrs&) {
-    check_spmm_inputs(in, "matmul");
+  register_cpu(op::kMatmul, {{masked, "dense"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    check_spmm_inputs(in, op::kMatmul);
     return std::vector<Tensor>{matmul(to_dense(in[0]), in[1])};
   });
-  register_cpu("matmul", {{"dense", masked}}, [](const std::vector<Tensor>& in, const Attrs&) {
-    check_spmm_inputs(in, "matmul");
+  register_cpu(op::kMatmul, {{"dense", masked}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    check_spmm_inputs(in, op::kMatmul);
     return std::vector<Tensor>{matmul(in[0], to_dense(in[1]))};
   });
-  register_cpu("linear", {{"dense", masked}}, [](const std::vector<Tensor>& in, const Attrs&) {
-    check_spmm_inputs(in, "linear");
+  register_cpu(op::kLinear, {{"dense", masked}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    check_spmm_inputs(in, op::kLinear);
     return std::vector<Tensor>{linear(in[0], to_dense(in[1]))};
   });
-  register_cpu("linear", {{masked, "dense"}}, [](const std::vector<Tensor>& in, const Attrs&) {
-    check_spmm_inputs(in, "linear");
+  register_cpu(op::kLinear, {{masked, "dense"}}, [](const std::vector<Tensor>& in, const Attrs&) {
+    check_spmm_inputs(in, op::kLinear);
     return std::vector<Tensor>{linear(to_dense(in[0]), in[1])};
   });
 }

@@ -16,6 +16,7 @@
 #include "sparse/route_choices.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 #include "tensor/precision.h"
 
@@ -319,7 +320,7 @@ Tensor bsr_tiled_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tenso
 }
 
 Tensor bsr_tiled_sddmm_values(const Tensor& a, const Tensor& b_in, const Tensor& pattern) {
-  constexpr std::string_view op = "sddmm";
+  constexpr std::string_view op = op::kSddmm;
   const BsrImpl& b = bsr_impl(pattern, op);
   const TensorOptions opts(pattern.dtype(), pattern.device());
   Tensor values = Tensor::empty(b.values().shape(), opts);

@@ -25,6 +25,7 @@
 #include "tensor/cuda/device_math.cuh"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/warp.cuh"
+#include "tensor/op_table.h"
 
 namespace coppice::cuda {
 namespace {
@@ -92,7 +93,7 @@ void check_operands(const std::vector<Tensor>& in, size_t n, const char* op) {
 }
 
 std::vector<Tensor> csr_row_softmax(const std::vector<Tensor>& in, const Attrs&) {
-  constexpr const char* op = "csr_row_softmax";
+  constexpr const char* op = op::kCsrRowSoftmax;
   check_operands(in, 2, op);
   const Tensor& crow = in[0];
   const Tensor& x = in[1];
@@ -111,7 +112,7 @@ std::vector<Tensor> csr_row_softmax(const std::vector<Tensor>& in, const Attrs&)
 }
 
 std::vector<Tensor> csr_row_softmax_backward(const std::vector<Tensor>& in, const Attrs&) {
-  constexpr const char* op = "csr_row_softmax_backward";
+  constexpr const char* op = op::kCsrRowSoftmaxBackward;
   check_operands(in, 3, op);
   const Tensor& crow = in[0];
   const Tensor& y = in[1];
@@ -131,8 +132,8 @@ std::vector<Tensor> csr_row_softmax_backward(const std::vector<Tensor>& in, cons
   return {gx};
 }
 
-const KernelRegistrar kRowSoftmax("csr_row_softmax", DeviceType::kCuda, {"dense", "dense"}, csr_row_softmax);
-const KernelRegistrar kRowSoftmaxBackward("csr_row_softmax_backward", DeviceType::kCuda, {"dense", "dense", "dense"},
+const KernelRegistrar kRowSoftmax(op::kCsrRowSoftmax, DeviceType::kCuda, {"dense", "dense"}, csr_row_softmax);
+const KernelRegistrar kRowSoftmaxBackward(op::kCsrRowSoftmaxBackward, DeviceType::kCuda, {"dense", "dense", "dense"},
                                           csr_row_softmax_backward);
 
 }  // namespace

@@ -9,12 +9,13 @@
 #include "sparse/csr.h"
 #include "sparse/cuda/cusparse_internal.h"
 #include "tensor/cuda/stream.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cuda {
 
 Tensor cusparse_csr_sddmm(const Tensor& a_in, const Tensor& b_in, const Tensor& pattern) {
-  constexpr std::string_view op = "sddmm";
+  constexpr std::string_view op = op::kSddmm;
   const DType dtype = pattern.dtype();
   const int64_t m = a_in.size(0), k = a_in.size(1), n = b_in.size(1);
   const CompressedImpl& c = csr_impl(pattern, op);

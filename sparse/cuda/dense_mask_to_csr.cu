@@ -9,11 +9,12 @@
 #include "sparse/cuda/row_compact.cuh"
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
+#include "tensor/op_table.h"
 
 namespace coppice::cuda {
 namespace {
 
-constexpr const char* kOp = "dense_mask_to_csr";
+constexpr const char* kOp = op::kDenseMaskToCsr;
 
 template <typename T>
 struct MaskKeep {

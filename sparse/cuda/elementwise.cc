@@ -154,11 +154,11 @@ const bool kRegistered = [] {
       reg(subtract ? Sub::kName : Add::kName, {f, "dense"}, add_sub_kernel(subtract, add_sub));
       reg(subtract ? Sub::kName : Add::kName, {"dense", f}, add_sub_kernel(subtract, add_sub));
     }
-    reg("sum", {f}, sum_kernel);
-    reg("transpose", {f}, sparse_kernels::transpose);
+    reg(op::kSum, {f}, sum_kernel);
+    reg(op::kTranspose, {f}, sparse_kernels::transpose);
   }
   register_mul_div<NmSampler>(format_name(Layout::kNm));  // replaces the cells registered above
-  reg("transpose", {"dense"}, sparse_kernels::transpose);
+  reg(op::kTranspose, {"dense"}, sparse_kernels::transpose);
   const std::string &coo = format_name(Layout::kCoo), &csr = format_name(Layout::kCsr);
   for (const bool subtract : {false, true}) {
     reg(subtract ? Sub::kName : Add::kName, {coo, coo}, add_sub_kernel(subtract, coo_concat));

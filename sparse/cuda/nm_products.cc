@@ -201,14 +201,14 @@ std::vector<Tensor> nm24_compress_masked_kernel(const std::vector<Tensor>& in, c
 }
 
 const bool kRegistered = [] {
-  Dispatcher::instance().register_kernel("nm24_compress_masked", DeviceType::kCuda, {"dense", "dense"},
+  Dispatcher::instance().register_kernel(op::kNm24CompressMasked, DeviceType::kCuda, {"dense", "dense"},
                                          nm24_compress_masked_kernel);
-  Dispatcher::instance().register_kernel("nm24_compress", DeviceType::kCuda, {"dense"}, nm24_compress_kernel);
+  Dispatcher::instance().register_kernel(op::kNm24Compress, DeviceType::kCuda, {"dense"}, nm24_compress_kernel);
   // NmImpl::to_dense on CUDA: the one-kernel decompression (nm_dense).
   Dispatcher::instance().register_kernel(
-      "nm_to_dense", DeviceType::kCuda, {"nm"},
+      op::kNmToDense, DeviceType::kCuda, {"nm"},
       [](const std::vector<Tensor>& in, const Attrs&) { return std::vector<Tensor>{nm_dense(in[0])}; });
-  Dispatcher::instance().register_kernel("nm24_transposable_mask", DeviceType::kCuda, {"dense"},
+  Dispatcher::instance().register_kernel(op::kNm24TransposableMask, DeviceType::kCuda, {"dense"},
                                          nm24_transposable_mask_kernel);
   return true;
 }();
@@ -297,14 +297,14 @@ Tensor nm_sample(const Tensor& dense_in, const Tensor& pattern) {
 }
 
 Tensor nm_sddmm_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
-  const NmImpl& nm = nm_impl(pattern, "sddmm");
+  const NmImpl& nm = nm_impl(pattern, op::kSddmm);
   const Tensor prod = matmul(a, b).contiguous();
   Tensor out = empty(nm.values().shape(), TensorOptions(pattern.dtype(), pattern.device()));
   const int64_t rows = pattern.size(0), cols = pattern.size(1);
   const int n = static_cast<int>(nm.n()), m = static_cast<int>(nm.m());
   const uint8_t* idx = nm.indices().data<uint8_t>();
   const cudaStream_t stream = stream_of(pattern);
-  by_floating_dtype(pattern.dtype(), "sddmm", [&](auto tag) {
+  by_floating_dtype(pattern.dtype(), op::kSddmm, [&](auto tag) {
     using T = decltype(tag);
     nm_gather<T>(static_cast<const T*>(prod.data_ptr()), idx, static_cast<T*>(out.data_ptr()), rows, cols, n, m,
                  stream);

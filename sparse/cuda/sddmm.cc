@@ -52,7 +52,7 @@
 namespace coppice::sparse_cuda {
 namespace {
 
-constexpr std::string_view kOp = "sddmm";
+constexpr std::string_view kOp = op::kSddmm;
 
 void check_operands(const std::vector<Tensor>& in) {
   constexpr std::string_view op = kOp;
@@ -183,7 +183,7 @@ std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
 
 const bool kRegistered = [] {
   for (const std::string& f : builtin_sparse_format_names()) {
-    Dispatcher::instance().register_kernel("sddmm", DeviceType::kCuda, {"dense", "dense", f}, sddmm);
+    Dispatcher::instance().register_kernel(op::kSddmm, DeviceType::kCuda, {"dense", "dense", f}, sddmm);
   }
   return true;
 }();

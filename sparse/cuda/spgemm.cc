@@ -46,7 +46,7 @@ Tensor make_csr(Tensor crow, Tensor col, Tensor vals, int64_t m, int64_t n) {
 }
 
 std::vector<Tensor> spgemm(const std::vector<Tensor>& in, const Attrs&) {
-  constexpr std::string_view op = "matmul";
+  constexpr std::string_view op = op::kMatmul;
   check_cuda_operand_pair(in, op);
   const DType dtype = in[0].dtype();
   const CompressedImpl& a = csr_impl(in[0], op);
@@ -119,7 +119,7 @@ std::vector<Tensor> spgemm(const std::vector<Tensor>& in, const Attrs&) {
 }
 
 const bool kRegistered = [] {
-  Dispatcher::instance().register_kernel("matmul", DeviceType::kCuda, {"csr", "csr"}, spgemm);
+  Dispatcher::instance().register_kernel(op::kMatmul, DeviceType::kCuda, {"csr", "csr"}, spgemm);
   return true;
 }();
 

@@ -237,25 +237,25 @@ Tensor spmm(const Tensor& s, const Tensor& x, Product product, std::string_view 
 }
 
 std::vector<Tensor> matmul_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
-  check_cuda_operand_pair(in, "matmul");
-  return {spmm(in[0], in[1], Product::kSparseDense, "matmul")};
+  check_cuda_operand_pair(in, op::kMatmul);
+  return {spmm(in[0], in[1], Product::kSparseDense, op::kMatmul)};
 }
 
 std::vector<Tensor> matmul_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
-  check_cuda_operand_pair(in, "matmul");
-  return {spmm(in[1], in[0], Product::kDenseSparse, "matmul")};
+  check_cuda_operand_pair(in, op::kMatmul);
+  return {spmm(in[1], in[0], Product::kDenseSparse, op::kMatmul)};
 }
 
 // linear(x, weight) = x @ weight^T (the frontend adds the bias).
 std::vector<Tensor> linear_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
-  check_cuda_operand_pair(in, "linear");
-  return {spmm(in[1], in[0], Product::kDenseSparseT, "linear")};
+  check_cuda_operand_pair(in, op::kLinear);
+  return {spmm(in[1], in[0], Product::kDenseSparseT, op::kLinear)};
 }
 
 // linear(s, w) = s @ w^T (the frontend adds the bias).
 std::vector<Tensor> linear_sparse_dense(const std::vector<Tensor>& in, const Attrs&) {
-  check_cuda_operand_pair(in, "linear");
-  return {spmm(in[0], in[1].t(), Product::kSparseDense, "linear")};
+  check_cuda_operand_pair(in, op::kLinear);
+  return {spmm(in[0], in[1].t(), Product::kSparseDense, op::kLinear)};
 }
 
 // linear(x, weight, bias) with a BSR or n:m weight: the bias added in the
@@ -263,8 +263,8 @@ std::vector<Tensor> linear_sparse_dense(const std::vector<Tensor>& in, const Att
 // frontend asks for this kernel when it exists and a bias is given).
 std::vector<Tensor> linear_dense_sparse_bias(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 3, "linear: expected 3 inputs (input, weight, bias), got ", in.size());
-  check_cuda_operand_pair({in[0], in[1]}, "linear");
-  return {spmm(in[1], in[0], Product::kDenseSparseT, "linear", in[2])};
+  check_cuda_operand_pair({in[0], in[1]}, op::kLinear);
+  return {spmm(in[1], in[0], Product::kDenseSparseT, op::kLinear, in[2])};
 }
 
 // linear_relu(x, weight[, bias]) with a BSR or n:m weight: the bias and the
@@ -274,9 +274,9 @@ std::vector<Tensor> linear_dense_sparse_bias(const std::vector<Tensor>& in, cons
 std::vector<Tensor> linear_relu_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 2 || in.size() == 3, "linear_relu: expected 2 or 3 inputs (input, weight[, bias]), got ",
                 in.size());
-  check_cuda_operand_pair({in[0], in[1]}, "linear_relu");
+  check_cuda_operand_pair({in[0], in[1]}, op::kLinearRelu);
   const Tensor bias = in.size() == 3 ? in[2] : Tensor();
-  return {spmm(in[1], in[0], Product::kDenseSparseT, "linear_relu", bias, /*relu=*/true)};
+  return {spmm(in[1], in[0], Product::kDenseSparseT, op::kLinearRelu, bias, /*relu=*/true)};
 }
 
 // linear_gelu(x, weight[, bias]) with a BSR or n:m weight: {gelu(z), z},
@@ -286,9 +286,9 @@ std::vector<Tensor> linear_relu_dense_sparse(const std::vector<Tensor>& in, cons
 std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 2 || in.size() == 3, "linear_gelu: expected 2 or 3 inputs (input, weight[, bias]), got ",
                 in.size());
-  check_cuda_operand_pair({in[0], in[1]}, "linear_gelu");
+  check_cuda_operand_pair({in[0], in[1]}, op::kLinearGelu);
   const Tensor bias = in.size() == 3 ? in[2] : Tensor();
-  const SpmmProblem p{in[1], in[0], Product::kDenseSparseT, "linear_gelu", bias};
+  const SpmmProblem p{in[1], in[0], Product::kDenseSparseT, op::kLinearGelu, bias};
   if (bsr_tiles_apply(in[1])) {
     auto [y, z] = bsr_tiled_matmul_gelu(in[1], /*transpose_s=*/true, in[0], /*sparse_left=*/false, p.op, bias);
     return {y, z};
@@ -307,9 +307,9 @@ std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, cons
 // planner's product, then gelu_backward.
 std::vector<Tensor> matmul_gelu_backward_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 3, "matmul_gelu_backward: expected 3 inputs (grad, weight, z), got ", in.size());
-  check_cuda_operand_pair({in[0], in[1]}, "matmul_gelu_backward");
+  check_cuda_operand_pair({in[0], in[1]}, op::kMatmulGeluBackward);
   const Tensor no_bias;
-  const SpmmProblem p{in[1], in[0], Product::kDenseSparse, "matmul_gelu_backward", no_bias};
+  const SpmmProblem p{in[1], in[0], Product::kDenseSparse, op::kMatmulGeluBackward, no_bias};
   if (bsr_tiles_apply(in[1])) {
     return {bsr_tiled_matmul_gelu_grad(in[1], /*transpose_s=*/false, in[0], /*sparse_left=*/false, p.op, in[2])};
   }
@@ -320,20 +320,20 @@ std::vector<Tensor> matmul_gelu_backward_dense_sparse(const std::vector<Tensor>&
 const bool kRegistered = [] {
   Dispatcher& d = Dispatcher::instance();
   for (const std::string& f : builtin_sparse_format_names()) {
-    d.register_kernel("matmul", DeviceType::kCuda, {f, "dense"}, matmul_sparse_dense);
-    d.register_kernel("linear", DeviceType::kCuda, {f, "dense"}, linear_sparse_dense);
-    d.register_kernel("matmul", DeviceType::kCuda, {"dense", f}, matmul_dense_sparse);
-    d.register_kernel("linear", DeviceType::kCuda, {"dense", f}, linear_dense_sparse);
+    d.register_kernel(op::kMatmul, DeviceType::kCuda, {f, "dense"}, matmul_sparse_dense);
+    d.register_kernel(op::kLinear, DeviceType::kCuda, {f, "dense"}, linear_sparse_dense);
+    d.register_kernel(op::kMatmul, DeviceType::kCuda, {"dense", f}, matmul_dense_sparse);
+    d.register_kernel(op::kLinear, DeviceType::kCuda, {"dense", f}, linear_dense_sparse);
   }
   for (const char* f : {"bsr", "nm"}) {
-    d.register_kernel("linear", DeviceType::kCuda, {"dense", f, "dense"}, linear_dense_sparse_bias);
-    d.register_kernel("linear_relu", DeviceType::kCuda, {"dense", f, "dense"}, linear_relu_dense_sparse);
-    d.register_kernel("linear_relu", DeviceType::kCuda, {"dense", f}, linear_relu_dense_sparse);
+    d.register_kernel(op::kLinear, DeviceType::kCuda, {"dense", f, "dense"}, linear_dense_sparse_bias);
+    d.register_kernel(op::kLinearRelu, DeviceType::kCuda, {"dense", f, "dense"}, linear_relu_dense_sparse);
+    d.register_kernel(op::kLinearRelu, DeviceType::kCuda, {"dense", f}, linear_relu_dense_sparse);
   }
   for (const char* f : {"bsr", "nm"}) {
-    d.register_kernel("linear_gelu", DeviceType::kCuda, {"dense", f, "dense"}, linear_gelu_dense_sparse);
-    d.register_kernel("linear_gelu", DeviceType::kCuda, {"dense", f}, linear_gelu_dense_sparse);
-    d.register_kernel("matmul_gelu_backward", DeviceType::kCuda, {"dense", f, "dense"},
+    d.register_kernel(op::kLinearGelu, DeviceType::kCuda, {"dense", f, "dense"}, linear_gelu_dense_sparse);
+    d.register_kernel(op::kLinearGelu, DeviceType::kCuda, {"dense", f}, linear_gelu_dense_sparse);
+    d.register_kernel(op::kMatmulGeluBackward, DeviceType::kCuda, {"dense", f, "dense"},
                       matmul_gelu_backward_dense_sparse);
   }
   return true;

@@ -8,7 +8,7 @@
 namespace coppice {
 
 Tensor sddmm(const Tensor& a, const Tensor& b, const Tensor& pattern) {
-  constexpr std::string_view op = "sddmm";
+  constexpr std::string_view op = op::kSddmm;
   check_dense(a, op, "a");
   check_dense(b, op, "b");
   COPPICE_CHECK(pattern.defined() && pattern.is_sparse(), op, ": pattern must be a sparse tensor, got ",
@@ -29,7 +29,7 @@ Tensor sddmm(const Tensor& a, const Tensor& b, const Tensor& pattern) {
 Tensor transpose(const Tensor& t) {
   COPPICE_CHECK(t.defined() && t.dim() == 2, "transpose: expected a 2-D tensor, got ",
                 t.defined() ? shape_to_string(t.shape()) : std::string("an undefined tensor"));
-  return dispatch("transpose", {t})[0];
+  return dispatch(op::kTranspose, {t})[0];
 }
 
 Tensor spgemm(const Tensor& a, const Tensor& b) {
@@ -41,7 +41,7 @@ Tensor spgemm(const Tensor& a, const Tensor& b) {
                 shape_to_string(b.shape()));
   COPPICE_CHECK(a.dtype() == b.dtype(), "spgemm: a and b have different dtypes (", dtype_name(a.dtype()), " and ",
                 dtype_name(b.dtype()), ")");
-  return dispatch("matmul", {a, b})[0];
+  return dispatch(op::kMatmul, {a, b})[0];
 }
 
 namespace {
@@ -67,13 +67,13 @@ void check_row_softmax_args(const Tensor& crow, const std::vector<Tensor>& vals,
 }  // namespace
 
 Tensor csr_row_softmax(const Tensor& crow, const Tensor& values) {
-  constexpr std::string_view op = "csr_row_softmax";
+  constexpr std::string_view op = op::kCsrRowSoftmax;
   check_row_softmax_args(crow, {values}, op);
   return dispatch(op, {crow.contiguous(), values.contiguous()})[0];
 }
 
 Tensor csr_row_softmax_backward(const Tensor& crow, const Tensor& y, const Tensor& g) {
-  constexpr std::string_view op = "csr_row_softmax_backward";
+  constexpr std::string_view op = op::kCsrRowSoftmaxBackward;
   check_row_softmax_args(crow, {y, g}, op);
   return dispatch(op, {crow.contiguous(), y.contiguous(), g.contiguous()})[0];
 }

@@ -38,10 +38,10 @@ Geometry geometry(const Attrs& attrs, int64_t h, int64_t w, std::string_view op)
 }
 
 Tensor im2col(const Tensor& input, const Attrs& attrs) {
-  check_ndim(input, 4, "im2col", "input");
+  check_ndim(input, 4, op::kIm2col, "input");
   Tensor x = input.contiguous();
   const int64_t n = x.size(0), c = x.size(1);
-  const Geometry g = geometry(attrs, x.size(2), x.size(3), "im2col");
+  const Geometry g = geometry(attrs, x.size(2), x.size(3), op::kIm2col);
   const int64_t kk = g.kh * g.kw, cols_per_row = g.oh * g.ow;
   Tensor cols = Tensor::empty({n, c * kk, cols_per_row}, x.options());
   dispatch_dtype(x.dtype(), [&](auto tag) {
@@ -80,11 +80,11 @@ Tensor im2col(const Tensor& input, const Attrs& attrs) {
 }
 
 Tensor col2im(const Tensor& input, const Attrs& attrs) {
-  check_ndim(input, 3, "col2im", "cols");
+  check_ndim(input, 3, op::kCol2im, "cols");
   Tensor cols = input.contiguous();
-  const auto& size = get_ints_n(attrs, "size", 2, "col2im");
+  const auto& size = get_ints_n(attrs, "size", 2, op::kCol2im);
   COPPICE_CHECK(size[0] >= 0 && size[1] >= 0, "col2im: negative image size [", size[0], ", ", size[1], "]");
-  const Geometry g = geometry(attrs, size[0], size[1], "col2im");
+  const Geometry g = geometry(attrs, size[0], size[1], op::kCol2im);
   const int64_t kk = g.kh * g.kw, cols_per_row = g.oh * g.ow;
   const int64_t n = cols.size(0);
   COPPICE_CHECK(cols.size(1) % kk == 0 && cols.size(2) == cols_per_row, "col2im: cols of shape ",
@@ -92,7 +92,7 @@ Tensor col2im(const Tensor& input, const Attrs& attrs) {
                 g.ow, "] for image size [", g.h, ", ", g.w, "]");
   const int64_t c = cols.size(1) / kk;
   Tensor x = Tensor::empty({n, c, g.h, g.w}, cols.options());
-  dispatch_floating(cols.dtype(), "col2im", [&](auto tag) {
+  dispatch_floating(cols.dtype(), op::kCol2im, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     const T* pc = cols.data<T>();
@@ -128,12 +128,12 @@ Tensor col2im(const Tensor& input, const Attrs& attrs) {
   return x;
 }
 
-KernelRegistrar im2col_reg("im2col", DeviceType::kCpu, {"dense"},
+KernelRegistrar im2col_reg(op::kIm2col, DeviceType::kCpu, {"dense"},
                            [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                              COPPICE_CHECK(in.size() == 1, "im2col: expected 1 input, got ", in.size());
                              return {im2col(in[0], attrs)};
                            });
-KernelRegistrar col2im_reg("col2im", DeviceType::kCpu, {"dense"},
+KernelRegistrar col2im_reg(op::kCol2im, DeviceType::kCpu, {"dense"},
                            [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                              COPPICE_CHECK(in.size() == 1, "col2im: expected 1 input, got ", in.size());
                              return {col2im(in[0], attrs)};

@@ -30,7 +30,7 @@ bool same_view(const Tensor& a, const Tensor& b) {
 }
 
 void copy(const Tensor& dst, Tensor src) {
-  COPPICE_CHECK(broadcast_shapes(src.shape(), dst.shape(), "copy_") == dst.shape(), "copy_: source of shape ",
+  COPPICE_CHECK(broadcast_shapes(src.shape(), dst.shape(), op::kCopy) == dst.shape(), "copy_: source of shape ",
                 shape_to_string(src.shape()), " does not broadcast to destination ", shape_to_string(dst.shape()));
   if (dst.numel() == 0) return;
   if (src.storage().data() == dst.storage().data()) {
@@ -56,14 +56,14 @@ void copy(const Tensor& dst, Tensor src) {
   });
 }
 
-KernelRegistrar fill_reg("fill_", DeviceType::kCpu, {"dense"},
+KernelRegistrar fill_reg(op::kFill, DeviceType::kCpu, {"dense"},
                          [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                            COPPICE_CHECK(in.size() == 1, "fill_: expected 1 input, got ", in.size());
                            fill(in[0], attrs.get_double("value"));
                            return {in[0]};
                          });
 
-KernelRegistrar copy_reg("copy_", DeviceType::kCpu, {"dense", "dense"},
+KernelRegistrar copy_reg(op::kCopy, DeviceType::kCpu, {"dense", "dense"},
                          [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
                            COPPICE_CHECK(in.size() == 2, "copy_: expected 2 inputs, got ", in.size());
                            copy(in[0], in[1]);

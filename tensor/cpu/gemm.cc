@@ -49,7 +49,7 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, bool ta, bool
 
 Tensor to_f32(const Tensor& t) {
   Tensor out = Tensor::empty(t.shape(), TensorOptions(DType::kF32, t.device()));
-  dispatch("copy_", {out, t});
+  dispatch(op::kCopy, {out, t});
   return out;
 }
 
@@ -71,8 +71,8 @@ void blas_operand(const Tensor& t, Tensor* out, bool* trans) {
 }
 
 Tensor gemm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
-  check_ndim(a_in, 3, "gemm", "a");
-  check_ndim(b_in, 3, "gemm", "b");
+  check_ndim(a_in, 3, op::kGemm, "a");
+  check_ndim(b_in, 3, op::kGemm, "b");
   COPPICE_CHECK(a_in.dtype() == b_in.dtype(), "gemm: a and b must have one dtype, got ", dtype_name(a_in.dtype()),
                 " and ", dtype_name(b_in.dtype()));
   const DType dtype = a_in.dtype();
@@ -107,12 +107,12 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
   } else {
     Tensor c32 = Tensor::empty(c.shape(), TensorOptions(DType::kF32, c.device()));
     gemm_typed<float>(to_f32(a), to_f32(b), c32, ta, tb, m, n, ka);
-    dispatch("copy_", {c, c32});
+    dispatch(op::kCopy, {c, c32});
   }
   return c;
 }
 
-KernelRegistrar gemm_reg("gemm", DeviceType::kCpu, {"dense", "dense"},
+KernelRegistrar gemm_reg(op::kGemm, DeviceType::kCpu, {"dense", "dense"},
                          [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                            COPPICE_CHECK(in.size() == 2, "gemm: expected 2 inputs, got ", in.size());
                            return {

@@ -49,14 +49,14 @@ std::vector<int64_t> offsets(const Shape& shape, const Shape& strides, int64_t l
 }
 
 Tensor index_select(const Tensor& input, const Tensor& index_in, int64_t dim_attr) {
-  check_index_tensor(index_in, "index_select");
-  check_ndim(index_in, 1, "index_select", "index");
+  check_index_tensor(index_in, op::kIndexSelect);
+  check_ndim(index_in, 1, op::kIndexSelect, "index");
   COPPICE_CHECK(input.dim() >= 1, "index_select: input must have at least one dimension");
-  const int64_t dim = normalize_dim(dim_attr, input.dim(), "index_select");
+  const int64_t dim = normalize_dim(dim_attr, input.dim(), op::kIndexSelect);
   Tensor x = input.contiguous(), index = index_in.contiguous();
   const int64_t size = x.size(dim), nidx = index.numel();
   const int64_t* idx = index.data<int64_t>();
-  check_range(idx, nidx, size, dim, "index_select");
+  check_range(idx, nidx, size, dim, op::kIndexSelect);
   Shape shape = x.shape();
   shape[dim] = nidx;
   Tensor out = Tensor::empty(shape, x.options());
@@ -93,14 +93,14 @@ void check_index_shape(const Tensor& x, const Tensor& index, const Tensor* other
 Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t.contiguous(); }
 
 Tensor gather(const Tensor& input, const Tensor& index_in, int64_t dim_attr) {
-  check_index_tensor(index_in, "gather");
-  const int64_t dim = normalize_dim(dim_attr, input.dim(), "gather");
+  check_index_tensor(index_in, op::kGather);
+  const int64_t dim = normalize_dim(dim_attr, input.dim(), op::kGather);
   COPPICE_CHECK(index_in.dim() == input.dim(), "gather: index must have the input's ", input.dim(),
                 " dimensions, got shape ", shape_to_string(index_in.shape()));
   Tensor x = at_least_1d(input), index = at_least_1d(index_in);
-  check_index_shape(x, index, nullptr, dim, "gather");
+  check_index_shape(x, index, nullptr, dim, op::kGather);
   const int64_t* idx = index.data<int64_t>();
-  check_range(idx, index.numel(), x.size(dim), dim, "gather");
+  check_range(idx, index.numel(), x.size(dim), dim, op::kGather);
   Tensor out = Tensor::empty(index_in.shape(), x.options());
   if (out.numel() == 0) return out;
   const Shape& is = index.shape();
@@ -138,19 +138,19 @@ C accumulate(C a, C b) {
 }
 
 Tensor scatter_add(const Tensor& input, const Tensor& index_in, const Tensor& src_in, int64_t dim_attr) {
-  check_index_tensor(index_in, "scatter_add");
+  check_index_tensor(index_in, op::kScatterAdd);
   COPPICE_CHECK(src_in.dtype() == input.dtype(), "scatter_add: src must have the input's dtype ",
                 dtype_name(input.dtype()), ", got ", dtype_name(src_in.dtype()));
-  const int64_t dim = normalize_dim(dim_attr, input.dim(), "scatter_add");
+  const int64_t dim = normalize_dim(dim_attr, input.dim(), op::kScatterAdd);
   COPPICE_CHECK(index_in.dim() == input.dim() && src_in.dim() == input.dim(),
                 "scatter_add: index and src must have the input's ", input.dim(), " dimensions, got shapes ",
                 shape_to_string(index_in.shape()), " and ", shape_to_string(src_in.shape()));
   Tensor x = at_least_1d(input), index = at_least_1d(index_in), src = at_least_1d(src_in);
-  check_index_shape(x, index, &src, dim, "scatter_add");
+  check_index_shape(x, index, &src, dim, op::kScatterAdd);
   const int64_t* idx = index.data<int64_t>();
-  check_range(idx, index.numel(), x.size(dim), dim, "scatter_add");
+  check_range(idx, index.numel(), x.size(dim), dim, op::kScatterAdd);
   Tensor out = Tensor::empty(input.shape(), x.options());
-  dispatch("copy_", {out, input});
+  dispatch(op::kCopy, {out, input});
   if (index.numel() == 0) return out;
   Tensor out1 = out.dim() == 0 ? out.view({1}) : out;
   const Shape& is = index.shape();
@@ -202,7 +202,7 @@ std::vector<Tensor> embedding_backward(const std::vector<Tensor>& in, const Attr
                   ") is out of range for dim 0 of size ", v);
   }
   Tensor out = Tensor::empty({v, d}, g.options());
-  dispatch_floating(g.dtype(), "embedding_backward", [&](auto tag) {
+  dispatch_floating(g.dtype(), op::kEmbeddingBackward, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     const T* pg = g.data<T>();
@@ -220,18 +220,19 @@ std::vector<Tensor> embedding_backward(const std::vector<Tensor>& in, const Attr
   return {out};
 }
 
-KernelRegistrar embedding_backward_reg("embedding_backward", DeviceType::kCpu, {"dense", "dense"}, embedding_backward);
-KernelRegistrar index_select_reg("index_select", DeviceType::kCpu, {"dense", "dense"},
+KernelRegistrar embedding_backward_reg(op::kEmbeddingBackward, DeviceType::kCpu, {"dense", "dense"},
+                                       embedding_backward);
+KernelRegistrar index_select_reg(op::kIndexSelect, DeviceType::kCpu, {"dense", "dense"},
                                  [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                                    COPPICE_CHECK(in.size() == 2, "index_select: expected 2 inputs, got ", in.size());
                                    return {index_select(in[0], in[1], attrs.get_int("dim"))};
                                  });
-KernelRegistrar gather_reg("gather", DeviceType::kCpu, {"dense", "dense"},
+KernelRegistrar gather_reg(op::kGather, DeviceType::kCpu, {"dense", "dense"},
                            [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                              COPPICE_CHECK(in.size() == 2, "gather: expected 2 inputs, got ", in.size());
                              return {gather(in[0], in[1], attrs.get_int("dim"))};
                            });
-KernelRegistrar scatter_add_reg("scatter_add", DeviceType::kCpu, {"dense", "dense", "dense"},
+KernelRegistrar scatter_add_reg(op::kScatterAdd, DeviceType::kCpu, {"dense", "dense", "dense"},
                                 [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                                   COPPICE_CHECK(in.size() == 3, "scatter_add: expected 3 inputs, got ", in.size());
                                   return {scatter_add(in[0], in[1], in[2], attrs.get_int("dim"))};

@@ -16,11 +16,11 @@ namespace coppice::cpu {
 namespace {
 
 std::vector<Tensor> max_pool2d(const Tensor& input, const Attrs& attrs) {
-  check_ndim(input, 4, "max_pool2d", "input");
+  check_ndim(input, 4, op::kMaxPool2d, "input");
   Tensor x = input.contiguous();
-  const auto& k = get_ints_n(attrs, "kernel", 2, "max_pool2d");
-  const auto& s = get_ints_n(attrs, "stride", 2, "max_pool2d");
-  const auto& p = get_ints_n(attrs, "padding", 2, "max_pool2d");
+  const auto& k = get_ints_n(attrs, "kernel", 2, op::kMaxPool2d);
+  const auto& s = get_ints_n(attrs, "stride", 2, op::kMaxPool2d);
+  const auto& p = get_ints_n(attrs, "padding", 2, op::kMaxPool2d);
   const int64_t kh = k[0], kw = k[1], sh = s[0], sw = s[1], ph = p[0], pw = p[1];
   COPPICE_CHECK(kh > 0 && kw > 0 && sh > 0 && sw > 0, "max_pool2d: kernel and stride must be positive (kernel [", kh,
                 ", ", kw, "], stride [", sh, ", ", sw, "])");
@@ -33,7 +33,7 @@ std::vector<Tensor> max_pool2d(const Tensor& input, const Attrs& attrs) {
   const int64_t oh = (h + 2 * ph - kh) / sh + 1, ow = (w + 2 * pw - kw) / sw + 1;
   Tensor values = Tensor::empty({n, c, oh, ow}, x.options());
   Tensor indices = Tensor::empty({n, c, oh, ow}, TensorOptions(DType::kI64, x.device()));
-  dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) {
+  dispatch_floating(x.dtype(), op::kMaxPool2d, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     const T* px = x.data<T>();
@@ -73,7 +73,7 @@ std::vector<Tensor> max_pool2d(const Tensor& input, const Attrs& attrs) {
   return {values, indices};
 }
 
-KernelRegistrar pool_reg("max_pool2d", DeviceType::kCpu, {"dense"},
+KernelRegistrar pool_reg(op::kMaxPool2d, DeviceType::kCpu, {"dense"},
                          [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                            COPPICE_CHECK(in.size() == 1, "max_pool2d: expected 1 input, got ", in.size());
                            return max_pool2d(in[0], attrs);

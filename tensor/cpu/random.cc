@@ -40,7 +40,7 @@ void fill_contiguous(const Tensor& out, const Fill& fill) {
   }
   Tensor buf = Tensor::empty(out.shape(), out.options());
   fill(buf);
-  dispatch("copy_", {out, buf});
+  dispatch(op::kCopy, {out, buf});
 }
 
 // Prevents the compiler from fusing a * b + c (the CUDA twin uses __dmul_rn / __dadd_rn).
@@ -62,7 +62,7 @@ T round_to(double v) {
 void uniform(const Tensor& target, uint64_t seed, uint64_t offset, double low, double high) {
   COPPICE_CHECK(low <= high, "uniform_: low (", low, ") must not exceed high (", high, ")");
   fill_contiguous(target, [&](const Tensor& out) {
-    dispatch_floating(out.dtype(), "uniform_", [&](auto tag) {
+    dispatch_floating(out.dtype(), op::kUniform, [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* p = out.data<T>();
       const T t_low = round_to<T>(low), t_high = round_to<T>(high);
@@ -83,7 +83,7 @@ void uniform(const Tensor& target, uint64_t seed, uint64_t offset, double low, d
 void normal(const Tensor& target, uint64_t seed, uint64_t offset, double mean, double stddev) {
   COPPICE_CHECK(stddev >= 0, "normal_: std must be non-negative, got ", stddev);
   fill_contiguous(target, [&](const Tensor& out) {
-    dispatch_floating(out.dtype(), "normal_", [&](auto tag) {
+    dispatch_floating(out.dtype(), op::kNormal, [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* p = out.data<T>();
       parallel_for(0, out.numel(), kRandomGrain, [&](int64_t b, int64_t e) {
@@ -121,21 +121,21 @@ void randint(const Tensor& target, uint64_t seed, uint64_t offset, int64_t low, 
 
 uint64_t u64_attr(const Attrs& attrs, std::string_view name) { return static_cast<uint64_t>(attrs.get_int(name)); }
 
-KernelRegistrar uniform_reg("uniform_", DeviceType::kCpu, {"dense"},
+KernelRegistrar uniform_reg(op::kUniform, DeviceType::kCpu, {"dense"},
                             [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<Tensor> {
                               COPPICE_CHECK(in.size() == 1, "uniform_: expected 1 input, got ", in.size());
                               uniform(in[0], u64_attr(a, "seed"), u64_attr(a, "offset"), a.get_double("low"),
                                       a.get_double("high"));
                               return {in[0]};
                             });
-KernelRegistrar normal_reg("normal_", DeviceType::kCpu, {"dense"},
+KernelRegistrar normal_reg(op::kNormal, DeviceType::kCpu, {"dense"},
                            [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<Tensor> {
                              COPPICE_CHECK(in.size() == 1, "normal_: expected 1 input, got ", in.size());
                              normal(in[0], u64_attr(a, "seed"), u64_attr(a, "offset"), a.get_double("mean"),
                                     a.get_double("std"));
                              return {in[0]};
                            });
-KernelRegistrar randint_reg("randint_", DeviceType::kCpu, {"dense"},
+KernelRegistrar randint_reg(op::kRandint, DeviceType::kCpu, {"dense"},
                             [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<Tensor> {
                               COPPICE_CHECK(in.size() == 1, "randint_: expected 1 input, got ", in.size());
                               randint(in[0], u64_attr(a, "seed"), u64_attr(a, "offset"), a.get_int("low"),

@@ -46,7 +46,7 @@ Acc sum_row(const T* p, int64_t n) {
 }
 
 Tensor reduce_sum(const Tensor& input) {
-  Tensor x = as_rows(input, "reduce_sum");
+  Tensor x = as_rows(input, op::kReduceSum);
   const int64_t outer = x.size(0), r = x.size(1);
   const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::kI64;
   Tensor out = Tensor::empty({outer}, TensorOptions(out_dtype, x.device()));
@@ -135,7 +135,7 @@ Tensor reduce_sum_cols(const Tensor& input) {
   const Tensor x = input.contiguous();
   const int64_t r = x.size(0), inner = x.size(1);
   Tensor out = Tensor::empty({inner}, x.options());
-  dispatch_floating(x.dtype(), "reduce_sum_cols", [&](auto tag) {
+  dispatch_floating(x.dtype(), op::kReduceSumCols, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = compute_t<T>;
     const T* px = x.data<T>();
@@ -153,32 +153,32 @@ Tensor reduce_sum_cols(const Tensor& input) {
 
 // The CUDA kernel's twin: relu_backward of g at y, and its column sums
 // (each column in row order, as reduce_sum_cols).
-KernelRegistrar relu_col_sums_reg("relu_backward_col_sums", DeviceType::kCpu, {"dense", "dense"},
+KernelRegistrar relu_col_sums_reg(op::kReluBackwardColSums, DeviceType::kCpu, {"dense", "dense"},
                                   [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
                                     COPPICE_CHECK(in.size() == 2, "relu_backward_col_sums: expected 2 inputs, got ",
                                                   in.size());
                                     const Tensor g = relu_backward(in[0], in[1]);
                                     return {g, reduce_sum_cols(g)};
                                   });
-KernelRegistrar sum_cols_reg("reduce_sum_cols", DeviceType::kCpu, {"dense"},
+KernelRegistrar sum_cols_reg(op::kReduceSumCols, DeviceType::kCpu, {"dense"},
                              [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
                                COPPICE_CHECK(in.size() == 1, "reduce_sum_cols: expected 1 input, got ", in.size());
                                return {reduce_sum_cols(in[0])};
                              });
-KernelRegistrar sum_reg("reduce_sum", DeviceType::kCpu, {"dense"},
+KernelRegistrar sum_reg(op::kReduceSum, DeviceType::kCpu, {"dense"},
                         [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
                           COPPICE_CHECK(in.size() == 1, "reduce_sum: expected 1 input, got ", in.size());
                           return {reduce_sum(in[0])};
                         });
-KernelRegistrar max_reg("reduce_max", DeviceType::kCpu, {"dense"},
+KernelRegistrar max_reg(op::kReduceMax, DeviceType::kCpu, {"dense"},
                         [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
                           COPPICE_CHECK(in.size() == 1, "reduce_max: expected 1 input, got ", in.size());
-                          return reduce_extreme<true>(in[0], "reduce_max");
+                          return reduce_extreme<true>(in[0], op::kReduceMax);
                         });
-KernelRegistrar min_reg("reduce_min", DeviceType::kCpu, {"dense"},
+KernelRegistrar min_reg(op::kReduceMin, DeviceType::kCpu, {"dense"},
                         [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
                           COPPICE_CHECK(in.size() == 1, "reduce_min: expected 1 input, got ", in.size());
-                          return reduce_extreme<false>(in[0], "reduce_min");
+                          return reduce_extreme<false>(in[0], op::kReduceMin);
                         });
 
 }  // namespace

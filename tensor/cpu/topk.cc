@@ -24,7 +24,7 @@ bool greater(C a, C b) {
 }
 
 std::vector<Tensor> topk(const Tensor& input, int64_t k, bool largest) {
-  check_ndim(input, 2, "topk", "input");
+  check_ndim(input, 2, op::kTopk, "input");
   Tensor x = input.contiguous();
   const int64_t outer = x.size(0), r = x.size(1);
   COPPICE_CHECK(k >= 0 && k <= r, "topk: k = ", k, " is out of range for a dimension of size ", r);
@@ -65,7 +65,7 @@ std::vector<Tensor> topk(const Tensor& input, int64_t k, bool largest) {
   return {values, indices};
 }
 
-KernelRegistrar topk_reg("topk", DeviceType::kCpu, {"dense"},
+KernelRegistrar topk_reg(op::kTopk, DeviceType::kCpu, {"dense"},
                          [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                            COPPICE_CHECK(in.size() == 1, "topk: expected 1 input, got ", in.size());
                            return topk(in[0], attrs.get_int("k"), attrs.get_bool("largest", true));

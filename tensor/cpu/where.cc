@@ -7,10 +7,10 @@ namespace coppice::cpu {
 namespace {
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_dtype(cond, DType::kBool, "where", "cond");
+  check_dtype(cond, DType::kBool, op::kWhere, "cond");
   COPPICE_CHECK(a.dtype() == b.dtype(), "where: a and b must have one dtype, got ", dtype_name(a.dtype()), " and ",
                 dtype_name(b.dtype()));
-  Shape shape = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
+  Shape shape = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), op::kWhere), op::kWhere);
   Tensor out = Tensor::empty(shape, a.options());
   dispatch_dtype(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -29,7 +29,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-KernelRegistrar where_reg("where", DeviceType::kCpu, {"dense", "dense", "dense"},
+KernelRegistrar where_reg(op::kWhere, DeviceType::kCpu, {"dense", "dense", "dense"},
                           [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
                             COPPICE_CHECK(in.size() == 3, "where: expected 3 inputs, got ", in.size());
                             return {where(in[0], in[1], in[2])};

@@ -52,18 +52,18 @@ struct WhereFn {
 };
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_cuda_tensor(cond, "where", "cond");
-  check_cuda_tensor(a, "where", "a");
-  check_cuda_tensor(b, "where", "b");
+  check_cuda_tensor(cond, op::kWhere, "cond");
+  check_cuda_tensor(a, op::kWhere, "a");
+  check_cuda_tensor(b, op::kWhere, "b");
   COPPICE_CHECK(cond.dtype() == DType::kBool, "where: cond must be bool, got ", dtype_name(cond.dtype()));
   COPPICE_CHECK(a.dtype() == b.dtype(), "where: a and b must have one dtype, got ", dtype_name(a.dtype()), " and ",
                 dtype_name(b.dtype()));
-  Shape shape = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
+  Shape shape = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), op::kWhere), op::kWhere);
   Tensor out = Tensor::empty(shape, a.options());
   // Copies bytes, so one kernel per element size serves every dtype.
   auto body = [&](auto tag) {
     using U = typename decltype(tag)::type;
-    launch_elementwise("where", a.device().index, shape, {&out, &cond, &a, &b},
+    launch_elementwise(op::kWhere, a.device().index, shape, {&out, &cond, &a, &b},
                        WhereFn<U>{static_cast<U*>(out.data_ptr()), cond.data<bool>(),
                                   static_cast<const U*>(a.data_ptr()), static_cast<const U*>(b.data_ptr())});
   };
@@ -83,7 +83,7 @@ bool register_all() {
                                              });
     }
   });
-  Dispatcher::instance().register_kernel("where", DeviceType::kCuda, {"dense", "dense", "dense"},
+  Dispatcher::instance().register_kernel(op::kWhere, DeviceType::kCuda, {"dense", "dense", "dense"},
                                          [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
                                            COPPICE_CHECK(in.size() == 3, "where: expected 3 inputs, got ", in.size());
                                            return {where(in[0], in[1], in[2])};

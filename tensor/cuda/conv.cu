@@ -12,6 +12,7 @@
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/device_math.cuh"
 #include "tensor/cuda/launch.cuh"
+#include "tensor/op_table.h"
 
 namespace coppice::cuda {
 namespace {
@@ -124,11 +125,11 @@ __global__ void max_pool_kernel(const T* x, T* values, int64_t* indices, Window 
 }
 
 std::vector<Tensor> im2col(const std::vector<Tensor>& in, const Attrs& attrs) {
-  check_inputs(in, 1, "im2col");
-  check_cuda_tensor(in[0], "im2col", "input");
-  check_ndim(in[0], 4, "im2col", "input");
+  check_inputs(in, 1, op::kIm2col);
+  check_cuda_tensor(in[0], op::kIm2col, "input");
+  check_ndim(in[0], 4, op::kIm2col, "input");
   const Tensor x = in[0].contiguous();
-  const Window g = make_window(x.shape(), attrs, "im2col", true);
+  const Window g = make_window(x.shape(), attrs, op::kIm2col, true);
   Tensor cols = Tensor::empty({g.n, g.c * g.kh * g.kw, g.oh * g.ow}, x.options());
   const int64_t total = cols.numel();
   if (total == 0) return {cols};
@@ -139,22 +140,22 @@ std::vector<Tensor> im2col(const std::vector<Tensor>& in, const Attrs& attrs) {
     im2col_kernel<U><<<grid_for(total), kThreads, 0, current_stream(device)>>>(
         static_cast<const U*>(x.data_ptr()), static_cast<U*>(cols.data_ptr()), g, total);
   });
-  check_launch("im2col");
+  check_launch(op::kIm2col);
   return {cols};
 }
 
 std::vector<Tensor> col2im(const std::vector<Tensor>& in, const Attrs& attrs) {
-  check_inputs(in, 1, "col2im");
-  check_cuda_tensor(in[0], "col2im", "cols");
-  check_ndim(in[0], 3, "col2im", "cols");
+  check_inputs(in, 1, op::kCol2im);
+  check_cuda_tensor(in[0], op::kCol2im, "cols");
+  check_ndim(in[0], 3, op::kCol2im, "cols");
   const Tensor cols = in[0].contiguous();
-  const auto& size = get_ints_n(attrs, "size", 2, "col2im");
-  const auto& kernel = get_ints_n(attrs, "kernel", 2, "col2im");
+  const auto& size = get_ints_n(attrs, "size", 2, op::kCol2im);
+  const auto& kernel = get_ints_n(attrs, "kernel", 2, op::kCol2im);
   const int64_t kk = kernel[0] * kernel[1];
   COPPICE_CHECK(kk > 0 && cols.size(1) % kk == 0, "col2im: cols dim 1 (", cols.size(1),
                 ") is not a multiple of the kernel area ", kk);
   const Shape x_shape = {cols.size(0), cols.size(1) / kk, size[0], size[1]};
-  const Window g = make_window(x_shape, attrs, "col2im", true);
+  const Window g = make_window(x_shape, attrs, op::kCol2im, true);
   COPPICE_CHECK(cols.size(2) == g.oh * g.ow, "col2im: cols ", shape_to_string(cols.shape()), " has ", cols.size(2),
                 " positions, but an image of ", shape_to_string(x_shape), " gives ", g.oh, " x ", g.ow);
   Tensor x = Tensor::empty(x_shape, cols.options());
@@ -162,21 +163,21 @@ std::vector<Tensor> col2im(const std::vector<Tensor>& in, const Attrs& attrs) {
   if (total == 0) return {x};
   const int device = cols.device().index;
   DeviceGuard guard(device);
-  dispatch_floating(cols.dtype(), "col2im", [&](auto tag) {
+  dispatch_floating(cols.dtype(), op::kCol2im, [&](auto tag) {
     using T = typename decltype(tag)::type;
     col2im_kernel<T><<<grid_for(total), kThreads, 0, current_stream(device)>>>(static_cast<const T*>(cols.data_ptr()),
                                                                                static_cast<T*>(x.data_ptr()), g, total);
   });
-  check_launch("col2im");
+  check_launch(op::kCol2im);
   return {x};
 }
 
 std::vector<Tensor> max_pool2d(const std::vector<Tensor>& in, const Attrs& attrs) {
-  check_inputs(in, 1, "max_pool2d");
-  check_cuda_tensor(in[0], "max_pool2d", "input");
-  check_ndim(in[0], 4, "max_pool2d", "input");
+  check_inputs(in, 1, op::kMaxPool2d);
+  check_cuda_tensor(in[0], op::kMaxPool2d, "input");
+  check_ndim(in[0], 4, op::kMaxPool2d, "input");
   const Tensor x = in[0].contiguous();
-  const Window g = make_window(x.shape(), attrs, "max_pool2d", false);
+  const Window g = make_window(x.shape(), attrs, op::kMaxPool2d, false);
   COPPICE_CHECK(2 * g.ph <= g.kh && 2 * g.pw <= g.kw, "max_pool2d: padding [", g.ph, ", ", g.pw,
                 "] must be at most half the kernel [", g.kh, ", ", g.kw, "]");
   COPPICE_CHECK(g.h > 0 && g.w > 0, "max_pool2d: empty image planes (input shape ", shape_to_string(x.shape()), ")");
@@ -186,18 +187,18 @@ std::vector<Tensor> max_pool2d(const std::vector<Tensor>& in, const Attrs& attrs
   if (total == 0) return {values, indices};
   const int device = x.device().index;
   DeviceGuard guard(device);
-  dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) {
+  dispatch_floating(x.dtype(), op::kMaxPool2d, [&](auto tag) {
     using T = typename decltype(tag)::type;
     max_pool_kernel<T><<<grid_for(total), kThreads, 0, current_stream(device)>>>(
         static_cast<const T*>(x.data_ptr()), static_cast<T*>(values.data_ptr()), indices.data<int64_t>(), g, total);
   });
-  check_launch("max_pool2d");
+  check_launch(op::kMaxPool2d);
   return {values, indices};
 }
 
-const KernelRegistrar kIm2col("im2col", DeviceType::kCuda, {"dense"}, im2col);
-const KernelRegistrar kCol2im("col2im", DeviceType::kCuda, {"dense"}, col2im);
-const KernelRegistrar kMaxPool("max_pool2d", DeviceType::kCuda, {"dense"}, max_pool2d);
+const KernelRegistrar kIm2col(op::kIm2col, DeviceType::kCuda, {"dense"}, im2col);
+const KernelRegistrar kCol2im(op::kCol2im, DeviceType::kCuda, {"dense"}, col2im);
+const KernelRegistrar kMaxPool(op::kMaxPool2d, DeviceType::kCuda, {"dense"}, max_pool2d);
 
 }  // namespace
 }  // namespace coppice::cuda

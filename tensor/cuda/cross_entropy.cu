@@ -119,7 +119,7 @@ RowArgs row_args(const Tensor& z, const Attrs& attrs) {
 unsigned row_blocks(int64_t n) { return static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 std::vector<Tensor> forward(const std::vector<Tensor>& in, const Attrs& attrs) {
-  constexpr std::string_view op = "cross_entropy";
+  constexpr std::string_view op = op::kCrossEntropy;
   COPPICE_CHECK(in.size() == 2, op, ": expected 2 inputs, got ", in.size());
   const Tensor z = in[0].contiguous(), target = in[1].contiguous();
   check_cuda_tensor(z, op, "logits");
@@ -152,7 +152,7 @@ std::vector<Tensor> forward(const std::vector<Tensor>& in, const Attrs& attrs) {
 }
 
 std::vector<Tensor> backward(const std::vector<Tensor>& in, const Attrs& attrs) {
-  constexpr std::string_view op = "cross_entropy_backward";
+  constexpr std::string_view op = op::kCrossEntropyBackward;
   COPPICE_CHECK(in.size() == 3, op, ": expected 3 inputs (logits, target, grad), got ", in.size());
   const Tensor z = in[0].contiguous(), target = in[1].contiguous();
   check_cuda_tensor(z, op, "logits");
@@ -178,8 +178,8 @@ std::vector<Tensor> backward(const std::vector<Tensor>& in, const Attrs& attrs) 
 
 const bool registered = [] {
   Dispatcher& d = Dispatcher::instance();
-  d.register_kernel("cross_entropy", DeviceType::kCuda, {"dense", "dense"}, forward);
-  d.register_kernel("cross_entropy_backward", DeviceType::kCuda, {"dense", "dense", "dense"}, backward);
+  d.register_kernel(op::kCrossEntropy, DeviceType::kCuda, {"dense", "dense"}, forward);
+  d.register_kernel(op::kCrossEntropyBackward, DeviceType::kCuda, {"dense", "dense", "dense"}, backward);
   return true;
 }();
 

@@ -24,11 +24,11 @@ struct CopyOp {
 
 std::vector<Tensor> fill(const std::vector<Tensor>& in, const Attrs& attrs) {
   const Tensor& out = in.at(0);
-  check_cuda_tensor(out, "fill_", "tensor");
+  check_cuda_tensor(out, op::kFill, "tensor");
   const double value = attrs.get_double("value");
   dispatch_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    launch_elementwise("fill_", out.device().index, out.shape(), {&out},
+    launch_elementwise(op::kFill, out.device().index, out.shape(), {&out},
                        FillOp<T>{static_cast<T*>(out.data_ptr()), convert<T>(value)});
   });
   return {out};
@@ -43,11 +43,11 @@ bool same_view(const Tensor& a, const Tensor& b) {
 std::vector<Tensor> copy(const std::vector<Tensor>& in, const Attrs&) {
   const Tensor& dst = in.at(0);
   Tensor src = in.at(1);
-  check_cuda_tensor(dst, "copy_", "destination");
-  check_cuda_tensor(src, "copy_", "source");
+  check_cuda_tensor(dst, op::kCopy, "destination");
+  check_cuda_tensor(src, op::kCopy, "source");
   COPPICE_CHECK(src.device() == dst.device(), "copy_: source on ", src.device().to_string(), " and destination on ",
                 dst.device().to_string(), " (cross-device copies go through Tensor::copy_)");
-  COPPICE_CHECK(broadcast_shapes(src.shape(), dst.shape(), "copy_") == dst.shape(), "copy_: source of shape ",
+  COPPICE_CHECK(broadcast_shapes(src.shape(), dst.shape(), op::kCopy) == dst.shape(), "copy_: source of shape ",
                 shape_to_string(src.shape()), " does not broadcast to destination ", shape_to_string(dst.shape()));
   const int device = dst.device().index;
   if (dst.numel() == 0) return {dst};
@@ -66,15 +66,15 @@ std::vector<Tensor> copy(const std::vector<Tensor>& in, const Attrs&) {
     using D = typename decltype(dtag)::type;
     dispatch_dtype(src.dtype(), [&](auto stag) {
       using S = typename decltype(stag)::type;
-      launch_elementwise("copy_", device, dst.shape(), {&dst, &src},
+      launch_elementwise(op::kCopy, device, dst.shape(), {&dst, &src},
                          CopyOp<D, S>{static_cast<D*>(dst.data_ptr()), static_cast<const S*>(src.data_ptr())});
     });
   });
   return {dst};
 }
 
-const KernelRegistrar kFill("fill_", DeviceType::kCuda, {"dense"}, fill);
-const KernelRegistrar kCopy("copy_", DeviceType::kCuda, {"dense", "dense"}, copy);
+const KernelRegistrar kFill(op::kFill, DeviceType::kCuda, {"dense"}, fill);
+const KernelRegistrar kCopy(op::kCopy, DeviceType::kCuda, {"dense", "dense"}, copy);
 
 }  // namespace
 }  // namespace coppice::cuda

@@ -62,8 +62,8 @@ int checked_int(int64_t v, const char* what) {
 
 std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(in.size() == 2, "gemm: expected 2 inputs, got ", in.size());
-  check_dense(in[0], "gemm", "a");
-  check_dense(in[1], "gemm", "b");
+  check_dense(in[0], op::kGemm, "a");
+  check_dense(in[1], op::kGemm, "b");
   COPPICE_CHECK(in[0].device().is_cuda() && in[0].device() == in[1].device(),
                 "gemm: a and b must be on one CUDA device");
   const Tensor a = in[0].contiguous(), b = in[1].contiguous();
@@ -88,7 +88,8 @@ std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
   const int device = a.device().index;
   DeviceGuard guard(device);
   if (k == 0) {
-    COPPICE_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.numel() * dtype_size(dtype), current_stream(device)), "gemm");
+    COPPICE_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.numel() * dtype_size(dtype), current_stream(device)),
+                       op::kGemm);
     return {c};
   }
   const int im = checked_int(m, "m"), in_ = checked_int(n, "n"), ik = checked_int(k, "k");
@@ -140,7 +141,7 @@ std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
   return {c};
 }
 
-const KernelRegistrar kGemm("gemm", DeviceType::kCuda, {"dense", "dense"}, gemm);
+const KernelRegistrar kGemm(op::kGemm, DeviceType::kCuda, {"dense", "dense"}, gemm);
 
 }  // namespace
 }  // namespace coppice::cuda

@@ -20,6 +20,7 @@
 #include "tensor/cuda/index_check.cuh"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/sort.h"
+#include "tensor/op_table.h"
 
 namespace coppice::cuda {
 namespace {
@@ -139,12 +140,12 @@ void check_index_tensor(const Tensor& index, std::string_view op) {
 Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t.contiguous(); }
 
 std::vector<Tensor> index_select(const std::vector<Tensor>& in, const Attrs& attrs) {
-  check_inputs(in, 2, "index_select");
-  check_cuda_tensor(in[0], "index_select", "input");
-  check_index_tensor(in[1], "index_select");
-  check_ndim(in[1], 1, "index_select", "index");
+  check_inputs(in, 2, op::kIndexSelect);
+  check_cuda_tensor(in[0], op::kIndexSelect, "input");
+  check_index_tensor(in[1], op::kIndexSelect);
+  check_ndim(in[1], 1, op::kIndexSelect, "index");
   COPPICE_CHECK(in[0].dim() >= 1, "index_select: input must have at least one dimension");
-  const int64_t dim = normalize_dim(attrs.get_int("dim"), in[0].dim(), "index_select");
+  const int64_t dim = normalize_dim(attrs.get_int("dim"), in[0].dim(), op::kIndexSelect);
   const Tensor x = in[0].contiguous(), index = in[1].contiguous();
   Shape out_shape = x.shape();
   out_shape[dim] = index.numel();
@@ -159,8 +160,8 @@ std::vector<Tensor> index_select(const std::vector<Tensor>& in, const Attrs& att
   if (nidx > 0) {  // checked first, even when the result is empty, as on the CPU
     BadIndexSlot bad(x.device());
     range_check<<<grid_for(nidx), kThreads, 0, current_stream(device)>>>(index.data<int64_t>(), nidx, size, bad.ptr());
-    check_launch("index_select");
-    bad.check("index_select", index, dim, size);
+    check_launch(op::kIndexSelect);
+    bad.check(op::kIndexSelect, index, dim, size);
   }
   if (total == 0) return {out};
   by_element_size(x.dtype(), [&](auto tag) {
@@ -169,7 +170,7 @@ std::vector<Tensor> index_select(const std::vector<Tensor>& in, const Attrs& att
         static_cast<const U*>(x.data_ptr()), index.data<int64_t>(), static_cast<U*>(out.data_ptr()), total, nidx, size,
         inner);
   });
-  check_launch("index_select");
+  check_launch(op::kIndexSelect);
   return {out};
 }
 
@@ -195,14 +196,14 @@ IndexGeometry make_geometry(const Tensor& x, const Tensor& index, const Tensor* 
 }
 
 std::vector<Tensor> gather(const std::vector<Tensor>& in, const Attrs& attrs) {
-  check_inputs(in, 2, "gather");
-  check_cuda_tensor(in[0], "gather", "input");
-  check_index_tensor(in[1], "gather");
-  const int64_t dim = normalize_dim(attrs.get_int("dim"), in[0].dim(), "gather");
+  check_inputs(in, 2, op::kGather);
+  check_cuda_tensor(in[0], op::kGather, "input");
+  check_index_tensor(in[1], op::kGather);
+  const int64_t dim = normalize_dim(attrs.get_int("dim"), in[0].dim(), op::kGather);
   COPPICE_CHECK(in[1].dim() == in[0].dim(), "gather: index must have the input's ", in[0].dim(),
                 " dimensions, got shape ", shape_to_string(in[1].shape()));
   const Tensor x = at_least_1d(in[0]), index = at_least_1d(in[1]);
-  const IndexGeometry g = make_geometry(x, index, nullptr, dim, "gather");
+  const IndexGeometry g = make_geometry(x, index, nullptr, dim, op::kGather);
   Tensor out = Tensor::empty(in[1].shape(), x.options());
   const int64_t total = out.numel();
   if (total == 0) return {out};
@@ -215,33 +216,33 @@ std::vector<Tensor> gather(const std::vector<Tensor>& in, const Attrs& attrs) {
         static_cast<const U*>(x.data_ptr()), index.data<int64_t>(), static_cast<U*>(out.data_ptr()), total, g,
         bad.ptr());
   });
-  check_launch("gather");
-  bad.check("gather", index, dim, x.size(dim));
+  check_launch(op::kGather);
+  bad.check(op::kGather, index, dim, x.size(dim));
   return {out};
 }
 
 std::vector<Tensor> scatter_add(const std::vector<Tensor>& in, const Attrs& attrs) {
-  check_inputs(in, 3, "scatter_add");
+  check_inputs(in, 3, op::kScatterAdd);
   const Tensor& input = in[0];
-  check_cuda_tensor(input, "scatter_add", "input");
-  check_index_tensor(in[1], "scatter_add");
-  check_cuda_tensor(in[2], "scatter_add", "src");
+  check_cuda_tensor(input, op::kScatterAdd, "input");
+  check_index_tensor(in[1], op::kScatterAdd);
+  check_cuda_tensor(in[2], op::kScatterAdd, "src");
   COPPICE_CHECK(in[2].dtype() == input.dtype(), "scatter_add: src must have the input's dtype ",
                 dtype_name(input.dtype()), ", got ", dtype_name(in[2].dtype()));
-  const int64_t dim = normalize_dim(attrs.get_int("dim"), input.dim(), "scatter_add");
+  const int64_t dim = normalize_dim(attrs.get_int("dim"), input.dim(), op::kScatterAdd);
   COPPICE_CHECK(in[1].dim() == input.dim() && in[2].dim() == input.dim(),
                 "scatter_add: index and src must have the input's ", input.dim(), " dimensions, got shapes ",
                 shape_to_string(in[1].shape()), " and ", shape_to_string(in[2].shape()));
   const Tensor index = at_least_1d(in[1]), src = at_least_1d(in[2]);
   Tensor out = Tensor::empty(input.shape(), input.options());
   const Tensor out1 = out.dim() == 0 ? out.view({1}) : out;
-  const IndexGeometry g = make_geometry(out1, index, &src, dim, "scatter_add");
+  const IndexGeometry g = make_geometry(out1, index, &src, dim, op::kScatterAdd);
   const int64_t total = index.numel();
   COPPICE_CHECK(total < INT_MAX, "scatter_add: the CUDA kernel takes fewer than 2^31 indices, got ", total);
   const Device device = input.device();
   DeviceGuard guard(device.index);
   cudaStream_t stream = current_stream(device.index);
-  dispatch("copy_", {out, input});
+  dispatch(op::kCopy, {out, input});
   if (total == 0) return {out};
   const TensorOptions i64(DType::kI64, device), i32(DType::kI32, device);
   Tensor key_buf[2] = {Tensor::empty({total}, i64), Tensor::empty({total}, i64)};
@@ -255,8 +256,8 @@ std::vector<Tensor> scatter_add(const std::vector<Tensor>& in, const Attrs& attr
     BadIndexSlot bad(device);
     scatter_keys<<<grid_for(total), kThreads, 0, stream>>>(index.data<int64_t>(), sb.keys[0], sb.values[0], total, g,
                                                            bad.ptr());
-    check_launch("scatter_add");
-    bad.check("scatter_add", index, dim, g.dim_size);
+    check_launch(op::kScatterAdd);
+    bad.check(op::kScatterAdd, index, dim, g.dim_size);
   }
   radix_sort_pairs(sb, static_cast<int>(total), bits_for(static_cast<uint64_t>(std::max<int64_t>(out1.numel(), 1) - 1)),
                    device);
@@ -266,7 +267,7 @@ std::vector<Tensor> scatter_add(const std::vector<Tensor>& in, const Attrs& attr
                                                               static_cast<const T*>(src.data_ptr()),
                                                               static_cast<T*>(out1.data_ptr()), total, g);
   });
-  check_launch("scatter_add");
+  check_launch(op::kScatterAdd);
   return {out};
 }
 
@@ -308,7 +309,7 @@ __global__ void embedding_sums(const T* g, const int32_t* ids, const int32_t* be
 }
 
 std::vector<Tensor> embedding_backward(const std::vector<Tensor>& in, const Attrs& attrs) {
-  constexpr std::string_view op = "embedding_backward";
+  constexpr std::string_view op = op::kEmbeddingBackward;
   check_inputs(in, 2, op);
   const Tensor g = in[0].contiguous(), index = in[1].contiguous();
   check_cuda_tensor(g, op, "grad");
@@ -353,11 +354,11 @@ std::vector<Tensor> embedding_backward(const std::vector<Tensor>& in, const Attr
   return {out};
 }
 
-const KernelRegistrar kEmbeddingBackward("embedding_backward", DeviceType::kCuda, {"dense", "dense"},
+const KernelRegistrar kEmbeddingBackward(op::kEmbeddingBackward, DeviceType::kCuda, {"dense", "dense"},
                                          embedding_backward);
-const KernelRegistrar kIndexSelect("index_select", DeviceType::kCuda, {"dense", "dense"}, index_select);
-const KernelRegistrar kGather("gather", DeviceType::kCuda, {"dense", "dense"}, gather);
-const KernelRegistrar kScatterAdd("scatter_add", DeviceType::kCuda, {"dense", "dense", "dense"}, scatter_add);
+const KernelRegistrar kIndexSelect(op::kIndexSelect, DeviceType::kCuda, {"dense", "dense"}, index_select);
+const KernelRegistrar kGather(op::kGather, DeviceType::kCuda, {"dense", "dense"}, gather);
+const KernelRegistrar kScatterAdd(op::kScatterAdd, DeviceType::kCuda, {"dense", "dense", "dense"}, scatter_add);
 
 }  // namespace
 }  // namespace coppice::cuda

@@ -238,7 +238,7 @@ std::vector<Tensor> forward(const Tensor& x, const Tensor& r, const Tensor& weig
 
 // inputs: x, weight (or none), bias (or none); attrs normalized_shape, eps.
 std::vector<Tensor> layer_norm(const std::vector<Tensor>& in, const Attrs& attrs) {
-  constexpr std::string_view op = "layer_norm";
+  constexpr std::string_view op = op::kLayerNorm;
   check_inputs(in, 3, op);
   const Tensor x = in[0].contiguous();
   check_cuda_tensor(x, op, "input");
@@ -249,7 +249,7 @@ std::vector<Tensor> layer_norm(const std::vector<Tensor>& in, const Attrs& attrs
 // inputs: x, r (x's shape and dtype), weight (or none), bias (or none);
 // attrs normalized_shape, eps. Outputs h = x + r and y = layer_norm(h).
 std::vector<Tensor> add_layer_norm(const std::vector<Tensor>& in, const Attrs& attrs) {
-  constexpr std::string_view op = "add_layer_norm";
+  constexpr std::string_view op = op::kAddLayerNorm;
   check_inputs(in, 4, op);
   const Tensor x = in[0].contiguous(), r = in[1].contiguous();
   check_cuda_tensor(x, op, "input");
@@ -511,23 +511,23 @@ std::vector<Tensor> backward(const Tensor& x, const Tensor& weight, const Tensor
 
 // inputs: x, weight (or none), grad; attrs d, eps, dweight, dbias.
 std::vector<Tensor> layer_norm_backward(const std::vector<Tensor>& in, const Attrs& attrs) {
-  constexpr std::string_view op = "layer_norm_backward";
+  constexpr std::string_view op = op::kLayerNormBackward;
   check_inputs(in, 3, op);
   return backward(in[0], in[1], in[2], Tensor(), attrs, op);
 }
 
 // inputs: h, weight (or none), dy, dh (or none); attrs as layer_norm_backward.
 std::vector<Tensor> add_layer_norm_backward(const std::vector<Tensor>& in, const Attrs& attrs) {
-  constexpr std::string_view op = "add_layer_norm_backward";
+  constexpr std::string_view op = op::kAddLayerNormBackward;
   check_inputs(in, 4, op);
   return backward(in[0], in[1], in[2], in[3], attrs, op);
 }
 
-const KernelRegistrar kLayerNorm("layer_norm", DeviceType::kCuda, {"*", "*", "*"}, layer_norm);
-const KernelRegistrar kAddLayerNorm("add_layer_norm", DeviceType::kCuda, {"*", "*", "*", "*"}, add_layer_norm);
-const KernelRegistrar kLayerNormBackward("layer_norm_backward", DeviceType::kCuda, {"*", "*", "*"},
+const KernelRegistrar kLayerNorm(op::kLayerNorm, DeviceType::kCuda, {"*", "*", "*"}, layer_norm);
+const KernelRegistrar kAddLayerNorm(op::kAddLayerNorm, DeviceType::kCuda, {"*", "*", "*", "*"}, add_layer_norm);
+const KernelRegistrar kLayerNormBackward(op::kLayerNormBackward, DeviceType::kCuda, {"*", "*", "*"},
                                          layer_norm_backward);
-const KernelRegistrar kAddLayerNormBackward("add_layer_norm_backward", DeviceType::kCuda, {"*", "*", "*", "*"},
+const KernelRegistrar kAddLayerNormBackward(op::kAddLayerNormBackward, DeviceType::kCuda, {"*", "*", "*", "*"},
                                             add_layer_norm_backward);
 
 }  // namespace

@@ -282,7 +282,7 @@ void check_cuda_matrix(const Tensor& t, std::string_view op, const char* what, i
 
 // "linear" / "linear_relu" (x [N, in], weight [out, in], bias [out]) -> y [N, out].
 std::vector<Tensor> linear_bias(const std::vector<Tensor>& in, bool relu) {
-  const std::string_view op = relu ? "linear_relu" : "linear";
+  const std::string_view op = relu ? op::kLinearRelu : op::kLinear;
   COPPICE_CHECK(in.size() == 3, op, ": expected input, weight and bias, got ", in.size(), " inputs");
   check_cuda_matrix(in[0], op, "input", 2);
   check_cuda_matrix(in[1], op, "weight", 2);
@@ -317,9 +317,9 @@ std::vector<Tensor> linear_bias(const std::vector<Tensor>& in, bool relu) {
   return {relu ? coppice::relu(z) : z};
 }
 
-const KernelRegistrar kLinear("linear", DeviceType::kCuda, {"dense", "dense", "dense"},
+const KernelRegistrar kLinear(op::kLinear, DeviceType::kCuda, {"dense", "dense", "dense"},
                               [](const std::vector<Tensor>& in, const Attrs&) { return linear_bias(in, false); });
-const KernelRegistrar kLinearRelu("linear_relu", DeviceType::kCuda, {"dense", "dense", "dense"},
+const KernelRegistrar kLinearRelu(op::kLinearRelu, DeviceType::kCuda, {"dense", "dense", "dense"},
                                   [](const std::vector<Tensor>& in, const Attrs&) { return linear_bias(in, true); });
 
 }  // namespace

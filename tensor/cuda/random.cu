@@ -13,6 +13,7 @@
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
+#include "tensor/op_table.h"
 #include "tensor/philox.h"
 
 namespace coppice::cuda {
@@ -67,51 +68,51 @@ void fill_contiguous(const Tensor& out, const Fill& fill) {
   }
   Tensor buf = Tensor::empty(out.shape(), out.options());
   fill(buf);
-  dispatch("copy_", {out, buf});
+  dispatch(op::kCopy, {out, buf});
 }
 
 uint64_t u64_attr(const Attrs& attrs, std::string_view name) { return static_cast<uint64_t>(attrs.get_int(name)); }
 
 std::vector<Tensor> uniform(const std::vector<Tensor>& in, const Attrs& attrs) {
-  check_inputs(in, 1, "uniform_");
-  check_cuda_tensor(in[0], "uniform_", "output");
+  check_inputs(in, 1, op::kUniform);
+  check_cuda_tensor(in[0], op::kUniform, "output");
   const uint64_t seed = u64_attr(attrs, "seed"), offset = u64_attr(attrs, "offset");
   const double low = attrs.get_double("low"), high = attrs.get_double("high");
   COPPICE_CHECK(low <= high, "uniform_: low (", low, ") must not exceed high (", high, ")");
   fill_contiguous(in[0], [&](const Tensor& out) {
-    dispatch_floating(out.dtype(), "uniform_", [&](auto tag) {
+    dispatch_floating(out.dtype(), op::kUniform, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const int device = out.device().index;
       uniform_kernel<T><<<grid_for(out.numel()), kThreads, 0, current_stream(device)>>>(
           static_cast<T*>(out.data_ptr()), out.numel(), seed, offset, low, high, round_to<T>(low), round_to<T>(high));
     });
-    check_launch("uniform_");
+    check_launch(op::kUniform);
   });
   return {in[0]};
 }
 
 std::vector<Tensor> normal(const std::vector<Tensor>& in, const Attrs& attrs) {
-  check_inputs(in, 1, "normal_");
-  check_cuda_tensor(in[0], "normal_", "output");
+  check_inputs(in, 1, op::kNormal);
+  check_cuda_tensor(in[0], op::kNormal, "output");
   const uint64_t seed = u64_attr(attrs, "seed"), offset = u64_attr(attrs, "offset");
   const double mean = attrs.get_double("mean"), stddev = attrs.get_double("std");
   COPPICE_CHECK(stddev >= 0, "normal_: std must be non-negative, got ", stddev);
   fill_contiguous(in[0], [&](const Tensor& out) {
-    dispatch_floating(out.dtype(), "normal_", [&](auto tag) {
+    dispatch_floating(out.dtype(), op::kNormal, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const int device = out.device().index;
       normal_kernel<T><<<grid_for(out.numel()), kThreads, 0, current_stream(device)>>>(
           static_cast<T*>(out.data_ptr()), out.numel(), seed, offset, mean, stddev);
     });
-    check_launch("normal_");
+    check_launch(op::kNormal);
   });
   return {in[0]};
 }
 
 std::vector<Tensor> randint(const std::vector<Tensor>& in, const Attrs& attrs) {
-  check_inputs(in, 1, "randint_");
+  check_inputs(in, 1, op::kRandint);
   const Tensor& target = in[0];
-  check_cuda_tensor(target, "randint_", "output");
+  check_cuda_tensor(target, op::kRandint, "output");
   const uint64_t seed = u64_attr(attrs, "seed"), offset = u64_attr(attrs, "offset");
   const int64_t low = attrs.get_int("low"), high = attrs.get_int("high");
   COPPICE_CHECK(is_integral(target.dtype()), "randint_: expected an integer tensor (i32, i64, u8), got ",
@@ -128,16 +129,16 @@ std::vector<Tensor> randint(const std::vector<Tensor>& in, const Attrs& attrs) {
         const int device = out.device().index;
         randint_kernel<T><<<grid_for(out.numel()), kThreads, 0, current_stream(device)>>>(
             static_cast<T*>(out.data_ptr()), out.numel(), seed, offset, low, range);
-        check_launch("randint_");
+        check_launch(op::kRandint);
       }
     });
   });
   return {target};
 }
 
-const KernelRegistrar kUniform("uniform_", DeviceType::kCuda, {"dense"}, uniform);
-const KernelRegistrar kNormal("normal_", DeviceType::kCuda, {"dense"}, normal);
-const KernelRegistrar kRandint("randint_", DeviceType::kCuda, {"dense"}, randint);
+const KernelRegistrar kUniform(op::kUniform, DeviceType::kCuda, {"dense"}, uniform);
+const KernelRegistrar kNormal(op::kNormal, DeviceType::kCuda, {"dense"}, normal);
+const KernelRegistrar kRandint(op::kRandint, DeviceType::kCuda, {"dense"}, randint);
 
 }  // namespace
 }  // namespace coppice::cuda

@@ -22,6 +22,7 @@
 #include "tensor/cuda/device_math.cuh"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/warp.cuh"
+#include "tensor/op_table.h"
 
 namespace coppice::cuda {
 namespace {
@@ -180,8 +181,8 @@ Tensor as_rows(const Tensor& x, std::string_view op) {
 }
 
 std::vector<Tensor> reduce_sum(const std::vector<Tensor>& in, const Attrs&) {
-  check_inputs(in, 1, "reduce_sum");
-  const Tensor x = as_rows(in[0], "reduce_sum");
+  check_inputs(in, 1, op::kReduceSum);
+  const Tensor x = as_rows(in[0], op::kReduceSum);
   const int64_t outer = x.size(0), r = x.size(1);
   const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::kI64;
   Tensor out = Tensor::empty({outer}, TensorOptions(out_dtype, x.device()));
@@ -203,12 +204,12 @@ std::vector<Tensor> reduce_sum(const std::vector<Tensor>& in, const Attrs&) {
     // Pass 1: segment sums in the accumulator type; pass 2: the rows of those.
     Tensor partial = Tensor::empty({outer, seg.chunks}, TensorOptions(dtype_of<A>(), x.device()));
     sum_segments<T, A><<<blocks_for(seg, kThreads), kThreads, 0, stream>>>(px, partial.data<A>(), seg, kThreads);
-    check_launch("reduce_sum");
+    check_launch(op::kReduceSum);
     const Segments rows = plan(outer, seg.chunks);
     sum_segments<A, Out><<<blocks_for(rows, group_for(seg.chunks)), kThreads, 0, stream>>>(partial.data<A>(), po, rows,
                                                                                            group_for(seg.chunks));
   });
-  check_launch("reduce_sum");
+  check_launch(op::kReduceSum);
   return {out};
 }
 
@@ -309,7 +310,7 @@ bool vector_fits(int64_t inner, std::initializer_list<const void*> pointers) {
 }
 
 std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&) {
-  constexpr std::string_view op = "reduce_sum_cols";
+  constexpr std::string_view op = op::kReduceSumCols;
   check_inputs(in, 1, op);
   const Tensor x = as_rows(in[0], op);  // [r, inner] contiguous
   COPPICE_CHECK(is_floating(x.dtype()), op, ": floating input expected, got ", dtype_name(x.dtype()));
@@ -380,7 +381,7 @@ __global__ void relu_backward_column_chunks(const T* __restrict__ g, const T* __
 }
 
 std::vector<Tensor> relu_backward_col_sums(const std::vector<Tensor>& in, const Attrs&) {
-  constexpr std::string_view op = "relu_backward_col_sums";
+  constexpr std::string_view op = op::kReluBackwardColSums;
   check_inputs(in, 2, op);
   const Tensor& g = in[0];
   const Tensor& y = in[1];
@@ -421,16 +422,18 @@ std::vector<Tensor> relu_backward_col_sums(const std::vector<Tensor>& in, const 
   return {out, sums};
 }
 
-const KernelRegistrar kSum("reduce_sum", DeviceType::kCuda, {"dense"}, reduce_sum);
-const KernelRegistrar kReluBackwardColSums("relu_backward_col_sums", DeviceType::kCuda, {"dense", "dense"},
+const KernelRegistrar kSum(op::kReduceSum, DeviceType::kCuda, {"dense"}, reduce_sum);
+const KernelRegistrar kReluBackwardColSums(op::kReluBackwardColSums, DeviceType::kCuda, {"dense", "dense"},
                                            relu_backward_col_sums);
-const KernelRegistrar kSumCols("reduce_sum_cols", DeviceType::kCuda, {"dense"}, reduce_sum_cols);
-const KernelRegistrar kMax("reduce_max", DeviceType::kCuda, {"dense"}, [](const std::vector<Tensor>& in, const Attrs&) {
-  return reduce_arg("reduce_max", true, in);
-});
-const KernelRegistrar kMin("reduce_min", DeviceType::kCuda, {"dense"}, [](const std::vector<Tensor>& in, const Attrs&) {
-  return reduce_arg("reduce_min", false, in);
-});
+const KernelRegistrar kSumCols(op::kReduceSumCols, DeviceType::kCuda, {"dense"}, reduce_sum_cols);
+const KernelRegistrar kMax(op::kReduceMax, DeviceType::kCuda, {"dense"},
+                           [](const std::vector<Tensor>& in, const Attrs&) {
+                             return reduce_arg(op::kReduceMax, true, in);
+                           });
+const KernelRegistrar kMin(op::kReduceMin, DeviceType::kCuda, {"dense"},
+                           [](const std::vector<Tensor>& in, const Attrs&) {
+                             return reduce_arg(op::kReduceMin, false, in);
+                           });
 
 }  // namespace
 }  // namespace coppice::cuda

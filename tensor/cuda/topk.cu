@@ -16,6 +16,7 @@
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/sort.h"
+#include "tensor/op_table.h"
 
 namespace coppice::cuda {
 namespace {
@@ -68,9 +69,9 @@ __global__ void take_first_k(const U* x, const int32_t* ids, U* values, int64_t*
 }
 
 std::vector<Tensor> topk(const std::vector<Tensor>& in, const Attrs& attrs) {
-  check_inputs(in, 1, "topk");
-  check_cuda_tensor(in[0], "topk", "input");
-  check_ndim(in[0], 2, "topk", "input");
+  check_inputs(in, 1, op::kTopk);
+  check_cuda_tensor(in[0], op::kTopk, "input");
+  check_ndim(in[0], 2, op::kTopk, "input");
   const Tensor x = in[0].contiguous();
   const int64_t outer = x.size(0), r = x.size(1);
   const int64_t k = attrs.get_int("k");
@@ -99,7 +100,7 @@ std::vector<Tensor> topk(const std::vector<Tensor>& in, const Attrs& attrs) {
     sb.values[1] = id_buf[1].data<int32_t>();
     make_keys<T, K><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x.data_ptr()), sb.keys[0], sb.values[0],
                                                           n, largest);
-    check_launch("topk");
+    check_launch(op::kTopk);
     radix_sort_pairs(sb, static_cast<int>(n), sizeof(K) * 8, device);
     ids = sb.values[sb.current_value];
   });
@@ -111,7 +112,7 @@ std::vector<Tensor> topk(const std::vector<Tensor>& in, const Attrs& attrs) {
     sb.values[0] = ids;
     sb.values[1] = ids == id_buf[0].data<int32_t>() ? id_buf[1].data<int32_t>() : id_buf[0].data<int32_t>();
     row_keys<<<grid_for(n), kThreads, 0, stream>>>(ids, sb.keys[0], n, r);
-    check_launch("topk");
+    check_launch(op::kTopk);
     radix_sort_pairs(sb, static_cast<int>(n), bits_for(static_cast<uint64_t>(outer - 1)), device);
     ids = sb.values[sb.current_value];
   }
@@ -121,11 +122,11 @@ std::vector<Tensor> topk(const std::vector<Tensor>& in, const Attrs& attrs) {
                                                                   static_cast<U*>(values.data_ptr()),
                                                                   indices.data<int64_t>(), outer, r, k);
   });
-  check_launch("topk");
+  check_launch(op::kTopk);
   return {values, indices};
 }
 
-const KernelRegistrar kTopk("topk", DeviceType::kCuda, {"dense"}, topk);
+const KernelRegistrar kTopk(op::kTopk, DeviceType::kCuda, {"dense"}, topk);
 
 }  // namespace
 }  // namespace coppice::cuda

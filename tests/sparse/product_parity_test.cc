@@ -6,9 +6,9 @@
 // of product_operands.h for its format, against the CPU dense result in f64
 // of the same (rounded) values, within parity_util.h's per-dtype tolerances
 // scaled by the reduction length. The cells are read from the dispatcher
-// (Dispatcher::cells), not listed here, so a cell added later is run; the
-// table lists the cells sparse/ops.h promises on every device, and a missing
-// one fails. A second test holds every registered cell with a sparse operand
+// (Dispatcher::cells), not listed here, so a cell added later is run; the op
+// table (tensor/op_table.h) lists the cells each op promises on every
+// device, and a missing one fails. A second test holds every registered cell with a sparse operand
 // to an op that this harness or the elementwise one covers, so a new sparse
 // op cannot go untested.
 //
@@ -130,7 +130,7 @@ std::vector<DeviceType> built_device_types(const std::vector<Dispatcher::Cell>& 
 }
 
 // The input formats a promised signature stands for ("<fmt>": each built-in
-// sparse format; one "<fmt>" per signature, as sparse/ops.h writes them).
+// sparse format; one "<fmt>" per signature, as the op table writes them).
 std::vector<std::vector<std::string>> expand(const std::vector<std::string>& signature) {
   std::vector<std::vector<std::string>> out;
   for (const std::string& f : builtin_sparse_format_names()) {
@@ -157,17 +157,17 @@ TEST(ProductParityTest, EveryRegisteredCellAgainstTheCpuDenseResult) {
     runs += run_cell(*row, cell);
     ++run;
   }
-  // The cells sparse/ops.h promises, on every device this binary has kernels for.
+  // The cells the op table promises, on every device this binary has kernels for.
   std::set<std::string> present;
   for (const Dispatcher::Cell& c : cells) present.insert(cell_name(c.op, c.formats, c.device));
   int promised = 0, missing = 0;
   for (DeviceType device : built_device_types(cells)) {
     for (const OpRow& row : table()) {
-      for (const std::vector<std::string>& signature : row.promised) {
+      for (const std::vector<std::string>& signature : promised_cells(row)) {
         for (const std::vector<std::string>& formats : expand(signature)) {
           ++promised;
           if (present.count(cell_name(row.op, formats, device)) == 0) {
-            ADD_FAILURE() << cell_name(row.op, formats, device) << " is promised by sparse/ops.h but not registered";
+            ADD_FAILURE() << cell_name(row.op, formats, device) << " is promised by the op table but not registered";
             ++missing;
           }
         }
@@ -176,11 +176,15 @@ TEST(ProductParityTest, EveryRegisteredCellAgainstTheCpuDenseResult) {
   }
   std::printf(
       "product parity: %d cells run over %zu device(s) (%d runs); %d registered for the %zu ops of the table, %d "
-      "of them on a device this machine lacks; %d promised by sparse/ops.h, %d missing\n",
+      "of them on a device this machine lacks; %d promised by the op table, %d missing\n",
       run, devices().size(), runs, registered, table().size(), no_device, promised, missing);
   EXPECT_EQ(run + no_device, registered);
   EXPECT_EQ(missing, 0);
   EXPECT_GE(registered, promised);
+  // An op that promises cells has its row here, so its promises are checked.
+  for (const OpSpec* spec : declared_ops()) {
+    if (!spec->promised.empty()) { EXPECT_NE(row_of(spec->name), nullptr) << spec->name << " promises cells"; }
+  }
 }
 
 // Every registered cell with a sparse operand belongs to an op that a parity

@@ -1,6 +1,6 @@
 // The ops of the product parity harness (product_parity_test.cc) as a table:
-// per op, the cells sparse/ops.h promises on every device and how a cell is
-// run, its inputs built from a case of product_operands.h in the cell's
+// per op, how a cell is run (the cells it promises on every device are the op
+// table's), its inputs built from a case of product_operands.h in the cell's
 // formats, and the CPU dense result in f64 it must match (with what bounds
 // its error: the absolute terms summed and the reduction length).
 #pragma once
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensor/dispatcher.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 #include "tests/sparse/parity_util.h"
 #include "tests/sparse/product_operands.h"
@@ -162,7 +163,7 @@ inline std::vector<Problem> sum_problems(const std::vector<std::string>& f, cons
 }
 
 // A format's own conversion to dense on a device (NmImpl::to_dense on CUDA
-// runs "nm_to_dense"), against the CPU's: bit for bit.
+// runs op::kNmToDense), against the CPU's: bit for bit.
 inline std::vector<Problem> to_dense_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
                                               const Device& d) {
   const Tensor x = operand(f, 0, c, c.rows, c.cols, t, d);
@@ -181,30 +182,33 @@ inline std::vector<Problem> transpose_problems(const std::vector<std::string>& f
   return {{{x}, {}, {e}}};
 }
 
-// A row of the table: an op, the cells sparse/ops.h promises for it on every
-// device ("<fmt>" standing for each built-in sparse format; the fused forms
-// are optional there, so they promise none), whether its cases must be n:m
-// both ways (transpose re-compresses n:m along the other dim) and the builder.
+// A row of the table: an op (its promised cells are the op table's,
+// tensor/op_table.h: OpSpec::promised), whether its cases must be n:m both
+// ways (transpose re-compresses n:m along the other dim) and the builder.
 struct OpRow {
   const char* op;
-  std::vector<std::vector<std::string>> promised;
   bool transposable_only;
   Builder build;
 };
 
 inline const std::vector<OpRow>& table() {
   static const auto* rows = new std::vector<OpRow>{
-      {"matmul", {{"<fmt>", "dense"}, {"dense", "<fmt>"}, {"dense", "dense"}, {"csr", "csr"}}, false, matmul_problems},
-      {"linear", {{"dense", "<fmt>"}, {"<fmt>", "dense"}, {"dense", "dense"}}, false, linear_problems},
-      {"linear_relu", {}, false, linear_relu_problems},
-      {"linear_gelu", {}, false, linear_gelu_problems},
-      {"matmul_gelu_backward", {}, false, matmul_gelu_backward_problems},
-      {"sddmm", {{"dense", "dense", "<fmt>"}}, false, sddmm_problems},
-      {"sum", {{"<fmt>"}, {"dense"}}, false, sum_problems},
-      {"transpose", {{"<fmt>"}, {"dense"}}, true, transpose_problems},
-      {"nm_to_dense", {}, false, to_dense_problems},
+      {op::kMatmul, false, matmul_problems},
+      {op::kLinear, false, linear_problems},
+      {op::kLinearRelu, false, linear_relu_problems},
+      {op::kLinearGelu, false, linear_gelu_problems},
+      {op::kMatmulGeluBackward, false, matmul_gelu_backward_problems},
+      {op::kSddmm, false, sddmm_problems},
+      {op::kSum, false, sum_problems},
+      {op::kTranspose, true, transpose_problems},
+      {op::kNmToDense, false, to_dense_problems},
   };
   return *rows;
+}
+
+// The cells the op table promises for a row's op on every device.
+inline const std::vector<std::vector<std::string>>& promised_cells(const OpRow& row) {
+  return find_op(row.op)->promised;
 }
 
 inline const OpRow* row_of(std::string_view op) {

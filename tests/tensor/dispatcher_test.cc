@@ -33,12 +33,15 @@ Tensor fake_sparse(const Tensor& dense, std::string format = "fake_sparse", Devi
   return Tensor(std::make_shared<FakeSparseImpl>(dense, std::move(format), device));
 }
 
-// Test ops with names no real kernel uses. Each dense kernel doubles its input
-// and counts its calls.
+// Test ops with names no real kernel uses, declared as a user's ops are
+// (tensor/op_table.h). Each dense kernel doubles its input and counts its calls.
 int dense_calls = 0;
 int sparse_calls = 0;
 
 bool register_fakes() {
+  declare_op(OpSpec("test_double").inputs(1).sparse({0}));
+  declare_op(OpSpec("test_pair").inputs(2).sparse({1}));
+  declare_op(OpSpec("test_any").inputs(2).attr("bonus", AttrType::kDouble).sparse({0, 1}));
   Dispatcher& d = Dispatcher::instance();
   d.register_to_dense("fake_sparse", [](const Tensor& t) { return t.impl_as<FakeSparseImpl>()->dense(); });
   d.register_kernel("test_double", DeviceType::kCpu, {"dense"},
@@ -115,7 +118,7 @@ TEST_F(DispatcherTest, FindsKernelsByOpDeviceAndFormats) {
   EXPECT_EQ(d.find("test_double", DeviceType::kCpu, {"csr"}), nullptr);
   EXPECT_NE(d.find("test_any", DeviceType::kCpu, {"csr", "dense"}), nullptr);  // "*" matches any
   // The primitives of kernels.h are registered for the CPU.
-  for (const char* op : {"fill_", "copy_", "add", "exp", "where"}) {
+  for (const char* op : {op::kFill, op::kCopy, "add", "exp", op::kWhere}) {
     EXPECT_TRUE(d.has_kernel(op, DeviceType::kCpu)) << op;
   }
 
@@ -134,6 +137,7 @@ TEST_F(DispatcherTest, FindsKernelsByOpDeviceAndFormats) {
 TEST_F(DispatcherTest, MissingKernelsAreErrorsNamingTheOp) {
   Tensor x = zeros({2});
   EXPECT_ERROR_NAMING(dispatch("no_such_op", {x}), "no_such_op: no kernel registered for (dense) on cpu");
+  EXPECT_ERROR_NAMING(dispatch("no_such_op", {x}), "'no_such_op' is not a declared op");
   EXPECT_ERROR_NAMING(dispatch("test_double", {Tensor()}), "test_double: called with no defined input");
   EXPECT_ERROR_NAMING(dispatch("test_pair", {x, fake_sparse(x, "unknown_format")}),
                       "test_pair: format 'unknown_format' has no conversion to dense");
@@ -202,7 +206,7 @@ TEST_F(DispatcherTest, CompositeOpsCallAFusedKernelWhenTheDeviceHasOne) {
   // Static: the kernel outlives this test.
   static int fused_calls = 0;
   static int64_t seen_dim = -1;
-  Dispatcher::instance().register_kernel("log_softmax", DeviceType::kCpu, {"dense"},
+  Dispatcher::instance().register_kernel(op::kLogSoftmax, DeviceType::kCpu, {"dense"},
                                          [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                                            ++fused_calls;
                                            seen_dim = attrs.get_int("dim");

@@ -120,8 +120,8 @@ const bool kRegistered = [] {
   register_format(std::move(spec));
   Dispatcher& d = Dispatcher::instance();
   d.register_to_dense("ellpack", [](const Tensor& t) { return ellpack(t).to_dense(); });
-  d.register_kernel("matmul", DeviceType::kCpu, {"ellpack", "dense"}, ellpack_matmul);
-  d.register_kernel("sddmm", DeviceType::kCpu, {"dense", "dense", "ellpack"}, ellpack_sddmm);
+  d.register_kernel(op::kMatmul, DeviceType::kCpu, {"ellpack", "dense"}, ellpack_matmul);
+  d.register_kernel(op::kSddmm, DeviceType::kCpu, {"dense", "dense", "ellpack"}, ellpack_sddmm);
   return true;
 }();
 
