@@ -59,7 +59,7 @@ std::vector<Tensor> copy(const std::vector<Tensor>& in, const Attrs&) {
     DeviceGuard guard(device);
     COPPICE_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.numel() * dtype_size(dst.dtype()),
                                        cudaMemcpyDeviceToDevice, current_stream(device)),
-                       "copy_");
+                       op::kCopy);
     return {dst};
   }
   dispatch_dtype(dst.dtype(), [&](auto dtag) {
