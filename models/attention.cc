@@ -38,14 +38,18 @@ const Tensor& MultiheadAttention::cached_pattern(int64_t t, int64_t copies, Tens
 Variable MultiheadAttention::attend_fused(const Variable& qkv, int64_t t, double scale) {
   AttentionMask mask{pattern_.causal, {}};
   if (pattern_.kind == AttentionPattern::Kind::kBlockSparse) {
+    // One pattern per length and device, built once: its walks are derived
+    // once per pattern version (block_walks.h), so a captured step reads
+    // nothing back.
     const Device device = qkv.value().device();
     auto key = std::make_pair(t, device.to_string());
-    auto it = layouts_.find(key);
-    if (it == layouts_.end()) {
-      if (layouts_.size() >= 8) layouts_.clear();  // a few lengths at most
-      it = layouts_.emplace(key, attention_block_layout(block_sparse_keep(pattern_, t), pattern_.block, device)).first;
+    auto it = block_patterns_.find(key);
+    if (it == block_patterns_.end()) {
+      if (block_patterns_.size() >= 8) block_patterns_.clear();  // a few lengths at most
+      const Tensor blocks = attention_block_pattern(block_sparse_keep(pattern_, t), pattern_.block, device);
+      it = block_patterns_.emplace(key, blocks).first;
     }
-    mask.layout = it->second;
+    mask.blocks = it->second;
   }
   return attention_packed(qkv, scale, mask);
 }

@@ -2,7 +2,7 @@
 //
 // MultiheadAttention: x [B, T, D] -> qkv = Linear(D, 3D) ("qkv") -> heads of
 // size D / H -> attention -> Linear(D, D) ("proj"). A dense or block_sparse
-// pattern runs on the fused attention kernels (tensor/attention.h: an online
+// pattern runs on the fused attention kernels (sparse/attention/attention.h: an online
 // softmax, nothing of size T x T in memory; block_sparse skips the blocks it
 // leaves out), except while attention dropout is active: then the scores are
 // a batched matmul, masked to -inf, a softmax and dropout. With a CSR
@@ -30,7 +30,7 @@
 #include "models/layers.h"
 #include "models/module.h"
 #include "models/sparse_attention.h"
-#include "tensor/attention.h"
+#include "sparse/attention/attention.h"
 
 namespace coppice {
 
@@ -54,7 +54,7 @@ class MultiheadAttention : public Module {
   std::shared_ptr<Linear> qkv_, proj_;
   std::shared_ptr<Dropout> attn_drop_;
   std::map<std::tuple<int64_t, int64_t, int>, Tensor> patterns_;
-  std::map<std::pair<int64_t, std::string>, AttentionBlockLayout> layouts_;  // block_sparse, by (T, device)
+  std::map<std::pair<int64_t, std::string>, Tensor> block_patterns_;  // block_sparse's BSR, by (T, device)
 };
 
 struct TransformerBlockOptions {

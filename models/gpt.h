@@ -3,7 +3,7 @@
 // LayerNorm, and logits through the token embedding (tied; an untied "head"
 // Linear with tie_weights false). Dropout (`dropout`) on the embeddings and on
 // both residual branches of every block; attention itself runs on the fused
-// kernels (tensor/attention.h), dense-causal or block_sparse.
+// kernels (sparse/attention/attention.h), dense-causal or block_sparse.
 //
 // Parameters, as a checkpoint names them: tok_embed.weight [V, D], pos_embed
 // [context, D], blocks.<i>.{ln1, attn.qkv, attn.proj, ln2, mlp.fc1, mlp.fc2}

@@ -46,13 +46,13 @@ struct AttentionPattern {
   int64_t global_tokens = 0;
 
   // Whether attention runs on a CSR pattern (local, block); dense and
-  // block_sparse run on the fused kernels (tensor/attention.h).
+  // block_sparse run on the fused kernels (sparse/attention/attention.h).
   bool is_sparse() const { return kind == Kind::kLocal || kind == Kind::kBlock; }
   std::string describe() const;  // "local(window=4, causal)", "block(block=4, global=1)"
 };
 
 // The kept blocks of a block_sparse pattern over `tokens` tokens, row-major
-// [blocks, blocks] with blocks = ceil(tokens / block) (attention_block_layout
+// [blocks, blocks] with blocks = ceil(tokens / block) (attention_block_pattern
 // takes it); with `causal` no block above the diagonal. Refuses global_tokens
 // > 0 (see AttentionPattern::global_tokens).
 std::vector<bool> block_sparse_keep(const AttentionPattern& p, int64_t tokens);

@@ -49,7 +49,7 @@ struct RuntimeOptions {
   ProfileMode profile = ProfileMode::kOff;
   CpuSimd cpu_simd = CpuSimd::kAuto;
   // Attention of head size 64 in bf16/f16 on Hopper's wgmma kernels
-  // (tensor/cuda/attention_sm90.h) on devices of compute capability 9.0;
+  // (sparse/attention/cuda/attention_sm90.h) on devices of compute capability 9.0;
   // false: on the mma.sync kernels every GPU runs, the reference.
   bool attention_wgmma = true;
   // The density from which a CUDA SDDMM computes a @ b densely and gathers

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
-#include "tensor/attention.h"
+#include "sparse/attention/attention.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -39,7 +39,7 @@ VariableIndices max_pool2d_with_indices(const Variable& x, const std::vector<int
                                         const std::vector<int64_t>& padding = {0, 0});
 Variable max_pool2d(const Variable& x, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride = {},
                     const std::vector<int64_t>& padding = {0, 0});
-// Fused scaled dot-product attention (tensor/attention.h) of q, k, v [N, T, d]
+// Fused scaled dot-product attention (sparse/attention/attention.h) of q, k, v [N, T, d]
 // with `mask`: softmax(scale * q k^T) v without a [T, T] matrix; the backward
 // pass recomputes the probabilities from the saved log-sum-exps.
 Variable attention(const Variable& q, const Variable& k, const Variable& v, double scale, const AttentionMask& mask);

@@ -1,5 +1,5 @@
 // The PTX building blocks of the mma.sync tensor-core kernels (the BSR
-// products in sparse/cuda/bsr_mma.cu, attention in tensor/cuda/attention.cu):
+// products in sparse/cuda/bsr_mma.cu, attention in sparse/attention/cuda/attention.cu):
 // shared-memory addresses, cp.async copies, ldmatrix fragments and the
 // m16n8k16 bf16/f16 product with f32 accumulation. Device code only.
 #pragma once

@@ -1,6 +1,6 @@
 // The PTX building blocks of Hopper's warpgroup MMA (wgmma.mma_async,
 // sm_90a only: include this from sources built for sm_90a alone), shared by
-// tensor/cuda/attention_sm90.cu and sparse/cuda/nm24_wgmma.cu. Device code only.
+// sparse/attention/cuda/attention_sm90.cu and sparse/cuda/nm24_wgmma.cu. Device code only.
 //
 // Operands in shared memory are described by matrix descriptors; every tile
 // here uses the 128-byte swizzle: rows of 128 bytes (64 16-bit values), the

@@ -100,7 +100,7 @@ TEST(GPT, BlockSparseAttentionIsTheMaskedSoftmax) {
   Generator gen(4);
   Tensor q = randn({3, 6, 4}, DType::kF64, gen), k = randn({3, 6, 4}, DType::kF64, gen),
          v = randn({3, 6, 4}, DType::kF64, gen);
-  AttentionMask mask{true, attention_block_layout(keep, 2, Device::cpu())};
+  AttentionMask mask{true, attention_block_pattern(keep, 2, Device::cpu())};
   Tensor fused = attention(Variable(q), Variable(k), Variable(v), 0.5, mask).value();
   Tensor scores = mul(bmm(q, k.transpose(1, 2)), 0.5);
   Tensor m = attention_mask(p, 6).unsqueeze(0).expand(scores.shape());

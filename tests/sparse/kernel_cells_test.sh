@@ -4,8 +4,8 @@
 # is registered in its own cell (the dispatcher, or sparse/format_cells.h for
 # a route's launcher that takes several formats), so a new format or op adds
 # cells and edits no kernel. This greps the kernel folders (tensor/cpu,
-# tensor/cuda, sparse/cpu, sparse/cuda; their :sources filegroups, passed as
-# arguments) for
+# tensor/cuda, sparse/cpu, sparse/cuda, sparse/attention/cpu and cuda; their
+# :sources filegroups, passed as arguments) for
 #   - Layout switches: switch on layout(), case Layout::, layout() == / !=;
 #   - op-name comparisons: op (op_name, name) == / != a string literal;
 # and fails naming file:line. Rejecting a format is done by reading its
@@ -64,7 +64,7 @@ done
 (($# > 0)) || { echo "usage: kernel_cells_test.sh SOURCE..."; exit 2; }
 files=()
 for f in "$@"; do files+=("${f#./}"); done
-for dir in tensor/cpu tensor/cuda sparse/cpu sparse/cuda; do
+for dir in tensor/cpu tensor/cuda sparse/cpu sparse/cuda sparse/attention/cpu sparse/attention/cuda; do
   n=$(printf '%s\n' "${files[@]}" | grep -c "^$dir/[^/]*$")
   ((n > 0)) || fail "no sources of $dir were given (its :sources filegroup)"
 done

@@ -1,4 +1,4 @@
-// attention: the fused attention kernels (tensor/attention.h) at the GPT
+// attention: the fused attention kernels (sparse/attention/attention.h) at the GPT
 // job's shape and two others, beside PyTorch's scaled_dot_product_attention
 // (tools/bench/torch_reference.py attention, the same rows and counts).
 //
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/attention.h"
+#include "sparse/attention/attention.h"
 #include "tensor/backend.h"
 #include "tools/bench/suites.h"
 
@@ -66,7 +66,7 @@ void run_attention(const Config& config, std::vector<Result>* results) {
         k = random_input({n, s.t, s.d}, DType::kF32, device).to(dtype);
         v = random_input({n, s.t, s.d}, DType::kF32, device).to(dtype);
         dout = random_input({n, s.t, s.d}, DType::kF32, device).to(dtype);
-        sparse.layout = attention_block_layout(keep, kBlock, device);
+        sparse.blocks = attention_block_pattern(keep, kBlock, device);
       }
       const double scale = 1.0 / std::sqrt(static_cast<double>(s.d));
       for (const char* format : {"causal", "block_sparse"}) {

@@ -28,7 +28,7 @@ h = tok_embed.weight[x] + pos_embed[:T]; per block h += proj(attention(ln1(h))),
 1/sqrt(D/H)); logits = norm(h) @ tok_embed.weight^T (tied) or head(norm(h)). Dropout does nothing in
 evaluation. --attention sdpa (default) computes attention with F.scaled_dot_product_attention(is_causal=True)
 (the flash kernel in bf16/f16: scores and softmax in f32, one rounding of the output), as Coppice's fused
-attention (tensor/attention.h: online softmax in f32 for 16-bit inputs) does; --attention math computes it as
+attention (sparse/attention/attention.h: online softmax in f32 for 16-bit inputs) does; --attention math computes it as
 models/attention.cc's attend_dense does, op by op in the model's dtype (q * 1/sqrt(D/H), the scores q k^T
 materialized and rounded, -inf above the diagonal, softmax, then times v), for a model built on that path.
 In f32 the two agree far below 1e-3; in bf16 take the one the C++ gpt uses.

@@ -196,18 +196,18 @@ TEST(NnTest, Im2colCol2im) {
 }
 
 // Fused attention against central differences, with every kind of mask: none,
-// causal, a block layout (with a key block no query sees and a query block
+// causal, a block pattern (with a key block no query sees and a query block
 // that sees nothing), and both; T = 7 is not a multiple of the block.
 TEST(NnTest, Attention) {
   const Shape shape{2, 7, 3};
   Variable q = param(randn64(shape), "q"), k = param(randn64(shape), "k"), v = param(randn64(shape), "v");
   // Blocks of 3 tokens: 3 query blocks; block 1 sees nothing, block 2 sees 0 and 2.
-  const AttentionBlockLayout layout =
-      attention_block_layout({true, false, false, false, false, false, true, false, true}, 3, Device::cpu());
+  const Tensor pattern =
+      attention_block_pattern({true, false, false, false, false, false, true, false, true}, 3, Device::cpu());
   for (bool causal : {false, true}) {
     for (bool blocks : {false, true}) {
-      SCOPED_TRACE(str_cat("causal ", causal, ", layout ", blocks));
-      AttentionMask mask{causal, blocks ? layout : AttentionBlockLayout{}};
+      SCOPED_TRACE(str_cat("causal ", causal, ", pattern ", blocks));
+      AttentionMask mask{causal, blocks ? pattern : Tensor()};
       EXPECT_GRADCHECK([mask](const V& x) { return attention(x[0], x[1], x[2], 0.7, mask); }, {q, k, v});
     }
   }

@@ -1,7 +1,7 @@
-// Attention on CUDA (tensor/cuda/attention.cu) against its CPU twin on the
+// Attention on CUDA (sparse/attention/cuda/attention.cu) against its CPU twin on the
 // same inputs: out, lse, dq, dk and dv; the tiled tensor-core kernels (bf16,
 // f16; head sizes 64 and 128) and the row kernels (f32, f64, other head
-// sizes); no mask, causal, block layouts (empty query blocks, unseen key
+// sizes); no mask, causal, block patterns (empty query blocks, unseen key
 // blocks, blocks of two tiles) and both; lengths of 1, a tile, and not a
 // multiple of the tile; strided operands; repeated runs give the same bits;
 // on a Hopper GPU, head size 64 on its wgmma kernels and on mma.sync.
@@ -11,13 +11,14 @@
 // from the f32 twin by about 2^-8 of the largest value it sums; we allow 2 %
 // of the largest magnitude of each result (f16: 0.5 %). The row kernels
 // compute as the twin does, in another order: 1e-5 (f32) and 1e-12 (f64).
-#include "tensor/attention.h"
+#include "sparse/attention/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "sparse/attention/block_walks.h"
 #include "tensor/ops.h"
 #include "tensor/runtime_options.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
@@ -89,8 +90,8 @@ void check_case(const Case& c, uint64_t& seed) {
   AttentionMask cpu_mask{c.causal, {}}, gpu_mask{c.causal, {}};
   if (c.block > 0) {
     const int64_t blocks = (c.t + c.block - 1) / c.block;
-    cpu_mask.layout = attention_block_layout(layout_keep(blocks), c.block, Device::cpu());
-    gpu_mask.layout = attention_block_layout(layout_keep(blocks), c.block, gpu());
+    cpu_mask.blocks = attention_block_pattern(layout_keep(blocks), c.block, Device::cpu());
+    gpu_mask.blocks = attention_block_pattern(layout_keep(blocks), c.block, gpu());
   }
   const AttentionOutput want = attention_forward(q, k, v, scale, cpu_mask);
   const Tensor qg = q.to(gpu()), kg = k.to(gpu()), vg = v.to(gpu()), dg = dout.to(gpu());
@@ -187,11 +188,24 @@ TEST(CudaAttentionTest, PackedQkv) {
   }
 }
 
-TEST(CudaAttentionTest, ALayoutOnTheWrongDeviceIsRefused) {
+TEST(CudaAttentionTest, APatternOnTheWrongDeviceIsRefused) {
   COPPICE_REQUIRE_GPU();
   const Tensor q = zeros({1, 64, 64}, TensorOptions(DType::kBF16, gpu()));
-  AttentionMask mask{false, attention_block_layout({true}, 64, Device::cpu())};
-  EXPECT_ERROR_NAMING(attention_forward(q, q, q, 1.0, mask), "indices must be i32 vectors on cuda:0");
+  AttentionMask mask{false, attention_block_pattern({true}, 64, Device::cpu())};
+  EXPECT_ERROR_NAMING(attention_forward(q, q, q, 1.0, mask), "the block pattern must be on cuda:0, got cpu");
+}
+
+// A device pattern's walks (its indices read back once) are the CPU's.
+TEST(CudaAttentionTest, DeviceWalksAreTheHosts) {
+  COPPICE_REQUIRE_GPU();
+  const std::vector<bool> keep{true, false, true, true, true, false, false, true, true};
+  const auto want = attention_block_walks(attention_block_pattern(keep, 64, Device::cpu()));
+  const auto got = attention_block_walks(attention_block_pattern(keep, 64, gpu()));
+  for (auto part : {&AttentionBlockWalks::row_ptr, &AttentionBlockWalks::col_idx, &AttentionBlockWalks::col_ptr,
+                    &AttentionBlockWalks::row_idx}) {
+    EXPECT_EQ((got.get()->*part).device(), gpu());
+    EXPECT_EQ((got.get()->*part).to_vector<int32_t>(), (want.get()->*part).to_vector<int32_t>());
+  }
 }
 
 }  // namespace

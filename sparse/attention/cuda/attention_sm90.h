@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "tensor/cuda/attention_tiles.cuh"
+#include "sparse/attention/cuda/attention_tiles.cuh"
 
 namespace coppice::cuda {
 

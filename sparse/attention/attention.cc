@@ -1,8 +1,11 @@
-// The attention frontends (tensor/attention.h): operand checks, then the
-// device's kernel.
+// The attention frontends (attention.h): operand checks, the block pattern's
+// walks (block_walks.h), then the device's kernel.
+#include "sparse/attention/attention.h"
+
+#include <memory>
 #include <string_view>
 
-#include "tensor/attention.h"
+#include "sparse/attention/block_walks.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
 
@@ -27,17 +30,17 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, std::string_vi
                 shape_to_string(q.shape()), ", got ", shape_to_string(k.shape()), " and ", shape_to_string(v.shape()));
 }
 
-void check_mask(const AttentionMask& mask, const Tensor& q, std::string_view op) {
-  const AttentionBlockLayout& l = mask.layout;
-  if (!l.defined()) return;
-  const int64_t t = q.size(1);
-  COPPICE_CHECK(l.blocks == (t + l.block - 1) / l.block, op, ": the block layout covers ", l.blocks, " blocks of ",
-                l.block, " tokens, but T = ", t, " needs ", (t + l.block - 1) / l.block);
-  for (const Tensor* p : {&l.row_ptr, &l.col_idx, &l.col_ptr, &l.row_idx}) {
-    COPPICE_CHECK(p->defined() && p->dtype() == DType::kI32 && p->dim() == 1 && p->device() == q.device(), op,
-                  ": the block layout's indices must be i32 vectors on ", q.device().to_string(),
-                  " (attention_block_layout builds them)");
-  }
+// The mask as the kernels take it: its block size (0 without a pattern) and
+// the pattern's walks, checked against q's T and device.
+struct CheckedMask {
+  int64_t block = 0;
+  std::shared_ptr<const AttentionBlockWalks> walks;
+};
+
+CheckedMask check_mask(const AttentionMask& mask, const Tensor& q, std::string_view op) {
+  if (!mask.blocks.defined()) return {};
+  const int64_t block = checked_attention_block(mask.blocks, q.size(1), q.device(), op);
+  return {block, attention_block_walks(mask.blocks)};
 }
 
 // Unit stride along d (the kernels read rows); any other strides stay.
@@ -45,59 +48,32 @@ Tensor rows_of(const Tensor& t) { return t.strides().back() == 1 ? t : t.contigu
 
 int64_t heads_of(const Tensor& q) { return q.dim() == 4 ? q.size(0) * q.size(2) : q.size(0); }
 
-Attrs attention_attrs(double scale, const AttentionMask& mask) {
+Attrs attention_attrs(double scale, const AttentionMask& mask, const CheckedMask& checked) {
   Attrs a;
-  a.set("scale", scale).set("causal", mask.causal).set("block", mask.layout.block);
+  a.set("scale", scale).set("causal", mask.causal).set("block", checked.block);
   return a;
 }
 
-void push_layout(std::vector<Tensor>& in, const AttentionMask& mask) {
-  const AttentionBlockLayout& l = mask.layout;
-  for (const Tensor* p : {&l.row_ptr, &l.col_idx, &l.col_ptr, &l.row_idx}) in.push_back(l.defined() ? *p : Tensor());
+// The four walks, or four undefined tensors (the kernels' "none" cells).
+void push_walks(std::vector<Tensor>& in, const CheckedMask& checked) {
+  if (!checked.walks) {
+    in.insert(in.end(), 4, Tensor());
+    return;
+  }
+  const AttentionBlockWalks& w = *checked.walks;
+  for (const Tensor* p : {&w.row_ptr, &w.col_idx, &w.col_ptr, &w.row_idx}) in.push_back(*p);
 }
 
 }  // namespace
 
-AttentionBlockLayout attention_block_layout(const std::vector<bool>& keep, int64_t block, Device device) {
-  COPPICE_CHECK(block > 0, "attention_block_layout: block must be positive, got ", block);
-  int64_t n = 0;
-  while (n * n < static_cast<int64_t>(keep.size())) ++n;
-  COPPICE_CHECK(n * n == static_cast<int64_t>(keep.size()) && n > 0,
-                "attention_block_layout: keep must be a non-empty square matrix, got ", keep.size(), " entries");
-  std::vector<int32_t> row_ptr{0}, col_idx, col_ptr{0}, row_idx;
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      if (keep[static_cast<size_t>(i * n + j)]) col_idx.push_back(static_cast<int32_t>(j));
-    }
-    row_ptr.push_back(static_cast<int32_t>(col_idx.size()));
-  }
-  for (int64_t j = 0; j < n; ++j) {
-    for (int64_t i = 0; i < n; ++i) {
-      if (keep[static_cast<size_t>(i * n + j)]) row_idx.push_back(static_cast<int32_t>(i));
-    }
-    col_ptr.push_back(static_cast<int32_t>(row_idx.size()));
-  }
-  auto on_device = [&](const std::vector<int32_t>& v) {
-    return from_vector(v, {static_cast<int64_t>(v.size())}, TensorOptions(DType::kI32)).to(device);
-  };
-  AttentionBlockLayout l;
-  l.block = block;
-  l.blocks = n;
-  l.row_ptr = on_device(row_ptr);
-  l.col_idx = on_device(col_idx);
-  l.col_ptr = on_device(col_ptr);
-  l.row_idx = on_device(row_idx);
-  return l;
-}
-
 AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
                                   const AttentionMask& mask) {
-  constexpr std::string_view op = "attention_forward";
+  constexpr std::string_view op = op::kAttentionForward;
   check_qkv(q, k, v, op);
-  check_mask(mask, q, op);
+  const CheckedMask checked = check_mask(mask, q, op);
   std::vector<Tensor> in{rows_of(q), rows_of(k), rows_of(v)};
-  push_layout(in, mask);
-  std::vector<Tensor> out = dispatch(op, in, attention_attrs(scale, mask));
+  push_walks(in, checked);
+  std::vector<Tensor> out = dispatch(op, in, attention_attrs(scale, mask, checked));
   return {out[0], out[1]};
 }
 
@@ -107,9 +83,9 @@ namespace {
 void backward_into(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                    const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv, double scale,
                    const AttentionMask& mask) {
-  constexpr std::string_view op = "attention_backward";
+  constexpr std::string_view op = op::kAttentionBackward;
   check_qkv(q, k, v, op);
-  check_mask(mask, q, op);
+  const CheckedMask checked = check_mask(mask, q, op);
   COPPICE_CHECK(out.defined() && dout.defined() && out.shape() == q.shape() && dout.shape() == q.shape(), op,
                 ": out and dout must have q's shape ", shape_to_string(q.shape()));
   COPPICE_CHECK(out.dtype() == q.dtype() && dout.dtype() == q.dtype(), op, ": out and dout must have q's dtype ",
@@ -122,8 +98,8 @@ void backward_into(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   // out and dout alike: both contiguous.
   std::vector<Tensor> in{rows_of(q), rows_of(k), rows_of(v), out.contiguous(), lse.contiguous(), dout.contiguous(),
                          dq,         dk,         dv};
-  push_layout(in, mask);
-  dispatch(op, in, attention_attrs(scale, mask));
+  push_walks(in, checked);
+  dispatch(op, in, attention_attrs(scale, mask, checked));
 }
 
 }  // namespace
@@ -148,7 +124,7 @@ Tensor attention_backward_packed(const Tensor& qkv, const Tensor& out, const Ten
 
 AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                   const Tensor& lse, const Tensor& dout, double scale, const AttentionMask& mask) {
-  check_qkv(q, k, v, "attention_backward");
+  check_qkv(q, k, v, op::kAttentionBackward);
   AttentionGrads g{Tensor::empty(q.shape(), q.options()), Tensor::empty(q.shape(), q.options()),
                    Tensor::empty(q.shape(), q.options())};
   backward_into(q, k, v, out, lse, dout, g.dq, g.dk, g.dv, scale, mask);

@@ -37,7 +37,7 @@
 
 #include <cstdint>
 
-#include "tensor/cuda/attention_sm90.h"
+#include "sparse/attention/cuda/attention_sm90.h"
 #include "tensor/cuda/mma_sync.cuh"
 #include "tensor/cuda/wgmma.cuh"
 

@@ -1,7 +1,7 @@
-// The attention frontends and the CPU kernels (tensor/attention.h) against a
+// The attention frontends and the CPU kernels (sparse/attention/attention.h) against a
 // plain [T, T] softmax in f64; the gradients' own check is a gradcheck in
 // tests/autograd/functions/nn_test.cc.
-#include "tensor/attention.h"
+#include "sparse/attention/attention.h"
 
 #include <gtest/gtest.h>
 
@@ -83,9 +83,9 @@ TEST(AttentionTest, ForwardMatchesAWholeSoftmax) {
   for (DType dtype : {DType::kF64, DType::kF32, DType::kBF16}) {
     for (bool causal : {false, true}) {
       for (bool blocks : {false, true}) {
-        SCOPED_TRACE(str_cat(dtype_name(dtype), " causal ", causal, " layout ", blocks));
+        SCOPED_TRACE(str_cat(dtype_name(dtype), " causal ", causal, " pattern ", blocks));
         Tensor q = randn({3, t, 5}, dtype, gen), k = randn({3, t, 5}, dtype, gen), v = randn({3, t, 5}, dtype, gen);
-        AttentionMask mask{causal, blocks ? attention_block_layout(keep, 4, Device::cpu()) : AttentionBlockLayout{}};
+        AttentionMask mask{causal, blocks ? attention_block_pattern(keep, 4, Device::cpu()) : Tensor()};
         AttentionOutput o = attention_forward(q, k, v, 0.45, mask);
         EXPECT_EQ(o.out.dtype(), dtype);
         EXPECT_EQ(o.lse.dtype(), dtype == DType::kF64 ? DType::kF64 : DType::kF32);
@@ -113,7 +113,7 @@ TEST(AttentionTest, PackedQkvMatchesSeparateHeads) {
   Generator gen(9);
   const int64_t b = 2, t = 5, h = 3, d = 4;
   Tensor qkv = randn({b, t, 3, h, d}, DType::kF64, gen), dout = randn({b, t, h, d}, DType::kF64, gen);
-  AttentionMask mask{true, attention_block_layout({true, false, true, true}, 3, Device::cpu())};
+  AttentionMask mask{true, attention_block_pattern({true, false, true, true}, 3, Device::cpu())};
   // [B, T, H, d] -> [B*H, T, d]
   auto heads = [&](const Tensor& x) { return x.permute({0, 2, 1, 3}).contiguous().reshape({b * h, t, d}); };
   const AttentionOutput packed = attention_forward_packed(qkv, 0.3, mask);
@@ -135,7 +135,7 @@ TEST(AttentionTest, BackwardOfAnUnseenQueryIsZero) {
   Tensor q = randn({1, 4, 2}, DType::kF64, gen), k = randn({1, 4, 2}, DType::kF64, gen),
          v = randn({1, 4, 2}, DType::kF64, gen);
   // Blocks of 2: query block 0 sees nothing, query block 1 sees key block 1.
-  AttentionMask mask{false, attention_block_layout({false, false, false, true}, 2, Device::cpu())};
+  AttentionMask mask{false, attention_block_pattern({false, false, false, true}, 2, Device::cpu())};
   AttentionOutput o = attention_forward(q, k, v, 1.0, mask);
   AttentionGrads g = attention_backward(q, k, v, o.out, o.lse, ones({1, 4, 2}, DType::kF64), 1.0, mask);
   const std::vector<double> dq = g.dq.to_vector<double>(), dk = g.dk.to_vector<double>(), dv = g.dv.to_vector<double>();
@@ -153,13 +153,13 @@ TEST(AttentionTest, BadOperandsAreRefusedByName) {
   EXPECT_ERROR_NAMING(attention_forward(zeros({2, 4, 3}, DType::kI64), zeros({2, 4, 3}, DType::kI64),
                                         zeros({2, 4, 3}, DType::kI64), 1.0, {}),
                       "must be floating-point");
-  AttentionMask wrong{false, attention_block_layout(std::vector<bool>(9, true), 3, Device::cpu())};  // 9 tokens
-  EXPECT_ERROR_NAMING(attention_forward(q, k, v, 1.0, wrong), "covers 3 blocks of 3 tokens, but T = 4 needs 2");
-  AttentionMask ok{false, attention_block_layout({true, true, true, true}, 2, Device::cpu())};
+  AttentionMask wrong{false, attention_block_pattern(std::vector<bool>(9, true), 3, Device::cpu())};  // 9 tokens
+  EXPECT_ERROR_NAMING(attention_forward(q, k, v, 1.0, wrong), "blocks of 3 for T = 4 must be [6, 6], got [9, 9]");
+  AttentionMask dense{false, ones({4, 4})};
+  EXPECT_ERROR_NAMING(attention_forward(q, k, v, 1.0, dense), "must be a BSR tensor, got format 'dense'");
+  AttentionMask ok{false, attention_block_pattern({true, true, true, true}, 2, Device::cpu())};
   AttentionOutput o = attention_forward(q, k, v, 1.0, ok);
   EXPECT_ERROR_NAMING(attention_backward(q, k, v, o.out, o.lse.to(DType::kF64), q, 1.0, ok), "lse must be f32 [2, 4]");
-  EXPECT_ERROR_NAMING(attention_block_layout({true, true, true}, 2, Device::cpu()), "square");
-  EXPECT_ERROR_NAMING(attention_block_layout({true}, 0, Device::cpu()), "block must be positive");
 }
 
 }  // namespace

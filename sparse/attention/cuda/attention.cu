@@ -1,4 +1,4 @@
-// Attention on CUDA (tensor/attention.h), twins of tensor/cpu/attention.cc.
+// Attention on CUDA (sparse/attention/attention.h), twins of cpu/attention.cc.
 //
 // bf16/f16 with head size 64 or 128 (and a block layout, if any, in blocks of
 // a multiple of 64 tokens) run tiled kernels in the manner of
@@ -41,9 +41,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "tensor/attention.h"
-#include "tensor/cuda/attention_sm90.h"
-#include "tensor/cuda/attention_tiles.cuh"
+#include "sparse/attention/attention.h"
+#include "sparse/attention/cuda/attention_sm90.h"
+#include "sparse/attention/cuda/attention_tiles.cuh"
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
@@ -645,12 +645,12 @@ void flash_forward(const FlashArgs& a, const Problem& p, int device, cudaStream_
   if (on_wgmma(p, device)) {
     const Sm90AttentionKernels k = sm90_attention_kernels<CT>();
     launch_by_heads(k.forward, a, (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile, p.n, k.forward_smem,
-                    kSm90AttentionThreads, stream, "attention_forward");
+                    kSm90AttentionThreads, stream, op::kAttentionForward);
     return;
   }
   const size_t smem = size_t{5} * S::kRows * S::kPitch * sizeof(CT);
   const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
-  launch_by_heads(flash_forward_kernel<CT, D>, a, tiles, p.n, smem, S::kThreads, stream, "attention_forward");
+  launch_by_heads(flash_forward_kernel<CT, D>, a, tiles, p.n, smem, S::kThreads, stream, op::kAttentionForward);
 }
 
 template <typename CT, int D>
@@ -659,15 +659,15 @@ void flash_backward(const FlashArgs& a, const Problem& p, int device, cudaStream
   if (on_wgmma(p, device)) {
     const Sm90AttentionKernels k = sm90_attention_kernels<CT>();
     const int64_t tiles = (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile;
-    launch_by_heads(k.dkdv, a, tiles, p.n, k.dkdv_smem, kSm90AttentionThreads, stream, "attention_backward");
-    launch_by_heads(k.dq, a, tiles, p.n, k.dq_smem, kSm90AttentionThreads, stream, "attention_backward");
+    launch_by_heads(k.dkdv, a, tiles, p.n, k.dkdv_smem, kSm90AttentionThreads, stream, op::kAttentionBackward);
+    launch_by_heads(k.dq, a, tiles, p.n, k.dq_smem, kSm90AttentionThreads, stream, op::kAttentionBackward);
     return;
   }
   const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
   const size_t tiles_smem = (size_t{2} * S::kRows + size_t{4} * S::kStep) * S::kPitch * sizeof(CT);
   launch_by_heads(flash_dkdv_kernel<CT, D>, a, tiles, p.n, tiles_smem + size_t{4} * S::kStep * sizeof(float),
-                  S::kThreads, stream, "attention_backward");
-  launch_by_heads(flash_dq_kernel<CT, D>, a, tiles, p.n, tiles_smem, S::kThreads, stream, "attention_backward");
+                  S::kThreads, stream, op::kAttentionBackward);
+  launch_by_heads(flash_dq_kernel<CT, D>, a, tiles, p.n, tiles_smem, S::kThreads, stream, op::kAttentionBackward);
 }
 
 // Shared memory of the row kernels: `arrays` score rows of t values of C.
@@ -717,9 +717,9 @@ void launch_rows(Kernel kernel, const Problem& p, size_t smem, cudaStream_t stre
   check_launch(op);
 }
 
-// inputs: q, k, v, then the layout's four index tensors (or none).
+// inputs: q, k, v, then the block pattern's four walks (or none).
 std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs& attrs) {
-  constexpr std::string_view op = "attention_forward";
+  constexpr std::string_view op = op::kAttentionForward;
   check_inputs(in, 7, op);
   const Problem p = problem_of(in, 3, attrs, op);
   const Tensor &q = in[0], &k = in[1], &v = in[2];
@@ -767,9 +767,9 @@ std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs
 }
 
 // inputs: q, k, v, out, lse, dout, dq, dk, dv (written in place: the
-// frontend chooses their layout), then the layout's four index tensors.
+// frontend chooses their layout), then the block pattern's four walks.
 std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attrs& attrs) {
-  constexpr std::string_view op = "attention_backward";
+  constexpr std::string_view op = op::kAttentionBackward;
   check_inputs(in, 13, op);
   const Problem p = problem_of(in, 9, attrs, op);
   const Tensor &q = in[0], &k = in[1], &v = in[2], &out = in[3], &lse = in[4], &dout = in[5];
@@ -838,13 +838,13 @@ std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attr
   return {dq, dk, dv};
 }
 
-const KernelRegistrar kForward("attention_forward", DeviceType::kCuda, attention_kernel_formats(3, false),
+const KernelRegistrar kForward(op::kAttentionForward, DeviceType::kCuda, attention_kernel_formats(3, false),
                                attention_forward);
-const KernelRegistrar kForwardLayout("attention_forward", DeviceType::kCuda, attention_kernel_formats(3, true),
+const KernelRegistrar kForwardLayout(op::kAttentionForward, DeviceType::kCuda, attention_kernel_formats(3, true),
                                      attention_forward);
-const KernelRegistrar kBackward("attention_backward", DeviceType::kCuda, attention_kernel_formats(9, false),
+const KernelRegistrar kBackward(op::kAttentionBackward, DeviceType::kCuda, attention_kernel_formats(9, false),
                                 attention_backward);
-const KernelRegistrar kBackwardLayout("attention_backward", DeviceType::kCuda, attention_kernel_formats(9, true),
+const KernelRegistrar kBackwardLayout(op::kAttentionBackward, DeviceType::kCuda, attention_kernel_formats(9, true),
                                       attention_backward);
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The pieces the tiled attention kernels share (tensor/cuda/attention.cu on
-// mma.sync, tensor/cuda/attention_sm90.cu on Hopper's wgmma): which tiles a
+// The pieces the tiled attention kernels share (attention.cu on
+// mma.sync, attention_sm90.cu on Hopper's wgmma): which tiles a
 // walk visits, the operands' strides, the accumulators' 16 x 8 fragments
 // (the layout of mma.sync's and, per warp, of wgmma's f32 results) and how
 // they are stored. Device code, and the launch arguments.

@@ -1,14 +1,15 @@
-// Attention on the CPU (tensor/attention.h): one query at a time, its scores
+// Attention on the CPU (sparse/attention/attention.h): one query at a time, its scores
 // in a row buffer, in the compute dtype (f32 for bf16/f16). The CUDA kernels'
 // twin and the ground truth of their parity tests, and the float64 route that
 // gradcheck differentiates.
-#include "tensor/attention.h"
+#include "sparse/attention/attention.h"
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "tensor/cpu/loops.h"
+#include "tensor/op_table.h"
 
 namespace coppice::cpu {
 namespace {
@@ -91,7 +92,7 @@ std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs
   const VisibleKeys keys(in, 3, attrs, t);
   Tensor out = Tensor::empty(q.shape(), q.options());
   Tensor lse = Tensor::empty({n, t}, TensorOptions(q.dtype() == DType::kF64 ? DType::kF64 : DType::kF32, q.device()));
-  dispatch_floating(q.dtype(), "attention_forward", [&](auto tag) {
+  dispatch_floating(q.dtype(), op::kAttentionForward, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -137,7 +138,7 @@ std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attr
   const int64_t n = z.n, t = z.t, d = z.d;  // plain locals: C++17 lambdas cannot capture bindings
   const double scale = attrs.get_double("scale");
   const VisibleKeys keys(in, 9, attrs, t);
-  dispatch_floating(q.dtype(), "attention_backward", [&](auto tag) {
+  dispatch_floating(q.dtype(), op::kAttentionBackward, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     using L = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -184,13 +185,13 @@ std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attr
   return {in[6], in[7], in[8]};
 }
 
-const KernelRegistrar forward_reg("attention_forward", DeviceType::kCpu, attention_kernel_formats(3, false),
+const KernelRegistrar forward_reg(op::kAttentionForward, DeviceType::kCpu, attention_kernel_formats(3, false),
                                   attention_forward);
-const KernelRegistrar forward_layout_reg("attention_forward", DeviceType::kCpu, attention_kernel_formats(3, true),
+const KernelRegistrar forward_layout_reg(op::kAttentionForward, DeviceType::kCpu, attention_kernel_formats(3, true),
                                          attention_forward);
-const KernelRegistrar backward_reg("attention_backward", DeviceType::kCpu, attention_kernel_formats(9, false),
+const KernelRegistrar backward_reg(op::kAttentionBackward, DeviceType::kCpu, attention_kernel_formats(9, false),
                                    attention_backward);
-const KernelRegistrar backward_layout_reg("attention_backward", DeviceType::kCpu, attention_kernel_formats(9, true),
+const KernelRegistrar backward_layout_reg(op::kAttentionBackward, DeviceType::kCpu, attention_kernel_formats(9, true),
                                           attention_backward);
 
 }  // namespace

@@ -1,0 +1,27 @@
+// The four index arrays the attention kernels walk, derived from a block
+// pattern (block_pattern.h): by query block, the BSR's own block-row pointers
+// and block columns (the forward's and dq's walk), and by key block, their
+// transpose (dk's and dv's walk). i32, on the pattern's device.
+#pragma once
+
+#include <memory>
+
+#include "tensor/tensor.h"
+
+namespace coppice {
+
+struct AttentionBlockWalks {
+  Tensor row_ptr;  // [blocks + 1]
+  Tensor col_idx;  // [nnz], increasing within each query block
+  Tensor col_ptr;  // [blocks + 1]
+  Tensor row_idx;  // [nnz], increasing within each key block
+};
+
+// The walks of a BSR `pattern` (already checked: checked_attention_block).
+// The transpose is formed once per pattern version and device, on the host
+// (a device pattern's indices are read back that once), and kept while a
+// tensor of that pattern lives, so that later calls (a captured CUDA graph's
+// included) read nothing back.
+std::shared_ptr<const AttentionBlockWalks> attention_block_walks(const Tensor& pattern);
+
+}  // namespace coppice
