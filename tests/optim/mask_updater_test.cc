@@ -786,11 +786,15 @@ TEST(MaskUpdater, CpuAndCudaMasksAgree) {
     cpu.add_layer("w", pc);
     gpu.add_layer("w", pg);
     for (int64_t step = 0; step < 100; step += 10) {
-      Tensor g = random_dense({24, 40}, 3000 + step);
-      if (scores) g = sparsify::block_scores(g, 4, 8, false, "test");
-      const LayerUpdate uc = cpu.update(step, {{"w", {pc, GrowthSignal::dense_gradient(g), Tensor()}}}).layers[0];
-      const LayerUpdate ug =
-          gpu.update(step, {{"w", {pg, GrowthSignal::dense_gradient(g.to(Device::cuda(0))), Tensor()}}}).layers[0];
+      const Tensor g = random_dense({24, 40}, 3000 + step);
+      // The signal as the dense-gradient view hands it over: block scores of
+      // a probed weight, or the dense gradient of a swapped one.
+      auto signal = [&](Device d) {
+        return scores ? GrowthSignal::block_scores(sparsify::block_scores(g, 4, 8, false, "test").to(d), 4, 8)
+                      : GrowthSignal::dense_gradient(g.to(d));
+      };
+      const LayerUpdate uc = cpu.update(step, {{"w", {pc, signal(Device::cpu()), Tensor()}}}).layers[0];
+      const LayerUpdate ug = gpu.update(step, {{"w", {pg, signal(Device::cuda(0)), Tensor()}}}).layers[0];
       pc = uc.param;
       pg = ug.param;
       ASSERT_EQ(pg.device(), Device::cuda(0));
