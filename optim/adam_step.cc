@@ -4,6 +4,7 @@
 
 #include "optim/finite_check_math.h"
 #include "optim/fused_step.h"
+#include "tensor/op_table.h"
 
 namespace coppice {
 
@@ -36,8 +37,8 @@ template void adam_step_cpu<double>(double*, const double*, double*, double*, in
 
 bool fused_adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStepArgs& args,
                      const Tensor& nonfinite, const Tensor& factor) {
-  if (!fused_step_applies("adam_step", p, {&g, &m, &v})) return false;
-  run_fused_step("adam_step", {p, g, m, v}, fused_step_attrs(args), nonfinite, factor);
+  if (!fused_step_applies(op::kAdamStep, p, {&g, &m, &v})) return false;
+  run_fused_step(op::kAdamStep, {p, g, m, v}, fused_step_attrs(args), nonfinite, factor);
   return true;
 }
 
@@ -54,7 +55,7 @@ std::vector<Tensor> adam_step_cpu_kernel(const std::vector<Tensor>& in, const At
   return {};
 }
 
-const FusedStepRegistrar kCpu("adam_step", DeviceType::kCpu, {"dense", "dense", "dense", "dense"},
+const FusedStepRegistrar kCpu(op::kAdamStep, DeviceType::kCpu, {"dense", "dense", "dense", "dense"},
                               adam_step_cpu_kernel);
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "sparse/sparse_impl.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/dispatcher.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -71,7 +72,7 @@ std::vector<Tensor> nonfinite_flag_cpu_kernel(const std::vector<Tensor>& in, con
   return {};
 }
 
-const KernelRegistrar kCpu("nonfinite_flag", DeviceType::kCpu, {"dense", "dense"}, nonfinite_flag_cpu_kernel);
+const KernelRegistrar kCpu(op::kNonfiniteFlag, DeviceType::kCpu, {"dense", "dense"}, nonfinite_flag_cpu_kernel);
 
 }  // namespace
 
@@ -93,7 +94,7 @@ void NonfiniteFlag::add(const Tensor& t, int64_t slot) {
     there.add(v);
     v = there.value().to(flags_.device());
   }
-  dispatch("nonfinite_flag", {v, flags_.select(0, slot)});
+  dispatch(op::kNonfiniteFlag, {v, flags_.select(0, slot)});
 }
 
 Tensor NonfiniteFlag::slot_on(int64_t slot, Device device) {

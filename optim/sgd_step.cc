@@ -4,6 +4,7 @@
 
 #include "optim/finite_check_math.h"
 #include "optim/fused_step.h"
+#include "tensor/op_table.h"
 
 namespace coppice {
 namespace {
@@ -92,8 +93,8 @@ bool fused_sgd_step_mixed(const Tensor& master, const Tensor& g16, const Tensor&
                           const SgdStepArgs& args, const Tensor& nonfinite, const Tensor& factor) {
   const bool has_momentum = args.momentum != 0.0;
   if (!master.defined() || master.dtype() != DType::kF32) return false;
-  if (has_momentum ? !fused_step_applies("sgd_step_mixed", master, {&buf})
-                   : !fused_step_applies("sgd_step_mixed", master, {})) {
+  if (has_momentum ? !fused_step_applies(op::kSgdStepMixed, master, {&buf})
+                   : !fused_step_applies(op::kSgdStepMixed, master, {})) {
     return false;
   }
   for (const Tensor* t : {&g16, &p16}) {
@@ -103,8 +104,8 @@ bool fused_sgd_step_mixed(const Tensor& master, const Tensor& g16, const Tensor&
       return false;
     }
   }
-  run_fused_step("sgd_step_mixed", {master, g16, has_momentum ? buf : Tensor(), p16}, fused_step_attrs(args), nonfinite,
-                 factor);
+  run_fused_step(op::kSgdStepMixed, {master, g16, has_momentum ? buf : Tensor(), p16}, fused_step_attrs(args),
+                 nonfinite, factor);
   return true;
 }
 
@@ -112,10 +113,10 @@ bool fused_sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const S
                     const Tensor& nonfinite, const Tensor& factor) {
   const bool has_momentum = args.momentum != 0.0;
   const bool applies =
-      has_momentum ? fused_step_applies("sgd_step", p, {&g, &buf}) : fused_step_applies("sgd_step", p, {&g});
+      has_momentum ? fused_step_applies(op::kSgdStep, p, {&g, &buf}) : fused_step_applies(op::kSgdStep, p, {&g});
   if (!applies) return false;
   // Without momentum the buffer travels as an undefined input ("none").
-  run_fused_step("sgd_step", {p, g, has_momentum ? buf : Tensor()}, fused_step_attrs(args), nonfinite, factor);
+  run_fused_step(op::kSgdStep, {p, g, has_momentum ? buf : Tensor()}, fused_step_attrs(args), nonfinite, factor);
   return true;
 }
 
@@ -132,8 +133,9 @@ std::vector<Tensor> sgd_step_cpu_kernel(const std::vector<Tensor>& in, const Att
   return {};
 }
 
-const FusedStepRegistrar kCpu("sgd_step", DeviceType::kCpu, {"dense", "dense", "dense"}, sgd_step_cpu_kernel);
-const FusedStepRegistrar kCpuNoMomentum("sgd_step", DeviceType::kCpu, {"dense", "dense", "none"}, sgd_step_cpu_kernel);
+const FusedStepRegistrar kCpu(op::kSgdStep, DeviceType::kCpu, {"dense", "dense", "dense"}, sgd_step_cpu_kernel);
+const FusedStepRegistrar kCpuNoMomentum(op::kSgdStep, DeviceType::kCpu, {"dense", "dense", "none"},
+                                        sgd_step_cpu_kernel);
 
 // Inputs master, g16, buf (or none), p16, flag (or none), factor (or none).
 std::vector<Tensor> sgd_step_mixed_cpu_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
@@ -151,9 +153,9 @@ std::vector<Tensor> sgd_step_mixed_cpu_kernel(const std::vector<Tensor>& in, con
   return {};
 }
 
-const FusedStepRegistrar kCpuMixed("sgd_step_mixed", DeviceType::kCpu, {"dense", "dense", "dense", "dense"},
+const FusedStepRegistrar kCpuMixed(op::kSgdStepMixed, DeviceType::kCpu, {"dense", "dense", "dense", "dense"},
                                    sgd_step_mixed_cpu_kernel);
-const FusedStepRegistrar kCpuMixedNoMomentum("sgd_step_mixed", DeviceType::kCpu, {"dense", "dense", "none", "dense"},
+const FusedStepRegistrar kCpuMixedNoMomentum(op::kSgdStepMixed, DeviceType::kCpu, {"dense", "dense", "none", "dense"},
                                              sgd_step_mixed_cpu_kernel);
 
 }  // namespace

@@ -15,13 +15,14 @@
 #include "sparsifiers/mask_keys.h"
 #include "tensor/dispatcher.h"
 #include "tensor/error.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice {
 
 namespace {
 
-constexpr const char* kOp = "relu_to_csr";
+constexpr const char* kOp = op::kReluToCsr;
 
 bool fusable_input(const Tensor& x) {
   return x.is_dense() && x.dim() == 2 && is_floating(x.dtype()) && x.numel() <= INT32_MAX &&

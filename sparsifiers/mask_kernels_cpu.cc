@@ -16,6 +16,7 @@
 #include "sparsifiers/mask_keys.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/dispatcher.h"
+#include "tensor/op_table.h"
 #include "tensor/philox.h"
 
 namespace coppice::sparsify {
@@ -79,7 +80,7 @@ std::vector<Tensor> sparsify_stream(const std::vector<Tensor>& in, const Attrs& 
   const Tensor& x = in.at(0);
   Tensor out = Tensor::empty(x.shape(), a.get_bool("values") ? x.options() : TensorOptions(DType::kBool));
   const bool random = a.get_string("mode") == "random", values = a.get_bool("values");
-  dispatch_floating(x.dtype(), "sparsify_stream", [&](auto tag) {
+  dispatch_floating(x.dtype(), op::kSparsifyStream, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (random) {
       values ? stream_kernel<T, true, true>(x, out, a) : stream_kernel<T, true, false>(x, out, a);
@@ -182,10 +183,10 @@ std::vector<Tensor> sparsify_nm_mask(const std::vector<Tensor>& in, const Attrs&
   return {out};
 }
 
-const KernelRegistrar kStream("sparsify_stream", DeviceType::kCpu, {"dense"}, sparsify_stream);
-const KernelRegistrar kTopk("sparsify_topk_mask", DeviceType::kCpu, {"dense"}, sparsify_topk_mask);
-const KernelRegistrar kBlock("sparsify_block_scores", DeviceType::kCpu, {"dense"}, sparsify_block_scores);
-const KernelRegistrar kNm("sparsify_nm_mask", DeviceType::kCpu, {"dense"}, sparsify_nm_mask);
+const KernelRegistrar kStream(op::kSparsifyStream, DeviceType::kCpu, {"dense"}, sparsify_stream);
+const KernelRegistrar kTopk(op::kSparsifyTopkMask, DeviceType::kCpu, {"dense"}, sparsify_topk_mask);
+const KernelRegistrar kBlock(op::kSparsifyBlockScores, DeviceType::kCpu, {"dense"}, sparsify_block_scores);
+const KernelRegistrar kNm(op::kSparsifyNmMask, DeviceType::kCpu, {"dense"}, sparsify_nm_mask);
 
 }  // namespace
 }  // namespace coppice::sparsify

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "tensor/dispatcher.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparsify {
@@ -34,7 +35,7 @@ Attrs stream_attrs(const char* mode, double threshold, double p, uint64_t seed, 
 
 Tensor stream(const Tensor& x, const Attrs& attrs, std::string_view op) {
   check_floating(x, op);
-  return dispatch("sparsify_stream", {x.contiguous()}, attrs)[0];
+  return dispatch(op::kSparsifyStream, {x.contiguous()}, attrs)[0];
 }
 
 }  // namespace
@@ -62,7 +63,7 @@ Tensor topk_mask(const Tensor& keys, int64_t k, bool magnitude, std::string_view
   Attrs a;
   a.set("k", k);
   a.set("magnitude", magnitude);
-  return dispatch("sparsify_topk_mask", {widened(keys)}, a)[0];
+  return dispatch(op::kSparsifyTopkMask, {widened(keys)}, a)[0];
 }
 
 Tensor block_scores(const Tensor& x, int64_t bh, int64_t bw, bool l1, std::string_view op) {
@@ -74,7 +75,7 @@ Tensor block_scores(const Tensor& x, int64_t bh, int64_t bw, bool l1, std::strin
   a.set("block_rows", bh);
   a.set("block_cols", bw);
   a.set("l1", l1);
-  return dispatch("sparsify_block_scores", {widened(x)}, a)[0];
+  return dispatch(op::kSparsifyBlockScores, {widened(x)}, a)[0];
 }
 
 Tensor product_block_scores(const std::vector<std::pair<Tensor, Tensor>>& factors, int64_t bh, int64_t bw,
@@ -144,7 +145,7 @@ Tensor nm_mask(const Tensor& x, int64_t n, int64_t m, int64_t dim, std::string_v
   a.set("n", n);
   a.set("m", m);
   const Tensor x3 = widened(x).reshape({outer, size, inner});
-  return dispatch("sparsify_nm_mask", {x3}, a)[0].reshape(x.shape());
+  return dispatch(op::kSparsifyNmMask, {x3}, a)[0].reshape(x.shape());
 }
 
 }  // namespace coppice::sparsify

@@ -142,7 +142,7 @@ std::string arity_text(size_t min_inputs, size_t max_inputs);
       .attr("std", kDouble).outputs(kInPlace))                                                                      \
   X(kRandint, "randint_", .inputs(1).attr("seed", kInt).attr("offset", kInt).attr("low", kInt)                      \
       .attr("high", kInt).outputs(kInPlace))                                                                        \
-  /* nn (tensor/ops_nn.cc, ops_attention.cc) */                                                                     \
+  /* nn (tensor/ops_nn.cc; attention: sparse/attention/attention.cc) */                                               \
   X(kSoftmax, "softmax", .inputs(1).attr("dim", kInt).without_dense_cpu(kHook))                                     \
   X(kLogSoftmax, "log_softmax", .inputs(1).attr("dim", kInt).without_dense_cpu(kHook))                              \
   X(kCrossEntropy, "cross_entropy", .inputs(2).attr("label_smoothing", kDouble).attr("ignore_index", kInt)          \

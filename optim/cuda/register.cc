@@ -19,6 +19,7 @@
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/dispatcher.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice::optim_cuda {
@@ -37,7 +38,7 @@ void launch_fused_step(const char* op, const Tensor& p, Launch&& launch) {
 
 std::vector<Tensor> adam_step_cuda_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
   const auto args = fused_step_args<AdamStepArgs>(attrs);
-  launch_fused_step("adam_step", in[0], [&](auto zero, cudaStream_t stream) {
+  launch_fused_step(op::kAdamStep, in[0], [&](auto zero, cudaStream_t stream) {
     using T = decltype(zero);
     adam_step<T>(in[0].data<T>(), in[1].data<T>(), in[2].data<T>(), in[3].data<T>(), in[0].numel(), args,
                  fused_step_flag(in), fused_step_factor(in), stream);
@@ -47,7 +48,7 @@ std::vector<Tensor> adam_step_cuda_kernel(const std::vector<Tensor>& in, const A
 
 std::vector<Tensor> sgd_step_cuda_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
   const auto args = fused_step_args<SgdStepArgs>(attrs);
-  launch_fused_step("sgd_step", in[0], [&](auto zero, cudaStream_t stream) {
+  launch_fused_step(op::kSgdStep, in[0], [&](auto zero, cudaStream_t stream) {
     using T = decltype(zero);
     sgd_step<T>(in[0].data<T>(), in[1].data<T>(), in[2].defined() ? in[2].data<T>() : nullptr, in[0].numel(), args,
                 fused_step_flag(in), fused_step_factor(in), stream);
@@ -72,7 +73,7 @@ std::vector<Tensor> sgd_step_mixed_cuda_kernel(const std::vector<Tensor>& in, co
     sgd_step_mixed<Half>(in[0].data<float>(), in[1].data<Half>(), buf, in[3].data<Half>(), in[0].numel(), args, flag,
                          factor, stream);
   }
-  COPPICE_CUDA_CHECK(cudaGetLastError(), "sgd_step_mixed");
+  COPPICE_CUDA_CHECK(cudaGetLastError(), op::kSgdStepMixed);
   return {};
 }
 
@@ -100,7 +101,7 @@ std::vector<Tensor> nonfinite_flag_cuda_kernel(const std::vector<Tensor>& in, co
       break;
     default: fail("nonfinite_flag: values must be f32, f64, bf16 or f16, got ", dtype_name(v.dtype()));
   }
-  COPPICE_CUDA_CHECK(cudaGetLastError(), "nonfinite_flag");
+  COPPICE_CUDA_CHECK(cudaGetLastError(), op::kNonfiniteFlag);
   return {};
 }
 
@@ -212,18 +213,18 @@ struct MultiTensorRegistrar {
 };
 const MultiTensorRegistrar kMulti;
 
-const KernelRegistrar kNonfinite("nonfinite_flag", DeviceType::kCuda, {"dense", "dense"}, nonfinite_flag_cuda_kernel);
+const KernelRegistrar kNonfinite(op::kNonfiniteFlag, DeviceType::kCuda, {"dense", "dense"}, nonfinite_flag_cuda_kernel);
 // Each fused step with its non-finite flag as a last input and without
 // (optim/fused_step.h).
-const FusedStepRegistrar kAdam("adam_step", DeviceType::kCuda, {"dense", "dense", "dense", "dense"},
+const FusedStepRegistrar kAdam(op::kAdamStep, DeviceType::kCuda, {"dense", "dense", "dense", "dense"},
                                adam_step_cuda_kernel);
 // Without momentum the buffer is an undefined input ("none").
-const FusedStepRegistrar kSgd("sgd_step", DeviceType::kCuda, {"dense", "dense", "dense"}, sgd_step_cuda_kernel);
-const FusedStepRegistrar kSgdNoMomentum("sgd_step", DeviceType::kCuda, {"dense", "dense", "none"},
+const FusedStepRegistrar kSgd(op::kSgdStep, DeviceType::kCuda, {"dense", "dense", "dense"}, sgd_step_cuda_kernel);
+const FusedStepRegistrar kSgdNoMomentum(op::kSgdStep, DeviceType::kCuda, {"dense", "dense", "none"},
                                         sgd_step_cuda_kernel);
-const FusedStepRegistrar kSgdMixed("sgd_step_mixed", DeviceType::kCuda, {"dense", "dense", "dense", "dense"},
+const FusedStepRegistrar kSgdMixed(op::kSgdStepMixed, DeviceType::kCuda, {"dense", "dense", "dense", "dense"},
                                    sgd_step_mixed_cuda_kernel);
-const FusedStepRegistrar kSgdMixedNoMomentum("sgd_step_mixed", DeviceType::kCuda, {"dense", "dense", "none", "dense"},
+const FusedStepRegistrar kSgdMixedNoMomentum(op::kSgdStepMixed, DeviceType::kCuda, {"dense", "dense", "none", "dense"},
                                              sgd_step_mixed_cuda_kernel);
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/sort.h"
+#include "tensor/op_table.h"
 #include "tensor/philox.h"
 
 namespace coppice::cuda {
@@ -84,7 +85,7 @@ __global__ void stream_kernel(const T* __restrict__ x, void* __restrict__ out, i
 }
 
 std::vector<Tensor> sparsify_stream(const std::vector<Tensor>& in, const Attrs& a) {
-  constexpr const char* op = "sparsify_stream";
+  constexpr const char* op = op::kSparsifyStream;
   check_inputs(in, 1, op);
   check_contiguous_cuda(in[0], op, "input");
   const Tensor& x = in[0];
@@ -144,7 +145,7 @@ __global__ void keep_first(const int32_t* __restrict__ ids, int64_t k, bool* __r
 }
 
 std::vector<Tensor> sparsify_topk_mask(const std::vector<Tensor>& in, const Attrs& a) {
-  constexpr const char* op = "sparsify_topk_mask";
+  constexpr const char* op = op::kSparsifyTopkMask;
   check_inputs(in, 1, op);
   check_contiguous_cuda(in[0], op, "keys");
   const Tensor& keys = in[0];
@@ -213,7 +214,7 @@ __global__ void block_sum_kernel(const double* __restrict__ row_scores, int64_t 
 }
 
 std::vector<Tensor> sparsify_block_scores(const std::vector<Tensor>& in, const Attrs& a) {
-  constexpr const char* op = "sparsify_block_scores";
+  constexpr const char* op = op::kSparsifyBlockScores;
   check_inputs(in, 1, op);
   check_contiguous_cuda(in[0], op, "input");
   check_ndim(in[0], 2, op, "input");
@@ -255,7 +256,7 @@ __global__ void nm_kernel(const T* __restrict__ x, int64_t size, int64_t inner, 
 }
 
 std::vector<Tensor> sparsify_nm_mask(const std::vector<Tensor>& in, const Attrs& a) {
-  constexpr const char* op = "sparsify_nm_mask";
+  constexpr const char* op = op::kSparsifyNmMask;
   check_inputs(in, 1, op);
   check_contiguous_cuda(in[0], op, "input");
   check_ndim(in[0], 3, op, "input");
@@ -280,10 +281,10 @@ std::vector<Tensor> sparsify_nm_mask(const std::vector<Tensor>& in, const Attrs&
   return {out};
 }
 
-const KernelRegistrar kStream("sparsify_stream", DeviceType::kCuda, {"dense"}, sparsify_stream);
-const KernelRegistrar kTopk("sparsify_topk_mask", DeviceType::kCuda, {"dense"}, sparsify_topk_mask);
-const KernelRegistrar kBlock("sparsify_block_scores", DeviceType::kCuda, {"dense"}, sparsify_block_scores);
-const KernelRegistrar kNm("sparsify_nm_mask", DeviceType::kCuda, {"dense"}, sparsify_nm_mask);
+const KernelRegistrar kStream(op::kSparsifyStream, DeviceType::kCuda, {"dense"}, sparsify_stream);
+const KernelRegistrar kTopk(op::kSparsifyTopkMask, DeviceType::kCuda, {"dense"}, sparsify_topk_mask);
+const KernelRegistrar kBlock(op::kSparsifyBlockScores, DeviceType::kCuda, {"dense"}, sparsify_block_scores);
+const KernelRegistrar kNm(op::kSparsifyNmMask, DeviceType::kCuda, {"dense"}, sparsify_nm_mask);
 
 }  // namespace
 }  // namespace coppice::cuda

@@ -13,11 +13,12 @@
 #include "sparsifiers/mask_keys.h"
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
+#include "tensor/op_table.h"
 
 namespace coppice::cuda {
 namespace {
 
-constexpr const char* kOp = "relu_to_csr";
+constexpr const char* kOp = op::kReluToCsr;
 
 // Keeps v > threshold (relu_keeps); relu(v) = v where kept, so the stored
 // values are the input's.
