@@ -129,9 +129,9 @@ RuntimeOptions runtime_options_from(const Getenv& getenv) {
        [&](const char* n, std::string_view v) { o.attention_wgmma = one_of(n, v, kBoolNames); });
   read("COPPICE_SDDMM_DENSE_DENSITY",
        [&](const char* n, std::string_view v) { o.sddmm_dense_min_density = parse_density(n, v); });
-  for (const auto& [name, instead] : kRetired) {
-    read(name, [&](const char* n, std::string_view v) {
-      fail(n, "='", one_line(std::string(v)), "' is no longer read: use ", instead, " (sparse/route_choices.h)");
+  for (const auto& retired : kRetired) {
+    read(retired.first, [&](const char* n, std::string_view v) {
+      fail(n, "='", one_line(std::string(v)), "' is no longer read: use ", retired.second, " (sparse/route_choices.h)");
     });
   }
   return o;
