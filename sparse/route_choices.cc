@@ -49,16 +49,10 @@ bool contains(const std::vector<std::string_view>& names, std::string_view name)
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-std::string joined(const std::vector<std::string_view>& names) {
-  std::string s;
-  for (std::string_view n : names) s += str_cat(s.empty() ? "" : ", ", n);
-  return s;
-}
-
 std::string decision_names() {
   std::vector<std::string_view> names;
   for (const RouteDecision& d : decisions()) names.push_back(d.name);
-  return joined(names);
+  return str_join(names, ", ");
 }
 
 // "a=b,c=d" as a map; `where` names the source in errors. "auto" entries
@@ -76,7 +70,7 @@ std::map<std::string, std::string> parse_pins(const std::string& list, const std
     const RouteDecision* d = find_decision(name);
     COPPICE_CHECK(d != nullptr, where, ": '", name, "' is not a route decision (", decision_names(), ")");
     COPPICE_CHECK(value == "auto" || contains(d->pins, value), where, ": ", name, "='", value,
-                  "' is not accepted (auto, ", joined(d->pins), ")");
+                  "' is not accepted (auto, ", str_join(d->pins, ", "), ")");
     COPPICE_CHECK(pins.count(name) == 0, where, ": ", name, " is pinned twice");
     if (value != "auto") pins[name] = value;
     start = end + 1;
@@ -142,7 +136,7 @@ RouteChoice restored_choice(const json::Value& item, const std::string& where) {
   for (const json::Value& n : cands->items()) {
     COPPICE_CHECK(n.is_string() && contains(d->candidates, n.as_string()), where, ": candidate ",
                   n.is_string() ? str_cat("'", n.as_string(), "'") : json::kind_name(n.kind()), " is not one of ",
-                  c.decision, "'s (", joined(d->candidates), ")");
+                  c.decision, "'s (", str_join(d->candidates, ", "), ")");
     c.candidates.push_back(n.as_string());
   }
   COPPICE_CHECK(std::find(c.candidates.begin(), c.candidates.end(), c.winner) != c.candidates.end(), where,
@@ -210,7 +204,8 @@ size_t choose_route(std::string_view decision, const std::string& key, const std
       const RouteChoice& c = it->second;
       const auto w = std::find(candidates.begin(), candidates.end(), c.winner);
       COPPICE_CHECK(w != candidates.end(), decision, ": the ", route_source_name(c.source), " route '", c.winner,
-                    "' for key '", key, "' is not among the routes that can run it here (", joined(candidates), ")");
+                    "' for key '", key, "' is not among the routes that can run it here (", str_join(candidates, ", "),
+                    ")");
       ++s.stats[c.decision].reused;
       return static_cast<size_t>(w - candidates.begin());
     }
