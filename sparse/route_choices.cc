@@ -31,9 +31,20 @@ const std::vector<RouteDecision>& decisions() {
        {"tiles", "dense"},
        {"tiles", "dense"}},
       {"bsr_tiles",
-       "the tiled BSR routes of the SpMM and SDDMM planners (sparse/cuda/bsr_products.h)",
+       "the BSR kernels of the SpMM and SDDMM planners: mma.sync where it runs, else the WMMA / FMA tiles "
+       "(sparse/cuda/bsr_products.h); tiles: the tiles wherever they run; off: neither",
+       {},
+       {"tiles", "off"}},
+      {"sddmm_dense",
+       "the dense route of the CUDA SDDMM (a @ b by cuBLAS, then a gather: sparse/cuda/sddmm.cc), from density "
+       "0.005; on: at every density; off: never",
        {},
        {"on", "off"}},
+      {"attention",
+       "fused attention on CUDA: wgmma for head size 64 in bf16/f16 on compute capability 9.0, else mma.sync "
+       "(sparse/attention/cuda/attention.cu); mma_sync: everywhere (the reference)",
+       {},
+       {"mma_sync"}},
   };
   return *table;
 }

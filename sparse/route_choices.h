@@ -15,8 +15,16 @@
 //              sparse tensor cores through mma.sp even where wgmma runs)
 //   bsr_sddmm  tiles, dense               tiles | dense
 //              (the BSR SDDMM where the dense route may run: sparse/cuda/sddmm.cc)
-//   bsr_tiles  (by rule)                  on | off
-//              (the tiled BSR routes of spmm.cc and sddmm.cc; off: the routes they replace)
+//   bsr_tiles  (by rule)                  tiles | off
+//              (the BSR kernels of spmm.cc and sddmm.cc: mma.sync where it runs, else the
+//              WMMA / FMA tiles; tiles: the tiles wherever they run; off: neither, the
+//              routes they replace)
+//   sddmm_dense (by rule)                 on | off
+//              (the CUDA SDDMM's dense route, a @ b then a gather, from density 0.005:
+//              sparse/cuda/sddmm.cc; on: at every density; off: never)
+//   attention  (by rule)                  mma_sync
+//              (fused attention's kernels: wgmma for head size 64 in bf16/f16 on
+//              compute capability 9.0, else mma.sync: sparse/attention/cuda/attention.cu)
 //
 // Every measured decision is recorded (decision, key, candidates, each one's
 // time, winner, source), so that

@@ -3,7 +3,6 @@
 #include <array>
 #include <atomic>
 #include <charconv>
-#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -22,7 +21,6 @@ using Getenv = std::function<const char*(const char*)>;
 // The enum spellings, in the enums' order (index = value).
 constexpr std::array<std::string_view, 3> kProfileNames = {"0", "1", "shapes"};
 constexpr std::array<std::string_view, 2> kSimdNames = {"auto", "sse"};
-constexpr std::array<std::string_view, 2> kBoolNames = {"0", "1"};
 
 // Variables that chose product routes before the planners' pins replaced
 // them (sparse/route_choices.h): set, they are an error that says what to
@@ -30,8 +28,10 @@ constexpr std::array<std::string_view, 2> kBoolNames = {"0", "1"};
 constexpr std::pair<const char*, const char*> kRetired[] = {
     {"COPPICE_CSR_SPMM", "COPPICE_ROUTES=csr_spmm=cusparse|rows|tiled|own"},
     {"COPPICE_CSR_SPMM_LOG", "the recorded route choices (the run summary's route_choices)"},
-    {"COPPICE_BSR_TILES", "COPPICE_ROUTES=bsr_tiles=on|off"},
+    {"COPPICE_BSR_TILES", "COPPICE_ROUTES=bsr_tiles=tiles|off"},
     {"COPPICE_NM24_MMA", "COPPICE_ROUTES=nm24=sparse|mma_sp|dense"},
+    {"COPPICE_ATTENTION_WGMMA", "COPPICE_ROUTES=attention=mma_sync"},
+    {"COPPICE_SDDMM_DENSE_DENSITY", "COPPICE_ROUTES=sddmm_dense=on|off"},
 };
 
 [[noreturn]] void bad_value(const char* name, std::string_view value, std::string_view accepted) {
@@ -56,21 +56,9 @@ int parse_threads(const char* name, std::string_view v) {
   return n;
 }
 
-double parse_density(const char* name, std::string_view v) {
-  double d = 0.0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
-  if (ec != std::errc() || end != v.data() + v.size() || !std::isfinite(d) || d < 0.0) {
-    bad_value(name, v, "a finite number >= 0 (above 1 turns the dense route off)");
-  }
-  return d;
-}
-
 void validate(const RuntimeOptions& o) {
   COPPICE_CHECK(o.num_threads >= 0 && o.num_threads <= kMaxThreads, "runtime options: num_threads = ", o.num_threads,
                 " is outside [0, ", kMaxThreads, "] (0: the hardware's threads)");
-  COPPICE_CHECK(std::isfinite(o.sddmm_dense_min_density) && o.sddmm_dense_min_density >= 0.0,
-                "runtime options: sddmm_dense_min_density = ", o.sddmm_dense_min_density,
-                " must be a finite number >= 0 (above 1 turns the dense route off)");
 }
 
 // One atomic per field, so that a kernel's read takes no lock; `loaded` says
@@ -81,16 +69,12 @@ struct Store {
   std::atomic<int> num_threads{0};
   std::atomic<ProfileMode> profile{ProfileMode::kOff};
   std::atomic<CpuSimd> cpu_simd{CpuSimd::kAuto};
-  std::atomic<bool> attention_wgmma{true};
-  std::atomic<double> sddmm_dense_min_density{0.005};
 
   void store(const RuntimeOptions& o) {  // with mu held
     constexpr auto r = std::memory_order_relaxed;
     num_threads.store(o.num_threads, r);
     profile.store(o.profile, r);
     cpu_simd.store(o.cpu_simd, r);
-    attention_wgmma.store(o.attention_wgmma, r);
-    sddmm_dense_min_density.store(o.sddmm_dense_min_density, r);
     loaded.store(true, std::memory_order_release);
   }
 
@@ -100,8 +84,6 @@ struct Store {
     o.num_threads = num_threads.load(r);
     o.profile = profile.load(r);
     o.cpu_simd = cpu_simd.load(r);
-    o.attention_wgmma = attention_wgmma.load(r);
-    o.sddmm_dense_min_density = sddmm_dense_min_density.load(r);
     return o;
   }
 };
@@ -125,10 +107,6 @@ RuntimeOptions runtime_options_from(const Getenv& getenv) {
        [&](const char* n, std::string_view v) { o.profile = static_cast<ProfileMode>(one_of(n, v, kProfileNames)); });
   read("COPPICE_CPU_SIMD",
        [&](const char* n, std::string_view v) { o.cpu_simd = static_cast<CpuSimd>(one_of(n, v, kSimdNames)); });
-  read("COPPICE_ATTENTION_WGMMA",
-       [&](const char* n, std::string_view v) { o.attention_wgmma = one_of(n, v, kBoolNames); });
-  read("COPPICE_SDDMM_DENSE_DENSITY",
-       [&](const char* n, std::string_view v) { o.sddmm_dense_min_density = parse_density(n, v); });
   for (const auto& retired : kRetired) {
     read(retired.first, [&](const char* n, std::string_view v) {
       fail(n, "='", one_line(std::string(v)), "' is no longer read: use ", retired.second, " (sparse/route_choices.h)");

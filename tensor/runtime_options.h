@@ -15,8 +15,6 @@
 //   COPPICE_NUM_THREADS          num_threads              unset: the hardware's threads; 1..1024
 //   COPPICE_PROFILE              profile                  0 | 1 | shapes (tensor/op_profile.h)
 //   COPPICE_CPU_SIMD             cpu_simd                 auto | sse (the CPU sparse loops)
-//   COPPICE_ATTENTION_WGMMA      attention_wgmma          1 | 0
-//   COPPICE_SDDMM_DENSE_DENSITY  sddmm_dense_min_density  0.005; a finite number >= 0 (above 1: never)
 //
 // The options are process-global, like the environment they replace: a
 // ScopedRuntimeOptions is for one thread's scope (a test), not for threads
@@ -26,8 +24,9 @@
 // Which route a sparse product takes is the planners' (sparse/route_choices.h,
 // which reads COPPICE_ROUTES, the pins that name its decisions); the
 // variables that pinned routes before (COPPICE_CSR_SPMM, COPPICE_CSR_SPMM_LOG,
-// COPPICE_BSR_TILES, COPPICE_NM24_MMA) are an error here that says what to
-// use instead.
+// COPPICE_BSR_TILES, COPPICE_NM24_MMA, COPPICE_ATTENTION_WGMMA,
+// COPPICE_SDDMM_DENSE_DENSITY) are an error here that says what to use
+// instead.
 #pragma once
 
 #include <functional>
@@ -48,21 +47,13 @@ struct RuntimeOptions {
   int num_threads = 0;
   ProfileMode profile = ProfileMode::kOff;
   CpuSimd cpu_simd = CpuSimd::kAuto;
-  // Attention of head size 64 in bf16/f16 on Hopper's wgmma kernels
-  // (sparse/attention/cuda/attention_sm90.h) on devices of compute capability 9.0;
-  // false: on the mma.sync kernels every GPU runs, the reference.
-  bool attention_wgmma = true;
-  // The density from which a CUDA SDDMM computes a @ b densely and gathers
-  // (the dense_gemm route of sparse/cuda/sddmm.cc); above 1 turns it off.
-  double sddmm_dense_min_density = 0.005;
 };
 
 // The options in force (reads the environment at the first call).
 RuntimeOptions runtime_options();
 
 // Replaces every option; throws coppice::Error for a value out of range
-// (num_threads outside 0..1024, a negative or non-finite density). The
-// environment is not read after this.
+// (num_threads outside 0..1024). The environment is not read after this.
 void set_runtime_options(const RuntimeOptions& options);
 
 // The options as the environment gives them, through `getenv` (nullptr for an

@@ -13,7 +13,6 @@
 #include "sparse/cuda/bsr_mma.h"
 #include "sparse/cuda/bsr_tiles.h"
 #include "sparse/cuda/pattern_cache.h"
-#include "sparse/route_choices.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/op_table.h"
@@ -118,21 +117,6 @@ std::shared_ptr<const SddmmGroups> sddmm_groups(const Tensor& pattern, const Bsr
   });
 }
 
-// Whether the mma.sync kernels (bsr_mma.h) run this product or SDDMM, rather
-// than the WMMA / FMA tiles (bsr_tiles.h): square 16, 32 and 64 blocks of a
-// 16-bit type, or of f32 on TF32 tensor cores (allow_tf32).
-bool mma_runs(const BsrImpl& b, DType dtype) {
-  return (dtype != DType::kF32 || allow_tf32()) &&
-         bsr_mma_takes(static_cast<int>(b.block_rows()), static_cast<int>(b.block_cols()));
-}
-
-// The blocks the tiles take: 16 and 32 on a side in every type, and the
-// square blocks mma_runs takes (64x64 in 16 bits or TF32).
-bool tiles_take(const BsrImpl& b, DType dtype) {
-  const auto side = [](int64_t v) { return v == 16 || v == 32; };
-  return (side(b.block_rows()) && side(b.block_cols())) || mma_runs(b, dtype);
-}
-
 TileMath math_for(DType dtype) {
   if (dtype != DType::kF32) return TileMath::kHalf;
   return allow_tf32() ? TileMath::kTf32 : TileMath::kF32;
@@ -161,15 +145,15 @@ struct WriteOut {
 };
 
 template <typename T>
-void run_product(const Tensor& s, const BsrImpl& b, bool walk_transposed, const Tensor& x, bool x_transposed, Tensor& y,
-                 bool y_transposed, int64_t n, const WriteOut& out) {
+void run_product(BsrKernel kernel, const Tensor& s, const BsrImpl& b, bool walk_transposed, const Tensor& x,
+                 bool x_transposed, Tensor& y, bool y_transposed, int64_t n, const WriteOut& out) {
   BsrProductArgs<T> p;
   p.bias = out.bias.defined() ? static_cast<const T*>(out.bias.data_ptr()) : nullptr;
   p.relu = out.relu;
   p.gelu = out.gelu;
   std::shared_ptr<const BlockColumns> columns;
   Tensor row_order;
-  const bool mma = mma_runs(b, s.dtype());
+  const bool mma = kernel == BsrKernel::kMmaSync;
   COPPICE_CHECK(p.gelu == GeluWriteOut::kNone || mma, "bsr tiles: internal: a gelu write-out off the mma.sync kernels");
   if (walk_transposed) {
     columns = block_columns(s, b);
@@ -223,21 +207,32 @@ void by_dtype(DType dtype, F f) {
 
 }  // namespace
 
-bool bsr_tiles_apply(const Tensor& s) {
-  if (s.impl_as<BsrImpl>() == nullptr || !s.device().is_cuda() || route_pin("bsr_tiles") == "off") return false;
+std::string_view bsr_kernel_name(BsrKernel kernel) { return kernel == BsrKernel::kMmaSync ? "mma_sync" : "tiles"; }
+
+bool bsr_kernel_takes(BsrKernel kernel, const Tensor& s) {
+  if (s.impl_as<BsrImpl>() == nullptr || !s.device().is_cuda()) return false;
   const DType d = s.dtype();
   if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16) return false;
-  const BsrImpl& b = bsr_impl(s, "bsr tiles");
-  return tiles_take(b, d);
+  const BsrImpl& b = bsr_impl(s, "bsr kernels");
+  if (kernel == BsrKernel::kMmaSync) {
+    return (d != DType::kF32 || allow_tf32()) &&
+           bsr_mma_takes(static_cast<int>(b.block_rows()), static_cast<int>(b.block_cols()));
+  }
+  const auto side = [](int64_t v) { return v == 16 || v == 32; };
+  return side(b.block_rows()) && side(b.block_cols());
 }
 
 namespace {
 
 // The product with `out` applied in the write-out; out.aux, for kForward,
 // is allocated here (y's shape) and left in `out`.
-Tensor matmul_with(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
-                   WriteOut& out) {
+Tensor matmul_with(BsrKernel kernel, const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
+                   std::string_view op, WriteOut& out) {
   const BsrImpl& b = bsr_impl(s, op);
+  COPPICE_CHECK(bsr_kernel_takes(kernel, s), op, ": internal: the ", bsr_kernel_name(kernel),
+                " BSR kernel does not take ", dtype_name(s.dtype()), " blocks ", b.block_rows(), "x", b.block_cols());
+  COPPICE_CHECK(out.gelu == GeluWriteOut::kNone || kernel == BsrKernel::kMmaSync, op,
+                ": internal: a gelu write-out off the mma.sync kernels");
   COPPICE_CHECK(x.dim() == 2, op, ": dense operand must be 2-D, got shape ", shape_to_string(x.shape()));
   COPPICE_CHECK(x.dtype() == s.dtype() && x.device() == s.device(), op,
                 ": operands must share one dtype and device, got ", dtype_name(s.dtype()), " on ",
@@ -272,11 +267,11 @@ Tensor matmul_with(const Tensor& s, bool transpose_s, const Tensor& x, bool spar
                                     : std::string("none"));
     out.aux = out.aux.contiguous();
   }
-  // The gelu forms run on the mma.sync kernels; elsewhere the plain product
-  // and the elementwise op after it (the same bits: the kernels round once).
-  if (out.gelu != GeluWriteOut::kNone && (!mma_runs(b, s.dtype()) || b.nblocks() == 0)) {
+  // No stored block: the plain product (the bias or zeros) and the
+  // elementwise op after it.
+  if (out.gelu != GeluWriteOut::kNone && b.nblocks() == 0) {
     WriteOut plain{out.bias, false, GeluWriteOut::kNone, Tensor()};
-    Tensor y = matmul_with(s, transpose_s, x, sparse_left, op, plain);
+    Tensor y = matmul_with(kernel, s, transpose_s, x, sparse_left, op, plain);
     if (out.gelu == GeluWriteOut::kGradient) return gelu_backward(y, out.aux);
     out.aux = y;
     return gelu(y);
@@ -292,7 +287,7 @@ Tensor matmul_with(const Tensor& s, bool transpose_s, const Tensor& x, bool spar
   cuda::DeviceGuard guard(s.device().index);
   by_dtype(s.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    run_product<T>(s, b, walk_transposed, x, !sparse_left, y, !sparse_left, n, out);
+    run_product<T>(kernel, s, b, walk_transposed, x, !sparse_left, y, !sparse_left, n, out);
   });
   cuda::check_launch(op);
   return y;
@@ -300,28 +295,31 @@ Tensor matmul_with(const Tensor& s, bool transpose_s, const Tensor& x, bool spar
 
 }  // namespace
 
-Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
-                        const Tensor& bias, bool relu) {
+Tensor bsr_matmul(BsrKernel kernel, const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
+                  std::string_view op, const Tensor& bias, bool relu) {
   WriteOut out{bias, relu, GeluWriteOut::kNone, Tensor()};
-  return matmul_with(s, transpose_s, x, sparse_left, op, out);
+  return matmul_with(kernel, s, transpose_s, x, sparse_left, op, out);
 }
 
-std::pair<Tensor, Tensor> bsr_tiled_matmul_gelu(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
-                                                std::string_view op, const Tensor& bias) {
+std::pair<Tensor, Tensor> bsr_mma_matmul_gelu(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
+                                              std::string_view op, const Tensor& bias) {
   WriteOut out{bias, false, GeluWriteOut::kForward, Tensor()};
-  Tensor y = matmul_with(s, transpose_s, x, sparse_left, op, out);
+  Tensor y = matmul_with(BsrKernel::kMmaSync, s, transpose_s, x, sparse_left, op, out);
   return {y, out.aux};
 }
 
-Tensor bsr_tiled_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
-                                  std::string_view op, const Tensor& z) {
+Tensor bsr_mma_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
+                                std::string_view op, const Tensor& z) {
   WriteOut out{Tensor(), false, GeluWriteOut::kGradient, z};
-  return matmul_with(s, transpose_s, x, sparse_left, op, out);
+  return matmul_with(BsrKernel::kMmaSync, s, transpose_s, x, sparse_left, op, out);
 }
 
-Tensor bsr_tiled_sddmm_values(const Tensor& a, const Tensor& b_in, const Tensor& pattern) {
+Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, const Tensor& pattern) {
   constexpr std::string_view op = op::kSddmm;
   const BsrImpl& b = bsr_impl(pattern, op);
+  COPPICE_CHECK(bsr_kernel_takes(kernel, pattern), op, ": internal: the ", bsr_kernel_name(kernel),
+                " BSR kernel does not take ", dtype_name(pattern.dtype()), " blocks ", b.block_rows(), "x",
+                b.block_cols());
   const TensorOptions opts(pattern.dtype(), pattern.device());
   Tensor values = Tensor::empty(b.values().shape(), opts);
   if (b.nblocks() == 0) return values;
@@ -342,11 +340,7 @@ Tensor bsr_tiled_sddmm_values(const Tensor& a, const Tensor& b_in, const Tensor&
     p.values = static_cast<T*>(values.data_ptr());
     std::shared_ptr<const SddmmGroups> groups;
     Tensor partial;
-    // 16x16 blocks in rows of 20 or more: the WMMA SDDMM (one thread block
-    // per stored block) was faster (H100 bf16 4096^3 at 90 %, 25.6 blocks
-    // per row: 0.27 ms against 0.32; at 95 %, 12.8 per row, 0.30 against 0.17).
-    const bool dense_rows_of_16 = b.block_rows() == 16 && b.nblocks() >= 20 * b.block_row_count();
-    if (mma_runs(b, pattern.dtype()) && !dense_rows_of_16) {
+    if (kernel == BsrKernel::kMmaSync) {
       groups = sddmm_groups(pattern, b);
       p.group_begin = groups->begin.data<int32_t>();
       p.group_row = groups->row.data<int32_t>();
@@ -361,7 +355,7 @@ Tensor bsr_tiled_sddmm_values(const Tensor& a, const Tensor& b_in, const Tensor&
       }
     }
     const cudaStream_t stream = cuda::current_stream(pattern.device().index);
-    if (p.group_begin != nullptr) {
+    if (kernel == BsrKernel::kMmaSync) {
       bsr_mma_sddmm<T>(p, stream);
     } else {
       bsr_tiled_sddmm<T>(p, math_for(pattern.dtype()), stream);

@@ -1,17 +1,15 @@
-// BSR products on CUDA through the tiled kernels of bsr_tiles.cu (internal):
-// the "bsr_tiles" routes of the SpMM and SDDMM planners (spmm.cc, sddmm.cc),
-// which bsr_tiles_apply decides.
+// BSR products on CUDA (internal): the launchers of the two BSR kernel
+// families, which the SpMM and SDDMM planners (spmm.cc, sddmm.cc) pick
+// between per product; a launcher runs the kernel it is given.
 //
-// Where they apply: a BSR tensor on a CUDA device, f32, bf16 or f16, blocks
-// [bh, bw] with bh and bw in {16, 32}, and square 64x64 blocks of bf16/f16
-// or TF32. f32 computes in f32 FMAs, or on TF32 tensor cores when
-// allow_tf32() (tensor/precision.h) is on; bf16/f16 on their tensor cores;
-// square 16, 32 and 64 blocks of those through mma.sync (bsr_mma.h); all
-// accumulate in f32 and round once. Other block
-// shapes and f64 keep the routes they had (block_spmm.cu's element kernel
-// for S @ X, the CSR view and cuSPARSE otherwise). The pin bsr_tiles=off
-// (sparse/route_choices.h; COPPICE_ROUTES) turns the tiled routes off, asked
-// per call, so that a test or a benchmark can compare both in one run.
+//   kMmaSync  bsr_mma.h: square 16, 32 and 64 blocks of bf16/f16, or of f32
+//             on TF32 tensor cores (allow_tf32(), tensor/precision.h),
+//             through mma.sync; the only one with the gelu write-outs;
+//   kTiles    bsr_tiles.h: blocks [bh, bw] with bh and bw in {16, 32} in
+//             f32 (FMAs, or WMMA TF32 with allow_tf32), bf16 and f16 (WMMA).
+// Both accumulate in f32 and round once. Other block shapes and f64 take the
+// planners' other routes (block_spmm.cu's element kernel for S @ X, the CSR
+// view and cuSPARSE).
 #pragma once
 
 #include <string_view>
@@ -21,7 +19,12 @@
 
 namespace coppice::sparse_cuda {
 
-bool bsr_tiles_apply(const Tensor& s);
+enum class BsrKernel { kMmaSync, kTiles };
+std::string_view bsr_kernel_name(BsrKernel kernel);  // "mma_sync", "tiles"
+
+// Whether `kernel` runs products and SDDMMs of s: a BSR tensor on a CUDA
+// device of a dtype and block shape the kernel takes (above).
+bool bsr_kernel_takes(BsrKernel kernel, const Tensor& s);
 
 // op(S) @ x (sparse_left) or x @ op(S), op(S) = S^T when transpose_s: no
 // transposed copy of S or of x is made (S^T walks S's blocks by block column,
@@ -29,21 +32,23 @@ bool bsr_tiles_apply(const Tensor& s);
 // `bias` (optional, dense [op(S) rows] for op(S) @ x, [op(S) columns] for
 // x @ op(S): the product's feature dimension) is added in the kernel's
 // write-out, and `relu` (linear_relu) applied there after it.
-Tensor bsr_tiled_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
-                        const Tensor& bias = Tensor(), bool relu = false);
+// `kernel` must take s (bsr_kernel_takes).
+Tensor bsr_matmul(BsrKernel kernel, const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
+                  std::string_view op, const Tensor& bias = Tensor(), bool relu = false);
 
-// The same product with a gelu in the write-out (a transformer MLP's
-// activation, gelu_write_out.h): {gelu(z), z} for z = the product plus
-// `bias`; and gelu_backward(the product, z) for a given z of the product's
-// shape. The mma.sync kernels fuse them; other blocks and types run the
-// product, then the elementwise op, with the same result.
-std::pair<Tensor, Tensor> bsr_tiled_matmul_gelu(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
-                                                std::string_view op, const Tensor& bias = Tensor());
-Tensor bsr_tiled_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
-                                  std::string_view op, const Tensor& z);
+// The same product on the mma.sync kernels with a gelu in the write-out (a
+// transformer MLP's activation, gelu_write_out.h): {gelu(z), z} for z = the
+// product plus `bias`; and gelu_backward(the product, z) for a given z of
+// the product's shape. The same bits as the product, then the elementwise
+// op (the kernels round once). bsr_kernel_takes(kMmaSync, s) must hold.
+std::pair<Tensor, Tensor> bsr_mma_matmul_gelu(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
+                                              std::string_view op, const Tensor& bias = Tensor());
+Tensor bsr_mma_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
+                                std::string_view op, const Tensor& z);
 
 // The values of sddmm(a, b, pattern) for a BSR pattern: (a @ b) over each
-// stored block, [nblocks, bh, bw] in the pattern's dtype.
-Tensor bsr_tiled_sddmm_values(const Tensor& a, const Tensor& b, const Tensor& pattern);
+// stored block, [nblocks, bh, bw] in the pattern's dtype; `kernel` must
+// take the pattern.
+Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b, const Tensor& pattern);
 
 }  // namespace coppice::sparse_cuda

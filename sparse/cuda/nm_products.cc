@@ -14,7 +14,6 @@
 #include "sparse/cuda/nm24_wgmma.h"
 #include "sparse/cuda/pattern_cache.h"
 #include "sparse/nm.h"
-#include "sparse/route_choices.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/dispatcher.h"
@@ -87,11 +86,12 @@ struct WriteOut {
 };
 
 // out = x @ S^T from S in the hardware form (values [rows, cols / 2], meta),
-// on sparse wgmma where the device has it (Hopper) unless the pin
-// nm24=mma_sp says mma.sp, else on mma.sp. `cache_key` names S's pattern where the wgmma
-// metadata may be kept for it ("": built for this call).
-Tensor product(const Tensor& x_in, const Tensor& values, const Tensor& meta, int64_t rows, int64_t cols, WriteOut& w,
-               const std::string& cache_key) {
+// on `kernel`. `cache_key` names S's pattern where the wgmma metadata may be
+// kept for it ("": built for this call).
+Tensor product(Nm24Kernel kernel, const Tensor& x_in, const Tensor& values, const Tensor& meta, int64_t rows,
+               int64_t cols, WriteOut& w, const std::string& cache_key) {
+  COPPICE_CHECK(kernel == Nm24Kernel::kMmaSp || nm24_wgmma_runs(cols),
+                "nm24: internal: the sparse wgmma kernel does not run ", cols, " columns on this device");
   const Tensor x = aligned_rows(x_in);
   const Tensor bias = w.bias.defined() ? w.bias.contiguous() : Tensor();
   Tensor out = empty({x.size(0), rows}, TensorOptions(values.dtype(), values.device()));
@@ -104,7 +104,7 @@ Tensor product(const Tensor& x_in, const Tensor& values, const Tensor& meta, int
     w.aux = aligned_rows(w.aux);
   }
   Tensor wgmma_meta;
-  if (nm24_wgmma_runs(cols) && route_pin("nm24") != "mma_sp") {
+  if (kernel == Nm24Kernel::kWgmma) {
     static auto* cache = new PatternCache<Tensor>();  // never destroyed
     wgmma_meta = cache_key.empty() ? wgmma_metadata(meta, rows, cols)
                                    : cache->get(str_cat(cache_key, "|wgmma metadata"),
@@ -221,6 +221,10 @@ bool nm24_takes(const Tensor& s) {
   return nm.n() == 2 && nm.m() == 4 && s.size(1) % kNm24StepCols == 0;
 }
 
+bool nm24_kernel_runs(Nm24Kernel kernel, const Tensor& s, bool transposed) {
+  return kernel == Nm24Kernel::kMmaSp || nm24_wgmma_runs(transposed ? s.size(0) : s.size(1));
+}
+
 bool nm24_transposable(const Tensor& s) {
   return nm24_takes(s) && s.size(0) % kNm24StepCols == 0 && transposable_pattern(s, nm_impl(s, "spmm"));
 }
@@ -245,29 +249,29 @@ Nm24Packed nm24_device_pack_transposed(const Tensor& s) {
   return t;
 }
 
-Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool relu) {
+Tensor nm24_linear(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& bias, bool relu) {
   const Nm24Packed w = nm24_device_pack(s);
   WriteOut out{bias, relu, GeluWriteOut::kNone, Tensor()};
-  return product(x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s));
+  return product(kernel, x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s));
 }
 
-std::pair<Tensor, Tensor> nm24_linear_gelu(const Tensor& x, const Tensor& s, const Tensor& bias) {
+std::pair<Tensor, Tensor> nm24_linear_gelu(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& bias) {
   const Nm24Packed w = nm24_device_pack(s);
   WriteOut out{bias, false, GeluWriteOut::kForward, Tensor()};
-  Tensor y = product(x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s));
+  Tensor y = product(kernel, x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s));
   return {y, out.aux};
 }
 
-Tensor nm24_matmul(const Tensor& x, const Tensor& s) {
+Tensor nm24_matmul(Nm24Kernel kernel, const Tensor& x, const Tensor& s) {
   const Nm24Packed wt = nm24_device_pack_transposed(s);
   WriteOut out{Tensor(), false, GeluWriteOut::kNone, Tensor()};
-  return product(x, wt.values, wt.metadata, s.size(1), s.size(0), out, "");
+  return product(kernel, x, wt.values, wt.metadata, s.size(1), s.size(0), out, "");
 }
 
-Tensor nm24_matmul_gelu_grad(const Tensor& x, const Tensor& s, const Tensor& z) {
+Tensor nm24_matmul_gelu_grad(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& z) {
   const Nm24Packed wt = nm24_device_pack_transposed(s);
   WriteOut out{Tensor(), false, GeluWriteOut::kGradient, z};
-  return product(x, wt.values, wt.metadata, s.size(1), s.size(0), out, "");
+  return product(kernel, x, wt.values, wt.metadata, s.size(1), s.size(0), out, "");
 }
 
 Tensor nm_dense(const Tensor& s) {

@@ -22,10 +22,16 @@
 
 namespace coppice::sparse_cuda {
 
-// The products on sparse tensor cores run on the best kernel the device has
-// (sparse wgmma on compute capability 9.0, mma.sp elsewhere), or on mma.sp
-// wherever the pin nm24=mma_sp is set (sparse/route_choices.h: for the tests
-// that check both kernels on a Hopper GPU, and for comparisons).
+// The kernels of the products on sparse tensor cores: sparse wgmma
+// (nm24_wgmma.h: compute capability 9.0) and mma.sp (nm24_mma.h: every GPU
+// from compute capability 8.0). The SpMM planner (spmm.cc) picks one per
+// product; a launcher runs the one it is given.
+enum class Nm24Kernel { kWgmma, kMmaSp };
+
+// Whether `kernel` runs on this device the product with S as it is
+// (x @ S^T: transposed false) or with S^T (x @ S: transposed true), S as
+// nm24_takes (and nm24_transposable for transposed).
+bool nm24_kernel_runs(Nm24Kernel kernel, const Tensor& s, bool transposed);
 
 // Whether sparse tensor cores run x @ S^T: S a 2-D 2:4 tensor of bf16 or f16 on CUDA
 // whose cols are a multiple of 64 (kNm24StepCols).
@@ -44,16 +50,17 @@ Nm24Packed nm24_device_pack(const Tensor& s);
 Nm24Packed nm24_device_pack_transposed(const Tensor& s);
 
 // x @ S^T (+ bias) (relu) on sparse tensor cores; x 2-D of S's dtype and
-// device, S as nm24_takes.
-Tensor nm24_linear(const Tensor& x, const Tensor& s, const Tensor& bias, bool relu);
+// device, S as nm24_takes, nm24_kernel_runs(kernel, s, false).
+Tensor nm24_linear(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& bias, bool relu);
 
-// x @ S on sparse tensor cores, S as nm24_transposable.
-Tensor nm24_matmul(const Tensor& x, const Tensor& s);
+// x @ S on sparse tensor cores, S as nm24_transposable,
+// nm24_kernel_runs(kernel, s, true).
+Tensor nm24_matmul(Nm24Kernel kernel, const Tensor& x, const Tensor& s);
 
 // The gelu forms of the two (gelu_write_out.h), in the write-out:
 // {gelu(z), z} for z = x @ S^T (+ bias), and gelu_backward(x @ S, z).
-std::pair<Tensor, Tensor> nm24_linear_gelu(const Tensor& x, const Tensor& s, const Tensor& bias);
-Tensor nm24_matmul_gelu_grad(const Tensor& x, const Tensor& s, const Tensor& z);
+std::pair<Tensor, Tensor> nm24_linear_gelu(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& bias);
+Tensor nm24_matmul_gelu_grad(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& z);
 
 // The dense form of an n:m tensor on CUDA (any n:m, any floating dtype), in
 // one kernel: what the products that do not take the tensor-core path

@@ -4,17 +4,20 @@
 //
 // The SDDMM planner runs the first route of kRoutes that takes the problem
 // (kernel_routes.h):
-//   bsr_tiles     BSR with 16/32-wide blocks in f32/bf16/f16: the tiled kernel
-//                 of bsr_products.h (a block-sized GEMM per stored block), or
-//                 the dense route where that may run and measured faster
-//                 (bsr_values below; the decision bsr_sddmm of
-//                 sparse/route_choices.h);
+//   bsr_tiles     BSR that a kernel of bsr_products.h takes (square
+//                 16/32/64 blocks in 16 bits or TF32: mma.sync, runs of
+//                 stored blocks per thread block; 16/32-wide blocks in
+//                 f32/bf16/f16: the WMMA / FMA tiles, a block-sized GEMM per
+//                 stored block; bsr_kernel below picks), or the dense route
+//                 where that may run and measured faster (bsr_values below;
+//                 the decision bsr_sddmm of sparse/route_choices.h);
 //   nm_dense_gather  n:m at the dense route's densities: the same dense
 //                 product, gathered by the group indices in one kernel
 //                 (nm_products.h: sparse tensor cores cannot write a sparse
 //                 output, so a linear layer's dW stays dense work);
-//   dense_gemm    any format but masked at a density of at least
-//                 RuntimeOptions::sddmm_dense_min_density (0.005, measured):
+//   dense_gemm    any format but masked at a density of at least 0.005
+//                 (measured; the pin sddmm_dense=on takes it at every
+//                 density, off never: sparse/route_choices.h):
 //                 cuBLAS computes a @ b whole and the values are gathered at
 //                 the stored positions, which is several times faster than
 //                 cuSPARSE's SDDMM there, at the cost of an [m, n] temporary
@@ -33,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "sparse/bsr.h"
 #include "sparse/csr.h"
 #include "sparse/cuda/bsr_products.h"
 #include "sparse/cuda/csr_view.h"
@@ -47,7 +51,6 @@
 #include "tensor/op_profile.h"
 #include "tensor/ops.h"
 #include "tensor/precision.h"
-#include "tensor/runtime_options.h"
 
 namespace coppice::sparse_cuda {
 namespace {
@@ -78,21 +81,24 @@ void check_operands(const std::vector<Tensor>& in) {
   }
 }
 
-// The density from which the dense route is taken
-// (RuntimeOptions::sddmm_dense_min_density; above 1: never). Measured on an
-// H100 (docs/benchmarks.md, sddmm suite, 4096^3 f32): cuSPARSE's SDDMM took
+// The density from which the dense route is taken. Measured on an H100
+// (docs/benchmarks.md, sddmm suite, 4096^3 f32): cuSPARSE's SDDMM took
 // 13.2 ms at 10% density and 4.5 ms at 1%, cuBLAS's whole a @ b 2.7 ms, so
 // the dense route wins down to below 1% density; on LeNet-sized shapes (below
 // 0.1 ms) launch overheads decide and the two are close.
-double dense_route_min_density() { return runtime_options().sddmm_dense_min_density; }
+constexpr double kDenseRouteMinDensity = 0.005;
 
 // The dense route's temporary a @ b is capped, so that a huge sparse
 // pattern never allocates its dense size.
 constexpr int64_t kDenseRouteMaxBytes = int64_t{1} << 30;
 
+// Whether the dense route may run (the pin sddmm_dense=on|off overrides the
+// density, never the cap).
 bool take_dense_route(const Tensor& pattern) {
+  const std::optional<std::string> pin = route_pin("sddmm_dense");
+  if (pin == "off") return false;
   const int64_t bytes = pattern.numel() * static_cast<int64_t>(dtype_size(pattern.dtype()));
-  return bytes <= kDenseRouteMaxBytes && nnz(pattern) > 0 && density(pattern) >= dense_route_min_density();
+  return bytes <= kDenseRouteMaxBytes && nnz(pattern) > 0 && (pin == "on" || density(pattern) >= kDenseRouteMinDensity);
 }
 
 // (a @ b) by cuBLAS, gathered at every slot's position (0 where none).
@@ -117,9 +123,29 @@ Tensor dense_route_values(const Tensor& a, const Tensor& b, const Tensor& patter
 // run, the decision bsr_sddmm (sparse/route_choices.h) times both once per
 // key (device model, shape, blocks, dtype, TF32, stored blocks in quarter
 // octaves) on the real operands and keeps the faster, unless pinned.
+// The BSR kernel for the pattern: mma.sync where it takes the pattern, but
+// for 16x16 blocks in rows of 20 or more, where the WMMA tiles (one thread
+// block per stored block) were faster (H100 bf16 4096^3 at 90 %, 25.6 blocks
+// per row: 0.27 ms against 0.32; at 95 %, 12.8 per row, 0.30 against 0.17);
+// the tiles where they take it; the pins as spmm.cc's (bsr_tiles=tiles:
+// the tiles wherever they take it; off: neither). nullopt: neither runs it.
+std::optional<BsrKernel> bsr_kernel(const Tensor& pattern) {
+  const std::optional<std::string> pin = route_pin("bsr_tiles");
+  if (pin == "off") return std::nullopt;
+  const bool tiles = bsr_kernel_takes(BsrKernel::kTiles, pattern);
+  if (pin != "tiles" && bsr_kernel_takes(BsrKernel::kMmaSync, pattern)) {
+    const BsrImpl& b = bsr_impl(pattern, kOp);
+    const bool dense_rows_of_16 = b.block_rows() == 16 && b.nblocks() >= 20 * b.block_row_count();
+    if (!(dense_rows_of_16 && tiles)) return BsrKernel::kMmaSync;
+  }
+  if (tiles) return BsrKernel::kTiles;
+  return std::nullopt;
+}
+
 Tensor bsr_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
+  const BsrKernel kernel = *bsr_kernel(pattern);
   const std::optional<std::string> pin = route_pin("bsr_sddmm");
-  if (!take_dense_route(pattern) || pin == "tiles") return bsr_tiled_sddmm_values(a, b, pattern);
+  if (!take_dense_route(pattern) || pin == "tiles") return bsr_sddmm_values(kernel, a, b, pattern);
   if (pin == "dense") return dense_route_values(a, b, pattern);
   const int device = pattern.device().index;
   const int64_t stored = nnz(pattern);
@@ -129,7 +155,7 @@ Tensor bsr_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
       str_cat(device_model_key(device), "|", a.size(0), "x", a.size(1), "x", b.size(1), "|", blocks[1], "x", blocks[2],
               "|q", octaves, "|", dtype_name(pattern.dtype()), allow_tf32() ? "|tf32" : "");
   return run_chosen_route("bsr_sddmm", key, device, kOp,
-                          {{"tiles", [&] { return bsr_tiled_sddmm_values(a, b, pattern); }},
+                          {{"tiles", [&] { return bsr_sddmm_values(kernel, a, b, pattern); }},
                            {"dense", [&] { return dense_route_values(a, b, pattern); }}});
 }
 
@@ -161,7 +187,7 @@ using SddmmRoute = KernelRoute<SddmmProblem>;
 // The SDDMM routes, in the order they are tried (the header has the table);
 // each launcher returns the values.
 const SddmmRoute kRoutes[] = {
-    {"bsr_tiles", [](const SddmmProblem& p) { return bsr_tiles_apply(p.pattern); },
+    {"bsr_tiles", [](const SddmmProblem& p) { return bsr_kernel(p.pattern).has_value(); },
      [](const SddmmProblem& p) { return bsr_values(p.a, p.b, p.pattern); }},
     {"nm_dense_gather",
      [](const SddmmProblem& p) { return p.pattern.layout() == Layout::kNm && take_dense_route(p.pattern); },

@@ -16,9 +16,14 @@
 //   dense_nm         n:m with n/m >= 1/8: the product on the dense form
 //                    (csr_view.h's multiplies_densely), decompressed in one
 //                    kernel (nm_products.h);
-//   bsr_tiles        BSR with 16/32-wide blocks in f32/bf16/f16, every
-//                    direction, bias and relu in the write-out
-//                    (bsr_products.h; the pin bsr_tiles=off turns it off);
+//   bsr_mma          BSR with square 16/32/64 blocks in bf16/f16, or f32 on
+//                    TF32 tensor cores: the mma.sync kernels, every
+//                    direction, bias and relu (and the gelu forms) in the
+//                    write-out (bsr_products.h);
+//   bsr_tiles        BSR with 16/32-wide blocks in f32/bf16/f16: the WMMA /
+//                    FMA tiles, the same directions and write-out but gelu
+//                    (bsr_products.h). The pin bsr_tiles=tiles takes them
+//                    where bsr_mma would run too, bsr_tiles=off neither;
 //   masked_dense     masked: computed densely (values where the mask holds),
 //                    by design;
 //   blocked_ell      S @ X with S Blocked-ELL in bf16/f16: cuSPARSE's
@@ -141,7 +146,16 @@ Tensor then_bias_relu(const SpmmProblem& p) {
   return p.relu ? relu(y) : y;
 }
 
-Tensor nm24_matmul_spmm(const SpmmProblem& p) { return nm24_matmul(p.x, p.s); }
+// The tensor-core kernel of a 2:4 product whose sparse operand, as the
+// kernel multiplies it, is S (transposed: S^T, packed at the call): sparse
+// wgmma where it runs (Hopper), unless the pin nm24=mma_sp asks for mma.sp,
+// the kernel of every other GPU.
+Nm24Kernel nm24_kernel(const Tensor& s, bool transposed) {
+  if (route_pin("nm24") != "mma_sp" && nm24_kernel_runs(Nm24Kernel::kWgmma, s, transposed)) return Nm24Kernel::kWgmma;
+  return Nm24Kernel::kMmaSp;
+}
+
+Tensor nm24_matmul_spmm(const SpmmProblem& p) { return nm24_matmul(nm24_kernel(p.s, true), p.x, p.s); }
 
 // 2:4 on sparse tensor cores: X @ S^T and X @ S of a 2-D X (the two products
 // of a linear layer's input side).
@@ -162,7 +176,7 @@ Tensor nm24_spmm(const SpmmProblem& p) {
                   p.op, ": bias must be dense [", out, "] of ", dtype_name(p.s.dtype()), " on ",
                   p.s.device().to_string(), ", got ", shape_to_string(p.bias.shape()), " ", dtype_name(p.bias.dtype()));
   }
-  if (linear) return nm24_linear(p.x, p.s, p.bias, p.relu);
+  if (linear) return nm24_linear(nm24_kernel(p.s, false), p.x, p.s, p.bias, p.relu);
   return then_bias_relu<nm24_matmul_spmm>(p);
 }
 
@@ -200,8 +214,25 @@ bool nm24_chosen(const SpmmProblem& p) {
   return chosen_route("nm24", nm24_choice_key(p), p.s.device().index, p.op, nm24_routes(p), /*rounds=*/2) == 0;
 }
 
-Tensor bsr_tiles_spmm(const SpmmProblem& p) {
-  return bsr_tiled_matmul(p.s, states_transpose(p.product), p.x, sparse_left(p.product), p.op, p.bias, p.relu);
+// The BSR kernel for S: mma.sync where it takes S, else the tiles where
+// they do, unless pinned (bsr_tiles=tiles: the tiles wherever they take S;
+// off: neither); nullopt: neither runs S.
+std::optional<BsrKernel> bsr_kernel(const Tensor& s) {
+  const std::optional<std::string> pin = route_pin("bsr_tiles");
+  if (pin == "off") return std::nullopt;
+  if (pin != "tiles" && bsr_kernel_takes(BsrKernel::kMmaSync, s)) return BsrKernel::kMmaSync;
+  if (bsr_kernel_takes(BsrKernel::kTiles, s)) return BsrKernel::kTiles;
+  return std::nullopt;
+}
+
+template <BsrKernel kKernel>
+bool bsr_kernel_is(const SpmmProblem& p) {
+  return bsr_kernel(p.s) == kKernel;
+}
+
+template <BsrKernel kKernel>
+Tensor bsr_spmm(const SpmmProblem& p) {
+  return bsr_matmul(kKernel, p.s, states_transpose(p.product), p.x, sparse_left(p.product), p.op, p.bias, p.relu);
 }
 
 Tensor masked_spmm(const SpmmProblem& p) { return dense_product(to_dense(p.s), p.x, p.product); }
@@ -216,7 +247,8 @@ using SpmmRoute = KernelRoute<SpmmProblem>;
 const SpmmRoute kRoutes[] = {
     {"nm24_mma", nm24_applies, nm24_or_dense},
     {"dense_nm", [](const SpmmProblem& p) { return multiplies_densely(p.s); }, then_bias_relu<dense_nm_spmm>},
-    {"bsr_tiles", [](const SpmmProblem& p) { return bsr_tiles_apply(p.s); }, bsr_tiles_spmm},
+    {"bsr_mma", bsr_kernel_is<BsrKernel::kMmaSync>, bsr_spmm<BsrKernel::kMmaSync>},
+    {"bsr_tiles", bsr_kernel_is<BsrKernel::kTiles>, bsr_spmm<BsrKernel::kTiles>},
     {"masked_dense", [](const SpmmProblem& p) { return p.s.layout() == Layout::kMasked; }, then_bias_relu<masked_spmm>},
     {"blocked_ell",
      [](const SpmmProblem& p) {
@@ -281,20 +313,21 @@ std::vector<Tensor> linear_relu_dense_sparse(const std::vector<Tensor>& in, cons
 
 // linear_gelu(x, weight[, bias]) with a BSR or n:m weight: {gelu(z), z},
 // z = linear(x, weight, bias), from one kernel whose write-out stores both
-// where the product runs on the BSR tiles (bsr_products.h) or on 2:4 sparse
-// tensor cores (nm_products.h); otherwise the planner's product, then gelu.
+// where the product runs on the BSR mma.sync kernels (bsr_products.h) or on
+// 2:4 sparse tensor cores (nm_products.h); otherwise the planner's product,
+// then gelu.
 std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 2 || in.size() == 3, "linear_gelu: expected 2 or 3 inputs (input, weight[, bias]), got ",
                 in.size());
   check_cuda_operand_pair({in[0], in[1]}, op::kLinearGelu);
   const Tensor bias = in.size() == 3 ? in[2] : Tensor();
   const SpmmProblem p{in[1], in[0], Product::kDenseSparseT, op::kLinearGelu, bias};
-  if (bsr_tiles_apply(in[1])) {
-    auto [y, z] = bsr_tiled_matmul_gelu(in[1], /*transpose_s=*/true, in[0], /*sparse_left=*/false, p.op, bias);
+  if (bsr_kernel_is<BsrKernel::kMmaSync>(p)) {
+    auto [y, z] = bsr_mma_matmul_gelu(in[1], /*transpose_s=*/true, in[0], /*sparse_left=*/false, p.op, bias);
     return {y, z};
   }
   if (nm24_chosen(p)) {
-    auto [y, z] = nm24_linear_gelu(in[0], in[1], bias);
+    auto [y, z] = nm24_linear_gelu(nm24_kernel(in[1], false), in[0], in[1], bias);
     return {y, z};
   }
   Tensor z = spmm(in[1], in[0], Product::kDenseSparseT, p.op, bias);
@@ -303,17 +336,17 @@ std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, cons
 
 // matmul_gelu_backward(g, weight, z) with a BSR or n:m weight:
 // gelu_backward(g @ weight, z), gelu's gradient applied in the product's
-// write-out on the BSR tiles or 2:4 sparse tensor cores; otherwise the
-// planner's product, then gelu_backward.
+// write-out on the BSR mma.sync kernels or 2:4 sparse tensor cores;
+// otherwise the planner's product, then gelu_backward.
 std::vector<Tensor> matmul_gelu_backward_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
   COPPICE_CHECK(in.size() == 3, "matmul_gelu_backward: expected 3 inputs (grad, weight, z), got ", in.size());
   check_cuda_operand_pair({in[0], in[1]}, op::kMatmulGeluBackward);
   const Tensor no_bias;
   const SpmmProblem p{in[1], in[0], Product::kDenseSparse, op::kMatmulGeluBackward, no_bias};
-  if (bsr_tiles_apply(in[1])) {
-    return {bsr_tiled_matmul_gelu_grad(in[1], /*transpose_s=*/false, in[0], /*sparse_left=*/false, p.op, in[2])};
+  if (bsr_kernel_is<BsrKernel::kMmaSync>(p)) {
+    return {bsr_mma_matmul_gelu_grad(in[1], /*transpose_s=*/false, in[0], /*sparse_left=*/false, p.op, in[2])};
   }
-  if (nm24_chosen(p)) return {nm24_matmul_gelu_grad(in[0], in[1], in[2])};
+  if (nm24_chosen(p)) return {nm24_matmul_gelu_grad(nm24_kernel(in[1], true), in[0], in[1], in[2])};
   return {gelu_backward(spmm(in[1], in[0], Product::kDenseSparse, p.op), in[2])};
 }
 

@@ -5,7 +5,6 @@
 // process's.
 #include "tensor/runtime_options.h"
 
-#include <cmath>
 #include <map>
 #include <string>
 
@@ -30,27 +29,18 @@ TEST(RuntimeOptions, DefaultsWithNothingSet) {
   EXPECT_EQ(o.num_threads, 0);
   EXPECT_EQ(o.profile, ProfileMode::kOff);
   EXPECT_EQ(o.cpu_simd, CpuSimd::kAuto);
-  EXPECT_TRUE(o.attention_wgmma);
-  EXPECT_EQ(o.sddmm_dense_min_density, 0.005);
   // An empty variable is unset (a retired one too).
   EXPECT_EQ(from({{"COPPICE_PROFILE", ""}, {"COPPICE_NUM_THREADS", ""}, {"COPPICE_NM24_MMA", ""}}).num_threads, 0);
 }
 
 TEST(RuntimeOptions, ReadsEveryVariable) {
-  const RuntimeOptions o = from({{"COPPICE_NUM_THREADS", "3"},
-                                 {"COPPICE_PROFILE", "shapes"},
-                                 {"COPPICE_CPU_SIMD", "sse"},
-                                 {"COPPICE_ATTENTION_WGMMA", "0"},
-                                 {"COPPICE_SDDMM_DENSE_DENSITY", "0.25"}});
+  const RuntimeOptions o =
+      from({{"COPPICE_NUM_THREADS", "3"}, {"COPPICE_PROFILE", "shapes"}, {"COPPICE_CPU_SIMD", "sse"}});
   EXPECT_EQ(o.num_threads, 3);
   EXPECT_EQ(o.profile, ProfileMode::kShapes);
   EXPECT_EQ(o.cpu_simd, CpuSimd::kSse);
-  EXPECT_FALSE(o.attention_wgmma);
-  EXPECT_EQ(o.sddmm_dense_min_density, 0.25);
   EXPECT_EQ(from({{"COPPICE_PROFILE", "1"}}).profile, ProfileMode::kOn);
   EXPECT_EQ(from({{"COPPICE_PROFILE", "0"}}).profile, ProfileMode::kOff);
-  EXPECT_EQ(from({{"COPPICE_SDDMM_DENSE_DENSITY", "2"}}).sddmm_dense_min_density, 2.0);
-  EXPECT_EQ(from({{"COPPICE_SDDMM_DENSE_DENSITY", "0"}}).sddmm_dense_min_density, 0.0);
   EXPECT_EQ(from({{"COPPICE_NUM_THREADS", "1024"}}).num_threads, 1024);
 }
 
@@ -62,23 +52,20 @@ TEST(RuntimeOptions, RetiredRouteVariablesSayWhatReplacesThem) {
   EXPECT_TRUE(throws_with(bad("COPPICE_CSR_SPMM", "rows"), {"COPPICE_CSR_SPMM='rows'", "COPPICE_ROUTES=csr_spmm="}));
   EXPECT_TRUE(throws_with(bad("COPPICE_BSR_TILES", "0"), {"COPPICE_BSR_TILES='0'", "COPPICE_ROUTES=bsr_tiles="}));
   EXPECT_TRUE(throws_with(bad("COPPICE_CSR_SPMM_LOG", "1"), {"COPPICE_CSR_SPMM_LOG='1'", "route_choices"}));
+  EXPECT_TRUE(throws_with(bad("COPPICE_ATTENTION_WGMMA", "0"),
+                          {"COPPICE_ATTENTION_WGMMA='0'", "COPPICE_ROUTES=attention=mma_sync"}));
+  EXPECT_TRUE(throws_with(bad("COPPICE_SDDMM_DENSE_DENSITY", "2"),
+                          {"COPPICE_SDDMM_DENSE_DENSITY='2'", "COPPICE_ROUTES=sddmm_dense="}));
 }
 
 TEST(RuntimeOptions, BadValuesNameTheVariableTheValueAndWhatIsAccepted) {
   auto bad = [](const std::string& name, const std::string& value) { return [=] { from({{name, value}}); }; };
-  EXPECT_TRUE(throws_with(bad("COPPICE_ATTENTION_WGMMA", "on"), {"COPPICE_ATTENTION_WGMMA='on'", "0, 1"}));
   EXPECT_TRUE(throws_with(bad("COPPICE_CPU_SIMD", "auto "), {"COPPICE_CPU_SIMD='auto '"}));
   EXPECT_TRUE(throws_with(bad("COPPICE_PROFILE", "yes"), {"COPPICE_PROFILE='yes'", "0, 1, shapes"}));
   EXPECT_TRUE(throws_with(bad("COPPICE_CPU_SIMD", "avx512"), {"COPPICE_CPU_SIMD='avx512'", "auto, sse"}));
   for (const char* v : {"8x", "0", "-2", "1025", "99999999999", " 4", "4.0", "+4"}) {
     EXPECT_TRUE(throws_with(bad("COPPICE_NUM_THREADS", v),
                             {str_cat("COPPICE_NUM_THREADS='", v, "'"), "an integer in [1, 1024]"}))
-        << v;
-  }
-  for (const char* v : {"0.5x", "nan", "NaN", "inf", "-0.1", "1e999", "", "0.5 ", "abc"}) {
-    if (std::string(v).empty()) continue;  // unset
-    EXPECT_TRUE(throws_with(bad("COPPICE_SDDMM_DENSE_DENSITY", v),
-                            {str_cat("COPPICE_SDDMM_DENSE_DENSITY='", v, "'"), "a finite number >= 0"}))
         << v;
   }
   // Bytes from outside stay one printable line.
@@ -90,26 +77,18 @@ TEST(RuntimeOptions, SetterValidatesAndScopedOverrideRestores) {
   RuntimeOptions o = before;
   o.num_threads = -1;
   EXPECT_TRUE(throws_with([&] { set_runtime_options(o); }, {"num_threads = -1"}));
-  o = before;
-  o.sddmm_dense_min_density = std::nan("");
-  EXPECT_TRUE(throws_with([&] { set_runtime_options(o); }, {"sddmm_dense_min_density"}));
-  EXPECT_EQ(runtime_options().sddmm_dense_min_density, before.sddmm_dense_min_density);  // unchanged
+  EXPECT_EQ(runtime_options().num_threads, before.num_threads);  // unchanged
   {
-    ScopedRuntimeOptions scoped([](RuntimeOptions& r) {
-      r.cpu_simd = CpuSimd::kSse;
-      r.attention_wgmma = false;
-    });
+    ScopedRuntimeOptions scoped([](RuntimeOptions& r) { r.cpu_simd = CpuSimd::kSse; });
     EXPECT_EQ(runtime_options().cpu_simd, CpuSimd::kSse);
-    EXPECT_FALSE(runtime_options().attention_wgmma);
     {
-      ScopedRuntimeOptions inner([](RuntimeOptions& r) { r.sddmm_dense_min_density = 2.0; });
-      EXPECT_EQ(runtime_options().sddmm_dense_min_density, 2.0);
+      ScopedRuntimeOptions inner([](RuntimeOptions& r) { r.profile = ProfileMode::kShapes; });
+      EXPECT_EQ(runtime_options().profile, ProfileMode::kShapes);
       EXPECT_EQ(runtime_options().cpu_simd, CpuSimd::kSse);  // the outer scope's
     }
-    EXPECT_EQ(runtime_options().sddmm_dense_min_density, before.sddmm_dense_min_density);
+    EXPECT_EQ(runtime_options().profile, before.profile);
   }
   EXPECT_EQ(runtime_options().cpu_simd, before.cpu_simd);
-  EXPECT_EQ(runtime_options().attention_wgmma, before.attention_wgmma);
   // A scope whose change is out of range throws and changes nothing.
   EXPECT_TRUE(throws_with([] { ScopedRuntimeOptions s([](RuntimeOptions& r) { r.num_threads = 5000; }); },
                           {"num_threads = 5000"}));

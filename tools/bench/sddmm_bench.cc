@@ -9,8 +9,8 @@
 #include <string>
 
 #include "sparse/ops.h"
+#include "sparse/route_choices.h"
 #include "tensor/ops.h"
-#include "tensor/runtime_options.h"
 #include "tools/bench/suites.h"
 
 namespace coppice::bench {
@@ -18,8 +18,7 @@ namespace coppice::bench {
 namespace {
 
 // route "" is the library's choice; "cusparse" turns the CUDA dense route off
-// (RuntimeOptions::sddmm_dense_min_density, which sparse/cuda/sddmm.cc asks
-// on every call).
+// (the pin sddmm_dense=off, which sparse/cuda/sddmm.cc asks on every call).
 SparseBench sddmm_case(int64_t m, int64_t k, int64_t n, const std::string& route = "") {
   SparseBench b;
   b.suite = "sddmm";
@@ -35,9 +34,9 @@ SparseBench sddmm_case(int64_t m, int64_t k, int64_t n, const std::string& route
     Tensor bb = random_input({k, n}, DType::kF32, device);
     const bool cusparse = route == "cusparse";
     return std::function<void()>([a, bb, pattern, cusparse] {
-      // The library's options as they were, or with the dense route off.
-      std::optional<ScopedRuntimeOptions> no_dense_route;
-      if (cusparse) no_dense_route.emplace([](RuntimeOptions& o) { o.sddmm_dense_min_density = 2.0; });
+      // The library's routes as they were, or with the dense route off.
+      std::optional<ScopedRoutePins> no_dense_route;
+      if (cusparse) no_dense_route.emplace("sddmm_dense=off");
       Tensor y = sddmm(a, bb, pattern);
     });
   };

@@ -23,8 +23,8 @@
 // masked only on the diagonal tile and past T.
 //
 // On devices of compute capability 9.0, head size 64 runs the same three
-// kernels on wgmma instead (attention_sm90.cu), unless
-// RuntimeOptions::attention_wgmma is off; the pieces both share (walks,
+// kernels on wgmma instead (attention_sm90.cu), unless the pin
+// attention=mma_sync asks for these (sparse/route_choices.h); the pieces both share (walks,
 // softmax, masks, stores) are attention_tiles.cuh's.
 //
 // Every other dtype, head size or layout block runs the CPU twin's
@@ -44,6 +44,7 @@
 #include "sparse/attention/attention.h"
 #include "sparse/attention/cuda/attention_sm90.h"
 #include "sparse/attention/cuda/attention_tiles.cuh"
+#include "sparse/route_choices.h"
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
@@ -51,7 +52,6 @@
 #include "tensor/cuda/stream.h"
 #include "tensor/cuda/warp.cuh"
 #include "tensor/dispatcher.h"
-#include "tensor/runtime_options.h"
 
 namespace coppice::cuda {
 namespace {
@@ -634,9 +634,9 @@ void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t heads, s
 
 // Whether this problem runs on attention_sm90.cu's wgmma kernels: head size
 // 64, a device of compute capability 9.0 (they are built for sm_90a alone),
-// and RuntimeOptions::attention_wgmma on.
+// and no pin attention=mma_sync (sparse/route_choices.h).
 bool on_wgmma(const Problem& p, int device) {
-  return p.d == kSm90AttentionHead && runtime_options().attention_wgmma && runs_sm90a(device, "attention");
+  return p.d == kSm90AttentionHead && route_pin("attention") != "mma_sync" && runs_sm90a(device, "attention");
 }
 
 template <typename CT, int D>

@@ -20,9 +20,18 @@
 namespace coppice {
 namespace {
 
-using sparse_cuda::bsr_tiled_matmul;
-using sparse_cuda::bsr_tiled_sddmm_values;
-using sparse_cuda::bsr_tiles_apply;
+using sparse_cuda::bsr_kernel_takes;
+using sparse_cuda::BsrKernel;
+
+bool mma_takes(const Tensor& s) { return bsr_kernel_takes(BsrKernel::kMmaSync, s); }
+
+Tensor mma_matmul(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left) {
+  return sparse_cuda::bsr_matmul(BsrKernel::kMmaSync, s, transpose_s, x, sparse_left, "test");
+}
+
+Tensor mma_sddmm_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
+  return sparse_cuda::bsr_sddmm_values(BsrKernel::kMmaSync, a, b, pattern);
+}
 
 // bf16, f16, and f32 on TF32 tensor cores (allow_tf32).
 const std::vector<TileMode> kModes = {
@@ -63,13 +72,14 @@ TEST_F(BsrMmaTest, TakesSquare16To64BlocksOf16BitTypes) {
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(32, 64));
   SKIP_WITHOUT_CUDA();
   const Tensor d = random_blocks(128, 128, 64, 64, 0.5, 1);
-  EXPECT_TRUE(bsr_tiles_apply(to_device(to_format(d.to(DType::kBF16), "bsr", FormatOptions::block(64, 64)), kCuda)));
-  EXPECT_TRUE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF16), "bsr", FormatOptions::block(64, 64)), kCuda)));
-  // f32 has no 64x64 tiles; with TF32 on, the mma.sync kernels take them.
+  EXPECT_TRUE(mma_takes(to_device(to_format(d.to(DType::kBF16), "bsr", FormatOptions::block(64, 64)), kCuda)));
+  EXPECT_TRUE(mma_takes(to_device(to_format(d.to(DType::kF16), "bsr", FormatOptions::block(64, 64)), kCuda)));
+  // f32 in f32 is not theirs, nor any 64x64 kernel's; with TF32 on, they take it.
   const Tensor f32 = to_device(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(64, 64)), kCuda);
-  EXPECT_FALSE(bsr_tiles_apply(f32));
+  EXPECT_FALSE(mma_takes(f32));
+  EXPECT_FALSE(bsr_kernel_takes(BsrKernel::kTiles, f32));
   set_allow_tf32(true);
-  EXPECT_TRUE(bsr_tiles_apply(f32));
+  EXPECT_TRUE(mma_takes(f32));
 }
 
 // op(S) @ X and X @ op(S), S [128, 192] with block row 1 empty.
@@ -83,7 +93,7 @@ TEST_F(BsrMmaTest, ProductsMatchCpu) {
       for (double density : {0.0, 0.4, 1.0}) {
         const Tensor dense = random_blocks(128, 192, b, b, density, seed++, {1});
         const Tensor s = to_device(to_format(dense.to(dtype), "bsr", FormatOptions::block(b, b)), kCuda);
-        ASSERT_TRUE(bsr_tiles_apply(s));
+        ASSERT_TRUE(mma_takes(s));
         const Tensor s64 = host64(to_dense(s));
         for (int64_t n : {1, 8, 70, 256, 300, 1100}) {  // 1100: full 512-column tiles and an edge
           for (bool transpose_s : {false, true}) {
@@ -93,12 +103,10 @@ TEST_F(BsrMmaTest, ProductsMatchCpu) {
                                        std::to_string(density) + " n " + std::to_string(n) +
                                        (transpose_s ? " S^T " : " S ") + layout_name(layout);
               const Tensor x = operand(op_s.size(1), n, layout, seed++, dtype);
-              EXPECT_TRUE(
-                  near(bsr_tiled_matmul(s, transpose_s, x, true, "test"), matmul(op_s, host64(x)), mode.tolerance()))
+              EXPECT_TRUE(near(mma_matmul(s, transpose_s, x, true), matmul(op_s, host64(x)), mode.tolerance()))
                   << "op(S) @ X " << what;
               const Tensor y = operand(n, op_s.size(0), layout, seed++, dtype);
-              EXPECT_TRUE(
-                  near(bsr_tiled_matmul(s, transpose_s, y, false, "test"), matmul(host64(y), op_s), mode.tolerance()))
+              EXPECT_TRUE(near(mma_matmul(s, transpose_s, y, false), matmul(host64(y), op_s), mode.tolerance()))
                   << "X @ op(S) " << what;
             }
           }
@@ -155,7 +163,7 @@ TEST_F(BsrMmaTest, SddmmMatchesCpu) {
             const Tensor a = operand(128, k, layout, seed++, dtype);
             const Tensor bb = operand(k, 512, layout, seed++, dtype);
             const Tensor want = values(sddmm(host64(a), host64(bb), pattern64));
-            EXPECT_TRUE(near(bsr_tiled_sddmm_values(a, bb, pc), want, mode.tolerance()))
+            EXPECT_TRUE(near(mma_sddmm_values(a, bb, pc), want, mode.tolerance()))
                 << mode.name << " blocks " << b << " density " << density << " k " << k << " " << layout_name(layout);
           }
         }
@@ -174,7 +182,7 @@ TEST_F(BsrMmaTest, RepeatsBitForBit) {
     const Tensor dy = operand(4096, 512, Layout::kContiguous, 42, DType::kBF16);
     const Tensor y1 = linear(x, s), y2 = linear(x, s);
     EXPECT_EQ(host64(y1).to_vector<double>(), host64(y2).to_vector<double>());
-    const Tensor g1 = bsr_tiled_sddmm_values(dy.t(), x, s), g2 = bsr_tiled_sddmm_values(dy.t(), x, s);
+    const Tensor g1 = mma_sddmm_values(dy.t(), x, s), g2 = mma_sddmm_values(dy.t(), x, s);
     EXPECT_EQ(host64(g1).to_vector<double>(), host64(g2).to_vector<double>());
   }
 }

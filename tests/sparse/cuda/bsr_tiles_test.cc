@@ -1,8 +1,9 @@
-// The tiled BSR kernels (sparse/cuda/bsr_products.h) against f64 products
-// on the CPU: every direction, SDDMM, every block shape they take, f32 (FMA
-// and TF32), bf16, f16, empty block rows, strided dense operands, column
-// counts that are not multiples of the tile or the vector width; linear with
-// the bias, and linear_relu with the bias and relu, in the write-out.
+// The WMMA / FMA tile kernels of BSR (sparse/cuda/bsr_products.h, kTiles)
+// against f64 products on the CPU: every direction, SDDMM, every block shape
+// they take, f32 (FMA and TF32), bf16, f16, empty block rows, strided dense
+// operands, column counts that are not multiples of the tile or the vector
+// width; and the planners' BSR routes through the ops: linear with the bias,
+// and linear_relu with the bias and relu, in the write-out.
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -19,8 +20,11 @@
 namespace coppice {
 namespace {
 
-using sparse_cuda::bsr_tiled_matmul;
-using sparse_cuda::bsr_tiles_apply;
+using sparse_cuda::bsr_kernel_takes;
+using sparse_cuda::bsr_matmul;
+using sparse_cuda::BsrKernel;
+
+bool tiles_take(const Tensor& s) { return bsr_kernel_takes(BsrKernel::kTiles, s); }
 
 const std::vector<TileMode> kModes = {{DType::kF32, false, "f32"},
                                       {DType::kF32, true, "tf32"},
@@ -43,12 +47,12 @@ const std::vector<Blocks> kBlocks = {{16, 16}, {32, 32}, {16, 32}, {32, 16}};
 TEST_F(BsrTilesTest, AppliesToTheirBlocksAndTypesOnly) {
   SKIP_WITHOUT_CUDA();
   const Tensor d = random_blocks(64, 64, 32, 32, 0.5, 1);
-  EXPECT_TRUE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(32, 32)), kCuda)));
-  EXPECT_TRUE(bsr_tiles_apply(to_device(to_format(d.to(DType::kBF16), "bsr", FormatOptions::block(16, 32)), kCuda)));
-  EXPECT_FALSE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF64), "bsr", FormatOptions::block(32, 32)), kCuda)));
-  EXPECT_FALSE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(8, 8)), kCuda)));
-  EXPECT_FALSE(bsr_tiles_apply(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(32, 32))));  // CPU
-  EXPECT_FALSE(bsr_tiles_apply(to_device(to_format(d.to(DType::kF32), "csr"), kCuda)));
+  EXPECT_TRUE(tiles_take(to_device(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(32, 32)), kCuda)));
+  EXPECT_TRUE(tiles_take(to_device(to_format(d.to(DType::kBF16), "bsr", FormatOptions::block(16, 32)), kCuda)));
+  EXPECT_FALSE(tiles_take(to_device(to_format(d.to(DType::kF64), "bsr", FormatOptions::block(32, 32)), kCuda)));
+  EXPECT_FALSE(tiles_take(to_device(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(8, 8)), kCuda)));
+  EXPECT_FALSE(tiles_take(to_format(d.to(DType::kF32), "bsr", FormatOptions::block(32, 32))));  // CPU
+  EXPECT_FALSE(tiles_take(to_device(to_format(d.to(DType::kF32), "csr"), kCuda)));
 }
 
 // op(S) @ X and X @ op(S) for both op, X contiguous and a transposed view.
@@ -61,7 +65,7 @@ TEST_F(BsrTilesTest, EveryDirectionMatchesCpu) {
       for (double density : {0.0, 0.3, 1.0}) {
         const Tensor dense = random_blocks(64, 96, blk.bh, blk.bw, density, seed++, {1});
         const Tensor s = to_device(to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(blk.bh, blk.bw)), kCuda);
-        ASSERT_TRUE(bsr_tiles_apply(s));
+        ASSERT_TRUE(tiles_take(s));
         const Tensor s64 = to_dense(s).to(Device::cpu()).to(DType::kF64);
         for (int64_t n : {1, 3, 64, 70, 130}) {
           for (bool transpose_s : {false, true}) {
@@ -77,11 +81,11 @@ TEST_F(BsrTilesTest, EveryDirectionMatchesCpu) {
               };
               // op(S) @ X, X [op_s cols, n].
               const Tensor x = on_device(op_s.size(1), n);
-              const Tensor got = bsr_tiled_matmul(s, transpose_s, x, true, "test");
+              const Tensor got = bsr_matmul(BsrKernel::kTiles, s, transpose_s, x, true, "test");
               EXPECT_TRUE(near(got, matmul(op_s, host64(x)), mode.tolerance())) << "op(S) @ X " << what;
               // X @ op(S), X [n, op_s rows].
               const Tensor y = on_device(n, op_s.size(0));
-              const Tensor got2 = bsr_tiled_matmul(s, transpose_s, y, false, "test");
+              const Tensor got2 = bsr_matmul(BsrKernel::kTiles, s, transpose_s, y, false, "test");
               EXPECT_TRUE(near(got2, matmul(host64(y), op_s), mode.tolerance())) << "X @ op(S) " << what;
             }
           }
@@ -152,7 +156,7 @@ TEST_F(BsrTilesTest, LinearReluAppliesItInTheKernel) {
       for (double density : {0.0, 0.4}) {
         const Tensor dense = random_blocks(64, 96, blk.bh, blk.bw, density, seed++, {1});
         const Tensor w = to_device(to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(blk.bh, blk.bw)), kCuda);
-        ASSERT_TRUE(bsr_tiles_apply(w));
+        ASSERT_TRUE(tiles_take(w));
         const Tensor w64 = dense.to(mode.dtype).to(DType::kF64);
         const Tensor b = random_dense({1, 64}, seed++).reshape({64}).to(mode.dtype);
         for (const Shape& xs : {Shape{70, 96}, Shape{6, 5, 96}}) {
@@ -180,8 +184,8 @@ TEST_F(BsrTilesTest, LinearReluAppliesItInTheKernel) {
   }
 }
 
-// Where the tiles do not apply (the pin bsr_tiles=off, or f64) the kernel
-// computes the composite.
+// Where no BSR kernel runs (the pin bsr_tiles=off, or f64) the op computes
+// the composite.
 TEST_F(BsrTilesTest, LinearReluWithoutTilesIsTheComposite) {
   SKIP_WITHOUT_CUDA();
   const Tensor dense = random_blocks(64, 96, 32, 32, 0.4, 900, {1});
@@ -190,7 +194,7 @@ TEST_F(BsrTilesTest, LinearReluWithoutTilesIsTheComposite) {
     const Tensor w = to_device(to_format(dense.to(dtype), "bsr", FormatOptions::block(32, 32)), kCuda);
     const Tensor xc = x.to(dtype).to(kCuda), bc = b.to(dtype).to(kCuda);
     ScopedRoutePins tiles_off("bsr_tiles=off");  // changes nothing for f64
-    EXPECT_FALSE(bsr_tiles_apply(w)) << dtype_name(dtype);
+    if (dtype == DType::kF64) { EXPECT_FALSE(tiles_take(w) || bsr_kernel_takes(BsrKernel::kMmaSync, w)); }
     const Tensor got = linear_relu(xc, w, bc), got_nobias = linear_relu(xc, w);
     const Tensor want =
         relu(linear(x.to(dtype).to(DType::kF64), dense.to(dtype).to(DType::kF64), b.to(dtype).to(DType::kF64)));
@@ -247,11 +251,11 @@ TEST_F(BsrTilesTest, SddmmMatchesCpu) {
             };
             const Tensor ad = on_device(64, k), bd = on_device(k, 96);
             const Tensor a = ad.to(Device::cpu()), b = bd.to(Device::cpu());
-            // The op (which may time the tiles against the dense route and
-            // take either) and the tiles themselves.
+            // The op (which may time the BSR kernel against the dense route
+            // and take either) and the tiles themselves.
             const Tensor got = sddmm(ad, bd, pc);
             EXPECT_EQ(pattern_version(got), pattern_version(pattern));
-            const Tensor tiled = sparse_cuda::bsr_tiled_sddmm_values(ad, bd, pc);
+            const Tensor tiled = sparse_cuda::bsr_sddmm_values(BsrKernel::kTiles, ad, bd, pc);
             const Tensor pattern64 =
                 to_format(dense.to(mode.dtype).to(DType::kF64), "bsr", FormatOptions::block(blk.bh, blk.bw));
             const Tensor want = sddmm(a.to(DType::kF64), b.to(DType::kF64), pattern64);
@@ -294,7 +298,7 @@ TEST_F(BsrTilesTest, InnerDimensionMismatchIsRefused) {
       to_format(random_blocks(32, 64, 32, 32, 1.0, 40).to(DType::kF32), "bsr", FormatOptions::block(32, 32)), kCuda);
   const Tensor x = random_dense({32, 8}, 41).to(DType::kF32).to(kCuda);
   try {
-    bsr_tiled_matmul(s, false, x, true, "matmul");
+    bsr_matmul(BsrKernel::kTiles, s, false, x, true, "matmul");
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("inner dimensions differ"), std::string::npos) << e.what();

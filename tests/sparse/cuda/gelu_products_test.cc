@@ -31,7 +31,8 @@
 namespace coppice {
 namespace {
 
-using sparse_cuda::bsr_tiles_apply;
+using sparse_cuda::bsr_kernel_takes;
+using sparse_cuda::BsrKernel;
 
 const std::vector<TileMode> kModes = {{DType::kF32, false, "f32"},
                                       {DType::kF32, true, "tf32"},
@@ -65,18 +66,16 @@ class GeluProductsTest : public SparseCudaTest {
   return ::testing::AssertionSuccess();
 }
 
-// The same bits where the tiles run the product (they round once and use no
-// atomics); elsewhere near (64x64 f32 blocks take the CSR route, which
+// The same bits where a BSR kernel runs the product (they round once and use
+// no atomics); elsewhere near (64x64 f32 blocks take the CSR route, which
 // times cuSPARSE against its own kernel per shape: two calls measured a
 // last-bit difference on an H200).
 ::testing::AssertionResult agree(const Tensor& got, const Tensor& want, const Tensor& w) {
-  return bsr_tiles_apply(w) ? same_bits(got, want) : near(got, want, w.dtype());
+  const bool bsr_kernel = bsr_kernel_takes(BsrKernel::kMmaSync, w) || bsr_kernel_takes(BsrKernel::kTiles, w);
+  return bsr_kernel ? same_bits(got, want) : near(got, want, w.dtype());
 }
 
-bool fused_kernel_runs(const Tensor& w) {
-  return bsr_tiles_apply(w) && w.dtype() != DType::kF64 && (w.dtype() != DType::kF32 || allow_tf32()) &&
-         values(w).size(1) == values(w).size(2);
-}
+bool fused_kernel_runs(const Tensor& w) { return bsr_kernel_takes(BsrKernel::kMmaSync, w); }
 
 struct Case {
   TileMode mode;
@@ -230,9 +229,8 @@ Tensor nm_weight(int64_t rows, int64_t cols, DType dtype, uint64_t seed) {
   return to_device(nm_compress(dense, transposable_nm_mask(dense), 2, 4), kCuda);
 }
 
-// The pins of the two kernels: the best the device has (sparse wgmma on
-// Hopper), and mma.sp.
-const char* const kNmKernels[] = {"nm24=sparse", "nm24=mma_sp"};
+// The two tensor-core kernels (each where the device runs it).
+const sparse_cuda::Nm24Kernel kNmKernels[] = {sparse_cuda::Nm24Kernel::kWgmma, sparse_cuda::Nm24Kernel::kMmaSp};
 
 TEST_F(GeluProductsTest, Nm24GeluFormsAreTheirCompositesInOneKernel) {
   SKIP_WITHOUT_CUDA();
@@ -245,21 +243,23 @@ TEST_F(GeluProductsTest, Nm24GeluFormsAreTheirCompositesInOneKernel) {
         const Tensor x = random_dense({tokens, 192}, seed++).to(dtype).to(kCuda);
         const Tensor g = random_dense({tokens, rows}, seed++).to(dtype).to(kCuda);
         const Tensor z_in = random_dense({tokens, 192}, seed++).to(dtype).to(kCuda);
-        for (const char* kernel : kNmKernels) {
-          ScopedRoutePins pin(kernel);
-          const std::string what = str_cat(dtype_name(dtype), " rows ", rows, " tokens ", tokens, " ", kernel);
+        for (const sparse_cuda::Nm24Kernel kernel : kNmKernels) {
+          if (!sparse_cuda::nm24_kernel_runs(kernel, w, false)) continue;
+          const std::string what = str_cat(dtype_name(dtype), " rows ", rows, " tokens ", tokens, " ",
+                                           kernel == sparse_cuda::Nm24Kernel::kWgmma ? "wgmma" : "mma.sp");
           for (bool with_bias : {true, false}) {
             const Tensor bias = with_bias ? b : Tensor();
-            const auto [y, z] = sparse_cuda::nm24_linear_gelu(x, w, bias);
-            const Tensor z_want = sparse_cuda::nm24_linear(x, w, bias, false);
+            const auto [y, z] = sparse_cuda::nm24_linear_gelu(kernel, x, w, bias);
+            const Tensor z_want = sparse_cuda::nm24_linear(kernel, x, w, bias, false);
             EXPECT_TRUE(same_bits(z, z_want)) << "z, " << what << (with_bias ? " bias" : "");
             EXPECT_TRUE(same_bits(y, gelu(z_want))) << "gelu(z), " << what << (with_bias ? " bias" : "");
             const Tensor want = linear(host64(x), host64(to_dense(w)), with_bias ? host64(b) : Tensor());
             EXPECT_TRUE(near(y, gelu(want), dtype)) << "vs the CPU, " << what;
           }
           if (rows % 64 != 0) continue;  // dy @ W runs on W^T, whose columns (W's rows) come in steps of 64
-          const Tensor got = sparse_cuda::nm24_matmul_gelu_grad(g, w, z_in);
-          EXPECT_TRUE(same_bits(got, gelu_backward(sparse_cuda::nm24_matmul(g, w), z_in))) << what;
+          if (!sparse_cuda::nm24_kernel_runs(kernel, w, true)) continue;
+          const Tensor got = sparse_cuda::nm24_matmul_gelu_grad(kernel, g, w, z_in);
+          EXPECT_TRUE(same_bits(got, gelu_backward(sparse_cuda::nm24_matmul(kernel, g, w), z_in))) << what;
           const Tensor want = gelu_backward(matmul(host64(g), host64(to_dense(w))), host64(z_in));
           EXPECT_TRUE(near(got, want, dtype)) << "gradient vs the CPU, " << what;
         }

@@ -18,11 +18,11 @@
 #include "sparse/cuda/csr_view.h"
 #include "sparse/cuda/cusparse_context.h"
 #include "sparse/ops.h"
+#include "sparse/route_choices.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
-#include "tensor/runtime_options.h"
 #include "tests/sparse/cuda/cuda_test_util.h"
 
 namespace coppice {
@@ -210,12 +210,12 @@ TEST_F(SparseCudaTest, EveryFormatInEveryDirectionMatchesCpu) {
 }
 
 // Both routes of the CUDA SDDMM: cuSPARSE (through CSR) and, above a
-// density, cuBLAS then a gather (RuntimeOptions::sddmm_dense_min_density picks).
+// density, cuBLAS then a gather (the pin sddmm_dense=off|on forces each).
 TEST_F(SparseCudaTest, SddmmAtEveryPatternMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 800;
-  for (double min_density : {2.0, 0.0}) {
-    ScopedRuntimeOptions route([&](RuntimeOptions& o) { o.sddmm_dense_min_density = min_density; });
+  for (const char* dense_route : {"off", "on"}) {
+    ScopedRoutePins route(str_cat("sddmm_dense=", dense_route));
     for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16}) {
       for (double density : kDensities) {
         for (const Tensor& pattern : every_format(random_matrix({16, 24}, density, seed++, {2}).to(dtype))) {
@@ -225,8 +225,8 @@ TEST_F(SparseCudaTest, SddmmAtEveryPatternMatchesCpu) {
           EXPECT_EQ(got.format(), pattern.format());
           EXPECT_EQ(pattern_version(got), pattern_version(pattern));
           EXPECT_TRUE(near(values(got), values(want), dtype))
-              << pattern.format() << " " << dtype_name(dtype) << " density " << density << " dense route from "
-              << min_density;
+              << pattern.format() << " " << dtype_name(dtype) << " density " << density << " dense route "
+              << dense_route;
         }
       }
     }
@@ -287,7 +287,7 @@ TEST_F(SparseCudaTest, PlanCacheReusedForSamePatternVersionOnly) {
   // SDDMM's cuSPARSE route caches per pattern version as well (its dense
   // route, taken at this density by default, has no plan).
   {
-    ScopedRuntimeOptions cusparse_route([](RuntimeOptions& o) { o.sddmm_dense_min_density = 2.0; });
+    ScopedRoutePins cusparse_route("sddmm_dense=off");
     const Tensor p = to_device(to_format(random_matrix({50, 40}, 0.2, 23).to(DType::kF32), "csr"), kCuda);
     const Tensor l = random_dense({50, 4}, 24).to(DType::kF32).to(kCuda);
     const Tensor r = random_dense({4, 40}, 25).to(DType::kF32).to(kCuda);

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "sparse/attention/block_walks.h"
+#include "sparse/route_choices.h"
 #include "tensor/ops.h"
-#include "tensor/runtime_options.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
 
 namespace coppice {
@@ -115,13 +115,13 @@ void check_case(const Case& c, uint64_t& seed) {
 }
 
 // On a Hopper GPU head size 64 runs on the wgmma kernels (attention_sm90.cu)
-// and, with RuntimeOptions::attention_wgmma off, on the mma.sync ones every
-// GPU runs: both are checked; elsewhere the option changes nothing.
+// and, with the pin attention=mma_sync, on the mma.sync ones every GPU runs:
+// both are checked; elsewhere the pin changes nothing.
 TEST(CudaAttentionTest, TiledKernelsMatchTheCpu) {
   COPPICE_REQUIRE_GPU();
   for (bool wgmma : {true, false}) {
     SCOPED_TRACE(wgmma ? "wgmma where the GPU has it" : "mma.sync");
-    ScopedRuntimeOptions kernels([wgmma](RuntimeOptions& o) { o.attention_wgmma = wgmma; });
+    ScopedRoutePins kernels(wgmma ? "" : "attention=mma_sync");
     uint64_t seed = 11;
     for (DType dtype : {DType::kBF16, DType::kF16}) {
       for (int64_t d : {64, 128}) {
