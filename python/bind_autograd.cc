@@ -16,8 +16,11 @@
 #include "autograd/autograd.h"
 #include "autograd/functions/sparse.h"
 #include "python/bindings.h"
+#include "tensor/binary_ops.h"
 #include "tensor/error.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
+#include "tensor/unary_ops.h"
 
 namespace coppice::python {
 namespace {
@@ -75,12 +78,33 @@ py::object binary(const py::object& a, const py::object& b, VV vv, VS vs, SV sv)
   return in.result(vv(x, y));
 }
 
-// Registers a binary function under `name`, with its scalar forms.
-template <typename VV, typename VS, typename SV>
-void def_binary(py::module_& m, const char* name, VV vv, VS vs, SV sv, const char* doc) {
+// Registers the binary op Op of tensor/binary_ops.h under its name, with its
+// docstring; f(a, b) is its C++ function, called with a number where
+// Op::kScalars allows one (elsewhere a number is an error).
+template <typename Op, typename F>
+void def_binary(py::module_& m, F f) {
+  using binary_ops::Scalars;
+  auto vs = [f](const Variable& a, double b) -> Variable {
+    if constexpr (Op::kScalars == Scalars::kNone) {
+      fail(Op::kName, ": an operand is a number; pass an array");
+    } else {
+      return f(a, b);
+    }
+  };
+  auto sv = [f](double a, const Variable& b) -> Variable {
+    if constexpr (Op::kScalars != Scalars::kEitherSide) {
+      fail(Op::kName, ": an operand is a number; pass an array");
+    } else {
+      return f(a, b);
+    }
+  };
   m.def(
-      name, [vv, vs, sv](const py::object& a, const py::object& b) { return binary(a, b, vv, vs, sv); }, py::arg("a"),
-      py::arg("b"), doc);
+      Op::kName,
+      [f, vs, sv](const py::object& a, const py::object& b) {
+        return binary(
+            a, b, [f](const Variable& x, const Variable& y) { return f(x, y); }, vs, sv);
+      },
+      py::arg("a"), py::arg("b"), Op::kDoc);
 }
 
 // A dim list from an int or a sequence of ints; None: all dims (empty).
@@ -209,8 +233,8 @@ void bind_variable(py::module_& m) {
   auto div_vs = [](const Variable& a, double b) { return a / b; };
   auto div_sv = [](double a, const Variable& b) { return a / b; };
   auto mm = [](const Variable& a, const Variable& b) { return matmul(a, b); };
-  auto no_scalar_vs = [](const Variable&, double) -> Variable { fail("matmul: an operand is a number"); };
-  auto no_scalar_sv = [](double, const Variable&) -> Variable { fail("matmul: an operand is a number"); };
+  auto no_scalar_vs = [](const Variable&, double) -> Variable { fail(op::kMatmul, ": an operand is a number"); };
+  auto no_scalar_sv = [](double, const Variable&) -> Variable { fail(op::kMatmul, ": an operand is a number"); };
   v.def("__add__", [=](const py::object& a, const py::object& b) { return binary(a, b, add_vv, add_vs, add_sv); })
       .def("__radd__", [=](const py::object& a, const py::object& b) { return binary(b, a, add_vv, add_vs, add_sv); })
       .def("__sub__", [=](const py::object& a, const py::object& b) { return binary(a, b, sub_vv, sub_vs, sub_sv); })
@@ -236,12 +260,12 @@ void bind_variable(py::module_& m) {
       .def(
           "flatten", [](const Variable& x, int64_t start, int64_t end) { return flatten(x, start, end); },
           py::arg("start_dim") = 0, py::arg("end_dim") = -1)
-      .def("transpose", [](const Variable& x, int64_t d0, int64_t d1) { return transpose(x, d0, d1); })
+      .def(op::kTranspose, [](const Variable& x, int64_t d0, int64_t d1) { return transpose(x, d0, d1); })
       .def("t", [](const Variable& x) { return t(x); })
       .def("permute", [](const Variable& x, const py::args& dims) { return permute(x, shape_of_args(dims)); })
       .def("unsqueeze", [](const Variable& x, int64_t dim) { return unsqueeze(x, dim); })
       .def(
-          "sum",
+          op::kSum,
           [](const Variable& x, const py::object& dim, bool keepdim) {
             return dim.is_none() ? sum(x) : sum(x, dims_of(dim), keepdim);
           },
@@ -252,7 +276,7 @@ void bind_variable(py::module_& m) {
             return dim.is_none() ? mean(x) : mean(x, dims_of(dim), keepdim);
           },
           py::arg("dim") = py::none(), py::arg("keepdim") = false)
-      .def("relu", [](const Variable& x) { return relu(x); })
+      .def(unary_ops::Relu::kName, [](const Variable& x) { return relu(x); })
       .def("to_dense", [](const Variable& x) { return to_dense(x); });
 
   py::class_<NoGrad>(m, "no_grad",
@@ -274,38 +298,12 @@ void bind_variable(py::module_& m) {
 
 void bind_functions(py::module_& m) {
   // ---- elementwise (autograd/functions/elementwise.h) ----
-  def_binary(
-      m, "add", [](const Variable& a, const Variable& b) { return add(a, b); },
-      [](const Variable& a, double b) { return add(a, b); }, [](double a, const Variable& b) { return a + b; },
-      "a + b, broadcasting.");
-  def_binary(
-      m, "sub", [](const Variable& a, const Variable& b) { return sub(a, b); },
-      [](const Variable& a, double b) { return sub(a, b); }, [](double a, const Variable& b) { return a - b; },
-      "a - b, broadcasting.");
-  def_binary(
-      m, "mul", [](const Variable& a, const Variable& b) { return mul(a, b); },
-      [](const Variable& a, double b) { return mul(a, b); }, [](double a, const Variable& b) { return a * b; },
-      "a * b, broadcasting (a sparse operand keeps its pattern).");
-  def_binary(
-      m, "div", [](const Variable& a, const Variable& b) { return div(a, b); },
-      [](const Variable& a, double b) { return div(a, b); }, [](double a, const Variable& b) { return a / b; },
-      "a / b, broadcasting.");
-  auto no_scalar = [](const char* op) {
-    return [op](const Variable&, double) -> Variable { fail(op, ": an operand is a number; pass an array"); };
-  };
-  auto no_scalar_first = [](const char* op) {
-    return [op](double, const Variable&) -> Variable { fail(op, ": an operand is a number; pass an array"); };
-  };
-  def_binary(
-      m, "pow", [](const Variable& a, const Variable& b) { return pow(a, b); },
-      [](const Variable& a, double b) { return pow(a, b); }, no_scalar_first("pow"),
-      "a ** b (b a number or an array).");
-  def_binary(
-      m, "maximum", [](const Variable& a, const Variable& b) { return maximum(a, b); }, no_scalar("maximum"),
-      no_scalar_first("maximum"), "Elementwise maximum (ties split the gradient).");
-  def_binary(
-      m, "minimum", [](const Variable& a, const Variable& b) { return minimum(a, b); }, no_scalar("minimum"),
-      no_scalar_first("minimum"), "Elementwise minimum.");
+  // Every differentiable binary op of tensor/binary_ops.h, its docstring and
+  // scalar forms the table's.
+#define COPPICE_BIND_BINARY(fn, Op) \
+  def_binary<binary_ops::Op>(m, [](const auto& a, const auto& b) { return coppice::fn(a, b); });
+  COPPICE_DIFFERENTIABLE_BINARY_OPS(COPPICE_BIND_BINARY)
+#undef COPPICE_BIND_BINARY
 
   // Every unary op of tensor/unary_ops.h, its docstring the table's.
 #define COPPICE_BIND_UNARY(fn, Op)                                                                   \
@@ -314,7 +312,7 @@ void bind_functions(py::module_& m) {
   COPPICE_UNARY_OPS(COPPICE_BIND_UNARY)
 #undef COPPICE_BIND_UNARY
   m.def(
-      "clamp",
+      unary_ops::Clamp::kName,
       [](const py::object& x, std::optional<double> lo, std::optional<double> hi) {
         Operands in;
         const Variable v = in(x, "argument x");
@@ -322,7 +320,7 @@ void bind_functions(py::module_& m) {
       },
       py::arg("x"), py::arg("min") = py::none(), py::arg("max") = py::none());
   m.def(
-      "where",
+      op::kWhere,
       [](const py::object& cond, const py::object& a, const py::object& b) {
         Operands in;
         const Variable x = in(a, "argument a"), y = in(b, "argument b");
@@ -332,7 +330,7 @@ void bind_functions(py::module_& m) {
 
   // ---- linear algebra (linalg.h) ----
   m.def(
-      "matmul",
+      op::kMatmul,
       [](const py::object& a, const py::object& b) {
         Operands in;
         const Variable x = in(a, "argument a"), y = in(b, "argument b");
@@ -348,7 +346,7 @@ void bind_functions(py::module_& m) {
       },
       py::arg("a"), py::arg("b"), "[b, m, k] x [b, k, n].");
   m.def(
-      "linear",
+      op::kLinear,
       [](const py::object& x, const py::object& weight, const py::object& bias) {
         Operands in;
         const Variable a = in(x, "argument x"), w = in(weight, "argument weight");
@@ -358,7 +356,7 @@ void bind_functions(py::module_& m) {
       py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(),
       "x [..., in] times weight [out, in] transposed, plus bias [out]; the weight may be sparse.");
   m.def(
-      "linear_relu",
+      op::kLinearRelu,
       [](const py::object& x, const py::object& weight, const py::object& bias) {
         Operands in;
         const Variable a = in(x, "argument x"), w = in(weight, "argument weight");
@@ -380,7 +378,7 @@ void bind_functions(py::module_& m) {
 
   // ---- neural-network functions (nn.h) ----
   m.def(
-      "softmax",
+      op::kSoftmax,
       [](const py::object& x, int64_t dim) {
         Operands in;
         const Variable v = in(x, "argument x");
@@ -388,7 +386,7 @@ void bind_functions(py::module_& m) {
       },
       py::arg("x"), py::arg("dim") = -1);
   m.def(
-      "log_softmax",
+      op::kLogSoftmax,
       [](const py::object& x, int64_t dim) {
         Operands in;
         const Variable v = in(x, "argument x");
@@ -396,7 +394,7 @@ void bind_functions(py::module_& m) {
       },
       py::arg("x"), py::arg("dim") = -1);
   m.def(
-      "cross_entropy",
+      op::kCrossEntropy,
       [](const py::object& logits, const py::object& target, double label_smoothing, int64_t ignore_index,
          const std::string& reduction) {
         Operands in;
@@ -410,7 +408,7 @@ void bind_functions(py::module_& m) {
       py::arg("logits"), py::arg("target"), py::arg("label_smoothing") = 0.0, py::arg("ignore_index") = -100,
       py::arg("reduction") = "mean", "logits [n, c] against int64 class indices [n].");
   m.def(
-      "layer_norm",
+      op::kLayerNorm,
       [](const py::object& x, const std::vector<int64_t>& normalized_shape, const py::object& weight,
          const py::object& bias, double eps) {
         Operands in;
@@ -429,7 +427,7 @@ void bind_functions(py::module_& m) {
       },
       py::arg("weight"), py::arg("indices"));
   m.def(
-      "conv2d",
+      op::kConv2d,
       [](const py::object& x, const py::object& weight, const py::object& bias, const py::object& stride,
          const py::object& padding, const py::object& dilation) {
         Operands in;
@@ -444,7 +442,7 @@ void bind_functions(py::module_& m) {
       py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1, py::arg("padding") = 0,
       py::arg("dilation") = 1, "x [n, c, h, w], weight [o, c, kh, kw], bias [o].");
   m.def(
-      "max_pool2d",
+      op::kMaxPool2d,
       [](const py::object& x, const py::object& kernel, const py::object& stride, const py::object& padding) {
         Operands in;
         const Variable v = in(x, "argument x");
@@ -468,7 +466,7 @@ void bind_functions(py::module_& m) {
 
   // ---- reductions (reduce.h) ----
   m.def(
-      "sum",
+      op::kSum,
       [](const py::object& x, const py::object& dim, bool keepdim) {
         Operands in;
         const Variable v = in(x, "argument x");
@@ -527,7 +525,7 @@ void bind_functions(py::module_& m) {
       },
       py::arg("x"), py::arg("start_dim") = 0, py::arg("end_dim") = -1);
   m.def(
-      "transpose",
+      op::kTranspose,
       [](const py::object& x, int64_t d0, int64_t d1) {
         Operands in;
         const Variable v = in(x, "argument x");

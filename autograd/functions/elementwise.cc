@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/function.h"
@@ -25,78 +26,57 @@ Tensor zero_like_scalar(const Tensor& g) { return scalar_tensor(0.0, g.options()
 
 // ---- binary ----------------------------------------------------------------
 
-Variable add(const Variable& a, const Variable& b) {
-  if (a.value().is_sparse() || b.value().is_sparse()) return autograd_detail::sparse_add(a, b);
-  Shape sa = a.shape(), sb = b.shape();
-  return record(add(a.value(), b.value()), "AddBackward", {a, b}, [sa, sb](const Tensor& g, const GradNeeds& n) {
-    return Grads{n[0] ? sum_to(g, sa) : Tensor(), n[1] ? sum_to(g, sb) : Tensor()};
-  });
-}
-
-Variable sub(const Variable& a, const Variable& b) {
-  Shape sa = a.shape(), sb = b.shape();
-  return record(sub(a.value(), b.value()), "SubBackward", {a, b}, [sa, sb](const Tensor& g, const GradNeeds& n) {
-    return Grads{n[0] ? sum_to(g, sa) : Tensor(), n[1] ? sum_to(neg(g), sb) : Tensor()};
-  });
-}
-
-Variable mul(const Variable& a, const Variable& b) {
-  if (a.value().is_sparse() || b.value().is_sparse()) return autograd_detail::sparse_mul(a, b);
-  Tensor av = saved_if(b.requires_grad(), a.value()), bv = saved_if(a.requires_grad(), b.value());
-  Shape sa = a.shape(), sb = b.shape();
-  return record(mul(a.value(), b.value()), "MulBackward", {a, b},
-                [av, bv, sa, sb](const Tensor& g, const GradNeeds& n) {
-                  return Grads{n[0] ? sum_to(mul(g, bv), sa) : Tensor(), n[1] ? sum_to(mul(g, av), sb) : Tensor()};
-                });
-}
-
-Variable div(const Variable& a, const Variable& b) {
-  Tensor y = div(a.value(), b.value());
-  Tensor bv = b.value(), yv = saved_if(b.requires_grad(), y);
-  Shape sa = a.shape(), sb = b.shape();
-  return record(y, "DivBackward", {a, b}, [bv, yv, sa, sb](const Tensor& g, const GradNeeds& n) {
-    Tensor ga, gb;
-    if (n[0]) ga = sum_to(div(g, bv), sa);
-    if (n[1]) gb = sum_to(neg(div(mul(g, yv), bv)), sb);  // -g a / b^2 = -g y / b
-    return Grads{ga, gb};
-  });
-}
-
-Variable pow(const Variable& a, const Variable& b) {
-  Tensor y = pow(a.value(), b.value());
-  Tensor av = a.value(), bv = saved_if(a.requires_grad(), b.value()), yv = saved_if(b.requires_grad(), y);
-  Shape sa = a.shape(), sb = b.shape();
-  return record(y, "PowBackward", {a, b}, [av, bv, yv, sa, sb](const Tensor& g, const GradNeeds& n) {
-    Tensor ga, gb;
-    if (n[0]) ga = sum_to(mul(g, mul(bv, pow(av, sub(bv, 1.0)))), sa);
-    if (n[1]) gb = sum_to(mask_grad(mul(g, mul(yv, log(av))), ne(av, 0.0)), sb);
-    return Grads{ga, gb};
-  });
-}
-
 namespace {
 
-// maximum/minimum: the winner takes the gradient, ties split it.
-Variable extremum(const Variable& a, const Variable& b, bool is_max) {
-  Tensor av = a.value(), bv = b.value();
-  Tensor y = is_max ? maximum(av, bv) : minimum(av, bv);
+// "Add" + "Backward" for add, "Gelu" + "Backward" for gelu: the graph node's name.
+template <typename Op>
+const std::string& backward_name() {
+  static const std::string name = [] {
+    std::string n = Op::kName;
+    n[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(n[0])));
+    return n + "Backward";
+  }();
+  return name;
+}
+
+// The sparse autograd paths of the ops with kSparseAutograd.
+Variable sparse_binary(binary_ops::Add, const Variable& a, const Variable& b) {
+  return autograd_detail::sparse_add(a, b);
+}
+Variable sparse_binary(binary_ops::Mul, const Variable& a, const Variable& b) {
+  return autograd_detail::sparse_mul(a, b);
+}
+
+// y = forward(a, b) with Op::grad as its backward (summed back to each
+// operand's shape), keeping alive only what the needed gradients read.
+template <typename Op, typename Forward>
+Variable binary(const Variable& a, const Variable& b, Forward forward) {
+  if constexpr (Op::kSparseAutograd) {
+    if (a.value().is_sparse() || b.value().is_sparse()) return sparse_binary(Op{}, a, b);
+  }
+  Tensor y = forward(a.value(), b.value());
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  auto kept = [&](unsigned what) {
+    return (need_a && (Op::kGradAReads & what)) || (need_b && (Op::kGradBReads & what));
+  };
+  const Tensor as = saved_if(kept(binary_ops::kReadsA), a.value());
+  const Tensor bs = saved_if(kept(binary_ops::kReadsB), b.value());
+  const Tensor ys = saved_if(kept(binary_ops::kReadsY), y);
   Shape sa = a.shape(), sb = b.shape();
-  return record(y, is_max ? "MaximumBackward" : "MinimumBackward", {a, b},
-                [av, bv, sa, sb, is_max](const Tensor& g, const GradNeeds& n) {
-                  DType dt = g.dtype();
-                  Tensor wins = (is_max ? gt(av, bv) : lt(av, bv)).to(dt);
-                  Tensor share = add(wins, mul(eq(av, bv).to(dt), 0.5));  // a's share of the gradient
-                  Tensor ga, gb;
-                  if (n[0]) ga = sum_to(mul(g, share), sa);
-                  if (n[1]) gb = sum_to(mul(g, 1.0 - share), sb);
-                  return Grads{ga, gb};
-                });
+  return record(y, backward_name<Op>(), {a, b}, [as, bs, ys, sa, sb](const Tensor& g, const GradNeeds& n) {
+    const std::pair<Tensor, Tensor> d = Op::grad(g, as, bs, ys, n[0], n[1]);
+    return Grads{n[0] ? sum_to(d.first, sa) : Tensor(), n[1] ? sum_to(d.second, sb) : Tensor()};
+  });
 }
 
 }  // namespace
 
-Variable maximum(const Variable& a, const Variable& b) { return extremum(a, b, true); }
-Variable minimum(const Variable& a, const Variable& b) { return extremum(a, b, false); }
+#define COPPICE_DEFINE_BINARY(fn, Op)                                                                        \
+  Variable fn(const Variable& a, const Variable& b) {                                                        \
+    return binary<binary_ops::Op>(a, b, [](const Tensor& x, const Tensor& y) { return coppice::fn(x, y); }); \
+  }
+COPPICE_DIFFERENTIABLE_BINARY_OPS(COPPICE_DEFINE_BINARY)
+#undef COPPICE_DEFINE_BINARY
 
 // ---- with a scalar ---------------------------------------------------------
 
@@ -130,21 +110,19 @@ Variable pow(const Variable& a, double exponent) {
   });
 }
 
-namespace {
+Variable add(double a, const Variable& b) { return add(b, a); }
+Variable mul(double a, const Variable& b) { return mul(b, a); }
 
-// double - x and double / x.
-Variable rsub(double a, const Variable& b) {
+Variable sub(double a, const Variable& b) {
   return record(a - b.value(), "RsubBackward", {b}, [](const Tensor& g, const GradNeeds&) { return Grads{neg(g)}; });
 }
 
-Variable rdiv(double a, const Variable& b) {
+Variable div(double a, const Variable& b) {
   Tensor bv = b.value();
   Tensor y = a / bv;
   return record(y, "RdivBackward", {b},
                 [bv, y](const Tensor& g, const GradNeeds&) { return Grads{neg(div(mul(g, y), bv))}; });
 }
-
-}  // namespace
 
 // ---- comparisons -----------------------------------------------------------
 
@@ -164,17 +142,6 @@ Tensor ge(const Variable& a, double b) { return ge(a.value(), b); }
 // ---- unary -----------------------------------------------------------------
 
 namespace {
-
-// "Gelu" + "Backward" for gelu: the graph node's name.
-template <typename Op>
-const std::string& backward_name() {
-  static const std::string name = [] {
-    std::string n = Op::kName;
-    n[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(n[0])));
-    return n + "Backward";
-  }();
-  return name;
-}
 
 // y = forward(x) with Op::grad as its backward, keeping alive only what grad
 // reads (x or y).
@@ -229,9 +196,9 @@ Variable operator+(const Variable& a, double b) { return add(a, b); }
 Variable operator-(const Variable& a, double b) { return sub(a, b); }
 Variable operator*(const Variable& a, double b) { return mul(a, b); }
 Variable operator/(const Variable& a, double b) { return div(a, b); }
-Variable operator+(double a, const Variable& b) { return add(b, a); }
-Variable operator-(double a, const Variable& b) { return rsub(a, b); }
-Variable operator*(double a, const Variable& b) { return mul(b, a); }
-Variable operator/(double a, const Variable& b) { return rdiv(a, b); }
+Variable operator+(double a, const Variable& b) { return add(a, b); }
+Variable operator-(double a, const Variable& b) { return sub(a, b); }
+Variable operator*(double a, const Variable& b) { return mul(a, b); }
+Variable operator/(double a, const Variable& b) { return div(a, b); }
 
 }  // namespace coppice

@@ -6,22 +6,30 @@
 #include <optional>
 
 #include "autograd/variable.h"
+#include "tensor/binary_ops.h"
 #include "tensor/unary_ops.h"
 
 namespace coppice {
 
-Variable add(const Variable& a, const Variable& b);
-Variable sub(const Variable& a, const Variable& b);
-Variable mul(const Variable& a, const Variable& b);
-Variable div(const Variable& a, const Variable& b);
-Variable pow(const Variable& a, const Variable& b);      // d/db needs a > 0 (0 where a == 0)
-Variable maximum(const Variable& a, const Variable& b);  // ties split the gradient evenly
-Variable minimum(const Variable& a, const Variable& b);
+// Every differentiable binary op of tensor/binary_ops.h (Variable add(const
+// Variable& a, const Variable& b), ..., maximum, minimum), its backward the
+// table's grad() (pow's d/db needs a > 0: 0 where a == 0; maximum and minimum
+// split ties evenly), keeping alive only what the needed gradients read. A
+// sparse operand of an op with kSparseAutograd (add, mul) takes
+// autograd/functions/sparse.h's path (its gradient keeps the pattern).
+#define COPPICE_DECLARE_BINARY(fn, Op) Variable fn(const Variable& a, const Variable& b);
+COPPICE_DIFFERENTIABLE_BINARY_OPS(COPPICE_DECLARE_BINARY)
+#undef COPPICE_DECLARE_BINARY
+// The scalar forms that the table's kScalars promises (written out).
 Variable add(const Variable& a, double b);
 Variable sub(const Variable& a, double b);
 Variable mul(const Variable& a, double b);
 Variable div(const Variable& a, double b);
 Variable pow(const Variable& a, double exponent);
+Variable add(double a, const Variable& b);
+Variable sub(double a, const Variable& b);
+Variable mul(double a, const Variable& b);
+Variable div(double a, const Variable& b);
 
 Tensor eq(const Variable& a, const Variable& b);
 Tensor ne(const Variable& a, const Variable& b);

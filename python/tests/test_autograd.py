@@ -80,6 +80,37 @@ def test_unary_ops_of_the_table_match_numpy_and_finite_differences(name, referen
     check_gradients(lambda v: coppice.sum(op(v)), [x])
 
 
+@pytest.mark.parametrize("name, reference, doc, numbers", [
+    ("add", np.add, "a + b, broadcasting.", "either side"),
+    ("sub", np.subtract, "a - b, broadcasting.", "either side"),
+    ("mul", np.multiply, "a * b, broadcasting (a sparse operand keeps its pattern).", "either side"),
+    ("div", np.divide, "a / b, broadcasting.", "either side"),
+    ("pow", np.power, "a ** b (b a number or an array).", "exponent"),
+    ("maximum", np.maximum, "Elementwise maximum (ties split the gradient).", "none"),
+    ("minimum", np.minimum, "Elementwise minimum.", "none"),
+])
+def test_binary_ops_of_the_table_match_numpy_and_finite_differences(name, reference, doc, numbers):
+    """The differentiable binary ops come from one table (tensor/binary_ops.h): each is a module function with
+    the table's docstring, its values NumPy's (broadcasting), its gradients the finite differences', and a number
+    for an operand where the table allows one, else an error saying so."""
+    op = getattr(coppice, name)
+    assert op.__doc__.rstrip().endswith(doc)
+    a, b = np.abs(f64(4, 3)) + 0.5, f64(3)  # pow: a positive base
+    np.testing.assert_allclose(op(a, b).numpy(), reference(a, b), rtol=1e-12, atol=1e-14)
+    check_gradients(lambda x, y: coppice.sum(op(x, y)), [a, b])
+    x = coppice.Variable(a, requires_grad=True)
+    if numbers == "none":
+        with pytest.raises(coppice.Error, match=f"{name}: an operand is a number; pass an array"):
+            op(x, 2.0)
+    else:
+        np.testing.assert_allclose(op(x, 2.0).numpy(), reference(a, 2.0), rtol=1e-12)
+    if numbers == "either side":
+        np.testing.assert_allclose(op(2.0, x).numpy(), reference(2.0, a), rtol=1e-12)
+    else:
+        with pytest.raises(coppice.Error, match=f"{name}: an operand is a number; pass an array"):
+            op(2.0, x)
+
+
 def test_conv_pool_and_cross_entropy_match_finite_differences():
     """conv2d with padding, max pooling, flatten, reshape, log_softmax and cross_entropy: a small CNN's ops."""
     target = np.array([1, 0], dtype=np.int64)
