@@ -7,6 +7,47 @@
 #include "tensor/op_profile.h"
 
 namespace coppice {
+namespace {
+
+std::string_view attr_type_name(AttrType type) {
+  switch (type) {
+    case AttrType::kInt: return "an int";
+    case AttrType::kDouble: return "a double";
+    case AttrType::kBool: return "a bool";
+    case AttrType::kString: return "a string";
+    case AttrType::kInts: return "a list of ints";
+  }
+  return "?";
+}
+
+// Whether `value` is of `type` (AttrValue's alternatives are in AttrType's
+// order; an int passes for a double, as Attrs::get_double converts it).
+bool attr_is(const AttrValue& value, AttrType type) {
+  return value.index() == static_cast<size_t>(type) ||
+         (type == AttrType::kDouble && std::holds_alternative<int64_t>(value));
+}
+
+// Every attribute of a call is one the op declares, of its type (an op whose
+// attributes are declared elsewhere, attrs_from, is not checked here).
+void check_attrs(const OpSpec& spec, const Attrs& attrs) {
+  if (!spec.attrs_from.empty()) return;
+  for (const auto& [name, value] : attrs.entries()) {
+    const AttrSpec* declared = nullptr;
+    for (const AttrSpec& a : spec.attrs) {
+      if (a.name == name) declared = &a;
+    }
+    if (declared == nullptr) {
+      std::vector<std::string_view> names;
+      for (const AttrSpec& a : spec.attrs) names.push_back(a.name);
+      fail(spec.name, ": attribute '", name, "' is not declared (tensor/op_table.h declares ",
+           names.empty() ? std::string("none") : str_join(names, ", "), ")");
+    }
+    COPPICE_CHECK(attr_is(value, declared->type), spec.name, ": attribute '", name, "' must be ",
+                  attr_type_name(declared->type), " (tensor/op_table.h)");
+  }
+}
+
+}  // namespace
 
 Attrs& Attrs::set(std::string_view name, AttrValue value) {
   for (auto& [n, v] : values_) {
@@ -100,6 +141,7 @@ void Dispatcher::register_kernel(const std::string& op, DeviceType device, std::
                    str_join(formats, ", "), ")"));
   }
   OpKernels& entry = kernels_[op];
+  entry.spec = spec;
   entry.min_inputs = static_cast<size_t>(spec->min_inputs);
   entry.max_inputs = static_cast<size_t>(spec->max_inputs);
   std::vector<Registered>& kernels = entry.by_device[static_cast<size_t>(device)];
@@ -163,15 +205,17 @@ std::vector<Dispatcher::Cell> Dispatcher::cells() const {
 }
 
 std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs) const {
-  // The input count against the op's arity: from its kernels' entry on the
-  // hot path, from the table only when the op has no kernel at all.
+  // The input count against the op's arity and the attributes against its
+  // declaration: from its kernels' entry on the hot path, from the table
+  // only when the op has no kernel at all.
   const OpKernels* kernels = lookup(op);
-  const OpSpec* spec = kernels == nullptr ? find_op(op) : nullptr;
-  if (kernels != nullptr || spec != nullptr) {
+  const OpSpec* spec = kernels != nullptr ? kernels->spec : find_op(op);
+  if (spec != nullptr) {
     const size_t lo = kernels != nullptr ? kernels->min_inputs : static_cast<size_t>(spec->min_inputs);
     const size_t hi = kernels != nullptr ? kernels->max_inputs : static_cast<size_t>(spec->max_inputs);
     COPPICE_CHECK(inputs.size() >= lo && inputs.size() <= hi, op, ": takes ", arity_text(lo, hi), ", got ",
                   inputs.size());
+    check_attrs(*spec, attrs);
   }
   absl::InlinedVector<std::string_view, 8> formats;
   const Tensor* first = nullptr;
@@ -191,8 +235,8 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
   }
   COPPICE_CHECK(first != nullptr, op, ": called with no defined input");
   DeviceType device = first->device().type;
-  COPPICE_CHECK(kernels != nullptr || spec != nullptr, op, ": no kernel registered for (", str_join(formats, ", "),
-                ") on ", device_type_name(device), "; '", op, "' is not a declared op (tensor/op_table.h)");
+  COPPICE_CHECK(spec != nullptr, op, ": no kernel registered for (", str_join(formats, ", "), ") on ",
+                device_type_name(device), "; '", op, "' is not a declared op (tensor/op_table.h)");
   if (const Kernel* k = kernels == nullptr ? nullptr : find_in(*kernels, device, formats)) {
     if (!op_profile_enabled()) return (*k)(inputs, attrs);
     ProfileScope scope(str_cat(op, "(", str_join(formats, ", "), ") on ", device_type_name(device),

@@ -55,6 +55,9 @@ class Attrs {
   bool get_bool(std::string_view name) const;
   const std::string& get_string(std::string_view name) const;
   const std::vector<int64_t>& get_ints(std::string_view name) const;
+  // Every attribute set, in the order set (the dispatcher checks them
+  // against the op's declaration).
+  absl::Span<const std::pair<std::string, AttrValue>> entries() const { return values_; }
   int64_t get_int(std::string_view name, int64_t fallback) const;
   double get_double(std::string_view name, double fallback) const;
   bool get_bool(std::string_view name, bool fallback) const;
@@ -97,7 +100,9 @@ class Dispatcher {
 
   // Runs `op` on `inputs` (undefined tensors are allowed for optional inputs
   // and match the format "none"). All defined inputs must share a device;
-  // their count must be one the op's arity allows.
+  // their count must be one the op's arity allows, and every attribute one
+  // the op declares, of its declared type (an int where a double is
+  // declared converts, as Attrs' getters do).
   std::vector<Tensor> call(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs = {}) const;
 
   // Dense fallbacks taken so far, by "op(format, format)".
@@ -119,6 +124,7 @@ class Dispatcher {
   // checks its input count without looking the table up) and, per device
   // type, its kernels (a few, scanned in order).
   struct OpKernels {
+    const OpSpec* spec = nullptr;  // the op's declaration (stable: find_op's)
     size_t min_inputs = 0, max_inputs = 0;
     std::array<std::vector<Registered>, kDeviceTypes> by_device;
   };

@@ -13,6 +13,7 @@
 #include "sparsifiers/fused_relu.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
+#include "tensor/unary_ops.h"
 #include "tests/util/error_matchers.h"
 
 namespace coppice {
@@ -141,6 +142,23 @@ TEST(OpTable, DispatchesWithAWrongInputCountAreErrorsNamingOpAndCounts) {
   EXPECT_ERROR_NAMING(dispatch(op::kSoftmax, {x, x}), "softmax: takes 1 input, got 2");
   EXPECT_ERROR_NAMING(dispatch("no_such_op", {x}), "'no_such_op' is not a declared op");
   EXPECT_EQ(dispatch(op::kMatmul, {x, x})[0].to_vector<double>(), (std::vector<double>(4, 2.0)));
+}
+
+// The attributes of a dispatch are the op's declared ones, of their types;
+// an int passes for a double (Attrs::get_double converts it).
+TEST(OpTable, DispatchesWithAnUndeclaredOrMistypedAttributeAreErrorsNamingIt) {
+  const Tensor x = ones({2, 3});
+  EXPECT_ERROR_NAMING(dispatch(op::kSoftmax, {x}, Attrs().set("dim", int64_t{1}).set("axis", int64_t{1})),
+                      "softmax: attribute 'axis' is not declared (tensor/op_table.h declares dim)");
+  EXPECT_ERROR_NAMING(dispatch(op::kMatmul, {x, x.t()}, Attrs().set("dim", int64_t{1})),
+                      "matmul: attribute 'dim' is not declared (tensor/op_table.h declares none)");
+  EXPECT_ERROR_NAMING(dispatch(op::kTopk, {x}, Attrs().set("k", 1.5).set("largest", true)),
+                      "topk: attribute 'k' must be an int");
+  EXPECT_ERROR_NAMING(dispatch(unary_ops::Clamp::kName, {x}, Attrs().set("min", std::string("0"))),
+                      "clamp: attribute 'min' must be a double");
+  const Tensor clamped =
+      dispatch(unary_ops::Clamp::kName, {x}, Attrs().set("min", int64_t{0}).set("max", int64_t{0}))[0];
+  EXPECT_EQ(clamped.to_vector<double>(), std::vector<double>(6, 0.0));
 }
 
 }  // namespace

@@ -120,12 +120,10 @@ TEST(TrainerLimits, BadRuntimeOptionExitsTwoBeforeTheRun) {
   // that reads them (tensor/runtime_options.h).
   const std::string dir = temp_dir("trainer_limits_env");
   std::ofstream(dir + "/job.yaml") << kJob;
-  const RunResult r = run_trainer("--config '" + dir + "/job.yaml' --run-dir '" + dir + "/run'", dir,
-                                  "COPPICE_SDDMM_DENSE_DENSITY=nan");
+  const RunResult r =
+      run_trainer("--config '" + dir + "/job.yaml' --run-dir '" + dir + "/run'", dir, "COPPICE_PROFILE=yes");
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_EQ(r.err,
-            "trainer: COPPICE_SDDMM_DENSE_DENSITY='nan' is not accepted: expected a finite number >= 0 "
-            "(above 1 turns the dense route off)\n");
+  EXPECT_EQ(r.err, "trainer: COPPICE_PROFILE='yes' is not accepted: expected one of 0, 1, shapes\n");
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
