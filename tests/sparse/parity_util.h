@@ -1,10 +1,14 @@
 // What the parity harnesses (tests/sparse/*_parity_test.cc) share: the
 // devices a binary sweeps, the dtypes a cell runs on, the per-dtype
-// tolerances (stated here once) and values brought to the host in f64 for
-// comparison.
+// tolerances (stated here once), values brought to the host in f64 and the
+// comparison of a cell's output with its reference.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +16,7 @@
 #include "sparse/convert.h"
 #include "tensor/backend.h"
 #include "tensor/dispatcher.h"
+#include "tensor/ops.h"
 
 namespace coppice::parity {
 
@@ -70,6 +75,46 @@ inline std::string cell_name(std::string_view op, const std::vector<std::string>
   std::string s = std::string(op) + "(";
   for (size_t i = 0; i < formats.size(); ++i) s += (i > 0 ? ", " : "") + formats[i];
   return s + ") on " + (device == DeviceType::kCpu ? "cpu" : "cuda");
+}
+
+// An output of a cell and the reference it must match.
+struct Expected {
+  Tensor want;             // f64 on the host (undefined: the output must be undefined too)
+  Tensor scale;            // what bounds each element's error: the sum of the absolute terms (|a| @ |b| [+ |bias|]);
+                           // undefined: |want|
+  int64_t terms = 0;       // the reduction length
+  double lipschitz = 1.0;  // of what follows the product: gelu' lies in [-0.13, 1.13]
+  bool exact = false;      // moves or selects values (transpose, indices, masks): bit for bit
+  // The output's dtype where it is not the run's (indices, masks, f32 statistics).
+  std::optional<DType> dtype = std::nullopt;
+};
+
+// Whether `got_tensor` matches `e` within the bounds of the run's `dtype`.
+inline ::testing::AssertionResult matches(const Tensor& got_tensor, const Expected& e, DType dtype) {
+  if (got_tensor.shape() != e.want.shape()) {
+    return ::testing::AssertionFailure() << "shape " << shape_to_string(got_tensor.shape()) << ", expected "
+                                         << shape_to_string(e.want.shape());
+  }
+  const std::vector<double> got = host_f64(got_tensor), want = e.want.contiguous().to_vector<double>();
+  const std::vector<double> scale = e.exact             ? std::vector<double>(want.size(), 0.0)
+                                    : e.scale.defined() ? e.scale.contiguous().to_vector<double>()
+                                                        : abs(e.want).contiguous().to_vector<double>();
+  const Tolerance tol = tolerance(dtype);
+  // The classical bound of a sum of `terms` products, each term rounded
+  // (tol.rounding: inputs of a fused op, the result) and accumulated
+  // (tol.per_term each), through what follows it (lipschitz); plus the
+  // result's own rounding. An element whose terms are all zero (an empty
+  // row) must be exactly zero.
+  const double factor = e.lipschitz * (tol.rounding + static_cast<double>(e.terms) * tol.per_term);
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))) continue;
+    const double bound = e.exact ? 0.0 : factor * scale[i] + tol.rounding * std::abs(want[i]);
+    if (!(std::abs(got[i] - want[i]) <= bound)) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs " << want[i] << " (bound "
+                                           << bound << ", " << e.terms << " terms)";
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace coppice::parity

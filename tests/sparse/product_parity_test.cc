@@ -8,9 +8,8 @@
 // scaled by the reduction length. The cells are read from the dispatcher
 // (Dispatcher::cells), not listed here, so a cell added later is run; the op
 // table (tensor/op_table.h) lists the cells each op promises on every
-// device, and a missing one fails. A second test holds every registered cell with a sparse operand
-// to an op that this harness or the elementwise one covers, so a new sparse
-// op cannot go untested.
+// device, and a missing one fails. op_parity_test holds every registered
+// cell to an op that one of the three parity harnesses runs.
 //
 // Built twice: //tests/sparse:product_parity_test (the CPU cells) and
 // //tests/sparse/cuda:product_parity_test (the CUDA cells too, on a GPU;
@@ -26,10 +25,8 @@
 #include <vector>
 
 #include "sparse/formats.h"
-#include "tensor/binary_ops.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
-#include "tensor/unary_ops.h"
 #include "tests/sparse/parity_util.h"
 #include "tests/sparse/product_operands.h"
 #include "tests/sparse/product_problems.h"
@@ -52,32 +49,6 @@ std::vector<SparseCase> cases_of_cell(const OpRow& row, const std::vector<std::s
     if (c.transposable || !row.transposable_only) out.push_back(c);
   }
   return out;
-}
-
-::testing::AssertionResult matches(const Tensor& got_tensor, const Expected& e, DType dtype) {
-  if (got_tensor.shape() != e.want.shape()) {
-    return ::testing::AssertionFailure() << "shape " << shape_to_string(got_tensor.shape()) << ", expected "
-                                         << shape_to_string(e.want.shape());
-  }
-  const std::vector<double> got = host_f64(got_tensor), want = e.want.contiguous().to_vector<double>();
-  const std::vector<double> scale =
-      e.exact ? std::vector<double>(want.size(), 0.0) : e.scale.contiguous().to_vector<double>();
-  const Tolerance tol = tolerance(dtype);
-  // The classical bound of a sum of `terms` products, each term rounded
-  // (tol.rounding: inputs of a fused op, the result) and accumulated
-  // (tol.per_term each), through what follows it (lipschitz); plus the
-  // result's own rounding. An element whose terms are all zero (an empty
-  // row) must be exactly zero.
-  const double factor = e.lipschitz * (tol.rounding + static_cast<double>(e.terms) * tol.per_term);
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))) continue;
-    const double bound = e.exact ? 0.0 : factor * scale[i] + tol.rounding * std::abs(want[i]);
-    if (!(std::abs(got[i] - want[i]) <= bound)) {
-      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs " << want[i] << " (bound "
-                                           << bound << ", " << e.terms << " terms)";
-    }
-  }
-  return ::testing::AssertionSuccess();
 }
 
 // Runs one registered cell on every dtype and case; returns the runs made.
@@ -185,26 +156,6 @@ TEST(ProductParityTest, EveryRegisteredCellAgainstTheCpuDenseResult) {
   for (const OpSpec* spec : declared_ops()) {
     if (!spec->promised.empty()) { EXPECT_NE(row_of(spec->name), nullptr) << spec->name << " promises cells"; }
   }
-}
-
-// Every registered cell with a sparse operand belongs to an op that a parity
-// harness runs: this one's table, or the elementwise tables
-// (elementwise_parity_test).
-TEST(ProductParityTest, EveryCellWithASparseOperandHasAParityHarness) {
-  std::set<std::string> covered;
-  for (const OpRow& row : table()) covered.insert(row.op);
-  unary_ops::for_each([&](auto op) { covered.insert(decltype(op)::kName); });
-  binary_ops::for_each([&](auto op) { covered.insert(decltype(op)::kName); });
-  covered.insert(unary_ops::Clamp::kName);
-  int sparse_cells = 0;
-  for (const Dispatcher::Cell& cell : Dispatcher::instance().cells()) {
-    if (!has_sparse_format(cell.formats)) continue;
-    ++sparse_cells;
-    EXPECT_EQ(covered.count(cell.op), 1u)
-        << cell_name(cell.op, cell.formats, cell.device) << " has a sparse operand but no parity harness runs its op";
-  }
-  std::printf("parity coverage: %d registered cells with a sparse operand, each of an op a harness runs\n",
-              sparse_cells);
 }
 
 }  // namespace

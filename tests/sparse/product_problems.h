@@ -18,15 +18,6 @@
 
 namespace coppice::parity {
 
-// An output of a cell and the CPU dense result it must match.
-struct Expected {
-  Tensor want;             // f64 on the host
-  Tensor scale;            // the sum of the absolute terms of each element (|a| @ |b| [+ |bias|])
-  int64_t terms = 0;       // the reduction length
-  double lipschitz = 1.0;  // of what follows the product: gelu' lies in [-0.13, 1.13]
-  bool exact = false;      // moves values only (transpose): bit for bit
-};
-
 // One run of a cell: its inputs, attributes and expected outputs.
 struct Problem {
   std::vector<Tensor> inputs;
