@@ -10,6 +10,7 @@
 #include "autograd/gradient_probe.h"
 #include "autograd/sparse_grad.h"
 #include "sparse/ops.h"
+#include "tensor/binary_ops.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
@@ -163,7 +164,7 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
 Variable sparse_mul(const Variable& a, const Variable& b) {
   Tensor av = a.value(), bv = b.value();
   Tensor y = mul(av, bv);
-  if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, "mul");
+  if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, binary_ops::Mul::kName);
   bool sparse_first = av.is_sparse();
   Tensor s = sparse_first ? av : bv, d = sparse_first ? bv : av;
   Shape ds = d.shape();
@@ -183,7 +184,7 @@ Variable sparse_mul(const Variable& a, const Variable& b) {
 Variable sparse_add(const Variable& a, const Variable& b) {
   Tensor av = a.value(), bv = b.value();
   Tensor y = add(av, bv);
-  if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, "add");
+  if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, binary_ops::Add::kName);
   Tensor s = av.is_sparse() ? av : bv;
   Shape sa = av.shape(), sb = bv.shape();
   bool sparse_first = av.is_sparse();
