@@ -1,6 +1,7 @@
 #include "sparse/route_choices.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -93,6 +94,8 @@ struct State {
   std::mutex mu;
   bool pins_loaded = false;
   std::map<std::string, std::string> pins;
+  // Loaded and empty: route_pin answers without the lock (every product asks).
+  std::atomic<bool> none_pinned{false};
   std::map<std::pair<std::string, std::string>, RouteChoice> choices;  // by (decision, key)
   std::map<std::string, RouteChoiceStats, std::less<>> stats;
   RouteAgreement agreement;
@@ -111,6 +114,7 @@ const std::map<std::string, std::string>& pins_locked(State& s) {
     // throws the same error until code sets the pins.
     s.pins = v == nullptr ? std::map<std::string, std::string>{} : parse_pins(v, str_cat(kPinsVariable, "='", v, "'"));
     s.pins_loaded = true;
+    s.none_pinned.store(s.pins.empty(), std::memory_order_release);
   }
   return s.pins;
 }
@@ -163,6 +167,7 @@ std::optional<std::string> route_pin(std::string_view decision) {
   COPPICE_CHECK(find_decision(decision) != nullptr, "route_pin: internal: '", decision,
                 "' is not a declared route decision");
   State& s = state();
+  if (s.none_pinned.load(std::memory_order_acquire)) return std::nullopt;
   std::lock_guard<std::mutex> lock(s.mu);
   const auto& pins = pins_locked(s);
   const auto it = pins.find(std::string(decision));
@@ -176,6 +181,7 @@ void set_route_pins(const std::string& list) {
   std::lock_guard<std::mutex> lock(s.mu);
   s.pins = std::move(pins);
   s.pins_loaded = true;
+  s.none_pinned.store(s.pins.empty(), std::memory_order_release);
 }
 
 std::string route_pins() {
