@@ -10,8 +10,8 @@
 #include "autograd/gradient_probe.h"
 #include "autograd/sparse_grad.h"
 #include "sparse/ops.h"
-#include "tensor/binary_ops.h"
 #include "sparse/sparse_impl.h"
+#include "tensor/binary_ops.h"
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
 

@@ -165,23 +165,12 @@ int run_cell(const OpParityRow& row, const Dispatcher::Cell& cell) {
 TEST(OpParityTest, EveryRegisteredCellAgainstItsReference) {
   link_relu_to_csr();
   const std::vector<Dispatcher::Cell> cells = Dispatcher::instance().cells();
-  int registered = 0, run = 0, no_device = 0, runs = 0;
-  for (const Dispatcher::Cell& cell : cells) {
-    const OpParityRow* row = op_row_of(cell.op);
-    if (row == nullptr) continue;
-    ++registered;
-    if (!runs_on(cell.device)) {
-      ++no_device;
-      continue;
-    }
-    runs += run_cell(*row, cell);
-    ++run;
-  }
+  const CellSweep s = sweep_cells(cells, op_row_of, run_cell);
   std::printf(
       "op parity: %d cells run over %zu device(s) (%d runs); %d registered for the %zu ops of the table, %d of "
       "them on a device this machine lacks\n",
-      run, devices().size(), runs, registered, op_rows().size(), no_device);
-  EXPECT_EQ(run + no_device, registered);
+      s.run, devices().size(), s.runs, s.registered, op_rows().size(), s.no_device);
+  EXPECT_EQ(s.run + s.no_device, s.registered);
 #ifdef COPPICE_PARITY_CUDA_CELLS
   // This build links every layer's CUDA kernels: each CPU cell of a row's op
   // has its CUDA twin (kernels.h: "The CPU kernel of each primitive is the

@@ -117,4 +117,31 @@ inline ::testing::AssertionResult matches(const Tensor& got_tensor, const Expect
   return ::testing::AssertionSuccess();
 }
 
+// What a harness's sweep over the registered cells did.
+struct CellSweep {
+  int registered = 0;  // cells of an op the harness has a row for
+  int run = 0;         // of those, run here
+  int no_device = 0;   // of those, on a device this machine lacks
+  int runs = 0;        // problems run (dtypes x cases)
+};
+
+// Runs every registered cell whose op has a row (row_of(op): a row pointer
+// or nullptr) on this machine's devices with run_cell(row, cell) -> runs.
+template <typename RowOf, typename RunCell>
+CellSweep sweep_cells(const std::vector<Dispatcher::Cell>& cells, RowOf row_of, RunCell run_cell) {
+  CellSweep sweep;
+  for (const Dispatcher::Cell& cell : cells) {
+    const auto* row = row_of(cell.op);
+    if (row == nullptr) continue;
+    ++sweep.registered;
+    if (!runs_on(cell.device)) {
+      ++sweep.no_device;
+      continue;
+    }
+    sweep.runs += run_cell(*row, cell);
+    ++sweep.run;
+  }
+  return sweep;
+}
+
 }  // namespace coppice::parity

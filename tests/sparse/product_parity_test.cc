@@ -116,18 +116,7 @@ std::vector<std::vector<std::string>> expand(const std::vector<std::string>& sig
 
 TEST(ProductParityTest, EveryRegisteredCellAgainstTheCpuDenseResult) {
   const std::vector<Dispatcher::Cell> cells = Dispatcher::instance().cells();
-  int registered = 0, run = 0, no_device = 0, runs = 0;
-  for (const Dispatcher::Cell& cell : cells) {
-    const OpRow* row = row_of(cell.op);
-    if (row == nullptr) continue;
-    ++registered;
-    if (!runs_on(cell.device)) {
-      ++no_device;
-      continue;
-    }
-    runs += run_cell(*row, cell);
-    ++run;
-  }
+  const CellSweep s = sweep_cells(cells, row_of, run_cell);
   // The cells the op table promises, on every device this binary has kernels for.
   std::set<std::string> present;
   for (const Dispatcher::Cell& c : cells) present.insert(cell_name(c.op, c.formats, c.device));
@@ -148,10 +137,10 @@ TEST(ProductParityTest, EveryRegisteredCellAgainstTheCpuDenseResult) {
   std::printf(
       "product parity: %d cells run over %zu device(s) (%d runs); %d registered for the %zu ops of the table, %d "
       "of them on a device this machine lacks; %d promised by the op table, %d missing\n",
-      run, devices().size(), runs, registered, table().size(), no_device, promised, missing);
-  EXPECT_EQ(run + no_device, registered);
+      s.run, devices().size(), s.runs, s.registered, table().size(), s.no_device, promised, missing);
+  EXPECT_EQ(s.run + s.no_device, s.registered);
   EXPECT_EQ(missing, 0);
-  EXPECT_GE(registered, promised);
+  EXPECT_GE(s.registered, promised);
   // An op that promises cells has its row here, so its promises are checked.
   for (const OpSpec* spec : declared_ops()) {
     if (!spec->promised.empty()) { EXPECT_NE(row_of(spec->name), nullptr) << spec->name << " promises cells"; }
