@@ -307,6 +307,9 @@ class GPT(nn.Module):
     def __init__(self, vocab_size, context, dim, layers, heads, mlp_ratio):
         super().__init__()
         self.tok_embed = nn.Embedding(vocab_size, dim)
+        # N(0, 0.02) as models/gpt.cc: nn.Embedding's N(0, 1), tied to the output, made logits ~30x larger and
+        # the first loss ~68 where Coppice's is ln(256) = 5.5 (H200, bench train gpt beside this, 2026-11-29).
+        nn.init.normal_(self.tok_embed.weight, std=0.02)
         self.pos_embed = nn.Parameter(torch.randn(context, dim) * 0.02)
         self.blocks = nn.ModuleList(GPTBlock(dim, heads, mlp_ratio * dim) for _ in range(layers))
         self.norm = nn.LayerNorm(dim, eps=1e-5)
