@@ -11,11 +11,8 @@
 # bench: `bench train --models gpt` (dense and BSR 90/95/98 %, bf16; other
 #        formats with GPT_FORMATS, e.g. dense,nm for the 2:4 tensor-core path,
 #        and GPT_TORCH_FORMATS for PyTorch's side) and
-#        torch_train.py's gpt (dense and masked, eager and under
-#        torch.compile: GPT_TORCH_COMPILE modes, default "default", "" for
-#        eager only) in one call -> gpt_step.md with the compiled columns,
-#        and one profiled step of each (COPPICE_PROFILE=1; GPT_STEP_ONLY=1
-#        stops after the step table);
+#        torch_train.py's gpt (dense and masked) in one call -> gpt_step.md,
+#        and one profiled step of each (COPPICE_PROFILE=1);
 #        `bench attention` beside torch_reference.py attention -> attention.md.
 # attention: `bench attention` once, beside torch_reference.py attention three
 #        times, its causal rows under each SDPA backend (--sdpa-backend):
@@ -59,13 +56,11 @@ case "$what" in
     timeout 300 .devbin/bench train --device cuda --models gpt --formats "${GPT_FORMATS:-dense,bsr}" --modes bf16 \
       --steps 5 --warmup 2 \
       --json "$OUT/gpt_coppice.json" > "$OUT/bench_gpt.log" 2>&1 || say "bench train gpt: exit $?"
-    compile=${GPT_TORCH_COMPILE-default}
-    PYTHONUNBUFFERED=1 timeout 360 python3 $PACK/torch_train.py --device cuda --models gpt \
-      --formats "${GPT_TORCH_FORMATS:-dense,bsr}" ${compile:+--compile "$compile"} \
+    PYTHONUNBUFFERED=1 timeout 240 python3 $PACK/torch_train.py --device cuda --models gpt \
+      --formats "${GPT_TORCH_FORMATS:-dense,bsr}" \
       --modes bf16 --steps 5 --warmup 2 --json "$OUT/gpt_torch.json" > "$OUT/torch_gpt.log" 2>&1 || say "torch gpt: exit $?"
     python3 $PACK/train_compare.py --coppice "$OUT/gpt_coppice.json" --torch "$OUT/gpt_torch.json" > "$OUT/gpt_step.md" 2>&1
     tee -a "$SUMMARY" < "$OUT/gpt_step.md"
-    [[ ${GPT_STEP_ONLY:-0} == 1 ]] && exit 0
     for f in dense bsr; do
       COPPICE_PROFILE=1 timeout 120 .devbin/bench train --device cuda --models gpt --formats $f --modes bf16 --steps 2 \
         --warmup 1 > /dev/null 2> "$OUT/profile_$f.log" || say "profile $f: exit $?"
