@@ -40,7 +40,7 @@ enum class OpOutputRule {
   kPatternOf,    // input `pattern_input`'s format, pattern and pattern version
   kTransposeOf,  // input 0 transposed, in its format (CSR and CSC trade arrays)
   kDenseOrCsr,   // dense; CSR with a fresh pattern for two CSR operands (SpGEMM)
-  kInPlace,      // written into its inputs; no outputs
+  kInPlace,      // written into its inputs; its outputs, if any, are those inputs
   kElementwise,  // the elementwise tables' rules (tensor/unary_ops.h, binary_ops.h)
 };
 

@@ -138,6 +138,7 @@ int run_cell(const OpParityRow& row, const Dispatcher::Cell& cell) {
         continue;
       }
       ++runs;
+      EXPECT_TRUE(follows_output_rule(cell.op, c.inputs, out));
       if (!c.written.empty()) {
         out.clear();
         for (int i : c.written) out.push_back(c.inputs[static_cast<size_t>(i)]);

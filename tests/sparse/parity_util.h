@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "sparse/convert.h"
+#include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
 #include "tensor/dispatcher.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 
 namespace coppice::parity {
@@ -115,6 +117,64 @@ inline ::testing::AssertionResult matches(const Tensor& got_tensor, const Expect
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// Whether a cell's outputs take the format its op's output rule declares
+// (tensor/op_table.h's OpOutputRule; the elementwise tables' own rules are
+// elementwise_parity_test's): the harnesses hold every cell they run to it.
+inline ::testing::AssertionResult follows_output_rule(std::string_view op, const std::vector<Tensor>& in,
+                                                      const std::vector<Tensor>& out) {
+  const OpSpec* spec = find_op(op);
+  if (spec == nullptr) return ::testing::AssertionFailure() << op << " is not declared";
+  auto fail_at = [&](size_t i, std::string_view want) {
+    return ::testing::AssertionFailure() << op << ": output " << i << " is " << out[i].format() << ", its rule says "
+                                         << want;
+  };
+  switch (spec->output) {
+    case OpOutputRule::kElementwise: return ::testing::AssertionSuccess();
+    case OpOutputRule::kInPlace:
+      for (size_t i = 0; i < out.size(); ++i) {
+        bool an_input = false;
+        for (const Tensor& t : in) an_input = an_input || (t.defined() && t.data_ptr() == out[i].data_ptr());
+        if (!an_input) {
+          return ::testing::AssertionFailure()
+                 << op << " writes its inputs, but its output " << i << " is none of them";
+        }
+      }
+      return ::testing::AssertionSuccess();
+    case OpOutputRule::kDense:
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i].defined() && !out[i].is_dense()) return fail_at(i, "dense");
+      }
+      return ::testing::AssertionSuccess();
+    case OpOutputRule::kDenseOrCsr: {
+      const bool both_csr = in.size() == 2 && in[0].format() == "csr" && in[1].format() == "csr";
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i].format() != (both_csr ? "csr" : "dense")) return fail_at(i, both_csr ? "csr" : "dense");
+      }
+      return ::testing::AssertionSuccess();
+    }
+    case OpOutputRule::kPatternOf: {
+      const Tensor& pattern = in[static_cast<size_t>(spec->pattern_input)];
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i].format() != pattern.format()) return fail_at(i, pattern.format());
+        if (pattern_version(out[i]) != pattern_version(pattern)) {
+          return ::testing::AssertionFailure()
+                 << op << ": output " << i << " has another pattern version than input " << spec->pattern_input;
+        }
+      }
+      return ::testing::AssertionSuccess();
+    }
+    case OpOutputRule::kTransposeOf: {
+      const std::string f(in[0].format());
+      const std::string want = f == "csr" ? "csc" : f == "csc" ? "csr" : f;
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i].format() != want) return fail_at(i, want);
+      }
+      return ::testing::AssertionSuccess();
+    }
+  }
+  return ::testing::AssertionFailure() << op << ": unknown output rule";
 }
 
 // What a harness's sweep over the registered cells did.

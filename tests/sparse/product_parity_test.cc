@@ -73,6 +73,7 @@ int run_cell(const OpRow& row, const Dispatcher::Cell& cell) {
           continue;
         }
         ++runs;
+        EXPECT_TRUE(follows_output_rule(cell.op, p.inputs, out));
         EXPECT_EQ(out.size(), p.outputs.size());
         for (size_t i = 0; i < out.size() && i < p.outputs.size(); ++i) {
           EXPECT_EQ(out[i].device(), device);
