@@ -116,13 +116,6 @@ Tensor dense_route_values(const Tensor& a, const Tensor& b, const Tensor& patter
   return where(stored, sampled, zeros_like(sampled)).reshape(vals.shape());
 }
 
-// A BSR pattern the tiles take: their time grows with the stored blocks, the
-// dense route's is one GEMM whatever the density, and which wins depends on
-// the density, the shape and the math (H100, 4096^3 at 90 %: tiles 1.17 ms
-// against 2.8 in f32, 0.55 against 0.46 in TF32). Where the dense route may
-// run, the decision bsr_sddmm (sparse/route_choices.h) times both once per
-// key (device model, shape, blocks, dtype, TF32, stored blocks in quarter
-// octaves) on the real operands and keeps the faster, unless pinned.
 // The BSR kernel for the pattern: mma.sync where it takes the pattern, but
 // for 16x16 blocks in rows of 20 or more, where the WMMA tiles (one thread
 // block per stored block) were faster (H100 bf16 4096^3 at 90 %, 25.6 blocks
@@ -142,6 +135,13 @@ std::optional<BsrKernel> bsr_kernel(const Tensor& pattern) {
   return std::nullopt;
 }
 
+// A BSR pattern the tiles take: their time grows with the stored blocks, the
+// dense route's is one GEMM whatever the density, and which wins depends on
+// the density, the shape and the math (H100, 4096^3 at 90 %: tiles 1.17 ms
+// against 2.8 in f32, 0.55 against 0.46 in TF32). Where the dense route may
+// run, the decision bsr_sddmm (sparse/route_choices.h) times both once per
+// key (device model, shape, blocks, dtype, TF32, stored blocks in quarter
+// octaves) on the real operands and keeps the faster, unless pinned.
 Tensor bsr_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
   const BsrKernel kernel = *bsr_kernel(pattern);
   const std::optional<std::string> pin = route_pin("bsr_sddmm");
