@@ -271,6 +271,16 @@ struct GeluBackward : Arithmetic {
   }
 };
 
+// gelu_tanh's gradient at x (scalar_math.h's gelu_tanh_grad).
+struct GeluTanhBackward : Arithmetic {
+  static constexpr const char* kName = "gelu_tanh_backward";
+  static constexpr Domain kDomain = Domain::kFloating;
+  template <typename C>
+  COPPICE_HOST_DEVICE C operator()(C g, C x) const {
+    return sm::gelu_tanh_grad(g, x);
+  }
+};
+
 #undef COPPICE_WRAPPING
 
 // a `which` b; the CUDA comparisons call it with the op's kCompare at run time.
@@ -332,6 +342,7 @@ struct Ge : Comparison<Compare::kGe> {
   COPPICE_DIFFERENTIABLE_BINARY_OPS(X) \
   X(relu_backward, ReluBackward)       \
   X(gelu_backward, GeluBackward)       \
+  X(gelu_tanh_backward, GeluTanhBackward) \
   X(eq, Eq)                            \
   X(ne, Ne)                            \
   X(lt, Lt)                            \

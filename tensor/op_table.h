@@ -115,8 +115,9 @@ std::string arity_text(size_t min_inputs, size_t max_inputs);
   X(kLinear, "linear", .inputs(2, 3).sparse({0, 1})                                                                 \
       .promise({"dense", "<fmt>"}).promise({"<fmt>", "dense"}).promise({"dense", "dense"}))                         \
   X(kLinearRelu, "linear_relu", .inputs(2, 3).sparse({1}).without_dense_cpu(kFusedOnly))                            \
-  X(kLinearGelu, "linear_gelu", .inputs(2, 3).sparse({1}).without_dense_cpu(kFusedOnly))                            \
-  X(kMatmulGeluBackward, "matmul_gelu_backward", .inputs(3).sparse({1}).without_dense_cpu(kFusedOnly))              \
+  X(kLinearGelu, "linear_gelu", .inputs(2, 3).attr("tanh", kBool).sparse({1}).without_dense_cpu(kFusedOnly))       \
+  X(kMatmulGeluBackward, "matmul_gelu_backward", .inputs(3).attr("tanh", kBool).sparse({1})                         \
+      .without_dense_cpu(kFusedOnly))                                                                               \
   X(kSddmm, "sddmm", .inputs(3).sparse({2}).outputs(kPatternOf, 2).promise({"dense", "dense", "<fmt>"})              \
       .without_dense_cpu(kSparsePattern))                                                                           \
   X(kTranspose, "transpose", .inputs(1).sparse({0}).outputs(kTransposeOf).promise({"<fmt>"}).promise({"dense"}))    \

@@ -48,7 +48,8 @@ Tensor bernoulli(const Shape& shape, double p, TensorOptions options = {}, Gener
 // ---- elementwise -----------------------------------------------------------
 // The binary ops, one per line of COPPICE_BINARY_OPS (tensor/binary_ops.h,
 // which says what each computes): Tensor add(const Tensor& a, const Tensor&
-// b), ..., eq (bool results), relu_backward(grad, y), gelu_backward(grad, x).
+// b), ..., eq (bool results), relu_backward(grad, y), gelu_backward(grad, x),
+// gelu_tanh_backward(grad, x).
 #define COPPICE_DECLARE_BINARY(fn, Op) Tensor fn(const Tensor& a, const Tensor& b);
 COPPICE_BINARY_OPS(COPPICE_DECLARE_BINARY)
 #undef COPPICE_DECLARE_BINARY
@@ -128,12 +129,17 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = T
 // pre-activation z being what gelu's gradient needs; matmul_gelu_backward:
 // gelu_backward(matmul(g, weight), z), the gradient at z of a linear layer
 // whose input was gelu(z), from the gradient g [..., out] at its output
-// (weight [out, in], z [..., in]). Each is one kernel where one is registered
-// for the operands' formats and device (CUDA, BSR weight: the gelu or its
-// gradient in the product's write-out, bits equal to the composite's);
-// otherwise exactly the composite, which is the CPU twin.
-std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
-Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor& z);
+// (weight [out, in], z [..., in]). GeluForm::kTanh: gelu_tanh and
+// gelu_tanh_backward instead (the op attribute "tanh"). Each is one kernel
+// where one is registered for the operands' formats and device (CUDA, BSR or
+// 2:4 weight: the gelu or its gradient in the product's write-out, bits equal
+// to the composite's; CUDA, dense weight, the tanh form: cuBLASLt's GELU
+// epilogues, within a 16-bit rounding of the composite: they apply the gelu to
+// the unrounded product); otherwise exactly the composite, the CPU twin.
+enum class GeluForm { kErf, kTanh };
+std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                                      GeluForm form = GeluForm::kErf);
+Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor& z, GeluForm form = GeluForm::kErf);
 // A linear layer's weight gradient from the gradient at its output g [N, out]
 // and its input x [N, in]: gw [out, in] = g^T x and, when `bias`, gb [out] =
 // the sum of g's rows (undefined otherwise): matmul and sum on every device

@@ -1,11 +1,11 @@
 // Matrix products: matmul (NumPy semantics), bmm, linear, linear_relu,
 // linear_gelu and matmul_gelu_backward (composites of them and an
-// elementwise op, unless a sparse kernel fuses the two), all
-// on the one gemm primitive over contiguous 3-D operands, and a linear
-// layer's weight and bias gradients (linear_weight_grad). On CUDA a dense
-// linear with a bias goes to kernels of their own (linear, linear_relu with
-// three operands: tensor/cuda/linear_lt.cc, the bias inside the GEMM). The
-// ops' names are tensor/op_table.h's.
+// elementwise op, unless a kernel fuses the two), all on the one gemm
+// primitive over contiguous 3-D operands, and a linear layer's weight and
+// bias gradients (linear_weight_grad). On CUDA a dense linear with a bias,
+// and the dense gelu forms, go to kernels of their own (tensor/cuda/
+// linear_lt.cc: the bias and the tanh gelu inside the GEMM). The ops' names
+// are tensor/op_table.h's.
 //
 // A matrix whose transpose is contiguous (weight.t() in linear, or any
 // transposed view) is passed as it lies with a trans flag instead of copied.
@@ -152,11 +152,11 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, std
 }
 
 // The outputs of kernel `op` (a linear with its epilogue: bias, relu, gelu)
-// registered for a dense x (at least 2-D), a sparse weight and a dense bias
-// (optional) on x's device, run on x's rows [N, in] and each put back to
-// [..., out]; empty where no such kernel is registered.
-std::vector<Tensor> sparse_linear_kernel(std::string_view op, const Tensor& x, const Tensor& weight,
-                                         const Tensor& bias) {
+// registered for a dense x (at least 2-D), the weight's format and a dense
+// bias (optional) on x's device, run on x's rows [N, in] with `attrs` and each
+// put back to [..., out]; empty where no such kernel is registered.
+std::vector<Tensor> fused_linear_kernel(std::string_view op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                        const Attrs& attrs = {}) {
   if (!x.is_dense() || x.dim() < 2 || (bias.defined() && !bias.is_dense())) return {};
   std::vector<std::string_view> formats{x.format(), weight.format()};
   if (bias.defined()) formats.push_back(bias.format());
@@ -166,7 +166,7 @@ std::vector<Tensor> sparse_linear_kernel(std::string_view op, const Tensor& x, c
   out_shape.back() = weight.size(0);
   std::vector<Tensor> in{x.reshape({-1, x.size(-1)}), weight};
   if (bias.defined()) in.push_back(bias);
-  std::vector<Tensor> out = dispatch(op, in);
+  std::vector<Tensor> out = dispatch(op, in, attrs);
   for (Tensor& t : out) t = t.reshape(out_shape);
   return out;
 }
@@ -180,7 +180,7 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, st
     // A kernel that adds the bias, and applies the relu, itself (the tiled
     // BSR one, in its write-out) saves a pass over the output for each.
     if (relu || bias.defined()) {
-      std::vector<Tensor> fused = sparse_linear_kernel(op, x, weight, bias);
+      std::vector<Tensor> fused = fused_linear_kernel(op, x, weight, bias);
       if (!fused.empty()) return fused[0];
     }
     Tensor y = sparse_product(SparseProduct::kLinear, x, weight, op);
@@ -227,19 +227,21 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return linear_impl(x, weight, bias, op::kLinearRelu, /*relu=*/true);
 }
 
-std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (any_sparse({x, weight})) {
-    std::vector<Tensor> fused = sparse_linear_kernel(op::kLinearGelu, x, weight, bias);
+std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluForm form) {
+  const bool tanh = form == GeluForm::kTanh;
+  if (x.defined() && weight.defined()) {
+    std::vector<Tensor> fused = fused_linear_kernel(op::kLinearGelu, x, weight, bias, Attrs().set("tanh", tanh));
     if (!fused.empty()) return {fused[0], fused[1]};
   }
   Tensor z = linear(x, weight, bias);
-  return {gelu(z), z};
+  return {tanh ? gelu_tanh(z) : gelu(z), z};
 }
 
-Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor& z) {
+Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor& z, GeluForm form) {
   constexpr std::string_view op = op::kMatmulGeluBackward;
   COPPICE_CHECK(g.defined() && weight.defined() && z.defined(), op, ": grad, weight and z must all be defined");
-  if (weight.is_sparse() && g.is_dense() && z.is_dense() && g.dim() >= 2 && weight.dim() == 2) {
+  const bool tanh = form == GeluForm::kTanh;
+  if (g.is_dense() && z.is_dense() && g.dim() >= 2 && weight.dim() == 2) {
     const std::string_view formats[] = {g.format(), weight.format(), z.format()};
     if (Dispatcher::instance().find(op, g.device().type, formats) != nullptr) {
       COPPICE_CHECK(g.size(-1) == weight.size(0), op, ": grad's last dimension (", g.size(-1),
@@ -253,10 +255,12 @@ Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor&
       COPPICE_CHECK(z.dtype() == g.dtype(), op, ": z has dtype ", dtype_name(z.dtype()), ", expected ",
                     dtype_name(g.dtype()), " like the grad");
       const int64_t in = weight.size(1);
-      return dispatch(op, {g.reshape({-1, g.size(-1)}), weight, z.reshape({-1, in})})[0].reshape(in_shape);
+      return dispatch(op, {g.reshape({-1, g.size(-1)}), weight, z.reshape({-1, in})}, Attrs().set("tanh", tanh))[0]
+          .reshape(in_shape);
     }
   }
-  return gelu_backward(matmul(g, weight), z);
+  const Tensor gz = matmul(g, weight);
+  return tanh ? gelu_tanh_backward(gz, z) : gelu_backward(gz, z);
 }
 
 std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool bias) {

@@ -79,6 +79,24 @@ COPPICE_HOST_DEVICE inline C gelu_grad(C g, C x) {
   return g * (cdf + x * pdf);
 }
 
+// GELU in the tanh approximation GPT-2 trained with (PyTorch's
+// gelu(approximate='tanh'), the form of cuBLASLt's GELU epilogues):
+// x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3); and its gradient g
+// (1/2 (1 + t) + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2)), t = tanh(u).
+// One definition for the elementwise kernels and the products' write-out, as
+// above.
+template <typename C>
+COPPICE_HOST_DEVICE inline C gelu_tanh(C x) {
+  const C u = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
+  return C(0.5) * x * (C(1) + tanh(u));
+}
+template <typename C>
+COPPICE_HOST_DEVICE inline C gelu_tanh_grad(C g, C x) {
+  const C k = C(0.79788456080286535588);
+  const C t = tanh(k * (x + C(0.044715) * x * x * x));
+  return g * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(0.134145) * x * x));
+}
+
 // Clamps a whole number held in a double into T's range.
 template <typename T>
 COPPICE_HOST_DEVICE inline T saturate(double d) {

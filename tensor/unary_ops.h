@@ -213,6 +213,24 @@ struct Gelu {
   }
 };
 
+struct GeluTanh {
+  static constexpr const char* kName = "gelu_tanh";
+  static constexpr Domain kDomain = Domain::kFloating;
+  static constexpr bool kZeroPreserving = true;
+  static constexpr GradUses kGradUses = GradUses::kInput;
+  static constexpr const char* kDoc =
+      "GELU, the tanh approximation (GPT-2's; PyTorch's gelu(approximate='tanh')): "
+      "x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3))).";
+  template <typename C>
+  COPPICE_HOST_DEVICE C operator()(C v) const {
+    return sm::gelu_tanh(v);
+  }
+  template <typename T>
+  static T grad(const T& g, const T& x, const T&) {
+    return gelu_tanh_backward(g, x);
+  }
+};
+
 struct Sigmoid {
   static constexpr const char* kName = "sigmoid";
   static constexpr Domain kDomain = Domain::kFloating;
@@ -318,6 +336,7 @@ struct Clamp {
   X(rsqrt, Rsqrt)            \
   X(relu, Relu)              \
   X(gelu, Gelu)              \
+  X(gelu_tanh, GeluTanh)     \
   X(sigmoid, Sigmoid)        \
   X(tanh, Tanh)              \
   X(erf, Erf)                \

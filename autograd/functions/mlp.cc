@@ -33,12 +33,16 @@ std::pair<Tensor, Tensor> layer_param_grads(const Tensor& g2, const Tensor& x2, 
 
 }  // namespace
 
-Variable gelu_mlp(const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2, const Variable& b2) {
+Variable gelu_mlp(const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2, const Variable& b2,
+                  GeluForm form) {
   COPPICE_CHECK(x.defined() && w1.defined() && w2.defined(), "gelu_mlp: x, w1 and w2 must be defined");
   const Tensor xv = x.value(), w1v = w1.value(), w2v = w2.value();
-  if (xv.is_sparse()) return linear(gelu(linear(x, w1, b1)), w2, b2);
+  if (xv.is_sparse()) {
+    const Variable z = linear(x, w1, b1);
+    return linear(form == GeluForm::kTanh ? gelu_tanh(z) : gelu(z), w2, b2);
+  }
   const Tensor b1v = b1.defined() ? b1.value() : Tensor(), b2v = b2.defined() ? b2.value() : Tensor();
-  auto [a, z] = linear_gelu(xv, w1v, b1v);
+  auto [a, z] = linear_gelu(xv, w1v, b1v, form);
   Tensor y = linear(a, w2v, b2v);
   if (!should_record(y, {x, w1, b1, w2, b2})) return Variable(std::move(y));
   COPPICE_CHECK(w1v.dim() == 2 && w2v.dim() == 2, "gelu_mlp: weights must be 2-D, got ", shape_to_string(w1v.shape()),
@@ -55,7 +59,7 @@ Variable gelu_mlp(const Variable& x, const Variable& w1, const Variable& b1, con
     std::tie(gw2, gb2) =
         layer_param_grads(g2, n[3] ? a_saved.reshape({-1, hidden}) : Tensor(), w2v, n[3], n[4], dense2);
     if (n[0] || n[1] || n[2]) {
-      const Tensor gz = matmul_gelu_backward(g2, w2v, z_saved.reshape({-1, hidden})).contiguous();
+      const Tensor gz = matmul_gelu_backward(g2, w2v, z_saved.reshape({-1, hidden}), form).contiguous();
       std::tie(gw1, gb1) = layer_param_grads(gz, n[1] ? x_saved.reshape({-1, in}) : Tensor(), w1v, n[1], n[2], dense1);
       if (n[0]) gx = matmul(gz, w1v).reshape(xs);
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "autograd/variable.h"
+#include "tensor/ops.h"
 
 namespace coppice {
 
@@ -15,7 +16,8 @@ namespace coppice {
 // GradientProbe), a straight-through projection's whole. It saves what the
 // three nodes would (x, z, gelu(z)). x dense (a sparse x takes the three
 // nodes), the weights in any format; values and gradients equal the
-// composite's.
-Variable gelu_mlp(const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2, const Variable& b2);
+// composite's. `form`: gelu (kErf) or gelu_tanh (kTanh) as the activation.
+Variable gelu_mlp(const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2, const Variable& b2,
+                  GeluForm form = GeluForm::kErf);
 
 }  // namespace coppice
