@@ -338,16 +338,16 @@ struct Ge : Comparison<Compare::kGe> {
   X(minimum, Minimum)
 
 // Every binary op: X(function name, struct).
-#define COPPICE_BINARY_OPS(X)          \
-  COPPICE_DIFFERENTIABLE_BINARY_OPS(X) \
-  X(relu_backward, ReluBackward)       \
-  X(gelu_backward, GeluBackward)       \
+#define COPPICE_BINARY_OPS(X)             \
+  COPPICE_DIFFERENTIABLE_BINARY_OPS(X)    \
+  X(relu_backward, ReluBackward)          \
+  X(gelu_backward, GeluBackward)          \
   X(gelu_tanh_backward, GeluTanhBackward) \
-  X(eq, Eq)                            \
-  X(ne, Ne)                            \
-  X(lt, Lt)                            \
-  X(le, Le)                            \
-  X(gt, Gt)                            \
+  X(eq, Eq)                               \
+  X(ne, Ne)                               \
+  X(lt, Lt)                               \
+  X(le, Le)                               \
+  X(gt, Gt)                               \
   X(ge, Ge)
 
 #define COPPICE_BINARY_CHECK_NAME(fn, Op) \
