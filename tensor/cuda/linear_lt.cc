@@ -3,6 +3,17 @@
 // CUBLASLT_EPILOGUE_BIAS, RELU_BIAS). They save the separate pass that
 // add(y, bias) makes over a [tokens, out] matrix.
 //
+// A transformer MLP's tanh gelu the same way: "linear_gelu" with the
+// attribute tanh (GELU_AUX_BIAS, or GELU_AUX without a bias: y = gelu_tanh(z)
+// and z, the auxiliary output) and "matmul_gelu_backward" with it (DGELU: the
+// gradient at z, reading z as the auxiliary input). That saves the gelu's pass
+// each way (two passes over a [tokens, hidden] matrix a layer). cuBLASLt's
+// GELU epilogues are the tanh form only, so the erf form (gelu) runs the
+// composite here. Their bits are not the composite's: the epilogue applies
+// the gelu (or its gradient) to the f32 sum before rounding, where the
+// composite rounds the product first, so the two differ by about one 16-bit
+// rounding (the CUDA tests bound it).
+//
 // The bias gradient is not taken from cuBLASLt (CUBLASLT_EPILOGUE_BGRADB on
 // the weight-gradient GEMM, which this file ran until 2026-11-28): cuBLASLt
 // runs it as a kernel of its own after the GEMM (globalKernelBgradAB_v2,
@@ -111,27 +122,38 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)), what);
 }
 
-enum class Epilogue { kBias, kReluBias };
+enum class Epilogue { kBias, kReluBias, kGeluAux, kGeluAuxBias, kDGelu };
 
 cublasLtEpilogue_t lt_epilogue(Epilogue e) {
   switch (e) {
     case Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
     case Epilogue::kReluBias: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case Epilogue::kGeluAux: return CUBLASLT_EPILOGUE_GELU_AUX;
+    case Epilogue::kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::kDGelu: return CUBLASLT_EPILOGUE_DGELU;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-// The op profiler's name for a fused call (tests count them: op_profile_calls("linear_lt")).
+bool reads_bias(Epilogue e) { return e == Epilogue::kBias || e == Epilogue::kReluBias || e == Epilogue::kGeluAuxBias; }
+bool has_aux(Epilogue e) { return e == Epilogue::kGeluAux || e == Epilogue::kGeluAuxBias || e == Epilogue::kDGelu; }
+
+// The op profiler's name for a fused call (tests count them: op_profile_calls("linear_lt"), and
+// op_profile_calls("linear_lt_gelu") for the gelu forms).
 const char* profile_key(Epilogue e) {
   switch (e) {
     case Epilogue::kBias: return "linear_lt(bias)";
     case Epilogue::kReluBias: return "linear_lt(relu_bias)";
+    case Epilogue::kGeluAux: return "linear_lt_gelu(forward)";
+    case Epilogue::kGeluAuxBias: return "linear_lt_gelu(forward_bias)";
+    case Epilogue::kDGelu: return "linear_lt_gelu(gradient)";
   }
   return "linear_lt(?)";
 }
 
 // D [m x n] = op(A) op(B), column-major, every matrix packed (ld = its rows
-// as stored); the epilogue reads `bias`.
+// as stored); the epilogue reads `bias` (when reads_bias) and writes or reads
+// `aux` (when has_aux), an [m x n] matrix packed like D.
 struct LtProduct {
   Epilogue epilogue;
   cublasOperation_t op_a, op_b;
@@ -139,8 +161,19 @@ struct LtProduct {
   const void* a;
   const void* b;
   void* d;
-  const void* bias;
+  const void* bias = nullptr;
+  void* aux = nullptr;
 };
+
+// What the heuristic is told of a vector's or matrix's address: `p` itself
+// when it is 32-byte aligned, else one 16 bytes off. cuBLASLt reads the bias
+// and auxiliary alignments off their pointers (it never dereferences them),
+// so a stand-in 16 bytes off a 32-byte boundary makes it pick an algorithm
+// that every 16-byte-aligned operand can use.
+const void* alignment_stand_in(const void* p) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  return static_cast<const char*>(p) + (address % (2 * kAlignment) == 0 ? kAlignment : 0);
+}
 
 struct AlgoKey {
   int device;
@@ -181,7 +214,9 @@ bool lt_matmul(int device, DType dtype, const LtProduct& p) {
   for (int64_t v : {p.m, p.n, p.k}) {
     if (v * static_cast<int64_t>(dtype_size(dtype)) % static_cast<int64_t>(kAlignment) != 0) return false;
   }
-  for (const void* ptr : {p.a, p.b, static_cast<const void*>(p.d), static_cast<const void*>(p.bias)}) {
+  // The auxiliary matrix's leading dimension (m) must be a multiple of 8.
+  if (has_aux(p.epilogue) && p.m % 8 != 0) return false;
+  for (const void* ptr : {p.a, p.b, static_cast<const void*>(p.d), p.bias, static_cast<const void*>(p.aux)}) {
     if (reinterpret_cast<uintptr_t>(ptr) % kAlignment != 0) return false;
   }
   const cudaDataType_t type = f32 ? CUDA_R_32F : dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -194,6 +229,7 @@ bool lt_matmul(int device, DType dtype, const LtProduct& p) {
   set_desc(raw_desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(p.op_a), "TRANSA");
   set_desc(raw_desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(p.op_b), "TRANSB");
   set_desc(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(lt_epilogue(p.epilogue)), "EPILOGUE");
+  if (has_aux(p.epilogue)) set_desc(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.m, "EPILOGUE_AUX_LD");
   const bool a_n = p.op_a == CUBLAS_OP_N, b_n = p.op_b == CUBLAS_OP_N;
   const uint64_t m = static_cast<uint64_t>(p.m), n = static_cast<uint64_t>(p.n), k = static_cast<uint64_t>(p.k);
   Layout a = make_layout(type, a_n ? m : k, a_n ? k : m, a_n ? p.m : p.k);
@@ -221,12 +257,12 @@ bool lt_matmul(int device, DType dtype, const LtProduct& p) {
             CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
         set_pref(raw_pref, attr, static_cast<uint32_t>(kAlignment), "MIN_ALIGNMENT");
       }
-      // The heuristic reads the bias vector's alignment off its pointer (it
-      // never dereferences it): a stand-in 16 bytes off a 32-byte boundary
-      // makes it pick an algorithm that every 16-byte-aligned bias can use.
-      const uintptr_t bias_address = reinterpret_cast<uintptr_t>(p.bias);
-      const void* stand_in = static_cast<const char*>(p.bias) + (bias_address % (2 * kAlignment) == 0 ? kAlignment : 0);
-      set_desc(raw_desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, stand_in, "BIAS_POINTER");
+      if (reads_bias(p.epilogue)) {
+        set_desc(raw_desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, alignment_stand_in(p.bias), "BIAS_POINTER");
+      }
+      if (has_aux(p.epilogue)) {
+        set_desc(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, alignment_stand_in(p.aux), "AUX_POINTER");
+      }
       cublasLtMatmulHeuristicResult_t result{};
       int returned = 0;
       cublasStatus_t status;
@@ -253,7 +289,8 @@ bool lt_matmul(int device, DType dtype, const LtProduct& p) {
   }
   if (!choice.found) return false;
 
-  set_desc(raw_desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias, "BIAS_POINTER");
+  if (reads_bias(p.epilogue)) set_desc(raw_desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias, "BIAS_POINTER");
+  if (has_aux(p.epilogue)) set_desc(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux, "AUX_POINTER");
   std::optional<ProfileScope> profile;
   if (op_profile_enabled()) profile.emplace(profile_key(p.epilogue), Device::cuda(device));
   Tensor workspace;  // freed after the call is queued: one stream, so the block is reused only after it ran
@@ -317,10 +354,90 @@ std::vector<Tensor> linear_bias(const std::vector<Tensor>& in, bool relu) {
   return {relu ? coppice::relu(z) : z};
 }
 
+// "linear_gelu" (x [N, in], weight [out, in], bias [out] or none) -> {y =
+// gelu(z), z} [N, out], the gelu's form from the attribute tanh.
+std::vector<Tensor> linear_gelu_dense(const std::vector<Tensor>& in, const Attrs& attrs) {
+  constexpr std::string_view op = op::kLinearGelu;
+  COPPICE_CHECK(in.size() == 2 || in.size() == 3, op, ": expected input, weight and an optional bias, got ", in.size(),
+                " inputs");
+  const bool has_bias = in.size() == 3;
+  check_cuda_matrix(in[0], op, "input", 2);
+  check_cuda_matrix(in[1], op, "weight", 2);
+  if (has_bias) check_cuda_matrix(in[2], op, "bias", 1);
+  check_same_device(in, op);
+  const int64_t rows = in[0].size(0), k = in[0].size(1), out = in[1].size(0);
+  COPPICE_CHECK(in[1].size(1) == k && (!has_bias || in[2].size(0) == out), op,
+                ": expected input [N, in], weight [out, in] and bias [out], got ", shape_to_string(in[0].shape()), ", ",
+                shape_to_string(in[1].shape()), has_bias ? " and " + shape_to_string(in[2].shape()) : "");
+  const DType dtype = in[0].dtype();
+  COPPICE_CHECK(in[1].dtype() == dtype && (!has_bias || in[2].dtype() == dtype), op,
+                ": input, weight and bias must have one dtype");
+  const bool tanh_form = attrs.get_bool("tanh", false);
+  const Tensor x = in[0].contiguous(), w = in[1].contiguous(), bias = has_bias ? in[2].contiguous() : Tensor();
+  const int device = x.device().index;
+  DeviceGuard guard(device);
+  if (tanh_form && lt_dtype(dtype)) {
+    Tensor y = Tensor::empty({rows, out}, x.options()), z = Tensor::empty({rows, out}, x.options());
+    // As linear_bias: m = out, n = N, k = in, A = W (op T), B = x; z is D's shape.
+    LtProduct p{has_bias ? Epilogue::kGeluAuxBias : Epilogue::kGeluAux,
+                CUBLAS_OP_T,
+                CUBLAS_OP_N,
+                out,
+                rows,
+                k,
+                w.data_ptr(),
+                x.data_ptr(),
+                y.data_ptr()};
+    p.bias = has_bias ? bias.data_ptr() : nullptr;
+    p.aux = z.data_ptr();
+    if (lt_matmul(device, dtype, p)) return {y, z};
+  }
+  // The composite (the CPU twin): the erf form, what cuBLASLt declines, f64.
+  Tensor z = linear(x, w, bias);
+  return {tanh_form ? gelu_tanh(z) : gelu(z), z};
+}
+
+// "matmul_gelu_backward" (g [N, out], weight [out, in], z [N, in]) -> the
+// gradient at z [N, in], the gelu's form from the attribute tanh.
+std::vector<Tensor> matmul_gelu_backward_dense(const std::vector<Tensor>& in, const Attrs& attrs) {
+  constexpr std::string_view op = op::kMatmulGeluBackward;
+  COPPICE_CHECK(in.size() == 3, op, ": expected grad, weight and z, got ", in.size(), " inputs");
+  check_cuda_matrix(in[0], op, "grad", 2);
+  check_cuda_matrix(in[1], op, "weight", 2);
+  check_cuda_matrix(in[2], op, "z", 2);
+  check_same_device(in, op);
+  const int64_t rows = in[0].size(0), k = in[0].size(1), width = in[1].size(1);
+  COPPICE_CHECK(in[1].size(0) == k && in[2].size(0) == rows && in[2].size(1) == width, op,
+                ": expected grad [N, out], weight [out, in] and z [N, in], got ", shape_to_string(in[0].shape()), ", ",
+                shape_to_string(in[1].shape()), " and ", shape_to_string(in[2].shape()));
+  const DType dtype = in[0].dtype();
+  COPPICE_CHECK(in[1].dtype() == dtype && in[2].dtype() == dtype, op, ": grad, weight and z must have one dtype");
+  const bool tanh_form = attrs.get_bool("tanh", false);
+  const Tensor g = in[0].contiguous(), w = in[1].contiguous(), z = in[2].contiguous();
+  const int device = g.device().index;
+  DeviceGuard guard(device);
+  if (tanh_form && lt_dtype(dtype)) {
+    Tensor dz = Tensor::empty({rows, width}, g.options());
+    // Column-major dz^T [in x N] = W^T g^T: A = W read as [in x out] (ld in),
+    // op N; B = g read as [out x N] (ld out), op N: m = in, n = N, k = out;
+    // z^T is D's shape.
+    LtProduct p{Epilogue::kDGelu, CUBLAS_OP_N, CUBLAS_OP_N, width, rows, k, w.data_ptr(), g.data_ptr(), dz.data_ptr()};
+    p.aux = z.data_ptr();  // read, not written, under DGELU
+    if (lt_matmul(device, dtype, p)) return {dz};
+  }
+  const Tensor gz = matmul(g, w);
+  return {tanh_form ? gelu_tanh_backward(gz, z) : gelu_backward(gz, z)};
+}
+
 const KernelRegistrar kLinear(op::kLinear, DeviceType::kCuda, {"dense", "dense", "dense"},
                               [](const std::vector<Tensor>& in, const Attrs&) { return linear_bias(in, false); });
 const KernelRegistrar kLinearRelu(op::kLinearRelu, DeviceType::kCuda, {"dense", "dense", "dense"},
                                   [](const std::vector<Tensor>& in, const Attrs&) { return linear_bias(in, true); });
+const KernelRegistrar kLinearGeluBias(op::kLinearGelu, DeviceType::kCuda, {"dense", "dense", "dense"},
+                                      linear_gelu_dense);
+const KernelRegistrar kLinearGelu(op::kLinearGelu, DeviceType::kCuda, {"dense", "dense"}, linear_gelu_dense);
+const KernelRegistrar kMatmulGeluBackward(op::kMatmulGeluBackward, DeviceType::kCuda, {"dense", "dense", "dense"},
+                                          matmul_gelu_backward_dense);
 
 }  // namespace
 }  // namespace coppice::cuda

@@ -1,6 +1,7 @@
 // Dense linear layers on CUDA: linear and linear_relu with a bias in the
-// GEMM's epilogue (cuBLASLt, tensor/cuda/linear_lt.cc) and linear_weight_grad
-// (a GEMM and the column sums), against the CPU's computation, on shapes
+// GEMM's epilogue (cuBLASLt, tensor/cuda/linear_lt.cc), linear_gelu and
+// matmul_gelu_backward with the tanh gelu in it, and linear_weight_grad (a
+// GEMM and the column sums), against the CPU's computation, on shapes
 // cuBLASLt takes and ones it declines (which take the composite), the same
 // bits on every run and under graph capture.
 //
@@ -12,6 +13,7 @@
 // |g|): a 16-bit result rounded once or twice, and f32 sums of k terms.
 // The GPU and the CPU composite are each held to it, and to each other
 // within twice it.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -355,6 +357,172 @@ TEST(LinearLtTest, Tf32WhenAllowed) {
   expect_within(y, want, scale, 4 * std::ldexp(1.0, -10), "f32 with TF32");
 }
 
+// The tanh gelu forms (linear_gelu and matmul_gelu_backward with
+// GeluForm::kTanh) against f64: z within the linear's tolerance; gelu_tanh(z)
+// and the gradient within gelu's slope (at most 1.13) times the sums' f32
+// error, two roundings of the result, and 2^-10 |z| (or |g W| (1 + |z|))
+// for the epilogue's tanh, whose own error cuBLASLt does not document. The
+// CPU (the composite: the product rounded, then the elementwise op) is held
+// to the same bound; the largest error seen, as a share of the bound, is
+// printed.
+struct GeluCheck {
+  double worst = 0;  // the largest |got - want| / bound seen
+  void expect(const Tensor& got, const Tensor& want, const Tensor& bound, const std::string& what) {
+    ASSERT_EQ(shape_to_string(got.shape()), shape_to_string(want.shape())) << what;
+    const std::vector<double> g = values(got), w = values(want), b = values(bound);
+    int reported = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double err = std::abs(g[i] - w[i]);
+      worst = std::max(worst, err / (b[i] + 1e-30));
+      if (!(err <= b[i] + 1e-30) && reported++ < 10) {
+        ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", expected " << w[i] << " within " << b[i];
+      }
+    }
+  }
+};
+
+Tensor scaled(const Tensor& t, double s) { return mul(t, s); }
+
+TEST(LinearLtTest, TanhGeluEpiloguesMatchF64) {
+  COPPICE_REQUIRE_GPU();
+  NoTf32 no_tf32;
+  uint64_t seed = 300;
+  GeluCheck check;
+  for (DType t : kLtTypes) {
+    const double u = unit_roundoff(t), f32 = std::ldexp(1.0, -24), tanh_err = std::ldexp(1.0, -10);
+    for (const Dims& d : kDims) {
+      for (bool with_bias : {true, false}) {
+        const std::string what = std::string(dtype_name(t)) + " " + dims_name(d) + (with_bias ? " bias" : "");
+        const Tensor x = random({d.n, d.in}, t, ++seed, -2, 2), w = random({d.out, d.in}, t, ++seed, -1, 1);
+        const Tensor b = with_bias ? random({d.out}, t, ++seed, -1, 1) : Tensor();
+        const Tensor xd = f64(x), wd = f64(w);
+        Tensor want_z = matmul(xd, wd.t()), scale_z = matmul(abs(xd), abs(wd).t());
+        if (with_bias) want_z = add(want_z, f64(b)), scale_z = add(scale_z, abs(f64(b)));
+        const Tensor want_y = gelu_tanh(want_z);
+        const Tensor z_err = scaled(scale_z, static_cast<double>(d.in + 4) * f32);
+        const Tensor bound_y =
+            add(add(scaled(z_err, 1.13 + 2 * u), scaled(abs(want_y), 2 * u)), scaled(abs(want_z), tanh_err));
+        for (const Device& dev : {gpu(), Device::cpu()}) {
+          const std::string where = what + (dev.is_cuda() ? " (GPU)" : " (CPU)");
+          const auto [y, z] = linear_gelu(x.to(dev), w.to(dev), with_bias ? b.to(dev) : Tensor(), GeluForm::kTanh);
+          EXPECT_EQ(y.device().type, dev.type) << where;
+          expect_close(z, want_z, scale_z, t, d.in, where + " z");
+          check.expect(y, want_y, bound_y, where + " y");
+        }
+        // The gradient at z of a layer [in -> out] whose input was gelu_tanh(z):
+        // g [N, out] @ w [out, in], z [N, in] (z rounded to t, as stored).
+        const Tensor g = random({d.n, d.out}, t, ++seed, -1, 1), z = random({d.n, d.in}, t, ++seed, -3, 3);
+        const Tensor gd = f64(g), zd = f64(z);
+        const Tensor want_gw = matmul(gd, wd), scale_gw = matmul(abs(gd), abs(wd));
+        const Tensor want = gelu_tanh_backward(want_gw, zd);
+        const Tensor gw_err = scaled(scale_gw, static_cast<double>(d.out + 4) * f32);
+        const Tensor bound = add(add(scaled(gw_err, 1.13 + 2 * u), scaled(abs(want), 2 * u)),
+                                 scaled(mul(abs(want_gw), add(abs(zd), 1.0)), tanh_err));
+        for (const Device& dev : {gpu(), Device::cpu()}) {
+          const Tensor dz = matmul_gelu_backward(g.to(dev), w.to(dev), z.to(dev), GeluForm::kTanh);
+          EXPECT_EQ(dz.device().type, dev.type) << what;
+          check.expect(dz, want, bound, what + (dev.is_cuda() ? " dz (GPU)" : " dz (CPU)"));
+        }
+      }
+    }
+  }
+  std::printf("note: the tanh gelu forms' largest error is %.3f of the bound\n", check.worst);
+}
+
+// The erf form on the GPU is the composite, bit for bit (cuBLASLt's GELU
+// epilogues are tanh only): linear (the bias epilogue) then gelu; matmul then
+// gelu_backward.
+TEST(LinearLtTest, ErfGeluIsTheComposite) {
+  COPPICE_REQUIRE_GPU();
+  ScopedRuntimeOptions profile([](RuntimeOptions& r) { r.profile = ProfileMode::kOn; });
+  for (DType t : kLtTypes) {
+    const std::string name(dtype_name(t));
+    const Tensor x = random({64, 128}, t, 1, -1, 1).to(gpu()), w = random({256, 128}, t, 2, -1, 1).to(gpu());
+    const Tensor b = random({256}, t, 3, -1, 1).to(gpu()), g = random({64, 128}, t, 4, -1, 1).to(gpu());
+    const Tensor zb = random({64, 128}, t, 5, -2, 2).to(gpu()), w2 = random({128, 128}, t, 6, -1, 1).to(gpu());
+    const int64_t before = op_profile_calls("linear_lt_gelu");
+    const auto [y, z] = linear_gelu(x, w, b);
+    const Tensor want_z = linear(x, w, b);
+    expect_same_bits(z, want_z, name + " z");
+    expect_same_bits(y, gelu(want_z), name + " y");
+    expect_same_bits(matmul_gelu_backward(g, w2, zb), gelu_backward(matmul(g, w2), zb), name + " dz");
+    EXPECT_EQ(op_profile_calls("linear_lt_gelu"), before) << name << ": the erf form took a tanh epilogue";
+  }
+}
+
+// bf16 and f16 take the tanh epilogues (counted by the op profiler); f32 is
+// cuBLASLt's choice and reported. Shapes it does not take (rows not of whole
+// 16-byte packs, an auxiliary leading dimension not a multiple of 8) and
+// misaligned operands take the composite, and are right (TanhGeluEpiloguesMatchF64).
+TEST(LinearLtTest, TanhGeluTakesTheEpiloguePath) {
+  COPPICE_REQUIRE_GPU();
+  NoTf32 no_tf32;
+  ScopedRuntimeOptions profile([](RuntimeOptions& r) { r.profile = ProfileMode::kOn; });
+  for (DType t : kLtTypes) {
+    const std::string name(dtype_name(t));
+    const Tensor x = random({64, 128}, t, 1, -1, 1).to(gpu()), w = random({256, 128}, t, 2, -1, 1).to(gpu());
+    const Tensor b = random({256}, t, 3, -1, 1).to(gpu()), g = random({64, 256}, t, 4, -1, 1).to(gpu());
+    const Tensor z = random({64, 128}, t, 5, -2, 2).to(gpu());
+    struct Call {
+      const char* what;
+      std::function<void()> run;
+    };
+    const std::vector<Call> calls = {
+        {"linear_gelu with a bias", [&] { (void)linear_gelu(x, w, b, GeluForm::kTanh); }},
+        {"linear_gelu", [&] { (void)linear_gelu(x, w, Tensor(), GeluForm::kTanh); }},
+        {"matmul_gelu_backward", [&] { (void)matmul_gelu_backward(g, w, z, GeluForm::kTanh); }},
+    };
+    for (const Call& c : calls) {
+      const int64_t before = op_profile_calls("linear_lt_gelu");
+      c.run();
+      const bool fused = op_profile_calls("linear_lt_gelu") == before + 1;
+      if (t == DType::kF32) {
+        std::printf("note: f32 %s %s cuBLASLt's tanh gelu epilogue\n", c.what, fused ? "takes" : "does not take");
+      } else {
+        EXPECT_TRUE(fused) << name << " " << c.what << ": cuBLASLt declined, the composite ran";
+      }
+    }
+    if (t == DType::kF32) continue;
+    // 41 outputs: rows not of whole packs; a misaligned z.
+    const int64_t before = op_profile_calls("linear_lt_gelu");
+    (void)linear_gelu(x, random({41, 128}, t, 6).to(gpu()), random({41}, t, 7).to(gpu()), GeluForm::kTanh);
+    const Tensor z_off = random({64 * 128 + 1}, t, 8).to(gpu()).narrow(0, 1, 64 * 128).reshape({64, 128});
+    const Tensor dz = matmul_gelu_backward(g, w, z_off, GeluForm::kTanh);
+    EXPECT_EQ(op_profile_calls("linear_lt_gelu"), before) << name << ": a declined shape took the epilogue";
+    expect_same_bits(dz, gelu_tanh_backward(matmul(g, w), z_off), name + " misaligned z");
+  }
+}
+
+// Same bits on every call, and a graph replay gives the eager bits.
+TEST(LinearLtTest, TanhGeluSameBitsEveryRunAndInAGraph) {
+  COPPICE_REQUIRE_GPU();
+  NoTf32 no_tf32;
+  for (DType t : kLtTypes) {
+    const std::string name(dtype_name(t));
+    const Tensor x = random({4096, 256}, t, 1, -1, 1).to(gpu()), w = random({768, 256}, t, 2, -1, 1).to(gpu());
+    const Tensor b = random({768}, t, 3, -1, 1).to(gpu()), g = random({4096, 768}, t, 4, -1, 1).to(gpu());
+    const Tensor z = random({4096, 256}, t, 5, -2, 2).to(gpu());
+    auto eager = [&] {
+      const auto [y, zo] = linear_gelu(x, w, b, GeluForm::kTanh);
+      return std::vector<Tensor>{y, zo, matmul_gelu_backward(g, w, z, GeluForm::kTanh)};
+    };
+    const std::vector<Tensor> first = eager();
+    (void)linear_gelu(random({37, 72}, t, 6).to(gpu()), random({40, 72}, t, 7).to(gpu()), Tensor(), GeluForm::kTanh);
+    const std::vector<Tensor> second = eager();
+    for (size_t i = 0; i < first.size(); ++i)
+      expect_same_bits(first[i], second[i], name + " output " + std::to_string(i));
+    std::vector<Tensor> got;
+    std::string why;
+    std::unique_ptr<CapturedWork> graph = capture_work(
+        gpu(), [&] { got = eager(); }, &why);
+    ASSERT_NE(graph, nullptr) << name << ": " << why;
+    graph->replay();
+    for (size_t i = 0; i < first.size(); ++i) {
+      expect_same_bits(got[i], first[i], name + " replayed output " + std::to_string(i));
+    }
+  }
+}
+
 TEST(LinearLtTest, Errors) {
   COPPICE_REQUIRE_GPU();
   const TensorOptions on_gpu(DType::kBF16, gpu());
@@ -365,6 +533,11 @@ TEST(LinearLtTest, Errors) {
   EXPECT_ERROR_NAMING(
       linear(zeros({2, 3}, on_gpu), zeros({4, 3}, on_gpu), zeros({4}, TensorOptions(DType::kF32, gpu()))),
       "linear: bias has dtype f32, expected bf16");
+  EXPECT_ERROR_NAMING(
+      matmul_gelu_backward(zeros({4, 3}, on_gpu), zeros({3, 5}, on_gpu), zeros({4, 6}, on_gpu), GeluForm::kTanh),
+      "matmul_gelu_backward: z must have the product's shape [4, 5], got [4, 6]");
+  EXPECT_ERROR_NAMING(linear_gelu(zeros({2, 3}, on_gpu), zeros({4, 5}, on_gpu), Tensor(), GeluForm::kTanh),
+                      "linear_gelu: input's last dimension (3) differs from weight's in features");
 }
 
 }  // namespace
