@@ -26,8 +26,9 @@
 // Bias and relu are applied in the write-out (epilogue.cuh), from an f32
 // tile in shared memory, with 16-byte stores along y's contiguous dimension;
 // so are gelu with its pre-activation kept (linear_gelu) and gelu's gradient
-// (matmul_gelu_backward, reading the pre-activation), which save the
-// separate passes of a transformer MLP's activation.
+// (matmul_gelu_backward, reading the pre-activation), in the erf form or the
+// tanh one (gelu_write_out.h), which save the separate passes of a
+// transformer MLP's activation.
 //
 // SDDMM, values[e] = a[rows of e, :] @ b[:, cols of e]: a thread block takes
 // up to bsr_mma_sddmm_group stored blocks of one block row (a run of

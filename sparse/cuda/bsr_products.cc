@@ -224,8 +224,9 @@ bool bsr_kernel_takes(BsrKernel kernel, const Tensor& s) {
 
 namespace {
 
-// The product with `out` applied in the write-out; out.aux, for kForward,
-// is allocated here (y's shape) and left in `out`.
+// The product with `out` applied in the write-out; out.aux, for a forward
+// gelu form (kForward, kForwardTanh), is allocated here (y's shape) and left
+// in `out`.
 Tensor matmul_with(BsrKernel kernel, const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
                    std::string_view op, WriteOut& out) {
   const BsrImpl& b = bsr_impl(s, op);
@@ -257,7 +258,7 @@ Tensor matmul_with(BsrKernel kernel, const Tensor& s, bool transpose_s, const Te
     out.bias = bias.contiguous();
   }
   const Shape y_shape = sparse_left ? Shape{out_rows, n} : Shape{n, out_rows};
-  if (out.gelu == GeluWriteOut::kGradient) {
+  if (is_gelu_gradient(out.gelu)) {
     COPPICE_CHECK(out.aux.defined() && out.aux.is_dense() && out.aux.shape() == y_shape &&
                       out.aux.dtype() == s.dtype() && out.aux.device() == s.device(),
                   op, ": the pre-activation must be dense ", shape_to_string(y_shape), " of ", dtype_name(s.dtype()),
@@ -268,16 +269,17 @@ Tensor matmul_with(BsrKernel kernel, const Tensor& s, bool transpose_s, const Te
     out.aux = out.aux.contiguous();
   }
   // No stored block: the plain product (the bias or zeros) and the
-  // elementwise op after it.
+  // elementwise op of the form after it.
   if (out.gelu != GeluWriteOut::kNone && b.nblocks() == 0) {
     WriteOut plain{out.bias, false, GeluWriteOut::kNone, Tensor()};
     Tensor y = matmul_with(kernel, s, transpose_s, x, sparse_left, op, plain);
-    if (out.gelu == GeluWriteOut::kGradient) return gelu_backward(y, out.aux);
+    const bool tanh = is_gelu_tanh(out.gelu);
+    if (is_gelu_gradient(out.gelu)) return tanh ? gelu_tanh_backward(y, out.aux) : gelu_backward(y, out.aux);
     out.aux = y;
-    return gelu(y);
+    return tanh ? gelu_tanh(y) : gelu(y);
   }
   Tensor y = Tensor::empty(y_shape, opts);
-  if (out.gelu == GeluWriteOut::kForward) out.aux = Tensor::empty(y_shape, opts);
+  if (is_gelu_forward(out.gelu)) out.aux = Tensor::empty(y_shape, opts);
   if (y.numel() == 0) return y;
   if (b.nblocks() == 0) {
     if (!out.bias.defined()) return zeros(y.shape(), opts);
@@ -302,15 +304,15 @@ Tensor bsr_matmul(BsrKernel kernel, const Tensor& s, bool transpose_s, const Ten
 }
 
 std::pair<Tensor, Tensor> bsr_mma_matmul_gelu(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
-                                              std::string_view op, const Tensor& bias) {
-  WriteOut out{bias, false, GeluWriteOut::kForward, Tensor()};
+                                              std::string_view op, const Tensor& bias, GeluForm form) {
+  WriteOut out{bias, false, gelu_write_out(/*gradient=*/false, form == GeluForm::kTanh), Tensor()};
   Tensor y = matmul_with(BsrKernel::kMmaSync, s, transpose_s, x, sparse_left, op, out);
   return {y, out.aux};
 }
 
 Tensor bsr_mma_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
-                                std::string_view op, const Tensor& z) {
-  WriteOut out{Tensor(), false, GeluWriteOut::kGradient, z};
+                                std::string_view op, const Tensor& z, GeluForm form) {
+  WriteOut out{Tensor(), false, gelu_write_out(/*gradient=*/true, form == GeluForm::kTanh), z};
   return matmul_with(BsrKernel::kMmaSync, s, transpose_s, x, sparse_left, op, out);
 }
 

@@ -4,7 +4,8 @@
 //
 //   kMmaSync  bsr_mma.h: square 16, 32 and 64 blocks of bf16/f16, or of f32
 //             on TF32 tensor cores (allow_tf32(), tensor/precision.h),
-//             through mma.sync; the only one with the gelu write-outs;
+//             through mma.sync; the only one with the gelu write-outs
+//             (erf and tanh);
 //   kTiles    bsr_tiles.h: blocks [bh, bw] with bh and bw in {16, 32} in
 //             f32 (FMAs, or WMMA TF32 with allow_tf32), bf16 and f16 (WMMA).
 // Both accumulate in f32 and round once. Other block shapes and f64 take the
@@ -15,6 +16,7 @@
 #include <string_view>
 #include <utility>
 
+#include "tensor/ops.h"  // GeluForm
 #include "tensor/tensor.h"
 
 namespace coppice::sparse_cuda {
@@ -38,13 +40,15 @@ Tensor bsr_matmul(BsrKernel kernel, const Tensor& s, bool transpose_s, const Ten
 
 // The same product on the mma.sync kernels with a gelu in the write-out (a
 // transformer MLP's activation, gelu_write_out.h): {gelu(z), z} for z = the
-// product plus `bias`; and gelu_backward(the product, z) for a given z of
-// the product's shape. The same bits as the product, then the elementwise
-// op (the kernels round once). bsr_kernel_takes(kMmaSync, s) must hold.
+// product plus `bias` (optional: an undefined tensor); and
+// gelu_backward(the product, z) for a given z of the product's shape.
+// form == GeluForm::kTanh: gelu_tanh and gelu_tanh_backward instead. The
+// same bits as the product, then the elementwise op (the kernels round
+// once). bsr_kernel_takes(kMmaSync, s) must hold.
 std::pair<Tensor, Tensor> bsr_mma_matmul_gelu(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
-                                              std::string_view op, const Tensor& bias = Tensor());
+                                              std::string_view op, const Tensor& bias, GeluForm form);
 Tensor bsr_mma_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
-                                std::string_view op, const Tensor& z);
+                                std::string_view op, const Tensor& z, GeluForm form);
 
 // The values of sddmm(a, b, pattern) for a BSR pattern: (a @ b) over each
 // stored block, [nblocks, bh, bw] in the pattern's dtype; `kernel` must

@@ -3,11 +3,13 @@
 // accumulators on the way out, in this order, each step optional:
 //   1. + bias: a linear's bias, one value per output feature (add_bias);
 //   2. relu (relu: a NaN stays NaN, so that the non-finite checks see it);
-//   3. a gelu form (gelu_write_out.h: forward, z stored; gradient, z read);
+//   3. a gelu form (gelu_write_out.h: forward, z stored; gradient, z read;
+//      each in the erf form or GPT-2's tanh approximation);
 //   4. the one rounding to the output's type and the store (store_run).
 // Everything before the rounding stays in f32, so that a fused form gives
-// the bits of the separate ops it replaces (tensor's linear, relu, gelu and
-// gelu_backward round once each, and so do these, at the same points).
+// the bits of the separate ops it replaces (tensor's linear, relu, gelu,
+// gelu_tanh, gelu_backward and gelu_tanh_backward round once each, and so do
+// these, at the same points).
 //
 // A run is kN consecutive outputs of one thread, kN * sizeof(T) = 16 bytes:
 // where the run is whole, contiguous and 16-byte aligned it moves as one

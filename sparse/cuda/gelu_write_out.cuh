@@ -18,15 +18,19 @@ namespace coppice::sparse_cuda {
 // whose elements step by `step`; `z` points at the run's first element in
 // the auxiliary matrix. kForward: each value rounded to T is z, stored there,
 // and the value becomes gelu(z); kGradient: the value rounded to T becomes
-// gelu's gradient at the z stored there. `vec`: the run is kN elements,
-// contiguous and 16-byte aligned in the auxiliary matrix (kN * sizeof(T) is
-// 16), so it moves as one 16-byte access.
+// gelu's gradient at the z stored there; kForwardTanh and kGradientTanh: the
+// same with gelu_tanh and its gradient (scalar_math.h's, as the elementwise
+// ops compute them, in f32). `vec`: the run is kN elements, contiguous and
+// 16-byte aligned in the auxiliary matrix (kN * sizeof(T) is 16), so it moves
+// as one 16-byte access. `mode` is the launch's (uniform): its branches do
+// not diverge, and each form's loop is its own.
 template <typename T, int kN>
 __device__ __forceinline__ void gelu_run(GeluWriteOut mode, T* z, int64_t step, bool vec, float (&v)[kN], int count) {
   static_assert(kN * sizeof(T) == 16, "a run is one 16-byte access");
   // Every loop unrolled, the partial runs predicated: v and zs stay in registers.
   T zs[kN];
-  if (mode == GeluWriteOut::kGradient) {
+  const bool tanh_form = is_gelu_tanh(mode);
+  if (is_gelu_gradient(mode)) {
     if (vec) {
       const uint4 packed = *reinterpret_cast<const uint4*>(z);
       memcpy(zs, &packed, sizeof(packed));
@@ -34,14 +38,23 @@ __device__ __forceinline__ void gelu_run(GeluWriteOut mode, T* z, int64_t step, 
 #pragma unroll
       for (int j = 0; j < kN; ++j) zs[j] = j < count ? z[j * step] : from_float<T>(0.0f);
     }
+    if (tanh_form) {
 #pragma unroll
-    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_grad(to_float(from_float<T>(v[j])), to_float(zs[j]));
+      for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_tanh_grad(to_float(from_float<T>(v[j])), to_float(zs[j]));
+    } else {
+#pragma unroll
+      for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_grad(to_float(from_float<T>(v[j])), to_float(zs[j]));
+    }
     return;
   }
 #pragma unroll
-  for (int j = 0; j < kN; ++j) {
-    zs[j] = from_float<T>(v[j]);
-    v[j] = cuda::math::gelu(to_float(zs[j]));
+  for (int j = 0; j < kN; ++j) zs[j] = from_float<T>(v[j]);
+  if (tanh_form) {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_tanh(to_float(zs[j]));
+  } else {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu(to_float(zs[j]));
   }
   if (vec) {
     uint4 packed;

@@ -77,7 +77,7 @@ Tensor wgmma_metadata(const Tensor& meta, int64_t rows, int64_t cols) {
 }
 
 // What the write-out applies after the product: the bias, then a relu or
-// a gelu form with z in `aux` ([m, rows]; made here for kForward).
+// a gelu form with z in `aux` ([m, rows]; made here for a forward form).
 struct WriteOut {
   Tensor bias;
   bool relu = false;
@@ -95,8 +95,8 @@ Tensor product(Nm24Kernel kernel, const Tensor& x_in, const Tensor& values, cons
   const Tensor x = aligned_rows(x_in);
   const Tensor bias = w.bias.defined() ? w.bias.contiguous() : Tensor();
   Tensor out = empty({x.size(0), rows}, TensorOptions(values.dtype(), values.device()));
-  if (w.gelu == GeluWriteOut::kForward) w.aux = empty(out.shape(), out.options());
-  if (w.gelu == GeluWriteOut::kGradient) {
+  if (is_gelu_forward(w.gelu)) w.aux = empty(out.shape(), out.options());
+  if (is_gelu_gradient(w.gelu)) {
     COPPICE_CHECK(w.aux.defined() && w.aux.shape() == out.shape() && w.aux.dtype() == out.dtype() &&
                       w.aux.device() == out.device(),
                   "matmul_gelu_backward: the pre-activation must be ", shape_to_string(out.shape()), " of ",
@@ -255,9 +255,10 @@ Tensor nm24_linear(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Te
   return product(kernel, x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s));
 }
 
-std::pair<Tensor, Tensor> nm24_linear_gelu(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& bias) {
+std::pair<Tensor, Tensor> nm24_linear_gelu(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& bias,
+                                           GeluForm form) {
   const Nm24Packed w = nm24_device_pack(s);
-  WriteOut out{bias, false, GeluWriteOut::kForward, Tensor()};
+  WriteOut out{bias, false, gelu_write_out(/*gradient=*/false, form == GeluForm::kTanh), Tensor()};
   Tensor y = product(kernel, x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s));
   return {y, out.aux};
 }
@@ -268,9 +269,9 @@ Tensor nm24_matmul(Nm24Kernel kernel, const Tensor& x, const Tensor& s) {
   return product(kernel, x, wt.values, wt.metadata, s.size(1), s.size(0), out, "");
 }
 
-Tensor nm24_matmul_gelu_grad(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& z) {
+Tensor nm24_matmul_gelu_grad(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& z, GeluForm form) {
   const Nm24Packed wt = nm24_device_pack_transposed(s);
-  WriteOut out{Tensor(), false, GeluWriteOut::kGradient, z};
+  WriteOut out{Tensor(), false, gelu_write_out(/*gradient=*/true, form == GeluForm::kTanh), z};
   return product(kernel, x, wt.values, wt.metadata, s.size(1), s.size(0), out, "");
 }
 

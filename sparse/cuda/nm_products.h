@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "sparse/nm_metadata.h"
+#include "tensor/ops.h"  // GeluForm
 #include "tensor/tensor.h"
 
 namespace coppice::sparse_cuda {
@@ -58,9 +59,12 @@ Tensor nm24_linear(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Te
 Tensor nm24_matmul(Nm24Kernel kernel, const Tensor& x, const Tensor& s);
 
 // The gelu forms of the two (gelu_write_out.h), in the write-out:
-// {gelu(z), z} for z = x @ S^T (+ bias), and gelu_backward(x @ S, z).
-std::pair<Tensor, Tensor> nm24_linear_gelu(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& bias);
-Tensor nm24_matmul_gelu_grad(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& z);
+// {gelu(z), z} for z = x @ S^T (+ bias), and gelu_backward(x @ S, z); with
+// form == GeluForm::kTanh, gelu_tanh and gelu_tanh_backward instead. The same
+// bits as the plain product, then the elementwise op.
+std::pair<Tensor, Tensor> nm24_linear_gelu(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& bias,
+                                           GeluForm form);
+Tensor nm24_matmul_gelu_grad(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& z, GeluForm form);
 
 // The dense form of an n:m tensor on CUDA (any n:m, any floating dtype), in
 // one kernel: what the products that do not take the tensor-core path

@@ -3,7 +3,8 @@
 // (fmt, dense); and, with the bias (and relu) in the kernel where the route
 // can, "linear" (dense, bsr, dense) and "linear_relu" (dense, bsr[, dense]);
 // "linear_gelu" (dense, bsr|nm[, dense]) and "matmul_gelu_backward" (dense,
-// bsr|nm, dense), a transformer MLP's activation in the write-out.
+// bsr|nm, dense), a transformer MLP's activation in the write-out (the erf
+// gelu, or with the attribute "tanh" GPT-2's tanh approximation).
 //
 // The SpMM planner: every entry states its product as op(S) @ X or
 // X @ op(S) (Product) and runs the first route of kRoutes that takes it
@@ -311,43 +312,50 @@ std::vector<Tensor> linear_relu_dense_sparse(const std::vector<Tensor>& in, cons
   return {spmm(in[1], in[0], Product::kDenseSparseT, op::kLinearRelu, bias, /*relu=*/true)};
 }
 
+// The gelu form an op's attribute "tanh" asks for (tensor/ops.h's GeluForm).
+GeluForm gelu_form(const Attrs& attrs) { return attrs.get_bool("tanh", false) ? GeluForm::kTanh : GeluForm::kErf; }
+
 // linear_gelu(x, weight[, bias]) with a BSR or n:m weight: {gelu(z), z},
-// z = linear(x, weight, bias), from one kernel whose write-out stores both
-// where the product runs on the BSR mma.sync kernels (bsr_products.h) or on
-// 2:4 sparse tensor cores (nm_products.h); otherwise the planner's product,
-// then gelu.
-std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
+// z = linear(x, weight, bias) (gelu_tanh(z) with the attribute "tanh"), from
+// one kernel whose write-out stores both where the product runs on the BSR
+// mma.sync kernels (bsr_products.h) or on 2:4 sparse tensor cores
+// (nm_products.h); otherwise the planner's product, then the gelu.
+std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(in.size() == 2 || in.size() == 3, "linear_gelu: expected 2 or 3 inputs (input, weight[, bias]), got ",
                 in.size());
   check_cuda_operand_pair({in[0], in[1]}, op::kLinearGelu);
+  const GeluForm form = gelu_form(attrs);
   const Tensor bias = in.size() == 3 ? in[2] : Tensor();
   const SpmmProblem p{in[1], in[0], Product::kDenseSparseT, op::kLinearGelu, bias};
   if (bsr_kernel_is<BsrKernel::kMmaSync>(p)) {
-    auto [y, z] = bsr_mma_matmul_gelu(in[1], /*transpose_s=*/true, in[0], /*sparse_left=*/false, p.op, bias);
+    auto [y, z] = bsr_mma_matmul_gelu(in[1], /*transpose_s=*/true, in[0], /*sparse_left=*/false, p.op, bias, form);
     return {y, z};
   }
   if (nm24_chosen(p)) {
-    auto [y, z] = nm24_linear_gelu(nm24_kernel(in[1], false), in[0], in[1], bias);
+    auto [y, z] = nm24_linear_gelu(nm24_kernel(in[1], false), in[0], in[1], bias, form);
     return {y, z};
   }
   Tensor z = spmm(in[1], in[0], Product::kDenseSparseT, p.op, bias);
-  return {gelu(z), z};
+  return {form == GeluForm::kTanh ? gelu_tanh(z) : gelu(z), z};
 }
 
 // matmul_gelu_backward(g, weight, z) with a BSR or n:m weight:
-// gelu_backward(g @ weight, z), gelu's gradient applied in the product's
-// write-out on the BSR mma.sync kernels or 2:4 sparse tensor cores;
-// otherwise the planner's product, then gelu_backward.
-std::vector<Tensor> matmul_gelu_backward_dense_sparse(const std::vector<Tensor>& in, const Attrs&) {
+// gelu_backward(g @ weight, z) (gelu_tanh_backward with the attribute
+// "tanh"), the gelu's gradient applied in the product's write-out on the BSR
+// mma.sync kernels or 2:4 sparse tensor cores; otherwise the planner's
+// product, then the gradient's pass.
+std::vector<Tensor> matmul_gelu_backward_dense_sparse(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(in.size() == 3, "matmul_gelu_backward: expected 3 inputs (grad, weight, z), got ", in.size());
   check_cuda_operand_pair({in[0], in[1]}, op::kMatmulGeluBackward);
+  const GeluForm form = gelu_form(attrs);
   const Tensor no_bias;
   const SpmmProblem p{in[1], in[0], Product::kDenseSparse, op::kMatmulGeluBackward, no_bias};
   if (bsr_kernel_is<BsrKernel::kMmaSync>(p)) {
-    return {bsr_mma_matmul_gelu_grad(in[1], /*transpose_s=*/false, in[0], /*sparse_left=*/false, p.op, in[2])};
+    return {bsr_mma_matmul_gelu_grad(in[1], /*transpose_s=*/false, in[0], /*sparse_left=*/false, p.op, in[2], form)};
   }
-  if (nm24_chosen(p)) return {nm24_matmul_gelu_grad(nm24_kernel(in[1], true), in[0], in[1], in[2])};
-  return {gelu_backward(spmm(in[1], in[0], Product::kDenseSparse, p.op), in[2])};
+  if (nm24_chosen(p)) return {nm24_matmul_gelu_grad(nm24_kernel(in[1], true), in[0], in[1], in[2], form)};
+  const Tensor gz = spmm(in[1], in[0], Product::kDenseSparse, p.op);
+  return {form == GeluForm::kTanh ? gelu_tanh_backward(gz, in[2]) : gelu_backward(gz, in[2])};
 }
 
 const bool kRegistered = [] {

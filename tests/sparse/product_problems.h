@@ -96,28 +96,43 @@ inline std::vector<Problem> linear_relu_problems(const std::vector<std::string>&
   return {p};
 }
 
-// linear_gelu: {gelu(z), z} for z = linear(x, weight[, bias]).
+// linear_gelu: {gelu(z), z} for z = linear(x, weight[, bias]); and with the
+// attribute tanh, {gelu_tanh(z), z} (its derivative lies in [-0.13, 1.13]
+// too).
 inline std::vector<Problem> linear_gelu_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
                                                  const Device& d) {
-  Problem p = linear_problem(f, c, t, d);
-  Expected y = p.outputs[0];
-  y.want = gelu(y.want);
-  y.lipschitz = 1.13;
-  p.outputs.insert(p.outputs.begin(), y);
-  return {p};
+  const Problem z_only = linear_problem(f, c, t, d);
+  std::vector<Problem> out;
+  for (bool tanh_form : {false, true}) {
+    Problem p = z_only;
+    Expected y = p.outputs[0];
+    y.want = tanh_form ? gelu_tanh(y.want) : gelu(y.want);
+    y.lipschitz = 1.13;
+    p.outputs.insert(p.outputs.begin(), y);
+    if (tanh_form) p.attrs.set("tanh", true);
+    out.push_back(p);
+  }
+  return out;
 }
 
 // matmul_gelu_backward (g [free, r], weight [r, c], z [free, c]) =
-// gelu_backward(g @ weight, z).
+// gelu_backward(g @ weight, z); with the attribute tanh,
+// gelu_tanh_backward(g @ weight, z).
 inline std::vector<Problem> matmul_gelu_backward_problems(const std::vector<std::string>& f, const SparseCase& c,
                                                           DType t, const Device& d) {
   const Tensor g = operand(f, 0, c, c.free, c.rows, t, d);
   const Tensor w = operand(f, 1, c, c.rows, c.cols, t, d, /*patterned=*/true);
   const Tensor z = operand(f, 2, c, c.free, c.cols, t, d);
-  Expected e = product(g, w);
-  e.want = gelu_backward(e.want, host(z));
-  e.lipschitz = 1.13;
-  return {{{g, w, z}, {}, {e}}};
+  std::vector<Problem> out;
+  for (bool tanh_form : {false, true}) {
+    Expected e = product(g, w);
+    e.want = tanh_form ? gelu_tanh_backward(e.want, host(z)) : gelu_backward(e.want, host(z));
+    e.lipschitz = 1.13;
+    Attrs attrs;
+    if (tanh_form) attrs.set("tanh", true);
+    out.push_back({{g, w, z}, attrs, {e}});
+  }
+  return out;
 }
 
 // sddmm (a [r, free], b [free, c], pattern [r, c]) = (a @ b) at the pattern's

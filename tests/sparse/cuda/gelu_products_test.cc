@@ -1,6 +1,8 @@
 // A transformer MLP's gelu in the sparse products' write-out
 // (sparse/cuda/gelu_write_out.h): linear_gelu ({gelu(z), z} from one
-// kernel) and matmul_gelu_backward (gelu's gradient at z applied to g @ W).
+// kernel) and matmul_gelu_backward (gelu's gradient at z applied to g @ W),
+// each in both forms (GeluForm: erf, and GPT-2's tanh approximation, whose
+// composite is gelu_tanh and gelu_tanh_backward), every check below for each.
 // BSR (bsr_products.h, bsr_mma.cu): against the composite on the GPU (the
 // same bits where the tiles run: the kernel rounds the product to the dtype
 // first, as the composite does) and against f64 on the CPU; every square
@@ -77,6 +79,19 @@ class GeluProductsTest : public SparseCudaTest {
 
 bool fused_kernel_runs(const Tensor& w) { return bsr_kernel_takes(BsrKernel::kMmaSync, w); }
 
+const GeluForm kForms[] = {GeluForm::kErf, GeluForm::kTanh};
+
+const char* form_name(GeluForm form) { return form == GeluForm::kTanh ? "tanh" : "erf"; }
+
+// The elementwise ops a form's composite runs (and the names the profile counts them by).
+Tensor gelu_of(const Tensor& z, GeluForm form) { return form == GeluForm::kTanh ? gelu_tanh(z) : gelu(z); }
+Tensor gelu_grad_of(const Tensor& g, const Tensor& z, GeluForm form) {
+  return form == GeluForm::kTanh ? gelu_tanh_backward(g, z) : gelu_backward(g, z);
+}
+Variable gelu_of(const Variable& z, GeluForm form) { return form == GeluForm::kTanh ? gelu_tanh(z) : gelu(z); }
+const char* gelu_op(GeluForm form) { return form == GeluForm::kTanh ? "gelu_tanh" : "gelu"; }
+const char* gelu_grad_op(GeluForm form) { return form == GeluForm::kTanh ? "gelu_tanh_backward" : "gelu_backward"; }
+
 struct Case {
   TileMode mode;
   Blocks blk;
@@ -116,19 +131,22 @@ TEST_F(GeluProductsTest, LinearGeluIsTheCompositeInOneKernel) {
       const std::string what = str_cat(c.what, " input ", shape_to_string(xs));
       const Tensor x = random_dense({shape_numel(xs) / 192, 192}, seed++).reshape(xs).to(c.mode.dtype).to(kCuda);
       for (bool with_bias : {true, false}) {
-        const Tensor bias = with_bias ? b : Tensor();
-        const int64_t gelus = op_profile_calls("gelu");
-        const auto [y, z] = linear_gelu(x, w, bias);
-        const bool fused = op_profile_calls("gelu") == gelus;
-        EXPECT_EQ(fused, fused_kernel_runs(w) && values(w).size(0) > 0) << what << ": which path ran";
-        const Tensor z_want = linear(x, w, bias);
-        EXPECT_TRUE(agree(z, z_want, w)) << "z, " << what;
-        EXPECT_TRUE(agree(y, gelu(z_want), w)) << "gelu(z), " << what;
-        const Tensor want = linear(host64(x), host64(to_dense(w)), with_bias ? host64(b) : Tensor());
-        EXPECT_TRUE(near(z, want, c.mode.tolerance())) << "z vs the CPU, " << what;
-        EXPECT_TRUE(near(y, gelu(want), c.mode.tolerance())) << "gelu(z) vs the CPU, " << what;
-        const auto [y2, z2] = linear_gelu(x, w, bias);
-        EXPECT_TRUE(agree(y2, y, w) && agree(z2, z, w)) << "repeat, " << what;
+        for (const GeluForm form : kForms) {
+          const std::string how = str_cat(what, with_bias ? " bias " : " ", form_name(form));
+          const Tensor bias = with_bias ? b : Tensor();
+          const int64_t gelus = op_profile_calls(gelu_op(form));
+          const auto [y, z] = linear_gelu(x, w, bias, form);
+          const bool fused = op_profile_calls(gelu_op(form)) == gelus;
+          EXPECT_EQ(fused, fused_kernel_runs(w) && values(w).size(0) > 0) << how << ": which path ran";
+          const Tensor z_want = linear(x, w, bias);
+          EXPECT_TRUE(agree(z, z_want, w)) << "z, " << how;
+          EXPECT_TRUE(agree(y, gelu_of(z_want, form), w)) << "gelu(z), " << how;
+          const Tensor want = linear(host64(x), host64(to_dense(w)), with_bias ? host64(b) : Tensor());
+          EXPECT_TRUE(near(z, want, c.mode.tolerance())) << "z vs the CPU, " << how;
+          EXPECT_TRUE(near(y, gelu_of(want, form), c.mode.tolerance())) << "gelu(z) vs the CPU, " << how;
+          const auto [y2, z2] = linear_gelu(x, w, bias, form);
+          EXPECT_TRUE(agree(y2, y, w) && agree(z2, z, w)) << "repeat, " << how;
+        }
       }
     }
   }
@@ -144,17 +162,19 @@ TEST_F(GeluProductsTest, MatmulGeluBackwardIsTheCompositeInOneKernel) {
     set_allow_tf32(c.mode.tf32);
     const Tensor w = bsr_weight(c, seed++);
     for (int64_t tokens : {70, 201, 1}) {
-      const std::string what = str_cat(c.what, " tokens ", tokens);
       const Tensor g = random_dense({tokens, 128}, seed++).to(c.mode.dtype).to(kCuda);
       const Tensor z = random_dense({tokens, 192}, seed++).to(c.mode.dtype).to(kCuda);
-      const int64_t passes = op_profile_calls("gelu_backward");
-      const Tensor got = matmul_gelu_backward(g, w, z);
-      const bool fused = op_profile_calls("gelu_backward") == passes;
-      EXPECT_EQ(fused, fused_kernel_runs(w) && values(w).size(0) > 0) << what << ": which path ran";
-      EXPECT_TRUE(agree(got, gelu_backward(matmul(g, w), z), w)) << what;
-      const Tensor want = gelu_backward(matmul(host64(g), host64(to_dense(w))), host64(z));
-      EXPECT_TRUE(near(got, want, c.mode.tolerance())) << "vs the CPU, " << what;
-      EXPECT_TRUE(agree(matmul_gelu_backward(g, w, z), got, w)) << "repeat, " << what;
+      for (const GeluForm form : kForms) {
+        const std::string what = str_cat(c.what, " tokens ", tokens, " ", form_name(form));
+        const int64_t passes = op_profile_calls(gelu_grad_op(form));
+        const Tensor got = matmul_gelu_backward(g, w, z, form);
+        const bool fused = op_profile_calls(gelu_grad_op(form)) == passes;
+        EXPECT_EQ(fused, fused_kernel_runs(w) && values(w).size(0) > 0) << what << ": which path ran";
+        EXPECT_TRUE(agree(got, gelu_grad_of(matmul(g, w), z, form), w)) << what;
+        const Tensor want = gelu_grad_of(matmul(host64(g), host64(to_dense(w))), host64(z), form);
+        EXPECT_TRUE(near(got, want, c.mode.tolerance())) << "vs the CPU, " << what;
+        EXPECT_TRUE(agree(matmul_gelu_backward(g, w, z, form), got, w)) << "repeat, " << what;
+      }
     }
   }
 }
@@ -166,9 +186,11 @@ TEST_F(GeluProductsTest, MatmulGeluBackwardTakesViews) {
   const Tensor w = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(32, 32)), kCuda);
   const Tensor g = random_dense({2 * 35, 128}, 3001).reshape({2, 35, 128}).to(DType::kBF16).to(kCuda);
   const Tensor zt = random_dense({192, 70}, 3002).to(DType::kBF16).to(kCuda).t().reshape({2, 35, 192});
-  const Tensor got = matmul_gelu_backward(g, w, zt);
-  ASSERT_EQ(got.shape(), (Shape{2, 35, 192}));
-  EXPECT_TRUE(same_bits(got, gelu_backward(matmul(g, w), zt)));
+  for (const GeluForm form : kForms) {
+    const Tensor got = matmul_gelu_backward(g, w, zt, form);
+    ASSERT_EQ(got.shape(), (Shape{2, 35, 192})) << form_name(form);
+    EXPECT_TRUE(same_bits(got, gelu_grad_of(matmul(g, w), zt, form))) << form_name(form);
+  }
 }
 
 TEST_F(GeluProductsTest, BadPreActivationIsNamed) {
@@ -191,31 +213,61 @@ TEST_F(GeluProductsTest, BadPreActivationIsNamed) {
   EXPECT_NE(dtype.find("z has dtype"), std::string::npos) << dtype;
   const std::string inner = message([&] { (void)matmul_gelu_backward(g.narrow(1, 0, 64), w, z_f32); });
   EXPECT_NE(inner.find("out features"), std::string::npos) << inner;
+  const std::string tanh_shape = message([&] { (void)matmul_gelu_backward(g, w, z_short, GeluForm::kTanh); });
+  EXPECT_NE(tanh_shape.find("[16, 192]"), std::string::npos) << tanh_shape;
+}
+
+// The attribute reaches the kernels: the two forms give different bits (z
+// the same), and the kernel dispatched without the attribute gives the erf
+// form, with tanh = true the tanh one.
+TEST_F(GeluProductsTest, TheTanhAttributeSelectsTheForm) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor dense = random_blocks(128, 192, 32, 32, 0.4, 3200);
+  const Tensor w = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(32, 32)), kCuda);
+  const Tensor x = random_dense({40, 192}, 3201).to(DType::kBF16).to(kCuda);
+  const Tensor g = random_dense({40, 128}, 3202).to(DType::kBF16).to(kCuda);
+  const Tensor z = random_dense({40, 192}, 3203).to(DType::kBF16).to(kCuda);
+  const auto [y_erf, z_erf] = linear_gelu(x, w, Tensor(), GeluForm::kErf);
+  const auto [y_tanh, z_tanh] = linear_gelu(x, w, Tensor(), GeluForm::kTanh);
+  EXPECT_TRUE(same_bits(z_tanh, z_erf));
+  EXPECT_FALSE(same_bits(y_tanh, y_erf));
+  EXPECT_FALSE(same_bits(matmul_gelu_backward(g, w, z, GeluForm::kTanh), matmul_gelu_backward(g, w, z)));
+  const std::vector<Tensor> plain = dispatch("linear_gelu", {x, w});
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_TRUE(same_bits(plain[0], y_erf));
+  const std::vector<Tensor> with_tanh = dispatch("linear_gelu", {x, w}, Attrs().set("tanh", true));
+  ASSERT_EQ(with_tanh.size(), 2u);
+  EXPECT_TRUE(same_bits(with_tanh[0], y_tanh));
+  EXPECT_TRUE(same_bits(dispatch("matmul_gelu_backward", {g, w, z}, Attrs().set("tanh", true))[0],
+                        gelu_tanh_backward(matmul(g, w), z)));
 }
 
 // gelu_mlp with BSR weights on the GPU: values and every gradient equal to
 // linear, gelu, linear's (each weight's on its pattern).
 TEST_F(GeluProductsTest, GeluMlpGradientsMatchTheComposite) {
   SKIP_WITHOUT_CUDA();
-  for (DType dtype : {DType::kBF16, DType::kF16}) {
-    for (int64_t block : {32, 64}) {
-      const Tensor d1 = random_blocks(256, 128, block, block, 0.4, 4000 + block, {1});
-      const Tensor d2 = random_blocks(128, 256, block, block, 0.4, 4100 + block);
-      const Tensor w1v = to_device(to_format(d1.to(dtype), "bsr", FormatOptions::block(block, block)), kCuda);
-      const Tensor w2v = to_device(to_format(d2.to(dtype), "bsr", FormatOptions::block(block, block)), kCuda);
-      const Tensor xv = random_dense({2 * 45, 128}, 4200).reshape({2, 45, 128}).to(dtype).to(kCuda);
-      const Tensor b1v = random_dense({1, 256}, 4201).reshape({256}).to(dtype).to(kCuda);
-      const Tensor b2v = random_dense({1, 128}, 4202).reshape({128}).to(dtype).to(kCuda);
-      const Tensor g = random_dense({2 * 45, 128}, 4203).reshape({2, 45, 128}).to(dtype).to(kCuda);
-      auto run = [&](bool fused) {
-        Variable x(xv, true), w1(w1v, true), b1(b1v, true), w2(w2v, true), b2(b2v, true);
-        Variable y = fused ? gelu_mlp(x, w1, b1, w2, b2) : linear(gelu(linear(x, w1, b1)), w2, b2);
-        y.backward(g);
-        return std::vector<Tensor>{y.value(), x.grad(), values(w1.grad()), b1.grad(), values(w2.grad()), b2.grad()};
-      };
-      const std::vector<Tensor> fused = run(true), composite = run(false);
-      for (size_t i = 0; i < fused.size(); ++i) {
-        EXPECT_TRUE(same_bits(fused[i], composite[i])) << dtype_name(dtype) << " blocks " << block << " output " << i;
+  for (const GeluForm form : kForms) {
+    for (DType dtype : {DType::kBF16, DType::kF16}) {
+      for (int64_t block : {32, 64}) {
+        const Tensor d1 = random_blocks(256, 128, block, block, 0.4, 4000 + block, {1});
+        const Tensor d2 = random_blocks(128, 256, block, block, 0.4, 4100 + block);
+        const Tensor w1v = to_device(to_format(d1.to(dtype), "bsr", FormatOptions::block(block, block)), kCuda);
+        const Tensor w2v = to_device(to_format(d2.to(dtype), "bsr", FormatOptions::block(block, block)), kCuda);
+        const Tensor xv = random_dense({2 * 45, 128}, 4200).reshape({2, 45, 128}).to(dtype).to(kCuda);
+        const Tensor b1v = random_dense({1, 256}, 4201).reshape({256}).to(dtype).to(kCuda);
+        const Tensor b2v = random_dense({1, 128}, 4202).reshape({128}).to(dtype).to(kCuda);
+        const Tensor g = random_dense({2 * 45, 128}, 4203).reshape({2, 45, 128}).to(dtype).to(kCuda);
+        auto run = [&](bool fused) {
+          Variable x(xv, true), w1(w1v, true), b1(b1v, true), w2(w2v, true), b2(b2v, true);
+          Variable y = fused ? gelu_mlp(x, w1, b1, w2, b2, form) : linear(gelu_of(linear(x, w1, b1), form), w2, b2);
+          y.backward(g);
+          return std::vector<Tensor>{y.value(), x.grad(), values(w1.grad()), b1.grad(), values(w2.grad()), b2.grad()};
+        };
+        const std::vector<Tensor> fused = run(true), composite = run(false);
+        for (size_t i = 0; i < fused.size(); ++i) {
+          EXPECT_TRUE(same_bits(fused[i], composite[i]))
+              << form_name(form) << " " << dtype_name(dtype) << " blocks " << block << " output " << i;
+        }
       }
     }
   }
@@ -247,21 +299,24 @@ TEST_F(GeluProductsTest, Nm24GeluFormsAreTheirCompositesInOneKernel) {
           if (!sparse_cuda::nm24_kernel_runs(kernel, w, false)) continue;
           const std::string what = str_cat(dtype_name(dtype), " rows ", rows, " tokens ", tokens, " ",
                                            kernel == sparse_cuda::Nm24Kernel::kWgmma ? "wgmma" : "mma.sp");
-          for (bool with_bias : {true, false}) {
-            const Tensor bias = with_bias ? b : Tensor();
-            const auto [y, z] = sparse_cuda::nm24_linear_gelu(kernel, x, w, bias);
-            const Tensor z_want = sparse_cuda::nm24_linear(kernel, x, w, bias, false);
-            EXPECT_TRUE(same_bits(z, z_want)) << "z, " << what << (with_bias ? " bias" : "");
-            EXPECT_TRUE(same_bits(y, gelu(z_want))) << "gelu(z), " << what << (with_bias ? " bias" : "");
-            const Tensor want = linear(host64(x), host64(to_dense(w)), with_bias ? host64(b) : Tensor());
-            EXPECT_TRUE(near(y, gelu(want), dtype)) << "vs the CPU, " << what;
+          for (const GeluForm form : kForms) {
+            const std::string how = str_cat(what, " ", form_name(form));
+            for (bool with_bias : {true, false}) {
+              const Tensor bias = with_bias ? b : Tensor();
+              const auto [y, z] = sparse_cuda::nm24_linear_gelu(kernel, x, w, bias, form);
+              const Tensor z_want = sparse_cuda::nm24_linear(kernel, x, w, bias, false);
+              EXPECT_TRUE(same_bits(z, z_want)) << "z, " << how << (with_bias ? " bias" : "");
+              EXPECT_TRUE(same_bits(y, gelu_of(z_want, form))) << "gelu(z), " << how << (with_bias ? " bias" : "");
+              const Tensor want = linear(host64(x), host64(to_dense(w)), with_bias ? host64(b) : Tensor());
+              EXPECT_TRUE(near(y, gelu_of(want, form), dtype)) << "vs the CPU, " << how;
+            }
+            if (rows % 64 != 0) continue;  // dy @ W runs on W^T, whose columns (W's rows) come in steps of 64
+            if (!sparse_cuda::nm24_kernel_runs(kernel, w, true)) continue;
+            const Tensor got = sparse_cuda::nm24_matmul_gelu_grad(kernel, g, w, z_in, form);
+            EXPECT_TRUE(same_bits(got, gelu_grad_of(sparse_cuda::nm24_matmul(kernel, g, w), z_in, form))) << how;
+            const Tensor want = gelu_grad_of(matmul(host64(g), host64(to_dense(w))), host64(z_in), form);
+            EXPECT_TRUE(near(got, want, dtype)) << "gradient vs the CPU, " << how;
           }
-          if (rows % 64 != 0) continue;  // dy @ W runs on W^T, whose columns (W's rows) come in steps of 64
-          if (!sparse_cuda::nm24_kernel_runs(kernel, w, true)) continue;
-          const Tensor got = sparse_cuda::nm24_matmul_gelu_grad(kernel, g, w, z_in);
-          EXPECT_TRUE(same_bits(got, gelu_backward(sparse_cuda::nm24_matmul(kernel, g, w), z_in))) << what;
-          const Tensor want = gelu_backward(matmul(host64(g), host64(to_dense(w))), host64(z_in));
-          EXPECT_TRUE(near(got, want, dtype)) << "gradient vs the CPU, " << what;
         }
       }
     }
@@ -281,19 +336,22 @@ TEST_F(GeluProductsTest, Nm24FrontendFollowsThePlainProductsChoice) {
   const Tensor b = random_dense({1, 128}, 5102).reshape({128}).to(DType::kBF16).to(kCuda);
   const Tensor g = random_dense({70, 128}, 5103).to(DType::kBF16).to(kCuda);
   const Tensor z = random_dense({70, 192}, 5104).to(DType::kBF16).to(kCuda);
-  for (bool on : {true, false}) {
-    ScopedRoutePins nm24(on ? "nm24=sparse" : "nm24=dense");
-    const int64_t gelus = op_profile_calls("gelu"), grads = op_profile_calls("gelu_backward");
-    const auto [y, zf] = linear_gelu(x, w, b);
-    const Tensor gz = matmul_gelu_backward(g, w, z);
-    EXPECT_EQ(op_profile_calls("gelu") == gelus, on) << "linear_gelu, nm24 " << (on ? "sparse" : "dense");
-    EXPECT_EQ(op_profile_calls("gelu_backward") == grads, on)
-        << "matmul_gelu_backward, nm24 " << (on ? "sparse" : "dense");
-    const Tensor want = linear(host64(x), host64(to_dense(w)), host64(b));
-    EXPECT_TRUE(near(zf, want, DType::kBF16)) << (on ? "on" : "off");
-    EXPECT_TRUE(near(y, gelu(want), DType::kBF16)) << (on ? "on" : "off");
-    EXPECT_TRUE(near(gz, gelu_backward(matmul(host64(g), host64(to_dense(w))), host64(z)), DType::kBF16))
-        << (on ? "on" : "off");
+  for (const GeluForm form : kForms) {
+    for (bool on : {true, false}) {
+      ScopedRoutePins nm24(on ? "nm24=sparse" : "nm24=dense");
+      const std::string how = str_cat(form_name(form), ", nm24 ", on ? "sparse" : "dense");
+      const int64_t gelus = op_profile_calls(gelu_op(form)), grads = op_profile_calls(gelu_grad_op(form));
+      const auto [y, zf] = linear_gelu(x, w, b, form);
+      const Tensor gz = matmul_gelu_backward(g, w, z, form);
+      EXPECT_EQ(op_profile_calls(gelu_op(form)) == gelus, on) << "linear_gelu, " << how;
+      EXPECT_EQ(op_profile_calls(gelu_grad_op(form)) == grads, on) << "matmul_gelu_backward, " << how;
+      const Tensor want = linear(host64(x), host64(to_dense(w)), host64(b));
+      EXPECT_TRUE(near(zf, want, DType::kBF16)) << how;
+      EXPECT_TRUE(near(y, gelu_of(want, form), DType::kBF16)) << how;
+      EXPECT_TRUE(near(gz, gelu_grad_of(matmul(host64(g), host64(to_dense(w))), host64(z), form), DType::kBF16)) << how;
+      // Either path: the bits of the composite on the same product.
+      EXPECT_TRUE(same_bits(y, gelu_of(zf, form))) << "gelu(z) from z, " << how;
+    }
   }
 }
 
@@ -307,14 +365,18 @@ TEST_F(GeluProductsTest, Nm24GeluMlpGradientsMatchTheComposite) {
   const Tensor b1v = random_dense({1, 256}, 5203).reshape({256}).to(DType::kBF16).to(kCuda);
   const Tensor b2v = random_dense({1, 128}, 5204).reshape({128}).to(DType::kBF16).to(kCuda);
   const Tensor g = random_dense({2 * 45, 128}, 5205).reshape({2, 45, 128}).to(DType::kBF16).to(kCuda);
-  auto run = [&](bool fused) {
-    Variable x(xv, true), w1(w1v, true), b1(b1v, true), w2(w2v, true), b2(b2v, true);
-    Variable y = fused ? gelu_mlp(x, w1, b1, w2, b2) : linear(gelu(linear(x, w1, b1)), w2, b2);
-    y.backward(g);
-    return std::vector<Tensor>{y.value(), x.grad(), values(w1.grad()), b1.grad(), values(w2.grad()), b2.grad()};
-  };
-  const std::vector<Tensor> fused = run(true), composite = run(false);
-  for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(same_bits(fused[i], composite[i])) << "output " << i;
+  for (const GeluForm form : kForms) {
+    auto run = [&](bool fused) {
+      Variable x(xv, true), w1(w1v, true), b1(b1v, true), w2(w2v, true), b2(b2v, true);
+      Variable y = fused ? gelu_mlp(x, w1, b1, w2, b2, form) : linear(gelu_of(linear(x, w1, b1), form), w2, b2);
+      y.backward(g);
+      return std::vector<Tensor>{y.value(), x.grad(), values(w1.grad()), b1.grad(), values(w2.grad()), b2.grad()};
+    };
+    const std::vector<Tensor> fused = run(true), composite = run(false);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      EXPECT_TRUE(same_bits(fused[i], composite[i])) << form_name(form) << " output " << i;
+    }
+  }
 }
 
 }  // namespace
