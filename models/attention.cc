@@ -110,7 +110,7 @@ TransformerBlock::TransformerBlock(const TransformerBlockOptions& block, const L
   ln2_ = register_module("ln2", std::make_shared<LayerNorm>(Shape{block.dim}, 1e-5, true, options));
   mlp_ = register_module("mlp", std::make_shared<Sequential>());
   fc1_ = std::make_shared<Linear>(block.dim, block.mlp_hidden, true, options, gen);
-  act_ = std::make_shared<GELU>();
+  act_ = std::make_shared<GELU>(block.gelu);
   fc2_ = std::make_shared<Linear>(block.mlp_hidden, block.dim, true, options, gen);
   mlp_->push_back(fc1_, "fc1");
   mlp_->push_back(act_, "act");
@@ -127,7 +127,7 @@ Variable TransformerBlock::forward(const Variable& x) {
     // fc1, gelu and fc2 as one node (the gelu inside the products where a
     // kernel fuses it) unless a rule sparsifies the MLP or its activation.
     const bool fused = mlp_->output_rule() == nullptr && act_->output_rule() == nullptr;
-    Variable m = fused ? Linear::forward_gelu_mlp(*fc1_, *fc2_, h.y) : mlp_->forward(h.y);
+    Variable m = fused ? Linear::forward_gelu_mlp(*fc1_, *fc2_, h.y, act_->form()) : mlp_->forward(h.y);
     if (drop_) m = drop_->forward(m);
     return add(h.h, m);
   });

@@ -17,7 +17,9 @@
 // TransformerBlock (pre-norm): x + attn(ln1(x)), then + mlp(ln2(x)) with
 // mlp = fc1 (D -> hidden), GELU, fc2 (hidden -> D), dropout on both branches;
 // the MLP runs as one autograd node (Linear::forward_gelu_mlp) unless an
-// output rule is attached to it or to its activation.
+// output rule is attached to it or to its activation. The GELU is the exact
+// one (TransformerBlockOptions::gelu kErf) or the tanh approximation (kTanh),
+// fused or not.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +65,7 @@ struct TransformerBlockOptions {
   int64_t mlp_hidden = 256;
   AttentionPattern pattern;
   double dropout = 0.0;
+  GeluForm gelu = GeluForm::kErf;  // the MLP's activation: gelu (kErf) or gelu_tanh (kTanh)
 };
 
 // Children: ln1, attn, ln2, mlp (fc1, act, fc2), drop.

@@ -1,7 +1,8 @@
 // A GPT-style decoder: token and learned position embeddings, pre-norm
 // transformer blocks with causal multi-head attention and a GELU MLP, a final
 // LayerNorm, and logits through the token embedding (tied; an untied "head"
-// Linear with tie_weights false). Dropout (`dropout`) on the embeddings and on
+// Linear with tie_weights false). The GELU is the exact one or, with `gelu`
+// kTanh, GPT-2's tanh approximation. Dropout (`dropout`) on the embeddings and on
 // both residual branches of every block; attention itself runs on the fused
 // kernels (sparse/attention/attention.h), dense-causal or block_sparse.
 //
@@ -34,6 +35,9 @@ struct GPTOptions {
   AttentionPattern pattern{AttentionPattern::Kind::kDense, 0, 0, true};  // always made causal
   double dropout = 0.0;
   bool tie_weights = true;
+  // The MLP's GELU: exact (kErf) or GPT-2's tanh approximation (kTanh, which
+  // cuBLASLt's GEMM epilogues compute).
+  GeluForm gelu = GeluForm::kErf;
 };
 
 class GPT : public Module {

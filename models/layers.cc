@@ -27,6 +27,9 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, const Layer
 
 namespace {
 
+// gelu or gelu_tanh, as `form` says.
+Variable gelu_of_form(const Variable& x, GeluForm form) { return form == GeluForm::kTanh ? gelu_tanh(x) : gelu(x); }
+
 void check_linear_input(const Variable& x, int64_t in_features) {
   COPPICE_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input's last dim is ", x.dim() ? x.size(-1) : 0,
                 ", expected in_features = ", in_features);
@@ -48,12 +51,14 @@ Variable Linear::forward_relu(const Variable& x) {
   return linear_relu(x, view_of(weight_), bias());
 }
 
-Variable Linear::forward_gelu_mlp(Linear& fc1, Linear& fc2, const Variable& x) {
+Variable Linear::forward_gelu_mlp(Linear& fc1, Linear& fc2, const Variable& x, GeluForm form) {
   check_linear_input(x, fc1.in_);
   COPPICE_CHECK(fc2.in_ == fc1.out_, "Linear: an MLP's second layer takes ", fc2.in_, " features, its first gives ",
                 fc1.out_);
-  if (fc1.output_rule() != nullptr || fc2.output_rule() != nullptr) { return fc2.forward(gelu(fc1.forward(x))); }
-  return gelu_mlp(x, fc1.view_of(fc1.weight_), fc1.bias(), fc2.view_of(fc2.weight_), fc2.bias());
+  if (fc1.output_rule() != nullptr || fc2.output_rule() != nullptr) {
+    return fc2.forward(gelu_of_form(fc1.forward(x), form));
+  }
+  return gelu_mlp(x, fc1.view_of(fc1.weight_), fc1.bias(), fc2.view_of(fc2.weight_), fc2.bias(), form);
 }
 
 // ---- Conv2d ------------------------------------------------------------------
@@ -193,7 +198,8 @@ Variable ReLU::forward(const Variable& x) {
 }
 
 Variable GELU::forward(const Variable& x) {
-  return run_op({x}, [](const std::vector<Variable>& in) { return gelu(in[0]); });
+  const GeluForm form = form_;
+  return run_op({x}, [form](const std::vector<Variable>& in) { return gelu_of_form(in[0], form); });
 }
 
 Variable MaxPool2d::forward(const Variable& x) {

@@ -44,8 +44,9 @@ class Linear : public Module {
   // fc2(gelu(fc1(x))) as one autograd node (autograd's gelu_mlp: the gelu
   // and its gradient inside the products where a kernel fuses them) when
   // neither layer has an output rule; otherwise the two layers and a gelu
-  // apart, each through its rule.
-  static Variable forward_gelu_mlp(Linear& fc1, Linear& fc2, const Variable& x);
+  // apart, each through its rule. `form`: the gelu's, gelu (kErf) or
+  // gelu_tanh (kTanh), in both cases.
+  static Variable forward_gelu_mlp(Linear& fc1, Linear& fc2, const Variable& x, GeluForm form = GeluForm::kErf);
   const Variable& weight() const { return *weight_; }
   const Variable& bias() const { return bias_ ? *bias_ : undefined_; }
   int64_t in_features() const { return in_; }
@@ -166,10 +167,16 @@ class ReLU : public Module {
   Variable forward(const Variable& x) override;
 };
 
+// `form`: the exact GELU (kErf, gelu; PyTorch's nn.GELU()) or GPT-2's tanh
+// approximation (kTanh, gelu_tanh; nn.GELU(approximate='tanh')).
 class GELU : public Module {
  public:
-  GELU() : Module("GELU") {}
+  explicit GELU(GeluForm form = GeluForm::kErf) : Module("GELU"), form_(form) {}
   Variable forward(const Variable& x) override;
+  GeluForm form() const { return form_; }
+
+ private:
+  GeluForm form_;
 };
 
 class MaxPool2d : public Module {

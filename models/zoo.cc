@@ -82,7 +82,7 @@ VisionTransformer::VisionTransformer(const ViTOptions& vit, const LayerOptions& 
       "pos_embed",
       Variable(mul(randn({1, tokens, vit.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
   blocks_ = register_module("blocks", std::make_shared<Sequential>());
-  TransformerBlockOptions b{vit.dim, vit.heads, vit.mlp_hidden, vit.pattern, vit.dropout};
+  TransformerBlockOptions b{vit.dim, vit.heads, vit.mlp_hidden, vit.pattern, vit.dropout, vit.gelu};
   for (int64_t i = 0; i < vit.depth; ++i) blocks_->push_back(std::make_shared<TransformerBlock>(b, options, gen));
   norm_ = register_module("norm", std::make_shared<LayerNorm>(Shape{vit.dim}, 1e-5, true, options));
   head_ = register_module("head", std::make_shared<Linear>(vit.dim, vit.num_classes, true, options, gen));
@@ -116,7 +116,7 @@ CharTransformerLM::CharTransformerLM(const CharLMOptions& lm, const LayerOptions
       "pos_embed",
       Variable(mul(randn({lm.context, lm.dim}, TensorOptions(options.dtype), gen), 0.02).to(options.device), true));
   blocks_ = register_module("blocks", std::make_shared<Sequential>());
-  TransformerBlockOptions b{lm.dim, lm.heads, lm.mlp_hidden, o_.pattern, lm.dropout};
+  TransformerBlockOptions b{lm.dim, lm.heads, lm.mlp_hidden, o_.pattern, lm.dropout, lm.gelu};
   for (int64_t i = 0; i < lm.layers; ++i) blocks_->push_back(std::make_shared<TransformerBlock>(b, options, gen));
   norm_ = register_module("norm", std::make_shared<LayerNorm>(Shape{lm.dim}, 1e-5, true, options));
   head_ = register_module("head", std::make_shared<Linear>(lm.dim, lm.vocab_size, true, options, gen));
@@ -269,6 +269,12 @@ AttentionPattern read_pattern(const Options& o, const std::vector<std::string>& 
   return p;
 }
 
+// gelu: the transformer MLP's activation, "erf" (the exact GELU, the
+// default) or "tanh" (GPT-2's approximation).
+GeluForm read_gelu(const Options& o) {
+  return o.choice("gelu", "erf", {"erf", "tanh"}) == "tanh" ? GeluForm::kTanh : GeluForm::kErf;
+}
+
 // Each model's options read once, with their defaults, for both building it
 // and saying what it reads (model_input).
 std::vector<int64_t> mlp_sizes(const Options& o) { return parse_sizes(o, o.string("sizes", "784,300,100,10")); }
@@ -291,6 +297,7 @@ ViTOptions vit_options(const Options& o) {
   // just its own block or window, so it attends to and is attended by every token.
   if (v.class_token && v.pattern.is_sparse()) v.pattern.global_tokens = 1;
   v.dropout = o.probability("dropout");
+  v.gelu = read_gelu(o);
   return v;
 }
 
@@ -305,6 +312,7 @@ CharLMOptions char_lm_options(const Options& o) {
   c.pattern = read_pattern(o, {"dense", "local"}, 16, 0);
   c.pattern.causal = true;
   c.dropout = o.probability("dropout");
+  c.gelu = read_gelu(o);
   return c;
 }
 
@@ -326,6 +334,7 @@ GPTOptions gpt_options(const Options& o) {
   g.pattern.causal = true;
   g.dropout = o.probability("dropout");
   g.tie_weights = o.boolean("tie_weights", true);
+  g.gelu = read_gelu(o);
   return g;
 }
 
@@ -369,7 +378,7 @@ const std::map<std::string, ModelEntry>& registry() {
         }}},
       {"vit",
        {{"image_size", "patch_size", "channels", "dim", "depth", "heads", "mlp_ratio", "num_classes", "pool",
-         "attention", "window", "block", "dropout", "seed"},
+         "attention", "window", "block", "dropout", "gelu", "seed"},
         [](const Options& o) -> ModulePtr {
           Generator gen = model_generator(o);
           return std::make_shared<VisionTransformer>(vit_options(o), o.layer_options(), gen);
@@ -384,7 +393,7 @@ const std::map<std::string, ModelEntry>& registry() {
         }}},
       {"gpt",
        {{"vocab_size", "context", "dim", "layers", "heads", "mlp_ratio", "attention", "block", "window", "stride",
-         "dropout", "tie_weights", "seed"},
+         "dropout", "tie_weights", "gelu", "seed"},
         [](const Options& o) -> ModulePtr {
           Generator gen = model_generator(o);
           return std::make_shared<GPT>(gpt_options(o), o.layer_options(), gen);
@@ -394,7 +403,8 @@ const std::map<std::string, ModelEntry>& registry() {
           return ModelInput{InputKind::kTokens, {g.context}, g.vocab_size, {"context", ""}, {"vocab_size", ""}};
         }}},
       {"char_lm",
-       {{"vocab_size", "context", "dim", "layers", "heads", "mlp_ratio", "attention", "window", "dropout", "seed"},
+       {{"vocab_size", "context", "dim", "layers", "heads", "mlp_ratio", "attention", "window", "dropout", "gelu",
+         "seed"},
         [](const Options& o) -> ModulePtr {
           Generator gen = model_generator(o);
           return std::make_shared<CharTransformerLM>(char_lm_options(o), o.layer_options(), gen);

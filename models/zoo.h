@@ -9,16 +9,21 @@
 //              conv1 (6, 5x5, pad 2), pool, conv2 (16, 5x5), pool, fc1 400-120, fc2 120-84, fc3 84-10
 //   vit        image_size (28), patch_size (7), channels (1), dim (64), depth (2), heads (4),
 //              mlp_ratio (4), num_classes (10), pool ("cls" | "mean"), attention ("dense" | "local" |
-//              "block"), window (3), block (4), dropout (0), seed (0); input [N, C, H, W]; with
-//              pool "cls" and local or block attention the class token attends to and is attended
-//              by every token (AttentionPattern::global_tokens 1)
+//              "block"), window (3), block (4), dropout (0), gelu ("erf" | "tanh"), seed (0); input
+//              [N, C, H, W]; with pool "cls" and local or block attention the class token attends to
+//              and is attended by every token (AttentionPattern::global_tokens 1)
 //   char_lm    vocab_size (65), context (64), dim (64), layers (2), heads (4), mlp_ratio (4),
-//              attention ("dense" | "local"; always causal), window (16), dropout (0), seed (0);
-//              input i64 [N, T <= context] -> logits [N, T, vocab_size]
+//              attention ("dense" | "local"; always causal), window (16), dropout (0), gelu ("erf" |
+//              "tanh"), seed (0); input i64 [N, T <= context] -> logits [N, T, vocab_size]
 //   gpt        vocab_size (256), context (512), dim (1024), layers (8), heads (16), mlp_ratio (4),
 //              attention ("dense" | "block_sparse"; always causal), block (64 tokens), window (2 blocks),
-//              stride (4 blocks; 0: none), dropout (0), tie_weights (true), seed (0) (models/gpt.h);
-//              input i64 [N, T <= context] -> logits [N, T, vocab_size]
+//              stride (4 blocks; 0: none), dropout (0), tie_weights (true), gelu ("erf" | "tanh"),
+//              seed (0) (models/gpt.h); input i64 [N, T <= context] -> logits [N, T, vocab_size]
+//
+// gelu: the transformer MLP's activation (TransformerBlockOptions::gelu): "erf", the exact GELU
+// (gelu; PyTorch's F.gelu), or "tanh", GPT-2's tanh approximation (gelu_tanh; PyTorch's
+// F.gelu(approximate='tanh'), the form cuBLASLt's GEMM epilogues compute). The parameters are the
+// same either way.
 //
 // model_input says what each reads and predicts (the input above and its
 // classes), for checking a job's data against its model.
@@ -106,6 +111,7 @@ struct ViTOptions {
   bool class_token = true;   // false: mean pool over the patch tokens
   AttentionPattern pattern;  // the zoo's vit makes the class token global (global_tokens 1) when sparse
   double dropout = 0.0;
+  GeluForm gelu = GeluForm::kErf;  // the blocks' MLP activation (TransformerBlockOptions::gelu)
 };
 
 // Patches (C * p * p values each) -> patch_embed -> [cls_token] + pos_embed
@@ -134,6 +140,7 @@ struct CharLMOptions {
   int64_t mlp_hidden = 256;
   AttentionPattern pattern{AttentionPattern::Kind::kDense, 0, 0, true};  // always made causal
   double dropout = 0.0;
+  GeluForm gelu = GeluForm::kErf;  // the blocks' MLP activation (TransformerBlockOptions::gelu)
 };
 
 // tok_embed + pos_embed -> blocks.0.. (causal) -> norm -> head.

@@ -52,6 +52,14 @@ class Operands {
 
 Variable or_undefined(const std::optional<Variable>& v) { return v ? *v : Variable(); }
 
+// The GELU form in PyTorch's spelling: approximate "none" (the exact, erf
+// GELU) or "tanh" (GPT-2's approximation); anything else a ValueError.
+GeluForm gelu_form_of(const std::string& approximate, const char* who) {
+  if (approximate == "none") return GeluForm::kErf;
+  if (approximate == "tanh") return GeluForm::kTanh;
+  throw py::value_error(str_cat(who, ": approximate must be 'none' or 'tanh', got '", approximate, "'"));
+}
+
 // A unary function f(Variable) -> Variable.
 template <typename F>
 auto unary(F f) {
@@ -366,15 +374,19 @@ void bind_functions(py::module_& m) {
       py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), "relu(linear(x, weight, bias)) as one op.");
   m.def(
       "gelu_mlp",
-      [](const py::object& x, const py::object& w1, const py::object& b1, const py::object& w2, const py::object& b2) {
+      [](const py::object& x, const py::object& w1, const py::object& b1, const py::object& w2, const py::object& b2,
+         const std::string& approximate) {
+        const GeluForm form = gelu_form_of(approximate, "gelu_mlp");
         Operands in;
         const Variable a = in(x, "argument x"), first = in(w1, "argument w1"), second = in(w2, "argument w2");
         const Variable bias1 = or_undefined(in.optional(b1)), bias2 = or_undefined(in.optional(b2));
-        return in.result(gelu_mlp(a, first, bias1, second, bias2));
+        return in.result(gelu_mlp(a, first, bias1, second, bias2, form));
       },
       py::arg("x"), py::arg("w1"), py::arg("b1"), py::arg("w2"), py::arg("b2") = py::none(),
+      py::arg("approximate") = "none",
       "linear(gelu(linear(x, w1, b1)), w2, b2) as one op (a transformer MLP); the weights may be sparse, and a BSR "
-      "weight on CUDA takes the gelu and its gradient inside its products.");
+      "weight on CUDA takes the gelu and its gradient inside its products. approximate: 'none' (gelu, the exact "
+      "GELU) or 'tanh' (gelu_tanh, GPT-2's approximation), as PyTorch's F.gelu.");
 
   // ---- neural-network functions (nn.h) ----
   m.def(

@@ -62,6 +62,14 @@ LayerOptions layer_options(const std::string& dtype, const std::string& device) 
   return o;
 }
 
+// The GELU form in PyTorch's spelling: approximate "none" (the exact, erf
+// GELU) or "tanh" (GPT-2's approximation); anything else a ValueError.
+GeluForm gelu_form_of(const std::string& approximate, const char* who) {
+  if (approximate == "none") return GeluForm::kErf;
+  if (approximate == "tanh") return GeluForm::kTanh;
+  throw py::value_error(str_cat(who, ": approximate must be 'none' or 'tanh', got '", approximate, "'"));
+}
+
 // Runs `make(gen)` with a generator seeded by `seed`, or the default one (coppice.manual_seed) without.
 template <typename M, typename F>
 std::shared_ptr<M> seeded(const std::optional<uint64_t>& seed, F make) {
@@ -331,7 +339,15 @@ void bind_layers(py::module_& nn) {
            py::arg("seed") = py::none(), py::arg("init_std") = 1.0)
       .def_property_readonly("weight", [](const Embedding& e) { return e.weight(); });
   py::class_<ReLU, Module, std::shared_ptr<ReLU>>(nn, "ReLU").def(py::init<>());
-  py::class_<GELU, Module, std::shared_ptr<GELU>>(nn, "GELU").def(py::init<>());
+  py::class_<GELU, Module, std::shared_ptr<GELU>>(nn, "GELU")
+      .def(py::init([](const std::string& approximate) {
+             return std::make_shared<GELU>(gelu_form_of(approximate, "nn.GELU"));
+           }),
+           py::arg("approximate") = "none",
+           "GELU as PyTorch's nn.GELU: approximate 'none' (gelu, the exact erf form) or 'tanh' (gelu_tanh, GPT-2's "
+           "approximation).")
+      .def_property_readonly("approximate",
+                             [](const GELU& g) { return g.form() == GeluForm::kTanh ? "tanh" : "none"; });
   py::class_<MaxPool2d, Module, std::shared_ptr<MaxPool2d>>(nn, "MaxPool2d")
       .def(py::init<int64_t, int64_t>(), py::arg("kernel_size"), py::arg("stride") = 0,
            "Max pooling with a square kernel (stride 0: the kernel).");

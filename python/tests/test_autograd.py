@@ -56,6 +56,11 @@ def test_linear_layer_ops_match_finite_differences():
     check_gradients(loss, [f64(5, 4), f64(6, 4), f64(6), f64(6, 3)])
 
 
+def gelu_tanh_reference(x):
+    """GPT-2's tanh GELU (PyTorch's gelu(approximate='tanh')), in float64."""
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
 def test_gelu_mlp_is_linear_gelu_linear():
     """gelu_mlp: one op whose gradients match finite differences and equal the three ops'."""
     check_gradients(lambda x, w1, b1, w2: coppice.mean(coppice.gelu_mlp(x, w1, b1, w2) ** 2),
@@ -64,11 +69,42 @@ def test_gelu_mlp_is_linear_gelu_linear():
     fused = coppice.gelu_mlp(x, w1, b1, w2, b2).numpy()
     composite = coppice.linear(coppice.gelu(coppice.linear(x, w1, b1)), w2, b2).numpy()
     np.testing.assert_array_equal(fused, composite)
+    np.testing.assert_array_equal(coppice.gelu_mlp(x, w1, b1, w2, b2, approximate="none").numpy(), fused)
+
+
+def test_gelu_mlp_with_the_tanh_gelu():
+    """gelu_mlp(..., approximate='tanh'): gelu_tanh between the layers, as PyTorch's F.gelu spells it; its
+    gradients match finite differences, its values and gradients equal the three ops' (linear, gelu_tanh, linear),
+    and the values those of the float64 formula; any other approximate is a ValueError."""
+    check_gradients(lambda x, w1, b1, w2: coppice.mean(coppice.gelu_mlp(x, w1, b1, w2, approximate="tanh") ** 2),
+                    [f64(5, 4), f64(6, 4), f64(6), f64(3, 6)])
+    arrays = [f64(2, 5, 4), f64(6, 4), f64(6), f64(3, 6), f64(3)]
+    x, w1, b1, w2, b2 = arrays
+    reference = gelu_tanh_reference(x @ w1.T + b1) @ w2.T + b2
+
+    def run(fused):
+        vs = [coppice.Variable(a, requires_grad=True) for a in arrays]
+        if fused:
+            y = coppice.gelu_mlp(*vs, approximate="tanh")
+        else:
+            y = coppice.linear(coppice.gelu_tanh(coppice.linear(vs[0], vs[1], vs[2])), vs[3], vs[4])
+        coppice.sum(y * y).backward()
+        return [y.numpy()] + [v.grad.numpy() for v in vs]
+
+    fused, composite = run(True), run(False)
+    for got, want in zip(fused, composite):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(fused[0], reference, rtol=1e-12, atol=1e-12)
+    exact = coppice.gelu_mlp(x, w1, b1, w2, b2).numpy()
+    assert np.abs(exact - fused[0]).max() > 1e-6  # the exact GELU is another function
+    with pytest.raises(ValueError, match="gelu_mlp: approximate must be 'none' or 'tanh', got 'erf'"):
+        coppice.gelu_mlp(x, w1, b1, w2, b2, approximate="erf")
 
 
 @pytest.mark.parametrize("name, reference", [
     ("exp", np.exp), ("tanh", np.tanh), ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
     ("softplus", lambda x: np.where(x > 20, x, np.log1p(np.exp(x)))),
+    ("gelu_tanh", gelu_tanh_reference),
 ])
 def test_unary_ops_of_the_table_match_numpy_and_finite_differences(name, reference):
     """The unary ops come from one table (tensor/unary_ops.h): each is a module function with a docstring, its

@@ -126,6 +126,37 @@ def test_state_dict_round_trip_and_the_zoo():
         b.load_state_dict({"fc9.weight": np.zeros((4, 16), np.float32)})
 
 
+def test_gelu_in_both_forms():
+    """nn.GELU() is the exact GELU, nn.GELU(approximate='tanh') GPT-2's tanh approximation (PyTorch's spelling,
+    checked against its float64 formula); another approximate is a ValueError naming it."""
+    x = np.linspace(-4, 4, 33).reshape(3, 11)
+    exact, approx = nn.GELU(), nn.GELU(approximate="tanh")
+    assert exact.approximate == "none" and approx.approximate == "tanh"
+    assert nn.GELU(approximate="none").approximate == "none"
+    np.testing.assert_array_equal(exact(x).numpy(), coppice.gelu(x).numpy())
+    np.testing.assert_array_equal(approx(x).numpy(), coppice.gelu_tanh(x).numpy())
+    want = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(approx(x).numpy(), want, rtol=1e-12, atol=1e-14)
+    assert 4e-4 < np.abs(approx(x).numpy() - exact(x).numpy()).max() < 5e-4
+    with pytest.raises(ValueError, match="nn.GELU: approximate must be 'none' or 'tanh', got 'erf'"):
+        nn.GELU(approximate="erf")
+
+
+def test_the_zoo_transformers_take_the_gelu_form():
+    """make_model's gelu option, 'erf' (the default) or 'tanh', for the gpt (and vit, char_lm): the same
+    parameters, other logits; another value is refused naming the option, the value and the accepted ones."""
+    small = dict(vocab_size=7, context=8, dim=8, layers=1, heads=2, seed=3)
+    tokens = np.array([[0, 3, 1, 6, 2, 2, 5, 4]], np.int64)
+    erf, default, tanh = (nn.make_model("gpt", **small, **g) for g in ({"gelu": "erf"}, {}, {"gelu": "tanh"}))
+    assert [n for n, _ in tanh.named_parameters()] == [n for n, _ in erf.named_parameters()]
+    np.testing.assert_array_equal(default(tokens).numpy(), erf(tokens).numpy())
+    assert not np.array_equal(tanh(tokens).numpy(), erf(tokens).numpy())
+    for name in ("vit", "char_lm"):
+        nn.make_model(name, dim=16, heads=2, gelu="tanh")
+    with pytest.raises(coppice.Error, match="model 'gpt': option 'gelu': is 'exact'; known: erf, tanh"):
+        nn.make_model("gpt", **small, gelu="exact")
+
+
 def test_layer_and_optimizer_errors_name_what_is_wrong():
     with pytest.raises(coppice.Error, match="Linear: input's last dim is 5, expected in_features = 4"):
         nn.Linear(4, 2)(np.ones((3, 5), np.float32))

@@ -1,8 +1,9 @@
 // Gradients through sparse values (autograd/functions/sparse.h): float64
-// gradchecks of every sparse-aware function (linear_relu included) on CSR,
-// COO and BSR (values and dense operands), the format and pattern version of
-// sparse gradients, no dense fallback in the CSR backward, accumulation, hooks
-// and a tiny training loop on a sparse CSR weight.
+// gradchecks of every sparse-aware function (linear_relu included; gelu_mlp
+// in both GELU forms) on CSR, COO and BSR (values and dense operands), the
+// format and pattern version of sparse gradients, no dense fallback in the
+// CSR backward, accumulation, hooks and a tiny training loop on a sparse CSR
+// weight.
 #include "autograd/functions/sparse.h"
 
 #include <gtest/gtest.h>
@@ -71,29 +72,40 @@ TEST_P(SparseGradTest, Linear) {
   EXPECT_GRADCHECK([](const V& v) { return linear_relu(v[0], v[1]); }, {x3, w});
 }
 
-// gelu_mlp with sparse weights (GeluMlpBackward): gradchecks, and values and
-// gradients (each weight's on its pattern) equal to linear, gelu, linear's.
+// gelu_mlp with sparse weights (GeluMlpBackward), in either GELU form:
+// gradchecks, and values and gradients (each weight's on its pattern) equal
+// to linear, gelu (or gelu_tanh), linear's.
 TEST_P(SparseGradTest, GeluMlp) {
-  const Tensor w1v = random_sparse({8, 6}, GetParam()), w2v = random_sparse({4, 8}, GetParam());
-  Variable x = param(randn64({5, 6}), "x"), w1 = param(w1v, "w1"), w2 = param(w2v, "w2");
-  Variable b1 = param(randn64({8}), "b1"), b2 = param(randn64({4}), "b2");
-  EXPECT_GRADCHECK([](const V& v) { return gelu_mlp(v[0], v[1], v[2], v[3], v[4]); }, {x, w1, b1, w2, b2});
-  Variable x3 = param(randn64({2, 3, 6}), "x3");
-  EXPECT_GRADCHECK([](const V& v) { return gelu_mlp(v[0], v[1], Variable(), v[2], Variable()); }, {x3, w1, w2});
-  const Tensor xv = randn64({2, 3, 6}), g = randn64({2, 3, 4});
-  auto run = [&](bool fused) {
-    Variable xp = param(xv, "x"), w1p = param(w1v, "w1"), w2p = param(w2v, "w2");
-    Variable b1p = param(b1.value(), "b1"), b2p = param(b2.value(), "b2");
-    Variable y = fused ? gelu_mlp(xp, w1p, b1p, w2p, b2p) : linear(gelu(linear(xp, w1p, b1p)), w2p, b2p);
-    if (fused) { EXPECT_EQ(y.grad_fn()->name(), "GeluMlpBackward"); }
-    y.backward(g);
-    EXPECT_EQ(w1p.grad().format(), GetParam());
-    EXPECT_EQ(w2p.grad().format(), GetParam());
-    return std::vector<Tensor>{y.value(), xp.grad(), values(w1p.grad()), b1p.grad(), values(w2p.grad()), b2p.grad()};
-  };
-  std::vector<Tensor> fused = run(true), composite = run(false);
-  for (size_t i = 0; i < fused.size(); ++i) {
-    EXPECT_EQ(fused[i].to_vector<double>(), composite[i].to_vector<double>()) << "output " << i;
+  for (GeluForm form : {GeluForm::kErf, GeluForm::kTanh}) {
+    SCOPED_TRACE(form == GeluForm::kTanh ? "tanh" : "erf");
+    const Tensor w1v = random_sparse({8, 6}, GetParam()), w2v = random_sparse({4, 8}, GetParam());
+    Variable x = param(randn64({5, 6}), "x"), w1 = param(w1v, "w1"), w2 = param(w2v, "w2");
+    Variable b1 = param(randn64({8}), "b1"), b2 = param(randn64({4}), "b2");
+    EXPECT_GRADCHECK([form](const V& v) { return gelu_mlp(v[0], v[1], v[2], v[3], v[4], form); }, {x, w1, b1, w2, b2});
+    Variable x3 = param(randn64({2, 3, 6}), "x3");
+    EXPECT_GRADCHECK([form](const V& v) { return gelu_mlp(v[0], v[1], Variable(), v[2], Variable(), form); },
+                     {x3, w1, w2});
+    const Tensor xv = randn64({2, 3, 6}), g = randn64({2, 3, 4});
+    auto run = [&](bool fused) {
+      Variable xp = param(xv, "x"), w1p = param(w1v, "w1"), w2p = param(w2v, "w2");
+      Variable b1p = param(b1.value(), "b1"), b2p = param(b2.value(), "b2");
+      Variable y;
+      if (fused) {
+        y = gelu_mlp(xp, w1p, b1p, w2p, b2p, form);
+        EXPECT_EQ(y.grad_fn()->name(), "GeluMlpBackward");
+      } else {
+        const Variable z = linear(xp, w1p, b1p);
+        y = linear(form == GeluForm::kTanh ? gelu_tanh(z) : gelu(z), w2p, b2p);
+      }
+      y.backward(g);
+      EXPECT_EQ(w1p.grad().format(), GetParam());
+      EXPECT_EQ(w2p.grad().format(), GetParam());
+      return std::vector<Tensor>{y.value(), xp.grad(), values(w1p.grad()), b1p.grad(), values(w2p.grad()), b2p.grad()};
+    };
+    std::vector<Tensor> fused = run(true), composite = run(false);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      EXPECT_EQ(fused[i].to_vector<double>(), composite[i].to_vector<double>()) << "output " << i;
+    }
   }
 }
 

@@ -1,15 +1,17 @@
 // The GPT decoder (models/gpt.h): its parameters, tied and untied; a float64
 // gradcheck through the whole model (the tied embedding receives the
-// embedding's and the output's gradients); block-sparse attention against
-// the masked softmax it stands for; a tiny GPT that learns on the CPU; the
-// zoo's options.
+// embedding's and the output's gradients); the tanh GELU form against the
+// model's ops run apart; block-sparse attention against the masked softmax it
+// stands for; a tiny GPT that learns on the CPU; the zoo's options.
 #include "models/gpt.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -74,6 +76,58 @@ TEST(GPT, GradcheckTiedAndUntied) {
     GPT model(tiny(tied), kF64, gen);
     EXPECT_GRADCHECK_OK(gradcheck_module(model, tokens({0, 3, 1, 4, 2, 2}, 2)));
   }
+}
+
+// gelu kTanh: every block's act is GELU(kTanh), and the logits and every
+// gradient equal those of the model's submodules run apart (each block's
+// attention, residual adds and its mlp Sequential, whose act computes
+// gelu_tanh), in f64 to 1e-12; the same weights with the exact GELU give
+// other logits. The tanh model gradchecks.
+TEST(GPT, TanhGeluIsTheComposite) {
+  GPTOptions o = tiny(true);
+  o.layers = 2;
+  o.gelu = GeluForm::kTanh;
+  Generator gen(6);
+  GPT model(o, kF64, gen);
+  for (int i = 0; i < 2; ++i) {
+    const std::string act = "blocks." + std::to_string(i) + ".mlp.act";
+    EXPECT_EQ(dynamic_cast<GELU&>(model.submodule(act)).form(), GeluForm::kTanh) << act;
+  }
+  const Variable x = tokens({0, 3, 1, 4, 2, 2, 1, 0}, 2);
+  const Tensor seed = [] {
+    Generator g(7);
+    return randn({2, 4, 5}, DType::kF64, g);
+  }();
+  auto run = [&](bool whole) {
+    model.zero_grad();
+    Variable logits;
+    if (whole) {
+      logits = model.forward(x);
+    } else {
+      Variable h = add(model.submodule("tok_embed").forward(x), slice(model.parameter("pos_embed"), 0, 0, 4));
+      for (int i = 0; i < 2; ++i) {
+        Module& b = model.submodule("blocks." + std::to_string(i));
+        h = add(h, b.submodule("attn").forward(b.submodule("ln1").forward(h)));
+        h = add(h, b.submodule("mlp").forward(b.submodule("ln2").forward(h)));
+      }
+      logits = linear(model.submodule("norm").forward(h), model.parameter("tok_embed.weight"));
+    }
+    logits.backward(seed);
+    std::vector<Tensor> out = {logits.value()};
+    for (const auto& [name, p] : model.named_parameters()) out.push_back(p.grad().clone());
+    return out;
+  };
+  const std::vector<Tensor> whole = run(true), apart = run(false);
+  ASSERT_EQ(whole.size(), apart.size());
+  for (size_t i = 0; i < whole.size(); ++i) EXPECT_LE(max_abs_diff(whole[i], apart[i]), 1e-12) << "result " << i;
+  o.gelu = GeluForm::kErf;
+  Generator same(6);
+  GPT exact(o, kF64, same);
+  EXPECT_GT(max_abs_diff(exact.forward(x).value(), whole[0]), 1e-6);
+  o.layers = 1;
+  o.gelu = GeluForm::kTanh;
+  GPT one(o, kF64, gen);
+  EXPECT_GRADCHECK_OK(gradcheck_module(one, tokens({0, 3, 1, 4, 2, 2}, 2)));
 }
 
 TEST(GPT, TiedEmbeddingGetsBothGradients) {
@@ -168,6 +222,44 @@ TEST(GPT, ZooOptions) {
   EXPECT_NE(e.find("option 'tie_weights': must be true or false, got a integer"), std::string::npos) << e;
   e = error_of([] { make_model({"gpt", {{"stride", int64_t{-1}}}}); });
   EXPECT_NE(e.find("option 'stride': must be in [0, "), std::string::npos) << e;
+}
+
+// gelu: "erf" (the default) or "tanh", into GPTOptions and every block's act;
+// any other value is a ModelOptionError naming the option, the value and the
+// accepted ones.
+TEST(GPT, ZooGeluOption) {
+  const ModelConfig small{"gpt",
+                          {{"vocab_size", int64_t{7}},
+                           {"context", int64_t{8}},
+                           {"dim", int64_t{8}},
+                           {"layers", int64_t{2}},
+                           {"heads", int64_t{2}}}};
+  const std::vector<std::pair<std::string, GeluForm>> cases = {
+      {"", GeluForm::kErf}, {"erf", GeluForm::kErf}, {"tanh", GeluForm::kTanh}};  // "": not given
+  for (const auto& [value, form] : cases) {
+    SCOPED_TRACE(value);
+    ModelConfig c = small;
+    if (!value.empty()) c.options["gelu"] = value;
+    ModulePtr m = make_model(c);
+    EXPECT_EQ(dynamic_cast<GPT&>(*m).options().gelu, form);
+    for (const char* act : {"blocks.0.mlp.act", "blocks.1.mlp.act"}) {
+      EXPECT_EQ(dynamic_cast<GELU&>(m->submodule(act)).form(), form) << act;
+    }
+  }
+  const std::vector<std::string> known = model_option_names("gpt");
+  EXPECT_NE(std::find(known.begin(), known.end(), "gelu"), known.end());
+  ModelConfig bad = small;
+  bad.options["gelu"] = std::string("exact");
+  try {
+    make_model(bad);
+    ADD_FAILURE() << "gelu: exact was accepted";
+  } catch (const ModelOptionError& e) {
+    EXPECT_EQ(e.option(), "gelu");
+    EXPECT_EQ(std::string(e.what()), "model 'gpt': option 'gelu': is 'exact'; known: erf, tanh");
+  }
+  bad.options["gelu"] = true;
+  EXPECT_NE(error_of([&] { make_model(bad); }).find("option 'gelu': must be a string, got a bool"), std::string::npos);
+  EXPECT_THROW(model_input(bad), ModelOptionError);
 }
 
 }  // namespace

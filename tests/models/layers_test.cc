@@ -1,16 +1,24 @@
 // The layers of models/layers.h: forward shapes, float64 gradchecks of small
 // instances (Linear with a dense and a CSR weight, its forward_relu against
-// relu(forward), Conv2d dense and masked,
-// LayerNorm, BatchNorm in training, Embedding), the sparse weight's gradient
-// staying in its pattern, and train/eval behaviour of Dropout and BatchNorm.
+// relu(forward), its forward_gelu_mlp in both GELU forms against the layers
+// apart, Conv2d dense and masked, LayerNorm, BatchNorm in training,
+// Embedding, GELU's two forms against their formulas), the sparse weight's
+// gradient staying in its pattern, and train/eval behaviour of Dropout and
+// BatchNorm.
 #include "models/layers.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
 
 #include "autograd/autograd.h"
 #include "autograd/functions/sparse.h"
 #include "sparse/convert.h"
 #include "sparse/sparse_impl.h"
+#include "sparsifiers/sparsity_builder.h"
 #include "tests/models/test_util.h"
 
 namespace coppice {
@@ -123,6 +131,41 @@ TEST(Linear, ForwardReluIsReluOfForward) {
   Linear fc(5, 3, true, kF64, gen);
   Variable x(randn64({4, 5}, 14), true);
   EXPECT_GRADCHECK_OK(gradcheck([&](const std::vector<Variable>& in) { return fc.forward_relu(in[0]); }, {x}));
+}
+
+// forward_gelu_mlp in either GELU form: one GeluMlpBackward node whose value
+// and gradients are exactly those of fc1, GELU(form) and fc2 run apart; with
+// an output rule on fc1 (keep_all: values unchanged) the layers run apart,
+// through the rule, and give the same. The two forms give different values.
+TEST(Linear, ForwardGeluMlpInEitherForm) {
+  Generator gen(15);
+  Sequential mlp;
+  auto fc1 = std::make_shared<Linear>(6, 10, true, kF64, gen);
+  auto fc2 = std::make_shared<Linear>(10, 4, true, kF64, gen);
+  mlp.push_back(fc1, "fc1");
+  mlp.push_back(fc2, "fc2");
+  const Tensor xv = randn64({2, 3, 6}, 16);
+  auto run = [&](GeluForm form, bool fused) {
+    mlp.zero_grad();
+    Variable x(xv, true);
+    Variable y =
+        fused ? Linear::forward_gelu_mlp(*fc1, *fc2, x, form) : fc2->forward(GELU(form).forward(fc1->forward(x)));
+    if (fused && fc1->output_rule() == nullptr) { EXPECT_EQ(y.grad_fn()->name(), "GeluMlpBackward"); }
+    sum(mul(y, y)).backward();
+    std::vector<std::vector<double>> out{y.value().to_vector<double>(), x.grad().to_vector<double>()};
+    for (const auto& [name, p] : mlp.named_parameters()) out.push_back(p.grad().to_vector<double>());
+    return out;
+  };
+  for (GeluForm form : {GeluForm::kErf, GeluForm::kTanh}) {
+    EXPECT_EQ(run(form, true), run(form, false)) << "tanh " << (form == GeluForm::kTanh);
+  }
+  EXPECT_NE(run(GeluForm::kTanh, true)[0], run(GeluForm::kErf, true)[0]);
+  const std::vector<std::vector<double>> tanh_fused = run(GeluForm::kTanh, true);
+  SparsityBuilder b;
+  b.output("fc1").forward({"keep_all", {}}, "dense");
+  mlp.apply_sparsity(b.schedule());
+  ASSERT_NE(fc1->output_rule(), nullptr);
+  EXPECT_EQ(run(GeluForm::kTanh, true), tanh_fused);
 }
 
 TEST(Conv2d, ShapeAndGradcheck) {
@@ -262,6 +305,33 @@ TEST(Activations, ReluGeluPoolFlatten) {
   EXPECT_TRUE(allclose(GELU().forward(x).value(), gelu(x.value())));
   EXPECT_EQ(MaxPool2d(2).forward(x).shape(), (Shape{2, 3, 2, 2}));
   EXPECT_EQ(Flatten().forward(x).shape(), (Shape{2, 48}));
+}
+
+// GELU's forms in float64 against their formulas: the exact one by default
+// (x/2 (1 + erf(x / sqrt 2))), GPT-2's tanh approximation with kTanh (x/2 (1 +
+// tanh(sqrt(2/pi) (x + 0.044715 x^3)))), which differs from it by up to
+// 4.7e-4; both gradcheck.
+TEST(Activations, GeluForms) {
+  const std::vector<double> xs = {-4.0, -2.5, -2.0, -1.0, -0.5, 0.0, 0.25, 1.0, 1.5, 2.0, 3.0, 6.0};
+  Variable x(from_vector(xs, {3, 4}), true);
+  GELU exact, approximate(GeluForm::kTanh);
+  EXPECT_EQ(exact.form(), GeluForm::kErf);
+  EXPECT_EQ(approximate.form(), GeluForm::kTanh);
+  const std::vector<double> e = exact.forward(x).value().to_vector<double>();
+  const std::vector<double> t = approximate.forward(x).value().to_vector<double>();
+  const double k = std::sqrt(2.0 / M_PI);
+  double largest_gap = 0.0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i];
+    EXPECT_NEAR(e[i], 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))), 1e-14) << v;
+    EXPECT_NEAR(t[i], 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))), 1e-14) << v;
+    largest_gap = std::max(largest_gap, std::abs(t[i] - e[i]));
+  }
+  EXPECT_GT(largest_gap, 4e-4);  // 4.4e-4, at x = -2.5
+  EXPECT_LT(largest_gap, 5e-4);
+  Variable y(randn64({3, 5}, 30), true);
+  EXPECT_GRADCHECK_OK(gradcheck_module(exact, y));
+  EXPECT_GRADCHECK_OK(gradcheck_module(approximate, y));
 }
 
 TEST(Sequential, ChainsAndNames) {

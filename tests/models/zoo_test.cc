@@ -1,7 +1,8 @@
 // The zoo: each model runs forward and backward on a tiny batch, and its loss
 // drops over 30 plain SGD steps (p.values -= lr * grad, no optim/) on
 // synthetic data; the sparse variants (CSR MLP, sparse-attention ViT and LM)
-// train the same way. The MLP's fused hidden layers equal the composite.
+// train the same way. The MLP's fused hidden layers equal the composite. The
+// transformers' gelu option.
 #include "models/zoo.h"
 
 #include <gtest/gtest.h>
@@ -175,6 +176,30 @@ TEST(Zoo, CharLm) {
     Tensor target = seq.narrow(1, 1, 12).contiguous();
     EXPECT_EQ(lm->forward(x).shape(), (Shape{4, 12, 16})) << attention;
     expect_drops(train(*lm, x, target, 0.1), 0.8);
+  }
+}
+
+// The transformers' gelu option ("erf", the default, or "tanh") reaches every
+// block's activation; other values are refused naming the option, the value
+// and the accepted ones. The gpt's is tested in gpt_test.
+TEST(Zoo, TransformersTakeTheGeluForm) {
+  for (const char* name : {"vit", "char_lm"}) {
+    SCOPED_TRACE(name);
+    for (const char* value : {"erf", "tanh"}) {
+      auto m = make_model({name, {{"dim", int64_t{16}}, {"heads", int64_t{2}}, {"gelu", std::string(value)}}});
+      const GeluForm want = std::string(value) == "tanh" ? GeluForm::kTanh : GeluForm::kErf;
+      for (const char* act : {"blocks.0.mlp.act", "blocks.1.mlp.act"}) {
+        EXPECT_EQ(dynamic_cast<GELU&>(m->submodule(act)).form(), want) << value << " " << act;
+      }
+    }
+    auto plain = make_model({name, {{"dim", int64_t{16}}, {"heads", int64_t{2}}}});
+    EXPECT_EQ(dynamic_cast<GELU&>(plain->submodule("blocks.0.mlp.act")).form(), GeluForm::kErf);
+    try {
+      make_model({name, {{"gelu", std::string("none")}}});
+      ADD_FAILURE() << "gelu: none was accepted";
+    } catch (const ModelOptionError& e) {
+      EXPECT_EQ(std::string(e.what()), str_cat("model '", name, "': option 'gelu': is 'none'; known: erf, tanh"));
+    }
   }
 }
 

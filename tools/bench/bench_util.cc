@@ -31,6 +31,7 @@ std::string usage() {
          "             [--sparsity X] [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--steps S] [--warmup W] "
          "[--config-dir D]\n"
          "             [--cuda-graph] [--step-read loss|check|paired] [--optimizer sgd|adamw] [--block N]\n"
+         "             [--gelu erf|tanh]\n"
          "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--batch B] [--reps R] [--json FILE]\n"
          "       bench rigl [--device cpu|cuda|all] [--modes f32,tf32,bf16] [--sparsity X] [--hidden H] [--batch B]\n"
          "             [--steps S] [--warmup W] [--json FILE]\n"
@@ -63,7 +64,8 @@ std::string usage() {
          "               trainer's non-finite flags folded into the optimizer step and read with it;\n"
          "               paired: the two alternate step by step in one process; --optimizer adamw: the GPT\n"
          "               jobs' update (AdamW lr 6e-4, weight decay 0.1, clipping at norm 1.0) instead of SGD;\n"
-         "               --block N: BSR blocks of N x N (32; a power of two)\n"
+         "               --block N: BSR blocks of N x N (32; a power of two); --gelu tanh: the vit's and gpt's\n"
+         "               MLPs with GPT-2's tanh GELU instead of the exact one (erf; rows \"<model>+gelu_tanh\")\n"
          "  bsr          a BSR linear layer's three products (not part of all; CUDA only; bsr_bench.cc): x W^T,\n"
          "               dy W and dy^T x at W's blocks, W [H, H] (4096) in 16/32/64 blocks at 90/95/98 %, batch\n"
          "               B (4096), in bf16, f16 and TF32 (--dtype f32), beside cuBLAS's dense x W^T of the same\n"
@@ -175,7 +177,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
                                          "--dtype",     "--json",     "--min-sample-ms", "--batch",      "--hidden",
                                          "--steps",     "--sparsity", "--variants",      "--ranks",      "--timeout-s",
                                          "--models",    "--formats",  "--modes",         "--config-dir", "--step-read",
-                                         "--optimizer", "--block"};
+                                         "--optimizer", "--block",    "--gelu"};
     if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags)) {
       return absl::InvalidArgumentError(str_cat("unknown flag '", flag, "'"));
     }
@@ -276,6 +278,10 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       if (*v > 4096 || (*v & (*v - 1)) != 0)
         return absl::InvalidArgumentError(str_cat("--block: a power of two up to 4096, got ", value));
       c.train_block = *v;
+    } else if (flag == "--gelu") {
+      if (value != "erf" && value != "tanh")
+        return absl::InvalidArgumentError(str_cat("--gelu: 'erf' or 'tanh', got '", value, "'"));
+      c.train_gelu = value;
     } else if (flag == "--optimizer") {
       if (value != "sgd" && value != "adamw")
         return absl::InvalidArgumentError(str_cat("--optimizer: 'sgd' or 'adamw', got '", value, "'"));

@@ -3,21 +3,22 @@
 
     torch_train.py [--device cuda|cpu] [--models mlp,lenet300,vit,gpt] [--formats dense,csr,bsr,nm]
                    [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--block N] [--steps S] [--warmup W]
-                   [--compile MODE[,MODE...]] [--json FILE]
+                   [--compile MODE[,MODE...]] [--gelu erf|tanh] [--json FILE]
 
 Models, as bench train builds them:
   mlp       nn.Linear H-H-H-H-10 with ReLU between, batch B (H 4096, B 4096 on CUDA; 256 and 64 on the CPU);
             masked: the three HxH weights
   lenet300  LeNet-300-100 (784-300-100-10, ReLU), batch 128 (configs/lenet300_rigl_90.yaml); masked: fc1..fc3
   vit       configs/vit_sparse_attention.yaml's ViT (28x28x1 images, 7x7 patches, a class token, dim 64, depth 2,
-            4 heads, MLP 256 with GELU, pre-norm blocks, block attention of 4 tokens with the class token global:
-            it attends to and is attended by every token, as the zoo's vit makes it), batch 128; attention through
-            F.scaled_dot_product_attention with that pattern as a boolean mask; masked: blocks.*.mlp.fc1/fc2
+            4 heads, MLP 256 with exact (erf) GELU (--gelu), pre-norm blocks, block attention of 4 tokens with the
+            class token global: it attends to and is attended by every token, as the zoo's vit makes it), batch 128;
+            attention through F.scaled_dot_product_attention with that pattern as a boolean mask; masked:
+            blocks.*.mlp.fc1/fc2
   gpt       the zoo's GPT decoder (byte-level LM of the Linux-doc jobs): vocab 256, context 512, dim 1024, 8 layers,
-            16 heads, MLP 4 x dim with exact (erf) GELU, pre-norm blocks (LayerNorm eps 1e-5), causal attention
-            through F.scaled_dot_product_attention(is_causal=True) (so PyTorch takes its flash kernel in bf16),
-            a final norm and logits through the tied token embedding; batch 32 sequences of 512 random token ids
-            in [0, 256) with random targets, the loss the mean cross-entropy over every position. On the CPU a
+            16 heads, MLP 4 x dim with exact (erf) GELU (--gelu), pre-norm blocks (LayerNorm eps 1e-5), causal
+            attention through F.scaled_dot_product_attention(is_causal=True) (so PyTorch takes its flash kernel in
+            bf16), a final norm and logits through the tied token embedding; batch 32 sequences of 512 random token
+            ids in [0, 256) with random targets, the loss the mean cross-entropy over every position. On the CPU a
             tiny one (context 64, dim 64, 2 layers, 4 heads, batch 4 of 64). Parameter names are the
             checkpoint's (tok_embed.weight, pos_embed, blocks.{i}.ln1/attn.qkv/attn.proj/ln2/mlp.fc1/mlp.fc2,
             norm; tools/device/eval_gpt_torch.py builds the same model). Masked: the four linear weights of every
@@ -29,6 +30,11 @@ Variants: dense, and "masked" for each sparse format of the C++ side at the same
 dividing the weight) for bsr, 2 random of every 4 along a row for nm): the weight stays a dense nn.Parameter,
 multiplied by a fixed mask in forward (so its gradient is masked too), and the mask is reapplied to the weight
 after every optimizer step so that it stays sparse. That is how masked sparse training is done in PyTorch (DEVICE.md).
+
+--gelu erf|tanh: the GELU of the vit's and gpt's MLPs: erf (the default), F.gelu, the exact GELU the zoo's models
+run by default; tanh, F.gelu(approximate='tanh'), GPT-2's approximation, what bench train --gelu tanh runs (the
+job's model.options.gelu: tanh). Their records are then named "<model>+gelu_tanh", as bench train names its rows,
+so that train_compare.py puts each beside the Coppice step with the same activation.
 
 --compile MODE[,MODE...]: each case also under torch.compile (inductor) in each named mode (default,
 reduce-overhead, max-autotune, max-autotune-no-cudagraphs), after its eager run: the model's forward (and so
@@ -95,6 +101,8 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--warmup", type=int, default=-1)
     p.add_argument("--compile", default="", help="torch.compile modes to run each case under too (comma list)")
+    p.add_argument("--gelu", default="erf", choices=["erf", "tanh"],
+                   help="the vit's and gpt's GELU: erf (exact, the default) or tanh (F.gelu(approximate='tanh'))")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
     a.compile = [m for m in a.compile.split(",") if m]
@@ -201,12 +209,16 @@ class MLP(nn.Module):
         return [(self.fcs, i) for i in range(count)]
 
 
+GELU_APPROXIMATE = {"erf": "none", "tanh": "tanh"}  # --gelu -> F.gelu's approximate
+
+
 class Block(nn.Module):
     """Pre-norm transformer block (models/attention.h's TransformerBlock): ln1, attn (qkv, proj), ln2, mlp."""
 
-    def __init__(self, dim, heads, hidden, attn_mask):
+    def __init__(self, dim, heads, hidden, attn_mask, gelu="erf"):
         super().__init__()
         self.heads = heads
+        self.approximate = GELU_APPROXIMATE[gelu]
         self.ln1 = nn.LayerNorm(dim)
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
@@ -219,7 +231,7 @@ class Block(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).view(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=self.attn_mask)
         x = x + self.proj(a.transpose(1, 2).reshape(n, t, d))
-        return x + self.mlp[1](F.gelu(self.mlp[0](self.ln2(x))))
+        return x + self.mlp[1](F.gelu(self.mlp[0](self.ln2(x)), approximate=self.approximate))
 
 
 class ViT(nn.Module):
@@ -229,7 +241,7 @@ class ViT(nn.Module):
     global (AttentionPattern::global_tokens 1 in the zoo): row 0 and column 0 of the mask are all true.
     """
 
-    def __init__(self, device, image=28, patch=7, dim=64, depth=2, heads=4, hidden=256, block=4):
+    def __init__(self, device, image=28, patch=7, dim=64, depth=2, heads=4, hidden=256, block=4, gelu="erf"):
         super().__init__()
         self.patch = patch
         tokens = (image // patch) ** 2 + 1
@@ -240,7 +252,7 @@ class ViT(nn.Module):
         attn_mask = i[:, None] // block == i[None, :] // block  # keys in the query's diagonal block
         attn_mask |= (i[:, None] == 0) | (i[None, :] == 0)  # the class token attends and is attended globally
         attn_mask = attn_mask.to(device)
-        self.blocks = nn.ModuleList(Block(dim, heads, hidden, attn_mask) for _ in range(depth))
+        self.blocks = nn.ModuleList(Block(dim, heads, hidden, attn_mask, gelu) for _ in range(depth))
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, CLASSES)
 
@@ -274,26 +286,27 @@ class GPTAttention(nn.Module):
 
 
 class GPTMLP(nn.Module):
-    """fc1 [F, D], exact (erf) GELU, fc2 [D, F]."""
+    """fc1 [F, D], GELU (exact, erf; or with gelu "tanh" GPT-2's tanh approximation), fc2 [D, F]."""
 
-    def __init__(self, dim, hidden):
+    def __init__(self, dim, hidden, gelu="erf"):
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden)
         self.fc2 = nn.Linear(hidden, dim)
+        self.approximate = GELU_APPROXIMATE[gelu]
 
     def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x)))
+        return self.fc2(F.gelu(self.fc1(x), approximate=self.approximate))
 
 
 class GPTBlock(nn.Module):
     """Pre-norm decoder block: h + attn(ln1(h)), then + mlp(ln2(h))."""
 
-    def __init__(self, dim, heads, hidden):
+    def __init__(self, dim, heads, hidden, gelu="erf"):
         super().__init__()
         self.ln1 = nn.LayerNorm(dim, eps=1e-5)
         self.attn = GPTAttention(dim, heads)
         self.ln2 = nn.LayerNorm(dim, eps=1e-5)
-        self.mlp = GPTMLP(dim, hidden)
+        self.mlp = GPTMLP(dim, hidden, gelu)
 
     def forward(self, h):
         h = h + self.attn(self.ln1(h))
@@ -302,16 +315,17 @@ class GPTBlock(nn.Module):
 
 class GPT(nn.Module):
     """The zoo's gpt (dropout 0, tied weights): tok_embed + pos_embed[:T] -> blocks -> norm -> h @ tok_embed^T.
-    Parameter names are those of a Coppice checkpoint (without its "model." prefix)."""
+    Parameter names are those of a Coppice checkpoint (without its "model." prefix). gelu: the zoo's gelu
+    option, "erf" or "tanh"."""
 
-    def __init__(self, vocab_size, context, dim, layers, heads, mlp_ratio):
+    def __init__(self, vocab_size, context, dim, layers, heads, mlp_ratio, gelu="erf"):
         super().__init__()
         self.tok_embed = nn.Embedding(vocab_size, dim)
         # N(0, 0.02) as models/gpt.cc: nn.Embedding's N(0, 1), tied to the output, made logits ~30x larger and
         # the first loss ~68 where Coppice's is ln(256) = 5.5 (H200, bench train gpt beside this, 2026-11-29).
         nn.init.normal_(self.tok_embed.weight, std=0.02)
         self.pos_embed = nn.Parameter(torch.randn(context, dim) * 0.02)
-        self.blocks = nn.ModuleList(GPTBlock(dim, heads, mlp_ratio * dim) for _ in range(layers))
+        self.blocks = nn.ModuleList(GPTBlock(dim, heads, mlp_ratio * dim, gelu) for _ in range(layers))
         self.norm = nn.LayerNorm(dim, eps=1e-5)
 
     def forward(self, x):
@@ -335,7 +349,7 @@ def make_model(name, args, device):
     g = torch.Generator().manual_seed(DATA_SEED)
     if name == "gpt":
         c = gpt_size(device)
-        model = GPT(c["vocab_size"], c["context"], c["dim"], c["layers"], c["heads"], c["mlp_ratio"])
+        model = GPT(c["vocab_size"], c["context"], c["dim"], c["layers"], c["heads"], c["mlp_ratio"], args.gelu)
         x = torch.randint(0, c["vocab_size"], (c["batch"], c["seq"]), generator=g)
         y = torch.randint(0, c["vocab_size"], (c["batch"], c["seq"]), generator=g)
         return model.to(device), x.to(device), y.to(device), [c["batch"], c["seq"]]
@@ -349,7 +363,7 @@ def make_model(name, args, device):
         x = torch.randn(batch, 784, generator=g)
         shape = [batch, 784]
     else:
-        model, batch = ViT(device), JOB_BATCH
+        model, batch = ViT(device, gelu=args.gelu), JOB_BATCH
         x = torch.randn(batch, 1, 28, 28, generator=g)
         shape = [batch, 1, 28, 28]
     y = torch.randint(0, CLASSES, (batch,), generator=g)
@@ -474,9 +488,14 @@ def run_case(args, name, pattern, sparsity, mode, device, compile_mode=None):
     return r
 
 
+def op_name(args, name):
+    """The record's op: the model, "+gelu_tanh" for a vit or gpt with --gelu tanh (bench train's row names)."""
+    return name + "+gelu_tanh" if args.gelu == "tanh" and name in ("vit", "gpt") else name
+
+
 def record(args, name, pattern, sparsity, mode, device_name):
     return {
-        "suite": "train", "op": name, "device": "cuda:0" if args.device == "cuda" else "cpu",
+        "suite": "train", "op": op_name(args, name), "device": "cuda:0" if args.device == "cuda" else "cpu",
         "device_name": device_name, "dtype": mode, "format": "masked" if pattern else "dense",
         "pattern": pattern or "dense", "sparsity": sparsity, "shape": [], "status": "ok",
         "median_ms": None, "min_ms": None, "max_ms": None, "reps": 0, "inner": 0, "compile": None,

@@ -50,6 +50,11 @@
 // weight decay 0.1, gradients clipped to norm 1.0 as the trainer clips
 // them; "<model>+adamw" rows): the step the trainer's own is held to.
 //
+// --gelu tanh: the transformer models (vit, gpt) built with the job's
+// model.options.gelu set to tanh (GPT-2's tanh GELU; torch_train.py --gelu
+// tanh runs the same), rows "<model>+gelu_tanh"; erf (the default) sets it
+// to the exact GELU, which is what every job runs today.
+//
 // Every case builds its model afresh (the masks are drawn once per variant
 // and reused for every mode), then times the step: zero grads,
 // forward, cross-entropy, backward, SGD (lr 0.01, momentum 0.9; the same for
@@ -112,7 +117,11 @@ struct TrainSetup {
   std::string step_read;  // "", "loss" or "check" (--step-read)
   std::string optimizer;  // "sgd" or "adamw" (--optimizer)
   int64_t block = 32;     // bsr (--block)
+  std::string gelu;       // "erf" or "tanh" (--gelu): the transformer models' model.options.gelu
 };
+
+// The models built with a GELU MLP, whose activation --gelu sets.
+bool has_gelu(const std::string& model) { return model == "vit" || model == "gpt"; }
 
 struct Variant {
   std::string format;  // "dense", "csr", "bsr", "nm"
@@ -182,6 +191,7 @@ TrainModel make_job_model(const TrainSetup& s, const std::string& name) {
     overrides = {"model.options.dim=64", "model.options.layers=2", "model.options.heads=4", "model.options.context=64",
                  "data.seq_len=64",      "data.stride=64",         "data.batch_size=4"};
   }
+  if (has_gelu(name)) overrides.push_back("model.options.gelu=" + s.gelu);
   absl::StatusOr<ValidatedJob> job = load_validated_job(path, overrides);
   if (!job.ok()) fail("bench train: ", path, ": ", job.status().message());
   TrainModel m;
@@ -242,7 +252,9 @@ std::vector<Mode> modes_of(const Config& config) {
 Result base_result(const TrainSetup& s, const std::string& model, const Variant& v, const Mode& mode) {
   Result r;
   r.suite = "train";
-  r.op = s.cuda_graph ? model + "+graph" : model;
+  r.op = model;
+  if (has_gelu(model) && s.gelu == "tanh") r.op += "+gelu_tanh";
+  if (s.cuda_graph) r.op += "+graph";
   if (!s.step_read.empty()) r.op += "+" + s.step_read;
   if (s.optimizer != "sgd") r.op += "+" + s.optimizer;
   r.device = s.dc.label;
@@ -416,6 +428,7 @@ void run_train(const Config& config, std::vector<Result>* results) {
     s.step_read = config.step_read;
     s.optimizer = config.optimizer;
     s.block = config.train_block;
+    s.gelu = config.train_gelu;
     if (s.cuda_graph) s.warmup = std::max(s.warmup, 2);  // the eager step and the capture are not timed
     const std::string device_skip = dc.cuda ? cuda_skip_reason() : "";
     for (const std::string& model : models) {

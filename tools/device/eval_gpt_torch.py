@@ -6,7 +6,7 @@ loss the trainer reports for the byte-level GPT jobs on the Linux 6.1 documentat
                       [--validation-split F] [--batch B] [--max-batches M] [--device cuda|cpu]
                       [--dtype auto|f32|bf16|f16|f64] [--attention sdpa|math]
                       [--vocab-size V] [--context C] [--dim D] [--layers L] [--heads H] [--mlp-ratio R]
-                      [--tie-weights true|false] [--allow-corpus-mismatch]
+                      [--tie-weights true|false] [--gelu erf|tanh] [--allow-corpus-mismatch]
 
 Prints one JSON line {"val_loss": ..., "perplexity": exp(val_loss), "tokens": ...} on stdout (tokens: the
 target tokens averaged over, evaluated windows x seq_len, what Coppice's eval record calls "examples"; what it
@@ -20,25 +20,26 @@ state dict). A sparse weight is stored as its parts, "<w>.<part>", with metadata
 coppice.shape.<w> and coppice.attr.<w>.<key> (sparse/io/sparse_safetensors.h); every format (bsr, csr, csc,
 coo, blocked_ell, nm, masked) is rebuilt into a dense tensor here with plain index operations.
 
-The model (the zoo's gpt): tok_embed.weight [V, D], pos_embed [C, D]; blocks.{i} for i < L: ln1, attn.qkv
-[3D, D], attn.proj [D, D], ln2, mlp.fc1 [F, D], mlp.fc2 [D, F] (weights and biases; F = mlp_ratio * D);
-norm; head.weight [V, D] and head.bias [V] only when tie_weights is false. Forward of token ids x [N, T]:
-h = tok_embed.weight[x] + pos_embed[:T]; per block h += proj(attention(ln1(h))), h += fc2(gelu(fc1(ln2(h))))
-(exact erf GELU, LayerNorm eps 1e-5, causal softmax attention over H heads of D/H with q scaled by
-1/sqrt(D/H)); logits = norm(h) @ tok_embed.weight^T (tied) or head(norm(h)). Dropout does nothing in
-evaluation. --attention sdpa (default) computes attention with F.scaled_dot_product_attention(is_causal=True)
-(the flash kernel in bf16/f16: scores and softmax in f32, one rounding of the output), as Coppice's fused
-attention (sparse/attention/attention.h: online softmax in f32 for 16-bit inputs) does; --attention math computes it as
-models/attention.cc's attend_dense does, op by op in the model's dtype (q * 1/sqrt(D/H), the scores q k^T
-materialized and rounded, -inf above the diagonal, softmax, then times v), for a model built on that path.
-In f32 the two agree far below 1e-3; in bf16 take the one the C++ gpt uses.
+The model (the zoo's gpt): tok_embed.weight [V, D], pos_embed [C, D]; blocks.{i} for i < L: ln1, attn.qkv [3D, D],
+attn.proj [D, D], ln2, mlp.fc1 [F, D], mlp.fc2 [D, F] (weights and biases; F = mlp_ratio * D); norm; head.weight
+[V, D] and head.bias [V] only when tie_weights is false. Forward of token ids x [N, T]: h = tok_embed.weight[x] +
+pos_embed[:T]; per block h += proj(attention(ln1(h))), h += fc2(gelu(fc1(ln2(h)))) (the exact erf GELU, F.gelu, or
+with the option gelu tanh GPT-2's tanh approximation, F.gelu(approximate='tanh'); LayerNorm eps 1e-5, causal
+softmax attention over H heads of D/H with q scaled by 1/sqrt(D/H)); logits = norm(h) @ tok_embed.weight^T (tied)
+or head(norm(h)). Dropout does nothing in evaluation. --attention sdpa (default) computes attention with
+F.scaled_dot_product_attention(is_causal=True) (the flash kernel in bf16/f16: scores and softmax in f32, one
+rounding of the output), as Coppice's fused attention (sparse/attention/attention.h: online softmax in f32 for
+16-bit inputs) does; --attention math computes it as models/attention.cc's attend_dense does, op by op in the
+model's dtype (q * 1/sqrt(D/H), the scores q k^T materialized and rounded, -inf above the diagonal, softmax, then
+times v), for a model built on that path. In f32 the two agree far below 1e-3; in bf16 take the one the C++ gpt
+uses.
 
 The options: read from the job fingerprint the checkpoint carries (metadata "job.*", train/job_fingerprint.cc):
 "job.model.name" must be "gpt", and "job.model.options.<name>" holds each option the job set (the others are
-the zoo's defaults: vocab_size 256, context 512, dim 1024, layers 8, heads 16, mlp_ratio 4, tie_weights true).
-An option the fingerprint does not record comes from its flag, else from the tensors' shapes (V, C, D, L, F
-and whether head.weight exists), else the default (heads: 16). Recorded or given values that disagree with
-the shapes are an error.
+the zoo's defaults: vocab_size 256, context 512, dim 1024, layers 8, heads 16, mlp_ratio 4, tie_weights true,
+gelu erf). An option the fingerprint does not record comes from its flag, else from the tensors' shapes (V, C, D,
+L, F and whether head.weight exists), else the default (heads: 16; gelu: erf, which no shape tells). Recorded or
+given values that disagree with the shapes are an error.
 
 The data, as the trainer builds it (data/text_corpus.cc, data/text.cc, train/job.cc, data/loader.cc):
   corpus    the files under --corpus whose names end in the suffix, walked recursively without following
@@ -96,7 +97,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import read_checkpoint_torch  # noqa: E402  (beside this file, here and in .devbin/)
 
 PROG = "eval_gpt_torch"
-DEFAULTS = dict(vocab_size=256, context=512, dim=1024, layers=8, heads=16, mlp_ratio=4, tie_weights=True)
+DEFAULTS = dict(vocab_size=256, context=512, dim=1024, layers=8, heads=16, mlp_ratio=4, tie_weights=True,
+                gelu="erf")
+GELU_FORMS = {"erf": "none", "tanh": "tanh"}  # the zoo's gelu option -> F.gelu's approximate
 KNOWN_OPTIONS = set(DEFAULTS) | {"dropout", "seed", "dtype"}
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "f64": torch.float64}
 
@@ -143,6 +146,8 @@ def parse_args(argv):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=None)
     p.add_argument("--mlp-ratio", type=float, default=None)
     p.add_argument("--tie-weights", type=parse_bool, default=None)
+    p.add_argument("--gelu", choices=sorted(GELU_FORMS), default=None,
+                   help="the model's GELU (model.options.gelu), where the checkpoint does not record it (erf)")
     p.add_argument("--allow-corpus-mismatch", action="store_true")
     a = p.parse_args(argv)
     for flag in ("seq_len", "batch", "vocab_size", "context", "dim", "layers", "heads"):
@@ -362,6 +367,14 @@ def resolve_options(args, fp, state):
             opts[key], source[key] = DEFAULTS[key], "the zoo's default"
         if key in shapes and opts[key] != shapes[key]:
             raise BadInput(f"{key} is {opts[key]} by {source[key]} but the checkpoint's tensors make it {shapes[key]}")
+    # gelu: a string no tensor's shape shows; recorded, else the flag, else erf.
+    rec, flag = fp.get("model.options.gelu"), args.gelu
+    if rec is not None and rec not in GELU_FORMS:
+        raise BadInput(f"the checkpoint's job.model.options.gelu is '{rec}', not one of "
+                       f"{', '.join(sorted(GELU_FORMS))}")
+    if rec is not None and flag is not None and flag != rec:
+        warn(f"--gelu {flag} ignored: the checkpoint records gelu {rec}")
+    opts["gelu"] = rec if rec is not None else flag if flag is not None else DEFAULTS["gelu"]
     hidden = opts["mlp_ratio"] * opts["dim"]
     if hidden != int(hidden):
         raise BadInput(f"mlp_ratio {opts['mlp_ratio']} x dim {opts['dim']} is not a whole MLP width")
@@ -432,22 +445,23 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim, hidden):
+    def __init__(self, dim, hidden, gelu="erf"):
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden)
         self.fc2 = nn.Linear(hidden, dim)
+        self.approximate = GELU_FORMS[gelu]  # erf: "none", the exact GELU; tanh: GPT-2's approximation
 
     def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x)))  # exact (erf) GELU
+        return self.fc2(F.gelu(self.fc1(x), approximate=self.approximate))
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, hidden, mode):
+    def __init__(self, dim, heads, hidden, mode, gelu="erf"):
         super().__init__()
         self.ln1 = nn.LayerNorm(dim, eps=1e-5)
         self.attn = Attention(dim, heads, mode)
         self.ln2 = nn.LayerNorm(dim, eps=1e-5)
-        self.mlp = MLP(dim, hidden)
+        self.mlp = MLP(dim, hidden, gelu)
 
     def forward(self, h):
         h = h + self.attn(self.ln1(h))
@@ -455,14 +469,16 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """The zoo's gpt in evaluation; parameter names are the checkpoint's without "model."."""
+    """The zoo's gpt in evaluation; parameter names are the checkpoint's without "model.". o["gelu"] (absent:
+    "erf") is the zoo's gelu option."""
 
     def __init__(self, o, mode):
         super().__init__()
         self.tie = o["tie_weights"]
         self.tok_embed = nn.Embedding(o["vocab_size"], o["dim"])
         self.pos_embed = nn.Parameter(torch.zeros(o["context"], o["dim"]))
-        self.blocks = nn.ModuleList(Block(o["dim"], o["heads"], o["hidden"], mode) for _ in range(o["layers"]))
+        gelu = o.get("gelu", "erf")
+        self.blocks = nn.ModuleList(Block(o["dim"], o["heads"], o["hidden"], mode, gelu) for _ in range(o["layers"]))
         self.norm = nn.LayerNorm(o["dim"], eps=1e-5)
         if not self.tie:
             self.head = nn.Linear(o["dim"], o["vocab_size"])
@@ -647,7 +663,8 @@ def evaluate(args):
 
     step = meta.get("trainer.step", "?")
     note(f"checkpoint {args.checkpoint} (step {step}): gpt V={opts['vocab_size']} C={opts['context']} "
-         f"D={opts['dim']} L={opts['layers']} H={opts['heads']} F={opts['hidden']} tied={opts['tie_weights']}; "
+         f"D={opts['dim']} L={opts['layers']} H={opts['heads']} F={opts['hidden']} tied={opts['tie_weights']} "
+         f"gelu={opts['gelu']}; "
          f"{dtype} on {device}, attention {args.attention}")
     note(f"corpus {args.corpus}: {files} file(s), {n} tokens ({settings['vocab']}); {size} windows of {t} at stride "
          f"{stride}; validation = the last {nv} (windows {size - nv}..{size - 1}); evaluating {evaluated} of them "

@@ -3,13 +3,14 @@
 configs/sweeps/gpt_equal_time.yaml's runs (issue 32's "dense PyTorch, torch.compile, for the same time").
 
     train_gpt_torch.py --corpus DIR [--steps N | --seconds S] [--compile default|none] [--seed K]
-                       [--metrics PATH] [--device cuda|cpu] [--dim D --layers L --heads H --context C --seq-len T
-                       --batch B]   (small models for a CPU check)
+                       [--metrics PATH] [--device cuda|cpu] [--gelu erf|tanh] [--dim D --layers L --heads H
+                       --context C --seq-len T --batch B]   (small models for a CPU check)
 
 The job, as the trainer runs it (train/job.cc, models/gpt.cc), with PyTorch's own pieces:
-  model    eval_gpt_torch.py's GPT (beside this script): the same parameters, SDPA's causal attention, exact GELU;
-           token and position embeddings N(0, 0.02), Linear and LayerNorm PyTorch's defaults (Coppice's
-           Linear uses the same Kaiming-uniform bounds)
+  model    eval_gpt_torch.py's GPT (beside this script): the same parameters, SDPA's causal attention, exact GELU
+           (--gelu tanh: GPT-2's tanh approximation, F.gelu(approximate='tanh'), as a job with model.options.gelu
+           tanh runs); token and position embeddings N(0, 0.02), Linear and LayerNorm PyTorch's defaults
+           (Coppice's Linear uses the same Kaiming-uniform bounds)
   data     the corpus's bytes in windows of seq_len + 1 at stride seq_len; the last 1 % of the windows validate
            (as eval_gpt_torch.py reads them), the rest are shuffled every epoch (torch.randperm, seeded)
   update   AdamW (lr 6e-4, betas 0.9/0.999, eps 1e-8, weight decay 0.1 on every parameter), gradients clipped to
@@ -22,7 +23,7 @@ depends on it) as S / the ms a step of steps 10-60, so the run takes about S sec
 end of the first step, so torch.compile's compilation (printed) is left out, as the trainer's clock leaves out
 its start-up. Evaluations: every steps/6 and at the end, 16 batches of 32 validation windows (the jobs'
 evaluation.max_batches). Prints one JSON line at the end: steps, time_s (from the end of the first step),
-first_step_s (the first step, compilation included), val_loss, ms_per_step.
+first_step_s (the first step, compilation included), val_loss, ms_per_step, gelu.
 """
 import argparse
 import json
@@ -48,6 +49,8 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--metrics", default=None)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--gelu", choices=["erf", "tanh"], default="erf",
+                   help="the MLP's GELU, as the zoo's gelu option: erf (exact, the default) or tanh")
     p.add_argument("--dim", type=int, default=1024)
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--heads", type=int, default=16)
@@ -89,7 +92,7 @@ def main(argv):
         return rows[:, :-1].to(dev, non_blocking=True), rows[:, 1:].to(dev, non_blocking=True)
 
     opts = {"vocab_size": 256, "context": a.context, "dim": a.dim, "layers": a.layers, "heads": a.heads,
-            "hidden": 4 * a.dim, "tie_weights": True}
+            "hidden": 4 * a.dim, "tie_weights": True, "gelu": a.gelu}
     model = GPT(opts, "sdpa")
     torch.nn.init.normal_(model.tok_embed.weight, std=0.02)
     torch.nn.init.normal_(model.pos_embed, std=0.02)
@@ -165,7 +168,7 @@ def main(argv):
     elapsed = time.perf_counter() - start
     print(json.dumps({"steps": step, "time_s": round(elapsed, 3), "compile": a.compile,
                       "first_step_s": round(first_step_s, 3), "val_loss": val,
-                      "ms_per_step": round(1000 * elapsed / max(1, step - 1), 3)}))
+                      "ms_per_step": round(1000 * elapsed / max(1, step - 1), 3), "gelu": a.gelu}))
     return 0
 
 

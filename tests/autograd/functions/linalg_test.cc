@@ -68,41 +68,50 @@ TEST(LinalgTest, LinearReluMatchesTheComposite) {
 }
 
 // gelu_mlp: one node whose value and gradients are those of linear, gelu,
-// linear exactly, with and without biases, any weight frozen; gradchecks.
+// linear exactly, with and without biases, any weight frozen, in either GELU
+// form (gelu or gelu_tanh between the layers); gradchecks in both forms.
+Variable gelu_of_form(const Variable& z, GeluForm form) { return form == GeluForm::kTanh ? gelu_tanh(z) : gelu(z); }
+
 TEST(LinalgTest, GeluMlpMatchesTheComposite) {
-  for (bool with_bias : {true, false}) {
-    for (int frozen = -1; frozen < 2; ++frozen) {
-      const Tensor xv = randn64({2, 5, 4}), w1v = randn64({6, 4}), b1v = randn64({6}), w2v = randn64({3, 6});
-      const Tensor b2v = randn64({3}), g = randn64({2, 5, 3});
-      auto run = [&](bool fused) {
-        Variable x = param(xv, "x");
-        Variable w1 = frozen == 0 ? constant(w1v) : param(w1v, "w1"),
-                 w2 = frozen == 1 ? constant(w2v) : param(w2v, "w2");
-        Variable b1 = with_bias ? param(b1v, "b1") : Variable(), b2 = with_bias ? param(b2v, "b2") : Variable();
-        Variable y = fused ? gelu_mlp(x, w1, b1, w2, b2) : linear(gelu(linear(x, w1, b1)), w2, b2);
-        if (fused) { EXPECT_EQ(y.grad_fn()->name(), "GeluMlpBackward"); }
-        y.backward(g);
-        auto grad = [](const Variable& v) {
-          return v.defined() && v.grad().defined() ? v.grad() : zeros({1}, DType::kF64);
+  for (GeluForm form : {GeluForm::kErf, GeluForm::kTanh}) {
+    SCOPED_TRACE(form == GeluForm::kTanh ? "tanh" : "erf");
+    for (bool with_bias : {true, false}) {
+      for (int frozen = -1; frozen < 2; ++frozen) {
+        const Tensor xv = randn64({2, 5, 4}), w1v = randn64({6, 4}), b1v = randn64({6}), w2v = randn64({3, 6});
+        const Tensor b2v = randn64({3}), g = randn64({2, 5, 3});
+        auto run = [&](bool fused) {
+          Variable x = param(xv, "x");
+          Variable w1 = frozen == 0 ? constant(w1v) : param(w1v, "w1"),
+                   w2 = frozen == 1 ? constant(w2v) : param(w2v, "w2");
+          Variable b1 = with_bias ? param(b1v, "b1") : Variable(), b2 = with_bias ? param(b2v, "b2") : Variable();
+          Variable y =
+              fused ? gelu_mlp(x, w1, b1, w2, b2, form) : linear(gelu_of_form(linear(x, w1, b1), form), w2, b2);
+          if (fused) { EXPECT_EQ(y.grad_fn()->name(), "GeluMlpBackward"); }
+          y.backward(g);
+          auto grad = [](const Variable& v) {
+            return v.defined() && v.grad().defined() ? v.grad() : zeros({1}, DType::kF64);
+          };
+          return std::vector<Tensor>{y.value(), grad(x), grad(w1), grad(b1), grad(w2), grad(b2)};
         };
-        return std::vector<Tensor>{y.value(), grad(x), grad(w1), grad(b1), grad(w2), grad(b2)};
-      };
-      std::vector<Tensor> fused = run(true), composite = run(false);
-      for (size_t i = 0; i < fused.size(); ++i) {
-        EXPECT_EQ(fused[i].to_vector<double>(), composite[i].to_vector<double>())
-            << "output " << i << " bias " << with_bias << " frozen weight " << frozen;
+        std::vector<Tensor> fused = run(true), composite = run(false);
+        for (size_t i = 0; i < fused.size(); ++i) {
+          EXPECT_EQ(fused[i].to_vector<double>(), composite[i].to_vector<double>())
+              << "output " << i << " bias " << with_bias << " frozen weight " << frozen;
+        }
       }
     }
+    Variable w1 = param(randn64({6, 4}), "w1"), b1 = param(randn64({6}), "b1");
+    Variable w2 = param(randn64({3, 6}), "w2"), b2 = param(randn64({3}), "b2");
+    for (const Shape& xs : {Shape{4}, Shape{2, 4}, Shape{2, 5, 4}}) {
+      SCOPED_TRACE(shape_to_string(xs));
+      Variable x = param(randn64(xs), "x");
+      EXPECT_GRADCHECK([form](const V& v) { return gelu_mlp(v[0], v[1], v[2], v[3], v[4], form); },
+                       {x, w1, b1, w2, b2});
+    }
+    Variable x = param(randn64({3, 4}), "x");
+    EXPECT_GRADCHECK([form](const V& v) { return gelu_mlp(v[0], v[1], Variable(), v[2], Variable(), form); },
+                     {x, w1, w2});
   }
-  Variable w1 = param(randn64({6, 4}), "w1"), b1 = param(randn64({6}), "b1");
-  Variable w2 = param(randn64({3, 6}), "w2"), b2 = param(randn64({3}), "b2");
-  for (const Shape& xs : {Shape{4}, Shape{2, 4}, Shape{2, 5, 4}}) {
-    SCOPED_TRACE(shape_to_string(xs));
-    Variable x = param(randn64(xs), "x");
-    EXPECT_GRADCHECK([](const V& v) { return gelu_mlp(v[0], v[1], v[2], v[3], v[4]); }, {x, w1, b1, w2, b2});
-  }
-  Variable x = param(randn64({3, 4}), "x");
-  EXPECT_GRADCHECK([](const V& v) { return gelu_mlp(v[0], v[1], Variable(), v[2], Variable()); }, {x, w1, w2});
 }
 
 // linear, and linear_relu (one node saving its output).

@@ -219,19 +219,22 @@ TEST(BenchUtilTest, ParsesTheCommandLine) {
   EXPECT_NE(parse_args({"--bogus"}).status().message().find("unknown flag '--bogus'"), absl::string_view::npos);
 }
 
-// bench train's update and BSR block: the GPT jobs' AdamW by name, blocks a
-// power of two; anything else named in the error.
+// bench train's update, BSR block and GELU: the GPT jobs' AdamW by name,
+// blocks a power of two, erf or tanh; anything else named in the error.
 TEST(BenchUtilTest, TrainOptimizerAndBlock) {
   absl::StatusOr<Config> c = parse_args({"train"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->optimizer, "sgd");
   EXPECT_EQ(c->train_block, 32);
-  c = parse_args({"train", "--optimizer", "adamw", "--block=64"});
+  EXPECT_EQ(c->train_gelu, "erf");
+  c = parse_args({"train", "--optimizer", "adamw", "--block=64", "--gelu", "tanh"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->optimizer, "adamw");
   EXPECT_EQ(c->train_block, 64);
+  EXPECT_EQ(c->train_gelu, "tanh");
   for (const auto& [bad, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"train", "--optimizer", "adam"}, "--optimizer: 'sgd' or 'adamw', got 'adam'"},
+           {{"train", "--gelu", "none"}, "--gelu: 'erf' or 'tanh', got 'none'"},
            {{"train", "--block", "48"}, "--block: a power of two up to 4096, got 48"},
            {{"train", "--block", "8192"}, "--block: a power of two up to 4096"},
            {{"train", "--block", "0"}, "--block"}}) {

@@ -1,6 +1,6 @@
 // bench train on the CPU at a small size: every model, format and mode gives
-// a result (tf32 a skip on the CPU), and sparse weights shrink the training
-// state.
+// a result (tf32 a skip on the CPU), sparse weights shrink the training
+// state, and --gelu tanh runs the transformers with the tanh GELU.
 #include <cmath>
 #include <map>
 #include <string>
@@ -100,6 +100,31 @@ TEST(TrainBenchTest, JobModelsFromTheirConfigs) {
     EXPECT_EQ(extra_value(r, "sparse_weights"), r.op == "lenet300" ? 3 : 4);  // fc1-3; 2 blocks x fc1, fc2
     if (r.format == "bsr") { EXPECT_EQ(extra_value(r, "bsr_block"), r.op == "lenet300" ? 2 : 32); }
   }
+}
+
+// --gelu tanh: the vit built with the job's model.options.gelu tanh, its rows
+// "vit+gelu_tanh" (torch_train.py --gelu tanh names its records the same);
+// the same step with the exact GELU gives another loss. The MLP has no GELU:
+// its rows keep their name.
+TEST(TrainBenchTest, GeluTanhRows) {
+  std::map<std::string, double> loss;  // by row name
+  for (const char* gelu : {"erf", "tanh"}) {
+    for (const Result& r :
+         run({"train", "--device", "cpu", "--models", "mlp,vit", "--hidden", "64", "--batch", "8", "--formats", "dense",
+              "--modes", "f32", "--steps", "1", "--warmup", "0", "--gelu", gelu})) {
+      SCOPED_TRACE(r.op);
+      ASSERT_EQ(r.status, "ok");
+      if (r.op.rfind("mlp", 0) == 0) {
+        EXPECT_EQ(r.op, "mlp");
+        continue;
+      }
+      EXPECT_EQ(r.op, std::string(gelu) == "tanh" ? "vit+gelu_tanh" : "vit");
+      loss[r.op] = extra_value(r, "final_loss");
+    }
+  }
+  ASSERT_EQ(loss.size(), 2u);
+  EXPECT_TRUE(std::isfinite(loss["vit+gelu_tanh"]));
+  EXPECT_NE(loss["vit+gelu_tanh"], loss["vit"]);
 }
 
 }  // namespace
