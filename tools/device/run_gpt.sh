@@ -37,6 +37,11 @@
 #        "bsr dense"; GPT_BREAKDOWN_TORCH=0 leaves PyTorch's out).
 # eval JOB...: the newest checkpoint of each job's run evaluated by
 #        eval_gpt_torch.py (PyTorch), beside the trainer's last validation loss.
+#
+# GPT_GELU (step, mlp and breakdown; default erf): the GPT's GELU on both
+# sides, erf (exact) or tanh (GPT-2's approximation: bench train --gelu tanh,
+# torch_train.py --gelu tanh, the trainer's model.options.gelu). With tanh,
+# step also times Coppice's dense step with the erf GELU, for reference.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 PACK=${GPT_PACK:-.devq}
@@ -49,6 +54,7 @@ fi
 CORPUS=/usr/share/doc/linux-doc-6.1/html
 if [[ ! -d $CORPUS/_sources ]] && [[ -f $PACK/corpus.tgz ]]; then mkdir -p $CORPUS && tar xzf $PACK/corpus.tgz -C $CORPUS; fi
 say "== run_gpt.sh $* on $(nvidia-smi --query-gpu=name --format=csv,noheader), $(date -u +%FT%TZ)"
+GELU=${GPT_GELU:-erf}
 what=${1:-bench}
 shift || true
 case "$what" in
@@ -107,20 +113,26 @@ case "$what" in
     # (GPT_TRAIN_STEPS, default 300; ms a step from its metrics between step
     # 100 and the last record, so start-up, warm-up and autotuning stay out).
     B=.devbin/bench
-    timeout 300 $B train --device cuda --models gpt --formats dense,bsr,nm --sparsity 0.9 --modes bf16 \
+    timeout 300 $B train --device cuda --models gpt --gelu "$GELU" --formats dense,bsr,nm --sparsity 0.9 --modes bf16 \
       --steps 10 --warmup 3 --json "$OUT/gpt_coppice.json" > "$OUT/bench_gpt.log" 2>&1 || say "bench train gpt: exit $?"
     jsons=("$OUT/gpt_coppice.json")
-    if timeout 200 $B train --device cuda --models gpt --formats bsr --sparsity 0.9 --modes bf16 --block 64 \
+    if [[ $GELU != erf ]]; then
+      timeout 200 $B train --device cuda --models gpt --formats dense --modes bf16 --steps 10 --warmup 3 \
+        --json "$OUT/gpt_coppice_erf.json" > "$OUT/bench_gpt_erf.log" 2>&1 || say "bench train gpt erf: exit $?"
+      python3 -c 'import json,sys; [print(f"Coppice {r[\"op\"]} dense bf16 with the erf GELU: {r[\"median_ms\"]:.2f} ms a step") for r in json.load(open(sys.argv[1]))["results"] if r.get("status") == "ok"]' \
+        "$OUT/gpt_coppice_erf.json" | tee -a "$SUMMARY"
+    fi
+    if timeout 200 $B train --device cuda --models gpt --gelu "$GELU" --formats bsr --sparsity 0.9 --modes bf16 --block 64 \
       --steps 10 --warmup 3 --json "$OUT/gpt_coppice_b64.json" > "$OUT/bench_gpt_b64.log" 2>&1; then
       jsons+=("$OUT/gpt_coppice_b64.json")
     else say "bench train gpt --block 64: exit $? ($(tail -1 "$OUT/bench_gpt_b64.log"))"; fi
-    timeout 200 $B train --device cuda --models gpt --formats dense --modes bf16 --cuda-graph \
+    timeout 200 $B train --device cuda --models gpt --gelu "$GELU" --formats dense --modes bf16 --cuda-graph \
       --steps 10 --warmup 3 --json "$OUT/gpt_coppice_graph.json" > "$OUT/bench_gpt_graph.log" 2>&1 &&
       jsons+=("$OUT/gpt_coppice_graph.json") || say "bench train gpt --cuda-graph: exit $?"
-    timeout 200 $B train --device cuda --models gpt --formats dense --modes bf16 --optimizer adamw \
+    timeout 200 $B train --device cuda --models gpt --gelu "$GELU" --formats dense --modes bf16 --optimizer adamw \
       --steps 10 --warmup 3 --json "$OUT/gpt_coppice_adamw.json" > "$OUT/bench_gpt_adamw.log" 2>&1 &&
       jsons+=("$OUT/gpt_coppice_adamw.json") || say "bench train gpt adamw: exit $?"
-    PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/torch_train.py --device cuda --models gpt --formats dense \
+    PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/torch_train.py --device cuda --models gpt --gelu "$GELU" --formats dense \
       --modes bf16 --steps 10 --warmup 3 --compile "${GPT_COMPILE:-default}" --json "$OUT/gpt_torch.json" \
       > "$OUT/torch_gpt.log" 2>&1 || say "torch gpt: exit $?"
     grep -h "compiled" "$OUT/torch_gpt.log" | tee -a "$SUMMARY"
@@ -149,15 +161,16 @@ PY
     timeout 300 .devbin/trainer --config configs/gpt_dense.yaml --run-dir runs/step_dense \
       --set "logging.metrics=runs/step_dense/metrics.jsonl" --set "checkpoint.dir=runs/step_dense/checkpoints" \
       --set "training.steps=$steps" --set "checkpoint.every_steps=$steps" --set "evaluation.every_steps=$((steps * 10))" \
-      --set "logging.every_steps=50" ${GPT_TRAIN_SETS:-} > "$OUT/trainer_step.log" 2>&1 || say "trainer gpt_dense: exit $?"
-    python3 - "runs/step_dense/metrics.jsonl" <<'PY' | tee -a "$SUMMARY"
+      --set "logging.every_steps=50" --set "model.options.gelu=$GELU" ${GPT_TRAIN_SETS:-} > "$OUT/trainer_step.log" 2>&1 ||
+      say "trainer gpt_dense: exit $?"
+    python3 - "runs/step_dense/metrics.jsonl" "$GELU" <<'PY' | tee -a "$SUMMARY"
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if '"kind":"train"' in l.replace(" ", "")]
 recs = [r for r in recs if r["step"] >= 100]
 if len(recs) >= 2:
     a, b = recs[0], recs[-1]
     print(f"trainer gpt_dense: {1e3 * (b['time_s'] - a['time_s']) / (b['step'] - a['step']):.2f} ms a step "
-          f"(steps {a['step']}-{b['step']}, AdamW + clipping, bf16)")
+          f"(steps {a['step']}-{b['step']}, AdamW + clipping, bf16, {sys.argv[2]} GELU)")
 else:
     print("trainer gpt_dense: too few train records")
 PY
@@ -183,7 +196,8 @@ PY
     }
     for f in ${GPT_BREAKDOWN_FORMATS:-bsr dense}; do
       for n in 1 2; do
-        ncu_step "coppice_$f" $n .devbin/bench train --device cuda --models gpt --formats $f --sparsity 0.9 --modes bf16
+        ncu_step "coppice_$f" $n .devbin/bench train --device cuda --models gpt --gelu "$GELU" --formats $f --sparsity 0.9 \
+          --modes bf16
       done
       python3 tools/device/kernel_breakdown.py "$OUT/ncu_coppice_${f}_1.csv" "$OUT/ncu_coppice_${f}_2.csv" \
         > "$OUT/breakdown_coppice_$f.md" 2>&1
@@ -191,7 +205,8 @@ PY
     done
     if [[ ${GPT_BREAKDOWN_TORCH:-1} == 1 ]]; then
       for n in 1 2; do
-        ncu_step torch_dense $n python3 $PACK/torch_train.py --device cuda --models gpt --formats dense --modes bf16
+        ncu_step torch_dense $n python3 $PACK/torch_train.py --device cuda --models gpt --gelu "$GELU" --formats dense \
+          --modes bf16
       done
       python3 tools/device/kernel_breakdown.py "$OUT/ncu_torch_dense_1.csv" "$OUT/ncu_torch_dense_2.csv" \
         > "$OUT/breakdown_torch_dense.md" 2>&1
