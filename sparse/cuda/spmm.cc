@@ -315,11 +315,22 @@ std::vector<Tensor> linear_relu_dense_sparse(const std::vector<Tensor>& in, cons
 // The gelu form an op's attribute "tanh" asks for (tensor/ops.h's GeluForm).
 GeluForm gelu_form(const Attrs& attrs) { return attrs.get_bool("tanh", false) ? GeluForm::kTanh : GeluForm::kErf; }
 
+// Whether p's n:m weight is multiplied dense (decompressed, then cuBLAS)
+// under a tanh gelu: then the dense weight goes to the dense gelu kernels,
+// whose cuBLASLt epilogue applies the tanh gelu (tensor/cuda/linear_lt.cc),
+// instead of a product and a pass. (The erf form keeps the product and the
+// pass: cuBLASLt has no erf gelu, and its bits stay the composite's.)
+bool nm_dense_tanh(const SpmmProblem& p, GeluForm form) {
+  return form == GeluForm::kTanh && p.s.layout() == Layout::kNm && (nm24_applies(p) || multiplies_densely(p.s));
+}
+
 // linear_gelu(x, weight[, bias]) with a BSR or n:m weight: {gelu(z), z},
 // z = linear(x, weight, bias) (gelu_tanh(z) with the attribute "tanh"), from
 // one kernel whose write-out stores both where the product runs on the BSR
 // mma.sync kernels (bsr_products.h) or on 2:4 sparse tensor cores
-// (nm_products.h); otherwise the planner's product, then the gelu.
+// (nm_products.h); an n:m weight multiplied dense, tanh form: the dense
+// kernel on the decompressed weight; otherwise the planner's product, then
+// the gelu.
 std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(in.size() == 2 || in.size() == 3, "linear_gelu: expected 2 or 3 inputs (input, weight[, bias]), got ",
                 in.size());
@@ -335,6 +346,10 @@ std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, cons
     auto [y, z] = nm24_linear_gelu(nm24_kernel(in[1], false), in[0], in[1], bias, form);
     return {y, z};
   }
+  if (nm_dense_tanh(p, form)) {
+    auto [y, z] = linear_gelu(in[0], nm_dense(in[1]), bias, form);
+    return {y, z};
+  }
   Tensor z = spmm(in[1], in[0], Product::kDenseSparseT, p.op, bias);
   return {form == GeluForm::kTanh ? gelu_tanh(z) : gelu(z), z};
 }
@@ -342,8 +357,9 @@ std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, cons
 // matmul_gelu_backward(g, weight, z) with a BSR or n:m weight:
 // gelu_backward(g @ weight, z) (gelu_tanh_backward with the attribute
 // "tanh"), the gelu's gradient applied in the product's write-out on the BSR
-// mma.sync kernels or 2:4 sparse tensor cores; otherwise the planner's
-// product, then the gradient's pass.
+// mma.sync kernels or 2:4 sparse tensor cores; an n:m weight multiplied
+// dense, tanh form: the dense kernel on the decompressed weight; otherwise
+// the planner's product, then the gradient's pass.
 std::vector<Tensor> matmul_gelu_backward_dense_sparse(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(in.size() == 3, "matmul_gelu_backward: expected 3 inputs (grad, weight, z), got ", in.size());
   check_cuda_operand_pair({in[0], in[1]}, op::kMatmulGeluBackward);
@@ -354,6 +370,7 @@ std::vector<Tensor> matmul_gelu_backward_dense_sparse(const std::vector<Tensor>&
     return {bsr_mma_matmul_gelu_grad(in[1], /*transpose_s=*/false, in[0], /*sparse_left=*/false, p.op, in[2], form)};
   }
   if (nm24_chosen(p)) return {nm24_matmul_gelu_grad(nm24_kernel(in[1], true), in[0], in[1], in[2], form)};
+  if (nm_dense_tanh(p, form)) return {matmul_gelu_backward(in[0], nm_dense(in[1]), in[2], form)};
   const Tensor gz = spmm(in[1], in[0], Product::kDenseSparse, p.op);
   return {form == GeluForm::kTanh ? gelu_tanh_backward(gz, in[2]) : gelu_backward(gz, in[2])};
 }

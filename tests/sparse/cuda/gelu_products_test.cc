@@ -355,6 +355,33 @@ TEST_F(GeluProductsTest, Nm24FrontendFollowsThePlainProductsChoice) {
   }
 }
 
+// A 2:4 weight multiplied dense (nm24=dense) under the tanh gelu, at a shape
+// cuBLASLt takes (rows of whole 16-byte packs): the dense kernels' epilogues
+// on the decompressed weight (profiled as linear_lt_gelu), no gelu pass,
+// within the products' rounding of f64 (the epilogue applies the gelu before
+// rounding, so the bits are not the composite's).
+TEST_F(GeluProductsTest, Nm24DenseRouteTakesTheTanhEpilogues) {
+  SKIP_WITHOUT_CUDA();
+  ScopedRuntimeOptions profiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
+  ScopedRoutePins nm24("nm24=dense");
+  const Tensor w = nm_weight(128, 192, DType::kBF16, 5150);
+  const Tensor x = random_dense({64, 192}, 5151).to(DType::kBF16).to(kCuda);
+  const Tensor b = random_dense({1, 128}, 5152).reshape({128}).to(DType::kBF16).to(kCuda);
+  const Tensor g = random_dense({64, 128}, 5153).to(DType::kBF16).to(kCuda);
+  const Tensor z = random_dense({64, 192}, 5154).to(DType::kBF16).to(kCuda);
+  const int64_t epilogues = op_profile_calls("linear_lt_gelu"), passes = op_profile_calls(gelu_op(GeluForm::kTanh));
+  const int64_t grad_passes = op_profile_calls(gelu_grad_op(GeluForm::kTanh));
+  const auto [y, zf] = linear_gelu(x, w, b, GeluForm::kTanh);
+  const Tensor gz = matmul_gelu_backward(g, w, z, GeluForm::kTanh);
+  EXPECT_EQ(op_profile_calls("linear_lt_gelu"), epilogues + 2);
+  EXPECT_EQ(op_profile_calls(gelu_op(GeluForm::kTanh)), passes);
+  EXPECT_EQ(op_profile_calls(gelu_grad_op(GeluForm::kTanh)), grad_passes);
+  const Tensor want = linear(host64(x), host64(to_dense(w)), host64(b));
+  EXPECT_TRUE(near(zf, want, DType::kBF16));
+  EXPECT_TRUE(near(y, gelu_of(want, GeluForm::kTanh), DType::kBF16));
+  EXPECT_TRUE(near(gz, gelu_grad_of(matmul(host64(g), host64(to_dense(w))), host64(z), GeluForm::kTanh), DType::kBF16));
+}
+
 // gelu_mlp with 2:4 weights on sparse tensor cores: values and gradients
 // equal to linear, gelu, linear's.
 TEST_F(GeluProductsTest, Nm24GeluMlpGradientsMatchTheComposite) {
