@@ -165,9 +165,17 @@ TEST(CudaUnaryTest, RejectsWhatTheCpuRejects) {
   expect_error([] { dispatch("exp", {Tensor::empty({2}, TensorOptions(DType::kI32, gpu()))}); }, "floating");
 }
 
+// The binary ops of floating dtypes only (their kDomain).
 bool floating_only(std::string_view op) {
-  return op == "div" || op == "pow" || op == "relu_backward" || op == "gelu_backward";
+  bool floating = false;
+  binary_ops::for_each([&](auto o) {
+    if (op == decltype(o)::kName) floating = decltype(o)::kDomain == unary_ops::Domain::kFloating;
+  });
+  return floating;
 }
+
+// The gelu gradients (erf, exp, tanh) and pow round as CUDA's and libm's functions do.
+bool transcendental(std::string_view op) { return op == "pow" || op == "gelu_backward" || op == "gelu_tanh_backward"; }
 
 TEST(CudaBinaryTest, EveryOpEveryDtypeWithBroadcast) {
   COPPICE_REQUIRE_GPU();
@@ -190,8 +198,7 @@ TEST(CudaBinaryTest, EveryOpEveryDtypeWithBroadcast) {
         a = make(a.shape(), av, t);
         b = make(b.shape(), bv, t);
       }
-      // pow and gelu_backward (erf, exp) round as CUDA's and libm's functions do.
-      const Tol tol = pow || op == "gelu_backward" ? math_tol(t) : Tol{0, 0};
+      const Tol tol = transcendental(op) ? math_tol(t) : Tol{0, 0};
       expect_parity(op, {a, b}, {}, tol.rtol, tol.atol, str_cat(dtype_name(t), " broadcast"));
       expect_parity(op, {b, b}, {}, tol.rtol, tol.atol, str_cat(dtype_name(t), " same shape"));
       // Non-contiguous operands: b transposed twice over a permuted view.
