@@ -52,14 +52,6 @@ class Operands {
 
 Variable or_undefined(const std::optional<Variable>& v) { return v ? *v : Variable(); }
 
-// The GELU form in PyTorch's spelling: approximate "none" (the exact, erf
-// GELU) or "tanh" (GPT-2's approximation); anything else a ValueError.
-GeluForm gelu_form_of(const std::string& approximate, const char* who) {
-  if (approximate == "none") return GeluForm::kErf;
-  if (approximate == "tanh") return GeluForm::kTanh;
-  throw py::value_error(str_cat(who, ": approximate must be 'none' or 'tanh', got '", approximate, "'"));
-}
-
 // A unary function f(Variable) -> Variable.
 template <typename F>
 auto unary(F f) {
@@ -629,6 +621,12 @@ Variable variable_of(const py::object& o, const std::string& what) {
 void bind_autograd(py::module_& m) {
   bind_variable(m);
   bind_functions(m);
+}
+
+GeluForm gelu_form_of(const std::string& approximate, const char* who) {
+  if (approximate == "none") return GeluForm::kErf;
+  if (approximate == "tanh") return GeluForm::kTanh;
+  throw py::value_error(str_cat(who, ": approximate must be 'none' or 'tanh', got '", approximate, "'"));
 }
 
 }  // namespace coppice::python

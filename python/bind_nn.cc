@@ -62,14 +62,6 @@ LayerOptions layer_options(const std::string& dtype, const std::string& device) 
   return o;
 }
 
-// The GELU form in PyTorch's spelling: approximate "none" (the exact, erf
-// GELU) or "tanh" (GPT-2's approximation); anything else a ValueError.
-GeluForm gelu_form_of(const std::string& approximate, const char* who) {
-  if (approximate == "none") return GeluForm::kErf;
-  if (approximate == "tanh") return GeluForm::kTanh;
-  throw py::value_error(str_cat(who, ": approximate must be 'none' or 'tanh', got '", approximate, "'"));
-}
-
 // Runs `make(gen)` with a generator seeded by `seed`, or the default one (coppice.manual_seed) without.
 template <typename M, typename F>
 std::shared_ptr<M> seeded(const std::optional<uint64_t>& seed, F make) {

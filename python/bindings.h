@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 namespace coppice::python {
@@ -60,6 +61,10 @@ Tensor from_dlpack(const py::object& obj);
 
 // A Variable as is; anything tensor_of takes as a constant (no gradient).
 Variable variable_of(const py::object& o, const std::string& what);
+
+// The GELU form in PyTorch's spelling: approximate "none" (the exact, erf
+// GELU) or "tanh" (GPT-2's approximation); anything else a ValueError naming `who`.
+GeluForm gelu_form_of(const std::string& approximate, const char* who);
 
 // ---- what Python callbacks return, checked (callback_results.cc) ------------------------------
 //

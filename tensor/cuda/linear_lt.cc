@@ -317,49 +317,18 @@ void check_cuda_matrix(const Tensor& t, std::string_view op, const char* what, i
   COPPICE_CHECK(is_floating(t.dtype()), op, ": expected floating-point operands, got ", dtype_name(t.dtype()));
 }
 
-// "linear" / "linear_relu" (x [N, in], weight [out, in], bias [out]) -> y [N, out].
-std::vector<Tensor> linear_bias(const std::vector<Tensor>& in, bool relu) {
-  const std::string_view op = relu ? op::kLinearRelu : op::kLinear;
-  COPPICE_CHECK(in.size() == 3, op, ": expected input, weight and bias, got ", in.size(), " inputs");
-  check_cuda_matrix(in[0], op, "input", 2);
-  check_cuda_matrix(in[1], op, "weight", 2);
-  check_cuda_matrix(in[2], op, "bias", 1);
-  check_same_device(in, op);
-  const int64_t rows = in[0].size(0), k = in[0].size(1), out = in[1].size(0);
-  COPPICE_CHECK(in[1].size(1) == k && in[2].size(0) == out, op, ": expected input [N, in], weight [out, in] and bias ",
-                "[out], got ", shape_to_string(in[0].shape()), ", ", shape_to_string(in[1].shape()), " and ",
-                shape_to_string(in[2].shape()));
-  const DType dtype = in[0].dtype();
-  COPPICE_CHECK(in[1].dtype() == dtype && in[2].dtype() == dtype, op, ": input, weight and bias must have one dtype");
-  const Tensor x = in[0].contiguous(), w = in[1].contiguous(), bias = in[2].contiguous();
-  const int device = x.device().index;
-  DeviceGuard guard(device);
-  if (lt_dtype(dtype)) {
-    Tensor y = Tensor::empty({rows, out}, x.options());
-    // m = out, n = N, k = in, A = W (op T), B = x: the mapping at the top.
-    const LtProduct p{relu ? Epilogue::kReluBias : Epilogue::kBias,
-                      CUBLAS_OP_T,
-                      CUBLAS_OP_N,
-                      out,
-                      rows,
-                      k,
-                      w.data_ptr(),
-                      x.data_ptr(),
-                      y.data_ptr(),
-                      bias.data_ptr()};
-    if (lt_matmul(device, dtype, p)) return {y};
-  }
-  // The composite (the CPU twin): what cuBLASLt declines, and f64.
-  Tensor z = add(matmul(x, w.t()), bias);
-  return {relu ? coppice::relu(z) : z};
-}
+// A linear's operands x [N, in], weight [out, in] and bias [out] (optional:
+// `in` has 2 or 3 tensors), checked and made contiguous, with their sizes.
+struct LinearOperands {
+  Tensor x, w, bias;  // bias undefined when none was given
+  int64_t rows, k, out;
+  DType dtype;
+};
 
-// "linear_gelu" (x [N, in], weight [out, in], bias [out] or none) -> {y =
-// gelu(z), z} [N, out], the gelu's form from the attribute tanh.
-std::vector<Tensor> linear_gelu_dense(const std::vector<Tensor>& in, const Attrs& attrs) {
-  constexpr std::string_view op = op::kLinearGelu;
-  COPPICE_CHECK(in.size() == 2 || in.size() == 3, op, ": expected input, weight and an optional bias, got ", in.size(),
-                " inputs");
+LinearOperands linear_operands(const std::vector<Tensor>& in, std::string_view op, bool bias_required) {
+  const size_t lo = bias_required ? 3 : 2;
+  COPPICE_CHECK(in.size() >= lo && in.size() <= 3, op, ": expected input, weight and ",
+                bias_required ? "bias" : "an optional bias", ", got ", in.size(), " inputs");
   const bool has_bias = in.size() == 3;
   check_cuda_matrix(in[0], op, "input", 2);
   check_cuda_matrix(in[1], op, "weight", 2);
@@ -372,28 +341,46 @@ std::vector<Tensor> linear_gelu_dense(const std::vector<Tensor>& in, const Attrs
   const DType dtype = in[0].dtype();
   COPPICE_CHECK(in[1].dtype() == dtype && (!has_bias || in[2].dtype() == dtype), op,
                 ": input, weight and bias must have one dtype");
-  const bool tanh_form = attrs.get_bool("tanh", false);
-  const Tensor x = in[0].contiguous(), w = in[1].contiguous(), bias = has_bias ? in[2].contiguous() : Tensor();
-  const int device = x.device().index;
+  return {in[0].contiguous(), in[1].contiguous(), has_bias ? in[2].contiguous() : Tensor(), rows, k, out, dtype};
+}
+
+// y = x W^T (+ bias) as cuBLASLt's product: m = out, n = N, k = in, A = W
+// (op T), B = x (the mapping at the top); an auxiliary matrix has y's shape.
+LtProduct linear_product(Epilogue e, const LinearOperands& o, const Tensor& y, const Tensor& aux = Tensor()) {
+  LtProduct p{e, CUBLAS_OP_T, CUBLAS_OP_N, o.out, o.rows, o.k, o.w.data_ptr(), o.x.data_ptr(), y.data_ptr()};
+  p.bias = o.bias.defined() ? o.bias.data_ptr() : nullptr;
+  p.aux = aux.defined() ? aux.data_ptr() : nullptr;
+  return p;
+}
+
+// "linear" / "linear_relu" (x [N, in], weight [out, in], bias [out]) -> y [N, out].
+std::vector<Tensor> linear_bias(const std::vector<Tensor>& in, bool relu) {
+  const LinearOperands o = linear_operands(in, relu ? op::kLinearRelu : op::kLinear, /*bias_required=*/true);
+  const int device = o.x.device().index;
   DeviceGuard guard(device);
-  if (tanh_form && lt_dtype(dtype)) {
-    Tensor y = Tensor::empty({rows, out}, x.options()), z = Tensor::empty({rows, out}, x.options());
-    // As linear_bias: m = out, n = N, k = in, A = W (op T), B = x; z is D's shape.
-    LtProduct p{has_bias ? Epilogue::kGeluAuxBias : Epilogue::kGeluAux,
-                CUBLAS_OP_T,
-                CUBLAS_OP_N,
-                out,
-                rows,
-                k,
-                w.data_ptr(),
-                x.data_ptr(),
-                y.data_ptr()};
-    p.bias = has_bias ? bias.data_ptr() : nullptr;
-    p.aux = z.data_ptr();
-    if (lt_matmul(device, dtype, p)) return {y, z};
+  if (lt_dtype(o.dtype)) {
+    Tensor y = Tensor::empty({o.rows, o.out}, o.x.options());
+    if (lt_matmul(device, o.dtype, linear_product(relu ? Epilogue::kReluBias : Epilogue::kBias, o, y))) return {y};
+  }
+  // The composite (the CPU twin): what cuBLASLt declines, and f64.
+  Tensor z = add(matmul(o.x, o.w.t()), o.bias);
+  return {relu ? coppice::relu(z) : z};
+}
+
+// "linear_gelu" (x [N, in], weight [out, in], bias [out] or none) -> {y =
+// gelu(z), z} [N, out], the gelu's form from the attribute tanh.
+std::vector<Tensor> linear_gelu_dense(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const LinearOperands o = linear_operands(in, op::kLinearGelu, /*bias_required=*/false);
+  const bool tanh_form = attrs.get_bool("tanh", false);
+  const int device = o.x.device().index;
+  DeviceGuard guard(device);
+  if (tanh_form && lt_dtype(o.dtype)) {
+    Tensor y = Tensor::empty({o.rows, o.out}, o.x.options()), z = Tensor::empty({o.rows, o.out}, o.x.options());
+    const Epilogue e = o.bias.defined() ? Epilogue::kGeluAuxBias : Epilogue::kGeluAux;
+    if (lt_matmul(device, o.dtype, linear_product(e, o, y, z))) return {y, z};
   }
   // The composite (the CPU twin): the erf form, what cuBLASLt declines, f64.
-  Tensor z = linear(x, w, bias);
+  Tensor z = linear(o.x, o.w, o.bias);
   return {tanh_form ? gelu_tanh(z) : gelu(z), z};
 }
 
