@@ -77,6 +77,10 @@ struct Config {
   // tanh (GPT-2's approximation), as torch_train.py's --gelu; tanh rows are
   // named "<model>+gelu_tanh".
   std::string train_gelu = "erf";
+  // --in I: the bsr suite's weight is [H, I] (--hidden H), for the
+  // rectangular layers of a transformer (an MLP's [4H, H] and [H, 4H]); 0:
+  // square.
+  int64_t in_features = 0;
 };
 
 inline constexpr int64_t kCpuGemmSize = 1024;
@@ -89,6 +93,12 @@ inline constexpr int64_t kSparseSize = 4096;
 inline constexpr int64_t kCpuSparseBatch = 256;
 inline constexpr int kCpuSparseReps = 3;
 inline constexpr int kCpuSparseWarmup = 1;
+
+// The bsr suite's weight shape {out, in}: --hidden (kSparseSize) by --in (out).
+inline std::pair<int64_t, int64_t> linear_weight_shape(const Config& c) {
+  const int64_t out = c.hidden > 0 ? c.hidden : kSparseSize;
+  return {out, c.in_features > 0 ? c.in_features : out};
+}
 // dp suite defaults: MLP hidden-hidden-hidden-hidden-10, per-rank batch.
 inline constexpr int64_t kDpHidden = 4096;
 inline constexpr int64_t kDpBatch = 1024;

@@ -11,7 +11,7 @@
 namespace coppice::bench {
 
 void run_bsr(const Config& config, std::vector<Result>* results) {
-  const int64_t out = config.hidden > 0 ? config.hidden : kSparseSize, in = out;
+  const auto [out, in] = linear_weight_shape(config);
   std::vector<SparseWeight> weights;
   for (int64_t block : {16, 32, 64}) {
     for (double sparsity : {0.9, 0.95, 0.98}) {

@@ -41,7 +41,7 @@ std::vector<LinearMode> modes_asked(const Config& config, const std::vector<Line
 
 void run_linear_products(const Config& config, const std::string& suite, const std::vector<LinearMode>& modes,
                          const std::vector<SparseWeight>& weights, std::vector<Result>* results) {
-  const int64_t out = config.hidden > 0 ? config.hidden : kSparseSize, in = out;
+  const auto [out, in] = linear_weight_shape(config);
   const int64_t batch = config.batch > 0 ? config.batch : kSparseSize;
   const TimingOptions opts = timing_options(config);
   const std::string skip = cuda_skip_reason();

@@ -1,6 +1,6 @@
 // The three products of a sparse linear layer, W [out, in] sparse, x
 // [batch, in], dy [batch, out] (all [4096, 4096] with batch 4096 by default;
-// --hidden H and --batch B change them):
+// --hidden H (out), --in I and --batch B change them):
 //
 //   op "linear"     y = x W^T            linear(x, W)
 //   op "linear_dx"  dx = dy W            matmul(dy, W)

@@ -27,7 +27,8 @@
 # step: issue 31's table: Coppice's GPT step (SGD: dense, BSR 90 % 32x32 and
 #        64x64, 2:4; AdamW with clipping: dense) beside PyTorch's eager and
 #        torch.compile'd dense step, the dense step from a CUDA graph, the BSR
-#        products at the GPT's 1024 x 1024 shape against their byte floor
+#        products at the GPT's shapes (1024 x 1024, 4096 x 1024, 1024 x 4096
+#        weights, 16384 tokens) against their byte floor
 #        (GPT_PRODUCTS=0 leaves them out), and the trainer's own step on
 #        gpt_dense -> gpt_step.md and a line with the trainer's ms a step.
 # mlp: the MLP-4096 bf16 step (dense, BSR 90 %) beside PyTorch's -> mlp_step.md.
@@ -138,22 +139,27 @@ case "$what" in
     python3 -c 'import json,sys; [print("torch.compile", r["compile"], "compile_s", r["compile_s"]) for r in json.load(open(sys.argv[1]))["results"] if r.get("compile")]' "$OUT/gpt_torch.json" | tee -a "$SUMMARY"
     python3 $PACK/train_compare.py --coppice "${jsons[@]}" --torch "$OUT/gpt_torch.json" > "$OUT/gpt_step.md" 2>&1
     tee -a "$SUMMARY" < "$OUT/gpt_step.md"
-    # The BSR products at the GPT's 1024 x 1024 shape (16384 tokens), with
-    # their fraction of the byte floor.
+    # The BSR products at the GPT's shapes (16384 tokens; the weights [out,
+    # in] 1024 x 1024 of attention's projection, 4096 x 1024 of fc1, 1024 x
+    # 4096 of fc2; qkv's 3072 x 1024 sits between), with their fraction of the
+    # byte floor.
     if [[ ${GPT_PRODUCTS:-1} == 1 ]]; then
-      timeout 200 $B bsr --hidden 1024 --batch 16384 --dtype bf16 --json "$OUT/bsr_gpt_shape.json" \
-        > "$OUT/bsr_gpt_shape.log" 2>&1 || say "bench bsr at the GPT shape: exit $?"
-      python3 - "$OUT/bsr_gpt_shape.json" <<'PY' | tee -a "$SUMMARY"
+      for shape in 1024x1024 4096x1024 1024x4096; do
+        timeout 200 $B bsr --hidden ${shape%x*} --in ${shape#*x} --batch 16384 --dtype bf16 \
+          --json "$OUT/bsr_gpt_$shape.json" > "$OUT/bsr_gpt_$shape.log" 2>&1 || say "bench bsr at $shape: exit $?"
+      done
+      python3 - "$OUT"/bsr_gpt_*.json <<'PY' | tee -a "$SUMMARY"
 import json, sys
-rows = [r for r in json.load(open(sys.argv[1]))["results"] if r.get("status") == "ok" and r["op"] != "dense_linear"]
-print("| product | block | sparsity | ms | vs cuBLAS | byte floor ms | of the floor |")
-print("|---|---:|---:|---:|---:|---:|---:|")
-for r in rows:
-    if r.get("format") != "bsr":
-        continue
-    print(f"| {r['op']} | {r.get('block', 0):.0f} | {100 * r['sparsity']:.0f} % | {r['median_ms']:.4f} | "
-          f"{r.get('speedup', float('nan')):.2f}x | {r.get('byte_floor_ms', float('nan')):.4f} | "
-          f"{100 * r.get('fraction_of_byte_floor', float('nan')):.0f} % |")
+print("| weight [out, in] | product | block | sparsity | ms | vs cuBLAS | byte floor ms | of the floor |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
+for path in sys.argv[1:]:
+    for r in json.load(open(path))["results"]:
+        if r.get("status") != "ok" or r.get("format") != "bsr":
+            continue
+        n, i, o = r["shape"]
+        print(f"| {o} x {i} | {r['op']} | {r.get('block', 0):.0f} | {100 * r['sparsity']:.0f} % | {r['median_ms']:.4f} | "
+              f"{r.get('speedup', float('nan')):.2f}x | {r.get('byte_floor_ms', float('nan')):.4f} | "
+              f"{100 * r.get('fraction_of_byte_floor', float('nan')):.0f} % |")
 PY
     fi
     steps=${GPT_TRAIN_STEPS:-300}

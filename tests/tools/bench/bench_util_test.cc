@@ -232,12 +232,21 @@ TEST(BenchUtilTest, TrainOptimizerAndBlock) {
   EXPECT_EQ(c->optimizer, "adamw");
   EXPECT_EQ(c->train_block, 64);
   EXPECT_EQ(c->train_gelu, "tanh");
+  // bench bsr's weight: [--hidden, --in], square by default.
+  c = parse_args({"bsr", "--hidden", "1024"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(linear_weight_shape(*c), (std::pair<int64_t, int64_t>{1024, 1024}));
+  c = parse_args({"bsr", "--hidden", "1024", "--in=4096"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(linear_weight_shape(*c), (std::pair<int64_t, int64_t>{1024, 4096}));
+  EXPECT_EQ(linear_weight_shape(Config{}), (std::pair<int64_t, int64_t>{kSparseSize, kSparseSize}));
   for (const auto& [bad, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"train", "--optimizer", "adam"}, "--optimizer: 'sgd' or 'adamw', got 'adam'"},
            {{"train", "--gelu", "none"}, "--gelu: 'erf' or 'tanh', got 'none'"},
            {{"train", "--block", "48"}, "--block: a power of two up to 4096, got 48"},
            {{"train", "--block", "8192"}, "--block: a power of two up to 4096"},
-           {{"train", "--block", "0"}, "--block"}}) {
+           {{"train", "--block", "0"}, "--block"},
+           {{"bsr", "--in", "0"}, "--in"}}) {
     absl::StatusOr<Config> r = parse_args(bad);
     ASSERT_FALSE(r.ok()) << bad[2];
     EXPECT_NE(r.status().message().find(says), absl::string_view::npos) << r.status().message();
