@@ -30,6 +30,11 @@ double reference(std::string_view op, double a, double b) {
   if (op == "relu_backward") return b > 0 ? a : 0;
   if (op == "gelu_backward")
     return a * (0.5 * (1 + std::erf(b / std::sqrt(2.0))) + b * std::exp(-0.5 * b * b) / std::sqrt(2 * M_PI));
+  if (op == "gelu_tanh_backward") {  // d/db of b/2 (1 + tanh(u(b))), times a
+    const double u = std::sqrt(2 / M_PI) * (b + 0.044715 * b * b * b);
+    const double du = std::sqrt(2 / M_PI) * (1 + 3 * 0.044715 * b * b);
+    return a * (0.5 * (1 + std::tanh(u)) + 0.5 * b * du / (std::cosh(u) * std::cosh(u)));
+  }
   if (op == "lt") return a < b;
   if (op == "le") return a <= b;
   if (op == "gt") return a > b;

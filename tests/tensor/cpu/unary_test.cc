@@ -28,6 +28,7 @@ double reference(std::string_view op, double x) {
   if (op == "rsqrt") return 1 / std::sqrt(x);
   if (op == "relu") return x > 0 ? x : 0;
   if (op == "gelu") return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  if (op == "gelu_tanh") return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
   if (op == "sigmoid") return 1 / (1 + std::exp(-x));
   if (op == "tanh") return std::tanh(x);
   if (op == "erf") return std::erf(x);
