@@ -238,7 +238,8 @@ TEST(LinearLtTest, RowsNotOfWholePacksTakeTheComposite) {
 }
 
 // Same bits on every call, with other shapes in between (the algorithm is
-// chosen once per shape), for shapes large enough for split-K.
+// chosen once per shape), for shapes large enough for split-K; the tanh gelu
+// forms too.
 TEST(LinearLtTest, SameBitsEveryRun) {
   COPPICE_REQUIRE_GPU();
   NoTf32 no_tf32;
@@ -246,16 +247,25 @@ TEST(LinearLtTest, SameBitsEveryRun) {
     const std::string name(dtype_name(t));
     const Tensor x = random({4096, 256}, t, 1, -1, 1).to(gpu()), w = random({768, 256}, t, 2, -1, 1).to(gpu());
     const Tensor b = random({768}, t, 3, -1, 1).to(gpu()), g = random({4096, 768}, t, 4, -1, 1).to(gpu());
+    const Tensor z = random({4096, 256}, t, 10, -2, 2).to(gpu());
     const Tensor y1 = linear(x, w, b), r1 = linear_relu(x, w, b);
     const auto [gw1, gb1] = linear_weight_grad(g, x, true);
+    const auto [a1, z1] = linear_gelu(x, w, b, GeluForm::kTanh);
+    const Tensor dz1 = matmul_gelu_backward(g, w, z, GeluForm::kTanh);
     (void)linear(random({37, 72}, t, 5).to(gpu()), random({40, 72}, t, 6).to(gpu()), random({40}, t, 7).to(gpu()));
     (void)linear_weight_grad(random({300, 64}, t, 8).to(gpu()), random({300, 32}, t, 9).to(gpu()), true);
+    (void)linear_gelu(random({37, 72}, t, 11).to(gpu()), random({40, 72}, t, 12).to(gpu()), Tensor(), GeluForm::kTanh);
     const Tensor y2 = linear(x, w, b), r2 = linear_relu(x, w, b);
     const auto [gw2, gb2] = linear_weight_grad(g, x, true);
+    const auto [a2, z2] = linear_gelu(x, w, b, GeluForm::kTanh);
+    const Tensor dz2 = matmul_gelu_backward(g, w, z, GeluForm::kTanh);
     expect_same_bits(y1, y2, name + " linear");
     expect_same_bits(r1, r2, name + " linear_relu");
     expect_same_bits(gw1, gw2, name + " gw");
     expect_same_bits(gb1, gb2, name + " gb");
+    expect_same_bits(a1, a2, name + " tanh linear_gelu");
+    expect_same_bits(z1, z2, name + " tanh linear_gelu's z");
+    expect_same_bits(dz1, dz2, name + " tanh matmul_gelu_backward");
   }
 }
 
@@ -269,9 +279,12 @@ TEST(LinearLtTest, GraphCaptureReplaysTheEagerBits) {
     Tensor x = random({512, 128}, t, 1, -1, 1).to(gpu());
     const Tensor w = random({256, 128}, t, 2, -1, 1).to(gpu());
     const Tensor b = random({256}, t, 3, -1, 1).to(gpu()), g = random({512, 256}, t, 4, -1, 1).to(gpu());
+    const Tensor z = random({512, 128}, t, 6, -2, 2).to(gpu());
     auto eager = [&] {
       const auto [gw, gb] = linear_weight_grad(g, x, true);
-      return std::vector<Tensor>{linear(x, w, b), linear_relu(x, w, b), gw, gb};
+      const auto [a, za] = linear_gelu(x, w, b, GeluForm::kTanh);
+      return std::vector<Tensor>{
+          linear(x, w, b), linear_relu(x, w, b), gw, gb, a, za, matmul_gelu_backward(g, w, z, GeluForm::kTanh)};
     };
     const std::vector<Tensor> want = eager();  // also warms the handle and the algorithm cache
     std::vector<Tensor> got;
@@ -473,36 +486,6 @@ TEST(LinearLtTest, TanhGeluDeclinedShapesTakeTheComposite) {
     const Tensor dz = matmul_gelu_backward(g, w, z_off, GeluForm::kTanh);
     EXPECT_EQ(op_profile_calls("linear_lt_gelu"), before) << name << ": a declined shape took the epilogue";
     expect_same_bits(dz, gelu_tanh_backward(matmul(g, w), z_off), name + " misaligned z");
-  }
-}
-
-// Same bits on every call, and a graph replay gives the eager bits.
-TEST(LinearLtTest, TanhGeluSameBitsEveryRunAndInAGraph) {
-  COPPICE_REQUIRE_GPU();
-  NoTf32 no_tf32;
-  for (DType t : kLtTypes) {
-    const std::string name(dtype_name(t));
-    const Tensor x = random({4096, 256}, t, 1, -1, 1).to(gpu()), w = random({768, 256}, t, 2, -1, 1).to(gpu());
-    const Tensor b = random({768}, t, 3, -1, 1).to(gpu()), g = random({4096, 768}, t, 4, -1, 1).to(gpu());
-    const Tensor z = random({4096, 256}, t, 5, -2, 2).to(gpu());
-    auto eager = [&] {
-      const auto [y, zo] = linear_gelu(x, w, b, GeluForm::kTanh);
-      return std::vector<Tensor>{y, zo, matmul_gelu_backward(g, w, z, GeluForm::kTanh)};
-    };
-    const std::vector<Tensor> first = eager();
-    (void)linear_gelu(random({37, 72}, t, 6).to(gpu()), random({40, 72}, t, 7).to(gpu()), Tensor(), GeluForm::kTanh);
-    const std::vector<Tensor> second = eager();
-    for (size_t i = 0; i < first.size(); ++i)
-      expect_same_bits(first[i], second[i], name + " output " + std::to_string(i));
-    std::vector<Tensor> got;
-    std::string why;
-    std::unique_ptr<CapturedWork> graph = capture_work(
-        gpu(), [&] { got = eager(); }, &why);
-    ASSERT_NE(graph, nullptr) << name << ": " << why;
-    graph->replay();
-    for (size_t i = 0; i < first.size(); ++i) {
-      expect_same_bits(got[i], first[i], name + " replayed output " + std::to_string(i));
-    }
   }
 }
 
