@@ -27,9 +27,6 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, const Layer
 
 namespace {
 
-// gelu or gelu_tanh, as `form` says.
-Variable gelu_of_form(const Variable& x, GeluForm form) { return form == GeluForm::kTanh ? gelu_tanh(x) : gelu(x); }
-
 void check_linear_input(const Variable& x, int64_t in_features) {
   COPPICE_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input's last dim is ", x.dim() ? x.size(-1) : 0,
                 ", expected in_features = ", in_features);

@@ -21,6 +21,8 @@
 
 namespace coppice {
 
+class Attrs;  // tensor/dispatcher.h
+
 // ---- factories -------------------------------------------------------------
 Tensor empty(const Shape& shape, TensorOptions options = {});
 Tensor zeros(const Shape& shape, TensorOptions options = {});
@@ -137,6 +139,13 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = T
 // epilogues, within a 16-bit rounding of the composite: they apply the gelu to
 // the unrounded product); otherwise exactly the composite, the CPU twin.
 enum class GeluForm { kErf, kTanh };
+// gelu (kErf) or gelu_tanh (kTanh) of x; and g times that form's gradient at
+// x (gelu_backward or gelu_tanh_backward): the composites' elementwise ops.
+Tensor gelu_of_form(const Tensor& x, GeluForm form);
+Tensor gelu_backward_of_form(const Tensor& g, const Tensor& x, GeluForm form);
+// The form a linear_gelu or matmul_gelu_backward kernel is asked for: its
+// op attribute "tanh" (false when unset).
+GeluForm gelu_form(const Attrs& attrs);
 std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
                                       GeluForm form = GeluForm::kErf);
 Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor& z, GeluForm form = GeluForm::kErf);

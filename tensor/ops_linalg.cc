@@ -227,20 +227,27 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return linear_impl(x, weight, bias, op::kLinearRelu, /*relu=*/true);
 }
 
+Tensor gelu_of_form(const Tensor& x, GeluForm form) { return form == GeluForm::kTanh ? gelu_tanh(x) : gelu(x); }
+
+Tensor gelu_backward_of_form(const Tensor& g, const Tensor& x, GeluForm form) {
+  return form == GeluForm::kTanh ? gelu_tanh_backward(g, x) : gelu_backward(g, x);
+}
+
+GeluForm gelu_form(const Attrs& attrs) { return attrs.get_bool("tanh", false) ? GeluForm::kTanh : GeluForm::kErf; }
+
 std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluForm form) {
-  const bool tanh = form == GeluForm::kTanh;
   if (x.defined() && weight.defined()) {
-    std::vector<Tensor> fused = fused_linear_kernel(op::kLinearGelu, x, weight, bias, Attrs().set("tanh", tanh));
+    std::vector<Tensor> fused =
+        fused_linear_kernel(op::kLinearGelu, x, weight, bias, Attrs().set("tanh", form == GeluForm::kTanh));
     if (!fused.empty()) return {fused[0], fused[1]};
   }
   Tensor z = linear(x, weight, bias);
-  return {tanh ? gelu_tanh(z) : gelu(z), z};
+  return {gelu_of_form(z, form), z};
 }
 
 Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor& z, GeluForm form) {
   constexpr std::string_view op = op::kMatmulGeluBackward;
   COPPICE_CHECK(g.defined() && weight.defined() && z.defined(), op, ": grad, weight and z must all be defined");
-  const bool tanh = form == GeluForm::kTanh;
   if (g.is_dense() && z.is_dense() && g.dim() >= 2 && weight.dim() == 2) {
     const std::string_view formats[] = {g.format(), weight.format(), z.format()};
     if (Dispatcher::instance().find(op, g.device().type, formats) != nullptr) {
@@ -255,12 +262,12 @@ Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor&
       COPPICE_CHECK(z.dtype() == g.dtype(), op, ": z has dtype ", dtype_name(z.dtype()), ", expected ",
                     dtype_name(g.dtype()), " like the grad");
       const int64_t in = weight.size(1);
-      return dispatch(op, {g.reshape({-1, g.size(-1)}), weight, z.reshape({-1, in})}, Attrs().set("tanh", tanh))[0]
+      return dispatch(op, {g.reshape({-1, g.size(-1)}), weight, z.reshape({-1, in})},
+                      Attrs().set("tanh", form == GeluForm::kTanh))[0]
           .reshape(in_shape);
     }
   }
-  const Tensor gz = matmul(g, weight);
-  return tanh ? gelu_tanh_backward(gz, z) : gelu_backward(gz, z);
+  return gelu_backward_of_form(matmul(g, weight), z, form);
 }
 
 std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool bias) {

@@ -164,6 +164,8 @@ Variable unary(const Variable& x, Forward forward) {
 COPPICE_UNARY_OPS(COPPICE_DEFINE_UNARY)
 #undef COPPICE_DEFINE_UNARY
 
+Variable gelu_of_form(const Variable& x, GeluForm form) { return form == GeluForm::kTanh ? gelu_tanh(x) : gelu(x); }
+
 Variable clamp(const Variable& x, std::optional<double> min, std::optional<double> max) {
   Tensor xv = x.value();
   return record(clamp(xv, min, max), "ClampBackward", {x}, [xv, min, max](const Tensor& g, const GradNeeds&) {

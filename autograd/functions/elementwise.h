@@ -7,6 +7,7 @@
 
 #include "autograd/variable.h"
 #include "tensor/binary_ops.h"
+#include "tensor/ops.h"
 #include "tensor/unary_ops.h"
 
 namespace coppice {
@@ -50,6 +51,8 @@ Tensor ge(const Variable& a, double b);
 #define COPPICE_DECLARE_UNARY(fn, Op) Variable fn(const Variable& x);
 COPPICE_UNARY_OPS(COPPICE_DECLARE_UNARY)
 #undef COPPICE_DECLARE_UNARY
+// gelu (GeluForm::kErf) or gelu_tanh (kTanh) of x.
+Variable gelu_of_form(const Variable& x, GeluForm form);
 // Gradient 1 inside [min, max] (bounds included), 0 outside.
 Variable clamp(const Variable& x, std::optional<double> min, std::optional<double> max);
 // cond is a bool Tensor; a and b broadcast against it.

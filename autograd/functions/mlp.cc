@@ -37,10 +37,7 @@ Variable gelu_mlp(const Variable& x, const Variable& w1, const Variable& b1, con
                   GeluForm form) {
   COPPICE_CHECK(x.defined() && w1.defined() && w2.defined(), "gelu_mlp: x, w1 and w2 must be defined");
   const Tensor xv = x.value(), w1v = w1.value(), w2v = w2.value();
-  if (xv.is_sparse()) {
-    const Variable z = linear(x, w1, b1);
-    return linear(form == GeluForm::kTanh ? gelu_tanh(z) : gelu(z), w2, b2);
-  }
+  if (xv.is_sparse()) { return linear(gelu_of_form(linear(x, w1, b1), form), w2, b2); }
   const Tensor b1v = b1.defined() ? b1.value() : Tensor(), b2v = b2.defined() ? b2.value() : Tensor();
   auto [a, z] = linear_gelu(xv, w1v, b1v, form);
   Tensor y = linear(a, w2v, b2v);

@@ -273,10 +273,10 @@ Tensor matmul_with(BsrKernel kernel, const Tensor& s, bool transpose_s, const Te
   if (out.gelu != GeluWriteOut::kNone && b.nblocks() == 0) {
     WriteOut plain{out.bias, false, GeluWriteOut::kNone, Tensor()};
     Tensor y = matmul_with(kernel, s, transpose_s, x, sparse_left, op, plain);
-    const bool tanh = is_gelu_tanh(out.gelu);
-    if (is_gelu_gradient(out.gelu)) return tanh ? gelu_tanh_backward(y, out.aux) : gelu_backward(y, out.aux);
+    const GeluForm form = is_gelu_tanh(out.gelu) ? GeluForm::kTanh : GeluForm::kErf;
+    if (is_gelu_gradient(out.gelu)) return gelu_backward_of_form(y, out.aux, form);
     out.aux = y;
-    return tanh ? gelu_tanh(y) : gelu(y);
+    return gelu_of_form(y, form);
   }
   Tensor y = Tensor::empty(y_shape, opts);
   if (is_gelu_forward(out.gelu)) out.aux = Tensor::empty(y_shape, opts);

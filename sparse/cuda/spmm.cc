@@ -312,9 +312,6 @@ std::vector<Tensor> linear_relu_dense_sparse(const std::vector<Tensor>& in, cons
   return {spmm(in[1], in[0], Product::kDenseSparseT, op::kLinearRelu, bias, /*relu=*/true)};
 }
 
-// The gelu form an op's attribute "tanh" asks for (tensor/ops.h's GeluForm).
-GeluForm gelu_form(const Attrs& attrs) { return attrs.get_bool("tanh", false) ? GeluForm::kTanh : GeluForm::kErf; }
-
 // Whether p's n:m weight is multiplied dense (decompressed, then cuBLAS)
 // under a tanh gelu: then the dense weight goes to the dense gelu kernels,
 // whose cuBLASLt epilogue applies the tanh gelu (tensor/cuda/linear_lt.cc),
@@ -351,7 +348,7 @@ std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, cons
     return {y, z};
   }
   Tensor z = spmm(in[1], in[0], Product::kDenseSparseT, p.op, bias);
-  return {form == GeluForm::kTanh ? gelu_tanh(z) : gelu(z), z};
+  return {gelu_of_form(z, form), z};
 }
 
 // matmul_gelu_backward(g, weight, z) with a BSR or n:m weight:
@@ -372,7 +369,7 @@ std::vector<Tensor> matmul_gelu_backward_dense_sparse(const std::vector<Tensor>&
   if (nm24_chosen(p)) return {nm24_matmul_gelu_grad(nm24_kernel(in[1], true), in[0], in[1], in[2], form)};
   if (nm_dense_tanh(p, form)) return {matmul_gelu_backward(in[0], nm_dense(in[1]), in[2], form)};
   const Tensor gz = spmm(in[1], in[0], Product::kDenseSparse, p.op);
-  return {form == GeluForm::kTanh ? gelu_tanh_backward(gz, in[2]) : gelu_backward(gz, in[2])};
+  return {gelu_backward_of_form(gz, in[2], form)};
 }
 
 const bool kRegistered = [] {

@@ -371,17 +371,17 @@ std::vector<Tensor> linear_bias(const std::vector<Tensor>& in, bool relu) {
 // gelu(z), z} [N, out], the gelu's form from the attribute tanh.
 std::vector<Tensor> linear_gelu_dense(const std::vector<Tensor>& in, const Attrs& attrs) {
   const LinearOperands o = linear_operands(in, op::kLinearGelu, /*bias_required=*/false);
-  const bool tanh_form = attrs.get_bool("tanh", false);
+  const GeluForm form = gelu_form(attrs);
   const int device = o.x.device().index;
   DeviceGuard guard(device);
-  if (tanh_form && lt_dtype(o.dtype)) {
+  if (form == GeluForm::kTanh && lt_dtype(o.dtype)) {
     Tensor y = Tensor::empty({o.rows, o.out}, o.x.options()), z = Tensor::empty({o.rows, o.out}, o.x.options());
     const Epilogue e = o.bias.defined() ? Epilogue::kGeluAuxBias : Epilogue::kGeluAux;
     if (lt_matmul(device, o.dtype, linear_product(e, o, y, z))) return {y, z};
   }
   // The composite (the CPU twin): the erf form, what cuBLASLt declines, f64.
   Tensor z = linear(o.x, o.w, o.bias);
-  return {tanh_form ? gelu_tanh(z) : gelu(z), z};
+  return {gelu_of_form(z, form), z};
 }
 
 // "matmul_gelu_backward" (g [N, out], weight [out, in], z [N, in]) -> the
@@ -399,11 +399,11 @@ std::vector<Tensor> matmul_gelu_backward_dense(const std::vector<Tensor>& in, co
                 shape_to_string(in[1].shape()), " and ", shape_to_string(in[2].shape()));
   const DType dtype = in[0].dtype();
   COPPICE_CHECK(in[1].dtype() == dtype && in[2].dtype() == dtype, op, ": grad, weight and z must have one dtype");
-  const bool tanh_form = attrs.get_bool("tanh", false);
+  const GeluForm form = gelu_form(attrs);
   const Tensor g = in[0].contiguous(), w = in[1].contiguous(), z = in[2].contiguous();
   const int device = g.device().index;
   DeviceGuard guard(device);
-  if (tanh_form && lt_dtype(dtype)) {
+  if (form == GeluForm::kTanh && lt_dtype(dtype)) {
     Tensor dz = Tensor::empty({rows, width}, g.options());
     // Column-major dz^T [in x N] = W^T g^T: A = W read as [in x out] (ld in),
     // op N; B = g read as [out x N] (ld out), op N: m = in, n = N, k = out;
@@ -412,8 +412,7 @@ std::vector<Tensor> matmul_gelu_backward_dense(const std::vector<Tensor>& in, co
     p.aux = z.data_ptr();  // read, not written, under DGELU
     if (lt_matmul(device, dtype, p)) return {dz};
   }
-  const Tensor gz = matmul(g, w);
-  return {tanh_form ? gelu_tanh_backward(gz, z) : gelu_backward(gz, z)};
+  return {gelu_backward_of_form(matmul(g, w), z, form)};
 }
 
 const KernelRegistrar kLinear(op::kLinear, DeviceType::kCuda, {"dense", "dense", "dense"},

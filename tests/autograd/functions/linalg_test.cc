@@ -70,7 +70,6 @@ TEST(LinalgTest, LinearReluMatchesTheComposite) {
 // gelu_mlp: one node whose value and gradients are those of linear, gelu,
 // linear exactly, with and without biases, any weight frozen, in either GELU
 // form (gelu or gelu_tanh between the layers); gradchecks in both forms.
-Variable gelu_of_form(const Variable& z, GeluForm form) { return form == GeluForm::kTanh ? gelu_tanh(z) : gelu(z); }
 
 TEST(LinalgTest, GeluMlpMatchesTheComposite) {
   for (GeluForm form : {GeluForm::kErf, GeluForm::kTanh}) {

@@ -83,12 +83,7 @@ const GeluForm kForms[] = {GeluForm::kErf, GeluForm::kTanh};
 
 const char* form_name(GeluForm form) { return form == GeluForm::kTanh ? "tanh" : "erf"; }
 
-// The elementwise ops a form's composite runs (and the names the profile counts them by).
-Tensor gelu_of(const Tensor& z, GeluForm form) { return form == GeluForm::kTanh ? gelu_tanh(z) : gelu(z); }
-Tensor gelu_grad_of(const Tensor& g, const Tensor& z, GeluForm form) {
-  return form == GeluForm::kTanh ? gelu_tanh_backward(g, z) : gelu_backward(g, z);
-}
-Variable gelu_of(const Variable& z, GeluForm form) { return form == GeluForm::kTanh ? gelu_tanh(z) : gelu(z); }
+// The names the profile counts a form's composite ops by.
 const char* gelu_op(GeluForm form) { return form == GeluForm::kTanh ? "gelu_tanh" : "gelu"; }
 const char* gelu_grad_op(GeluForm form) { return form == GeluForm::kTanh ? "gelu_tanh_backward" : "gelu_backward"; }
 
@@ -140,10 +135,10 @@ TEST_F(GeluProductsTest, LinearGeluIsTheCompositeInOneKernel) {
           EXPECT_EQ(fused, fused_kernel_runs(w) && values(w).size(0) > 0) << how << ": which path ran";
           const Tensor z_want = linear(x, w, bias);
           EXPECT_TRUE(agree(z, z_want, w)) << "z, " << how;
-          EXPECT_TRUE(agree(y, gelu_of(z_want, form), w)) << "gelu(z), " << how;
+          EXPECT_TRUE(agree(y, gelu_of_form(z_want, form), w)) << "gelu(z), " << how;
           const Tensor want = linear(host64(x), host64(to_dense(w)), with_bias ? host64(b) : Tensor());
           EXPECT_TRUE(near(z, want, c.mode.tolerance())) << "z vs the CPU, " << how;
-          EXPECT_TRUE(near(y, gelu_of(want, form), c.mode.tolerance())) << "gelu(z) vs the CPU, " << how;
+          EXPECT_TRUE(near(y, gelu_of_form(want, form), c.mode.tolerance())) << "gelu(z) vs the CPU, " << how;
           const auto [y2, z2] = linear_gelu(x, w, bias, form);
           EXPECT_TRUE(agree(y2, y, w) && agree(z2, z, w)) << "repeat, " << how;
         }
@@ -170,8 +165,8 @@ TEST_F(GeluProductsTest, MatmulGeluBackwardIsTheCompositeInOneKernel) {
         const Tensor got = matmul_gelu_backward(g, w, z, form);
         const bool fused = op_profile_calls(gelu_grad_op(form)) == passes;
         EXPECT_EQ(fused, fused_kernel_runs(w) && values(w).size(0) > 0) << what << ": which path ran";
-        EXPECT_TRUE(agree(got, gelu_grad_of(matmul(g, w), z, form), w)) << what;
-        const Tensor want = gelu_grad_of(matmul(host64(g), host64(to_dense(w))), host64(z), form);
+        EXPECT_TRUE(agree(got, gelu_backward_of_form(matmul(g, w), z, form), w)) << what;
+        const Tensor want = gelu_backward_of_form(matmul(host64(g), host64(to_dense(w))), host64(z), form);
         EXPECT_TRUE(near(got, want, c.mode.tolerance())) << "vs the CPU, " << what;
         EXPECT_TRUE(agree(matmul_gelu_backward(g, w, z, form), got, w)) << "repeat, " << what;
       }
@@ -189,7 +184,7 @@ TEST_F(GeluProductsTest, MatmulGeluBackwardTakesViews) {
   for (const GeluForm form : kForms) {
     const Tensor got = matmul_gelu_backward(g, w, zt, form);
     ASSERT_EQ(got.shape(), (Shape{2, 35, 192})) << form_name(form);
-    EXPECT_TRUE(same_bits(got, gelu_grad_of(matmul(g, w), zt, form))) << form_name(form);
+    EXPECT_TRUE(same_bits(got, gelu_backward_of_form(matmul(g, w), zt, form))) << form_name(form);
   }
 }
 
@@ -259,7 +254,8 @@ TEST_F(GeluProductsTest, GeluMlpGradientsMatchTheComposite) {
         const Tensor g = random_dense({2 * 45, 128}, 4203).reshape({2, 45, 128}).to(dtype).to(kCuda);
         auto run = [&](bool fused) {
           Variable x(xv, true), w1(w1v, true), b1(b1v, true), w2(w2v, true), b2(b2v, true);
-          Variable y = fused ? gelu_mlp(x, w1, b1, w2, b2, form) : linear(gelu_of(linear(x, w1, b1), form), w2, b2);
+          Variable y =
+              fused ? gelu_mlp(x, w1, b1, w2, b2, form) : linear(gelu_of_form(linear(x, w1, b1), form), w2, b2);
           y.backward(g);
           return std::vector<Tensor>{y.value(), x.grad(), values(w1.grad()), b1.grad(), values(w2.grad()), b2.grad()};
         };
@@ -306,15 +302,16 @@ TEST_F(GeluProductsTest, Nm24GeluFormsAreTheirCompositesInOneKernel) {
               const auto [y, z] = sparse_cuda::nm24_linear_gelu(kernel, x, w, bias, form);
               const Tensor z_want = sparse_cuda::nm24_linear(kernel, x, w, bias, false);
               EXPECT_TRUE(same_bits(z, z_want)) << "z, " << how << (with_bias ? " bias" : "");
-              EXPECT_TRUE(same_bits(y, gelu_of(z_want, form))) << "gelu(z), " << how << (with_bias ? " bias" : "");
+              EXPECT_TRUE(same_bits(y, gelu_of_form(z_want, form))) << "gelu(z), " << how << (with_bias ? " bias" : "");
               const Tensor want = linear(host64(x), host64(to_dense(w)), with_bias ? host64(b) : Tensor());
-              EXPECT_TRUE(near(y, gelu_of(want, form), dtype)) << "vs the CPU, " << how;
+              EXPECT_TRUE(near(y, gelu_of_form(want, form), dtype)) << "vs the CPU, " << how;
             }
             if (rows % 64 != 0) continue;  // dy @ W runs on W^T, whose columns (W's rows) come in steps of 64
             if (!sparse_cuda::nm24_kernel_runs(kernel, w, true)) continue;
             const Tensor got = sparse_cuda::nm24_matmul_gelu_grad(kernel, g, w, z_in, form);
-            EXPECT_TRUE(same_bits(got, gelu_grad_of(sparse_cuda::nm24_matmul(kernel, g, w), z_in, form))) << how;
-            const Tensor want = gelu_grad_of(matmul(host64(g), host64(to_dense(w))), host64(z_in), form);
+            EXPECT_TRUE(same_bits(got, gelu_backward_of_form(sparse_cuda::nm24_matmul(kernel, g, w), z_in, form)))
+                << how;
+            const Tensor want = gelu_backward_of_form(matmul(host64(g), host64(to_dense(w))), host64(z_in), form);
             EXPECT_TRUE(near(got, want, dtype)) << "gradient vs the CPU, " << how;
           }
         }
@@ -347,10 +344,12 @@ TEST_F(GeluProductsTest, Nm24FrontendFollowsThePlainProductsChoice) {
       EXPECT_EQ(op_profile_calls(gelu_grad_op(form)) == grads, on) << "matmul_gelu_backward, " << how;
       const Tensor want = linear(host64(x), host64(to_dense(w)), host64(b));
       EXPECT_TRUE(near(zf, want, DType::kBF16)) << how;
-      EXPECT_TRUE(near(y, gelu_of(want, form), DType::kBF16)) << how;
-      EXPECT_TRUE(near(gz, gelu_grad_of(matmul(host64(g), host64(to_dense(w))), host64(z), form), DType::kBF16)) << how;
+      EXPECT_TRUE(near(y, gelu_of_form(want, form), DType::kBF16)) << how;
+      EXPECT_TRUE(
+          near(gz, gelu_backward_of_form(matmul(host64(g), host64(to_dense(w))), host64(z), form), DType::kBF16))
+          << how;
       // Either path: the bits of the composite on the same product.
-      EXPECT_TRUE(same_bits(y, gelu_of(zf, form))) << "gelu(z) from z, " << how;
+      EXPECT_TRUE(same_bits(y, gelu_of_form(zf, form))) << "gelu(z) from z, " << how;
     }
   }
 }
@@ -378,8 +377,9 @@ TEST_F(GeluProductsTest, Nm24DenseRouteTakesTheTanhEpilogues) {
   EXPECT_EQ(op_profile_calls(gelu_grad_op(GeluForm::kTanh)), grad_passes);
   const Tensor want = linear(host64(x), host64(to_dense(w)), host64(b));
   EXPECT_TRUE(near(zf, want, DType::kBF16));
-  EXPECT_TRUE(near(y, gelu_of(want, GeluForm::kTanh), DType::kBF16));
-  EXPECT_TRUE(near(gz, gelu_grad_of(matmul(host64(g), host64(to_dense(w))), host64(z), GeluForm::kTanh), DType::kBF16));
+  EXPECT_TRUE(near(y, gelu_of_form(want, GeluForm::kTanh), DType::kBF16));
+  EXPECT_TRUE(near(gz, gelu_backward_of_form(matmul(host64(g), host64(to_dense(w))), host64(z), GeluForm::kTanh),
+                   DType::kBF16));
 }
 
 // gelu_mlp with 2:4 weights on sparse tensor cores: values and gradients
@@ -395,7 +395,7 @@ TEST_F(GeluProductsTest, Nm24GeluMlpGradientsMatchTheComposite) {
   for (const GeluForm form : kForms) {
     auto run = [&](bool fused) {
       Variable x(xv, true), w1(w1v, true), b1(b1v, true), w2(w2v, true), b2(b2v, true);
-      Variable y = fused ? gelu_mlp(x, w1, b1, w2, b2, form) : linear(gelu_of(linear(x, w1, b1), form), w2, b2);
+      Variable y = fused ? gelu_mlp(x, w1, b1, w2, b2, form) : linear(gelu_of_form(linear(x, w1, b1), form), w2, b2);
       y.backward(g);
       return std::vector<Tensor>{y.value(), x.grad(), values(w1.grad()), b1.grad(), values(w2.grad()), b2.grad()};
     };
