@@ -205,6 +205,12 @@ PatternView bsr_block_view(const Tensor& param, std::string_view op) {
   return view;
 }
 
+bool is_blocked_bsr(const Tensor& param) {
+  if (param.layout() != Layout::kBsr) return false;
+  const BsrImpl& b = bsr_impl(param, "mask update");
+  return b.block_rows() > 1 || b.block_cols() > 1;
+}
+
 MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, const std::vector<int64_t>& kept,
                               const std::vector<int64_t>& grown, const RegrowInit& init, std::string_view op) {
   const BsrImpl& b = bsr_impl(param, op);

@@ -72,6 +72,10 @@ struct MaskChange {
 MaskChange rebuild_pattern(const Tensor& param, const PatternView& old, const std::vector<int64_t>& kept,
                            const std::vector<int64_t>& grown, const RegrowInit& init, std::string_view op);
 
+// Whether `param` is BSR in blocks larger than 1x1: its mask changes walk
+// blocks (bsr_block_view, rebuild_bsr_blocks), never its entries.
+bool is_blocked_bsr(const Tensor& param);
+
 // rebuild_pattern for a BSR parameter, block by block: `kept` (a subset of
 // blocks.positions, from bsr_block_view) and `grown` are ascending block
 // indices of the grid; init, when given, is asked for the grown entries' flat

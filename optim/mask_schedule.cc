@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "optim/finite_check.h"
+#include "sparse/sparse_impl.h"
 
 namespace coppice {
 namespace {
@@ -79,8 +80,10 @@ class GmpSchedule : public MaskSchedule {
     ms.step = step;
     if (pruner_.is_prune_step(step)) check_weights_finite(step);
     for (const std::string& name : layers_) {
-      const MaskChange change = pruner_.prune(step, store_->value(name));
-      ms.dropped[name] = static_cast<int64_t>(change.dropped.size());
+      const Tensor before = store_->value(name);
+      const MaskChange change = pruner_.prune(step, before);
+      // Entries, whatever unit the format prunes in (a BSR weight's dropped are blocks).
+      ms.dropped[name] = nnz(before) - nnz(change.param);
       ms.grown[name] = 0;
       if (!change.keep_from.defined()) continue;
       store_->replace(name, change.param, change.keep_from);

@@ -86,22 +86,6 @@ std::vector<int64_t> apportion(int64_t total, const std::vector<double>& weights
   return out;
 }
 
-bool is_blocked_bsr(const Tensor& param) {
-  if (param.layout() != Layout::kBsr) return false;
-  const BsrImpl& b = bsr_impl(param, "mask update");
-  return b.block_rows() > 1 || b.block_cols() > 1;
-}
-
-// Per stored block of a BSR parameter, its sum of squares (f64, one per
-// block slot), on the parameter's device: sparsify::block_scores of the
-// stored blocks stacked ([nblocks * bh, bw]), so the same sums in the same
-// order as of the dense weight, on either device, without the dense detour.
-Tensor stored_block_scores(const Tensor& param, std::string_view op) {
-  const Tensor v = values(param);  // [nblocks, bh, bw]
-  const int64_t bh = v.size(1), bw = v.size(2);
-  return sparsify::block_scores(v.reshape({v.size(0) * bh, bw}), bh, bw, false, op).reshape({-1});
-}
-
 // Nothing is ranked by, or rebuilt from, an inf or a NaN: every layer's
 // weight, growth signal and momentum are checked before any layer changes,
 // with one host read for all of them; only when one fails are the layers

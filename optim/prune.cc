@@ -1,6 +1,7 @@
 // Prune criteria and one-shot pruning (prune.h).
 #include "optim/prune.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "optim/finite_check.h"
@@ -127,7 +128,35 @@ MaskChange prune_to_density(const Tensor& param, double density, const Tensor& k
                          op);
 }
 
+namespace {
+
+// A BSR weight by its blocks: the same survivors as the entry walk of
+// prune_to_density(param, density, keys, false) over the dense weight's
+// block scores (the same sums, ties to the lower block alike), without
+// visiting an entry on the host.
+MaskChange prune_bsr_blocks(const Tensor& param, double density, std::string_view op) {
+  COPPICE_CHECK(density >= 0.0 && density <= 1.0, op, ": density must be in [0, 1], got ", density);
+  const PatternView blocks = bsr_block_view(param, op);
+  const int64_t keep = std::min<int64_t>(std::llround(density * static_cast<double>(blocks.numel())), blocks.nnz());
+  if (keep == blocks.nnz()) {
+    MaskChange none;
+    none.param = param;
+    return none;
+  }
+  const std::vector<int64_t> kept = select_survivors(stored_block_scores(param, op), blocks, keep, false, op);
+  return rebuild_bsr_blocks(param, blocks, kept, {}, RegrowInit(), op);
+}
+
+}  // namespace
+
+Tensor stored_block_scores(const Tensor& param, std::string_view op) {
+  const Tensor v = values(param);  // [nblocks, bh, bw]
+  const int64_t bh = v.size(1), bw = v.size(2);
+  return sparsify::block_scores(v.reshape({v.size(0) * bh, bw}), bh, bw, false, op).reshape({-1});
+}
+
 MaskChange prune_to_density(const Tensor& param, double density) {
+  if (is_blocked_bsr(param)) return prune_bsr_blocks(param, density, "prune_to_density");
   const PatternView elements = pattern_view(param, "prune_to_density");
   if (elements.blocked()) {
     const Tensor scores = sparsify::block_scores(to_dense(param).contiguous(), elements.block_rows, elements.block_cols,

@@ -46,6 +46,13 @@ using PruneScoreFn = std::function<Tensor(const Tensor& param, int64_t step)>;
 std::vector<int64_t> select_survivors(const Tensor& keys, const PatternView& view, int64_t keep, bool magnitude,
                                       std::string_view op);
 
+// Per stored block of a BSR parameter, its sum of squares (f64, one per
+// block slot), on the parameter's device: sparsify::block_scores of the
+// stored blocks stacked ([nblocks * bh, bw]), so the same sums in the same
+// order as of the dense weight, on either device, without the dense detour.
+// The keys by which BSR weights are pruned (mask updates and GMP).
+Tensor stored_block_scores(const Tensor& param, std::string_view op);
+
 // Movement scores in the compact layout (one per slot of values(param)):
 // accumulate() adds -w * grad every step, remap() follows a mask change
 // (survivors keep their score, new entries start at 0). f64 for f64
@@ -78,8 +85,12 @@ class MovementScores {
 // One-shot pruning by magnitude: keeps the round(density * numel) stored
 // entries of largest |w|; density in [0, 1]. Survivors keep their values bit
 // for bit. BSR and Blocked-ELL keep round(density * blocks) whole blocks of
-// largest sum of squares. When nothing needs to go, change.param is `param`
-// itself and keep_from is undefined.
+// largest sum of squares; a BSR weight is pruned from its block indices and
+// stored blocks alone (stored_block_scores, rebuild_bsr_blocks: a GPT's
+// 4096 x 1024 weight has 4M entries but 1K blocks of 64 x 64), and its
+// change.dropped then holds block indices of the grid (expand_blocks gives
+// the entries), as rebuild_bsr_blocks says. When nothing needs to go,
+// change.param is `param` itself and keep_from is undefined.
 MaskChange prune_to_density(const Tensor& param, double density);
 // The same with the keys of any criterion (see select_survivors; for a block
 // format, one key per block of the grid, or the grid's shape).

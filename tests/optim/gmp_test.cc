@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "optim/prune.h"
 #include "sparse/sparse_impl.h"
+#include "sparsifiers/mask_ops.h"
 #include "tensor/ops.h"
 #include "tests/optim/mask_test_util.h"
 
@@ -18,8 +19,17 @@ namespace {
 
 using testing_mask::bits_at;
 using testing_mask::positions;
+using testing_mask::random_dense;
 using testing_mask::random_param;
 using testing_mask::throws_with;
+
+// What expand_blocks needs of a BSR weight's entries: its shape and block.
+PatternView block_view_of(const Tensor& bsr) {
+  PatternView elements = pattern_view(bsr, "test");
+  elements.positions.clear();
+  elements.slots.clear();
+  return elements;
+}
 
 GmpConfig config() {
   GmpConfig c;
@@ -123,6 +133,39 @@ TEST(Gmp, BlockFormatPrunesWholeBlocks) {
     EXPECT_EQ(nnz(q), 4 * std::min<int64_t>(16, std::llround(gmp_density_at(config(), step) * 16))) << step;
   }
   EXPECT_EQ(nnz(q), 4 * 2);  // round(0.1 * 16) blocks
+}
+
+// A BSR weight is pruned from its block indices and stored blocks alone: the
+// same survivors, values and keep_from as the entry walk over the dense
+// weight's block scores, with dropped given as block indices of the grid.
+TEST(Gmp, BsrPrunesByItsBlocksAsTheEntryWalkDoes) {
+  std::vector<float> w = random_dense({16, 24}, 7).to_vector<float>();
+  // 4x4 blocks on a 4 x 6 grid: every fifth block left out, and blocks 2 and
+  // 3 equal, so that a tie goes to the lower block.
+  for (int64_t q = 0; q < 16 * 24; ++q) {
+    const int64_t r = q / 24, c = q % 24, block = r / 4 * 6 + c / 4;
+    if (block % 5 == 0) w[static_cast<size_t>(q)] = 0.0f;
+    if (block == 3) w[static_cast<size_t>(q)] = w[static_cast<size_t>(q - 4)];
+  }
+  const Tensor p = to_format(from_vector(w, {16, 24}), "bsr", FormatOptions::block(4));
+  ASSERT_EQ(nnz(p), 19 * 16);
+  const Tensor keys = sparsify::block_scores(to_dense(p).contiguous(), 4, 4, false, "test");
+  for (double density : {0.7, 0.5, 0.25, 0.1, 0.0}) {
+    const MaskChange blocks = prune_to_density(p, density);
+    const MaskChange walk = prune_to_density(p, density, keys, false);
+    ASSERT_TRUE(blocks.keep_from.defined() && walk.keep_from.defined()) << density;
+    EXPECT_EQ(blocks.param.format(), "bsr");
+    EXPECT_EQ(positions(blocks.param), positions(walk.param)) << density;
+    EXPECT_EQ(bits_at(blocks.param, positions(walk.param)), bits_at(walk.param, positions(walk.param)));
+    EXPECT_EQ(blocks.keep_from.to_vector<int64_t>(), walk.keep_from.to_vector<int64_t>()) << density;
+    EXPECT_EQ(expand_blocks(blocks.dropped, block_view_of(p)), walk.dropped) << density;
+    EXPECT_TRUE(blocks.grown.empty());
+  }
+  // Asking for at least what is stored changes nothing.
+  const MaskChange none = prune_to_density(p, 0.8);
+  EXPECT_TRUE(none.param.is_same(p));
+  EXPECT_FALSE(none.keep_from.defined());
+  EXPECT_TRUE(throws_with([&] { prune_to_density(p, -0.5); }, {"prune_to_density", "[0, 1]"}));
 }
 
 TEST(Gmp, RefusesBadConfigs) {

@@ -63,6 +63,23 @@ TEST(MaskSchedule, GmpPrunesOnItsStepsSkippedOrNot) {
   EXPECT_TRUE(stats.itop_rate.empty());
 }
 
+// A BSR weight loses whole blocks; the schedule counts their entries.
+TEST(MaskSchedule, GmpCountsTheEntriesOfDroppedBlocks) {
+  GmpConfig config;
+  config.start_step = 0;
+  config.end_step = 10;
+  config.frequency = 10;
+  config.final_density = 0.25;
+  GmpPruner gmp(config);
+  auto store = std::make_shared<FakeStore>();
+  store->values["w"] = to_format(testing_mask::random_dense({8, 16}, 3), "bsr", FormatOptions::block(4));
+  const std::unique_ptr<MaskSchedule> schedule = make_gmp_schedule(gmp, {"w"}, store);
+  const MaskUpdateStats stats = schedule->update(10, {});
+  EXPECT_EQ(store->values.at("w").format(), "bsr");
+  EXPECT_EQ(nnz(store->values.at("w")), 2 * 16);  // 2 of the 8 blocks
+  EXPECT_EQ(stats.dropped.at("w"), 6 * 16);
+}
+
 TEST(MaskSchedule, PruneAndRegrowLeavesSkippedStepsOutAndRebindsThroughTheStore) {
   MaskUpdaterConfig config;
   config.start_step = 0;
