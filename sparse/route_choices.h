@@ -15,10 +15,11 @@
 //              sparse tensor cores through mma.sp even where wgmma runs)
 //   bsr_sddmm  tiles, dense               tiles | dense
 //              (the BSR SDDMM where the dense route may run: sparse/cuda/sddmm.cc)
-//   bsr_tiles  (by rule)                  tiles | off
-//              (the BSR kernels of spmm.cc and sddmm.cc: mma.sync where it runs, else the
-//              WMMA / FMA tiles; tiles: the tiles wherever they run; off: neither, the
-//              routes they replace)
+//   bsr_tiles  (by rule)                  tiles | mma_sync | off
+//              (the BSR kernels of spmm.cc and sddmm.cc: mma.sync where it runs, its
+//              products on wgmma for 64x64 and 128x128 blocks on compute capability 9.0,
+//              else the WMMA / FMA tiles; tiles: the tiles wherever they run; mma_sync:
+//              mma.sync even where wgmma runs; off: neither, the routes they replace)
 //   sddmm_dense (by rule)                 on | off
 //              (the CUDA SDDMM's dense route, a @ b then a gather, from density 0.005:
 //              sparse/cuda/sddmm.cc; on: at every density; off: never)

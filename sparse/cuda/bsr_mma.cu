@@ -1,6 +1,7 @@
 // BSR products on tensor cores through mma.sync (bf16/f16: m16n8k16 with
 // ldmatrix; f32 on TF32: m16n8k8 with fragments read element by element) and
-// a cp.async pipeline, for square 16x16, 32x32 and 64x64 blocks (bsr_mma.h).
+// a cp.async pipeline, for square 16x16, 32x32, 64x64 and 128x128 blocks
+// (bsr_mma.h).
 //
 // Why not WMMA (the square-block SpMM bsr_tiles.cu had, since deleted):
 // on the H100 (4096^2 at 90 %, 32x32 bf16 blocks, batch 4096) the WMMA
@@ -33,9 +34,11 @@
 // SDDMM, values[e] = a[rows of e, :] @ b[:, cols of e]: a thread block takes
 // up to bsr_mma_sddmm_group stored blocks of one block row (a run of
 // BsrSddmmArgs::group_begin), so the [B, kStepK] slice of a is staged once for
-// all of them; one warp per 32 rows of each block. Where the runs are too few
-// to fill the GPU, k is split in ranges (BsrSddmmArgs::splits) whose partial
-// sums a second kernel adds in range order.
+// all of them; one warp per 32 rows of each block (16 of a 128x128 block).
+// Where the runs are too few to fill the GPU, k is split in ranges
+// (BsrSddmmArgs::splits) whose partial sums a second kernel adds in range
+// order. On Hopper, the products of 64x64 and 128x128 blocks at a linear's
+// shapes run on bsr_wgmma.cu instead (bsr_products.cc chooses).
 //
 // Operands that are not 16-byte aligned, or strided other than along one
 // dimension, and tiles at the edge of x are staged element by element; the
@@ -410,7 +413,9 @@ template <typename T, int kBlock, int kGroupBlocks, int kStepAlongK, int kStages
 struct SddmmTile {
   static constexpr int B = kBlock;
   static constexpr int kGroup = kGroupBlocks;
-  static constexpr int kWarpRows = B < 32 ? B : 32;  // rows of a block per warp
+  // Rows of a block per warp: 16 of a 128x128 block (eight warps, 64 f32
+  // accumulators a thread across its 128 columns; 32 rows would need 128).
+  static constexpr int kWarpRows = B < 32 ? B : B == 128 ? 16 : 32;
   static constexpr int kMTiles = kWarpRows / 16;
   static constexpr int kWarpsPerBlock = B / kWarpRows;
   static constexpr int kThreads = 32 * kGroup * kWarpsPerBlock;
@@ -643,12 +648,7 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, const SddmmFlags& flags, cudaStream_
   allow_smem(kernel, Tile::kSmemBytes, configured);
   const dim3 grid(static_cast<unsigned>(p.ngroups), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, flags);
-  if (p.splits > 1) {
-    const int64_t n = p.nblocks * Tile::B * Tile::B;
-    const int64_t blocks = (n + 255) / 256;
-    sum_splits_kernel<T>
-        <<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(p.partial, p.splits, n, p.values);
-  }
+  if (p.splits > 1) bsr_sum_splits<T>(p.partial, p.splits, p.nblocks * Tile::B * Tile::B, p.values, stream);
 }
 
 template <typename T, typename Tile>
@@ -684,7 +684,9 @@ void sddmm_with(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
 template <typename T>
 void bsr_mma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
   constexpr int kWide = sizeof(T) == 2 ? 2 : 1;
-  if (p.bh == 64)
+  if (p.bh == 128)  // one thread block an SM: 139 KB of stages in 16 bits, 209 KB in f32
+    product_with<T, ProductTile<T, 128, kWide, 2>>(p, stream);
+  else if (p.bh == 64)
     product_with<T, ProductTile<T, 64, 2, 2>>(p, stream);
   else if (p.bh == 32)
     product_with<T, ProductTile<T, 32, 4, 2>>(p, stream);
@@ -696,7 +698,9 @@ template <typename T>
 void bsr_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   if (p.ngroups <= 0) return;
   constexpr bool kHalfWidth = sizeof(T) == 2;
-  if (p.bh == 64)
+  if (p.bh == 128)
+    sddmm_with<T, SddmmTile<T, 128, 1, kHalfWidth ? 64 : 32, 3>>(p, stream);
+  else if (p.bh == 64)
     sddmm_with<T, SddmmTile<T, 64, 2, kHalfWidth ? 64 : 32, 4>>(p, stream);
   else if (p.bh == 16)
     sddmm_with<T, SddmmTile<T, 16, 8, 32, 4>>(p, stream);
@@ -706,11 +710,21 @@ void bsr_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
     sddmm_with<T, SddmmTile<T, 32, 8, kHalfWidth ? 32 : 16, kHalfWidth ? 3 : 4>>(p, stream);
 }
 
+template <typename T>
+void bsr_sum_splits(const float* partial, int splits, int64_t n, T* values, cudaStream_t stream) {
+  const int64_t blocks = (n + 255) / 256;
+  sum_splits_kernel<T>
+      <<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(partial, splits, n, values);
+}
+
 template void bsr_mma_product<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&, cudaStream_t);
 template void bsr_mma_product<__half>(const BsrProductArgs<__half>&, cudaStream_t);
 template void bsr_mma_sddmm<__nv_bfloat16>(const BsrSddmmArgs<__nv_bfloat16>&, cudaStream_t);
 template void bsr_mma_sddmm<__half>(const BsrSddmmArgs<__half>&, cudaStream_t);
 template void bsr_mma_product<float>(const BsrProductArgs<float>&, cudaStream_t);
 template void bsr_mma_sddmm<float>(const BsrSddmmArgs<float>&, cudaStream_t);
+template void bsr_sum_splits<__nv_bfloat16>(const float*, int, int64_t, __nv_bfloat16*, cudaStream_t);
+template void bsr_sum_splits<__half>(const float*, int, int64_t, __half*, cudaStream_t);
+template void bsr_sum_splits<float>(const float*, int, int64_t, float*, cudaStream_t);
 
 }  // namespace coppice::sparse_cuda

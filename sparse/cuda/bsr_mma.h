@@ -1,5 +1,5 @@
 // BSR products on bf16/f16 tensor cores through mma.sync (internal): the
-// kernels bsr_tiles.cu hands square 16x16, 32x32 and 64x64 blocks to
+// kernels bsr_tiles.cu hands square 16x16, 32x32, 64x64 and 128x128 blocks to
 // (bsr_mma.cu has the design). They run on sm_80 and later; bsr_tiles.cu
 // keeps the WMMA kernels for rectangular blocks, f32 and TF32.
 #pragma once
@@ -11,7 +11,7 @@
 namespace coppice::sparse_cuda {
 
 // Whether the mma.sync kernels take [bh, bw] blocks of a 16-bit type.
-constexpr bool bsr_mma_takes(int bh, int bw) { return bh == bw && (bh == 16 || bh == 32 || bh == 64); }
+constexpr bool bsr_mma_takes(int bh, int bw) { return bh == bw && (bh == 16 || bh == 32 || bh == 64 || bh == 128); }
 
 // Stored blocks of one block row that an SDDMM thread block computes
 // together (they share the staged rows of `a`), for [block, block] blocks and
@@ -23,6 +23,7 @@ constexpr bool bsr_mma_takes(int bh, int bw) { return bh == bw && (bh == 16 || b
 // per row, runs of 4 were slower, 0.082 against 0.062: one run per row
 // either way, and the bigger thread block hides more latency).
 constexpr int bsr_mma_sddmm_group(int block, double blocks_per_row) {
+  if (block == 128) return 1;
   if (block == 64) return 2;
   return block == 32 && blocks_per_row >= 4.0 && blocks_per_row < 10.0 ? 4 : 8;
 }
@@ -46,5 +47,11 @@ template <typename T>
 void bsr_mma_product(const BsrProductArgs<T>& args, cudaStream_t stream);
 template <typename T>
 void bsr_mma_sddmm(const BsrSddmmArgs<T>& args, cudaStream_t stream);
+
+// values[i] = the sum over s < splits of partial[s * n + i], in that order,
+// rounded once: the second pass of a split SDDMM (bsr_mma_sddmm runs it
+// itself; bsr_wgmma_sddmm leaves it to its caller). T as above or float.
+template <typename T>
+void bsr_sum_splits(const float* partial, int splits, int64_t n, T* values, cudaStream_t stream);
 
 }  // namespace coppice::sparse_cuda

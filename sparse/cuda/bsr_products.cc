@@ -12,7 +12,9 @@
 #include "sparse/bsr.h"
 #include "sparse/cuda/bsr_mma.h"
 #include "sparse/cuda/bsr_tiles.h"
+#include "sparse/cuda/bsr_wgmma.h"
 #include "sparse/cuda/pattern_cache.h"
+#include "sparse/route_choices.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/op_table.h"
@@ -176,6 +178,8 @@ void run_product(BsrKernel kernel, const Tensor& s, const BsrImpl& b, bool walk_
   p.bw = static_cast<int>(b.block_cols());
   p.transposed = walk_transposed;
   p.n = n;
+  p.inner = walk_transposed ? s.size(0) : s.size(1);
+  p.nblocks = b.nblocks();
   Tensor x_keep;
   p.x = strided<T>(x_keep, x, x_transposed);
   p.y.data = static_cast<T*>(y.data_ptr());
@@ -189,6 +193,15 @@ void run_product(BsrKernel kernel, const Tensor& s, const BsrImpl& b, bool walk_
   if (p.out_block_rows <= 0 || n <= 0) return;
   const cudaStream_t stream = cuda::current_stream(s.device().index);
   if (mma) {
+    // On Hopper the wgmma kernel takes the 64x64 and 128x128 products of a
+    // linear's shapes where it pays (bsr_wgmma.h), unless pinned to mma.sync.
+    if constexpr (sizeof(T) == 2) {
+      const double per_row = static_cast<double>(p.nblocks) / static_cast<double>(p.out_block_rows);
+      if (bsr_wgmma_pays(p.bh, per_row) && route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_runs<T>(p)) {
+        bsr_wgmma_product<T>(p, stream);
+        return;
+      }
+    }
     bsr_mma_product<T>(p, stream);
   } else {
     bsr_tiled_product<T>(p, math_for(s.dtype()), stream);
@@ -356,8 +369,18 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
         p.partial = partial.data<float>();
       }
     }
+    p.b_cols = pattern.size(1);
     const cudaStream_t stream = cuda::current_stream(pattern.device().index);
     if (kernel == BsrKernel::kMmaSync) {
+      // On Hopper a linear's weight gradient in 64x64 and 128x128 blocks runs
+      // on wgmma (bsr_wgmma.h), unless pinned to mma.sync.
+      if constexpr (sizeof(T) == 2) {
+        if (route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_sddmm_runs<T>(p)) {
+          bsr_wgmma_sddmm<T>(p, stream);
+          if (p.splits > 1) bsr_sum_splits<T>(p.partial, p.splits, values.numel(), p.values, stream);
+          return;
+        }
+      }
       bsr_mma_sddmm<T>(p, stream);
     } else {
       bsr_tiled_sddmm<T>(p, math_for(pattern.dtype()), stream);

@@ -2,7 +2,7 @@
 // families, which the SpMM and SDDMM planners (spmm.cc, sddmm.cc) pick
 // between per product; a launcher runs the kernel it is given.
 //
-//   kMmaSync  bsr_mma.h: square 16, 32 and 64 blocks of bf16/f16, or of f32
+//   kMmaSync  bsr_mma.h: square 16, 32, 64 and 128 blocks of bf16/f16, or of f32
 //             on TF32 tensor cores (allow_tf32(), tensor/precision.h),
 //             through mma.sync; the only one with the gelu write-outs
 //             (erf and tanh);

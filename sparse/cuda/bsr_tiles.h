@@ -54,6 +54,10 @@ struct BsrProductArgs {
   // The output block rows in the order the mma.sync kernels take them
   // (longest first, so that the last wave is short), or null for 0, 1, ...
   const int32_t* row_order = nullptr;
+  // The extents the wgmma kernel's tensor maps name (bsr_wgmma.h): op(S)'s
+  // columns (x's rows) and S's stored blocks.
+  int64_t inner = 0;
+  int64_t nblocks = 0;
 };
 
 template <typename T>
@@ -85,6 +89,8 @@ struct BsrSddmmArgs {
   int splits = 1;
   int64_t split_k = 0;
   float* partial = nullptr;
+  // b's columns (the pattern's): the wgmma kernel's tensor map names them (bsr_wgmma.h).
+  int64_t b_cols = 0;
 };
 
 template <typename T>

@@ -40,11 +40,11 @@
 // tile would lower the writes' share, but its accumulators do not fit in the
 // registers of two warpgroups.
 #include <cuda.h>
-#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <string_view>
 #include <type_traits>
 
 #include "sparse/cuda/epilogue.cuh"
@@ -53,13 +53,19 @@
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/mma_sync.cuh"
 #include "tensor/cuda/stream.h"
+#include "tensor/cuda/tma.cuh"
 #include "tensor/cuda/wgmma.cuh"
 
 namespace coppice::sparse_cuda {
 namespace {
 
+using cuda::barrier_arrive;
+using cuda::barrier_expect;
+using cuda::barrier_init;
+using cuda::barrier_wait;
 using cuda::smem_u32;
 using cuda::sw128_desc;
+using cuda::tma_load;
 using cuda::wgmma_commit;
 using cuda::wgmma_fence;
 using cuda::wgmma_wait;
@@ -122,36 +128,6 @@ __device__ __forceinline__ void wgmma_sp(float (&d)[64], uint64_t a, uint64_t b,
 #undef COPPICE_WGMMA_SP
 #undef COPPICE_ACC64
 
-// ---- mbarriers and TMA ----------------------------------------------------
-
-__device__ __forceinline__ void barrier_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void barrier_expect(uint32_t bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void barrier_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Until the phase of parity `parity` has completed.
-__device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nretry:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra retry;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-// A 2-D box of `map` at (inner, outer) into shared memory, completing `bar`'s
-// transaction bytes.
-__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int inner, int outer, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          dst),
-      "l"(map), "r"(inner), "r"(outer), "r"(bar)
-      : "memory");
-}
-
 // ---- metadata ---------------------------------------------------------------
 
 // The metadata registers in the order the threads read them: per block of
@@ -211,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       barrier_init(full + 8 * s, 1);
       barrier_init(empty + 8 * s, kConsumers / 32);  // one arrival per consumer warp
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    cuda::barrier_init_fence();
   }
   __syncthreads();
 
@@ -316,38 +292,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled, from the driver the runtime loaded (the library
-// does not link libcuda itself).
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    COPPICE_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found),
-                       "nm24 wgmma product");
-    if (found != cudaDriverEntryPointSuccess || f == nullptr) {
-      COPPICE_CUDA_CHECK(cudaErrorNotSupported, "nm24 wgmma product: cuTensorMapEncodeTiled");
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// A row-major [outer, inner] matrix of 16-bit elements in boxes of
-// box_inner x box_outer, zeros outside.
-CUtensorMap tensor_map(const void* data, int64_t inner, int64_t outer, int box_inner, int box_outer,
-                       CUtensorMapSwizzle swizzle, CUtensorMapDataType type) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode_tiled()(&map, type, 2, const_cast<void*>(data), dims, strides, box, element_strides,
-                                    CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) COPPICE_CUDA_CHECK(cudaErrorInvalidValue, "nm24 wgmma product: cuTensorMapEncodeTiled");
-  return map;
-}
-
 }  // namespace
 
 bool nm24_wgmma_runs(int64_t cols) {
@@ -370,8 +314,11 @@ void nm24_product_wgmma(const Nm24ProductArgs<T>& args, const uint32_t* wgmma_me
   const CUtensorMapDataType type =
       std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   Maps maps;
-  maps.s = tensor_map(args.values, args.cols / 2, args.rows, kStep / 2, kTileR, CU_TENSOR_MAP_SWIZZLE_64B, type);
-  maps.x = tensor_map(args.x, args.cols, args.m, kStep, kTileM, CU_TENSOR_MAP_SWIZZLE_128B, type);
+  constexpr std::string_view kOp = "nm24 wgmma product";
+  maps.s = cuda::tensor_map_16bit(args.values, args.cols / 2, args.rows, args.cols / 2, kStep / 2, kTileR,
+                                  CU_TENSOR_MAP_SWIZZLE_64B, type, kOp);
+  maps.x = cuda::tensor_map_16bit(args.x, args.cols, args.m, args.cols, kStep, kTileM, CU_TENSOR_MAP_SWIZZLE_128B, type,
+                                  kOp);
   const dim3 grid(static_cast<unsigned>((args.rows + kTileR - 1) / kTileR),
                   static_cast<unsigned>((args.m + kTileM - 1) / kTileM));
   nm24_wgmma_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(maps, args, reinterpret_cast<const uint4*>(wgmma_meta));

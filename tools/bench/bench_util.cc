@@ -32,7 +32,8 @@ std::string usage() {
          "[--config-dir D]\n"
          "             [--cuda-graph] [--step-read loss|check|paired] [--optimizer sgd|adamw] [--block N]\n"
          "             [--gelu erf|tanh]\n"
-         "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--in I] [--batch B] [--reps R] [--json FILE]\n"
+         "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--in I] [--batch B] [--block N] [--sparsity X]\n"
+         "             [--reps R] [--json FILE]\n"
          "       bench rigl [--device cpu|cuda|all] [--modes f32,tf32,bf16] [--sparsity X] [--hidden H] [--batch B]\n"
          "             [--steps S] [--warmup W] [--json FILE]\n"
          "       bench attention [--dtype bf16,f16,f32] [--reps R] [--json FILE]\n"
@@ -67,8 +68,8 @@ std::string usage() {
          "               --block N: BSR blocks of N x N (32; a power of two); --gelu tanh: the vit's and gpt's\n"
          "               MLPs with GPT-2's tanh GELU instead of the exact one (erf; rows \"<model>+gelu_tanh\")\n"
          "  bsr          a BSR linear layer's three products (not part of all; CUDA only; bsr_bench.cc): x W^T,\n"
-         "               dy W and dy^T x at W's blocks, W [H, I] (H 4096, I = H) in 16/32/64 blocks at 90/95/98 %, "
-         "batch\n"
+         "               dy W and dy^T x at W's blocks, W [H, I] (H 4096, I = H) in 16/32/64/128 blocks (--block N:\n"
+         "               N alone) at 90/95/98 % (--sparsity X: X alone), batch\n"
          "               B (4096), in bf16, f16 and TF32 (--dtype f32), beside cuBLAS's dense x W^T of the same\n"
          "               type; rows carry dense_ms, speedup, fraction_of_ideal (speedup x density),\n"
          "               byte_floor_ms (the product's bytes at the rate of a copy of x in the same call) and\n"
@@ -279,6 +280,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       if (*v > 4096 || (*v & (*v - 1)) != 0)
         return absl::InvalidArgumentError(str_cat("--block: a power of two up to 4096, got ", value));
       c.train_block = *v;
+      c.block_given = true;
     } else if (flag == "--gelu") {
       if (value != "erf" && value != "tanh")
         return absl::InvalidArgumentError(str_cat("--gelu: 'erf' or 'tanh', got '", value, "'"));

@@ -72,6 +72,7 @@ struct Config {
   // --block N: train's BSR block (a power of two; the largest power of two up
   // to N dividing each weight is used, as torch_train.py's --block).
   int64_t train_block = 32;
+  bool block_given = false;  // bsr: --block given (its rows at that block alone)
   // --gelu erf|tanh: the GELU of train's transformer models (vit, gpt), set
   // as their job's model.options.gelu: erf (the exact GELU, the default) or
   // tanh (GPT-2's approximation), as torch_train.py's --gelu; tanh rows are

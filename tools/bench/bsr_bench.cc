@@ -1,7 +1,7 @@
 // The three products of a BSR linear layer (linear_products.h: linear,
-// linear_dx, linear_dw, beside cuBLAS dense) at blocks 16, 32 and 64 and
-// sparsity 90/95/98 %, in bf16, f16 and TF32 (f32 data, allow_tf32). CUDA
-// only.
+// linear_dx, linear_dw, beside cuBLAS dense) at blocks 16, 32, 64 and 128
+// (--block N: N alone) and sparsity 90/95/98 % (--sparsity X: X alone), in
+// bf16, f16 and TF32 (f32 data, allow_tf32). CUDA only.
 #include <vector>
 
 #include "sparse/convert.h"
@@ -13,8 +13,12 @@ namespace coppice::bench {
 void run_bsr(const Config& config, std::vector<Result>* results) {
   const auto [out, in] = linear_weight_shape(config);
   std::vector<SparseWeight> weights;
-  for (int64_t block : {16, 32, 64}) {
-    for (double sparsity : {0.9, 0.95, 0.98}) {
+  const std::vector<int64_t> blocks =
+      config.block_given ? std::vector<int64_t>{config.train_block} : std::vector<int64_t>{16, 32, 64, 128};
+  const std::vector<double> sparsities =
+      config.sparsity_given ? std::vector<double>{config.sparsity} : std::vector<double>{0.9, 0.95, 0.98};
+  for (int64_t block : blocks) {
+    for (double sparsity : sparsities) {
       SparseWeight w;
       w.format = "bsr";
       w.sparsity = sparsity;

@@ -28,12 +28,13 @@ def sparsity_key(s):
     return None if s is None or (isinstance(s, float) and math.isnan(s)) else round(float(s), 4)
 
 
-def variant_label(fmt, sparsity):
+def variant_label(fmt, sparsity, block=None):
     if fmt == "dense":
         return "dense"
     if fmt == "nm":
         return "2:4"
-    return f"{fmt.upper()} {100 * sparsity:g} %"
+    blocks = f" {block:.0f}x{block:.0f}" if fmt == "bsr" and block and not math.isnan(block) else ""
+    return f"{fmt.upper()} {100 * sparsity:g} %{blocks}"
 
 
 def ok_ms(r):
@@ -81,7 +82,7 @@ def compare(ours, theirs, meta):
             vs_compiled = theirs_compiled / mine if mine and theirs_compiled else None
             label = f" ({compiled['compile']})" if compiled is not None else ""
             compiled_cells = f" {num(theirs_compiled, '.2f')}{label} | {num(vs_compiled, '.2f')} |"
-        lines.append(f"| {r['op']} | {variant_label(fmt, sp)} | {r['dtype']} | {mine_text} | "
+        lines.append(f"| {r['op']} | {variant_label(fmt, sp, r.get('bsr_block'))} | {r['dtype']} | {mine_text} | "
                      f"{num(theirs_dense, '.2f')} | {num(ok_ms(masked), '.2f') if fmt != 'dense' else '-'} | "
                      f"{num(speedup, '.2f')} |{compiled_cells} {human_bytes(state)} | {num(ratio, '.3f')}{mark} |")
         for who, rec in (("Coppice", r), ("PyTorch dense", dense), ("PyTorch masked", masked)):

@@ -36,6 +36,14 @@
 #        for Coppice's BSR 90 % and dense steps and PyTorch's dense step
 #        -> breakdown_*.md (GPT_BREAKDOWN_FORMATS: Coppice's formats, default
 #        "bsr dense"; GPT_BREAKDOWN_TORCH=0 leaves PyTorch's out).
+# blocks: the GPT step (SGD) with BSR weights at each block size of GPT_BLOCKS
+#        (default "64 128") and sparsity of GPT_SPARSITIES (default "0.5 0.75
+#        0.9"), beside Coppice's dense step and PyTorch's eager and
+#        torch.compile'd dense step (GPT_BLOCKS_STEP=0 leaves the steps out),
+#        and the BSR products at the GPT's shapes (GPT_BLOCKS_SHAPES) at the
+#        same blocks and sparsities under each BSR kernel pin of
+#        GPT_BLOCKS_PINS (default "auto"; "mma_sync": no wgmma)
+#        -> blocks_step.md, blocks_products.md.
 # eval JOB...: the newest checkpoint of each job's run evaluated by
 #        eval_gpt_torch.py (PyTorch), beside the trainer's last validation loss.
 #
@@ -180,6 +188,61 @@ else:
     print("trainer gpt_dense: too few train records")
 PY
     ;;
+  blocks)
+    # The step at each block size and sparsity (GPT_BLOCKS_STEP=0 leaves it
+    # out) and the products, under each BSR kernel pin of GPT_BLOCKS_PINS
+    # (default "auto"; "mma_sync" keeps Hopper's products off wgmma).
+    B=.devbin/bench
+    jsons=()
+    steps=${GPT_BLOCKS_STEP:-1}
+    if [[ $steps == 1 ]]; then
+      timeout 200 $B train --device cuda --models gpt --gelu "$GELU" --formats dense --modes bf16 --steps 10 --warmup 3 \
+        --json "$OUT/blocks_dense.json" > "$OUT/blocks_dense.log" 2>&1 && jsons+=("$OUT/blocks_dense.json") ||
+        say "bench train gpt dense: exit $?"
+    fi
+    for block in ${GPT_BLOCKS:-64 128}; do
+      for sp in ${GPT_SPARSITIES:-0.5 0.75 0.9}; do
+        if [[ $steps == 1 ]]; then
+          if timeout 200 $B train --device cuda --models gpt --gelu "$GELU" --formats bsr --sparsity "$sp" --modes bf16 \
+            --block "$block" --steps 10 --warmup 3 --json "$OUT/blocks_b${block}_s$sp.json" \
+            > "$OUT/blocks_b${block}_s$sp.log" 2>&1; then
+            jsons+=("$OUT/blocks_b${block}_s$sp.json")
+          else say "bench train gpt --block $block --sparsity $sp: exit $? ($(tail -1 "$OUT/blocks_b${block}_s$sp.log"))"; fi
+        fi
+        for pin in ${GPT_BLOCKS_PINS:-auto}; do
+          for shape in ${GPT_BLOCKS_SHAPES:-1024x1024 4096x1024 1024x4096}; do
+            COPPICE_ROUTES=bsr_tiles=$pin timeout 200 $B bsr --hidden ${shape%x*} --in ${shape#*x} --batch 16384 \
+              --dtype bf16 --block "$block" --sparsity "$sp" \
+              --json "$OUT/blocks_products_${pin//_/-}_b${block}_s${sp}_$shape.json" > /dev/null 2>&1 ||
+              say "bench bsr $shape --block $block --sparsity $sp ($pin): exit $?"
+          done
+        done
+      done
+    done
+    if [[ $steps == 1 ]]; then
+      PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/torch_train.py --device cuda --models gpt --gelu "$GELU" \
+        --formats dense --modes bf16 --steps 10 --warmup 3 --compile "${GPT_COMPILE:-default}" \
+        --json "$OUT/blocks_torch.json" > "$OUT/blocks_torch.log" 2>&1 || say "torch gpt: exit $?"
+      python3 $PACK/train_compare.py --coppice "${jsons[@]}" --torch "$OUT/blocks_torch.json" > "$OUT/blocks_step.md" 2>&1
+      tee -a "$SUMMARY" < "$OUT/blocks_step.md"
+    fi
+    python3 - "$OUT"/blocks_products_*.json <<'PY' | tee "$OUT/blocks_products.md" | tee -a "$SUMMARY"
+import json, os, sys
+print("| weight [out, in] | product | block | sparsity | kernel pin | ms | vs cuBLAS | of the density-proportional ideal "
+      "| of the byte floor |")
+print("|---|---|---:|---:|---|---:|---:|---:|---:|")
+for path in sys.argv[1:]:
+    pin = os.path.basename(path).split("_")[2]
+    for r in json.load(open(path))["results"]:
+        if r.get("status") != "ok" or r.get("format") != "bsr":
+            continue
+        n, i, o = r["shape"]
+        print(f"| {o} x {i} | {r['op']} | {r.get('block', 0):.0f} | {100 * r['sparsity']:.0f} % | {pin} | "
+              f"{r['median_ms']:.4f} | {r.get('speedup', float('nan')):.2f}x | "
+              f"{100 * r.get('fraction_of_ideal', float('nan')):.0f} % | "
+              f"{100 * r.get('fraction_of_byte_floor', float('nan')):.0f} % |")
+PY
+    ;;
   mlp)
     # Issue 31's guard: the MLP-4096 step (bf16, dense and BSR 90 % 32x32)
     # beside PyTorch's eager dense step, which the transformer work must not cost.
@@ -246,5 +309,5 @@ PY
         --max-batches 16 --batch 32 --device cuda 2>&1 | tail -3 | tee -a "$SUMMARY"
     done
     ;;
-  *) say "unknown step '$what' (bench, attention, tests, step, mlp, breakdown, train JOB..., eval JOB...)"; exit 2 ;;
+  *) say "unknown step '$what' (bench, attention, tests, step, blocks, mlp, breakdown, train JOB..., eval JOB...)"; exit 2 ;;
 esac

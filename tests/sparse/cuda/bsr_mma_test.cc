@@ -1,5 +1,5 @@
-// The mma.sync BSR kernels (sparse/cuda/bsr_mma.h: square 16x16, 32x32 and
-// 64x64 blocks of bf16 and f16) against f64 products on the CPU: both product
+// The mma.sync BSR kernels (sparse/cuda/bsr_mma.h: square 16x16, 32x32,
+// 64x64 and 128x128 blocks of bf16 and f16) against f64 products on the CPU: both product
 // directions with S and S^T, the SDDMM, and linear_relu's bias and relu in
 // the write-out; with empty block rows, a single stored block, rows longer
 // than one SDDMM run, column counts that are not multiples of the tile,
@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "sparse/cuda/bsr_products.h"
 #include "sparse/ops.h"
+#include "sparse/route_choices.h"
 #include "tensor/precision.h"
 #include "tests/sparse/cuda/cuda_test_util.h"
 
@@ -36,7 +37,11 @@ Tensor mma_sddmm_values(const Tensor& a, const Tensor& b, const Tensor& pattern)
 // bf16, f16, and f32 on TF32 tensor cores (allow_tf32).
 const std::vector<TileMode> kModes = {
     {DType::kBF16, false, "bf16"}, {DType::kF16, false, "f16"}, {DType::kF32, true, "tf32"}};
-const std::vector<int64_t> kSides = {16, 32, 64};
+const std::vector<int64_t> kSides = {16, 32, 64, 128};
+
+// A test's matrix side: `small` for blocks up to 64x64, `large` (a multiple
+// of 128) for 128x128 blocks.
+int64_t side(int64_t b, int64_t small, int64_t large) { return b == 128 ? large : small; }
 
 // A dense [rows, cols] operand on the GPU as the kernels may see it:
 // contiguous, a transposed view, or every other column of a wider matrix
@@ -64,11 +69,13 @@ class BsrMmaTest : public SparseCudaTest {
   }
 };
 
-TEST_F(BsrMmaTest, TakesSquare16To64BlocksOf16BitTypes) {
+TEST_F(BsrMmaTest, TakesSquare16To128BlocksOf16BitTypes) {
   EXPECT_TRUE(sparse_cuda::bsr_mma_takes(16, 16));
   EXPECT_TRUE(sparse_cuda::bsr_mma_takes(32, 32));
   EXPECT_TRUE(sparse_cuda::bsr_mma_takes(64, 64));
+  EXPECT_TRUE(sparse_cuda::bsr_mma_takes(128, 128));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(8, 8));
+  EXPECT_FALSE(sparse_cuda::bsr_mma_takes(256, 256));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(32, 64));
   SKIP_WITHOUT_CUDA();
   const Tensor d = random_blocks(128, 128, 64, 64, 0.5, 1);
@@ -82,7 +89,8 @@ TEST_F(BsrMmaTest, TakesSquare16To64BlocksOf16BitTypes) {
   EXPECT_TRUE(mma_takes(f32));
 }
 
-// op(S) @ X and X @ op(S), S [128, 192] with block row 1 empty.
+// op(S) @ X and X @ op(S), S [128, 192] ([256, 384] in 128x128 blocks)
+// with block row 1 empty.
 TEST_F(BsrMmaTest, ProductsMatchCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 1000;
@@ -91,7 +99,7 @@ TEST_F(BsrMmaTest, ProductsMatchCpu) {
     const DType dtype = mode.dtype;
     for (int64_t b : kSides) {
       for (double density : {0.0, 0.4, 1.0}) {
-        const Tensor dense = random_blocks(128, 192, b, b, density, seed++, {1});
+        const Tensor dense = random_blocks(side(b, 128, 256), side(b, 192, 384), b, b, density, seed++, {1});
         const Tensor s = to_device(to_format(dense.to(dtype), "bsr", FormatOptions::block(b, b)), kCuda);
         ASSERT_TRUE(mma_takes(s));
         const Tensor s64 = host64(to_dense(s));
@@ -116,25 +124,26 @@ TEST_F(BsrMmaTest, ProductsMatchCpu) {
   }
 }
 
-// One stored block in a [256, 256] weight: every other thread block has an
-// empty row and writes the bias alone.
+// One stored block in a [256, 256] weight ([384, 384] in 128x128 blocks):
+// every other thread block has an empty row and writes the bias alone.
 TEST_F(BsrMmaTest, SingleBlockWithBiasAndRelu) {
   SKIP_WITHOUT_CUDA();
   for (const TileMode& mode : kModes) {
     set_allow_tf32(mode.tf32);
     const DType dtype = mode.dtype;
     for (int64_t b : kSides) {
-      std::vector<double> v(256 * 256, 0.0);
+      const int64_t n = side(b, 256, 384);
+      std::vector<double> v(static_cast<size_t>(n * n), 0.0);
       const std::vector<double> r = random_dense({b, b}, 7).to_vector<double>();
       for (int64_t i = 0; i < b; ++i) {
         for (int64_t j = 0; j < b; ++j)
-          v[static_cast<size_t>((b + i) * 256 + 2 * b + j)] = r[static_cast<size_t>(i * b + j)];
+          v[static_cast<size_t>((b + i) * n + 2 * b + j)] = r[static_cast<size_t>(i * b + j)];
       }
-      const Tensor dense = from_vector(v, {256, 256}, TensorOptions(DType::kF64));
+      const Tensor dense = from_vector(v, {n, n}, TensorOptions(DType::kF64));
       const Tensor w = to_device(to_format(dense.to(dtype), "bsr", FormatOptions::block(b, b)), kCuda);
       ASSERT_EQ(nnz(w), b * b);
-      const Tensor x = operand(300, 256, Layout::kContiguous, 8, dtype);
-      const Tensor bias = random_dense({1, 256}, 9).reshape({256}).to(dtype).to(kCuda);
+      const Tensor x = operand(300, n, Layout::kContiguous, 8, dtype);
+      const Tensor bias = random_dense({1, n}, 9).reshape({n}).to(dtype).to(kCuda);
       const Tensor want = relu(add(matmul(host64(x), host64(dense.to(dtype)).t()), host64(bias)));
       EXPECT_TRUE(near(linear_relu(x, w, bias), want, mode.tolerance())) << mode.name << " blocks " << b;
     }
@@ -154,17 +163,72 @@ TEST_F(BsrMmaTest, SddmmMatchesCpu) {
     const DType dtype = mode.dtype;
     for (int64_t b : kSides) {
       for (double density : {0.0, 0.3, 1.0}) {
-        const Tensor dense = random_blocks(128, 512, b, b, density, seed++, {0});
+        const int64_t rows = side(b, 128, 256);
+        const Tensor dense = random_blocks(rows, 512, b, b, density, seed++, {0});
         const Tensor pattern = to_format(dense.to(dtype), "bsr", FormatOptions::block(b, b));
         const Tensor pc = to_device(pattern, kCuda);
         const Tensor pattern64 = to_format(dense.to(dtype).to(DType::kF64), "bsr", FormatOptions::block(b, b));
         for (int64_t k : {1, 33, 100, 256, 1000, 2048}) {  // 2048: k split in ranges
           for (Layout layout : kLayouts) {
-            const Tensor a = operand(128, k, layout, seed++, dtype);
+            const Tensor a = operand(rows, k, layout, seed++, dtype);
             const Tensor bb = operand(k, 512, layout, seed++, dtype);
             const Tensor want = values(sddmm(host64(a), host64(bb), pattern64));
             EXPECT_TRUE(near(mma_sddmm_values(a, bb, pc), want, mode.tolerance()))
                 << mode.name << " blocks " << b << " density " << density << " k " << k << " " << layout_name(layout);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A linear's shapes (x contiguous along the inner dimension) at 64x64 and
+// 128x128 blocks, rows long enough for the wgmma kernel to pay
+// (bsr_wgmma_pays): on compute capability 9.0 the wgmma kernel's products
+// (bsr_wgmma.h), and with the bsr_tiles=mma_sync pin the mma.sync kernel's,
+// both against the CPU (elsewhere both are mma.sync's): the plain product,
+// the bias and the tanh gelu in the write-out (z kept), the erf gelu's
+// gradient, and the weight gradient's SDDMM (dy^T @ x at the pattern).
+// Tokens not a multiple of either kernel's tile; block row 1 (and so some
+// block columns) empty.
+TEST_F(BsrMmaTest, WgmmaAndMmaSyncTakeALinearsShapes) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 3000;
+  for (const TileMode& mode : {kModes[0], kModes[1]}) {
+    for (int64_t b : {64, 128}) {
+      const Tensor dense = random_blocks(8 * b, 8 * b, b, b, 0.7, seed++, {1});
+      const Tensor s = to_device(to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(b, b)), kCuda);
+      const Tensor s64 = host64(to_dense(s));
+      const Tensor pattern64 = to_format(dense.to(mode.dtype).to(DType::kF64), "bsr", FormatOptions::block(b, b));
+      const Tensor bias = random_dense({1, 8 * b}, seed++).reshape({8 * b}).to(mode.dtype).to(kCuda);
+      for (int64_t n : {1, 130, 300, 1100}) {  // 1100 tokens: the SDDMM splits them in two ranges
+        const Tensor x_dw = operand(n, 8 * b, Layout::kContiguous, seed++, mode.dtype);
+        const Tensor dy = operand(n, 8 * b, Layout::kContiguous, seed++, mode.dtype);
+        const Tensor want_dw = values(sddmm(host64(dy).t(), host64(x_dw), pattern64));
+        for (const char* pin : {"bsr_tiles=auto", "bsr_tiles=mma_sync"}) {
+          ScopedRoutePins pins(pin);
+          EXPECT_TRUE(near(mma_sddmm_values(dy.t(), x_dw, s), want_dw, mode.tolerance()))
+              << "dW, " << mode.name << " blocks " << b << " n " << n << " " << pin;
+        }
+        for (bool transpose_s : {false, true}) {
+          const Tensor op_s = transpose_s ? s64.t() : s64;
+          const Tensor x = operand(n, 8 * b, Layout::kContiguous, seed++, mode.dtype);
+          const Tensor z_in = operand(n, 8 * b, Layout::kContiguous, seed++, mode.dtype);
+          const Tensor want = matmul(host64(x), op_s);
+          const Tensor want_z = add(want, host64(bias));
+          for (const char* pin : {"bsr_tiles=auto", "bsr_tiles=mma_sync"}) {
+            ScopedRoutePins pins(pin);
+            const std::string what = std::string(mode.name) + " blocks " + std::to_string(b) + " n " +
+                                     std::to_string(n) + (transpose_s ? " X @ S^T " : " X @ S ") + pin;
+            EXPECT_TRUE(near(mma_matmul(s, transpose_s, x, false), want, mode.tolerance())) << what;
+            const auto [y, z] =
+                sparse_cuda::bsr_mma_matmul_gelu(s, transpose_s, x, false, "test", bias, GeluForm::kTanh);
+            EXPECT_TRUE(near(z, want_z, mode.tolerance())) << "z, " << what;
+            EXPECT_TRUE(near(y, gelu_of_form(want_z, GeluForm::kTanh), mode.tolerance())) << "gelu_tanh(z), " << what;
+            const Tensor g =
+                sparse_cuda::bsr_mma_matmul_gelu_grad(s, transpose_s, x, false, "test", z_in, GeluForm::kErf);
+            EXPECT_TRUE(near(g, gelu_backward_of_form(want, host64(z_in), GeluForm::kErf), mode.tolerance()))
+                << "gelu's gradient, " << what;
           }
         }
       }

@@ -226,11 +226,13 @@ TEST(BenchUtilTest, TrainOptimizerAndBlock) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->optimizer, "sgd");
   EXPECT_EQ(c->train_block, 32);
+  EXPECT_FALSE(c->block_given);  // bench bsr: every block size
   EXPECT_EQ(c->train_gelu, "erf");
   c = parse_args({"train", "--optimizer", "adamw", "--block=64", "--gelu", "tanh"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->optimizer, "adamw");
   EXPECT_EQ(c->train_block, 64);
+  EXPECT_TRUE(c->block_given);
   EXPECT_EQ(c->train_gelu, "tanh");
   // bench bsr's weight: [--hidden, --in], square by default.
   c = parse_args({"bsr", "--hidden", "1024"});

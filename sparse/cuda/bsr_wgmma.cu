@@ -1,0 +1,534 @@
+// BSR products on Hopper's warpgroup MMA (bsr_wgmma.h).
+//
+// y = op(S) @ x as bsr_mma.cu computes it, for the shapes of a linear layer's
+// products: x (op(S)'s columns by n) is contiguous along op(S)'s columns,
+// that is, it is the token-major activation x or gradient dy. A thread block
+// owns one output block row (B rows of y) by kTileN columns (tokens) and
+// walks the row's stored blocks in k steps of 64, with three warpgroups, as
+// nm24_wgmma.cu's kernel does:
+//   - one loads: a single thread issues the TMA copies of each step (the
+//     block's 64 columns of op(S), B x 64, and x's [kTileN, 64] slice at the
+//     block's column, both in the 128-byte swizzle) into a ring of stages,
+//     each guarded by a "full" and an "empty" mbarrier (tensor/cuda/tma.cuh);
+//   - two multiply, each an m64 x n128 part of the tile (for 128x128 blocks
+//     the two halves of the block row, for 64x64 blocks the two halves of a
+//     256-token tile, sharing the staged block): four m64n128k16 wgmma a step
+//     with both operands read from shared memory through descriptors, one
+//     step's group kept in flight while the next issues.
+// op(S) = S reads each block K-major (its rows are y's rows); op(S) = S^T
+// (dY @ W, walking S by block columns) reads the stored block MN-major with
+// wgmma's transpose of A, so neither direction copies or transposes a block.
+//
+// The write-out is bsr_mma.cu's (epilogue.cuh): the f32 tile through shared
+// memory, then per thread runs of eight of y's rows with the bias, relu or a
+// gelu form applied, rounded once. Tokens past n arrive as zeros (TMA fills
+// outside the tensor) and are not stored; an empty block row writes the bias
+// (or zeros). No atomics: each output is one thread's sum in a fixed order,
+// the same bits on every run (not mma.sync's bits: the order of the f32
+// additions differs).
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <type_traits>
+
+#include "sparse/cuda/bsr_wgmma.h"
+#include "sparse/cuda/epilogue.cuh"
+#include "sparse/cuda/tile_values.cuh"
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/mma_sync.cuh"
+#include "tensor/cuda/stream.h"
+#include "tensor/cuda/tma.cuh"
+#include "tensor/cuda/wgmma.cuh"
+
+namespace coppice::sparse_cuda {
+namespace {
+
+using cuda::barrier_arrive;
+using cuda::barrier_expect;
+using cuda::barrier_wait;
+using cuda::smem_u32;
+using cuda::sw128_desc;
+using cuda::tma_load;
+using cuda::wgmma_commit;
+using cuda::wgmma_fence;
+using cuda::wgmma_wait;
+
+constexpr std::string_view kOp = "bsr wgmma product";
+constexpr int kStep = 64;                   // k per stage: one 128-byte swizzle row of 16-bit values
+constexpr int kConsumers = 256;             // two warpgroups multiply
+constexpr int kThreads = kConsumers + 128;  // and one loads
+
+// The shape for blocks of B: tokens per thread block, the stages of the ring.
+template <int B>
+struct WgmmaTile {
+  static constexpr int kTileN = B == 128 ? 128 : 256;  // each consumer an m64 x n128 part
+  static constexpr int kABytes = B * kStep * 2;        // the block's 64 columns (or rows, transposed)
+  static constexpr int kXBytes = kTileN * kStep * 2;
+  static constexpr int kStageBytes = kABytes + kXBytes;
+  static constexpr int kStages = B == 128 ? 6 : 5;  // 192 KB, 200 KB: one thread block an SM
+  static constexpr int kPitchOut = B + 4;           // f32 per token row of the write-out tile
+  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  static constexpr int kSmemBytes = kStages * kStageBytes + 1024 + kBarrierBytes;  // + room to align to 1024
+  static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
+  static_assert(kTileN * kPitchOut * 4 <= kStages * kStageBytes, "the write-out tile fits in the ring");
+};
+
+#define COPPICE_ACC64(d)                                                                                              \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),            \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),        \
+      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),        \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),        \
+      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),        \
+      "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),      \
+      "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), \
+      "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
+      "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), \
+      "+f"(d[15][3])
+#define COPPICE_WGMMA_SS_128(type)                                                                                   \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32." type "." type                                                       \
+  " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "   \
+  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                      \
+  "%64, %65, 1, 1, 1, %66, 0;\n"
+
+// d (64 x 128, f32; per warp its 16 rows, accumulators 4j..4j+3 the mma.sync
+// fragment of columns 8j..8j+7) += A (64 x 16, descriptor a; kTransA: stored
+// MN-major) * B (16 x 128, descriptor b of 128 K-major rows).
+template <typename T, bool kTransA>
+__device__ __forceinline__ void wgmma_ss_128(float (&d)[16][4], uint64_t a, uint64_t b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(COPPICE_WGMMA_SS_128("bf16") : COPPICE_ACC64(d) : "l"(a), "l"(b), "n"(kTransA ? 1 : 0));
+  } else {
+    asm volatile(COPPICE_WGMMA_SS_128("f16") : COPPICE_ACC64(d) : "l"(a), "l"(b), "n"(kTransA ? 1 : 0));
+  }
+}
+#undef COPPICE_WGMMA_SS_128
+#undef COPPICE_ACC64
+
+#define COPPICE_ACC32(d)                                                                                       \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),     \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
+      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
+      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+#define COPPICE_WGMMA_SS_64_TT(type)                                                                                 \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type                                                        \
+  " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 1, 1;\n"
+
+// d (64 x 64, f32, the layout of wgmma_ss_128's) += A (64 x 16) * B (16 x
+// 64), both stored MN-major (k down the rows of their tiles): descriptors a, b.
+template <typename T>
+__device__ __forceinline__ void wgmma_ss_64_tt(float (&d)[8][4], uint64_t a, uint64_t b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(COPPICE_WGMMA_SS_64_TT("bf16") : COPPICE_ACC32(d) : "l"(a), "l"(b));
+  } else {
+    asm volatile(COPPICE_WGMMA_SS_64_TT("f16") : COPPICE_ACC32(d) : "l"(a), "l"(b));
+  }
+}
+#undef COPPICE_WGMMA_SS_64_TT
+#undef COPPICE_ACC32
+
+struct Maps {
+  CUtensorMap values;  // S's blocks as [nblocks * B, B]: boxes of 64 x B (K-major) or 64 x 64 (transposed)
+  CUtensorMap x;       // x as [n, inner]: boxes of 64 x kTileN
+};
+
+struct WriteFlags {
+  bool y_vec;  // y is contiguous along its rows, 16-byte aligned, its other stride a multiple of 8
+};
+
+template <typename T, int B, bool kATrans>
+__global__ void __launch_bounds__(kThreads, 1)
+    bsr_wgmma_kernel(const __grid_constant__ Maps maps, const BsrProductArgs<T> p, WriteFlags flags) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tile = WgmmaTile<B>;
+  constexpr int kStages = Tile::kStages, kStageBytes = Tile::kStageBytes, kTileN = Tile::kTileN;
+  constexpr int kChunks = B / kStep;  // k steps a block
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
+  const uint32_t base = smem_u32(smem);
+  const uint32_t full = base + kStages * kStageBytes, empty = full + kStages * 8;
+  const int tid = threadIdx.x;
+  const int64_t obr = p.row_order != nullptr ? p.row_order[blockIdx.x] : blockIdx.x;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTileN;
+  const int32_t begin = p.ptr[obr];
+  const int steps = (p.ptr[obr + 1] - begin) * kChunks;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      cuda::barrier_init(full + 8 * s, 1);
+      cuda::barrier_init(empty + 8 * s, kConsumers / 32);  // one arrival per consumer warp
+    }
+    cuda::barrier_init_fence();
+  }
+  __syncthreads();
+
+  if (tid >= kConsumers) {
+    // The loading warpgroup: one thread issues every copy.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (tid == kConsumers) {
+      for (int step = 0; step < steps; ++step) {
+        const int32_t e = begin + step / kChunks;
+        const int chunk = step % kChunks;
+        const int64_t blk = p.bid != nullptr ? p.bid[e] : e;
+        const int s = step % kStages;
+        barrier_wait(empty + 8 * s, ((step / kStages) & 1) ^ 1);
+        barrier_expect(full + 8 * s, kStageBytes);
+        const uint32_t st = base + s * kStageBytes;
+        if constexpr (kATrans) {  // rows chunk*64.. of the block, each 64-wide half of its columns a tile
+#pragma unroll
+          for (int h = 0; h < B / 64; ++h)
+            tma_load(st + h * 64 * 128, &maps.values, h * 64, static_cast<int>(blk * B + chunk * kStep), full + 8 * s);
+        } else {  // columns chunk*64.. of the block's B rows
+          tma_load(st, &maps.values, chunk * kStep, static_cast<int>(blk * B), full + 8 * s);
+        }
+        tma_load(st + Tile::kABytes, &maps.x, static_cast<int>(p.kblk[e]) * B + chunk * kStep, static_cast<int>(n0),
+                 full + 8 * s);
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+
+  const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
+  // This warpgroup's rows of the block row and columns (tokens) of the tile.
+  const int row0 = B == 128 ? 64 * wg : 0, col0 = B == 128 ? 0 : 128 * wg;
+  float acc[16][4];
+#pragma unroll
+  for (auto& a : acc)
+#pragma unroll
+    for (float& v : a) v = 0.0f;
+  cuda::fence_registers(acc);
+
+  for (int step = 0; step < steps; ++step) {
+    const int s = step % kStages;
+    const uint32_t st = base + s * kStageBytes;
+    barrier_wait(full + 8 * s, (step / kStages) & 1);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kStep / 16; ++ks) {
+      // K-major A: 32 bytes along the row a k16 step; MN-major A (the block
+      // read transposed): 16 rows of k, 2048 bytes, in this half's tile.
+      const uint64_t a =
+          kATrans ? sw128_desc(st + (row0 / 64) * 64 * 128 + ks * 2048) : sw128_desc(st + row0 * 128 + ks * 32);
+      const uint64_t b = sw128_desc(st + Tile::kABytes + col0 * 128 + ks * 32);
+      wgmma_ss_128<T, kATrans>(acc, a, b);
+    }
+    wgmma_commit();
+    // The previous step's group is done: its stage goes back to the loader.
+    wgmma_wait<1>();
+    cuda::fence_registers(acc);
+    if (step > 0 && lane == 0) barrier_arrive(empty + 8 * ((step - 1) % kStages));
+  }
+  wgmma_wait<0>();
+  cuda::fence_registers(acc);
+  // Both consumer warpgroups are done with the ring (the loader has nothing
+  // left in flight: every stage it filled was waited for).
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+
+  // The tile as [token][row] f32: accumulators 4j and 4j + 1 are row g of the
+  // warp's 16 and tokens 8j + 2t, 8j + 2t + 1; 4j + 2 and 4j + 3 row g + 8.
+  float* tile = reinterpret_cast<float*>(smem);
+  constexpr int P = Tile::kPitchOut;
+  const int r = row0 + warp * 16 + g;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int m = col0 + 8 * j + 2 * t;
+    tile[m * P + r] = acc[j][0];
+    tile[(m + 1) * P + r] = acc[j][1];
+    tile[m * P + r + 8] = acc[j][2];
+    tile[(m + 1) * P + r + 8] = acc[j][3];
+  }
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+
+  // Runs of eight of y's rows for one token: the bias, relu or a gelu form,
+  // rounded once (epilogue.cuh).
+  constexpr int kRuns = B / 8;
+  const int64_t r0 = obr * B;
+  for (int c = tid; c < kTileN * kRuns; c += kConsumers) {
+    const int m = c / kRuns, rr = (c % kRuns) * 8;
+    const int64_t gn = n0 + m;
+    if (gn >= p.n) continue;
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      v[j] = add_bias(tile[m * P + rr + j], p.bias, r0 + rr + j);
+      if (p.relu) v[j] = relu(v[j]);
+    }
+    gelu_and_store_run<T, 8>(p.gelu, p.y.data, p.aux.data, (r0 + rr) * p.y.row_stride + gn * p.y.col_stride,
+                             p.y.row_stride, flags.y_vec, v, 8);
+  }
+#endif
+}
+
+// ---- SDDMM ----
+//
+// values[e] = a[rows of e, :] @ b[:, cols of e] for a linear's weight
+// gradient: a = dy^T (contiguous along its rows: the output features), b = x
+// (contiguous along its columns: the input features), the inner dimension
+// the tokens. A thread block takes a run of the stored blocks of one block
+// row (BsrSddmmArgs::group_begin: two 64x64 blocks, or one 128x128) over one
+// range of the tokens (BsrSddmmArgs::splits), in steps of 64 tokens: the
+// loader copies a's [64 tokens, B rows] slice once for the run and b's
+// [64 tokens, 64 columns] slices of each block, all MN-major (tokens down
+// the tile's rows), which wgmma reads with both operands transposed. The
+// consumers: for 64x64 blocks warpgroup w multiplies block w of the run (an
+// m64n64 product a step); for 128x128 blocks warpgroup w takes rows 64w..
+// of the block and both 64-column halves. Each thread stores its
+// accumulators straight from registers: rounded to the values, or as f32
+// partial sums of its range, which bsr_sum_splits adds in range order.
+template <int B>
+struct SddmmWgmmaTile {
+  static constexpr int kGroup = B == 128 ? 1 : 2;         // stored blocks a thread block
+  static constexpr int kSliceBytes = 64 * kStep * 2;      // one 64 x 64 tile
+  static constexpr int kABytes = (B / 64) * kSliceBytes;  // a's rows of the block row
+  static constexpr int kBBytes = (B / 64) * kSliceBytes;  // each block's columns of b
+  static constexpr int kStageBytes = kABytes + kGroup * kBBytes;
+  static constexpr int kStages = B == 128 ? 6 : 8;  // 192 KB: one thread block an SM
+  static constexpr int kSmemBytes = kStages * kStageBytes + 1024 + 2 * kStages * 8;
+  static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
+};
+
+struct SddmmMaps {
+  CUtensorMap a;  // a as [k, rows] (a.col_stride apart): boxes of 64 x 64
+  CUtensorMap b;  // b as [k, cols] (b.row_stride apart): boxes of 64 x 64
+};
+
+template <typename T, int B>
+__global__ void __launch_bounds__(kThreads, 1)
+    bsr_wgmma_sddmm_kernel(const __grid_constant__ SddmmMaps maps, const BsrSddmmArgs<T> p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tile = SddmmWgmmaTile<B>;
+  constexpr int kStages = Tile::kStages, kStageBytes = Tile::kStageBytes;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
+  const uint32_t base = smem_u32(smem);
+  const uint32_t full = base + kStages * kStageBytes, empty = full + kStages * 8;
+  const int tid = threadIdx.x;
+  const int32_t begin = p.group_begin[blockIdx.x];
+  const int count = p.group_begin[blockIdx.x + 1] - begin;
+  const int64_t r0 = static_cast<int64_t>(p.group_row[blockIdx.x]) * B;
+  const int64_t k_begin = p.splits > 1 ? blockIdx.y * p.split_k : 0;
+  const int64_t k_end = p.splits > 1 ? std::min<int64_t>(p.k, k_begin + p.split_k) : p.k;
+  const int steps = static_cast<int>((k_end - k_begin + kStep - 1) / kStep);
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      cuda::barrier_init(full + 8 * s, 1);
+      cuda::barrier_init(empty + 8 * s, kConsumers / 32);
+    }
+    cuda::barrier_init_fence();
+  }
+  __syncthreads();
+
+  if (tid >= kConsumers) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (tid == kConsumers) {
+      for (int step = 0; step < steps; ++step) {
+        const int s = step % kStages;
+        const int k0 = static_cast<int>(k_begin + static_cast<int64_t>(step) * kStep);
+        barrier_wait(empty + 8 * s, ((step / kStages) & 1) ^ 1);
+        barrier_expect(full + 8 * s, Tile::kABytes + count * Tile::kBBytes);
+        const uint32_t st = base + s * kStageBytes;
+#pragma unroll
+        for (int h = 0; h < B / 64; ++h)
+          tma_load(st + h * Tile::kSliceBytes, &maps.a, static_cast<int>(r0) + 64 * h, k0, full + 8 * s);
+        for (int q = 0; q < count; ++q) {
+          const int c0 = p.bcol[begin + q] * B;
+#pragma unroll
+          for (int h = 0; h < B / 64; ++h)
+            tma_load(st + Tile::kABytes + q * Tile::kBBytes + h * Tile::kSliceBytes, &maps.b, c0 + 64 * h, k0,
+                     full + 8 * s);
+        }
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+
+  const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
+  // This warpgroup's block of the run and its rows of it; a warpgroup past
+  // the run's end only keeps the barriers' counts.
+  const int q = B == 128 ? 0 : wg, row0 = B == 128 ? 64 * wg : 0;
+  const bool active = q < count;
+  float acc[B / 64][8][4];
+#pragma unroll
+  for (auto& half : acc)
+#pragma unroll
+    for (auto& a : half)
+#pragma unroll
+      for (float& v : a) v = 0.0f;
+#pragma unroll
+  for (auto& half : acc) cuda::fence_registers(half);
+
+  for (int step = 0; step < steps; ++step) {
+    const int s = step % kStages;
+    const uint32_t st = base + s * kStageBytes;
+    barrier_wait(full + 8 * s, (step / kStages) & 1);
+    if (active) {
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kStep / 16; ++ks) {
+        const uint64_t a = sw128_desc(st + (row0 / 64) * Tile::kSliceBytes + ks * 2048);
+#pragma unroll
+        for (int h = 0; h < B / 64; ++h) {
+          const uint64_t b = sw128_desc(st + Tile::kABytes + q * Tile::kBBytes + h * Tile::kSliceBytes + ks * 2048);
+          wgmma_ss_64_tt<T>(acc[h], a, b);
+        }
+      }
+      wgmma_commit();
+      wgmma_wait<1>();
+#pragma unroll
+      for (auto& half : acc) cuda::fence_registers(half);
+    }
+    if (step > 0 && lane == 0) barrier_arrive(empty + 8 * ((step - 1) % kStages));
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (auto& half : acc) cuda::fence_registers(half);
+  if (!active) return;
+
+  // Accumulators 4j, 4j + 1: row g of the warp's 16, columns 8j + 2t and
+  // 8j + 2t + 1 of the half; 4j + 2, 4j + 3: row g + 8.
+  const int64_t e = begin + q;
+  T* out = p.values + e * B * B;
+  float* part = p.splits > 1 ? p.partial + (blockIdx.y * p.nblocks + e) * B * B : nullptr;
+#pragma unroll
+  for (int h = 0; h < B / 64; ++h) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const int r = row0 + warp * 16 + g + 8 * hi, c = 64 * h + 8 * j + 2 * t;
+        const float lo_v = acc[h][j][2 * hi], hi_v = acc[h][j][2 * hi + 1];
+        if (part != nullptr) {
+          *reinterpret_cast<float2*>(part + r * B + c) = make_float2(lo_v, hi_v);
+        } else {
+          T v2[2] = {from_float<T>(lo_v), from_float<T>(hi_v)};
+          uint32_t packed;
+          memcpy(&packed, v2, sizeof(packed));
+          *reinterpret_cast<uint32_t*>(out + r * B + c) = packed;
+        }
+      }
+    }
+  }
+#endif
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+template <typename T, int B>
+void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
+  using Tile = SddmmWgmmaTile<B>;
+  static const bool configured = [] {
+    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(bsr_wgmma_sddmm_kernel<T, B>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            Tile::kSmemBytes),
+                       kOp);
+    return true;
+  }();
+  (void)configured;
+  const CUtensorMapDataType type =
+      std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  SddmmMaps maps;
+  const int64_t rows = p.block_rows * B;
+  maps.a =
+      cuda::tensor_map_16bit(p.a.data, rows, p.k, p.a.col_stride, 64, kStep, CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
+  maps.b =
+      cuda::tensor_map_16bit(p.b.data, p.b_cols, p.k, p.b.row_stride, 64, kStep, CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
+  const dim3 grid(static_cast<unsigned>(p.ngroups), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
+  bsr_wgmma_sddmm_kernel<T, B><<<grid, kThreads, Tile::kSmemBytes, stream>>>(maps, p);
+  cuda::check_launch(kOp);
+}
+
+template <typename T, int B, bool kATrans>
+void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
+  using Tile = WgmmaTile<B>;
+  static const bool configured = [] {
+    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(bsr_wgmma_kernel<T, B, kATrans>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes),
+                       kOp);
+    return true;
+  }();
+  (void)configured;
+  const CUtensorMapDataType type =
+      std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  Maps maps;
+  maps.values = cuda::tensor_map_16bit(p.values, B, p.nblocks * B, B, kStep, kATrans ? 64 : B,
+                                       CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
+  maps.x = cuda::tensor_map_16bit(p.x.data, p.inner, p.n, p.x.col_stride, kStep, Tile::kTileN,
+                                  CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
+  WriteFlags flags;
+  flags.y_vec = p.y.row_stride == 1 && p.y.col_stride % 8 == 0 && aligned16(p.y.data) &&
+                (p.gelu == GeluWriteOut::kNone || aligned16(p.aux.data));
+  const dim3 grid(static_cast<unsigned>(p.out_block_rows),
+                  static_cast<unsigned>((p.n + Tile::kTileN - 1) / Tile::kTileN));
+  bsr_wgmma_kernel<T, B, kATrans><<<grid, kThreads, Tile::kSmemBytes, stream>>>(maps, p, flags);
+  cuda::check_launch(kOp);
+}
+
+}  // namespace
+
+template <typename T>
+bool bsr_wgmma_runs(const BsrProductArgs<T>& p) {
+  if (!bsr_wgmma_takes(p.bh, p.bw) || p.inner <= 0 || p.nblocks <= 0) return false;
+  // TMA: 16-byte aligned bases and row pitches, coordinates in int32.
+  if (!aligned16(p.values) || !aligned16(p.x.data) || p.x.row_stride != 1 || p.x.col_stride % 8 != 0 ||
+      p.x.col_stride < p.inner)
+    return false;
+  if (p.nblocks * p.bh >= (int64_t{1} << 31) || p.inner >= (int64_t{1} << 31) || p.n >= (int64_t{1} << 31))
+    return false;
+  int device = 0;
+  COPPICE_CUDA_CHECK(cudaGetDevice(&device), kOp);
+  return cuda::runs_sm90a(device, kOp);
+}
+
+template <typename T>
+void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
+  if (p.out_block_rows <= 0 || p.n <= 0) return;
+  if (p.bh == 128) {
+    p.transposed ? launch<T, 128, true>(p, stream) : launch<T, 128, false>(p, stream);
+  } else {
+    p.transposed ? launch<T, 64, true>(p, stream) : launch<T, 64, false>(p, stream);
+  }
+}
+
+template <typename T>
+bool bsr_wgmma_sddmm_runs(const BsrSddmmArgs<T>& p) {
+  if (!bsr_wgmma_takes(p.bh, p.bw) || p.group > SddmmWgmmaTile<64>::kGroup || p.b_cols <= 0) return false;
+  if (p.bh == 128 && p.group > 1) return false;
+  // a contiguous along its rows, b along its columns; TMA: 16-byte aligned
+  // bases and pitches, coordinates in int32.
+  if (!aligned16(p.a.data) || !aligned16(p.b.data) || p.a.row_stride != 1 || p.b.col_stride != 1 ||
+      p.a.col_stride % 8 != 0 || p.b.row_stride % 8 != 0 || p.a.col_stride < p.block_rows * p.bh ||
+      p.b.row_stride < p.b_cols)
+    return false;
+  if (p.k >= (int64_t{1} << 31) || p.block_rows * p.bh >= (int64_t{1} << 31) || p.b_cols >= (int64_t{1} << 31))
+    return false;
+  if (p.splits > 1 && p.split_k % kStep != 0) return false;
+  int device = 0;
+  COPPICE_CUDA_CHECK(cudaGetDevice(&device), kOp);
+  return cuda::runs_sm90a(device, kOp);
+}
+
+template <typename T>
+void bsr_wgmma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
+  if (p.ngroups <= 0) return;
+  p.bh == 128 ? launch_sddmm<T, 128>(p, stream) : launch_sddmm<T, 64>(p, stream);
+}
+
+template bool bsr_wgmma_runs<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&);
+template bool bsr_wgmma_runs<__half>(const BsrProductArgs<__half>&);
+template void bsr_wgmma_product<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&, cudaStream_t);
+template void bsr_wgmma_product<__half>(const BsrProductArgs<__half>&, cudaStream_t);
+template bool bsr_wgmma_sddmm_runs<__nv_bfloat16>(const BsrSddmmArgs<__nv_bfloat16>&);
+template bool bsr_wgmma_sddmm_runs<__half>(const BsrSddmmArgs<__half>&);
+template void bsr_wgmma_sddmm<__nv_bfloat16>(const BsrSddmmArgs<__nv_bfloat16>&, cudaStream_t);
+template void bsr_wgmma_sddmm<__half>(const BsrSddmmArgs<__half>&, cudaStream_t);
+
+}  // namespace coppice::sparse_cuda

@@ -1,0 +1,50 @@
+// BSR products on Hopper's warpgroup MMA (wgmma, sm_90a only), for square
+// 64x64 and 128x128 blocks of bf16/f16: the same product and write-out as
+// bsr_mma.h's mma.sync kernel (BsrProductArgs: bias, relu, the gelu forms),
+// which bsr_products.cc runs in its place where bsr_wgmma_runs says it can,
+// and the SDDMM of a linear's weight gradient (bsr_wgmma.cu has the design).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "sparse/cuda/bsr_tiles.h"
+
+namespace coppice::sparse_cuda {
+
+constexpr bool bsr_wgmma_takes(int bh, int bw) { return bh == bw && (bh == 64 || bh == 128); }
+
+// Whether the wgmma kernel beats mma.sync's for blocks of `block` at
+// `blocks_per_row` stored blocks per output block row on average. One thread
+// block an SM and a fixed cost per tile (barriers, the first loads, the
+// write-out) make short rows slow: H200, 16384 tokens, bf16, 64x64 blocks at
+// 90 % (1.6 blocks a row) x W^T of a 4096 x 1024 weight took 0.126 ms
+// against mma.sync's 0.107, where dy W (6.4 a row) took 0.057 against
+// 0.073; at 50 % (8 a row) 0.19 against 0.29. mma.sync's 128x128 kernel (one
+// thread block an SM too) loses at every density.
+constexpr bool bsr_wgmma_pays(int block, double blocks_per_row) { return block == 128 || blocks_per_row >= 4.0; }
+
+// Whether the current device runs the kernel (compute capability 9.0: it is
+// built for sm_90a alone) and p's operands are as it reads them: blocks as
+// bsr_wgmma_takes, values 16-byte aligned, x contiguous along op(S)'s
+// columns (x.row_stride 1: the x or dy rows of a linear's products) with
+// 16-byte aligned rows, and the extents p.inner and p.nblocks set. T is
+// __nv_bfloat16 or __half.
+template <typename T>
+bool bsr_wgmma_runs(const BsrProductArgs<T>& p);
+
+template <typename T>
+void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream);
+
+// The SDDMM of a linear's weight gradient on wgmma: whether the current
+// device runs it and p is as it reads it (blocks as bsr_wgmma_takes, runs of
+// at most 2 64x64 blocks or 1 128x128 block (bsr_mma_sddmm_group), a
+// contiguous along its rows (dy^T), b along its columns (x), both 16-byte
+// aligned with pitches a multiple of 8, split ranges a multiple of 64, and
+// p.b_cols set). With p.splits > 1 it writes p.partial alone: the caller
+// adds the ranges (bsr_sum_splits, bsr_mma.h).
+template <typename T>
+bool bsr_wgmma_sddmm_runs(const BsrSddmmArgs<T>& p);
+template <typename T>
+void bsr_wgmma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream);
+
+}  // namespace coppice::sparse_cuda

@@ -1,0 +1,91 @@
+// Hopper's tensor memory accelerator (TMA) and the mbarriers that pace it,
+// shared by the warp-specialized wgmma kernels (sparse/cuda/nm24_wgmma.cu,
+// sparse/cuda/bsr_wgmma.cu): device code for sm_90a sources, and the host's
+// tensor maps (cuTensorMapEncodeTiled, fetched from the driver the runtime
+// loaded: the library does not link libcuda itself).
+//
+// The pattern: a producer thread waits for a stage's "empty" barrier, arms
+// its "full" barrier with the bytes it will copy (barrier_expect) and issues
+// the copies (tma_load), which complete the barrier's transaction; the
+// consumers wait for "full", multiply, and arrive on "empty".
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string_view>
+
+#include "tensor/cuda/cuda_check.h"
+
+namespace coppice::cuda {
+
+__device__ __forceinline__ void barrier_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// After every barrier_init of a thread block, before any other thread uses them.
+__device__ __forceinline__ void barrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void barrier_expect(uint32_t bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void barrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Until the phase of parity `parity` has completed.
+__device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nretry:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra retry;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// A 2-D box of `map` at (inner, outer) into shared memory at `dst`,
+// completing `bar`'s transaction bytes; what lies outside the tensor arrives
+// as zeros.
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int inner, int outer, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(map), "r"(inner), "r"(outer), "r"(bar)
+      : "memory");
+}
+
+// cuTensorMapEncodeTiled from the driver the runtime loaded; `op` names the
+// caller in errors.
+inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled(std::string_view op) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [op] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    COPPICE_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found),
+                       op);
+    if (found != cudaDriverEntryPointSuccess || f == nullptr) {
+      COPPICE_CUDA_CHECK(cudaErrorNotSupported, op);  // this driver has no cuTensorMapEncodeTiled
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A [outer, inner] matrix of 16-bit elements, rows `row_elems` apart (a
+// multiple of 8: TMA's strides are multiples of 16 bytes), in boxes of
+// box_inner x box_outer; zeros outside.
+inline CUtensorMap tensor_map_16bit(const void* data, int64_t inner, int64_t outer, int64_t row_elems, int box_inner,
+                                    int box_outer, CUtensorMapSwizzle swizzle, CUtensorMapDataType type,
+                                    std::string_view op) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_elems) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode_tiled(op)(&map, type, 2, const_cast<void*>(data), dims, strides, box, element_strides,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) COPPICE_CUDA_CHECK(cudaErrorInvalidValue, op);  // the map's shape or alignment
+  return map;
+}
+
+}  // namespace coppice::cuda
