@@ -270,11 +270,14 @@ MaskChange rebuild_bsr_blocks(const Tensor& param, const PatternView& blocks, co
   const Tensor old_values = values(param).reshape({n_old, area});
   const Tensor src = n_old == 0 ? grown_values : n_grown == 0 ? old_values : cat({old_values, grown_values});
   const int64_t n_new = static_cast<int64_t>(next.size());
-  const Tensor new_values = n_new == 0 ? zeros({0, bh, bw}, param.options())
-                                       : index_select(src, 0, from_vector(idx).to(device)).reshape({n_new, bh, bw});
-  change.param = sparse_bsr(from_vector(crow).to(device), from_vector(col).to(device), new_values, param.shape());
+  const Tensor new_values = n_new == 0
+                                ? zeros({0, bh, bw}, param.options())
+                                : index_select(src, 0, from_vector(idx, {n_new}).to(device)).reshape({n_new, bh, bw});
+  // Shapes given: from_vector makes one value a 0-d tensor, and a weight pruned to one block has one.
+  change.param = sparse_bsr(from_vector(crow, {grid_rows + 1}).to(device), from_vector(col, {n_new}).to(device),
+                            new_values, param.shape());
   // keep_from entry by entry, formed on the device from the blocks' (a 4096² layer has millions of entries).
-  const Tensor kb = from_vector(keep_block).to(device).reshape({n_new, 1});
+  const Tensor kb = from_vector(keep_block, {n_new, 1}).to(device);
   const Tensor entries = add(mul(kb, static_cast<double>(area)), arange(area, TensorOptions(DType::kI64, device)));
   change.keep_from = where(lt(kb, 0.0), full_like(entries, -1.0), entries).reshape({-1}).contiguous();
   return change;
