@@ -15,9 +15,17 @@ void check_components(const TrainComponents& c) {
   COPPICE_CHECK(c.grad_clip >= 0.0, "run_training: grad_clip must be >= 0, got ", c.grad_clip);
   COPPICE_CHECK(c.log_every >= 0 && c.eval_every >= 0 && c.checkpoint_every >= 0 && c.keep_last >= 0,
                 "run_training: log_every, eval_every, checkpoint_every and keep_last must be >= 0");
+  COPPICE_CHECK(c.densify_step >= 0, "run_training: densify_step must be >= 0 (0: never), got ", c.densify_step);
+  COPPICE_CHECK(c.densify_step == 0 || c.sr_ste == nullptr,
+                "run_training: densify_step makes sparse weights dense, but SR-STE's weights are dense already");
 }
 
-MaskState* mask_state(const TrainComponents& c) {
+bool is_densified(const TrainComponents& c, int64_t steps_done) {
+  return c.densify_step > 0 && steps_done >= c.densify_step;
+}
+
+MaskState* mask_state(const TrainComponents& c, int64_t steps_done) {
+  if (is_densified(c, steps_done)) return nullptr;
   if (c.mask_updater != nullptr) return c.mask_updater;
   return c.sr_ste;
 }

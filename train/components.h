@@ -56,6 +56,15 @@ struct TrainComponents {
   const GmpPruner* gmp = nullptr;
   std::vector<std::string> gmp_layers;  // empty: every sparse parameter of dim >= 2
   SrSte* sr_ste = nullptr;
+  // Sparse to dense (SPDF, optim/densify.h): > 0 makes every sparse
+  // parameter of `model` dense after step densify_step - 1 (by the step
+  // alone, skipped or not), its optimizer state carried over, and ends the
+  // mask method: the rest of the run trains dense, and a checkpoint at step
+  // S holds dense weights and no mask-method state exactly when S >=
+  // densify_step (a resumed run makes its weights dense before loading
+  // one). 0: the weights stay as they are. Not with SR-STE (its weights are
+  // dense already).
+  int64_t densify_step = 0;
 
   double grad_clip = 0.0;  // max global gradient norm; 0: none (of the unscaled gradients)
   // Mixed precision (train/mixed_precision.h): floating inputs are cast to
@@ -200,11 +209,17 @@ int64_t total_training_steps(const TrainComponents& components);
 
 // Throws coppice::Error naming the first component that makes no run (both or
 // neither of steps and epochs, more than one of updater, GMP pruner and
-// SR-STE, an empty train loader, a negative interval).
+// SR-STE, an empty train loader, a negative interval, a negative
+// densify_step or one with SR-STE).
 void check_components(const TrainComponents& components);
 
-// What checkpoints save of the method that drives the masks: the mask
-// updater's state or SR-STE's masks (null when neither is there).
-MaskState* mask_state(const TrainComponents& components);
+// Whether the run's weights are dense once `steps_done` steps are done
+// (components.densify_step reached).
+bool is_densified(const TrainComponents& components, int64_t steps_done);
+
+// What checkpoints save of the method that drives the masks once
+// `steps_done` steps are done: the mask updater's state or SR-STE's masks
+// (null when neither is there, or once the weights are dense).
+MaskState* mask_state(const TrainComponents& components, int64_t steps_done);
 
 }  // namespace coppice

@@ -128,6 +128,10 @@ struct MaskUpdateConfig {
   GmpConfig gmp;
   // sr_ste: interval, decay
   SrSteConfig sr_ste;
+  // Sparse to dense (SPDF, optim/densify.h): > 0 makes every sparse weight
+  // dense after this many steps, for the rest of the run; 0: never. Any
+  // method but dense and sr_ste, after its last mask change.
+  int64_t densify_step = 0;
 
   bool is_prune_and_regrow() const {
     return method == MaskMethod::kSet || method == MaskMethod::kRigL || method == MaskMethod::kRigLNm ||

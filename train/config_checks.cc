@@ -371,6 +371,9 @@ void check_lengths(const JobConfig& job) {
     const MaskUpdateConfig& mu = job.mask_update;
     if (mu.is_prune_and_regrow()) within("mask_update.end_step", mu.updater.end_step);
     if (mu.method == MaskMethod::kGmp) within("mask_update.end_step", mu.gmp.end_step);
+    if (mu.densify_step > 0 && mu.densify_step >= *steps)
+      bad("mask_update.densify_step", "must be < ", what, " (", *steps,
+          "), so that some steps train dense after it; got ", mu.densify_step);
     if (job.lr_schedule.warmup_steps > 0) within("lr_schedule.warmup_steps", job.lr_schedule.warmup_steps);
   }
 }

@@ -293,6 +293,13 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
                                                      {"rigl_nm", MaskMethod::kRigLNm}, {"snfs", MaskMethod::kSnfs},
                                                      {"gmp", MaskMethod::kGmp},        {"sr_ste", MaskMethod::kSrSte}};
   c.method = methods.at(method);
+  if (c.method == MaskMethod::kDense)
+    s.refuse({"densify_step"},
+             "method dense trains dense weights from the start; densify_step makes sparse weights dense (methods "
+             "static, set, rigl, rigl_nm, snfs and gmp)");
+  if (c.method == MaskMethod::kSrSte)
+    s.refuse({"densify_step"}, "sr_ste keeps its weights dense already (forward sees their n:m projection)");
+  if (s.has("densify_step")) c.densify_step = s.integer("densify_step");
   if (c.method == MaskMethod::kDense || c.method == MaskMethod::kStatic) {
     std::vector<std::string> all = kRegrowKeys;
     all.insert(all.end(), kGmpKeys.begin(), kGmpKeys.end());
@@ -321,6 +328,12 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
   if (!s.has("end_step")) bad(s.at("end_step"), "required for method ", method);
   const int64_t end = s.integer("end_step");
   if (end <= start) bad(s.at("end_step"), "must be > start_step (", start, "), got ", end);
+  // Dense weights have no mask: the masks' last change comes first (gmp
+  // prunes at end_step itself; set, rigl and snfs update before it).
+  const bool gmp = c.method == MaskMethod::kGmp;
+  if (c.densify_step > 0 && (gmp ? c.densify_step <= end : c.densify_step < end))
+    bad(s.at("densify_step"), "must be ", gmp ? ">" : ">=", " mask_update.end_step (", end,
+        "): the masks change until then, and dense weights have no mask; got ", c.densify_step);
   if (c.method == MaskMethod::kGmp) {
     s.refuse(kRegrowKeys, "not used by method gmp (it only prunes)");
     c.gmp.start_step = start;

@@ -89,7 +89,7 @@ bool is_adjustable_fingerprint_key(const std::string& key) { return adjustable_k
 bool is_structural_key(const std::string& key) {
   auto under = [&](const char* prefix) { return key.rfind(prefix, 0) == 0; };
   return under("model.") || under("sparsity.") || key == "precision.dtype" || key == "optimizer.name" ||
-         key == "mask_update.method";
+         key == "mask_update.method" || key == "mask_update.densify_step";
 }
 
 std::vector<FingerprintChange> fingerprint_changes(const Fingerprint& saved, const Fingerprint& current) {
@@ -145,8 +145,9 @@ absl::Status check_allowed_changes(const std::vector<std::string>& allowed) {
     if (is_structural_key(key + (key == a ? "" : "."))) {
       return absl::InvalidArgumentError(
           str_cat(quote_for_error(a),
-                  " cannot change on resume: the model, its formats and densities, the dtype, the optimizer "
-                  "and the mask-update method shape the checkpoint's tensors (start a new run instead)"));
+                  " cannot change on resume: the model, its formats and densities, the dtype, the optimizer, "
+                  "the mask-update method and its densify_step shape the checkpoint's tensors (start a new run "
+                  "instead)"));
     }
     if (const std::string why = unknown_change(a, key, key != a); !why.empty()) {
       return absl::InvalidArgumentError(why);

@@ -12,8 +12,10 @@
 // Two kinds of keys:
 //   structural  what the saved tensors are: the model and its options, the
 //               parameters' formats and densities, output rules, the numeric
-//               dtype, the optimizer and the mask-update method. A checkpoint
-//               whose structural keys differ cannot be loaded into this job.
+//               dtype, the optimizer, the mask-update method and its
+//               densify_step (which steps' checkpoints hold dense weights).
+//               A checkpoint whose structural keys differ cannot be loaded
+//               into this job.
 //   adjustable  everything else (hyperparameters, schedules, training length,
 //               data, seeds, world size, exchange, loss scaling). A resume
 //               may change them on purpose (--allow-changes KEY,...): the

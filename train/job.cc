@@ -483,6 +483,7 @@ TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule,
   std::optional<GmpPruner> gmp;
   std::optional<SrSte> sr_ste;
   attach_mask_update(job, *model, schedule, ruled, gmp_layers, updater, gmp, sr_ste, c);
+  c.densify_step = job.mask_update.densify_step;
   set_reporting(job, opts, schedule, c);
   return run_training(c);
 }

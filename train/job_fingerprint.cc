@@ -169,6 +169,8 @@ void add_mask_update(const MaskUpdateConfig& m, Fingerprint& f) {
     f["mask_update.interval"] = number(m.sr_ste.interval);
     f["mask_update.decay"] = number(m.sr_ste.decay);
   }
+  // Named only when set, so that jobs without it keep their fingerprints.
+  if (m.densify_step > 0) f["mask_update.densify_step"] = number(m.densify_step);
 }
 
 }  // namespace

@@ -238,7 +238,9 @@ std::vector<SchemaKey> optimization_keys() {
           .defaults_to(0)
           .in(reals(0, 1)),
 
-      key("mask_update", K::kSection, "how masks change (optim/mask_updater.h, optim/gmp.h, optim/sr_ste.h)"),
+      key("mask_update", K::kSection,
+          "how masks change (optim/mask_updater.h, optim/gmp.h, optim/sr_ste.h), and when sparse weights become "
+          "dense (optim/densify.h)"),
       key("mask_update.method", K::kString,
           "how masks change; rigl_nm: RigL within the groups of nm layers; sr_ste: dense weights trained through "
           "their n:m projection, every rule nm")
@@ -278,6 +280,12 @@ std::vector<SchemaKey> optimization_keys() {
           .in(reals(0, 1, "(]")),
       key("mask_update.frequency", K::kInt, "gmp: steps between pruning steps")
           .defaults_to(gmp.frequency)
+          .in(ints(1, kMaxSteps)),
+      key("mask_update.densify_step", K::kInt,
+          "static/set/rigl/rigl_nm/snfs/gmp: every sparse weight becomes dense after this many steps, its optimizer "
+          "state carried over, and training goes on dense (SPDF); at or after end_step (gmp: after it), before the "
+          "last step")
+          .absent_means("the weights stay sparse")
           .in(ints(1, kMaxSteps)),
       key("mask_update.decay", K::kDouble,
           "sr_ste: lambda of the sparse-refined term lambda * (1 - mask) * W added to the dense weights' gradient "

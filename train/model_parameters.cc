@@ -7,6 +7,13 @@
 
 namespace coppice {
 
+std::vector<std::string> sparse_parameter_names(const Module& model) {
+  std::vector<std::string> names;
+  for (const auto& [name, p] : model.named_parameters())
+    if (p.value().is_sparse()) names.push_back(name);
+  return names;
+}
+
 Tensor ModelParameters::value(const std::string& name) const { return model_.parameter(name).value(); }
 
 Tensor ModelParameters::unscaled_gradient(const std::string& name, double loss_scale) const {

@@ -4,12 +4,17 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "models/module.h"
 #include "optim/optimizer.h"
 #include "optim/parameter_store.h"
 
 namespace coppice {
+
+// The names of the model's sparse parameters, in its order (what
+// TrainComponents::densify_step makes dense).
+std::vector<std::string> sparse_parameter_names(const Module& model);
 
 class ModelParameters : public ParameterStore {
  public:

@@ -9,11 +9,13 @@
 #include <utility>
 #include <vector>
 
+#include "optim/densify.h"
 #include "sparse/route_choices.h"
 #include "tensor/error.h"
 #include "tensor/generator.h"
 #include "train/checkpoint_files.h"
 #include "train/fingerprint.h"
+#include "train/model_parameters.h"
 
 namespace coppice {
 namespace {
@@ -132,7 +134,16 @@ RunStart resume(TrainComponents& c, int64_t nb, int64_t total, const std::string
     restore_route_choices(it->second, str_cat("run_training: resume: checkpoint '", path, "'"));
   }
 
-  if (absl::Status st = apply_checkpoint(*file, c.model, c.optimizer, mask_state(c),
+  // A checkpoint at or after densify_step holds the weights dense and no
+  // mask-method state (densify_step is structural in the fingerprint, so the
+  // job that wrote it densified at the same step): the model's sparse
+  // weights become dense before it is loaded into them. Should the load
+  // fail, the run fails with it, as the components are then this run's alone.
+  if (is_densified(c, state.step)) {
+    ModelParameters store(c.model, c.optimizer);
+    densify_parameters(store, sparse_parameter_names(c.model));
+  }
+  if (absl::Status st = apply_checkpoint(*file, c.model, c.optimizer, mask_state(c, state.step),
                                          /*restore_hyperparameters=*/c.fingerprint.empty());
       !st.ok()) {
     fail("run_training: resume: ", st.message());

@@ -8,6 +8,7 @@
 #include "autograd/functions/nn.h"
 #include "distributed/replica_sync.h"
 #include "optim/clip.h"
+#include "optim/densify.h"
 #include "sparse/route_choices.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
@@ -47,7 +48,7 @@ Trainer::Trainer(TrainComponents& c)
     : c_(c),
       model_(c.model),
       optimizer_(c.optimizer),
-      mask_state_(mask_state(c)),
+      mask_state_(mask_state(c, 0)),
       comm_(c.comm),
       progress_(c.comm == nullptr || c.comm->rank() == 0 ? c.progress_out : nullptr, c.progress_interactive) {
   check_components(c);
@@ -69,15 +70,15 @@ Trainer::Trainer(TrainComponents& c)
   // The schedule of mask changes (optim/mask_schedule.h): a mask change
   // replaces the parameter in the model and in the optimizer, which carries
   // its state over to the new pattern.
-  auto store = std::make_shared<ModelParameters>(model_, optimizer_);
+  store_ = std::make_shared<ModelParameters>(model_, optimizer_);
   if (c.mask_updater != nullptr) {
-    masks_ = make_prune_and_regrow_schedule(*c.mask_updater, store);
+    masks_ = make_prune_and_regrow_schedule(*c.mask_updater, store_);
   } else if (c.gmp != nullptr) {
-    masks_ = make_gmp_schedule(*c.gmp, gmp_layers_of(c), store);
+    masks_ = make_gmp_schedule(*c.gmp, gmp_layers_of(c), store_);
   } else if (c.sr_ste != nullptr) {
     // Forward sees each dense weight through its n:m projection.
     for (const std::string& name : c.sr_ste->layers()) model_.set_parameter_view(name, c.sr_ste->view(name));
-    masks_ = make_sr_ste_schedule(*c.sr_ste, store);
+    masks_ = make_sr_ste_schedule(*c.sr_ste, store_);
   }
 
   // One run per checkpoint directory, locked before anything there is read
@@ -89,6 +90,8 @@ Trainer::Trainer(TrainComponents& c)
   }
   run_ = start_run(c, nb_, total_, new_run_id(), progress_);
   run_lock_.set_run_id(run_.run_id);
+  // Resumed past densify_step: the weights were made dense as the checkpoint was loaded.
+  if (is_densified(c, run_.step)) end_mask_method();
   summary_.start_step = run_.step;
   if (lead_ && !c.checkpoint_dir.empty()) mark_run(c, run_, progress_);
   if (lead_ && !c.metrics_path.empty()) {
@@ -362,8 +365,14 @@ void Trainer::measure_batch() {
 }
 
 // Masks change after the optimizer step, as the schedule says; every rank
-// then holds the same patterns.
+// then holds the same patterns. After step densify_step - 1 the weights
+// become dense.
 void Trainer::update_sparsity() {
+  change_masks();
+  if (c_.densify_step > 0 && step_.t + 1 == c_.densify_step) densify();
+}
+
+void Trainer::change_masks() {
   // A step skipped as non-finite changes no mask either.
   if (masks_ == nullptr || step_.nonfinite_skipped || !masks_->changes_masks(step_.t, step_.skipped)) return;
   try {
@@ -380,6 +389,40 @@ void Trainer::update_sparsity() {
   check_masks(masks_->layers());
   // The update's kernels finish here, not in the next step's time.
   coppice::synchronize(c_.device);
+}
+
+// Every sparse weight becomes dense, its values where they were and zeros
+// elsewhere, with the optimizer's state carried over (optim/densify.h); by
+// the step alone, a skipped step included, so that every checkpoint from
+// densify_step on is dense, which is how a resumed run knows. It is
+// recorded as a mask change that grew every unstored entry (merged with the
+// step's own mask update, if any), and the mask method ends: dense weights
+// have no mask to change.
+void Trainer::densify() {
+  const std::map<std::string, int64_t> gained = densify_parameters(*store_, sparse_parameter_names(model_));
+  end_mask_method();
+  const bool merged = step_.mask_stats.has_value();
+  MaskUpdateStats& stats = merged ? *step_.mask_stats : step_.mask_stats.emplace();
+  stats.step = step_.t;
+  int64_t entries = 0;
+  for (const auto& [name, n] : gained) {
+    stats.dropped[name] += 0;  // named, as every changed layer is; nothing dropped
+    stats.grown[name] += n;
+    entries += n;
+  }
+  if (merged) {
+    summary_.mask_updates.back() = stats;
+  } else {
+    summary_.mask_updates.push_back(stats);
+  }
+  progress_.message(str_cat("densify: after step ", step_.t + 1, " every sparse weight is dense (", gained.size(),
+                            " weights, ", entries, " entries added at zero); training goes on dense"));
+  coppice::synchronize(c_.device);
+}
+
+void Trainer::end_mask_method() {
+  masks_.reset();
+  mask_state_ = nullptr;
 }
 
 // After a mask change every rank must hold the same patterns.

@@ -25,7 +25,10 @@
 //   update_sparsity()  the mask schedule's change of the masks (the mask
 //                      updater's, the GMP pruner's or SR-STE's:
 //                      optim/mask_schedule.h) with the optimizer state
-//                      remapped, and the ranks' patterns checked to agree
+//                      remapped, and the ranks' patterns checked to agree;
+//                      after step densify_step - 1, every sparse weight
+//                      made dense (optim/densify.h) and the mask method
+//                      ended
 //   record()           on_step_end and the step's entries in the summary
 //   log()              the metrics record and the progress line, when due
 //   evaluate()         evaluation on the validation (or test) split, when due
@@ -51,6 +54,7 @@
 #include "train/components.h"
 #include "train/graph_step.h"
 #include "train/metrics.h"
+#include "train/model_parameters.h"
 #include "train/nonfinite_guard.h"
 #include "train/progress.h"
 #include "train/resume.h"
@@ -121,6 +125,9 @@ class Trainer {
   void skip_nonfinite_step();
   std::string nonfinite_cause() const;
   std::string last_finite_checkpoint() const;
+  void change_masks();
+  void densify();
+  void end_mask_method();  // no mask schedule, and no mask state in checkpoints
   void check_masks(const std::vector<std::string>& layers);
   void write_train_record(double elapsed, double samples_per_second);
   void write_checkpoint(int64_t step);
@@ -131,8 +138,9 @@ class Trainer {
   TrainComponents& c_;
   Module& model_;
   Optimizer& optimizer_;
-  MaskState* mask_state_;                // the mask method's state, saved in checkpoints
-  std::unique_ptr<MaskSchedule> masks_;  // null: masks never change
+  MaskState* mask_state_;                   // the mask method's state, saved in checkpoints
+  std::shared_ptr<ModelParameters> store_;  // what mask schedules and densify change
+  std::unique_ptr<MaskSchedule> masks_;     // null: masks never change
   Communicator* comm_;
   int world_ = 1;
   bool lead_ = true;              // writes metrics, progress, checkpoints

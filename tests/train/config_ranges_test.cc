@@ -122,6 +122,7 @@ const std::vector<Where>& every_key() {
        std::string(kRule) + "mask_update: {method: gmp, end_step: 50, initial_density: @}"},
       {"mask_update.final_density", std::string(kRule) + "mask_update: {method: gmp, end_step: 50, final_density: @}"},
       {"mask_update.frequency", std::string(kRule) + "mask_update: {method: gmp, end_step: 50, frequency: @}"},
+      {"mask_update.densify_step", std::string(kRule) + "mask_update: {method: static, densify_step: @}"},
       {"mask_update.decay",
        "sparsity: {rules: [{name: fc1.weight, format: nm}]}\nmask_update: {method: sr_ste, "
        "decay: @}"},

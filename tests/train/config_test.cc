@@ -114,6 +114,17 @@ TEST(JobConfig, OtherConfigsFillTheirSections) {
   EXPECT_EQ(lm->mask_update.updater.growth, "random");
 }
 
+// mask_update.densify_step with any method that keeps weights sparse.
+TEST(JobConfig, DensifyStepFillsItsSection) {
+  const absl::StatusOr<JobConfig> rigl = parse(std::string(kBase) + kSparse +
+                                              "mask_update: {method: rigl, end_step: 60, densify_step: 60}\n");
+  ASSERT_TRUE(rigl.ok()) << rigl.status().message();
+  EXPECT_EQ(rigl->mask_update.densify_step, 60);
+  const absl::StatusOr<JobConfig> none = parse(std::string(kBase) + kSparse + "mask_update: {method: static}\n");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->mask_update.densify_step, 0);
+}
+
 // A directory of files as the corpus, with all 256 bytes as tokens.
 // SR-STE: its two keys, with the paper's defaults; the job in configs/.
 TEST(JobConfig, SrSteFillsItsSection) {
@@ -431,6 +442,29 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        sparse.substr(0, sparse.find("  density")) + "  rules: [{name: fc1.weight, format: csr}]\n" +
            "mask_update: {method: gmp, end_step: 50, initial_density: 0.5, final_density: 0.8}",
        "mask_update.final_density: must be <= mask_update.initial_density (0.5), got 0.8"},
+      // Sparse to dense.
+      {"densify without sparse weights", "mask_update: {densify_step: 50}",
+       "mask_update.densify_step: method dense trains dense weights from the start; densify_step makes sparse "
+       "weights dense (methods static, set, rigl, rigl_nm, snfs and gmp)"},
+      {"densify with sr_ste",
+       "sparsity: {rules: [{name: fc1.weight, format: nm}]}\nmask_update: {method: sr_ste, densify_step: 50}",
+       "mask_update.densify_step: sr_ste keeps its weights dense already (forward sees their n:m projection)"},
+      {"densify at the end", sparse + "mask_update: {method: static, densify_step: 100}",
+       "mask_update.densify_step: must be < training.steps (100), so that some steps train dense after it; got "
+       "100"},
+      {"densify past the end", sparse + "mask_update: {method: static, densify_step: 5000}",
+       "mask_update.densify_step: must be < training.steps (100), so that some steps train dense after it; got "
+       "5000"},
+      {"densify at step 0", sparse + "mask_update: {method: static, densify_step: 0}",
+       "mask_update.densify_step: must be in [1, 1000000000000], got 0"},
+      {"densify before the masks stop", sparse + "mask_update: {method: rigl, end_step: 60, densify_step: 40}",
+       "mask_update.densify_step: must be >= mask_update.end_step (60): the masks change until then, and dense "
+       "weights have no mask; got 40"},
+      {"densify at gmp's last pruning step",
+       sparse.substr(0, sparse.find("  density")) + "  rules: [{name: fc1.weight, format: csr}]\n" +
+           "mask_update: {method: gmp, end_step: 50, final_density: 0.2, densify_step: 50}",
+       "mask_update.densify_step: must be > mask_update.end_step (50): the masks change until then, and dense "
+       "weights have no mask; got 50"},
       {"end past training", sparse + "mask_update: {method: set, end_step: 500}",
        "mask_update.end_step: must be <= training.steps (100), got 500"},
       {"end before start", sparse + "mask_update: {method: set, start_step: 50, end_step: 20}",
@@ -474,7 +508,8 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "data.drop_last: leaves no batch: each rank has 64 training examples, fewer than data.batch_size 100"},
       {"structural change allowed", "checkpoint: {allow_changes: [optimizer.lr, model.options.sizes]}",
        "checkpoint.allow_changes: 'model.options.sizes' cannot change on resume: the model, its formats and densities, "
-       "the dtype, the optimizer and the mask-update method shape the checkpoint's tensors (start a new run instead)"},
+       "the dtype, the optimizer, the mask-update method and its densify_step shape the checkpoint's tensors (start a "
+       "new run instead)"},
       {"structural prefix allowed", "checkpoint: {allow_changes: ['sparsity.*']}", ""},
       {"not a setting", "checkpoint: {allow_changes: ['Optimizer LR']}",
        "checkpoint.allow_changes: 'Optimizer LR' is not a job setting (a key such as optimizer.lr, a prefix such as "

@@ -119,11 +119,11 @@ std::vector<std::string> jobs_reading_every_key() {
           "precision: {allow_tf32: false, dtype: f32, loss_scale: 128}\n"
           "distributed: {world_size: 2, backend: inproc, timeout_s: 60, bucket_mb: 4, sparse_exchange: dense,\n"
           "              topk_fraction: 0.5}\n",
-      // Adam, a cosine schedule, gmp.
+      // Adam, a cosine schedule, gmp, then dense.
       model + data + steps + csr +
           "optimizer: {name: adam, beta1: 0.8, beta2: 0.99, eps: 0.0001}\n"
           "lr_schedule: {name: cosine, t_max: 10, eta_min: 0}\n"
-          "mask_update: {method: gmp, end_step: 10, initial_density: 0.9, frequency: 2}\n",
+          "mask_update: {method: gmp, end_step: 10, initial_density: 0.9, frequency: 2, densify_step: 15}\n",
       // sr_ste over an n:m rule, with its sparsifier.
       model + data + steps +
           "sparsity: {rules: [{name: fc1.weight, format: nm, n: 2, m: 4, transposable: false,\n"

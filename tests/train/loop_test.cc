@@ -1,11 +1,13 @@
 // The training loop (train/loop.h): LeNet-300-100 learns synthetic data dense
 // and with RigL at 90 % sparsity, dense gradients appear on mask-update steps
-// only, GMP prunes, and a run interrupted and resumed from a checkpoint in
+// only, GMP prunes, weights made dense after densify_step keep their values
+// and optimizer state, and a run interrupted and resumed from a checkpoint in
 // freshly built components ends bit for bit where an uninterrupted one does
 // (dense with Adam, cosine LR and clipping; CSR with RigL updates on both
-// sides of the checkpoint).
+// sides of the checkpoint; CSR made dense before or after it).
 #include "train/loop.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -242,7 +244,9 @@ struct Job {
 
 // Builds everything from scratch, as a new process would. `movement`: the
 // updater prunes by movement score and grows at random (SET) instead of RigL.
-Job build_job(bool sparse, int64_t total_steps, bool movement = false) {
+// `densify_step` > 0: the masks change until then and the weights become
+// dense after it (TrainComponents::densify_step).
+Job build_job(bool sparse, int64_t total_steps, bool movement = false, int64_t densify_step = 0) {
   manual_seed(777);  // whatever the previous run left, a fresh process starts here
   Job j;
   j.model = make_mlp({12, 24, 16, 3}, 11);
@@ -261,7 +265,7 @@ Job build_job(bool sparse, int64_t total_steps, bool movement = false) {
   j.c->grad_clip = 1.0;
   j.c->steps = total_steps;
   if (sparse) {
-    MaskUpdaterConfig u = rigl_config(total_steps, 4);
+    MaskUpdaterConfig u = rigl_config(densify_step > 0 ? densify_step : total_steps, 4);
     if (movement) {
       u.prune = PruneCriterion::kMovement;
       u.growth = "random";
@@ -269,21 +273,25 @@ Job build_job(bool sparse, int64_t total_steps, bool movement = false) {
     j.updater = std::make_unique<MaskUpdater>(u);
     for (const std::string& n : layers) j.updater->add_layer(n, j.model->parameter(n).value());
     j.c->mask_updater = j.updater.get();
+    j.c->densify_step = densify_step;
   }
   return j;
 }
 
-void expect_resume_bit_identical(bool sparse, bool movement = false) {
+void expect_resume_bit_identical(bool sparse, bool movement = false, int64_t densify_step = 0) {
   const int64_t n = 11, total = 2 * n;  // 5 batches per epoch: the checkpoint is mid-epoch
-  Job straight = build_job(sparse, total, movement);
+  Job straight = build_job(sparse, total, movement, densify_step);
   const TrainingSummary a = run_training(*straight.c);
   ASSERT_EQ(a.final_step, total);
   const std::vector<std::string> want = parameter_bits(*straight.model);
 
-  const std::string dir = temp_dir(movement ? "resume_movement" : sparse ? "resume_sparse" : "resume_dense");
+  const std::string dir = temp_dir(densify_step > 0 ? "resume_densify_" + std::to_string(densify_step)
+                                   : movement       ? "resume_movement"
+                                   : sparse         ? "resume_sparse"
+                                                    : "resume_dense");
   std::string last;
   {
-    Job first = build_job(sparse, total, movement);
+    Job first = build_job(sparse, total, movement, densify_step);
     first.c->stop_at_step = n;
     first.c->checkpoint_dir = dir;
     first.c->checkpoint_every = 4;  // 4 and 8, then 11 at the stop; the newest two are kept
@@ -301,7 +309,7 @@ void expect_resume_bit_identical(bool sparse, bool movement = false) {
     ASSERT_EQ(b.last_checkpoint, dir + "/" + checkpoint_file_name(n, (*list)[1].run_id));
     last = b.last_checkpoint;
   }
-  Job second = build_job(sparse, total, movement);
+  Job second = build_job(sparse, total, movement, densify_step);
   // The directory (its newest checkpoint) or the file itself.
   second.c->resume = sparse ? last : dir;
   const TrainingSummary c = run_training(*second.c);
@@ -309,7 +317,11 @@ void expect_resume_bit_identical(bool sparse, bool movement = false) {
   ASSERT_EQ(c.final_step, total);
   ASSERT_EQ(c.losses.size(), static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(a.losses[n + i], c.losses[i]) << "step " << n + i;
-  if (sparse) {
+  if (densify_step > 0) {
+    // The weights were made dense on one side of the checkpoint or the other.
+    for (const auto& [name, p] : second.model->named_parameters()) EXPECT_TRUE(p.value().is_dense()) << name;
+    EXPECT_EQ(c.mask_updates.empty(), densify_step <= n);
+  } else if (sparse) {
     // Mask updates happened on both sides of the checkpoint.
     EXPECT_FALSE(c.mask_updates.empty());
     const std::vector<int64_t> want_dense = movement ? std::vector<int64_t>() : std::vector<int64_t>{12, 16, 20};
@@ -324,6 +336,80 @@ TEST(RunTraining, ResumeIsBitIdenticalDense) { expect_resume_bit_identical(false
 TEST(RunTraining, ResumeIsBitIdenticalSparseCsrWithRigL) { expect_resume_bit_identical(true); }
 // The movement scores travel in the checkpoint (updater.*).
 TEST(RunTraining, ResumeIsBitIdenticalSparseCsrWithMovementPruningAndSet) { expect_resume_bit_identical(true, true); }
+
+// Made dense after step 8, before the checkpoint at 11, which holds the
+// weights dense and no updater state: the resumed run makes its CSR weights
+// dense before loading it. Made dense after step 16: the checkpoint is
+// sparse and the resumed run makes them dense itself.
+TEST(RunTraining, ResumeIsBitIdenticalAfterDensify) { expect_resume_bit_identical(true, false, 8); }
+TEST(RunTraining, ResumeIsBitIdenticalBeforeDensify) { expect_resume_bit_identical(true, false, 16); }
+
+// ---- sparse to dense --------------------------------------------------------------
+
+// CSR weights with RigL until step 10, made dense after it: the first 10
+// steps are the sparse run's, bit for bit; then every weight is dense, its
+// stored values the sparse run's where they were (zeros elsewhere) and its
+// optimizer state the sparse run's scattered alike, the densify recorded as
+// a mask change of step 9 that grew every unstored entry; the loss goes on
+// and the entries never stored train.
+TEST(RunTraining, DensifyMakesEveryWeightDenseKeepingItsValuesAndState) {
+  const int64_t densify = 10, total = 16;
+  Job sparse = build_job(true, total, false, densify);
+  sparse.c->densify_step = 0;
+  sparse.c->stop_at_step = densify;
+  const TrainingSummary a = run_training(*sparse.c);
+
+  Job job = build_job(true, total, false, densify);
+  std::map<std::string, Tensor> at_densify, at_end;  // the weights after step 9 and after the last
+  std::map<std::string, ParamState> state_at_densify;
+  job.c->on_step_end = [&](int64_t t) {
+    for (const auto& [name, p] : job.model->named_parameters()) {
+      if (p.dim() != 2) continue;
+      if (t < densify - 1) { EXPECT_TRUE(p.value().is_sparse()) << name << " at step " << t; }
+      if (t == densify - 1) {
+        at_densify[name] = p.value().clone();
+        // The step kernels update the state in place: a copy of what it holds now.
+        ParamState copy = *job.opt->state(p);
+        for (auto& [key, tensor] : copy.tensors) tensor = tensor.clone();
+        state_at_densify[name] = copy;
+      }
+      if (t == total - 1) at_end[name] = p.value();
+    }
+  };
+  const TrainingSummary b = run_training(*job.c);
+  ASSERT_EQ(b.final_step, total);
+  for (int64_t i = 0; i < densify; ++i) ASSERT_EQ(a.losses[i], b.losses[i]) << "step " << i;
+  for (double loss : b.losses) EXPECT_TRUE(std::isfinite(loss));
+  ASSERT_FALSE(b.mask_updates.empty());
+  const MaskUpdateStats& last = b.mask_updates.back();
+  EXPECT_EQ(last.step, densify - 1);
+
+  ASSERT_EQ(at_densify.size(), 3u);
+  for (const auto& [name, p] : sparse.model->named_parameters()) {
+    if (p.dim() != 2) continue;
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(p.value().is_sparse());
+    const Tensor& dense = at_densify.at(name);
+    ASSERT_TRUE(dense.is_dense());
+    EXPECT_EQ(to_dense(p.value()).to_vector<float>(), dense.to_vector<float>());
+    EXPECT_EQ(last.grown.at(name), p.numel() - nnz(p.value()));
+    EXPECT_EQ(last.dropped.at(name), 0);
+    const ParamState& was = *sparse.opt->state(p);
+    const ParamState& now = state_at_densify.at(name);
+    EXPECT_EQ(now.step, was.step);
+    ASSERT_EQ(now.tensors.size(), was.tensors.size());
+    for (const auto& [key, t] : was.tensors)
+      EXPECT_EQ(to_dense(with_values(p.value(), t)).to_vector<float>(), now.tensors.at(key).to_vector<float>()) << key;
+    // Dense training moves the entries the sparse run never stored (all but
+    // those a dead ReLU unit gives no gradient).
+    const std::vector<float> before = dense.to_vector<float>(), after = at_end.at(name).to_vector<float>();
+    int64_t moved = 0;
+    for (size_t i = 0; i < before.size(); ++i) moved += before[i] == 0.0f && after[i] != 0.0f;
+    EXPECT_GT(moved, (p.numel() - nnz(p.value())) / 2);
+  }
+  EXPECT_TRUE(b.dense_gradient_steps.back() < densify);
+  for (const LayerStats& l : b.model.layers) EXPECT_EQ(l.format, "dense") << l.name;
+}
 
 // The planners' measured decisions (sparse/route_choices.h) travel in the
 // checkpoint and the summary: a resumed run computes with the routes of the
