@@ -114,7 +114,8 @@ TEST(JobConfig, OtherConfigsFillTheirSections) {
   EXPECT_EQ(lm->mask_update.updater.growth, "random");
 }
 
-// mask_update.densify_step with any method that keeps weights sparse.
+// mask_update.densify_step with any method that keeps weights sparse; the
+// shipped SPDF job makes its BSR weights dense at three quarters of its run.
 TEST(JobConfig, DensifyStepFillsItsSection) {
   const absl::StatusOr<JobConfig> rigl = parse(std::string(kBase) + kSparse +
                                               "mask_update: {method: rigl, end_step: 60, densify_step: 60}\n");
@@ -123,6 +124,12 @@ TEST(JobConfig, DensifyStepFillsItsSection) {
   const absl::StatusOr<JobConfig> none = parse(std::string(kBase) + kSparse + "mask_update: {method: static}\n");
   ASSERT_TRUE(none.ok()) << none.status().message();
   EXPECT_EQ(none->mask_update.densify_step, 0);
+  const absl::StatusOr<JobConfig> spdf = load_job_config("configs/gpt_bsr64_spdf.yaml");
+  ASSERT_TRUE(spdf.ok()) << spdf.status().message();
+  EXPECT_EQ(spdf->mask_update.method, MaskMethod::kStatic);
+  EXPECT_EQ(spdf->mask_update.densify_step, 2250);
+  EXPECT_EQ(spdf->sparsity.schedule.parameters.at(0).format.name, "bsr");
+  EXPECT_EQ(spdf->sparsity.schedule.parameters.at(0).format.options.block_rows, 64);
 }
 
 // A directory of files as the corpus, with all 256 bytes as tokens.
