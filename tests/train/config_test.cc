@@ -117,8 +117,8 @@ TEST(JobConfig, OtherConfigsFillTheirSections) {
 // mask_update.densify_step with any method that keeps weights sparse; the
 // shipped SPDF job makes its BSR weights dense at three quarters of its run.
 TEST(JobConfig, DensifyStepFillsItsSection) {
-  const absl::StatusOr<JobConfig> rigl = parse(std::string(kBase) + kSparse +
-                                              "mask_update: {method: rigl, end_step: 60, densify_step: 60}\n");
+  const absl::StatusOr<JobConfig> rigl =
+      parse(std::string(kBase) + kSparse + "mask_update: {method: rigl, end_step: 60, densify_step: 60}\n");
   ASSERT_TRUE(rigl.ok()) << rigl.status().message();
   EXPECT_EQ(rigl->mask_update.densify_step, 60);
   const absl::StatusOr<JobConfig> none = parse(std::string(kBase) + kSparse + "mask_update: {method: static}\n");
