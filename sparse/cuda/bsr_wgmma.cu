@@ -50,8 +50,6 @@ namespace {
 
 using cuda::barrier_arrive;
 using cuda::barrier_expect;
-using cuda::barrier_wait;
-using cuda::smem_u32;
 using cuda::sw128_desc;
 using cuda::tma_load;
 using cuda::wgmma_commit;
@@ -72,8 +70,7 @@ struct WgmmaTile {
   static constexpr int kStageBytes = kABytes + kXBytes;
   static constexpr int kStages = B == 128 ? 6 : 5;  // 192 KB, 200 KB: one thread block an SM
   static constexpr int kPitchOut = B + 4;           // f32 per token row of the write-out tile
-  static constexpr int kBarrierBytes = 2 * kStages * 8;
-  static constexpr int kSmemBytes = kStages * kStageBytes + 1024 + kBarrierBytes;  // + room to align to 1024
+  static constexpr int kSmemBytes = cuda::StageRing<kStages, kStageBytes>::kSmemBytes;
   static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
   static_assert(kTileN * kPitchOut * 4 <= kStages * kStageBytes, "the write-out tile fits in the ring");
 };
@@ -151,23 +148,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kStages = Tile::kStages, kStageBytes = Tile::kStageBytes, kTileN = Tile::kTileN;
   constexpr int kChunks = B / kStep;  // k steps a block
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw);
-  unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
-  const uint32_t base = smem_u32(smem);
-  const uint32_t full = base + kStages * kStageBytes, empty = full + kStages * 8;
+  const auto ring = cuda::stage_ring<kStages, kStageBytes>(smem_raw, kConsumers / 32);
   const int tid = threadIdx.x;
   const int64_t obr = p.row_order != nullptr ? p.row_order[blockIdx.x] : blockIdx.x;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTileN;
   const int32_t begin = p.ptr[obr];
   const int steps = (p.ptr[obr + 1] - begin) * kChunks;
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      cuda::barrier_init(full + 8 * s, 1);
-      cuda::barrier_init(empty + 8 * s, kConsumers / 32);  // one arrival per consumer warp
-    }
-    cuda::barrier_init_fence();
-  }
-  __syncthreads();
 
   if (tid >= kConsumers) {
     // The loading warpgroup: one thread issues every copy.
@@ -177,19 +163,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int32_t e = begin + step / kChunks;
         const int chunk = step % kChunks;
         const int64_t blk = p.bid != nullptr ? p.bid[e] : e;
-        const int s = step % kStages;
-        barrier_wait(empty + 8 * s, ((step / kStages) & 1) ^ 1);
-        barrier_expect(full + 8 * s, kStageBytes);
-        const uint32_t st = base + s * kStageBytes;
+        ring.wait_empty(step);
+        const uint32_t full = ring.full(step), st = ring.stage(step);
+        barrier_expect(full, kStageBytes);
         if constexpr (kATrans) {  // rows chunk*64.. of the block, each 64-wide half of its columns a tile
 #pragma unroll
           for (int h = 0; h < B / 64; ++h)
-            tma_load(st + h * 64 * 128, &maps.values, h * 64, static_cast<int>(blk * B + chunk * kStep), full + 8 * s);
+            tma_load(st + h * 64 * 128, &maps.values, h * 64, static_cast<int>(blk * B + chunk * kStep), full);
         } else {  // columns chunk*64.. of the block's B rows
-          tma_load(st, &maps.values, chunk * kStep, static_cast<int>(blk * B), full + 8 * s);
+          tma_load(st, &maps.values, chunk * kStep, static_cast<int>(blk * B), full);
         }
         tma_load(st + Tile::kABytes, &maps.x, static_cast<int>(p.kblk[e]) * B + chunk * kStep, static_cast<int>(n0),
-                 full + 8 * s);
+                 full);
       }
     }
     return;
@@ -207,9 +192,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   cuda::fence_registers(acc);
 
   for (int step = 0; step < steps; ++step) {
-    const int s = step % kStages;
-    const uint32_t st = base + s * kStageBytes;
-    barrier_wait(full + 8 * s, (step / kStages) & 1);
+    const uint32_t st = ring.stage(step);
+    ring.wait_full(step);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kStep / 16; ++ks) {
@@ -224,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // The previous step's group is done: its stage goes back to the loader.
     wgmma_wait<1>();
     cuda::fence_registers(acc);
-    if (step > 0 && lane == 0) barrier_arrive(empty + 8 * ((step - 1) % kStages));
+    if (step > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));
   }
   wgmma_wait<0>();
   cuda::fence_registers(acc);
@@ -234,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // The tile as [token][row] f32: accumulators 4j and 4j + 1 are row g of the
   // warp's 16 and tokens 8j + 2t, 8j + 2t + 1; 4j + 2 and 4j + 3 row g + 8.
-  float* tile = reinterpret_cast<float*>(smem);
+  float* tile = reinterpret_cast<float*>(ring.smem);
   constexpr int P = Tile::kPitchOut;
   const int r = row0 + warp * 16 + g;
 #pragma unroll
@@ -291,7 +275,7 @@ struct SddmmWgmmaTile {
   static constexpr int kBBytes = (B / 64) * kSliceBytes;  // each block's columns of b
   static constexpr int kStageBytes = kABytes + kGroup * kBBytes;
   static constexpr int kStages = B == 128 ? 6 : 8;  // 192 KB: one thread block an SM
-  static constexpr int kSmemBytes = kStages * kStageBytes + 1024 + 2 * kStages * 8;
+  static constexpr int kSmemBytes = cuda::StageRing<kStages, kStageBytes>::kSmemBytes;
   static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
 };
 
@@ -307,10 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   using Tile = SddmmWgmmaTile<B>;
   constexpr int kStages = Tile::kStages, kStageBytes = Tile::kStageBytes;
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw);
-  unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
-  const uint32_t base = smem_u32(smem);
-  const uint32_t full = base + kStages * kStageBytes, empty = full + kStages * 8;
+  const auto ring = cuda::stage_ring<kStages, kStageBytes>(smem_raw, kConsumers / 32);
   const int tid = threadIdx.x;
   const int32_t begin = p.group_begin[blockIdx.x];
   const int count = p.group_begin[blockIdx.x + 1] - begin;
@@ -318,33 +299,23 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t k_begin = p.splits > 1 ? blockIdx.y * p.split_k : 0;
   const int64_t k_end = p.splits > 1 ? std::min<int64_t>(p.k, k_begin + p.split_k) : p.k;
   const int steps = static_cast<int>((k_end - k_begin + kStep - 1) / kStep);
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      cuda::barrier_init(full + 8 * s, 1);
-      cuda::barrier_init(empty + 8 * s, kConsumers / 32);
-    }
-    cuda::barrier_init_fence();
-  }
-  __syncthreads();
 
   if (tid >= kConsumers) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (tid == kConsumers) {
       for (int step = 0; step < steps; ++step) {
-        const int s = step % kStages;
         const int k0 = static_cast<int>(k_begin + static_cast<int64_t>(step) * kStep);
-        barrier_wait(empty + 8 * s, ((step / kStages) & 1) ^ 1);
-        barrier_expect(full + 8 * s, Tile::kABytes + count * Tile::kBBytes);
-        const uint32_t st = base + s * kStageBytes;
+        ring.wait_empty(step);
+        const uint32_t full = ring.full(step), st = ring.stage(step);
+        barrier_expect(full, Tile::kABytes + count * Tile::kBBytes);
 #pragma unroll
         for (int h = 0; h < B / 64; ++h)
-          tma_load(st + h * Tile::kSliceBytes, &maps.a, static_cast<int>(r0) + 64 * h, k0, full + 8 * s);
+          tma_load(st + h * Tile::kSliceBytes, &maps.a, static_cast<int>(r0) + 64 * h, k0, full);
         for (int q = 0; q < count; ++q) {
           const int c0 = p.bcol[begin + q] * B;
 #pragma unroll
           for (int h = 0; h < B / 64; ++h)
-            tma_load(st + Tile::kABytes + q * Tile::kBBytes + h * Tile::kSliceBytes, &maps.b, c0 + 64 * h, k0,
-                     full + 8 * s);
+            tma_load(st + Tile::kABytes + q * Tile::kBBytes + h * Tile::kSliceBytes, &maps.b, c0 + 64 * h, k0, full);
         }
       }
     }
@@ -368,9 +339,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (auto& half : acc) cuda::fence_registers(half);
 
   for (int step = 0; step < steps; ++step) {
-    const int s = step % kStages;
-    const uint32_t st = base + s * kStageBytes;
-    barrier_wait(full + 8 * s, (step / kStages) & 1);
+    const uint32_t st = ring.stage(step);
+    ring.wait_full(step);
     if (active) {
       wgmma_fence();
 #pragma unroll
@@ -387,7 +357,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (auto& half : acc) cuda::fence_registers(half);
     }
-    if (step > 0 && lane == 0) barrier_arrive(empty + 8 * ((step - 1) % kStages));
+    if (step > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));
   }
   wgmma_wait<0>();
 #pragma unroll

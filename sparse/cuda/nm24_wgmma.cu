@@ -61,9 +61,6 @@ namespace {
 
 using cuda::barrier_arrive;
 using cuda::barrier_expect;
-using cuda::barrier_init;
-using cuda::barrier_wait;
-using cuda::smem_u32;
 using cuda::sw128_desc;
 using cuda::tma_load;
 using cuda::wgmma_commit;
@@ -82,10 +79,9 @@ constexpr int kSBytes = kTileR * kSRowBytes;
 constexpr int kXBytes = kTileM * kXRowBytes;
 constexpr int kStageBytes = kSBytes + kXBytes;
 constexpr int kStages = 6;
-constexpr int kBarrierBytes = 2 * kStages * 8;                            // full and empty, per stage
-constexpr int kSmemBytes = kStages * kStageBytes + 1024 + kBarrierBytes;  // + room to align to 1024
-constexpr int kPitchOut = kTileR + 4;                                     // f32 per row of the write-out tile
-constexpr uint32_t kPadMeta = 0x44444444u;                                // indices (0, 1) in every group
+constexpr int kSmemBytes = cuda::StageRing<kStages, kStageBytes>::kSmemBytes;
+constexpr int kPitchOut = kTileR + 4;       // f32 per row of the write-out tile
+constexpr uint32_t kPadMeta = 0x44444444u;  // indices (0, 1) in every group
 
 static_assert(kNm24WgmmaStepCols == kStep, "the header's step is the kernel's");
 static_assert(kTileM * kPitchOut * sizeof(float) <= kStages * kStageBytes, "the write-out tile fits in the ring");
@@ -175,33 +171,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     nm24_wgmma_kernel(const __grid_constant__ Maps maps, const Nm24ProductArgs<T> p, const uint4* wgmma_meta) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw);
-  unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
-  const uint32_t base = smem_u32(smem);
-  const uint32_t full = base + kStages * kStageBytes, empty = full + kStages * 8;
+  const auto ring = cuda::stage_ring<kStages, kStageBytes>(smem_raw, kConsumers / 32);
   const int tid = threadIdx.x;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTileR, m0 = static_cast<int64_t>(blockIdx.y) * kTileM;
   const int steps = static_cast<int>(p.cols / kStep);
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      barrier_init(full + 8 * s, 1);
-      barrier_init(empty + 8 * s, kConsumers / 32);  // one arrival per consumer warp
-    }
-    cuda::barrier_init_fence();
-  }
-  __syncthreads();
 
   if (tid >= kConsumers) {
     // The loading warpgroup: one thread issues every copy.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (tid == kConsumers) {
       for (int step = 0; step < steps; ++step) {
-        const int s = step % kStages;
-        barrier_wait(empty + 8 * s, ((step / kStages) & 1) ^ 1);
-        barrier_expect(full + 8 * s, kStageBytes);
-        const uint32_t st = base + s * kStageBytes;
-        tma_load(st, &maps.s, step * (kStep / 2), static_cast<int>(r0), full + 8 * s);
-        tma_load(st + kSBytes, &maps.x, step * kStep, static_cast<int>(m0), full + 8 * s);
+        ring.wait_empty(step);
+        const uint32_t full = ring.full(step), st = ring.stage(step);
+        barrier_expect(full, kStageBytes);
+        tma_load(st, &maps.s, step * (kStep / 2), static_cast<int>(r0), full);
+        tma_load(st + kSBytes, &maps.x, step * kStep, static_cast<int>(m0), full);
       }
     }
     return;
@@ -221,14 +205,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (float& v : acc[sl]) v = 0.0f;
 
   for (int step = 0; step < steps; ++step) {
-    const int s = step % kStages;
-    const uint32_t st = base + s * kStageBytes;
+    const uint32_t st = ring.stage(step);
     const uint32_t e[kSlices][2] = {{meta.x, meta.y}, {meta.z, meta.w}};
     if (step + 1 < steps) {
       meta_in += 8 * kMetaLanes;
       meta = __ldg(meta_in);
     }
-    barrier_wait(full + 8 * s, (step / kStages) & 1);
+    ring.wait_full(step);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks) {
@@ -247,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // flight, its registers pinned by hand, ran about 4 % faster, but the
     // pinning held only as long as the compiler's register choices did).
     wgmma_wait<0>();
-    if (lane == 0) barrier_arrive(empty + 8 * s);  // this warp is done with the stage
+    if (lane == 0) barrier_arrive(ring.empty(step));  // this warp is done with the stage
   }
   // Both consumer warpgroups are done with the ring (the loader has nothing
   // left in flight: every stage it filled was waited for).
@@ -256,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The tile, transposed into [x row][S row] f32: accumulators 4j and 4j + 1
   // are S row g of the warp's 16 and x rows 8j + 2t, 8j + 2t + 1; 4j + 2 and
   // 4j + 3 S row g + 8.
-  float* tile = reinterpret_cast<float*>(smem);
+  float* tile = reinterpret_cast<float*>(ring.smem);
   const int t = lane % 4;
 #pragma unroll
   for (int sl = 0; sl < kSlices; ++sl) {

@@ -54,6 +54,50 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, i
       : "memory");
 }
 
+// A ring of kStages stages of kStageBytes each at the start of dynamic shared
+// memory, aligned to 1024 bytes (the 128-byte swizzle's atoms), with its
+// barriers after it: full(s), which the loader arms with the bytes it copies
+// into stage s, and empty(s), one arrival from each consumer warp done with
+// it. A kernel reserves kSmemBytes of dynamic shared memory (the ring, room
+// to align, the barriers) and every thread of its block calls stage_ring.
+// Step i of a walk uses stage i % kStages, in phase (i / kStages) & 1.
+template <int kStages, int kStageBytes>
+struct StageRing {
+  static constexpr int kSmemBytes = kStages * kStageBytes + 1024 + 16 * kStages;
+  unsigned char* smem;  // the aligned start (a write-out tile may reuse it once the ring is drained)
+  uint32_t base;        // its shared-memory address
+  __device__ __forceinline__ uint32_t stage(int step) const { return base + (step % kStages) * kStageBytes; }
+  __device__ __forceinline__ uint32_t full(int step) const {
+    return base + kStages * kStageBytes + 8 * (step % kStages);
+  }
+  __device__ __forceinline__ uint32_t empty(int step) const { return full(step) + 8 * kStages; }
+  // The loader, before it fills step's stage: until the consumers are done
+  // with what it held kStages steps before (at once the first time round).
+  __device__ __forceinline__ void wait_empty(int step) const { barrier_wait(empty(step), ((step / kStages) & 1) ^ 1); }
+  // The consumers, before they read step's stage: until its copies are in.
+  __device__ __forceinline__ void wait_full(int step) const { barrier_wait(full(step), (step / kStages) & 1); }
+};
+
+// The ring over `smem_raw` (the kernel's dynamic shared memory), its
+// barriers initialized for `consumer_warps` arrivals on each empty one;
+// every thread of the block calls it (it ends in __syncthreads).
+template <int kStages, int kStageBytes>
+__device__ __forceinline__ StageRing<kStages, kStageBytes> stage_ring(unsigned char* smem_raw, int consumer_warps) {
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  StageRing<kStages, kStageBytes> ring;
+  ring.smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
+  ring.base = static_cast<uint32_t>(__cvta_generic_to_shared(ring.smem));
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      barrier_init(ring.full(s), 1);
+      barrier_init(ring.empty(s), consumer_warps);
+    }
+    barrier_init_fence();
+  }
+  __syncthreads();
+  return ring;
+}
+
 // cuTensorMapEncodeTiled from the driver the runtime loaded; `op` names the
 // caller in errors.
 inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled(std::string_view op) {
