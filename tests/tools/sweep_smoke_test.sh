@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The shipped GPT sweeps (configs/sweeps/gpt_frontier.yaml, gpt_equal_time.yaml
-# and gpt_schedules.yaml) through the real trainer on the CPU: a small model
+# The shipped GPT sweeps (configs/sweeps/gpt_frontier.yaml, gpt_equal_time.yaml,
+# gpt_equal_time_wgmma.yaml and gpt_schedules.yaml) through the real trainer on the CPU: a small model
 # for 4 steps per run (the overrides of gpt_frontier.yaml's CPU command), then
 # each frontier. Every run must finish, and every point must have a time and
 # a FLOPs count that follows the run's density. Then the job files of
@@ -23,7 +23,7 @@ check() {  # check NAME CONDITION...
   # A failure returns 1, so that `check ... || cat LOG` shows why.
   if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); return 1; fi
 }
-for file in gpt_frontier gpt_equal_time gpt_schedules; do
+for file in gpt_frontier gpt_equal_time gpt_equal_time_wgmma gpt_schedules; do
   out="$tmp/$file"
   "$sweep" run "configs/sweeps/$file.yaml" --out "$out" --max-steps 4 --set device=cpu \
     --set model.options.dim=128 --set model.options.layers=2 --set model.options.heads=4 \
@@ -56,8 +56,9 @@ for name, f in flops.items():  # with --max-steps every run takes 4 steps: FLOPs
         assert dense * 0.4 < f < dense * 0.6, f"{name}: 2:4 FLOPs {f} against dense {dense}"
     if "wide" in name or "gmp" in name:  # iso-FLOP; GMP has not begun to prune
         assert f == dense, f"{name}: FLOPs {f} against dense {dense}"
-    if "spdf" in name:  # a quarter of the block linears' weights until it densifies
-        assert f == dense / 4, f"{name}: FLOPs {f} against dense {dense}"
+    if "spdf" in name:  # density 0.25 of the block linears until it densifies (the small
+        # model's 128-wide weights hold 1 to 4 128x128 blocks: rounded, up to a third)
+        assert dense / 4 <= f <= dense / 3, f"{name}: FLOPs {f} against dense {dense}"
 PY
   check "$file: every point has a time, FLOPs and a loss; sparse FLOPs follow the density" [ $? -eq 0 ] ||
     cat "$tmp/check"
