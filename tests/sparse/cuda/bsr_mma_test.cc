@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "sparse/cuda/bsr_products.h"
+#include "sparse/cuda/bsr_wgmma.h"
 #include "sparse/ops.h"
 #include "sparse/route_choices.h"
 #include "tensor/precision.h"
@@ -76,6 +77,12 @@ TEST_F(BsrMmaTest, TakesSquare16To128BlocksOf16BitTypes) {
   EXPECT_TRUE(sparse_cuda::bsr_mma_takes(128, 128));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(8, 8));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(256, 256));
+  // Hopper's wgmma kernels take 64x64 and 128x128 blocks, the products where
+  // rows are long enough (bsr_wgmma_pays: 128x128 always, 64x64 from 4 blocks).
+  EXPECT_TRUE(sparse_cuda::bsr_wgmma_takes(64, 64) && sparse_cuda::bsr_wgmma_takes(128, 128));
+  EXPECT_FALSE(sparse_cuda::bsr_wgmma_takes(32, 32) || sparse_cuda::bsr_wgmma_takes(64, 128));
+  EXPECT_TRUE(sparse_cuda::bsr_wgmma_pays(128, 0.8) && sparse_cuda::bsr_wgmma_pays(64, 4.0));
+  EXPECT_FALSE(sparse_cuda::bsr_wgmma_pays(64, 1.6));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(32, 64));
   SKIP_WITHOUT_CUDA();
   const Tensor d = random_blocks(128, 128, 64, 64, 0.5, 1);
