@@ -75,62 +75,6 @@ struct WgmmaTile {
   static_assert(kTileN * kPitchOut * 4 <= kStages * kStageBytes, "the write-out tile fits in the ring");
 };
 
-#define COPPICE_ACC64(d)                                                                                              \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),            \
-      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),        \
-      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),        \
-      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),        \
-      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),        \
-      "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),      \
-      "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), \
-      "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
-      "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), \
-      "+f"(d[15][3])
-#define COPPICE_WGMMA_SS_128(type)                                                                                   \
-  "wgmma.mma_async.sync.aligned.m64n128k16.f32." type "." type                                                       \
-  " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
-  "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "   \
-  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                      \
-  "%64, %65, 1, 1, 1, %66, 0;\n"
-
-// d (64 x 128, f32; per warp its 16 rows, accumulators 4j..4j+3 the mma.sync
-// fragment of columns 8j..8j+7) += A (64 x 16, descriptor a; kTransA: stored
-// MN-major) * B (16 x 128, descriptor b of 128 K-major rows).
-template <typename T, bool kTransA>
-__device__ __forceinline__ void wgmma_ss_128(float (&d)[16][4], uint64_t a, uint64_t b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(COPPICE_WGMMA_SS_128("bf16") : COPPICE_ACC64(d) : "l"(a), "l"(b), "n"(kTransA ? 1 : 0));
-  } else {
-    asm volatile(COPPICE_WGMMA_SS_128("f16") : COPPICE_ACC64(d) : "l"(a), "l"(b), "n"(kTransA ? 1 : 0));
-  }
-}
-#undef COPPICE_WGMMA_SS_128
-#undef COPPICE_ACC64
-
-#define COPPICE_ACC32(d)                                                                                       \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),     \
-      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
-      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), \
-      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
-      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-#define COPPICE_WGMMA_SS_64_TT(type)                                                                                 \
-  "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type                                                        \
-  " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
-  "%24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 1, 1;\n"
-
-// d (64 x 64, f32, the layout of wgmma_ss_128's) += A (64 x 16) * B (16 x
-// 64), both stored MN-major (k down the rows of their tiles): descriptors a, b.
-template <typename T>
-__device__ __forceinline__ void wgmma_ss_64_tt(float (&d)[8][4], uint64_t a, uint64_t b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(COPPICE_WGMMA_SS_64_TT("bf16") : COPPICE_ACC32(d) : "l"(a), "l"(b));
-  } else {
-    asm volatile(COPPICE_WGMMA_SS_64_TT("f16") : COPPICE_ACC32(d) : "l"(a), "l"(b));
-  }
-}
-#undef COPPICE_WGMMA_SS_64_TT
-#undef COPPICE_ACC32
-
 struct Maps {
   CUtensorMap values;  // S's blocks as [nblocks * B, B]: boxes of 64 x B (K-major) or 64 x 64 (transposed)
   CUtensorMap x;       // x as [n, inner]: boxes of 64 x kTileN
@@ -202,7 +146,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint64_t a =
           kATrans ? sw128_desc(st + (row0 / 64) * 64 * 128 + ks * 2048) : sw128_desc(st + row0 * 128 + ks * 32);
       const uint64_t b = sw128_desc(st + Tile::kABytes + col0 * 128 + ks * 32);
-      wgmma_ss_128<T, kATrans>(acc, a, b);
+      cuda::wgmma_64x128_ss<T, kATrans>(acc, a, b);
     }
     wgmma_commit();
     // The previous step's group is done: its stage goes back to the loader.
@@ -349,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int h = 0; h < B / 64; ++h) {
           const uint64_t b = sw128_desc(st + Tile::kABytes + q * Tile::kBBytes + h * Tile::kSliceBytes + ks * 2048);
-          wgmma_ss_64_tt<T>(acc[h], a, b);
+          cuda::wgmma_64x64_ss_tt<T>(acc[h], a, b);
         }
       }
       wgmma_commit();

@@ -1,6 +1,7 @@
 // The PTX building blocks of Hopper's warpgroup MMA (wgmma.mma_async,
 // sm_90a only: include this from sources built for sm_90a alone), shared by
-// sparse/attention/cuda/attention_sm90.cu and sparse/cuda/nm24_wgmma.cu. Device code only.
+// sparse/attention/cuda/attention_sm90.cu, sparse/cuda/nm24_wgmma.cu and
+// sparse/cuda/bsr_wgmma.cu. Device code only.
 //
 // Operands in shared memory are described by matrix descriptors; every tile
 // here uses the 128-byte swizzle: rows of 128 bytes (64 16-bit values), the
@@ -114,6 +115,54 @@ __device__ __forceinline__ void wgmma_64x64_rs(float (&d)[8][4], const uint32_t 
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kTransB ? 1 : 0));
   }
 }
+#define COPPICE_WGMMA_ACC64(m, d)                                                                                \
+  COPPICE_WGMMA_ACC32(m, d), m(d[8][0]), m(d[8][1]), m(d[8][2]), m(d[8][3]), m(d[9][0]), m(d[9][1]), m(d[9][2]), \
+      m(d[9][3]), m(d[10][0]), m(d[10][1]), m(d[10][2]), m(d[10][3]), m(d[11][0]), m(d[11][1]), m(d[11][2]),     \
+      m(d[11][3]), m(d[12][0]), m(d[12][1]), m(d[12][2]), m(d[12][3]), m(d[13][0]), m(d[13][1]), m(d[13][2]),    \
+      m(d[13][3]), m(d[14][0]), m(d[14][1]), m(d[14][2]), m(d[14][3]), m(d[15][0]), m(d[15][1]), m(d[15][2]),    \
+      m(d[15][3])
+#define COPPICE_WGMMA_SS_128(type)                                                                                   \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32." type "." type                                                       \
+  " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "   \
+  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                      \
+  "%64, %65, 1, 1, 1, %66, 0;\n"
+#define COPPICE_WGMMA_SS_64_TT(type)                                                                                 \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type                                                        \
+  " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 1, 1;\n"
+
+// d (64 x 128, f32; per warp its 16 rows, accumulators j the mma.sync
+// fragment of columns 8j..8j+7) += A (64 x 16, descriptor a; kTransA: stored
+// MN-major) * B (16 x 128, descriptor b of 128 K-major rows), both from
+// shared memory.
+template <typename T, bool kTransA>
+__device__ __forceinline__ void wgmma_64x128_ss(float (&d)[16][4], uint64_t a, uint64_t b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(COPPICE_WGMMA_SS_128("bf16")
+                 : COPPICE_WGMMA_ACC64(COPPICE_WGMMA_READ_WRITE, d)
+                 : "l"(a), "l"(b), "n"(kTransA ? 1 : 0));
+  } else {
+    asm volatile(COPPICE_WGMMA_SS_128("f16")
+                 : COPPICE_WGMMA_ACC64(COPPICE_WGMMA_READ_WRITE, d)
+                 : "l"(a), "l"(b), "n"(kTransA ? 1 : 0));
+  }
+}
+
+// d (64 x 64, f32, the layout above) += A (64 x 16) * B (16 x 64), both in
+// shared memory stored MN-major (k down the rows of their tiles):
+// descriptors a, b.
+template <typename T>
+__device__ __forceinline__ void wgmma_64x64_ss_tt(float (&d)[8][4], uint64_t a, uint64_t b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(COPPICE_WGMMA_SS_64_TT("bf16") : COPPICE_WGMMA_ACC32(COPPICE_WGMMA_READ_WRITE, d) : "l"(a), "l"(b));
+  } else {
+    asm volatile(COPPICE_WGMMA_SS_64_TT("f16") : COPPICE_WGMMA_ACC32(COPPICE_WGMMA_READ_WRITE, d) : "l"(a), "l"(b));
+  }
+}
+#undef COPPICE_WGMMA_SS_64_TT
+#undef COPPICE_WGMMA_SS_128
+#undef COPPICE_WGMMA_ACC64
 #undef COPPICE_WGMMA_WRITE
 #undef COPPICE_WGMMA_READ_WRITE
 #undef COPPICE_WGMMA_RS_64
