@@ -156,19 +156,7 @@ case "$what" in
         timeout 200 $B bsr --hidden ${shape%x*} --in ${shape#*x} --batch 16384 --dtype bf16 \
           --json "$OUT/bsr_gpt_$shape.json" > "$OUT/bsr_gpt_$shape.log" 2>&1 || say "bench bsr at $shape: exit $?"
       done
-      python3 - "$OUT"/bsr_gpt_*.json <<'PY' | tee -a "$SUMMARY"
-import json, sys
-print("| weight [out, in] | product | block | sparsity | ms | vs cuBLAS | byte floor ms | of the floor |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
-for path in sys.argv[1:]:
-    for r in json.load(open(path))["results"]:
-        if r.get("status") != "ok" or r.get("format") != "bsr":
-            continue
-        n, i, o = r["shape"]
-        print(f"| {o} x {i} | {r['op']} | {r.get('block', 0):.0f} | {100 * r['sparsity']:.0f} % | {r['median_ms']:.4f} | "
-              f"{r.get('speedup', float('nan')):.2f}x | {r.get('byte_floor_ms', float('nan')):.4f} | "
-              f"{100 * r.get('fraction_of_byte_floor', float('nan')):.0f} % |")
-PY
+      python3 tools/device/bsr_product_table.py "$OUT"/bsr_gpt_*.json | tee -a "$SUMMARY"
     fi
     steps=${GPT_TRAIN_STEPS:-300}
     timeout 300 .devbin/trainer --config configs/gpt_dense.yaml --run-dir runs/step_dense \
@@ -226,22 +214,11 @@ PY
       python3 $PACK/train_compare.py --coppice "${jsons[@]}" --torch "$OUT/blocks_torch.json" > "$OUT/blocks_step.md" 2>&1
       tee -a "$SUMMARY" < "$OUT/blocks_step.md"
     fi
-    python3 - "$OUT"/blocks_products_*.json <<'PY' | tee "$OUT/blocks_products.md" | tee -a "$SUMMARY"
-import json, os, sys
-print("| weight [out, in] | product | block | sparsity | kernel pin | ms | vs cuBLAS | of the density-proportional ideal "
-      "| of the byte floor |")
-print("|---|---|---:|---:|---|---:|---:|---:|---:|")
-for path in sys.argv[1:]:
-    pin = os.path.basename(path).split("_")[2]
-    for r in json.load(open(path))["results"]:
-        if r.get("status") != "ok" or r.get("format") != "bsr":
-            continue
-        n, i, o = r["shape"]
-        print(f"| {o} x {i} | {r['op']} | {r.get('block', 0):.0f} | {100 * r['sparsity']:.0f} % | {pin} | "
-              f"{r['median_ms']:.4f} | {r.get('speedup', float('nan')):.2f}x | "
-              f"{100 * r.get('fraction_of_ideal', float('nan')):.0f} % | "
-              f"{100 * r.get('fraction_of_byte_floor', float('nan')):.0f} % |")
-PY
+    tables=()
+    for f in "$OUT"/blocks_products_*.json; do
+      pin=$(basename "$f"); pin=${pin#blocks_products_}; tables+=("${pin%%_b*}=$f")
+    done
+    python3 tools/device/bsr_product_table.py "${tables[@]}" | tee "$OUT/blocks_products.md" | tee -a "$SUMMARY"
     ;;
   mlp)
     # Issue 31's guard: the MLP-4096 step (bf16, dense and BSR 90 % 32x32)
