@@ -54,6 +54,22 @@ class LinearWarmup final : public LrSchedule {
   LrSchedulePtr then_;
 };
 
+class LinearRamp final : public LrSchedule {
+ public:
+  LinearRamp(int64_t start, int64_t steps, LrSchedulePtr inner)
+      : start_(start), steps_(steps), inner_(std::move(inner)) {}
+  double lr(double base_lr, int64_t step) const override {
+    const double lr = inner_->lr(base_lr, step);
+    if (step < start_ || step - start_ >= steps_) return lr;
+    return lr * static_cast<double>(step - start_ + 1) / static_cast<double>(steps_);
+  }
+
+ private:
+  int64_t start_;
+  int64_t steps_;
+  LrSchedulePtr inner_;
+};
+
 }  // namespace
 
 LrSchedulePtr constant_lr() { return std::make_shared<ConstantLr>(); }
@@ -73,6 +89,13 @@ LrSchedulePtr linear_warmup(int64_t warmup_steps, double start_factor, LrSchedul
   COPPICE_CHECK(start_factor > 0.0 && start_factor <= 1.0, "linear_warmup: start_factor must be in (0, 1], got ",
                 start_factor);
   return std::make_shared<LinearWarmup>(warmup_steps, start_factor, std::move(then));
+}
+
+LrSchedulePtr linear_ramp(int64_t start_step, int64_t ramp_steps, LrSchedulePtr inner) {
+  COPPICE_CHECK(start_step >= 0, "linear_ramp: start_step must not be negative, got ", start_step);
+  COPPICE_CHECK(ramp_steps > 0, "linear_ramp: ramp_steps must be positive, got ", ramp_steps);
+  COPPICE_CHECK(inner != nullptr, "linear_ramp: no schedule to ramp");
+  return std::make_shared<LinearRamp>(start_step, ramp_steps, std::move(inner));
 }
 
 LrScheduler::LrScheduler(Optimizer& optimizer, LrSchedulePtr schedule)

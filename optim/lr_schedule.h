@@ -34,6 +34,13 @@ LrSchedulePtr cosine_lr(int64_t t_max, double eta_min = 0.0);
 // (LinearLR to a factor of 1); from then on `then` at step - warmup_steps
 // (constant when null).
 LrSchedulePtr linear_warmup(int64_t warmup_steps, double start_factor, LrSchedulePtr then = nullptr);
+// `inner` times a linear ramp after start_step: for start_step <= step <
+// start_step + ramp_steps, inner's lr * (step - start_step + 1) / ramp_steps
+// (the first step of the ramp gets 1 / ramp_steps of it, the last all of it);
+// inner's lr unchanged at every other step. A function of the step alone, so
+// a scheduler jumped into the ramp (set_step) sets what stepping there did.
+// The trainer's ramp after densify_step (train/job.cc).
+LrSchedulePtr linear_ramp(int64_t start_step, int64_t ramp_steps, LrSchedulePtr inner);
 
 // Sets every group's "lr" from the schedule. The base lrs are the groups'
 // lrs when the scheduler is made; it sets step 0's lr at once (as torch).

@@ -63,7 +63,9 @@ struct TrainComponents {
   // S holds dense weights and no mask-method state exactly when S >=
   // densify_step (a resumed run makes its weights dense before loading
   // one). 0: the weights stay as they are. Not with SR-STE (its weights are
-  // dense already).
+  // dense already). A job's learning-rate ramp after it
+  // (mask_update.densify_warmup_steps) is in `scheduler`'s schedule
+  // (train/job.h: job_lr_schedule), not here.
   int64_t densify_step = 0;
 
   double grad_clip = 0.0;  // max global gradient norm; 0: none (of the unscaled gradients)

@@ -132,6 +132,11 @@ struct MaskUpdateConfig {
   // dense after this many steps, for the rest of the run; 0: never. Any
   // method but dense and sr_ste, after its last mask change.
   int64_t densify_step = 0;
+  // > 0 (with densify_step): for the W steps from densify_step on, every
+  // parameter's learning rate is the schedule's times (step - densify_step +
+  // 1) / W, then the schedule's again (train/job.cc, optim/lr_schedule.h's
+  // linear_ramp); 0: no ramp. densify_step + W <= the training steps.
+  int64_t densify_warmup_steps = 0;
 
   bool is_prune_and_regrow() const {
     return method == MaskMethod::kSet || method == MaskMethod::kRigL || method == MaskMethod::kRigLNm ||

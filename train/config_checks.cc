@@ -374,6 +374,11 @@ void check_lengths(const JobConfig& job) {
     if (mu.densify_step > 0 && mu.densify_step >= *steps)
       bad("mask_update.densify_step", "must be < ", what, " (", *steps,
           "), so that some steps train dense after it; got ", mu.densify_step);
+    // The ramp covers steps densify_step .. densify_step + W - 1 (0-based).
+    if (mu.densify_warmup_steps > 0 && mu.densify_warmup_steps > *steps - mu.densify_step)
+      bad("mask_update.densify_warmup_steps", "the ramp after mask_update.densify_step must end within ", what, " (",
+          *steps, "): densify_step + densify_warmup_steps = ", mu.densify_step, " + ", mu.densify_warmup_steps, " = ",
+          mu.densify_step + mu.densify_warmup_steps, " > ", *steps);
     if (job.lr_schedule.warmup_steps > 0) within("lr_schedule.warmup_steps", job.lr_schedule.warmup_steps);
   }
 }

@@ -300,6 +300,15 @@ void read_mask_update(const Section& s, const JobConfig& job, MaskUpdateConfig& 
   if (c.method == MaskMethod::kSrSte)
     s.refuse({"densify_step"}, "sr_ste keeps its weights dense already (forward sees their n:m projection)");
   if (s.has("densify_step")) c.densify_step = s.integer("densify_step");
+  // The ramp after densify_step (train/job.cc); where it ends against the
+  // training steps is checked with them (config_checks.cc).
+  if (s.has("densify_warmup_steps")) {
+    c.densify_warmup_steps = s.integer("densify_warmup_steps");
+    if (c.densify_step == 0)
+      bad(s.at("densify_warmup_steps"),
+          "ramps the learning rate up after mask_update.densify_step, which this job "
+          "does not set (set densify_step too, or leave densify_warmup_steps out)");
+  }
   if (c.method == MaskMethod::kDense || c.method == MaskMethod::kStatic) {
     std::vector<std::string> all = kRegrowKeys;
     all.insert(all.end(), kGmpKeys.begin(), kGmpKeys.end());

@@ -30,6 +30,7 @@ const std::set<std::string>& adjustable_keys() {
       "mask_update.start_step", "mask_update.end_step", "mask_update.interval", "mask_update.drop_fraction",
       "mask_update.drop_schedule", "mask_update.prune", "mask_update.allow_regrow_dropped", "mask_update.growth",
       "mask_update.frequency", "mask_update.initial_density", "mask_update.final_density", "mask_update.decay",
+      "mask_update.densify_warmup_steps",
       // the rest
       "training.steps", "training.epochs", "distributed.world_size", "distributed.sparse_exchange",
       "distributed.topk_fraction", "precision.allow_tf32", "precision.loss_scale"};

@@ -212,6 +212,16 @@ TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule,
 
 }  // namespace
 
+LrSchedulePtr job_lr_schedule(const JobConfig& job, int64_t total_steps) {
+  LrSchedulePtr s = make_lr_schedule(job.lr_schedule, total_steps);
+  // After densify_step, the ramp over every parameter's lr (not only the
+  // entries made dense: one factor for all groups); none without the key, so
+  // that such a job's learning rates are the schedule's bit for bit.
+  const MaskUpdateConfig& m = job.mask_update;
+  if (m.densify_step > 0 && m.densify_warmup_steps > 0) s = linear_ramp(m.densify_step, m.densify_warmup_steps, s);
+  return s;
+}
+
 Device resolve_job_device(const DeviceConfig& config) {
   if (config.is_auto) return cuda_available() ? Device::cuda(0) : Device::cpu();
   const Device d = config.device;
@@ -476,7 +486,7 @@ TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule,
 
   // Always a scheduler (constant included), so that every checkpoint records
   // its position and a resumed run finds one.
-  LrScheduler scheduler(*optimizer, make_lr_schedule(job.lr_schedule, total_steps));
+  LrScheduler scheduler(*optimizer, job_lr_schedule(job, total_steps));
   c.scheduler = &scheduler;
 
   std::optional<MaskUpdater> updater;

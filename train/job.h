@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "optim/lr_schedule.h"
 #include "tensor/device.h"
 #include "train/config.h"
 #include "train/loop.h"
@@ -86,6 +87,14 @@ Device resolve_job_device(const DeviceConfig& config);
 // The metrics path run_job writes: logging.metrics, or
 // <run_dir>/metrics.jsonl when that is empty and run_dir is set, else "".
 std::string job_metrics_path(const JobConfig& job, const JobRunOptions& opts);
+
+// The learning-rate schedule run_job steps (its LrScheduler's), for a run of
+// `total_steps`: lr_schedule's (warm-up, then constant, step or cosine),
+// and with mask_update.densify_warmup_steps W > 0 every parameter group's lr
+// times (step - densify_step + 1) / W for the W steps from densify_step on
+// (optim/lr_schedule.h's linear_ramp). A function of the step alone: a
+// resumed run sets the same lrs as an uninterrupted one.
+LrSchedulePtr job_lr_schedule(const JobConfig& job, int64_t total_steps);
 
 // Runs `job` (from load_validated_job, parse_validated_job or validate_job)
 // to its end and returns the loop's summary. It takes the job's model over

@@ -171,6 +171,8 @@ void add_mask_update(const MaskUpdateConfig& m, Fingerprint& f) {
   }
   // Named only when set, so that jobs without it keep their fingerprints.
   if (m.densify_step > 0) f["mask_update.densify_step"] = number(m.densify_step);
+  // Likewise; adjustable: it changes learning rates, not what the saved tensors are.
+  if (m.densify_warmup_steps > 0) f["mask_update.densify_warmup_steps"] = number(m.densify_warmup_steps);
 }
 
 }  // namespace

@@ -287,6 +287,12 @@ std::vector<SchemaKey> optimization_keys() {
           "last step")
           .absent_means("the weights stay sparse")
           .in(ints(1, kMaxSteps)),
+      key("mask_update.densify_warmup_steps", K::kInt,
+          "with densify_step: for these W steps from densify_step on, every parameter's learning rate (all of "
+          "them, not only the entries made dense) is the schedule's times (step - densify_step + 1) / W, so the "
+          "first dense step gets 1/W of it; then the schedule's again. densify_step + W <= the training steps")
+          .defaults_to(0, "no ramp")
+          .in(ints(0, kMaxSteps)),
       key("mask_update.decay", K::kDouble,
           "sr_ste: lambda of the sparse-refined term lambda * (1 - mask) * W added to the dense weights' gradient "
           "(0: plain straight-through)")

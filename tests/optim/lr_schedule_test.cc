@@ -38,10 +38,27 @@ TEST(LrScheduleTest, ClosedForms) {
   EXPECT_DOUBLE_EQ(linear_warmup(2, 0.5)->lr(0.2, 50), 0.2);
 }
 
+// A ramp of 4 steps from step 10 over a cosine: 1/4, 2/4, 3/4 and 4/4 of the
+// cosine at steps 10-13, the cosine itself, bit for bit, everywhere else.
+TEST(LrScheduleTest, LinearRampMultipliesItsStepsOnly) {
+  const LrSchedulePtr c = cosine_lr(20, 0.001);
+  const LrSchedulePtr r = linear_ramp(10, 4, c);
+  for (int64_t step : {0, 1, 9, 14, 15, 19, 20, 40}) EXPECT_EQ(r->lr(0.1, step), c->lr(0.1, step)) << step;
+  EXPECT_DOUBLE_EQ(r->lr(0.1, 10), c->lr(0.1, 10) / 4);
+  EXPECT_DOUBLE_EQ(r->lr(0.1, 11), c->lr(0.1, 11) * 2 / 4);
+  EXPECT_DOUBLE_EQ(r->lr(0.1, 12), c->lr(0.1, 12) * 3 / 4);
+  EXPECT_DOUBLE_EQ(r->lr(0.1, 13), c->lr(0.1, 13));
+  // One step: the schedule's at once.
+  EXPECT_EQ(linear_ramp(3, 1, c)->lr(0.1, 3), c->lr(0.1, 3));
+}
+
 TEST(LrScheduleTest, RejectsBadArguments) {
   EXPECT_THROW(step_lr(0), Error);
   EXPECT_THROW(cosine_lr(0), Error);
   EXPECT_THROW(linear_warmup(3, 0.0), Error);
+  EXPECT_THROW(linear_ramp(3, 0, constant_lr()), Error);
+  EXPECT_THROW(linear_ramp(-1, 2, constant_lr()), Error);
+  EXPECT_THROW(linear_ramp(3, 2, nullptr), Error);
 }
 
 TEST(LrSchedulerTest, SetsEveryGroupsLr) {
@@ -63,6 +80,26 @@ TEST(LrSchedulerTest, SetsEveryGroupsLr) {
   EXPECT_DOUBLE_EQ(sched.last_lrs()[0], 0.075);
   EXPECT_DOUBLE_EQ(sched.last_lrs()[1], 0.375);
   EXPECT_EQ(sched.base_lrs(), (std::vector<double>{0.1, 0.5}));
+}
+
+// The ramp scales every group by the same factor; set_step into it sets
+// what stepping there did.
+TEST(LrSchedulerTest, RampsEveryGroupAlike) {
+  Variable a(optim_test::f64({1.0}), true, "a"), b(optim_test::f64({1.0}), true, "b");
+  Sgd opt({ParamGroup{{a}, {}}, ParamGroup{{b}, {{"lr", 0.5}}}}, SgdOptions{0.1});
+  LrScheduler sched(opt, linear_ramp(2, 4, constant_lr()));
+  std::vector<std::vector<double>> stepped;
+  for (int i = 0; i < 7; ++i) {
+    stepped.push_back(sched.last_lrs());
+    sched.step();
+  }
+  const std::vector<double> factors = {1, 1, 0.25, 0.5, 0.75, 1, 1};
+  for (size_t s = 0; s < factors.size(); ++s) {
+    EXPECT_DOUBLE_EQ(stepped[s][0], 0.1 * factors[s]) << "step " << s;
+    EXPECT_DOUBLE_EQ(stepped[s][1], 0.5 * factors[s]) << "step " << s;
+  }
+  sched.set_step(3);
+  EXPECT_EQ(sched.last_lrs(), stepped[3]);
 }
 
 }  // namespace

@@ -123,6 +123,8 @@ const std::vector<Where>& every_key() {
       {"mask_update.final_density", std::string(kRule) + "mask_update: {method: gmp, end_step: 50, final_density: @}"},
       {"mask_update.frequency", std::string(kRule) + "mask_update: {method: gmp, end_step: 50, frequency: @}"},
       {"mask_update.densify_step", std::string(kRule) + "mask_update: {method: static, densify_step: @}"},
+      {"mask_update.densify_warmup_steps",
+       std::string(kRule) + "mask_update: {method: static, densify_step: 50, densify_warmup_steps: @}"},
       {"mask_update.decay",
        "sparsity: {rules: [{name: fc1.weight, format: nm}]}\nmask_update: {method: sr_ste, "
        "decay: @}"},

@@ -124,6 +124,17 @@ TEST(JobConfig, DensifyStepFillsItsSection) {
   const absl::StatusOr<JobConfig> none = parse(std::string(kBase) + kSparse + "mask_update: {method: static}\n");
   ASSERT_TRUE(none.ok()) << none.status().message();
   EXPECT_EQ(none->mask_update.densify_step, 0);
+  EXPECT_EQ(rigl->mask_update.densify_warmup_steps, 0);  // no ramp unless asked
+  // The learning-rate ramp after it, ending at the run's last step at the latest.
+  const absl::StatusOr<JobConfig> ramp = parse(
+      std::string(kBase) + kSparse + "mask_update: {method: static, densify_step: 60, densify_warmup_steps: 40}\n");
+  ASSERT_TRUE(ramp.ok()) << ramp.status().message();
+  EXPECT_EQ(ramp->mask_update.densify_step, 60);
+  EXPECT_EQ(ramp->mask_update.densify_warmup_steps, 40);
+  const absl::StatusOr<JobConfig> zero = parse(
+      std::string(kBase) + kSparse + "mask_update: {method: static, densify_step: 60, densify_warmup_steps: 0}\n");
+  ASSERT_TRUE(zero.ok()) << zero.status().message();
+  EXPECT_EQ(zero->mask_update.densify_warmup_steps, 0);
   const absl::StatusOr<JobConfig> spdf = load_job_config("configs/gpt_bsr64_spdf.yaml");
   ASSERT_TRUE(spdf.ok()) << spdf.status().message();
   EXPECT_EQ(spdf->mask_update.method, MaskMethod::kStatic);
@@ -467,6 +478,25 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"densify before the masks stop", sparse + "mask_update: {method: rigl, end_step: 60, densify_step: 40}",
        "mask_update.densify_step: must be >= mask_update.end_step (60): the masks change until then, and dense "
        "weights have no mask; got 40"},
+      {"densify ramp negative", sparse + "mask_update: {method: static, densify_step: 50, densify_warmup_steps: -5}",
+       "mask_update.densify_warmup_steps: must be in [0, 1000000000000], got -5"},
+      {"densify ramp without densify_step", sparse + "mask_update: {method: static, densify_warmup_steps: 10}",
+       "mask_update.densify_warmup_steps: ramps the learning rate up after mask_update.densify_step, which this job "
+       "does not set (set densify_step too, or leave densify_warmup_steps out)"},
+      {"densify ramp with method dense", "mask_update: {densify_warmup_steps: 10}",
+       "mask_update.densify_warmup_steps: ramps the learning rate up after mask_update.densify_step, which this job "
+       "does not set (set densify_step too, or leave densify_warmup_steps out)"},
+      {"densify ramp past the end",
+       sparse + "mask_update: {method: static, densify_step: 90, densify_warmup_steps: 11}",
+       "mask_update.densify_warmup_steps: the ramp after mask_update.densify_step must end within training.steps "
+       "(100): densify_step + densify_warmup_steps = 90 + 11 = 101 > 100"},
+      {"densify ramp by epochs past the end",
+       "!model: {name: mlp, options: {sizes: [8, 16, 3]}}\n"
+       "data: {dataset: synthetic, batch_size: 16, synthetic: {examples: 64, test_examples: 32, features: 8, "
+       "classes: 3}}\ntraining: {epochs: 1}\n" +
+           sparse + "mask_update: {method: static, densify_step: 3, densify_warmup_steps: 2}",
+       "mask_update.densify_warmup_steps: the ramp after mask_update.densify_step must end within the planned steps "
+       "(4): densify_step + densify_warmup_steps = 3 + 2 = 5 > 4"},
       {"densify at gmp's last pruning step",
        sparse.substr(0, sparse.find("  density")) + "  rules: [{name: fc1.weight, format: csr}]\n" +
            "mask_update: {method: gmp, end_step: 50, final_density: 0.2, densify_step: 50}",

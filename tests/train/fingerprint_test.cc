@@ -19,6 +19,12 @@ TEST(AllowedChanges, KeysPrefixesAndAll) {
   EXPECT_EQ(error_of({"mask_update.decay", "distributed.world_size", "seed", "data.files"}), "ok");
   EXPECT_TRUE(is_adjustable_fingerprint_key("lr_schedule.warmup_steps"));
   EXPECT_FALSE(is_adjustable_fingerprint_key("optimizer.name"));  // structural
+  // The learning-rate ramp after densify_step changes lrs, not what the
+  // saved tensors are: a resume may change it on purpose; densify_step never.
+  EXPECT_EQ(error_of({"mask_update.densify_warmup_steps"}), "ok");
+  EXPECT_TRUE(is_adjustable_fingerprint_key("mask_update.densify_warmup_steps"));
+  EXPECT_FALSE(is_structural_key("mask_update.densify_warmup_steps"));
+  EXPECT_TRUE(is_structural_key("mask_update.densify_step"));
 }
 
 TEST(AllowedChanges, UnknownKeysGetADidYouMean) {

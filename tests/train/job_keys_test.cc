@@ -123,7 +123,8 @@ std::vector<std::string> jobs_reading_every_key() {
       model + data + steps + csr +
           "optimizer: {name: adam, beta1: 0.8, beta2: 0.99, eps: 0.0001}\n"
           "lr_schedule: {name: cosine, t_max: 10, eta_min: 0}\n"
-          "mask_update: {method: gmp, end_step: 10, initial_density: 0.9, frequency: 2, densify_step: 15}\n",
+          "mask_update: {method: gmp, end_step: 10, initial_density: 0.9, frequency: 2, densify_step: 15,\n"
+          "              densify_warmup_steps: 3}\n",
       // sr_ste over an n:m rule, with its sparsifier.
       model + data + steps +
           "sparsity: {rules: [{name: fc1.weight, format: nm, n: 2, m: 4, transposable: false,\n"

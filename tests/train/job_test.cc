@@ -16,6 +16,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -462,6 +463,136 @@ TEST(RunJob, ResumedMetricsDoNotRepeatSteps) {
   std::ifstream again(metrics);
   const std::string all((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
   EXPECT_EQ(all.find("\"loss\":1}"), std::string::npos) << "a record of the dead run after step 30 survived";
+}
+
+// ---- sparse to dense: the learning-rate ramp after densify_step ----------------------------
+
+// Static CSR weights at density 0.2, dense after 30 of the 60 steps, under a
+// cosine schedule with a warm-up of 5.
+const char* kSpdf =
+    "sparsity:\n"
+    "  density: 0.2\n"
+    "  distribution: uniform\n"
+    "  rules: [{regex: 'fc[0-9]+\\.weight', format: csr}]\n"
+    "mask_update: {method: static, densify_step: 30}\n"
+    "lr_schedule: {name: cosine, warmup_steps: 5}\n";
+
+// The train records of a metrics file as step -> (loss, lr), both as
+// written (17 digits: equal strings are equal doubles).
+std::map<int64_t, std::pair<std::string, std::string>> train_records(const std::string& path) {
+  std::map<int64_t, std::pair<std::string, std::string>> out;
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  std::string line;
+  auto value = [&](const std::string& key) {
+    const size_t at = line.find("\"" + key + "\":");
+    EXPECT_NE(at, std::string::npos) << key << " in " << line;
+    const size_t from = at + key.size() + 3;
+    return line.substr(from, line.find_first_of(",}", from) - from);
+  };
+  while (std::getline(in, line)) {
+    if (line.find("\"kind\":\"train\"") == std::string::npos) continue;
+    const int64_t step = std::stoll(value("step"));
+    EXPECT_EQ(out.count(step), 0u) << "step " << step << " recorded twice in " << path;
+    out[step] = {value("loss"), value("lr")};
+  }
+  return out;
+}
+
+// densify_warmup_steps W multiplies every group's lr by (s - densify_step +
+// 1) / W at steps s = densify_step .. densify_step + W - 1 and leaves every
+// other step's the schedule's, bit for bit; without the key (or with 0) the
+// schedule is the job's lr_schedule alone, and the run is bit for bit the
+// one without the ramp.
+TEST(RunJob, DensifyWarmupRampsTheLrAfterDensifyStep) {
+  const JobConfig plain = parse(tiny_job(kSpdf));
+  const JobConfig zero = parse(tiny_job(kSpdf), {"mask_update.densify_warmup_steps=0"});
+  const JobConfig ramped = parse(tiny_job(kSpdf), {"mask_update.densify_warmup_steps=10"});
+  const JobConfig cosine = parse(tiny_job("lr_schedule: {name: cosine, warmup_steps: 5}\n"));
+  EXPECT_EQ(plain.mask_update.densify_warmup_steps, 0);
+  const LrSchedulePtr p = job_lr_schedule(plain, 60), z = job_lr_schedule(zero, 60), r = job_lr_schedule(ramped, 60),
+                      c = job_lr_schedule(cosine, 60);
+  for (int64_t s = 0; s < 60; ++s) {
+    EXPECT_EQ(p->lr(0.05, s), c->lr(0.05, s)) << "step " << s;  // densify_step alone leaves the lrs
+    EXPECT_EQ(z->lr(0.05, s), p->lr(0.05, s)) << "step " << s;
+    const double expected = s >= 30 && s < 40 ? p->lr(0.05, s) * static_cast<double>(s - 29) / 10.0 : p->lr(0.05, s);
+    EXPECT_EQ(r->lr(0.05, s), expected) << "step " << s;
+  }
+  // Around densify_step: the last sparse step has the schedule's lr, the
+  // first dense one a tenth of it, the ramp's last all of it.
+  EXPECT_EQ(r->lr(0.05, 29), p->lr(0.05, 29));
+  EXPECT_DOUBLE_EQ(r->lr(0.05, 30), 0.1 * p->lr(0.05, 30));
+  EXPECT_DOUBLE_EQ(r->lr(0.05, 31), 0.2 * p->lr(0.05, 31));
+  EXPECT_DOUBLE_EQ(r->lr(0.05, 38), 0.9 * p->lr(0.05, 38));
+  EXPECT_EQ(r->lr(0.05, 39), p->lr(0.05, 39));
+  EXPECT_EQ(r->lr(0.05, 40), p->lr(0.05, 40));
+  // A ramp that ends at the last step.
+  const LrSchedulePtr late = job_lr_schedule(parse(tiny_job(kSpdf), {"mask_update.densify_warmup_steps=30"}), 60);
+  EXPECT_DOUBLE_EQ(late->lr(0.05, 59), p->lr(0.05, 59));
+  EXPECT_DOUBLE_EQ(late->lr(0.05, 44), p->lr(0.05, 44) / 2);
+
+  // The runs: the default is bit for bit the run without the key; the ramp's
+  // metrics carry its lrs (a record at step n has the lr step n trains with)
+  // and its losses leave the plain run's once a ramped step has trained.
+  const std::string dir = temp_dir("job_densify_ramp");
+  auto run = [&](JobConfig job, const std::string& name) {
+    job.logging.every_steps = 1;
+    job.logging.metrics = dir + "/" + name + ".jsonl";
+    return run_job(job);
+  };
+  const TrainingSummary sp = run(plain, "plain"), sz = run(zero, "zero"), sr = run(ramped, "ramped");
+  EXPECT_EQ(sz.losses, sp.losses);
+  EXPECT_EQ(train_records(dir + "/zero.jsonl"), train_records(dir + "/plain.jsonl"));
+  ASSERT_EQ(sr.losses.size(), 60u);
+  for (size_t i = 0; i <= 30; ++i) EXPECT_EQ(sr.losses[i], sp.losses[i]) << "step " << i;
+  EXPECT_NE(sr.losses[31], sp.losses[31]);
+  expect_learns(sr);
+  const auto records = train_records(dir + "/ramped.jsonl");
+  ASSERT_EQ(records.size(), 60u);
+  for (const auto& [step, rec] : records) EXPECT_EQ(std::stod(rec.second), r->lr(0.05, step)) << "step " << step;
+}
+
+// A run stopped at densify_step, inside the ramp and past it, and resumed
+// each time, records the same losses and lrs as an uninterrupted one; the
+// checkpoints record the key, and a resume that changes it is refused
+// unless allowed.
+TEST(RunJob, DensifyWarmupResumeInsideAndPastTheRampIsExact) {
+  const std::string dir = temp_dir("job_densify_ramp_resume");
+  const std::string ckpt = dir + "/ckpt";
+  const std::vector<std::string> ramp = {"mask_update.densify_warmup_steps=10", "logging.every_steps=1"};
+  std::vector<std::string> full_sets = ramp, chain_sets = ramp;
+  full_sets.push_back("logging.metrics=" + dir + "/full.jsonl");
+  chain_sets.push_back("logging.metrics=" + dir + "/chain.jsonl");
+  const std::string yaml = tiny_job(std::string(kSpdf) + "checkpoint: {dir: '" + ckpt + "'}\n");
+  const TrainingSummary full = run_job(parse(tiny_job(kSpdf), full_sets));
+
+  TrainingSummary last;
+  int64_t from = 0;
+  for (int64_t stop : {30, 34, 45, -1}) {  // the first ramped step, inside the ramp, past it, the end
+    JobRunOptions opts;
+    opts.stop_at_step = stop;
+    if (from > 0) opts.resume = ckpt;
+    last = run_job(parse(yaml, chain_sets), opts);
+    EXPECT_EQ(last.start_step, from);
+    const int64_t to = stop < 0 ? 60 : stop;
+    ASSERT_EQ(last.final_step, to);
+    for (int64_t i = from; i < to; ++i)
+      EXPECT_EQ(last.losses[static_cast<size_t>(i - from)], full.losses[static_cast<size_t>(i)]) << "step " << i;
+    from = to;
+  }
+  EXPECT_EQ(train_records(dir + "/chain.jsonl"), train_records(dir + "/full.jsonl"));
+  ASSERT_TRUE(last.test && full.test);
+  EXPECT_EQ(last.test->loss, full.test->loss);
+
+  // The fingerprint names the key; changing it needs --allow-changes.
+  JobRunOptions resume;
+  resume.resume = ckpt;
+  std::string e = error_of(parse(yaml, {"mask_update.densify_warmup_steps=5"}), resume);
+  EXPECT_NE(e.find("mask_update.densify_warmup_steps: 10 -> 5"), std::string::npos) << e;
+  e = error_of(parse(yaml), resume);
+  EXPECT_NE(e.find("mask_update.densify_warmup_steps: 10 -> (none)"), std::string::npos) << e;
+  resume.allow_changes = {"mask_update.densify_warmup_steps"};
+  EXPECT_EQ(error_of(parse(yaml, {"mask_update.densify_warmup_steps=5"}), resume), "");
 }
 
 // ---- bf16 / f16 (precision.dtype) ------------------------------------------------------------
