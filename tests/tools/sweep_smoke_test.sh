@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The shipped GPT sweeps (configs/sweeps/gpt_frontier.yaml, gpt_equal_time.yaml,
-# gpt_equal_time_wgmma.yaml and gpt_schedules.yaml) through the real trainer on the CPU: a small model
+# gpt_equal_time_wgmma.yaml, gpt_equal_time_wgmma_followup.yaml and
+# gpt_schedules.yaml) through the real trainer on the CPU: a small model
 # for 4 steps per run (the overrides of gpt_frontier.yaml's CPU command), then
 # each frontier. Every run must finish, and every point must have a time and
 # a FLOPs count that follows the run's density. Then the job files of
@@ -23,7 +24,7 @@ check() {  # check NAME CONDITION...
   # A failure returns 1, so that `check ... || cat LOG` shows why.
   if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); return 1; fi
 }
-for file in gpt_frontier gpt_equal_time gpt_equal_time_wgmma gpt_schedules; do
+for file in gpt_frontier gpt_equal_time gpt_equal_time_wgmma gpt_equal_time_wgmma_followup gpt_schedules; do
   out="$tmp/$file"
   "$sweep" run "configs/sweeps/$file.yaml" --out "$out" --max-steps 4 --set device=cpu \
     --set model.options.dim=128 --set model.options.layers=2 --set model.options.heads=4 \
@@ -48,7 +49,7 @@ names = sys.argv[2:]
 assert len(rows) == 2 * len(names), f"{len(rows)} points, want 2 evaluations of {len(names)} runs"
 assert all(r["time_s"] > 0 and r["flops"] > 0 and r["val_loss"] > 0 for r in rows), rows
 flops = {r["name"]: max(q["flops"] for q in rows if q["name"] == r["name"]) for r in rows}
-dense = flops["dense" if "dense" in flops else "dense_s3000"]
+dense = flops[min(n for n in flops if n.startswith("dense"))]  # dense, dense_s3000, dense_seed2, ...
 for name, f in flops.items():  # with --max-steps every run takes 4 steps: FLOPs follow the density
     if "_90" in name or "d0.1" in name:
         assert f < dense / 4, f"{name}: 90 %-sparse FLOPs {f} against dense {dense}"

@@ -46,6 +46,10 @@
 #        -> blocks_step.md, blocks_products.md.
 # eval JOB...: the newest checkpoint of each job's run evaluated by
 #        eval_gpt_torch.py (PyTorch), beside the trainer's last validation loss.
+# sweep SWEEP.yaml: tools/sweep run of that file with the pack's trainer
+#        (into runs/sweeps/<its stem>), every finished run's newest checkpoint
+#        evaluated by eval_gpt_torch.py, and tools/sweep frontier; the runs'
+#        metrics, sweep_done.json, frontier.jsonl and .png -> sweep_runs.tgz.
 #
 # GPT_GELU (step, mlp and breakdown; default erf): the GPT's GELU on both
 # sides, erf (exact) or tanh (GPT-2's approximation: bench train --gelu tanh,
@@ -286,5 +290,28 @@ PY
         --max-batches 16 --batch 32 --device cuda 2>&1 | tail -3 | tee -a "$SUMMARY"
     done
     ;;
-  *) say "unknown step '$what' (bench, attention, tests, step, blocks, mlp, breakdown, train JOB..., eval JOB...)"; exit 2 ;;
+  sweep)
+    # tools/sweep run SWEEP (the trainer of the pack), then each finished
+    # run's last checkpoint evaluated by PyTorch, and the frontier; the runs'
+    # metrics and sweep_done.json files, frontier.jsonl and the png to $OUT
+    # as one archive.
+    sweep_file=${1:?run_gpt.sh sweep SWEEP.yaml}
+    dir=runs/sweeps/$(basename "$sweep_file" .yaml)
+    # GPT_SWEEP_DONE: a sweep_runs.tgz of an earlier call, whose finished runs
+    # tools/sweep then skips (their checkpoints stayed on that machine).
+    if [[ -n ${GPT_SWEEP_DONE:-} ]]; then mkdir -p "$dir" && tar xzf "$GPT_SWEEP_DONE" -C "$dir"; fi
+    SWEEP_TRAINER=.devbin/trainer tools/sweep run "$sweep_file" --out "$dir" > "$OUT/sweep.log" 2>&1 || say "sweep: exit $?"
+    tail -n 20 "$OUT/sweep.log" | tee -a "$SUMMARY"
+    for run in "$dir"/runs/*/; do
+      ckpt=$(ls -t "$run"checkpoints/ckpt-*.safetensors 2>/dev/null | head -1)
+      [[ -n $ckpt ]] || { say "$(basename "$run"): no checkpoint"; continue; }
+      say "$(basename "$run"): $ckpt; the trainer's last eval: $(grep '"kind":"eval"' "$run"metrics.jsonl | tail -1)"
+      PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/eval_gpt_torch.py "$ckpt" --corpus $CORPUS/_sources \
+        --max-batches 16 --batch 32 --device cuda 2>&1 | tail -3 | tee -a "$SUMMARY"
+    done
+    tools/sweep frontier "$dir" 2>&1 | tail -n 20 | tee -a "$SUMMARY"
+    (cd "$dir" && tar czf "$OUT/sweep_runs.tgz" $(ls frontier.jsonl frontier.png 2>/dev/null) runs/*/metrics.jsonl \
+      runs/*/sweep_done.json)
+    ;;
+  *) say "unknown step '$what' (bench, attention, tests, step, blocks, mlp, breakdown, train JOB..., eval JOB..., sweep SWEEP.yaml)"; exit 2 ;;
 esac
