@@ -178,29 +178,60 @@ __device__ __forceinline__ void stage_row_stats(float* lse2_s, float* delta_s, c
 
 // ---- the arithmetic between the products ------------------------------------------------------
 
-// One key tile of the forward's online softmax for a warp's 16 queries (rows
-// row_base and row_base + 8 of its fragments): s, their scores against keys
-// k0.., is scaled to base 2 and masked where `edge` (the tile crosses the
-// diagonal or t); the rows' running max m is updated and their sum l and o
-// rescaled to it; p = exp2(s - max) is added to l and packed into pf, the A
-// fragments of p v (to_a's layout).
-template <typename T, int NTK, int NTD>
-__device__ __forceinline__ void softmax_step(uint32_t (&pf)[NTK / 2][4], float (&s)[NTK][4], float (&o)[NTD][4],
-                                             float (&m)[2], float (&l)[2], float c2, bool edge, bool causal, int64_t k0,
-                                             int64_t row_base, int64_t t, int lane) {
-  float m_use[2];  // what each row's p subtracts
+// 2^x in one MUFU instruction, results under 2^-126 flushed to zero
+// (exp2f keeps subnormals, at a few more instructions each; a probability
+// that small is nothing to any sum it joins). The softmax's exponentials are
+// the tiled kernels' busiest arithmetic.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Where a warp's fragments (rows row_base and row_base + 8, columns k0..)
+// fall past t or, with `causal`, above the diagonal: those scores become
+// -inf. Offsets within the tile are 32-bit (a tile crossing the diagonal or
+// t lies within a tile's width of both).
+template <int NTK>
+__device__ __forceinline__ void mask_edge(float (&s)[NTK][4], bool causal, int64_t k0, int64_t row_base, int64_t t,
+                                          int lane) {
+  const auto clamp = [](int64_t v) {
+    return static_cast<int>(v < -(1 << 30) ? -(1 << 30) : v > (1 << 30) ? 1 << 30 : v);
+  };
+  const int cols = clamp(t - k0), diag = clamp(row_base - k0);  // columns past t; the row's own key, tile-relative
 #pragma unroll
   for (int j = 0; j < NTK; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float x = s[j][e] * c2;
-      if (edge) {
-        const int64_t col = k0 + j * 8 + (lane % 4) * 2 + (e & 1), row = row_base + (e >> 1) * 8;
-        if (col >= t || (causal && col > row)) x = -INFINITY;
-      }
-      s[j][e] = x;
+      const int col = j * 8 + (lane % 4) * 2 + (e & 1);
+      if (col >= cols || (causal && col > diag + (e >> 1) * 8)) s[j][e] = -INFINITY;
     }
   }
+}
+
+// One key tile of the forward's online softmax for a warp's 16 queries (rows
+// row_base and row_base + 8 of its fragments): s, their scores against keys
+// k0.., is masked where `edge` (the tile crosses the diagonal or t); the
+// rows' running max m (in base 2, of the scaled scores c2 s) is updated and
+// their sum l and o rescaled to it; p = exp2(c2 s - max), one FFMA and one
+// exponential a score, is added to l and packed into pf, the A fragments of
+// p v (to_a's layout). With c2 > 0 the max is taken over the unscaled
+// scores (scaling keeps their order); otherwise they are scaled first.
+template <typename T, int NTK, int NTD>
+__device__ __forceinline__ void softmax_step(uint32_t (&pf)[NTK / 2][4], float (&s)[NTK][4], float (&o)[NTD][4],
+                                             float (&m)[2], float (&l)[2], float c2, bool edge, bool causal, int64_t k0,
+                                             int64_t row_base, int64_t t, int lane) {
+  float cs = c2;  // what s is still to be multiplied by
+  if (c2 <= 0.f) {
+#pragma unroll
+    for (int j = 0; j < NTK; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] *= c2;
+    }
+    cs = 1.f;
+  }
+  if (edge) mask_edge(s, causal, k0, row_base, t, lane);
+  float m_use[2];  // what each row's p subtracts
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float mx = -INFINITY;
@@ -208,9 +239,9 @@ __device__ __forceinline__ void softmax_step(uint32_t (&pf)[NTK / 2][4], float (
     for (int j = 0; j < NTK; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m[h], mx);
+    const float m_new = fmaxf(m[h], mx * cs);
     m_use[h] = m_new == -INFINITY ? 0.f : m_new;
-    const float alpha = exp2f(m[h] - m_use[h]);
+    const float alpha = exp2_ftz(m[h] - m_use[h]);
     m[h] = m_new;
     l[h] *= alpha;
 #pragma unroll
@@ -223,7 +254,7 @@ __device__ __forceinline__ void softmax_step(uint32_t (&pf)[NTK / 2][4], float (
   for (int j = 0; j < NTK; ++j) {
     float p[4];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) p[e] = exp2f(s[j][e] - m_use[e >> 1]);
+    for (int e = 0; e < 4; ++e) p[e] = exp2_ftz(fmaf(s[j][e], cs, -m_use[e >> 1]));
     l[0] += p[0] + p[1];
     l[1] += p[2] + p[3];
     pf[j / 2][(j % 2) * 2] = pack2<T>(p[0], p[1]);
@@ -268,7 +299,7 @@ __device__ __forceinline__ void transposed_p_ds(float (&p)[NTQ][4], float (&ds)[
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int cq = j * 8 + (lane % 4) * 2 + (e & 1);
-      float x = exp2f(p[j][e] * c2 - lse2[cq]);
+      float x = exp2_ftz(fmaf(p[j][e], c2, -lse2[cq]));
       if (edge && key_base + (e >> 1) * 8 > q0 + cq) x = 0.f;
       p[j][e] = x;
       ds[j][e] = x * (ds[j][e] - delta[cq]);
@@ -288,7 +319,7 @@ __device__ __forceinline__ void p_ds(const float (&s)[NTK][4], float (&ds)[NTK][
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int h = e >> 1;
-      float x = exp2f(s[j][e] * c2 - lse2[h]);
+      float x = exp2_ftz(fmaf(s[j][e], c2, -lse2[h]));
       if (edge) {
         const int64_t col = k0 + j * 8 + (lane % 4) * 2 + (e & 1);
         if (col >= t || (causal && col > row_base + h * 8)) x = 0.f;
