@@ -4,7 +4,9 @@
 #include <utility>
 
 #include "autograd/function.h"
+#include "autograd/functions/elementwise.h"
 #include "autograd/functions/grad_utils.h"
+#include "autograd/functions/reduce.h"
 #include "autograd/sparse_grad.h"
 
 namespace coppice {
@@ -34,6 +36,55 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, const Cross
   return record(loss, "CrossEntropyBackward", {logits}, [z, target, options](const Tensor& g, const GradNeeds&) {
     return Grads{cross_entropy_backward(z, target, g, options)};
   });
+}
+
+namespace {
+
+// The operands of an elementwise loss: both defined, floating, of one dtype, shape and device.
+void check_loss_operands(const char* op, const char* input_name, const Variable& input, const Variable& target) {
+  COPPICE_CHECK(input.defined(), op, ": ", input_name, " is undefined");
+  COPPICE_CHECK(target.defined(), op, ": target is undefined");
+  COPPICE_CHECK(is_floating(input.dtype()), op, ": ", input_name, " must be floating-point, got ",
+                dtype_name(input.dtype()));
+  COPPICE_CHECK(target.dtype() == input.dtype(), op, ": target has dtype ", dtype_name(target.dtype()), " but ",
+                input_name, " has dtype ", dtype_name(input.dtype()), "; convert target to ",
+                dtype_name(input.dtype()));
+  COPPICE_CHECK(target.shape() == input.shape(), op, ": target has shape ", shape_to_string(target.shape()), " but ",
+                input_name, " has shape ", shape_to_string(input.shape()), "; they must be the same");
+  COPPICE_CHECK(target.device() == input.device(), op, ": target is on ", target.device().to_string(), " but ",
+                input_name, " is on ", input.device().to_string());
+}
+
+Variable reduce_loss(const Variable& losses, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::kMean: return mean(losses);
+    case Reduction::kSum: return sum(losses);
+    case Reduction::kNone: return losses;
+  }
+  fail("loss: unknown reduction ", static_cast<int>(reduction));
+}
+
+}  // namespace
+
+Variable mse_loss(const Variable& input, const Variable& target, Reduction reduction) {
+  check_loss_operands("mse_loss", "input", input, target);
+  const Variable d = input - target;
+  return reduce_loss(d * d, reduction);
+}
+
+Variable l1_loss(const Variable& input, const Variable& target, Reduction reduction) {
+  check_loss_operands("l1_loss", "input", input, target);
+  return reduce_loss(abs(input - target), reduction);
+}
+
+Variable binary_cross_entropy_with_logits(const Variable& logits, const Variable& target, Reduction reduction) {
+  check_loss_operands("binary_cross_entropy_with_logits", "logits", logits, target);
+  const Variable a = abs(logits);
+  // (x + |x|) / 2 is max(x, 0) exactly; its gradient (1 + sign(x)) / 2 is 1/2
+  // at 0, where softplus(-|x|)'s -sign(x) sigmoid(-|x|) is 0: sigmoid(0) - y in all.
+  const Variable positive_part = (logits + a) * 0.5;
+  // softplus(v) = log1p(exp(v)) for v <= 20, so softplus(-|x|) is log1p(exp(-|x|)).
+  return reduce_loss(positive_part - logits * target + softplus(-a), reduction);
 }
 
 Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight, const Variable& bias,

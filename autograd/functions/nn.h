@@ -16,6 +16,22 @@ Variable softmax(const Variable& x, int64_t dim);
 Variable log_softmax(const Variable& x, int64_t dim);
 // logits [n, c], target i64 [n].
 Variable cross_entropy(const Variable& logits, const Tensor& target, const CrossEntropyOptions& options = {});
+// Elementwise losses of an input against a target of the same shape, dtype
+// (floating) and device, composed from the differentiable elementwise ops and
+// reductions, so that the target may require grad too. A mismatch is an
+// error naming the argument. `reduction`: the mean or the sum of the
+// elementwise losses (0-D), or the losses themselves (kNone, input's shape).
+// (input - target)^2 (PyTorch's mse_loss).
+Variable mse_loss(const Variable& input, const Variable& target, Reduction reduction = Reduction::kMean);
+// |input - target|, gradient sign(input - target), 0 where they are equal (l1_loss).
+Variable l1_loss(const Variable& input, const Variable& target, Reduction reduction = Reduction::kMean);
+// Binary cross-entropy of targets in [0, 1] against logits x, in the stable
+// form max(x, 0) - x y + log1p(exp(-|x|)) (no overflow for large |x|, no
+// cancellation where the loss is small), with max(x, 0) formed as
+// (x + |x|) / 2, the same value, so that the gradient is sigmoid(x) - y at
+// x = 0 too (binary_cross_entropy_with_logits, without weights).
+Variable binary_cross_entropy_with_logits(const Variable& logits, const Variable& target,
+                                          Reduction reduction = Reduction::kMean);
 Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight = Variable(),
                     const Variable& bias = Variable(), double eps = 1e-5);
 // The pre-norm residual step, tensor/ops.h's add_layer_norm: h = x + r and

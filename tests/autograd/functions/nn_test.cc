@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+
 #include "tests/autograd/test_util.h"
 
 namespace coppice {
@@ -10,6 +15,7 @@ namespace {
 using testing::constant;
 using testing::param;
 using testing::randn64;
+using testing::uniform64;
 using V = std::vector<Variable>;
 
 TEST(NnTest, Softmax) {
@@ -51,6 +57,80 @@ TEST(NnTest, CrossEntropyIgnoreIndexThatIsAClass) {
   // Rows whose target is ignored get no gradient.
   EXPECT_EQ(max_abs_diff(logits.grad().select(0, 1), zeros({3}, DType::kF64)), 0.0);
   EXPECT_EQ(max_abs_diff(logits.grad().select(0, 3), zeros({3}, DType::kF64)), 0.0);
+}
+
+// The elementwise losses: every reduction, gradients to input and target.
+TEST(NnTest, ElementwiseLosses) {
+  Variable x = param(randn64({3, 4}), "input");
+  Variable y = param(randn64({3, 4}), "target");
+  Variable p = param(uniform64({3, 4}, 0.0, 1.0), "probabilities");
+  for (Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+    SCOPED_TRACE(str_cat("reduction ", static_cast<int>(r)));
+    EXPECT_GRADCHECK([r](const V& v) { return mse_loss(v[0], v[1], r); }, {x, y});
+    EXPECT_GRADCHECK([r](const V& v) { return l1_loss(v[0], v[1], r); }, {x, y});
+    EXPECT_GRADCHECK([r](const V& v) { return binary_cross_entropy_with_logits(v[0], v[1], r); }, {x, p});
+    // A constant target, and logits far out on both sides.
+    EXPECT_GRADCHECK([r](const V& v) { return mse_loss(v[0], v[1], r); }, {x, constant(y.value())});
+    Variable wide = param(mul(randn64({2, 5}), 30.0));
+    Variable hard = constant(from_vector<double>({0, 1, 1, 0, 1, 0, 0, 1, 0.5, 1}, {2, 5}));
+    EXPECT_GRADCHECK([r](const V& v) { return binary_cross_entropy_with_logits(v[0], v[1], r); }, {wide, hard});
+  }
+}
+
+TEST(NnTest, ElementwiseLossValues) {
+  const std::vector<double> xs = {-3.0, -0.5, 0.0, 0.25, 2.0, 40.0, -40.0, 15.0};
+  const std::vector<double> ys = {1.0, 0.0, 1.0, 0.5, 0.0, 1.0, 0.0, 1.0};
+  Variable x = param(from_vector<double>(xs, {2, 4}));
+  Variable y = constant(from_vector<double>(ys, {2, 4}));
+  const std::vector<double> mse = mse_loss(x, y, Reduction::kNone).value().to_vector<double>();
+  const std::vector<double> l1 = l1_loss(x, y, Reduction::kNone).value().to_vector<double>();
+  const std::vector<double> bce = binary_cross_entropy_with_logits(x, y, Reduction::kNone).value().to_vector<double>();
+  double mse_sum = 0, bce_sum = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_DOUBLE_EQ(mse[i], (xs[i] - ys[i]) * (xs[i] - ys[i])) << i;
+    EXPECT_DOUBLE_EQ(l1[i], std::abs(xs[i] - ys[i])) << i;
+    const double stable = std::max(xs[i], 0.0) - xs[i] * ys[i] + std::log1p(std::exp(-std::abs(xs[i])));
+    EXPECT_DOUBLE_EQ(bce[i], stable) << i;
+    mse_sum += mse[i];
+    bce_sum += bce[i];
+  }
+  // The small losses keep their digits: x = 40 against y = 1 is e^-40, not 0.
+  EXPECT_GT(bce[5], 0.0);
+  EXPECT_DOUBLE_EQ(mse_loss(x, y, Reduction::kSum).item(), mse_sum);
+  EXPECT_DOUBLE_EQ(binary_cross_entropy_with_logits(x, y).item(), bce_sum / 8);
+  EXPECT_EQ(mse_loss(x, y, Reduction::kNone).shape(), Shape({2, 4}));
+  EXPECT_EQ(mse_loss(x, y).dim(), 0);
+  // f32 logits of +-100 stay finite, and so do their gradients.
+  Variable big = param(from_vector<float>({100.0f, -100.0f, 0.0f}));
+  Variable target = constant(from_vector<float>({0.0f, 1.0f, 1.0f}));
+  Variable loss = binary_cross_entropy_with_logits(big, target, Reduction::kSum);
+  EXPECT_FLOAT_EQ(loss.item(), 200.0f + std::log(2.0f));
+  loss.backward();
+  const std::vector<float> g = big.grad().to_vector<float>();
+  EXPECT_FLOAT_EQ(g[0], 1.0f);
+  EXPECT_FLOAT_EQ(g[1], -1.0f);
+  // At x = 0 exactly (a zero-initialized layer), sigmoid(0) - y.
+  EXPECT_FLOAT_EQ(g[2], -0.5f);
+}
+
+// Mismatched operands: the message names the function and the argument.
+TEST(NnTest, ElementwiseLossesRejectMismatches) {
+  auto expect_message = [](const std::function<void()>& f, const std::string& text) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one naming: " << text;
+    } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what(); }
+  };
+  Variable x = param(randn64({3, 4}));
+  Variable wrong_shape = constant(randn64({4, 3}));
+  Variable wrong_dtype = constant(randn64({3, 4}).to(DType::kF32));
+  Variable ints = constant(zeros({3, 4}, DType::kI64));
+  expect_message([&] { mse_loss(x, wrong_shape); }, "mse_loss: target has shape [4, 3] but input has shape [3, 4]");
+  expect_message([&] { l1_loss(x, wrong_dtype); }, "l1_loss: target has dtype f32 but input has dtype f64");
+  expect_message([&] { binary_cross_entropy_with_logits(x, wrong_shape); },
+                 "binary_cross_entropy_with_logits: target has shape [4, 3] but logits has shape [3, 4]");
+  expect_message([&] { mse_loss(ints, ints); }, "mse_loss: input must be floating-point, got i64");
+  expect_message([&] { mse_loss(x, Variable()); }, "mse_loss: target is undefined");
 }
 
 TEST(NnTest, LayerNorm) {
