@@ -9,6 +9,7 @@
 // register_module) keeps that object alive too.
 #include <pybind11/stl.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "models/module.h"
 #include "models/zoo.h"
 #include "python/bindings.h"
+#include "sparse/formats.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/sparsity_builder.h"
 #include "tensor/error.h"
@@ -116,6 +118,35 @@ ModelOption model_option(const py::handle& v, const std::string& name) {
   fail("make_model: option '", name, "' must be a bool, int, float, string or list of ints");
 }
 
+// A tensor's format with the options that make it (for load_state_dict's
+// format check): "dense", "csr", "bsr 4x4", "nm 2:4".
+std::string format_with_options(const Tensor& t) {
+  const std::string format(t.format());
+  if (const auto block = block_shape_of(t)) return str_cat(format, " ", block->first, "x", block->second);
+  const FormatSpec* spec = find_format(format);
+  if (spec != nullptr && spec->options == FormatOptionKind::kNm && spec->options_of) {
+    const FormatOptions o = spec->options_of(t);
+    return str_cat(format, " ", o.n, ":", o.m);
+  }
+  return format;
+}
+
+// Python's load_state_dict keeps a sparse parameter's format: Module::load_state_dict
+// (models/module.h) takes the loaded tensor's format, so a dense array given for a
+// BSR weight would turn it dense. Refused before anything changes.
+void check_formats_kept(const Module& m, const NamedTensors& state) {
+  std::map<std::string, Tensor> params;
+  for (const auto& [name, v] : m.named_parameters()) params[name] = v.value();
+  for (const auto& [name, t] : state) {
+    auto it = params.find(name);
+    if (it == params.end() || !it->second.is_sparse() || !t.defined()) continue;
+    const std::string own = format_with_options(it->second), given = format_with_options(t);
+    COPPICE_CHECK(own == given, "load_state_dict: state['", name, "'] is ", given, ", the module's parameter '", name,
+                  "' is ", own, ": loading does not change a sparse parameter's format; give a ", own,
+                  " tensor (e.g. value.to_format(...), or coppice.sparse_from_mask with the parameter's pattern)");
+  }
+}
+
 void bind_module(py::module_& nn) {
   py::class_<Module, PyModule, ModulePtr>(nn, "Module",
                                           "The base of every layer and model (models/module.h). A Python subclass "
@@ -189,9 +220,17 @@ void bind_module(py::module_& nn) {
               tensors.emplace_back(name, tensor_of(py::reinterpret_borrow<py::object>(t),
                                                    str_cat("load_state_dict: state['", name, "']")));
             }
+            check_formats_kept(m, tensors);
             m.load_state_dict(tensors, strict);
           },
-          py::arg("state"), py::arg("strict") = true)
+          py::arg("state"), py::arg("strict") = true,
+          "Loads a dict of name to tensor (any format; arrays too). strict: the names must be exactly the module's. "
+          "Shapes must match; values are converted to the parameter's dtype and device and copied. A sparse "
+          "parameter keeps its format: a value of another format or other options (a dense array for a BSR weight, "
+          "BSR of another block shape, n:m of another n or m) is refused with an error naming the key and both "
+          "formats, before anything changes (there is no conversion rule: the C++ Module::load_state_dict would "
+          "take the given format). A value of the same format replaces the parameter with the value's pattern. A "
+          "dense parameter takes a value of any format (a sparse value makes it sparse, as in C++).")
       .def(
           "to", [](Module& m, const std::string& device) { m.to(Device::parse(device)); }, py::arg("device"))
       .def("zero_grad", &Module::zero_grad)

@@ -124,6 +124,7 @@ void bind_nn(py::module_& m);          // coppice.nn: Module, the layers, the mo
 void bind_optim(py::module_& m);       // coppice.optim: SGD, Adam, AdamW, clipping, MaskUpdater
 void bind_extensions(py::module_& m);  // growth policies, sparsifiers and prune criteria written in Python
 void bind_train(py::module_& m);       // coppice.train
+void bind_io(py::module_& m);          // coppice.save and coppice.load (safetensors, any format)
 
 // The prune criterion registered in Python under `name` as a PruneScoreFn
 // (optim/prune.h), or false when there is none (bind_extensions.cc).

@@ -23,4 +23,5 @@ PYBIND11_MODULE(_coppice, m) {
   bind_optim(m);
   bind_extensions(m);
   bind_train(m);
+  bind_io(m);
 }

@@ -23,11 +23,18 @@ import builtins as _builtins
 import sys as _sys
 
 from ._coppice import *  # noqa: F401,F403  (the module's whole API)
+from . import _coppice
 from ._coppice import nn, optim
 
 # `import coppice.nn` and `from coppice.optim import SGD` find the module's submodules.
 _sys.modules[__name__ + ".nn"] = nn
 _sys.modules[__name__ + ".optim"] = optim
+
+
+def _tensor_from_pickle(version, data):
+    """What pickle calls to rebuild a coppice.Tensor (Tensor.__reduce__ names it)."""
+    return _coppice._tensor_from_pickle(version, data)
+
 
 # `from coppice import *` leaves Python's own sum, max, abs and pow alone (coppice.sum is still there).
 __all__ = [name for name in dir() if not name.startswith("_") and not hasattr(_builtins, name)]
