@@ -128,11 +128,11 @@ Shape shape_of_args(const py::args& args) {
   return args.cast<std::vector<int64_t>>();
 }
 
-Reduction parse_reduction(const std::string& r) {
+Reduction parse_reduction(const std::string& r, const char* who) {
   if (r == "mean") return Reduction::kMean;
   if (r == "sum") return Reduction::kSum;
   if (r == "none") return Reduction::kNone;
-  fail("cross_entropy: reduction must be mean, sum or none, got '", r, "'");
+  fail(who, ": reduction must be mean, sum or none, got '", r, "'");
 }
 
 Tensor target_of(const py::object& o, const char* what) {
@@ -406,11 +406,35 @@ void bind_functions(py::module_& m) {
         CrossEntropyOptions o;
         o.label_smoothing = label_smoothing;
         o.ignore_index = ignore_index;
-        o.reduction = parse_reduction(reduction);
+        o.reduction = parse_reduction(reduction, "cross_entropy");
         return in.result(cross_entropy(z, target_of(target, "cross_entropy: target"), o));
       },
       py::arg("logits"), py::arg("target"), py::arg("label_smoothing") = 0.0, py::arg("ignore_index") = -100,
       py::arg("reduction") = "mean", "logits [n, c] against int64 class indices [n].");
+  // Elementwise losses (nn.h): input and target of one shape and dtype; the target may be a Variable.
+  auto def_loss = [&m](const char* name, const char* input_name,
+                       Variable (*f)(const Variable&, const Variable&, Reduction), const char* doc) {
+    const std::string input_what = str_cat(name, ": ", input_name), target_what = str_cat(name, ": target");
+    m.def(
+        name,
+        [name, f, input_what, target_what](const py::object& input, const py::object& target,
+                                           const std::string& reduction) {
+          Operands in;
+          const Variable x = in(input, input_what.c_str()), y = in(target, target_what.c_str());
+          return in.result(f(x, y, parse_reduction(reduction, name)));
+        },
+        py::arg(input_name), py::arg("target"), py::arg("reduction") = "mean", doc);
+  };
+  def_loss("mse_loss", "input", &mse_loss,
+           "(input - target) ** 2, reduced by reduction ('mean', 'sum' or 'none'); input and target of the same shape "
+           "and floating dtype (a Variable target gets a gradient too).");
+  def_loss("l1_loss", "input", &l1_loss,
+           "|input - target| (gradient sign(input - target), 0 where equal), reduced by reduction ('mean', 'sum' or "
+           "'none'); input and target of the same shape and floating dtype.");
+  def_loss("binary_cross_entropy_with_logits", "logits", &binary_cross_entropy_with_logits,
+           "Binary cross-entropy of targets in [0, 1] against logits x, in the stable form max(x, 0) - x * target + "
+           "log1p(exp(-|x|)) (gradient sigmoid(x) - target), reduced by reduction ('mean', 'sum' or 'none'); logits "
+           "and target of the same shape and floating dtype.");
   m.def(
       op::kLayerNorm,
       [](const py::object& x, const std::vector<int64_t>& normalized_shape, const py::object& weight,

@@ -1,13 +1,18 @@
 // coppice.optim: the optimizers (SGD, Adam, AdamW over parameters of any
-// format: optim/optimizer.h), gradient clipping, and MaskUpdater, which runs
+// format: optim/optimizer.h) with their state as a dict (optim/state_io.h's
+// save and restore, as the trainer's checkpoints keep it), learning-rate
+// schedules (optim/lr_schedule.h, and the trainer's job_lr_schedule),
+// gradient clipping, and MaskUpdater, which runs
 // prune and regrow (optim/mask_updater.h) over a model and its optimizer one
 // step at a time, as the trainer's loop does (train/trainer.cc), so that a
 // Python script can train a sparse model with SET, RigL or SNFS itself.
 #include <pybind11/stl.h>
 
+#include <iomanip>
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,11 +21,16 @@
 #include "models/module.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
+#include "optim/lr_schedule.h"
 #include "optim/mask_schedule.h"
 #include "optim/mask_updater.h"
 #include "optim/sgd.h"
+#include "optim/state_io.h"
 #include "python/bindings.h"
 #include "tensor/error.h"
+#include "tensor/io/safetensors.h"
+#include "train/config.h"
+#include "train/job.h"
 #include "train/model_parameters.h"
 
 namespace coppice::python {
@@ -76,6 +86,189 @@ void check_parameters_writable(const Optimizer& o, const std::string& class_name
     }
   }
 }
+
+// ---- the state as a dict ----------------------------------------------------------------------
+//
+// state_dict() is save_optimizer_state's content (optim/state_io.h, what a
+// checkpoint keeps: copies of the state tensors, the step counts, every
+// group's hyperparameters), as {"optimizer": name, "param_groups": [{"params":
+// [names], hyperparameter: value, ...}], "state": {name: {"step": n, state
+// name: Tensor}}}; load_state_dict() turns such a dict back into that file
+// and restores it through plan_optimizer_state and apply_optimizer_state,
+// which check everything before changing anything. State is kept by
+// parameter name; a parameter without one is named by its place,
+// "group.<g>.param.<i>", for the call.
+
+std::string exact_decimal(double v) {
+  std::ostringstream os;
+  os << std::setprecision(17) << v;
+  return os.str();
+}
+
+class PlaceNames {
+ public:
+  explicit PlaceNames(const Optimizer& o) {
+    for (size_t g = 0; g < o.param_groups().size(); ++g) {
+      const std::vector<Variable>& params = o.param_groups()[g].params;
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (!params[i].name().empty()) continue;
+        params[i].set_name(str_cat("group.", g, ".param.", i));
+        named_.push_back(params[i]);
+      }
+    }
+  }
+  ~PlaceNames() {
+    for (const Variable& v : named_) v.set_name("");
+  }
+  PlaceNames(const PlaceNames&) = delete;
+  PlaceNames& operator=(const PlaceNames&) = delete;
+
+ private:
+  std::vector<Variable> named_;
+};
+
+py::dict optimizer_state_dict(const Optimizer& o, const std::string& who) {
+  SafetensorsFile file;
+  {
+    PlaceNames names(o);
+    absl::StatusOr<std::string> bytes = serialize_optimizer_state(o);
+    if (!bytes.ok()) fail(who, ": ", bytes.status().message());
+    absl::StatusOr<SafetensorsFile> parsed = parse_safetensors(*bytes, "optimizer state");
+    if (!parsed.ok()) fail(who, ": ", parsed.status().message());
+    file = std::move(*parsed);
+    py::list groups;
+    py::dict state;
+    for (size_t g = 0; g < o.param_groups().size(); ++g) {
+      py::dict group;
+      py::list params;
+      for (const Variable& p : o.param_groups()[g].params) {
+        params.append(p.name());
+        const ParamState* st = o.state(p);
+        if (st == nullptr) continue;
+        py::dict entry;
+        entry["step"] = st->step;
+        for (const auto& kv : st->tensors) {
+          const Tensor* t = file.find(p.name() + "." + kv.first);
+          COPPICE_CHECK(t != nullptr, who, ": no tensor '", p.name(), ".", kv.first, "' in the saved state");
+          entry[py::str(kv.first)] = *t;
+        }
+        state[py::str(p.name())] = entry;
+      }
+      group["params"] = params;
+      for (const auto& kv : o.defaults()) group[py::str(kv.first)] = o.option(g, kv.first);
+      groups.append(group);
+    }
+    py::dict d;
+    d["optimizer"] = o.name();
+    d["param_groups"] = groups;
+    d["state"] = state;
+    return d;
+  }
+}
+
+void optimizer_load_state_dict(Optimizer& o, const py::object& state_dict, const std::string& who) {
+  COPPICE_CHECK(py::isinstance<py::dict>(state_dict), who, ": state_dict must be a dict (from state_dict()), got ",
+                type_name_of(state_dict));
+  const py::dict d = state_dict.cast<py::dict>();
+  for (const char* key : {"optimizer", "param_groups", "state"}) {
+    COPPICE_CHECK(d.contains(key), who, ": state_dict has no '", key, "'");
+  }
+  SafetensorsFile file;
+  COPPICE_CHECK(py::isinstance<py::str>(d["optimizer"]), who, ": state_dict['optimizer'] must be a str, got ",
+                type_name_of(d["optimizer"]));
+  file.metadata["coppice.optimizer"] = d["optimizer"].cast<std::string>();
+  // Before the groups' hyperparameters, which differ between optimizers.
+  COPPICE_CHECK(file.metadata["coppice.optimizer"] == o.name(), who, ": the state is of optimizer '",
+                file.metadata["coppice.optimizer"], "', not '", o.name(), "'");
+  const py::object groups = d["param_groups"];
+  COPPICE_CHECK(py::isinstance<py::list>(groups) || py::isinstance<py::tuple>(groups), who,
+                ": state_dict['param_groups'] must be a list, got ", type_name_of(groups));
+  const py::sequence group_list = groups.cast<py::sequence>();
+  file.metadata["coppice.groups"] = std::to_string(group_list.size());
+  for (size_t g = 0; g < group_list.size(); ++g) {
+    const std::string at = str_cat("state_dict['param_groups'][", g, "]");
+    const py::object group = group_list[g];
+    COPPICE_CHECK(py::isinstance<py::dict>(group), who, ": ", at, " must be a dict, got ", type_name_of(group));
+    const std::string prefix = str_cat("group.", g, ".");
+    for (const auto& [k, v] : group.cast<py::dict>()) {
+      COPPICE_CHECK(py::isinstance<py::str>(k), who, ": ", at, " has a key that is not a str");
+      const std::string key = k.cast<std::string>();
+      if (key == "params") {
+        COPPICE_CHECK(py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v), who, ": ", at,
+                      "['params'] must be a list of parameter names, got ", type_name_of(v));
+        const py::sequence names = py::reinterpret_borrow<py::sequence>(v);
+        file.metadata[prefix + "params"] = std::to_string(names.size());
+        for (size_t i = 0; i < names.size(); ++i) {
+          COPPICE_CHECK(py::isinstance<py::str>(names[i]), who, ": ", at, "['params'][", i,
+                        "] must be a parameter name (str), got ", type_name_of(names[i]));
+          file.metadata[str_cat(prefix, "param.", i)] = names[i].cast<std::string>();
+        }
+      } else {
+        COPPICE_CHECK(o.defaults().count(key) != 0, who, ": ", at, " has hyperparameter '", key, "', which ", o.name(),
+                      " does not have");
+        COPPICE_CHECK((py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v)) && !py::isinstance<py::bool_>(v),
+                      who, ": ", at, "['", key, "'] must be a number, got ", type_name_of(v));
+        file.metadata[prefix + key] = exact_decimal(v.cast<double>());
+      }
+    }
+  }
+  const py::object state = d["state"];
+  COPPICE_CHECK(py::isinstance<py::dict>(state), who, ": state_dict['state'] must be a dict, got ",
+                type_name_of(state));
+  for (const auto& [k, v] : state.cast<py::dict>()) {
+    COPPICE_CHECK(py::isinstance<py::str>(k), who, ": state_dict['state'] has a key that is not a parameter name");
+    const std::string name = k.cast<std::string>();
+    const std::string at = str_cat("state_dict['state']['", name, "']");
+    COPPICE_CHECK(py::isinstance<py::dict>(v), who, ": ", at, " must be a dict, got ", type_name_of(v));
+    const py::dict entry = py::reinterpret_borrow<py::dict>(v);
+    COPPICE_CHECK(entry.contains("step"), who, ": ", at, " has no 'step'");
+    for (const auto& [sk, sv] : entry) {
+      COPPICE_CHECK(py::isinstance<py::str>(sk), who, ": ", at, " has a key that is not a str");
+      const std::string key = sk.cast<std::string>();
+      if (key == "step") {
+        COPPICE_CHECK(py::isinstance<py::int_>(sv) && !py::isinstance<py::bool_>(sv), who, ": ", at,
+                      "['step'] must be an int, got ", type_name_of(sv));
+        file.metadata["step." + name] = std::to_string(sv.cast<int64_t>());
+      } else {
+        const std::string what = str_cat(who, ": ", at, "['", key, "']");
+        Tensor t = tensor_of(py::reinterpret_borrow<py::object>(sv), what);
+        COPPICE_CHECK(t.is_dense(), what, " must be a dense tensor, got ", t.format());
+        file.tensors.emplace_back(name + "." + key, t.to(Device::cpu()).contiguous());
+      }
+    }
+  }
+  PlaceNames names(o);
+  absl::StatusOr<OptimizerStatePlan> plan = plan_optimizer_state(o, file, "state_dict");
+  if (!plan.ok()) fail(who, ": ", plan.status().message());
+  const absl::Status applied =
+      apply_optimizer_state(o, std::move(*plan), /*restore_hyperparameters=*/true, "state_dict");
+  if (!applied.ok()) fail(who, ": ", applied.message());
+}
+
+// ---- learning-rate schedules ------------------------------------------------------------------
+
+// A schedule with how it was made, for repr.
+struct PyLrSchedule {
+  LrSchedulePtr schedule;
+  std::string text;
+};
+
+// LrScheduler over a Python optimizer, which it keeps alive.
+class PyLrScheduler {
+ public:
+  PyLrScheduler(py::object optimizer, const PyLrSchedule& schedule)
+      : optimizer_(std::move(optimizer)),
+        schedule_(schedule),
+        scheduler_(optimizer_.cast<Optimizer&>(), schedule.schedule) {}
+  LrScheduler& get() { return scheduler_; }
+  const LrScheduler& get() const { return scheduler_; }
+  const PyLrSchedule& schedule() const { return schedule_; }
+
+ private:
+  py::object optimizer_;
+  PyLrSchedule schedule_;
+  LrScheduler scheduler_;
+};
 
 // ---- prune and regrow, a step at a time -----------------------------------------------------
 
@@ -225,6 +418,27 @@ void bind_optimizers(py::module_& optim) {
           },
           py::arg("param"), "The parameter's state (\"step\" and its tensors, nnz-sized for sparse ones), or None.")
       .def(
+          "state_dict",
+          [](const py::object& self) {
+            return optimizer_state_dict(self.cast<const Optimizer&>(),
+                                        str_cat("coppice.optim.", type_name_of(self), ".state_dict"));
+          },
+          "The optimizer's state as a dict of copies, what a checkpoint keeps (optim/state_io.h): "
+          "{'optimizer': name, 'param_groups': [{'params': [names], 'lr': ..., ...}], 'state': {name: {'step': n, "
+          "'exp_avg': Tensor, ...}}}. State tensors are shaped like the parameter's stored values (nnz-sized for a "
+          "sparse one). Parameters are named by Variable.name, or 'group.<g>.param.<i>' where they have none.")
+      .def(
+          "load_state_dict",
+          [](const py::object& self, const py::object& state) {
+            optimizer_load_state_dict(self.cast<Optimizer&>(), state,
+                                      str_cat("coppice.optim.", type_name_of(self), ".load_state_dict"));
+          },
+          py::arg("state_dict"),
+          "Restores state_dict()'s state and hyperparameters (arrays are taken for Tensors) after checking all of "
+          "it against this optimizer (its name, groups, parameter names, state names, shapes and dtypes); the "
+          "first mismatch raises coppice.Error naming it and nothing changes. Sparse parameters must have the "
+          "patterns they had when it was saved.")
+      .def(
           "add_param_group",
           [](Optimizer& o, const py::dict& group) {
             for (ParamGroup& g : groups_of(py::make_tuple(group), "add_param_group")) o.add_param_group(std::move(g));
@@ -272,6 +486,121 @@ void bind_optimizers(py::module_& optim) {
 
   optim.def("clip_grad_norm", &clip_grad_norm, py::arg("params"), py::arg("max_norm"), py::arg("norm_type") = 2.0,
             "Scales the gradients so that their global norm is at most max_norm; returns the norm before.");
+}
+
+void bind_lr_schedules(py::module_& optim) {
+  py::class_<PyLrSchedule>(optim, "LrSchedule",
+                           "A learning-rate schedule (optim/lr_schedule.h): lr(base_lr, step), step 0 the lr before "
+                           "the first scheduler step. Made by constant_lr, step_lr, cosine_lr, linear_warmup, "
+                           "linear_ramp and job_lr_schedule.")
+      .def(
+          "lr", [](const PyLrSchedule& s, double base_lr, int64_t step) { return s.schedule->lr(base_lr, step); },
+          py::arg("base_lr"), py::arg("step"))
+      .def("__repr__", [](const PyLrSchedule& s) { return s.text; });
+  optim.def(
+      "constant_lr",
+      [] {
+        return PyLrSchedule{constant_lr(), "constant_lr()"};
+      },
+      "base_lr at every step.");
+  optim.def(
+      "step_lr",
+      [](int64_t step_size, double gamma) {
+        return PyLrSchedule{step_lr(step_size, gamma),
+                            str_cat("step_lr(step_size=", step_size, ", gamma=", gamma, ")")};
+      },
+      py::arg("step_size"), py::arg("gamma") = 0.1, "base_lr * gamma ** (step // step_size) (torch's StepLR).");
+  optim.def(
+      "cosine_lr",
+      [](int64_t t_max, double eta_min) {
+        return PyLrSchedule{cosine_lr(t_max, eta_min), str_cat("cosine_lr(t_max=", t_max, ", eta_min=", eta_min, ")")};
+      },
+      py::arg("t_max"), py::arg("eta_min") = 0.0,
+      "eta_min + (base_lr - eta_min) * (1 + cos(pi * step / t_max)) / 2 (CosineAnnealingLR's closed form; past t_max "
+      "the cosine goes on).");
+  optim.def(
+      "linear_warmup",
+      [](int64_t warmup_steps, double start_factor, const std::optional<PyLrSchedule>& then) {
+        return PyLrSchedule{linear_warmup(warmup_steps, start_factor, then ? then->schedule : nullptr),
+                            str_cat("linear_warmup(warmup_steps=", warmup_steps, ", start_factor=", start_factor,
+                                    then ? str_cat(", then=", then->text) : "", ")")};
+      },
+      py::arg("warmup_steps"), py::arg("start_factor"), py::arg("then") = py::none(),
+      "base_lr * (start_factor + (1 - start_factor) * step / warmup_steps) for step < warmup_steps (start_factor in "
+      "(0, 1], torch's LinearLR), then `then` (constant when None) at step - warmup_steps.");
+  optim.def(
+      "linear_ramp",
+      [](int64_t start_step, int64_t ramp_steps, const PyLrSchedule& inner) {
+        return PyLrSchedule{
+            linear_ramp(start_step, ramp_steps, inner.schedule),
+            str_cat("linear_ramp(start_step=", start_step, ", ramp_steps=", ramp_steps, ", inner=", inner.text, ")")};
+      },
+      py::arg("start_step"), py::arg("ramp_steps"), py::arg("inner"),
+      "inner's lr times (step - start_step + 1) / ramp_steps for start_step <= step < start_step + ramp_steps, "
+      "inner's elsewhere (the trainer's ramp after mask_update.densify_step).");
+  optim.def(
+      "job_lr_schedule",
+      [](const py::object& job, std::optional<int64_t> total_steps) {
+        absl::StatusOr<JobConfig> config = absl::InvalidArgumentError("no job");
+        if (py::isinstance<py::str>(job)) {
+          config = load_job_config(job.cast<std::string>());
+        } else {
+          const std::string text = py::module_::import("json").attr("dumps")(job).cast<std::string>();
+          config = parse_job_config(text);
+        }
+        if (!config.ok()) throw py::value_error(std::string(config.status().message()));
+        if (!total_steps) {
+          COPPICE_CHECK(config->training.steps.has_value(),
+                        "job_lr_schedule: the job counts epochs (training.epochs); give total_steps");
+          total_steps = *config->training.steps;
+        }
+        return PyLrSchedule{job_lr_schedule(*config, *total_steps),
+                            str_cat("job_lr_schedule(<job>, total_steps=", *total_steps, ")")};
+      },
+      py::arg("job"), py::arg("total_steps") = py::none(),
+      "The schedule the trainer steps for a job (a YAML path or a dict of its keys, validated as coppice.train "
+      "does): lr_schedule's warm-up (from a factor of 0 too), then constant, step or cosine, and the ramp after "
+      "mask_update.densify_step; total_steps: training.steps unless given.");
+
+  py::class_<PyLrScheduler>(optim, "LrScheduler",
+                            "Sets every parameter group's lr from a schedule (optim/lr_schedule.h's LrScheduler): the "
+                            "base lrs are the groups' lrs when it is made, and it sets step 0's lr at once; call "
+                            "step() after each optimizer step.")
+      .def(py::init([](py::object optimizer, const PyLrSchedule& schedule) {
+             COPPICE_CHECK(py::isinstance<Optimizer>(optimizer),
+                           "LrScheduler: optimizer must be a coppice.optim one, got ", type_name_of(optimizer));
+             return std::make_unique<PyLrScheduler>(std::move(optimizer), schedule);
+           }),
+           py::arg("optimizer"), py::arg("schedule"))
+      .def(
+          "step", [](PyLrScheduler& s) { s.get().step(); }, "Advances one step and sets the lrs.")
+      .def(
+          "set_step", [](PyLrScheduler& s, int64_t step) { s.get().set_step(step); }, py::arg("step"),
+          "Jumps to `step` (when resuming) and sets the lrs.")
+      .def_property_readonly(
+          "current_step", [](const PyLrScheduler& s) { return s.get().current_step(); }, "Steps taken.")
+      .def_property_readonly(
+          "lr", [](const PyLrScheduler& s) { return s.get().last_lrs().at(0); }, "The first group's current lr.")
+      .def_property_readonly("base_lrs", [](const PyLrScheduler& s) { return s.get().base_lrs(); })
+      .def(
+          "get_last_lr", [](const PyLrScheduler& s) { return s.get().last_lrs(); }, "Every group's current lr.")
+      .def_property_readonly("schedule", [](const PyLrScheduler& s) { return s.schedule(); })
+      .def(
+          "state_dict",
+          [](const PyLrScheduler& s) {
+            py::dict d;
+            d["step"] = s.get().current_step();
+            return d;
+          },
+          "{'step': current_step}; load_state_dict sets it back (the schedule is a function of the step).")
+      .def(
+          "load_state_dict",
+          [](PyLrScheduler& s, const py::dict& d) {
+            COPPICE_CHECK(d.contains("step") && py::isinstance<py::int_>(d["step"]),
+                          "LrScheduler.load_state_dict: state_dict['step'] must be an int");
+            s.get().set_step(d["step"].cast<int64_t>());
+          },
+          py::arg("state_dict"));
 }
 
 void bind_mask_updater(py::module_& optim) {
@@ -341,6 +670,7 @@ void bind_mask_updater(py::module_& optim) {
 void bind_optim(py::module_& m) {
   py::module_ optim = m.def_submodule("optim", "Optimizers and mask updates (optim/).");
   bind_optimizers(optim);
+  bind_lr_schedules(optim);
   bind_mask_updater(optim);
 }
 
