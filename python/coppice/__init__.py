@@ -22,7 +22,11 @@ A growth policy in Python, used from a job by name (mask_update.growth):
 import builtins as _builtins
 import sys as _sys
 
-from ._coppice import *  # noqa: F401,F403  (the module's whole API)
+from . import _libraries
+
+_libraries.load()  # a CUDA build's CUDA libraries, found by name (tools/wheel drops the RUNPATH)
+
+from ._coppice import *  # noqa: F401,F403,E402  (the module's whole API)
 from . import _coppice
 from ._coppice import nn, optim
 
