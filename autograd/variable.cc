@@ -18,6 +18,8 @@ struct VariableImpl {
   uint32_t output_nr = 0;
   bool requires_grad = false;
   std::string name;
+  // Counts set_value calls: an accumulator recorded under another value refuses to accumulate.
+  uint64_t value_generation = 0;
   // A leaf's accumulator lives as long as some graph points at it.
   std::weak_ptr<Node> grad_accumulator;
   std::vector<std::pair<HookId, GradHook>> hooks;  // leaves; non-leaves hook their grad_fn
@@ -32,13 +34,17 @@ std::string describe(const VariableImpl& v) {
 // Sums gradients into a leaf's grad.
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(std::shared_ptr<VariableImpl> var) : Node("AccumulateGrad"), var_(std::move(var)) {}
+  explicit AccumulateGrad(std::shared_ptr<VariableImpl> var)
+      : Node("AccumulateGrad"), var_(std::move(var)), generation_(var_->value_generation) {}
 
   bool single_use() const override { return false; }
 
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     Tensor g = std::move(grads[0]);
     if (!g.defined()) return {};
+    COPPICE_CHECK(generation_ == var_->value_generation, "backward: ", describe(*var_),
+                  " was given a new value (Variable::set_value: a mask update) after this graph was recorded; run "
+                  "the forward pass again");
     // A sparse variable's gradient keeps its pattern (a dense one is projected
     // onto it), so hooks see the sparse gradient.
     const bool sparse = var_->value.is_sparse();
@@ -71,6 +77,7 @@ class AccumulateGrad final : public Node {
   }
 
   std::shared_ptr<VariableImpl> var_;
+  uint64_t generation_;
 };
 
 }  // namespace
@@ -120,6 +127,23 @@ void Variable::zero_grad() const {
   if (!v->grad.defined()) return;
   v->grad = v->grad.is_dense() ? zeros(v->grad.shape(), v->grad.options())
                                : with_values(v->grad, zeros_like(values(v->grad)));
+}
+
+void Variable::set_value(Tensor value) const {
+  VariableImpl* v = checked();
+  COPPICE_CHECK(v->grad_fn == nullptr, "set_value: ", describe(*v), " is not a leaf (it was computed by ",
+                v->grad_fn->name(), ")");
+  COPPICE_CHECK(value.defined(), "set_value: the new value of ", describe(*v), " is an undefined Tensor");
+  COPPICE_CHECK(value.shape() == v->value.shape(), "set_value: a value of shape ", shape_to_string(value.shape()),
+                " for ", describe(*v), " of shape ", shape_to_string(v->value.shape()));
+  COPPICE_CHECK(value.dtype() == v->value.dtype(), "set_value: a value of dtype ", dtype_name(value.dtype()), " for ",
+                describe(*v), " of dtype ", dtype_name(v->value.dtype()));
+  COPPICE_CHECK(value.device() == v->value.device(), "set_value: a value on ", value.device().to_string(), " for ",
+                describe(*v), " on ", v->value.device().to_string());
+  v->value = std::move(value);
+  v->grad = Tensor();
+  ++v->value_generation;
+  v->grad_accumulator.reset();  // the next graph records a fresh accumulator
 }
 
 const std::shared_ptr<Node>& Variable::grad_fn() const { return checked()->grad_fn; }

@@ -38,6 +38,17 @@ class Variable {
   // handed out by grad() earlier are left alone).
   void zero_grad() const;
 
+  // Leaves only: gives this variable a new value in place, keeping its
+  // identity, so every handle to it (a model's parameter slot, an optimizer's
+  // group, a user's) sees the new value. What a mask update does to a sparse
+  // weight (a new pattern, optim/optimizer.h's set_value). The value must have
+  // the old one's shape, dtype and device (its format and pattern may
+  // differ). The gradient is cleared (it belonged to the old value); the
+  // name, requires_grad and hooks are kept. A graph recorded before the call
+  // cannot backward into this variable any more: its backward throws naming
+  // the variable (run the forward pass again).
+  void set_value(Tensor value) const;
+
   const std::shared_ptr<Node>& grad_fn() const;  // null for leaves
   uint32_t output_nr() const;
   bool requires_grad() const;
@@ -72,6 +83,9 @@ class Variable {
 
   // True when both handles share one variable.
   bool is_same(const Variable& other) const { return impl_ == other.impl_; }
+  // The same address for every handle of one variable while it lives (the
+  // Python module keys its wrappers by it); null when undefined.
+  const void* identity() const { return impl_.get(); }
 
   // Where this variable's gradient goes in the graph (a null edge when it
   // does not require grad). Creates a leaf's accumulator on first use.

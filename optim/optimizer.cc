@@ -379,6 +379,17 @@ void Optimizer::remap_state(const Variable& param, const Tensor& keep_from) {
   st.pattern_version = pattern_version(param.value());
 }
 
+void Optimizer::set_value(const Variable& param, const Tensor& new_value, const Tensor& keep_from) {
+  Slot s = find(param, "set_value");
+  const std::string who = describe_param(param, s.group, s.index);
+  COPPICE_CHECK(new_value.defined(), name_, ".set_value: the new value of ", who, " is an undefined Tensor");
+  const int64_t slots = values(new_value).numel();
+  COPPICE_CHECK(keep_from.defined() && keep_from.numel() == slots, name_, ".set_value: keep_from for ", who, " has ",
+                keep_from.defined() ? keep_from.numel() : 0, " entries but the new value's values have ", slots);
+  param.set_value(new_value);
+  remap_state(param, keep_from);
+}
+
 void Optimizer::replace_param(const Variable& old_param, const Variable& new_param, const Tensor& keep_from) {
   Slot s = find(old_param, "replace_param");
   COPPICE_CHECK(new_param.defined(), name_, ".replace_param: the new parameter is an undefined Variable");

@@ -159,14 +159,23 @@ class Optimizer {
   // The gradient of the old pattern is not touched: clear it (set_grad({}))
   // or give one of the new pattern before the next step().
   void remap_state(const Variable& param, const Tensor& keep_from);
-  // Variables cannot rebind their value, so a mask update makes a new
-  // Variable: replace_param swaps `old_param` for `new_param` in its group
-  // (same place, same hyperparameters) and moves its state over through
+  // A mask update's way: gives `param` (one of this optimizer's) the value
+  // `new_value` in place (Variable::set_value: same shape, dtype and device;
+  // the gradient cleared), so the Variable keeps its identity and the model,
+  // this optimizer and every other holder see the new pattern, then remaps its
+  // state through remap_state(param, keep_from). A foreign parameter, an
+  // undefined value or a keep_from of the wrong size is refused before
+  // anything changes.
+  void set_value(const Variable& param, const Tensor& new_value, const Tensor& keep_from);
+  // For a parameter that is replaced by another Variable (a model's
+  // load_state_dict): replace_param swaps `old_param` for `new_param` in its
+  // group (same place, same hyperparameters) and moves its state over through
   // remap_state(new_param, keep_from).
   void replace_param(const Variable& old_param, const Variable& new_param, const Tensor& keep_from);
-  // The usual way to call it: makes a new leaf holding `new_value` with
-  // old_param's name and requires_grad (no gradient), replaces old_param with
-  // it, remaps its state and returns it (hand it to the model in its place).
+  // Makes a new leaf holding `new_value` with old_param's name and
+  // requires_grad (no gradient), replaces old_param with it, remaps its state
+  // and returns it (hand it to the model in its place). Holders of old_param
+  // keep the old value: set_value keeps the Variable instead.
   Variable replace_value(const Variable& old_param, const Tensor& new_value, const Tensor& keep_from);
 
  protected:

@@ -26,9 +26,12 @@ class ParameterStore {
   // the gradient when backward left none (terms a method adds to what
   // backward gave, such as SR-STE's sparse-refined decay, sr_ste.h).
   virtual void add_to_gradient(const std::string& name, const Tensor& delta) = 0;
-  // Rebinds the parameter to `new_param` (a new pattern) in the model and in
-  // the optimizer, whose state for each new slot comes from old slot
-  // keep_from[i] (-1: fresh), as MaskChange describes.
+  // Gives the parameter the value `new_param` (a new pattern, or dense after
+  // densify.h) in the model and in the optimizer, whose state for each new
+  // slot comes from old slot keep_from[i] (-1: fresh), as MaskChange
+  // describes. The trainer's store (train/model_parameters.h) does it in
+  // place (Optimizer::set_value): the parameter stays the same Variable, so
+  // whoever holds it sees the new value and the optimizer needs no rebuild.
   virtual void replace(const std::string& name, const Tensor& new_param, const Tensor& keep_from) = 0;
 };
 

@@ -26,8 +26,8 @@
 //   5. on the steps where the mask schedule (optim/mask_schedule.h, over the
 //      mask updater, the GMP pruner or SR-STE) changes masks, its update:
 //      through the run's ParameterStore (train/model_parameters.h, over
-//      Optimizer::replace_value and Module::set_parameter) the model and the
-//      optimizer hold the new parameter with its remapped state,
+//      Optimizer::set_value) the parameter's Variable takes the new value in
+//      place, so the model and the optimizer hold it with its remapped state,
 //   6. metrics, progress, evaluation and checkpoints as configured.
 //
 // With cuda_graph, step 2 of an ordinary step (not a dense-gradient one) goes

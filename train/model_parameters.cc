@@ -46,8 +46,8 @@ void ModelParameters::add_to_gradient(const std::string& name, const Tensor& del
 }
 
 void ModelParameters::replace(const std::string& name, const Tensor& new_param, const Tensor& keep_from) {
-  const Variable old = model_.parameter(name);
-  model_.set_parameter(name, optimizer_.replace_value(old, new_param, keep_from));
+  // In place: the model's slot, the optimizer's group and every other holder keep the same Variable.
+  optimizer_.set_value(model_.parameter(name), new_param, keep_from);
 }
 
 }  // namespace coppice

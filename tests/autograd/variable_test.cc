@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 #include <type_traits>
 
@@ -232,6 +233,59 @@ TEST(VariableTest, HookMustKeepTheShape) {
 TEST(VariableTest, HookNeedsRequiresGrad) {
   Variable c(randn64({2}));
   EXPECT_THROW(c.register_hook([](const Tensor& g) { return g; }), Error);
+}
+
+// set_value (a mask update's new pattern, in place): every handle sees the
+// new value, the gradient is cleared, name, requires_grad and hooks stay; a
+// graph recorded before it refuses to backward into the variable, a new one
+// accumulates as usual.
+TEST(VariableTest, SetValueKeepsTheVariable) {
+  Variable w = param(from_vector<double>({1, 2, 3}), "w");
+  const Variable held = w;  // another holder (a model's slot, an optimizer's group)
+  int hook_calls = 0;
+  w.register_hook([&](const Tensor&) {
+    ++hook_calls;
+    return Tensor();
+  });
+  const Variable stale = sum(mul(w, 2.0));  // recorded under the old value
+  sum(mul(w, 3.0)).backward();
+  ASSERT_TRUE(w.grad().defined());
+  const void* id = w.identity();
+
+  w.set_value(from_vector<double>({10, 20, 30}));
+  EXPECT_EQ(held.identity(), id);
+  EXPECT_TRUE(held.is_same(w));
+  EXPECT_EQ(values(held.value()), (std::vector<double>{10, 20, 30}));
+  EXPECT_FALSE(held.grad().defined());
+  EXPECT_EQ(held.name(), "w");
+  EXPECT_TRUE(held.requires_grad());
+
+  try {
+    stale.backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'w' was given a new value"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(w.grad().defined());
+  sum(mul(w, w)).backward();  // a new graph: d/dw of w . w at the new value
+  EXPECT_EQ(values(held.grad()), (std::vector<double>{20, 40, 60}));
+  EXPECT_EQ(hook_calls, 2);  // the hook stayed
+}
+
+TEST(VariableTest, SetValueRefusesAnotherShapeDtypeOrANonLeaf) {
+  Variable w = param(from_vector<double>({1, 2, 3}), "w");
+  auto refused = [](const std::function<void()>& f, const std::string& part) {
+    try {
+      f();
+      FAIL() << "expected an error containing " << part;
+    } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what(); }
+  };
+  refused([&] { w.set_value(from_vector<double>({1, 2})); }, "set_value: a value of shape [2] for 'w' of shape [3]");
+  refused([&] { w.set_value(from_vector<float>({1, 2, 3})); }, "set_value: a value of dtype f32 for 'w' of dtype f64");
+  refused([&] { w.set_value(Tensor()); }, "set_value: the new value of 'w' is an undefined Tensor");
+  const Variable y = mul(w, 2.0);
+  refused([&] { y.set_value(from_vector<double>({1, 2, 3})); }, "set_value: a variable is not a leaf");
+  EXPECT_EQ(values(w.value()), (std::vector<double>{1, 2, 3}));
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
-// Optimizer::remap_state / replace_value (optim/optimizer.h): after a pattern
-// change, survivors keep their state bit for bit, new entries start at zero,
-// dropped ones leave, the step count stays; bad keep_from is refused.
+// Optimizer::remap_state / replace_value / set_value (optim/optimizer.h):
+// after a pattern change, survivors keep their state bit for bit, new entries
+// start at zero, dropped ones leave, the step count stays; bad keep_from is
+// refused. set_value keeps the Variable and gives the bits replace_value does.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
+#include <memory>
 
 #include "optim/adam.h"
 #include "optim/sgd.h"
@@ -118,6 +121,80 @@ TEST(RemapStateTest, RefusesBadKeepFrom) {
   EXPECT_THROW(opt.remap_state(stranger, from_vector(std::vector<int64_t>{0, 1})), Error);  // not a parameter
   // Nothing changed.
   EXPECT_EQ(opt.state(w)->tensors.at("exp_avg").numel(), 2);
+}
+
+// set_value (in place, what a mask update does now) against replace_value (a
+// new Variable, what it did before): the same state bits after the change and
+// the same weights after more steps, for SGD with momentum and AdamW; the
+// Variable every holder has is the parameter still, with the new pattern.
+TEST(RemapStateTest, SetValueKeepsTheVariableAndGivesReplaceValuesBits) {
+  for (const bool adam : {false, true}) {
+    SCOPED_TRACE(adam ? "adamw" : "sgd");
+    auto make = [&](const Variable& w) -> std::unique_ptr<Optimizer> {
+      if (adam) return std::make_unique<AdamW>(std::vector<Variable>{w}, AdamWOptions{});
+      SgdOptions o;
+      o.lr = 0.1;
+      o.momentum = 0.9;
+      return std::make_unique<Sgd>(std::vector<Variable>{w}, o);
+    };
+    Variable a(csr_at({1, 4, 6, 9, 15}), true, "w"), b(csr_at({1, 4, 6, 9, 15}), true, "w");
+    const Variable held = a;
+    std::unique_ptr<Optimizer> oa = make(a), ob = make(b);
+    for (int step = 0; step < 3; ++step) {
+      a.set_grad(with_values(a.value(), random_tensor({5}, 10 + step)));
+      b.set_grad(with_values(b.value(), random_tensor({5}, 10 + step)));
+      oa->step();
+      ob->step();
+    }
+    const Tensor keep_from = from_vector(std::vector<int64_t>{0, -1, 3, -1, 4});
+    oa->set_value(a, csr_at({1, 2, 9, 12, 15}), keep_from);
+    const Variable b2 = ob->replace_value(b, csr_at({1, 2, 9, 12, 15}), keep_from);
+    EXPECT_TRUE(oa->param_groups()[0].params[0].is_same(held));
+    EXPECT_EQ(to_dense(held.value()).to_vector<float>(), to_dense(b2.value()).to_vector<float>());
+    EXPECT_FALSE(held.grad().defined());
+    for (const auto& [key, t] : oa->state(held)->tensors) {
+      EXPECT_EQ(t.to_vector<float>(), ob->state(b2)->tensors.at(key).to_vector<float>()) << key;
+    }
+    EXPECT_EQ(oa->state(held)->step, ob->state(b2)->step);
+    for (int step = 0; step < 2; ++step) {
+      held.set_grad(with_values(held.value(), random_tensor({5}, 20 + step)));
+      b2.set_grad(with_values(b2.value(), random_tensor({5}, 20 + step)));
+      oa->step();
+      ob->step();
+    }
+    const std::vector<float> va = values(held.value()).to_vector<float>(), vb = values(b2.value()).to_vector<float>();
+    ASSERT_EQ(va.size(), vb.size());
+    for (size_t i = 0; i < va.size(); ++i) EXPECT_TRUE(same_bits(va[i], vb[i])) << i;
+  }
+}
+
+TEST(RemapStateTest, SetValueRefusesBeforeChanging) {
+  Variable w(csr_at({2, 7}), true, "w");
+  Adam opt({w}, AdamOptions{});
+  w.set_grad(with_values(w.value(), random_tensor({2}, 3)));
+  opt.step();
+  const Tensor before = w.value();
+  auto refused = [&](const std::function<void()>& f, const std::string& part) {
+    try {
+      f();
+      FAIL() << "expected an error containing " << part;
+    } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what(); }
+    EXPECT_TRUE(w.value().is_same(before));
+    EXPECT_TRUE(w.grad().defined());
+  };
+  refused(
+      [&] {
+        opt.set_value(w, csr_at({1, 2, 7}), from_vector(std::vector<int64_t>{0, 1}));
+      },
+      "adam.set_value: keep_from for 'w' has 2 entries");
+  refused([&] { opt.set_value(w, Tensor(), from_vector(std::vector<int64_t>{0, 1})); }, "is an undefined Tensor");
+  Variable stranger(csr_at({2, 7}), true, "stranger");
+  EXPECT_THROW(opt.set_value(stranger, csr_at({1, 7}), from_vector(std::vector<int64_t>{-1, 1})), Error);
+  refused(
+      [&] {
+        opt.set_value(w, csr_at({1, 7}, DType::kF64), from_vector(std::vector<int64_t>{-1, 1}));
+      },
+      "set_value: a value of dtype f64");
 }
 
 }  // namespace
