@@ -9,8 +9,12 @@
 // function has a scalar form (x + 1, x * 0.5, x ** 2).
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <typeinfo>
+#include <unordered_map>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -23,6 +27,74 @@
 #include "tensor/unary_ops.h"
 
 namespace coppice::python {
+
+// ---- one Python object per Variable (bindings.h) --------------------------------------------
+//
+// By the variable's identity, the Variable inside the Python object that wraps
+// it. An entry is trusted only while pybind11 still has a live Variable object
+// registered at that address holding the same variable, so a dead or reused
+// entry is never handed out; dead ones are dropped when the table doubles.
+// Python calls these with the GIL held.
+namespace {
+
+struct VariableObjects {
+  std::unordered_map<const void*, const Variable*> by_identity;
+  size_t purge_at = 1024;
+};
+
+VariableObjects& variable_objects() {
+  static VariableObjects* objects = new VariableObjects;  // never destroyed: used until the interpreter ends
+  return *objects;
+}
+
+// The live object registered at `inside` when it still wraps `v`'s variable (a new reference).
+py::handle live_object(const Variable* inside, const Variable& v) {
+  const py::detail::type_info* type = py::detail::get_type_info(typeid(Variable));
+  if (type == nullptr) return {};
+  py::handle h = py::detail::find_registered_python_instance(const_cast<Variable*>(inside), type);
+  if (!h) return {};
+  if (inside->is_same(v)) return h;
+  h.dec_ref();
+  return {};
+}
+
+}  // namespace
+
+py::handle existing_variable_object(const Variable& v) {
+  if (!v.defined()) return {};
+  VariableObjects& objects = variable_objects();
+  auto it = objects.by_identity.find(v.identity());
+  if (it == objects.by_identity.end()) return {};
+  if (py::handle h = live_object(it->second, v)) return h;
+  objects.by_identity.erase(it);
+  return {};
+}
+
+void remember_variable_object(const Variable* inside) {
+  if (inside == nullptr || !inside->defined()) return;
+  VariableObjects& objects = variable_objects();
+  auto [it, added] = objects.by_identity.emplace(inside->identity(), inside);
+  if (!added && it->second != inside) {
+    // Another object wrapping the same variable stays its object while it lives.
+    if (py::handle h = live_object(it->second, *inside)) {
+      h.dec_ref();
+      return;
+    }
+    it->second = inside;
+  }
+  if (objects.by_identity.size() < objects.purge_at) return;
+  for (auto e = objects.by_identity.begin(); e != objects.by_identity.end();) {
+    // A dead entry's Variable may be freed: only the address is looked up until pybind11 vouches for it.
+    const py::detail::type_info* type = py::detail::get_type_info(typeid(Variable));
+    py::handle h = type != nullptr ? py::detail::find_registered_python_instance(const_cast<Variable*>(e->second), type)
+                                   : py::handle();
+    const bool alive = h && e->second->identity() == e->first;
+    if (h) h.dec_ref();
+    e = alive ? std::next(e) : objects.by_identity.erase(e);
+  }
+  objects.purge_at = std::max<size_t>(1024, 2 * objects.by_identity.size());
+}
+
 namespace {
 
 bool is_scalar(const py::handle& o) {

@@ -171,7 +171,8 @@ void bind_module(py::module_& nn) {
       .def("parameters", &Module::parameters)
       .def(
           "parameter", [](const Module& m, const std::string& name) { return m.parameter(name); }, py::arg("name"),
-          "The parameter's current Variable (a mask change or apply_sparsity replaces it: ask again).")
+          "The parameter's current Variable: the same object while the parameter is (a mask update changes it in "
+          "place; apply_sparsity, set_parameter and loading a sparse value replace it).")
       .def(
           "set_parameter",
           [](Module& m, const std::string& name, const py::object& value) {

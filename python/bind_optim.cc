@@ -277,8 +277,9 @@ class PyLrScheduler {
 // the dense gradient, the sparse weights are swapped for dense leaves),
 // after_backward() (the weights go back with their gradients projected onto
 // their patterns; movement scores accumulate), the optimizer's step, then
-// update(t), which prunes and regrows on update steps and rebinds the changed
-// weights in the model and the optimizer (their state carried over).
+// update(t), which prunes and regrows on update steps and gives the changed
+// weights their new patterns in place (the same Variables in the model, the
+// optimizer and the user's hands; their optimizer state carried over).
 class StepwiseMaskUpdater {
  public:
   StepwiseMaskUpdater(py::object model, py::object optimizer, MaskUpdaterConfig config, std::vector<std::string> layers)
@@ -323,6 +324,41 @@ class StepwiseMaskUpdater {
 
   const MaskUpdater& updater() const { return *updater_; }
   const MaskSchedule& schedule() const { return *schedule_; }
+
+  // What a trainer checkpoint keeps of the mask method ("updater.<key>",
+  // train/checkpoint.h): MaskUpdater::state_tensors, copied.
+  py::dict state_dict() const {
+    py::dict d;
+    for (const auto& [key, t] : updater_->state_tensors()) d[py::str(key)] = t.clone();
+    return d;
+  }
+
+  // Checked as a checkpoint's is (against the layers and the parameters they
+  // hold now) before anything changes, then restored.
+  void load_state_dict(const py::object& state) {
+    const char* who = "MaskUpdater.load_state_dict";
+    COPPICE_CHECK(py::isinstance<py::dict>(state), who,
+                  ": state_dict must be a dict of name to tensor (from state_dict()), got ", type_name_of(state));
+    std::map<std::string, Tensor> tensors;
+    for (const auto& [k, v] : state.cast<py::dict>()) {
+      COPPICE_CHECK(py::isinstance<py::str>(k), who, ": a key of state_dict is ", type_name_of(k),
+                    ", not an entry name");
+      const std::string key = k.cast<std::string>();
+      tensors[key] = tensor_of(py::reinterpret_borrow<py::object>(v), str_cat(who, ": state_dict['", key, "']"));
+    }
+    std::map<std::string, Tensor> params;
+    for (const std::string& name : updater_->layers()) params[name] = model_.parameter(name).value();
+    try {
+      updater_->check_state_tensors(tensors, &params);
+    } catch (const Error& e) {
+      std::string why = e.what();
+      const std::string own = "mask updater: load_state_tensors: ";  // the checkpoint reader's words
+      if (why.rfind(own, 0) == 0) why = why.substr(own.size());
+      fail(who, ": ", why);
+    }
+    py::gil_scoped_release release;
+    updater_->load_state_tensors(tensors);
+  }
 
  private:
   // The Python objects keep the model (and a forward written in Python) and the optimizer alive.
@@ -659,6 +695,17 @@ void bind_mask_updater(py::module_& optim) {
       .def("drop_fraction",
            [](const StepwiseMaskUpdater& u, int64_t step) { return drop_fraction_at(u.updater().config(), step); })
       .def_property_readonly("layers", [](const StepwiseMaskUpdater& u) { return u.updater().layers(); })
+      .def("state_dict", &StepwiseMaskUpdater::state_dict,
+           "The updater's own state, what a trainer checkpoint keeps of it (as 'updater.<key>'): a dict of name to "
+           "Tensor (copies), per layer '<layer>.ever_active' (bool, the layer's shape: the ITOP record) and, with "
+           "prune='movement', '<layer>.movement_scores' (one per stored value) and '<layer>.movement_steps'. The "
+           "masks themselves are the model's (model.state_dict()); the schedule is a function of the step. "
+           "coppice.save writes it as it is.")
+      .def("load_state_dict", &StepwiseMaskUpdater::load_state_dict, py::arg("state_dict"),
+           "Restores state_dict()'s entries (arrays are taken for Tensors) after checking them against this "
+           "updater's layers and the parameters they hold now; a missing, unknown or mismatched entry raises "
+           "coppice.Error naming it, and nothing changes. Load the model's state first (its patterns), then the "
+           "optimizer's and this.")
       .def(
           "itop_rate",
           [](const StepwiseMaskUpdater& u, const std::string& name) { return u.updater().itop_rate(name); },

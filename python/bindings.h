@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -24,6 +25,67 @@
 namespace coppice::python {
 
 namespace py = pybind11;
+
+// ---- one Python object per Variable (bind_autograd.cc) ----------------------------------------
+//
+// A Variable is a handle: many C++ copies share one variable. Every Variable
+// that goes to Python goes through the caster below, which hands back the
+// live Python object already wrapping that variable when there is one, so a
+// parameter a user holds, the one model.parameters() gives and the one in an
+// optimizer's param_groups are the same object (`is`), before and after a
+// mask update (which keeps the variable: Variable::set_value).
+
+// The live Python object wrapping `v`'s variable (a new reference), or a null handle.
+py::handle existing_variable_object(const Variable& v);
+// Notes `inside`, the Variable held by a live Python object, as its variable's object.
+void remember_variable_object(const Variable* inside);
+
+}  // namespace coppice::python
+
+namespace pybind11::detail {
+
+// Declared before any use (every part includes this file): a Variable cast to
+// Python is its variable's existing object where one is alive; a Variable
+// loaded from Python marks that object as its variable's.
+template <>
+class type_caster<coppice::Variable> : public type_caster_base<coppice::Variable> {
+  using base = type_caster_base<coppice::Variable>;
+
+ public:
+  bool load(handle src, bool convert) {
+    if (!base::load(src, convert)) return false;
+    coppice::python::remember_variable_object(static_cast<const coppice::Variable*>(value));
+    return true;
+  }
+  static handle cast(const coppice::Variable& src, return_value_policy policy, handle parent) {
+    if (handle h = coppice::python::existing_variable_object(src)) return h;
+    return remembered(base::cast(src, policy, parent));
+  }
+  static handle cast(coppice::Variable&& src, return_value_policy policy, handle parent) {
+    if (handle h = coppice::python::existing_variable_object(src)) return h;
+    return remembered(base::cast(std::move(src), policy, parent));
+  }
+  static handle cast(const coppice::Variable* src, return_value_policy policy, handle parent) {
+    if (src == nullptr) return none().release();
+    if (handle h = coppice::python::existing_variable_object(*src)) return h;
+    return remembered(base::cast(src, policy, parent));
+  }
+
+ private:
+  static handle remembered(handle h) {
+    if (h) {
+      base inside;
+      if (inside.load(h, /*convert=*/false)) {
+        coppice::python::remember_variable_object(static_cast<const coppice::Variable*>(inside.value));
+      }
+    }
+    return h;
+  }
+};
+
+}  // namespace pybind11::detail
+
+namespace coppice::python {
 
 // ---- NumPy (numpy_conversion.cc) and DLPack (dlpack_conversion.cc) ----------------------------
 //
