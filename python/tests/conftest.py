@@ -2,6 +2,8 @@
 wheel into a venv), never python/coppice's sources, which lack the module."""
 import os
 
+import numpy as np
+
 REPO = os.environ.get("COPPICE_REPO", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
 
@@ -16,3 +18,18 @@ def tiny_job(**mask_update):
            "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9}, "training": {"steps": 300}}
     job["mask_update"] = mask_update or {"method": "static"}
     return job
+
+
+def numeric_gradient(f, array, eps=1e-6):
+    """Central differences of the scalar f() in every entry of `array`, which f reads through a Variable on the
+    array's own memory (no copy), so perturbing the array in place perturbs the Variable."""
+    g = np.zeros_like(array)
+    for i in np.ndindex(array.shape):
+        saved = array[i]
+        array[i] = saved + eps
+        up = f()
+        array[i] = saved - eps
+        down = f()
+        array[i] = saved
+        g[i] = (up - down) / (2 * eps)
+    return g

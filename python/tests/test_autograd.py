@@ -4,21 +4,7 @@ import numpy as np
 import pytest
 
 import coppice
-
-
-def numeric_gradient(f, array, eps=1e-6):
-    """Central differences of the scalar f() in every entry of `array`, which f reads through a Variable on the
-    array's own memory (no copy), so perturbing the array in place perturbs the Variable."""
-    g = np.zeros_like(array)
-    for i in np.ndindex(array.shape):
-        saved = array[i]
-        array[i] = saved + eps
-        up = f()
-        array[i] = saved - eps
-        down = f()
-        array[i] = saved
-        g[i] = (up - down) / (2 * eps)
-    return g
+from conftest import numeric_gradient
 
 
 def check_gradients(loss_of, arrays):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import coppice
+from conftest import numeric_gradient
 
 RNG = np.random.default_rng(7)
 
@@ -25,21 +26,6 @@ def operands(name, shape=(4, 5), dtype=np.float64):
     x = RNG.standard_normal(shape) * 3
     y = RNG.uniform(0, 1, shape) if name == "binary_cross_entropy_with_logits" else RNG.standard_normal(shape)
     return x.astype(dtype), y.astype(dtype)
-
-
-def numeric_gradient(f, array, eps=1e-6):
-    """Central differences of the scalar f() in every entry of `array`, which f reads through a Variable on the
-    array's own memory, so perturbing the array in place perturbs the Variable."""
-    g = np.zeros_like(array)
-    for i in np.ndindex(array.shape):
-        saved = array[i]
-        array[i] = saved + eps
-        up = f()
-        array[i] = saved - eps
-        down = f()
-        array[i] = saved
-        g[i] = (up - down) / (2 * eps)
-    return g
 
 
 @pytest.mark.parametrize("name", sorted(LOSSES))
