@@ -154,8 +154,6 @@ struct PyDataLoader {
 void bind_data(py::module_& m) {
   py::module_ data = m.def_submodule(
       "data", "Datasets and the DataLoader (data/): batches of (inputs, targets) Tensors, shuffled per epoch by seed.");
-  // `import coppice.data` and `from coppice.data import DataLoader` find it, as coppice.nn and coppice.optim.
-  py::module_::import("sys").attr("modules")["coppice.data"] = data;
 
   py::class_<Dataset, std::shared_ptr<Dataset>>(data, "Dataset",
                                                 "A fixed number of (input, target) examples (data/dataset.h).")

@@ -28,11 +28,13 @@ _libraries.load()  # a CUDA build's CUDA libraries, found by name (tools/wheel d
 
 from ._coppice import *  # noqa: F401,F403,E402  (the module's whole API)
 from . import _coppice
-from ._coppice import nn, optim
+from ._coppice import data, nn, optim
 
-# `import coppice.nn` and `from coppice.optim import SGD` find the module's submodules.
+# `import coppice.nn`, `from coppice.optim import SGD` and `from coppice.data
+# import DataLoader` find the module's submodules.
 _sys.modules[__name__ + ".nn"] = nn
 _sys.modules[__name__ + ".optim"] = optim
+_sys.modules[__name__ + ".data"] = data
 
 
 def _tensor_from_pickle(version, data):
