@@ -61,6 +61,16 @@ PACK=${GPT_PACK:-.devq}
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
 say() { echo "$*" | tee -a "$SUMMARY"; }
+# eval_run NAME DIR: DIR's newest checkpoint evaluated by eval_gpt_torch.py
+# (PyTorch), beside the trainer's last validation loss in DIR/metrics.jsonl.
+eval_run() {
+  local ckpt
+  ckpt=$(ls -t "$2"/checkpoints/ckpt-*.safetensors 2>/dev/null | head -1)
+  [[ -n $ckpt ]] || { say "$1: no checkpoint"; return; }
+  say "$1: $ckpt; the trainer's last eval: $(grep '"kind":"eval"' "$2"/metrics.jsonl | tail -1)"
+  PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/eval_gpt_torch.py "$ckpt" --corpus $CORPUS/_sources \
+    --max-batches 16 --batch 32 --device cuda 2>&1 | tail -3 | tee -a "$SUMMARY"
+}
 if [[ ! -x .devbin/trainer ]] && [[ -f $PACK/bins.tar.zst ]]; then
   mkdir -p .devbin && LD_LIBRARY_PATH=$PACK/zstd $PACK/zstd/zstd -q -d --long=31 -c $PACK/bins.tar.zst | tar xf - -C .devbin --strip-components=1
 fi
@@ -282,13 +292,7 @@ PY
     done
     ;;
   eval)
-    for job in "$@"; do
-      ckpt=$(ls -t runs/$job/checkpoints/ckpt-*.safetensors 2>/dev/null | head -1)
-      [[ -n $ckpt ]] || { say "$job: no checkpoint"; continue; }
-      say "$job: $ckpt; the trainer's last eval: $(grep '"kind":"eval"' runs/$job/metrics.jsonl | tail -1)"
-      PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/eval_gpt_torch.py "$ckpt" --corpus $CORPUS/_sources \
-        --max-batches 16 --batch 32 --device cuda 2>&1 | tail -3 | tee -a "$SUMMARY"
-    done
+    for job in "$@"; do eval_run "$job" "runs/$job"; done
     ;;
   sweep)
     # tools/sweep run SWEEP (the trainer of the pack), then each finished
@@ -302,13 +306,7 @@ PY
     if [[ -n ${GPT_SWEEP_DONE:-} ]]; then mkdir -p "$dir" && tar xzf "$GPT_SWEEP_DONE" -C "$dir"; fi
     SWEEP_TRAINER=.devbin/trainer tools/sweep run "$sweep_file" --out "$dir" > "$OUT/sweep.log" 2>&1 || say "sweep: exit $?"
     tail -n 20 "$OUT/sweep.log" | tee -a "$SUMMARY"
-    for run in "$dir"/runs/*/; do
-      ckpt=$(ls -t "$run"checkpoints/ckpt-*.safetensors 2>/dev/null | head -1)
-      [[ -n $ckpt ]] || { say "$(basename "$run"): no checkpoint"; continue; }
-      say "$(basename "$run"): $ckpt; the trainer's last eval: $(grep '"kind":"eval"' "$run"metrics.jsonl | tail -1)"
-      PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/eval_gpt_torch.py "$ckpt" --corpus $CORPUS/_sources \
-        --max-batches 16 --batch 32 --device cuda 2>&1 | tail -3 | tee -a "$SUMMARY"
-    done
+    for run in "$dir"/runs/*/; do eval_run "$(basename "$run")" "${run%/}"; done
     tools/sweep frontier "$dir" 2>&1 | tail -n 20 | tee -a "$SUMMARY"
     (cd "$dir" && tar czf "$OUT/sweep_runs.tgz" $(ls frontier.jsonl frontier.png 2>/dev/null) runs/*/metrics.jsonl \
       runs/*/sweep_done.json)
