@@ -5,7 +5,9 @@
 // gradient clipping, and MaskUpdater, which runs
 // prune and regrow (optim/mask_updater.h) over a model and its optimizer one
 // step at a time, as the trainer's loop does (train/trainer.cc), so that a
-// Python script can train a sparse model with SET, RigL or SNFS itself.
+// Python script can train a sparse model with SET, RigL or SNFS itself. Its
+// schedule keywords and state dict are shared with PatternUpdater, the same
+// selection over plain tensors (mask_updater_args.h, bind_pattern_update.cc).
 #include <pybind11/stl.h>
 
 #include <iomanip>
@@ -27,6 +29,7 @@
 #include "optim/sgd.h"
 #include "optim/state_io.h"
 #include "python/bindings.h"
+#include "python/mask_updater_args.h"
 #include "tensor/error.h"
 #include "tensor/io/safetensors.h"
 #include "train/config.h"
@@ -327,37 +330,14 @@ class StepwiseMaskUpdater {
 
   // What a trainer checkpoint keeps of the mask method ("updater.<key>",
   // train/checkpoint.h): MaskUpdater::state_tensors, copied.
-  py::dict state_dict() const {
-    py::dict d;
-    for (const auto& [key, t] : updater_->state_tensors()) d[py::str(key)] = t.clone();
-    return d;
-  }
+  py::dict state_dict() const { return mask_state_dict(*updater_); }
 
   // Checked as a checkpoint's is (against the layers and the parameters they
   // hold now) before anything changes, then restored.
   void load_state_dict(const py::object& state) {
-    const char* who = "MaskUpdater.load_state_dict";
-    COPPICE_CHECK(py::isinstance<py::dict>(state), who,
-                  ": state_dict must be a dict of name to tensor (from state_dict()), got ", type_name_of(state));
-    std::map<std::string, Tensor> tensors;
-    for (const auto& [k, v] : state.cast<py::dict>()) {
-      COPPICE_CHECK(py::isinstance<py::str>(k), who, ": a key of state_dict is ", type_name_of(k),
-                    ", not an entry name");
-      const std::string key = k.cast<std::string>();
-      tensors[key] = tensor_of(py::reinterpret_borrow<py::object>(v), str_cat(who, ": state_dict['", key, "']"));
-    }
     std::map<std::string, Tensor> params;
     for (const std::string& name : updater_->layers()) params[name] = model_.parameter(name).value();
-    try {
-      updater_->check_state_tensors(tensors, &params);
-    } catch (const Error& e) {
-      std::string why = e.what();
-      const std::string own = "mask updater: load_state_tensors: ";  // the checkpoint reader's words
-      if (why.rfind(own, 0) == 0) why = why.substr(own.size());
-      fail(who, ": ", why);
-    }
-    py::gil_scoped_release release;
-    updater_->load_state_tensors(tensors);
+    load_mask_state_dict(*updater_, state, &params, "MaskUpdater.load_state_dict");
   }
 
  private:
@@ -371,31 +351,6 @@ class StepwiseMaskUpdater {
   std::map<std::string, GrowthSignal> signals_;
   int64_t step_ = -1;
 };
-
-MaskUpdaterConfig updater_config(int64_t start_step, int64_t end_step, int64_t interval, double drop_fraction,
-                                 const std::string& drop_schedule, const std::string& prune, const std::string& growth,
-                                 bool allow_regrow_dropped, uint64_t seed) {
-  MaskUpdaterConfig c;
-  c.start_step = start_step;
-  c.end_step = end_step;
-  c.interval = interval;
-  c.drop_fraction = drop_fraction;
-  c.schedule = parse_drop_schedule(drop_schedule);
-  c.growth = growth;
-  c.allow_regrow_dropped = allow_regrow_dropped;
-  c.seed = seed;
-  if (prune == "magnitude" || prune == "movement") {
-    c.prune = parse_prune_criterion(prune);
-  } else {
-    COPPICE_CHECK(python_prune_criterion(prune, &c.prune_score), "MaskUpdater: unknown prune criterion '", prune,
-                  "'; known: magnitude, movement",
-                  str_cat(python_prune_criteria().empty() ? "" : ", ", str_join(python_prune_criteria(), ", ")),
-                  " (coppice.register_prune_criterion adds one)");
-    c.prune = PruneCriterion::kCustom;
-  }
-  validate(c);
-  return c;
-}
 
 py::dict stats_dict(const MaskUpdateStats& s) {
   py::dict d;
@@ -650,8 +605,8 @@ void bind_mask_updater(py::module_& optim) {
                        std::vector<std::string> layers) {
              COPPICE_CHECK(py::isinstance<Module>(model), "MaskUpdater: model must be a coppice.nn.Module");
              COPPICE_CHECK(py::isinstance<Optimizer>(optimizer), "MaskUpdater: optimizer must be a coppice.optim one");
-             MaskUpdaterConfig c = updater_config(start_step, end_step, interval, drop_fraction, drop_schedule, prune,
-                                                  growth, allow_regrow_dropped, seed);
+             MaskUpdaterConfig c = updater_config("MaskUpdater", start_step, end_step, interval, drop_fraction,
+                                                  drop_schedule, prune, growth, allow_regrow_dropped, seed);
              return std::make_unique<StepwiseMaskUpdater>(std::move(model), std::move(optimizer), std::move(c),
                                                           std::move(layers));
            }),
@@ -713,6 +668,61 @@ void bind_mask_updater(py::module_& optim) {
 }
 
 }  // namespace
+
+// ---- shared with PatternUpdater (mask_updater_args.h) ------------------------------------------
+
+MaskUpdaterConfig updater_config(const char* who, int64_t start_step, int64_t end_step, int64_t interval,
+                                 double drop_fraction, const std::string& drop_schedule, const std::string& prune,
+                                 const std::string& growth, bool allow_regrow_dropped, uint64_t seed) {
+  MaskUpdaterConfig c;
+  c.start_step = start_step;
+  c.end_step = end_step;
+  c.interval = interval;
+  c.drop_fraction = drop_fraction;
+  c.schedule = parse_drop_schedule(drop_schedule);
+  c.growth = growth;
+  c.allow_regrow_dropped = allow_regrow_dropped;
+  c.seed = seed;
+  if (prune == "magnitude" || prune == "movement") {
+    c.prune = parse_prune_criterion(prune);
+  } else {
+    COPPICE_CHECK(python_prune_criterion(prune, &c.prune_score), who, ": unknown prune criterion '", prune,
+                  "'; known: magnitude, movement",
+                  str_cat(python_prune_criteria().empty() ? "" : ", ", str_join(python_prune_criteria(), ", ")),
+                  " (coppice.register_prune_criterion adds one)");
+    c.prune = PruneCriterion::kCustom;
+  }
+  validate(c);
+  return c;
+}
+
+py::dict mask_state_dict(const MaskState& state) {
+  py::dict d;
+  for (const auto& [key, t] : state.state_tensors()) d[py::str(key)] = t.clone();
+  return d;
+}
+
+void load_mask_state_dict(MaskState& state, const py::object& state_dict, const std::map<std::string, Tensor>* params,
+                          const std::string& who) {
+  COPPICE_CHECK(py::isinstance<py::dict>(state_dict), who,
+                ": state_dict must be a dict of name to tensor (from state_dict()), got ", type_name_of(state_dict));
+  std::map<std::string, Tensor> tensors;
+  for (const auto& [k, v] : state_dict.cast<py::dict>()) {
+    COPPICE_CHECK(py::isinstance<py::str>(k), who, ": a key of state_dict is ", type_name_of(k), ", not an entry name");
+    const std::string key = k.cast<std::string>();
+    tensors[key] = tensor_of(py::reinterpret_borrow<py::object>(v), str_cat(who, ": state_dict['", key, "']"));
+  }
+  try {
+    state.check_state_tensors(tensors, params);
+  } catch (const Error& e) {
+    std::string why = e.what();
+    const std::string own = "mask updater: load_state_tensors: ";  // the checkpoint reader's words
+    if (why.rfind(own, 0) == 0) why = why.substr(own.size());
+    fail(who, ": ", why);
+  }
+  py::gil_scoped_release release;
+  state.load_state_tensors(tensors);
+}
 
 void bind_optim(py::module_& m) {
   py::module_ optim = m.def_submodule("optim", "Optimizers and mask updates (optim/).");

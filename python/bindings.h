@@ -118,6 +118,11 @@ void check_writable(const Tensor& t, const std::string& what);
 // import (every dimension, stride and pointer checked before the capsule is claimed).
 py::capsule to_dlpack(const Tensor& t);
 Tensor from_dlpack(const py::object& obj);
+// A Tensor as is; a DLPack producer other than a NumPy array (a PyTorch
+// tensor, on the CPU or a GPU) through from_dlpack, on its memory; anything
+// else through tensor_of. A refusal (the producer's own, a PyTorch tensor
+// that requires grad, or from_dlpack's) is a coppice.Error naming `what`.
+Tensor tensor_of_any(const py::object& o, const std::string& what);
 
 // ---- Variables (bind_autograd.cc) -------------------------------------------------------------
 
@@ -187,6 +192,9 @@ void bind_optim(py::module_& m);       // coppice.optim: SGD, Adam, AdamW, clipp
 void bind_extensions(py::module_& m);  // growth policies, sparsifiers and prune criteria written in Python
 void bind_train(py::module_& m);       // coppice.train
 void bind_io(py::module_& m);          // coppice.save and coppice.load (safetensors, any format)
+// coppice.optim.PatternUpdater, GmpPruner, gmp_density_at, prune_to_density and coppice.nm_mask: the mask
+// updates' selections over plain tensors (after bind_optim, whose submodule it adds to)
+void bind_pattern_update(py::module_& m);
 
 // The prune criterion registered in Python under `name` as a PruneScoreFn
 // (optim/prune.h), or false when there is none (bind_extensions.cc).

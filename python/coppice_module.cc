@@ -21,6 +21,7 @@ PYBIND11_MODULE(_coppice, m) {
   bind_sparsity(m);
   bind_nn(m);
   bind_optim(m);
+  bind_pattern_update(m);
   bind_extensions(m);
   bind_train(m);
   bind_io(m);

@@ -158,4 +158,18 @@ Tensor from_dlpack(const py::object& obj) {
   return Tensor::from_storage(storage, layout.shape, layout.strides, 0, dtype);
 }
 
+Tensor tensor_of_any(const py::object& o, const std::string& what) {
+  if (py::isinstance<Tensor>(o) || py::isinstance<py::array>(o) || !py::hasattr(o, "__dlpack__")) {
+    return tensor_of(o, what);
+  }
+  try {
+    return from_dlpack(o);
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_Exception)) throw;  // KeyboardInterrupt, SystemExit: as they are
+    const std::string message = str_cat(what, ": ", type_name_of(o), ".__dlpack__() raised ", describe_python_error(e));
+    py::raise_from(e, coppice_error_type().ptr(), message.c_str());
+    throw py::error_already_set();
+  } catch (const Error& e) { fail(what, ": ", e.what()); }
+}
+
 }  // namespace coppice::python
