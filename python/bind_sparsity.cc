@@ -8,8 +8,13 @@
 // the registry's own checks name a bad or unknown one.
 #include <pybind11/stl.h>
 
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "optim/density.h"
 #include "python/bindings.h"
 #include "sparsifiers/registry.h"
 #include "sparsifiers/sparsifier.h"
@@ -142,6 +147,29 @@ void bind_sparsity(py::module_& m) {
       .def("output", &SparsityBuilder::output, py::arg("module"), py::keep_alive<0, 1>(),
            "A rule for the outputs of the module named exactly `module`.")
       .def("output_regex", &SparsityBuilder::output_regex, py::arg("pattern"), py::keep_alive<0, 1>());
+
+  m.def(
+      "layer_densities",
+      [](const std::vector<std::pair<std::string, Shape>>& shapes, double density, const std::string& distribution,
+         const std::set<std::string>& dense, const std::map<std::string, double>& overrides) {
+        std::vector<LayerShape> layers;
+        for (const auto& [name, shape] : shapes) layers.push_back({name, shape});
+        DensityOptions o;
+        o.distribution = parse_density_distribution(distribution);
+        o.density = density;
+        o.dense = dense;
+        o.overrides = overrides;
+        std::vector<std::pair<std::string, double>> out;
+        for (const LayerDensity& l : layer_densities(layers, o)) out.emplace_back(l.name, l.density);
+        return out;
+      },
+      py::arg("shapes"), py::arg("density"), py::arg("distribution") = "erk",
+      py::arg("dense") = std::set<std::string>{}, py::arg("overrides") = std::map<std::string, double>{},
+      "Each layer's density when `density` (the overall fraction of stored weights) is split over the layers by "
+      "`distribution`: uniform, er (Erdos-Renyi) or erk (ER-Kernel), as the trainer's sparsity.distribution "
+      "(optim/density.h). shapes: a list of (name, shape); dense: names kept dense; overrides: name -> a fixed "
+      "density. Returns a list of (name, density) in the same order; layers that would pass 1 are made dense and "
+      "the rest share what is left.");
 }
 
 }  // namespace coppice::python

@@ -269,8 +269,8 @@ void bind_tensor(py::module_& m) {
       [](const py::object& dense, const py::object& mask, const std::string& format, int64_t block_rows,
          int64_t block_cols, int64_t n, int64_t mm) {
         const FormatOptions o = format_options(block_rows, block_cols, n, mm);
-        return sparse_from_mask(tensor_of(dense, "sparse_from_mask: dense"),
-                                tensor_of(mask, "sparse_from_mask: mask").to(DType::kBool), format, o);
+        return sparse_from_mask(tensor_of_any(dense, "sparse_from_mask: dense"),
+                                tensor_of_any(mask, "sparse_from_mask: mask").to(DType::kBool), format, o);
       },
       py::arg("dense"), py::arg("mask"), py::arg("format"), py::arg("block_rows") = 0, py::arg("block_cols") = 0,
       py::arg("n") = 0, py::arg("m") = 0);

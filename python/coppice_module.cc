@@ -25,4 +25,5 @@ PYBIND11_MODULE(_coppice, m) {
   bind_extensions(m);
   bind_train(m);
   bind_io(m);
+  bind_kernels(m);
 }

@@ -28,13 +28,15 @@ _libraries.load()  # a CUDA build's CUDA libraries, found by name (tools/wheel d
 
 from ._coppice import *  # noqa: F401,F403,E402  (the module's whole API)
 from . import _coppice
-from ._coppice import data, nn, optim
+from ._coppice import data, kernels, nn, optim
 
 # `import coppice.nn`, `from coppice.optim import SGD` and `from coppice.data
-# import DataLoader` find the module's submodules.
+# import DataLoader` find the module's submodules (coppice.torch is a
+# package of its own, imported only when asked for: it needs PyTorch).
 _sys.modules[__name__ + ".nn"] = nn
 _sys.modules[__name__ + ".optim"] = optim
 _sys.modules[__name__ + ".data"] = data
+_sys.modules[__name__ + ".kernels"] = kernels
 
 
 def _tensor_from_pickle(version, data):

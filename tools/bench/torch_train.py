@@ -30,6 +30,10 @@ Variants: dense, and "masked" for each sparse format of the C++ side at the same
 dividing the weight) for bsr, 2 random of every 4 along a row for nm): the weight stays a dense nn.Parameter,
 multiplied by a fixed mask in forward (so its gradient is masked too), and the mask is reapplied to the weight
 after every optimizer step so that it stays sparse. That is how masked sparse training is done in PyTorch (DEVICE.md).
+coppice_csr, coppice_bsr, coppice_nm: the same slots as coppice.torch SparseLinear layers (sparsify_, the same
+kind of random pattern), so Coppice's kernels run inside this PyTorch model and its optimizer trains the compact
+values; records have format "coppice.torch" and the pattern without the prefix. The coppice package must be
+importable (tools/device/run_python_cuda.sh installs it on the GPU machine).
 
 --gelu erf|tanh: the GELU of the vit's and gpt's MLPs: erf (the default), F.gelu, the exact GELU the zoo's models
 run by default; tanh, F.gelu(approximate='tanh'), GPT-2's approximation, what bench train --gelu tanh runs (the
@@ -79,7 +83,7 @@ MASK_SEED = 0xC0991CE
 DATA_SEED = 0xDA7A
 MODELS = ["mlp", "lenet300", "vit", "gpt"]
 DEFAULT_MODELS = ["mlp", "lenet300", "vit"]  # gpt only when asked for (its cases take minutes)
-FORMATS = ["dense", "csr", "bsr", "nm"]
+FORMATS = ["dense", "csr", "bsr", "nm", "coppice_csr", "coppice_bsr", "coppice_nm"]
 MODES = ["f32", "tf32", "bf16"]
 SPARSITIES = [0.9, 0.95, 0.98]
 COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
@@ -134,10 +138,10 @@ def variants(formats):
     for f in formats:
         if f == "dense":
             out.append((None, None))
-        elif f in ("csr", "bsr"):
+        elif f in ("csr", "bsr", "coppice_csr", "coppice_bsr"):
             out += [(f, s) for s in SPARSITIES]
-        elif f == "nm":
-            out.append(("nm", 0.5))
+        elif f in ("nm", "coppice_nm"):
+            out.append((f, 0.5))
     return out
 
 
@@ -393,6 +397,24 @@ def mask_model(model, name, pattern, sparsity, device, block=BLOCK):
     return masked
 
 
+def coppice_sparsify(model, name, pattern, sparsity, block=BLOCK):
+    """The slots bench train makes sparse as coppice.torch SparseLinear layers (format coppice_csr, coppice_bsr,
+    coppice_nm: Coppice's kernels inside this PyTorch model) at the masked variants' kind of pattern (random
+    entries, random blocks of `block`, 2 random of 4); returns them."""
+    import coppice.torch as ct  # only when asked: the package is installed on the GPU machine by run_python_cuda.sh
+    names = {id(m): n for n, m in model.named_modules()}
+    fmt = pattern[len("coppice_"):]
+    rules = []
+    for holder, i in model.sparse_slots(sparse_slot_count(name, model)):
+        prefix = names[id(holder)]
+        rules.append({"name": f"{prefix}.{i}" if prefix else str(i), "format": fmt, "density": 1.0 - sparsity})
+        if fmt == "bsr":
+            lin = getattr(holder, i) if isinstance(i, str) else holder[i]
+            rules[-1]["block"] = bsr_block_for(*lin.weight.shape, block)
+    ct.sparsify_(model, rules, criterion="random", generator=torch.Generator().manual_seed(MASK_SEED))
+    return [m for m in model.modules() if isinstance(m, ct.SparseLinear)]
+
+
 def state_bytes(model, opt):
     seen, total = set(), 0
 
@@ -421,10 +443,14 @@ def set_mode(mode):
 def run_case(args, name, pattern, sparsity, mode, device, compile_mode=None):
     cuda = device.type == "cuda"
     model, x, y, shape = make_model(name, args, device)
-    masked = mask_model(model, name, pattern, sparsity, device, args.block) if pattern else []
-    forward = torch.compile(model, mode=compile_mode) if compile_mode else model
     params_dense = sum(p.numel() for p in model.parameters())
+    coppice_layers = []
+    if pattern and pattern.startswith("coppice_"):
+        coppice_layers = coppice_sparsify(model, name, pattern, sparsity, args.block)
+    masked = mask_model(model, name, pattern, sparsity, device, args.block) if pattern and not coppice_layers else []
+    forward = torch.compile(model, mode=compile_mode) if compile_mode else model
     stored = params_dense - sum(int((m.mask == 0).sum()) for m in masked)
+    stored -= sum(m.in_features * m.out_features - m.nnz for m in coppice_layers)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     set_mode(mode)
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=mode == "bf16")
@@ -478,12 +504,12 @@ def run_case(args, name, pattern, sparsity, mode, device, compile_mode=None):
         "final_loss": float(last["loss"].item()), "compile": compile_mode, "compile_s": compile_s,
     }
     if pattern:
-        r["nnz"] = sum(int(m.mask.sum()) for m in masked)
+        r["nnz"] = sum(int(m.mask.sum()) for m in masked) + sum(m.nnz for m in coppice_layers)
     if name == "mlp":
         r["gflops"] = 6.0 * shape[0] * stored / (med * 1e-3) / 1e9
     if name == "gpt":
         r["tokens_per_s"] = shape[0] * shape[1] / (med * 1e-3)
-    if pattern == "bsr":
+    if pattern in ("bsr", "coppice_bsr"):
         r["block"] = args.block
     return r
 
@@ -496,8 +522,9 @@ def op_name(args, name):
 def record(args, name, pattern, sparsity, mode, device_name):
     return {
         "suite": "train", "op": op_name(args, name), "device": "cuda:0" if args.device == "cuda" else "cpu",
-        "device_name": device_name, "dtype": mode, "format": "masked" if pattern else "dense",
-        "pattern": pattern or "dense", "sparsity": sparsity, "shape": [], "status": "ok",
+        "device_name": device_name, "dtype": mode,
+        "format": "dense" if not pattern else "coppice.torch" if pattern.startswith("coppice_") else "masked",
+        "pattern": (pattern or "dense").replace("coppice_", ""), "sparsity": sparsity, "shape": [], "status": "ok",
         "median_ms": None, "min_ms": None, "max_ms": None, "reps": 0, "inner": 0, "compile": None,
     }
 

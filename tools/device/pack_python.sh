@@ -2,10 +2,11 @@
 # Packs the Python module for the lent GPU machine, whose Python (3.12, with
 # PyTorch and NumPy) is not Debian 12's (3.11): _coppice.so built against the
 # given Python's headers (a CUDA build, Debian's shared system libraries), the
-# package's __init__.py, and the shared libraries the module needs that such a
+# package's Python files, and the shared libraries the module needs that such a
 # machine lacks, into .devbin_py/py.tgz (ignored by git). Then:
 #
 #   device run, carry [".devbin_py"], command  tools/device/run_python_cuda.sh
+#   device run, carry [".devq", ".devbin_py"], command  tools/device/run_gpt.sh torch
 #
 #   tools/device/pack_python.sh [PYTHON_INCLUDE_DIR]   (default: pyenv's 3.12.1 headers)
 #
@@ -27,7 +28,8 @@ flags=(--define=system_libs=shared --override_repository=python_headers="$repo")
 bazel build "${flags[@]}" //python:_coppice.so
 so=$(bazel info "${flags[@]}" bazel-bin 2>/dev/null)/python/_coppice.so
 mkdir -p "$stage/site/coppice" "$stage/libs"
-cp python/coppice/__init__.py "$stage/site/coppice/"
+# The package's Python files (coppice.torch included), as tools/wheel stages them.
+(cd python && find coppice -name '*.py' -print0 | xargs -0 cp --parents -t "$stage/site")
 cp "$so" "$stage/site/coppice/_coppice.cpython-$ver-x86_64-linux-gnu.so"
 chmod u+w "$stage"/site/coppice/*.so
 strip --strip-unneeded "$stage"/site/coppice/*.so

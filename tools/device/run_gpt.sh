@@ -44,6 +44,14 @@
 #        same blocks and sparsities under each BSR kernel pin of
 #        GPT_BLOCKS_PINS (default "auto"; "mma_sync": no wgmma)
 #        -> blocks_step.md, blocks_products.md.
+# torch: coppice.torch on the GPU (issue 34), with .devbin_py (pack_python.sh)
+#        carried too: python/tests/test_torch.py and test_dlpack_cuda.py on
+#        CUDA; torch_train.py's GPT step dense beside coppice_bsr (sparsify_,
+#        BSR 90/95/98 % in GPT_TORCH_BLOCK blocks, default 64; bf16 autocast)
+#        -> torch_step.md; then 300 steps (GPT_STEPS) of train_gpt_torch.py
+#        eager with --sparsify bsr:0.1:32 beside the trainer's
+#        gpt_bsr_static_90, and the same pair dense, their loss curves
+#        -> torch_curves.md.
 # eval JOB...: the newest checkpoint of each job's run evaluated by
 #        eval_gpt_torch.py (PyTorch), beside the trainer's last validation loss.
 # sweep SWEEP.yaml: tools/sweep run of that file with the pack's trainer
@@ -294,6 +302,38 @@ PY
   eval)
     for job in "$@"; do eval_run "$job" "runs/$job"; done
     ;;
+  torch)
+    mkdir -p /tmp/coppice_py && tar xzf .devbin_py/py.tgz -C /tmp/coppice_py || { say "no .devbin_py/py.tgz"; exit 2; }
+    export LD_LIBRARY_PATH=/tmp/coppice_py/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PYTHONPATH=/tmp/coppice_py/site
+    for t in test_dlpack_cuda test_torch; do
+      timeout 300 python3 python/tests/$t.py > "$OUT/$t.log" 2>&1 || say "$t: exit $?"
+      grep -E "FAILED|passed|skipped" "$OUT/$t.log" | tail -20 | tee -a "$SUMMARY"
+    done
+    PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/torch_train.py --device cuda --models gpt --formats dense,coppice_bsr \
+      --modes bf16 --block "${GPT_TORCH_BLOCK:-64}" --steps 10 --warmup 3 --json "$OUT/torch_step.json" \
+      > "$OUT/torch_step.log" 2>&1 || say "torch_train: exit $?"
+    grep "torch train" "$OUT/torch_step.log" | tee "$OUT/torch_step.md" | tee -a "$SUMMARY"
+    steps=${GPT_STEPS:-300}
+    for pair in "gpt_dense:" "gpt_bsr_static_90:bsr:0.1:32"; do
+      job=${pair%%:*} sparsify=${pair#*:}
+      GPT_STEPS=$steps GPT_TAG=_curve "$0" train "$job" > /dev/null
+      PYTHONUNBUFFERED=1 timeout 300 python3 tools/device/train_gpt_torch.py --corpus $CORPUS/_sources --steps "$steps" \
+        --compile none ${sparsify:+--sparsify $sparsify} --metrics "$OUT/${job}_torch.metrics.jsonl" \
+        > "$OUT/${job}_torch.log" 2>&1 || say "train_gpt_torch $job: exit $?"
+      say "$job: PyTorch ${sparsify:+with coppice.torch $sparsify }$(tail -1 "$OUT/${job}_torch.log")"
+      python3 - "$OUT/${job}_curve.metrics.jsonl" "$OUT/${job}_torch.metrics.jsonl" <<'PY' | tee -a "$OUT/torch_curves.md" "$SUMMARY"
+import json, sys
+def losses(path, key):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    return {r["step"]: r[key] for r in rows if r.get("kind") == "train" and key in r}
+c, t = losses(sys.argv[1], "loss"), losses(sys.argv[2], "loss")
+steps = sorted(set(c) & set(t))
+print("| step | trainer loss | PyTorch loss | difference |\n|---:|---:|---:|---:|")
+for s in steps:
+    print(f"| {s} | {c[s]:.4f} | {t[s]:.4f} | {t[s] - c[s]:+.4f} |")
+PY
+    done
+    ;;
   sweep)
     # tools/sweep run SWEEP (the trainer of the pack), then each finished
     # run's last checkpoint evaluated by PyTorch, and the frontier; the runs'
@@ -311,5 +351,5 @@ PY
     (cd "$dir" && tar czf "$OUT/sweep_runs.tgz" $(ls frontier.jsonl frontier.png 2>/dev/null) runs/*/metrics.jsonl \
       runs/*/sweep_done.json)
     ;;
-  *) say "unknown step '$what' (bench, attention, tests, step, blocks, mlp, breakdown, train JOB..., eval JOB..., sweep SWEEP.yaml)"; exit 2 ;;
+  *) say "unknown step '$what' (bench, attention, tests, step, blocks, mlp, breakdown, torch, train JOB..., eval JOB..., sweep SWEEP.yaml)"; exit 2 ;;
 esac

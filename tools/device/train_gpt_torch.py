@@ -5,6 +5,7 @@ configs/sweeps/gpt_equal_time.yaml's runs (issue 32's "dense PyTorch, torch.comp
     train_gpt_torch.py --corpus DIR [--steps N | --seconds S] [--compile default|none] [--seed K]
                        [--metrics PATH] [--device cuda|cpu] [--gelu erf|tanh] [--dim D --layers L --heads H
                        --context C --seq-len T --batch B]   (small models for a CPU check)
+                       [--sparsify FORMAT:DENSITY[:BLOCK]]
 
 The job, as the trainer runs it (train/job.cc, models/gpt.cc), with PyTorch's own pieces:
   model    eval_gpt_torch.py's GPT (beside this script): the same parameters, SDPA's causal attention, exact GELU
@@ -17,6 +18,11 @@ The job, as the trainer runs it (train/job.cc, models/gpt.cc), with PyTorch's ow
            norm 1.0, linear warm-up from 0 over 200 steps then cosine to 0 over the rest
   numerics f32 parameters, bf16 autocast (Coppice's bf16 with f32 master weights), logits' loss in f32
 Not the same: the random numbers (init, shuffling), so losses agree with Coppice's in distribution, not bits.
+
+--sparsify bsr:0.1:64 (or csr:0.1, nm:0.5): the four linears of every block (attn.qkv, attn.proj, mlp.fc1,
+mlp.fc2) made coppice.torch SparseLinear layers at that density, keeping the largest entries or blocks at
+initialisation (configs/gpt_bsr_static_90.yaml's static pattern; its block_rows set to BLOCK): Coppice's kernels
+inside this PyTorch model, AdamW over the compact values. Needs the coppice package importable.
 
 --seconds S: the step count is chosen at step 60 (inside the 200 warm-up steps, so no learning rate before it
 depends on it) as S / the ms a step of steps 10-60, so the run takes about S seconds; time is measured from the
@@ -57,11 +63,18 @@ def parse_args(argv):
     p.add_argument("--context", type=int, default=512)
     p.add_argument("--seq-len", type=int, default=512)
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--sparsify", default=None, help="FORMAT:DENSITY[:BLOCK] through coppice.torch.sparsify_")
     a = p.parse_args(argv)
     if a.steps is None and a.seconds is None:
         a.steps = 3000
     if (a.steps is not None and a.steps < 61) or (a.seconds is not None and a.seconds <= 0):
         p.error("--steps must be at least 61 and --seconds positive")
+    if a.sparsify is not None:
+        parts = a.sparsify.split(":")
+        try:
+            a.sparsify = {"format": parts[0], "density": float(parts[1]), "block": int(parts[2]) if len(parts) > 2 else 32}
+        except (IndexError, ValueError):
+            p.error(f"--sparsify: expected FORMAT:DENSITY[:BLOCK] (bsr:0.1:64), got {a.sparsify!r}")
     if a.seq_len > a.context:
         p.error(f"--seq-len {a.seq_len} exceeds --context {a.context}")
     return a
@@ -97,8 +110,13 @@ def main(argv):
     torch.nn.init.normal_(model.tok_embed.weight, std=0.02)
     torch.nn.init.normal_(model.pos_embed, std=0.02)
     model.to(dev)
+    if a.sparsify:
+        import coppice.torch as ct  # only when asked: tools/device/run_python_cuda.sh puts it on the path
+        s = a.sparsify
+        ct.sparsify_(model, [{"regex": r"blocks\.\d+\.(attn\.(qkv|proj)|mlp\.fc[12])", "format": s["format"],
+                              "block": s["block"]}], density=s["density"], distribution="uniform")
     opt = torch.optim.AdamW(model.parameters(), lr=0.0, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1,
-                            fused=a.device == "cuda")
+                            **({"fused": True} if a.device == "cuda" else {}))
     fwd = torch.compile(model) if a.compile == "default" else model
 
     def loss_of(x, y, net):
@@ -168,7 +186,8 @@ def main(argv):
     elapsed = time.perf_counter() - start
     print(json.dumps({"steps": step, "time_s": round(elapsed, 3), "compile": a.compile,
                       "first_step_s": round(first_step_s, 3), "val_loss": val,
-                      "ms_per_step": round(1000 * elapsed / max(1, step - 1), 3), "gelu": a.gelu}))
+                      "ms_per_step": round(1000 * elapsed / max(1, step - 1), 3), "gelu": a.gelu,
+                      "sparsify": a.sparsify}))
     return 0
 
 

@@ -1,0 +1,49 @@
+"""Torch tensors into Coppice and back through DLPack, without copies, and the
+ordering of Coppice's stream with PyTorch's.
+
+Coppice runs every kernel on a device's legacy default stream
+(tensor/cuda/stream.h). PyTorch's default stream is that same stream, so
+nothing needs ordering there; under `torch.cuda.stream(s)` the guard makes the
+default stream wait for `s` before Coppice's work and `s` wait for it after.
+"""
+import contextlib
+
+import torch
+from torch.utils import dlpack as _dlpack
+
+import coppice
+
+
+def to_coppice(t):
+    """A coppice.Tensor on t's memory (t detached: DLPack refuses tensors that require grad). A bool tensor
+    crosses as uint8 and is converted (a copy): PyTorch before 2.0 has no DLPack bool."""
+    if t.dtype == torch.bool:
+        return coppice.from_dlpack(t.detach().to(torch.uint8)).to("bool")
+    return coppice.from_dlpack(t.detach())
+
+
+def to_torch(t):
+    """A torch tensor on a coppice.Tensor's memory (dense), or None for None; bool as to_coppice says."""
+    if t is None:
+        return None
+    if t.dtype == "bool":
+        return _dlpack.from_dlpack(t.to("u8")).bool()
+    return _dlpack.from_dlpack(t)
+
+
+@contextlib.contextmanager
+def coppice_stream(device):
+    """Orders Coppice's stream (the device's default) with PyTorch's current one, both ways."""
+    if device.type != "cuda":
+        yield
+        return
+    current = torch.cuda.current_stream(device)
+    default = torch.cuda.default_stream(device)
+    if current == default:
+        yield
+        return
+    default.wait_stream(current)
+    try:
+        yield
+    finally:
+        current.wait_stream(default)

@@ -1,0 +1,293 @@
+"""coppice.torch: sparse linear functions and SparseLinear on torch tensors, sparsify_, state_dict.
+
+Every test takes `device`: the CPU always, and CUDA where PyTorch sees a GPU (the lent GPU machine runs this file
+as a script through tools/device/run_python_cuda.sh: its Python has no pytest, so __main__ below runs each test
+on "cuda"). Skipped, saying why, where PyTorch is not installed.
+"""
+import io
+import re
+import sys
+
+try:
+    import pytest
+except ImportError:  # the GPU machine's Python: __main__ runs the tests
+    pytest = None
+
+try:
+    import torch
+except ImportError as e:  # pragma: no cover
+    torch = None
+    if pytest is not None:
+        pytest.skip(f"PyTorch is not installed ({e})", allow_module_level=True)
+
+import coppice
+
+if torch is not None:
+    import coppice.torch as ct
+    from coppice.torch.functional import sparse_linear
+
+FORMATS = ["bsr", "csr", "csc", "coo", "nm"]
+DEVICES = ["cpu"] + (["cuda"] if torch is not None and torch.cuda.is_available() else [])
+
+
+def _parametrize(name, values):
+    return pytest.mark.parametrize(name, values) if pytest is not None else (lambda f: f)
+
+
+def _raises(exc, match):
+    if pytest is not None:
+        return pytest.raises(exc, match=match)
+    return _Raises(exc, match)
+
+
+class _Raises:
+    def __init__(self, exc, match):
+        self.exc, self.match = exc, match
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        assert kind is not None and issubclass(kind, self.exc), f"expected {self.exc.__name__}, got {kind}"
+        assert re.search(self.match, str(value)), f"{value!r} does not match {self.match!r}"
+        return True
+
+
+def _layer(fmt, device, in_features=64, out_features=32, density=0.25, dtype=torch.float32 if torch else None):
+    torch.manual_seed(0)
+    dense = torch.nn.Linear(in_features, out_features, device=device, dtype=dtype)
+    return dense, ct.SparseLinear.from_dense(dense, fmt, density=density, block=16)
+
+
+@_parametrize("device", DEVICES)
+@_parametrize("fmt", FORMATS)
+def test_forward_and_gradients_match_torch_dense(device, fmt):
+    _, layer = _layer(fmt, device)
+    w = layer.dense_weight().requires_grad_()
+    x = torch.randn(5, 3, 64, device=device, requires_grad=True)
+    y = layer(x)
+    ref = torch.nn.functional.linear(x, w, layer.bias)
+    torch.testing.assert_close(y, ref, rtol=2e-4, atol=2e-4)
+    g = torch.randn_like(y)
+    (y * g).sum().backward()
+    dx = x.grad.clone()
+    x.grad = None
+    (ref * g).sum().backward()
+    torch.testing.assert_close(dx, x.grad, rtol=2e-4, atol=2e-4)
+    # The values' gradient is compact: the dense gradient read at the stored positions.
+    assert layer.values.grad.shape == layer.values.shape
+    stored = ct.SparseLinear.from_dense(torch.nn.Linear(64, 32, device=device), fmt, density=0.25, block=16)
+    stored.set_pattern(coppice.kernels.with_values(layer.pattern(), ct.functional.to_coppice(layer.values.grad)))
+    mask = layer.dense_weight() != 0
+    torch.testing.assert_close(stored.dense_weight()[mask], w.grad[mask], rtol=2e-4, atol=2e-4)
+
+
+@_parametrize("fmt", FORMATS)
+def test_gradcheck_float64(fmt):
+    torch.manual_seed(1)
+    layer = ct.SparseLinear.from_dense(torch.nn.Linear(8, 6).double(), fmt, density=0.5, block=2)
+    x = torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
+    values = layer.values.detach().clone().requires_grad_()
+    bias = layer.bias.detach().clone().requires_grad_()
+    pattern = layer.pattern()
+    assert torch.autograd.gradcheck(lambda x, v, b: sparse_linear(x, v, pattern, b), (x, values, bias))
+
+
+@_parametrize("device", DEVICES)
+def test_tensors_cross_without_copies(device):
+    _, layer = _layer("bsr", device)
+    x = torch.randn(4, 64, device=device)
+    seen = {}
+    real = coppice.kernels.linear
+
+    def spy(xc, w, b):
+        seen["x"], seen["values"] = xc.data_ptr(), w.parts()["values"].data_ptr()
+        out = real(xc, w, b)
+        seen["y"] = out.data_ptr()
+        return out
+
+    coppice.kernels.linear = spy
+    try:
+        y = layer(x)
+    finally:
+        coppice.kernels.linear = real
+    assert seen == {"x": x.data_ptr(), "values": layer.values.data_ptr(), "y": y.data_ptr()}
+
+
+@_parametrize("device", DEVICES)
+def test_state_dict_round_trips_through_torch_save(device):
+    for fmt in FORMATS:
+        _, layer = _layer(fmt, device)
+        buffer = io.BytesIO()
+        torch.save(layer.state_dict(), buffer)
+        buffer.seek(0)
+        other = ct.SparseLinear.from_dense(torch.nn.Linear(64, 32, device=device), fmt, density=0.25, block=16,
+                                           criterion="random")
+        other.load_state_dict(torch.load(buffer))
+        x = torch.randn(7, 64, device=device)
+        assert torch.equal(other(x), layer(x)), fmt
+        assert torch.equal(other.dense_weight(), layer.dense_weight()), fmt
+
+
+def test_load_adopts_another_number_of_stored_entries_and_keeps_the_parameter():
+    _, layer = _layer("csr", "cpu", density=0.5)
+    _, smaller = _layer("csr", "cpu", density=0.1)
+    values = smaller.values
+    smaller.load_state_dict(layer.state_dict())
+    assert smaller.values is values and smaller.nnz == layer.nnz
+    assert torch.equal(smaller.dense_weight(), layer.dense_weight())
+
+
+def test_load_refuses_another_format_or_shape_and_a_broken_pattern():
+    _, bsr = _layer("bsr", "cpu")
+    _, csr = _layer("csr", "cpu")
+    with _raises(RuntimeError, "checkpoint holds a csr weight"):
+        bsr.load_state_dict(csr.state_dict())
+    state = csr.state_dict()
+    state["col_indices"] = state["col_indices"].flip(0)  # columns out of order within rows
+    with _raises(RuntimeError, "not a valid csr weight"):
+        csr.load_state_dict(state)
+
+
+@_parametrize("device", DEVICES)
+def test_to_dense_is_from_dense_inverted(device):
+    dense, layer = _layer("bsr", device)
+    back = layer.to_dense()
+    assert isinstance(back, torch.nn.Linear)
+    mask = back.weight != 0
+    assert 0 < mask.sum().item() <= 0.25 * dense.weight.numel()
+    assert torch.equal(back.weight[mask], dense.weight[mask])
+    assert torch.equal(back.bias, dense.bias)
+    # Kept blocks are the largest by their sum of squares.
+    blocks = dense.weight.detach().pow(2).reshape(2, 16, 4, 16).sum((1, 3)).flatten()
+    kept = mask.reshape(2, 16, 4, 16).any(3).any(1).flatten()
+    assert blocks[kept].min() >= blocks[~kept].max()
+
+
+@_parametrize("device", DEVICES)
+def test_autocast_runs_the_product_in_bfloat16_with_float32_gradients(device):
+    _, layer = _layer("bsr", device)
+    x = torch.randn(8, 64, device=device)
+    with torch.autocast(device, dtype=torch.bfloat16):
+        y = layer(x)
+    assert y.dtype == torch.bfloat16
+    y.float().sum().backward()
+    assert layer.values.grad.dtype == torch.float32
+    ref = torch.nn.functional.linear(x, layer.dense_weight(), layer.bias)
+    torch.testing.assert_close(y.float(), ref, rtol=3e-2, atol=3e-2)
+
+
+@_parametrize("device", DEVICES)
+def test_a_torch_optimizer_trains_the_compact_values(device):
+    torch.manual_seed(2)
+    teacher = torch.nn.Linear(32, 8, device=device)
+    layer = ct.SparseLinear(32, 8, format="csr", density=0.5, device=device)
+    opt = torch.optim.Adam(layer.parameters(), lr=0.02)
+    x = torch.randn(256, 32, device=device)
+    target = teacher(x).detach()
+    losses = []
+    for _ in range(150):
+        loss = torch.nn.functional.mse_loss(layer(x), target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0], (losses[0], losses[-1])
+    assert opt.state[layer.values]["exp_avg"].shape == layer.values.shape == (128,)
+
+
+def test_errors_name_what_is_wrong():
+    _, layer = _layer("bsr", "cpu")
+    with _raises(ValueError, "does not end in the weight's 64 input features"):
+        layer(torch.randn(3, 63))
+    with _raises(TypeError, "x is torch.float64, values torch.float32"):
+        layer(torch.randn(3, 64, dtype=torch.float64))
+    with _raises(TypeError, "pattern must be a sparse coppice.Tensor"):
+        sparse_linear(torch.randn(3, 64), layer.values, torch.zeros(32, 64))
+    with _raises(ValueError, "format must be one of"):
+        ct.SparseLinear(8, 8, format="dense")
+    with _raises(ValueError, "not a whole number of 16x16 blocks"):
+        ct.SparseLinear(24, 16, format="bsr", block=16)
+    with _raises(TypeError, "expected an nn.Linear"):
+        ct.SparseLinear.from_dense(torch.nn.Conv2d(1, 1, 1))
+
+
+def _toy_cnn():
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                               torch.nn.Linear(4 * 6 * 6, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+
+
+class _Mlp(torch.nn.Module if torch is not None else object):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = torch.nn.Linear(64, 256), torch.nn.Linear(256, 256), torch.nn.Linear(256, 10)
+
+    def forward(self, x):
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+def test_sparsify_replaces_selected_linears_in_place():
+    torch.manual_seed(3)
+    model = _Mlp()
+    x = torch.randn(4, 64)
+    fc3 = model.fc3
+    out = ct.sparsify_(model, [{"regex": r"fc[12]", "format": "bsr", "block": 16}], density=0.25,
+                       distribution="erk")
+    assert out is model and model.fc3 is fc3
+    assert isinstance(model.fc1, ct.SparseLinear) and isinstance(model.fc2, ct.SparseLinear)
+    kept = model.fc1.nnz + model.fc2.nnz
+    assert abs(kept - 0.25 * (64 * 256 + 256 * 256)) <= 256  # one 16x16 block of rounding
+    # ERK gives the smaller layer the larger density, as the trainer's sparsity.distribution does.
+    assert model.fc1.density > model.fc2.density
+    expected = dict(coppice.layer_densities([("fc1", [256, 64]), ("fc2", [256, 256])], 0.25, "erk"))
+    assert abs(model.fc2.density - expected["fc2"]) < 1 / 256
+    model(x).sum().backward()
+    assert model.fc1.values.grad is not None
+
+
+def test_sparsify_a_toy_cnn_by_name_and_own_densities():
+    model = _toy_cnn()
+    ct.sparsify_(model, [{"name": "3", "format": "csr", "density": 0.1}, {"name": "5", "format": "nm"}])
+    assert isinstance(model[3], ct.SparseLinear) and isinstance(model[5], ct.SparseLinear)
+    assert abs(model[3].density - 0.1) < 1e-3 and model[5].density == 0.5 and model[5].format == "nm"
+    model(torch.randn(2, 1, 8, 8)).sum().backward()
+
+
+def test_sparsify_rules_are_checked():
+    with _raises(ValueError, "rule 0 .* selects no module"):
+        ct.sparsify_(_Mlp(), [{"name": "fc9"}], density=0.1)
+    with _raises(TypeError, "rule 0 selects '0', a Conv2d"):
+        ct.sparsify_(_toy_cnn(), [{"name": "0"}], density=0.1)
+    with _raises(ValueError, "unknown keys \\['sparsity'\\]"):
+        ct.sparsify_(_Mlp(), [{"name": "fc1", "sparsity": 0.9}])
+    with _raises(ValueError, "exactly one of 'name' and 'regex'"):
+        ct.sparsify_(_Mlp(), [{"format": "csr"}])
+    with _raises(ValueError, "has no density of its own"):
+        ct.sparsify_(_Mlp(), [{"name": "fc1"}])
+    with _raises(ValueError, "does not compile"):
+        ct.sparsify_(_Mlp(), [{"regex": "fc("}], density=0.1)
+
+
+if __name__ == "__main__":
+    if torch is None:
+        print("skipped: PyTorch is not installed")
+        sys.exit(0)
+    # The GPU machine: every test, on CUDA where it takes a device.
+    import inspect
+    passed = failed = 0
+    for name, fn in sorted((n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)):
+        params = inspect.signature(fn).parameters
+        cases = [{}]
+        if "device" in params:
+            cases = [dict(c, device=d) for c in cases for d in DEVICES]
+        if "fmt" in params:
+            cases = [dict(c, fmt=f) for c in cases for f in FORMATS]
+        for case in cases:
+            try:
+                fn(**case)
+                passed += 1
+            except Exception as e:  # noqa: BLE001 - report every failure and go on
+                failed += 1
+                print(f"FAILED {name}{case}: {type(e).__name__}: {e}")
+    print(f"coppice.torch: {passed} passed, {failed} failed (torch {torch.__version__}, devices {DEVICES})")
+    sys.exit(1 if failed else 0)
