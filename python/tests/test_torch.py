@@ -196,6 +196,60 @@ def test_a_torch_optimizer_trains_the_compact_values(device):
     assert opt.state[layer.values]["exp_avg"].shape == layer.values.shape == (128,)
 
 
+@_parametrize("device", DEVICES)
+def test_rigl_updates_layers_on_their_device(device):
+    """MaskUpdater on each format's layers where they live (the CPU, or CUDA: the selection runs there too)."""
+    for fmt in ("bsr", "csr", "nm"):
+        torch.manual_seed(4)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16)).to(device)
+        ct.sparsify_(model, [{"regex": "[02]", "format": fmt, "block": 16, "density": 0.25}], criterion="random")
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        updater = ct.MaskUpdater(model, opt, method="rigl", end_step=10, interval=2, drop_fraction=0.5)
+        values, nnz = model[0].values, model[0].nnz
+        x, y = torch.randn(32, 64, device=device), torch.randint(0, 16, (32,), device=device)
+        patterns = set()
+        for step in range(6):
+            updater.begin_step(step)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            updater.step(step)
+            patterns.add(tuple(model[0].dense_weight().ne(0).flatten().tolist()))
+        assert model[0].values is values and model[0].nnz == nnz, fmt
+        assert model[0].values.device.type == device and opt.state[values]["exp_avg"].shape == values.shape
+        assert len(patterns) > 1, f"{fmt}: the pattern never changed"
+        assert torch.isfinite(loss), fmt
+
+
+@_parametrize("device", DEVICES)
+def test_torch_compile_runs_the_layer_as_an_opaque_op(device):
+    """Where PyTorch has torch.library.custom_op (2.4+): a compiled model agrees with the eager one, gradients
+    included, and a pattern changed between compiled steps is used by the next one."""
+    if not ct.functional.OPS:
+        if pytest is not None:
+            pytest.skip(f"PyTorch {torch.__version__} has no torch.library.custom_op")
+        return
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 16)).to(device)
+    ct.sparsify_(model, [{"regex": "[02]", "format": "bsr", "block": 16, "density": 0.5}])
+    compiled = torch.compile(model)
+    x = torch.randn(32, 64, device=device)
+    for m in (model, compiled):
+        m.zero_grad()
+        out = m(x)
+        out.pow(2).sum().backward()
+        if m is model:
+            ref, ref_grad = out.detach(), model[0].values.grad.clone()
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(model[0].values.grad, ref_grad, rtol=1e-4, atol=1e-4)
+    # A new pattern (a mask update's way: set_pattern) reaches the compiled op without recompiling.
+    other = ct.SparseLinear.from_dense(torch.nn.Linear(64, 64, device=device), "bsr", density=0.25, block=16)
+    model[0].set_pattern(other.sparse_weight())
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+
+
 def test_errors_name_what_is_wrong():
     _, layer = _layer("bsr", "cpu")
     with _raises(ValueError, "does not end in the weight's 64 input features"):

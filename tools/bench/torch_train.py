@@ -107,6 +107,8 @@ def parse_args(argv):
     p.add_argument("--compile", default="", help="torch.compile modes to run each case under too (comma list)")
     p.add_argument("--gelu", default="erf", choices=["erf", "tanh"],
                    help="the vit's and gpt's GELU: erf (exact, the default) or tanh (F.gelu(approximate='tanh'))")
+    p.add_argument("--sparsities", default=",".join(str(x) for x in SPARSITIES),
+                   help="the csr and bsr variants' sparsities (comma list; default 0.9,0.95,0.98)")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
     a.compile = [m for m in a.compile.split(",") if m]
@@ -119,6 +121,12 @@ def parse_args(argv):
         if bad or not names:
             p.error(f"--{flag}: unknown or no names {bad} (expected {', '.join(known)})")
         setattr(a, flag, names)
+    try:
+        a.sparsities = [float(x) for x in a.sparsities.split(",") if x]
+    except ValueError:
+        p.error(f"--sparsities: expected numbers, got {a.sparsities!r}")
+    if not a.sparsities or any(not 0.0 < x < 1.0 for x in a.sparsities):
+        p.error(f"--sparsities: each must be in (0, 1), got {a.sparsities}")
     cuda = a.device == "cuda"
     # bench train's defaults (tools/bench/bench_util.h, kTrain*).
     a.hidden = a.hidden or (4096 if cuda else 256)
@@ -132,14 +140,14 @@ def parse_args(argv):
     return a
 
 
-def variants(formats):
+def variants(formats, sparsities=SPARSITIES):
     """(pattern, sparsity) pairs: pattern None is dense."""
     out = []
     for f in formats:
         if f == "dense":
             out.append((None, None))
         elif f in ("csr", "bsr", "coppice_csr", "coppice_bsr"):
-            out += [(f, s) for s in SPARSITIES]
+            out += [(f, s) for s in sparsities]
         elif f in ("nm", "coppice_nm"):
             out.append((f, 0.5))
     return out
@@ -550,7 +558,7 @@ def main(argv):
     device_name = (torch.cuda.get_device_name(0) if available else "") if cuda else cpu_model_name()
     results = []
     for name in args.models:
-        for pattern, sparsity in variants(args.formats):
+        for pattern, sparsity in variants(args.formats, args.sparsities):
             for mode in args.modes:
                 for compile_mode in [None] + args.compile:
                     r = record(args, name, pattern, sparsity, mode, device_name)

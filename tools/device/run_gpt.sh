@@ -47,11 +47,12 @@
 # torch: coppice.torch on the GPU (issue 34), with .devbin_py (pack_python.sh)
 #        carried too: python/tests/test_torch.py and test_dlpack_cuda.py on
 #        CUDA; torch_train.py's GPT step dense beside coppice_bsr (sparsify_,
-#        BSR 90/95/98 % in GPT_TORCH_BLOCK blocks, default 64; bf16 autocast)
+#        BSR at GPT_TORCH_SPARSITIES, default 0.9, in GPT_TORCH_BLOCK blocks,
+#        default 64; bf16 autocast), each eager and under torch.compile
 #        -> torch_step.md; then 300 steps (GPT_STEPS) of train_gpt_torch.py
 #        eager with --sparsify bsr:0.1:32 beside the trainer's
 #        gpt_bsr_static_90, and the same pair dense, their loss curves
-#        -> torch_curves.md.
+#        -> torch_curves.md (GPT_TORCH_CURVES=0 leaves them out).
 # eval JOB...: the newest checkpoint of each job's run evaluated by
 #        eval_gpt_torch.py (PyTorch), beside the trainer's last validation loss.
 # sweep SWEEP.yaml: tools/sweep run of that file with the pack's trainer
@@ -309,11 +310,13 @@ PY
       timeout 300 python3 python/tests/$t.py > "$OUT/$t.log" 2>&1 || say "$t: exit $?"
       grep -E "FAILED|passed|skipped" "$OUT/$t.log" | tail -20 | tee -a "$SUMMARY"
     done
-    PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/torch_train.py --device cuda --models gpt --formats dense,coppice_bsr \
-      --modes bf16 --block "${GPT_TORCH_BLOCK:-64}" --steps 10 --warmup 3 --json "$OUT/torch_step.json" \
+    PYTHONUNBUFFERED=1 timeout 400 python3 tools/bench/torch_train.py --device cuda --models gpt --formats dense,coppice_bsr \
+      --modes bf16 --block "${GPT_TORCH_BLOCK:-64}" --sparsities "${GPT_TORCH_SPARSITIES:-0.9}" --compile default \
+      --steps 10 --warmup 3 --json "$OUT/torch_step.json" \
       > "$OUT/torch_step.log" 2>&1 || say "torch_train: exit $?"
     grep "torch train" "$OUT/torch_step.log" | tee "$OUT/torch_step.md" | tee -a "$SUMMARY"
     steps=${GPT_STEPS:-300}
+    [[ ${GPT_TORCH_CURVES:-1} == 0 ]] && exit 0
     for pair in "gpt_dense:" "gpt_bsr_static_90:bsr:0.1:32"; do
       job=${pair%%:*} sparsify=${pair#*:}
       GPT_STEPS=$steps GPT_TAG=_curve "$0" train "$job" > /dev/null

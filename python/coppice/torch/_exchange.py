@@ -14,12 +14,18 @@ from torch.utils import dlpack as _dlpack
 import coppice
 
 
+# Both directions hand over bare DLPack capsules (torch.utils.dlpack.to_dlpack, and
+# from_dlpack given a capsule): the __dlpack__ protocol's stream handshake costs
+# tens of microseconds a call in PyTorch 2.x, and coppice_stream orders the
+# streams here once for a whole call instead.
+
+
 def to_coppice(t):
     """A coppice.Tensor on t's memory (t detached: DLPack refuses tensors that require grad). A bool tensor
     crosses as uint8 and is converted (a copy): PyTorch before 2.0 has no DLPack bool."""
     if t.dtype == torch.bool:
-        return coppice.from_dlpack(t.detach().to(torch.uint8)).to("bool")
-    return coppice.from_dlpack(t.detach())
+        return coppice.from_dlpack(_dlpack.to_dlpack(t.detach().to(torch.uint8))).to("bool")
+    return coppice.from_dlpack(_dlpack.to_dlpack(t.detach()))
 
 
 def to_torch(t):
@@ -27,8 +33,8 @@ def to_torch(t):
     if t is None:
         return None
     if t.dtype == "bool":
-        return _dlpack.from_dlpack(t.to("u8")).bool()
-    return _dlpack.from_dlpack(t)
+        return _dlpack.from_dlpack(t.to("u8").__dlpack__()).bool()
+    return _dlpack.from_dlpack(t.__dlpack__())
 
 
 @contextlib.contextmanager
@@ -38,10 +44,10 @@ def coppice_stream(device):
         yield
         return
     current = torch.cuda.current_stream(device)
-    default = torch.cuda.default_stream(device)
-    if current == default:
+    if current.cuda_stream == 0:  # the legacy default stream: Coppice's own
         yield
         return
+    default = torch.cuda.default_stream(device)
     default.wait_stream(current)
     try:
         yield

@@ -13,9 +13,13 @@ Tensors cross into Coppice and back through DLPack without copies. Under
 torch.autocast the product runs in the autocast dtype and the gradients come
 back in the master dtype (the casts are PyTorch's own ops, so autograd
 converts the gradients). Where the installed PyTorch has torch.library's
-custom ops (2.4 and later), torch.compile sees the product as one opaque op
-(coppice::sparse_linear) instead of tracing into it.
+custom ops (2.4 and later), torch.compile sees SparseLinear's product as one
+opaque op (coppice::sparse_linear, and its backward) instead of tracing into it.
 """
+import itertools
+import weakref
+from typing import Optional, Tuple
+
 import torch
 
 import coppice
@@ -53,12 +57,20 @@ def _backward(dy, x, values, pattern, needs_x, needs_values):
     return to_torch(dx), to_torch(dvalues)
 
 
+def _cast(t, dtype):
+    return t if t is None or dtype is None or t.dtype == dtype else t.to(dtype)
+
+
 class _SparseLinear(torch.autograd.Function):
-    """y = x W^T + b with W = pattern's format and pattern at `values`."""
+    """y = x W^T + b with W = pattern's format and pattern at `values`, computed in `dtype` (autocast's; None:
+    the operands' own). The casts happen inside, so autocast adds no autograd nodes: each gradient is cast back
+    to its input's dtype."""
 
     @staticmethod
-    def forward(ctx, x, values, bias, pattern, dense_grad_sink):
-        x = x.contiguous()
+    def forward(ctx, x, values, bias, pattern, dense_grad_sink, dtype):
+        ctx.dtypes = (x.dtype, values.dtype, None if bias is None else bias.dtype)
+        x, values, bias = _cast(x, dtype).contiguous(), _cast(values, dtype), _cast(bias, dtype)
+        _check(x, values, bias, pattern)
         ctx.pattern = pattern
         ctx.sink = dense_grad_sink
         ctx.save_for_backward(x, values)
@@ -69,12 +81,13 @@ class _SparseLinear(torch.autograd.Function):
     def backward(ctx, dy):
         x, values = ctx.saved_tensors
         needs_x, needs_values, needs_bias = ctx.needs_input_grad[:3]
-        dy = dy.contiguous()
+        dy = _cast(dy, x.dtype).contiguous()
         dx, dvalues = _backward(dy, x, values, ctx.pattern, needs_x, needs_values)
         dbias = dy.reshape(-1, dy.shape[-1]).sum(0) if needs_bias else None
         if ctx.sink is not None:
             ctx.sink(_dense_weight_grad(dy, x, dy.shape[-1]))
-        return dx, dvalues, dbias, None, None
+        x_dtype, values_dtype, bias_dtype = ctx.dtypes
+        return _cast(dx, x_dtype), _cast(dvalues, values_dtype), _cast(dbias, bias_dtype), None, None, None
 
 
 def _check(x, values, bias, pattern):
@@ -95,75 +108,98 @@ def _check(x, values, bias, pattern):
                          + ("" if bias is None else f", bias on {bias.device}"))
 
 
-def sparse_linear(x, values, pattern, bias=None, *, dense_grad_sink=None):
-    """x [..., in] times the sparse weight (pattern's format and pattern, these
-    values) transposed, plus bias [out]. dense_grad_sink: a callable handed the
-    dense gradient dy^T x [out, in] in the backward pass (what RigL's growth
-    ranks; only where an updater asks for it)."""
+def _cast_for_autocast(x, values, bias):
     cast = _autocast_dtype(x.device.type)
     if cast is not None and x.is_floating_point():
         x, values = x.to(cast), values.to(cast)
         bias = None if bias is None else bias.to(cast)
-    _check(x, values, bias, pattern)
-    if _compiling():
-        if dense_grad_sink is not None:
-            raise RuntimeError("sparse_linear: a dense-gradient sink (a mask update that ranks the dense gradient) "
-                               "cannot run inside torch.compile; run update steps eagerly")
-        return _custom_op_linear(x, values, bias, pattern)
-    return _SparseLinear.apply(x, values, bias, pattern, dense_grad_sink)
+    return x, values, bias
+
+
+def sparse_linear(x, values, pattern, bias=None, *, dense_grad_sink=None):
+    """x [..., in] times the sparse weight (pattern's format and pattern, these
+    values) transposed, plus bias [out]. dense_grad_sink: a callable handed the
+    dense gradient dy^T x [out, in] in the backward pass (what RigL's growth
+    ranks; only where an updater asks for it). Eager only: under torch.compile
+    use SparseLinear, whose pattern the compiled op finds by the layer."""
+    if compiling():
+        raise RuntimeError("sparse_linear: inside torch.compile, use coppice.torch.SparseLinear (the compiled op "
+                           "reads the layer's pattern); the function takes a coppice.Tensor, which a graph cannot")
+    dtype = _autocast_dtype(x.device.type) if x.is_floating_point() else None
+    return _SparseLinear.apply(x, values, bias, pattern, dense_grad_sink, dtype)
 
 
 # ---- torch.library: the opaque op torch.compile sees (PyTorch 2.4 and later) ----------------------------------
+#
+# A custom op's arguments are tensors and scalars, so the compiled op names
+# its layer by an int key (layer_key: a SparseLinear registers itself) and
+# looks the pattern up when it runs: a mask update between steps needs no
+# recompilation. Inside the op everything is the eager path's code.
 
-def _compiling():
+def compiling():
     compiler = getattr(torch, "compiler", None)
     return compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling()
 
 
-_OPS = hasattr(torch, "library") and hasattr(torch.library, "custom_op")
-_library_patterns = {}  # pattern id -> pattern, for ops whose arguments can only be tensors and scalars
+OPS = hasattr(torch, "library") and hasattr(torch.library, "custom_op")
+_layers = weakref.WeakValueDictionary()  # key -> the SparseLinear it names
+_keys = itertools.count(1)
 
 
-def _custom_op_linear(x, values, bias, pattern):
-    if not _OPS:
-        raise RuntimeError(f"sparse_linear: torch.compile needs torch.library.custom_op (PyTorch 2.4 or later); "
+def layer_key(layer):
+    """A process-wide key for `layer` (a SparseLinear), by which the compiled op finds its pattern."""
+    key = next(_keys)
+    _layers[key] = layer
+    return key
+
+
+def _pattern_of(key):
+    return _layers[key].pattern()
+
+
+def layer_linear(x, values, bias, key):
+    """SparseLinear's product inside torch.compile: coppice::sparse_linear."""
+    if not OPS:
+        raise RuntimeError(f"coppice.torch: torch.compile needs torch.library.custom_op (PyTorch 2.4 or later); "
                            f"this is PyTorch {torch.__version__}")
-    _library_patterns[id(pattern)] = pattern
-    return torch.ops.coppice.sparse_linear(x, values, bias, id(pattern))
+    x, values, bias = _cast_for_autocast(x, values, bias)
+    return torch.ops.coppice.sparse_linear(x, values, bias, key)
 
 
-if _OPS:
+if OPS:
     @torch.library.custom_op("coppice::sparse_linear", mutates_args=())
-    def _op_forward(x: torch.Tensor, values: torch.Tensor, bias: torch.Tensor | None, pattern_id: int) -> torch.Tensor:
-        return _forward(x.contiguous(), values, bias, _library_patterns[pattern_id])
+    def _op_forward(x: torch.Tensor, values: torch.Tensor, bias: Optional[torch.Tensor], key: int) -> torch.Tensor:
+        pattern = _pattern_of(key)
+        x = x.contiguous()
+        _check(x, values, bias, pattern)
+        return _forward(x, values, bias, pattern)
 
     @_op_forward.register_fake
-    def _(x, values, bias, pattern_id):
-        return x.new_empty((*x.shape[:-1], _library_patterns[pattern_id].shape[0]))
+    def _(x, values, bias, key):
+        return x.new_empty((*x.shape[:-1], _layers[key].out_features))
 
     @torch.library.custom_op("coppice::sparse_linear_backward", mutates_args=())
-    def _op_backward(dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor, pattern_id: int,
-                     needs_x: bool, needs_values: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        dx, dvalues = _backward(dy.contiguous(), x.contiguous(), values, _library_patterns[pattern_id], needs_x,
-                                needs_values)
+    def _op_backward(dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor, key: int, needs_x: bool,
+                     needs_values: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        dx, dvalues = _backward(dy.contiguous(), x.contiguous(), values, _pattern_of(key), needs_x, needs_values)
         # A custom op returns tensors: an empty one stands for "not asked".
         return (dx if dx is not None else x.new_empty(0), dvalues if dvalues is not None else values.new_empty(0))
 
     @_op_backward.register_fake
-    def _(dy, x, values, pattern_id, needs_x, needs_values):
+    def _(dy, x, values, key, needs_x, needs_values):
         return (torch.empty_like(x) if needs_x else x.new_empty(0),
                 torch.empty_like(values) if needs_values else values.new_empty(0))
 
     def _setup_context(ctx, inputs, output):
-        x, values, bias, pattern_id = inputs
+        x, values, bias, key = inputs
         ctx.save_for_backward(x, values)
-        ctx.pattern_id = pattern_id
+        ctx.key = key
         ctx.has_bias = bias is not None
 
     def _op_autograd(ctx, dy):
         x, values = ctx.saved_tensors
         needs_x, needs_values = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        dx, dvalues = torch.ops.coppice.sparse_linear_backward(dy, x, values, ctx.pattern_id, needs_x, needs_values)
+        dx, dvalues = torch.ops.coppice.sparse_linear_backward(dy, x, values, ctx.key, needs_x, needs_values)
         dbias = dy.reshape(-1, dy.shape[-1]).sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
         return (dx if needs_x else None, dvalues if needs_values else None, dbias, None)
 

@@ -48,8 +48,7 @@ def adopt_pattern(layer, optimizer, weight, keep_from):
     kept = keep >= 0
     source = keep[kept]
     state = optimizer.state.get(layer.values) if optimizer is not None else None
-    layer.set_pattern(weight)
-    layer.values.grad = None  # the old pattern's gradient
+    layer.set_pattern(weight)  # clears the old pattern's gradient too
     if not state:
         return
     for key, value in list(state.items()):

@@ -15,6 +15,7 @@ import coppice
 
 from ._exchange import to_coppice, to_torch
 from ._patterns import pattern_tensor
+from . import functional
 from .functional import sparse_linear
 
 # Formats a SparseLinear takes, with the unit its selection ranks: an entry,
@@ -129,6 +130,12 @@ class SparseLinear(torch.nn.Module):
         for name in self._index_names:
             self.register_buffer(name, parts[name])
         self._dense_grad_sink = None
+        self._key = functional.layer_key(self)  # how the compiled op (torch.compile) finds this layer
+
+    def __setstate__(self, state):
+        # A copy (copy.deepcopy, pickle) is a layer of its own for the compiled op.
+        super().__setstate__(state)
+        self._key = functional.layer_key(self)
 
     # ---- the pattern ---------------------------------------------------------------------------------------
 
@@ -152,7 +159,8 @@ class SparseLinear(torch.nn.Module):
         """Adopts a sparse coppice.Tensor [out, in] of this format (a mask
         update's result): its index parts become the buffers and its values are
         written into the same nn.Parameter (resized when the number of stored
-        entries changed), so optimizers keep their reference."""
+        entries changed), so optimizers keep their reference; the values'
+        gradient (of the old pattern) is cleared."""
         if weight.format != self.format or list(weight.shape) != list(self.shape):
             raise ValueError(f"SparseLinear.set_pattern: expected a {self.format} tensor of shape {list(self.shape)}, "
                              f"got {weight.format} {list(weight.shape)}")
@@ -163,6 +171,7 @@ class SparseLinear(torch.nn.Module):
                 self.values.copy_(values)
             else:
                 self.values.data = values.clone()
+        self.values.grad = None  # a gradient of the old pattern
         for name in self._index_names:
             self._buffers[name] = parts[name].to(self.values.device)
 
@@ -178,6 +187,11 @@ class SparseLinear(torch.nn.Module):
     # ---- running it ----------------------------------------------------------------------------------------
 
     def forward(self, x):
+        if functional.compiling():
+            if self._dense_grad_sink is not None:
+                raise RuntimeError("SparseLinear: a mask update's dense-gradient capture (RigL's update steps) "
+                                   "cannot run inside torch.compile; run update steps on the eager module")
+            return functional.layer_linear(x, self.values, self.bias, self._key)
         return sparse_linear(x, self.values, self.pattern(), self.bias, dense_grad_sink=self._dense_grad_sink)
 
     def dense_weight(self):
