@@ -179,3 +179,76 @@ def test_lenet300_rigl_loop_matches_the_trainer():
           f"trainer {100 * job['test_accuracy']:.2f} %")
     assert abs(ours["densities"]["0"] - 0.080) < 0.002 and ours["densities"]["4"] == 1.0
     assert abs(ours["test_accuracy"] - job["test_accuracy"]) <= 0.003
+
+
+def test_growth_policy_and_prune_criterion_written_over_torch_tensors():
+    seen = {}
+
+    def grow_first(layer, step, k, candidates, weight, gradient):
+        seen["types"] = (type(candidates), type(weight), type(gradient))
+        seen.setdefault("layers", set()).add(layer)
+        return candidates[:k]  # the lowest free positions
+
+    def smallest_first(step, weight, values):
+        return -weight.abs()  # drop the largest magnitudes: the opposite of magnitude pruning
+
+    ct.register_growth_policy("torch_grow_first", grow_first)
+    ct.register_prune_criterion("torch_drop_largest", smallest_first)
+    model = _model("csr")
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    updater = ct.MaskUpdater(model, opt, growth="torch_grow_first", prune="torch_drop_largest", end_step=10,
+                             interval=5, drop_fraction=0.25)
+    layer = model[0]
+    before_mask = _stored(layer)
+    _train_step(model, opt, updater, 0, torch.randn(8, 32), torch.randint(0, 8, (8,)))
+    w_after_step = layer.dense_weight()
+    updater.step(0)
+    assert seen["types"] == (torch.Tensor, torch.Tensor, torch.Tensor) and seen["layers"] == {"0", "2"}
+    after_mask = _stored(layer)
+    dropped, grown = before_mask & ~after_mask, after_mask & ~before_mask
+    assert dropped.any() and grown.any()
+    # The dropped entries are the largest survivors of the step; the grown ones the lowest free positions.
+    assert w_after_step[dropped].abs().min() >= w_after_step[before_mask & after_mask].abs().max()
+    free = (~before_mask).flatten().nonzero().flatten()
+    assert torch.equal(grown.flatten().nonzero().flatten(), free[:int(grown.sum())])
+
+
+def _ddp_rank(rank, world, init_file, out_file):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    torch.manual_seed(0)  # the same model and pattern on every rank
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    ct.sparsify_(model, [{"regex": "[02]", "format": "csr", "density": 0.3}])
+    ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    updater = ct.MaskUpdater(model, opt, method="rigl", end_step=8, interval=2, drop_fraction=0.3, seed=3)
+    g = torch.Generator().manual_seed(100 + rank)  # each rank its own batches
+    for step in range(8):
+        x, y = torch.randn(16, 32, generator=g), torch.randint(0, 8, (16,), generator=g)
+        updater.begin_step(step)
+        loss = torch.nn.functional.cross_entropy(ddp(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        updater.step(step)
+    weights = torch.cat([model[0].dense_weight().flatten(), model[2].dense_weight().flatten()])
+    gathered = [torch.empty_like(weights) for _ in range(world)]
+    dist.all_gather(gathered, weights)
+    if rank == 0:
+        torch.save({"same": all(torch.equal(gathered[0], w) for w in gathered[1:]),
+                    "itop": updater.itop_rate("0"), "density": model[0].density}, out_file)
+    dist.destroy_process_group()
+
+
+def test_rigl_under_distributed_data_parallel_keeps_replicas_identical(tmp_path):
+    """Two CPU ranks (gloo), different batches: the compact gradients all-reduced by DDP, RigL's dense gradients
+    averaged by the updater, so both replicas pick the same masks and hold the same weights."""
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    out = tmp_path / "result.pt"
+    mp.spawn(_ddp_rank, args=(2, str(tmp_path / "init"), str(out)), nprocs=2, join=True)
+    result = torch.load(out)
+    assert result["same"], "the replicas' weights differ"
+    assert result["itop"] > 0.3 and abs(result["density"] - 0.3) < 0.01

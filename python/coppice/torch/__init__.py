@@ -22,7 +22,8 @@ except ImportError as e:  # pragma: no cover - the message is the point
 from .functional import sparse_linear  # noqa: E402
 from .mask_updates import GROWTH, GradualMagnitudePruning, MaskUpdater, adopt_pattern  # noqa: E402
 from .modules import FORMATS, SparseLinear, keep_mask  # noqa: E402
+from .policies import register_growth_policy, register_prune_criterion  # noqa: E402
 from .sparsify import sparsify_  # noqa: E402
 
 __all__ = ["FORMATS", "GROWTH", "GradualMagnitudePruning", "MaskUpdater", "SparseLinear", "adopt_pattern", "keep_mask",
-           "sparse_linear", "sparsify_"]
+           "register_growth_policy", "register_prune_criterion", "sparse_linear", "sparsify_"]
