@@ -250,6 +250,46 @@ def test_torch_compile_runs_the_layer_as_an_opaque_op(device):
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
 
 
+@_parametrize("device", DEVICES)
+def test_sr_ste_projects_forward_and_passes_the_dense_gradient_straight_through(device):
+    torch.manual_seed(6)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 16)).to(device)
+    ct.sparsify_(model, [{"name": "0", "format": "nm", "sr_ste": {"decay": 0.1, "interval": 2}}])
+    layer = model[0]
+    assert isinstance(layer, ct.SrSteLinear) and layer.weight.shape == (16, 32)
+    assert torch.equal(layer.mask.view(16, 8, 4).sum(-1), torch.full((16, 8), 2, device=device))
+    x = torch.randn(8, 32, device=device, requires_grad=True)
+    projected = (layer.weight * layer.mask).detach()
+    y = layer(x)
+    torch.testing.assert_close(y, torch.nn.functional.linear(x, projected, layer.bias), rtol=2e-4, atol=2e-4)
+    g = torch.randn_like(y)
+    (y * g).sum().backward()
+    torch.testing.assert_close(x.grad, g @ projected, rtol=2e-4, atol=2e-4)
+    expected = g.t() @ x.detach() + 0.1 * layer.weight.detach() * ~layer.mask
+    torch.testing.assert_close(layer.weight.grad, expected, rtol=2e-4, atol=2e-4)
+    # The mask follows the weight every `interval` training forwards.
+    with torch.no_grad():
+        layer.weight.neg_().add_(torch.randn_like(layer.weight))
+    layer(x)  # the second forward: interval 2 keeps the mask
+    kept = layer.mask.clone()
+    layer(x)  # the third recomputes it
+    assert torch.equal(layer.mask, coppice_mask(layer.weight)) and not torch.equal(layer.mask, kept)
+
+
+def coppice_mask(weight):
+    return ct.functional.to_torch(coppice.nm_mask(ct.functional.to_coppice(weight.detach().float().cpu()), 2, 4)).to(
+        weight.device)
+
+
+def test_sr_ste_gradcheck_of_x_in_float64():
+    """x's gradient is the true one (W's is straight-through by design, checked entry by entry above)."""
+    torch.manual_seed(7)
+    layer = ct.SrSteLinear(8, 4, decay=0.0).double()
+    layer.refresh_mask()
+    x = torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x: layer(x), (x,))
+
+
 def test_errors_name_what_is_wrong():
     _, layer = _layer("bsr", "cpu")
     with _raises(ValueError, "does not end in the weight's 64 input features"):
@@ -264,6 +304,10 @@ def test_errors_name_what_is_wrong():
         ct.SparseLinear(24, 16, format="bsr", block=16)
     with _raises(TypeError, "expected an nn.Linear"):
         ct.SparseLinear.from_dense(torch.nn.Conv2d(1, 1, 1))
+    with _raises(ValueError, "sr_ste, which trains n:m weights: its format must be nm"):
+        ct.sparsify_(torch.nn.Sequential(torch.nn.Linear(8, 8)), [{"name": "0", "format": "csr", "sr_ste": True}])
+    with _raises(ValueError, "decay must be finite and >= 0"):
+        ct.SrSteLinear(8, 8, decay=-1.0)
 
 
 def _toy_cnn():

@@ -24,6 +24,7 @@ from .mask_updates import GROWTH, GradualMagnitudePruning, MaskUpdater, adopt_pa
 from .modules import FORMATS, SparseLinear, keep_mask  # noqa: E402
 from .policies import register_growth_policy, register_prune_criterion  # noqa: E402
 from .sparsify import sparsify_  # noqa: E402
+from .sr_ste import SrSteLinear  # noqa: E402
 
 __all__ = ["FORMATS", "GROWTH", "GradualMagnitudePruning", "MaskUpdater", "SparseLinear", "adopt_pattern", "keep_mask",
-           "register_growth_policy", "register_prune_criterion", "sparse_linear", "sparsify_"]
+           "register_growth_policy", "register_prune_criterion", "sparse_linear", "sparsify_", "SrSteLinear"]

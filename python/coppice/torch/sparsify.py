@@ -13,8 +13,10 @@ weights kept, overall) by `distribution`: uniform, er or erk, computed as the
 trainer's sparsity.distribution does (coppice.layer_densities). Each
 selected nn.Linear becomes a SparseLinear keeping its largest entries or
 blocks (criterion "magnitude") or random ones ("random"), on its device and
-dtype. A rule that selects nothing, or selects a module that is not an
-nn.Linear, is an error.
+dtype. A rule with "sr_ste" (format nm; True, or a dict of decay, interval
+and transposable) makes SrSteLinear layers instead: a dense weight trained by
+SR-STE through its n:m projection. A rule that selects nothing, or selects a
+module that is not an nn.Linear, is an error.
 """
 import re
 
@@ -23,8 +25,9 @@ import torch
 import coppice
 
 from .modules import SparseLinear, format_attributes
+from .sr_ste import SrSteLinear
 
-_RULE_KEYS = {"name", "regex", "format", "block", "n", "m", "density"}
+_RULE_KEYS = {"name", "regex", "format", "block", "n", "m", "density", "sr_ste"}
 
 
 def _check_rule(i, rule):
@@ -37,6 +40,14 @@ def _check_rule(i, rule):
         raise ValueError(f"sparsify_: rule {i} needs exactly one of 'name' and 'regex', got {rule}")
     fmt = rule.get("format", "bsr")
     format_attributes(fmt, rule.get("block", 64), rule.get("n", 2), rule.get("m", 4))  # checks the format
+    sr_ste = rule.get("sr_ste")
+    if sr_ste is not None and sr_ste is not False:
+        if fmt != "nm":
+            raise ValueError(f"sparsify_: rule {i} asks for sr_ste, which trains n:m weights: its format must be nm, "
+                             f"got {fmt!r}")
+        if not (sr_ste is True or (isinstance(sr_ste, dict) and set(sr_ste) <= {"decay", "interval", "transposable"})):
+            raise ValueError(f"sparsify_: rule {i}'s sr_ste must be True or a dict of decay, interval and "
+                             f"transposable, got {sr_ste!r}")
     if "density" in rule and not 0.0 <= float(rule["density"]) <= 1.0:
         raise ValueError(f"sparsify_: rule {i}'s density must be in [0, 1], got {rule['density']}")
     try:
@@ -87,8 +98,13 @@ def sparsify_(model, rules, *, density=None, distribution="erk", criterion="magn
         rule = rules[i]
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        sparse = SparseLinear.from_dense(getattr(parent, child), rule.get("format", "bsr"), densities[name],
-                                         rule.get("block", 64), rule.get("n", 2), rule.get("m", 4), criterion,
-                                         generator)
+        sr_ste = rule.get("sr_ste")
+        if sr_ste:
+            options = sr_ste if isinstance(sr_ste, dict) else {}
+            sparse = SrSteLinear.from_dense(getattr(parent, child), rule.get("n", 2), rule.get("m", 4), **options)
+        else:
+            sparse = SparseLinear.from_dense(getattr(parent, child), rule.get("format", "bsr"), densities[name],
+                                             rule.get("block", 64), rule.get("n", 2), rule.get("m", 4), criterion,
+                                             generator)
         setattr(parent, child, sparse)
     return model
