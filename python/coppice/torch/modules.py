@@ -132,6 +132,11 @@ class SparseLinear(torch.nn.Module):
         self._dense_grad_sink = None
         self._key = functional.layer_key(self)  # how the compiled op (torch.compile) finds this layer
 
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_pattern_memo", None)  # rebuilt on first use, from the copy's own buffers
+        return state
+
     def __setstate__(self, state):
         # A copy (copy.deepcopy, pickle) is a layer of its own for the compiled op.
         super().__setstate__(state)
@@ -149,7 +154,18 @@ class SparseLinear(torch.nn.Module):
 
     def pattern(self):
         """The coppice.Tensor of this pattern (its values are not the weight's: use sparse_weight())."""
-        return pattern_tensor(self.format, self.shape, self.attributes, self.index_parts(), self.values.detach())
+        # The layer's own fast path before the shared cache: the same buffer
+        # objects at the same versions (what every step but a mask update sees).
+        # The memo holds the buffers themselves, so a replaced one cannot pass
+        # for its successor.
+        buffers = [self._buffers[name] for name in self._index_names]
+        versions = [b._version for b in buffers]
+        memo = self.__dict__.get("_pattern_memo")
+        if memo is not None and memo[1] == versions and all(a is b for a, b in zip(memo[0], buffers)):
+            return memo[2]
+        tensor = pattern_tensor(self.format, self.shape, self.attributes, self.index_parts(), self.values.detach())
+        self.__dict__["_pattern_memo"] = (buffers, versions, tensor)
+        return tensor
 
     def sparse_weight(self):
         """The weight as a coppice.Tensor on the values' memory (no copy)."""
