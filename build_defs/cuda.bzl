@@ -6,7 +6,9 @@ and Hopper and JIT-compiles on anything newer. A library may name its own
 `gencode` instead: Hopper's arch-specific instructions (wgmma, setmaxnreg)
 need sm_90a, whose code runs on compute capability 9.0 alone, so such a
 library's kernels are built for it only and its callers check the device. The objects then go into a
-normal cc_library, which links the CUDA runtime and libraries dynamically.
+normal cc_library, which links @cuda//:cudart: the CUDA runtime statically,
+and forwarders that find cuBLAS, cuBLASLt and cuSPARSE by name at run time
+(third_party/cuda.BUILD, tensor/cuda/lazy/library.h).
 """
 
 NVCC = "/usr/local/cuda/bin/nvcc"

@@ -26,8 +26,13 @@
 
 namespace coppice {
 
-// True when this build has CUDA and NCCL and a GPU is visible.
+// True when this build has CUDA, a GPU is visible and libnccl.so.2 loads
+// (a CUDA build finds it at run time: tensor/cuda/lazy/library.h).
 bool nccl_available();
+
+// Why nccl_available() is false, e.g. "libnccl.so.2 could not be loaded
+// (...). Looked in: ..."; "" when it is true.
+std::string nccl_unavailable_reason();
 
 struct NcclOptions {
   // Bounds each collective (counted from its issue, so work queued on the

@@ -15,6 +15,7 @@
 #include "distributed/tcp_rendezvous.h"
 #include "tensor/backend.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/lazy/library.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/ops.h"
 
@@ -34,6 +35,11 @@ void ensure_nccl_env() {
 }
 
 std::string nccl_error_text(ncclResult_t r, ncclComm_t comm) {
+  // libnccl.so.2 is found at run time (tensor/cuda/lazy/library.h): missing, it says so.
+  if (r == ncclSystemError) {
+    const std::string missing = cuda::cuda_library_load_error(cuda::CudaLibrary::kNccl);
+    if (!missing.empty()) return missing;
+  }
   std::string s = ncclGetErrorString(r);
   const char* last = ncclGetLastError(comm);
   if (last != nullptr && last[0] != '\0') s += str_cat(" (", last, ")");
@@ -590,7 +596,12 @@ Work NcclCommunicator::barrier() { return issue(Collective::kBarrier, Tensor(), 
 
 // ---- distributed/nccl.h ----
 
-bool nccl_available() { return cuda_available(); }
+bool nccl_available() { return nccl_unavailable_reason().empty(); }
+
+std::string nccl_unavailable_reason() {
+  if (!cuda_available()) return "no CUDA GPU is visible";
+  return cuda::cuda_library_load_error(cuda::CudaLibrary::kNccl);
+}
 
 std::string nccl_unique_id() {
   ensure_nccl_env();

@@ -11,6 +11,8 @@ namespace {
 
 bool nccl_available() { return false; }
 
+std::string nccl_unavailable_reason() { return "this build has no CUDA (build with --define=cuda=1)"; }
+
 std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv&, int, const NcclOptions&) { no_cuda(); }
 
 std::string nccl_unique_id() { no_cuda(); }

@@ -295,7 +295,7 @@ TrainingSummary run_job(ValidatedJob validated, const JobRunOptions& opts) {
   // Each rank takes the GPU of its local rank.
   const int gpus = cuda_device_count();
   if (gpus == 0) fail("distributed.backend nccl: no CUDA GPU is visible on this machine; use backend inproc");
-  if (!nccl_available()) fail("distributed.backend nccl: NCCL is not available in this build");
+  if (!nccl_available()) fail("distributed.backend nccl: NCCL is not available: ", nccl_unavailable_reason());
   if (env->local_rank >= gpus)
     fail("distributed: local rank ", env->local_rank, " needs GPU ", env->local_rank, " but this machine has ", gpus,
          " GPU", gpus == 1 ? "" : "s");

@@ -22,11 +22,10 @@ A growth policy in Python, used from a job by name (mask_update.growth):
 import builtins as _builtins
 import sys as _sys
 
-from . import _libraries
-
-_libraries.load()  # a CUDA build's CUDA libraries, found by name (tools/wheel drops the RUNPATH)
-
-from ._coppice import *  # noqa: F401,F403,E402  (the module's whole API)
+# A CUDA build needs no CUDA library to import: it finds them by name when GPU
+# work first needs one (_libraries.py says where; _libraries.cuda_libraries()
+# reports which are found).
+from ._coppice import *  # noqa: F401,F403  (the module's whole API)
 from . import _coppice
 from ._coppice import data, kernels, nn, optim
 

@@ -1,18 +1,20 @@
-"""Loads the CUDA libraries of a CUDA build of coppice._coppice before the module.
+"""Which CUDA libraries a CUDA build of coppice._coppice would find, for diagnostics.
 
-tools/wheel removes the module's RUNPATH (the build's /usr/local/cuda/lib64)
-and writes the CUDA libraries it names (its NEEDED entries: libcudart,
-libcublas, libcublasLt, libcusparse, libnccl) into coppice/_build.py. Each is
-loaded here by that name from the first place that has it, so the module's
-own NEEDED entries then resolve to the loaded copies wherever CUDA is:
+The module needs none of CUDA's libraries to import or to run CPU work: it
+links the CUDA runtime statically and finds cuBLAS, cuBLASLt, cuSPARSE and
+NCCL by name the first time GPU work calls one (tensor/cuda/lazy/library.h),
+looking, in order, in:
 
   1. $CUDA_HOME/lib64, $CUDA_PATH/lib64 (when set);
   2. the dynamic loader's own search: LD_LIBRARY_PATH, then ldconfig's cache;
   3. /usr/local/cuda/lib64, then /usr/local/cuda-*/lib64, newest name first.
 
-A library found nowhere stops the import with an ImportError that names it.
-A CPU build (COPPICE_CUDA=0 tools/setup) names none, and the sources (no
-_build.py) load nothing here.
+($COPPICE_CUDA_LIBRARY_DIR, when set, replaces that search with its one
+directory.) A library found nowhere fails only the GPU work that needs it,
+with a coppice.Error naming it and those places. tools/wheel writes the
+sonames the module looks for into coppice/_build.py (none in a CPU build;
+the sources, without _build.py, name none either). cuda_libraries() looks
+for them here the same way, without importing the module.
 """
 import ctypes
 import glob
@@ -23,46 +25,31 @@ try:
 except ImportError:
     CUDA_LIBRARIES = ()
 
-_loaded = []  # the handles, kept for the life of the process
+
+def _candidates(name):
+    only = os.environ.get("COPPICE_CUDA_LIBRARY_DIR")
+    if only:
+        return [os.path.join(only, name)]
+    first = [os.path.join(os.environ[v], "lib64", name) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    last = ["/usr/local/cuda/lib64"] + sorted(glob.glob("/usr/local/cuda-*/lib64"), reverse=True)
+    return first + [name] + [os.path.join(d, name) for d in last]
 
 
-def _directories():
-    dirs = [os.path.join(os.environ[v], "lib64") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    return dirs, ["/usr/local/cuda/lib64"] + sorted(glob.glob("/usr/local/cuda-*/lib64"), reverse=True)
-
-
-def _load(name, first, last):
-    errors = []
-    for path in [os.path.join(d, name) for d in first] + [name] + [os.path.join(d, name) for d in last]:
+def _find(name):
+    error = "not found"
+    for path in _candidates(name):
         if os.sep in path and not os.path.exists(path):
             continue
         try:
-            _loaded.append(ctypes.CDLL(path))
-            return None
+            ctypes.CDLL(path)  # loads it, as the module's first GPU call would
+            return path, None
         except OSError as e:
-            errors.append(str(e))
-    return errors[-1] if errors else "not found"
+            error = str(e)
+    return None, error
 
 
-def load():
-    """Loads CUDA_LIBRARIES; raises ImportError naming those found nowhere."""
-    if not CUDA_LIBRARIES:
-        return
-    first, last = _directories()
-    missing = {}
-    for name in CUDA_LIBRARIES:
-        error = _load(name, first, last)
-        if error is not None:
-            missing[name] = error
-    if missing:
-        looked = first + ["LD_LIBRARY_PATH and ldconfig's cache", "/usr/local/cuda/lib64", "/usr/local/cuda-*/lib64"]
-        raise ImportError(
-            "coppice: this wheel is a CUDA build and needs the CUDA libraries "
-            + ", ".join(CUDA_LIBRARIES)
-            + " even on the CPU; not found: "
-            + ", ".join(missing)
-            + f" ({next(iter(missing.values()))}). Looked in: "
-            + ", ".join(looked)
-            + ". Install CUDA 13, or set CUDA_HOME (its lib64) or LD_LIBRARY_PATH to where its libraries are;"
-            " or build a CPU wheel: COPPICE_CUDA=0 tools/setup && tools/wheel."
-        )
+def cuda_libraries():
+    """{soname: where it loads from (a path, or the bare soname for the
+    loader's own search), or None} for each CUDA library this build looks for
+    at run time; {} for a CPU build. Loads each library it finds."""
+    return {name: _find(name)[0] for name in CUDA_LIBRARIES}

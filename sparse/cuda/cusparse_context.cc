@@ -9,6 +9,7 @@
 
 #include "sparse/cuda/cusparse_internal.h"
 #include "tensor/backend.h"
+#include "tensor/cuda/lazy/library.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/error.h"
 
@@ -49,6 +50,12 @@ void check_cuda_operand_pair(const std::vector<Tensor>& in, std::string_view op)
 
 void check_cusparse(cusparseStatus_t status, std::string_view op, std::string_view what) {
   if (status == CUSPARSE_STATUS_SUCCESS) return;
+  // libcusparse.so.12 is found at run time (tensor/cuda/lazy/library.h):
+  // missing, it says so.
+  if (status == CUSPARSE_STATUS_NOT_INITIALIZED) {
+    const std::string missing = cuda::cuda_library_load_error(cuda::CudaLibrary::kCusparse);
+    if (!missing.empty()) fail(op, ": ", missing, " (in ", what, ")");
+  }
   fail(op, ": cuSPARSE error ", cusparseGetErrorName(status), ": ", cusparseGetErrorString(status), " (in ", what, ")");
 }
 

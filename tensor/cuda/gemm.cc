@@ -17,8 +17,10 @@
 #include <array>
 #include <climits>
 #include <mutex>
+#include <string>
 
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/lazy/library.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/dispatcher.h"
 #include "tensor/precision.h"
@@ -30,6 +32,11 @@ constexpr int kMaxDevices = 64;
 
 void check_cublas(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
+  // libcublas.so.13 is found at run time (lazy/library.h): missing, it says so.
+  if (status == CUBLAS_STATUS_NOT_INITIALIZED) {
+    const std::string missing = cuda_library_load_error(CudaLibrary::kCublas);
+    if (!missing.empty()) fail("gemm: ", missing, " (in ", what, ")");
+  }
   fail("gemm: cuBLAS error ", cublasGetStatusName(status), ": ", cublasGetStatusString(status), " (in ", what, ")");
 }
 

@@ -57,8 +57,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <tuple>
 
+#include "tensor/cuda/lazy/library.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/dispatcher.h"
 #include "tensor/op_profile.h"
@@ -74,6 +76,11 @@ constexpr uintptr_t kAlignment = 16;  // what every operand must have, and all t
 
 void check_lt(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
+  // libcublasLt.so.13 is found at run time (lazy/library.h): missing, it says so.
+  if (status == CUBLAS_STATUS_NOT_INITIALIZED) {
+    const std::string missing = cuda_library_load_error(CudaLibrary::kCublasLt);
+    if (!missing.empty()) fail("linear_lt: ", missing, " (in ", what, ")");
+  }
   fail("linear_lt: cuBLASLt error ", cublasLtGetStatusName(status), ": ", cublasLtGetStatusString(status), " (in ",
        what, ")");
 }
