@@ -44,6 +44,11 @@ def _dense_weight_grad(dy, x, out_features):
     return dy.reshape(-1, out_features).t().matmul(x.reshape(-1, x.shape[-1]))
 
 
+def _bias_grad(dy):
+    """The bias's gradient: dy summed over every leading dimension."""
+    return dy.reshape(-1, dy.shape[-1]).sum(0)
+
+
 def _forward(x, values, bias, pattern):
     with coppice_stream(x.device):
         weight = coppice.kernels.with_values(pattern, to_coppice(values))
@@ -83,7 +88,7 @@ class _SparseLinear(torch.autograd.Function):
         needs_x, needs_values, needs_bias = ctx.needs_input_grad[:3]
         dy = _cast(dy, x.dtype).contiguous()
         dx, dvalues = _backward(dy, x, values, ctx.pattern, needs_x, needs_values)
-        dbias = dy.reshape(-1, dy.shape[-1]).sum(0) if needs_bias else None
+        dbias = _bias_grad(dy) if needs_bias else None
         if ctx.sink is not None:
             ctx.sink(_dense_weight_grad(dy, x, dy.shape[-1]))
         x_dtype, values_dtype, bias_dtype = ctx.dtypes
@@ -109,11 +114,8 @@ def _check(x, values, bias, pattern):
 
 
 def _cast_for_autocast(x, values, bias):
-    cast = _autocast_dtype(x.device.type)
-    if cast is not None and x.is_floating_point():
-        x, values = x.to(cast), values.to(cast)
-        bias = None if bias is None else bias.to(cast)
-    return x, values, bias
+    dtype = _autocast_dtype(x.device.type) if x.is_floating_point() else None
+    return _cast(x, dtype), _cast(values, dtype), _cast(bias, dtype)
 
 
 def sparse_linear(x, values, pattern, bias=None, *, dense_grad_sink=None):
@@ -200,7 +202,7 @@ if OPS:
         x, values = ctx.saved_tensors
         needs_x, needs_values = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         dx, dvalues = torch.ops.coppice.sparse_linear_backward(dy, x, values, ctx.key, needs_x, needs_values)
-        dbias = dy.reshape(-1, dy.shape[-1]).sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        dbias = _bias_grad(dy) if ctx.has_bias and ctx.needs_input_grad[2] else None
         return (dx if needs_x else None, dvalues if needs_values else None, dbias, None)
 
     _op_forward.register_autograd(_op_autograd, setup_context=_setup_context)

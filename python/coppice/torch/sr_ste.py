@@ -17,9 +17,9 @@ import torch
 
 import coppice
 
-from ._exchange import coppice_stream, to_coppice, to_torch
+from ._exchange import to_coppice, to_torch
 from ._patterns import pattern_tensor
-from .functional import _autocast_dtype, _cast, _forward
+from .functional import _autocast_dtype, _backward, _bias_grad, _cast, _dense_weight_grad, _forward
 from .modules import sparse_parts
 
 
@@ -40,18 +40,15 @@ class _SrSteLinear(torch.autograd.Function):
         x, values, weight, mask = ctx.saved_tensors
         needs_x, needs_w, needs_b = ctx.needs_input_grad[:3]
         dy = _cast(dy, x.dtype).contiguous()
-        dy2, x2 = dy.reshape(-1, dy.shape[-1]), x.reshape(-1, x.shape[-1])
         dx = dw = db = None
         if needs_x:
-            with coppice_stream(dy.device):
-                p = coppice.kernels.with_values(ctx.pattern, to_coppice(values))
-                dx = to_torch(coppice.kernels.linear_backward(to_coppice(dy), to_coppice(x), p, True, False)[0])
+            dx = _backward(dy, x, values, ctx.pattern, True, False)[0]
         if needs_w:  # straight-through: the dense gradient, plus the sparse-refined term
-            dw = dy2.t().matmul(x2).to(weight.dtype)
+            dw = _dense_weight_grad(dy, x, dy.shape[-1]).to(weight.dtype)
             if ctx.decay:
                 dw = dw.add_(weight.detach() * ~mask, alpha=ctx.decay)
         if needs_b:
-            db = dy2.sum(0)
+            db = _bias_grad(dy)
         x_dtype, _, bias_dtype = ctx.dtypes
         return _cast(dx, x_dtype), dw, _cast(db, bias_dtype), None, None, None, None
 
