@@ -10,6 +10,7 @@
 #include <pybind11/stl.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -75,6 +76,96 @@ py::tuple linear_backward(const py::object& dy_obj, const py::object& x_obj, con
   return py::make_tuple(tensor_or_none(dx), tensor_or_none(dw));
 }
 
+// ---- one call per direction: what coppice.torch's autograd function runs ------------------------
+//
+// Each call of a torch autograd function pays for every Python step in it
+// (a DLPack capsule each way, a torch cast op, the stream check), so the
+// whole of a direction is one C++ call here: the casts to the compute dtype
+// and back, the product(s) and the bias gradient. Operands and results are
+// DLPack capsules (torch.utils.dlpack's), used without a copy.
+
+// None, or a dtype by Coppice's name ("bf16"), for `what` of `op`.
+std::optional<DType> dtype_arg(const py::object& name, const char* op, const char* what) {
+  if (name.is_none()) return std::nullopt;
+  DType d;
+  COPPICE_CHECK(py::isinstance<py::str>(name) && dtype_from_name(name.cast<std::string>(), &d), op, ": ", what,
+                " must be a dtype name such as 'bf16' or None, got ", py::repr(name).cast<std::string>());
+  return d;
+}
+
+Tensor cast_to(const Tensor& t, std::optional<DType> dtype) { return dtype && t.defined() ? t.to(*dtype) : t; }
+
+py::object capsule_or_none(const Tensor& t) { return t.defined() ? py::object(to_dlpack(t)) : py::object(py::none()); }
+
+// (y, x as computed or None when it is x, values as computed or None when
+// they are values): y = x W^T + b in `dtype` (None: the operands' own), W =
+// pattern at `values`. The backward wants x and the values as computed.
+py::tuple sparse_linear_forward(const py::object& x_obj, const py::object& values_obj, const py::object& pattern_obj,
+                                const py::object& bias_obj, const py::object& dtype_obj) {
+  const char* op = "coppice.kernels.sparse_linear_forward";
+  const std::optional<DType> dtype = dtype_arg(dtype_obj, op, "dtype");
+  const Tensor x_in = tensor_of_any(x_obj, str_cat(op, ": x"));
+  const Tensor values_in = tensor_of_any(values_obj, str_cat(op, ": values"));
+  const Tensor pattern = tensor_of_any(pattern_obj, str_cat(op, ": pattern"));
+  const Tensor b_in = bias_obj.is_none() ? Tensor() : tensor_of_any(bias_obj, str_cat(op, ": bias"));
+  COPPICE_CHECK(pattern.is_sparse(), op, ": pattern must be sparse, got a dense tensor");
+  check_linear_operands(x_in, pattern, op);
+  COPPICE_CHECK(!b_in.defined() || (b_in.is_dense() && b_in.shape() == Shape{pattern.size(0)}), op,
+                ": bias must be dense of shape [", pattern.size(0), "], got ", b_in.format(), " ",
+                shape_to_string(b_in.shape()));
+  Tensor x, values, y;
+  {
+    py::gil_scoped_release release;
+    x = cast_to(x_in, dtype).contiguous();
+    values = cast_to(values_in, dtype);
+    const Tensor b = cast_to(b_in, dtype);
+    COPPICE_CHECK(x.dtype() == values.dtype() && (!b.defined() || b.dtype() == x.dtype()), op, ": x is ",
+                  dtype_name(x.dtype()), ", values ", dtype_name(values.dtype()),
+                  b.defined() ? str_cat(", bias ", dtype_name(b.dtype())) : std::string(),
+                  " (give a dtype to compute in, or cast them to one)");
+    y = linear(x, with_values(pattern, values), b);
+  }
+  return py::make_tuple(to_dlpack(y), x.is_same(x_in) ? py::object(py::none()) : py::object(to_dlpack(x)),
+                        values.is_same(values_in) ? py::object(py::none()) : py::object(to_dlpack(values)));
+}
+
+// (dx, dvalues, dbias), each None where not asked: the gradients of
+// sparse_linear_forward given dy, from x and the values as it computed
+// them, each cast to its dtype argument (None: as computed).
+py::tuple sparse_linear_backward(const py::object& dy_obj, const py::object& x_obj, const py::object& values_obj,
+                                 const py::object& pattern_obj, bool x_grad, bool values_grad, bool bias_grad,
+                                 const py::object& dx_dtype_obj, const py::object& dvalues_dtype_obj,
+                                 const py::object& dbias_dtype_obj) {
+  const char* op = "coppice.kernels.sparse_linear_backward";
+  const std::optional<DType> dx_dtype = dtype_arg(dx_dtype_obj, op, "dx_dtype");
+  const std::optional<DType> dvalues_dtype = dtype_arg(dvalues_dtype_obj, op, "dvalues_dtype");
+  const std::optional<DType> dbias_dtype = dtype_arg(dbias_dtype_obj, op, "dbias_dtype");
+  const Tensor dy_in = tensor_of_any(dy_obj, str_cat(op, ": dy"));
+  const Tensor x = tensor_of_any(x_obj, str_cat(op, ": x"));
+  const Tensor values = tensor_of_any(values_obj, str_cat(op, ": values"));
+  const Tensor pattern = tensor_of_any(pattern_obj, str_cat(op, ": pattern"));
+  COPPICE_CHECK(pattern.is_sparse(), op, ": pattern must be sparse, got a dense tensor");
+  check_linear_operands(x, pattern, op);
+  Shape expected = x.shape();
+  expected.back() = pattern.size(0);
+  COPPICE_CHECK(dy_in.is_dense() && dy_in.shape() == expected, op, ": dy must be dense of shape ",
+                shape_to_string(expected), " (x's leading dimensions, then the weight's ", pattern.size(0),
+                " outputs), got ", dy_in.format(), " ", shape_to_string(dy_in.shape()));
+  Tensor dx, dvalues, dbias;
+  {
+    py::gil_scoped_release release;
+    const Tensor w = with_values(pattern, values);
+    const Tensor dy = dy_in.to(x.dtype()).reshape({-1, w.size(0)}).contiguous();
+    if (x_grad) dx = cast_to(matmul(dy, w).reshape(x.shape()), dx_dtype);
+    if (values_grad) {
+      const Tensor x2 = x.reshape({-1, w.size(1)}).contiguous();
+      dvalues = cast_to(coppice::values(sddmm(dy.t(), x2, w)), dvalues_dtype);
+    }
+    if (bias_grad) dbias = cast_to(sum(dy, {0}), dbias_dtype);
+  }
+  return py::make_tuple(capsule_or_none(dx), capsule_or_none(dvalues), capsule_or_none(dbias));
+}
+
 }  // namespace
 
 void bind_kernels(py::module_& m) {
@@ -90,6 +181,17 @@ void bind_kernels(py::module_& m) {
         "The gradients of linear(x, weight) given dy (x's leading shape, then out): (dx or None, the weight's "
         "gradient or None). A sparse weight's gradient is its values' (dy^T x sampled at its pattern, "
         "values(weight)'s shape); a dense one's is [out, in]. The bias gradient is dy summed over its rows.");
+  k.def("sparse_linear_forward", &sparse_linear_forward, py::arg("x"), py::arg("values"), py::arg("pattern"),
+        py::arg("bias") = py::none(), py::arg("dtype") = py::none(),
+        "coppice.torch's forward in one call: y = x W^T + b with W = pattern at values, computed in dtype (a "
+        "dtype name, or None for the operands' own); operands are DLPack capsules or producers. Returns DLPack "
+        "capsules (y, x as computed or None where it is x, values as computed or None where they are values).");
+  k.def("sparse_linear_backward", &sparse_linear_backward, py::arg("dy"), py::arg("x"), py::arg("values"),
+        py::arg("pattern"), py::arg("x_grad"), py::arg("values_grad"), py::arg("bias_grad"),
+        py::arg("dx_dtype") = py::none(), py::arg("dvalues_dtype") = py::none(), py::arg("dbias_dtype") = py::none(),
+        "coppice.torch's backward in one call, from x and values as sparse_linear_forward computed them: DLPack "
+        "capsules (dx, dvalues, dbias), None where not asked, each cast to its dtype argument (None: as "
+        "computed). dvalues is compact (values' shape), dbias dy summed over its rows.");
   k.def(
       "with_values",
       [](const py::object& pattern, const py::object& v) {

@@ -119,8 +119,8 @@ void check_writable(const Tensor& t, const std::string& what);
 py::capsule to_dlpack(const Tensor& t);
 Tensor from_dlpack(const py::object& obj);
 // A Tensor as is; a DLPack producer other than a NumPy array (a PyTorch
-// tensor, on the CPU or a GPU) through from_dlpack, on its memory; anything
-// else through tensor_of. A refusal (the producer's own, a PyTorch tensor
+// tensor, on the CPU or a GPU) or an unused DLPack capsule through
+// from_dlpack, on its memory; anything else through tensor_of. A refusal (the producer's own, a PyTorch tensor
 // that requires grad, or from_dlpack's) is a coppice.Error naming `what`.
 Tensor tensor_of_any(const py::object& o, const std::string& what);
 

@@ -159,6 +159,11 @@ Tensor from_dlpack(const py::object& obj) {
 }
 
 Tensor tensor_of_any(const py::object& o, const std::string& what) {
+  if (PyCapsule_CheckExact(o.ptr())) {  // a bare DLPack capsule (torch.utils.dlpack.to_dlpack's)
+    try {
+      return from_dlpack(o);
+    } catch (const Error& e) { fail(what, ": ", e.what()); }
+  }
   if (py::isinstance<Tensor>(o) || py::isinstance<py::array>(o) || !py::hasattr(o, "__dlpack__")) {
     return tensor_of(o, what);
   }

@@ -98,20 +98,22 @@ def test_tensors_cross_without_copies(device):
     _, layer = _layer("bsr", device)
     x = torch.randn(4, 64, device=device)
     seen = {}
-    real = coppice.kernels.linear
+    real = coppice.kernels.sparse_linear_forward
 
-    def spy(xc, w, b):
-        seen["x"], seen["values"] = xc.data_ptr(), w.parts()["values"].data_ptr()
-        out = real(xc, w, b)
-        seen["y"] = out.data_ptr()
-        return out
+    def spy(x_capsule, values_capsule, pattern, bias, dtype):  # DLPack capsules in and out
+        xc, vc = coppice.from_dlpack(x_capsule), coppice.from_dlpack(values_capsule)
+        seen["x"], seen["values"] = xc.data_ptr(), vc.data_ptr()
+        y, x_used, values_used = real(xc, vc, pattern, bias, dtype)
+        yc = coppice.from_dlpack(y)
+        seen["y"], seen["copied"] = yc.data_ptr(), (x_used, values_used)
+        return yc.__dlpack__(), x_used, values_used
 
-    coppice.kernels.linear = spy
+    coppice.kernels.sparse_linear_forward = spy
     try:
         y = layer(x)
     finally:
-        coppice.kernels.linear = real
-    assert seen == {"x": x.data_ptr(), "values": layer.values.data_ptr(), "y": y.data_ptr()}
+        coppice.kernels.sparse_linear_forward = real
+    assert seen == {"x": x.data_ptr(), "values": layer.values.data_ptr(), "y": y.data_ptr(), "copied": (None, None)}
 
 
 @_parametrize("device", DEVICES)
@@ -325,6 +327,41 @@ def test_errors_name_what_is_wrong():
         ct.sparsify_(torch.nn.Sequential(torch.nn.Linear(8, 8)), [{"name": "0", "format": "csr", "sr_ste": True}])
     with _raises(ValueError, "decay must be finite and >= 0"):
         ct.SrSteLinear(8, 8, decay=-1.0)
+
+
+def test_one_call_kernels_cast_and_check_their_operands():
+    # coppice.kernels.sparse_linear_forward/_backward, what the autograd function calls: casts inside, capsules
+    # (or DLPack producers) in, capsules out, and errors that name the argument.
+    from torch.utils import dlpack
+    _, layer = _layer("bsr", "cpu")
+    x = torch.randn(3, 64)
+    pattern = layer.pattern()
+    y, x_used, values_used = coppice.kernels.sparse_linear_forward(x, layer.values.detach(), pattern,
+                                                                   layer.bias.detach(), "f64")
+    y, x_used, values_used = (dlpack.from_dlpack(c) for c in (y, x_used, values_used))
+    assert (y.dtype, x_used.dtype, values_used.dtype) == (torch.float64,) * 3
+    assert torch.allclose(y, (x.double() @ layer.dense_weight().double().t() + layer.bias.double()).detach())
+    dy = torch.randn(3, 32)
+    dx, dvalues, dbias = coppice.kernels.sparse_linear_backward(dy, x_used, values_used, pattern, True, True, True,
+                                                                "f32", "f32", None)
+    dx, dvalues, dbias = (dlpack.from_dlpack(c) for c in (dx, dvalues, dbias))
+    assert (dx.dtype, dvalues.dtype, dbias.dtype) == (torch.float32, torch.float32, torch.float64)
+    assert torch.allclose(dbias, dy.double().sum(0))
+    assert torch.allclose(dx, dy @ layer.dense_weight(), atol=1e-5)
+    none = coppice.kernels.sparse_linear_backward(dy, x, layer.values.detach(), pattern, False, False, False)
+    assert none == (None, None, None)
+    with _raises(coppice.Error, "dtype must be a dtype name such as 'bf16' or None, got 'float'"):
+        coppice.kernels.sparse_linear_forward(x, layer.values.detach(), pattern, None, "float")
+    with _raises(coppice.Error, "x is f64, values f32 .give a dtype"):
+        coppice.kernels.sparse_linear_forward(x.double(), layer.values.detach(), pattern)
+    with _raises(coppice.Error, "pattern must be sparse"):
+        coppice.kernels.sparse_linear_forward(x, layer.values.detach(), coppice.from_dlpack(torch.zeros(32, 64)))
+    with _raises(coppice.Error, "bias must be dense of shape \\[32\\]"):
+        coppice.kernels.sparse_linear_forward(x, layer.values.detach(), pattern, torch.zeros(31))
+    with _raises(coppice.Error, "dy must be dense of shape \\[3, 32\\]"):
+        coppice.kernels.sparse_linear_backward(torch.zeros(3, 31), x, layer.values.detach(), pattern, True, True, True)
+    with _raises(coppice.Error, "sparse_linear_backward: dx_dtype must be a dtype name"):
+        coppice.kernels.sparse_linear_backward(dy, x, layer.values.detach(), pattern, True, True, True, 3)
 
 
 def _toy_cnn():

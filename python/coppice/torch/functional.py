@@ -21,6 +21,7 @@ import weakref
 from typing import Optional, Tuple
 
 import torch
+from torch.utils import dlpack as _dlpack
 
 import coppice
 
@@ -44,22 +45,44 @@ def _dense_weight_grad(dy, x, out_features):
     return dy.reshape(-1, out_features).t().matmul(x.reshape(-1, x.shape[-1]))
 
 
-def _bias_grad(dy):
-    """The bias's gradient: dy summed over every leading dimension."""
-    return dy.reshape(-1, dy.shape[-1]).sum(0)
+# Coppice's names of the dtypes a linear computes in or returns gradients in.
+_DTYPE_NAMES = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16", torch.float16: "f16"}
 
 
-def _forward(x, values, bias, pattern):
+def _dtype_name(dtype):
+    return None if dtype is None else _DTYPE_NAMES.get(dtype, str(dtype))
+
+
+def _capsule(t):
+    return None if t is None else _dlpack.to_dlpack(t.detach())
+
+
+def _tensor(capsule):
+    return None if capsule is None else _dlpack.from_dlpack(capsule)
+
+
+# Each direction is one C++ call (coppice.kernels.sparse_linear_forward and
+# _backward): the casts for autocast, the products and the bias gradient, on
+# DLPack capsules. Every Python step of an autograd function costs host time
+# a call, and a step's 64 such calls are what made it host-bound.
+
+def _forward(x, values, bias, pattern, dtype=None):
+    """(y, x as computed, values as computed): y = x W^T + b in dtype (None: the operands' own)."""
     with coppice_stream(x.device):
-        weight = coppice.kernels.with_values(pattern, to_coppice(values))
-        return to_torch(coppice.kernels.linear(to_coppice(x), weight, None if bias is None else to_coppice(bias)))
+        y, x_used, values_used = coppice.kernels.sparse_linear_forward(
+            _capsule(x), _capsule(values), pattern, _capsule(bias), _dtype_name(dtype))
+    return (_tensor(y), x if x_used is None else _tensor(x_used),
+            values if values_used is None else _tensor(values_used))
 
 
-def _backward(dy, x, values, pattern, needs_x, needs_values):
+def _backward(dy, x, values, pattern, needs_x, needs_values, needs_bias=False, dtypes=(None, None, None)):
+    """(dx, dvalues, dbias), None where not asked, from x and values as _forward computed them; dtypes: those
+    to return dx, dvalues and dbias in (None: the computed dtype)."""
     with coppice_stream(dy.device):
-        weight = coppice.kernels.with_values(pattern, to_coppice(values))
-        dx, dvalues = coppice.kernels.linear_backward(to_coppice(dy), to_coppice(x), weight, needs_x, needs_values)
-    return to_torch(dx), to_torch(dvalues)
+        dx, dvalues, dbias = coppice.kernels.sparse_linear_backward(
+            _capsule(dy), _capsule(x), _capsule(values), pattern, needs_x, needs_values, needs_bias,
+            *(_dtype_name(d) for d in dtypes))
+    return _tensor(dx), _tensor(dvalues), _tensor(dbias)
 
 
 def _cast(t, dtype):
@@ -73,29 +96,26 @@ class _SparseLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, values, bias, pattern, dense_grad_sink, dtype):
+        _check(x, values, bias, pattern, dtype)
         ctx.dtypes = (x.dtype, values.dtype, None if bias is None else bias.dtype)
-        x, values, bias = _cast(x, dtype).contiguous(), _cast(values, dtype), _cast(bias, dtype)
-        _check(x, values, bias, pattern)
         ctx.pattern = pattern
         ctx.sink = dense_grad_sink
+        y, x, values = _forward(x, values, bias, pattern, dtype)
         ctx.save_for_backward(x, values)
-        return _forward(x, values, bias, pattern)
+        return y
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
         x, values = ctx.saved_tensors
         needs_x, needs_values, needs_bias = ctx.needs_input_grad[:3]
-        dy = _cast(dy, x.dtype).contiguous()
-        dx, dvalues = _backward(dy, x, values, ctx.pattern, needs_x, needs_values)
-        dbias = _bias_grad(dy) if needs_bias else None
+        dx, dvalues, dbias = _backward(dy, x, values, ctx.pattern, needs_x, needs_values, needs_bias, ctx.dtypes)
         if ctx.sink is not None:
-            ctx.sink(_dense_weight_grad(dy, x, dy.shape[-1]))
-        x_dtype, values_dtype, bias_dtype = ctx.dtypes
-        return _cast(dx, x_dtype), _cast(dvalues, values_dtype), _cast(dbias, bias_dtype), None, None, None
+            ctx.sink(_dense_weight_grad(_cast(dy, x.dtype), x, dy.shape[-1]))
+        return dx, dvalues, dbias, None, None, None
 
 
-def _check(x, values, bias, pattern):
+def _check(x, values, bias, pattern, dtype=None):
     if not isinstance(pattern, coppice.Tensor) or pattern.format == "dense":
         raise TypeError(f"sparse_linear: pattern must be a sparse coppice.Tensor, got {type(pattern).__name__}"
                         + (" (dense)" if isinstance(pattern, coppice.Tensor) else ""))
@@ -104,7 +124,7 @@ def _check(x, values, bias, pattern):
     if x.dim() < 1 or x.shape[-1] != pattern.shape[1]:
         raise ValueError(f"sparse_linear: x of shape {list(x.shape)} does not end in the weight's "
                          f"{pattern.shape[1]} input features (weight {list(pattern.shape)})")
-    if x.dtype != values.dtype or (bias is not None and bias.dtype != x.dtype):
+    if dtype is None and (x.dtype != values.dtype or (bias is not None and bias.dtype != x.dtype)):
         raise TypeError(f"sparse_linear: x is {x.dtype}, values {values.dtype}"
                         + ("" if bias is None else f", bias {bias.dtype}")
                         + " (cast them to one dtype, or run under torch.autocast)")
@@ -172,9 +192,8 @@ if OPS:
     @torch.library.custom_op("coppice::sparse_linear", mutates_args=())
     def _op_forward(x: torch.Tensor, values: torch.Tensor, bias: Optional[torch.Tensor], key: int) -> torch.Tensor:
         pattern = _pattern_of(key)
-        x = x.contiguous()
         _check(x, values, bias, pattern)
-        return _forward(x, values, bias, pattern)
+        return _forward(x, values, bias, pattern)[0]
 
     @_op_forward.register_fake
     def _(x, values, bias, key):
@@ -182,15 +201,17 @@ if OPS:
 
     @torch.library.custom_op("coppice::sparse_linear_backward", mutates_args=())
     def _op_backward(dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor, key: int, needs_x: bool,
-                     needs_values: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-        dx, dvalues = _backward(dy.contiguous(), x.contiguous(), values, _pattern_of(key), needs_x, needs_values)
+                     needs_values: bool, needs_bias: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        dx, dvalues, dbias = _backward(dy, x, values, _pattern_of(key), needs_x, needs_values, needs_bias)
         # A custom op returns tensors: an empty one stands for "not asked".
-        return (dx if dx is not None else x.new_empty(0), dvalues if dvalues is not None else values.new_empty(0))
+        return (dx if dx is not None else x.new_empty(0), dvalues if dvalues is not None else values.new_empty(0),
+                dbias if dbias is not None else dy.new_empty(0))
 
     @_op_backward.register_fake
-    def _(dy, x, values, key, needs_x, needs_values):
+    def _(dy, x, values, key, needs_x, needs_values, needs_bias):
         return (torch.empty_like(x) if needs_x else x.new_empty(0),
-                torch.empty_like(values) if needs_values else values.new_empty(0))
+                torch.empty_like(values) if needs_values else values.new_empty(0),
+                dy.new_empty(dy.shape[-1]) if needs_bias else dy.new_empty(0))
 
     def _setup_context(ctx, inputs, output):
         x, values, bias, key = inputs
@@ -201,8 +222,9 @@ if OPS:
     def _op_autograd(ctx, dy):
         x, values = ctx.saved_tensors
         needs_x, needs_values = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        dx, dvalues = torch.ops.coppice.sparse_linear_backward(dy, x, values, ctx.key, needs_x, needs_values)
-        dbias = _bias_grad(dy) if ctx.has_bias and ctx.needs_input_grad[2] else None
-        return (dx if needs_x else None, dvalues if needs_values else None, dbias, None)
+        needs_bias = ctx.has_bias and ctx.needs_input_grad[2]
+        dx, dvalues, dbias = torch.ops.coppice.sparse_linear_backward(dy, x, values, ctx.key, needs_x, needs_values,
+                                                                      needs_bias)
+        return (dx if needs_x else None, dvalues if needs_values else None, dbias if needs_bias else None, None)
 
     _op_forward.register_autograd(_op_autograd, setup_context=_setup_context)

@@ -19,7 +19,7 @@ import coppice
 
 from ._exchange import to_coppice, to_torch
 from ._patterns import pattern_tensor
-from .functional import _autocast_dtype, _backward, _bias_grad, _cast, _dense_weight_grad, _forward
+from .functional import _autocast_dtype, _backward, _cast, _dense_weight_grad, _forward
 from .modules import sparse_parts
 
 
@@ -32,25 +32,21 @@ class _SrSteLinear(torch.autograd.Function):
         values = w.masked_select(mask).view(w.shape[0], -1)  # row-major: each group's kept entries in order
         ctx.save_for_backward(x, values, weight, mask)
         ctx.pattern, ctx.decay = pattern, decay
-        return _forward(x, values, _cast(bias, dtype), pattern)
+        return _forward(x, values, bias, pattern, dtype)[0]
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
         x, values, weight, mask = ctx.saved_tensors
         needs_x, needs_w, needs_b = ctx.needs_input_grad[:3]
-        dy = _cast(dy, x.dtype).contiguous()
-        dx = dw = db = None
-        if needs_x:
-            dx = _backward(dy, x, values, ctx.pattern, True, False)[0]
+        x_dtype, _, bias_dtype = ctx.dtypes
+        dx, _, db = _backward(dy, x, values, ctx.pattern, needs_x, False, needs_b, (x_dtype, None, bias_dtype))
+        dw = None
         if needs_w:  # straight-through: the dense gradient, plus the sparse-refined term
-            dw = _dense_weight_grad(dy, x, dy.shape[-1]).to(weight.dtype)
+            dw = _dense_weight_grad(_cast(dy, x.dtype), x, dy.shape[-1]).to(weight.dtype)
             if ctx.decay:
                 dw = dw.add_(weight.detach() * ~mask, alpha=ctx.decay)
-        if needs_b:
-            db = _bias_grad(dy)
-        x_dtype, _, bias_dtype = ctx.dtypes
-        return _cast(dx, x_dtype), dw, _cast(db, bias_dtype), None, None, None, None
+        return dx, dw, db, None, None, None, None
 
 
 class SrSteLinear(torch.nn.Module):
