@@ -37,10 +37,10 @@ def cpu_table(prof, steps, top):
               f"  {e.count / steps:6.1f}x  {e.key[:80]}")
 
 
-def gpt_case(fmt, compiled=False):
+def gpt_step(fmt, compiled=False):
+    """torch_train.py's GPT training step (SGD, bf16 autocast): dense, or with coppice.torch BSR 90 % 64x64."""
     args = tt.parse_args(["--models", "gpt", "--modes", "bf16", "--block", "64", "--sparsities", "0.9"])
-    dev = torch.device("cuda")
-    model, x, y, _ = tt.make_model("gpt", args, dev)
+    model, x, y, _ = tt.make_model("gpt", args, torch.device("cuda"))
     if fmt:
         tt.coppice_sparsify(model, "gpt", "coppice_bsr", 0.9, 64)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -54,6 +54,11 @@ def gpt_case(fmt, compiled=False):
         loss.backward()
         opt.step()
 
+    return step
+
+
+def gpt_case(fmt, compiled=False):
+    step = gpt_step(fmt, compiled)
     for _ in range(4):
         step()
     torch.cuda.synchronize()
@@ -70,8 +75,9 @@ def gpt_case(fmt, compiled=False):
     cpu_table(prof, 3, 30)
 
 
-for fmt, compiled in (("", False), ("bsr", False), ("bsr", True), ("", True)):
-    gpt_case(fmt, compiled)
-from torch._dynamo.utils import counters  # noqa: E402
-print("dynamo graph breaks:", dict(counters["graph_break"]))
-print("dynamo stats:", dict(counters["stats"]))
+if __name__ == "__main__":
+    for fmt, compiled in (("", False), ("bsr", False), ("bsr", True), ("", True)):
+        gpt_case(fmt, compiled)
+    from torch._dynamo.utils import counters
+    print("dynamo graph breaks:", dict(counters["graph_break"]))
+    print("dynamo stats:", dict(counters["stats"]))

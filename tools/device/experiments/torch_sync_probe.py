@@ -9,13 +9,12 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 import coppice
 
-sys.path.insert(0, "tools/bench")
-import torch_train as tt  # noqa: E402
+sys.path.insert(0, "tools/device/experiments")
+from torch_step_profile import gpt_step  # noqa: E402
 
 spent = collections.defaultdict(float)
 calls = collections.Counter()
@@ -39,19 +38,7 @@ def wrap(name):
 for name in real:
     setattr(coppice.kernels, name, wrap(name))
 
-args = tt.parse_args(["--models", "gpt", "--modes", "bf16", "--block", "64", "--sparsities", "0.9"])
-model, x, y, _ = tt.make_model("gpt", args, torch.device("cuda"))
-tt.coppice_sparsify(model, "gpt", "coppice_bsr", 0.9, 64)
-opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-
-
-def step():
-    opt.zero_grad(set_to_none=True)
-    with torch.autocast("cuda", torch.bfloat16):
-        out = model(x)
-        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-    loss.backward()
-    opt.step()
+step = gpt_step("bsr")
 
 
 for mode in (False, True, False):
