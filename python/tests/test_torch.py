@@ -300,6 +300,41 @@ def coppice_mask(weight):
         weight.device)
 
 
+def test_sr_ste_resumes_bit_identically_between_mask_recomputations():
+    # interval 3: the checkpoint (after 4 training forwards) falls between two recomputations, which only the
+    # saved forward count places on the same steps again.
+    def build():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
+        ct.sparsify_(model, [{"name": "0", "format": "nm", "sr_ste": {"decay": 0.05, "interval": 3}}])
+        return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def train(model, opt, steps):
+        for step in steps:
+            g = torch.Generator().manual_seed(step)
+            x, y = torch.randn(8, 32, generator=g), torch.randint(0, 8, (8,), generator=g)
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+
+    model, opt = build()
+    train(model, opt, range(4))
+    buffer = io.BytesIO()
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, buffer)
+    train(model, opt, range(4, 9))
+    buffer.seek(0)
+    saved = torch.load(buffer)
+    other, other_opt = build()
+    other.load_state_dict(saved["model"])
+    other_opt.load_state_dict(saved["opt"])
+    assert other[0]._forwards == 4
+    train(other, other_opt, range(4, 9))
+    for a, b in zip(model.state_dict().values(), other.state_dict().values()):
+        assert a == b if isinstance(a, dict) else torch.equal(a, b)
+    with _raises(RuntimeError, "not an SrSteLinear's"):
+        other[0].set_extra_state({"forwards": -1})
+
+
 def test_sr_ste_gradcheck_of_x_in_float64():
     """x's gradient is the true one (W's is straight-through by design, checked entry by entry above)."""
     torch.manual_seed(7)

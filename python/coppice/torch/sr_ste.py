@@ -106,6 +106,17 @@ class SrSteLinear(torch.nn.Module):
         dtype = _autocast_dtype(x.device.type) if x.is_floating_point() else None
         return _SrSteLinear.apply(x, self.weight, self.bias, self.mask, self.pattern(), self.decay, dtype)
 
+    # The count of training forwards decides when the mask is next recomputed, so a checkpoint keeps it: a
+    # resumed loop recomputes on the same steps as an uninterrupted one.
+    def get_extra_state(self):
+        return {"forwards": self._forwards}
+
+    def set_extra_state(self, state):
+        if not isinstance(state, dict) or not isinstance(state.get("forwards"), int) or state["forwards"] < 0:
+            raise RuntimeError(f"SrSteLinear.load_state_dict: the saved extra state is not an SrSteLinear's "
+                               f"({state!r})")
+        self._forwards = state["forwards"]
+
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
                 f"n={self.n}, m={self.m}, decay={self.decay}, interval={self.interval}")
