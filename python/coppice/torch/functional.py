@@ -11,8 +11,9 @@ dy^T x sampled at the pattern (never a dense [out, in] matrix).
 
 Tensors cross into Coppice and back through DLPack without copies. Under
 torch.autocast the product runs in the autocast dtype and the gradients come
-back in the master dtype (the casts are PyTorch's own ops, so autograd
-converts the gradients). Where the installed PyTorch has torch.library's
+back in the master dtype (Coppice casts inside the one call each direction
+makes; under torch.compile the casts are traced torch ops before the opaque
+op, and autograd converts the gradients). Where the installed PyTorch has torch.library's
 custom ops (2.4 and later), torch.compile sees SparseLinear's product as one
 opaque op (coppice::sparse_linear, and its backward) instead of tracing into it.
 """
@@ -63,8 +64,9 @@ def _tensor(capsule):
 
 # Each direction is one C++ call (coppice.kernels.sparse_linear_forward and
 # _backward): the casts for autocast, the products and the bias gradient, on
-# DLPack capsules. Every Python step of an autograd function costs host time
-# a call, and a step's 64 such calls are what made it host-bound.
+# DLPack capsules. Every torch op or Python step here is paid 64 times a GPT
+# step (32 layers, two directions): as separate casts and sums they kept the
+# compiled step host-bound (docs/benchmarks.md, issue 34).
 
 def _forward(x, values, bias, pattern, dtype=None):
     """(y, x as computed, values as computed): y = x W^T + b in dtype (None: the operands' own)."""
