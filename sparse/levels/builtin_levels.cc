@@ -1,0 +1,81 @@
+#include "sparse/levels/builtin_levels.h"
+
+#include <map>
+#include <string>
+
+#include "sparse/sparse_impl.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace coppice::levels {
+
+LevelFormat builtin_level_format(std::string_view format, int64_t rank, const FormatOptions& options,
+                                 std::string_view op) {
+  const bool matrix = format == "csr" || format == "csc" || format == "bsr" || format == "blocked_ell";
+  COPPICE_CHECK(rank >= 1 && (!matrix || rank == 2), op, ": the ", format, " format takes ",
+                matrix ? "matrices" : "tensors of at least one dimension", ", not ", rank, " dimensions");
+  LevelFormat f;
+  if (format == "csr") {
+    f.levels = {dense(0), compressed(1)};
+  } else if (format == "csc") {
+    f.levels = {dense(1), compressed(0)};
+  } else if (format == "coo") {
+    f.index_dtype = DType::kI64;
+    f.levels = {compressed(0, /*unique=*/false)};
+    for (int64_t d = 1; d < rank; ++d) f.levels.push_back(singleton(d));
+  } else if (format == "bsr" || format == "blocked_ell") {
+    const int64_t cols = options.block_cols != 0 ? options.block_cols : options.block_rows;
+    f.block = {options.block_rows, cols};
+    f.levels = {dense(0), format == "bsr" ? compressed(1) : ranged(1), dense(2), dense(3)};
+  } else if (format == "nm") {
+    for (int64_t d = 0; d + 1 < rank; ++d) f.levels.push_back(dense(d));
+    Level groups = n_out_of_m(rank - 1, options.n != 0 ? options.n : 2, options.m != 0 ? options.m : 4);
+    groups.index_dtype = DType::kU8;
+    f.levels.push_back(groups);
+  } else {
+    fail(op, ": '", format,
+         "' is not a built-in sparse format with a level declaration (csr, csc, coo, bsr, "
+         "blocked_ell, nm)");
+  }
+  return f;
+}
+
+LevelTensor level_tensor_of(const Tensor& t, std::string_view op) {
+  COPPICE_CHECK(t.defined() && t.is_sparse() && t.device().is_cpu(), op, ": needs a sparse tensor on the CPU");
+  const std::string format(t.format());
+  std::map<std::string, Tensor> parts;
+  for (auto& [name, part] : sparse_impl(t, op).parts()) parts[name] = part.contiguous();
+  const std::map<std::string, std::string> attributes = sparse_impl(t, op).attributes();
+  FormatOptions options;
+  if (const auto block = block_shape_of(t)) options = FormatOptions::block(block->first, block->second);
+  if (format == "nm") options = FormatOptions::nm(std::stoll(attributes.at("n")), std::stoll(attributes.at("m")));
+  const int64_t rank = t.dim();
+  LevelTensor lt{builtin_level_format(format, rank, options, op), t.shape(), {}, {}, Tensor()};
+  lt.positions.resize(lt.format.levels.size());
+  lt.coordinates.resize(lt.format.levels.size());
+  const Tensor values = parts.at("values");
+  lt.values = values.reshape({-1});
+  if (format == "csr" || format == "csc") {
+    lt.positions[1] = parts.at(format == "csr" ? "crow_indices" : "ccol_indices");
+    lt.coordinates[1] = parts.at(format == "csr" ? "col_indices" : "row_indices");
+  } else if (format == "coo") {
+    const Tensor& indices = parts.at("indices");  // [rank, nnz]
+    const int64_t nnz = indices.size(1);
+    lt.positions[0] = from_vector(std::vector<int64_t>{0, nnz}, {2});
+    for (int64_t d = 0; d < rank; ++d) lt.coordinates[static_cast<size_t>(d)] = indices.select(0, d).contiguous();
+  } else if (format == "bsr") {
+    lt.positions[1] = parts.at("crow_indices");
+    lt.coordinates[1] = parts.at("col_indices");
+  } else if (format == "blocked_ell") {
+    const Tensor& ell = parts.at("ell_col_indices");  // [block rows, slots]
+    const int64_t b = options.block_rows, block_rows = ell.size(0), slots = ell.size(1);
+    lt.coordinates[1] = ell.reshape({-1});
+    lt.values = values.reshape({block_rows, b, slots, b}).permute({0, 2, 1, 3}).contiguous().reshape({-1});
+  } else {  // nm
+    lt.coordinates.back() = parts.at("indices").reshape({-1});
+  }
+  check_level_tensor(lt, op);
+  return lt;
+}
+
+}  // namespace coppice::levels

@@ -1,0 +1,28 @@
+// The built-in sparse formats as level formats (level_format.h): their
+// declarations, and a built-in tensor's parts read as its declaration's.
+#pragma once
+
+#include <string_view>
+
+#include "sparse/formats.h"
+#include "sparse/levels/level_format.h"
+#include "sparse/levels/level_tensor.h"
+
+namespace coppice::levels {
+
+// The declaration of the built-in format `format` (csr, csc, coo, bsr,
+// blocked_ell, nm) for a tensor of `rank` dimensions with these options (the
+// block of bsr and blocked_ell, n and m of nm); throws naming `op` for
+// another format or a rank the format does not take.
+LevelFormat builtin_level_format(std::string_view format, int64_t rank, const FormatOptions& options,
+                                 std::string_view op);
+
+// A built-in sparse tensor (CPU) as a level tensor of its declaration. Its
+// index parts are the built-in's byte for byte, COO's first positions (which
+// COO does not store) made as [0, nnz]. Its values are the built-in's byte
+// for byte too, except Blocked-ELL's: cuSPARSE's layout interleaves a block
+// row's slots row by row, so they are copied into level order (block row,
+// slot, row in the block, column in the block).
+LevelTensor level_tensor_of(const Tensor& t, std::string_view op);
+
+}  // namespace coppice::levels

@@ -1,0 +1,81 @@
+// Formats as levels (issue 35): a sparse format declared by what each of its
+// levels stores, the model of TACO's level formats and of MLIR's
+// sparse_tensor encodings, so that validation, conversion and generic
+// kernels can be derived from the declaration instead of written per format.
+//
+// A level walks one dimension of the tensor, or of its blocked form: with
+// `block` set, dimension d of extent E splits into an outer dimension d
+// (E / block[d]) and an inner dimension rank + d (block[d]). Levels run
+// outermost first, each dimension exactly once. A level stores, per parent
+// position (the single root for the first level):
+//   dense       every coordinate of its dimension, implicitly (no index part);
+//   compressed  a run of coordinates: positions [parents + 1] and coordinates
+//               (unique: distinct and increasing within a parent; non-unique:
+//               one per stored point, COO's first level);
+//   singleton   one coordinate (below a non-unique level: COO's later levels);
+//   ranged      the same number of coordinate slots for every parent,
+//               increasing, then padded with -1 (ELL);
+//   n_out_of_m  for every group of m coordinates, n slots holding each stored
+//               coordinate's place within its group, increasing (n:m); a group
+//               with fewer stored entries stores zeros at free places.
+// The built-in formats in these terms (builtin_levels.h):
+//   csr (dense(0), compressed(1)), csc (dense(1), compressed(0)),
+//   coo (compressed(0, non-unique), singleton(1), ...),
+//   bsr blocked (dense(0), compressed(1), dense(2), dense(3)),
+//   blocked_ell blocked (dense(0), ranged(1), dense(2), dense(3)),
+//   nm (dense(0), ..., n_out_of_m(last)).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace coppice::levels {
+
+enum class LevelType : uint8_t { kDense, kCompressed, kSingleton, kRanged, kNOutOfM };
+
+struct Level {
+  LevelType type = LevelType::kDense;
+  int64_t dim = 0;     // the dimension (of the blocked form, when blocked) this level walks
+  bool unique = true;  // kCompressed: a parent's coordinates are distinct
+  int64_t n = 0;       // kNOutOfM: slots per group
+  int64_t m = 0;       // kNOutOfM: group size
+  // The dtype of this level's index parts; unset: the format's index_dtype.
+  std::optional<DType> index_dtype;
+};
+
+Level dense(int64_t dim);
+Level compressed(int64_t dim, bool unique = true);
+Level singleton(int64_t dim);
+Level ranged(int64_t dim);
+Level n_out_of_m(int64_t dim, int64_t n, int64_t m);
+
+struct LevelFormat {
+  std::vector<int64_t> block;  // empty, or the inner extent of every tensor dimension
+  std::vector<Level> levels;   // outermost first
+  DType index_dtype = DType::kI32;
+};
+
+std::string_view level_type_name(LevelType type);  // "dense", "compressed", ...
+// "blocked 2x2 (dense(0), compressed(1), dense(2), dense(3))".
+std::string describe(const LevelFormat& format);
+// The dtype of level `level`'s index parts.
+DType index_dtype_of(const LevelFormat& format, size_t level);
+
+// The extents of the dimensions the levels walk, for a tensor of `shape`
+// (the blocked form's 2 * rank when blocked). Call check_level_format first.
+Shape level_extents(const LevelFormat& format, const Shape& shape);
+
+// Throws, naming `op`, the level (its index and type) and the reason, when
+// `format` cannot hold a tensor of `shape`: a dimension walked twice or not
+// at all, a block that does not divide its dimension, a singleton not below
+// a non-unique level or a level other than a singleton below one, n and m
+// out of 1 <= n <= m <= 256 or m not dividing the dimension, an index dtype
+// other than i32 or i64 (u8 too for n_out_of_m).
+void check_level_format(const LevelFormat& format, const Shape& shape, std::string_view op);
+
+}  // namespace coppice::levels

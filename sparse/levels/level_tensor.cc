@@ -1,0 +1,448 @@
+#include "sparse/levels/level_tensor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace coppice::levels {
+namespace {
+
+std::vector<int64_t> strides_of(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+// The tensor's flat offset of the point whose coordinates, by the dimension
+// each level walks, are `at`.
+int64_t flat_offset(const LevelFormat& f, const Shape& shape, const std::vector<int64_t>& strides,
+                    const std::vector<int64_t>& at) {
+  const size_t rank = shape.size();
+  int64_t offset = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t i = f.block.empty() ? at[d] : at[d] * f.block[d] + at[rank + d];
+    offset += i * strides[d];
+  }
+  return offset;
+}
+
+std::vector<int64_t> as_i64(const Tensor& t) { return t.to(DType::kI64).contiguous().to_vector<int64_t>(); }
+
+Tensor index_tensor(const std::vector<int64_t>& v, DType dtype) {
+  return from_vector(v, {static_cast<int64_t>(v.size())}).to(dtype);
+}
+
+std::string level_label(const LevelFormat& f, size_t k) {
+  const Level& l = f.levels[k];
+  return str_cat("level ", k, " (", level_type_name(l.type), "(", l.dim, "))");
+}
+
+// The depth-first walk that lays out a level tensor from sorted stored
+// points. Visiting the parents of a level in increasing position order and
+// appending each one's children keeps every level's parts in level order.
+class Builder {
+ public:
+  Builder(const LevelFormat& f, const Shape& shape, const uint8_t* mask, std::string_view op)
+      : f_(f),
+        shape_(shape),
+        extents_(level_extents(f, shape)),
+        strides_(strides_of(shape)),
+        mask_(mask),
+        levels_(f.levels.size()),
+        pos_(levels_),
+        crd_(levels_),
+        at_(extents_.size(), 0),
+        op_(op) {}
+
+  void add_points() {
+    const int64_t numel = shape_numel(shape_);
+    const size_t rank = shape_.size();
+    std::vector<int64_t> dims(extents_.size());
+    std::vector<int64_t> all;
+    for (int64_t flat = 0; flat < numel; ++flat) {
+      if (mask_[flat] == 0) continue;
+      int64_t rest = flat;
+      for (size_t d = 0; d < rank; ++d) {
+        const int64_t i = rest / strides_[d];
+        rest %= strides_[d];
+        if (f_.block.empty()) {
+          dims[d] = i;
+        } else {
+          dims[d] = i / f_.block[d];
+          dims[rank + d] = i % f_.block[d];
+        }
+      }
+      for (const Level& l : f_.levels) all.push_back(dims[static_cast<size_t>(l.dim)]);
+    }
+    const size_t count = all.size() / levels_;
+    std::vector<size_t> order(count);
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return std::lexicographical_compare(all.begin() + static_cast<std::ptrdiff_t>(a * levels_),
+                                          all.begin() + static_cast<std::ptrdiff_t>((a + 1) * levels_),
+                                          all.begin() + static_cast<std::ptrdiff_t>(b * levels_),
+                                          all.begin() + static_cast<std::ptrdiff_t>((b + 1) * levels_));
+    });
+    points_.reserve(all.size());
+    for (size_t p : order)
+      points_.insert(points_.end(), all.begin() + static_cast<std::ptrdiff_t>(p * levels_),
+                     all.begin() + static_cast<std::ptrdiff_t>((p + 1) * levels_));
+    count_ = count;
+  }
+
+  // A ranged level's width: the most distinct coordinates any parent holds.
+  void measure_ranged_widths() {
+    widths_.assign(levels_, 0);
+    for (size_t l = 0; l < levels_; ++l) {
+      if (f_.levels[l].type != LevelType::kRanged) continue;
+      int64_t run = 0;
+      for (size_t p = 0; p < count_; ++p) {
+        const bool same_parent =
+            p > 0 && std::equal(&points_[p * levels_], &points_[p * levels_ + l], &points_[(p - 1) * levels_]);
+        if (!same_parent) run = 0;
+        if (!same_parent || at(p, l) != at(p - 1, l)) ++run;
+        widths_[l] = std::max(widths_[l], run);
+      }
+    }
+  }
+
+  void build() {
+    for (size_t l = 0; l < levels_; ++l) {
+      if (f_.levels[l].type == LevelType::kCompressed) pos_[l].push_back(0);
+    }
+    visit(0, 0, count_, false);
+  }
+
+  LevelTensor result(const Tensor& dense) const {
+    LevelTensor t{f_, shape_, std::vector<Tensor>(levels_), std::vector<Tensor>(levels_), Tensor()};
+    for (size_t l = 0; l < levels_; ++l) {
+      const LevelType type = f_.levels[l].type;
+      const DType index = index_dtype_of(f_, l);
+      if (type == LevelType::kCompressed) t.positions[l] = index_tensor(pos_[l], index);
+      if (type != LevelType::kDense) t.coordinates[l] = index_tensor(crd_[l], index);
+    }
+    const size_t item = dtype_size(dense.dtype());
+    t.values = empty({static_cast<int64_t>(leaves_.size())}, TensorOptions(dense.dtype()));
+    auto* out = static_cast<uint8_t*>(t.values.data_ptr());
+    const auto* in = static_cast<const uint8_t*>(dense.data_ptr());
+    for (size_t i = 0; i < leaves_.size(); ++i) {
+      if (leaves_[i] >= 0) {
+        std::memcpy(out + i * item, in + static_cast<size_t>(leaves_[i]) * item, item);
+      } else {
+        std::memset(out + i * item, 0, item);
+      }
+    }
+    return t;
+  }
+
+ private:
+  int64_t at(size_t p, size_t l) const { return points_[p * levels_ + l]; }
+  size_t run_end(size_t i, size_t hi, size_t l) const {
+    size_t j = i + 1;
+    while (j < hi && at(j, l) == at(i, l)) ++j;
+    return j;
+  }
+
+  // Points [lo, hi) share the coordinates of levels before l; `padding`: a
+  // ranged level's padding slot above (its entries are not stored).
+  void visit(size_t l, size_t lo, size_t hi, bool padding) {
+    if (l == levels_) {
+      const int64_t offset = flat_offset(f_, shape_, strides_, at_);
+      leaves_.push_back(!padding && mask_[offset] != 0 ? offset : -1);
+      return;
+    }
+    const Level& level = f_.levels[l];
+    const auto dim = static_cast<size_t>(level.dim);
+    const int64_t extent = extents_[dim];
+    switch (level.type) {
+      case LevelType::kDense: {
+        size_t i = lo;
+        for (int64_t c = 0; c < extent; ++c) {
+          size_t j = i;
+          while (j < hi && at(j, l) == c) ++j;
+          at_[dim] = c;
+          visit(l + 1, i, j, padding);
+          i = j;
+        }
+        break;
+      }
+      case LevelType::kCompressed:
+      case LevelType::kRanged: {
+        int64_t stored = 0;
+        for (size_t i = lo; i < hi; ++stored) {
+          const size_t j = level.type == LevelType::kCompressed && !level.unique ? i + 1 : run_end(i, hi, l);
+          crd_[l].push_back(at(i, l));
+          at_[dim] = at(i, l);
+          visit(l + 1, i, j, padding);
+          i = j;
+        }
+        if (level.type == LevelType::kCompressed) {
+          pos_[l].push_back(static_cast<int64_t>(crd_[l].size()));
+        } else {
+          for (; stored < widths_[l]; ++stored) {
+            crd_[l].push_back(-1);
+            at_[dim] = 0;
+            visit(l + 1, hi, hi, true);
+          }
+        }
+        break;
+      }
+      case LevelType::kSingleton:  // exactly one point: the level above is non-unique
+        crd_[l].push_back(at(lo, l));
+        at_[dim] = at(lo, l);
+        visit(l + 1, lo, hi, padding);
+        break;
+      case LevelType::kNOutOfM: {
+        size_t i = lo;
+        for (int64_t g = 0; g < extent / level.m; ++g) {
+          std::vector<std::pair<size_t, size_t>> runs(static_cast<size_t>(level.m), {hi, hi});
+          int64_t stored = 0;
+          while (i < hi && at(i, l) < (g + 1) * level.m) {
+            const size_t j = run_end(i, hi, l);
+            runs[static_cast<size_t>(at(i, l) - g * level.m)] = {i, j};
+            ++stored;
+            i = j;
+          }
+          COPPICE_CHECK(stored <= level.n, op_, ": ", level_label(f_, l), ": group ", g, " (coordinates ", g * level.m,
+                        " to ", (g + 1) * level.m - 1, ") of a parent stores ", stored,
+                        " entries, more than n = ", level.n);
+          // The stored places and the lowest free ones, increasing.
+          int64_t free = level.n - stored;
+          for (int64_t q = 0; q < level.m; ++q) {
+            const auto [a, b] = runs[static_cast<size_t>(q)];
+            const bool is_stored = a != b;
+            if (!is_stored && free == 0) continue;
+            if (!is_stored) --free;
+            crd_[l].push_back(q);
+            at_[dim] = g * level.m + q;
+            visit(l + 1, a, b, padding);
+          }
+        }
+        break;
+      }
+    }
+  }
+
+  const LevelFormat& f_;
+  const Shape& shape_;
+  const Shape extents_;
+  const std::vector<int64_t> strides_;
+  const uint8_t* mask_;
+  const size_t levels_;
+  std::vector<int64_t> points_;  // the stored points' coordinates in level order, sorted
+  size_t count_ = 0;
+  std::vector<int64_t> widths_;
+  std::vector<std::vector<int64_t>> pos_, crd_;
+  std::vector<int64_t> leaves_;  // each stored value's flat offset in the dense tensor, -1 for a zero
+  std::vector<int64_t> at_;      // the walk's coordinates, by dimension
+  std::string op_;
+};
+
+void check_index_part(const Tensor& t, const LevelFormat& f, size_t l, const char* part, int64_t size,
+                      std::string_view op) {
+  const std::string where = str_cat(op, ": ", level_label(f, l), ": ", part);
+  COPPICE_CHECK(t.defined(), where, " is missing");
+  COPPICE_CHECK(t.dim() == 1 && t.numel() == size, where, " must be 1-D of ", size, " entries, got shape ",
+                shape_to_string(t.shape()));
+  COPPICE_CHECK(t.dtype() == index_dtype_of(f, l), where, " must be ", dtype_name(index_dtype_of(f, l)), ", got ",
+                dtype_name(t.dtype()));
+  COPPICE_CHECK(t.device().is_cpu(), where, " must be on the CPU, got ", t.device().to_string());
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> level_parts(const LevelTensor& t) {
+  std::map<std::string, Tensor> parts{{"values", t.values}};
+  for (size_t l = 0; l < t.positions.size(); ++l) {
+    if (t.positions[l].defined()) parts[str_cat("positions_", l)] = t.positions[l];
+    if (t.coordinates[l].defined()) parts[str_cat("coordinates_", l)] = t.coordinates[l];
+  }
+  return parts;
+}
+
+LevelTensor level_from_mask(const Tensor& dense, const Tensor& mask, const LevelFormat& format, std::string_view op) {
+  COPPICE_CHECK(dense.defined() && dense.is_dense() && dense.device().is_cpu(), op, ": needs dense values on the CPU");
+  COPPICE_CHECK(mask.defined() && mask.is_dense() && mask.dtype() == DType::kBool && mask.shape() == dense.shape(), op,
+                ": the mask must be a dense bool tensor of the values' shape ", shape_to_string(dense.shape()));
+  check_level_format(format, dense.shape(), op);
+  const Tensor values = dense.contiguous();
+  const Tensor keep = mask.to(Device::cpu()).to(DType::kU8).contiguous();
+  Builder builder(format, dense.shape(), static_cast<const uint8_t*>(keep.data_ptr()), op);
+  builder.add_points();
+  builder.measure_ranged_widths();
+  builder.build();
+  return builder.result(values);
+}
+
+void check_level_tensor(const LevelTensor& t, std::string_view op) {
+  const LevelFormat& f = t.format;
+  check_level_format(f, t.shape, op);
+  const size_t levels = f.levels.size();
+  COPPICE_CHECK(t.positions.size() == levels && t.coordinates.size() == levels, op, ": ", levels,
+                " levels, but parts for ", t.positions.size(), " and ", t.coordinates.size());
+  const Shape extents = level_extents(f, t.shape);
+  int64_t parents = 1;
+  for (size_t l = 0; l < levels; ++l) {
+    const Level& level = f.levels[l];
+    const int64_t extent = extents[static_cast<size_t>(level.dim)];
+    const std::string where = str_cat(op, ": ", level_label(f, l));
+    COPPICE_CHECK(level.type == LevelType::kCompressed || !t.positions[l].defined(), where,
+                  ": has positions, which only a compressed level stores");
+    COPPICE_CHECK(level.type != LevelType::kDense || !t.coordinates[l].defined(), where,
+                  ": has coordinates, which a dense level does not store");
+    std::vector<int64_t> crd;
+    auto coordinates = [&](int64_t size) {
+      check_index_part(t.coordinates[l], f, l, "coordinates", size, op);
+      crd = as_i64(t.coordinates[l]);
+    };
+    auto in_range = [&](int64_t c, size_t q, int64_t bound) {
+      COPPICE_CHECK(c >= 0 && c < bound, where, ": coordinate ", q, " is ", c, ", outside [0, ", bound, ")");
+    };
+    switch (level.type) {
+      case LevelType::kDense: parents *= extent; break;
+      case LevelType::kCompressed: {
+        check_index_part(t.positions[l], f, l, "positions", parents + 1, op);
+        const std::vector<int64_t> pos = as_i64(t.positions[l]);
+        COPPICE_CHECK(pos[0] == 0, where, ": positions must start at 0, got ", pos[0]);
+        for (size_t p = 1; p < pos.size(); ++p) {
+          COPPICE_CHECK(pos[p] >= pos[p - 1], where, ": positions decrease at ", p, " (", pos[p - 1], " then ", pos[p],
+                        ")");
+        }
+        coordinates(pos.back());
+        for (size_t p = 0; p + 1 < pos.size(); ++p) {
+          for (auto q = static_cast<size_t>(pos[p]); q < static_cast<size_t>(pos[p + 1]); ++q) {
+            in_range(crd[q], q, extent);
+            COPPICE_CHECK(!level.unique || q == static_cast<size_t>(pos[p]) || crd[q] > crd[q - 1], where,
+                          ": coordinates of parent ", p, " are not increasing at ", q);
+          }
+        }
+        parents = pos.back();
+        break;
+      }
+      case LevelType::kSingleton:
+        coordinates(parents);
+        for (size_t q = 0; q < crd.size(); ++q) in_range(crd[q], q, extent);
+        break;
+      case LevelType::kRanged: {
+        const int64_t size = t.coordinates[l].defined() ? t.coordinates[l].numel() : 0;
+        COPPICE_CHECK(parents > 0 ? size % parents == 0 : size == 0, where, ": ", size,
+                      " coordinates are not the same number for each of ", parents, " parents");
+        coordinates(size);
+        const int64_t width = parents > 0 ? size / parents : 0;
+        for (size_t q = 0; q < crd.size(); ++q) {
+          const bool first = q % static_cast<size_t>(width) == 0;
+          if (crd[q] == -1) continue;
+          in_range(crd[q], q, extent);
+          COPPICE_CHECK(first || (crd[q - 1] != -1 && crd[q] > crd[q - 1]), where, ": slot ", q,
+                        " is not increasing, or follows padding");
+        }
+        parents *= width;
+        break;
+      }
+      case LevelType::kNOutOfM: {
+        const int64_t slots = parents * (extent / level.m) * level.n;
+        coordinates(slots);
+        for (size_t q = 0; q < crd.size(); ++q) {
+          in_range(crd[q], q, level.m);
+          COPPICE_CHECK(q % static_cast<size_t>(level.n) == 0 || crd[q] > crd[q - 1], where, ": places of group ",
+                        q / static_cast<size_t>(level.n), " are not increasing at ", q);
+        }
+        parents = slots;
+        break;
+      }
+    }
+  }
+  COPPICE_CHECK(t.values.defined() && t.values.dim() == 1 && t.values.numel() == parents, op,
+                ": values must be 1-D of ", parents, " entries (the last level's positions), got ",
+                t.values.defined() ? shape_to_string(t.values.shape()) : std::string("none"));
+  COPPICE_CHECK(t.values.device().is_cpu(), op, ": values must be on the CPU, got ", t.values.device().to_string());
+}
+
+Tensor level_to_dense(const LevelTensor& t) {
+  check_level_tensor(t, "level_to_dense");
+  const LevelFormat& f = t.format;
+  const size_t levels = f.levels.size();
+  const Shape extents = level_extents(f, t.shape);
+  const std::vector<int64_t> strides = strides_of(t.shape);
+  std::vector<std::vector<int64_t>> pos(levels), crd(levels);
+  std::vector<int64_t> widths(levels, 0);
+  int64_t parents = 1;
+  for (size_t l = 0; l < levels; ++l) {
+    const Level& level = f.levels[l];
+    if (t.positions[l].defined()) pos[l] = as_i64(t.positions[l]);
+    if (t.coordinates[l].defined()) crd[l] = as_i64(t.coordinates[l]);
+    const int64_t extent = extents[static_cast<size_t>(level.dim)];
+    switch (level.type) {
+      case LevelType::kDense: parents *= extent; break;
+      case LevelType::kCompressed: parents = pos[l].back(); break;
+      case LevelType::kSingleton: break;
+      case LevelType::kRanged:
+        widths[l] = parents > 0 ? static_cast<int64_t>(crd[l].size()) / parents : 0;
+        parents *= widths[l];
+        break;
+      case LevelType::kNOutOfM: parents *= extent / level.m * level.n; break;
+    }
+  }
+  const std::vector<double> values = t.values.to(DType::kF64).to_vector<double>();
+  // An entry's first value is copied (f64 holds every values dtype exactly, -0 and NaN included), later
+  // ones (a non-unique level's duplicates) added.
+  std::vector<double> out(static_cast<size_t>(shape_numel(t.shape)), 0.0);
+  std::vector<char> written(out.size(), 0);
+  std::vector<int64_t> at(extents.size(), 0);
+  auto visit = [&](auto&& self, size_t l, int64_t p) -> void {
+    if (l == levels) {
+      const auto offset = static_cast<size_t>(flat_offset(f, t.shape, strides, at));
+      out[offset] =
+          written[offset] != 0 ? out[offset] + values[static_cast<size_t>(p)] : values[static_cast<size_t>(p)];
+      written[offset] = 1;
+      return;
+    }
+    const Level& level = f.levels[l];
+    const auto dim = static_cast<size_t>(level.dim);
+    const int64_t extent = extents[dim];
+    const std::vector<int64_t>& c = crd[l];
+    switch (level.type) {
+      case LevelType::kDense:
+        for (int64_t i = 0; i < extent; ++i) {
+          at[dim] = i;
+          self(self, l + 1, p * extent + i);
+        }
+        break;
+      case LevelType::kCompressed:
+        for (int64_t q = pos[l][static_cast<size_t>(p)]; q < pos[l][static_cast<size_t>(p) + 1]; ++q) {
+          at[dim] = c[static_cast<size_t>(q)];
+          self(self, l + 1, q);
+        }
+        break;
+      case LevelType::kSingleton:
+        at[dim] = c[static_cast<size_t>(p)];
+        self(self, l + 1, p);
+        break;
+      case LevelType::kRanged:
+        for (int64_t q = p * widths[l]; q < (p + 1) * widths[l]; ++q) {
+          if (c[static_cast<size_t>(q)] < 0) continue;
+          at[dim] = c[static_cast<size_t>(q)];
+          self(self, l + 1, q);
+        }
+        break;
+      case LevelType::kNOutOfM: {
+        const int64_t groups = extent / level.m;
+        for (int64_t g = 0; g < groups; ++g) {
+          for (int64_t s = 0; s < level.n; ++s) {
+            const int64_t q = (p * groups + g) * level.n + s;
+            at[dim] = g * level.m + c[static_cast<size_t>(q)];
+            self(self, l + 1, q);
+          }
+        }
+        break;
+      }
+    }
+  };
+  visit(visit, 0, 0);
+  return from_vector(out, t.shape, TensorOptions(DType::kF64)).to(t.values.dtype());
+}
+
+}  // namespace coppice::levels

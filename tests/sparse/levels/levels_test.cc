@@ -1,0 +1,228 @@
+// Formats as levels: every built-in format is its level declaration (parts
+// byte for byte), user and hybrid declarations round-trip through dense
+// (randomized, with empty rows, empty blocks and n:m edge groups), and bad
+// declarations and parts are refused naming the level and the reason.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "sparse/convert.h"
+#include "sparse/levels/builtin_levels.h"
+#include "sparse/levels/level_format.h"
+#include "sparse/levels/level_tensor.h"
+#include "tensor/ops.h"
+#include "tests/sparse/test_util.h"
+#include "tests/util/error_matchers.h"
+
+namespace coppice::levels {
+namespace {
+
+using coppice::testing::bytes_of;
+using coppice::testing::random_masked_input;
+
+// Equal as values: NaN equals NaN, and -0 is told from +0.
+::testing::AssertionResult same_values(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) {
+    return ::testing::AssertionFailure() << shape_to_string(a.shape()) << " " << dtype_name(a.dtype()) << " vs "
+                                         << shape_to_string(b.shape()) << " " << dtype_name(b.dtype());
+  }
+  const std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+  for (size_t i = 0; i < va.size(); ++i) {
+    const bool same =
+        std::isnan(va[i]) ? std::isnan(vb[i]) : va[i] == vb[i] && std::signbit(va[i]) == std::signbit(vb[i]);
+    if (!same) return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult same_parts(const LevelTensor& a, const LevelTensor& b) {
+  const auto pa = level_parts(a), pb = level_parts(b);
+  if (pa.size() != pb.size()) return ::testing::AssertionFailure() << pa.size() << " parts vs " << pb.size();
+  for (const auto& [name, part] : pa) {
+    const auto it = pb.find(name);
+    if (it == pb.end()) return ::testing::AssertionFailure() << "no part " << name;
+    if (part.dtype() != it->second.dtype() || part.shape() != it->second.shape() ||
+        bytes_of(part) != bytes_of(it->second)) {
+      return ::testing::AssertionFailure()
+             << "part " << name << ": " << dtype_name(part.dtype()) << " " << shape_to_string(part.shape()) << " vs "
+             << dtype_name(it->second.dtype()) << " " << shape_to_string(it->second.shape()) << " or its bytes differ";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The mask with at most n of every m along the last dimension (the first n it holds).
+Tensor at_most_n_of_m(const Tensor& mask, int64_t n, int64_t m) {
+  std::vector<double> v = mask.to(DType::kF64).to_vector<double>();
+  const int64_t cols = mask.shape().back();
+  for (size_t start = 0; start < v.size(); start += static_cast<size_t>(m)) {
+    int64_t kept = 0;
+    for (size_t i = start; i < start + static_cast<size_t>(m); ++i) {
+      if (v[i] != 0.0 && ++kept > n) v[i] = 0.0;
+    }
+  }
+  (void)cols;
+  return ne(from_vector(v, mask.shape(), TensorOptions(DType::kF64)), 0.0);
+}
+
+Tensor masked(const Tensor& x, const Tensor& mask) {
+  return where(mask, x, zeros(x.shape(), TensorOptions(x.dtype())));
+}
+
+struct Builtin {
+  const char* format;
+  FormatOptions options;
+};
+
+TEST(Levels, EveryBuiltinFormatIsItsLevelDeclarationByteForByte) {
+  const Builtin builtins[] = {{"csr", {}},
+                              {"csc", {}},
+                              {"coo", {}},
+                              {"bsr", FormatOptions::block(2, 4)},
+                              {"blocked_ell", FormatOptions::block(4)},
+                              {"nm", FormatOptions::nm(2, 4)}};
+  for (const Builtin& b : builtins) {
+    for (const DType dtype : {DType::kF32, DType::kBF16, DType::kF64}) {
+      for (uint64_t seed = 0; seed < 4; ++seed) {
+        SCOPED_TRACE(::testing::Message() << b.format << " " << dtype_name(dtype) << " seed " << seed);
+        auto in = random_masked_input({8, 16}, seed == 3 ? 0.0 : 0.3, seed, dtype, {1, 5}, {2});
+        if (std::string_view(b.format) == "nm") in.mask = at_most_n_of_m(in.mask, 2, 4);
+        const Tensor t = sparse_from_mask(in.x, in.mask, b.format, b.options);
+        const LevelTensor of_builtin = level_tensor_of(t, "test");
+        const LevelTensor declared =
+            level_from_mask(in.x, in.mask, builtin_level_format(b.format, 2, b.options, "test"), "test");
+        EXPECT_TRUE(same_parts(declared, of_builtin));
+        // Against the masked values rather than to_dense(t): nm's decompression writes a stored -0 as +0.
+        EXPECT_TRUE(same_values(level_to_dense(declared), masked(in.x, in.mask)));
+      }
+    }
+  }
+  // COO of three dimensions too.
+  auto in = random_masked_input({4, 6}, 0.4, 7, DType::kF32);
+  const Tensor x3 = in.x.reshape({2, 2, 6}), m3 = in.mask.reshape({2, 2, 6});
+  const Tensor coo = sparse_from_mask(x3, m3, "coo");
+  EXPECT_TRUE(same_parts(level_from_mask(x3, m3, builtin_level_format("coo", 3, {}, "test"), "test"),
+                         level_tensor_of(coo, "test")));
+}
+
+LevelFormat with_block(std::vector<int64_t> block, std::vector<Level> levels) {
+  LevelFormat f;
+  f.block = std::move(block);
+  f.levels = std::move(levels);
+  return f;
+}
+
+TEST(Levels, UserAndHybridFormatsRoundTripThroughDense) {
+  struct Case {
+    const char* name;
+    LevelFormat format;
+    int64_t n = 0, m = 0;  // the mask's n:m limit along rows, where the format has one
+  };
+  LevelFormat csr64 = with_block({}, {dense(0), compressed(1)});
+  csr64.index_dtype = DType::kI64;
+  const Case cases[] = {
+      {"ellpack", with_block({}, {dense(0), ranged(1)})},
+      {"ellpack by columns", with_block({}, {dense(1), ranged(0)})},
+      {"doubly compressed", with_block({}, {compressed(0), compressed(1)})},
+      {"csr, i64 indices", csr64},
+      {"bsr outside, coo inside", with_block({2, 4}, {dense(0), compressed(1), compressed(2, false), singleton(3)})},
+      {"bsr outside, csr inside", with_block({2, 4}, {dense(0), compressed(1), dense(2), compressed(3)})},
+      {"blocked ell outside, coo inside",
+       with_block({4, 4}, {dense(0), ranged(1), compressed(2, false), singleton(3)})},
+      {"bsr of 2:4", with_block({2, 8}, {dense(0), compressed(1), dense(2), n_out_of_m(3, 2, 4)}), 2, 4},
+      {"block columns first", with_block({2, 4}, {dense(1), compressed(0), dense(3), dense(2)})},
+  };
+  for (const Case& c : cases) {
+    for (uint64_t seed = 0; seed < 5; ++seed) {
+      SCOPED_TRACE(::testing::Message() << c.name << " " << describe(c.format) << " seed " << seed);
+      const double keep = seed == 0 ? 0.0 : seed == 1 ? 1.0 : 0.25;
+      auto in = random_masked_input({8, 16}, keep, seed, DType::kF32,
+                                    seed > 1 ? std::vector<int64_t>{0, 3} : std::vector<int64_t>{});
+      if (c.m != 0) in.mask = at_most_n_of_m(in.mask, c.n, c.m);
+      const LevelTensor t = level_from_mask(in.x, in.mask, c.format, "test");
+      EXPECT_TRUE(same_values(level_to_dense(t), masked(in.x, in.mask)));
+      // Into CSR through the dense form and back: the same parts.
+      const LevelFormat csr = builtin_level_format("csr", 2, {}, "test");
+      const LevelTensor as_csr = level_from_mask(level_to_dense(t), in.mask, csr, "test");
+      EXPECT_TRUE(same_parts(as_csr, level_from_mask(in.x, in.mask, csr, "test")));
+    }
+  }
+  // Three dimensions, compressed at every level (CSF).
+  auto in = random_masked_input({6, 10}, 0.3, 11, DType::kF64);
+  const Tensor x3 = in.x.reshape({3, 2, 10}), m3 = in.mask.reshape({3, 2, 10});
+  const LevelTensor csf =
+      level_from_mask(x3, m3, with_block({}, {compressed(0), compressed(1), compressed(2)}), "test");
+  EXPECT_TRUE(same_values(level_to_dense(csf), masked(x3, m3)));
+}
+
+TEST(Levels, BadDeclarationsNameTheLevelAndTheReason) {
+  const Shape shape{8, 8};
+  EXPECT_ERROR_NAMING(check_level_format(with_block({}, {dense(0), dense(0)}), shape, "decl"),
+                      "level 1 (dense(0)): walks dimension 0, which level 0 already walks");
+  EXPECT_ERROR_NAMING(check_level_format(with_block({}, {dense(0)}), shape, "decl"),
+                      "1 levels for the 2 dimensions of a tensor of shape [8, 8]");
+  EXPECT_ERROR_NAMING(
+      check_level_format(with_block({3, 4}, {dense(0), compressed(1), dense(2), dense(3)}), shape, "decl"),
+      "block extent 3 does not divide dimension 0 of extent 8");
+  EXPECT_ERROR_NAMING(check_level_format(with_block({}, {dense(0), singleton(1)}), shape, "decl"),
+                      "level 1 (singleton(1)): a singleton must follow a non-unique compressed level or a singleton");
+  EXPECT_ERROR_NAMING(check_level_format(with_block({}, {compressed(0, false), compressed(1)}), shape, "decl"),
+                      "below a non-unique level every level must be a singleton");
+  EXPECT_ERROR_NAMING(check_level_format(with_block({}, {dense(0), n_out_of_m(1, 2, 3)}), shape, "decl"),
+                      "m = 3 does not divide dimension 1 of extent 8");
+  EXPECT_ERROR_NAMING(check_level_format(with_block({}, {dense(0), n_out_of_m(1, 5, 4)}), shape, "decl"),
+                      "n and m must satisfy 1 <= n <= m <= 256");
+  LevelFormat floats = with_block({}, {dense(0), compressed(1)});
+  floats.index_dtype = DType::kF32;
+  EXPECT_ERROR_NAMING(check_level_format(floats, shape, "decl"), "level 1 (compressed(1)): index dtype f32");
+  EXPECT_ERROR_NAMING(builtin_level_format("masked", 2, {}, "decl"), "'masked' is not a built-in sparse format");
+  EXPECT_ERROR_NAMING(builtin_level_format("csr", 3, {}, "decl"), "the csr format takes matrices, not 3 dimensions");
+  // A mask the format cannot hold.
+  const Tensor x = ones({2, 8}), full = ne(x, 0.0);
+  EXPECT_ERROR_NAMING(level_from_mask(x, full, with_block({}, {dense(0), n_out_of_m(1, 2, 4)}), "decl"),
+                      "group 0 (coordinates 0 to 3) of a parent stores 4 entries, more than n = 2");
+}
+
+TEST(Levels, BrokenPartsNameTheLevelAndThePosition) {
+  auto in = random_masked_input({4, 8}, 0.5, 3, DType::kF32, {}, {0});
+  const LevelTensor csr = level_from_mask(in.x, in.mask, builtin_level_format("csr", 2, {}, "t"), "t");
+  LevelTensor bad = csr;
+  bad.coordinates[1] = coppice::testing::i32(std::vector<int64_t>(static_cast<size_t>(csr.coordinates[1].numel()), 99));
+  EXPECT_ERROR_NAMING(check_level_tensor(bad, "parts"),
+                      "parts: level 1 (compressed(1)): coordinate 0 is 99, outside [0, 8)");
+  bad = csr;
+  std::vector<int64_t> pos = csr.positions[1].to(DType::kI64).to_vector<int64_t>();
+  pos[2] = pos[1] - 1 < 0 ? 0 : pos[1] - 1;
+  pos[1] = pos[2] + 1;
+  bad.positions[1] = coppice::testing::i32(pos);
+  EXPECT_ERROR_NAMING(check_level_tensor(bad, "parts"), "positions decrease at 2");
+  bad = csr;
+  bad.values = zeros({1});
+  EXPECT_ERROR_NAMING(check_level_tensor(bad, "parts"), "values must be 1-D of");
+  bad = csr;
+  bad.positions[1] = csr.positions[1].to(DType::kI64);
+  EXPECT_ERROR_NAMING(check_level_tensor(bad, "parts"), "positions must be i32, got i64");
+
+  const LevelTensor ell = level_from_mask(in.x, in.mask, with_block({}, {dense(0), ranged(1)}), "t");
+  bad = ell;
+  std::vector<int64_t> slots = ell.coordinates[1].to(DType::kI64).to_vector<int64_t>();
+  const int64_t width = static_cast<int64_t>(slots.size()) / 4;
+  ASSERT_GE(width, 2);
+  slots[0] = -1;  // padding first in row 0, which is full
+  bad.coordinates[1] = coppice::testing::i32(slots);
+  EXPECT_ERROR_NAMING(check_level_tensor(bad, "parts"),
+                      "level 1 (ranged(1)): slot 1 is not increasing, or follows padding");
+
+  const LevelTensor nm = level_from_mask(in.x, at_most_n_of_m(in.mask, 2, 4),
+                                         builtin_level_format("nm", 2, FormatOptions::nm(2, 4), "t"), "t");
+  bad = nm;
+  std::vector<int64_t> places = nm.coordinates[1].to(DType::kI64).to_vector<int64_t>();
+  std::swap(places[0], places[1]);
+  bad.coordinates[1] = from_vector(places, {static_cast<int64_t>(places.size())}).to(DType::kU8);
+  EXPECT_ERROR_NAMING(check_level_tensor(bad, "parts"),
+                      "level 1 (n_out_of_m(1)): places of group 0 are not increasing at 1");
+}
+
+}  // namespace
+}  // namespace coppice::levels
