@@ -78,4 +78,79 @@ LevelTensor level_tensor_of(const Tensor& t, std::string_view op) {
   return lt;
 }
 
+namespace {
+
+bool same_declaration(const LevelFormat& a, const LevelFormat& b, size_t levels) {
+  if (a.block != b.block || a.levels.size() != b.levels.size()) return false;
+  for (size_t k = 0; k < levels; ++k) {
+    const Level &x = a.levels[k], &y = b.levels[k];
+    if (x.type != y.type || x.dim != y.dim || x.unique != y.unique || x.n != y.n || x.m != y.m ||
+        index_dtype_of(a, k) != index_dtype_of(b, k)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether COO's points are in strictly increasing order (coalesced).
+bool coalesced(const std::vector<Tensor>& coordinates, int64_t nnz) {
+  std::vector<std::vector<int64_t>> c;
+  for (const Tensor& t : coordinates) c.push_back(t.to(DType::kI64).to_vector<int64_t>());
+  for (int64_t i = 1; i < nnz; ++i) {
+    for (const auto& d : c) {
+      const auto a = d[static_cast<size_t>(i - 1)], b = d[static_cast<size_t>(i)];
+      if (a != b) {
+        if (a > b) return false;
+        break;
+      }
+      if (&d == &c.back()) return false;  // a duplicate point
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Tensor builtin_tensor_of(const LevelTensor& t, std::string_view format, std::string_view op) {
+  check_level_tensor(t, op);
+  const int64_t rank = static_cast<int64_t>(t.shape.size());
+  FormatOptions options;
+  if (!t.format.block.empty()) options = FormatOptions::block(t.format.block[0], t.format.block[1]);
+  if (format == "nm") options = FormatOptions::nm(t.format.levels.back().n, t.format.levels.back().m);
+  const LevelFormat expected = builtin_level_format(format, rank, options, op);
+  COPPICE_CHECK(same_declaration(t.format, expected, expected.levels.size()), op, ": a tensor of ", describe(t.format),
+                " is not the ", format, " format, which is ", describe(expected));
+  FormatParts p{{}, {}, t.shape};
+  if (format == "csr" || format == "csc") {
+    p.parts[format == "csr" ? "crow_indices" : "ccol_indices"] = t.positions[1];
+    p.parts[format == "csr" ? "col_indices" : "row_indices"] = t.coordinates[1];
+    p.parts["values"] = t.values;
+  } else if (format == "coo") {
+    const int64_t nnz = t.values.numel();
+    p.parts["indices"] = stack(t.coordinates, 0);
+    p.parts["values"] = t.values;
+    p.attributes["coalesced"] = coalesced(t.coordinates, nnz) ? "true" : "false";
+  } else if (format == "bsr") {
+    const int64_t bh = options.block_rows, bw = options.block_cols;
+    p.parts["crow_indices"] = t.positions[1];
+    p.parts["col_indices"] = t.coordinates[1];
+    p.parts["values"] = t.values.reshape({-1, bh, bw});
+  } else if (format == "blocked_ell") {
+    const int64_t b = options.block_rows, block_rows = t.shape[0] / b;
+    const int64_t slots = block_rows == 0 ? 0 : t.coordinates[1].numel() / block_rows;
+    p.parts["ell_col_indices"] = t.coordinates[1].reshape({block_rows, slots});
+    p.parts["values"] =
+        t.values.reshape({block_rows, slots, b, b}).permute({0, 2, 1, 3}).contiguous().reshape({t.shape[0], slots * b});
+    p.attributes["block"] = str_cat(b, "x", b);
+  } else {  // nm
+    Shape slots = t.shape;
+    slots.back() = t.shape.back() / options.m * options.n;
+    p.parts["values"] = t.values.reshape(slots);
+    p.parts["indices"] = t.coordinates.back().reshape(slots);
+    p.attributes["n"] = std::to_string(options.n);
+    p.attributes["m"] = std::to_string(options.m);
+  }
+  return format_spec(format, op).from_parts(p);
+}
+
 }  // namespace coppice::levels

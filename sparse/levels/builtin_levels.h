@@ -25,4 +25,10 @@ LevelFormat builtin_level_format(std::string_view format, int64_t rank, const Fo
 // slot, row in the block, column in the block).
 LevelTensor level_tensor_of(const Tensor& t, std::string_view op);
 
+// The built-in tensor of `format` holding a level tensor of that format's
+// declaration (level_tensor_of inverted: the same parts, byte for byte),
+// validated as parts from outside are (FormatSpec::from_parts). Throws naming
+// `op` when t's declaration is not the format's for its shape.
+Tensor builtin_tensor_of(const LevelTensor& t, std::string_view format, std::string_view op);
+
 }  // namespace coppice::levels

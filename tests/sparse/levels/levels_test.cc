@@ -93,6 +93,10 @@ TEST(Levels, EveryBuiltinFormatIsItsLevelDeclarationByteForByte) {
         const LevelTensor declared =
             level_from_mask(in.x, in.mask, builtin_level_format(b.format, 2, b.options, "test"), "test");
         EXPECT_TRUE(same_parts(declared, of_builtin));
+        // And back: the built-in tensor again, its parts byte for byte.
+        const Tensor back = builtin_tensor_of(declared, b.format, "test");
+        EXPECT_EQ(back.format(), t.format());
+        EXPECT_TRUE(same_parts(level_tensor_of(back, "test"), of_builtin));
         // Against the masked values rather than to_dense(t): nm's decompression writes a stored -0 as +0.
         EXPECT_TRUE(same_values(level_to_dense(declared), masked(in.x, in.mask)));
       }
@@ -178,6 +182,10 @@ TEST(Levels, BadDeclarationsNameTheLevelAndTheReason) {
   EXPECT_ERROR_NAMING(check_level_format(floats, shape, "decl"), "level 1 (compressed(1)): index dtype f32");
   EXPECT_ERROR_NAMING(builtin_level_format("masked", 2, {}, "decl"), "'masked' is not a built-in sparse format");
   EXPECT_ERROR_NAMING(builtin_level_format("csr", 3, {}, "decl"), "the csr format takes matrices, not 3 dimensions");
+  const LevelTensor ell =
+      level_from_mask(ones({4, 4}), ne(ones({4, 4}), 0.0), with_block({}, {dense(0), ranged(1)}), "t");
+  EXPECT_ERROR_NAMING(builtin_tensor_of(ell, "csr", "decl"),
+                      "a tensor of (dense(0), ranged(1)) is not the csr format, which is (dense(0), compressed(1))");
   // A mask the format cannot hold.
   const Tensor x = ones({2, 8}), full = ne(x, 0.0);
   EXPECT_ERROR_NAMING(level_from_mask(x, full, with_block({}, {dense(0), n_out_of_m(1, 2, 4)}), "decl"),
