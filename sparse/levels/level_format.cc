@@ -1,5 +1,7 @@
 #include "sparse/levels/level_format.h"
 
+#include <cctype>
+
 #include "tensor/error.h"
 
 namespace coppice::levels {
@@ -27,7 +29,43 @@ std::string describe_level(const Level& l) {
   std::string s = str_cat(level_type_name(l.type), "(", l.dim);
   if (l.type == LevelType::kCompressed && !l.unique) s += ", non-unique";
   if (l.type == LevelType::kNOutOfM) s += str_cat(", ", l.n, ":", l.m);
+  if (l.index_dtype) s += str_cat(", ", dtype_name(*l.index_dtype));
   return s + ")";
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())) != 0) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) s.remove_suffix(1);
+  return s;
+}
+
+// A non-negative decimal integer, or nullopt.
+std::optional<int64_t> count_of(std::string_view s) {
+  s = trim(s);
+  if (s.empty() || s.size() > 18) return std::nullopt;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// `s` split at the commas outside parentheses.
+std::vector<std::string_view> split_top(std::string_view s) {
+  std::vector<std::string_view> out;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '(') ++depth;
+    if (s[i] == ')') --depth;
+    if (s[i] == ',' && depth == 0) {
+      out.push_back(trim(s.substr(start, i - start)));
+      start = i + 1;
+    }
+  }
+  out.push_back(trim(s.substr(start)));
+  return out;
 }
 
 std::string level_name(const LevelFormat& f, size_t k) {
@@ -45,7 +83,94 @@ std::string describe(const LevelFormat& format) {
   }
   s += "(";
   for (size_t k = 0; k < format.levels.size(); ++k) s += str_cat(k == 0 ? "" : ", ", describe_level(format.levels[k]));
-  return s + ")";
+  s += ")";
+  if (format.index_dtype != DType::kI32) s += str_cat(" index ", dtype_name(format.index_dtype));
+  return s;
+}
+
+Level parse_level(std::string_view text, int64_t place, std::string_view op) {
+  const std::string_view whole = trim(text);
+  const std::string what = str_cat(op, ": level ", place, " '", whole, "'");
+  std::string_view name = whole, args;
+  if (const size_t open = whole.find('('); open != std::string_view::npos) {
+    COPPICE_CHECK(whole.back() == ')', what, ": an argument list must end the level with ')'");
+    name = trim(whole.substr(0, open));
+    args = whole.substr(open + 1, whole.size() - open - 2);
+  }
+  Level l;
+  l.dim = place;
+  if (name == "dense") {
+    l.type = LevelType::kDense;
+  } else if (name == "compressed") {
+    l.type = LevelType::kCompressed;
+  } else if (name == "singleton") {
+    l.type = LevelType::kSingleton;
+  } else if (name == "ranged") {
+    l.type = LevelType::kRanged;
+  } else if (name == "n_out_of_m") {
+    l.type = LevelType::kNOutOfM;
+  } else {
+    fail(what, ": unknown level type '", name, "' (dense, compressed, singleton, ranged, n_out_of_m)");
+  }
+  bool has_dim = false;
+  for (std::string_view arg : args.empty() ? std::vector<std::string_view>{} : split_top(args)) {
+    DType dtype;
+    if (const auto dim = count_of(arg)) {
+      COPPICE_CHECK(!has_dim, what, ": names its dimension twice");
+      l.dim = *dim;
+      has_dim = true;
+    } else if (arg == "non-unique" && l.type == LevelType::kCompressed) {
+      l.unique = false;
+    } else if (const size_t colon = arg.find(':'); colon != std::string_view::npos && l.type == LevelType::kNOutOfM) {
+      const auto n = count_of(arg.substr(0, colon)), m = count_of(arg.substr(colon + 1));
+      COPPICE_CHECK(n && m, what, ": '", arg, "' is not n:m");
+      l.n = *n;
+      l.m = *m;
+    } else if (dtype_from_name(arg, &dtype)) {
+      l.index_dtype = dtype;
+    } else {
+      fail(what, ": cannot read the argument '", arg, "' (a dimension, ",
+           l.type == LevelType::kCompressed ? "non-unique, "
+           : l.type == LevelType::kNOutOfM  ? "n:m, "
+                                            : "",
+           "or an index dtype)");
+    }
+  }
+  COPPICE_CHECK(l.type != LevelType::kNOutOfM || l.m > 0, what, ": n_out_of_m needs its n:m, as n_out_of_m(", l.dim,
+                ", 2:4)");
+  return l;
+}
+
+LevelFormat parse_level_format(std::string_view text, std::string_view op) {
+  std::string_view s = trim(text);
+  const std::string what = str_cat(op, ": format '", s, "'");
+  LevelFormat f;
+  if (s.substr(0, 7) == "blocked") {
+    const size_t open = s.find('(');
+    COPPICE_CHECK(open != std::string_view::npos, what, ": a level list in parentheses must follow the block");
+    std::string_view block = trim(s.substr(7, open - 7));
+    while (true) {
+      const size_t x = block.find('x');
+      const auto extent = count_of(block.substr(0, x));
+      COPPICE_CHECK(extent && *extent > 0, what, ": the block must be positive extents joined by x, as blocked 2x4");
+      f.block.push_back(*extent);
+      if (x == std::string_view::npos) break;
+      block.remove_prefix(x + 1);
+    }
+    s = trim(s.substr(open));
+  }
+  COPPICE_CHECK(!s.empty() && s.front() == '(', what,
+                ": the levels must be a list in parentheses, as (dense, compressed)");
+  const size_t close = s.rfind(')');
+  COPPICE_CHECK(close != std::string_view::npos, what, ": the level list has no closing ')'");
+  const std::string_view tail = trim(s.substr(close + 1));
+  if (!tail.empty()) {
+    COPPICE_CHECK(tail.substr(0, 5) == "index" && dtype_from_name(trim(tail.substr(5)), &f.index_dtype), what,
+                  ": after the levels only 'index DTYPE' may follow, got '", tail, "'");
+  }
+  const std::vector<std::string_view> levels = split_top(s.substr(1, close - 1));
+  for (size_t k = 0; k < levels.size(); ++k) f.levels.push_back(parse_level(levels[k], static_cast<int64_t>(k), op));
+  return f;
 }
 
 DType index_dtype_of(const LevelFormat& format, size_t level) {

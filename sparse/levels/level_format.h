@@ -61,8 +61,24 @@ struct LevelFormat {
 };
 
 std::string_view level_type_name(LevelType type);  // "dense", "compressed", ...
-// "blocked 2x2 (dense(0), compressed(1), dense(2), dense(3))".
+// The declaration as text, in the grammar parse_level_format reads:
+// "blocked 2x2 (dense(0), compressed(1), dense(2), dense(3))", with
+// "compressed(0, non-unique)", "n_out_of_m(1, 2:4)", a level's own index
+// dtype as an argument ("n_out_of_m(1, 2:4, u8)") and the format's, where it
+// is not i32, after the list ("(...) index i64").
 std::string describe(const LevelFormat& format);
+
+// A declaration from text (describe's grammar):
+//   format := ["blocked" INT {"x" INT}] "(" level {"," level} ")" ["index" DTYPE]
+//   level  := TYPE ["(" arg {"," arg} ")"]
+//   arg    := INT (the dimension walked; default: the level's place in the
+//             list) | "non-unique" | INT ":" INT (n:m) | DTYPE (the level's
+//             index dtype)
+// Throws naming `op`, the level and what cannot be read. Only the grammar is
+// checked here; check_level_format checks the declaration against a shape.
+LevelFormat parse_level_format(std::string_view text, std::string_view op);
+// One level of the grammar; `place`: its place in the list (the default dimension).
+Level parse_level(std::string_view text, int64_t place, std::string_view op);
 // The dtype of level `level`'s index parts.
 DType index_dtype_of(const LevelFormat& format, size_t level);
 

@@ -192,6 +192,55 @@ TEST(Levels, BadDeclarationsNameTheLevelAndTheReason) {
                       "group 0 (coordinates 0 to 3) of a parent stores 4 entries, more than n = 2");
 }
 
+bool same_declaration(const LevelFormat& a, const LevelFormat& b) {
+  if (a.block != b.block || a.levels.size() != b.levels.size() || a.index_dtype != b.index_dtype) return false;
+  for (size_t k = 0; k < a.levels.size(); ++k) {
+    const Level &x = a.levels[k], &y = b.levels[k];
+    if (x.type != y.type || x.dim != y.dim || x.unique != y.unique || x.n != y.n || x.m != y.m ||
+        x.index_dtype != y.index_dtype) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST(Levels, DeclarationsReadBackFromTheirText) {
+  std::vector<LevelFormat> formats;
+  for (const char* b : {"csr", "csc", "coo", "nm"}) formats.push_back(builtin_level_format(b, 2, {}, "t"));
+  formats.push_back(builtin_level_format("bsr", 2, FormatOptions::block(2, 4), "t"));
+  formats.push_back(builtin_level_format("blocked_ell", 2, FormatOptions::block(4), "t"));
+  formats.push_back(builtin_level_format("coo", 3, {}, "t"));
+  formats.push_back(with_block({2, 8}, {dense(0), compressed(1), dense(2), n_out_of_m(3, 2, 4)}));
+  formats.push_back(with_block({4, 4}, {dense(0), ranged(1), compressed(2, false), singleton(3)}));
+  for (const LevelFormat& f : formats) {
+    SCOPED_TRACE(describe(f));
+    EXPECT_TRUE(same_declaration(parse_level_format(describe(f), "t"), f));
+  }
+  // Dimensions default to the level's place; spaces are free.
+  const LevelFormat csr = parse_level_format("  ( dense ,compressed )", "t");
+  EXPECT_TRUE(same_declaration(csr, builtin_level_format("csr", 2, {}, "t")));
+  EXPECT_EQ(describe(parse_level_format("blocked 2x2 (dense, compressed, dense, dense) index i64", "t")),
+            "blocked 2x2 (dense(0), compressed(1), dense(2), dense(3)) index i64");
+
+  EXPECT_ERROR_NAMING(parse_level_format("(dense, sparse)", "yaml"),
+                      "yaml: level 1 'sparse': unknown level type 'sparse' (dense, compressed, singleton, ranged, "
+                      "n_out_of_m)");
+  EXPECT_ERROR_NAMING(parse_level_format("(dense, n_out_of_m)", "yaml"),
+                      "level 1 'n_out_of_m': n_out_of_m needs its n:m, as n_out_of_m(1, 2:4)");
+  EXPECT_ERROR_NAMING(parse_level_format("(dense, n_out_of_m(2:x))", "yaml"), "'2:x' is not n:m");
+  EXPECT_ERROR_NAMING(parse_level_format("(dense(0, 1), compressed)", "yaml"), "names its dimension twice");
+  EXPECT_ERROR_NAMING(parse_level_format("(dense, ranged(non-unique))", "yaml"),
+                      "level 1 'ranged(non-unique)': cannot read the argument 'non-unique' (a dimension, or an index "
+                      "dtype)");
+  EXPECT_ERROR_NAMING(parse_level_format("blocked 2xq (dense)", "yaml"),
+                      "the block must be positive extents joined by x, as blocked 2x4");
+  EXPECT_ERROR_NAMING(parse_level_format("dense, compressed", "yaml"),
+                      "the levels must be a list in parentheses, as (dense, compressed)");
+  EXPECT_ERROR_NAMING(parse_level_format("(dense, compressed) please", "yaml"),
+                      "after the levels only 'index DTYPE' may follow, got 'please'");
+  EXPECT_ERROR_NAMING(parse_level_format("(dense, compressed(1)", "yaml"), "an argument list must end the level");
+}
+
 TEST(Levels, BrokenPartsNameTheLevelAndThePosition) {
   auto in = random_masked_input({4, 8}, 0.5, 3, DType::kF32, {}, {0});
   const LevelTensor csr = level_from_mask(in.x, in.mask, builtin_level_format("csr", 2, {}, "t"), "t");
