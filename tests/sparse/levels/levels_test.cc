@@ -10,6 +10,7 @@
 #include "sparse/convert.h"
 #include "sparse/levels/builtin_levels.h"
 #include "sparse/levels/level_format.h"
+#include "sparse/levels/level_io.h"
 #include "sparse/levels/level_tensor.h"
 #include "tensor/ops.h"
 #include "tests/sparse/test_util.h"
@@ -239,6 +240,47 @@ TEST(Levels, DeclarationsReadBackFromTheirText) {
   EXPECT_ERROR_NAMING(parse_level_format("(dense, compressed) please", "yaml"),
                       "after the levels only 'index DTYPE' may follow, got 'please'");
   EXPECT_ERROR_NAMING(parse_level_format("(dense, compressed(1)", "yaml"), "an argument list must end the level");
+}
+
+TEST(Levels, LevelTensorsRoundTripThroughSafetensors) {
+  auto in = random_masked_input({8, 16}, 0.3, 5, DType::kBF16, {2});
+  const LevelTensor hybrid = level_from_mask(
+      in.x, in.mask, with_block({4, 4}, {dense(0), ranged(1), compressed(2, false), singleton(3)}), "t");
+  const LevelTensor csr = level_from_mask(in.x, in.mask, builtin_level_format("csr", 2, {}, "t"), "t");
+  NamedTensors tensors{{"dense", in.x}};
+  std::map<std::string, std::string> metadata{{"note", "kept"}};
+  add_level_tensor("fc1.weight", hybrid, tensors, metadata);
+  add_level_tensor("fc2.weight", csr, tensors, metadata);
+  const absl::StatusOr<std::string> bytes = serialize_safetensors(tensors, metadata);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  const absl::StatusOr<SafetensorsFile> file = parse_safetensors(*bytes, "ckpt");
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_NE(file->find("fc1.weight.coordinates_1"), nullptr);  // the parts, named by level, for any reader
+  const auto read = level_tensors_of(*file, "ckpt");
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 2U);
+  EXPECT_TRUE(same_declaration(read->at("fc1.weight").format, hybrid.format));
+  EXPECT_TRUE(same_parts(read->at("fc1.weight"), hybrid));
+  EXPECT_TRUE(same_parts(read->at("fc2.weight"), csr));
+
+  // A broken part or a missing entry is an error naming the file and the tensor.
+  SafetensorsFile broken = *file;
+  broken.metadata.erase("coppice.shape.fc2.weight");
+  EXPECT_NE(std::string(level_tensors_of(broken, "ckpt").status().message())
+                .find("ckpt: level tensor 'fc2.weight': no coppice.shape.fc2.weight metadata entry"),
+            std::string::npos);
+  broken = *file;
+  for (auto& [name, t] : broken.tensors) {
+    if (name == "fc2.weight.coordinates_1")
+      t = coppice::testing::i32(std::vector<int64_t>(static_cast<size_t>(t.numel()), 16));
+  }
+  EXPECT_NE(std::string(level_tensors_of(broken, "ckpt").status().message())
+                .find("ckpt: level tensor 'fc2.weight': level 1 (compressed(1)): coordinate 0 is 16, outside [0, 16)"),
+            std::string::npos);
+  broken = *file;
+  broken.metadata["coppice.levels.fc2.weight"] = "(dense, sparse)";
+  EXPECT_NE(std::string(level_tensors_of(broken, "ckpt").status().message()).find("unknown level type 'sparse'"),
+            std::string::npos);
 }
 
 TEST(Levels, BrokenPartsNameTheLevelAndThePosition) {
