@@ -193,6 +193,7 @@ void bind_extensions(py::module_& m);  // growth policies, sparsifiers and prune
 void bind_train(py::module_& m);       // coppice.train
 void bind_io(py::module_& m);          // coppice.save and coppice.load (safetensors, any format)
 void bind_kernels(py::module_& m);     // coppice.kernels: a linear's products on plain tensors (coppice.torch's)
+void bind_levels(py::module_& m);      // coppice.levels: formats declared by their levels
 // coppice.optim.PatternUpdater, GmpPruner, gmp_density_at, prune_to_density and coppice.nm_mask: the mask
 // updates' selections over plain tensors (after bind_optim, whose submodule it adds to)
 void bind_pattern_update(py::module_& m);

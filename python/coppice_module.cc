@@ -26,4 +26,5 @@ PYBIND11_MODULE(_coppice, m) {
   bind_train(m);
   bind_io(m);
   bind_kernels(m);
+  bind_levels(m);
 }

@@ -1,0 +1,128 @@
+// coppice.levels: formats declared by their levels (sparse/levels, issue 35's
+// first part) from Python. A declaration is its text (describe's grammar:
+// "blocked 2x2 (dense, compressed, dense, dense)"); a tensor in it is a dict
+// of parts named by level ("positions_1", "coordinates_1", "values") with its
+// shape. Arrays come as NumPy arrays, coppice.Tensors or DLPack producers.
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "python/bindings.h"
+#include "sparse/levels/builtin_levels.h"
+#include "sparse/levels/level_format.h"
+#include "sparse/levels/level_tensor.h"
+#include "tensor/error.h"
+
+namespace coppice::python {
+namespace {
+
+using levels::LevelTensor;
+
+py::dict parts_dict(const LevelTensor& t) {
+  py::dict d;
+  for (const auto& [name, part] : levels::level_parts(t)) d[py::str(name)] = part;
+  return d;
+}
+
+// The level index k of a part named "<prefix>k", or -1.
+int64_t level_of(const std::string& name, const std::string& prefix) {
+  if (name.compare(0, prefix.size(), prefix) != 0 || name.size() == prefix.size()) return -1;
+  int64_t k = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || k > 1'000'000) return -1;
+    k = k * 10 + (name[i] - '0');
+  }
+  return k;
+}
+
+LevelTensor level_tensor_from(const py::dict& parts, const std::string& declaration, const Shape& shape,
+                              const char* op) {
+  LevelTensor t;
+  t.format = levels::parse_level_format(declaration, op);
+  t.shape = shape;
+  const auto levels = static_cast<int64_t>(t.format.levels.size());
+  t.positions.resize(static_cast<size_t>(levels));
+  t.coordinates.resize(static_cast<size_t>(levels));
+  for (const auto& [key, value] : parts) {
+    const std::string name = py::str(key).cast<std::string>();
+    const Tensor part = tensor_of_any(py::reinterpret_borrow<py::object>(value), str_cat(op, ": part ", name));
+    const int64_t p = level_of(name, "positions_"), c = level_of(name, "coordinates_");
+    if (name == "values") {
+      t.values = part;
+    } else if (p >= 0 && p < levels) {
+      t.positions[static_cast<size_t>(p)] = part;
+    } else if (c >= 0 && c < levels) {
+      t.coordinates[static_cast<size_t>(c)] = part;
+    } else {
+      fail(op, ": no part '", name, "' in a tensor of ", levels, " levels (positions_<k>, coordinates_<k>, values)");
+    }
+  }
+  levels::check_level_tensor(t, op);
+  return t;
+}
+
+}  // namespace
+
+void bind_levels(py::module_& m) {
+  py::module_ l = m.def_submodule(
+      "levels",
+      "Formats declared by their levels (dense, compressed, singleton, ranged, n_out_of_m), the model of TACO and "
+      "MLIR's sparse_tensor dialect: a declaration is text such as 'blocked 2x2 (dense, compressed, dense, dense)'; "
+      "a tensor in one is a dict of parts named by level. The first part of issue 35: the trainer, rules and kernels "
+      "do not read declarations yet.");
+  l.def(
+      "describe",
+      [](const std::string& declaration) {
+        return levels::describe(levels::parse_level_format(declaration, "coppice.levels.describe"));
+      },
+      py::arg("declaration"), "The declaration checked and written in full: every level's dimension and arguments.");
+  l.def(
+      "builtin",
+      [](const std::string& format, int64_t rank, int64_t block_rows, int64_t block_cols, int64_t n, int64_t m) {
+        const FormatOptions options{block_rows, block_cols, n, m};
+        return levels::describe(levels::builtin_level_format(format, rank, options, "coppice.levels.builtin"));
+      },
+      py::arg("format"), py::arg("rank") = 2, py::arg("block_rows") = 0, py::arg("block_cols") = 0, py::arg("n") = 0,
+      py::arg("m") = 0,
+      "The declaration of a built-in format (csr, csc, coo, bsr, blocked_ell, nm) for tensors of `rank` "
+      "dimensions, with bsr's and blocked_ell's block and nm's n and m.");
+  l.def(
+      "from_mask",
+      [](const py::object& dense, const py::object& mask, const std::string& declaration) {
+        const char* op = "coppice.levels.from_mask";
+        const Tensor d = tensor_of_any(dense, str_cat(op, ": dense"));
+        const Tensor k = tensor_of_any(mask, str_cat(op, ": mask"));
+        return parts_dict(levels::level_from_mask(d, k, levels::parse_level_format(declaration, op), op));
+      },
+      py::arg("dense"), py::arg("mask"), py::arg("declaration"),
+      "The parts (a dict by level) of `dense` at the positions where the bool `mask` holds, in the declared format "
+      "(CPU); zeros where the format stores more than the mask.");
+  l.def(
+      "to_dense",
+      [](const py::dict& parts, const std::string& declaration, const Shape& shape) {
+        return levels::level_to_dense(level_tensor_from(parts, declaration, shape, "coppice.levels.to_dense"));
+      },
+      py::arg("parts"), py::arg("declaration"), py::arg("shape"),
+      "The dense tensor of these parts in the declared format and shape, after checking them.");
+  l.def(
+      "of_builtin",
+      [](const py::object& tensor) {
+        const char* op = "coppice.levels.of_builtin";
+        const LevelTensor t = levels::level_tensor_of(tensor_of_any(tensor, str_cat(op, ": tensor")), op);
+        return py::make_tuple(levels::describe(t.format), parts_dict(t));
+      },
+      py::arg("tensor"),
+      "(declaration, parts) of a built-in sparse tensor (CPU): its parts as its format's declaration names them, "
+      "byte for byte (Blocked-ELL's values in level order).");
+  l.def(
+      "to_builtin",
+      [](const py::dict& parts, const std::string& declaration, const Shape& shape, const std::string& format) {
+        const char* op = "coppice.levels.to_builtin";
+        return levels::builtin_tensor_of(level_tensor_from(parts, declaration, shape, op), format, op);
+      },
+      py::arg("parts"), py::arg("declaration"), py::arg("shape"), py::arg("format"),
+      "The built-in sparse tensor of `format` holding these parts (of_builtin inverted).");
+}
+
+}  // namespace coppice::python

@@ -1,0 +1,69 @@
+"""coppice.levels (python/bind_levels.cc): formats declared by their levels from Python. Declarations as text, parts
+from dense values and a mask, their dense form, the built-in formats' parts read as their declarations' and back,
+and the errors, by name."""
+import numpy as np
+import pytest
+
+import coppice
+from coppice import levels
+
+
+def masked_input(seed, shape=(8, 16), keep=0.3):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    mask = rng.random(shape) < keep
+    mask[1] = False  # an empty row
+    return x, mask
+
+
+def test_declarations_are_text_written_in_full():
+    assert levels.describe("(dense, compressed)") == "(dense(0), compressed(1))"
+    assert levels.builtin("csr") == "(dense(0), compressed(1))"
+    assert levels.builtin("bsr", block_rows=2, block_cols=4) == "blocked 2x4 (dense(0), compressed(1), dense(2), dense(3))"
+    assert levels.builtin("nm", n=2, m=4) == "(dense(0), n_out_of_m(1, 2:4, u8))"
+    assert levels.builtin("coo", rank=3) == "(compressed(0, non-unique), singleton(1), singleton(2)) index i64"
+
+
+@pytest.mark.parametrize("declaration", [
+    "(dense, ranged)",                                                      # ELLPACK
+    "(compressed, compressed)",                                             # doubly compressed
+    "blocked 2x4 (dense, compressed, compressed(non-unique), singleton)",  # BSR outside, COO inside
+    "blocked 4x4 (dense, ranged, dense, compressed)",                      # blocked ELL outside, CSR inside
+])
+def test_user_and_hybrid_formats_round_trip_through_dense(declaration):
+    x, mask = masked_input(3)
+    parts = levels.from_mask(x, mask, declaration)
+    assert "values" in parts and all(isinstance(p, coppice.Tensor) for p in parts.values())
+    dense = np.asarray(levels.to_dense(parts, declaration, list(x.shape)))
+    np.testing.assert_array_equal(dense, np.where(mask, x, 0))
+
+
+def test_a_built_in_tensor_is_its_declaration_part_for_part_and_back():
+    x, mask = masked_input(5)
+    for fmt, opts in (("csr", {}), ("bsr", {"block_rows": 2, "block_cols": 4}), ("coo", {})):
+        t = coppice.sparse_from_mask(x, mask, fmt, **opts)
+        declaration, parts = levels.of_builtin(t)
+        ours = levels.from_mask(x, mask, declaration)
+        assert set(parts) == set(ours)
+        for name in parts:
+            np.testing.assert_array_equal(np.asarray(parts[name]), np.asarray(ours[name]))
+        back = levels.to_builtin(parts, declaration, list(x.shape), fmt)
+        assert back.format == fmt
+        for name, part in t.parts().items():
+            np.testing.assert_array_equal(np.asarray(back.parts()[name]), np.asarray(part))
+
+
+def test_errors_name_the_level_and_the_part():
+    x, mask = masked_input(7)
+    with pytest.raises(coppice.Error, match="level 1 'sparse': unknown level type 'sparse'"):
+        levels.describe("(dense, sparse)")
+    with pytest.raises(coppice.Error, match="group 0 .* stores 4 entries, more than n = 2"):
+        levels.from_mask(np.ones((2, 8), np.float32), np.ones((2, 8), bool), "(dense, n_out_of_m(2:4))")
+    parts = levels.from_mask(x, mask, "(dense, compressed)")
+    with pytest.raises(coppice.Error, match="no part 'crow_indices' in a tensor of 2 levels"):
+        levels.to_dense({**parts, "crow_indices": parts["positions_1"]}, "(dense, compressed)", [8, 16])
+    broken = dict(parts, coordinates_1=np.full(np.asarray(parts["coordinates_1"]).shape, 99, np.int32))
+    with pytest.raises(coppice.Error, match=r"level 1 \(compressed\(1\)\): coordinate 0 is 99, outside \[0, 16\)"):
+        levels.to_dense(broken, "(dense, compressed)", [8, 16])
+    with pytest.raises(coppice.Error, match="is not the csr format"):
+        levels.to_builtin(levels.from_mask(x, mask, "(dense, ranged)"), "(dense, ranged)", [8, 16], "csr")
