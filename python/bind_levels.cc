@@ -106,6 +106,16 @@ void bind_levels(py::module_& m) {
       py::arg("parts"), py::arg("declaration"), py::arg("shape"),
       "The dense tensor of these parts in the declared format and shape, after checking them.");
   l.def(
+      "convert",
+      [](const py::dict& parts, const std::string& declaration, const Shape& shape, const std::string& to) {
+        const char* op = "coppice.levels.convert";
+        return parts_dict(levels::level_convert(level_tensor_from(parts, declaration, shape, op),
+                                                levels::parse_level_format(to, op), op));
+      },
+      py::arg("parts"), py::arg("declaration"), py::arg("shape"), py::arg("to"),
+      "These parts in the declared format, as parts of the format `to`, walking the stored entries (no dense "
+      "intermediate): every stored entry kept, zeros where `to` stores more, duplicates summed.");
+  l.def(
       "of_builtin",
       [](const py::object& tensor) {
         const char* op = "coppice.levels.of_builtin";

@@ -38,6 +38,17 @@ def test_user_and_hybrid_formats_round_trip_through_dense(declaration):
     np.testing.assert_array_equal(dense, np.where(mask, x, 0))
 
 
+def test_conversion_walks_the_stored_entries_into_another_format():
+    x, mask = masked_input(9)
+    ell = levels.from_mask(x, mask, "(dense, ranged)")
+    hybrid = "blocked 2x4 (dense, compressed, compressed(non-unique), singleton)"
+    converted = levels.convert(ell, "(dense, ranged)", list(x.shape), hybrid)
+    expected = levels.from_mask(x, mask, hybrid)
+    assert set(converted) == set(expected)
+    for name in expected:
+        np.testing.assert_array_equal(np.asarray(converted[name]), np.asarray(expected[name]))
+
+
 def test_a_built_in_tensor_is_its_declaration_part_for_part_and_back():
     x, mask = masked_input(5)
     for fmt, opts in (("csr", {}), ("bsr", {"block_rows": 2, "block_cols": 4}), ("coo", {})):

@@ -40,57 +40,105 @@ std::string level_label(const LevelFormat& f, size_t k) {
   return str_cat("level ", k, " (", level_type_name(l.type), "(", l.dim, "))");
 }
 
-// The depth-first walk that lays out a level tensor from sorted stored
-// points. Visiting the parents of a level in increasing position order and
-// appending each one's children keeps every level's parts in level order.
+// The tensor coordinates of a point given by the dimensions the levels walk.
+void tensor_coordinates(const LevelFormat& f, const Shape& shape, const std::vector<int64_t>& at, int64_t* out) {
+  const size_t rank = shape.size();
+  for (size_t d = 0; d < rank; ++d) out[d] = f.block.empty() ? at[d] : at[d] * f.block[d] + at[rank + d];
+}
+
+// The depth-first walk that lays out a level tensor from its stored points,
+// each with the index of its value in a source (a dense tensor's flat
+// offset, another level tensor's value position). Visiting the parents of a
+// level in increasing position order and appending each one's children keeps
+// every level's parts in level order.
 class Builder {
  public:
-  Builder(const LevelFormat& f, const Shape& shape, const uint8_t* mask, std::string_view op)
+  Builder(const LevelFormat& f, const Shape& shape, std::string_view op)
       : f_(f),
         shape_(shape),
         extents_(level_extents(f, shape)),
-        strides_(strides_of(shape)),
-        mask_(mask),
         levels_(f.levels.size()),
         pos_(levels_),
         crd_(levels_),
         at_(extents_.size(), 0),
+        dims_(extents_.size(), 0),
         op_(op) {}
 
-  void add_points() {
-    const int64_t numel = shape_numel(shape_);
+  // A stored point at tensor coordinates `coords` whose value is source[source].
+  void add_point(const int64_t* coords, int64_t source) {
     const size_t rank = shape_.size();
-    std::vector<int64_t> dims(extents_.size());
-    std::vector<int64_t> all;
-    for (int64_t flat = 0; flat < numel; ++flat) {
-      if (mask_[flat] == 0) continue;
-      int64_t rest = flat;
-      for (size_t d = 0; d < rank; ++d) {
-        const int64_t i = rest / strides_[d];
-        rest %= strides_[d];
-        if (f_.block.empty()) {
-          dims[d] = i;
-        } else {
-          dims[d] = i / f_.block[d];
-          dims[rank + d] = i % f_.block[d];
-        }
+    for (size_t d = 0; d < rank; ++d) {
+      if (f_.block.empty()) {
+        dims_[d] = coords[d];
+      } else {
+        dims_[d] = coords[d] / f_.block[d];
+        dims_[rank + d] = coords[d] % f_.block[d];
       }
-      for (const Level& l : f_.levels) all.push_back(dims[static_cast<size_t>(l.dim)]);
     }
-    const size_t count = all.size() / levels_;
-    std::vector<size_t> order(count);
+    for (const Level& l : f_.levels) unsorted_.push_back(dims_[static_cast<size_t>(l.dim)]);
+    unsorted_sources_.push_back(source);
+  }
+
+  // Lays the points out: sorted in level order, ranged widths measured, walked.
+  void build() {
+    sort_points();
+    measure_ranged_widths();
+    for (size_t l = 0; l < levels_; ++l) {
+      if (f_.levels[l].type == LevelType::kCompressed) pos_[l].push_back(0);
+    }
+    visit(0, 0, count_, false);
+  }
+
+  // The level tensor, its values taken from `source` (contiguous, indexed as
+  // the points' sources): a copy of the bytes where one point is stored at a
+  // position, zero where none is, the sum where several are (a non-unique
+  // source's duplicates, into a format whose levels are unique).
+  LevelTensor result(const Tensor& source) const {
+    LevelTensor t{f_, shape_, std::vector<Tensor>(levels_), std::vector<Tensor>(levels_), Tensor()};
+    for (size_t l = 0; l < levels_; ++l) {
+      const LevelType type = f_.levels[l].type;
+      const DType index = index_dtype_of(f_, l);
+      if (type == LevelType::kCompressed) t.positions[l] = index_tensor(pos_[l], index);
+      if (type != LevelType::kDense) t.coordinates[l] = index_tensor(crd_[l], index);
+    }
+    const size_t item = dtype_size(source.dtype());
+    t.values = empty({static_cast<int64_t>(leaves_.size())}, TensorOptions(source.dtype()));
+    auto* out = static_cast<uint8_t*>(t.values.data_ptr());
+    const auto* in = static_cast<const uint8_t*>(source.data_ptr());
+    std::vector<double> as_f64;  // read only where points share a position
+    for (size_t i = 0; i < leaves_.size(); ++i) {
+      const auto [lo, hi] = leaves_[i];
+      if (hi - lo == 1) {
+        std::memcpy(out + i * item, in + static_cast<size_t>(sources_[lo]) * item, item);
+      } else if (hi == lo) {
+        std::memset(out + i * item, 0, item);
+      } else {
+        if (as_f64.empty()) as_f64 = source.reshape({-1}).to(DType::kF64).to_vector<double>();
+        double sum = 0.0;
+        for (size_t j = lo; j < hi; ++j) sum += as_f64[static_cast<size_t>(sources_[j])];
+        const Tensor one = from_vector(std::vector<double>{sum}, {1}).to(source.dtype());
+        std::memcpy(out + i * item, one.data_ptr(), item);
+      }
+    }
+    return t;
+  }
+
+ private:
+  void sort_points() {
+    count_ = unsorted_sources_.size();
+    std::vector<size_t> order(count_);
     std::iota(order.begin(), order.end(), size_t{0});
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return std::lexicographical_compare(all.begin() + static_cast<std::ptrdiff_t>(a * levels_),
-                                          all.begin() + static_cast<std::ptrdiff_t>((a + 1) * levels_),
-                                          all.begin() + static_cast<std::ptrdiff_t>(b * levels_),
-                                          all.begin() + static_cast<std::ptrdiff_t>((b + 1) * levels_));
+    const auto row = [&](size_t p) { return unsorted_.begin() + static_cast<std::ptrdiff_t>(p * levels_); };
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return std::lexicographical_compare(row(a), row(a) + static_cast<std::ptrdiff_t>(levels_), row(b),
+                                          row(b) + static_cast<std::ptrdiff_t>(levels_));
     });
-    points_.reserve(all.size());
-    for (size_t p : order)
-      points_.insert(points_.end(), all.begin() + static_cast<std::ptrdiff_t>(p * levels_),
-                     all.begin() + static_cast<std::ptrdiff_t>((p + 1) * levels_));
-    count_ = count;
+    points_.reserve(unsorted_.size());
+    sources_.reserve(count_);
+    for (size_t p : order) {
+      points_.insert(points_.end(), row(p), row(p) + static_cast<std::ptrdiff_t>(levels_));
+      sources_.push_back(unsorted_sources_[p]);
+    }
   }
 
   // A ranged level's width: the most distinct coordinates any parent holds.
@@ -109,36 +157,6 @@ class Builder {
     }
   }
 
-  void build() {
-    for (size_t l = 0; l < levels_; ++l) {
-      if (f_.levels[l].type == LevelType::kCompressed) pos_[l].push_back(0);
-    }
-    visit(0, 0, count_, false);
-  }
-
-  LevelTensor result(const Tensor& dense) const {
-    LevelTensor t{f_, shape_, std::vector<Tensor>(levels_), std::vector<Tensor>(levels_), Tensor()};
-    for (size_t l = 0; l < levels_; ++l) {
-      const LevelType type = f_.levels[l].type;
-      const DType index = index_dtype_of(f_, l);
-      if (type == LevelType::kCompressed) t.positions[l] = index_tensor(pos_[l], index);
-      if (type != LevelType::kDense) t.coordinates[l] = index_tensor(crd_[l], index);
-    }
-    const size_t item = dtype_size(dense.dtype());
-    t.values = empty({static_cast<int64_t>(leaves_.size())}, TensorOptions(dense.dtype()));
-    auto* out = static_cast<uint8_t*>(t.values.data_ptr());
-    const auto* in = static_cast<const uint8_t*>(dense.data_ptr());
-    for (size_t i = 0; i < leaves_.size(); ++i) {
-      if (leaves_[i] >= 0) {
-        std::memcpy(out + i * item, in + static_cast<size_t>(leaves_[i]) * item, item);
-      } else {
-        std::memset(out + i * item, 0, item);
-      }
-    }
-    return t;
-  }
-
- private:
   int64_t at(size_t p, size_t l) const { return points_[p * levels_ + l]; }
   size_t run_end(size_t i, size_t hi, size_t l) const {
     size_t j = i + 1;
@@ -150,8 +168,7 @@ class Builder {
   // ranged level's padding slot above (its entries are not stored).
   void visit(size_t l, size_t lo, size_t hi, bool padding) {
     if (l == levels_) {
-      const int64_t offset = flat_offset(f_, shape_, strides_, at_);
-      leaves_.push_back(!padding && mask_[offset] != 0 ? offset : -1);
+      leaves_.emplace_back(padding ? hi : lo, hi);
       return;
     }
     const Level& level = f_.levels[l];
@@ -229,17 +246,95 @@ class Builder {
   const LevelFormat& f_;
   const Shape& shape_;
   const Shape extents_;
-  const std::vector<int64_t> strides_;
-  const uint8_t* mask_;
   const size_t levels_;
-  std::vector<int64_t> points_;  // the stored points' coordinates in level order, sorted
+  std::vector<int64_t> unsorted_, unsorted_sources_;
+  std::vector<int64_t> points_;   // the stored points' coordinates in level order, sorted
+  std::vector<int64_t> sources_;  // each sorted point's value index in the source
   size_t count_ = 0;
   std::vector<int64_t> widths_;
   std::vector<std::vector<int64_t>> pos_, crd_;
-  std::vector<int64_t> leaves_;  // each stored value's flat offset in the dense tensor, -1 for a zero
-  std::vector<int64_t> at_;      // the walk's coordinates, by dimension
+  std::vector<std::pair<size_t, size_t>> leaves_;  // each stored position's points [lo, hi) (none: a zero)
+  std::vector<int64_t> at_;                        // the walk's coordinates, by dimension
+  std::vector<int64_t> dims_;
   std::string op_;
 };
+
+// Calls visit(at, p) for every stored position p of a checked level tensor
+// with `at` its coordinates by the dimensions the levels walk; ranged padding
+// is skipped.
+template <typename Visit>
+void for_each_stored(const LevelTensor& t, Visit visit) {
+  const LevelFormat& f = t.format;
+  const size_t levels = f.levels.size();
+  const Shape extents = level_extents(f, t.shape);
+  std::vector<std::vector<int64_t>> pos(levels), crd(levels);
+  std::vector<int64_t> widths(levels, 0);
+  int64_t parents = 1;
+  for (size_t l = 0; l < levels; ++l) {
+    const Level& level = f.levels[l];
+    if (t.positions[l].defined()) pos[l] = as_i64(t.positions[l]);
+    if (t.coordinates[l].defined()) crd[l] = as_i64(t.coordinates[l]);
+    const int64_t extent = extents[static_cast<size_t>(level.dim)];
+    switch (level.type) {
+      case LevelType::kDense: parents *= extent; break;
+      case LevelType::kCompressed: parents = pos[l].back(); break;
+      case LevelType::kSingleton: break;
+      case LevelType::kRanged:
+        widths[l] = parents > 0 ? static_cast<int64_t>(crd[l].size()) / parents : 0;
+        parents *= widths[l];
+        break;
+      case LevelType::kNOutOfM: parents *= extent / level.m * level.n; break;
+    }
+  }
+  std::vector<int64_t> at(extents.size(), 0);
+  auto walk = [&](auto&& self, size_t l, int64_t p) -> void {
+    if (l == levels) {
+      visit(at, p);
+      return;
+    }
+    const Level& level = f.levels[l];
+    const auto dim = static_cast<size_t>(level.dim);
+    const int64_t extent = extents[dim];
+    const std::vector<int64_t>& c = crd[l];
+    switch (level.type) {
+      case LevelType::kDense:
+        for (int64_t i = 0; i < extent; ++i) {
+          at[dim] = i;
+          self(self, l + 1, p * extent + i);
+        }
+        break;
+      case LevelType::kCompressed:
+        for (int64_t q = pos[l][static_cast<size_t>(p)]; q < pos[l][static_cast<size_t>(p) + 1]; ++q) {
+          at[dim] = c[static_cast<size_t>(q)];
+          self(self, l + 1, q);
+        }
+        break;
+      case LevelType::kSingleton:
+        at[dim] = c[static_cast<size_t>(p)];
+        self(self, l + 1, p);
+        break;
+      case LevelType::kRanged:
+        for (int64_t q = p * widths[l]; q < (p + 1) * widths[l]; ++q) {
+          if (c[static_cast<size_t>(q)] < 0) continue;
+          at[dim] = c[static_cast<size_t>(q)];
+          self(self, l + 1, q);
+        }
+        break;
+      case LevelType::kNOutOfM: {
+        const int64_t groups = extent / level.m;
+        for (int64_t g = 0; g < groups; ++g) {
+          for (int64_t s = 0; s < level.n; ++s) {
+            const int64_t q = (p * groups + g) * level.n + s;
+            at[dim] = g * level.m + c[static_cast<size_t>(q)];
+            self(self, l + 1, q);
+          }
+        }
+        break;
+      }
+    }
+  };
+  walk(walk, 0, 0);
+}
 
 void check_index_part(const Tensor& t, const LevelFormat& f, size_t l, const char* part, int64_t size,
                       std::string_view op) {
@@ -268,13 +363,35 @@ LevelTensor level_from_mask(const Tensor& dense, const Tensor& mask, const Level
   COPPICE_CHECK(mask.defined() && mask.is_dense() && mask.dtype() == DType::kBool && mask.shape() == dense.shape(), op,
                 ": the mask must be a dense bool tensor of the values' shape ", shape_to_string(dense.shape()));
   check_level_format(format, dense.shape(), op);
-  const Tensor values = dense.contiguous();
   const Tensor keep = mask.to(Device::cpu()).to(DType::kU8).contiguous();
-  Builder builder(format, dense.shape(), static_cast<const uint8_t*>(keep.data_ptr()), op);
-  builder.add_points();
-  builder.measure_ranged_widths();
+  const auto* kept = static_cast<const uint8_t*>(keep.data_ptr());
+  const std::vector<int64_t> strides = strides_of(dense.shape());
+  std::vector<int64_t> coords(dense.shape().size());
+  Builder builder(format, dense.shape(), op);
+  for (int64_t flat = 0; flat < dense.numel(); ++flat) {
+    if (kept[flat] == 0) continue;
+    int64_t rest = flat;
+    for (size_t d = 0; d < coords.size(); ++d) {
+      coords[d] = rest / strides[d];
+      rest %= strides[d];
+    }
+    builder.add_point(coords.data(), flat);
+  }
   builder.build();
-  return builder.result(values);
+  return builder.result(dense.contiguous());
+}
+
+LevelTensor level_convert(const LevelTensor& t, const LevelFormat& format, std::string_view op) {
+  check_level_tensor(t, op);
+  check_level_format(format, t.shape, op);
+  std::vector<int64_t> coords(t.shape.size());
+  Builder builder(format, t.shape, op);
+  for_each_stored(t, [&](const std::vector<int64_t>& at, int64_t p) {
+    tensor_coordinates(t.format, t.shape, at, coords.data());
+    builder.add_point(coords.data(), p);
+  });
+  builder.build();
+  return builder.result(t.values.contiguous());
 }
 
 void check_level_tensor(const LevelTensor& t, std::string_view op) {
@@ -363,85 +480,17 @@ void check_level_tensor(const LevelTensor& t, std::string_view op) {
 
 Tensor level_to_dense(const LevelTensor& t) {
   check_level_tensor(t, "level_to_dense");
-  const LevelFormat& f = t.format;
-  const size_t levels = f.levels.size();
-  const Shape extents = level_extents(f, t.shape);
   const std::vector<int64_t> strides = strides_of(t.shape);
-  std::vector<std::vector<int64_t>> pos(levels), crd(levels);
-  std::vector<int64_t> widths(levels, 0);
-  int64_t parents = 1;
-  for (size_t l = 0; l < levels; ++l) {
-    const Level& level = f.levels[l];
-    if (t.positions[l].defined()) pos[l] = as_i64(t.positions[l]);
-    if (t.coordinates[l].defined()) crd[l] = as_i64(t.coordinates[l]);
-    const int64_t extent = extents[static_cast<size_t>(level.dim)];
-    switch (level.type) {
-      case LevelType::kDense: parents *= extent; break;
-      case LevelType::kCompressed: parents = pos[l].back(); break;
-      case LevelType::kSingleton: break;
-      case LevelType::kRanged:
-        widths[l] = parents > 0 ? static_cast<int64_t>(crd[l].size()) / parents : 0;
-        parents *= widths[l];
-        break;
-      case LevelType::kNOutOfM: parents *= extent / level.m * level.n; break;
-    }
-  }
   const std::vector<double> values = t.values.to(DType::kF64).to_vector<double>();
   // An entry's first value is copied (f64 holds every values dtype exactly, -0 and NaN included), later
   // ones (a non-unique level's duplicates) added.
   std::vector<double> out(static_cast<size_t>(shape_numel(t.shape)), 0.0);
   std::vector<char> written(out.size(), 0);
-  std::vector<int64_t> at(extents.size(), 0);
-  auto visit = [&](auto&& self, size_t l, int64_t p) -> void {
-    if (l == levels) {
-      const auto offset = static_cast<size_t>(flat_offset(f, t.shape, strides, at));
-      out[offset] =
-          written[offset] != 0 ? out[offset] + values[static_cast<size_t>(p)] : values[static_cast<size_t>(p)];
-      written[offset] = 1;
-      return;
-    }
-    const Level& level = f.levels[l];
-    const auto dim = static_cast<size_t>(level.dim);
-    const int64_t extent = extents[dim];
-    const std::vector<int64_t>& c = crd[l];
-    switch (level.type) {
-      case LevelType::kDense:
-        for (int64_t i = 0; i < extent; ++i) {
-          at[dim] = i;
-          self(self, l + 1, p * extent + i);
-        }
-        break;
-      case LevelType::kCompressed:
-        for (int64_t q = pos[l][static_cast<size_t>(p)]; q < pos[l][static_cast<size_t>(p) + 1]; ++q) {
-          at[dim] = c[static_cast<size_t>(q)];
-          self(self, l + 1, q);
-        }
-        break;
-      case LevelType::kSingleton:
-        at[dim] = c[static_cast<size_t>(p)];
-        self(self, l + 1, p);
-        break;
-      case LevelType::kRanged:
-        for (int64_t q = p * widths[l]; q < (p + 1) * widths[l]; ++q) {
-          if (c[static_cast<size_t>(q)] < 0) continue;
-          at[dim] = c[static_cast<size_t>(q)];
-          self(self, l + 1, q);
-        }
-        break;
-      case LevelType::kNOutOfM: {
-        const int64_t groups = extent / level.m;
-        for (int64_t g = 0; g < groups; ++g) {
-          for (int64_t s = 0; s < level.n; ++s) {
-            const int64_t q = (p * groups + g) * level.n + s;
-            at[dim] = g * level.m + c[static_cast<size_t>(q)];
-            self(self, l + 1, q);
-          }
-        }
-        break;
-      }
-    }
-  };
-  visit(visit, 0, 0);
+  for_each_stored(t, [&](const std::vector<int64_t>& at, int64_t p) {
+    const auto offset = static_cast<size_t>(flat_offset(t.format, t.shape, strides, at));
+    out[offset] = written[offset] != 0 ? out[offset] + values[static_cast<size_t>(p)] : values[static_cast<size_t>(p)];
+    written[offset] = 1;
+  });
   return from_vector(out, t.shape, TensorOptions(DType::kF64)).to(t.values.dtype());
 }
 

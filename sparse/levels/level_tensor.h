@@ -36,6 +36,14 @@ std::map<std::string, Tensor> level_parts(const LevelTensor& t);
 // cannot hold the mask (an n:m group with more than n entries) or the shape.
 LevelTensor level_from_mask(const Tensor& dense, const Tensor& mask, const LevelFormat& format, std::string_view op);
 
+// `t` in another level format of the same shape, by walking t's stored
+// entries into the new layout (no dense intermediate): every stored entry is
+// kept, explicit zeros included; positions the new format stores besides
+// (the rest of a block, free n:m places) hold zeros; entries of one
+// coordinate (t's duplicates) are summed. Throws naming `op` as
+// level_from_mask does.
+LevelTensor level_convert(const LevelTensor& t, const LevelFormat& format, std::string_view op);
+
 // Throws naming `op`, the level and the first offending position where the
 // parts do not form a tensor of the format and shape: sizes, positions not
 // starting at 0 or decreasing, coordinates outside their dimension, unique

@@ -161,6 +161,52 @@ TEST(Levels, UserAndHybridFormatsRoundTripThroughDense) {
   EXPECT_TRUE(same_values(level_to_dense(csf), masked(x3, m3)));
 }
 
+TEST(Levels, ConversionsBetweenAnyTwoFormatsKeepEveryStoredEntry) {
+  std::vector<LevelFormat> formats;
+  for (const char* b : {"csr", "csc", "coo", "nm"}) formats.push_back(builtin_level_format(b, 2, {}, "t"));
+  formats.push_back(builtin_level_format("bsr", 2, FormatOptions::block(2, 4), "t"));
+  formats.push_back(builtin_level_format("blocked_ell", 2, FormatOptions::block(4), "t"));
+  formats.push_back(with_block({}, {dense(0), ranged(1)}));
+  formats.push_back(with_block({}, {compressed(0), compressed(1)}));
+  formats.push_back(with_block({2, 4}, {dense(0), compressed(1), compressed(2, false), singleton(3)}));
+  formats.push_back(with_block({2, 8}, {dense(0), compressed(1), dense(2), n_out_of_m(3, 2, 4)}));
+  const LevelFormat csr = builtin_level_format("csr", 2, {}, "t");
+  for (uint64_t seed = 0; seed < 3; ++seed) {
+    // A mask of at most 2 of every 4 along rows, so that every format, the n:m ones too, can hold it.
+    auto in = random_masked_input({8, 16}, seed == 0 ? 0.0 : 0.4, seed, DType::kF32, {3});
+    in.mask = at_most_n_of_m(in.mask, 2, 4);
+    const Tensor want = masked(in.x, in.mask);
+    const LevelTensor exact = level_from_mask(in.x, in.mask, csr, "t");  // stores the mask and nothing more
+    for (const LevelFormat& from : formats) {
+      const LevelTensor source = level_from_mask(in.x, in.mask, from, "t");
+      // Whole stored blocks (bsr, blocked_ell) keep their zeros, four of every four: no n:m target holds them.
+      const bool whole_blocks =
+          !from.block.empty() && from.levels[2].type == LevelType::kDense && from.levels[3].type == LevelType::kDense;
+      for (const LevelFormat& to : formats) {
+        if (whole_blocks && to.levels.back().type == LevelType::kNOutOfM) continue;
+        SCOPED_TRACE(::testing::Message() << describe(from) << " -> " << describe(to) << " seed " << seed);
+        const LevelTensor converted = level_convert(source, to, "t");
+        EXPECT_TRUE(same_values(level_to_dense(converted), want));
+      }
+      // From a format that stores exactly the mask: the same parts as built from the mask.
+      SCOPED_TRACE(describe(from));
+      EXPECT_TRUE(same_parts(level_convert(exact, from, "t"), source));
+    }
+  }
+  // Duplicates of a non-unique source are summed into a unique format.
+  LevelTensor coo{builtin_level_format("coo", 2, {}, "t"), {2, 3}, {}, {}, Tensor()};
+  coo.positions = {from_vector(std::vector<int64_t>{0, 3}, {2}), Tensor()};
+  coo.coordinates = {from_vector(std::vector<int64_t>{1, 0, 1}, {3}), from_vector(std::vector<int64_t>{2, 0, 2}, {3})};
+  coo.values = from_vector(std::vector<float>{1.5F, 2.0F, 0.25F}, {3});
+  const LevelTensor summed = level_convert(coo, csr, "t");
+  EXPECT_EQ(summed.values.to_vector<float>(), (std::vector<float>{2.0F, 1.75F}));
+  // A source the target cannot hold is refused as a mask would be.
+  const Tensor full = ne(ones({2, 8}), 0.0);
+  EXPECT_ERROR_NAMING(
+      level_convert(level_from_mask(ones({2, 8}), full, csr, "t"), builtin_level_format("nm", 2, {}, "t"), "convert"),
+      "convert: level 1 (n_out_of_m(1)): group 0 (coordinates 0 to 3) of a parent stores 4 entries");
+}
+
 TEST(Levels, BadDeclarationsNameTheLevelAndTheReason) {
   const Shape shape{8, 8};
   EXPECT_ERROR_NAMING(check_level_format(with_block({}, {dense(0), dense(0)}), shape, "decl"),
