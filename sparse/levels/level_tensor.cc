@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "tensor/checked_math.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
@@ -418,8 +419,14 @@ void check_level_tensor(const LevelTensor& t, std::string_view op) {
     auto in_range = [&](int64_t c, size_t q, int64_t bound) {
       COPPICE_CHECK(c >= 0 && c < bound, where, ": coordinate ", q, " is ", c, ", outside [0, ", bound, ")");
     };
+    // Positions are counted in int64: a shape whose levels would overflow them is refused, not wrapped.
+    auto times = [&](int64_t a, int64_t b) {
+      int64_t product = 0;
+      COPPICE_CHECK(!mul_overflows(a, b, &product), where, ": ", a, " x ", b, " positions overflow int64");
+      return product;
+    };
     switch (level.type) {
-      case LevelType::kDense: parents *= extent; break;
+      case LevelType::kDense: parents = times(parents, extent); break;
       case LevelType::kCompressed: {
         check_index_part(t.positions[l], f, l, "positions", parents + 1, op);
         const std::vector<int64_t> pos = as_i64(t.positions[l]);
@@ -456,11 +463,11 @@ void check_level_tensor(const LevelTensor& t, std::string_view op) {
           COPPICE_CHECK(first || (crd[q - 1] != -1 && crd[q] > crd[q - 1]), where, ": slot ", q,
                         " is not increasing, or follows padding");
         }
-        parents *= width;
+        parents = times(parents, width);
         break;
       }
       case LevelType::kNOutOfM: {
-        const int64_t slots = parents * (extent / level.m) * level.n;
+        const int64_t slots = times(times(parents, extent / level.m), level.n);
         coordinates(slots);
         for (size_t q = 0; q < crd.size(); ++q) {
           in_range(crd[q], q, level.m);

@@ -349,6 +349,14 @@ TEST(Levels, BrokenPartsNameTheLevelAndThePosition) {
   bad.positions[1] = csr.positions[1].to(DType::kI64);
   EXPECT_ERROR_NAMING(check_level_tensor(bad, "parts"), "positions must be i32, got i64");
 
+  // A shape whose dense levels would count more positions than int64 holds is refused, not wrapped.
+  LevelTensor huge{
+      with_block({}, {dense(0), dense(1), dense(2)}), {int64_t{1} << 31, int64_t{1} << 31, 4}, {}, {}, zeros({1})};
+  huge.positions.resize(3);
+  huge.coordinates.resize(3);
+  EXPECT_ERROR_NAMING(check_level_tensor(huge, "parts"),
+                      "level 2 (dense(2)): 4611686018427387904 x 4 positions overflow int64");
+
   const LevelTensor ell = level_from_mask(in.x, in.mask, with_block({}, {dense(0), ranged(1)}), "t");
   bad = ell;
   std::vector<int64_t> slots = ell.coordinates[1].to(DType::kI64).to_vector<int64_t>();
