@@ -14,6 +14,7 @@
 #include "data/idx.h"
 #include "gtest/gtest.h"
 #include "sparse/io/sparse_safetensors.h"
+#include "sparse/levels/level_io.h"
 #include "tensor/io/safetensors.h"
 #include "tests/fuzz/checkpoint_fixture.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -72,6 +73,13 @@ TEST(FuzzCorpus, Safetensors) {
 
 TEST(FuzzCorpus, SparseSafetensors) {
   expect_seeds("sparse_safetensors", [](const Seed& s) { return error_of(parse_sparse_safetensors(s.bytes, s.path)); });
+}
+
+TEST(FuzzCorpus, LevelSafetensors) {
+  expect_seeds("level_safetensors", [](const Seed& s) {
+    const absl::StatusOr<SafetensorsFile> file = parse_safetensors(s.bytes, s.path);
+    return file.ok() ? error_of(levels::level_tensors_of(*file, s.path)) : error_of(file);
+  });
 }
 
 TEST(FuzzCorpus, Idx) {

@@ -22,6 +22,8 @@
 
 #include "sparse/convert.h"
 #include "sparse/io/sparse_safetensors.h"
+#include "sparse/levels/builtin_levels.h"
+#include "sparse/levels/level_io.h"
 #include "tensor/io/safetensors.h"
 #include "tensor/ops.h"
 #include "tests/data/test_util.h"
@@ -149,6 +151,49 @@ void sparse_safetensors_corpus() {
         ok_or_die(
             serialize_safetensors({{"w.values", val}}, {{"coppice.format.w", "ellpack"}, {"coppice.shape.w", "[3]"}})));
   write("sparse_safetensors", "bad-truncated.safetensors", all.substr(0, all.size() / 2));
+}
+
+// ------------------------------------------------ level tensors in safetensors --
+
+void level_safetensors_corpus() {
+  const Tensor dense = from_vector(std::vector<float>{1, 0, 0, 2, 0, 0, 0, 0, 3, 4, 0, 0, 0, 0, 5, 0,
+                                                      6, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 8, 0, 9, 0, 0},
+                                   {4, 8});
+  NamedTensors tensors;
+  std::map<std::string, std::string> metadata;
+  const std::vector<std::pair<std::string, FormatOptions>> formats = {{"coo", {}},
+                                                                      {"csr", {}},
+                                                                      {"bsr", FormatOptions::block(2)},
+                                                                      {"blocked_ell", FormatOptions::block(2)},
+                                                                      {"nm", FormatOptions::nm(2, 4)}};
+  for (const auto& [format, options] : formats) {
+    levels::add_level_tensor("w_" + format, levels::level_tensor_of(to_format(dense, format, options), "corpus"),
+                             tensors, metadata);
+  }
+  const levels::LevelFormat hybrid =
+      levels::parse_level_format("blocked 2x4 (dense, compressed, compressed(non-unique), singleton)", "corpus");
+  levels::add_level_tensor("w_hybrid", levels::level_from_mask(dense, ne(dense, 0.0), hybrid, "corpus"), tensors,
+                           metadata);
+  const std::string all = ok_or_die(serialize_safetensors(tensors, metadata));
+  write("level_safetensors", "valid-every-kind.safetensors", all);
+
+  // Near misses: a CSR-like tensor whose parts, text or shape are wrong.
+  const Tensor pos = from_vector(std::vector<int32_t>{0, 1, 3}, {3});
+  const Tensor crd = from_vector(std::vector<int32_t>{2, 0, 9}, {3});  // 9 is out of range
+  const Tensor val = from_vector(std::vector<float>{1, 2, 3}, {3});
+  const std::map<std::string, std::string> csr = {{"coppice.levels.w", "(dense, compressed)"},
+                                                  {"coppice.shape.w", "[2, 4]"}};
+  write("level_safetensors", "bad-coordinate.safetensors",
+        ok_or_die(serialize_safetensors({{"w.positions_1", pos}, {"w.coordinates_1", crd}, {"w.values", val}}, csr)));
+  write("level_safetensors", "bad-missing-part.safetensors",
+        ok_or_die(serialize_safetensors({{"w.positions_1", pos}, {"w.values", val}}, csr)));
+  write("level_safetensors", "bad-declaration.safetensors",
+        ok_or_die(serialize_safetensors({{"w.values", val}},
+                                        {{"coppice.levels.w", "(dense, sparse)"}, {"coppice.shape.w", "[3]"}})));
+  write("level_safetensors", "bad-overflow.safetensors",
+        ok_or_die(serialize_safetensors({{"w.values", val}}, {{"coppice.levels.w", "(dense, dense, dense)"},
+                                                              {"coppice.shape.w", "[2147483648, 2147483648, 4]"}})));
+  write("level_safetensors", "bad-truncated.safetensors", all.substr(0, all.size() / 2));
 }
 
 // ------------------------------------------------------------- checkpoint --
@@ -435,6 +480,7 @@ int main(int argc, char** argv) {
   try {
     safetensors_corpus();
     sparse_safetensors_corpus();
+    level_safetensors_corpus();
     checkpoint_corpus();
     idx_corpus();
     job_config_corpus();
