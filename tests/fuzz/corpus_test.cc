@@ -109,7 +109,7 @@ TEST(FuzzCorpus, Checkpoint) {
       if (s.valid && !meant) continue;
       CheckpointComponents c =
           make_checkpoint_components(sgd ? OptimizerKind::kSgd : OptimizerKind::kAdam, sgd, 9, false);
-      const std::string e = error_of(load_checkpoint(s.path, *c.model, *c.optimizer, c.updater.get()));
+      std::string e = error_of(load_checkpoint(s.path, *c.model, *c.optimizer, c.updater.get()));
       if (s.valid) return e;
       if (e.empty()) return std::string();  // a bad one accepted by either
       error = e;

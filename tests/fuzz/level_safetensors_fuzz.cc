@@ -63,7 +63,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& [part, tensor] : a) {
       const auto p = b.find(part);
       if (p == b.end() || !same_bytes(tensor, p->second)) {
-        fuzz::property_failed("'" + name + "." + part + "' changed in a round trip");
+        std::string what = "'" + name;
+        what += "." + part + "' changed in a round trip";
+        fuzz::property_failed(what);
       }
     }
   }
