@@ -85,6 +85,7 @@ std::string describe(const LevelFormat& format) {
   for (size_t k = 0; k < format.levels.size(); ++k) s += str_cat(k == 0 ? "" : ", ", describe_level(format.levels[k]));
   s += ")";
   if (format.index_dtype != DType::kI32) s += str_cat(" index ", dtype_name(format.index_dtype));
+  if (format.value_dtype) s += str_cat(" values ", dtype_name(*format.value_dtype));
   return s;
 }
 
@@ -163,10 +164,19 @@ LevelFormat parse_level_format(std::string_view text, std::string_view op) {
                 ": the levels must be a list in parentheses, as (dense, compressed)");
   const size_t close = s.rfind(')');
   COPPICE_CHECK(close != std::string_view::npos, what, ": the level list has no closing ')'");
-  const std::string_view tail = trim(s.substr(close + 1));
+  std::string_view tail = trim(s.substr(close + 1));
+  const std::string after =
+      str_cat(what, ": after the levels only 'index DTYPE' and 'values DTYPE' may follow, got '", tail, "'");
+  if (tail.substr(0, 5) == "index") {
+    const size_t end = tail.find("values");
+    COPPICE_CHECK(dtype_from_name(trim(tail.substr(5, end == std::string_view::npos ? end : end - 5)), &f.index_dtype),
+                  after);
+    tail = end == std::string_view::npos ? std::string_view() : tail.substr(end);
+  }
   if (!tail.empty()) {
-    COPPICE_CHECK(tail.substr(0, 5) == "index" && dtype_from_name(trim(tail.substr(5)), &f.index_dtype), what,
-                  ": after the levels only 'index DTYPE' may follow, got '", tail, "'");
+    DType values;
+    COPPICE_CHECK(tail.substr(0, 6) == "values" && dtype_from_name(trim(tail.substr(6)), &values), after);
+    f.value_dtype = values;
   }
   const std::vector<std::string_view> levels = split_top(s.substr(1, close - 1));
   for (size_t k = 0; k < levels.size(); ++k) f.levels.push_back(parse_level(levels[k], static_cast<int64_t>(k), op));
@@ -199,6 +209,10 @@ void check_level_format(const LevelFormat& format, const Shape& shape, std::stri
       COPPICE_CHECK(b >= 1 && shape[static_cast<size_t>(d)] % b == 0, what, ": block extent ", b,
                     " does not divide dimension ", d, " of extent ", shape[static_cast<size_t>(d)]);
     }
+  }
+  if (format.value_dtype) {
+    COPPICE_CHECK(is_floating(*format.value_dtype), what, ": values dtype ", dtype_name(*format.value_dtype),
+                  " (f32, f64, bf16 or f16)");
   }
   const Shape extents = level_extents(format, shape);
   const int64_t dims = static_cast<int64_t>(extents.size());

@@ -58,18 +58,22 @@ struct LevelFormat {
   std::vector<int64_t> block;  // empty, or the inner extent of every tensor dimension
   std::vector<Level> levels;   // outermost first
   DType index_dtype = DType::kI32;
+  // The values' dtype (f32, f64, bf16 or f16); unset: any of them, the
+  // source's where a tensor is built.
+  std::optional<DType> value_dtype;
 };
 
 std::string_view level_type_name(LevelType type);  // "dense", "compressed", ...
 // The declaration as text, in the grammar parse_level_format reads:
 // "blocked 2x2 (dense(0), compressed(1), dense(2), dense(3))", with
 // "compressed(0, non-unique)", "n_out_of_m(1, 2:4)", a level's own index
-// dtype as an argument ("n_out_of_m(1, 2:4, u8)") and the format's, where it
-// is not i32, after the list ("(...) index i64").
+// dtype as an argument ("n_out_of_m(1, 2:4, u8)"), the format's, where it
+// is not i32, after the list ("(...) index i64") and the values' dtype, where
+// the declaration fixes it, last ("(...) values bf16").
 std::string describe(const LevelFormat& format);
 
 // A declaration from text (describe's grammar):
-//   format := ["blocked" INT {"x" INT}] "(" level {"," level} ")" ["index" DTYPE]
+//   format := ["blocked" INT {"x" INT}] "(" level {"," level} ")" ["index" DTYPE] ["values" DTYPE]
 //   level  := TYPE ["(" arg {"," arg} ")"]
 //   arg    := INT (the dimension walked; default: the level's place in the
 //             list) | "non-unique" | INT ":" INT (n:m) | DTYPE (the level's
@@ -91,7 +95,8 @@ Shape level_extents(const LevelFormat& format, const Shape& shape);
 // at all, a block that does not divide its dimension, a singleton not below
 // a non-unique level or a level other than a singleton below one, n and m
 // out of 1 <= n <= m <= 256 or m not dividing the dimension, an index dtype
-// other than i32 or i64 (u8 too for n_out_of_m).
+// other than i32 or i64 (u8 too for n_out_of_m), a values dtype that is not
+// a floating one.
 void check_level_format(const LevelFormat& format, const Shape& shape, std::string_view op);
 
 }  // namespace coppice::levels

@@ -121,6 +121,7 @@ class Builder {
         std::memcpy(out + i * item, one.data_ptr(), item);
       }
     }
+    if (f_.value_dtype) t.values = t.values.to(*f_.value_dtype);  // the declaration's, rounded once
     return t;
   }
 
@@ -483,6 +484,9 @@ void check_level_tensor(const LevelTensor& t, std::string_view op) {
                 ": values must be 1-D of ", parents, " entries (the last level's positions), got ",
                 t.values.defined() ? shape_to_string(t.values.shape()) : std::string("none"));
   COPPICE_CHECK(t.values.device().is_cpu(), op, ": values must be on the CPU, got ", t.values.device().to_string());
+  COPPICE_CHECK(is_floating(t.values.dtype()) && (!f.value_dtype || t.values.dtype() == *f.value_dtype), op,
+                ": values must be ", f.value_dtype ? std::string(dtype_name(*f.value_dtype)) : "f32, f64, bf16 or f16",
+                ", got ", dtype_name(t.values.dtype()));
 }
 
 Tensor level_to_dense(const LevelTensor& t) {

@@ -56,14 +56,12 @@ using coppice::testing::random_masked_input;
 // The mask with at most n of every m along the last dimension (the first n it holds).
 Tensor at_most_n_of_m(const Tensor& mask, int64_t n, int64_t m) {
   std::vector<double> v = mask.to(DType::kF64).to_vector<double>();
-  const int64_t cols = mask.shape().back();
   for (size_t start = 0; start < v.size(); start += static_cast<size_t>(m)) {
     int64_t kept = 0;
     for (size_t i = start; i < start + static_cast<size_t>(m); ++i) {
       if (v[i] != 0.0 && ++kept > n) v[i] = 0.0;
     }
   }
-  (void)cols;
   return ne(from_vector(v, mask.shape(), TensorOptions(DType::kF64)), 0.0);
 }
 
@@ -248,7 +246,7 @@ bool same_declaration(const LevelFormat& a, const LevelFormat& b) {
       return false;
     }
   }
-  return true;
+  return a.value_dtype == b.value_dtype;
 }
 
 TEST(Levels, DeclarationsReadBackFromTheirText) {
@@ -284,8 +282,28 @@ TEST(Levels, DeclarationsReadBackFromTheirText) {
   EXPECT_ERROR_NAMING(parse_level_format("dense, compressed", "yaml"),
                       "the levels must be a list in parentheses, as (dense, compressed)");
   EXPECT_ERROR_NAMING(parse_level_format("(dense, compressed) please", "yaml"),
-                      "after the levels only 'index DTYPE' may follow, got 'please'");
+                      "after the levels only 'index DTYPE' and 'values DTYPE' may follow, got 'please'");
   EXPECT_ERROR_NAMING(parse_level_format("(dense, compressed(1)", "yaml"), "an argument list must end the level");
+}
+
+TEST(Levels, ADeclaredValuesDtypeIsKeptAndChecked) {
+  const LevelFormat f = parse_level_format("(dense, compressed) index i64 values bf16", "t");
+  EXPECT_EQ(describe(f), "(dense(0), compressed(1)) index i64 values bf16");
+  EXPECT_TRUE(same_declaration(parse_level_format(describe(f), "t"), f));
+  EXPECT_EQ(describe(parse_level_format("(dense, compressed) values f16", "t")),
+            "(dense(0), compressed(1)) values f16");
+  auto in = random_masked_input({4, 8}, 0.5, 2, DType::kF32);
+  const LevelTensor t = level_from_mask(in.x, in.mask, f, "t");
+  EXPECT_EQ(t.values.dtype(), DType::kBF16);
+  EXPECT_EQ(t.positions[1].dtype(), DType::kI64);
+  EXPECT_TRUE(same_values(level_to_dense(t), masked(in.x, in.mask).to(DType::kBF16)));
+  LevelTensor wrong = t;
+  wrong.values = t.values.to(DType::kF32);
+  EXPECT_ERROR_NAMING(check_level_tensor(wrong, "parts"), "parts: values must be bf16, got f32");
+  EXPECT_ERROR_NAMING(check_level_format(parse_level_format("(dense, compressed) values i32", "t"), {4, 8}, "decl"),
+                      "values dtype i32 (f32, f64, bf16 or f16)");
+  EXPECT_ERROR_NAMING(parse_level_format("(dense, compressed) values", "yaml"),
+                      "after the levels only 'index DTYPE' and 'values DTYPE' may follow");
 }
 
 TEST(Levels, LevelTensorsRoundTripThroughSafetensors) {
