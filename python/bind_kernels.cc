@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "python/bindings.h"
@@ -37,14 +38,43 @@ void check_linear_operands(const Tensor& x, const Tensor& weight, const char* op
                 weight.device().to_string());
 }
 
+// A linear's bias: none, or dense of the weight's [out] shape.
+void check_bias(const Tensor& b, const Tensor& weight, const char* op) {
+  COPPICE_CHECK(!b.defined() || (b.is_dense() && b.shape() == Shape{weight.size(0)}), op,
+                ": bias must be dense of shape [", weight.size(0), "], got ", b.format(), " ",
+                shape_to_string(b.shape()));
+}
+
+// dy of x's leading dimensions and the weight's outputs.
+void check_dy(const Tensor& dy, const Tensor& x, const Tensor& weight, const char* op) {
+  Shape expected = x.shape();
+  expected.back() = weight.size(0);
+  COPPICE_CHECK(dy.is_dense() && dy.shape() == expected, op, ": dy must be dense of shape ", shape_to_string(expected),
+                " (x's leading dimensions, then the weight's ", weight.size(0), " outputs), got ", dy.format(), " ",
+                shape_to_string(dy.shape()));
+}
+
+// (dx, the weight's gradient), each undefined where not asked, from dy as
+// rows [N, out]: for a sparse weight its values' gradient (dy^T x sampled at
+// its pattern), for a dense one [out, in].
+std::pair<Tensor, Tensor> linear_gradients(const Tensor& dy2, const Tensor& x, const Tensor& w, bool x_grad,
+                                           bool weight_grad) {
+  Tensor dx, dw;
+  if (x_grad) dx = matmul(dy2, w).reshape(x.shape());
+  if (weight_grad) {
+    const Tensor x2 = x.reshape({-1, w.size(1)}).contiguous();
+    dw = w.is_sparse() ? values(sddmm(dy2.t(), x2, w)) : matmul(dy2.t().contiguous(), x2);
+  }
+  return {dx, dw};
+}
+
 Tensor linear_forward(const py::object& x_obj, const py::object& weight_obj, const py::object& bias_obj) {
   const char* op = "coppice.kernels.linear";
   const Tensor x = tensor_of_any(x_obj, str_cat(op, ": x"));
   const Tensor w = tensor_of_any(weight_obj, str_cat(op, ": weight"));
   const Tensor b = bias_obj.is_none() ? Tensor() : tensor_of_any(bias_obj, str_cat(op, ": bias"));
   check_linear_operands(x, w, op);
-  COPPICE_CHECK(!b.defined() || (b.is_dense() && b.shape() == Shape{w.size(0)}), op, ": bias must be dense of shape [",
-                w.size(0), "], got ", b.format(), " ", shape_to_string(b.shape()));
+  check_bias(b, w, op);
   py::gil_scoped_release release;
   return linear(x, w, b);
 }
@@ -58,20 +88,11 @@ py::tuple linear_backward(const py::object& dy_obj, const py::object& x_obj, con
   const Tensor x = tensor_of_any(x_obj, str_cat(op, ": x"));
   const Tensor w = tensor_of_any(weight_obj, str_cat(op, ": weight"));
   check_linear_operands(x, w, op);
-  Shape expected = x.shape();
-  expected.back() = w.size(0);
-  COPPICE_CHECK(dy.is_dense() && dy.shape() == expected, op, ": dy must be dense of shape ", shape_to_string(expected),
-                " (x's leading dimensions, then the weight's ", w.size(0), " outputs), got ", dy.format(), " ",
-                shape_to_string(dy.shape()));
+  check_dy(dy, x, w, op);
   Tensor dx, dw;
   {
     py::gil_scoped_release release;
-    const Tensor dy2 = dy.reshape({-1, w.size(0)}).contiguous();
-    if (x_grad) dx = matmul(dy2, w).reshape(x.shape());
-    if (weight_grad) {
-      const Tensor x2 = x.reshape({-1, w.size(1)});
-      dw = w.is_sparse() ? values(sddmm(dy2.t(), x2, w)) : matmul(dy2.t().contiguous(), x2.contiguous());
-    }
+    std::tie(dx, dw) = linear_gradients(dy.reshape({-1, w.size(0)}).contiguous(), x, w, x_grad, weight_grad);
   }
   return py::make_tuple(tensor_or_none(dx), tensor_or_none(dw));
 }
@@ -110,9 +131,7 @@ py::tuple sparse_linear_forward(const py::object& x_obj, const py::object& value
   const Tensor b_in = bias_obj.is_none() ? Tensor() : tensor_of_any(bias_obj, str_cat(op, ": bias"));
   COPPICE_CHECK(pattern.is_sparse(), op, ": pattern must be sparse, got a dense tensor");
   check_linear_operands(x_in, pattern, op);
-  COPPICE_CHECK(!b_in.defined() || (b_in.is_dense() && b_in.shape() == Shape{pattern.size(0)}), op,
-                ": bias must be dense of shape [", pattern.size(0), "], got ", b_in.format(), " ",
-                shape_to_string(b_in.shape()));
+  check_bias(b_in, pattern, op);
   Tensor x, values, y;
   {
     py::gil_scoped_release release;
@@ -146,21 +165,15 @@ py::tuple sparse_linear_backward(const py::object& dy_obj, const py::object& x_o
   const Tensor pattern = tensor_of_any(pattern_obj, str_cat(op, ": pattern"));
   COPPICE_CHECK(pattern.is_sparse(), op, ": pattern must be sparse, got a dense tensor");
   check_linear_operands(x, pattern, op);
-  Shape expected = x.shape();
-  expected.back() = pattern.size(0);
-  COPPICE_CHECK(dy_in.is_dense() && dy_in.shape() == expected, op, ": dy must be dense of shape ",
-                shape_to_string(expected), " (x's leading dimensions, then the weight's ", pattern.size(0),
-                " outputs), got ", dy_in.format(), " ", shape_to_string(dy_in.shape()));
+  check_dy(dy_in, x, pattern, op);
   Tensor dx, dvalues, dbias;
   {
     py::gil_scoped_release release;
     const Tensor w = with_values(pattern, values);
     const Tensor dy = dy_in.to(x.dtype()).reshape({-1, w.size(0)}).contiguous();
-    if (x_grad) dx = cast_to(matmul(dy, w).reshape(x.shape()), dx_dtype);
-    if (values_grad) {
-      const Tensor x2 = x.reshape({-1, w.size(1)}).contiguous();
-      dvalues = cast_to(coppice::values(sddmm(dy.t(), x2, w)), dvalues_dtype);
-    }
+    std::tie(dx, dvalues) = linear_gradients(dy, x, w, x_grad, values_grad);
+    dx = cast_to(dx, dx_dtype);
+    dvalues = cast_to(dvalues, dvalues_dtype);
     if (bias_grad) dbias = cast_to(sum(dy, {0}), dbias_dtype);
   }
   return py::make_tuple(capsule_or_none(dx), capsule_or_none(dvalues), capsule_or_none(dbias));

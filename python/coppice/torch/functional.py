@@ -26,12 +26,14 @@ from torch.utils import dlpack as _dlpack
 
 import coppice
 
-from ._exchange import coppice_stream, to_coppice, to_torch
-from ._patterns import pattern_tensor
+from ._exchange import coppice_stream, to_coppice, to_torch  # noqa: F401 (tests reach them here)
 
 
-def _autocast_dtype(device_type):
-    """The dtype autocast runs products in on `device_type`, or None when it is off there."""
+def _autocast_dtype(x):
+    """The dtype autocast runs products of `x` in, or None: autocast off on x's device, or x not floating."""
+    device_type = x.device.type
+    if not x.is_floating_point():
+        return None
     if device_type == "cuda":
         if torch.is_autocast_enabled():
             return torch.get_autocast_gpu_dtype()
@@ -136,7 +138,7 @@ def _check(x, values, bias, pattern, dtype=None):
 
 
 def _cast_for_autocast(x, values, bias):
-    dtype = _autocast_dtype(x.device.type) if x.is_floating_point() else None
+    dtype = _autocast_dtype(x)
     return _cast(x, dtype), _cast(values, dtype), _cast(bias, dtype)
 
 
@@ -149,7 +151,7 @@ def sparse_linear(x, values, pattern, bias=None, *, dense_grad_sink=None):
     if compiling():
         raise RuntimeError("sparse_linear: inside torch.compile, use coppice.torch.SparseLinear (the compiled op "
                            "reads the layer's pattern); the function takes a coppice.Tensor, which a graph cannot")
-    dtype = _autocast_dtype(x.device.type) if x.is_floating_point() else None
+    dtype = _autocast_dtype(x)
     return _SparseLinear.apply(x, values, bias, pattern, dense_grad_sink, dtype)
 
 

@@ -103,7 +103,7 @@ class SrSteLinear(torch.nn.Module):
             if self._forwards % self.interval == 0 and self._forwards > 0:
                 self.refresh_mask()
             self._forwards += 1
-        dtype = _autocast_dtype(x.device.type) if x.is_floating_point() else None
+        dtype = _autocast_dtype(x)
         return _SrSteLinear.apply(x, self.weight, self.bias, self.mask, self.pattern(), self.decay, dtype)
 
     # The count of training forwards decides when the mask is next recomputed, so a checkpoint keeps it: a
