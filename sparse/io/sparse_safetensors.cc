@@ -19,12 +19,6 @@ const std::string kFormatKey = "coppice.format.";
 const std::string kShapeKey = "coppice.shape.";
 const std::string kAttrKey = "coppice.attr.";
 
-std::string shape_json(const Shape& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += str_cat(i ? ", " : "", shape[i]);
-  return s + "]";
-}
-
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
@@ -44,38 +38,6 @@ bool parse_int(const std::string& s, size_t& pos, int64_t& out) {
 
 void skip_spaces(const std::string& s, size_t& pos) {
   while (pos < s.size() && s[pos] == ' ') ++pos;
-}
-
-// "[4096, 4096]" (or "[]") -> shape.
-bool parse_shape(const std::string& s, Shape& shape) {
-  size_t pos = 0;
-  skip_spaces(s, pos);
-  if (pos >= s.size() || s[pos] != '[') return false;
-  ++pos;
-  skip_spaces(s, pos);
-  shape.clear();
-  if (pos < s.size() && s[pos] == ']') {
-    ++pos;
-  } else {
-    for (;;) {
-      skip_spaces(s, pos);
-      int64_t d = 0;
-      if (!parse_int(s, pos, d)) return false;
-      shape.push_back(d);
-      skip_spaces(s, pos);
-      if (pos < s.size() && s[pos] == ',') {
-        ++pos;
-        continue;
-      }
-      if (pos < s.size() && s[pos] == ']') {
-        ++pos;
-        break;
-      }
-      return false;
-    }
-  }
-  skip_spaces(s, pos);
-  return pos == s.size();
 }
 
 // The part names a format stores, in SparseImpl::parts() order; empty when
@@ -177,7 +139,7 @@ absl::StatusOr<SparseSafetensorsFile> rebuild_file(SafetensorsFile file, const s
       const std::string name = k.substr(kShapeKey.size());
       auto it = sparse.find(name);
       if (it == sparse.end()) return error(name, str_cat("metadata '", k, "' without coppice.format.", name));
-      if (!parse_shape(v, it->second.shape)) {
+      if (!parse_shape_json(v, it->second.shape)) {
         return error(name, str_cat("shape '", v, "' in metadata is not a list of non-negative integers"));
       }
     } else if (starts_with(k, kAttrKey)) {
@@ -238,6 +200,43 @@ absl::StatusOr<SparseSafetensorsFile> rebuild_file(SafetensorsFile file, const s
 }
 
 }  // namespace
+
+std::string shape_json(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += str_cat(i ? ", " : "", shape[i]);
+  return s + "]";
+}
+
+bool parse_shape_json(const std::string& s, Shape& shape) {
+  size_t pos = 0;
+  skip_spaces(s, pos);
+  if (pos >= s.size() || s[pos] != '[') return false;
+  ++pos;
+  skip_spaces(s, pos);
+  shape.clear();
+  if (pos < s.size() && s[pos] == ']') {
+    ++pos;
+  } else {
+    for (;;) {
+      skip_spaces(s, pos);
+      int64_t d = 0;
+      if (!parse_int(s, pos, d)) return false;
+      shape.push_back(d);
+      skip_spaces(s, pos);
+      if (pos < s.size() && s[pos] == ',') {
+        ++pos;
+        continue;
+      }
+      if (pos < s.size() && s[pos] == ']') {
+        ++pos;
+        break;
+      }
+      return false;
+    }
+  }
+  skip_spaces(s, pos);
+  return pos == s.size();
+}
 
 const Tensor* SparseSafetensorsFile::find(const std::string& name) const {
   for (const auto& [n, t] : tensors) {

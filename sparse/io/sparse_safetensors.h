@@ -43,6 +43,12 @@
 
 namespace coppice {
 
+// A shape as its metadata entry's text, "[4096, 4096]" ("[]" for 0-d), and
+// back: false unless the text is a list of non-negative integers (at most 18
+// digits each). What the coppice.shape.<name> entries hold.
+std::string shape_json(const Shape& shape);
+bool parse_shape_json(const std::string& text, Shape& shape);
+
 struct SparseSafetensorsFile {
   NamedTensors tensors;                         // CPU; in the file's order (a sparse
                                                 // tensor where its first part is)

@@ -80,18 +80,6 @@ LevelTensor level_tensor_of(const Tensor& t, std::string_view op) {
 
 namespace {
 
-bool same_declaration(const LevelFormat& a, const LevelFormat& b, size_t levels) {
-  if (a.block != b.block || a.levels.size() != b.levels.size()) return false;
-  for (size_t k = 0; k < levels; ++k) {
-    const Level &x = a.levels[k], &y = b.levels[k];
-    if (x.type != y.type || x.dim != y.dim || x.unique != y.unique || x.n != y.n || x.m != y.m ||
-        index_dtype_of(a, k) != index_dtype_of(b, k)) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Whether COO's points are in strictly increasing order (coalesced).
 bool coalesced(const std::vector<Tensor>& coordinates, int64_t nnz) {
   std::vector<std::vector<int64_t>> c;
@@ -118,8 +106,8 @@ Tensor builtin_tensor_of(const LevelTensor& t, std::string_view format, std::str
   if (!t.format.block.empty()) options = FormatOptions::block(t.format.block[0], t.format.block[1]);
   if (format == "nm") options = FormatOptions::nm(t.format.levels.back().n, t.format.levels.back().m);
   const LevelFormat expected = builtin_level_format(format, rank, options, op);
-  COPPICE_CHECK(same_declaration(t.format, expected, expected.levels.size()), op, ": a tensor of ", describe(t.format),
-                " is not the ", format, " format, which is ", describe(expected));
+  COPPICE_CHECK(same_levels(t.format, expected), op, ": a tensor of ", describe(t.format), " is not the ", format,
+                " format, which is ", describe(expected));
   FormatParts p{{}, {}, t.shape};
   if (format == "csr" || format == "csc") {
     p.parts[format == "csr" ? "crow_indices" : "ccol_indices"] = t.positions[1];

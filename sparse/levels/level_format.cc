@@ -187,6 +187,18 @@ DType index_dtype_of(const LevelFormat& format, size_t level) {
   return format.levels[level].index_dtype.value_or(format.index_dtype);
 }
 
+bool same_levels(const LevelFormat& a, const LevelFormat& b) {
+  if (a.block != b.block || a.levels.size() != b.levels.size()) return false;
+  for (size_t k = 0; k < a.levels.size(); ++k) {
+    const Level &x = a.levels[k], &y = b.levels[k];
+    if (x.type != y.type || x.dim != y.dim || x.unique != y.unique || x.n != y.n || x.m != y.m ||
+        index_dtype_of(a, k) != index_dtype_of(b, k)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 Shape level_extents(const LevelFormat& format, const Shape& shape) {
   if (format.block.empty()) return shape;
   Shape extents(shape.size() * 2);

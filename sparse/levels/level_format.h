@@ -64,6 +64,9 @@ struct LevelFormat {
 };
 
 std::string_view level_type_name(LevelType type);  // "dense", "compressed", ...
+// The same block, levels and each level's index dtype (however spelled; the
+// values' dtype aside): what tensors of the two lay out alike.
+bool same_levels(const LevelFormat& a, const LevelFormat& b);
 // The declaration as text, in the grammar parse_level_format reads:
 // "blocked 2x2 (dense(0), compressed(1), dense(2), dense(3))", with
 // "compressed(0, non-unique)", "n_out_of_m(1, 2:4)", a level's own index

@@ -3,8 +3,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "sparse/io/sparse_safetensors.h"
 #include "tensor/error.h"
-#include "tensor/io/json.h"
 
 namespace coppice::levels {
 namespace {
@@ -12,31 +12,14 @@ namespace {
 constexpr std::string_view kLevelsKey = "coppice.levels.";
 constexpr std::string_view kShapeKey = "coppice.shape.";
 
-std::string shape_json(const Shape& shape) {
-  std::string s = "[";
-  for (size_t d = 0; d < shape.size(); ++d) s += str_cat(d == 0 ? "" : ", ", shape[d]);
-  return s + "]";
-}
-
-Shape parse_shape(const std::string& text, const std::string& where) {
-  const absl::StatusOr<json::Value> v = json::parse(text);
-  COPPICE_CHECK(v.ok() && v->is_array(), where, ": the shape '", text, "' is not a JSON list of sizes");
-  Shape shape;
-  for (const json::Value& item : v->items()) {
-    COPPICE_CHECK(item.is_integer() && item.as_integer() >= 0, where, ": the shape '", text,
-                  "' is not a JSON list of sizes");
-    shape.push_back(item.as_integer());
-  }
-  return shape;
-}
-
 LevelTensor rebuild(const SafetensorsFile& file, const std::string& name, const std::string& declaration,
                     const std::string& where) {
   const auto shape_it = file.metadata.find(str_cat(kShapeKey, name));
   COPPICE_CHECK(shape_it != file.metadata.end(), where, ": no ", kShapeKey, name, " metadata entry");
   LevelTensor t;
   t.format = parse_level_format(declaration, where);
-  t.shape = parse_shape(shape_it->second, where);
+  COPPICE_CHECK(parse_shape_json(shape_it->second, t.shape), where, ": the shape '", shape_it->second,
+                "' is not a JSON list of sizes");
   const size_t levels = t.format.levels.size();
   t.positions.resize(levels);
   t.coordinates.resize(levels);

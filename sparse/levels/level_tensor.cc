@@ -17,19 +17,6 @@ std::vector<int64_t> strides_of(const Shape& shape) {
   return s;
 }
 
-// The tensor's flat offset of the point whose coordinates, by the dimension
-// each level walks, are `at`.
-int64_t flat_offset(const LevelFormat& f, const Shape& shape, const std::vector<int64_t>& strides,
-                    const std::vector<int64_t>& at) {
-  const size_t rank = shape.size();
-  int64_t offset = 0;
-  for (size_t d = 0; d < rank; ++d) {
-    const int64_t i = f.block.empty() ? at[d] : at[d] * f.block[d] + at[rank + d];
-    offset += i * strides[d];
-  }
-  return offset;
-}
-
 std::vector<int64_t> as_i64(const Tensor& t) { return t.to(DType::kI64).contiguous().to_vector<int64_t>(); }
 
 Tensor index_tensor(const std::vector<int64_t>& v, DType dtype) {
@@ -492,13 +479,15 @@ void check_level_tensor(const LevelTensor& t, std::string_view op) {
 Tensor level_to_dense(const LevelTensor& t) {
   check_level_tensor(t, "level_to_dense");
   const std::vector<int64_t> strides = strides_of(t.shape);
+  std::vector<int64_t> coords(t.shape.size());
   const std::vector<double> values = t.values.to(DType::kF64).to_vector<double>();
   // An entry's first value is copied (f64 holds every values dtype exactly, -0 and NaN included), later
   // ones (a non-unique level's duplicates) added.
   std::vector<double> out(static_cast<size_t>(shape_numel(t.shape)), 0.0);
   std::vector<char> written(out.size(), 0);
   for_each_stored(t, [&](const std::vector<int64_t>& at, int64_t p) {
-    const auto offset = static_cast<size_t>(flat_offset(t.format, t.shape, strides, at));
+    tensor_coordinates(t.format, t.shape, at, coords.data());
+    const auto offset = static_cast<size_t>(std::inner_product(coords.begin(), coords.end(), strides.begin(), 0L));
     out[offset] = written[offset] != 0 ? out[offset] + values[static_cast<size_t>(p)] : values[static_cast<size_t>(p)];
     written[offset] = 1;
   });
