@@ -56,16 +56,16 @@ Tensor regrown_values(const Tensor& param, const std::vector<int64_t>& positions
 
 PatternView pattern_view(const Tensor& param, std::string_view op) {
   COPPICE_CHECK(param.defined(), op, ": the parameter is undefined");
-  // sparse/'s own formats (the format table's built-in rows): their stored
-  // positions and pattern changes are sparse/'s (stored_positions.h).
-  const std::vector<std::string>& builtin = builtin_sparse_format_names();
-  const bool supported = std::find(builtin.begin(), builtin.end(), param.format()) != builtin.end();
-  COPPICE_CHECK(supported, op, ": mask updates need a sparse parameter in one of sparse/'s formats (",
-                str_join(builtin, ", "), "), got ", param.format(),
-                param.is_dense() ? " (store the weight as \"masked\" to prune a dense one)" : "");
+  // Formats whose stored positions are known (sparse/'s own, a user's that gives them) and whose unit of
+  // change is the format's to say (mask_update_unit).
+  const FormatSpec* spec = find_format(param.format());
+  COPPICE_CHECK(spec != nullptr && knows_stored_positions(*spec), op,
+                ": mask updates need a sparse parameter whose stored positions are known (one of sparse/'s formats (",
+                str_join(builtin_sparse_format_names(), ", "), ") or a format declared by its levels), got ",
+                param.format(), param.is_dense() ? " (store the weight as \"masked\" to prune a dense one)" : "");
   PatternView view;
   view.shape = param.shape();
-  if (const auto block = block_shape_of(param)) std::tie(view.block_rows, view.block_cols) = *block;
+  std::tie(view.block_rows, view.block_cols) = mask_update_unit(param);
   const std::vector<int64_t> pos = stored_positions(param);
   view.value_slots = static_cast<int64_t>(pos.size());
   std::vector<std::pair<int64_t, int64_t>> entries;

@@ -3,6 +3,8 @@
 // "blocked 2x2 (dense, compressed, dense, dense)"); a tensor in it is a dict
 // of parts named by level ("positions_1", "coordinates_1", "values") with its
 // shape. Arrays come as NumPy arrays, coppice.Tensors or DLPack producers.
+// register() adds a declaration to the format table under a name, which
+// every tensor, rule, job and mask update then takes.
 #include <pybind11/stl.h>
 
 #include <string>
@@ -11,6 +13,7 @@
 #include "python/bindings.h"
 #include "sparse/levels/builtin_levels.h"
 #include "sparse/levels/level_format.h"
+#include "sparse/levels/level_impl.h"
 #include "sparse/levels/level_tensor.h"
 #include "tensor/error.h"
 
@@ -69,8 +72,28 @@ void bind_levels(py::module_& m) {
       "levels",
       "Formats declared by their levels (dense, compressed, singleton, ranged, n_out_of_m), the model of TACO and "
       "MLIR's sparse_tensor dialect: a declaration is text such as 'blocked 2x2 (dense, compressed, dense, dense)'; "
-      "a tensor in one is a dict of parts named by level. The first part of issue 35: the trainer, rules and kernels "
-      "do not read declarations yet.");
+      "a tensor in one is a dict of parts named by level. register(name, declaration) makes it a format like the "
+      "built-in ones: coppice.to_format, rules, jobs, RigL and GMP take the name; the generic CPU kernels serve it.");
+  l.def(
+      "register",
+      [](const std::string& name, const std::string& declaration) {
+        const char* op = "coppice.levels.register";
+        const levels::LevelFormat format = levels::parse_level_format(declaration, op);
+        levels::register_level_format(name, format, op);
+        return levels::describe(format);
+      },
+      py::arg("name"), py::arg("declaration"),
+      "Adds the format `name`, declared by `declaration`, to the format table and returns the declaration in full. "
+      "Registering a name again with the same declaration does nothing; another declaration under a taken name, or a "
+      "built-in format's name, raises ValueError. Tensors of the format live on the CPU.");
+  l.def(
+      "registered",
+      [](const std::string& name) -> py::object {
+        const std::optional<levels::LevelFormat> f = levels::registered_level_format(name);
+        return f ? py::object(py::str(levels::describe(*f))) : py::object(py::none());
+      },
+      py::arg("name"), "The declaration registered under `name` (in full), or None.");
+  l.def("names", &levels::level_format_names, "The names register() (or a job's sparsity.formats) added, in order.");
   l.def(
       "describe",
       [](const std::string& declaration) {

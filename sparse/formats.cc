@@ -85,8 +85,9 @@ Tensor coo_to_blocks(const Tensor& coo, const FormatOptions& o, std::string_view
 // The built-in rows. Conversions between two formats that share their
 // arrays (CSR and CSC, BSR and Blocked-ELL) take direct paths in to_format.
 // Each row: name, layout, rank, options, holds_any_pattern, saved parts,
-// required attributes; then from_mask, from_coo, to_coo, options_of and
-// from_parts (nullptr: the default, or none).
+// required attributes; then from_mask, from_coo, to_coo, options_of,
+// from_parts, stored_positions and update_unit (nullptr: the default, or
+// none; the built-in formats' positions are sparse/stored_positions.cc's).
 std::vector<FormatSpec> builtin_formats() {
   using K = FormatOptionKind;
   using R = FormatRank;
@@ -104,6 +105,8 @@ std::vector<FormatSpec> builtin_formats() {
                [](const Tensor& coo, const FormatOptions&, std::string_view) { return to_dense(coo); },
                [](const Tensor& t) { return dense_to_coo(t); },
                nullptr,
+               nullptr,
+               nullptr,
                nullptr});
   f.push_back(
       {"coo",
@@ -117,7 +120,9 @@ std::vector<FormatSpec> builtin_formats() {
        [](const Tensor& coo, const FormatOptions&, std::string_view) { return coo; },
        [](const Tensor& t) { return coalesce(t); },
        nullptr,
-       coo_from_parts});
+       coo_from_parts,
+       nullptr,
+       nullptr});
   f.push_back({"csr",
                Layout::kCsr,
                R::kMatrix,
@@ -134,7 +139,9 @@ std::vector<FormatSpec> builtin_formats() {
                [](const FormatParts& p) {
                  return sparse_csr(p.parts.at("crow_indices"), p.parts.at("col_indices"), p.parts.at("values"),
                                    p.shape);
-               }});
+               },
+               nullptr,
+               nullptr});
   f.push_back({"csc",
                Layout::kCsc,
                R::kMatrix,
@@ -151,7 +158,9 @@ std::vector<FormatSpec> builtin_formats() {
                [](const FormatParts& p) {
                  return sparse_csc(p.parts.at("ccol_indices"), p.parts.at("row_indices"), p.parts.at("values"),
                                    p.shape);
-               }});
+               },
+               nullptr,
+               nullptr});
   f.push_back({"bsr",
                Layout::kBsr,
                R::kMatrix,
@@ -165,7 +174,9 @@ std::vector<FormatSpec> builtin_formats() {
                coo_to_blocks,
                bsr_to_coo,
                block_of,
-               bsr_from_parts});
+               bsr_from_parts,
+               nullptr,
+               nullptr});
   f.push_back({"blocked_ell",
                Layout::kBlockedEll,
                R::kMatrix,
@@ -181,7 +192,9 @@ std::vector<FormatSpec> builtin_formats() {
                },
                [](const Tensor& t) { return bsr_to_coo(blocked_ell_to_bsr(t)); },
                block_of,
-               blocked_ell_from_parts});
+               blocked_ell_from_parts,
+               nullptr,
+               nullptr});
   // n:m keeps the non-zeros whatever the source stored: a group has exactly n
   // slots, so explicit zeros cannot be told from padding.
   f.push_back({"nm",
@@ -206,7 +219,9 @@ std::vector<FormatSpec> builtin_formats() {
                [](const FormatParts& p) {
                  return sparse_nm(p.parts.at("values"), p.parts.at("indices"), p.shape, integer_attribute(p, "n"),
                                   integer_attribute(p, "m"));
-               }});
+               },
+               nullptr,
+               nullptr});
   f.push_back(
       {"masked",
        Layout::kMasked,
@@ -222,7 +237,9 @@ std::vector<FormatSpec> builtin_formats() {
          return mask_to_coo(s.values(), s.mask());
        },
        nullptr,
-       [](const FormatParts& p) { return sparse_masked(p.parts.at("values"), p.parts.at("mask")); }});
+       [](const FormatParts& p) { return sparse_masked(p.parts.at("values"), p.parts.at("mask")); },
+       nullptr,
+       nullptr});
   return f;
 }
 
@@ -319,6 +336,18 @@ void register_format(FormatSpec spec) {
   for (const auto& row : table.rows)
     COPPICE_CHECK(row->name != spec.name, "register_format: format '", spec.name, "' is already registered");
   table.rows.push_back(std::make_unique<const FormatSpec>(std::move(spec)));
+}
+
+bool knows_stored_positions(const FormatSpec& spec) {
+  return spec.layout != Layout::kDense && (spec.layout != Layout::kCustom || spec.stored_positions != nullptr);
+}
+
+bool is_mask_changing_format(const FormatSpec& spec) { return knows_stored_positions(spec) && spec.holds_any_pattern; }
+
+std::pair<int64_t, int64_t> mask_update_unit(const Tensor& t) {
+  const FormatSpec* spec = t.defined() ? find_format(t.format()) : nullptr;
+  if (spec != nullptr && spec->update_unit) return spec->update_unit(t);
+  return block_shape_of(t).value_or(std::make_pair(int64_t{1}, int64_t{1}));
 }
 
 }  // namespace coppice

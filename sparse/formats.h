@@ -100,7 +100,29 @@ struct FormatSpec {
   // A tensor of this format from saved parts, validated as parts from
   // outside are; required for saving and loading it.
   std::function<Tensor(const FormatParts& saved)> from_parts;
+  // For every element of values(t), the row-major flat position it stores,
+  // or -1 (padding): what mask updates and the position-based kernels read
+  // (sparse/stored_positions.h). The built-in formats' are sparse/'s own; a
+  // user's format that sets it trains with prune-and-regrow and GMP.
+  std::function<std::vector<int64_t>(const Tensor& t)> stored_positions;
+  // The unit (rows, cols) a mask update keeps, drops and grows whole.
+  // Default: the block of a format with a block shape, else 1 x 1.
+  std::function<std::pair<int64_t, int64_t>(const Tensor& t)> update_unit;
 };
+
+// Whether stored_positions (sparse/stored_positions.h) knows the format's
+// positions: a built-in sparse format, or a user's whose row sets them.
+bool knows_stored_positions(const FormatSpec& spec);
+// Whether mask updates (prune-and-regrow, GMP) can change the pattern of a
+// tensor of the format: sparse, any pattern fits, stored positions known.
+bool is_mask_changing_format(const FormatSpec& spec);
+// The unit of a mask update of `t` (FormatSpec::update_unit).
+std::pair<int64_t, int64_t> mask_update_unit(const Tensor& t);
+
+// The kernel family (TensorImpl::kernel_family) of the formats declared by
+// their levels (sparse/levels): the generic kernels registered under this
+// name serve each of them where it has no kernel of its own.
+inline constexpr std::string_view kLevelFamily = "levels";
 
 // The row named `name`, or nullptr.
 const FormatSpec* find_format(std::string_view name);

@@ -4,6 +4,7 @@
 #include "sparse/bsr.h"
 #include "sparse/coo.h"
 #include "sparse/csr.h"
+#include "sparse/formats.h"
 #include "sparse/masked.h"
 #include "sparse/nm.h"
 
@@ -108,10 +109,16 @@ std::vector<int64_t> stored_positions(const Tensor& t) {
       for (int64_t p = 0; p < t.numel(); ++p) pos[static_cast<size_t>(p)] = mask[p] ? p : -1;
       return pos;
     }
-    case Layout::kDense:
-    case Layout::kCustom: break;
+    case Layout::kCustom:
+      if (const FormatSpec* spec = find_format(t.format()); spec != nullptr && spec->stored_positions) {
+        return spec->stored_positions(t);
+      }
+      break;
+    case Layout::kDense: break;
   }
-  fail(op, ": format '", t.format(), "' is not one of sparse/'s formats");
+  fail(op, ": format '", t.format(),
+       "' has no stored positions (a user's format gives them in its row's "
+       "stored_positions, sparse/formats.h)");
 }
 
 }  // namespace coppice

@@ -14,7 +14,8 @@ namespace coppice {
 // the row-major flat position it stores in t's shape, or -1 where it stores
 // nothing (Blocked-ELL padding, masked-out elements). Index parts are read on
 // the CPU (copied there when t is on a device); an uncoalesced COO may repeat
-// positions. Throws for dense and user-defined formats.
+// positions. A user's format answers through its row's stored_positions
+// (sparse/formats.h); throws for dense and for a user's format without one.
 std::vector<int64_t> stored_positions(const Tensor& t);
 
 }  // namespace coppice

@@ -237,12 +237,25 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
   DeviceType device = first->device().type;
   COPPICE_CHECK(spec != nullptr, op, ": no kernel registered for (", str_join(formats, ", "), ") on ",
                 device_type_name(device), "; '", op, "' is not a declared op (tensor/op_table.h)");
-  if (const Kernel* k = kernels == nullptr ? nullptr : find_in(*kernels, device, formats)) {
-    if (!op_profile_enabled()) return (*k)(inputs, attrs);
-    ProfileScope scope(str_cat(op, "(", str_join(formats, ", "), ") on ", device_type_name(device),
+  auto run = [&](const Kernel& k, absl::Span<const std::string_view> keys) {
+    if (!op_profile_enabled()) return k(inputs, attrs);
+    ProfileScope scope(str_cat(op, "(", str_join(keys, ", "), ") on ", device_type_name(device),
                                op_profile_shapes() ? " " + shape_to_string(first->shape()) : std::string()),
                        first->device());
-    return (*k)(inputs, attrs);
+    return k(inputs, attrs);
+  };
+  if (const Kernel* k = kernels == nullptr ? nullptr : find_in(*kernels, device, formats)) return run(*k, formats);
+  // No kernel for the formats themselves: their families' (a format's own
+  // kernel, where one is registered, always comes first).
+  absl::InlinedVector<std::string_view, 8> families = formats;
+  bool in_family = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined() || inputs[i].impl()->kernel_family().empty()) continue;
+    families[i] = inputs[i].impl()->kernel_family();
+    in_family = true;
+  }
+  if (const Kernel* k = !in_family || kernels == nullptr ? nullptr : find_in(*kernels, device, families)) {
+    return run(*k, families);
   }
 
   bool all_dense = true;
@@ -262,6 +275,7 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
     }
     if (inputs[i].is_dense()) continue;
     auto conv = to_dense_.find(std::string(formats[i]));
+    if (conv == to_dense_.end()) conv = to_dense_.find(std::string(families[i]));
     COPPICE_CHECK(conv != to_dense_.end(), op, ": format '", formats[i], "' has no conversion to dense");
     dense_inputs[i] = conv->second(inputs[i]);
   }

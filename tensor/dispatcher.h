@@ -8,7 +8,10 @@
 //
 // Every kernel has one boxed signature, (inputs, attributes) -> outputs, so
 // that a format added later (sparse/, or a user's) plugs in by registering
-// kernels under the same op names, and callers never change. When no kernel
+// kernels under the same op names, and callers never change. A format of a
+// family (TensorImpl::kernel_family: every format declared by its levels is
+// of "levels") takes the kernels registered for its family where none is
+// registered for itself. When no kernel
 // matches and some input is not dense, the dispatcher converts those inputs to
 // dense, runs the dense kernel and counts the fallback; fallbacks can be made
 // errors (docs/architecture.md, "Dispatch, then fall back loudly").

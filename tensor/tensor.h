@@ -32,6 +32,11 @@ class TensorImpl {
   // The name the dispatcher keys kernels by: "dense", "csr", ... or the name a
   // user-defined format registered under.
   virtual std::string_view format() const = 0;
+  // The family whose kernels serve this format where it has none of its own
+  // (every format declared by its levels: "levels", sparse/levels); empty
+  // for a format outside any family. The dispatcher tries a call's formats,
+  // then their families, then the dense fallback.
+  virtual std::string_view kernel_family() const { return {}; }
 
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }

@@ -38,6 +38,7 @@
 #include "optim/mask_updater.h"
 #include "optim/sgd.h"
 #include "optim/sr_ste.h"
+#include "sparse/levels/level_format.h"
 #include "sparsifiers/schedule.h"
 #include "train/nonfinite_guard.h"
 
@@ -71,6 +72,10 @@ struct DeviceConfig {
 };
 
 struct SparsityConfig {
+  // sparsity.formats: the formats declared by their levels, by name, in file
+  // order; the reader registers each (sparse/levels/level_impl.h) before it
+  // reads the rules that name them.
+  std::vector<std::pair<std::string, levels::LevelFormat>> formats;
   // The rules (parameters: format, density, initial sparsifier; outputs:
   // forward/backward sparsifiers), as sparsifiers/schedule.h.
   SparsitySchedule schedule;

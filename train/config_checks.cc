@@ -11,6 +11,7 @@
 #include "optim/growth.h"
 #include "sparse/convert.h"
 #include "sparse/formats.h"
+#include "sparse/levels/level_impl.h"
 #include "sparsifiers/apply_schedule.h"
 #include "sparsifiers/registry.h"
 #include "tensor/checked_math.h"
@@ -22,13 +23,9 @@
 
 namespace coppice::job_config {
 
-// Prune-and-regrow and GMP change masks: they need a built-in sparse format
-// that holds any pattern (n:m's groups do not; the mask updater does not
-// know a user's format).
-bool is_mask_changing_format(const FormatSpec& spec) {
-  return spec.layout != Layout::kDense && spec.layout != Layout::kCustom && spec.holds_any_pattern;
-}
-
+// Prune-and-regrow and GMP change masks: they need a sparse format that
+// holds any pattern (n:m's groups do not) and whose stored positions are
+// known (sparse/formats.h, is_mask_changing_format).
 std::vector<std::string> mask_changing_format_names() {
   std::vector<std::string> names;
   for (const std::string& name : format_names())
@@ -255,6 +252,11 @@ ValidatedJob check_against_model(JobConfig job) {
       if (shape[0] % o.block_rows != 0 || shape[1] % o.block_cols != 0)
         bad(key, o.block_rows, "x", o.block_cols, " blocks do not divide '", name, "' of shape ",
             shape_to_string(shape));
+    }
+    if (const std::optional<levels::LevelFormat> declared = levels::registered_level_format(f)) {
+      try {
+        levels::check_level_format(*declared, shape, f);
+      } catch (const Error& e) { bad(key, "cannot hold '", name, "': ", e.what()); }
     }
     if (spec.options == FormatOptionKind::kNm && (shape.empty() || shape.back() % r->format.options.m != 0))
       bad(key, "groups of ", r->format.options.m, " do not divide the last dimension of '", name, "' of shape ",

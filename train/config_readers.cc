@@ -15,6 +15,7 @@
 #include "optim/growth.h"
 #include "sparse/convert.h"
 #include "sparse/formats.h"
+#include "sparse/levels/level_impl.h"
 #include "sparsifiers/apply_schedule.h"
 #include "sparsifiers/registry.h"
 #include "tensor/checked_math.h"
@@ -196,8 +197,55 @@ ParameterRule read_parameter_rule(const Section& r) {
   return rule;
 }
 
+// One entry of sparsity.formats, its level grammar's errors under the key
+// they are about.
+std::pair<std::string, levels::LevelFormat> read_declared_format(const Section& f) {
+  const std::string name = f.string("name");
+  levels::LevelFormat declaration;
+  if (f.has("block_rows") || f.has("block_cols")) {
+    const int64_t rows = f.has("block_rows") ? f.integer("block_rows") : f.integer("block_cols");
+    declaration.block = {rows, f.integer("block_cols", rows)};
+  }
+  const std::vector<std::string> texts = f.strings("levels");
+  if (texts.empty()) bad(f.at("levels"), "needs at least one level");
+  for (size_t i = 0; i < texts.size(); ++i) {
+    try {
+      declaration.levels.push_back(levels::parse_level(texts[i], static_cast<int64_t>(i), "level"));
+    } catch (const Error& e) { bad(str_cat(f.at("levels"), "[", i, "]"), e.what()); }
+  }
+  dtype_from_name(f.choice("index"), &declaration.index_dtype);
+  if (f.has("values")) {
+    DType values = DType::kF32;
+    dtype_from_name(f.choice("values"), &values);
+    declaration.value_dtype = values;
+  }
+  return {name, declaration};
+}
+
+// sparsity.formats, read whole and then registered (again, where a resumed
+// or repeated job declares one alike) in the format table, so that a file
+// that repeats a name registers nothing. A format stays registered for the
+// process once a job declared it, whichever error a later section finds.
+void read_declared_formats(const Section& sp, SparsityConfig& c) {
+  const std::vector<Section> entries = sp.list("formats");
+  for (const Section& f : entries) {
+    auto declared = read_declared_format(f);
+    for (const auto& seen : c.formats) {
+      if (seen.first == declared.first)
+        bad(f.at("name"), quote_for_error(declared.first), " is declared twice in sparsity.formats");
+    }
+    c.formats.push_back(std::move(declared));
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    try {
+      levels::register_level_format(c.formats[i].first, c.formats[i].second, "declared");
+    } catch (const Error& e) { bad(entries[i].path(), e.what()); }
+  }
+}
+
 void read_sparsity(const Section& sp, JobConfig& job) {
   SparsityConfig& c = job.sparsity;
+  read_declared_formats(sp, c);
   c.has_density = sp.has("density");
   c.distribution.density = sp.number("density");
   c.distribution.distribution = parse_density_distribution(sp.choice("distribution"));

@@ -183,6 +183,10 @@ Fingerprint job_fingerprint(const JobConfig& job, const SparsitySchedule& resolv
   f["model.name"] = job.model.name;
   for (const auto& [name, value] : job.model.options) f["model.options." + name] = option_string(value);
   add_data(job.data, f);
+  // Named only when declared, so that jobs without them keep their fingerprints.
+  for (const auto& [name, declaration] : job.sparsity.formats) {
+    f["sparsity.formats." + name] = levels::describe(declaration);
+  }
   for (const ParameterRule& r : resolved.parameters) f["sparsity." + r.selector.pattern] = rule_string(r);
   for (size_t i = 0; i < resolved.outputs.size(); ++i) {
     const OutputRule& o = resolved.outputs[i];

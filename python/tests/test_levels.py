@@ -78,3 +78,68 @@ def test_errors_name_the_level_and_the_part():
         levels.to_dense(broken, "(dense, compressed)", [8, 16])
     with pytest.raises(coppice.Error, match="is not the csr format"):
         levels.to_builtin(levels.from_mask(x, mask, "(dense, ranged)"), "(dense, ranged)", [8, 16], "csr")
+
+
+# ---- declared formats in the format table (levels.register) -----------------------------------------------------
+
+HYBRID = "blocked 4x4 (dense, compressed, compressed(non-unique), singleton)"  # BSR outside, COO inside
+
+
+def test_a_registered_format_is_a_format_like_the_built_in_ones():
+    assert levels.register("py_ellpack", "(dense, ranged)") == "(dense(0), ranged(1))"
+    assert levels.register("py_ellpack", "(dense(0), ranged(1))") == "(dense(0), ranged(1))"  # again: nothing
+    assert levels.registered("py_ellpack") == "(dense(0), ranged(1))"
+    assert levels.registered("csr") is None
+    assert "py_ellpack" in levels.names()
+    x, mask = masked_input(7)
+    t = coppice.sparse_from_mask(x, mask, "py_ellpack")
+    assert t.format == "py_ellpack"
+    np.testing.assert_array_equal(t.to_dense().numpy(), np.where(mask, x, 0))
+    np.testing.assert_array_equal(coppice.to_format(t, "csr").to_dense().numpy(), np.where(mask, x, 0))
+    b = np.random.default_rng(2).standard_normal((16, 5)).astype(np.float32)
+    np.testing.assert_allclose(coppice.matmul(t, b).numpy(), np.where(mask, x, 0) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_registration_errors_name_the_format():
+    with pytest.raises(ValueError, match="format 'py_ellpack' is already declared as"):
+        levels.register("py_ellpack", "(dense, compressed)")
+    with pytest.raises(ValueError, match="format 'bsr' is already registered"):
+        levels.register("bsr", "(dense, compressed)")
+    with pytest.raises(ValueError, match="level 1 \\(singleton\\(1\\)\\): a singleton must follow"):
+        levels.register("py_lonely", "(dense, singleton)")
+    assert levels.registered("py_lonely") is None
+
+
+def test_a_hybrid_format_trains_with_rigl_and_keeps_its_format():
+    """BSR outside, COO inside each 4x4 block: RigL drops and grows single entries (the blocks are not dense inside),
+    the weights keep the format through every update, and the loss falls."""
+    from coppice import nn, optim
+    levels.register("py_bsr_of_coo", HYBRID)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((256, 16)).astype(np.float32)
+    Y = (X[:, 0] * X[:, 1] > 0).astype(np.int64)
+    coppice.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2))
+    w = model.parameter("0.weight").numpy().copy()
+    model.set_parameter("0.weight", coppice.Variable(
+        coppice.sparse_from_mask(w, rng.random(w.shape) < 0.3, "py_bsr_of_coo"), requires_grad=True, name="0.weight"))
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    updater = optim.MaskUpdater(model, opt, growth="gradient", end_step=30, interval=5, drop_fraction=0.3)
+    before = model.parameter("0.weight").data
+    first_pattern = before.to_dense().numpy() != 0
+    losses, updates = [], 0
+    for step in range(40):
+        i = step * 32 % len(X)
+        updater.begin_step(step)
+        loss = coppice.cross_entropy(model(X[i:i + 32]), Y[i:i + 32])
+        opt.zero_grad()
+        loss.backward()
+        updater.after_backward()
+        opt.step()
+        losses.append(loss.item())
+        updates += updater.update(step) is not None
+    after = model.parameter("0.weight").data
+    assert updates == 6 and after.format == "py_bsr_of_coo"
+    assert after.nnz == before.nnz
+    assert (after.to_dense().numpy() != 0).tolist() != first_pattern.tolist()
+    assert np.mean(losses[-5:]) < np.mean(losses[:5])

@@ -110,6 +110,9 @@ struct UniquePositions {  // every format but COO: a position is stored once
 struct CooPositions {  // an uncoalesced COO repeats positions
   static bool unique(const Tensor& s, std::string_view op) { return coo_impl(s, op).is_coalesced(); }
 };
+struct MaybeRepeatedPositions {  // the formats declared by their levels: a non-unique level repeats them
+  static bool unique(const Tensor&, std::string_view) { return false; }
+};
 
 // Dense result: the dense operand (negated for sparse - dense) plus or minus
 // the stored values at their positions (duplicates of a COO add).
@@ -240,6 +243,14 @@ const bool kRegistered = [] {
     register_cpu(op::kSum, {{f}}, sum_kernel);
     register_cpu(op::kTranspose, {{f}}, sparse_kernels::transpose);
   }
+  // The formats declared by their levels, as a family: what is linear in the
+  // stored values (a repeated position's values add), so no unary op, whose
+  // f(a) + f(b) is not f(a + b).
+  const std::string levels(kLevelFamily);
+  register_cpu(Mul::kName, {{levels, "dense"}, {"dense", levels}}, mul_kernel);
+  register_cpu(Div::kName, {{levels, "dense"}}, div_kernel);
+  register_add_sub<MaybeRepeatedPositions>(levels);
+  register_cpu(op::kSum, {{levels}}, sum_kernel);
   const std::string& coo = format_name(Layout::kCoo);
   register_add_sub<CooPositions>(coo);  // replaces the cells registered above
   register_cpu(op::kTranspose, {{"dense"}}, sparse_kernels::transpose);

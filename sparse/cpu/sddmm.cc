@@ -234,12 +234,14 @@ std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
   return {with_values(pattern, out.to(dtype))};
 }
 
-// Every format by stored position; CSR's own kernel then takes its cell (a
-// later registration replaces an earlier one).
+// Every format by stored position (the formats declared by their levels
+// too, as a family); CSR's own kernel then takes its cell (a later
+// registration replaces an earlier one).
 const bool kRegistered = [] {
   for (const std::string& f : builtin_sparse_format_names()) {
     register_cpu(op::kSddmm, {{"dense", "dense", f}}, sddmm<PositionsWalk>);
   }
+  register_cpu(op::kSddmm, {{"dense", "dense", std::string(kLevelFamily)}}, sddmm<PositionsWalk>);
   register_cpu(op::kSddmm, {{"dense", "dense", format_name(Layout::kCsr)}}, sddmm<CsrRowsWalk>);
   return true;
 }();

@@ -6,8 +6,11 @@
 // COO (coalesced), BSR, Blocked-ELL and n:m as M = A, CSC as M = A^T over
 // the very same arrays, so no product materializes a transpose of the sparse
 // operand. Masked dense is dense compute by design: its kernels run the dense
-// product on where(mask, values, 0). bf16/f16 operands are computed in f32
-// and rounded once.
+// product on where(mask, values, 0). The formats declared by their levels
+// share one generic view, by stored positions. bf16/f16 operands are
+// computed in f32 and rounded once.
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "sparse/convert.h"
@@ -15,6 +18,7 @@
 #include "sparse/cpu/util.h"
 #include "sparse/formats.h"
 #include "sparse/nm_metadata.h"
+#include "sparse/stored_positions.h"
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
 
@@ -151,6 +155,36 @@ struct BlockedEllView {
   }
 };
 
+// Any format by its stored positions (sparse/stored_positions.h): the
+// entries sorted into rows (a repeated position's entries side by side, so
+// they add), values gathered in that order. The generic product of the
+// formats declared by their levels (kLevelFamily).
+struct PositionsView {
+  static Tensor prepare(const Tensor& a) { return a; }
+  template <typename T, typename Fn>
+  static void with(const Tensor& a, const Tensor& vals, std::string_view, const Fn& fn) {
+    const int64_t rows = a.size(0), cols = a.size(1);
+    const std::vector<int64_t> pos = stored_positions(a);
+    std::vector<std::pair<int64_t, int64_t>> entries;  // (position, slot)
+    entries.reserve(pos.size());
+    for (size_t s = 0; s < pos.size(); ++s) {
+      if (pos[s] >= 0) entries.emplace_back(pos[s], static_cast<int64_t>(s));
+    }
+    std::sort(entries.begin(), entries.end());
+    std::vector<int64_t> ptr(static_cast<size_t>(rows + 1), 0), col(entries.size());
+    std::vector<T> v(entries.size());
+    const T* pv = vals.data<T>();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      ++ptr[static_cast<size_t>(entries[i].first / cols + 1)];
+      col[i] = entries[i].first % cols;
+      v[i] = pv[entries[i].second];
+    }
+    for (int64_t r = 0; r < rows; ++r) ptr[static_cast<size_t>(r + 1)] += ptr[static_cast<size_t>(r)];
+    CompressedRows<T, int64_t, int64_t> m{ptr.data(), ptr.data() + 1, col.data(), v.data(), rows, cols};
+    fn(m, false);
+  }
+};
+
 enum class Product { kSparseDense, kDenseSparse, kDenseSparseT };
 
 // kSparseDense: A @ X. kDenseSparse: X @ A. kDenseSparseT: X @ A^T (linear).
@@ -272,6 +306,7 @@ const bool kRegistered = [] {
   register_products<BsrView>(format_name(Layout::kBsr));
   register_products<BlockedEllView>(format_name(Layout::kBlockedEll));
   register_masked_products();
+  register_products<PositionsView>(std::string(kLevelFamily));
   return true;
 }();
 

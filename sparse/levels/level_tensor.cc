@@ -476,6 +476,18 @@ void check_level_tensor(const LevelTensor& t, std::string_view op) {
                 ", got ", dtype_name(t.values.dtype()));
 }
 
+std::vector<int64_t> level_stored_positions(const LevelTensor& t) {
+  check_level_tensor(t, "level_stored_positions");
+  const std::vector<int64_t> strides = strides_of(t.shape);
+  std::vector<int64_t> coords(t.shape.size());
+  std::vector<int64_t> out(static_cast<size_t>(t.values.numel()), -1);
+  for_each_stored(t, [&](const std::vector<int64_t>& at, int64_t p) {
+    tensor_coordinates(t.format, t.shape, at, coords.data());
+    out[static_cast<size_t>(p)] = std::inner_product(coords.begin(), coords.end(), strides.begin(), int64_t{0});
+  });
+  return out;
+}
+
 Tensor level_to_dense(const LevelTensor& t) {
   check_level_tensor(t, "level_to_dense");
   const std::vector<int64_t> strides = strides_of(t.shape);

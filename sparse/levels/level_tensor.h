@@ -51,6 +51,12 @@ LevelTensor level_convert(const LevelTensor& t, const LevelFormat& format, std::
 // n:m places not increasing or outside [0, m), dtypes.
 void check_level_tensor(const LevelTensor& t, std::string_view op);
 
+// For every element of t.values, the row-major flat position (in t.shape)
+// it stores, or -1 for ranged padding: what sparse/stored_positions.h gives
+// for a tensor of a level format. A non-unique level's entries repeat
+// positions. Checks the parts first.
+std::vector<int64_t> level_stored_positions(const LevelTensor& t);
+
 // The dense form (CPU, the values' dtype): each stored entry at its
 // coordinates, entries of one coordinate (a non-unique level's) summed,
 // padding ignored. Checks the parts first.

@@ -559,9 +559,10 @@ TEST(MaskUpdater, PatternViewTakesEveryBuiltInFormatAndRefusesDense) {
                                : to_format(dense, f, blocks ? FormatOptions::block(4, 4) : FormatOptions());
     EXPECT_EQ(pattern_view(p, "test").shape, dense.shape()) << f;
   }
-  EXPECT_TRUE(throws_with([&] { pattern_view(dense, "prune"); },
-                          {"prune: mask updates need a sparse parameter in one of sparse/'s formats (", "got dense",
-                           "store the weight as \"masked\""}));
+  EXPECT_TRUE(throws_with(
+      [&] { pattern_view(dense, "prune"); },
+      {"prune: mask updates need a sparse parameter whose stored positions are known (one of sparse/'s formats (",
+       "got dense", "store the weight as \"masked\""}));
 }
 
 // The BSR walk by block indices gives what the walk over every entry gives:

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "sparse/convert.h"
+#include "sparse/formats.h"
+#include "sparse/levels/level_impl.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
 #include "tensor/dispatcher.h"
@@ -30,6 +33,53 @@ inline std::vector<Device> devices() {
 }
 
 inline bool runs_on(DeviceType type) { return type == DeviceType::kCpu || cuda_available(); }
+
+// The formats declared by their levels that a cell of the level family
+// (kLevelFamily) runs on: one of each kind of level, each holding any
+// pattern of any shape the harnesses' element cases use (the 1x2 blocks
+// divide their even column counts). Registered on first use.
+inline const std::vector<std::string>& level_family_members() {
+  static const std::vector<std::string> names = [] {
+    const std::vector<std::pair<std::string, std::string>> declared = {
+        {"parity_ell", "(dense, ranged)"},
+        {"parity_coo_i64", "(compressed(0, non-unique), singleton(1)) index i64"},
+        {"parity_csc_levels", "(dense(1), compressed(0))"},
+        {"parity_bsr_of_coo", "blocked 1x2 (dense(0), compressed(1), compressed(2, non-unique), singleton(3))"},
+    };
+    std::vector<std::string> out;
+    for (const auto& [name, text] : declared) {
+      levels::register_level_format(name, levels::parse_level_format(text, "parity"), "parity");
+      out.push_back(name);
+    }
+    return out;
+  }();
+  return names;
+}
+
+// A cell's formats with each family replaced by the members a harness runs
+// it on: one list per member (a cell without a family: itself).
+inline std::vector<std::vector<std::string>> cell_instances(const std::vector<std::string>& formats) {
+  if (std::find(formats.begin(), formats.end(), kLevelFamily) == formats.end()) return {formats};
+  std::vector<std::vector<std::string>> out;
+  for (const std::string& member : level_family_members()) {
+    std::vector<std::string> f = formats;
+    for (std::string& g : f) g = g == kLevelFamily ? member : g;
+    out.push_back(f);
+  }
+  return out;
+}
+
+// The name a format's kernels are found under: its family's for a format
+// declared by its levels (the dispatcher's order: its own cell first).
+inline std::vector<std::string_view> kernel_keys(const std::vector<std::string>& formats, std::string_view op,
+                                                 DeviceType device) {
+  std::vector<std::string_view> keys(formats.begin(), formats.end());
+  if (Dispatcher::instance().find(op, device, keys) != nullptr) return keys;
+  for (std::string_view& k : keys) {
+    if (levels::registered_level_format(k)) k = kLevelFamily;
+  }
+  return keys;
+}
 
 // The floating dtypes every cell takes (sparse/ops.h: bf16/f16 compute in f32).
 inline std::vector<DType> floating_dtypes() { return {DType::kF64, DType::kF32, DType::kBF16, DType::kF16}; }

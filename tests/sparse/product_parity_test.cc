@@ -51,35 +51,45 @@ std::vector<SparseCase> cases_of_cell(const OpRow& row, const std::vector<std::s
   return out;
 }
 
-// Runs one registered cell on every dtype and case; returns the runs made.
+// Runs a cell's kernel on the problems built for `formats`; a problem the
+// kernel refuses is a failure, reported with the others rather than ending
+// the sweep. Returns the problems run.
+int run_problems(const std::vector<Problem>& problems, const std::vector<std::string>& formats, const Kernel& kernel,
+                 const std::string& op, const Device& device, DType dtype) {
+  int runs = 0;
+  for (const Problem& p : problems) {
+    for (size_t i = 0; i < p.inputs.size(); ++i) EXPECT_EQ(p.inputs[i].format(), formats[i]);
+    std::vector<Tensor> out;
+    try {
+      out = kernel(p.inputs, p.attrs);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "threw: " << e.what();
+      continue;
+    }
+    ++runs;
+    EXPECT_TRUE(follows_output_rule(op, p.inputs, out));
+    EXPECT_EQ(out.size(), p.outputs.size());
+    for (size_t i = 0; i < out.size() && i < p.outputs.size(); ++i) {
+      EXPECT_EQ(out[i].device(), device);
+      EXPECT_EQ(out[i].dtype(), dtype);
+      EXPECT_TRUE(matches(out[i], p.outputs[i], dtype)) << "output " << i;
+    }
+  }
+  return runs;
+}
+
+// Runs one registered cell on every dtype and case (a family's cell on each
+// of the harness's members of the family); returns the runs made.
 int run_cell(const OpRow& row, const Dispatcher::Cell& cell) {
   const Device device = cell.device == DeviceType::kCpu ? Device::cpu() : Device::cuda(0);
-  const std::vector<std::string_view> formats(cell.formats.begin(), cell.formats.end());
-  const Kernel* kernel = Dispatcher::instance().find(cell.op, cell.device, formats);
+  const std::vector<std::string_view> keys(cell.formats.begin(), cell.formats.end());
+  const Kernel* kernel = Dispatcher::instance().find(cell.op, cell.device, keys);
   int runs = 0;
-  for (const SparseCase& c : cases_of_cell(row, cell.formats)) {
-    for (DType dtype : floating_dtypes()) {
-      SCOPED_TRACE(cell_name(cell.op, cell.formats, cell.device) + ", " + std::string(dtype_name(dtype)) + ", " +
-                   c.name);
-      for (const Problem& p : row.build(cell.formats, c, dtype, device)) {
-        for (size_t i = 0; i < p.inputs.size(); ++i) EXPECT_EQ(p.inputs[i].format(), cell.formats[i]);
-        // A cell that refuses a dtype or a case is a failure, reported with
-        // the others rather than ending the sweep.
-        std::vector<Tensor> out;
-        try {
-          out = (*kernel)(p.inputs, p.attrs);
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << "threw: " << e.what();
-          continue;
-        }
-        ++runs;
-        EXPECT_TRUE(follows_output_rule(cell.op, p.inputs, out));
-        EXPECT_EQ(out.size(), p.outputs.size());
-        for (size_t i = 0; i < out.size() && i < p.outputs.size(); ++i) {
-          EXPECT_EQ(out[i].device(), device);
-          EXPECT_EQ(out[i].dtype(), dtype);
-          EXPECT_TRUE(matches(out[i], p.outputs[i], dtype)) << "output " << i;
-        }
+  for (const std::vector<std::string>& formats : cell_instances(cell.formats)) {
+    for (const SparseCase& c : cases_of_cell(row, formats)) {
+      for (DType dtype : floating_dtypes()) {
+        SCOPED_TRACE(cell_name(cell.op, formats, cell.device) + ", " + std::string(dtype_name(dtype)) + ", " + c.name);
+        runs += run_problems(row.build(formats, c, dtype, device), formats, *kernel, cell.op, device, dtype);
       }
     }
   }

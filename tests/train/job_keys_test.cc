@@ -125,6 +125,11 @@ std::vector<std::string> jobs_reading_every_key() {
           "lr_schedule: {name: cosine, t_max: 10, eta_min: 0}\n"
           "mask_update: {method: gmp, end_step: 10, initial_density: 0.9, frequency: 2, densify_step: 15,\n"
           "              densify_warmup_steps: 3}\n",
+      // A format declared by its levels, blocked, with its dtypes, named by a rule.
+      model + data + steps +
+          "sparsity: {formats: [{name: keys_test_levels, block_rows: 2, block_cols: 2, index: i64, values: f32,\n"
+          "                      levels: [dense, compressed, dense, dense]}],\n"
+          "           rules: [{name: fc1.weight, format: keys_test_levels, density: 0.5}]}\n",
       // sr_ste over an n:m rule, with its sparsifier.
       model + data + steps +
           "sparsity: {rules: [{name: fc1.weight, format: nm, n: 2, m: 4, transposable: false,\n"

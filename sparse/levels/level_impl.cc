@@ -1,0 +1,252 @@
+#include "sparse/levels/level_impl.h"
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "sparse/convert.h"
+#include "sparse/formats.h"
+#include "tensor/ops.h"
+
+namespace coppice::levels {
+namespace {
+
+// The declarations register_level_format added, by name (rows of the format
+// table are never removed, so neither are these).
+struct Declarations {
+  std::mutex mutex;
+  std::vector<std::pair<std::string, LevelFormat>> rows;
+  static Declarations& instance() {
+    static Declarations d;
+    return d;
+  }
+};
+
+bool same_declaration(const LevelFormat& a, const LevelFormat& b) {
+  return same_levels(a, b) && a.value_dtype == b.value_dtype;
+}
+
+int64_t tensor_rank(const LevelFormat& f) {
+  return static_cast<int64_t>(f.block.empty() ? f.levels.size() : f.block.size());
+}
+
+// The shape-independent part of check_level_format: the declaration checked
+// against the smallest shape it could hold (each dimension its block extent
+// times the m of the n:m levels that walk it).
+void check_declaration(const LevelFormat& f, std::string_view op) {
+  COPPICE_CHECK(!f.levels.empty(), op, ": a declaration needs at least one level");
+  COPPICE_CHECK(f.block.empty() || f.levels.size() == 2 * f.block.size(), op, ": ", describe(f),
+                ": a blocked declaration has two levels per dimension (outer and inner), got ", f.levels.size(),
+                " levels for ", f.block.size(), " block extents");
+  const int64_t rank = tensor_rank(f);
+  Shape shape(static_cast<size_t>(rank), 1);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!f.block.empty()) shape[static_cast<size_t>(d)] = std::max<int64_t>(f.block[static_cast<size_t>(d)], 1);
+  }
+  for (const Level& l : f.levels) {
+    // An inner level (dim >= rank) walks the block, whose extent is the declaration's.
+    if (l.type == LevelType::kNOutOfM && l.dim >= 0 && l.dim < rank && l.m >= 1 && l.m <= 256) {
+      shape[static_cast<size_t>(l.dim)] *= l.m;
+    }
+  }
+  check_level_format(f, shape, op);
+}
+
+// Whether mask updates change whole blocks: a blocked declaration whose
+// levels inside the block are all dense.
+bool changes_whole_blocks(const LevelFormat& f) {
+  if (f.block.empty()) return false;
+  const int64_t rank = tensor_rank(f);
+  return std::all_of(f.levels.begin(), f.levels.end(),
+                     [&](const Level& l) { return l.dim < rank || l.type == LevelType::kDense; });
+}
+
+// The part names, in level order: what the row says the format is saved as.
+std::vector<std::string> part_names(const LevelFormat& f) {
+  std::vector<std::string> names;
+  for (size_t k = 0; k < f.levels.size(); ++k) {
+    const LevelType type = f.levels[k].type;
+    if (type == LevelType::kCompressed) names.push_back(str_cat("positions_", k));
+    if (type != LevelType::kDense) names.push_back(str_cat("coordinates_", k));
+  }
+  names.push_back("values");
+  return names;
+}
+
+Tensor cpu_only(const Tensor& t, const std::string& name, std::string_view op) {
+  COPPICE_CHECK(t.device().is_cpu(), op, ": format '", name,
+                "' is declared by its levels, whose tensors live on the CPU; got a tensor on ", t.device().to_string(),
+                " (move it to the CPU first)");
+  return t;
+}
+
+// (Format options never reach here: the row declares none, so to_format and
+// sparse_from_mask resolve them to nothing; the block is the declaration's.)
+Tensor from_mask(const std::string& name, const LevelFormat& f, const Tensor& dense, const Tensor& mask,
+                 std::string_view op) {
+  cpu_only(dense, name, op);
+  return level_format_tensor(name, level_from_mask(dense, mask.to(Device::cpu()), f, op), op);
+}
+
+// Every stored entry as a coalesced COO (duplicates summed, explicit zeros kept).
+Tensor to_coo(const Tensor& t) {
+  const LevelImpl& impl = level_impl(t, "to_coo");
+  const std::vector<int64_t> pos = level_stored_positions(impl.tensor());
+  const Shape& shape = t.shape();
+  const int64_t rank = t.dim();
+  std::vector<int64_t> slots;
+  for (size_t s = 0; s < pos.size(); ++s) {
+    if (pos[s] >= 0) slots.push_back(static_cast<int64_t>(s));
+  }
+  const auto nnz = static_cast<int64_t>(slots.size());
+  std::vector<int64_t> indices(static_cast<size_t>(rank * nnz));
+  for (int64_t e = 0; e < nnz; ++e) {
+    int64_t p = pos[static_cast<size_t>(slots[static_cast<size_t>(e)])];
+    for (int64_t d = rank; d-- > 0;) {
+      indices[static_cast<size_t>(d * nnz + e)] = p % shape[static_cast<size_t>(d)];
+      p /= shape[static_cast<size_t>(d)];
+    }
+  }
+  const Tensor values = index_select(impl.values(), 0, from_vector(slots));
+  return coalesce(sparse_coo(from_vector(indices, {rank, nnz}), values, shape));
+}
+
+Tensor from_parts(const std::string& name, const LevelFormat& f, const FormatParts& saved) {
+  const std::string op = str_cat("format '", name, "'");
+  if (auto it = saved.attributes.find("levels"); it != saved.attributes.end()) {
+    const LevelFormat declared = parse_level_format(it->second, op);
+    COPPICE_CHECK(same_declaration(declared, f), op, ": saved as ", describe(declared), ", but '", name,
+                  "' is declared as ", describe(f));
+  }
+  LevelTensor t;
+  t.format = f;
+  t.shape = saved.shape;
+  t.positions.resize(f.levels.size());
+  t.coordinates.resize(f.levels.size());
+  for (const auto& [part, tensor] : saved.parts) {
+    if (part == "values") {
+      t.values = tensor;
+      continue;
+    }
+    const bool positions = part.rfind("positions_", 0) == 0;
+    const size_t k = std::stoul(part.substr(part.find('_') + 1));
+    (positions ? t.positions : t.coordinates)[k] = tensor;
+  }
+  return level_format_tensor(name, std::move(t), op);
+}
+
+}  // namespace
+
+LevelImpl::LevelImpl(std::string name, LevelTensor tensor, uint64_t pattern_version)
+    : SparseImpl(tensor.shape, tensor.values.dtype(), tensor.values.device(), pattern_version),
+      name_(std::move(name)),
+      tensor_(std::move(tensor)) {
+  const std::vector<int64_t> pos = level_stored_positions(tensor_);
+  nnz_ = std::count_if(pos.begin(), pos.end(), [](int64_t p) { return p >= 0; });
+}
+
+SparseParts LevelImpl::parts() const {
+  SparseParts out;
+  const std::map<std::string, Tensor> parts = level_parts(tensor_);
+  for (const std::string& part : part_names(tensor_.format)) out.emplace_back(part, parts.at(part));
+  return out;
+}
+
+std::map<std::string, std::string> LevelImpl::attributes() const { return {{"levels", describe(tensor_.format)}}; }
+
+Tensor LevelImpl::with_values(const Tensor& values) const {
+  COPPICE_CHECK(values.shape() == tensor_.values.shape(), name_, ".with_values: values of shape ",
+                shape_to_string(values.shape()), ", expected ", shape_to_string(tensor_.values.shape()));
+  LevelTensor t = tensor_;
+  t.values = cpu_only(values, name_, "with_values").contiguous();
+  return Tensor(std::make_shared<LevelImpl>(name_, std::move(t), pattern_version()));
+}
+
+Tensor LevelImpl::to_dense() const { return level_to_dense(tensor_); }
+
+Tensor LevelImpl::to(TensorOptions options) const {
+  COPPICE_CHECK(options.device.is_cpu(), "to: format '", name_,
+                "' is declared by its levels, whose tensors live on the CPU; cannot move one to ",
+                options.device.to_string());
+  COPPICE_CHECK(!tensor_.format.value_dtype || options.dtype == *tensor_.format.value_dtype, "to: format '", name_,
+                "' declares its values ", dtype_name(*tensor_.format.value_dtype), "; cannot convert them to ",
+                dtype_name(options.dtype));
+  LevelTensor t = tensor_;
+  t.values = tensor_.values.to(options.dtype);
+  return Tensor(std::make_shared<LevelImpl>(name_, std::move(t), pattern_version()));
+}
+
+void register_level_format(const std::string& name, const LevelFormat& format, std::string_view op) {
+  COPPICE_CHECK(!name.empty(), op, ": a level format needs a name");
+  check_declaration(format, str_cat(op, ": format '", name, "'"));
+  Declarations& d = Declarations::instance();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  for (const auto& [n, f] : d.rows) {
+    if (n != name) continue;
+    COPPICE_CHECK(same_declaration(f, format), op, ": format '", name, "' is already declared as ", describe(f),
+                  "; it cannot be declared again as ", describe(format));
+    return;
+  }
+  COPPICE_CHECK(find_format(name) == nullptr, op, ": format '", name,
+                "' is already registered (a built-in or another user's format); choose another name");
+  FormatSpec spec;
+  spec.name = name;
+  spec.rank = FormatRank::kAtLeast1;
+  spec.holds_any_pattern = std::none_of(format.levels.begin(), format.levels.end(),
+                                        [](const Level& l) { return l.type == LevelType::kNOutOfM; });
+  spec.parts = part_names(format);
+  spec.from_mask = [name, format](const Tensor& dense, const Tensor& mask, const FormatOptions&,
+                                  std::string_view from_op) { return from_mask(name, format, dense, mask, from_op); };
+  spec.to_coo = to_coo;
+  spec.from_parts = [name, format](const FormatParts& saved) { return from_parts(name, format, saved); };
+  spec.stored_positions = [](const Tensor& t) {
+    return level_stored_positions(level_impl(t, "stored_positions").tensor());
+  };
+  if (changes_whole_blocks(format) && format.block.size() == 2) {
+    const std::pair<int64_t, int64_t> block{format.block[0], format.block[1]};
+    spec.update_unit = [block](const Tensor&) { return block; };
+  }
+  register_format(std::move(spec));
+  d.rows.emplace_back(name, format);
+}
+
+std::optional<LevelFormat> registered_level_format(std::string_view name) {
+  Declarations& d = Declarations::instance();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  for (const auto& [n, f] : d.rows) {
+    if (n == name) return f;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> level_format_names() {
+  Declarations& d = Declarations::instance();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  std::vector<std::string> names;
+  for (const auto& row : d.rows) names.push_back(row.first);
+  return names;
+}
+
+Tensor level_format_tensor(const std::string& name, LevelTensor tensor, std::string_view op) {
+  const std::optional<LevelFormat> declared = registered_level_format(name);
+  COPPICE_CHECK(declared.has_value(), op, ": '", name, "' is not a registered level format");
+  COPPICE_CHECK(same_levels(*declared, tensor.format), op, ": a tensor of ", describe(tensor.format),
+                " is not of format '", name, "' (", describe(*declared), ")");
+  tensor.format = *declared;
+  check_level_tensor(tensor, op);
+  return Tensor(std::make_shared<LevelImpl>(name, std::move(tensor), new_pattern_version()));
+}
+
+const LevelImpl& level_impl(const Tensor& t, std::string_view op) {
+  const auto* impl = t.defined() ? dynamic_cast<const LevelImpl*>(t.impl()) : nullptr;
+  COPPICE_CHECK(impl != nullptr, op, ": expected a tensor of a format declared by its levels, got ",
+                t.defined() ? std::string(t.format()) : std::string("an undefined tensor"));
+  return *impl;
+}
+
+// The family's conversion to dense, for the dispatcher's counted fallback.
+const ToDenseRegistrar kToDense{std::string(kLevelFamily)};
+
+}  // namespace coppice::levels
