@@ -85,7 +85,7 @@ void bind_levels(py::module_& m) {
       py::arg("name"), py::arg("declaration"),
       "Adds the format `name`, declared by `declaration`, to the format table and returns the declaration in full. "
       "Registering a name again with the same declaration does nothing; another declaration under a taken name, or a "
-      "built-in format's name, raises ValueError. Tensors of the format live on the CPU.");
+      "built-in format's name, raises coppice.Error. Tensors of the format live on the CPU.");
   l.def(
       "registered",
       [](const std::string& name) -> py::object {

@@ -50,7 +50,7 @@ py::dict summary_dict(const TrainingSummary& s) {
 }
 
 py::dict train(const py::object& config, const std::vector<std::string>& overrides, const py::object& callback,
-               int64_t max_steps, const std::string& run_dir) {
+               int64_t max_steps, const std::string& run_dir, const std::string& resume) {
   clear_kept_python_error();
   absl::StatusOr<ValidatedJob> job = absl::InvalidArgumentError("no job");
   if (py::isinstance<py::str>(config)) {
@@ -68,6 +68,7 @@ py::dict train(const py::object& config, const std::vector<std::string>& overrid
   JobRunOptions opts;
   opts.stop_at_step = max_steps;
   opts.run_dir = run_dir;
+  opts.resume = resume;
   opts.progress_out = nullptr;
   if (!callback.is_none()) {
     const PyRef fn = hold(callback);
@@ -245,8 +246,9 @@ void bind_data(py::module_& m) {
 
 void bind_train(py::module_& m) {
   m.def("train", &train, py::arg("config"), py::arg("overrides") = std::vector<std::string>{},
-        py::arg("callback") = py::none(), py::arg("max_steps") = -1, py::arg("run_dir") = "",
-        "Runs a job (a YAML path, or a dict of its keys); callback(step, loss) after every step, False to stop.");
+        py::arg("callback") = py::none(), py::arg("max_steps") = -1, py::arg("run_dir") = "", py::arg("resume") = "",
+        "Runs a job (a YAML path, or a dict of its keys); callback(step, loss) after every step, False to stop; "
+        "resume: a checkpoint file or directory to go on from (the trainer's --resume).");
   bind_data(m);
 }
 

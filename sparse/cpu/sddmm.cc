@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sparse/convert.h"
+#include "sparse/cpu/level_routes.h"
 #include "sparse/cpu/spmm_kernels.h"
 #include "sparse/cpu/util.h"
 #include "sparse/formats.h"
@@ -241,7 +242,8 @@ const bool kRegistered = [] {
   for (const std::string& f : builtin_sparse_format_names()) {
     register_cpu(op::kSddmm, {{"dense", "dense", f}}, sddmm<PositionsWalk>);
   }
-  register_cpu(op::kSddmm, {{"dense", "dense", std::string(kLevelFamily)}}, sddmm<PositionsWalk>);
+  register_cpu(op::kSddmm, {{"dense", "dense", std::string(kLevelFamily)}},
+               through_builtin_kernels(op::kSddmm, sddmm<PositionsWalk>));
   register_cpu(op::kSddmm, {{"dense", "dense", format_name(Layout::kCsr)}}, sddmm<CsrRowsWalk>);
   return true;
 }();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sparse/convert.h"
+#include "sparse/cpu/level_routes.h"
 #include "sparse/cpu/spmm_kernels.h"
 #include "sparse/cpu/util.h"
 #include "sparse/formats.h"
@@ -306,7 +307,16 @@ const bool kRegistered = [] {
   register_products<BsrView>(format_name(Layout::kBsr));
   register_products<BlockedEllView>(format_name(Layout::kBlockedEll));
   register_masked_products();
-  register_products<PositionsView>(std::string(kLevelFamily));
+  // The level family: a built-in format's kernel where the declaration is one's, else the generic view.
+  const std::string levels(kLevelFamily);
+  register_cpu(op::kMatmul, {{levels, "dense"}},
+               through_builtin_kernels(op::kMatmul, matmul_sparse_dense<PositionsView>));
+  register_cpu(op::kMatmul, {{"dense", levels}},
+               through_builtin_kernels(op::kMatmul, matmul_dense_sparse<PositionsView>));
+  register_cpu(op::kLinear, {{"dense", levels}},
+               through_builtin_kernels(op::kLinear, linear_dense_sparse<PositionsView>));
+  register_cpu(op::kLinear, {{levels, "dense"}},
+               through_builtin_kernels(op::kLinear, linear_sparse_dense<PositionsView>));
   return true;
 }();
 

@@ -40,6 +40,21 @@ LevelFormat builtin_level_format(std::string_view format, int64_t rank, const Fo
   return f;
 }
 
+std::optional<std::string> builtin_format_of(const LevelFormat& format, const Shape& shape) {
+  const auto rank = static_cast<int64_t>(shape.size());
+  FormatOptions options;
+  if (format.block.size() == 2) options = FormatOptions::block(format.block[0], format.block[1]);
+  const Level& last = format.levels.back();
+  if (last.type == LevelType::kNOutOfM) options = FormatOptions::nm(last.n, last.m);
+  for (const char* name : {"csr", "csc", "coo", "bsr", "blocked_ell", "nm"}) {
+    const bool matrix = std::string_view(name) != "coo" && std::string_view(name) != "nm";
+    if (matrix && rank != 2) continue;
+    if (std::string_view(name) == "blocked_ell" && options.block_rows != options.block_cols) continue;
+    if (same_levels(format, builtin_level_format(name, rank, options, "builtin_format_of"))) return name;
+  }
+  return std::nullopt;
+}
+
 LevelTensor level_tensor_of(const Tensor& t, std::string_view op) {
   COPPICE_CHECK(t.defined() && t.is_sparse() && t.device().is_cpu(), op, ": needs a sparse tensor on the CPU");
   const std::string format(t.format());

@@ -2,6 +2,8 @@
 // declarations, and a built-in tensor's parts read as its declaration's.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "sparse/formats.h"
@@ -16,6 +18,12 @@ namespace coppice::levels {
 // another format or a rank the format does not take.
 LevelFormat builtin_level_format(std::string_view format, int64_t rank, const FormatOptions& options,
                                  std::string_view op);
+
+// The built-in format (csr, csc, coo, bsr, blocked_ell or nm) whose
+// declaration for a tensor of `shape` has the levels of `format` (same_levels:
+// the index dtypes too; the values' dtype aside), so that its kernels fit a
+// tensor of `format`; nullopt when none has.
+std::optional<std::string> builtin_format_of(const LevelFormat& format, const Shape& shape);
 
 // A built-in sparse tensor (CPU) as a level tensor of its declaration. Its
 // index parts are the built-in's byte for byte, COO's first positions (which

@@ -8,6 +8,7 @@
 
 #include "sparse/convert.h"
 #include "sparse/formats.h"
+#include "sparse/levels/builtin_levels.h"
 #include "tensor/ops.h"
 
 namespace coppice::levels {
@@ -139,12 +140,40 @@ Tensor from_parts(const std::string& name, const LevelFormat& f, const FormatPar
 
 }  // namespace
 
+struct LevelImpl::BuiltinPattern {
+  std::once_flag once;
+  std::optional<std::string> format;  // the built-in format that fits, if any
+  Tensor pattern;                     // the first tensor of the pattern as that format
+};
+
 LevelImpl::LevelImpl(std::string name, LevelTensor tensor, uint64_t pattern_version)
     : SparseImpl(tensor.shape, tensor.values.dtype(), tensor.values.device(), pattern_version),
       name_(std::move(name)),
-      tensor_(std::move(tensor)) {
+      tensor_(std::move(tensor)),
+      builtin_(std::make_shared<BuiltinPattern>()) {
   const std::vector<int64_t> pos = level_stored_positions(tensor_);
   nnz_ = std::count_if(pos.begin(), pos.end(), [](int64_t p) { return p >= 0; });
+}
+
+LevelImpl::LevelImpl(std::string name, LevelTensor tensor, uint64_t pattern_version, int64_t nnz,
+                     std::shared_ptr<BuiltinPattern> builtin)
+    : SparseImpl(tensor.shape, tensor.values.dtype(), tensor.values.device(), pattern_version),
+      name_(std::move(name)),
+      tensor_(std::move(tensor)),
+      nnz_(nnz),
+      builtin_(std::move(builtin)) {}
+
+std::optional<Tensor> LevelImpl::as_builtin() const {
+  BuiltinPattern& b = *builtin_;
+  std::call_once(b.once, [&] {
+    b.format = builtin_format_of(tensor_.format, tensor_.shape);
+    if (b.format) b.pattern = builtin_tensor_of(tensor_, *b.format, "as_builtin");
+  });
+  if (!b.format) return std::nullopt;
+  // Blocked-ELL lays its values out otherwise (builtin_levels.h): built again, reordered.
+  if (*b.format == "blocked_ell") return builtin_tensor_of(tensor_, *b.format, "as_builtin");
+  const Tensor& stored = coppice::values(b.pattern);
+  return coppice::with_values(b.pattern, tensor_.values.reshape(stored.shape()));
 }
 
 SparseParts LevelImpl::parts() const {
@@ -161,7 +190,7 @@ Tensor LevelImpl::with_values(const Tensor& values) const {
                 shape_to_string(values.shape()), ", expected ", shape_to_string(tensor_.values.shape()));
   LevelTensor t = tensor_;
   t.values = cpu_only(values, name_, "with_values").contiguous();
-  return Tensor(std::make_shared<LevelImpl>(name_, std::move(t), pattern_version()));
+  return Tensor(std::shared_ptr<LevelImpl>(new LevelImpl(name_, std::move(t), pattern_version(), nnz_, builtin_)));
 }
 
 Tensor LevelImpl::to_dense() const { return level_to_dense(tensor_); }
@@ -175,7 +204,7 @@ Tensor LevelImpl::to(TensorOptions options) const {
                 dtype_name(options.dtype));
   LevelTensor t = tensor_;
   t.values = tensor_.values.to(options.dtype);
-  return Tensor(std::make_shared<LevelImpl>(name_, std::move(t), pattern_version()));
+  return Tensor(std::shared_ptr<LevelImpl>(new LevelImpl(name_, std::move(t), pattern_version(), nnz_, builtin_)));
 }
 
 void register_level_format(const std::string& name, const LevelFormat& format, std::string_view op) {

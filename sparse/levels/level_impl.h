@@ -11,6 +11,8 @@
 // On the CPU (issue 35).
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,11 +42,23 @@ class LevelImpl final : public SparseImpl {
 
   const LevelTensor& tensor() const { return tensor_; }
   const LevelFormat& declaration() const { return tensor_.format; }
+  // This tensor as the built-in format whose declaration its own is
+  // (builtin_format_of: "(dense, compressed)" is CSR's), its parts viewed
+  // without a copy (Blocked-ELL's values reordered); nullopt when none is.
+  // The built-in pattern is checked once per pattern and shared by the
+  // tensors with_values and to make, so a kernel routed through it pays
+  // for no check per call.
+  std::optional<Tensor> as_builtin() const;
 
  private:
+  struct BuiltinPattern;  // as_builtin's, per pattern
+  LevelImpl(std::string name, LevelTensor tensor, uint64_t pattern_version, int64_t nnz,
+            std::shared_ptr<BuiltinPattern> builtin);
+
   std::string name_;
   LevelTensor tensor_;
   int64_t nnz_;
+  std::shared_ptr<BuiltinPattern> builtin_;
 };
 
 // Adds the format `name`, declared by `format`, to the format table (a row

@@ -93,6 +93,15 @@ const std::vector<Where>& every_key() {
       {"sparsity.rules[].block_cols",
        std::string(kSynthetic) + "sparsity: {rules: [{name: fc1.weight, format: bsr, block_rows: 1, block_cols: @}]}",
        "sparsity.rules[0].block_cols"},
+      {"sparsity.formats[].block_rows",
+       std::string(kSynthetic) +
+           "sparsity: {formats: [{name: ranges_blocks, levels: [dense, compressed, dense, dense], block_rows: @}]}",
+       "sparsity.formats[0].block_rows"},
+      {"sparsity.formats[].block_cols",
+       std::string(kSynthetic) +
+           "sparsity: {formats: [{name: ranges_blocks, levels: [dense, compressed, dense, dense], "
+           "block_rows: 1, block_cols: @}]}",
+       "sparsity.formats[0].block_cols"},
       {"sparsity.rules[].n", std::string(kSynthetic) + "sparsity: {rules: [{name: fc1.weight, format: nm, n: @}]}",
        "sparsity.rules[0].n"},
       {"sparsity.rules[].m", std::string(kSynthetic) + "sparsity: {rules: [{name: fc1.weight, format: nm, m: @}]}",

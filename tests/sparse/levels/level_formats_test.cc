@@ -4,6 +4,7 @@
 // runs the products, SDDMM and elementwise ops on the family's generic
 // kernels without a dense fallback, has float64 gradients through a linear
 // layer, saves and loads, and gives mask updates its positions and unit.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -15,11 +16,16 @@
 #include "sparse/convert.h"
 #include "sparse/formats.h"
 #include "sparse/io/sparse_safetensors.h"
+#include "sparse/levels/builtin_levels.h"
 #include "sparse/levels/level_impl.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
+#include "sparse/stored_positions.h"
 #include "tensor/dispatcher.h"
+#include "tensor/op_profile.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
+#include "tensor/runtime_options.h"
 #include "tests/sparse/test_util.h"
 
 namespace coppice::levels {
@@ -150,6 +156,80 @@ TEST_F(LevelFormats, RegistrationIsIdempotentAndChecked) {
   EXPECT_EQ(find_format("lonely"), nullptr);
 }
 
+// Every pair of formats, built-in and declared (user, hybrid, n:m inside
+// blocks), converts by name with the dense values kept: random patterns
+// that every format can hold (2:4 along rows, so n:m formats hold them),
+// with an empty block row, empty 2x4 blocks and, in n:m's groups, stored
+// zeros.
+TEST_F(LevelFormats, EveryPairOfFormatsConvertsByName) {
+  Dispatcher::instance().set_fallback_is_error(false);  // conversions are not ops
+  register_level_format("test_ell_of_coo",
+                        parse_level_format("blocked 2x2 (dense, ranged, compressed(non-unique), singleton)", "t"), "t");
+  register_level_format("test_bsr_of_2_4",
+                        parse_level_format("blocked 2x4 (dense, compressed, dense, n_out_of_m(3, 2:4))", "t"), "t");
+  register_level_format("test_csc_levels", parse_level_format("(dense(1), compressed(0))", "t"), "t");
+  struct Target {
+    std::string name;
+    FormatOptions options;
+  };
+  std::vector<Target> formats = {{"csr", {}},
+                                 {"csc", {}},
+                                 {"coo", {}},
+                                 {"bsr", FormatOptions::block(2, 2)},
+                                 {"blocked_ell", FormatOptions::block(2)},
+                                 {"nm", FormatOptions::nm(2, 4)},
+                                 {"masked", {}}};
+  for (const Declared& f : declared()) formats.push_back({f.name, {}});
+  for (const char* name : {"test_ell_of_coo", "test_bsr_of_2_4", "test_csc_levels"}) formats.push_back({name, {}});
+  const Shape shape = {8, 24};  // what every declared block and group divides
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    std::vector<double> v(static_cast<size_t>(shape_numel(shape)), 0.0);
+    uint64_t s = seed;
+    auto next = [&] { return (s = s * 6364136223846793005u + 1442695040888963407u) >> 33; };
+    for (int64_t r = 0; r < shape[0]; ++r) {
+      for (int64_t g = 0; g < shape[1] / 4; ++g) {
+        const bool empty_block = r / 2 == 1 || next() % 4 == 0;  // block row 1, and a quarter of the 2x4 blocks
+        const int64_t first = static_cast<int64_t>(next() % 4), second = (first + 1 + next() % 3) % 4;
+        for (int64_t c : {first, second}) {
+          if (!empty_block)
+            v[static_cast<size_t>(r * shape[1] + g * 4 + c)] = 0.5 + static_cast<double>(next() % 100) / 50;
+        }
+      }
+    }
+    const Tensor dense = from_vector(v, shape, TensorOptions(DType::kF64));
+    for (const Target& from : formats) {
+      SCOPED_TRACE(from.name);
+      Tensor src;
+      try {
+        src = to_format(dense, from.name, from.options);
+      } catch (const Error& e) {
+        ADD_FAILURE() << "to_format(dense, " << from.name << "): " << e.what();
+        continue;
+      }
+      EXPECT_EQ(to_dense(src).to_vector<double>(), v);
+      // Conversions to a declared format keep every stored entry: a source
+      // that stores whole blocks (their zeros too) may store more than 2 of
+      // some 4, which a declared n:m target refuses, naming the group. (The
+      // built-in nm keeps such a source's non-zeros.)
+      std::vector<int64_t> per_group(static_cast<size_t>(shape_numel(shape) / 4), 0);
+      for (int64_t p : stored_positions(src)) {
+        if (p >= 0) ++per_group[static_cast<size_t>(p / 4)];
+      }
+      const bool fits_2_4 = *std::max_element(per_group.begin(), per_group.end()) <= 2;
+      for (const Target& to : formats) {
+        SCOPED_TRACE(to.name);
+        if (!format_spec(to.name, "t").holds_any_pattern && !fits_2_4 && to.name != "nm") {
+          EXPECT_TRUE(throws_with([&] { to_format(src, to.name, to.options); }, {"more than", "2"}));
+          continue;
+        }
+        try {
+          EXPECT_EQ(to_dense(to_format(src, to.name, to.options)).to_vector<double>(), v);
+        } catch (const Error& e) { ADD_FAILURE() << e.what(); }
+      }
+    }
+  }
+}
+
 TEST_F(LevelFormats, ProductsAndSddmmRunOnTheFamilysKernels) {
   for (const Declared& f : declared()) {
     SCOPED_TRACE(f.name);
@@ -172,6 +252,36 @@ TEST_F(LevelFormats, ProductsAndSddmmRunOnTheFamilysKernels) {
     expect_close(sum(w), sum(wd));
   }
   EXPECT_TRUE(Dispatcher::instance().fallback_counts().empty());
+}
+
+// A declaration whose levels are a built-in format's runs on that format's
+// kernel (the dispatcher's profile shows the built-in cell under the
+// family's); one that differs only in its index dtype runs on the generic
+// kernel, with the same result.
+TEST_F(LevelFormats, ABuiltInFormatsDeclarationRunsOnItsKernel) {
+  register_level_format("test_csr_levels", parse_level_format("(dense, compressed)", "t"), "t");
+  const Declared& csr_i64 = declared()[2];
+  const Tensor w = declared_tensor(csr_i64, 17);
+  const Tensor same = to_format(w, "test_csr_levels");
+  const Tensor b = dense_of({csr_i64.shape[1], 4}, 18);
+  const ScopedRuntimeOptions profiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
+  const int64_t before = op_profile_calls(op::kMatmul);
+  const Tensor routed = matmul(same, b);
+  EXPECT_EQ(op_profile_calls(op::kMatmul), before + 2);  // the family's cell, then CSR's
+  EXPECT_NE(op_profile_report().find("matmul(csr, dense) on cpu"), std::string::npos) << op_profile_report();
+  const Tensor generic = matmul(w, b);
+  EXPECT_EQ(op_profile_calls(op::kMatmul), before + 3);  // the family's cell alone
+  EXPECT_TRUE(testing::exact_equal(routed, generic));
+  // A result in the operand's pattern comes back in its format and version.
+  const Tensor a = dense_of({csr_i64.shape[0], 3}, 19), c = dense_of({3, csr_i64.shape[1]}, 20);
+  const Tensor s = sddmm(a, c, same);
+  EXPECT_EQ(s.format(), "test_csr_levels");
+  EXPECT_EQ(pattern_version(s), pattern_version(same));
+  expect_close(s, sddmm(a, c, w));
+  EXPECT_EQ(builtin_format_of(parse_level_format("blocked 4x4 (dense, ranged, dense, dense)", "t"), {8, 8}),
+            "blocked_ell");
+  EXPECT_EQ(builtin_format_of(parse_level_format("blocked 4x4 (dense, ranged, compressed, dense)", "t"), {8, 8}),
+            std::nullopt);
 }
 
 TEST_F(LevelFormats, LinearGradientsPassGradcheck) {
