@@ -136,6 +136,8 @@ __device__ __forceinline__ void copy8_async(void* dst, const void* src) {
 // instructions a step, more than the step's 64 mma.sp (SASS, H200).
 template <typename T>
 struct Loader {
+  __device__ static int steps(const Nm24ProductArgs<T>& p, int64_t) { return static_cast<int>(p.cols / kStep); }
+
   const T* a;
   const T* x;
   const uint16_t* meta;
@@ -160,8 +162,8 @@ struct Loader {
     x_dst = (tid / 8) * kPitchX + ((tid % 8) ^ ((tid / 8) % 8)) * 8;
   }
 
-  // The next step into stage `st`.
-  __device__ __forceinline__ void stage(Stage<T>& st, int tid) {
+  // The next step into stage `st` (steps are taken in order: `s` is implied).
+  __device__ __forceinline__ void stage(Stage<T>& st, int tid, int /*s*/) {
     const T* src = a;
 #pragma unroll
     for (int i = 0; i < 4; ++i, src += row_stride)
@@ -182,21 +184,67 @@ struct Loader {
   }
 };
 
+// BSR-of-2:4's loader: the thread block's rows are one block row of S
+// (kTileR = kBsrNm24BlockRows), and step s loads its s-th stored block
+// (values [128, 32] and metadata [128, 4] of that block, and the 64 columns
+// of x the block's column index names). The runs and the swizzle are
+// Loader's; only where a step reads differs.
 template <typename T>
+struct BlockLoader {
+  __device__ static int steps(const Nm24ProductArgs<T>& p, int64_t block_row) {
+    return p.block_row_ptr[block_row + 1] - p.block_row_ptr[block_row];
+  }
+
+  const T* a;  // block 0's run of this thread
+  const T* x;  // column 0's run of this thread
+  const uint16_t* meta;
+  const int32_t* block_cols;  // from the block row's first block
+  int64_t x_stride;           // 16 rows of x
+  uint32_t x_valid = 0;
+  int a_dst, x_dst;
+
+  __device__ BlockLoader(const Nm24ProductArgs<T>& p, int64_t r0, int64_t m0, int tid) {
+    const int64_t x_row = m0 + tid / 8, first = p.block_row_ptr[r0 / kTileR];
+    a = p.values + first * (kTileR * kPitchA) + (tid / 4) * kPitchA + (tid % 4) * 8;
+    x = p.x + x_row * p.cols + (tid % 8) * 8;
+    meta = p.meta + (first * kTileR + tid) * kWords;
+    block_cols = p.block_cols + first;
+    x_stride = 16 * p.cols;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x_valid |= (x_row + 16 * i < p.m ? 1u : 0u) << i;
+    a_dst = (tid / 4) * kPitchA + ((tid % 4) ^ ((tid / 8) % 4)) * 8;
+    x_dst = (tid / 8) * kPitchX + ((tid % 8) ^ ((tid / 8) % 8)) * 8;
+  }
+
+  // Step s (the block row's s-th stored block) into stage `st`. Every row of
+  // a block exists (rows is a multiple of the block's).
+  __device__ __forceinline__ void stage(Stage<T>& st, int tid, int s) {
+    const T* src = a + static_cast<int64_t>(s) * (kTileR * kPitchA);
+#pragma unroll
+    for (int i = 0; i < 4; ++i, src += 32 * kPitchA) copy16_async(&st.a[a_dst + i * 32 * kPitchA], src, true);
+    src = x + static_cast<int64_t>(__ldg(block_cols + s)) * kStep;
+#pragma unroll
+    for (int i = 0; i < 8; ++i, src += x_stride)
+      copy16_async(&st.x[x_dst + i * 16 * kPitchX], src, (x_valid >> i) & 1u);
+    copy8_async(&st.meta[tid * kWords], meta + static_cast<int64_t>(s) * (kTileR * kWords));
+  }
+};
+
+template <typename T, template <typename> class Load>
 __global__ void __launch_bounds__(kThreads, 2) nm24_product_kernel(const Nm24ProductArgs<T> p) {
   extern __shared__ __align__(16) unsigned char smem[];
   Stage<T>* stages = reinterpret_cast<Stage<T>*>(smem);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wr = (warp / 2) * kWarpR, wm = (warp % 2) * kWarpM;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTileR, m0 = static_cast<int64_t>(blockIdx.y) * kTileM;
-  const int steps = static_cast<int>(p.cols / kStep);
-  Loader<T> load(p, r0, m0, tid);
+  const int steps = Load<T>::steps(p, blockIdx.x);
+  Load<T> load(p, r0, m0, tid);
 
   float acc[kWarpR / 16][kWarpM / 8][4] = {};
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < steps) load.stage(stages[s], tid);
+    if (s < steps) load.stage(stages[s], tid, s);
     commit_copies();
   }
   // Shared-memory addresses as 32-bit offsets worked out once per lane: the
@@ -215,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, 2) nm24_product_kernel(const Nm24Pro
   for (int step = 0; step < steps; ++step) {
     wait_copies<kStages - 2>();
     __syncthreads();
-    if (step + kStages - 1 < steps) load.stage(stages[write_stage], tid);
+    if (step + kStages - 1 < steps) load.stage(stages[write_stage], tid, step + kStages - 1);
     commit_copies();
     write_stage = write_stage == kStages - 1 ? 0 : write_stage + 1;
     const uint32_t stage_off = read_stage * kStageBytes;
@@ -288,25 +336,39 @@ __global__ void __launch_bounds__(kThreads, 2) nm24_product_kernel(const Nm24Pro
   }
 }
 
-}  // namespace
-
-template <typename T>
-void nm24_product(const Nm24ProductArgs<T>& args, cudaStream_t stream) {
+template <typename T, template <typename> class Load>
+void launch(const Nm24ProductArgs<T>& args, cudaStream_t stream, const char* what) {
   if (args.m == 0 || args.rows == 0) return;
-  static const bool configured = [] {
-    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(nm24_product_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  static const bool configured = [what] {
+    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(nm24_product_kernel<T, Load>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(kSmemBytes)),
-                       "nm24 product");
+                       what);
     return true;
   }();
   (void)configured;
   const dim3 grid(static_cast<unsigned>((args.rows + kTileR - 1) / kTileR),
                   static_cast<unsigned>((args.m + kTileM - 1) / kTileM));
-  nm24_product_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(args);
-  cuda::check_launch("nm24 product");
+  nm24_product_kernel<T, Load><<<grid, kThreads, kSmemBytes, stream>>>(args);
+  cuda::check_launch(what);
+}
+
+}  // namespace
+
+static_assert(kBsrNm24BlockRows == kTileR, "a BSR-of-2:4 block row is a thread block's rows");
+
+template <typename T>
+void nm24_product(const Nm24ProductArgs<T>& args, cudaStream_t stream) {
+  launch<T, Loader>(args, stream, "nm24 product");
+}
+
+template <typename T>
+void bsr_nm24_product(const Nm24ProductArgs<T>& args, cudaStream_t stream) {
+  launch<T, BlockLoader>(args, stream, "bsr-of-2:4 product");
 }
 
 template void nm24_product<__nv_bfloat16>(const Nm24ProductArgs<__nv_bfloat16>&, cudaStream_t);
 template void nm24_product<__half>(const Nm24ProductArgs<__half>&, cudaStream_t);
+template void bsr_nm24_product<__nv_bfloat16>(const Nm24ProductArgs<__nv_bfloat16>&, cudaStream_t);
+template void bsr_nm24_product<__half>(const Nm24ProductArgs<__half>&, cudaStream_t);
 
 }  // namespace coppice::sparse_cuda

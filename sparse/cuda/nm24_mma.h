@@ -9,6 +9,14 @@
 // is out = x @ S^T (+ bias) (relu or a gelu form), with x [m, cols] row-major: a linear
 // layer's forward with S = W, and its dx = dy @ W with S = W^T where W^T is
 // 2:4 too (a transposable pattern).
+//
+// BSR-of-2:4 (issue 35's hybrid: blocked 128x64 (dense, compressed, dense,
+// n_out_of_m(3, 2:4)), a "V:N:M" pattern) is the same product walking only
+// the stored blocks: S [rows, cols] in blocks of kBsrNm24BlockRows x
+// kNm24StepCols, each 2:4 along its columns, values [nblocks, 128, 32] and
+// metadata [nblocks, 128, 4] block after block, block_row_ptr [rows / 128 + 1]
+// and block_cols [nblocks] (i32) as BSR's. An empty block row gives zeros
+// (and the bias).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -35,10 +43,19 @@ struct Nm24ProductArgs {
   GeluWriteOut gelu = GeluWriteOut::kNone;
   T* aux = nullptr;
   int64_t m = 0, rows = 0, cols = 0;
+  // BSR-of-2:4 only (bsr_nm24_product): the blocks' row pointers and column indices.
+  const int32_t* block_row_ptr = nullptr;
+  const int32_t* block_cols = nullptr;
 };
+
+// The rows of a BSR-of-2:4 block (a block's columns: kNm24StepCols).
+constexpr int64_t kBsrNm24BlockRows = 128;
 
 // T is __nv_bfloat16 or __half; cols % kNm24StepCols == 0.
 template <typename T>
 void nm24_product(const Nm24ProductArgs<T>& args, cudaStream_t stream);
+// The BSR-of-2:4 product; rows % kBsrNm24BlockRows == 0, cols % kNm24StepCols == 0.
+template <typename T>
+void bsr_nm24_product(const Nm24ProductArgs<T>& args, cudaStream_t stream);
 
 }  // namespace coppice::sparse_cuda

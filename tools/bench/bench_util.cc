@@ -34,6 +34,7 @@ std::string usage() {
          "             [--gelu erf|tanh]\n"
          "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--in I] [--batch B] [--block N] [--sparsity X]\n"
          "             [--reps R] [--json FILE]\n"
+         "       bench bsr_nm24 [--dtype bf16,f16] [--hidden H] [--in I] [--batch B] [--reps R] [--json FILE]\n"
          "       bench rigl [--device cpu|cuda|all] [--modes f32,tf32,bf16] [--sparsity X] [--hidden H] [--batch B]\n"
          "             [--steps S] [--warmup W] [--json FILE]\n"
          "       bench attention [--dtype bf16,f16,f32] [--reps R] [--json FILE]\n"
@@ -74,6 +75,9 @@ std::string usage() {
          "               type; rows carry dense_ms, speedup, fraction_of_ideal (speedup x density),\n"
          "               byte_floor_ms (the product's bytes at the rate of a copy of x in the same call) and\n"
          "               fraction_of_byte_floor\n"
+         "  bsr_nm24     BSR-of-2:4 (128 x 64 blocks, 2:4 inside; not part of all; CUDA only; bsr_nm24_bench.cc):\n"
+         "               x W^T with W [H, I] (4096 x 4096) at 50/20/10 % of blocks kept, beside BSR 64 x 64 with\n"
+         "               as many entries and with the whole blocks, 2:4 alone and cuBLAS dense, bf16 and f16\n"
          "  rigl         a block-RigL mask-update step (not part of all; rigl_bench.cc): bench train's MLP with its\n"
          "               three HxH weights BSR 32x32 at --sparsity (0.9), the update of a RigL job's step (dense-\n"
          "               gradient view, optimizer, prune and regrow of the three layers) with block scores probed\n"
@@ -146,10 +150,10 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       suite_given = true;
       if (arg != "all") {
         if (arg != "gemm" && arg != "elementwise" && arg != "spmm" && arg != "sddmm" && arg != "sparsify" &&
-            arg != "dp" && arg != "train" && arg != "bsr" && arg != "rigl" && arg != "attention") {
+            arg != "dp" && arg != "train" && arg != "bsr" && arg != "bsr_nm24" && arg != "rigl" && arg != "attention") {
           return absl::InvalidArgumentError(str_cat("unknown suite '", arg,
                                                     "' (expected gemm, elementwise, spmm, sddmm, sparsify, dp, "
-                                                    "train, bsr, rigl, attention or all)"));
+                                                    "train, bsr, bsr_nm24, rigl, attention or all)"));
         }
         c.gemm = arg == "gemm";
         c.elementwise = arg == "elementwise";
@@ -159,6 +163,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
         c.dp = arg == "dp";
         c.train = arg == "train";
         c.bsr = arg == "bsr";
+        c.bsr_nm24 = arg == "bsr_nm24";
         c.rigl = arg == "rigl";
         c.attention = arg == "attention";
       }

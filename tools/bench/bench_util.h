@@ -28,6 +28,7 @@ struct Config {
   bool dp = false;         // data-parallel training steps (dp_bench.cc); never part of "all"
   bool train = false;      // training steps per model, format and mode (train_bench.cc); never part of "all"
   bool bsr = false;        // a BSR linear layer's three products (bsr_bench.cc); CUDA only, never part of "all"
+  bool bsr_nm24 = false;   // BSR-of-2:4 beside BSR and 2:4 (bsr_nm24_bench.cc); CUDA only, never part of "all"
   bool rigl = false;       // a block-RigL update step beside an ordinary step (rigl_bench.cc); never part of "all"
   bool attention = false;  // fused attention forward and backward (attention_bench.cc); CUDA only, never part of "all"
   bool cpu = true;

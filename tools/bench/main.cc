@@ -55,6 +55,7 @@ int run(int argc, char** argv) {
   if (config->sparsify) run_sparsify(*config, &report.results);
   if (config->train) run_train(*config, &report.results);
   if (config->bsr) run_bsr(*config, &report.results);
+  if (config->bsr_nm24) run_bsr_nm24(*config, &report.results);
   if (config->rigl) run_rigl(*config, &report.results);
   if (config->attention) run_attention(*config, &report.results);
   bool reporting = true;  // false on the ranks other than 0 of a launched dp job

@@ -38,6 +38,9 @@ void run_train(const Config& config, std::vector<Result>* results);
 // A BSR linear layer's three products per block size, sparsity and 16-bit
 // or TF32 mode, beside cuBLAS's dense product (tools/bench/bsr_bench.cc).
 void run_bsr(const Config& config, std::vector<Result>* results);
+// BSR-of-2:4 (issue 35's hybrid) beside BSR and 2:4 alone, the forward
+// product at the MLP-4096 shapes (tools/bench/bsr_nm24_bench.cc).
+void run_bsr_nm24(const Config& config, std::vector<Result>* results);
 // A block-RigL mask-update step of the MLP beside its ordinary step
 // (tools/bench/rigl_bench.cc).
 void run_rigl(const Config& config, std::vector<Result>* results);
