@@ -28,41 +28,14 @@ py::dict parts_dict(const LevelTensor& t) {
   return d;
 }
 
-// The level index k of a part named "<prefix>k", or -1.
-int64_t level_of(const std::string& name, const std::string& prefix) {
-  if (name.compare(0, prefix.size(), prefix) != 0 || name.size() == prefix.size()) return -1;
-  int64_t k = 0;
-  for (size_t i = prefix.size(); i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9' || k > 1'000'000) return -1;
-    k = k * 10 + (name[i] - '0');
-  }
-  return k;
-}
-
 LevelTensor level_tensor_from(const py::dict& parts, const std::string& declaration, const Shape& shape,
                               const char* op) {
-  LevelTensor t;
-  t.format = levels::parse_level_format(declaration, op);
-  t.shape = shape;
-  const auto levels = static_cast<int64_t>(t.format.levels.size());
-  t.positions.resize(static_cast<size_t>(levels));
-  t.coordinates.resize(static_cast<size_t>(levels));
+  std::map<std::string, Tensor> named;
   for (const auto& [key, value] : parts) {
     const std::string name = py::str(key).cast<std::string>();
-    const Tensor part = tensor_of_any(py::reinterpret_borrow<py::object>(value), str_cat(op, ": part ", name));
-    const int64_t p = level_of(name, "positions_"), c = level_of(name, "coordinates_");
-    if (name == "values") {
-      t.values = part;
-    } else if (p >= 0 && p < levels) {
-      t.positions[static_cast<size_t>(p)] = part;
-    } else if (c >= 0 && c < levels) {
-      t.coordinates[static_cast<size_t>(c)] = part;
-    } else {
-      fail(op, ": no part '", name, "' in a tensor of ", levels, " levels (positions_<k>, coordinates_<k>, values)");
-    }
+    named[name] = tensor_of_any(py::reinterpret_borrow<py::object>(value), str_cat(op, ": part ", name));
   }
-  levels::check_level_tensor(t, op);
-  return t;
+  return levels::level_tensor_from_parts(levels::parse_level_format(declaration, op), shape, named, op);
 }
 
 }  // namespace

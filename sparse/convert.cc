@@ -229,10 +229,35 @@ Tensor nm_to_coo(const Tensor& t) {
 namespace {
 
 // Every stored entry of `t`, as a coalesced COO tensor.
+// Every stored entry of `t`, whose row gives its stored positions, as a
+// coalesced COO: explicit zeros kept, padding slots left out, repeated
+// positions summed.
+Tensor positions_to_coo(const Tensor& t, const FormatSpec& spec) {
+  const std::vector<int64_t> pos = spec.stored_positions(t);
+  const Shape& shape = t.shape();
+  const int64_t rank = t.dim();
+  std::vector<int64_t> slots;
+  for (size_t s = 0; s < pos.size(); ++s) {
+    if (pos[s] >= 0) slots.push_back(static_cast<int64_t>(s));
+  }
+  const auto nnz = static_cast<int64_t>(slots.size());
+  std::vector<int64_t> indices(static_cast<size_t>(rank * nnz));
+  for (int64_t e = 0; e < nnz; ++e) {
+    int64_t p = pos[static_cast<size_t>(slots[static_cast<size_t>(e)])];
+    for (int64_t d = rank; d-- > 0;) {
+      indices[static_cast<size_t>(d * nnz + e)] = p % shape[static_cast<size_t>(d)];
+      p /= shape[static_cast<size_t>(d)];
+    }
+  }
+  const Tensor stored = index_select(values(t).reshape({-1}), 0, from_vector(slots).to(t.device()));
+  return coalesce(sparse_coo(from_vector(indices, {rank, nnz}).to(t.device()), stored, shape));
+}
+
 Tensor to_coo(const Tensor& t) {
   const FormatSpec* spec = find_format(t.format());
   if (spec != nullptr && spec->to_coo) return spec->to_coo(t);
-  return dense_to_coo(to_dense(t));  // a user format without to_coo: its dense form's non-zeros
+  if (spec != nullptr && spec->stored_positions) return positions_to_coo(t, *spec);
+  return dense_to_coo(to_dense(t));  // a user format that says neither: its dense form's non-zeros
 }
 
 // The entries of `dense` where `mask` holds, in the format.

@@ -93,7 +93,9 @@ struct FormatSpec {
   // stored positions.
   std::function<Tensor(const Tensor& coo, const FormatOptions& options, std::string_view op)> from_coo;
   // Every stored entry of a tensor of this format as a coalesced COO tensor.
-  // Default: the non-zeros of its dense form.
+  // Default: the entries at its stored_positions (explicit zeros kept,
+  // repeated positions summed) where the row gives them, else the non-zeros
+  // of its dense form.
   std::function<Tensor(const Tensor& t)> to_coo;
   // The options a tensor of this format has (for a format that has options).
   std::function<FormatOptions(const Tensor& t)> options_of;

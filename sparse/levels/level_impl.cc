@@ -91,29 +91,6 @@ Tensor from_mask(const std::string& name, const LevelFormat& f, const Tensor& de
   return level_format_tensor(name, level_from_mask(dense, mask.to(Device::cpu()), f, op), op);
 }
 
-// Every stored entry as a coalesced COO (duplicates summed, explicit zeros kept).
-Tensor to_coo(const Tensor& t) {
-  const LevelImpl& impl = level_impl(t, "to_coo");
-  const std::vector<int64_t> pos = level_stored_positions(impl.tensor());
-  const Shape& shape = t.shape();
-  const int64_t rank = t.dim();
-  std::vector<int64_t> slots;
-  for (size_t s = 0; s < pos.size(); ++s) {
-    if (pos[s] >= 0) slots.push_back(static_cast<int64_t>(s));
-  }
-  const auto nnz = static_cast<int64_t>(slots.size());
-  std::vector<int64_t> indices(static_cast<size_t>(rank * nnz));
-  for (int64_t e = 0; e < nnz; ++e) {
-    int64_t p = pos[static_cast<size_t>(slots[static_cast<size_t>(e)])];
-    for (int64_t d = rank; d-- > 0;) {
-      indices[static_cast<size_t>(d * nnz + e)] = p % shape[static_cast<size_t>(d)];
-      p /= shape[static_cast<size_t>(d)];
-    }
-  }
-  const Tensor values = index_select(impl.values(), 0, from_vector(slots));
-  return coalesce(sparse_coo(from_vector(indices, {rank, nnz}), values, shape));
-}
-
 Tensor from_parts(const std::string& name, const LevelFormat& f, const FormatParts& saved) {
   const std::string op = str_cat("format '", name, "'");
   if (auto it = saved.attributes.find("levels"); it != saved.attributes.end()) {
@@ -121,21 +98,7 @@ Tensor from_parts(const std::string& name, const LevelFormat& f, const FormatPar
     COPPICE_CHECK(same_declaration(declared, f), op, ": saved as ", describe(declared), ", but '", name,
                   "' is declared as ", describe(f));
   }
-  LevelTensor t;
-  t.format = f;
-  t.shape = saved.shape;
-  t.positions.resize(f.levels.size());
-  t.coordinates.resize(f.levels.size());
-  for (const auto& [part, tensor] : saved.parts) {
-    if (part == "values") {
-      t.values = tensor;
-      continue;
-    }
-    const bool positions = part.rfind("positions_", 0) == 0;
-    const size_t k = std::stoul(part.substr(part.find('_') + 1));
-    (positions ? t.positions : t.coordinates)[k] = tensor;
-  }
-  return level_format_tensor(name, std::move(t), op);
+  return level_format_tensor(name, level_tensor_from_parts(f, saved.shape, saved.parts, op), op);
 }
 
 }  // namespace
@@ -228,7 +191,6 @@ void register_level_format(const std::string& name, const LevelFormat& format, s
   spec.parts = part_names(format);
   spec.from_mask = [name, format](const Tensor& dense, const Tensor& mask, const FormatOptions&,
                                   std::string_view from_op) { return from_mask(name, format, dense, mask, from_op); };
-  spec.to_coo = to_coo;
   spec.from_parts = [name, format](const FormatParts& saved) { return from_parts(name, format, saved); };
   spec.stored_positions = [](const Tensor& t) {
     return level_stored_positions(level_impl(t, "stored_positions").tensor());

@@ -16,22 +16,20 @@ LevelTensor rebuild(const SafetensorsFile& file, const std::string& name, const 
                     const std::string& where) {
   const auto shape_it = file.metadata.find(str_cat(kShapeKey, name));
   COPPICE_CHECK(shape_it != file.metadata.end(), where, ": no ", kShapeKey, name, " metadata entry");
-  LevelTensor t;
-  t.format = parse_level_format(declaration, where);
-  COPPICE_CHECK(parse_shape_json(shape_it->second, t.shape), where, ": the shape '", shape_it->second,
+  const LevelFormat format = parse_level_format(declaration, where);
+  Shape shape;
+  COPPICE_CHECK(parse_shape_json(shape_it->second, shape), where, ": the shape '", shape_it->second,
                 "' is not a JSON list of sizes");
-  const size_t levels = t.format.levels.size();
-  t.positions.resize(levels);
-  t.coordinates.resize(levels);
-  for (size_t k = 0; k < levels; ++k) {
-    if (const Tensor* p = file.find(str_cat(name, ".positions_", k))) t.positions[k] = *p;
-    if (const Tensor* c = file.find(str_cat(name, ".coordinates_", k))) t.coordinates[k] = *c;
+  std::map<std::string, Tensor> parts;
+  for (size_t k = 0; k < format.levels.size(); ++k) {
+    for (const std::string& part : {str_cat("positions_", k), str_cat("coordinates_", k)}) {
+      if (const Tensor* p = file.find(str_cat(name, ".", part))) parts[part] = *p;
+    }
   }
   const Tensor* values = file.find(str_cat(name, ".values"));
   COPPICE_CHECK(values != nullptr, where, ": no entry ", name, ".values");
-  t.values = *values;
-  check_level_tensor(t, where);
-  return t;
+  parts["values"] = *values;
+  return level_tensor_from_parts(format, shape, parts, where);
 }
 
 }  // namespace

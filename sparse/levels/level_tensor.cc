@@ -347,6 +347,45 @@ std::map<std::string, Tensor> level_parts(const LevelTensor& t) {
   return parts;
 }
 
+namespace {
+
+// The level index k of a part named "<prefix>k", or -1.
+int64_t level_of(const std::string& name, const std::string& prefix) {
+  if (name.compare(0, prefix.size(), prefix) != 0 || name.size() == prefix.size()) return -1;
+  int64_t k = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || k > 1'000'000) return -1;
+    k = k * 10 + (name[i] - '0');
+  }
+  return k;
+}
+
+}  // namespace
+
+LevelTensor level_tensor_from_parts(const LevelFormat& format, const Shape& shape,
+                                    const std::map<std::string, Tensor>& parts, std::string_view op) {
+  LevelTensor t;
+  t.format = format;
+  t.shape = shape;
+  const auto levels = static_cast<int64_t>(format.levels.size());
+  t.positions.resize(static_cast<size_t>(levels));
+  t.coordinates.resize(static_cast<size_t>(levels));
+  for (const auto& [name, part] : parts) {
+    const int64_t p = level_of(name, "positions_"), c = level_of(name, "coordinates_");
+    if (name == "values") {
+      t.values = part;
+    } else if (p >= 0 && p < levels) {
+      t.positions[static_cast<size_t>(p)] = part;
+    } else if (c >= 0 && c < levels) {
+      t.coordinates[static_cast<size_t>(c)] = part;
+    } else {
+      fail(op, ": no part '", name, "' in a tensor of ", levels, " levels (positions_<k>, coordinates_<k>, values)");
+    }
+  }
+  check_level_tensor(t, op);
+  return t;
+}
+
 LevelTensor level_from_mask(const Tensor& dense, const Tensor& mask, const LevelFormat& format, std::string_view op) {
   COPPICE_CHECK(dense.defined() && dense.is_dense() && dense.device().is_cpu(), op, ": needs dense values on the CPU");
   COPPICE_CHECK(mask.defined() && mask.is_dense() && mask.dtype() == DType::kBool && mask.shape() == dense.shape(), op,

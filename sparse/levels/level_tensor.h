@@ -29,6 +29,13 @@ struct LevelTensor {
 // "values": how a level tensor is saved.
 std::map<std::string, Tensor> level_parts(const LevelTensor& t);
 
+// level_parts inverted: a tensor of `format` and `shape` from its parts by
+// name, checked (check_level_tensor). Throws naming `op` and the part for a
+// name that is not one of a tensor of the format's level count
+// (positions_<k>, coordinates_<k>, values).
+LevelTensor level_tensor_from_parts(const LevelFormat& format, const Shape& shape,
+                                    const std::map<std::string, Tensor>& parts, std::string_view op);
+
 // The entries of `dense` (CPU) where the bool `mask` (same shape, CPU) holds,
 // in `format`; zeros at the positions the format stores that the mask does
 // not hold (the rest of a dense level or of a block, free places of an n:m
