@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/graph_observer.h"
 #include "autograd/sparse_grad.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/ops.h"
@@ -100,6 +101,7 @@ Variable Variable::from_node(Tensor value, std::shared_ptr<Node> grad_fn, uint32
   v.impl_->grad_fn = std::move(grad_fn);
   v.impl_->output_nr = output_nr;
   v.impl_->requires_grad = true;
+  if (GraphObserver* observer = graph_observer()) observer->on_output(v.impl_->grad_fn, output_nr, v.impl_->value);
   return v;
 }
 

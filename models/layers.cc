@@ -45,7 +45,10 @@ Variable Linear::forward(const Variable& x) {
 Variable Linear::forward_relu(const Variable& x) {
   if (output_rule() != nullptr) return relu(forward(x));
   check_linear_input(x, in_);
-  return linear_relu(x, view_of(weight_), bias());
+  // Through run_op (no rule is attached) so that a traced step sees this
+  // module's op as its own (models/propagation).
+  return run_op({x, view_of(weight_), bias()},
+                [](const std::vector<Variable>& in) { return linear_relu(in[0], in[1], in[2]); });
 }
 
 Variable Linear::forward_gelu_mlp(Linear& fc1, Linear& fc2, const Variable& x, GeluForm form) {

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "autograd/graph_observer.h"
 #include "autograd/no_grad.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/error.h"
@@ -345,16 +346,26 @@ void Module::set_sparsity_step(uint64_t step) {
 }
 
 Variable Module::run_op(const std::vector<Variable>& inputs, const SingleOpFn& op) const {
-  if (output_rule_ == nullptr) return op(inputs);
-  const OutputSparsity& rule = *output_rule_;
-  COPPICE_CHECK(rule.forward.size() <= 1, type_name_, ": the output rule gives ", rule.forward.size(),
-                " forward stages; this module has one output");
-  COPPICE_CHECK(rule.backward.size() <= inputs.size(), type_name_, ": the output rule gives ", rule.backward.size(),
-                " backward stages; this module's op has ", inputs.size(), " inputs");
-  std::vector<ValueSparsity> grads = rule.backward;
-  if (!grads.empty()) grads.resize(inputs.size());  // the rest keep all
-  return SparsifiedOp(op, rule.forward.empty() ? ValueSparsity{} : rule.forward.front(), std::move(grads))
-      .call(inputs, sparsity_ctx_);
+  // An installed GraphObserver (a traced step, models/propagation) sees the
+  // op as a scope owned by this module.
+  GraphObserver* observer = graph_observer();
+  if (observer != nullptr) observer->on_scope_begin(this);
+  Variable out;
+  if (output_rule_ == nullptr) {
+    out = op(inputs);
+  } else {
+    const OutputSparsity& rule = *output_rule_;
+    COPPICE_CHECK(rule.forward.size() <= 1, type_name_, ": the output rule gives ", rule.forward.size(),
+                  " forward stages; this module has one output");
+    COPPICE_CHECK(rule.backward.size() <= inputs.size(), type_name_, ": the output rule gives ", rule.backward.size(),
+                  " backward stages; this module's op has ", inputs.size(), " inputs");
+    std::vector<ValueSparsity> grads = rule.backward;
+    if (!grads.empty()) grads.resize(inputs.size());  // the rest keep all
+    out = SparsifiedOp(op, rule.forward.empty() ? ValueSparsity{} : rule.forward.front(), std::move(grads))
+              .call(inputs, sparsity_ctx_);
+  }
+  if (observer != nullptr) observer->on_scope_end(this, out.defined() ? out.gradient_edge() : Edge{});
+  return out;
 }
 
 }  // namespace coppice

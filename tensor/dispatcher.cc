@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <tuple>
 
+#include "tensor/dispatch_observer.h"
 #include "tensor/op_profile.h"
 
 namespace coppice {
@@ -204,6 +205,22 @@ std::vector<Dispatcher::Cell> Dispatcher::cells() const {
   return out;
 }
 
+namespace {
+thread_local DispatchObserver* current_dispatch_observer = nullptr;
+
+std::string cell_text(std::string_view op, absl::Span<const std::string_view> formats, DeviceType device) {
+  return str_cat(op, "(", str_join(formats, ", "), ") on ", device_type_name(device));
+}
+}  // namespace
+
+DispatchObserver* dispatch_observer() { return current_dispatch_observer; }
+
+ScopedDispatchObserver::ScopedDispatchObserver(DispatchObserver* observer) : previous_(current_dispatch_observer) {
+  current_dispatch_observer = observer;
+}
+
+ScopedDispatchObserver::~ScopedDispatchObserver() { current_dispatch_observer = previous_; }
+
 std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tensor>& inputs, const Attrs& attrs) const {
   // The input count against the op's arity and the attributes against its
   // declaration: from its kernels' entry on the hot path, from the table
@@ -238,8 +255,9 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
   COPPICE_CHECK(spec != nullptr, op, ": no kernel registered for (", str_join(formats, ", "), ") on ",
                 device_type_name(device), "; '", op, "' is not a declared op (tensor/op_table.h)");
   auto run = [&](const Kernel& k, absl::Span<const std::string_view> keys) {
+    if (DispatchObserver* o = current_dispatch_observer) o->on_kernel(cell_text(op, keys, device));
     if (!op_profile_enabled()) return k(inputs, attrs);
-    ProfileScope scope(str_cat(op, "(", str_join(keys, ", "), ") on ", device_type_name(device),
+    ProfileScope scope(str_cat(cell_text(op, keys, device),
                                op_profile_shapes() ? " " + shape_to_string(first->shape()) : std::string()),
                        first->device());
     return k(inputs, attrs);
@@ -286,6 +304,8 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
   int64_t& count = fallbacks_[fallback];
   if (count++ == 0) std::fprintf(stderr, "coppice: warning: %s falls back to dense\n", fallback.c_str());
   lock.unlock();
+  if (DispatchObserver* o = current_dispatch_observer)
+    o->on_kernel(str_cat(cell_text(op, dense_formats, device), " for (", str_join(formats, ", "), ")"));
   return (*k)(dense_inputs, attrs);
 }
 

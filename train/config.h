@@ -84,6 +84,12 @@ struct SparsityConfig {
   // is 1 when the job leaves it out.
   DensityOptions distribution;
   bool has_density = false;  // sparsity.density was given
+  // sparsity.propagate: output rules inferred from the attributes propagated
+  // through the model (models/propagation) join the job's own; sparsity.plan:
+  // where the plan is written ("" = <--run-dir>/plan.jsonl, else nowhere).
+  bool propagate = false;
+  double propagate_max_density = 1.0;  // sparsity.propagate_max_density
+  std::string plan;
 
   // True when some parameter rule asks for fewer than all entries.
   bool sparse_weights() const;

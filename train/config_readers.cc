@@ -275,6 +275,12 @@ void read_sparsity(const Section& sp, JobConfig& job) {
     for (const Section& st : o.list("backward")) rule.backward.push_back(read_stage(st));
     c.schedule.outputs.push_back(std::move(rule));
   }
+  c.propagate = sp.boolean("propagate");
+  c.propagate_max_density = sp.number("propagate_max_density");
+  c.plan = sp.string("plan");
+  for (const char* key : {"plan", "propagate_max_density"}) {
+    if (sp.has(key) && !c.propagate) bad(sp.at(key), "applies when sparsity.propagate is true, and it is not");
+  }
 }
 
 void read_optimizer(const Section& o, OptimizerConfig& c) {

@@ -41,6 +41,7 @@
 #include "train/config_schema.h"
 #include "train/job_fingerprint.h"
 #include "train/mixed_precision.h"
+#include "train/propagated_rules.h"
 #include "train/run_paths.h"
 
 namespace coppice {
@@ -247,9 +248,35 @@ TrainingSummary run_job(const JobConfig& job, const JobRunOptions& opts) {
   return run_job(std::move(*validated), opts);
 }
 
+namespace {
+
+// The schedule the ranks apply: the job's, and with sparsity.propagate the
+// output rules inferred from a traced step on the first training batch
+// (train/propagated_rules.h), the plan written by one process only.
+SparsitySchedule propagated(const JobConfig& job, const SparsitySchedule& schedule, const JobRunOptions& opts) {
+  if (!job.sparsity.propagate) return schedule;
+  const DistributedConfig& d = job.distributed;
+  DeviceType device = DeviceType::kCpu;
+  bool writes_plan = true;
+  if (d.world_size == 1) {
+    device = resolve_job_device(job.device).type;
+  } else if (d.backend != CommBackend::kInProc) {
+    device = DeviceType::kCuda;
+    auto env = launch_env();
+    writes_plan = env.ok() && env->rank == 0;
+  }
+  DataLoaderOptions first;
+  first.batch_size = job.data.loader.batch_size;
+  const Tensor inputs = DataLoader(load_data(job).train, first).batch(0, 0).inputs;
+  const std::string plan = writes_plan ? job_plan_path(job, opts.run_dir) : "";
+  if (!plan.empty()) make_parent_dirs(plan);
+  return with_propagated_rules(job, schedule, inputs, device, plan);
+}
+
+}  // namespace
+
 TrainingSummary run_job(ValidatedJob validated, const JobRunOptions& opts) {
   const JobConfig& job = validated.config;
-  const SparsitySchedule& schedule = validated.schedule;
   // No output may overwrite an input or another output (the trainer binary
   // checks it first, with the job file among the inputs).
   if (absl::Status st = check_outputs_apart(run_paths(job, "", opts.resume, opts.run_dir)); !st.ok())
@@ -258,6 +285,7 @@ TrainingSummary run_job(ValidatedJob validated, const JobRunOptions& opts) {
   const DistributedConfig& d = job.distributed;
   check_in_range("distributed.world_size", d.world_size);
   const int world = static_cast<int>(d.world_size);
+  const SparsitySchedule schedule = propagated(job, validated.schedule, opts);
   if (world == 1)
     return run_rank(job, schedule, std::move(validated.model), opts, nullptr, resolve_job_device(job.device));
 

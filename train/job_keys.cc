@@ -201,6 +201,18 @@ std::vector<SchemaKey> sparsity_keys() {
       key("sparsity.outputs[].backward", K::kList, "one stage per module input's gradient (same keys as forward)"));
   keys.push_back(key("sparsity.outputs[].backward[]", K::kSection, "inline, temporary_format, external, format"));
   for (const SchemaKey& k : stage_keys("sparsity.outputs[].backward[]", "the gradient's format")) keys.push_back(k);
+  keys.push_back(key("sparsity.propagate", K::kBool,
+                     "infer output rules from sparsity attributes propagated through the model "
+                     "(docs/guide/propagation.md); sparsity.outputs override them")
+                     .defaults_to(false));
+  keys.push_back(key("sparsity.propagate_max_density", K::kDouble,
+                     "with propagate: a relu output becomes CSR only when at most this fraction of it is "
+                     "non-zero in the traced step")
+                     .defaults_to(1)
+                     .in(reals(0, 1, "(]")));
+  keys.push_back(key("sparsity.plan", K::kString,
+                     "with propagate: the JSON-lines plan (every tensor's attribute, format and kernel)")
+                     .defaults_to("", "<--run-dir>/plan.jsonl, else none"));
   return keys;
 }
 

@@ -24,8 +24,16 @@ bool checkpoint_dir_owns(const std::string& name) {
 }
 
 // What a run directory writes: the metrics file and its temporary file (a
-// resumed run rewrites it).
-bool run_dir_owns(const std::string& name) { return name == "metrics.jsonl" || starts_with(name, ".metrics.jsonl."); }
+// resumed run rewrites it), and the propagation plan and its temporary file.
+bool is_metrics_file(const std::string& name) {
+  return name == "metrics.jsonl" || starts_with(name, ".metrics.jsonl.");
+}
+bool is_plan_file(const std::string& name) {
+  return name == kPlanFileName || starts_with(name, str_cat(".", kPlanFileName, "."));
+}
+bool run_dir_owns_metrics(const std::string& name) { return is_metrics_file(name); }
+bool run_dir_owns_plan(const std::string& name) { return is_plan_file(name); }
+bool run_dir_owns_both(const std::string& name) { return is_metrics_file(name) || is_plan_file(name); }
 
 // The path as the file system will resolve it: absolute, `..` and symbolic
 // links of its existing part resolved.
@@ -116,11 +124,25 @@ RunPaths run_paths(const JobConfig& job, const std::string& job_file, const std:
   }
   if (!job.checkpoint.dir.empty())
     p.outputs.push_back({"checkpoint.dir", job.checkpoint.dir, Kind::kDirectory, false, false, checkpoint_dir_owns});
+  const std::string plan = job_plan_path(job, run_dir);
+  if (!job.sparsity.plan.empty()) p.outputs.push_back({"sparsity.plan", plan, Kind::kFile});
   if (!run_dir.empty()) {
-    p.outputs.push_back(
-        {"--run-dir", run_dir, Kind::kDirectory, false, false, job.logging.metrics.empty() ? run_dir_owns : nullptr});
+    const bool metrics_here = job.logging.metrics.empty();
+    const bool plan_here = !plan.empty() && job.sparsity.plan.empty();
+    if (plan_here) p.outputs.push_back({"--run-dir", plan, Kind::kFile});
+    bool (*owns)(const std::string&) = metrics_here && plan_here ? run_dir_owns_both
+                                       : metrics_here            ? run_dir_owns_metrics
+                                       : plan_here               ? run_dir_owns_plan
+                                                                 : nullptr;
+    p.outputs.push_back({"--run-dir", run_dir, Kind::kDirectory, false, false, owns});
   }
   return p;
+}
+
+std::string job_plan_path(const JobConfig& job, const std::string& run_dir) {
+  if (!job.sparsity.propagate) return "";
+  if (!job.sparsity.plan.empty()) return job.sparsity.plan;
+  return run_dir.empty() ? "" : (fs::path(run_dir) / kPlanFileName).string();
 }
 
 absl::Status check_outputs_apart(const RunPaths& paths) {

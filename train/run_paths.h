@@ -13,8 +13,8 @@
 // directory of that name, and with the files of an output directory (a
 // metrics file named ckpt/latest-run.json). A directory output writes only
 // the names it owns, at its top level (checkpoints: ckpt-*, .ckpt-*,
-// latest-run.json, the run lock; a run directory: metrics.jsonl and the run
-// lock); it conflicts with an input file of that name or of its own path,
+// latest-run.json, the run lock; a run directory: metrics.jsonl, plan.jsonl
+// and the run lock); it conflicts with an input file of that name or of its own path,
 // and with a dataset directory that it is, contains or lies in (a text
 // dataset reads every file of its tree). A checkpoint directory may hold the
 // checkpoint a run resumes from: that is how a run goes on.
@@ -53,6 +53,12 @@ struct RunPaths {
 // directory `run_dir` ("" = none).
 RunPaths run_paths(const JobConfig& job, const std::string& job_file, const std::string& resume,
                    const std::string& run_dir);
+
+// The file a run with sparsity.propagate writes its plan to: sparsity.plan,
+// else <run_dir>/plan.jsonl; "" when it writes none (no propagation, or
+// neither is given).
+inline constexpr char kPlanFileName[] = "plan.jsonl";
+std::string job_plan_path(const JobConfig& job, const std::string& run_dir);
 
 // InvalidArgument, one line naming both keys and both paths, for the first
 // output that is, contains or lies in an input or another output as the top

@@ -6,11 +6,29 @@
 
 namespace coppice::levels {
 
-Level dense(int64_t dim) { return Level{LevelType::kDense, dim}; }
-Level compressed(int64_t dim, bool unique) { return Level{LevelType::kCompressed, dim, unique}; }
-Level singleton(int64_t dim) { return Level{LevelType::kSingleton, dim}; }
-Level ranged(int64_t dim) { return Level{LevelType::kRanged, dim}; }
-Level n_out_of_m(int64_t dim, int64_t n, int64_t m) { return Level{LevelType::kNOutOfM, dim, true, n, m}; }
+namespace {
+Level level(LevelType type, int64_t dim) {
+  Level out;
+  out.type = type;
+  out.dim = dim;
+  return out;
+}
+}  // namespace
+
+Level dense(int64_t dim) { return level(LevelType::kDense, dim); }
+Level compressed(int64_t dim, bool unique) {
+  Level out = level(LevelType::kCompressed, dim);
+  out.unique = unique;
+  return out;
+}
+Level singleton(int64_t dim) { return level(LevelType::kSingleton, dim); }
+Level ranged(int64_t dim) { return level(LevelType::kRanged, dim); }
+Level n_out_of_m(int64_t dim, int64_t n, int64_t m) {
+  Level out = level(LevelType::kNOutOfM, dim);
+  out.n = n;
+  out.m = m;
+  return out;
+}
 
 std::string_view level_type_name(LevelType type) {
   switch (type) {

@@ -93,6 +93,7 @@ const std::vector<Where>& every_key() {
       {"sparsity.rules[].block_cols",
        std::string(kSynthetic) + "sparsity: {rules: [{name: fc1.weight, format: bsr, block_rows: 1, block_cols: @}]}",
        "sparsity.rules[0].block_cols"},
+      {"sparsity.propagate_max_density", "sparsity: {propagate: true, propagate_max_density: @}"},
       {"sparsity.formats[].block_rows",
        std::string(kSynthetic) +
            "sparsity: {formats: [{name: ranges_blocks, levels: [dense, compressed, dense, dense], block_rows: @}]}",

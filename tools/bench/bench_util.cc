@@ -31,7 +31,7 @@ std::string usage() {
          "             [--sparsity X] [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--steps S] [--warmup W] "
          "[--config-dir D]\n"
          "             [--cuda-graph] [--step-read loss|check|paired] [--optimizer sgd|adamw] [--block N]\n"
-         "             [--gelu erf|tanh]\n"
+         "             [--gelu erf|tanh] [--propagate on|off]\n"
          "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--in I] [--batch B] [--block N] [--sparsity X]\n"
          "             [--reps R] [--json FILE]\n"
          "       bench bsr_nm24 [--dtype bf16,f16] [--hidden H] [--in I] [--batch B] [--reps R] [--json FILE]\n"
@@ -67,7 +67,9 @@ std::string usage() {
          "               paired: the two alternate step by step in one process; --optimizer adamw: the GPT\n"
          "               jobs' update (AdamW lr 6e-4, weight decay 0.1, clipping at norm 1.0) instead of SGD;\n"
          "               --block N: BSR blocks of N x N (32; a power of two); --gelu tanh: the vit's and gpt's\n"
-         "               MLPs with GPT-2's tanh GELU instead of the exact one (erf; rows \"<model>+gelu_tanh\")\n"
+         "               MLPs with GPT-2's tanh GELU instead of the exact one (erf; rows \"<model>+gelu_tanh\");\n"
+         "               --propagate on: output rules inferred by sparsity propagation (models/propagation)\n"
+         "               attached before the steps (rows \"<model>+propagate\", inferred_rules beside them)\n"
          "  bsr          a BSR linear layer's three products (not part of all; CUDA only; bsr_bench.cc): x W^T,\n"
          "               dy W and dy^T x at W's blocks, W [H, I] (H 4096, I = H) in 16/32/64/128 blocks (--block N:\n"
          "               N alone) at 90/95/98 % (--sparsity X: X alone), batch\n"
@@ -184,7 +186,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
                                          "--dtype",     "--json",     "--min-sample-ms", "--batch",      "--hidden",
                                          "--steps",     "--sparsity", "--variants",      "--ranks",      "--timeout-s",
                                          "--models",    "--formats",  "--modes",         "--config-dir", "--step-read",
-                                         "--optimizer", "--block",    "--gelu",          "--in"};
+                                         "--optimizer", "--block",    "--gelu",          "--in",         "--propagate"};
     if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags)) {
       return absl::InvalidArgumentError(str_cat("unknown flag '", flag, "'"));
     }
@@ -286,6 +288,10 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
         return absl::InvalidArgumentError(str_cat("--block: a power of two up to 4096, got ", value));
       c.train_block = *v;
       c.block_given = true;
+    } else if (flag == "--propagate") {
+      if (value != "on" && value != "off")
+        return absl::InvalidArgumentError(str_cat("--propagate: 'on' or 'off', got '", value, "'"));
+      c.train_propagate = value == "on";
     } else if (flag == "--gelu") {
       if (value != "erf" && value != "tanh")
         return absl::InvalidArgumentError(str_cat("--gelu: 'erf' or 'tanh', got '", value, "'"));

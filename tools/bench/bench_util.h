@@ -79,6 +79,10 @@ struct Config {
   // tanh (GPT-2's approximation), as torch_train.py's --gelu; tanh rows are
   // named "<model>+gelu_tanh".
   std::string train_gelu = "erf";
+  // --propagate on|off: train's models with the output rules that sparsity
+  // propagation infers from a traced step (models/propagation) attached, as
+  // a job with sparsity.propagate runs them; on: rows "<model>+propagate".
+  bool train_propagate = false;
   // --in I: the bsr suite's weight is [H, I] (--hidden H), for the
   // rectangular layers of a transformer (an MLP's [4H, H] and [H, 4H]); 0:
   // square.

@@ -50,6 +50,12 @@
 // weight decay 0.1, gradients clipped to norm 1.0 as the trainer clips
 // them; "<model>+adamw" rows): the step the trainer's own is held to.
 //
+// --propagate on: before the steps, the output rules that sparsity
+// propagation infers from one traced forward pass (models/propagation) are
+// attached, as a job with sparsity.propagate runs ("<model>+propagate" rows,
+// inferred_rules beside them): the mlp's relu outputs become its next
+// linears' CSR inputs where the weights are dense.
+//
 // --gelu tanh: the transformer models (vit, gpt) built with the job's
 // model.options.gelu set to tanh (GPT-2's tanh GELU; torch_train.py --gelu
 // tanh runs the same), rows "<model>+gelu_tanh"; erf (the default) sets it
@@ -71,6 +77,8 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "models/propagation/propagation.h"
+#include "models/propagation/step_trace.h"
 #include "models/zoo.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
@@ -114,10 +122,11 @@ struct TrainSetup {
   int warmup = 0, steps = 0;
   std::string config_dir;
   bool cuda_graph = false;
-  std::string step_read;  // "", "loss" or "check" (--step-read)
-  std::string optimizer;  // "sgd" or "adamw" (--optimizer)
-  int64_t block = 32;     // bsr (--block)
-  std::string gelu;       // "erf" or "tanh" (--gelu): the transformer models' model.options.gelu
+  std::string step_read;   // "", "loss" or "check" (--step-read)
+  std::string optimizer;   // "sgd" or "adamw" (--optimizer)
+  int64_t block = 32;      // bsr (--block)
+  std::string gelu;        // "erf" or "tanh" (--gelu): the transformer models' model.options.gelu
+  bool propagate = false;  // --propagate on: inferred output rules attached
 };
 
 // The models built with a GELU MLP, whose activation --gelu sets.
@@ -257,6 +266,7 @@ Result base_result(const TrainSetup& s, const std::string& model, const Variant&
   if (s.cuda_graph) r.op += "+graph";
   if (!s.step_read.empty()) r.op += "+" + s.step_read;
   if (s.optimizer != "sgd") r.op += "+" + s.optimizer;
+  if (s.propagate) r.op += "+propagate";
   r.device = s.dc.label;
   r.dtype = mode.name;
   r.format = v.format;
@@ -300,6 +310,14 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
   }
   for (const auto& [name, p] : m.module->named_parameters()) {
     stored += p.value().is_sparse() ? sparse_impl(p.value(), "bench train").nnz() : p.numel();
+  }
+  if (s.propagate) {
+    // As a job with sparsity.propagate: the rules inferred from a traced step, attached.
+    const propagation::StepTrace trace = propagation::trace_forward(*m.module, Variable(m.x));
+    SparsitySchedule inferred;
+    inferred.outputs = propagation::inferred_rules(propagation::propagate(trace, s.device.type));
+    if (!inferred.outputs.empty()) m.module->apply_sparsity(inferred);
+    r->extra.emplace_back("inferred_rules", static_cast<double>(inferred.outputs.size()));
   }
   // As run_job: the cast after sparsifying (patterns kept), before the optimizer takes the parameters.
   if (mode.dtype != DType::kF32) cast_parameters(*m.module, mode.dtype);
@@ -429,6 +447,7 @@ void run_train(const Config& config, std::vector<Result>* results) {
     s.optimizer = config.optimizer;
     s.block = config.train_block;
     s.gelu = config.train_gelu;
+    s.propagate = config.train_propagate;
     if (s.cuda_graph) s.warmup = std::max(s.warmup, 2);  // the eager step and the capture are not timed
     const std::string device_skip = dc.cuda ? cuda_skip_reason() : "";
     for (const std::string& model : models) {
