@@ -184,16 +184,17 @@ void install_error_translation();
 
 // ---- the parts of the module ------------------------------------------------------------------
 
-void bind_tensor(py::module_& m);      // Tensor, NumPy and DLPack, formats
-void bind_autograd(py::module_& m);    // Variable, no_grad, differentiable functions, gradcheck
-void bind_sparsity(py::module_& m);    // sparsifiers, SparsifyContext, SparsityBuilder
-void bind_nn(py::module_& m);          // coppice.nn: Module, the layers, the model zoo
-void bind_optim(py::module_& m);       // coppice.optim: SGD, Adam, AdamW, clipping, MaskUpdater
-void bind_extensions(py::module_& m);  // growth policies, sparsifiers and prune criteria written in Python
-void bind_train(py::module_& m);       // coppice.train
-void bind_io(py::module_& m);          // coppice.save and coppice.load (safetensors, any format)
-void bind_kernels(py::module_& m);     // coppice.kernels: a linear's products on plain tensors (coppice.torch's)
-void bind_levels(py::module_& m);      // coppice.levels: formats declared by their levels
+void bind_tensor(py::module_& m);       // Tensor, NumPy and DLPack, formats
+void bind_autograd(py::module_& m);     // Variable, no_grad, differentiable functions, gradcheck
+void bind_sparsity(py::module_& m);     // sparsifiers, SparsifyContext, SparsityBuilder
+void bind_nn(py::module_& m);           // coppice.nn: Module, the layers, the model zoo
+void bind_optim(py::module_& m);        // coppice.optim: SGD, Adam, AdamW, clipping, MaskUpdater
+void bind_extensions(py::module_& m);   // growth policies, sparsifiers and prune criteria written in Python
+void bind_train(py::module_& m);        // coppice.train
+void bind_io(py::module_& m);           // coppice.save and coppice.load (safetensors, any format)
+void bind_kernels(py::module_& m);      // coppice.kernels: a linear's products on plain tensors (coppice.torch's)
+void bind_levels(py::module_& m);       // coppice.levels: formats declared by their levels
+void bind_propagation(py::module_& m);  // coppice.propagate: sparsity attributes through a traced step
 // coppice.optim.PatternUpdater, GmpPruner, gmp_density_at, prune_to_density and coppice.nm_mask: the mask
 // updates' selections over plain tensors (after bind_optim, whose submodule it adds to)
 void bind_pattern_update(py::module_& m);

@@ -27,4 +27,5 @@ PYBIND11_MODULE(_coppice, m) {
   bind_io(m);
   bind_kernels(m);
   bind_levels(m);
+  bind_propagation(m);
 }
