@@ -48,7 +48,7 @@ void bind_propagation(py::module_& m) {
         out["plan"] = propagation::plan_jsonl(trace, plan);
         return out;
       },
-      py::arg("model"), py::arg("x"), py::arg("device") = "cpu", py::arg("max_density") = 1.0,
+      py::arg("model"), py::arg("x"), py::arg("device") = "cpu", py::arg("max_density") = 0.1,
       "Traces model.forward(x) once (in evaluation mode; the mode comes back) and propagates sparsity attributes "
       "through it (docs/guide/propagation.md): returns {'schedule': a SparsityBuilder with the inferred output "
       "rules (a relu output feeding a linear becomes its CSR input where a kernel on `device` takes it and at most "

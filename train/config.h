@@ -88,7 +88,7 @@ struct SparsityConfig {
   // through the model (models/propagation) join the job's own; sparsity.plan:
   // where the plan is written ("" = <--run-dir>/plan.jsonl, else nowhere).
   bool propagate = false;
-  double propagate_max_density = 1.0;  // sparsity.propagate_max_density
+  double propagate_max_density = 0.1;  // sparsity.propagate_max_density
   std::string plan;
 
   // True when some parameter rule asks for fewer than all entries.

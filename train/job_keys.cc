@@ -208,7 +208,7 @@ std::vector<SchemaKey> sparsity_keys() {
   keys.push_back(key("sparsity.propagate_max_density", K::kDouble,
                      "with propagate: a relu output becomes CSR only when at most this fraction of it is "
                      "non-zero in the traced step")
-                     .defaults_to(1)
+                     .defaults_to(0.1)
                      .in(reals(0, 1, "(]")));
   keys.push_back(key("sparsity.plan", K::kString,
                      "with propagate: the JSON-lines plan (every tensor's attribute, format and kernel)")

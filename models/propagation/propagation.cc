@@ -228,22 +228,25 @@ Plan propagate(const StepTrace& trace, DeviceType device, const std::vector<Outp
     if (module.empty() || ruled.count(module) || named_by(explicit_rules, module)) continue;
     TensorPlan& p = plan.tensors[static_cast<size_t>(r.id)];
     p.density = non_zero_fraction(r.value);
-    if (p.density > options.max_density) continue;
     std::string kernels;
-    bool every_consumer_takes_csr = true;
     for (const auto& [consumer, position] : r.consumers) {
       const TracedTensor& c = at(trace, consumer);
+      const std::string who = c.module.empty() ? std::string("the model") : c.module;
       std::string kernel;
       if (position == 0 && is_linear(c.op) && c.inputs.size() >= 2 && c.inputs[1] != kUntraced)
         kernel = linear_kernel("csr", at(trace, c.inputs[1]), device);
       if (kernel.empty()) {
-        every_consumer_takes_csr = false;
+        p.left_dense = str_cat(who, "'s ", c.op, " has no kernel taking it as CSR on ", device_type_name(device));
         break;
       }
-      kernels +=
-          str_cat(kernels.empty() ? "" : "; ", c.module.empty() ? "the model" : c.module, " takes it in ", kernel);
+      kernels += str_cat(kernels.empty() ? "" : "; ", who, " takes it in ", kernel);
     }
-    if (!every_consumer_takes_csr) continue;
+    if (!p.left_dense.empty()) continue;
+    if (p.density > options.max_density) {
+      p.left_dense =
+          str_cat(fmt_fraction(p.density), " non-zero, above max_density ", fmt_fraction(options.max_density));
+      continue;
+    }
     ruled.insert(module);
     p.format = "csr";
     p.gradient.format = "csr";
@@ -283,7 +286,8 @@ std::string plan_jsonl(const StepTrace& trace, const Plan& plan) {
         << "], \"dtype\": " << quote(std::string(dtype_name(t.dtype)))
         << ", \"forward\": " << quote(describe(p.forward)) << ", \"gradient\": " << quote(describe(p.gradient))
         << ", \"format\": " << quote(p.format) << ", \"made_by\": " << quote(p.made_by)
-        << ", \"consumed_by\": " << quote(p.consumed_by) << ", \"rule\": " << quote(p.rule);
+        << ", \"consumed_by\": " << quote(p.consumed_by) << ", \"rule\": " << quote(p.rule)
+        << ", \"left_dense\": " << quote(p.left_dense);
     if (p.density >= 0) out << ", \"density\": " << fmt_fraction(p.density);
     out << "}\n";
   }

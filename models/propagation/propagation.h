@@ -75,6 +75,7 @@ struct TensorPlan {
   std::string consumed_by;  // where the plan makes it sparse: the kernels its consumers take it with
   std::string rule;         // the module whose inferred output rule makes `format`; else ""
   double density = -1;      // a relu output's non-zero fraction in the traced step; -1: not measured
+  std::string left_dense;   // a relu output the plan could make sparse and does not: why
 };
 
 struct InferredRule {
@@ -84,8 +85,11 @@ struct InferredRule {
 
 struct PropagateOptions {
   // A relu output becomes CSR only when at most this fraction of its entries
-  // is non-zero in the traced step (1: whenever a kernel takes it).
-  double max_density = 1.0;
+  // is non-zero in the traced step (1: whenever a kernel takes it). 0.1 by
+  // default: at the half density of relu outputs at initialization a CSR
+  // activation makes the step slower (docs/benchmarks.md, sparsity
+  // propagation), so by default the plan names them and leaves them dense.
+  double max_density = 0.1;
 };
 
 struct Plan {
@@ -103,8 +107,8 @@ Plan propagate(const StepTrace& trace, DeviceType device, const std::vector<Outp
 // The plan as JSON lines: a header ({"plan": 1, "device", "rules": n}), one
 // line per inferred rule ({"rule": module, "forward": [...], "reason"}) and
 // one per tensor ({"tensor": id, "name", "op", "module", "shape", "dtype",
-// "forward", "gradient", "format", "made_by", "consumed_by", "rule", and
-// "density" where measured}).
+// "forward", "gradient", "format", "made_by", "consumed_by", "rule",
+// "left_dense", and "density" where measured}).
 std::string plan_jsonl(const StepTrace& trace, const Plan& plan);
 
 // The rules to add to a schedule: each inferred rule.

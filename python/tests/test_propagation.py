@@ -20,7 +20,7 @@ def batch(n=6, seed=1):
 
 def test_relu_outputs_become_csr_inputs_and_train_as_written_by_hand():
     inferred = mlp()
-    result = coppice.propagate(inferred, batch())
+    result = coppice.propagate(inferred, batch(), max_density=1.0)
     assert [r["module"] for r in result["rules"]] == ["fc1", "fc2"]
     assert "linear(csr, dense) on cpu" in result["rules"][0]["reason"]
     inferred.apply_sparsity(result["schedule"])
@@ -37,7 +37,7 @@ def test_relu_outputs_become_csr_inputs_and_train_as_written_by_hand():
 
 def test_the_plan_lists_every_tensor():
     model = mlp()
-    lines = [json.loads(l) for l in coppice.propagate(model, batch())["plan"].splitlines()]
+    lines = [json.loads(l) for l in coppice.propagate(model, batch(), max_density=1.0)["plan"].splitlines()]
     header, rest = lines[0], lines[1:]
     tensors = [l for l in rest if "tensor" in l]
     assert header["tensors"] == len(tensors) and header["rules"] == 2
@@ -52,6 +52,10 @@ def test_the_plan_lists_every_tensor():
 def test_max_density_and_errors():
     x = batch()
     assert coppice.propagate(mlp(), x, max_density=0.01)["rules"] == []
+    by_default = coppice.propagate(mlp(), x)  # max_density 0.1: relu outputs at half density stay dense
+    assert by_default["rules"] == []
+    left = [json.loads(l)["left_dense"] for l in by_default["plan"].splitlines() if '"left_dense": "0.' in l]
+    assert len(left) == 2 and all("above max_density 0.1" in why for why in left)
     with pytest.raises(coppice.Error, match=r"propagate: max_density must be in \(0, 1\], got 0"):
         coppice.propagate(mlp(), x, max_density=0)
     with pytest.raises(coppice.Error, match="tpu"):

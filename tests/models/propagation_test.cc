@@ -23,6 +23,13 @@
 namespace coppice::propagation {
 namespace {
 
+// Every relu output a kernel takes, whatever its density (the structural choice).
+PropagateOptions every_candidate() {
+  PropagateOptions o;
+  o.max_density = 1.0;
+  return o;
+}
+
 ModulePtr mlp() { return make_model({"mlp", {{"sizes", std::string("8,16,12,4")}, {"seed", int64_t{3}}}}); }
 
 Tensor features(int64_t n, uint64_t seed) {
@@ -74,7 +81,7 @@ TEST(StepTrace, SeesEveryOpWithItsModuleAndEveryParameter) {
 TEST(Propagation, ReluOutputsBecomeTheNextLinearsCsrInputs) {
   ModulePtr net = mlp();
   const StepTrace trace = trace_forward(*net, Variable(features(5, 1)));
-  const Plan plan = propagate(trace, DeviceType::kCpu);
+  const Plan plan = propagate(trace, DeviceType::kCpu, {}, every_candidate());
   ASSERT_EQ(plan.rules.size(), 2u);
   EXPECT_EQ(plan.rules[0].rule.selector.pattern, "fc1");
   EXPECT_EQ(plan.rules[1].rule.selector.pattern, "fc2");
@@ -94,11 +101,13 @@ TEST(Propagation, ReluOutputsBecomeTheNextLinearsCsrInputs) {
   const TensorPlan& logits = plan.tensors[static_cast<size_t>(trace.output)];
   EXPECT_EQ(describe(logits.forward), "dense");
   EXPECT_EQ(logits.rule, "");
-  // Where the relu outputs keep more than max_density, nothing becomes CSR.
-  PropagateOptions sparse_only;
-  sparse_only.max_density = fc1.density / 2;
-  EXPECT_TRUE(propagate(trace, DeviceType::kCpu, {}, sparse_only).rules.empty() ||
-              propagate(trace, DeviceType::kCpu, {}, sparse_only).rules.front().rule.selector.pattern != "fc1");
+  // By default (max_density 0.1) relu outputs at half density stay dense,
+  // and the plan says why.
+  const Plan by_default = propagate(trace, DeviceType::kCpu);
+  EXPECT_TRUE(by_default.rules.empty());
+  const TensorPlan& fc1_dense = by_default.tensors[static_cast<size_t>(fc1.id)];
+  EXPECT_EQ(fc1_dense.format, "dense");
+  EXPECT_NE(fc1_dense.left_dense.find("non-zero, above max_density 0.1"), std::string::npos) << fc1_dense.left_dense;
   // The plan lists every tensor, each as a JSON line (the measured density,
   // a fraction, is left out: the library's reader takes integers only).
   EXPECT_EQ(plan.tensors.size(), trace.tensors.size());
@@ -119,7 +128,8 @@ TEST(Propagation, ReluOutputsBecomeTheNextLinearsCsrInputs) {
 TEST(Propagation, InferredRulesTrainAsTheHandwrittenOnes) {
   ModulePtr inferred = mlp(), by_hand = mlp();
   SparsitySchedule from_plan;
-  from_plan.outputs = inferred_rules(propagate(trace_forward(*inferred, Variable(features(5, 1))), DeviceType::kCpu));
+  from_plan.outputs = inferred_rules(
+      propagate(trace_forward(*inferred, Variable(features(5, 1))), DeviceType::kCpu, {}, every_candidate()));
   inferred->apply_sparsity(from_plan);
   SparsitySchedule written;
   written.outputs = {handwritten("fc1"), handwritten("fc2")};
@@ -149,12 +159,14 @@ TEST(Propagation, PatternsFlowToGradientsAndNoRuleWithoutAKernel) {
   b["fc2.weight"].format("csr").density(0.5);
   net->apply_sparsity(b.schedule());
   const StepTrace trace = trace_forward(*net, Variable(features(5, 1)));
-  const Plan plan = propagate(trace, DeviceType::kCpu);
+  const Plan plan = propagate(trace, DeviceType::kCpu, {}, every_candidate());
   // fc1's output feeds fc2, whose weight is CSR: no kernel multiplies two
   // CSR operands in a linear, so fc1 keeps a dense output; fc2's feeds fc3.
   ASSERT_EQ(plan.rules.size(), 1u);
   EXPECT_EQ(plan.rules[0].rule.selector.pattern, "fc2");
   for (const TensorPlan& p : plan.tensors) {
+    if (p.name.rfind("fc1:", 0) == 0)
+      EXPECT_EQ(p.left_dense, "fc2's SparseLinearRelu has no kernel taking it as CSR on cpu") << p.name;
     if (p.name != "fc2.weight") continue;
     EXPECT_EQ(describe(p.forward), str_cat("csr, pattern of #", p.id));
     EXPECT_EQ(describe(p.gradient), describe(p.forward)) << "a masked weight's gradient stays masked";
@@ -166,7 +178,7 @@ TEST(Propagation, TheJobsOwnRuleWins) {
   SparsityBuilder b;
   b.output_regex("fc[1]").forward({"magnitude", {{"sparsity", "0.5"}}}, "csr");
   const StepTrace trace = trace_forward(*net, Variable(features(5, 1)));
-  const Plan plan = propagate(trace, DeviceType::kCpu, b.schedule().outputs);
+  const Plan plan = propagate(trace, DeviceType::kCpu, b.schedule().outputs, every_candidate());
   ASSERT_EQ(plan.rules.size(), 1u);
   EXPECT_EQ(plan.rules[0].rule.selector.pattern, "fc2");
 }
@@ -178,7 +190,7 @@ TEST(Propagation, AttentionPatternFlowsThroughItsScores) {
   Generator g(5);
   const Tensor x = randn({2, 1, 28, 28}, TensorOptions(DType::kF32, Device::cpu()), g);
   const StepTrace trace = trace_forward(*vit, Variable(x));
-  const Plan plan = propagate(trace, DeviceType::kCpu);
+  const Plan plan = propagate(trace, DeviceType::kCpu, {}, every_candidate());
   EXPECT_TRUE(plan.rules.empty()) << "a GELU MLP makes no zeros";
   int sparse = 0;
   for (const TensorPlan& p : plan.tensors) {

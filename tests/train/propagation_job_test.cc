@@ -84,7 +84,8 @@ void expect_complete(const std::vector<json::Value>& lines, size_t rules) {
   EXPECT_EQ(header.find("rules")->as_integer(), static_cast<int64_t>(rules));
   EXPECT_EQ(lines.size(), 1 + rules + static_cast<size_t>(header.find("tensors")->as_integer()));
   for (size_t i = 1 + rules; i < lines.size(); ++i) {
-    for (const char* key : {"name", "op", "module", "forward", "gradient", "format", "made_by", "consumed_by", "rule"})
+    for (const char* key :
+         {"name", "op", "module", "forward", "gradient", "format", "made_by", "consumed_by", "rule", "left_dense"})
       EXPECT_NE(lines[i].find(key), nullptr) << key << " in line " << i;
   }
 }
@@ -94,7 +95,8 @@ TEST(PropagationJob, MlpReluOutputsAreInferredAsWrittenAndTrainTheSame) {
   const std::string run_dir = temp_dir("propagation_mlp");
   const TrainingSummary written = run_job(load(job, quiet({})), first_steps(30));
   const TrainingSummary inferred =
-      run_job(load(job, quiet({"sparsity.outputs=[]", "sparsity.propagate=true"})), first_steps(30, run_dir));
+      run_job(load(job, quiet({"sparsity.outputs=[]", "sparsity.propagate=true", "sparsity.propagate_max_density=1"})),
+              first_steps(30, run_dir));
   ASSERT_EQ(inferred.losses.size(), 30u);
   ASSERT_EQ(written.losses.size(), 30u);
   for (size_t i = 0; i < 30; ++i) EXPECT_EQ(inferred.losses[i], written.losses[i]) << "step " << i;
@@ -152,13 +154,20 @@ TEST(PropagationJob, PlanKeyErrors) {
     EXPECT_NE(no_propagate.status().message().find(": applies when sparsity.propagate is true"), std::string::npos)
         << no_propagate.status();
   }
-  // Below the relu outputs' density, nothing becomes CSR.
+  // By default (0.1) relu outputs at half density stay dense, and the plan says why.
   const std::string run_dir = temp_dir("propagation_dense_enough");
-  const TrainingSummary none = run_job(
-      load(job, quiet({"sparsity.outputs=[]", "sparsity.propagate=true", "sparsity.propagate_max_density=0.05"})),
-      first_steps(2, run_dir));
+  const TrainingSummary none =
+      run_job(load(job, quiet({"sparsity.outputs=[]", "sparsity.propagate=true"})), first_steps(2, run_dir));
   EXPECT_EQ(none.final_step, 2);
-  EXPECT_EQ(plan_lines(run_dir + "/plan.jsonl").front().find("rules")->as_integer(), 0);
+  const std::vector<json::Value> lines = plan_lines(run_dir + "/plan.jsonl");
+  EXPECT_EQ(lines.front().find("rules")->as_integer(), 0);
+  int left = 0;
+  for (const json::Value& l : lines) {
+    if (l.find("tensor") == nullptr || field(l, "left_dense").empty()) continue;
+    ++left;
+    EXPECT_NE(field(l, "left_dense").find("non-zero, above max_density 0.1"), std::string::npos);
+  }
+  EXPECT_EQ(left, 2) << "fc1's and fc2's relu outputs";
 
   // The plan may not overwrite the metrics file (or any other input or output).
   const std::string dir = temp_dir("propagation_clash");

@@ -52,7 +52,8 @@
 //
 // --propagate on: before the steps, the output rules that sparsity
 // propagation infers from one traced forward pass (models/propagation) are
-// attached, as a job with sparsity.propagate runs ("<model>+propagate" rows,
+// attached, every candidate whatever its density, as a job with
+// sparsity.propagate and propagate_max_density 1 runs ("<model>+propagate" rows,
 // inferred_rules beside them): the mlp's relu outputs become its next
 // linears' CSR inputs where the weights are dense.
 //
@@ -315,7 +316,9 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
     // As a job with sparsity.propagate: the rules inferred from a traced step, attached.
     const propagation::StepTrace trace = propagation::trace_forward(*m.module, Variable(m.x));
     SparsitySchedule inferred;
-    inferred.outputs = propagation::inferred_rules(propagation::propagate(trace, s.device.type));
+    propagation::PropagateOptions every_candidate;  // the structural choice, whatever the density
+    every_candidate.max_density = 1.0;
+    inferred.outputs = propagation::inferred_rules(propagation::propagate(trace, s.device.type, {}, every_candidate));
     if (!inferred.outputs.empty()) m.module->apply_sparsity(inferred);
     r->extra.emplace_back("inferred_rules", static_cast<double>(inferred.outputs.size()));
   }
