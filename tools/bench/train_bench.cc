@@ -18,8 +18,9 @@
 //             128, blocks.*.mlp.fc1/fc2 weights. The transformer job of the
 //             two because its step is a plain classification step (the
 //             loop's cross-entropy on [N, classes] logits, like the other
-//             two models), its inputs need no dataset (the char LM's need
-//             perldiag.pod, absent on the GPU machine), and its attention
+//             two models), its inputs are synthetic (though validating its
+//             job reads Fashion-MNIST's path, so its rows need the dataset
+//             installed, which the GPU machine lacks), and its attention
 //             already runs sparse (SDDMM, row softmax, SpMM) in the step.
 // The job models are the ones validation builds from the job's own
 // ModelConfig (load_validated_job on --config-dir/<job>.yaml), fed a fixed
