@@ -183,6 +183,27 @@ TEST(Propagation, TheJobsOwnRuleWins) {
   EXPECT_EQ(plan.rules[0].rule.selector.pattern, "fc2");
 }
 
+// LeNet-5: relu(conv) then max_pool keeps the relu's zeros (the max of a
+// relu is the relu of the max), and flatten keeps them too: the attributes
+// follow the rules table through ops that are not linears.
+TEST(Propagation, ReluZerosFlowThroughPoolingAndShapeOps) {
+  auto lenet = make_model({"lenet5", {{"seed", int64_t{2}}}});
+  Generator g(6);
+  const Tensor x = randn({2, 1, 28, 28}, TensorOptions(DType::kF32, Device::cpu()), g);
+  const StepTrace trace = trace_forward(*lenet, Variable(x));
+  const Plan plan = propagate(trace, DeviceType::kCpu, {}, every_candidate());
+  std::set<std::string> seen;
+  for (const TensorPlan& p : plan.tensors) {
+    const std::string& op = trace.tensors[static_cast<size_t>(p.id)].op;
+    if (op == "Relu" || op == "MaxPool2d" || op == "Flatten") {
+      EXPECT_EQ(describe(p.forward), "dense, zero where <= 0, >= 0") << p.name;
+      seen.insert(op);
+    }
+    if (op == "Conv2d") EXPECT_EQ(describe(p.forward), "dense") << p.name;
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"Relu", "MaxPool2d", "Flatten"}));
+}
+
 TEST(Propagation, AttentionPatternFlowsThroughItsScores) {
   auto vit = make_model(
       {"vit",
