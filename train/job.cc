@@ -40,6 +40,7 @@
 #include "tensor/precision.h"
 #include "train/config_schema.h"
 #include "train/job_fingerprint.h"
+#include "train/job_sparsity.h"
 #include "train/mixed_precision.h"
 #include "train/propagated_rules.h"
 #include "train/run_paths.h"
@@ -360,20 +361,13 @@ LoaderOptions loader_options(const JobConfig& job, Communicator* comm, Device de
 }
 
 // Sparsity: one exact rule per selected parameter with its density, then the
-// parameters in their formats (and the output rules attached). Returns the
-// parameters a rule selects. SR-STE keeps its weights dense (forward sees
-// them through their n:m projection, attach_mask_update): only the output
-// rules apply to it here.
+// parameters in their formats and the output rules attached
+// (apply_job_sparsity; SR-STE's weights stay dense, attach_mask_update).
+// Returns the parameters a rule selects.
 std::vector<std::string> sparsify(Module& model, const JobConfig& job, const SparsitySchedule& schedule) {
   std::vector<std::string> ruled;
   for (const ParameterRule& r : schedule.parameters) ruled.push_back(r.selector.pattern);
-  SparsitySchedule applied = schedule;
-  if (job.mask_update.method == MaskMethod::kSrSte) applied.parameters.clear();
-  if (!applied.parameters.empty() || !applied.outputs.empty()) {
-    SparsifyContext ctx;
-    ctx.seed = job.seed;
-    model.apply_sparsity(applied, ctx);
-  }
+  apply_job_sparsity(model, job, schedule);
   return ruled;
 }
 

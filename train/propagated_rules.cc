@@ -6,20 +6,14 @@
 #include "models/zoo.h"
 #include "tensor/error.h"
 #include "train/atomic_file.h"
+#include "train/job_sparsity.h"
 
 namespace coppice {
 
 SparsitySchedule with_propagated_rules(const JobConfig& job, const SparsitySchedule& schedule,
                                        const Tensor& example_inputs, DeviceType device, const std::string& plan_path) {
   ModulePtr model = make_model(job.model);
-  // As the run applies it (job.cc's sparsify): SR-STE keeps its weights dense.
-  SparsitySchedule applied = schedule;
-  if (job.mask_update.method == MaskMethod::kSrSte) applied.parameters.clear();
-  if (!applied.parameters.empty() || !applied.outputs.empty()) {
-    SparsifyContext ctx;
-    ctx.seed = job.seed;
-    model->apply_sparsity(applied, ctx);
-  }
+  apply_job_sparsity(*model, job, schedule);
   const propagation::StepTrace trace = propagation::trace_forward(*model, Variable(example_inputs));
   propagation::PropagateOptions options;
   options.max_density = job.sparsity.propagate_max_density;

@@ -12,6 +12,7 @@
 #include "tensor/io/json.h"
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
+#include "tensor/shape.h"
 
 namespace coppice::propagation {
 namespace {
@@ -216,7 +217,7 @@ Plan propagate(const StepTrace& trace, DeviceType device, const std::vector<Outp
     p.forward = forward[static_cast<size_t>(t.id)];
     p.gradient = gradient_attribute(trace, forward, t);
     p.format = t.format;
-    for (const std::string& k : t.kernels) p.made_by += str_cat(p.made_by.empty() ? "" : "; ", k);
+    p.made_by = str_join(t.kernels, "; ");
     plan.tensors.push_back(std::move(p));
   }
 
@@ -279,15 +280,12 @@ std::string plan_jsonl(const StepTrace& trace, const Plan& plan) {
   }
   for (const TensorPlan& p : plan.tensors) {
     const TracedTensor& t = at(trace, p.id);
-    std::string shape;
-    for (int64_t d : t.shape) shape += str_cat(shape.empty() ? "" : ", ", d);
     out << "{\"tensor\": " << p.id << ", \"name\": " << quote(p.name) << ", \"op\": " << quote(t.op)
-        << ", \"module\": " << quote(t.module) << ", \"shape\": [" << shape
-        << "], \"dtype\": " << quote(std::string(dtype_name(t.dtype)))
-        << ", \"forward\": " << quote(describe(p.forward)) << ", \"gradient\": " << quote(describe(p.gradient))
-        << ", \"format\": " << quote(p.format) << ", \"made_by\": " << quote(p.made_by)
-        << ", \"consumed_by\": " << quote(p.consumed_by) << ", \"rule\": " << quote(p.rule)
-        << ", \"left_dense\": " << quote(p.left_dense);
+        << ", \"module\": " << quote(t.module) << ", \"shape\": " << shape_to_string(t.shape)
+        << ", \"dtype\": " << quote(std::string(dtype_name(t.dtype))) << ", \"forward\": " << quote(describe(p.forward))
+        << ", \"gradient\": " << quote(describe(p.gradient)) << ", \"format\": " << quote(p.format)
+        << ", \"made_by\": " << quote(p.made_by) << ", \"consumed_by\": " << quote(p.consumed_by)
+        << ", \"rule\": " << quote(p.rule) << ", \"left_dense\": " << quote(p.left_dense);
     if (p.density >= 0) out << ", \"density\": " << fmt_fraction(p.density);
     out << "}\n";
   }
