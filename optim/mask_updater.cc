@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "optim/finite_check.h"
 #include "optim/group_regrow.h"
 #include "sparse/bsr.h"
+#include "sparse/formats.h"
 #include "sparse/nm.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/mask_ops.h"
@@ -309,6 +311,7 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     PatternView view;                       // the units of the update: the entries, or the blocks of a block format
     bool bsr = false;                       // BSR with blocks above 1x1: walked block by block (elements: shape only)
     bool nm = false;                        // n:m: regrown within its groups (group_regrow.h)
+    std::optional<NmGroups> groups;         // nm: the format's groups
     Tensor keys;                            // nm: the prune keys, one per value slot
     bool magnitude = false;                 // nm: keys ranked by |key|
     std::vector<int64_t> kept, candidates;  // in units
@@ -337,7 +340,8 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     p.in = &in;
     if (!result.updated) continue;  // statistics only: no pattern walk on ordinary steps
     p.bsr = is_blocked_bsr(in.param);
-    p.nm = in.param.layout() == Layout::kNm;
+    p.groups = nm_groups_of(in.param);
+    p.nm = p.groups.has_value();
     COPPICE_CHECK(!p.nm || !policy_->redistributes_by_momentum(), op, ": growth '", policy_->name(),
                   "' moves entries between layers, which an n:m layer cannot take (each group keeps its n)");
     if (p.bsr) {
@@ -475,9 +479,12 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
         const Tensor scores = policy_->group_scores(g);
         COPPICE_CHECK(scores.defined(), op, ": growth '", policy_->name(),
                       "' cannot grow inside n:m groups (it gives no group_scores); random, gradient and momentum can");
-        const GroupRegrow r = regrow_within_groups(p.view, p.keys, p.magnitude, p.dropped, nm_impl(p.in->param, op).m(),
-                                                   scores, config_.allow_regrow_dropped, op);
-        change = rebuild_nm(p.in->param, p.view, r.kept, r.grown, config_.init, op);
+        const GroupRegrow r = regrow_within_groups(p.view, p.keys, p.magnitude, p.dropped, p.groups->m, scores,
+                                                   config_.allow_regrow_dropped, op);
+        // nm's own rebuild builds its indices group by group; a user's n:m format is rebuilt from positions.
+        change = p.in->param.layout() == Layout::kNm
+                     ? rebuild_nm(p.in->param, p.view, r.kept, r.grown, config_.init, op)
+                     : rebuild_pattern(p.in->param, p.view, r.kept, r.grown, config_.init, op);
       } else {
         std::vector<int64_t> grown = p.grow > 0 ? policy_->grow(g) : std::vector<int64_t>{};
         COPPICE_CHECK(static_cast<int64_t>(grown.size()) == p.grow, op, ": growth '", policy_->name(), "' returned ",

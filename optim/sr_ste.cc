@@ -1,10 +1,13 @@
 #include "optim/sr_ste.h"
 
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "autograd/functions/straight_through.h"
 #include "optim/finite_check.h"
+#include "sparse/convert.h"
+#include "sparse/formats.h"
 #include "sparse/nm.h"
 #include "sparse/nm_transposable.h"
 #include "sparse/sparse_impl.h"
@@ -28,13 +31,19 @@ void validate(const SrSteConfig& c) {
 
 // ---- NmProjection -----------------------------------------------------------
 
-NmProjection::NmProjection(const Tensor& weight, int64_t n, int64_t m, bool transposable)
-    : n_(n), m_(m), transposable_(transposable) {
+NmProjection::NmProjection(const Tensor& weight, int64_t n, int64_t m, bool transposable, std::string format)
+    : n_(n), m_(m), transposable_(transposable), format_(std::move(format)) {
   COPPICE_CHECK(weight.defined() && weight.is_dense() && is_floating(weight.dtype()),
                 "sr_ste: a layer's weight must be a dense floating tensor, got ",
                 weight.defined() ? str_cat("format '", weight.format(), "' ", dtype_name(weight.dtype()))
                                  : std::string("an undefined tensor"));
   check_nm_shape(weight.shape(), n, m, "sr_ste");
+  if (format_ != "nm") {
+    const std::optional<NmGroups> groups = format_nm_groups(format_spec(format_, "sr_ste"), FormatOptions{});
+    COPPICE_CHECK(groups && groups->n == n && groups->m == m, "sr_ste: format '", format_, "' ",
+                  groups ? str_cat("groups ", groups->n, ":", groups->m) : std::string("has no n:m groups"),
+                  "; the projection keeps ", n, ":", m);
+  }
   COPPICE_CHECK(!transposable || (m <= kMaxTransposableM && weight.dim() == 2 && weight.size(0) % m == 0),
                 "sr_ste: a transposable mask needs m <= ", kMaxTransposableM,
                 " and a 2-D weight whose both dims m divides, got m = ", m, " and shape ",
@@ -42,9 +51,11 @@ NmProjection::NmProjection(const Tensor& weight, int64_t n, int64_t m, bool tran
   refresh(weight);
 }
 
-void NmProjection::take(Tensor pattern) {
-  mask_ = stored_mask(pattern);
-  pattern_ = std::move(pattern);
+void NmProjection::take(const Tensor& selection) {
+  mask_ = stored_mask(selection);
+  // A user's format is built from the mask, which holds n per group exactly
+  // (through COO an explicit zero of W would not be told from padding).
+  pattern_ = format_ == "nm" ? selection : sparse_from_mask(to_dense(selection), mask_, format_);
 }
 
 int64_t NmProjection::refresh(const Tensor& weight) {
@@ -61,10 +72,10 @@ int64_t NmProjection::refresh(const Tensor& weight) {
       transposable_ ? nm_compress(weight, transposable_nm_mask(weight, n_, m_), n_, m_) : nm_compress(weight, n_, m_);
   if (!pattern_.defined()) {
     if (!weight_flag.all_finite()) check_finite_scores(weight, kRefused, "the weight");
-    take(std::move(next));
+    take(next);
     return 0;
   }
-  const Tensor next_mask = stored_mask(next);
+  const Tensor next_mask = stored_mask(next);  // take's, made here first for the count
   // Each group keeps n before and after: as many positions enter as leave.
   const Tensor left_and_flag =
       cat({sum(gt(mask_.to(DType::kF32), next_mask.to(DType::kF32))).to(DType::kF64).reshape({1}),
@@ -73,8 +84,7 @@ int64_t NmProjection::refresh(const Tensor& weight) {
   if (read[1] != 0.0) check_finite_scores(weight, kRefused, "the weight");
   const int64_t left = static_cast<int64_t>(read[0]);
   if (left == 0) return 0;  // the same mask: the old pattern (and its version) stays
-  pattern_ = std::move(next);
-  mask_ = next_mask;
+  take(next);
   return left;
 }
 
@@ -106,9 +116,10 @@ void NmProjection::set_mask(const Tensor& mask) {
 
 SrSte::SrSte(SrSteConfig config) : config_(config) { validate(config_); }
 
-void SrSte::add_layer(const std::string& name, const Tensor& weight, int64_t n, int64_t m, bool transposable) {
+void SrSte::add_layer(const std::string& name, const Tensor& weight, int64_t n, int64_t m, bool transposable,
+                      const std::string& format) {
   COPPICE_CHECK(!layers_.count(name), "sr_ste: layer '", name, "' added twice");
-  layers_[name] = std::make_shared<NmProjection>(weight, n, m, transposable);
+  layers_[name] = std::make_shared<NmProjection>(weight, n, m, transposable, format);
   names_.push_back(name);
 }
 

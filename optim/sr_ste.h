@@ -7,8 +7,9 @@
 // of m consecutive entries of a row (the nm format's groups), the n of
 // largest |W|, chosen as nm_compress does (ties to the lower index; a W
 // holding an inf or a NaN is refused, never ranked), or with `transposable`
-// the mask of transposable_nm_mask (n:m along the columns too). P is an nm tensor, so the layer's products run on
-// the n:m kernels; its values are W's, read at every forward, and its mask is
+// the mask of transposable_nm_mask (n:m along the columns too). P is an nm
+// tensor (or of a user's format declared with the same groups), so the
+// layer's products run on the n:m kernels; its values are W's, read at every forward, and its mask is
 // recomputed from W every `interval` steps and cached between.
 //
 // Backward is straight-through (autograd/functions/straight_through.h): W
@@ -52,8 +53,10 @@ void validate(const SrSteConfig& config);
 class NmProjection {
  public:
   // The first mask, from `weight` (dense, at least 1-D, m dividing its last
-  // dim; 2-D with m dividing both dims when transposable).
-  NmProjection(const Tensor& weight, int64_t n, int64_t m, bool transposable);
+  // dim; 2-D with m dividing both dims when transposable). The projection is
+  // a tensor of `format`: nm, or a user's format whose groups
+  // (FormatSpec::nm_groups) are n:m.
+  NmProjection(const Tensor& weight, int64_t n, int64_t m, bool transposable, std::string format = "nm");
 
   // Recomputes the mask from `weight`; returns how many positions left it
   // (as many entered). An unchanged mask keeps its pattern version. Throws
@@ -67,8 +70,10 @@ class NmProjection {
   // weight's shape; exactly zero at the kept positions).
   Tensor decay_term(const Tensor& weight, double decay, double scale) const;
 
-  const Tensor& pattern() const { return pattern_; }  // nm; its values are stale (the weight's at the last refresh)
-  const Tensor& mask() const { return mask_; }        // bool, the weight's shape and device
+  const Tensor& pattern() const {
+    return pattern_;
+  }                                             // in format(); its values are stale (the weight's at the last refresh)
+  const Tensor& mask() const { return mask_; }  // bool, the weight's shape and device
   // Throws naming `what` unless `mask` is bool of the weight's shape with n of every m in each group.
   void check_mask(const Tensor& mask, const std::string& what) const;
   // Replaces the mask (a checkpoint's), checked as check_mask does.
@@ -77,12 +82,15 @@ class NmProjection {
   int64_t n() const { return n_; }
   int64_t m() const { return m_; }
   bool transposable() const { return transposable_; }
+  const std::string& format() const { return format_; }
 
  private:
-  void take(Tensor pattern);
+  // Keeps `selection` (nm, the selection made) as the pattern, in format_.
+  void take(const Tensor& selection);
 
   int64_t n_, m_;
   bool transposable_;
+  std::string format_;
   Tensor pattern_;
   Tensor mask_;
 };
@@ -92,8 +100,10 @@ class SrSte : public MaskState {
   explicit SrSte(SrSteConfig config);
 
   // Registers the dense weight `name` (its current value) with its n:m
-  // grouping and computes its first mask.
-  void add_layer(const std::string& name, const Tensor& weight, int64_t n, int64_t m, bool transposable = false);
+  // grouping and computes its first mask; forward sees it in `format` (nm,
+  // or a user's n:m format: NmProjection).
+  void add_layer(const std::string& name, const Tensor& weight, int64_t n, int64_t m, bool transposable = false,
+                 const std::string& format = "nm");
   const std::vector<std::string>& layers() const { return names_; }
   const SrSteConfig& config() const { return config_; }
 

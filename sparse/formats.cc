@@ -107,6 +107,7 @@ std::vector<FormatSpec> builtin_formats() {
                nullptr,
                nullptr,
                nullptr,
+               nullptr,
                nullptr});
   f.push_back(
       {"coo",
@@ -121,6 +122,7 @@ std::vector<FormatSpec> builtin_formats() {
        [](const Tensor& t) { return coalesce(t); },
        nullptr,
        coo_from_parts,
+       nullptr,
        nullptr,
        nullptr});
   f.push_back({"csr",
@@ -141,6 +143,7 @@ std::vector<FormatSpec> builtin_formats() {
                                    p.shape);
                },
                nullptr,
+               nullptr,
                nullptr});
   f.push_back({"csc",
                Layout::kCsc,
@@ -160,6 +163,7 @@ std::vector<FormatSpec> builtin_formats() {
                                    p.shape);
                },
                nullptr,
+               nullptr,
                nullptr});
   f.push_back({"bsr",
                Layout::kBsr,
@@ -175,6 +179,7 @@ std::vector<FormatSpec> builtin_formats() {
                bsr_to_coo,
                block_of,
                bsr_from_parts,
+               nullptr,
                nullptr,
                nullptr});
   f.push_back({"blocked_ell",
@@ -193,6 +198,7 @@ std::vector<FormatSpec> builtin_formats() {
                [](const Tensor& t) { return bsr_to_coo(blocked_ell_to_bsr(t)); },
                block_of,
                blocked_ell_from_parts,
+               nullptr,
                nullptr,
                nullptr});
   // n:m keeps the non-zeros whatever the source stored: a group has exactly n
@@ -221,7 +227,11 @@ std::vector<FormatSpec> builtin_formats() {
                                   integer_attribute(p, "m"));
                },
                nullptr,
-               nullptr});
+               nullptr,
+               // Options left 0 are 2:4 (FormatOptions).
+               [](const FormatOptions& o) {
+                 return NmGroups{o.n > 0 ? o.n : 2, o.m > 0 ? o.m : 4};
+               }});
   f.push_back(
       {"masked",
        Layout::kMasked,
@@ -238,6 +248,7 @@ std::vector<FormatSpec> builtin_formats() {
        },
        nullptr,
        [](const FormatParts& p) { return sparse_masked(p.parts.at("values"), p.parts.at("mask")); },
+       nullptr,
        nullptr,
        nullptr});
   return f;
@@ -348,6 +359,17 @@ std::pair<int64_t, int64_t> mask_update_unit(const Tensor& t) {
   const FormatSpec* spec = t.defined() ? find_format(t.format()) : nullptr;
   if (spec != nullptr && spec->update_unit) return spec->update_unit(t);
   return block_shape_of(t).value_or(std::make_pair(int64_t{1}, int64_t{1}));
+}
+
+std::optional<NmGroups> format_nm_groups(const FormatSpec& spec, const FormatOptions& options) {
+  if (!spec.nm_groups) return std::nullopt;
+  return spec.nm_groups(options);
+}
+
+std::optional<NmGroups> nm_groups_of(const Tensor& t) {
+  const FormatSpec* spec = t.defined() ? find_format(t.format()) : nullptr;
+  if (spec == nullptr || !spec->nm_groups) return std::nullopt;
+  return spec->nm_groups(spec->options_of ? spec->options_of(t) : FormatOptions{});
 }
 
 }  // namespace coppice

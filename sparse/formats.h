@@ -62,6 +62,13 @@ enum class FormatRank : uint8_t {
   kMatrix,    // 2-D only
 };
 
+// The groups of an n:m format: every row keeps exactly n of each group of m
+// consecutive entries along the last dimension.
+struct NmGroups {
+  int64_t n = 0;
+  int64_t m = 0;
+};
+
 // What a saved sparse tensor consists of: its parts by name (as
 // SparseImpl::parts() gives them), its attributes (SparseImpl::attributes())
 // and its shape.
@@ -110,6 +117,11 @@ struct FormatSpec {
   // The unit (rows, cols) a mask update keeps, drops and grows whole.
   // Default: the block of a format with a block shape, else 1 x 1.
   std::function<std::pair<int64_t, int64_t>(const Tensor& t)> update_unit;
+  // Set for a format of n:m groups (nm, and a user's declared so): its
+  // groups for these options (a tensor's, from options_of, or a rule's).
+  // Mask updates then drop and grow inside each group (optim/group_regrow.h)
+  // and SR-STE projects dense weights onto it (optim/sr_ste.h).
+  std::function<NmGroups(const FormatOptions& options)> nm_groups;
 };
 
 // Whether stored_positions (sparse/stored_positions.h) knows the format's
@@ -120,6 +132,11 @@ bool knows_stored_positions(const FormatSpec& spec);
 bool is_mask_changing_format(const FormatSpec& spec);
 // The unit of a mask update of `t` (FormatSpec::update_unit).
 std::pair<int64_t, int64_t> mask_update_unit(const Tensor& t);
+// The n:m groups of the format with these options (FormatSpec::nm_groups),
+// or nullopt for a format without.
+std::optional<NmGroups> format_nm_groups(const FormatSpec& spec, const FormatOptions& options);
+// The n:m groups of `t`'s format, or nullopt.
+std::optional<NmGroups> nm_groups_of(const Tensor& t);
 
 // The kernel family (TensorImpl::kernel_family) of the formats declared by
 // their levels (sparse/levels): the generic kernels registered under this

@@ -1,6 +1,8 @@
 // The n:m built-in (builtin.h).
+#include <optional>
 #include <string>
 
+#include "sparse/formats.h"
 #include "sparse/nm_transposable.h"
 #include "sparsifiers/builtin.h"
 #include "sparsifiers/mask_ops.h"
@@ -37,16 +39,21 @@ std::string NmSparsifier::shape_mismatch(const Shape& shape) const {
 }
 
 std::string NmSparsifier::format_mismatch(const OutputFormat& format) const {
-  if (format.name != "nm") return Sparsifier::format_mismatch(format);
+  // nm, or a user's format declared with n:m groups (FormatSpec::nm_groups).
+  const FormatSpec* spec = find_format(format.name);
+  const std::optional<NmGroups> groups = spec == nullptr ? std::nullopt : format_nm_groups(*spec, format.options);
+  if (!groups) return Sparsifier::format_mismatch(format);
   if (dim_ != -1) {
-    return str_cat(describe(), " groups along dim ", dim_,
-                   ", and format 'nm' groups along the last dim: only dim=-1 fits it");
+    return str_cat(describe(), " groups along dim ", dim_, ", and format '", format.name,
+                   "' groups along the last dim: only dim=-1 fits it");
   }
-  const int64_t n = format.options.n == 0 ? n_ : format.options.n;
-  const int64_t m = format.options.m == 0 ? m_ : format.options.m;
+  // nm's options left 0 are the sparsifier's (apply fills them); a declared format's groups are its own.
+  const bool options_are_nm = spec->options == FormatOptionKind::kNm;
+  const int64_t n = options_are_nm && format.options.n == 0 ? n_ : groups->n;
+  const int64_t m = options_are_nm && format.options.m == 0 ? m_ : groups->m;
   if (m != m_ || n < n_) {
-    return str_cat(describe(), " keeps ", n_, " of every ", m_, ", which format 'nm' with n = ", n, ", m = ", m,
-                   " cannot hold (it needs m = ", m_, " and n >= ", n_, ")");
+    return str_cat(describe(), " keeps ", n_, " of every ", m_, ", which format '", format.name, "' with n = ", n,
+                   ", m = ", m, " cannot hold (it needs m = ", m_, " and n >= ", n_, ")");
   }
   return "";
 }

@@ -292,10 +292,11 @@ ValidatedJob check_against_model(JobConfig job) {
     // Dense weights seen through their n:m projection by the layer that reads them.
     for (size_t i = 0; i < sched.parameters.size(); ++i) {
       const std::string& f = sched.parameters[i].format.name;
-      if (format_spec(f, "format").layout != Layout::kNm)
+      if (!format_nm_groups(format_spec(f, "format"), sched.parameters[i].format.options))
         bad(str_cat("sparsity.rules[", i, "].format"),
-            "sr_ste trains dense weights through their n:m projection and needs format nm, got ", f,
-            " (for other formats use static, set, rigl or snfs)");
+            "sr_ste trains dense weights through their n:m projection and needs an n:m format (nm, or one "
+            "declared with n:m groups), got ",
+            f, " (for other formats use static, set, rigl or snfs)");
     }
     for (const std::string& name : params) {
       const ParameterRule* r = chosen_rule(sched, name);
@@ -315,7 +316,7 @@ ValidatedJob check_against_model(JobConfig job) {
     for (size_t i = 0; i < sched.parameters.size(); ++i) {
       const std::string& f = sched.parameters[i].format.name;
       // n:m regrows within its groups (optim/group_regrow.h); GMP cannot keep n per group.
-      const bool nm = format_spec(f, "format").layout == Layout::kNm;
+      const bool nm = format_nm_groups(format_spec(f, "format"), sched.parameters[i].format.options).has_value();
       const std::optional<SparsifierSpec>& spec = sched.parameters[i].sparsifier;
       if (nm && spec && spec->params.count("transposable") && spec->params.at("transposable").boolean() == true)
         bad(str_cat("sparsity.rules[", i, "].transposable"),
@@ -323,10 +324,11 @@ ValidatedJob check_against_model(JobConfig job) {
             " regrows within the groups of a row, which leaves the columns' groups uneven");
       if (method == MaskMethod::kRigLNm && !nm)
         bad(str_cat("sparsity.rules[", i, "].format"), "rigl_nm regrows n:m layers within their groups and needs ",
-            "format nm, got ", f, " (method rigl takes any format)");
+            "an n:m format (nm, or one declared with n:m groups), got ", f, " (method rigl takes any format)");
       if (!is_mask_changing_format(format_spec(f, "format")) && !(nm && method != MaskMethod::kGmp))
         bad(str_cat("sparsity.rules[", i, "].format"), mname, " changes masks and needs one of ",
-            str_join(mask_changing_format_names(), ", "), method == MaskMethod::kGmp ? "" : " or nm", ", got ", f);
+            str_join(mask_changing_format_names(), ", "), method == MaskMethod::kGmp ? "" : " or an n:m format",
+            ", got ", f);
     }
   }
   if (method == MaskMethod::kSnfs && job.optimizer.kind == OptimizerKind::kSgd && job.optimizer.sgd.momentum <= 0.0)

@@ -131,7 +131,11 @@ ParameterRule read_parameter_rule(const Section& r) {
   rule.selector = read_selector(r);
   rule.format = read_format(r, "format");
   const std::string& f = rule.format.name;
-  const FormatOptionKind options = format_spec(f, "format").options;
+  const FormatSpec& spec = format_spec(f, "format");
+  const FormatOptionKind options = spec.options;
+  // A user's format declared with n:m groups fixes them; nm takes the rule's.
+  const std::optional<NmGroups> declared_groups =
+      options == FormatOptionKind::kNm ? std::nullopt : format_nm_groups(spec, FormatOptions{});
   if (has_block_shape(options)) {
     if (!r.has("block_rows")) bad(r.at("block_rows"), "required for format ", f);
     rule.format.options.block_rows = r.integer("block_rows");
@@ -145,12 +149,13 @@ ParameterRule read_parameter_rule(const Section& r) {
   }
   if (r.has("density")) rule.density = r.number("density");
   if (r.has("sparsifier")) rule.sparsifier = read_spec(r, "sparsifier");
-  if (options == FormatOptionKind::kNm) {
-    // The n:m format holds only what the nm sparsifier produces.
-    int64_t n = 2, m = 4;
+  if (options == FormatOptionKind::kNm || declared_groups) {
+    // An n:m format holds only what the nm sparsifier produces.
+    int64_t n = declared_groups ? declared_groups->n : 2, m = declared_groups ? declared_groups->m : 4;
     if (rule.sparsifier) {
       if (rule.sparsifier->name != "nm")
-        bad(r.at("sparsifier.name"), "format nm needs the nm sparsifier, got ", quote_for_error(rule.sparsifier->name));
+        bad(r.at("sparsifier.name"), "format ", f, " needs the nm sparsifier, got ",
+            quote_for_error(rule.sparsifier->name));
       SpecParams p(*rule.sparsifier);
       n = p.get_int("n");
       m = p.get_int("m");
@@ -159,6 +164,9 @@ ParameterRule read_parameter_rule(const Section& r) {
     m = r.integer("m", m);
     if (n < 1) bad(r.at("n"), "must be >= 1, got ", n);
     if (m < n) bad(r.at("m"), "must be >= n (", n, "), got ", m);
+    if (declared_groups && (n != declared_groups->n || m != declared_groups->m))
+      bad(r.at(r.has("n") || r.has("m") ? (r.has("n") && n != declared_groups->n ? "n" : "m") : "sparsifier"),
+          "format ", f, " is declared with ", declared_groups->n, ":", declared_groups->m, " groups, got ", n, ":", m);
     if (rule.sparsifier) {
       SpecParams p(*rule.sparsifier);
       if (p.get_int("n") != n || p.get_int("m") != m)
@@ -178,10 +186,13 @@ ParameterRule read_parameter_rule(const Section& r) {
     if (rule.density && std::abs(*rule.density - static_cast<double>(n) / static_cast<double>(m)) > 1e-9)
       bad(r.at("density"), "an ", n, ":", m, " weight keeps ", fmt(static_cast<double>(n) / m), " of its entries, got ",
           fmt(*rule.density));
-    rule.format.options.n = n;
-    rule.format.options.m = m;
+    if (options == FormatOptionKind::kNm) {
+      rule.format.options.n = n;
+      rule.format.options.m = m;
+    }
   } else {
-    r.refuse({"n", "m", "transposable"}, str_cat("only for format nm, not ", f));
+    r.refuse({"n", "m", "transposable"},
+             str_cat("only for n:m formats (nm, or one declared with n:m groups), not ", f));
     if (rule.sparsifier && rule.sparsifier->name == "nm")
       bad(r.at("format"), "the nm sparsifier makes n:m weights; use format nm (or masked / a general format), got ", f);
   }
@@ -197,14 +208,16 @@ ParameterRule read_parameter_rule(const Section& r) {
   return rule;
 }
 
-// One entry of sparsity.formats, its level grammar's errors under the key
+// One format of sparsity.formats, its level grammar's errors under the key
 // they are about.
-std::pair<std::string, levels::LevelFormat> read_declared_format(const Section& f) {
-  const std::string name = f.string("name");
+levels::LevelFormat read_declared_format(const Section& f) {
   levels::LevelFormat declaration;
-  if (f.has("block_rows") || f.has("block_cols")) {
-    const int64_t rows = f.has("block_rows") ? f.integer("block_rows") : f.integer("block_cols");
-    declaration.block = {rows, f.integer("block_cols", rows)};
+  if (f.has("block")) {
+    const std::vector<int64_t> block = f.integers("block");
+    if (block.empty() || block.size() > 2)
+      bad(f.at("block"), "expected [rows, columns] or one size for both, got ", block.size(),
+          block.size() == 1 ? " size" : " sizes");
+    declaration.block = {block.front(), block.back()};
   }
   const std::vector<std::string> texts = f.strings("levels");
   if (texts.empty()) bad(f.at("levels"), "needs at least one level");
@@ -219,27 +232,21 @@ std::pair<std::string, levels::LevelFormat> read_declared_format(const Section& 
     dtype_from_name(f.choice("values"), &values);
     declaration.value_dtype = values;
   }
-  return {name, declaration};
+  return declaration;
 }
 
 // sparsity.formats, read whole and then registered (again, where a resumed
 // or repeated job declares one alike) in the format table, so that a file
-// that repeats a name registers nothing. A format stays registered for the
-// process once a job declared it, whichever error a later section finds.
+// whose second format is wrong registers nothing. A format stays registered
+// for the process once a job declared it, whichever error a later section
+// finds.
 void read_declared_formats(const Section& sp, SparsityConfig& c) {
-  const std::vector<Section> entries = sp.list("formats");
-  for (const Section& f : entries) {
-    auto declared = read_declared_format(f);
-    for (const auto& seen : c.formats) {
-      if (seen.first == declared.first)
-        bad(f.at("name"), quote_for_error(declared.first), " is declared twice in sparsity.formats");
-    }
-    c.formats.push_back(std::move(declared));
-  }
-  for (size_t i = 0; i < entries.size(); ++i) {
+  const std::vector<std::pair<std::string, Section>> named = sp.named_sections("formats");
+  for (const auto& [name, f] : named) c.formats.emplace_back(name, read_declared_format(f));
+  for (size_t i = 0; i < named.size(); ++i) {
     try {
       levels::register_level_format(c.formats[i].first, c.formats[i].second, "declared");
-    } catch (const Error& e) { bad(entries[i].path(), e.what()); }
+    } catch (const Error& e) { bad(named[i].second.path(), e.what()); }
   }
 }
 

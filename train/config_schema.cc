@@ -177,6 +177,19 @@ absl::Status apply_override(YAML::Node& root, const std::string& assignment) {
   std::string shown;    // the path as messages show it
   YAML::Node cur = YAML::Clone(root);
   const SchemaKey* key = find_schema_key("");
+  // Steps into the map key `part`, whose schema pattern is `next_pattern`.
+  const auto enter = [&](const std::string& part, const std::string& next_pattern, const SchemaKey* next) {
+    steps.push_back({part, -1});
+    pattern = next_pattern;
+    shown = join_key(shown, part);
+    key = next;
+    if (cur.IsMap() && cur[part]) {
+      YAML::Node child = cur[part];
+      cur.reset(child);
+    } else {
+      cur.reset(YAML::Node());
+    }
+  };
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& part = parts[i];
     if (key->type == K::kList) {
@@ -201,6 +214,12 @@ absl::Status apply_override(YAML::Node& root, const std::string& assignment) {
       continue;
     }
     if (key->type == K::kFreeMap) {
+      const SchemaKey* each = find_schema_key(pattern + ".*");
+      if (each != nullptr && each->type == K::kSection) {
+        // A map of named sections (sparsity.formats): the part is a name.
+        enter(part, pattern + ".*", each);
+        continue;
+      }
       // The rest of the path is one key: parameter names have dots.
       std::string rest = part;
       for (size_t j = i + 1; j < parts.size(); ++j) rest += "." + parts[j];
@@ -217,16 +236,7 @@ absl::Status apply_override(YAML::Node& root, const std::string& assignment) {
     const SchemaKey* next = find_schema_key(next_pattern);
     if (next == nullptr || part.find('*') != std::string::npos)
       return absl::InvalidArgumentError(str_cat("--set: ", unknown_key_message(shown, pattern, part)));
-    steps.push_back({part, -1});
-    pattern = next_pattern;
-    shown = join_key(shown, part);
-    key = next;
-    if (cur.IsMap() && cur[part]) {
-      YAML::Node child = cur[part];
-      cur.reset(child);
-    } else {
-      cur.reset(YAML::Node());
-    }
+    enter(part, next_pattern, next);
   }
 
   // The value sits under the root map and one collection per step.

@@ -53,8 +53,13 @@ Section::Section(const YAML::Node& node, std::string path, std::string pattern)
     if (!seen.insert(key).second) bad(at(key), "given twice (YAML would keep only the first)");
     const SchemaKey* k = find_schema_key(join_key(pattern_, key));
     if (k == nullptr) throw Issue{absl::StatusCode::kInvalidArgument, unknown_key_message(path_, pattern_, key)};
-    if (!value_fits(kv.second, k->type))
-      bad(at(key), "expected ", key_type_name(k->type), ", got ", describe(kv.second));
+    if (value_fits(kv.second, k->type)) continue;
+    if (k->type == KeyType::kIntList && kv.second.IsSequence()) {
+      for (size_t i = 0; i < kv.second.size(); ++i)
+        if (!value_fits(kv.second[i], KeyType::kInt))
+          bad(str_cat(at(key), "[", i, "]"), "expected an integer, got ", describe(kv.second[i]));
+    }
+    bad(at(key), "expected ", key_type_name(k->type), ", got ", describe(kv.second));
   }
 }
 
@@ -176,6 +181,24 @@ std::vector<std::string> Section::strings(const std::string& key) const {
   return out;
 }
 
+std::vector<int64_t> Section::integers(const std::string& key) const {
+  const SchemaKey& k = declared(key, KeyType::kIntList);
+  std::vector<int64_t> out;
+  if (!has(key)) return out;
+  const YAML::Node v = get(key);
+  if (v.IsScalar()) {
+    out.push_back(present_integer(k, key));
+    return out;
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string where = str_cat(at(key), "[", i, "]");
+    const int64_t x = scalar_integer(v[i], where);
+    if (k.range && !k.range->contains(x)) bad(where, "must be ", k.range->text(), ", got ", x);
+    out.push_back(x);
+  }
+  return out;
+}
+
 Section Section::section(const std::string& key) const {
   declared(key, KeyType::kSection);
   return Section(has(key) ? get(key) : YAML::Node(), at(key), join_key(pattern_, key));
@@ -204,6 +227,27 @@ std::vector<std::pair<std::string, YAML::Node>> Section::entries(const std::stri
     if (!kv.second.IsScalar() && !kv.second.IsSequence())
       bad(join_key(at(key), kv.first.Scalar()), "expected a scalar, got ", describe(kv.second));
     out.emplace_back(kv.first.Scalar(), kv.second);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Section>> Section::named_sections(const std::string& key) const {
+  declared(key, KeyType::kFreeMap);
+  const std::string pattern = join_key(pattern_, key) + ".*";
+  const SchemaKey* each = find_schema_key(pattern);
+  if (each == nullptr || each->type != KeyType::kSection)
+    reader_bug(key, "read as named sections, but its values are not declared a section");
+  std::vector<std::pair<std::string, Section>> out;
+  if (!has(key)) return out;
+  KeyReadLog::note(pattern);
+  std::set<std::string> seen;
+  for (const auto& kv : get(key)) {
+    if (!kv.first.IsScalar()) bad(at(key), "a name is not a plain string");
+    const std::string name = kv.first.Scalar();
+    const std::string where = join_key(at(key), name);
+    if (!seen.insert(name).second) bad(where, "given twice (YAML would keep only the first)");
+    if (!kv.second.IsMap()) bad(where, "expected a section (a map of keys), got ", describe(kv.second));
+    out.emplace_back(name, Section(kv.second, where, pattern));
   }
   return out;
 }

@@ -85,10 +85,15 @@ class Section {
   std::string choice(const std::string& key) const;
   std::string choice(const std::string& key, const std::string& fallback) const;
   std::vector<std::string> strings(const std::string& key) const;
+  // Each within the key's range; empty when the key is left out.
+  std::vector<int64_t> integers(const std::string& key) const;
   Section section(const std::string& key) const;
   std::vector<Section> list(const std::string& key) const;
   // A free-form map of scalars, in file order.
   std::vector<std::pair<std::string, YAML::Node>> entries(const std::string& key) const;
+  // A free-form map of sections (key + ".*" is declared a section), by name
+  // in file order.
+  std::vector<std::pair<std::string, Section>> named_sections(const std::string& key) const;
   // Refuses `keys` when present: they belong to another choice.
   void refuse(const std::vector<std::string>& keys, const std::string& why) const;
 

@@ -34,6 +34,7 @@
 #include "optim/sgd.h"
 #include "optim/sr_ste.h"
 #include "sparse/convert.h"
+#include "sparse/formats.h"
 #include "tensor/backend.h"
 #include "tensor/error.h"
 #include "tensor/generator.h"
@@ -403,7 +404,9 @@ void attach_sr_ste(const Module& model, const SparsitySchedule& schedule, std::o
     const std::string& name = r.selector.pattern;
     const bool transposable = r.sparsifier && r.sparsifier->params.count("transposable") &&
                               r.sparsifier->params.at("transposable").boolean() == true;
-    sr_ste->add_layer(name, model.parameter(name).value(), r.format.options.n, r.format.options.m, transposable);
+    const std::optional<NmGroups> groups = format_nm_groups(format_spec(r.format.name, "sr_ste"), r.format.options);
+    COPPICE_CHECK(groups.has_value(), "mask_update: sr_ste needs an n:m format for '", name, "', got ", r.format.name);
+    sr_ste->add_layer(name, model.parameter(name).value(), groups->n, groups->m, transposable, r.format.name);
   }
   COPPICE_CHECK(!sr_ste->layers().empty(), "mask_update: sr_ste has no n:m weight to train");
 }

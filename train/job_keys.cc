@@ -142,21 +142,21 @@ std::vector<SchemaKey> sparsity_keys() {
       key("sparsity.overrides", K::kFreeMap, "fixed densities by parameter name, e.g. fc3.weight: 0.5"),
       key("sparsity.overrides.*", K::kDouble, "a density").in(reals(0, 1, "(]")),
       key("sparsity.dense", K::kStringList, "parameters kept dense by name"),
-      key("sparsity.formats", K::kList,
-          "formats declared by their levels (docs/guide/levels.md), usable by name in rules and outputs"),
-      key("sparsity.formats[]", K::kSection, "one format: name, levels, block_rows and block_cols, index, values"),
-      key("sparsity.formats[].name", K::kString, "the format's name (not a built-in one)").required(),
-      key("sparsity.formats[].levels", K::kStringList,
+      key("sparsity.formats", K::kFreeMap,
+          "formats declared by their levels (docs/guide/levels.md), by name; rules and outputs use the name"),
+      key("sparsity.formats.*", K::kSection,
+          "one format (its name is the key, not a built-in one's): levels, "
+          "block, index, values"),
+      key("sparsity.formats.*.levels", K::kStringList,
           "the levels, outermost first, each dense, compressed, compressed(non-unique), singleton, ranged or "
           "n_out_of_m(N:M), with the dimension it walks where it is not its place (dense(1)); two per dimension "
           "when blocked, the block's own after the outer ones")
           .required(),
-      key("sparsity.formats[].block_rows", K::kInt, "the format is blocked: block rows")
+      key("sparsity.formats.*.block", K::kIntList, "the format is blocked: [rows, columns], or one size for both")
           .absent_means("not blocked")
           .in(ints(1, kMaxDimension)),
-      key("sparsity.formats[].block_cols", K::kInt, "block columns").computed("block_rows").in(ints(1, kMaxDimension)),
-      key("sparsity.formats[].index", K::kString, "the index parts' dtype").one_of({"i32", "i64"}).defaults_to("i32"),
-      key("sparsity.formats[].values", K::kString, "the values' dtype")
+      key("sparsity.formats.*.index", K::kString, "the index parts' dtype").one_of({"i32", "i64"}).defaults_to("i32"),
+      key("sparsity.formats.*.values", K::kString, "the values' dtype")
           .one_of({"f32", "f64", "bf16", "f16"})
           .absent_means("any: the weight's"),
       key("sparsity.rules", K::kList, "parameter rules (sparsifiers/schedule.h)"),
@@ -171,14 +171,15 @@ std::vector<SchemaKey> sparsity_keys() {
       key("sparsity.rules[].block_cols", K::kInt, block_formats() + ": block columns")
           .computed("block_rows")
           .in(ints(1, kMaxDimension)),
-      key("sparsity.rules[].n", K::kInt, "nm: kept values per group")
-          .computed("2, or the nm sparsifier's n")
+      key("sparsity.rules[].n", K::kInt, "n:m formats: kept values per group (a declared format's must be its own)")
+          .computed("2, or the nm sparsifier's n, or the declared format's")
           .in(ints(1, kMaxDimension)),
-      key("sparsity.rules[].m", K::kInt, "nm: group size")
-          .computed("4, or the nm sparsifier's m")
+      key("sparsity.rules[].m", K::kInt, "n:m formats: group size")
+          .computed("4, or the nm sparsifier's m, or the declared format's")
           .in(ints(1, kMaxDimension)),
       key("sparsity.rules[].transposable", K::kBool,
-          "nm: the mask n:m along columns too, the best pattern of each m x m tile, so W^T is n:m (m <= 4; static "
+          "n:m formats: the mask n:m along columns too, the best pattern of each m x m tile, so W^T is n:m (m <= 4; "
+          "static "
           "masks only)")
           .defaults_to(false),
       key("sparsity.rules[].density", K::kDouble,

@@ -22,6 +22,7 @@ const char* key_type_name(KeyType type) {
     case K::kBool: return "a boolean (true/false)";
     case K::kString: return "a string";
     case K::kStringList: return "a list of strings";
+    case K::kIntList: return "a list of integers";
     case K::kScalar: return "a scalar (or a list of scalars)";
   }
   return "?";
@@ -66,6 +67,13 @@ bool value_fits(const YAML::Node& value, KeyType type) {
     case K::kDouble: return value.IsScalar() && parses_double(value);
     case K::kBool: return value.IsScalar() && parses_bool(value);
     case K::kString: return value.IsScalar();
+    case K::kIntList: {
+      if (value.IsScalar()) return parses_int(value);
+      if (!value.IsSequence()) return false;
+      for (const auto& e : value)
+        if (!e.IsScalar() || !parses_int(e)) return false;
+      return true;
+    }
     case K::kScalar:  // a list of scalars too: model.options.sizes: [784, 300, 10]
     case K::kStringList: {
       if (value.IsScalar()) return true;

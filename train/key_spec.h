@@ -7,8 +7,8 @@
 //
 // Paths are dotted; "[]" stands for any element of a list and "*" for any
 // key of a free-form map (model options, sparsifier parameters, per-layer
-// density overrides):
-//   optimizer.lr   sparsity.rules[].format   model.options.*
+// density overrides, formats declared by name):
+//   optimizer.lr   sparsity.rules[].format   model.options.*   sparsity.formats.*.levels
 #pragma once
 
 #include <cstdint>
@@ -26,12 +26,13 @@ namespace coppice {
 enum class KeyType {
   kSection,  // a map of the keys below it
   kList,     // a list of sections (path + "[]")
-  kFreeMap,  // a map whose keys are free (path + ".*" holds the values' type)
+  kFreeMap,  // a map whose keys are free (path + ".*" holds the values' type: scalars, or a section per name)
   kInt,
   kDouble,  // also accepts an integer
   kBool,    // true/false, yes/no, on/off
   kString,
   kStringList,  // a list of strings (a single string counts as a list of one)
+  kIntList,     // a list of integers (a single integer counts as a list of one); a range bounds each
   kScalar,      // any scalar or list of scalars (model options, sparsifier parameters)
 };
 const char* key_type_name(KeyType type);  // "an integer", "a number", ...

@@ -155,9 +155,9 @@ def lenet_job(fmt, **extra):
            "model": {"name": "mlp", "options": {"sizes": [784, 300, 100, 10]}},
            "data": {"dataset": "synthetic", "batch_size": 64,
                     "synthetic": {"examples": 4096, "test_examples": 512, "features": 784, "classes": 10}},
-           "sparsity": {"formats": [{"name": "lenet_bsr_of_coo", "block_rows": 4, "block_cols": 4,
-                                     "levels": ["dense", "compressed", "compressed(non-unique)", "singleton"]},
-                                    {"name": "lenet_ellpack", "levels": ["dense", "ranged"]}],
+           "sparsity": {"formats": {"lenet_bsr_of_coo": {"block": [4, 4], "levels": ["dense", "compressed",
+                                                                             "compressed(non-unique)", "singleton"]},
+                                    "lenet_ellpack": {"levels": ["dense", "ranged"]}},
                         "density": 0.1, "distribution": "uniform",
                         "rules": [{"regex": "fc[12]\\.weight", "format": fmt}]},
            "mask_update": {"method": "rigl", "end_step": 60, "interval": 20, "drop_fraction": 0.3},
@@ -196,3 +196,21 @@ def test_lenet_in_a_declared_format_trains_with_rigl_resumes_and_reads_in_pytorc
         indices, values = reader.levels_to_coo(parts, meta["coppice.attr." + w + ".levels"], size)
         rebuilt = torch.sparse_coo_tensor(indices, values, size).coalesce().to_dense().numpy()
         np.testing.assert_array_equal(rebuilt, ours[w].to_dense().numpy())
+
+
+def test_a_format_declared_with_nm_groups_trains_with_sr_ste_as_nm_does():
+    """A format registered from Python with nm's levels has nm's groups: SR-STE projects LeNet-300-100's hidden
+    weights onto it, on nm's kernels, and the run is nm's bit for bit; rigl_nm regrows inside its groups."""
+    levels.register("py_nm24", "(dense, n_out_of_m(2:4, u8))")
+
+    def job(fmt, method):
+        return lenet_job(fmt, mask_update=method, sparsity={"density": 0.5, "distribution": "uniform",
+                                                            "rules": [{"regex": "fc[12]\\.weight", "format": fmt}]},
+                         training={"steps": 30})
+
+    for method in ({"method": "sr_ste", "interval": 2, "decay": 0.0002},
+                   {"method": "rigl_nm", "end_step": 20, "interval": 10, "drop_fraction": 0.3}):
+        nm, declared = [], []
+        coppice.train(job("nm", method), callback=lambda step, loss: nm.append(loss))
+        coppice.train(job("py_nm24", method), callback=lambda step, loss: declared.append(loss))
+        assert len(nm) == 30 and declared == nm, method["method"]

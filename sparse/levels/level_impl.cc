@@ -64,6 +64,23 @@ bool changes_whole_blocks(const LevelFormat& f) {
                      [&](const Level& l) { return l.dim < rank || l.type == LevelType::kDense; });
 }
 
+// The n:m groups of a declaration that is nm's in all but its name and
+// dtypes: unblocked, dense levels in the dimensions' order, then n_out_of_m
+// over the last dimension, so that every row keeps n of each m consecutive
+// entries. Other n:m declarations (blocked ones, groups along another
+// dimension) hold their groups elsewhere: none.
+std::optional<NmGroups> row_nm_groups(const LevelFormat& f) {
+  if (!f.block.empty()) return std::nullopt;
+  const int64_t last = static_cast<int64_t>(f.levels.size()) - 1;
+  for (int64_t k = 0; k < last; ++k) {
+    const Level& l = f.levels[static_cast<size_t>(k)];
+    if (l.type != LevelType::kDense || l.dim != k) return std::nullopt;
+  }
+  const Level& groups = f.levels.back();
+  if (groups.type != LevelType::kNOutOfM || groups.dim != last) return std::nullopt;
+  return NmGroups{groups.n, groups.m};
+}
+
 // The part names, in level order: what the row says the format is saved as.
 std::vector<std::string> part_names(const LevelFormat& f) {
   std::vector<std::string> names;
@@ -198,6 +215,9 @@ void register_level_format(const std::string& name, const LevelFormat& format, s
   if (changes_whole_blocks(format) && format.block.size() == 2) {
     const std::pair<int64_t, int64_t> block{format.block[0], format.block[1]};
     spec.update_unit = [block](const Tensor&) { return block; };
+  }
+  if (const std::optional<NmGroups> groups = row_nm_groups(format)) {
+    spec.nm_groups = [groups = *groups](const FormatOptions&) { return groups; };
   }
   register_format(std::move(spec));
   d.rows.emplace_back(name, format);

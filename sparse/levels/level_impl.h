@@ -69,7 +69,10 @@ class LevelImpl final : public SparseImpl {
 // format name, an empty name or a declaration check_level_format refuses
 // throws naming `op`. A format holds any pattern unless a level is
 // n_out_of_m; its mask updates change whole blocks when every level inside
-// the block is dense, else single entries.
+// the block is dense, else single entries. A declaration whose last level
+// groups the last dimension n:m below dense levels in order (nm's own,
+// whatever its dtypes) has the nm format's groups (FormatSpec::nm_groups):
+// mask updates regrow inside them and SR-STE projects onto it.
 void register_level_format(const std::string& name, const LevelFormat& format, std::string_view op);
 
 // The declaration registered under `name` by register_level_format, or

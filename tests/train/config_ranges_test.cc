@@ -94,15 +94,10 @@ const std::vector<Where>& every_key() {
        std::string(kSynthetic) + "sparsity: {rules: [{name: fc1.weight, format: bsr, block_rows: 1, block_cols: @}]}",
        "sparsity.rules[0].block_cols"},
       {"sparsity.propagate_max_density", "sparsity: {propagate: true, propagate_max_density: @}"},
-      {"sparsity.formats[].block_rows",
+      {"sparsity.formats.*.block",
        std::string(kSynthetic) +
-           "sparsity: {formats: [{name: ranges_blocks, levels: [dense, compressed, dense, dense], block_rows: @}]}",
-       "sparsity.formats[0].block_rows"},
-      {"sparsity.formats[].block_cols",
-       std::string(kSynthetic) +
-           "sparsity: {formats: [{name: ranges_blocks, levels: [dense, compressed, dense, dense], "
-           "block_rows: 1, block_cols: @}]}",
-       "sparsity.formats[0].block_cols"},
+           "sparsity: {formats: {ranges_blocks: {levels: [dense, compressed, dense, dense], block: @}}}",
+       "sparsity.formats.ranges_blocks.block"},
       {"sparsity.rules[].n", std::string(kSynthetic) + "sparsity: {rules: [{name: fc1.weight, format: nm, n: @}]}",
        "sparsity.rules[0].n"},
       {"sparsity.rules[].m", std::string(kSynthetic) + "sparsity: {rules: [{name: fc1.weight, format: nm, m: @}]}",
@@ -189,7 +184,9 @@ TEST(ConfigRanges, EachRangeIsEnforced) {
   // Every numeric key but the seeds (below) and sparsity.overrides.* (config_test).
   size_t numeric = 0;
   for (const SchemaKey& k : job_schema())
-    if ((k.type == KeyType::kInt || k.type == KeyType::kDouble) && !key_range(k.path)->seed) ++numeric;
+    if ((k.type == KeyType::kInt || k.type == KeyType::kIntList || k.type == KeyType::kDouble) &&
+        !key_range(k.path)->seed)
+      ++numeric;
   EXPECT_EQ(covered, numeric - 1);
 }
 

@@ -422,7 +422,7 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "sparsity.rules[0].transposable: transposable masks stay fixed (method static) or are chosen whole (sr_ste): "
        "rigl_nm regrows within the groups of a row, which leaves the columns' groups uneven"},
       {"transposable on csr", "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr, transposable: true}]}",
-       "sparsity.rules[0].transposable: only for format nm, not csr"},
+       "sparsity.rules[0].transposable: only for n:m formats (nm, or one declared with n:m groups), not csr"},
       {"unknown growth policy",
        "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr}]}\nmask_update: {method: rigl, end_step: 50, "
        "growth: no_such_policy}",
@@ -431,12 +431,12 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
       {"rigl_nm on csr",
        "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr}]}\nmask_update: {method: rigl_nm, end_step: "
        "50}",
-       "sparsity.rules[0].format: rigl_nm regrows n:m layers within their groups and needs format nm, got csr (method "
-       "rigl takes any format)"},
+       "sparsity.rules[0].format: rigl_nm regrows n:m layers within their groups and needs an n:m format (nm, or one "
+       "declared with n:m groups), got csr (method rigl takes any format)"},
       {"sr_ste on csr",
        "sparsity: {density: 0.2, rules: [{name: fc1.weight, format: csr}]}\nmask_update: {method: sr_ste}",
-       "sparsity.rules[0].format: sr_ste trains dense weights through their n:m projection and needs format nm, got "
-       "csr (for other formats use static, set, rigl or snfs)"},
+       "sparsity.rules[0].format: sr_ste trains dense weights through their n:m projection and needs an n:m format "
+       "(nm, or one declared with n:m groups), got csr (for other formats use static, set, rigl or snfs)"},
       {"sr_ste with a negative decay",
        "sparsity: {rules: [{name: fc1.weight, format: nm}]}\nmask_update: {method: sr_ste, decay: -1.0e-4}",
        "mask_update.decay: must be in [0, 1], got -0.0001"},

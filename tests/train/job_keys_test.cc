@@ -29,10 +29,12 @@ TEST(JobKeys, EveryDeclarationIsWellFormed) {
     SCOPED_TRACE(k.path);
     EXPECT_FALSE(k.doc.empty());
     const bool numeric = k.type == KeyType::kInt || k.type == KeyType::kDouble;
-    if (numeric) EXPECT_TRUE(k.range.has_value()) << "a number without a range";
+    const bool integers = k.type == KeyType::kIntList;
+    if (numeric || integers) EXPECT_TRUE(k.range.has_value()) << "a number without a range";
     // A string may carry the range of the number it can hold (precision.loss_scale).
-    if (k.range) EXPECT_TRUE(numeric || k.type == KeyType::kString);
+    if (k.range) EXPECT_TRUE(numeric || integers || k.type == KeyType::kString);
     if (k.range && numeric) EXPECT_EQ(k.range->type, k.type);
+    if (k.range && integers) EXPECT_EQ(k.range->type, KeyType::kInt);
     if (!k.choices.empty()) {
       EXPECT_EQ(k.type, KeyType::kString) << "choices on a key that is not a string";
       EXPECT_FALSE(k.choices.list().empty());
@@ -127,8 +129,8 @@ std::vector<std::string> jobs_reading_every_key() {
           "              densify_warmup_steps: 3}\n",
       // A format declared by its levels, blocked, with its dtypes, named by a rule.
       model + data + steps +
-          "sparsity: {formats: [{name: keys_test_levels, block_rows: 2, block_cols: 2, index: i64, values: f32,\n"
-          "                      levels: [dense, compressed, dense, dense]}],\n"
+          "sparsity: {formats: {keys_test_levels: {block: [2, 2], index: i64, values: f32,\n"
+          "                                       levels: [dense, compressed, dense, dense]}},\n"
           "           rules: [{name: fc1.weight, format: keys_test_levels, density: 0.5}]}\n",
       // sr_ste over an n:m rule, with its sparsifier.
       model + data + steps +

@@ -17,9 +17,10 @@ using testing_train::temp_dir;
 
 constexpr const char* kFormats =
     "  formats:\n"
-    "    - {name: job_bsr_of_coo, block_rows: 2, block_cols: 2,\n"
-    "       levels: [dense, compressed, 'compressed(non-unique)', singleton]}\n"
-    "    - {name: job_ellpack, levels: [dense, ranged], index: i64}\n";
+    "    job_bsr_of_coo: {block: [2, 2], levels: [dense, compressed, 'compressed(non-unique)', singleton]}\n"
+    "    job_ellpack: {levels: [dense, ranged], index: i64}\n"
+    "    job_nm24: {levels: [dense, 'n_out_of_m(2:4, u8)']}\n"
+    "    job_nm24_i32: {levels: [dense, 'n_out_of_m(2:4)']}\n";
 
 // The tiny job (an MLP 20-16-4, so that 2x2 blocks divide both weights) with
 // its weights in `format` at half density.
@@ -45,13 +46,20 @@ std::string refusal(const std::string& yaml) {
   return parsed.ok() ? std::string("(accepted)") : std::string(parsed.status().message());
 }
 
+// `yaml` with its first `from` replaced by `to`.
+std::string with(std::string yaml, const std::string& from, const std::string& to) {
+  const size_t at = yaml.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? yaml : yaml.replace(at, from.size(), to);
+}
+
 class LevelFormatJob : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LevelFormatJob, TrainsWithRigLCheckpointsAndResumesBitForBit) {
   const std::string format = GetParam();
   const std::string rigl = "rigl, end_step: 45, interval: 10, drop_fraction: 0.3";
   const JobConfig config = parse(job(format, rigl));
-  ASSERT_EQ(config.sparsity.formats.size(), 2u);
+  ASSERT_EQ(config.sparsity.formats.size(), 4u);
   const TrainingSummary full = run_job(config);
   ASSERT_EQ(full.final_step, 60);
   EXPECT_LT(full.losses.back(), 0.7 * full.losses.front());
@@ -76,35 +84,106 @@ TEST_P(LevelFormatJob, TrainsWithRigLCheckpointsAndResumesBitForBit) {
   for (size_t i = 0; i < 40; ++i) EXPECT_EQ(second.losses[i], full.losses[20 + i]) << "step " << 20 + i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Declared, LevelFormatJob, ::testing::Values("job_bsr_of_coo", "job_ellpack"));
+// job_nm24_i32 is n:m with i32 coordinates, which no built-in format is: the
+// generic kernels run it, and RigL regrows inside its groups.
+INSTANTIATE_TEST_SUITE_P(Declared, LevelFormatJob, ::testing::Values("job_bsr_of_coo", "job_ellpack", "job_nm24_i32"));
+
+// A format declared as nm's levels is nm under another name: its groups come
+// from the declaration, RigL regrows inside them (rigl_nm too) and SR-STE
+// projects onto it, on nm's kernels, so the run is nm's bit for bit.
+TEST(LevelFormatNmJob, ADeclaredNmTrainsAsNmDoes) {
+  for (const char* method :
+       {"rigl, end_step: 45, interval: 10, drop_fraction: 0.3",
+        "rigl_nm, end_step: 45, interval: 10, drop_fraction: 0.3", "sr_ste, interval: 2, decay: 0.0002"}) {
+    SCOPED_TRACE(method);
+    const TrainingSummary nm = run_job(parse(job("nm", method)));
+    const TrainingSummary declared = run_job(parse(job("job_nm24", method)));
+    ASSERT_EQ(declared.losses.size(), nm.losses.size());
+    for (size_t i = 0; i < nm.losses.size(); ++i) EXPECT_EQ(declared.losses[i], nm.losses[i]) << "step " << i;
+    ASSERT_EQ(declared.mask_updates.size(), nm.mask_updates.size());
+    EXPECT_FALSE(nm.mask_updates.empty());
+    for (size_t i = 0; i < nm.mask_updates.size(); ++i)
+      EXPECT_EQ(declared.mask_updates[i].grown, nm.mask_updates[i].grown) << "update " << i;
+  }
+  // SR-STE on the generic kernels: trains, and its masks move.
+  const TrainingSummary generic = run_job(parse(job("job_nm24_i32", "sr_ste, interval: 2, decay: 0.0002")));
+  EXPECT_LT(generic.losses.back(), 0.8 * generic.losses.front());
+}
+
+TEST(LevelFormatNmJob, TheDeclarationFixesTheGroups) {
+  EXPECT_NE(refusal(with(job("job_nm24", "static"), "format: job_nm24}", "format: job_nm24, n: 1}"))
+                .find("sparsity.rules[0].n: format job_nm24 is declared with 2:4 groups, got 1:4"),
+            std::string::npos)
+      << refusal(with(job("job_nm24", "static"), "format: job_nm24}", "format: job_nm24, n: 1}"));
+  // GMP cannot keep n per group; nor can a format of other groups take SR-STE.
+  EXPECT_NE(refusal(job("job_nm24", "gmp, end_step: 40")).find("sparsity.rules[0]"), std::string::npos)
+      << refusal(job("job_nm24", "gmp, end_step: 40"));
+  EXPECT_NE(refusal(job("job_ellpack", "sr_ste"))
+                .find("needs an n:m format (nm, or one declared with n:m groups), "
+                      "got job_ellpack"),
+            std::string::npos)
+      << refusal(job("job_ellpack", "sr_ste"));
+}
 
 TEST(LevelFormatJobErrors, NameTheKeyAndTheReason) {
-  std::string bad_level = job("job_ellpack", "static");
-  bad_level.replace(bad_level.find("[dense, ranged]"), 15, "[dense, rangd]");
-  EXPECT_NE(refusal(bad_level).find("sparsity.formats[1].levels[1]: "), std::string::npos) << refusal(bad_level);
+  const std::string ellpack = "job_ellpack: {levels: [dense, ranged]";
+  const std::string bad_level = with(job("job_ellpack", "static"), "[dense, ranged]", "[dense, rangd]");
+  EXPECT_NE(refusal(bad_level).find("sparsity.formats.job_ellpack.levels[1]: "), std::string::npos)
+      << refusal(bad_level);
   EXPECT_NE(refusal(bad_level).find("rangd"), std::string::npos) << refusal(bad_level);
 
-  std::string taken = job("csr", "static");
-  taken.replace(taken.find("name: job_ellpack"), 17, "name: csr");
+  const std::string taken = with(job("csr", "static"), "job_ellpack: {", "csr: {");
+  EXPECT_NE(refusal(taken).find("sparsity.formats.csr: "), std::string::npos) << refusal(taken);
   EXPECT_NE(refusal(taken).find("format 'csr' is already registered"), std::string::npos) << refusal(taken);
 
-  std::string twice = job("job_ellpack", "static");
-  twice.replace(twice.find("name: job_bsr_of_coo"), 20, "name: job_ellpack");
-  EXPECT_NE(refusal(twice).find("sparsity.formats[1].name: 'job_ellpack' is declared twice"), std::string::npos)
-      << refusal(twice);
+  const std::string twice = with(job("job_ellpack", "static"), "job_bsr_of_coo: {", "job_ellpack: {");
+  EXPECT_EQ(refusal(twice), "sparsity.formats.job_ellpack: given twice (YAML would keep only the first)");
 
-  std::string order = job("job_order", "static");
-  order.replace(order.find("name: job_ellpack, levels: [dense, ranged]"), 42,
-                "name: job_order, levels: [singleton, dense]");
+  const std::string order = with(job("job_order", "static"), ellpack, "job_order: {levels: [singleton, dense]");
   EXPECT_NE(refusal(order).find("level 0 (singleton(0)): a singleton must follow a non-unique"), std::string::npos)
       << refusal(order);
 
   // A block that does not divide a weight: named with the rule and the weight.
-  std::string blocks = job("job_blocks_3", "static");
-  blocks.replace(blocks.find("name: job_ellpack, levels: [dense, ranged]"), 42,
-                 "name: job_blocks_3, block_rows: 3, levels: [dense, compressed, dense, dense]");
+  const std::string blocks = with(job("job_blocks_3", "static"), ellpack,
+                                  "job_blocks_3: {block: 3, levels: [dense, compressed, dense, dense]");
   EXPECT_NE(refusal(blocks).find("sparsity.rules[0].format: cannot hold 'fc"), std::string::npos) << refusal(blocks);
   EXPECT_NE(refusal(blocks).find("block extent 3 does not divide dimension"), std::string::npos) << refusal(blocks);
+
+  // The block: each size in range, one or two of them, a list of integers.
+  EXPECT_EQ(refusal(with(job("csr", "static"), "block: [2, 2]", "block: [2, 0]")),
+            "sparsity.formats.job_bsr_of_coo.block[1]: must be in [1, 16777216], got 0");
+  EXPECT_EQ(refusal(with(job("csr", "static"), "block: [2, 2]", "block: [2, 2, 2]")),
+            "sparsity.formats.job_bsr_of_coo.block: expected [rows, columns] or one size for both, got 3 sizes");
+  EXPECT_EQ(refusal(with(job("csr", "static"), "block: [2, 2]", "block: []")),
+            "sparsity.formats.job_bsr_of_coo.block: expected [rows, columns] or one size for both, got 0 sizes");
+  EXPECT_EQ(refusal(with(job("csr", "static"), "block: [2, 2]", "block: [2, x]")),
+            "sparsity.formats.job_bsr_of_coo.block[1]: expected an integer, got 'x'");
+  // Each format is a section of the keys above.
+  EXPECT_EQ(refusal(with(job("csr", "static"), "job_ellpack: {levels: [dense, ranged], index: i64}", "job_ellpack: 5")),
+            "sparsity.formats.job_ellpack: expected a section (a map of keys), got '5'");
+  EXPECT_NE(
+      refusal(with(job("csr", "static"), "index: i64", "indexes: i64"))
+          .find(
+              "sparsity.formats.job_ellpack.indexes: unknown key; did you mean 'sparsity.formats.job_ellpack.index'?"),
+      std::string::npos)
+      << refusal(with(job("csr", "static"), "index: i64", "indexes: i64"));
+}
+
+TEST(LevelFormatJobErrors, SetReachesADeclaredFormatsKeys) {
+  // --set walks into a format by its name, and can declare a new one.
+  const absl::StatusOr<JobConfig> set = parse_job_config(
+      job("job_set_ell", "static"),
+      {"sparsity.formats.job_set_ell.levels=[dense, ranged]", "sparsity.formats.job_set_ell.index=i64"});
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->sparsity.formats.size(), 5u);
+  EXPECT_EQ(set->sparsity.formats[4].first, "job_set_ell");
+  EXPECT_EQ(set->sparsity.formats[4].second.index_dtype, DType::kI64);
+  const absl::StatusOr<JobConfig> wrong =
+      parse_job_config(job("csr", "static"), {"sparsity.formats.job_ellpack.block=x"});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().message(),
+            "--set sparsity.formats.job_ellpack.block: sparsity.formats.job_ellpack.block expects a list of integers, "
+            "got 'x'");
 }
 
 }  // namespace
