@@ -58,7 +58,8 @@ void bind_levels(py::module_& m) {
       py::arg("name"), py::arg("declaration"),
       "Adds the format `name`, declared by `declaration`, to the format table and returns the declaration in full. "
       "Registering a name again with the same declaration does nothing; another declaration under a taken name, or a "
-      "built-in format's name, raises coppice.Error. Tensors of the format live on the CPU.");
+      "built-in format's name, raises coppice.Error. On a GPU only a built-in format's declaration (and the "
+      "BSR-of-2:4 hybrid's linear) has kernels (docs/guide/levels.md).");
   l.def(
       "registered",
       [](const std::string& name) -> py::object {

@@ -11,6 +11,7 @@
 #include "optim/growth.h"
 #include "sparse/convert.h"
 #include "sparse/formats.h"
+#include "sparse/levels/builtin_levels.h"
 #include "sparse/levels/level_impl.h"
 #include "sparsifiers/apply_schedule.h"
 #include "sparsifiers/registry.h"
@@ -257,6 +258,12 @@ ValidatedJob check_against_model(JobConfig job) {
       try {
         levels::check_level_format(*declared, shape, f);
       } catch (const Error& e) { bad(key, "cannot hold '", name, "': ", e.what()); }
+      // On a GPU a declared format trains on the kernels of the built-in format its declaration is
+      // (sparse/cuda/level_cells.cc); there are no generic CUDA kernels. (device: auto finds out at run time.)
+      if (!job.device.is_auto && job.device.device.is_cuda() && !levels::builtin_format_of(*declared, shape))
+        bad(key, "format ", f, " trains on ", job.device.device.to_string(),
+            " only where its declaration is a built-in ", "format's (its kernels run it there), and ",
+            levels::describe(*declared), " is none; the generic kernels run on the CPU (device: cpu)");
     }
     if (spec.options == FormatOptionKind::kNm && (shape.empty() || shape.back() % r->format.options.m != 0))
       bad(key, "groups of ", r->format.options.m, " do not divide the last dimension of '", name, "' of shape ",

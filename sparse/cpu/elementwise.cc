@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "sparse/convert.h"
-#include "sparse/cpu/level_routes.h"
 #include "sparse/cpu/util.h"
 #include "sparse/formats.h"
+#include "sparse/levels/level_routes.h"
 #include "sparse/stored_positions.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/op_table.h"
@@ -248,16 +248,17 @@ const bool kRegistered = [] {
   // stored values (a repeated position's values add), so no unary op, whose
   // f(a) + f(b) is not f(a + b).
   const std::string levels(kLevelFamily);
-  register_cpu(Mul::kName, {{levels, "dense"}, {"dense", levels}}, through_builtin_kernels(Mul::kName, mul_kernel));
-  register_cpu(Div::kName, {{levels, "dense"}}, through_builtin_kernels(Div::kName, div_kernel));
+  register_cpu(Mul::kName, {{levels, "dense"}, {"dense", levels}},
+               levels::through_builtin_kernels(Mul::kName, mul_kernel));
+  register_cpu(Div::kName, {{levels, "dense"}}, levels::through_builtin_kernels(Div::kName, div_kernel));
   for (const bool subtract : {false, true}) {
     const std::string name = subtract ? Sub::kName : Add::kName;
     register_cpu(name, {{levels, "dense"}, {"dense", levels}},
-                 through_builtin_kernels(name, [subtract, name](const std::vector<Tensor>& in, const Attrs&) {
+                 levels::through_builtin_kernels(name, [subtract, name](const std::vector<Tensor>& in, const Attrs&) {
                    return add_sub<MaybeRepeatedPositions>(in, subtract, name);
                  }));
   }
-  register_cpu(op::kSum, {{levels}}, through_builtin_kernels(op::kSum, sum_kernel));
+  register_cpu(op::kSum, {{levels}}, levels::through_builtin_kernels(op::kSum, sum_kernel));
   const std::string& coo = format_name(Layout::kCoo);
   register_add_sub<CooPositions>(coo);  // replaces the cells registered above
   register_cpu(op::kTranspose, {{"dense"}}, sparse_kernels::transpose);

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "sparse/convert.h"
-#include "sparse/cpu/level_routes.h"
 #include "sparse/cpu/spmm_kernels.h"
 #include "sparse/cpu/util.h"
 #include "sparse/formats.h"
+#include "sparse/levels/level_routes.h"
 #include "sparse/stored_positions.h"
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
@@ -243,7 +243,7 @@ const bool kRegistered = [] {
     register_cpu(op::kSddmm, {{"dense", "dense", f}}, sddmm<PositionsWalk>);
   }
   register_cpu(op::kSddmm, {{"dense", "dense", std::string(kLevelFamily)}},
-               through_builtin_kernels(op::kSddmm, sddmm<PositionsWalk>));
+               levels::through_builtin_kernels(op::kSddmm, sddmm<PositionsWalk>));
   register_cpu(op::kSddmm, {{"dense", "dense", format_name(Layout::kCsr)}}, sddmm<CsrRowsWalk>);
   return true;
 }();

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "sparse/convert.h"
-#include "sparse/cpu/level_routes.h"
 #include "sparse/cpu/spmm_kernels.h"
 #include "sparse/cpu/util.h"
 #include "sparse/formats.h"
+#include "sparse/levels/level_routes.h"
 #include "sparse/nm_metadata.h"
 #include "sparse/stored_positions.h"
 #include "tensor/op_table.h"
@@ -310,13 +310,13 @@ const bool kRegistered = [] {
   // The level family: a built-in format's kernel where the declaration is one's, else the generic view.
   const std::string levels(kLevelFamily);
   register_cpu(op::kMatmul, {{levels, "dense"}},
-               through_builtin_kernels(op::kMatmul, matmul_sparse_dense<PositionsView>));
+               levels::through_builtin_kernels(op::kMatmul, matmul_sparse_dense<PositionsView>));
   register_cpu(op::kMatmul, {{"dense", levels}},
-               through_builtin_kernels(op::kMatmul, matmul_dense_sparse<PositionsView>));
+               levels::through_builtin_kernels(op::kMatmul, matmul_dense_sparse<PositionsView>));
   register_cpu(op::kLinear, {{"dense", levels}},
-               through_builtin_kernels(op::kLinear, linear_dense_sparse<PositionsView>));
+               levels::through_builtin_kernels(op::kLinear, linear_dense_sparse<PositionsView>));
   register_cpu(op::kLinear, {{levels, "dense"}},
-               through_builtin_kernels(op::kLinear, linear_sparse_dense<PositionsView>));
+               levels::through_builtin_kernels(op::kLinear, linear_sparse_dense<PositionsView>));
   return true;
 }();
 

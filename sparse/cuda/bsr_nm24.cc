@@ -4,8 +4,7 @@
 #include <cuda_fp16.h>
 
 #include "sparse/cuda/nm24_mma.h"
-#include "sparse/nm.h"
-#include "sparse/nm_metadata.h"
+#include "sparse/cuda/nm24_pack.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/ops.h"
 
@@ -33,29 +32,27 @@ bool same_structure(const levels::LevelFormat& a, const levels::LevelFormat& b) 
 }  // namespace
 
 BsrNm24Weight bsr_nm24_weight(const levels::LevelTensor& t, Device device, std::string_view op) {
-  levels::check_level_tensor(t, op);
   COPPICE_CHECK(same_structure(t.format, bsr_nm24_declaration()), op, ": the BSR-of-2:4 kernel takes ",
                 levels::describe(bsr_nm24_declaration()), ", got ", levels::describe(t.format));
   const DType dtype = t.values.dtype();
   COPPICE_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, op, ": values must be bf16 or f16, got ",
                 dtype_name(dtype));
   COPPICE_CHECK(device.is_cuda(), op, ": needs a GPU device, got ", device.to_string());
+  // Parts from the host are checked here; a GPU tensor's were when it was made (level_impl.h).
+  if (t.values.device().is_cpu()) levels::check_level_tensor(t, op);
   BsrNm24Weight w;
   w.shape = t.shape;
-  w.block_row_ptr = t.positions[1].to(DType::kI32).contiguous().to(device);
-  w.block_cols = t.coordinates[1].to(DType::kI32).contiguous().to(device);
+  w.block_row_ptr = t.positions[1].to(device).to(DType::kI32).contiguous();
+  w.block_cols = t.coordinates[1].to(device).to(DType::kI32).contiguous();
   const int64_t rows = t.coordinates[1].numel() * kBsrNm24BlockRows, half = kNm24StepCols / 2;
-  if (rows == 0) {
-    w.values = empty({0, half}, TensorOptions(dtype, device));
-    w.metadata = empty({0, kNm24StepCols / 8}, TensorOptions(DType::kU8, device));
-    return w;
-  }
-  // The blocks stacked are a 2:4 tensor [nblocks * 128, 64]: its hardware form is the blocks'.
-  const Tensor nm = sparse_nm(t.values.reshape({rows, half}), t.coordinates[3].to(DType::kU8).reshape({rows, half}),
-                              {rows, kNm24StepCols}, 2, 4);
-  const Nm24Packed packed = pack_nm24(nm);
-  w.values = packed.values.contiguous().to(device);
-  w.metadata = packed.metadata.contiguous().to(device);
+  // The blocks stacked are a 2:4 tensor [nblocks * 128, 64] whose values and
+  // places are the level tensor's as they are: only the metadata words are made.
+  w.values = t.values.to(device).reshape({rows, half}).contiguous();
+  w.metadata = empty({rows, kNm24StepCols / 8}, TensorOptions(DType::kU8, device));
+  if (rows == 0) return w;
+  const Tensor places = t.coordinates[3].to(device).to(DType::kU8).contiguous();
+  nm24_metadata(places.data<uint8_t>(), static_cast<uint16_t*>(w.metadata.data_ptr()), rows, kNm24StepCols,
+                cuda::current_stream(device.index));
   return w;
 }
 

@@ -82,10 +82,8 @@ LevelTensor level_tensor_of(const Tensor& t, std::string_view op) {
     lt.positions[1] = parts.at("crow_indices");
     lt.coordinates[1] = parts.at("col_indices");
   } else if (format == "blocked_ell") {
-    const Tensor& ell = parts.at("ell_col_indices");  // [block rows, slots]
-    const int64_t b = options.block_rows, block_rows = ell.size(0), slots = ell.size(1);
-    lt.coordinates[1] = ell.reshape({-1});
-    lt.values = values.reshape({block_rows, b, slots, b}).permute({0, 2, 1, 3}).contiguous().reshape({-1});
+    lt.coordinates[1] = parts.at("ell_col_indices").reshape({-1});  // [block rows, slots]
+    lt.values = level_values_of(t);
   } else {  // nm
     lt.coordinates.back() = parts.at("indices").reshape({-1});
   }
@@ -142,8 +140,7 @@ Tensor builtin_tensor_of(const LevelTensor& t, std::string_view format, std::str
     const int64_t b = options.block_rows, block_rows = t.shape[0] / b;
     const int64_t slots = block_rows == 0 ? 0 : t.coordinates[1].numel() / block_rows;
     p.parts["ell_col_indices"] = t.coordinates[1].reshape({block_rows, slots});
-    p.parts["values"] =
-        t.values.reshape({block_rows, slots, b, b}).permute({0, 2, 1, 3}).contiguous().reshape({t.shape[0], slots * b});
+    p.parts["values"] = builtin_values_of(t, format).reshape({t.shape[0], slots * b});
     p.attributes["block"] = str_cat(b, "x", b);
   } else {  // nm
     Shape slots = t.shape;
@@ -154,6 +151,24 @@ Tensor builtin_tensor_of(const LevelTensor& t, std::string_view format, std::str
     p.attributes["m"] = std::to_string(options.m);
   }
   return format_spec(format, op).from_parts(p);
+}
+
+// Blocked-ELL's values: level order walks (block row, slot, row in the
+// block, column in the block); cuSPARSE's (block row, row in the block, slot,
+// column in the block).
+Tensor builtin_values_of(const LevelTensor& t, std::string_view format) {
+  if (format != "blocked_ell") return t.values;
+  const int64_t b = t.format.block[0], block_rows = t.shape[0] / b;
+  const int64_t slots = block_rows == 0 ? 0 : t.coordinates[1].numel() / block_rows;
+  return t.values.reshape({block_rows, slots, b, b}).permute({0, 2, 1, 3}).contiguous().reshape({-1});
+}
+
+Tensor level_values_of(const Tensor& t) {
+  const Tensor stored = values(t);
+  if (t.format() != "blocked_ell") return stored.reshape({-1});
+  const int64_t b = block_shape_of(t)->first, block_rows = t.size(0) / b;
+  const int64_t slots = b == 0 ? 0 : stored.size(1) / b;
+  return stored.reshape({block_rows, b, slots, b}).permute({0, 2, 1, 3}).contiguous().reshape({-1});
 }
 
 }  // namespace coppice::levels

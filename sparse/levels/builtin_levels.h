@@ -39,4 +39,12 @@ LevelTensor level_tensor_of(const Tensor& t, std::string_view op);
 // `op` when t's declaration is not the format's for its shape.
 Tensor builtin_tensor_of(const LevelTensor& t, std::string_view format, std::string_view op);
 
+// The values of `t` (a tensor of the built-in `format`'s declaration) as
+// that format stores them, flat: t.values itself, or for Blocked-ELL
+// reordered into cuSPARSE's layout. On t's device, with no host read.
+Tensor builtin_values_of(const LevelTensor& t, std::string_view format);
+// A built-in tensor's values in level order, flat: level_tensor_of's values,
+// on t's device, with no host read.
+Tensor level_values_of(const Tensor& t);
+
 }  // namespace coppice::levels

@@ -93,19 +93,18 @@ std::vector<std::string> part_names(const LevelFormat& f) {
   return names;
 }
 
-Tensor cpu_only(const Tensor& t, const std::string& name, std::string_view op) {
-  COPPICE_CHECK(t.device().is_cpu(), op, ": format '", name,
-                "' is declared by its levels, whose tensors live on the CPU; got a tensor on ", t.device().to_string(),
-                " (move it to the CPU first)");
-  return t;
-}
+// `t` with its parts on the CPU, for the host reads: checks, stored
+// positions, the generic dense form.
+LevelTensor on_cpu(const LevelTensor& t) { return t.values.device().is_cpu() ? t : level_tensor_to(t, Device::cpu()); }
 
 // (Format options never reach here: the row declares none, so to_format and
 // sparse_from_mask resolve them to nothing; the block is the declaration's.)
+// Built on the CPU (the walk is the host's), then moved to dense's device.
 Tensor from_mask(const std::string& name, const LevelFormat& f, const Tensor& dense, const Tensor& mask,
                  std::string_view op) {
-  cpu_only(dense, name, op);
-  return level_format_tensor(name, level_from_mask(dense, mask.to(Device::cpu()), f, op), op);
+  const Tensor t =
+      level_format_tensor(name, level_from_mask(dense.to(Device::cpu()), mask.to(Device::cpu()), f, op), op);
+  return dense.device().is_cpu() ? t : to_device(t, dense.device());
 }
 
 Tensor from_parts(const std::string& name, const LevelFormat& f, const FormatParts& saved) {
@@ -131,7 +130,7 @@ LevelImpl::LevelImpl(std::string name, LevelTensor tensor, uint64_t pattern_vers
       name_(std::move(name)),
       tensor_(std::move(tensor)),
       builtin_(std::make_shared<BuiltinPattern>()) {
-  const std::vector<int64_t> pos = level_stored_positions(tensor_);
+  const std::vector<int64_t> pos = level_stored_positions(on_cpu(tensor_));
   nnz_ = std::count_if(pos.begin(), pos.end(), [](int64_t p) { return p >= 0; });
 }
 
@@ -147,13 +146,14 @@ std::optional<Tensor> LevelImpl::as_builtin() const {
   BuiltinPattern& b = *builtin_;
   std::call_once(b.once, [&] {
     b.format = builtin_format_of(tensor_.format, tensor_.shape);
-    if (b.format) b.pattern = builtin_tensor_of(tensor_, *b.format, "as_builtin");
+    if (!b.format) return;
+    // Checked and built on the host once per pattern and device, then moved.
+    const Tensor pattern = builtin_tensor_of(on_cpu(tensor_), *b.format, "as_builtin");
+    b.pattern = device().is_cpu() ? pattern : to_device(pattern, device());
   });
   if (!b.format) return std::nullopt;
-  // Blocked-ELL lays its values out otherwise (builtin_levels.h): built again, reordered.
-  if (*b.format == "blocked_ell") return builtin_tensor_of(tensor_, *b.format, "as_builtin");
   const Tensor& stored = coppice::values(b.pattern);
-  return coppice::with_values(b.pattern, tensor_.values.reshape(stored.shape()));
+  return coppice::with_values(b.pattern, builtin_values_of(tensor_, *b.format).reshape(stored.shape()));
 }
 
 SparseParts LevelImpl::parts() const {
@@ -168,23 +168,32 @@ std::map<std::string, std::string> LevelImpl::attributes() const { return {{"lev
 Tensor LevelImpl::with_values(const Tensor& values) const {
   COPPICE_CHECK(values.shape() == tensor_.values.shape(), name_, ".with_values: values of shape ",
                 shape_to_string(values.shape()), ", expected ", shape_to_string(tensor_.values.shape()));
+  COPPICE_CHECK(values.device() == device(), name_, ".with_values: values on ", values.device().to_string(),
+                ", but the tensor's parts are on ", device().to_string());
   LevelTensor t = tensor_;
-  t.values = cpu_only(values, name_, "with_values").contiguous();
+  t.values = values.contiguous();
   return Tensor(std::shared_ptr<LevelImpl>(new LevelImpl(name_, std::move(t), pattern_version(), nnz_, builtin_)));
 }
 
-Tensor LevelImpl::to_dense() const { return level_to_dense(tensor_); }
+// A built-in format's declaration densifies on that format's kernels (the
+// device's); any other on the host.
+Tensor LevelImpl::to_dense() const {
+  if (device().is_cpu()) return level_to_dense(tensor_);
+  if (const std::optional<Tensor> builtin = as_builtin()) return coppice::to_dense(*builtin);
+  return level_to_dense(on_cpu(tensor_)).to(device());
+}
 
 Tensor LevelImpl::to(TensorOptions options) const {
-  COPPICE_CHECK(options.device.is_cpu(), "to: format '", name_,
-                "' is declared by its levels, whose tensors live on the CPU; cannot move one to ",
-                options.device.to_string());
   COPPICE_CHECK(!tensor_.format.value_dtype || options.dtype == *tensor_.format.value_dtype, "to: format '", name_,
                 "' declares its values ", dtype_name(*tensor_.format.value_dtype), "; cannot convert them to ",
                 dtype_name(options.dtype));
-  LevelTensor t = tensor_;
-  t.values = tensor_.values.to(options.dtype);
-  return Tensor(std::shared_ptr<LevelImpl>(new LevelImpl(name_, std::move(t), pattern_version(), nnz_, builtin_)));
+  const bool moves = options.device != device();
+  LevelTensor t = moves ? level_tensor_to(tensor_, options.device) : tensor_;
+  t.values = t.values.to(options.dtype);
+  // The built-in view is per device: a moved tensor builds its own.
+  std::shared_ptr<BuiltinPattern> builtin = moves ? std::make_shared<BuiltinPattern>() : builtin_;
+  return Tensor(
+      std::shared_ptr<LevelImpl>(new LevelImpl(name_, std::move(t), pattern_version(), nnz_, std::move(builtin))));
 }
 
 void register_level_format(const std::string& name, const LevelFormat& format, std::string_view op) {
@@ -210,7 +219,7 @@ void register_level_format(const std::string& name, const LevelFormat& format, s
                                   std::string_view from_op) { return from_mask(name, format, dense, mask, from_op); };
   spec.from_parts = [name, format](const FormatParts& saved) { return from_parts(name, format, saved); };
   spec.stored_positions = [](const Tensor& t) {
-    return level_stored_positions(level_impl(t, "stored_positions").tensor());
+    return level_stored_positions(on_cpu(level_impl(t, "stored_positions").tensor()));
   };
   if (changes_whole_blocks(format) && format.block.size() == 2) {
     const std::pair<int64_t, int64_t> block{format.block[0], format.block[1]};
@@ -246,7 +255,7 @@ Tensor level_format_tensor(const std::string& name, LevelTensor tensor, std::str
   COPPICE_CHECK(same_levels(*declared, tensor.format), op, ": a tensor of ", describe(tensor.format),
                 " is not of format '", name, "' (", describe(*declared), ")");
   tensor.format = *declared;
-  check_level_tensor(tensor, op);
+  check_level_tensor(on_cpu(tensor), op);
   return Tensor(std::make_shared<LevelImpl>(name, std::move(tensor), new_pattern_version()));
 }
 

@@ -8,7 +8,12 @@
 // registered for the family (sparse/cpu: SpMM and linear by stored
 // positions, SDDMM, elementwise ops linear in the values, sums) serve every
 // level format; a kernel registered under a format's own name comes first.
-// On the CPU (issue 35).
+// A tensor's parts live on its device. On a GPU the family's CUDA cells
+// (sparse/cuda/level_cells.cc) run a built-in format's declaration on that
+// format's kernels and the BSR-of-2:4 hybrid's linear on its tensor-core
+// kernel; there are no generic CUDA kernels, so any other declaration's op
+// fails there, naming the format. Host walks (checks, stored positions,
+// building from a mask) copy the parts to the CPU (issue 35).
 #pragma once
 
 #include <memory>

@@ -338,6 +338,16 @@ void check_index_part(const Tensor& t, const LevelFormat& f, size_t l, const cha
 
 }  // namespace
 
+LevelTensor level_tensor_to(const LevelTensor& t, Device device) {
+  LevelTensor out = t;
+  for (Tensor& p : out.positions)
+    if (p.defined()) p = p.to(device);
+  for (Tensor& c : out.coordinates)
+    if (c.defined()) c = c.to(device);
+  out.values = t.values.to(device);
+  return out;
+}
+
 std::map<std::string, Tensor> level_parts(const LevelTensor& t) {
   std::map<std::string, Tensor> parts{{"values", t.values}};
   for (size_t l = 0; l < t.positions.size(); ++l) {

@@ -25,6 +25,10 @@ struct LevelTensor {
   Tensor values;  // 1-D, one per position of the last level, in level order
 };
 
+// `t` with every part on `device` (host reads, such as the checks and the
+// generic forms below, need its parts on the CPU).
+LevelTensor level_tensor_to(const LevelTensor& t, Device device);
+
 // The parts by name: "positions_<k>", "coordinates_<k>" (k the level) and
 // "values": how a level tensor is saved.
 std::map<std::string, Tensor> level_parts(const LevelTensor& t);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tensor/backend.h"
 #include "tests/train/train_test_util.h"
 #include "train/config.h"
 #include "train/job.h"
@@ -20,7 +21,8 @@ constexpr const char* kFormats =
     "    job_bsr_of_coo: {block: [2, 2], levels: [dense, compressed, 'compressed(non-unique)', singleton]}\n"
     "    job_ellpack: {levels: [dense, ranged], index: i64}\n"
     "    job_nm24: {levels: [dense, 'n_out_of_m(2:4, u8)']}\n"
-    "    job_nm24_i32: {levels: [dense, 'n_out_of_m(2:4)']}\n";
+    "    job_nm24_i32: {levels: [dense, 'n_out_of_m(2:4)']}\n"
+    "    job_bsr2: {block: 2, levels: [dense, compressed, dense, dense]}\n";
 
 // The tiny job (an MLP 20-16-4, so that 2x2 blocks divide both weights) with
 // its weights in `format` at half density.
@@ -59,7 +61,7 @@ TEST_P(LevelFormatJob, TrainsWithRigLCheckpointsAndResumesBitForBit) {
   const std::string format = GetParam();
   const std::string rigl = "rigl, end_step: 45, interval: 10, drop_fraction: 0.3";
   const JobConfig config = parse(job(format, rigl));
-  ASSERT_EQ(config.sparsity.formats.size(), 4u);
+  ASSERT_EQ(config.sparsity.formats.size(), 5u);
   const TrainingSummary full = run_job(config);
   ASSERT_EQ(full.final_step, 60);
   EXPECT_LT(full.losses.back(), 0.7 * full.losses.front());
@@ -175,15 +177,38 @@ TEST(LevelFormatJobErrors, SetReachesADeclaredFormatsKeys) {
       job("job_set_ell", "static"),
       {"sparsity.formats.job_set_ell.levels=[dense, ranged]", "sparsity.formats.job_set_ell.index=i64"});
   ASSERT_TRUE(set.ok()) << set.status();
-  ASSERT_EQ(set->sparsity.formats.size(), 5u);
-  EXPECT_EQ(set->sparsity.formats[4].first, "job_set_ell");
-  EXPECT_EQ(set->sparsity.formats[4].second.index_dtype, DType::kI64);
+  ASSERT_EQ(set->sparsity.formats.size(), 6u);
+  EXPECT_EQ(set->sparsity.formats[5].first, "job_set_ell");
+  EXPECT_EQ(set->sparsity.formats[5].second.index_dtype, DType::kI64);
   const absl::StatusOr<JobConfig> wrong =
       parse_job_config(job("csr", "static"), {"sparsity.formats.job_ellpack.block=x"});
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().message(),
             "--set sparsity.formats.job_ellpack.block: sparsity.formats.job_ellpack.block expects a list of integers, "
             "got 'x'");
+}
+
+// On a GPU a declared format trains on the kernels of the built-in format its
+// declaration is: BSR's levels train as bsr does, bit for bit, RigL
+// included; a declaration that is no built-in's is refused for a CUDA device.
+TEST(LevelFormatCudaJob, ABuiltinsDeclarationTrainsOnTheGpuAsTheBuiltinDoes) {
+  const auto on_gpu = [](const std::string& yaml) { return with(yaml, "device: cpu", "device: cuda"); };
+  EXPECT_NE(refusal(on_gpu(job("job_ellpack", "static")))
+                .find("sparsity.rules[0].format: format job_ellpack trains on cuda:0 only where its declaration is a "
+                      "built-in format's (its kernels run it there), and (dense(0), ranged(1)) index i64 is none; the "
+                      "generic kernels run on the CPU (device: cpu)"),
+            std::string::npos)
+      << refusal(on_gpu(job("job_ellpack", "static")));
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: training on a GPU cannot run here";
+  const std::string rigl = "rigl, end_step: 45, interval: 10, drop_fraction: 0.3";
+  const TrainingSummary builtin =
+      run_job(parse(on_gpu(with(job("bsr", rigl), "format: bsr}", "format: bsr, block_rows: 2}"))));
+  const TrainingSummary declared = run_job(parse(on_gpu(job("job_bsr2", rigl))));
+  ASSERT_EQ(declared.losses.size(), builtin.losses.size());
+  for (size_t i = 0; i < builtin.losses.size(); ++i) EXPECT_EQ(declared.losses[i], builtin.losses[i]) << "step " << i;
+  ASSERT_EQ(declared.mask_updates.size(), builtin.mask_updates.size());
+  for (size_t i = 0; i < builtin.mask_updates.size(); ++i)
+    EXPECT_EQ(declared.mask_updates[i].grown, builtin.mask_updates[i].grown) << "update " << i;
 }
 
 }  // namespace
