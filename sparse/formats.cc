@@ -108,7 +108,8 @@ std::vector<FormatSpec> builtin_formats() {
                nullptr,
                nullptr,
                nullptr,
-               nullptr});
+               nullptr,
+               std::nullopt});
   f.push_back(
       {"coo",
        Layout::kCoo,
@@ -124,7 +125,8 @@ std::vector<FormatSpec> builtin_formats() {
        coo_from_parts,
        nullptr,
        nullptr,
-       nullptr});
+       nullptr,
+       std::nullopt});
   f.push_back({"csr",
                Layout::kCsr,
                R::kMatrix,
@@ -144,7 +146,8 @@ std::vector<FormatSpec> builtin_formats() {
                },
                nullptr,
                nullptr,
-               nullptr});
+               nullptr,
+               std::nullopt});
   f.push_back({"csc",
                Layout::kCsc,
                R::kMatrix,
@@ -164,7 +167,8 @@ std::vector<FormatSpec> builtin_formats() {
                },
                nullptr,
                nullptr,
-               nullptr});
+               nullptr,
+               std::nullopt});
   f.push_back({"bsr",
                Layout::kBsr,
                R::kMatrix,
@@ -181,7 +185,8 @@ std::vector<FormatSpec> builtin_formats() {
                bsr_from_parts,
                nullptr,
                nullptr,
-               nullptr});
+               nullptr,
+               std::nullopt});
   f.push_back({"blocked_ell",
                Layout::kBlockedEll,
                R::kMatrix,
@@ -200,7 +205,8 @@ std::vector<FormatSpec> builtin_formats() {
                blocked_ell_from_parts,
                nullptr,
                nullptr,
-               nullptr});
+               nullptr,
+               std::nullopt});
   // n:m keeps the non-zeros whatever the source stored: a group has exactly n
   // slots, so explicit zeros cannot be told from padding.
   f.push_back({"nm",
@@ -231,7 +237,8 @@ std::vector<FormatSpec> builtin_formats() {
                // Options left 0 are 2:4 (FormatOptions).
                [](const FormatOptions& o) {
                  return NmGroups{o.n > 0 ? o.n : 2, o.m > 0 ? o.m : 4};
-               }});
+               },
+               std::nullopt});
   f.push_back(
       {"masked",
        Layout::kMasked,
@@ -250,7 +257,8 @@ std::vector<FormatSpec> builtin_formats() {
        [](const FormatParts& p) { return sparse_masked(p.parts.at("values"), p.parts.at("mask")); },
        nullptr,
        nullptr,
-       nullptr});
+       nullptr,
+       std::nullopt});
   return f;
 }
 
@@ -358,7 +366,14 @@ bool is_mask_changing_format(const FormatSpec& spec) { return knows_stored_posit
 std::pair<int64_t, int64_t> mask_update_unit(const Tensor& t) {
   const FormatSpec* spec = t.defined() ? find_format(t.format()) : nullptr;
   if (spec != nullptr && spec->update_unit) return spec->update_unit(t);
+  if (spec != nullptr && spec->fixed_block) return *spec->fixed_block;
   return block_shape_of(t).value_or(std::make_pair(int64_t{1}, int64_t{1}));
+}
+
+std::optional<std::pair<int64_t, int64_t>> block_unit(const FormatSpec& spec, const FormatOptions& options) {
+  if (has_block_shape(spec.options) && options.block_rows > 0)
+    return std::make_pair(options.block_rows, options.block_cols > 0 ? options.block_cols : options.block_rows);
+  return spec.fixed_block;
 }
 
 std::optional<NmGroups> format_nm_groups(const FormatSpec& spec, const FormatOptions& options) {

@@ -122,6 +122,12 @@ struct FormatSpec {
   // Mask updates then drop and grow inside each group (optim/group_regrow.h)
   // and SR-STE projects dense weights onto it (optim/sr_ste.h).
   std::function<NmGroups(const FormatOptions& options)> nm_groups;
+  // A format whose tensors store whole blocks of one shape whatever its
+  // options (a declaration dense inside its blocks, sparse/levels): that
+  // shape. Its mask updates change whole blocks, and a rule's initial mask
+  // keeps whole blocks (block_unit). Formats with a block shape among their
+  // options (bsr, blocked_ell) have it there instead.
+  std::optional<std::pair<int64_t, int64_t>> fixed_block;
 };
 
 // Whether stored_positions (sparse/stored_positions.h) knows the format's
@@ -130,8 +136,13 @@ bool knows_stored_positions(const FormatSpec& spec);
 // Whether mask updates (prune-and-regrow, GMP) can change the pattern of a
 // tensor of the format: sparse, any pattern fits, stored positions known.
 bool is_mask_changing_format(const FormatSpec& spec);
-// The unit of a mask update of `t` (FormatSpec::update_unit).
+// The unit of a mask update of `t` (FormatSpec::update_unit, else its fixed
+// block or its block shape, else 1 x 1).
 std::pair<int64_t, int64_t> mask_update_unit(const Tensor& t);
+// The block a tensor of the format with these options stores whole: the
+// block shape of its options (a zero block_rows: not given) or its fixed
+// block; nullopt for a format of single entries.
+std::optional<std::pair<int64_t, int64_t>> block_unit(const FormatSpec& spec, const FormatOptions& options);
 // The n:m groups of the format with these options (FormatSpec::nm_groups),
 // or nullopt for a format without.
 std::optional<NmGroups> format_nm_groups(const FormatSpec& spec, const FormatOptions& options);

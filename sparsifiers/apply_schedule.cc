@@ -41,15 +41,14 @@ SparsifierPtr initial_sparsifier(const ParameterRule& rule, const std::string& w
   if (rule.density) {
     const double d = *rule.density;
     COPPICE_CHECK(d > 0.0 && d <= 1.0, kPrefix, where, ": density ", d, " is outside (0, 1]");
-    const bool blocks = is_block_format(rule.format.name) && rule.format.options.block_rows > 0;
+    const FormatSpec* format = find_format(rule.format.name);
+    const std::optional<std::pair<int64_t, int64_t>> blocks =
+        format == nullptr ? std::nullopt : block_unit(*format, rule.format.options);
     if (!spec && blocks) {
       // Whole blocks: an element mask at density d would touch nearly every
       // block, and the block format would store them all (density 1, silently).
-      const FormatOptions& o = rule.format.options;
       spec = SparsifierSpec{"block_magnitude",
-                            {{"sparsity", 1.0 - d},
-                             {"block_rows", o.block_rows},
-                             {"block_cols", o.block_cols > 0 ? o.block_cols : o.block_rows}}};
+                            {{"sparsity", 1.0 - d}, {"block_rows", blocks->first}, {"block_cols", blocks->second}}};
     } else if (!spec) {
       spec = SparsifierSpec{"magnitude", {{"sparsity", 1.0 - d}}};
     } else if (spec->params.count("sparsity") > 0) {

@@ -223,7 +223,7 @@ void register_level_format(const std::string& name, const LevelFormat& format, s
   };
   if (changes_whole_blocks(format) && format.block.size() == 2) {
     const std::pair<int64_t, int64_t> block{format.block[0], format.block[1]};
-    spec.update_unit = [block](const Tensor&) { return block; };
+    spec.fixed_block = block;
   }
   if (const std::optional<NmGroups> groups = row_nm_groups(format)) {
     spec.nm_groups = [groups = *groups](const FormatOptions&) { return groups; };

@@ -16,6 +16,7 @@
 
 #include "sparse/convert.h"
 #include "sparse/formats.h"
+#include "sparse/levels/builtin_levels.h"
 #include "sparse/levels/level_impl.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
@@ -56,12 +57,25 @@ inline const std::vector<std::string>& level_family_members() {
   return names;
 }
 
+// Whether the level family's cells on `device` run `member`: on the CPU
+// every member (the generic kernels); on CUDA those whose declaration is a
+// built-in format's, which run on its kernels (the others are refused by
+// name there: tests/sparse/cuda/level_cells_test).
+inline bool family_runs(const std::string& member, DeviceType device) {
+  if (device == DeviceType::kCpu) return true;
+  const std::optional<levels::LevelFormat> declared = levels::registered_level_format(member);
+  return declared && levels::builtin_format_of(*declared, {8, 8}).has_value();
+}
+
 // A cell's formats with each family replaced by the members a harness runs
-// it on: one list per member (a cell without a family: itself).
-inline std::vector<std::vector<std::string>> cell_instances(const std::vector<std::string>& formats) {
+// it on (on the cell's device): one list per member (a cell without a
+// family: itself).
+inline std::vector<std::vector<std::string>> cell_instances(const std::vector<std::string>& formats,
+                                                            DeviceType device) {
   if (std::find(formats.begin(), formats.end(), kLevelFamily) == formats.end()) return {formats};
   std::vector<std::vector<std::string>> out;
   for (const std::string& member : level_family_members()) {
+    if (!family_runs(member, device)) continue;
     std::vector<std::string> f = formats;
     for (std::string& g : f) g = g == kLevelFamily ? member : g;
     out.push_back(f);

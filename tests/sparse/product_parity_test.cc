@@ -85,7 +85,7 @@ int run_cell(const OpRow& row, const Dispatcher::Cell& cell) {
   const std::vector<std::string_view> keys(cell.formats.begin(), cell.formats.end());
   const Kernel* kernel = Dispatcher::instance().find(cell.op, cell.device, keys);
   int runs = 0;
-  for (const std::vector<std::string>& formats : cell_instances(cell.formats)) {
+  for (const std::vector<std::string>& formats : cell_instances(cell.formats, cell.device)) {
     for (const SparseCase& c : cases_of_cell(row, formats)) {
       for (DType dtype : floating_dtypes()) {
         SCOPED_TRACE(cell_name(cell.op, formats, cell.device) + ", " + std::string(dtype_name(dtype)) + ", " + c.name);

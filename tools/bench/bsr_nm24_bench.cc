@@ -5,8 +5,10 @@
 // product timed in the same run. For each fraction of blocks kept (50, 20
 // and 10 %): the hybrid (half of those blocks' entries), BSR 64 x 64 with as
 // many entries (its fastest route, wgmma) and BSR 64 x 64 keeping the whole
-// blocks (the hybrid's pattern without 2:4 inside); and 2:4 alone. Rows
-// carry dense_ms and speedup. CUDA only.
+// blocks (the hybrid's pattern without 2:4 inside); and 2:4 alone; and the
+// hybrid through the dispatcher (format bsr_nm24_declared: a declared
+// format's tensor on the GPU, its weight form made per call). Rows carry
+// dense_ms and speedup. CUDA only.
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "sparse/convert.h"
+#include "sparse/levels/level_impl.h"
 #include "sparse/nm.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
@@ -24,6 +27,11 @@
 #endif
 
 namespace coppice::bench {
+
+#ifdef COPPICE_BENCH_CUDA
+// The format name of the dispatcher's rows.
+constexpr const char* kDeclaredHybrid = "bsr_nm24_declared";
+#endif
 
 void run_bsr_nm24(const Config& config, std::vector<Result>* results) {
   const auto [out, in] = linear_weight_shape(config);
@@ -81,6 +89,7 @@ void run_bsr_nm24(const Config& config, std::vector<Result>* results) {
     const Tensor w_dense = values.to(device);
     const double dense_ms = timed(
         row("dense", 0.0, out * in, {}), [&] { Tensor y = linear(x, w_dense); }, 0);
+    levels::register_level_format(kDeclaredHybrid, sparse_cuda::bsr_nm24_declaration(), "bench");
     const Tensor nm = nm_compress(w_dense);
     timed(
         row("nm", 0.5, nnz(nm), {}), [&] { Tensor y = linear(x, nm); }, dense_ms);
@@ -97,6 +106,12 @@ void run_bsr_nm24(const Config& config, std::vector<Result>* results) {
       timed(
           row("bsr_nm24", 1.0 - kept / 2, hybrid_nnz, {{"blocks_kept", kept}}),
           [&] { Tensor y = sparse_cuda::bsr_nm24_linear(x, hybrid); }, dense_ms);
+      // The same through the dispatcher, a format declared with the hybrid's levels on the GPU: the
+      // level family's CUDA cell puts the weight in the kernel's form at every call.
+      const Tensor declared = to_device(levels::level_format_tensor(kDeclaredHybrid, lt, "bench"), device);
+      timed(
+          row(kDeclaredHybrid, 1.0 - kept / 2, hybrid_nnz, {{"blocks_kept", kept}}),
+          [&] { Tensor y = linear(x, declared); }, dense_ms);
       for (const double density : {kept / 2, kept}) {
         const std::vector<uint8_t> m =
             random_block_pattern(out, in, 64, 64, 1.0 - density, pattern_seed(1.0 - density));

@@ -1,7 +1,8 @@
 // Formats declared by their levels on a GPU (sparse/cuda/level_cells.cc):
 // a declaration that is a built-in format's runs on that format's CUDA
-// kernels, so its products, SDDMM and dense form are the built-in tensor's
-// bit for bit (and near the CPU generic twin); its parts, positions and
+// kernels, so its products and dense form are the built-in tensor's bit for
+// bit, its SDDMM near it (the route is measured per pattern), all near the
+// CPU generic twin; its parts, positions and
 // pattern version survive the moves; the BSR-of-2:4 hybrid's linear runs on
 // its tensor-core kernel through the dispatcher; any other declaration's op
 // fails naming the format and what would run it. No dense fallback runs.
@@ -69,7 +70,8 @@ TEST_F(LevelCells, ABuiltinsDeclarationRunsOnItsCudaKernels) {
       const Tensor dw = sddmm(dy.t(), x, w);
       ASSERT_EQ(dw.format(), c.name);
       EXPECT_EQ(pattern_version(dw), pattern_version(w));
-      expect_same(dw, sddmm(dy.t(), x, builtin));
+      // Near, not bitwise: the SDDMM route is measured per pattern, and the view's pattern is another one.
+      EXPECT_TRUE(near(dw, sddmm(dy.t(), x, builtin), dtype));
       // Values on the device, and back to the host part for part.
       const Tensor doubled = with_values(w, mul(values(w), scalar_tensor(2.0, values(w).options())));
       expect_same(doubled, with_values(builtin, mul(values(builtin), scalar_tensor(2.0, values(builtin).options()))));
@@ -90,7 +92,8 @@ TEST_F(LevelCells, TheHybridsLinearRunsOnItsTensorCoreKernel) {
   const Tensor bias = random_dense({256}, 7).to(DType::kBF16).to(kCuda);
   const Tensor direct = sparse_cuda::bsr_nm24_linear(
       x, sparse_cuda::bsr_nm24_weight(levels::level_impl(cpu, "test").tensor(), kCuda, "test"), bias);
-  expect_same(linear(x, w, bias), direct);
+  // Without a bias bit for bit; linear adds a bias after the product, the kernel in its write-out.
+  EXPECT_TRUE(near(linear(x, w, bias), direct, DType::kBF16));
   expect_same(linear(x, w),
               sparse_cuda::bsr_nm24_linear(
                   x, sparse_cuda::bsr_nm24_weight(levels::level_impl(cpu, "test").tensor(), kCuda, "test")));
