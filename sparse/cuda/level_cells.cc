@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "sparse/cuda/bsr_nm24.h"
+#include "sparse/cuda/nm24_mma.h"
+#include "sparse/cuda/pattern_cache.h"
 #include "sparse/formats.h"
 #include "sparse/levels/level_impl.h"
 #include "sparse/levels/level_routes.h"
@@ -48,13 +50,21 @@ Kernel refused(std::string op) {
       [op](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> { refuse(op, level_operand(in, op)); };
 }
 
-// linear(x, W) with W the hybrid: its tensor-core kernel, the weight put in
-// the kernel's form per call (on the device: the values change every step).
+// linear(x, W) with W the hybrid: its tensor-core kernel. The kernel's form
+// of the pattern (block indices, metadata words) is made once per pattern;
+// the values are W's own at every call (they change every step).
 std::vector<Tensor> hybrid_linear(const std::vector<Tensor>& in, const Attrs&) {
   const levels::LevelImpl& w = levels::level_impl(in[1], op::kLinear);
   if (!is_bsr_nm24(w) || in[0].dim() != 2) refuse(op::kLinear, w);
+  static PatternCache<BsrNm24Weight> forms;
+  BsrNm24Weight form = forms.get(pattern_key(in[1]), [&] {
+    BsrNm24Weight built = bsr_nm24_weight(w.tensor(), in[0].device(), op::kLinear);
+    built.values = Tensor();  // not kept: the pattern's form only
+    return built;
+  });
+  form.values = w.tensor().values.reshape({form.metadata.size(0), kNm24StepCols / 2}).contiguous();
   const Tensor bias = in.size() > 2 ? in[2] : Tensor();
-  return {bsr_nm24_linear(in[0], bsr_nm24_weight(w.tensor(), in[0].device(), op::kLinear), bias)};
+  return {bsr_nm24_linear(in[0], form, bias)};
 }
 
 void reg(std::string_view op, const std::vector<std::vector<std::string>>& cells, const Kernel& own) {

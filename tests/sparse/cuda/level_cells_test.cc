@@ -1,8 +1,8 @@
 // Formats declared by their levels on a GPU (sparse/cuda/level_cells.cc):
 // a declaration that is a built-in format's runs on that format's CUDA
-// kernels, so its products and dense form are the built-in tensor's bit for
-// bit, its SDDMM near it (the route is measured per pattern), all near the
-// CPU generic twin; its parts, positions and
+// kernels, so its products and SDDMM are near the built-in tensor's (a
+// route is measured per pattern, so not always bitwise) and the CPU generic
+// twin's, and its dense form is the built-in's bit for bit; its parts, positions and
 // pattern version survive the moves; the BSR-of-2:4 hybrid's linear runs on
 // its tensor-core kernel through the dispatcher; any other declaration's op
 // fails naming the format and what would run it. No dense fallback runs.
@@ -60,17 +60,18 @@ TEST_F(LevelCells, ABuiltinsDeclarationRunsOnItsCudaKernels) {
 
       const Tensor x = random_dense({40, 96}, 3).to(dtype).to(kCuda),
                    dy = random_dense({40, 64}, 4).to(dtype).to(kCuda);
+      // Products near the built-in tensor's, not bitwise: a route is measured per pattern (BSR's and
+      // Blocked-ELL's f32 products choose between kernels), and the view's pattern is another one.
       const Tensor y = linear(x, w);
-      expect_same(y, linear(x, builtin));
+      EXPECT_TRUE(near(y, linear(x, builtin), dtype));
       EXPECT_TRUE(near(y, linear(x.to(Device::cpu()), cpu), dtype));  // the CPU twin
       const Tensor dx = matmul(dy, w);
-      expect_same(dx, matmul(dy, builtin));
+      EXPECT_TRUE(near(dx, matmul(dy, builtin), dtype));
       EXPECT_TRUE(near(dx, matmul(dy.to(Device::cpu()), cpu), dtype));
       // The weight's gradient: in the declared format, the pattern kept.
       const Tensor dw = sddmm(dy.t(), x, w);
       ASSERT_EQ(dw.format(), c.name);
       EXPECT_EQ(pattern_version(dw), pattern_version(w));
-      // Near, not bitwise: the SDDMM route is measured per pattern, and the view's pattern is another one.
       EXPECT_TRUE(near(dw, sddmm(dy.t(), x, builtin), dtype));
       // Values on the device, and back to the host part for part.
       const Tensor doubled = with_values(w, mul(values(w), scalar_tensor(2.0, values(w).options())));
