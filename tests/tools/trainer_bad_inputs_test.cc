@@ -700,25 +700,47 @@ INSTANTIATE_TEST_SUITE_P(Table, TrainerBadInput, ::testing::ValuesIn(table_cases
 
 // ---------------------------------------------------------------- sweep --
 
-// Every integer and number key of the job schema, set to each of the sweep's
-// hostile values on the sweep's job: the trainer either runs (exit 0) or
-// refuses with exit 2 and a last line naming the key (or the value); never a
-// crash, a sanitizer report or a hang.
+// Every integer and number key of the job schema (lists of integers too, a
+// hostile value standing for the list), set to each of the sweep's hostile
+// values on the sweep's job: the trainer either runs (exit 0) or refuses
+// with exit 2 and a last line naming the key (or the value); never a crash,
+// a sanitizer report or a hang. A key inside a map of named sections
+// (sparsity.formats.*.block) is swept in the section the sweep's job
+// declares there.
 struct SweepPoint {
   std::string key;    // --set path ("sparsity.rules.0.density")
   std::string value;  // YAML scalar
   std::string name;   // test name
 };
 
+// `path` with its map of named sections ("sparsity.formats.*.block") at the
+// first name the sweep's job gives there, or "" when the path is under
+// another free-form map (its cases are their own) or the job names none.
+std::string in_named_section(const std::string& path, const YAML::Node& job) {
+  const size_t star = path.find(".*.");
+  if (star == std::string::npos) return path.find('*') == std::string::npos ? path : "";
+  const SchemaKey* each = find_schema_key(path.substr(0, star + 2));
+  if (each == nullptr || each->type != KeyType::kSection) return "";
+  YAML::Node map = YAML::Clone(job);
+  std::stringstream parts(path.substr(0, star));
+  for (std::string part; std::getline(parts, part, '.');) {
+    const YAML::Node child = map[part];  // reset, not assign: yaml-cpp's = writes through
+    map.reset(child);
+  }
+  if (!map.IsMap() || map.size() == 0) return "";
+  return path.substr(0, star + 1) + map.begin()->first.as<std::string>() + path.substr(star + 2);
+}
+
 std::vector<SweepPoint> sweep_points() {
   std::vector<SweepPoint> out;
   const YAML::Node sweep = table()["sweep"];
+  const YAML::Node job = YAML::Load(sweep["job_text"].as<std::string>());
   for (const SchemaKey& k : job_schema()) {
-    if (k.type != KeyType::kInt && k.type != KeyType::kDouble) continue;
-    if (k.path.find('*') != std::string::npos) continue;  // free-form maps: cases of their own
-    std::string key = k.path;
+    if (k.type != KeyType::kInt && k.type != KeyType::kIntList && k.type != KeyType::kDouble) continue;
+    std::string key = in_named_section(k.path, job);
+    if (key.empty()) continue;
     for (size_t at; (at = key.find("[]")) != std::string::npos;) key.replace(at, 2, ".0");
-    const YAML::Node values = sweep[k.type == KeyType::kInt ? "int_values" : "double_values"];
+    const YAML::Node values = sweep[k.type == KeyType::kDouble ? "double_values" : "int_values"];
     int i = 0;
     for (const YAML::Node& v : values) {
       std::string name = key + "_" + std::to_string(i++);
