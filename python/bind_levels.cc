@@ -38,6 +38,44 @@ LevelTensor level_tensor_from(const py::dict& parts, const std::string& declarat
   return levels::level_tensor_from_parts(levels::parse_level_format(declaration, op), shape, named, op);
 }
 
+// A declaration as text ("blocked 16x16 (dense, ranged, ...)") or in the map
+// form of a job's sparsity.formats: {"levels": [...], "block": [r, c] or r,
+// "index": "i32", "values": "bf16"}.
+levels::LevelFormat declaration_of(const py::object& declaration, const char* op) {
+  if (py::isinstance<py::str>(declaration)) return levels::parse_level_format(declaration.cast<std::string>(), op);
+  COPPICE_CHECK(py::isinstance<py::dict>(declaration), op, ": a declaration is text or a dict, got ",
+                py::str(py::type::of(declaration).attr("__name__")).cast<std::string>());
+  const std::string where = str_cat(op, ": declaration");
+  std::vector<std::string> level_texts;
+  std::vector<int64_t> block;
+  std::string index = "i32", values;
+  for (const auto& [key, value] : declaration.cast<py::dict>()) {
+    const std::string k = py::str(key).cast<std::string>();
+    const py::object v = py::reinterpret_borrow<py::object>(value);
+    const std::string field = str_cat(where, ".", k);
+    try {
+      if (k == "levels") {
+        COPPICE_CHECK(!py::isinstance<py::str>(v), field, ": expected a list of levels, got a string");
+        level_texts = v.cast<std::vector<std::string>>();
+      } else if (k == "block") {
+        block = py::isinstance<py::int_>(v) ? std::vector<int64_t>{v.cast<int64_t>()} : v.cast<std::vector<int64_t>>();
+      } else if (k == "index") {
+        index = v.cast<std::string>();
+      } else if (k == "values") {
+        values = v.cast<std::string>();
+      } else {
+        fail(where, ": unknown key '", k, "' (expected levels, block, index, values)");
+      }
+    } catch (const py::cast_error&) {
+      fail(field, ": cannot read ", py::str(py::repr(v)).cast<std::string>(),
+           k == "block"    ? " as [rows, columns] or one size"
+           : k == "levels" ? " as a list of levels"
+                           : " as a name");
+    }
+  }
+  return levels::level_format_from_fields(level_texts, block, index, values, where);
+}
+
 }  // namespace
 
 void bind_levels(py::module_& m) {
@@ -49,14 +87,15 @@ void bind_levels(py::module_& m) {
       "built-in ones: coppice.to_format, rules, jobs, RigL and GMP take the name; the generic CPU kernels serve it.");
   l.def(
       "register",
-      [](const std::string& name, const std::string& declaration) {
+      [](const std::string& name, const py::object& declaration) {
         const char* op = "coppice.levels.register";
-        const levels::LevelFormat format = levels::parse_level_format(declaration, op);
+        const levels::LevelFormat format = declaration_of(declaration, op);
         levels::register_level_format(name, format, op);
         return levels::describe(format);
       },
       py::arg("name"), py::arg("declaration"),
-      "Adds the format `name`, declared by `declaration`, to the format table and returns the declaration in full. "
+      "Adds the format `name`, declared by `declaration` (text, or a dict of levels, block, index and values as a "
+      "job's sparsity.formats writes it), to the format table and returns the declaration in full. "
       "Registering a name again with the same declaration does nothing; another declaration under a taken name, or a "
       "built-in format's name, raises coppice.Error. On a GPU only a built-in format's declaration (and the "
       "BSR-of-2:4 hybrid's linear) has kernels (docs/guide/levels.md).");

@@ -208,31 +208,14 @@ ParameterRule read_parameter_rule(const Section& r) {
   return rule;
 }
 
-// One format of sparsity.formats, its level grammar's errors under the key
-// they are about.
+// One format of sparsity.formats, its errors under the key they are about.
 levels::LevelFormat read_declared_format(const Section& f) {
-  levels::LevelFormat declaration;
-  if (f.has("block")) {
-    const std::vector<int64_t> block = f.integers("block");
-    if (block.empty() || block.size() > 2)
-      bad(f.at("block"), "expected [rows, columns] or one size for both, got ", block.size(),
-          block.size() == 1 ? " size" : " sizes");
-    declaration.block = {block.front(), block.back()};
-  }
-  const std::vector<std::string> texts = f.strings("levels");
-  if (texts.empty()) bad(f.at("levels"), "needs at least one level");
-  for (size_t i = 0; i < texts.size(); ++i) {
-    try {
-      declaration.levels.push_back(levels::parse_level(texts[i], static_cast<int64_t>(i), "level"));
-    } catch (const Error& e) { bad(str_cat(f.at("levels"), "[", i, "]"), e.what()); }
-  }
-  dtype_from_name(f.choice("index"), &declaration.index_dtype);
-  if (f.has("values")) {
-    DType values = DType::kF32;
-    dtype_from_name(f.choice("values"), &values);
-    declaration.value_dtype = values;
-  }
-  return declaration;
+  const std::vector<int64_t> block = f.integers("block");
+  if (f.has("block") && block.empty()) bad(f.at("block"), "expected [rows, columns] or one size for both, got 0 sizes");
+  const std::string values = f.has("values") ? f.choice("values") : std::string();
+  try {
+    return levels::level_format_from_fields(f.strings("levels"), block, f.choice("index"), values, f.path());
+  } catch (const Error& e) { throw Issue{absl::StatusCode::kInvalidArgument, e.what()}; }
 }
 
 // sparsity.formats, read whole and then registered (again, where a resumed

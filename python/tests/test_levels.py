@@ -214,3 +214,27 @@ def test_a_format_declared_with_nm_groups_trains_with_sr_ste_as_nm_does():
         coppice.train(job("nm", method), callback=lambda step, loss: nm.append(loss))
         coppice.train(job("py_nm24", method), callback=lambda step, loss: declared.append(loss))
         assert len(nm) == 30 and declared == nm, method["method"]
+
+
+def test_a_declaration_in_a_jobs_map_form_is_the_same_declaration():
+    """levels.register takes the dict a job's sparsity.formats holds (levels, block, index, values) as well as text;
+    errors name the field."""
+    hybrid = {"block": [16, 16], "levels": ["dense", "ranged", "compressed(non-unique)", "singleton"]}
+    assert levels.register("py_ell_of_coo_map", hybrid) == levels.describe(
+        "blocked 16x16 (dense, ranged, compressed(non-unique), singleton)")
+    square = {"block": 4, "levels": ["dense", "compressed", "dense", "dense"], "index": "i64", "values": "bf16"}
+    assert levels.register("py_bsr_map", square) == levels.describe(
+        "blocked 4x4 (dense, compressed, dense, dense) index i64 values bf16")
+    with pytest.raises(coppice.Error, match=r"declaration\.levels\[1\]: level 1 'rangd'"):
+        levels.register("py_bad_map", {"levels": ["dense", "rangd"]})
+    with pytest.raises(coppice.Error, match=r"declaration: unknown key 'blocks' \(expected levels, block, index"):
+        levels.register("py_bad_map", {"levels": ["dense", "ranged"], "blocks": 2})
+    with pytest.raises(coppice.Error, match=r"declaration\.block: cannot read 'x' as \[rows, columns\] or one size"):
+        levels.register("py_bad_map", {"levels": ["dense", "ranged"], "block": "x"})
+    with pytest.raises(coppice.Error, match=r"declaration\.block\[1\]: a block extent must be >= 1, got 0"):
+        levels.register("py_bad_map", {"levels": ["dense", "compressed", "dense", "dense"], "block": [2, 0]})
+    with pytest.raises(coppice.Error, match=r"declaration\.values: must be f32, f64, bf16 or f16, got 'i8'"):
+        levels.register("py_bad_map", {"levels": ["dense", "ranged"], "values": "i8"})
+    with pytest.raises(coppice.Error, match="a declaration is text or a dict, got int"):
+        levels.register("py_bad_map", 5)
+    assert levels.registered("py_bad_map") is None

@@ -160,6 +160,29 @@ Level parse_level(std::string_view text, int64_t place, std::string_view op) {
   return l;
 }
 
+LevelFormat level_format_from_fields(const std::vector<std::string>& levels, const std::vector<int64_t>& block,
+                                     std::string_view index, std::string_view values, std::string_view where) {
+  LevelFormat f;
+  COPPICE_CHECK(!levels.empty(), where, ".levels: needs at least one level");
+  for (size_t i = 0; i < levels.size(); ++i)
+    f.levels.push_back(parse_level(levels[i], static_cast<int64_t>(i), str_cat(where, ".levels[", i, "]")));
+  COPPICE_CHECK(block.size() <= 2, where, ".block: expected [rows, columns] or one size for both, got ", block.size(),
+                " sizes");
+  for (size_t i = 0; i < block.size(); ++i)
+    COPPICE_CHECK(block[i] >= 1, where, ".block[", i, "]: a block extent must be >= 1, got ", block[i]);
+  if (!block.empty()) f.block = {block.front(), block.back()};
+  COPPICE_CHECK(index == "i32" || index == "i64", where, ".index: must be i32 or i64, got '", index, "'");
+  f.index_dtype = index == "i32" ? DType::kI32 : DType::kI64;
+  if (!values.empty()) {
+    DType v = DType::kF32;
+    COPPICE_CHECK(
+        (values == "f32" || values == "f64" || values == "bf16" || values == "f16") && dtype_from_name(values, &v),
+        where, ".values: must be f32, f64, bf16 or f16, got '", values, "'");
+    f.value_dtype = v;
+  }
+  return f;
+}
+
 LevelFormat parse_level_format(std::string_view text, std::string_view op) {
   std::string_view s = trim(text);
   const std::string what = str_cat(op, ": format '", s, "'");

@@ -86,6 +86,14 @@ std::string describe(const LevelFormat& format);
 LevelFormat parse_level_format(std::string_view text, std::string_view op);
 // One level of the grammar; `place`: its place in the list (the default dimension).
 Level parse_level(std::string_view text, int64_t place, std::string_view op);
+// A declaration from its fields, the map form YAML's sparsity.formats and a
+// Python dict give: the levels' texts, outermost first (parse_level's
+// grammar, each at its place), the block (empty: not blocked; one size:
+// square; else rows and columns), the index dtype's name (i32 or i64) and
+// the values' ("": any; f32, f64, bf16 or f16). Throws naming `where` and
+// the field: "<where>.levels[1]: ...", "<where>.block: ...".
+LevelFormat level_format_from_fields(const std::vector<std::string>& levels, const std::vector<int64_t>& block,
+                                     std::string_view index, std::string_view values, std::string_view where);
 // The dtype of level `level`'s index parts.
 DType index_dtype_of(const LevelFormat& format, size_t level);
 
