@@ -8,12 +8,16 @@
 
 #include "sparse/bsr.h"
 #include "sparse/csr.h"
+#include "sparse/cuda/compressed_index.h"
+#include "sparse/cuda/compressed_transpose.h"
 #include "sparse/cuda/pattern_cache.h"
 #include "sparse/format_cells.h"
 #include "sparse/formats.h"
 #include "sparse/index_util.h"
 #include "sparse/nm.h"
 #include "sparse/stored_positions.h"
+#include "tensor/cuda/stream.h"
+#include "tensor/op_profile.h"
 #include "tensor/ops.h"
 
 namespace coppice::sparse_cuda {
@@ -30,11 +34,52 @@ struct CsrMap {
   uint64_t version = 0;      // the views' pattern version
 };
 
+// A CSR's or CSC's map, formed on the device rather than walked on the
+// host: an activation made CSR has a new pattern every step. A CSR is its
+// own view, each entry's row expanded from its pointers; a CSC's view is the
+// matrix's CSR, made by one csr2csc (compressed_transpose.h), which also
+// tells the CSR entry of each slot.
+std::shared_ptr<const CsrMap> compressed_map(const Tensor& t, const CompressedImpl& c, std::string_view op) {
+  const int64_t cols = t.size(1), nnz = c.nnz();
+  const Device device = t.device();
+  const TensorOptions i64(DType::kI64, device);
+  ProfileScope scope("csr view of a compressed pattern", device);
+  cuda::DeviceGuard guard(device.index);  // the kernels below launch on the device's stream
+  const cudaStream_t stream = cuda::current_stream(device.index);
+  auto map = std::make_shared<CsrMap>();
+  map->slots = empty({nnz}, i64);
+  iota(map->slots.data<int64_t>(), nnz, stream);
+  // Each slot's outer index (row of a CSR, column of a CSC) and inner one.
+  Tensor outer_of_slot = empty({nnz}, i64);
+  expand_pointers(c.pointers().data<int32_t>(), c.compressed_size(), outer_of_slot.data<int64_t>(), stream);
+  const Tensor inner_of_slot = c.indices().to(DType::kI64);
+  if (c.is_csr()) {
+    map->pointers = c.pointers();
+    map->indices = c.indices();
+    map->entries = map->slots;
+    map->positions = add(mul(outer_of_slot, static_cast<double>(cols)), inner_of_slot);
+  } else {
+    // The arrays are the CSR of t^T [cols, rows]; their transpose is t's CSR.
+    const CompressedTranspose csr =
+        transpose_compressed_arrays(c.pointers(), c.indices(), c.compressed_size(), c.uncompressed_size(), op);
+    map->pointers = csr.pointers;
+    map->indices = csr.indices;
+    map->entries = scatter_add(zeros({nnz}, i64), 0, csr.source, map->slots);
+    map->positions = add(mul(inner_of_slot, static_cast<double>(cols)), outer_of_slot);
+  }
+  map->nnz = nnz;
+  map->slot_count = nnz;
+  map->version = new_pattern_version();
+  return map;
+}
+
 std::shared_ptr<const CsrMap> build_map(const Tensor& t, std::string_view op) {
   COPPICE_CHECK(t.dim() == 2, op, ": sparse operand must be 2-D, got shape ", shape_to_string(t.shape()));
   const int64_t rows = t.size(0), cols = t.size(1);
   COPPICE_CHECK(rows < (int64_t{1} << 31) && cols < (int64_t{1} << 31), op, ": shape ", shape_to_string(t.shape()),
                 " exceeds cuSPARSE's 32-bit index limit");
+  if (const auto* c = t.impl_as<CompressedImpl>()) return compressed_map(t, *c, op);
+  ProfileScope scope("csr view from stored positions (host walk)", t.device());
   const std::vector<int64_t> pos = stored_positions(t);
   std::vector<int64_t> stored;  // slot indices with a position
   for (size_t s = 0; s < pos.size(); ++s) {

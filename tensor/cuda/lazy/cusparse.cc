@@ -1,5 +1,5 @@
 // cuSPARSE's functions that Coppice calls (sparse/cuda: cusparse_context.cc,
-// cusparse_spmm.cc, cusparse_sddmm.cc, spgemm.cc), forwarded to
+// cusparse_spmm.cc, cusparse_sddmm.cc, spgemm.cc, compressed_transpose.cc), forwarded to
 // libcusparse.so.12 loaded at their first call (library.h). Each resolves its
 // real function once (a function-local static: thread-safe) and returns
 // CUSPARSE_STATUS_NOT_INITIALIZED when the library is missing.
@@ -124,6 +124,27 @@ cusparseStatus_t cusparseSDDMM(cusparseHandle_t handle, cusparseOperation_t opA,
                                cusparseSDDMMAlg_t alg, void* externalBuffer) {
   static void* const real = cuda_library_symbol(kLib, __func__);
   return forward(real, kFailure, handle, opA, opB, alpha, matA, matB, beta, matC, computeType, alg, externalBuffer);
+}
+
+// ---- CSR to CSC (compressed_transpose.cc) ----
+
+cusparseStatus_t cusparseCsr2cscEx2_bufferSize(cusparseHandle_t handle, int m, int n, int nnz, const void* csrVal,
+                                               const int* csrRowPtr, const int* csrColInd, void* cscVal, int* cscColPtr,
+                                               int* cscRowInd, cudaDataType valType, cusparseAction_t copyValues,
+                                               cusparseIndexBase_t idxBase, cusparseCsr2CscAlg_t alg,
+                                               size_t* bufferSize) {
+  static void* const real = cuda_library_symbol(kLib, __func__);
+  return forward(real, kFailure, handle, m, n, nnz, csrVal, csrRowPtr, csrColInd, cscVal, cscColPtr, cscRowInd, valType,
+                 copyValues, idxBase, alg, bufferSize);
+}
+
+cusparseStatus_t cusparseCsr2cscEx2(cusparseHandle_t handle, int m, int n, int nnz, const void* csrVal,
+                                    const int* csrRowPtr, const int* csrColInd, void* cscVal, int* cscColPtr,
+                                    int* cscRowInd, cudaDataType valType, cusparseAction_t copyValues,
+                                    cusparseIndexBase_t idxBase, cusparseCsr2CscAlg_t alg, void* buffer) {
+  static void* const real = cuda_library_symbol(kLib, __func__);
+  return forward(real, kFailure, handle, m, n, nnz, csrVal, csrRowPtr, csrColInd, cscVal, cscColPtr, cscRowInd, valType,
+                 copyValues, idxBase, alg, buffer);
 }
 
 // ---- SpGEMM ----

@@ -15,11 +15,13 @@
 #include "gtest/gtest.h"
 #include "sparse/convert.h"
 #include "sparse/coo.h"
+#include "sparse/csr.h"
 #include "sparse/cuda/csr_view.h"
 #include "sparse/cuda/cusparse_context.h"
 #include "sparse/ops.h"
 #include "sparse/route_choices.h"
 #include "sparse/sparse_impl.h"
+#include "sparse/stored_positions.h"
 #include "tensor/backend.h"
 #include "tensor/dispatcher.h"
 #include "tensor/ops.h"
@@ -323,6 +325,33 @@ TEST_F(SparseCudaTest, CsrMatmulTakesNoDenseFallback) {
   EXPECT_NO_THROW(matmul(random_dense({3, 20}, 53).to(DType::kF32).to(kCuda), a));
   d.set_fallback_is_error(false);
   EXPECT_TRUE(d.fallback_counts().empty());
+}
+
+// A CSR's and a CSC's view and positions are formed on the device (one
+// csr2csc, compressed_transpose.h): the same positions as the host's walk,
+// the CSC's view the matrix's CSR, values through it and back unchanged;
+// empty rows and columns, a matrix with no entries, and the transposes the
+// products take.
+TEST_F(SparseCudaTest, CompressedViewsAndPositionsAreTheHostsOnTheDevice) {
+  SKIP_WITHOUT_CUDA();
+  for (const double density : {0.0, 0.05, 0.4}) {
+    const Tensor dense = random_matrix({37, 53}, density, 21, {0, 5, 36});
+    for (const char* format : {"csr", "csc"}) {
+      SCOPED_TRACE(::testing::Message() << format << ", density " << density);
+      const Tensor host = to_format(dense, format);
+      const Tensor t = to_device(host, kCuda);
+      EXPECT_EQ(sparse_cuda::device_positions(t, "test").to(Device::cpu()).to_vector<int64_t>(),
+                stored_positions(host));
+      const Tensor view = sparse_cuda::csr_view(t, "test");
+      EXPECT_EQ(view.format(), "csr");
+      EXPECT_EQ(host64(to_dense(view)).to_vector<double>(), host64(dense).to_vector<double>());
+      const Tensor back = sparse_cuda::values_from_csr_order(t, values(view), "test");
+      EXPECT_EQ(host64(back).to_vector<double>(), host64(values(host)).to_vector<double>());
+      // The transposed view the products take for x @ S.
+      const Tensor transposed = sparse_cuda::csr_view(transpose_compressed(t), "test");
+      EXPECT_EQ(host64(to_dense(transposed)).to_vector<double>(), host64(dense.t().contiguous()).to_vector<double>());
+    }
+  }
 }
 
 TEST_F(SparseCudaTest, InnerDimensionMismatchIsRefused) {
