@@ -310,8 +310,7 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     PatternView elements;                   // the stored entries
     PatternView view;                       // the units of the update: the entries, or the blocks of a block format
     bool bsr = false;                       // BSR with blocks above 1x1: walked block by block (elements: shape only)
-    bool nm = false;                        // n:m: regrown within its groups (group_regrow.h)
-    std::optional<NmGroups> groups;         // nm: the format's groups
+    std::optional<NmGroups> groups;         // n:m: the format's groups, regrown within (group_regrow.h)
     Tensor keys;                            // nm: the prune keys, one per value slot
     bool magnitude = false;                 // nm: keys ranked by |key|
     std::vector<int64_t> kept, candidates;  // in units
@@ -341,8 +340,7 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
     if (!result.updated) continue;  // statistics only: no pattern walk on ordinary steps
     p.bsr = is_blocked_bsr(in.param);
     p.groups = nm_groups_of(in.param);
-    p.nm = p.groups.has_value();
-    COPPICE_CHECK(!p.nm || !policy_->redistributes_by_momentum(), op, ": growth '", policy_->name(),
+    COPPICE_CHECK(!p.groups || !policy_->redistributes_by_momentum(), op, ": growth '", policy_->name(),
                   "' moves entries between layers, which an n:m layer cannot take (each group keeps its n)");
     if (p.bsr) {
       // Block by block from the block indices: a 4096² weight has 16M entries but 16K blocks.
@@ -410,7 +408,7 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
         break;
       case PruneCriterion::kCustom: keys = config_.prune_score(in.param, step); break;
     }
-    if (p.nm) {
+    if (p.groups) {
       // Which entries go, and what grows, is decided group by group below;
       // the keys are checked now, before any layer changes.
       check_finite_scores(keys, op, "the prune keys");
@@ -475,7 +473,7 @@ MaskUpdateResult MaskUpdater::update(int64_t step, const std::map<std::string, L
       g.rank = config_.rank;
       MaskChange change;
       int64_t area = 1;  // a BSR change names blocks (the layer's ITOP units); others name entries
-      if (p.nm) {
+      if (p.groups) {
         const Tensor scores = policy_->group_scores(g);
         COPPICE_CHECK(scores.defined(), op, ": growth '", policy_->name(),
                       "' cannot grow inside n:m groups (it gives no group_scores); random, gradient and momentum can");
