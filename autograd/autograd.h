@@ -13,10 +13,12 @@
 
 #include "autograd/engine.h"
 #include "autograd/function.h"
+#include "autograd/functions/einsum.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/mlp.h"
 #include "autograd/functions/nn.h"
+#include "autograd/functions/rearrange.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
 #include "autograd/functions/straight_through.h"

@@ -300,13 +300,17 @@ std::vector<Tensor> Dispatcher::call(std::string_view op, const std::vector<Tens
   const Kernel* k = kernels == nullptr ? nullptr : find_in(*kernels, device, dense_formats);
   COPPICE_CHECK(k != nullptr, op, ": no kernel for ", fallback, " and no dense kernel to fall back to on ",
                 device_type_name(device));
-  std::unique_lock<std::mutex> lock(fallbacks_mu_);
-  int64_t& count = fallbacks_[fallback];
-  if (count++ == 0) std::fprintf(stderr, "coppice: warning: %s falls back to dense\n", fallback.c_str());
-  lock.unlock();
+  count_fallback(fallback, device);
   if (DispatchObserver* o = current_dispatch_observer)
     o->on_kernel(str_cat(cell_text(op, dense_formats, device), " for (", str_join(formats, ", "), ")"));
   return (*k)(dense_inputs, attrs);
+}
+
+void Dispatcher::count_fallback(const std::string& fallback, DeviceType device) const {
+  COPPICE_CHECK(!fallback_is_error_, "no kernel for ", fallback, " on ", device_type_name(device),
+                ", and dense fallbacks are errors in this run");
+  std::lock_guard<std::mutex> lock(fallbacks_mu_);
+  if (fallbacks_[fallback]++ == 0) std::fprintf(stderr, "coppice: warning: %s falls back to dense\n", fallback.c_str());
 }
 
 bool any_sparse(const std::vector<Tensor>& inputs) {

@@ -110,6 +110,10 @@ class Dispatcher {
 
   // Dense fallbacks taken so far, by "op(format, format)".
   std::map<std::string, int64_t> fallback_counts() const;
+  // Counts a dense fallback that a composite op (einsum, ...) takes on its
+  // own, `fallback` its "op(format, format)": a warning on its first time,
+  // and an error naming it and `device` when fallbacks are errors.
+  void count_fallback(const std::string& fallback, DeviceType device) const;
   void reset_fallback_counts();
   // When true, a fallback throws instead of running.
   void set_fallback_is_error(bool on) { fallback_is_error_ = on; }

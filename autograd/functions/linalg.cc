@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "autograd/function.h"
+#include "autograd/functions/einsum.h"
 #include "autograd/functions/grad_utils.h"
 #include "autograd/functions/sparse.h"
 #include "tensor/ops.h"
@@ -53,6 +54,13 @@ Variable matmul(const Variable& a, const Variable& b) {
 }
 
 Variable bmm(const Variable& a, const Variable& b) {
+  // A sparse operand (a 3-D COO): one SpMM over its entries remapped to a
+  // block-diagonal matrix, einsum's batched route.
+  if (a.value().is_sparse() || b.value().is_sparse()) {
+    COPPICE_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D operands [b, m, k] and [b, k, n], got a ",
+                  shape_to_string(a.shape()), " and b ", shape_to_string(b.shape()));
+    return einsum("bij,bjk->bik", {a, b});
+  }
   Tensor av = saved_if(b.requires_grad(), a.value()), bv = saved_if(a.requires_grad(), b.value());
   return record(bmm(a.value(), b.value()), "BmmBackward", {a, b}, [av, bv](const Tensor& g, const GradNeeds& n) {
     return Grads{n[0] ? bmm(g, mT(bv)) : Tensor(), n[1] ? bmm(mT(av), g) : Tensor()};

@@ -6,6 +6,7 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/grad_utils.h"
 #include "autograd/functions/reduce.h"
+#include "autograd/functions/shape.h"
 #include "autograd/functions/straight_through.h"
 #include "autograd/gradient_probe.h"
 #include "autograd/sparse_grad.h"
@@ -26,14 +27,12 @@ void check_matrix(const Tensor& t, const char* op, const char* what) {
                 " has shape ", shape_to_string(t.shape()));
 }
 
-// Forward only when nothing needs a gradient; otherwise a clear error for
-// combinations whose backward is not written (two sparse operands).
-Variable not_differentiable(Tensor value, const std::vector<Variable>& inputs, const char* op) {
-  COPPICE_CHECK(!should_record(value, inputs), op, ": the gradient through two sparse operands (formats '",
-                inputs[0].value().format(), "' and '", inputs[1].value().format(),
-                "') is not supported; convert one with to_dense(...) first");
-  return Variable(std::move(value));
-}
+// A gradient reaching a product or sum of two sparse operands, dense: the
+// result of such an op may be sparse (SpGEMM's CSR) or dense (a fallback).
+Tensor dense_grad_of(const Tensor& g) { return g.is_sparse() ? to_dense(g) : g.contiguous(); }
+
+// `d` (dense) at sparse `pattern`'s stored positions, as its gradient.
+Tensor grad_at(const Tensor& d, const Tensor& pattern) { return with_values(pattern, sample_at(d, pattern)); }
 
 }  // namespace
 
@@ -69,6 +68,12 @@ Variable to_dense(const Variable& x) {
   });
 }
 
+Variable remap_entries(const Variable& x, const EntryAxes& axes, std::string_view format, std::string_view op) {
+  COPPICE_CHECK(x.defined() && x.value().is_sparse(), op, ": remapping entries needs a sparse operand");
+  RemappedPattern r = remap_stored_entries(x.value(), axes, format, op);
+  return with_values(r.pattern, index_select(reshape(values(x), {-1}), 0, r.take));
+}
+
 namespace autograd_detail {
 
 // ---- matmul / linear -------------------------------------------------------
@@ -87,10 +92,19 @@ Tensor pattern_grad(const Tensor& a, const Tensor& b, const Tensor& pattern, boo
 Variable sparse_matmul(const Variable& a, const Variable& b) {
   Tensor av = a.value(), bv = b.value();
   Tensor y = matmul(av, bv);
-  if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, op::kMatmul);
   if (!should_record(y, {a, b})) return Variable(std::move(y));  // any shapes the forward takes
   check_matrix(av, op::kMatmul, "a");
   check_matrix(bv, op::kMatmul, "b");
+  if (av.is_sparse() && bv.is_sparse()) {
+    // y = A B: dA = g B^T and dB = A^T g at their patterns, each a product
+    // with one sparse operand (SpMM), sampled.
+    return record(y, "SparseSparseMatmulBackward", {a, b}, [av, bv](const Tensor& g, const GradNeeds& n) {
+      Tensor gd = dense_grad_of(g);
+      Tensor ga = n[0] ? grad_at(matmul(gd, transpose(bv)), av) : Tensor();
+      Tensor gb = n[1] ? grad_at(matmul(transpose(av), gd), bv) : Tensor();
+      return Grads{ga, gb};
+    });
+  }
   // A straight-through projection (straight_through.h) takes the product
   // itself, not its SDDMM at the pattern.
   if (av.is_sparse()) {
@@ -122,12 +136,23 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
                 bias.defined() ? bias.value().format() : "", "')");
   Tensor bv = bias.defined() ? bias.value() : Tensor();
   Tensor y = relu ? linear_relu(xv, wv, bv) : linear(xv, wv, bv);
-  if (xv.is_sparse() && wv.is_sparse()) return not_differentiable(y, {x, weight}, op);
   if (!should_record(y, {x, weight, bias})) return Variable(std::move(y));
   check_matrix(wv, op, "weight");
   // The gradient at the pre-activation is through_relu(g, y) (y kept only
   // for linear_relu); the rest is linear's backward.
   Tensor y_saved = saved_if(relu, y);
+  if (xv.is_sparse() && wv.is_sparse()) {
+    // Both sparse: dx = g W and dW = g^T x at their patterns (SpMMs, sampled).
+    check_matrix(xv, op, "x");
+    return record(y, relu ? "SparseLinearReluBackward" : "SparseLinearBackward", {x, weight, bias},
+                  [xv, wv, y_saved](const Tensor& g, const GradNeeds& n) {
+                    Tensor g2 = dense_grad_of(through_relu(g, y_saved));
+                    Tensor gx = n[0] ? grad_at(matmul(g2, wv), xv) : Tensor();
+                    Tensor gw = n[1] ? grad_at(matmul(g2.t().contiguous(), xv), wv) : Tensor();
+                    Tensor gb = n[2] ? sum(g2, {0}) : Tensor();
+                    return Grads{gx, gw, gb};
+                  });
+  }
   if (wv.is_sparse()) {
     // y = x W^T + b: dx = g W, dW = sddmm(g^T, x, W), db = sum of g over rows;
     // a straight-through projection (straight_through.h) takes dW = g^T x whole.
@@ -164,7 +189,15 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
 Variable sparse_mul(const Variable& a, const Variable& b) {
   Tensor av = a.value(), bv = b.value();
   Tensor y = mul(av, bv);
-  if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, binary_ops::Mul::kName);
+  if (av.is_sparse() && bv.is_sparse()) {
+    // dA = g B and dB = g A at their patterns, through the dense forms.
+    return record(y, "SparseMulBackward", {a, b}, [av, bv](const Tensor& g, const GradNeeds& n) {
+      Tensor gd = dense_grad_of(g);
+      Tensor ga = n[0] ? grad_at(mul(gd, to_dense(bv)), av) : Tensor();
+      Tensor gb = n[1] ? grad_at(mul(gd, to_dense(av)), bv) : Tensor();
+      return Grads{ga, gb};
+    });
+  }
   bool sparse_first = av.is_sparse();
   Tensor s = sparse_first ? av : bv, d = sparse_first ? bv : av;
   Shape ds = d.shape();
@@ -184,7 +217,27 @@ Variable sparse_mul(const Variable& a, const Variable& b) {
 Variable sparse_add(const Variable& a, const Variable& b) {
   Tensor av = a.value(), bv = b.value();
   Tensor y = add(av, bv);
-  if (av.is_sparse() && bv.is_sparse()) return not_differentiable(y, {a, b}, binary_ops::Add::kName);
+  if (av.is_sparse() && bv.is_sparse()) {
+    // COO + COO concatenates the entries (an uncoalesced COO whose values are
+    // a's, then b's): a gradient of that pattern splits its values the same
+    // way, entry for entry. Otherwise each operand gets g at its own stored
+    // positions.
+    const int64_t na = values(av).numel(), ny = values(y).numel();
+    const bool concatenated = y.layout() == Layout::kCoo && av.layout() == Layout::kCoo &&
+                              bv.layout() == Layout::kCoo && ny == na + values(bv).numel();
+    const uint64_t y_version = pattern_version(y);
+    return record(y, "SparseAddBackward", {a, b},
+                  [av, bv, na, ny, concatenated, y_version](const Tensor& g, const GradNeeds& n) {
+                    if (concatenated && g.is_sparse() && pattern_version(g) == y_version) {
+                      Tensor gv = values(g);
+                      Tensor ga = n[0] ? with_values(av, gv.slice(0, 0, na).contiguous()) : Tensor();
+                      Tensor gb = n[1] ? with_values(bv, gv.slice(0, na, ny).contiguous()) : Tensor();
+                      return Grads{ga, gb};
+                    }
+                    Tensor gd = dense_grad_of(g);
+                    return Grads{n[0] ? grad_at(gd, av) : Tensor(), n[1] ? grad_at(gd, bv) : Tensor()};
+                  });
+  }
   Tensor s = av.is_sparse() ? av : bv;
   Shape sa = av.shape(), sb = bv.shape();
   bool sparse_first = av.is_sparse();

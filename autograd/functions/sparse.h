@@ -26,14 +26,19 @@
 // made by straight_through (straight_through.h) gets its gradient whole
 // instead, from the products and from to_dense: g^T x, not its SDDMM at the
 // pattern.
-// Sparse-by-sparse products and sums are not differentiable (a clear error).
+// Sparse-by-sparse products and sums (matmul, linear, mul, add of two sparse
+// operands) give each operand the gradient at its own stored positions:
+// g B^T and A^T g (SpMMs) sampled, for mul g B and g A through the dense
+// forms, for add g itself; a sparse g (SpGEMM's CSR) is read dense.
 // values() and with_values() let users write any function of the values.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "autograd/variable.h"
+#include "sparse/entry_remap.h"
 
 namespace coppice {
 
@@ -48,6 +53,12 @@ Variable with_values(const Tensor& pattern, const Variable& v);
 // The dense form of sparse x; the gradient is the dense gradient sampled at
 // x's stored positions.
 Variable to_dense(const Variable& x);
+// Sparse x's stored entries at the coordinates `axes` gives, in `format`
+// ("coo", or "csr" for 2-D): sparse/entry_remap.h's pattern holding x's
+// values, taken by index_select, so the gradient reaches x's values (an
+// entry repeated along a new axis gets the sum of its copies' gradients).
+// What einsum and rearrange do to a sparse operand. Errors name `op`.
+Variable remap_entries(const Variable& x, const EntryAxes& axes, std::string_view format, std::string_view op);
 
 namespace autograd_detail {
 
