@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 #include <typeinfo>
@@ -416,7 +417,41 @@ void bind_functions(py::module_& m) {
         const Variable x = in(a, "argument a"), y = in(b, "argument b");
         return in.result(bmm(x, y));
       },
-      py::arg("a"), py::arg("b"), "[b, m, k] x [b, k, n].");
+      py::arg("a"), py::arg("b"),
+      "[b, m, k] x [b, k, n]; either may be a sparse 3-D COO (one SpMM over its block-diagonal form).");
+  m.def(
+      "einsum",
+      [](const std::string& spec, const py::args& operands) {
+        Operands in;
+        std::vector<Variable> vs;
+        for (size_t i = 0; i < operands.size(); ++i) vs.push_back(in(operands[i], "an einsum operand"));
+        return in.result(einsum(spec, vs));
+      },
+      py::arg("spec"),
+      "NumPy's einsum over operands of any mix of formats, differentiable: each pairwise contraction runs "
+      "on dense GEMM, SpMM, SDDMM-backed products, SpGEMM or an elementwise product (einsum_plan shows "
+      "which); two sparse operands without a route fall back to dense loudly.");
+  m.def(
+      "einsum_plan",
+      [](const std::string& spec, const py::args& operands) {
+        Operands in;
+        std::vector<Tensor> ts;
+        for (size_t i = 0; i < operands.size(); ++i) ts.push_back(in(operands[i], "an einsum operand").value());
+        return einsum_plan_text(spec, ts);
+      },
+      py::arg("spec"), "The steps einsum(spec, *operands) would run, one line each.");
+  m.def(
+      "rearrange",
+      [](const py::object& x, const std::string& pattern, const py::kwargs& sizes) {
+        Operands in;
+        const Variable v = in(x, "argument x");
+        std::map<std::string, int64_t> axis_sizes;
+        for (const auto& [name, size] : sizes) axis_sizes[name.cast<std::string>()] = size.cast<int64_t>();
+        return in.result(rearrange(v, pattern, axis_sizes));
+      },
+      py::arg("x"), py::arg("pattern"),
+      "einops' rearrange (\"b (h d) -> b h d\", h=8; \"b d -> b n d\", n=4; Scorch's \"bd->bnd\"), for dense "
+      "and sparse operands (a sparse result is COO, or CSR when 2-D), differentiable.");
   m.def(
       op::kLinear,
       [](const py::object& x, const py::object& weight, const py::object& bias) {

@@ -12,6 +12,7 @@
 #include "python/bindings.h"
 #include "python/dlpack.h"
 #include "sparse/convert.h"
+#include "sparse/one_hot.h"
 #include "sparse/formats.h"
 #include "sparse/io/sparse_safetensors.h"
 #include "sparse/sparse_impl.h"
@@ -274,6 +275,19 @@ void bind_tensor(py::module_& m) {
       },
       py::arg("dense"), py::arg("mask"), py::arg("format"), py::arg("block_rows") = 0, py::arg("block_cols") = 0,
       py::arg("n") = 0, py::arg("m") = 0);
+  m.def(
+      "one_hot",
+      [](const py::object& indices, int64_t num_classes, const std::string& format, const std::string& dtype,
+         int64_t block_rows, int64_t block_cols) {
+        DType d;
+        COPPICE_CHECK(dtype_from_name(dtype, &d), "one_hot: unknown dtype '", dtype, "'");
+        return one_hot(tensor_of_any(indices, "one_hot: indices"), num_classes, format, d,
+                       format_options(block_rows, block_cols, 0, 0));
+      },
+      py::arg("indices"), py::arg("num_classes") = -1, py::arg("format") = "", py::arg("dtype") = "f32",
+      py::arg("block_rows") = 0, py::arg("block_cols") = 0,
+      "indices.shape + [num_classes] with a 1 at each index's class: a CSR for 1-D indices, else a COO, or "
+      "`format` (any of the table's, 'dense' included); num_classes -1: the largest index plus one.");
   m.def("_tensor_from_pickle", &tensor_from_pickle, py::arg("version"), py::arg("data"),
         "What pickle calls to rebuild a coppice.Tensor (Tensor.__reduce__).");
   m.def("sparse_from_parts", &sparse_from_parts, py::arg("format"), py::arg("shape"), py::arg("parts"),

@@ -1,0 +1,71 @@
+"""einsum, rearrange and one_hot from Python: any mix of formats, gradients, Scorch's mixture-of-experts
+slide as it is written, the plan, and errors that name what is wrong."""
+import numpy as np
+import pytest
+
+import coppice
+
+RNG = np.random.default_rng(7)
+
+
+def test_scorch_moe_slide_written_literally():
+    B, N, D_in, D_out = 6, 3, 4, 5
+    x0 = RNG.standard_normal((B, D_in))
+    E0 = RNG.standard_normal((N, D_in, D_out))
+    chosen = RNG.random((B, N)).argmax(1)
+
+    x = coppice.Variable(x0.copy(), requires_grad=True)
+    E = coppice.Variable(E0.copy(), requires_grad=True)
+    gates = coppice.one_hot(chosen, N, dtype="f64")  # a sparse CSR [B, N]
+    assert gates.format == "csr"
+    x_dispatch = coppice.rearrange(x, "bd->bnd", n=N)
+    y_experts = coppice.einsum("bnd,ndh->bnh", x_dispatch, E)
+    y = coppice.einsum("bnd,bn->bd", y_experts, gates)
+
+    want = np.stack([x0[b] @ E0[chosen[b]] for b in range(B)])
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-12, atol=1e-12)
+    g = RNG.standard_normal((B, D_out))
+    coppice.sum(y * g).backward()
+    want_dx = np.stack([g[b] @ E0[chosen[b]].T for b in range(B)])
+    want_dE = np.zeros_like(E0)
+    for b in range(B):
+        want_dE[chosen[b]] += np.outer(x0[b], g[b])
+    np.testing.assert_allclose(x.grad.numpy(), want_dx, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(E.grad.numpy(), want_dE, rtol=1e-12, atol=1e-12)
+
+
+def test_a_sparse_weight_gets_its_gradient_in_its_format():
+    dense = RNG.standard_normal((4, 8)) * (RNG.random((4, 8)) < 0.5)
+    w = coppice.Variable(coppice.tensor(dense).to_format("csr"), requires_grad=True)
+    x = RNG.standard_normal((5, 8))
+    y = coppice.einsum("bj,ij->bi", x, w)
+    np.testing.assert_allclose(y.numpy(), x @ dense.T, rtol=1e-12, atol=1e-12)
+    coppice.sum(y).backward()
+    assert w.grad.format == "csr"
+    assert any("sparse_linear" in line for line in coppice.einsum_plan("bj,ij->bi", x, w.data))
+
+
+def test_tensors_in_give_a_tensor_out():
+    a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2))
+    out = coppice.einsum("ij,jk->ik", coppice.tensor(a), coppice.tensor(b))
+    assert isinstance(out, coppice.Tensor)
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-12)
+
+
+def test_rearrange_dense_and_sparse():
+    x = RNG.standard_normal((2, 6))
+    np.testing.assert_allclose(coppice.rearrange(coppice.tensor(x), "b (h d) -> b h d", h=3).numpy(),
+                               x.reshape(2, 3, 2))
+    s = coppice.tensor(x * (x > 0)).to_format("coo")
+    t = coppice.rearrange(s, "i j -> j i")
+    assert t.format == "csr"
+    np.testing.assert_allclose(t.to_dense().numpy(), (x * (x > 0)).T)
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(coppice.Error, match="label 'j' has size 3 in operand 0 and 4 in operand 1"):
+        coppice.einsum("ij,jk->ik", np.zeros((2, 3)), np.zeros((4, 5)))
+    with pytest.raises(coppice.Error, match="the new axis 'n' needs its size"):
+        coppice.rearrange(np.zeros((2, 3)), "b d -> b n d")
+    with pytest.raises(coppice.Error, match="index 4 at flat position 1"):
+        coppice.one_hot(np.array([0, 4]), 3)
