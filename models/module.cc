@@ -345,6 +345,16 @@ void Module::set_sparsity_step(uint64_t step) {
   for (auto& [name, child] : children_) child->set_sparsity_step(step);
 }
 
+std::vector<Variable> Module::auxiliary_losses() const {
+  std::vector<Variable> out;
+  if (auxiliary_loss_.defined()) out.push_back(auxiliary_loss_);
+  for (const auto& [name, child] : children_) {
+    std::vector<Variable> more = child->auxiliary_losses();
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
 Variable Module::run_op(const std::vector<Variable>& inputs, const SingleOpFn& op) const {
   // An installed GraphObserver (a traced step, models/propagation) sees the
   // op as a scope owned by this module.

@@ -134,6 +134,13 @@ class Module {
   // The step random output sparsifiers draw with (set recursively).
   void set_sparsity_step(uint64_t step);
 
+  // ---- auxiliary losses ----
+  // The losses the last forward of this module and its submodules added to
+  // the training objective (a mixture of experts' load balancing: 0-D
+  // Variables, depth first), which the training loop adds to the loss it
+  // differentiates; empty for most models.
+  std::vector<Variable> auxiliary_losses() const;
+
  protected:
   // Registration (names: non-empty, no '.', unique within this module).
   // `viewable`: forward reads the parameter through view_of() only.
@@ -149,6 +156,10 @@ class Module {
   // backward stages refer to, e.g. linear: x, weight, bias) through the
   // attached output rule's SparsifiedOp, or directly when none is attached.
   Variable run_op(const std::vector<Variable>& inputs, const SingleOpFn& op) const;
+
+  // This module's auxiliary loss for the forward it is in (replacing the
+  // last one's); undefined: none.
+  void set_auxiliary_loss(Variable loss) { auxiliary_loss_ = std::move(loss); }
 
   // The parameter whose slot register_parameter returned, as forward sees it:
   // its view applied, or the parameter itself when it has none.
@@ -185,6 +196,7 @@ class Module {
   const OutputSparsity* output_rule_ = nullptr;  // points into an AppliedSchedule kept alive by keep_alive_
   std::shared_ptr<AppliedSchedule> keep_alive_;
   SparsifyContext sparsity_ctx_;
+  Variable auxiliary_loss_;
 };
 
 using ModulePtr = std::shared_ptr<Module>;

@@ -68,6 +68,18 @@ Variable to_dense(const Variable& x) {
   });
 }
 
+Variable sddmm(const Variable& a, const Variable& b, const Tensor& pattern) {
+  Tensor y = sddmm(a.value(), b.value(), pattern);
+  Tensor av = autograd_detail::saved_if(b.requires_grad(), a.value());
+  Tensor bv = autograd_detail::saved_if(a.requires_grad(), b.value());
+  return record(y, "SddmmBackward", {a, b}, [av, bv, y](const Tensor& g, const GradNeeds& n) {
+    Tensor gs = project_grad(g, y, "sddmm backward");
+    Tensor ga = n[0] ? matmul(gs, bv.t().contiguous()) : Tensor();
+    Tensor gb = n[1] ? matmul(av.t().contiguous(), gs) : Tensor();
+    return Grads{ga, gb};
+  });
+}
+
 Variable remap_entries(const Variable& x, const EntryAxes& axes, std::string_view format, std::string_view op) {
   COPPICE_CHECK(x.defined() && x.value().is_sparse(), op, ": remapping entries needs a sparse operand");
   RemappedPattern r = remap_stored_entries(x.value(), axes, format, op);

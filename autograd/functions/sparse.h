@@ -53,6 +53,12 @@ Variable with_values(const Tensor& pattern, const Variable& v);
 // The dense form of sparse x; the gradient is the dense gradient sampled at
 // x's stored positions.
 Variable to_dense(const Variable& x);
+// (a @ b) at sparse `pattern`'s stored positions (a [m, k], b [k, n] dense;
+// pattern [m, n], any format): a sparse Variable of pattern's format and
+// pattern. Its gradient G (on that pattern) gives da = G b^T and
+// db = a^T G, two SpMMs: a block-sparse product whose topology is known
+// before its values (MegaBlocks' SDD), e.g. a mixture of experts' first layer.
+Variable sddmm(const Variable& a, const Variable& b, const Tensor& pattern);
 // Sparse x's stored entries at the coordinates `axes` gives, in `format`
 // ("coo", or "csr" for 2-D): sparse/entry_remap.h's pattern holding x's
 // values, taken by index_select, so the gradient reaches x's values (an
