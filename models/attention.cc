@@ -108,6 +108,18 @@ TransformerBlock::TransformerBlock(const TransformerBlockOptions& block, const L
   attn_ = register_module(
       "attn", std::make_shared<MultiheadAttention>(block.dim, block.heads, block.pattern, block.dropout, options, gen));
   ln2_ = register_module("ln2", std::make_shared<LayerNorm>(Shape{block.dim}, 1e-5, true, options));
+  if (block.moe_experts > 0) {
+    MoEOptions moe;
+    moe.dim = block.dim;
+    moe.hidden = block.mlp_hidden;
+    moe.experts = block.moe_experts;
+    moe.top_k = block.moe_top_k;
+    moe.aux_loss = block.moe_aux_loss;
+    moe.gelu = block.gelu;
+    moe_ = register_module("moe", std::make_shared<MoE>(moe, options, gen));
+    if (block.dropout > 0.0) drop_ = register_module("drop", std::make_shared<Dropout>(block.dropout, 0xd0d0));
+    return;
+  }
   mlp_ = register_module("mlp", std::make_shared<Sequential>());
   fc1_ = std::make_shared<Linear>(block.dim, block.mlp_hidden, true, options, gen);
   act_ = std::make_shared<GELU>(block.gelu);
@@ -126,8 +138,13 @@ Variable TransformerBlock::forward(const Variable& x) {
     const AddLayerNormVariables h = ln2_->forward_add(in[0], a);
     // fc1, gelu and fc2 as one node (the gelu inside the products where a
     // kernel fuses it) unless a rule sparsifies the MLP or its activation.
-    const bool fused = mlp_->output_rule() == nullptr && act_->output_rule() == nullptr;
-    Variable m = fused ? Linear::forward_gelu_mlp(*fc1_, *fc2_, h.y, act_->form()) : mlp_->forward(h.y);
+    Variable m;
+    if (moe_) {
+      m = moe_->forward(h.y);
+    } else {
+      const bool fused = mlp_->output_rule() == nullptr && act_->output_rule() == nullptr;
+      m = fused ? Linear::forward_gelu_mlp(*fc1_, *fc2_, h.y, act_->form()) : mlp_->forward(h.y);
+    }
     if (drop_) m = drop_->forward(m);
     return add(h.h, m);
   });

@@ -31,6 +31,7 @@
 
 #include "models/layers.h"
 #include "models/module.h"
+#include "models/moe.h"
 #include "models/sparse_attention.h"
 #include "sparse/attention/attention.h"
 
@@ -66,9 +67,14 @@ struct TransformerBlockOptions {
   AttentionPattern pattern;
   double dropout = 0.0;
   GeluForm gelu = GeluForm::kErf;  // the MLP's activation: gelu (kErf) or gelu_tanh (kTanh)
+  // A mixture of experts in the MLP's place (models/moe.h; its dim, hidden
+  // and gelu are the block's) when moe_experts > 0.
+  int64_t moe_experts = 0;
+  int64_t moe_top_k = 1;
+  double moe_aux_loss = 0.01;
 };
 
-// Children: ln1, attn, ln2, mlp (fc1, act, fc2), drop.
+// Children: ln1, attn, ln2, mlp (fc1, act, fc2) or moe (router, w1, w2), drop.
 class TransformerBlock : public Module {
  public:
   explicit TransformerBlock(const TransformerBlockOptions& block, const LayerOptions& options = {},
@@ -81,6 +87,7 @@ class TransformerBlock : public Module {
   std::shared_ptr<Sequential> mlp_;
   std::shared_ptr<Linear> fc1_, fc2_;  // mlp_'s layers, for the fused MLP
   std::shared_ptr<GELU> act_;
+  std::shared_ptr<MoE> moe_;  // in the MLP's place (the four above null)
   std::shared_ptr<Dropout> drop_;
 };
 

@@ -19,7 +19,8 @@ GPT::GPT(const GPTOptions& gpt, const LayerOptions& options, Generator& gen) : M
                true));
   if (gpt.dropout > 0.0) drop_ = register_module("drop", std::make_shared<Dropout>(gpt.dropout, 0xe3bed));
   blocks_ = register_module("blocks", std::make_shared<Sequential>());
-  const TransformerBlockOptions b{gpt.dim, gpt.heads, gpt.mlp_hidden, o_.pattern, gpt.dropout, gpt.gelu};
+  const TransformerBlockOptions b{gpt.dim,  gpt.heads,       gpt.mlp_hidden, o_.pattern,      gpt.dropout,
+                                  gpt.gelu, gpt.moe_experts, gpt.moe_top_k,  gpt.moe_aux_loss};
   for (int64_t i = 0; i < gpt.layers; ++i) blocks_->push_back(std::make_shared<TransformerBlock>(b, options, gen));
   norm_ = register_module("norm", std::make_shared<LayerNorm>(Shape{gpt.dim}, 1e-5, true, options));
   if (!gpt.tie_weights) {

@@ -8,7 +8,9 @@
 //
 // Parameters, as a checkpoint names them: tok_embed.weight [V, D], pos_embed
 // [context, D], blocks.<i>.{ln1, attn.qkv, attn.proj, ln2, mlp.fc1, mlp.fc2}
-// .{weight, bias}, norm.{weight, bias}, and head.{weight, bias} when untied.
+// .{weight, bias} (with moe_experts, blocks.<i>.moe.{router.weight, w1, w2}
+// in the MLP's place), norm.{weight, bias}, and head.{weight, bias} when
+// untied.
 // Any Linear inside the blocks can be made sparse by the job's rules; the
 // embeddings are shared with the output and best stay dense.
 //
@@ -38,6 +40,12 @@ struct GPTOptions {
   // The MLP's GELU: exact (kErf) or GPT-2's tanh approximation (kTanh, which
   // cuBLASLt's GEMM epilogues compute).
   GeluForm gelu = GeluForm::kErf;
+  // Every block's MLP a mixture of `moe_experts` experts of mlp_hidden units
+  // (models/moe.h) when > 0: top moe_top_k routing, the load-balancing
+  // loss times moe_aux_loss.
+  int64_t moe_experts = 0;
+  int64_t moe_top_k = 1;
+  double moe_aux_loss = 0.01;
 };
 
 class GPT : public Module {

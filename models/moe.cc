@@ -30,20 +30,18 @@ int64_t default_block(int64_t hidden) {
 
 // Which experts each token takes, and with what weight.
 struct MoE::Routing {
-  Variable probs;              // [T, E], the router's softmax
-  Variable gates;              // [T, k]: each token's gate weights, its experts in increasing order
+  Variable probs;               // [T, E], the router's softmax
+  Variable gates;               // [T, k]: each token's gate weights, its experts in increasing order
   std::vector<int64_t> chosen;  // host [T * k]: those experts
 };
 
 MoE::MoE(const MoEOptions& moe, const LayerOptions& options, Generator& gen) : Module("MoE"), o_(moe) {
-  COPPICE_CHECK(o_.dim > 0 && o_.hidden > 0, "MoE: dim and hidden must be positive, got ", o_.dim, " and ",
-                o_.hidden);
+  COPPICE_CHECK(o_.dim > 0 && o_.hidden > 0, "MoE: dim and hidden must be positive, got ", o_.dim, " and ", o_.hidden);
   COPPICE_CHECK(o_.experts >= 1, "MoE: experts must be at least 1, got ", o_.experts);
-  COPPICE_CHECK(o_.top_k >= 1 && o_.top_k <= o_.experts, "MoE: top_k must be in [1, experts = ", o_.experts,
-                "], got ", o_.top_k);
+  COPPICE_CHECK(o_.top_k >= 1 && o_.top_k <= o_.experts, "MoE: top_k must be in [1, experts = ", o_.experts, "], got ",
+                o_.top_k);
   if (o_.block == 0) o_.block = default_block(o_.hidden);
-  COPPICE_CHECK(o_.block > 0 && o_.hidden % o_.block == 0, "MoE: block ", o_.block, " must divide hidden ",
-                o_.hidden);
+  COPPICE_CHECK(o_.block > 0 && o_.hidden % o_.block == 0, "MoE: block ", o_.block, " must divide hidden ", o_.hidden);
   COPPICE_CHECK(o_.aux_loss >= 0.0 && std::isfinite(o_.aux_loss), "MoE: aux_loss must be finite and >= 0, got ",
                 o_.aux_loss);
   router_ = register_module("router", std::make_shared<Linear>(o_.dim, o_.experts, /*bias=*/false, options, gen));
@@ -93,8 +91,7 @@ Variable MoE::forward(const Variable& x) {
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < k; ++j) group[r.chosen[t * k + j]].push_back(t);
   std::vector<int64_t> offset(static_cast<size_t>(E + 1), 0);
-  for (int64_t e = 0; e < E; ++e)
-    offset[e + 1] = offset[e] + (static_cast<int64_t>(group[e].size()) + b - 1) / b * b;
+  for (int64_t e = 0; e < E; ++e) offset[e + 1] = offset[e] + (static_cast<int64_t>(group[e].size()) + b - 1) / b * b;
   const int64_t R = offset[E];
   std::vector<int64_t> token_of_row(static_cast<size_t>(R), T);  // T: the zero row
   std::vector<int64_t> next(static_cast<size_t>(E), 0);

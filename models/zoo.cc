@@ -335,6 +335,16 @@ GPTOptions gpt_options(const Options& o) {
   g.dropout = o.probability("dropout");
   g.tie_weights = o.boolean("tie_weights", true);
   g.gelu = read_gelu(o);
+  // A mixture of experts in every block's MLP (moe_experts 0: the dense MLP).
+  g.moe_experts = o.integer("moe_experts", 0);
+  if (g.moe_experts < 0 || g.moe_experts > kMaxMoeExperts)
+    o.bad("moe_experts", "must be in [0, ", kMaxMoeExperts, "] (0: a dense MLP), got ", g.moe_experts);
+  g.moe_top_k = o.positive("moe_top_k", 1);
+  if (g.moe_experts > 0 && g.moe_top_k > g.moe_experts)
+    o.bad("moe_top_k", "must be at most moe_experts (", g.moe_experts, "), got ", g.moe_top_k);
+  g.moe_aux_loss = o.real("moe_aux_loss", 0.01);
+  if (!(g.moe_aux_loss >= 0.0 && g.moe_aux_loss <= 1e3))
+    o.bad("moe_aux_loss", "must be in [0, 1000], got ", g.moe_aux_loss);
   return g;
 }
 
@@ -393,7 +403,7 @@ const std::map<std::string, ModelEntry>& registry() {
         }}},
       {"gpt",
        {{"vocab_size", "context", "dim", "layers", "heads", "mlp_ratio", "attention", "block", "window", "stride",
-         "dropout", "tie_weights", "gelu", "seed"},
+         "dropout", "tie_weights", "gelu", "moe_experts", "moe_top_k", "moe_aux_loss", "seed"},
         [](const Options& o) -> ModulePtr {
           Generator gen = model_generator(o);
           return std::make_shared<GPT>(gpt_options(o), o.layer_options(), gen);

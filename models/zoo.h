@@ -18,6 +18,9 @@
 //   gpt        vocab_size (256), context (512), dim (1024), layers (8), heads (16), mlp_ratio (4),
 //              attention ("dense" | "block_sparse"; always causal), block (64 tokens), window (2 blocks),
 //              stride (4 blocks; 0: none), dropout (0), tie_weights (true), gelu ("erf" | "tanh"),
+//              moe_experts (0: dense MLPs; else every block's MLP a mixture of that many experts of
+//              mlp_ratio * dim units, models/moe.h, at most kMaxMoeExperts), moe_top_k (1, at most
+//              moe_experts), moe_aux_loss (0.01: the load-balancing loss's weight, in [0, 1000]),
 //              seed (0) (models/gpt.h); input i64 [N, T <= context] -> logits [N, T, vocab_size]
 //
 // gelu: the transformer MLP's activation (TransformerBlockOptions::gelu): "erf", the exact GELU
@@ -58,6 +61,7 @@ namespace coppice {
 inline constexpr int64_t kMaxModelWidth = int64_t{1} << 24;
 inline constexpr int64_t kMaxModelDepth = 1024;
 inline constexpr int64_t kMaxMlpRatio = 64;
+inline constexpr int64_t kMaxMoeExperts = 1024;
 
 // make_model's error for a bad option: "model '<model>': option '<option>':
 // <reason>", with the option's name and the reason apart (the job loader

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <utility>
 
+#include "autograd/functions/elementwise.h"
 #include "autograd/functions/nn.h"
+#include "autograd/functions/shape.h"
 #include "distributed/replica_sync.h"
 #include "optim/clip.h"
 #include "optim/densify.h"
@@ -128,6 +130,9 @@ void Trainer::prepare_graph() {
       if (m->output_rule() != nullptr) {
         graph_->decline(str_cat("module '", name, "' sparsifies its output, which may depend on the step"));
       }
+      if (m->type_name() == "MoE") {
+        graph_->decline(str_cat("module '", name, "' routes tokens to experts, a grouping read on the host"));
+      }
     }
   }
   report_graph_off();
@@ -163,7 +168,11 @@ StepOutputs Trainer::eager_forward_backward(const Tensor& inputs, const Tensor& 
   const Variable l = logits_for_loss(model_(Variable(cast_inputs(inputs, dtype_))));
   auto [l2, t1] = flatten_for_loss(l, targets);
   const Variable loss_var = cross_entropy(l2, t1);
-  (scaler_ != nullptr ? scaler_->scale_loss(loss_var) : loss_var).backward();
+  // What is differentiated: the loss plus the model's auxiliary losses (a
+  // mixture of experts' load balancing); the loss alone is reported.
+  Variable objective = loss_var;
+  for (const Variable& aux : model_.auxiliary_losses()) objective = add(objective, to_dtype(aux, loss_var.dtype()));
+  (scaler_ != nullptr ? scaler_->scale_loss(objective) : objective).backward();
   return StepOutputs{loss_var.value(), l2.value(), t1};
 }
 

@@ -200,6 +200,60 @@ TEST(GPT, TinyModelLearns) {
   EXPECT_LT(last, 0.3 * first) << "loss " << first << " -> " << last;
 }
 
+// moe_experts: every block's MLP a mixture of experts (models/moe.h), its
+// parameters named blocks.<i>.moe.*, a float64 gradcheck through the whole
+// model in eval mode (no load-balancing loss), the loss in training mode, and
+// a tiny MoE GPT that learns with it.
+TEST(GPT, MixtureOfExpertsBlocks) {
+  GPTOptions o = tiny(true);
+  o.moe_experts = 3;
+  o.moe_top_k = 2;
+  Generator gen(4);
+  GPT m(o, kF64, gen);
+  const std::vector<std::string> names = names_of(m);
+  EXPECT_NE(std::find(names.begin(), names.end(), "blocks.0.moe.w1"), names.end());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "blocks.0.mlp.fc1.weight"), names.end());
+  EXPECT_EQ(m.parameter("blocks.0.moe.w1").shape(), (Shape{3 * 8, 4}));
+  m.eval();
+  GradcheckResult r = gradcheck_module(m, tokens({1, 2, 3, 4, 0, 2}, 2));
+  EXPECT_TRUE(r.passed) << r.message;
+  m.train();
+  m.forward(tokens({1, 2, 3, 4, 0, 2}, 2));
+  EXPECT_EQ(m.auxiliary_losses().size(), 1u);
+
+  GPTOptions big;
+  big.vocab_size = 6;
+  big.context = 12;
+  big.dim = 16;
+  big.layers = 2;
+  big.heads = 2;
+  big.mlp_hidden = 32;
+  big.moe_experts = 4;
+  Generator gen2(5);
+  GPT model(big, {}, gen2);
+  std::vector<int64_t> in, target;
+  for (int b = 0; b < 4; ++b) {
+    for (int t = 0; t < 12; ++t) {
+      const int i = b * 13 + t;
+      in.push_back((i * 7 + i / 3) % 6);
+      target.push_back(((i + 1) * 7 + (i + 1) / 3) % 6);
+    }
+  }
+  const Variable x = tokens(in, 4);
+  const Tensor y = from_vector(target, {48});
+  double first = 0, last = 0;
+  for (int step = 0; step < 150; ++step) {
+    Variable loss = cross_entropy(reshape(model.forward(x), {48, 6}), y);
+    if (step == 0) first = testing::item(loss);
+    last = testing::item(loss);
+    Variable objective = loss;
+    for (const Variable& aux : model.auxiliary_losses()) objective = add(objective, aux);
+    objective.backward();
+    testing::sgd_step(model, 0.3);
+  }
+  EXPECT_LT(last, 0.3 * first) << "loss " << first << " -> " << last;
+}
+
 TEST(GPT, ZooOptions) {
   ModulePtr m = make_model({"gpt",
                             {{"vocab_size", int64_t{7}},
@@ -222,6 +276,13 @@ TEST(GPT, ZooOptions) {
   EXPECT_NE(e.find("option 'tie_weights': must be true or false, got a integer"), std::string::npos) << e;
   e = error_of([] { make_model({"gpt", {{"stride", int64_t{-1}}}}); });
   EXPECT_NE(e.find("option 'stride': must be in [0, "), std::string::npos) << e;
+  e = error_of([] { make_model({"gpt", {{"dim", int64_t{8}}, {"heads", int64_t{2}}, {"moe_experts", int64_t{-1}}}}); });
+  EXPECT_NE(e.find("option 'moe_experts': must be in [0, 1024] (0: a dense MLP), got -1"), std::string::npos) << e;
+  e = error_of([] {
+    make_model(
+        {"gpt", {{"dim", int64_t{8}}, {"heads", int64_t{2}}, {"moe_experts", int64_t{2}}, {"moe_top_k", int64_t{3}}}});
+  });
+  EXPECT_NE(e.find("option 'moe_top_k': must be at most moe_experts (2), got 3"), std::string::npos) << e;
 }
 
 // gelu: "erf" (the default) or "tanh", into GPTOptions and every block's act;
