@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "tensor/backend.h"
 #include "tensor/dispatcher.h"
 #include "tests/models/test_util.h"
 
@@ -114,6 +115,46 @@ TEST(MoE, LoadBalancingLoss) {
   m.eval();
   m.forward(Variable(x));
   EXPECT_TRUE(m.auxiliary_losses().empty());
+}
+
+// The grouped path and the einsum twin on the GPU against the CPU: the
+// SDDMM at a BSR topology, the BSR and CSR products, the remapped sparse
+// gate, and their backward passes (f32, and the forward in bf16).
+TEST(MoE, CudaMatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU in this machine";
+  MoEOptions o;
+  o.dim = 64;
+  o.hidden = 128;
+  o.experts = 4;
+  o.top_k = 2;
+  o.block = 32;
+  Generator gen(13);
+  MoE cpu(o, {DType::kF32, Device::cpu()}, gen);
+  Generator gen2(13);
+  MoE gpu(o, {DType::kF32, Device::cpu()}, gen2);
+  gpu.to(Device::cuda());
+  Generator xg(17);
+  const Tensor x = randn({3, 40, 64}, DType::kF32, xg);
+  const Tensor g = randn({3, 40, 64}, DType::kF32, xg);
+  for (bool einsum_form : {false, true}) {
+    SCOPED_TRACE(einsum_form ? "einsum" : "grouped");
+    std::vector<Tensor> a = gradients(cpu, x, g, einsum_form);
+    std::vector<Tensor> b = gradients(gpu, x.to(Device::cuda()), g.to(Device::cuda()), einsum_form);
+    for (size_t i = 0; i < a.size(); ++i) {
+      Tensor bi = b[i].to(Device::cpu());
+      EXPECT_TRUE(allclose(bi, a[i], 1e-3, 1e-4)) << i << ": " << max_abs_diff(bi, a[i]);
+    }
+  }
+  Variable y_cpu = cpu.forward(Variable(x));
+  MoE& half = gpu;
+  for (const auto& [name, p] : half.named_parameters()) half.set_parameter(name, Variable(p.value().to(DType::kBF16), true));
+  Variable y16 = half.forward(Variable(x.to(Device::cuda()).to(DType::kBF16)));
+  // bf16 may route a near tie to another expert: most rows, not all, agree.
+  Tensor diff = abs(sub(y16.value().to(Device::cpu()).to(DType::kF32), y_cpu.value())).reshape({120, 64});
+  Tensor row_max = max(diff, 1).values;
+  int64_t close = 0;
+  for (int64_t r = 0; r < 120; ++r) close += row_max.data<float>()[r] < 5e-2 ? 1 : 0;
+  EXPECT_GE(close, 108) << "rows within 5e-2 of the f32 CPU result";
 }
 
 TEST(MoE, ErrorsNameTheOption) {
