@@ -63,7 +63,9 @@ MoE::Routing MoE::route(const Variable& x2) {
   for (int64_t t = 0; t < T; ++t) std::sort(r.chosen.begin() + t * k, r.chosen.begin() + (t + 1) * k);
   Tensor sorted = from_vector(r.chosen, {T, k}).to(x2.value().device());
   r.gates = gather(r.probs, 1, sorted);
-  if (o_.renormalize) r.gates = div(r.gates, sum(r.gates, {1}, /*keepdim=*/true));
+  // Top-1 keeps the router's probability (Switch), or the router would learn
+  // from the load-balancing loss alone.
+  if (o_.renormalize && k > 1) r.gates = div(r.gates, sum(r.gates, {1}, /*keepdim=*/true));
   // Load balancing: E * sum_e f_e P_e.
   if (is_training() && o_.aux_loss > 0.0) {
     std::vector<double> fraction(static_cast<size_t>(o_.experts), 0.0);

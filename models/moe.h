@@ -4,8 +4,9 @@
 //
 // For tokens x [..., dim] (flattened to [T, dim]):
 //   1. router: p = softmax(x Wr^T) [T, E]; each token keeps its top_k experts,
-//      their probabilities (renormalized to sum to 1 when `renormalize`) its
-//      gate weights;
+//      their probabilities its gate weights (with top_k > 1 renormalized to
+//      sum to 1 when `renormalize`; a top-1 gate stays p, as Switch's, so
+//      the router learns from the output);
 //   2. the (token, expert) assignments sorted by expert, each expert's group
 //      padded to a multiple of `block` rows with a zero row: xg [R, dim];
 //   3. the experts' first layer as one SDDMM at a block-diagonal topology

@@ -147,7 +147,8 @@ TEST(MoE, CudaMatchesTheCpu) {
   }
   Variable y_cpu = cpu.forward(Variable(x));
   MoE& half = gpu;
-  for (const auto& [name, p] : half.named_parameters()) half.set_parameter(name, Variable(p.value().to(DType::kBF16), true));
+  for (const auto& [name, p] : half.named_parameters())
+    half.set_parameter(name, Variable(p.value().to(DType::kBF16), true));
   Variable y16 = half.forward(Variable(x.to(Device::cuda()).to(DType::kBF16)));
   // bf16 may route a near tie to another expert: most rows, not all, agree.
   Tensor diff = abs(sub(y16.value().to(Device::cpu()).to(DType::kF32), y_cpu.value())).reshape({120, 64});

@@ -267,7 +267,7 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
       if (!names.ok()) return names.status();
       c.variants = *names;
     } else if (flag == "--models" || flag == "--formats" || flag == "--modes") {
-      static const std::vector<std::string> kModels = {"mlp", "lenet300", "vit", "gpt"};
+      static const std::vector<std::string> kModels = {"mlp", "lenet300", "vit", "gpt", "gpt_moe"};
       static const std::vector<std::string> kFormats = {"dense", "csr", "bsr", "nm"};
       static const std::vector<std::string> kModes = {"f32", "tf32", "bf16"};
       const std::vector<std::string>& known = flag == "--models" ? kModels : flag == "--formats" ? kFormats : kModes;

@@ -24,6 +24,10 @@ Models, as bench train builds them:
             norm; tools/device/eval_gpt_torch.py builds the same model). Masked: the four linear weights of every
             block (attn.qkv, attn.proj, mlp.fc1, mlp.fc2); embeddings, norms and biases stay dense. Not in the
             default --models (its 24 cases would not fit run_train_bench.sh's time limit): ask for it by name.
+  gpt_moe   configs/gpt_moe.yaml's model: the gpt with every block's MLP a mixture of 8 experts of 4 x dim units,
+            top-1 (models/moe.h): a bias-free router, the gate the router's probability, each expert run on the
+            tokens routed to it by a loop over the experts (index, two matmuls, index_add: the straightforward
+            PyTorch MoE), and the load-balancing loss (8 * sum f_e P_e * 0.01) added to the loss; dense only.
 
 Variants: dense, and "masked" for each sparse format of the C++ side at the same sparsity and pattern kind
 (uniform random for csr, block-uniform random 32x32 blocks (--block N: NxN; or the largest power of two up to N
@@ -81,7 +85,7 @@ CLASSES = 10
 MODEL_SEED = 20261122
 MASK_SEED = 0xC0991CE
 DATA_SEED = 0xDA7A
-MODELS = ["mlp", "lenet300", "vit", "gpt"]
+MODELS = ["mlp", "lenet300", "vit", "gpt", "gpt_moe"]
 DEFAULT_MODELS = ["mlp", "lenet300", "vit"]  # gpt only when asked for (its cases take minutes)
 FORMATS = ["dense", "csr", "bsr", "nm", "coppice_csr", "coppice_bsr", "coppice_nm"]
 MODES = ["f32", "tf32", "bf16"]
@@ -91,6 +95,8 @@ JOB_BATCH = 128  # data.batch_size of lenet300_rigl_90.yaml and vit_sparse_atten
 # The GPT jobs' model (the zoo's gpt defaults) and batch; on the CPU a tiny one that runs in seconds.
 GPT_CUDA = dict(vocab_size=256, context=512, dim=1024, layers=8, heads=16, mlp_ratio=4, batch=32, seq=512)
 GPT_CPU = dict(vocab_size=256, context=64, dim=64, layers=2, heads=4, mlp_ratio=4, batch=4, seq=64)
+# configs/gpt_moe.yaml's mixture of experts in every block (models/moe.h).
+MOE = dict(experts=8, top_k=1, aux_loss=0.01)
 
 
 def parse_args(argv):
@@ -310,15 +316,52 @@ class GPTMLP(nn.Module):
         return self.fc2(F.gelu(self.fc1(x), approximate=self.approximate))
 
 
-class GPTBlock(nn.Module):
-    """Pre-norm decoder block: h + attn(ln1(h)), then + mlp(ln2(h))."""
+class GPTMoE(nn.Module):
+    """models/moe.h's mixture of experts, the straightforward PyTorch way: router [E, D] without bias, w1 and w2
+    [E * F, D] (no biases), top-k gates (the router's probability for top-1; renormalized for k > 1), a loop over
+    the experts on the tokens routed to each, and the load-balancing loss E * sum_e f_e P_e * aux_loss kept in
+    self.aux for the step to add."""
 
-    def __init__(self, dim, heads, hidden, gelu="erf"):
+    def __init__(self, dim, hidden, experts, top_k, aux_loss, gelu="erf"):
+        super().__init__()
+        self.experts, self.top_k, self.hidden, self.aux_weight = experts, top_k, hidden, aux_loss
+        self.router = nn.Linear(dim, experts, bias=False)
+        self.w1 = nn.Parameter(torch.empty(experts * hidden, dim).uniform_(-dim ** -0.5, dim ** -0.5))
+        self.w2 = nn.Parameter(torch.empty(experts * hidden, dim).uniform_(-hidden ** -0.5, hidden ** -0.5))
+        self.approximate = GELU_APPROXIMATE[gelu]
+        self.aux = None
+
+    def forward(self, x):
+        shape, d = x.shape, x.shape[-1]
+        x2 = x.reshape(-1, d)
+        probs = F.softmax(self.router(x2).float(), dim=-1)
+        gates, idx = probs.topk(self.top_k, dim=-1)
+        if self.top_k > 1:
+            gates = gates / gates.sum(-1, keepdim=True)
+        w1 = self.w1.view(self.experts, self.hidden, d)
+        w2 = self.w2.view(self.experts, self.hidden, d)
+        out = torch.zeros_like(x2)
+        for e in range(self.experts):
+            tok, slot = (idx == e).nonzero(as_tuple=True)
+            if tok.numel() == 0:
+                continue
+            h = F.gelu(x2[tok] @ w1[e].t(), approximate=self.approximate)
+            out.index_add_(0, tok, ((h @ w2[e]) * gates[tok, slot, None]).to(out.dtype))
+        if self.training:
+            f = torch.bincount(idx.flatten(), minlength=self.experts).float() / idx.numel()
+            self.aux = self.experts * (f * probs.mean(0)).sum() * self.aux_weight
+        return out.view(shape)
+
+
+class GPTBlock(nn.Module):
+    """Pre-norm decoder block: h + attn(ln1(h)), then + mlp(ln2(h)); with moe, a mixture of experts as mlp."""
+
+    def __init__(self, dim, heads, hidden, gelu="erf", moe=None):
         super().__init__()
         self.ln1 = nn.LayerNorm(dim, eps=1e-5)
         self.attn = GPTAttention(dim, heads)
         self.ln2 = nn.LayerNorm(dim, eps=1e-5)
-        self.mlp = GPTMLP(dim, hidden, gelu)
+        self.mlp = GPTMoE(dim, hidden, gelu=gelu, **moe) if moe else GPTMLP(dim, hidden, gelu)
 
     def forward(self, h):
         h = h + self.attn(self.ln1(h))
@@ -330,14 +373,14 @@ class GPT(nn.Module):
     Parameter names are those of a Coppice checkpoint (without its "model." prefix). gelu: the zoo's gelu
     option, "erf" or "tanh"."""
 
-    def __init__(self, vocab_size, context, dim, layers, heads, mlp_ratio, gelu="erf"):
+    def __init__(self, vocab_size, context, dim, layers, heads, mlp_ratio, gelu="erf", moe=None):
         super().__init__()
         self.tok_embed = nn.Embedding(vocab_size, dim)
         # N(0, 0.02) as models/gpt.cc: nn.Embedding's N(0, 1), tied to the output, made logits ~30x larger and
         # the first loss ~68 where Coppice's is ln(256) = 5.5 (H200, bench train gpt beside this, 2026-11-29).
         nn.init.normal_(self.tok_embed.weight, std=0.02)
         self.pos_embed = nn.Parameter(torch.randn(context, dim) * 0.02)
-        self.blocks = nn.ModuleList(GPTBlock(dim, heads, mlp_ratio * dim, gelu) for _ in range(layers))
+        self.blocks = nn.ModuleList(GPTBlock(dim, heads, mlp_ratio * dim, gelu, moe) for _ in range(layers))
         self.norm = nn.LayerNorm(dim, eps=1e-5)
 
     def forward(self, x):
@@ -359,9 +402,10 @@ def make_model(name, args, device):
     """(model, x, y, shape) with the model on device; the shape as bench train reports it."""
     torch.manual_seed(MODEL_SEED)
     g = torch.Generator().manual_seed(DATA_SEED)
-    if name == "gpt":
+    if name in ("gpt", "gpt_moe"):
         c = gpt_size(device)
-        model = GPT(c["vocab_size"], c["context"], c["dim"], c["layers"], c["heads"], c["mlp_ratio"], args.gelu)
+        model = GPT(c["vocab_size"], c["context"], c["dim"], c["layers"], c["heads"], c["mlp_ratio"], args.gelu,
+                    MOE if name == "gpt_moe" else None)
         x = torch.randint(0, c["vocab_size"], (c["batch"], c["seq"]), generator=g)
         y = torch.randint(0, c["vocab_size"], (c["batch"], c["seq"]), generator=g)
         return model.to(device), x.to(device), y.to(device), [c["batch"], c["seq"]]
@@ -383,7 +427,7 @@ def make_model(name, args, device):
 
 
 def sparse_slot_count(name, model):
-    if name == "gpt":
+    if name in ("gpt", "gpt_moe"):
         return 4 * len(model.blocks)
     return {"mlp": 3, "lenet300": 3, "vit": 4}[name]
 
@@ -469,7 +513,8 @@ def run_case(args, name, pattern, sparsity, mode, device, compile_mode=None):
         with autocast:
             out = forward(x)  # [N, classes], or gpt's [N, T, vocab]: every position counts
             loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-        loss.backward()
+            aux = [m.aux for m in model.modules() if isinstance(m, GPTMoE) and m.aux is not None]
+        (loss + sum(aux) if aux else loss).backward()
         opt.step()
         for m in masked:
             m.reapply()
@@ -515,7 +560,7 @@ def run_case(args, name, pattern, sparsity, mode, device, compile_mode=None):
         r["nnz"] = sum(int(m.mask.sum()) for m in masked) + sum(m.nnz for m in coppice_layers)
     if name == "mlp":
         r["gflops"] = 6.0 * shape[0] * stored / (med * 1e-3) / 1e9
-    if name == "gpt":
+    if name in ("gpt", "gpt_moe"):
         r["tokens_per_s"] = shape[0] * shape[1] / (med * 1e-3)
     if pattern in ("bsr", "coppice_bsr"):
         r["block"] = args.block
@@ -524,7 +569,7 @@ def run_case(args, name, pattern, sparsity, mode, device, compile_mode=None):
 
 def op_name(args, name):
     """The record's op: the model, "+gelu_tanh" for a vit or gpt with --gelu tanh (bench train's row names)."""
-    return name + "+gelu_tanh" if args.gelu == "tanh" and name in ("vit", "gpt") else name
+    return name + "+gelu_tanh" if args.gelu == "tanh" and name in ("vit", "gpt", "gpt_moe") else name
 
 
 def record(args, name, pattern, sparsity, mode, device_name):

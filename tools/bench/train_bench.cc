@@ -13,6 +13,10 @@
 //             512), batch 32 of random token ids, its four block linears per
 //             block (on the CPU a small one: context 64, width 64, 2 blocks
 //             of 4 heads, batch 4); needs the job's corpus to validate the job
+//   gpt_moe   configs/gpt_moe.yaml's model the same way (every block's MLP
+//             8 experts, top-1; its load-balancing loss added to the loss
+//             that is differentiated, as the trainer adds it); dense only
+//             (the job sparsifies nothing)
 //   vit       the same of configs/vit_sparse_attention.yaml: a ViT on 7x7
 //             patches of 28x28 images with block-sparse attention, batch
 //             128, blocks.*.mlp.fc1/fc2 weights. The transformer job of the
@@ -132,7 +136,7 @@ struct TrainSetup {
 };
 
 // The models built with a GELU MLP, whose activation --gelu sets.
-bool has_gelu(const std::string& model) { return model == "vit" || model == "gpt"; }
+bool has_gelu(const std::string& model) { return model == "vit" || model == "gpt" || model == "gpt_moe"; }
 
 struct Variant {
   std::string format;  // "dense", "csr", "bsr", "nm"
@@ -169,6 +173,7 @@ std::string job_path(const TrainSetup& s, const std::string& model) {
   if (model == "lenet300") return s.config_dir + "/lenet300_rigl_90.yaml";
   if (model == "vit") return s.config_dir + "/vit_sparse_attention.yaml";
   if (model == "gpt") return s.config_dir + "/gpt_bsr_static_90.yaml";
+  if (model == "gpt_moe") return s.config_dir + "/gpt_moe.yaml";
   return "";
 }
 
@@ -198,7 +203,7 @@ TrainModel make_job_model(const TrainSetup& s, const std::string& name) {
   // the same shape (torch_train.py's GPT_CPU: context 64, width 64, 2 blocks
   // of 4 heads, batch 4).
   std::vector<std::string> overrides;
-  if (name == "gpt" && !s.device.is_cuda()) {
+  if ((name == "gpt" || name == "gpt_moe") && !s.device.is_cuda()) {
     overrides = {"model.options.dim=64", "model.options.layers=2", "model.options.heads=4", "model.options.context=64",
                  "data.seq_len=64",      "data.stride=64",         "data.batch_size=4"};
   }
@@ -335,7 +340,9 @@ void run_case(const TrainSetup& s, const std::string& model_name, const Variant&
     // A language model's [N, T, vocab] logits: every position an example, as the trainer counts them.
     const auto [logits, flat_targets] = flatten_for_loss(logits_for_loss((*m.module)(Variable(inputs))), targets);
     const Variable loss = cross_entropy(logits, flat_targets);
-    loss.backward();
+    Variable objective = loss;  // plus a mixture of experts' load balancing, as the trainer's
+    for (const Variable& aux : m.module->auxiliary_losses()) objective = add(objective, to_dtype(aux, loss.dtype()));
+    objective.backward();
     return StepOutputs{loss.value(), logits.value(), flat_targets};
   };
   std::optional<GraphedStep> graph;
