@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <unordered_map>
 #include <utility>
 
 #include "sparse/coo.h"
@@ -125,6 +126,57 @@ RemappedPattern remap_stored_entries(const Tensor& s, const EntryAxes& axes, std
   std::vector<int64_t> cols(coords.begin() + nnz, coords.end());
   out.pattern = sparse_csr(from_vector(crow, {out_shape[0] + 1}).to(device), from_vector(cols, {nnz}).to(device),
                            values, out_shape);
+  return out;
+}
+
+Tensor entry_take(const Tensor& target, const std::vector<int64_t>& source_positions, std::string_view op) {
+  std::unordered_map<int64_t, int64_t> at;
+  at.reserve(source_positions.size() * 2);
+  for (size_t k = 0; k < source_positions.size(); ++k) {
+    const int64_t p = source_positions[k];
+    if (p < 0) continue;
+    COPPICE_CHECK(at.emplace(p, static_cast<int64_t>(k)).second, op, ": flat position ", p,
+                  " is stored twice among the sources (an uncoalesced COO: coalesce() it first)");
+  }
+  const std::vector<int64_t> positions = stored_positions(target);
+  std::vector<int64_t> take(positions.size(), static_cast<int64_t>(source_positions.size()));
+  for (size_t e = 0; e < positions.size(); ++e) {
+    if (positions[e] < 0) continue;
+    auto it = at.find(positions[e]);
+    if (it != at.end()) take[e] = it->second;
+  }
+  return from_vector(take, {static_cast<int64_t>(take.size())}).to(target.device());
+}
+
+RemappedPattern select_rows(const Tensor& s, const std::vector<int64_t>& rows, std::string_view op) {
+  COPPICE_CHECK(s.defined() && s.is_sparse() && s.dim() == 2, op, ": expected a 2-D sparse tensor");
+  const int64_t n_rows = s.size(0), n_cols = s.size(1);
+  COPPICE_CHECK(n_cols <= std::numeric_limits<int32_t>::max(), op, ": ", n_cols,
+                " columns do not fit 32-bit column indices");
+  // Each row's entries, by column: (column, element of values(s)).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> by_row(static_cast<size_t>(n_rows));
+  const std::vector<int64_t> positions = stored_positions(s);
+  for (size_t e = 0; e < positions.size(); ++e) {
+    if (positions[e] < 0) continue;
+    by_row[positions[e] / n_cols].emplace_back(positions[e] % n_cols, static_cast<int64_t>(e));
+  }
+  for (auto& r : by_row) std::sort(r.begin(), r.end());
+  std::vector<int64_t> crow{0}, cols, take;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t r = rows[i];
+    COPPICE_CHECK(r >= 0 && r < n_rows, op, ": index ", r, " at position ", i, " is outside [0, ", n_rows, ")");
+    for (const auto& [c, e] : by_row[r]) {
+      cols.push_back(c);
+      take.push_back(e);
+    }
+    crow.push_back(static_cast<int64_t>(cols.size()));
+  }
+  const Device device = s.device();
+  const auto n = static_cast<int64_t>(rows.size()), nnz = static_cast<int64_t>(cols.size());
+  RemappedPattern out;
+  out.take = from_vector(take, {nnz}).to(device);
+  out.pattern = sparse_csr(from_vector(crow, {n + 1}).to(device), from_vector(cols, {nnz}).to(device),
+                           zeros({nnz}, TensorOptions(s.dtype(), device)), {n, n_cols});
   return out;
 }
 

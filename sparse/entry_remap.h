@@ -52,4 +52,19 @@ struct RemappedPattern {
 RemappedPattern remap_stored_entries(const Tensor& s, const EntryAxes& axes, std::string_view format,
                                      std::string_view op);
 
+// For every element of values(target) (flattened row-major), the index k of
+// the source entry stored at the same flat position (source_positions[k]),
+// or source_positions.size() where none is (and for target padding): what
+// a caller takes from the sources' values with one zero appended, to give a
+// pattern built elsewhere (a conversion, a concatenation, a union) its
+// values differentiably. Negative source positions (padding) match nothing;
+// a position given twice is an error naming `op`. i64 on target's device.
+Tensor entry_take(const Tensor& target, const std::vector<int64_t>& source_positions, std::string_view op);
+
+// The rows `rows` of sparse 2-D `s` (any format; a row may repeat) as a CSR
+// [rows.size(), s's columns], with the order its values take from values(s)
+// (flattened; explicit zeros kept, padding dropped). Errors name `op` and the
+// first row out of range.
+RemappedPattern select_rows(const Tensor& s, const std::vector<int64_t>& rows, std::string_view op);
+
 }  // namespace coppice

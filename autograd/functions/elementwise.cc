@@ -9,6 +9,7 @@
 #include "autograd/function.h"
 #include "autograd/functions/grad_utils.h"
 #include "autograd/functions/sparse.h"
+#include "autograd/functions/sparse_nn.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -177,6 +178,7 @@ Variable clamp(const Variable& x, std::optional<double> min, std::optional<doubl
 }
 
 Variable where(const Tensor& cond, const Variable& a, const Variable& b) {
+  if (a.value().is_sparse() || b.value().is_sparse()) return autograd_detail::sparse_where(cond, a, b);
   Shape sa = a.shape(), sb = b.shape();
   return record(where(cond, a.value(), b.value()), "WhereBackward", {a, b},
                 [cond, sa, sb](const Tensor& g, const GradNeeds& n) {

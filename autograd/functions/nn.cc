@@ -7,6 +7,7 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/grad_utils.h"
 #include "autograd/functions/reduce.h"
+#include "autograd/functions/sparse_nn.h"
 #include "autograd/sparse_grad.h"
 
 namespace coppice {
@@ -15,6 +16,7 @@ using autograd_detail::saved_if;
 using Grads = std::vector<Tensor>;
 
 Variable softmax(const Variable& x, int64_t dim) {
+  if (x.value().is_sparse()) return autograd_detail::sparse_softmax(x, dim, /*log=*/false);
   Tensor y = softmax(x.value(), dim);
   return record(y, "SoftmaxBackward", {x}, [y, dim](const Tensor& g, const GradNeeds&) {
     // y (g - sum(g y))
@@ -23,6 +25,7 @@ Variable softmax(const Variable& x, int64_t dim) {
 }
 
 Variable log_softmax(const Variable& x, int64_t dim) {
+  if (x.value().is_sparse()) return autograd_detail::sparse_softmax(x, dim, /*log=*/true);
   Tensor y = log_softmax(x.value(), dim);
   return record(y, "LogSoftmaxBackward", {x}, [y, dim](const Tensor& g, const GradNeeds&) {
     // g - softmax * sum(g)
@@ -89,6 +92,7 @@ Variable binary_cross_entropy_with_logits(const Variable& logits, const Variable
 
 Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight, const Variable& bias,
                     double eps) {
+  if (x.value().is_sparse()) return autograd_detail::sparse_layer_norm(x, normalized_shape, weight, bias, eps);
   Tensor xv = x.value();
   Tensor wv = weight.defined() ? weight.value() : Tensor();
   Tensor y = layer_norm(xv, normalized_shape, wv, bias.defined() ? bias.value() : Tensor(), eps);
@@ -185,6 +189,7 @@ Variable attention_packed(const Variable& qkv, double scale, const AttentionMask
 }
 
 Variable embedding(const Variable& weight, const Tensor& indices) {
+  if (weight.value().is_sparse()) return autograd_detail::sparse_embedding(weight, indices);
   Shape wshape = weight.shape();
   return record(embedding(weight.value(), indices), "EmbeddingBackward", {weight},
                 [wshape, indices](const Tensor& g, const GradNeeds&) {
@@ -195,6 +200,7 @@ Variable embedding(const Variable& weight, const Tensor& indices) {
 Variable dropout(const Variable& x, double p, bool training, Generator& gen) {
   COPPICE_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
   if (!training || p == 0.0) return x;
+  if (x.value().is_sparse()) return autograd_detail::sparse_dropout(x, p, training, gen);
   Tensor xv = x.value();
   // The same draw as the Tensor op: kept elements scaled by 1/(1-p).
   Tensor scale = mul(bernoulli(xv.shape(), 1.0 - p, xv.options(), gen), 1.0 / (1.0 - p));

@@ -2,6 +2,7 @@
 
 #include "autograd/function.h"
 #include "autograd/functions/grad_utils.h"
+#include "autograd/functions/sparse_nn.h"
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
 
@@ -38,6 +39,8 @@ Variable reshaped(const Variable& x, Tensor y, const char* name) {
 }  // namespace
 
 Variable cat(const std::vector<Variable>& xs, int64_t dim) {
+  for (const Variable& x : xs)
+    if (x.defined() && x.value().is_sparse()) return autograd_detail::sparse_cat(xs, dim);
   Tensor y = cat(values_of(xs), dim);
   int64_t d = normalize_dim(dim, y.dim(), "cat");
   std::vector<int64_t> sizes;
