@@ -64,23 +64,46 @@ Variable Linear::forward_gelu_mlp(Linear& fc1, Linear& fc2, const Variable& x, G
 // ---- Conv2d ------------------------------------------------------------------
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv2dOptions& conv, bool bias,
-               const LayerOptions& options, Generator& gen)
-    : Module("Conv2d"), conv_(conv) {
+               const LayerOptions& options, Generator& gen, ConvWeightLayout layout)
+    : Module("Conv2d"), conv_(conv), in_(in_channels), out_(out_channels), kernel_(kernel_size) {
   COPPICE_CHECK(in_channels > 0 && out_channels > 0 && kernel_size > 0, "Conv2d: channels and kernel must be positive");
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
-  weight_ = register_parameter(
-      "weight",
-      Variable(uniform_init({out_channels, in_channels, kernel_size, kernel_size}, bound, options, gen), true),
-      /*viewable=*/true);
+  const Shape shape = layout == ConvWeightLayout::kMatrix ? Shape{out_channels, in_channels * kernel_size * kernel_size}
+                                                          : Shape{out_channels, in_channels, kernel_size, kernel_size};
+  // The same draws either way: the matrix form is the kernel's reshape.
+  weight_ = register_parameter("weight", Variable(uniform_init(shape, bound, options, gen), true), /*viewable=*/true);
   if (bias) bias_ = register_parameter("bias", Variable(uniform_init({out_channels}, bound, options, gen), true));
 }
 
+namespace {
+
+// conv2d with a sparse weight in its matrix form [out, in * k * k]: im2col's
+// columns [N, in * k * k, L] through linear (the weight's own kernels), [N,
+// L, out] back to [N, out, Ho, Wo].
+Variable conv2d_sparse_weight(const Variable& x, const Variable& w, const Variable& bias, int64_t kernel,
+                              const Conv2dOptions& conv) {
+  COPPICE_CHECK(x.dim() == 4, "Conv2d: expected input [N, C, H, W], got ", shape_to_string(x.shape()));
+  auto out_size = [&](int64_t size, int d) {
+    return (size + 2 * conv.padding[d] - conv.dilation[d] * (kernel - 1) - 1) / conv.stride[d] + 1;
+  };
+  const int64_t n = x.size(0), ho = out_size(x.size(2), 0), wo = out_size(x.size(3), 1);
+  Variable cols = im2col(x, {kernel, kernel}, conv);           // [N, in * k * k, L]
+  Variable y = linear(transpose(cols, 1, 2), w, bias);         // [N, L, out]
+  return reshape(transpose(y, 1, 2), {n, w.size(0), ho, wo});  // [N, out, Ho, Wo]
+}
+
+}  // namespace
+
 Variable Conv2d::forward(const Variable& x) {
   Conv2dOptions conv = conv_;
-  return run_op({x, view_of(weight_), bias_ ? *bias_ : Variable()}, [conv](const std::vector<Variable>& in) {
-    // A sparse weight: its dense form, gradient sampled back at its pattern.
-    Variable w = in[1].value().is_sparse() ? to_dense(in[1]) : in[1];
-    return conv2d(in[0], w, in[2], conv);
+  const int64_t in = in_, out = out_, k = kernel_;
+  return run_op({x, view_of(weight_), bias_ ? *bias_ : Variable()}, [=](const std::vector<Variable>& v) {
+    const Variable& w = v[1];
+    if (w.value().is_dense()) return conv2d(v[0], w.dim() == 4 ? w : reshape(w, {out, in, k, k}), v[2], conv);
+    if (w.dim() == 2) return conv2d_sparse_weight(v[0], w, v[2], k, conv);
+    // A 4-D sparse weight: its entries as a CSR [out, in * k * k].
+    EntryAxes axes{w.shape(), 4, {{0}, {1, 2, 3}}};
+    return conv2d_sparse_weight(v[0], remap_entries(w, axes, "csr", "Conv2d"), v[2], k, conv);
   });
 }
 

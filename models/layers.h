@@ -59,19 +59,30 @@ class Linear : public Module {
   Variable undefined_;
 };
 
-// x [N, C, H, W]; weight [out, in, kh, kw]. A sparse weight (masked, or any
-// format that holds a 4-D tensor) is used through its dense form, with the
-// gradient sampled back onto its pattern. The weight is viewable, as
-// Linear's. Output rule inputs: x, weight, bias.
+// How a Conv2d holds its weight: as the kernel [out, in, kh, kw], or as its
+// matrix form [out, in * kh * kw] (row-major over in, kh, kw), the shape
+// every matrix format (CSR, BSR, n:m) takes, so that a job's rules can make
+// the weight of a convolution any format a linear's can be.
+enum class ConvWeightLayout { kKernel, kMatrix };
+
+// x [N, C, H, W]; weight [out, in, kh, kw], or [out, in * kh * kw] with
+// ConvWeightLayout::kMatrix. A dense weight runs the dense convolution. A
+// sparse one is never made dense: im2col's columns times the weight's matrix
+// form, as linear's sparse weight (CSR, and BSR and n:m on their kernels),
+// its gradient the SDDMM at its pattern; a 4-D sparse weight (COO, masked)
+// has its entries remapped to a CSR matrix form first (sparse/entry_remap.h).
+// The weight is viewable, as Linear's. Output rule inputs: x, weight, bias.
 class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv2dOptions& conv = {},
-         bool bias = true, const LayerOptions& options = {}, Generator& gen = default_generator());
+         bool bias = true, const LayerOptions& options = {}, Generator& gen = default_generator(),
+         ConvWeightLayout layout = ConvWeightLayout::kKernel);
   Variable forward(const Variable& x) override;
   const Variable& weight() const { return *weight_; }
 
  private:
   Conv2dOptions conv_;
+  int64_t in_, out_, kernel_;
   Variable* weight_;
   Variable* bias_ = nullptr;
 };

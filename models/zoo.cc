@@ -36,11 +36,13 @@ Variable MLP::forward(const Variable& x) {
 
 // ---- LeNet-5 -------------------------------------------------------------------------
 
-LeNet5::LeNet5(int64_t num_classes, const LayerOptions& options, Generator& gen) : Module("LeNet5") {
+LeNet5::LeNet5(int64_t num_classes, const LayerOptions& options, Generator& gen, ConvWeightLayout conv_weight)
+    : Module("LeNet5") {
   Conv2dOptions pad2;
   pad2.padding = {2, 2};
-  conv1_ = register_module("conv1", std::make_shared<Conv2d>(1, 6, 5, pad2, true, options, gen));
-  conv2_ = register_module("conv2", std::make_shared<Conv2d>(6, 16, 5, Conv2dOptions{}, true, options, gen));
+  conv1_ = register_module("conv1", std::make_shared<Conv2d>(1, 6, 5, pad2, true, options, gen, conv_weight));
+  conv2_ =
+      register_module("conv2", std::make_shared<Conv2d>(6, 16, 5, Conv2dOptions{}, true, options, gen, conv_weight));
   fc1_ = register_module("fc1", std::make_shared<Linear>(16 * 5 * 5, 120, true, options, gen));
   fc2_ = register_module("fc2", std::make_shared<Linear>(120, 84, true, options, gen));
   fc3_ = register_module("fc3", std::make_shared<Linear>(84, num_classes, true, options, gen));
@@ -280,6 +282,10 @@ GeluForm read_gelu(const Options& o) {
 std::vector<int64_t> mlp_sizes(const Options& o) { return parse_sizes(o, o.string("sizes", "784,300,100,10")); }
 
 int64_t lenet5_classes(const Options& o) { return o.positive("num_classes", 10); }
+ConvWeightLayout lenet5_conv_weight(const Options& o) {
+  return o.choice("conv_weight", "kernel", {"kernel", "matrix"}) == "matrix" ? ConvWeightLayout::kMatrix
+                                                                             : ConvWeightLayout::kKernel;
+}
 
 ViTOptions vit_options(const Options& o) {
   ViTOptions v;
@@ -378,10 +384,10 @@ const std::map<std::string, ModelEntry>& registry() {
                             {"sizes", "the last size"}};
         }}},
       {"lenet5",
-       {{"num_classes", "seed"},
+       {{"num_classes", "conv_weight", "seed"},
         [](const Options& o) -> ModulePtr {
           Generator gen = model_generator(o);
-          return std::make_shared<LeNet5>(lenet5_classes(o), o.layer_options(), gen);
+          return std::make_shared<LeNet5>(lenet5_classes(o), o.layer_options(), gen, lenet5_conv_weight(o));
         },
         [](const Options& o) {
           return ModelInput{InputKind::kImage, {1, 28, 28}, lenet5_classes(o), {}, {"num_classes", ""}};

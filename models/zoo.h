@@ -5,7 +5,8 @@
 //   ---------  ------------------------------------------------------------------
 //   mlp        sizes ("784,300,100,10": LeNet-300-100), seed (0)
 //              children fc1, fc2, ... with ReLU between; flattens [N, ...] input
-//   lenet5     num_classes (10), seed (0); input [N, 1, 28, 28];
+//   lenet5     num_classes (10), conv_weight ("kernel" | "matrix": the convolutions' weights as
+//              [out, in * 5 * 5], which CSR, BSR and n:m rules can take), seed (0); input [N, 1, 28, 28];
 //              conv1 (6, 5x5, pad 2), pool, conv2 (16, 5x5), pool, fc1 400-120, fc2 120-84, fc3 84-10
 //   vit        image_size (28), patch_size (7), channels (1), dim (64), depth (2), heads (4),
 //              mlp_ratio (4), num_classes (10), pool ("cls" | "mean"), attention ("dense" | "local" |
@@ -95,7 +96,10 @@ class MLP : public Module {
 
 class LeNet5 : public Module {
  public:
-  explicit LeNet5(int64_t num_classes = 10, const LayerOptions& options = {}, Generator& gen = default_generator());
+  // conv_weight: how conv1 and conv2 hold their weights (models/layers.h):
+  // kKernel, or kMatrix, the shape a job's rules can make CSR, BSR or n:m.
+  explicit LeNet5(int64_t num_classes = 10, const LayerOptions& options = {}, Generator& gen = default_generator(),
+                  ConvWeightLayout conv_weight = ConvWeightLayout::kKernel);
   Variable forward(const Variable& x) override;
 
  private:

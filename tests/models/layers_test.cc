@@ -19,6 +19,7 @@
 #include "sparse/convert.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/sparsity_builder.h"
+#include "tensor/dispatcher.h"
 #include "tests/models/test_util.h"
 
 namespace coppice {
@@ -187,6 +188,51 @@ TEST(Conv2d, MaskedWeight) {
   Variable y = conv.forward(Variable(randn64({1, 2, 4, 4}, 15)));
   sum(y).backward();
   EXPECT_EQ(conv.weight().grad().format(), "masked");
+}
+
+// A sparse weight is never made dense: the matrix form [out, in * k * k] in
+// CSR, BSR and n:m (ConvWeightLayout::kMatrix), and COO and masked kernels,
+// each equal to the dense convolution of its dense form, gradchecked, its
+// gradient compact in its own format, with no dense fallback on the way.
+TEST(Conv2d, SparseWeightsInEveryFormat) {
+  struct Case {
+    std::string format;
+    ConvWeightLayout layout;
+    FormatOptions options;
+  };
+  const std::vector<Case> cases = {
+      {"csr", ConvWeightLayout::kMatrix, {}},
+      {"bsr", ConvWeightLayout::kMatrix, FormatOptions::block(2, 3)},
+      {"nm", ConvWeightLayout::kMatrix, FormatOptions::nm(2, 4)},
+      {"coo", ConvWeightLayout::kMatrix, {}},
+      {"coo", ConvWeightLayout::kKernel, {}},
+      {"masked", ConvWeightLayout::kKernel, {}},
+  };
+  Conv2dOptions pad;
+  pad.padding = {1, 1};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.format + (c.layout == ConvWeightLayout::kMatrix ? " matrix" : " kernel"));
+    Generator gen(21);
+    Conv2d conv(4, 4, 3, pad, true, kF64, gen, c.layout);  // matrix [4, 36]
+    const Tensor w = conv.weight().value();
+    Tensor mask = gt(abs(w), 0.1);
+    if (c.format == "nm") {  // 2 of every 4 along a row
+      std::vector<uint8_t> keep(static_cast<size_t>(w.numel()));
+      for (size_t i = 0; i < keep.size(); ++i) keep[i] = (i % 36) % 4 < 2;
+      mask = ne(from_vector(keep, w.shape()), 0.0);
+    }
+    const Tensor sparse = sparse_from_mask(w, mask, c.format, c.options);
+    conv.set_parameter("weight", Variable(sparse, true));
+    const Tensor x = randn64({2, 4, 5, 5}, 22);
+    Dispatcher::instance().set_fallback_is_error(true);
+    Variable y = conv.forward(Variable(x));
+    sum(y).backward();
+    Dispatcher::instance().set_fallback_is_error(false);
+    const Tensor want = conv2d(x, to_dense(sparse).reshape({4, 4, 3, 3}), conv.parameter("bias").value(), pad);
+    EXPECT_TRUE(allclose(y.value(), want, 1e-12, 1e-12)) << max_abs_diff(y.value(), want);
+    EXPECT_EQ(conv.weight().grad().format(), c.format);
+    EXPECT_GRADCHECK_OK(gradcheck_module(conv, Variable(randn64({1, 4, 4, 4}, 23), true)));
+  }
 }
 
 TEST(LayerNorm, ShapeAndGradcheck) {
