@@ -6,6 +6,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/functions/sparse.h"
+#include "sparse/attention/routing.h"
 #include "tensor/error.h"
 
 namespace coppice {
@@ -35,8 +36,23 @@ const Tensor& MultiheadAttention::cached_pattern(int64_t t, int64_t copies, Tens
   return it->second;
 }
 
+std::vector<bool> MultiheadAttention::routed_blocks(const Variable& qkv) const {
+  RoutingOptions o;
+  o.block = pattern_.block;
+  o.window = pattern_.window;
+  o.top_k = pattern_.top_k;
+  o.causal = pattern_.causal;
+  const Tensor& v = qkv.value();  // [B, T, 3, H, dh]
+  return routed_keep(v.select(2, 0), v.select(2, 1), o);
+}
+
 Variable MultiheadAttention::attend_fused(const Variable& qkv, int64_t t, double scale) {
   AttentionMask mask{pattern_.causal, {}};
+  if (pattern_.kind == AttentionPattern::Kind::kRouted) {
+    // A new pattern every step, from this step's queries and keys.
+    mask.blocks = attention_block_pattern(routed_blocks(qkv), pattern_.block, qkv.value().device());
+    return attention_packed(qkv, scale, mask);
+  }
   if (pattern_.kind == AttentionPattern::Kind::kBlockSparse) {
     // One pattern per length and device, built once: its walks are derived
     // once per pattern version (block_walks.h), so a captured step reads
@@ -57,7 +73,12 @@ Variable MultiheadAttention::attend_fused(const Variable& qkv, int64_t t, double
 Variable MultiheadAttention::attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t,
                                           double scale) {
   Variable scores = mul(bmm(q, transpose(k, 1, 2)), scale);  // [BH, T, T]
-  if (pattern_.causal || pattern_.kind == AttentionPattern::Kind::kBlockSparse) {
+  if (pattern_.kind == AttentionPattern::Kind::kRouted) {
+    const Tensor mask = routed_mask_;  // forward's, [T, T]
+    Tensor cond = mask.unsqueeze(0).expand(scores.shape());
+    Variable neg_inf(full({}, -std::numeric_limits<double>::infinity(), q.value().options()));
+    scores = where(cond, scores, neg_inf);
+  } else if (pattern_.causal || pattern_.kind == AttentionPattern::Kind::kBlockSparse) {
     const Tensor& mask = cached_pattern(t, 1, q.value().options());
     Tensor cond = mask.unsqueeze(0).expand(scores.shape());
     Variable neg_inf(full({}, -std::numeric_limits<double>::infinity(), q.value().options()));
@@ -88,6 +109,11 @@ Variable MultiheadAttention::forward(const Variable& x) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
     Variable qkv = reshape(qkv_->forward(xin), {b, t, 3, heads_, dh});  // a view
     const bool dropping = attn_drop_ && attn_drop_->is_training();
+    if (pattern_.kind == AttentionPattern::Kind::kRouted && dropping) {
+      // The unfused path (dropout on the weights) masks the scores with the
+      // routed blocks expanded to tokens.
+      routed_mask_ = block_keep_mask(routed_blocks(qkv), pattern_.block, t, pattern_.causal, xin.value().device());
+    }
     if (!pattern_.is_sparse() && !dropping) {
       // Fused, straight from the projection's layout: no permuted copy either way.
       return proj_->forward(reshape(attend_fused(qkv, t, scale), {b, t, dim_}));

@@ -46,6 +46,8 @@ class MultiheadAttention : public Module {
 
  private:
   Variable attend_fused(const Variable& qkv, int64_t t, double scale);  // qkv [B, T, 3, H, dh] -> [B, T, H, dh]
+  // A routed pattern's kept blocks for this qkv (sparse/attention/routing.h).
+  std::vector<bool> routed_blocks(const Variable& qkv) const;
   Variable attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t, double scale);
   Variable attend_sparse(const Variable& q, const Variable& k, const Variable& v, int64_t t);
   // The CSR pattern for `copies` (batch, head) pairs of T tokens, or the
@@ -58,6 +60,7 @@ class MultiheadAttention : public Module {
   std::shared_ptr<Dropout> attn_drop_;
   std::map<std::tuple<int64_t, int64_t, int>, Tensor> patterns_;
   std::map<std::pair<int64_t, std::string>, Tensor> block_patterns_;  // block_sparse's BSR, by (T, device)
+  Tensor routed_mask_;  // routed with attention dropout: this forward's [T, T] mask
 };
 
 struct TransformerBlockOptions {

@@ -27,6 +27,7 @@ bool attends(const AttentionPattern& p, int64_t i, int64_t j) {
     case AttentionPattern::Kind::kLocal: return (i > j ? i - j : j - i) < p.window;
     case AttentionPattern::Kind::kBlock: return i / p.block == j / p.block;
     case AttentionPattern::Kind::kBlockSparse: return keeps_block(p, i / p.block, j / p.block);
+    case AttentionPattern::Kind::kRouted: break;  // check_fixed_pattern refused it
   }
   return false;
 }
@@ -41,6 +42,12 @@ void check_attention_pattern(const AttentionPattern& p) {
   COPPICE_CHECK(p.kind != AttentionPattern::Kind::kBlockSparse || (p.block > 0 && p.window > 0 && p.stride >= 0),
                 "attention pattern: block_sparse needs block > 0, window > 0 (blocks) and stride >= 0, got block ",
                 p.block, ", window ", p.window, ", stride ", p.stride);
+  COPPICE_CHECK(p.kind != AttentionPattern::Kind::kRouted || (p.block > 0 && p.window > 0 && p.top_k >= 0),
+                "attention pattern: routed needs block > 0, window > 0 (blocks) and top_k >= 0, got block ", p.block,
+                ", window ", p.window, ", top_k ", p.top_k);
+  COPPICE_CHECK(p.kind != AttentionPattern::Kind::kRouted || p.global_tokens == 0,
+                "attention pattern: routed does not take global_tokens (got ", p.global_tokens,
+                "): it keeps whole blocks, and key block 0 always");
   COPPICE_CHECK(p.global_tokens >= 0, "attention pattern: global_tokens must be >= 0, got ", p.global_tokens);
   COPPICE_CHECK(p.kind != AttentionPattern::Kind::kBlockSparse || p.global_tokens == 0,
                 "attention pattern: block_sparse does not take global_tokens (got ", p.global_tokens,
@@ -74,6 +81,10 @@ std::string AttentionPattern::describe() const {
       name = "block_sparse";
       parts.push_back(str_cat("block=", block, ", window=", window, ", stride=", stride));
       break;
+    case Kind::kRouted:
+      name = "routed";
+      parts.push_back(str_cat("block=", block, ", window=", window, ", top_k=", top_k));
+      break;
   }
   if (causal) parts.push_back("causal");
   if (global_tokens > 0) parts.push_back(str_cat("global=", global_tokens));
@@ -85,7 +96,8 @@ AttentionPattern::Kind attention_kind_from_name(const std::string& name) {
   if (name == "local") return AttentionPattern::Kind::kLocal;
   if (name == "block") return AttentionPattern::Kind::kBlock;
   if (name == "block_sparse") return AttentionPattern::Kind::kBlockSparse;
-  fail("attention pattern: unknown kind '", name, "'; known: dense, local, block, block_sparse");
+  if (name == "routed") return AttentionPattern::Kind::kRouted;
+  fail("attention pattern: unknown kind '", name, "'; known: dense, local, block, block_sparse, routed");
 }
 
 std::vector<bool> block_sparse_keep(const AttentionPattern& p, int64_t tokens) {
@@ -103,8 +115,18 @@ std::vector<bool> block_sparse_keep(const AttentionPattern& p, int64_t tokens) {
   return keep;
 }
 
-Tensor attention_mask(const AttentionPattern& p, int64_t tokens, Device device) {
+namespace {
+
+void check_fixed_pattern(const AttentionPattern& p, const char* op) {
   check_attention_pattern(p);
+  COPPICE_CHECK(p.kind != AttentionPattern::Kind::kRouted, op,
+                ": a routed pattern depends on the queries and keys; it has no fixed mask (routed_keep)");
+}
+
+}  // namespace
+
+Tensor attention_mask(const AttentionPattern& p, int64_t tokens, Device device) {
+  check_fixed_pattern(p, "attention_mask");
   COPPICE_CHECK(tokens > 0, "attention_mask: tokens must be positive, got ", tokens);
   std::vector<uint8_t> m(static_cast<size_t>(tokens * tokens));
   for (int64_t i = 0; i < tokens; ++i) {
@@ -113,8 +135,22 @@ Tensor attention_mask(const AttentionPattern& p, int64_t tokens, Device device) 
   return ne(from_vector(m, {tokens, tokens}), 0.0).to(device);
 }
 
+Tensor block_keep_mask(const std::vector<bool>& keep, int64_t block, int64_t tokens, bool causal, Device device) {
+  const int64_t nb = (tokens + block - 1) / block;
+  COPPICE_CHECK(block > 0 && static_cast<int64_t>(keep.size()) == nb * nb, "block_keep_mask: ", keep.size(),
+                " kept flags for ", nb, " x ", nb, " blocks of ", block, " tokens");
+  std::vector<uint8_t> m(static_cast<size_t>(tokens * tokens));
+  for (int64_t i = 0; i < tokens; ++i) {
+    for (int64_t j = 0; j < tokens; ++j) {
+      m[static_cast<size_t>(i * tokens + j)] =
+          (!causal || j <= i) && keep[static_cast<size_t>(i / block * nb + j / block)];
+    }
+  }
+  return ne(from_vector(m, {tokens, tokens}), 0.0).to(device);
+}
+
 Tensor attention_pattern(const AttentionPattern& p, int64_t tokens, TensorOptions options) {
-  check_attention_pattern(p);
+  check_fixed_pattern(p, "attention_pattern");
   COPPICE_CHECK(tokens > 0, "attention_pattern: tokens must be positive, got ", tokens);
   std::vector<int32_t> crow{0}, col;
   for (int64_t i = 0; i < tokens; ++i) {

@@ -32,6 +32,12 @@ struct AttentionPattern {
     // only keys j <= i. Runs on the fused attention kernels, skipping the
     // blocks it leaves out (block_sparse_keep).
     kBlockSparse,
+    // Whole blocks chosen at run time from the queries and keys
+    // (sparse/attention/routing.h): the local blocks within `window`, key
+    // block 0, and the `top_k` best-scoring others by pooled q . k; runs on
+    // the fused kernels like block_sparse. Depends on the data, so it has no
+    // fixed mask (attention_mask and attention_pattern refuse it).
+    kRouted,
   };
   Kind kind = Kind::kDense;
   int64_t window = 0;  // tokens (local), blocks (block_sparse)
@@ -44,6 +50,7 @@ struct AttentionPattern {
   // block_sparse refuses them: its fused kernels keep whole blocks, which
   // cannot express one token's row and column.
   int64_t global_tokens = 0;
+  int64_t top_k = 0;  // routed: key blocks chosen per query block, besides the fixed ones
 
   // Whether attention runs on a CSR pattern (local, block); dense and
   // block_sparse run on the fused kernels (sparse/attention/attention.h).
@@ -57,12 +64,17 @@ struct AttentionPattern {
 // > 0 (see AttentionPattern::global_tokens).
 std::vector<bool> block_sparse_keep(const AttentionPattern& p, int64_t tokens);
 
+// The [T, T] bool mask of whole kept blocks (row-major [nb, nb], nb =
+// ceil(T / block), as block_sparse_keep and routed_keep give them), with
+// `causal` only keys j <= i; on `device`.
+Tensor block_keep_mask(const std::vector<bool>& keep, int64_t block, int64_t tokens, bool causal, Device device);
+
 // Throws coppice::Error naming what a pattern lacks (a local window, a block
 // size, a block_sparse stride, a global token count); every builder below
 // checks its pattern with it.
 void check_attention_pattern(const AttentionPattern& p);
 
-// Parses "dense", "local", "block" or "block_sparse" (throws listing the known kinds).
+// Parses "dense", "local", "block", "block_sparse" or "routed" (throws listing the known kinds).
 AttentionPattern::Kind attention_kind_from_name(const std::string& name);
 
 // The pattern of `p` over T queries and T keys: a CSR [T, T] with zero

@@ -331,9 +331,13 @@ GPTOptions gpt_options(const Options& o) {
   g.heads = o.positive("heads", 16);
   if (g.dim % g.heads != 0) o.bad("heads", "must divide dim (", g.dim, "), got ", g.heads);
   g.mlp_hidden = g.dim * o.positive("mlp_ratio", 4, kMaxMlpRatio);
-  g.pattern.kind = attention_kind_from_name(o.choice("attention", "dense", {"dense", "block_sparse"}));
+  g.pattern.kind = attention_kind_from_name(o.choice("attention", "dense", {"dense", "block_sparse", "routed"}));
   g.pattern.block = o.positive("block", 64);
-  g.pattern.window = o.positive("window", 2);
+  const bool routed = g.pattern.kind == AttentionPattern::Kind::kRouted;
+  g.pattern.window = o.positive("window", routed ? 1 : 2);
+  g.pattern.top_k = o.integer("routed_top_k", 2);
+  if (g.pattern.top_k < 0 || g.pattern.top_k > kMaxModelWidth)
+    o.bad("routed_top_k", "must be in [0, ", kMaxModelWidth, "], got ", g.pattern.top_k);
   g.pattern.stride = o.integer("stride", 4);
   if (g.pattern.stride < 0 || g.pattern.stride > kMaxModelWidth)
     o.bad("stride", "must be in [0, ", kMaxModelWidth, "] (0: no strided blocks), got ", g.pattern.stride);
@@ -409,7 +413,7 @@ const std::map<std::string, ModelEntry>& registry() {
         }}},
       {"gpt",
        {{"vocab_size", "context", "dim", "layers", "heads", "mlp_ratio", "attention", "block", "window", "stride",
-         "dropout", "tie_weights", "gelu", "moe_experts", "moe_top_k", "moe_aux_loss", "seed"},
+         "routed_top_k", "dropout", "tie_weights", "gelu", "moe_experts", "moe_top_k", "moe_aux_loss", "seed"},
         [](const Options& o) -> ModulePtr {
           Generator gen = model_generator(o);
           return std::make_shared<GPT>(gpt_options(o), o.layer_options(), gen);

@@ -17,8 +17,10 @@
 //              attention ("dense" | "local"; always causal), window (16), dropout (0), gelu ("erf" |
 //              "tanh"), seed (0); input i64 [N, T <= context] -> logits [N, T, vocab_size]
 //   gpt        vocab_size (256), context (512), dim (1024), layers (8), heads (16), mlp_ratio (4),
-//              attention ("dense" | "block_sparse"; always causal), block (64 tokens), window (2 blocks),
-//              stride (4 blocks; 0: none), dropout (0), tie_weights (true), gelu ("erf" | "tanh"),
+//              attention ("dense" | "block_sparse" | "routed"; always causal), block (64 tokens), window
+//              (2 blocks; routed: 1), stride (4 blocks; 0: none), routed_top_k (2: the key blocks routed
+//              attention chooses per query block from pooled q . k, besides the local ones and the
+//              first; sparse/attention/routing.h), dropout (0), tie_weights (true), gelu ("erf" | "tanh"),
 //              moe_experts (0: dense MLPs; else every block's MLP a mixture of that many experts of
 //              mlp_ratio * dim units, models/moe.h, at most kMaxMoeExperts), moe_top_k (1, at most
 //              moe_experts), moe_aux_loss (0.01: the load-balancing loss's weight, in [0, 1000]),

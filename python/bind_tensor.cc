@@ -2,15 +2,18 @@
 // (numpy_conversion.cc), DLPack both ways (dlpack_conversion.cc), formats
 // from masks, to their parts (the index parts read-only) and back from them,
 // and pickling (a tensor's bytes in the sparse safetensors encoding).
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "python/bindings.h"
 #include "python/dlpack.h"
+#include "sparse/attention/routing.h"
 #include "sparse/convert.h"
 #include "sparse/formats.h"
 #include "sparse/io/sparse_safetensors.h"
@@ -288,6 +291,23 @@ void bind_tensor(py::module_& m) {
       py::arg("block_rows") = 0, py::arg("block_cols") = 0,
       "indices.shape + [num_classes] with a 1 at each index's class: a CSR for 1-D indices, else a COO, or "
       "`format` (any of the table's, 'dense' included); num_classes -1: the largest index plus one.");
+  m.def(
+      "routed_blocks",
+      [](const py::object& q, const py::object& k, int64_t block, int64_t window, int64_t top_k, bool causal) {
+        RoutingOptions o{block, window, top_k, causal};
+        const std::vector<bool> keep =
+            routed_keep(tensor_of_any(q, "routed_blocks: q"), tensor_of_any(k, "routed_blocks: k"), o);
+        const auto nb = static_cast<py::ssize_t>(std::lround(std::sqrt(static_cast<double>(keep.size()))));
+        py::array_t<bool> out({nb, nb});
+        bool* p = out.mutable_data();
+        for (size_t i = 0; i < keep.size(); ++i) p[i] = keep[i];
+        return out;
+      },
+      py::arg("q"), py::arg("k"), py::arg("block"), py::arg("window") = 1, py::arg("top_k") = 2,
+      py::arg("causal") = true,
+      "Routed attention's kept blocks [nb, nb] for q and k [B, T, H, d] (sparse/attention/routing.h): the local "
+      "blocks within `window`, key block 0 and the `top_k` best by pooled q . k; model.options.attention: routed "
+      "runs them on the fused kernels.");
   m.def("_tensor_from_pickle", &tensor_from_pickle, py::arg("version"), py::arg("data"),
         "What pickle calls to rebuild a coppice.Tensor (Tensor.__reduce__).");
   m.def("sparse_from_parts", &sparse_from_parts, py::arg("format"), py::arg("shape"), py::arg("parts"),

@@ -9,6 +9,7 @@
 #include "autograd/functions/nn.h"
 #include "autograd/functions/shape.h"
 #include "distributed/replica_sync.h"
+#include "models/attention.h"
 #include "optim/clip.h"
 #include "optim/densify.h"
 #include "sparse/route_choices.h"
@@ -132,6 +133,10 @@ void Trainer::prepare_graph() {
       }
       if (m->type_name() == "MoE") {
         graph_->decline(str_cat("module '", name, "' routes tokens to experts, a grouping read on the host"));
+      }
+      const auto* attention = dynamic_cast<const MultiheadAttention*>(m);
+      if (attention != nullptr && attention->pattern().kind == AttentionPattern::Kind::kRouted) {
+        graph_->decline(str_cat("module '", name, "' routes attention blocks from scores read on the host"));
       }
     }
   }

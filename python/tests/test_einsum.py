@@ -1,9 +1,12 @@
 """einsum, rearrange and one_hot from Python: any mix of formats, gradients, Scorch's mixture-of-experts
 slide as it is written, the plan, and errors that name what is wrong."""
+import os
+
 import numpy as np
 import pytest
 
 import coppice
+from conftest import REPO
 
 RNG = np.random.default_rng(7)
 
@@ -69,3 +72,23 @@ def test_errors_name_the_problem():
         coppice.rearrange(np.zeros((2, 3)), "b d -> b n d")
     with pytest.raises(coppice.Error, match="index 4 at flat position 1"):
         coppice.one_hot(np.array([0, 4]), 3)
+
+
+def test_routed_attention_blocks_and_a_routed_gpt_job(tmp_path):
+    # Query block 3 points at key block 1: besides the diagonal and block 0, top-1 routing keeps it.
+    q = np.zeros((1, 8, 1, 2), np.float32)
+    k = np.zeros((1, 8, 1, 2), np.float32)
+    q[0, 4:, 0, 0] = 1.0
+    k[0, 2:4, 0, 0] = 1.0
+    k[0, 4:6, 0, 0] = -1.0
+    keep = coppice.routed_blocks(q, k, block=2, window=1, top_k=1)
+    assert keep.shape == (4, 4) and keep[3].tolist() == [True, True, False, True]
+    # A GPT job whose attention is routed, from Python.
+    s = coppice.train(os.path.join(REPO, "configs", "gpt_dense.yaml"), overrides=[
+        "device=cpu", "model.options.dim=32", "model.options.layers=1", "model.options.heads=2",
+        "model.options.context=32", "model.options.attention=routed", "model.options.block=8",
+        "model.options.routed_top_k=1", "data.seq_len=32", "data.stride=32",
+        "data.path=/usr/share/doc/linux-doc-6.1/html/_sources/RCU", "precision.dtype=f32",
+        "lr_schedule.warmup_steps=2", "evaluation.every_steps=5", f"checkpoint.dir={tmp_path}/ck",
+        "checkpoint.every_steps=5", f"logging.metrics={tmp_path}/m.jsonl"], max_steps=5)
+    assert s["final_step"] == 5

@@ -200,6 +200,68 @@ TEST(GPT, TinyModelLearns) {
   EXPECT_LT(last, 0.3 * first) << "loss " << first << " -> " << last;
 }
 
+// Routed attention (sparse/attention/routing.h): every causal block routed
+// is dense causal attention; no routed block leaves the diagonal and the
+// first key block, the masked softmax of that keep; gradchecks; the zoo's
+// option.
+TEST(GPT, RoutedAttention) {
+  AttentionPattern routed{AttentionPattern::Kind::kRouted, 1, 2, true};
+  routed.top_k = 8;  // at least every causal block
+  EXPECT_EQ(routed.describe(), "routed(block=2, window=1, top_k=8, causal)");
+  AttentionPattern dense{AttentionPattern::Kind::kDense, 0, 0, true};
+  Generator g1(6), g2(6), gx(7);
+  MultiheadAttention all(8, 2, routed, 0.0, kF64, g1), reference(8, 2, dense, 0.0, kF64, g2);
+  const Tensor x = randn({2, 7, 8}, DType::kF64, gx);
+  EXPECT_TRUE(allclose(all.forward(Variable(x)).value(), reference.forward(Variable(x)).value(), 1e-12, 1e-12));
+
+  routed.top_k = 0;  // the diagonal and the first block: a fixed mask
+  Generator g3(6);
+  MultiheadAttention fixed(8, 2, routed, 0.0, kF64, g3);
+  std::vector<bool> keep(16, false);
+  for (int64_t i = 0; i < 4; ++i) keep[i * 4] = keep[i * 4 + i] = true;
+  const Tensor mask = block_keep_mask(keep, 2, 7, true, Device::cpu());
+  // The reference: the same projections, the masked softmax.
+  const Tensor qkv = linear(x, fixed.parameter("qkv.weight").value(), fixed.parameter("qkv.bias").value())
+                         .reshape({2, 7, 3, 2, 4})
+                         .permute({2, 0, 3, 1, 4})
+                         .reshape({3, 4, 7, 4});
+  const Tensor q = qkv.select(0, 0), k = qkv.select(0, 1), v = qkv.select(0, 2);
+  Tensor scores = mul(bmm(q, k.transpose(1, 2)), 0.5);
+  scores = where(mask.unsqueeze(0).expand(scores.shape()), scores,
+                 full({}, -std::numeric_limits<double>::infinity(), DType::kF64));
+  const Tensor o = bmm(softmax(scores, -1), v).reshape({2, 2, 7, 4}).permute({0, 2, 1, 3}).reshape({2, 7, 8});
+  const Tensor want = linear(o, fixed.parameter("proj.weight").value(), fixed.parameter("proj.bias").value());
+  EXPECT_TRUE(allclose(fixed.forward(Variable(x)).value(), want, 1e-12, 1e-12));
+
+  routed.top_k = 1;
+  Generator g4(8);
+  MultiheadAttention one(8, 2, routed, 0.0, kF64, g4);
+  EXPECT_GRADCHECK_OK(gradcheck_module(one, Variable(randn({2, 7, 8}, DType::kF64, gx), true)));
+  EXPECT_NE(error_of([] {
+              attention_mask(AttentionPattern{AttentionPattern::Kind::kRouted, 1, 2, true}, 4);
+            }).find("has no fixed mask"),
+            std::string::npos);
+
+  ModulePtr m = make_model({"gpt",
+                            {{"vocab_size", int64_t{7}},
+                             {"context", int64_t{8}},
+                             {"dim", int64_t{8}},
+                             {"layers", int64_t{1}},
+                             {"heads", int64_t{2}},
+                             {"attention", std::string("routed")},
+                             {"block", int64_t{2}},
+                             {"routed_top_k", int64_t{1}}}});
+  EXPECT_EQ(dynamic_cast<GPT&>(*m).options().pattern.describe(), "routed(block=2, window=1, top_k=1, causal)");
+  const std::string e = error_of([] {
+    make_model({"gpt",
+                {{"dim", int64_t{8}},
+                 {"heads", int64_t{2}},
+                 {"attention", std::string("routed")},
+                 {"routed_top_k", int64_t{-1}}}});
+  });
+  EXPECT_NE(e.find("option 'routed_top_k': must be in [0, "), std::string::npos) << e;
+}
+
 // moe_experts: every block's MLP a mixture of experts (models/moe.h), its
 // parameters named blocks.<i>.moe.*, a float64 gradcheck through the whole
 // model in eval mode (no load-balancing loss), the loss in training mode, and
