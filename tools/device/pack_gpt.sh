@@ -4,8 +4,19 @@
 # stripped, one zstd archive; the demo too, and GPT_PACK_TESTS' test
 # binaries), the Linux documentation corpus the GPT jobs read (absent on the
 # GPU machine), and the Python peers.
+#
+# GPT_PACK_LITE=1: only the corpus and the Python peers, into .devq_lite (a
+# few MiB), for a call that carries build_devbin.sh's first part as well
+# (run_gpt.sh then uses its .devbin/ binaries; GPT_PACK=.devq_lite).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+if [[ ${GPT_PACK_LITE:-0} == 1 ]]; then
+  rm -rf .devq_lite && mkdir -p .devq_lite
+  tar czf .devq_lite/corpus.tgz -C /usr/share/doc/linux-doc-6.1/html _sources
+  cp tools/bench/*.py tools/device/eval_gpt_torch.py tools/device/read_checkpoint_torch.py .devq_lite/
+  du -sh .devq_lite
+  exit 0
+fi
 tools/setup >/dev/null
 # GPT_PACK_TESTS: test targets to carry too (bin/tests; run_gpt.sh tests
 # runs them), e.g. the few a change touched, re-run beside the step.

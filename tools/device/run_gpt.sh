@@ -53,6 +53,10 @@
 #        eager with --sparsify bsr:0.1:32 beside the trainer's
 #        gpt_bsr_static_90, and the same pair dense, their loss curves
 #        -> torch_curves.md (GPT_TORCH_CURVES=0 leaves them out).
+# moe: issue 36's mixture-of-experts step: `bench train --models gpt,gpt_moe`
+#        (configs/gpt_moe.yaml's model: 8 experts, top-1, dropless grouped
+#        block-sparse experts) beside torch_train.py's gpt and gpt_moe (the
+#        same MoE as a loop over experts), bf16, SGD -> moe_step.md.
 # eval JOB...: the newest checkpoint of each job's run evaluated by
 #        eval_gpt_torch.py (PyTorch), beside the trainer's last validation loss.
 # sweep SWEEP.yaml: tools/sweep run of that file with the pack's trainer
@@ -303,6 +307,17 @@ PY
   eval)
     for job in "$@"; do eval_run "$job" "runs/$job"; done
     ;;
+  moe)
+    timeout 300 .devbin/bench train --device cuda --models gpt,gpt_moe --formats dense --modes bf16 --steps 10 \
+      --warmup 3 --json "$OUT/moe_coppice.json" > "$OUT/bench_moe.log" 2>&1 || say "bench train gpt_moe: exit $?"
+    PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/torch_train.py --device cuda --models gpt,gpt_moe --formats dense \
+      --modes bf16 --steps 10 --warmup 3 --json "$OUT/moe_torch.json" > "$OUT/torch_moe.log" 2>&1 ||
+      say "torch gpt_moe: exit $?"
+    python3 $PACK/train_compare.py --coppice "$OUT/moe_coppice.json" --torch "$OUT/moe_torch.json" \
+      > "$OUT/moe_step.md" 2>&1
+    tee -a "$SUMMARY" < "$OUT/moe_step.md"
+    grep -h "^train \|^torch train" "$OUT/bench_moe.log" "$OUT/torch_moe.log" | tee -a "$SUMMARY"
+    ;;
   torch)
     mkdir -p /tmp/coppice_py && tar xzf .devbin_py/py.tgz -C /tmp/coppice_py || { say "no .devbin_py/py.tgz"; exit 2; }
     export LD_LIBRARY_PATH=/tmp/coppice_py/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PYTHONPATH=/tmp/coppice_py/site
@@ -354,5 +369,5 @@ PY
     (cd "$dir" && tar czf "$OUT/sweep_runs.tgz" $(ls frontier.jsonl frontier.png 2>/dev/null) runs/*/metrics.jsonl \
       runs/*/sweep_done.json)
     ;;
-  *) say "unknown step '$what' (bench, attention, tests, step, blocks, mlp, breakdown, torch, train JOB..., eval JOB..., sweep SWEEP.yaml)"; exit 2 ;;
+  *) say "unknown step '$what' (bench, attention, tests, step, blocks, mlp, breakdown, torch, moe, train JOB..., eval JOB..., sweep SWEEP.yaml)"; exit 2 ;;
 esac
