@@ -1,9 +1,11 @@
 #include "autograd/sparse_grad.h"
 
 #include <string>
+#include <vector>
 
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
+#include "sparse/stored_positions.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -16,8 +18,19 @@ std::string describe_pattern(const Tensor& t) {
 }  // namespace
 
 Tensor sample_at(const Tensor& dense, const Tensor& pattern) {
-  Tensor ones_pattern = with_values(pattern, ones_like(values(pattern)));
-  return values(mul(ones_pattern, dense.contiguous()));
+  if (pattern.dim() == 2 || pattern.device().is_cpu()) {
+    Tensor ones_pattern = with_values(pattern, ones_like(values(pattern)));
+    return values(mul(ones_pattern, dense.contiguous()));
+  }
+  // A sparse tensor of another rank on a device, whose kernels take
+  // matrices: a gather at the stored flat positions (padding reads a zero).
+  std::vector<int64_t> positions = stored_positions(pattern);
+  const int64_t zero_slot = pattern.numel();
+  for (int64_t& p : positions)
+    if (p < 0) p = zero_slot;
+  const Tensor flat = cat({dense.expand(pattern.shape()).contiguous().reshape({-1}), zeros({1}, dense.options())}, 0);
+  const Tensor at = from_vector(positions, {static_cast<int64_t>(positions.size())}).to(pattern.device());
+  return index_select(flat, 0, at).reshape(values(pattern).shape()).to(values(pattern).dtype());
 }
 
 Tensor grad_values(const Tensor& g, const Tensor& pattern, const char* what) {

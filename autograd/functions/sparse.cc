@@ -31,6 +31,17 @@ void check_matrix(const Tensor& t, const char* op, const char* what) {
 // result of such an op may be sparse (SpGEMM's CSR) or dense (a fallback).
 Tensor dense_grad_of(const Tensor& g) { return g.is_sparse() ? to_dense(g) : g.contiguous(); }
 
+// S^T g (sparse_left) or g S^T, for the dense operand's gradient of a
+// product with S. A compressed S transposes for free (CSR and CSC trade
+// arrays); any other format would be re-built transposed (BSR through its
+// COO entries, on the host), so the product is taken the other way round,
+// (g^T S)^T or (S g^T)^T, a product every format's kernels run as it is.
+Tensor transposed_product(const Tensor& s, const Tensor& g, bool sparse_left) {
+  const bool free = s.layout() == Layout::kCsr || s.layout() == Layout::kCsc;
+  if (sparse_left) return free ? matmul(transpose(s), g) : matmul(g.t().contiguous(), s).t().contiguous();
+  return free ? matmul(g, transpose(s)) : matmul(s, g.t().contiguous()).t().contiguous();
+}
+
 // `d` (dense) at sparse `pattern`'s stored positions, as its gradient.
 Tensor grad_at(const Tensor& d, const Tensor& pattern) { return with_values(pattern, sample_at(d, pattern)); }
 
@@ -112,8 +123,8 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
     // with one sparse operand (SpMM), sampled.
     return record(y, "SparseSparseMatmulBackward", {a, b}, [av, bv](const Tensor& g, const GradNeeds& n) {
       Tensor gd = dense_grad_of(g);
-      Tensor ga = n[0] ? grad_at(matmul(gd, transpose(bv)), av) : Tensor();
-      Tensor gb = n[1] ? grad_at(matmul(transpose(av), gd), bv) : Tensor();
+      Tensor ga = n[0] ? grad_at(transposed_product(bv, gd, /*sparse_left=*/false), av) : Tensor();
+      Tensor gb = n[1] ? grad_at(transposed_product(av, gd, /*sparse_left=*/true), bv) : Tensor();
       return Grads{ga, gb};
     });
   }
@@ -126,7 +137,7 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
     return record(y, "SparseMatmulBackward", {a, b}, [av, xv, dense_grad](const Tensor& g, const GradNeeds& n) {
       Tensor gc = g.contiguous();
       Tensor ga = n[0] ? pattern_grad(gc, xv.t(), av, dense_grad) : Tensor();
-      Tensor gb = n[1] ? matmul(transpose(av), gc) : Tensor();
+      Tensor gb = n[1] ? transposed_product(av, gc, /*sparse_left=*/true) : Tensor();
       return Grads{ga, gb};
     });
   }
@@ -135,7 +146,7 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
   const bool dense_grad = wants_dense_gradient(b);
   return record(y, "SparseMatmulBackward", {a, b}, [xv, bv, dense_grad](const Tensor& g, const GradNeeds& n) {
     Tensor gc = g.contiguous();
-    Tensor ga = n[0] ? matmul(gc, transpose(bv)) : Tensor();
+    Tensor ga = n[0] ? transposed_product(bv, gc, /*sparse_left=*/false) : Tensor();
     Tensor gb = n[1] ? pattern_grad(xv.t(), gc, bv, dense_grad) : Tensor();
     return Grads{ga, gb};
   });
