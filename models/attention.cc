@@ -73,13 +73,10 @@ Variable MultiheadAttention::attend_fused(const Variable& qkv, int64_t t, double
 Variable MultiheadAttention::attend_dense(const Variable& q, const Variable& k, const Variable& v, int64_t t,
                                           double scale) {
   Variable scores = mul(bmm(q, transpose(k, 1, 2)), scale);  // [BH, T, T]
-  if (pattern_.kind == AttentionPattern::Kind::kRouted) {
-    const Tensor mask = routed_mask_;  // forward's, [T, T]
-    Tensor cond = mask.unsqueeze(0).expand(scores.shape());
-    Variable neg_inf(full({}, -std::numeric_limits<double>::infinity(), q.value().options()));
-    scores = where(cond, scores, neg_inf);
-  } else if (pattern_.causal || pattern_.kind == AttentionPattern::Kind::kBlockSparse) {
-    const Tensor& mask = cached_pattern(t, 1, q.value().options());
+  const bool routed = pattern_.kind == AttentionPattern::Kind::kRouted;
+  if (routed || pattern_.causal || pattern_.kind == AttentionPattern::Kind::kBlockSparse) {
+    // A routed pattern's mask is this forward's (routed_mask_).
+    const Tensor& mask = routed ? routed_mask_ : cached_pattern(t, 1, q.value().options());
     Tensor cond = mask.unsqueeze(0).expand(scores.shape());
     Variable neg_inf(full({}, -std::numeric_limits<double>::infinity(), q.value().options()));
     scores = where(cond, scores, neg_inf);
@@ -143,16 +140,15 @@ TransformerBlock::TransformerBlock(const TransformerBlockOptions& block, const L
     moe.aux_loss = block.moe_aux_loss;
     moe.gelu = block.gelu;
     moe_ = register_module("moe", std::make_shared<MoE>(moe, options, gen));
-    if (block.dropout > 0.0) drop_ = register_module("drop", std::make_shared<Dropout>(block.dropout, 0xd0d0));
-    return;
+  } else {
+    mlp_ = register_module("mlp", std::make_shared<Sequential>());
+    fc1_ = std::make_shared<Linear>(block.dim, block.mlp_hidden, true, options, gen);
+    act_ = std::make_shared<GELU>(block.gelu);
+    fc2_ = std::make_shared<Linear>(block.mlp_hidden, block.dim, true, options, gen);
+    mlp_->push_back(fc1_, "fc1");
+    mlp_->push_back(act_, "act");
+    mlp_->push_back(fc2_, "fc2");
   }
-  mlp_ = register_module("mlp", std::make_shared<Sequential>());
-  fc1_ = std::make_shared<Linear>(block.dim, block.mlp_hidden, true, options, gen);
-  act_ = std::make_shared<GELU>(block.gelu);
-  fc2_ = std::make_shared<Linear>(block.mlp_hidden, block.dim, true, options, gen);
-  mlp_->push_back(fc1_, "fc1");
-  mlp_->push_back(act_, "act");
-  mlp_->push_back(fc2_, "fc2");
   if (block.dropout > 0.0) drop_ = register_module("drop", std::make_shared<Dropout>(block.dropout, 0xd0d0));
 }
 
