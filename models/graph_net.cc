@@ -1,0 +1,45 @@
+#include "models/graph_net.h"
+
+#include "autograd/autograd.h"
+#include "models/graph_adjacency.h"
+#include "tensor/error.h"
+
+namespace coppice {
+namespace {
+
+const char* kind_name(GraphLayerKind k) { return k == GraphLayerKind::kGCN ? "gcn" : "sage"; }
+
+}  // namespace
+
+GraphNet::GraphNet(const GraphNetOptions& graph, const LayerOptions& options, Generator& gen)
+    : Module("GraphNet"), o_(graph), dtype_(options.dtype) {
+  COPPICE_CHECK(o_.sizes.size() >= 2, "GraphNet (", kind_name(o_.kind),
+                "): sizes needs the input features and the classes at least, got ", o_.sizes.size(), " sizes");
+  for (size_t i = 0; i + 1 < o_.sizes.size(); ++i) {
+    const std::string name = "conv" + std::to_string(i + 1);
+    if (o_.kind == GraphLayerKind::kGCN) {
+      layers_.push_back(register_module(name, std::make_shared<GCNConv>(o_.sizes[i], o_.sizes[i + 1], options, gen)));
+    } else {
+      layers_.push_back(register_module(name, std::make_shared<SAGEConv>(o_.sizes[i], o_.sizes[i + 1], options, gen)));
+    }
+  }
+  dropout_ = register_module("dropout", std::make_shared<Dropout>(o_.dropout, o_.dropout_seed));
+}
+
+void GraphNet::set_graph(const Tensor& adjacency) {
+  normalized_ = o_.kind == GraphLayerKind::kGCN ? gcn_adjacency(adjacency, dtype_) : mean_adjacency(adjacency, dtype_);
+}
+
+Variable GraphNet::forward(const Variable& x) {
+  COPPICE_CHECK(has_graph(), "GraphNet (", kind_name(o_.kind),
+                "): no graph: set_graph(adjacency) before forward (the job's data.dataset must be a graph)");
+  Variable h = x;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    h = o_.kind == GraphLayerKind::kGCN ? static_cast<GCNConv&>(*layers_[i]).forward(normalized_, h)
+                                        : static_cast<SAGEConv&>(*layers_[i]).forward(normalized_, h);
+    if (i + 1 < layers_.size()) h = dropout_->forward(relu(h));
+  }
+  return h;
+}
+
+}  // namespace coppice
