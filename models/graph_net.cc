@@ -27,7 +27,9 @@ GraphNet::GraphNet(const GraphNetOptions& graph, const LayerOptions& options, Ge
 }
 
 void GraphNet::set_graph(const Tensor& adjacency) {
-  normalized_ = o_.kind == GraphLayerKind::kGCN ? gcn_adjacency(adjacency, dtype_) : mean_adjacency(adjacency, dtype_);
+  const Tensor n =
+      o_.kind == GraphLayerKind::kGCN ? gcn_adjacency(adjacency, dtype_) : mean_adjacency(adjacency, dtype_);
+  normalized_ = n.to(adjacency.device());  // made on the host, used where the graph lives
 }
 
 Variable GraphNet::forward(const Variable& x) {

@@ -32,7 +32,8 @@ class GraphNet : public Module {
                     Generator& gen = default_generator());
   // The graph's adjacency, a square CSR [nodes, nodes] (edges, any
   // non-negative weights, no self-loops needed); normalized here once for
-  // the layers' kind (gcn_adjacency or mean_adjacency) in the layers' dtype.
+  // the layers' kind (gcn_adjacency or mean_adjacency) in the layers' dtype,
+  // on the adjacency's device (the features' and the weights').
   void set_graph(const Tensor& adjacency);
   bool has_graph() const { return normalized_.defined(); }
   // x: the node features [nodes, sizes[0]], dense or CSR. Throws
