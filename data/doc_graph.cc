@@ -1,5 +1,7 @@
 #include "data/doc_graph.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -65,8 +67,8 @@ std::string directory_of(const std::string& document) {
 }
 
 struct Reference {
-  bool is_doc;         // :doc: (else :ref:)
-  std::string target;  // reference_target of the text between the backticks
+  bool is_doc;         // :doc: or a toctree entry (else :ref:)
+  std::string target;  // reference_target of the text between the backticks, or the entry
 };
 
 // Every :doc:`...` and :ref:`...` of `text` (the text may span lines).
@@ -81,6 +83,41 @@ std::vector<Reference> references_in(const std::string& text) {
       if (close == std::string::npos) break;
       refs.push_back({r == ":doc:`", reference_target(text.substr(open, close - open))});
       at = close + 1;
+    }
+  }
+  return refs;
+}
+
+// The entries of every `.. toctree::` directive of `text`: the lines after
+// it indented deeper than it (blank lines included), less its options
+// (":maxdepth: 2") and "self"; each as reference_target reads it (an entry
+// may be `title <target>`).
+std::vector<Reference> toctree_entries_in(const std::string& text) {
+  std::vector<Reference> refs;
+  const auto indent_of = [](const std::string& line) {
+    size_t k = 0;
+    while (k < line.size() && (line[k] == ' ' || line[k] == '\t')) ++k;
+    return k;
+  };
+  std::vector<std::string> lines;
+  for (size_t at = 0; at <= text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (trim(lines[i]).rfind(".. toctree::", 0) != 0) continue;
+    const size_t directive = indent_of(lines[i]);
+    for (++i; i < lines.size(); ++i) {
+      const std::string entry = trim(lines[i]);
+      if (entry.empty()) continue;
+      if (indent_of(lines[i]) <= directive) {
+        --i;  // the directive ended; this line may start another
+        break;
+      }
+      if (entry.front() == ':' || entry == "self") continue;
+      refs.push_back({true, reference_target(entry)});
     }
   }
   return refs;
@@ -206,25 +243,48 @@ absl::StatusOr<DocGraph> load_doc_graph(const DocGraphOptions& options) {
   }
 
   std::set<std::pair<int64_t, int64_t>> edges;
+  const auto link = [&edges](int64_t i, int64_t to) {
+    if (to != i) edges.emplace(std::min(i, to), std::max(i, to));
+  };
   for (int64_t i = 0; i < n; ++i) {
-    for (const Reference& r : references_in(docs[static_cast<size_t>(i)].text)) {
+    const std::string& text = docs[static_cast<size_t>(i)].text;
+    std::vector<Reference> refs = references_in(text);
+    if (options.toctree) {
+      for (Reference& r : toctree_entries_in(text)) refs.push_back(std::move(r));
+    }
+    for (const Reference& r : refs) {
       ++g.references;
-      int64_t to = -1;
-      if (r.is_doc) {
-        const std::string& doc = g.documents[static_cast<size_t>(i)];
-        const std::string target = !r.target.empty() && r.target.front() == '/'
-                                       ? normalize_path(r.target)
-                                       : normalize_path(directory_of(doc) + "/" + r.target);
-        const auto it = by_path.find(target);
-        if (it != by_path.end()) to = it->second;
-      } else {
+      if (!r.is_doc) {
         const auto it = by_label.find(lower(r.target));
-        if (it != by_label.end()) to = it->second;
+        if (it == by_label.end()) {
+          ++g.unresolved;
+        } else {
+          link(i, it->second);
+        }
+        continue;
       }
-      if (to < 0) {
+      const std::string& doc = g.documents[static_cast<size_t>(i)];
+      const std::string target = !r.target.empty() && r.target.front() == '/'
+                                     ? normalize_path(r.target)
+                                     : normalize_path(directory_of(doc) + "/" + r.target);
+      if (target.find_first_of("*?[") != std::string::npos) {
+        // A toctree glob (:glob:): every document whose path matches, '*'
+        // not crossing a '/', as Sphinx's.
+        bool any = false;
+        for (int64_t j = 0; j < n; ++j) {
+          if (::fnmatch(target.c_str(), g.documents[static_cast<size_t>(j)].c_str(), FNM_PATHNAME) == 0) {
+            link(i, j);
+            any = true;
+          }
+        }
+        if (!any) ++g.unresolved;
+        continue;
+      }
+      const auto it = by_path.find(target);
+      if (it == by_path.end()) {
         ++g.unresolved;
-      } else if (to != i) {
-        edges.emplace(std::min(i, to), std::max(i, to));
+      } else {
+        link(i, it->second);
       }
     }
   }

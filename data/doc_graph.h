@@ -11,7 +11,11 @@
 //             compare case-insensitively, as Sphinx's do). A reference
 //             written `title <target>` takes the target. References that
 //             resolve to no document (genindex, a label nobody defines) are
-//             counted, not edges;
+//             counted, not edges. With `toctree`, each entry of a
+//             `.. toctree::` directive is a :doc: reference too (Sphinx
+//             resolves it as one; a glob entry links every document it
+//             matches): the tables of contents that tie each directory's
+//             index to its documents;
 //   features  each document's bag of words as a CSR [documents, vocabulary]
 //             f32: words are maximal runs of ASCII letters, lower-cased, of 3
 //             letters or more; the vocabulary is the `vocabulary` words in the
@@ -49,6 +53,7 @@ struct DocGraphOptions {
   double train_fraction = 0.6;       // of the documents, by the hash of the path
   double validation_fraction = 0.2;  // the rest tests
   uint64_t seed = 0;                 // mixed into the split's hash
+  bool toctree = false;              // toctree entries are references too
   uint64_t max_bytes = uint64_t{1} << 30;
 
   std::string root() const;  // path, or kLinuxDocCorpus for ""
@@ -65,7 +70,7 @@ struct DocGraph {
   Tensor features;               // CSR f32 [documents, vocabulary.size()]
   Tensor labels;                 // i64 [documents]
   std::vector<NodeSplit> split;  // per document
-  int64_t references = 0;        // :doc: and :ref: references read
+  int64_t references = 0;        // :doc: and :ref: references (and toctree entries) read
   int64_t unresolved = 0;        // of which resolved to no document
 
   int64_t num_nodes() const { return static_cast<int64_t>(documents.size()); }

@@ -544,6 +544,7 @@ void read_data(const Section& d, JobConfig& job) {
       g.train_fraction = s.number("train_fraction");
       g.validation_fraction = s.number("validation_fraction");
       g.seed = s.seed("seed", job.seed);
+      g.toctree = s.boolean("toctree");
       g.max_bytes = kTextMaxBytes;
       if (g.train_fraction + g.validation_fraction > 1.0)
         bad(s.at("validation_fraction"), "train_fraction + validation_fraction must be <= 1, got ",

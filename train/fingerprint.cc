@@ -23,6 +23,7 @@ const std::set<std::string>& adjustable_keys() {
       // (vocabulary and classes are also the model's sizes, which a resume checks as it loads the weights)
       "data.docgraph.suffix", "data.docgraph.vocabulary", "data.docgraph.min_class_documents",
       "data.docgraph.train_fraction", "data.docgraph.validation_fraction", "data.docgraph.seed",
+      "data.docgraph.toctree",
       // optimizer (optimizer.name is structural)
       "optimizer.grad_clip", "optimizer.lr", "optimizer.momentum", "optimizer.dampening", "optimizer.nesterov",
       "optimizer.weight_decay", "optimizer.beta1", "optimizer.beta2", "optimizer.eps",

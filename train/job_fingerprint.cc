@@ -106,6 +106,7 @@ void add_data(const DataConfig& d, Fingerprint& f) {
       f["data.docgraph.train_fraction"] = number(g.train_fraction);
       f["data.docgraph.validation_fraction"] = number(g.validation_fraction);
       f["data.docgraph.seed"] = number(g.seed);
+      f["data.docgraph.toctree"] = flag(g.toctree);
       // The tree as the graph reads it: its files in order, concatenated.
       f["data.files"] = bytes_identity(g.root(), read_text_corpus(g.root(), g.suffix, g.max_bytes));
       break;

@@ -130,6 +130,8 @@ std::vector<SchemaKey> job_keys() {
           .defaults_to(graph.validation_fraction)
           .in(reals(0, 1, "[)")),
       key("data.docgraph.seed", K::kInt, "mixed into the split's hash").computed("seed").in(any_seed()),
+      key("data.docgraph.toctree", K::kBool, "toctree entries are edges too, as :doc: references")
+          .defaults_to(graph.toctree),
   };
 }
 

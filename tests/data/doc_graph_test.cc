@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -74,7 +76,7 @@ TEST(DocGraph, SmallTreeNodesEdgesLabelsAndFeatures) {
   for (int64_t i = 0; i < 5; ++i) {
     double norm2 = 0.0;
     for (int64_t j = 0; j < 4; ++j) norm2 += dense[i * 4 + j] * dense[i * 4 + j];
-    if (norm2 > 0.0) EXPECT_NEAR(norm2, 1.0, 1e-5) << g->documents[i];
+    if (norm2 > 0.0) { EXPECT_NEAR(norm2, 1.0, 1e-5) << g->documents[i]; }
   }
   const Tensor a = g->adjacency();
   EXPECT_EQ(a.format(), "csr");
@@ -83,6 +85,24 @@ TEST(DocGraph, SmallTreeNodesEdgesLabelsAndFeatures) {
   for (int64_t i = 0; i < 5; ++i) {
     for (int64_t j = 0; j < 5; ++j) EXPECT_EQ(adj[i * 5 + j], adj[j * 5 + i]);
   }
+}
+
+TEST(DocGraph, ToctreeEntriesAreReferencesWhenAsked) {
+  const std::string d = small_tree();
+  write_file(d + "/index.rst.txt",
+             "Top\n\n.. toctree::\n   :maxdepth: 2\n\n   self\n   Root <root>\n   a/sub/*\n   missing\n\n"
+             "Text after.\n   .. toctree::\n\n      b/four\n");
+  DocGraphOptions o;
+  o.path = d;
+  const DocGraph without = *load_doc_graph(o);
+  o.toctree = true;
+  const DocGraph with = *load_doc_graph(o);
+  // index is node 4 (a/one, a/sub/three, a/two, b/four, index, root).
+  EXPECT_EQ(without.references + 4, with.references);  // root, a/sub/*, missing, b/four
+  EXPECT_EQ(without.unresolved + 1, with.unresolved);  // missing
+  std::set<std::pair<int64_t, int64_t>> added(with.edges.begin(), with.edges.end());
+  for (const auto& e : without.edges) added.erase(e);
+  EXPECT_EQ(added, (std::set<std::pair<int64_t, int64_t>>{{1, 4}, {3, 4}, {4, 5}}));
 }
 
 TEST(DocGraph, SplitIsByPathAndFollowsTheFractions) {
@@ -102,7 +122,7 @@ TEST(DocGraph, SplitIsByPathAndFollowsTheFractions) {
   const DocGraph c = *load_doc_graph(o);
   for (size_t i = 0; i < c.documents.size(); ++i) {
     for (size_t j = 0; j < a.documents.size(); ++j) {
-      if (a.documents[j] == c.documents[i]) EXPECT_EQ(a.split[j], c.split[i]) << c.documents[i];
+      if (a.documents[j] == c.documents[i]) { EXPECT_EQ(a.split[j], c.split[i]) << c.documents[i]; }
     }
   }
 }
@@ -183,6 +203,25 @@ TEST(DocGraph, LinuxDocumentation) {
   EXPECT_EQ(g->classes.back(), "other");
   EXPECT_EQ(g->features.shape(), (Shape{3183, 2000}));
   EXPECT_EQ(g->features.format(), "csr");
+
+  // The toctree ties nearly every document in (configs/docgraph_*.yaml).
+  o.toctree = true;
+  const absl::StatusOr<DocGraph> t = load_doc_graph(o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  for (const DocGraph* x : {&*g, &*t}) {
+    std::vector<bool> linked(static_cast<size_t>(x->num_nodes()));
+    const std::vector<int64_t> labels = x->labels.to_vector<int64_t>();
+    int64_t within = 0;
+    for (const auto& [i, j] : x->edges) {
+      linked[static_cast<size_t>(i)] = linked[static_cast<size_t>(j)] = true;
+      within += labels[static_cast<size_t>(i)] == labels[static_cast<size_t>(j)] ? 1 : 0;
+    }
+    const int64_t n_linked = std::count(linked.begin(), linked.end(), true);
+    std::cout << (x == &*t ? "with toctree: " : ":doc:/:ref: only: ") << x->edges.size() << " edges, " << n_linked
+              << " documents linked, " << within << " edges within a class, " << x->references << " references ("
+              << x->unresolved << " unresolved)\n";
+    if (x == &*t) { EXPECT_GT(n_linked, 3000); }
+  }
 }
 
 }  // namespace
