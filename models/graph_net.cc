@@ -2,6 +2,7 @@
 
 #include "autograd/autograd.h"
 #include "models/graph_adjacency.h"
+#include "sparse/sparse_impl.h"
 #include "tensor/error.h"
 
 namespace coppice {
@@ -27,14 +28,20 @@ GraphNet::GraphNet(const GraphNetOptions& graph, const LayerOptions& options, Ge
 }
 
 void GraphNet::set_graph(const Tensor& adjacency) {
-  const Tensor n =
-      o_.kind == GraphLayerKind::kGCN ? gcn_adjacency(adjacency, dtype_) : mean_adjacency(adjacency, dtype_);
+  // In the weights' dtype as they are now (a job may have cast them since
+  // the model was built: precision.dtype).
+  const DType dtype = parameters().empty() ? dtype_ : parameters().front().dtype();
+  const Tensor n = o_.kind == GraphLayerKind::kGCN ? gcn_adjacency(adjacency, dtype) : mean_adjacency(adjacency, dtype);
   normalized_ = n.to(adjacency.device());  // made on the host, used where the graph lives
 }
 
 Variable GraphNet::forward(const Variable& x) {
   COPPICE_CHECK(has_graph(), "GraphNet (", kind_name(o_.kind),
                 "): no graph: set_graph(adjacency) before forward (the job's data.dataset must be a graph)");
+  // Features of another floating dtype than the graph's (weights cast after
+  // set_graph): the graph follows the features, once.
+  if (is_floating(x.dtype()) && normalized_.dtype() != x.dtype())
+    normalized_ = with_values(normalized_, values(normalized_).to(x.dtype()));
   Variable h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     h = o_.kind == GraphLayerKind::kGCN ? static_cast<GCNConv&>(*layers_[i]).forward(normalized_, h)

@@ -490,13 +490,6 @@ TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule,
   model->to(device);
   const Splits data = load_data(job);
   const LoaderOptions loaders = loader_options(job, comm, device);
-  // A graph model is given its graph once; the mlp baseline reads the same
-  // node features without it.
-  if (auto* net = dynamic_cast<GraphNet*>(model.get())) {
-    COPPICE_CHECK(data.graph != nullptr, "data.dataset: model ", job.model.name, " needs a graph (docgraph), got ",
-                  dataset_kind_name(job.data.dataset));
-    net->set_graph(data.graph->adjacency().to(device));
-  }
 
   const std::vector<std::string> ruled = sparsify(*model, job, schedule);
   const std::vector<std::string> gmp_layers = prepare_gmp_layers(*model, job, ruled);
@@ -504,6 +497,14 @@ TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule,
   // bf16/f16: parameters (sparse values included) in the job's dtype before
   // anyone takes them; the optimizer keeps f32 master weights for them.
   cast_parameters(*model, job.precision.dtype);
+
+  // A graph model is given its graph once, in its weights' dtype as cast;
+  // the mlp baseline reads the same node features without it.
+  if (auto* net = dynamic_cast<GraphNet*>(model.get())) {
+    COPPICE_CHECK(data.graph != nullptr, "data.dataset: model ", job.model.name, " needs a graph (docgraph), got ",
+                  dataset_kind_name(job.data.dataset));
+    net->set_graph(data.graph->adjacency().to(device));
+  }
 
   // Every rank starts from rank 0's parameters, sparse patterns included.
   if (comm != nullptr) replicate_parameters(*model, *comm);
