@@ -304,6 +304,10 @@ absl::StatusOr<DocGraph> load_doc_graph(const DocGraphOptions& options) {
     return a.second != b.second ? a.second > b.second : a.first < b.first;
   });
   if (static_cast<int64_t>(ranked.size()) > options.vocabulary) ranked.resize(static_cast<size_t>(options.vocabulary));
+  if (ranked.empty()) {
+    return absl::InvalidArgumentError(str_cat("doc graph: ", root, ": no word of ", kMinWordLength,
+                                              " letters or more in any of its ", n, " documents"));
+  }
   std::unordered_map<std::string, int32_t> column;
   for (size_t j = 0; j < ranked.size(); ++j) {
     g.vocabulary.push_back(ranked[j].first);
@@ -332,7 +336,7 @@ absl::StatusOr<DocGraph> load_doc_graph(const DocGraphOptions& options) {
     }
     crow.push_back(static_cast<int32_t>(col.size()));
   }
-  g.features = sparse_csr(from_vector(crow), from_vector(col), from_vector(values), {n, std::max<int64_t>(v, 1)});
+  g.features = sparse_csr(from_vector(crow), from_vector(col), from_vector(values), {n, v});
 
   // Classes: top-level directories with enough documents, then "other".
   std::map<std::string, int64_t> sizes;

@@ -81,7 +81,8 @@ struct DocGraph {
 
 // Reads the tree at options.root() (read_text_corpus_documents) and builds
 // the graph. Errors name the path (not found, not a directory, no file ending
-// in the suffix, unreadable, too large) or the option that is out of range
+// in the suffix, unreadable, too large, no word in any document) or the
+// option that is out of range
 // (vocabulary < 1, min_class_documents < 1, fractions outside [0, 1] or
 // summing past 1).
 absl::StatusOr<DocGraph> load_doc_graph(const DocGraphOptions& options);

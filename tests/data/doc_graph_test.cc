@@ -147,7 +147,15 @@ TEST(DocGraph, ErrorsNameThePathOrTheOption) {
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("'.md'"), std::string::npos) << g.status();
 
+  const std::string wordless = temp_dir("docgraph_wordless");
+  write_file(wordless + "/x.rst.txt", "12 34 .. ab\n");
+  o.path = wordless;
   o.suffix = ".rst.txt";
+  g = load_doc_graph(o);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find(wordless + ": no word of 3 letters"), std::string::npos) << g.status();
+
+  o.path = d;
   o.train_fraction = 0.9;
   o.validation_fraction = 0.2;
   g = load_doc_graph(o);
