@@ -480,7 +480,16 @@ void read_data(const Section& d, JobConfig& job) {
   if (c.dataset != DatasetKind::kText) d.refuse(text_keys, str_cat("only for dataset text, not ", kind));
   if (c.dataset != DatasetKind::kSynthetic) d.refuse({"synthetic"}, str_cat("only for dataset synthetic, not ", kind));
   if (c.dataset == DatasetKind::kSynthetic) d.refuse({"path"}, "dataset synthetic reads no files");
-  if (c.dataset != DatasetKind::kDocGraph) d.refuse({"docgraph"}, str_cat("only for dataset docgraph, not ", kind));
+  if (c.dataset != DatasetKind::kDocGraph) {
+    // Named by the key inside, where there is one (the one a --set gave).
+    const std::string why = str_cat("only for dataset docgraph, not ", kind);
+    if (d.has("docgraph") && d.get("docgraph").IsMap())
+      d.section("docgraph")
+          .refuse({"suffix", "vocabulary", "min_class_documents", "train_fraction", "validation_fraction", "seed",
+                   "toctree"},
+                  why);
+    d.refuse({"docgraph"}, why);
+  }
   if (c.dataset == DatasetKind::kDocGraph)
     d.refuse({"validation_split"}, "dataset docgraph splits by data.docgraph.validation_fraction");
 
