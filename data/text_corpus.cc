@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -52,19 +53,14 @@ absl::StatusOr<std::vector<std::string>> corpus_files(const std::string& dir, co
 
 }  // namespace
 
-absl::StatusOr<std::string> read_text_corpus(const std::string& path, const std::string& suffix, uint64_t max_bytes) {
-  // A file is opened by read_file_bytes, which checks what it opened; a
-  // directory is walked. Anything else (a FIFO, a device) is never opened.
-  const absl::StatusOr<mode_t> type = file_type_at(path);
-  if (!type.ok()) {
-    if (absl::IsNotFound(type.status())) return absl::NotFoundError(str_cat("text corpus ", path, ": not found"));
-    return absl::Status(type.status().code(), str_cat("text corpus ", type.status().message()));
-  }
-  if (S_ISREG(*type)) return read_file_bytes(path, max_bytes);
-  if (!S_ISDIR(*type)) {
-    return absl::InvalidArgumentError(
-        str_cat("text corpus ", path, ": is ", file_type_name(*type), ", neither a file nor a directory"));
-  }
+namespace {
+
+// A corpus tree's files, checked, then read one at a time and handed to
+// `take` in order (so that the caller keeps one copy of the bytes). With
+// count_newlines, the newline read_text_corpus adds after a file that does not
+// end in one counts against max_bytes.
+absl::Status read_tree(const std::string& path, const std::string& suffix, uint64_t max_bytes, bool count_newlines,
+                       const std::function<void(const std::string&, std::string&&)>& take) {
   absl::StatusOr<std::vector<std::string>> files = corpus_files(path, suffix);
   if (!files.ok()) return files.status();
   if (files->empty()) {
@@ -88,23 +84,71 @@ absl::StatusOr<std::string> read_text_corpus(const std::string& path, const std:
     if (total > max_bytes) return too_large(relative);
     sizes.push_back(size);
   }
-  std::string text;
-  text.reserve(total + files->size());
+  uint64_t read = 0;  // bytes so far, with the newlines read_text_corpus adds
   for (size_t i = 0; i < files->size(); ++i) {
     const std::string& relative = (*files)[i];
-    // The newlines added so far count too.
-    if (text.size() + sizes[i] > max_bytes) return too_large(relative);
+    if (read + sizes[i] > max_bytes) return too_large(relative);
     // A file that grew since its size was read is refused by
     // read_file_bytes, naming it.
-    absl::StatusOr<std::string> bytes = read_file_bytes((fs::path(path) / relative).string(), max_bytes - text.size());
+    absl::StatusOr<std::string> bytes = read_file_bytes((fs::path(path) / relative).string(), max_bytes - read);
     if (!bytes.ok()) return bytes.status();
-    text += *bytes;
-    if (!bytes->empty() && bytes->back() != '\n') {
-      if (text.size() >= max_bytes) return too_large(relative);
-      text.push_back('\n');
+    read += bytes->size();
+    if (count_newlines && !bytes->empty() && bytes->back() != '\n') {
+      if (read >= max_bytes) return too_large(relative);
+      ++read;
     }
+    take(relative, std::move(*bytes));
   }
+  return absl::OkStatus();
+}
+
+// The type of `path`: a directory or a regular file, or an error naming it.
+absl::StatusOr<mode_t> corpus_type(const std::string& path) {
+  const absl::StatusOr<mode_t> type = file_type_at(path);
+  if (!type.ok()) {
+    if (absl::IsNotFound(type.status())) return absl::NotFoundError(str_cat("text corpus ", path, ": not found"));
+    return absl::Status(type.status().code(), str_cat("text corpus ", type.status().message()));
+  }
+  if (!S_ISREG(*type) && !S_ISDIR(*type)) {
+    return absl::InvalidArgumentError(
+        str_cat("text corpus ", path, ": is ", file_type_name(*type), ", neither a file nor a directory"));
+  }
+  return type;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> read_text_corpus(const std::string& path, const std::string& suffix, uint64_t max_bytes) {
+  // A file is opened by read_file_bytes, which checks what it opened; a
+  // directory is walked. Anything else (a FIFO, a device) is never opened.
+  const absl::StatusOr<mode_t> type = corpus_type(path);
+  if (!type.ok()) return type.status();
+  if (S_ISREG(*type)) return read_file_bytes(path, max_bytes);
+  std::string text;
+  const absl::Status status =
+      read_tree(path, suffix, max_bytes, /*count_newlines=*/true, [&](const std::string&, std::string&& bytes) {
+        text += bytes;
+        if (!bytes.empty() && bytes.back() != '\n') text.push_back('\n');
+      });
+  if (!status.ok()) return status;
   return text;
+}
+
+absl::StatusOr<std::vector<CorpusDocument>> read_text_corpus_documents(const std::string& path,
+                                                                       const std::string& suffix, uint64_t max_bytes) {
+  const absl::StatusOr<mode_t> type = corpus_type(path);
+  if (!type.ok()) return type.status();
+  if (!S_ISDIR(*type)) {
+    return absl::InvalidArgumentError(
+        str_cat("text corpus ", path, ": is a regular file, not a directory of documents"));
+  }
+  std::vector<CorpusDocument> documents;
+  const absl::Status status = read_tree(path, suffix, max_bytes, /*count_newlines=*/false,
+                                        [&](const std::string& relative, std::string&& bytes) {
+                                          documents.push_back({relative, std::move(bytes)});
+                                        });
+  if (!status.ok()) return status;
+  return documents;
 }
 
 }  // namespace coppice

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -33,5 +34,20 @@ inline constexpr const char* kLinuxDocCorpusPackage = "linux-doc-6.1";
 // `suffix`, a file that cannot be read, and a corpus larger than `max_bytes`
 // (refused as soon as the sizes say so, before the rest is read).
 absl::StatusOr<std::string> read_text_corpus(const std::string& path, const std::string& suffix, uint64_t max_bytes);
+
+// One file of a corpus tree: its path relative to the tree's root ('/'
+// separated) and its bytes as read.
+struct CorpusDocument {
+  std::string path;
+  std::string text;
+};
+
+// The files of the directory tree at `path` whose names end in `suffix`, one
+// document each, in the order read_text_corpus concatenates them (for
+// readers that need the files apart: data/doc_graph.h). Refuses what
+// read_text_corpus refuses, with the same messages; a regular file at `path`
+// is refused too (a tree is needed to tell documents apart).
+absl::StatusOr<std::vector<CorpusDocument>> read_text_corpus_documents(const std::string& path,
+                                                                       const std::string& suffix, uint64_t max_bytes);
 
 }  // namespace coppice

@@ -198,8 +198,8 @@ class Options {
     if (!std::holds_alternative<bool>(*v)) bad(name, "must be true or false, got a ", option_type(*v));
     return std::get<bool>(*v);
   }
-  double probability(const std::string& name) const {
-    const double v = real(name, 0.0);
+  double probability(const std::string& name, double fallback = 0.0) const {
+    const double v = real(name, fallback);
     if (!(v >= 0.0 && v < 1.0)) bad(name, "must be in [0, 1), got ", v);
     return v;
   }
@@ -358,6 +358,15 @@ GPTOptions gpt_options(const Options& o) {
   return g;
 }
 
+GraphNetOptions graph_net_options(const Options& o, GraphLayerKind kind) {
+  GraphNetOptions g;
+  g.kind = kind;
+  g.sizes = parse_sizes(o, o.string("sizes", "2000,64,10"));
+  g.dropout = o.probability("dropout", 0.5);
+  g.dropout_seed = static_cast<uint64_t>(o.integer("seed", 0));
+  return g;
+}
+
 // The generator a model's weights are drawn from: its own, seeded by its
 // seed option (never the thread's default stream).
 Generator model_generator(const Options& o) { return Generator(static_cast<uint64_t>(o.integer("seed", 0))); }
@@ -367,6 +376,8 @@ struct ModelEntry {
   std::function<ModulePtr(const Options&)> build;
   std::function<ModelInput(const Options&)> input;
 };
+
+ModelEntry graph_entry(GraphLayerKind kind);
 
 const std::map<std::string, ModelEntry>& registry() {
   static const std::map<std::string, ModelEntry> models = {
@@ -433,8 +444,29 @@ const std::map<std::string, ModelEntry>& registry() {
           const CharLMOptions c = char_lm_options(o);
           return ModelInput{InputKind::kTokens, {c.context}, c.vocab_size, {"context", ""}, {"vocab_size", ""}};
         }}},
+      {"gcn", graph_entry(GraphLayerKind::kGCN)},
+      {"sage", graph_entry(GraphLayerKind::kSAGE)},
   };
   return models;
+}
+
+ModelEntry graph_entry(GraphLayerKind kind) {
+  return {{"sizes", "dropout", "seed"},
+          [kind](const Options& o) -> ModulePtr {
+            Generator gen = model_generator(o);
+            const GraphNetOptions g = graph_net_options(o, kind);
+            const LayerOptions layers = o.layer_options();
+            check_mlp_fits(o, g.sizes, layers.dtype);  // a GCN's weights are an MLP's; SAGE's twice
+            return std::make_shared<GraphNet>(g, layers, gen);
+          },
+          [kind](const Options& o) {
+            const GraphNetOptions g = graph_net_options(o, kind);
+            return ModelInput{InputKind::kGraph,
+                              {g.sizes.front()},
+                              g.sizes.back(),
+                              {"sizes", "the first size"},
+                              {"sizes", "the last size"}};
+          }};
 }
 
 }  // namespace

@@ -25,6 +25,10 @@
 //              mlp_ratio * dim units, models/moe.h, at most kMaxMoeExperts), moe_top_k (1, at most
 //              moe_experts), moe_aux_loss (0.01: the load-balancing loss's weight, in [0, 1000]),
 //              seed (0) (models/gpt.h); input i64 [N, T <= context] -> logits [N, T, vocab_size]
+//   gcn        sizes ("2000,64,10": features, hidden..., classes), dropout (0.5, between layers), seed (0)
+//              (models/graph_net.h): GCNConv layers over the graph set_graph gives; input one graph's
+//              node features [nodes, features], dense or CSR -> logits [nodes, classes]
+//   sage       as gcn, with GraphSAGE-mean layers (SAGEConv)
 //
 // gelu: the transformer MLP's activation (TransformerBlockOptions::gelu): "erf", the exact GELU
 // (gelu; PyTorch's F.gelu), or "tanh", GPT-2's tanh approximation (gelu_tanh; PyTorch's
@@ -55,6 +59,7 @@
 
 #include "models/attention.h"
 #include "models/gpt.h"
+#include "models/graph_net.h"
 #include "models/layers.h"
 #include "models/module.h"
 #include "tensor/error.h"
@@ -190,7 +195,9 @@ ModulePtr make_model(const ModelConfig& config);
 //   kFeatures  f32 [N, features] (mlp flattens [N, ...] to it); example {features}
 //   kImage     f32 [N, C, H, W], not flattened; example {C, H, W}
 //   kTokens    i64 token ids [N, T], 1 <= T <= context; example {context}
-enum class InputKind { kFeatures, kImage, kTokens };
+//   kGraph     one graph: node features [nodes, features] (dense or CSR) and
+//              the adjacency GraphNet::set_graph takes; example {features}
+enum class InputKind { kFeatures, kImage, kTokens, kGraph };
 
 struct ModelInput {
   InputKind kind = InputKind::kFeatures;

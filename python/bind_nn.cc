@@ -436,7 +436,8 @@ void bind_nn(py::module_& m) {
         return make_model(c);
       },
       py::arg("name"),
-      "A model of the zoo (models/zoo.h: mlp, lenet5, vit, char_lm, gpt) with its options as keywords "
+      "A model of the zoo (models/zoo.h: mlp, lenet5, vit, char_lm, gpt; gcn and sage, whose graph only a job gives) "
+      "with its options as keywords "
       "(mlp's sizes as a list).");
   nn.def("model_names", &model_names);
 }

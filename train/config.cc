@@ -20,6 +20,7 @@ const char* dataset_kind_name(DatasetKind kind) {
     case DatasetKind::kFashionMnist: return "fashion_mnist";
     case DatasetKind::kSynthetic: return "synthetic";
     case DatasetKind::kText: return "text";
+    case DatasetKind::kDocGraph: return "docgraph";
   }
   return "?";
 }

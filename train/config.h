@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "data/doc_graph.h"
 #include "data/fashion_mnist.h"
 #include "data/loader.h"
 #include "data/synthetic.h"
@@ -44,8 +45,8 @@
 
 namespace coppice {
 
-enum class DatasetKind { kFashionMnist, kSynthetic, kText };
-const char* dataset_kind_name(DatasetKind kind);  // "fashion_mnist", "synthetic", "text"
+enum class DatasetKind { kFashionMnist, kSynthetic, kText, kDocGraph };
+const char* dataset_kind_name(DatasetKind kind);  // "fashion_mnist", "synthetic", "text", "docgraph"
 
 struct DataConfig {
   DatasetKind dataset = DatasetKind::kFashionMnist;
@@ -60,6 +61,9 @@ struct DataConfig {
   TextDatasetOptions text;              // seq_len, stride; the file is text_path()
   BlobsOptions synthetic;               // n, features, classes, center_scale, spread, seed
   int64_t synthetic_test_examples = 0;  // held out from the same draw of blobs (0: none)
+  // docgraph: the tree is docgraph.path (= path; "" = kLinuxDocCorpus); the
+  // graph is one full batch per split (data/doc_graph.h).
+  DocGraphOptions docgraph;
 
   std::string text_path() const { return path.empty() ? std::string(kDefaultTextCorpus) : path; }
 };

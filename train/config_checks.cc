@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "data/doc_graph.h"
 #include "data/text_corpus.h"
 #include "optim/growth.h"
 #include "sparse/convert.h"
@@ -35,7 +36,7 @@ std::vector<std::string> mask_changing_format_names() {
 }
 
 // The training set's examples where they are known without reading data
-// (fashion_mnist, synthetic): all, held out for validation, and per rank.
+// (fashion_mnist, synthetic, docgraph): all, held out for validation, and per rank.
 struct TrainExamples {
   int64_t all = 0;
   int64_t held_out = 0;  // floor(all * validation_split)
@@ -48,6 +49,8 @@ std::optional<TrainExamples> train_examples(const JobConfig& job) {
     e.all = kFashionMnistTrainSize;
   else if (job.data.dataset == DatasetKind::kSynthetic)
     e.all = job.data.synthetic.n;
+  else if (job.data.dataset == DatasetKind::kDocGraph)
+    e.all = 1;  // the whole graph, one full batch
   else
     return std::nullopt;
   e.held_out = static_cast<int64_t>(std::floor(static_cast<double>(e.all) * job.data.validation_split));
@@ -175,6 +178,26 @@ void check_text_fits(const JobConfig& job, const ModelInput& in) {
         " distinct bytes: must be >= ", distinct, ", got ", in.classes);
 }
 
+// The document graph against a model of its nodes (gcn, sage, or the mlp
+// baseline on the same features): read as the trainer will, its vocabulary
+// is the input width and its classes the output's.
+void check_graph_fits(const JobConfig& job, const ModelInput& in) {
+  const DataConfig& d = job.data;
+  if (in.kind == InputKind::kGraph && d.dataset != DatasetKind::kDocGraph)
+    bad("data.dataset", job.model.name, " reads a graph: must be docgraph, got ", dataset_kind_name(d.dataset));
+  const std::string key = d.path.empty() ? "data.dataset" : "data.path";
+  const absl::StatusOr<DocGraph> graph = load_doc_graph(d.docgraph);
+  if (!graph.ok()) bad(key, graph.status().message());
+  const int64_t features = static_cast<int64_t>(graph->vocabulary.size());
+  const int64_t classes = static_cast<int64_t>(graph->classes.size());
+  if (in.example.front() != features)
+    bad(option_key(in.input_from), must_be(in.input_from), " the ", features, " bag-of-words features of docgraph '",
+        d.docgraph.root(), "' (data.docgraph.vocabulary), got ", in.example.front());
+  if (in.classes != classes)
+    bad(option_key(in.classes_from), must_be(in.classes_from), " the ", classes, " classes of docgraph '",
+        d.docgraph.root(), "' (", str_join(graph->classes, ", "), "), got ", in.classes);
+}
+
 // What the model reads (the zoo says: models/zoo.h, model_input) against
 // what the dataset gives. The model is already built, so its options are
 // valid.
@@ -186,10 +209,14 @@ void check_model_fits_data(const JobConfig& job) {
     bad("data.dataset",
         tokens ? str_cat(model, " reads token ids: must be text") : str_cat(model, " does not read text"), ", got ",
         dataset_kind_name(job.data.dataset), " with model ", model);
+  if (job.data.dataset == DatasetKind::kDocGraph && in.kind != InputKind::kFeatures && in.kind != InputKind::kGraph)
+    bad("data.dataset", model, " does not read a graph's node features, got docgraph with model ", model);
+  if (job.data.dataset == DatasetKind::kDocGraph || in.kind == InputKind::kGraph) return check_graph_fits(job, in);
   switch (in.kind) {
     case InputKind::kImage: return check_images_fit(job, in);
     case InputKind::kFeatures: return check_features_fit(job, in);
     case InputKind::kTokens: return check_text_fits(job, in);
+    case InputKind::kGraph: return;  // above
   }
 }
 

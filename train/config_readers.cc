@@ -461,9 +461,10 @@ void require_path(const std::string& key, const std::string& noun, const std::st
 void read_data(const Section& d, JobConfig& job) {
   DataConfig& c = job.data;
   const std::string kind = d.choice("dataset");
-  c.dataset = kind == "synthetic" ? DatasetKind::kSynthetic
-              : kind == "text"    ? DatasetKind::kText
-                                  : DatasetKind::kFashionMnist;
+  c.dataset = kind == "synthetic"  ? DatasetKind::kSynthetic
+              : kind == "text"     ? DatasetKind::kText
+              : kind == "docgraph" ? DatasetKind::kDocGraph
+                                   : DatasetKind::kFashionMnist;
   c.path = d.string("path");
   c.loader.batch_size = d.integer("batch_size");
   c.eval_batch_size = d.integer("eval_batch_size");
@@ -479,6 +480,18 @@ void read_data(const Section& d, JobConfig& job) {
   if (c.dataset != DatasetKind::kText) d.refuse(text_keys, str_cat("only for dataset text, not ", kind));
   if (c.dataset != DatasetKind::kSynthetic) d.refuse({"synthetic"}, str_cat("only for dataset synthetic, not ", kind));
   if (c.dataset == DatasetKind::kSynthetic) d.refuse({"path"}, "dataset synthetic reads no files");
+  if (c.dataset != DatasetKind::kDocGraph) {
+    // Named by the key inside, where there is one (the one a --set gave).
+    const std::string why = str_cat("only for dataset docgraph, not ", kind);
+    if (d.has("docgraph") && d.get("docgraph").IsMap())
+      d.section("docgraph")
+          .refuse({"suffix", "vocabulary", "min_class_documents", "train_fraction", "validation_fraction", "seed",
+                   "toctree"},
+                  why);
+    d.refuse({"docgraph"}, why);
+  }
+  if (c.dataset == DatasetKind::kDocGraph)
+    d.refuse({"validation_split"}, "dataset docgraph splits by data.docgraph.validation_fraction");
 
   switch (c.dataset) {
     case DatasetKind::kFashionMnist: {
@@ -528,6 +541,27 @@ void read_data(const Section& d, JobConfig& job) {
       try {
         check_host_memory(blobs_bytes(all), str_cat(all.n, " examples of ", b.features, " features"));
       } catch (const Error& e) { bad(s.at("examples"), e.what()); }
+      break;
+    }
+    case DatasetKind::kDocGraph: {
+      const Section s = d.section("docgraph");
+      DocGraphOptions& g = c.docgraph;
+      g.path = c.path;
+      g.suffix = s.string("suffix");
+      g.vocabulary = s.integer("vocabulary");
+      g.min_class_documents = s.integer("min_class_documents");
+      g.train_fraction = s.number("train_fraction");
+      g.validation_fraction = s.number("validation_fraction");
+      g.seed = s.seed("seed", job.seed);
+      g.toctree = s.boolean("toctree");
+      g.max_bytes = kTextMaxBytes;
+      if (g.train_fraction + g.validation_fraction > 1.0)
+        bad(s.at("validation_fraction"), "train_fraction + validation_fraction must be <= 1, got ",
+            fmt(g.train_fraction), " + ", fmt(g.validation_fraction));
+      const std::string key = c.path.empty() ? std::string("data.dataset") : d.at("path");
+      require_path(
+          key, "document tree ", g.root(), kDirOnly,
+          g.root() == kLinuxDocCorpus ? str_cat(" (install the Debian package ", kLinuxDocCorpusPackage, ")") : "");
       break;
     }
   }
@@ -587,8 +621,15 @@ void read_evaluation(const Section& eval, JobConfig& job) {
   job.evaluation.max_batches = eval.integer("max_batches");
   const std::string split = eval.choice("split", job.data.dataset == DatasetKind::kText ? "validation" : "test");
   job.evaluation.split = split == "validation" ? EvalSplit::kValidation : EvalSplit::kTest;
-  if (job.evaluation.split == EvalSplit::kValidation && job.data.validation_split <= 0.0)
+  if (job.evaluation.split == EvalSplit::kValidation && job.data.dataset == DatasetKind::kDocGraph) {
+    if (job.data.docgraph.validation_fraction <= 0.0)
+      bad("evaluation.split", "validation needs data.docgraph.validation_fraction > 0");
+  } else if (job.evaluation.split == EvalSplit::kValidation && job.data.validation_split <= 0.0) {
     bad("evaluation.split", "validation needs data.validation_split > 0");
+  }
+  if (job.evaluation.split == EvalSplit::kTest && job.data.dataset == DatasetKind::kDocGraph &&
+      job.data.docgraph.train_fraction + job.data.docgraph.validation_fraction >= 1.0)
+    bad("evaluation.split", "test needs data.docgraph.train_fraction + validation_fraction < 1");
   if (job.evaluation.split == EvalSplit::kTest && job.data.dataset == DatasetKind::kText)
     bad("evaluation.split", "the text dataset has no test split; use validation with data.validation_split > 0");
   if (job.evaluation.split == EvalSplit::kTest && job.data.dataset == DatasetKind::kSynthetic &&

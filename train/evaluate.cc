@@ -28,6 +28,12 @@ int64_t count_correct(const Variable& logits2d, const Tensor& targets) {
   return correct;
 }
 
+int64_t count_scored(const Tensor& targets) {
+  const int64_t ignored = CrossEntropyOptions{}.ignore_index;
+  const std::vector<int64_t> tgt = targets.to_vector<int64_t>();
+  return static_cast<int64_t>(tgt.size()) - std::count(tgt.begin(), tgt.end(), ignored);
+}
+
 EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches, Communicator* comm) {
   const bool was_training = model.is_training();
   model.eval();
@@ -44,7 +50,7 @@ EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches
     const Batch b = *DataLoader::Iterator(&loader, order, i);
     const Variable logits = logits_for_loss(model(Variable(cast_inputs(b.inputs, dtype))));
     auto [l2, t1] = flatten_for_loss(logits, b.targets);
-    const int64_t n = t1.numel();
+    const int64_t n = count_scored(t1);
     loss_sum += cross_entropy(l2, t1).item() * static_cast<double>(n);
     correct += count_correct(l2, t1);
     r.examples += n;

@@ -24,7 +24,14 @@ EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches
 // Logits [..., C] as [N, C], targets [...] as [N].
 std::pair<Variable, Tensor> flatten_for_loss(const Variable& logits, const Tensor& targets);
 
-// How many rows of `logits2d` [N, C] have their argmax at `targets` [N].
+// How many rows of `logits2d` [N, C] have their argmax at `targets` [N]
+// (a target the loss ignores never matches).
 int64_t count_correct(const Variable& logits2d, const Tensor& targets);
+
+// How many of `targets` the loss scores: those not equal to its
+// ignore_index (CrossEntropyOptions' default, -100). A graph's split marks
+// the other splits' nodes so (data/doc_graph.h); every other dataset scores
+// all of its targets.
+int64_t count_scored(const Tensor& targets);
 
 }  // namespace coppice

@@ -20,6 +20,10 @@ const std::set<std::string>& adjustable_keys() {
       "data.files", "data.flatten", "data.normalize", "data.mean", "data.std", "data.seq_len", "data.stride",
       "data.suffix", "data.vocab", "data.synthetic.examples", "data.synthetic.test_examples", "data.synthetic.features",
       "data.synthetic.classes", "data.synthetic.center_scale", "data.synthetic.spread", "data.synthetic.seed",
+      // (vocabulary and classes are also the model's sizes, which a resume checks as it loads the weights)
+      "data.docgraph.suffix", "data.docgraph.vocabulary", "data.docgraph.min_class_documents",
+      "data.docgraph.train_fraction", "data.docgraph.validation_fraction", "data.docgraph.seed",
+      "data.docgraph.toctree",
       // optimizer (optimizer.name is structural)
       "optimizer.grad_clip", "optimizer.lr", "optimizer.momentum", "optimizer.dampening", "optimizer.nesterov",
       "optimizer.weight_decay", "optimizer.beta1", "optimizer.beta2", "optimizer.eps",

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/doc_graph.h"
 #include "data/fashion_mnist.h"
 #include "data/loader.h"
 #include "data/synthetic.h"
@@ -22,6 +23,7 @@
 #include "distributed/launch_env.h"
 #include "distributed/nccl.h"
 #include "distributed/route_agreement.h"
+#include "models/graph_net.h"
 #include "models/module.h"
 #include "models/zoo.h"
 #include "optim/adam.h"
@@ -55,6 +57,7 @@ struct Splits {
   std::shared_ptr<const Dataset> train;
   std::shared_ptr<const Dataset> validation;  // null: none
   std::shared_ptr<const Dataset> test;        // null: none
+  std::shared_ptr<const DocGraph> graph;      // docgraph: the graph a graph model is given
 };
 
 int64_t validation_size(int64_t n, double fraction) {
@@ -120,6 +123,19 @@ Splits load_data(const JobConfig& job) {
       // The last windows validate (with a stride below seq_len, the first
       // validation windows overlap the last training ones by a few bytes).
       split_last_validation(all, d.validation_split, s);
+      break;
+    }
+    case DatasetKind::kDocGraph: {
+      // The whole graph is each split's one example; a split's nodes are
+      // the ones scored (data/doc_graph.h), every node is seen.
+      absl::StatusOr<DocGraph> graph = load_doc_graph(d.docgraph);
+      if (!graph.ok()) fail("data: ", graph.status().message());
+      s.graph = std::make_shared<const DocGraph>(std::move(*graph));
+      s.train = std::make_shared<DocGraphSplitDataset>(s.graph, NodeSplit::kTrain);
+      if (d.docgraph.validation_fraction > 0.0)
+        s.validation = std::make_shared<DocGraphSplitDataset>(s.graph, NodeSplit::kValidation);
+      if (d.docgraph.train_fraction + d.docgraph.validation_fraction < 1.0)
+        s.test = std::make_shared<DocGraphSplitDataset>(s.graph, NodeSplit::kTest);
       break;
     }
   }
@@ -481,6 +497,14 @@ TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule,
   // bf16/f16: parameters (sparse values included) in the job's dtype before
   // anyone takes them; the optimizer keeps f32 master weights for them.
   cast_parameters(*model, job.precision.dtype);
+
+  // A graph model is given its graph once, in its weights' dtype as cast;
+  // the mlp baseline reads the same node features without it.
+  if (auto* net = dynamic_cast<GraphNet*>(model.get())) {
+    COPPICE_CHECK(data.graph != nullptr, "data.dataset: model ", job.model.name, " needs a graph (docgraph), got ",
+                  dataset_kind_name(job.data.dataset));
+    net->set_graph(data.graph->adjacency().to(device));
+  }
 
   // Every rank starts from rank 0's parameters, sparse patterns included.
   if (comm != nullptr) replicate_parameters(*model, *comm);

@@ -98,6 +98,19 @@ void add_data(const DataConfig& d, Fingerprint& f) {
       // The corpus as the trainer reads it: a directory's files in order.
       f["data.files"] = bytes_identity(d.text_path(), read_text_corpus(d.text_path(), d.text.suffix, kTextMaxBytes));
       break;
+    case DatasetKind::kDocGraph: {
+      const DocGraphOptions& g = d.docgraph;
+      f["data.docgraph.suffix"] = g.suffix;
+      f["data.docgraph.vocabulary"] = number(g.vocabulary);
+      f["data.docgraph.min_class_documents"] = number(g.min_class_documents);
+      f["data.docgraph.train_fraction"] = number(g.train_fraction);
+      f["data.docgraph.validation_fraction"] = number(g.validation_fraction);
+      f["data.docgraph.seed"] = number(g.seed);
+      f["data.docgraph.toctree"] = flag(g.toctree);
+      // The tree as the graph reads it: its files in order, concatenated.
+      f["data.files"] = bytes_identity(g.root(), read_text_corpus(g.root(), g.suffix, g.max_bytes));
+      break;
+    }
     case DatasetKind::kSynthetic: {
       const BlobsOptions& b = d.synthetic;
       f["data.synthetic.examples"] = number(b.n);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "data/doc_graph.h"
 #include "data/fashion_mnist.h"
 #include "data/synthetic.h"
 #include "data/text.h"
@@ -51,6 +52,7 @@ std::vector<SchemaKey> job_keys() {
   const int64_t kMaxTextBytes = int64_t{1} << 30;  // data/text.h's kTextMaxBytes: a stride past it is one window
   const BlobsOptions blobs;
   const TextDatasetOptions text;
+  const DocGraphOptions graph;
   return {
       key("name", K::kString, "the job's name in logs").computed("the file name without .yaml"),
       key("seed", K::kInt, "seed of initialization, masks and random sparsifiers").defaults_to(0).in(any_seed()),
@@ -64,12 +66,14 @@ std::vector<SchemaKey> job_keys() {
 
       key("data", K::kSection, "the dataset and batching"),
       key("data.dataset", K::kString, "what the model trains on")
-          .one_of({"fashion_mnist", "synthetic", "text"})
+          .one_of({"fashion_mnist", "synthetic", "text", "docgraph"})
           .defaults_to("fashion_mnist"),
       key("data.path", K::kString,
           "fashion_mnist: the IDX directory; text: the text file, or a directory whose files (data.suffix) are read "
-          "in path order")
-          .defaults_to("", "the installed Fashion-MNIST; for text, the installed perldiag.pod"),
+          "in path order; docgraph: the reStructuredText tree")
+          .defaults_to("",
+                       "the installed Fashion-MNIST; for text, the installed perldiag.pod; for docgraph, the "
+                       "installed Linux documentation"),
       key("data.batch_size", K::kInt, "training batch size").defaults_to(64).in(ints(1, kMaxBatchSize)),
       key("data.eval_batch_size", K::kInt, "evaluation batch size")
           .defaults_to(0, "batch_size")
@@ -109,6 +113,25 @@ std::vector<SchemaKey> job_keys() {
           .in(reals(0, 1e6)),
       key("data.synthetic.spread", K::kDouble, "std around a center").defaults_to(blobs.spread).in(reals(0, 1e6)),
       key("data.synthetic.seed", K::kInt, "seed of the data").computed("seed").in(any_seed()),
+      key("data.docgraph", K::kSection,
+          "docgraph: documents as nodes, cross-references as edges, bag of words as CSR features, top-level "
+          "directory as label, one full batch (data/doc_graph.h)"),
+      key("data.docgraph.suffix", K::kString, "the files read as documents").defaults_to(graph.suffix),
+      key("data.docgraph.vocabulary", K::kInt, "words kept as features, by document frequency")
+          .defaults_to(graph.vocabulary)
+          .in(ints(1, kMaxDimension)),
+      key("data.docgraph.min_class_documents", K::kInt, "smaller top-level directories join the class other")
+          .defaults_to(graph.min_class_documents)
+          .in(ints(1, kMaxExamples)),
+      key("data.docgraph.train_fraction", K::kDouble, "documents that train, by a hash of the path")
+          .defaults_to(graph.train_fraction)
+          .in(reals(0, 1, "(]")),
+      key("data.docgraph.validation_fraction", K::kDouble, "documents that validate; the rest test")
+          .defaults_to(graph.validation_fraction)
+          .in(reals(0, 1, "[)")),
+      key("data.docgraph.seed", K::kInt, "mixed into the split's hash").computed("seed").in(any_seed()),
+      key("data.docgraph.toctree", K::kBool, "toctree entries are edges too, as :doc: references")
+          .defaults_to(graph.toctree),
   };
 }
 

@@ -29,7 +29,10 @@ DType model_dtype(const Module& model) {
 }
 
 Tensor cast_inputs(const Tensor& inputs, DType dtype) {
-  if (!is_floating(inputs.dtype()) || !is_floating(dtype)) return inputs;
+  if (!is_floating(inputs.dtype()) || !is_floating(dtype) || inputs.dtype() == dtype) return inputs;
+  // Sparse inputs (a graph's CSR features) keep their pattern; only the
+  // stored values change type.
+  if (inputs.is_sparse()) return with_values(inputs, values(inputs).to(dtype));
   return inputs.to(dtype);
 }
 

@@ -24,7 +24,8 @@ void cast_parameters(Module& model, DType dtype);
 // The dtype of the model's first floating parameter (f32 when it has none).
 DType model_dtype(const Module& model);
 
-// `inputs` in `dtype` when both are floating (integer token ids stay).
+// `inputs` in `dtype` when both are floating (integer token ids stay; a
+// sparse input keeps its pattern, its values cast).
 Tensor cast_inputs(const Tensor& inputs, DType dtype);
 
 // A gradient (any format) divided by a loss scale (itself when scale is 1);

@@ -365,7 +365,7 @@ void Trainer::measure_batch() {
   }
   double flagged = step_.first_nonfinite >= 0 || !step_.clip_nonfinite.empty() ? 1.0 : 0.0;
   double correct = static_cast<double>(count_correct(logits, targets));
-  double n = static_cast<double>(targets.numel());
+  double n = static_cast<double>(count_scored(targets));
   if (comm_ != nullptr) {
     const std::vector<double> sums = all_reduce_scalars(*comm_, {loss_value * n, correct, n, flagged});
     loss_value = sums[2] > 0 ? sums[0] / sums[2] : 0.0;

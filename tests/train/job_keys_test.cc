@@ -148,6 +148,12 @@ std::vector<std::string> jobs_reading_every_key() {
           corpus + "', seq_len: 4, stride: 2, vocab: bytes, validation_split: 0.25}\n" + steps,
       "model: {name: mlp}\ndata: {dataset: fashion_mnist, flatten: true, normalize: true, mean: 0.3, std: 0.3}\n" +
           steps,
+      // The document graph (the Linux documentation tools/setup installs).
+      "model: {name: gcn, options: {sizes: '100,8,10'}}\n"
+      "data: {dataset: docgraph, docgraph: {suffix: .rst.txt, vocabulary: 100, min_class_documents: 50,\n"
+      "                                     train_fraction: 0.5, validation_fraction: 0.25, seed: 3, toctree: "
+      "true}}\n" +
+          steps,
   };
 }
 
