@@ -27,7 +27,8 @@ Models, as bench train builds them:
   gpt_moe   configs/gpt_moe.yaml's model: the gpt with every block's MLP a mixture of 8 experts of 4 x dim units,
             top-1 (models/moe.h): a bias-free router, the gate the router's probability, each expert run on the
             tokens routed to it by a loop over the experts (index, two matmuls, index_add: the straightforward
-            PyTorch MoE), and the load-balancing loss (8 * sum f_e P_e * 0.01) added to the loss; dense only.
+            PyTorch MoE; --moe-impl grouped: the tokens sorted by expert and each layer one torch._grouped_mm),
+            and the load-balancing loss (8 * sum f_e P_e * 0.01) added to the loss; dense only.
 
 Variants: dense, and "masked" for each sparse format of the C++ side at the same sparsity and pattern kind
 (uniform random for csr, block-uniform random 32x32 blocks (--block N: NxN; or the largest power of two up to N
@@ -115,6 +116,9 @@ def parse_args(argv):
                    help="the vit's and gpt's GELU: erf (exact, the default) or tanh (F.gelu(approximate='tanh'))")
     p.add_argument("--sparsities", default=",".join(str(x) for x in SPARSITIES),
                    help="the csr and bsr variants' sparsities (comma list; default 0.9,0.95,0.98)")
+    p.add_argument("--moe-impl", default="loop", choices=["loop", "grouped"],
+                   help="gpt_moe's experts: a loop over them (default), or one torch._grouped_mm per layer over the "
+                        "tokens sorted by expert (PyTorch >= 2.8, bf16 on sm_90; an error row where it does not run)")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
     a.compile = [m for m in a.compile.split(",") if m]
@@ -330,6 +334,7 @@ class GPTMoE(nn.Module):
         self.w2 = nn.Parameter(torch.empty(experts * hidden, dim).uniform_(-hidden ** -0.5, hidden ** -0.5))
         self.approximate = GELU_APPROXIMATE[gelu]
         self.aux = None
+        self.grouped = False  # --moe-impl grouped: torch._grouped_mm instead of the loop
 
     def forward(self, x):
         shape, d = x.shape, x.shape[-1]
@@ -341,7 +346,17 @@ class GPTMoE(nn.Module):
         w1 = self.w1.view(self.experts, self.hidden, d)
         w2 = self.w2.view(self.experts, self.hidden, d)
         out = torch.zeros_like(x2)
-        for e in range(self.experts):
+        if self.grouped:
+            # Every assignment sorted by expert, each layer one grouped GEMM over the groups.
+            flat = idx.flatten()
+            order = torch.argsort(flat, stable=True)
+            offs = torch.cumsum(torch.bincount(flat, minlength=self.experts), 0).to(torch.int32)
+            xs = x2[order // self.top_k].to(torch.bfloat16)
+            h = F.gelu(torch._grouped_mm(xs, w1.transpose(1, 2).to(torch.bfloat16), offs=offs),
+                       approximate=self.approximate)
+            ys = torch._grouped_mm(h, w2.to(torch.bfloat16), offs=offs) * gates.flatten()[order, None]
+            out.index_add_(0, order // self.top_k, ys.to(out.dtype))
+        for e in range(0 if self.grouped else self.experts):
             tok, slot = (idx == e).nonzero(as_tuple=True)
             if tok.numel() == 0:
                 continue
@@ -406,6 +421,9 @@ def make_model(name, args, device):
         c = gpt_size(device)
         model = GPT(c["vocab_size"], c["context"], c["dim"], c["layers"], c["heads"], c["mlp_ratio"], args.gelu,
                     MOE if name == "gpt_moe" else None)
+        for m in model.modules():
+            if isinstance(m, GPTMoE):
+                m.grouped = args.moe_impl == "grouped"
         x = torch.randint(0, c["vocab_size"], (c["batch"], c["seq"]), generator=g)
         y = torch.randint(0, c["vocab_size"], (c["batch"], c["seq"]), generator=g)
         return model.to(device), x.to(device), y.to(device), [c["batch"], c["seq"]]

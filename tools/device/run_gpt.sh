@@ -56,7 +56,8 @@
 # moe: issue 36's mixture-of-experts step: `bench train --models gpt,gpt_moe`
 #        (configs/gpt_moe.yaml's model: 8 experts, top-1, dropless grouped
 #        block-sparse experts) beside torch_train.py's gpt and gpt_moe (the
-#        same MoE as a loop over experts), bf16, SGD -> moe_step.md.
+#        same MoE as a loop over experts; then with --moe-impl grouped,
+#        torch._grouped_mm), bf16, SGD -> moe_step.md.
 # eval JOB...: the newest checkpoint of each job's run evaluated by
 #        eval_gpt_torch.py (PyTorch), beside the trainer's last validation loss.
 # sweep SWEEP.yaml: tools/sweep run of that file with the pack's trainer
@@ -315,6 +316,11 @@ PY
       say "torch gpt_moe: exit $?"
     python3 $PACK/train_compare.py --coppice "$OUT/moe_coppice.json" --torch "$OUT/moe_torch.json" \
       > "$OUT/moe_step.md" 2>&1
+    # PyTorch's grouped GEMM where this PyTorch has it (an error row where not).
+    PYTHONUNBUFFERED=1 timeout 200 python3 $PACK/torch_train.py --device cuda --models gpt_moe --formats dense \
+      --modes bf16 --steps 10 --warmup 3 --moe-impl grouped --json "$OUT/moe_torch_grouped.json" \
+      > "$OUT/torch_moe_grouped.log" 2>&1 || say "torch gpt_moe grouped: exit $?"
+    grep -h "^torch train" "$OUT/torch_moe_grouped.log" | sed 's/gpt_moe/gpt_moe (grouped_mm)/' | tee -a "$SUMMARY"
     tee -a "$SUMMARY" < "$OUT/moe_step.md"
     grep -h "^train \|^torch train" "$OUT/bench_moe.log" "$OUT/torch_moe.log" | tee -a "$SUMMARY"
     ;;
