@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "data/permutation.h"
+#include "sparse/entry_remap.h"
+#include "sparse/sparse_impl.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -20,7 +22,12 @@ void Dataset::check_indices(const std::vector<int64_t>& indices) const {
 
 TensorDataset::TensorDataset(Tensor inputs, Tensor targets, std::string label)
     : inputs_(std::move(inputs)), targets_(std::move(targets)), label_(std::move(label)) {
-  check_dense(inputs_, "TensorDataset", "inputs");
+  COPPICE_CHECK(inputs_.defined(), "TensorDataset: inputs are undefined");
+  if (inputs_.is_dense()) check_dense(inputs_, "TensorDataset", "inputs");
+  COPPICE_CHECK(inputs_.is_dense() || inputs_.dim() == 2,
+                "TensorDataset: sparse inputs must be a matrix "
+                "[examples, features], got ",
+                inputs_.format(), " of shape ", shape_to_string(inputs_.shape()));
   check_dense(targets_, "TensorDataset", "targets");
   COPPICE_CHECK(inputs_.dim() >= 1 && targets_.dim() >= 1, "TensorDataset: inputs ", shape_to_string(inputs_.shape()),
                 " and targets ", shape_to_string(targets_.shape()), " must be at least 1-D (examples along dim 0)");
@@ -36,7 +43,14 @@ Batch TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
   check_indices(indices);
   Tensor index =
       from_vector(indices, {static_cast<int64_t>(indices.size())}, TensorOptions(DType::kI64, inputs_.device()));
-  return Batch{index_select(inputs_, 0, index), index_select(targets_, 0, index), indices};
+  Tensor inputs;
+  if (inputs_.is_dense()) {
+    inputs = index_select(inputs_, 0, index);
+  } else {
+    const RemappedPattern rows = select_rows(inputs_, indices, name());
+    inputs = with_values(rows.pattern, index_select(values(inputs_).reshape({-1}), 0, rows.take));
+  }
+  return Batch{inputs, index_select(targets_, 0, index), indices};
 }
 
 SubsetDataset::SubsetDataset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices)

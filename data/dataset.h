@@ -45,10 +45,14 @@ class Dataset {
 
 // Examples held as two tensors whose first dimensions agree: example i is
 // (inputs[i], targets[i]). Batches are gathered with index_select on the
-// tensors' device.
+// tensors' device. The inputs may be a sparse matrix [examples, features]
+// of any format (a bag of words, a document's tf-idf): a batch's inputs are
+// then its rows as a CSR [batch, features], the stored entries gathered
+// (sparse/entry_remap.h's select_rows), never a dense row.
 class TensorDataset final : public Dataset {
  public:
-  // Throws unless both are defined, dense, at least 1-D, and agree in size(0).
+  // Throws unless both are defined, the targets dense, both at least 1-D (a
+  // sparse input exactly 2-D), and they agree in size(0).
   TensorDataset(Tensor inputs, Tensor targets, std::string label = "TensorDataset");
 
   int64_t size() const override { return size_; }

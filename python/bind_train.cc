@@ -170,7 +170,7 @@ void bind_data(py::module_& m) {
   py::class_<TensorDataset, Dataset, std::shared_ptr<TensorDataset>>(
       data, "TensorDataset",
       "Example i is (inputs[i], targets[i]): two arrays or Tensors whose first dimensions agree (on their memory, no "
-      "copy).")
+      "copy). Sparse inputs (a matrix [examples, features] of any format) batch as CSR rows, never densified.")
       .def(py::init([](const py::object& inputs, const py::object& targets) {
              return std::make_shared<TensorDataset>(tensor_of(inputs, "TensorDataset: inputs"),
                                                     tensor_of(targets, "TensorDataset: targets"));

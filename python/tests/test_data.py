@@ -100,3 +100,15 @@ def test_bad_arguments():
         DataLoader([])
     with pytest.raises(coppice.Error, match="TensorDataset"):
         TensorDataset(x, y[:5])  # first dimensions differ
+
+
+def test_sparse_inputs_batch_as_csr_rows():
+    rng = np.random.default_rng(4)
+    dense = (rng.standard_normal((30, 8)) * (rng.random((30, 8)) < 0.3)).astype(np.float32)
+    data = coppice.data.TensorDataset(coppice.tensor(dense).to_format("csr"), np.arange(30))
+    seen = []
+    for x, y in coppice.data.DataLoader(data, batch_size=7, shuffle=True, seed=1):
+        assert x.format == "csr"
+        np.testing.assert_array_equal(x.to_dense().numpy(), dense[y.numpy()])
+        seen += list(y.numpy())
+    assert sorted(seen) == list(range(30))

@@ -5,10 +5,13 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "data/permutation.h"
 #include "gtest/gtest.h"
+#include "sparse/convert.h"
+#include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
 #include "tensor/ops.h"
 
@@ -239,6 +242,43 @@ TEST(DataLoader, IndicesFromOutsideNeverReadPastTheShard) {
   DataLoader huge(counting(5), o);
   EXPECT_EQ(huge.shard_size(), 1);
   EXPECT_EQ(huge.num_batches(), 1);
+}
+
+// Sparse inputs (a bag of words): every batch's inputs are its rows as a
+// CSR, equal to the dense rows, shuffled with their targets; a 3-D sparse
+// input is refused naming the shape.
+TEST(DataLoader, SparseInputsBatchAsCsrRows) {
+  Generator gen(3);
+  const Tensor dense = mul(randn({20, 12}, DType::kF32, gen), lt(rand({20, 12}, DType::kF32, gen), 0.3));
+  for (const std::string format : {"csr", "coo", "bsr"}) {
+    SCOPED_TRACE(format);
+    const FormatOptions o = format == "bsr" ? FormatOptions::block(2) : FormatOptions{};
+    auto data = std::make_shared<TensorDataset>(sparse_from_mask(dense, ne(dense, 0.0), format, o), arange(20));
+    DataLoaderOptions lo;
+    lo.batch_size = 6;
+    lo.shuffle = true;
+    lo.seed = 5;
+    DataLoader loader(data, lo);
+    int64_t seen = 0;
+    for (const Batch& b : loader.epoch(0)) {
+      EXPECT_EQ(b.inputs.format(), "csr");
+      EXPECT_EQ(b.targets.to_vector<int64_t>(), b.indices);
+      const Tensor want = index_select(dense, 0, from_vector(b.indices));
+      EXPECT_TRUE(allclose(to_dense(b.inputs), want, 0, 0));
+      seen += b.size();
+    }
+    EXPECT_EQ(seen, 20);
+  }
+  const Tensor cube = sparse_from_mask(ones({2, 2, 2}), ones({2, 2, 2}, DType::kBool), "coo");
+  try {
+    TensorDataset bad(cube, arange(2));
+    ADD_FAILURE() << "a 3-D sparse input was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("sparse inputs must be a matrix [examples, features], got coo of shape [2, 2, 2]"),
+        std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
