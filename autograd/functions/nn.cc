@@ -192,6 +192,22 @@ Variable embedding(const Variable& weight, const Tensor& indices) {
                 });
 }
 
+Variable embedding_bag(const Variable& weight, const Tensor& indices, const EmbeddingBagOptions& options,
+                       const Variable& per_sample_weights) {
+  COPPICE_CHECK(weight.defined(), "embedding_bag: weight is undefined");
+  EmbeddingBagOptions o = options;
+  o.per_sample_weights = per_sample_weights.defined() ? per_sample_weights.value() : Tensor();
+  Tensor wv = weight.value();
+  EmbeddingBags bags = embedding_bags(wv, indices, o);
+  return record(embedding_bag(wv, bags), "EmbeddingBagBackward", {weight, per_sample_weights},
+                [wv, bags](const Tensor& g, const GradNeeds& n) {
+                  Grads r(2);
+                  if (n[0]) r[0] = embedding_backward(embedding_bag_entry_grads(g, bags), bags.indices, wv.size(0));
+                  if (n[1]) r[1] = embedding_bag_per_sample_weights_grad(g, wv, bags);
+                  return r;
+                });
+}
+
 Variable dropout(const Variable& x, double p, bool training, Generator& gen) {
   COPPICE_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
   if (!training || p == 0.0) return x;

@@ -46,6 +46,13 @@ AddLayerNormVariables add_layer_norm(const Variable& x, const Variable& r, const
                                      double eps = 1e-5);
 // Rows of weight [v, d] picked by `indices`; the gradient is scattered back into weight's rows.
 Variable embedding(const Variable& weight, const Tensor& indices);
+// Embedding bags (tensor/ops.h's embedding_bag: 2-D indices, or 1-D with
+// options.offsets; sum or mean; padding_idx). `per_sample_weights` (sum
+// mode, indices' shape) is differentiable too; options.per_sample_weights is
+// ignored here. Weight's gradient adds each entry's row (its bag's gradient
+// row times its factor) in entry order: deterministic on every device.
+Variable embedding_bag(const Variable& weight, const Tensor& indices, const EmbeddingBagOptions& options = {},
+                       const Variable& per_sample_weights = Variable());
 // Draws its mask from `gen` as the Tensor op does (same generator state, same mask); p in [0, 1).
 Variable dropout(const Variable& x, double p, bool training, Generator& gen = default_generator());
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias = Variable(),
