@@ -227,6 +227,9 @@ struct EmbeddingBagOptions {
   bool include_last_offset = false;
   Tensor per_sample_weights;
   std::optional<int64_t> padding_idx;
+  // For the Variable function (autograd/functions/nn.h): weight's gradient
+  // row-sparse (sparse/row_sparse.h), the rows the bags use, padding left out.
+  bool sparse_grad = false;
 };
 // The bags checked (errors name embedding_bag and the argument) and in the
 // kernel's form, kept for the backward pass. The offsets are read to the host

@@ -8,6 +8,7 @@
 #include "autograd/functions/grad_utils.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/sparse_grad.h"
+#include "sparse/row_sparse.h"
 
 namespace coppice {
 
@@ -184,10 +185,13 @@ Variable attention_packed(const Variable& qkv, double scale, const AttentionMask
   });
 }
 
-Variable embedding(const Variable& weight, const Tensor& indices) {
+Variable embedding(const Variable& weight, const Tensor& indices, bool sparse_grad) {
   Shape wshape = weight.shape();
   return record(embedding(weight.value(), indices), "EmbeddingBackward", {weight},
-                [wshape, indices](const Tensor& g, const GradNeeds&) {
+                [wshape, indices, sparse_grad](const Tensor& g, const GradNeeds&) {
+                  if (sparse_grad) {
+                    return Grads{row_sparse_sum(g.reshape({-1, wshape[1]}), indices.reshape({-1}), wshape[0])};
+                  }
                   return Grads{embedding_backward(g, indices, wshape[0])};
                 });
 }
@@ -200,9 +204,14 @@ Variable embedding_bag(const Variable& weight, const Tensor& indices, const Embe
   Tensor wv = weight.value();
   EmbeddingBags bags = embedding_bags(wv, indices, o);
   return record(embedding_bag(wv, bags), "EmbeddingBagBackward", {weight, per_sample_weights},
-                [wv, bags](const Tensor& g, const GradNeeds& n) {
+                [wv, bags, sparse_grad = options.sparse_grad](const Tensor& g, const GradNeeds& n) {
                   Grads r(2);
-                  if (n[0]) r[0] = embedding_backward(embedding_bag_entry_grads(g, bags), bags.indices, wv.size(0));
+                  if (n[0] && sparse_grad) {
+                    r[0] =
+                        row_sparse_sum(embedding_bag_entry_grads(g, bags), bags.indices, wv.size(0), bags.padding_idx);
+                  } else if (n[0]) {
+                    r[0] = embedding_backward(embedding_bag_entry_grads(g, bags), bags.indices, wv.size(0));
+                  }
                   if (n[1]) r[1] = embedding_bag_per_sample_weights_grad(g, wv, bags);
                   return r;
                 });

@@ -26,6 +26,13 @@
 // made by straight_through (straight_through.h) gets its gradient whole
 // instead, from the products and from to_dense: g^T x, not its SDDMM at the
 // pattern.
+// A dense variable may receive a sparse gradient: embedding and embedding_bag
+// with sparse_grad (nn.h) give a dense weight a row-sparse one
+// (sparse/row_sparse.h: a BSR of [1, d] blocks, the rows used). The rule:
+// the variable keeps it sparse (hooks see it so, and optim/ steps only its
+// rows); two row-sparse gradients of different rows accumulate to their
+// union (autograd/sparse_grad.h), and a sparse and a dense one to the dense
+// sum. Nothing projects it: a dense variable has no pattern to project onto.
 // Sparse-by-sparse products and sums are not differentiable (a clear error).
 // values() and with_values() let users write any function of the values.
 #pragma once
