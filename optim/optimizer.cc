@@ -275,6 +275,8 @@ void Optimizer::step_param(const Variable& param, size_t group, const Hyperparam
   p.copy_(kept);
 }
 
+void Optimizer::init_state(const Tensor&, const Hyperparameters&, ParamState&) const {}
+
 void Optimizer::step_rows(const Variable& param, const Hyperparameters& options, ParamState& st, double grad_scale) {
   Tensor p = param.value();
   COPPICE_CHECK(!uses_master_weights(p.dtype()), name_, ".step: a row-sparse gradient of a ", dtype_name(p.dtype()),
@@ -283,6 +285,7 @@ void Optimizer::step_rows(const Variable& param, const Hyperparameters& options,
   Tensor g = row_sparse_values(param.grad()).contiguous();
   if (grad_scale != 1.0) g = mul(g, 1.0 / grad_scale);
   ++st.step;
+  init_state(p, options, st);
   ParamState local = st;  // the step count and options; the state tensors gathered below
   for (auto& [key, t] : local.tensors) t = index_select(t, 0, rows).contiguous();
   Tensor target = index_select(p, 0, rows).contiguous();

@@ -251,8 +251,12 @@ class Optimizer {
   // moments and momentum change only on the steps that touch it, Adam's
   // bias correction counts every step of the parameter, weight decay reaches
   // only the touched rows, and state first created on a step that touches
-  // some rows starts at zero for the others (so SGD's momentum buffer of a
+  // some rows starts at zero for the others unless init_state made it (so SGD's momentum buffer of a
   // row first touched later begins momentum * 0 + (1 - dampening) * g).
+  // An optimizer whose state starts at something other than zero (Adagrad's
+  // initial accumulator) creates it whole for `p` here, before step_rows
+  // gathers rows of it; the default creates nothing.
+  virtual void init_state(const Tensor& p, const Hyperparameters& options, ParamState& state) const;
   void step_rows(const Variable& param, const Hyperparameters& options, ParamState& state, double grad_scale);
   void step_param(const Variable& param, size_t group, const Hyperparameters& options, ParamState& state,
                   double grad_scale);
