@@ -10,6 +10,7 @@
 #include "autograd/autograd.h"
 #include "gtest/gtest.h"
 #include "optim/adam.h"
+#include "optim/clip.h"
 #include "optim/sgd.h"
 #include "sparse/row_sparse.h"
 #include "sparse/sparse_impl.h"
@@ -123,6 +124,16 @@ TEST(RowSparseStep, AdamIsLazyWithGlobalBiasCorrection) {
       EXPECT_NEAR(row(w.value(), 2)[c], p, 1e-5) << (decoupled ? "adamw" : "adam") << " column " << c;
     }
   }
+}
+
+TEST(RowSparseStep, ClippingScalesTheStoredRows) {
+  Variable sparse(table(4).clone(), true), dense(table(4).clone(), true);
+  backward_rows(sparse, {2, 5, 2}, 3.0);
+  dense.set_grad(to_dense(sparse.grad()));
+  const double n1 = clip_grad_norm({sparse}, 1.0), n2 = clip_grad_norm({dense}, 1.0);
+  EXPECT_DOUBLE_EQ(n1, n2);
+  ASSERT_TRUE(is_row_sparse(sparse.grad()));  // still row-sparse after clipping
+  EXPECT_TRUE(allclose(to_dense(sparse.grad()), dense.grad(), 0, 0));
 }
 
 }  // namespace
