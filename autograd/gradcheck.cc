@@ -87,9 +87,10 @@ GradcheckResult gradcheck(const std::function<Variable(const std::vector<Variabl
                                g.format(), "' and pattern version ", pattern_version(g));
       return result;
     }
+    // A dense input's gradient may be sparse (embedding's row-sparse one): compared densely.
     Tensor analytic = !g.defined() ? zeros(x.shape(), DType::kF64)
                       : sparse_in  ? values(g).to(DType::kF64).contiguous()
-                                   : g.to(DType::kF64).contiguous();
+                                   : to_dense(g).to(DType::kF64).contiguous();
     if (analytic.shape() != x.shape()) {
       result.passed = false;
       result.message = str_cat("gradcheck: ", input_label(i, inputs[i]), " has shape ", shape_to_string(x.shape()),

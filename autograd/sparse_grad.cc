@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "sparse/ops.h"
+#include "sparse/row_sparse.h"
 #include "sparse/sparse_impl.h"
 #include "sparse/stored_positions.h"
 #include "tensor/ops.h"
@@ -52,6 +53,9 @@ Tensor project_grad(const Tensor& g, const Tensor& pattern, const char* what) {
 
 Tensor accumulate_grads(const Tensor& a, const Tensor& b, const char* what) {
   if (a.is_dense() && b.is_dense()) return add(a, b);
+  // Row-sparse gradients of a dense weight (embedding's sparse_grad) of
+  // different rows: their union.
+  if (is_row_sparse(a) && is_row_sparse(b) && pattern_version(a) != pattern_version(b)) { return row_sparse_add(a, b); }
   if (a.is_sparse() && b.is_sparse()) {
     COPPICE_CHECK(a.layout() == b.layout() && pattern_version(a) == pattern_version(b), what,
                   ": cannot accumulate a sparse gradient of ", describe_pattern(b), " into one of ",

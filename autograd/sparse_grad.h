@@ -26,8 +26,9 @@ Tensor grad_values(const Tensor& g, const Tensor& pattern, const char* what);
 Tensor project_grad(const Tensor& g, const Tensor& pattern, const char* what);
 
 // The sum of two gradients for one variable (engine and leaf accumulation):
-// sparse + sparse of one format and pattern version adds values; different
-// versions throw; sparse + dense adds densely.
+// sparse + sparse of one format and pattern version adds values; two
+// row-sparse ones (sparse/row_sparse.h) of different rows give their union;
+// other different versions throw; sparse + dense adds densely.
 Tensor accumulate_grads(const Tensor& a, const Tensor& b, const char* what);
 
 // A gradient of any format converted to `dtype` (the pattern version is kept).

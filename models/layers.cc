@@ -199,8 +199,8 @@ Variable Dropout::forward(const Variable& x) {
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const LayerOptions& options, Generator& gen,
-                     double init_std)
-    : Module("Embedding") {
+                     double init_std, bool sparse_grad)
+    : Module("Embedding"), sparse_grad_(sparse_grad) {
   COPPICE_CHECK(num_embeddings > 0 && embedding_dim > 0, "Embedding: sizes must be positive");
   Tensor w = randn({num_embeddings, embedding_dim}, TensorOptions(options.dtype), gen);
   if (init_std != 1.0) w = mul(w, init_std);
@@ -210,9 +210,9 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const LayerO
 Variable Embedding::forward(const Variable& x) {
   Tensor indices = x.value();
   COPPICE_CHECK(is_integral(indices.dtype()), "Embedding: indices must be integers, got ", dtype_name(indices.dtype()));
-  return run_op({*weight_}, [indices](const std::vector<Variable>& in) {
-    Variable w = in[0].value().is_sparse() ? to_dense(in[0]) : in[0];
-    return embedding(w, indices);
+  return run_op({*weight_}, [indices, sparse_grad = sparse_grad_](const std::vector<Variable>& in) {
+    if (in[0].value().is_sparse()) return embedding(to_dense(in[0]), indices);
+    return embedding(in[0], indices, sparse_grad);
   });
 }
 

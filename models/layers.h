@@ -161,14 +161,19 @@ class Dropout : public Module {
 class Embedding : public Module {
  public:
   // Weights drawn from N(0, init_std^2) (1: PyTorch's default; GPT-style
-  // models with a tied output use 0.02).
+  // models with a tied output use 0.02). sparse_grad: a dense weight's
+  // gradient is row-sparse, the rows the batch used (autograd/functions/nn.h's
+  // embedding), and optim/ steps only those rows; a sparse weight (made dense
+  // for the lookup) keeps its own gradient.
   Embedding(int64_t num_embeddings, int64_t embedding_dim, const LayerOptions& options = {},
-            Generator& gen = default_generator(), double init_std = 1.0);
+            Generator& gen = default_generator(), double init_std = 1.0, bool sparse_grad = false);
   Variable forward(const Variable& x) override;
   const Variable& weight() const { return *weight_; }
+  bool sparse_grad() const { return sparse_grad_; }
 
  private:
   Variable* weight_;
+  bool sparse_grad_;
 };
 
 // Output rule inputs of the activations: x.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "sparse/masked.h"
+#include "sparse/row_sparse.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/op_profile.h"
 #include "tensor/ops.h"
@@ -227,6 +228,10 @@ void Optimizer::step_param(const Variable& param, size_t group, const Hyperparam
   const Tensor& value = param.value();
   Tensor p = values(value);
   Tensor grad = param.grad();
+  if (value.is_dense() && is_row_sparse(grad)) {
+    step_rows(param, options, st, grad_scale);
+    return;
+  }
   Tensor g = value.is_dense() ? to_dense(grad) : values(grad);
   const bool has_master = uses_master_weights(p.dtype());
   // 16-bit parameters: the update runs on the f32 master weights with an f32
@@ -268,6 +273,29 @@ void Optimizer::step_param(const Variable& param, size_t group, const Hyperparam
   Tensor kept = where(mask, out, target);
   if (has_master) st.tensors[kMasterWeightsState] = kept;
   p.copy_(kept);
+}
+
+void Optimizer::init_state(const Tensor&, const Hyperparameters&, ParamState&) const {}
+
+void Optimizer::step_rows(const Variable& param, const Hyperparameters& options, ParamState& st, double grad_scale) {
+  Tensor p = param.value();
+  COPPICE_CHECK(!uses_master_weights(p.dtype()), name_, ".step: a row-sparse gradient of a ", dtype_name(p.dtype()),
+                " parameter (f32 master weights) is not supported; use an f32 or f64 embedding, or a dense gradient");
+  const Tensor rows = row_sparse_rows(param.grad());
+  Tensor g = row_sparse_values(param.grad()).contiguous();
+  if (grad_scale != 1.0) g = mul(g, 1.0 / grad_scale);
+  ++st.step;
+  init_state(p, options, st);
+  ParamState local = st;  // the step count and options; the state tensors gathered below
+  for (auto& [key, t] : local.tensors) t = index_select(t, 0, rows).contiguous();
+  Tensor target = index_select(p, 0, rows).contiguous();
+  Tensor out = update(target, g, options, local, /*in_place=*/true);
+  p.copy_(with_rows(p, rows, out));
+  for (auto& [key, t] : local.tensors) {
+    auto it = st.tensors.find(key);
+    const Tensor full = it != st.tensors.end() ? it->second : zeros(p.shape(), t.options());
+    st.tensors[key] = with_rows(full, rows, t);
+  }
 }
 
 bool Optimizer::update_mixed(const Tensor&, const Tensor&, const Tensor&, const Hyperparameters&, ParamState&) {

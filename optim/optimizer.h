@@ -244,6 +244,20 @@ class Optimizer {
   Slot find(const Variable& param, const char* op) const;
   Hyperparameters complete(const Hyperparameters& overrides) const;
   void step_params(double grad_scale, NonfiniteFlag* nonfinite);
+  // A dense parameter with a row-sparse gradient (sparse/row_sparse.h):
+  // update() runs on the gathered rows of the parameter and of each state
+  // tensor, which are written back; untouched rows and their state keep
+  // their bits. Lazy state, torch.optim.SparseAdam's semantics: a row's
+  // moments and momentum change only on the steps that touch it, Adam's
+  // bias correction counts every step of the parameter, weight decay reaches
+  // only the touched rows, and state first created on a step that touches
+  // some rows starts at zero for the others unless init_state made it (so SGD's momentum buffer of a
+  // row first touched later begins momentum * 0 + (1 - dampening) * g).
+  // An optimizer whose state starts at something other than zero (Adagrad's
+  // initial accumulator) creates it whole for `p` here, before step_rows
+  // gathers rows of it; the default creates nothing.
+  virtual void init_state(const Tensor& p, const Hyperparameters& options, ParamState& state) const;
+  void step_rows(const Variable& param, const Hyperparameters& options, ParamState& state, double grad_scale);
   void step_param(const Variable& param, size_t group, const Hyperparameters& options, ParamState& state,
                   double grad_scale);
   bool try_queue_multi(const Tensor& value, const Tensor& p, const Tensor& g, const Tensor& target, size_t group,

@@ -43,6 +43,11 @@
 //                                                                                      (flat h*w position in the plane)
 // embedding_      grad [n, d], index i64 [n]    num_embeddings                        [num_embeddings, d]: rows summed
 //   backward                                                                           by index, in order, rounded once
+// embedding_bag   weight contiguous [v, d],      mean (bool), padding_idx (-1: none,  [B, d]: bag b sums weight's
+//                 indices i64 [n], offsets i64   else in [0, v))                       rows at its entries in order
+//                 [B + 1] (0 first, n last, non-                                      (times each per-sample weight),
+//                 decreasing), per-sample                                             padding skipped, mean: over
+//                 weights [n] or none                                                 the rest; rounded once
 // index_select    x contiguous, index i64 1-D    dim                                   contiguous
 // gather          x contiguous, index i64        dim                                   contiguous, index's shape
 //                 contiguous (same ndim)

@@ -211,6 +211,51 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 // ([..., d]) whose index is v, in index order, in the compute type (each sum
 // rounded once); an index out of range is an error naming it.
 Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_embeddings);
+
+// Embedding bags (PyTorch's embedding_bag; tensor/ops_embedding_bag.cc): each
+// bag's rows of weight [v, d] reduced to one row, [B, d]. The bags are
+// `indices` 2-D [B, L] (fixed-size bags), or 1-D [n] with `offsets` (bag b
+// starts at offsets[b]; offsets[0] is 0 and they never decrease; with
+// include_last_offset offsets has B + 1 entries, the last n). An entry equal
+// to padding_idx (negative: counted from v) contributes nothing and does not
+// count toward a mean; an empty bag is zeros. per_sample_weights (indices'
+// shape, weight's dtype) multiply each entry's row, in sum mode only.
+enum class BagMode { kSum, kMean };
+struct EmbeddingBagOptions {
+  BagMode mode = BagMode::kSum;
+  Tensor offsets;  // with 1-D indices; undefined with 2-D ones
+  bool include_last_offset = false;
+  Tensor per_sample_weights;
+  std::optional<int64_t> padding_idx;
+  // For the Variable function (autograd/functions/nn.h): weight's gradient
+  // row-sparse (sparse/row_sparse.h), the rows the bags use, padding left out.
+  bool sparse_grad = false;
+};
+// The bags checked (errors name embedding_bag and the argument) and in the
+// kernel's form, kept for the backward pass. The offsets are read to the host
+// (B + 1 integers) to be checked and to give each entry its bag.
+struct EmbeddingBags {
+  Tensor indices;             // i64 [n]
+  Tensor offsets;             // i64 [B + 1]: bag b is entries offsets[b] .. offsets[b + 1]
+  Tensor entry_bag;           // i64 [n]: each entry's bag
+  Tensor per_sample_weights;  // [n], or undefined
+  Shape sample_shape;         // per_sample_weights' shape as given (indices' shape)
+  BagMode mode = BagMode::kSum;
+  int64_t padding_idx = -1;  // in [0, v), or -1: none
+  int64_t num_embeddings = 0;
+  int64_t num_bags() const { return offsets.numel() - 1; }
+};
+EmbeddingBags embedding_bags(const Tensor& weight, const Tensor& indices, const EmbeddingBagOptions& options = {});
+Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const EmbeddingBagOptions& options = {});
+Tensor embedding_bag(const Tensor& weight, const EmbeddingBags& bags);
+// The gradient of each entry's row of weight, [n, d]: grad's row for its bag
+// times the entry's factor (its per-sample weight, 1, or 1 / its bag's count
+// in mean mode; 0 at padding). embedding_backward(rows, bags.indices, v) is
+// weight's dense gradient; the row-sparse one sums the same rows.
+Tensor embedding_bag_entry_grads(const Tensor& grad, const EmbeddingBags& bags);
+// The per-sample weights' gradient, of their shape as given: grad's row for
+// the entry's bag dotted with weight's row at the entry (0 at padding).
+Tensor embedding_bag_per_sample_weights_grad(const Tensor& grad, const Tensor& weight, const EmbeddingBags& bags);
 // Zeroes each element with probability p and scales the rest by 1/(1-p); identity when !training.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
 

@@ -9,6 +9,7 @@
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/sparse_nn.h"
 #include "autograd/sparse_grad.h"
+#include "sparse/row_sparse.h"
 
 namespace coppice {
 
@@ -188,12 +189,37 @@ Variable attention_packed(const Variable& qkv, double scale, const AttentionMask
   });
 }
 
-Variable embedding(const Variable& weight, const Tensor& indices) {
+Variable embedding(const Variable& weight, const Tensor& indices, bool sparse_grad) {
+  // A sparse weight's gradient is on its own pattern whatever sparse_grad says.
   if (weight.value().is_sparse()) return autograd_detail::sparse_embedding(weight, indices);
   Shape wshape = weight.shape();
   return record(embedding(weight.value(), indices), "EmbeddingBackward", {weight},
-                [wshape, indices](const Tensor& g, const GradNeeds&) {
+                [wshape, indices, sparse_grad](const Tensor& g, const GradNeeds&) {
+                  if (sparse_grad) {
+                    return Grads{row_sparse_sum(g.reshape({-1, wshape[1]}), indices.reshape({-1}), wshape[0])};
+                  }
                   return Grads{embedding_backward(g, indices, wshape[0])};
+                });
+}
+
+Variable embedding_bag(const Variable& weight, const Tensor& indices, const EmbeddingBagOptions& options,
+                       const Variable& per_sample_weights) {
+  COPPICE_CHECK(weight.defined(), "embedding_bag: weight is undefined");
+  EmbeddingBagOptions o = options;
+  o.per_sample_weights = per_sample_weights.defined() ? per_sample_weights.value() : Tensor();
+  Tensor wv = weight.value();
+  EmbeddingBags bags = embedding_bags(wv, indices, o);
+  return record(embedding_bag(wv, bags), "EmbeddingBagBackward", {weight, per_sample_weights},
+                [wv, bags, sparse_grad = options.sparse_grad](const Tensor& g, const GradNeeds& n) {
+                  Grads r(2);
+                  if (n[0] && sparse_grad) {
+                    r[0] =
+                        row_sparse_sum(embedding_bag_entry_grads(g, bags), bags.indices, wv.size(0), bags.padding_idx);
+                  } else if (n[0]) {
+                    r[0] = embedding_backward(embedding_bag_entry_grads(g, bags), bags.indices, wv.size(0));
+                  }
+                  if (n[1]) r[1] = embedding_bag_per_sample_weights_grad(g, wv, bags);
+                  return r;
                 });
 }
 

@@ -44,8 +44,20 @@ struct AddLayerNormVariables {
 AddLayerNormVariables add_layer_norm(const Variable& x, const Variable& r, const Shape& normalized_shape,
                                      const Variable& weight = Variable(), const Variable& bias = Variable(),
                                      double eps = 1e-5);
-// Rows of weight [v, d] picked by `indices`; the gradient is scattered back into weight's rows.
-Variable embedding(const Variable& weight, const Tensor& indices);
+// Rows of weight [v, d] picked by `indices`; the gradient is scattered back
+// into weight's rows: dense [v, d], or with sparse_grad row-sparse
+// (sparse/row_sparse.h: a BSR of [1, d] blocks holding only the rows the
+// indices name, sorted, repeats summed in index order), which a dense weight
+// keeps as its gradient (functions/sparse.h's table says how it accumulates).
+Variable embedding(const Variable& weight, const Tensor& indices, bool sparse_grad = false);
+// Embedding bags (tensor/ops.h's embedding_bag: 2-D indices, or 1-D with
+// options.offsets; sum or mean; padding_idx). `per_sample_weights` (sum
+// mode, indices' shape) is differentiable too; options.per_sample_weights is
+// ignored here. Weight's gradient adds each entry's row (its bag's gradient
+// row times its factor) in entry order: deterministic on every device;
+// options.sparse_grad makes it row-sparse as embedding's (padding rows left out).
+Variable embedding_bag(const Variable& weight, const Tensor& indices, const EmbeddingBagOptions& options = {},
+                       const Variable& per_sample_weights = Variable());
 // Draws its mask from `gen` as the Tensor op does (same generator state, same mask); p in [0, 1).
 Variable dropout(const Variable& x, double p, bool training, Generator& gen = default_generator());
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias = Variable(),

@@ -30,6 +30,13 @@
 // operands) give each operand the gradient at its own stored positions:
 // g B^T and A^T g (SpMMs) sampled, for mul g B and g A through the dense
 // forms, for add g itself; a sparse g (SpGEMM's CSR) is read dense.
+// A dense variable may receive a sparse gradient: embedding and embedding_bag
+// with sparse_grad (nn.h) give a dense weight a row-sparse one
+// (sparse/row_sparse.h: a BSR of [1, d] blocks, the rows used). The rule:
+// the variable keeps it sparse (hooks see it so, and optim/ steps only its
+// rows); two row-sparse gradients of different rows accumulate to their
+// union (autograd/sparse_grad.h), and a sparse and a dense one to the dense
+// sum. Nothing projects it: a dense variable has no pattern to project onto.
 // values() and with_values() let users write any function of the values.
 #pragma once
 

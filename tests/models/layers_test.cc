@@ -17,6 +17,7 @@
 #include "autograd/autograd.h"
 #include "autograd/functions/sparse.h"
 #include "sparse/convert.h"
+#include "sparse/row_sparse.h"
 #include "sparse/sparse_impl.h"
 #include "sparsifiers/sparsity_builder.h"
 #include "tensor/dispatcher.h"
@@ -343,6 +344,18 @@ TEST(Embedding, ShapeAndGradcheck) {
   EXPECT_TRUE(allclose(y.value().select(0, 0).select(0, 1), emb.weight().value().select(0, 3)));
   EXPECT_GRADCHECK_OK(gradcheck_module(emb, Variable(idx)));
   EXPECT_NE(error_of([&] { emb.forward(Variable(randn({2}))); }).find("integers"), std::string::npos);
+}
+
+TEST(Embedding, SparseGradOptionGivesTheRowsUsed) {
+  Generator gen(27);
+  Embedding emb(10, 4, kF64, gen, 1.0, /*sparse_grad=*/true);
+  Tensor idx = from_vector<int64_t>({7, 3, 3}, {3});
+  EXPECT_GRADCHECK_OK(gradcheck_module(emb, Variable(idx)));
+  Variable w = emb.weight();
+  w.set_grad(Tensor());
+  sum(emb.forward(Variable(idx))).backward();
+  ASSERT_TRUE(is_row_sparse(w.grad()));
+  EXPECT_EQ(row_sparse_rows(w.grad()).to_vector<int64_t>(), (std::vector<int64_t>{3, 7}));
 }
 
 TEST(Activations, ReluGeluPoolFlatten) {

@@ -72,6 +72,7 @@ const std::vector<OpParityRow>& op_rows() {
       {op::kLayerNormBackward, kFloating, layer_norm_backward_cases},
       {op::kAddLayerNormBackward, kFloating, add_layer_norm_backward_cases},
       {op::kEmbeddingBackward, kFloating, embedding_backward_cases},
+      {op::kEmbeddingBag, kFloating, embedding_bag_cases},
       {op::kIm2col, kFloating, im2col_cases},
       {op::kCol2im, kFloating, col2im_cases},
       {op::kConv2d, kFloating, conv2d_cases},
