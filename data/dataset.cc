@@ -10,7 +10,9 @@
 
 namespace coppice {
 
-Batch Batch::to(Device device) const { return Batch{inputs.to(device), targets.to(device), indices}; }
+Batch Batch::to(Device device) const {
+  return Batch{to_device(inputs, device), targets.to(device), indices};  // inputs may be sparse
+}
 
 void Dataset::check_indices(const std::vector<int64_t>& indices) const {
   const int64_t n = size();

@@ -32,7 +32,7 @@ void GraphNet::set_graph(const Tensor& adjacency) {
   // the model was built: precision.dtype).
   const DType dtype = parameters().empty() ? dtype_ : parameters().front().dtype();
   const Tensor n = o_.kind == GraphLayerKind::kGCN ? gcn_adjacency(adjacency, dtype) : mean_adjacency(adjacency, dtype);
-  normalized_ = n.to(adjacency.device());  // made on the host, used where the graph lives
+  normalized_ = to_device(n, adjacency.device());  // made on the host, used where the graph lives
 }
 
 Variable GraphNet::forward(const Variable& x) {

@@ -37,6 +37,7 @@
 #include "optim/sr_ste.h"
 #include "sparse/convert.h"
 #include "sparse/formats.h"
+#include "sparse/sparse_impl.h"
 #include "tensor/backend.h"
 #include "tensor/error.h"
 #include "tensor/generator.h"
@@ -503,7 +504,7 @@ TrainingSummary run_rank(const JobConfig& job, const SparsitySchedule& schedule,
   if (auto* net = dynamic_cast<GraphNet*>(model.get())) {
     COPPICE_CHECK(data.graph != nullptr, "data.dataset: model ", job.model.name, " needs a graph (docgraph), got ",
                   dataset_kind_name(job.data.dataset));
-    net->set_graph(data.graph->adjacency().to(device));
+    net->set_graph(to_device(data.graph->adjacency(), device));
   }
 
   // Every rank starts from rank 0's parameters, sparse patterns included.

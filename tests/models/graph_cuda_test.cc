@@ -75,9 +75,9 @@ TEST(GraphNetCuda, GcnAndSageMatchTheCpu) {
     ModulePtr cpu = make_model(c), gpu = make_model(c);  // the same seed: the same weights
     gpu->to(Device::cuda(0));
     dynamic_cast<GraphNet&>(*cpu).set_graph(a);
-    dynamic_cast<GraphNet&>(*gpu).set_graph(a.to(Device::cuda(0)));
+    dynamic_cast<GraphNet&>(*gpu).set_graph(to_device(a, Device::cuda(0)));
     const Variable y_cpu = cpu->forward(Variable(x));
-    const Variable y_gpu = gpu->forward(Variable(x.to(Device::cuda(0))));
+    const Variable y_gpu = gpu->forward(Variable(to_device(x, Device::cuda(0))));
     expect_close(y_cpu.value(), y_gpu.value(), name + " logits");
     cross_entropy(y_cpu, targets).backward();
     cross_entropy(y_gpu, targets.to(Device::cuda(0))).backward();

@@ -46,7 +46,7 @@ std::vector<Tensor> run(const Device& device, bool adam) {
     o.sparse_grad = true;
     w.set_grad(Tensor());
     Tensor g = randn({2, 8}, TensorOptions(DType::kF32), gen).to(device);
-    sum(embedding_bag(w, from_vector(b, {5}).to(device), o) * Variable(g)).backward();
+    sum(embedding_bag(w, from_vector(b, {static_cast<int64_t>(b.size())}).to(device), o) * Variable(g)).backward();
     EXPECT_TRUE(is_row_sparse(w.grad()));
     opt->step();
   }
