@@ -555,12 +555,37 @@ void bind_functions(py::module_& m) {
       py::arg("eps") = 1e-5);
   m.def(
       "embedding",
-      [](const py::object& weight, const py::object& indices) {
+      [](const py::object& weight, const py::object& indices, bool sparse_grad) {
         Operands in;
         const Variable w = in(weight, "argument weight");
-        return in.result(embedding(w, target_of(indices, "embedding: indices")));
+        return in.result(embedding(w, target_of(indices, "embedding: indices"), sparse_grad));
       },
-      py::arg("weight"), py::arg("indices"));
+      py::arg("weight"), py::arg("indices"), py::arg("sparse_grad") = false,
+      "Rows of weight [v, d] picked by indices; sparse_grad: a dense weight's gradient row-sparse (a BSR of [1, d] "
+      "blocks holding the rows used); a sparse weight gives its rows, its gradient on its pattern.");
+  m.def(
+      "embedding_bag",
+      [](const py::object& weight, const py::object& indices, const py::object& offsets, const std::string& mode,
+         const py::object& per_sample_weights, std::optional<int64_t> padding_idx, bool include_last_offset,
+         bool sparse_grad) {
+        COPPICE_CHECK(mode == "sum" || mode == "mean", "embedding_bag: mode must be 'sum' or 'mean', got '", mode, "'");
+        Operands in;
+        const Variable w = in(weight, "argument weight");
+        const Variable psw = or_undefined(in.optional(per_sample_weights));
+        EmbeddingBagOptions o;
+        o.mode = mode == "mean" ? BagMode::kMean : BagMode::kSum;
+        if (!offsets.is_none()) o.offsets = target_of(offsets, "embedding_bag: offsets");
+        o.include_last_offset = include_last_offset;
+        o.padding_idx = padding_idx;
+        o.sparse_grad = sparse_grad;
+        return in.result(embedding_bag(w, target_of(indices, "embedding_bag: indices"), o, psw));
+      },
+      py::arg("weight"), py::arg("indices"), py::arg("offsets") = py::none(), py::arg("mode") = "sum",
+      py::arg("per_sample_weights") = py::none(), py::arg("padding_idx") = py::none(),
+      py::arg("include_last_offset") = false, py::arg("sparse_grad") = false,
+      "Embedding bags (PyTorch's F.embedding_bag): indices 2-D [B, L], or 1-D with offsets; sum or mean; "
+      "per_sample_weights (sum mode) differentiable; padding_idx skipped and not counted; sparse_grad: weight's "
+      "gradient row-sparse. Deterministic on every device.");
   m.def(
       op::kConv2d,
       [](const py::object& x, const py::object& weight, const py::object& bias, const py::object& stride,

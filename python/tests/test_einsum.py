@@ -92,3 +92,23 @@ def test_routed_attention_blocks_and_a_routed_gpt_job(tmp_path):
         "lr_schedule.warmup_steps=2", "evaluation.every_steps=5", f"checkpoint.dir={tmp_path}/ck",
         "checkpoint.every_steps=5", f"logging.metrics={tmp_path}/m.jsonl"], max_steps=5)
     assert s["final_step"] == 5
+
+
+def test_embedding_bag_and_row_sparse_gradients():
+    rng = np.random.default_rng(5)
+    w0 = rng.standard_normal((10, 4))
+    idx = np.array([1, 3, 3, 0, 7, 9])
+    offsets = np.array([0, 2, 2, 5])  # bags [1, 3], [], [3, 0, 7], [9]
+    w = coppice.Variable(w0.copy(), requires_grad=True)
+    y = coppice.embedding_bag(w, idx, offsets, mode="sum", sparse_grad=True)
+    want = np.stack([w0[[1, 3]].sum(0), np.zeros(4), w0[[3, 0, 7]].sum(0), w0[9]])
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-12)
+    coppice.sum(y).backward()
+    assert w.grad.format == "bsr"  # row-sparse: the rows used
+    dense_grad = np.zeros_like(w0)
+    np.add.at(dense_grad, idx, 1.0)
+    np.testing.assert_allclose(w.grad.to_dense().numpy(), dense_grad)
+    m = coppice.embedding_bag(coppice.tensor(w0), idx, offsets, mode="mean", padding_idx=3)
+    np.testing.assert_allclose(m.numpy()[2], w0[[0, 7]].mean(0), rtol=1e-12)
+    with pytest.raises(coppice.Error, match="mode must be 'sum' or 'mean'"):
+        coppice.embedding_bag(w0, idx, offsets, mode="max")
