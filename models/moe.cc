@@ -28,6 +28,18 @@ int64_t default_block(int64_t hidden) {
 
 }  // namespace
 
+// The gates as a sparse CSR [T, columns]: token t's k entries at cols[t * k
+// ...] (increasing within a token), holding gates [T, k] row by row.
+Variable MoE::gate_matrix(const Variable& gates, const std::vector<int64_t>& cols, int64_t columns) const {
+  const int64_t T = gates.size(0), k = o_.top_k;
+  const Device device = gates.value().device();
+  std::vector<int64_t> crow(static_cast<size_t>(T + 1));
+  for (int64_t t = 0; t <= T; ++t) crow[t] = t * k;
+  Tensor pattern = sparse_csr(from_vector(crow, {T + 1}).to(device), from_vector(cols, {T * k}).to(device),
+                              zeros({T * k}, gates.value().options()), {T, columns});
+  return with_values(pattern, reshape(gates, {T * k}));
+}
+
 // Which experts each token takes, and with what weight.
 struct MoE::Routing {
   Variable probs;               // [T, E], the router's softmax
@@ -128,25 +140,15 @@ Variable MoE::forward(const Variable& x) {
   Variable yg = matmul(h, *w2_);  // [R, dim]
 
   // The gate as a sparse [T, R]: token t's k rows, weighted.
-  std::vector<int64_t> combine_crow(static_cast<size_t>(T + 1));
-  for (int64_t t = 0; t <= T; ++t) combine_crow[t] = t * k;
-  Tensor combine = sparse_csr(from_vector(combine_crow, {T + 1}).to(device),
-                              from_vector(combine_cols, {T * k}).to(device), zeros({T * k}, values_options), {T, R});
-  Variable y = matmul(with_values(combine, reshape(r.gates, {T * k})), yg);
-  return reshape(y, shape);
+  return reshape(matmul(gate_matrix(r.gates, combine_cols, R), yg), shape);
 }
 
 Variable MoE::forward_einsum(const Variable& x) {
   const Shape shape = x.shape();
   Variable x2 = reshape(x, {-1, o_.dim});
-  const int64_t T = x2.size(0), k = o_.top_k, E = o_.experts;
+  const int64_t E = o_.experts;
   const Routing r = route(x2);
-  const Device device = x.value().device();
-  std::vector<int64_t> crow(static_cast<size_t>(T + 1));
-  for (int64_t t = 0; t <= T; ++t) crow[t] = t * k;
-  Tensor pattern = sparse_csr(from_vector(crow, {T + 1}).to(device), from_vector(r.chosen, {T * k}).to(device),
-                              zeros({T * k}, x.value().options()), {T, E});
-  Variable gates = with_values(pattern, reshape(r.gates, {T * k}));  // sparse [T, E]
+  Variable gates = gate_matrix(r.gates, r.chosen, E);  // sparse [T, E]
   Variable w1 = reshape(*w1_, {E, o_.hidden, o_.dim}), w2 = reshape(*w2_, {E, o_.hidden, o_.dim});
   Variable x_dispatch = rearrange(x2, "td->ted", {{"e", E}});
   Variable h = gelu_of_form(einsum("ted,ehd->teh", {x_dispatch, w1}), o_.gelu);

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "models/layers.h"
 #include "models/module.h"
@@ -62,6 +63,7 @@ class MoE : public Module {
  private:
   struct Routing;
   Routing route(const Variable& x2);
+  Variable gate_matrix(const Variable& gates, const std::vector<int64_t>& cols, int64_t columns) const;
 
   MoEOptions o_;
   std::shared_ptr<Linear> router_;

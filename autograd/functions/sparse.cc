@@ -93,7 +93,10 @@ Variable sddmm(const Variable& a, const Variable& b, const Tensor& pattern) {
 
 Variable remap_entries(const Variable& x, const EntryAxes& axes, std::string_view format, std::string_view op) {
   COPPICE_CHECK(x.defined() && x.value().is_sparse(), op, ": remapping entries needs a sparse operand");
-  RemappedPattern r = remap_stored_entries(x.value(), axes, format, op);
+  return taken_values(x, remap_stored_entries(x.value(), axes, format, op));
+}
+
+Variable taken_values(const Variable& x, const RemappedPattern& r) {
   return with_values(r.pattern, index_select(reshape(values(x), {-1}), 0, r.take));
 }
 

@@ -72,6 +72,9 @@ Variable sddmm(const Variable& a, const Variable& b, const Tensor& pattern);
 // entry repeated along a new axis gets the sum of its copies' gradients).
 // What einsum and rearrange do to a sparse operand. Errors name `op`.
 Variable remap_entries(const Variable& x, const EntryAxes& axes, std::string_view format, std::string_view op);
+// r.pattern holding x's values (flattened) taken at r.take, differentiably:
+// what remap_entries and a selection of rows (select_rows) give.
+Variable taken_values(const Variable& x, const RemappedPattern& r);
 
 namespace autograd_detail {
 

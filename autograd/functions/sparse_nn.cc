@@ -269,7 +269,7 @@ Variable sparse_embedding(const Variable& weight, const Tensor& indices) {
   const RemappedPattern r = select_rows(w, rows, "embedding");
   Shape out = indices.shape();
   out.push_back(w.size(1));
-  return reshape(to_dense(with_values(r.pattern, index_select(flat_values(weight), 0, r.take))), out);
+  return reshape(to_dense(taken_values(weight, r)), out);
 }
 
 }  // namespace autograd_detail
