@@ -277,6 +277,22 @@ void Optimizer::step_param(const Variable& param, size_t group, const Hyperparam
 
 void Optimizer::init_state(const Tensor&, const Hyperparameters&, ParamState&) const {}
 
+namespace {
+
+// dst's rows at `rows` replaced by `values`, in place (index_copy_), through a
+// contiguous copy where dst is strided.
+void write_rows(const Tensor& dst, const Tensor& rows, const Tensor& values) {
+  if (dst.is_contiguous()) {
+    index_copy_(dst, 0, rows, values.to(dst.dtype()));
+    return;
+  }
+  Tensor staged = dst.contiguous();
+  index_copy_(staged, 0, rows, values.to(dst.dtype()));
+  Tensor(dst).copy_(staged);
+}
+
+}  // namespace
+
 void Optimizer::step_rows(const Variable& param, const Hyperparameters& options, ParamState& st, double grad_scale) {
   Tensor p = param.value();
   COPPICE_CHECK(!uses_master_weights(p.dtype()), name_, ".step: a row-sparse gradient of a ", dtype_name(p.dtype()),
@@ -290,11 +306,12 @@ void Optimizer::step_rows(const Variable& param, const Hyperparameters& options,
   for (auto& [key, t] : local.tensors) t = index_select(t, 0, rows).contiguous();
   Tensor target = index_select(p, 0, rows).contiguous();
   Tensor out = update(target, g, options, local, /*in_place=*/true);
-  p.copy_(with_rows(p, rows, out));
+  // Written back in place: only the k rows are touched, not the table.
+  write_rows(p, rows, out);
   for (auto& [key, t] : local.tensors) {
     auto it = st.tensors.find(key);
-    const Tensor full = it != st.tensors.end() ? it->second : zeros(p.shape(), t.options());
-    st.tensors[key] = with_rows(full, rows, t);
+    if (it == st.tensors.end()) it = st.tensors.emplace(key, zeros(p.shape(), t.options())).first;
+    write_rows(it->second, rows, t);
   }
 }
 

@@ -246,7 +246,8 @@ class Optimizer {
   void step_params(double grad_scale, NonfiniteFlag* nonfinite);
   // A dense parameter with a row-sparse gradient (sparse/row_sparse.h):
   // update() runs on the gathered rows of the parameter and of each state
-  // tensor, which are written back; untouched rows and their state keep
+  // tensor, which are written back in place (index_copy_: only those rows
+  // are read or written); untouched rows and their state keep
   // their bits. Lazy state, torch.optim.SparseAdam's semantics: a row's
   // moments and momentum change only on the steps that touch it, Adam's
   // bias correction counts every step of the parameter, weight decay reaches

@@ -84,15 +84,4 @@ Tensor row_sparse_add(const Tensor& a, const Tensor& b) {
                         a.size(0));
 }
 
-Tensor with_rows(const Tensor& dense, const Tensor& rows, const Tensor& values) {
-  const int64_t v = dense.size(0), d = dense.size(1), k = rows.numel();
-  COPPICE_CHECK(values.dim() == 2 && values.size(0) == k && values.size(1) == d, "with_rows: values must be [", k, ", ",
-                d, "], got ", shape_to_string(values.shape()));
-  if (k == 0) return dense;
-  const Tensor at = rows.reshape({k, 1});
-  const Tensor placed = scatter_add(zeros_like(dense), 0, at.expand({k, d}).contiguous(), values.to(dense.dtype()));
-  const Tensor touched = scatter_add(zeros({v, 1}, dense.options()), 0, at, ones({k, 1}, dense.options()));
-  return where(ne(touched, 0.0), placed, dense);
-}
-
 }  // namespace coppice

@@ -39,10 +39,4 @@ Tensor row_sparse_values(const Tensor& t);
 // row stored in both the sum of a's and then b's (row_sparse_sum's order).
 Tensor row_sparse_add(const Tensor& a, const Tensor& b);
 
-// `dense` [v, d] with its rows `rows` (i64 [k], distinct, on its device)
-// replaced by `values` [k, d]: what optim/ writes back after a row-sparse
-// step. Every other row keeps its bits. Composed of scatter_add and where,
-// so it reads and writes all v rows (a kernel of its own would touch k).
-Tensor with_rows(const Tensor& dense, const Tensor& rows, const Tensor& values);
-
 }  // namespace coppice

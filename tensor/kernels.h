@@ -54,6 +54,10 @@
 // scatter_add     x contiguous, index i64        dim                                   x + src scattered at index
 //                 contiguous, src contiguous                                           (new tensor)
 //                 (index's shape)
+// index_copy_     x contiguous, index i64 1-D    dim                                   x, written in place: its
+//                 (distinct), src contiguous                                           slices at index along dim
+//                 (x's shape, index.numel() at                                         replaced by src's, in order;
+//                 dim)                                                                 nothing else touched
 // topk            x contiguous [outer, r]        k, largest (bool)                     values [outer, k], indices i64
 //                                                                                      [outer, k], sorted, ties by
 //                                                                                      lower index first
@@ -61,7 +65,7 @@
 // normal_         out contiguous floating        seed, offset, mean, std               out (philox::normal)
 // randint_        out contiguous integer         seed, offset, low, high (ints)        out: low + word % (high-low)
 //
-// index_select, gather and scatter_add check every index against [0, size of
+// index_select, gather, scatter_add and index_copy_ check every index against [0, size of
 // dim) and throw coppice::Error naming the op before writing anything; the
 // frontends rely on it rather than copying indices to the host.
 //

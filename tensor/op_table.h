@@ -135,6 +135,7 @@ std::string arity_text(size_t min_inputs, size_t max_inputs);
   X(kIndexSelect, "index_select", .inputs(2).attr("dim", kInt))                                                     \
   X(kGather, "gather", .inputs(2).attr("dim", kInt))                                                                \
   X(kScatterAdd, "scatter_add", .inputs(3).attr("dim", kInt))                                                       \
+  X(kIndexCopy, "index_copy_", .inputs(3).attr("dim", kInt).outputs(kInPlace))                                        \
   X(kFill, "fill_", .inputs(1).attr("value", kDouble).outputs(kInPlace))                                            \
   X(kCopy, "copy_", .inputs(2).outputs(kInPlace))                                                                   \
   X(kUniform, "uniform_", .inputs(1).attr("seed", kInt).attr("offset", kInt).attr("low", kDouble)                   \

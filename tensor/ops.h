@@ -284,6 +284,12 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // A copy of x with src added at index along dim (duplicates accumulate).
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// x's slices at `index` along dim replaced by src's, in place (x must be
+// contiguous and writable; src has x's shape but index.numel() along dim, and
+// x's dtype). Only those slices are read or written, so a row-sparse optimizer
+// step (optim/optimizer.h) costs its rows, not the table. Indices should be
+// distinct: with a repeated one, which source lands is unspecified.
+void index_copy_(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 
 // ---- comparison helpers for tests -----------------------------------------
 // True when shapes match and |a - b| <= atol + rtol * |b| everywhere (NaN never matches).

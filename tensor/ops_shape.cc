@@ -1,4 +1,4 @@
-// Joining and indexing: cat, stack, index_select, gather, scatter_add.
+// Joining and indexing: cat, stack, index_select, gather, scatter_add, index_copy_.
 //
 // The kernels check every index against its range (kernels.h), so a bad index
 // is an error naming the op on every device, without a copy to the host here.
@@ -123,6 +123,26 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   Tensor part = src;
   for (int64_t k = 0; k < x.dim(); ++k) part = part.narrow(k, 0, index.size(k));
   return dispatch(op::kScatterAdd, {x.contiguous(), idx, part.contiguous()}, Attrs().set("dim", d))[0];
+}
+
+void index_copy_(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_indexing(x, index, op::kIndexCopy);
+  check_dense(src, op::kIndexCopy, "src");
+  check_same_device({x, src}, op::kIndexCopy);
+  const int64_t d = normalize_dim(dim, x.dim(), op::kIndexCopy);
+  COPPICE_CHECK(x.is_contiguous(), "index_copy_: the destination ", shape_to_string(x.shape()),
+                " must be contiguous (it is written in place)");
+  COPPICE_CHECK(!x.storage().read_only(), "index_copy_: the destination ", shape_to_string(x.shape()),
+                " is on read-only memory (its owner forbids writes)");
+  COPPICE_CHECK(index.dim() <= 1, "index_copy_: index must be 0-D or 1-D, got ", shape_to_string(index.shape()));
+  COPPICE_CHECK(src.dtype() == x.dtype(), "index_copy_: src has dtype ", dtype_name(src.dtype()), ", expected ",
+                dtype_name(x.dtype()), " like the destination");
+  Shape want = x.shape();
+  want[d] = index.numel();
+  COPPICE_CHECK(src.shape() == want, "index_copy_: src has shape ", shape_to_string(src.shape()), ", expected ",
+                shape_to_string(want), " (the destination's, with the ", index.numel(), " indices along dim ", d, ")");
+  if (index.numel() == 0) return;
+  dispatch(op::kIndexCopy, {x, as_index(index, op::kIndexCopy).reshape({-1}), src.contiguous()}, Attrs().set("dim", d));
 }
 
 }  // namespace coppice

@@ -1,4 +1,4 @@
-// index_select, gather and scatter_add along one dim.
+// index_select, gather, scatter_add and index_copy_ along one dim.
 //
 // Indices are i64 and must lie in [0, size of dim): negative indices do not
 // wrap, and any out-of-range index throws coppice::Error naming the op,
@@ -220,6 +220,37 @@ std::vector<Tensor> embedding_backward(const std::vector<Tensor>& in, const Attr
   return {out};
 }
 
+// x [outer, size, inner] at index along the middle = src [outer, k, inner],
+// in place; a repeated index takes its last source (kernels.h leaves it
+// unspecified: the CUDA twin's writes race).
+std::vector<Tensor> index_copy(const std::vector<Tensor>& in, const Attrs& attrs) {
+  COPPICE_CHECK(in.size() == 3, "index_copy_: expected 3 inputs, got ", in.size());
+  const Tensor &x = in[0], index = in[1].contiguous(), src = in[2].contiguous();
+  check_index_tensor(index, op::kIndexCopy);
+  check_ndim(index, 1, op::kIndexCopy, "index");
+  COPPICE_CHECK(x.is_contiguous(), "index_copy_: the destination must be contiguous");
+  const int64_t dim = normalize_dim(attrs.get_int("dim"), x.dim(), op::kIndexCopy);
+  const int64_t size = x.size(dim), nidx = index.numel();
+  const int64_t* idx = index.data<int64_t>();
+  check_range(idx, nidx, size, dim, op::kIndexCopy);
+  const int64_t outer = prod(x.shape(), 0, dim), inner = prod(x.shape(), dim + 1, x.dim());
+  COPPICE_CHECK(src.numel() == outer * nidx * inner && src.dtype() == x.dtype(),
+                "index_copy_: src must be the destination's slices at the ", nidx, " indices, got ",
+                shape_to_string(src.shape()));
+  const size_t row_bytes = static_cast<size_t>(inner) * dtype_size(x.dtype());
+  char* px = static_cast<char*>(x.data_ptr());
+  const char* ps = static_cast<const char*>(src.data_ptr());
+  // Sequential over the indices within an outer slice, so the last of a repeat lands.
+  parallel_for(0, outer, 1, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      for (int64_t j = 0; j < nidx; ++j) {
+        std::memcpy(px + (o * size + idx[j]) * row_bytes, ps + (o * nidx + j) * row_bytes, row_bytes);
+      }
+    }
+  });
+  return {};
+}
+
 KernelRegistrar embedding_backward_reg(op::kEmbeddingBackward, DeviceType::kCpu, {"dense", "dense"},
                                        embedding_backward);
 KernelRegistrar index_select_reg(op::kIndexSelect, DeviceType::kCpu, {"dense", "dense"},
@@ -227,6 +258,7 @@ KernelRegistrar index_select_reg(op::kIndexSelect, DeviceType::kCpu, {"dense", "
                                    COPPICE_CHECK(in.size() == 2, "index_select: expected 2 inputs, got ", in.size());
                                    return {index_select(in[0], in[1], attrs.get_int("dim"))};
                                  });
+KernelRegistrar index_copy_reg(op::kIndexCopy, DeviceType::kCpu, {"dense", "dense", "dense"}, index_copy);
 KernelRegistrar gather_reg(op::kGather, DeviceType::kCpu, {"dense", "dense"},
                            [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
                              COPPICE_CHECK(in.size() == 2, "gather: expected 2 inputs, got ", in.size());

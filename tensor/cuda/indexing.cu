@@ -1,4 +1,4 @@
-// index_select, gather and scatter_add (kernels.h), twins of
+// index_select, gather, scatter_add and index_copy_ (kernels.h), twins of
 // tensor/cpu/indexing.cc. Indices are i64 in [0, size of dim): negative ones
 // do not wrap, and an out-of-range index throws coppice::Error (naming the
 // op, the index and its position, as the CPU does) before anything is
@@ -12,6 +12,7 @@
 // per target adds its sources in index order, in the compute type, rounding
 // to the element type after each addition exactly as the CPU loop does
 // (integers wrap, bool adds as "or"). No float atomics.
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 
@@ -44,6 +45,18 @@ __global__ void index_select_kernel(const U* x, const int64_t* index, U* out, in
     const int64_t j = (i / inner) % nidx;
     const int64_t o = i / (inner * nidx);
     out[i] = x[(o * size + index[j]) * inner + in];
+  }
+}
+
+// x [outer, size, inner] at index (checked) along the middle = src [outer, nidx, inner], in place.
+template <typename U>
+__global__ void index_copy_kernel(U* x, const int64_t* index, const U* src, int64_t total, int64_t nidx, int64_t size,
+                                  int64_t inner) {
+  COPPICE_KERNEL_LOOP(i, total) {
+    const int64_t in = i % inner;
+    const int64_t j = (i / inner) % nidx;
+    const int64_t o = i / (inner * nidx);
+    x[(o * size + index[j]) * inner + in] = src[i];
   }
 }
 
@@ -172,6 +185,45 @@ std::vector<Tensor> index_select(const std::vector<Tensor>& in, const Attrs& att
   });
   check_launch(op::kIndexSelect);
   return {out};
+}
+
+// In place; the indices are checked before anything is written. Threads
+// write only the k slices: a row-sparse optimizer step costs its rows.
+std::vector<Tensor> index_copy(const std::vector<Tensor>& in, const Attrs& attrs) {
+  check_inputs(in, 3, op::kIndexCopy);
+  const Tensor& x = in[0];
+  check_cuda_tensor(x, op::kIndexCopy, "input");
+  check_index_tensor(in[1], op::kIndexCopy);
+  check_ndim(in[1], 1, op::kIndexCopy, "index");
+  check_cuda_tensor(in[2], op::kIndexCopy, "src");
+  COPPICE_CHECK(x.is_contiguous(), "index_copy_: the destination must be contiguous");
+  const int64_t dim = normalize_dim(attrs.get_int("dim"), x.dim(), op::kIndexCopy);
+  const Tensor index = in[1].contiguous(), src = in[2].contiguous();
+  const int64_t size = x.size(dim), nidx = index.numel();
+  int64_t inner = 1;
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  const int64_t total = x.numel() / std::max<int64_t>(size, 1) * nidx;
+  COPPICE_CHECK(src.numel() == total && src.dtype() == x.dtype(),
+                "index_copy_: src must be the destination's slices at the ", nidx, " indices, got ",
+                shape_to_string(src.shape()));
+  if (nidx == 0) return {};
+  const int device = x.device().index;
+  DeviceGuard guard(device);
+  {
+    BadIndexSlot bad(x.device());
+    range_check<<<grid_for(nidx), kThreads, 0, current_stream(device)>>>(index.data<int64_t>(), nidx, size, bad.ptr());
+    check_launch(op::kIndexCopy);
+    bad.check(op::kIndexCopy, index, dim, size);
+  }
+  if (total == 0) return {};
+  by_element_size(x.dtype(), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    index_copy_kernel<U><<<grid_for(total), kThreads, 0, current_stream(device)>>>(
+        static_cast<U*>(x.data_ptr()), index.data<int64_t>(), static_cast<const U*>(src.data_ptr()), total, nidx, size,
+        inner);
+  });
+  check_launch(op::kIndexCopy);
+  return {};
 }
 
 // Checks that index fits x (and src) as gather and scatter_add need, and describes them.
@@ -357,6 +409,7 @@ std::vector<Tensor> embedding_backward(const std::vector<Tensor>& in, const Attr
 const KernelRegistrar kEmbeddingBackward(op::kEmbeddingBackward, DeviceType::kCuda, {"dense", "dense"},
                                          embedding_backward);
 const KernelRegistrar kIndexSelect(op::kIndexSelect, DeviceType::kCuda, {"dense", "dense"}, index_select);
+const KernelRegistrar kIndexCopy(op::kIndexCopy, DeviceType::kCuda, {"dense", "dense", "dense"}, index_copy);
 const KernelRegistrar kGather(op::kGather, DeviceType::kCuda, {"dense", "dense"}, gather);
 const KernelRegistrar kScatterAdd(op::kScatterAdd, DeviceType::kCuda, {"dense", "dense", "dense"}, scatter_add);
 

@@ -58,6 +58,7 @@ const std::vector<OpParityRow>& op_rows() {
       {op::kIndexSelect, kFloating, index_select_cases},
       {op::kGather, kFloating, gather_cases},
       {op::kScatterAdd, kFloating, scatter_add_cases},
+      {op::kIndexCopy, kFloating, index_copy_cases},
       {op::kFill, kFloating, fill_cases},
       {op::kCopy, kFloating, copy_cases},
       {op::kUniform, kFloating, uniform_cases},

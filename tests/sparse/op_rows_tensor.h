@@ -137,6 +137,24 @@ inline std::vector<OpCase> scatter_add_cases(const std::vector<std::string>&, DT
   return {c};
 }
 
+// index_copy_ (in place): the chosen slices replaced, bit for bit, every
+// other element kept; along dim 0 (an optimizer's rows) and dim 1.
+inline std::vector<OpCase> index_copy_cases(const std::vector<std::string>&, DType t, const Device& d) {
+  std::vector<OpCase> out;
+  for (int64_t dim : {0, 1}) {
+    OpCase c;
+    c.name = "dim " + std::to_string(dim);
+    const Shape src_shape = dim == 0 ? Shape{3, 4, 3} : Shape{5, 3, 3};
+    c.inputs = {on(full_values({5, 4, 3}, 18), t, d), index_tensor({3, 0, 2}, {3}, d),
+                on(full_values(src_shape, 19), t, d)};
+    c.attrs.set("dim", dim);
+    c.written = {0};
+    c.outputs = all_exact(same_cell(op::kIndexCopy, c), t);
+    out.push_back(c);
+  }
+  return out;
+}
+
 // fill_ and copy_ (in place): the CPU cell in the run's dtype, bit for bit
 // (a value rounded once to the dtype); copy_ broadcasts and converts.
 inline std::vector<OpCase> fill_cases(const std::vector<std::string>&, DType t, const Device& d) {

@@ -1,5 +1,5 @@
-// Tests for tensor/ops_shape.cc: cat, stack, index_select, gather and
-// scatter_add, against reference loops, with the errors for misuse.
+// Tests for tensor/ops_shape.cc: cat, stack, index_select, gather,
+// scatter_add and index_copy_, against reference loops, with the errors for misuse.
 #include <cmath>
 #include <string>
 
@@ -153,6 +153,39 @@ TEST(ShapeOpsOnGpu, MatchTheCpu) {
   EXPECT_ERROR_NAMING(cat({a, b.to(gpu)}), "cat: tensor 1 is on cuda:0, expected cpu like tensor 0");
   EXPECT_ERROR_NAMING(gather(a.to(gpu), 1, idx), "gather: operands are on different devices");
   EXPECT_ERROR_NAMING(index_select(a.to(gpu), 0, from_vector<int64_t>({5}).to(gpu)), "index_select: index 5");
+}
+
+TEST(IndexCopy, WritesOnlyTheChosenSlicesInPlace) {
+  Tensor x = iota({4, 3});
+  const void* storage = x.data_ptr();
+  index_copy_(x, 0, from_vector<int64_t>({2, 0}), iota({2, 3}, 100));
+  EXPECT_EQ(x.data_ptr(), storage);
+  EXPECT_EQ(vals(x), (std::vector<double>{103, 104, 105, 3, 4, 5, 100, 101, 102, 9, 10, 11}));
+  // Along dim 1 of a 3-D tensor, against a reference loop.
+  Tensor y = iota({2, 4, 2});
+  Tensor src = iota({2, 2, 2}, 50);
+  std::vector<double> want = vals(y), sv = vals(src);
+  const int64_t at[] = {3, 1};
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t i = 0; i < 2; ++i) want[(o * 4 + at[j]) * 2 + i] = sv[(o * 2 + j) * 2 + i];
+  index_copy_(y, 1, from_vector<int64_t>({3, 1}), src);
+  EXPECT_EQ(vals(y), want);
+  index_copy_(y, 1, zeros({0}, DType::kI64), zeros({2, 0, 2}));  // nothing to write
+  EXPECT_EQ(vals(y), want);
+  // Bad input names the op and what is wrong, and writes nothing.
+  const std::vector<double> before = vals(x);
+  EXPECT_ERROR_NAMING(index_copy_(x, 0, from_vector<int64_t>({1, 4}), zeros({2, 3})),
+                      "index_copy_: index 4 (at position 1) is out of range for dim 0 of size 4");
+  EXPECT_ERROR_NAMING(index_copy_(x, 0, from_vector<int64_t>({1}), zeros({2, 3})),
+                      "index_copy_: src has shape [2, 3], expected [1, 3]");
+  EXPECT_ERROR_NAMING(index_copy_(x, 0, from_vector<int64_t>({1}), zeros({1, 3}, DType::kF64)),
+                      "index_copy_: src has dtype f64, expected f32");
+  EXPECT_ERROR_NAMING(index_copy_(x.t(), 0, from_vector<int64_t>({1}), zeros({1, 4})),
+                      "index_copy_: the destination [3, 4] must be contiguous");
+  EXPECT_ERROR_NAMING(index_copy_(x, 0, zeros({1, 1}, DType::kI64), zeros({1, 3})),
+                      "index_copy_: index must be 0-D or 1-D");
+  EXPECT_EQ(vals(x), before);
 }
 
 }  // namespace
