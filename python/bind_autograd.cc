@@ -568,12 +568,13 @@ void bind_functions(py::module_& m) {
       [](const py::object& weight, const py::object& indices, const py::object& offsets, const std::string& mode,
          const py::object& per_sample_weights, std::optional<int64_t> padding_idx, bool include_last_offset,
          bool sparse_grad) {
-        COPPICE_CHECK(mode == "sum" || mode == "mean", "embedding_bag: mode must be 'sum' or 'mean', got '", mode, "'");
+        COPPICE_CHECK(mode == "sum" || mode == "mean" || mode == "max",
+                      "embedding_bag: mode must be 'sum', 'mean' or 'max', got '", mode, "'");
         Operands in;
         const Variable w = in(weight, "argument weight");
         const Variable psw = or_undefined(in.optional(per_sample_weights));
         EmbeddingBagOptions o;
-        o.mode = mode == "mean" ? BagMode::kMean : BagMode::kSum;
+        o.mode = mode == "mean" ? BagMode::kMean : mode == "max" ? BagMode::kMax : BagMode::kSum;
         if (!offsets.is_none()) o.offsets = target_of(offsets, "embedding_bag: offsets");
         o.include_last_offset = include_last_offset;
         o.padding_idx = padding_idx;
@@ -583,7 +584,8 @@ void bind_functions(py::module_& m) {
       py::arg("weight"), py::arg("indices"), py::arg("offsets") = py::none(), py::arg("mode") = "sum",
       py::arg("per_sample_weights") = py::none(), py::arg("padding_idx") = py::none(),
       py::arg("include_last_offset") = false, py::arg("sparse_grad") = false,
-      "Embedding bags (PyTorch's F.embedding_bag): indices 2-D [B, L], or 1-D with offsets; sum or mean; "
+      "Embedding bags (PyTorch's F.embedding_bag): indices 2-D [B, L], or 1-D with offsets; sum, mean or max (the "
+      "first largest; its gradient to that entry); "
       "per_sample_weights (sum mode) differentiable; padding_idx skipped and not counted; sparse_grad: weight's "
       "gradient row-sparse. Deterministic on every device.");
   m.def(

@@ -43,11 +43,16 @@
 //                                                                                      (flat h*w position in the plane)
 // embedding_      grad [n, d], index i64 [n]    num_embeddings                        [num_embeddings, d]: rows summed
 //   backward                                                                           by index, in order, rounded once
-// embedding_bag   weight contiguous [v, d],      mean (bool), padding_idx (-1: none,  [B, d]: bag b sums weight's
-//                 indices i64 [n], offsets i64   else in [0, v))                       rows at its entries in order
-//                 [B + 1] (0 first, n last, non-                                      (times each per-sample weight),
+// embedding_bag   weight contiguous [v, d],      mode ("sum", "mean", "max"),          [B, d]: bag b sums weight's
+//                 indices i64 [n], offsets i64   padding_idx (-1: none, else in        rows at its entries in order
+//                 [B + 1] (0 first, n last, non- [0, v))                               (times each per-sample weight),
 //                 decreasing), per-sample                                             padding skipped, mean: over
-//                 weights [n] or none                                                 the rest; rounded once
+//                 weights [n] or none (sum                                            the rest; rounded once. max:
+//                 mode)                                                               the largest in each column
+//                                                                                      (the first in entry order; NaN
+//                                                                                      wins), and a second output, i64
+//                                                                                      [B, d]: its entry's position
+//                                                                                      (-1 for an empty bag: zeros)
 // index_select    x contiguous, index i64 1-D    dim                                   contiguous
 // gather          x contiguous, index i64        dim                                   contiguous, index's shape
 //                 contiguous (same ndim)

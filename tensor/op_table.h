@@ -161,7 +161,7 @@ std::string arity_text(size_t min_inputs, size_t max_inputs);
       .attr("dweight", kBool).attr("dbias", kBool).without_dense_cpu(kCudaFused))                                   \
   X(kEmbeddingBackward, "embedding_backward", .inputs(2).attr("num_embeddings", kInt))                              \
   /* weight, indices i64 [n], offsets i64 [B + 1], per-sample weights [n] or "none" (tensor/ops_embedding_bag.cc) */ \
-  X(kEmbeddingBag, "embedding_bag", .inputs(3, 4).attr("mean", kBool).attr("padding_idx", kInt))                    \
+  X(kEmbeddingBag, "embedding_bag", .inputs(3, 4).attr("mode", kString).attr("padding_idx", kInt))                  \
   X(kIm2col, "im2col", .inputs(1).attr("kernel", kInts).attr("stride", kInts).attr("padding", kInts)                \
       .attr("dilation", kInts))                                                                                     \
   X(kCol2im, "col2im", .inputs(1).attr("kernel", kInts).attr("stride", kInts).attr("padding", kInts)                \

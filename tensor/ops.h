@@ -219,8 +219,12 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
 // include_last_offset offsets has B + 1 entries, the last n). An entry equal
 // to padding_idx (negative: counted from v) contributes nothing and does not
 // count toward a mean; an empty bag is zeros. per_sample_weights (indices'
-// shape, weight's dtype) multiply each entry's row, in sum mode only.
-enum class BagMode { kSum, kMean };
+// shape, weight's dtype) multiply each entry's row, in sum mode only. Max
+// mode takes each column's largest over the bag (the first in entry order;
+// a NaN wins over any number, as PyTorch's max propagates it), and its
+// gradient reaches that entry's row alone.
+enum class BagMode { kSum, kMean, kMax };
+const char* bag_mode_name(BagMode mode);  // "sum", "mean", "max"
 struct EmbeddingBagOptions {
   BagMode mode = BagMode::kSum;
   Tensor offsets;  // with 1-D indices; undefined with 2-D ones
@@ -248,11 +252,16 @@ struct EmbeddingBags {
 EmbeddingBags embedding_bags(const Tensor& weight, const Tensor& indices, const EmbeddingBagOptions& options = {});
 Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const EmbeddingBagOptions& options = {});
 Tensor embedding_bag(const Tensor& weight, const EmbeddingBags& bags);
+// The bags' rows and, in max mode, each element's entry position (i64 [B, d];
+// -1 where the bag has no entry); undefined indices in the other modes.
+ValuesIndices embedding_bag_with_argmax(const Tensor& weight, const EmbeddingBags& bags);
 // The gradient of each entry's row of weight, [n, d]: grad's row for its bag
 // times the entry's factor (its per-sample weight, 1, or 1 / its bag's count
-// in mean mode; 0 at padding). embedding_backward(rows, bags.indices, v) is
-// weight's dense gradient; the row-sparse one sums the same rows.
-Tensor embedding_bag_entry_grads(const Tensor& grad, const EmbeddingBags& bags);
+// in mean mode; 0 at padding); in max mode grad's element at the entry that
+// gave the maximum, 0 elsewhere (`argmax`: embedding_bag_with_argmax's
+// indices). embedding_backward(rows, bags.indices, v) is weight's dense
+// gradient; the row-sparse one sums the same rows.
+Tensor embedding_bag_entry_grads(const Tensor& grad, const EmbeddingBags& bags, const Tensor& argmax = Tensor());
 // The per-sample weights' gradient, of their shape as given: grad's row for
 // the entry's bag dotted with weight's row at the entry (0 at padding).
 Tensor embedding_bag_per_sample_weights_grad(const Tensor& grad, const Tensor& weight, const EmbeddingBags& bags);

@@ -2,7 +2,8 @@
 // kernel's one form (flat i64 indices, B + 1 offsets), the forward pass
 // through the embedding_bag kernels (tensor/cpu, tensor/cuda), and the
 // gradients composed from existing ops: each entry's gradient row is its
-// bag's row of grad times the entry's factor, and embedding_backward (or the
+// bag's row of grad times the entry's factor (in max mode grad's elements
+// scattered to the entries that gave them), and embedding_backward (or the
 // row-sparse sum) adds the rows of one embedding in entry order, so no new
 // backward kernel is needed and the result is deterministic on both devices.
 #include <string>
@@ -109,7 +110,9 @@ EmbeddingBags embedding_bags(const Tensor& weight, const Tensor& indices, const 
   const Tensor& psw = options.per_sample_weights;
   if (psw.defined()) {
     COPPICE_CHECK(options.mode == BagMode::kSum, kOp,
-                  ": per_sample_weights are taken in sum mode only (a weighted mean has no single meaning)");
+                  ": per_sample_weights are taken in sum mode only (a weighted mean or max has no single meaning), "
+                  "not in ",
+                  bag_mode_name(options.mode), " mode");
     check_dense(psw, kOp, "per_sample_weights");
     check_same_device({weight, psw}, kOp);
     COPPICE_CHECK(psw.shape() == indices.shape(), kOp, ": per_sample_weights has shape ", shape_to_string(psw.shape()),
@@ -121,21 +124,46 @@ EmbeddingBags embedding_bags(const Tensor& weight, const Tensor& indices, const 
   return bags;
 }
 
-Tensor embedding_bag(const Tensor& weight, const EmbeddingBags& bags) {
+const char* bag_mode_name(BagMode mode) {
+  switch (mode) {
+    case BagMode::kSum: return "sum";
+    case BagMode::kMean: return "mean";
+    case BagMode::kMax: return "max";
+  }
+  return "?";
+}
+
+ValuesIndices embedding_bag_with_argmax(const Tensor& weight, const EmbeddingBags& bags) {
   Attrs attrs;
-  attrs.set("mean", bags.mode == BagMode::kMean).set("padding_idx", bags.padding_idx);
-  return dispatch(kOp, {weight.contiguous(), bags.indices, bags.offsets, bags.per_sample_weights}, attrs)[0];
+  attrs.set("mode", std::string(bag_mode_name(bags.mode))).set("padding_idx", bags.padding_idx);
+  std::vector<Tensor> out =
+      dispatch(kOp, {weight.contiguous(), bags.indices, bags.offsets, bags.per_sample_weights}, attrs);
+  return {out[0], out.size() > 1 ? out[1] : Tensor()};
+}
+
+Tensor embedding_bag(const Tensor& weight, const EmbeddingBags& bags) {
+  return embedding_bag_with_argmax(weight, bags).values;
 }
 
 Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const EmbeddingBagOptions& options) {
   return embedding_bag(weight, embedding_bags(weight, indices, options));
 }
 
-Tensor embedding_bag_entry_grads(const Tensor& grad, const EmbeddingBags& bags) {
+Tensor embedding_bag_entry_grads(const Tensor& grad, const EmbeddingBags& bags, const Tensor& argmax) {
   COPPICE_CHECK(grad.dim() == 2 && grad.size(0) == bags.num_bags(), kOp, ": grad must be [", bags.num_bags(),
                 ", d], got ", shape_to_string(grad.shape()));
   const int64_t n = bags.indices.numel();
   if (n == 0) return zeros({0, grad.size(1)}, grad.options());
+  if (bags.mode == BagMode::kMax) {
+    COPPICE_CHECK(argmax.defined() && argmax.shape() == grad.shape(), kOp,
+                  ": max mode's gradient needs the forward's argmax, [", bags.num_bags(), ", ", grad.size(1), "]");
+    // Each element's gradient to the entry that gave its maximum; an empty
+    // bag's (-1) adds 0 at entry 0. An entry belongs to one bag, so no two
+    // bags' elements meet: the sum is exact.
+    const Tensor found = ge(argmax, 0.0);
+    return scatter_add(zeros({n, grad.size(1)}, grad.options()), 0, where(found, argmax, zeros_like(argmax)),
+                       where(found, grad, zeros_like(grad)).contiguous());
+  }
   Tensor rows = index_select(grad.contiguous(), 0, bags.entry_bag);
   return mul(rows, entry_factors(bags, grad.options()).unsqueeze(1));
 }

@@ -209,18 +209,19 @@ Variable embedding_bag(const Variable& weight, const Tensor& indices, const Embe
   o.per_sample_weights = per_sample_weights.defined() ? per_sample_weights.value() : Tensor();
   Tensor wv = weight.value();
   EmbeddingBags bags = embedding_bags(wv, indices, o);
-  return record(embedding_bag(wv, bags), "EmbeddingBagBackward", {weight, per_sample_weights},
-                [wv, bags, sparse_grad = options.sparse_grad](const Tensor& g, const GradNeeds& n) {
-                  Grads r(2);
-                  if (n[0] && sparse_grad) {
-                    r[0] =
-                        row_sparse_sum(embedding_bag_entry_grads(g, bags), bags.indices, wv.size(0), bags.padding_idx);
-                  } else if (n[0]) {
-                    r[0] = embedding_backward(embedding_bag_entry_grads(g, bags), bags.indices, wv.size(0));
-                  }
-                  if (n[1]) r[1] = embedding_bag_per_sample_weights_grad(g, wv, bags);
-                  return r;
-                });
+  ValuesIndices out = embedding_bag_with_argmax(wv, bags);
+  return record(
+      out.values, "EmbeddingBagBackward", {weight, per_sample_weights},
+      [wv, bags, argmax = out.indices, sparse_grad = options.sparse_grad](const Tensor& g, const GradNeeds& n) {
+        Grads r(2);
+        if (n[0]) {
+          const Tensor rows = embedding_bag_entry_grads(g, bags, argmax);
+          r[0] = sparse_grad ? row_sparse_sum(rows, bags.indices, wv.size(0), bags.padding_idx)
+                             : embedding_backward(rows, bags.indices, wv.size(0));
+        }
+        if (n[1]) r[1] = embedding_bag_per_sample_weights_grad(g, wv, bags);
+        return r;
+      });
 }
 
 Variable dropout(const Variable& x, double p, bool training, Generator& gen) {

@@ -51,7 +51,7 @@ AddLayerNormVariables add_layer_norm(const Variable& x, const Variable& r, const
 // keeps as its gradient (functions/sparse.h's table says how it accumulates).
 Variable embedding(const Variable& weight, const Tensor& indices, bool sparse_grad = false);
 // Embedding bags (tensor/ops.h's embedding_bag: 2-D indices, or 1-D with
-// options.offsets; sum or mean; padding_idx). `per_sample_weights` (sum
+// options.offsets; sum, mean or max; padding_idx). `per_sample_weights` (sum
 // mode, indices' shape) is differentiable too; options.per_sample_weights is
 // ignored here. Weight's gradient adds each entry's row (its bag's gradient
 // row times its factor) in entry order: deterministic on every device;

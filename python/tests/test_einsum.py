@@ -110,5 +110,16 @@ def test_embedding_bag_and_row_sparse_gradients():
     np.testing.assert_allclose(w.grad.to_dense().numpy(), dense_grad)
     m = coppice.embedding_bag(coppice.tensor(w0), idx, offsets, mode="mean", padding_idx=3)
     np.testing.assert_allclose(m.numpy()[2], w0[[0, 7]].mean(0), rtol=1e-12)
-    with pytest.raises(coppice.Error, match="mode must be 'sum' or 'mean'"):
-        coppice.embedding_bag(w0, idx, offsets, mode="max")
+    # max: each column's largest; its gradient to that entry's row alone.
+    wm = coppice.Variable(w0.copy(), requires_grad=True)
+    mx = coppice.embedding_bag(wm, idx, offsets, mode="max")
+    np.testing.assert_array_equal(mx.numpy()[2], w0[[3, 0, 7]].max(0))
+    np.testing.assert_array_equal(mx.numpy()[1], np.zeros(4))  # an empty bag
+    coppice.sum(mx).backward()
+    want_grad = np.zeros_like(w0)
+    for bag in ([1, 3], [3, 0, 7], [9]):
+        for c in range(4):
+            want_grad[bag[int(np.argmax(w0[bag, c]))], c] += 1.0
+    np.testing.assert_array_equal(wm.grad.numpy(), want_grad)
+    with pytest.raises(coppice.Error, match="mode must be 'sum', 'mean' or 'max'"):
+        coppice.embedding_bag(w0, idx, offsets, mode="min")

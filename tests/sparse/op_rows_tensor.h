@@ -401,20 +401,24 @@ inline std::vector<OpCase> embedding_backward_cases(const std::vector<std::strin
 
 // embedding_bag: bags {3, 0, 3}, {}, {1, 4}, {3} of a [5, 6] table; padding 4
 // in the second case; per-sample weights where the cell takes them, else
-// the mean too.
+// the mean and the max too (the max and its positions exact: a choice, no
+// arithmetic).
 inline std::vector<OpCase> embedding_bag_cases(const std::vector<std::string>& formats, DType t, const Device& d) {
   const bool weighted = formats.size() > 3 && formats[3] == "dense";
   std::vector<OpCase> out;
-  for (bool mean : {false, true}) {
-    if (mean && weighted) continue;  // per-sample weights are for sum mode
+  for (std::string mode : {"sum", "mean", "max"}) {
+    if (mode != "sum" && weighted) continue;  // per-sample weights are for sum mode
     for (int64_t padding : {int64_t{-1}, int64_t{4}}) {
       OpCase c;
-      c.name = std::string(mean ? "mean" : "sum") + (weighted ? ", weighted" : "") +
-               (padding >= 0 ? ", padding 4" : "") + ", an empty bag";
+      c.name = mode + (weighted ? ", weighted" : "") + (padding >= 0 ? ", padding 4" : "") + ", an empty bag";
       c.inputs = {on(full_values({5, 6}, 30), t, d), index_tensor({3, 0, 3, 1, 4, 3}, {6}, d),
                   index_tensor({0, 3, 3, 5, 6}, {5}, d), weighted ? on(full_values({6}, 31), t, d) : Tensor()};
-      c.attrs.set("mean", mean).set("padding_idx", padding);
-      c.outputs = {near(wide_cell(op::kEmbeddingBag, c)[0], 4, wide_cell_of_abs(op::kEmbeddingBag, c)[0])};
+      c.attrs.set("mode", mode).set("padding_idx", padding);
+      if (mode == "max") {
+        c.outputs = all_exact(same_cell(op::kEmbeddingBag, c), t);
+      } else {
+        c.outputs = {near(wide_cell(op::kEmbeddingBag, c)[0], 4, wide_cell_of_abs(op::kEmbeddingBag, c)[0])};
+      }
       out.push_back(c);
     }
   }

@@ -1,5 +1,5 @@
 // Tests for tensor/ops_embedding_bag.cc: embedding_bag's values against a
-// double-precision reference loop (sum, mean, per-sample weights, padding,
+// double-precision reference loop (sum, mean, max, per-sample weights, padding,
 // empty bags, both index forms), its gradient pieces, and its errors, each
 // naming the argument.
 #include <cmath>
@@ -92,6 +92,55 @@ TEST(EmbeddingBag, PerSampleWeightsAndPadding) {
   Tensor out = embedding_bag(w, from_vector(ix, {2, 2}), m);
   expect_near(vals(out), reference(w, ix, {0, 2, 4}, true, {}, 4));
   EXPECT_EQ(vals(out)[0], 0.0);
+}
+
+TEST(EmbeddingBag, MaxTakesEachColumnsLargestAndItsEntry) {
+  const Tensor w = weight_values(5, 3);
+  const std::vector<double> wv = vals(w);
+  EmbeddingBagOptions o;
+  o.mode = BagMode::kMax;
+  o.offsets = from_vector(kOffsets);
+  o.padding_idx = 4;  // bag {1, 4} is {1}; bag {4, 0, 2} is {0, 2}
+  const EmbeddingBags bags = embedding_bags(w, from_vector(kIx), o);
+  const ValuesIndices out = embedding_bag_with_argmax(w, bags);
+  const std::vector<int64_t> full = {0, 2, 2, 5, 7};
+  std::vector<double> want(12, 0.0), want_at(12, -1.0);
+  for (int64_t b = 0; b < 4; ++b) {
+    for (int64_t c = 0; c < 3; ++c) {
+      for (int64_t e = full[b]; e < full[b + 1]; ++e) {
+        if (kIx[e] == 4) continue;
+        const double x = wv[kIx[e] * 3 + c];
+        if (want_at[b * 3 + c] < 0 || x > want[b * 3 + c]) {
+          want[b * 3 + c] = x;
+          want_at[b * 3 + c] = static_cast<double>(e);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(vals(out.values), want);
+  EXPECT_EQ(vals(out.indices), want_at);  // the empty bag: zeros at -1
+  // The gradient goes to the entry that gave each maximum, nowhere else.
+  const Tensor g = from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4, 3});
+  const std::vector<double> rows = vals(embedding_bag_entry_grads(g, bags, out.indices));
+  std::vector<double> want_rows(21, 0.0);
+  for (int64_t x = 0; x < 12; ++x) {
+    if (want_at[x] >= 0) want_rows[static_cast<int64_t>(want_at[x]) * 3 + x % 3] += static_cast<double>(x + 1);
+  }
+  EXPECT_EQ(rows, want_rows);
+  EXPECT_ERROR_NAMING(embedding_bag_entry_grads(g, bags), "max mode's gradient needs the forward's argmax");
+  // Ties take the first entry; a NaN wins over any number.
+  Tensor t = from_vector<double>({1, 2, 1, 5, std::nan(""), 0}, {3, 2});
+  EmbeddingBagOptions m;
+  m.mode = BagMode::kMax;
+  const ValuesIndices tie = embedding_bag_with_argmax(t, embedding_bags(t, from_vector<int64_t>({0, 1}, {1, 2}), m));
+  EXPECT_EQ(vals(tie.indices), (std::vector<double>{0, 1}));
+  EXPECT_EQ(vals(tie.values)[0], 1.0);
+  const ValuesIndices nan = embedding_bag_with_argmax(t, embedding_bags(t, from_vector<int64_t>({1, 2, 0}, {1, 3}), m));
+  EXPECT_TRUE(std::isnan(vals(nan.values)[0]));
+  EXPECT_EQ(vals(nan.indices), (std::vector<double>{1, 0}));
+  m.per_sample_weights = ones({1, 3}, DType::kF64);
+  EXPECT_ERROR_NAMING(embedding_bag(t, from_vector<int64_t>({1, 2, 0}, {1, 3}), m),
+                      "per_sample_weights are taken in sum mode only");
 }
 
 TEST(EmbeddingBag, GradientPieces) {

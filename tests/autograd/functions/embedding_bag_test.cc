@@ -1,5 +1,5 @@
 // Float64 gradchecks of embedding_bag (autograd/functions/nn.h) for weight
-// and per_sample_weights: sum and mean, offsets with empty bags, fixed-size
+// and per_sample_weights: sum, mean and max, offsets with empty bags, fixed-size
 // 2-D bags, padding (an entry that contributes nothing and a bag of padding
 // only), repeated indices; and row-sparse gradients (sparse_grad): the rows
 // used, padding left out, their union when they accumulate.
@@ -43,6 +43,25 @@ TEST(EmbeddingBagGrad, WeightSumAndMeanWithEmptyBagsAndPadding) {
   o.mode = BagMode::kMean;
   o.padding_idx = 2;
   const Tensor ix = from_vector<int64_t>({2, 2, 0, 3, 3, 2}, {3, 2});
+  EXPECT_GRADCHECK([o, ix](const V& v) { return embedding_bag(v[0], ix, o); }, {w});
+}
+
+TEST(EmbeddingBagGrad, MaxWithEmptyBagsPaddingAndARepeatedRow) {
+  Variable w = param(randn64({5, 3}), "weight");
+  for (std::optional<int64_t> padding : {std::optional<int64_t>(), std::optional<int64_t>(4)}) {
+    for (bool sparse_grad : {false, true}) {
+      EmbeddingBagOptions o;
+      o.mode = BagMode::kMax;
+      o.offsets = offsets();
+      o.padding_idx = padding;
+      o.sparse_grad = sparse_grad;
+      EXPECT_GRADCHECK([o](const V& v) { return embedding_bag(v[0], indices(), o); }, {w});
+    }
+  }
+  // A bag holding one row twice: the tie goes to its first entry, the row is the same.
+  EmbeddingBagOptions o;
+  o.mode = BagMode::kMax;
+  const Tensor ix = from_vector<int64_t>({3, 3, 1, 0, 2, 0}, {3, 2});
   EXPECT_GRADCHECK([o, ix](const V& v) { return embedding_bag(v[0], ix, o); }, {w});
 }
 

@@ -1,6 +1,6 @@
 // CPU parity of the embedding_bag kernel (tensor/cuda/embedding_bag.cu, the
 // twin of tensor/cpu/embedding_bag.cc): bit for bit in every floating dtype,
-// sum and mean, per-sample weights, padding, empty bags; the same bits on a
+// sum, mean and max (with its positions), per-sample weights, padding, empty bags; the same bits on a
 // second run; the range check naming the index and its position.
 #include "tensor/ops.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
@@ -10,9 +10,9 @@ namespace {
 
 using namespace cuda_testing;
 
-Attrs bag_attrs(bool mean, int64_t padding) {
+Attrs bag_attrs(const std::string& mode, int64_t padding) {
   Attrs a;
-  a.set("mean", mean).set("padding_idx", padding);
+  a.set("mode", mode).set("padding_idx", padding);
   return a;
 }
 
@@ -34,12 +34,12 @@ TEST(CudaEmbeddingBagTest, MatchesTheCpuBitForBit) {
   const Bags b = bags();
   for (DType t : floating_dtypes()) {
     const Tensor w = random({50, 37}, t, 42), psw = random({300}, t, 43);
-    for (bool mean : {false, true}) {
+    for (std::string mode : {"sum", "mean", "max"}) {
       for (int64_t padding : {int64_t{-1}, int64_t{7}}) {
-        const std::string what = str_cat(dtype_name(t), mean ? " mean" : " sum", " padding ", padding);
-        expect_parity(op::kEmbeddingBag, {w, b.indices, b.offsets, Tensor()}, bag_attrs(mean, padding), 0, 0, what);
-        if (!mean) {
-          expect_parity(op::kEmbeddingBag, {w, b.indices, b.offsets, psw}, bag_attrs(false, padding), 0, 0,
+        const std::string what = str_cat(dtype_name(t), " ", mode, " padding ", padding);
+        expect_parity(op::kEmbeddingBag, {w, b.indices, b.offsets, Tensor()}, bag_attrs(mode, padding), 0, 0, what);
+        if (mode == "sum") {
+          expect_parity(op::kEmbeddingBag, {w, b.indices, b.offsets, psw}, bag_attrs(mode, padding), 0, 0,
                         what + " weighted");
         }
       }
