@@ -1,4 +1,4 @@
-// coppice.optim: the optimizers (SGD, Adam, AdamW over parameters of any
+// coppice.optim: the optimizers (SGD, Adam, AdamW, Adagrad over parameters of any
 // format: optim/optimizer.h) with their state as a dict (optim/state_io.h's
 // save and restore, as the trainer's checkpoints keep it), learning-rate
 // schedules (optim/lr_schedule.h, and the trainer's job_lr_schedule),
@@ -21,6 +21,7 @@
 
 #include "models/dense_gradient_view.h"
 #include "models/module.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/lr_schedule.h"
@@ -474,6 +475,22 @@ void bind_optimizers(py::module_& optim) {
            }),
            py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 1e-2);
+  py::class_<Adagrad, Optimizer, std::shared_ptr<Adagrad>>(
+      optim, "Adagrad",
+      "torch.optim.Adagrad's update (optim/adagrad.h); with an embedding's row-sparse gradient only the rows used "
+      "step, and their sums alone grow.")
+      .def(py::init([](const py::iterable& params, double lr, double lr_decay, double weight_decay,
+                       double initial_accumulator_value, double eps) {
+             AdagradOptions o;
+             o.lr = lr;
+             o.lr_decay = lr_decay;
+             o.weight_decay = weight_decay;
+             o.initial_accumulator_value = initial_accumulator_value;
+             o.eps = eps;
+             return std::make_shared<Adagrad>(groups_of(params, "Adagrad"), o);
+           }),
+           py::arg("params"), py::arg("lr") = 1e-2, py::arg("lr_decay") = 0.0, py::arg("weight_decay") = 0.0,
+           py::arg("initial_accumulator_value") = 0.0, py::arg("eps") = 1e-10);
 
   optim.def("clip_grad_norm", &clip_grad_norm, py::arg("params"), py::arg("max_norm"), py::arg("norm_type") = 2.0,
             "Scales the gradients so that their global norm is at most max_norm; returns the norm before.");

@@ -30,6 +30,7 @@ const char* optimizer_kind_name(OptimizerKind kind) {
     case OptimizerKind::kSgd: return "sgd";
     case OptimizerKind::kAdam: return "adam";
     case OptimizerKind::kAdamW: return "adamw";
+    case OptimizerKind::kAdagrad: return "adagrad";
   }
   return "?";
 }

@@ -32,6 +32,7 @@
 #include "data/text.h"
 #include "models/module.h"
 #include "models/zoo.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/density.h"
 #include "optim/gmp.h"
@@ -99,16 +100,19 @@ struct SparsityConfig {
   bool sparse_weights() const;
 };
 
-enum class OptimizerKind { kSgd, kAdam, kAdamW };
-const char* optimizer_kind_name(OptimizerKind kind);  // "sgd", "adam", "adamw"
+enum class OptimizerKind { kSgd, kAdam, kAdamW, kAdagrad };
+const char* optimizer_kind_name(OptimizerKind kind);  // "sgd", "adam", "adamw", "adagrad"
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kSgd;
   SgdOptions sgd;          // for kSgd (lr, momentum, dampening, nesterov, weight_decay)
   AdamOptions adam;        // for kAdam and kAdamW (lr, beta1, beta2, eps, weight_decay)
+  AdagradOptions adagrad;  // for kAdagrad (lr, lr_decay, initial_accumulator_value, eps, weight_decay)
   double grad_clip = 0.0;  // max global gradient norm; 0: no clipping
 
-  double lr() const { return kind == OptimizerKind::kSgd ? sgd.lr : adam.lr; }
+  double lr() const {
+    return kind == OptimizerKind::kSgd ? sgd.lr : kind == OptimizerKind::kAdagrad ? adagrad.lr : adam.lr;
+  }
 };
 
 enum class LrScheduleKind { kConstant, kStep, kCosine };

@@ -280,6 +280,7 @@ void read_optimizer(const Section& o, OptimizerConfig& c) {
   if (name == "sgd") {
     c.kind = OptimizerKind::kSgd;
     o.refuse({"beta1", "beta2", "eps"}, "not an option of sgd (it is adam's and adamw's)");
+    o.refuse({"lr_decay", "initial_accumulator_value"}, "not an option of sgd (it is adagrad's)");
     c.sgd.lr = lr;
     c.sgd.momentum = o.number("momentum");
     c.sgd.dampening = o.number("dampening");
@@ -290,13 +291,24 @@ void read_optimizer(const Section& o, OptimizerConfig& c) {
     c.sgd.weight_decay = o.number("weight_decay", SgdOptions{}.weight_decay);
     return;
   }
-  c.kind = name == "adam" ? OptimizerKind::kAdam : OptimizerKind::kAdamW;
   o.refuse({"momentum", "dampening", "nesterov"}, str_cat("not an option of ", name, " (it is sgd's)"));
+  if (name == "adagrad") {
+    c.kind = OptimizerKind::kAdagrad;
+    o.refuse({"beta1", "beta2"}, "not an option of adagrad (it is adam's and adamw's)");
+    c.adagrad.lr = lr;
+    c.adagrad.lr_decay = o.number("lr_decay");
+    c.adagrad.initial_accumulator_value = o.number("initial_accumulator_value");
+    c.adagrad.eps = o.number("eps", AdagradOptions{}.eps);
+    c.adagrad.weight_decay = o.number("weight_decay", AdagradOptions{}.weight_decay);
+    return;
+  }
+  c.kind = name == "adam" ? OptimizerKind::kAdam : OptimizerKind::kAdamW;
+  o.refuse({"lr_decay", "initial_accumulator_value"}, str_cat("not an option of ", name, " (it is adagrad's)"));
   c.adam = name == "adam" ? AdamOptions{} : AdamWOptions{};
   c.adam.lr = lr;
   c.adam.beta1 = o.number("beta1");
   c.adam.beta2 = o.number("beta2");
-  c.adam.eps = o.number("eps");
+  c.adam.eps = o.number("eps", c.adam.eps);
   c.adam.weight_decay = o.number("weight_decay", c.adam.weight_decay);
 }
 

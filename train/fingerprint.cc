@@ -26,7 +26,8 @@ const std::set<std::string>& adjustable_keys() {
       "data.docgraph.toctree",
       // optimizer (optimizer.name is structural)
       "optimizer.grad_clip", "optimizer.lr", "optimizer.momentum", "optimizer.dampening", "optimizer.nesterov",
-      "optimizer.weight_decay", "optimizer.beta1", "optimizer.beta2", "optimizer.eps",
+      "optimizer.weight_decay", "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "optimizer.lr_decay",
+      "optimizer.initial_accumulator_value",
       // lr_schedule
       "lr_schedule.name", "lr_schedule.step_size", "lr_schedule.gamma", "lr_schedule.t_max", "lr_schedule.eta_min",
       "lr_schedule.warmup_steps", "lr_schedule.warmup_start_factor",

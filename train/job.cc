@@ -26,6 +26,7 @@
 #include "models/graph_net.h"
 #include "models/module.h"
 #include "models/zoo.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/density.h"
 #include "optim/gmp.h"
@@ -149,6 +150,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o, std::vector<
   switch (o.kind) {
     case OptimizerKind::kSgd: return std::make_unique<Sgd>(std::move(params), o.sgd);
     case OptimizerKind::kAdam: return std::make_unique<Adam>(std::move(params), o.adam);
+    case OptimizerKind::kAdagrad: return std::make_unique<Adagrad>(std::move(params), o.adagrad);
     case OptimizerKind::kAdamW: {
       AdamWOptions w;
       static_cast<AdamOptions&>(w) = o.adam;  // the job's weight decay (config.cc defaults it to AdamW's 1e-2)

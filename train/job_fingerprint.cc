@@ -134,6 +134,12 @@ void add_optimizer(const OptimizerConfig& o, Fingerprint& f) {
     f["optimizer.dampening"] = number(o.sgd.dampening);
     f["optimizer.nesterov"] = flag(o.sgd.nesterov);
     f["optimizer.weight_decay"] = number(o.sgd.weight_decay);
+  } else if (o.kind == OptimizerKind::kAdagrad) {
+    f["optimizer.lr"] = number(o.adagrad.lr);
+    f["optimizer.lr_decay"] = number(o.adagrad.lr_decay);
+    f["optimizer.initial_accumulator_value"] = number(o.adagrad.initial_accumulator_value);
+    f["optimizer.eps"] = number(o.adagrad.eps);
+    f["optimizer.weight_decay"] = number(o.adagrad.weight_decay);
   } else {
     f["optimizer.lr"] = number(o.adam.lr);
     f["optimizer.beta1"] = number(o.adam.beta1);

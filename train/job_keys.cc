@@ -19,6 +19,7 @@
 #include "data/synthetic.h"
 #include "data/text.h"
 #include "models/zoo.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/gmp.h"
 #include "optim/mask_updater.h"
@@ -244,12 +245,13 @@ std::vector<SchemaKey> sparsity_keys() {
 std::vector<SchemaKey> optimization_keys() {
   const SgdOptions sgd;
   const AdamOptions adam;
+  const AdagradOptions adagrad;
   const MaskUpdaterConfig regrow;
   const GmpConfig gmp;
   const SrSteConfig sr_ste;
   return {
-      key("optimizer", K::kSection, "the optimizer (optim/sgd.h, optim/adam.h)"),
-      key("optimizer.name", K::kString, "the optimizer").one_of({"sgd", "adam", "adamw"}).defaults_to("sgd"),
+      key("optimizer", K::kSection, "the optimizer (optim/sgd.h, optim/adam.h, optim/adagrad.h)"),
+      key("optimizer.name", K::kString, "the optimizer").one_of({"sgd", "adam", "adamw", "adagrad"}).defaults_to("sgd"),
       key("optimizer.lr", K::kDouble, "learning rate").defaults_to(1e-3).in(reals(0, 1e4, "(]")),
       key("optimizer.momentum", K::kDouble, "sgd: momentum").defaults_to(sgd.momentum).in(reals(0, 1, "[)")),
       key("optimizer.dampening", K::kDouble, "sgd: dampening").defaults_to(sgd.dampening).in(reals(0, 1)),
@@ -261,12 +263,18 @@ std::vector<SchemaKey> optimization_keys() {
       key("optimizer.beta2", K::kDouble, "adam/adamw: decay of the squared gradient's running mean")
           .defaults_to(adam.beta2)
           .in(reals(0, 1, "[)")),
-      key("optimizer.eps", K::kDouble, "adam/adamw: added to the denominator")
-          .defaults_to(adam.eps)
+      key("optimizer.eps", K::kDouble, "adam/adamw/adagrad: added to the denominator")
+          .computed(str_cat("adam/adamw ", number_text(adam.eps), ", adagrad ", number_text(adagrad.eps)))
           .in(reals(0, 1, "(]")),
+      key("optimizer.lr_decay", K::kDouble, "adagrad: the step size is lr / (1 + (step - 1) * lr_decay)")
+          .defaults_to(adagrad.lr_decay)
+          .in(reals(0, 1e6)),
+      key("optimizer.initial_accumulator_value", K::kDouble, "adagrad: the squared-gradient sum's start")
+          .defaults_to(adagrad.initial_accumulator_value)
+          .in(reals(0, 1e6)),
       key("optimizer.weight_decay", K::kDouble, "weight decay")
-          .computed(
-              str_cat("sgd/adam ", number_text(sgd.weight_decay), ", adamw ", number_text(AdamWOptions{}.weight_decay)))
+          .computed(str_cat("sgd/adam/adagrad ", number_text(sgd.weight_decay), ", adamw ",
+                            number_text(AdamWOptions{}.weight_decay)))
           .in(reals(0, 1)),
       key("optimizer.grad_clip", K::kDouble, "max global gradient norm").defaults_to(0, "off").in(reals(0, kInf)),
 

@@ -123,3 +123,20 @@ def test_embedding_bag_and_row_sparse_gradients():
     np.testing.assert_array_equal(wm.grad.numpy(), want_grad)
     with pytest.raises(coppice.Error, match="mode must be 'sum', 'mean' or 'max'"):
         coppice.embedding_bag(w0, idx, offsets, mode="min")
+
+
+def test_adagrad_steps_only_the_rows_an_embedding_used():
+    rng = np.random.default_rng(6)
+    w0 = rng.standard_normal((8, 3))
+    w = coppice.Variable(w0.copy(), requires_grad=True)
+    opt = coppice.optim.Adagrad([w], lr=0.5, initial_accumulator_value=0.1)
+    coppice.sum(coppice.embedding(w, np.array([2, 5, 2]), sparse_grad=True)).backward()
+    assert w.grad.format == "bsr"
+    opt.step()
+    got = w.numpy()
+    g = np.zeros_like(w0)
+    np.add.at(g, [2, 5, 2], 1.0)
+    want = w0 - 0.5 * g / (np.sqrt(0.1 + g * g) + 1e-10)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    untouched = [0, 1, 3, 4, 6, 7]
+    np.testing.assert_array_equal(got[untouched], w0[untouched])

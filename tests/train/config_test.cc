@@ -250,6 +250,33 @@ TEST(JobConfig, DistributedAndPrecisionKeys) {
   EXPECT_TRUE(c->precision.allow_tf32);
 }
 
+TEST(JobConfig, AdagradKeysAndTheirDefaults) {
+  const absl::StatusOr<JobConfig> c = parse(
+      std::string(kBase) + "optimizer: {name: adagrad, lr: 0.1, lr_decay: 0.01, initial_accumulator_value: 0.2}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->optimizer.kind, OptimizerKind::kAdagrad);
+  EXPECT_DOUBLE_EQ(c->optimizer.lr(), 0.1);
+  EXPECT_DOUBLE_EQ(c->optimizer.adagrad.lr_decay, 0.01);
+  EXPECT_DOUBLE_EQ(c->optimizer.adagrad.initial_accumulator_value, 0.2);
+  EXPECT_DOUBLE_EQ(c->optimizer.adagrad.eps, AdagradOptions{}.eps);  // adagrad's 1e-10, not adam's 1e-8
+  EXPECT_DOUBLE_EQ(c->optimizer.adagrad.weight_decay, 0.0);
+  const absl::StatusOr<JobConfig> a = parse(std::string(kBase) + "optimizer: {name: adam}\n");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_DOUBLE_EQ(a->optimizer.adam.eps, AdamOptions{}.eps);
+  EXPECT_NE(error_of(std::string(kBase) + "optimizer: {name: adagrad, beta1: 0.9}\n")
+                .find("optimizer.beta1: not an option of adagrad (it is adam's and adamw's)"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kBase) + "optimizer: {name: adagrad, momentum: 0.9}\n")
+                .find("optimizer.momentum: not an option of adagrad (it is sgd's)"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kBase) + "optimizer: {name: adamw, lr_decay: 0.1}\n")
+                .find("optimizer.lr_decay: not an option of adamw (it is adagrad's)"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kBase) + "optimizer: {name: sgd, initial_accumulator_value: 0.1}\n")
+                .find("optimizer.initial_accumulator_value: not an option of sgd (it is adagrad's)"),
+            std::string::npos);
+}
+
 TEST(JobConfig, CudaGraphKey) {
   std::string base(kBase);
   const std::string steps = "training: {steps: 100}";
@@ -373,7 +400,7 @@ TEST(JobConfig, EachClassOfErrorIsOneLineNamingTheKey) {
        "!model: {name: mlp, options: {size: [8, 3]}}\ndata: {dataset: synthetic}\ntraining: {steps: 1}",
        "model.options.size: unknown option of mlp; did you mean 'model.options.sizes'?"},
       {"unknown value", "optimizer: {name: adma}",
-       "optimizer.name: must be one of sgd | adam | adamw, got 'adma'; did you mean 'adam'?"},
+       "optimizer.name: must be one of sgd | adam | adamw | adagrad, got 'adma'; did you mean 'adam'?"},
       // Wrong types.
       {"string for number", "optimizer: {lr: fast}", "optimizer.lr: expected a number, got 'fast'"},
       {"float for integer", "evaluation: {every_steps: 2.5}", "evaluation.every_steps: expected an integer, got '2.5'"},
@@ -747,7 +774,7 @@ TEST(JobConfig, OverridesAreTypeCheckedAndSuggestKeys) {
   EXPECT_EQ(
       error_of(kBase, {"optimizer.learning_rate=0.1"}),
       "--set: optimizer.learning_rate: unknown key; known keys here: name, lr, momentum, dampening, nesterov, beta1, "
-      "beta2, eps, weight_decay, grad_clip");
+      "beta2, eps, lr_decay, initial_accumulator_value, weight_decay, grad_clip");
   EXPECT_EQ(error_of(kBase, {"data.batchsize=32"}),
             "--set: data.batchsize: unknown key; did you mean 'data.batch_size'?");
   EXPECT_EQ(error_of(kBase, {"mask_update.metod=rigl"}),

@@ -127,6 +127,8 @@ std::vector<std::string> jobs_reading_every_key() {
           "lr_schedule: {name: cosine, t_max: 10, eta_min: 0}\n"
           "mask_update: {method: gmp, end_step: 10, initial_density: 0.9, frequency: 2, densify_step: 15,\n"
           "              densify_warmup_steps: 3}\n",
+      // Adagrad's own keys.
+      model + data + steps + "optimizer: {name: adagrad, lr_decay: 0.01, initial_accumulator_value: 0.1, eps: 1e-9}\n",
       // A format declared by its levels, blocked, with its dtypes, named by a rule.
       model + data + steps +
           "sparsity: {formats: {keys_test_levels: {block: [2, 2], index: i64, values: f32,\n"

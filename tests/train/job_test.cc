@@ -130,6 +130,18 @@ TEST(RunJob, RigL80Percent) {
   EXPECT_NE(summary_json(s).str().find("\"mask_update_steps\":5"), std::string::npos) << summary_json(s).str();
 }
 
+// optimizer.name: adagrad, with RigL changing masks (its sums remapped with
+// the weights' values as any optimizer state is), learns the tiny job.
+TEST(RunJob, AdagradLearnsWithRigL) {
+  std::string job = tiny_job(kRigl);
+  const std::string sgd = "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}";
+  ASSERT_NE(job.find(sgd), std::string::npos);
+  job.replace(job.find(sgd), sgd.size(), "optimizer: {name: adagrad, lr: 0.1}");
+  const TrainingSummary s = run_job(parse(job));
+  expect_learns(s);
+  EXPECT_EQ(s.mask_updates.size(), 5u);
+}
+
 // mask_update.growth names a registered policy in place of the method's.
 TEST(RunJob, GrowthByName) {
   EXPECT_EQ(parse(tiny_job(kRigl)).mask_update.updater.growth, "gradient");
