@@ -60,6 +60,35 @@ Variable LeNet5::forward(const Variable& x) {
   });
 }
 
+// ---- a wider CNN -----------------------------------------------------------------------
+
+ConvNet::ConvNet(const ConvNetOptions& cnn, const LayerOptions& options, Generator& gen) : Module("ConvNet") {
+  COPPICE_CHECK(!cnn.channels.empty(), "ConvNet: needs at least one convolution");
+  Conv2dOptions pad1;
+  pad1.padding = {1, 1};
+  int64_t in = 1, side = 28;
+  for (size_t i = 0; i < cnn.channels.size(); ++i) {
+    convs_.push_back(
+        register_module(str_cat("conv", i + 1),
+                        std::make_shared<Conv2d>(in, cnn.channels[i], 3, pad1, true, options, gen, cnn.conv_weight)));
+    in = cnn.channels[i];
+    side /= 2;
+  }
+  COPPICE_CHECK(side >= 1, "ConvNet: ", cnn.channels.size(), " pooled layers leave nothing of a 28x28 image");
+  fc1_ = register_module("fc1", std::make_shared<Linear>(in * side * side, cnn.hidden, true, options, gen));
+  fc2_ = register_module("fc2", std::make_shared<Linear>(cnn.hidden, cnn.num_classes, true, options, gen));
+}
+
+Variable ConvNet::forward(const Variable& x) {
+  COPPICE_CHECK(x.dim() == 4 && x.size(1) == 1 && x.size(2) == 28 && x.size(3) == 28,
+                "ConvNet: expected input [N, 1, 28, 28]");
+  return run_op({x}, [this](const std::vector<Variable>& in) {
+    Variable h = in[0];
+    for (const auto& conv : convs_) h = max_pool2d(relu(conv->forward(h)), {2, 2});  // halves the side
+    return fc2_->forward(fc1_->forward_relu(flatten(h, 1)));
+  });
+}
+
 // ---- ViT ------------------------------------------------------------------------------
 
 VisionTransformer::VisionTransformer(const ViTOptions& vit, const LayerOptions& options, Generator& gen)
@@ -223,7 +252,10 @@ class Options {
   std::vector<std::string> known_;
 };
 
-std::vector<int64_t> parse_sizes(const Options& o, const std::string& text) {
+// `option`'s comma-separated positive integers: at least `min_count` of
+// them, at most kMaxModelDepth + 1, each at most kMaxModelWidth.
+std::vector<int64_t> parse_sizes(const Options& o, const std::string& option, const std::string& text,
+                                 size_t min_count = 2) {
   std::vector<int64_t> sizes;
   std::stringstream ss(text);
   std::string item;
@@ -237,14 +269,14 @@ std::vector<int64_t> parse_sizes(const Options& o, const std::string& text) {
       used = 0;
     }
     if (too_large || (used > 0 && v > kMaxModelWidth))
-      o.bad("sizes", item, " is more than ", kMaxModelWidth, " (in '", text, "')");
+      o.bad(option, item, " is more than ", kMaxModelWidth, " (in '", text, "')");
     if (used == 0 || item.find_first_not_of(" \t", used) != std::string::npos || v <= 0)
-      o.bad("sizes", "'", text, "' is not a comma-separated list of positive integers");
+      o.bad(option, "'", text, "' is not a comma-separated list of positive integers");
     sizes.push_back(v);
   }
-  if (sizes.size() < 2) o.bad("sizes", "needs at least two sizes, got '", text, "'");
+  if (sizes.size() < min_count) o.bad(option, "needs at least ", min_count, " sizes, got '", text, "'");
   if (sizes.size() > static_cast<size_t>(kMaxModelDepth) + 1)
-    o.bad("sizes", sizes.size() - 1, " layers, more than ", kMaxModelDepth);
+    o.bad(option, sizes.size() - 1, " layers, more than ", kMaxModelDepth);
   return sizes;
 }
 
@@ -279,12 +311,26 @@ GeluForm read_gelu(const Options& o) {
 
 // Each model's options read once, with their defaults, for both building it
 // and saying what it reads (model_input).
-std::vector<int64_t> mlp_sizes(const Options& o) { return parse_sizes(o, o.string("sizes", "784,300,100,10")); }
+std::vector<int64_t> mlp_sizes(const Options& o) {
+  return parse_sizes(o, "sizes", o.string("sizes", "784,300,100,10"));
+}
 
 int64_t lenet5_classes(const Options& o) { return o.positive("num_classes", 10); }
-ConvWeightLayout lenet5_conv_weight(const Options& o) {
+ConvWeightLayout conv_weight_layout(const Options& o) {
   return o.choice("conv_weight", "kernel", {"kernel", "matrix"}) == "matrix" ? ConvWeightLayout::kMatrix
                                                                              : ConvWeightLayout::kKernel;
+}
+
+ConvNetOptions cnn_options(const Options& o) {
+  ConvNetOptions c;
+  c.channels = parse_sizes(o, "channels", o.string("channels", "32,64,128"), 1);
+  c.hidden = o.positive("hidden", 256);
+  c.num_classes = o.positive("num_classes", 10);
+  c.conv_weight = conv_weight_layout(o);
+  int64_t side = 28;
+  for (size_t i = 0; i < c.channels.size(); ++i) side /= 2;
+  if (side < 1) o.bad("channels", c.channels.size(), " layers pool 28x28 images away (at most 4)");
+  return c;
 }
 
 ViTOptions vit_options(const Options& o) {
@@ -361,7 +407,7 @@ GPTOptions gpt_options(const Options& o) {
 GraphNetOptions graph_net_options(const Options& o, GraphLayerKind kind) {
   GraphNetOptions g;
   g.kind = kind;
-  g.sizes = parse_sizes(o, o.string("sizes", "2000,64,10"));
+  g.sizes = parse_sizes(o, "sizes", o.string("sizes", "2000,64,10"));
   g.dropout = o.probability("dropout", 0.5);
   g.dropout_seed = static_cast<uint64_t>(o.integer("seed", 0));
   return g;
@@ -402,10 +448,19 @@ const std::map<std::string, ModelEntry>& registry() {
        {{"num_classes", "conv_weight", "seed"},
         [](const Options& o) -> ModulePtr {
           Generator gen = model_generator(o);
-          return std::make_shared<LeNet5>(lenet5_classes(o), o.layer_options(), gen, lenet5_conv_weight(o));
+          return std::make_shared<LeNet5>(lenet5_classes(o), o.layer_options(), gen, conv_weight_layout(o));
         },
         [](const Options& o) {
           return ModelInput{InputKind::kImage, {1, 28, 28}, lenet5_classes(o), {}, {"num_classes", ""}};
+        }}},
+      {"cnn",
+       {{"channels", "hidden", "num_classes", "conv_weight", "seed"},
+        [](const Options& o) -> ModulePtr {
+          Generator gen = model_generator(o);
+          return std::make_shared<ConvNet>(cnn_options(o), o.layer_options(), gen);
+        },
+        [](const Options& o) {
+          return ModelInput{InputKind::kImage, {1, 28, 28}, cnn_options(o).num_classes, {}, {"num_classes", ""}};
         }}},
       {"vit",
        {{"image_size", "patch_size", "channels", "dim", "depth", "heads", "mlp_ratio", "num_classes", "pool",

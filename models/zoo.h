@@ -8,6 +8,9 @@
 //   lenet5     num_classes (10), conv_weight ("kernel" | "matrix": the convolutions' weights as
 //              [out, in * 5 * 5], which CSR, BSR and n:m rules can take), seed (0); input [N, 1, 28, 28];
 //              conv1 (6, 5x5, pad 2), pool, conv2 (16, 5x5), pool, fc1 400-120, fc2 120-84, fc3 84-10
+//   cnn        channels ("32,64,128": 3x3 convolutions, padding 1, each then relu and a 2x2 max pool;
+//              at most 4), hidden (256), num_classes (10), conv_weight (as lenet5's), seed (0); input
+//              [N, 1, 28, 28]; conv1, conv2, ..., fc1 (flattened -> hidden), fc2 (hidden -> classes)
 //   vit        image_size (28), patch_size (7), channels (1), dim (64), depth (2), heads (4),
 //              mlp_ratio (4), num_classes (10), pool ("cls" | "mean"), attention ("dense" | "local" |
 //              "block"), window (3), block (4), dropout (0), gelu ("erf" | "tanh"), seed (0); input
@@ -112,6 +115,27 @@ class LeNet5 : public Module {
  private:
   std::shared_ptr<Conv2d> conv1_, conv2_;
   std::shared_ptr<Linear> fc1_, fc2_, fc3_;
+};
+
+// A CNN wider than LeNet-5, the size where a sparse convolution's product
+// is most of the step: 3x3 convolutions (padding 1) of `channels` outputs,
+// each followed by relu and a 2x2 max pool, then fc1 (hidden units, relu)
+// and fc2. Input [N, 1, 28, 28].
+struct ConvNetOptions {
+  std::vector<int64_t> channels = {32, 64, 128};
+  int64_t hidden = 256;
+  int64_t num_classes = 10;
+  ConvWeightLayout conv_weight = ConvWeightLayout::kKernel;  // as LeNet5's
+};
+
+class ConvNet : public Module {
+ public:
+  ConvNet(const ConvNetOptions& cnn, const LayerOptions& options = {}, Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+
+ private:
+  std::vector<std::shared_ptr<Conv2d>> convs_;  // conv1, conv2, ...
+  std::shared_ptr<Linear> fc1_, fc2_;
 };
 
 struct ViTOptions {

@@ -110,6 +110,32 @@ TEST(Zoo, Lenet5) {
   expect_drops(train(*net, x, labels(8, 10, 9), 0.2), 0.7);
 }
 
+// The wider CNN: its layers' shapes, the matrix layout's BSR weights
+// (32x32 blocks), training, and a depth that pools the image away refused.
+TEST(Zoo, ConvNetDenseAndWithBsrConvolutions) {
+  auto net = make_model({"cnn", {{"seed", int64_t{8}}, {"channels", std::string("8,32,64")}, {"hidden", int64_t{32}}}});
+  EXPECT_EQ(net->parameter("conv2.weight").shape(), (Shape{32, 8, 3, 3}));
+  EXPECT_EQ(net->parameter("fc1.weight").shape(), (Shape{32, 64 * 3 * 3}));
+  Variable x(images(8, 16));
+  EXPECT_EQ(net->forward(x).shape(), (Shape{8, 10}));
+  expect_drops(train(*net, x, labels(8, 10, 17), 0.1), 0.7);
+
+  auto sparse = make_model({"cnn",
+                            {{"seed", int64_t{8}},
+                             {"channels", std::string("8,32,64")},
+                             {"hidden", int64_t{32}},
+                             {"conv_weight", std::string("matrix")}}});
+  EXPECT_EQ(sparse->parameter("conv3.weight").shape(), (Shape{64, 32 * 9}));
+  SparsityBuilder b;
+  b.regex("conv3\\.weight").format("bsr", FormatOptions::block(32)).density(0.5);
+  sparse->apply_sparsity(b.schedule());
+  EXPECT_EQ(sparse->parameter("conv3.weight").value().format(), "bsr");
+  expect_drops(train(*sparse, x, labels(8, 10, 17), 0.1), 0.7);
+
+  EXPECT_THROW(make_model({"cnn", {{"channels", std::string("8,8,8,8,8")}}}), ModelOptionError);
+  EXPECT_THROW(make_model({"cnn", {{"channels", std::string("8,x")}}}), ModelOptionError);
+}
+
 TEST(Zoo, VisionTransformer) {
   auto vit = make_model({"vit", {{"seed", int64_t{10}}}});  // 7x7 patches, 16 tokens + class token, dim 64
   EXPECT_EQ(vit->parameter("pos_embed").shape(), (Shape{1, 17, 64}));
