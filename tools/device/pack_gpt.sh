@@ -8,6 +8,10 @@
 # GPT_PACK_LITE=1: only the corpus and the Python peers, into .devq_lite (a
 # few MiB), for a call that carries build_devbin.sh's first part as well
 # (run_gpt.sh then uses its .devbin/ binaries; GPT_PACK=.devq_lite).
+#
+# GPT_PACK_DATA=fashion_mnist: Fashion-MNIST (30 MiB, also absent on the GPU
+# machine) in place of the corpus and only the trainer, for `run_gpt.sh
+# train` of the image jobs (lenet5_*, cnn_*).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [[ ${GPT_PACK_LITE:-0} == 1 ]]; then
@@ -24,16 +28,23 @@ read -r -a tests <<< "${GPT_PACK_TESTS:-}"
 bazel build --define=cuda=1 //tools/trainer:trainer //tools/bench:bench //tools/demo:mlp_demo "${tests[@]}"
 bin=$(bazel info --define=cuda=1 bazel-bin)
 rm -rf .devq && mkdir -p .devq/bin/tests
-cp "$bin/tools/bench/bench" "$bin/tools/trainer/trainer" "$bin/tools/demo/mlp_demo" .devq/bin/
+fashion=0
+[[ ${GPT_PACK_DATA:-corpus} == fashion_mnist ]] && fashion=1
+cp "$bin/tools/trainer/trainer" .devq/bin/
+[[ $fashion == 1 ]] || cp "$bin/tools/bench/bench" "$bin/tools/demo/mlp_demo" .devq/bin/
 for t in "${tests[@]}"; do
   path=${t#//}; path=${path/://}
   cp "$bin/$path" ".devq/bin/tests/$(echo "${t#//tests/}" | tr '/:' '__')"
 done
-chmod -R u+w .devq/bin && strip --strip-unneeded .devq/bin/mlp_demo .devq/bin/bench .devq/bin/trainer
+chmod -R u+w .devq/bin && find .devq/bin -maxdepth 1 -type f -exec strip --strip-unneeded {} +
 [[ ${#tests[@]} == 0 ]] || strip --strip-unneeded .devq/bin/tests/*
 (cd .devq && tar cf - bin | zstd -q -T0 -12 --long=31 -f -o bins.tar.zst && rm -rf bin)
 mkdir -p .devq/zstd && cp /usr/bin/zstd .devq/zstd/
 for lib in $(ldd /usr/bin/zstd | awk '/=> \//{print $3}' | grep -E 'libzstd|liblzma|liblz4'); do cp "$lib" .devq/zstd/; done
-tar czf .devq/corpus.tgz -C /usr/share/doc/linux-doc-6.1/html _sources
+if [[ $fashion == 1 ]]; then
+  tar cf .devq/fashion_mnist.tar -C /usr/share/datasets fashion-mnist  # already gzip files
+else
+  tar czf .devq/corpus.tgz -C /usr/share/doc/linux-doc-6.1/html _sources
+fi
 cp tools/bench/*.py tools/device/eval_gpt_torch.py tools/device/read_checkpoint_torch.py .devq/
 du -sh .devq

@@ -18,7 +18,8 @@
 #        times, its causal rows under each SDPA backend (--sdpa-backend):
 #        flash (FlashAttention-2), cudnn (cuDNN's fused attention) and default
 #        (no sdpa_kernel: what PyTorch picks itself) -> attention_<backend>.md.
-# train JOB...: each job's trainer run (GPT_STEPS steps when set: training.steps,
+# train JOB...: each job's trainer run (any job of configs/; the image jobs
+#        need a pack made with GPT_PACK_DATA=fashion_mnist) (GPT_STEPS steps when set: training.steps,
 #        the RigL end step at 3/4 of it, checkpoints at the end; GPT_SETS: more
 #        "key=value" overrides, GPT_TAG: a suffix of the run's name), its
 #        metrics.jsonl and summary to $OUT; runs/ stays on the machine for eval.
@@ -90,6 +91,9 @@ if [[ ! -x .devbin/trainer ]] && [[ -f $PACK/bins.tar.zst ]]; then
 fi
 CORPUS=/usr/share/doc/linux-doc-6.1/html
 if [[ ! -d $CORPUS/_sources ]] && [[ -f $PACK/corpus.tgz ]]; then mkdir -p $CORPUS && tar xzf $PACK/corpus.tgz -C $CORPUS; fi
+if [[ ! -d /usr/share/datasets/fashion-mnist ]] && [[ -f $PACK/fashion_mnist.tar ]]; then
+  mkdir -p /usr/share/datasets && tar xf $PACK/fashion_mnist.tar -C /usr/share/datasets
+fi
 say "== run_gpt.sh $* on $(nvidia-smi --query-gpu=name --format=csv,noheader), $(date -u +%FT%TZ)"
 GELU=${GPT_GELU:-erf}
 what=${1:-bench}
