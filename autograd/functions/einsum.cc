@@ -87,9 +87,29 @@ class Executor {
     return remapped(x, dims);
   }
 
+  // x without its size-1 dims labelled `labels` (each once in x), which
+  // broadcast: a dense x or one left with no dims sums them (a size-1 sum is
+  // the squeeze); a sparse x has its entries remapped, each size-1 axis
+  // merged into the first remaining dim, where it changes no coordinate.
+  Labeled squeezed(const Labeled& x, const std::string& labels) const {
+    std::string rest;
+    for (char l : x.labels)
+      if (!has(labels, l)) rest += l;
+    if (x.v.value().is_dense() || rest.empty()) {
+      std::vector<int64_t> dims;
+      for (char l : labels) dims.push_back(static_cast<int64_t>(x.labels.find(l)));
+      return {sum(x.v, dims), rest};
+    }
+    std::vector<std::string> dims;
+    for (char l : rest) dims.emplace_back(1, l);
+    dims[0] += labels;
+    return {remapped(x, dims), rest};
+  }
+
   Labeled prepare(const Variable& operand, size_t i) const {
     const EinsumPrep& prep = plan_.prep[i];
     Labeled x{prep.densify ? made_dense(operand) : operand, plan_.inputs[i]};
+    if (!prep.broadcast.empty()) x = squeezed(x, prep.broadcast);
     for (char l : prep.diagonal) x = diagonal(x, l);
     if (!prep.summed.empty()) {
       std::vector<int64_t> dims;

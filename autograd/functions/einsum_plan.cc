@@ -180,16 +180,39 @@ EinsumPlan plan_einsum(std::string_view spec, const std::vector<Shape>& shapes, 
       const char l = labels[d];
       const int64_t size = shapes[i][d];
       auto [it, fresh] = plan.sizes.emplace(l, size);
-      if (fresh) {
-        first_seen[l] = i;
+      if (fresh || it->second == size || size == 1) {
+        if (fresh) first_seen[l] = i;
         continue;
       }
-      COPPICE_CHECK(it->second == size, "einsum '", spec,
+      // A size-1 dim broadcasts against a larger one (NumPy's and torch's rule).
+      COPPICE_CHECK(it->second == 1, "einsum '", spec,
                     "': ", is_ellipsis_label(l) ? std::string("a dim of \"...\"") : str_cat("label '", l, "'"),
                     " has size ", it->second, " in operand ", first_seen[l], " and ", size, " in operand ", i,
-                    " (sizes must match; size-1 dims do not broadcast)");
+                    " (sizes must match, or one be 1 to broadcast)");
+      it->second = size;
+      first_seen[l] = i;
     }
     plan.inputs.push_back(std::move(labels));
+  }
+  // Each operand's broadcast labels: size 1 there, larger elsewhere. They are
+  // squeezed out first, so the operand simply lacks them (which is what
+  // broadcasting means in a contraction).
+  std::vector<std::string> held(plan.inputs.size());
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const std::string& labels = plan.inputs[i];
+    std::string broadcast;
+    for (size_t d = 0; d < labels.size(); ++d) {
+      const char l = labels[d];
+      if (shapes[i][d] != 1 || plan.sizes.at(l) == 1 || has(broadcast, l)) continue;
+      COPPICE_CHECK(std::count(labels.begin(), labels.end(), l) == 1, "einsum '", spec, "': label '", l,
+                    "' repeats in operand ", i, " with size 1 where it has size ", plan.sizes.at(l),
+                    " elsewhere; a repeated label does not broadcast");
+      broadcast += l;
+    }
+    held[i] = select(labels, [&](char l) { return !has(broadcast, l); });
+    EinsumPrep prep;
+    prep.broadcast = std::move(broadcast);
+    plan.prep.push_back(std::move(prep));
   }
 
   if (arrow != std::string::npos) {
@@ -211,10 +234,10 @@ EinsumPlan plan_einsum(std::string_view spec, const std::vector<Shape>& shapes, 
       if (n == 1 && !is_ellipsis_label(l)) plan.output += l;
   }
 
-  // Step 1, each operand alone.
+  // Step 1, each operand alone (its broadcast labels squeezed out).
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    EinsumPrep prep;
-    const std::string& labels = plan.inputs[i];
+    EinsumPrep& prep = plan.prep[i];
+    const std::string& labels = held[i];
     std::string once;
     for (char l : labels) {
       if (std::count(labels.begin(), labels.end(), l) > 1) {
@@ -228,12 +251,12 @@ EinsumPlan plan_einsum(std::string_view spec, const std::vector<Shape>& shapes, 
     prep.summed = select(distinct, [&](char l) {
       if (has(plan.output, l)) return false;
       for (size_t j = 0; j < plan.inputs.size(); ++j)
-        if (j != i && has(plan.inputs[j], l)) return false;
+        if (j != i && has(held[j], l)) return false;
       return true;
     });
     prep.labels = select(distinct, [&](char l) { return !has(prep.summed, l); });
-    prep.sparse = sparse[i] && !prep.densify && prep.summed.empty();
-    plan.prep.push_back(std::move(prep));
+    // A sparse operand squeezed to no dims at all is summed, which is dense.
+    prep.sparse = sparse[i] && !prep.densify && prep.summed.empty() && !(held[i].empty() && !prep.broadcast.empty());
   }
 
   // Step 2, pairwise from the left.
@@ -260,6 +283,7 @@ std::vector<std::string> describe(const EinsumPlan& plan) {
   std::vector<std::string> lines;
   for (size_t i = 0; i < plan.prep.size(); ++i) {
     const EinsumPrep& p = plan.prep[i];
+    if (!p.broadcast.empty()) lines.push_back(str_cat("operand ", i, ": broadcast over ", shown(p.broadcast)));
     if (p.densify) lines.push_back(str_cat("operand ", i, ": made dense (a sparse diagonal)"));
     if (!p.diagonal.empty()) lines.push_back(str_cat("operand ", i, ": diagonal over ", shown(p.diagonal)));
     if (!p.summed.empty()) lines.push_back(str_cat("operand ", i, ": sum over ", shown(p.summed)));

@@ -5,11 +5,14 @@
 // The spec is NumPy's: one label string per operand, comma-separated, and
 // optionally "->" and the output's labels; labels are letters, spaces are
 // ignored, and "..." stands for the dims no label names (right-aligned across
-// operands, of equal sizes: there is no broadcasting of size-1 dims). Without
-// "->" the output is "..." followed by the labels that appear once, in
-// alphabetical order. A label's size is the same wherever it appears.
+// operands). Without "->" the output is "..." followed by the labels that
+// appear once, in alphabetical order. A label's size is the same wherever it
+// appears, except that a size-1 dim broadcasts against a larger one (named
+// or under "...", as NumPy's and torch's einsum do).
 //
 // The plan:
+//  0. A size-1 dim that broadcasts is squeezed out of its operand, which is
+//     then planned as if it lacked that label (constant along it).
 //  1. Each operand alone: a label repeated within it takes the diagonal, and
 //     a label no other operand and not the output has is summed out.
 //  2. Operands contract pairwise, left to right; the result takes the left
@@ -65,6 +68,9 @@ const char* einsum_route_name(EinsumRoute route);
 
 // One operand's step 1.
 struct EinsumPrep {
+  // Labels of size 1 here and larger in another operand: squeezed out first
+  // (the operand is constant along them, so it broadcasts).
+  std::string broadcast;
   bool densify = false;  // a sparse operand with a repeated label (loud)
   // Labels repeated in the operand, each reduced to one dim: the result has
   // the other labels in their order, then these.
@@ -97,8 +103,9 @@ struct EinsumPlan {
 
 // The plan for `spec` over operands of these shapes, sparse or not. Throws
 // coppice::Error naming einsum and the spec: a malformed spec, an operand
-// count or rank that does not match it, a label whose sizes differ (naming
-// both operands), an output label repeated or found in no input.
+// count or rank that does not match it, a label whose sizes differ other
+// than by a size-1 dim that broadcasts (naming both operands), an output
+// label repeated or found in no input.
 EinsumPlan plan_einsum(std::string_view spec, const std::vector<Shape>& shapes, const std::vector<bool>& sparse);
 
 // One line per step ("operand 1: sum out j", "(0, 1): kSparseLinear ...").

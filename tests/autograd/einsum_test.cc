@@ -89,7 +89,9 @@ Tensor naive_einsum(const std::string& spec, const std::vector<Tensor>& operands
     double term = 1.0;
     for (size_t i = 0; i < dense.size(); ++i) {
       int64_t flat = 0;
-      for (size_t d = 0; d < plan.inputs[i].size(); ++d) flat = flat * shapes[i][d] + at[plan.inputs[i][d]];
+      for (size_t d = 0; d < plan.inputs[i].size(); ++d) {
+        flat = flat * shapes[i][d] + (shapes[i][d] == 1 ? 0 : at[plan.inputs[i][d]]);  // size 1 broadcasts
+      }
       term *= dense[i].data<double>()[flat];
     }
     int64_t flat = 0;
@@ -153,6 +155,22 @@ TEST(EinsumPlan, ErrorsNameTheProblem) {
   EXPECT_ERROR_NAMING(plan_einsum("i1->i", {{2, 3}}, {false}), "labels are letters");
   EXPECT_ERROR_NAMING(plan_einsum("ijk->i", {{2, 3}}, {false}), "operand 0 has 2 dims but its term 'ijk' names 3");
   EXPECT_ERROR_NAMING(plan_einsum("ij->i->j", {{2, 3}}, {false}), "more than one \"->\"");
+  EXPECT_ERROR_NAMING(plan_einsum("ii,i->i", {{1, 1}, {3}}, {false, false}),
+                      "label 'i' repeats in operand 0 with size 1 where it has size 3 elsewhere");
+}
+
+// A size-1 dim broadcasts against the same label's larger size elsewhere
+// (NumPy's and torch's rule): the operand is planned without that label.
+TEST(EinsumPlan, SizeOneDimsBroadcast) {
+  const EinsumPlan p = plan_einsum("ij,ij->ij", {{1, 3}, {4, 3}}, {false, false});
+  EXPECT_EQ(p.sizes.at('i'), 4);
+  EXPECT_EQ(p.prep[0].broadcast, "i");
+  EXPECT_EQ(p.prep[0].labels, "j");
+  EXPECT_TRUE(p.prep[1].broadcast.empty());
+  const EinsumPlan q = plan_einsum("...ij,...jk->...ik", {{2, 1, 3, 4}, {5, 4, 2}}, {false, false});
+  EXPECT_EQ(q.sizes.at('1'), 5);  // the second "..." dim: 1 against 5
+  EXPECT_EQ(q.prep[0].broadcast, "1");
+  EXPECT_NE(describe(p)[0].find("operand 0: broadcast over i"), std::string::npos);
 }
 
 // ---- dense operands -----------------------------------------------------------
@@ -175,6 +193,11 @@ TEST(Einsum, DenseSpecsMatchTheLoop) {
   expect_matches_naive("bij,ij->b", {t3, a});
   expect_matches_naive("ij,jk,kl->il", {a, b, randn64({5, 2})});
   expect_matches_naive("bij,j->bi", {t3, randn64({4})});
+  // Size-1 dims broadcast.
+  expect_matches_naive("ij,ij->ij", {randn64({1, 4}), a});
+  expect_matches_naive("bij,bjk->bik", {randn64({1, 3, 4}), randn64({2, 4, 5})});
+  expect_matches_naive("...ij,...jk->...ik", {randn64({2, 1, 3, 4}), randn64({5, 4, 2})});
+  expect_matches_naive("ij,jk->", {randn64({3, 1}), b});
 }
 
 TEST(Einsum, DenseGradients) {
@@ -184,6 +207,24 @@ TEST(Einsum, DenseGradients) {
   EXPECT_GRADCHECK([](const V& v) { return einsum("bij,jk->bik", v); }, {t3, b});
   EXPECT_GRADCHECK([](const V& v) { return einsum("ii->i", v); }, {sq});
   EXPECT_GRADCHECK([](const V& v) { return einsum("bij->j", v); }, {t3});
+  Variable row = param(randn64({1, 4}), "row"), one = param(randn64({1, 4, 5}), "one");
+  EXPECT_GRADCHECK([](const V& v) { return einsum("ij,bij->bij", v); }, {row, t3});
+  EXPECT_GRADCHECK([](const V& v) { return einsum("bij,bjk->bik", v); }, {t3, one});
+}
+
+// A sparse operand with a size-1 dim broadcasts too: its entries remapped
+// without the dim (still sparse, no dense fallback), and its gradient.
+TEST(Einsum, ASparseOperandBroadcastsItsSizeOneDims) {
+  Tensor s = random_coo3({1, 4, 6});
+  Tensor d = randn64({3, 6, 2});
+  expect_matches_naive("bij,bjk->bik", {s, d});
+  expect_matches_naive("bjk,bij->bik", {d, s});
+  Dispatcher::instance().set_fallback_is_error(true);
+  std::vector<Variable> vs = {param(s, "s"), param(d, "d")};
+  EXPECT_NO_THROW(sum(einsum("bij,bjk->bik", vs)).backward());
+  Dispatcher::instance().set_fallback_is_error(false);
+  std::vector<Variable> gs = {param(s, "s"), param(d, "d")};
+  EXPECT_GRADCHECK([](const V& v) { return einsum("bij,bjk->bik", v); }, gs);
 }
 
 // ---- a sparse operand, every format -------------------------------------------
