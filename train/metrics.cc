@@ -11,6 +11,7 @@
 
 #include "autograd/no_grad.h"
 #include "models/layers.h"
+#include "models/moe.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/allocator.h"
 #include "tensor/error.h"
@@ -176,7 +177,20 @@ ModelStats model_stats(const Module& model) {
     s.layers.push_back(l);
   }
   s.stored_parameters = model.num_parameters();
-  for (const auto& [name, m] : model.named_modules()) {
+  std::vector<const Module*> modules = {&model};  // the model itself may be a Linear or a MoE
+  for (const auto& [name, m] : model.named_modules()) modules.push_back(m);
+  for (const Module* m : modules) {
+    if (const auto* moe = dynamic_cast<const MoE*>(m)) {
+      // A token runs top_k of the experts: top_k / experts of w1's and w2's
+      // products (its router is a Linear, counted below).
+      const int64_t k = moe->options().top_k, e = moe->options().experts;
+      for (const char* p : {"w1", "w2"}) {
+        const Tensor w = moe->viewed_parameter(p).value();
+        s.linear_flops_dense += 2 * w.numel() * k / e;
+        s.linear_flops_sparse += 2 * (w.is_dense() ? w.numel() : nnz(w)) * k / e;
+      }
+      continue;
+    }
     const auto* linear = dynamic_cast<const Linear*>(m);
     if (linear == nullptr) continue;
     const Tensor w = linear->viewed_parameter("weight").value();

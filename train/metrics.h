@@ -92,7 +92,8 @@ struct ModelStats {
   int64_t stored_parameters = 0;   // nnz for sparse ones (Module::num_parameters)
   // Forward multiply-adds x 2 of every Linear layer for one example (one row
   // of input), with the weight dense and as forward uses it (2 * nnz); bias
-  // excluded.
+  // excluded. A mixture of experts counts the top_k experts a token runs
+  // (top_k / experts of its expert weights) and its router.
   int64_t linear_flops_dense = 0;
   int64_t linear_flops_sparse = 0;
 };

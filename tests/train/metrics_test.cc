@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "models/moe.h"
 #include "optim/sgd.h"
 #include "tests/train/train_test_util.h"
 #include "train/loop.h"
@@ -149,6 +150,21 @@ TEST(Metrics, ModelStatsCountSparseWeights) {
   EXPECT_DOUBLE_EQ(sparse.layers[0].density, 0.5);
   EXPECT_EQ(sparse.linear_flops_sparse, 2 * (100 + 50));
   EXPECT_EQ(sparse.stored_parameters, 100 + 20 + 50 + 5);
+}
+
+// A mixture of experts counts what a token runs: its router and top_k of
+// the experts' two products.
+TEST(Metrics, ModelStatsCountTheExpertsATokenRuns) {
+  MoEOptions o;
+  o.dim = 8;
+  o.hidden = 16;
+  o.experts = 4;
+  o.top_k = 2;
+  MoE moe(o);
+  const ModelStats s = model_stats(moe);
+  const int64_t router = 2 * 4 * 8, experts = 2 * 2 * (16 * 8) * 2;  // top_k of w1 and w2
+  EXPECT_EQ(s.linear_flops_dense, router + experts);
+  EXPECT_EQ(s.linear_flops_sparse, s.linear_flops_dense);
 }
 
 TEST(Progress, LineTextAndModes) {
