@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Runs on the lent 2-GPU machine (nvidia-h200-x2) from the repo root, with
+# .devq carried (tools/device/pack_gpt.sh: the trainer, the corpus):
+#
+#   device run, kind nvidia-h200-x2, carry [".devq"], command
+#     tools/device/run_dp_timeline.sh
+#
+# Issue 37's first question, measured before anything changes: where does a
+# data-parallel GPT step lose time against one GPU?
+#   1. the trainer on 1 GPU and on 2 (tools/launch, NCCL, the same per-rank
+#      batch: weak scaling) for DP_STEPS steps (default 300) of each job of
+#      DP_JOBS (default gpt_dense gpt_bsr_static_90); the steady-state rate
+#      from the metrics' time_s between the middle and the last step, and the
+#      efficiency (2-GPU samples/s over twice the 1-GPU's);
+#   2. the same runs under Nsight Systems for DP_TRACE_STEPS steps (default
+#      60), CUDA trace exported to SQLite, read by dp_timeline.py: per GPU
+#      and step, the GPU's busy and idle time, NCCL's time and the part of it
+#      no compute overlaps, the wait for the last bucket, the copies.
+# $OUT gets dp_timeline.md (both tables), summary.txt and the runs' logs.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0  # the lent machines need NVLink SHARP off
+OUT=${OUT:-/tmp/out}
+PACK=${GPT_PACK:-.devq}
+W=/tmp/dp_timeline
+rm -rf "$W" && mkdir -p "$W" "$OUT"
+SUMMARY="$OUT/summary.txt"
+say() { echo "$*" | tee -a "$SUMMARY"; }
+if [[ ! -x .devbin/trainer ]] && [[ -f $PACK/bins.tar.zst ]]; then
+  mkdir -p .devbin && LD_LIBRARY_PATH=$PACK/zstd $PACK/zstd/zstd -q -d --long=31 -c $PACK/bins.tar.zst |
+    tar xf - -C .devbin --strip-components=1
+fi
+CORPUS=/usr/share/doc/linux-doc-6.1/html
+if [[ ! -d $CORPUS/_sources ]] && [[ -f $PACK/corpus.tgz ]]; then mkdir -p $CORPUS && tar xzf $PACK/corpus.tgz -C $CORPUS; fi
+JOBS=${DP_JOBS:-gpt_dense gpt_bsr_static_90}
+STEPS=${DP_STEPS:-300}
+TRACE_STEPS=${DP_TRACE_STEPS:-60}
+TABLE="$OUT/dp_timeline.md"
+say "== run_dp_timeline.sh on $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs), $(date -u +%FT%TZ)"
+
+# trainer NAME RANKS STEPS [PREFIX...]: the job's run on RANKS GPUs, metrics every 50 steps, into $W/NAME.
+trainer() {
+  local job=$1 name=$2 ranks=$3 steps=$4
+  shift 4
+  local args=(--config configs/$job.yaml --run-dir $W/$name --set "training.steps=$steps"
+    --set "logging.metrics=$W/$name/metrics.jsonl" --set "checkpoint.dir=$W/$name/ckpt"
+    --set "checkpoint.every_steps=$steps" --set "evaluation.every_steps=$steps" --set "evaluation.max_batches=2"
+    --set "logging.every_steps=50" --set "logging.progress=false")
+  if [[ $ranks == 1 ]]; then
+    timeout 300 "$@" .devbin/trainer "${args[@]}" > "$OUT/$name.log" 2>&1
+  else
+    timeout 300 "$@" python3 tools/launch -n "$ranks" -- .devbin/trainer "${args[@]}" \
+      --set distributed.world_size=$ranks --set distributed.backend=nccl > "$OUT/$name.log" 2>&1
+  fi
+  local rc=$?
+  [[ $rc == 0 ]] || { say "$name: exit $rc"; tail -3 "$OUT/$name.log" | tee -a "$SUMMARY"; }
+  return $rc
+}
+
+# rate NAME RANKS: samples/s between the middle step and the last, from metrics.jsonl.
+rate() {
+  python3 - "$W/$1/metrics.jsonl" "$2" "$STEPS" <<'EOF'
+import json, sys
+path, ranks, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rows = {}
+for line in open(path):
+    r = json.loads(line)
+    if r.get("kind") == "train":
+        rows[r["step"]] = r
+lo = min((s for s in rows if s >= steps // 2), default=None)
+hi = max(rows, default=None)
+if lo is None or hi is None or hi <= lo:
+    print("nan")
+else:
+    per_step = (rows[hi]["time_s"] - rows[lo]["time_s"]) / (hi - lo)
+    print(f"{per_step * 1000:.2f}")
+EOF
+}
+
+{
+  echo "### Weak scaling, the trainer's steady state (steps $((STEPS / 2))-$STEPS)"
+  echo
+  echo "| job | 1 GPU ms a step | 2 GPUs ms a step | efficiency (1-GPU step / 2-GPU step) |"
+  echo "|---|---:|---:|---:|"
+} > "$TABLE"
+for job in $JOBS; do
+  trainer "$job" "${job}_x1" 1 "$STEPS"
+  trainer "$job" "${job}_x2" 2 "$STEPS"
+  one=$(rate "${job}_x1" 1) two=$(rate "${job}_x2" 2)
+  eff=$(python3 -c "a,b='$one','$two'; print('%.3f' % (float(a)/float(b)) if 'nan' not in (a+b) else 'n/a')")
+  echo "| $job | $one | $two | $eff |" >> "$TABLE"
+done
+
+{
+  echo
+  echo "### Nsight Systems, per GPU, medians over steps 21-$TRACE_STEPS (ms)"
+  echo
+} >> "$TABLE"
+first=1
+for job in $JOBS; do
+  for ranks in 1 2; do
+    name="${job}_trace_x$ranks"
+    trainer "$job" "$name" "$ranks" "$TRACE_STEPS" nsys profile --trace=cuda --sample=none --cpuctxsw=none \
+      --export=sqlite --force-overwrite=true -o "$W/$name"
+    if [[ -f $W/$name.sqlite ]]; then
+      python3 tools/device/dp_timeline.py "$W/$name.sqlite" --skip 20 --label "$job x$ranks" > "$W/$name.md" 2>&1
+      if [[ $first == 1 ]]; then cat "$W/$name.md" >> "$TABLE"; first=0; else tail -n +3 "$W/$name.md" >> "$TABLE"; fi
+    else
+      say "$name: no trace"
+    fi
+  done
+done
+tee -a "$SUMMARY" < "$TABLE"
