@@ -420,7 +420,7 @@ TEST(OneHot, RowsOfOneEntryInAnyFormat) {
   EXPECT_EQ(csr.format(), "csr");
   EXPECT_EQ(values(csr).numel(), 4);
   EXPECT_TRUE(allclose(to_dense(csr), want, 0, 0));
-  for (const std::string& f : {"coo", "csc", "dense", "masked"})
+  for (const char* f : {"coo", "csc", "dense", "masked"})
     EXPECT_TRUE(allclose(to_dense(one_hot(idx, 3, f, DType::kF64)), want, 0, 0)) << f;
   EXPECT_EQ(one_hot(idx).size(1), 3);  // inferred
   Tensor idx2 = from_vector<int64_t>({1, 0, 2, 1}, {2, 2});

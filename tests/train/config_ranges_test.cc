@@ -115,6 +115,8 @@ const std::vector<Where>& every_key() {
       {"optimizer.beta1", "optimizer: {name: adam, beta1: @}"},
       {"optimizer.beta2", "optimizer: {name: adam, beta2: @}"},
       {"optimizer.eps", "optimizer: {name: adamw, eps: @}"},
+      {"optimizer.lr_decay", "optimizer: {name: adagrad, lr_decay: @}"},
+      {"optimizer.initial_accumulator_value", "optimizer: {name: adagrad, initial_accumulator_value: @}"},
       {"optimizer.weight_decay", "optimizer: {weight_decay: @}"},
       {"optimizer.grad_clip", "optimizer: {grad_clip: @}"},
       {"lr_schedule.step_size", "lr_schedule: {name: step, step_size: @}"},

@@ -1,34 +1,38 @@
 #!/usr/bin/env python3
-"""Where a data-parallel step's time goes, per GPU, from an Nsight Systems trace.
+"""Where a data-parallel step's time goes, per GPU, from CUPTI activity traces.
 
-    dp_timeline.py REPORT.sqlite [--skip N] [--label TEXT]
+    dp_timeline.py TRACE_DIR [--skip N] [--label TEXT]
 
-REPORT.sqlite is `nsys profile --trace=cuda --export=sqlite` of a training
-run (every rank of it: nsys follows tools/launch's children). Steps are cut
-at the optimizer's kernels (a cluster of them ends each step), and for each
-GPU this prints, as medians over the steps after the first --skip (default
-10), in milliseconds:
+TRACE_DIR holds tools/device/cupti_trace.so's files of a training run, one
+trace.<pid>.tsv per process (every rank of a launch). Steps are cut at the
+optimizer's kernels (a cluster of them ends each step), and for each GPU
+this prints, as medians over the steps after the first --skip (default 10),
+in milliseconds:
 
   step          from one step's last optimizer kernel to the next one's
   gpu busy      the union of every kernel and copy on that GPU in the step
   idle          step - gpu busy: the GPU waits (for the host, a launch,
                 a synchronization, another rank)
   compute       the union of the kernels that are not NCCL's
-  nccl          the union of NCCL's kernels (the all-reduces)
+  nccl          the union of NCCL's kernels (the all-reduces; a kernel
+                waiting for the other rank counts)
   nccl exposed  NCCL time with no compute kernel running beside it: what
                 the exchange adds to the step
   tail          from the backward pass's last compute kernel to the first
                 optimizer kernel: the wait for the last bucket
   copies        device-to-device copies and copy kernels (buckets in and out)
 
-and the counts of NCCL kernels and of idle gaps over 20 us per step. One
-trace's GPUs are told apart by deviceId; a 1-GPU trace gives the baseline
-(no NCCL). The markdown table goes to stdout.
+and the counts of NCCL kernels and of idle gaps over 20 us per step. A
+1-GPU run gives the baseline (no NCCL). The markdown table goes to stdout;
+with --gaps K, then each GPU's K largest kinds of idle gap: the kernels on
+either side, how many steps have one, and its median length (where the GPU
+waits for the host, and for what).
 """
 
 import argparse
+import glob
+import os
 import re
-import sqlite3
 import statistics
 import sys
 
@@ -57,11 +61,12 @@ def union_ns(intervals, lo, hi):
 
 def minus_ns(a, b, lo, hi):
     """Length of union(a) not covered by union(b), within [lo, hi)."""
+    a = [(s, e) for s, e in a if e > lo and s < hi]
+    b = sorted((s, e) for s, e in b if e > lo and s < hi)
     return union_ns(a, lo, hi) - union_ns(list(_intersections(a, b)), lo, hi)
 
 
-def _intersections(a, b):
-    b_sorted = sorted(b)
+def _intersections(a, b_sorted):
     for s, e in a:
         for bs, be in b_sorted:
             if bs >= e:
@@ -80,34 +85,27 @@ def gaps(intervals, lo, hi, min_ns):
     return count
 
 
-def table_columns(db, table):
-    return [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
-
-
-def read_trace(path):
-    """{deviceId: {"kernels": [(start, end, name)], "copies": [(start, end)]}}."""
-    db = sqlite3.connect(path)
-    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
-        sys.exit(f"{path}: no CUPTI_ACTIVITY_KIND_KERNEL table (tables: {sorted(tables)}); was --trace=cuda on?")
-    cols = table_columns(db, "CUPTI_ACTIVITY_KIND_KERNEL")
-    name_col = "demangledName" if "demangledName" in cols else "shortName"
-    names = dict(db.execute("SELECT id, value FROM StringIds")) if "StringIds" in tables else {}
+def read_traces(directory):
+    """{(pid, device): {"kernels": [(start, end, name)], "copies": [(start, end)]}}."""
     devices = {}
-    for start, end, dev, name in db.execute(
-        f"SELECT start, end, deviceId, {name_col} FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start"
-    ):
-        text = names.get(name, str(name)) if isinstance(name, int) else str(name)
-        devices.setdefault(dev, {"kernels": [], "copies": []})["kernels"].append((start, end, text))
-    if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
-        mcols = table_columns(db, "CUPTI_ACTIVITY_KIND_MEMCPY")
-        kind = "copyKind" if "copyKind" in mcols else None
-        query = f"SELECT start, end, deviceId{', ' + kind if kind else ''} FROM CUPTI_ACTIVITY_KIND_MEMCPY"
-        for row in db.execute(query):
-            start, end, dev = row[:3]
-            # copyKind 8 is device to device (CUPTI_ACTIVITY_MEMCPY_KIND_DTOD).
-            if kind is None or row[3] == 8:
-                devices.setdefault(dev, {"kernels": [], "copies": []})["copies"].append((start, end))
+    files = sorted(glob.glob(os.path.join(directory, "trace.*.tsv")))
+    if not files:
+        sys.exit(f"{directory}: no trace.*.tsv (was CUDA_INJECTION64_PATH set to cupti_trace.so?)")
+    for path in files:
+        pid = os.path.basename(path).split(".")[1]
+        with open(path) as f:
+            for line in f:
+                parts = line.rstrip("\n").split("\t", 5)
+                if len(parts) != 6:
+                    continue
+                kind, start, end, dev, _stream, name = parts
+                entry = devices.setdefault((pid, int(dev)), {"kernels": [], "copies": []})
+                if kind == "K":
+                    entry["kernels"].append((int(start), int(end), name))
+                elif kind == "M" and name.split()[1] == "8":  # CUPTI_ACTIVITY_MEMCPY_KIND_DTOD
+                    entry["copies"].append((int(start), int(end)))
+    for entry in devices.values():
+        entry["kernels"].sort()
     return devices
 
 
@@ -170,31 +168,80 @@ def analyse(device):
     return rows
 
 
+def short_name(name):
+    """A mangled kernel name's first identifiers ("_ZN7coppice4cuda12gemm_kernelIf..." -> "coppice::cuda::gemm_kernel")."""
+    if not name.startswith("_Z"):
+        return name[:60]
+    nested = name.startswith("_ZN")
+    parts, i = [], 3 if nested else 2
+    while i < len(name) and name[i].isdigit() and len(parts) < (4 if nested else 1):
+        j = i
+        while j < len(name) and name[j].isdigit():
+            j += 1
+        n = int(name[i:j])
+        parts.append(name[j : j + n])
+        i = j + n
+    return "::".join(parts) if parts else name[:60]
+
+
+def gap_kinds(device, skip):
+    """{(before, after): [gap ns per step that has one]} over the steps after `skip`."""
+    kernels = device["kernels"]
+    ends = step_ends(kernels)[skip:]
+    spans = sorted([(s, e, short_name(n)) for s, e, n in kernels] + [(s, e, "memcpy") for s, e in device["copies"]])
+    kinds = {}
+    for lo, hi in zip(ends, ends[1:]):
+        inside = [x for x in spans if lo <= x[0] < hi]
+        reach, before = lo, "(step start)"
+        per_step = {}
+        for s, e, name in inside:
+            if s - reach > IDLE_GAP_NS:
+                per_step.setdefault((before, name), 0)
+                per_step[(before, name)] += s - reach
+            if e > reach:
+                reach, before = e, name
+        for key, ns in per_step.items():
+            kinds.setdefault(key, []).append(ns)
+    return kinds
+
+
 COLUMNS = ["step", "busy", "idle", "compute", "nccl", "exposed", "tail", "copies"]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("report")
+    parser.add_argument("traces", help="the directory of trace.<pid>.tsv files")
     parser.add_argument("--skip", type=int, default=10, help="steps left out at the start (warm-up)")
     parser.add_argument("--label", default="", help="a name for the rows")
+    parser.add_argument("--gaps", type=int, default=0, help="list each GPU's K largest kinds of idle gap")
     args = parser.parse_args()
-    devices = read_trace(args.report)
-    if not devices:
-        sys.exit(f"{args.report}: no kernels")
+    devices = read_traces(args.traces)
     print(
         "| run | GPU | steps | step ms | GPU busy | idle | compute | nccl | nccl exposed | tail | copies "
         "| nccl kernels | idle gaps > 20 us |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for dev in sorted(devices):
-        rows = analyse(devices[dev])[args.skip :]
+    for key in sorted(devices):
+        dev = f"{key[1]} (pid {key[0]})"
+        rows = analyse(devices[key])[args.skip :]
         if not rows:
             print(f"| {args.label} | {dev} | 0 | (fewer steps than --skip, or no optimizer kernel found) |")
             continue
         med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
         cells = " | ".join(f"{med[k] / 1e6:.3f}" for k in COLUMNS)
         print(f"| {args.label} | {dev} | {len(rows)} | {cells} | {med['nccl_kernels']:.0f} | {med['idle_gaps']:.0f} |")
+    if args.gaps <= 0:
+        return
+    for key in sorted(devices):
+        kinds = gap_kinds(devices[key], args.skip)
+        ranked = sorted(kinds.items(), key=lambda kv: -sum(kv[1]))[: args.gaps]
+        print()
+        print(f"{args.label}, GPU {key[1]} (pid {key[0]}): the largest idle gaps (total over the steps first)")
+        print()
+        print("| kernel before the gap | kernel after it | steps with it | median us | total ms |")
+        print("|---|---|---:|---:|---:|")
+        for (before, after), ns in ranked:
+            print(f"| {before} | {after} | {len(ns)} | {statistics.median(ns) / 1e3:.0f} | {sum(ns) / 1e6:.2f} |")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Runs on the lent 2-GPU machine (nvidia-h200-x2) from the repo root, with
-# .devq carried (tools/device/pack_gpt.sh: the trainer, the corpus):
+# .devq (tools/device/pack_gpt.sh: the trainer, the corpus) and .devcupti
+# carried (the CUPTI tracer built here, and its libcupti:
+#   mkdir -p .devcupti && g++ -shared -fPIC -O2 -std=c++17 -I$CUDA/include \
+#     tools/device/cupti_trace.cc -L$CUDA/lib -lcupti -o .devcupti/cupti_trace.so &&
+#   cp $CUDA/lib/libcupti.so.13 .devcupti/       (CUDA=/usr/local/cuda-13.0)
 #
-#   device run, kind nvidia-h200-x2, carry [".devq"], command
+#   device run, kind nvidia-h200-x2, carry [".devq", ".devcupti"], command
 #     tools/device/run_dp_timeline.sh
 #
 # Issue 37's first question, measured before anything changes: where does a
@@ -12,11 +16,15 @@
 #      DP_JOBS (default gpt_dense gpt_bsr_static_90); the steady-state rate
 #      from the metrics' time_s between the middle and the last step, and the
 #      efficiency (2-GPU samples/s over twice the 1-GPU's);
-#   2. the same runs under Nsight Systems for DP_TRACE_STEPS steps (default
-#      60), CUDA trace exported to SQLite, read by dp_timeline.py: per GPU
-#      and step, the GPU's busy and idle time, NCCL's time and the part of it
-#      no compute overlaps, the wait for the last bucket, the copies.
-# $OUT gets dp_timeline.md (both tables), summary.txt and the runs' logs.
+#   2. the same runs traced (cupti_trace.so, as CUDA_INJECTION64_PATH: every
+#      kernel's and copy's start and end; Nsight Systems is not installed
+#      there) for DP_TRACE_STEPS steps (default 60), read by dp_timeline.py:
+#      per GPU and step, the GPU's busy and idle time, NCCL's time and the
+#      part of it no compute overlaps, the wait for the last bucket, the
+#      copies; then each GPU's largest kinds of idle gap, by the kernels on
+#      either side (where the GPU waits for the host, and for what).
+# DP_SCALING=0 leaves part 1 out. $OUT gets dp_timeline.md (the tables),
+# summary.txt and the runs' logs.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # the lent machines need NVLink SHARP off
 OUT=${OUT:-/tmp/out}
@@ -44,7 +52,7 @@ trainer() {
   local args=(--config configs/$job.yaml --run-dir $W/$name --set "training.steps=$steps"
     --set "logging.metrics=$W/$name/metrics.jsonl" --set "checkpoint.dir=$W/$name/ckpt"
     --set "checkpoint.every_steps=$steps" --set "evaluation.every_steps=$steps" --set "evaluation.max_batches=2"
-    --set "logging.every_steps=50" --set "logging.progress=false")
+    --set "logging.every_steps=50" --set "logging.progress=false" --set "lr_schedule.warmup_steps=$((steps / 5))")
   if [[ $ranks == 1 ]]; then
     timeout 300 "$@" .devbin/trainer "${args[@]}" > "$OUT/$name.log" 2>&1
   else
@@ -83,6 +91,7 @@ EOF
   echo "|---|---:|---:|---:|"
 } > "$TABLE"
 for job in $JOBS; do
+  [[ ${DP_SCALING:-1} == 1 ]] || break  # DP_SCALING=0: the timelines alone
   trainer "$job" "${job}_x1" 1 "$STEPS"
   trainer "$job" "${job}_x2" 2 "$STEPS"
   one=$(rate "${job}_x1" 1) two=$(rate "${job}_x2" 2)
@@ -92,21 +101,25 @@ done
 
 {
   echo
-  echo "### Nsight Systems, per GPU, medians over steps 21-$TRACE_STEPS (ms)"
+  echo "### GPU timelines (CUPTI), per GPU, medians over steps 21-$TRACE_STEPS (ms)"
   echo
 } >> "$TABLE"
 first=1
 for job in $JOBS; do
   for ranks in 1 2; do
     name="${job}_trace_x$ranks"
-    trainer "$job" "$name" "$ranks" "$TRACE_STEPS" nsys profile --trace=cuda --sample=none --cpuctxsw=none \
-      --export=sqlite --force-overwrite=true -o "$W/$name"
-    if [[ -f $W/$name.sqlite ]]; then
-      python3 tools/device/dp_timeline.py "$W/$name.sqlite" --skip 20 --label "$job x$ranks" > "$W/$name.md" 2>&1
+    mkdir -p "$W/$name.traces"
+    CUDA_INJECTION64_PATH=$PWD/.devcupti/cupti_trace.so COPPICE_CUPTI_TRACE_DIR=$W/$name.traces \
+      LD_LIBRARY_PATH=$PWD/.devcupti:${LD_LIBRARY_PATH:-} trainer "$job" "$name" "$ranks" "$TRACE_STEPS"
+    if ls "$W/$name.traces"/trace.*.tsv > /dev/null 2>&1; then
+      python3 tools/device/dp_timeline.py "$W/$name.traces" --skip 20 --label "$job x$ranks" > "$W/$name.md" 2>&1
+      python3 tools/device/dp_timeline.py "$W/$name.traces" --skip 20 --label "$job x$ranks" --gaps 6 |
+        tail -n +$(( $(wc -l < "$W/$name.md") + 1 )) >> "$W/gaps.md" 2>&1
       if [[ $first == 1 ]]; then cat "$W/$name.md" >> "$TABLE"; first=0; else tail -n +3 "$W/$name.md" >> "$TABLE"; fi
     else
       say "$name: no trace"
     fi
   done
 done
+[[ -f $W/gaps.md ]] && cat "$W/gaps.md" >> "$TABLE"
 tee -a "$SUMMARY" < "$TABLE"
