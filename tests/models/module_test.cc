@@ -330,7 +330,8 @@ TEST(Module, ScheduleOnNestedNames) {
 TEST(ModelFactory, NamesOptionsAndErrors) {
   EXPECT_EQ(model_names(), (std::vector<std::string>{"char_lm", "cnn", "gcn", "gpt", "lenet5", "mlp", "sage", "vit"}));
   std::string e = error_of([] { make_model({"resnet", {}}); });
-  EXPECT_NE(e.find("unknown model 'resnet'; known: char_lm, cnn, gcn, gpt, lenet5, mlp, sage, vit"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown model 'resnet'; known: char_lm, cnn, gcn, gpt, lenet5, mlp, sage, vit"), std::string::npos)
+      << e;
   e = error_of([] { make_model({"mlp", {{"hidden", int64_t{3}}}}); });
   EXPECT_NE(e.find("unknown option 'hidden'; known: dtype, seed, sizes"), std::string::npos) << e;
   e = error_of([] { make_model({"vit", {{"dim", std::string("big")}}}); });

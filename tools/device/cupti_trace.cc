@@ -16,13 +16,12 @@
 // (tab-separated; timestamps on CUPTI's clock, common to the processes of
 // one machine). tools/device/dp_timeline.py reads them.
 #include <cupti.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
-
-#include <unistd.h>
 
 namespace {
 
