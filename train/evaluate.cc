@@ -34,6 +34,13 @@ int64_t count_scored(const Tensor& targets) {
   return static_cast<int64_t>(tgt.size()) - std::count(tgt.begin(), tgt.end(), ignored);
 }
 
+Tensor correct_and_scored(const Tensor& logits2d, const Tensor& targets) {
+  const Tensor t = targets.to(DType::kI64).reshape({-1});
+  const Tensor correct = sum(eq(argmax(logits2d, 1), t).to(DType::kF64));
+  const Tensor scored = sum(ne(t, static_cast<double>(CrossEntropyOptions{}.ignore_index)).to(DType::kF64));
+  return stack({correct, scored});
+}
+
 EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches, Communicator* comm) {
   const bool was_training = model.is_training();
   model.eval();

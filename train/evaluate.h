@@ -34,4 +34,9 @@ int64_t count_correct(const Variable& logits2d, const Tensor& targets);
 // all of its targets.
 int64_t count_scored(const Tensor& targets);
 
+// The two counts above as an f64 [2] tensor (correct, scored) on the
+// logits' device, computed there: what a training step reduces over ranks
+// and reads to the host with its loss, in one read.
+Tensor correct_and_scored(const Tensor& logits2d, const Tensor& targets);
+
 }  // namespace coppice

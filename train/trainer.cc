@@ -348,33 +348,36 @@ std::string Trainer::last_finite_checkpoint() const {
 }
 
 // The batch's loss and accuracy over every rank's examples, and whether the
-// step is finite: the loss and the step's non-finite flags come to the host
-// in one read (the read of the loss every step makes), and ranks agree
-// through the sums they exchange anyway.
+// step is finite, in one host read a step. On the device: [loss * scored,
+// correct, scored, flagged, loss, the step's non-finite flags...] (f64; the
+// counts are exact); with ranks the first four are summed in place by one
+// all-reduce there, waited for with the communicator's deadline, before the
+// read. It used to take three reads (the loss and flags, the predictions,
+// the targets) and, with ranks, a host round trip of the four sums: each a
+// wait that leaves the GPU idle (docs/benchmarks.md, issue 37).
 void Trainer::measure_batch() {
-  const Variable logits(step_.outputs.logits);
-  const Tensor& targets = step_.outputs.targets;
-  const Tensor loss = step_.outputs.loss.reshape({1});
   const Tensor& flags = step_.health.value();
-  const Tensor both = flags.defined() ? cat({loss, flags.to(loss.dtype()).to(loss.device())}) : loss;
-  const std::vector<double> read = both.to(Device::cpu()).to(DType::kF64).to_vector<double>();
-  double loss_value = read[0];
+  const Tensor loss = step_.outputs.loss.reshape({1}).to(DType::kF64);
+  const Tensor counts = correct_and_scored(step_.outputs.logits, step_.outputs.targets).to(loss.device());
+  const Tensor scored = counts.narrow(0, 1, 1);
+  Tensor flagged = full({1}, step_.clip_nonfinite.empty() ? 0.0 : 1.0, loss.options());
+  std::vector<Tensor> parts = {mul(loss, scored), counts, flagged, loss};
+  if (flags.defined()) {
+    const Tensor local = flags.to(DType::kF64).to(loss.device()).reshape({-1});
+    parts[2] = add(flagged, gt(sum(ne(local, 0.0).to(DType::kF64)), 0.0).to(DType::kF64).reshape({1}));
+    parts.push_back(local);
+  }
+  const Tensor all = cat(parts);  // [loss * scored, correct, scored, flagged, loss, flags...]
+  if (comm_ != nullptr) comm_->all_reduce(all.narrow(0, 0, 4), ReduceOp::kSum).wait();
+  const std::vector<double> read = all.to(Device::cpu()).to_vector<double>();
   step_.first_nonfinite = -1;
-  for (size_t i = 1; i < read.size() && step_.first_nonfinite < 0; ++i) {
-    if (read[i] != 0.0) step_.first_nonfinite = static_cast<int64_t>(i) - 1;
+  for (size_t i = 5; i < read.size() && step_.first_nonfinite < 0; ++i) {
+    if (read[i] != 0.0) step_.first_nonfinite = static_cast<int64_t>(i) - 5;
   }
-  double flagged = step_.first_nonfinite >= 0 || !step_.clip_nonfinite.empty() ? 1.0 : 0.0;
-  double correct = static_cast<double>(count_correct(logits, targets));
-  double n = static_cast<double>(count_scored(targets));
-  if (comm_ != nullptr) {
-    const std::vector<double> sums = all_reduce_scalars(*comm_, {loss_value * n, correct, n, flagged});
-    loss_value = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
-    correct = sums[1];
-    n = sums[2];
-    flagged = sums[3];
-  }
+  const double correct = read[1], n = read[2], flagged_ranks = read[3];
+  const double loss_value = comm_ != nullptr ? (n > 0 ? read[0] / n : 0.0) : read[4];
   step_.loss = loss_value;
-  step_.finite = std::isfinite(loss_value) && flagged == 0.0;
+  step_.finite = std::isfinite(loss_value) && flagged_ranks == 0.0;
   step_.accuracy = n > 0 ? correct / n : 0.0;
 }
 
