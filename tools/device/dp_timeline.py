@@ -109,36 +109,29 @@ def read_traces(directory):
     return devices
 
 
+def optimizer_clusters(kernels):
+    """(start, end) of each cluster of optimizer kernels (one per step)."""
+    clusters = []
+    for s, e, name in kernels:
+        if not OPTIMIZER.search(name):
+            continue
+        if clusters and s - clusters[-1][1] < CLUSTER_GAP_NS:
+            clusters[-1] = (clusters[-1][0], max(clusters[-1][1], e))
+        else:
+            clusters.append((s, e))
+    return clusters
+
+
 def step_ends(kernels):
     """The end of each cluster of optimizer kernels."""
-    ends, last = [], None
-    for s, e, name in kernels:
-        if not OPTIMIZER.search(name):
-            continue
-        if last is not None and s - last[1] < CLUSTER_GAP_NS:
-            last = (last[0], e)
-            ends[-1] = e
-        else:
-            last = (s, e)
-            ends.append(e)
-    return ends
-
-
-def optimizer_starts(kernels):
-    starts, last_end = [], None
-    for s, e, name in kernels:
-        if not OPTIMIZER.search(name):
-            continue
-        if last_end is None or s - last_end >= CLUSTER_GAP_NS:
-            starts.append(s)
-        last_end = e
-    return starts
+    return [e for _, e in optimizer_clusters(kernels)]
 
 
 def analyse(device):
     kernels, copies = device["kernels"], device["copies"]
-    ends = step_ends(kernels)
-    opt_starts = optimizer_starts(kernels)
+    clusters = optimizer_clusters(kernels)
+    ends = [e for _, e in clusters]
+    opt_starts = [s for s, _ in clusters]
     compute = [(s, e) for s, e, n in kernels if not NCCL.search(n)]
     nccl = [(s, e) for s, e, n in kernels if NCCL.search(n)]
     copy_kernels = [(s, e) for s, e, n in kernels if COPY.search(n)] + copies
