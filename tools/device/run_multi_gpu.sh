@@ -18,6 +18,11 @@
 #      distributed.timeout_s=20, rank 1 SIGKILLed while training: does rank 0
 #      exit non-zero with an error line in time, and is its last checkpoint there.
 #
+# MULTI_GPU_PARTS picks the parts to run (default "1 2 3 4"). With .devq
+# carried instead of .devbin_pack (pack_gpt.sh; run_dp_timeline.sh's
+# pack), parts 3 and 4 run on its trainer: the script copies what they read
+# from the tree.
+#
 # Every step's outcome goes into $OUT/summary.txt; a failing step does not
 # stop the others. Each step has a time limit, and the whole run a deadline
 # (MULTI_GPU_DEADLINE_S, default 540 s) after which the remaining steps are
@@ -60,6 +65,14 @@ run() {
 if [[ -f .devbin_pack/devbin.tar.zst ]]; then
   LD_LIBRARY_PATH=.devbin_pack/zstd .devbin_pack/zstd/zstd -q -d --long=31 -c .devbin_pack/devbin.tar.zst | tar xf -
 fi
+if [[ ! -x .devbin/trainer ]] && [[ -f .devq/bins.tar.zst ]]; then
+  mkdir -p .devbin && LD_LIBRARY_PATH=.devq/zstd .devq/zstd/zstd -q -d --long=31 -c .devq/bins.tar.zst |
+    tar xf - -C .devbin --strip-components=1
+fi
+[[ -e .devbin/launch ]] || cp tools/launch .devbin/launch
+[[ -e .devbin/dp_smoke.yaml ]] || cp tools/device/dp_smoke.yaml .devbin/
+[[ -e .devbin/torch_ddp.py ]] || cp tools/bench/torch_ddp.py tools/bench/dp_compare.py .devbin/
+want() { [[ " ${MULTI_GPU_PARTS:-1 2 3 4} " == *" $1 "* ]]; }
 for f in .devbin/bench .devbin/trainer .devbin/launch .devbin/dp_smoke.yaml .devbin/torch_ddp.py .devbin/dp_compare.py; do
   [[ -e $f ]] || say "missing from the pack: $f"
 done
@@ -72,6 +85,7 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 say "GPUs visible: $NGPU"
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' 2>&1 | tail -1 | tee -a "$SUMMARY"
 
+if want 1; then
 # ---- 1. the NCCL communicator test ---------------------------------------------------------------
 nccl_test=.devbin/tests/distributed_cuda_nccl_communicator_test
 if [[ -x $nccl_test ]]; then
@@ -89,6 +103,8 @@ for t in .devbin/tests/distributed_cuda_*; do
   run "$(basename "$t")" 120 "$t" --gtest_brief=1
 done
 
+fi
+if want 2; then
 # ---- 2. bench dp on 1 and 2 GPUs, and PyTorch DDP ------------------------------------------------
 # Per-GPU batches (weak scaling): 1024, and 4096, the batch of the MLP-4096
 # training step that tools/bench train measures on one GPU.
@@ -117,6 +133,8 @@ for batch in ${DP_BATCHES:-1024 4096}; do
   fi
 done
 
+fi
+if want 3; then
 # ---- 3. the trainer on 2 GPUs (NCCL) against 1 GPU with twice the batch ----------------------------
 say "== trainer data-parallel: dp_smoke.yaml on 2 GPUs (batch 128 per rank) vs 1 GPU (batch 256)"
 # Each rank gets its own run directory and checkpoint directory, so that
@@ -199,6 +217,7 @@ python3 tools/device/compare_masks.py "$W/dp1b_ckpt_r0" "$W/dp1_ckpt_r0" 2>&1 | 
 [[ -e $W/dp2_r1/metrics.jsonl ]] && say "    note: rank 1 wrote metrics too ($W/dp2_r1/metrics.jsonl)"
 [[ -n "$(ls -A "$W/dp2_ckpt_r1" 2>/dev/null)" ]] && say "    note: rank 1 wrote checkpoints too"
 
+fi
 # ---- 4. fault test: rank 1 killed, rank 0 must fail within the timeout ----------------------------
 say "== fault test: 2 trainer ranks by hand, distributed.timeout_s=20, SIGKILL rank 1 while training"
 fault() {
@@ -269,7 +288,9 @@ fault() {
   say "    last checkpoint of rank 0: ${ckpt_after:-NONE} (before the kill: $ckpt_before); in $d/ckpt_r0: $(ls "$d/ckpt_r0" 2>/dev/null | tr '\n' ' ')"
   [[ $verdict == ok ]]
 }
-if [[ $(limit 150) -lt 100 ]]; then
+if ! want 4; then
+  :
+elif [[ $(limit 150) -lt 100 ]]; then
   say "[fault_test] SKIPPED: too close to the ${DEADLINE_S}s deadline"
 else
   fault
