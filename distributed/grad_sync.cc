@@ -1,6 +1,7 @@
 #include "distributed/grad_sync.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <mutex>
@@ -25,6 +26,19 @@ enum class Route : uint8_t {
 };
 
 bool is_compact(Route r) { return r == Route::kCompact || r == Route::kDensified; }
+
+// Adds its own lifetime, in seconds, to `total` (an exception included).
+class HostTimer {
+ public:
+  explicit HostTimer(double& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~HostTimer() { total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  HostTimer(const HostTimer&) = delete;
+  HostTimer& operator=(const HostTimer&) = delete;
+
+ private:
+  double& total_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 // One line per leaf: what begin() compares across ranks.
 std::string describe_leaf(const std::string& name, const Tensor& value) {
@@ -343,6 +357,7 @@ struct GradientSync::Impl {
 
   void on_gradient(size_t index, const Tensor& grad) {
     std::lock_guard<std::mutex> lock(mutex);
+    const HostTimer timer(stats().hook_seconds);
     Slot& s = slots[index];
     COPPICE_CHECK(!s.arrived, "GradientSync: leaf '", s.name, "' got a second gradient between begin() and end() ",
                   "(one backward pass per step is supported)");
@@ -474,6 +489,7 @@ void GradientSync::begin(const NamedLeaves& leaves) {
 void GradientSync::end() {
   COPPICE_CHECK(impl_->active, "GradientSync::end: no begin() to end");
   std::lock_guard<std::mutex> lock(impl_->mutex);
+  const HostTimer timer(stats_.end_seconds);
   // Hooks go first, so that a failure leaves no hook behind and the next begin() starts clean.
   impl_->remove_hooks();
   impl_->active = false;

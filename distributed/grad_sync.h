@@ -76,6 +76,12 @@ struct GradSyncStats {
   // Collectives issued from gradient hooks, i.e. while backward was running
   // (the overlap); the rest were issued by end().
   int64_t collectives_during_backward = 0;
+  // Host time (a steady clock, no device synchronization) in this
+  // exchange's gradient hooks (each gradient into its bucket, full buckets
+  // issued) and in end() (the rest issued, the wait, the grads set): the
+  // host's share of a data-parallel step (docs/benchmarks.md, issue 37).
+  double hook_seconds = 0.0;
+  double end_seconds = 0.0;
 };
 
 using NamedLeaves = std::vector<std::pair<std::string, Variable>>;

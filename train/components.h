@@ -189,6 +189,10 @@ struct TrainingSummary {
   // the last ordinary step's split by kind.
   double exchange_bytes_per_step = 0.0;
   double exchange_bytes_per_dense_step = 0.0;
+  // Host milliseconds a step (ordinary steps) in the exchange's gradient
+  // hooks and in its end() (GradSyncStats::hook_seconds, end_seconds).
+  double exchange_hook_ms_per_step = 0.0;
+  double exchange_end_ms_per_step = 0.0;
   GradSyncStats last_exchange;
   double seconds = 0.0;
   double samples_per_second = 0.0;

@@ -37,6 +37,8 @@ JsonObject summary_json(const TrainingSummary& s) {
   if (s.world_size > 1) {
     o.add("world_size", s.world_size).add("exchange_bytes_per_step", s.exchange_bytes_per_step);
     o.add("exchange_bytes_per_dense_step", s.exchange_bytes_per_dense_step);
+    o.add("exchange_hook_ms_per_step", s.exchange_hook_ms_per_step);
+    o.add("exchange_end_ms_per_step", s.exchange_end_ms_per_step);
   }
   if (s.cuda_graph) {
     JsonObject g;
@@ -99,7 +101,8 @@ std::string format_summary(const TrainingSummary& s) {
        << s.last_exchange.compact_bytes << ", top-k " << s.last_exchange.topk_bytes << ")";
     if (s.exchange_bytes_per_dense_step > 0)
       os << ", " << static_cast<int64_t>(s.exchange_bytes_per_dense_step) << " on dense-gradient steps";
-    os << "\n";
+    os << "; host ms a step in its gradient hooks " << s.exchange_hook_ms_per_step << ", in end() "
+       << s.exchange_end_ms_per_step << " (its wait included)\n";
   }
   if (!s.last_checkpoint.empty()) os << "checkpoint: " << s.last_checkpoint << "\n";
   return os.str();

@@ -223,6 +223,8 @@ void Trainer::synchronize() {
       ++dense_exchange_steps_;
     } else {
       exchange_bytes_ += bytes;
+      exchange_hook_seconds_ += sync_->last_stats().hook_seconds;
+      exchange_end_seconds_ += sync_->last_stats().end_seconds;
       ++exchange_steps_;
       summary_.last_exchange = sync_->last_stats();
     }
@@ -611,7 +613,12 @@ void Trainer::fill_summary() {
   }
   if (std::string routes = route_choices_json(); routes != "[]") summary_.route_choices = std::move(routes);
   summary_.peak_memory_bytes = peak_cpu_memory_bytes();
-  if (exchange_steps_ > 0) summary_.exchange_bytes_per_step = exchange_bytes_ / static_cast<double>(exchange_steps_);
+  if (exchange_steps_ > 0) {
+    const double steps = static_cast<double>(exchange_steps_);
+    summary_.exchange_bytes_per_step = exchange_bytes_ / steps;
+    summary_.exchange_hook_ms_per_step = 1e3 * exchange_hook_seconds_ / steps;
+    summary_.exchange_end_ms_per_step = 1e3 * exchange_end_seconds_ / steps;
+  }
   if (dense_exchange_steps_ > 0)
     summary_.exchange_bytes_per_dense_step = dense_exchange_bytes_ / static_cast<double>(dense_exchange_steps_);
 }

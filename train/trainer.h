@@ -171,6 +171,7 @@ class Trainer {
   int64_t window_samples_ = 0;
   int64_t total_samples_ = 0;
   double exchange_bytes_ = 0.0, dense_exchange_bytes_ = 0.0;
+  double exchange_hook_seconds_ = 0.0, exchange_end_seconds_ = 0.0;  // host time, ordinary steps
   int64_t exchange_steps_ = 0, dense_exchange_steps_ = 0;
 };
 

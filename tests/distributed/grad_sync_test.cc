@@ -179,6 +179,10 @@ TEST(GradSyncTest, SmallBucketsAreIssuedWhileBackwardRuns) {
         EXPECT_EQ(st.buckets, 4);
         EXPECT_EQ(st.collectives, 4);
         EXPECT_EQ(st.collectives_during_backward, 4);
+        // The host's time in the hooks and in end(), this exchange's alone.
+        EXPECT_GT(st.hook_seconds, 0.0);
+        EXPECT_GT(st.end_seconds, 0.0);
+        EXPECT_LT(st.hook_seconds + st.end_seconds, 60.0);
         // The fixed order (fc2.bias, fc2.weight, fc1.bias, fc1.weight): at
         // least fc2's two buckets went out before fc1.weight had a gradient.
         EXPECT_GE(issued_before_fc1_weight, 2);
