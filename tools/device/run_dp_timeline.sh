@@ -23,7 +23,7 @@
 #      part of it no compute overlaps, the wait for the last bucket, the
 #      copies; then each GPU's largest kinds of idle gap, by the kernels on
 #      either side (where the GPU waits for the host, and for what).
-# DP_SCALING=0 leaves part 1 out. $OUT gets dp_timeline.md (the tables),
+# DP_SCALING=0 leaves part 1 out, DP_TRACE_STEPS=0 part 2. $OUT gets dp_timeline.md (the tables),
 # summary.txt and the runs' logs.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # the lent machines need NVLink SHARP off
@@ -106,6 +106,7 @@ done
 } >> "$TABLE"
 first=1
 for job in $JOBS; do
+  (( TRACE_STEPS > 0 )) || break  # DP_TRACE_STEPS=0: the scaling alone
   for ranks in 1 2; do
     name="${job}_trace_x$ranks"
     mkdir -p "$W/$name.traces"
