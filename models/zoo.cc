@@ -66,17 +66,23 @@ ConvNet::ConvNet(const ConvNetOptions& cnn, const LayerOptions& options, Generat
   COPPICE_CHECK(!cnn.channels.empty(), "ConvNet: needs at least one convolution");
   Conv2dOptions pad1;
   pad1.padding = {1, 1};
-  int64_t in = 1, side = 28;
+  const int64_t side = pooled_side(cnn.channels.size());
+  int64_t in = 1;
   for (size_t i = 0; i < cnn.channels.size(); ++i) {
     convs_.push_back(
         register_module(str_cat("conv", i + 1),
                         std::make_shared<Conv2d>(in, cnn.channels[i], 3, pad1, true, options, gen, cnn.conv_weight)));
     in = cnn.channels[i];
-    side /= 2;
   }
   COPPICE_CHECK(side >= 1, "ConvNet: ", cnn.channels.size(), " pooled layers leave nothing of a 28x28 image");
   fc1_ = register_module("fc1", std::make_shared<Linear>(in * side * side, cnn.hidden, true, options, gen));
   fc2_ = register_module("fc2", std::make_shared<Linear>(cnn.hidden, cnn.num_classes, true, options, gen));
+}
+
+int64_t ConvNet::pooled_side(size_t layers) {
+  int64_t side = 28;
+  for (size_t i = 0; i < layers && side > 0; ++i) side /= 2;
+  return side;
 }
 
 Variable ConvNet::forward(const Variable& x) {
@@ -327,9 +333,8 @@ ConvNetOptions cnn_options(const Options& o) {
   c.hidden = o.positive("hidden", 256);
   c.num_classes = o.positive("num_classes", 10);
   c.conv_weight = conv_weight_layout(o);
-  int64_t side = 28;
-  for (size_t i = 0; i < c.channels.size(); ++i) side /= 2;
-  if (side < 1) o.bad("channels", c.channels.size(), " layers pool 28x28 images away (at most 4)");
+  if (ConvNet::pooled_side(c.channels.size()) < 1)
+    o.bad("channels", c.channels.size(), " layers pool 28x28 images away (at most 4)");
   return c;
 }
 

@@ -132,6 +132,8 @@ class ConvNet : public Module {
  public:
   ConvNet(const ConvNetOptions& cnn, const LayerOptions& options = {}, Generator& gen = default_generator());
   Variable forward(const Variable& x) override;
+  // The side of the 28x28 image after `layers` pooled convolutions (0: none left).
+  static int64_t pooled_side(size_t layers);
 
  private:
   std::vector<std::shared_ptr<Conv2d>> convs_;  // conv1, conv2, ...

@@ -20,20 +20,6 @@ std::pair<Variable, Tensor> flatten_for_loss(const Variable& logits, const Tenso
   return {reshape(logits, {-1, c}), targets.reshape({-1})};
 }
 
-int64_t count_correct(const Variable& logits2d, const Tensor& targets) {
-  const std::vector<int64_t> pred = argmax(logits2d, 1).to_vector<int64_t>();
-  const std::vector<int64_t> tgt = targets.to_vector<int64_t>();
-  int64_t correct = 0;
-  for (size_t i = 0; i < pred.size() && i < tgt.size(); ++i) correct += pred[i] == tgt[i] ? 1 : 0;
-  return correct;
-}
-
-int64_t count_scored(const Tensor& targets) {
-  const int64_t ignored = CrossEntropyOptions{}.ignore_index;
-  const std::vector<int64_t> tgt = targets.to_vector<int64_t>();
-  return static_cast<int64_t>(tgt.size()) - std::count(tgt.begin(), tgt.end(), ignored);
-}
-
 Tensor correct_and_scored(const Tensor& logits2d, const Tensor& targets) {
   const Tensor t = targets.to(DType::kI64).reshape({-1});
   const Tensor correct = sum(eq(argmax(logits2d, 1), t).to(DType::kF64));
@@ -57,9 +43,14 @@ EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches
     const Batch b = *DataLoader::Iterator(&loader, order, i);
     const Variable logits = logits_for_loss(model(Variable(cast_inputs(b.inputs, dtype))));
     auto [l2, t1] = flatten_for_loss(logits, b.targets);
-    const int64_t n = count_scored(t1);
-    loss_sum += cross_entropy(l2, t1).item() * static_cast<double>(n);
-    correct += count_correct(l2, t1);
+    // The loss and both counts in one read: [loss, correct, scored].
+    const std::vector<double> read =
+        cat({cross_entropy(l2, t1).value().reshape({1}).to(DType::kF64), correct_and_scored(l2.value(), t1)})
+            .to(Device::cpu())
+            .to_vector<double>();
+    const auto n = static_cast<int64_t>(read[2]);
+    loss_sum += read[0] * static_cast<double>(n);
+    correct += static_cast<int64_t>(read[1]);
     r.examples += n;
   }
   model.train(was_training);

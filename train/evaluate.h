@@ -24,19 +24,13 @@ EvalResult evaluate(Module& model, const DataLoader& loader, int64_t max_batches
 // Logits [..., C] as [N, C], targets [...] as [N].
 std::pair<Variable, Tensor> flatten_for_loss(const Variable& logits, const Tensor& targets);
 
-// How many rows of `logits2d` [N, C] have their argmax at `targets` [N]
-// (a target the loss ignores never matches).
-int64_t count_correct(const Variable& logits2d, const Tensor& targets);
-
-// How many of `targets` the loss scores: those not equal to its
-// ignore_index (CrossEntropyOptions' default, -100). A graph's split marks
-// the other splits' nodes so (data/doc_graph.h); every other dataset scores
-// all of its targets.
-int64_t count_scored(const Tensor& targets);
-
-// The two counts above as an f64 [2] tensor (correct, scored) on the
-// logits' device, computed there: what a training step reduces over ranks
-// and reads to the host with its loss, in one read.
+// Two counts as an f64 [2] tensor on the logits' device, computed there
+// (exact): correct, the rows of `logits2d` [N, C] whose argmax is their
+// target in `targets` [N] (a target the loss ignores never matches); and
+// scored, the targets the loss scores, those not equal to its ignore_index
+// (CrossEntropyOptions' default, -100; a graph's split marks the other
+// splits' nodes so, data/doc_graph.h). A training step and an evaluation
+// batch read them to the host with their loss, in one read.
 Tensor correct_and_scored(const Tensor& logits2d, const Tensor& targets);
 
 }  // namespace coppice

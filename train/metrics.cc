@@ -177,6 +177,11 @@ ModelStats model_stats(const Module& model) {
     s.layers.push_back(l);
   }
   s.stored_parameters = model.num_parameters();
+  // 2 * the weight's entries as forward uses them (dense, and stored) * num / den.
+  auto add_flops = [&s](const Tensor& w, int64_t num, int64_t den) {
+    s.linear_flops_dense += 2 * w.numel() * num / den;
+    s.linear_flops_sparse += 2 * (w.is_dense() ? w.numel() : nnz(w)) * num / den;
+  };
   std::vector<const Module*> modules = {&model};  // the model itself may be a Linear or a MoE
   for (const auto& [name, m] : model.named_modules()) modules.push_back(m);
   for (const Module* m : modules) {
@@ -184,18 +189,11 @@ ModelStats model_stats(const Module& model) {
       // A token runs top_k of the experts: top_k / experts of w1's and w2's
       // products (its router is a Linear, counted below).
       const int64_t k = moe->options().top_k, e = moe->options().experts;
-      for (const char* p : {"w1", "w2"}) {
-        const Tensor w = moe->viewed_parameter(p).value();
-        s.linear_flops_dense += 2 * w.numel() * k / e;
-        s.linear_flops_sparse += 2 * (w.is_dense() ? w.numel() : nnz(w)) * k / e;
-      }
+      for (const char* p : {"w1", "w2"}) add_flops(moe->viewed_parameter(p).value(), k, e);
       continue;
     }
-    const auto* linear = dynamic_cast<const Linear*>(m);
-    if (linear == nullptr) continue;
-    const Tensor w = linear->viewed_parameter("weight").value();
-    s.linear_flops_dense += 2 * w.numel();
-    s.linear_flops_sparse += 2 * (w.is_dense() ? w.numel() : nnz(w));
+    if (const auto* linear = dynamic_cast<const Linear*>(m))
+      add_flops(linear->viewed_parameter("weight").value(), 1, 1);
   }
   return s;
 }
