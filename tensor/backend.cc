@@ -1,6 +1,7 @@
 #include "tensor/backend.h"
 
 #include <array>
+#include <cstring>
 
 #include "tensor/error.h"
 #include "tensor/generator.h"
@@ -25,6 +26,17 @@ DeviceBackend& backend_for(Device device) {
   COPPICE_CHECK(device.index >= 0 && device.index < count, "device ", device.to_string(), ": no such device (", count,
                 " visible)");
   return *b;
+}
+
+void copy_pieces_on_host(const PieceCopy& copy) {
+  char* dst = static_cast<char*>(copy.dst);
+  for (size_t k = 0; k < copy.src.size(); ++k) {
+    const char* src = static_cast<const char*>(copy.src[k]);
+    const int64_t n = copy.row_bytes[k];
+    for (int64_t r = 0; r < copy.rows; ++r) {
+      std::memcpy(dst + r * copy.dst_row_bytes + copy.col_bytes[k], src + r * n, static_cast<size_t>(n));
+    }
+  }
 }
 
 int cuda_device_count() {

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tensor/allocator.h"
 #include "tensor/device.h"
@@ -26,6 +28,22 @@ class CapturedWork {
   virtual void replay() = 0;
 };
 
+// Contiguous pieces copied into one contiguous destination (cat's one
+// launch): the destination is `rows` rows of `dst_row_bytes`; piece k is
+// `rows` rows of row_bytes[k] at src[k], and lands at byte col_bytes[k] of
+// each destination row. Pieces do not overlap each other or the destination.
+struct PieceCopy {
+  void* dst = nullptr;
+  int64_t rows = 1;
+  int64_t dst_row_bytes = 0;
+  std::vector<const void*> src;
+  std::vector<int64_t> row_bytes;
+  std::vector<int64_t> col_bytes;
+};
+
+// PieceCopy on the host: a memcpy per piece and row (the CUDA backend's twin).
+void copy_pieces_on_host(const PieceCopy& copy);
+
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
@@ -35,6 +53,10 @@ class DeviceBackend {
   // Ordered with the device's work; returns when the data is in `dst`.
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) = 0;
   virtual void synchronize(int index) = 0;
+  // Queues `copy` (every address on device `index`) as one launch, or a few
+  // for very many pieces, where a copy per piece would launch each: cat of
+  // contiguous tensors, and the gradient exchange's buckets (issue 37).
+  virtual void copy_pieces(int index, const PieceCopy& copy) = 0;
   // Records the device work `fn` queues on device `index` without running it
   // (the host code in `fn` does run, once). Returns null, with the reason in
   // *why_not, when the work cannot be recorded: it reads results back on the

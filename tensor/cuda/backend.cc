@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "tensor/cuda/caching_allocator.h"
+#include "tensor/cuda/copy_pieces.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/graph_capture.h"
 #include "tensor/cuda/stream.h"
@@ -52,6 +53,8 @@ class CudaBackend final : public DeviceBackend {
     COPPICE_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream), op);
     if (kind != cudaMemcpyDeviceToDevice) COPPICE_CUDA_CHECK(cudaStreamSynchronize(stream), op);
   }
+
+  void copy_pieces(int index, const PieceCopy& copy) override { cuda::copy_pieces(index, copy); }
 
   void synchronize(int index) override {
     DeviceGuard guard(index);
