@@ -19,9 +19,14 @@
 // one writes in place sees the written values (as on a stream). On the CPU, wait() blocks until the
 // collective is done. A stream-ordered backend (NCCL) enqueues the collective
 // on its own stream after an event recorded on the caller's stream, and its
-// wait() makes the caller's current stream wait on the collective's completion
-// event (it need not block the host); is_completed() then queries that event.
-// Work is a handle to a backend's WorkImpl so that either fits.
+// wait() polls the collective's completion event with its timeout, so that
+// the results are usable by anything once it returns; wait_on_device()
+// instead makes the caller's stream wait on that event and returns without
+// waiting for the collective (the host stays ahead of the GPU), a failure
+// then found by a later wait() or by the backend's own deadline (NCCL aborts
+// a collective past its timeout: distributed/nccl.h). On the CPU
+// wait_on_device() is wait(). Work is a handle to a backend's WorkImpl so
+// that either fits.
 //
 // Tensors are dense; in-place collectives (all_reduce, broadcast) need them
 // contiguous too. Reductions (sum, average, max) take any floating or integer
@@ -53,6 +58,10 @@ class WorkImpl {
   // throws coppice::Error when the collective failed. Calling it again returns
   // at once (or rethrows).
   virtual void wait() = 0;
+  // Orders the work the caller queues next on its device after the
+  // collective, and makes result() usable by that work, without blocking on
+  // the collective (see Asynchrony above). The default waits.
+  virtual void wait_on_device() { wait(); }
   // True once the collective has finished (successfully or not); never blocks.
   virtual bool is_completed() = 0;
   // The output of an out-of-place collective (all_gather, all_gather_v,
@@ -72,6 +81,7 @@ class Work {
 
   bool defined() const { return impl_ != nullptr; }
   void wait() const { checked()->wait(); }
+  void wait_on_device() const { checked()->wait_on_device(); }
   bool is_completed() const { return checked()->is_completed(); }
   const Tensor& result() const { return checked()->result(); }
   const std::vector<int64_t>& sizes() const { return checked()->sizes(); }

@@ -99,7 +99,10 @@ struct GradientSync::Impl {
     bool arrived = false;
     HookId hook = 0;
     bool hooked = false;
-    Tensor topk_grad;  // kTopK: this pass's gradient, flat
+    // This pass's gradient as the flat elements it sends (kTopK: a copy of
+    // its own; otherwise a view, copied into the bucket when the bucket is
+    // issued).
+    Tensor sent;
   };
 
   // Leaves exchanged by one collective (or, for a top-k leaf, a pair of
@@ -110,7 +113,8 @@ struct GradientSync::Impl {
     DType dtype = DType::kF32;
     Device device = Device::cpu();
     int64_t numel = 0;
-    // This pass.
+    // This pass: its members' gradients side by side (made when it is
+    // issued, by one cat: one launch, not a copy per leaf from its hook).
     Tensor flat;
     size_t arrived = 0;
     bool issued = false;
@@ -299,11 +303,11 @@ struct GradientSync::Impl {
     next_to_issue = 0;
     for (Slot& s : slots) {
       s.arrived = false;
-      s.topk_grad = Tensor();
+      s.sent = Tensor();
     }
     for (Bucket& b : buckets) {
-      // Fresh buffers each pass: the previous pass's grads are views of the old ones.
-      b.flat = b.topk ? Tensor() : empty({b.numel}, {b.dtype, b.device});
+      // A fresh buffer each pass (made at issue): the previous pass's grads are views of the old one.
+      b.flat = Tensor();
       b.arrived = 0;
       b.issued = false;
       b.works.clear();
@@ -335,10 +339,15 @@ struct GradientSync::Impl {
     }
   }
 
-  // The gradient as the flat elements this leaf sends.
+  // The gradient as the flat elements this leaf sends, in the leaf's dtype.
   Tensor payload(const Slot& s, const Tensor& grad) const {
     COPPICE_CHECK(grad.shape() == s.shape, "GradientSync: the gradient of leaf '", s.name, "' has shape ",
                   shape_to_string(grad.shape()), ", expected ", shape_to_string(s.shape));
+    Tensor flat = flat_values(s, grad);
+    return flat.dtype() == s.dtype ? flat : flat.to(s.dtype);
+  }
+
+  Tensor flat_values(const Slot& s, const Tensor& grad) const {
     if (s.route != Route::kCompact) return to_dense(grad).reshape({-1});
     // A sparse leaf's gradient arrives projected onto its pattern (AccumulateGrad);
     // a different pattern means the mask changed inside the step.
@@ -364,10 +373,12 @@ struct GradientSync::Impl {
     Tensor flat = payload(s, grad);
     Bucket& b = buckets[s.bucket];
     if (s.route == Route::kTopK) {
-      s.topk_grad = empty({s.numel}, {s.dtype, s.device});
-      s.topk_grad.copy_(flat);
+      s.sent = empty({s.numel}, {s.dtype, s.device});
+      s.sent.copy_(flat);
     } else {
-      b.flat.narrow(0, s.offset, s.numel).copy_(flat);
+      // Held, not copied: the gradient stays as backward left it until
+      // end() replaces it, and the bucket is filled when it is issued.
+      s.sent = flat;
     }
     s.arrived = true;
     ++b.arrived;
@@ -387,6 +398,13 @@ struct GradientSync::Impl {
       issue_topk(b, during_backward);
       return;
     }
+    std::vector<Tensor> parts;
+    parts.reserve(b.members.size());
+    for (size_t i : b.members) {
+      parts.push_back(std::move(slots[i].sent));
+      slots[i].sent = Tensor();
+    }
+    b.flat = cat(parts);  // members in offset order
     b.works.push_back(comm().all_reduce(b.flat, ReduceOp::kAverage));
     GradSyncStats& st = stats();
     for (size_t i : b.members) {
@@ -405,12 +423,12 @@ struct GradientSync::Impl {
     Slot& s = slots[b.members.front()];
     Tensor& residual = owner.residuals_.at(s.name);
     Tensor acc = residual.reshape({-1}).clone();
-    if (s.topk_grad.defined()) acc = add(acc, s.topk_grad);
+    if (s.sent.defined()) acc = add(acc, s.sent);
     Tensor indices = topk(abs(acc), s.topk_k, 0).indices;
     Tensor sent = gather(acc, 0, indices);
     // x + (-x) is exactly 0, so the residual is exactly what was not sent.
     residual = scatter_add(acc, 0, indices, neg(sent)).view(s.shape);
-    s.topk_grad = Tensor();
+    s.sent = Tensor();
     b.works.push_back(comm().all_gather(indices));
     b.works.push_back(comm().all_gather(sent));
     GradSyncStats& st = stats();
@@ -428,7 +446,7 @@ struct GradientSync::Impl {
       for (size_t i : b.members) {
         Slot& s = slots[i];
         if (s.arrived) continue;
-        if (!b.topk) b.flat.narrow(0, s.offset, s.numel).zero_();
+        if (!b.topk) s.sent = zeros({s.numel}, {s.dtype, s.device});
         s.arrived = true;
         ++b.arrived;
       }
@@ -436,9 +454,14 @@ struct GradientSync::Impl {
     issue_ready(/*during_backward=*/false);
   }
 
-  void wait_all() {
+  // The device's next work waits for every exchange; the host does not
+  // (Work::wait_on_device), so that it queues clipping and the optimizer
+  // while the last buckets are still being reduced. Waiting here drained the
+  // GPU's queue every step: 0.65 ms idle after the last all-reduce on 2
+  // H200s (docs/benchmarks.md, issue 37).
+  void order_after_exchange() {
     for (Bucket& b : buckets) {
-      for (Work& w : b.works) w.wait();
+      for (Work& w : b.works) w.wait_on_device();
     }
   }
 
@@ -494,7 +517,7 @@ void GradientSync::end() {
   impl_->remove_hooks();
   impl_->active = false;
   impl_->issue_remaining();
-  impl_->wait_all();
+  impl_->order_after_exchange();
   impl_->install_grads();
 }
 

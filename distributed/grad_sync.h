@@ -6,8 +6,8 @@
 //   sync.begin(leaves);   // registers a gradient hook on every leaf
 //   loss.backward();      // hooks copy gradients into buckets; a full bucket
 //                         // is all-reduced at once, while backward goes on
-//   sync.end();           // waits for every exchange; each leaf's grad is
-//                         // now the average over ranks; hooks are removed
+//   sync.end();           // each leaf's grad is now the average over ranks,
+//                         // for the work queued after it; hooks are removed
 //
 // What travels, per leaf:
 //   * a dense leaf: its gradient, in buckets of about bucket_bytes (leaves in
@@ -77,8 +77,9 @@ struct GradSyncStats {
   // (the overlap); the rest were issued by end().
   int64_t collectives_during_backward = 0;
   // Host time (a steady clock, no device synchronization) in this
-  // exchange's gradient hooks (each gradient into its bucket, full buckets
-  // issued) and in end() (the rest issued, the wait, the grads set): the
+  // exchange's gradient hooks (each gradient held for its bucket, a full
+  // bucket filled and handed to the communicator) and in end() (the rest
+  // issued, the device ordered after the exchange, the grads set): the
   // host's share of a data-parallel step (docs/benchmarks.md, issue 37).
   double hook_seconds = 0.0;
   double end_seconds = 0.0;
@@ -96,9 +97,12 @@ class GradientSync {
   // Registers the hooks for one backward pass over `leaves` (leaves that
   // require grad). Throws if a previous begin() was not ended.
   void begin(const NamedLeaves& leaves);
-  // Waits for every exchange and sets each leaf's grad to the average.
-  // Throws coppice::Error when a collective fails (the hooks are removed
-  // first).
+  // Sets each leaf's grad to the average, and orders the device's next work
+  // after every exchange (Work::wait_on_device: on a GPU the host does not
+  // wait, and a collective that fails or hangs surfaces at the next wait(),
+  // e.g. the trainer's read of the step's loss, or at its deadline). Throws
+  // coppice::Error when a collective is already known to have failed (the
+  // hooks are removed first).
   void end();
 
   const GradSyncOptions& options() const { return options_; }

@@ -10,11 +10,18 @@
 // (ncclCommAbort) and throws coppice::Error on this rank, e.g.
 //   "nccl: all_reduce #7 did not complete within 300 s on rank 1 (a peer died
 //    or hung); the communicator was aborted"
-// Every later call on that communicator throws at once.
+// A collective nobody waits for on the host (Work::wait_on_device: the GPU
+// waits) is bounded the same way by the communicator's launcher thread,
+// which aborts it at its deadline. Every later call on that communicator
+// throws at once.
 //
 // Environment. NVLink SHARP (NVLS) multicast must stay off on the lent
 // machines: the factories set NCCL_NVLS_ENABLE=0 unless it is already set.
-// Other NCCL_* variables (NCCL_SOCKET_IFNAME, NCCL_DEBUG) pass through.
+// They also set NCCL_RUNTIME_CONNECT=0 unless set, so that every connection
+// is made during the (bounded) init rather than at a collective's first
+// launch on the blocking communicator the collectives use
+// (nccl_communicator.h, Blocking). Other NCCL_* variables
+// (NCCL_SOCKET_IFNAME, NCCL_DEBUG) pass through.
 #pragma once
 
 #include <chrono>

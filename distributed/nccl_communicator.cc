@@ -3,9 +3,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -29,9 +33,16 @@ std::string seconds_text(std::chrono::milliseconds d) { return str_cat(d.count()
 
 // NVLS multicast must stay off on the lent machines (see distributed/nccl.h);
 // NCCL reads its environment once, at its first call, so set it before any.
+// NCCL_RUNTIME_CONNECT=0: every connection is made at init, which is
+// bounded, rather than at a collective's first launch, which on the blocking
+// communicator the collectives use would not be (NcclCommunicator's
+// constructor).
 void ensure_nccl_env() {
   static std::once_flag once;
-  std::call_once(once, [] { ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); });
+  std::call_once(once, [] {
+    ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+    ::setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
+  });
 }
 
 std::string nccl_error_text(ncclResult_t r, ncclComm_t comm) {
@@ -95,12 +106,6 @@ class Backoff {
   std::chrono::microseconds delay_{10};
 };
 
-cudaEvent_t make_event() {
-  cudaEvent_t e = nullptr;
-  COPPICE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "nccl");
-  return e;
-}
-
 }  // namespace
 
 // What a communicator and its Work handles share: the NCCL communicator, its
@@ -113,19 +118,49 @@ struct NcclShared {
   cudaStream_t stream = nullptr;
 
   mutable std::mutex mu;
-  ncclComm_t comm = nullptr;  // null once destroyed or aborted
-  std::string abort_reason;   // non-empty once no collective may run
+  // The communicator the collectives use (blocking; the nonblocking one
+  // during init), and the nonblocking one it was split from, whose
+  // connections it shares. Null once destroyed or aborted.
+  ncclComm_t comm = nullptr;
+  ncclComm_t parent = nullptr;
+  std::string abort_reason;  // non-empty once no collective may run
 
   ~NcclShared() {
     // Only reached with a live comm when the constructor failed half-way.
     if (comm != nullptr) ncclCommAbort(comm);
-    if (stream != nullptr) {
-      int previous = -1;
-      cudaGetDevice(&previous);
-      cudaSetDevice(device);
-      cudaStreamDestroy(stream);  // returns at once; the stream goes when its work is done
-      if (previous >= 0) cudaSetDevice(previous);
+    if (parent != nullptr) ncclCommAbort(parent);
+    int previous = -1;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device);
+    for (cudaEvent_t e : free_events) cudaEventDestroy(e);
+    if (stream != nullptr) cudaStreamDestroy(stream);  // returns at once; the stream goes when its work is done
+    if (previous >= 0) cudaSetDevice(previous);
+  }
+
+  // Events a collective records, reused: creating two a collective cost the
+  // issuing thread a few microseconds each. An event goes back once nothing
+  // will wait on its last record again (a later record replaces it).
+  std::mutex events_mu;
+  std::vector<cudaEvent_t> free_events;
+
+  cudaEvent_t take_event() {
+    {
+      std::lock_guard<std::mutex> lock(events_mu);
+      if (!free_events.empty()) {
+        cudaEvent_t e = free_events.back();
+        free_events.pop_back();
+        return e;
+      }
     }
+    cudaEvent_t e = nullptr;
+    COPPICE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "nccl");
+    return e;
+  }
+
+  void give_event(cudaEvent_t e) {
+    if (e == nullptr) return;
+    std::lock_guard<std::mutex> lock(events_mu);
+    free_events.push_back(e);
   }
 
   std::string where() const { return str_cat("rank ", rank); }
@@ -143,6 +178,10 @@ struct NcclShared {
     if (comm != nullptr) {
       ncclCommAbort(comm);
       comm = nullptr;
+    }
+    if (parent != nullptr) {
+      ncclCommAbort(parent);
+      parent = nullptr;
     }
   }
 
@@ -222,11 +261,14 @@ struct NcclShared {
   }
 };
 
-namespace {
-
-// One issued collective.
+// One issued collective. The issuing thread records `ready_` on the default
+// stream (where the collective's inputs are made) and hands the NCCL calls
+// to the communicator's launcher thread (NcclLauncher), which makes NCCL's
+// stream wait for it, enqueues the calls and records `done_` after them.
 class NcclWork final : public WorkImpl {
  public:
+  using Calls = std::function<ncclResult_t(ncclComm_t)>;
+
   NcclWork(std::shared_ptr<NcclShared> shared, std::string name)
       : shared_(std::move(shared)), name_(std::move(name)), issued_(Clock::now()) {}
 
@@ -235,8 +277,9 @@ class NcclWork final : public WorkImpl {
     // the caching allocator, which reuses them in default-stream order. Make
     // the default stream wait for the collective (an aborted one ends too: its
     // kernels watch NCCL's abort flag) so that no new work scribbles on them
-    // while NCCL still reads or writes them.
-    if (enqueued_ && !waited_) {
+    // while NCCL still reads or writes them. (The launcher holds the work
+    // until it is enqueued, so this never runs before.)
+    if (state_.load(std::memory_order_acquire) == kEnqueued && !waited_) {
       int previous = -1;
       if (cudaGetDevice(&previous) == cudaSuccess && cudaSetDevice(shared_->device) == cudaSuccess) {
         cudaStreamWaitEvent(cuda::current_stream(shared_->device), done_, 0);
@@ -244,42 +287,57 @@ class NcclWork final : public WorkImpl {
       }
       cudaGetLastError();
     }
-    if (ready_ != nullptr) cudaEventDestroy(ready_);
-    if (done_ != nullptr) cudaEventDestroy(done_);
+    shared_->give_event(ready_);
+    shared_->give_event(done_);
   }
 
-  // Enqueues `calls` (NCCL calls returning ncclResult_t, made inside one
-  // group) on the communicator's stream, after the work already queued on
-  // the default stream. The device must be current.
-  template <typename Calls>
-  void enqueue(Calls&& calls) {
-    ready_ = make_event();
-    done_ = make_event();
+  // On the issuing thread, with the device current: marks where on the
+  // default stream the collective's inputs are ready.
+  void record_ready(Calls calls) {
     shared_->check_usable();
+    ready_ = shared_->take_event();
+    done_ = shared_->take_event();
     COPPICE_CUDA_CHECK(cudaEventRecord(ready_, cuda::current_stream(shared_->device)), "nccl");
-    COPPICE_CUDA_CHECK(cudaStreamWaitEvent(shared_->stream, ready_, 0), "nccl");
-    ncclComm_t comm;
-    {
-      std::lock_guard<std::mutex> lock(shared_->mu);
-      comm = shared_->comm;
+    calls_ = std::move(calls);
+  }
+
+  // On the launcher thread: enqueues the calls (made inside one group) on
+  // the communicator's stream, after `ready_`. A failure is kept for wait().
+  void launch() noexcept {
+    try {
+      shared_->check_usable();
+      COPPICE_CUDA_CHECK(cudaStreamWaitEvent(shared_->stream, ready_, 0), "nccl");
+      ncclComm_t comm;
+      {
+        std::lock_guard<std::mutex> lock(shared_->mu);
+        comm = shared_->comm;
+      }
+      if (comm == nullptr) shared_->check_usable();
+      // Not under the lock: a call that blocks (it should not: connections
+      // are made at init) must leave abort() free to run, on another thread.
+      ncclResult_t first = ncclGroupStart();
+      if (first == ncclSuccess) {
+        ncclResult_t r = calls_(comm);
+        if (r != ncclSuccess && r != ncclInProgress) first = r;
+        r = ncclGroupEnd();
+        if (first == ncclSuccess) first = r;
+      }
+      shared_->settle(first, name_, deadline());
+      COPPICE_CUDA_CHECK(cudaEventRecord(done_, shared_->stream), "nccl");
+      calls_ = nullptr;
+      state_.store(kEnqueued, std::memory_order_release);
+    } catch (const std::exception& e) {
+      calls_ = nullptr;
+      launch_error_ = e.what();
+      state_.store(kFailed, std::memory_order_release);
     }
-    if (comm == nullptr) shared_->check_usable();
-    ncclResult_t first = ncclGroupStart();
-    if (first == ncclSuccess) {
-      ncclResult_t r = calls(comm);
-      if (r != ncclSuccess && r != ncclInProgress) first = r;
-      r = ncclGroupEnd();
-      if (first == ncclSuccess) first = r;
-    }
-    shared_->settle(first, name_, deadline());
-    COPPICE_CUDA_CHECK(cudaEventRecord(done_, shared_->stream), "nccl");
-    enqueued_ = true;
   }
 
   void wait() override {
     if (waited_) return;
     if (!error_.empty()) throw Error(error_);
     try {
+      wait_enqueued();
       shared_->wait_event(done_, name_, deadline());
       // Staged CPU tensors come back now; the copies run on the default
       // stream, after the collective (the host has seen it finish).
@@ -300,10 +358,40 @@ class NcclWork final : public WorkImpl {
     }
   }
 
+  // The default stream waits for `done_` on the device. A CPU-staged
+  // result needs the host, so it waits as wait() does.
+  void wait_on_device() override {
+    if (waited_ || on_device_) return;
+    if (!error_.empty()) throw Error(error_);
+    if (cpu_target_.defined() || result_to_cpu_) {
+      wait();
+      return;
+    }
+    try {
+      wait_enqueued();
+      shared_->check_usable();
+      cuda::DeviceGuard guard(shared_->device);
+      COPPICE_CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(shared_->device), done_, 0), "nccl");
+      result_ = device_result_;
+      on_device_ = true;
+    } catch (const std::exception& e) {
+      error_ = e.what();
+      throw;
+    }
+  }
+
+  // True once the collective has ended on the GPU, or failed (the
+  // launcher's watchdog asks, on its thread, of launched work).
+  bool finished_on_gpu() {
+    const int state = state_.load(std::memory_order_acquire);
+    return state == kFailed || (state == kEnqueued && cudaEventQuery(done_) != cudaErrorNotReady);
+  }
+
   bool is_completed() override {
     if (waited_ || !error_.empty()) return true;
-    if (!shared_->check_reason().empty()) return true;
-    return cudaEventQuery(done_) == cudaSuccess;
+    const int state = state_.load(std::memory_order_acquire);
+    if (state == kFailed || !shared_->check_reason().empty()) return true;
+    return state == kEnqueued && cudaEventQuery(done_) == cudaSuccess;
   }
 
   const Tensor& result() const override {
@@ -327,8 +415,23 @@ class NcclWork final : public WorkImpl {
   std::vector<int64_t> sizes_;
 
  private:
+  static constexpr int kQueued = 0, kEnqueued = 1, kFailed = 2;
+
+  // Until the launcher has enqueued the calls (it settles within the
+  // deadline, or fails); its failure is this work's.
+  void wait_enqueued() {
+    Backoff backoff;
+    for (;;) {
+      const int state = state_.load(std::memory_order_acquire);
+      if (state == kEnqueued) return;
+      if (state == kFailed) throw Error(launch_error_);
+      if (Clock::now() >= deadline()) shared_->abort_and_throw(shared_->timeout_text(name_));
+      backoff.pause();
+    }
+  }
+
   void check_waited(const char* what) const {
-    COPPICE_CHECK(waited_, "nccl: ", name_, ": ", what, "() before wait() returned");
+    COPPICE_CHECK(waited_ || on_device_, "nccl: ", name_, ": ", what, "() before wait() returned");
   }
 
   std::shared_ptr<NcclShared> shared_;
@@ -336,10 +439,99 @@ class NcclWork final : public WorkImpl {
   Clock::time_point issued_;
   cudaEvent_t ready_ = nullptr;
   cudaEvent_t done_ = nullptr;
-  bool enqueued_ = false;
+  Calls calls_;
+  std::atomic<int> state_{kQueued};
+  std::string launch_error_;  // written before state_ turns kFailed
   bool waited_ = false;
+  bool on_device_ = false;  // wait_on_device() returned: result_ is usable by the default stream
   std::string error_;
 };
+
+// The thread that enqueues a communicator's collectives, in the order they
+// were issued, and watches them end. The caller only records an event and
+// queues the calls (a few microseconds), so the training loop's gradient
+// hooks, which issue the buckets in the middle of backward, never wait in
+// NCCL (issue 37).
+//
+// The watchdog: a launched collective still running past its deadline
+// aborts the communicator from here, so that work the GPU queued behind it
+// (Work::wait_on_device) ends, and the next call on any thread throws the
+// timeout, even when no host thread waits on that collective.
+class NcclLauncher {
+ public:
+  NcclLauncher(std::shared_ptr<NcclShared> shared, int device)
+      : shared_(std::move(shared)), thread_([this, device] { run(device); }) {}
+
+  ~NcclLauncher() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  NcclLauncher(const NcclLauncher&) = delete;
+  NcclLauncher& operator=(const NcclLauncher&) = delete;
+
+  void submit(std::shared_ptr<NcclWork> work) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(work));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kWatchPeriod{100};
+
+  // Every submitted work is launched, the queue drained before the thread
+  // ends (the other ranks expect these collectives; a failed one fails fast).
+  void run(int device) {
+    cudaSetDevice(device);
+    for (;;) {
+      std::shared_ptr<NcclWork> work;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        auto ready = [&] { return stopping_ || !queue_.empty(); };
+        if (running_.empty()) {
+          cv_.wait(lock, ready);
+        } else {
+          cv_.wait_for(lock, kWatchPeriod, ready);
+        }
+        if (queue_.empty() && stopping_) return;
+        if (!queue_.empty()) {
+          work = std::move(queue_.front());
+          queue_.pop_front();
+        }
+      }
+      if (work != nullptr) {
+        work->launch();
+        running_.push_back(std::move(work));
+      }
+      watch();
+    }
+  }
+
+  // Drops the collectives that ended; aborts when the oldest still running
+  // is past its deadline (they end in issue order).
+  void watch() {
+    while (!running_.empty() && running_.front()->finished_on_gpu()) running_.pop_front();
+    if (running_.empty() || Clock::now() < running_.front()->deadline()) return;
+    if (shared_->check_reason().empty()) shared_->abort(shared_->timeout_text(running_.front()->name()));
+    running_.clear();
+  }
+
+  std::shared_ptr<NcclShared> shared_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<NcclWork>> queue_;
+  bool stopping_ = false;
+  std::deque<std::shared_ptr<NcclWork>> running_;  // launched, this thread's alone
+  std::thread thread_;                             // last: starts once the members above exist
+};
+
+namespace {
 
 char* byte_ptr(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
 
@@ -396,10 +588,48 @@ NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int world_s
     }
     throw;
   }
+  split_blocking(what, deadline);
+  launcher_ = std::make_unique<NcclLauncher>(shared_, cuda_device);
+}
+
+// Collectives go to a blocking communicator split from the nonblocking one,
+// sharing its connections and its abort flag (splitShare): on a nonblocking
+// communicator NCCL finishes every group on a thread it starts for it and
+// the caller polls until it has, 49-64 us a collective on an H200 against
+// 7-10 us on a blocking one (tools/device/experiments/nccl_issue_cost.cc),
+// which left the last gradient buckets' all-reduces waiting to be launched
+// and the GPU idle between them (issue 37). The split is a job of the
+// nonblocking parent, polled like the init and bounded by its deadline
+// (aborting the parent aborts it); the child exists once it is done.
+void NcclCommunicator::split_blocking(const std::string& what, Clock::time_point deadline) {
+  ncclComm_t parent;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    parent = shared_->comm;
+  }
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  config.splitShare = 1;
+  ncclComm_t child = nullptr;
+  const ncclResult_t r = ncclCommSplit(parent, /*color=*/0, /*key=*/rank_, &child, &config);
+  const std::string split = str_cat(what, " (its split into the collectives' communicator)");
+  shared_->settle(r == ncclSuccess ? ncclInProgress : r, split, deadline);
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  if (child == nullptr) {
+    if (shared_->abort_reason.empty()) {
+      shared_->abort_reason = str_cat("nccl: ", split, " made no communicator; the communicator was aborted");
+    }
+    if (shared_->comm != nullptr) ncclCommAbort(shared_->comm);
+    shared_->comm = nullptr;
+    throw Error(shared_->abort_reason);
+  }
+  shared_->parent = parent;
+  shared_->comm = child;
 }
 
 NcclCommunicator::~NcclCommunicator() {
   try {
+    launcher_.reset();  // every collective issued is enqueued (or failed) first
     NcclShared& s = *shared_;
     {
       std::lock_guard<std::mutex> lock(s.mu);
@@ -424,24 +654,26 @@ NcclCommunicator::~NcclCommunicator() {
       }
       backoff.pause();
     }
-    if (healthy) {
-      ncclComm_t comm;
-      {
-        std::lock_guard<std::mutex> lock(s.mu);
-        comm = s.comm;
-      }
+    // Finalizes `comm` (the blocking one returns when done; the nonblocking
+    // one is polled) and destroys it.
+    auto finalize = [&](ncclComm_t& comm) {
       ncclResult_t r = ncclCommFinalize(comm);
       while (r == ncclInProgress && Clock::now() < deadline) {
         backoff.pause();
-        r = s.async_state();
+        ncclResult_t state = ncclSuccess;
+        r = ncclCommGetAsyncError(comm, &state);
+        if (r == ncclSuccess) r = state;
       }
-      if (r == ncclSuccess) {
-        std::lock_guard<std::mutex> lock(s.mu);
-        ncclCommDestroy(s.comm);
-        s.comm = nullptr;
-        if (s.abort_reason.empty()) s.abort_reason = "nccl: the communicator was destroyed";
-        return;
-      }
+      if (r != ncclSuccess) return false;
+      std::lock_guard<std::mutex> lock(s.mu);
+      ncclCommDestroy(comm);
+      comm = nullptr;
+      return true;
+    };
+    if (healthy && finalize(s.comm) && (s.parent == nullptr || finalize(s.parent))) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (s.abort_reason.empty()) s.abort_reason = "nccl: the communicator was destroyed";
+      return;
     }
     std::cerr << "nccl: rank " << rank_ << ": outstanding work or finalization did not complete within "
               << seconds_text(s.options.timeout) << " (or NCCL reported an error) when the communicator was destroyed;"
@@ -479,6 +711,12 @@ Work NcclCommunicator::issue(Collective collective, const Tensor& tensor, Reduce
   const int64_t seq = next_seq_++;
   auto work = std::make_shared<NcclWork>(shared_, str_cat(op, " #", seq));
   cuda::DeviceGuard guard(device_);
+  // The calls run on the launcher thread, later: they capture by value.
+  cudaStream_t stream = shared_->stream;
+  auto enqueue = [&](const std::shared_ptr<NcclWork>& w, NcclWork::Calls calls) {
+    w->record_ready(std::move(calls));
+    launcher_->submit(w);
+  };
 
   // The input on this device, contiguous (a copy queued on the default
   // stream, before the collective's ready event, when it is not).
@@ -495,10 +733,10 @@ Work NcclCommunicator::issue(Collective collective, const Tensor& tensor, Reduce
       const size_t count = static_cast<size_t>(in.numel());
       void* p = in.data_ptr();
       const ncclRedOp_t red = nccl_op(reduce);
-      work->enqueue([&](ncclComm_t comm) -> ncclResult_t {
+      enqueue(work, [=](ncclComm_t comm) -> ncclResult_t {
         if (count == 0) return ncclSuccess;  // every rank has the same shape, so every rank skips it
-        if (collective == Collective::kAllReduce) return ncclAllReduce(p, p, count, dtype, red, comm, shared_->stream);
-        return ncclBroadcast(p, p, count, dtype, root, comm, shared_->stream);
+        if (collective == Collective::kAllReduce) return ncclAllReduce(p, p, count, dtype, red, comm, stream);
+        return ncclBroadcast(p, p, count, dtype, root, comm, stream);
       });
       work->device_result_ = in;  // `tensor` itself when it is on the device
       if (on_cpu) work->cpu_target_ = tensor;
@@ -508,9 +746,11 @@ Work NcclCommunicator::issue(Collective collective, const Tensor& tensor, Reduce
       Tensor out = Tensor::empty(with_dim0(in.shape(), in.size(0) * world_size_), TensorOptions(in.dtype(), device));
       work->keep_.push_back(out);
       const size_t count = static_cast<size_t>(in.numel());
-      work->enqueue([&](ncclComm_t comm) -> ncclResult_t {
+      const void* src = in.data_ptr();
+      void* dst = out.data_ptr();
+      enqueue(work, [=](ncclComm_t comm) -> ncclResult_t {
         if (count == 0) return ncclSuccess;
-        return ncclAllGather(in.data_ptr(), out.data_ptr(), count, dtype, comm, shared_->stream);
+        return ncclAllGather(src, dst, count, dtype, comm, stream);
       });
       work->device_result_ = out;
       work->result_to_cpu_ = on_cpu;
@@ -521,9 +761,11 @@ Work NcclCommunicator::issue(Collective collective, const Tensor& tensor, Reduce
       work->keep_.push_back(out);
       const size_t count = static_cast<size_t>(out.numel());
       const ncclRedOp_t red = nccl_op(reduce);
-      work->enqueue([&](ncclComm_t comm) -> ncclResult_t {
+      const void* src = in.data_ptr();
+      void* dst = out.data_ptr();
+      enqueue(work, [=](ncclComm_t comm) -> ncclResult_t {
         if (count == 0) return ncclSuccess;
-        return ncclReduceScatter(in.data_ptr(), out.data_ptr(), count, dtype, red, comm, shared_->stream);
+        return ncclReduceScatter(src, dst, count, dtype, red, comm, stream);
       });
       work->device_result_ = out;
       work->result_to_cpu_ = on_cpu;
@@ -535,12 +777,14 @@ Work NcclCommunicator::issue(Collective collective, const Tensor& tensor, Reduce
       // broadcast per rank into its slice of the output, in one group.
       Tensor mine = from_vector<int64_t>({in.size(0)}, {1}).to(device);
       Tensor all = Tensor::empty({world_size_}, TensorOptions(DType::kI64, device));
-      NcclWork sizes_work(shared_, work->name() + " (exchanging sizes)");
-      sizes_work.keep_ = {mine, all};
-      sizes_work.enqueue([&](ncclComm_t comm) -> ncclResult_t {
-        return ncclAllGather(mine.data_ptr(), all.data_ptr(), 1, ncclInt64, comm, shared_->stream);
+      auto sizes_work = std::make_shared<NcclWork>(shared_, work->name() + " (exchanging sizes)");
+      sizes_work->keep_ = {mine, all};
+      const void* mine_p = mine.data_ptr();
+      void* all_p = all.data_ptr();
+      enqueue(sizes_work, [=](ncclComm_t comm) -> ncclResult_t {
+        return ncclAllGather(mine_p, all_p, 1, ncclInt64, comm, stream);
       });
-      sizes_work.wait();
+      sizes_work->wait();
       std::vector<int64_t> sizes = all.to_vector<int64_t>();
       int64_t total = 0;
       for (int r = 0; r < world_size_; ++r) {
@@ -553,14 +797,17 @@ Work NcclCommunicator::issue(Collective collective, const Tensor& tensor, Reduce
       const int64_t row = in.size(0) > 0 ? in.numel() / in.size(0) : shape_numel(with_dim0(in.shape(), 1));
       Tensor out = Tensor::empty(with_dim0(in.shape(), total), TensorOptions(in.dtype(), device));
       work->keep_.push_back(out);
-      work->enqueue([&](ncclComm_t comm) -> ncclResult_t {
+      char* out_p = byte_ptr(out);
+      const void* in_p = in.data_ptr();
+      const int world = world_size_, me = rank_;
+      enqueue(work, [=](ncclComm_t comm) -> ncclResult_t {
         int64_t offset = 0;
-        for (int r = 0; r < world_size_; ++r) {
+        for (int r = 0; r < world; ++r) {
           const size_t count = static_cast<size_t>(sizes[r] * row);
           if (count > 0) {  // every rank knows every size, so all skip the same ones
-            char* dst = byte_ptr(out) + offset * row * static_cast<int64_t>(esize);
-            const void* src = r == rank_ ? in.data_ptr() : dst;
-            const ncclResult_t res = ncclBroadcast(src, dst, count, dtype, r, comm, shared_->stream);
+            char* dst = out_p + offset * row * static_cast<int64_t>(esize);
+            const void* src = r == me ? in_p : dst;
+            const ncclResult_t res = ncclBroadcast(src, dst, count, dtype, r, comm, stream);
             if (res != ncclSuccess && res != ncclInProgress) return res;
           }
           offset += sizes[r];
@@ -575,8 +822,9 @@ Work NcclCommunicator::issue(Collective collective, const Tensor& tensor, Reduce
     case Collective::kBarrier: {
       Tensor one = zeros({1}, TensorOptions(DType::kI32, device));
       work->keep_.push_back(one);
-      work->enqueue([&](ncclComm_t comm) -> ncclResult_t {
-        return ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclInt32, ncclSum, comm, shared_->stream);
+      void* one_p = one.data_ptr();
+      enqueue(work, [=](ncclComm_t comm) -> ncclResult_t {
+        return ncclAllReduce(one_p, one_p, 1, ncclInt32, ncclSum, comm, stream);
       });
       break;
     }

@@ -18,10 +18,20 @@
 // another GPU are refused. Validation is check_collective()'s (the same
 // messages as the in-process backend).
 //
-// Blocking. Issuing a collective returns once NCCL has enqueued it; on the
-// first collectives NCCL may first connect to peers (bounded by the timeout).
-// all_gather_v blocks until the ranks' sizes are known (one small all_gather)
-// because its output is allocated from them. barrier()'s Work blocks in wait().
+// Blocking. The NCCL communicator is made nonblocking (a rank that never
+// joins cannot hang the init: it is bounded) with every connection made
+// there (NCCL_RUNTIME_CONNECT=0), then split into a blocking one sharing
+// those connections, on which the collectives run: a nonblocking
+// communicator finishes each group on a thread NCCL starts for it, about 50
+// us a collective (issue 37). Issuing a collective records where its inputs
+// are ready on the default stream and hands the NCCL calls to the
+// communicator's launcher thread, which enqueues them in issue order, so the
+// caller never blocks in NCCL; wait() first waits for the launch, whose
+// failure it throws. The launcher also aborts the communicator when a
+// launched collective runs past its deadline, whether or not a host thread
+// waits for it (Work::wait_on_device). all_gather_v blocks until the ranks'
+// sizes are known (one small all_gather) because its output is allocated
+// from them. barrier()'s Work blocks in wait().
 //
 // Faults: see distributed/nccl.h. NCCL itself cannot check that the ranks'
 // calls agree (communicator.h, Ordering): a mismatch hangs or corrupts until
@@ -30,6 +40,7 @@
 
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,8 +51,10 @@
 
 namespace coppice {
 
-// The state a communicator shares with its Work handles (defined in the .cc).
+// The state a communicator shares with its Work handles, and the thread that
+// enqueues its collectives (defined in the .cc).
 struct NcclShared;
+class NcclLauncher;
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -77,8 +90,10 @@ class NcclCommunicator final : public Communicator {
 
  private:
   Work issue(Collective collective, const Tensor& tensor, ReduceOp reduce, int root);
+  void split_blocking(const std::string& what, std::chrono::steady_clock::time_point deadline);
 
   std::shared_ptr<NcclShared> shared_;
+  std::unique_ptr<NcclLauncher> launcher_;
   int rank_;
   int world_size_;
   int device_;

@@ -102,7 +102,7 @@ std::string format_summary(const TrainingSummary& s) {
     if (s.exchange_bytes_per_dense_step > 0)
       os << ", " << static_cast<int64_t>(s.exchange_bytes_per_dense_step) << " on dense-gradient steps";
     os << "; host ms a step in its gradient hooks " << s.exchange_hook_ms_per_step << ", in end() "
-       << s.exchange_end_ms_per_step << " (its wait included)\n";
+       << s.exchange_end_ms_per_step << "\n";
   }
   if (!s.last_checkpoint.empty()) os << "checkpoint: " << s.last_checkpoint << "\n";
   return os.str();

@@ -41,6 +41,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
   return forward(real, kFailure, comm, nranks, commId, rank, config);
 }
 
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  static void* const real = cuda_library_symbol(kLib, __func__);
+  return forward(real, kFailure, comm, color, key, newcomm, config);
+}
+
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   static void* const real = cuda_library_symbol(kLib, __func__);
   return forward(real, kFailure, comm, asyncError);

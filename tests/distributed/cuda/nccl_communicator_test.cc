@@ -314,6 +314,9 @@ TEST(NcclFactories, NvlsIsOffUnlessSet) {
   (void)nccl_unique_id();
   const char* v = std::getenv("NCCL_NVLS_ENABLE");
   ASSERT_NE(v, nullptr);
+  // Connections are made at the bounded init, not at a blocking launch.
+  const char* connect = std::getenv("NCCL_RUNTIME_CONNECT");
+  ASSERT_NE(connect, nullptr);
 }
 
 // Rank 0 of a world of 2 whose rank 1 never starts: init must give up.
@@ -470,6 +473,27 @@ TEST(NcclMultiRank, SeveralCollectivesInFlight) {
     }
     EXPECT_TRUE(near(host_values(twice), std::vector<double>(4, world * world), DType::kF32));
     EXPECT_EQ(g.result().numel(), 3 * world);
+  });
+}
+
+// Collectives are enqueued by the communicator's launcher thread; Works
+// dropped at once, before it has launched them, still run in issue order and
+// keep their buffers until the default stream has waited for them.
+TEST(NcclMultiRank, WorksDroppedBeforeTheirLaunch) {
+  SKIP_WITHOUT_GPUS(2);
+  const int world = multi_world();
+  run_ranks(world, options_with(milliseconds(60000)), [&](NcclCommunicator& comm) {
+    const Device dev = Device::cuda(comm.device());
+    Tensor acc = full({1024}, 1.0, TensorOptions(DType::kF32, dev));
+    for (int k = 0; k < 40; ++k) {
+      comm.all_reduce(acc, ReduceOp::kAverage);  // dropped: average of equal values is the same
+      Tensor scratch = full({4096}, static_cast<double>(k), TensorOptions(DType::kF32, dev));
+      comm.all_reduce(scratch);  // dropped with its only reference to the buffer
+    }
+    Tensor last = rank_tensor(comm.rank(), {7}, DType::kF32, dev);
+    comm.all_reduce(last, ReduceOp::kSum).wait();
+    EXPECT_TRUE(near(host_values(last), expected_reduce(world, 7, ReduceOp::kSum), DType::kF32));
+    EXPECT_TRUE(near(host_values(acc), std::vector<double>(1024, 1.0), DType::kF32));
   });
 }
 
