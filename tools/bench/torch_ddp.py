@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The job of `bench dp` (tools/bench/dp_bench.cc) in PyTorch: the peer for data-parallel training.
 
-    torch_ddp.py [--device cuda|cpu] [--gpus 1,2] [--variants dense,masked] [--batch B] [--hidden H]
-                 [--steps S] [--warmup W] [--sparsity X] [--timeout-s T] [--json FILE]
+    torch_ddp.py [--device cuda|cpu] [--model mlp|gpt] [--gpus 1,2] [--variants dense,masked] [--batch B]
+                 [--hidden H] [--steps S] [--warmup W] [--sparsity X] [--timeout-s T] [--json FILE]
 
-The model is an MLP H-H-H-H-10 (nn.Linear with ReLU between, as Coppice's MLP), f32 with TF32 off,
-cross-entropy, SGD (lr 0.01, momentum 0.9); every rank trains on its own fixed random batch of B examples
+--model mlp (the default): an MLP H-H-H-H-10 (nn.Linear with ReLU between, as Coppice's MLP), f32 with TF32
+off, cross-entropy, SGD (lr 0.01, momentum 0.9); every rank trains on its own fixed random batch of B examples
 (weak scaling). Variants:
 
   dense   every weight dense
@@ -20,10 +20,24 @@ forward, backward (DDP all-reduces every gradient, overlapped), optimizer step; 
 rank's median. Bytes per step per rank for DDP: the sum of the parameters' bytes (it all-reduces every
 gradient, masked or not); 0 on one GPU.
 
+--model gpt: the peer of the trainer's data-parallel configs/gpt_dense.yaml. Every rank trains the GPT of
+torch_train.py --models gpt (class GPT, imported from torch_train.py beside this file: vocab 256, context 512,
+dim 1024, 8 pre-norm blocks of 16 heads, MLP 4096 with exact GELU, causal SDPA, tied token embedding; on the
+CPU torch_train.py's tiny one: context 64, dim 64, 2 layers, 4 heads) on B sequences of 512 random byte tokens
+(B 32, as the job's batch_size; 4 of 64 on the CPU) with random byte targets, from a fixed seed per rank; f32
+parameters under torch.autocast(bfloat16), the mean cross-entropy over every position, gradients clipped to
+norm 1.0 (after DDP's all-reduce), AdamW (lr 6e-4 constant, betas 0.9/0.999, eps 1e-8, weight decay 0.1 on
+every parameter; PyTorch's default implementation). The same spawning, DDP, step and timing as the MLP; only
+the dense variant runs (--variants masked is refused), and --hidden does not apply. Records: op "gpt_dense", dtype
+"bf16", shape [B, T], plus tokens_per_s and seq_len; gflops counts 6 x tokens x the matmul weights (the
+blocks' linears and the tied logits) plus 6 x B x layers x T^2 x dim for causal attention, against the bf16
+datasheet peak.
+
 Defaults match bench dp: H 4096 and B 1024 on CUDA (256 and 64 on the CPU), 20 timed steps after 5
-warm-up steps, sparsity 0.9. The JSON has bench's record format (suite "dp", op the variant, plus
+warm-up steps, sparsity 0.9. The JSON has bench's record format (suite "dp", op the variant or gpt_dense, plus
 world_size, samples_per_s, exchange_bytes_per_step, ...); tools/bench/dp_compare.py puts it beside
-Coppice's. NCCL_NVLS_ENABLE is set to 0 unless already set (the lent machines need it off).
+Coppice's (its "dense" and "masked" rows; gpt_dense rows are read by tools/device/run_dp_timeline.sh).
+NCCL_NVLS_ENABLE is set to 0 unless already set (the lent machines need it off).
 """
 import argparse
 import datetime
@@ -56,16 +70,19 @@ DATA_SEED = 0xDA7A
 
 
 
-def reference_peak(model):
-    """The f32 datasheet peak (no TF32) of a GPU model, as torch_reference.py has it."""
-    return torch_reference.reference_peak(model, "f32", "flops")
+def reference_peak(model, dtype="f32"):
+    """The datasheet peak of a GPU model for dtype (f32: without TF32; bf16: tensor cores, dense), as
+    torch_reference.py has it."""
+    return torch_reference.reference_peak(model, dtype, "flops")
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--model", default="mlp", choices=["mlp", "gpt"],
+                   help="mlp (bench dp's job, the default) or gpt (configs/gpt_dense.yaml's model, dense only)")
     p.add_argument("--gpus", default="1,2", help="world sizes to run, comma-separated (ranks on the CPU with --device cpu)")
-    p.add_argument("--variants", default="dense,masked")
+    p.add_argument("--variants", default=None, help="dense,masked for mlp (the default); dense alone for gpt")
     p.add_argument("--batch", type=int, default=0)
     p.add_argument("--hidden", type=int, default=0)
     p.add_argument("--steps", type=int, default=20)
@@ -80,11 +97,21 @@ def parse_args(argv):
         p.error(f"--gpus: expected integers, got '{a.gpus}'")
     if not a.worlds or any(w < 1 for w in a.worlds):
         p.error("--gpus: world sizes must be at least 1")
-    a.variants = [v for v in a.variants.split(",") if v]
+    gpt = a.model == "gpt"
+    a.variants = [v for v in (a.variants or ("dense" if gpt else "dense,masked")).split(",") if v]
     for v in a.variants:
         if v not in ("dense", "masked"):
             p.error(f"--variants: unknown variant '{v}' (expected dense, masked)")
+    if gpt and a.variants != ["dense"]:
+        p.error(f"--model gpt: only the dense variant is measured (got --variants {','.join(a.variants)}); "
+                "masked is the MLP's")
+    if gpt and a.hidden:
+        p.error("--hidden is the MLP's width; --model gpt has configs/gpt_dense.yaml's sizes")
     cuda = a.device == "cuda"
+    if gpt:
+        a.gpt = gpt_config(cuda)
+        a.batch = a.batch or a.gpt["batch"]
+        a.hidden = a.gpt["dim"]
     a.batch = a.batch or (1024 if cuda else 64)
     a.hidden = a.hidden or (4096 if cuda else 256)
     if a.batch < 1 or a.hidden < 1 or a.steps < 1 or a.warmup < 0 or not 0 <= a.sparsity < 1:
@@ -128,18 +155,133 @@ def make_model(hidden, variant, sparsity, device):
     return nn.Sequential(*layers).to(device), stored
 
 
+def torch_train():
+    """torch_train.py (beside this file), imported only for --model gpt: the MLP path runs without it, as it does
+    from a .devbin/ that holds this file and torch_reference.py alone."""
+    import torch_train as tt  # noqa: E402
+    return tt
+
+
+def gpt_config(cuda):
+    """torch_train.py's GPT sizes: configs/gpt_dense.yaml's on CUDA, its tiny one on the CPU."""
+    tt = torch_train()
+    return dict(tt.GPT_CUDA if cuda else tt.GPT_CPU)
+
+
+# ---- what differs per model: the model, the data, the optimizer, the loss; the rest is shared -----------------
+
+class MLPJob:
+    """bench dp's job: the MLP (dense or masked), f32, SGD, a random batch of B examples of H features."""
+
+    dtype = "f32"
+    grad_clip = None
+
+    def __init__(self, args):
+        self.args = args
+
+    def op(self, variant):
+        return variant
+
+    def shape(self):
+        return [self.args.batch, self.args.hidden, self.args.hidden, self.args.hidden, self.args.hidden, CLASSES]
+
+    def model(self, variant, device):
+        """(model on device, parameters stored: the masked weights' kept entries only)."""
+        return make_model(self.args.hidden, variant, self.args.sparsity, device)
+
+    def optimizer(self, params):
+        return torch.optim.SGD(params, lr=0.01, momentum=0.9)
+
+    def data(self, rank, device):
+        g = torch.Generator(device="cpu").manual_seed(DATA_SEED + rank)
+        x = torch.randn(self.args.batch, self.args.hidden, generator=g).to(device)
+        y = torch.randint(0, CLASSES, (self.args.batch,), generator=g).to(device)
+        return x, y
+
+    def loss(self, model, x, y):
+        return F.cross_entropy(model(x), y)
+
+    def flops(self, stored):
+        return 6.0 * self.args.batch * stored
+
+    def extra(self, med, slowest, world):
+        return {}
+
+
+class GPTJob:
+    """configs/gpt_dense.yaml's step: torch_train.py's GPT, bf16 autocast over f32 parameters, AdamW, clipping."""
+
+    dtype = "bf16"
+    grad_clip = 1.0
+
+    def __init__(self, args):
+        self.args = args
+        self.c = args.gpt
+
+    def op(self, variant):
+        return "gpt_" + variant
+
+    def shape(self):
+        return [self.args.batch, self.c["seq"]]
+
+    def model(self, variant, device):
+        c = self.c
+        torch.manual_seed(MODEL_SEED)  # every rank builds the same model (DDP broadcasts rank 0's anyway)
+        model = torch_train().GPT(c["vocab_size"], c["context"], c["dim"], c["layers"], c["heads"], c["mlp_ratio"])
+        return model.to(device), sum(p.numel() for p in model.parameters())
+
+    def optimizer(self, params):
+        return torch.optim.AdamW(params, lr=6e-4, weight_decay=0.1)
+
+    def data(self, rank, device):
+        g = torch.Generator(device="cpu").manual_seed(DATA_SEED + rank)
+        shape = (self.args.batch, self.c["seq"])
+        x = torch.randint(0, self.c["vocab_size"], shape, generator=g).to(device)
+        y = torch.randint(0, self.c["vocab_size"], shape, generator=g).to(device)
+        return x, y
+
+    def loss(self, model, x, y):
+        with torch.autocast(device_type=x.device.type, dtype=torch.bfloat16):
+            out = model(x)  # [N, T, vocab]: every position counts
+            return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+
+    def flops(self, stored):
+        c, b, t = self.c, self.args.batch, self.c["seq"]
+        d, hidden = c["dim"], c["mlp_ratio"] * c["dim"]
+        matmul_weights = c["layers"] * (4 * d * d + 2 * d * hidden) + c["vocab_size"] * d  # qkv, proj, fc1, fc2; logits
+        return 6.0 * b * t * matmul_weights + 6.0 * b * c["layers"] * t * t * d  # + causal QK^T and AV
+
+    def extra(self, med, slowest, world):
+        t = self.c["seq"]
+        return {"seq_len": t, "tokens_per_s": world * self.args.batch * t / (slowest * 1e-3),
+                "optimizer": "adamw", "grad_clip": self.grad_clip}
+
+
+JOBS = {"mlp": MLPJob, "gpt": GPTJob}
+
+
+def record_head(args, job, variant, device, device_name):
+    r = {
+        "suite": "dp", "op": job.op(variant), "device": device, "device_name": device_name,
+        "dtype": job.dtype, "shape": job.shape(), "format": "masked" if variant == "masked" else "dense",
+    }
+    if variant == "masked":
+        r["sparsity"] = args.sparsity
+    return r
+
+
 def run_variant(args, variant, rank, world, device):
     """Times one variant on this rank; returns the record (rank 0's is reported)."""
     cuda = device.type == "cuda"
-    model, stored = make_model(args.hidden, variant, args.sparsity, device)
+    job = JOBS[args.model](args)
+    model, stored = job.model(variant, device)
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     if world > 1:
         model = nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if cuda else None, bucket_cap_mb=25, broadcast_buffers=False)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    g = torch.Generator(device="cpu").manual_seed(DATA_SEED + rank)
-    x = torch.randn(args.batch, args.hidden, generator=g).to(device)
-    y = torch.randint(0, CLASSES, (args.batch,), generator=g).to(device)
+    params = list(model.parameters())
+    opt = job.optimizer(params)
+    x, y = job.data(rank, device)
 
     def sync():
         if cuda:
@@ -149,8 +291,10 @@ def run_variant(args, variant, rank, world, device):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        loss = job.loss(model, x, y)
         loss.backward()
+        if job.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, job.grad_clip)
         opt.step()
         last["loss"] = loss
 
@@ -170,16 +314,10 @@ def run_variant(args, variant, rank, world, device):
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         slowest = float(t.item())
     name = torch.cuda.get_device_name(device) if cuda else cpu_model_name()
-    peak, source = reference_peak(name) if cuda else (None, "unknown: the CPU peak is not estimated")
-    flops = 6.0 * args.batch * stored
-    gflops = flops / (med * 1e-3) / 1e9
-    r = {
-        "suite": "dp", "op": variant, "device": f"cuda:{device.index}" if cuda else "cpu", "device_name": name,
-        "dtype": "f32", "shape": [args.batch, args.hidden, args.hidden, args.hidden, args.hidden, CLASSES],
-        "format": "masked" if variant == "masked" else "dense",
-    }
+    peak, source = reference_peak(name, job.dtype) if cuda else (None, "unknown: the CPU peak is not estimated")
+    gflops = job.flops(stored) / (med * 1e-3) / 1e9
+    r = record_head(args, job, variant, f"cuda:{device.index}" if cuda else "cpu", name)
     if variant == "masked":
-        r["sparsity"] = args.sparsity
         r["nnz"] = 3 * pattern_nnz(args.hidden * args.hidden, args.sparsity)
     r.update({
         "status": "ok", "median_ms": med, "min_ms": min(samples), "max_ms": max(samples), "gflops": gflops,
@@ -190,17 +328,12 @@ def run_variant(args, variant, rank, world, device):
         "param_bytes_stored": 4 * stored, "final_loss": float(last["loss"].item()),
         "ddp": world > 1,
     })
+    r.update(job.extra(med, slowest, world))
     return r
 
 
 def error_record(args, variant, world, status):
-    r = {
-        "suite": "dp", "op": variant, "device": "cuda:0" if args.device == "cuda" else "cpu", "device_name": "",
-        "dtype": "f32", "shape": [args.batch, args.hidden, args.hidden, args.hidden, args.hidden, CLASSES],
-        "format": "masked" if variant == "masked" else "dense",
-    }
-    if variant == "masked":
-        r["sparsity"] = args.sparsity
+    r = record_head(args, JOBS[args.model](args), variant, "cuda:0" if args.device == "cuda" else "cpu", "")
     r.update({"status": status, "median_ms": None, "min_ms": None, "max_ms": None, "gflops": None,
               "peak_gflops": None, "fraction_of_peak": None, "peak_source": "", "reps": 0, "inner": 0,
               "world_size": world, "batch_per_rank": args.batch})
@@ -276,7 +409,8 @@ def log(r):
         return
     print(f"dp torch {r['op']:<7} world {r['world_size']}: {r['median_ms']:9.3f} ms (slowest rank "
           f"{r['slowest_rank_median_ms']:.3f}), {r['samples_per_s']:10.1f} samples/s, "
-          f"{r['exchange_bytes_per_step']} bytes per step, loss {r['final_loss']:.4g}", file=sys.stderr)
+          f"{r['exchange_bytes_per_step']} bytes per step, loss {r['final_loss']:.4g}"
+          + (f", {r['tokens_per_s']:.0f} tokens/s" if "tokens_per_s" in r else ""), file=sys.stderr)
 
 
 def nccl_version():
@@ -302,7 +436,9 @@ def main(argv):
         "nccl_version": nccl_version(),
         "cpu_name": cpu_model_name(),
         "gpu_name": cuda_name,
-        "settings": f"allow_tf32=False, DDP bucket_cap_mb=25, NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE')}",
+        "settings": f"allow_tf32=False, DDP bucket_cap_mb=25, NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE')}"
+                    + (", gpt: bf16 autocast over f32 parameters, AdamW lr 6e-4 weight_decay 0.1, grad clip 1.0"
+                       if args.model == "gpt" else ""),
         "schema_version": 1,
         "cuda_device_count": torch.cuda.device_count(),
         "cpu_threads": torch.get_num_threads(),

@@ -22,9 +22,16 @@
 #      per GPU and step, the GPU's busy and idle time, NCCL's time and the
 #      part of it no compute overlaps, the wait for the last bucket, the
 #      copies; then each GPU's largest kinds of idle gap, by the kernels on
-#      either side (where the GPU waits for the host, and for what).
+#      either side (where the GPU waits for the host, and for what);
+#   3. with DP_TORCH=1 (default 0), after part 1: the peer in the same call,
+#      PyTorch DDP on the same GPT step (tools/bench/torch_ddp.py --model gpt:
+#      torch_train.py's GPT, per-rank batch 32 x 512, bf16 autocast, AdamW,
+#      clipping at 1.0; NCCL, bucket_cap_mb 25) on 1 GPU and on 2, 30 timed
+#      steps after 5 warm-up steps; its table gives the 1-GPU step, the 2-GPU
+#      step (the slowest rank's median) and the efficiency (1-GPU / 2-GPU).
+#      Needs python3 with torch 2.x and CUDA; adds about a minute.
 # DP_SCALING=0 leaves part 1 out, DP_TRACE_STEPS=0 part 2. $OUT gets dp_timeline.md (the tables),
-# summary.txt and the runs' logs.
+# summary.txt and the runs' logs (and with DP_TORCH=1 torch_ddp_gpt.log and torch_ddp_gpt.json).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # the lent machines need NVLink SHARP off
 OUT=${OUT:-/tmp/out}
@@ -98,6 +105,46 @@ for job in $JOBS; do
   eff=$(python3 -c "a,b='$one','$two'; print('%.3f' % (float(a)/float(b)) if 'nan' not in (a+b) else 'n/a')")
   echo "| $job | $one | $two | $eff |" >> "$TABLE"
 done
+
+if [[ ${DP_TORCH:-0} == 1 ]]; then  # part 3: PyTorch DDP on the same GPT step, in the same call
+  timeout 300 python3 tools/bench/torch_ddp.py --model gpt --gpus 1,2 --steps 30 --warmup 5 \
+    --json "$W/torch_ddp_gpt.json" > "$OUT/torch_ddp_gpt.log" 2>&1
+  rc=$?
+  [[ $rc == 0 ]] || { say "torch_ddp_gpt: exit $rc"; tail -3 "$OUT/torch_ddp_gpt.log" | tee -a "$SUMMARY"; }
+  [[ -f $W/torch_ddp_gpt.json ]] && cp "$W/torch_ddp_gpt.json" "$OUT/"
+  python3 - "$W/torch_ddp_gpt.json" >> "$TABLE" <<'EOF'
+import json, sys
+try:
+    rows = {r["world_size"]: r for r in json.load(open(sys.argv[1]))["results"] if r.get("op") == "gpt_dense"}
+except (OSError, ValueError, KeyError) as e:
+    rows = {}
+    print(f"\n(torch_ddp.py wrote no usable JSON: {type(e).__name__})")
+
+
+def ms(world):
+    """The slowest rank's median step (the median itself on 1 GPU), or None and why not."""
+    r = rows.get(world)
+    if not r or r.get("status") != "ok":
+        return None, (r or {}).get("status", "not run")
+    return r["slowest_rank_median_ms"], "ok"
+
+
+one, why1 = ms(1)
+two, why2 = ms(2)
+eff = f"{one / two:.3f}" if one and two else "n/a"
+r = rows.get(1) or rows.get(2) or {}
+print()
+print("### PyTorch DDP, GPT dense (same call)")
+print()
+print(f"tools/bench/torch_ddp.py --model gpt: per-rank batch {r.get('batch_per_rank', '?')} x "
+      f"{r.get('seq_len', r.get('shape', [0, '?'])[-1])} tokens, bf16 autocast over f32 parameters, AdamW, "
+      f"clipping at 1.0; DDP with NCCL, bucket_cap_mb 25; medians of 30 steps after 5 warm-up steps.")
+print()
+print("| job | 1 GPU ms a step | 2 GPUs ms a step (slowest rank's median) | efficiency (1-GPU step / 2-GPU step) |")
+print("|---|---:|---:|---:|")
+print(f"| gpt_dense (PyTorch DDP) | {f'{one:.2f}' if one else why1} | {f'{two:.2f}' if two else why2} | {eff} |")
+EOF
+fi
 
 {
   echo
