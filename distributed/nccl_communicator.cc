@@ -882,17 +882,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, int c
   std::string id;
   if (env.rank == 0) id = nccl_unique_id();
   if (env.world_size > 1) {
-    RendezvousSpec spec;
-    spec.master_addr = env.master_addr;
-    spec.master_port = env.master_port;
-    spec.rank = env.rank;
-    spec.world_size = env.world_size;
-    spec.job_token = env.job_token;
-    spec.bind_all_interfaces = env.rendezvous_bind_any;
-    // local_world_size 0: the launcher did not say.
-    spec.ranks_on_other_machines = env.local_world_size > 0 && env.local_world_size < env.world_size;
-    spec.timeout = options.init_timeout;
-    absl::StatusOr<std::string> got = rendezvous_broadcast(spec, id);
+    absl::StatusOr<std::string> got = rendezvous_broadcast(rendezvous_spec(env, options.init_timeout), id);
     if (!got.ok()) fail("nccl: ", std::string(got.status().message()));
     id = *std::move(got);
   }

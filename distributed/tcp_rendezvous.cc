@@ -176,4 +176,18 @@ absl::StatusOr<int> pick_free_tcp_port(const std::string& host) {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
+RendezvousSpec rendezvous_spec(const LaunchEnv& env, std::chrono::milliseconds timeout) {
+  RendezvousSpec spec;
+  spec.master_addr = env.master_addr;
+  spec.master_port = env.master_port;
+  spec.rank = env.rank;
+  spec.world_size = env.world_size;
+  spec.job_token = env.job_token;
+  spec.bind_all_interfaces = env.rendezvous_bind_any;
+  // local_world_size 0: the launcher did not say.
+  spec.ranks_on_other_machines = env.local_world_size > 0 && env.local_world_size < env.world_size;
+  spec.timeout = timeout;
+  return spec;
+}
+
 }  // namespace coppice

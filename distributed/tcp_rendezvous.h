@@ -47,6 +47,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "distributed/launch_env.h"
 
 namespace coppice {
 
@@ -71,6 +72,12 @@ struct RendezvousSpec {
   // newline; unset: a line on stderr.
   std::function<void(const std::string&)> log;
 };
+
+// The rendezvous of the rank `env` describes (distributed/launch_env.h):
+// its address, port, rank, world, token and bind setting; some ranks are on
+// other machines when the launcher says so (a local world smaller than the
+// world).
+RendezvousSpec rendezvous_spec(const LaunchEnv& env, std::chrono::milliseconds timeout);
 
 // The payload, on every rank: rank 0 returns `payload_from_root` once every
 // other rank has received it (written to its socket); other ranks ignore

@@ -82,5 +82,29 @@ check "-n 0 refused" [ $? -ne 0 ]
 "$launch" -n 2 true >/dev/null 2>&1
 check "missing -- refused" [ $? -ne 0 ]
 
+# 7. Several nodes: node 1 of 2 starts global ranks 2 and 3 with node 0's
+#    address, the given port and the caller's token; what each node's launch
+#    cannot choose alone is refused, naming it.
+COPPICE_JOB_TOKEN=shared-token-0123456789 "$launch" -n 2 --nnodes 2 --node-rank 1 --master-addr 10.0.0.7 \
+  --master-port 29512 -- sh -c 'echo env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $MASTER_PORT $COPPICE_JOB_TOKEN' \
+  >"$tmp/out" 2>"$tmp/err"
+check "two nodes: node 1 exits 0" [ $? -eq 0 ]
+check "two nodes: global rank 2" grep -qx '\[rank 2\] env 2 4 0 2 1 10.0.0.7 29512 shared-token-0123456789' "$tmp/out"
+check "two nodes: global rank 3" grep -qx '\[rank 3\] env 3 4 1 2 1 10.0.0.7 29512 shared-token-0123456789' "$tmp/out"
+COPPICE_JOB_TOKEN=shared-token-0123456789 "$launch" -n 1 --nnodes 2 --node-rank 2 --master-addr 10.0.0.7 \
+  --master-port 29512 -- true >/dev/null 2>"$tmp/err"
+check "two nodes: node rank 2 refused" [ $? -ne 0 ]
+check "two nodes: node rank 2 named" grep -q 'node-rank 2 is not a node of --nnodes 2' "$tmp/err"
+COPPICE_JOB_TOKEN=shared-token-0123456789 "$launch" -n 1 --nnodes 2 --master-port 29512 -- true >/dev/null 2>"$tmp/err"
+check "two nodes: no master address refused" grep -q 'master-addr is needed with --nnodes 2' "$tmp/err"
+COPPICE_JOB_TOKEN=shared-token-0123456789 "$launch" -n 1 --nnodes 2 --master-addr 10.0.0.7 -- true \
+  >/dev/null 2>"$tmp/err"
+check "two nodes: no port refused" grep -q 'master-port is needed with --nnodes 2' "$tmp/err"
+(unset COPPICE_JOB_TOKEN; "$launch" -n 1 --nnodes 2 --master-addr 10.0.0.7 --master-port 29512 -- true \
+  >/dev/null 2>"$tmp/err")
+check "two nodes: no token refused" grep -q 'COPPICE_JOB_TOKEN is not set: with --nnodes 2' "$tmp/err"
+"$launch" -n 1 --master-port 29513 -- sh -c 'echo env $GROUP_RANK $MASTER_ADDR' >"$tmp/out" 2>&1
+check "one node: group rank 0, loopback" grep -qx '\[rank 0\] env 0 127.0.0.1' "$tmp/out"
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]
