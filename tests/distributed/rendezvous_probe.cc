@@ -21,10 +21,10 @@ int main(int argc, char** argv) {
     std::cerr << env.status().message() << std::endl;
     return 1;
   }
-  const std::string payload =
-      "hello from rank 0 at " + env->master_addr + ":" + std::to_string(env->master_port);
+  const std::string payload = "hello from rank 0 at " + env->master_addr + ":" + std::to_string(env->master_port);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  const absl::StatusOr<std::string> got = coppice::rendezvous_broadcast(coppice::rendezvous_spec(*env, timeout), payload);
+  const absl::StatusOr<std::string> got =
+      coppice::rendezvous_broadcast(coppice::rendezvous_spec(*env, timeout), payload);
   if (!got.ok()) {
     std::cerr << got.status().message() << std::endl;
     return 1;
