@@ -30,6 +30,8 @@
 #      steps after 5 warm-up steps; its table gives the 1-GPU step, the 2-GPU
 #      step (the slowest rank's median) and the efficiency (1-GPU / 2-GPU).
 #      Needs python3 with torch 2.x and CUDA; adds about a minute.
+# DP_WORLDS: the GPU counts to run (default "1 2"; "1 2 4" on a 4-GPU kind,
+# issue 38), the first the reference of the efficiencies.
 # DP_SCALING=0 leaves part 1 out, DP_TRACE_STEPS=0 part 2. $OUT gets dp_timeline.md (the tables),
 # summary.txt and the runs' logs (and with DP_TORCH=1 torch_ddp_gpt.log and torch_ddp_gpt.json).
 set -uo pipefail
@@ -91,29 +93,41 @@ else:
 EOF
 }
 
+read -r -a WORLDS <<< "${DP_WORLDS:-1 2}"  # the first is the reference (1)
 {
   echo "### Weak scaling, the trainer's steady state (steps $((STEPS / 2))-$STEPS)"
   echo
-  echo "| job | 1 GPU ms a step | 2 GPUs ms a step | efficiency (1-GPU step / 2-GPU step) |"
-  echo "|---|---:|---:|---:|"
+  head="| job |" rule="|---|"
+  for n in "${WORLDS[@]}"; do head+=" $n GPU ms a step |"; rule+="---:|"; done
+  for n in "${WORLDS[@]:1}"; do head+=" efficiency x$n (${WORLDS[0]}-GPU step / $n-GPU step) |"; rule+="---:|"; done
+  echo "$head"
+  echo "$rule"
 } > "$TABLE"
 for job in $JOBS; do
   [[ ${DP_SCALING:-1} == 1 ]] || break  # DP_SCALING=0: the timelines alone
-  trainer "$job" "${job}_x1" 1 "$STEPS"
-  trainer "$job" "${job}_x2" 2 "$STEPS"
-  one=$(rate "${job}_x1" 1) two=$(rate "${job}_x2" 2)
-  eff=$(python3 -c "a,b='$one','$two'; print('%.3f' % (float(a)/float(b)) if 'nan' not in (a+b) else 'n/a')")
-  echo "| $job | $one | $two | $eff |" >> "$TABLE"
+  row="| $job |" effs="" ref=""
+  for n in "${WORLDS[@]}"; do
+    trainer "$job" "${job}_x$n" "$n" "$STEPS"
+    ms=$(rate "${job}_x$n" "$n")
+    row+=" $ms |"
+    if [[ -z $ref ]]; then
+      ref=$ms
+    else
+      effs+=" $(python3 -c "a,b='$ref','$ms'; print('%.3f' % (float(a)/float(b)) if 'nan' not in (a+b) else 'n/a')") |"
+    fi
+  done
+  echo "$row$effs" >> "$TABLE"
 done
 
 if [[ ${DP_TORCH:-0} == 1 ]]; then  # part 3: PyTorch DDP on the same GPT step, in the same call
-  timeout 300 python3 tools/bench/torch_ddp.py --model gpt --gpus 1,2 --steps 30 --warmup 5 \
+  timeout 300 python3 tools/bench/torch_ddp.py --model gpt --gpus "$(IFS=,; echo "${WORLDS[*]}")" --steps 30 --warmup 5 \
     --json "$W/torch_ddp_gpt.json" > "$OUT/torch_ddp_gpt.log" 2>&1
   rc=$?
   [[ $rc == 0 ]] || { say "torch_ddp_gpt: exit $rc"; tail -3 "$OUT/torch_ddp_gpt.log" | tee -a "$SUMMARY"; }
   [[ -f $W/torch_ddp_gpt.json ]] && cp "$W/torch_ddp_gpt.json" "$OUT/"
-  python3 - "$W/torch_ddp_gpt.json" >> "$TABLE" <<'EOF'
+  python3 - "$W/torch_ddp_gpt.json" "${WORLDS[@]}" >> "$TABLE" <<'EOF'
 import json, sys
+worlds = [int(w) for w in sys.argv[2:]]
 try:
     rows = {r["world_size"]: r for r in json.load(open(sys.argv[1]))["results"] if r.get("op") == "gpt_dense"}
 except (OSError, ValueError, KeyError) as e:
@@ -129,20 +143,24 @@ def ms(world):
     return r["slowest_rank_median_ms"], "ok"
 
 
-one, why1 = ms(1)
-two, why2 = ms(2)
-eff = f"{one / two:.3f}" if one and two else "n/a"
-r = rows.get(1) or rows.get(2) or {}
+steps = [ms(w) for w in worlds]
+r = next((rows[w] for w in worlds if w in rows), {})
 print()
 print("### PyTorch DDP, GPT dense (same call)")
 print()
 print(f"tools/bench/torch_ddp.py --model gpt: per-rank batch {r.get('batch_per_rank', '?')} x "
       f"{r.get('seq_len', r.get('shape', [0, '?'])[-1])} tokens, bf16 autocast over f32 parameters, AdamW, "
-      f"clipping at 1.0; DDP with NCCL, bucket_cap_mb 25; medians of 30 steps after 5 warm-up steps.")
+      f"clipping at 1.0; DDP with NCCL, bucket_cap_mb 25; medians of 30 steps after 5 warm-up steps "
+      f"(the slowest rank's on several GPUs).")
 print()
-print("| job | 1 GPU ms a step | 2 GPUs ms a step (slowest rank's median) | efficiency (1-GPU step / 2-GPU step) |")
-print("|---|---:|---:|---:|")
-print(f"| gpt_dense (PyTorch DDP) | {f'{one:.2f}' if one else why1} | {f'{two:.2f}' if two else why2} | {eff} |")
+head = "| job |" + "".join(f" {w} GPU ms a step |" for w in worlds)
+head += "".join(f" efficiency x{w} ({worlds[0]}-GPU step / {w}-GPU step) |" for w in worlds[1:])
+print(head)
+print("|---|" + "---:|" * (2 * len(worlds) - 1))
+cells = [f"{t:.2f}" if t else why for t, why in steps]
+ref = steps[0][0]
+effs = [f"{ref / t:.3f}" if ref and t else "n/a" for t, _ in steps[1:]]
+print("| gpt_dense (PyTorch DDP) | " + " | ".join(cells + effs) + " |")
 EOF
 fi
 
@@ -154,7 +172,7 @@ fi
 first=1
 for job in $JOBS; do
   (( TRACE_STEPS > 0 )) || break  # DP_TRACE_STEPS=0: the scaling alone
-  for ranks in 1 2; do
+  for ranks in "${WORLDS[@]}"; do
     name="${job}_trace_x$ranks"
     mkdir -p "$W/$name.traces"
     CUDA_INJECTION64_PATH=$PWD/.devcupti/cupti_trace.so COPPICE_CUPTI_TRACE_DIR=$W/$name.traces \
