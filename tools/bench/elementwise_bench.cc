@@ -1,4 +1,8 @@
-// Elementwise add of two contiguous tensors: reads 2, writes 1 element per element.
+// Elementwise add of two contiguous tensors: reads 2, writes 1 element per
+// element; and cat of one GPT block's gradients into a bucket (the gradient
+// exchange's bucket fill, distributed/grad_sync.cc: reads 1, writes 1), the
+// pieces sized as the GPT job's (width 1024, MLP 4096; 256 on the CPU;
+// --size sets the width).
 #include <exception>
 
 #include "tensor/backend.h"
@@ -6,6 +10,46 @@
 #include "tools/bench/suites.h"
 
 namespace coppice::bench {
+
+namespace {
+
+// One pre-norm GPT block's parameter sizes at width d (MLP 4d): LayerNorm
+// weights and biases, qkv, proj, fc1, fc2 and their biases.
+std::vector<int64_t> gpt_block_sizes(int64_t d) {
+  return {d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d};
+}
+
+void run_cat_bucket(const Config& config, const DeviceCase& dc, DType dtype, std::vector<Result>* results) {
+  const int64_t d = config.size > 0 ? config.size : (dc.cuda ? 1024 : 256);
+  const std::vector<int64_t> sizes = gpt_block_sizes(d);
+  int64_t numel = 0;
+  for (int64_t n : sizes) numel += n;
+  Result r;
+  r.suite = "elementwise";
+  r.op = "cat_bucket";
+  r.device = dc.label;
+  r.dtype = std::string(dtype_name(dtype));
+  r.shape = {numel};
+  r.bytes = 2.0 * static_cast<double>(numel) * static_cast<double>(dtype_size(dtype));
+  describe_device(dc.cuda, dtype, "gbps", &r);
+  r.extra.emplace_back("pieces", static_cast<double>(sizes.size()));
+  std::string skip = dc.cuda ? cuda_skip_reason() : "";
+  if (!skip.empty()) {
+    r.status = skip;
+  } else {
+    try {
+      const Device device = dc.cuda ? Device::cuda(0) : Device::cpu();
+      std::vector<Tensor> parts;
+      for (int64_t n : sizes) parts.push_back(random_input({n}, dtype, device));
+      Timing t = time_op([&] { Tensor bucket = cat(parts); }, [&] { synchronize(device); }, timing_options(config));
+      fill_timing(t, &r);
+    } catch (const std::exception& e) { r.status = std::string("error: ") + e.what(); }
+  }
+  log_result(r);
+  results->push_back(std::move(r));
+}
+
+}  // namespace
 
 void run_elementwise(const Config& config, std::vector<Result>* results) {
   const int64_t numel = config.numel > 0 ? config.numel : kElementwiseNumel;
@@ -34,6 +78,7 @@ void run_elementwise(const Config& config, std::vector<Result>* results) {
       }
       log_result(r);
       results->push_back(std::move(r));
+      run_cat_bucket(config, dc, dtype, results);
     }
   }
 }
