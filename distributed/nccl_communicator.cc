@@ -106,6 +106,13 @@ class Backoff {
   std::chrono::microseconds delay_{10};
 };
 
+// `comm`'s asynchronous state: ncclSuccess, ncclInProgress or an error.
+ncclResult_t async_error(ncclComm_t comm) {
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+  return r != ncclSuccess ? r : state;
+}
+
 }  // namespace
 
 // What a communicator and its Work handles share: the NCCL communicator, its
@@ -198,10 +205,7 @@ struct NcclShared {
   // NCCL's asynchronous state: ncclSuccess, ncclInProgress or an error.
   ncclResult_t async_state() const {
     std::lock_guard<std::mutex> lock(mu);
-    if (comm == nullptr) return ncclInvalidUsage;
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-    return r != ncclSuccess ? r : state;
+    return comm == nullptr ? ncclInvalidUsage : async_error(comm);
   }
 
   std::string last_error() const {
@@ -614,15 +618,10 @@ void NcclCommunicator::split_blocking(const std::string& what, Clock::time_point
   const ncclResult_t r = ncclCommSplit(parent, /*color=*/0, /*key=*/rank_, &child, &config);
   const std::string split = str_cat(what, " (its split into the collectives' communicator)");
   shared_->settle(r == ncclSuccess ? ncclInProgress : r, split, deadline);
-  std::lock_guard<std::mutex> lock(shared_->mu);
   if (child == nullptr) {
-    if (shared_->abort_reason.empty()) {
-      shared_->abort_reason = str_cat("nccl: ", split, " made no communicator; the communicator was aborted");
-    }
-    if (shared_->comm != nullptr) ncclCommAbort(shared_->comm);
-    shared_->comm = nullptr;
-    throw Error(shared_->abort_reason);
+    shared_->abort_and_throw(str_cat("nccl: ", split, " made no communicator; the communicator was aborted"));
   }
+  std::lock_guard<std::mutex> lock(shared_->mu);
   shared_->parent = parent;
   shared_->comm = child;
 }
@@ -660,9 +659,7 @@ NcclCommunicator::~NcclCommunicator() {
       ncclResult_t r = ncclCommFinalize(comm);
       while (r == ncclInProgress && Clock::now() < deadline) {
         backoff.pause();
-        ncclResult_t state = ncclSuccess;
-        r = ncclCommGetAsyncError(comm, &state);
-        if (r == ncclSuccess) r = state;
+        r = async_error(comm);
       }
       if (r != ncclSuccess) return false;
       std::lock_guard<std::mutex> lock(s.mu);
