@@ -4,6 +4,10 @@
 // pieces sized as the GPT job's (width 1024, MLP 4096; 256 on the CPU;
 // --size sets the width).
 #include <exception>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tensor/backend.h"
 #include "tensor/ops.h"
@@ -19,29 +23,30 @@ std::vector<int64_t> gpt_block_sizes(int64_t d) {
   return {d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d};
 }
 
-void run_cat_bucket(const Config& config, const DeviceCase& dc, DType dtype, std::vector<Result>* results) {
-  const int64_t d = config.size > 0 ? config.size : (dc.cuda ? 1024 : 256);
-  const std::vector<int64_t> sizes = gpt_block_sizes(d);
-  int64_t numel = 0;
-  for (int64_t n : sizes) numel += n;
+// One bandwidth record: `op` over `numel` elements moving `moved` elements'
+// bytes a call; `setup` makes the inputs on the device and returns the call
+// timed.
+void run_case(const Config& config, const DeviceCase& dc, DType dtype, const char* op, int64_t numel, double moved,
+              const std::function<std::function<void()>(Device)>& setup, std::vector<Result>* results,
+              std::vector<std::pair<std::string, double>> extra = {}) {
   Result r;
   r.suite = "elementwise";
-  r.op = "cat_bucket";
+  r.op = op;
   r.device = dc.label;
   r.dtype = std::string(dtype_name(dtype));
   r.shape = {numel};
-  r.bytes = 2.0 * static_cast<double>(numel) * static_cast<double>(dtype_size(dtype));
+  r.bytes = moved * static_cast<double>(dtype_size(dtype));
   describe_device(dc.cuda, dtype, "gbps", &r);
-  r.extra.emplace_back("pieces", static_cast<double>(sizes.size()));
+  r.extra = std::move(extra);
   std::string skip = dc.cuda ? cuda_skip_reason() : "";
   if (!skip.empty()) {
     r.status = skip;
   } else {
     try {
       const Device device = dc.cuda ? Device::cuda(0) : Device::cpu();
-      std::vector<Tensor> parts;
-      for (int64_t n : sizes) parts.push_back(random_input({n}, dtype, device));
-      Timing t = time_op([&] { Tensor bucket = cat(parts); }, [&] { synchronize(device); }, timing_options(config));
+      const std::function<void()> call = setup(device);
+      Timing t = time_op(
+          call, [&] { synchronize(device); }, timing_options(config));
       fill_timing(t, &r);
     } catch (const std::exception& e) { r.status = std::string("error: ") + e.what(); }
   }
@@ -56,29 +61,24 @@ void run_elementwise(const Config& config, std::vector<Result>* results) {
   const std::vector<DType> dtypes = config.dtypes.empty() ? std::vector<DType>{DType::kF32} : config.dtypes;
   for (const DeviceCase& dc : devices_to_run(config)) {
     for (DType dtype : dtypes) {
-      Result r;
-      r.suite = "elementwise";
-      r.op = "add";
-      r.device = dc.label;
-      r.dtype = std::string(dtype_name(dtype));
-      r.shape = {numel};
-      r.bytes = 3.0 * static_cast<double>(numel) * static_cast<double>(dtype_size(dtype));
-      describe_device(dc.cuda, dtype, "gbps", &r);
-      std::string skip = dc.cuda ? cuda_skip_reason() : "";
-      if (!skip.empty()) {
-        r.status = skip;
-      } else {
-        try {
-          const Device device = dc.cuda ? Device::cuda(0) : Device::cpu();
-          Tensor a = random_input({numel}, dtype, device);
-          Tensor b = random_input({numel}, dtype, device);
-          Timing t = time_op([&] { Tensor c = add(a, b); }, [&] { synchronize(device); }, timing_options(config));
-          fill_timing(t, &r);
-        } catch (const std::exception& e) { r.status = std::string("error: ") + e.what(); }
-      }
-      log_result(r);
-      results->push_back(std::move(r));
-      run_cat_bucket(config, dc, dtype, results);
+      run_case(
+          config, dc, dtype, "add", numel, 3.0 * static_cast<double>(numel),
+          [&](Device device) -> std::function<void()> {
+            Tensor a = random_input({numel}, dtype, device);
+            Tensor b = random_input({numel}, dtype, device);
+            return [a, b] { Tensor c = add(a, b); };
+          },
+          results);
+      const std::vector<int64_t> sizes = gpt_block_sizes(config.size > 0 ? config.size : (dc.cuda ? 1024 : 256));
+      int64_t bucket = 0;
+      for (int64_t n : sizes) bucket += n;
+      run_case(config, dc, dtype, "cat_bucket", bucket, 2.0 * static_cast<double>(bucket),
+               [&](Device device) -> std::function<void()> {
+                 std::vector<Tensor> parts;
+                 for (int64_t n : sizes) parts.push_back(random_input({n}, dtype, device));
+                 return [parts] { Tensor filled = cat(parts); };
+               },
+               results, {{"pieces", static_cast<double>(sizes.size())}});
     }
   }
 }
