@@ -4,14 +4,16 @@
 # records where logging.metrics says, in no time.
 #
 #   steps     --max-steps N, else 4; a train record every step, time_s 0.5 per
-#             step (0.25 when a --set key starts with "sparsity"), an eval
+#             step (0.25 when a --set key starts with "sparsity", unless it is
+#             sparsity={} or the run prunes gradually from every entry stored,
+#             mask_update={"method": "gmp", ... "initial_density": 1.0 ...}), an eval
 #             record every 2 steps, loss 3 - 0.1 * step (+ 0.05 when sparse)
 #   summary   linear_flops_sparse 1000 (100 when sparse)
 #   FAKE_TRAINER_LOG=FILE    appends the run directory's name, one line a run
 #   FAKE_TRAINER_FAIL=NAME   the run NAME writes one record and exits 3
 #   FAKE_TRAINER_PRUNE=NAME  the run NAME's density falls from 1 to 0.5 (gradual pruning)
 set -euo pipefail
-run_dir="" metrics="" steps=4 sparse=0
+run_dir="" metrics="" steps=4 sparse=0 unpruned=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --run-dir) run_dir="$2"; shift 2 ;;
@@ -19,13 +21,16 @@ while [[ $# -gt 0 ]]; do
     --set)
       case "$2" in
         logging.metrics=*) metrics="${2#logging.metrics=}" ;;
+        'sparsity={}') ;;
         sparsity*) sparse=1 ;;
+        mask_update=*'"gmp"'*'"initial_density": 1.0'*) unpruned=1 ;;
       esac
       shift 2 ;;
     *) shift ;;
   esac
 done
 name="$(basename "$run_dir")"
+((unpruned)) && sparse=0
 [[ -n "$metrics" ]] || { echo "fake trainer: no --set logging.metrics" >&2; exit 2; }
 [[ -n "${FAKE_TRAINER_LOG:-}" ]] && echo "$name" >>"$FAKE_TRAINER_LOG"
 echo "fake trainer: $name, $steps steps"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/sweep rates: probe runs (the stub trainer, sweep_fake_trainer.sh,
 # takes 0.5 s a step dense and 0.25 s sparse), their ms a step, the
-# equal-time step counts, the sweep file it writes, and what it refuses.
+# equal-time step counts, the sweep file it writes, runs whose rate changes
+# (gmp, densify_step), and what it refuses.
 set -u
 sweep="${1:?usage: sweep_rates_test.sh path/to/tools/sweep path/to/sweep_fake_trainer.sh}"
 fake="${2:?usage: sweep_rates_test.sh path/to/tools/sweep path/to/sweep_fake_trainer.sh}"
@@ -49,6 +50,74 @@ check "with the sparse run's steps" has "training.steps=60"
 FAKE_TRAINER_LOG="$tmp/ran" "$sweep" rates "$tmp/sweep.yaml" --out "$tmp/probe" --steps 10 --round 6 >"$tmp/log" 2>&1
 check "a second rates resumes (exit 0)" [ $? -eq 0 ]
 check "and runs no probe again" [ ! -s "$tmp/ran" ]
+
+# Runs whose rate changes during the run: gradual pruning (gmp) from every entry
+# stored (the stub: 0.5 s a step) to half (0.25 s), and sparse-to-dense (0.25 s
+# sparse, then 0.5 s dense). Each is probed at both ends and weighed over its
+# schedule, scaled with its steps. gmp's 42 steps (start 8, end 25, every 4):
+# 8 steps at 500 ms, then 4 at each density the cubic gives (1, 0.7236, 0.5742,
+# 0.5127; one step at 0.5001), the rest at 250 ms: 14121 ms, nearer dense's
+# 15000 than 48 steps' 16392. spdf's 48: 38 sparse steps and 10 dense, 14500.
+cat >"$tmp/phased.yaml" <<YAML
+base: $tmp/base.yaml
+reference: dense
+runs:
+  - name: dense
+  - name: gmp
+    set:
+      sparsity.rules: [{regex: fc, format: bsr, block_rows: 4}]
+      mask_update: {method: gmp, start_step: 6, end_step: 18, frequency: 3, initial_density: 1.0, final_density: 0.5}
+  - name: spdf
+    set:
+      sparsity.density: 0.25
+      mask_update: {method: static, densify_step: 24, densify_warmup_steps: 3}
+YAML
+"$sweep" rates "$tmp/phased.yaml" --out "$tmp/phased" --steps 10 --round 6 --write "$tmp/phased_eq.yaml" >"$tmp/log" 2>&1
+check "phased rates exits 0" [ $? -eq 0 ] || cat "$tmp/log"
+check "each end of each phased run is probed, the phased runs themselves are not" \
+  [ "$(ls "$tmp/phased/runs" | tr '\n' ' ')" = "dense gmp+final gmp+initial spdf+dense spdf+sparse " ]
+python3 - "$tmp/phased/runs" <<'PY' >"$tmp/check" 2>&1
+import json, os, sys
+def overrides(name):
+    return json.load(open(os.path.join(sys.argv[1], name, "sweep_done.json")))["overrides"]
+first, last, dense = overrides("gmp+initial"), overrides("gmp+final"), overrides("spdf+dense")
+# The unpruned probe is the run with its pruning moved past the probe.
+assert first["mask_update"] == {"method": "gmp", "start_step": 29, "end_step": 30, "frequency": 3,
+                                "initial_density": 1.0, "final_density": 0.5}, first
+# The pruned one a fixed pattern at the final density, each weight alike; the dense one has no sparsity.
+assert (last["sparsity.density"], last["sparsity.distribution"], last["mask_update"]) == \
+    (0.5, "uniform", {"method": "static"}), last
+assert "sparsity.density" not in dense and dense["sparsity"] == {} and dense["mask_update"] == {"method": "dense"}, dense
+assert overrides("spdf+sparse")["mask_update"] == {"method": "static"}, overrides("spdf+sparse")
+PY
+check "the probes: gmp unpruned and at its final density, spdf sparse and dense" [ $? -eq 0 ] || cat "$tmp/check"
+check "gmp: 336.22 ms a step on the mean, 42 steps" grep -Eq '^gmp +336\.22 +1\.487x +42$' "$tmp/log"
+check "spdf: 302.08 ms a step on the mean, 48 steps" grep -Eq '^spdf +302\.08 +1\.655x +48$' "$tmp/log"
+check "and the rates of each end" has "gmp: initial 500.00, final 250.00 ms a step"
+python3 - "$tmp/phased_eq.yaml" <<'PY' >"$tmp/check" 2>&1
+import sys, yaml
+runs = {r["name"]: r["set"] for r in yaml.safe_load(open(sys.argv[1]))["runs"]}
+gmp, spdf = runs["gmp"], runs["spdf"]
+assert gmp["mask_update"]["start_step"] == 6, gmp  # the run's own, then the scaled ones after it
+assert (gmp["training.steps"], gmp["mask_update.start_step"], gmp["mask_update.end_step"],
+        gmp["mask_update.frequency"], gmp["evaluation.every_steps"]) == (42, 8, 25, 4, 14), gmp
+assert list(gmp).index("mask_update.start_step") > list(gmp).index("mask_update"), list(gmp)
+assert (spdf["training.steps"], spdf["mask_update.densify_step"], spdf["mask_update.densify_warmup_steps"]) == \
+    (48, 38, 5), spdf
+PY
+check "the written sweep scales each schedule with its run" [ $? -eq 0 ] || cat "$tmp/check"
+"$sweep" run "$tmp/phased_eq.yaml" --out "$tmp/phased_eq" --dry-run >"$tmp/log" 2>&1
+check "and tools/sweep run takes it" [ $? -eq 0 ] || cat "$tmp/log"
+printf 'base: %s\nreference: gmp\nruns:\n  - name: gmp\n    set: {mask_update: {method: gmp, start_step: 2, end_step: 8, frequency: 2, initial_density: 1.0, final_density: 0.5}}\n' \
+  "$tmp/base.yaml" >"$tmp/gmp_ref.yaml"
+"$sweep" rates "$tmp/gmp_ref.yaml" --out "$tmp/w" --steps 10 >"$tmp/log" 2>&1
+check "a phased reference: exit 2" [ $? -eq 2 ]
+check "and says why" has "the reference run 'gmp' changes its rate during the run"
+printf 'base: %s\nreference: dense\nruns:\n  - name: dense\n  - name: both\n    set: {mask_update: {method: gmp, start_step: 2, end_step: 8, frequency: 2, initial_density: 1.0, final_density: 0.5, densify_step: 20}}\n' \
+  "$tmp/base.yaml" >"$tmp/both.yaml"
+"$sweep" rates "$tmp/both.yaml" --out "$tmp/v" --steps 10 >"$tmp/log" 2>&1
+check "gmp with densify_step: exit 2" [ $? -eq 2 ]
+check "and says to give its steps by hand" has "gmp with densify_step trains at three rates"
 
 # Refused: no reference; a reference without training.steps; probes too short to time.
 sed '/^reference:/d' "$tmp/sweep.yaml" >"$tmp/noref.yaml"
