@@ -118,6 +118,25 @@ printf 'base: %s\nreference: dense\nruns:\n  - name: dense\n  - name: both\n    
 "$sweep" rates "$tmp/both.yaml" --out "$tmp/v" --steps 10 >"$tmp/log" 2>&1
 check "gmp with densify_step: exit 2" [ $? -eq 2 ]
 check "and says to give its steps by hand" has "gmp with densify_step trains at three rates"
+for bad in "frequency: 0|mask_update.frequency: expected a whole number >= 1" \
+  "start_step: 8, end_step: 8|mask_update.end_step (8) must be > start_step (8)" \
+  "start_step: 2.5|mask_update.start_step: expected a whole number >= 0"; do
+  sched="${bad%%|*}" want="${bad#*|}"
+  printf 'base: %s\nreference: dense\nruns:\n  - name: dense\n  - name: gmp\n    set: {mask_update: {method: gmp, start_step: 2, end_step: 8, frequency: 2, initial_density: 1.0, final_density: 0.5}}\n  - name: bad\n    set: {mask_update.method: gmp, mask_update.initial_density: 1.0, mask_update.final_density: 0.5, mask_update.start_step: 2, mask_update.end_step: 9, mask_update.frequency: 2}\n' \
+    "$tmp/base.yaml" >"$tmp/bad.yaml"
+  python3 - "$tmp/bad.yaml" "$sched" <<'PY'
+import sys, yaml
+doc = yaml.safe_load(open(sys.argv[1]))
+doc["runs"][2]["set"].update({f"mask_update.{k}": v for k, v in yaml.safe_load("{" + sys.argv[2] + "}").items()})
+yaml.safe_dump(doc, open(sys.argv[1], "w"))
+PY
+  FAKE_TRAINER_LOG="$tmp/bad_ran" "$sweep" rates "$tmp/bad.yaml" --out "$tmp/bad_out" --steps 5 >"$tmp/log" 2>&1
+  check "gmp with $sched: exit 2, before any probe runs" [ $? -eq 2 -a ! -s "$tmp/bad_ran" ]
+  check "and names it ($want)" has "$want"
+done
+"$sweep" rates "$tmp/phased.yaml" --out "$tmp/u" --steps 40 >"$tmp/log" 2>&1
+check "a phased run no longer than the probes: exit 2" [ $? -eq 2 ]
+check "and says why" has "its training.steps (30) must be more than the probes' --steps (40)"
 
 # Refused: no reference; a reference without training.steps; probes too short to time.
 sed '/^reference:/d' "$tmp/sweep.yaml" >"$tmp/noref.yaml"
