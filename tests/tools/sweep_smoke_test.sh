@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The shipped GPT sweeps (configs/sweeps/gpt_frontier.yaml, gpt_equal_time.yaml,
 # gpt_equal_time_wgmma.yaml, gpt_equal_time_wgmma_followup.yaml,
-# gpt_equal_time_gmp.yaml and gpt_schedules.yaml) through the real trainer on the CPU: a small model
+# gpt_equal_time_gmp.yaml, gpt_equal_time_bsr128_seeds.yaml and
+# gpt_schedules.yaml) through the real trainer on the CPU: a small model
 # for 4 steps per run (the overrides of gpt_frontier.yaml's CPU command), then
 # each frontier. Every run must finish, and every point must have a time and
 # a FLOPs count that follows the run's density. Then the job files of
@@ -25,6 +26,7 @@ check() {  # check NAME CONDITION...
   if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); return 1; fi
 }
 for file in gpt_frontier gpt_equal_time gpt_equal_time_wgmma gpt_equal_time_wgmma_followup gpt_equal_time_gmp \
+  gpt_equal_time_bsr128_seeds \
   gpt_schedules; do
   out="$tmp/$file"
   "$sweep" run "configs/sweeps/$file.yaml" --out "$out" --max-steps 4 --set device=cpu \
