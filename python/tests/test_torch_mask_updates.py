@@ -163,6 +163,34 @@ def test_gmp_prunes_on_schedule_and_keeps_the_parameter():
     assert densities[0] == 1.0 and densities[-1] == 0.25 and densities == sorted(densities, reverse=True)
 
 
+def test_gmp_and_snfs_in_a_loop_that_holds_the_last_loss():
+    """The usual loop keeps the last step's `loss`, and with it the graph's gradient accumulators, alive while
+    the next forward runs; a mask update that changes a layer's number of stored entries must still give the
+    next backward an accumulator of the new size (it failed: "expected shape compatible with [512]")."""
+    torch.manual_seed(0)
+    for density, make in ((1.0, lambda m, o: ct.GradualMagnitudePruning(m, o, end_step=4, frequency=2,
+                                                                        final_density=0.25)),
+                          (0.5, lambda m, o: ct.MaskUpdater(m, o, method="snfs", end_step=6, interval=2,
+                                                            drop_fraction=0.5))):
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+        ct.sparsify_(model, [{"regex": "[02]", "format": "csr", "density": density}])
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        updater = make(model, opt)
+        sizes = set()
+        for step in range(8):
+            x, y = torch.randn(16, 32), torch.randint(0, 8, (16,))
+            if hasattr(updater, "begin_step"):
+                updater.begin_step(step)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            assert model[2].values.grad.shape == model[2].values.shape
+            opt.step()
+            updater.step(step)
+            sizes.add((model[0].values.numel(), model[2].values.numel()))
+        assert len(sizes) > 1, f"{type(updater).__name__}: no update changed a layer's size: {sizes}"
+
+
 def test_lenet300_rigl_loop_matches_the_trainer():
     """issue 34's target: the PyTorch loop's test accuracy within 0.3 points of the trainer's on the same job."""
     if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
@@ -238,6 +266,51 @@ def _ddp_rank(rank, world, init_file, out_file):
         torch.save({"same": all(torch.equal(gathered[0], w) for w in gathered[1:]),
                     "itop": updater.itop_rate("0"), "density": model[0].density}, out_file)
     dist.destroy_process_group()
+
+
+def _ddp_gmp_rank(rank, world, init_file, out_file):
+    import warnings
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    ct.sparsify_(model, [{"regex": "[02]", "format": "csr", "density": 1.0}])
+    ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    gmp = ct.GradualMagnitudePruning(model, opt, end_step=4, frequency=2, final_density=0.25)
+    g = torch.Generator().manual_seed(100 + rank)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(8):
+            x, y = torch.randn(16, 32, generator=g), torch.randint(0, 8, (16,), generator=g)
+            loss = torch.nn.functional.cross_entropy(ddp(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if gmp.step(step):  # sizes changed: DDP is built again, as the guide says
+                ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
+    weights = torch.cat([model[0].dense_weight().flatten(), model[2].dense_weight().flatten()])
+    gathered = [torch.empty_like(weights) for _ in range(world)]
+    dist.all_gather(gathered, weights)
+    if rank == 0:
+        torch.save({"same": all(torch.equal(gathered[0], w) for w in gathered[1:]), "density": model[0].density,
+                    "warned": sum("Build it again after the update" in str(w.message) for w in caught)}, out_file)
+    dist.destroy_process_group()
+
+
+def test_gmp_under_distributed_data_parallel_built_again_after_each_prune(tmp_path):
+    """GMP changes the layers' sizes; with DDP built again after each prune (the guide's recipe) the replicas stay
+    identical, and each prune under torch.distributed warns that DDP must be rebuilt."""
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    out = tmp_path / "result.pt"
+    mp.spawn(_ddp_gmp_rank, args=(2, str(tmp_path / "init"), str(out)), nprocs=2, join=True)
+    result = torch.load(out)
+    assert result["same"], "the replicas' weights differ"
+    assert result["density"] == 0.25
+    assert result["warned"] >= 2  # two layers, pruned at steps 0 (to 1.0: no change), 2 and 4
 
 
 def test_rigl_under_distributed_data_parallel_keeps_replicas_identical(tmp_path):

@@ -14,7 +14,8 @@ grown entries start at zero, and every tensor of the optimizer's state for the v
 Adam's exp_avg and exp_avg_sq, ...) is remapped entry by entry the same way (a grown entry's state is zero).
 GradualMagnitudePruning does the same for GMP's schedule (only removing entries). Under torch.distributed
 (DistributedDataParallel), RigL's dense gradients are averaged over the ranks before the selection, so every
-replica picks the same masks (give every rank the same seed for random growth).
+replica picks the same masks (give every rank the same seed for random growth). An update that changes a layer's
+number of stored entries (SNFS, GMP) needs the DDP wrapper built again (docs/guide/pytorch.md), and warns so.
 """
 import torch
 

@@ -9,6 +9,8 @@ values, the bias, the index buffers and the format (extra state), and
 torch.save / torch.load round-trip it; loading adopts the saved pattern,
 whatever its number of stored entries, and refuses another format.
 """
+import warnings
+
 import torch
 
 import coppice
@@ -89,6 +91,22 @@ def sparse_parts(weight, mask, format, attributes):
                                  attributes.get("block_cols", 0), attributes.get("n", 0), attributes.get("m", 0))
     parts = {name: to_torch(p).clone() for name, p in coppice.kernels.owned_parts(t).items()}
     return {name: p.to(weight.device, weight.dtype if name == "values" else p.dtype) for name, p in parts.items()}
+
+
+def _resize_parameter(param, data, *, by_mask_update=True):
+    """param.data = data of another shape, with a fresh gradient accumulator. PyTorch's set_data keeps a leaf's
+    accumulator unless the dtype or device changes, and the last step's graph (a `loss` still held while the
+    next forward runs) keeps the old one alive, so the next backward would be checked against the old shape
+    ("expected shape compatible with [old nnz]"). Passing through another dtype drops it. A mask update under
+    torch.distributed also warns that DDP must be built again (a load, done before DDP is built, does not)."""
+    param.data = data.to(torch.float64 if data.dtype != torch.float64 else torch.float32)
+    param.data = data
+    if by_mask_update and torch.distributed.is_available() and torch.distributed.is_initialized():
+        warnings.warn("coppice.torch: a mask update changed the number of stored entries of a SparseLinear while "
+                      "torch.distributed is initialized: a DistributedDataParallel built before the update still "
+                      "expects the old sizes, and its next iteration fails (\"Expected to have finished reduction "
+                      "in the prior iteration\"). Build it again after the update (docs/guide/pytorch.md, DDP)",
+                      RuntimeWarning, stacklevel=3)
 
 
 class SparseLinear(torch.nn.Module):
@@ -186,7 +204,7 @@ class SparseLinear(torch.nn.Module):
             if values.shape == self.values.shape:
                 self.values.copy_(values)
             else:
-                self.values.data = values.clone()
+                _resize_parameter(self.values, values.clone())
         self.values.grad = None  # a gradient of the old pattern
         for name in self._index_names:
             self._buffers[name] = parts[name].to(self.values.device)
@@ -258,7 +276,7 @@ class SparseLinear(torch.nn.Module):
             self._check_extra_state(extra, "SparseLinear.load_state_dict")
         saved = state_dict.get(prefix + "values")
         if saved is not None and saved.shape != self.values.shape:
-            self.values.data = self.values.new_empty(saved.shape)
+            _resize_parameter(self.values, self.values.new_empty(saved.shape), by_mask_update=False)
         for name in self._index_names:
             saved = state_dict.get(prefix + name)
             own = self._buffers[name]
