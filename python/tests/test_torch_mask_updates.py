@@ -241,6 +241,35 @@ def test_growth_policy_and_prune_criterion_written_over_torch_tensors():
     assert torch.equal(grown.flatten().nonzero().flatten(), free[:int(grown.sum())])
 
 
+def test_dense_gradient_sums_micro_batches_and_shared_uses():
+    """RigL ranks growth by the dense gradient of the step's whole loss: with gradient accumulation over two
+    micro-batches, and a layer used twice in one forward, it is the sum of every part (it kept only the last)."""
+    seen = {}
+
+    def record(layer, step, k, candidates, weight, gradient):
+        seen[layer] = gradient.clone()
+        return candidates[:k]
+
+    ct.register_growth_policy("torch_record_gradient", record)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16))
+    ct.sparsify_(model, [{"name": "0", "format": "csr", "density": 0.5}])
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    updater = ct.MaskUpdater(model, opt, growth="torch_record_gradient", end_step=10, interval=5, drop_fraction=0.25)
+    xs = [torch.randn(4, 16) for _ in range(2)]
+    dense = model[0].dense_weight().requires_grad_(True)  # the same weight, dense, for the reference
+    reference = sum(torch.nn.functional.linear(torch.nn.functional.linear(x, dense, model[0].bias), dense,
+                                               model[0].bias).square().sum() for x in xs)
+    reference.backward()
+    updater.begin_step(0)
+    opt.zero_grad()
+    for x in xs:  # two micro-batches, the layer applied twice in each
+        model[0](model[0](x)).square().sum().backward()
+    opt.step()
+    updater.step(0)
+    torch.testing.assert_close(seen["0"], dense.grad)
+
+
 def _ddp_rank(rank, world, init_file, out_file):
     import torch.distributed as dist
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)

@@ -101,12 +101,21 @@ class MaskUpdater:
 
     def begin_step(self, step):
         """Before the step's backward pass: on an update step whose growth ranks the dense gradient, each layer's
-        backward also forms dy^T x [out, in] (only then: on other steps gradients stay compact)."""
+        backward also forms dy^T x [out, in] (only then: on other steps gradients stay compact), summed over the
+        step's backward passes until step() (gradient accumulation) as the compact gradient is."""
         self._gradients.clear()
         self._armed = step if self.updater.needs_dense_gradient(step) else None
         for name, layer in self.layers.items():
-            layer._dense_grad_sink = (lambda g, name=name: self._gradients.__setitem__(name, g)) \
+            layer._dense_grad_sink = (lambda g, name=name: self._add_gradient(name, g)) \
                 if self._armed is not None else None
+
+    def _add_gradient(self, name, g):
+        # Summed, as the compact gradient is: every backward pass of the step (gradient accumulation over
+        # micro-batches) and every use of the layer in one forward adds its part.
+        if name in self._gradients:
+            self._gradients[name] = self._gradients[name] + g
+        else:
+            self._gradients[name] = g
 
     def step(self, step):
         """After optimizer.step(): on update steps, each layer's new pattern (the same nn.Parameter, the
