@@ -191,6 +191,26 @@ def test_gmp_and_snfs_in_a_loop_that_holds_the_last_loss():
         assert len(sizes) > 1, f"{type(updater).__name__}: no update changed a layer's size: {sizes}"
 
 
+def test_loading_a_checkpoint_of_another_density_into_a_trained_layer():
+    """load_state_dict resizes the values to the checkpoint's pattern: a gradient of the old pattern, and an
+    accumulator held by the last step's graph, must not reach the next backward."""
+    torch.manual_seed(0)
+    layers = []
+    for density in (0.3, 0.7):
+        m = torch.nn.Sequential(torch.nn.Linear(32, 64))
+        ct.sparsify_(m, [{"name": "0", "format": "csr", "density": density}])
+        layers.append(m)
+    saved, model = layers
+    x = torch.randn(4, 32)
+    loss = model(x).sum()
+    loss.backward()  # a gradient of its own pattern, and a graph still held
+    model.load_state_dict(saved.state_dict())
+    loss = model(x).sum()
+    loss.backward()
+    assert model[0].values.grad.shape == saved[0].values.shape
+    torch.testing.assert_close(model(x), saved(x))
+
+
 def test_lenet300_rigl_loop_matches_the_trainer():
     """issue 34's target: the PyTorch loop's test accuracy within 0.3 points of the trainer's on the same job."""
     if not os.path.isdir("/usr/share/datasets/fashion-mnist"):

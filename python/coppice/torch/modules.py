@@ -277,6 +277,7 @@ class SparseLinear(torch.nn.Module):
         saved = state_dict.get(prefix + "values")
         if saved is not None and saved.shape != self.values.shape:
             _resize_parameter(self.values, self.values.new_empty(saved.shape), by_mask_update=False)
+            self.values.grad = None  # a gradient of the pattern being replaced
         for name in self._index_names:
             saved = state_dict.get(prefix + name)
             own = self._buffers[name]
