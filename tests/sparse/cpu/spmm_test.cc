@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "sparse/blocked_ell.h"
 #include "sparse/cpu/spmm_kernels.h"
 #include "tensor/runtime_options.h"
 #include "tests/sparse/cpu/test_util.h"
@@ -231,6 +232,47 @@ TEST_F(SpmmTest, LargeEnoughToSplitAcrossThreadsAndPanels) {
   EXPECT_TRUE(near(linear(xl, transpose(a)), matmul(f64(xl), f64(a)), 1e-5, 1e-4));
   const Tensor xw = random_dense({333, 500}, 25).to(DType::kF32);  // many transposed blocks, gathered
   EXPECT_TRUE(near(linear(xw, a), matmul(f64(xw), f64(a).t()), 1e-5, 1e-4));
+}
+
+TEST_F(SpmmTest, LinearWithFewRowsTakesDotProductsEveryBlockWidth) {
+  // Up to kDotRows rows of x (4 for rows of single entries, 16 for blocks), X @ W^T is dot
+  // products along W's rows: whole vectors of a block's values where bw allows (bw 16 and 24:
+  // two AVX2 vectors and a tail; 12: the scalar tail alone), then the panels past them.
+  // Blocks from a block-sparse mask, whole-zero block rows included; enough output rows to
+  // split across threads.
+  uint64_t seed = 700;
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    for (int64_t b : {12, 16, 24}) {
+      const int64_t out = 10 * b, in = 6 * b;
+      Tensor mask_blocks = random_matrix({out / b, in / b}, 0.4, seed++);
+      std::vector<double> m = to_dense(mask_blocks).to(DType::kF64).to_vector<double>();
+      std::vector<double> w = random_dense({out, in}, seed++).to_vector<double>();
+      for (int64_t r = 0; r < out; ++r) {
+        for (int64_t c = 0; c < in; ++c) {
+          const bool kept = m[static_cast<size_t>((r / b) * (in / b) + c / b)] != 0 && r / b != 3;  // block row 3 empty
+          if (!kept) w[static_cast<size_t>(r * in + c)] = 0;
+        }
+      }
+      const Tensor dense = from_vector<double>(w, {out, in}).to(dtype);
+      const std::vector<std::pair<std::string, Tensor>> weights = {
+          {"bsr", dense_to_bsr(dense, b, b)},
+          {"blocked_ell", bsr_to_blocked_ell(dense_to_bsr(dense, b, b))},
+          {"csr", to_format_for_test(dense, "csr", dtype)},
+          {"coo", to_format_for_test(dense, "coo", dtype)}};
+      for (const auto& [name, weight] : weights) {
+        for (int64_t rows : {1, 2, 4, 5, 16, 17}) {
+          const Tensor x = random_dense({rows, in}, seed++).to(dtype);
+          const double tol = dtype == DType::kF64 ? 1e-12 : rtol_for(DType::kF32);
+          EXPECT_TRUE(near(linear(x, weight), matmul(x.to(DType::kF64), dense.to(DType::kF64).t()), tol,
+                           dtype == DType::kF64 ? 1e-12 : atol_for(DType::kF32, in)))
+              << name << " b " << b << " rows " << rows << " " << dtype_name(dtype);
+          EXPECT_EQ(linear(x, weight).to(DType::kF64).to_vector<double>(),
+                    linear(x, weight).to(DType::kF64).to_vector<double>())
+              << name << ": the same bits on repeat";
+        }
+      }
+    }
+  }
 }
 
 TEST(SimdPathTest, FollowsTheEnvironment) {
