@@ -14,9 +14,36 @@
 namespace coppice::cpu {
 namespace {
 
+// y = op(mat) x: mat [rows, cols] row-major with row stride ld; x and y
+// contiguous vectors.
+template <typename T>
+void gemv(bool trans, int64_t rows, int64_t cols, const T* mat, int64_t ld, const T* x, T* y) {
+  const CBLAS_TRANSPOSE op = trans ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemv(CblasRowMajor, op, static_cast<blasint>(rows), static_cast<blasint>(cols), 1.0f, mat,
+                static_cast<blasint>(ld), x, 1, 0.0f, y, 1);
+  } else {
+    cblas_dgemv(CblasRowMajor, op, static_cast<blasint>(rows), static_cast<blasint>(cols), 1.0, mat,
+                static_cast<blasint>(ld), x, 1, 0.0, y, 1);
+  }
+}
+
 template <typename T>
 void blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc) {
+  // A product with one row (or one column) is a matrix-vector product:
+  // OpenBLAS's gemm runs it at a third to a fifth of gemv's speed (one
+  // [1, 1024] x [1024, 1024]^T on one core: 144 us, against 26 us). y is
+  // contiguous: c has one row, or one column of stride ldc = 1, and so is
+  // the vector operand, whichever its transposition (a [k, 1] has lda 1).
+  if (m == 1 && n > 0 && k > 0) {  // c [1, n] = a op(b) = op(b)^T a^T
+    gemv<T>(!tb, tb ? n : k, tb ? k : n, b, ldb, a, c);
+    return;
+  }
+  if (n == 1 && m > 0 && k > 0) {  // c [m, 1] = op(a) b
+    gemv<T>(ta, ta ? k : m, ta ? m : k, a, lda, b, c);
+    return;
+  }
   const CBLAS_TRANSPOSE op_a = ta ? CblasTrans : CblasNoTrans, op_b = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k),

@@ -100,6 +100,30 @@ TEST(Matmul, EmptyAndDegenerate) {
   expect_matmul(values({5, 1}, 1), values({1, 6}, 2));
 }
 
+TEST(Matmul, OneRowOrOneColumnUnderEveryTransposition) {
+  // The CPU runs these as matrix-vector products (gemv): each layout of each
+  // operand (contiguous, or a transposed view whose transpose is), one row,
+  // one column, both, batched and broadcast, f64 and f32.
+  for (DType dtype : {DType::kF64, DType::kF32}) {
+    const double tol = dtype == DType::kF64 ? 1e-12 : 1e-5;
+    for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 7}, {6, 1}, {1, 1}}) {
+      const int64_t k = 9;
+      const Tensor a = values({m, k}, 1, dtype), at = values({k, m}, 2, dtype).t();
+      const Tensor b = values({k, n}, 3, dtype), bt = values({n, k}, 4, dtype).t();
+      for (const Tensor& x : {a, at}) {
+        for (const Tensor& y : {b, bt}) expect_matmul(x, y, tol);
+      }
+      expect_matmul(values({3, m, k}, 5, dtype), values({3, k, n}, 6, dtype), tol);
+      expect_matmul(values({3, m, k}, 7, dtype), values({k, n}, 8, dtype), tol);
+      expect_matmul(values({m, k}, 9, dtype), values({3, n, k}, 10, dtype).transpose(1, 2), tol);
+    }
+  }
+  const Tensor w = values({5, 9}, 11, DType::kF32), bias = values({5}, 12, DType::kF32);
+  for (const Tensor& x : {values({1, 9}, 13, DType::kF32), values({9, 1}, 14, DType::kF32).t()}) {
+    EXPECT_LT(max_abs_diff(linear(x, w, bias), add(reference_matmul(x, w.t()), bias.to(DType::kF64))), 1e-5);
+  }
+}
+
 TEST(Matmul, SixteenBitAndF32) {
   Tensor a = values({8, 32}, 1), b = values({32, 16}, 2);
   Tensor ref = reference_matmul(a, b);
