@@ -83,6 +83,49 @@ Nm24Packed pack_nm24_transposed(const Tensor& nm) {
   return pack_nm24(sparse_detail::nm_from_mask(dense_t, mask_t, 2, 4, op));
 }
 
+namespace {
+
+// The columns of every entry that `metadata` (u8 [rows, cols / 8], checked)
+// describes, row by row; throws naming `op`, the row and group of the first
+// field whose indices do not strictly increase.
+std::vector<int32_t> decode_columns(const Tensor& metadata, int64_t rows, int64_t cols, std::string_view op) {
+  const int64_t chunks = cols / kColsPerWord;
+  Tensor host = metadata.to(Device::cpu()).contiguous();
+  const uint8_t* bytes = host.data<uint8_t>();
+  std::vector<int32_t> columns(static_cast<size_t>(rows * cols / 2));
+  for (int64_t w = 0; w < rows * chunks; ++w) {
+    const auto word = static_cast<uint16_t>(bytes[2 * w] | (bytes[2 * w + 1] << 8));
+    for (int64_t j = 0; j < kGroupsPerWord; ++j) {
+      const int64_t g = w * kGroupsPerWord + j, a = first_index(word, j), b = second_index(word, j);
+      const int64_t group = g % (cols / 4);
+      COPPICE_CHECK(a < b, op, ": metadata of row ", g / (cols / 4), ", group ", group, " (columns ", group * 4, "..",
+                    group * 4 + 3, ") holds indices (", a, ", ", b, "), which do not strictly increase");
+      columns[static_cast<size_t>(2 * g)] = static_cast<int32_t>(group * 4 + a);
+      columns[static_cast<size_t>(2 * g + 1)] = static_cast<int32_t>(group * 4 + b);
+    }
+  }
+  return columns;
+}
+
+void check_metadata(const Tensor& metadata, const Shape& shape, std::string_view op) {
+  check_dense(metadata, op, "metadata");
+  COPPICE_CHECK(metadata.dtype() == DType::kU8, op, ": metadata must be u8 (little-endian u16 words), got ",
+                dtype_name(metadata.dtype()));
+  const Shape mshape{shape[0], shape[1] / kColsPerWord * 2};
+  COPPICE_CHECK(metadata.shape() == mshape, op, ": metadata has shape ", shape_to_string(metadata.shape()),
+                ", expected ", shape_to_string(mshape), " for shape ", shape_to_string(shape));
+}
+
+}  // namespace
+
+std::vector<int32_t> nm24_columns(const Tensor& metadata, const Shape& shape) {
+  constexpr std::string_view op = "nm24_columns";
+  sparse_detail::check_shape(shape, 2, op);
+  check_cols(shape[1], shape, op);
+  check_metadata(metadata, shape, op);
+  return decode_columns(metadata, shape[0], shape[1], op);
+}
+
 Tensor unpack_nm24(const Tensor& values, const Tensor& metadata, const Shape& shape) {
   constexpr std::string_view op = "unpack_nm24";
   sparse_detail::check_shape(shape, 2, op);
@@ -97,20 +140,9 @@ Tensor unpack_nm24(const Tensor& values, const Tensor& metadata, const Shape& sh
   COPPICE_CHECK(values.shape() == vshape && metadata.shape() == mshape, op, ": values and metadata have shapes ",
                 shape_to_string(values.shape()), " and ", shape_to_string(metadata.shape()), ", expected ",
                 shape_to_string(vshape), " and ", shape_to_string(mshape), " for shape ", shape_to_string(shape));
-  Tensor host = metadata.to(Device::cpu()).contiguous();
-  const uint8_t* bytes = host.data<uint8_t>();
-  std::vector<int64_t> pos(static_cast<size_t>(rows * cols / 2));
-  for (int64_t w = 0; w < rows * chunks; ++w) {
-    const auto word = static_cast<uint16_t>(bytes[2 * w] | (bytes[2 * w + 1] << 8));
-    for (int64_t j = 0; j < kGroupsPerWord; ++j) {
-      const int64_t g = w * kGroupsPerWord + j, a = first_index(word, j), b = second_index(word, j);
-      const int64_t group = g % (cols / 4);
-      COPPICE_CHECK(a < b, op, ": metadata of row ", g / (cols / 4), ", group ", group, " (columns ", group * 4, "..",
-                    group * 4 + 3, ") holds indices (", a, ", ", b, "), which do not strictly increase");
-      pos[static_cast<size_t>(2 * g)] = a;
-      pos[static_cast<size_t>(2 * g + 1)] = b;
-    }
-  }
+  const std::vector<int32_t> columns = decode_columns(metadata, rows, cols, op);
+  std::vector<int64_t> pos(columns.size());
+  for (size_t e = 0; e < columns.size(); ++e) pos[e] = columns[e] % 4;
   return sparse_nm(values, sparse_detail::index_tensor(pos, vshape, DType::kU8, values.device()), shape, 2, 4);
 }
 

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -57,6 +58,12 @@ Nm24Packed pack_nm24(const Tensor& nm);
 // positions (as nm_compress from a mask). Throws naming the first column and
 // rows that hold more than two, and anything pack_nm24 refuses.
 Nm24Packed pack_nm24_transposed(const Tensor& nm);
+
+// The column of every entry that `metadata` (as pack_nm24 makes it, on any
+// device) describes for a 2:4 tensor of `shape`, row by row: what the CPU's
+// products read (sparse/cpu/spmm.cc), without building the tensor. Throws as
+// unpack_nm24 does.
+std::vector<int32_t> nm24_columns(const Tensor& metadata, const Shape& shape);
 
 // The 2:4 NmImpl tensor of `shape` ([rows, cols], cols a multiple of 16) that
 // `values` and `metadata` (as pack_nm24 makes them, on one device) describe.

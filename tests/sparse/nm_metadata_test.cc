@@ -118,6 +118,27 @@ TEST(NmMetadataTest, RoundTripOverRandomMasksAndDtypes) {
   }
 }
 
+TEST(NmMetadataTest, ColumnsAreTheUnpackedTensorsColumns) {
+  // nm24_columns (what the CPU products read) is each entry's column, in the
+  // values' order: group * 4 plus the index the n:m tensor stores.
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    const int64_t rows = 1 + static_cast<int64_t>(rng() % 7), cols = 16 * (1 + static_cast<int64_t>(rng() % 3));
+    Tensor nm = nm_compress(testing::random_sparse({rows, cols}, 0.6, seed, DType::kF32), 2, 4);
+    const std::vector<int32_t> columns = nm24_columns(pack_nm24(nm).metadata, {rows, cols});
+    const std::vector<int64_t> pos = nm_impl(nm, "test").indices().to(DType::kI64).to_vector<int64_t>();
+    ASSERT_EQ(columns.size(), pos.size());
+    for (size_t e = 0; e < pos.size(); ++e) {
+      const int64_t group = static_cast<int64_t>(e / 2) % (cols / 4);
+      EXPECT_EQ(columns[e], group * 4 + pos[e]) << "entry " << e << " seed " << seed;
+    }
+  }
+  EXPECT_ERROR_NAMING(nm24_columns(metadata_of({0x4444}, 1), {1, 32}), "nm24_columns: metadata has shape [1, 2]");
+  EXPECT_ERROR_NAMING(nm24_columns(metadata_of({0x4444}, 1).to(DType::kI32), {1, 16}),
+                      "nm24_columns: metadata must be u8");
+  EXPECT_ERROR_NAMING(nm24_columns(metadata_of({0x4440}, 1), {1, 16}), "do not strictly increase");
+}
+
 TEST(NmMetadataTest, EveryFourBitField) {
   // Field v in group 0, valid (0, 1) fields elsewhere: the six with
   // first < second decode, the others are refused, among them PTX's invalid
