@@ -253,6 +253,13 @@ struct CompressedRows {
     for (; e < e0; ++e) s[0] += val[e] * x[static_cast<int64_t>(idx[e])];
     return (s[0] + s[1]) + (s[2] + s[3]);
   }
+
+  // y[col] += a * v over row r's entries.
+  template <int VB>
+  COPPICE_INLINE void axpy_row(int64_t r, T a, T* y) const {
+    const int64_t b0 = static_cast<int64_t>(row_begin[r]), e0 = static_cast<int64_t>(row_end[r]);
+    for (int64_t e = b0; e < e0; ++e) y[static_cast<int64_t>(idx[e])] += a * val[e];
+  }
 };
 
 // Rows of blocks: row r = br * bh + i holds the blocks k in
@@ -321,6 +328,29 @@ struct BlockRows {
     T out = tail;
     for (int q = 0; q < L; ++q) out += sum[q];
     return out;
+  }
+
+  // y[bcol * bw, +bw] += a * (the row's bw values) over row r's blocks, in
+  // whole vectors.
+  template <int VB>
+  COPPICE_INLINE void axpy_row(int64_t r, T a, T* y) const {
+    using V = typename Vec<T, VB>::type;
+    constexpr int L = Vec<T, VB>::kLanes;
+    const int64_t br = r / bh, i = r % bh;
+    const int64_t k0 = layout.block_begin(br), k1 = layout.block_end(br);
+    for (int64_t k = k0; k < k1; ++k) {
+      const T* v = val + layout.offset(k, i);
+      T* c = y + layout.bcol(k) * bw;
+      int64_t j = 0;
+      for (; j + L <= bw; j += L) {
+        V x, z;
+        std::memcpy(&x, v + j, sizeof(V));
+        std::memcpy(&z, c + j, sizeof(V));
+        z += a * x;
+        std::memcpy(c + j, &z, sizeof(V));
+      }
+      for (; j < bw; ++j) c[j] += a * v[j];
+    }
   }
 
   template <int VB>
@@ -392,6 +422,27 @@ __attribute__((target("avx2,fma"))) void dot_rows_avx2(const M& m, int64_t r0, i
 template <typename T, typename M>
 void dot_rows_sse(const M& m, int64_t r0, int64_t r1, const T* X, int64_t ldx, int64_t mx, T* Y, int64_t ldy) {
   dot_rows_isa<16, T>(m, r0, r1, X, ldx, mx, Y, ldy);
+}
+
+// Y[t, :] = X[t, :] @ M for t in [t0, t1): M's rows scaled by X's entries and
+// added into Y's row (zeroed here). X's zeros are not skipped: 0 * inf is a
+// NaN here as in the panels.
+template <int VB, typename T, typename M>
+COPPICE_INLINE void axpy_rows_isa(const M& m, int64_t t0, int64_t t1, const T* X, int64_t ldx, T* Y, int64_t ldy) {
+  for (int64_t t = t0; t < t1; ++t) {
+    T* y = Y + t * ldy;
+    std::fill(y, y + m.cols, T(0));
+    for (int64_t r = 0; r < m.rows; ++r) { m.template axpy_row<VB>(r, X[t * ldx + r], y); }
+  }
+}
+template <typename T, typename M>
+__attribute__((target("avx2,fma"))) void axpy_rows_avx2(const M& m, int64_t t0, int64_t t1, const T* X, int64_t ldx,
+                                                        T* Y, int64_t ldy) {
+  axpy_rows_isa<32, T>(m, t0, t1, X, ldx, Y, ldy);
+}
+template <typename T, typename M>
+void axpy_rows_sse(const M& m, int64_t t0, int64_t t1, const T* X, int64_t ldx, T* Y, int64_t ldy) {
+  axpy_rows_isa<16, T>(m, t0, t1, X, ldx, Y, ldy);
 }
 
 template <typename T, typename M>
@@ -524,6 +575,16 @@ void dense_spmm(const T* X, int64_t ldx, int64_t mx, const M& m, bool transposed
         dot_rows_avx2<T>(m, r0, r1, X, ldx, mx, Y, ldy);
       } else {
         dot_rows_sse<T>(m, r0, r1, X, ldx, mx, Y, ldy);
+      }
+    });
+    return;
+  }
+  if (!transposed && mx <= M::kDotRows) {  // the same for X @ M: M's rows added into Y's, a row of X at a time
+    cpu::parallel_for(0, mx, 1, [&](int64_t t0, int64_t t1) {
+      if (avx2) {
+        axpy_rows_avx2<T>(m, t0, t1, X, ldx, Y, ldy);
+      } else {
+        axpy_rows_sse<T>(m, t0, t1, X, ldx, Y, ldy);
       }
     });
     return;

@@ -236,10 +236,10 @@ TEST_F(SpmmTest, LargeEnoughToSplitAcrossThreadsAndPanels) {
 
 TEST_F(SpmmTest, LinearWithFewRowsTakesDotProductsEveryBlockWidth) {
   // Up to kDotRows rows of x (4 for rows of single entries, 16 for blocks), X @ W^T is dot
-  // products along W's rows: whole vectors of a block's values where bw allows (bw 16 and 24:
-  // two AVX2 vectors and a tail; 12: the scalar tail alone), then the panels past them.
-  // Blocks from a block-sparse mask, whole-zero block rows included; enough output rows to
-  // split across threads.
+  // products along W's rows (and X @ W, or a CSC weight's X @ W^T, W's rows scaled and added): whole vectors of a
+  // block's values where bw allows (bw 16 and 24: two AVX2 vectors and a tail; 12: the scalar tail alone), then the
+  // panels past them. Blocks from a block-sparse mask, whole-zero block rows included; enough output rows to split
+  // across threads.
   uint64_t seed = 700;
   for (DType dtype : {DType::kF32, DType::kF64}) {
     for (int64_t b : {12, 16, 24}) {
@@ -269,6 +269,15 @@ TEST_F(SpmmTest, LinearWithFewRowsTakesDotProductsEveryBlockWidth) {
           EXPECT_EQ(linear(x, weight).to(DType::kF64).to_vector<double>(),
                     linear(x, weight).to(DType::kF64).to_vector<double>())
               << name << ": the same bits on repeat";
+          // X @ W (W's rows scaled and added: the backward's dx, and a CSC weight's forward).
+          const Tensor xo = random_dense({rows, out}, seed++).to(dtype);
+          EXPECT_TRUE(near(matmul(xo, weight), matmul(xo.to(DType::kF64), dense.to(DType::kF64)), tol,
+                           dtype == DType::kF64 ? 1e-12 : atol_for(DType::kF32, out)))
+              << name << " x @ W, b " << b << " rows " << rows << " " << dtype_name(dtype);
+          const Tensor csc = transpose(to_format_for_test(dense.t().contiguous(), "csr", dtype));  // CSC [out, in]
+          EXPECT_TRUE(near(linear(x, csc), matmul(x.to(DType::kF64), dense.to(DType::kF64).t()), tol,
+                           dtype == DType::kF64 ? 1e-12 : atol_for(DType::kF32, in)))
+              << "csc b " << b << " rows " << rows << " " << dtype_name(dtype);
         }
       }
     }
