@@ -11,6 +11,9 @@
 //   M^T @ X  = scatter over the rows of M
 //   X @ M^T  = (M @ X^T)^T: gather over panels of X^T
 //   X @ M    = (M^T @ X^T)^T: scatter over panels of X^T
+// A panel does P columns' work however few rows X has, so for a few rows
+// (an accessor's kDotRows) X @ M^T takes dot_row(r, x), a dot product along
+// M's row r, and X @ M takes axpy_row(r, a, y), M's row r scaled into y.
 // The dense operand is first packed, one panel of P columns at a time, into
 // a contiguous [rows, P] buffer (a copy of B's columns, or a transposed block
 // of X's rows): the rows an entry reads then lie within a few pages instead
@@ -234,9 +237,9 @@ struct CompressedRows {
         brow, w);
   }
 
-  // X @ M^T for at most this many rows of X takes dot_row, not panels: one
-  // core, [n, 1024] x a 1024 x 1024 CSR at 90 %, f32: n = 1 30 us against
-  // 231, n = 4 113 against 235, n = 8 224 against 208.
+  // X @ M^T (X @ M) for at most this many rows of X takes dot_row (axpy_row),
+  // not panels: one core, [n, 1024] x a 1024 x 1024 CSR at 90 %, f32, X @ M^T:
+  // n = 1 30 us against 231, n = 4 113 against 235, n = 8 224 against 208.
   static constexpr int64_t kDotRows = 4;
 
   // sum over row r's entries of v * x[col]: four partial sums, so that the
@@ -293,10 +296,10 @@ struct BlockRows {
         c, w);
   }
 
-  // X @ M^T for at most this many rows of X takes dot_row, not panels: one
-  // core, [n, 1024] x a 1024 x 1024 BSR of 64x64 blocks at 90 %, f32: n = 1
-  // 6 us against 129, n = 4 19 against 99 (panels take about 100-150 us up
-  // to n = 32 and 2 us a row past 64).
+  // X @ M^T (X @ M) for at most this many rows of X takes dot_row (axpy_row),
+  // not panels: one core, [n, 1024] x a 1024 x 1024 BSR of 64x64 blocks at
+  // 90 %, f32, X @ M^T: n = 1 6 us against 129, n = 4 19 against 99 (panels
+  // take about 100-150 us up to n = 32 and 2 us a row past 64).
   static constexpr int64_t kDotRows = 16;
 
   // sum over row r's blocks of dot(the row's bw values, x[bcol * bw, +bw]):
