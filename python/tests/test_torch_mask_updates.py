@@ -290,6 +290,15 @@ def test_dense_gradient_sums_micro_batches_and_shared_uses():
     torch.testing.assert_close(seen["0"], dense.grad)
 
 
+def _replicas_identical(model, world):
+    """On every rank: whether every rank's two sparse layers hold the same weights (bit for bit)."""
+    import torch.distributed as dist
+    weights = torch.cat([model[0].dense_weight().flatten(), model[2].dense_weight().flatten()])
+    gathered = [torch.empty_like(weights) for _ in range(world)]
+    dist.all_gather(gathered, weights)
+    return all(torch.equal(gathered[0], w) for w in gathered[1:])
+
+
 def _ddp_rank(rank, world, init_file, out_file):
     import torch.distributed as dist
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
@@ -308,12 +317,9 @@ def _ddp_rank(rank, world, init_file, out_file):
         loss.backward()
         opt.step()
         updater.step(step)
-    weights = torch.cat([model[0].dense_weight().flatten(), model[2].dense_weight().flatten()])
-    gathered = [torch.empty_like(weights) for _ in range(world)]
-    dist.all_gather(gathered, weights)
+    same = _replicas_identical(model, world)
     if rank == 0:
-        torch.save({"same": all(torch.equal(gathered[0], w) for w in gathered[1:]),
-                    "itop": updater.itop_rate("0"), "density": model[0].density}, out_file)
+        torch.save({"same": same, "itop": updater.itop_rate("0"), "density": model[0].density}, out_file)
     dist.destroy_process_group()
 
 
@@ -338,11 +344,9 @@ def _ddp_gmp_rank(rank, world, init_file, out_file):
             opt.step()
             if gmp.step(step):  # sizes changed: DDP is built again, as the guide says
                 ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
-    weights = torch.cat([model[0].dense_weight().flatten(), model[2].dense_weight().flatten()])
-    gathered = [torch.empty_like(weights) for _ in range(world)]
-    dist.all_gather(gathered, weights)
+    same = _replicas_identical(model, world)
     if rank == 0:
-        torch.save({"same": all(torch.equal(gathered[0], w) for w in gathered[1:]), "density": model[0].density,
+        torch.save({"same": same, "density": model[0].density,
                     "warned": sum("Build it again after the update" in str(w.message) for w in caught)}, out_file)
     dist.destroy_process_group()
 
