@@ -320,6 +320,7 @@ def _ddp_rank(rank, world, init_file, out_file):
     same = _replicas_identical(model, world)
     if rank == 0:
         torch.save({"same": same, "itop": updater.itop_rate("0"), "density": model[0].density}, out_file)
+    del ddp  # before its process group (see _ddp_gmp_rank)
     dist.destroy_process_group()
 
 
@@ -348,6 +349,9 @@ def _ddp_gmp_rank(rank, world, init_file, out_file):
     if rank == 0:
         torch.save({"same": same, "density": model[0].density,
                     "warned": sum("Build it again after the update" in str(w.message) for w in caught)}, out_file)
+    # DDP goes before its process group: a Reducer left to hold the last reference to a destroyed group
+    # destroys it at return, and PyTorch 1.13's gloo group then deadlocks joining its threads (hung a CI run).
+    del ddp
     dist.destroy_process_group()
 
 
