@@ -32,6 +32,8 @@
 #      Needs python3 with torch 2.x and CUDA; adds about a minute.
 # DP_WORLDS: the GPU counts to run (default "1 2"; "1 2 4" on a 4-GPU kind,
 # issue 38), the first the reference of the efficiencies.
+# DP_SET: extra trainer settings for every run, space-separated KEY=VALUE
+# (e.g. "distributed.bucket_mb=8"), for an experiment's variant.
 # DP_SCALING=0 leaves part 1 out, DP_TRACE_STEPS=0 part 2. $OUT gets dp_timeline.md (the tables),
 # summary.txt and the runs' logs (and with DP_TORCH=1 torch_ddp_gpt.log and torch_ddp_gpt.json).
 set -uo pipefail
@@ -62,6 +64,8 @@ trainer() {
     --set "logging.metrics=$W/$name/metrics.jsonl" --set "checkpoint.dir=$W/$name/ckpt"
     --set "checkpoint.every_steps=$steps" --set "evaluation.every_steps=$steps" --set "evaluation.max_batches=2"
     --set "logging.every_steps=50" --set "logging.progress=false" --set "lr_schedule.warmup_steps=$((steps / 5))")
+  local kv
+  for kv in ${DP_SET:-}; do args+=(--set "$kv"); done
   if [[ $ranks == 1 ]]; then
     timeout 300 "$@" .devbin/trainer "${args[@]}" > "$OUT/$name.log" 2>&1
   else
