@@ -52,7 +52,7 @@ void by_floating_dtype(DType dtype, std::string_view op, F f) {
 // built once per pattern.
 Tensor metadata_of(const Tensor& s, const NmImpl& nm) {
   static auto* cache = new PatternCache<Tensor>();  // never destroyed
-  return cache->get(str_cat(pattern_key(s), "|mma.sp metadata"), [&] {
+  return cache->get(PatternKey::of(s), nm.indices(), [&] {
     const int64_t rows = s.size(0), cols = s.size(1);
     Tensor meta = empty({rows, cols / 8}, TensorOptions(DType::kU8, s.device()));
     nm24_metadata(nm.indices().data<uint8_t>(), static_cast<uint16_t*>(meta.data_ptr()), rows, cols, stream_of(s));
@@ -86,10 +86,10 @@ struct WriteOut {
 };
 
 // out = x @ S^T from S in the hardware form (values [rows, cols / 2], meta),
-// on `kernel`. `cache_key` names S's pattern where the wgmma metadata may be
-// kept for it ("": built for this call).
+// on `kernel`. The wgmma metadata is kept for `pattern`'s pattern (S itself;
+// undefined: built for this call).
 Tensor product(Nm24Kernel kernel, const Tensor& x_in, const Tensor& values, const Tensor& meta, int64_t rows,
-               int64_t cols, WriteOut& w, const std::string& cache_key) {
+               int64_t cols, WriteOut& w, const Tensor& pattern) {
   COPPICE_CHECK(kernel == Nm24Kernel::kMmaSp || nm24_wgmma_runs(cols),
                 "nm24: internal: the sparse wgmma kernel does not run ", cols, " columns on this device");
   const Tensor x = aligned_rows(x_in);
@@ -106,9 +106,9 @@ Tensor product(Nm24Kernel kernel, const Tensor& x_in, const Tensor& values, cons
   Tensor wgmma_meta;
   if (kernel == Nm24Kernel::kWgmma) {
     static auto* cache = new PatternCache<Tensor>();  // never destroyed
-    wgmma_meta = cache_key.empty() ? wgmma_metadata(meta, rows, cols)
-                                   : cache->get(str_cat(cache_key, "|wgmma metadata"),
-                                                [&] { return wgmma_metadata(meta, rows, cols); });
+    wgmma_meta = !pattern.defined() ? wgmma_metadata(meta, rows, cols)
+                                    : cache->get(PatternKey::of(pattern), pattern_anchor(pattern),
+                                                 [&] { return wgmma_metadata(meta, rows, cols); });
   }
   by_half_dtype(values.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -135,7 +135,7 @@ Tensor product(Nm24Kernel kernel, const Tensor& x_in, const Tensor& values, cons
 
 bool transposable_pattern(const Tensor& s, const NmImpl& nm) {
   static auto* cache = new PatternCache<bool>();  // never destroyed
-  return cache->get(str_cat(pattern_key(s), "|transposable 2:4"), [&] {
+  return cache->get(PatternKey::of(s), nm.indices(), [&] {
     Tensor flag = zeros({1}, TensorOptions(DType::kI32, s.device()));
     nm24_check_transposable(nm.indices().data<uint8_t>(), s.size(0), s.size(1), flag.data<int32_t>(), stream_of(s));
     return flag.to(Device::cpu()).data<int32_t>()[0] == 0;
@@ -252,27 +252,27 @@ Nm24Packed nm24_device_pack_transposed(const Tensor& s) {
 Tensor nm24_linear(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& bias, bool relu) {
   const Nm24Packed w = nm24_device_pack(s);
   WriteOut out{bias, relu, GeluWriteOut::kNone, Tensor()};
-  return product(kernel, x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s));
+  return product(kernel, x, w.values, w.metadata, s.size(0), s.size(1), out, s);
 }
 
 std::pair<Tensor, Tensor> nm24_linear_gelu(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& bias,
                                            GeluForm form) {
   const Nm24Packed w = nm24_device_pack(s);
   WriteOut out{bias, false, gelu_write_out(/*gradient=*/false, form == GeluForm::kTanh), Tensor()};
-  Tensor y = product(kernel, x, w.values, w.metadata, s.size(0), s.size(1), out, pattern_key(s));
+  Tensor y = product(kernel, x, w.values, w.metadata, s.size(0), s.size(1), out, s);
   return {y, out.aux};
 }
 
 Tensor nm24_matmul(Nm24Kernel kernel, const Tensor& x, const Tensor& s) {
   const Nm24Packed wt = nm24_device_pack_transposed(s);
   WriteOut out{Tensor(), false, GeluWriteOut::kNone, Tensor()};
-  return product(kernel, x, wt.values, wt.metadata, s.size(1), s.size(0), out, "");
+  return product(kernel, x, wt.values, wt.metadata, s.size(1), s.size(0), out, Tensor());
 }
 
 Tensor nm24_matmul_gelu_grad(Nm24Kernel kernel, const Tensor& x, const Tensor& s, const Tensor& z, GeluForm form) {
   const Nm24Packed wt = nm24_device_pack_transposed(s);
   WriteOut out{Tensor(), false, gelu_write_out(/*gradient=*/true, form == GeluForm::kTanh), z};
-  return product(kernel, x, wt.values, wt.metadata, s.size(1), s.size(0), out, "");
+  return product(kernel, x, wt.values, wt.metadata, s.size(1), s.size(0), out, Tensor());
 }
 
 Tensor nm_dense(const Tensor& s) {
