@@ -18,9 +18,15 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 
+struct Entry {
+  std::string key;
+  std::weak_ptr<TensorImpl> anchor;  // the pattern's (pattern_anchor)
+  std::unique_ptr<Plan> plan;
+};
+
 struct Cache {
   // Most recently used first.
-  std::list<std::pair<std::string, std::unique_ptr<Plan>>> lru;
+  std::list<Entry> lru;
   std::unordered_map<std::string, decltype(lru)::iterator> by_key;
   PlanCacheStats stats;
 };
@@ -97,26 +103,35 @@ void Plan::allocate_workspace(size_t bytes) {
   workspace_bytes = bytes;
 }
 
-Plan& find_or_build(const std::string& key, int device, const std::function<void(Plan&)>& build) {
+Plan& find_or_build(const std::string& key, int device, const Tensor& anchor, const std::function<void(Plan&)>& build) {
   Cache& c = cache();
   auto it = c.by_key.find(key);
   if (it != c.by_key.end()) {
     ++c.stats.hits;
     c.lru.splice(c.lru.begin(), c.lru, it->second);
-    return *c.lru.front().second;
+    return *c.lru.front().plan;
   }
   auto plan = std::make_unique<Plan>();
   plan->device = device;
   build(*plan);  // a throw destroys the half-built plan
   ++c.stats.misses;
+  for (auto e = c.lru.begin(); e != c.lru.end();) {  // patterns no tensor holds any more
+    if (!e->anchor.expired()) {
+      ++e;
+      continue;
+    }
+    c.by_key.erase(e->key);
+    e = c.lru.erase(e);
+    ++c.stats.dropped;
+  }
   while (c.lru.size() >= kPlanCacheCapacity) {
-    c.by_key.erase(c.lru.back().first);
+    c.by_key.erase(c.lru.back().key);
     c.lru.pop_back();
     ++c.stats.evictions;
   }
-  c.lru.emplace_front(key, std::move(plan));
+  c.lru.push_front({key, anchor.impl_ptr(), std::move(plan)});
   c.by_key[key] = c.lru.begin();
-  return *c.lru.front().second;
+  return *c.lru.front().plan;
 }
 
 cudaDataType_t cuda_type(DType dtype) {

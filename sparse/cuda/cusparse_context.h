@@ -17,9 +17,15 @@
 // when its values move), because a tensor with the same version may sit in
 // other memory (to_device round trips, with_values); Blocked-ELL, whose index
 // array cannot be re-pointed, keys by its address too. COO plans own the i32
-// copies of the indices. A new pattern version is a new key. The cache is an
-// LRU of kPlanCacheCapacity plans over all devices; evicting one destroys its
-// descriptors and gives its workspace back to the caching allocator
+// copies of the indices. A new pattern version is a new key. A plan lives as
+// long as an index part of its pattern (pattern_anchor, pattern_cache.h):
+// the plans of patterns no tensor holds any more (a mask update's old ones)
+// are dropped at the next build, and an LRU bound of kPlanCacheCapacity plans
+// over all devices, far above a model's live patterns, only stops a runaway
+// (a bound of 64 made a model of more than about 21 CSR linears, three plans
+// each, rebuild plans on every call: docs/benchmarks.md, "Pattern caches").
+// Dropping a plan destroys
+// its descriptors and gives its workspace back to the caching allocator
 // (allocator_for(device)), which is safe without events because all work runs
 // on one stream per device. SpGEMM builds a new pattern every call and caches
 // nothing.
@@ -32,13 +38,14 @@
 
 namespace coppice::sparse_cuda {
 
-inline constexpr size_t kPlanCacheCapacity = 64;
+inline constexpr size_t kPlanCacheCapacity = 1024;
 
 // Counters for tests and benchmarks (all devices together).
 struct PlanCacheStats {
   int64_t hits = 0;       // calls that reused a cached plan
   int64_t misses = 0;     // calls that built a plan
   int64_t evictions = 0;  // plans dropped by the LRU bound
+  int64_t dropped = 0;    // plans dropped because their pattern had gone
   int64_t size = 0;       // plans cached now
 };
 

@@ -47,10 +47,13 @@ struct Plan {
 };
 
 // The cached plan for `key` (a hit), or a new one filled by `build` and
-// cached (a miss; the least recently used plan goes when the cache is full).
+// cached (a miss; plans whose pattern has gone go first, and the least
+// recently used one when the cache is full).
 // The caller holds cusparse_mutex while it uses the plan. When `build`
 // throws, nothing is cached.
-Plan& find_or_build(const std::string& key, int device, const std::function<void(Plan&)>& build);
+// `anchor`: pattern_anchor of the sparse operand (pattern_cache.h); the plan
+// is dropped once it is gone.
+Plan& find_or_build(const std::string& key, int device, const Tensor& anchor, const std::function<void(Plan&)>& build);
 
 // Throws naming `op` unless `in` holds two 2-D operands on one CUDA device
 // with one floating dtype (the entries of SpMM and SpGEMM).

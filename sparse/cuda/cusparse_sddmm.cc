@@ -8,6 +8,7 @@
 
 #include "sparse/csr.h"
 #include "sparse/cuda/cusparse_internal.h"
+#include "sparse/cuda/pattern_cache.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
@@ -39,7 +40,7 @@ Tensor cusparse_csr_sddmm(const Tensor& a_in, const Tensor& b_in, const Tensor& 
   cuda::DeviceGuard guard(device);
   std::lock_guard<std::mutex> lock(cusparse_mutex());
   cusparseHandle_t handle = handle_for(device);
-  Plan& plan = find_or_build(key, device, [&](Plan& p) {
+  Plan& plan = find_or_build(key, device, pattern_anchor(pattern), [&](Plan& p) {
     check_cusparse(cusparseCreateDnMat(&p.dense[0], m, k, k, a.data_ptr(), type, CUSPARSE_ORDER_ROW), op,
                    "cusparseCreateDnMat(A)");
     check_cusparse(cusparseCreateDnMat(&p.dense[1], k, n, n, b.data_ptr(), type, CUSPARSE_ORDER_ROW), op,

@@ -12,6 +12,7 @@
 #include "sparse/csr.h"
 #include "sparse/cuda/cusparse_internal.h"
 #include "sparse/cuda/kernel_routes.h"
+#include "sparse/cuda/pattern_cache.h"
 #include "sparse/format_cells.h"
 #include "sparse/formats.h"
 #include "tensor/cuda/cuda_check.h"
@@ -128,7 +129,7 @@ void run_spmm(const SparseOperand& s, const Tensor& b, const Tensor& c, std::str
   cuda::DeviceGuard guard(device);
   std::lock_guard<std::mutex> lock(cusparse_mutex());
   cusparseHandle_t handle = handle_for(device);
-  Plan& plan = find_or_build(key, device, [&](Plan& p) {
+  Plan& plan = find_or_build(key, device, pattern_anchor(s.a), [&](Plan& p) {
     matrix.create(p, type);
     check_cusparse(cusparseCreateDnMat(&p.dense[0], s.cols, n, n, b.data_ptr(), type, order), op,
                    "cusparseCreateDnMat(B)");

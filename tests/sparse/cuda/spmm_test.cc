@@ -300,16 +300,38 @@ TEST_F(SparseCudaTest, PlanCacheReusedForSamePatternVersionOnly) {
   EXPECT_EQ(plan_cache_stats().hits, 2);
 }
 
-TEST_F(SparseCudaTest, PlanCacheIsBounded) {
+// More live patterns than the old bound of 64 plans stay cached (a model of
+// many CSR layers built a plan on every call); those no tensor holds go at
+// the next build; kPlanCacheCapacity still bounds a runaway.
+TEST_F(SparseCudaTest, PlanCacheKeepsLivePatternsAndDropsDeadOnes) {
   SKIP_WITHOUT_CUDA();
   sparse_cuda::clear_plan_cache();
   sparse_cuda::reset_plan_cache_stats();
   const Tensor x = random_dense({16, 4}, 31).to(DType::kF32).to(kCuda);
+  std::vector<Tensor> weights;
+  for (uint64_t i = 0; i < 100; ++i) {
+    weights.push_back(to_device(to_format(random_matrix({16, 16}, 0.3, 40 + i).to(DType::kF32), "csr"), kCuda));
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const Tensor& w : weights) matmul(with_values(w, values(w)), x);
+  }
+  EXPECT_EQ(sparse_cuda::plan_cache_stats().misses, 100);
+  EXPECT_EQ(sparse_cuda::plan_cache_stats().hits, 100);
+  EXPECT_EQ(sparse_cuda::plan_cache_stats().size, 100);
+  weights.resize(10);  // 90 patterns gone
+  matmul(to_device(to_format(random_matrix({16, 16}, 0.3, 7).to(DType::kF32), "csr"), kCuda), x);
+  EXPECT_EQ(sparse_cuda::plan_cache_stats().dropped, 90);
+  EXPECT_EQ(sparse_cuda::plan_cache_stats().size, 11);
+  EXPECT_EQ(sparse_cuda::plan_cache_stats().evictions, 0);
+  // The bound: kPlanCacheCapacity + 5 live patterns.
+  sparse_cuda::clear_plan_cache();
+  sparse_cuda::reset_plan_cache_stats();
+  weights.clear();
   const int64_t plans = static_cast<int64_t>(sparse_cuda::kPlanCacheCapacity) + 5;
   for (int64_t i = 0; i < plans; ++i) {
-    matmul(
-        to_device(to_format(random_matrix({16, 16}, 0.3, 40 + static_cast<uint64_t>(i)).to(DType::kF32), "csr"), kCuda),
-        x);
+    weights.push_back(to_device(
+        to_format(random_matrix({16, 16}, 0.3, 200 + static_cast<uint64_t>(i)).to(DType::kF32), "csr"), kCuda));
+    matmul(weights.back(), x);
   }
   EXPECT_EQ(sparse_cuda::plan_cache_stats().size, static_cast<int64_t>(sparse_cuda::kPlanCacheCapacity));
   EXPECT_EQ(sparse_cuda::plan_cache_stats().evictions, 5);
