@@ -2,8 +2,8 @@
 // the load balance of the own SpMM kernels (csr_spmm.h): the longest rows
 // start first and each row tile holds rows of similar length. Computed on the
 // device (a stable radix sort, no host round trip) once per pattern version
-// and device, and cached in a small LRU; equal versions mean equal patterns
-// (sparse_impl.h).
+// and device, and cached while the pattern lives (pattern_cache.h); equal
+// versions mean equal patterns (sparse_impl.h).
 #pragma once
 
 #include <string_view>

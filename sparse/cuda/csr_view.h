@@ -4,9 +4,10 @@
 // SpMM computes f32 in TF32), an uncoalesced COO pattern of an SDDMM.
 //
 // The map from a format's value slots to CSR entries is built once per
-// pattern version and device, and cached (a small LRU): for CSR and CSC on
-// the device by one cuSPARSE csr2csc (compressed_transpose.h; a relu output
-// made CSR has a new pattern every step), for the other formats on the host
+// pattern version and device, and cached while the pattern lives
+// (pattern_cache.h): for CSR and CSC on the device by one cuSPARSE csr2csc
+// (compressed_transpose.h; a relu output made CSR has a new pattern every
+// step), for the other formats on the host
 // from stored_positions (sparse/stored_positions.h); each call then costs one gather or
 // one scatter of the values on the device. Slots that store nothing
 // (Blocked-ELL padding) are left out; repeated positions (an uncoalesced
