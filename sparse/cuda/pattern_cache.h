@@ -17,14 +17,14 @@
 // only bounds a runaway: it is far above any model's live patterns.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
-#include <vector>
 
 #include "sparse/sparse_impl.h"
 #include "tensor/tensor.h"
@@ -36,20 +36,16 @@ namespace coppice::sparse_cuda {
 // again. `t` must be sparse.
 Tensor pattern_anchor(const Tensor& t);
 
-// Which pattern (version, format, shape, device) and, for a cache whose
-// entries also depend on something else, `detail`.
+// Which pattern: its version, format, shape and device.
 struct PatternKey {
   uint64_t version = 0;
   std::string format;
   Shape shape;
   Device device = Device::cpu();
-  int64_t detail = 0;
 
-  static PatternKey of(const Tensor& t, int64_t detail = 0) {
-    return {pattern_version(t), std::string(t.format()), t.shape(), t.device(), detail};
-  }
+  static PatternKey of(const Tensor& t) { return {pattern_version(t), std::string(t.format()), t.shape(), t.device()}; }
   bool operator==(const PatternKey& o) const {
-    return version == o.version && detail == o.detail && device == o.device && format == o.format && shape == o.shape;
+    return version == o.version && device == o.device && format == o.format && shape == o.shape;
   }
 };
 
@@ -64,18 +60,14 @@ class PatternCache {
   V get(const PatternKey& key, const Tensor& anchor, Build build) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      for (const Entry& e : entries_) {
-        if (e.key == key) return e.value;
-      }
+      if (const V* v = find(key)) return *v;
     }
     V built = build();
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const Entry& e : entries_) {
-      if (e.key == key) return e.value;
-    }
+    if (const V* v = find(key)) return *v;
     drop_dead_patterns();
-    if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());  // the oldest
-    entries_.push_back({key, anchor.impl_ptr(), built});
+    if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());  // any one: a runaway's guard
+    entries_.emplace(key.version, Entry{key, anchor.impl_ptr(), built});
     return built;
   }
 
@@ -91,13 +83,22 @@ class PatternCache {
     V value;
   };
 
+  const V* find(const PatternKey& key) const {
+    auto [begin, end] = entries_.equal_range(key.version);
+    for (auto it = begin; it != end; ++it) {
+      if (it->second.key == key) return &it->second.value;
+    }
+    return nullptr;
+  }
+
   void drop_dead_patterns() {
-    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [](const Entry& e) { return e.anchor.expired(); }),
-                   entries_.end());
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      it = it->second.anchor.expired() ? entries_.erase(it) : std::next(it);
+    }
   }
 
   std::mutex mutex_;
-  std::vector<Entry> entries_;
+  std::unordered_multimap<uint64_t, Entry> entries_;  // by pattern version
 };
 
 }  // namespace coppice::sparse_cuda
