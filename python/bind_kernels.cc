@@ -70,9 +70,9 @@ std::pair<Tensor, Tensor> linear_gradients(const Tensor& dy2, const Tensor& x, c
 
 Tensor linear_forward(const py::object& x_obj, const py::object& weight_obj, const py::object& bias_obj) {
   const char* op = "coppice.kernels.linear";
-  const Tensor x = tensor_of_any(x_obj, str_cat(op, ": x"));
-  const Tensor w = tensor_of_any(weight_obj, str_cat(op, ": weight"));
-  const Tensor b = bias_obj.is_none() ? Tensor() : tensor_of_any(bias_obj, str_cat(op, ": bias"));
+  const Tensor x = tensor_of_any(x_obj, op, "x");
+  const Tensor w = tensor_of_any(weight_obj, op, "weight");
+  const Tensor b = bias_obj.is_none() ? Tensor() : tensor_of_any(bias_obj, op, "bias");
   check_linear_operands(x, w, op);
   check_bias(b, w, op);
   py::gil_scoped_release release;
@@ -84,9 +84,9 @@ Tensor linear_forward(const py::object& x_obj, const py::object& weight_obj, con
 py::tuple linear_backward(const py::object& dy_obj, const py::object& x_obj, const py::object& weight_obj, bool x_grad,
                           bool weight_grad) {
   const char* op = "coppice.kernels.linear_backward";
-  const Tensor dy = tensor_of_any(dy_obj, str_cat(op, ": dy"));
-  const Tensor x = tensor_of_any(x_obj, str_cat(op, ": x"));
-  const Tensor w = tensor_of_any(weight_obj, str_cat(op, ": weight"));
+  const Tensor dy = tensor_of_any(dy_obj, op, "dy");
+  const Tensor x = tensor_of_any(x_obj, op, "x");
+  const Tensor w = tensor_of_any(weight_obj, op, "weight");
   check_linear_operands(x, w, op);
   check_dy(dy, x, w, op);
   Tensor dx, dw;
@@ -125,10 +125,10 @@ py::tuple sparse_linear_forward(const py::object& x_obj, const py::object& value
                                 const py::object& bias_obj, const py::object& dtype_obj) {
   const char* op = "coppice.kernels.sparse_linear_forward";
   const std::optional<DType> dtype = dtype_arg(dtype_obj, op, "dtype");
-  const Tensor x_in = tensor_of_any(x_obj, str_cat(op, ": x"));
-  const Tensor values_in = tensor_of_any(values_obj, str_cat(op, ": values"));
-  const Tensor pattern = tensor_of_any(pattern_obj, str_cat(op, ": pattern"));
-  const Tensor b_in = bias_obj.is_none() ? Tensor() : tensor_of_any(bias_obj, str_cat(op, ": bias"));
+  const Tensor x_in = tensor_of_any(x_obj, op, "x");
+  const Tensor values_in = tensor_of_any(values_obj, op, "values");
+  const Tensor pattern = tensor_of_any(pattern_obj, op, "pattern");
+  const Tensor b_in = bias_obj.is_none() ? Tensor() : tensor_of_any(bias_obj, op, "bias");
   COPPICE_CHECK(pattern.is_sparse(), op, ": pattern must be sparse, got a dense tensor");
   check_linear_operands(x_in, pattern, op);
   check_bias(b_in, pattern, op);
@@ -159,10 +159,10 @@ py::tuple sparse_linear_backward(const py::object& dy_obj, const py::object& x_o
   const std::optional<DType> dx_dtype = dtype_arg(dx_dtype_obj, op, "dx_dtype");
   const std::optional<DType> dvalues_dtype = dtype_arg(dvalues_dtype_obj, op, "dvalues_dtype");
   const std::optional<DType> dbias_dtype = dtype_arg(dbias_dtype_obj, op, "dbias_dtype");
-  const Tensor dy_in = tensor_of_any(dy_obj, str_cat(op, ": dy"));
-  const Tensor x = tensor_of_any(x_obj, str_cat(op, ": x"));
-  const Tensor values = tensor_of_any(values_obj, str_cat(op, ": values"));
-  const Tensor pattern = tensor_of_any(pattern_obj, str_cat(op, ": pattern"));
+  const Tensor dy_in = tensor_of_any(dy_obj, op, "dy");
+  const Tensor x = tensor_of_any(x_obj, op, "x");
+  const Tensor values = tensor_of_any(values_obj, op, "values");
+  const Tensor pattern = tensor_of_any(pattern_obj, op, "pattern");
   COPPICE_CHECK(pattern.is_sparse(), op, ": pattern must be sparse, got a dense tensor");
   check_linear_operands(x, pattern, op);
   check_dy(dy_in, x, pattern, op);

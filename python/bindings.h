@@ -123,6 +123,8 @@ Tensor from_dlpack(const py::object& obj);
 // from_dlpack, on its memory; anything else through tensor_of. A refusal (the producer's own, a PyTorch tensor
 // that requires grad, or from_dlpack's) is a coppice.Error naming `what`.
 Tensor tensor_of_any(const py::object& o, const std::string& what);
+// The same, naming "<op>: <argument>" (made only when needed: the hot path's form).
+Tensor tensor_of_any(const py::object& o, std::string_view op, std::string_view argument);
 
 // ---- Variables (bind_autograd.cc) -------------------------------------------------------------
 

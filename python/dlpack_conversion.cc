@@ -129,7 +129,10 @@ py::capsule to_dlpack(const Tensor& t) {
 }
 
 Tensor from_dlpack(const py::object& obj) {
-  py::object cap_obj = py::hasattr(obj, "__dlpack__") ? obj.attr("__dlpack__")() : obj;
+  // A bare capsule first: asking it for __dlpack__ raises and clears an
+  // AttributeError, a microsecond of every coppice.torch call.
+  py::object cap_obj =
+      PyCapsule_CheckExact(obj.ptr()) || !py::hasattr(obj, "__dlpack__") ? obj : obj.attr("__dlpack__")();
   PyObject* cap = cap_obj.ptr();
   COPPICE_CHECK(PyCapsule_IsValid(cap, "dltensor"),
                 "from_dlpack: needs an object with __dlpack__ or an unused \"dltensor\" capsule");
@@ -158,23 +161,40 @@ Tensor from_dlpack(const py::object& obj) {
   return Tensor::from_storage(storage, layout.shape, layout.strides, 0, dtype);
 }
 
-Tensor tensor_of_any(const py::object& o, const std::string& what) {
+namespace {
+
+// tensor_of_any, with `what()` (the name of the argument) made only when an
+// error or tensor_of needs it: coppice.torch's calls take four DLPack
+// capsules each and name none of them unless one is refused.
+template <typename What>
+Tensor any_to_tensor(const py::object& o, const What& what) {
   if (PyCapsule_CheckExact(o.ptr())) {  // a bare DLPack capsule (torch.utils.dlpack.to_dlpack's)
     try {
       return from_dlpack(o);
-    } catch (const Error& e) { fail(what, ": ", e.what()); }
+    } catch (const Error& e) { fail(what(), ": ", e.what()); }
   }
   if (py::isinstance<Tensor>(o) || py::isinstance<py::array>(o) || !py::hasattr(o, "__dlpack__")) {
-    return tensor_of(o, what);
+    return tensor_of(o, what());
   }
   try {
     return from_dlpack(o);
   } catch (py::error_already_set& e) {
     if (!e.matches(PyExc_Exception)) throw;  // KeyboardInterrupt, SystemExit: as they are
-    const std::string message = str_cat(what, ": ", type_name_of(o), ".__dlpack__() raised ", describe_python_error(e));
+    const std::string message =
+        str_cat(what(), ": ", type_name_of(o), ".__dlpack__() raised ", describe_python_error(e));
     py::raise_from(e, coppice_error_type().ptr(), message.c_str());
     throw py::error_already_set();
-  } catch (const Error& e) { fail(what, ": ", e.what()); }
+  } catch (const Error& e) { fail(what(), ": ", e.what()); }
+}
+
+}  // namespace
+
+Tensor tensor_of_any(const py::object& o, const std::string& what) {
+  return any_to_tensor(o, [&] { return what; });
+}
+
+Tensor tensor_of_any(const py::object& o, std::string_view op, std::string_view argument) {
+  return any_to_tensor(o, [&] { return str_cat(op, ": ", argument); });
 }
 
 }  // namespace coppice::python
