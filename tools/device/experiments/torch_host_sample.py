@@ -4,7 +4,9 @@ The lent machines have no perf, so tools/device/host_sampler.cc samples the
 process's call stacks (SIGPROF) while one layer's C++ calls run in a loop:
 a 64-token bf16 batch through a 1024 x 1024 BSR 90 % (64x64) layer keeps the
 GPU ahead of the host, so the samples are the host's cost of the calls.
-Then, on this machine, tools/device/host_profile.py names the functions:
+HOST_SAMPLE_CALLS sets the calls sampled (default 4000; the kernel's timer
+gives about 180 samples a second of CPU time). Then, on this machine,
+tools/device/host_profile.py names the functions:
 
     python3 tools/device/experiments/torch_host_sample.py SAMPLER.so OUT_DIR
     tools/device/host_profile.py OUT_DIR/forward.samples --module _coppice...so=UNSTRIPPED.so
@@ -39,7 +41,7 @@ for name, fn in cases.items():
     for _ in range(50):
         fn()
     torch.cuda.synchronize()
-    n = 4000
+    n = int(os.environ.get("HOST_SAMPLE_CALLS", 4000))
     t = time.perf_counter()
     sampler.host_sampler_start(ctypes.c_int(2000))
     for _ in range(n):
