@@ -70,13 +70,13 @@ std::shared_ptr<const BlockColumns> build_columns(const BsrImpl& b, Device devic
 
 std::shared_ptr<const BlockColumns> block_columns(const Tensor& s, const BsrImpl& b) {
   static auto* cache = new PatternCache<std::shared_ptr<const BlockColumns>>();  // never destroyed
-  return cache->get(PatternKey::of(s), b.col_indices(), [&] { return build_columns(b, s.device()); });
+  return cache->get(s, [&] { return build_columns(b, s.device()); });
 }
 
 // S's block rows longest first (longest_first of crow), on the device.
 Tensor block_row_order(const Tensor& s, const BsrImpl& b) {
   static auto* cache = new PatternCache<Tensor>();  // never destroyed
-  return cache->get(PatternKey::of(s), b.col_indices(), [&] {
+  return cache->get(s, [&] {
     const std::vector<int32_t> crow = b.crow_indices().to(Device::cpu()).to_vector<int32_t>();
     return from_vector(longest_first(crow), {b.block_row_count()}).to(s.device());
   });
@@ -93,7 +93,7 @@ struct SddmmGroups {
 
 std::shared_ptr<const SddmmGroups> sddmm_groups(const Tensor& pattern, const BsrImpl& b) {
   static auto* cache = new PatternCache<std::shared_ptr<const SddmmGroups>>();  // never destroyed
-  return cache->get(PatternKey::of(pattern), b.col_indices(), [&] {
+  return cache->get(pattern, [&] {
     const std::vector<int32_t> crow = b.crow_indices().to(Device::cpu()).to_vector<int32_t>();
     const int64_t rows = static_cast<int64_t>(crow.size()) - 1;
     const int32_t most =

@@ -36,7 +36,7 @@ Tensor build_order(const Tensor& csr, std::string_view op) {
 
 Tensor csr_row_order(const Tensor& csr, std::string_view op) {
   static auto* cache = new PatternCache<Tensor>();  // never destroyed: kernels may run during exit
-  return cache->get(PatternKey::of(csr), pattern_anchor(csr), [&] { return build_order(csr, op); });
+  return cache->get(csr, [&] { return build_order(csr, op); });
 }
 
 }  // namespace coppice::sparse_cuda

@@ -121,7 +121,7 @@ std::shared_ptr<const CsrMap> build_map(const Tensor& t, std::string_view op) {
 // never destroyed: kernels may run during exit.
 std::shared_ptr<const CsrMap> map_for(const Tensor& t, std::string_view op) {
   static auto* cache = new PatternCache<std::shared_ptr<const CsrMap>>();
-  return cache->get(PatternKey::of(t), pattern_anchor(t), [&] { return build_map(t, op); });
+  return cache->get(t, [&] { return build_map(t, op); });
 }
 
 }  // namespace

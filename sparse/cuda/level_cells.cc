@@ -57,7 +57,7 @@ std::vector<Tensor> hybrid_linear(const std::vector<Tensor>& in, const Attrs&) {
   const levels::LevelImpl& w = levels::level_impl(in[1], op::kLinear);
   if (!is_bsr_nm24(w) || in[0].dim() != 2) refuse(op::kLinear, w);
   static PatternCache<BsrNm24Weight> forms;
-  BsrNm24Weight form = forms.get(PatternKey::of(in[1]), pattern_anchor(in[1]), [&] {
+  BsrNm24Weight form = forms.get(in[1], [&] {
     BsrNm24Weight built = bsr_nm24_weight(w.tensor(), in[0].device(), op::kLinear);
     built.values = Tensor();  // not kept: the pattern's form only
     return built;

@@ -52,7 +52,7 @@ void by_floating_dtype(DType dtype, std::string_view op, F f) {
 // built once per pattern.
 Tensor metadata_of(const Tensor& s, const NmImpl& nm) {
   static auto* cache = new PatternCache<Tensor>();  // never destroyed
-  return cache->get(PatternKey::of(s), nm.indices(), [&] {
+  return cache->get(s, [&] {
     const int64_t rows = s.size(0), cols = s.size(1);
     Tensor meta = empty({rows, cols / 8}, TensorOptions(DType::kU8, s.device()));
     nm24_metadata(nm.indices().data<uint8_t>(), static_cast<uint16_t*>(meta.data_ptr()), rows, cols, stream_of(s));
@@ -107,8 +107,7 @@ Tensor product(Nm24Kernel kernel, const Tensor& x_in, const Tensor& values, cons
   if (kernel == Nm24Kernel::kWgmma) {
     static auto* cache = new PatternCache<Tensor>();  // never destroyed
     wgmma_meta = !pattern.defined() ? wgmma_metadata(meta, rows, cols)
-                                    : cache->get(PatternKey::of(pattern), pattern_anchor(pattern),
-                                                 [&] { return wgmma_metadata(meta, rows, cols); });
+                                    : cache->get(pattern, [&] { return wgmma_metadata(meta, rows, cols); });
   }
   by_half_dtype(values.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -135,7 +134,7 @@ Tensor product(Nm24Kernel kernel, const Tensor& x_in, const Tensor& values, cons
 
 bool transposable_pattern(const Tensor& s, const NmImpl& nm) {
   static auto* cache = new PatternCache<bool>();  // never destroyed
-  return cache->get(PatternKey::of(s), nm.indices(), [&] {
+  return cache->get(s, [&] {
     Tensor flag = zeros({1}, TensorOptions(DType::kI32, s.device()));
     nm24_check_transposable(nm.indices().data<uint8_t>(), s.size(0), s.size(1), flag.data<int32_t>(), stream_of(s));
     return flag.to(Device::cpu()).data<int32_t>()[0] == 0;

@@ -54,10 +54,11 @@ class PatternCache {
  public:
   static constexpr size_t kMaxEntries = 4096;
 
-  // The value cached for `key`, or build() cached under it while `anchor`
-  // (pattern_anchor of the key's tensor) lives.
+  // The value cached for `pattern`'s pattern, or build() cached for it
+  // while the pattern's anchor (pattern_anchor) lives.
   template <typename Build>
-  V get(const PatternKey& key, const Tensor& anchor, Build build) {
+  V get(const Tensor& pattern, Build build) {
+    const PatternKey key = PatternKey::of(pattern);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (const V* v = find(key)) return *v;
@@ -67,7 +68,7 @@ class PatternCache {
     if (const V* v = find(key)) return *v;
     drop_dead_patterns();
     if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());  // any one: a runaway's guard
-    entries_.emplace(key.version, Entry{key, anchor.impl_ptr(), built});
+    entries_.emplace(key.version, Entry{key, pattern_anchor(pattern).impl_ptr(), built});
     return built;
   }
 
