@@ -132,9 +132,10 @@ std::string arity_text(size_t min_inputs, size_t max_inputs);
   X(kTopk, "topk", .inputs(1).attr("k", kInt).attr("largest", kBool))                                               \
   /* selection, indexing, filling (tensor/ops_elementwise.cc, ops_shape.cc, tensor.cc, factories.cc) */            \
   X(kWhere, "where", .inputs(3))                                                                                    \
-  X(kIndexSelect, "index_select", .inputs(2).attr("dim", kInt))                                                     \
+  /* "trusted": the index is Coppice's own and in range (index_select_trusted): no range check */                 \
+  X(kIndexSelect, "index_select", .inputs(2).attr("dim", kInt).attr("trusted", kBool))                              \
   X(kGather, "gather", .inputs(2).attr("dim", kInt))                                                                \
-  X(kScatterAdd, "scatter_add", .inputs(3).attr("dim", kInt))                                                       \
+  X(kScatterAdd, "scatter_add", .inputs(3).attr("dim", kInt).attr("trusted", kBool))                                \
   X(kIndexCopy, "index_copy_", .inputs(3).attr("dim", kInt).outputs(kInPlace))                                        \
   X(kFill, "fill_", .inputs(1).attr("value", kDouble).outputs(kInPlace))                                            \
   X(kCopy, "copy_", .inputs(2).outputs(kInPlace))                                                                   \

@@ -293,6 +293,13 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // A copy of x with src added at index along dim (duplicates accumulate).
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// index_select and scatter_add for an index Coppice derived itself and knows
+// to be in range (a sparse pattern's maps, built and checked once): the same
+// results without the range check, which on a GPU reads a flag back to the
+// host at every call, a synchronization that no graph capture can record.
+// Never for an index from outside.
+Tensor index_select_trusted(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor scatter_add_trusted(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 // x's slices at `index` along dim replaced by src's, in place (x must be
 // contiguous and writable; src has x's shape but index.numel() along dim, and
 // x's dtype). Only those slices are read or written, so a row-sparse optimizer

@@ -117,7 +117,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat(expanded, d);
 }
 
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+namespace {
+
+Tensor index_select_with(const Tensor& x, int64_t dim, const Tensor& index, bool trusted) {
   check_indexing(x, index, op::kIndexSelect);
   int64_t d = normalize_dim(dim, x.dim(), op::kIndexSelect);
   COPPICE_CHECK(index.dim() <= 1, "index_select: index must be 0-D or 1-D, got ", shape_to_string(index.shape()));
@@ -125,7 +127,17 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape out_shape = x.shape();
   out_shape[d] = idx.numel();
   if (shape_numel(out_shape) == 0) return empty(out_shape, x.options());
-  return dispatch(op::kIndexSelect, {x.contiguous(), idx}, Attrs().set("dim", d))[0];
+  return dispatch(op::kIndexSelect, {x.contiguous(), idx}, Attrs().set("dim", d).set("trusted", trusted))[0];
+}
+
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  return index_select_with(x, dim, index, false);
+}
+
+Tensor index_select_trusted(const Tensor& x, int64_t dim, const Tensor& index) {
+  return index_select_with(x, dim, index, true);
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
@@ -142,7 +154,9 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return dispatch(op::kGather, {x.contiguous(), idx}, Attrs().set("dim", d))[0];
 }
 
-Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+namespace {
+
+Tensor scatter_add_with(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, bool trusted) {
   check_indexing(x, index, op::kScatterAdd);
   check_dense(src, op::kScatterAdd, "src");
   check_same_device({x, src}, op::kScatterAdd);
@@ -163,7 +177,18 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   // The kernel reads src in index's shape.
   Tensor part = src;
   for (int64_t k = 0; k < x.dim(); ++k) part = part.narrow(k, 0, index.size(k));
-  return dispatch(op::kScatterAdd, {x.contiguous(), idx, part.contiguous()}, Attrs().set("dim", d))[0];
+  return dispatch(op::kScatterAdd, {x.contiguous(), idx, part.contiguous()},
+                  Attrs().set("dim", d).set("trusted", trusted))[0];
+}
+
+}  // namespace
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_add_with(x, dim, index, src, false);
+}
+
+Tensor scatter_add_trusted(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_add_with(x, dim, index, src, true);
 }
 
 void index_copy_(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {

@@ -129,8 +129,8 @@ std::shared_ptr<const CsrMap> map_for(const Tensor& t, std::string_view op) {
 Tensor csr_view(const Tensor& t, std::string_view op) {
   const std::shared_ptr<const CsrMap> map = map_for(t, op);
   const Tensor flat = values(t).contiguous().reshape({map->slot_count});
-  const Tensor kept = index_select(flat, 0, map->slots);
-  const Tensor csr_values = scatter_add(zeros({map->nnz}, flat.options()), 0, map->entries, kept);
+  const Tensor kept = index_select_trusted(flat, 0, map->slots);
+  const Tensor csr_values = scatter_add_trusted(zeros({map->nnz}, flat.options()), 0, map->entries, kept);
   return Tensor(
       std::make_shared<CompressedImpl>(Layout::kCsr, map->pointers, map->indices, csr_values, t.shape(), map->version));
 }
@@ -139,8 +139,8 @@ Tensor values_from_csr_order(const Tensor& t, const Tensor& csr_values, std::str
   const std::shared_ptr<const CsrMap> map = map_for(t, op);
   COPPICE_CHECK(csr_values.numel() == map->nnz, op, ": internal: ", csr_values.numel(), " values for a CSR view of ",
                 map->nnz, " entries");
-  const Tensor gathered = index_select(csr_values.contiguous(), 0, map->entries);
-  const Tensor flat = scatter_add(zeros({map->slot_count}, csr_values.options()), 0, map->slots, gathered);
+  const Tensor gathered = index_select_trusted(csr_values.contiguous(), 0, map->entries);
+  const Tensor flat = scatter_add_trusted(zeros({map->slot_count}, csr_values.options()), 0, map->slots, gathered);
   return flat.reshape(values(t).shape());
 }
 

@@ -58,7 +58,7 @@ struct PositionsSampler {
     const Tensor stored = ge(pos, 0.0);
     const Tensor flat = p.dense.expand(s.shape()).contiguous().reshape({s.numel()});
     const Tensor safe = where(stored, pos, zeros_like(pos));
-    const Tensor d = index_select(flat, 0, safe.reshape({safe.numel()})).reshape(vals.shape());
+    const Tensor d = index_select_trusted(flat, 0, safe.reshape({safe.numel()})).reshape(vals.shape());
     const Tensor a = p.sparse_first ? vals : d, b = p.sparse_first ? d : vals;
     const Tensor r = combine(a, b);
     return with_values(s, where(stored, r, zeros_like(r)));

@@ -112,7 +112,7 @@ Tensor dense_route_values(const Tensor& a, const Tensor& b, const Tensor& patter
   ProfileScope scope("sddmm dense route: positions and gather", a.device());
   const Tensor pos = device_positions(pattern, kOp);
   const Tensor stored = ge(pos, 0.0);
-  const Tensor sampled = index_select(product, 0, where(stored, pos, zeros_like(pos)));
+  const Tensor sampled = index_select_trusted(product, 0, where(stored, pos, zeros_like(pos)));
   return where(stored, sampled, zeros_like(sampled)).reshape(vals.shape());
 }
 

@@ -44,7 +44,8 @@ __global__ void index_select_kernel(const U* x, const int64_t* index, U* out, in
     const int64_t in = i % inner;
     const int64_t j = (i / inner) % nidx;
     const int64_t o = i / (inner * nidx);
-    out[i] = x[(o * size + index[j]) * inner + in];
+    const int64_t k = index[j];  // in range unless a trusted index was wrong: then zero, never a stray read
+    out[i] = k >= 0 && k < size ? x[(o * size + k) * inner + in] : U{};
   }
 }
 
@@ -170,7 +171,7 @@ std::vector<Tensor> index_select(const std::vector<Tensor>& in, const Attrs& att
   const int device = x.device().index;
   DeviceGuard guard(device);
   const int64_t nidx = index.numel();
-  if (nidx > 0) {  // checked first, even when the result is empty, as on the CPU
+  if (nidx > 0 && !attrs.get_bool("trusted", false)) {  // checked first, even when the result is empty, as on the CPU
     BadIndexSlot bad(x.device());
     range_check<<<grid_for(nidx), kThreads, 0, current_stream(device)>>>(index.data<int64_t>(), nidx, size, bad.ptr());
     check_launch(op::kIndexSelect);
@@ -309,7 +310,7 @@ std::vector<Tensor> scatter_add(const std::vector<Tensor>& in, const Attrs& attr
     scatter_keys<<<grid_for(total), kThreads, 0, stream>>>(index.data<int64_t>(), sb.keys[0], sb.values[0], total, g,
                                                            bad.ptr());
     check_launch(op::kScatterAdd);
-    bad.check(op::kScatterAdd, index, dim, g.dim_size);
+    if (!attrs.get_bool("trusted", false)) bad.check(op::kScatterAdd, index, dim, g.dim_size);
   }
   radix_sort_pairs(sb, static_cast<int>(total), bits_for(static_cast<uint64_t>(std::max<int64_t>(out1.numel(), 1) - 1)),
                    device);

@@ -85,6 +85,20 @@ TEST(IndexSelect, AlongEachDim) {
                       "index_select: input must be at least 1-D");
 }
 
+TEST(IndexSelect, TrustedVariantsGiveTheCheckedResults) {
+  // For an index Coppice derived itself (a pattern's maps): the same values, no range check on a GPU.
+  Tensor x = iota({3, 4});
+  Tensor index = from_vector<int64_t>({2, 0, 2});
+  EXPECT_EQ(vals(index_select_trusted(x, 0, index)), vals(index_select(x, 0, index)));
+  EXPECT_EQ(vals(index_select_trusted(x, 1, index)), vals(index_select(x, 1, index)));
+  Tensor src = iota({3}, 1);
+  EXPECT_EQ(vals(scatter_add_trusted(zeros({4}), 0, index, src)), vals(scatter_add(zeros({4}), 0, index, src)));
+  // The operands are still checked: only the index's range is taken on trust.
+  EXPECT_ERROR_NAMING(index_select_trusted(x, 0, zeros({2})), "index_select: index must be an integer tensor");
+  EXPECT_ERROR_NAMING(scatter_add_trusted(zeros({4}), 0, index, iota({3}, 1).to(DType::kF64)),
+                      "scatter_add: src has dtype f64");
+}
+
 TEST(Gather, AgainstLoops) {
   Tensor x = iota({3, 4});
   Tensor idx = from_vector<int64_t>({3, 0, 1, 1, 2, 2}, {3, 2});

@@ -34,6 +34,21 @@ TEST(CudaIndexSelectTest, EveryDtypeAndDim) {
                 "transposed input", [](size_t i, const Tensor& x) { return i == 0 ? x.t() : x; });
 }
 
+TEST(CudaIndexSelectTest, TrustedIndexGivesTheSameBitsAndStaysOnTheDevice) {
+  COPPICE_REQUIRE_GPU();
+  Attrs trusted = dim_attr(1);
+  trusted.set("trusted", true);
+  expect_parity("index_select", {random({5, 6, 7}, DType::kBF16, 91), indices({9}, 6, 92)}, trusted, 0, 0, "trusted");
+  expect_parity("scatter_add",
+                {random({4, 5}, DType::kF32, 93), indices({4, 30}, 5, 94), random({4, 30}, DType::kF32, 95)}, trusted,
+                0, 0, "trusted");
+  // A trusted index that is out of range anyway reads nothing outside x: its slices come out zero.
+  Tensor x = random({3, 4}, DType::kF32, 96).to(gpu());
+  const std::vector<double> got = values(index_select_trusted(x, 0, make({2}, {1, 7}, DType::kI64).to(gpu())));
+  ASSERT_EQ(got.size(), 8u);
+  for (size_t j = 4; j < 8; ++j) EXPECT_EQ(got[j], 0.0) << j;
+}
+
 TEST(CudaGatherTest, EveryDtypeAndDimWithSmallerIndex) {
   COPPICE_REQUIRE_GPU();
   for (DType t : all_dtypes()) {
