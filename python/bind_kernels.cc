@@ -9,6 +9,8 @@
 // on the CPU or a GPU, without a copy), else NumPy arrays.
 #include <pybind11/stl.h>
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -18,6 +20,7 @@
 #include "python/bindings.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
+#include "tensor/backend.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
@@ -118,11 +121,22 @@ Tensor cast_to(const Tensor& t, std::optional<DType> dtype) { return dtype && t.
 
 py::object capsule_or_none(const Tensor& t) { return t.defined() ? py::object(to_dlpack(t)) : py::object(py::none()); }
 
+// Runs fn; with a capture stream (PyTorch's current stream while it captures
+// a CUDA graph: torch.cuda.graph, torch.compile's reduce-overhead mode), fn's
+// work is recorded into that capture instead (tensor/backend.h).
+void run_on(Device device, uintptr_t capture_stream, const std::function<void()>& fn) {
+  if (capture_stream == 0) {
+    fn();
+  } else {
+    run_in_foreign_capture(device, reinterpret_cast<void*>(capture_stream), fn);
+  }
+}
+
 // (y, x as computed or None when it is x, values as computed or None when
 // they are values): y = x W^T + b in `dtype` (None: the operands' own), W =
 // pattern at `values`. The backward wants x and the values as computed.
 py::tuple sparse_linear_forward(const py::object& x_obj, const py::object& values_obj, const py::object& pattern_obj,
-                                const py::object& bias_obj, const py::object& dtype_obj) {
+                                const py::object& bias_obj, const py::object& dtype_obj, uintptr_t capture_stream) {
   const char* op = "coppice.kernels.sparse_linear_forward";
   const std::optional<DType> dtype = dtype_arg(dtype_obj, op, "dtype");
   const Tensor x_in = tensor_of_any(x_obj, op, "x");
@@ -135,14 +149,16 @@ py::tuple sparse_linear_forward(const py::object& x_obj, const py::object& value
   Tensor x, values, y;
   {
     py::gil_scoped_release release;
-    x = cast_to(x_in, dtype).contiguous();
-    values = cast_to(values_in, dtype);
-    const Tensor b = cast_to(b_in, dtype);
-    COPPICE_CHECK(x.dtype() == values.dtype() && (!b.defined() || b.dtype() == x.dtype()), op, ": x is ",
-                  dtype_name(x.dtype()), ", values ", dtype_name(values.dtype()),
-                  b.defined() ? str_cat(", bias ", dtype_name(b.dtype())) : std::string(),
-                  " (give a dtype to compute in, or cast them to one)");
-    y = linear(x, with_values(pattern, values), b);
+    run_on(x_in.device(), capture_stream, [&] {
+      x = cast_to(x_in, dtype).contiguous();
+      values = cast_to(values_in, dtype);
+      const Tensor b = cast_to(b_in, dtype);
+      COPPICE_CHECK(x.dtype() == values.dtype() && (!b.defined() || b.dtype() == x.dtype()), op, ": x is ",
+                    dtype_name(x.dtype()), ", values ", dtype_name(values.dtype()),
+                    b.defined() ? str_cat(", bias ", dtype_name(b.dtype())) : std::string(),
+                    " (give a dtype to compute in, or cast them to one)");
+      y = linear(x, with_values(pattern, values), b);
+    });
   }
   return py::make_tuple(to_dlpack(y), x.is_same(x_in) ? py::object(py::none()) : py::object(to_dlpack(x)),
                         values.is_same(values_in) ? py::object(py::none()) : py::object(to_dlpack(values)));
@@ -154,7 +170,7 @@ py::tuple sparse_linear_forward(const py::object& x_obj, const py::object& value
 py::tuple sparse_linear_backward(const py::object& dy_obj, const py::object& x_obj, const py::object& values_obj,
                                  const py::object& pattern_obj, bool x_grad, bool values_grad, bool bias_grad,
                                  const py::object& dx_dtype_obj, const py::object& dvalues_dtype_obj,
-                                 const py::object& dbias_dtype_obj) {
+                                 const py::object& dbias_dtype_obj, uintptr_t capture_stream) {
   const char* op = "coppice.kernels.sparse_linear_backward";
   const std::optional<DType> dx_dtype = dtype_arg(dx_dtype_obj, op, "dx_dtype");
   const std::optional<DType> dvalues_dtype = dtype_arg(dvalues_dtype_obj, op, "dvalues_dtype");
@@ -169,12 +185,14 @@ py::tuple sparse_linear_backward(const py::object& dy_obj, const py::object& x_o
   Tensor dx, dvalues, dbias;
   {
     py::gil_scoped_release release;
-    const Tensor w = with_values(pattern, values);
-    const Tensor dy = dy_in.to(x.dtype()).reshape({-1, w.size(0)}).contiguous();
-    std::tie(dx, dvalues) = linear_gradients(dy, x, w, x_grad, values_grad);
-    dx = cast_to(dx, dx_dtype);
-    dvalues = cast_to(dvalues, dvalues_dtype);
-    if (bias_grad) dbias = cast_to(sum(dy, {0}), dbias_dtype);
+    run_on(x.device(), capture_stream, [&] {
+      const Tensor w = with_values(pattern, values);
+      const Tensor dy = dy_in.to(x.dtype()).reshape({-1, w.size(0)}).contiguous();
+      std::tie(dx, dvalues) = linear_gradients(dy, x, w, x_grad, values_grad);
+      dx = cast_to(dx, dx_dtype);
+      dvalues = cast_to(dvalues, dvalues_dtype);
+      if (bias_grad) dbias = cast_to(sum(dy, {0}), dbias_dtype);
+    });
   }
   return py::make_tuple(capsule_or_none(dx), capsule_or_none(dvalues), capsule_or_none(dbias));
 }
@@ -195,16 +213,20 @@ void bind_kernels(py::module_& m) {
         "gradient or None). A sparse weight's gradient is its values' (dy^T x sampled at its pattern, "
         "values(weight)'s shape); a dense one's is [out, in]. The bias gradient is dy summed over its rows.");
   k.def("sparse_linear_forward", &sparse_linear_forward, py::arg("x"), py::arg("values"), py::arg("pattern"),
-        py::arg("bias") = py::none(), py::arg("dtype") = py::none(),
+        py::arg("bias") = py::none(), py::arg("dtype") = py::none(), py::arg("capture_stream") = 0,
         "coppice.torch's forward in one call: y = x W^T + b with W = pattern at values, computed in dtype (a "
         "dtype name, or None for the operands' own); operands are DLPack capsules or producers. Returns DLPack "
-        "capsules (y, x as computed or None where it is x, values as computed or None where they are values).");
+        "capsules (y, x as computed or None where it is x, values as computed or None where they are values). "
+        "capture_stream: 0, or the raw handle of a CUDA stream that PyTorch is capturing a graph on, which the "
+        "work is then recorded into (its memory held by the captured graph).");
   k.def("sparse_linear_backward", &sparse_linear_backward, py::arg("dy"), py::arg("x"), py::arg("values"),
         py::arg("pattern"), py::arg("x_grad"), py::arg("values_grad"), py::arg("bias_grad"),
         py::arg("dx_dtype") = py::none(), py::arg("dvalues_dtype") = py::none(), py::arg("dbias_dtype") = py::none(),
+        py::arg("capture_stream") = 0,
         "coppice.torch's backward in one call, from x and values as sparse_linear_forward computed them: DLPack "
         "capsules (dx, dvalues, dbias), None where not asked, each cast to its dtype argument (None: as "
-        "computed). dvalues is compact (values' shape), dbias dy summed over its rows.");
+        "computed). dvalues is compact (values' shape), dbias dy summed over its rows. capture_stream: as "
+        "sparse_linear_forward's.");
   k.def(
       "with_values",
       [](const py::object& pattern, const py::object& v) {

@@ -69,4 +69,13 @@ std::unique_ptr<CapturedWork> capture_work(Device device, const std::function<vo
   return work;
 }
 
+void DeviceBackend::run_in_foreign_capture(int /*index*/, void* /*stream*/, const std::function<void()>& /*fn*/) {
+  fail("graph capture: this device has no graph capture");
+}
+
+void run_in_foreign_capture(Device device, void* stream, const std::function<void()>& fn) {
+  COPPICE_CHECK(!device.is_cpu(), "graph capture: the CPU has no graph capture");
+  backend_for(device).run_in_foreign_capture(device.index, stream, fn);
+}
+
 }  // namespace coppice

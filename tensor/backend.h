@@ -66,6 +66,10 @@ class DeviceBackend {
     *why_not = "this device has no graph capture";
     return nullptr;
   }
+  // Runs `fn` with its device work recorded into a capture another library
+  // is making on `stream` (this backend's raw stream handle): see
+  // run_in_foreign_capture.
+  virtual void run_in_foreign_capture(int index, void* stream, const std::function<void()>& fn);
 };
 
 // Called once by a backend at static initialization.
@@ -91,5 +95,14 @@ void synchronize(Device device);
 // lifetime, so tensors made inside `fn` and kept by the caller are where each
 // replay writes.
 std::unique_ptr<CapturedWork> capture_work(Device device, const std::function<void()>& fn, std::string* why_not);
+
+// Runs `fn` with its work on `device` recorded into a graph capture that
+// another library (PyTorch's CUDA graphs) is making on `stream`, a raw stream
+// handle of the device's backend (cudaStream_t): fn's kernels go to that
+// stream, and its memory comes from a pool the captured graph keeps until it
+// is destroyed. Throws when the stream is not capturing, the device has no
+// capture, or fn needs a host check after its kernels (nothing would run it
+// at each replay).
+void run_in_foreign_capture(Device device, void* stream, const std::function<void()>& fn);
 
 }  // namespace coppice

@@ -7,6 +7,7 @@ on "cuda"). Skipped, saying why, where PyTorch is not installed.
 import io
 import re
 import sys
+import warnings
 
 try:
     import pytest
@@ -100,10 +101,10 @@ def test_tensors_cross_without_copies(device):
     seen = {}
     real = coppice.kernels.sparse_linear_forward
 
-    def spy(x_capsule, values_capsule, pattern, bias, dtype):  # DLPack capsules in and out
+    def spy(x_capsule, values_capsule, pattern, bias, dtype, capture_stream):  # DLPack capsules in and out
         xc, vc = coppice.from_dlpack(x_capsule), coppice.from_dlpack(values_capsule)
         seen["x"], seen["values"] = xc.data_ptr(), vc.data_ptr()
-        y, x_used, values_used = real(xc, vc, pattern, bias, dtype)
+        y, x_used, values_used = real(xc, vc, pattern, bias, dtype, capture_stream)
         yc = coppice.from_dlpack(y)
         seen["y"], seen["copied"] = yc.data_ptr(), (x_used, values_used)
         return yc.__dlpack__(), x_used, values_used
@@ -267,6 +268,85 @@ def test_torch_compile_runs_the_layer_as_an_opaque_op(device):
     model[0].set_pattern(other.sparse_weight())
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+def _skip(why):
+    if pytest is not None:
+        pytest.skip(why)
+
+
+def _graph_case(fmt, seed):
+    """A SparseLinear on the GPU with an input, its eager output and values gradient for that input (the
+    reference a captured graph must reproduce bit for bit: the same kernels on the same operands)."""
+    _, layer = _layer(fmt, "cuda")
+    torch.manual_seed(seed)
+    x = torch.randn(48, 64, device="cuda")
+    values = layer.values.detach().clone().requires_grad_()
+    y = sparse_linear(x, values, layer.pattern(), layer.bias.detach())
+    y.pow(2).sum().backward()
+    return layer, x, y.detach(), values.grad
+
+
+@_parametrize("device", DEVICES)
+@_parametrize("fmt", FORMATS)
+def test_a_cuda_graph_captures_and_replays_the_layer(device, fmt):
+    """torch.cuda.graph over a SparseLinear's forward and backward: Coppice records its kernels into PyTorch's
+    capture, and each replay recomputes the output and the compact gradient from the static input's new values."""
+    if device != "cuda":
+        return _skip("CUDA graphs need a GPU")
+    layer, x0, _, _ = _graph_case(fmt, seed=0)
+    static_x = x0.clone()
+    side = torch.cuda.Stream()  # warm-up on a side stream, as PyTorch's documentation does
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            layer.zero_grad(set_to_none=True)
+            layer(static_x).pow(2).sum().backward()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    layer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_y = layer(static_x)
+        static_y.pow(2).sum().backward()
+    for seed in (1, 2, 3):
+        _, x, y_ref, grad_ref = _graph_case(fmt, seed)
+        static_x.copy_(x)
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(static_y, y_ref, rtol=0, atol=0, msg=lambda m: f"{fmt} y: {m}")
+        torch.testing.assert_close(layer.values.grad, grad_ref, rtol=0, atol=0, msg=lambda m: f"{fmt} grad: {m}")
+    del graph  # its memory (Coppice's pool among it) goes back; the layer still runs eagerly
+    torch.testing.assert_close(layer(static_x), y_ref, rtol=0, atol=0)
+    # A mask update after a capture says that graphs keep the pattern they captured.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        layer.set_pattern(layer.sparse_weight())
+    assert any("CUDA graph" in str(w.message) for w in caught), [str(w.message) for w in caught]
+
+
+@_parametrize("device", DEVICES)
+def test_torch_compile_reduce_overhead_replays_the_layer_in_cuda_graphs(device):
+    """torch.compile(mode="reduce-overhead") captures the compiled forward and backward, Coppice's opaque ops
+    included, in CUDA graphs: steps with new inputs agree with the eager model, gradients included."""
+    if device != "cuda":
+        return _skip("CUDA graphs need a GPU")
+    if not ct.functional.OPS:
+        return _skip(f"PyTorch {torch.__version__} has no torch.library.custom_op")
+    torch.manual_seed(6)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 16)).to(device)
+    ct.sparsify_(model, [{"regex": "[02]", "format": "bsr", "block": 16, "density": 0.5}])
+    compiled = torch.compile(model, mode="reduce-overhead")
+    for step in range(4):  # cudagraph trees warm up first, then record, then replay
+        x = torch.randn(32, 64, device=device)
+        outs, grads = [], []
+        for m in (model, compiled):
+            model.zero_grad(set_to_none=True)
+            out = m(x)
+            out.pow(2).sum().backward()
+            outs.append(out.detach().clone())
+            grads.append(model[0].values.grad.clone())
+        torch.testing.assert_close(outs[1], outs[0], rtol=1e-4, atol=1e-4, msg=lambda m: f"step {step}: {m}")
+        torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-4, msg=lambda m: f"step {step}: {m}")
 
 
 @_parametrize("device", DEVICES)

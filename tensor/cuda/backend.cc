@@ -64,6 +64,10 @@ class CudaBackend final : public DeviceBackend {
   std::unique_ptr<CapturedWork> capture(int index, const std::function<void()>& fn, std::string* why_not) override {
     return capture_graph(index, fn, why_not);
   }
+
+  void run_in_foreign_capture(int index, void* stream, const std::function<void()>& fn) override {
+    cuda::run_in_foreign_capture(index, static_cast<cudaStream_t>(stream), fn);
+  }
 };
 
 const bool registered = [] {

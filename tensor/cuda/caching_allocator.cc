@@ -25,6 +25,7 @@ size_t CachingAllocator::round_size(size_t nbytes) {
 void* CachingAllocator::allocate(size_t nbytes) {
   const size_t size = round_size(nbytes);
   std::lock_guard<std::mutex> lock(mu_);
+  release_pending_pools();
   // More than the device has can never succeed: refused before cudaMalloc
   // fails and empties the cache for nothing.
   if (size > device_total_bytes()) refuse(nbytes, "more than the device has");
@@ -124,6 +125,7 @@ CachingAllocator::FreeList& CachingAllocator::free_list(int pool) {
 
 int CachingAllocator::new_pool() {
   std::lock_guard<std::mutex> lock(mu_);
+  release_pending_pools();
   const int pool = next_pool_++;
   pools_[pool];
   return pool;
@@ -144,6 +146,27 @@ void CachingAllocator::end_pool() {
 
 void CachingAllocator::release_pool(int pool) {
   std::lock_guard<std::mutex> lock(mu_);
+  release_pool_locked(pool);
+}
+
+void CachingAllocator::release_pool_later(int pool) {
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  pending_release_.push_back(pool);
+  has_pending_release_.store(true, std::memory_order_release);
+}
+
+void CachingAllocator::release_pending_pools() {
+  if (!has_pending_release_.load(std::memory_order_acquire)) return;
+  std::vector<int> pools;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    pools.swap(pending_release_);
+    has_pending_release_.store(false, std::memory_order_relaxed);
+  }
+  for (int pool : pools) release_pool_locked(pool);
+}
+
+void CachingAllocator::release_pool_locked(int pool) {
   auto it = pools_.find(pool);
   if (it == pools_.end()) return;
   if (active_pool_ == pool) active_pool_ = 0;

@@ -25,10 +25,12 @@
 // are freed, back to the shared cache.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "tensor/allocator.h"
 
@@ -55,6 +57,10 @@ class CachingAllocator final : public Allocator {
   void end_pool();
   // The pool's graph is gone: its blocks go back to the shared cache.
   void release_pool(int pool);
+  // release_pool, done at the allocator's next allocation or new_pool: for
+  // CUDA's own threads (a graph's user-object destructor), which may neither
+  // call CUDA nor wait on a lock held around cudaMalloc.
+  void release_pool_later(int pool);
 
   // The block size a request of `nbytes` is served with.
   static size_t round_size(size_t nbytes);
@@ -64,6 +70,8 @@ class CachingAllocator final : public Allocator {
   void* system_allocate(size_t size);  // cudaMalloc, emptying the cache and retrying once
   void release_cached();               // cudaFree every cached block; needs mu_ held
   size_t device_total_bytes();         // the device's memory (cudaMemGetInfo, asked once); needs mu_ held
+  void release_pending_pools();        // the pools release_pool_later named; needs mu_ held
+  void release_pool_locked(int pool);  // release_pool's work; needs mu_ held
   // Throws coppice::Error naming the bytes requested, free and total, and `why`.
   [[noreturn]] void refuse(size_t nbytes, const char* why);
 
@@ -83,6 +91,10 @@ class CachingAllocator final : public Allocator {
   std::unordered_map<void*, Block> live_;  // handed-out block -> its size and pool
   AllocatorStats stats_;
   size_t total_bytes_ = 0;  // 0: not asked yet
+  // release_pool_later's queue, under its own lock (never held around CUDA calls).
+  std::mutex pending_mu_;
+  std::vector<int> pending_release_;
+  std::atomic<bool> has_pending_release_{false};
 };
 
 // The process-wide allocator of `device` (created on first use, never destroyed:

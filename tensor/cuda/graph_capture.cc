@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -51,6 +53,60 @@ class CudaGraph final : public CapturedWork {
 
 std::string cuda_error_text(cudaError_t err) {
   return str_cat(cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
+}
+
+// The graph pool of each foreign capture (run_in_foreign_capture) by device
+// and capture id. An entry outlives its capture (ids are never reused), and is
+// dropped when the graph's user object lets the pool go.
+struct ForeignPool {
+  int device;
+  int pool;
+  unsigned long long capture;
+};
+std::mutex foreign_mu;
+std::map<std::pair<int, unsigned long long>, int> foreign_pools;
+
+// The user object's destructor, on a CUDA thread once the captured graph and
+// its executable graphs are gone: no CUDA calls, no allocator lock.
+void release_foreign_pool(void* p) {
+  const ForeignPool* fp = static_cast<ForeignPool*>(p);
+  {
+    std::lock_guard<std::mutex> lock(foreign_mu);
+    foreign_pools.erase({fp->device, fp->capture});
+  }
+  caching_allocator(fp->device).release_pool_later(fp->pool);
+  delete fp;
+}
+
+// The pool of the capture on `stream` (made, and held by its graph, on the
+// capture's first call); throws naming `stream` when it is not capturing.
+int foreign_capture_pool(int device, cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long capture = 0;
+  cudaGraph_t graph = nullptr;
+  COPPICE_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &capture, &graph), "graph capture");
+  COPPICE_CHECK(status == cudaStreamCaptureStatusActive, "graph capture: stream ", static_cast<const void*>(stream),
+                " of cuda:", device, " is not capturing",
+                status == cudaStreamCaptureStatusInvalidated ? " (its capture was invalidated)" : "");
+  std::lock_guard<std::mutex> lock(foreign_mu);
+  auto it = foreign_pools.find({device, capture});
+  if (it != foreign_pools.end()) return it->second;
+  CachingAllocator& allocator = caching_allocator(device);
+  auto* fp = new ForeignPool{device, allocator.new_pool(), capture};
+  cudaUserObject_t object = nullptr;
+  cudaError_t err = cudaUserObjectCreate(&object, fp, release_foreign_pool, 1, cudaUserObjectNoDestructorSync);
+  if (err == cudaSuccess) err = cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove);
+  if (err != cudaSuccess) {
+    if (object == nullptr) {
+      allocator.release_pool(fp->pool);
+      delete fp;
+    } else {
+      cudaUserObjectRelease(object, 1);  // runs the destructor
+    }
+    check_cuda(err, "graph capture", "holding the capture's memory pool in its graph (cudaGraphRetainUserObject)");
+  }
+  foreign_pools[{device, capture}] = fp->pool;
+  return fp->pool;
 }
 
 }  // namespace
@@ -111,6 +167,31 @@ std::unique_ptr<CapturedWork> capture_graph(int device, const std::function<void
     return nullptr;
   }
   return std::make_unique<CudaGraph>(device, pool, stream, exec, std::move(rec.checks));
+}
+
+void run_in_foreign_capture(int device, cudaStream_t stream, const std::function<void()>& fn) {
+  COPPICE_CHECK(recording == nullptr, "graph capture: this thread is already capturing for cuda:", recording->device,
+                "; captures do not nest");
+  DeviceGuard guard(device);
+  const int pool = foreign_capture_pool(device, stream);
+  CachingAllocator& allocator = caching_allocator(device);
+  allocator.begin_pool(pool);  // throws while another pool is active
+  Recording rec{device, {}};
+  recording = &rec;
+  set_capture_stream(device, stream);
+  struct Restore {
+    CachingAllocator& allocator;
+    int device;
+    ~Restore() {
+      allocator.end_pool();
+      set_capture_stream(device, nullptr);
+      recording = nullptr;
+    }
+  } restore{allocator, device};
+  fn();
+  COPPICE_CHECK(rec.checks.empty(), "graph capture: this work checks its results on the host after its kernels run ",
+                "(", rec.checks.size(), " checks, such as an index range), which a graph captured by another library ",
+                "cannot do at each replay; run it outside the capture");
 }
 
 }  // namespace coppice::cuda

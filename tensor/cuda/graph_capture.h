@@ -16,6 +16,8 @@
 // themselves to after each replay (after_each_replay).
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -33,5 +35,16 @@ void after_each_replay(int device, std::function<void()> check);
 
 // Records fn's work on `device`; null with *why_not when it cannot be.
 std::unique_ptr<CapturedWork> capture_graph(int device, const std::function<void()>& fn, std::string* why_not);
+
+// Runs fn with its work recorded into a capture another library (PyTorch's
+// torch.cuda.graph, torch.compile's CUDA graphs) is making on `stream`:
+// current_stream returns `stream` on this thread while fn runs, and fn's
+// allocations come from a graph pool of that capture (one per capture, made
+// at its first call), which the captured graph holds as a CUDA user object:
+// its blocks go back to the shared cache once the graph and every executable
+// graph made from it are destroyed. Throws when `stream` is not capturing, and
+// when fn defers a check to after each replay (index_check.cuh): the other
+// library's replays would not run it.
+void run_in_foreign_capture(int device, cudaStream_t stream, const std::function<void()>& fn);
 
 }  // namespace coppice::cuda

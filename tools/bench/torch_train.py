@@ -3,7 +3,7 @@
 
     torch_train.py [--device cuda|cpu] [--models mlp,lenet300,vit,gpt] [--formats dense,csr,bsr,nm]
                    [--modes f32,tf32,bf16] [--hidden H] [--batch B] [--block N] [--steps S] [--warmup W]
-                   [--compile MODE[,MODE...]] [--gelu erf|tanh] [--json FILE]
+                   [--compile MODE[,MODE...]] [--cuda-graph] [--gelu erf|tanh] [--json FILE]
 
 Models, as bench train builds them:
   mlp       nn.Linear H-H-H-H-10 with ReLU between, batch B (H 4096, B 4096 on CUDA; 256 and 64 on the CPU);
@@ -53,6 +53,14 @@ compiling and autotuning; kept out of the step times). Eager records carry "comp
 torch.compile is the peer for transformer steps (../shared/DEVICE.md): train_compare.py puts a compiled dense
 step beside each row when the JSON has one.
 
+--cuda-graph: each CUDA case also with its whole step (forward, loss, backward, the SGD step and the mask
+reapplication) captured once in a CUDA graph (torch.cuda.graph, after warm-up steps on a side stream, as PyTorch's
+documentation captures a whole network) and replayed: the step without Python, dispatch or launch costs on the
+host. Eager, and under each --compile mode that makes no CUDA graphs of its own (default,
+max-autotune-no-cudagraphs). coppice_* variants record Coppice's kernels into the same graph (coppice.torch joins
+PyTorch's capture). Records carry "cuda_graph": true (false otherwise); a model whose step cannot be captured
+(gpt_moe: its routing reads back to the host) gets an error row.
+
 Modes: f32 (TF32 off), tf32 (torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 on), bf16 (f32
 parameters, forward and backward under torch.autocast(dtype=torch.bfloat16)).
 
@@ -92,6 +100,7 @@ FORMATS = ["dense", "csr", "bsr", "nm", "coppice_csr", "coppice_bsr", "coppice_n
 MODES = ["f32", "tf32", "bf16"]
 SPARSITIES = [0.9, 0.95, 0.98]
 COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+GRAPHLESS_COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")  # the others capture CUDA graphs themselves
 JOB_BATCH = 128  # data.batch_size of lenet300_rigl_90.yaml and vit_sparse_attention.yaml
 # The GPT jobs' model (the zoo's gpt defaults) and batch; on the CPU a tiny one that runs in seconds.
 GPT_CUDA = dict(vocab_size=256, context=512, dim=1024, layers=8, heads=16, mlp_ratio=4, batch=32, seq=512)
@@ -112,6 +121,8 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--warmup", type=int, default=-1)
     p.add_argument("--compile", default="", help="torch.compile modes to run each case under too (comma list)")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="each CUDA case also with its whole step captured in a CUDA graph and replayed")
     p.add_argument("--gelu", default="erf", choices=["erf", "tanh"],
                    help="the vit's and gpt's GELU: erf (exact, the default) or tanh (F.gelu(approximate='tanh'))")
     p.add_argument("--sparsities", default=",".join(str(x) for x in SPARSITIES),
@@ -510,7 +521,7 @@ def set_mode(mode):
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
 
 
-def run_case(args, name, pattern, sparsity, mode, device, compile_mode=None):
+def run_case(args, name, pattern, sparsity, mode, device, compile_mode=None, cuda_graph=False):
     cuda = device.type == "cuda"
     model, x, y, shape = make_model(name, args, device)
     params_dense = sum(p.numel() for p in model.parameters())
@@ -545,10 +556,25 @@ def run_case(args, name, pattern, sparsity, mode, device, compile_mode=None):
             return (time.perf_counter() - t0) * 1e3
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        step()
+        run()
         end.record()
         end.synchronize()
         return start.elapsed_time(end)
+
+    run = step
+    if cuda_graph:  # warm-up on a side stream, then one capture of the whole step (PyTorch's whole-network recipe)
+        if not cuda:
+            raise ValueError("--cuda-graph needs CUDA")
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(max(args.warmup, 3)):
+                step()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step()
+        run = graph.replay
 
     compile_s = None
     if compile_mode:  # the first step traces and compiles: timed apart, outside the samples
@@ -560,7 +586,7 @@ def run_case(args, name, pattern, sparsity, mode, device, compile_mode=None):
             torch.cuda.synchronize(device)
         compile_s = time.perf_counter() - t0
     for _ in range(args.warmup):
-        step()
+        run()
     if cuda:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -573,6 +599,7 @@ def run_case(args, name, pattern, sparsity, mode, device, compile_mode=None):
         "training_state_bytes": state_bytes(model, opt),
         "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
         "final_loss": float(last["loss"].item()), "compile": compile_mode, "compile_s": compile_s,
+        "cuda_graph": cuda_graph,
     }
     if pattern:
         r["nnz"] = sum(int(m.mask.sum()) for m in masked) + sum(m.nnz for m in coppice_layers)
@@ -597,6 +624,7 @@ def record(args, name, pattern, sparsity, mode, device_name):
         "format": "dense" if not pattern else "coppice.torch" if pattern.startswith("coppice_") else "masked",
         "pattern": (pattern or "dense").replace("coppice_", ""), "sparsity": sparsity, "shape": [], "status": "ok",
         "median_ms": None, "min_ms": None, "max_ms": None, "reps": 0, "inner": 0, "compile": None,
+        "cuda_graph": False,
     }
 
 
@@ -606,6 +634,8 @@ def log(r):
         what += f" {r['pattern']} {100 * r['sparsity']:g}%"
     if r.get("compile"):
         what += f" compiled ({r['compile']})"
+    if r.get("cuda_graph"):
+        what += " CUDA graph"
     if r["status"] != "ok":
         print(f"torch train {r['device']:<6} {r['dtype']:<4} {what:<24} {r['status']}", file=sys.stderr)
         return
@@ -623,16 +653,21 @@ def main(argv):
     for name in args.models:
         for pattern, sparsity in variants(args.formats, args.sparsities):
             for mode in args.modes:
-                for compile_mode in [None] + args.compile:
+                runs = [(None, False)] + [(m, False) for m in args.compile]
+                if args.cuda_graph:  # captured too, where the mode does not capture graphs of its own
+                    runs += [(m, True) for m in [None] + args.compile if m in (None, *GRAPHLESS_COMPILE_MODES)]
+                for compile_mode, cuda_graph in runs:
                     r = record(args, name, pattern, sparsity, mode, device_name)
-                    r["compile"] = compile_mode
+                    r["compile"], r["cuda_graph"] = compile_mode, cuda_graph
                     if not available:
                         r["status"] = "skipped: no CUDA device (none visible)"
+                    elif cuda_graph and not cuda:
+                        r["status"] = "skipped: CUDA graphs need CUDA"
                     elif mode == "tf32" and not cuda:
                         r["status"] = "skipped: TF32 is a CUDA mode (on the CPU it would repeat f32)"  # as bench train
                     else:
                         try:
-                            r.update(run_case(args, name, pattern, sparsity, mode, device, compile_mode))
+                            r.update(run_case(args, name, pattern, sparsity, mode, device, compile_mode, cuda_graph))
                         except Exception as e:  # report, as the C++ bench does, and go on
                             traceback.print_exc()
                             r["status"] = f"error: {type(e).__name__}: {e}"

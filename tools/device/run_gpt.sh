@@ -49,8 +49,11 @@
 #        carried too: python/tests/test_torch.py and test_dlpack_cuda.py on
 #        CUDA; torch_train.py's GPT step dense beside coppice_bsr (sparsify_,
 #        BSR at GPT_TORCH_SPARSITIES, default 0.9, in GPT_TORCH_BLOCK blocks,
-#        default 64; bf16 autocast), each eager and under torch.compile
-#        -> torch_step.md; then 300 steps (GPT_STEPS) of train_gpt_torch.py
+#        default 64; bf16 autocast), each eager and under torch.compile in
+#        the GPT_TORCH_COMPILE modes (default: default,reduce-overhead; the
+#        latter replays CUDA graphs, Coppice's kernels recorded into them),
+#        with GPT_TORCH_GRAPH=1 also the whole step captured in one CUDA graph
+#        (torch_train.py --cuda-graph) -> torch_step.md; then 300 steps (GPT_STEPS) of train_gpt_torch.py
 #        eager with --sparsify bsr:0.1:32 beside the trainer's
 #        gpt_bsr_static_90, and the same pair dense, their loss curves
 #        -> torch_curves.md (GPT_TORCH_CURVES=0 leaves them out).
@@ -336,7 +339,8 @@ PY
       grep -E "FAILED|passed|skipped" "$OUT/$t.log" | tail -20 | tee -a "$SUMMARY"
     done
     PYTHONUNBUFFERED=1 timeout 400 python3 tools/bench/torch_train.py --device cuda --models gpt --formats dense,coppice_bsr \
-      --modes bf16 --block "${GPT_TORCH_BLOCK:-64}" --sparsities "${GPT_TORCH_SPARSITIES:-0.9}" --compile default \
+      --modes bf16 --block "${GPT_TORCH_BLOCK:-64}" --sparsities "${GPT_TORCH_SPARSITIES:-0.9}" \
+      --compile "${GPT_TORCH_COMPILE:-default,reduce-overhead}" ${GPT_TORCH_GRAPH:+--cuda-graph} \
       --steps 10 --warmup 3 --json "$OUT/torch_step.json" \
       > "$OUT/torch_step.log" 2>&1 || say "torch_train: exit $?"
     grep "torch train" "$OUT/torch_step.log" | tee "$OUT/torch_step.md" | tee -a "$SUMMARY"

@@ -5,6 +5,11 @@ Coppice runs every kernel on a device's legacy default stream
 (tensor/cuda/stream.h). PyTorch's default stream is that same stream, so
 nothing needs ordering there; under `torch.cuda.stream(s)` the guard makes the
 default stream wait for `s` before Coppice's work and `s` wait for it after.
+While PyTorch captures a CUDA graph on its current stream (torch.cuda.graph,
+torch.compile's reduce-overhead mode) the legacy stream may not be touched:
+Coppice then records its work on the capturing stream itself, into the same
+graph, with its memory held by that graph (tensor/backend.h,
+run_in_foreign_capture).
 """
 import contextlib
 
@@ -39,17 +44,21 @@ def to_torch(t):
 
 @contextlib.contextmanager
 def coppice_stream(device):
-    """Orders Coppice's stream (the device's default) with PyTorch's current one, both ways."""
+    """Orders Coppice's stream (the device's default) with PyTorch's current one, both ways. Yields the stream
+    handle to pass Coppice's calls as capture_stream: PyTorch's current stream while it captures a graph, else 0."""
     if device.type != "cuda":
-        yield
+        yield 0
         return
     current = torch.cuda.current_stream(device)
     if current.cuda_stream == 0:  # the legacy default stream: Coppice's own
-        yield
+        yield 0
+        return
+    if torch.cuda.is_current_stream_capturing():
+        yield current.cuda_stream
         return
     default = torch.cuda.default_stream(device)
     default.wait_stream(current)
     try:
-        yield
+        yield 0
     finally:
         current.wait_stream(default)

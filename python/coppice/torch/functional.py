@@ -18,6 +18,7 @@ custom ops (2.4 and later), torch.compile sees SparseLinear's product as one
 opaque op (coppice::sparse_linear, and its backward) instead of tracing into it.
 """
 import itertools
+import sys
 import weakref
 from typing import Optional, Tuple
 
@@ -72,9 +73,9 @@ def _tensor(capsule):
 
 def _forward(x, values, bias, pattern, dtype=None):
     """(y, x as computed, values as computed): y = x W^T + b in dtype (None: the operands' own)."""
-    with coppice_stream(x.device):
+    with coppice_stream(x.device) as capture_stream:
         y, x_used, values_used = coppice.kernels.sparse_linear_forward(
-            _capsule(x), _capsule(values), pattern, _capsule(bias), _dtype_name(dtype))
+            _capsule(x), _capsule(values), pattern, _capsule(bias), _dtype_name(dtype), capture_stream)
     return (_tensor(y), x if x_used is None else _tensor(x_used),
             values if values_used is None else _tensor(values_used))
 
@@ -82,10 +83,10 @@ def _forward(x, values, bias, pattern, dtype=None):
 def _backward(dy, x, values, pattern, needs_x, needs_values, needs_bias=False, dtypes=(None, None, None)):
     """(dx, dvalues, dbias), None where not asked, from x and values as _forward computed them; dtypes: those
     to return dx, dvalues and dbias in (None: the computed dtype)."""
-    with coppice_stream(dy.device):
+    with coppice_stream(dy.device) as capture_stream:
         dx, dvalues, dbias = coppice.kernels.sparse_linear_backward(
             _capsule(dy), _capsule(x), _capsule(values), pattern, needs_x, needs_values, needs_bias,
-            *(_dtype_name(d) for d in dtypes))
+            *(_dtype_name(d) for d in dtypes), capture_stream)
     return _tensor(dx), _tensor(dvalues), _tensor(dbias)
 
 
@@ -192,12 +193,42 @@ def layer_linear(x, values, bias, key):
     return torch.ops.coppice.sparse_linear(x, values, bias, key)
 
 
+def _in_cudagraph_trees_warmup(device):
+    """Whether torch.compile's CUDA graphs (cudagraph trees, the reduce-overhead mode) are warming a function up
+    on `device`: its eager run whose new memory must come from the graphs' pool. Read from PyTorch's private
+    state; False where that state is not as PyTorch 2.x keeps it."""
+    trees = sys.modules.get("torch._inductor.cudagraph_trees")
+    if trees is None:
+        return False
+    try:
+        manager = trees.get_manager(device.index, create_if_none_exists=False)
+        return manager is not None and manager.path_state == trees.ExecutionState.WARMUP
+    except Exception:  # noqa: BLE001 - another PyTorch's internals: not warming up as far as this can tell
+        return False
+
+
+def _in_graph_capture(t):
+    """Whether t's CUDA work is going into a CUDA graph: PyTorch captures on the current stream, or cudagraph
+    trees warm up (whose memory must come from the graphs' pool)."""
+    return t.is_cuda and (torch.cuda.is_current_stream_capturing() or _in_cudagraph_trees_warmup(t.device))
+
+
+def _owned_by_torch(t):
+    """t, or a copy in PyTorch's own memory while PyTorch captures a CUDA graph or cudagraph trees warm up.
+    torch.compile's CUDA graphs (reduce-overhead) require every output of a captured graph in their own memory
+    pool, and this op's result may be one (a tensor saved for the backward, a gradient), where Coppice's results
+    are in Coppice's memory. The copy is a pass over the result, recorded in the graph."""
+    return t.clone() if t is not None and _in_graph_capture(t) else t
+
+
 if OPS:
     @torch.library.custom_op("coppice::sparse_linear", mutates_args=())
     def _op_forward(x: torch.Tensor, values: torch.Tensor, bias: Optional[torch.Tensor], key: int) -> torch.Tensor:
         pattern = _pattern_of(key)
         _check(x, values, bias, pattern)
-        return _forward(x, values, bias, pattern)[0]
+        if _in_graph_capture(x):
+            _layers[key]._note_graph_capture()
+        return _owned_by_torch(_forward(x, values, bias, pattern)[0])
 
     @_op_forward.register_fake
     def _(x, values, bias, key):
@@ -206,7 +237,8 @@ if OPS:
     @torch.library.custom_op("coppice::sparse_linear_backward", mutates_args=())
     def _op_backward(dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor, key: int, needs_x: bool,
                      needs_values: bool, needs_bias: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        dx, dvalues, dbias = _backward(dy, x, values, _pattern_of(key), needs_x, needs_values, needs_bias)
+        dx, dvalues, dbias = (_owned_by_torch(t) for t in _backward(dy, x, values, _pattern_of(key), needs_x,
+                                                                      needs_values, needs_bias))
         # A custom op returns tensors: an empty one stands for "not asked".
         return (dx if dx is not None else x.new_empty(0), dvalues if dvalues is not None else values.new_empty(0),
                 dbias if dbias is not None else dy.new_empty(0))

@@ -208,6 +208,16 @@ class SparseLinear(torch.nn.Module):
         self.values.grad = None  # a gradient of the old pattern
         for name in self._index_names:
             self._buffers[name] = parts[name].to(self.values.device)
+        if self.__dict__.pop("_in_graph", False):
+            warnings.warn("SparseLinear.set_pattern: this layer ran inside a CUDA graph capture (torch.cuda.graph, or "
+                          "torch.compile's reduce-overhead mode); a graph keeps the pattern it captured, so its "
+                          "replays would compute with the old one against the new values: capture again after a "
+                          "mask update (under reduce-overhead, torch.compiler.reset() before the next step)",
+                          RuntimeWarning, stacklevel=2)
+
+    def _note_graph_capture(self):
+        """Remembers that this layer's pattern went into a CUDA graph (set_pattern warns)."""
+        self.__dict__["_in_graph"] = True
 
     @property
     def nnz(self):
@@ -226,6 +236,8 @@ class SparseLinear(torch.nn.Module):
                 raise RuntimeError("SparseLinear: a mask update's dense-gradient capture (RigL's update steps) "
                                    "cannot run inside torch.compile; run update steps on the eager module")
             return functional.layer_linear(x, self.values, self.bias, self._key)
+        if self.values.is_cuda and torch.cuda.is_current_stream_capturing():
+            self._note_graph_capture()
         return sparse_linear(x, self.values, self.pattern(), self.bias, dense_grad_sink=self._dense_grad_sink)
 
     def dense_weight(self):
