@@ -196,12 +196,14 @@ def layer_linear(x, values, bias, key):
 def _in_cudagraph_trees_warmup(device):
     """Whether torch.compile's CUDA graphs (cudagraph trees, the reduce-overhead mode) are warming a function up
     on `device`: its eager run whose new memory must come from the graphs' pool. Read from PyTorch's private
-    state; False where that state is not as PyTorch 2.x keeps it."""
+    state without creating any (a dictionary lookup where no tree exists); False where that state is not as
+    PyTorch 2.x keeps it."""
     trees = sys.modules.get("torch._inductor.cudagraph_trees")
     if trees is None:
         return False
     try:
-        manager = trees.get_manager(device.index, create_if_none_exists=False)
+        container = trees.get_obj(trees.local, "tree_manager_containers").get(device.index)
+        manager = None if container is None else container.tree_manager
         return manager is not None and manager.path_state == trees.ExecutionState.WARMUP
     except Exception:  # noqa: BLE001 - another PyTorch's internals: not warming up as far as this can tell
         return False
@@ -213,12 +215,12 @@ def _in_graph_capture(t):
     return t.is_cuda and (torch.cuda.is_current_stream_capturing() or _in_cudagraph_trees_warmup(t.device))
 
 
-def _owned_by_torch(t):
-    """t, or a copy in PyTorch's own memory while PyTorch captures a CUDA graph or cudagraph trees warm up.
-    torch.compile's CUDA graphs (reduce-overhead) require every output of a captured graph in their own memory
-    pool, and this op's result may be one (a tensor saved for the backward, a gradient), where Coppice's results
-    are in Coppice's memory. The copy is a pass over the result, recorded in the graph."""
-    return t.clone() if t is not None and _in_graph_capture(t) else t
+def _owned_by_torch(t, in_graph):
+    """t, or, when in_graph (_in_graph_capture), a copy in PyTorch's own memory. torch.compile's CUDA graphs
+    (reduce-overhead) require every output of a captured graph in their own memory pool, and this op's result
+    may be one (a tensor saved for the backward, a gradient), where Coppice's results are in Coppice's memory.
+    The copy is a pass over the result, recorded in the graph."""
+    return t.clone() if in_graph and t is not None else t
 
 
 if OPS:
@@ -226,9 +228,10 @@ if OPS:
     def _op_forward(x: torch.Tensor, values: torch.Tensor, bias: Optional[torch.Tensor], key: int) -> torch.Tensor:
         pattern = _pattern_of(key)
         _check(x, values, bias, pattern)
-        if _in_graph_capture(x):
+        in_graph = _in_graph_capture(x)
+        if in_graph:
             _layers[key]._note_graph_capture()
-        return _owned_by_torch(_forward(x, values, bias, pattern)[0])
+        return _owned_by_torch(_forward(x, values, bias, pattern)[0], in_graph)
 
     @_op_forward.register_fake
     def _(x, values, bias, key):
@@ -237,8 +240,9 @@ if OPS:
     @torch.library.custom_op("coppice::sparse_linear_backward", mutates_args=())
     def _op_backward(dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor, key: int, needs_x: bool,
                      needs_values: bool, needs_bias: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        dx, dvalues, dbias = (_owned_by_torch(t) for t in _backward(dy, x, values, _pattern_of(key), needs_x,
-                                                                      needs_values, needs_bias))
+        in_graph = _in_graph_capture(dy)
+        dx, dvalues, dbias = (_owned_by_torch(t, in_graph) for t in _backward(dy, x, values, _pattern_of(key),
+                                                                             needs_x, needs_values, needs_bias))
         # A custom op returns tensors: an empty one stands for "not asked".
         return (dx if dx is not None else x.new_empty(0), dvalues if dvalues is not None else values.new_empty(0),
                 dbias if dbias is not None else dy.new_empty(0))
