@@ -88,7 +88,7 @@ int foreign_capture_pool(int device, cudaStream_t stream) {
   COPPICE_CHECK(status == cudaStreamCaptureStatusActive, "graph capture: stream ", static_cast<const void*>(stream),
                 " of cuda:", device, " is not capturing",
                 status == cudaStreamCaptureStatusInvalidated ? " (its capture was invalidated)" : "");
-  std::lock_guard<std::mutex> lock(foreign_mu);
+  std::unique_lock<std::mutex> lock(foreign_mu);
   auto it = foreign_pools.find({device, capture});
   if (it != foreign_pools.end()) return it->second;
   CachingAllocator& allocator = caching_allocator(device);
@@ -97,11 +97,12 @@ int foreign_capture_pool(int device, cudaStream_t stream) {
   cudaError_t err = cudaUserObjectCreate(&object, fp, release_foreign_pool, 1, cudaUserObjectNoDestructorSync);
   if (err == cudaSuccess) err = cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove);
   if (err != cudaSuccess) {
+    lock.unlock();  // the destructor, which the release may run on this thread, takes foreign_mu
     if (object == nullptr) {
       allocator.release_pool(fp->pool);
       delete fp;
     } else {
-      cudaUserObjectRelease(object, 1);  // runs the destructor
+      cudaUserObjectRelease(object, 1);  // runs release_foreign_pool
     }
     check_cuda(err, "graph capture", "holding the capture's memory pool in its graph (cudaGraphRetainUserObject)");
   }
