@@ -22,6 +22,30 @@ struct Recording {
 };
 thread_local Recording* recording = nullptr;
 
+// While alive, this thread records rec's device work on `stream`, its
+// allocations from graph pool `pool`. The pool is taken first, so a refusal
+// (another pool active) leaves nothing set.
+class RecordingScope {
+ public:
+  RecordingScope(Recording& rec, cudaStream_t stream, CachingAllocator& allocator, int pool)
+      : allocator_(allocator), device_(rec.device) {
+    allocator.begin_pool(pool);
+    recording = &rec;
+    set_capture_stream(device_, stream);
+  }
+  ~RecordingScope() {
+    allocator_.end_pool();
+    set_capture_stream(device_, nullptr);
+    recording = nullptr;
+  }
+  RecordingScope(const RecordingScope&) = delete;
+  RecordingScope& operator=(const RecordingScope&) = delete;
+
+ private:
+  CachingAllocator& allocator_;
+  int device_;
+};
+
 class CudaGraph final : public CapturedWork {
  public:
   CudaGraph(int device, int pool, cudaStream_t stream, cudaGraphExec_t exec, std::vector<std::function<void()>> checks)
@@ -142,15 +166,12 @@ std::unique_ptr<CapturedWork> capture_graph(int device, const std::function<void
   Recording rec{device, {}};
   std::string failure;
   cudaGraph_t graph = nullptr;
-  recording = &rec;
-  set_capture_stream(device, stream);
-  allocator.begin_pool(pool);
-  try {
-    fn();
-  } catch (const std::exception& e) { failure = e.what(); }
-  allocator.end_pool();
-  set_capture_stream(device, nullptr);
-  recording = nullptr;
+  {
+    RecordingScope scope(rec, stream, allocator, pool);
+    try {
+      fn();
+    } catch (const std::exception& e) { failure = e.what(); }
+  }
   const cudaError_t end = cudaStreamEndCapture(stream, &graph);
   cudaGetLastError();  // a capture error is not sticky; clear it for the next caller
   if (failure.empty() && end != cudaSuccess) failure = str_cat("ending the capture: ", cuda_error_text(end));
@@ -175,20 +196,8 @@ void run_in_foreign_capture(int device, cudaStream_t stream, const std::function
                 "; captures do not nest");
   DeviceGuard guard(device);
   const int pool = foreign_capture_pool(device, stream);
-  CachingAllocator& allocator = caching_allocator(device);
-  allocator.begin_pool(pool);  // throws while another pool is active
   Recording rec{device, {}};
-  recording = &rec;
-  set_capture_stream(device, stream);
-  struct Restore {
-    CachingAllocator& allocator;
-    int device;
-    ~Restore() {
-      allocator.end_pool();
-      set_capture_stream(device, nullptr);
-      recording = nullptr;
-    }
-  } restore{allocator, device};
+  RecordingScope scope(rec, stream, caching_allocator(device), pool);
   fn();
   COPPICE_CHECK(rec.checks.empty(), "graph capture: this work checks its results on the host after its kernels run ",
                 "(", rec.checks.size(), " checks, such as an index range), which a graph captured by another library ",
