@@ -47,12 +47,12 @@ struct BsrProductArgs {
   StridedMatrix<T> y;        // [op(S) rows, n]
   const T* bias = nullptr;   // [op(S) rows] added to y's rows (linear's bias), or none
   bool relu = false;         // relu after the bias (linear_relu), in f32 before the one rounding
-  // A gelu after the bias (gelu_write_out.h; the mma.sync kernels only,
-  // bsr_mma.h), with z in `aux`: y's shape and strides.
+  // A gelu after the bias (gelu_write_out.h; the mma.sync and wgmma kernels
+  // only, bsr_mma.h and bsr_wgmma.h), with z in `aux`: y's shape and strides.
   GeluWriteOut gelu = GeluWriteOut::kNone;
   StridedMatrix<T> aux;
-  // The output block rows in the order the mma.sync kernels take them
-  // (longest first, so that the last wave is short), or null for 0, 1, ...
+  // The output block rows in the order the mma.sync and wgmma kernels take
+  // them (longest first, so that the last wave is short), or null for 0, 1, ...
   const int32_t* row_order = nullptr;
   // The extents the wgmma kernel's tensor maps name (bsr_wgmma.h): op(S)'s
   // columns (x's rows) and S's stored blocks.

@@ -2,30 +2,39 @@
 //
 // y = op(S) @ x as bsr_mma.cu computes it, for the shapes of a linear layer's
 // products: x (op(S)'s columns by n) is contiguous along op(S)'s columns,
-// that is, it is the token-major activation x or gradient dy. A thread block
-// owns one output block row (B rows of y) by kTileN columns (tokens) and
-// walks the row's stored blocks in k steps of 64, with three warpgroups, as
-// nm24_wgmma.cu's kernel does:
+// that is, it is the token-major activation x or gradient dy. The output is
+// cut into tiles of one output block row (B rows of y) by kTileN columns
+// (tokens); the kernel is persistent: one thread block an SM walks tiles b,
+// b + grid, ... (block rows fastest, so the thread blocks at work share x's
+// slices in L2), each tile in k steps of 64 over its row's stored blocks,
+// with three warpgroups, as nm24_wgmma.cu's kernel does:
 //   - one loads: a single thread issues the TMA copies of each step (the
 //     block's 64 columns of op(S), B x 64, and x's [kTileN, 64] slice at the
 //     block's column, both in the 128-byte swizzle) into a ring of stages,
-//     each guarded by a "full" and an "empty" mbarrier (tensor/cuda/tma.cuh);
+//     each guarded by a "full" and an "empty" mbarrier (tensor/cuda/tma.cuh).
+//     The ring runs through all of the thread block's tiles, so the next
+//     tile's first blocks load while this one is written out;
 //   - two multiply, each an m64 x n128 part of the tile (for 128x128 blocks
 //     the two halves of the block row, for 64x64 blocks the two halves of a
 //     256-token tile, sharing the staged block): four m64n128k16 wgmma a step
 //     with both operands read from shared memory through descriptors, one
-//     step's group kept in flight while the next issues.
+//     step's group kept in flight while the next issues; then they write the
+//     tile out through a shared-memory tile of its own, beside the ring.
+// Why persistent: with one thread block an SM (the ring and 232 registers a
+// consumer thread), a thread block per tile left the SM idle while a tile's
+// first blocks loaded and its output was written. The grid is coprime with
+// the block rows (persistent_grid), so each thread block meets them all.
 // op(S) = S reads each block K-major (its rows are y's rows); op(S) = S^T
 // (dY @ W, walking S by block columns) reads the stored block MN-major with
 // wgmma's transpose of A, so neither direction copies or transposes a block.
 //
-// The write-out is bsr_mma.cu's (epilogue.cuh): the f32 tile through shared
-// memory, then per thread runs of eight of y's rows with the bias, relu or a
-// gelu form applied, rounded once. Tokens past n arrive as zeros (TMA fills
-// outside the tensor) and are not stored; an empty block row writes the bias
-// (or zeros). No atomics: each output is one thread's sum in a fixed order,
-// the same bits on every run (not mma.sync's bits: the order of the f32
-// additions differs).
+// The write-out (bsr_write_out.cuh) applies bsr_mma.cu's arithmetic: the f32
+// tile through shared memory, then per thread runs of eight of y's rows with
+// the bias, relu or a gelu form applied, rounded once. Tokens past n arrive
+// as zeros (TMA fills outside the tensor) and are not stored; an empty block
+// row writes the bias (or zeros). No atomics: each output is one thread's sum
+// in a fixed order, the same bits on every run (not mma.sync's bits: the
+// order of the f32 additions differs).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -33,10 +42,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <string_view>
 #include <type_traits>
 
 #include "sparse/cuda/bsr_wgmma.h"
+#include "sparse/cuda/bsr_write_out.cuh"
 #include "sparse/cuda/epilogue.cuh"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
@@ -61,18 +72,23 @@ constexpr int kStep = 64;                   // k per stage: one 128-byte swizzle
 constexpr int kConsumers = 256;             // two warpgroups multiply
 constexpr int kThreads = kConsumers + 128;  // and one loads
 
-// The shape for blocks of B: tokens per thread block, the stages of the ring.
+// The shape for blocks of B: tokens per tile, the stages of the ring, the
+// write-out tile after the ring and its barriers; together at most the 227 KB
+// of shared memory a thread block may have.
 template <int B>
 struct WgmmaTile {
   static constexpr int kTileN = B == 128 ? 128 : 256;  // each consumer an m64 x n128 part
   static constexpr int kABytes = B * kStep * 2;        // the block's 64 columns (or rows, transposed)
   static constexpr int kXBytes = kTileN * kStep * 2;
   static constexpr int kStageBytes = kABytes + kXBytes;
-  static constexpr int kStages = B == 128 ? 6 : 5;  // 192 KB, 200 KB: one thread block an SM
-  static constexpr int kPitchOut = B + 4;           // f32 per token row of the write-out tile
-  static constexpr int kSmemBytes = cuda::StageRing<kStages, kStageBytes>::kSmemBytes;
+  static constexpr int kStages = B == 128 ? 4 : 3;  // 128 KB, 120 KB
+  using Ring = cuda::StageRing<kStages, kStageBytes>;
+  static constexpr int kPitchOut = B + 4;                                  // f32 per token row of the write-out tile
+  static constexpr int kOutOffset = kStages * kStageBytes + 16 * kStages;  // from the ring's aligned start
+  static constexpr int kSmemBytes = Ring::kSmemBytes + kTileN * kPitchOut * 4;
   static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
-  static_assert(kTileN * kPitchOut * 4 <= kStages * kStageBytes, "the write-out tile fits in the ring");
+  static_assert(kOutOffset % 16 == 0, "the write-out tile is 16-byte aligned");
+  static_assert(kSmemBytes <= 227 * 1024, "a thread block's shared memory");
 };
 
 struct Maps {
@@ -84,9 +100,21 @@ struct WriteFlags {
   bool y_vec;  // y is contiguous along its rows, 16-byte aligned, its other stride a multiple of 8
 };
 
+// Tile `tile` of the launch (p.out_block_rows output block rows by the
+// token tiles): its block row (in the row order, when there is one) and first
+// token.
+struct TileAt {
+  int64_t obr, n0;
+};
+template <typename T>
+__device__ __forceinline__ TileAt tile_at(const BsrProductArgs<T>& p, int64_t tile, int tile_n) {
+  const int64_t i = tile % p.out_block_rows;
+  return {p.row_order != nullptr ? p.row_order[i] : i, tile / p.out_block_rows * tile_n};
+}
+
 template <typename T, int B, bool kATrans>
 __global__ void __launch_bounds__(kThreads, 1)
-    bsr_wgmma_kernel(const __grid_constant__ Maps maps, const BsrProductArgs<T> p, WriteFlags flags) {
+    bsr_wgmma_kernel(const __grid_constant__ Maps maps, const BsrProductArgs<T> p, WriteFlags flags, int64_t tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tile = WgmmaTile<B>;
   constexpr int kStages = Tile::kStages, kStageBytes = Tile::kStageBytes, kTileN = Tile::kTileN;
@@ -94,31 +122,34 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const auto ring = cuda::stage_ring<kStages, kStageBytes>(smem_raw, kConsumers / 32);
   const int tid = threadIdx.x;
-  const int64_t obr = p.row_order != nullptr ? p.row_order[blockIdx.x] : blockIdx.x;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTileN;
-  const int32_t begin = p.ptr[obr];
-  const int steps = (p.ptr[obr + 1] - begin) * kChunks;
 
   if (tid >= kConsumers) {
-    // The loading warpgroup: one thread issues every copy.
+    // The loading warpgroup: one thread issues every copy, running ahead of
+    // the consumers by up to the ring's stages, across tiles.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (tid == kConsumers) {
-      for (int step = 0; step < steps; ++step) {
-        const int32_t e = begin + step / kChunks;
-        const int chunk = step % kChunks;
-        const int64_t blk = p.bid != nullptr ? p.bid[e] : e;
-        ring.wait_empty(step);
-        const uint32_t full = ring.full(step), st = ring.stage(step);
-        barrier_expect(full, kStageBytes);
-        if constexpr (kATrans) {  // rows chunk*64.. of the block, each 64-wide half of its columns a tile
+      int step = 0;  // the ring's running count
+      for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const TileAt at = tile_at(p, tile, kTileN);
+        const int32_t begin = p.ptr[at.obr], end = p.ptr[at.obr + 1];
+        for (int32_t e = begin; e < end; ++e) {
+          const int64_t blk = p.bid != nullptr ? p.bid[e] : e;
 #pragma unroll
-          for (int h = 0; h < B / 64; ++h)
-            tma_load(st + h * 64 * 128, &maps.values, h * 64, static_cast<int>(blk * B + chunk * kStep), full);
-        } else {  // columns chunk*64.. of the block's B rows
-          tma_load(st, &maps.values, chunk * kStep, static_cast<int>(blk * B), full);
+          for (int chunk = 0; chunk < kChunks; ++chunk, ++step) {
+            ring.wait_empty(step);
+            const uint32_t full = ring.full(step), st = ring.stage(step);
+            barrier_expect(full, kStageBytes);
+            if constexpr (kATrans) {  // rows chunk*64.. of the block, each 64-wide half of its columns a tile
+#pragma unroll
+              for (int h = 0; h < B / 64; ++h)
+                tma_load(st + h * 64 * 128, &maps.values, h * 64, static_cast<int>(blk * B + chunk * kStep), full);
+            } else {  // columns chunk*64.. of the block's B rows
+              tma_load(st, &maps.values, chunk * kStep, static_cast<int>(blk * B), full);
+            }
+            tma_load(st + Tile::kABytes, &maps.x, static_cast<int>(p.kblk[e]) * B + chunk * kStep,
+                     static_cast<int>(at.n0), full);
+          }
         }
-        tma_load(st + Tile::kABytes, &maps.x, static_cast<int>(p.kblk[e]) * B + chunk * kStep, static_cast<int>(n0),
-                 full);
       }
     }
     return;
@@ -128,69 +159,59 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
   // This warpgroup's rows of the block row and columns (tokens) of the tile.
   const int row0 = B == 128 ? 64 * wg : 0, col0 = B == 128 ? 0 : 128 * wg;
-  float acc[16][4];
-#pragma unroll
-  for (auto& a : acc)
-#pragma unroll
-    for (float& v : a) v = 0.0f;
-  cuda::fence_registers(acc);
-
-  for (int step = 0; step < steps; ++step) {
-    const uint32_t st = ring.stage(step);
-    ring.wait_full(step);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kStep / 16; ++ks) {
-      // K-major A: 32 bytes along the row a k16 step; MN-major A (the block
-      // read transposed): 16 rows of k, 2048 bytes, in this half's tile.
-      const uint64_t a =
-          kATrans ? sw128_desc(st + (row0 / 64) * 64 * 128 + ks * 2048) : sw128_desc(st + row0 * 128 + ks * 32);
-      const uint64_t b = sw128_desc(st + Tile::kABytes + col0 * 128 + ks * 32);
-      cuda::wgmma_64x128_ss<T, kATrans>(acc, a, b);
-    }
-    wgmma_commit();
-    // The previous step's group is done: its stage goes back to the loader.
-    wgmma_wait<1>();
-    cuda::fence_registers(acc);
-    if (step > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));
-  }
-  wgmma_wait<0>();
-  cuda::fence_registers(acc);
-  // Both consumer warpgroups are done with the ring (the loader has nothing
-  // left in flight: every stage it filled was waited for).
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-
-  // The tile as [token][row] f32: accumulators 4j and 4j + 1 are row g of the
-  // warp's 16 and tokens 8j + 2t, 8j + 2t + 1; 4j + 2 and 4j + 3 row g + 8.
-  float* tile = reinterpret_cast<float*>(ring.smem);
+  float* out_tile = reinterpret_cast<float*>(ring.smem + Tile::kOutOffset);
   constexpr int P = Tile::kPitchOut;
-  const int r = row0 + warp * 16 + g;
+  int step = 0;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const TileAt at = tile_at(p, tile, kTileN);
+    const int steps = (p.ptr[at.obr + 1] - p.ptr[at.obr]) * kChunks;
+    float acc[16][4];
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const int m = col0 + 8 * j + 2 * t;
-    tile[m * P + r] = acc[j][0];
-    tile[(m + 1) * P + r] = acc[j][1];
-    tile[m * P + r + 8] = acc[j][2];
-    tile[(m + 1) * P + r + 8] = acc[j][3];
-  }
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+    for (auto& a : acc)
+#pragma unroll
+      for (float& v : a) v = 0.0f;
+    cuda::fence_registers(acc);
 
-  // Runs of eight of y's rows for one token: the bias, relu or a gelu form,
-  // rounded once (epilogue.cuh).
-  constexpr int kRuns = B / 8;
-  const int64_t r0 = obr * B;
-  for (int c = tid; c < kTileN * kRuns; c += kConsumers) {
-    const int m = c / kRuns, rr = (c % kRuns) * 8;
-    const int64_t gn = n0 + m;
-    if (gn >= p.n) continue;
-    float v[8];
+    for (int s = 0; s < steps; ++s, ++step) {
+      const uint32_t st = ring.stage(step);
+      ring.wait_full(step);
+      wgmma_fence();
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      v[j] = add_bias(tile[m * P + rr + j], p.bias, r0 + rr + j);
-      if (p.relu) v[j] = relu(v[j]);
+      for (int ks = 0; ks < kStep / 16; ++ks) {
+        // K-major A: 32 bytes along the row a k16 step; MN-major A (the block
+        // read transposed): 16 rows of k, 2048 bytes, in this half's tile.
+        const uint64_t a =
+            kATrans ? sw128_desc(st + (row0 / 64) * 64 * 128 + ks * 2048) : sw128_desc(st + row0 * 128 + ks * 32);
+        const uint64_t b = sw128_desc(st + Tile::kABytes + col0 * 128 + ks * 32);
+        cuda::wgmma_64x128_ss<T, kATrans>(acc, a, b);
+      }
+      wgmma_commit();
+      // The previous step's group is done: its stage goes back to the loader.
+      wgmma_wait<1>();
+      cuda::fence_registers(acc);
+      if (s > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));
     }
-    gelu_and_store_run<T, 8>(p.gelu, p.y.data, p.aux.data, (r0 + rr) * p.y.row_stride + gn * p.y.col_stride,
-                             p.y.row_stride, flags.y_vec, v, 8);
+    wgmma_wait<0>();
+    cuda::fence_registers(acc);
+    if (steps > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));  // the tile's last stage
+
+    // Every consumer is done reading the previous tile's write-out.
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+    // The tile as [token][row] f32: accumulators 4j and 4j + 1 are row g of the
+    // warp's 16 and tokens 8j + 2t, 8j + 2t + 1; 4j + 2 and 4j + 3 row g + 8.
+    const int r = row0 + warp * 16 + g;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int m = col0 + 8 * j + 2 * t;
+      out_tile[m * P + r] = acc[j][0];
+      out_tile[(m + 1) * P + r] = acc[j][1];
+      out_tile[m * P + r + 8] = acc[j][2];
+      out_tile[(m + 1) * P + r + 8] = acc[j][3];
+    }
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+
+    // y = tile + bias, relu'd, a gelu form, rounded once, 16 bytes of y a thread (bsr_write_out.cuh).
+    write_out_token_rows<T, B, kTileN, P, kConsumers>(out_tile, p, at.obr * B, at.n0, flags.y_vec, tid);
   }
 #endif
 }
@@ -337,6 +358,21 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
+// The persistent product's thread blocks for `tiles` tiles over `rows` output
+// block rows: one an SM, less the fewest that make the count coprime with
+// `rows`. Thread block b takes tiles b, b + grid, ..., so it meets the block
+// rows (sorted longest first) at steps of grid mod rows: with a common factor
+// it met only a fixed subset of them (132 SMs and 16 block rows: every fourth,
+// longest or shortest), and the thread blocks' work came out unequal.
+int64_t persistent_grid(int64_t tiles, int64_t rows) {
+  int device = 0, sms = 0;
+  COPPICE_CUDA_CHECK(cudaGetDevice(&device), kOp);
+  COPPICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kOp);
+  int64_t grid = sms;
+  while (grid > 1 && std::gcd(grid, rows) != 1) --grid;
+  return std::min(tiles, grid);
+}
+
 template <typename T, int B>
 void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   using Tile = SddmmWgmmaTile<B>;
@@ -380,9 +416,9 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
   WriteFlags flags;
   flags.y_vec = p.y.row_stride == 1 && p.y.col_stride % 8 == 0 && aligned16(p.y.data) &&
                 (p.gelu == GeluWriteOut::kNone || aligned16(p.aux.data));
-  const dim3 grid(static_cast<unsigned>(p.out_block_rows),
-                  static_cast<unsigned>((p.n + Tile::kTileN - 1) / Tile::kTileN));
-  bsr_wgmma_kernel<T, B, kATrans><<<grid, kThreads, Tile::kSmemBytes, stream>>>(maps, p, flags);
+  const int64_t tiles = p.out_block_rows * ((p.n + Tile::kTileN - 1) / Tile::kTileN);
+  const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows)));
+  bsr_wgmma_kernel<T, B, kATrans><<<grid, kThreads, Tile::kSmemBytes, stream>>>(maps, p, flags, tiles);
   cuda::check_launch(kOp);
 }
 

@@ -14,6 +14,19 @@
 
 namespace coppice::sparse_cuda {
 
+// The gradient forms' step alone, for a run whose z is already in registers
+// (zs: a write-out that loads several runs' z before it needs the first).
+template <typename T, int kN>
+__device__ __forceinline__ void gelu_gradient_of(GeluWriteOut mode, const T (&zs)[kN], float (&v)[kN]) {
+  if (is_gelu_tanh(mode)) {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_tanh_grad(to_float(from_float<T>(v[j])), to_float(zs[j]));
+  } else {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_grad(to_float(from_float<T>(v[j])), to_float(zs[j]));
+  }
+}
+
 // `count` <= kN values v (f32, the bias added) bound for a run of the output
 // whose elements step by `step`; `z` points at the run's first element in
 // the auxiliary matrix. kForward: each value rounded to T is z, stored there,
@@ -38,13 +51,7 @@ __device__ __forceinline__ void gelu_run(GeluWriteOut mode, T* z, int64_t step, 
 #pragma unroll
       for (int j = 0; j < kN; ++j) zs[j] = j < count ? z[j * step] : from_float<T>(0.0f);
     }
-    if (tanh_form) {
-#pragma unroll
-      for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_tanh_grad(to_float(from_float<T>(v[j])), to_float(zs[j]));
-    } else {
-#pragma unroll
-      for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_grad(to_float(from_float<T>(v[j])), to_float(zs[j]));
-    }
+    gelu_gradient_of<T, kN>(mode, zs, v);
     return;
   }
 #pragma unroll

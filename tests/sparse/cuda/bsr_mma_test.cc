@@ -223,7 +223,7 @@ TEST_F(BsrMmaTest, WgmmaAndMmaSyncTakeALinearsShapes) {
           const Tensor z_in = operand(n, 8 * b, Layout::kContiguous, seed++, mode.dtype);
           const Tensor want = matmul(host64(x), op_s);
           const Tensor want_z = add(want, host64(bias));
-          for (const char* pin : {"bsr_tiles=auto", "bsr_tiles=mma_sync"}) {
+          for (const char* pin : {"bsr_tiles=auto", "bsr_tiles=mma_sync", "bsr_tiles=wgmma"}) {
             ScopedRoutePins pins(pin);
             const std::string what = std::string(mode.name) + " blocks " + std::to_string(b) + " n " +
                                      std::to_string(n) + (transpose_s ? " X @ S^T " : " X @ S ") + pin;
@@ -239,6 +239,37 @@ TEST_F(BsrMmaTest, WgmmaAndMmaSyncTakeALinearsShapes) {
           }
         }
       }
+    }
+  }
+}
+
+// The persistent wgmma product walks several tiles a thread block (more
+// tiles than the GPU has SMs) through one ring of stages: rows of 0 to 3
+// blocks (a linear's at 90 % sparsity), empty ones among them, a token count
+// that is not a multiple of the tile, both directions, bias and the gelu
+// write-out; the same bits on repeat.
+TEST_F(BsrMmaTest, WgmmaProductWalksManyTilesAThreadBlock) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 5000;
+  for (int64_t b : {64, 128}) {
+    const int64_t rows = 8 * b, n = b == 128 ? 4200 : 8229;  // 8 block rows x 33 token tiles
+    const Tensor dense = random_blocks(rows, rows, b, b, 0.2, seed++, {1, 6});
+    const Tensor s = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(b, b)), kCuda);
+    const Tensor s64 = host64(to_dense(s));
+    const Tensor bias = random_dense({1, rows}, seed++).reshape({rows}).to(DType::kBF16).to(kCuda);
+    ScopedRoutePins pins("bsr_tiles=wgmma");
+    for (bool transpose_s : {false, true}) {
+      const std::string what = "blocks " + std::to_string(b) + (transpose_s ? " X @ S^T" : " X @ S");
+      const Tensor x = operand(n, rows, Layout::kContiguous, seed++, DType::kBF16);
+      const Tensor want = matmul(host64(x), transpose_s ? s64.t() : s64);
+      const Tensor y = mma_matmul(s, transpose_s, x, false);
+      EXPECT_TRUE(near(y, want, kModes[0].tolerance())) << what;
+      EXPECT_EQ(host64(y).to_vector<double>(), host64(mma_matmul(s, transpose_s, x, false)).to_vector<double>())
+          << what;
+      const auto [g, z] = sparse_cuda::bsr_mma_matmul_gelu(s, transpose_s, x, false, "test", bias, GeluForm::kErf);
+      const Tensor want_z = add(want, host64(bias));
+      EXPECT_TRUE(near(z, want_z, kModes[0].tolerance())) << "z, " << what;
+      EXPECT_TRUE(near(g, gelu_of_form(want_z, GeluForm::kErf), kModes[0].tolerance())) << "gelu(z), " << what;
     }
   }
 }
