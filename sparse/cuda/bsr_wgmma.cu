@@ -365,10 +365,9 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 // it met only a fixed subset of them (132 SMs and 16 block rows: every fourth,
 // longest or shortest), and the thread blocks' work came out unequal.
 int64_t persistent_grid(int64_t tiles, int64_t rows) {
-  int device = 0, sms = 0;
+  int device = 0;
   COPPICE_CUDA_CHECK(cudaGetDevice(&device), kOp);
-  COPPICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), kOp);
-  int64_t grid = sms;
+  int64_t grid = cuda::sm_count(device, kOp);
   while (grid > 1 && std::gcd(grid, rows) != 1) --grid;
   return std::min(tiles, grid);
 }

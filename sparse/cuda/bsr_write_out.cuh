@@ -31,27 +31,6 @@
 
 namespace coppice::sparse_cuda {
 
-// v[j] += the bias of output feature row + j, one 16-byte load where the run
-// of the bias is 16-byte aligned; no addition at all without a bias (as
-// add_bias: v + 0 would turn a -0 into +0).
-template <typename T, int kN>
-__device__ __forceinline__ void add_bias_run(float (&v)[kN], const T* bias, int64_t row) {
-  if (bias == nullptr) return;
-  const T* b = bias + row;
-  if constexpr (kN * sizeof(T) == 16) {
-    if (reinterpret_cast<uintptr_t>(b) % 16 == 0) {
-      T vals[kN];
-      const uint4 packed = *reinterpret_cast<const uint4*>(b);
-      memcpy(vals, &packed, sizeof(packed));
-#pragma unroll
-      for (int j = 0; j < kN; ++j) v[j] += to_float(vals[j]);
-      return;
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kN; ++j) v[j] += to_float(b[j]);
-}
-
 // y's rows r0 .. r0 + B - 1 for tokens n0 .. n0 + kTileN - 1 (those below
 // p.n) from `tile` (16-byte aligned), by threads tid = 0 .. kThreads - 1 of
 // the thread block. vec: y (and aux) contiguous along the rows, 16-byte

@@ -1,7 +1,8 @@
 // The write-out of the sparse product kernels (bsr_mma.cu, bsr_tiles.cu,
-// nm24_mma.cu, nm24_wgmma.cu): what a product applies to its f32
+// bsr_wgmma.cu, nm24_mma.cu, nm24_wgmma.cu): what a product applies to its f32
 // accumulators on the way out, in this order, each step optional:
-//   1. + bias: a linear's bias, one value per output feature (add_bias);
+//   1. + bias: a linear's bias, one value per output feature (add_bias; a
+//      run's at once: add_bias_run);
 //   2. relu (relu: a NaN stays NaN, so that the non-finite checks see it);
 //   3. a gelu form (gelu_write_out.h: forward, z stored; gradient, z read;
 //      each in the erf form or GPT-2's tanh approximation);
@@ -31,6 +32,27 @@ namespace coppice::sparse_cuda {
 template <typename T>
 __device__ __forceinline__ float add_bias(float v, const T* bias, int64_t row) {
   return bias != nullptr ? v + to_float(bias[row]) : v;
+}
+
+// v[j] += the bias of output feature row + j, one 16-byte load where the run
+// of the bias is 16-byte aligned; no addition at all without a bias (as
+// add_bias: v + 0 would turn a -0 into +0).
+template <typename T, int kN>
+__device__ __forceinline__ void add_bias_run(float (&v)[kN], const T* bias, int64_t row) {
+  if (bias == nullptr) return;
+  const T* b = bias + row;
+  if constexpr (kN * sizeof(T) == 16) {
+    if (reinterpret_cast<uintptr_t>(b) % 16 == 0) {
+      T vals[kN];
+      const uint4 packed = *reinterpret_cast<const uint4*>(b);
+      memcpy(vals, &packed, sizeof(packed));
+#pragma unroll
+      for (int j = 0; j < kN; ++j) v[j] += to_float(vals[j]);
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kN; ++j) v[j] += to_float(b[j]);
 }
 
 // The bias of output feature `row`, 0 without one: bsr_tiles.cu adds it
