@@ -314,7 +314,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int h = 0; h < B / 64; ++h) {
           const uint64_t b = sw128_desc(st + Tile::kABytes + q * Tile::kBBytes + h * Tile::kSliceBytes + ks * 2048);
-          cuda::wgmma_64x64_ss_tt<T>(acc[h], a, b);
+          cuda::wgmma_64x64_ss<T, true, true, true>(acc[h], a, b);
         }
       }
       wgmma_commit();

@@ -127,10 +127,10 @@ __device__ __forceinline__ void wgmma_64x64_rs(float (&d)[8][4], const uint32_t 
   "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "   \
   "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                      \
   "%64, %65, 1, 1, 1, %66, 0;\n"
-#define COPPICE_WGMMA_SS_64_TT(type)                                                                                 \
+#define COPPICE_WGMMA_SS_64(type, scale_d)                                                                           \
   "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type                                                        \
   " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
-  "%24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 1, 1;\n"
+  "%24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, " scale_d ", 1, 1, %34, %35;\n"
 
 // d (64 x 128, f32; per warp its 16 rows, accumulators j the mma.sync
 // fragment of columns 8j..8j+7) += A (64 x 16, descriptor a; kTransA: stored
@@ -149,18 +149,32 @@ __device__ __forceinline__ void wgmma_64x128_ss(float (&d)[16][4], uint64_t a, u
   }
 }
 
-// d (64 x 64, f32, the layout above) += A (64 x 16) * B (16 x 64), both in
-// shared memory stored MN-major (k down the rows of their tiles):
-// descriptors a, b.
-template <typename T>
-__device__ __forceinline__ void wgmma_64x64_ss_tt(float (&d)[8][4], uint64_t a, uint64_t b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(COPPICE_WGMMA_SS_64_TT("bf16") : COPPICE_WGMMA_ACC32(COPPICE_WGMMA_READ_WRITE, d) : "l"(a), "l"(b));
+// d (64 x 64, f32, the layout above) = A (64 x 16) * B (16 x 64), or d +=
+// with kAccumulate, both from shared memory: descriptors a and b, kTransA /
+// kTransB when that operand is stored MN-major (k down its tile's rows),
+// K-major otherwise (k along them).
+template <typename T, bool kTransA, bool kTransB, bool kAccumulate>
+__device__ __forceinline__ void wgmma_64x64_ss(float (&d)[8][4], uint64_t a, uint64_t b) {
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (kBf16 && kAccumulate) {
+    asm volatile(COPPICE_WGMMA_SS_64("bf16", "1")
+                 : COPPICE_WGMMA_ACC32(COPPICE_WGMMA_READ_WRITE, d)
+                 : "l"(a), "l"(b), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
+  } else if constexpr (kBf16) {
+    asm volatile(COPPICE_WGMMA_SS_64("bf16", "0")
+                 : COPPICE_WGMMA_ACC32(COPPICE_WGMMA_WRITE, d)
+                 : "l"(a), "l"(b), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
+  } else if constexpr (kAccumulate) {
+    asm volatile(COPPICE_WGMMA_SS_64("f16", "1")
+                 : COPPICE_WGMMA_ACC32(COPPICE_WGMMA_READ_WRITE, d)
+                 : "l"(a), "l"(b), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
   } else {
-    asm volatile(COPPICE_WGMMA_SS_64_TT("f16") : COPPICE_WGMMA_ACC32(COPPICE_WGMMA_READ_WRITE, d) : "l"(a), "l"(b));
+    asm volatile(COPPICE_WGMMA_SS_64("f16", "0")
+                 : COPPICE_WGMMA_ACC32(COPPICE_WGMMA_WRITE, d)
+                 : "l"(a), "l"(b), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
   }
 }
-#undef COPPICE_WGMMA_SS_64_TT
+#undef COPPICE_WGMMA_SS_64
 #undef COPPICE_WGMMA_SS_128
 #undef COPPICE_WGMMA_ACC64
 #undef COPPICE_WGMMA_WRITE

@@ -22,8 +22,8 @@
 // block for the forward and dq, by key block for dk/dv), and elements are
 // masked only on the diagonal tile and past T.
 //
-// On devices of compute capability 9.0, head size 64 runs the same three
-// kernels on wgmma instead (attention_sm90.cu), unless the pin
+// On devices of compute capability 9.0 the same three kernels run on wgmma
+// instead (attention_sm90.cu), unless the pin
 // attention=mma_sync asks for these (sparse/route_choices.h); the pieces both share (walks,
 // softmax, masks, stores) are attention_tiles.cuh's.
 //
@@ -632,18 +632,16 @@ void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t heads, s
   }
 }
 
-// Whether this problem runs on attention_sm90.cu's wgmma kernels: head size
-// 64, a device of compute capability 9.0 (they are built for sm_90a alone),
-// and no pin attention=mma_sync (sparse/route_choices.h).
-bool on_wgmma(const Problem& p, int device) {
-  return p.d == kSm90AttentionHead && route_pin("attention") != "mma_sync" && runs_sm90a(device, "attention");
-}
+// Whether the tiled kernels run on attention_sm90.cu's wgmma ones (every head
+// size the tiled kernels take): a device of compute capability 9.0 (they are
+// built for sm_90a alone), and no pin attention=mma_sync (sparse/route_choices.h).
+bool on_wgmma(int device) { return route_pin("attention") != "mma_sync" && runs_sm90a(device, "attention"); }
 
 template <typename CT, int D>
 void flash_forward(const FlashArgs& a, const Problem& p, int device, cudaStream_t stream) {
   using S = Tiles<CT, D>;
-  if (on_wgmma(p, device)) {
-    const Sm90AttentionKernels k = sm90_attention_kernels<CT>();
+  if (on_wgmma(device)) {
+    const Sm90AttentionKernels k = sm90_attention_kernels<CT, D>();
     launch_by_heads(k.forward, a, (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile, p.n, k.forward_smem,
                     kSm90AttentionThreads, stream, op::kAttentionForward);
     return;
@@ -656,8 +654,8 @@ void flash_forward(const FlashArgs& a, const Problem& p, int device, cudaStream_
 template <typename CT, int D>
 void flash_backward(const FlashArgs& a, const Problem& p, int device, cudaStream_t stream) {
   using S = Tiles<CT, D>;
-  if (on_wgmma(p, device)) {
-    const Sm90AttentionKernels k = sm90_attention_kernels<CT>();
+  if (on_wgmma(device)) {
+    const Sm90AttentionKernels k = sm90_attention_kernels<CT, D>();
     const int64_t tiles = (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile;
     launch_by_heads(k.dkdv, a, tiles, p.n, k.dkdv_smem, kSm90AttentionThreads, stream, op::kAttentionBackward);
     launch_by_heads(k.dq, a, tiles, p.n, k.dq_smem, kSm90AttentionThreads, stream, op::kAttentionBackward);

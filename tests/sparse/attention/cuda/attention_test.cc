@@ -4,7 +4,7 @@
 // sizes); no mask, causal, block patterns (empty query blocks, unseen key
 // blocks, blocks of two tiles) and both; lengths of 1, a tile, and not a
 // multiple of the tile; strided operands; repeated runs give the same bits;
-// on a Hopper GPU, head size 64 on its wgmma kernels and on mma.sync.
+// on a Hopper GPU, both head sizes on its wgmma kernels and on mma.sync.
 //
 // Tolerances: the tiled kernels round p and ds to the input's 16-bit type
 // before their products (as FlashAttention does), so a bf16 result may differ
@@ -114,7 +114,7 @@ void check_case(const Case& c, uint64_t& seed) {
   EXPECT_EQ(values(again.dk.to(Device::cpu())), values(gg.dk.to(Device::cpu())));
 }
 
-// On a Hopper GPU head size 64 runs on the wgmma kernels (attention_sm90.cu)
+// On a Hopper GPU the tiled kernels run on wgmma (attention_sm90.cu)
 // and, with the pin attention=mma_sync, on the mma.sync ones every GPU runs:
 // both are checked; elsewhere the pin changes nothing.
 TEST(CudaAttentionTest, TiledKernelsMatchTheCpu) {
@@ -134,12 +134,14 @@ TEST(CudaAttentionTest, TiledKernelsMatchTheCpu) {
         }
       }
     }
-    // Longer walks: ten tiles of queries and of keys.
-    check_case({DType::kBF16, 2, 613, 64, true, 0}, seed);
-    check_case({DType::kBF16, 2, 613, 64, false, 0}, seed);
-    // More thread blocks than a GPU holds at once.
-    check_case({DType::kBF16, 256, 160, 64, true, 0}, seed);
-    check_case({DType::kF16, 256, 160, 64, false, 0}, seed);
+    for (int64_t d : {64, 128}) {
+      // Longer walks: ten tiles of queries and of keys.
+      check_case({DType::kBF16, 2, 613, d, true, 0}, seed);
+      check_case({DType::kBF16, 2, 613, d, false, 0}, seed);
+      // More thread blocks than a GPU holds at once.
+      check_case({DType::kBF16, 256, 160, d, true, 0}, seed);
+      check_case({DType::kF16, 256, 160, d, false, 0}, seed);
+    }
   }
 }
 
