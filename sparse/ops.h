@@ -24,6 +24,8 @@
 //   sddmm           (a @ b) at the pattern's stored entries, in the pattern's
 //                   format and version; its values unread (an uncoalesced
 //                   COO's duplicates each get the product).
+//   sddmm_row_sums  sddmm's output and a's row sums (dense): a format's fused
+//                   kernel (CUDA bsr); the frontend composes it otherwise.
 //   transpose       the same format; free for CSR <-> CSC (same arrays and
 //                   version).
 //   unary ops       with f(0) = 0 (tensor/unary_ops.h): the same pattern and
@@ -45,6 +47,8 @@
 //                   capturable in a CUDA graph).
 #pragma once
 
+#include <utility>
+
 #include "tensor/tensor.h"
 
 namespace coppice {
@@ -53,6 +57,11 @@ namespace coppice {
 // the pattern's format and pattern version: a [m, k] and b [k, n] dense. The
 // gradient of SpMM with respect to the sparse values: sddmm(dy, x.t(), w).
 Tensor sddmm(const Tensor& a, const Tensor& b, const Tensor& pattern);
+
+// {sddmm(a, b, pattern), a's row sums ([m], a's dtype)}: a linear's weight
+// and bias gradients (a = dy^T) in one pass over a where a kernel does both
+// (CUDA BSR on the mma.sync SDDMM), else the two ops.
+std::pair<Tensor, Tensor> sddmm_row_sums(const Tensor& a, const Tensor& b, const Tensor& pattern);
 
 // The transpose of a 2-D tensor of any format, in the same format; for CSR
 // and CSC the same arrays reinterpreted (CSR [m, n] -> CSC [n, m]).

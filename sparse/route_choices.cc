@@ -31,6 +31,11 @@ const std::vector<RouteDecision>& decisions() {
        "the BSR SDDMM where the dense route may run (sparse/cuda/sddmm.cc)",
        {"tiles", "dense"},
        {"tiles", "dense"}},
+      {"bsr_sddmm_row_sums",
+       "a sparse linear's weight and bias gradients in BSR where the dense route may run: the SDDMM summing the "
+       "bias inside, or the dense route and a column-sum pass (sparse/cuda/sddmm.cc); unpinned, bsr_sddmm's pin",
+       {"tiles", "dense"},
+       {"tiles", "dense"}},
       {"bsr_tiles",
        "the BSR kernels of the SpMM and SDDMM planners: mma.sync where it runs (its products on wgmma for 64x64 and "
        "128x128 blocks on compute capability 9.0), else the WMMA / FMA tiles (sparse/cuda/bsr_products.h); tiles: "
@@ -44,7 +49,7 @@ const std::vector<RouteDecision>& decisions() {
        {},
        {"on", "off"}},
       {"attention",
-       "fused attention on CUDA: wgmma for head size 64 in bf16/f16 on compute capability 9.0, else mma.sync "
+       "fused attention on CUDA: wgmma for head sizes 64 and 128 in bf16/f16 on compute capability 9.0, else mma.sync "
        "(sparse/attention/cuda/attention.cu); mma_sync: everywhere (the reference)",
        {},
        {"mma_sync"}},

@@ -15,6 +15,9 @@
 //              sparse tensor cores through mma.sp even where wgmma runs)
 //   bsr_sddmm  tiles, dense               tiles | dense
 //              (the BSR SDDMM where the dense route may run: sparse/cuda/sddmm.cc)
+//   bsr_sddmm_row_sums tiles, dense       tiles | dense (unpinned: bsr_sddmm's pin)
+//              (a sparse linear's weight and bias gradients in BSR, sddmm_row_sums: the
+//              SDDMM summing the bias inside, or the dense route and a column-sum pass)
 //   bsr_tiles  (by rule)                  tiles | mma_sync | off
 //              (the BSR kernels of spmm.cc and sddmm.cc: mma.sync where it runs, its
 //              products on wgmma for 64x64 and 128x128 blocks on compute capability 9.0,
@@ -24,7 +27,7 @@
 //              (the CUDA SDDMM's dense route, a @ b then a gather, from density 0.005:
 //              sparse/cuda/sddmm.cc; on: at every density; off: never)
 //   attention  (by rule)                  mma_sync
-//              (fused attention's kernels: wgmma for head size 64 in bf16/f16 on
+//              (fused attention's kernels: wgmma for head sizes 64 and 128 in bf16/f16 on
 //              compute capability 9.0, else mma.sync: sparse/attention/cuda/attention.cu)
 //
 // Every measured decision is recorded (decision, key, candidates, each one's

@@ -37,7 +37,7 @@ enum class AttrType { kInt, kDouble, kBool, kString, kInts };
 // What an op's outputs are, in format terms (sparse/ops.h says more).
 enum class OpOutputRule {
   kDense,        // dense tensors (for ops that build a sparse tensor: its parts)
-  kPatternOf,    // input `pattern_input`'s format, pattern and pattern version
+  kPatternOf,    // the first: input `pattern_input`'s format, pattern and pattern version; the rest dense
   kTransposeOf,  // input 0 transposed, in its format (CSR and CSC trade arrays)
   kDenseOrCsr,   // dense; CSR with a fresh pattern for two CSR operands (SpGEMM)
   kInPlace,      // written into its inputs; its outputs, if any, are those inputs
@@ -120,6 +120,7 @@ std::string arity_text(size_t min_inputs, size_t max_inputs);
       .without_dense_cpu(kFusedOnly))                                                                               \
   X(kSddmm, "sddmm", .inputs(3).sparse({2}).outputs(kPatternOf, 2).promise({"dense", "dense", "<fmt>"})              \
       .without_dense_cpu(kSparsePattern))                                                                           \
+  X(kSddmmRowSums, "sddmm_row_sums", .inputs(3).sparse({2}).outputs(kPatternOf, 2).without_dense_cpu(kCudaFused))   \
   X(kTranspose, "transpose", .inputs(1).sparse({0}).outputs(kTransposeOf).promise({"<fmt>"}).promise({"dense"}))    \
   /* reductions (tensor/ops_reduce.cc) */                                                                           \
   X(kSum, "sum", .inputs(1).attr("dims", kInts).attr("keepdim", kBool).sparse({0})                                  \

@@ -83,6 +83,13 @@ Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
     for (int64_t d = 0; d < leading; ++d) rows *= x.size(d);
     return dispatch(op::kReduceSumCols, {x.reshape({rows, x.numel() / rows})})[0].reshape(out_shape);
   }
+  // The row sums of a transposed view (dy^T, as a sparse linear's bias
+  // gradient meets it) are the column sums of the contiguous tensor under it:
+  // in place as well (the rows path would copy the transpose first).
+  if (x.dim() == 2 && !mask[0] && mask[1] && x.device().is_cuda() && is_floating(x.dtype()) && !x.is_contiguous() &&
+      x.t().is_contiguous()) {
+    return dispatch(op::kReduceSumCols, {x.t()})[0].reshape(out_shape);
+  }
   Tensor rows = as_rows(in, mask, &kept, &r);
   Tensor out = dispatch(op::kReduceSum, {rows})[0];
   return out.reshape(out_shape);

@@ -23,10 +23,12 @@ namespace {
 // weight's): linear_weight_grad for a dense weight; for a sparse one
 // pattern_grad (the SDDMM at its pattern, or g2^T x2 whole for a
 // straight-through projection) and the bias gradient as the sum of g2's
-// rows. What linear's backward does.
+// rows, both from one pass where they can (weight_and_bias_grads). What
+// linear's backward does.
 std::pair<Tensor, Tensor> layer_param_grads(const Tensor& g2, const Tensor& x2, const Tensor& w, bool need_w,
                                             bool need_b, bool dense_grad) {
   if (!w.is_sparse() && need_w) return linear_weight_grad(g2, x2, need_b);
+  if (need_w && need_b && !dense_grad) return autograd_detail::weight_and_bias_grads(g2, x2, w);
   const Tensor gw = need_w ? autograd_detail::pattern_grad(g2.t(), x2, w, dense_grad) : Tensor();
   return {gw, need_b ? sum(g2, {0}) : Tensor()};
 }

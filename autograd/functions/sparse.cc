@@ -1,6 +1,7 @@
 #include "autograd/functions/sparse.h"
 
 #include <string>
+#include <tuple>
 
 #include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
@@ -115,6 +116,13 @@ Tensor pattern_grad(const Tensor& a, const Tensor& b, const Tensor& pattern, boo
   return g;
 }
 
+std::pair<Tensor, Tensor> weight_and_bias_grads(const Tensor& g2, const Tensor& x2, const Tensor& weight) {
+  const Tensor gt = g2.t();
+  std::pair<Tensor, Tensor> grads = sddmm_row_sums(gt, x2, weight);
+  GradientProbe::offer(weight, gt, x2);
+  return grads;
+}
+
 Variable sparse_matmul(const Variable& a, const Variable& b) {
   Tensor av = a.value(), bv = b.value();
   Tensor y = matmul(av, bv);
@@ -188,11 +196,17 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
     return record(y, relu ? "SparseLinearReluBackward" : "SparseLinearBackward", {x, weight, bias},
                   [xs, xs_v, wv, y_saved, dense_grad](const Tensor& g, const GradNeeds& n) {
                     int64_t in = wv.size(1);
-                    auto [g2, gb] = linear_output_grads(g, y_saved, n[2]);
+                    // Without relu the bias gradient comes with the weight's (weight_and_bias_grads).
+                    const bool with_weight = n[1] && n[2] && !dense_grad && !y_saved.defined();
+                    auto [g2, gb] = linear_output_grads(g, y_saved, n[2] && !with_weight);
                     g2 = g2.contiguous();
                     Tensor gx, gw;
                     if (n[0]) gx = matmul(g2, wv).reshape(xs);
-                    if (n[1]) gw = pattern_grad(g2.t(), xs_v.reshape({-1, in}), wv, dense_grad);
+                    if (with_weight) {
+                      std::tie(gw, gb) = weight_and_bias_grads(g2, xs_v.reshape({-1, in}), wv);
+                    } else if (n[1]) {
+                      gw = pattern_grad(g2.t(), xs_v.reshape({-1, in}), wv, dense_grad);
+                    }
                     return Grads{gx, gw, gb};
                   });
   }

@@ -42,6 +42,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -90,5 +91,11 @@ Variable sparse_sum(const Variable& x, const std::vector<int64_t>& dims, bool ke
 // there is a @ b: the SDDMM at its pattern, offered to GradientProbe; or,
 // when `dense_grad` (a straight-through projection), a @ b whole.
 Tensor pattern_grad(const Tensor& a, const Tensor& b, const Tensor& pattern, bool dense_grad);
+
+// A sparse linear's weight and bias gradients from g2, the gradient at its
+// output as rows [N, out], and x2, its input as rows [N, in]: pattern_grad
+// of g2^T x2 at the weight's pattern, and the sum of g2's rows, in one pass
+// over g2 where a kernel does both (sddmm_row_sums, sparse/ops.h).
+std::pair<Tensor, Tensor> weight_and_bias_grads(const Tensor& g2, const Tensor& x2, const Tensor& weight);
 }  // namespace autograd_detail
 }  // namespace coppice

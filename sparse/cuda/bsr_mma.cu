@@ -37,8 +37,11 @@
 // all of them; one warp per 32 rows of each block (16 of a 128x128 block).
 // Where the runs are too few to fill the GPU, k is split in ranges
 // (BsrSddmmArgs::splits) whose partial sums a second kernel adds in range
-// order. On Hopper, the products of 64x64 and 128x128 blocks at a linear's
-// shapes run on bsr_wgmma.cu instead (bsr_products.cc chooses).
+// order. Asked for a's row sums (a linear's bias gradient, a = dy^T), the
+// first run of each block row also sums the slices of a it stages anyway,
+// and each row without a stored block gets a thread block that only does
+// that, which saves the bias gradient's own pass over dy. On Hopper, the products of 64x64 and 128x128 blocks at a
+// linear's shapes run on bsr_wgmma.cu instead (bsr_products.cc chooses).
 //
 // Operands that are not 16-byte aligned, or strided other than along one
 // dimension, and tiles at the edge of x are staged element by element; the
@@ -55,6 +58,7 @@
 
 #include "sparse/cuda/bsr_mma.h"
 #include "sparse/cuda/epilogue.cuh"
+#include "sparse/cuda/sddmm_run.cuh"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/mma_sync.cuh"
 
@@ -445,9 +449,16 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
   T* stages = reinterpret_cast<T*>(smem);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int slot = warp / Tile::kWarpsPerBlock, wr = warp % Tile::kWarpsPerBlock;
-  const int32_t begin = p.group_begin[blockIdx.x];
-  const int count = p.group_begin[blockIdx.x + 1] - begin;
-  const int64_t r0 = static_cast<int64_t>(p.group_row[blockIdx.x]) * B;
+  const SddmmRun task = sddmm_run(p);
+  const int32_t begin = task.begin;
+  const int count = task.count;
+  const int64_t r0 = static_cast<int64_t>(task.block_row) * B;
+  const bool sums_rows = task.sums_rows;  // block-uniform
+  // Row sums: thread tid adds row tid % B of every step's slice, at k
+  // tid / B, tid / B + kSumLanes, ...; the lanes are added in order at the end.
+  constexpr int kSumLanes = kThreads / B;
+  static_assert(kThreads % B == 0 && kStepK % (kThreads / B) == 0, "the row sums take whole rows and steps");
+  float row_sum = 0.f;
   // This thread block's range of the inner dimension (all of it unless split).
   const int64_t k_begin = p.splits > 1 ? blockIdx.y * p.split_k : 0;
   const int64_t k_end = p.splits > 1 ? std::min<int64_t>(p.k, k_begin + p.split_k) : p.k;
@@ -546,12 +557,27 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
       load((i + kStages - 1) % kStages, k_begin + static_cast<int64_t>(i + kStages - 1) * kStepK);
     }
     commit_copies();
-    if (slot >= count) continue;
     const T* as = stages + (i % kStages) * Tile::kStageElems;
+    if (sums_rows) {
+      const int r = tid % B;
+#pragma unroll
+      for (int j = 0; j < kStepK / kSumLanes; ++j) {  // 0 past k's end: staged so
+        const int kk = tid / B + j * kSumLanes;
+        row_sum += to_float(as[kAByK ? kk * kLdA + r : r * kLdA + kk]);
+      }
+    }
+    if (slot >= count) continue;
     const T* bs = as + (slot + 1) * Tile::kSliceElems;
     warp_mma<T, kAByK, kBByK, kStepK, B, Tile::kMTiles>(acc, as, kLdA, wr * Tile::kWarpRows, bs, kLdB, 0, lane);
   }
   wait_copies<0>();
+  if (sums_rows) {
+    __syncthreads();                                // every warp is past its last read of the stages
+    float* lanes = reinterpret_cast<float*>(smem);  // [kSumLanes][B]
+    lanes[tid] = row_sum;
+    __syncthreads();
+    write_row_sums<T, B, kSumLanes>(p, lanes, r0);
+  }
   if (slot >= count) return;
   const int64_t e = begin + slot;
   T* out = p.values + e * B * B;
@@ -646,9 +672,14 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, const SddmmFlags& flags, cudaStream_
   auto kernel = mma_sync_sddmm_kernel<T, Tile, kAByK, kBByK>;
   static std::atomic<uint64_t> configured{0};
   allow_smem(kernel, Tile::kSmemBytes, configured);
-  const dim3 grid(static_cast<unsigned>(p.ngroups), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
+  const int64_t blocks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, flags);
-  if (p.splits > 1) bsr_sum_splits<T>(p.partial, p.splits, p.nblocks * Tile::B * Tile::B, p.values, stream);
+  if (p.splits > 1) {
+    bsr_sum_splits<T>(p.partial, p.splits, p.nblocks * Tile::B * Tile::B, p.values, stream);
+    if (p.row_sums != nullptr)
+      bsr_sum_splits<T>(p.row_sum_partial, p.splits, p.block_rows * Tile::B, p.row_sums, stream);
+  }
 }
 
 template <typename T, typename Tile>
@@ -696,7 +727,7 @@ void bsr_mma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
 
 template <typename T>
 void bsr_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
-  if (p.ngroups <= 0) return;
+  if (p.ngroups <= 0 && (p.row_sums == nullptr || p.nempty <= 0)) return;
   constexpr bool kHalfWidth = sizeof(T) == 2;
   if (p.bh == 128)
     sddmm_with<T, SddmmTile<T, 128, 1, kHalfWidth ? 64 : 32, 3>>(p, stream);

@@ -85,10 +85,11 @@ Tensor block_row_order(const Tensor& s, const BsrImpl& b) {
 
 // The runs of at most bsr_mma_sddmm_group stored blocks, within one block
 // row each and as even as the row allows, that the mma.sync SDDMM takes per
-// thread block: begin [runs + 1] and the block row of each, on the device.
+// thread block: begin [runs + 1] and the block row of each, on the device;
+// and the block rows without a stored block (for the row sums).
 struct SddmmGroups {
-  Tensor begin, row;
-  int64_t count = 0;
+  Tensor begin, row, empty;
+  int64_t count = 0, nempty = 0;
   int most = 0;  // blocks per run at most
 };
 
@@ -100,9 +101,10 @@ std::shared_ptr<const SddmmGroups> sddmm_groups(const Tensor& pattern, const Bsr
     const int32_t most =
         bsr_mma_sddmm_group(static_cast<int>(b.block_rows()),
                             rows > 0 ? static_cast<double>(crow.back()) / static_cast<double>(rows) : 0.0);
-    std::vector<int32_t> begin, row;
+    std::vector<int32_t> begin, row, empty;
     for (size_t r = 0; r + 1 < crow.size(); ++r) {
       const int32_t len = crow[r + 1] - crow[r];
+      if (len == 0) empty.push_back(static_cast<int32_t>(r));
       const int32_t runs = (len + most - 1) / most;
       for (int32_t j = 0; j < runs; ++j) {
         begin.push_back(crow[r] + static_cast<int32_t>(static_cast<int64_t>(len) * j / runs));
@@ -115,6 +117,9 @@ std::shared_ptr<const SddmmGroups> sddmm_groups(const Tensor& pattern, const Bsr
     begin.push_back(crow.back());
     out->begin = from_vector(begin, {out->count + 1}).to(pattern.device());
     out->row = from_vector(row, {std::max<int64_t>(out->count, 1)}).to(pattern.device());
+    out->nempty = static_cast<int64_t>(empty.size());
+    if (empty.empty()) empty.push_back(0);
+    out->empty = from_vector(empty, {static_cast<int64_t>(empty.size())}).to(pattern.device());
     return std::shared_ptr<const SddmmGroups>(out);
   });
 }
@@ -332,7 +337,8 @@ Tensor bsr_mma_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor&
   return matmul_with(BsrKernel::kMmaSync, s, transpose_s, x, sparse_left, op, out);
 }
 
-Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, const Tensor& pattern) {
+Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, const Tensor& pattern,
+                        Tensor* row_sums) {
   constexpr std::string_view op = op::kSddmm;
   const BsrImpl& b = bsr_impl(pattern, op);
   COPPICE_CHECK(bsr_kernel_takes(kernel, pattern), op, ": internal: the ", bsr_kernel_name(kernel),
@@ -340,7 +346,14 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
                 b.block_cols());
   const TensorOptions opts(pattern.dtype(), pattern.device());
   Tensor values = Tensor::empty(b.values().shape(), opts);
-  if (b.nblocks() == 0) return values;
+  // The kernels that do not sum a's rows themselves: a pass of its own.
+  auto sum_rows_apart = [&] {
+    if (row_sums != nullptr) *row_sums = sum(a, {1});
+  };
+  if (b.nblocks() == 0) {
+    sum_rows_apart();
+    return values;
+  }
   cuda::DeviceGuard guard(pattern.device().index);
   by_dtype(pattern.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -357,7 +370,7 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
     p.b = strided<T>(b_keep, b_in, false);
     p.values = static_cast<T*>(values.data_ptr());
     std::shared_ptr<const SddmmGroups> groups;
-    Tensor partial;
+    Tensor partial, row_partial;
     if (kernel == BsrKernel::kMmaSync) {
       groups = sddmm_groups(pattern, b);
       p.group_begin = groups->begin.data<int32_t>();
@@ -375,18 +388,32 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
     p.b_cols = pattern.size(1);
     const cudaStream_t stream = cuda::current_stream(pattern.device().index);
     if (kernel == BsrKernel::kMmaSync) {
+      if (row_sums != nullptr) {
+        *row_sums = Tensor::empty({a.size(0)}, opts);
+        p.row_sums = static_cast<T*>(row_sums->data_ptr());
+        p.empty_rows = groups->empty.data<int32_t>();
+        p.nempty = groups->nempty;
+        if (p.splits > 1) {
+          row_partial = Tensor::empty({p.splits * a.size(0)}, TensorOptions(DType::kF32, pattern.device()));
+          p.row_sum_partial = row_partial.data<float>();
+        }
+      }
       // On Hopper a linear's weight gradient in 64x64 and 128x128 blocks runs
       // on wgmma (bsr_wgmma.h), unless pinned to mma.sync.
       if constexpr (sizeof(T) == 2) {
         if (route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_sddmm_runs<T>(p)) {
           bsr_wgmma_sddmm<T>(p, stream);
-          if (p.splits > 1) bsr_sum_splits<T>(p.partial, p.splits, values.numel(), p.values, stream);
+          if (p.splits > 1) {
+            bsr_sum_splits<T>(p.partial, p.splits, values.numel(), p.values, stream);
+            if (p.row_sums != nullptr) bsr_sum_splits<T>(p.row_sum_partial, p.splits, a.size(0), p.row_sums, stream);
+          }
           return;
         }
       }
       bsr_mma_sddmm<T>(p, stream);
     } else {
       bsr_tiled_sddmm<T>(p, math_for(pattern.dtype()), stream);
+      sum_rows_apart();
     }
   });
   cuda::check_launch(op);

@@ -52,7 +52,10 @@ Tensor bsr_mma_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor&
 
 // The values of sddmm(a, b, pattern) for a BSR pattern: (a @ b) over each
 // stored block, [nblocks, bh, bw] in the pattern's dtype; `kernel` must
-// take the pattern.
-Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b, const Tensor& pattern);
+// take the pattern. With row_sums, also a's row sums ([a's rows], a's dtype,
+// f32 sums rounded once) into *row_sums: in the same pass on the mma.sync
+// and wgmma SDDMMs, else (the WMMA / FMA tiles) by sum().
+Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b, const Tensor& pattern,
+                        Tensor* row_sums = nullptr);
 
 }  // namespace coppice::sparse_cuda

@@ -91,6 +91,17 @@ struct BsrSddmmArgs {
   float* partial = nullptr;
   // b's columns (the pattern's): the wgmma kernel's tensor map names them (bsr_wgmma.h).
   int64_t b_cols = 0;
+  // The mma.sync and wgmma kernels: a's row sums over all of k ([block_rows * bh]),
+  // in the same pass, where not null (a linear's bias gradient beside its
+  // weight's: a is dy^T). The first run of each block row sums that row's
+  // staged slices of a; the rows without a stored block take a thread block
+  // each (empty_rows [nempty], after the runs) that only stages and sums.
+  // Split, each range's sums go to row_sum_partial ([splits, rows] f32) and
+  // are added in range order, like the values.
+  T* row_sums = nullptr;
+  float* row_sum_partial = nullptr;
+  const int32_t* empty_rows = nullptr;
+  int64_t nempty = 0;
 };
 
 template <typename T>

@@ -49,6 +49,7 @@
 #include "sparse/cuda/bsr_wgmma.h"
 #include "sparse/cuda/bsr_write_out.cuh"
 #include "sparse/cuda/epilogue.cuh"
+#include "sparse/cuda/sddmm_run.cuh"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/mma_sync.cuh"
@@ -232,6 +233,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 // of the block and both 64-column halves. Each thread stores its
 // accumulators straight from registers: rounded to the values, or as f32
 // partial sums of its range, which bsr_sum_splits adds in range order.
+// Asked for a's row sums (BsrSddmmArgs::row_sums: the bias gradient), the
+// first run of each block row also adds up the a slices the consumers wait
+// for anyway, every consumer thread one row's tokens at a stride, read
+// through the 128-byte swizzle; rows without a stored block get a thread
+// block each that loads and sums a alone.
 template <int B>
 struct SddmmWgmmaTile {
   static constexpr int kGroup = B == 128 ? 1 : 2;         // stored blocks a thread block
@@ -258,9 +264,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const auto ring = cuda::stage_ring<kStages, kStageBytes>(smem_raw, kConsumers / 32);
   const int tid = threadIdx.x;
-  const int32_t begin = p.group_begin[blockIdx.x];
-  const int count = p.group_begin[blockIdx.x + 1] - begin;
-  const int64_t r0 = static_cast<int64_t>(p.group_row[blockIdx.x]) * B;
+  const SddmmRun task = sddmm_run(p);
+  const int32_t begin = task.begin;
+  const int count = task.count;
+  const int64_t r0 = static_cast<int64_t>(task.block_row) * B;
+  const bool sums_rows = task.sums_rows;  // block-uniform
   const int64_t k_begin = p.splits > 1 ? blockIdx.y * p.split_k : 0;
   const int64_t k_end = p.splits > 1 ? std::min<int64_t>(p.k, k_begin + p.split_k) : p.k;
   const int steps = static_cast<int>((k_end - k_begin + kStep - 1) / kStep);
@@ -302,10 +310,26 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (float& v : a) v = 0.0f;
 #pragma unroll
   for (auto& half : acc) cuda::fence_registers(half);
+  // Row sums: consumer thread tid adds row tid % B of a's slices at tokens
+  // tid / B, tid / B + kSumLanes, ... (0 past k's end: TMA fills them so; a
+  // split's range is whole steps); the lanes are added in order at the end.
+  constexpr int kSumLanes = kConsumers / B;
+  const int sum_row = tid % B, sum_chunk = (sum_row % 64) / 8;
+  float row_sum = 0.f;
 
   for (int step = 0; step < steps; ++step) {
     const uint32_t st = ring.stage(step);
     ring.wait_full(step);
+    if (sums_rows) {
+      const unsigned char* slice = ring.smem + (st - ring.base) + (sum_row / 64) * Tile::kSliceBytes;
+#pragma unroll
+      for (int j = 0; j < kStep / kSumLanes; ++j) {
+        const int k = tid / B + j * kSumLanes;  // token k's 128 bytes, their 16-byte chunks swizzled by k % 8
+        row_sum +=
+            to_float(*reinterpret_cast<const T*>(slice + k * 128 + ((sum_chunk ^ (k % 8)) * 16) + (sum_row % 8) * 2));
+      }
+      __syncwarp();  // the warp's reads are done before its lane 0 frees the stage
+    }
     if (active) {
       wgmma_fence();
 #pragma unroll
@@ -327,6 +351,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   wgmma_wait<0>();
 #pragma unroll
   for (auto& half : acc) cuda::fence_registers(half);
+  if (sums_rows) {
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");  // the ring is drained: reuse it
+    float* lanes = reinterpret_cast<float*>(ring.smem);              // [kSumLanes][B]
+    lanes[tid] = row_sum;
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+    write_row_sums<T, B, kSumLanes>(p, lanes, r0);
+  }
   if (!active) return;
 
   // Accumulators 4j, 4j + 1: row g of the warp's 16, columns 8j + 2t and
@@ -390,7 +421,8 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
       cuda::tensor_map_16bit(p.a.data, rows, p.k, p.a.col_stride, 64, kStep, CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
   maps.b =
       cuda::tensor_map_16bit(p.b.data, p.b_cols, p.k, p.b.row_stride, 64, kStep, CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
-  const dim3 grid(static_cast<unsigned>(p.ngroups), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
+  const int64_t blocks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
   bsr_wgmma_sddmm_kernel<T, B><<<grid, kThreads, Tile::kSmemBytes, stream>>>(maps, p);
   cuda::check_launch(kOp);
 }
@@ -467,7 +499,7 @@ bool bsr_wgmma_sddmm_runs(const BsrSddmmArgs<T>& p) {
 
 template <typename T>
 void bsr_wgmma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
-  if (p.ngroups <= 0) return;
+  if (p.ngroups <= 0 && (p.row_sums == nullptr || p.nempty <= 0)) return;
   p.bh == 128 ? launch_sddmm<T, 128>(p, stream) : launch_sddmm<T, 64>(p, stream);
 }
 

@@ -30,6 +30,7 @@
 //                 then the values put back in the format's slot order (an
 //                 uncoalesced COO's duplicates each get the product; padding
 //                 gets 0).
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <optional>
@@ -207,10 +208,50 @@ std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
   return {with_values(pattern, run_first_route<SddmmProblem>(kRoutes, SddmmProblem{in[0], in[1], pattern}))};
 }
 
+// sddmm_row_sums for BSR: where the BSR kernels take the pattern, the values
+// and a's row sums from one kernel (bsr_sddmm_values sums the rows in the
+// mma.sync SDDMM's pass), against the dense route plus a column-sum pass
+// where that may run: timed once per key (the decision bsr_sddmm_row_sums),
+// as bsr_values times the values alone, since summing the rows inside moves
+// the balance (pinned by its own name, else by bsr_sddmm's pin). Otherwise
+// the SDDMM's routes and a pass of its own.
+std::vector<Tensor> sddmm_row_sums(const std::vector<Tensor>& in, const Attrs&) {
+  check_operands(in);
+  const Tensor &a = in[0], &b = in[1], &pattern = in[2];
+  const std::optional<BsrKernel> kernel = bsr_kernel(pattern);
+  if (!kernel) return {with_values(pattern, run_first_route<SddmmProblem>(kRoutes, {a, b, pattern})), sum(a, {1})};
+  Tensor sums;
+  auto fused = [&] { return bsr_sddmm_values(*kernel, a, b, pattern, &sums); };
+  auto apart = [&] {
+    Tensor v = dense_route_values(a, b, pattern);
+    sums = sum(a, {1});
+    return v;
+  };
+  std::optional<std::string> pin = route_pin("bsr_sddmm_row_sums");
+  if (!pin) pin = route_pin("bsr_sddmm");
+  Tensor vals;
+  if (!take_dense_route(pattern) || pin == "tiles") {
+    vals = fused();
+  } else if (pin == "dense") {
+    vals = apart();
+  } else {
+    const int device = pattern.device().index;
+    const long octaves = std::lround(4 * std::log2(static_cast<double>(std::max<int64_t>(nnz(pattern), 1))));
+    const Shape& blocks = values(pattern).shape();
+    const std::string key =
+        str_cat(device_model_key(device), "|", a.size(0), "x", a.size(1), "x", b.size(1), "|", blocks[1], "x",
+                blocks[2], "|q", octaves, "|", dtype_name(pattern.dtype()), allow_tf32() ? "|tf32" : "");
+    vals = run_chosen_route("bsr_sddmm_row_sums", key, device, op::kSddmmRowSums, {{"tiles", fused}, {"dense", apart}});
+  }
+  return {with_values(pattern, vals), sums};
+}
+
 const bool kRegistered = [] {
   for (const std::string& f : builtin_sparse_format_names()) {
     Dispatcher::instance().register_kernel(op::kSddmm, DeviceType::kCuda, {"dense", "dense", f}, sddmm);
   }
+  Dispatcher::instance().register_kernel(op::kSddmmRowSums, DeviceType::kCuda,
+                                         {"dense", "dense", format_name(Layout::kBsr)}, sddmm_row_sums);
   return true;
 }();
 

@@ -1,14 +1,17 @@
 #include "sparse/ops.h"
 
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tensor/dispatcher.h"
+#include "tensor/ops.h"
 
 namespace coppice {
 
-Tensor sddmm(const Tensor& a, const Tensor& b, const Tensor& pattern) {
-  constexpr std::string_view op = op::kSddmm;
+namespace {
+
+void check_sddmm_operands(const Tensor& a, const Tensor& b, const Tensor& pattern, std::string_view op) {
   check_dense(a, op, "a");
   check_dense(b, op, "b");
   COPPICE_CHECK(pattern.defined() && pattern.is_sparse(), op, ": pattern must be a sparse tensor, got ",
@@ -23,7 +26,25 @@ Tensor sddmm(const Tensor& a, const Tensor& b, const Tensor& pattern) {
                 shape_to_string(pattern.shape()), ", expected [", a.size(0), ", ", b.size(1), "]");
   COPPICE_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), op, ": a and b must share a floating dtype, got ",
                 dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+}
+
+}  // namespace
+
+Tensor sddmm(const Tensor& a, const Tensor& b, const Tensor& pattern) {
+  constexpr std::string_view op = op::kSddmm;
+  check_sddmm_operands(a, b, pattern, op);
   return dispatch(op, {a, b, pattern})[0];
+}
+
+std::pair<Tensor, Tensor> sddmm_row_sums(const Tensor& a, const Tensor& b, const Tensor& pattern) {
+  constexpr std::string_view op = op::kSddmmRowSums;
+  check_sddmm_operands(a, b, pattern, op);
+  const std::string_view formats[] = {a.format(), b.format(), pattern.format()};
+  if (Dispatcher::instance().find(op, pattern.device().type, formats) != nullptr) {
+    std::vector<Tensor> out = dispatch(op, {a, b, pattern});
+    return {out[0], out[1]};
+  }
+  return {dispatch(op::kSddmm, {a, b, pattern})[0], sum(a, {1})};
 }
 
 Tensor transpose(const Tensor& t) {

@@ -220,7 +220,10 @@ inline ::testing::AssertionResult follows_output_rule(std::string_view op, const
     }
     case OpOutputRule::kPatternOf: {
       const Tensor& pattern = in[static_cast<size_t>(spec->pattern_input)];
-      for (size_t i = 0; i < out.size(); ++i) {
+      for (size_t i = 1; i < out.size(); ++i) {
+        if (out[i].defined() && !out[i].is_dense()) return fail_at(i, "dense");
+      }
+      for (size_t i = 0; i < std::min<size_t>(out.size(), 1); ++i) {
         if (out[i].format() != pattern.format()) return fail_at(i, pattern.format());
         if (pattern_version(out[i]) != pattern_version(pattern)) {
           return ::testing::AssertionFailure()

@@ -151,6 +151,15 @@ inline std::vector<Problem> sddmm_problems(const std::vector<std::string>& f, co
   return {{{a, b, pattern}, {}, {e}}};
 }
 
+// sddmm_row_sums (a, b, pattern) = {sddmm(a, b, pattern), a's row sums}.
+inline std::vector<Problem> sddmm_row_sums_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
+                                                    const Device& d) {
+  std::vector<Problem> out = sddmm_problems(f, c, t, d);
+  const Tensor a = host(out[0].inputs[0]);
+  out[0].outputs.push_back({sum(a, {1}), sum(abs(a), {1}), c.free});
+  return out;
+}
+
 // sum over rows, over columns (kept as a dim) and over both, as sum's
 // frontend asks (dims normalized and sorted).
 inline std::vector<Problem> sum_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
@@ -205,6 +214,7 @@ inline const std::vector<OpRow>& table() {
       {op::kLinearGelu, false, linear_gelu_problems},
       {op::kMatmulGeluBackward, false, matmul_gelu_backward_problems},
       {op::kSddmm, false, sddmm_problems},
+      {op::kSddmmRowSums, false, sddmm_row_sums_problems},
       {op::kSum, false, sum_problems},
       {op::kTranspose, true, transpose_problems},
       {op::kNmToDense, false, to_dense_problems},

@@ -86,6 +86,29 @@ TEST_F(SddmmTest, UncoalescedCooDuplicatesEachHoldTheProduct) {
   EXPECT_EQ(values(s).to_vector<float>(), (std::vector<float>{2, 18, 2}));
 }
 
+// sddmm_row_sums: sddmm's output and a's row sums; on the CPU the frontend
+// composes the two (the fused kernel is CUDA's), a as a transposed view (dy^T)
+// or contiguous.
+TEST_F(SddmmTest, RowSumsBesideTheValues) {
+  uint64_t seed = 30;
+  for (const std::string& f : sparse_test::formats()) {
+    const Tensor p = to_format_for_test(random_matrix({12, 40}, 0.3, seed++), f, DType::kF64);
+    for (bool transposed : {true, false}) {
+      const Tensor a = transposed ? random_dense({17, 12}, seed++).t() : random_dense({12, 17}, seed++);
+      const Tensor b = random_dense({17, 40}, seed++);
+      const auto [s, sums] = sddmm_row_sums(a, b, p);
+      EXPECT_EQ(s.format(), f);
+      EXPECT_EQ(pattern_version(s), pattern_version(p));
+      EXPECT_TRUE(near(s, sddmm(a, b, p), 0, 0)) << f;
+      EXPECT_EQ(sums.shape(), (Shape{12}));
+      EXPECT_TRUE(near(sums, sum(a, {1}), 1e-12, 1e-12)) << f;
+    }
+  }
+  EXPECT_THROWS_NAMING(
+      sddmm_row_sums(zeros({12, 3}), zeros({4, 8}), to_format_for_test(random_matrix({12, 8}, 0.5, 1), "csr")),
+      "sddmm_row_sums: inner dimensions differ");
+}
+
 TEST_F(SddmmTest, Errors) {
   const Tensor p = to_format_for_test(random_matrix({12, 8}, 0.5, 1), "csr");
   EXPECT_THROWS_NAMING(sddmm(zeros({12, 3}), zeros({4, 8}), p), "sddmm: inner dimensions differ");

@@ -189,6 +189,50 @@ TEST_F(BsrMmaTest, SddmmMatchesCpu) {
   }
 }
 
+// The SDDMM asked for a's row sums too (a linear's bias gradient beside its
+// weight's): the first run of each block row sums them, a thread block of
+// its own each empty block row (row 0; density 0: no stored block at all);
+// k = 2048 splits the sums in ranges added in order, like the values. Both
+// kernels (with a = dy^T, 64x64 and 128x128 blocks go to wgmma on Hopper
+// unless pinned to mma.sync); the same bits on repeat.
+TEST_F(BsrMmaTest, SddmmSumsTheRowsOfAInTheSamePass) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 7000;
+  for (const TileMode& mode : kModes) {
+    set_allow_tf32(mode.tf32);
+    for (int64_t b : kSides) {
+      for (double density : {0.0, 0.3, 1.0}) {
+        const int64_t rows = side(b, 128, 256);
+        const Tensor dense = random_blocks(rows, 512, b, b, density, seed++, {0});
+        const Tensor pc = to_device(to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(b, b)), kCuda);
+        const Tensor pattern64 = to_format(dense.to(mode.dtype).to(DType::kF64), "bsr", FormatOptions::block(b, b));
+        for (int64_t k : {1, 100, 2048}) {
+          for (Layout layout : {Layout::kTransposed, Layout::kContiguous}) {
+            const Tensor a = operand(rows, k, layout, seed++, mode.dtype);
+            const Tensor bb = operand(k, 512, Layout::kContiguous, seed++, mode.dtype);
+            const Tensor want = values(sddmm(host64(a), host64(bb), pattern64));
+            const Tensor want_sums = sum(host64(a), {1});
+            for (const char* pin : {"bsr_tiles=auto", "bsr_tiles=mma_sync"}) {
+              ScopedRoutePins pins(pin);
+              const std::string what = std::string(mode.name) + " blocks " + std::to_string(b) + " density " +
+                                       std::to_string(density) + " k " + std::to_string(k) + " " + layout_name(layout) +
+                                       " " + pin;
+              Tensor sums, again;
+              const Tensor v = sparse_cuda::bsr_sddmm_values(BsrKernel::kMmaSync, a, bb, pc, &sums);
+              EXPECT_TRUE(near(v, want, mode.tolerance())) << "values, " << what;
+              ASSERT_TRUE(sums.defined()) << what;
+              EXPECT_EQ(sums.dtype(), mode.dtype) << what;
+              EXPECT_TRUE(near(sums, want_sums, mode.tolerance())) << "row sums, " << what;
+              sparse_cuda::bsr_sddmm_values(BsrKernel::kMmaSync, a, bb, pc, &again);
+              EXPECT_EQ(host64(sums).to_vector<double>(), host64(again).to_vector<double>()) << what;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // A linear's shapes (x contiguous along the inner dimension) at 64x64 and
 // 128x128 blocks, rows long enough for the wgmma kernel to pay
 // (bsr_wgmma_pays): on compute capability 9.0 the wgmma kernel's products

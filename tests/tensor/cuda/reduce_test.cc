@@ -90,7 +90,8 @@ TEST(CudaReduceTest, NonContiguousInputAndErrors) {
 }
 
 // Column sums (the bias gradient's sum over a batch), the kernel and its CPU
-// twin, and sum over leading dims through the frontend, which takes it.
+// twin, and sum over leading dims (or over a transpose's rows) through the
+// frontend, which takes it.
 TEST(CudaReduceTest, ColumnSumsMatchTheCpu) {
   COPPICE_REQUIRE_GPU();
   for (DType t : floating_dtypes()) {
@@ -118,6 +119,11 @@ TEST(CudaReduceTest, ColumnSumsMatchTheCpu) {
   const Tensor x = random({6, 5, 4}, DType::kF32, 32);
   expect_match(sum(x.to(gpu()), {0, 1}).to(Device::cpu()), sum(x, {0, 1}), 1e-5, 1e-5, "sum over leading dims");
   expect_match(sum(x.to(gpu()), {0}, true).to(Device::cpu()), sum(x, {0}, true), 1e-5, 1e-5, "keepdim");
+  // The row sums of a transposed view (dy^T) take the column sums in place.
+  const Tensor y = random({300, 40}, DType::kF32, 35);
+  expect_match(sum(y.to(gpu()).t(), {1}).to(Device::cpu()), sum(y.t(), {1}), 1e-5, 1e-5, "rows of a transpose");
+  expect_match(sum(y.to(gpu()).t(), {1}, true).to(Device::cpu()), sum(y.t(), {1}, true), 1e-5, 1e-5,
+               "rows of a transpose, keepdim");
 }
 
 // relu_backward and its column sums in one pass (linear_relu's input and
