@@ -30,11 +30,12 @@
 //                 then the values put back in the format's slot order (an
 //                 uncoalesced COO's duplicates each get the product; padding
 //                 gets 0).
-#include <algorithm>
 #include <climits>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sparse/bsr.h"
@@ -140,14 +141,14 @@ std::optional<BsrKernel> bsr_kernel(const Tensor& pattern) {
 // dense route's is one GEMM whatever the density, and which wins depends on
 // the density, the shape and the math (H100, 4096^3 at 90 %: tiles 1.17 ms
 // against 2.8 in f32, 0.55 against 0.46 in TF32). Where the dense route may
-// run, the decision bsr_sddmm (sparse/route_choices.h) times both once per
-// key (device model, shape, blocks, dtype, TF32, stored blocks in quarter
-// octaves) on the real operands and keeps the faster, unless pinned.
-Tensor bsr_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
-  const BsrKernel kernel = *bsr_kernel(pattern);
-  const std::optional<std::string> pin = route_pin("bsr_sddmm");
-  if (!take_dense_route(pattern) || pin == "tiles") return bsr_sddmm_values(kernel, a, b, pattern);
-  if (pin == "dense") return dense_route_values(a, b, pattern);
+// run, `decision` (sparse/route_choices.h) times both once per key (device
+// model, shape, blocks, dtype, TF32, stored blocks in quarter octaves) on the
+// real operands and keeps the faster, unless `pin` says which.
+Tensor tiles_or_dense(std::string_view decision, const std::optional<std::string>& pin, std::string_view op,
+                      const Tensor& a, const Tensor& b, const Tensor& pattern, const std::function<Tensor()>& tiles,
+                      const std::function<Tensor()>& dense) {
+  if (!take_dense_route(pattern) || pin == "tiles") return tiles();
+  if (pin == "dense") return dense();
   const int device = pattern.device().index;
   const int64_t stored = nnz(pattern);
   const Shape& blocks = values(pattern).shape();  // [nblocks, bh, bw]
@@ -155,9 +156,15 @@ Tensor bsr_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
   const std::string key =
       str_cat(device_model_key(device), "|", a.size(0), "x", a.size(1), "x", b.size(1), "|", blocks[1], "x", blocks[2],
               "|q", octaves, "|", dtype_name(pattern.dtype()), allow_tf32() ? "|tf32" : "");
-  return run_chosen_route("bsr_sddmm", key, device, kOp,
-                          {{"tiles", [&] { return bsr_sddmm_values(kernel, a, b, pattern); }},
-                           {"dense", [&] { return dense_route_values(a, b, pattern); }}});
+  return run_chosen_route(decision, key, device, op, {{"tiles", tiles}, {"dense", dense}});
+}
+
+// The SDDMM of a BSR pattern the tiles take: the decision bsr_sddmm.
+Tensor bsr_values(const Tensor& a, const Tensor& b, const Tensor& pattern) {
+  const BsrKernel kernel = *bsr_kernel(pattern);
+  return tiles_or_dense(
+      "bsr_sddmm", route_pin("bsr_sddmm"), kOp, a, b, pattern, [&] { return bsr_sddmm_values(kernel, a, b, pattern); },
+      [&] { return dense_route_values(a, b, pattern); });
 }
 
 // One SDDMM for the planner.
@@ -210,39 +217,27 @@ std::vector<Tensor> sddmm(const std::vector<Tensor>& in, const Attrs&) {
 
 // sddmm_row_sums for BSR: where the BSR kernels take the pattern, the values
 // and a's row sums from one kernel (bsr_sddmm_values sums the rows in the
-// mma.sync SDDMM's pass), against the dense route plus a column-sum pass
-// where that may run: timed once per key (the decision bsr_sddmm_row_sums),
-// as bsr_values times the values alone, since summing the rows inside moves
-// the balance (pinned by its own name, else by bsr_sddmm's pin). Otherwise
-// the SDDMM's routes and a pass of its own.
+// SDDMM's pass) or the dense route plus a column-sum pass, as the decision
+// bsr_sddmm_row_sums chooses (tiles_or_dense: timed apart from bsr_sddmm,
+// since summing the rows inside moves the balance; pinned by its own name,
+// else by bsr_sddmm's pin). Otherwise the SDDMM's routes and a pass of its
+// own.
 std::vector<Tensor> sddmm_row_sums(const std::vector<Tensor>& in, const Attrs&) {
   check_operands(in);
   const Tensor &a = in[0], &b = in[1], &pattern = in[2];
   const std::optional<BsrKernel> kernel = bsr_kernel(pattern);
   if (!kernel) return {with_values(pattern, run_first_route<SddmmProblem>(kRoutes, {a, b, pattern})), sum(a, {1})};
-  Tensor sums;
-  auto fused = [&] { return bsr_sddmm_values(*kernel, a, b, pattern, &sums); };
-  auto apart = [&] {
-    Tensor v = dense_route_values(a, b, pattern);
-    sums = sum(a, {1});
-    return v;
-  };
   std::optional<std::string> pin = route_pin("bsr_sddmm_row_sums");
   if (!pin) pin = route_pin("bsr_sddmm");
-  Tensor vals;
-  if (!take_dense_route(pattern) || pin == "tiles") {
-    vals = fused();
-  } else if (pin == "dense") {
-    vals = apart();
-  } else {
-    const int device = pattern.device().index;
-    const long octaves = std::lround(4 * std::log2(static_cast<double>(std::max<int64_t>(nnz(pattern), 1))));
-    const Shape& blocks = values(pattern).shape();
-    const std::string key =
-        str_cat(device_model_key(device), "|", a.size(0), "x", a.size(1), "x", b.size(1), "|", blocks[1], "x",
-                blocks[2], "|q", octaves, "|", dtype_name(pattern.dtype()), allow_tf32() ? "|tf32" : "");
-    vals = run_chosen_route("bsr_sddmm_row_sums", key, device, op::kSddmmRowSums, {{"tiles", fused}, {"dense", apart}});
-  }
+  Tensor sums;
+  const Tensor vals = tiles_or_dense(
+      "bsr_sddmm_row_sums", pin, op::kSddmmRowSums, a, b, pattern,
+      [&] { return bsr_sddmm_values(*kernel, a, b, pattern, &sums); },
+      [&] {
+        Tensor v = dense_route_values(a, b, pattern);
+        sums = sum(a, {1});
+        return v;
+      });
   return {with_values(pattern, vals), sums};
 }
 
