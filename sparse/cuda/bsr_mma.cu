@@ -61,6 +61,7 @@
 #include "sparse/cuda/epilogue.cuh"
 #include "sparse/cuda/sddmm_run.cuh"
 #include "sparse/cuda/tile_values.cuh"
+#include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/mma_sync.cuh"
 
 namespace coppice::sparse_cuda {
@@ -408,7 +409,7 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_product_kernel(BsrPro
 // A thread block: up to kGroup stored blocks of one block row (the runs of
 // BsrSddmmArgs::group_begin), B / 32 warps per block (32 rows each), kStepK
 // of the inner dimension staged per step, kStages steps in flight. The
-// shapes sddmm_with takes were the fastest measured (H100, 4096^3 bf16, 90
+// shapes with_sddmm_tile takes were the fastest measured (H100, 4096^3 bf16, 90
 // and 95 %): 32x32 blocks 8 per thread block, 32 of k per step, 3 stages
 // (0.120 ms at 90 %; 4 per block 0.147, 16: 0.286), or 4 per thread block
 // and 4 stages where rows are short (95 %: 0.079 against 0.093);
@@ -668,39 +669,61 @@ void product_with(const BsrProductArgs<T>& p, cudaStream_t stream) {
   }
 }
 
-template <typename T, typename Tile, bool kAByK, bool kBByK>
-void launch_sddmm(const BsrSddmmArgs<T>& p, const SddmmFlags& flags, cudaStream_t stream) {
-  auto kernel = mma_sync_sddmm_kernel<T, Tile, kAByK, kBByK>;
-  static std::atomic<uint64_t> configured{0};
-  allow_smem(kernel, Tile::kSmemBytes, configured);
-  const int64_t blocks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
-  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
-  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, flags);
-  if (p.splits > 1) {
-    bsr_sum_splits<T>(p.partial, p.splits, p.nblocks * Tile::B * Tile::B, p.values, stream);
-    if (p.row_sums != nullptr)
-      bsr_sum_splits<T>(p.row_sum_partial, p.splits, p.block_rows * Tile::B, p.row_sums, stream);
-  }
-}
+// What the host keeps per SDDMM kernel: allow_smem's record, and the thread
+// blocks an SM holds (bsr_mma_sddmm_resident), per device, 0 until asked.
+struct SddmmKernelState {
+  std::atomic<uint64_t> smem_allowed{0};
+  std::atomic<int> resident[64] = {};
+};
 
-template <typename T, typename Tile>
-void sddmm_with(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
-  // a(r, k) stored along r when r is its contiguous dimension; b(k, c) along c likewise.
+// Calls f(kernel, state, flags) with the kernel of Tile that p's operand
+// layouts take: a(r, k) stored along r when r is its contiguous dimension;
+// b(k, c) along c likewise.
+template <typename T, typename Tile, typename F>
+void with_sddmm_kernel(const BsrSddmmArgs<T>& p, F&& f) {
   const bool a_by_k = p.a.row_stride == 1 && p.a.col_stride != 1;
   const bool b_by_k = p.b.col_stride == 1;
   auto vec = [](const StridedMatrix<const T>& m, bool along_rows) {
     const int64_t unit = along_rows ? m.row_stride : m.col_stride, other = along_rows ? m.col_stride : m.row_stride;
     return aligned16(m.data) && unit == 1 && other % kRun<T> == 0;
   };
-  const SddmmFlags f{vec(p.a, a_by_k), vec(p.b, !b_by_k)};
+  const SddmmFlags flags{vec(p.a, a_by_k), vec(p.b, !b_by_k)};
+  auto take = [&](auto a_tag, auto b_tag) {
+    constexpr bool kAByK = decltype(a_tag)::value, kBByK = decltype(b_tag)::value;
+    static SddmmKernelState state;
+    f(mma_sync_sddmm_kernel<T, Tile, kAByK, kBByK>, state, flags);
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
   if (a_by_k && b_by_k)
-    launch_sddmm<T, Tile, true, true>(p, f, stream);
+    take(Yes{}, Yes{});
   else if (a_by_k)
-    launch_sddmm<T, Tile, true, false>(p, f, stream);
+    take(Yes{}, No{});
   else if (b_by_k)
-    launch_sddmm<T, Tile, false, true>(p, f, stream);
+    take(No{}, Yes{});
   else
-    launch_sddmm<T, Tile, false, false>(p, f, stream);
+    take(No{}, No{});
+}
+
+// Calls f(Tile{}) with the SDDMM tile bsr_mma_sddmm runs p with. f32 (TF32)
+// stages twice the bytes per element: a shorter k step keeps two thread
+// blocks an SM.
+template <typename T, typename F>
+void with_sddmm_tile(const BsrSddmmArgs<T>& p, F&& f) {
+  constexpr bool kHalfWidth = sizeof(T) == 2;
+  constexpr int kWideStep = kHalfWidth ? 64 : 32;  // k per step of 64x64 and 128x128 blocks
+  constexpr int kRunStep = kHalfWidth ? 32 : 16;   // and of 32x32 blocks in runs of 8, with
+  constexpr int kRunStages = kHalfWidth ? 3 : 4;   // this many steps in flight
+  if (p.bh == 128)
+    f(SddmmTile<T, 128, 1, kWideStep, 3>{});
+  else if (p.bh == 64)
+    f(SddmmTile<T, 64, 2, kWideStep, 4>{});
+  else if (p.bh == 16)
+    f(SddmmTile<T, 16, 8, 32, 4>{});
+  else if (p.group <= 4)
+    f(SddmmTile<T, 32, 4, 32, 4>{});
+  else
+    f(SddmmTile<T, 32, 8, kRunStep, kRunStages>{});
 }
 
 }  // namespace
@@ -729,17 +752,42 @@ void bsr_mma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
 template <typename T>
 void bsr_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   if (p.ngroups <= 0 && (p.row_sums == nullptr || p.nempty <= 0)) return;
-  constexpr bool kHalfWidth = sizeof(T) == 2;
-  if (p.bh == 128)
-    sddmm_with<T, SddmmTile<T, 128, 1, kHalfWidth ? 64 : 32, 3>>(p, stream);
-  else if (p.bh == 64)
-    sddmm_with<T, SddmmTile<T, 64, 2, kHalfWidth ? 64 : 32, 4>>(p, stream);
-  else if (p.bh == 16)
-    sddmm_with<T, SddmmTile<T, 16, 8, 32, 4>>(p, stream);
-  else if (p.group <= 4)
-    sddmm_with<T, SddmmTile<T, 32, 4, 32, 4>>(p, stream);
-  else
-    sddmm_with<T, SddmmTile<T, 32, 8, kHalfWidth ? 32 : 16, kHalfWidth ? 3 : 4>>(p, stream);
+  with_sddmm_tile(p, [&](auto tile) {
+    using Tile = decltype(tile);
+    with_sddmm_kernel<T, Tile>(p, [&](auto kernel, SddmmKernelState& state, const SddmmFlags& flags) {
+      allow_smem(kernel, Tile::kSmemBytes, state.smem_allowed);
+      const int64_t blocks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
+      const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
+      kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, flags);
+    });
+    if (p.splits > 1) {
+      bsr_sum_splits<T>(p.partial, p.splits, p.nblocks * Tile::B * Tile::B, p.values, stream);
+      if (p.row_sums != nullptr)
+        bsr_sum_splits<T>(p.row_sum_partial, p.splits, p.block_rows * Tile::B, p.row_sums, stream);
+    }
+  });
+}
+
+template <typename T>
+int bsr_mma_sddmm_resident(const BsrSddmmArgs<T>& p) {
+  int device = 0;
+  COPPICE_CUDA_CHECK(cudaGetDevice(&device), "bsr sddmm");
+  int resident = 0;
+  with_sddmm_tile(p, [&](auto tile) {
+    using Tile = decltype(tile);
+    with_sddmm_kernel<T, Tile>(p, [&](auto kernel, SddmmKernelState& state, const SddmmFlags&) {
+      std::atomic<int>& known = state.resident[device % 64];
+      resident = known.load(std::memory_order_relaxed);
+      if (resident > 0) return;
+      allow_smem(kernel, Tile::kSmemBytes, state.smem_allowed);
+      COPPICE_CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, Tile::kThreads, Tile::kSmemBytes),
+          "bsr sddmm");
+      resident = std::max(resident, 1);
+      known.store(resident, std::memory_order_relaxed);
+    });
+  });
+  return resident;
 }
 
 template <typename T>
@@ -755,6 +803,9 @@ template void bsr_mma_sddmm<__nv_bfloat16>(const BsrSddmmArgs<__nv_bfloat16>&, c
 template void bsr_mma_sddmm<__half>(const BsrSddmmArgs<__half>&, cudaStream_t);
 template void bsr_mma_product<float>(const BsrProductArgs<float>&, cudaStream_t);
 template void bsr_mma_sddmm<float>(const BsrSddmmArgs<float>&, cudaStream_t);
+template int bsr_mma_sddmm_resident<__nv_bfloat16>(const BsrSddmmArgs<__nv_bfloat16>&);
+template int bsr_mma_sddmm_resident<__half>(const BsrSddmmArgs<__half>&);
+template int bsr_mma_sddmm_resident<float>(const BsrSddmmArgs<float>&);
 template void bsr_sum_splits<__nv_bfloat16>(const float*, int, int64_t, __nv_bfloat16*, cudaStream_t);
 template void bsr_sum_splits<__half>(const float*, int, int64_t, __half*, cudaStream_t);
 template void bsr_sum_splits<float>(const float*, int, int64_t, float*, cudaStream_t);

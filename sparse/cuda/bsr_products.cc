@@ -371,13 +371,21 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
     p.values = static_cast<T*>(values.data_ptr());
     std::shared_ptr<const SddmmGroups> groups;
     Tensor partial, row_partial;
+    bool wgmma = false;
+    p.b_cols = pattern.size(1);
     if (kernel == BsrKernel::kMmaSync) {
       groups = sddmm_groups(pattern, b);
       p.group_begin = groups->begin.data<int32_t>();
       p.group_row = groups->row.data<int32_t>();
       p.ngroups = groups->count;
       p.group = groups->most;
-      p.splits = bsr_mma_sddmm_splits(p.ngroups, p.k, cuda::sm_count(pattern.device().index, op));
+      // On Hopper a linear's weight gradient in 64x64 and 128x128 blocks runs
+      // on wgmma (bsr_wgmma.h), unless pinned to mma.sync; each kernel has
+      // its own rule for splitting k.
+      if constexpr (sizeof(T) == 2) { wgmma = route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_sddmm_runs<T>(p); }
+      const int64_t sms = cuda::sm_count(pattern.device().index, op);
+      p.splits = wgmma ? bsr_wgmma_sddmm_splits(p.ngroups, p.k, sms)
+                       : bsr_mma_sddmm_splits(p.ngroups, p.k, bsr_mma_sddmm_resident<T>(p) * sms);
       if (p.splits > 1) {
         p.split_k = (p.k / p.splits + 63) / 64 * 64;
         p.splits = static_cast<int>((p.k + p.split_k - 1) / p.split_k);
@@ -385,7 +393,6 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
         p.partial = partial.data<float>();
       }
     }
-    p.b_cols = pattern.size(1);
     const cudaStream_t stream = cuda::current_stream(pattern.device().index);
     if (kernel == BsrKernel::kMmaSync) {
       if (row_sums != nullptr) {
@@ -398,10 +405,8 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
           p.row_sum_partial = row_partial.data<float>();
         }
       }
-      // On Hopper a linear's weight gradient in 64x64 and 128x128 blocks runs
-      // on wgmma (bsr_wgmma.h), unless pinned to mma.sync.
       if constexpr (sizeof(T) == 2) {
-        if (route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_sddmm_runs<T>(p)) {
+        if (wgmma) {
           bsr_wgmma_sddmm<T>(p, stream);
           if (p.splits > 1) {
             bsr_sum_splits<T>(p.partial, p.splits, values.numel(), p.values, stream);

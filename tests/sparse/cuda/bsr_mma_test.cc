@@ -8,6 +8,8 @@
 // accumulating in f32 and rounding once.
 #include "sparse/cuda/bsr_mma.h"
 
+#include <cuda_bf16.h>
+
 #include <string>
 #include <vector>
 
@@ -94,6 +96,49 @@ TEST_F(BsrMmaTest, TakesSquare16To128BlocksOf16BitTypes) {
   EXPECT_FALSE(bsr_kernel_takes(BsrKernel::kTiles, f32));
   set_allow_tf32(true);
   EXPECT_TRUE(mma_takes(f32));
+}
+
+// The SDDMM's runs and ranges of k (bsr_mma.h, bsr_wgmma.h): plain rules,
+// checked at the shapes their comments quote (132 SMs).
+TEST_F(BsrMmaTest, SddmmRunsAndRangesFollowTheirRules) {
+  // Runs of 4 32x32 blocks where rows hold fewer than 10, else 8; 64x64 blocks in twos, 128x128 alone.
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_group(32, 3.2), 4);
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_group(32, 6.4), 4);
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_group(32, 12.8), 8);
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_group(16, 3.2), 8);
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_group(64, 6.4), 2);
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_group(128, 6.4), 1);
+  // mma.sync: the fewest waves x range. 96 runs over 264 slots take 11 ranges
+  // (4 waves of 1490) rather than 2 (1 wave of 8192); 256 runs over 264 slots
+  // stay whole (two waves of half the range cost the same: the fewer wins).
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(96, 16384, 264), 11);
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(256, 4096, 264), 1);
+  // At least 512 of k a range, at most 16 ranges; nothing to split, or no slots: one.
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(1, 1024, 264), 2);
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(1, 1 << 20, 264), 16);
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(4, 511, 264), 1);
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(0, 16384, 264), 1);
+  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(96, 16384, 0), 1);
+  // wgmma: two thread blocks for each SM once, rounded down, within the same bounds.
+  EXPECT_EQ(sparse_cuda::bsr_wgmma_sddmm_splits(59, 16384, 132), 4);
+  EXPECT_EQ(sparse_cuda::bsr_wgmma_sddmm_splits(16, 16384, 132), 16);
+  EXPECT_EQ(sparse_cuda::bsr_wgmma_sddmm_splits(300, 16384, 132), 1);
+  EXPECT_EQ(sparse_cuda::bsr_wgmma_sddmm_splits(16, 1024, 132), 2);
+  SKIP_WITHOUT_CUDA();
+  // The slots are the SMs times the thread blocks an SM holds of the kernel that runs.
+  sparse_cuda::BsrSddmmArgs<__nv_bfloat16> p;  // a linear's weight gradient: a = dy^T, b = x
+  p.bh = p.bw = 32;
+  p.a.row_stride = 1;
+  p.a.col_stride = 1024;
+  p.b.row_stride = 1024;
+  p.b.col_stride = 1;
+  p.group = 4;
+  const int four = sparse_cuda::bsr_mma_sddmm_resident(p);
+  p.group = 8;
+  const int eight = sparse_cuda::bsr_mma_sddmm_resident(p);
+  EXPECT_GE(four, 1);
+  EXPECT_GE(eight, 1);
+  EXPECT_GE(four, eight);  // half the threads and less shared memory
 }
 
 // op(S) @ X and X @ op(S), S [128, 192] ([256, 384] in 128x128 blocks)
