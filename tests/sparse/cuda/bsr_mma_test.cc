@@ -99,33 +99,33 @@ TEST_F(BsrMmaTest, TakesSquare16To128BlocksOf16BitTypes) {
 }
 
 // The SDDMM's runs and ranges of k (bsr_mma.h, bsr_wgmma.h): plain rules,
-// checked at the shapes their comments quote (132 SMs).
-TEST_F(BsrMmaTest, SddmmRunsAndRangesFollowTheirRules) {
-  // Runs of 4 32x32 blocks where rows hold fewer than 10, else 8; 64x64 blocks in twos, 128x128 alone.
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_group(32, 3.2), 4);
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_group(32, 6.4), 4);
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_group(32, 12.8), 8);
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_group(16, 3.2), 8);
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_group(64, 6.4), 2);
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_group(128, 6.4), 1);
-  // mma.sync: the fewest waves x range. 96 runs over 264 slots take 11 ranges
-  // (4 waves of 1490) rather than 2 (1 wave of 8192); 256 runs over 264 slots
-  // stay whole (two waves of half the range cost the same: the fewer wins).
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(96, 16384, 264), 11);
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(256, 4096, 264), 1);
-  // At least 512 of k a range, at most 16 ranges; nothing to split, or no slots: one.
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(1, 1024, 264), 2);
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(1, 1 << 20, 264), 16);
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(4, 511, 264), 1);
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(0, 16384, 264), 1);
-  EXPECT_EQ(sparse_cuda::bsr_mma_sddmm_splits(96, 16384, 0), 1);
-  // wgmma: two thread blocks for each SM once, rounded down, within the same bounds.
-  EXPECT_EQ(sparse_cuda::bsr_wgmma_sddmm_splits(59, 16384, 132), 4);
-  EXPECT_EQ(sparse_cuda::bsr_wgmma_sddmm_splits(16, 16384, 132), 16);
-  EXPECT_EQ(sparse_cuda::bsr_wgmma_sddmm_splits(300, 16384, 132), 1);
-  EXPECT_EQ(sparse_cuda::bsr_wgmma_sddmm_splits(16, 1024, 132), 2);
+// checked when this file compiles, at the shapes their comments quote (132
+// SMs). Runs of 4 32x32 blocks where rows hold fewer than 10, else 8; 64x64
+// blocks in twos, 128x128 alone.
+static_assert(sparse_cuda::bsr_mma_sddmm_group(32, 3.2) == 4 && sparse_cuda::bsr_mma_sddmm_group(32, 6.4) == 4);
+static_assert(sparse_cuda::bsr_mma_sddmm_group(32, 12.8) == 8 && sparse_cuda::bsr_mma_sddmm_group(16, 3.2) == 8);
+static_assert(sparse_cuda::bsr_mma_sddmm_group(64, 6.4) == 2 && sparse_cuda::bsr_mma_sddmm_group(128, 6.4) == 1);
+// mma.sync: the fewest waves x range. 96 runs over 264 slots take 11 ranges
+// (4 waves of 1490) rather than 2 (1 wave of 8192); 256 runs over 264 slots
+// stay whole (two waves of half the range cost the same: the fewer wins).
+static_assert(sparse_cuda::bsr_mma_sddmm_splits(96, 16384, 264) == 11);
+static_assert(sparse_cuda::bsr_mma_sddmm_splits(256, 4096, 264) == 1);
+// At least 512 of k a range, at most 16 ranges; nothing to split, or no slots: one.
+static_assert(sparse_cuda::bsr_mma_sddmm_splits(1, 1024, 264) == 2);
+static_assert(sparse_cuda::bsr_mma_sddmm_splits(1, 1 << 20, 264) == 16);
+static_assert(sparse_cuda::bsr_mma_sddmm_splits(4, 511, 264) == 1);
+static_assert(sparse_cuda::bsr_mma_sddmm_splits(0, 16384, 264) == 1);
+static_assert(sparse_cuda::bsr_mma_sddmm_splits(96, 16384, 0) == 1);
+// wgmma: two thread blocks for each SM once, rounded down, within the same bounds.
+static_assert(sparse_cuda::bsr_wgmma_sddmm_splits(59, 16384, 132) == 4);
+static_assert(sparse_cuda::bsr_wgmma_sddmm_splits(16, 16384, 132) == 16);
+static_assert(sparse_cuda::bsr_wgmma_sddmm_splits(300, 16384, 132) == 1);
+static_assert(sparse_cuda::bsr_wgmma_sddmm_splits(16, 1024, 132) == 2);
+
+// The slots bsr_mma_sddmm_splits fills: the SMs times the thread blocks an
+// SM holds of the kernel that runs.
+TEST_F(BsrMmaTest, SddmmSlotsAreTheKernelsResidency) {
   SKIP_WITHOUT_CUDA();
-  // The slots are the SMs times the thread blocks an SM holds of the kernel that runs.
   sparse_cuda::BsrSddmmArgs<__nv_bfloat16> p;  // a linear's weight gradient: a = dy^T, b = x
   p.bh = p.bw = 32;
   p.a.row_stride = 1;
