@@ -676,6 +676,12 @@ struct SddmmKernelState {
   std::atomic<int> resident[64] = {};
 };
 
+template <typename T, typename Tile, bool kAByK, bool kBByK>
+SddmmKernelState& sddmm_kernel_state() {
+  static SddmmKernelState state;  // one per kernel, whichever caller asks
+  return state;
+}
+
 // Calls f(kernel, state, flags) with the kernel of Tile that p's operand
 // layouts take: a(r, k) stored along r when r is its contiguous dimension;
 // b(k, c) along c likewise.
@@ -690,8 +696,7 @@ void with_sddmm_kernel(const BsrSddmmArgs<T>& p, F&& f) {
   const SddmmFlags flags{vec(p.a, a_by_k), vec(p.b, !b_by_k)};
   auto take = [&](auto a_tag, auto b_tag) {
     constexpr bool kAByK = decltype(a_tag)::value, kBByK = decltype(b_tag)::value;
-    static SddmmKernelState state;
-    f(mma_sync_sddmm_kernel<T, Tile, kAByK, kBByK>, state, flags);
+    f(mma_sync_sddmm_kernel<T, Tile, kAByK, kBByK>, sddmm_kernel_state<T, Tile, kAByK, kBByK>(), flags);
   };
   using Yes = std::true_type;
   using No = std::false_type;
