@@ -153,11 +153,22 @@ absl::StatusOr<IdxArray> read_idx_from(ByteSource& src, const std::string& sourc
   }
   // Exactly what the header promises is read (decompressed), then at most
   // kIdxTrailingMargin more to find out whether the data ends there: a
-  // stream that holds more is refused without inflating the rest.
-  out.data.resize(static_cast<size_t>(want));
-  got = read_up_to(src, out.data.data(), out.data.size());
-  if (!got.ok()) return got.status();
-  if (*got < want) return truncated(*got);
+  // stream that holds more is refused without inflating the rest. A stream
+  // of unknown length fills a buffer grown as the data arrives (doubling,
+  // from kIdxFirstRead), so a header that promises up to kIdxMaxBytes over a
+  // few bytes of data costs what the data holds, not the promise (a fuzzed
+  // gzip stream promising 1.8 GB of u8 allocated it all before finding 20
+  // bytes).
+  const bool known_length = src.remaining().has_value();
+  uint64_t have = 0;
+  while (have < want) {
+    const uint64_t size = known_length ? want : std::min(want, std::max(2 * have, kIdxFirstRead));
+    out.data.resize(static_cast<size_t>(size));
+    got = read_up_to(src, out.data.data() + have, static_cast<size_t>(size - have));
+    if (!got.ok()) return got.status();
+    have += *got;
+    if (have < size) return truncated(have);
+  }
   absl::StatusOr<uint64_t> extra = skip_up_to(src, kIdxTrailingMargin + 1);
   if (!extra.ok()) return extra.status();
   if (*extra > kIdxTrailingMargin) return unexpected(str_cat("more than ", kIdxTrailingMargin));

@@ -50,6 +50,8 @@ struct IdxArray {
 
 // Limits that keep a hostile file from costing unbounded memory.
 inline constexpr uint64_t kIdxMaxBytes = uint64_t{1} << 31;  // decompressed size
+// The first read of a stream of unknown length; later ones double what was read.
+inline constexpr uint64_t kIdxFirstRead = uint64_t{1} << 20;
 inline constexpr int kIdxMaxDims = 16;
 // How far past the promised data a stream is read to tell "longer than
 // promised" (with the count of extra bytes, up to this) from "exactly".

@@ -1,5 +1,6 @@
 #include "data/idx.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -220,6 +221,27 @@ TEST(Idx, GzipBombStopsAfterWhatTheHeaderPromises) {
 
   const std::string dir = temp_dir();
   expect_error(read_idx(write_file(dir + "/bomb.gz", bomb)).status(), {dir + "/bomb.gz", "unexpected bytes"});
+}
+
+// The peak resident memory of this process so far, in bytes (Linux reports KiB).
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+TEST(Idx, GzipStreamPromisingMuchCostsWhatItHolds) {
+  // A header promising 2 x 3 x 301989891 u8 (1.8 GB, under kIdxMaxBytes) over
+  // 20 bytes of data, gzipped so that its length is unknown until it ends:
+  // refused as truncated, having held about what the stream holds (libFuzzer
+  // found the reader allocating the whole promise first).
+  const std::string gz = gzip(idx_bytes(0x08, {2, 3, 0x12000003}, std::string(20, 'a')));
+  const int64_t before = peak_rss_bytes();
+  MemorySource compressed(gz);
+  GzipSource plain(compressed, "idx promise.gz");
+  expect_error(read_idx_from(plain, "promise.gz").status(),
+               {"promise.gz", "truncated data", "needs 1811939346 bytes", "has 20"});
+  EXPECT_LT(peak_rss_bytes() - before, int64_t{256} << 20);
 }
 
 TEST(Idx, GzipStreamLongerOrShorterThanPromised) {

@@ -247,6 +247,9 @@ void idx_corpus() {
   write("idx", "bad-huge-dims.idx", idx(0x0C, {65536, 65536, 65536}, ""));
   write("idx", "bad-zero-hides-huge-dims.idx", idx(0x0E, {0, 0xffffffff, 0xffffff10, 64}, ""));  // a fuzzer find
   write("idx", "bad-type.idx", idx(0x0A, {1}, "x"));
+  // A fuzzer find: a gzip stream promising 1.8 GB of u8 over 20 bytes (the
+  // reader allocated the promise before finding the data short).
+  write("idx", "bad-huge-promise.idx.gz", gzip(idx(0x08, {2, 3, 0x12000003}, std::string(20, 'a'))));
   const std::string gz = gzip(images);
   write("idx", "bad-truncated.idx.gz", gz.substr(0, gz.size() - 6));
   write("idx", "bad-corrupt.idx.gz", flip_byte(gz, gz.size() - 6));
