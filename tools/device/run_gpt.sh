@@ -261,8 +261,9 @@ PY
     # Issue 31's guard: the MLP-4096 step (bf16, dense and BSR 90 % 32x32)
     # beside PyTorch's eager dense step, which the transformer work must not cost.
     # 200 steps after 20 on both sides: 10 steps of a 1.4 ms step are 14 ms
-    # of timing, and the ratio moved by 0.1 from call to call (H200,
-    # 2026-12-02: 1.90x with 10 and 50 steps, 1.94-2.10x with 200).
+    # of timing, and the ratio moved by 0.1 from call to call (H200: 1.92-1.98x
+    # with 10 steps on 2026-12-01, 1.90x with 50 and 1.94-2.10x with 200 on
+    # 2026-12-02).
     timeout 200 .devbin/bench train --device cuda --models mlp --formats dense,bsr --sparsity 0.9 --modes bf16 \
       --steps 200 --warmup 20 --json "$OUT/mlp_coppice.json" > "$OUT/bench_mlp.log" 2>&1 || say "bench train mlp: exit $?"
     PYTHONUNBUFFERED=1 timeout 200 python3 $PACK/torch_train.py --device cuda --models mlp --formats dense \
