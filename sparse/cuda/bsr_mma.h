@@ -33,20 +33,19 @@ constexpr int bsr_mma_sddmm_group(int block, double blocks_per_row) {
 
 // How many ranges of the inner dimension k an SDDMM of `groups` runs splits
 // into (BsrSddmmArgs::splits), for `slots` thread blocks the GPU holds at
-// once (bsr_mma_sddmm_resident times the SMs): at most 16 ranges and at
-// least 512 of k each. Each run walks its range alone, so the SDDMM takes
-// about (waves of thread blocks) x (k per range); the count that makes that
-// least wins, the fewest ranges on a tie (each range adds its partial sums
-// to the second pass). The rule before (as many ranges as fill two thread
-// blocks an SM once, rounded down) left a quarter of the GPU idle where the
-// runs were a little fewer than the slots, and rows of unequal length in
-// one wave waited for the longest (H200, bf16, 90 %, 16384 tokens, both
-// rules with their runs: the GPT's 3072 x 1024 weight gradient in 32x32
-// blocks 0.189 -> 0.115 ms, 4096 x 1024 0.183 -> 0.146; 1024 x 4096 and
-// MLP-4096's level).
+// once (bsr_mma_sddmm_resident times the SMs), within bsr_sddmm_most_splits.
+// Each run walks its range alone, so the SDDMM takes about (waves of thread
+// blocks) x (k per range); the count that makes that least wins, the fewest
+// ranges on a tie (each range adds its partial sums to the second pass). The
+// rule before (as many ranges as fill two thread blocks an SM once, rounded
+// down) left a quarter of the GPU idle where the runs were a little fewer
+// than the slots, and rows of unequal length in one wave waited for the
+// longest (H200, bf16, 90 %, 16384 tokens, both rules with their runs: the
+// GPT's 3072 x 1024 weight gradient in 32x32 blocks 0.189 -> 0.115 ms, 4096 x
+// 1024 0.183 -> 0.146; 1024 x 4096 and MLP-4096's level).
 constexpr int bsr_mma_sddmm_splits(int64_t groups, int64_t k, int64_t slots) {
   if (groups <= 0 || slots <= 0) return 1;
-  const int64_t most = k / 512 < 16 ? k / 512 : 16;
+  const int64_t most = bsr_sddmm_most_splits(k);
   int best = 1;
   int64_t best_cost = -1;
   for (int64_t s = 1; s <= (most > 1 ? most : 1); ++s) {

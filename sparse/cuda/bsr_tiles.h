@@ -104,6 +104,11 @@ struct BsrSddmmArgs {
   int64_t nempty = 0;
 };
 
+// The most ranges an SDDMM over an inner dimension of k splits into, under
+// both kernels' rules (bsr_mma_sddmm_splits, bsr_wgmma_sddmm_splits): at
+// most 16, and at least 512 of k each (0 below 512: no split).
+constexpr int64_t bsr_sddmm_most_splits(int64_t k) { return k / 512 < 16 ? k / 512 : 16; }
+
 template <typename T>
 void bsr_tiled_sddmm(const BsrSddmmArgs<T>& args, TileMath math, cudaStream_t stream);
 
