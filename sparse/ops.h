@@ -63,6 +63,11 @@ Tensor sddmm(const Tensor& a, const Tensor& b, const Tensor& pattern);
 // (CUDA BSR on the mma.sync SDDMM), else the two ops.
 std::pair<Tensor, Tensor> sddmm_row_sums(const Tensor& a, const Tensor& b, const Tensor& pattern);
 
+// Whether sddmm_row_sums has a fused kernel for dense a and b at `pattern`'s
+// format and device, rather than composing sddmm and sum: a caller whose
+// other pass could form the row sums as cheaply (a relu's gradient) asks first.
+bool sddmm_row_sums_fused(const Tensor& pattern);
+
 // The transpose of a 2-D tensor of any format, in the same format; for CSR
 // and CSC the same arrays reinterpreted (CSR [m, n] -> CSC [n, m]).
 Tensor transpose(const Tensor& t);

@@ -47,6 +47,11 @@ std::pair<Tensor, Tensor> sddmm_row_sums(const Tensor& a, const Tensor& b, const
   return {dispatch(op::kSddmm, {a, b, pattern})[0], sum(a, {1})};
 }
 
+bool sddmm_row_sums_fused(const Tensor& pattern) {
+  const std::string_view formats[] = {"dense", "dense", pattern.format()};
+  return Dispatcher::instance().find(op::kSddmmRowSums, pattern.device().type, formats) != nullptr;
+}
+
 Tensor transpose(const Tensor& t) {
   COPPICE_CHECK(t.defined() && t.dim() == 2, "transpose: expected a 2-D tensor, got ",
                 t.defined() ? shape_to_string(t.shape()) : std::string("an undefined tensor"));

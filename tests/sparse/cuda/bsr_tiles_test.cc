@@ -205,9 +205,14 @@ TEST_F(BsrTilesTest, LinearReluWithoutTilesIsTheComposite) {
 }
 
 // The differentiable linear_relu on the GPU: one node whose gradients (the
-// BSR weight's on its pattern) match the composite's.
+// BSR weight's on its pattern) match the composite's. Its bias gradient comes
+// from the weight gradient's SDDMM (sddmm_row_sums' fused cell), the relu's
+// gradient from a plain relu_backward.
 TEST_F(BsrTilesTest, LinearReluGradientsMatchTheComposite) {
   SKIP_WITHOUT_CUDA();
+  EXPECT_TRUE(sddmm_row_sums_fused(
+      to_device(to_format(random_blocks(64, 96, 32, 32, 0.4, 949), "bsr", FormatOptions::block(32, 32)), kCuda)));
+  EXPECT_FALSE(sddmm_row_sums_fused(to_device(to_format(random_matrix({64, 96}, 0.4, 949), "csr"), kCuda)));
   for (const TileMode& mode : {kModes[0], kModes[2]}) {  // f32, bf16
     const Tensor dense = random_blocks(64, 96, 32, 32, 0.4, 950, {1});
     const Tensor wv = to_device(to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(32, 32)), kCuda);
