@@ -41,6 +41,7 @@
 
 #include "sparse/cuda/epilogue.cuh"
 #include "sparse/cuda/nm24_mma.h"
+#include "sparse/cuda/nm24_write_out.cuh"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/mma_sync.cuh"
@@ -317,23 +318,7 @@ __global__ void __launch_bounds__(kThreads, 2) nm24_product_kernel(const Nm24Pro
     }
   }
   __syncthreads();
-  // Runs of 8 along out's rows: bias and relu or a gelu form, rounded once, 16-byte stores
-  // where the run is whole and aligned (epilogue.cuh).
-  const bool vec_rows = p.rows % 8 == 0;
-  for (int c = tid; c < kTileM * (kTileR / 8); c += kThreads) {
-    const int m = c / (kTileR / 8), r = (c % (kTileR / 8)) * 8;
-    if (m0 + m >= p.m || r0 + r >= p.rows) continue;
-    const int count = static_cast<int>(p.rows - r0 - r < 8 ? p.rows - r0 - r : 8);
-    float v[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      v[j] = tile[m * kPitchOut + r + j];
-      if (j < count) v[j] = add_bias(v[j], p.bias, r0 + r + j);
-      if (p.relu) v[j] = relu(v[j]);
-    }
-    const bool whole = vec_rows && r0 + r + 8 <= p.rows;
-    gelu_and_store_run<T, 8>(p.gelu, p.out, p.aux, (m0 + m) * p.rows + r0 + r, 1, whole, v, count);
-  }
+  nm24_write_out<T, kTileM, kTileR, kPitchOut, kThreads>(tile, p, m0, r0, tid);
 }
 
 template <typename T, template <typename> class Load>

@@ -23,9 +23,9 @@
 // ahead, from a copy of S's metadata permuted once per pattern into the
 // threads' order (wgmma_metadata_kernel).
 //
-// The write-out is nm24_mma.cu's: the accumulators go through shared memory
-// transposed, and each thread stores 16-byte runs of out's rows with the bias
-// and relu or a gelu form applied (epilogue.cuh). Rows of S or x beyond the
+// The write-out is nm24_mma.cu's (nm24_write_out.cuh): the accumulators go
+// through shared memory transposed, and each thread stores 16-byte runs of
+// out's rows with the bias and relu or a gelu form applied. Rows of S or x beyond the
 // matrix arrive as zeros (TMA fills outside the tensor), padded metadata is
 // valid, and their results are not stored.
 //
@@ -49,6 +49,7 @@
 
 #include "sparse/cuda/epilogue.cuh"
 #include "sparse/cuda/nm24_wgmma.h"
+#include "sparse/cuda/nm24_write_out.cuh"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/mma_sync.cuh"
@@ -254,24 +255,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-  // Runs of 8 along out's rows: bias and relu or a gelu form, rounded once, 16-byte stores
-  // where the run is whole and aligned (epilogue.cuh).
-  constexpr int kRuns = kTileR / 8;
-  const bool vec_rows = p.rows % 8 == 0;
-  for (int c = tid; c < kTileM * kRuns; c += kConsumers) {
-    const int m = c / kRuns, rr = (c % kRuns) * 8;
-    if (m0 + m >= p.m || r0 + rr >= p.rows) continue;
-    const int count = static_cast<int>(p.rows - r0 - rr < 8 ? p.rows - r0 - rr : 8);
-    float v[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      v[j] = tile[m * kPitchOut + rr + j];
-      if (j < count) v[j] = add_bias(v[j], p.bias, r0 + rr + j);
-      if (p.relu) v[j] = relu(v[j]);
-    }
-    const bool whole = vec_rows && r0 + rr + 8 <= p.rows;
-    gelu_and_store_run<T, 8>(p.gelu, p.out, p.aux, (m0 + m) * p.rows + r0 + rr, 1, whole, v, count);
-  }
+  nm24_write_out<T, kTileM, kTileR, kPitchOut, kConsumers>(tile, p, m0, r0, tid);
 #endif
 }
 
