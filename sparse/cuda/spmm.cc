@@ -217,14 +217,18 @@ Tensor nm24_or_dense(const SpmmProblem& p) {
   return run_chosen_route("nm24", nm24_choice_key(p), p.s.device().index, p.op, nm24_routes(p), /*rounds=*/2);
 }
 
-// Whether nm24_or_dense takes sparse tensor cores for p (measuring as it
-// does when the shape is new): for the gelu forms, which fuse into that
-// path's write-out and follow the plain product's choice.
-bool nm24_chosen(const SpmmProblem& p) {
-  if (!nm24_applies(p)) return false;
+// Whether a gelu form of the 2:4 product p (linear_gelu, matmul_gelu_backward)
+// takes sparse tensor cores: `sparse` (the fused write-out) timed against
+// `dense` (the dense op on the decompressed weight: cuBLASLt's epilogue for
+// the tanh form, the product and a pass for erf) under the decision nm24, the
+// form in the key. Following the plain product's choice instead left out the
+// pass the fused path saves: at the GPT's K = 1024 the plain products came out
+// level and the MLP's gelu went to a pass of its own.
+bool nm24_gelu_takes_sparse(const SpmmProblem& p, GeluForm form, const std::vector<TimedRoute>& routes) {
   const std::optional<std::string> pin = route_pin("nm24");
   if (pin.has_value()) return pin != "dense";
-  return chosen_route("nm24", nm24_choice_key(p), p.s.device().index, p.op, nm24_routes(p), /*rounds=*/2) == 0;
+  const std::string key = str_cat(nm24_choice_key(p), "|gelu_", form == GeluForm::kTanh ? "tanh" : "erf");
+  return chosen_route("nm24", key, p.s.device().index, p.op, routes, /*rounds=*/2) == 0;
 }
 
 // The BSR kernel for S: mma.sync where it takes S, else the tiles where
@@ -324,22 +328,24 @@ std::vector<Tensor> linear_relu_dense_sparse(const std::vector<Tensor>& in, cons
   return {spmm(in[1], in[0], Product::kDenseSparseT, op::kLinearRelu, bias, /*relu=*/true)};
 }
 
-// Whether p's n:m weight is multiplied dense (decompressed, then cuBLAS)
-// under a tanh gelu: then the dense weight goes to the dense gelu kernels,
-// whose cuBLASLt epilogue applies the tanh gelu (tensor/cuda/linear_lt.cc),
-// instead of a product and a pass. (The erf form keeps the product and the
-// pass: cuBLASLt has no erf gelu, and its bits stay the composite's.)
+// Whether p's n:m weight, not a 2:4 one that sparse tensor cores take, is
+// multiplied dense (decompressed, then cuBLAS) under a tanh gelu: then the
+// dense weight goes to the dense gelu kernels, whose cuBLASLt epilogue applies
+// the tanh gelu (tensor/cuda/linear_lt.cc), instead of a product and a pass.
+// (The erf form keeps the product and the pass: cuBLASLt has no erf gelu, and
+// its bits stay the composite's.)
 bool nm_dense_tanh(const SpmmProblem& p, GeluForm form) {
-  return form == GeluForm::kTanh && p.s.layout() == Layout::kNm && (nm24_applies(p) || multiplies_densely(p.s));
+  return form == GeluForm::kTanh && p.s.layout() == Layout::kNm && multiplies_densely(p.s);
 }
 
 // linear_gelu(x, weight[, bias]) with a BSR or n:m weight: {gelu(z), z},
 // z = linear(x, weight, bias) (gelu_tanh(z) with the attribute "tanh"), from
 // one kernel whose write-out stores both where the product runs on the BSR
-// mma.sync kernels (bsr_products.h) or on 2:4 sparse tensor cores
-// (nm_products.h); an n:m weight multiplied dense, tanh form: the dense
-// kernel on the decompressed weight; otherwise the planner's product, then
-// the gelu.
+// mma.sync kernels (bsr_products.h); a 2:4 weight: that kernel on sparse
+// tensor cores (nm_products.h) or the dense op on the decompressed weight,
+// whichever measured faster (nm24_gelu_takes_sparse); another n:m weight
+// multiplied dense, tanh form: the dense kernel on the decompressed weight;
+// otherwise the planner's product, then the gelu.
 std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(in.size() == 2 || in.size() == 3, "linear_gelu: expected 2 or 3 inputs (input, weight[, bias]), got ",
                 in.size());
@@ -351,8 +357,12 @@ std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, cons
     auto [y, z] = bsr_mma_matmul_gelu(in[1], /*transpose_s=*/true, in[0], /*sparse_left=*/false, p.op, bias, form);
     return {y, z};
   }
-  if (nm24_chosen(p)) {
-    auto [y, z] = nm24_linear_gelu(nm24_kernel(in[1], false), in[0], in[1], bias, form);
+  if (nm24_applies(p)) {
+    auto sparse = [&] { return nm24_linear_gelu(nm24_kernel(in[1], false), in[0], in[1], bias, form); };
+    auto dense = [&] { return linear_gelu(in[0], nm_dense(in[1]), bias, form); };
+    const bool on_sparse = nm24_gelu_takes_sparse(
+        p, form, {{"sparse", [&] { return sparse().first; }}, {"dense", [&] { return dense().first; }}});
+    auto [y, z] = on_sparse ? sparse() : dense();
     return {y, z};
   }
   if (nm_dense_tanh(p, form)) {
@@ -366,9 +376,11 @@ std::vector<Tensor> linear_gelu_dense_sparse(const std::vector<Tensor>& in, cons
 // matmul_gelu_backward(g, weight, z) with a BSR or n:m weight:
 // gelu_backward(g @ weight, z) (gelu_tanh_backward with the attribute
 // "tanh"), the gelu's gradient applied in the product's write-out on the BSR
-// mma.sync kernels or 2:4 sparse tensor cores; an n:m weight multiplied
-// dense, tanh form: the dense kernel on the decompressed weight; otherwise
-// the planner's product, then the gradient's pass.
+// mma.sync kernels; a 2:4 weight: the same on sparse tensor cores or the dense
+// op on the decompressed weight, whichever measured faster
+// (nm24_gelu_takes_sparse); another n:m weight multiplied dense, tanh form:
+// the dense kernel on the decompressed weight; otherwise the planner's
+// product, then the gradient's pass.
 std::vector<Tensor> matmul_gelu_backward_dense_sparse(const std::vector<Tensor>& in, const Attrs& attrs) {
   COPPICE_CHECK(in.size() == 3, "matmul_gelu_backward: expected 3 inputs (grad, weight, z), got ", in.size());
   check_cuda_operand_pair({in[0], in[1]}, op::kMatmulGeluBackward);
@@ -378,7 +390,11 @@ std::vector<Tensor> matmul_gelu_backward_dense_sparse(const std::vector<Tensor>&
   if (bsr_kernel_is<BsrKernel::kMmaSync>(p)) {
     return {bsr_mma_matmul_gelu_grad(in[1], /*transpose_s=*/false, in[0], /*sparse_left=*/false, p.op, in[2], form)};
   }
-  if (nm24_chosen(p)) return {nm24_matmul_gelu_grad(nm24_kernel(in[1], true), in[0], in[1], in[2], form)};
+  if (nm24_applies(p)) {
+    auto sparse = [&] { return nm24_matmul_gelu_grad(nm24_kernel(in[1], true), in[0], in[1], in[2], form); };
+    auto dense = [&] { return matmul_gelu_backward(in[0], nm_dense(in[1]), in[2], form); };
+    return {nm24_gelu_takes_sparse(p, form, {{"sparse", sparse}, {"dense", dense}}) ? sparse() : dense()};
+  }
   if (nm_dense_tanh(p, form)) return {matmul_gelu_backward(in[0], nm_dense(in[1]), in[2], form)};
   const Tensor gz = spmm(in[1], in[0], Product::kDenseSparse, p.op);
   return {gelu_backward_of_form(gz, in[2], form)};
