@@ -12,8 +12,10 @@
 //   nm24_mma         2:4 in bf16/f16 on sparse tensor cores (nm_products.h):
 //                    X @ S^T with the bias and relu in the write-out, and
 //                    X @ S where the pattern is transposable; or the dense
-//                    route's product where that measured faster for the
-//                    shape (the decision nm24 of sparse/route_choices.h);
+//                    op on the decompressed weight (a linear's bias and
+//                    relu in cuBLASLt's epilogue) where that measured
+//                    faster for the shape (the decision nm24 of
+//                    sparse/route_choices.h; the gelu forms timed apart);
 //   dense_nm         n:m with n/m >= 1/8: the product on the dense form
 //                    (csr_view.h's multiplies_densely), decompressed in one
 //                    kernel (nm_products.h);
