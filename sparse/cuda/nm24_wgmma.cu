@@ -25,12 +25,14 @@
 //
 // The write-out is nm24_mma.cu's (nm24_write_out.cuh): the accumulators go
 // through shared memory transposed, and each thread stores 16-byte runs of
-// out's rows with the bias and relu or a gelu form applied. Rows of S or x beyond the
-// matrix arrive as zeros (TMA fills outside the tensor), padded metadata is
-// valid, and their results are not stored.
+// out's rows with the bias and relu or a gelu form applied. Rows of S or x
+// beyond the matrix arrive as zeros (TMA fills outside the tensor), padded
+// metadata is valid, and their results are not stored.
 //
 // What bounds it (Nsight Compute, H200, 4096^3 bf16): the load/store data
-// pipe, 82 % busy at 1.16x cuBLAS's dense rate with the tensor pipe at 56 %.
+// pipe, 82 % busy at 1.16x cuBLAS's dense rate with the tensor pipe at 56 %
+// (1.20x since the write-out reads in 16 bytes: element by element it had
+// taken, at K = 1024, about as much of the pipe as the main loop).
 // Every byte the instructions read from shared memory and every byte TMA
 // writes there passes through it (128 bytes a cycle an SM). A sparse m64
 // instruction reads all of its B (x) for 2 x 64 dense-equivalent flops per
