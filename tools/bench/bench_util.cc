@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "sparse/route_choices.h"
 #include "tensor/error.h"
 #include "tensor/io/json.h"
 
@@ -32,6 +33,7 @@ std::string usage() {
          "[--config-dir D]\n"
          "             [--cuda-graph] [--step-read loss|check|paired] [--optimizer sgd|adamw] [--block N]\n"
          "             [--gelu erf|tanh] [--propagate on|off]\n"
+         "       any of them: [--routes-in FILE] [--routes-out FILE]\n"
          "       bench bsr [--dtype bf16,f16,f32] [--hidden H] [--in I] [--batch B] [--block N] [--sparsity X]\n"
          "             [--reps R] [--json FILE]\n"
          "       bench bsr_nm24 [--dtype bf16,f16] [--hidden H] [--in I] [--batch B] [--reps R] [--json FILE]\n"
@@ -93,6 +95,9 @@ std::string usage() {
          "  --reps R     timed samples, median reported (default 20); --warmup W untimed calls (3);\n"
          "               the sparse suites on the CPU default to 3 and 1\n"
          "  --json FILE  also write the JSON report to FILE\n"
+         "  --routes-out FILE  write the planners' measured route choices (sparse/route_choices.h) to FILE;\n"
+         "  --routes-in FILE   take FILE's choices instead of measuring: a run under a profiler then takes\n"
+         "               the routes a plain run chose (tools/device/run_gpt.sh breakdown does so)\n"
          "Prints one JSON object on stdout; progress goes to stderr.\n";
 }
 
@@ -182,11 +187,11 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
     std::string flag = arg, value;
     size_t eq = arg.find('=');
     if (eq != std::string::npos) flag = arg.substr(0, eq);
-    static const char* const kFlags[] = {"--device",    "--size",     "--numel",         "--reps",       "--warmup",
-                                         "--dtype",     "--json",     "--min-sample-ms", "--batch",      "--hidden",
-                                         "--steps",     "--sparsity", "--variants",      "--ranks",      "--timeout-s",
-                                         "--models",    "--formats",  "--modes",         "--config-dir", "--step-read",
-                                         "--optimizer", "--block",    "--gelu",          "--in",         "--propagate"};
+    static const char* const kFlags[] = {
+        "--device",        "--size",   "--numel",   "--reps",      "--warmup",     "--dtype",     "--json",
+        "--min-sample-ms", "--batch",  "--hidden",  "--steps",     "--sparsity",   "--variants",  "--ranks",
+        "--timeout-s",     "--models", "--formats", "--modes",     "--config-dir", "--step-read", "--optimizer",
+        "--block",         "--gelu",   "--in",      "--propagate", "--routes-in",  "--routes-out"};
     if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags)) {
       return absl::InvalidArgumentError(str_cat("unknown flag '", flag, "'"));
     }
@@ -306,6 +311,9 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
     } else if (flag == "--json") {
       if (value.empty()) return absl::InvalidArgumentError("--json: empty file name");
       c.json_path = value;
+    } else if (flag == "--routes-in" || flag == "--routes-out") {
+      if (value.empty()) return absl::InvalidArgumentError(str_cat(flag, ": empty file name"));
+      (flag == "--routes-in" ? c.routes_in : c.routes_out) = value;
     } else {
       return absl::InvalidArgumentError(str_cat("unknown flag '", flag, "'"));
     }
@@ -315,6 +323,24 @@ absl::StatusOr<Config> parse_args(const std::vector<std::string>& args) {
     c.numel = c.size;
   }
   return c;
+}
+
+absl::Status restore_routes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::NotFoundError(str_cat("--routes-in: cannot read '", path, "'"));
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  try {
+    restore_route_choices(text, path);
+  } catch (const Error& e) { return absl::InvalidArgumentError(str_cat("--routes-in: ", e.what())); }
+  return absl::OkStatus();
+}
+
+absl::Status write_routes(const std::string& path) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << route_choices_json() << "\n";
+  f.close();
+  if (!f) return absl::UnavailableError(str_cat("--routes-out: cannot write '", path, "'"));
+  return absl::OkStatus();
 }
 
 // ---- timing ----------------------------------------------------------------

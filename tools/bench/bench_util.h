@@ -42,6 +42,8 @@ struct Config {
   double min_sample_ms = 1.0;  // a sample repeats the op until it lasts this long (launch overhead)
   std::vector<DType> dtypes;   // empty: each suite's defaults
   std::string json_path;       // also write the JSON here
+  std::string routes_in;       // --routes-in: the planners' route choices restored from here before the suites
+  std::string routes_out;      // --routes-out: the route choices the run made, written here after it
   bool help = false;
   // The dp suite (tools/bench/dp_bench.cc); 0 / empty: its defaults.
   int64_t batch = 0;                  // per-rank batch (1024 on CUDA, kDpCpuBatch on the CPU)
@@ -127,6 +129,14 @@ inline constexpr int kTrainCpuWarmup = 1;
 std::string usage();
 // Parses the arguments after the program name.
 absl::StatusOr<Config> parse_args(const std::vector<std::string>& args);
+
+// The planners' route choices (sparse/route_choices.h) restored from the
+// file at `path` (as write_routes wrote it), and written there: a run under a
+// profiler then takes the routes a plain run measured, where its own timings
+// would come out otherwise (Nsight Compute serializes and slows every kernel).
+// Errors name the file and what is wrong; nothing is restored then.
+absl::Status restore_routes(const std::string& path);
+absl::Status write_routes(const std::string& path);
 
 // ---- timing ----------------------------------------------------------------
 struct TimingOptions {

@@ -36,6 +36,13 @@ int run(int argc, char** argv) {
     return 0;
   }
   coppice::set_allow_tf32(config->allow_tf32);
+  if (!config->routes_in.empty()) {
+    const absl::Status restored = restore_routes(config->routes_in);
+    if (!restored.ok()) {
+      std::fprintf(stderr, "bench: %s\n", std::string(restored.message()).c_str());
+      return 2;
+    }
+  }
   Report report;
   const bool cuda_built = coppice::find_backend(coppice::DeviceType::kCuda) != nullptr;
   report.info = {{"tool", "coppice-bench"},
@@ -67,6 +74,13 @@ int run(int argc, char** argv) {
     return 0;
   }
 
+  if (!config->routes_out.empty()) {
+    const absl::Status written = write_routes(config->routes_out);
+    if (!written.ok()) {
+      std::fprintf(stderr, "bench: %s\n", std::string(written.message()).c_str());
+      return 1;
+    }
+  }
   const std::string json = report_to_json(report) + "\n";
   std::fputs(json.c_str(), stdout);
   std::fflush(stdout);

@@ -34,7 +34,8 @@
 #        gpt_dense -> gpt_step.md and a line with the trainer's ms a step.
 # mlp: the MLP-4096 bf16 step (dense, BSR 90 %) beside PyTorch's -> mlp_step.md.
 # breakdown: one step's GPU time by kernel (Nsight Compute, kernel_breakdown.py)
-#        for Coppice's BSR 90 % and dense steps and PyTorch's dense step
+#        for Coppice's BSR 90 % and dense steps and PyTorch's dense step, the
+#        profiled runs taking the routes a plain run chose (bench --routes-in)
 #        -> breakdown_*.md (GPT_BREAKDOWN_FORMATS: Coppice's formats, default
 #        "bsr dense"; GPT_BREAKDOWN_TORCH=0 leaves PyTorch's out).
 # blocks: the GPT step (SGD) with BSR weights at each block size of GPT_BLOCKS
@@ -281,9 +282,13 @@ PY
         say "ncu $name $steps: exit $?"
     }
     for f in ${GPT_BREAKDOWN_FORMATS:-bsr dense}; do
+      # The routes a plain run measures, which the profiled runs then take: under
+      # Nsight Compute the timed choices (nm24, bsr_sddmm) came out otherwise.
+      timeout 240 .devbin/bench train --device cuda --models gpt --gelu "$GELU" --formats $f --sparsity 0.9 --modes bf16 \
+        --steps 2 --warmup 1 --routes-out "/tmp/routes_coppice_$f.json" > /dev/null 2>&1 || say "routes $f: exit $?"
       for n in 1 2; do
         ncu_step "coppice_$f" $n .devbin/bench train --device cuda --models gpt --gelu "$GELU" --formats $f --sparsity 0.9 \
-          --modes bf16
+          --modes bf16 --routes-in "/tmp/routes_coppice_$f.json"
       done
       python3 tools/device/kernel_breakdown.py "$OUT/ncu_coppice_${f}_1.csv" "$OUT/ncu_coppice_${f}_2.csv" \
         > "$OUT/breakdown_coppice_$f.md" 2>&1

@@ -3,11 +3,13 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "sparse/route_choices.h"
 #include "tensor/io/json.h"
 
 namespace coppice::bench {
@@ -217,6 +219,49 @@ TEST(BenchUtilTest, ParsesTheCommandLine) {
     EXPECT_FALSE(r.ok()) << bad[0];
   }
   EXPECT_NE(parse_args({"--bogus"}).status().message().find("unknown flag '--bogus'"), absl::string_view::npos);
+}
+
+// --routes-out writes the planners' choices, --routes-in takes them back
+// instead of measuring (a profiled run then takes a plain run's routes); a
+// missing or malformed file is an error naming it, and restores nothing.
+TEST(BenchUtilTest, RouteChoicesGoThroughAFile) {
+  const absl::StatusOr<Config> c = parse_args({"train", "--routes-in", "a.json", "--routes-out=b.json"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->routes_in, "a.json");
+  EXPECT_EQ(c->routes_out, "b.json");
+  EXPECT_FALSE(parse_args({"--routes-in="}).ok());
+  EXPECT_FALSE(parse_args({"--routes-out"}).ok());
+
+  const std::string dir = ::testing::TempDir(), path = dir + "/routes.json", bad = dir + "/bad_routes.json";
+  clear_route_choices();
+  const std::vector<std::string_view> candidates = {"sparse", "dense"};
+  EXPECT_EQ(choose_route("nm24", "key", candidates, [] { return std::vector<double>{2.0, 1.0}; }), 1u);
+  ASSERT_TRUE(write_routes(path).ok());
+  clear_route_choices();
+  ASSERT_TRUE(restore_routes(path).ok());
+  bool measured = true;
+  EXPECT_EQ(choose_route(
+                "nm24", "key", candidates,
+                [] {
+                  return std::vector<double>{1.0, 2.0};
+                },
+                &measured),
+            1u);  // the file's winner, not a new measurement
+  EXPECT_FALSE(measured);
+
+  clear_route_choices();
+  const absl::Status missing = restore_routes(dir + "/no_such_routes.json");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("no_such_routes.json"), absl::string_view::npos) << missing.message();
+  {
+    std::ofstream f(bad);
+    f << "[{\"decision\":\"nm24\"";
+  }
+  const absl::Status malformed = restore_routes(bad);
+  EXPECT_FALSE(malformed.ok());
+  EXPECT_NE(malformed.message().find("bad_routes.json"), absl::string_view::npos) << malformed.message();
+  EXPECT_TRUE(recorded_route_choices().empty());
+  EXPECT_FALSE(write_routes(dir + "/no_such_dir/routes.json").ok());
 }
 
 // bench train's update, BSR block and GELU: the GPT jobs' AdamW by name,
