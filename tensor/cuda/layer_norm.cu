@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/cuda/checks.h"
@@ -40,18 +41,21 @@
 namespace coppice::cuda {
 namespace {
 
-// Two rows (one warp each) a thread block, and for 16-bit rows a register cap
+// Two rows (one warp each) a thread block, and for bf16 rows a register cap
 // that lets an SM hold 16 (forward) or 12 (backward) of them: a row's loads are
 // one dependent chain (load, sum, variance, write), so what hides HBM's latency
 // is rows in flight. Measured on the GPT's [16384, 1024] bf16 rows (H200,
 // Nsight Compute): forward 48.8 -> 44.3 us, dx 57.5 -> 50.3 us against 8 rows
 // a block uncapped (72-110 registers, 22-33 % of the warps an SM can hold).
+// The capped bf16 kernels spill a little (ptxas, sm_90: 40 and 176 bytes a
+// thread loaded) and are still faster; f16 spills twice as much at the same
+// caps and was not measured, so it and the wider types keep their registers.
 constexpr int kRowsPerBlock = 2;
 constexpr int kRowThreads = kRowsPerBlock * 32;
 template <typename T>
-constexpr int kForwardBlocksPerSm = sizeof(T) == 2 ? 16 : 1;  // 64 registers a thread
+constexpr int kForwardBlocksPerSm = std::is_same_v<T, BFloat16> ? 16 : 1;  // 64 registers a thread
 template <typename T>
-constexpr int kDxBlocksPerSm = sizeof(T) == 2 ? 12 : 1;  // 80 registers a thread
+constexpr int kDxBlocksPerSm = std::is_same_v<T, BFloat16> ? 12 : 1;  // 80 registers a thread
 // Rows per partial column sum (more where the grid would pass 65535 chunks):
 // [16384, 1024] rows make 512 chunks, enough blocks to keep HBM busy.
 constexpr int64_t kChunkRows = 32;
