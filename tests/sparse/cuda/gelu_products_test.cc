@@ -320,6 +320,37 @@ TEST_F(GeluProductsTest, Nm24GeluFormsAreTheirCompositesInOneKernel) {
   }
 }
 
+// A 2:4 transformer MLP's products in bf16 on the GPU, from seeds seed..seed + 4:
+// linear_gelu's x [rows, 192], W [128, 192] (transposable) and b [128], and
+// matmul_gelu_backward's g [rows, 128] and z [rows, 192].
+struct Nm24GeluOperands {
+  Tensor w, x, b, g, z;
+  Nm24GeluOperands(int64_t rows, uint64_t seed)
+      : w(nm_weight(128, 192, DType::kBF16, seed)),
+        x(random_dense({rows, 192}, seed + 1).to(DType::kBF16).to(kCuda)),
+        b(random_dense({1, 128}, seed + 2).reshape({128}).to(DType::kBF16).to(kCuda)),
+        g(random_dense({rows, 128}, seed + 3).to(DType::kBF16).to(kCuda)),
+        z(random_dense({rows, 192}, seed + 4).to(DType::kBF16).to(kCuda)) {}
+
+  struct Outputs {
+    Tensor y, zf, gz;  // linear_gelu's {gelu(z), z}, matmul_gelu_backward's gradient
+  };
+  Outputs run(GeluForm form) const {
+    auto [y, zf] = linear_gelu(x, w, b, form);
+    return {y, zf, matmul_gelu_backward(g, w, z, form)};
+  }
+
+  // Every output within bf16's rounding of the f64 composite.
+  void expect_near_f64(const Outputs& o, GeluForm form, const std::string& how) const {
+    const Tensor want = linear(host64(x), host64(to_dense(w)), host64(b));
+    EXPECT_TRUE(near(o.zf, want, DType::kBF16)) << how;
+    EXPECT_TRUE(near(o.y, gelu_of_form(want, form), DType::kBF16)) << how;
+    EXPECT_TRUE(
+        near(o.gz, gelu_backward_of_form(matmul(host64(g), host64(to_dense(w))), host64(z), form), DType::kBF16))
+        << how;
+  }
+};
+
 // The ops take the fused 2:4 kernels under the pin nm24=sparse, the dense ops
 // on the decompressed weight under nm24=dense (here, at 70 rows, the product
 // and a pass), with the same values up to the products' rounding.
@@ -328,28 +359,18 @@ TEST_F(GeluProductsTest, Nm24FrontendFollowsThePin) {
   EXPECT_NE(Dispatcher::instance().find("linear_gelu", DeviceType::kCuda, {"dense", "nm", "dense"}), nullptr);
   EXPECT_NE(Dispatcher::instance().find("matmul_gelu_backward", DeviceType::kCuda, {"dense", "nm", "dense"}), nullptr);
   ScopedRuntimeOptions profiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
-  const Tensor w = nm_weight(128, 192, DType::kBF16, 5100);
-  const Tensor x = random_dense({70, 192}, 5101).to(DType::kBF16).to(kCuda);
-  const Tensor b = random_dense({1, 128}, 5102).reshape({128}).to(DType::kBF16).to(kCuda);
-  const Tensor g = random_dense({70, 128}, 5103).to(DType::kBF16).to(kCuda);
-  const Tensor z = random_dense({70, 192}, 5104).to(DType::kBF16).to(kCuda);
+  const Nm24GeluOperands ops(70, 5100);
   for (const GeluForm form : kForms) {
     for (bool on : {true, false}) {
       ScopedRoutePins nm24(on ? "nm24=sparse" : "nm24=dense");
       const std::string how = str_cat(form_name(form), ", nm24 ", on ? "sparse" : "dense");
       const int64_t gelus = op_profile_calls(gelu_op(form)), grads = op_profile_calls(gelu_grad_op(form));
-      const auto [y, zf] = linear_gelu(x, w, b, form);
-      const Tensor gz = matmul_gelu_backward(g, w, z, form);
+      const Nm24GeluOperands::Outputs o = ops.run(form);
       EXPECT_EQ(op_profile_calls(gelu_op(form)) == gelus, on) << "linear_gelu, " << how;
       EXPECT_EQ(op_profile_calls(gelu_grad_op(form)) == grads, on) << "matmul_gelu_backward, " << how;
-      const Tensor want = linear(host64(x), host64(to_dense(w)), host64(b));
-      EXPECT_TRUE(near(zf, want, DType::kBF16)) << how;
-      EXPECT_TRUE(near(y, gelu_of_form(want, form), DType::kBF16)) << how;
-      EXPECT_TRUE(
-          near(gz, gelu_backward_of_form(matmul(host64(g), host64(to_dense(w))), host64(z), form), DType::kBF16))
-          << how;
+      ops.expect_near_f64(o, form, how);
       // Either path: the bits of the composite on the same product.
-      EXPECT_TRUE(same_bits(y, gelu_of_form(zf, form))) << "gelu(z) from z, " << how;
+      EXPECT_TRUE(same_bits(o.y, gelu_of_form(o.zf, form))) << "gelu(z) from z, " << how;
     }
   }
 }
@@ -360,20 +381,8 @@ TEST_F(GeluProductsTest, Nm24FrontendFollowsThePin) {
 TEST_F(GeluProductsTest, Nm24GeluFormsAreTimedOnTheirOwn) {
   SKIP_WITHOUT_CUDA();
   clear_route_choices();
-  const Tensor w = nm_weight(128, 192, DType::kBF16, 5120);
-  const Tensor x = random_dense({64, 192}, 5121).to(DType::kBF16).to(kCuda);
-  const Tensor b = random_dense({1, 128}, 5122).reshape({128}).to(DType::kBF16).to(kCuda);
-  const Tensor g = random_dense({64, 128}, 5123).to(DType::kBF16).to(kCuda);
-  const Tensor z = random_dense({64, 192}, 5124).to(DType::kBF16).to(kCuda);
-  for (const GeluForm form : kForms) {
-    const auto [y, zf] = linear_gelu(x, w, b, form);
-    const Tensor gz = matmul_gelu_backward(g, w, z, form);
-    const Tensor want = linear(host64(x), host64(to_dense(w)), host64(b));
-    EXPECT_TRUE(near(zf, want, DType::kBF16)) << form_name(form);
-    EXPECT_TRUE(near(y, gelu_of_form(want, form), DType::kBF16)) << form_name(form);
-    EXPECT_TRUE(near(gz, gelu_backward_of_form(matmul(host64(g), host64(to_dense(w))), host64(z), form), DType::kBF16))
-        << form_name(form);
-  }
+  const Nm24GeluOperands ops(64, 5120);
+  for (const GeluForm form : kForms) ops.expect_near_f64(ops.run(form), form, form_name(form));
   int gelu_keys = 0;
   for (const RouteChoice& c : recorded_route_choices()) {
     if (c.decision == "nm24" && c.key.find("|gelu_") != std::string::npos) ++gelu_keys;
@@ -391,23 +400,14 @@ TEST_F(GeluProductsTest, Nm24DenseRouteTakesTheTanhEpilogues) {
   SKIP_WITHOUT_CUDA();
   ScopedRuntimeOptions profiled([](RuntimeOptions& o) { o.profile = ProfileMode::kOn; });
   ScopedRoutePins nm24("nm24=dense");
-  const Tensor w = nm_weight(128, 192, DType::kBF16, 5150);
-  const Tensor x = random_dense({64, 192}, 5151).to(DType::kBF16).to(kCuda);
-  const Tensor b = random_dense({1, 128}, 5152).reshape({128}).to(DType::kBF16).to(kCuda);
-  const Tensor g = random_dense({64, 128}, 5153).to(DType::kBF16).to(kCuda);
-  const Tensor z = random_dense({64, 192}, 5154).to(DType::kBF16).to(kCuda);
+  const Nm24GeluOperands ops(64, 5150);
   const int64_t epilogues = op_profile_calls("linear_lt_gelu"), passes = op_profile_calls(gelu_op(GeluForm::kTanh));
   const int64_t grad_passes = op_profile_calls(gelu_grad_op(GeluForm::kTanh));
-  const auto [y, zf] = linear_gelu(x, w, b, GeluForm::kTanh);
-  const Tensor gz = matmul_gelu_backward(g, w, z, GeluForm::kTanh);
+  const Nm24GeluOperands::Outputs o = ops.run(GeluForm::kTanh);
   EXPECT_EQ(op_profile_calls("linear_lt_gelu"), epilogues + 2);
   EXPECT_EQ(op_profile_calls(gelu_op(GeluForm::kTanh)), passes);
   EXPECT_EQ(op_profile_calls(gelu_grad_op(GeluForm::kTanh)), grad_passes);
-  const Tensor want = linear(host64(x), host64(to_dense(w)), host64(b));
-  EXPECT_TRUE(near(zf, want, DType::kBF16));
-  EXPECT_TRUE(near(y, gelu_of_form(want, GeluForm::kTanh), DType::kBF16));
-  EXPECT_TRUE(near(gz, gelu_backward_of_form(matmul(host64(g), host64(to_dense(w))), host64(z), GeluForm::kTanh),
-                   DType::kBF16));
+  ops.expect_near_f64(o, GeluForm::kTanh, "tanh, nm24 dense");
 }
 
 // gelu_mlp with 2:4 weights on sparse tensor cores: values and gradients
