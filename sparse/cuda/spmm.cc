@@ -212,10 +212,17 @@ std::vector<TimedRoute> nm24_routes(const SpmmProblem& p) {
   return {{"sparse", [&p] { return nm24_spmm(p); }}, {"dense", [&p] { return nm24_dense_side(p); }}};
 }
 
-Tensor nm24_or_dense(const SpmmProblem& p) {
+// Whether the pin nm24 sends a 2:4 product to sparse tensor cores ("sparse",
+// or "mma_sp": nm_products.h reads which) or to the dense side ("dense");
+// nullopt unpinned, where the product's choice is measured.
+std::optional<bool> nm24_pinned_sparse() {
   const std::optional<std::string> pin = route_pin("nm24");
-  if (pin == "dense") return nm24_dense_side(p);
-  if (pin.has_value()) return nm24_spmm(p);  // sparse, or mma_sp (nm_products.h reads which)
+  if (!pin.has_value()) return std::nullopt;
+  return pin != "dense";
+}
+
+Tensor nm24_or_dense(const SpmmProblem& p) {
+  if (const std::optional<bool> sparse = nm24_pinned_sparse()) return *sparse ? nm24_spmm(p) : nm24_dense_side(p);
   return run_chosen_route("nm24", nm24_choice_key(p), p.s.device().index, p.op, nm24_routes(p), /*rounds=*/2);
 }
 
@@ -227,8 +234,7 @@ Tensor nm24_or_dense(const SpmmProblem& p) {
 // pass the fused path saves: at the GPT's K = 1024 the plain products came out
 // level and the MLP's gelu went to a pass of its own.
 bool nm24_gelu_takes_sparse(const SpmmProblem& p, GeluForm form, const std::vector<TimedRoute>& routes) {
-  const std::optional<std::string> pin = route_pin("nm24");
-  if (pin.has_value()) return pin != "dense";
+  if (const std::optional<bool> sparse = nm24_pinned_sparse()) return *sparse;
   const std::string key = str_cat(nm24_choice_key(p), "|gelu_", form == GeluForm::kTanh ? "tanh" : "erf");
   return chosen_route("nm24", key, p.s.device().index, p.op, routes, /*rounds=*/2) == 0;
 }

@@ -38,9 +38,8 @@ Tensor sddmm(const Tensor& a, const Tensor& b, const Tensor& pattern) {
 
 std::pair<Tensor, Tensor> sddmm_row_sums(const Tensor& a, const Tensor& b, const Tensor& pattern) {
   constexpr std::string_view op = op::kSddmmRowSums;
-  check_sddmm_operands(a, b, pattern, op);
-  const std::string_view formats[] = {a.format(), b.format(), pattern.format()};
-  if (Dispatcher::instance().find(op, pattern.device().type, formats) != nullptr) {
+  check_sddmm_operands(a, b, pattern, op);  // a and b dense
+  if (sddmm_row_sums_fused(pattern)) {
     std::vector<Tensor> out = dispatch(op, {a, b, pattern});
     return {out[0], out[1]};
   }
