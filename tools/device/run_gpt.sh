@@ -283,7 +283,7 @@ PY
     }
     for f in ${GPT_BREAKDOWN_FORMATS:-bsr dense}; do
       # The routes a plain run measures, which the profiled runs then take: under
-      # Nsight Compute the timed choices (nm24, bsr_sddmm) came out otherwise.
+      # Nsight Compute the timed choices can come out otherwise (nm24 did, 2026-12-02).
       timeout 240 .devbin/bench train --device cuda --models gpt --gelu "$GELU" --formats $f --sparsity 0.9 --modes bf16 \
         --steps 2 --warmup 1 --routes-out "/tmp/routes_coppice_$f.json" > /dev/null 2>&1 || say "routes $f: exit $?"
       for n in 1 2; do
