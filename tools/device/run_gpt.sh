@@ -37,7 +37,8 @@
 #        for Coppice's BSR 90 % and dense steps and PyTorch's dense step, the
 #        profiled runs taking the routes a plain run chose (bench --routes-in)
 #        -> breakdown_*.md (GPT_BREAKDOWN_FORMATS: Coppice's formats, default
-#        "bsr dense"; GPT_BREAKDOWN_TORCH=0 leaves PyTorch's out).
+#        "bsr dense"; GPT_BREAKDOWN_BLOCK: the BSR block size, default 32;
+#        GPT_BREAKDOWN_TORCH=0 leaves PyTorch's out).
 # blocks: the GPT step (SGD) with BSR weights at each block size of GPT_BLOCKS
 #        (default "64 128") and sparsity of GPT_SPARSITIES (default "0.5 0.75
 #        0.9"), beside Coppice's dense step and PyTorch's eager and
@@ -281,18 +282,23 @@ PY
         --log-file "$OUT/ncu_${name}_$steps.csv" "$@" --steps "$steps" --warmup 1 > /dev/null 2>&1 ||
         say "ncu $name $steps: exit $?"
     }
+    block=${GPT_BREAKDOWN_BLOCK:-32}
     for f in ${GPT_BREAKDOWN_FORMATS:-bsr dense}; do
+      name=$f
+      [[ $f == bsr ]] && name=bsr$block
+      step=(.devbin/bench train --device cuda --models gpt --gelu "$GELU" --formats $f --sparsity 0.9 --block $block
+        --modes bf16)
       # The routes a plain run measures, which the profiled runs then take: under
       # Nsight Compute the timed choices can come out otherwise (nm24 did, 2026-12-02).
-      timeout 240 .devbin/bench train --device cuda --models gpt --gelu "$GELU" --formats $f --sparsity 0.9 --modes bf16 \
-        --steps 2 --warmup 1 --routes-out "/tmp/routes_coppice_$f.json" > /dev/null 2>&1 || say "routes $f: exit $?"
+      timeout 240 "${step[@]}" --steps 2 --warmup 1 --routes-out "/tmp/routes_coppice_$name.json" > /dev/null 2>&1 ||
+        say "routes $name: exit $?"
       for n in 1 2; do
-        ncu_step "coppice_$f" $n .devbin/bench train --device cuda --models gpt --gelu "$GELU" --formats $f --sparsity 0.9 \
-          --modes bf16 --routes-in "/tmp/routes_coppice_$f.json"
+        ncu_step "coppice_$name" $n "${step[@]}" --routes-in "/tmp/routes_coppice_$name.json"
       done
-      python3 tools/device/kernel_breakdown.py "$OUT/ncu_coppice_${f}_1.csv" "$OUT/ncu_coppice_${f}_2.csv" \
-        > "$OUT/breakdown_coppice_$f.md" 2>&1
-      say "== Coppice gpt $f (90 % where sparse), one bf16 step by kernel" && tee -a "$SUMMARY" < "$OUT/breakdown_coppice_$f.md"
+      python3 tools/device/kernel_breakdown.py "$OUT/ncu_coppice_${name}_1.csv" "$OUT/ncu_coppice_${name}_2.csv" \
+        > "$OUT/breakdown_coppice_$name.md" 2>&1
+      say "== Coppice gpt $name (90 % where sparse), one bf16 step by kernel" &&
+        tee -a "$SUMMARY" < "$OUT/breakdown_coppice_$name.md"
     done
     if [[ ${GPT_BREAKDOWN_TORCH:-1} == 1 ]]; then
       for n in 1 2; do
