@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One training step's GPU time by kernel, from two Nsight Compute logs.
 
-    kernel_breakdown.py ONE.csv TWO.csv [--top N]
+    kernel_breakdown.py ONE.csv TWO.csv [--top N] [--launches REGEX]
 
 ONE.csv and TWO.csv are `ncu --csv --metrics gpu__time_duration.sum` logs of
 the same command run with one and with two timed steps (the same warm-up):
@@ -11,6 +11,11 @@ share of the step, largest first, then the total. Groups are kernel names
 with their template arguments cut (so one kernel at several tile shapes is
 one row); ncu serializes kernels, so the sum is the step's GPU time without
 overlap.
+
+--launches REGEX adds a second table for the kernels whose name matches
+REGEX: one step's launches grouped by their template arguments and grid, so
+that one kernel's shapes and products stand apart (a BSR product's tile
+and direction, and its grid's block rows, say which linear it ran).
 """
 import argparse
 import collections
@@ -19,18 +24,62 @@ import re
 import sys
 
 
-def kernel_times(path):
-    times = collections.Counter()
-    with open(path, newline="") as f:
-        lines = [l for l in f if l.startswith('"')]  # ncu's own ==PROF== lines are not CSV
+# Nsight Compute's units of gpu__time_duration, in milliseconds (its CSV
+# spells them either way, by version).
+UNIT_MS = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0, "second": 1e3,
+           "s": 1e3}
+
+
+def launches(path):
+    """(kernel name, grid, milliseconds) of every launch in an ncu CSV log."""
+    try:
+        with open(path, newline="") as f:
+            lines = [l for l in f if l.startswith('"')]  # ncu's own ==PROF== lines are not CSV
+    except OSError as e:
+        sys.exit(f"kernel_breakdown: {path}: {e.strerror}")
+    out = []
     for row in csv.DictReader(lines):
         if row.get("Metric Name") != "gpu__time_duration.sum":
             continue
-        value = float(row["Metric Value"].replace(",", ""))
         unit = row.get("Metric Unit", "nsecond")
-        scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}.get(unit, 1e-6)
-        times[group(row["Kernel Name"])] += value * scale
+        if unit not in UNIT_MS:
+            sys.exit(f"kernel_breakdown: {path}: unknown time unit {unit!r}")
+        value = float(row["Metric Value"].replace(",", "")) * UNIT_MS[unit]
+        out.append((row["Kernel Name"], row.get("Grid Size", ""), value))
+    if not out:
+        sys.exit(f"kernel_breakdown: {path}: no gpu__time_duration.sum rows (an ncu --csv log of that metric?)")
+    return out
+
+
+def kernel_times(path):
+    times = collections.Counter()
+    for name, _, ms in launches(path):
+        times[group(name)] += ms
     return times
+
+
+def launch_times(path, pattern):
+    """{(kernel with its template arguments, grid): [launches, ms]} of the kernels matching pattern."""
+    times = collections.defaultdict(lambda: [0, 0.0])
+    for name, grid, ms in launches(path):
+        if pattern.search(name):
+            key = (with_arguments(name), grid)
+            times[key][0] += 1
+            times[key][1] += ms
+    return times
+
+
+def with_arguments(name):
+    """The kernel's name and template arguments, without namespaces or parameters."""
+    name = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+    depth = 0
+    for i, ch in enumerate(name):
+        depth += {"<": 1, ">": -1}.get(ch, 0)
+        if ch == "(" and depth == 0:
+            name = name[:i]
+            break
+    name = re.sub(r"\b[A-Za-z_]\w*::", "", name)
+    return re.sub(r"^void ", "", name).strip()
 
 
 def group(name):
@@ -45,7 +94,12 @@ def main():
     p.add_argument("one")
     p.add_argument("two")
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--launches", metavar="REGEX", help="also list these kernels' launches by template arguments and grid")
     a = p.parse_args()
+    try:
+        pattern = re.compile(a.launches) if a.launches else None
+    except re.error as e:
+        p.error(f"--launches: {a.launches!r} is not a regular expression: {e}")
     one, two = kernel_times(a.one), kernel_times(a.two)
     step = {k: two[k] - one.get(k, 0.0) for k in two}
     step = {k: v for k, v in step.items() if v > 1e-4}
@@ -56,6 +110,19 @@ def main():
     for k, v in sorted(step.items(), key=lambda kv: -kv[1])[: a.top]:
         print(f"| `{k}` | {v:.3f} | {100 * v / total:.1f} % |")
     print(f"| **all kernels of one step** | **{total:.3f}** | 100 % |")
+    if pattern is None:
+        return
+    one_l, two_l = launch_times(a.one, pattern), launch_times(a.two, pattern)
+    rows = []
+    for key, (count, ms) in two_l.items():
+        count1, ms1 = one_l.get(key, [0, 0.0])
+        if count > count1:
+            rows.append((key, count - count1, ms - ms1))
+    print(f"\n| launches of `{a.launches}` | grid | a step | ms | share of the step |\n|---|---|---:|---:|---:|")
+    for (name, grid), count, ms in sorted(rows, key=lambda r: -r[2]):
+        print(f"| `{name}` | {grid} | {count} | {ms:.3f} | {100 * ms / total:.1f} % |")
+    if not rows:
+        print(f"| (no launch of a kernel matching `{a.launches}` in one step) | | | | |")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@
 #        profiled runs taking the routes a plain run chose (bench --routes-in)
 #        -> breakdown_*.md (GPT_BREAKDOWN_FORMATS: Coppice's formats, default
 #        "bsr dense"; GPT_BREAKDOWN_BLOCK: the BSR block size, default 32;
+#        the sparse products' launches listed by tile and grid too;
 #        GPT_BREAKDOWN_TORCH=0 leaves PyTorch's out).
 # blocks: the GPT step (SGD) with BSR weights at each block size of GPT_BLOCKS
 #        (default "64 128") and sparsity of GPT_SPARSITIES (default "0.5 0.75
@@ -295,8 +296,9 @@ PY
       for n in 1 2; do
         ncu_step "coppice_$name" $n "${step[@]}" --routes-in "/tmp/routes_coppice_$name.json"
       done
+      # The sparse products' launches apart too (by tile, direction and grid: which linear each was).
       python3 tools/device/kernel_breakdown.py "$OUT/ncu_coppice_${name}_1.csv" "$OUT/ncu_coppice_${name}_2.csv" \
-        > "$OUT/breakdown_coppice_$name.md" 2>&1
+        --launches 'product_kernel|sddmm_kernel|bsr_wgmma|nm24' > "$OUT/breakdown_coppice_$name.md" 2>&1
       say "== Coppice gpt $name (90 % where sparse), one bf16 step by kernel" &&
         tee -a "$SUMMARY" < "$OUT/breakdown_coppice_$name.md"
     done
