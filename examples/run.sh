@@ -6,10 +6,12 @@
 # "examples: P passed, F failed"; exit 0 when all passed. tools/test runs it
 # in its normal pass.
 #
-#   examples/run.sh [WORK_DIR]     (default: a fresh temporary directory)
+#   examples/run.sh [WORK_DIR]     (default: a fresh temporary directory,
+#                                   removed when every program passed)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-work=${1:-$(mktemp -d)}
+own_work=0
+if [[ -n ${1:-} ]]; then work=$1; else work=$(mktemp -d) && own_work=1; fi
 mkdir -p "$work"
 if ! tarball=$(tools/package "$work/dist" | tail -1) || [[ ! -f $tarball ]]; then
   echo "examples: tools/package failed"
@@ -61,4 +63,11 @@ for page in docs/guide/*.md; do
   done < <(awk '/^```cpp$/ {on = 1; next} /^```$/ && on {on = 0; printf "%c", 0; next} on {print}' "$page")
 done
 echo "examples: $passed passed, $failed failed"
-((failed == 0))
+# A work directory of its own goes once everything passed: the package, the
+# builds and the guide's programs take over a gigabyte, and every tools/test
+# run left one in /tmp. A failure keeps it, for the logs named above.
+if ((failed == 0)); then
+  ((own_work)) && rm -rf "$work"
+  exit 0
+fi
+exit 1

@@ -13,14 +13,23 @@
 # Ends with "python: P passed, F failed"; exit 0 when all passed. tools/test
 # runs it in its normal pass.
 #
-#   python/run_tests.sh [WORK_DIR]
+#   python/run_tests.sh [WORK_DIR]   (default: a fresh temporary directory,
+#                                     removed when every check passed)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-work=${1:-$(mktemp -d)}
+own_work=0
+if [[ -n ${1:-} ]]; then work=$1; else work=$(mktemp -d) && own_work=1; fi
 mkdir -p "$work"
+# A work directory of its own (the wheelhouse and several venvs) goes once
+# every check passed; a failure keeps it, for pytest's log and the venvs.
 report() {
   echo "python: $1 passed, $2 failed"
-  exit $(($2 > 0))
+  if (($2 > 0)); then
+    ((own_work)) && echo "python: logs kept in $work"
+    exit 1
+  fi
+  ((own_work)) && rm -rf "$work"
+  exit 0
 }
 wheel=$(tools/wheel --wheelhouse "$work/dist" | tail -1) && [[ -f $wheel ]] || { echo "python: tools/wheel failed"; report 0 1; }
 rm -rf "$work/venv"
