@@ -51,17 +51,18 @@ def launches(path):
     return out
 
 
-def kernel_times(path):
+def kernel_times(rows):
+    """{kernel group: ms} of launches' rows."""
     times = collections.Counter()
-    for name, _, ms in launches(path):
+    for name, _, ms in rows:
         times[group(name)] += ms
     return times
 
 
-def launch_times(path, pattern):
-    """{(kernel with its template arguments, grid): [launches, ms]} of the kernels matching pattern."""
+def launch_times(rows, pattern):
+    """{(kernel with its template arguments, grid): [launches, ms]} of the rows whose kernel matches pattern."""
     times = collections.defaultdict(lambda: [0, 0.0])
-    for name, grid, ms in launches(path):
+    for name, grid, ms in rows:
         if pattern.search(name):
             key = (with_arguments(name), grid)
             times[key][0] += 1
@@ -100,7 +101,8 @@ def main():
         pattern = re.compile(a.launches) if a.launches else None
     except re.error as e:
         p.error(f"--launches: {a.launches!r} is not a regular expression: {e}")
-    one, two = kernel_times(a.one), kernel_times(a.two)
+    one_rows, two_rows = launches(a.one), launches(a.two)  # each log read once, for both tables
+    one, two = kernel_times(one_rows), kernel_times(two_rows)
     step = {k: two[k] - one.get(k, 0.0) for k in two}
     step = {k: v for k, v in step.items() if v > 1e-4}
     total = sum(step.values())
@@ -112,7 +114,7 @@ def main():
     print(f"| **all kernels of one step** | **{total:.3f}** | 100 % |")
     if pattern is None:
         return
-    one_l, two_l = launch_times(a.one, pattern), launch_times(a.two, pattern)
+    one_l, two_l = launch_times(one_rows, pattern), launch_times(two_rows, pattern)
     rows = []
     for key, (count, ms) in two_l.items():
         count1, ms1 = one_l.get(key, [0, 0.0])
