@@ -6,6 +6,10 @@
 Rows are matched on (suite, op, device type, dtype, shape, format, sparsity); format and
 sparsity are only in the sparse suites' rows (spmm, sddmm) and absent elsewhere. The ratio is Coppice's throughput
 over PyTorch's: above 1 Coppice is faster. "% peak" is Coppice's fraction of the datasheet peak.
+
+Masked attention rows also get a table of their own: each Coppice block-sparse row beside the PyTorch row of the
+dense attention it leaves blocks out of (DENSE_PEER: same op, dtype and shape), by time, PyTorch's dense ms over
+Coppice's sparse ms (issue 31: block-sparse attention at 75 % against PyTorch's dense SDPA).
 """
 import json
 import sys
@@ -60,6 +64,34 @@ def status_note(r):
     return "" if s == "ok" else s
 
 
+# The dense attention format each masked one leaves blocks out of (tools/bench/attention_bench.cc's layouts).
+DENSE_PEER = {"block_sparse": "causal", "window": "full"}
+
+
+def sparse_vs_dense(coppice, torch):
+    """Lines of the masked-attention table (none when no row has a measured dense peer)."""
+    theirs = {(r.get("op"), r.get("dtype"), tuple(r.get("shape", [])), r.get("format")): r
+              for r in torch.get("results", []) if r.get("suite") == "attention" and r.get("status") == "ok"}
+    rows = []
+    for r in coppice.get("results", []):
+        peer_format = DENSE_PEER.get(r.get("format"))
+        if r.get("suite") != "attention" or peer_format is None or r.get("status") != "ok":
+            continue
+        t = theirs.get((r.get("op"), r.get("dtype"), tuple(r.get("shape", [])), peer_format))
+        if t is None:
+            continue
+        peer = peer_format + (f" ({t['backend']})" if t.get("backend") else "")
+        rows.append(f"{r.get('dtype', ''):<5} {'x'.join(map(str, r.get('shape', []))):<16} {r.get('op', ''):<18} "
+                    f"{shape_label(r).split(' ', 1)[1]:<20} {r['median_ms']:>11.4f} {peer:<18} {t['median_ms']:>10.4f} "
+                    f"{t['median_ms'] / r['median_ms']:>8.2f}")
+    if not rows:
+        return []
+    header = f"{'dtype':<5} {'shape':<16} {'op':<18} {'coppice':<20} {'coppice ms':>11} {'torch dense':<18} " \
+             f"{'torch ms':>10} {'speedup':>8}"
+    return ["", "block-sparse attention against PyTorch's dense attention of the same causality (speedup: torch ms "
+            "/ coppice ms)", header, "-" * len(header)] + rows
+
+
 def compare(coppice, torch):
     lines = []
     lines.append(f"coppice: {coppice.get('build', '?')} build; GPU '{coppice.get('gpu_name', '')}'; CPU '{coppice.get('cpu_name', '')}'")
@@ -104,6 +136,7 @@ def compare(coppice, torch):
         lines.append(f"geometric mean of {len(ratios)} ratios (Coppice / PyTorch throughput): {geo:.3f}")
     else:
         lines.append("no row was measured by both")
+    lines.extend(sparse_vs_dense(coppice, torch))
     return "\n".join(lines)
 
 

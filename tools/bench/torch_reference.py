@@ -14,11 +14,12 @@ to_sparse_semi_structured (run_semi_structured), bench spmm's 2:4 rows. bsr (CUD
 product of a BSR linear layer, F.linear(x [4096, 4096], W BSR [4096, 4096]) (PyTorch's Triton
 bsr_dense_mm for bf16/f16), at blocks 16/32/64 and 90/95/98 %, beside dense F.linear of the same
 dtype, as bench bsr's "linear" rows (tools/bench/bsr_bench.cc). attention (CUDA, not part of all):
-causal self-attention through F.scaled_dot_product_attention in bf16 and f16 at [B, H, T, d] = [32, 16, 512, 64]
-(the GPT job's), [8, 16, 2048, 64] and [16, 16, 1024, 128], forward alone and forward + backward: the flash
-kernel (format "causal"; --sdpa-backend cudnn: cuDNN's fused attention instead, default: whatever SDPA picks
-unrestricted) and a 64-token local + strided block mask through the efficient (or math) kernel
-(format "block_sparse"), the peers of a Coppice attention kernel (run_attention says how the rows are keyed
+self-attention through F.scaled_dot_product_attention in bf16 and f16 at [B, H, T, d] = [32, 16, 512, 64]
+(the GPT job's), [8, 16, 2048, 64] and [16, 16, 1024, 128], forward alone and forward + backward: dense, causal
+and not, through the flash kernel (formats "causal" and "full"; --sdpa-backend cudnn: cuDNN's fused attention
+instead, default: whatever SDPA picks unrestricted), and two 64-token block masks, a causal local + strided one
+and a non-causal window of a quarter of the blocks, through the efficient (or math) kernel (formats
+"block_sparse" and "window"), the peers of a Coppice attention kernel (run_attention says how the rows are keyed
 and their FLOPs counted). Shapes, sparsities and CPU defaults are the C++ bench's (tools/bench/spmm_bench.cc,
 sddmm_bench.cc); the patterns are uniform with the same nnz but drawn by torch.randperm from a fixed seed, so not
 the same positions. f32 matmul runs without TF32, and the
@@ -47,7 +48,7 @@ LENET_BATCH = 256
 SPARSITIES = [0.5, 0.75, 0.9, 0.95, 0.99]
 BLOCK = 32
 
-# --sdpa-backend: the kernel of the attention suite's "causal" rows (causal_backends).
+# --sdpa-backend: the kernel of the attention suite's dense rows, "causal" and "full" (dense_backends).
 SDPA_CHOICES = ["flash", "cudnn", "default"]
 
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -96,8 +97,8 @@ def parse_args(argv):
     p.add_argument("--min-sample-ms", type=float, default=1.0)
     p.add_argument("--dtype", default="")
     p.add_argument("--sdpa-backend", default="flash", choices=SDPA_CHOICES,
-                   help="the SDPA kernel of the attention suite's \"causal\" rows (the block_sparse rows are "
-                        "unchanged): flash = sdpa_kernel(FLASH_ATTENTION), FlashAttention-2 (default); cudnn = "
+                   help="the SDPA kernel of the attention suite's dense rows, \"causal\" and \"full\" (the "
+                        "masked rows are unchanged): flash = sdpa_kernel(FLASH_ATTENTION), FlashAttention-2 (default); cudnn = "
                         "sdpa_kernel(CUDNN_ATTENTION), cuDNN's fused attention; default = no sdpa_kernel at all, "
                         "the kernel PyTorch picks itself. The rows' \"backend\" field names the choice")
     p.add_argument("--json", default="")
@@ -454,6 +455,14 @@ def attention_block_mask(blocks):
     return (j <= i) & ((i - j < 2) | ((j + 1) % 4 == 0))
 
 
+def attention_window_mask(blocks):
+    """bool [blocks, blocks], not causal: query block i sees itself and the blocks / 4 - 1 key blocks before it,
+    wrapping around ((i - j) mod blocks < blocks / 4): a quarter of every row and column, 75 % sparse."""
+    i = torch.arange(blocks).view(-1, 1)
+    j = torch.arange(blocks).view(1, -1)
+    return (i - j) % blocks < blocks // 4
+
+
 def attention_flops(b, h, d, pairs):
     """Forward FLOPs of attention over `pairs` (query, key) pairs per head: QK^T and PV, 2 * 2 * d each."""
     return 4.0 * b * h * pairs * d
@@ -468,8 +477,8 @@ def sdpa_backends():
     return sdpa_kernel, SDPBackend
 
 
-def causal_backends(sdp_backend, choice):
-    """attention_case's (name, backend) choices for the "causal" rows under --sdpa-backend `choice`: flash ->
+def dense_backends(sdp_backend, choice):
+    """attention_case's (name, backend) choices for the dense rows ("causal", "full") under --sdpa-backend `choice`: flash ->
     [("flash", FLASH_ATTENTION)], cudnn -> [("cudnn", CUDNN_ATTENTION)], default -> [("default", None)] (None: no
     sdpa_kernel restriction, the kernel PyTorch picks). Where this torch's SDPBackend has no CUDNN_ATTENTION, the
     cudnn choice's backend is a Skip saying so (its rows are skipped with that reason)."""
@@ -525,30 +534,34 @@ def attention_case(args, results, op, dtype, shape, fmt, choices, work, extra, m
 
 
 def run_attention(args, results):
-    """Causal attention through F.scaled_dot_product_attention (CUDA only), two kinds of rows per shape [B, H, T, d]
-    (ATTENTION_SHAPES; q, k, v [B, H, T, d] of torch.randn in the dtype, the default scale 1/sqrt(d)):
+    """Attention through F.scaled_dot_product_attention (CUDA only), four kinds of rows per shape [B, H, T, d]
+    (ATTENTION_SHAPES; q, k, v [B, H, T, d] of torch.randn in the dtype, the default scale 1/sqrt(d)), the rows
+    of tools/bench/attention_bench.cc:
 
-      format "causal"        is_causal=True under the kernel --sdpa-backend names (causal_backends; the row's
+      format "causal"        is_causal=True under the kernel --sdpa-backend names (dense_backends; the row's
                              "backend" says which): flash (the default), sdpa_kernel(SDPBackend.FLASH_ATTENTION),
                              FlashAttention-2; cudnn, sdpa_kernel(SDPBackend.CUDNN_ATTENTION), cuDNN's fused
                              attention; either that kernel or a skipped row saying why it refused or is not in
                              this torch (never a silent fallback to another kernel); default, no sdpa_kernel at
                              all: the kernel SDPA picks itself (which one is not recorded). Work
                              counts the (query, key) pairs seen: forward 4 * B * H * T (T + 1) / 2 * d FLOPs.
+      format "full"          the same without a mask (is_causal=False): every query sees every key, T^2 pairs.
       format "block_sparse"  a boolean attn_mask [T, T] (broadcast over B and H) made of 64-token blocks:
                              attention_block_mask (local + strided: query block i sees key block j iff j <= i
-                             and (i - j < 2 or (j + 1) % 4 == 0)), causal inside the kept blocks as Coppice's
-                             (tools/bench/attention_bench.cc),
+                             and (i - j < 2 or (j + 1) % 4 == 0)), causal inside the kept blocks as Coppice's,
                              under sdpa_kernel(EFFICIENT_ATTENTION), or MATH where that refuses the case (flash
                              takes no mask; the row's "backend" says which ran, "refused" why the other did not):
-                             the peer of a Coppice block-sparse kernel, whose dense-masked cost it shows. Work
-                             counts only the pairs seen: forward 4 * B * H * pairs * d. Extra
-                             fields: block (64), sparsity (the fraction of the (T/64)^2 blocks left out), nnz
-                             (kept (query, key) pairs per head), density_vs_causal (kept pairs / (T(T+1)/2)).
+                             the peer of a Coppice block-sparse kernel, whose dense-masked cost it shows.
+      format "window"        the same for attention_window_mask, not causal (a quarter of the blocks, 75 %).
+
+    The masked rows' work counts only the pairs seen: forward 4 * B * H * pairs * d. Their extra fields: block
+    (64), sparsity (the fraction of the (T/64)^2 blocks left out), nnz (kept (query, key) pairs per head),
+    density_vs_dense (kept pairs / the pairs of their dense peer, "causal" or "full").
 
     A Coppice attention row compares (tools/bench/compare.py) when it has the same suite "attention", op, device
-    type, dtype, shape [B, H, T, d], format ("causal" or "block_sparse") and, for block_sparse, sparsity (rounded to
-    4 digits: 1 - kept blocks / all blocks of this mask), and its throughput in "gflops" counted the same way.
+    type, dtype, shape [B, H, T, d], format and, for the masked formats, sparsity (rounded to 4 digits: 1 - kept
+    blocks / all blocks of this mask), and its throughput in "gflops" counted the same way; compare.py also puts
+    each masked Coppice row beside the dense row of its causality here, by time (issue 31's block-sparse target).
 
     Ops: attention_fwd, the forward alone (inputs without requires_grad, so no graph is kept), and
     attention_fwd_bwd, forward then backward (torch.autograd.grad of the output against a fixed random gradient
@@ -559,37 +572,32 @@ def run_attention(args, results):
     (time_op)."""
     label = "cuda:0"
     dtypes = args.dtypes or ["bf16", "f16"]
+    formats = ("causal", "block_sparse", "full", "window")
     try:
         _, backend = sdpa_backends()
     except Skip as e:
         for dtype in dtypes:
             for shape in ATTENTION_SHAPES:
                 for op in ("attention_fwd", "attention_fwd_bwd"):
-                    for fmt in ("causal", "block_sparse"):
+                    for fmt in formats:
                         r = make_result("attention", op, label, "", dtype, list(shape))
                         r["format"] = fmt
                         skipped(r, str(e), "gflops", device_info(label, dtype, "gflops")[2])
                         results.append(r)
                         log(r)
         return
-    causal_choices = causal_backends(backend, args.sdpa_backend)
+    dense_choices = dense_backends(backend, args.sdpa_backend)
     masked_backends = [("efficient", backend.EFFICIENT_ATTENTION), ("math", backend.MATH)]
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
     for dtype in dtypes:
         for b, h, t, d in ATTENTION_SHAPES:
             shape = (b, h, t, d)
-            causal_fwd = attention_flops(b, h, d, t * (t + 1) / 2)
             nblk = t // ATTENTION_BLOCK
-            block_mask = attention_block_mask(nblk)
-            kept_blocks = int(block_mask.sum())
-            # Causal inside the kept blocks too: a diagonal block holds 64 * 65 / 2 pairs.
-            element_mask = (block_mask.repeat_interleave(ATTENTION_BLOCK, 0).repeat_interleave(ATTENTION_BLOCK, 1)
-                            & torch.ones(t, t, dtype=torch.bool).tril())
-            pairs = int(element_mask.sum())
-            masked_fwd = attention_flops(b, h, d, pairs)
-            masked_extra = {"block": ATTENTION_BLOCK, "sparsity": 1.0 - kept_blocks / float(nblk * nblk),
-                            "nnz": pairs, "density_vs_causal": pairs / (t * (t + 1) / 2.0)}
+            lower = torch.ones(t, t, dtype=torch.bool).tril()
+            # format: (causal, block mask or None for a dense row)
+            layouts = {"causal": (True, None), "block_sparse": (True, attention_block_mask(nblk)),
+                       "full": (False, None), "window": (False, attention_window_mask(nblk))}
 
             def inputs(device, grad, dtype=dtype, shape=shape):
                 g = torch.Generator(device=device).manual_seed(0xA77E)
@@ -597,15 +605,13 @@ def run_attention(args, results):
                            for _ in range(3))
                 return q, k, v, g
 
-            def setup(device, backward, mask):
+            def setup(device, backward, causal, element_mask):
                 q, k, v, g = inputs(device, backward)
-                attn_mask = None
-                if mask:
-                    attn_mask = element_mask.to(device)
+                attn_mask = None if element_mask is None else element_mask.to(device)
 
                 def forward():
                     if attn_mask is None:
-                        return sdpa(q, k, v, is_causal=True)
+                        return sdpa(q, k, v, is_causal=causal)
                     return sdpa(q, k, v, attn_mask=attn_mask)
 
                 if backward:
@@ -623,12 +629,24 @@ def run_attention(args, results):
                     raise Skip(f"skipped: the SDPA backend refused it ({type(e).__name__}: {first})")
                 return fn
 
-            for op, backward, factor in (("attention_fwd", False, 1.0), ("attention_fwd_bwd", True, 3.5)):
-                attention_case(args, results, op, dtype, shape, "causal", causal_choices, factor * causal_fwd, {},
-                               lambda device, backward=backward: setup(device, backward, False))
-                attention_case(args, results, op, dtype, shape, "block_sparse", masked_backends,
-                               factor * masked_fwd, masked_extra,
-                               lambda device, backward=backward: setup(device, backward, True))
+            for fmt in formats:
+                causal, block_mask = layouts[fmt]
+                dense_pairs = t * (t + 1) / 2 if causal else t * t
+                element_mask, extra, pairs = None, {}, dense_pairs
+                if block_mask is not None:
+                    # Causal layouts are causal inside their kept blocks too: a diagonal block holds 64 * 65 / 2 pairs.
+                    element_mask = block_mask.repeat_interleave(ATTENTION_BLOCK, 0).repeat_interleave(ATTENTION_BLOCK, 1)
+                    if causal:
+                        element_mask = element_mask & lower
+                    pairs = int(element_mask.sum())
+                    extra = {"block": ATTENTION_BLOCK, "sparsity": 1.0 - int(block_mask.sum()) / float(nblk * nblk),
+                             "nnz": pairs, "density_vs_dense": pairs / dense_pairs}
+                choices = dense_choices if block_mask is None else masked_backends
+                for op, backward, factor in (("attention_fwd", False, 1.0), ("attention_fwd_bwd", True, 3.5)):
+                    attention_case(args, results, op, dtype, shape, fmt, choices,
+                                   factor * attention_flops(b, h, d, pairs), extra,
+                                   lambda device, backward=backward, causal=causal, element_mask=element_mask:
+                                   setup(device, backward, causal, element_mask))
 
 
 def log(r):

@@ -27,7 +27,8 @@
 #        and the GPU suite's two trainer jobs.
 # step: issue 31's table: Coppice's GPT step (SGD: dense, BSR 90 % 32x32 and
 #        64x64, 2:4; AdamW with clipping: dense) beside PyTorch's eager and
-#        torch.compile'd dense step, the dense step from a CUDA graph, the BSR
+#        torch.compile'd dense step, the dense and BSR steps from a CUDA graph
+#        (forward and backward replayed, train/graph_step.h), the BSR
 #        products at the GPT's shapes (1024 x 1024, 4096 x 1024, 1024 x 4096
 #        weights, 16384 tokens) against their byte floor
 #        (GPT_PRODUCTS=0 leaves them out), and the trainer's own step on
@@ -173,9 +174,12 @@ case "$what" in
       --steps 10 --warmup 3 --json "$OUT/gpt_coppice_b64.json" > "$OUT/bench_gpt_b64.log" 2>&1; then
       jsons+=("$OUT/gpt_coppice_b64.json")
     else say "bench train gpt --block 64: exit $? ($(tail -1 "$OUT/bench_gpt_b64.log"))"; fi
-    timeout 200 $B train --device cuda --models gpt --gelu "$GELU" --formats dense --modes bf16 --cuda-graph \
-      --steps 10 --warmup 3 --json "$OUT/gpt_coppice_graph.json" > "$OUT/bench_gpt_graph.log" 2>&1 &&
+    timeout 200 $B train --device cuda --models gpt --gelu "$GELU" --formats dense,bsr --sparsity 0.9 --modes bf16 \
+      --cuda-graph --steps 10 --warmup 3 --json "$OUT/gpt_coppice_graph.json" > "$OUT/bench_gpt_graph.log" 2>&1 &&
       jsons+=("$OUT/gpt_coppice_graph.json") || say "bench train gpt --cuda-graph: exit $?"
+    timeout 200 $B train --device cuda --models gpt --gelu "$GELU" --formats bsr --sparsity 0.9 --modes bf16 --block 64 \
+      --cuda-graph --steps 10 --warmup 3 --json "$OUT/gpt_coppice_b64_graph.json" > "$OUT/bench_gpt_b64_graph.log" 2>&1 &&
+      jsons+=("$OUT/gpt_coppice_b64_graph.json") || say "bench train gpt --block 64 --cuda-graph: exit $?"
     timeout 200 $B train --device cuda --models gpt --gelu "$GELU" --formats dense --modes bf16 --optimizer adamw \
       --steps 10 --warmup 3 --json "$OUT/gpt_coppice_adamw.json" > "$OUT/bench_gpt_adamw.log" 2>&1 &&
       jsons+=("$OUT/gpt_coppice_adamw.json") || say "bench train gpt adamw: exit $?"
