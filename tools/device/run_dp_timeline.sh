@@ -63,7 +63,8 @@ trainer() {
   local args=(--config configs/$job.yaml --run-dir $W/$name --set "training.steps=$steps"
     --set "logging.metrics=$W/$name/metrics.jsonl" --set "checkpoint.dir=$W/$name/ckpt"
     --set "checkpoint.every_steps=$steps" --set "evaluation.every_steps=$steps" --set "evaluation.max_batches=2"
-    --set "logging.every_steps=50" --set "logging.progress=false" --set "lr_schedule.warmup_steps=$((steps / 5))")
+    --set "logging.every_steps=50" --set "logging.progress=false" --set "lr_schedule.warmup_steps=$((steps / 5))"
+    --set "training.cuda_graph=false")  # as data-parallel runs have it: 1 GPU against N like for like
   local kv
   for kv in ${DP_SET:-}; do args+=(--set "$kv"); done
   if [[ $ranks == 1 ]]; then
