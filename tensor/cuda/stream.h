@@ -15,6 +15,8 @@
 // cannot be captured, so while a thread captures, current_stream returns the
 // capturing stream for that thread and device. That stream is a blocking one,
 // which the legacy stream orders with, so replays stay in the same order.
+// A kernel may also run beside the next one on a second stream forked from
+// this one and joined back before anything else is queued (side_stream.h).
 #pragma once
 
 #include <cuda_runtime_api.h>

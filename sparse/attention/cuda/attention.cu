@@ -49,6 +49,7 @@
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/mma_sync.cuh"
+#include "tensor/cuda/side_stream.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/cuda/warp.cuh"
 #include "tensor/dispatcher.h"
@@ -657,8 +658,16 @@ void flash_backward(const FlashArgs& a, const Problem& p, int device, cudaStream
   if (on_wgmma(device)) {
     const Sm90AttentionKernels k = sm90_attention_kernels<CT, D>();
     const int64_t tiles = (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile;
+    // dq beside dk/dv: the two passes read the same inputs and write apart,
+    // and each has a fixed part (its 64-row blocks' own loads and stores)
+    // that the other's thread blocks now overlap. H200, bench attention,
+    // forward + backward, two calls: 3-5 % faster at T 512 (causal 0.377 ->
+    // 0.365 ms, the 75 % window 0.264 -> 0.252), 8 % for T 2048's
+    // block-sparse row; the GPT step is level within its noise.
+    SideBranch side(device, stream, op::kAttentionBackward);
     launch_by_heads(k.dkdv, a, tiles, p.n, k.dkdv_smem, kSm90AttentionThreads, stream, op::kAttentionBackward);
-    launch_by_heads(k.dq, a, tiles, p.n, k.dq_smem, kSm90AttentionThreads, stream, op::kAttentionBackward);
+    launch_by_heads(k.dq, a, tiles, p.n, k.dq_smem, kSm90AttentionThreads, side.stream(), op::kAttentionBackward);
+    side.join();
     return;
   }
   const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;

@@ -1,0 +1,56 @@
+#include "tensor/cuda/side_stream.h"
+
+#include "tensor/cuda/cuda_check.h"
+
+namespace coppice::cuda {
+
+namespace {
+
+// A device's side stream and its two events, made once under `lock`.
+struct Side {
+  std::mutex lock;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr;
+  cudaEvent_t join = nullptr;
+};
+
+constexpr int kDevices = 64;
+
+Side& side_of(int device, std::string_view op) {
+  if (device < 0 || device >= kDevices) {
+    check_cuda(cudaErrorInvalidDevice, op, "side stream: device index out of range");
+  }
+  static Side sides[kDevices];
+  return sides[device];
+}
+
+}  // namespace
+
+SideBranch::SideBranch(int device, cudaStream_t stream, std::string_view op) : main_(stream), op_(op) {
+  Side& s = side_of(device, op);
+  lock_ = std::unique_lock<std::mutex>(s.lock);
+  if (s.stream == nullptr) {
+    check_cuda(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming), op, "side stream: cudaEventCreateWithFlags");
+    check_cuda(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming), op, "side stream: cudaEventCreateWithFlags");
+    check_cuda(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), op,
+               "side stream: cudaStreamCreateWithFlags");
+  }
+  side_ = s.stream;
+  join_ = s.join;
+  check_cuda(cudaEventRecord(s.fork, main_), op, "side stream: fork (cudaEventRecord)");
+  check_cuda(cudaStreamWaitEvent(side_, s.fork, 0), op, "side stream: fork (cudaStreamWaitEvent)");
+}
+
+void SideBranch::join() {
+  if (joined_) return;
+  joined_ = true;
+  check_cuda(cudaEventRecord(join_, side_), op_, "side stream: join (cudaEventRecord)");
+  check_cuda(cudaStreamWaitEvent(main_, join_, 0), op_, "side stream: join (cudaStreamWaitEvent)");
+}
+
+SideBranch::~SideBranch() {
+  if (joined_) return;
+  if (cudaEventRecord(join_, side_) == cudaSuccess) cudaStreamWaitEvent(main_, join_, 0);
+}
+
+}  // namespace coppice::cuda

@@ -1,0 +1,114 @@
+// SideBranch (tensor/cuda/side_stream.h): work on the side stream starts
+// after what the main stream queued before the fork, the main stream's later
+// work waits for it (joined explicitly or by the destructor), the pair is
+// recorded into a CUDA graph as its edges, and a device it cannot serve is
+// refused naming the op.
+#include "tensor/cuda/side_stream.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tensor/backend.h"
+#include "tensor/cuda/stream.h"
+#include "tensor/ops.h"
+#include "tests/tensor/cuda/cuda_test_util.h"
+
+namespace coppice {
+namespace {
+
+using cuda_testing::gpu;
+
+// 256 MB: large enough that a copy started too early would read the bytes
+// before the memset before it finished, and one read too early, stale ones.
+constexpr size_t kBytes = size_t{256} << 20;
+
+struct DeviceBuffers {
+  DeviceBuffers() {
+    EXPECT_EQ(cudaMalloc(&x, kBytes), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(&y, kBytes), cudaSuccess);
+    EXPECT_EQ(cudaMemset(x, 0, kBytes), cudaSuccess);
+    EXPECT_EQ(cudaMemset(y, 0, kBytes), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  ~DeviceBuffers() {
+    cudaFree(x);
+    cudaFree(y);
+  }
+  // Every byte of y, copied to the host on the main stream (ordered after the join).
+  std::vector<uint8_t> y_on_host(cudaStream_t main) const {
+    std::vector<uint8_t> h(kBytes);
+    EXPECT_EQ(cudaMemcpyAsync(h.data(), y, kBytes, cudaMemcpyDeviceToHost, main), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(main), cudaSuccess);
+    return h;
+  }
+  void* x = nullptr;
+  void* y = nullptr;
+};
+
+bool all_equal(const std::vector<uint8_t>& v, uint8_t want) {
+  for (uint8_t b : v) {
+    if (b != want) return false;
+  }
+  return true;
+}
+
+TEST(SideStreamTest, ForkAndJoinOrderTheSideStreamsWork) {
+  COPPICE_REQUIRE_GPU();
+  DeviceBuffers b;
+  cudaStream_t main = cuda::current_stream(0);
+  for (int round = 1; round <= 3; ++round) {
+    ASSERT_EQ(cudaMemsetAsync(b.x, round, kBytes, main), cudaSuccess);
+    cuda::SideBranch side(0, main, "side_stream_test");
+    ASSERT_EQ(cudaMemcpyAsync(b.y, b.x, kBytes, cudaMemcpyDeviceToDevice, side.stream()), cudaSuccess);
+    side.join();
+    EXPECT_TRUE(all_equal(b.y_on_host(main), static_cast<uint8_t>(round))) << "round " << round;
+  }
+}
+
+TEST(SideStreamTest, TheDestructorJoins) {
+  COPPICE_REQUIRE_GPU();
+  DeviceBuffers b;
+  cudaStream_t main = cuda::current_stream(0);
+  ASSERT_EQ(cudaMemsetAsync(b.x, 7, kBytes, main), cudaSuccess);
+  {
+    cuda::SideBranch side(0, main, "side_stream_test");
+    ASSERT_EQ(cudaMemcpyAsync(b.y, b.x, kBytes, cudaMemcpyDeviceToDevice, side.stream()), cudaSuccess);
+  }
+  EXPECT_TRUE(all_equal(b.y_on_host(main), 7));
+}
+
+TEST(SideStreamTest, ACapturedBranchReplaysFromCurrentInputs) {
+  COPPICE_REQUIRE_GPU();
+  Tensor x = from_vector<float>({1, 2, 3, 4}, {4}).to(gpu());
+  Tensor y = zeros({4}, TensorOptions(DType::kF32, gpu()));
+  { cuda::SideBranch warm(0, cuda::current_stream(0), "side_stream_test"); }  // the stream and events exist
+  std::string why;
+  auto g = capture_work(
+      gpu(),
+      [&] {
+        cudaStream_t main = cuda::current_stream(0);
+        cuda::SideBranch side(0, main, "side_stream_test");
+        cudaMemcpyAsync(y.data_ptr(), x.data_ptr(), 4 * sizeof(float), cudaMemcpyDeviceToDevice, side.stream());
+        side.join();
+      },
+      &why);
+  ASSERT_NE(g, nullptr) << why;
+  g->replay();
+  EXPECT_EQ(y.to(Device::cpu()).to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  x.copy_(from_vector<float>({5, 6, 7, 8}, {4}));
+  g->replay();
+  EXPECT_EQ(y.to(Device::cpu()).to_vector<float>(), (std::vector<float>{5, 6, 7, 8}));
+}
+
+TEST(SideStreamTest, ADeviceOutOfRangeIsRefusedNamingTheOp) {
+  COPPICE_REQUIRE_GPU();
+  EXPECT_TRUE(testing::throws_with([] { cuda::SideBranch side(64, nullptr, "my_op"); },
+                                   {"my_op", "device index out of range"}));
+}
+
+}  // namespace
+}  // namespace coppice
