@@ -31,13 +31,18 @@ def key(r):
             r.get("format") or "", sparsity)
 
 
+def layout_label(r):
+    """The row's format and sparsity ("window 75%"), "" for rows with neither."""
+    parts = [r["format"]] if r.get("format") else []
+    if r.get("sparsity") is not None:
+        parts.append(f"{100 * r['sparsity']:g}%")
+    return " ".join(parts)
+
+
 def shape_label(r):
     s = "x".join(map(str, r.get("shape", [])))
-    if r.get("format"):
-        s += " " + r["format"]
-    if r.get("sparsity") is not None:
-        s += f" {100 * r['sparsity']:g}%"
-    return s
+    layout = layout_label(r)
+    return f"{s} {layout}" if layout else s
 
 
 def throughput(r):
@@ -82,7 +87,7 @@ def sparse_vs_dense(coppice, torch):
             continue
         peer = peer_format + (f" ({t['backend']})" if t.get("backend") else "")
         rows.append(f"{r.get('dtype', ''):<5} {'x'.join(map(str, r.get('shape', []))):<16} {r.get('op', ''):<18} "
-                    f"{shape_label(r).split(' ', 1)[1]:<20} {r['median_ms']:>11.4f} {peer:<18} {t['median_ms']:>10.4f} "
+                    f"{layout_label(r):<20} {r['median_ms']:>11.4f} {peer:<18} {t['median_ms']:>10.4f} "
                     f"{t['median_ms'] / r['median_ms']:>8.2f}")
     if not rows:
         return []

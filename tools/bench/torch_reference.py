@@ -98,9 +98,10 @@ def parse_args(argv):
     p.add_argument("--dtype", default="")
     p.add_argument("--sdpa-backend", default="flash", choices=SDPA_CHOICES,
                    help="the SDPA kernel of the attention suite's dense rows, \"causal\" and \"full\" (the "
-                        "masked rows are unchanged): flash = sdpa_kernel(FLASH_ATTENTION), FlashAttention-2 (default); cudnn = "
-                        "sdpa_kernel(CUDNN_ATTENTION), cuDNN's fused attention; default = no sdpa_kernel at all, "
-                        "the kernel PyTorch picks itself. The rows' \"backend\" field names the choice")
+                        "masked rows are unchanged): flash = sdpa_kernel(FLASH_ATTENTION), FlashAttention-2 "
+                        "(default); cudnn = sdpa_kernel(CUDNN_ATTENTION), cuDNN's fused attention; default = no "
+                        "sdpa_kernel at all, the kernel PyTorch picks itself. The rows' \"backend\" field names "
+                        "the choice")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
     a.reps_given, a.warmup_given = a.reps is not None, a.warmup is not None
@@ -478,10 +479,11 @@ def sdpa_backends():
 
 
 def dense_backends(sdp_backend, choice):
-    """attention_case's (name, backend) choices for the dense rows ("causal", "full") under --sdpa-backend `choice`: flash ->
-    [("flash", FLASH_ATTENTION)], cudnn -> [("cudnn", CUDNN_ATTENTION)], default -> [("default", None)] (None: no
-    sdpa_kernel restriction, the kernel PyTorch picks). Where this torch's SDPBackend has no CUDNN_ATTENTION, the
-    cudnn choice's backend is a Skip saying so (its rows are skipped with that reason)."""
+    """attention_case's (name, backend) choices for the dense rows ("causal", "full") under --sdpa-backend
+    `choice`: flash -> [("flash", FLASH_ATTENTION)], cudnn -> [("cudnn", CUDNN_ATTENTION)], default ->
+    [("default", None)] (None: no sdpa_kernel restriction, the kernel PyTorch picks). Where this torch's
+    SDPBackend has no CUDNN_ATTENTION, the cudnn choice's backend is a Skip saying so (its rows are skipped with
+    that reason)."""
     if choice == "flash":
         return [("flash", sdp_backend.FLASH_ATTENTION)]
     if choice == "cudnn":
@@ -635,7 +637,8 @@ def run_attention(args, results):
                 element_mask, extra, pairs = None, {}, dense_pairs
                 if block_mask is not None:
                     # Causal layouts are causal inside their kept blocks too: a diagonal block holds 64 * 65 / 2 pairs.
-                    element_mask = block_mask.repeat_interleave(ATTENTION_BLOCK, 0).repeat_interleave(ATTENTION_BLOCK, 1)
+                    element_mask = (block_mask.repeat_interleave(ATTENTION_BLOCK, 0)
+                                    .repeat_interleave(ATTENTION_BLOCK, 1))
                     if causal:
                         element_mask = element_mask & lower
                     pairs = int(element_mask.sum())
