@@ -204,7 +204,7 @@ void run_product(BsrKernel kernel, const Tensor& s, const BsrImpl& b, bool walk_
     if constexpr (sizeof(T) == 2) {
       const double per_row = static_cast<double>(p.nblocks) / static_cast<double>(p.out_block_rows);
       const std::optional<std::string> pin = route_pin("bsr_tiles");
-      const bool wgmma = pin == "wgmma" || (pin != "mma_sync" && bsr_wgmma_pays(p.bh, per_row));
+      const bool wgmma = pin == "wgmma" || (pin != "mma_sync" && bsr_wgmma_pays(p.bh, per_row, p.gelu));
       if (wgmma && bsr_wgmma_runs<T>(p)) {
         bsr_wgmma_product<T>(p, stream);
         return;

@@ -3,24 +3,34 @@
 // y = op(S) @ x as bsr_mma.cu computes it, for the shapes of a linear layer's
 // products: x (op(S)'s columns by n) is contiguous along op(S)'s columns,
 // that is, it is the token-major activation x or gradient dy. The output is
-// cut into tiles of one output block row (B rows of y) by kTileN columns
+// cut into tiles of one output block row (B rows of y) by 128 columns
 // (tokens); the kernel is persistent: one thread block an SM walks tiles b,
 // b + grid, ... (block rows fastest, so the thread blocks at work share x's
 // slices in L2), each tile in k steps of 64 over its row's stored blocks,
 // with three warpgroups, as nm24_wgmma.cu's kernel does:
 //   - one loads: a single thread issues the TMA copies of each step (the
-//     block's 64 columns of op(S), B x 64, and x's [kTileN, 64] slice at the
+//     block's 64 columns of op(S), B x 64, and x's [128, 64] slice at the
 //     block's column, both in the 128-byte swizzle) into a ring of stages,
 //     each guarded by a "full" and an "empty" mbarrier (tensor/cuda/tma.cuh).
 //     The ring runs through all of the thread block's tiles, so the next
-//     tile's first blocks load while this one is written out;
-//   - two multiply, each an m64 x n128 part of the tile (for 128x128 blocks
-//     the two halves of the block row, for 64x64 blocks the two halves of a
-//     256-token tile, sharing the staged block): four m64n128k16 wgmma a step
-//     with both operands read from shared memory through descriptors, one
-//     step's group kept in flight while the next issues; then they write the
-//     tile out through a shared-memory tile of its own, beside the ring.
-// Why persistent: with one thread block an SM (the ring and 232 registers a
+//     tile's first blocks load while this one is written out. What each
+//     tile needs (its block row, range of stored blocks, first blocks) is
+//     read 32 tiles at a time by the lanes of a warp (for_each_tile): read
+//     tile by tile, that chain of dependent reads was the loader's pace in
+//     short block rows;
+//   - two multiply, m64 x n128 wgmma parts with both operands read from
+//     shared memory through descriptors, one step's group kept in flight
+//     while the next issues, and write their sums out. For 128x128 blocks
+//     the two take the two 64-row halves of one tile (cooperative). For
+//     64x64 blocks each takes every other tile of the thread block whole
+//     (ping-pong, as FlashAttention-3 and CUTLASS's persistent kernels do):
+//     while one writes its tile out the other multiplies the next (rows of
+//     6.4 blocks: 9 % off the cooperative form's time). The warpgroups take
+//     turns at the ring (an order barrier: one starts a tile's products once
+//     the other has read every stage of the tile before), which keeps the
+//     stages in the order the loader fills them and each wait on a stage's
+//     barrier in the phase it means.
+// Why persistent: with one thread block an SM (the ring and 224 registers a
 // consumer thread), a thread block per tile left the SM idle while a tile's
 // first blocks loaded and its output was written. The grid is coprime with
 // the block rows (persistent_grid), so each thread block meets them all.
@@ -28,13 +38,18 @@
 // (dY @ W, walking S by block columns) reads the stored block MN-major with
 // wgmma's transpose of A, so neither direction copies or transposes a block.
 //
-// The write-out (bsr_write_out.cuh) applies bsr_mma.cu's arithmetic: the f32
-// tile through shared memory, then per thread runs of eight of y's rows with
-// the bias, relu or a gelu form applied, rounded once. Tokens past n arrive
-// as zeros (TMA fills outside the tensor) and are not stored; an empty block
-// row writes the bias (or zeros). No atomics: each output is one thread's sum
-// in a fixed order, the same bits on every run (not mma.sync's bits: the
-// order of the f32 additions differs).
+// The write-out applies bsr_mma.cu's arithmetic (epilogue.cuh) to each
+// accumulator in registers: the bias, relu or a gelu form, rounded once.
+// stmatrix then moves a warpgroup's 64 rows by 128 tokens of y, transposed to
+// y's token-major order, into a staging tile in the 128-byte swizzle, and one
+// thread writes it to y with a TMA store, which runs on while the warpgroup
+// goes on to its next tile (a gelu form's z goes out, or for its gradient
+// comes in by TMA load during the products, through a second staging tile).
+// Tokens past n arrive as zeros (TMA fills outside the tensor) and are not
+// stored (TMA clips its store there); an empty block row writes the bias (or
+// zeros). No atomics: each output is one thread's sum in a fixed order, the
+// same bits on every run (not mma.sync's bits: the order of the f32
+// additions differs).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -47,7 +62,6 @@
 #include <type_traits>
 
 #include "sparse/cuda/bsr_wgmma.h"
-#include "sparse/cuda/bsr_write_out.cuh"
 #include "sparse/cuda/epilogue.cuh"
 #include "sparse/cuda/sddmm_run.cuh"
 #include "sparse/cuda/tile_values.cuh"
@@ -64,6 +78,7 @@ using cuda::barrier_arrive;
 using cuda::barrier_expect;
 using cuda::sw128_desc;
 using cuda::tma_load;
+using cuda::tma_store;
 using cuda::wgmma_commit;
 using cuda::wgmma_fence;
 using cuda::wgmma_wait;
@@ -73,32 +88,33 @@ constexpr int kStep = 64;                   // k per stage: one 128-byte swizzle
 constexpr int kConsumers = 256;             // two warpgroups multiply
 constexpr int kThreads = kConsumers + 128;  // and one loads
 
-// The shape for blocks of B: tokens per tile, the stages of the ring, the
-// write-out tile after the ring and its barriers; together at most the 227 KB
-// of shared memory a thread block may have.
+// The shape for blocks of B: the stages of the ring, then (1024-byte
+// aligned, for the swizzle) each warpgroup's two staging tiles (y's, and z's
+// under a gelu form) and the barriers of its z loads; together at most the
+// 227 KB of shared memory a thread block may have.
 template <int B>
 struct WgmmaTile {
-  static constexpr int kTileN = B == 128 ? 128 : 256;  // each consumer an m64 x n128 part
-  static constexpr int kABytes = B * kStep * 2;        // the block's 64 columns (or rows, transposed)
+  static constexpr bool kPingPong = B == 64;
+  static constexpr int kTileN = 128;                     // tokens a tile
+  static constexpr int kStageWarps = kPingPong ? 4 : 8;  // arrivals that free a stage: the warps that read it
+  static constexpr int kABytes = B * kStep * 2;          // the block's 64 columns (or rows, transposed)
   static constexpr int kXBytes = kTileN * kStep * 2;
   static constexpr int kStageBytes = kABytes + kXBytes;
-  static constexpr int kStages = B == 128 ? 4 : 3;  // 128 KB, 120 KB
+  static constexpr int kStages = B == 128 ? 4 : 6;  // 128 KB, 144 KB
   using Ring = cuda::StageRing<kStages, kStageBytes>;
-  static constexpr int kPitchOut = B + 4;                                  // f32 per token row of the write-out tile
-  static constexpr int kOutOffset = kStages * kStageBytes + 16 * kStages;  // from the ring's aligned start
-  static constexpr int kSmemBytes = Ring::kSmemBytes + kTileN * kPitchOut * 4;
+  static constexpr int kOutBytes = kTileN * 64 * 2;  // a warpgroup's 64 rows of y (or z) by the tile's tokens
+  static constexpr int kOutOffset = (kStages * kStageBytes + 16 * kStages + 1023) / 1024 * 1024;  // from the ring
+  static constexpr int kZBarOffset = kOutOffset + 4 * kOutBytes;  // [warpgroup][y, z] staging tiles before it
+  static constexpr int kSmemBytes = 1024 + kZBarOffset + 16;
   static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
-  static_assert(kOutOffset % 16 == 0, "the write-out tile is 16-byte aligned");
   static_assert(kSmemBytes <= 227 * 1024, "a thread block's shared memory");
 };
 
 struct Maps {
   CUtensorMap values;  // S's blocks as [nblocks * B, B]: boxes of 64 x B (K-major) or 64 x 64 (transposed)
   CUtensorMap x;       // x as [n, inner]: boxes of 64 x kTileN
-};
-
-struct WriteFlags {
-  bool y_vec;  // y is contiguous along its rows, 16-byte aligned, its other stride a multiple of 8
+  CUtensorMap y;       // y as [n, rows]: boxes of 64 rows x kTileN tokens, stored from the staging tiles
+  CUtensorMap aux;     // z, as y (a gelu form only): stored (forward) or loaded (gradient)
 };
 
 // Tile `tile` of the launch (p.out_block_rows output block rows by the
@@ -113,28 +129,105 @@ __device__ __forceinline__ TileAt tile_at(const BsrProductArgs<T>& p, int64_t ti
   return {p.row_order != nullptr ? p.row_order[i] : i, tile / p.out_block_rows * tile_n};
 }
 
+// What a tile needs to know before its first copy or product: its block
+// row, first token and range of stored blocks, and for the loader the first
+// two blocks' ids and block columns (valid where the range holds them).
+struct TileWork {
+  int32_t obr, n0, begin, end;
+  int32_t blk[2], kblk[2];
+};
+
+// visit(turn, work) for each of the thread block's tiles in order (b, b +
+// grid, ...; turn 0, 1, ...), called by every lane of a warp alike (the
+// blocks' ids read only with kBlocks). The
+// tiles' TileWork is read 32 at a time, lane l reading the l-th's, and handed
+// round by shuffles: read one tile after another, the chain of dependent
+// reads (row order, then the row's range, then its blocks) took longer than
+// a tile of a short block row takes to multiply and write out (a 64x64
+// block row of a 1024-wide weight at 90 % holds 1.6 blocks).
+template <bool kBlocks, typename T, typename Visit>
+__device__ __forceinline__ void for_each_tile(const BsrProductArgs<T>& p, int64_t tiles, int tile_n, Visit&& visit) {
+  const int lane = threadIdx.x % 32;
+  const int64_t grid = gridDim.x;
+  int64_t turn = 0;
+  for (int64_t first = blockIdx.x; first < tiles; first += 32 * grid) {
+    const int64_t tile = first + lane * grid;
+    TileWork mine{};
+    if (tile < tiles) {
+      const TileAt at = tile_at(p, tile, tile_n);
+      mine.obr = static_cast<int32_t>(at.obr);
+      mine.n0 = static_cast<int32_t>(at.n0);
+      mine.begin = p.ptr[at.obr];
+      mine.end = p.ptr[at.obr + 1];
+#pragma unroll
+      for (int k = 0; k < (kBlocks ? 2 : 0); ++k) {
+        const int32_t e = mine.begin + k;
+        if (e < mine.end) {
+          mine.blk[k] = p.bid != nullptr ? p.bid[e] : e;
+          mine.kblk[k] = p.kblk[e];
+        }
+      }
+    }
+    const int count = static_cast<int>(std::min<int64_t>(32, (tiles - first + grid - 1) / grid));
+    for (int i = 0; i < count; ++i, ++turn) {
+      TileWork w;
+      w.obr = __shfl_sync(0xffffffffu, mine.obr, i);
+      w.n0 = __shfl_sync(0xffffffffu, mine.n0, i);
+      w.begin = __shfl_sync(0xffffffffu, mine.begin, i);
+      w.end = __shfl_sync(0xffffffffu, mine.end, i);
+#pragma unroll
+      for (int k = 0; k < (kBlocks ? 2 : 0); ++k) {
+        w.blk[k] = __shfl_sync(0xffffffffu, mine.blk[k], i);
+        w.kblk[k] = __shfl_sync(0xffffffffu, mine.kblk[k], i);
+      }
+      visit(turn, w);
+    }
+  }
+}
+
+// Two f32 values rounded to T, packed as stmatrix takes them (the first in the low half).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  T two[2] = {from_float<T>(lo), from_float<T>(hi)};
+  uint32_t packed;
+  memcpy(&packed, two, sizeof(packed));
+  return packed;
+}
+
 template <typename T, int B, bool kATrans>
 __global__ void __launch_bounds__(kThreads, 1)
-    bsr_wgmma_kernel(const __grid_constant__ Maps maps, const BsrProductArgs<T> p, WriteFlags flags, int64_t tiles) {
+    bsr_wgmma_kernel(const __grid_constant__ Maps maps, const BsrProductArgs<T> p, int64_t tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tile = WgmmaTile<B>;
   constexpr int kStages = Tile::kStages, kStageBytes = Tile::kStageBytes, kTileN = Tile::kTileN;
   constexpr int kChunks = B / kStep;  // k steps a block
   extern __shared__ unsigned char smem_raw[];
-  const auto ring = cuda::stage_ring<kStages, kStageBytes>(smem_raw, kConsumers / 32);
+  const auto ring = cuda::stage_ring<kStages, kStageBytes>(smem_raw, Tile::kStageWarps);
   const int tid = threadIdx.x;
+  const uint32_t zbar0 = ring.base + Tile::kZBarOffset;  // warpgroup w's: zbar0 + 8 w
+  if (tid == 0) {
+    cuda::barrier_init(zbar0, 1);
+    cuda::barrier_init(zbar0 + 8, 1);
+    cuda::barrier_init_fence();
+  }
+  __syncthreads();
 
   if (tid >= kConsumers) {
     // The loading warpgroup: one thread issues every copy, running ahead of
-    // the consumers by up to the ring's stages, across tiles.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (tid == kConsumers) {
+    // the consumers by up to the ring's stages, across tiles; the rest of its
+    // warp helps read the tiles' work.
+    // 56 registers: the tiles' work read 32 at a time takes more than 40 (ptxas
+    // spilled), and 128 x 56 + 256 x 224 fill the SM's 65536.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
+    if (tid / 32 == kConsumers / 32) {
       int step = 0;  // the ring's running count
-      for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const TileAt at = tile_at(p, tile, kTileN);
-        const int32_t begin = p.ptr[at.obr], end = p.ptr[at.obr + 1];
-        for (int32_t e = begin; e < end; ++e) {
-          const int64_t blk = p.bid != nullptr ? p.bid[e] : e;
+      for_each_tile<true>(p, tiles, kTileN, [&](int64_t, const TileWork& w) {
+        if (tid != kConsumers) return;
+        for (int32_t e = w.begin; e < w.end; ++e) {
+          const int32_t k = e - w.begin;
+          // (Selects, not w.blk[k]: an index the compiler cannot see puts w in local memory.)
+          const int64_t blk = k == 0 ? w.blk[0] : k == 1 ? w.blk[1] : p.bid != nullptr ? p.bid[e] : e;
+          const int32_t kblk = k == 0 ? w.kblk[0] : k == 1 ? w.kblk[1] : p.kblk[e];
 #pragma unroll
           for (int chunk = 0; chunk < kChunks; ++chunk, ++step) {
             ring.wait_empty(step);
@@ -147,25 +240,54 @@ __global__ void __launch_bounds__(kThreads, 1)
             } else {  // columns chunk*64.. of the block's B rows
               tma_load(st, &maps.values, chunk * kStep, static_cast<int>(blk * B), full);
             }
-            tma_load(st + Tile::kABytes, &maps.x, static_cast<int>(p.kblk[e]) * B + chunk * kStep,
-                     static_cast<int>(at.n0), full);
+            tma_load(st + Tile::kABytes, &maps.x, kblk * B + chunk * kStep, w.n0, full);
           }
         }
-      }
+      });
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
 
-  const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
-  // This warpgroup's rows of the block row and columns (tokens) of the tile.
-  const int row0 = B == 128 ? 64 * wg : 0, col0 = B == 128 ? 0 : 128 * wg;
-  float* out_tile = reinterpret_cast<float*>(ring.smem + Tile::kOutOffset);
-  constexpr int P = Tile::kPitchOut;
+  const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4;
+  const bool leader = tid % 128 == 0;  // issues the warpgroup's TMA stores and z loads
+  // Cooperative: this warpgroup's rows of the block row. Ping-pong: the whole
+  // tile, every other one of the thread block's. Either way a warpgroup
+  // writes its 64 rows out alone (named barrier 1 + wg); ping-pong turns at
+  // the ring go through barriers 4 (after warpgroup 0's products, before
+  // 1's) and 3 (the other way).
+  const int row0 = Tile::kPingPong ? 0 : 64 * wg;
+  const int out_bar = 1 + wg;
+  unsigned char* y_stage = ring.smem + Tile::kOutOffset + 2 * wg * Tile::kOutBytes;
+  unsigned char* z_stage = y_stage + Tile::kOutBytes;
+  const uint32_t zbar = zbar0 + 8 * wg;
+  const bool gradient = is_gelu_gradient(p.gelu), forward = p.gelu != GeluWriteOut::kNone && !gradient;
+  // stmatrix's rows: lane l gives token 8 (j + q / 2) + l % 8's 16 bytes at
+  // this warp's rows 16 warp + 8 (q % 2) of the tile, q = l / 8 (the four
+  // matrices of accumulators j and j + 1: rows g and g + 8 of the warp's 16).
+  const int q = lane / 8;
+  int zphase = 0;
   int step = 0;
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const TileAt at = tile_at(p, tile, kTileN);
-    const int steps = (p.ptr[at.obr + 1] - p.ptr[at.obr]) * kChunks;
+  const int64_t turns = (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;  // the thread block's tiles
+  for_each_tile<false>(p, tiles, kTileN, [&](int64_t turn, const TileWork& w) {
+    const int steps = (w.end - w.begin) * kChunks;
+    if (Tile::kPingPong && turn % 2 != wg) {  // the other warpgroup's tile: its stages are not ours
+      step += steps;
+      return;
+    }
+    const int64_t r0 = int64_t{w.obr} * B + row0;  // y's first row this warpgroup writes
+    // Accumulators 4j and 4j + 1 are row g of the warp's 16 (y's row r) and
+    // tokens 8j + 2t, 8j + 2t + 1; 4j + 2 and 4j + 3 the same tokens of row r
+    // + 8. Their biases are read before the products, off the write-out's path.
+    const int64_t r = r0 + warp * 16 + g;
+    const bool has_bias = p.bias != nullptr;
+    const float bias_lo = has_bias ? to_float(p.bias[r]) : 0.f, bias_hi = has_bias ? to_float(p.bias[r + 8]) : 0.f;
+    // The gradient's z comes in under the products (this warpgroup's last
+    // write-out has read the staging tile: it met at barrier 1 + wg since).
+    if (gradient && leader) {
+      barrier_expect(zbar, Tile::kOutBytes);
+      tma_load(cuda::smem_u32(z_stage), &maps.aux, static_cast<int>(r0), w.n0, zbar);
+    }
     float acc[16][4];
 #pragma unroll
     for (auto& a : acc)
@@ -173,6 +295,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (float& v : a) v = 0.0f;
     cuda::fence_registers(acc);
 
+    // Ping-pong: the other warpgroup has waited for every stage of the tile
+    // before this one (so each stage of this tile is in the phase this
+    // warpgroup waits for) before this one starts.
+    if (Tile::kPingPong && turn > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + wg) : "memory");
     for (int s = 0; s < steps; ++s, ++step) {
       const uint32_t st = ring.stage(step);
       ring.wait_full(step);
@@ -183,7 +309,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         // read transposed): 16 rows of k, 2048 bytes, in this half's tile.
         const uint64_t a =
             kATrans ? sw128_desc(st + (row0 / 64) * 64 * 128 + ks * 2048) : sw128_desc(st + row0 * 128 + ks * 32);
-        const uint64_t b = sw128_desc(st + Tile::kABytes + col0 * 128 + ks * 32);
+        const uint64_t b = sw128_desc(st + Tile::kABytes + ks * 32);
         cuda::wgmma_64x128_ss<T, kATrans>(acc, a, b);
       }
       wgmma_commit();
@@ -192,28 +318,61 @@ __global__ void __launch_bounds__(kThreads, 1)
       cuda::fence_registers(acc);
       if (s > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));
     }
+    // The other warpgroup's turn, when the thread block has another tile.
+    if (Tile::kPingPong && turn + 1 < turns) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - wg) : "memory");
     wgmma_wait<0>();
     cuda::fence_registers(acc);
     if (steps > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));  // the tile's last stage
 
-    // Every consumer is done reading the previous tile's write-out.
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-    // The tile as [token][row] f32: accumulators 4j and 4j + 1 are row g of the
-    // warp's 16 and tokens 8j + 2t, 8j + 2t + 1; 4j + 2 and 4j + 3 row g + 8.
-    const int r = row0 + warp * 16 + g;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const int m = col0 + 8 * j + 2 * t;
-      out_tile[m * P + r] = acc[j][0];
-      out_tile[(m + 1) * P + r] = acc[j][1];
-      out_tile[m * P + r + 8] = acc[j][2];
-      out_tile[(m + 1) * P + r + 8] = acc[j][3];
+    // The staging tiles are free once this warpgroup's last store has read them.
+    if (leader) cuda::bulk_wait_read<0>();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(out_bar) : "memory");
+    if (gradient) {
+      cuda::barrier_wait(zbar, zphase);
+      zphase ^= 1;
     }
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-
-    // y = tile + bias, relu'd, a gelu form, rounded once, 16 bytes of y a thread (bsr_write_out.cuh).
-    write_out_token_rows<T, B, kTileN, P, kConsumers>(out_tile, p, at.obr * B, at.n0, flags.y_vec, tid);
-  }
+#pragma unroll
+    for (int j = 0; j < 16; j += 2) {
+      const int offset = cuda::sw128_offset(8 * (j + q / 2) + lane % 8, 2 * warp + q % 2);
+      uint32_t zs[4];
+      if (gradient) cuda::ldmatrix_x4<true>(zs, z_stage + offset);
+      // The eight values of the four matrices at once (value 2m + k: matrix
+      // m, accumulator j + m / 2's 2 (m % 2) + k), so that eight gelus are in
+      // flight together.
+      float v[8];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          float& x = v[2 * m + k];
+          x = acc[j + m / 2][2 * (m % 2) + k];
+          if (has_bias) x += m % 2 ? bias_hi : bias_lo;
+          if (p.relu) x = relu(x);
+        }
+      }
+      T z8[8];
+      if (forward) {
+        gelu_forward_of<T, 8>(p.gelu, v, z8);
+        memcpy(zs, z8, sizeof(zs));
+      } else if (gradient) {
+        memcpy(z8, zs, sizeof(z8));
+        gelu_gradient_of<T, 8>(p.gelu, z8, v);
+      }
+      uint32_t ys[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) ys[m] = pack2<T>(v[2 * m], v[2 * m + 1]);
+      cuda::stmatrix_x4<true>(y_stage + offset, ys);
+      if (forward) cuda::stmatrix_x4<true>(z_stage + offset, zs);
+    }
+    cuda::fence_proxy_async();  // the staging tiles' writes, before the TMA store reads them
+    asm volatile("bar.sync %0, 128;\n" ::"r"(out_bar) : "memory");
+    if (leader) {
+      tma_store(&maps.y, cuda::smem_u32(y_stage), static_cast<int>(r0), w.n0);
+      if (forward) tma_store(&maps.aux, cuda::smem_u32(z_stage), static_cast<int>(r0), w.n0);
+      cuda::bulk_commit();
+    }
+  });
+  if (leader) cuda::bulk_wait<0>();  // shared memory stays until the stores have read it
 #endif
 }
 
@@ -444,12 +603,15 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
                                        CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
   maps.x = cuda::tensor_map_16bit(p.x.data, p.inner, p.n, p.x.col_stride, kStep, Tile::kTileN,
                                   CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
-  WriteFlags flags;
-  flags.y_vec = p.y.row_stride == 1 && p.y.col_stride % 8 == 0 && aligned16(p.y.data) &&
-                (p.gelu == GeluWriteOut::kNone || aligned16(p.aux.data));
+  const int64_t rows = p.out_block_rows * B;
+  maps.y = cuda::tensor_map_16bit(p.y.data, rows, p.n, p.y.col_stride, 64, Tile::kTileN, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  type, kOp);
+  maps.aux = p.gelu != GeluWriteOut::kNone ? cuda::tensor_map_16bit(p.aux.data, rows, p.n, p.aux.col_stride, 64,
+                                                                    Tile::kTileN, CU_TENSOR_MAP_SWIZZLE_128B, type, kOp)
+                                           : maps.y;  // not read
   const int64_t tiles = p.out_block_rows * ((p.n + Tile::kTileN - 1) / Tile::kTileN);
   const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows)));
-  bsr_wgmma_kernel<T, B, kATrans><<<grid, kThreads, Tile::kSmemBytes, stream>>>(maps, p, flags, tiles);
+  bsr_wgmma_kernel<T, B, kATrans><<<grid, kThreads, Tile::kSmemBytes, stream>>>(maps, p, tiles);
   cuda::check_launch(kOp);
 }
 
@@ -462,8 +624,15 @@ bool bsr_wgmma_runs(const BsrProductArgs<T>& p) {
   if (!aligned16(p.values) || !aligned16(p.x.data) || p.x.row_stride != 1 || p.x.col_stride % 8 != 0 ||
       p.x.col_stride < p.inner)
     return false;
-  if (p.nblocks * p.bh >= (int64_t{1} << 31) || p.inner >= (int64_t{1} << 31) || p.n >= (int64_t{1} << 31))
+  if (p.nblocks * p.bh >= (int64_t{1} << 31) || p.inner >= (int64_t{1} << 31) || p.n >= (int64_t{1} << 31) ||
+      p.out_block_rows * p.bh >= (int64_t{1} << 31))
     return false;
+  // y (and z under a gelu form) token-major as TMA stores them: contiguous
+  // along the rows, 16-byte aligned, the token pitch a multiple of 8.
+  const auto stores = [&](const StridedMatrix<T>& m) {
+    return aligned16(m.data) && m.row_stride == 1 && m.col_stride % 8 == 0 && m.col_stride >= p.out_block_rows * p.bh;
+  };
+  if (!stores(p.y) || (p.gelu != GeluWriteOut::kNone && !stores(p.aux))) return false;
   int device = 0;
   COPPICE_CUDA_CHECK(cudaGetDevice(&device), kOp);
   return cuda::runs_sm90a(device, kOp);

@@ -14,20 +14,25 @@ namespace coppice::sparse_cuda {
 constexpr bool bsr_wgmma_takes(int bh, int bw) { return bh == bw && (bh == 64 || bh == 128); }
 
 // Whether the wgmma kernel beats mma.sync's for blocks of `block` at
-// `blocks_per_row` stored blocks per output block row on average. One thread
-// block an SM and a fixed cost per tile (barriers, the first loads, the
-// write-out) make short rows slow: H200, 16384 tokens, bf16, 64x64 blocks at
-// 90 % (1.6 blocks a row) x W^T of a 4096 x 1024 weight took 0.126 ms
-// against mma.sync's 0.107, where dy W (6.4 a row) took 0.057 against
-// 0.073; at 50 % (8 a row) 0.19 against 0.29. mma.sync's 128x128 kernel (one
-// thread block an SM too) loses at every density.
-constexpr bool bsr_wgmma_pays(int block, double blocks_per_row) { return block == 128 || blocks_per_row >= 4.0; }
+// `blocks_per_row` stored blocks per output block row on average, with `gelu`
+// in the write-out. mma.sync's 128x128 kernel (one thread block an SM too)
+// loses at every density. At 64x64 wgmma wins the plain products at every
+// length of row (H200, 16384 tokens, bf16, 90 %: 1.6 blocks a row, x W^T of
+// a 4096 x 1024 weight 0.091 ms against 0.114; 6.4 a row, dy W of the same
+// weight 0.054 against 0.054, x W^T of a 1024 x 4096 one 0.055 against
+// 0.054), but with a gelu form in a short row's write-out mma.sync's four
+// thread blocks an SM hide the gelu's arithmetic better: the GPT step with
+// every such product on wgmma took 15.6-15.7 ms against 14.8-15.0.
+constexpr bool bsr_wgmma_pays(int block, double blocks_per_row, GeluWriteOut gelu) {
+  return block == 128 || blocks_per_row >= 4.0 || gelu == GeluWriteOut::kNone;
+}
 
 // Whether the current device runs the kernel (compute capability 9.0: it is
 // built for sm_90a alone) and p's operands are as it reads them: blocks as
 // bsr_wgmma_takes, values 16-byte aligned, x contiguous along op(S)'s
 // columns (x.row_stride 1: the x or dy rows of a linear's products) with
-// 16-byte aligned rows, and the extents p.inner and p.nblocks set. T is
+// 16-byte aligned rows, y (and aux under a gelu form) token-major the same
+// way (TMA stores them), and the extents p.inner and p.nblocks set. T is
 // __nv_bfloat16 or __half.
 template <typename T>
 bool bsr_wgmma_runs(const BsrProductArgs<T>& p);

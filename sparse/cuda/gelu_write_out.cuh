@@ -27,6 +27,21 @@ __device__ __forceinline__ void gelu_gradient_of(GeluWriteOut mode, const T (&zs
   }
 }
 
+// The forward forms' step alone: each value rounded to T is z (into zs),
+// and the value becomes gelu(z) (gelu_tanh(z) in the tanh form).
+template <typename T, int kN>
+__device__ __forceinline__ void gelu_forward_of(GeluWriteOut mode, float (&v)[kN], T (&zs)[kN]) {
+#pragma unroll
+  for (int j = 0; j < kN; ++j) zs[j] = from_float<T>(v[j]);
+  if (is_gelu_tanh(mode)) {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_tanh(to_float(zs[j]));
+  } else {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu(to_float(zs[j]));
+  }
+}
+
 // `count` <= kN values v (f32, the bias added) bound for a run of the output
 // whose elements step by `step`; `z` points at the run's first element in
 // the auxiliary matrix. kForward: each value rounded to T is z, stored there,
@@ -42,7 +57,6 @@ __device__ __forceinline__ void gelu_run(GeluWriteOut mode, T* z, int64_t step, 
   static_assert(kN * sizeof(T) == 16, "a run is one 16-byte access");
   // Every loop unrolled, the partial runs predicated: v and zs stay in registers.
   T zs[kN];
-  const bool tanh_form = is_gelu_tanh(mode);
   if (is_gelu_gradient(mode)) {
     if (vec) {
       const uint4 packed = *reinterpret_cast<const uint4*>(z);
@@ -54,15 +68,7 @@ __device__ __forceinline__ void gelu_run(GeluWriteOut mode, T* z, int64_t step, 
     gelu_gradient_of<T, kN>(mode, zs, v);
     return;
   }
-#pragma unroll
-  for (int j = 0; j < kN; ++j) zs[j] = from_float<T>(v[j]);
-  if (tanh_form) {
-#pragma unroll
-    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_tanh(to_float(zs[j]));
-  } else {
-#pragma unroll
-    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu(to_float(zs[j]));
-  }
+  gelu_forward_of<T, kN>(mode, v, zs);
   if (vec) {
     uint4 packed;
     memcpy(&packed, zs, sizeof(packed));

@@ -1,6 +1,6 @@
 // The PTX building blocks of the mma.sync tensor-core kernels (the BSR
 // products in sparse/cuda/bsr_mma.cu, attention in sparse/attention/cuda/attention.cu):
-// shared-memory addresses, cp.async copies, ldmatrix fragments and the
+// shared-memory addresses, cp.async copies, ldmatrix (and stmatrix) fragments and the
 // m16n8k16 bf16/f16 product with f32 accumulation. Device code only.
 #pragma once
 
@@ -44,6 +44,22 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_u32(p))
+                 : "memory");
+  }
+}
+
+// ldmatrix_x4's inverse (sm_90 and later): four 8x8 b16 matrices to shared
+// memory from the same fragments; lane l gives the address of row l % 8 of
+// matrix l / 8, and kTrans stores each matrix transposed.
+template <bool kTrans>
+__device__ __forceinline__ void stmatrix_x4(void* p, const uint32_t (&r)[4]) {
+  if constexpr (kTrans) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(p)),
+                 "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+  } else {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(p)), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
                  : "memory");
   }
 }

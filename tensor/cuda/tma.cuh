@@ -54,6 +54,29 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, i
       : "memory");
 }
 
+// The other direction: a 2-D box of shared memory at `src` into `map`'s
+// tensor at (inner, outer), as a copy of the thread's current bulk group
+// (bulk_commit closes it); what lies outside the tensor is not written. The
+// threads' writes to `src` must be fenced to the async proxy first
+// (wgmma.cuh's fence_proxy_async) and have met at a barrier.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, uint32_t src, int inner, int outer) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map), "r"(src),
+               "r"(inner), "r"(outer)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until at most kPending of the thread's bulk groups still read their shared
+// memory (which may then be written again).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+// Until at most kPending of the thread's bulk groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
 // A ring of kStages stages of kStageBytes each at the start of dynamic shared
 // memory, aligned to 1024 bytes (the 128-byte swizzle's atoms), with its
 // barriers after it: full(s), which the loader arms with the bytes it copies

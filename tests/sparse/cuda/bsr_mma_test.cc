@@ -80,11 +80,14 @@ TEST_F(BsrMmaTest, TakesSquare16To128BlocksOf16BitTypes) {
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(8, 8));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(256, 256));
   // Hopper's wgmma kernels take 64x64 and 128x128 blocks, the products where
-  // rows are long enough (bsr_wgmma_pays: 128x128 always, 64x64 from 4 blocks).
+  // they pay (bsr_wgmma_pays: 128x128 always; 64x64 without a gelu in the
+  // write-out, or from 4 blocks a row).
   EXPECT_TRUE(sparse_cuda::bsr_wgmma_takes(64, 64) && sparse_cuda::bsr_wgmma_takes(128, 128));
   EXPECT_FALSE(sparse_cuda::bsr_wgmma_takes(32, 32) || sparse_cuda::bsr_wgmma_takes(64, 128));
-  EXPECT_TRUE(sparse_cuda::bsr_wgmma_pays(128, 0.8) && sparse_cuda::bsr_wgmma_pays(64, 4.0));
-  EXPECT_FALSE(sparse_cuda::bsr_wgmma_pays(64, 1.6));
+  EXPECT_TRUE(sparse_cuda::bsr_wgmma_pays(128, 0.8, sparse_cuda::GeluWriteOut::kForward) &&
+              sparse_cuda::bsr_wgmma_pays(64, 4.0, sparse_cuda::GeluWriteOut::kGradient) &&
+              sparse_cuda::bsr_wgmma_pays(64, 1.6, sparse_cuda::GeluWriteOut::kNone));
+  EXPECT_FALSE(sparse_cuda::bsr_wgmma_pays(64, 1.6, sparse_cuda::GeluWriteOut::kForward));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(32, 64));
   SKIP_WITHOUT_CUDA();
   const Tensor d = random_blocks(128, 128, 64, 64, 0.5, 1);
@@ -334,31 +337,36 @@ TEST_F(BsrMmaTest, WgmmaAndMmaSyncTakeALinearsShapes) {
 
 // The persistent wgmma product walks several tiles a thread block (more
 // tiles than the GPU has SMs) through one ring of stages: rows of 0 to 3
-// blocks (a linear's at 90 % sparsity), empty ones among them, a token count
-// that is not a multiple of the tile, both directions, bias and the gelu
-// write-out; the same bits on repeat.
+// blocks (a linear's at 90 % sparsity), empty ones among them, and rows of
+// up to 8 blocks, longer than the ring (64x64 blocks: the two warpgroups
+// take turns at tiles, so each one skips over the other's stages); a token
+// count that is not a multiple of the tile, both directions, bias and the
+// gelu write-out; the same bits on repeat.
 TEST_F(BsrMmaTest, WgmmaProductWalksManyTilesAThreadBlock) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 5000;
   for (int64_t b : {64, 128}) {
-    const int64_t rows = 8 * b, n = b == 128 ? 4200 : 8229;  // 8 block rows x 33 token tiles
-    const Tensor dense = random_blocks(rows, rows, b, b, 0.2, seed++, {1, 6});
-    const Tensor s = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(b, b)), kCuda);
-    const Tensor s64 = host64(to_dense(s));
-    const Tensor bias = random_dense({1, rows}, seed++).reshape({rows}).to(DType::kBF16).to(kCuda);
-    ScopedRoutePins pins("bsr_tiles=wgmma");
-    for (bool transpose_s : {false, true}) {
-      const std::string what = "blocks " + std::to_string(b) + (transpose_s ? " X @ S^T" : " X @ S");
-      const Tensor x = operand(n, rows, Layout::kContiguous, seed++, DType::kBF16);
-      const Tensor want = matmul(host64(x), transpose_s ? s64.t() : s64);
-      const Tensor y = mma_matmul(s, transpose_s, x, false);
-      EXPECT_TRUE(near(y, want, kModes[0].tolerance())) << what;
-      EXPECT_EQ(host64(y).to_vector<double>(), host64(mma_matmul(s, transpose_s, x, false)).to_vector<double>())
-          << what;
-      const auto [g, z] = sparse_cuda::bsr_mma_matmul_gelu(s, transpose_s, x, false, "test", bias, GeluForm::kErf);
-      const Tensor want_z = add(want, host64(bias));
-      EXPECT_TRUE(near(z, want_z, kModes[0].tolerance())) << "z, " << what;
-      EXPECT_TRUE(near(g, gelu_of_form(want_z, GeluForm::kErf), kModes[0].tolerance())) << "gelu(z), " << what;
+    for (double density : {0.2, 0.9}) {
+      const int64_t rows = 8 * b, n = b == 128 ? 4200 : 8229;  // 8 block rows x 33 or 65 tiles of 128 tokens
+      const Tensor dense = random_blocks(rows, rows, b, b, density, seed++, {1, 6});
+      const Tensor s = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(b, b)), kCuda);
+      const Tensor s64 = host64(to_dense(s));
+      const Tensor bias = random_dense({1, rows}, seed++).reshape({rows}).to(DType::kBF16).to(kCuda);
+      ScopedRoutePins pins("bsr_tiles=wgmma");
+      for (bool transpose_s : {false, true}) {
+        const std::string what = "blocks " + std::to_string(b) + " density " + std::to_string(density) +
+                                 (transpose_s ? " X @ S^T" : " X @ S");
+        const Tensor x = operand(n, rows, Layout::kContiguous, seed++, DType::kBF16);
+        const Tensor want = matmul(host64(x), transpose_s ? s64.t() : s64);
+        const Tensor y = mma_matmul(s, transpose_s, x, false);
+        EXPECT_TRUE(near(y, want, kModes[0].tolerance())) << what;
+        EXPECT_EQ(host64(y).to_vector<double>(), host64(mma_matmul(s, transpose_s, x, false)).to_vector<double>())
+            << what;
+        const auto [g, z] = sparse_cuda::bsr_mma_matmul_gelu(s, transpose_s, x, false, "test", bias, GeluForm::kErf);
+        const Tensor want_z = add(want, host64(bias));
+        EXPECT_TRUE(near(z, want_z, kModes[0].tolerance())) << "z, " << what;
+        EXPECT_TRUE(near(g, gelu_of_form(want_z, GeluForm::kErf), kModes[0].tolerance())) << "gelu(z), " << what;
+      }
     }
   }
 }
