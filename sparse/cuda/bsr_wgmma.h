@@ -18,11 +18,11 @@ constexpr bool bsr_wgmma_takes(int bh, int bw) { return bh == bw && (bh == 64 ||
 // in the write-out. mma.sync's 128x128 kernel (one thread block an SM too)
 // loses at every density. At 64x64 wgmma wins the plain products at every
 // length of row (H200, 16384 tokens, bf16, 90 %: 1.6 blocks a row, x W^T of
-// a 4096 x 1024 weight 0.091 ms against 0.114; 6.4 a row, dy W of the same
-// weight 0.054 against 0.054, x W^T of a 1024 x 4096 one 0.055 against
+// a 4096 x 1024 weight 0.066 ms against 0.115; 6.4 a row, dy W of the same
+// weight 0.047 against 0.054, x W^T of a 1024 x 4096 one 0.048 against
 // 0.054), but with a gelu form in a short row's write-out mma.sync's four
 // thread blocks an SM hide the gelu's arithmetic better: the GPT step with
-// every such product on wgmma took 15.6-15.7 ms against 14.8-15.0.
+// every such product on wgmma took 15.14-15.56 ms against 13.69-14.50.
 constexpr bool bsr_wgmma_pays(int block, double blocks_per_row, GeluWriteOut gelu) {
   return block == 128 || blocks_per_row >= 4.0 || gelu == GeluWriteOut::kNone;
 }
