@@ -100,10 +100,9 @@ struct WgmmaTile {
   static constexpr int kABytes = B * kStep * 2;          // the block's 64 columns (or rows, transposed)
   static constexpr int kXBytes = kTileN * kStep * 2;
   static constexpr int kStageBytes = kABytes + kXBytes;
-  static constexpr int kStages = B == 128 ? 4 : 6;  // 128 KB, 144 KB
-  using Ring = cuda::StageRing<kStages, kStageBytes>;
+  static constexpr int kStages = B == 128 ? 4 : 6;   // 128 KB, 144 KB
   static constexpr int kOutBytes = kTileN * 64 * 2;  // a warpgroup's 64 rows of y (or z) by the tile's tokens
-  static constexpr int kOutOffset = (kStages * kStageBytes + 16 * kStages + 1023) / 1024 * 1024;  // from the ring
+  static constexpr int kOutOffset = (kStages * kStageBytes + 16 * kStages + 1023) / 1024 * 1024;  // from its start
   static constexpr int kZBarOffset = kOutOffset + 4 * kOutBytes;  // [warpgroup][y, z] staging tiles before it
   static constexpr int kSmemBytes = 1024 + kZBarOffset + 16;
   static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
