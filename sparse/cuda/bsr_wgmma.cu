@@ -184,15 +184,6 @@ __device__ __forceinline__ void for_each_tile(const BsrProductArgs<T>& p, int64_
   }
 }
 
-// Two f32 values rounded to T, packed as stmatrix takes them (the first in the low half).
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  T two[2] = {from_float<T>(lo), from_float<T>(hi)};
-  uint32_t packed;
-  memcpy(&packed, two, sizeof(packed));
-  return packed;
-}
-
 template <typename T, int B, bool kATrans>
 __global__ void __launch_bounds__(kThreads, 1)
     bsr_wgmma_kernel(const __grid_constant__ Maps maps, const BsrProductArgs<T> p, int64_t tiles) {
@@ -359,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       uint32_t ys[4];
 #pragma unroll
-      for (int m = 0; m < 4; ++m) ys[m] = pack2<T>(v[2 * m], v[2 * m + 1]);
+      for (int m = 0; m < 4; ++m) ys[m] = cuda::pack2<T>(v[2 * m], v[2 * m + 1]);
       cuda::stmatrix_x4<true>(y_stage + offset, ys);
       if (forward) cuda::stmatrix_x4<true>(z_stage + offset, zs);
     }

@@ -31,6 +31,19 @@ __device__ __forceinline__ void wait_copies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// Two floats as one register of T, each rounded to nearest (lo in the low
+// half: the lower column of a fragment), as the fragments above hold them.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
 // Four 8x8 b16 matrices from shared memory; lane l gives the address of row
 // l % 8 of matrix l / 8. kTrans delivers each matrix transposed.
 template <bool kTrans>

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "tensor/cuda/mma_sync.cuh"
+
 namespace coppice::cuda {
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -76,18 +78,6 @@ __device__ __forceinline__ int64_t query_tile_start(int64_t t, int64_t rows) {
 }
 
 // ---- tensor-core fragments --------------------------------------------------------------------
-
-// Two floats as one register of T (lo in the low half: the lower column).
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
 
 // The accumulators of a 16 x 8NT product as the A fragments of its NT/2 k16
 // steps (mma.sync's m16n8k16 A, and each warp's slice of wgmma's A from registers).
