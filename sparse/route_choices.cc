@@ -39,10 +39,9 @@ const std::vector<RouteDecision>& decisions() {
       {"bsr_tiles",
        "the BSR kernels of the SpMM and SDDMM planners: mma.sync where it runs (its products on wgmma for 64x64 and "
        "128x128 blocks on compute capability 9.0), else the WMMA / FMA tiles (sparse/cuda/bsr_products.h); tiles: "
-       "the tiles wherever they run; mma_sync: mma.sync even where wgmma runs; wgmma: wgmma's products wherever they "
-       "run, even where they do not pay; off: neither",
+       "the tiles wherever they run; mma_sync: mma.sync even where wgmma runs; off: neither",
        {},
-       {"tiles", "mma_sync", "wgmma", "off"}},
+       {"tiles", "mma_sync", "off"}},
       {"sddmm_dense",
        "the dense route of the CUDA SDDMM (a @ b by cuBLAS, then a gather: sparse/cuda/sddmm.cc), from density "
        "0.005; on: at every density; off: never",

@@ -199,13 +199,9 @@ void run_product(BsrKernel kernel, const Tensor& s, const BsrImpl& b, bool walk_
   const cudaStream_t stream = cuda::current_stream(s.device().index);
   if (mma) {
     // On Hopper the wgmma kernel takes the 64x64 and 128x128 products of a
-    // linear's shapes where it pays (bsr_wgmma.h), unless pinned to mma.sync;
-    // pinned to wgmma, wherever it runs.
+    // linear's shapes wherever it runs (bsr_wgmma.h), unless pinned to mma.sync.
     if constexpr (sizeof(T) == 2) {
-      const double per_row = static_cast<double>(p.nblocks) / static_cast<double>(p.out_block_rows);
-      const std::optional<std::string> pin = route_pin("bsr_tiles");
-      const bool wgmma = pin == "wgmma" || (pin != "mma_sync" && bsr_wgmma_pays(p.bh, per_row, p.gelu));
-      if (wgmma && bsr_wgmma_runs<T>(p)) {
+      if (route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_runs<T>(p)) {
         bsr_wgmma_product<T>(p, stream);
         return;
       }

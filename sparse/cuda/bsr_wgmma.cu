@@ -18,21 +18,23 @@
 //     read 32 tiles at a time by the lanes of a warp (for_each_tile): read
 //     tile by tile, that chain of dependent reads was the loader's pace in
 //     short block rows;
-//   - two multiply, m64 x n128 wgmma parts with both operands read from
-//     shared memory through descriptors, one step's group kept in flight
-//     while the next issues, and write their sums out. For 128x128 blocks
-//     the two take the two 64-row halves of one tile (cooperative). For
-//     64x64 blocks each takes every other tile of the thread block whole
-//     (ping-pong, as FlashAttention-3 and CUTLASS's persistent kernels do):
-//     while one writes its tile out the other multiplies the next (rows of
-//     6.4 blocks: 9 % off the cooperative form's time). The warpgroups take
+//   - G multiply (bsr_wgmma_groups: two, or three under a gelu form at
+//     64x64), m64 x n128 wgmma parts with both operands read from shared
+//     memory through descriptors, one step's group kept in flight while the
+//     next issues, and write their sums out. For 128x128 blocks the two
+//     take the two 64-row halves of one tile (cooperative). For 64x64 blocks
+//     each takes every G-th tile of the thread block whole (ping-pong, as
+//     FlashAttention-3 and CUTLASS's persistent kernels do): while one
+//     writes its tile out the others multiply the next (rows of 6.4 blocks:
+//     9 % off the cooperative form's time; a gelu's arithmetic in the
+//     write-out needs a third warpgroup to hide it). The warpgroups take
 //     turns at the ring (an order barrier: one starts a tile's products once
-//     the other has read every stage of the tile before), which keeps the
-//     stages in the order the loader fills them and each wait on a stage's
-//     barrier in the phase it means.
-// Why persistent: with one thread block an SM (the ring and 224 registers a
-// consumer thread), a thread block per tile left the SM idle while a tile's
-// first blocks loaded and its output was written. The grid is coprime with
+//     the one before has read every stage of the tile before), which keeps
+//     the stages in the order the loader fills them and each wait on a
+//     stage's barrier in the phase it means.
+// Why persistent: with one thread block an SM (the ring and 152-224
+// registers a consumer thread), a thread block per tile left the SM idle
+// while a tile's first blocks loaded and its output was written. The grid is coprime with
 // the block rows (persistent_grid), so each thread block meets them all.
 // op(S) = S reads each block K-major (its rows are y's rows); op(S) = S^T
 // (dY @ W, walking S by block columns) reads the stored block MN-major with
@@ -84,27 +86,33 @@ using cuda::wgmma_fence;
 using cuda::wgmma_wait;
 
 constexpr std::string_view kOp = "bsr wgmma product";
-constexpr int kStep = 64;                   // k per stage: one 128-byte swizzle row of 16-bit values
-constexpr int kConsumers = 256;             // two warpgroups multiply
-constexpr int kThreads = kConsumers + 128;  // and one loads
+constexpr int kStep = 64;                             // k per stage: one 128-byte swizzle row of 16-bit values
+constexpr int kSddmmConsumers = 256;                  // the SDDMM's: two warpgroups multiply
+constexpr int kSddmmThreads = kSddmmConsumers + 128;  // and one loads
 
 // The shape for blocks of B: the stages of the ring, then (1024-byte
 // aligned, for the swizzle) each warpgroup's two staging tiles (y's, and z's
 // under a gelu form) and the barriers of its z loads; together at most the
 // 227 KB of shared memory a thread block may have.
-template <int B>
+template <int B, int G>
 struct WgmmaTile {
   static constexpr bool kPingPong = B == 64;
+  static_assert(G == 2 || (kPingPong && G == 3), "128x128 blocks: two warpgroups share a tile");
+  static constexpr int kConsumers = 128 * G;         // G warpgroups multiply
+  static constexpr int kThreads = kConsumers + 128;  // and one loads
+  // Registers a thread: the loader's, the consumers' (together the SM's 65536).
+  static constexpr int kLoaderRegs = 56, kConsumerRegs = G == 2 ? 224 : 152;
+  static_assert(128 * kLoaderRegs + kConsumers * kConsumerRegs <= 65536, "the SM's registers");
   static constexpr int kTileN = 128;                     // tokens a tile
   static constexpr int kStageWarps = kPingPong ? 4 : 8;  // arrivals that free a stage: the warps that read it
   static constexpr int kABytes = B * kStep * 2;          // the block's 64 columns (or rows, transposed)
   static constexpr int kXBytes = kTileN * kStep * 2;
   static constexpr int kStageBytes = kABytes + kXBytes;
-  static constexpr int kStages = B == 128 ? 4 : 6;   // 128 KB, 144 KB
+  static constexpr int kStages = B == 128 ? 4 : G == 2 ? 6 : 5;  // 128 KB, 144 KB, 120 KB
   static constexpr int kOutBytes = kTileN * 64 * 2;  // a warpgroup's 64 rows of y (or z) by the tile's tokens
   static constexpr int kOutOffset = (kStages * kStageBytes + 16 * kStages + 1023) / 1024 * 1024;  // from its start
-  static constexpr int kZBarOffset = kOutOffset + 4 * kOutBytes;  // [warpgroup][y, z] staging tiles before it
-  static constexpr int kSmemBytes = 1024 + kZBarOffset + 16;
+  static constexpr int kZBarOffset = kOutOffset + 2 * G * kOutBytes;  // [warpgroup][y, z] staging tiles before it
+  static constexpr int kSmemBytes = 1024 + kZBarOffset + 8 * G;
   static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
   static_assert(kSmemBytes <= 227 * 1024, "a thread block's shared memory");
 };
@@ -184,11 +192,12 @@ __device__ __forceinline__ void for_each_tile(const BsrProductArgs<T>& p, int64_
   }
 }
 
-template <typename T, int B, bool kATrans>
-__global__ void __launch_bounds__(kThreads, 1)
+template <typename T, int B, int G, bool kATrans>
+__global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
     bsr_wgmma_kernel(const __grid_constant__ Maps maps, const BsrProductArgs<T> p, int64_t tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tile = WgmmaTile<B>;
+  using Tile = WgmmaTile<B, G>;
+  constexpr int kConsumers = Tile::kConsumers;
   constexpr int kStages = Tile::kStages, kStageBytes = Tile::kStageBytes, kTileN = Tile::kTileN;
   constexpr int kChunks = B / kStep;  // k steps a block
   extern __shared__ unsigned char smem_raw[];
@@ -196,8 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x;
   const uint32_t zbar0 = ring.base + Tile::kZBarOffset;  // warpgroup w's: zbar0 + 8 w
   if (tid == 0) {
-    cuda::barrier_init(zbar0, 1);
-    cuda::barrier_init(zbar0 + 8, 1);
+    for (int w = 0; w < G; ++w) cuda::barrier_init(zbar0 + 8 * w, 1);
     cuda::barrier_init_fence();
   }
   __syncthreads();
@@ -207,8 +215,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // the consumers by up to the ring's stages, across tiles; the rest of its
     // warp helps read the tiles' work.
     // 56 registers: the tiles' work read 32 at a time takes more than 40 (ptxas
-    // spilled), and 128 x 56 + 256 x 224 fill the SM's 65536.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
+    // spilled); the consumers take the rest of the SM's 65536.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tile::kLoaderRegs));
     if (tid / 32 == kConsumers / 32) {
       int step = 0;  // the ring's running count
       for_each_tile<true>(p, tiles, kTileN, [&](int64_t, const TileWork& w) {
@@ -237,17 +245,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tile::kConsumerRegs));
 
   const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4;
   const bool leader = tid % 128 == 0;  // issues the warpgroup's TMA stores and z loads
   // Cooperative: this warpgroup's rows of the block row. Ping-pong: the whole
-  // tile, every other one of the thread block's. Either way a warpgroup
+  // tile, every G-th one of the thread block's. Either way a warpgroup
   // writes its 64 rows out alone (named barrier 1 + wg); ping-pong turns at
-  // the ring go through barriers 4 (after warpgroup 0's products, before
-  // 1's) and 3 (the other way).
+  // the ring go round through barriers 1 + G + wg (warpgroup wg's turn,
+  // after warpgroup wg - 1's products).
   const int row0 = Tile::kPingPong ? 0 : 64 * wg;
   const int out_bar = 1 + wg;
+  const int my_turn_bar = 1 + G + wg, next_turn_bar = 1 + G + (wg + 1) % G;
   unsigned char* y_stage = ring.smem + Tile::kOutOffset + 2 * wg * Tile::kOutBytes;
   unsigned char* z_stage = y_stage + Tile::kOutBytes;
   const uint32_t zbar = zbar0 + 8 * wg;
@@ -261,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t turns = (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;  // the thread block's tiles
   for_each_tile<false>(p, tiles, kTileN, [&](int64_t turn, const TileWork& w) {
     const int steps = (w.end - w.begin) * kChunks;
-    if (Tile::kPingPong && turn % 2 != wg) {  // the other warpgroup's tile: its stages are not ours
+    if (Tile::kPingPong && turn % G != wg) {  // another warpgroup's tile: its stages are not ours
       step += steps;
       return;
     }
@@ -285,10 +294,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (float& v : a) v = 0.0f;
     cuda::fence_registers(acc);
 
-    // Ping-pong: the other warpgroup has waited for every stage of the tile
+    // Ping-pong: the warpgroup before has waited for every stage of the tile
     // before this one (so each stage of this tile is in the phase this
     // warpgroup waits for) before this one starts.
-    if (Tile::kPingPong && turn > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + wg) : "memory");
+    if (Tile::kPingPong && turn > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(my_turn_bar) : "memory");
     for (int s = 0; s < steps; ++s, ++step) {
       const uint32_t st = ring.stage(step);
       ring.wait_full(step);
@@ -308,8 +317,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       cuda::fence_registers(acc);
       if (s > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));
     }
-    // The other warpgroup's turn, when the thread block has another tile.
-    if (Tile::kPingPong && turn + 1 < turns) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - wg) : "memory");
+    // The next warpgroup's turn, when the thread block has another tile.
+    if (Tile::kPingPong && turn + 1 < turns) asm volatile("bar.arrive %0, 256;\n" ::"r"(next_turn_bar) : "memory");
     wgmma_wait<0>();
     cuda::fence_registers(acc);
     if (steps > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));  // the tile's last stage
@@ -405,13 +414,13 @@ struct SddmmMaps {
 };
 
 template <typename T, int B>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kSddmmThreads, 1)
     bsr_wgmma_sddmm_kernel(const __grid_constant__ SddmmMaps maps, const BsrSddmmArgs<T> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tile = SddmmWgmmaTile<B>;
   constexpr int kStages = Tile::kStages, kStageBytes = Tile::kStageBytes;
   extern __shared__ unsigned char smem_raw[];
-  const auto ring = cuda::stage_ring<kStages, kStageBytes>(smem_raw, kConsumers / 32);
+  const auto ring = cuda::stage_ring<kStages, kStageBytes>(smem_raw, kSddmmConsumers / 32);
   const int tid = threadIdx.x;
   const SddmmRun task = sddmm_run(p);
   const int32_t begin = task.begin;
@@ -422,9 +431,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t k_end = p.splits > 1 ? std::min<int64_t>(p.k, k_begin + p.split_k) : p.k;
   const int steps = static_cast<int>((k_end - k_begin + kStep - 1) / kStep);
 
-  if (tid >= kConsumers) {
+  if (tid >= kSddmmConsumers) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (tid == kConsumers) {
+    if (tid == kSddmmConsumers) {
       for (int step = 0; step < steps; ++step) {
         const int k0 = static_cast<int>(k_begin + static_cast<int64_t>(step) * kStep);
         ring.wait_empty(step);
@@ -462,7 +471,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Row sums: consumer thread tid adds row tid % B of a's slices at tokens
   // tid / B, tid / B + kSumLanes, ... (0 past k's end: TMA fills them so; a
   // split's range is whole steps); the lanes are added in order at the end.
-  constexpr int kSumLanes = kConsumers / B;
+  constexpr int kSumLanes = kSddmmConsumers / B;
   const int sum_row = tid % B, sum_chunk = (sum_row % 64) / 8;
   float row_sum = 0.f;
 
@@ -501,10 +510,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (auto& half : acc) cuda::fence_registers(half);
   if (sums_rows) {
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");  // the ring is drained: reuse it
-    float* lanes = reinterpret_cast<float*>(ring.smem);              // [kSumLanes][B]
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kSddmmConsumers) : "memory");  // the ring is drained: reuse it
+    float* lanes = reinterpret_cast<float*>(ring.smem);                   // [kSumLanes][B]
     lanes[tid] = row_sum;
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kSddmmConsumers) : "memory");
     write_row_sums<T, B, kSumLanes>(p, lanes, r0);
   }
   if (!active) return;
@@ -572,15 +581,15 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
       cuda::tensor_map_16bit(p.b.data, p.b_cols, p.k, p.b.row_stride, 64, kStep, CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
   const int64_t blocks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
-  bsr_wgmma_sddmm_kernel<T, B><<<grid, kThreads, Tile::kSmemBytes, stream>>>(maps, p);
+  bsr_wgmma_sddmm_kernel<T, B><<<grid, kSddmmThreads, Tile::kSmemBytes, stream>>>(maps, p);
   cuda::check_launch(kOp);
 }
 
-template <typename T, int B, bool kATrans>
+template <typename T, int B, int G, bool kATrans>
 void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
-  using Tile = WgmmaTile<B>;
+  using Tile = WgmmaTile<B, G>;
   static const bool configured = [] {
-    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(bsr_wgmma_kernel<T, B, kATrans>,
+    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(bsr_wgmma_kernel<T, B, G, kATrans>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes),
                        kOp);
     return true;
@@ -601,7 +610,7 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
                                            : maps.y;  // not read
   const int64_t tiles = p.out_block_rows * ((p.n + Tile::kTileN - 1) / Tile::kTileN);
   const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows)));
-  bsr_wgmma_kernel<T, B, kATrans><<<grid, kThreads, Tile::kSmemBytes, stream>>>(maps, p, tiles);
+  bsr_wgmma_kernel<T, B, G, kATrans><<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(maps, p, tiles);
   cuda::check_launch(kOp);
 }
 
@@ -632,9 +641,11 @@ template <typename T>
 void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
   if (p.out_block_rows <= 0 || p.n <= 0) return;
   if (p.bh == 128) {
-    p.transposed ? launch<T, 128, true>(p, stream) : launch<T, 128, false>(p, stream);
+    p.transposed ? launch<T, 128, 2, true>(p, stream) : launch<T, 128, 2, false>(p, stream);
+  } else if (bsr_wgmma_groups(64, p.gelu) == 3) {
+    p.transposed ? launch<T, 64, 3, true>(p, stream) : launch<T, 64, 3, false>(p, stream);
   } else {
-    p.transposed ? launch<T, 64, true>(p, stream) : launch<T, 64, false>(p, stream);
+    p.transposed ? launch<T, 64, 2, true>(p, stream) : launch<T, 64, 2, false>(p, stream);
   }
 }
 

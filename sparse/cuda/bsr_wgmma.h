@@ -13,18 +13,17 @@ namespace coppice::sparse_cuda {
 
 constexpr bool bsr_wgmma_takes(int bh, int bw) { return bh == bw && (bh == 64 || bh == 128); }
 
-// Whether the wgmma kernel beats mma.sync's for blocks of `block` at
-// `blocks_per_row` stored blocks per output block row on average, with `gelu`
-// in the write-out. mma.sync's 128x128 kernel (one thread block an SM too)
-// loses at every density. At 64x64 wgmma wins the plain products at every
-// length of row (H200, 16384 tokens, bf16, 90 %: 1.6 blocks a row, x W^T of
-// a 4096 x 1024 weight 0.066 ms against 0.115; 6.4 a row, dy W of the same
-// weight 0.047 against 0.054, x W^T of a 1024 x 4096 one 0.048 against
-// 0.054), but with a gelu form in a short row's write-out mma.sync's four
-// thread blocks an SM hide the gelu's arithmetic better: the GPT step with
-// every such product on wgmma took 15.14-15.56 ms against 13.69-14.50.
-constexpr bool bsr_wgmma_pays(int block, double blocks_per_row, GeluWriteOut gelu) {
-  return block == 128 || blocks_per_row >= 4.0 || gelu == GeluWriteOut::kNone;
+// How many warpgroups multiply in the 64x64 kernel, each taking every G-th
+// tile whole (ping-pong): two, or three under a gelu form, whose write-out's
+// arithmetic needs the warps to hide it (H200, 16384 tokens, bf16, 90 %, the
+// GPT's MLP: fc1's x W^T with the gelu 0.190 -> 0.144 ms, fc2's dy W with its
+// gradient 0.171 -> 0.153; plain products take 5-8 % longer with three,
+// whose ring has a stage less). 128x128 blocks: two, sharing each tile.
+// Where this kernel runs it beats mma.sync's at every length of block row,
+// gelu forms included (the same products on mma.sync: 0.165 and 0.182 ms;
+// plain, 4096 x 1024 x W^T: 0.066 against 0.115).
+constexpr int bsr_wgmma_groups(int block, GeluWriteOut gelu) {
+  return block == 64 && gelu != GeluWriteOut::kNone ? 3 : 2;
 }
 
 // Whether the current device runs the kernel (compute capability 9.0: it is

@@ -17,13 +17,28 @@ namespace {
 
 struct Operands {
   Tensor x, dy;
+  Tensor bias;  // [out], for linear_gelu
+  Tensor z;     // [batch, in]: the gelu's input at linear_dx_gelu's output
 };
 
 // One product on the weight w (dense or sparse).
 std::function<void()> product(const std::string& op, const Tensor& w, const Operands& o) {
   if (op == "linear" || op == "dense_linear") return [w, o] { Tensor y = linear(o.x, w); };
+  if (op == "linear_gelu") return [w, o] { auto yz = linear_gelu(o.x, w, o.bias); };
   if (op == "linear_dx") return [w, o] { Tensor y = matmul(o.dy, w); };
+  if (op == "linear_dx_gelu") return [w, o] { Tensor y = matmul_gelu_backward(o.dy, w, o.z); };
   return [w, o] { Tensor y = sddmm(o.dy.t(), o.x, w); };
+}
+
+// The dense elements a product moves (rows of x, dy, y, z and the bias
+// aside): linear and linear_dx read one operand and write one; the gelu
+// forms write z too (linear_gelu) or read it (linear_dx_gelu); linear_dw
+// reads x and dy.
+double dense_elements(const std::string& op, int64_t batch, int64_t in, int64_t out) {
+  const auto b = static_cast<double>(batch);
+  if (op == "linear_gelu") return b * static_cast<double>(in + 2 * out);
+  if (op == "linear_dx_gelu") return b * static_cast<double>(out + 2 * in);
+  return b * static_cast<double>(in + out);
 }
 
 }  // namespace
@@ -71,6 +86,8 @@ void run_linear_products(const Config& config, const std::string& suite, const s
     if (skip.empty()) {
       o.x = random_input({batch, in}, DType::kF32, device).to(mode.dtype);
       o.dy = random_input({batch, out}, DType::kF32, device).to(mode.dtype);
+      o.bias = random_input({out}, DType::kF32, device).to(mode.dtype);
+      o.z = random_input({batch, in}, DType::kF32, device).to(mode.dtype);
     }
     // The byte floor's rate: a device copy of x (read once, written once), so
     // that a product's floor is its own bytes (its dense operand read once,
@@ -102,7 +119,7 @@ void run_linear_products(const Config& config, const std::string& suite, const s
         w = weight.make(random_input({out, in}, DType::kF32, device).to(mode.dtype));
         nnz = sparse_impl(w, "bench").nnz();
       }
-      for (const char* op : {"linear", "linear_dx", "linear_dw"}) {
+      for (const char* op : {"linear", "linear_gelu", "linear_dx", "linear_dx_gelu", "linear_dw"}) {
         Result r = base(op, weight.format);
         r.sparsity = weight.sparsity;
         r.nnz = nnz;
@@ -115,11 +132,11 @@ void run_linear_products(const Config& config, const std::string& suite, const s
           r.extra.push_back({"dense_ms", dense_ms});
           r.extra.push_back({"speedup", speedup});
           r.extra.push_back({"fraction_of_ideal", speedup * density});
-          // Each product moves rows * (in + out) dense elements and the nnz
-          // values once: linear reads x, writes y and reads W; linear_dx
-          // reads dy, writes dx and reads W; linear_dw reads x and dy and writes W's values.
+          // Each product moves its dense elements once and the nnz values
+          // once: linear reads x, writes y and reads W; linear_dx reads dy,
+          // writes dx and reads W; linear_dw reads x and dy and writes W's values.
           const double bytes = static_cast<double>(dtype_size(mode.dtype)) *
-                               (static_cast<double>(batch) * static_cast<double>(in + out) + static_cast<double>(nnz));
+                               (dense_elements(op, batch, in, out) + static_cast<double>(nnz));
           const double floor_ms = bytes / copy_bytes_per_ms;
           r.extra.push_back({"byte_floor_ms", floor_ms});
           r.extra.push_back({"fraction_of_byte_floor", floor_ms / r.median_ms});

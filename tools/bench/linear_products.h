@@ -2,15 +2,23 @@
 // [batch, in], dy [batch, out] (all [4096, 4096] with batch 4096 by default;
 // --hidden H (out), --in I and --batch B change them):
 //
-//   op "linear"     y = x W^T            linear(x, W)
-//   op "linear_dx"  dx = dy W            matmul(dy, W)
-//   op "linear_dw"  dW = dy^T x at W     sddmm(dy^T, x, W)
+//   op "linear"          y = x W^T                    linear(x, W)
+//   op "linear_gelu"     gelu(z), z = x W^T + b       linear_gelu(x, W, b)
+//   op "linear_dx"       dx = dy W                    matmul(dy, W)
+//   op "linear_dx_gelu"  dx = (dy W) gelu'(z)         matmul_gelu_backward(dy, W, z)
+//   op "linear_dw"       dW = dy^T x at W             sddmm(dy^T, x, W)
+//
+// (the gelu forms: a transformer MLP's products that carry the erf gelu in
+// their write-out, its forward after the first linear and its gradient
+// after the second's dx),
 //
 // each beside the dense product of the same shape and type by cuBLAS (op
 // "dense_linear", format "dense"), timed in the same run. Flops count the
 // stored entries (2 nnz batch), and each row carries the dense time and two
 // ratios: speedup = dense ms / ms, and fraction_of_ideal = speedup * density
-// — 1 is density-proportional time. CUDA only. `bench bsr` runs it on BSR
+// — 1 is density-proportional time; and its byte floor (its dense operands
+// read and written once, at the rate of a copy of x) with the fraction of
+// it reached. CUDA only. `bench bsr` runs it on BSR
 // weights, `bench spmm` on 2:4 ones.
 #pragma once
 

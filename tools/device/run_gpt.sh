@@ -47,8 +47,8 @@
 #        torch.compile'd dense step (GPT_BLOCKS_STEP=0 leaves the steps out),
 #        and the BSR products at the GPT's shapes (GPT_BLOCKS_SHAPES) at the
 #        same blocks and sparsities under each BSR kernel pin of
-#        GPT_BLOCKS_PINS (default "auto"; "mma_sync": no wgmma; "wgmma": the
-#        products on wgmma wherever it runs, short block rows too)
+#        GPT_BLOCKS_PINS (default "auto": wgmma wherever it runs; "mma_sync": no
+#        wgmma)
 #        -> blocks_step.md, blocks_products.md.
 # torch: coppice.torch on the GPU (issue 34), with .devbin_py (pack_python.sh)
 #        carried too: python/tests/test_torch.py and test_dlpack_cuda.py on
@@ -222,8 +222,7 @@ PY
   blocks)
     # The step at each block size and sparsity (GPT_BLOCKS_STEP=0 leaves it
     # out) and the products, under each BSR kernel pin of GPT_BLOCKS_PINS
-    # (default "auto"; "mma_sync" keeps Hopper's products off wgmma, "wgmma"
-    # puts them on it wherever it runs).
+    # (default "auto"; "mma_sync" keeps Hopper's products off wgmma).
     B=.devbin/bench
     jsons=()
     steps=${GPT_BLOCKS_STEP:-1}

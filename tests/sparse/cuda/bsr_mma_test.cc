@@ -79,15 +79,14 @@ TEST_F(BsrMmaTest, TakesSquare16To128BlocksOf16BitTypes) {
   EXPECT_TRUE(sparse_cuda::bsr_mma_takes(128, 128));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(8, 8));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(256, 256));
-  // Hopper's wgmma kernels take 64x64 and 128x128 blocks, the products where
-  // they pay (bsr_wgmma_pays: 128x128 always; 64x64 without a gelu in the
-  // write-out, or from 4 blocks a row).
+  // Hopper's wgmma kernels take 64x64 and 128x128 blocks; at 64x64 three
+  // warpgroups multiply under a gelu form, two otherwise (bsr_wgmma_groups).
   EXPECT_TRUE(sparse_cuda::bsr_wgmma_takes(64, 64) && sparse_cuda::bsr_wgmma_takes(128, 128));
   EXPECT_FALSE(sparse_cuda::bsr_wgmma_takes(32, 32) || sparse_cuda::bsr_wgmma_takes(64, 128));
-  EXPECT_TRUE(sparse_cuda::bsr_wgmma_pays(128, 0.8, sparse_cuda::GeluWriteOut::kForward) &&
-              sparse_cuda::bsr_wgmma_pays(64, 4.0, sparse_cuda::GeluWriteOut::kGradient) &&
-              sparse_cuda::bsr_wgmma_pays(64, 1.6, sparse_cuda::GeluWriteOut::kNone));
-  EXPECT_FALSE(sparse_cuda::bsr_wgmma_pays(64, 1.6, sparse_cuda::GeluWriteOut::kForward));
+  static_assert(sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kForward) == 3 &&
+                sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kGradientTanh) == 3 &&
+                sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kNone) == 2 &&
+                sparse_cuda::bsr_wgmma_groups(128, sparse_cuda::GeluWriteOut::kGradient) == 2);
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(32, 64));
   SKIP_WITHOUT_CUDA();
   const Tensor d = random_blocks(128, 128, 64, 64, 0.5, 1);
@@ -282,8 +281,7 @@ TEST_F(BsrMmaTest, SddmmSumsTheRowsOfAInTheSamePass) {
 }
 
 // A linear's shapes (x contiguous along the inner dimension) at 64x64 and
-// 128x128 blocks, rows long enough for the wgmma kernel to pay
-// (bsr_wgmma_pays): on compute capability 9.0 the wgmma kernel's products
+// 128x128 blocks: on compute capability 9.0 the wgmma kernel's products
 // (bsr_wgmma.h), and with the bsr_tiles=mma_sync pin the mma.sync kernel's,
 // both against the CPU (elsewhere both are mma.sync's): the plain product,
 // the bias and the tanh gelu in the write-out (z kept), the erf gelu's
@@ -315,7 +313,7 @@ TEST_F(BsrMmaTest, WgmmaAndMmaSyncTakeALinearsShapes) {
           const Tensor z_in = operand(n, 8 * b, Layout::kContiguous, seed++, mode.dtype);
           const Tensor want = matmul(host64(x), op_s);
           const Tensor want_z = add(want, host64(bias));
-          for (const char* pin : {"bsr_tiles=auto", "bsr_tiles=mma_sync", "bsr_tiles=wgmma"}) {
+          for (const char* pin : {"bsr_tiles=auto", "bsr_tiles=mma_sync"}) {
             ScopedRoutePins pins(pin);
             const std::string what = std::string(mode.name) + " blocks " + std::to_string(b) + " n " +
                                      std::to_string(n) + (transpose_s ? " X @ S^T " : " X @ S ") + pin;
@@ -338,10 +336,11 @@ TEST_F(BsrMmaTest, WgmmaAndMmaSyncTakeALinearsShapes) {
 // The persistent wgmma product walks several tiles a thread block (more
 // tiles than the GPU has SMs) through one ring of stages: rows of 0 to 3
 // blocks (a linear's at 90 % sparsity), empty ones among them, and rows of
-// up to 8 blocks, longer than the ring (64x64 blocks: the two warpgroups
-// take turns at tiles, so each one skips over the other's stages); a token
-// count that is not a multiple of the tile, both directions, bias and the
-// gelu write-out; the same bits on repeat.
+// up to 8 blocks, longer than the ring (64x64 blocks: the warpgroups, two
+// or under a gelu form three, take turns at tiles, so each one skips over
+// the others' stages); a token count that is not a multiple of the tile,
+// both directions, bias, the gelu write-out and its gradient's (z loaded
+// during the products, a turn of three at a time); the same bits on repeat.
 TEST_F(BsrMmaTest, WgmmaProductWalksManyTilesAThreadBlock) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 5000;
@@ -352,7 +351,6 @@ TEST_F(BsrMmaTest, WgmmaProductWalksManyTilesAThreadBlock) {
       const Tensor s = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(b, b)), kCuda);
       const Tensor s64 = host64(to_dense(s));
       const Tensor bias = random_dense({1, rows}, seed++).reshape({rows}).to(DType::kBF16).to(kCuda);
-      ScopedRoutePins pins("bsr_tiles=wgmma");
       for (bool transpose_s : {false, true}) {
         const std::string what = "blocks " + std::to_string(b) + " density " + std::to_string(density) +
                                  (transpose_s ? " X @ S^T" : " X @ S");
@@ -366,6 +364,14 @@ TEST_F(BsrMmaTest, WgmmaProductWalksManyTilesAThreadBlock) {
         const Tensor want_z = add(want, host64(bias));
         EXPECT_TRUE(near(z, want_z, kModes[0].tolerance())) << "z, " << what;
         EXPECT_TRUE(near(g, gelu_of_form(want_z, GeluForm::kErf), kModes[0].tolerance())) << "gelu(z), " << what;
+        const Tensor z_in = operand(n, rows, Layout::kContiguous, seed++, DType::kBF16);
+        const Tensor dz = sparse_cuda::bsr_mma_matmul_gelu_grad(s, transpose_s, x, false, "test", z_in, GeluForm::kErf);
+        EXPECT_TRUE(near(dz, gelu_backward_of_form(want, host64(z_in), GeluForm::kErf), kModes[0].tolerance()))
+            << "gelu's gradient, " << what;
+        EXPECT_EQ(host64(dz).to_vector<double>(),
+                  host64(sparse_cuda::bsr_mma_matmul_gelu_grad(s, transpose_s, x, false, "test", z_in, GeluForm::kErf))
+                      .to_vector<double>())
+            << what;
       }
     }
   }

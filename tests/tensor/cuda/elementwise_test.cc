@@ -1,8 +1,11 @@
 // CPU parity of fill_, copy_, the unary and binary primitives and where;
 // the 16-byte packs of bf16/f16 unary and binary ops give the bits of the
 // element-at-a-time kernels.
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "tensor/binary_ops.h"
 #include "tensor/kernels.h"
@@ -287,6 +290,33 @@ TEST(CudaPackedTest, SixteenBitOpsMatchTheElementKernelsBitForBit) {
         expect_match(packed, dispatch(op, {y, x})[0], tol.rtol, tol.atol, str_cat(op, " cpu ", what));
       }
     }
+  }
+}
+
+// The f32 gelu and its gradient on the GPU, where scalar_math.h's tail
+// comes from ex2.approx and rcp.approx, over every finite bf16 input: within
+// the bounds tests/tensor:gelu_math_test holds on the CPU (a little wider:
+// the two approximations' few ulps), against the exact values.
+TEST(CudaUnaryTest, GeluOverEveryBf16InputNearTheExactValues) {
+  COPPICE_REQUIRE_GPU();
+  std::vector<double> xs;
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    const uint32_t u = bits << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    if (std::isfinite(f)) xs.push_back(f);
+  }
+  const int64_t n = static_cast<int64_t>(xs.size());
+  const Tensor x = make({n}, xs, DType::kF32).to(gpu());
+  const Tensor ones = make({n}, std::vector<double>(xs.size(), 1.0), DType::kF32).to(gpu());
+  const std::vector<double> y = values(dispatch("gelu", {x})[0].to(Device::cpu()));
+  const std::vector<double> dy = values(dispatch("gelu_backward", {ones, x})[0].to(Device::cpu()));
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xs[i], cdf = 0.5 * std::erfc(-v / std::sqrt(2.0));
+    const double want = v * cdf, factor = cdf + v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * M_PI);
+    ASSERT_LE(std::fabs(y[i] - want), 4e-7 * std::fabs(v) + 1e-37) << "gelu(" << v << ")";
+    if (v < -1.0 && v > -9.0) ASSERT_LE(std::fabs(y[i] - want), 2e-4 * std::fabs(want)) << "gelu(" << v << ")";
+    ASSERT_LE(std::fabs(dy[i] - factor), 4e-7) << "gelu_backward(1, " << v << ")";
   }
 }
 
