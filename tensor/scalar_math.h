@@ -3,7 +3,8 @@
 // either side: host code calls libm (std::exp, ...), device code the CUDA math
 // library's IEEE-accurate forms (expf or exp, ...; no intrinsics), so results
 // stay within a few ulp of each other, and sqrt and division round correctly
-// on both.
+// on both. One exception, measured and bounded below: the f32 gelu and its
+// gradient, whose exp and reciprocal are the GPU's approximate instructions.
 #pragma once
 
 #include <cmath>
