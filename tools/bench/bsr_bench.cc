@@ -1,5 +1,5 @@
-// The three products of a BSR linear layer (linear_products.h: linear,
-// linear_dx, linear_dw, beside cuBLAS dense) at blocks 16, 32, 64 and 128
+// The products of a BSR linear layer (linear_products.h: linear,
+// linear_gelu, linear_dx, linear_dx_gelu, linear_dw, beside cuBLAS dense) at blocks 16, 32, 64 and 128
 // (--block N: N alone) and sparsity 90/95/98 % (--sparsity X: X alone), in
 // bf16, f16 and TF32 (f32 data, allow_tf32). CUDA only.
 #include <vector>

@@ -1,4 +1,4 @@
-// The three products of a sparse linear layer, W [out, in] sparse, x
+// The products of a sparse linear layer, W [out, in] sparse, x
 // [batch, in], dy [batch, out] (all [4096, 4096] with batch 4096 by default;
 // --hidden H (out), --in I and --batch B change them):
 //
@@ -52,7 +52,7 @@ struct SparseWeight {
 // The modes of `all` that --dtype asks for (f32 meaning TF32), or all.
 std::vector<LinearMode> modes_asked(const Config& config, const std::vector<LinearMode>& all);
 
-// For each mode: the dense anchor, then the three products of each weight.
+// For each mode: the dense anchor, then the five products of each weight.
 void run_linear_products(const Config& config, const std::string& suite, const std::vector<LinearMode>& modes,
                          const std::vector<SparseWeight>& weights, std::vector<Result>* results);
 

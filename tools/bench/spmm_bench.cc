@@ -4,8 +4,8 @@
 // on the CPU (--size N: N everywhere), and the LeNet-300-100 layers with a
 // batch of 256.
 //
-// On CUDA also 2:4 in bf16 and f16: the three products of a linear layer
-// with a 2:4 weight (linear_products.h, beside cuBLAS dense; --hidden and
+// On CUDA also 2:4 in bf16 and f16: the products (and gelu forms) of a linear
+// layer with a 2:4 weight (linear_products.h, beside cuBLAS dense; --hidden and
 // --batch size them), with a transposable pattern (dx on sparse tensor cores
 // too) and with a magnitude-selected one (dx the dense way): rows of format
 // "nm" with extra "transposable" 1 or 0.

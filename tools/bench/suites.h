@@ -35,7 +35,7 @@ bool run_dp(const Config& config, std::vector<Result>* results);
 // weight format and sparsity, and numeric mode (the Result's dtype: f32,
 // tf32 or bf16).
 void run_train(const Config& config, std::vector<Result>* results);
-// A BSR linear layer's three products per block size, sparsity and 16-bit
+// A BSR linear layer's products (and their gelu forms) per block size, sparsity and 16-bit
 // or TF32 mode, beside cuBLAS's dense product (tools/bench/bsr_bench.cc).
 void run_bsr(const Config& config, std::vector<Result>* results);
 // BSR-of-2:4 (issue 35's hybrid) beside BSR and 2:4 alone, the forward

@@ -7,7 +7,7 @@
 #
 # Block-sparse products and the BSR training step, in one call:
 # - the BSR kernels' parity tests (bsr_mma_test, bsr_tiles_test) and the fused SGD steps;
-# - `bench bsr` (a BSR linear layer's three products, 16/32/64 blocks,
+# - `bench bsr` (a BSR linear layer's products and gelu forms, 16/32/64 blocks,
 #   90/95/98 %, bf16/f16/TF32, beside cuBLAS dense) and torch_reference.py
 #   bsr (PyTorch's Triton BSR F.linear and dense F.linear) -> bsr_table.md;
 # - `bench train` of the MLP, dense and BSR, in PROFILE_MODES (default bf16),

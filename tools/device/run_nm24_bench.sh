@@ -12,7 +12,7 @@
 # - nm24_wgmma_check: the sparse wgmma and mma.sp kernels against the host
 #   and cuBLAS, and their times beside cuBLAS's;
 # - the parity tests of the path (nm24_mma_test, spmm_test, nm_metadata_test);
-# - bench spmm (its 2:4 rows: a 2:4 linear layer's three products beside
+# - bench spmm (its 2:4 rows: a 2:4 linear layer's products and gelu forms beside
 #   cuBLAS dense) with COPPICE_ROUTES=nm24=sparse (the kernels), dense (the
 #   dense route) and auto (the measured choice), and torch_reference.py spmm
 #   (to_sparse_semi_structured) -> one table per mode in summary.txt;
