@@ -107,8 +107,7 @@ COPPICE_HOST_DEVICE inline float reciprocal(float x) {
 }
 // M(|x|) (the lower tail over e), and e = exp(-x^2/2) into *e.
 COPPICE_HOST_DEVICE inline float tail_ratio(float x, float* e) {
-  const float a = x < 0.0f ? -x : x;
-  const float t = reciprocal(a * 0.28f + 1.0f);
+  const float t = reciprocal(abs(x) * 0.28f + 1.0f);
   float m = -0.102189104501f;
   m = m * t + 0.375215533404f;
   m = m * t - 0.213438355861f;
@@ -136,8 +135,7 @@ COPPICE_HOST_DEVICE inline double gelu_grad(double g, double x) {
 COPPICE_HOST_DEVICE inline float gelu_grad(float g, float x) {
   float e;
   const float m = gelu_detail::tail_ratio(x, &e);
-  const float a = x < 0.0f ? -x : x;
-  const float w = e * (a * 0.39894228040143267794f - m);
+  const float w = e * (abs(x) * 0.39894228040143267794f - m);
   return g * (x >= 0.0f ? 1.0f + w : -w);
 }
 

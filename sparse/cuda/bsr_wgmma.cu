@@ -34,8 +34,9 @@
 //     stage's barrier in the phase it means.
 // Why persistent: with one thread block an SM (the ring and 152-224
 // registers a consumer thread), a thread block per tile left the SM idle
-// while a tile's first blocks loaded and its output was written. The grid is coprime with
-// the block rows (persistent_grid), so each thread block meets them all.
+// while a tile's first blocks loaded and its output was written. The grid
+// is coprime with the block rows (persistent_grid), so each thread block
+// meets them all.
 // op(S) = S reads each block K-major (its rows are y's rows); op(S) = S^T
 // (dY @ W, walking S by block columns) reads the stored block MN-major with
 // wgmma's transpose of A, so neither direction copies or transposes a block.

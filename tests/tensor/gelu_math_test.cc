@@ -8,9 +8,9 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
+#include "tensor/half.h"
 #include "tensor/scalar_math.h"
 
 namespace coppice {
@@ -19,35 +19,26 @@ namespace {
 namespace sm = scalar_math;
 
 float bf16_value(uint16_t bits) {
-  const uint32_t u = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
+  BFloat16 b;
+  b.bits = bits;
+  return b;
 }
 
 // f rounded to bf16 (to nearest, ties to even), as a float.
-float to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  std::memcpy(&f, &u, sizeof u);
-  return f;
-}
+float to_bf16(float f) { return BFloat16(f); }
 
 // The bf16 nearest to d (ties to even): of the bf16 that d's float rounds
 // to and its neighbour on d's side, the nearer.
 float round_to_bf16(double d) {
-  const float b = to_bf16(static_cast<float>(d));
-  uint32_t u;
-  std::memcpy(&u, &b, sizeof u);
+  const BFloat16 nearest_float(static_cast<float>(d));
+  const float b = nearest_float;
   const bool away = (static_cast<double>(b) < d) == (d >= 0);  // the neighbour away from zero
-  uint32_t v = away ? u + 0x10000u : u - 0x10000u;
-  if ((u & 0x7fffffffu) == 0) v = (d < 0 ? 0x80000000u : 0u) | 0x10000u;
-  float n;
-  std::memcpy(&n, &v, sizeof v);
+  uint16_t n_bits = away ? nearest_float.bits + 1 : nearest_float.bits - 1;
+  if ((nearest_float.bits & 0x7fffu) == 0) n_bits = (d < 0 ? 0x8000u : 0u) | 1u;
+  const float n = bf16_value(n_bits);
   const double db = std::fabs(b - d), dn = std::fabs(n - d);
   if (db != dn) return db < dn ? b : n;
-  return (u >> 16) % 2 == 0 ? b : n;
+  return nearest_float.bits % 2 == 0 ? b : n;
 }
 
 double exact_gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }

@@ -3,11 +3,11 @@
 // element-at-a-time kernels.
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "tensor/binary_ops.h"
+#include "tensor/half.h"
 #include "tensor/kernels.h"
 #include "tensor/unary_ops.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
@@ -301,10 +301,9 @@ TEST(CudaUnaryTest, GeluOverEveryBf16InputNearTheExactValues) {
   COPPICE_REQUIRE_GPU();
   std::vector<double> xs;
   for (uint32_t bits = 0; bits < 65536; ++bits) {
-    const uint32_t u = bits << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    if (std::isfinite(f)) xs.push_back(f);
+    BFloat16 b;
+    b.bits = static_cast<uint16_t>(bits);
+    if (std::isfinite(static_cast<float>(b))) xs.push_back(b);
   }
   const int64_t n = static_cast<int64_t>(xs.size());
   const Tensor x = make({n}, xs, DType::kF32).to(gpu());
