@@ -115,6 +115,9 @@ RunPaths run_paths(const JobConfig& job, const std::string& job_file, const std:
       p.inputs.push_back({"data.path", path, dir ? Kind::kDirectory : Kind::kFile, /*read_whole=*/dir});
       break;
     }
+    case DatasetKind::kDocGraph:  // every document of the tree is read
+      p.inputs.push_back({"data.path", job.data.docgraph.root(), Kind::kDirectory, /*read_whole=*/true});
+      break;
     case DatasetKind::kSynthetic: break;
   }
   if (!job.logging.metrics.empty()) {

@@ -3,7 +3,8 @@
 //
 // Inputs: the job file (--config), the checkpoint resumed from (--resume or
 // checkpoint.resume, a file or a directory), the dataset (data.path, or the
-// dataset's default). Outputs: the metrics file (logging.metrics, or
+// dataset's default: Fashion-MNIST's directory, the text file or tree, the
+// docgraph's document tree). Outputs: the metrics file (logging.metrics, or
 // <--run-dir>/metrics.jsonl), the checkpoint directory (checkpoint.dir), the
 // run directory (--run-dir). Paths are compared after resolving symbolic
 // links and `..` (std::filesystem::weakly_canonical), and by inode where both

@@ -100,6 +100,22 @@ TEST_F(RunPathsTest, OutputsInOrAroundADatasetAreRefused) {
   EXPECT_EQ(check(), "");
 }
 
+// The docgraph dataset reads every document of its tree (data.path): no
+// output in it or around it, as for a text tree.
+TEST_F(RunPathsTest, OutputsInOrAroundADocumentTreeAreRefused) {
+  job_.data.dataset = DatasetKind::kDocGraph;
+  job_.data.docgraph.path = at("data");
+  job_.logging.metrics = at("data/metrics.jsonl");
+  EXPECT_NE(check().find("data.path"), std::string::npos) << check();
+  job_.logging.metrics = "";
+  job_.checkpoint.dir = at("data/ckpt");
+  EXPECT_NE(check().find("data.path"), std::string::npos) << check();
+  job_.checkpoint.dir = root_.string();  // contains the tree
+  EXPECT_NE(check().find("data.path"), std::string::npos) << check();
+  job_.checkpoint.dir = at("ckpt");
+  EXPECT_EQ(check(), "");
+}
+
 TEST_F(RunPathsTest, OutputsThatShareAPathAreRefused) {
   job_.checkpoint.dir = at("ckpt");
   job_.logging.metrics = at("ckpt");
