@@ -73,6 +73,7 @@
 #include "tensor/cuda/stream.h"
 #include "tensor/cuda/tma.cuh"
 #include "tensor/cuda/wgmma.cuh"
+#include "tensor/error.h"
 
 namespace coppice::sparse_cuda {
 namespace {
@@ -193,7 +194,13 @@ __device__ __forceinline__ void for_each_tile(const BsrProductArgs<T>& p, int64_
   }
 }
 
-template <typename T, int B, int G, bool kATrans>
+// The write-out's form is the kernel's (kGelu, kRelu: p.gelu and p.relu,
+// which the launcher matches): a runtime branch on them inside the unrolled
+// write-out left the relu's compare and two selects in every value's path
+// (3 of the plain product's 11 instructions a value) and every form's code
+// in each kernel (under the gradient form 19 % of the warps' stall samples
+// waited on instruction fetch).
+template <typename T, int B, int G, bool kATrans, GeluWriteOut kGelu, bool kRelu>
 __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
     bsr_wgmma_kernel(const __grid_constant__ Maps maps, const BsrProductArgs<T> p, int64_t tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -261,7 +268,7 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
   unsigned char* y_stage = ring.smem + Tile::kOutOffset + 2 * wg * Tile::kOutBytes;
   unsigned char* z_stage = y_stage + Tile::kOutBytes;
   const uint32_t zbar = zbar0 + 8 * wg;
-  const bool gradient = is_gelu_gradient(p.gelu), forward = p.gelu != GeluWriteOut::kNone && !gradient;
+  constexpr bool gradient = is_gelu_gradient(kGelu), forward = is_gelu_forward(kGelu);
   // stmatrix's rows: lane l gives token 8 (j + q / 2) + l % 8's 16 bytes at
   // this warp's rows 16 warp + 8 (q % 2) of the tile, q = l / 8 (the four
   // matrices of accumulators j and j + 1: rows g and g + 8 of the warp's 16).
@@ -327,48 +334,47 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
     // The staging tiles are free once this warpgroup's last store has read them.
     if (leader) cuda::bulk_wait_read<0>();
     asm volatile("bar.sync %0, 128;\n" ::"r"(out_bar) : "memory");
-    if (gradient) {
+    if constexpr (gradient) {
       cuda::barrier_wait(zbar, zphase);
       zphase ^= 1;
     }
 #pragma unroll
     for (int j = 0; j < 16; j += 2) {
       const int offset = cuda::sw128_offset(8 * (j + q / 2) + lane % 8, 2 * warp + q % 2);
-      uint32_t zs[4];
-      if (gradient) cuda::ldmatrix_x4<true>(zs, z_stage + offset);
-      // The eight values of the four matrices at once (value 2m + k: matrix
-      // m, accumulator j + m / 2's 2 (m % 2) + k), so that eight gelus are in
-      // flight together.
-      float v[8];
+      uint32_t zs[4];  // z's pairs (the gelu forms)
+      if constexpr (gradient) cuda::ldmatrix_x4<true>(zs, z_stage + offset);
+      // The eight values of the four matrices (v[m][k]: matrix m, accumulator
+      // j + m / 2's 2 (m % 2) + k), each pair through its gelu form as it is
+      // formed.
+      float v[4][2];
+      uint32_t ys[4];
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
-          float& x = v[2 * m + k];
+          float& x = v[m][k];
           x = acc[j + m / 2][2 * (m % 2) + k];
           if (has_bias) x += m % 2 ? bias_hi : bias_lo;
-          if (p.relu) x = relu(x);
+          if constexpr (kRelu) x = relu(x);
         }
+        T z[2];
+        if constexpr (forward) {
+          gelu_forward_of<T, 2>(kGelu, v[m], z);
+          memcpy(&zs[m], z, sizeof(zs[m]));
+        } else if constexpr (gradient) {
+          memcpy(z, &zs[m], sizeof(zs[m]));
+          gelu_gradient_of<T, 2>(kGelu, z, v[m]);
+        }
+        ys[m] = cuda::pack2<T>(v[m][0], v[m][1]);
       }
-      T z8[8];
-      if (forward) {
-        gelu_forward_of<T, 8>(p.gelu, v, z8);
-        memcpy(zs, z8, sizeof(zs));
-      } else if (gradient) {
-        memcpy(z8, zs, sizeof(z8));
-        gelu_gradient_of<T, 8>(p.gelu, z8, v);
-      }
-      uint32_t ys[4];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) ys[m] = cuda::pack2<T>(v[2 * m], v[2 * m + 1]);
       cuda::stmatrix_x4<true>(y_stage + offset, ys);
-      if (forward) cuda::stmatrix_x4<true>(z_stage + offset, zs);
+      if constexpr (forward) cuda::stmatrix_x4<true>(z_stage + offset, zs);
     }
     cuda::fence_proxy_async();  // the staging tiles' writes, before the TMA store reads them
     asm volatile("bar.sync %0, 128;\n" ::"r"(out_bar) : "memory");
     if (leader) {
       tma_store(&maps.y, cuda::smem_u32(y_stage), static_cast<int>(r0), w.n0);
-      if (forward) tma_store(&maps.aux, cuda::smem_u32(z_stage), static_cast<int>(r0), w.n0);
+      if constexpr (forward) tma_store(&maps.aux, cuda::smem_u32(z_stage), static_cast<int>(r0), w.n0);
       cuda::bulk_commit();
     }
   });
@@ -586,11 +592,11 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   cuda::check_launch(kOp);
 }
 
-template <typename T, int B, int G, bool kATrans>
+template <typename T, int B, int G, bool kATrans, GeluWriteOut kGelu, bool kRelu>
 void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
   using Tile = WgmmaTile<B, G>;
   static const bool configured = [] {
-    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(bsr_wgmma_kernel<T, B, G, kATrans>,
+    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(bsr_wgmma_kernel<T, B, G, kATrans, kGelu, kRelu>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes),
                        kOp);
     return true;
@@ -611,8 +617,35 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
                                            : maps.y;  // not read
   const int64_t tiles = p.out_block_rows * ((p.n + Tile::kTileN - 1) / Tile::kTileN);
   const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows)));
-  bsr_wgmma_kernel<T, B, G, kATrans><<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(maps, p, tiles);
+  bsr_wgmma_kernel<T, B, G, kATrans, kGelu, kRelu><<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(maps, p, tiles);
   cuda::check_launch(kOp);
+}
+
+// The kernel of p's write-out form (p.gelu, p.relu) with G warpgroups: only
+// the forms bsr_wgmma_groups gives G are built with it (every gelu form
+// takes the same count).
+template <typename T, int B, int G, bool kATrans>
+void launch_form(const BsrProductArgs<T>& p, cudaStream_t stream) {
+  constexpr bool kBuildsPlain = bsr_wgmma_groups(B, GeluWriteOut::kNone) == G;
+  constexpr bool kBuildsGelu = bsr_wgmma_groups(B, GeluWriteOut::kForward) == G;
+  COPPICE_CHECK(!p.relu || p.gelu == GeluWriteOut::kNone, kOp, ": internal: a relu and a gelu form in one write-out");
+  if constexpr (kBuildsPlain) {
+    if (p.gelu == GeluWriteOut::kNone) {
+      return p.relu ? launch<T, B, G, kATrans, GeluWriteOut::kNone, true>(p, stream)
+                    : launch<T, B, G, kATrans, GeluWriteOut::kNone, false>(p, stream);
+    }
+  }
+  if constexpr (kBuildsGelu) {
+    switch (p.gelu) {
+      case GeluWriteOut::kForward: return launch<T, B, G, kATrans, GeluWriteOut::kForward, false>(p, stream);
+      case GeluWriteOut::kGradient: return launch<T, B, G, kATrans, GeluWriteOut::kGradient, false>(p, stream);
+      case GeluWriteOut::kForwardTanh: return launch<T, B, G, kATrans, GeluWriteOut::kForwardTanh, false>(p, stream);
+      case GeluWriteOut::kGradientTanh: return launch<T, B, G, kATrans, GeluWriteOut::kGradientTanh, false>(p, stream);
+      case GeluWriteOut::kNone: break;
+    }
+  }
+  COPPICE_CHECK(false, kOp, ": internal: no kernel for ", B, "x", B, " blocks on ", G,
+                " warpgroups under this write-out");
 }
 
 }  // namespace
@@ -642,11 +675,11 @@ template <typename T>
 void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
   if (p.out_block_rows <= 0 || p.n <= 0) return;
   if (p.bh == 128) {
-    p.transposed ? launch<T, 128, 2, true>(p, stream) : launch<T, 128, 2, false>(p, stream);
+    p.transposed ? launch_form<T, 128, 2, true>(p, stream) : launch_form<T, 128, 2, false>(p, stream);
   } else if (bsr_wgmma_groups(64, p.gelu) == 3) {
-    p.transposed ? launch<T, 64, 3, true>(p, stream) : launch<T, 64, 3, false>(p, stream);
+    p.transposed ? launch_form<T, 64, 3, true>(p, stream) : launch_form<T, 64, 3, false>(p, stream);
   } else {
-    p.transposed ? launch<T, 64, 2, true>(p, stream) : launch<T, 64, 2, false>(p, stream);
+    p.transposed ? launch_form<T, 64, 2, true>(p, stream) : launch_form<T, 64, 2, false>(p, stream);
   }
 }
 

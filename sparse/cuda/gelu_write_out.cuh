@@ -11,19 +11,46 @@
 #include "sparse/cuda/gelu_write_out.h"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/device_math.cuh"
+#include "tensor/cuda/mma_sync.cuh"
 
 namespace coppice::sparse_cuda {
 
-// The gradient forms' step alone, for a run whose z is already in registers
-// (zs: a write-out that loads several runs' z before it needs the first).
+// v rounded to T, into t, and v set to those values read back in f32: the
+// rounding a product's output gets. 16-bit values go a pair at a time: one
+// cvt a pair, read back from the halves of the packed register, and t
+// already packed for the store (1.5 instructions a value; one cvt a value,
+// a shift back and a pack took 2.5).
 template <typename T, int kN>
-__device__ __forceinline__ void gelu_gradient_of(GeluWriteOut mode, const T (&zs)[kN], float (&v)[kN]) {
-  if (is_gelu_tanh(mode)) {
+__device__ __forceinline__ void round_through(float (&v)[kN], T (&t)[kN]) {
+  if constexpr (sizeof(T) == 2 && kN % 2 == 0) {
 #pragma unroll
-    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_tanh_grad(to_float(from_float<T>(v[j])), to_float(zs[j]));
+    for (int m = 0; m < kN / 2; ++m) {
+      const uint32_t pair = cuda::pack2<T>(v[2 * m], v[2 * m + 1]);
+      memcpy(&t[2 * m], &pair, sizeof(pair));
+      cuda::unpack2<T>(pair, v[2 * m], v[2 * m + 1]);
+    }
   } else {
 #pragma unroll
-    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_grad(to_float(from_float<T>(v[j])), to_float(zs[j]));
+    for (int j = 0; j < kN; ++j) {
+      t[j] = from_float<T>(v[j]);
+      v[j] = to_float(t[j]);
+    }
+  }
+}
+
+// The gradient forms' step alone, for a run whose z is already in registers
+// (zs: a write-out that loads several runs' z before it needs the first).
+// A mode known at compile time (a kernel per form) leaves no branch.
+template <typename T, int kN>
+__device__ __forceinline__ void gelu_gradient_of(GeluWriteOut mode, const T (&zs)[kN], float (&v)[kN]) {
+  T g[kN];
+  round_through<T, kN>(v, g);
+  if (is_gelu_tanh(mode)) {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_tanh_grad(v[j], to_float(zs[j]));
+  } else {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_grad(v[j], to_float(zs[j]));
   }
 }
 
@@ -31,14 +58,13 @@ __device__ __forceinline__ void gelu_gradient_of(GeluWriteOut mode, const T (&zs
 // and the value becomes gelu(z) (gelu_tanh(z) in the tanh form).
 template <typename T, int kN>
 __device__ __forceinline__ void gelu_forward_of(GeluWriteOut mode, float (&v)[kN], T (&zs)[kN]) {
-#pragma unroll
-  for (int j = 0; j < kN; ++j) zs[j] = from_float<T>(v[j]);
+  round_through<T, kN>(v, zs);
   if (is_gelu_tanh(mode)) {
 #pragma unroll
-    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_tanh(to_float(zs[j]));
+    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu_tanh(v[j]);
   } else {
 #pragma unroll
-    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu(to_float(zs[j]));
+    for (int j = 0; j < kN; ++j) v[j] = cuda::math::gelu(v[j]);
   }
 }
 

@@ -44,6 +44,19 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// pack2's inverse: the two values of one register of T, exactly, as f32.
+template <typename T>
+__device__ __forceinline__ void unpack2(uint32_t packed, float& lo, float& hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    lo = __uint_as_float(packed << 16);
+    hi = __uint_as_float(packed & 0xffff0000u);
+  } else {
+    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&packed));
+    lo = v.x;
+    hi = v.y;
+  }
+}
+
 // Four 8x8 b16 matrices from shared memory; lane l gives the address of row
 // l % 8 of matrix l / 8. kTrans delivers each matrix transposed.
 template <bool kTrans>

@@ -339,8 +339,9 @@ TEST_F(BsrMmaTest, WgmmaAndMmaSyncTakeALinearsShapes) {
 // up to 8 blocks, longer than the ring (64x64 blocks: the warpgroups, two
 // or under a gelu form three, take turns at tiles, so each one skips over
 // the others' stages); a token count that is not a multiple of the tile,
-// both directions, bias, the gelu write-out and its gradient's (z loaded
-// during the products, a turn of three at a time); the same bits on repeat.
+// both directions, bias, the gelu write-out and its gradient's in the erf
+// and the tanh form (each form a kernel of its own; z loaded during the
+// products, a turn of three at a time); the same bits on repeat.
 TEST_F(BsrMmaTest, WgmmaProductWalksManyTilesAThreadBlock) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 5000;
@@ -360,18 +361,22 @@ TEST_F(BsrMmaTest, WgmmaProductWalksManyTilesAThreadBlock) {
         EXPECT_TRUE(near(y, want, kModes[0].tolerance())) << what;
         EXPECT_EQ(host64(y).to_vector<double>(), host64(mma_matmul(s, transpose_s, x, false)).to_vector<double>())
             << what;
-        const auto [g, z] = sparse_cuda::bsr_mma_matmul_gelu(s, transpose_s, x, false, "test", bias, GeluForm::kErf);
+        // Each gelu form is a kernel of its own on wgmma: both, both ways.
         const Tensor want_z = add(want, host64(bias));
-        EXPECT_TRUE(near(z, want_z, kModes[0].tolerance())) << "z, " << what;
-        EXPECT_TRUE(near(g, gelu_of_form(want_z, GeluForm::kErf), kModes[0].tolerance())) << "gelu(z), " << what;
         const Tensor z_in = operand(n, rows, Layout::kContiguous, seed++, DType::kBF16);
-        const Tensor dz = sparse_cuda::bsr_mma_matmul_gelu_grad(s, transpose_s, x, false, "test", z_in, GeluForm::kErf);
-        EXPECT_TRUE(near(dz, gelu_backward_of_form(want, host64(z_in), GeluForm::kErf), kModes[0].tolerance()))
-            << "gelu's gradient, " << what;
-        EXPECT_EQ(host64(dz).to_vector<double>(),
-                  host64(sparse_cuda::bsr_mma_matmul_gelu_grad(s, transpose_s, x, false, "test", z_in, GeluForm::kErf))
-                      .to_vector<double>())
-            << what;
+        for (GeluForm form : {GeluForm::kErf, GeluForm::kTanh}) {
+          const std::string how = what + (form == GeluForm::kTanh ? " tanh" : " erf");
+          const auto [g, z] = sparse_cuda::bsr_mma_matmul_gelu(s, transpose_s, x, false, "test", bias, form);
+          EXPECT_TRUE(near(z, want_z, kModes[0].tolerance())) << "z, " << how;
+          EXPECT_TRUE(near(g, gelu_of_form(want_z, form), kModes[0].tolerance())) << "gelu(z), " << how;
+          const Tensor dz = sparse_cuda::bsr_mma_matmul_gelu_grad(s, transpose_s, x, false, "test", z_in, form);
+          EXPECT_TRUE(near(dz, gelu_backward_of_form(want, host64(z_in), form), kModes[0].tolerance()))
+              << "gelu's gradient, " << how;
+          EXPECT_EQ(host64(dz).to_vector<double>(),
+                    host64(sparse_cuda::bsr_mma_matmul_gelu_grad(s, transpose_s, x, false, "test", z_in, form))
+                        .to_vector<double>())
+              << how;
+        }
       }
     }
   }
