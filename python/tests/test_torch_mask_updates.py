@@ -212,7 +212,12 @@ def test_loading_a_checkpoint_of_another_density_into_a_trained_layer():
 
 
 def test_lenet300_rigl_loop_matches_the_trainer():
-    """issue 34's target: the PyTorch loop's test accuracy within 0.3 points of the trainer's on the same job."""
+    """issue 34's target: the PyTorch loop's test accuracy within 0.3 points of the trainer's on the same job.
+
+    Averaged over seeds 0, 1 and 2 on both sides: one run's test accuracy moves by about 0.15 points from seed to
+    seed (and from one CPU to another, whose kernels round differently and so steer RigL's choices apart), so a
+    single pair differed by 0.31 points on one machine where the means differ by 0.02.
+    """
     if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
         pytest.skip("Fashion-MNIST is not installed (tools/setup installs dataset-fashion-mnist)")
     path = os.path.join(REPO, "examples", "pytorch_rigl", "lenet300_rigl.py")
@@ -220,13 +225,19 @@ def test_lenet300_rigl_loop_matches_the_trainer():
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     torch.set_num_threads(2)
-    ours = example.train(epochs=20)
-    job = coppice.train(os.path.join(REPO, "configs", "lenet300_rigl_90.yaml"),
-                        overrides=["device=cpu", "checkpoint.every_steps=0", "logging.metrics=", "logging.progress=false"])
-    print(f"lenet300 RigL 90 %: coppice.torch loop {100 * ours['test_accuracy']:.2f} % in {ours['seconds']} s, "
-          f"trainer {100 * job['test_accuracy']:.2f} %")
-    assert abs(ours["densities"]["0"] - 0.080) < 0.002 and ours["densities"]["4"] == 1.0
-    assert abs(ours["test_accuracy"] - job["test_accuracy"]) <= 0.003
+    seeds = (0, 1, 2)
+    ours, theirs = [], []
+    for seed in seeds:
+        run = example.train(epochs=20, seed=seed)
+        assert abs(run["densities"]["0"] - 0.080) < 0.002 and run["densities"]["4"] == 1.0
+        job = coppice.train(os.path.join(REPO, "configs", "lenet300_rigl_90.yaml"),
+                            overrides=["device=cpu", "checkpoint.every_steps=0", "logging.metrics=",
+                                       "logging.progress=false", f"seed={seed}", f"data.shuffle_seed={seed}"])
+        ours.append(run["test_accuracy"])
+        theirs.append(job["test_accuracy"])
+        print(f"lenet300 RigL 90 %, seed {seed}: coppice.torch loop {100 * ours[-1]:.2f} % in {run['seconds']} s, "
+              f"trainer {100 * theirs[-1]:.2f} %")
+    assert abs(sum(ours) / len(seeds) - sum(theirs) / len(seeds)) <= 0.003, (ours, theirs)
 
 
 def test_growth_policy_and_prune_criterion_written_over_torch_tensors():
