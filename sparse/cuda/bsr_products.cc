@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "sparse/cuda/bsr_tiles.h"
 #include "sparse/cuda/bsr_wgmma.h"
 #include "sparse/cuda/pattern_cache.h"
+#include "sparse/cuda/sddmm_dispatch.h"
 #include "sparse/route_choices.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/stream.h"
@@ -84,13 +86,36 @@ Tensor block_row_order(const Tensor& s, const BsrImpl& b) {
 }
 
 // The runs of at most bsr_mma_sddmm_group stored blocks, within one block
-// row each and as even as the row allows, that the mma.sync SDDMM takes per
-// thread block: begin [runs + 1] and the block row of each, on the device;
-// and the block rows without a stored block (for the row sums).
+// row each and as even as the row allows (sddmm_runs), that the SDDMM
+// kernels take per thread block: begin [runs + 1] and the block row of each,
+// on the device; the block rows without a stored block (for the row sums);
+// and the wgmma kernel's count of ranges of k, worked out once for each k,
+// SM count and row-sum choice this pattern meets (sddmm_dispatch_splits
+// simulates the launch, runs x ranges steps).
 struct SddmmGroups {
   Tensor begin, row, empty;
   int64_t count = 0, nempty = 0;
   int most = 0;  // blocks per run at most
+  SddmmRuns runs;
+
+  int wgmma_splits(int64_t k, int64_t sms, bool row_sums) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Splits& m : memo_) {
+      if (m.k == k && m.sms == sms && m.row_sums == row_sums) return m.splits;
+    }
+    const int splits = sddmm_dispatch_splits(runs, row_sums, most, k, bsr_sddmm_most_splits(k), sms);
+    memo_.push_back({k, sms, row_sums, splits});
+    return splits;
+  }
+
+ private:
+  struct Splits {
+    int64_t k, sms;
+    bool row_sums;
+    int splits;
+  };
+  mutable std::mutex mutex_;
+  mutable std::vector<Splits> memo_;
 };
 
 std::shared_ptr<const SddmmGroups> sddmm_groups(const Tensor& pattern, const BsrImpl& b) {
@@ -98,28 +123,19 @@ std::shared_ptr<const SddmmGroups> sddmm_groups(const Tensor& pattern, const Bsr
   return cache->get(pattern, [&] {
     const std::vector<int32_t> crow = b.crow_indices().to(Device::cpu()).to_vector<int32_t>();
     const int64_t rows = static_cast<int64_t>(crow.size()) - 1;
-    const int32_t most =
-        bsr_mma_sddmm_group(static_cast<int>(b.block_rows()),
-                            rows > 0 ? static_cast<double>(crow.back()) / static_cast<double>(rows) : 0.0);
-    std::vector<int32_t> begin, row, empty;
-    for (size_t r = 0; r + 1 < crow.size(); ++r) {
-      const int32_t len = crow[r + 1] - crow[r];
-      if (len == 0) empty.push_back(static_cast<int32_t>(r));
-      const int32_t runs = (len + most - 1) / most;
-      for (int32_t j = 0; j < runs; ++j) {
-        begin.push_back(crow[r] + static_cast<int32_t>(static_cast<int64_t>(len) * j / runs));
-        row.push_back(static_cast<int32_t>(r));
-      }
-    }
     auto out = std::make_shared<SddmmGroups>();
-    out->count = static_cast<int64_t>(row.size());
-    out->most = most;
-    begin.push_back(crow.back());
-    out->begin = from_vector(begin, {out->count + 1}).to(pattern.device());
-    out->row = from_vector(row, {std::max<int64_t>(out->count, 1)}).to(pattern.device());
-    out->nempty = static_cast<int64_t>(empty.size());
-    if (empty.empty()) empty.push_back(0);
-    out->empty = from_vector(empty, {static_cast<int64_t>(empty.size())}).to(pattern.device());
+    out->most = bsr_mma_sddmm_group(static_cast<int>(b.block_rows()),
+                                    rows > 0 ? static_cast<double>(crow.back()) / static_cast<double>(rows) : 0.0);
+    out->runs = sddmm_runs(crow, out->most);
+    const SddmmRuns& runs = out->runs;
+    out->count = runs.count();
+    out->begin = from_vector(runs.begin, {out->count + 1}).to(pattern.device());
+    out->row = from_vector(runs.row.empty() ? std::vector<int32_t>{0} : runs.row, {std::max<int64_t>(out->count, 1)})
+                   .to(pattern.device());
+    out->nempty = static_cast<int64_t>(runs.empty.size());
+    out->empty =
+        from_vector(runs.empty.empty() ? std::vector<int32_t>{0} : runs.empty, {std::max<int64_t>(out->nempty, 1)})
+            .to(pattern.device());
     return std::shared_ptr<const SddmmGroups>(out);
   });
 }
@@ -380,11 +396,11 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
       // its own rule for splitting k.
       if constexpr (sizeof(T) == 2) { wgmma = route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_sddmm_runs<T>(p); }
       const int64_t sms = cuda::sm_count(pattern.device().index, op);
-      p.splits = wgmma ? bsr_wgmma_sddmm_splits(p.ngroups, p.k, sms)
+      p.splits = wgmma ? groups->wgmma_splits(p.k, sms, row_sums != nullptr)
                        : bsr_mma_sddmm_splits(p.ngroups, p.k, bsr_mma_sddmm_resident<T>(p) * sms);
       if (p.splits > 1) {
-        p.split_k = (p.k / p.splits + 63) / 64 * 64;
-        p.splits = static_cast<int>((p.k + p.split_k - 1) / p.split_k);
+        p.split_k = sddmm_split_k(p.k, p.splits);
+        p.splits = static_cast<int>(sddmm_ranges(p.k, p.split_k));
         partial = Tensor::empty({p.splits * values.numel()}, TensorOptions(DType::kF32, pattern.device()));
         p.partial = partial.data<float>();
       }

@@ -105,7 +105,7 @@ struct BsrSddmmArgs {
 };
 
 // The most ranges an SDDMM over an inner dimension of k splits into, under
-// both kernels' rules (bsr_mma_sddmm_splits, bsr_wgmma_sddmm_splits): at
+// both kernels' rules (bsr_mma_sddmm_splits, sddmm_dispatch_splits): at
 // most 16, and at least 512 of k each (0 below 512: no split).
 constexpr int64_t bsr_sddmm_most_splits(int64_t k) { return k / 512 < 16 ? k / 512 : 16; }
 

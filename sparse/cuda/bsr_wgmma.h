@@ -46,23 +46,11 @@ void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream);
 // aligned with pitches a multiple of 8, split ranges a multiple of 64, and
 // p.b_cols set). With p.splits > 1 it writes p.partial (and
 // p.row_sum_partial, asked for row sums) alone: the caller adds the ranges
-// (bsr_sum_splits, bsr_mma.h).
+// (bsr_sum_splits, bsr_mma.h). How many ranges: sddmm_dispatch_splits
+// (sddmm_dispatch.h).
 template <typename T>
 bool bsr_wgmma_sddmm_runs(const BsrSddmmArgs<T>& p);
 
-// How many ranges of k the wgmma SDDMM of `groups` runs splits into: two
-// thread blocks for each of the `sms` SMs (which hold one each), within
-// bsr_sddmm_most_splits. Its deep ring pays for itself over long ranges:
-// bsr_mma_sddmm_splits' rule (fewest waves x range, for mma.sync's thread
-// blocks) took more ranges here and was slower (H200, 16384 tokens,
-// bf16, 64x64 blocks at 90 %: the 4096 x 1024 weight's 0.070 -> 0.075 ms,
-// 1024 x 4096's 0.061 -> 0.072; a 1024 x 1024 weight's 16 runs went from
-// 0.0457 to 0.0326 ms with 16 ranges instead of 8).
-constexpr int bsr_wgmma_sddmm_splits(int64_t groups, int64_t k, int64_t sms) {
-  const int64_t want = groups > 0 ? 2 * sms / groups : 1;
-  const int64_t most = bsr_sddmm_most_splits(k);
-  return static_cast<int>(want < 1 || most < 1 ? 1 : want < most ? want : most);
-}
 template <typename T>
 void bsr_wgmma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream);
 

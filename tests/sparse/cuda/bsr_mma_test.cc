@@ -118,11 +118,7 @@ static_assert(sparse_cuda::bsr_mma_sddmm_splits(1, 1 << 20, 264) == 16);
 static_assert(sparse_cuda::bsr_mma_sddmm_splits(4, 511, 264) == 1);
 static_assert(sparse_cuda::bsr_mma_sddmm_splits(0, 16384, 264) == 1);
 static_assert(sparse_cuda::bsr_mma_sddmm_splits(96, 16384, 0) == 1);
-// wgmma: two thread blocks for each SM once, rounded down, within the same bounds.
-static_assert(sparse_cuda::bsr_wgmma_sddmm_splits(59, 16384, 132) == 4);
-static_assert(sparse_cuda::bsr_wgmma_sddmm_splits(16, 16384, 132) == 16);
-static_assert(sparse_cuda::bsr_wgmma_sddmm_splits(300, 16384, 132) == 1);
-static_assert(sparse_cuda::bsr_wgmma_sddmm_splits(16, 1024, 132) == 2);
+// wgmma's count: tests/sparse/sddmm_dispatch_test.cc (host code).
 
 // The slots bsr_mma_sddmm_splits fills: the SMs times the thread blocks an
 // SM holds of the kernel that runs.
