@@ -12,6 +12,12 @@
 # GPT_PACK_DATA=fashion_mnist: Fashion-MNIST (30 MiB, also absent on the GPU
 # machine) in place of the corpus and only the trainer, for `run_gpt.sh
 # train` of the image jobs (lenet5_*, cnn_*).
+#
+# GPT_PACK_BASE=REV: also bench as built at REV (bin/bench_base), for
+# `run_gpt.sh ab`, which alternates the two in one call. The work tree is
+# moved to REV for that build and back (it must be clean), so Bazel
+# recompiles only what differs; the two binaries share most of their bytes,
+# which the archive's long zstd window finds (a bench alone is about 13 MiB).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [[ ${GPT_PACK_LITE:-0} == 1 ]]; then
@@ -32,6 +38,17 @@ fashion=0
 [[ ${GPT_PACK_DATA:-corpus} == fashion_mnist ]] && fashion=1
 cp "$bin/tools/trainer/trainer" .devq/bin/
 [[ $fashion == 1 ]] || cp "$bin/tools/bench/bench" "$bin/tools/demo/mlp_demo" .devq/bin/
+if [[ -n ${GPT_PACK_BASE:-} ]]; then
+  git diff --quiet HEAD && [[ -z $(git ls-files --others --exclude-standard) ]] ||
+    { echo "pack_gpt.sh: GPT_PACK_BASE needs a clean work tree (commit or stash first)" >&2; exit 1; }
+  here=$(git symbolic-ref -q --short HEAD || git rev-parse HEAD)
+  trap 'git checkout -q "$here"' EXIT
+  git checkout -q --detach "$GPT_PACK_BASE"
+  bazel build --define=cuda=1 //tools/bench:bench
+  cp "$bin/tools/bench/bench" .devq/bin/bench_base
+  git checkout -q "$here"
+  trap - EXIT
+fi
 for t in "${tests[@]}"; do
   path=${t#//}; path=${path/://}
   cp "$bin/$path" ".devq/bin/tests/$(echo "${t#//tests/}" | tr '/:' '__')"

@@ -34,6 +34,12 @@
 #        (GPT_PRODUCTS=0 leaves them out), and the trainer's own step on
 #        gpt_dense -> gpt_step.md and a line with the trainer's ms a step.
 # mlp: the MLP-4096 bf16 step (dense, BSR 90 %) beside PyTorch's -> mlp_step.md.
+# ab: this pack's bench against bench_base (pack_gpt.sh GPT_PACK_BASE=REV),
+#        alternated in one call: the GPT step (`bench train`, SGD, bf16,
+#        GPT_AB_ARGS, default BSR 90 % in 64x64 blocks) GPT_AB_ROUNDS times
+#        (default 3) each, then, unless GPT_AB_PRODUCTS=0, `bench bsr`'s
+#        products at the GPT's shapes (64x64, 90 %) once each -> ab.md (each
+#        round's ms and loss, the medians, and the products side by side).
 # breakdown: one step's GPU time by kernel (Nsight Compute, kernel_breakdown.py)
 #        for Coppice's BSR 90 % and dense steps and PyTorch's dense step, the
 #        profiled runs taking the routes a plain run chose (bench --routes-in)
@@ -262,6 +268,32 @@ PY
       pin=$(basename "$f"); pin=${pin#blocks_products_}; tables+=("${pin%%_b*}=$f")
     done
     python3 tools/device/bsr_product_table.py "${tables[@]}" | tee "$OUT/blocks_products.md" | tee -a "$SUMMARY"
+    ;;
+  ab)
+    [[ -x .devbin/bench_base ]] || { say "ab: no bench_base in the pack (pack_gpt.sh with GPT_PACK_BASE=REV)"; exit 1; }
+    read -r -a ab_args <<< "${GPT_AB_ARGS:---formats bsr --sparsity 0.9 --block 64}"
+    for r in $(seq 1 "${GPT_AB_ROUNDS:-3}"); do
+      for side in base this; do
+        b=.devbin/bench
+        [[ $side == base ]] && b=.devbin/bench_base
+        timeout 200 $b train --device cuda --models gpt --gelu "$GELU" --modes bf16 "${ab_args[@]}" --steps 10 \
+          --warmup 3 --json "$OUT/ab_step_${side}_$r.json" > "$OUT/ab_step_${side}_$r.log" 2>&1 ||
+          say "ab: bench train ($side, round $r): exit $?"
+      done
+    done
+    if [[ ${GPT_AB_PRODUCTS:-1} == 1 ]]; then
+      for shape in 1024x1024 4096x1024 1024x4096 3072x1024; do
+        for side in base this; do
+          b=.devbin/bench
+          [[ $side == base ]] && b=.devbin/bench_base
+          timeout 200 $b bsr --hidden ${shape%x*} --in ${shape#*x} --batch 16384 --dtype bf16 --block 64 \
+            --sparsity 0.9 --json "$OUT/ab_bsr_${side}_$shape.json" > "$OUT/ab_bsr_${side}_$shape.log" 2>&1 ||
+            say "ab: bench bsr at $shape ($side): exit $?"
+        done
+      done
+    fi
+    python3 tools/device/ab_table.py "$OUT" > "$OUT/ab.md" 2>&1
+    tee -a "$SUMMARY" < "$OUT/ab.md"
     ;;
   mlp)
     # Issue 31's guard: the MLP-4096 step (bf16, dense and BSR 90 % 32x32)

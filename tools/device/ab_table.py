@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""run_gpt.sh ab's files as markdown: two builds of bench, alternated in one call.
+
+usage: ab_table.py OUT_DIR
+
+Reads OUT_DIR/ab_step_{base,this}_<round>.json (bench train) and
+OUT_DIR/ab_bsr_{base,this}_<shape>.json (bench bsr). The steps: one row per
+round and variant, base's and this build's ms a step and final loss, then
+the medians over the rounds and their ratio (above 1: this build is faster).
+The products: one row per weight and product, base's and this build's ms and
+their ratio.
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def ok(path):
+    try:
+        return [r for r in json.load(open(path))["results"] if r.get("status") == "ok"]
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def variant(r):
+    block = r.get("block") or r.get("bsr_block")
+    sparsity = r.get("sparsity")
+    return (f"{r.get('op', '')} {r.get('format', '')}" + (f" {100 * sparsity:g} %" if sparsity else "") +
+            (f" {block:.0f}x{block:.0f}" if block else ""))
+
+
+def steps(out):
+    rounds = sorted({int(m.group(1)) for p in glob.glob(os.path.join(out, "ab_step_*_*.json"))
+                     if (m := re.search(r"_(\d+)\.json$", p))})
+    rows, by = [], {}
+    for n in rounds:
+        sides = {s: {variant(r): r for r in ok(os.path.join(out, f"ab_step_{s}_{n}.json"))} for s in ("base", "this")}
+        for v in sorted(set(sides["base"]) | set(sides["this"])):
+            b, t = sides["base"].get(v), sides["this"].get(v)
+            rows.append((n, v, b, t))
+            for s, r in (("base", b), ("this", t)):
+                if r is not None:
+                    by.setdefault((v, s), []).append(r["median_ms"])
+    print("| round | variant | base ms | this ms | base loss | this loss |")
+    print("|---:|---|---:|---:|---:|---:|")
+    fmt = lambda r, k, f: "-" if r is None or r.get(k) is None else format(r[k], f)  # noqa: E731
+    for n, v, b, t in rows:
+        print(f"| {n} | {v} | {fmt(b, 'median_ms', '.3f')} | {fmt(t, 'median_ms', '.3f')} |"
+              f" {fmt(b, 'final_loss', '.5f')} | {fmt(t, 'final_loss', '.5f')} |")
+    print()
+    print("| variant | base median ms | this median ms | base / this |")
+    print("|---|---:|---:|---:|")
+    for v in sorted({v for v, _ in by}):
+        b, t = by.get((v, "base")), by.get((v, "this"))
+        mb = statistics.median(b) if b else None
+        mt = statistics.median(t) if t else None
+        ratio = f"{mb / mt:.3f}x" if mb and mt else "-"
+        print(f"| {v} | {'-' if mb is None else f'{mb:.3f}'} | {'-' if mt is None else f'{mt:.3f}'} | {ratio} |")
+
+
+def products(out):
+    paths = sorted(glob.glob(os.path.join(out, "ab_bsr_this_*.json")))
+    if not paths:
+        return
+    print()
+    print("| weight [out, in] | product | base ms | this ms | base / this |")
+    print("|---|---|---:|---:|---:|")
+    for path in paths:
+        key = lambda r: (tuple(r["shape"]), r["op"], r.get("block"), r.get("sparsity"))  # noqa: E731
+        base = {key(r): r for r in ok(path.replace("ab_bsr_this_", "ab_bsr_base_")) if r.get("format") == "bsr"}
+        for r in ok(path):
+            if r.get("format") != "bsr":
+                continue
+            b = base.get(key(r))
+            _, i, o = r["shape"]
+            ratio = f"{b['median_ms'] / r['median_ms']:.3f}x" if b else "-"
+            print(f"| {o} x {i} | {r['op']} | {'-' if b is None else format(b['median_ms'], '.4f')} |"
+                  f" {r['median_ms']:.4f} | {ratio} |")
+
+
+def main(args):
+    if len(args) != 1 or not os.path.isdir(args[0]):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    steps(args[0])
+    products(args[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
