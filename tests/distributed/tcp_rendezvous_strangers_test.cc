@@ -331,7 +331,7 @@ TEST(RendezvousStrangers, FloodOfSilentConnectionsKeepsNoRankOutAndTheLogShort) 
   // The oldest were dropped for newer ones; 20 lines, then one saying the rest are counted.
   EXPECT_LE(lines.all().size(), 21u) << lines.joined();
   EXPECT_GE(lines.count("connections were waiting to say hello"), 1) << lines.joined();
-  if (lines.all().size() == 21u) EXPECT_EQ(lines.count("counting the rest without a line each"), 1);
+  if (lines.all().size() == 21u) { EXPECT_EQ(lines.count("counting the rest without a line each"), 1); }
   for (int fd : flood) ::close(fd);
 }
 

@@ -165,8 +165,9 @@ TEST(Propagation, PatternsFlowToGradientsAndNoRuleWithoutAKernel) {
   ASSERT_EQ(plan.rules.size(), 1u);
   EXPECT_EQ(plan.rules[0].rule.selector.pattern, "fc2");
   for (const TensorPlan& p : plan.tensors) {
-    if (p.name.rfind("fc1:", 0) == 0)
+    if (p.name.rfind("fc1:", 0) == 0) {
       EXPECT_EQ(p.left_dense, "fc2's SparseLinearRelu has no kernel taking it as CSR on cpu") << p.name;
+    }
     if (p.name != "fc2.weight") continue;
     EXPECT_EQ(describe(p.forward), str_cat("csr, pattern of #", p.id));
     EXPECT_EQ(describe(p.gradient), describe(p.forward)) << "a masked weight's gradient stays masked";
@@ -199,7 +200,7 @@ TEST(Propagation, ReluZerosFlowThroughPoolingAndShapeOps) {
       EXPECT_EQ(describe(p.forward), "dense, zero where <= 0, >= 0") << p.name;
       seen.insert(op);
     }
-    if (op == "Conv2d") EXPECT_EQ(describe(p.forward), "dense") << p.name;
+    if (op == "Conv2d") { EXPECT_EQ(describe(p.forward), "dense") << p.name; }
   }
   EXPECT_EQ(seen, (std::set<std::string>{"Relu", "MaxPool2d", "Flatten"}));
 }

@@ -152,7 +152,7 @@ TEST(Densify, OptimizerStateFollowsAndTheNextStepTrainsEveryEntry) {
   const std::vector<float> stepped = dense.value().to(DType::kF32).to_vector<float>();
   const std::vector<int64_t> keep = densify(w.value()).keep_from.to_vector<int64_t>();
   for (size_t i = 0; i < keep.size(); ++i)
-    if (keep[i] < 0) EXPECT_NE(stepped[i], 0.0f) << "position " << i << " did not train";
+    if (keep[i] < 0) { EXPECT_NE(stepped[i], 0.0f) << "position " << i << " did not train"; }
 }
 
 TEST(Densify, RefusesADenseParameter) {

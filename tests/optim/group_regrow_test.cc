@@ -105,7 +105,7 @@ TEST(GroupRegrow, KeepsNPerGroupAndGrowsTheBestCandidates) {
         for (int64_t q = g0; q < g0 + m; ++q) {
           const bool other = !std::binary_search(next.begin(), next.end(), q) &&
                              !std::binary_search(view.positions.begin(), view.positions.end(), q);
-          if (other) EXPECT_GE(std::abs(gv[static_cast<size_t>(p)]), std::abs(gv[static_cast<size_t>(q)]));
+          if (other) { EXPECT_GE(std::abs(gv[static_cast<size_t>(p)]), std::abs(gv[static_cast<size_t>(q)])); }
         }
       }
     }

@@ -42,12 +42,12 @@ TEST(OpTable, RowsAreWellFormed) {
     for (int i : spec->sparse_inputs) EXPECT_TRUE(i >= 0 && i < spec->max_inputs) << i;
     // kPatternOf names a sparse input; no other rule names one.
     EXPECT_EQ(spec->output == OpOutputRule::kPatternOf, spec->pattern_input >= 0);
-    if (spec->output == OpOutputRule::kPatternOf) EXPECT_TRUE(spec->takes_sparse(spec->pattern_input));
+    if (spec->output == OpOutputRule::kPatternOf) { EXPECT_TRUE(spec->takes_sparse(spec->pattern_input)); }
     for (const std::vector<std::string>& promised : spec->promised) {
       EXPECT_GE(static_cast<int>(promised.size()), spec->min_inputs);
       EXPECT_LE(static_cast<int>(promised.size()), spec->max_inputs);
       for (size_t i = 0; i < promised.size(); ++i) {
-        if (is_sparse_format(promised[i])) EXPECT_TRUE(spec->takes_sparse(static_cast<int>(i))) << promised[i];
+        if (is_sparse_format(promised[i])) { EXPECT_TRUE(spec->takes_sparse(static_cast<int>(i))) << promised[i]; }
       }
     }
   }

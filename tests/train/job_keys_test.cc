@@ -30,18 +30,18 @@ TEST(JobKeys, EveryDeclarationIsWellFormed) {
     EXPECT_FALSE(k.doc.empty());
     const bool numeric = k.type == KeyType::kInt || k.type == KeyType::kDouble;
     const bool integers = k.type == KeyType::kIntList;
-    if (numeric || integers) EXPECT_TRUE(k.range.has_value()) << "a number without a range";
+    if (numeric || integers) { EXPECT_TRUE(k.range.has_value()) << "a number without a range"; }
     // A string may carry the range of the number it can hold (precision.loss_scale).
-    if (k.range) EXPECT_TRUE(numeric || integers || k.type == KeyType::kString);
-    if (k.range && numeric) EXPECT_EQ(k.range->type, k.type);
-    if (k.range && integers) EXPECT_EQ(k.range->type, KeyType::kInt);
+    if (k.range) { EXPECT_TRUE(numeric || integers || k.type == KeyType::kString); }
+    if (k.range && numeric) { EXPECT_EQ(k.range->type, k.type); }
+    if (k.range && integers) { EXPECT_EQ(k.range->type, KeyType::kInt); }
     if (!k.choices.empty()) {
       EXPECT_EQ(k.type, KeyType::kString) << "choices on a key that is not a string";
       EXPECT_FALSE(k.choices.list().empty());
     }
     const KeyDefault& d = k.default_value;
-    if (container(k.type)) EXPECT_NE(d.kind, KeyDefault::Kind::kValue) << "a section has no default value";
-    if (d.kind == KeyDefault::Kind::kComputed) EXPECT_FALSE(d.words.empty()) << "a computed default says how";
+    if (container(k.type)) { EXPECT_NE(d.kind, KeyDefault::Kind::kValue) << "a section has no default value"; }
+    if (d.kind == KeyDefault::Kind::kComputed) { EXPECT_FALSE(d.words.empty()) << "a computed default says how"; }
     if (d.kind != KeyDefault::Kind::kValue) {
       EXPECT_TRUE(std::holds_alternative<std::monostate>(d.value));
       continue;

@@ -222,7 +222,7 @@ TEST(LevelFormatJob, ABuiltinsDeclarationTrainsAsTheBuiltinDoes) {
       EXPECT_EQ(declared.mask_updates[i].dropped, builtin.mask_updates[i].dropped) << "update " << i;
     }
     for (const LayerStats& l : declared.model.layers)
-      if (l.name.find("weight") != std::string::npos) EXPECT_NEAR(l.density, 0.5, 0.01) << l.name;
+      if (l.name.find("weight") != std::string::npos) { EXPECT_NEAR(l.density, 0.5, 0.01) << l.name; }
   }
 }
 

@@ -314,7 +314,7 @@ TEST(CudaUnaryTest, GeluOverEveryBf16InputNearTheExactValues) {
     const double v = xs[i], cdf = 0.5 * std::erfc(-v / std::sqrt(2.0));
     const double want = v * cdf, factor = cdf + v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * M_PI);
     ASSERT_LE(std::fabs(y[i] - want), 4e-7 * std::fabs(v) + 1e-37) << "gelu(" << v << ")";
-    if (v < -1.0 && v > -9.0) ASSERT_LE(std::fabs(y[i] - want), 2e-4 * std::fabs(want)) << "gelu(" << v << ")";
+    if (v < -1.0 && v > -9.0) { ASSERT_LE(std::fabs(y[i] - want), 2e-4 * std::fabs(want)) << "gelu(" << v << ")"; }
     ASSERT_LE(std::fabs(dy[i] - factor), 4e-7) << "gelu_backward(1, " << v << ")";
   }
 }
