@@ -10,11 +10,7 @@ absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 trainer=$(absolute "${1:?usage: trainer_launch_env_test.sh TRAINER LAUNCH}")
 launch=$(absolute "${2:?usage: trainer_launch_env_test.sh TRAINER LAUNCH}")
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-fails=0
-check() {  # check NAME CONDITION...
-  local name="$1"; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/../util/check.sh"  # check, checks_done
 cat >"$tmp/job.yaml" <<'YAML'
 name: ranks2_nccl
 device: auto
@@ -65,5 +61,4 @@ else
   check "tools/launch: trained on GPUs" grep -q 'trained 2/2' "$tmp/launch.out"
 fi
 
-echo "$fails failed"
-[ "$fails" -eq 0 ]
+checks_done

@@ -16,11 +16,7 @@ absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 probe=$(absolute "${1:?usage: two_node_rendezvous_test.sh PROBE LAUNCH}")
 launch=$(absolute "${2:?usage: two_node_rendezvous_test.sh PROBE LAUNCH}")
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-fails=0
-check() {  # check NAME CONDITION...
-  local name="$1"; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/../util/check.sh"  # check, checks_done
 
 ns0="coppice_n0_$$" ns1="coppice_n1_$$" v0="cpv0_$$" v1="cpv1_$$"
 addr0=10.231.$(( $$ % 200 )).1 addr1=10.231.$(( $$ % 200 )).2
@@ -76,5 +72,4 @@ env COPPICE_JOB_TOKEN="$token" ip netns exec "$ns0" "$launch" -n 1 --nnodes 2 --
 check "loopback master: refused" [ $? -ne 0 ]
 check "loopback master: says why" grep -q "loopback" "$tmp/loop.out"
 
-echo "$fails failed"
-[ "$fails" -eq 0 ]
+checks_done

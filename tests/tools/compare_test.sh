@@ -6,11 +6,7 @@ set -u
 script="${1:?usage: compare_test.sh path/to/compare.py}"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}/compare_test"
 rm -rf "$tmp" && mkdir -p "$tmp"
-fails=0
-check() {  # check NAME CONDITION...
-  local name="$1"; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/../util/check.sh"  # check, checks_done
 row() {  # row FORMAT MS [SPARSITY] [BACKEND]: one bf16 forward + backward attention row at the GPT's shape
   local extra=""
   [ -n "${3:-}" ] && extra="$extra, \"sparsity\": $3"
@@ -47,5 +43,4 @@ JSON
 python3 "$script" "$tmp/coppice.json" "$tmp/torch_masked_only.json" >"$tmp/out2" 2>&1
 check "no dense peer, no block-sparse table" bash -c "! grep -q 'block-sparse attention against' '$tmp/out2'"
 
-echo "$fails failed"
-[ "$fails" -eq 0 ]
+checks_done

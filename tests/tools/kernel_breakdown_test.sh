@@ -6,11 +6,7 @@ set -u
 script="${1:?usage: kernel_breakdown_test.sh path/to/kernel_breakdown.py}"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}/kernel_breakdown_test"
 rm -rf "$tmp" && mkdir -p "$tmp"
-fails=0
-check() {  # check NAME CONDITION...
-  local name="$1"; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/../util/check.sh"  # check, checks_done
 header='"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
 row() {  # row ID KERNEL GRID UNIT VALUE
   echo "\"$1\",\"1\",\"bench\",\"h\",\"$2\",\"1\",\"7\",\"(128, 1, 1)\",\"$3\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"$4\",\"$5\""
@@ -69,5 +65,4 @@ python3 "$script" "$tmp/one.csv" "$tmp/one.csv" >"$tmp/out" 2>&1
 check "two logs of the same steps fail (exit 1), saying so" \
   bash -c "[ $? -eq 1 ] && grep -q 'no kernel time differs' '$tmp/out'"
 
-echo "$fails failed"
-[ "$fails" -eq 0 ]
+checks_done

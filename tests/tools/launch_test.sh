@@ -5,11 +5,7 @@
 set -u
 launch="${1:?usage: launch_test.sh path/to/tools/launch}"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-fails=0
-check() {  # check NAME CONDITION...
-  local name="$1"; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/../util/check.sh"  # check, checks_done
 
 # 1. Three ranks: every line prefixed, the environment set.
 "$launch" -n 3 --master-port 29511 -- sh -c \
@@ -106,5 +102,4 @@ check "two nodes: no token refused" grep -q 'COPPICE_JOB_TOKEN is not set: with 
 "$launch" -n 1 --master-port 29513 -- sh -c 'echo env $GROUP_RANK $MASTER_ADDR' >"$tmp/out" 2>&1
 check "one node: group rank 0, loopback" grep -qx '\[rank 0\] env 0 127.0.0.1' "$tmp/out"
 
-echo "$fails failed"
-[ "$fails" -eq 0 ]
+checks_done

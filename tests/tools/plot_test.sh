@@ -6,11 +6,7 @@ set -u
 plot="${1:?usage: plot_test.sh path/to/tools/plot}"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}/plot_test"
 rm -rf "$tmp" && mkdir -p "$tmp"
-fails=0
-check() {  # check NAME CONDITION...
-  local name="$1"; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/../util/check.sh"  # check, checks_done
 m="$tmp/m.jsonl"
 printf '%s\n' '{"kind":"train","step":1,"loss":1.0,"accuracy":0.5,"density":{"fc1.weight":0.5}}' \
   '{"kind":"train","step":2,"loss":0.8,"accuracy":0.6,"density":{"fc1.weight":0.5}}' \
@@ -35,5 +31,4 @@ check "the failure names the file" grep -q "cannot write '/dev/full'" "$tmp/log"
 check "a missing directory fails (exit 1)" [ $? -eq 1 ]
 check "no temporary file left" [ -z "$(find "$tmp" -name '*.tmp.*')" ]
 
-echo "plot_test: $fails failed"
-[ "$fails" -eq 0 ]
+checks_done plot_test

@@ -10,11 +10,7 @@ tmp="${TEST_TMPDIR:-$(mktemp -d)}/sweep_frontier_test"
 rm -rf "$tmp" && mkdir -p "$tmp"
 SWEEP_TRAINER="$(realpath "$fake")"
 export SWEEP_TRAINER
-fails=0
-check() {  # check NAME CONDITION...
-  local name="$1"; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/../util/check.sh"  # check, checks_done
 has() { grep -qF -- "$1" "$tmp/log"; }
 out="$tmp/out"
 
@@ -89,5 +85,4 @@ else
   echo "SKIP the picture checks: gnuplot is not installed (tools/setup installs gnuplot-nox)"
 fi
 
-echo "sweep_frontier_test: $fails failed"
-[ "$fails" -eq 0 ]
+checks_done sweep_frontier_test

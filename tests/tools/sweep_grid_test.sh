@@ -7,11 +7,7 @@ sweep="${1:?usage: sweep_grid_test.sh path/to/tools/sweep}"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}/sweep_grid_test"
 rm -rf "$tmp" && mkdir -p "$tmp"
 export SWEEP_TRAINER="/fake/trainer --flag"
-fails=0
-check() {  # check NAME CONDITION...
-  local name="$1"; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/../util/check.sh"  # check, checks_done
 has() { grep -qF -- "$1" "$tmp/log"; }
 echo 'name: base_job' >"$tmp/base.yaml"
 
@@ -105,5 +101,4 @@ check "nothing ran" [ ! -e "$tmp/out" ]
 "$sweep" --help >"$tmp/log" 2>&1
 check "--help explains the FLOPs column" has "6 x nnz(Linear weights) x tokens"
 
-echo "sweep_grid_test: $fails failed"
-[ "$fails" -eq 0 ]
+checks_done sweep_grid_test

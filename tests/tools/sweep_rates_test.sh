@@ -10,11 +10,7 @@ tmp="${TEST_TMPDIR:-$(mktemp -d)}/sweep_rates_test"
 rm -rf "$tmp" && mkdir -p "$tmp"
 SWEEP_TRAINER="$(realpath "$fake")"
 export SWEEP_TRAINER
-fails=0
-check() {  # check NAME CONDITION...
-  local name="$1"; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/../util/check.sh"  # check, checks_done
 has() { grep -qF -- "$1" "$tmp/log"; }
 
 printf 'model: {name: gpt}\ntraining: {steps: 30}\nevaluation: {every_steps: 10}\n' >"$tmp/base.yaml"
@@ -150,5 +146,4 @@ check "a reference without training.steps: exit 2" [ $? -eq 2 ]
 check "and says so" has "training.steps"
 "$sweep" rates "$tmp/sweep.yaml" --out "$tmp/z" --steps 2 >"$tmp/log" 2>&1
 check "--steps below 5: exit 2" [ $? -eq 2 ]
-echo "sweep_rates_test: $fails failed"
-[ "$fails" -eq 0 ]
+checks_done sweep_rates_test

@@ -10,11 +10,7 @@ tmp="${TEST_TMPDIR:-$(mktemp -d)}/sweep_resume_test"
 rm -rf "$tmp" && mkdir -p "$tmp"
 SWEEP_TRAINER="$(realpath "$fake")"
 export SWEEP_TRAINER FAKE_TRAINER_LOG="$tmp/ran"
-fails=0
-check() {  # check NAME CONDITION...
-  local name="$1"; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/../util/check.sh"  # check, checks_done
 has() { grep -qF -- "$1" "$tmp/log"; }
 ran() { [ "$(tr '\n' ' ' <"$tmp/ran" 2>/dev/null)" = "$1" ]; }  # the runs since the last `: >"$tmp/ran"`
 field() { python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))[sys.argv[2]]))' "$1" "$2"; }
@@ -105,5 +101,4 @@ check "--rerun runs it and the missing one" ran "a c "
 check "the old run is kept as a.previous.1" [ "$(field "$runs/a.previous.1/sweep_done.json" overrides)" = '{"optimizer.lr": 0.1}' ]
 check "the new run records the new override" [ "$(field "$runs/a/sweep_done.json" overrides)" = '{"optimizer.lr": 0.2}' ]
 
-echo "sweep_resume_test: $fails failed"
-[ "$fails" -eq 0 ]
+checks_done sweep_resume_test

@@ -19,12 +19,7 @@ rm -rf "$tmp" && mkdir -p "$tmp"
 SWEEP_TRAINER="$(realpath "$trainer")"
 export SWEEP_TRAINER COPPICE_NUM_THREADS=1
 corpus=/usr/share/doc/linux-doc-6.1/html/_sources/PCI
-fails=0
-check() {  # check NAME CONDITION...
-  local name="$1"; shift
-  # A failure returns 1, so that `check ... || cat LOG` shows why.
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; fails=$((fails + 1)); return 1; fi
-}
+. "$(dirname "$0")/../util/check.sh"  # check, checks_done
 for file in gpt_frontier gpt_equal_time gpt_equal_time_wgmma gpt_equal_time_wgmma_followup gpt_equal_time_gmp \
   gpt_equal_time_bsr128_seeds \
   gpt_schedules; do
@@ -125,5 +120,4 @@ check "gmp prunes to 0.25; spdf is dense after step 3" [ $? -eq 0 ] || cat "$tmp
 grep -q "densify: after step 3 every sparse weight is dense" "$tmp/job_spdf.log"
 check "spdf says when it densifies" [ $? -eq 0 ]
 
-echo "sweep_smoke_test: $fails failed"
-[ "$fails" -eq 0 ]
+checks_done sweep_smoke_test
