@@ -52,6 +52,13 @@ double sddmm_dispatch_time(const SddmmRuns& runs, bool row_sums, int most, int64
 
 int sddmm_dispatch_splits(const SddmmRuns& runs, bool row_sums, int most, int64_t k, int64_t most_splits, int64_t sms) {
   if (runs.count() == 0 || sms <= 0 || most_splits <= 1) return 1;
+  // Two waves or more whole: a split adds a start to every thread block and
+  // evens out only the last wave (and the simulation, runs x ranges heap
+  // steps for each count, would cost the host milliseconds at every new
+  // pattern of a large weight: 9 ms for 4096 runs on one EPYC core, 0.4 ms
+  // for 263).
+  const int64_t blocks = runs.count() + (row_sums ? static_cast<int64_t>(runs.empty.size()) : 0);
+  if (blocks >= 2 * sms) return 1;
   int best = 1;
   double best_time = sddmm_dispatch_time(runs, row_sums, most, k, 1, sms);
   for (int64_t s = 2; s <= most_splits; ++s) {

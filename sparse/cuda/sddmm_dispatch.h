@@ -39,7 +39,8 @@ constexpr int64_t sddmm_ranges(int64_t k, int64_t split_k) { return (k + split_k
 double sddmm_dispatch_time(const SddmmRuns& runs, bool row_sums, int most, int64_t k, int64_t splits, int64_t sms);
 
 // The count of ranges, 1 to most_splits, whose sddmm_dispatch_time is least
-// (the fewest on a tie). What it replaced, two thread blocks an SM's worth,
+// (the fewest on a tie); 1 without simulating where one range's thread
+// blocks already fill two waves. What it replaced, two thread blocks an SM's worth,
 // ignored how full the last wave is, which is what the measured times
 // follow (H200, bf16, 90 %, 64x64 blocks, 16384 tokens, bench bsr's
 // patterns: the GPT's 4096 x 1024 weight gradient 0.071-0.073 ms with 3

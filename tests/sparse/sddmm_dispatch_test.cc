@@ -67,8 +67,12 @@ TEST(SddmmDispatchTest, ThreadBlocksCostByTheirBlocks) {
   EXPECT_DOUBLE_EQ(sddmm_dispatch_time(runs, true, 2, 1024, 1, 2), 2.0 / 3.0 + 0.05);
 }
 
-// Nothing to split: no runs, no SMs, or one range allowed.
+// Nothing to split: no runs, no SMs, or one range allowed; and two waves
+// of thread blocks or more without a split.
 TEST(SddmmDispatchTest, NothingToSplitTakesOneRange) {
+  std::vector<int32_t> crow{0};
+  for (int r = 0; r < 300; ++r) crow.push_back(crow.back() + 1);  // 300 runs of one block
+  EXPECT_EQ(sddmm_dispatch_splits(sddmm_runs(crow, 2), false, 2, 16384, 16, 132), 1);
   EXPECT_EQ(sddmm_dispatch_splits(sddmm_runs({0, 0, 0}, 2), true, 2, 16384, 16, 132), 1);
   EXPECT_EQ(sddmm_dispatch_splits(sddmm_runs({0, 1}, 2), false, 2, 16384, 16, 0), 1);
   EXPECT_EQ(sddmm_dispatch_splits(sddmm_runs({0, 1}, 2), false, 2, 511, 0, 132), 1);
