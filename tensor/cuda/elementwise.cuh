@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/cuda/checks.h"
@@ -152,6 +153,34 @@ __device__ inline void store16(T* p, const Pack16<T>& v) {
   uint4 raw;
   memcpy(&raw, &v, sizeof(raw));
   *reinterpret_cast<uint4*>(p) = raw;
+}
+
+// v rounded to T as one pack. 16-bit types round a pair at a time with the
+// hardware's round to nearest even (cvt.rn.bf16x2 / f16x2: one instruction a
+// pair, where convert<T> rounds in software, about seven a value): the same
+// bits for every finite value, a NaN as the canonical NaN rather than
+// convert's quieted payload. Other types round through convert<T>.
+template <typename T, typename C>
+__device__ inline Pack16<T> round_pack(const C (&v)[Pack16<T>::kN]) {
+  Pack16<T> out;
+  constexpr bool kBf16 = std::is_same_v<T, BFloat16> && std::is_same_v<C, float>;
+  constexpr bool kF16 = std::is_same_v<T, Half> && std::is_same_v<C, float>;
+  if constexpr (kBf16 || kF16) {
+    uint32_t w[Pack16<T>::kN / 2];
+#pragma unroll
+    for (int i = 0; i < Pack16<T>::kN / 2; ++i) {  // the pack's element 2i in the low half
+      if constexpr (kBf16) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
+      } else {
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
+      }
+    }
+    memcpy(&out, w, sizeof(out));
+  } else {
+#pragma unroll
+    for (int e = 0; e < Pack16<T>::kN; ++e) out.v[e] = convert<T>(v[e]);
+  }
+  return out;
 }
 
 // True when p (null counts) starts on a 16-byte boundary.

@@ -1,6 +1,6 @@
 // The PTX building blocks of the mma.sync tensor-core kernels (the BSR
 // products in sparse/cuda/bsr_mma.cu, attention in sparse/attention/cuda/attention.cu):
-// shared-memory addresses, cp.async copies, ldmatrix (and stmatrix) fragments and the
+// shared-memory addresses and cp.async copies (async_copy.cuh), ldmatrix (and stmatrix) fragments and the
 // m16n8k16 bf16/f16 product with f32 accumulation. Device code only.
 #pragma once
 
@@ -10,26 +10,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "tensor/cuda/async_copy.cuh"
+
 namespace coppice::cuda {
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes from global to shared memory, asynchronously, through L2 only
-// (caching the BSR products' x slices in L1 as well measured 0-6 % slower).
-__device__ __forceinline__ void copy16_async(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
-}
-// The same, writing zeros instead where !valid (src is then not read).
-__device__ __forceinline__ void copy16_async(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wait_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 
 // Two floats as one register of T, each rounded to nearest (lo in the low
 // half: the lower column of a fragment), as the fragments above hold them.

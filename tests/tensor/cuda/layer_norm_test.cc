@@ -5,7 +5,8 @@
 // add_layer_norm and its backward (h = x + r, y = layer_norm(h); dx = dh +
 // layer_norm's dx) against their CPU twins: row lengths that fill the 16-byte
 // packs and the register cache, go past it, or fit no pack (the scalar
-// kernels), views at an odd offset (the scalar kernels), one row.
+// kernels), views at an odd offset (the scalar kernels), one row, and rows
+// streamed through shared memory, more of them than the grid has warps.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -168,8 +169,34 @@ TEST(CudaAddLayerNormTest, OneRowAndManyRows) {
   check_add_layer_norm(DType::kBF16, {1030, 1024}, true, false, 450);
 }
 
-// The packed and the scalar kernels of layer_norm on one input: they differ
-// only in the order of the per-lane sums.
+// Rows streamed through shared memory (16-bit rows of up to 1024
+// values): more rows than the grid has warps, so each warp's stages are
+// reused (7000 rows of 1024: 4-5 rows a warp on an H200's 132 SMs; 40000 of
+// 64, with many blocks an SM), the weight and bias gradients summed in the
+// dx kernel, and one of the two asked for alone.
+TEST(CudaAddLayerNormTest, StreamedRowsReuseTheirStages) {
+  COPPICE_REQUIRE_GPU();
+  check_add_layer_norm(DType::kBF16, {7000, 1024}, true, false, 460);
+  check_add_layer_norm(DType::kF16, {40000, 64}, true, false, 470);
+  const Shape shape{7000, 1024};
+  const Tensor x = random(shape, DType::kBF16, 480, -3, 3), g = random(shape, DType::kBF16, 481),
+               w = random({1024}, DType::kBF16, 482);
+  const Tol tol = add_ln_tol(DType::kBF16);
+  for (bool dweight : {false, true}) {
+    const LayerNormGrads want = layer_norm_backward(x, {1024}, w, g, dweight, !dweight);
+    const LayerNormGrads got = layer_norm_backward(on_gpu(x), {1024}, on_gpu(w), on_gpu(g), dweight, !dweight);
+    const std::string what = dweight ? "dweight alone" : "dbias alone";
+    expect_match(on_cpu(got.dx), want.dx, tol.rtol * 2, tol.atol * 2, "dx, " + what);
+    EXPECT_EQ(got.dweight.defined(), dweight) << what;
+    EXPECT_EQ(got.dbias.defined(), !dweight) << what;
+    const Tensor& param = dweight ? got.dweight : got.dbias;
+    expect_match(on_cpu(param), dweight ? want.dweight : want.dbias, tol.rtol * 2, tol.atol * 4, what);
+  }
+}
+
+// The streamed (d 8 and 1024) or packed (d 2048; f32: 1024 too) and the
+// scalar kernels of layer_norm on one input: they differ only in the order
+// of the per-lane sums.
 TEST(CudaLayerNormTest, PackedAndScalarPathsAgree) {
   COPPICE_REQUIRE_GPU();
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
