@@ -90,6 +90,21 @@ PACK=${GPT_PACK:-.devq}
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
 say() { echo "$*" | tee -a "$SUMMARY"; }
+# The device tool brings back at most 8 files of $OUT, so on exit the tables
+# (*.md), the summary and the archives stay as they are and every other file
+# goes into one archive, gpt_files_<step>.tgz (a second run_gpt.sh in the
+# same call bundles only what it wrote; a run of run_gpu_suite.sh before it
+# leaves its summary and gpu_logs.tgz alone, its few other files bundled).
+bundle_out() {
+  local files=() f
+  for f in "$OUT"/*; do
+    [[ -f $f ]] || continue
+    case ${f##*/} in summary.txt | *.md | *.tgz | *.png | *.ncu-rep) ;; *) files+=("${f##*/}") ;; esac
+  done
+  ((${#files[@]})) || return 0
+  tar czf "$OUT/gpt_files_${what:-none}.tgz" -C "$OUT" "${files[@]}" && (cd "$OUT" && rm -f "${files[@]}")
+}
+trap bundle_out EXIT
 # eval_run NAME DIR: DIR's newest checkpoint evaluated by eval_gpt_torch.py
 # (PyTorch), beside the trainer's last validation loss in DIR/metrics.jsonl.
 eval_run() {
