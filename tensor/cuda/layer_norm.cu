@@ -18,11 +18,17 @@
 // bits on every run. Rows compute in compute_t (f32 for bf16/f16).
 //
 // Rows whose length is a multiple of a 16-byte pack, with every array
-// 16-byte aligned, take the packed kernels: each lane moves 16 bytes per
-// access and keeps its first 32 values of each operand in registers, so a
-// row of up to 1024 elements is read from memory once (wider rows read the
-// rest again, from L1/L2). Other rows take the scalar kernels. The two
-// differ only in the order of the per-lane sums.
+// 16-byte aligned, take the streamed kernels up to 32 x 4 packs (1024 values
+// of a 16-bit type): each warp's next rows land in shared memory by cp.async
+// while it works on one, and the dx kernel sums dweight and dbias itself, a
+// row of partial sums a thread block, added in order by the same second
+// kernel (see "rows streamed through shared memory" below). Longer such rows
+// take the packed kernels: each lane moves 16 bytes per access and keeps its
+// first 32 values of each operand in registers, so a row of up to 1024
+// elements is read from memory once (wider rows read the rest again, from
+// L1/L2). Other rows take the scalar kernels. All of them differ only in
+// the order of their sums (and the streamed ones round in hardware: the same
+// bits for finite values).
 #include <algorithm>
 #include <initializer_list>
 #include <string_view>
