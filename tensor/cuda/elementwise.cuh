@@ -20,6 +20,7 @@
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/launch.cuh"
+#include "tensor/cuda/mma_sync.cuh"
 #include "tensor/strided_indexer.h"
 #include "tensor/tensor.h"
 
@@ -156,7 +157,7 @@ __device__ inline void store16(T* p, const Pack16<T>& v) {
 }
 
 // v rounded to T as one pack. 16-bit types round a pair at a time with the
-// hardware's round to nearest even (cvt.rn.bf16x2 / f16x2: one instruction a
+// hardware's round to nearest even (mma_sync.cuh's pack2: one instruction a
 // pair, where convert<T> rounds in software, about seven a value): the same
 // bits for every finite value, a NaN as the canonical NaN rather than
 // convert's quieted payload. Other types round through convert<T>.
@@ -166,15 +167,10 @@ __device__ inline Pack16<T> round_pack(const C (&v)[Pack16<T>::kN]) {
   constexpr bool kBf16 = std::is_same_v<T, BFloat16> && std::is_same_v<C, float>;
   constexpr bool kF16 = std::is_same_v<T, Half> && std::is_same_v<C, float>;
   if constexpr (kBf16 || kF16) {
+    using Native = std::conditional_t<kBf16, __nv_bfloat16, __half>;
     uint32_t w[Pack16<T>::kN / 2];
 #pragma unroll
-    for (int i = 0; i < Pack16<T>::kN / 2; ++i) {  // the pack's element 2i in the low half
-      if constexpr (kBf16) {
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
-      } else {
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
-      }
-    }
+    for (int i = 0; i < Pack16<T>::kN / 2; ++i) w[i] = pack2<Native>(v[2 * i], v[2 * i + 1]);
     memcpy(&out, w, sizeof(out));
   } else {
 #pragma unroll
