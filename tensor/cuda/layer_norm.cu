@@ -304,6 +304,23 @@ __device__ __forceinline__ void each_held(int64_t packs, F&& f) {
   }
 }
 
+// The row's mean, from the lanes' sums s of the values they hold, and its
+// rstd, from those values' squared deviations (the packed kernels' two passes).
+template <int kN, typename C>
+__device__ __forceinline__ void held_stats(const C (&v)[kStreamPacks][kN], C s, int64_t packs, int64_t d, double eps,
+                                           C& mean, C& rstd) {
+  mean = warp_sum(s) / C(d);
+  C q = 0;
+  each_held(packs, [&](int k, int64_t) {
+#pragma unroll
+    for (int e = 0; e < kN; ++e) {
+      const C c = v[k][e] - mean;
+      q += c * c;
+    }
+  });
+  rstd = C(1) / math::sqrt(warp_sum(q) / C(d) + C(eps));
+}
+
 // layer_norm_packed_kernel's rows streamed: d a multiple of kN and at most
 // kStreamMaxD, every array 16-byte aligned, r null unless kResidual.
 template <typename T, bool kResidual, typename C = compute_t<T>>
@@ -338,16 +355,8 @@ __global__ void __launch_bounds__(kStreamThreads)
 #pragma unroll
       for (int e = 0; e < kN; ++e) s += v[k][e];
     });
-    const C mean = warp_sum(s) / C(d);
-    C q = 0;
-    each_held(packs, [&](int k, int64_t) {
-#pragma unroll
-      for (int e = 0; e < kN; ++e) {
-        const C c = v[k][e] - mean;
-        q += c * c;
-      }
-    });
-    const C rstd = C(1) / math::sqrt(warp_sum(q) / C(d) + C(eps));
+    C mean, rstd;
+    held_stats(v, s, packs, d, eps, mean, rstd);
     each_held(packs, [&](int k, int64_t p) {
       Pack16<T> wp, bp;
       if (w != nullptr) wp = load16(w + p * kN);
@@ -624,16 +633,8 @@ __global__ void __launch_bounds__(kStreamThreads)
         s += xv[k][e];
       }
     });
-    const C mean = warp_sum(s) / C(d);
-    C q = 0;
-    each_held(packs, [&](int k, int64_t) {
-#pragma unroll
-      for (int e = 0; e < kN; ++e) {
-        const C c = xv[k][e] - mean;
-        q += c * c;
-      }
-    });
-    const C rstd = C(1) / math::sqrt(warp_sum(q) / C(d) + C(eps));
+    C mean, rstd;
+    held_stats(xv, s, packs, d, eps, mean, rstd);
     C a = 0, bsum = 0;
     each_held(packs, [&](int k, int64_t p) {
       C xs[kN], gv[kN];
