@@ -30,15 +30,14 @@ double sddmm_dispatch_time(const SddmmRuns& runs, bool row_sums, int most, int64
                 ", ", splits, " ranges, ", sms, " SMs");
   constexpr double kFixed = 0.05;
   const int64_t split_k = splits > 1 ? sddmm_split_k(k, splits) : k;
-  const int64_t ranges = sddmm_ranges(k, split_k);
-  const int64_t empty = row_sums ? static_cast<int64_t>(runs.empty.size()) : 0;
+  const int64_t ranges = sddmm_ranges(k, split_k), launched = runs.launched(row_sums);
   // Each SM's time free, earliest first.
   std::priority_queue<double, std::vector<double>, std::greater<>> free_at;
   for (int64_t s = 0; s < sms; ++s) free_at.push(0.0);
   double last = 0.0;
   for (int64_t y = 0; y < ranges; ++y) {
     const double share = static_cast<double>(std::min(split_k, k - y * split_k)) / static_cast<double>(k);
-    for (int64_t x = 0; x < runs.count() + empty; ++x) {
+    for (int64_t x = 0; x < launched; ++x) {
       const int32_t blocks = x < runs.count() ? runs.blocks(x) : 0;
       const double start = free_at.top();
       const double end = start + share * (1.0 + blocks) / (1.0 + most) + kFixed;
@@ -57,8 +56,7 @@ int sddmm_dispatch_splits(const SddmmRuns& runs, bool row_sums, int most, int64_
   // steps for each count, would cost the host milliseconds at every new
   // pattern of a large weight: 9 ms for 4096 runs on one EPYC core, 0.4 ms
   // for 263).
-  const int64_t blocks = runs.count() + (row_sums ? static_cast<int64_t>(runs.empty.size()) : 0);
-  if (blocks >= 2 * sms) return 1;
+  if (runs.launched(row_sums) >= 2 * sms) return 1;
   int best = 1;
   double best_time = sddmm_dispatch_time(runs, row_sums, most, k, 1, sms);
   for (int64_t s = 2; s <= most_splits; ++s) {

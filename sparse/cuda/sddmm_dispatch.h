@@ -20,6 +20,8 @@ struct SddmmRuns {
   std::vector<int32_t> begin, row, empty;
   int64_t count() const { return static_cast<int64_t>(row.size()); }
   int32_t blocks(int64_t run) const { return begin[run + 1] - begin[run]; }
+  // Thread blocks a range launches: a run each, and with row sums an empty row each.
+  int64_t launched(bool row_sums) const { return count() + (row_sums ? static_cast<int64_t>(empty.size()) : 0); }
 };
 SddmmRuns sddmm_runs(const std::vector<int32_t>& crow, int most);
 
