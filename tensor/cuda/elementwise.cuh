@@ -179,6 +179,26 @@ __device__ inline Pack16<T> round_pack(const C (&v)[Pack16<T>::kN]) {
   return out;
 }
 
+// round_pack's inverse: a pack's values, exactly, in C. 16-bit types widen a
+// pair at a time (mma_sync.cuh's unpack2: two bit operations for bf16, one
+// conversion for f16, where convert takes f16 apart in software); the same
+// values as convert (a NaN stays a NaN).
+template <typename T, typename C>
+__device__ inline void widen_pack(const Pack16<T>& p, C (&v)[Pack16<T>::kN]) {
+  constexpr bool kBf16 = std::is_same_v<T, BFloat16> && std::is_same_v<C, float>;
+  constexpr bool kF16 = std::is_same_v<T, Half> && std::is_same_v<C, float>;
+  if constexpr (kBf16 || kF16) {
+    using Native = std::conditional_t<kBf16, __nv_bfloat16, __half>;
+    uint32_t w[Pack16<T>::kN / 2];
+    memcpy(w, &p, sizeof(w));
+#pragma unroll
+    for (int i = 0; i < Pack16<T>::kN / 2; ++i) unpack2<Native>(w[i], v[2 * i], v[2 * i + 1]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < Pack16<T>::kN; ++e) v[e] = convert<C>(p.v[e]);
+  }
+}
+
 // True when p (null counts) starts on a 16-byte boundary.
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 

@@ -22,20 +22,20 @@
 // of a 16-bit type): each warp's next rows land in shared memory by cp.async
 // while it works on one, and the dx kernel sums dweight and dbias itself, a
 // row of partial sums a thread block, added in order by the same second
-// kernel (see "rows streamed through shared memory" below). Longer such rows
+// kernel (tensor/cuda/layer_norm_streamed.cuh). Longer such rows
 // take the packed kernels: each lane moves 16 bytes per access and keeps its
 // first 32 values of each operand in registers, so a row of up to 1024
 // elements is read from memory once (wider rows read the rest again, from
 // L1/L2). Other rows take the scalar kernels. All of them differ only in
-// the order of their sums (and the streamed ones round in hardware: the same
-// bits for finite values).
+// the order of their sums (and the streamed ones round in hardware, the same
+// bits for finite values, divide by d as a multiply by 1/d, and fuse the
+// weight and bias into one FMA).
 #include <algorithm>
 #include <initializer_list>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
-#include "tensor/cuda/async_copy.cuh"
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/column_totals.cuh"
 #include "tensor/cuda/convert.h"
@@ -43,6 +43,7 @@
 #include "tensor/cuda/device_math.cuh"
 #include "tensor/cuda/elementwise.cuh"
 #include "tensor/cuda/launch.cuh"
+#include "tensor/cuda/layer_norm_streamed.cuh"
 #include "tensor/cuda/stream.h"
 #include "tensor/cuda/warp.cuh"
 #include "tensor/dispatcher.h"
@@ -215,163 +216,7 @@ __global__ void __launch_bounds__(kRowThreads, kForwardBlocksPerSm<T>)
   }
 }
 
-// ---- rows streamed through shared memory ----------------------------------------------
-
-// The packed kernels hide HBM's latency with rows in flight, a row's work
-// being one dependent chain (load, sum, variance, write), and reach 2.5-2.9
-// TB/s on the GPT's rows (H200) with a third of an SM's warps active. The
-// streamed kernels keep bytes in flight instead: each warp walks its rows
-// (warp w of the grid: rows w, w + warps, ...) with the next kStreamStages - 1
-// rows' operands on their way into its own stages of shared memory
-// (cp.async), and works on the row that has landed, its values held in
-// registers as the packed kernels hold them. A lane copies and later reads
-// only its own packs (p = lane, lane + 32, ...), so the lanes need no barrier.
-// They round their results a pair at a time in hardware (round_pack): the
-// arithmetic of a row, not its bytes, was what bounded a first version that
-// rounded in software and read each pass from shared memory (Nsight Compute:
-// 62-65 % of the SMs' issue, 21-42 % of the warps active, slower than the
-// packed kernels).
-constexpr int kStreamWarps = 4, kStreamStages = 3;
-constexpr int kStreamThreads = kStreamWarps * 32;
-// Packs a lane holds: rows of up to 32 x 4 packs stream (1024 values of a
-// 16-bit type, 512 of f32); longer ones take the packed kernels.
-constexpr int kStreamPacks = 4;
-template <typename T>
-constexpr int64_t kStreamMaxD = int64_t{32} * kStreamPacks* Pack16<T>::kN;
-// Three operands of the longest row in every stage of every warp: 72 KB.
-static_assert(kStreamWarps * kStreamStages * 3 * 32 * kStreamPacks * 16 <= 113 * 1024, "two blocks an SM");
-
-// One warp's rows and the stages they land in: `ops` operands of d values a
-// row, from src[op] (a null one is not copied).
-template <typename T>
-struct WarpRows {
-  static constexpr int kN = Pack16<T>::kN;
-  T* stages;  // kStreamStages x ops rows of d
-  const T* src[3];
-  int ops;
-  int64_t d, first, stride, rows;
-
-  __device__ int64_t row(int i) const { return first + i * stride; }
-  __device__ T* at(int i, int op) const { return stages + (static_cast<int64_t>(i % kStreamStages) * ops + op) * d; }
-  // Starts the copies of this warp's i-th row, if it has one, and closes a
-  // group either way, so that the groups in flight count rows.
-  __device__ void fetch(int i) const {
-    const int64_t r = row(i);
-    if (r < rows) {
-#pragma unroll
-      for (int op = 0; op < 3; ++op) {  // unrolled, so that src stays in registers
-        if (op >= ops || src[op] == nullptr) continue;
-#pragma unroll
-        for (int k = 0; k < kStreamPacks; ++k) {
-          const int64_t p = threadIdx.x % 32 + 32 * k;
-          if (p < d / kN) copy16_async(at(i, op) + p * kN, src[op] + r * d + p * kN);
-        }
-      }
-    }
-    commit_copies();
-  }
-  __device__ void start() const {
-    for (int i = 0; i + 1 < kStreamStages; ++i) fetch(i);
-  }
-  // Before the i-th row is read: row i + kStreamStages - 1 set going (into
-  // the stage row i - 1 used, which this lane has read), and row i landed.
-  __device__ void next(int i) const {
-    fetch(i + kStreamStages - 1);
-    wait_copies<kStreamStages - 1>();
-  }
-};
-
-template <typename T>
-__device__ WarpRows<T> warp_rows(unsigned char* smem, int ops, const T* a, const T* b, const T* c, int64_t rows,
-                                 int64_t d) {
-  const int warp = threadIdx.x / 32;
-  return WarpRows<T>{reinterpret_cast<T*>(smem) + static_cast<int64_t>(warp) * kStreamStages * ops * d,
-                     {a, b, c},
-                     ops,
-                     d,
-                     static_cast<int64_t>(blockIdx.x) * kStreamWarps + warp,
-                     static_cast<int64_t>(gridDim.x) * kStreamWarps,
-                     rows};
-}
-
-// Calls f(k, p) for each pack p = lane + 32 k of a row of `packs` that this lane holds.
-template <typename F>
-__device__ __forceinline__ void each_held(int64_t packs, F&& f) {
-#pragma unroll
-  for (int k = 0; k < kStreamPacks; ++k) {
-    const int64_t p = threadIdx.x % 32 + 32 * k;
-    if (p < packs) f(k, p);
-  }
-}
-
-// The row's mean, from the lanes' sums s of the values they hold, and its
-// rstd, from those values' squared deviations (the packed kernels' two passes).
-template <int kN, typename C>
-__device__ __forceinline__ void held_stats(const C (&v)[kStreamPacks][kN], C s, int64_t packs, int64_t d, double eps,
-                                           C& mean, C& rstd) {
-  mean = warp_sum(s) / C(d);
-  C q = 0;
-  each_held(packs, [&](int k, int64_t) {
-#pragma unroll
-    for (int e = 0; e < kN; ++e) {
-      const C c = v[k][e] - mean;
-      q += c * c;
-    }
-  });
-  rstd = C(1) / math::sqrt(warp_sum(q) / C(d) + C(eps));
-}
-
-// layer_norm_packed_kernel's rows streamed: d a multiple of kN and at most
-// kStreamMaxD, every array 16-byte aligned, r null unless kResidual.
-template <typename T, bool kResidual, typename C = compute_t<T>>
-__global__ void __launch_bounds__(kStreamThreads)
-    layer_norm_streamed_kernel(const T* x, const T* r, const T* w, const T* b, T* h, T* y, int64_t rows, int64_t d,
-                               double eps) {
-  extern __shared__ __align__(16) unsigned char stream_smem[];
-  constexpr int kN = Pack16<T>::kN;
-  const int64_t packs = d / kN;
-  const WarpRows<T> in = warp_rows<T>(stream_smem, kResidual ? 2 : 1, x, r, nullptr, rows, d);
-  C v[kStreamPacks][kN];
-  in.start();
-  for (int i = 0; in.row(i) < rows; ++i) {
-    in.next(i);
-    const int64_t base = in.row(i) * d;
-    C s = 0;
-    each_held(packs, [&](int k, int64_t p) {
-      const Pack16<T> xp = load16(in.at(i, 0) + p * kN);
-      if constexpr (kResidual) {
-        const Pack16<T> rp = load16(in.at(i, 1) + p * kN);
-        C sum[kN];
-#pragma unroll
-        for (int e = 0; e < kN; ++e) sum[e] = convert<C>(xp.v[e]) + convert<C>(rp.v[e]);
-        const Pack16<T> hp = round_pack<T>(sum);  // h as add writes it
-        store16(h + base + p * kN, hp);
-#pragma unroll
-        for (int e = 0; e < kN; ++e) v[k][e] = convert<C>(hp.v[e]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < kN; ++e) v[k][e] = convert<C>(xp.v[e]);
-      }
-#pragma unroll
-      for (int e = 0; e < kN; ++e) s += v[k][e];
-    });
-    C mean, rstd;
-    held_stats(v, s, packs, d, eps, mean, rstd);
-    each_held(packs, [&](int k, int64_t p) {
-      Pack16<T> wp, bp;
-      if (w != nullptr) wp = load16(w + p * kN);
-      if (b != nullptr) bp = load16(b + p * kN);
-      C t[kN];
-#pragma unroll
-      for (int e = 0; e < kN; ++e) {
-        t[e] = (v[k][e] - mean) * rstd;
-        if (w != nullptr) t[e] *= convert<C>(wp.v[e]);
-        if (b != nullptr) t[e] += convert<C>(bp.v[e]);
-      }
-      store16(y + base + p * kN, round_pack<T>(t));
-    });
-  }
-}
+// ---- the streamed kernels' launch (layer_norm_streamed.cuh) ---------------------------
 
 // The grid of a streamed kernel with `smem` bytes a block: as many blocks as
 // fit on the device at once (each warp then walks rows / warps of them),
@@ -381,16 +226,10 @@ unsigned stream_blocks(Kernel kernel, size_t smem, int64_t rows, int device, std
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), op,
              "cudaFuncSetAttribute");
   int per_sm = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamThreads, smem), op,
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, streamed_rows::kThreads, smem), op,
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const int64_t resident = static_cast<int64_t>(std::max(per_sm, 1)) * sm_count(device, op);
-  return static_cast<unsigned>(std::min(resident, (rows + kStreamWarps - 1) / kStreamWarps));
-}
-
-// Shared memory a streamed kernel's block needs for ops operands of rows of d.
-template <typename T>
-size_t stream_smem_bytes(int ops, int64_t d) {
-  return static_cast<size_t>(kStreamWarps) * kStreamStages * ops * d * sizeof(T);
+  return static_cast<unsigned>(std::min(resident, (rows + streamed_rows::kWarps - 1) / streamed_rows::kWarps));
 }
 
 unsigned row_blocks(int64_t rows) {
@@ -427,16 +266,16 @@ std::vector<Tensor> forward(const Tensor& x, const Tensor& r, const Tensor& weig
     using T = typename decltype(tag)::type;
     const T *xp = x.data<T>(), *rp = data_or_null<T>(r), *wp = data_or_null<T>(w), *bp = data_or_null<T>(b);
     T *hp = h.defined() ? h.data<T>() : nullptr, *yp = y.data<T>();
-    if (packable<T>(d, {xp, rp, wp, bp, hp, yp}) && d <= kStreamMaxD<T>) {
-      const size_t smem = stream_smem_bytes<T>(rp != nullptr ? 2 : 1, d);
+    if (packable<T>(d, {xp, rp, wp, bp, hp, yp}) && d <= streamed_rows::kMaxD<T>) {
+      const size_t smem = streamed_rows::smem_bytes<T>(rp != nullptr ? 2 : 1, d);
       if (rp != nullptr) {
-        const auto kernel = layer_norm_streamed_kernel<T, true>;
-        kernel<<<stream_blocks(kernel, smem, rows, x.device().index, op), kStreamThreads, smem, stream>>>(
-            xp, rp, wp, bp, hp, yp, rows, d, eps);
+        const auto kernel = streamed_rows::forward_kernel<T, true>;
+        kernel<<<stream_blocks(kernel, smem, rows, x.device().index, op), streamed_rows::kThreads, smem, stream>>>(
+            xp, rp, wp, bp, hp, yp, rows, static_cast<int>(d), eps);
       } else {
-        const auto kernel = layer_norm_streamed_kernel<T, false>;
-        kernel<<<stream_blocks(kernel, smem, rows, x.device().index, op), kStreamThreads, smem, stream>>>(
-            xp, rp, wp, bp, hp, yp, rows, d, eps);
+        const auto kernel = streamed_rows::forward_kernel<T, false>;
+        kernel<<<stream_blocks(kernel, smem, rows, x.device().index, op), streamed_rows::kThreads, smem, stream>>>(
+            xp, rp, wp, bp, hp, yp, rows, static_cast<int>(d), eps);
       }
     } else if (packable<T>(d, {xp, rp, wp, bp, hp, yp})) {
       layer_norm_packed_kernel<T><<<row_blocks(rows), kRowThreads, 0, stream>>>(xp, rp, wp, bp, hp, yp, rows, d, eps);
@@ -595,106 +434,6 @@ __global__ void __launch_bounds__(kRowThreads, kDxBlocksPerSm<T>)
   }
 }
 
-// layer_norm_dx_packed_kernel's rows streamed (d a multiple of kN and at
-// most kStreamMaxD, every array 16-byte aligned): x, g and dh (when not null)
-// land in the stages, and a lane holds its values of x, then of xhat. With
-// kSums each lane also adds g * xhat and g of its columns over its warp's
-// rows in registers, the block adds its warps' sums in order and writes them
-// as row blockIdx.x of dw_partial and db_partial (column_totals adds the
-// blocks' rows in order): no second pass over x and g, and no row statistics
-// kept for one.
-template <typename T, bool kSums, typename C = compute_t<T>>
-__global__ void __launch_bounds__(kStreamThreads)
-    layer_norm_dx_streamed_kernel(const T* x, const T* w, const T* g, const T* dh, T* dx, C* dw_partial, C* db_partial,
-                                  int64_t rows, int64_t d, double eps) {
-  extern __shared__ __align__(16) unsigned char stream_smem[];
-  constexpr int kN = Pack16<T>::kN;
-  const int64_t packs = d / kN;
-  const WarpRows<T> in = warp_rows<T>(stream_smem, dh != nullptr ? 3 : 2, x, g, dh, rows, d);
-  constexpr int kHeld = kSums ? kStreamPacks : 1;
-  C sw[kHeld][kN], sb[kHeld][kN];
-#pragma unroll
-  for (int k = 0; k < kHeld; ++k) {
-#pragma unroll
-    for (int e = 0; e < kN; ++e) sw[k][e] = sb[k][e] = 0;
-  }
-  C xv[kStreamPacks][kN];  // x, then xhat
-  in.start();
-  for (int i = 0; in.row(i) < rows; ++i) {
-    in.next(i);
-    const int64_t base = in.row(i) * d;
-    const T* gs = in.at(i, 1);
-    C s = 0;
-    each_held(packs, [&](int k, int64_t p) {
-      const Pack16<T> v = load16(in.at(i, 0) + p * kN);
-#pragma unroll
-      for (int e = 0; e < kN; ++e) {
-        xv[k][e] = convert<C>(v.v[e]);
-        s += xv[k][e];
-      }
-    });
-    C mean, rstd;
-    held_stats(xv, s, packs, d, eps, mean, rstd);
-    C a = 0, bsum = 0;
-    each_held(packs, [&](int k, int64_t p) {
-      C xs[kN], gv[kN];
-      load_x_gx(in.at(i, 0), gs, w, p, xs, gv);  // g * w (x is not used again)
-#pragma unroll
-      for (int e = 0; e < kN; ++e) {
-        xv[k][e] = (xv[k][e] - mean) * rstd;
-        a += gv[e];
-        bsum += gv[e] * xv[k][e];
-      }
-    });
-    a = warp_sum(a) / C(d);
-    bsum = warp_sum(bsum) / C(d);
-    each_held(packs, [&](int k, int64_t p) {
-      const Pack16<T> gp = load16(gs + p * kN);
-      Pack16<T> wp, hp;
-      if (w != nullptr) wp = load16(w + p * kN);
-      if (dh != nullptr) hp = load16(in.at(i, 2) + p * kN);
-      C out[kN];
-#pragma unroll
-      for (int e = 0; e < kN; ++e) {
-        const C gc = convert<C>(gp.v[e]);
-        const C gx = gc * (w != nullptr ? convert<C>(wp.v[e]) : C(1));
-        out[e] = rstd * (gx - a - xv[k][e] * bsum);
-        if (dh != nullptr) out[e] += convert<C>(hp.v[e]);
-        if constexpr (kSums) {
-          sw[k][e] += gc * xv[k][e];
-          sb[k][e] += gc;
-        }
-      }
-      store16(dx + base + p * kN, round_pack<T>(out));
-    });
-  }
-  if constexpr (kSums) {
-    // The stages are done with: the warps' sums go there, [warp][w or b][d]
-    // (8 d floats a warp, less than its stages' 6 d 16-bit values x 3).
-    wait_copies<0>();
-    __syncthreads();
-    C* part = reinterpret_cast<C*>(stream_smem);
-    const int warp = threadIdx.x / 32;
-    each_held(packs, [&](int k, int64_t p) {
-#pragma unroll
-      for (int e = 0; e < kN; ++e) {
-        part[(2 * warp) * d + p * kN + e] = sw[k][e];
-        part[(2 * warp + 1) * d + p * kN + e] = sb[k][e];
-      }
-    });
-    __syncthreads();
-    for (int64_t c = threadIdx.x; c < d; c += kStreamThreads) {
-      C tw = 0, tb = 0;
-      for (int wi = 0; wi < kStreamWarps; ++wi) {
-        tw += part[(2 * wi) * d + c];
-        tb += part[(2 * wi + 1) * d + c];
-      }
-      if (dw_partial != nullptr) dw_partial[static_cast<int64_t>(blockIdx.x) * d + c] = tw;
-      if (db_partial != nullptr) db_partial[static_cast<int64_t>(blockIdx.x) * d + c] = tb;
-    }
-  }
-}
-
 // Per chunk of chunk_rows rows and per column: sum of g * xhat and of g. A
 // thread takes V consecutive columns (a 16-byte pack where the rows allow:
 // every warp then reads 512 contiguous bytes of a row; 1 otherwise); each
@@ -787,17 +526,18 @@ std::vector<Tensor> backward(const Tensor& x, const Tensor& weight, const Tensor
     const T *xp = x.data<T>(), *wp = data_or_null<T>(w), *gp = g.data<T>(), *hp = data_or_null<T>(dh);
     T* dxp = dx.data<T>();
     const bool packs = packable<T>(d, {xp, wp, gp, hp, dxp});
-    if (packs && d <= kStreamMaxD<T>) {
+    if (packs && d <= streamed_rows::kMaxD<T>) {
       // With the parameter sums: a row of partial sums a thread block.
-      const size_t smem = stream_smem_bytes<T>(hp != nullptr ? 3 : 2, d);
+      const size_t smem = streamed_rows::smem_bytes<T>(hp != nullptr ? 3 : 2, d);
       const bool sums = want_dw || want_db;
-      const auto kernel = sums ? layer_norm_dx_streamed_kernel<T, true> : layer_norm_dx_streamed_kernel<T, false>;
+      const auto kernel = sums ? streamed_rows::dx_kernel<T, true> : streamed_rows::dx_kernel<T, false>;
       const unsigned blocks = stream_blocks(kernel, smem, rows, x.device().index, op);
       Tensor pw = want_dw ? Tensor::empty({blocks, d}, copts) : Tensor();
       Tensor pb = want_db ? Tensor::empty({blocks, d}, copts) : Tensor();
       C* pwp = want_dw ? pw.data<C>() : nullptr;
       C* pbp = want_db ? pb.data<C>() : nullptr;
-      kernel<<<blocks, kStreamThreads, smem, stream>>>(xp, wp, gp, hp, dxp, pwp, pbp, rows, d, eps);
+      kernel<<<blocks, streamed_rows::kThreads, smem, stream>>>(xp, wp, gp, hp, dxp, pwp, pbp, rows,
+                                                                static_cast<int>(d), eps);
       check_launch(op);
       if (want_dw) launch_column_totals<C, T>(pwp, blocks, d, dw.data<T>(), stream);
       if (want_db) launch_column_totals<C, T>(pbp, blocks, d, db.data<T>(), stream);
