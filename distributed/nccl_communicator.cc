@@ -124,6 +124,19 @@ struct NcclShared {
   NcclOptions options;
   cudaStream_t stream = nullptr;
 
+  // One thread at a time in the NCCL calls on `comm` and `parent` that other
+  // threads may race: NCCL forbids concurrent calls on one communicator, or
+  // on a parent and a child that shares its connections (splitShare). The
+  // launcher holds it while it enqueues (not while the collective runs), the
+  // destructor while it finalizes and destroys, abort() while it aborts.
+  // Taken before `mu`, never while holding it. Left out: async_state() and
+  // last_error() (under `mu`), which on the blocking communicator only read
+  // NCCL's error state and must go on while an enqueue blocks; and the
+  // constructor, whose communicator no other thread knows yet.
+  std::timed_mutex nccl_calls;
+  // The longest abort() waits for nccl_calls (or the timeout, if shorter).
+  static constexpr std::chrono::seconds kAbortWait{10};
+
   mutable std::mutex mu;
   // The communicator the collectives use (blocking; the nonblocking one
   // during init), and the nonblocking one it was split from, whose
@@ -178,10 +191,27 @@ struct NcclShared {
     if (!abort_reason.empty()) throw Error(abort_reason);
   }
 
-  // Aborts the NCCL communicator (once; the first reason is kept).
+  // Aborts the NCCL communicator (once; the first reason is kept). The
+  // reason is set first, so that the other threads stop at once. Then it
+  // waits for an NCCL call on another thread to return (nccl_calls), but not
+  // for ever: an enqueue can hang in NCCL (its queue to the GPU full behind a
+  // collective that a dead peer never ends), and only the abort frees it.
+  // Past the bound it aborts under that call, which NCCL forbids and may not
+  // survive, since a rank that never ends is worse. Never call it while
+  // holding nccl_calls or `mu`.
   void abort(const std::string& reason) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (abort_reason.empty()) abort_reason = reason;
+    }
+    const std::chrono::milliseconds bound = std::min<std::chrono::milliseconds>(options.timeout, kAbortWait);
+    std::unique_lock<std::timed_mutex> calls(nccl_calls, std::defer_lock);
+    const bool alone = calls.try_lock_for(bound);
     std::lock_guard<std::mutex> lock(mu);
-    if (abort_reason.empty()) abort_reason = reason;
+    if (!alone && (comm != nullptr || parent != nullptr)) {
+      std::cerr << "nccl: " << where() << ": an NCCL call on another thread did not return within "
+                << seconds_text(bound) << "; aborting the communicator under it" << std::endl;
+    }
     if (comm != nullptr) {
       ncclCommAbort(comm);
       comm = nullptr;
@@ -311,21 +341,28 @@ class NcclWork final : public WorkImpl {
     try {
       shared_->check_usable();
       COPPICE_CUDA_CHECK(cudaStreamWaitEvent(shared_->stream, ready_, 0), "nccl");
-      ncclComm_t comm;
+      ncclResult_t first = ncclSuccess;
       {
-        std::lock_guard<std::mutex> lock(shared_->mu);
-        comm = shared_->comm;
+        // From reading `comm` to ncclGroupEnd, no abort may run on another
+        // thread (NcclShared::nccl_calls). Not under `mu`: a call that blocks
+        // (it should not: connections are made at init) must leave the other
+        // threads free to poll, and abort() free to stop waiting for it.
+        std::lock_guard<std::timed_mutex> calls(shared_->nccl_calls);
+        ncclComm_t comm;
+        {
+          std::lock_guard<std::mutex> lock(shared_->mu);
+          if (!shared_->abort_reason.empty()) throw Error(shared_->abort_reason);  // an abort is under way
+          comm = shared_->comm;
+        }
+        first = ncclGroupStart();
+        if (first == ncclSuccess) {
+          ncclResult_t r = calls_(comm);
+          if (r != ncclSuccess && r != ncclInProgress) first = r;
+          r = ncclGroupEnd();
+          if (first == ncclSuccess) first = r;
+        }
       }
-      if (comm == nullptr) shared_->check_usable();
-      // Not under the lock: a call that blocks (it should not: connections
-      // are made at init) must leave abort() free to run, on another thread.
-      ncclResult_t first = ncclGroupStart();
-      if (first == ncclSuccess) {
-        ncclResult_t r = calls_(comm);
-        if (r != ncclSuccess && r != ncclInProgress) first = r;
-        r = ncclGroupEnd();
-        if (first == ncclSuccess) first = r;
-      }
+      // After the lock is released: on a failure settle() aborts, which takes it.
       shared_->settle(first, name_, deadline());
       COPPICE_CUDA_CHECK(cudaEventRecord(done_, shared_->stream), "nccl");
       calls_ = nullptr;
@@ -667,9 +704,27 @@ NcclCommunicator::~NcclCommunicator() {
       comm = nullptr;
       return true;
     };
-    if (healthy && finalize(s.comm) && (s.parent == nullptr || finalize(s.parent))) {
+    bool finalized = false;
+    if (healthy) {
+      // From the check to the last destroy, no abort may run (a Work waited
+      // on another thread can abort).
+      std::lock_guard<std::timed_mutex> calls(s.nccl_calls);
+      bool live;
+      {
+        std::lock_guard<std::mutex> lock(s.mu);
+        live = s.comm != nullptr && s.abort_reason.empty();
+      }
+      finalized = live && finalize(s.comm) && (s.parent == nullptr || finalize(s.parent));
+    }
+    // After the lock is released: abort() takes it.
+    if (finalized) {
       std::lock_guard<std::mutex> lock(s.mu);
       if (s.abort_reason.empty()) s.abort_reason = "nccl: the communicator was destroyed";
+      return;
+    }
+    const std::string reason = s.check_reason();
+    if (!reason.empty()) {  // aborted meanwhile on another thread (or still aborting: finish it)
+      s.abort(reason);
       return;
     }
     std::cerr << "nccl: rank " << rank_ << ": outstanding work or finalization did not complete within "
@@ -685,8 +740,10 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 bool NcclCommunicator::aborted() const {
+  // The reason is set as an abort starts (NcclShared::abort), so that this
+  // agrees with the calls that throw it.
   std::lock_guard<std::mutex> lock(shared_->mu);
-  return shared_->comm == nullptr && !shared_->abort_reason.empty();
+  return !shared_->abort_reason.empty();
 }
 
 void NcclCommunicator::abort(std::string_view why) { shared_->abort(std::string(why)); }

@@ -82,10 +82,13 @@ class NcclCommunicator final : public Communicator {
   Work reduce_scatter(const Tensor& input, ReduceOp op = ReduceOp::kSum) override;
   Work barrier() override;
 
-  // True once a fault (or abort()) has aborted the communicator.
+  // True once a fault (or abort()) has begun aborting the communicator:
+  // from then on every call throws the reason.
   bool aborted() const;
-  // Aborts the NCCL communicator now (a rank that knows the job failed, so
-  // that it need not wait out the timeout). Later calls throw "<why>".
+  // Aborts the NCCL communicator (a rank that knows the job failed, so that
+  // it need not wait out the timeout). Later calls throw "<why>". An NCCL
+  // call under way on the launcher's thread ends first (at most
+  // min(timeout, 10 s), then the abort goes ahead under it).
   void abort(std::string_view why);
 
  private:
