@@ -154,22 +154,36 @@ TransformerBlock::TransformerBlock(const TransformerBlockOptions& block, const L
 
 Variable TransformerBlock::forward(const Variable& x) {
   return run_op({x}, [this](const std::vector<Variable>& in) {
-    Variable a = attn_->forward(ln1_->forward(in[0]));
-    if (drop_) a = drop_->forward(a);
-    // h = x + a and ln2(h) in one pass each way.
-    const AddLayerNormVariables h = ln2_->forward_add(in[0], a);
-    // fc1, gelu and fc2 as one node (the gelu inside the products where a
-    // kernel fuses it) unless a rule sparsifies the MLP or its activation.
-    Variable m;
-    if (moe_) {
-      m = moe_->forward(h.y);
-    } else {
-      const bool fused = mlp_->output_rule() == nullptr && act_->output_rule() == nullptr;
-      m = fused ? Linear::forward_gelu_mlp(*fc1_, *fc2_, h.y, act_->form()) : mlp_->forward(h.y);
-    }
-    if (drop_) m = drop_->forward(m);
-    return add(h.h, m);
+    const ResidualStream out = forward_stream({in[0], Variable()});
+    return add(out.h, out.pending);
   });
+}
+
+ResidualStream TransformerBlock::forward_stream(const ResidualStream& in) {
+  // x = in.h + in.pending and ln1(x), in one pass each way when there is a pending add.
+  Variable x = in.h, y;
+  if (in.pending.defined()) {
+    const AddLayerNormVariables n = ln1_->forward_add(in.h, in.pending);
+    x = n.h;
+    y = n.y;
+  } else {
+    y = ln1_->forward(x);
+  }
+  Variable a = attn_->forward(y);
+  if (drop_) a = drop_->forward(a);
+  // h = x + a and ln2(h) in one pass each way.
+  const AddLayerNormVariables h = ln2_->forward_add(x, a);
+  // fc1, gelu and fc2 as one node (the gelu inside the products where a
+  // kernel fuses it) unless a rule sparsifies the MLP or its activation.
+  Variable m;
+  if (moe_) {
+    m = moe_->forward(h.y);
+  } else {
+    const bool fused = mlp_->output_rule() == nullptr && act_->output_rule() == nullptr;
+    m = fused ? Linear::forward_gelu_mlp(*fc1_, *fc2_, h.y, act_->form()) : mlp_->forward(h.y);
+  }
+  if (drop_) m = drop_->forward(m);
+  return {h.h, m};
 }
 
 }  // namespace coppice

@@ -77,12 +77,28 @@ struct TransformerBlockOptions {
   double moe_aux_loss = 0.01;
 };
 
+// The residual stream between blocks: h + pending, where pending is what
+// the last block adds to the stream and has not added yet (undefined: the
+// stream is h).
+struct ResidualStream {
+  Variable h, pending;
+};
+
 // Children: ln1, attn, ln2, mlp (fc1, act, fc2) or moe (router, w1, w2), drop.
 class TransformerBlock : public Module {
  public:
   explicit TransformerBlock(const TransformerBlockOptions& block, const LayerOptions& options = {},
                             Generator& gen = default_generator());
   Variable forward(const Variable& x) override;
+  // forward() without its closing add: ln1 adds in.pending to the stream in
+  // its own pass (LayerNorm::forward_add, as ln2 adds the attention's
+  // output), and the block returns {h, mlp's output} for the next block, or
+  // the model's final norm, to add the same way. A stack of blocks run so
+  // makes no pass of its own over the stream, nor over its gradient (which
+  // add_layer_norm's backward sums with ln1's): GPT's blocks run this way.
+  // The same values as chaining forward(), up to the order the gradient's
+  // two parts are added in.
+  ResidualStream forward_stream(const ResidualStream& in);
 
  private:
   std::shared_ptr<LayerNorm> ln1_, ln2_;

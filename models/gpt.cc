@@ -1,6 +1,7 @@
 #include "models/gpt.h"
 
 #include "autograd/autograd.h"
+#include "autograd/graph_observer.h"
 #include "tensor/error.h"
 
 namespace coppice {
@@ -35,10 +36,19 @@ Variable GPT::forward(const Variable& x) {
     const int64_t t = in[0].size(1);
     Variable h = add(tok_embed_->forward(in[0]), slice(*pos_embed_, 0, 0, t));  // [N, T, dim]
     if (drop_) h = drop_->forward(h);
-    h = norm_->forward(blocks_->forward(h));
+    h = blocks_and_norm(h);
     if (head_) return head_->forward(h);
     return linear(h, tok_embed_->weight());  // [N, T, vocab]: h times the embedding, transposed
   });
+}
+
+Variable GPT::blocks_and_norm(const Variable& h) {
+  bool streamed = graph_observer() == nullptr && blocks_->output_rule() == nullptr;
+  for (size_t i = 0; streamed && i < blocks_->size(); ++i) streamed = (*blocks_)[i].output_rule() == nullptr;
+  if (!streamed) return norm_->forward(blocks_->forward(h));
+  ResidualStream s{h, Variable()};
+  for (size_t i = 0; i < blocks_->size(); ++i) s = static_cast<TransformerBlock&>((*blocks_)[i]).forward_stream(s);
+  return s.pending.defined() ? norm_->forward_add(s.h, s.pending).y : norm_->forward(s.h);
 }
 
 }  // namespace coppice

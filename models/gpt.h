@@ -57,6 +57,13 @@ class GPT : public Module {
   const GPTOptions& options() const { return o_; }
 
  private:
+  // The blocks as a residual stream (TransformerBlock::forward_stream), each
+  // block's closing add folded into the next LayerNorm, then the final norm.
+  // Falls back to the Sequential's forward (each block's own add) where a
+  // module scope must be seen: an output rule on the blocks or on one of
+  // them, or a graph observer (a traced step).
+  Variable blocks_and_norm(const Variable& h);
+
   GPTOptions o_;
   std::shared_ptr<Embedding> tok_embed_;
   Variable* pos_embed_;                 // [context, dim]

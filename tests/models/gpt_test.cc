@@ -1,6 +1,7 @@
 // The GPT decoder (models/gpt.h): its parameters, tied and untied; a float64
 // gradcheck through the whole model (the tied embedding receives the
-// embedding's and the output's gradients); the tanh GELU form against the
+// embedding's and the output's gradients); its blocks run as a residual
+// stream against the blocks run in turn; the tanh GELU form against the
 // model's ops run apart; block-sparse attention against the masked softmax it
 // stands for; a tiny GPT that learns on the CPU; the zoo's options.
 #include "models/gpt.h"
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -47,6 +49,22 @@ GPTOptions tiny(bool tied) {
 
 Variable tokens(const std::vector<int64_t>& ids, int64_t n) {
   return Variable(from_vector(ids, {n, static_cast<int64_t>(ids.size()) / n}));
+}
+
+// The logits `forward` returns and every parameter's gradient after
+// backward(seed), from zeroed gradients.
+std::vector<Tensor> logits_and_grads(GPT& model, const Tensor& seed, const std::function<Variable()>& forward) {
+  model.zero_grad();
+  Variable logits = forward();
+  logits.backward(seed);
+  std::vector<Tensor> out = {logits.value()};
+  for (const auto& [name, p] : model.named_parameters()) out.push_back(p.grad().clone());
+  return out;
+}
+
+void expect_equal_to_1e12(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(max_abs_diff(a[i], b[i]), 1e-12) << "result " << i;
 }
 
 TEST(GPT, ParametersTiedAndUntied) {
@@ -98,28 +116,17 @@ TEST(GPT, TanhGeluIsTheComposite) {
     Generator g(7);
     return randn({2, 4, 5}, DType::kF64, g);
   }();
-  auto run = [&](bool whole) {
-    model.zero_grad();
-    Variable logits;
-    if (whole) {
-      logits = model.forward(x);
-    } else {
-      Variable h = add(model.submodule("tok_embed").forward(x), slice(model.parameter("pos_embed"), 0, 0, 4));
-      for (int i = 0; i < 2; ++i) {
-        Module& b = model.submodule("blocks." + std::to_string(i));
-        h = add(h, b.submodule("attn").forward(b.submodule("ln1").forward(h)));
-        h = add(h, b.submodule("mlp").forward(b.submodule("ln2").forward(h)));
-      }
-      logits = linear(model.submodule("norm").forward(h), model.parameter("tok_embed.weight"));
+  const std::vector<Tensor> whole = logits_and_grads(model, seed, [&] { return model.forward(x); });
+  const std::vector<Tensor> apart = logits_and_grads(model, seed, [&] {
+    Variable h = add(model.submodule("tok_embed").forward(x), slice(model.parameter("pos_embed"), 0, 0, 4));
+    for (int i = 0; i < 2; ++i) {
+      Module& b = model.submodule("blocks." + std::to_string(i));
+      h = add(h, b.submodule("attn").forward(b.submodule("ln1").forward(h)));
+      h = add(h, b.submodule("mlp").forward(b.submodule("ln2").forward(h)));
     }
-    logits.backward(seed);
-    std::vector<Tensor> out = {logits.value()};
-    for (const auto& [name, p] : model.named_parameters()) out.push_back(p.grad().clone());
-    return out;
-  };
-  const std::vector<Tensor> whole = run(true), apart = run(false);
-  ASSERT_EQ(whole.size(), apart.size());
-  for (size_t i = 0; i < whole.size(); ++i) EXPECT_LE(max_abs_diff(whole[i], apart[i]), 1e-12) << "result " << i;
+    return linear(model.submodule("norm").forward(h), model.parameter("tok_embed.weight"));
+  });
+  expect_equal_to_1e12(whole, apart);
   o.gelu = GeluForm::kErf;
   Generator same(6);
   GPT exact(o, kF64, same);
@@ -128,6 +135,34 @@ TEST(GPT, TanhGeluIsTheComposite) {
   o.gelu = GeluForm::kTanh;
   GPT one(o, kF64, gen);
   EXPECT_GRADCHECK_OK(gradcheck_module(one, tokens({0, 3, 1, 4, 2, 2}, 2)));
+}
+
+// The model runs its blocks as a residual stream (each block's closing add
+// folded into the next LayerNorm, TransformerBlock::forward_stream): the
+// logits and every gradient equal those of the blocks' Sequential run in
+// turn, each block adding its own output, in f64 to 1e-12 (three blocks,
+// with a mixture of experts too).
+TEST(GPT, StreamedBlocksEqualTheBlocksRunInTurn) {
+  for (int64_t experts : {0, 2}) {
+    SCOPED_TRACE(experts ? "moe" : "mlp");
+    GPTOptions o = tiny(true);
+    o.layers = 3;
+    o.moe_experts = experts;
+    Generator gen(11);
+    GPT model(o, kF64, gen);
+    const Variable x = tokens({0, 3, 1, 4, 2, 2, 1, 0}, 2);
+    const Tensor seed = [] {
+      Generator g(12);
+      return randn({2, 4, 5}, DType::kF64, g);
+    }();
+    const std::vector<Tensor> streamed = logits_and_grads(model, seed, [&] { return model.forward(x); });
+    const std::vector<Tensor> in_turn = logits_and_grads(model, seed, [&] {
+      Variable h = add(model.submodule("tok_embed").forward(x), slice(model.parameter("pos_embed"), 0, 0, 4));
+      h = model.submodule("norm").forward(model.submodule("blocks").forward(h));
+      return linear(h, model.parameter("tok_embed.weight"));
+    });
+    expect_equal_to_1e12(streamed, in_turn);
+  }
 }
 
 TEST(GPT, TiedEmbeddingGetsBothGradients) {
