@@ -156,6 +156,14 @@ __device__ inline void store16(T* p, const Pack16<T>& v) {
   *reinterpret_cast<uint4*>(p) = raw;
 }
 
+// The CUDA type whose pairs (mma_sync.cuh's pack2 and unpack2) convert T's
+// values to and from C in hardware: bf16 and f16 computed in f32. void for
+// every other (T, C), which round_pack and widen_pack convert one at a time.
+template <typename T, typename C>
+using PairNative =
+    std::conditional_t<std::is_same_v<C, float> && std::is_same_v<T, BFloat16>, __nv_bfloat16,
+                       std::conditional_t<std::is_same_v<C, float> && std::is_same_v<T, Half>, __half, void>>;
+
 // v rounded to T as one pack. 16-bit types round a pair at a time with the
 // hardware's round to nearest even (mma_sync.cuh's pack2: one instruction a
 // pair, where convert<T> rounds in software, about seven a value): the same
@@ -164,10 +172,8 @@ __device__ inline void store16(T* p, const Pack16<T>& v) {
 template <typename T, typename C>
 __device__ inline Pack16<T> round_pack(const C (&v)[Pack16<T>::kN]) {
   Pack16<T> out;
-  constexpr bool kBf16 = std::is_same_v<T, BFloat16> && std::is_same_v<C, float>;
-  constexpr bool kF16 = std::is_same_v<T, Half> && std::is_same_v<C, float>;
-  if constexpr (kBf16 || kF16) {
-    using Native = std::conditional_t<kBf16, __nv_bfloat16, __half>;
+  using Native = PairNative<T, C>;
+  if constexpr (!std::is_void_v<Native>) {
     uint32_t w[Pack16<T>::kN / 2];
 #pragma unroll
     for (int i = 0; i < Pack16<T>::kN / 2; ++i) w[i] = pack2<Native>(v[2 * i], v[2 * i + 1]);
@@ -185,10 +191,8 @@ __device__ inline Pack16<T> round_pack(const C (&v)[Pack16<T>::kN]) {
 // values as convert (a NaN stays a NaN).
 template <typename T, typename C>
 __device__ inline void widen_pack(const Pack16<T>& p, C (&v)[Pack16<T>::kN]) {
-  constexpr bool kBf16 = std::is_same_v<T, BFloat16> && std::is_same_v<C, float>;
-  constexpr bool kF16 = std::is_same_v<T, Half> && std::is_same_v<C, float>;
-  if constexpr (kBf16 || kF16) {
-    using Native = std::conditional_t<kBf16, __nv_bfloat16, __half>;
+  using Native = PairNative<T, C>;
+  if constexpr (!std::is_void_v<Native>) {
     uint32_t w[Pack16<T>::kN / 2];
     memcpy(w, &p, sizeof(w));
 #pragma unroll

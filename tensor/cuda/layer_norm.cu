@@ -268,15 +268,10 @@ std::vector<Tensor> forward(const Tensor& x, const Tensor& r, const Tensor& weig
     T *hp = h.defined() ? h.data<T>() : nullptr, *yp = y.data<T>();
     if (packable<T>(d, {xp, rp, wp, bp, hp, yp}) && d <= streamed_rows::kMaxD<T>) {
       const size_t smem = streamed_rows::smem_bytes<T>(rp != nullptr ? 2 : 1, d);
-      if (rp != nullptr) {
-        const auto kernel = streamed_rows::forward_kernel<T, true>;
-        kernel<<<stream_blocks(kernel, smem, rows, x.device().index, op), streamed_rows::kThreads, smem, stream>>>(
-            xp, rp, wp, bp, hp, yp, rows, static_cast<int>(d), eps);
-      } else {
-        const auto kernel = streamed_rows::forward_kernel<T, false>;
-        kernel<<<stream_blocks(kernel, smem, rows, x.device().index, op), streamed_rows::kThreads, smem, stream>>>(
-            xp, rp, wp, bp, hp, yp, rows, static_cast<int>(d), eps);
-      }
+      const auto kernel =
+          rp != nullptr ? streamed_rows::forward_kernel<T, true> : streamed_rows::forward_kernel<T, false>;
+      kernel<<<stream_blocks(kernel, smem, rows, x.device().index, op), streamed_rows::kThreads, smem, stream>>>(
+          xp, rp, wp, bp, hp, yp, rows, static_cast<int>(d), eps);
     } else if (packable<T>(d, {xp, rp, wp, bp, hp, yp})) {
       layer_norm_packed_kernel<T><<<row_blocks(rows), kRowThreads, 0, stream>>>(xp, rp, wp, bp, hp, yp, rows, d, eps);
     } else {
