@@ -10,9 +10,11 @@
 // process, so every rank of a launch) and calls InitializeInjection, which
 // turns on CUPTI's concurrent-kernel and memcpy activity records: the
 // kernels are not serialized, so overlap (NCCL beside compute) stays as it
-// is. Each process writes DIR/trace.<pid>.tsv, one line a record:
+// is; the runtime API's calls are recorded too (what the host was in while
+// the GPU idled). Each process writes DIR/trace.<pid>.tsv, one line a record:
 //   K <start ns> <end ns> <device> <stream> <kernel name, mangled>
 //   M <start ns> <end ns> <device> <stream> memcpy <kind> <bytes>
+//   R <start ns> <end ns> 0 <thread> <runtime API call, e.g. cudaFree>
 // (tab-separated; timestamps on CUPTI's clock, common to the processes of
 // one machine). tools/device/dp_timeline.py reads them.
 #include <cupti.h>
@@ -50,6 +52,12 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       std::fprintf(out, "M\t%llu\t%llu\t%u\t%u\tmemcpy %u %llu\n", static_cast<unsigned long long>(m->start),
                    static_cast<unsigned long long>(m->end), m->deviceId, m->streamId,
                    static_cast<unsigned>(m->copyKind), static_cast<unsigned long long>(m->bytes));
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+      const auto* r = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      const char* name = nullptr;
+      if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, r->cbid, &name) != CUPTI_SUCCESS) name = nullptr;
+      std::fprintf(out, "R\t%llu\t%llu\t0\t%u\t%s\n", static_cast<unsigned long long>(r->start),
+                   static_cast<unsigned long long>(r->end), r->threadId, name != nullptr ? name : "?");
     }
   }
   std::free(buffer);
@@ -74,7 +82,8 @@ extern "C" int InitializeInjection(void) {
   }
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
       cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
-      cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS) {
+      cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
+      cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS) {
     std::fprintf(stderr, "cupti_trace: CUPTI refused the activity records\n");
     return 0;
   }

@@ -25,11 +25,14 @@ in milliseconds:
 and the counts of NCCL kernels and of idle gaps over 20 us per step. A
 1-GPU run gives the baseline (no NCCL). The markdown table goes to stdout;
 with --gaps K, then each GPU's K largest kinds of idle gap: the kernels on
-either side, how many steps have one, and its median length (where the GPU
-waits for the host, and for what).
+either side, how many steps have one, its median length, and the runtime
+API call the host was in when the gap began (the tracer records them; a
+synchronizing call, such as cudaFree or a pageable copy, that lasts until the
+GPU drains, is why the GPU then waits for the host), or "host code".
 """
 
 import argparse
+import collections
 import glob
 import os
 import re
@@ -86,8 +89,9 @@ def gaps(intervals, lo, hi, min_ns):
 
 
 def read_traces(directory):
-    """{(pid, device): {"kernels": [(start, end, name)], "copies": [(start, end)]}}."""
-    devices = {}
+    """{(pid, device): {"kernels": [(start, end, name)], "copies": [(start, end)], "api": [(start, end, name)]}}:
+    a process's runtime API calls (R records) in each of its devices' entries."""
+    devices, api = {}, {}
     files = sorted(glob.glob(os.path.join(directory, "trace.*.tsv")))
     if not files:
         sys.exit(f"{directory}: no trace.*.tsv (was CUDA_INJECTION64_PATH set to cupti_trace.so?)")
@@ -99,13 +103,17 @@ def read_traces(directory):
                 if len(parts) != 6:
                     continue
                 kind, start, end, dev, _stream, name = parts
+                if kind == "R":
+                    api.setdefault(pid, []).append((int(start), int(end), name))
+                    continue
                 entry = devices.setdefault((pid, int(dev)), {"kernels": [], "copies": []})
                 if kind == "K":
                     entry["kernels"].append((int(start), int(end), name))
                 elif kind == "M" and name.split()[1] == "8":  # CUPTI_ACTIVITY_MEMCPY_KIND_DTOD
                     entry["copies"].append((int(start), int(end)))
-    for entry in devices.values():
+    for (pid, _dev), entry in devices.items():
         entry["kernels"].sort()
+        entry["api"] = sorted(api.get(pid, []))
     return devices
 
 
@@ -177,8 +185,14 @@ def short_name(name):
     return "::".join(parts) if parts else name[:60]
 
 
+def host_call_at(api, t):
+    """The runtime API call the host was in at time t ("host code" if none), and its length in ns."""
+    inside = [(e - s, name) for s, e, name in api if s <= t < e]
+    return max(inside) if inside else (0, "host code")
+
+
 def gap_kinds(device, skip):
-    """{(before, after): [gap ns per step that has one]} over the steps after `skip`."""
+    """{(before, after): [(gap ns, host call name, its ns) per step that has one]} over the steps after `skip`."""
     kernels = device["kernels"]
     ends = step_ends(kernels)[skip:]
     spans = sorted([(s, e, short_name(n)) for s, e, n in kernels] + [(s, e, "memcpy") for s, e in device["copies"]])
@@ -189,8 +203,10 @@ def gap_kinds(device, skip):
         per_step = {}
         for s, e, name in inside:
             if s - reach > IDLE_GAP_NS:
-                per_step.setdefault((before, name), 0)
-                per_step[(before, name)] += s - reach
+                ns, host, host_ns = per_step.get((before, name), (0, None, 0))
+                if host is None:
+                    host_ns, host = host_call_at(device["api"], reach)
+                per_step[(before, name)] = (ns + s - reach, host, host_ns)
             if e > reach:
                 reach, before = e, name
         for key, ns in per_step.items():
@@ -227,14 +243,23 @@ def main():
         return
     for key in sorted(devices):
         kinds = gap_kinds(devices[key], args.skip)
-        ranked = sorted(kinds.items(), key=lambda kv: -sum(kv[1]))[: args.gaps]
+        ranked = sorted(kinds.items(), key=lambda kv: -sum(ns for ns, _, _ in kv[1]))[: args.gaps]
         print()
         print(f"{args.label}, GPU {key[1]} (pid {key[0]}): the largest idle gaps (total over the steps first)")
         print()
-        print("| kernel before the gap | kernel after it | steps with it | median us | total ms |")
-        print("|---|---|---:|---:|---:|")
-        for (before, after), ns in ranked:
-            print(f"| {before} | {after} | {len(ns)} | {statistics.median(ns) / 1e3:.0f} | {sum(ns) / 1e6:.2f} |")
+        print("| kernel before the gap | kernel after it | steps with it | median us | total ms | host in, as it began |")
+        print("|---|---|---:|---:|---:|---|")
+        for (before, after), found in ranked:
+            ns = [n for n, _, _ in found]
+            hosts = collections.Counter(h for _, h, _ in found)
+            host, count = hosts.most_common(1)[0]
+            call_us = statistics.median(c for _, h, c in found if h == host) / 1e3
+            where = host if host == "host code" else f"{host} ({call_us:.0f} us)"
+            if count < len(found):
+                where += f" in {count} of {len(found)}"
+            print(
+                f"| {before} | {after} | {len(ns)} | {statistics.median(ns) / 1e3:.0f} | {sum(ns) / 1e6:.2f} | {where} |"
+            )
 
 
 if __name__ == "__main__":
