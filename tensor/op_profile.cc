@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <string>
@@ -87,8 +88,9 @@ ProfileScope::ProfileScope(std::string key, Device device)
   start_ = std::chrono::steady_clock::now();
 }
 
-ProfileScope::~ProfileScope() {
+ProfileScope::~ProfileScope() noexcept(false) {
   if (!on_) return;
+  if (std::uncaught_exceptions() > 0) return;  // leaving by an exception already: not timed, nothing thrown
   synchronize(device_);
   op_profile_record(key_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
 }

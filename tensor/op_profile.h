@@ -31,10 +31,13 @@ int64_t op_profile_calls(std::string_view op);
 // Times its own lifetime as one call of `key` (between synchronizations of
 // `device`) when profiling is on; nothing otherwise. For the parts of a
 // kernel: { ProfileScope s("sddmm: a @ b", device); ... }
+// The closing synchronization may throw (a CUDA error, or a deferred index
+// check failing: tensor/cuda/deferred_checks.h), so the destructor may too,
+// unless the scope is already left by an exception.
 class ProfileScope {
  public:
   ProfileScope(std::string key, Device device);
-  ~ProfileScope();
+  ~ProfileScope() noexcept(false);
   ProfileScope(const ProfileScope&) = delete;
   ProfileScope& operator=(const ProfileScope&) = delete;
 

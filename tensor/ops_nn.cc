@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "tensor/dispatcher.h"
+#include "tensor/error_context.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -129,12 +130,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   Tensor zero_index = zeros({}, target.options());
   Tensor safe_target = where(valid, target, zero_index);
   Tensor picked;
+  const std::string bad_target = str_cat(op, ": a target is not a class index in [0, ", logits.size(1),
+                                         ") nor ignore_index (", options.ignore_index, ")");
+  const ErrorContext context(bad_target);  // where the device reports it later
   try {
     picked = gather(lp, 1, safe_target.unsqueeze(1));  // checks each target against [0, c)
-  } catch (const Error& e) {
-    fail(op, ": a target is not a class index in [0, ", logits.size(1), ") nor ignore_index (", options.ignore_index,
-         "): ", e.what());
-  }
+  } catch (const Error& e) { fail(bad_target, ": ", e.what()); }
   Tensor nll = neg(picked.squeeze(1));  // [n]
   Tensor loss = nll;
   if (options.label_smoothing > 0.0) {
@@ -355,10 +356,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   out_shape.push_back(weight.size(1));
   if (indices.numel() == 0) return empty(out_shape, weight.options());
   Tensor flat = indices.reshape({-1}).to(DType::kI64).contiguous();
+  const std::string bad_index = str_cat(op, ": an index is out of range for ", weight.size(0), " embeddings");
+  const ErrorContext context(bad_index);  // where the device reports it later
   try {
     return dispatch(op::kIndexSelect, {weight.contiguous(), flat}, Attrs().set("dim", int64_t{0}))[0].reshape(
         out_shape);
-  } catch (const Error& e) { fail(op, ": an index is out of range for ", weight.size(0), " embeddings: ", e.what()); }
+  } catch (const Error& e) { fail(bad_index, ": ", e.what()); }
 }
 
 Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_embeddings) {

@@ -10,6 +10,7 @@
 #include "tensor/cuda/caching_allocator.h"
 #include "tensor/cuda/copy_pieces.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/deferred_checks.h"
 #include "tensor/cuda/graph_capture.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/error.h"
@@ -51,7 +52,9 @@ class CudaBackend final : public DeviceBackend {
     // within the device involves no host memory and needs none, which also
     // lets a graph capture record it.
     COPPICE_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream), op);
-    if (kind != cudaMemcpyDeviceToDevice) COPPICE_CUDA_CHECK(cudaStreamSynchronize(stream), op);
+    if (kind == cudaMemcpyDeviceToDevice) return;
+    COPPICE_CUDA_CHECK(cudaStreamSynchronize(stream), op);
+    settle_checks(device, true);  // the host waited anyway: a bad index queued before surfaces here
   }
 
   void copy_pieces(int index, const PieceCopy& copy) override { cuda::copy_pieces(index, copy); }
@@ -59,6 +62,7 @@ class CudaBackend final : public DeviceBackend {
   void synchronize(int index) override {
     DeviceGuard guard(index);
     COPPICE_CUDA_CHECK(cudaStreamSynchronize(current_stream(index)), "cuda synchronize");
+    settle_checks(index, true);
   }
 
   std::unique_ptr<CapturedWork> capture(int index, const std::function<void()>& fn, std::string* why_not) override {

@@ -16,6 +16,7 @@
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/warp.cuh"
 #include "tensor/dispatcher.h"
+#include "tensor/error_context.h"
 #include "tensor/ops.h"
 
 namespace coppice::cuda {
@@ -139,11 +140,9 @@ std::vector<Tensor> forward(const std::vector<Tensor>& in, const Attrs& attrs) {
           static_cast<C*>(valid.data_ptr()), bad.ptr());
     });
     check_launch(op);
-    try {
-      bad.check(op, target, 1, a.c);
-    } catch (const Error& e) {
-      fail(op, ": a target is not a class index in [0, ", a.c, ") nor ignore_index (", a.ignore_index, "): ", e.what());
-    }
+    const ErrorContext context(
+        str_cat(op, ": a target is not a class index in [0, ", a.c, ") nor ignore_index (", a.ignore_index, ")"));
+    bad.check(op, target, 1, a.c);
   }
   Tensor result = loss;
   if (reduction == "sum") result = sum(loss);

@@ -32,7 +32,7 @@ __device__ inline double product(double a, double b) { return __dmul_rn(a, b); }
 
 template <typename T>
 __global__ void embedding_bag_kernel(const T* w, const int64_t* index, const int64_t* offsets, const T* psw, T* out,
-                                     int64_t bags, int64_t d, int64_t padding, bool mean) {
+                                     int64_t v, int64_t bags, int64_t d, int64_t padding, bool mean) {
   using C = compute_t<T>;
   COPPICE_KERNEL_LOOP(x, bags * d) {
     const int64_t b = x / d, c = x % d;
@@ -40,7 +40,7 @@ __global__ void embedding_bag_kernel(const T* w, const int64_t* index, const int
     int64_t count = 0;
     for (int64_t e = offsets[b]; e < offsets[b + 1]; ++e) {
       const int64_t k = index[e];
-      if (k == padding) continue;
+      if (k == padding || k < 0 || k >= v) continue;  // out of range: reported by bag_index_check
       ++count;
       const C value = convert<C>(w[k * d + c]);
       s += psw != nullptr ? product(value, convert<C>(psw[e])) : value;
@@ -52,7 +52,7 @@ __global__ void embedding_bag_kernel(const T* w, const int64_t* index, const int
 
 template <typename T>
 __global__ void embedding_bag_max_kernel(const T* w, const int64_t* index, const int64_t* offsets, T* out,
-                                         int64_t* where_out, int64_t bags, int64_t d, int64_t padding) {
+                                         int64_t* where_out, int64_t v, int64_t bags, int64_t d, int64_t padding) {
   using C = compute_t<T>;
   COPPICE_KERNEL_LOOP(x, bags * d) {
     const int64_t b = x / d, c = x % d;
@@ -60,7 +60,7 @@ __global__ void embedding_bag_max_kernel(const T* w, const int64_t* index, const
     int64_t where = -1;
     for (int64_t e = offsets[b]; e < offsets[b + 1]; ++e) {
       const int64_t k = index[e];
-      if (k == padding) continue;
+      if (k == padding || k < 0 || k >= v) continue;
       const C value = convert<C>(w[k * d + c]);
       if (where < 0 || value > best || (value != value && best == best)) {
         best = value;
@@ -98,9 +98,9 @@ std::vector<Tensor> embedding_bag(const std::vector<Tensor>& in, const Attrs& at
     if (bags * d == 0) return {out, where};
     dispatch_floating(w.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      embedding_bag_max_kernel<T><<<grid_for(bags * d), kThreads, 0, stream>>>(w.data<T>(), index.data<int64_t>(),
-                                                                               offsets.data<int64_t>(), out.data<T>(),
-                                                                               where.data<int64_t>(), bags, d, padding);
+      embedding_bag_max_kernel<T>
+          <<<grid_for(bags * d), kThreads, 0, stream>>>(w.data<T>(), index.data<int64_t>(), offsets.data<int64_t>(),
+                                                        out.data<T>(), where.data<int64_t>(), v, bags, d, padding);
     });
     check_launch(op);
     return {out, where};
@@ -110,7 +110,7 @@ std::vector<Tensor> embedding_bag(const std::vector<Tensor>& in, const Attrs& at
     using T = typename decltype(tag)::type;
     embedding_bag_kernel<T><<<grid_for(bags * d), kThreads, 0, stream>>>(
         w.data<T>(), index.data<int64_t>(), offsets.data<int64_t>(), psw.defined() ? psw.data<T>() : nullptr,
-        out.data<T>(), bags, d, padding, mean);
+        out.data<T>(), v, bags, d, padding, mean);
   });
   check_launch(op);
   return {out};

@@ -13,7 +13,8 @@
 // result back, synchronizing) invalidates the capture; capture_graph then
 // returns null with the CUDA error, and the caller runs the work eagerly.
 // Checks that read a flag back after a kernel (index_check.cuh) instead defer
-// themselves to after each replay (after_each_replay).
+// themselves to after each replay (after_each_replay), which queues their
+// read-backs behind the replay (deferred_checks.h).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -29,8 +30,9 @@ namespace coppice::cuda {
 // True while the calling thread records work for `device`.
 bool capturing(int device);
 
-// During a capture: `check` runs on the host after every replay (after the
-// replayed work has finished) instead of now. Outside a capture: runs it now.
+// During a capture: `check` runs on the host after every replay's launch
+// (work it queues runs behind the replayed work) instead of now. Outside a
+// capture: runs it now.
 void after_each_replay(int device, std::function<void()> check);
 
 // Records fn's work on `device`; null with *why_not when it cannot be.

@@ -1,9 +1,10 @@
 // index_select, gather, scatter_add and index_copy_ (kernels.h), twins of
 // tensor/cpu/indexing.cc. Indices are i64 in [0, size of dim): negative ones
-// do not wrap, and an out-of-range index throws coppice::Error (naming the
-// op, the index and its position, as the CPU does) before anything is
-// written to the result; it is never dereferenced (index_check.cuh). Any
-// dtype. gather and scatter_add take an index no larger than the other
+// do not wrap, and an out-of-range index is never dereferenced. It throws
+// coppice::Error naming the op, the index and its position, as the CPU does:
+// at the next synchronization or read of a result (index_check.cuh,
+// deferred_checks.h), except index_copy_, which writes in place and so
+// checks before it writes. Any dtype. gather and scatter_add take an index no larger than the other
 // operands in any dim (except dim for the tensor indexed).
 //
 // index_select and gather only move elements: one kernel per element size.
@@ -18,6 +19,8 @@
 
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
+#include "tensor/cuda/deferred_checks.h"
+#include "tensor/cuda/graph_capture.h"
 #include "tensor/cuda/index_check.cuh"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/sort.h"
@@ -57,7 +60,8 @@ __global__ void index_copy_kernel(U* x, const int64_t* index, const U* src, int6
     const int64_t in = i % inner;
     const int64_t j = (i / inner) % nidx;
     const int64_t o = i / (inner * nidx);
-    x[(o * size + index[j]) * inner + in] = src[i];
+    const int64_t k = index[j];
+    if (k >= 0 && k < size) x[(o * size + k) * inner + in] = src[i];  // out of range only in a graph's replay
   }
 }
 
@@ -106,7 +110,7 @@ __global__ void scatter_keys(const int64_t* index, uint64_t* keys, int32_t* ids,
     int64_t k = index[i];
     if (k < 0 || k >= g.dim_size) {
       report_bad_index(bad, i);
-      k = 0;  // keeps the key in range; the host throws before the sums run
+      k = 0;  // keeps the key in range: the sums are wrong, and the deferred check throws
     }
     int64_t x_off, unused;
     g.offsets(i, k, &x_off, &unused);
@@ -215,6 +219,7 @@ std::vector<Tensor> index_copy(const std::vector<Tensor>& in, const Attrs& attrs
     range_check<<<grid_for(nidx), kThreads, 0, current_stream(device)>>>(index.data<int64_t>(), nidx, size, bad.ptr());
     check_launch(op::kIndexCopy);
     bad.check(op::kIndexCopy, index, dim, size);
+    if (!capturing(device)) settle_checks(device, true);  // in place: nothing written past a bad index
   }
   if (total == 0) return {};
   by_element_size(x.dtype(), [&](auto tag) {

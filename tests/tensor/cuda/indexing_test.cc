@@ -1,4 +1,7 @@
-// CPU parity of index_select, gather and scatter_add, and their range checks.
+// CPU parity of index_select, gather and scatter_add, and their range checks
+// (read back at the next synchronization).
+#include "tensor/backend.h"
+#include "tensor/cuda/deferred_checks.h"
 #include "tensor/ops.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
 
@@ -91,6 +94,13 @@ TEST(CudaScatterAddTest, BitExactWithDuplicatesEveryDtype) {
                 dim_attr(0), 0, 0, "no indices");
 }
 
+// On the GPU the index check is read back at the next synchronization
+// (tensor/cuda/deferred_checks.h): the op, then a synchronize.
+void dispatch_and_synchronize(const std::string& op, const std::vector<Tensor>& in, const Attrs& attrs) {
+  dispatch(op, in, attrs);
+  synchronize(gpu());
+}
+
 TEST(CudaIndexingTest, OutOfRangeIndicesThrowLikeTheCpu) {
   COPPICE_REQUIRE_GPU();
   Tensor x = random({5, 4}, DType::kF32, 91);
@@ -98,28 +108,66 @@ TEST(CudaIndexingTest, OutOfRangeIndicesThrowLikeTheCpu) {
     Tensor index = make({5}, bad, DType::kI64);
     const std::string want = error_of([&] { dispatch("index_select", {x, index}, dim_attr(0)); });
     ASSERT_NE(want, "");
-    EXPECT_EQ(error_of([&] { dispatch("index_select", to_gpu({x, index}), dim_attr(0)); }), want);
+    EXPECT_EQ(error_of([&] { dispatch_and_synchronize("index_select", to_gpu({x, index}), dim_attr(0)); }), want);
     Tensor index2 = make({5, 1}, bad, DType::kI64);
     const std::string want2 = error_of([&] { dispatch("gather", {x, index2}, dim_attr(0)); });
     ASSERT_NE(want2, "");
-    EXPECT_EQ(error_of([&] { dispatch("gather", to_gpu({x, index2}), dim_attr(0)); }), want2);
+    EXPECT_EQ(error_of([&] { dispatch_and_synchronize("gather", to_gpu({x, index2}), dim_attr(0)); }), want2);
     Tensor src = random({5, 1}, DType::kF32, 92);
     const std::string want3 = error_of([&] { dispatch("scatter_add", {x, index2, src}, dim_attr(0)); });
     ASSERT_NE(want3, "");
-    EXPECT_EQ(error_of([&] { dispatch("scatter_add", to_gpu({x, index2, src}), dim_attr(0)); }), want3);
+    EXPECT_EQ(error_of([&] { dispatch_and_synchronize("scatter_add", to_gpu({x, index2, src}), dim_attr(0)); }), want3);
   }
   // Checked even when the result is empty.
   Tensor empty_rows = Tensor::empty({5, 0});
   Tensor bad = make({2}, {1, 9}, DType::kI64);
   EXPECT_EQ(error_of([&] {
-              dispatch("index_select", to_gpu({empty_rows, bad}), dim_attr(0));
+              dispatch_and_synchronize("index_select", to_gpu({empty_rows, bad}), dim_attr(0));
             }),
             error_of([&] {
               dispatch("index_select", {empty_rows, bad}, dim_attr(0));
             }));
+  // index_copy_ writes in place, so it checks before it writes: at the call,
+  // and the destination keeps every value.
+  Tensor dst = x.to(gpu());
+  const std::string want_copy = error_of([&] {
+    dispatch("index_copy_", {x.clone(), bad, zeros({2, 4})}, dim_attr(0));
+  });
+  ASSERT_NE(want_copy, "");
+  EXPECT_EQ(error_of([&] {
+              dispatch("index_copy_", {dst, bad.to(gpu()), zeros({2, 4}).to(gpu())}, dim_attr(0));
+            }),
+            want_copy);
+  expect_match(dst.to(Device::cpu()), x, 0, 0, "index_copy_'s destination after the error");
   // The device is still usable afterwards.
   expect_parity("index_select", {x, make({2}, {4, 0}, DType::kI64)}, dim_attr(0), 0, 0, "after errors");
   expect_error([&] { dispatch("gather", to_gpu({x, make({2, 2}, {0, 1, 2, 3}, DType::kI32)}), dim_attr(0)); }, "i64");
+}
+
+// The index check does not make the host wait: the call returns with its
+// check queued, a later read of any result (or synchronize) throws the
+// first call's error, naming its op and index, and resolves it (the next
+// read does not throw again). A check that passes throws nothing.
+TEST(CudaIndexingTest, ABadIndexSurfacesAtTheNextRead) {
+  COPPICE_REQUIRE_GPU();
+  const Tensor x = random({5, 4}, DType::kF32, 93).to(gpu());
+  const Tensor good = make({2}, {4, 0}, DType::kI64).to(gpu()), bad = make({3}, {1, 8, 2}, DType::kI64).to(gpu());
+  synchronize(gpu());
+  Tensor picked = index_select(x, 0, good);
+  Tensor wrong = index_select(x, 0, bad);  // returns: nothing read back yet
+  EXPECT_GE(cuda::pending_checks(0), size_t{1});
+  EXPECT_EQ(wrong.shape(), (Shape{3, 4}));
+  const Tensor unrelated = add(picked, 1.0);
+  expect_error([&] { (void)unrelated.to(Device::cpu()); },
+               "index_select: index 8 (at position 1) is out of range for dim 0 of size 5");
+  EXPECT_EQ(cuda::pending_checks(0), size_t{0});
+  expect_match(picked.to(Device::cpu()), index_select(x.to(Device::cpu()), 0, good.to(Device::cpu())), 0, 0,
+               "the good call's result");
+  // The embedding's context, which a try/catch at the call could not add.
+  const Tensor w = random({6, 3}, DType::kF32, 94).to(gpu());
+  (void)embedding(w, make({2}, {5, 6}, DType::kI64).to(gpu()));
+  expect_error([&] { synchronize(gpu()); },
+               "embedding: an index is out of range for 6 embeddings: index_select: index 6 (at position 1)");
 }
 
 // embedding_backward against its CPU twin: sums in index order in the
@@ -139,7 +187,7 @@ TEST(CudaEmbeddingBackwardTest, MatchesTheCpu) {
   const Tensor bad = make({2}, {1, 50}, DType::kI64).to(gpu());
   expect_error(
       [&] {
-        embedding_backward(zeros({2, 4}, TensorOptions(DType::kF32, gpu())), bad, 50);
+        (void)embedding_backward(zeros({2, 4}, TensorOptions(DType::kF32, gpu())), bad, 50).to(Device::cpu());
       },
       "index 50 (at position 1) is out of range for dim 0 of size 50");
 }

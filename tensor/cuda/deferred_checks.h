@@ -1,0 +1,44 @@
+// Checks whose answer a kernel leaves on the device (an index kernel's
+// bad-index slot, index_check.cuh), read without making the host wait for
+// the device. Reading the answer at the call synchronized the host with the
+// GPU in the middle of every step (an embedding's forward and backward, the
+// cross entropy's targets), and the GPU then idled while the host caught up.
+//
+// Instead, the answer's 8 bytes are copied into pinned host memory behind the
+// kernel, on the device's stream, and the host looks at them once that copy
+// has run, at the first of:
+//   - a point where the host waits for the device anyway: synchronize(), or
+//     a copy to or from host memory (backend.cc), which settles every check
+//     of the device;
+//   - a later check on the same device, which settles those already done.
+// A failed check throws there the coppice::Error the call would have thrown
+// (naming the op, the index and its position), so an out-of-range index
+// surfaces at the next read of any result instead of at the call that took
+// it. Meanwhile the kernels never dereference it: their outputs hold zeros
+// (index_select, gather) or leave it out (the sums).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace coppice::cuda {
+
+// Queues the copy of *answer (device memory of `device`, written by work
+// already queued on its current stream) to the host; once it has arrived,
+// resolve(value) runs on the host and throws to report a failure. First
+// settles the checks already done (which may throw). Not while capturing a
+// graph: a capture defers its checks to after each replay
+// (graph_capture.h's after_each_replay), whose replays call this.
+void defer_check(int device, const int64_t* answer, std::function<void(int64_t)> resolve);
+
+// Resolves `device`'s deferred checks whose copies have run, in the order they
+// were queued; with `wait`, waits for every queued copy first (free after a
+// stream synchronization). Throws the first failure; the other checks are
+// resolved and dropped either way.
+void settle_checks(int device, bool wait);
+
+// The checks of `device` queued and not yet resolved.
+size_t pending_checks(int device);
+
+}  // namespace coppice::cuda
