@@ -608,28 +608,38 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
     __syncthreads();
     write_row_sums<T, B, kSumLanes>(p, lanes, r0);
   }
-  if (slot < count) {
-    const int64_t e = begin + slot;
-    T* out = p.values + e * B * B;
-    float* part = p.splits > 1 ? p.partial + (blockIdx.y * p.nblocks + e) * B * B : nullptr;
-    const int g = lane / 4, t = lane % 4;
+  if (slot >= count) return;
+  const int64_t e = begin + slot;
+  T* out = p.values + e * B * B;
+  float* part = p.splits > 1 ? p.partial + (blockIdx.y * p.nblocks + e) * B * B : nullptr;
+  const int g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int mi = 0; mi < Tile::kMTiles; ++mi) {
+  for (int mi = 0; mi < Tile::kMTiles; ++mi) {
 #pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) {
+    for (int nt = 0; nt < kNt; ++nt) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = wr * Tile::kWarpRows + mi * 16 + g + h * 8, c = nt * 8 + 2 * t;
-          if (part != nullptr) {
-            *reinterpret_cast<float2*>(part + r * B + c) = make_float2(acc[mi][nt][2 * h], acc[mi][nt][2 * h + 1]);
-          } else {
-            store2<T>(out + r * B + c, acc[mi][nt][2 * h], acc[mi][nt][2 * h + 1]);
-          }
+      for (int h = 0; h < 2; ++h) {
+        const int r = wr * Tile::kWarpRows + mi * 16 + g + h * 8, c = nt * 8 + 2 * t;
+        if (part != nullptr) {
+          *reinterpret_cast<float2*>(part + r * B + c) = make_float2(acc[mi][nt][2 * h], acc[mi][nt][2 * h + 1]);
+        } else {
+          store2<T>(out + r * B + c, acc[mi][nt][2 * h], acc[mi][nt][2 * h + 1]);
         }
       }
     }
   }
-  if (p.splits > 1) finish_split<T, B, kThreads>(p, task, tid, [] { __syncthreads(); });
+}
+
+// values = the sum of the split SDDMM's partial sums, in range order,
+// rounded once.
+template <typename T>
+__global__ void sum_splits_kernel(const float* __restrict__ partial, int splits, int64_t n, T* __restrict__ values) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float sum = partial[i];
+    for (int s = 1; s < splits; ++s) sum += partial[s * n + i];
+    values[i] = from_float<T>(sum);
+  }
 }
 
 // ---- launch ----
@@ -783,6 +793,11 @@ void bsr_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
       const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
       kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, flags);
     });
+    if (p.splits > 1) {
+      bsr_sum_splits<T>(p.partial, p.splits, p.nblocks * Tile::B * Tile::B, p.values, stream);
+      if (p.row_sums != nullptr)
+        bsr_sum_splits<T>(p.row_sum_partial, p.splits, p.block_rows * Tile::B, p.row_sums, stream);
+    }
   });
 }
 
@@ -808,6 +823,13 @@ int bsr_mma_sddmm_resident(const BsrSddmmArgs<T>& p) {
   return resident;
 }
 
+template <typename T>
+void bsr_sum_splits(const float* partial, int splits, int64_t n, T* values, cudaStream_t stream) {
+  const int64_t blocks = (n + 255) / 256;
+  sum_splits_kernel<T>
+      <<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(partial, splits, n, values);
+}
+
 template void bsr_mma_product<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&, cudaStream_t);
 template void bsr_mma_product<__half>(const BsrProductArgs<__half>&, cudaStream_t);
 template void bsr_mma_sddmm<__nv_bfloat16>(const BsrSddmmArgs<__nv_bfloat16>&, cudaStream_t);
@@ -817,5 +839,8 @@ template void bsr_mma_sddmm<float>(const BsrSddmmArgs<float>&, cudaStream_t);
 template int bsr_mma_sddmm_resident<__nv_bfloat16>(const BsrSddmmArgs<__nv_bfloat16>&);
 template int bsr_mma_sddmm_resident<__half>(const BsrSddmmArgs<__half>&);
 template int bsr_mma_sddmm_resident<float>(const BsrSddmmArgs<float>&);
+template void bsr_sum_splits<__nv_bfloat16>(const float*, int, int64_t, __nv_bfloat16*, cudaStream_t);
+template void bsr_sum_splits<__half>(const float*, int, int64_t, __half*, cudaStream_t);
+template void bsr_sum_splits<float>(const float*, int, int64_t, float*, cudaStream_t);
 
 }  // namespace coppice::sparse_cuda

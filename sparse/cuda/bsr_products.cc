@@ -382,7 +382,7 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
     p.b = strided<T>(b_keep, b_in, false);
     p.values = static_cast<T*>(values.data_ptr());
     std::shared_ptr<const SddmmGroups> groups;
-    Tensor partial, row_partial, arrivals;
+    Tensor partial, row_partial;
     bool wgmma = false;
     p.b_cols = pattern.size(1);
     if (kernel == BsrKernel::kMmaSync) {
@@ -417,15 +417,13 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
           p.row_sum_partial = row_partial.data<float>();
         }
       }
-      if (p.splits > 1) {  // a count a thread block of the grid's x: the runs, then the empty rows summed
-        const int64_t tasks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
-        arrivals = Tensor::empty({std::max<int64_t>(tasks, 1)}, TensorOptions(DType::kI32, pattern.device()));
-        p.arrivals = arrivals.data<int32_t>();
-        COPPICE_CUDA_CHECK(cudaMemsetAsync(p.arrivals, 0, sizeof(int32_t) * arrivals.numel(), stream), op);
-      }
       if constexpr (sizeof(T) == 2) {
         if (wgmma) {
           bsr_wgmma_sddmm<T>(p, stream);
+          if (p.splits > 1) {
+            bsr_sum_splits<T>(p.partial, p.splits, values.numel(), p.values, stream);
+            if (p.row_sums != nullptr) bsr_sum_splits<T>(p.row_sum_partial, p.splits, a.size(0), p.row_sums, stream);
+          }
           return;
         }
       }

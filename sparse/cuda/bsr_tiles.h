@@ -84,15 +84,11 @@ struct BsrSddmmArgs {
   int group = 0;  // the most blocks in one run (bsr_mma_sddmm_group)
   // The inner dimension split into `splits` ranges of split_k (the last
   // shorter), each summed by its own thread blocks into `partial` ([splits,
-  // nblocks, bh, bw] f32), then added in range order by the last of a task's
-  // thread blocks to finish, which counts them in `arrivals` (one int a
-  // thread block of the grid's x, zero before the launch; sddmm_run.cuh's
-  // finish_split): the same bits on every run. splits 1: no split, partial
-  // and arrivals unused.
+  // nblocks, bh, bw] f32), then added in range order: the same bits on every
+  // run. splits 1: no split, partial unused.
   int splits = 1;
   int64_t split_k = 0;
   float* partial = nullptr;
-  int* arrivals = nullptr;
   // b's columns (the pattern's): the wgmma kernel's tensor map names them (bsr_wgmma.h).
   int64_t b_cols = 0;
   // The mma.sync and wgmma kernels: a's row sums over all of k ([block_rows * bh]),

@@ -397,8 +397,7 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
 // m64n64 product a step); for 128x128 blocks warpgroup w takes rows 64w..
 // of the block and both 64-column halves. Each thread stores its
 // accumulators straight from registers: rounded to the values, or as f32
-// partial sums of its range, which the run's last thread block to finish
-// adds in range order (finish_split, sddmm_run.cuh).
+// partial sums of its range, which bsr_sum_splits adds in range order.
 // Asked for a's row sums (BsrSddmmArgs::row_sums: the bias gradient), the
 // first run of each block row also adds up the a slices the consumers wait
 // for anyway, every consumer thread one row's tokens at a stride, read
@@ -524,36 +523,31 @@ __global__ void __launch_bounds__(kSddmmThreads, 1)
     asm volatile("bar.sync 1, %0;\n" ::"n"(kSddmmConsumers) : "memory");
     write_row_sums<T, B, kSumLanes>(p, lanes, r0);
   }
-  if (active) {
-    // Accumulators 4j, 4j + 1: row g of the warp's 16, columns 8j + 2t and
-    // 8j + 2t + 1 of the half; 4j + 2, 4j + 3: row g + 8.
-    const int64_t e = begin + q;
-    T* out = p.values + e * B * B;
-    float* part = p.splits > 1 ? p.partial + (blockIdx.y * p.nblocks + e) * B * B : nullptr;
+  if (!active) return;
+
+  // Accumulators 4j, 4j + 1: row g of the warp's 16, columns 8j + 2t and
+  // 8j + 2t + 1 of the half; 4j + 2, 4j + 3: row g + 8.
+  const int64_t e = begin + q;
+  T* out = p.values + e * B * B;
+  float* part = p.splits > 1 ? p.partial + (blockIdx.y * p.nblocks + e) * B * B : nullptr;
 #pragma unroll
-    for (int h = 0; h < B / 64; ++h) {
+  for (int h = 0; h < B / 64; ++h) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < 8; ++j) {
 #pragma unroll
-        for (int hi = 0; hi < 2; ++hi) {
-          const int r = row0 + warp * 16 + g + 8 * hi, c = 64 * h + 8 * j + 2 * t;
-          const float lo_v = acc[h][j][2 * hi], hi_v = acc[h][j][2 * hi + 1];
-          if (part != nullptr) {
-            *reinterpret_cast<float2*>(part + r * B + c) = make_float2(lo_v, hi_v);
-          } else {
-            T v2[2] = {from_float<T>(lo_v), from_float<T>(hi_v)};
-            uint32_t packed;
-            memcpy(&packed, v2, sizeof(packed));
-            *reinterpret_cast<uint32_t*>(out + r * B + c) = packed;
-          }
+      for (int hi = 0; hi < 2; ++hi) {
+        const int r = row0 + warp * 16 + g + 8 * hi, c = 64 * h + 8 * j + 2 * t;
+        const float lo_v = acc[h][j][2 * hi], hi_v = acc[h][j][2 * hi + 1];
+        if (part != nullptr) {
+          *reinterpret_cast<float2*>(part + r * B + c) = make_float2(lo_v, hi_v);
+        } else {
+          T v2[2] = {from_float<T>(lo_v), from_float<T>(hi_v)};
+          uint32_t packed;
+          memcpy(&packed, v2, sizeof(packed));
+          *reinterpret_cast<uint32_t*>(out + r * B + c) = packed;
         }
       }
     }
-  }
-  if (p.splits > 1) {
-    finish_split<T, B, kSddmmConsumers>(p, task, tid, [] {
-      asm volatile("bar.sync 1, %0;\n" ::"n"(kSddmmConsumers) : "memory");
-    });
   }
 #endif
 }

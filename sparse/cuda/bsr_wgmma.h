@@ -44,10 +44,10 @@ void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream);
 // at most 2 64x64 blocks or 1 128x128 block (bsr_mma_sddmm_group), a
 // contiguous along its rows (dy^T), b along its columns (x), both 16-byte
 // aligned with pitches a multiple of 8, split ranges a multiple of 64, and
-// p.b_cols set). With p.splits > 1 the ranges go through p.partial (and
-// p.row_sum_partial, asked for row sums), and the last thread block of each
-// run adds them (p.arrivals zeroed by the caller; sddmm_run.cuh's
-// finish_split). How many ranges: sddmm_dispatch_splits (sddmm_dispatch.h).
+// p.b_cols set). With p.splits > 1 it writes p.partial (and
+// p.row_sum_partial, asked for row sums) alone: the caller adds the ranges
+// (bsr_sum_splits, bsr_mma.h). How many ranges: sddmm_dispatch_splits
+// (sddmm_dispatch.h).
 template <typename T>
 bool bsr_wgmma_sddmm_runs(const BsrSddmmArgs<T>& p);
 
