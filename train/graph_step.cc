@@ -1,7 +1,11 @@
 #include "train/graph_step.h"
 
-#include <cstdio>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "sparse/sparse_impl.h"
 #include "tensor/error.h"
@@ -9,43 +13,59 @@
 namespace coppice {
 namespace {
 
-void append_tensor(std::string& key, const Tensor& t) {
+// A tensor's words: "undefined", or its format, dtype, device, shape, and
+// where its data lives (a sparse tensor: its pattern version and each part's
+// address and size).
+void append_tensor(std::vector<int64_t>& key, const Tensor& t) {
   if (!t.defined()) {
-    key += "-;";
+    key.push_back(-1);
     return;
   }
-  key += str_cat(t.format(), dtype_name(t.dtype()), shape_to_string(t.shape()), t.device().to_string());
+  key.push_back(static_cast<int64_t>(std::hash<std::string_view>{}(t.format())));
+  key.push_back(static_cast<int64_t>(t.dtype()));
+  key.push_back(static_cast<int64_t>(t.device().type));
+  key.push_back(t.device().index);
+  key.push_back(t.dim());
+  for (int64_t d : t.shape()) key.push_back(d);
   if (t.is_sparse()) {
     const SparseImpl& s = sparse_impl(t, "GraphedStep");
-    key += str_cat("v", s.pattern_version());
-    for (const auto& [name, part] : s.parts()) key += str_cat(" ", name, "@", part.data_ptr());
+    key.push_back(s.pattern_version());
+    for (const auto& [name, part] : s.parts()) {
+      key.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(part.data_ptr())));
+      key.push_back(part.numel());
+    }
   } else {
-    key += str_cat("@", t.data_ptr());
+    key.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(t.data_ptr())));
   }
-  key += ";";
 }
 
-std::string shape_key(const Tensor& t) {
-  return str_cat(dtype_name(t.dtype()), shape_to_string(t.shape()), t.device().to_string());
+void append_shape(std::vector<int64_t>& key, const Tensor& t) {
+  key.push_back(static_cast<int64_t>(t.dtype()));
+  key.push_back(static_cast<int64_t>(t.device().type));
+  key.push_back(t.device().index);
+  key.push_back(t.dim());
+  for (int64_t d : t.shape()) key.push_back(d);
 }
 
 }  // namespace
 
 GraphedStep::Key GraphedStep::key_of(const Module& model, const Tensor& inputs, const Tensor& targets,
                                      double scalar_key) const {
-  char scalar[32];
-  std::snprintf(scalar, sizeof scalar, "%.17g", scalar_key);
   Key key;
-  key.state = str_cat(model.is_training() ? "train " : "eval ", scalar, "\n");
+  key.state.reserve(last_key_.state.size());
+  key.state.push_back(model.is_training() ? 1 : 0);
+  int64_t scalar_bits = 0;
+  static_assert(sizeof(scalar_bits) == sizeof(scalar_key));
+  std::memcpy(&scalar_bits, &scalar_key, sizeof(scalar_bits));
+  key.state.push_back(scalar_bits);
   for (const auto& [name, p] : model.named_parameters()) {
-    key.state += str_cat(name, p.requires_grad() ? " grad " : " ");
+    key.state.push_back(p.requires_grad() ? 1 : 0);
     append_tensor(key.state, p.value());
   }
-  for (const auto& [name, b] : model.named_buffers()) {
-    key.state += name + " ";
-    append_tensor(key.state, b);
-  }
-  key.batch = str_cat("in ", shape_key(inputs), " target ", shape_key(targets));
+  key.state.push_back(-2);  // the buffers after the parameters
+  for (const auto& [name, b] : model.named_buffers()) append_tensor(key.state, b);
+  append_shape(key.batch, inputs);
+  append_shape(key.batch, targets);
   return key;
 }
 

@@ -66,12 +66,15 @@ class GraphedStep {
   int64_t replays() const { return replays_; }
 
  private:
-  // What a capture bakes in: `state` (the parameters' and buffers' addresses,
-  // patterns, shapes, the mode and the host scalars; a graph is dropped once
-  // it differs) and `batch` (the shapes of inputs and targets; a graph only
-  // replays batches of its own shapes).
+  // What a capture bakes in: `state` (the parameters' and buffers' formats,
+  // dtypes, devices, shapes, pattern versions and addresses, the mode and
+  // the host scalars; a graph is dropped once it differs) and `batch` (the
+  // dtypes, shapes and devices of inputs and targets; a graph only replays
+  // batches of its own). Integers, not text: the key is made before every
+  // step, and formatting it over a GPT's hundred parameters took the host
+  // about 0.15 ms a step while the GPU waited.
   struct Key {
-    std::string state, batch;
+    std::vector<int64_t> state, batch;
     bool operator==(const Key& o) const { return state == o.state && batch == o.batch; }
   };
   Key key_of(const Module& model, const Tensor& inputs, const Tensor& targets, double scalar_key) const;
