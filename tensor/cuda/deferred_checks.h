@@ -15,7 +15,10 @@
 // (naming the op, the index and its position), so an out-of-range index
 // surfaces at the next read of any result instead of at the call that took
 // it. Meanwhile the kernels never dereference it: their outputs hold zeros
-// (index_select, gather) or leave it out (the sums).
+// (index_select), are left unwritten there (gather) or miscount it (the sums),
+// and the error is raised before anything reads them back. A check still
+// queued when the process exits is never read: a program that neither reads
+// a result nor synchronizes after a bad index does not hear of it.
 #pragma once
 
 #include <cstddef>
