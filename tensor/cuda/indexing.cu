@@ -4,8 +4,9 @@
 // coppice::Error naming the op, the index and its position, as the CPU does:
 // at the next synchronization or read of a result (index_check.cuh,
 // deferred_checks.h), except index_copy_, which writes in place and so
-// checks before it writes. Any dtype. gather and scatter_add take an index no larger than the other
-// operands in any dim (except dim for the tensor indexed).
+// checks before it writes. Any dtype. gather and scatter_add take an index
+// no larger than the other operands in any dim (except dim for the tensor
+// indexed).
 //
 // index_select and gather only move elements: one kernel per element size.
 // scatter_add is deterministic and matches the CPU bit for bit: the (target,
