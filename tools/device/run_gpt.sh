@@ -18,6 +18,9 @@
 #        times, its causal rows under each SDPA backend (--sdpa-backend):
 #        flash (FlashAttention-2), cudnn (cuDNN's fused attention) and default
 #        (no sdpa_kernel: what PyTorch picks itself) -> attention_<backend>.md.
+# gaps: where the GPU idles in the step and what the host was in as each gap
+#        began (cupti_trace.so with .devcupti carried, dp_timeline.py --gaps),
+#        eager and from a CUDA graph -> gaps.md.
 # train JOB...: each job's trainer run (any job of configs/; the image jobs
 #        need a pack made with GPT_PACK_DATA=fashion_mnist) (GPT_STEPS steps when set: training.steps,
 #        the RigL end step at 3/4 of it, checkpoints at the end; GPT_SETS: more
@@ -362,6 +365,29 @@ PY
       say "== PyTorch gpt dense, one bf16 step by kernel" && tee -a "$SUMMARY" < "$OUT/breakdown_torch_dense.md"
     fi
     gzip -f "$OUT"/ncu_*.csv
+    ;;
+  gaps)
+    # Where the GPU idles in the step, and what the host was doing: bench
+    # train traced by tools/device/cupti_trace.so (carry .devcupti: the .so
+    # and libcupti, built as run_dp_timeline.sh says) for 40 steps of each
+    # GPT_GAPS_FORMATS (default "bsr dense"; BSR at GPT_BREAKDOWN_BLOCK,
+    # default 64), eager and from a CUDA graph, read by dp_timeline.py
+    # --gaps: each kind of idle gap over 20 us, and the runtime API call the
+    # host was in as it began -> gaps.md.
+    [[ -f .devcupti/cupti_trace.so ]] || { say "gaps: carry .devcupti (cupti_trace.so and libcupti)"; exit 1; }
+    block=${GPT_BREAKDOWN_BLOCK:-64}
+    for f in ${GPT_GAPS_FORMATS:-bsr dense}; do
+      for graph in "" --cuda-graph; do
+        name=$f${graph:+_graph}
+        rm -rf "/tmp/gaps_$name" && mkdir -p "/tmp/gaps_$name"
+        CUDA_INJECTION64_PATH=$PWD/.devcupti/cupti_trace.so COPPICE_CUPTI_TRACE_DIR=/tmp/gaps_$name \
+          LD_LIBRARY_PATH=$PWD/.devcupti:${LD_LIBRARY_PATH:-} timeout 200 .devbin/bench train --device cuda \
+          --models gpt --gelu "$GELU" --formats "$f" --sparsity 0.9 --block "$block" --modes bf16 --steps 40 \
+          --warmup 3 $graph > "$OUT/gaps_$name.log" 2>&1 || say "gaps $name: exit $?"
+        python3 tools/device/dp_timeline.py "/tmp/gaps_$name" --skip 5 --label "$name" --gaps 12 >> "$OUT/gaps.md" 2>&1
+      done
+    done
+    tee -a "$SUMMARY" < "$OUT/gaps.md"
     ;;
   train)
     for job in "$@"; do
