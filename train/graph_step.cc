@@ -13,7 +13,16 @@
 namespace coppice {
 namespace {
 
-// A tensor's words: "undefined", or its format, dtype, device, shape, and
+// A tensor's dtype, device and shape.
+void append_shape(std::vector<int64_t>& key, const Tensor& t) {
+  key.push_back(static_cast<int64_t>(t.dtype()));
+  key.push_back(static_cast<int64_t>(t.device().type));
+  key.push_back(t.device().index);
+  key.push_back(t.dim());
+  for (int64_t d : t.shape()) key.push_back(d);
+}
+
+// A tensor's words: "undefined", or its format, its shape's words, and
 // where its data lives (a sparse tensor: its pattern version and each part's
 // address and size).
 void append_tensor(std::vector<int64_t>& key, const Tensor& t) {
@@ -22,11 +31,7 @@ void append_tensor(std::vector<int64_t>& key, const Tensor& t) {
     return;
   }
   key.push_back(static_cast<int64_t>(std::hash<std::string_view>{}(t.format())));
-  key.push_back(static_cast<int64_t>(t.dtype()));
-  key.push_back(static_cast<int64_t>(t.device().type));
-  key.push_back(t.device().index);
-  key.push_back(t.dim());
-  for (int64_t d : t.shape()) key.push_back(d);
+  append_shape(key, t);
   if (t.is_sparse()) {
     const SparseImpl& s = sparse_impl(t, "GraphedStep");
     key.push_back(s.pattern_version());
@@ -37,14 +42,6 @@ void append_tensor(std::vector<int64_t>& key, const Tensor& t) {
   } else {
     key.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(t.data_ptr())));
   }
-}
-
-void append_shape(std::vector<int64_t>& key, const Tensor& t) {
-  key.push_back(static_cast<int64_t>(t.dtype()));
-  key.push_back(static_cast<int64_t>(t.device().type));
-  key.push_back(t.device().index);
-  key.push_back(t.dim());
-  for (int64_t d : t.shape()) key.push_back(d);
 }
 
 }  // namespace
