@@ -60,11 +60,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <numeric>
 #include <string_view>
 #include <type_traits>
 
 #include "sparse/cuda/bsr_wgmma.h"
+#include "sparse/cuda/bsr_wgmma32.h"
+#include "sparse/cuda/bsr_wgmma_walk.cuh"
 #include "sparse/cuda/epilogue.cuh"
 #include "sparse/cuda/sddmm_run.cuh"
 #include "sparse/cuda/tile_values.cuh"
@@ -125,74 +126,6 @@ struct Maps {
   CUtensorMap y;       // y as [n, rows]: boxes of 64 rows x kTileN tokens, stored from the staging tiles
   CUtensorMap aux;     // z, as y (a gelu form only): stored (forward) or loaded (gradient)
 };
-
-// Tile `tile` of the launch (p.out_block_rows output block rows by the
-// token tiles): its block row (in the row order, when there is one) and first
-// token.
-struct TileAt {
-  int64_t obr, n0;
-};
-template <typename T>
-__device__ __forceinline__ TileAt tile_at(const BsrProductArgs<T>& p, int64_t tile, int tile_n) {
-  const int64_t i = tile % p.out_block_rows;
-  return {p.row_order != nullptr ? p.row_order[i] : i, tile / p.out_block_rows * tile_n};
-}
-
-// What a tile needs to know before its first copy or product: its block
-// row, first token and range of stored blocks, and for the loader the first
-// two blocks' ids and block columns (valid where the range holds them).
-struct TileWork {
-  int32_t obr, n0, begin, end;
-  int32_t blk[2], kblk[2];
-};
-
-// visit(turn, work) for each of the thread block's tiles in order (b, b +
-// grid, ...; turn 0, 1, ...), called by every lane of a warp alike (the
-// blocks' ids read only with kBlocks). The
-// tiles' TileWork is read 32 at a time, lane l reading the l-th's, and handed
-// round by shuffles: read one tile after another, the chain of dependent
-// reads (row order, then the row's range, then its blocks) took longer than
-// a tile of a short block row takes to multiply and write out (a 64x64
-// block row of a 1024-wide weight at 90 % holds 1.6 blocks).
-template <bool kBlocks, typename T, typename Visit>
-__device__ __forceinline__ void for_each_tile(const BsrProductArgs<T>& p, int64_t tiles, int tile_n, Visit&& visit) {
-  const int lane = threadIdx.x % 32;
-  const int64_t grid = gridDim.x;
-  int64_t turn = 0;
-  for (int64_t first = blockIdx.x; first < tiles; first += 32 * grid) {
-    const int64_t tile = first + lane * grid;
-    TileWork mine{};
-    if (tile < tiles) {
-      const TileAt at = tile_at(p, tile, tile_n);
-      mine.obr = static_cast<int32_t>(at.obr);
-      mine.n0 = static_cast<int32_t>(at.n0);
-      mine.begin = p.ptr[at.obr];
-      mine.end = p.ptr[at.obr + 1];
-#pragma unroll
-      for (int k = 0; k < (kBlocks ? 2 : 0); ++k) {
-        const int32_t e = mine.begin + k;
-        if (e < mine.end) {
-          mine.blk[k] = p.bid != nullptr ? p.bid[e] : e;
-          mine.kblk[k] = p.kblk[e];
-        }
-      }
-    }
-    const int count = static_cast<int>(std::min<int64_t>(32, (tiles - first + grid - 1) / grid));
-    for (int i = 0; i < count; ++i, ++turn) {
-      TileWork w;
-      w.obr = __shfl_sync(0xffffffffu, mine.obr, i);
-      w.n0 = __shfl_sync(0xffffffffu, mine.n0, i);
-      w.begin = __shfl_sync(0xffffffffu, mine.begin, i);
-      w.end = __shfl_sync(0xffffffffu, mine.end, i);
-#pragma unroll
-      for (int k = 0; k < (kBlocks ? 2 : 0); ++k) {
-        w.blk[k] = __shfl_sync(0xffffffffu, mine.blk[k], i);
-        w.kblk[k] = __shfl_sync(0xffffffffu, mine.kblk[k], i);
-      }
-      visit(turn, w);
-    }
-  }
-}
 
 // The write-out's form is the kernel's (kGelu, kRelu: p.gelu and p.relu,
 // which the launcher matches): a runtime branch on them inside the unrolled
@@ -554,20 +487,6 @@ __global__ void __launch_bounds__(kSddmmThreads, 1)
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
-// The persistent product's thread blocks for `tiles` tiles over `rows` output
-// block rows: one an SM, less the fewest that make the count coprime with
-// `rows`. Thread block b takes tiles b, b + grid, ..., so it meets the block
-// rows (sorted longest first) at steps of grid mod rows: with a common factor
-// it met only a fixed subset of them (132 SMs and 16 block rows: every fourth,
-// longest or shortest), and the thread blocks' work came out unequal.
-int64_t persistent_grid(int64_t tiles, int64_t rows) {
-  int device = 0;
-  COPPICE_CUDA_CHECK(cudaGetDevice(&device), kOp);
-  int64_t grid = cuda::sm_count(device, kOp);
-  while (grid > 1 && std::gcd(grid, rows) != 1) --grid;
-  return std::min(tiles, grid);
-}
-
 template <typename T, int B>
 void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   using Tile = SddmmWgmmaTile<B>;
@@ -616,7 +535,7 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
                                                                     Tile::kTileN, CU_TENSOR_MAP_SWIZZLE_128B, type, kOp)
                                            : maps.y;  // not read
   const int64_t tiles = p.out_block_rows * ((p.n + Tile::kTileN - 1) / Tile::kTileN);
-  const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows)));
+  const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows, 1, kOp)));
   bsr_wgmma_kernel<T, B, G, kATrans, kGelu, kRelu><<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(maps, p, tiles);
   cuda::check_launch(kOp);
 }
@@ -674,7 +593,9 @@ bool bsr_wgmma_runs(const BsrProductArgs<T>& p) {
 template <typename T>
 void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
   if (p.out_block_rows <= 0 || p.n <= 0) return;
-  if (p.bh == 128) {
+  if (p.bh == 32) {
+    bsr_wgmma32_product<T>(p, stream);
+  } else if (p.bh == 128) {
     p.transposed ? launch_form<T, 128, 2, true>(p, stream) : launch_form<T, 128, 2, false>(p, stream);
   } else if (bsr_wgmma_groups(64, p.gelu) == 3) {
     p.transposed ? launch_form<T, 64, 3, true>(p, stream) : launch_form<T, 64, 3, false>(p, stream);
@@ -685,7 +606,7 @@ void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
 
 template <typename T>
 bool bsr_wgmma_sddmm_runs(const BsrSddmmArgs<T>& p) {
-  if (!bsr_wgmma_takes(p.bh, p.bw) || p.group > SddmmWgmmaTile<64>::kGroup || p.b_cols <= 0) return false;
+  if (!bsr_wgmma_sddmm_takes(p.bh, p.bw) || p.group > SddmmWgmmaTile<64>::kGroup || p.b_cols <= 0) return false;
   if (p.bh == 128 && p.group > 1) return false;
   // a contiguous along its rows, b along its columns; TMA: 16-byte aligned
   // bases and pitches, coordinates in int32.

@@ -37,6 +37,22 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1024 >> 4) << 32) | (1ull << 62);
 }
 
+// The 64-byte swizzle, for tiles whose rows are 32 16-bit values (a 32x32
+// block, or a [tokens, 32] slice of x): 16-byte chunk c of row r at chunk
+// c ^ ((r / 2) % 4), eight rows (512 bytes, aligned to 512) to an atom, as
+// TMA's CU_TENSOR_MAP_SWIZZLE_64B writes them. As with the 128-byte one, a
+// K-major operand advances 32 bytes a k16 step and an MN-major one 16 rows
+// (1024 bytes), for n or m of 32.
+__device__ __forceinline__ int sw64_offset(int row, int chunk) { return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4); }
+
+// The descriptor of a 64-byte-swizzled operand at shared address `addr`
+// (layout type 2; 512 bytes from one group of eight rows to the next; no
+// leading offset: with 32-wide rows an instruction never crosses an atom
+// along them).
+__device__ __forceinline__ uint64_t sw64_desc(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(512 >> 4) << 32) | (2ull << 62);
+}
+
 // The descriptor `bytes` further on (a multiple of 16): the start address is its low field.
 __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, int bytes) { return desc + (bytes >> 4); }
 
@@ -174,6 +190,30 @@ __device__ __forceinline__ void wgmma_64x64_ss(float (&d)[8][4], uint64_t a, uin
                  : "l"(a), "l"(b), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
   }
 }
+#define COPPICE_WGMMA_ACC16(m, d)                                                                             \
+  m(d[0][0]), m(d[0][1]), m(d[0][2]), m(d[0][3]), m(d[1][0]), m(d[1][1]), m(d[1][2]), m(d[1][3]), m(d[2][0]), \
+      m(d[2][1]), m(d[2][2]), m(d[2][3]), m(d[3][0]), m(d[3][1]), m(d[3][2]), m(d[3][3])
+#define COPPICE_WGMMA_SS_32(type)                             \
+  "wgmma.mma_async.sync.aligned.m64n32k16.f32." type "." type \
+  " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 1, 1, 1, 0, %18;\n"
+
+// d (64 x 32, f32, the layout above: accumulators j columns 8j..8j+7) += A
+// (64 x 16, descriptor a, K-major) * B (16 x 32, descriptor b; kTransB when
+// b is stored MN-major), both from shared memory in the 64-byte swizzle.
+template <typename T, bool kTransB>
+__device__ __forceinline__ void wgmma_64x32_ss(float (&d)[4][4], uint64_t a, uint64_t b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(COPPICE_WGMMA_SS_32("bf16")
+                 : COPPICE_WGMMA_ACC16(COPPICE_WGMMA_READ_WRITE, d)
+                 : "l"(a), "l"(b), "n"(kTransB ? 1 : 0));
+  } else {
+    asm volatile(COPPICE_WGMMA_SS_32("f16")
+                 : COPPICE_WGMMA_ACC16(COPPICE_WGMMA_READ_WRITE, d)
+                 : "l"(a), "l"(b), "n"(kTransB ? 1 : 0));
+  }
+}
+#undef COPPICE_WGMMA_SS_32
+#undef COPPICE_WGMMA_ACC16
 #undef COPPICE_WGMMA_SS_64
 #undef COPPICE_WGMMA_SS_128
 #undef COPPICE_WGMMA_ACC64

@@ -41,7 +41,8 @@
 #        alternated in one call: the GPT step (`bench train`, SGD, bf16,
 #        GPT_AB_ARGS, default BSR 90 % in 64x64 blocks) GPT_AB_ROUNDS times
 #        (default 3) each, then, unless GPT_AB_PRODUCTS=0, `bench bsr`'s
-#        products at the GPT's shapes (64x64, 90 %) once each -> ab.md (each
+#        products at the GPT's shapes (90 %, in GPT_AB_BLOCK blocks, default
+#        64) once each -> ab.md (each
 #        round's ms and loss, the medians, and the products side by side).
 # breakdown: one step's GPU time by kernel (Nsight Compute, kernel_breakdown.py)
 #        for Coppice's BSR 90 % and dense steps and PyTorch's dense step, the
@@ -304,8 +305,8 @@ PY
         for side in base this; do
           b=.devbin/bench
           [[ $side == base ]] && b=.devbin/bench_base
-          timeout 200 $b bsr --hidden ${shape%x*} --in ${shape#*x} --batch 16384 --dtype bf16 --block 64 \
-            --sparsity 0.9 --json "$OUT/ab_bsr_${side}_$shape.json" > "$OUT/ab_bsr_${side}_$shape.log" 2>&1 ||
+          timeout 200 $b bsr --hidden ${shape%x*} --in ${shape#*x} --batch 16384 --dtype bf16 \
+            --block "${GPT_AB_BLOCK:-64}" --sparsity 0.9 --json "$OUT/ab_bsr_${side}_$shape.json" > "$OUT/ab_bsr_${side}_$shape.log" 2>&1 ||
             say "ab: bench bsr at $shape ($side): exit $?"
         done
       done

@@ -79,10 +79,14 @@ TEST_F(BsrMmaTest, TakesSquare16To128BlocksOf16BitTypes) {
   EXPECT_TRUE(sparse_cuda::bsr_mma_takes(128, 128));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(8, 8));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(256, 256));
-  // Hopper's wgmma kernels take 64x64 and 128x128 blocks; at 64x64 three
-  // warpgroups multiply under a gelu form, two otherwise (bsr_wgmma_groups).
-  EXPECT_TRUE(sparse_cuda::bsr_wgmma_takes(64, 64) && sparse_cuda::bsr_wgmma_takes(128, 128));
-  EXPECT_FALSE(sparse_cuda::bsr_wgmma_takes(32, 32) || sparse_cuda::bsr_wgmma_takes(64, 128));
+  // Hopper's wgmma products take 32x32, 64x64 and 128x128 blocks, its SDDMM
+  // 64x64 and 128x128; at 64x64 three warpgroups multiply under a gelu form,
+  // two otherwise (bsr_wgmma_groups).
+  EXPECT_TRUE(sparse_cuda::bsr_wgmma_takes(32, 32) && sparse_cuda::bsr_wgmma_takes(64, 64) &&
+              sparse_cuda::bsr_wgmma_takes(128, 128));
+  EXPECT_FALSE(sparse_cuda::bsr_wgmma_takes(16, 16) || sparse_cuda::bsr_wgmma_takes(64, 128));
+  EXPECT_TRUE(sparse_cuda::bsr_wgmma_sddmm_takes(64, 64) && sparse_cuda::bsr_wgmma_sddmm_takes(128, 128));
+  EXPECT_FALSE(sparse_cuda::bsr_wgmma_sddmm_takes(32, 32));
   static_assert(sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kForward) == 3 &&
                 sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kGradientTanh) == 3 &&
                 sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kNone) == 2 &&
@@ -276,8 +280,8 @@ TEST_F(BsrMmaTest, SddmmSumsTheRowsOfAInTheSamePass) {
   }
 }
 
-// A linear's shapes (x contiguous along the inner dimension) at 64x64 and
-// 128x128 blocks: on compute capability 9.0 the wgmma kernel's products
+// A linear's shapes (x contiguous along the inner dimension) at 32x32, 64x64
+// and 128x128 blocks: on compute capability 9.0 the wgmma kernels' products
 // (bsr_wgmma.h), and with the bsr_tiles=mma_sync pin the mma.sync kernel's,
 // both against the CPU (elsewhere both are mma.sync's): the plain product,
 // the bias and the tanh gelu in the write-out (z kept), the erf gelu's
@@ -288,7 +292,7 @@ TEST_F(BsrMmaTest, WgmmaAndMmaSyncTakeALinearsShapes) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 3000;
   for (const TileMode& mode : {kModes[0], kModes[1]}) {
-    for (int64_t b : {64, 128}) {
+    for (int64_t b : {32, 64, 128}) {
       const Tensor dense = random_blocks(8 * b, 8 * b, b, b, 0.7, seed++, {1});
       const Tensor s = to_device(to_format(dense.to(mode.dtype), "bsr", FormatOptions::block(b, b)), kCuda);
       const Tensor s64 = host64(to_dense(s));
@@ -332,18 +336,21 @@ TEST_F(BsrMmaTest, WgmmaAndMmaSyncTakeALinearsShapes) {
 // The persistent wgmma product walks several tiles a thread block (more
 // tiles than the GPU has SMs) through one ring of stages: rows of 0 to 3
 // blocks (a linear's at 90 % sparsity), empty ones among them, and rows of
-// up to 8 blocks, longer than the ring (64x64 blocks: the warpgroups, two
-// or under a gelu form three, take turns at tiles, so each one skips over
-// the others' stages); a token count that is not a multiple of the tile,
+// up to 8 blocks (16 at 32x32), longer than the ring (64x64 blocks: the
+// warpgroups, two or under a gelu form three, take turns at tiles, so each
+// one skips over the others' stages; 32x32: three thread blocks an SM, so
+// 16 block rows make several tiles each); a token count that is not a
+// multiple of the tile,
 // both directions, bias, the gelu write-out and its gradient's in the erf
 // and the tanh form (each form a kernel of its own; z loaded during the
 // products, a turn of three at a time); the same bits on repeat.
 TEST_F(BsrMmaTest, WgmmaProductWalksManyTilesAThreadBlock) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 5000;
-  for (int64_t b : {64, 128}) {
+  for (int64_t b : {32, 64, 128}) {
     for (double density : {0.2, 0.9}) {
-      const int64_t rows = 8 * b, n = b == 128 ? 4200 : 8229;  // 8 block rows x 33 or 65 tiles of 128 tokens
+      // 8 block rows (16 of 32) x 33 or 65 tiles of 128 tokens
+      const int64_t rows = (b == 32 ? 16 : 8) * b, n = b == 128 ? 4200 : 8229;
       const Tensor dense = random_blocks(rows, rows, b, b, density, seed++, {1, 6});
       const Tensor s = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(b, b)), kCuda);
       const Tensor s64 = host64(to_dense(s));

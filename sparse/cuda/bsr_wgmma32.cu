@@ -1,0 +1,290 @@
+// BSR products of 32x32 blocks on Hopper's warpgroup MMA (bsr_wgmma32.h).
+//
+// bsr_wgmma.cu's kernel puts op(S)'s block rows on wgmma's M, which is 64:
+// a 32-row block row would fill half of it, and two block rows share no
+// slices of x. Here the tokens take M and the block row takes N
+// (m64n32k16): a tile is 128 tokens (two m64 halves) by one output block row
+// (32 features of y), and each stored block of the row is one stage of the
+// ring: x's [128 tokens, 32] slice at the block's column and the block
+// itself, both in rows of 64 bytes in the 64-byte swizzle (wgmma.cuh). x is
+// K-major (token-major, its 32 columns along the row); the block is B,
+// K-major for op(S) = S (its rows are y's features) and MN-major for op(S)
+// = S^T (dY @ W, walking S by block columns), read with wgmma's transpose
+// of B, so neither direction copies or transposes a block. The
+// accumulators then hold y's tile in y's own token-major order: the
+// write-out applies bsr_mma.cu's arithmetic (epilogue.cuh: bias, relu or a
+// gelu form, rounded once), stmatrix moves it untransposed into a staging
+// tile in the same swizzle, and one thread writes that to y with a TMA store
+// that runs on while the warpgroup goes on (a gelu form's z goes out the
+// same way, or for its gradient comes in by TMA load during the products).
+//
+// A thread block is one warpgroup that multiplies and one warp that loads
+// (a single thread issues the TMA copies into a ring of stages, running
+// ahead of the warpgroup across tiles, 32 tiles' work read at a time:
+// bsr_wgmma_walk.cuh). Three thread blocks share an SM, so one block's
+// write-out overlaps the others' products without the 64x64 kernel's
+// ping-pong turns. Tokens past n arrive as zeros and are not stored; an
+// empty block row writes the bias (or zeros). No atomics: each output is one
+// thread's sum in a fixed order, the same bits on every run.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <type_traits>
+
+#include "sparse/cuda/bsr_wgmma32.h"
+#include "sparse/cuda/bsr_wgmma_walk.cuh"
+#include "sparse/cuda/epilogue.cuh"
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/mma_sync.cuh"
+#include "tensor/cuda/tma.cuh"
+#include "tensor/cuda/wgmma.cuh"
+#include "tensor/error.h"
+
+namespace coppice::sparse_cuda {
+namespace {
+
+using cuda::barrier_arrive;
+using cuda::barrier_expect;
+using cuda::sw64_desc;
+using cuda::tma_load;
+using cuda::tma_store;
+
+constexpr std::string_view kOp = "bsr wgmma product";
+constexpr int kB = 32;                     // the block's side
+constexpr int kTileN = 128;                // tokens a tile
+constexpr int kHalves = kTileN / 64;       // m64 products a k16 step
+constexpr int kConsumers = 128;            // one warpgroup multiplies
+constexpr int kThreads = kConsumers + 32;  // and one warp loads
+constexpr int kBlocksPerSm = 3;            // thread blocks an SM (shared memory allows three)
+constexpr int kXBytes = kTileN * kB * 2;   // x's slice: 8 KB
+constexpr int kABytes = kB * kB * 2;       // the block: 2 KB
+constexpr int kStageBytes = kXBytes + kABytes;
+constexpr int kStages = 5;
+constexpr int kOutBytes = kTileN * kB * 2;  // y's tile (or z's) in the staging area
+constexpr int kOutOffset = (kStages * kStageBytes + 16 * kStages + 1023) / 1024 * 1024;  // from the ring's start
+constexpr int kZBarOffset = kOutOffset + 2 * kOutBytes;                                  // after y's and z's tiles
+constexpr int kSmemBytes = 1024 + kZBarOffset + 8;
+static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
+static_assert(kBlocksPerSm * (kSmemBytes + 1024) <= 228 * 1024, "an SM's shared memory for kBlocksPerSm blocks");
+
+struct Maps {
+  CUtensorMap values;  // S's blocks as [nblocks * 32, 32]: a box a block
+  CUtensorMap x;       // x as [n, inner]: boxes of 32 x kTileN
+  CUtensorMap y;       // y as [n, rows]: boxes of 32 features x kTileN tokens, stored from the staging tile
+  CUtensorMap aux;     // z, as y (a gelu form only): stored (forward) or loaded (gradient)
+};
+
+// The write-out's form is the kernel's (kGelu, kRelu), as in bsr_wgmma.cu.
+template <typename T, bool kTransB, GeluWriteOut kGelu, bool kRelu>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    bsr_wgmma32_kernel(const __grid_constant__ Maps maps, const BsrProductArgs<T> p, int64_t tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  const auto ring = cuda::stage_ring<kStages, kStageBytes>(smem_raw, kConsumers / 32);
+  const int tid = threadIdx.x;
+  const uint32_t zbar = ring.base + kZBarOffset;
+  if (tid == 0) {
+    cuda::barrier_init(zbar, 1);
+    cuda::barrier_init_fence();
+  }
+  __syncthreads();
+
+  if (tid >= kConsumers) {
+    // The loading warp: one thread issues every copy, a stage a stored
+    // block; the rest of the warp helps read the tiles' work.
+    int step = 0;
+    for_each_tile<true>(p, tiles, kTileN, [&](int64_t, const TileWork& w) {
+      if (tid != kConsumers) return;
+      for (int32_t e = w.begin; e < w.end; ++e, ++step) {
+        const int32_t k = e - w.begin;
+        // (Selects, not w.blk[k]: an index the compiler cannot see puts w in local memory.)
+        const int64_t blk = k == 0 ? w.blk[0] : k == 1 ? w.blk[1] : p.bid != nullptr ? p.bid[e] : e;
+        const int32_t kblk = k == 0 ? w.kblk[0] : k == 1 ? w.kblk[1] : p.kblk[e];
+        ring.wait_empty(step);
+        const uint32_t full = ring.full(step), st = ring.stage(step);
+        barrier_expect(full, kStageBytes);
+        tma_load(st, &maps.x, kblk * kB, w.n0, full);
+        tma_load(st + kXBytes, &maps.values, 0, static_cast<int>(blk * kB), full);
+      }
+    });
+    return;
+  }
+
+  const int warp = tid / 32, lane = tid % 32, t4 = lane % 4;
+  const bool leader = tid == 0;  // issues the TMA stores and z loads
+  unsigned char* y_stage = ring.smem + kOutOffset;
+  unsigned char* z_stage = y_stage + kOutBytes;
+  constexpr bool gradient = is_gelu_gradient(kGelu), forward = is_gelu_forward(kGelu);
+  // stmatrix's rows: lane l gives the 16 bytes of the warp's row 8 (q % 2) +
+  // l % 8 at columns 8 (j + q / 2).., q = l / 8 (the four matrices of
+  // accumulators j and j + 1: rows g and g + 8 of the warp's 16).
+  const int q = lane / 8;
+  int zphase = 0;
+  int step = 0;
+  for_each_tile<false>(p, tiles, kTileN, [&](int64_t, const TileWork& w) {
+    const int steps = w.end - w.begin;
+    const int64_t r0 = int64_t{w.obr} * kB;  // y's first feature
+    // Accumulators j hold features 8j + 2 t4 and 8j + 2 t4 + 1 of the tile:
+    // their biases, read before the products, off the write-out's path.
+    const bool has_bias = p.bias != nullptr;
+    float bias[4][2];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) bias[j][k] = has_bias ? to_float(p.bias[r0 + 8 * j + 2 * t4 + k]) : 0.f;
+    }
+    // The gradient's z comes in under the products (the last write-out has
+    // read the staging tile: the warpgroup met at barrier 1 since).
+    if (gradient && leader) {
+      barrier_expect(zbar, kOutBytes);
+      tma_load(cuda::smem_u32(z_stage), &maps.aux, static_cast<int>(r0), w.n0, zbar);
+    }
+    float acc[kHalves][4][4];
+#pragma unroll
+    for (auto& half : acc) {
+#pragma unroll
+      for (auto& a : half)
+#pragma unroll
+        for (float& v : a) v = 0.0f;
+      cuda::fence_registers(half);
+    }
+
+    for (int s = 0; s < steps; ++s, ++step) {
+      const uint32_t st = ring.stage(step);
+      ring.wait_full(step);
+      cuda::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kB / 16; ++ks) {
+        // B: K-major, 32 bytes along the rows a k16 step; MN-major (the block
+        // read transposed), 16 rows of k, 1024 bytes.
+        const uint64_t b = sw64_desc(st + kXBytes + (kTransB ? ks * 1024 : ks * 32));
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h)
+          cuda::wgmma_64x32_ss<T, kTransB>(acc[h], sw64_desc(st + h * 64 * 64 + ks * 32), b);
+      }
+      cuda::wgmma_commit();
+      // The previous step's group is done: its stage goes back to the loader.
+      cuda::wgmma_wait<1>();
+#pragma unroll
+      for (auto& half : acc) cuda::fence_registers(half);
+      if (s > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));
+    }
+    cuda::wgmma_wait<0>();
+#pragma unroll
+    for (auto& half : acc) cuda::fence_registers(half);
+    if (steps > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));  // the tile's last stage
+
+    // The staging tiles are free once the last store has read them.
+    if (leader) cuda::bulk_wait_read<0>();
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+    if constexpr (gradient) {
+      cuda::barrier_wait(zbar, zphase);
+      zphase ^= 1;
+    }
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+#pragma unroll
+      for (int j = 0; j < 4; j += 2) {
+        const int offset = cuda::sw64_offset(64 * h + 16 * warp + 8 * (q % 2) + lane % 8, j + q / 2);
+        uint32_t zs[4];  // z's pairs (the gelu forms)
+        if constexpr (gradient) cuda::ldmatrix_x4<false>(zs, z_stage + offset);
+        // The eight values of the four matrices (v[m][k]: matrix m,
+        // accumulator j + m / 2's 2 (m % 2) + k), each pair through its gelu
+        // form as it is formed.
+        float v[4][2];
+        uint32_t ys[4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+#pragma unroll
+          for (int k = 0; k < 2; ++k) {
+            float& x = v[m][k];
+            x = acc[h][j + m / 2][2 * (m % 2) + k];
+            if (has_bias) x += bias[j + m / 2][k];
+            if constexpr (kRelu) x = relu(x);
+          }
+          T z[2];
+          if constexpr (forward) {
+            gelu_forward_of<T, 2>(kGelu, v[m], z);
+            memcpy(&zs[m], z, sizeof(zs[m]));
+          } else if constexpr (gradient) {
+            memcpy(z, &zs[m], sizeof(zs[m]));
+            gelu_gradient_of<T, 2>(kGelu, z, v[m]);
+          }
+          ys[m] = cuda::pack2<T>(v[m][0], v[m][1]);
+        }
+        cuda::stmatrix_x4<false>(y_stage + offset, ys);
+        if constexpr (forward) cuda::stmatrix_x4<false>(z_stage + offset, zs);
+      }
+    }
+    cuda::fence_proxy_async();  // the staging tiles' writes, before the TMA store reads them
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+    if (leader) {
+      tma_store(&maps.y, cuda::smem_u32(y_stage), static_cast<int>(r0), w.n0);
+      if constexpr (forward) tma_store(&maps.aux, cuda::smem_u32(z_stage), static_cast<int>(r0), w.n0);
+      cuda::bulk_commit();
+    }
+  });
+  if (leader) cuda::bulk_wait<0>();  // shared memory stays until the stores have read it
+#endif
+}
+
+template <typename T, bool kTransB, GeluWriteOut kGelu, bool kRelu>
+void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
+  static const bool configured = [] {
+    const auto kernel = bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu>;
+    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), kOp);
+    // All of the SM's unified memory as shared memory: three blocks' worth.
+    COPPICE_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+        kOp);
+    return true;
+  }();
+  (void)configured;
+  const CUtensorMapDataType type =
+      std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_64B;
+  Maps maps;
+  maps.values = cuda::tensor_map_16bit(p.values, kB, p.nblocks * kB, kB, kB, kB, kSwizzle, type, kOp);
+  maps.x = cuda::tensor_map_16bit(p.x.data, p.inner, p.n, p.x.col_stride, kB, kTileN, kSwizzle, type, kOp);
+  const int64_t rows = p.out_block_rows * kB;
+  maps.y = cuda::tensor_map_16bit(p.y.data, rows, p.n, p.y.col_stride, kB, kTileN, kSwizzle, type, kOp);
+  maps.aux = p.gelu != GeluWriteOut::kNone
+                 ? cuda::tensor_map_16bit(p.aux.data, rows, p.n, p.aux.col_stride, kB, kTileN, kSwizzle, type, kOp)
+                 : maps.y;  // not read
+  const int64_t tiles = p.out_block_rows * ((p.n + kTileN - 1) / kTileN);
+  const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows, kBlocksPerSm, kOp)));
+  bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu><<<grid, kThreads, kSmemBytes, stream>>>(maps, p, tiles);
+  cuda::check_launch(kOp);
+}
+
+template <typename T, bool kTransB>
+void launch_form(const BsrProductArgs<T>& p, cudaStream_t stream) {
+  COPPICE_CHECK(!p.relu || p.gelu == GeluWriteOut::kNone, kOp, ": internal: a relu and a gelu form in one write-out");
+  switch (p.gelu) {
+    case GeluWriteOut::kNone:
+      return p.relu ? launch<T, kTransB, GeluWriteOut::kNone, true>(p, stream)
+                    : launch<T, kTransB, GeluWriteOut::kNone, false>(p, stream);
+    case GeluWriteOut::kForward: return launch<T, kTransB, GeluWriteOut::kForward, false>(p, stream);
+    case GeluWriteOut::kGradient: return launch<T, kTransB, GeluWriteOut::kGradient, false>(p, stream);
+    case GeluWriteOut::kForwardTanh: return launch<T, kTransB, GeluWriteOut::kForwardTanh, false>(p, stream);
+    case GeluWriteOut::kGradientTanh: return launch<T, kTransB, GeluWriteOut::kGradientTanh, false>(p, stream);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void bsr_wgmma32_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
+  COPPICE_CHECK(p.bh == kB && p.bw == kB, kOp, ": internal: ", p.bh, "x", p.bw, " blocks in the 32x32 kernel");
+  if (p.out_block_rows <= 0 || p.n <= 0) return;
+  p.transposed ? launch_form<T, true>(p, stream) : launch_form<T, false>(p, stream);
+}
+
+template void bsr_wgmma32_product<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&, cudaStream_t);
+template void bsr_wgmma32_product<__half>(const BsrProductArgs<__half>&, cudaStream_t);
+
+}  // namespace coppice::sparse_cuda
