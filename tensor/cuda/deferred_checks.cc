@@ -26,6 +26,7 @@ constexpr int kSlots = 1024;
 struct Pending {
   int slot;
   cudaEvent_t arrived;  // recorded behind the answer's copy
+  int64_t passed;       // the answer of a check that passed
   std::function<void(int64_t)> resolve;
 };
 
@@ -68,6 +69,24 @@ std::vector<Resolved> take_done(DeviceChecks& c, bool wait) {
   return done;
 }
 
+// Recycles the checks whose answers have arrived and passed, wherever they
+// are in the queue (the copies of checks queued on different streams may
+// land out of order); a failure stays for settle_checks.
+void recycle_passed(DeviceChecks& c) {
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (auto it = c.pending.begin(); it != c.pending.end();) {
+    const cudaError_t state = cudaEventQuery(it->arrived);
+    if (state == cudaErrorNotReady || (state == cudaSuccess && c.host[it->slot] != it->passed)) {
+      ++it;
+      continue;
+    }
+    COPPICE_CUDA_CHECK(state, kOp);
+    c.free_slots.push_back(it->slot);
+    c.free_events.push_back(it->arrived);
+    it = c.pending.erase(it);
+  }
+}
+
 void resolve_all(std::vector<Resolved>& done) {
   std::exception_ptr first;
   for (Resolved& r : done) {
@@ -92,12 +111,12 @@ void settle_checks(int device, bool wait) {
   resolve_all(done);
 }
 
-void defer_check(int device, const int64_t* answer, std::function<void(int64_t)> resolve) {
+void defer_check(int device, const int64_t* answer, int64_t passed, std::function<void(int64_t)> resolve) {
   COPPICE_CHECK(!capturing(device), kOp, ": internal: a check queued during a graph capture of cuda:", device,
                 " (it belongs to after_each_replay)");
-  settle_checks(device, false);
   DeviceChecks& c = checks_of(device);
   DeviceGuard guard(device);
+  recycle_passed(c);
   std::unique_lock<std::mutex> lock(c.mu);
   if (c.host == nullptr) {
     void* host = nullptr;
@@ -126,7 +145,7 @@ void defer_check(int device, const int64_t* answer, std::function<void(int64_t)>
     COPPICE_CUDA_CHECK(recorded, kOp);
   }
   c.free_slots.pop_back();
-  c.pending.push_back({slot, arrived, std::move(resolve)});
+  c.pending.push_back({slot, arrived, passed, std::move(resolve)});
 }
 
 size_t pending_checks(int device) {

@@ -42,18 +42,19 @@ class BadIndexSlot {
 
   // Throws "<op>: index <v> (at position <p>) is out of range for dim <d> of
   // size <s>" when a kernel reported a position of the i64 `index`: at the
-  // next synchronization of the device or read of a result, or when a later
-  // check finds it (deferred_checks.h), inside the ErrorContexts open now. In
+  // next synchronization of the device or read of a result
+  // (deferred_checks.h), inside the ErrorContexts open now. In
   // a graph capture the slot's copy is queued after each replay instead.
   void check(std::string_view op, const Tensor& index, int64_t dim, int64_t size) const {
     after_each_replay(device_, [slot = *this, op = std::string(op), index, dim, size,
                                 contexts = ErrorContext::current()] {
-      defer_check(slot.device_, slot.ptr(), [device = slot.device_, op, index, dim, size, contexts](int64_t position) {
-        if (position == kNoBadIndex) return;
-        fail(ErrorContext::wrap(
-            contexts, str_cat(op, ": index ", index_value(device, index, position, op), " (at position ", position,
-                              ") is out of range for dim ", dim, " of size ", size)));
-      });
+      defer_check(slot.device_, slot.ptr(), kNoBadIndex,
+                  [device = slot.device_, op, index, dim, size, contexts](int64_t position) {
+                    if (position == kNoBadIndex) return;
+                    fail(ErrorContext::wrap(
+                        contexts, str_cat(op, ": index ", index_value(device, index, position, op), " (at position ",
+                                          position, ") is out of range for dim ", dim, " of size ", size)));
+                  });
     });
   }
 

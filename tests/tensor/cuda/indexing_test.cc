@@ -1,5 +1,9 @@
 // CPU parity of index_select, gather and scatter_add, and their range checks
 // (read back at the next synchronization).
+#include <cuda_runtime_api.h>
+
+#include <string>
+
 #include "tensor/backend.h"
 #include "tensor/cuda/deferred_checks.h"
 #include "tensor/ops.h"
@@ -168,6 +172,25 @@ TEST(CudaIndexingTest, ABadIndexSurfacesAtTheNextRead) {
   (void)embedding(w, make({2}, {5, 6}, DType::kI64).to(gpu()));
   expect_error([&] { synchronize(gpu()); },
                "embedding: an index is out of range for 6 embeddings: index_select: index 6 (at position 1)");
+  // A failure waits for the next synchronization or host copy: a later call
+  // that queues a check of its own after the failure's answer has arrived
+  // neither throws it nor wraps it in its own words.
+  // (The indices are copied in first: a copy from the host settles the checks.)
+  const Tensor seven = make({2}, {7, 0}, DType::kI64).to(gpu()), two = make({1}, {2}, DType::kI64).to(gpu()),
+               three = make({1}, {3}, DType::kI64).to(gpu());
+  (void)embedding(w, seven);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the answer is in; nothing settled it
+  EXPECT_EQ(cuda::pending_checks(0), size_t{1});
+  const Tensor later = embedding(w, two);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  (void)embedding(w, three);  // recycles `later`'s pass, keeps the failure
+  EXPECT_EQ(cuda::pending_checks(0), size_t{2});
+  const std::string message = error_of([&] { synchronize(gpu()); });
+  EXPECT_NE(message.find("index_select: index 7 (at position 0) is out of range for dim 0 of size 6"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("embedding:"), message.rfind("embedding:")) << "wrapped once: " << message;
+  EXPECT_EQ(cuda::pending_checks(0), size_t{0});
 }
 
 // embedding_backward against its CPU twin: sums in index order in the
