@@ -290,15 +290,7 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
           if (has_bias) x += m % 2 ? bias_hi : bias_lo;
           if constexpr (kRelu) x = relu(x);
         }
-        T z[2];
-        if constexpr (forward) {
-          gelu_forward_of<T, 2>(kGelu, v[m], z);
-          memcpy(&zs[m], z, sizeof(zs[m]));
-        } else if constexpr (gradient) {
-          memcpy(z, &zs[m], sizeof(zs[m]));
-          gelu_gradient_of<T, 2>(kGelu, z, v[m]);
-        }
-        ys[m] = cuda::pack2<T>(v[m][0], v[m][1]);
+        ys[m] = gelu_pair<T, kGelu>(v[m], zs[m]);
       }
       cuda::stmatrix_x4<true>(y_stage + offset, ys);
       if constexpr (forward) cuda::stmatrix_x4<true>(z_stage + offset, zs);
@@ -606,8 +598,8 @@ void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
 
 template <typename T>
 bool bsr_wgmma_sddmm_runs(const BsrSddmmArgs<T>& p) {
-  if (!bsr_wgmma_sddmm_takes(p.bh, p.bw) || p.group > SddmmWgmmaTile<64>::kGroup || p.b_cols <= 0) return false;
-  if (p.bh == 128 && p.group > 1) return false;
+  if (!bsr_wgmma_sddmm_takes(p.bh, p.bw) || p.b_cols <= 0) return false;
+  if (p.group > (p.bh == 32 ? 8 : SddmmWgmmaTile<64>::kGroup) || (p.bh == 128 && p.group > 1)) return false;
   // a contiguous along its rows, b along its columns; TMA: 16-byte aligned
   // bases and pitches, coordinates in int32.
   if (!aligned16(p.a.data) || !aligned16(p.b.data) || p.a.row_stride != 1 || p.b.col_stride != 1 ||
@@ -625,7 +617,11 @@ bool bsr_wgmma_sddmm_runs(const BsrSddmmArgs<T>& p) {
 template <typename T>
 void bsr_wgmma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   if (p.ngroups <= 0 && (p.row_sums == nullptr || p.nempty <= 0)) return;
-  p.bh == 128 ? launch_sddmm<T, 128>(p, stream) : launch_sddmm<T, 64>(p, stream);
+  if (p.bh == 32) {
+    bsr_wgmma32_sddmm<T>(p, stream);
+  } else {
+    p.bh == 128 ? launch_sddmm<T, 128>(p, stream) : launch_sddmm<T, 64>(p, stream);
+  }
 }
 
 template bool bsr_wgmma_runs<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&);

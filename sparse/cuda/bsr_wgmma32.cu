@@ -30,6 +30,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -38,6 +39,7 @@
 #include "sparse/cuda/bsr_wgmma32.h"
 #include "sparse/cuda/bsr_wgmma_walk.cuh"
 #include "sparse/cuda/epilogue.cuh"
+#include "sparse/cuda/sddmm_run.cuh"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/mma_sync.cuh"
 #include "tensor/cuda/tma.cuh"
@@ -143,15 +145,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       barrier_expect(zbar, kOutBytes);
       tma_load(cuda::smem_u32(z_stage), &maps.aux, static_cast<int>(r0), w.n0, zbar);
     }
-    float acc[kHalves][4][4];
-#pragma unroll
-    for (auto& half : acc) {
-#pragma unroll
-      for (auto& a : half)
-#pragma unroll
-        for (float& v : a) v = 0.0f;
-      cuda::fence_registers(half);
-    }
+    float acc[kHalves][4][4] = {};
+    cuda::fence_registers(acc);
 
     for (int s = 0; s < steps; ++s, ++step) {
       const uint32_t st = ring.stage(step);
@@ -164,18 +159,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
         const uint64_t b = sw64_desc(st + kXBytes + (kTransB ? ks * 1024 : ks * 32));
 #pragma unroll
         for (int h = 0; h < kHalves; ++h)
-          cuda::wgmma_64x32_ss<T, kTransB>(acc[h], sw64_desc(st + h * 64 * 64 + ks * 32), b);
+          cuda::wgmma_64x32_ss<T, false, kTransB>(acc[h], sw64_desc(st + h * 64 * 64 + ks * 32), b);
       }
       cuda::wgmma_commit();
       // The previous step's group is done: its stage goes back to the loader.
       cuda::wgmma_wait<1>();
-#pragma unroll
-      for (auto& half : acc) cuda::fence_registers(half);
+      cuda::fence_registers(acc);
       if (s > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));
     }
     cuda::wgmma_wait<0>();
-#pragma unroll
-    for (auto& half : acc) cuda::fence_registers(half);
+    cuda::fence_registers(acc);
     if (steps > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));  // the tile's last stage
 
     // The staging tiles are free once the last store has read them.
@@ -206,15 +199,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
             if (has_bias) x += bias[j + m / 2][k];
             if constexpr (kRelu) x = relu(x);
           }
-          T z[2];
-          if constexpr (forward) {
-            gelu_forward_of<T, 2>(kGelu, v[m], z);
-            memcpy(&zs[m], z, sizeof(zs[m]));
-          } else if constexpr (gradient) {
-            memcpy(z, &zs[m], sizeof(zs[m]));
-            gelu_gradient_of<T, 2>(kGelu, z, v[m]);
-          }
-          ys[m] = cuda::pack2<T>(v[m][0], v[m][1]);
+          ys[m] = gelu_pair<T, kGelu>(v[m], zs[m]);
         }
         cuda::stmatrix_x4<false>(y_stage + offset, ys);
         if constexpr (forward) cuda::stmatrix_x4<false>(z_stage + offset, zs);
@@ -275,6 +260,178 @@ void launch_form(const BsrProductArgs<T>& p, cudaStream_t stream) {
   }
 }
 
+// ---- SDDMM ----
+//
+// values[e] = a[rows of e, :] @ b[:, cols of e] for a linear's weight
+// gradient (a = dy^T, contiguous along its rows; b = x, contiguous along its
+// columns; the inner dimension the tokens), as bsr_wgmma.cu's SDDMM does for
+// 64x64 blocks, whose rows are wgmma's M there. A 32x32 block's rows are N
+// here, and M pairs two blocks of a run: A is b's [64 tokens, 32 columns]
+// slices of the pair's blocks side by side (MN-major, the second one the
+// descriptor's leading offset on), B is a's [64 tokens, 32 rows] slice of
+// the block row (MN-major), so one m64n32 product makes both blocks,
+// transposed: D's row m is column m % 32 of the pair's block m / 32. A
+// thread block takes a run of up to 8 stored blocks of one block row
+// (BsrSddmmArgs::group_begin) over one range of the tokens, in steps of 64:
+// one thread copies a's slice once a step and each block's b slice;
+// warpgroup w multiplies pairs w and w + 2 of the run. Each thread stores
+// its accumulators straight from registers (rounded to the values, or f32
+// partial sums of its range, which bsr_sum_splits adds in range order), and
+// the row sums (the bias gradient) come from the a slices the consumers wait
+// for anyway, as in bsr_wgmma.cu.
+constexpr int kRunBlocks = 8;                        // stored blocks a run at most (bsr_mma_sddmm_group)
+constexpr int kSddmmConsumers = 256;                 // two warpgroups multiply
+constexpr int kSddmmThreads = kSddmmConsumers + 32;  // and one warp loads
+constexpr int kSddmmStep = 64;                       // tokens a stage
+constexpr int kSliceBytes = kSddmmStep * kB * 2;     // a [64 tokens, 32] slice: 4 KB
+constexpr int kSddmmStageBytes = (1 + kRunBlocks) * kSliceBytes;
+constexpr int kSddmmStages = 6;  // 216 KB: one thread block an SM
+constexpr int kSddmmSmemBytes = cuda::StageRing<kSddmmStages, kSddmmStageBytes>::kSmemBytes;
+static_assert(kSddmmStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
+static_assert(kSddmmSmemBytes <= 227 * 1024, "a thread block's shared memory");
+
+struct SddmmMaps {
+  CUtensorMap a;  // a as [k, rows] (a.col_stride apart): boxes of 32 rows x 64 tokens
+  CUtensorMap b;  // b as [k, cols] (b.row_stride apart): boxes of 32 columns x 64 tokens
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kSddmmThreads, 1)
+    bsr_wgmma32_sddmm_kernel(const __grid_constant__ SddmmMaps maps, const BsrSddmmArgs<T> p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  const auto ring = cuda::stage_ring<kSddmmStages, kSddmmStageBytes>(smem_raw, kSddmmConsumers / 32);
+  const int tid = threadIdx.x;
+  const SddmmRun task = sddmm_run(p);
+  const int32_t begin = task.begin;
+  const int count = task.count;
+  const int64_t r0 = static_cast<int64_t>(task.block_row) * kB;
+  const bool sums_rows = task.sums_rows;  // block-uniform
+  const int64_t k_begin = p.splits > 1 ? blockIdx.y * p.split_k : 0;
+  const int64_t k_end = p.splits > 1 ? std::min<int64_t>(p.k, k_begin + p.split_k) : p.k;
+  const int steps = static_cast<int>((k_end - k_begin + kSddmmStep - 1) / kSddmmStep);
+
+  if (tid >= kSddmmConsumers) {
+    if (tid == kSddmmConsumers) {
+      for (int step = 0; step < steps; ++step) {
+        const int k0 = static_cast<int>(k_begin + static_cast<int64_t>(step) * kSddmmStep);
+        ring.wait_empty(step);
+        const uint32_t full = ring.full(step), st = ring.stage(step);
+        barrier_expect(full, (1 + count) * kSliceBytes);
+        tma_load(st, &maps.a, static_cast<int>(r0), k0, full);
+        for (int q = 0; q < count; ++q) tma_load(st + (1 + q) * kSliceBytes, &maps.b, p.bcol[begin + q] * kB, k0, full);
+      }
+    }
+    return;
+  }
+
+  const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
+  // This warpgroup's pairs of the run: pair wg + 2i is blocks 2 (wg + 2i) and
+  // the one after (the second past the run's end is read and never stored).
+  constexpr int kPairs = kRunBlocks / 4;
+  float acc[kPairs][4][4] = {};
+  cuda::fence_registers(acc);
+  // Row sums: consumer thread tid adds row tid % 32 of a's slices at tokens
+  // tid / 32, tid / 32 + kSumLanes, ... (0 past k's end: TMA fills them so);
+  // the lanes are added in order at the end.
+  constexpr int kSumLanes = kSddmmConsumers / kB;
+  const int sum_row = tid % kB;
+  float row_sum = 0.f;
+
+  for (int step = 0; step < steps; ++step) {
+    const uint32_t st = ring.stage(step);
+    ring.wait_full(step);
+    if (sums_rows) {
+      const unsigned char* slice = ring.smem + (st - ring.base);
+#pragma unroll
+      for (int j = 0; j < kSddmmStep / kSumLanes; ++j) {
+        const int k = tid / kB + j * kSumLanes;  // token k's 64 bytes, their 16-byte chunks swizzled
+        row_sum += to_float(*reinterpret_cast<const T*>(slice + cuda::sw64_offset(k, sum_row / 8) + (sum_row % 8) * 2));
+      }
+      __syncwarp();  // the warp's reads are done before its lane 0 frees the stage
+    }
+    if (2 * wg < count) {
+      cuda::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kSddmmStep / 16; ++ks) {
+        const uint64_t b = sw64_desc(st + ks * 1024);  // a's slice, 16 tokens a k16 step
+#pragma unroll
+        for (int i = 0; i < kPairs; ++i) {
+          const int pair = wg + 2 * i;
+          if (2 * pair < count) {
+            const uint64_t a = sw64_desc(st + (1 + 2 * pair) * kSliceBytes + ks * 1024, kSliceBytes);
+            cuda::wgmma_64x32_ss<T, true, true>(acc[i], a, b);
+          }
+        }
+      }
+      cuda::wgmma_commit();
+      cuda::wgmma_wait<1>();
+      cuda::fence_registers(acc);
+    }
+    if (step > 0 && lane == 0) barrier_arrive(ring.empty(step - 1));
+  }
+  cuda::wgmma_wait<0>();
+  cuda::fence_registers(acc);
+  if (sums_rows) {
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kSddmmConsumers) : "memory");  // the ring is drained: reuse it
+    float* lanes = reinterpret_cast<float*>(ring.smem);                   // [kSumLanes][32]
+    lanes[tid] = row_sum;
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kSddmmConsumers) : "memory");
+    write_row_sums<T, kB, kSumLanes>(p, lanes, r0);
+  }
+
+  // Accumulators j: D's rows g and g + 8 of the warp's 16 (columns of the
+  // pair's blocks), its columns 8j + 2t and 8j + 2t + 1 (rows of them).
+#pragma unroll
+  for (int i = 0; i < kPairs; ++i) {
+    const int pair = wg + 2 * i;
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) {
+      const int m = warp * 16 + g + 8 * hi, q = 2 * pair + m / kB, c = m % kB;
+      if (q >= count) continue;
+      const int64_t e = begin + q;
+      T* out = p.values + e * kB * kB;
+      float* part = p.splits > 1 ? p.partial + (blockIdx.y * p.nblocks + e) * kB * kB : nullptr;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const int r = 8 * j + 2 * t + k;
+          const float v = acc[i][j][2 * hi + k];
+          if (part != nullptr) {
+            part[r * kB + c] = v;
+          } else {
+            out[r * kB + c] = from_float<T>(v);
+          }
+        }
+      }
+    }
+  }
+#endif
+}
+
+template <typename T>
+void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
+  static const bool configured = [] {
+    COPPICE_CUDA_CHECK(
+        cudaFuncSetAttribute(bsr_wgmma32_sddmm_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSddmmSmemBytes),
+        kOp);
+    return true;
+  }();
+  (void)configured;
+  const CUtensorMapDataType type =
+      std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  SddmmMaps maps;
+  maps.a = cuda::tensor_map_16bit(p.a.data, p.block_rows * kB, p.k, p.a.col_stride, kB, kSddmmStep,
+                                  CU_TENSOR_MAP_SWIZZLE_64B, type, kOp);
+  maps.b = cuda::tensor_map_16bit(p.b.data, p.b_cols, p.k, p.b.row_stride, kB, kSddmmStep, CU_TENSOR_MAP_SWIZZLE_64B,
+                                  type, kOp);
+  const int64_t blocks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
+  bsr_wgmma32_sddmm_kernel<T><<<grid, kSddmmThreads, kSddmmSmemBytes, stream>>>(maps, p);
+  cuda::check_launch(kOp);
+}
+
 }  // namespace
 
 template <typename T>
@@ -284,7 +441,17 @@ void bsr_wgmma32_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
   p.transposed ? launch_form<T, true>(p, stream) : launch_form<T, false>(p, stream);
 }
 
+template <typename T>
+void bsr_wgmma32_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
+  COPPICE_CHECK(p.bh == kB && p.bw == kB && p.group <= kRunBlocks, kOp, ": internal: ", p.bh, "x", p.bw,
+                " blocks in runs of ", p.group, " in the 32x32 SDDMM");
+  if (p.ngroups <= 0 && (p.row_sums == nullptr || p.nempty <= 0)) return;
+  launch_sddmm<T>(p, stream);
+}
+
 template void bsr_wgmma32_product<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&, cudaStream_t);
 template void bsr_wgmma32_product<__half>(const BsrProductArgs<__half>&, cudaStream_t);
+template void bsr_wgmma32_sddmm<__nv_bfloat16>(const BsrSddmmArgs<__nv_bfloat16>&, cudaStream_t);
+template void bsr_wgmma32_sddmm<__half>(const BsrSddmmArgs<__half>&, cudaStream_t);
 
 }  // namespace coppice::sparse_cuda

@@ -68,6 +68,24 @@ __device__ __forceinline__ void gelu_forward_of(GeluWriteOut mode, float (&v)[kN
   }
 }
 
+// A pair of output values v (f32, the bias and any relu applied) through
+// the form kMode, as the wgmma products' write-outs take them (their
+// stmatrix fragments hold pairs): forward, z (v rounded) goes into the
+// packed register z2 and v becomes gelu(z); gradient, z comes from z2 and v
+// becomes gelu's gradient at it; kNone leaves both. Returns y's packed pair.
+template <typename T, GeluWriteOut kMode>
+__device__ __forceinline__ uint32_t gelu_pair(float (&v)[2], uint32_t& z2) {
+  T z[2];
+  if constexpr (is_gelu_forward(kMode)) {
+    gelu_forward_of<T, 2>(kMode, v, z);
+    memcpy(&z2, z, sizeof(z2));
+  } else if constexpr (is_gelu_gradient(kMode)) {
+    memcpy(z, &z2, sizeof(z2));
+    gelu_gradient_of<T, 2>(kMode, z, v);
+  }
+  return cuda::pack2<T>(v[0], v[1]);
+}
+
 // `count` <= kN values v (f32, the bias added) bound for a run of the output
 // whose elements step by `step`; `z` points at the run's first element in
 // the auxiliary matrix. kForward: each value rounded to T is z, stored there,

@@ -46,11 +46,13 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
 __device__ __forceinline__ int sw64_offset(int row, int chunk) { return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4); }
 
 // The descriptor of a 64-byte-swizzled operand at shared address `addr`
-// (layout type 2; 512 bytes from one group of eight rows to the next; no
-// leading offset: with 32-wide rows an instruction never crosses an atom
-// along them).
-__device__ __forceinline__ uint64_t sw64_desc(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(512 >> 4) << 32) | (2ull << 62);
+// (layout type 2; 512 bytes from one group of eight rows to the next). An
+// operand of 32-wide rows needs no leading offset; an MN-major one of m 64
+// is two 32-wide tiles side by side, `leading` bytes apart (the canonical
+// layout's stride from one swizzle width along M to the next).
+__device__ __forceinline__ uint64_t sw64_desc(uint32_t addr, uint32_t leading = 0) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(leading >> 4) << 16) |
+         (static_cast<uint64_t>(512 >> 4) << 32) | (2ull << 62);
 }
 
 // The descriptor `bytes` further on (a multiple of 16): the start address is its low field.
@@ -82,6 +84,11 @@ __device__ __forceinline__ void fence_registers(float (&r)[N][4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
   }
+}
+template <int P, int N>
+__device__ __forceinline__ void fence_registers(float (&r)[P][N][4]) {
+#pragma unroll
+  for (int p = 0; p < P; ++p) fence_registers(r[p]);
 }
 template <int N>
 __device__ __forceinline__ void fence_registers(uint32_t (&r)[N][4]) {
@@ -195,21 +202,22 @@ __device__ __forceinline__ void wgmma_64x64_ss(float (&d)[8][4], uint64_t a, uin
       m(d[2][1]), m(d[2][2]), m(d[2][3]), m(d[3][0]), m(d[3][1]), m(d[3][2]), m(d[3][3])
 #define COPPICE_WGMMA_SS_32(type)                             \
   "wgmma.mma_async.sync.aligned.m64n32k16.f32." type "." type \
-  " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 1, 1, 1, 0, %18;\n"
+  " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 1, 1, 1, %18, %19;\n"
 
 // d (64 x 32, f32, the layout above: accumulators j columns 8j..8j+7) += A
-// (64 x 16, descriptor a, K-major) * B (16 x 32, descriptor b; kTransB when
-// b is stored MN-major), both from shared memory in the 64-byte swizzle.
-template <typename T, bool kTransB>
+// (64 x 16, descriptor a) * B (16 x 32, descriptor b), both from shared
+// memory in the 64-byte swizzle; kTransA / kTransB when that operand is
+// stored MN-major, K-major otherwise.
+template <typename T, bool kTransA, bool kTransB>
 __device__ __forceinline__ void wgmma_64x32_ss(float (&d)[4][4], uint64_t a, uint64_t b) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     asm volatile(COPPICE_WGMMA_SS_32("bf16")
                  : COPPICE_WGMMA_ACC16(COPPICE_WGMMA_READ_WRITE, d)
-                 : "l"(a), "l"(b), "n"(kTransB ? 1 : 0));
+                 : "l"(a), "l"(b), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
   } else {
     asm volatile(COPPICE_WGMMA_SS_32("f16")
                  : COPPICE_WGMMA_ACC16(COPPICE_WGMMA_READ_WRITE, d)
-                 : "l"(a), "l"(b), "n"(kTransB ? 1 : 0));
+                 : "l"(a), "l"(b), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
   }
 }
 #undef COPPICE_WGMMA_SS_32

@@ -79,14 +79,13 @@ TEST_F(BsrMmaTest, TakesSquare16To128BlocksOf16BitTypes) {
   EXPECT_TRUE(sparse_cuda::bsr_mma_takes(128, 128));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(8, 8));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(256, 256));
-  // Hopper's wgmma products take 32x32, 64x64 and 128x128 blocks, its SDDMM
-  // 64x64 and 128x128; at 64x64 three warpgroups multiply under a gelu form,
-  // two otherwise (bsr_wgmma_groups).
+  // Hopper's wgmma kernels take 32x32, 64x64 and 128x128 blocks; at 64x64
+  // three warpgroups multiply under a gelu form, two otherwise (bsr_wgmma_groups).
   EXPECT_TRUE(sparse_cuda::bsr_wgmma_takes(32, 32) && sparse_cuda::bsr_wgmma_takes(64, 64) &&
               sparse_cuda::bsr_wgmma_takes(128, 128));
   EXPECT_FALSE(sparse_cuda::bsr_wgmma_takes(16, 16) || sparse_cuda::bsr_wgmma_takes(64, 128));
-  EXPECT_TRUE(sparse_cuda::bsr_wgmma_sddmm_takes(64, 64) && sparse_cuda::bsr_wgmma_sddmm_takes(128, 128));
-  EXPECT_FALSE(sparse_cuda::bsr_wgmma_sddmm_takes(32, 32));
+  EXPECT_TRUE(sparse_cuda::bsr_wgmma_sddmm_takes(32, 32) && sparse_cuda::bsr_wgmma_sddmm_takes(128, 128));
+  EXPECT_FALSE(sparse_cuda::bsr_wgmma_sddmm_takes(16, 16));
   static_assert(sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kForward) == 3 &&
                 sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kGradientTanh) == 3 &&
                 sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kNone) == 2 &&
@@ -240,7 +239,7 @@ TEST_F(BsrMmaTest, SddmmMatchesCpu) {
 // weight's): the first run of each block row sums them, a thread block of
 // its own each empty block row (row 0; density 0: no stored block at all);
 // k = 2048 splits the sums in ranges added in order, like the values. Both
-// kernels (with a = dy^T, 64x64 and 128x128 blocks go to wgmma on Hopper
+// kernels (with a = dy^T, 32x32, 64x64 and 128x128 blocks go to wgmma on Hopper
 // unless pinned to mma.sync); the same bits on repeat.
 TEST_F(BsrMmaTest, SddmmSumsTheRowsOfAInTheSamePass) {
   SKIP_WITHOUT_CUDA();
