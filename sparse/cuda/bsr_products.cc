@@ -396,7 +396,7 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
       // its own rule for splitting k.
       if constexpr (sizeof(T) == 2) { wgmma = route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_sddmm_runs<T>(p); }
       const int64_t sms = cuda::sm_count(pattern.device().index, op);
-      p.splits = wgmma ? groups->wgmma_splits(p.k, sms, row_sums != nullptr)
+      p.splits = wgmma ? groups->wgmma_splits(p.k, bsr_wgmma_sddmm_resident(p.bh, p.group) * sms, row_sums != nullptr)
                        : bsr_mma_sddmm_splits(p.ngroups, p.k, bsr_mma_sddmm_resident<T>(p) * sms);
       if (p.splits > 1) {
         p.split_k = sddmm_split_k(p.k, p.splits);

@@ -29,6 +29,11 @@ constexpr int bsr_wgmma_groups(int block, GeluWriteOut gelu) {
   return block == 64 && gelu != GeluWriteOut::kNone ? 3 : 2;
 }
 
+// Thread blocks of the wgmma SDDMM an SM holds at once for runs of at most
+// `group` blocks (the slots of its dispatch model, sddmm_dispatch.h): two
+// for 32x32 blocks in runs of up to 4, whose stages are small, one otherwise.
+constexpr int bsr_wgmma_sddmm_resident(int block, int group) { return block == 32 && group <= 4 ? 2 : 1; }
+
 // Whether the current device runs the kernel (compute capability 9.0: it is
 // built for sm_90a alone) and p's operands are as it reads them: blocks as
 // bsr_wgmma_takes, values 16-byte aligned, x contiguous along op(S)'s

@@ -36,6 +36,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "sparse/cuda/bsr_wgmma.h"
 #include "sparse/cuda/bsr_wgmma32.h"
 #include "sparse/cuda/bsr_wgmma_walk.cuh"
 #include "sparse/cuda/epilogue.cuh"
@@ -271,36 +272,46 @@ void launch_form(const BsrProductArgs<T>& p, cudaStream_t stream) {
 // descriptor's leading offset on), B is a's [64 tokens, 32 rows] slice of
 // the block row (MN-major), so one m64n32 product makes both blocks,
 // transposed: D's row m is column m % 32 of the pair's block m / 32. A
-// thread block takes a run of up to 8 stored blocks of one block row
-// (BsrSddmmArgs::group_begin) over one range of the tokens, in steps of 64:
-// one thread copies a's slice once a step and each block's b slice;
-// warpgroup w multiplies pairs w and w + 2 of the run. Each thread stores
+// thread block takes a run of up to kRun stored blocks of one block row
+// (BsrSddmmArgs::group_begin: bsr_mma_sddmm_group's 4, or 8 in rows of 10
+// blocks or more) over one range of the tokens, in steps of 64: one thread
+// copies a's slice once a step and each block's b slice; warpgroup w
+// multiplies pairs w (and w + 2) of the run. Runs of 4 take stages of 20 KB
+// and two thread blocks an SM, runs of 8 stages of 36 KB and one. Each thread stores
 // its accumulators straight from registers (rounded to the values, or f32
 // partial sums of its range, which bsr_sum_splits adds in range order), and
 // the row sums (the bias gradient) come from the a slices the consumers wait
 // for anyway, as in bsr_wgmma.cu.
-constexpr int kRunBlocks = 8;                        // stored blocks a run at most (bsr_mma_sddmm_group)
 constexpr int kSddmmConsumers = 256;                 // two warpgroups multiply
 constexpr int kSddmmThreads = kSddmmConsumers + 32;  // and one warp loads
 constexpr int kSddmmStep = 64;                       // tokens a stage
 constexpr int kSliceBytes = kSddmmStep * kB * 2;     // a [64 tokens, 32] slice: 4 KB
-constexpr int kSddmmStageBytes = (1 + kRunBlocks) * kSliceBytes;
-constexpr int kSddmmStages = 6;  // 216 KB: one thread block an SM
-constexpr int kSddmmSmemBytes = cuda::StageRing<kSddmmStages, kSddmmStageBytes>::kSmemBytes;
-static_assert(kSddmmStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
-static_assert(kSddmmSmemBytes <= 227 * 1024, "a thread block's shared memory");
+
+template <int kRun>
+struct Sddmm32Tile {
+  static_assert(kRun == 4 || kRun == 8, "runs of 4 or 8 blocks");
+  static constexpr int kPairs = kRun / 4;  // a warpgroup's pairs of blocks
+  static constexpr int kBlocksPerSm = bsr_wgmma_sddmm_resident(kB, kRun);
+  static constexpr int kStageBytes = (1 + kRun) * kSliceBytes;  // a's slice and each block's
+  static constexpr int kStages = kRun == 4 ? 5 : 6;             // 100 KB (two an SM) or 216 KB (one)
+  static constexpr int kSmemBytes = cuda::StageRing<kStages, kStageBytes>::kSmemBytes;
+  static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
+  static_assert(kBlocksPerSm * (kSmemBytes + 1024) <= 228 * 1024, "an SM's shared memory for kBlocksPerSm blocks");
+};
 
 struct SddmmMaps {
   CUtensorMap a;  // a as [k, rows] (a.col_stride apart): boxes of 32 rows x 64 tokens
   CUtensorMap b;  // b as [k, cols] (b.row_stride apart): boxes of 32 columns x 64 tokens
 };
 
-template <typename T>
-__global__ void __launch_bounds__(kSddmmThreads, 1)
+template <typename T, int kRun>
+__global__ void __launch_bounds__(kSddmmThreads, Sddmm32Tile<kRun>::kBlocksPerSm)
     bsr_wgmma32_sddmm_kernel(const __grid_constant__ SddmmMaps maps, const BsrSddmmArgs<T> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tile = Sddmm32Tile<kRun>;
+  constexpr int kPairs = Tile::kPairs;
   extern __shared__ unsigned char smem_raw[];
-  const auto ring = cuda::stage_ring<kSddmmStages, kSddmmStageBytes>(smem_raw, kSddmmConsumers / 32);
+  const auto ring = cuda::stage_ring<Tile::kStages, Tile::kStageBytes>(smem_raw, kSddmmConsumers / 32);
   const int tid = threadIdx.x;
   const SddmmRun task = sddmm_run(p);
   const int32_t begin = task.begin;
@@ -328,7 +339,6 @@ __global__ void __launch_bounds__(kSddmmThreads, 1)
   const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
   // This warpgroup's pairs of the run: pair wg + 2i is blocks 2 (wg + 2i) and
   // the one after (the second past the run's end is read and never stored).
-  constexpr int kPairs = kRunBlocks / 4;
   float acc[kPairs][4][4] = {};
   cuda::fence_registers(acc);
   // Row sums: consumer thread tid adds row tid % 32 of a's slices at tokens
@@ -410,11 +420,15 @@ __global__ void __launch_bounds__(kSddmmThreads, 1)
 #endif
 }
 
-template <typename T>
+template <typename T, int kRun>
 void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
+  using Tile = Sddmm32Tile<kRun>;
   static const bool configured = [] {
+    const auto kernel = bsr_wgmma32_sddmm_kernel<T, kRun>;
+    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes),
+                       kOp);
     COPPICE_CUDA_CHECK(
-        cudaFuncSetAttribute(bsr_wgmma32_sddmm_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSddmmSmemBytes),
+        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
         kOp);
     return true;
   }();
@@ -428,7 +442,7 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
                                   type, kOp);
   const int64_t blocks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
-  bsr_wgmma32_sddmm_kernel<T><<<grid, kSddmmThreads, kSddmmSmemBytes, stream>>>(maps, p);
+  bsr_wgmma32_sddmm_kernel<T, kRun><<<grid, kSddmmThreads, Tile::kSmemBytes, stream>>>(maps, p);
   cuda::check_launch(kOp);
 }
 
@@ -443,10 +457,10 @@ void bsr_wgmma32_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
 
 template <typename T>
 void bsr_wgmma32_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
-  COPPICE_CHECK(p.bh == kB && p.bw == kB && p.group <= kRunBlocks, kOp, ": internal: ", p.bh, "x", p.bw,
-                " blocks in runs of ", p.group, " in the 32x32 SDDMM");
+  COPPICE_CHECK(p.bh == kB && p.bw == kB && p.group <= 8, kOp, ": internal: ", p.bh, "x", p.bw, " blocks in runs of ",
+                p.group, " in the 32x32 SDDMM");
   if (p.ngroups <= 0 && (p.row_sums == nullptr || p.nempty <= 0)) return;
-  launch_sddmm<T>(p, stream);
+  p.group <= 4 ? launch_sddmm<T, 4>(p, stream) : launch_sddmm<T, 8>(p, stream);
 }
 
 template void bsr_wgmma32_product<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&, cudaStream_t);
