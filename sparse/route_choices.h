@@ -20,7 +20,7 @@
 //              SDDMM summing the bias inside, or the dense route and a column-sum pass)
 //   bsr_tiles  (by rule)                  tiles | mma_sync | off
 //              (the BSR kernels of spmm.cc and sddmm.cc: mma.sync where it runs, its
-//              products on wgmma for 64x64 and 128x128 blocks on compute capability 9.0,
+//              products and SDDMM on wgmma for 32x32, 64x64 and 128x128 blocks on compute capability 9.0,
 //              else the WMMA / FMA tiles; tiles: the tiles wherever they run; mma_sync:
 //              mma.sync even where wgmma runs; off: neither, the routes they replace)
 //   sddmm_dense (by rule)                 on | off

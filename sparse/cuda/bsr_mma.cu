@@ -41,8 +41,9 @@
 // first run of each block row also sums the slices of a it stages anyway,
 // and each row without a stored block gets a thread block that only does
 // that, which saves the bias gradient's own pass over dy. On Hopper, the
-// products of 64x64 and 128x128 blocks at a linear's shapes run on
-// bsr_wgmma.cu instead (bsr_products.cc chooses).
+// products and SDDMMs of 32x32, 64x64 and 128x128 blocks at a linear's
+// shapes run on bsr_wgmma.cu and bsr_wgmma32.cu instead (bsr_products.cc
+// chooses).
 //
 // Operands that are not 16-byte aligned, or strided other than along one
 // dimension, and tiles at the edge of x are staged element by element; the

@@ -214,8 +214,9 @@ void run_product(BsrKernel kernel, const Tensor& s, const BsrImpl& b, bool walk_
   if (p.out_block_rows <= 0 || n <= 0) return;
   const cudaStream_t stream = cuda::current_stream(s.device().index);
   if (mma) {
-    // On Hopper the wgmma kernel takes the 64x64 and 128x128 products of a
-    // linear's shapes wherever it runs (bsr_wgmma.h), unless pinned to mma.sync.
+    // On Hopper the wgmma kernels take the 32x32, 64x64 and 128x128 products
+    // of a linear's shapes wherever they run (bsr_wgmma.h), unless pinned to
+    // mma.sync.
     if constexpr (sizeof(T) == 2) {
       if (route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_runs<T>(p)) {
         bsr_wgmma_product<T>(p, stream);
@@ -391,9 +392,9 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
       p.group_row = groups->row.data<int32_t>();
       p.ngroups = groups->count;
       p.group = groups->most;
-      // On Hopper a linear's weight gradient in 64x64 and 128x128 blocks runs
-      // on wgmma (bsr_wgmma.h), unless pinned to mma.sync; each kernel has
-      // its own rule for splitting k.
+      // On Hopper a linear's weight gradient in 32x32, 64x64 and 128x128
+      // blocks runs on wgmma (bsr_wgmma.h), unless pinned to mma.sync; each
+      // kernel has its own rule for splitting k.
       if constexpr (sizeof(T) == 2) { wgmma = route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_sddmm_runs<T>(p); }
       const int64_t sms = cuda::sm_count(pattern.device().index, op);
       p.splits = wgmma ? groups->wgmma_splits(p.k, bsr_wgmma_sddmm_resident(p.bh, p.group) * sms, row_sums != nullptr)

@@ -1,5 +1,6 @@
 // The mma.sync BSR kernels (sparse/cuda/bsr_mma.h: square 16x16, 32x32,
-// 64x64 and 128x128 blocks of bf16 and f16) against f64 products on the CPU: both product
+// 64x64 and 128x128 blocks of bf16 and f16), and on Hopper the wgmma ones
+// that take 32x32 and larger (bsr_wgmma.h), against f64 products on the CPU: both product
 // directions with S and S^T, the SDDMM, and linear_relu's bias and relu in
 // the write-out; with empty block rows, a single stored block, rows longer
 // than one SDDMM run, column counts that are not multiples of the tile,
