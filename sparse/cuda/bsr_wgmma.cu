@@ -489,8 +489,7 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  const CUtensorMapDataType type =
-      std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUtensorMapDataType type = cuda::tensor_map_type_16bit<T>();
   SddmmMaps maps;
   const int64_t rows = p.block_rows * B;
   maps.a =
@@ -513,8 +512,7 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  const CUtensorMapDataType type =
-      std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUtensorMapDataType type = cuda::tensor_map_type_16bit<T>();
   Maps maps;
   maps.values = cuda::tensor_map_16bit(p.values, B, p.nblocks * B, B, kStep, kATrans ? 64 : B,
                                        CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
@@ -598,8 +596,9 @@ void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
 
 template <typename T>
 bool bsr_wgmma_sddmm_runs(const BsrSddmmArgs<T>& p) {
-  if (!bsr_wgmma_sddmm_takes(p.bh, p.bw) || p.b_cols <= 0) return false;
-  if (p.group > (p.bh == 32 ? 8 : SddmmWgmmaTile<64>::kGroup) || (p.bh == 128 && p.group > 1)) return false;
+  if (!bsr_wgmma_takes(p.bh, p.bw) || p.b_cols <= 0) return false;
+  if (p.group > (p.bh == 32 ? kBsrWgmma32MostRun : SddmmWgmmaTile<64>::kGroup) || (p.bh == 128 && p.group > 1))
+    return false;
   // a contiguous along its rows, b along its columns; TMA: 16-byte aligned
   // bases and pitches, coordinates in int32.
   if (!aligned16(p.a.data) || !aligned16(p.b.data) || p.a.row_stride != 1 || p.b.col_stride != 1 ||

@@ -13,8 +13,8 @@
 
 namespace coppice::sparse_cuda {
 
+// The blocks the wgmma products and SDDMM take.
 constexpr bool bsr_wgmma_takes(int bh, int bw) { return bh == bw && (bh == 32 || bh == 64 || bh == 128); }
-constexpr bool bsr_wgmma_sddmm_takes(int bh, int bw) { return bh == bw && (bh == 32 || bh == 64 || bh == 128); }
 
 // How many warpgroups multiply in the 64x64 kernel, each taking every G-th
 // tile whole (ping-pong): two, or three under a gelu form, whose write-out's
@@ -48,8 +48,8 @@ template <typename T>
 void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream);
 
 // The SDDMM of a linear's weight gradient on wgmma: whether the current
-// device runs it and p is as it reads it (blocks as bsr_wgmma_sddmm_takes,
-// runs of at most 8 32x32 blocks, 2 64x64 or 1 128x128 (bsr_mma_sddmm_group), a
+// device runs it and p is as it reads it (blocks as bsr_wgmma_takes, runs
+// of at most 8 32x32 blocks, 2 64x64 or 1 128x128 (bsr_mma_sddmm_group), a
 // contiguous along its rows (dy^T), b along its columns (x), both 16-byte
 // aligned with pitches a multiple of 8, split ranges a multiple of 64, and
 // p.b_cols set). With p.splits > 1 it writes p.partial (and

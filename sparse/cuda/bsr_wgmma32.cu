@@ -230,8 +230,7 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  const CUtensorMapDataType type =
-      std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUtensorMapDataType type = cuda::tensor_map_type_16bit<T>();
   constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_64B;
   Maps maps;
   maps.values = cuda::tensor_map_16bit(p.values, kB, p.nblocks * kB, kB, kB, kB, kSwizzle, type, kOp);
@@ -289,7 +288,7 @@ constexpr int kSliceBytes = kSddmmStep * kB * 2;     // a [64 tokens, 32] slice:
 
 template <int kRun>
 struct Sddmm32Tile {
-  static_assert(kRun == 4 || kRun == 8, "runs of 4 or 8 blocks");
+  static_assert(kRun == 4 || kRun == kBsrWgmma32MostRun, "runs of 4 or 8 blocks");
   static constexpr int kPairs = kRun / 4;  // a warpgroup's pairs of blocks
   static constexpr int kBlocksPerSm = bsr_wgmma_sddmm_resident(kB, kRun);
   static constexpr int kStageBytes = (1 + kRun) * kSliceBytes;  // a's slice and each block's
@@ -433,8 +432,7 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  const CUtensorMapDataType type =
-      std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUtensorMapDataType type = cuda::tensor_map_type_16bit<T>();
   SddmmMaps maps;
   maps.a = cuda::tensor_map_16bit(p.a.data, p.block_rows * kB, p.k, p.a.col_stride, kB, kSddmmStep,
                                   CU_TENSOR_MAP_SWIZZLE_64B, type, kOp);
@@ -457,10 +455,10 @@ void bsr_wgmma32_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
 
 template <typename T>
 void bsr_wgmma32_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
-  COPPICE_CHECK(p.bh == kB && p.bw == kB && p.group <= 8, kOp, ": internal: ", p.bh, "x", p.bw, " blocks in runs of ",
-                p.group, " in the 32x32 SDDMM");
+  COPPICE_CHECK(p.bh == kB && p.bw == kB && p.group <= kBsrWgmma32MostRun, kOp, ": internal: ", p.bh, "x", p.bw,
+                " blocks in runs of ", p.group, " in the 32x32 SDDMM");
   if (p.ngroups <= 0 && (p.row_sums == nullptr || p.nempty <= 0)) return;
-  p.group <= 4 ? launch_sddmm<T, 4>(p, stream) : launch_sddmm<T, 8>(p, stream);
+  p.group <= 4 ? launch_sddmm<T, 4>(p, stream) : launch_sddmm<T, kBsrWgmma32MostRun>(p, stream);
 }
 
 template void bsr_wgmma32_product<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&, cudaStream_t);

@@ -13,7 +13,9 @@ namespace coppice::sparse_cuda {
 template <typename T>
 void bsr_wgmma32_product(const BsrProductArgs<T>& p, cudaStream_t stream);
 
-// Runs of at most 8 stored blocks (bsr_mma_sddmm_group's at 32x32).
+// Runs of at most kBsrWgmma32MostRun stored blocks (bsr_mma_sddmm_group's
+// at 32x32).
+constexpr int kBsrWgmma32MostRun = 8;
 template <typename T>
 void bsr_wgmma32_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream);
 

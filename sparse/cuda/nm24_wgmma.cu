@@ -65,6 +65,7 @@ namespace {
 using cuda::barrier_arrive;
 using cuda::barrier_expect;
 using cuda::sw128_desc;
+using cuda::sw64_desc;  // S's stored values, 32 a row, as TMA wrote them
 using cuda::tma_load;
 using cuda::wgmma_commit;
 using cuda::wgmma_fence;
@@ -89,14 +90,6 @@ constexpr uint32_t kPadMeta = 0x44444444u;  // indices (0, 1) in every group
 static_assert(kNm24WgmmaStepCols == kStep, "the header's step is the kernel's");
 static_assert(kTileM * kPitchOut * sizeof(float) <= kStages * kStageBytes, "the write-out tile fits in the ring");
 static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
-
-// A K-major operand in shared memory as the descriptors name it: the 128-byte
-// swizzle for x (wgmma.cuh's sw128_desc), the 64-byte one (layout type 2, 512
-// bytes between groups of eight rows) for S's stored values, as TMA wrote
-// them. No leading offset: an instruction's k slice stays within a row.
-__device__ __forceinline__ uint64_t sw64_desc(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(512 >> 4) << 32) | (2ull << 62);
-}
 
 #define COPPICE_ACC64(d)                                                                                      \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
@@ -280,8 +273,7 @@ void nm24_product_wgmma(const Nm24ProductArgs<T>& args, const uint32_t* wgmma_me
     return true;
   }();
   (void)configured;
-  const CUtensorMapDataType type =
-      std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUtensorMapDataType type = cuda::tensor_map_type_16bit<T>();
   Maps maps;
   constexpr std::string_view kOp = "nm24 wgmma product";
   maps.s = cuda::tensor_map_16bit(args.values, args.cols / 2, args.rows, args.cols / 2, kStep / 2, kTileR,

@@ -1,6 +1,6 @@
 // Hopper's tensor memory accelerator (TMA) and the mbarriers that pace it,
 // shared by the warp-specialized wgmma kernels (sparse/cuda/nm24_wgmma.cu,
-// sparse/cuda/bsr_wgmma.cu): device code for sm_90a sources, and the host's
+// sparse/cuda/bsr_wgmma.cu, sparse/cuda/bsr_wgmma32.cu): device code for sm_90a sources, and the host's
 // tensor maps (cuTensorMapEncodeTiled, fetched from the driver the runtime
 // loaded: the library does not link libcuda itself).
 //
@@ -12,10 +12,13 @@
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "tensor/cuda/cuda_check.h"
 
@@ -135,6 +138,13 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled(std::string_view op) {
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
   }();
   return fn;
+}
+
+// The tensor map's element type for T, __nv_bfloat16 or __half.
+template <typename T>
+constexpr CUtensorMapDataType tensor_map_type_16bit() {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "a 16-bit floating type");
+  return std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 }
 
 // A [outer, inner] matrix of 16-bit elements, rows `row_elems` apart (a

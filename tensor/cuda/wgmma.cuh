@@ -1,10 +1,11 @@
 // The PTX building blocks of Hopper's warpgroup MMA (wgmma.mma_async,
 // sm_90a only: include this from sources built for sm_90a alone), shared by
-// sparse/attention/cuda/attention_sm90.cu, sparse/cuda/nm24_wgmma.cu and
-// sparse/cuda/bsr_wgmma.cu. Device code only.
+// sparse/attention/cuda/attention_sm90.cu, sparse/cuda/nm24_wgmma.cu,
+// sparse/cuda/bsr_wgmma.cu and sparse/cuda/bsr_wgmma32.cu. Device code only.
 //
-// Operands in shared memory are described by matrix descriptors; every tile
-// here uses the 128-byte swizzle: rows of 128 bytes (64 16-bit values), the
+// Operands in shared memory are described by matrix descriptors; most tiles
+// here use the 128-byte swizzle (tiles of 32-wide rows the 64-byte one,
+// sw64_offset below): rows of 128 bytes (64 16-bit values), the
 // 16-byte chunk c of row r stored at chunk c ^ (r % 8), eight rows (1024
 // bytes, aligned to 1024) to a swizzle atom. The same bytes serve as a
 // "K-major" operand (the instruction's k along the row: advance the

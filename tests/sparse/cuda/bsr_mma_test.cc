@@ -85,8 +85,6 @@ TEST_F(BsrMmaTest, TakesSquare16To128BlocksOf16BitTypes) {
   EXPECT_TRUE(sparse_cuda::bsr_wgmma_takes(32, 32) && sparse_cuda::bsr_wgmma_takes(64, 64) &&
               sparse_cuda::bsr_wgmma_takes(128, 128));
   EXPECT_FALSE(sparse_cuda::bsr_wgmma_takes(16, 16) || sparse_cuda::bsr_wgmma_takes(64, 128));
-  EXPECT_TRUE(sparse_cuda::bsr_wgmma_sddmm_takes(32, 32) && sparse_cuda::bsr_wgmma_sddmm_takes(128, 128));
-  EXPECT_FALSE(sparse_cuda::bsr_wgmma_sddmm_takes(16, 16));
   // The 32x32 SDDMM's runs of 4 take two thread blocks an SM, runs of 8 one.
   static_assert(sparse_cuda::bsr_wgmma_sddmm_resident(32, 4) == 2 &&
                 sparse_cuda::bsr_wgmma_sddmm_resident(32, 8) == 1 && sparse_cuda::bsr_wgmma_sddmm_resident(64, 2) == 1);
