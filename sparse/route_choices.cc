@@ -37,8 +37,9 @@ const std::vector<RouteDecision>& decisions() {
        {"tiles", "dense"},
        {"tiles", "dense"}},
       {"bsr_tiles",
-       "the BSR kernels of the SpMM and SDDMM planners: mma.sync where it runs (its products on wgmma for 64x64 and "
-       "128x128 blocks on compute capability 9.0), else the WMMA / FMA tiles (sparse/cuda/bsr_products.h); tiles: "
+       "the BSR kernels of the SpMM and SDDMM planners: mma.sync where it runs (its products on wgmma for 32x32, "
+       "64x64 and 128x128 blocks on compute capability 9.0), else the WMMA / FMA tiles (sparse/cuda/bsr_products.h); "
+       "tiles: "
        "the tiles wherever they run; mma_sync: mma.sync even where wgmma runs; off: neither",
        {},
        {"tiles", "mma_sync", "off"}},
@@ -52,6 +53,12 @@ const std::vector<RouteDecision>& decisions() {
        "(sparse/attention/cuda/attention.cu); mma_sync: everywhere (the reference)",
        {},
        {"mma_sync"}},
+      {"attention_dq",
+       "the wgmma attention backward's dq: from the ds tiles its dk/dv pass writes up to T 1024, else forming ds "
+       "again (sparse/attention/cuda/attention.cu); tiles: the tiles wherever a head's take at most 256 MB; "
+       "recompute: always forming ds again",
+       {},
+       {"tiles", "recompute"}},
   };
   return *table;
 }

@@ -29,6 +29,9 @@
 //   attention  (by rule)                  mma_sync
 //              (fused attention's kernels: wgmma for head sizes 64 and 128 in bf16/f16 on
 //              compute capability 9.0, else mma.sync: sparse/attention/cuda/attention.cu)
+//   attention_dq (by rule)                tiles | recompute
+//              (the wgmma backward's dq: from the ds tiles dk/dv writes up to T 1024, else
+//              forming ds again; tiles: wherever a head's take at most 256 MB; recompute: always)
 //
 // Every measured decision is recorded (decision, key, candidates, each one's
 // time, winner, source), so that

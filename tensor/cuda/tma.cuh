@@ -1,6 +1,7 @@
 // Hopper's tensor memory accelerator (TMA) and the mbarriers that pace it,
 // shared by the warp-specialized wgmma kernels (sparse/cuda/nm24_wgmma.cu,
-// sparse/cuda/bsr_wgmma.cu, sparse/cuda/bsr_wgmma32.cu): device code for sm_90a sources, and the host's
+// sparse/cuda/bsr_wgmma.cu, sparse/cuda/bsr_wgmma32.cu; attention_sm90.cu's
+// bulk stores of its ds tiles): device code for sm_90a sources, and the host's
 // tensor maps (cuTensorMapEncodeTiled, fetched from the driver the runtime
 // loaded: the library does not link libcuda itself).
 //
@@ -65,6 +66,13 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, i
 __device__ __forceinline__ void tma_store(const CUtensorMap* map, uint32_t src, int inner, int outer) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map), "r"(src),
                "r"(inner), "r"(outer)
+               : "memory");
+}
+// `bytes` (a multiple of 16) of shared memory at `src` to global memory at
+// `dst` (16-byte aligned) as they lie, a copy of the thread's current bulk
+// group; the same fence and barrier as tma_store come first.
+__device__ __forceinline__ void bulk_store(void* dst, uint32_t src, int bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
                : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }

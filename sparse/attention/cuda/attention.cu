@@ -37,6 +37,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -618,16 +620,17 @@ FlashArgs flash_args(const Problem& p) {
   return a;
 }
 
-// Launches kernel over (tiles, heads) in slices of kMaxHeadsPerLaunch heads.
+// Launches kernel over (tiles, heads first.. first + heads) in slices of
+// kMaxHeadsPerLaunch heads.
 template <typename Kernel>
-void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t heads, size_t smem, int threads,
+void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t first, int64_t heads, size_t smem, int threads,
                      cudaStream_t stream, std::string_view op) {
   static_assert(std::is_pointer_v<Kernel>);
   COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                      op);
-  for (int64_t h0 = 0; h0 < heads; h0 += kMaxHeadsPerLaunch) {
+  for (int64_t h0 = first; h0 < first + heads; h0 += kMaxHeadsPerLaunch) {
     a.n_offset = h0;
-    const int64_t hn = std::min(kMaxHeadsPerLaunch, heads - h0);
+    const int64_t hn = std::min(kMaxHeadsPerLaunch, first + heads - h0);
     kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(hn)), threads, smem, stream>>>(a);
     check_launch(op);
   }
@@ -643,38 +646,66 @@ void flash_forward(const FlashArgs& a, const Problem& p, int device, cudaStream_
   using S = Tiles<CT, D>;
   if (on_wgmma(device)) {
     const Sm90AttentionKernels k = sm90_attention_kernels<CT, D>();
-    launch_by_heads(k.forward, a, (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile, p.n, k.forward_smem,
+    launch_by_heads(k.forward, a, (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile, 0, p.n, k.forward_smem,
                     kSm90AttentionThreads, stream, op::kAttentionForward);
     return;
   }
   const size_t smem = size_t{5} * S::kRows * S::kPitch * sizeof(CT);
   const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
-  launch_by_heads(flash_forward_kernel<CT, D>, a, tiles, p.n, smem, S::kThreads, stream, op::kAttentionForward);
+  launch_by_heads(flash_forward_kernel<CT, D>, a, tiles, 0, p.n, smem, S::kThreads, stream, op::kAttentionForward);
 }
+
+// The wgmma backward's dq, two ways. Up to T = kDsTilesMaxT (or pinned
+// attention_dq=tiles), dk/dv writes ds as a 16-bit tile for every (key tile,
+// query tile) pair a head keeps (sm90_ds_pairs: 288 KB a head at T 512,
+// causal) and dq multiplies those by k: one product a step instead of three
+// and a softmax, over slices of the heads whose tiles take at most
+// kDsTilesBudget bytes, dk/dv then dq, slice after slice. Past it (or pinned
+// attention_dq=recompute) dq forms ds again, beside dk/dv on a side stream,
+// which keeps memory linear in T. The tiles' bytes grow with T^2 where the
+// products they save grow the same way, so what decides is the walks'
+// fixed cost, which the short walks of short sequences pay most. H200, bench
+// attention, bf16, causal, forward + backward against forming ds again: T 512
+// d 64 0.366 -> 0.342 ms, T 1024 d 128 1.079 -> 0.988, T 2048 d 64 0.99 ->
+// 1.11 (1.1 GB of tiles written and read a call).
+constexpr int64_t kDsTilesMaxT = 1024;
+constexpr int64_t kDsTilesBudget = int64_t{256} << 20;
 
 template <typename CT, int D>
 void flash_backward(const FlashArgs& a, const Problem& p, int device, cudaStream_t stream) {
   using S = Tiles<CT, D>;
   if (on_wgmma(device)) {
+    constexpr std::string_view op = op::kAttentionBackward;
     const Sm90AttentionKernels k = sm90_attention_kernels<CT, D>();
     const int64_t tiles = (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile;
-    // dq beside dk/dv: the two passes read the same inputs and write apart,
-    // and each has a fixed part (its 64-row blocks' own loads and stores)
-    // that the other's thread blocks now overlap. H200, bench attention,
-    // forward + backward, two calls: 3-5 % faster at T 512 (causal 0.377 ->
-    // 0.365 ms, the 75 % window 0.264 -> 0.252), 8 % for T 2048's
-    // block-sparse row; the GPT step is level within its noise.
-    SideBranch side(device, stream, op::kAttentionBackward);
-    launch_by_heads(k.dkdv, a, tiles, p.n, k.dkdv_smem, kSm90AttentionThreads, stream, op::kAttentionBackward);
-    launch_by_heads(k.dq, a, tiles, p.n, k.dq_smem, kSm90AttentionThreads, side.stream(), op::kAttentionBackward);
-    side.join();
+    const int64_t head_bytes = sm90_ds_pairs(p.t, p.causal) * kSm90DsTileBytes;
+    const std::optional<std::string> pin = route_pin("attention_dq");
+    const bool ds_tiles =
+        pin ? *pin == "tiles" && head_bytes <= kDsTilesBudget : p.t <= kDsTilesMaxT && head_bytes <= kDsTilesBudget;
+    if (!ds_tiles) {
+      SideBranch side(device, stream, op);
+      launch_by_heads(k.dkdv, a, tiles, 0, p.n, k.dkdv_smem, kSm90AttentionThreads, stream, op);
+      launch_by_heads(k.dq_recompute, a, tiles, 0, p.n, k.dq_recompute_smem, kSm90AttentionThreads, side.stream(), op);
+      side.join();
+      return;
+    }
+    const int64_t slice = std::min(p.n, kDsTilesBudget / head_bytes);
+    Tensor ds = Tensor::empty({slice * head_bytes}, TensorOptions(DType::kU8, Device::cuda(device)));
+    FlashArgs b = a;
+    b.ds = ds.data_ptr();
+    for (int64_t h0 = 0; h0 < p.n; h0 += slice) {
+      const int64_t hn = std::min(slice, p.n - h0);
+      b.ds_first = h0;
+      launch_by_heads(k.dkdv, b, tiles, h0, hn, k.dkdv_smem, kSm90AttentionThreads, stream, op);
+      launch_by_heads(k.dq, b, tiles, h0, hn, k.dq_smem, kSm90AttentionThreads, stream, op);
+    }
     return;
   }
   const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
   const size_t tiles_smem = (size_t{2} * S::kRows + size_t{4} * S::kStep) * S::kPitch * sizeof(CT);
-  launch_by_heads(flash_dkdv_kernel<CT, D>, a, tiles, p.n, tiles_smem + size_t{4} * S::kStep * sizeof(float),
+  launch_by_heads(flash_dkdv_kernel<CT, D>, a, tiles, 0, p.n, tiles_smem + size_t{4} * S::kStep * sizeof(float),
                   S::kThreads, stream, op::kAttentionBackward);
-  launch_by_heads(flash_dq_kernel<CT, D>, a, tiles, p.n, tiles_smem, S::kThreads, stream, op::kAttentionBackward);
+  launch_by_heads(flash_dq_kernel<CT, D>, a, tiles, 0, p.n, tiles_smem, S::kThreads, stream, op::kAttentionBackward);
 }
 
 // Shared memory of the row kernels: `arrays` score rows of t values of C.

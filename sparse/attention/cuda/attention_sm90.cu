@@ -22,7 +22,17 @@
 // registers. p and ds are converted from the accumulators as
 // FlashAttention-2 does, and the value products (p v; p^T dout and ds^T q;
 // ds k) take them as A from registers times the tile read MN-major (the
-// transpose flag), one m64n64k16 per 64 columns of the result. The walks,
+// transpose flag), one m64n64k16 per 64 columns of the result.
+//
+// dq has two kernels. For short sequences dk/dv also stores each step's ds^T
+// (rounded as its own product takes it) to global memory, a 64 x 64 tile a
+// (key tile, query tile) pair: stmatrix into a staging tile, one bulk copy
+// out (tma.cuh's bulk_store) that runs during the next step. dq then walks
+// its key tiles multiplying each ds tile by k (both from shared memory), one
+// product a step and no softmax: it is bound by L2, where forming ds again
+// took three products a step. The order of dq's sums is fixed either way, so
+// the bits repeat. Longer sequences (attention.cu decides) form ds again in
+// dq_recompute_kernel, because the tiles' bytes grow with T^2. The walks,
 // the softmax and the masks are attention_tiles.cuh's, shared with the
 // mma.sync kernels. Several thread blocks share an SM, so one block's softmax
 // overlaps another's products. Overlapping them inside a block as
@@ -38,6 +48,7 @@
 
 #include "sparse/attention/cuda/attention_sm90.h"
 #include "tensor/cuda/mma_sync.cuh"
+#include "tensor/cuda/tma.cuh"
 #include "tensor/cuda/wgmma.cuh"
 
 namespace coppice::cuda {
@@ -104,6 +115,44 @@ __device__ __forceinline__ void values(float (&acc)[D / 8][4], const uint32_t (&
 #pragma unroll
     for (int ks = 0; ks < kTokenSteps; ++ks) {
       wgmma_64x64_rs<T, true, true>(part, a[ks], desc_advance(desc, slice * kSliceBytes + ks * 16 * 128));
+    }
+  }
+}
+
+// Where the ds tile of (key tile kt, query tile qt) of `head` lies: from
+// a.ds, sm90_ds_pairs tiles a head for the heads from a.ds_first, by query
+// tile (the triangle kt <= qt when causal); dk/dv writes each pair its walk
+// visits, and dq's walk visits the same pairs (key_walk and query_walk agree).
+__device__ __forceinline__ unsigned char* ds_slot(const FlashArgs& a, int64_t head, int64_t kt, int64_t qt) {
+  const int64_t tiles = (a.t + R - 1) / R;
+  const int64_t pair = a.causal ? qt * (qt + 1) / 2 + kt : qt * tiles + kt;
+  return static_cast<unsigned char*>(a.ds) +
+         ((head - a.ds_first) * sm90_ds_pairs(a.t, a.causal) + pair) * kSm90DsTileBytes;
+}
+
+// A warpgroup's ds^T fragments (to_a's layout: rows the block's 64 keys,
+// k16 steps over the step's 64 queries) into a 128-byte-swizzled tile by
+// stmatrix: row r holds key r's 64 values, as dq's product reads it.
+__device__ __forceinline__ void stage_ds(unsigned char* tile, const uint32_t (&sf)[kTokenSteps][4], int warp,
+                                         int lane) {
+  const int matrix = lane / 8, row = warp * 16 + (matrix & 1) * 8 + lane % 8;
+#pragma unroll
+  for (int ks = 0; ks < kTokenSteps; ++ks) stmatrix_x4<false>(tile + sw128_offset(row, ks * 2 + matrix / 2), sf[ks]);
+}
+
+// Issues acc (64 x D) += ds k: A the ds tile at shared address ds (stage_ds's,
+// read MN-major: its rows are the sum's keys), B the k tile at k (64 keys by
+// D, MN-major); one m64n64k16 per 64 columns and k16 step.
+template <typename T, int D>
+__device__ __forceinline__ void ds_times_k(float (&acc)[D / 8][4], const unsigned char* ds, const unsigned char* k) {
+  const uint64_t da = sw128_desc(smem_u32(ds)), db = sw128_desc(smem_u32(k));
+#pragma unroll
+  for (int slice = 0; slice < D / 64; ++slice) {
+    float(&part)[8][4] = *reinterpret_cast<float(*)[8][4]>(&acc[slice * 8]);
+#pragma unroll
+    for (int ks = 0; ks < kTokenSteps; ++ks) {
+      wgmma_64x64_ss<T, true, true, true>(part, desc_advance(da, ks * 16 * 128),
+                                          desc_advance(db, slice * kSliceBytes + ks * 16 * 128));
     }
   }
 }
@@ -213,9 +262,10 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dkdv_kernel(Fl
   extern __shared__ unsigned char smem_raw[];
   unsigned char* k_s = aligned_smem(smem_raw);
   unsigned char* v_s = k_s + kTile;
-  unsigned char* q_s = v_s + kTile;                            // two buffers
-  unsigned char* do_s = q_s + 2 * kTile;                       // two buffers
-  float* lse2_s = reinterpret_cast<float*>(do_s + 2 * kTile);  // two buffers of R
+  unsigned char* q_s = v_s + kTile;                                   // two buffers
+  unsigned char* do_s = q_s + 2 * kTile;                              // two buffers
+  unsigned char* ds_s = do_s + 2 * kTile;                             // the step's ds^T, on its way out
+  float* lse2_s = reinterpret_cast<float*>(ds_s + kSm90DsTileBytes);  // two buffers of R
   float* delta_s = lse2_s + 2 * R;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t t = a.t, head = blockIdx.y + a.n_offset;
@@ -242,6 +292,7 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dkdv_kernel(Fl
   zero(dv);
   const float c2 = a.scale * kLog2e;
   const int64_t key_base = k0 + warp * 16 + lane / 4;
+  const bool keep_ds = a.ds != nullptr;
   int buf = 0;
   while (q0 >= 0) {
     const int64_t q_next = walk.next();
@@ -265,12 +316,23 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dkdv_kernel(Fl
     uint32_t pf[kTokenSteps][4], sf[kTokenSteps][4];
     to_a<T, kNS>(pf, p);
     to_a<T, kNS>(sf, ds);
+    // ds^T, rounded as dk's product takes it, for dq: into the stage once the
+    // last step's copy out has read it (issued a step ago, so seldom waited for).
+    if (keep_ds) {
+      if (threadIdx.x == 0) bulk_wait_read<0>();
+      __syncthreads();
+      stage_ds(ds_s, sf, warp, lane);
+    }
     issue(pf, sf, dv, dk);
     values<T, D>(dv, pf, dos);
     values<T, D>(dk, sf, qs);
     complete(dv, dk);
 
-    copies_landed();
+    copies_landed();  // also fences the stage's stmatrix writes to the copy out
+    if (keep_ds && threadIdx.x == 0) {
+      bulk_store(ds_slot(a, head, blockIdx.x, q0 / R), smem_u32(ds_s), kSm90DsTileBytes);
+      bulk_commit();
+    }
     buf ^= 1;
     q0 = q_next;
   }
@@ -278,12 +340,67 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dkdv_kernel(Fl
                        a.scale, lane);
   store_rows<T, D / 8>(static_cast<T*>(a.dv) + head_offset(a.sdv, head, a.heads), dv, k0 + warp * 16, t, a.sdv.token,
                        1.f, lane);
+  if (threadIdx.x == 0) bulk_wait<0>();  // the last copy out has left the stage before the block does
 }
 
-// ---- backward: dq of 64 queries, over the key steps they see ----------------------------------------
+// ---- backward: dq of 64 queries, from dk/dv's ds tiles ----------------------------------------------
 
+// dq = scale sum_j ds_j k_j over the key steps the queries see, each ds_j the
+// tile dk/dv wrote (ds_slot), so no score is formed twice: one product a
+// step where recomputing p and ds took three and a softmax. What bounds it
+// is reading the tiles (8 KB a step), so more thread blocks share an SM.
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dq_kernel(FlashArgs a) {
+__global__ void __launch_bounds__(kThreads) dq_kernel(FlashArgs a) {
+  constexpr int kTile = tile_bytes<D>();
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* ds_s = aligned_smem(smem_raw);      // two buffers
+  unsigned char* k_s = ds_s + 2 * kSm90DsTileBytes;  // two buffers
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t t = a.t, head = blockIdx.y + a.n_offset;
+  const int64_t q0 = query_tile_start(t, R);
+  const T* kh = operand<T>(a.k, a.sk, head, a.heads);
+  auto stage = [&](int b, int64_t k0) {
+    const unsigned char* src = ds_slot(a, head, k0 / R, q0 / R);
+    unsigned char* dst = ds_s + b * kSm90DsTileBytes;
+#pragma unroll
+    for (int i = 0; i < kSm90DsTileBytes / 16 / kThreads; ++i) {
+      const int c = (static_cast<int>(threadIdx.x) + i * kThreads) * 16;
+      copy16_async(dst + c, src + c);
+    }
+    stage_tile<T, D>(k_s + b * kTile, kh, k0, t, a.sk.token);
+  };
+
+  StepWalk walk = key_walk(a, q0, R, R);
+  int64_t k0 = walk.next();
+  if (k0 >= 0) stage(0, k0);
+  commit_copies();
+  copies_landed();
+  float dq[D / 8][4];
+  zero(dq);
+  int buf = 0;
+  while (k0 >= 0) {
+    const int64_t k_next = walk.next();
+    if (k_next >= 0) stage(buf ^ 1, k_next);
+    commit_copies();
+    issue(dq);
+    ds_times_k<T, D>(dq, ds_s + buf * kSm90DsTileBytes, k_s + buf * kTile);
+    complete(dq);
+
+    copies_landed();
+    buf ^= 1;
+    k0 = k_next;
+  }
+  store_rows<T, D / 8>(static_cast<T*>(a.dq) + head_offset(a.sdq, head, a.heads), dq, q0 + warp * 16, t, a.sdq.token,
+                       a.scale, lane);
+}
+
+// ---- backward: dq of 64 queries, recomputing ds -------------------------------------------------------
+
+// For longer sequences (attention.cu's kDsTilesMaxT), whose ds tiles would
+// take bytes quadratic in t: p and ds formed again from q, k, v and dout,
+// three products a step, beside dk/dv; the backward's memory stays linear in t.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dq_recompute_kernel(FlashArgs a) {
   constexpr int kTile = tile_bytes<D>();
   extern __shared__ unsigned char smem_raw[];
   unsigned char* q_s = aligned_smem(smem_raw);
@@ -352,9 +469,11 @@ Sm90AttentionKernels sm90_attention_kernels() {
   k.forward = forward_kernel<T, D>;
   k.dkdv = dkdv_kernel<T, D>;
   k.dq = dq_kernel<T, D>;
+  k.dq_recompute = dq_recompute_kernel<T, D>;
   k.forward_smem = kAlign + 5 * kTile;
-  k.dkdv_smem = kAlign + 6 * kTile + 4 * R * sizeof(float);
-  k.dq_smem = kAlign + 6 * kTile;
+  k.dkdv_smem = kAlign + 6 * kTile + kSm90DsTileBytes + 4 * R * sizeof(float);
+  k.dq_smem = kAlign + 2 * (kSm90DsTileBytes + kTile);
+  k.dq_recompute_smem = kAlign + 6 * kTile;
   return k;
 }
 

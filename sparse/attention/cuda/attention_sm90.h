@@ -1,12 +1,14 @@
 // Attention's tiled kernels on Hopper's warpgroup MMA (wgmma, sm_90a only),
-// for head sizes 64 and 128: the same three kernels and arguments as
-// attention.cu's mma.sync ones (forward; dk/dv by key tile; dq by query
-// tile), which attention.cu launches in their place on devices of compute
-// capability 9.0 (the code is built for sm_90a alone). attention_sm90.cu has
+// for head sizes 64 and 128: the same kernels and arguments as attention.cu's
+// mma.sync ones (forward; dk/dv by key tile; dq by query tile), which
+// attention.cu launches in their place on devices of compute capability 9.0
+// (the code is built for sm_90a alone), and a second dq that multiplies the
+// ds tiles dk/dv stored instead of forming ds again. attention_sm90.cu has
 // the design.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "sparse/attention/cuda/attention_tiles.cuh"
 
@@ -18,11 +20,22 @@ namespace coppice::cuda {
 // (blockIdx.y + n_offset).
 constexpr int kSm90AttentionTile = 64;
 constexpr int kSm90AttentionThreads = 128;
+// The backward passes ds from dk/dv to dq through global memory: a tile of
+// 64 x 64 16-bit values for each (key tile, query tile) pair of a head,
+// FlashArgs::ds, which the launcher allocates for a slice of the heads.
+constexpr int kSm90DsTileBytes = kSm90AttentionTile * kSm90AttentionTile * 2;
+// The (key tile, query tile) pairs a head keeps a ds tile for: below the
+// diagonal when causal, every pair otherwise (whatever a layout leaves out).
+__host__ __device__ inline int64_t sm90_ds_pairs(int64_t t, bool causal) {
+  const int64_t tiles = (t + kSm90AttentionTile - 1) / kSm90AttentionTile;
+  return causal ? tiles * (tiles + 1) / 2 : tiles * tiles;
+}
 struct Sm90AttentionKernels {
   void (*forward)(FlashArgs);
   void (*dkdv)(FlashArgs);
-  void (*dq)(FlashArgs);
-  size_t forward_smem, dkdv_smem, dq_smem;
+  void (*dq)(FlashArgs);            // from the ds tiles dk/dv wrote
+  void (*dq_recompute)(FlashArgs);  // forming ds again, for heads whose tiles take too much memory
+  size_t forward_smem, dkdv_smem, dq_smem, dq_recompute_smem;
 };
 template <typename T, int D>
 Sm90AttentionKernels sm90_attention_kernels();

@@ -138,6 +138,10 @@ struct FlashArgs {
   int64_t t = 0, block = 0, heads = 1, n_offset = 0;     // n_offset: the first head of this launch
   float scale = 1.f;
   bool causal = false;
+  // The wgmma backward's ds tiles (attention_sm90.cu's ds_slot): heads
+  // ds_first.. of this pass, which dk/dv writes and dq reads.
+  void* ds = nullptr;
+  int64_t ds_first = 0;
 };
 
 // The key steps the `rows` queries from q0 see (forward, dq): up to the

@@ -118,14 +118,15 @@ void check_case(const Case& c, uint64_t& seed) {
   EXPECT_EQ(values(again.dv.to(Device::cpu())), values(gg.dv.to(Device::cpu())));
 }
 
-// On a Hopper GPU the tiled kernels run on wgmma (attention_sm90.cu)
-// and, with the pin attention=mma_sync, on the mma.sync ones every GPU runs:
-// both are checked; elsewhere the pin changes nothing.
+// On a Hopper GPU the tiled kernels run on wgmma (attention_sm90.cu), its
+// dq from dk/dv's ds tiles or, pinned, forming ds again; with the pin
+// attention=mma_sync they run on the mma.sync ones every GPU runs: all three
+// are checked; elsewhere the pins change nothing.
 TEST(CudaAttentionTest, TiledKernelsMatchTheCpu) {
   COPPICE_REQUIRE_GPU();
-  for (bool wgmma : {true, false}) {
-    SCOPED_TRACE(wgmma ? "wgmma where the GPU has it" : "mma.sync");
-    ScopedRoutePins kernels(wgmma ? "" : "attention=mma_sync");
+  for (const char* pins : {"", "attention_dq=recompute", "attention=mma_sync"}) {
+    SCOPED_TRACE(*pins ? pins : "wgmma where the GPU has it");
+    ScopedRoutePins kernels(pins);
     uint64_t seed = 11;
     for (DType dtype : {DType::kBF16, DType::kF16}) {
       for (int64_t d : {64, 128}) {
@@ -147,6 +148,34 @@ TEST(CudaAttentionTest, TiledKernelsMatchTheCpu) {
       check_case({DType::kF16, 256, 160, d, false, 0}, seed);
     }
   }
+}
+
+// The wgmma backward's ds tiles over slices of the heads (T 1024 causal:
+// 1.1 MB a head, 240 heads a slice, so 250 heads take two): every head's
+// gradients are the bits it computed in a launch of its own, and dq agrees
+// with the one that forms ds again.
+TEST(CudaAttentionTest, BackwardOverSlicesOfHeads) {
+  COPPICE_REQUIRE_GPU();
+  const int64_t n = 250, t = 1024, d = 64, part = 8;
+  const Shape shape{n, t, d};
+  const Tensor q = random(shape, DType::kBF16, 31).to(gpu()), k = random(shape, DType::kBF16, 32).to(gpu()),
+               v = random(shape, DType::kBF16, 33).to(gpu()), dout = random(shape, DType::kBF16, 34).to(gpu());
+  const AttentionMask mask{true, {}};
+  const AttentionOutput f = attention_forward(q, k, v, 0.125, mask);
+  const AttentionGrads all = attention_backward(q, k, v, f.out, f.lse, dout, 0.125, mask);
+  for (int64_t h0 : {int64_t{0}, int64_t{238}}) {
+    SCOPED_TRACE(str_cat("heads ", h0, ".."));
+    auto heads = [&](const Tensor& x) { return x.narrow(0, h0, part); };
+    const AttentionGrads alone =
+        attention_backward(heads(q), heads(k), heads(v), heads(f.out), heads(f.lse), heads(dout), 0.125, mask);
+    EXPECT_EQ(values(alone.dq.to(Device::cpu())), values(heads(all.dq).to(Device::cpu())));
+    EXPECT_EQ(values(alone.dk.to(Device::cpu())), values(heads(all.dk).to(Device::cpu())));
+    EXPECT_EQ(values(alone.dv.to(Device::cpu())), values(heads(all.dv).to(Device::cpu())));
+  }
+  ScopedRoutePins recompute("attention_dq=recompute");
+  const AttentionGrads again = attention_backward(q, k, v, f.out, f.lse, dout, 0.125, mask);
+  expect_close(all.dq, again.dq.to(Device::cpu()), 1e-2, "dq");
+  EXPECT_EQ(values(again.dk.to(Device::cpu())), values(all.dk.to(Device::cpu())));
 }
 
 TEST(CudaAttentionTest, RowKernelsMatchTheCpu) {
