@@ -39,8 +39,7 @@ const std::vector<RouteDecision>& decisions() {
       {"bsr_tiles",
        "the BSR kernels of the SpMM and SDDMM planners: mma.sync where it runs (its products on wgmma for 32x32, "
        "64x64 and 128x128 blocks on compute capability 9.0), else the WMMA / FMA tiles (sparse/cuda/bsr_products.h); "
-       "tiles: "
-       "the tiles wherever they run; mma_sync: mma.sync even where wgmma runs; off: neither",
+       "tiles: the tiles wherever they run; mma_sync: mma.sync even where wgmma runs; off: neither",
        {},
        {"tiles", "mma_sync", "off"}},
       {"sddmm_dense",

@@ -680,8 +680,7 @@ void flash_backward(const FlashArgs& a, const Problem& p, int device, cudaStream
     const int64_t tiles = (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile;
     const int64_t head_bytes = sm90_ds_pairs(p.t, p.causal) * kSm90DsTileBytes;
     const std::optional<std::string> pin = route_pin("attention_dq");
-    const bool ds_tiles =
-        pin ? *pin == "tiles" && head_bytes <= kDsTilesBudget : p.t <= kDsTilesMaxT && head_bytes <= kDsTilesBudget;
+    const bool ds_tiles = head_bytes <= kDsTilesBudget && (pin ? *pin == "tiles" : p.t <= kDsTilesMaxT);
     if (!ds_tiles) {
       SideBranch side(device, stream, op);
       launch_by_heads(k.dkdv, a, tiles, 0, p.n, k.dkdv_smem, kSm90AttentionThreads, stream, op);
