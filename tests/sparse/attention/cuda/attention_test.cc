@@ -58,12 +58,27 @@ struct Case {
   DType dtype;
   int64_t n, t, d;
   bool causal;
-  int64_t block;  // 0: no layout
+  int64_t block;             // 0: no layout
+  bool rising_keys = false;  // keys growing tile by tile (rising_keys below)
 };
 
 std::string name_of(const Case& c) {
   return str_cat(dtype_name(c.dtype), " n ", c.n, " t ", c.t, " d ", c.d, c.causal ? " causal" : "",
-                 c.block ? str_cat(" block ", c.block) : "");
+                 c.block ? str_cat(" block ", c.block) : "", c.rising_keys ? " rising keys" : "");
+}
+
+// k with the keys of tile i (64 tokens) scaled by {1, 1.5, 6.5, 7, 12, ...}[i]:
+// a row's max rises along its walk, from tile to tile by a little and by a
+// lot (2^20 and more in p's scale) in turn, so the forward's online softmax
+// rescales o by factors near 1 and by factors that flush it to zero.
+Tensor rising_keys(const Tensor& k) {
+  const int64_t t = k.size(1), d = k.size(2);
+  std::vector<double> v = values(k);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const int64_t tile = (static_cast<int64_t>(i) / d % t) / 64;
+    v[i] *= static_cast<double>(tile / 2) * 5.5 + (tile % 2 ? 1.5 : 1.0);
+  }
+  return from_vector(v, k.shape()).to(k.dtype());
 }
 
 // A layout with an empty query block (1), a key block nobody sees (the last
@@ -85,8 +100,10 @@ void check_case(const Case& c, uint64_t& seed) {
   SCOPED_TRACE(name_of(c));
   const Shape shape{c.n, c.t, c.d};
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
-  const Tensor q = random(shape, c.dtype, seed++), k = random(shape, c.dtype, seed++),
-               v = random(shape, c.dtype, seed++), dout = random(shape, c.dtype, seed++);
+  const Tensor q = random(shape, c.dtype, seed++);
+  Tensor k = random(shape, c.dtype, seed++);
+  if (c.rising_keys) k = rising_keys(k);
+  const Tensor v = random(shape, c.dtype, seed++), dout = random(shape, c.dtype, seed++);
   AttentionMask cpu_mask{c.causal, {}}, gpu_mask{c.causal, {}};
   if (c.block > 0) {
     const int64_t blocks = (c.t + c.block - 1) / c.block;
@@ -146,6 +163,8 @@ TEST(CudaAttentionTest, TiledKernelsMatchTheCpu) {
       // More thread blocks than a GPU holds at once.
       check_case({DType::kBF16, 256, 160, d, true, 0}, seed);
       check_case({DType::kF16, 256, 160, d, false, 0}, seed);
+      // Rows whose max rises along the walk, by a little and by a lot.
+      for (bool causal : {false, true}) check_case({DType::kBF16, 2, 320, d, causal, 0, true}, seed);
     }
   }
 }
