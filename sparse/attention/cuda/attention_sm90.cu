@@ -89,12 +89,12 @@ __device__ __forceinline__ void stage_tile(unsigned char* tile, const T* g, int6
   const int r0 = static_cast<int>(threadIdx.x) / kChunks, chunk = static_cast<int>(threadIdx.x) % kChunks;
   unsigned char* dst = tile + (chunk / 8) * kSliceBytes + sw128_offset(r0, chunk % 8);
   const T* src = g + (row0 + r0) * ld + chunk * 8;
-  const int64_t left = t - row0 - r0;  // the thread's rows before t, counting from r0
-  const int rows = static_cast<int>(left < 0 ? 0 : left > R ? R : left);
+  const int64_t pass = kRowsAPass * ld;
+  const int rows = tile_offset(t - row0 - r0);  // the thread's rows before t, counting from r0
 #pragma unroll
-  for (int i = 0; i < R / kRowsAPass; ++i) {
+  for (int i = 0; i < R / kRowsAPass; ++i, src += pass) {
     const bool ok = i * kRowsAPass < rows;
-    copy16_async(dst + i * kRowsAPass * 128, ok ? src + i * kRowsAPass * ld : g, ok);
+    copy16_async(dst + i * kRowsAPass * 128, ok ? src : g, ok);
   }
 }
 

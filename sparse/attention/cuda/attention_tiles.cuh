@@ -182,6 +182,13 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
+// A tile offset as a 32-bit int, saturated: masks compare offsets within
+// a tile, which a tile crossing the diagonal or t keeps within a tile's
+// width, so only its sign matters where it saturates.
+__device__ __forceinline__ int tile_offset(int64_t v) {
+  return static_cast<int>(v < -(1 << 30) ? -(1 << 30) : v > (1 << 30) ? 1 << 30 : v);
+}
+
 // Where a warp's fragments (rows row_base and row_base + 8, columns k0..)
 // fall past t or, with `causal`, above the diagonal: those scores become
 // -inf. Offsets within the tile are 32-bit (a tile crossing the diagonal or
@@ -189,10 +196,7 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 template <int NTK>
 __device__ __forceinline__ void mask_edge(float (&s)[NTK][4], bool causal, int64_t k0, int64_t row_base, int64_t t,
                                           int lane) {
-  const auto clamp = [](int64_t v) {
-    return static_cast<int>(v < -(1 << 30) ? -(1 << 30) : v > (1 << 30) ? 1 << 30 : v);
-  };
-  const int cols = clamp(t - k0), diag = clamp(row_base - k0);  // columns past t; the row's own key, tile-relative
+  const int cols = tile_offset(t - k0), diag = tile_offset(row_base - k0);  // columns past t; the row's own key
 #pragma unroll
   for (int j = 0; j < NTK; ++j) {
 #pragma unroll
@@ -284,17 +288,22 @@ __device__ __forceinline__ void finish_softmax(float (&o)[NTD][4], const float (
 // fragments) by 8NTQ queries q0.. (columns): from s^T = k q^T and dp^T =
 // v dout^T, p^T = exp2(c2 s^T - lse2) (0 above the diagonal where `edge`)
 // and ds^T = p^T (dp^T - delta), in place; lse2 and delta per query, staged.
+// The diagonal's test is one 32-bit compare an element (a step off the
+// diagonal compares with a diagonal no query reaches): in 64 bits, as
+// predicates ptxas kept for every step, it had been about a quarter of
+// dk/dv's instructions.
 template <int NTQ>
 __device__ __forceinline__ void transposed_p_ds(float (&p)[NTQ][4], float (&ds)[NTQ][4], const float* lse2,
                                                 const float* delta, float c2, bool edge, int64_t key_base, int64_t q0,
                                                 int lane) {
+  const int diag = edge ? tile_offset(key_base - q0) : -(1 << 30);  // the row's own query, tile-relative
 #pragma unroll
   for (int j = 0; j < NTQ; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int cq = j * 8 + (lane % 4) * 2 + (e & 1);
       float x = exp2_ftz(fmaf(p[j][e], c2, -lse2[cq]));
-      if (edge && key_base + (e >> 1) * 8 > q0 + cq) x = 0.f;
+      if (diag + (e >> 1) * 8 > cq) x = 0.f;
       p[j][e] = x;
       ds[j][e] = x * (ds[j][e] - delta[cq]);
     }
@@ -303,7 +312,8 @@ __device__ __forceinline__ void transposed_p_ds(float (&p)[NTQ][4], float (&ds)[
 
 // dq's step for a warp's 16 queries (rows row_base, row_base + 8) by 8NTK
 // keys k0..: from s = q k^T and dp = dout v^T, ds = p (dp - delta) in place
-// of dp, p = exp2(c2 s - lse2) (0 past t and, where `edge`, past the diagonal).
+// of dp, p = exp2(c2 s - lse2) (0 past t and, where `edge`, past the
+// diagonal: a pass of its own, as in transposed_p_ds).
 template <int NTK>
 __device__ __forceinline__ void p_ds(const float (&s)[NTK][4], float (&ds)[NTK][4], const float (&lse2)[2],
                                      const float (&delta)[2], float c2, bool edge, bool causal, int64_t k0,
@@ -313,12 +323,18 @@ __device__ __forceinline__ void p_ds(const float (&s)[NTK][4], float (&ds)[NTK][
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int h = e >> 1;
-      float x = exp2_ftz(fmaf(s[j][e], c2, -lse2[h]));
-      if (edge) {
-        const int64_t col = k0 + j * 8 + (lane % 4) * 2 + (e & 1);
-        if (col >= t || (causal && col > row_base + h * 8)) x = 0.f;
+      ds[j][e] = exp2_ftz(fmaf(s[j][e], c2, -lse2[h])) * (ds[j][e] - delta[h]);
+    }
+  }
+  if (edge) {
+    const int cols = tile_offset(t - k0), diag = tile_offset(row_base - k0);  // past t; the row's own key
+#pragma unroll
+    for (int j = 0; j < NTK; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = j * 8 + (lane % 4) * 2 + (e & 1);
+        if (col >= cols || (causal && col > diag + (e >> 1) * 8)) ds[j][e] = 0.f;
       }
-      ds[j][e] = x * (ds[j][e] - delta[h]);
     }
   }
 }
