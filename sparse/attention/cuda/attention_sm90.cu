@@ -76,11 +76,12 @@ __device__ __forceinline__ unsigned char* aligned_smem(unsigned char* raw) {
 
 // Rows [row0, row0 + 64) of a head's [t, D] rows (`ld` elements apart) into
 // a swizzled tile of D / 64 column slices, zeros past t. A thread copies the
-// same 16-byte chunk of every kRowsAPass-th row, so its swizzle phase, its
-// first addresses and its strides are worked out once and stepped, not per
-// copy: that leaves ptxas fewer values to keep across a walk's loop (dk/dv
-// at head size 64: 165 registers and no spills, where it had 168 and spilled
-// 56 bytes; dq_recompute at 128: 176 registers, was 225), and dk/dv 4 % faster.
+// same 16-byte chunk of every kRowsAPass-th row, so its swizzle phase is
+// fixed: its first addresses are formed once and one pointer steps through
+// the rows. Formed a copy at a time they had cost 150-200 instructions a
+// step of two tiles (64-bit multiplies, the parameters loaded again) and
+// spilled dk/dv's registers (docs/benchmarks.md, "Attention's instructions
+// between its products").
 template <typename T, int D>
 __device__ __forceinline__ void stage_tile(unsigned char* tile, const T* g, int64_t row0, int64_t t, int64_t ld) {
   constexpr int kChunks = D / 8;                  // 16-byte chunks a row
