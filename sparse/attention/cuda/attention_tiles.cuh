@@ -191,8 +191,7 @@ __device__ __forceinline__ int tile_offset(int64_t v) {
 
 // Where a warp's fragments (rows row_base and row_base + 8, columns k0..)
 // fall past t or, with `causal`, above the diagonal: those scores become
-// -inf. Offsets within the tile are 32-bit (a tile crossing the diagonal or
-// t lies within a tile's width of both).
+// -inf, tested in 32 bits (tile_offset).
 template <int NTK>
 __device__ __forceinline__ void mask_edge(float (&s)[NTK][4], bool causal, int64_t k0, int64_t row_base, int64_t t,
                                           int lane) {
@@ -313,7 +312,7 @@ __device__ __forceinline__ void transposed_p_ds(float (&p)[NTQ][4], float (&ds)[
 // dq's step for a warp's 16 queries (rows row_base, row_base + 8) by 8NTK
 // keys k0..: from s = q k^T and dp = dout v^T, ds = p (dp - delta) in place
 // of dp, p = exp2(c2 s - lse2) (0 past t and, where `edge`, past the
-// diagonal: a pass of its own, as in transposed_p_ds).
+// diagonal: a pass of its own behind that branch, in 32 bits).
 template <int NTK>
 __device__ __forceinline__ void p_ds(const float (&s)[NTK][4], float (&ds)[NTK][4], const float (&lse2)[2],
                                      const float (&delta)[2], float c2, bool edge, bool causal, int64_t k0,
