@@ -200,33 +200,53 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
 // ---- backward -----------------------------------------------------------------------------------
 
 // delta[n, i] = sum(dout[n, i] * out[n, i]) in f32 for the tiled path (16-bit,
-// d 64 or 128, rows 16-byte aligned; the row kernels form their own):
-// a group of d / 8 lanes per row, 16 bytes each, so a warp reads whole rows
-// in 128-bit loads; the warp-a-row kernel read 2 bytes a lane and took about
-// three times what the bytes need (0.5 ms of the GPT step on an H200). Every
-// lane of a warp takes part in the shuffles; rows past the end add nothing.
+// d 64 or 128, rows 16-byte aligned; the row kernels form their own): a
+// group of d / 8 lanes per row, 16 bytes each, so a warp reads whole rows in
+// 128-bit loads; the warp-a-row kernel read 2 bytes a lane and took about
+// three times what the bytes need (0.5 ms of the GPT step on an H200). A
+// thread block takes delta_rows<D>() rows of one head (blockIdx.y + n0), each
+// thread kDeltaPasses of them, all loaded before any is summed. One row at a
+// time, with a flat row index divided by t for its head, the kernel had kept
+// 68 % of DRAM's rate and as much of the SMs' busy; this way it issues half
+// the instructions (H200, [32, 16, 512, 64]: 21.3 -> 18.9 us; docs/
+// benchmarks.md, "The row deltas in four passes"). Every lane of a warp takes
+// part in the shuffles; rows past the end add nothing. The sums are the
+// same, in the same order, as before.
+constexpr int kDeltaThreads = 256, kDeltaPasses = 4;
+
+template <int D>
+constexpr int delta_rows() {
+  return kDeltaThreads / (D / 8) * kDeltaPasses;
+}
+
 template <typename T, int D>
-__global__ void attention_delta_kernel(const T* dout, const T* out, HeadStrides s, int64_t heads, float* delta,
-                                       int64_t rows, int64_t t) {
-  constexpr int kN = 16 / sizeof(T), kGroup = D / kN, kRowsPerWarp = 32 / kGroup;
+__global__ void __launch_bounds__(kDeltaThreads)
+    attention_delta_kernel(const T* dout, const T* out, HeadStrides s, int64_t heads, int64_t n0, float* delta,
+                           int64_t t) {
+  constexpr int kN = 16 / sizeof(T), kGroup = D / kN, kRowsAPass = kDeltaThreads / kGroup;
   static_assert(D % kN == 0 && 32 % kGroup == 0, "a row's packs must tile a warp");
-  const int lane = threadIdx.x % 32, sub = lane % kGroup;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32) * kRowsPerWarp;
-  for (int64_t base = (static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * kRowsPerWarp;
-       base < rows; base += step) {
-    const int64_t row = base + lane / kGroup;
-    float sum = 0.f;
-    if (row < rows) {
-      const int64_t at = head_offset(s, row / t, heads) + (row % t) * s.token + sub * kN;
-      const uint4 a = *reinterpret_cast<const uint4*>(dout + at), b = *reinterpret_cast<const uint4*>(out + at);
-      const T* av = reinterpret_cast<const T*>(&a);
-      const T* bv = reinterpret_cast<const T*>(&b);
+  const int sub = static_cast<int>(threadIdx.x) % kGroup;
+  const int64_t n = blockIdx.y + n0;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * delta_rows<D>() + threadIdx.x / kGroup;
+  const int64_t at = head_offset(s, n, heads) + row0 * s.token + sub * kN;
+  uint4 a[kDeltaPasses], b[kDeltaPasses];
 #pragma unroll
-      for (int e = 0; e < kN; ++e) sum += convert<float>(av[e]) * convert<float>(bv[e]);
-    }
+  for (int i = 0; i < kDeltaPasses; ++i) {
+    const bool in = row0 + i * kRowsAPass < t;
+    a[i] = in ? *reinterpret_cast<const uint4*>(dout + at + i * kRowsAPass * s.token) : uint4{};
+    b[i] = in ? *reinterpret_cast<const uint4*>(out + at + i * kRowsAPass * s.token) : uint4{};
+  }
+#pragma unroll
+  for (int i = 0; i < kDeltaPasses; ++i) {
+    const T* av = reinterpret_cast<const T*>(&a[i]);
+    const T* bv = reinterpret_cast<const T*>(&b[i]);
+    float sum = 0.f;
+#pragma unroll
+    for (int e = 0; e < kN; ++e) sum += convert<float>(av[e]) * convert<float>(bv[e]);
 #pragma unroll
     for (int off = kGroup / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    if (row < rows && sub == 0) delta[row] = sum;
+    const int64_t row = row0 + i * kRowsAPass;
+    if (row < t && sub == 0) delta[n * t + row] = sum;
   }
 }
 
@@ -636,6 +656,18 @@ void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t first, i
   }
 }
 
+// delta for every head, in slices of kMaxHeadsPerLaunch heads (the grid's y).
+template <typename T, int D>
+void launch_delta(const FlashArgs& a, const Problem& p, float* delta, cudaStream_t stream, std::string_view op) {
+  const unsigned chunks = static_cast<unsigned>((p.t + delta_rows<D>() - 1) / delta_rows<D>());
+  for (int64_t n0 = 0; n0 < p.n; n0 += kMaxHeadsPerLaunch) {
+    const unsigned hn = static_cast<unsigned>(std::min(kMaxHeadsPerLaunch, p.n - n0));
+    attention_delta_kernel<T, D><<<dim3(chunks, hn), kDeltaThreads, 0, stream>>>(
+        static_cast<const T*>(a.dout), static_cast<const T*>(a.out), a.so, p.heads, n0, delta, p.t);
+    check_launch(op);
+  }
+}
+
 // Whether the tiled kernels run on attention_sm90.cu's wgmma ones (every head
 // size the tiled kernels take): a device of compute capability 9.0 (they are
 // built for sm_90a alone), and no pin attention=mma_sync (sparse/route_choices.h).
@@ -838,17 +870,11 @@ std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attr
     a.delta = delta.data<float>();
     auto run = [&](auto tag) {
       using CT = typename decltype(tag)::type;
-      const CT* pdo = static_cast<const CT*>(a.dout);
-      const CT* po = static_cast<const CT*>(a.out);
       if (p.d == 64) {
-        attention_delta_kernel<CT, 64>
-            <<<grid_for(rows * 8), kThreads, 0, stream>>>(pdo, po, a.so, p.heads, delta.data<float>(), rows, p.t);
-        check_launch(op);
+        launch_delta<CT, 64>(a, p, delta.data<float>(), stream, op);
         flash_backward<CT, 64>(a, p, q.device().index, stream);
       } else {
-        attention_delta_kernel<CT, 128>
-            <<<grid_for(rows * 16), kThreads, 0, stream>>>(pdo, po, a.so, p.heads, delta.data<float>(), rows, p.t);
-        check_launch(op);
+        launch_delta<CT, 128>(a, p, delta.data<float>(), stream, op);
         flash_backward<CT, 128>(a, p, q.device().index, stream);
       }
     };
