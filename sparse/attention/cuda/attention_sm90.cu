@@ -307,10 +307,11 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dkdv_kernel(Fl
   int buf = 0;
   while (q0 >= 0) {
     const int64_t q_next = walk.next();
+    RowStats next_stats;  // stored at the step's end, its loads' latency behind the products
     if (q_next >= 0) {
       stage_tile<T, D>(q_s + (buf ^ 1) * kTile, qh, q_next, t, a.sq.token);
       stage_tile<T, D>(do_s + (buf ^ 1) * kTile, doh, q_next, t, a.so.token);
-      stage_row_stats(lse2_s + (buf ^ 1) * R, delta_s + (buf ^ 1) * R, lse, delta, q_next, R, t);
+      next_stats = load_row_stats(lse, delta, q_next, R, t);
     }
     commit_copies();
     const unsigned char* qs = q_s + buf * kTile;
@@ -339,6 +340,7 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dkdv_kernel(Fl
     values<T, D>(dk, sf, qs);
     complete(dv, dk);
 
+    if (q_next >= 0) store_row_stats(next_stats, lse2_s + (buf ^ 1) * R, delta_s + (buf ^ 1) * R, R);
     copies_landed();  // also fences the stage's stmatrix writes to the copy out
     if (keep_ds && threadIdx.x == 0) {
       bulk_store(ds_slot(a, head, blockIdx.x, q0 / R), smem_u32(ds_s), kSm90DsTileBytes);

@@ -159,15 +159,37 @@ __device__ __forceinline__ StepWalk query_walk(const FlashArgs& a, int64_t k0, i
 }
 
 // The per-row values a backward step needs beside its tiles: lse (in base 2;
-// +inf where the query sees nothing or lies past t, so that its p is 0) and delta.
+// +inf where the query sees nothing or lies past t, so that its p is 0) and
+// delta, of rows row0.., one a thread (rows <= blockDim.x). Loaded into
+// registers (load_row_stats) and stored to shared memory (store_row_stats)
+// apart, a kernel can issue the loads a step ahead: stored straight away,
+// the warps that load wait out their latency before the step's products,
+// and a warpgroup's products wait for all its warps.
+struct RowStats {
+  float lse = -INFINITY, delta = 0.f;
+};
+
+__device__ __forceinline__ RowStats load_row_stats(const float* lse, const float* delta, int64_t row0, int rows,
+                                                   int64_t t) {
+  RowStats s;
+  const int64_t row = row0 + threadIdx.x;
+  if (static_cast<int>(threadIdx.x) < rows && row < t) {
+    s.lse = lse[row];
+    s.delta = delta[row];
+  }
+  return s;
+}
+
+__device__ __forceinline__ void store_row_stats(const RowStats& s, float* lse2_s, float* delta_s, int rows) {
+  if (static_cast<int>(threadIdx.x) < rows) {
+    lse2_s[threadIdx.x] = s.lse == -INFINITY ? INFINITY : s.lse * kLog2e;
+    delta_s[threadIdx.x] = s.delta;
+  }
+}
+
 __device__ __forceinline__ void stage_row_stats(float* lse2_s, float* delta_s, const float* lse, const float* delta,
                                                 int64_t row0, int rows, int64_t t) {
-  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    const int64_t row = row0 + r;
-    const float l = row < t ? lse[row] : -INFINITY;
-    lse2_s[r] = l == -INFINITY ? INFINITY : l * kLog2e;
-    delta_s[r] = row < t ? delta[row] : 0.f;
-  }
+  store_row_stats(load_row_stats(lse, delta, row0, rows, t), lse2_s, delta_s, rows);
 }
 
 // ---- the arithmetic between the products ------------------------------------------------------
