@@ -255,6 +255,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(128) flash_dkdv_kernel(FlashArgs a) {
   using S = Tiles<T, D>;
   constexpr int P = S::kPitch, R = S::kRows, QS = S::kStep, NTQ = QS / 8;
+  static_assert(QS <= S::kThreads, "stage_row_stats takes a step's rows one a thread");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* k_s = reinterpret_cast<T*>(smem_raw);
   T* v_s = k_s + R * P;
