@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
 // group of d / 8 lanes per row, 16 bytes each, so a warp reads whole rows in
 // 128-bit loads; the warp-a-row kernel read 2 bytes a lane and took about
 // three times what the bytes need (0.5 ms of the GPT step on an H200). A
-// thread block takes delta_rows<D>() rows of one head (blockIdx.y + n0), each
+// thread block takes delta_rows<T, D>() rows of one head (blockIdx.y + n0), each
 // thread kDeltaPasses of them, all loaded before any is summed. One row at a
 // time, with a flat row index divided by t for its head, the kernel had kept
 // 68 % of DRAM's rate and as much of the SMs' busy; this way it issues half
@@ -214,20 +214,21 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
 // same, in the same order, as before.
 constexpr int kDeltaThreads = 256, kDeltaPasses = 4;
 
-template <int D>
+// Rows a thread block takes: a row is D / (16 / sizeof(T)) lanes of 16 bytes.
+template <typename T, int D>
 constexpr int delta_rows() {
-  return kDeltaThreads / (D / 8) * kDeltaPasses;
+  return kDeltaThreads / (D / static_cast<int>(16 / sizeof(T))) * kDeltaPasses;
 }
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kDeltaThreads)
     attention_delta_kernel(const T* dout, const T* out, HeadStrides s, int64_t heads, int64_t n0, float* delta,
                            int64_t t) {
-  constexpr int kN = 16 / sizeof(T), kGroup = D / kN, kRowsAPass = kDeltaThreads / kGroup;
+  constexpr int kN = 16 / sizeof(T), kGroup = D / kN, kRowsAPass = delta_rows<T, D>() / kDeltaPasses;
   static_assert(D % kN == 0 && 32 % kGroup == 0, "a row's packs must tile a warp");
   const int sub = static_cast<int>(threadIdx.x) % kGroup;
   const int64_t n = blockIdx.y + n0;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * delta_rows<D>() + threadIdx.x / kGroup;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * delta_rows<T, D>() + threadIdx.x / kGroup;
   const int64_t at = head_offset(s, n, heads) + row0 * s.token + sub * kN;
   uint4 a[kDeltaPasses], b[kDeltaPasses];
 #pragma unroll
@@ -660,7 +661,7 @@ void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t first, i
 // delta for every head, in slices of kMaxHeadsPerLaunch heads (the grid's y).
 template <typename T, int D>
 void launch_delta(const FlashArgs& a, const Problem& p, float* delta, cudaStream_t stream, std::string_view op) {
-  const unsigned chunks = static_cast<unsigned>((p.t + delta_rows<D>() - 1) / delta_rows<D>());
+  const unsigned chunks = static_cast<unsigned>((p.t + delta_rows<T, D>() - 1) / delta_rows<T, D>());
   for (int64_t n0 = 0; n0 < p.n; n0 += kMaxHeadsPerLaunch) {
     const unsigned hn = static_cast<unsigned>(std::min(kMaxHeadsPerLaunch, p.n - n0));
     attention_delta_kernel<T, D><<<dim3(chunks, hn), kDeltaThreads, 0, stream>>>(
