@@ -1,7 +1,7 @@
 // Hopper's tensor memory accelerator (TMA) and the mbarriers that pace it,
 // shared by the warp-specialized wgmma kernels (sparse/cuda/nm24_wgmma.cu,
 // sparse/cuda/bsr_wgmma.cu, sparse/cuda/bsr_wgmma32.cu; attention_sm90.cu's
-// bulk stores of its ds tiles): device code for sm_90a sources, and the host's
+// tiles and ds tiles): device code for sm_90a sources, and the host's
 // tensor maps (cuTensorMapEncodeTiled, fetched from the driver the runtime
 // loaded: the library does not link libcuda itself).
 //
@@ -56,6 +56,23 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, i
           dst),
       "l"(map), "r"(inner), "r"(outer), "r"(bar)
       : "memory");
+}
+
+// A 4-D box of `map` at (c0, c1, c2, c3), innermost first, as tma_load.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                            uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+// `bytes` (a multiple of 16) of global memory at `src` (16-byte aligned) into
+// shared memory at `dst` as they lie, completing `bar`'s transaction bytes.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, int bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
 }
 
 // The other direction: a 2-D box of shared memory at `src` into `map`'s

@@ -643,17 +643,18 @@ FlashArgs flash_args(const Problem& p) {
 }
 
 // Launches kernel over (tiles, heads first.. first + heads) in slices of
-// kMaxHeadsPerLaunch heads.
-template <typename Kernel>
+// kMaxHeadsPerLaunch heads, with `more` after the FlashArgs (the wgmma
+// kernels' tensor maps).
+template <typename Kernel, typename... More>
 void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t first, int64_t heads, size_t smem, int threads,
-                     cudaStream_t stream, std::string_view op) {
+                     cudaStream_t stream, std::string_view op, const More&... more) {
   static_assert(std::is_pointer_v<Kernel>);
   COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                      op);
   for (int64_t h0 = first; h0 < first + heads; h0 += kMaxHeadsPerLaunch) {
     a.n_offset = h0;
     const int64_t hn = std::min(kMaxHeadsPerLaunch, first + heads - h0);
-    kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(hn)), threads, smem, stream>>>(a);
+    kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(hn)), threads, smem, stream>>>(a, more...);
     check_launch(op);
   }
 }
@@ -672,16 +673,33 @@ void launch_delta(const FlashArgs& a, const Problem& p, float* delta, cudaStream
 
 // Whether the tiled kernels run on attention_sm90.cu's wgmma ones (every head
 // size the tiled kernels take): a device of compute capability 9.0 (they are
-// built for sm_90a alone), and no pin attention=mma_sync (sparse/route_choices.h).
-bool on_wgmma(int device) { return route_pin("attention") != "mma_sync" && runs_sm90a(device, "attention"); }
+// built for sm_90a alone), operands TMA can map (sm90_mappable), and no pin
+// attention=mma_sync (sparse/route_choices.h).
+bool on_wgmma(int device, const FlashArgs& a, bool backward) {
+  const bool mappable = sm90_mappable(a.sq, a.t) && sm90_mappable(a.sk, a.t) && sm90_mappable(a.sv, a.t) &&
+                        (!backward || sm90_mappable(a.so, a.t));
+  return mappable && route_pin("attention") != "mma_sync" && runs_sm90a(device, "attention");
+}
+
+// The wgmma kernels' tensor maps of q, k, v and (backward) dout.
+template <typename CT, int D>
+Sm90Maps sm90_maps(const FlashArgs& a, const Problem& p, bool backward, std::string_view op) {
+  Sm90Maps m;
+  m.q = sm90_tile_map<CT>(a.q, a.sq, p.n, p.heads, p.t, D, op);
+  m.k = sm90_tile_map<CT>(a.k, a.sk, p.n, p.heads, p.t, D, op);
+  m.v = sm90_tile_map<CT>(a.v, a.sv, p.n, p.heads, p.t, D, op);
+  if (backward) m.dout = sm90_tile_map<CT>(a.dout, a.so, p.n, p.heads, p.t, D, op);
+  return m;
+}
 
 template <typename CT, int D>
 void flash_forward(const FlashArgs& a, const Problem& p, int device, cudaStream_t stream) {
   using S = Tiles<CT, D>;
-  if (on_wgmma(device)) {
+  if (on_wgmma(device, a, false)) {
     const Sm90AttentionKernels k = sm90_attention_kernels<CT, D>();
     launch_by_heads(k.forward, a, (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile, 0, p.n, k.forward_smem,
-                    kSm90AttentionThreads, stream, op::kAttentionForward);
+                    kSm90AttentionThreads, stream, op::kAttentionForward,
+                    sm90_maps<CT, D>(a, p, false, op::kAttentionForward));
     return;
   }
   const size_t smem = size_t{5} * S::kRows * S::kPitch * sizeof(CT);
@@ -708,17 +726,19 @@ constexpr int64_t kDsTilesBudget = int64_t{256} << 20;
 template <typename CT, int D>
 void flash_backward(const FlashArgs& a, const Problem& p, int device, cudaStream_t stream) {
   using S = Tiles<CT, D>;
-  if (on_wgmma(device)) {
+  if (on_wgmma(device, a, true)) {
     constexpr std::string_view op = op::kAttentionBackward;
     const Sm90AttentionKernels k = sm90_attention_kernels<CT, D>();
+    const Sm90Maps maps = sm90_maps<CT, D>(a, p, true, op);
     const int64_t tiles = (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile;
     const int64_t head_bytes = sm90_ds_pairs(p.t, p.causal) * kSm90DsTileBytes;
     const std::optional<std::string> pin = route_pin("attention_dq");
     const bool ds_tiles = head_bytes <= kDsTilesBudget && (pin ? *pin == "tiles" : p.t <= kDsTilesMaxT);
     if (!ds_tiles) {
       SideBranch side(device, stream, op);
-      launch_by_heads(k.dkdv, a, tiles, 0, p.n, k.dkdv_smem, kSm90AttentionThreads, stream, op);
-      launch_by_heads(k.dq_recompute, a, tiles, 0, p.n, k.dq_recompute_smem, kSm90AttentionThreads, side.stream(), op);
+      launch_by_heads(k.dkdv, a, tiles, 0, p.n, k.dkdv_smem, kSm90AttentionThreads, stream, op, maps);
+      launch_by_heads(k.dq_recompute, a, tiles, 0, p.n, k.dq_recompute_smem, kSm90AttentionThreads, side.stream(), op,
+                      maps);
       side.join();
       return;
     }
@@ -729,8 +749,8 @@ void flash_backward(const FlashArgs& a, const Problem& p, int device, cudaStream
     for (int64_t h0 = 0; h0 < p.n; h0 += slice) {
       const int64_t hn = std::min(slice, p.n - h0);
       b.ds_first = h0;
-      launch_by_heads(k.dkdv, b, tiles, h0, hn, k.dkdv_smem, kSm90AttentionThreads, stream, op);
-      launch_by_heads(k.dq, b, tiles, h0, hn, k.dq_smem, kSm90AttentionThreads, stream, op);
+      launch_by_heads(k.dkdv, b, tiles, h0, hn, k.dkdv_smem, kSm90AttentionThreads, stream, op, maps);
+      launch_by_heads(k.dq, b, tiles, h0, hn, k.dq_smem, kSm90AttentionThreads, stream, op, maps);
     }
     return;
   }

@@ -13,9 +13,11 @@
 // without passing it through registers.
 //
 // A thread block is one warpgroup (128 threads) and takes 64 queries
-// (forward, dq) or keys (dk/dv) of one head. Tiles are staged by cp.async,
-// double-buffered, in the 128-byte swizzle (wgmma.cuh); a tile of 128-wide
-// rows is two 64-wide column slices, each its own swizzled 64 x 64 tile. The
+// (forward, dq) or keys (dk/dv) of one head. Tiles arrive by TMA through the
+// operands' tensor maps (one thread issues a step's copies, every thread
+// waits on the mbarrier they complete), double-buffered, in the 128-byte
+// swizzle (wgmma.cuh); a tile of 128-wide rows is two 64-wide column slices,
+// each its own swizzled 64 x 64 tile. The
 // score products (q k^T; k q^T and v dout^T; q k^T and dout v^T) take both
 // operands from those tiles (K-major, k stepping through the slices), so
 // the operands a walk keeps (q; k and v; q and dout) never pass through
@@ -45,6 +47,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <string_view>
 
 #include "sparse/attention/cuda/attention_sm90.h"
 #include "tensor/cuda/mma_sync.cuh"
@@ -72,31 +75,6 @@ constexpr int tile_bytes() {
 // Dynamic shared memory from its first 1024-aligned byte (the size asks for the slack).
 __device__ __forceinline__ unsigned char* aligned_smem(unsigned char* raw) {
   return raw + ((kAlign - (smem_u32(raw) & (kAlign - 1))) & (kAlign - 1));
-}
-
-// Rows [row0, row0 + 64) of a head's [t, D] rows (`ld` elements apart) into
-// a swizzled tile of D / 64 column slices, zeros past t. A thread copies the
-// same 16-byte chunk of every kRowsAPass-th row, so its swizzle phase is
-// fixed: its first addresses are formed once and one pointer steps through
-// the rows. Formed a copy at a time they had cost 150-200 instructions a
-// step of two tiles (64-bit multiplies, the parameters loaded again) and
-// spilled dk/dv's registers (docs/benchmarks.md, "Attention's instructions
-// between its products").
-template <typename T, int D>
-__device__ __forceinline__ void stage_tile(unsigned char* tile, const T* g, int64_t row0, int64_t t, int64_t ld) {
-  constexpr int kChunks = D / 8;                  // 16-byte chunks a row
-  constexpr int kRowsAPass = kThreads / kChunks;  // 16 or 8: whole groups of the swizzle's eight rows
-  static_assert(kRowsAPass % 8 == 0, "each pass keeps a thread's swizzle phase");
-  const int r0 = static_cast<int>(threadIdx.x) / kChunks, chunk = static_cast<int>(threadIdx.x) % kChunks;
-  unsigned char* dst = tile + (chunk / 8) * kSliceBytes + sw128_offset(r0, chunk % 8);
-  const T* src = g + (row0 + r0) * ld + chunk * 8;
-  const int64_t pass = kRowsAPass * ld;
-  const int rows = tile_offset(t - row0 - r0);  // the thread's rows before t, counting from r0
-#pragma unroll
-  for (int i = 0; i < R / kRowsAPass; ++i, src += pass) {
-    const bool ok = i * kRowsAPass < rows;
-    copy16_async(dst + i * kRowsAPass * 128, ok ? src : g, ok);
-  }
 }
 
 // Issues acc (64 x 64) = A B^T over D: A and B the 64 rows of the tiles at
@@ -183,44 +161,95 @@ __device__ __forceinline__ void complete(Registers&... r) {
   (fence_registers(r), ...);
 }
 
-// The copies this thread issued have landed, are visible to wgmma, and every
-// thread of the block is past its reads of the buffers the next copies fill.
-__device__ __forceinline__ void copies_landed() {
-  wait_copies<0>();
-  fence_proxy_async();
+// ---- tiles by TMA ---------------------------------------------------------------------------------
+//
+// One thread issues a step's tile copies (cp.async.bulk.tensor through the
+// operands' maps, Sm90Maps) and every thread waits on the mbarrier they
+// complete. Each thread staging its share with cp.async had cost about 80
+// instructions a warp for a step's two tiles (addresses, bounds, selects), a
+// quarter of the forward's step, and its walk's first three tiles about 150
+// more (Nsight Compute's SASS counts, docs/benchmarks.md).
+
+// Head n's entry (its head within a batch entry, and the batch entry) in
+// 32 bits: n, heads < 2^31.
+struct HeadIndex {
+  int head, batch;
+};
+__device__ __forceinline__ HeadIndex head_index(int64_t n, int64_t heads) {
+  const uint32_t n32 = static_cast<uint32_t>(n), heads32 = static_cast<uint32_t>(heads);
+  return {static_cast<int>(n32 % heads32), static_cast<int>(n32 / heads32)};
+}
+
+// Issues the copies of rows [row0, row0 + 64) of head `h` of an operand into
+// a swizzled tile (a box per 64 columns: the tile's column slices), which
+// complete `bar`'s transaction bytes; rows past t arrive as zeros.
+template <int D>
+__device__ __forceinline__ void load_tile(unsigned char* tile, const Sm90TileMap& m, HeadIndex h, int64_t row0,
+                                          uint32_t bar) {
+  const int head = m.heads_dim == 1 ? 0 : h.head, batch = m.batch_dim == 1 ? 0 : h.batch;
+#pragma unroll
+  for (int slice = 0; slice < D / 64; ++slice) {
+    tma_load_4d(smem_u32(tile) + slice * kSliceBytes, &m.map, slice * 64, static_cast<int>(row0), head, batch, bar);
+  }
+}
+
+// kCount mbarriers at `bars` (8 bytes apart), each awaiting one arrival (the
+// issuing thread's, with the bytes it copies); every thread calls it.
+template <int kCount>
+__device__ __forceinline__ void init_barriers(uint32_t bars) {
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) barrier_init(bars + 8 * i, 1);
+    barrier_init_fence();
+  }
   __syncthreads();
 }
 
-template <typename T>
-__device__ __forceinline__ const T* operand(const void* base, const HeadStrides& s, int64_t head, int64_t heads) {
-  return static_cast<const T*>(base) + head_offset(s, head, heads);
-}
+// The double-buffered copies of a walk's steps: buffer b's barrier completes
+// once each time the buffer is filled, and `phases` holds, per buffer, the
+// parity of the fill a step waits for next.
+struct StepBarriers {
+  uint32_t bars;  // buffer 0's; buffer 1's 8 bytes on
+  uint32_t phases = 0;
+  __device__ __forceinline__ uint32_t bar(int buf) const { return bars + 8 * buf; }
+  // Until buffer buf's next fill has landed.
+  __device__ __forceinline__ void wait(int buf) {
+    barrier_wait(bar(buf), (phases >> buf) & 1);
+    phases ^= 1u << buf;
+  }
+};
 
 // ---- forward ------------------------------------------------------------------------------------
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads) forward_kernel(FlashArgs a) {
+__global__ void __launch_bounds__(kThreads) forward_kernel(const FlashArgs a, const __grid_constant__ Sm90Maps maps) {
   constexpr int kTile = tile_bytes<D>();
   extern __shared__ unsigned char smem_raw[];
   unsigned char* q_s = aligned_smem(smem_raw);
   unsigned char* k_s = q_s + kTile;      // two buffers
   unsigned char* v_s = k_s + 2 * kTile;  // two buffers
+  const uint32_t q_bar = smem_u32(v_s + 2 * kTile);
+  StepBarriers kv{q_bar + 8};  // k and v of each buffer
+  init_barriers<3>(q_bar);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const bool issuer = threadIdx.x == 0;
   const int64_t t = a.t, head = blockIdx.y + a.n_offset;
+  const HeadIndex hi = head_index(head, a.heads);
   const int64_t q0 = query_tile_start(t, R);
-  const T* qh = operand<T>(a.q, a.sq, head, a.heads);
-  const T* kh = operand<T>(a.k, a.sk, head, a.heads);
-  const T* vh = operand<T>(a.v, a.sv, head, a.heads);
+  auto load_kv = [&](int b, int64_t k0) {
+    barrier_expect(kv.bar(b), 2 * kTile);
+    load_tile<D>(k_s + b * kTile, maps.k, hi, k0, kv.bar(b));
+    load_tile<D>(v_s + b * kTile, maps.v, hi, k0, kv.bar(b));
+  };
 
   StepWalk walk = key_walk(a, q0, R, R);
   int64_t k0 = walk.next();
-  stage_tile<T, D>(q_s, qh, q0, t, a.sq.token);
-  if (k0 >= 0) {
-    stage_tile<T, D>(k_s, kh, k0, t, a.sk.token);
-    stage_tile<T, D>(v_s, vh, k0, t, a.sv.token);
+  if (issuer && k0 >= 0) {  // an empty walk copies nothing (its rows are zeros)
+    barrier_expect(q_bar, kTile);
+    load_tile<D>(q_s, maps.q, hi, q0, q_bar);
+    load_kv(0, k0);
   }
-  commit_copies();
-  copies_landed();
+  if (k0 >= 0) barrier_wait(q_bar, 0);
 
   float o[D / 8][4];
   zero(o);
@@ -230,11 +259,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FlashArgs a) {
   int buf = 0;
   while (k0 >= 0) {
     const int64_t k_next = walk.next();
-    if (k_next >= 0) {
-      stage_tile<T, D>(k_s + (buf ^ 1) * kTile, kh, k_next, t, a.sk.token);
-      stage_tile<T, D>(v_s + (buf ^ 1) * kTile, vh, k_next, t, a.sv.token);
-    }
-    commit_copies();
+    if (issuer && k_next >= 0) load_kv(buf ^ 1, k_next);  // the step before read that buffer (the barrier below)
+    kv.wait(buf);
 
     float s[kNS][4];
     issue();
@@ -246,7 +272,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FlashArgs a) {
     values<T, D>(o, pf, v_s + buf * kTile);
     complete(o);
 
-    copies_landed();
+    __syncthreads();  // every warp's products are done with this buffer before the next step's copies refill it
     buf ^= 1;
     k0 = k_next;
   }
@@ -268,7 +294,8 @@ constexpr int backward_blocks() {
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dkdv_kernel(FlashArgs a) {
+__global__ void __launch_bounds__(kThreads, backward_blocks<D>())
+    dkdv_kernel(const FlashArgs a, const __grid_constant__ Sm90Maps maps) {
   constexpr int kTile = tile_bytes<D>();
   extern __shared__ unsigned char smem_raw[];
   unsigned char* k_s = aligned_smem(smem_raw);
@@ -278,25 +305,35 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dkdv_kernel(Fl
   unsigned char* ds_s = do_s + 2 * kTile;                             // the step's ds^T, on its way out
   float* lse2_s = reinterpret_cast<float*>(ds_s + kSm90DsTileBytes);  // two buffers of R
   float* delta_s = lse2_s + 2 * R;
+  const uint32_t kv_bar = smem_u32(delta_s + 2 * R);
+  StepBarriers qdo{kv_bar + 8};  // q and dout of each buffer
+  init_barriers<3>(kv_bar);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const bool issuer = threadIdx.x == 0;
   const int64_t t = a.t, head = blockIdx.y + a.n_offset;
+  const HeadIndex hi = head_index(head, a.heads);
   const int64_t k0 = static_cast<int64_t>(blockIdx.x) * R;
-  const T* qh = operand<T>(a.q, a.sq, head, a.heads);
-  const T* doh = operand<T>(a.dout, a.so, head, a.heads);
   const float* lse = a.lse + head * t;
   const float* delta = a.delta + head * t;
+  auto load_qdo = [&](int b, int64_t q0) {
+    barrier_expect(qdo.bar(b), 2 * kTile);
+    load_tile<D>(q_s + b * kTile, maps.q, hi, q0, qdo.bar(b));
+    load_tile<D>(do_s + b * kTile, maps.dout, hi, q0, qdo.bar(b));
+  };
 
   StepWalk walk = query_walk(a, k0, R);
   int64_t q0 = walk.next();
-  stage_tile<T, D>(k_s, operand<T>(a.k, a.sk, head, a.heads), k0, t, a.sk.token);
-  stage_tile<T, D>(v_s, operand<T>(a.v, a.sv, head, a.heads), k0, t, a.sv.token);
-  if (q0 >= 0) {
-    stage_tile<T, D>(q_s, qh, q0, t, a.sq.token);
-    stage_tile<T, D>(do_s, doh, q0, t, a.so.token);
+  if (q0 >= 0) {  // an empty walk copies nothing (dk and dv are zeros)
+    if (issuer) {
+      barrier_expect(kv_bar, 2 * kTile);
+      load_tile<D>(k_s, maps.k, hi, k0, kv_bar);
+      load_tile<D>(v_s, maps.v, hi, k0, kv_bar);
+      load_qdo(0, q0);
+    }
     stage_row_stats(lse2_s, delta_s, lse, delta, q0, R, t);
+    __syncthreads();  // the row values stored
+    barrier_wait(kv_bar, 0);
   }
-  commit_copies();
-  copies_landed();
 
   float dk[D / 8][4], dv[D / 8][4];
   zero(dk);
@@ -309,11 +346,10 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dkdv_kernel(Fl
     const int64_t q_next = walk.next();
     RowStats next_stats;  // stored at the step's end, its loads' latency behind the products
     if (q_next >= 0) {
-      stage_tile<T, D>(q_s + (buf ^ 1) * kTile, qh, q_next, t, a.sq.token);
-      stage_tile<T, D>(do_s + (buf ^ 1) * kTile, doh, q_next, t, a.so.token);
+      if (issuer) load_qdo(buf ^ 1, q_next);  // the step before read that buffer (the barrier below)
       next_stats = load_row_stats(lse, delta, q_next, R, t);
     }
-    commit_copies();
+    qdo.wait(buf);
     const unsigned char* qs = q_s + buf * kTile;
     const unsigned char* dos = do_s + buf * kTile;
 
@@ -341,7 +377,8 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dkdv_kernel(Fl
     complete(dv, dk);
 
     if (q_next >= 0) store_row_stats(next_stats, lse2_s + (buf ^ 1) * R, delta_s + (buf ^ 1) * R, R);
-    copies_landed();  // also fences the stage's stmatrix writes to the copy out
+    fence_proxy_async();  // the stage's stmatrix writes, before the copy out reads them
+    __syncthreads();      // and every warp is done with this buffer and its row values
     if (keep_ds && threadIdx.x == 0) {
       bulk_store(ds_slot(a, head, blockIdx.x, q0 / R), smem_u32(ds_s), kSm90DsTileBytes);
       bulk_commit();
@@ -363,43 +400,39 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dkdv_kernel(Fl
 // step where recomputing p and ds took three and a softmax. What bounds it
 // is reading the tiles (8 KB a step), so more thread blocks share an SM.
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads) dq_kernel(FlashArgs a) {
+__global__ void __launch_bounds__(kThreads) dq_kernel(const FlashArgs a, const __grid_constant__ Sm90Maps maps) {
   constexpr int kTile = tile_bytes<D>();
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ds_s = aligned_smem(smem_raw);      // two buffers
   unsigned char* k_s = ds_s + 2 * kSm90DsTileBytes;  // two buffers
+  StepBarriers steps{smem_u32(k_s + 2 * kTile)};     // a ds tile and k of each buffer
+  init_barriers<2>(steps.bars);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const bool issuer = threadIdx.x == 0;
   const int64_t t = a.t, head = blockIdx.y + a.n_offset;
+  const HeadIndex hi = head_index(head, a.heads);
   const int64_t q0 = query_tile_start(t, R);
-  const T* kh = operand<T>(a.k, a.sk, head, a.heads);
-  auto stage = [&](int b, int64_t k0) {
-    const unsigned char* src = ds_slot(a, head, k0 / R, q0 / R);
-    unsigned char* dst = ds_s + b * kSm90DsTileBytes;
-#pragma unroll
-    for (int i = 0; i < kSm90DsTileBytes / 16 / kThreads; ++i) {
-      const int c = (static_cast<int>(threadIdx.x) + i * kThreads) * 16;
-      copy16_async(dst + c, src + c);
-    }
-    stage_tile<T, D>(k_s + b * kTile, kh, k0, t, a.sk.token);
+  auto load = [&](int b, int64_t k0) {
+    barrier_expect(steps.bar(b), kSm90DsTileBytes + kTile);
+    bulk_load(smem_u32(ds_s + b * kSm90DsTileBytes), ds_slot(a, head, k0 / R, q0 / R), kSm90DsTileBytes, steps.bar(b));
+    load_tile<D>(k_s + b * kTile, maps.k, hi, k0, steps.bar(b));
   };
 
   StepWalk walk = key_walk(a, q0, R, R);
   int64_t k0 = walk.next();
-  if (k0 >= 0) stage(0, k0);
-  commit_copies();
-  copies_landed();
+  if (issuer && k0 >= 0) load(0, k0);
   float dq[D / 8][4];
   zero(dq);
   int buf = 0;
   while (k0 >= 0) {
     const int64_t k_next = walk.next();
-    if (k_next >= 0) stage(buf ^ 1, k_next);
-    commit_copies();
+    if (issuer && k_next >= 0) load(buf ^ 1, k_next);  // the step before read that buffer (the barrier below)
+    steps.wait(buf);
     issue(dq);
     ds_times_k<T, D>(dq, ds_s + buf * kSm90DsTileBytes, k_s + buf * kTile);
     complete(dq);
 
-    copies_landed();
+    __syncthreads();  // every warp's product is done with this buffer before the next step's copies refill it
     buf ^= 1;
     k0 = k_next;
   }
@@ -413,43 +446,48 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(FlashArgs a) {
 // take bytes quadratic in t: p and ds formed again from q, k, v and dout,
 // three products a step, beside dk/dv; the backward's memory stays linear in t.
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dq_recompute_kernel(FlashArgs a) {
+__global__ void __launch_bounds__(kThreads, backward_blocks<D>())
+    dq_recompute_kernel(const FlashArgs a, const __grid_constant__ Sm90Maps maps) {
   constexpr int kTile = tile_bytes<D>();
   extern __shared__ unsigned char smem_raw[];
   unsigned char* q_s = aligned_smem(smem_raw);
   unsigned char* do_s = q_s + kTile;
   unsigned char* k_s = do_s + kTile;     // two buffers
   unsigned char* v_s = k_s + 2 * kTile;  // two buffers
+  const uint32_t qdo_bar = smem_u32(v_s + 2 * kTile);
+  StepBarriers kv{qdo_bar + 8};  // k and v of each buffer
+  init_barriers<3>(qdo_bar);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const bool issuer = threadIdx.x == 0;
   const int64_t t = a.t, head = blockIdx.y + a.n_offset;
+  const HeadIndex hi = head_index(head, a.heads);
   const int64_t q0 = query_tile_start(t, R);
-  const T* kh = operand<T>(a.k, a.sk, head, a.heads);
-  const T* vh = operand<T>(a.v, a.sv, head, a.heads);
+  auto load_kv = [&](int b, int64_t k0) {
+    barrier_expect(kv.bar(b), 2 * kTile);
+    load_tile<D>(k_s + b * kTile, maps.k, hi, k0, kv.bar(b));
+    load_tile<D>(v_s + b * kTile, maps.v, hi, k0, kv.bar(b));
+  };
 
   StepWalk walk = key_walk(a, q0, R, R);
   int64_t k0 = walk.next();
-  stage_tile<T, D>(q_s, operand<T>(a.q, a.sq, head, a.heads), q0, t, a.sq.token);
-  stage_tile<T, D>(do_s, operand<T>(a.dout, a.so, head, a.heads), q0, t, a.so.token);
-  if (k0 >= 0) {
-    stage_tile<T, D>(k_s, kh, k0, t, a.sk.token);
-    stage_tile<T, D>(v_s, vh, k0, t, a.sv.token);
+  if (issuer && k0 >= 0) {  // an empty walk copies nothing (its dq is zeros)
+    barrier_expect(qdo_bar, 2 * kTile);
+    load_tile<D>(q_s, maps.q, hi, q0, qdo_bar);
+    load_tile<D>(do_s, maps.dout, hi, q0, qdo_bar);
+    load_kv(0, k0);
   }
-  commit_copies();
-  copies_landed();
   const int64_t row_base = q0 + warp * 16 + lane / 4;
   float lse2[2], dl[2];
   row_stats(lse2, dl, a.lse + head * t, a.delta + head * t, row_base, t);
+  if (k0 >= 0) barrier_wait(qdo_bar, 0);
   float dq[D / 8][4];
   zero(dq);
   const float c2 = a.scale * kLog2e;
   int buf = 0;
   while (k0 >= 0) {
     const int64_t k_next = walk.next();
-    if (k_next >= 0) {
-      stage_tile<T, D>(k_s + (buf ^ 1) * kTile, kh, k_next, t, a.sk.token);
-      stage_tile<T, D>(v_s + (buf ^ 1) * kTile, vh, k_next, t, a.sv.token);
-    }
-    commit_copies();
+    if (issuer && k_next >= 0) load_kv(buf ^ 1, k_next);  // the step before read that buffer (the barrier below)
+    kv.wait(buf);
     const unsigned char* ks = k_s + buf * kTile;
 
     float s[kNS][4], ds[kNS][4];
@@ -465,7 +503,7 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>()) dq_recompute_k
     values<T, D>(dq, sf, ks);
     complete(dq);
 
-    copies_landed();
+    __syncthreads();  // every warp's products are done with this buffer before the next step's copies refill it
     buf ^= 1;
     k0 = k_next;
   }
@@ -483,16 +521,45 @@ Sm90AttentionKernels sm90_attention_kernels() {
   k.dkdv = dkdv_kernel<T, D>;
   k.dq = dq_kernel<T, D>;
   k.dq_recompute = dq_recompute_kernel<T, D>;
-  k.forward_smem = kAlign + 5 * kTile;
-  k.dkdv_smem = kAlign + 6 * kTile + kSm90DsTileBytes + 4 * R * sizeof(float);
-  k.dq_smem = kAlign + 2 * (kSm90DsTileBytes + kTile);
-  k.dq_recompute_smem = kAlign + 6 * kTile;
+  constexpr size_t kBarrier = 8;  // an mbarrier
+  k.forward_smem = kAlign + 5 * kTile + 3 * kBarrier;
+  k.dkdv_smem = kAlign + 6 * kTile + kSm90DsTileBytes + 4 * R * sizeof(float) + 3 * kBarrier;
+  k.dq_smem = kAlign + 2 * (kSm90DsTileBytes + kTile) + 2 * kBarrier;
+  k.dq_recompute_smem = kAlign + 6 * kTile + 3 * kBarrier;
   return k;
+}
+
+template <typename T>
+Sm90TileMap sm90_tile_map(const void* data, const HeadStrides& s, int64_t n, int64_t heads, int64_t t, int d,
+                          std::string_view op) {
+  // TMA's strides are bytes, multiples of 16 (the tiled kernels' operands
+  // are 16-byte aligned, attention.cu's aligned16), and a dimension of one
+  // entry takes any: its coordinate is always 0.
+  Sm90TileMap m;
+  m.heads_dim = heads > 1 && s.head != 0 ? static_cast<int32_t>(heads) : 1;
+  m.batch_dim = n / heads > 1 && s.batch != 0 ? static_cast<int32_t>(n / heads) : 1;
+  const auto bytes = [](int64_t elems) { return static_cast<cuuint64_t>(elems) * 2; };
+  const cuuint64_t token = t > 1 ? bytes(s.token) : 16;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(t),
+                              static_cast<cuuint64_t>(m.heads_dim), static_cast<cuuint64_t>(m.batch_dim)};
+  const cuuint64_t strides[3] = {token, m.heads_dim > 1 ? bytes(s.head) : token,
+                                 m.batch_dim > 1 ? bytes(s.batch) : token};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(R), 1, 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const CUresult r = encode_tiled(op)(&m.map, tensor_map_type_16bit<T>(), 4, const_cast<void*>(data), dims, strides,
+                                      box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) COPPICE_CUDA_CHECK(cudaErrorInvalidValue, op);  // the map's shape or alignment
+  return m;
 }
 
 template Sm90AttentionKernels sm90_attention_kernels<__nv_bfloat16, 64>();
 template Sm90AttentionKernels sm90_attention_kernels<__half, 64>();
 template Sm90AttentionKernels sm90_attention_kernels<__nv_bfloat16, 128>();
 template Sm90AttentionKernels sm90_attention_kernels<__half, 128>();
+template Sm90TileMap sm90_tile_map<__nv_bfloat16>(const void*, const HeadStrides&, int64_t, int64_t, int64_t, int,
+                                                  std::string_view);
+template Sm90TileMap sm90_tile_map<__half>(const void*, const HeadStrides&, int64_t, int64_t, int64_t, int,
+                                           std::string_view);
 
 }  // namespace coppice::cuda

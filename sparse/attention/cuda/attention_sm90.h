@@ -7,8 +7,11 @@
 // the design.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "sparse/attention/cuda/attention_tiles.cuh"
 
@@ -30,11 +33,34 @@ __host__ __device__ inline int64_t sm90_ds_pairs(int64_t t, bool causal) {
   const int64_t tiles = (t + kSm90AttentionTile - 1) / kSm90AttentionTile;
   return causal ? tiles * (tiles + 1) / 2 : tiles * tiles;
 }
+
+// An operand's tensor map, through which the kernels' tiles arrive (TMA):
+// its [batch, t, heads, D] elements (HeadStrides) as a 4-D tensor, boxes of
+// 64 tokens by 64 columns in the 128-byte swizzle (a tile of 128-wide rows is
+// two boxes), zeros past t. A head or batch dimension of stride 0 (an
+// operand repeated by expand) is mapped one entry long, and its coordinate
+// is 0 for every head (heads_dim, batch_dim: the mapped lengths).
+struct Sm90TileMap {
+  CUtensorMap map;
+  int32_t heads_dim = 1, batch_dim = 1;
+};
+struct Sm90Maps {
+  Sm90TileMap q, k, v, dout;  // dout: the backward's alone
+};
+// Whether TMA can map an operand: its tokens are apart (a stride of 0 along
+// t, possible through expand, cannot be mapped; the mma.sync kernels take it).
+inline bool sm90_mappable(const HeadStrides& s, int64_t t) { return s.token != 0 || t == 1; }
+// The map of n heads (`heads` a batch entry) of t tokens by d (64 or 128)
+// columns of T at `data`; `op` names the caller in errors.
+template <typename T>
+Sm90TileMap sm90_tile_map(const void* data, const HeadStrides& s, int64_t n, int64_t heads, int64_t t, int d,
+                          std::string_view op);
+
 struct Sm90AttentionKernels {
-  void (*forward)(FlashArgs);
-  void (*dkdv)(FlashArgs);
-  void (*dq)(FlashArgs);            // from the ds tiles dk/dv wrote
-  void (*dq_recompute)(FlashArgs);  // forming ds again, for heads whose tiles take too much memory
+  void (*forward)(FlashArgs, Sm90Maps);
+  void (*dkdv)(FlashArgs, Sm90Maps);
+  void (*dq)(FlashArgs, Sm90Maps);            // from the ds tiles dk/dv wrote
+  void (*dq_recompute)(FlashArgs, Sm90Maps);  // forming ds again, for heads whose tiles take too much memory
   size_t forward_smem, dkdv_smem, dq_smem, dq_recompute_smem;
 };
 template <typename T, int D>

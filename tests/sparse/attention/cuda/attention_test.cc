@@ -242,6 +242,41 @@ TEST(CudaAttentionTest, PackedQkv) {
   }
 }
 
+// Operands repeated by expand ([B, T, H, d] views whose head, batch or
+// token stride is 0, as grouped-query attention shares k and v across
+// heads): out and the gradients as the CPU gives them, forward and backward.
+// On a Hopper GPU the wgmma kernels map a repeated head or batch as one entry
+// of TMA's tensor; a repeated token cannot be mapped and takes mma.sync.
+TEST(CudaAttentionTest, ExpandedOperands) {
+  COPPICE_REQUIRE_GPU();
+  const int64_t b = 2, t = 130, h = 4, d = 64;
+  const Shape full{b, t, h, d};
+  const Tensor q = random(full, DType::kBF16, 41), dout = random(full, DType::kBF16, 42);
+  struct Repeat {
+    const char* what;
+    Shape stored;
+  };
+  for (const Repeat& r :
+       {Repeat{"a head", {b, t, 1, d}}, Repeat{"a batch entry", {1, t, h, d}}, Repeat{"a token", {b, 1, h, d}}}) {
+    SCOPED_TRACE(str_cat("k and v repeat ", r.what));
+    const Tensor ks = random(r.stored, DType::kBF16, 43), vs = random(r.stored, DType::kBF16, 44);
+    const Tensor k = ks.expand(full), v = vs.expand(full);
+    const Tensor kg = ks.to(gpu()).expand(full), vg = vs.to(gpu()).expand(full);
+    for (bool causal : {false, true}) {
+      const AttentionMask mask{causal, {}};
+      const AttentionOutput want = attention_forward(q, k, v, 0.125, mask);
+      const AttentionOutput got = attention_forward(q.to(gpu()), kg, vg, 0.125, mask);
+      expect_close(got.out, want.out, tolerance(DType::kBF16), "out");
+      const AttentionGrads gw = attention_backward(q, k, v, want.out, want.lse, dout, 0.125, mask);
+      const AttentionGrads gg =
+          attention_backward(q.to(gpu()), kg, vg, want.out.to(gpu()), want.lse.to(gpu()), dout.to(gpu()), 0.125, mask);
+      expect_close(gg.dq, gw.dq, tolerance(DType::kBF16), "dq");
+      expect_close(gg.dk, gw.dk, tolerance(DType::kBF16), "dk");
+      expect_close(gg.dv, gw.dv, tolerance(DType::kBF16), "dv");
+    }
+  }
+}
+
 TEST(CudaAttentionTest, APatternOnTheWrongDeviceIsRefused) {
   COPPICE_REQUIRE_GPU();
   const Tensor q = zeros({1, 64, 64}, TensorOptions(DType::kBF16, gpu()));
