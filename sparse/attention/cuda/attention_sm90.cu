@@ -242,14 +242,14 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const FlashArgs a, co
     load_tile<D>(v_s + b * kTile, maps.v, hi, k0, kv.bar(b));
   };
 
-  StepWalk walk = key_walk(a, q0, R, R);
-  int64_t k0 = walk.next();
-  if (issuer && k0 >= 0) {  // an empty walk copies nothing (its rows are zeros)
+  if (issuer) {  // q's copy runs under the walk's first reads of the layout
     barrier_expect(q_bar, kTile);
     load_tile<D>(q_s, maps.q, hi, q0, q_bar);
-    load_kv(0, k0);
   }
-  if (k0 >= 0) barrier_wait(q_bar, 0);
+  StepWalk walk = key_walk(a, q0, R, R);
+  int64_t k0 = walk.next();
+  if (issuer && k0 >= 0) load_kv(0, k0);
+  barrier_wait(q_bar, 0);  // (an empty walk's too: the copy lands before the block ends)
 
   float o[D / 8][4];
   zero(o);
@@ -321,19 +321,19 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
     load_tile<D>(do_s + b * kTile, maps.dout, hi, q0, qdo.bar(b));
   };
 
+  if (issuer) {  // k's and v's copies run under the walk's first reads of the layout
+    barrier_expect(kv_bar, 2 * kTile);
+    load_tile<D>(k_s, maps.k, hi, k0, kv_bar);
+    load_tile<D>(v_s, maps.v, hi, k0, kv_bar);
+  }
   StepWalk walk = query_walk(a, k0, R);
   int64_t q0 = walk.next();
-  if (q0 >= 0) {  // an empty walk copies nothing (dk and dv are zeros)
-    if (issuer) {
-      barrier_expect(kv_bar, 2 * kTile);
-      load_tile<D>(k_s, maps.k, hi, k0, kv_bar);
-      load_tile<D>(v_s, maps.v, hi, k0, kv_bar);
-      load_qdo(0, q0);
-    }
+  if (q0 >= 0) {
+    if (issuer) load_qdo(0, q0);
     stage_row_stats(lse2_s, delta_s, lse, delta, q0, R, t);
     __syncthreads();  // the row values stored
-    barrier_wait(kv_bar, 0);
   }
+  barrier_wait(kv_bar, 0);  // (an empty walk's too: the copies land before the block ends)
 
   float dk[D / 8][4], dv[D / 8][4];
   zero(dk);
@@ -468,18 +468,18 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
     load_tile<D>(v_s + b * kTile, maps.v, hi, k0, kv.bar(b));
   };
 
-  StepWalk walk = key_walk(a, q0, R, R);
-  int64_t k0 = walk.next();
-  if (issuer && k0 >= 0) {  // an empty walk copies nothing (its dq is zeros)
+  if (issuer) {  // q's and dout's copies run under the walk's first reads of the layout
     barrier_expect(qdo_bar, 2 * kTile);
     load_tile<D>(q_s, maps.q, hi, q0, qdo_bar);
     load_tile<D>(do_s, maps.dout, hi, q0, qdo_bar);
-    load_kv(0, k0);
   }
+  StepWalk walk = key_walk(a, q0, R, R);
+  int64_t k0 = walk.next();
+  if (issuer && k0 >= 0) load_kv(0, k0);
   const int64_t row_base = q0 + warp * 16 + lane / 4;
   float lse2[2], dl[2];
   row_stats(lse2, dl, a.lse + head * t, a.delta + head * t, row_base, t);
-  if (k0 >= 0) barrier_wait(qdo_bar, 0);
+  barrier_wait(qdo_bar, 0);  // (an empty walk's too: the copies land before the block ends)
   float dq[D / 8][4];
   zero(dq);
   const float c2 = a.scale * kLog2e;
