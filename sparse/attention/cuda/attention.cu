@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
 // group of d / 8 lanes per row, 16 bytes each, so a warp reads whole rows in
 // 128-bit loads; the warp-a-row kernel read 2 bytes a lane and took about
 // three times what the bytes need (0.5 ms of the GPT step on an H200). A
-// thread block takes delta_rows<T, D>() rows of one head (blockIdx.y + n0), each
+// thread block takes delta_rows<T, D>() rows of one head (blockIdx.y + n_offset), each
 // thread kDeltaPasses of them, all loaded before any is summed. One row at a
 // time, with a flat row index divided by t for its head, the kernel had kept
 // 68 % of DRAM's rate and as much of the SMs' busy; this way it issues half
@@ -221,15 +221,17 @@ constexpr int delta_rows() {
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kDeltaThreads)
-    attention_delta_kernel(const T* dout, const T* out, HeadStrides s, int64_t heads, int64_t n0, float* delta,
-                           int64_t t) {
+__global__ void __launch_bounds__(kDeltaThreads) attention_delta_kernel(FlashArgs f, float* delta) {
   constexpr int kN = 16 / sizeof(T), kGroup = D / kN, kRowsAPass = delta_rows<T, D>() / kDeltaPasses;
   static_assert(D % kN == 0 && 32 % kGroup == 0, "a row's packs must tile a warp");
+  const T* dout = static_cast<const T*>(f.dout);
+  const T* out = static_cast<const T*>(f.out);
+  const HeadStrides& s = f.so;
+  const int64_t t = f.t;
   const int sub = static_cast<int>(threadIdx.x) % kGroup;
-  const int64_t n = blockIdx.y + n0;
+  const int64_t n = blockIdx.y + f.n_offset;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * delta_rows<T, D>() + threadIdx.x / kGroup;
-  const int64_t at = head_offset(s, n, heads) + row0 * s.token + sub * kN;
+  const int64_t at = head_offset(s, n, f.heads) + row0 * s.token + sub * kN;
   uint4 a[kDeltaPasses], b[kDeltaPasses];
 #pragma unroll
   for (int i = 0; i < kDeltaPasses; ++i) {
@@ -644,7 +646,7 @@ FlashArgs flash_args(const Problem& p) {
 
 // Launches kernel over (tiles, heads first.. first + heads) in slices of
 // kMaxHeadsPerLaunch heads, with `more` after the FlashArgs (the wgmma
-// kernels' tensor maps).
+// kernels' tensor maps, the row deltas' output).
 template <typename Kernel, typename... More>
 void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t first, int64_t heads, size_t smem, int threads,
                      cudaStream_t stream, std::string_view op, const More&... more) {
@@ -659,16 +661,11 @@ void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t first, i
   }
 }
 
-// delta for every head, in slices of kMaxHeadsPerLaunch heads (the grid's y).
+// delta for every head (out and dout from `a`), delta_rows<T, D>() rows a thread block.
 template <typename T, int D>
 void launch_delta(const FlashArgs& a, const Problem& p, float* delta, cudaStream_t stream, std::string_view op) {
-  const unsigned chunks = static_cast<unsigned>((p.t + delta_rows<T, D>() - 1) / delta_rows<T, D>());
-  for (int64_t n0 = 0; n0 < p.n; n0 += kMaxHeadsPerLaunch) {
-    const unsigned hn = static_cast<unsigned>(std::min(kMaxHeadsPerLaunch, p.n - n0));
-    attention_delta_kernel<T, D><<<dim3(chunks, hn), kDeltaThreads, 0, stream>>>(
-        static_cast<const T*>(a.dout), static_cast<const T*>(a.out), a.so, p.heads, n0, delta, p.t);
-    check_launch(op);
-  }
+  launch_by_heads(attention_delta_kernel<T, D>, a, (p.t + delta_rows<T, D>() - 1) / delta_rows<T, D>(), 0, p.n, 0,
+                  kDeltaThreads, stream, op, delta);
 }
 
 // Whether the tiled kernels run on attention_sm90.cu's wgmma ones (every head
