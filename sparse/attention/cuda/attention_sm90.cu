@@ -221,34 +221,61 @@ struct StepBarriers {
 
 // ---- forward ------------------------------------------------------------------------------------
 
+// The forward's buffers for k and for v. Head size 128: one each, so that
+// its tiles take 48 KB and four thread blocks share an SM (at most 128
+// registers a thread); double-buffered, its 80 KB let two share one and its
+// forward took 1.24x as long (H200, [16, 16, 1024, 128]: causal 0.208
+// against 0.169 ms). Head size 64: two each (40 KB, five blocks, registers
+// their bound); one each, or two with a barrier for each of k and v, measured
+// 2-4 % slower there at T 2048.
+template <int D>
+constexpr int forward_buffers() {
+  return D == 64 ? 2 : 1;
+}
+// Double-buffered, a step's k and v copies into the other buffer are issued
+// as it starts (the step before read that buffer) and complete one barrier.
+// Single-buffered, k and v have a barrier each: the next step's k is issued
+// once every warp's q k^T is done with this one and its v once p v is, so
+// that each runs under the other product and the softmax.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) forward_kernel(const FlashArgs a, const __grid_constant__ Sm90Maps maps) {
   constexpr int kTile = tile_bytes<D>();
+  constexpr bool kDouble = forward_buffers<D>() == 2;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* q_s = aligned_smem(smem_raw);
-  unsigned char* k_s = q_s + kTile;      // two buffers
-  unsigned char* v_s = k_s + 2 * kTile;  // two buffers
-  const uint32_t q_bar = smem_u32(v_s + 2 * kTile);
-  StepBarriers kv{q_bar + 8};  // k and v of each buffer
+  unsigned char* k_s = q_s + kTile;                         // forward_buffers<D>() buffers
+  unsigned char* v_s = k_s + forward_buffers<D>() * kTile;  // as many
+  const uint32_t q_bar = smem_u32(v_s + forward_buffers<D>() * kTile);
+  // Double-buffered: k and v of each buffer (two barriers); single: k's, then v's.
+  StepBarriers kv{q_bar + 8};
+  const uint32_t k_bar = q_bar + 8, v_bar = q_bar + 16;
   init_barriers<3>(q_bar);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const bool issuer = threadIdx.x == 0;
   const int64_t t = a.t, head = blockIdx.y + a.n_offset;
   const HeadIndex hi = head_index(head, a.heads);
   const int64_t q0 = query_tile_start(t, R);
-  auto load_kv = [&](int b, int64_t k0) {
+  auto load = [&](unsigned char* tile, const Sm90TileMap& m, int64_t row0, uint32_t bar) {
+    barrier_expect(bar, kTile);
+    load_tile<D>(tile, m, hi, row0, bar);
+  };
+  auto load_kv = [&](int b, int64_t k0) {  // double-buffered
     barrier_expect(kv.bar(b), 2 * kTile);
     load_tile<D>(k_s + b * kTile, maps.k, hi, k0, kv.bar(b));
     load_tile<D>(v_s + b * kTile, maps.v, hi, k0, kv.bar(b));
   };
 
-  if (issuer) {  // q's copy runs under the walk's first reads of the layout
-    barrier_expect(q_bar, kTile);
-    load_tile<D>(q_s, maps.q, hi, q0, q_bar);
-  }
+  if (issuer) load(q_s, maps.q, q0, q_bar);  // q's copy runs under the walk's first reads of the layout
   StepWalk walk = key_walk(a, q0, R, R);
   int64_t k0 = walk.next();
-  if (issuer && k0 >= 0) load_kv(0, k0);
+  if (issuer && k0 >= 0) {
+    if constexpr (kDouble) {
+      load_kv(0, k0);
+    } else {
+      load(k_s, maps.k, k0, k_bar);
+      load(v_s, maps.v, k0, v_bar);
+    }
+  }
   barrier_wait(q_bar, 0);  // (an empty walk's too: the copy lands before the block ends)
 
   float o[D / 8][4];
@@ -256,24 +283,38 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const FlashArgs a, co
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const float c2 = a.scale * kLog2e;
   const int64_t row_base = q0 + warp * 16 + lane / 4;
-  int buf = 0;
+  int buf = 0;         // double-buffered: this step's buffer
+  uint32_t phase = 0;  // single-buffered: the parity of k's and v's barriers this step
   while (k0 >= 0) {
     const int64_t k_next = walk.next();
-    if (issuer && k_next >= 0) load_kv(buf ^ 1, k_next);  // the step before read that buffer (the barrier below)
-    kv.wait(buf);
-
+    if constexpr (kDouble) {
+      if (issuer && k_next >= 0) load_kv(buf ^ 1, k_next);  // the step before read that buffer (the barrier below)
+      kv.wait(buf);
+    } else {
+      barrier_wait(k_bar, phase);
+    }
     float s[kNS][4];
     issue();
     scores<T, D>(s, q_s, k_s + buf * kTile);
     complete(s);
+    if constexpr (!kDouble) {
+      __syncthreads();  // every warp's q k^T is done with k
+      if (issuer && k_next >= 0) load(k_s, maps.k, k_next, k_bar);
+    }
     uint32_t pf[kTokenSteps][4];
     softmax_step<T>(pf, s, o, m, l, c2, (a.causal && k0 + R > q0) || k0 + R > t, a.causal, k0, row_base, t, lane);
+    if constexpr (!kDouble) barrier_wait(v_bar, phase);
     issue(pf, o);
     values<T, D>(o, pf, v_s + buf * kTile);
     complete(o);
 
-    __syncthreads();  // every warp's products are done with this buffer before the next step's copies refill it
-    buf ^= 1;
+    __syncthreads();  // every warp's p v is done with v (double-buffered: the step with its buffer)
+    if constexpr (kDouble) {
+      buf ^= 1;
+    } else {
+      if (issuer && k_next >= 0) load(v_s, maps.v, k_next, v_bar);
+      phase ^= 1;
+    }
     k0 = k_next;
   }
   finish_softmax(o, m, l, a.lse + head * t, row_base, t, lane);
@@ -521,8 +562,8 @@ Sm90AttentionKernels sm90_attention_kernels() {
   k.dkdv = dkdv_kernel<T, D>;
   k.dq = dq_kernel<T, D>;
   k.dq_recompute = dq_recompute_kernel<T, D>;
-  constexpr size_t kBarrier = 8;  // an mbarrier
-  k.forward_smem = kAlign + 5 * kTile + 3 * kBarrier;
+  constexpr size_t kBarrier = 8;                                                    // an mbarrier
+  k.forward_smem = kAlign + (1 + 2 * forward_buffers<D>()) * kTile + 3 * kBarrier;  // q, k's and v's buffers
   k.dkdv_smem = kAlign + 6 * kTile + kSm90DsTileBytes + 4 * R * sizeof(float) + 3 * kBarrier;
   k.dq_smem = kAlign + 2 * (kSm90DsTileBytes + kTile) + 2 * kBarrier;
   k.dq_recompute_smem = kAlign + 6 * kTile + 3 * kBarrier;
