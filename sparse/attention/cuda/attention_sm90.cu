@@ -193,6 +193,16 @@ __device__ __forceinline__ void load_tile(unsigned char* tile, const Sm90TileMap
   }
 }
 
+// The copies of rows [row0, row0 + 64) of two operands a step takes
+// together (k and v, or q and dout) into their tiles, completing one barrier.
+template <int D>
+__device__ __forceinline__ void load_tile_pair(unsigned char* tile_a, const Sm90TileMap& a, unsigned char* tile_b,
+                                               const Sm90TileMap& b, HeadIndex h, int64_t row0, uint32_t bar) {
+  barrier_expect(bar, 2 * tile_bytes<D>());
+  load_tile<D>(tile_a, a, h, row0, bar);
+  load_tile<D>(tile_b, b, h, row0, bar);
+}
+
 // kCount mbarriers at `bars` (8 bytes apart), each awaiting one arrival (the
 // issuing thread's, with the bytes it copies); every thread calls it.
 template <int kCount>
@@ -260,9 +270,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const FlashArgs a, co
     load_tile<D>(tile, m, hi, row0, bar);
   };
   auto load_kv = [&](int b, int64_t k0) {  // double-buffered
-    barrier_expect(kv.bar(b), 2 * kTile);
-    load_tile<D>(k_s + b * kTile, maps.k, hi, k0, kv.bar(b));
-    load_tile<D>(v_s + b * kTile, maps.v, hi, k0, kv.bar(b));
+    load_tile_pair<D>(k_s + b * kTile, maps.k, v_s + b * kTile, maps.v, hi, k0, kv.bar(b));
   };
 
   if (issuer) load(q_s, maps.q, q0, q_bar);  // q's copy runs under the walk's first reads of the layout
@@ -357,16 +365,11 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
   const float* lse = a.lse + head * t;
   const float* delta = a.delta + head * t;
   auto load_qdo = [&](int b, int64_t q0) {
-    barrier_expect(qdo.bar(b), 2 * kTile);
-    load_tile<D>(q_s + b * kTile, maps.q, hi, q0, qdo.bar(b));
-    load_tile<D>(do_s + b * kTile, maps.dout, hi, q0, qdo.bar(b));
+    load_tile_pair<D>(q_s + b * kTile, maps.q, do_s + b * kTile, maps.dout, hi, q0, qdo.bar(b));
   };
 
-  if (issuer) {  // k's and v's copies run under the walk's first reads of the layout
-    barrier_expect(kv_bar, 2 * kTile);
-    load_tile<D>(k_s, maps.k, hi, k0, kv_bar);
-    load_tile<D>(v_s, maps.v, hi, k0, kv_bar);
-  }
+  // k's and v's copies run under the walk's first reads of the layout.
+  if (issuer) load_tile_pair<D>(k_s, maps.k, v_s, maps.v, hi, k0, kv_bar);
   StepWalk walk = query_walk(a, k0, R);
   int64_t q0 = walk.next();
   if (q0 >= 0) {
@@ -504,16 +507,11 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
   const HeadIndex hi = head_index(head, a.heads);
   const int64_t q0 = query_tile_start(t, R);
   auto load_kv = [&](int b, int64_t k0) {
-    barrier_expect(kv.bar(b), 2 * kTile);
-    load_tile<D>(k_s + b * kTile, maps.k, hi, k0, kv.bar(b));
-    load_tile<D>(v_s + b * kTile, maps.v, hi, k0, kv.bar(b));
+    load_tile_pair<D>(k_s + b * kTile, maps.k, v_s + b * kTile, maps.v, hi, k0, kv.bar(b));
   };
 
-  if (issuer) {  // q's and dout's copies run under the walk's first reads of the layout
-    barrier_expect(qdo_bar, 2 * kTile);
-    load_tile<D>(q_s, maps.q, hi, q0, qdo_bar);
-    load_tile<D>(do_s, maps.dout, hi, q0, qdo_bar);
-  }
+  // q's and dout's copies run under the walk's first reads of the layout.
+  if (issuer) load_tile_pair<D>(q_s, maps.q, do_s, maps.dout, hi, q0, qdo_bar);
   StepWalk walk = key_walk(a, q0, R, R);
   int64_t k0 = walk.next();
   if (issuer && k0 >= 0) load_kv(0, k0);
