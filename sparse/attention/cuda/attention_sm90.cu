@@ -15,8 +15,9 @@
 // A thread block is one warpgroup (128 threads) and takes 64 queries
 // (forward, dq) or keys (dk/dv) of one head. Tiles arrive by TMA through the
 // operands' tensor maps (one thread issues a step's copies, every thread
-// waits on the mbarrier they complete), double-buffered, in the 128-byte
-// swizzle (wgmma.cuh); a tile of 128-wide rows is two 64-wide column slices,
+// waits on the mbarrier they complete), double-buffered (but the forward's
+// k and v at head size 128: forward_buffers), in the 128-byte swizzle
+// (wgmma.cuh); a tile of 128-wide rows is two 64-wide column slices,
 // each its own swizzled 64 x 64 tile. The
 // score products (q k^T; k q^T and v dout^T; q k^T and dout v^T) take both
 // operands from those tiles (K-major, k stepping through the slices), so
