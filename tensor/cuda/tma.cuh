@@ -172,22 +172,33 @@ constexpr CUtensorMapDataType tensor_map_type_16bit() {
   return std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 }
 
+// A kRank-D tensor of 16-bit elements: `dims` innermost first, `strides` the
+// bytes between entries of each outer dimension (multiples of 16), in boxes
+// of `box`; zeros outside.
+template <int kRank>
+inline CUtensorMap tensor_map_16bit(const void* data, const cuuint64_t (&dims)[kRank],
+                                    const cuuint64_t (&strides)[kRank - 1], const cuuint32_t (&box)[kRank],
+                                    CUtensorMapSwizzle swizzle, CUtensorMapDataType type, std::string_view op) {
+  CUtensorMap map;
+  cuuint32_t element_strides[kRank];
+  for (cuuint32_t& e : element_strides) e = 1;
+  const CUresult r = encode_tiled(op)(&map, type, kRank, const_cast<void*>(data), dims, strides, box, element_strides,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) COPPICE_CUDA_CHECK(cudaErrorInvalidValue, op);  // the map's shape or alignment
+  return map;
+}
+
 // A [outer, inner] matrix of 16-bit elements, rows `row_elems` apart (a
 // multiple of 8: TMA's strides are multiples of 16 bytes), in boxes of
 // box_inner x box_outer; zeros outside.
 inline CUtensorMap tensor_map_16bit(const void* data, int64_t inner, int64_t outer, int64_t row_elems, int box_inner,
                                     int box_outer, CUtensorMapSwizzle swizzle, CUtensorMapDataType type,
                                     std::string_view op) {
-  CUtensorMap map;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_elems) * 2};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode_tiled(op)(&map, type, 2, const_cast<void*>(data), dims, strides, box, element_strides,
-                                      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) COPPICE_CUDA_CHECK(cudaErrorInvalidValue, op);  // the map's shape or alignment
-  return map;
+  return tensor_map_16bit<2>(data, dims, strides, box, swizzle, type, op);
 }
 
 }  // namespace coppice::cuda

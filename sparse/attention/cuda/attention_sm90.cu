@@ -585,11 +585,7 @@ Sm90TileMap sm90_tile_map(const void* data, const HeadStrides& s, int64_t n, int
   const cuuint64_t strides[3] = {token, m.heads_dim > 1 ? bytes(s.head) : token,
                                  m.batch_dim > 1 ? bytes(s.batch) : token};
   const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(R), 1, 1};
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  const CUresult r = encode_tiled(op)(&m.map, tensor_map_type_16bit<T>(), 4, const_cast<void*>(data), dims, strides,
-                                      box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) COPPICE_CUDA_CHECK(cudaErrorInvalidValue, op);  // the map's shape or alignment
+  m.map = tensor_map_16bit<4>(data, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, tensor_map_type_16bit<T>(), op);
   return m;
 }
 
