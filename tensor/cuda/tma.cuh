@@ -85,6 +85,13 @@ __device__ __forceinline__ void tma_store(const CUtensorMap* map, uint32_t src, 
                "r"(inner), "r"(outer)
                : "memory");
 }
+// A 4-D box of shared memory at `src` into `map`'s tensor at (c0, c1, c2,
+// c3), innermost first, as tma_store.
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(map),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
 // `bytes` (a multiple of 16) of shared memory at `src` to global memory at
 // `dst` (16-byte aligned) as they lie, a copy of the thread's current bulk
 // group; the same fence and barrier as tma_store come first.

@@ -49,6 +49,7 @@
 #include "sparse/route_choices.h"
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/convert.h"
+#include "tensor/cuda/grid_dependency.cuh"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/mma_sync.cuh"
 #include "tensor/cuda/side_stream.h"
@@ -224,6 +225,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kDeltaThreads) attention_delta_kernel(FlashArgs f, float* delta) {
   constexpr int kN = 16 / sizeof(T), kGroup = D / kN, kRowsAPass = delta_rows<T, D>() / kDeltaPasses;
   static_assert(D % kN == 0 && 32 % kGroup == 0, "a row's packs must tile a warp");
+  allow_dependent_launch();  // dk/dv's prologue may run under these rows (it reads no delta before it waits)
   const T* dout = static_cast<const T*>(f.dout);
   const T* out = static_cast<const T*>(f.out);
   const HeadStrides& s = f.so;
@@ -644,20 +646,30 @@ FlashArgs flash_args(const Problem& p) {
   return a;
 }
 
+// How a kernel starts against the one before it in its stream: once that one
+// has ended (a plain launch), or overlapping its end (launch_overlapping: the
+// kernel keeps grid_dependency.cuh's contract, which it states where it waits).
+enum class Start { kAfter, kOverlapping };
+
 // Launches kernel over (tiles, heads first.. first + heads) in slices of
 // kMaxHeadsPerLaunch heads, with `more` after the FlashArgs (the wgmma
 // kernels' tensor maps, the row deltas' output).
 template <typename Kernel, typename... More>
 void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t first, int64_t heads, size_t smem, int threads,
-                     cudaStream_t stream, std::string_view op, const More&... more) {
+                     Start start, cudaStream_t stream, std::string_view op, const More&... more) {
   static_assert(std::is_pointer_v<Kernel>);
   COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                      op);
   for (int64_t h0 = first; h0 < first + heads; h0 += kMaxHeadsPerLaunch) {
     a.n_offset = h0;
     const int64_t hn = std::min(kMaxHeadsPerLaunch, first + heads - h0);
-    kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(hn)), threads, smem, stream>>>(a, more...);
-    check_launch(op);
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(hn));
+    if (start == Start::kOverlapping) {
+      launch_overlapping(kernel, grid, dim3(threads), smem, stream, op, a, more...);
+    } else {
+      kernel<<<grid, threads, smem, stream>>>(a, more...);
+      check_launch(op);
+    }
   }
 }
 
@@ -665,7 +677,7 @@ void launch_by_heads(Kernel kernel, FlashArgs a, int64_t tiles, int64_t first, i
 template <typename T, int D>
 void launch_delta(const FlashArgs& a, const Problem& p, float* delta, cudaStream_t stream, std::string_view op) {
   launch_by_heads(attention_delta_kernel<T, D>, a, (p.t + delta_rows<T, D>() - 1) / delta_rows<T, D>(), 0, p.n, 0,
-                  kDeltaThreads, stream, op, delta);
+                  kDeltaThreads, Start::kAfter, stream, op, delta);
 }
 
 // Whether the tiled kernels run on attention_sm90.cu's wgmma ones (every head
@@ -678,14 +690,25 @@ bool on_wgmma(int device, const FlashArgs& a, bool backward) {
   return mappable && route_pin("attention") != "mma_sync" && runs_sm90a(device, "attention");
 }
 
-// The wgmma kernels' tensor maps of q, k, v and (backward) dout.
+// The wgmma kernels' tensor maps: q, k, v and the forward's o, or q, k, v,
+// dout and the backward's dq, dk and dv.
 template <typename CT, int D>
 Sm90Maps sm90_maps(const FlashArgs& a, const Problem& p, bool backward, std::string_view op) {
+  auto map = [&](const void* data, const HeadStrides& s) {
+    return sm90_tile_map<CT>(data, s, p.n, p.heads, p.t, D, op);
+  };
   Sm90Maps m;
-  m.q = sm90_tile_map<CT>(a.q, a.sq, p.n, p.heads, p.t, D, op);
-  m.k = sm90_tile_map<CT>(a.k, a.sk, p.n, p.heads, p.t, D, op);
-  m.v = sm90_tile_map<CT>(a.v, a.sv, p.n, p.heads, p.t, D, op);
-  if (backward) m.dout = sm90_tile_map<CT>(a.dout, a.so, p.n, p.heads, p.t, D, op);
+  m.q = map(a.q, a.sq);
+  m.k = map(a.k, a.sk);
+  m.v = map(a.v, a.sv);
+  if (backward) {
+    m.dout = map(a.dout, a.so);
+    m.dq = map(a.dq, a.sdq);
+    m.dk = map(a.dk, a.sdk);
+    m.dv = map(a.dv, a.sdv);
+  } else {
+    m.o = map(a.o, a.so);
+  }
   return m;
 }
 
@@ -695,13 +718,14 @@ void flash_forward(const FlashArgs& a, const Problem& p, int device, cudaStream_
   if (on_wgmma(device, a, false)) {
     const Sm90AttentionKernels k = sm90_attention_kernels<CT, D>();
     launch_by_heads(k.forward, a, (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile, 0, p.n, k.forward_smem,
-                    kSm90AttentionThreads, stream, op::kAttentionForward,
+                    kSm90AttentionThreads, Start::kAfter, stream, op::kAttentionForward,
                     sm90_maps<CT, D>(a, p, false, op::kAttentionForward));
     return;
   }
   const size_t smem = size_t{5} * S::kRows * S::kPitch * sizeof(CT);
   const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
-  launch_by_heads(flash_forward_kernel<CT, D>, a, tiles, 0, p.n, smem, S::kThreads, stream, op::kAttentionForward);
+  launch_by_heads(flash_forward_kernel<CT, D>, a, tiles, 0, p.n, smem, S::kThreads, Start::kAfter, stream,
+                  op::kAttentionForward);
 }
 
 // The wgmma backward's dq, two ways. Up to T = kDsTilesMaxT (or pinned
@@ -733,9 +757,10 @@ void flash_backward(const FlashArgs& a, const Problem& p, int device, cudaStream
     const bool ds_tiles = head_bytes <= kDsTilesBudget && (pin ? *pin == "tiles" : p.t <= kDsTilesMaxT);
     if (!ds_tiles) {
       SideBranch side(device, stream, op);
-      launch_by_heads(k.dkdv, a, tiles, 0, p.n, k.dkdv_smem, kSm90AttentionThreads, stream, op, maps);
-      launch_by_heads(k.dq_recompute, a, tiles, 0, p.n, k.dq_recompute_smem, kSm90AttentionThreads, side.stream(), op,
+      launch_by_heads(k.dkdv, a, tiles, 0, p.n, k.dkdv_smem, kSm90AttentionThreads, Start::kOverlapping, stream, op,
                       maps);
+      launch_by_heads(k.dq_recompute, a, tiles, 0, p.n, k.dq_recompute_smem, kSm90AttentionThreads, Start::kAfter,
+                      side.stream(), op, maps);
       side.join();
       return;
     }
@@ -746,16 +771,18 @@ void flash_backward(const FlashArgs& a, const Problem& p, int device, cudaStream
     for (int64_t h0 = 0; h0 < p.n; h0 += slice) {
       const int64_t hn = std::min(slice, p.n - h0);
       b.ds_first = h0;
-      launch_by_heads(k.dkdv, b, tiles, h0, hn, k.dkdv_smem, kSm90AttentionThreads, stream, op, maps);
-      launch_by_heads(k.dq, b, tiles, h0, hn, k.dq_smem, kSm90AttentionThreads, stream, op, maps);
+      launch_by_heads(k.dkdv, b, tiles, h0, hn, k.dkdv_smem, kSm90AttentionThreads, Start::kOverlapping, stream, op,
+                      maps);
+      launch_by_heads(k.dq, b, tiles, h0, hn, k.dq_smem, kSm90AttentionThreads, Start::kOverlapping, stream, op, maps);
     }
     return;
   }
   const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
   const size_t tiles_smem = (size_t{2} * S::kRows + size_t{4} * S::kStep) * S::kPitch * sizeof(CT);
   launch_by_heads(flash_dkdv_kernel<CT, D>, a, tiles, 0, p.n, tiles_smem + size_t{4} * S::kStep * sizeof(float),
-                  S::kThreads, stream, op::kAttentionBackward);
-  launch_by_heads(flash_dq_kernel<CT, D>, a, tiles, 0, p.n, tiles_smem, S::kThreads, stream, op::kAttentionBackward);
+                  S::kThreads, Start::kAfter, stream, op::kAttentionBackward);
+  launch_by_heads(flash_dq_kernel<CT, D>, a, tiles, 0, p.n, tiles_smem, S::kThreads, Start::kAfter, stream,
+                  op::kAttentionBackward);
 }
 
 // Shared memory of the row kernels: `arrays` score rows of t values of C.

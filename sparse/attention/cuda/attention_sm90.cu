@@ -18,7 +18,12 @@
 // waits on the mbarrier they complete), double-buffered (but the forward's
 // k and v at head size 128: forward_buffers), in the 128-byte swizzle
 // (wgmma.cuh); a tile of 128-wide rows is two 64-wide column slices,
-// each its own swizzled 64 x 64 tile. The
+// each its own swizzled 64 x 64 tile. Each kernel's output tile leaves the
+// same way: stmatrix into a tile its walk is done with, and one thread's TMA
+// store (stage_tile, store_tiles). dk/dv and dq are launched to overlap the
+// kernel before them (tensor/cuda/grid_dependency.cuh): their barriers, walk
+// and first input tiles are under way before that kernel's last blocks end,
+// and they wait for it only before reading what it writes. The
 // score products (q k^T; k q^T and v dout^T; q k^T and dout v^T) take both
 // operands from those tiles (K-major, k stepping through the slices), so
 // the operands a walk keeps (q; k and v; q and dout) never pass through
@@ -51,6 +56,7 @@
 #include <string_view>
 
 #include "sparse/attention/cuda/attention_sm90.h"
+#include "tensor/cuda/grid_dependency.cuh"
 #include "tensor/cuda/mma_sync.cuh"
 #include "tensor/cuda/tma.cuh"
 #include "tensor/cuda/wgmma.cuh"
@@ -180,6 +186,11 @@ __device__ __forceinline__ HeadIndex head_index(int64_t n, int64_t heads) {
   const uint32_t n32 = static_cast<uint32_t>(n), heads32 = static_cast<uint32_t>(heads);
   return {static_cast<int>(n32 % heads32), static_cast<int>(n32 / heads32)};
 }
+// Head h's coordinates in map m: a dimension mapped one entry long (of
+// stride 0, or of one entry) takes coordinate 0.
+__device__ __forceinline__ HeadIndex map_entry(const Sm90TileMap& m, HeadIndex h) {
+  return {m.heads_dim == 1 ? 0 : h.head, m.batch_dim == 1 ? 0 : h.batch};
+}
 
 // Issues the copies of rows [row0, row0 + 64) of head `h` of an operand into
 // a swizzled tile (a box per 64 columns: the tile's column slices), which
@@ -187,10 +198,11 @@ __device__ __forceinline__ HeadIndex head_index(int64_t n, int64_t heads) {
 template <int D>
 __device__ __forceinline__ void load_tile(unsigned char* tile, const Sm90TileMap& m, HeadIndex h, int64_t row0,
                                           uint32_t bar) {
-  const int head = m.heads_dim == 1 ? 0 : h.head, batch = m.batch_dim == 1 ? 0 : h.batch;
+  const HeadIndex at = map_entry(m, h);
 #pragma unroll
   for (int slice = 0; slice < D / 64; ++slice) {
-    tma_load_4d(smem_u32(tile) + slice * kSliceBytes, &m.map, slice * 64, static_cast<int>(row0), head, batch, bar);
+    tma_load_4d(smem_u32(tile) + slice * kSliceBytes, &m.map, slice * 64, static_cast<int>(row0), at.head, at.batch,
+                bar);
   }
 }
 
@@ -202,6 +214,55 @@ __device__ __forceinline__ void load_tile_pair(unsigned char* tile_a, const Sm90
   barrier_expect(bar, 2 * tile_bytes<D>());
   load_tile<D>(tile_a, a, h, row0, bar);
   load_tile<D>(tile_b, b, h, row0, bar);
+}
+
+// The write-out: a warpgroup's 64 x D accumulators c, times `scale` and
+// rounded to T (store_rows' arithmetic, so the same bits), staged by
+// stmatrix into a free tile of D / 64 swizzled column slices (stage_ds's
+// layout), where store_tiles' copy takes them. Plain stores had each
+// thread write 4 bytes at a time, and a block's end waited for them to
+// drain (Nsight Compute: 5-14 % of the warps' stall samples).
+template <typename T, int D>
+__device__ __forceinline__ void stage_tile(unsigned char* tile, float (&c)[D / 8][4], float scale, int warp, int lane) {
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) c[j][e] *= scale;
+  }
+  uint32_t f[D / 16][4];
+  to_a<T, D / 8>(f, c);
+#pragma unroll
+  for (int slice = 0; slice < D / 64; ++slice) {
+    stage_ds(tile + slice * kSliceBytes, *reinterpret_cast<const uint32_t(*)[kTokenSteps][4]>(&f[slice * kTokenSteps]),
+             warp, lane);
+  }
+}
+// An output's staged tile (stage_tile's) and the map it goes out through.
+struct OutTile {
+  const Sm90TileMap* map;
+  const unsigned char* smem;
+};
+// After every thread's stage_tile: rows [row0, row0 + 64) of head `h` of
+// each output, copied out of its tile by one thread, which waits until the
+// copies (and any before them) have read their tiles, so that the block may
+// end; TMA leaves the rows past t unwritten.
+template <int D, typename... Out>
+__device__ __forceinline__ void store_tiles(HeadIndex h, int64_t row0, const Out&... out) {
+  fence_proxy_async();  // the stmatrix writes, before the copies read them
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const auto store = [&](const OutTile& o) {
+      const HeadIndex at = map_entry(*o.map, h);
+#pragma unroll
+      for (int slice = 0; slice < D / 64; ++slice) {
+        tma_store_4d(&o.map->map, smem_u32(o.smem) + slice * kSliceBytes, slice * 64, static_cast<int>(row0), at.head,
+                     at.batch);
+      }
+    };
+    (store(out), ...);
+    bulk_commit();
+    bulk_wait_read<0>();
+  }
 }
 
 // kCount mbarriers at `bars` (8 bytes apart), each awaiting one arrival (the
@@ -327,8 +388,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const FlashArgs a, co
     k0 = k_next;
   }
   finish_softmax(o, m, l, a.lse + head * t, row_base, t, lane);
-  store_rows<T, D / 8>(static_cast<T*>(a.o) + head_offset(a.so, head, a.heads), o, q0 + warp * 16, t, a.so.token, 1.f,
-                       lane);
+  stage_tile<T, D>(q_s, o, 1.f, warp, lane);  // q's tile is free: the last step's q k^T is done (the barrier above)
+  store_tiles<D>(hi, q0, OutTile{&maps.o, q_s});
 }
 
 // ---- backward: dk and dv of 64 keys, over the query steps that see them ---------------------------
@@ -369,12 +430,17 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
     load_tile_pair<D>(q_s + b * kTile, maps.q, do_s + b * kTile, maps.dout, hi, q0, qdo.bar(b));
   };
 
+  allow_dependent_launch();  // dq's prologue may run under this kernel's last blocks
   // k's and v's copies run under the walk's first reads of the layout.
   if (issuer) load_tile_pair<D>(k_s, maps.k, v_s, maps.v, hi, k0, kv_bar);
   StepWalk walk = query_walk(a, k0, R);
   int64_t q0 = walk.next();
+  if (issuer && q0 >= 0) load_qdo(0, q0);
+  // Launched to overlap the row deltas' kernel (attention.cu), whose rows
+  // only the stats below read: everything before reads the inputs of the
+  // backward, complete before that kernel started, and writes nothing global.
+  wait_for_prerequisite_grids();
   if (q0 >= 0) {
-    if (issuer) load_qdo(0, q0);
     stage_row_stats(lse2_s, delta_s, lse, delta, q0, R, t);
     __syncthreads();  // the row values stored
   }
@@ -431,11 +497,10 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
     buf ^= 1;
     q0 = q_next;
   }
-  store_rows<T, D / 8>(static_cast<T*>(a.dk) + head_offset(a.sdk, head, a.heads), dk, k0 + warp * 16, t, a.sdk.token,
-                       a.scale, lane);
-  store_rows<T, D / 8>(static_cast<T*>(a.dv) + head_offset(a.sdv, head, a.heads), dv, k0 + warp * 16, t, a.sdv.token,
-                       1.f, lane);
-  if (threadIdx.x == 0) bulk_wait<0>();  // the last copy out has left the stage before the block does
+  // k's and v's tiles are free (the last step's products are done: the barrier above).
+  stage_tile<T, D>(k_s, dk, a.scale, warp, lane);
+  stage_tile<T, D>(v_s, dv, 1.f, warp, lane);
+  store_tiles<D>(hi, k0, OutTile{&maps.dk, k_s}, OutTile{&maps.dv, v_s});  // (and the last ds tile's copy has read it)
 }
 
 // ---- backward: dq of 64 queries, from dk/dv's ds tiles ----------------------------------------------
@@ -457,21 +522,31 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashArgs a, const _
   const int64_t t = a.t, head = blockIdx.y + a.n_offset;
   const HeadIndex hi = head_index(head, a.heads);
   const int64_t q0 = query_tile_start(t, R);
-  auto load = [&](int b, int64_t k0) {
+  auto load_k = [&](int b, int64_t k0) {  // a step's copies complete once both have landed
     barrier_expect(steps.bar(b), kSm90DsTileBytes + kTile);
-    bulk_load(smem_u32(ds_s + b * kSm90DsTileBytes), ds_slot(a, head, k0 / R, q0 / R), kSm90DsTileBytes, steps.bar(b));
     load_tile<D>(k_s + b * kTile, maps.k, hi, k0, steps.bar(b));
   };
+  auto load_ds = [&](int b, int64_t k0) {
+    bulk_load(smem_u32(ds_s + b * kSm90DsTileBytes), ds_slot(a, head, k0 / R, q0 / R), kSm90DsTileBytes, steps.bar(b));
+  };
 
+  allow_dependent_launch();  // with the heads in slices, the next slice's dk/dv overlaps this one's end
   StepWalk walk = key_walk(a, q0, R, R);
   int64_t k0 = walk.next();
-  if (issuer && k0 >= 0) load(0, k0);
+  if (issuer && k0 >= 0) load_k(0, k0);
+  // Launched to overlap dk/dv, whose ds tiles are read after this (k, an
+  // input of the backward, was complete before dk/dv started).
+  wait_for_prerequisite_grids();
+  if (issuer && k0 >= 0) load_ds(0, k0);
   float dq[D / 8][4];
   zero(dq);
   int buf = 0;
   while (k0 >= 0) {
     const int64_t k_next = walk.next();
-    if (issuer && k_next >= 0) load(buf ^ 1, k_next);  // the step before read that buffer (the barrier below)
+    if (issuer && k_next >= 0) {  // the step before read that buffer (the barrier below)
+      load_k(buf ^ 1, k_next);
+      load_ds(buf ^ 1, k_next);
+    }
     steps.wait(buf);
     issue(dq);
     ds_times_k<T, D>(dq, ds_s + buf * kSm90DsTileBytes, k_s + buf * kTile);
@@ -481,8 +556,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashArgs a, const _
     buf ^= 1;
     k0 = k_next;
   }
-  store_rows<T, D / 8>(static_cast<T*>(a.dq) + head_offset(a.sdq, head, a.heads), dq, q0 + warp * 16, t, a.sdq.token,
-                       a.scale, lane);
+  stage_tile<T, D>(ds_s, dq, a.scale, warp, lane);  // the ds buffers (2 x 8 KB) are free: the barrier above
+  store_tiles<D>(hi, q0, OutTile{&maps.dq, ds_s});
 }
 
 // ---- backward: dq of 64 queries, recomputing ds -------------------------------------------------------
@@ -547,8 +622,8 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
     buf ^= 1;
     k0 = k_next;
   }
-  store_rows<T, D / 8>(static_cast<T*>(a.dq) + head_offset(a.sdq, head, a.heads), dq, q0 + warp * 16, t, a.sdq.token,
-                       a.scale, lane);
+  stage_tile<T, D>(q_s, dq, a.scale, warp, lane);  // q's tile is free: the barrier above
+  store_tiles<D>(hi, q0, OutTile{&maps.dq, q_s});
 }
 
 }  // namespace

@@ -46,6 +46,10 @@ struct Sm90TileMap {
 };
 struct Sm90Maps {
   Sm90TileMap q, k, v, dout;  // dout: the backward's alone
+  // The outputs, which each kernel's write-out stores through as its last
+  // tiles (TMA clips the rows past t): the forward's o, the backward's dq
+  // (either kernel's), dk and dv.
+  Sm90TileMap o, dq, dk, dv;
 };
 // Whether TMA can map an operand: its tokens are apart (a stride of 0 along
 // t, possible through expand, cannot be mapped; the mma.sync kernels take it).
