@@ -436,9 +436,10 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
   StepWalk walk = query_walk(a, k0, R);
   int64_t q0 = walk.next();
   if (issuer && q0 >= 0) load_qdo(0, q0);
-  // Launched to overlap the row deltas' kernel (attention.cu), whose rows
-  // only the stats below read: everything before reads the inputs of the
-  // backward, complete before that kernel started, and writes nothing global.
+  // Launched to overlap the kernel before it (the row deltas', or with the
+  // heads in slices the last slice's dq): everything before the wait reads
+  // the backward's inputs, complete before any of its kernels started, and
+  // writes nothing global; delta (the stats below) and the ds slots after it.
   wait_for_prerequisite_grids();
   if (q0 >= 0) {
     stage_row_stats(lse2_s, delta_s, lse, delta, q0, R, t);
