@@ -201,7 +201,8 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(FlashArgs a) {
 // ---- backward -----------------------------------------------------------------------------------
 
 // delta[n, i] = sum(dout[n, i] * out[n, i]) in f32 for the tiled path (16-bit,
-// d 64 or 128, rows 16-byte aligned; the row kernels form their own): a
+// d 64 or 128, rows 16-byte aligned; the row kernels form their own, and so
+// does the wgmma dk/dv for short walks, kFormDeltasMaxVisits): a
 // group of d / 8 lanes per row, 16 bytes each, so a warp reads whole rows in
 // 128-bit loads; the warp-a-row kernel read 2 bytes a lane and took about
 // three times what the bytes need (0.5 ms of the GPT step on an H200). A
@@ -243,13 +244,7 @@ __global__ void __launch_bounds__(kDeltaThreads) attention_delta_kernel(FlashArg
   }
 #pragma unroll
   for (int i = 0; i < kDeltaPasses; ++i) {
-    const T* av = reinterpret_cast<const T*>(&a[i]);
-    const T* bv = reinterpret_cast<const T*>(&b[i]);
-    float sum = 0.f;
-#pragma unroll
-    for (int e = 0; e < kN; ++e) sum += convert<float>(av[e]) * convert<float>(bv[e]);
-#pragma unroll
-    for (int off = kGroup / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    const float sum = row_delta<T, kGroup>(a[i], b[i]);
     const int64_t row = row0 + i * kRowsAPass;
     if (row < t && sub == 0) delta[n * t + row] = sum;
   }
@@ -586,6 +581,7 @@ HeadStrides strides_of(const Tensor& x) {
 
 struct Problem {
   int64_t n = 0, t = 0, d = 0, heads = 1, block = 0;
+  int64_t layout_blocks = 0;  // the blocks a layout keeps
   double scale = 1.0;
   bool causal = false;
   const int32_t *row_ptr = nullptr, *col_idx = nullptr, *col_ptr = nullptr, *row_idx = nullptr;
@@ -610,6 +606,7 @@ Problem problem_of(const std::vector<Tensor>& in, size_t layout_at, const Attrs&
     p.col_idx = in[layout_at + 1].data<int32_t>();
     p.col_ptr = in[layout_at + 2].data<int32_t>();
     p.row_idx = in[layout_at + 3].data<int32_t>();
+    p.layout_blocks = in[layout_at + 1].numel();
   }
   return p;
 }
@@ -702,6 +699,7 @@ Sm90Maps sm90_maps(const FlashArgs& a, const Problem& p, bool backward, std::str
   m.k = map(a.k, a.sk);
   m.v = map(a.v, a.sv);
   if (backward) {
+    m.o = map(a.out, a.so);
     m.dout = map(a.dout, a.so);
     m.dq = map(a.dq, a.sdq);
     m.dk = map(a.dk, a.sdk);
@@ -744,17 +742,50 @@ void flash_forward(const FlashArgs& a, const Problem& p, int device, cudaStream_
 constexpr int64_t kDsTilesMaxT = 1024;
 constexpr int64_t kDsTilesBudget = int64_t{256} << 20;
 
+// On the route of ds tiles, dk/dv at head size 64 forms the row deltas
+// itself where a query tile's walk is short: on average at most
+// kFormDeltasMaxVisits key tiles for each query tile (visited_pairs). Each
+// visit forms that query tile's deltas again (out's 8 KB tile from L2 and
+// about 200 instructions a warp), where the row-delta kernel reads dout and
+// out from HBM once and is a launch of its own. H200, bench attention bf16,
+// [32, 16, 512, 64] forward + backward, formed against the row-delta
+// kernel's: the 75 % window (2 visits) 0.1849 -> 0.1747 ms, block_sparse
+// (2.25) 0.1878 -> 0.1825; formed everywhere, causal (4.5) 0.2529 -> 0.2612
+// and full (8) 0.384 -> 0.420.
+constexpr double kFormDeltasMaxVisits = 2.5;
+
+// The (key tile, query tile) pairs of a head the walks visit, at most: a
+// layout's blocks in tiles (a causal layout's diagonal blocks whole), or
+// the triangle when causal, or every pair.
+int64_t visited_pairs(const Problem& p) {
+  const int64_t per_block = p.block / kSm90AttentionTile;
+  return p.block > 0 ? p.layout_blocks * per_block * per_block : sm90_ds_pairs(p.t, p.causal);
+}
+
+// The backward of the tiled kernels (a.lse set; dq, dk and dv written).
+// The row deltas are launch_delta's, in a tensor of their own, except
+// where the wgmma dk/dv forms them (kFormDeltasMaxVisits).
 template <typename CT, int D>
-void flash_backward(const FlashArgs& a, const Problem& p, int device, cudaStream_t stream) {
+void flash_backward(FlashArgs a, const Problem& p, int device, cudaStream_t stream) {
   using S = Tiles<CT, D>;
+  constexpr std::string_view op = op::kAttentionBackward;
+  Tensor delta;
+  auto row_deltas = [&] {
+    delta = Tensor::empty({p.n, p.t}, TensorOptions(DType::kF32, Device::cuda(device)));
+    a.delta = delta.data<float>();
+    launch_delta<CT, D>(a, p, delta.data<float>(), stream, op);
+  };
   if (on_wgmma(device, a, true)) {
-    constexpr std::string_view op = op::kAttentionBackward;
     const Sm90AttentionKernels k = sm90_attention_kernels<CT, D>();
     const Sm90Maps maps = sm90_maps<CT, D>(a, p, true, op);
     const int64_t tiles = (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile;
     const int64_t head_bytes = sm90_ds_pairs(p.t, p.causal) * kSm90DsTileBytes;
     const std::optional<std::string> pin = route_pin("attention_dq");
     const bool ds_tiles = head_bytes <= kDsTilesBudget && (pin ? *pin == "tiles" : p.t <= kDsTilesMaxT);
+    const bool forming_deltas =
+        ds_tiles && k.dkdv_forming_deltas != nullptr &&
+        static_cast<double>(visited_pairs(p)) <= kFormDeltasMaxVisits * static_cast<double>(tiles);
+    if (!forming_deltas) row_deltas();
     if (!ds_tiles) {
       SideBranch side(device, stream, op);
       launch_by_heads(k.dkdv, a, tiles, 0, p.n, k.dkdv_smem, kSm90AttentionThreads, Start::kOverlapping, stream, op,
@@ -768,21 +799,25 @@ void flash_backward(const FlashArgs& a, const Problem& p, int device, cudaStream
     Tensor ds = Tensor::empty({slice * head_bytes}, TensorOptions(DType::kU8, Device::cuda(device)));
     FlashArgs b = a;
     b.ds = ds.data_ptr();
+    const auto dkdv = forming_deltas ? k.dkdv_forming_deltas : k.dkdv;
+    const size_t dkdv_smem = forming_deltas ? k.dkdv_forming_deltas_smem : k.dkdv_smem;
     for (int64_t h0 = 0; h0 < p.n; h0 += slice) {
       const int64_t hn = std::min(slice, p.n - h0);
       b.ds_first = h0;
-      launch_by_heads(k.dkdv, b, tiles, h0, hn, k.dkdv_smem, kSm90AttentionThreads, Start::kOverlapping, stream, op,
-                      maps);
+      // dk/dv overlaps the row deltas' kernel or the last slice's dq; the
+      // first one forming its deltas follows whatever wrote dout, after it.
+      const Start start = h0 == 0 && forming_deltas ? Start::kAfter : Start::kOverlapping;
+      launch_by_heads(dkdv, b, tiles, h0, hn, dkdv_smem, kSm90AttentionThreads, start, stream, op, maps);
       launch_by_heads(k.dq, b, tiles, h0, hn, k.dq_smem, kSm90AttentionThreads, Start::kOverlapping, stream, op, maps);
     }
     return;
   }
+  row_deltas();
   const int64_t tiles = (p.t + S::kRows - 1) / S::kRows;
   const size_t tiles_smem = (size_t{2} * S::kRows + size_t{4} * S::kStep) * S::kPitch * sizeof(CT);
   launch_by_heads(flash_dkdv_kernel<CT, D>, a, tiles, 0, p.n, tiles_smem + size_t{4} * S::kStep * sizeof(float),
-                  S::kThreads, Start::kAfter, stream, op::kAttentionBackward);
-  launch_by_heads(flash_dq_kernel<CT, D>, a, tiles, 0, p.n, tiles_smem, S::kThreads, Start::kAfter, stream,
-                  op::kAttentionBackward);
+                  S::kThreads, Start::kAfter, stream, op);
+  launch_by_heads(flash_dq_kernel<CT, D>, a, tiles, 0, p.n, tiles_smem, S::kThreads, Start::kAfter, stream, op);
 }
 
 // Shared memory of the row kernels: `arrays` score rows of t values of C.
@@ -911,16 +946,12 @@ std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attr
   a.sdk = strides_of(dk);
   a.sdv = strides_of(dv);
   if (tiled(q.dtype(), p, {&q, &k, &v, &out, &dout, &dq, &dk, &dv})) {
-    Tensor delta = Tensor::empty({p.n, p.t}, TensorOptions(DType::kF32, q.device()));
     a.lse = const_cast<float*>(lse.data<float>());
-    a.delta = delta.data<float>();
     auto run = [&](auto tag) {
       using CT = typename decltype(tag)::type;
       if (p.d == 64) {
-        launch_delta<CT, 64>(a, p, delta.data<float>(), stream, op);
         flash_backward<CT, 64>(a, p, q.device().index, stream);
       } else {
-        launch_delta<CT, 128>(a, p, delta.data<float>(), stream, op);
         flash_backward<CT, 128>(a, p, q.device().index, stream);
       }
     };

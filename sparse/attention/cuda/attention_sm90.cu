@@ -404,20 +404,51 @@ constexpr int backward_blocks() {
   return D == 64 ? 3 : 2;
 }
 
-template <typename T, int D>
+// The row deltas of a step's 64 queries, delta = rowsum(dout * out), into
+// delta_s: from the step's dout and out tiles (64-wide rows, swizzled), a
+// row 8 lanes of 16 bytes, four rows a thread, in the row-delta kernel's
+// arithmetic (row_delta), so the bits are that kernel's. Rows past t are
+// zeros in both tiles, so their delta is 0 as that kernel leaves it.
+template <typename T>
+__device__ __forceinline__ void form_row_deltas(float* delta_s, const unsigned char* dout, const unsigned char* out) {
+  constexpr int kGroup = 8;  // 16-byte chunks of a 128-byte row
+  const int chunk = threadIdx.x % kGroup;
+#pragma unroll
+  for (int pass = 0; pass < R * kGroup / kThreads; ++pass) {
+    const int row = pass * (kThreads / kGroup) + threadIdx.x / kGroup;
+    const int at = sw128_offset(row, chunk);
+    const float sum =
+        row_delta<T, kGroup>(*reinterpret_cast<const uint4*>(dout + at), *reinterpret_cast<const uint4*>(out + at));
+    if (chunk == 0) delta_s[row] = sum;
+  }
+}
+
+// dk/dv reads the row deltas (a.delta) that attention.cu's row-delta
+// kernel wrote before it, or, kFormsDeltas (head size 64), forms them: the
+// forward's out arrives beside q and dout, a third tile of each buffer, and
+// form_row_deltas runs while the step's score products do. Each query
+// tile's deltas are then formed once for each key tile that sees it, from
+// tiles that L2 mostly serves, where the row deltas' kernel reads dout and
+// out from HBM once and is a launch of its own (H200, [32, 16, 512, 64],
+// 75 % window: 17.6 us of the backward's 140), so attention.cu takes it for
+// short walks alone (kFormDeltasMaxVisits). Head size 128 has no room for
+// the third tiles: its 104 KB take two thread blocks an SM, and 136 KB one.
+template <typename T, int D, bool kFormsDeltas>
 __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
     dkdv_kernel(const FlashArgs a, const __grid_constant__ Sm90Maps maps) {
+  static_assert(!kFormsDeltas || D == 64, "head size 64 forms its row deltas");
   constexpr int kTile = tile_bytes<D>();
   extern __shared__ unsigned char smem_raw[];
   unsigned char* k_s = aligned_smem(smem_raw);
   unsigned char* v_s = k_s + kTile;
   unsigned char* q_s = v_s + kTile;                                   // two buffers
   unsigned char* do_s = q_s + 2 * kTile;                              // two buffers
-  unsigned char* ds_s = do_s + 2 * kTile;                             // the step's ds^T, on its way out
+  unsigned char* out_s = do_s + 2 * kTile;                            // kFormsDeltas: two buffers
+  unsigned char* ds_s = out_s + (kFormsDeltas ? 2 * kTile : 0);       // the step's ds^T, on its way out
   float* lse2_s = reinterpret_cast<float*>(ds_s + kSm90DsTileBytes);  // two buffers of R
-  float* delta_s = lse2_s + 2 * R;
+  float* delta_s = lse2_s + 2 * R;                                    // two buffers of R
   const uint32_t kv_bar = smem_u32(delta_s + 2 * R);
-  StepBarriers qdo{kv_bar + 8};  // q and dout of each buffer
+  StepBarriers qdo{kv_bar + 8};  // q and dout (and out) of each buffer
   init_barriers<3>(kv_bar);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const bool issuer = threadIdx.x == 0;
@@ -425,9 +456,18 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
   const HeadIndex hi = head_index(head, a.heads);
   const int64_t k0 = static_cast<int64_t>(blockIdx.x) * R;
   const float* lse = a.lse + head * t;
-  const float* delta = a.delta + head * t;
+  // Forming the deltas, the row stats are lse alone (null: attention_tiles.cuh).
+  const float* delta = kFormsDeltas ? nullptr : a.delta + head * t;
+  float* staged_delta_s = kFormsDeltas ? nullptr : delta_s;
   auto load_qdo = [&](int b, int64_t q0) {
-    load_tile_pair<D>(q_s + b * kTile, maps.q, do_s + b * kTile, maps.dout, hi, q0, qdo.bar(b));
+    if constexpr (kFormsDeltas) {
+      barrier_expect(qdo.bar(b), 3 * kTile);
+      load_tile<D>(q_s + b * kTile, maps.q, hi, q0, qdo.bar(b));
+      load_tile<D>(do_s + b * kTile, maps.dout, hi, q0, qdo.bar(b));
+      load_tile<D>(out_s + b * kTile, maps.o, hi, q0, qdo.bar(b));
+    } else {
+      load_tile_pair<D>(q_s + b * kTile, maps.q, do_s + b * kTile, maps.dout, hi, q0, qdo.bar(b));
+    }
   };
 
   allow_dependent_launch();  // dq's prologue may run under this kernel's last blocks
@@ -437,12 +477,13 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
   int64_t q0 = walk.next();
   if (issuer && q0 >= 0) load_qdo(0, q0);
   // Launched to overlap the kernel before it (the row deltas', or with the
-  // heads in slices the last slice's dq): everything before the wait reads
-  // the backward's inputs, complete before any of its kernels started, and
+  // heads in slices the last slice's dq; forming its deltas, the first
+  // slice is a plain launch): everything before the wait reads the
+  // backward's inputs, complete before any of its kernels started, and
   // writes nothing global; delta (the stats below) and the ds slots after it.
   wait_for_prerequisite_grids();
   if (q0 >= 0) {
-    stage_row_stats(lse2_s, delta_s, lse, delta, q0, R, t);
+    stage_row_stats(lse2_s, staged_delta_s, lse, delta, q0, R, t);
     __syncthreads();  // the row values stored
   }
   barrier_wait(kv_bar, 0);  // (an empty walk's too: the copies land before the block ends)
@@ -470,25 +511,26 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
     issue();
     scores<T, D>(p, k_s, qs);
     scores<T, D>(ds, v_s, dos);
+    if constexpr (kFormsDeltas) form_row_deltas<T>(delta_s + buf * R, dos, out_s + buf * kTile);
     complete(p, ds);
+    // ds^T goes to the stage (below) once the last step's copy out has read
+    // it (issued a step ago, so seldom waited for); forming the deltas, the
+    // barrier after that wait is also the one before they are read.
+    if (keep_ds && threadIdx.x == 0) bulk_wait_read<0>();
+    if (keep_ds || kFormsDeltas) __syncthreads();
     transposed_p_ds(p, ds, lse2_s + buf * R, delta_s + buf * R, c2, a.causal && q0 < k0 + R, key_base, q0, lane);
     // dv += p^T dout, dk += ds^T q
     uint32_t pf[kTokenSteps][4], sf[kTokenSteps][4];
     to_a<T, kNS>(pf, p);
     to_a<T, kNS>(sf, ds);
-    // ds^T, rounded as dk's product takes it, for dq: into the stage once the
-    // last step's copy out has read it (issued a step ago, so seldom waited for).
-    if (keep_ds) {
-      if (threadIdx.x == 0) bulk_wait_read<0>();
-      __syncthreads();
-      stage_ds(ds_s, sf, warp, lane);
-    }
+    if (keep_ds) stage_ds(ds_s, sf, warp, lane);  // ds^T, rounded as dk's product takes it, for dq
     issue(pf, sf, dv, dk);
     values<T, D>(dv, pf, dos);
     values<T, D>(dk, sf, qs);
     complete(dv, dk);
 
-    if (q_next >= 0) store_row_stats(next_stats, lse2_s + (buf ^ 1) * R, delta_s + (buf ^ 1) * R, R);
+    if (q_next >= 0)
+      store_row_stats(next_stats, lse2_s + (buf ^ 1) * R, kFormsDeltas ? nullptr : delta_s + (buf ^ 1) * R, R);
     fence_proxy_async();  // the stage's stmatrix writes, before the copy out reads them
     __syncthreads();      // and every warp is done with this buffer and its row values
     if (keep_ds && threadIdx.x == 0) {
@@ -634,12 +676,14 @@ Sm90AttentionKernels sm90_attention_kernels() {
   constexpr size_t kTile = tile_bytes<D>();
   Sm90AttentionKernels k;
   k.forward = forward_kernel<T, D>;
-  k.dkdv = dkdv_kernel<T, D>;
+  k.dkdv = dkdv_kernel<T, D, false>;
+  if constexpr (D == 64) k.dkdv_forming_deltas = dkdv_kernel<T, D, true>;
   k.dq = dq_kernel<T, D>;
   k.dq_recompute = dq_recompute_kernel<T, D>;
   constexpr size_t kBarrier = 8;                                                    // an mbarrier
   k.forward_smem = kAlign + (1 + 2 * forward_buffers<D>()) * kTile + 3 * kBarrier;  // q, k's and v's buffers
   k.dkdv_smem = kAlign + 6 * kTile + kSm90DsTileBytes + 4 * R * sizeof(float) + 3 * kBarrier;
+  k.dkdv_forming_deltas_smem = k.dkdv_smem + 2 * kTile;  // out's two buffers
   k.dq_smem = kAlign + 2 * (kSm90DsTileBytes + kTile) + 2 * kBarrier;
   k.dq_recompute_smem = kAlign + 6 * kTile + 3 * kBarrier;
   return k;

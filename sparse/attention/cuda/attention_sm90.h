@@ -48,7 +48,8 @@ struct Sm90Maps {
   Sm90TileMap q, k, v, dout;  // dout: the backward's alone
   // The outputs, which each kernel's write-out stores through as its last
   // tiles (TMA clips the rows past t): the forward's o, the backward's dq
-  // (either kernel's), dk and dv.
+  // (either kernel's), dk and dv. The backward's o maps the forward's
+  // output (FlashArgs::out), which dk/dv may read to form the row deltas.
   Sm90TileMap o, dq, dk, dv;
 };
 // Whether TMA can map an operand: its tokens are apart (a stride of 0 along
@@ -62,10 +63,14 @@ Sm90TileMap sm90_tile_map(const void* data, const HeadStrides& s, int64_t n, int
 
 struct Sm90AttentionKernels {
   void (*forward)(FlashArgs, Sm90Maps);
-  void (*dkdv)(FlashArgs, Sm90Maps);
+  void (*dkdv)(FlashArgs, Sm90Maps);  // reading the row deltas (FlashArgs::delta)
+  // Forming them from out (Sm90Maps::o) and dout, for the route of ds
+  // tiles, where nothing else reads them; null where the shared memory for
+  // out's tiles is lacking (head size 128).
+  void (*dkdv_forming_deltas)(FlashArgs, Sm90Maps) = nullptr;
   void (*dq)(FlashArgs, Sm90Maps);            // from the ds tiles dk/dv wrote
   void (*dq_recompute)(FlashArgs, Sm90Maps);  // forming ds again, for heads whose tiles take too much memory
-  size_t forward_smem, dkdv_smem, dq_smem, dq_recompute_smem;
+  size_t forward_smem, dkdv_smem, dkdv_forming_deltas_smem, dq_smem, dq_recompute_smem;
 };
 template <typename T, int D>
 Sm90AttentionKernels sm90_attention_kernels();

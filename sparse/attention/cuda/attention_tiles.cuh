@@ -164,7 +164,9 @@ __device__ __forceinline__ StepWalk query_walk(const FlashArgs& a, int64_t k0, i
 // registers (load_row_stats) and stored to shared memory (store_row_stats)
 // apart, a kernel can issue the loads a step ahead: stored straight away,
 // the warps that load wait out their latency before the step's products,
-// and a warpgroup's products wait for all its warps.
+// and a warpgroup's products wait for all its warps. A kernel that forms
+// its own deltas (attention_sm90.cu's dk/dv) passes null for delta and
+// delta_s: lse alone is loaded and stored.
 struct RowStats {
   float lse = -INFINITY, delta = 0.f;
 };
@@ -175,7 +177,7 @@ __device__ __forceinline__ RowStats load_row_stats(const float* lse, const float
   const int64_t row = row0 + threadIdx.x;
   if (static_cast<int>(threadIdx.x) < rows && row < t) {
     s.lse = lse[row];
-    s.delta = delta[row];
+    if (delta != nullptr) s.delta = delta[row];
   }
   return s;
 }
@@ -183,13 +185,33 @@ __device__ __forceinline__ RowStats load_row_stats(const float* lse, const float
 __device__ __forceinline__ void store_row_stats(const RowStats& s, float* lse2_s, float* delta_s, int rows) {
   if (static_cast<int>(threadIdx.x) < rows) {
     lse2_s[threadIdx.x] = s.lse == -INFINITY ? INFINITY : s.lse * kLog2e;
-    delta_s[threadIdx.x] = s.delta;
+    if (delta_s != nullptr) delta_s[threadIdx.x] = s.delta;
   }
 }
 
 __device__ __forceinline__ void stage_row_stats(float* lse2_s, float* delta_s, const float* lse, const float* delta,
                                                 int64_t row0, int rows, int64_t t) {
   store_row_stats(load_row_stats(lse, delta, row0, rows, t), lse2_s, delta_s, rows);
+}
+
+// The row deltas' arithmetic, delta = rowsum(dout * out) in f32: each lane
+// of a group of kGroup lanes holds 16 bytes of a row of each (eight 16-bit
+// T), sums their products by a chain of FMAs from 0, and the group adds
+// its sums by shuffles (kGroup / 2, ..., 1); every lane of the warp takes
+// part and gets its group's delta. attention.cu's row-delta kernel and
+// attention_sm90.cu's dk/dv (which forms its own) both take it, so that a
+// delta is the same bits whichever formed it.
+template <typename T, int kGroup>
+__device__ __forceinline__ float row_delta(uint4 dout, uint4 out) {  // by value: one 16-byte load each
+  static_assert(sizeof(T) == 2 && kGroup > 0 && kGroup <= 32 && 32 % kGroup == 0, "16-bit rows, groups within a warp");
+  const T* a = reinterpret_cast<const T*>(&dout);
+  const T* b = reinterpret_cast<const T*>(&out);
+  float sum = 0.f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) sum += static_cast<float>(a[e]) * static_cast<float>(b[e]);
+#pragma unroll
+  for (int off = kGroup / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  return sum;
 }
 
 // ---- the arithmetic between the products ------------------------------------------------------

@@ -197,6 +197,43 @@ TEST(CudaAttentionTest, BackwardOverSlicesOfHeads) {
   EXPECT_EQ(values(again.dk.to(Device::cpu())), values(all.dk.to(Device::cpu())));
 }
 
+// On the route of ds tiles at head size 64, where the walks are short (T 1
+// and 100, and the layouts here), the wgmma dk/dv forms the row deltas from
+// out's and dout's tiles; forming ds again, it reads the row-delta
+// kernel's. Both sum in one order (attention_tiles.cuh's row_delta), so dk
+// is the same bits either way, and dv, which no delta touches: over rows
+// past t, masks, layouts, and an out laid out as a view.
+TEST(CudaAttentionTest, DkdvFormsTheRowDeltasBitForBit) {
+  COPPICE_REQUIRE_GPU();
+  uint64_t seed = 41;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (int64_t t : {1, 100, 257}) {
+      for (bool causal : {false, true}) {
+        for (int64_t block : {int64_t{0}, int64_t{64}}) {
+          SCOPED_TRACE(name_of({dtype, 3, t, 64, causal, block}));
+          const Shape shape{3, t, 64};
+          const Tensor q = random(shape, dtype, seed++).to(gpu()), k = random(shape, dtype, seed++).to(gpu()),
+                       v = random(shape, dtype, seed++).to(gpu());
+          // dout and out as the first halves of wider rows: strided tokens, as a view leaves them.
+          const Tensor dout = random({3, t, 128}, dtype, seed++).to(gpu()).narrow(2, 0, 64);
+          AttentionMask mask{causal, {}};
+          if (block > 0) mask.blocks = attention_block_pattern(layout_keep((t + block - 1) / block), block, gpu());
+          const AttentionOutput f = attention_forward(q, k, v, 0.125, mask);
+          Tensor out = Tensor::empty({3, t, 128}, TensorOptions(dtype, gpu())).narrow(2, 0, 64);
+          out.copy_(f.out);
+          auto grads = [&](const char* pin) {
+            ScopedRoutePins route(pin);
+            return attention_backward(q, k, v, out, f.lse, dout, 0.125, mask);
+          };
+          const AttentionGrads tiles = grads("attention_dq=tiles"), recompute = grads("attention_dq=recompute");
+          EXPECT_EQ(values(tiles.dk.to(Device::cpu())), values(recompute.dk.to(Device::cpu())));
+          EXPECT_EQ(values(tiles.dv.to(Device::cpu())), values(recompute.dv.to(Device::cpu())));
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaAttentionTest, RowKernelsMatchTheCpu) {
   COPPICE_REQUIRE_GPU();
   uint64_t seed = 23;
