@@ -171,10 +171,10 @@ std::string arity_text(size_t min_inputs, size_t max_inputs);
   X(kConv2d, "conv2d", .inputs(3).attr("kernel", kInts).attr("stride", kInts).attr("padding", kInts)                \
       .attr("dilation", kInts).without_dense_cpu(kHook))                                                            \
   X(kMaxPool2d, "max_pool2d", .inputs(1).attr("kernel", kInts).attr("stride", kInts).attr("padding", kInts))        \
-  /* q, k, v (then out, lse, dout, dq, dk, dv), then the block layout's four index tensors or four "none" */        \
-  X(kAttentionForward, "attention_forward", .inputs(7).attr("scale", kDouble).attr("causal", kBool)                 \
+  /* q, k, v (then out, lse, dout, dq, dk, dv), then the block layout's five walks or five "none" */               \
+  X(kAttentionForward, "attention_forward", .inputs(8).attr("scale", kDouble).attr("causal", kBool)                 \
       .attr("block", kInt))                                                                                         \
-  X(kAttentionBackward, "attention_backward", .inputs(13).attr("scale", kDouble).attr("causal", kBool)              \
+  X(kAttentionBackward, "attention_backward", .inputs(14).attr("scale", kDouble).attr("causal", kBool)              \
       .attr("block", kInt).outputs(kInPlace))                                                                       \
   /* sparse/'s arrays and device conversions (sparse/ops.h, convert.cc, nm.cc, nm_transposable.cc) */               \
   X(kCsrRowSoftmax, "csr_row_softmax", .inputs(2))                                                                  \

@@ -54,14 +54,14 @@ Attrs attention_attrs(double scale, const AttentionMask& mask, const CheckedMask
   return a;
 }
 
-// The four walks, or four undefined tensors (the kernels' "none" cells).
+// The walks, or as many undefined tensors (the kernels' "none" cells).
 void push_walks(std::vector<Tensor>& in, const CheckedMask& checked) {
   if (!checked.walks) {
-    in.insert(in.end(), 4, Tensor());
+    in.insert(in.end(), kAttentionWalks, Tensor());
     return;
   }
   const AttentionBlockWalks& w = *checked.walks;
-  for (const Tensor* p : {&w.row_ptr, &w.col_idx, &w.col_ptr, &w.row_idx}) in.push_back(*p);
+  for (const Tensor* p : {&w.row_ptr, &w.col_idx, &w.col_ptr, &w.row_idx, &w.col_entry}) in.push_back(*p);
 }
 
 }  // namespace

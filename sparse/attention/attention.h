@@ -23,8 +23,8 @@
 //
 // Kernels (registered per device with the dispatcher): "attention_forward"
 // (inputs q, k, v) and "attention_backward" (inputs q, k, v, out, lse, dout and
-// dq, dk, dv, which it writes in place), then the pattern's four walks of
-// block_walks.h (or "none"); attrs scale (double), causal (bool), block (int;
+// dq, dk, dv, which it writes in place), then the pattern's kAttentionWalks
+// walks of block_walks.h (or "none"); attrs scale (double), causal (bool), block (int;
 // 0 without a pattern). Operands have unit stride along d. The CPU kernels
 // (cpu/attention.cc) are the straightforward per-query loops, in the compute
 // dtype (f32 for bf16/f16). The CUDA kernels (cuda/attention.cu) are tiled,
@@ -73,11 +73,16 @@ AttentionOutput attention_forward_packed(const Tensor& qkv, double scale, const 
 Tensor attention_backward_packed(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
                                  double scale, const AttentionMask& mask);
 
+// The walks of a block pattern the kernels take (block_walks.h's arrays:
+// row_ptr, col_idx, col_ptr, row_idx, col_entry, in that order; op_table.h
+// counts them in its attention ops' inputs).
+inline constexpr int kAttentionWalks = 5;
+
 // The input formats a device registers its attention kernels under: `dense`
-// operands, then the pattern's four walks ("dense") or none ("none").
+// operands, then the pattern's walks ("dense") or none ("none").
 inline std::vector<std::string> attention_kernel_formats(int dense, bool walks) {
   std::vector<std::string> f(static_cast<size_t>(dense), "dense");
-  f.insert(f.end(), 4, walks ? "dense" : "none");
+  f.insert(f.end(), kAttentionWalks, walks ? "dense" : "none");
   return f;
 }
 

@@ -12,23 +12,28 @@ namespace coppice {
 namespace {
 
 // The key-block walk: for each key block, the query blocks that keep it, in
-// increasing order (a counting sort of the stored blocks by block column).
+// increasing order (a counting sort of the stored blocks by block column),
+// and where each entry of the query-block walk lands in it.
 AttentionBlockWalks walks_of(const BsrImpl& b) {
   const int64_t blocks = b.block_row_count();
   const std::vector<int32_t> row_ptr = b.crow_indices().to_vector<int32_t>();
   const std::vector<int32_t> col_idx = b.col_indices().to_vector<int32_t>();
-  std::vector<int32_t> col_ptr(static_cast<size_t>(blocks) + 1, 0), row_idx(col_idx.size());
+  std::vector<int32_t> col_ptr(static_cast<size_t>(blocks) + 1, 0), row_idx(col_idx.size()), col_entry(col_idx.size());
   for (const int32_t j : col_idx) ++col_ptr[static_cast<size_t>(j) + 1];
   for (int64_t j = 0; j < blocks; ++j) col_ptr[j + 1] += col_ptr[j];
   std::vector<int32_t> next(col_ptr.begin(), col_ptr.end() - 1);
   for (int64_t i = 0; i < blocks; ++i) {
-    for (int32_t e = row_ptr[i]; e < row_ptr[i + 1]; ++e) row_idx[next[col_idx[e]]++] = static_cast<int32_t>(i);
+    for (int32_t e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
+      const int32_t at = next[col_idx[e]]++;
+      row_idx[at] = static_cast<int32_t>(i);
+      col_entry[e] = at;
+    }
   }
   const Device device = b.crow_indices().device();
   auto on_device = [&](const std::vector<int32_t>& v) {
     return from_vector(v, {static_cast<int64_t>(v.size())}, TensorOptions(DType::kI32)).to(device);
   };
-  return {b.crow_indices(), b.col_indices(), on_device(col_ptr), on_device(row_idx)};
+  return {b.crow_indices(), b.col_indices(), on_device(col_ptr), on_device(row_idx), on_device(col_entry)};
 }
 
 // Walks by pattern (format, version, shape, device), each kept while the

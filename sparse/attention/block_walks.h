@@ -1,7 +1,9 @@
-// The four index arrays the attention kernels walk, derived from a block
-// pattern (block_pattern.h): by query block, the BSR's own block-row pointers
-// and block columns (the forward's and dq's walk), and by key block, their
-// transpose (dk's and dv's walk). i32, on the pattern's device.
+// The index arrays the attention kernels walk, derived from a block pattern
+// (block_pattern.h): by query block, the BSR's own block-row pointers and
+// block columns (the forward's and dq's walk), and by key block, their
+// transpose (dk's and dv's walk), and where each entry of the first lies in
+// the second (so that both backward walks name a kept block alike: the
+// wgmma kernels' ds tiles are laid out by it). i32, on the pattern's device.
 #pragma once
 
 #include <memory>
@@ -15,6 +17,9 @@ struct AttentionBlockWalks {
   Tensor col_idx;  // [nnz], increasing within each query block
   Tensor col_ptr;  // [blocks + 1]
   Tensor row_idx;  // [nnz], increasing within each key block
+  // [nnz]: for entry e of the query-block walk (col_idx[e]), the same
+  // block's entry in the key-block walk (its index into row_idx).
+  Tensor col_entry;
 };
 
 // The walks of a BSR `pattern` (already checked: checked_attention_block).

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sparse/attention/attention.h"
 #include "sparse/attention/block_pattern.h"
 #include "sparse/attention/block_walks.h"
 #include "sparse/nm.h"
@@ -21,14 +22,14 @@ namespace coppice::parity {
 // ---- attention -------------------------------------------------------------
 
 // q, k, v [2, 48, d]: d = 64 takes CUDA's tensor-core kernels for bf16/f16,
-// d = 24 the per-query loops; causal or not; with the four walks of a block
+// d = 24 the per-query loops; causal or not; with the walks of a block
 // pattern (16-token blocks, query block 1 sees no key block of its own) when
 // the cell takes them ("dense"), else none. A query that sees no key has
 // out 0 and lse -inf on every side.
 struct AttentionCase {
   std::string name;
   std::vector<Tensor> qkv;    // on the device
-  std::vector<Tensor> walks;  // four, or four undefined
+  std::vector<Tensor> walks;  // kAttentionWalks, or as many undefined
   Attrs attrs;
 };
 
@@ -40,11 +41,11 @@ inline std::vector<AttentionCase> attention_cases(bool pattern, DType t, const D
       AttentionCase c;
       c.name = "d " + std::to_string(dh) + (causal ? ", causal" : "") + (pattern ? ", block pattern" : "");
       for (uint64_t s : {40, 41, 42}) c.qkv.push_back(on(full_values({n, tokens, dh}, s), t, d));
-      c.walks.assign(4, Tensor());
+      c.walks.assign(kAttentionWalks, Tensor());
       if (pattern) {
         const std::vector<bool> keep = {true, false, true, true, false, false, true, true, true};
         const auto walks = attention_block_walks(attention_block_pattern(keep, block, d));
-        c.walks = {walks->row_ptr, walks->col_idx, walks->col_ptr, walks->row_idx};
+        c.walks = {walks->row_ptr, walks->col_idx, walks->col_ptr, walks->row_idx, walks->col_entry};
       }
       c.attrs.set("scale", 1.0 / std::sqrt(static_cast<double>(dh)))
           .set("causal", causal)

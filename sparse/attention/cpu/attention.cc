@@ -84,7 +84,8 @@ Sizes sizes_of(const Tensor& q) {
 }
 
 std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs& attrs) {
-  COPPICE_CHECK(in.size() == 7, "attention_forward: expected 7 inputs, got ", in.size());
+  COPPICE_CHECK(in.size() == 3 + kAttentionWalks, "attention_forward: expected ", 3 + kAttentionWalks, " inputs, got ",
+                in.size());
   const Tensor &q = in[0], &k = in[1], &v = in[2];
   const Sizes z = sizes_of(q);
   const int64_t n = z.n, t = z.t, d = z.d;  // plain locals: C++17 lambdas cannot capture bindings
@@ -132,7 +133,8 @@ std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs
 
 // Writes dq, dk and dv (inputs 6..8, any layout) in place.
 std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attrs& attrs) {
-  COPPICE_CHECK(in.size() == 13, "attention_backward: expected 13 inputs, got ", in.size());
+  COPPICE_CHECK(in.size() == 9 + kAttentionWalks, "attention_backward: expected ", 9 + kAttentionWalks, " inputs, got ",
+                in.size());
   const Tensor &q = in[0], &k = in[1], &v = in[2], &out = in[3], &lse = in[4], &dout = in[5];
   const Sizes z = sizes_of(q);
   const int64_t n = z.n, t = z.t, d = z.d;  // plain locals: C++17 lambdas cannot capture bindings

@@ -584,7 +584,7 @@ struct Problem {
   int64_t layout_blocks = 0;  // the blocks a layout keeps
   double scale = 1.0;
   bool causal = false;
-  const int32_t *row_ptr = nullptr, *col_idx = nullptr, *col_ptr = nullptr, *row_idx = nullptr;
+  const int32_t *row_ptr = nullptr, *col_idx = nullptr, *col_ptr = nullptr, *row_idx = nullptr, *col_entry = nullptr;
 };
 
 Problem problem_of(const std::vector<Tensor>& in, size_t layout_at, const Attrs& attrs, std::string_view op) {
@@ -606,6 +606,7 @@ Problem problem_of(const std::vector<Tensor>& in, size_t layout_at, const Attrs&
     p.col_idx = in[layout_at + 1].data<int32_t>();
     p.col_ptr = in[layout_at + 2].data<int32_t>();
     p.row_idx = in[layout_at + 3].data<int32_t>();
+    p.col_entry = in[layout_at + 4].data<int32_t>();
     p.layout_blocks = in[layout_at + 1].numel();
   }
   return p;
@@ -640,6 +641,7 @@ FlashArgs flash_args(const Problem& p) {
   a.col_idx = p.col_idx;
   a.col_ptr = p.col_ptr;
   a.row_idx = p.row_idx;
+  a.col_entry = p.col_entry;
   return a;
 }
 
@@ -728,7 +730,7 @@ void flash_forward(const FlashArgs& a, const Problem& p, int device, cudaStream_
 
 // The wgmma backward's dq, two ways. Up to T = kDsTilesMaxT (or pinned
 // attention_dq=tiles), dk/dv writes ds as a 16-bit tile for every (key tile,
-// query tile) pair a head keeps (sm90_ds_pairs: 288 KB a head at T 512,
+// query tile) pair a head keeps (ds_head_tiles: 288 KB a head at T 512,
 // causal) and dq multiplies those by k: one product a step instead of three
 // and a softmax, over slices of the heads whose tiles take at most
 // kDsTilesBudget bytes, dk/dv then dq, slice after slice. Past it (or pinned
@@ -742,9 +744,25 @@ void flash_forward(const FlashArgs& a, const Problem& p, int device, cudaStream_
 constexpr int64_t kDsTilesMaxT = 1024;
 constexpr int64_t kDsTilesBudget = int64_t{256} << 20;
 
+// The (key tile, query tile) pairs of a head its walks may visit, a ds tile
+// each (attention_sm90.cu's ds_slot): a layout's kept blocks in tiles (a
+// causal layout's diagonal blocks whole), so that a 75 % sparse layout's
+// tiles take a quarter of a dense one's; else the triangle kt <= qt when
+// causal, or every pair. With a layout the tiles had been laid out for
+// every pair too, and their bytes had split the non-causal layouts at
+// [16, 16, 1024, 128] into two slices of heads (H200, bench attention bf16,
+// forward + backward: the 75 % window 0.4438 / 0.4559 -> 0.4259 / 0.4302 ms,
+// block_sparse 0.4033 / 0.4077 -> 0.3841 / 0.3800).
+int64_t ds_head_tiles(const Problem& p) {
+  const int64_t tiles = (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile;
+  const int64_t per_block = p.block / kSm90AttentionTile;
+  if (p.block > 0) return p.layout_blocks * per_block * per_block;
+  return p.causal ? tiles * (tiles + 1) / 2 : tiles * tiles;
+}
+
 // On the route of ds tiles, dk/dv at head size 64 forms the row deltas
 // itself where a query tile's walk is short: on average at most
-// kFormDeltasMaxVisits key tiles for each query tile (visited_pairs). Each
+// kFormDeltasMaxVisits key tiles for each query tile (ds_head_tiles). Each
 // visit forms that query tile's deltas again (out's 8 KB tile from L2 and
 // about 200 instructions a warp), where the row-delta kernel reads dout and
 // out from HBM once and is a launch of its own. H200, bench attention bf16,
@@ -753,14 +771,6 @@ constexpr int64_t kDsTilesBudget = int64_t{256} << 20;
 // (2.25) 0.1878 -> 0.1825; formed everywhere, causal (4.5) 0.2529 -> 0.2612
 // and full (8) 0.384 -> 0.420.
 constexpr double kFormDeltasMaxVisits = 2.5;
-
-// The (key tile, query tile) pairs of a head the walks visit, at most: a
-// layout's blocks in tiles (a causal layout's diagonal blocks whole), or
-// the triangle when causal, or every pair.
-int64_t visited_pairs(const Problem& p) {
-  const int64_t per_block = p.block / kSm90AttentionTile;
-  return p.block > 0 ? p.layout_blocks * per_block * per_block : sm90_ds_pairs(p.t, p.causal);
-}
 
 // The backward of the tiled kernels (a.lse set; dq, dk and dv written).
 // The row deltas are launch_delta's, in a tensor of their own, except
@@ -779,12 +789,11 @@ void flash_backward(FlashArgs a, const Problem& p, int device, cudaStream_t stre
     const Sm90AttentionKernels k = sm90_attention_kernels<CT, D>();
     const Sm90Maps maps = sm90_maps<CT, D>(a, p, true, op);
     const int64_t tiles = (p.t + kSm90AttentionTile - 1) / kSm90AttentionTile;
-    const int64_t head_bytes = sm90_ds_pairs(p.t, p.causal) * kSm90DsTileBytes;
+    const int64_t head_tiles = ds_head_tiles(p), head_bytes = head_tiles * kSm90DsTileBytes;
     const std::optional<std::string> pin = route_pin("attention_dq");
     const bool ds_tiles = head_bytes <= kDsTilesBudget && (pin ? *pin == "tiles" : p.t <= kDsTilesMaxT);
-    const bool forming_deltas =
-        ds_tiles && k.dkdv_forming_deltas != nullptr &&
-        static_cast<double>(visited_pairs(p)) <= kFormDeltasMaxVisits * static_cast<double>(tiles);
+    const bool forming_deltas = ds_tiles && k.dkdv_forming_deltas != nullptr &&
+                                static_cast<double>(head_tiles) <= kFormDeltasMaxVisits * static_cast<double>(tiles);
     if (!forming_deltas) row_deltas();
     if (!ds_tiles) {
       SideBranch side(device, stream, op);
@@ -795,10 +804,11 @@ void flash_backward(FlashArgs a, const Problem& p, int device, cudaStream_t stre
       side.join();
       return;
     }
-    const int64_t slice = std::min(p.n, kDsTilesBudget / head_bytes);
+    const int64_t slice = head_bytes == 0 ? p.n : std::min(p.n, kDsTilesBudget / head_bytes);  // (a layout of none)
     Tensor ds = Tensor::empty({slice * head_bytes}, TensorOptions(DType::kU8, Device::cuda(device)));
     FlashArgs b = a;
     b.ds = ds.data_ptr();
+    b.ds_head_tiles = head_tiles;
     const auto dkdv = forming_deltas ? k.dkdv_forming_deltas : k.dkdv;
     const size_t dkdv_smem = forming_deltas ? k.dkdv_forming_deltas_smem : k.dkdv_smem;
     for (int64_t h0 = 0; h0 < p.n; h0 += slice) {
@@ -867,10 +877,10 @@ void launch_rows(Kernel kernel, const Problem& p, size_t smem, cudaStream_t stre
   check_launch(op);
 }
 
-// inputs: q, k, v, then the block pattern's four walks (or none).
+// inputs: q, k, v, then the block pattern's walks (or none).
 std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs& attrs) {
   constexpr std::string_view op = op::kAttentionForward;
-  check_inputs(in, 7, op);
+  check_inputs(in, 3 + kAttentionWalks, op);
   const Problem p = problem_of(in, 3, attrs, op);
   const Tensor &q = in[0], &k = in[1], &v = in[2];
   Tensor out = Tensor::empty(q.shape(), q.options());
@@ -917,10 +927,10 @@ std::vector<Tensor> attention_forward(const std::vector<Tensor>& in, const Attrs
 }
 
 // inputs: q, k, v, out, lse, dout, dq, dk, dv (written in place: the
-// frontend chooses their layout), then the block pattern's four walks.
+// frontend chooses their layout), then the block pattern's walks.
 std::vector<Tensor> attention_backward(const std::vector<Tensor>& in, const Attrs& attrs) {
   constexpr std::string_view op = op::kAttentionBackward;
-  check_inputs(in, 13, op);
+  check_inputs(in, 9 + kAttentionWalks, op);
   const Problem p = problem_of(in, 9, attrs, op);
   const Tensor &q = in[0], &k = in[1], &v = in[2], &out = in[3], &lse = in[4], &dout = in[5];
   const Tensor &dq = in[6], &dk = in[7], &dv = in[8];

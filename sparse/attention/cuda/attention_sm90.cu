@@ -115,15 +115,31 @@ __device__ __forceinline__ void values(float (&acc)[D / 8][4], const uint32_t (&
   }
 }
 
-// Where the ds tile of (key tile kt, query tile qt) of `head` lies: from
-// a.ds, sm90_ds_pairs tiles a head for the heads from a.ds_first, by query
-// tile (the triangle kt <= qt when causal); dk/dv writes each pair its walk
-// visits, and dq's walk visits the same pairs (key_walk and query_walk agree).
-__device__ __forceinline__ unsigned char* ds_slot(const FlashArgs& a, int64_t head, int64_t kt, int64_t qt) {
-  const int64_t tiles = (a.t + R - 1) / R;
-  const int64_t pair = a.causal ? qt * (qt + 1) / 2 + kt : qt * tiles + kt;
-  return static_cast<unsigned char*>(a.ds) +
-         ((head - a.ds_first) * sm90_ds_pairs(a.t, a.causal) + pair) * kSm90DsTileBytes;
+// Where the ds tile of (key tile from k0, query tile from q0) of `head`
+// lies: from a.ds, a.ds_head_tiles tiles a head for the heads from
+// a.ds_first. Without a layout, by query tile (the triangle kt <= qt when
+// causal); with one, by the kept block's entry in the key-block walk
+// (`entry`: dk/dv's walk's own, dq's through col_entry; laid out by the
+// query-block walk, dk/dv's lookup had cost its steps 3 % more instructions
+// and 5-8 % more time, H200, with a layout or without), the block's
+// (block / 64)^2 tiles in a row, so that the tiles take the layout's share
+// of the memory. dk/dv writes each pair its walk visits, and dq's walk
+// visits the same pairs (key_walk and query_walk agree).
+__device__ __forceinline__ unsigned char* ds_slot(const FlashArgs& a, int64_t head, int64_t k0, int64_t q0,
+                                                  int32_t entry) {
+  int64_t pair;
+  if (a.block > 0) {
+    // The tile's place in its block in 32 bits (t < 2^31, as the tensor
+    // maps' coordinates are): a 64-bit remainder by a runtime divisor is a
+    // subroutine.
+    const uint32_t per_block = static_cast<uint32_t>(a.block) / R;
+    const uint32_t q_in = static_cast<uint32_t>(q0) / R % per_block, k_in = static_cast<uint32_t>(k0) / R % per_block;
+    pair = (static_cast<int64_t>(entry) * per_block + q_in) * per_block + k_in;
+  } else {
+    const int64_t kt = k0 / R, qt = q0 / R;
+    pair = a.causal ? qt * (qt + 1) / 2 + kt : qt * ((a.t + R - 1) / R) + kt;
+  }
+  return static_cast<unsigned char*>(a.ds) + ((head - a.ds_first) * a.ds_head_tiles + pair) * kSm90DsTileBytes;
 }
 
 // A warpgroup's ds^T fragments (to_a's layout: rows the block's 64 keys,
@@ -496,6 +512,7 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
   const bool keep_ds = a.ds != nullptr;
   int buf = 0;
   while (q0 >= 0) {
+    const int32_t entry = walk.entry();  // q0's (with a layout), before the walk moves on
     const int64_t q_next = walk.next();
     RowStats next_stats;  // stored at the step's end, its loads' latency behind the products
     if (q_next >= 0) {
@@ -534,7 +551,7 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
     fence_proxy_async();  // the stage's stmatrix writes, before the copy out reads them
     __syncthreads();      // and every warp is done with this buffer and its row values
     if (keep_ds && threadIdx.x == 0) {
-      bulk_store(ds_slot(a, head, blockIdx.x, q0 / R), smem_u32(ds_s), kSm90DsTileBytes);
+      bulk_store(ds_slot(a, head, k0, q0, entry), smem_u32(ds_s), kSm90DsTileBytes);
       bulk_commit();
     }
     buf ^= 1;
@@ -569,12 +586,15 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashArgs a, const _
     barrier_expect(steps.bar(b), kSm90DsTileBytes + kTile);
     load_tile<D>(k_s + b * kTile, maps.k, hi, k0, steps.bar(b));
   };
-  auto load_ds = [&](int b, int64_t k0) {
-    bulk_load(smem_u32(ds_s + b * kSm90DsTileBytes), ds_slot(a, head, k0 / R, q0 / R), kSm90DsTileBytes, steps.bar(b));
-  };
 
   allow_dependent_launch();  // with the heads in slices, the next slice's dk/dv overlaps this one's end
   StepWalk walk = key_walk(a, q0, R, R);
+  // The ds tile of the step the walk gave last (the issuer's alone: with a
+  // layout, its slot's entry is read from col_entry first).
+  auto load_ds = [&](int b, int64_t k0) {
+    const int32_t entry = a.block > 0 ? a.col_entry[walk.entry()] : 0;
+    bulk_load(smem_u32(ds_s + b * kSm90DsTileBytes), ds_slot(a, head, k0, q0, entry), kSm90DsTileBytes, steps.bar(b));
+  };
   int64_t k0 = walk.next();
   if (issuer && k0 >= 0) load_k(0, k0);
   // Launched to overlap dk/dv, whose ds tiles are read after this (k, an

@@ -24,15 +24,10 @@ namespace coppice::cuda {
 constexpr int kSm90AttentionTile = 64;
 constexpr int kSm90AttentionThreads = 128;
 // The backward passes ds from dk/dv to dq through global memory: a tile of
-// 64 x 64 16-bit values for each (key tile, query tile) pair of a head,
+// 64 x 64 16-bit values for each (key tile, query tile) pair a head's walks
+// may visit (FlashArgs::ds_head_tiles of them, which attention.cu counts),
 // FlashArgs::ds, which the launcher allocates for a slice of the heads.
 constexpr int kSm90DsTileBytes = kSm90AttentionTile * kSm90AttentionTile * 2;
-// The (key tile, query tile) pairs a head keeps a ds tile for: below the
-// diagonal when causal, every pair otherwise (whatever a layout leaves out).
-__host__ __device__ inline int64_t sm90_ds_pairs(int64_t t, bool causal) {
-  const int64_t tiles = (t + kSm90AttentionTile - 1) / kSm90AttentionTile;
-  return causal ? tiles * (tiles + 1) / 2 : tiles * tiles;
-}
 
 // An operand's tensor map, through which the kernels' tiles arrive (TMA):
 // its [batch, t, heads, D] elements (HeadStrides) as a 4-D tensor, boxes of

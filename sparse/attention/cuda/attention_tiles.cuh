@@ -53,6 +53,8 @@ struct RangeWalk {
     }
     return false;
   }
+  // With a layout, the entry (index into idx) of the range next() gave last.
+  __device__ int32_t entry() const { return e - 1; }
 };
 
 // Steps of `step` tokens over a RangeWalk's ranges (whose starts are multiples of step).
@@ -69,6 +71,8 @@ struct StepWalk {
     cur += step;
     return at;
   }
+  // With a layout, the entry of the block holding the step next() gave last.
+  __device__ int32_t entry() const { return ranges.entry(); }
 };
 
 // The first query of this thread block's tile of `rows` queries: the last
@@ -131,17 +135,19 @@ __host__ __device__ __forceinline__ int64_t head_offset(const HeadStrides& s, in
 struct FlashArgs {
   const void *q, *k, *v, *out, *dout;
   void *o, *dq, *dk, *dv;
-  HeadStrides sq, sk, sv, so, sdq, sdk, sdv;             // so: out and dout (both contiguous alike)
-  float* lse;                                            // [n, t]
-  const float* delta;                                    // [n, t]: rowsum(dout * out)
-  const int32_t *row_ptr, *col_idx, *col_ptr, *row_idx;  // null without a layout
-  int64_t t = 0, block = 0, heads = 1, n_offset = 0;     // n_offset: the first head of this launch
+  HeadStrides sq, sk, sv, so, sdq, sdk, sdv;  // so: out and dout (both contiguous alike)
+  float* lse;                                 // [n, t]
+  const float* delta;                         // [n, t]: rowsum(dout * out)
+  // The layout's walks (block_walks.h), null without one.
+  const int32_t *row_ptr, *col_idx, *col_ptr, *row_idx, *col_entry;
+  int64_t t = 0, block = 0, heads = 1, n_offset = 0;  // n_offset: the first head of this launch
   float scale = 1.f;
   bool causal = false;
   // The wgmma backward's ds tiles (attention_sm90.cu's ds_slot): heads
-  // ds_first.. of this pass, which dk/dv writes and dq reads.
+  // ds_first.. of this pass, ds_head_tiles a head, which dk/dv writes and
+  // dq reads.
   void* ds = nullptr;
-  int64_t ds_first = 0;
+  int64_t ds_first = 0, ds_head_tiles = 0;
 };
 
 // The key steps the `rows` queries from q0 see (forward, dq): up to the

@@ -25,7 +25,12 @@ TEST(AttentionBlockWalksTest, ByQueryBlockAndByKeyBlock) {
   EXPECT_EQ(host(w->col_idx), (std::vector<int32_t>{0, 2, 2, 0, 1}));
   EXPECT_EQ(host(w->col_ptr), (std::vector<int32_t>{0, 2, 3, 5}));
   EXPECT_EQ(host(w->row_idx), (std::vector<int32_t>{0, 2, 2, 0, 1}));
-  for (const Tensor* t : {&w->row_ptr, &w->col_idx, &w->col_ptr, &w->row_idx}) EXPECT_EQ(t->dtype(), DType::kI32);
+  // The query-block walk's entries, blocks (0, 0), (0, 2), (1, 2), (2, 0)
+  // and (2, 1), are the key-block walk's 0, 3, 4, 1 and 2.
+  EXPECT_EQ(host(w->col_entry), (std::vector<int32_t>{0, 3, 4, 1, 2}));
+  for (const Tensor* t : {&w->row_ptr, &w->col_idx, &w->col_ptr, &w->row_idx, &w->col_entry}) {
+    EXPECT_EQ(t->dtype(), DType::kI32);
+  }
 }
 
 TEST(AttentionBlockWalksTest, NoStoredBlocks) {
@@ -34,6 +39,7 @@ TEST(AttentionBlockWalksTest, NoStoredBlocks) {
   EXPECT_EQ(host(w->col_ptr), (std::vector<int32_t>{0, 0, 0}));
   EXPECT_EQ(w->col_idx.numel(), 0);
   EXPECT_EQ(w->row_idx.numel(), 0);
+  EXPECT_EQ(w->col_entry.numel(), 0);
 }
 
 // Formed once per pattern: a second call, or a tensor of the same pattern

@@ -328,7 +328,7 @@ TEST(CudaAttentionTest, DeviceWalksAreTheHosts) {
   const auto want = attention_block_walks(attention_block_pattern(keep, 64, Device::cpu()));
   const auto got = attention_block_walks(attention_block_pattern(keep, 64, gpu()));
   for (auto part : {&AttentionBlockWalks::row_ptr, &AttentionBlockWalks::col_idx, &AttentionBlockWalks::col_ptr,
-                    &AttentionBlockWalks::row_idx}) {
+                    &AttentionBlockWalks::row_idx, &AttentionBlockWalks::col_entry}) {
     EXPECT_EQ((got.get()->*part).device(), gpu());
     EXPECT_EQ((got.get()->*part).to_vector<int32_t>(), (want.get()->*part).to_vector<int32_t>());
   }
