@@ -34,16 +34,19 @@
 //
 // dq has two kernels. For short sequences dk/dv also stores each step's ds^T
 // (rounded as its own product takes it) to global memory, a 64 x 64 tile a
-// (key tile, query tile) pair: stmatrix into a staging tile, one bulk copy
-// out (tma.cuh's bulk_store) that runs during the next step. dq then walks
-// its key tiles multiplying each ds tile by k (both from shared memory), one
-// product a step and no softmax: it is bound by L2, where forming ds again
-// took three products a step. The order of dq's sums is fixed either way, so
-// the bits repeat. Longer sequences (attention.cu decides) form ds again in
-// dq_recompute_kernel, because the tiles' bytes grow with T^2. The walks,
-// the softmax and the masks are attention_tiles.cuh's, shared with the
-// mma.sync kernels. Several thread blocks share an SM, so one block's softmax
-// overlaps another's products. Overlapping them inside a block as
+// (key tile, query tile) pair its walk visits (ds_slot: a layout's kept
+// pairs alone): stmatrix into a staging tile, one bulk copy out (tma.cuh's
+// bulk_store) that runs during the next step; where its walks are short, at
+// head size 64, it also forms the row deltas from out's tiles
+// (kFormsDeltas), which attention.cu's row-delta kernel forms otherwise.
+// dq then walks its key tiles multiplying each ds tile by k (both from
+// shared memory), one product a step and no softmax: it is bound by L2,
+// where forming ds again took three products a step. The order of dq's sums
+// is fixed either way, so the bits repeat. Longer sequences (attention.cu
+// decides) form ds again in dq_recompute_kernel, because the tiles' bytes
+// grow with T^2. The walks, the softmax and the masks are
+// attention_tiles.cuh's, shared with the mma.sync kernels. Several thread
+// blocks share an SM, so one block's softmax overlaps another's products. Overlapping them inside a block as
 // FlashAttention-3 does (the next tile's q k^T issued before this tile's
 // exponentials, two score tiles in registers) measured slower at the GPT's
 // shape (H200, [32, 16, 512, 64] causal bf16 forward: 0.138-0.155 ms
