@@ -234,6 +234,29 @@ TEST(CudaAttentionTest, DkdvFormsTheRowDeltasBitForBit) {
   }
 }
 
+// A layout that keeps no block: every query sees no key (out 0, lse -inf)
+// and every gradient is 0, as on the CPU; the wgmma backward's ds tiles
+// then take no bytes at all.
+TEST(CudaAttentionTest, LayoutOfNoBlocks) {
+  COPPICE_REQUIRE_GPU();
+  for (int64_t d : {64, 128}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(str_cat("d ", d, causal ? " causal" : ""));
+      const Shape shape{2, 100, d};
+      const Tensor q = random(shape, DType::kBF16, 51).to(gpu()), k = random(shape, DType::kBF16, 52).to(gpu()),
+                   v = random(shape, DType::kBF16, 53).to(gpu()), dout = random(shape, DType::kBF16, 54).to(gpu());
+      const AttentionMask mask{causal, attention_block_pattern({false, false, false, false}, 64, gpu())};
+      const AttentionOutput f = attention_forward(q, k, v, 0.125, mask);
+      for (double x : values(f.out.to(Device::cpu()))) ASSERT_EQ(x, 0.0);
+      for (double x : values(f.lse.to(Device::cpu()))) ASSERT_EQ(x, -INFINITY);
+      const AttentionGrads g = attention_backward(q, k, v, f.out, f.lse, dout, 0.125, mask);
+      for (const Tensor* t : {&g.dq, &g.dk, &g.dv}) {
+        for (double x : values(t->to(Device::cpu()))) ASSERT_EQ(x, 0.0);
+      }
+    }
+  }
+}
+
 TEST(CudaAttentionTest, RowKernelsMatchTheCpu) {
   COPPICE_REQUIRE_GPU();
   uint64_t seed = 23;
