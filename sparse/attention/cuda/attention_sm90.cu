@@ -46,12 +46,13 @@
 // decides) form ds again in dq_recompute_kernel, because the tiles' bytes
 // grow with T^2. The walks, the softmax and the masks are
 // attention_tiles.cuh's, shared with the mma.sync kernels. Several thread
-// blocks share an SM, so one block's softmax overlaps another's products. Overlapping them inside a block as
-// FlashAttention-3 does (the next tile's q k^T issued before this tile's
-// exponentials, two score tiles in registers) measured slower at the GPT's
-// shape (H200, [32, 16, 512, 64] causal bf16 forward: 0.138-0.155 ms
-// against 0.116): 168-238 registers a thread let two or three blocks share
-// an SM instead of four, and the walks are 1-8 tiles long.
+// blocks share an SM, so one block's softmax overlaps another's products.
+// Overlapping them inside a block as FlashAttention-3 does (the next tile's
+// q k^T issued before this tile's exponentials, two score tiles in
+// registers) measured slower at the GPT's shape (H200, [32, 16, 512, 64]
+// causal bf16 forward: 0.138-0.155 ms against 0.116): 168-238 registers a
+// thread let two or three blocks share an SM instead of four, and the walks
+// are 1-8 tiles long.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -477,7 +478,7 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
   const float* lse = a.lse + head * t;
   // Forming the deltas, the row stats are lse alone (null: attention_tiles.cuh).
   const float* delta = kFormsDeltas ? nullptr : a.delta + head * t;
-  float* staged_delta_s = kFormsDeltas ? nullptr : delta_s;
+  auto staged_delta_s = [&](int b) { return kFormsDeltas ? nullptr : delta_s + b * R; };
   auto load_qdo = [&](int b, int64_t q0) {
     if constexpr (kFormsDeltas) {
       barrier_expect(qdo.bar(b), 3 * kTile);
@@ -502,7 +503,7 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
   // writes nothing global; delta (the stats below) and the ds slots after it.
   wait_for_prerequisite_grids();
   if (q0 >= 0) {
-    stage_row_stats(lse2_s, staged_delta_s, lse, delta, q0, R, t);
+    stage_row_stats(lse2_s, staged_delta_s(0), lse, delta, q0, R, t);
     __syncthreads();  // the row values stored
   }
   barrier_wait(kv_bar, 0);  // (an empty walk's too: the copies land before the block ends)
@@ -549,8 +550,7 @@ __global__ void __launch_bounds__(kThreads, backward_blocks<D>())
     values<T, D>(dk, sf, qs);
     complete(dv, dk);
 
-    if (q_next >= 0)
-      store_row_stats(next_stats, lse2_s + (buf ^ 1) * R, kFormsDeltas ? nullptr : delta_s + (buf ^ 1) * R, R);
+    if (q_next >= 0) store_row_stats(next_stats, lse2_s + (buf ^ 1) * R, staged_delta_s(buf ^ 1), R);
     fence_proxy_async();  // the stage's stmatrix writes, before the copy out reads them
     __syncthreads();      // and every warp is done with this buffer and its row values
     if (keep_ds && threadIdx.x == 0) {
