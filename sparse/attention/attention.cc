@@ -60,8 +60,8 @@ void push_walks(std::vector<Tensor>& in, const CheckedMask& checked) {
     in.insert(in.end(), kAttentionWalks, Tensor());
     return;
   }
-  const AttentionBlockWalks& w = *checked.walks;
-  for (const Tensor* p : {&w.row_ptr, &w.col_idx, &w.col_ptr, &w.row_idx, &w.col_entry}) in.push_back(*p);
+  const std::vector<Tensor> walks = checked.walks->in_order();
+  in.insert(in.end(), walks.begin(), walks.end());
 }
 
 }  // namespace

@@ -73,9 +73,8 @@ AttentionOutput attention_forward_packed(const Tensor& qkv, double scale, const 
 Tensor attention_backward_packed(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
                                  double scale, const AttentionMask& mask);
 
-// The walks of a block pattern the kernels take (block_walks.h's arrays:
-// row_ptr, col_idx, col_ptr, row_idx, col_entry, in that order; op_table.h
-// counts them in its attention ops' inputs).
+// The walks of a block pattern the kernels take (AttentionBlockWalks::
+// in_order(); op_table.h counts them in its attention ops' inputs).
 inline constexpr int kAttentionWalks = 5;
 
 // The input formats a device registers its attention kernels under: `dense`

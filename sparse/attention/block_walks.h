@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -20,6 +21,10 @@ struct AttentionBlockWalks {
   // [nnz]: for entry e of the query-block walk (col_idx[e]), the same
   // block's entry in the key-block walk (its index into row_idx).
   Tensor col_entry;
+
+  // The arrays in the order the kernels take them as inputs (attention.h's
+  // kAttentionWalks of them).
+  std::vector<Tensor> in_order() const { return {row_ptr, col_idx, col_ptr, row_idx, col_entry}; }
 };
 
 // The walks of a BSR `pattern` (already checked: checked_attention_block).

@@ -45,7 +45,7 @@ inline std::vector<AttentionCase> attention_cases(bool pattern, DType t, const D
       if (pattern) {
         const std::vector<bool> keep = {true, false, true, true, false, false, true, true, true};
         const auto walks = attention_block_walks(attention_block_pattern(keep, block, d));
-        c.walks = {walks->row_ptr, walks->col_idx, walks->col_ptr, walks->row_idx, walks->col_entry};
+        c.walks = walks->in_order();
       }
       c.attrs.set("scale", 1.0 / std::sqrt(static_cast<double>(dh)))
           .set("causal", causal)

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "sparse/attention/attention.h"
 #include "sparse/attention/block_pattern.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/ops.h"
@@ -28,9 +29,8 @@ TEST(AttentionBlockWalksTest, ByQueryBlockAndByKeyBlock) {
   // The query-block walk's entries, blocks (0, 0), (0, 2), (1, 2), (2, 0)
   // and (2, 1), are the key-block walk's 0, 3, 4, 1 and 2.
   EXPECT_EQ(host(w->col_entry), (std::vector<int32_t>{0, 3, 4, 1, 2}));
-  for (const Tensor* t : {&w->row_ptr, &w->col_idx, &w->col_ptr, &w->row_idx, &w->col_entry}) {
-    EXPECT_EQ(t->dtype(), DType::kI32);
-  }
+  ASSERT_EQ(w->in_order().size(), static_cast<size_t>(kAttentionWalks));
+  for (const Tensor& t : w->in_order()) EXPECT_EQ(t.dtype(), DType::kI32);
 }
 
 TEST(AttentionBlockWalksTest, NoStoredBlocks) {
