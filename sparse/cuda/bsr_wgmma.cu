@@ -7,7 +7,7 @@
 // (tokens); the kernel is persistent: one thread block an SM walks tiles b,
 // b + grid, ... (block rows fastest, so the thread blocks at work share x's
 // slices in L2), each tile in k steps of 64 over its row's stored blocks,
-// with three warpgroups, as nm24_wgmma.cu's kernel does:
+// with warpgroups of two kinds, as nm24_wgmma.cu's kernel does:
 //   - one loads: a single thread issues the TMA copies of each step (the
 //     block's 64 columns of op(S), B x 64, and x's [128, 64] slice at the
 //     block's column, both in the 128-byte swizzle) into a ring of stages,
@@ -18,21 +18,21 @@
 //     read 32 tiles at a time by the lanes of a warp (for_each_tile): read
 //     tile by tile, that chain of dependent reads was the loader's pace in
 //     short block rows;
-//   - G multiply (bsr_wgmma_groups: two, or three under a gelu form at
-//     64x64), m64 x n128 wgmma parts with both operands read from shared
-//     memory through descriptors, one step's group kept in flight while the
-//     next issues, and write their sums out. For 128x128 blocks the two
-//     take the two 64-row halves of one tile (cooperative). For 64x64 blocks
-//     each takes every G-th tile of the thread block whole (ping-pong, as
-//     FlashAttention-3 and CUTLASS's persistent kernels do): while one
-//     writes its tile out the others multiply the next (rows of 6.4 blocks:
-//     9 % off the cooperative form's time; a gelu's arithmetic in the
-//     write-out needs a third warpgroup to hide it). The warpgroups take
-//     turns at the ring (an order barrier: one starts a tile's products once
-//     the one before has read every stage of the tile before), which keeps
-//     the stages in the order the loader fills them and each wait on a
-//     stage's barrier in the phase it means.
-// Why persistent: with one thread block an SM (the ring and 152-224
+//   - G multiply (bsr_wgmma_groups: two; at 64x64 three under a forward gelu
+//     form, four under a gradient form), m64 x n128 wgmma parts with both
+//     operands read from shared memory through descriptors, one step's group
+//     kept in flight while the next issues, and write their sums out. For
+//     128x128 blocks the two take the two 64-row halves of one tile
+//     (cooperative). For 64x64 blocks each takes every G-th tile of the
+//     thread block whole (ping-pong, as FlashAttention-3 and CUTLASS's
+//     persistent kernels do): while one writes its tile out the others
+//     multiply the next (rows of 6.4 blocks: 9 % off the cooperative form's
+//     time; a gelu's arithmetic in the write-out needs a third warpgroup to
+//     hide it, its gradient's a fourth). The warpgroups take turns at the ring (an order barrier: one
+//     starts a tile's products once the one before has read every stage of
+//     the tile before), which keeps the stages in the order the loader fills
+//     them and each wait on a stage's barrier in the phase it means.
+// Why persistent: with one thread block an SM (the ring and 104-224
 // registers a consumer thread), a thread block per tile left the SM idle
 // while a tile's first blocks loaded and its output was written. The grid
 // is coprime with the block rows (persistent_grid), so each thread block
@@ -94,27 +94,35 @@ constexpr int kSddmmConsumers = 256;                  // the SDDMM's: two warpgr
 constexpr int kSddmmThreads = kSddmmConsumers + 128;  // and one loads
 
 // The shape for blocks of B: the stages of the ring, then (1024-byte
-// aligned, for the swizzle) each warpgroup's two staging tiles (y's, and z's
-// under a gelu form) and the barriers of its z loads; together at most the
-// 227 KB of shared memory a thread block may have.
+// aligned, for the swizzle) each warpgroup's staging tiles and the barrier
+// of its z loads; together at most the 227 KB of shared memory a thread
+// block may have. Two staging tiles a warpgroup (y's, and z's under a gelu
+// form), or with four warpgroups (the gradient forms) one: z arrives in it
+// and y replaces z in place.
 template <int B, int G>
 struct WgmmaTile {
   static constexpr bool kPingPong = B == 64;
-  static_assert(G == 2 || (kPingPong && G == 3), "128x128 blocks: two warpgroups share a tile");
+  static_assert(G == 2 || (kPingPong && (G == 3 || G == 4)), "128x128 blocks: two warpgroups share a tile");
   static constexpr int kConsumers = 128 * G;         // G warpgroups multiply
   static constexpr int kThreads = kConsumers + 128;  // and one loads
-  // Registers a thread: the loader's, the consumers' (together the SM's 65536).
-  static constexpr int kLoaderRegs = 56, kConsumerRegs = G == 2 ? 224 : 152;
-  static_assert(128 * kLoaderRegs + kConsumers * kConsumerRegs <= 65536, "the SM's registers");
+  // Registers a thread: the loader's, the consumers' (setmaxnreg). The
+  // consumers' increase takes only what the loader gave back of the thread
+  // block's registers at launch (__launch_bounds__: an equal share of the
+  // SM's 65536, in steps of 8); asking for more waits forever.
+  static constexpr int kLoaderRegs = 56, kConsumerRegs = G == 2 ? 224 : G == 3 ? 152 : 104;
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static_assert(128 * kLoaderRegs + kConsumers * kConsumerRegs <= kThreads * kLaunchRegs,
+                "the thread block's registers");
   static constexpr int kTileN = 128;                     // tokens a tile
   static constexpr int kStageWarps = kPingPong ? 4 : 8;  // arrivals that free a stage: the warps that read it
   static constexpr int kABytes = B * kStep * 2;          // the block's 64 columns (or rows, transposed)
   static constexpr int kXBytes = kTileN * kStep * 2;
   static constexpr int kStageBytes = kABytes + kXBytes;
-  static constexpr int kStages = B == 128 ? 4 : G == 2 ? 6 : 5;  // 128 KB, 144 KB, 120 KB
+  static constexpr int kStages = B == 128 ? 4 : G == 3 ? 5 : 6;  // 128 KB; 120 KB with three warpgroups, else 144
+  static constexpr int kStaging = G == 4 ? 1 : 2;                // staging tiles a warpgroup
   static constexpr int kOutBytes = kTileN * 64 * 2;  // a warpgroup's 64 rows of y (or z) by the tile's tokens
   static constexpr int kOutOffset = (kStages * kStageBytes + 16 * kStages + 1023) / 1024 * 1024;  // from its start
-  static constexpr int kZBarOffset = kOutOffset + 2 * G * kOutBytes;  // [warpgroup][y, z] staging tiles before it
+  static constexpr int kZBarOffset = kOutOffset + kStaging * G * kOutBytes;  // [warpgroup][y, z] staging tiles
   static constexpr int kSmemBytes = 1024 + kZBarOffset + 8 * G;
   static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
   static_assert(kSmemBytes <= 227 * 1024, "a thread block's shared memory");
@@ -198,10 +206,11 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
   const int row0 = Tile::kPingPong ? 0 : 64 * wg;
   const int out_bar = 1 + wg;
   const int my_turn_bar = 1 + G + wg, next_turn_bar = 1 + G + (wg + 1) % G;
-  unsigned char* y_stage = ring.smem + Tile::kOutOffset + 2 * wg * Tile::kOutBytes;
-  unsigned char* z_stage = y_stage + Tile::kOutBytes;
-  const uint32_t zbar = zbar0 + 8 * wg;
   constexpr bool gradient = is_gelu_gradient(kGelu), forward = is_gelu_forward(kGelu);
+  static_assert(Tile::kStaging == 2 || !forward, "a forward form stores y and z: two staging tiles");
+  unsigned char* y_stage = ring.smem + Tile::kOutOffset + Tile::kStaging * wg * Tile::kOutBytes;
+  unsigned char* z_stage = y_stage + (Tile::kStaging - 1) * Tile::kOutBytes;  // in place with one
+  const uint32_t zbar = zbar0 + 8 * wg;
   // stmatrix's rows: lane l gives token 8 (j + q / 2) + l % 8's 16 bytes at
   // this warp's rows 16 warp + 8 (q % 2) of the tile, q = l / 8 (the four
   // matrices of accumulators j and j + 1: rows g and g + 8 of the warp's 16).
@@ -223,8 +232,10 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
     const bool has_bias = p.bias != nullptr;
     const float bias_lo = has_bias ? to_float(p.bias[r]) : 0.f, bias_hi = has_bias ? to_float(p.bias[r + 8]) : 0.f;
     // The gradient's z comes in under the products (this warpgroup's last
-    // write-out has read the staging tile: it met at barrier 1 + wg since).
+    // write-out has read the staging tile: it met at barrier 1 + wg since;
+    // with y in place, its store has read it too).
     if (gradient && leader) {
+      if (Tile::kStaging == 1) cuda::bulk_wait_read<0>();
       barrier_expect(zbar, Tile::kOutBytes);
       tma_load(cuda::smem_u32(z_stage), &maps.aux, static_cast<int>(r0), w.n0, zbar);
     }
@@ -531,12 +542,16 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
 }
 
 // The kernel of p's write-out form (p.gelu, p.relu) with G warpgroups: only
-// the forms bsr_wgmma_groups gives G are built with it (every gelu form
-// takes the same count).
+// the forms bsr_wgmma_groups gives G are built with it (both forward forms
+// take the same count, and both gradient forms).
 template <typename T, int B, int G, bool kATrans>
 void launch_form(const BsrProductArgs<T>& p, cudaStream_t stream) {
   constexpr bool kBuildsPlain = bsr_wgmma_groups(B, GeluWriteOut::kNone) == G;
-  constexpr bool kBuildsGelu = bsr_wgmma_groups(B, GeluWriteOut::kForward) == G;
+  constexpr bool kBuildsForward = bsr_wgmma_groups(B, GeluWriteOut::kForward) == G;
+  constexpr bool kBuildsGradient = bsr_wgmma_groups(B, GeluWriteOut::kGradient) == G;
+  static_assert(bsr_wgmma_groups(B, GeluWriteOut::kForwardTanh) == bsr_wgmma_groups(B, GeluWriteOut::kForward) &&
+                    bsr_wgmma_groups(B, GeluWriteOut::kGradientTanh) == bsr_wgmma_groups(B, GeluWriteOut::kGradient),
+                "each gelu form's two variants take one count");
   COPPICE_CHECK(!p.relu || p.gelu == GeluWriteOut::kNone, kOp, ": internal: a relu and a gelu form in one write-out");
   if constexpr (kBuildsPlain) {
     if (p.gelu == GeluWriteOut::kNone) {
@@ -544,13 +559,16 @@ void launch_form(const BsrProductArgs<T>& p, cudaStream_t stream) {
                     : launch<T, B, G, kATrans, GeluWriteOut::kNone, false>(p, stream);
     }
   }
-  if constexpr (kBuildsGelu) {
-    switch (p.gelu) {
-      case GeluWriteOut::kForward: return launch<T, B, G, kATrans, GeluWriteOut::kForward, false>(p, stream);
-      case GeluWriteOut::kGradient: return launch<T, B, G, kATrans, GeluWriteOut::kGradient, false>(p, stream);
-      case GeluWriteOut::kForwardTanh: return launch<T, B, G, kATrans, GeluWriteOut::kForwardTanh, false>(p, stream);
-      case GeluWriteOut::kGradientTanh: return launch<T, B, G, kATrans, GeluWriteOut::kGradientTanh, false>(p, stream);
-      case GeluWriteOut::kNone: break;
+  if constexpr (kBuildsForward) {
+    if (p.gelu == GeluWriteOut::kForward) return launch<T, B, G, kATrans, GeluWriteOut::kForward, false>(p, stream);
+    if (p.gelu == GeluWriteOut::kForwardTanh) {
+      return launch<T, B, G, kATrans, GeluWriteOut::kForwardTanh, false>(p, stream);
+    }
+  }
+  if constexpr (kBuildsGradient) {
+    if (p.gelu == GeluWriteOut::kGradient) return launch<T, B, G, kATrans, GeluWriteOut::kGradient, false>(p, stream);
+    if (p.gelu == GeluWriteOut::kGradientTanh) {
+      return launch<T, B, G, kATrans, GeluWriteOut::kGradientTanh, false>(p, stream);
     }
   }
   COPPICE_CHECK(false, kOp, ": internal: no kernel for ", B, "x", B, " blocks on ", G,
@@ -587,6 +605,8 @@ void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
     bsr_wgmma32_product<T>(p, stream);
   } else if (p.bh == 128) {
     p.transposed ? launch_form<T, 128, 2, true>(p, stream) : launch_form<T, 128, 2, false>(p, stream);
+  } else if (bsr_wgmma_groups(64, p.gelu) == 4) {
+    p.transposed ? launch_form<T, 64, 4, true>(p, stream) : launch_form<T, 64, 4, false>(p, stream);
   } else if (bsr_wgmma_groups(64, p.gelu) == 3) {
     p.transposed ? launch_form<T, 64, 3, true>(p, stream) : launch_form<T, 64, 3, false>(p, stream);
   } else {

@@ -17,16 +17,21 @@ namespace coppice::sparse_cuda {
 constexpr bool bsr_wgmma_takes(int bh, int bw) { return bh == bw && (bh == 32 || bh == 64 || bh == 128); }
 
 // How many warpgroups multiply in the 64x64 kernel, each taking every G-th
-// tile whole (ping-pong): two, or three under a gelu form, whose write-out's
-// arithmetic needs the warps to hide it (H200, 16384 tokens, bf16, 90 %, the
-// GPT's MLP: fc1's x W^T with the gelu 0.190 -> 0.144 ms, fc2's dy W with its
-// gradient 0.171 -> 0.153; plain products take 5-8 % longer with three,
-// whose ring has a stage less). 128x128 blocks: two, sharing each tile.
+// tile whole (ping-pong): two, or three under a forward gelu form and four
+// under a gradient form, whose write-out's arithmetic needs the warps to
+// hide it (H200, 16384 tokens, bf16, 90 %, the GPT's MLP: fc1's x W^T with
+// the gelu 0.190 -> 0.144 ms with three, fc2's dy W with its gradient 0.171
+// -> 0.153 with three and 0.113 -> 0.107 with four against three; plain
+// products take 5-8 % longer with three, whose ring has a stage less). Four
+// fit because a gradient form's y replaces its z in one staging tile (a
+// forward form stores both), at 104 registers a consumer thread.
+// 128x128 blocks: two, sharing each tile.
 // Where this kernel runs it beats mma.sync's at every length of block row,
 // gelu forms included (the same products on mma.sync: 0.165 and 0.182 ms;
 // plain, 4096 x 1024 x W^T: 0.066 against 0.115).
 constexpr int bsr_wgmma_groups(int block, GeluWriteOut gelu) {
-  return block == 64 && gelu != GeluWriteOut::kNone ? 3 : 2;
+  if (block != 64 || gelu == GeluWriteOut::kNone) return 2;
+  return is_gelu_gradient(gelu) ? 4 : 3;
 }
 
 // Thread blocks of the wgmma SDDMM an SM holds at once for runs of at most

@@ -81,7 +81,8 @@ TEST_F(BsrMmaTest, TakesSquare16To128BlocksOf16BitTypes) {
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(8, 8));
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(256, 256));
   // Hopper's wgmma kernels take 32x32, 64x64 and 128x128 blocks; at 64x64
-  // three warpgroups multiply under a gelu form, two otherwise (bsr_wgmma_groups).
+  // four warpgroups multiply under a gelu gradient form, three under a
+  // forward form, two otherwise (bsr_wgmma_groups).
   EXPECT_TRUE(sparse_cuda::bsr_wgmma_takes(32, 32) && sparse_cuda::bsr_wgmma_takes(64, 64) &&
               sparse_cuda::bsr_wgmma_takes(128, 128));
   EXPECT_FALSE(sparse_cuda::bsr_wgmma_takes(16, 16) || sparse_cuda::bsr_wgmma_takes(64, 128));
@@ -89,7 +90,9 @@ TEST_F(BsrMmaTest, TakesSquare16To128BlocksOf16BitTypes) {
   static_assert(sparse_cuda::bsr_wgmma_sddmm_resident(32, 4) == 2 &&
                 sparse_cuda::bsr_wgmma_sddmm_resident(32, 8) == 1 && sparse_cuda::bsr_wgmma_sddmm_resident(64, 2) == 1);
   static_assert(sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kForward) == 3 &&
-                sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kGradientTanh) == 3 &&
+                sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kForwardTanh) == 3 &&
+                sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kGradient) == 4 &&
+                sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kGradientTanh) == 4 &&
                 sparse_cuda::bsr_wgmma_groups(64, sparse_cuda::GeluWriteOut::kNone) == 2 &&
                 sparse_cuda::bsr_wgmma_groups(128, sparse_cuda::GeluWriteOut::kGradient) == 2);
   EXPECT_FALSE(sparse_cuda::bsr_mma_takes(32, 64));
@@ -338,8 +341,10 @@ TEST_F(BsrMmaTest, WgmmaAndMmaSyncTakeALinearsShapes) {
 // tiles than the GPU has SMs) through one ring of stages: rows of 0 to 3
 // blocks (a linear's at 90 % sparsity), empty ones among them, and rows of
 // up to 8 blocks (16 at 32x32), longer than the ring (64x64 blocks: the
-// warpgroups, two or under a gelu form three, take turns at tiles, so each
-// one skips over the others' stages; 32x32: three thread blocks an SM, so
+// warpgroups, two, three under a forward gelu form or four under its
+// gradient, take turns at tiles, so each one skips over the others' stages;
+// enough tokens that each of a gradient form's four takes about three
+// tiles, through its one staging tile; 32x32: three thread blocks an SM, so
 // 16 block rows make several tiles each); a token count that is not a
 // multiple of the tile,
 // both directions, bias, the gelu write-out and its gradient's in the erf
@@ -350,8 +355,8 @@ TEST_F(BsrMmaTest, WgmmaProductWalksManyTilesAThreadBlock) {
   uint64_t seed = 5000;
   for (int64_t b : {32, 64, 128}) {
     for (double density : {0.2, 0.9}) {
-      // 8 block rows (16 of 32) x 33 or 65 tiles of 128 tokens
-      const int64_t rows = (b == 32 ? 16 : 8) * b, n = b == 128 ? 4200 : 8229;
+      // 8 block rows (16 of 32) x 33, 65 or (64x64) 193 tiles of 128 tokens
+      const int64_t rows = (b == 32 ? 16 : 8) * b, n = b == 128 ? 4200 : b == 64 ? 24677 : 8229;
       const Tensor dense = random_blocks(rows, rows, b, b, density, seed++, {1, 6});
       const Tensor s = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(b, b)), kCuda);
       const Tensor s64 = host64(to_dense(s));
