@@ -92,6 +92,7 @@ constexpr std::string_view kOp = "bsr wgmma product";
 constexpr int kStep = 64;                             // k per stage: one 128-byte swizzle row of 16-bit values
 constexpr int kSddmmConsumers = 256;                  // the SDDMM's: two warpgroups multiply
 constexpr int kSddmmThreads = kSddmmConsumers + 128;  // and one loads
+using SddmmRegisters = cuda::RegisterSplit<kSddmmThreads, 40, 232>;
 
 // The shape for blocks of B: the stages of the ring, then (1024-byte
 // aligned, for the swizzle) each warpgroup's staging tiles and the barrier
@@ -105,14 +106,9 @@ struct WgmmaTile {
   static_assert(G == 2 || (kPingPong && (G == 3 || G == 4)), "128x128 blocks: two warpgroups share a tile");
   static constexpr int kConsumers = 128 * G;         // G warpgroups multiply
   static constexpr int kThreads = kConsumers + 128;  // and one loads
-  // Registers a thread: the loader's, the consumers' (setmaxnreg). The
-  // consumers' increase takes only what the loader gave back of the thread
-  // block's registers at launch (__launch_bounds__: an equal share of the
-  // SM's 65536, in steps of 8); asking for more waits forever.
-  static constexpr int kLoaderRegs = 56, kConsumerRegs = G == 2 ? 224 : G == 3 ? 152 : 104;
-  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static_assert(128 * kLoaderRegs + kConsumers * kConsumerRegs <= kThreads * kLaunchRegs,
-                "the thread block's registers");
+  // Registers a thread: the loader's 56, the consumers' as many as the
+  // launch leaves them, in steps of 8.
+  using Registers = cuda::RegisterSplit<kThreads, 56, G == 2 ? 224 : G == 3 ? 152 : 104>;
   static constexpr int kTileN = 128;                     // tokens a tile
   static constexpr int kStageWarps = kPingPong ? 4 : 8;  // arrivals that free a stage: the warps that read it
   static constexpr int kABytes = B * kStep * 2;          // the block's 64 columns (or rows, transposed)
@@ -165,7 +161,7 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
     // warp helps read the tiles' work.
     // 56 registers: the tiles' work read 32 at a time takes more than 40 (ptxas
     // spilled); the consumers take the rest of the SM's 65536.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tile::kLoaderRegs));
+    Tile::Registers::loader();
     if (tid / 32 == kConsumers / 32) {
       int step = 0;  // the ring's running count
       for_each_tile<true>(p, tiles, kTileN, [&](int64_t, const TileWork& w) {
@@ -194,7 +190,7 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tile::kConsumerRegs));
+  Tile::Registers::consumer();
 
   const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4;
   const bool leader = tid % 128 == 0;  // issues the warpgroup's TMA stores and z loads
@@ -375,7 +371,7 @@ __global__ void __launch_bounds__(kSddmmThreads, 1)
   const int steps = static_cast<int>((k_end - k_begin + kStep - 1) / kStep);
 
   if (tid >= kSddmmConsumers) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    SddmmRegisters::loader();
     if (tid == kSddmmConsumers) {
       for (int step = 0; step < steps; ++step) {
         const int k0 = static_cast<int>(k_begin + static_cast<int64_t>(step) * kStep);
@@ -395,7 +391,7 @@ __global__ void __launch_bounds__(kSddmmThreads, 1)
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  SddmmRegisters::consumer();
 
   const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
   // This warpgroup's block of the run and its rows of it; a warpgroup past

@@ -77,8 +77,9 @@ constexpr int kTileM = 128;                 // rows of x per block: the instruct
 constexpr int kStep = 64;                   // dense columns of S per stage: two k32
 constexpr int kConsumers = 256;             // two warpgroups multiply
 constexpr int kThreads = kConsumers + 128;  // and one loads
-constexpr int kSRowBytes = kStep;           // 32 stored values: a 64-byte swizzle row
-constexpr int kXRowBytes = 2 * kStep;       // 64 columns of x: a 128-byte swizzle row
+using Registers = cuda::RegisterSplit<kThreads, 40, 232>;
+constexpr int kSRowBytes = kStep;      // 32 stored values: a 64-byte swizzle row
+constexpr int kXRowBytes = 2 * kStep;  // 64 columns of x: a 128-byte swizzle row
 constexpr int kSBytes = kTileR * kSRowBytes;
 constexpr int kXBytes = kTileM * kXRowBytes;
 constexpr int kStageBytes = kSBytes + kXBytes;
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid >= kConsumers) {
     // The loading warpgroup: one thread issues every copy.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    Registers::loader();
     if (tid == kConsumers) {
       for (int step = 0; step < steps; ++step) {
         ring.wait_empty(step);
@@ -186,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  Registers::consumer();
 
   const int wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4;
   // Consumer warpgroup wg owns the tile's rows wg * 64 kSlices .. + 64 kSlices.

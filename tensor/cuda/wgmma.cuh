@@ -66,6 +66,32 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
 
+// Registers among a thread block of kThreads (__launch_bounds__(kThreads,
+// 1)) whose last warpgroup loads (one thread issues TMA copies) and whose
+// others multiply: the loader gives registers back (loader(), setmaxnreg.dec
+// to kLoaderRegs) and the multipliers take them (consumer(), .inc to
+// kConsumerRegs). setmaxnreg moves registers only within the thread block,
+// out of what it got at launch (an equal share of the SM's 65536, in steps
+// of 8): an increase past what the loader gave back waits forever (a
+// 640-thread block asking 112 for its consumers against the loader's 56
+// hung), so the split is checked here when the kernel is built.
+template <int kThreads, int kLoaderRegs, int kConsumerRegs>
+struct RegisterSplit {
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static_assert(kThreads % 128 == 0 && kLoaderRegs % 8 == 0 && kConsumerRegs % 8 == 0 && kLoaderRegs >= 24 &&
+                    kConsumerRegs <= 256,
+                "setmaxnreg takes multiples of 8 in [24, 256], a warpgroup at a time");
+  static_assert(kLoaderRegs <= kLaunchRegs && kConsumerRegs >= kLaunchRegs, "the loader gives, the consumers take");
+  static_assert(128 * kLoaderRegs + (kThreads - 128) * kConsumerRegs <= kThreads * kLaunchRegs,
+                "the consumers take more registers than the loader gives back");
+  __device__ static __forceinline__ void loader() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kLoaderRegs));
+  }
+  __device__ static __forceinline__ void consumer() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+  }
+};
+
 // Shared memory written by the threads (st.shared, cp.async) made visible to
 // the async proxy that wgmma reads through; each writer fences, then the
 // threads meet at a barrier before the instructions issue.
