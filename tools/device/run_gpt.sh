@@ -169,7 +169,8 @@ case "$what" in
     for t in .devbin/tests/*; do
       [[ -x $t ]] || continue
       "$t" --gtest_brief=1 > "$OUT/$(basename "$t").log" 2>&1
-      say "$(basename "$t"): exit $? ($(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/$(basename "$t").log" | tr '\n' ' '))"
+      rc=$?  # before the line below: its $(basename) would reset $?
+      say "$(basename "$t"): exit $rc ($(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/$(basename "$t").log" | tr '\n' ' '))"
     done
     .devbin/mlp_demo --device cuda > "$OUT/demo.txt" 2>&1
     say "mlp_demo: exit $?"
