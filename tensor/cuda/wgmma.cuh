@@ -73,7 +73,7 @@ __device__ __forceinline__ void wgmma_wait() {
 // kConsumerRegs). setmaxnreg moves registers only within the thread block,
 // out of what it got at launch (an equal share of the SM's 65536, in steps
 // of 8): an increase past what the loader gave back waits forever (a
-// 640-thread block asking 112 for its consumers against the loader's 56
+// 640-thread block asking 112 for its consumers against the loader's 64
 // hung), so the split is checked here when the kernel is built.
 template <int kThreads, int kLoaderRegs, int kConsumerRegs>
 struct RegisterSplit {
