@@ -28,10 +28,11 @@
 //     persistent kernels do): while one writes its tile out the others
 //     multiply the next (rows of 6.4 blocks: 9 % off the cooperative form's
 //     time; a gelu's arithmetic in the write-out needs a third warpgroup to
-//     hide it, its gradient's a fourth). The warpgroups take turns at the ring (an order barrier: one
-//     starts a tile's products once the one before has read every stage of
-//     the tile before), which keeps the stages in the order the loader fills
-//     them and each wait on a stage's barrier in the phase it means.
+//     hide it, its gradient's a fourth). The warpgroups take turns at the
+//     ring (an order barrier: one starts a tile's products once the one
+//     before has read every stage of the tile before), which keeps the
+//     stages in the order the loader fills them and each wait on a stage's
+//     barrier in the phase it means.
 // Why persistent: with one thread block an SM (the ring and 104-224
 // registers a consumer thread), a thread block per tile left the SM idle
 // while a tile's first blocks loaded and its output was written. The grid
@@ -118,7 +119,7 @@ struct WgmmaTile {
   static constexpr int kStaging = G == 4 ? 1 : 2;                // staging tiles a warpgroup
   static constexpr int kOutBytes = kTileN * 64 * 2;  // a warpgroup's 64 rows of y (or z) by the tile's tokens
   static constexpr int kOutOffset = (kStages * kStageBytes + 16 * kStages + 1023) / 1024 * 1024;  // from its start
-  static constexpr int kZBarOffset = kOutOffset + kStaging * G * kOutBytes;  // [warpgroup][y, z] staging tiles
+  static constexpr int kZBarOffset = kOutOffset + kStaging * G * kOutBytes;  // [warpgroup][kStaging] staging tiles
   static constexpr int kSmemBytes = 1024 + kZBarOffset + 8 * G;
   static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
   static_assert(kSmemBytes <= 227 * 1024, "a thread block's shared memory");
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
     // the consumers by up to the ring's stages, across tiles; the rest of its
     // warp helps read the tiles' work.
     // 56 registers: the tiles' work read 32 at a time takes more than 40 (ptxas
-    // spilled); the consumers take the rest of the SM's 65536.
+    // spilled); the consumers take what it gives back (Tile::Registers).
     Tile::Registers::loader();
     if (tid / 32 == kConsumers / 32) {
       int step = 0;  // the ring's running count
