@@ -11,9 +11,9 @@
 //   "nccl: all_reduce #7 did not complete within 300 s on rank 1 (a peer died
 //    or hung); the communicator was aborted"
 // A collective nobody waits for on the host (Work::wait_on_device: the GPU
-// waits) is bounded the same way by the communicator's launcher thread,
-// which aborts it at its deadline. Every later call on that communicator
-// throws at once.
+// waits), or whose enqueue blocks in NCCL, is bounded the same way by the
+// communicator's watchdog thread, which aborts it at its deadline. Every
+// later call on that communicator throws at once.
 //
 // Environment. NVLink SHARP (NVLS) multicast must stay off on the lent
 // machines: the factories set NCCL_NVLS_ENABLE=0 unless it is already set.

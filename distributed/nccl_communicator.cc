@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/collective_queue.h"
 #include "distributed/tcp_rendezvous.h"
 #include "tensor/backend.h"
 #include "tensor/cuda/cuda_check.h"
@@ -48,7 +49,7 @@ void ensure_nccl_env() {
 std::string nccl_error_text(ncclResult_t r, ncclComm_t comm) {
   // libnccl.so.2 is found at run time (tensor/cuda/lazy/library.h): missing, it says so.
   if (r == ncclSystemError) {
-    const std::string missing = cuda::cuda_library_load_error(cuda::CudaLibrary::kNccl);
+    std::string missing = cuda::cuda_library_load_error(cuda::CudaLibrary::kNccl);
     if (!missing.empty()) return missing;
   }
   std::string s = ncclGetErrorString(r);
@@ -297,9 +298,11 @@ struct NcclShared {
 
 // One issued collective. The issuing thread records `ready_` on the default
 // stream (where the collective's inputs are made) and hands the NCCL calls
-// to the communicator's launcher thread (NcclLauncher), which makes NCCL's
-// stream wait for it, enqueues the calls and records `done_` after them.
-class NcclWork final : public WorkImpl {
+// to the communicator's CollectiveQueue, whose launcher thread makes NCCL's
+// stream wait for it, enqueues the calls and records `done_` after them, and
+// whose watchdog aborts the communicator when it has not ended by its
+// deadline, whether it is still being enqueued or running on the GPU.
+class NcclWork final : public WorkImpl, public QueuedCollective {
  public:
   using Calls = std::function<ncclResult_t(ncclComm_t)>;
 
@@ -335,9 +338,10 @@ class NcclWork final : public WorkImpl {
     calls_ = std::move(calls);
   }
 
-  // On the launcher thread: enqueues the calls (made inside one group) on
-  // the communicator's stream, after `ready_`. A failure is kept for wait().
-  void launch() noexcept {
+  // On the queue's launcher thread: enqueues the calls (made inside one
+  // group) on the communicator's stream, after `ready_`. A failure is kept
+  // for wait().
+  void launch() noexcept override {
     try {
       shared_->check_usable();
       COPPICE_CUDA_CHECK(cudaStreamWaitEvent(shared_->stream, ready_, 0), "nccl");
@@ -421,9 +425,9 @@ class NcclWork final : public WorkImpl {
     }
   }
 
-  // True once the collective has ended on the GPU, or failed (the
-  // launcher's watchdog asks, on its thread, of launched work).
-  bool finished_on_gpu() {
+  // True once the collective has ended on the GPU, or failed (the queue's
+  // watchdog asks, on its thread, from the launch on: false until enqueued).
+  bool finished() override {
     const int state = state_.load(std::memory_order_acquire);
     return state == kFailed || (state == kEnqueued && cudaEventQuery(done_) != cudaErrorNotReady);
   }
@@ -444,8 +448,8 @@ class NcclWork final : public WorkImpl {
     return sizes_;
   }
 
-  Clock::time_point deadline() const { return issued_ + shared_->options.timeout; }
-  const std::string& name() const { return name_; }
+  Clock::time_point deadline() const override { return issued_ + shared_->options.timeout; }
+  const std::string& name() const override { return name_; }
 
   // Set by the communicator when issuing.
   std::vector<Tensor> keep_;    // inputs and staging buffers, alive until the collective is done
@@ -486,90 +490,6 @@ class NcclWork final : public WorkImpl {
   bool waited_ = false;
   bool on_device_ = false;  // wait_on_device() returned: result_ is usable by the default stream
   std::string error_;
-};
-
-// The thread that enqueues a communicator's collectives, in the order they
-// were issued, and watches them end. The caller only records an event and
-// queues the calls (a few microseconds), so the training loop's gradient
-// hooks, which issue the buckets in the middle of backward, never wait in
-// NCCL (issue 37).
-//
-// The watchdog: a launched collective still running past its deadline
-// aborts the communicator from here, so that work the GPU queued behind it
-// (Work::wait_on_device) ends, and the next call on any thread throws the
-// timeout, even when no host thread waits on that collective.
-class NcclLauncher {
- public:
-  NcclLauncher(std::shared_ptr<NcclShared> shared, int device)
-      : shared_(std::move(shared)), thread_([this, device] { run(device); }) {}
-
-  ~NcclLauncher() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-
-  NcclLauncher(const NcclLauncher&) = delete;
-  NcclLauncher& operator=(const NcclLauncher&) = delete;
-
-  void submit(std::shared_ptr<NcclWork> work) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(work));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  static constexpr std::chrono::milliseconds kWatchPeriod{100};
-
-  // Every submitted work is launched, the queue drained before the thread
-  // ends (the other ranks expect these collectives; a failed one fails fast).
-  void run(int device) {
-    cudaSetDevice(device);
-    for (;;) {
-      std::shared_ptr<NcclWork> work;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        auto ready = [&] { return stopping_ || !queue_.empty(); };
-        if (running_.empty()) {
-          cv_.wait(lock, ready);
-        } else {
-          cv_.wait_for(lock, kWatchPeriod, ready);
-        }
-        if (queue_.empty() && stopping_) return;
-        if (!queue_.empty()) {
-          work = std::move(queue_.front());
-          queue_.pop_front();
-        }
-      }
-      if (work != nullptr) {
-        work->launch();
-        running_.push_back(std::move(work));
-      }
-      watch();
-    }
-  }
-
-  // Drops the collectives that ended; aborts when the oldest still running
-  // is past its deadline (they end in issue order).
-  void watch() {
-    while (!running_.empty() && running_.front()->finished_on_gpu()) running_.pop_front();
-    if (running_.empty() || Clock::now() < running_.front()->deadline()) return;
-    if (shared_->check_reason().empty()) shared_->abort(shared_->timeout_text(running_.front()->name()));
-    running_.clear();
-  }
-
-  std::shared_ptr<NcclShared> shared_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<NcclWork>> queue_;
-  bool stopping_ = false;
-  std::deque<std::shared_ptr<NcclWork>> running_;  // launched, this thread's alone
-  std::thread thread_;                             // last: starts once the members above exist
 };
 
 namespace {
@@ -630,7 +550,16 @@ NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int world_s
     throw;
   }
   split_blocking(what, deadline);
-  launcher_ = std::make_unique<NcclLauncher>(shared_, cuda_device);
+  CollectiveQueue::Hooks hooks;
+  hooks.on_thread_start = [cuda_device] { cudaSetDevice(cuda_device); };
+  // A collective past its deadline: so that work the GPU queued behind it
+  // (Work::wait_on_device) ends, and the next call on any thread throws the
+  // timeout, even when no host thread waits on it. The abort also frees an
+  // enqueue blocked in ncclGroupEnd (NcclShared::abort).
+  hooks.on_overdue = [shared = shared_](const std::string& overdue) {
+    if (shared->check_reason().empty()) shared->abort(shared->timeout_text(overdue));
+  };
+  queue_ = std::make_unique<CollectiveQueue>(std::move(hooks));
 }
 
 // Collectives go to a blocking communicator split from the nonblocking one,
@@ -665,7 +594,7 @@ void NcclCommunicator::split_blocking(const std::string& what, Clock::time_point
 
 NcclCommunicator::~NcclCommunicator() {
   try {
-    launcher_.reset();  // every collective issued is enqueued (or failed) first
+    queue_.reset();  // every collective issued is enqueued (or failed) first
     NcclShared& s = *shared_;
     {
       std::lock_guard<std::mutex> lock(s.mu);
@@ -769,7 +698,7 @@ Work NcclCommunicator::issue(Collective collective, const Tensor& tensor, Reduce
   cudaStream_t stream = shared_->stream;
   auto enqueue = [&](const std::shared_ptr<NcclWork>& w, NcclWork::Calls calls) {
     w->record_ready(std::move(calls));
-    launcher_->submit(w);
+    queue_->submit(w);
   };
 
   // The input on this device, contiguous (a copy queued on the default

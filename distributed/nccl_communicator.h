@@ -25,11 +25,13 @@
 // communicator finishes each group on a thread NCCL starts for it, about 50
 // us a collective (issue 37). Issuing a collective records where its inputs
 // are ready on the default stream and hands the NCCL calls to the
-// communicator's launcher thread, which enqueues them in issue order, so the
-// caller never blocks in NCCL; wait() first waits for the launch, whose
-// failure it throws. The launcher also aborts the communicator when a
-// launched collective runs past its deadline, whether or not a host thread
-// waits for it (Work::wait_on_device). all_gather_v blocks until the ranks'
+// communicator's CollectiveQueue (distributed/collective_queue.h), whose
+// launcher thread enqueues them in issue order, so the caller never blocks in
+// NCCL; wait() first waits for the launch, whose failure it throws. The
+// queue's watchdog thread aborts the communicator when a collective has not
+// ended by its deadline, whether or not a host thread waits for it
+// (Work::wait_on_device), and also when its enqueue itself blocks in NCCL
+// (ncclGroupEnd), which the abort frees. all_gather_v blocks until the ranks'
 // sizes are known (one small all_gather) because its output is allocated
 // from them. barrier()'s Work blocks in wait().
 //
@@ -51,10 +53,11 @@
 
 namespace coppice {
 
-// The state a communicator shares with its Work handles, and the thread that
-// enqueues its collectives (defined in the .cc).
+// The state a communicator shares with its Work handles (defined in the
+// .cc), and the threads that enqueue its collectives and watch their
+// deadlines (distributed/collective_queue.h).
 struct NcclShared;
-class NcclLauncher;
+class CollectiveQueue;
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -96,7 +99,7 @@ class NcclCommunicator final : public Communicator {
   void split_blocking(const std::string& what, std::chrono::steady_clock::time_point deadline);
 
   std::shared_ptr<NcclShared> shared_;
-  std::unique_ptr<NcclLauncher> launcher_;
+  std::unique_ptr<CollectiveQueue> queue_;
   int rank_;
   int world_size_;
   int device_;
