@@ -46,7 +46,10 @@ void CollectiveQueue::run_launcher() {
       next = std::move(queue_.front());
       queue_.pop_front();
       // Watched from before its launch: a launch that blocks is bounded too.
-      if (!reported_) in_flight_.push_back(next);
+      if (!reported_) {
+        in_flight_.push_back(next);
+        in_flight_grew_ = true;
+      }
     }
     watchdog_cv_.notify_one();
     next->launch();
@@ -60,6 +63,7 @@ void CollectiveQueue::run_watchdog() {
   for (;;) {
     watchdog_cv_.wait(lock, [&] { return launcher_done_ || (!in_flight_.empty() && !reported_); });
     if (launcher_done_) return;
+    in_flight_grew_ = false;
     // Released outside the lock: the last reference to a collective may do
     // work of its own (the NCCL backend's orders the default stream).
     std::vector<std::shared_ptr<QueuedCollective>> ended;
@@ -88,7 +92,12 @@ void CollectiveQueue::run_watchdog() {
     lock.unlock();
     ended.clear();
     lock.lock();
-    if (!in_flight_.empty()) watchdog_cv_.wait_for(lock, watch_period_, [&] { return launcher_done_; });
+    // Until the next period, or a launch: each launch also drops what has
+    // finished, so that the collectives' buffers (which a finished one may
+    // hold) go back as they would with no watchdog, not a period later.
+    if (!in_flight_.empty()) {
+      watchdog_cv_.wait_for(lock, watch_period_, [&] { return launcher_done_ || in_flight_grew_; });
+    }
   }
 }
 

@@ -93,9 +93,10 @@ class CollectiveQueue {
   std::deque<std::shared_ptr<QueuedCollective>> queue_;
   // Being launched or launched, not yet seen finished (until a report).
   std::deque<std::shared_ptr<QueuedCollective>> in_flight_;
-  bool stopping_ = false;       // the destructor began: launch what is queued, then end
-  bool launcher_done_ = false;  // the launcher has ended: so does the watchdog
-  bool reported_ = false;       // on_overdue was called
+  bool stopping_ = false;        // the destructor began: launch what is queued, then end
+  bool launcher_done_ = false;   // the launcher has ended: so does the watchdog
+  bool reported_ = false;        // on_overdue was called
+  bool in_flight_grew_ = false;  // since the watchdog last looked
 
   // Last: they start once the members above exist.
   std::thread watchdog_;

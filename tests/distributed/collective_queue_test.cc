@@ -237,6 +237,28 @@ TEST(CollectiveQueue, NothingReportedForCollectivesThatEndInTime) {
   EXPECT_EQ(record.launched().size(), 5u);
 }
 
+// The queue lets go of a finished collective at the next launch, not a
+// watch period later: a backend's collective may hold its buffers (the NCCL
+// backend's does, until a host wait), which a step's next buckets want.
+TEST(CollectiveQueue, LetsGoOfAFinishedCollectiveAtTheNextLaunch) {
+  Record record;
+  CollectiveQueue queue(recording(&record), milliseconds(60000));
+  auto first = collective("first", milliseconds(60000), &record);
+  const std::weak_ptr<FakeCollective> watched = first;
+  queue.submit(first);
+  while (record.launched().empty()) std::this_thread::sleep_for(milliseconds(1));
+  std::this_thread::sleep_for(milliseconds(50));  // the watchdog has looked (and seen it running)
+  first->end();
+  first.reset();
+  auto second = collective("second", milliseconds(60000), &record);
+  second->end_at_launch();
+  const Clock::time_point start = Clock::now();
+  queue.submit(second);
+  while (!watched.expired() && Clock::now() - start < kLate) std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_TRUE(watched.expired());
+  EXPECT_LT(Clock::now() - start, milliseconds(2000));  // the period is a minute
+}
+
 // A collective that has finished is not reported, even when the watchdog
 // first looks after its deadline.
 TEST(CollectiveQueue, AFinishedCollectivePastItsDeadlineIsNotReported) {
