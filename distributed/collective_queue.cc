@@ -1,6 +1,5 @@
 #include "distributed/collective_queue.h"
 
-#include <algorithm>
 #include <utility>
 #include <vector>
 
