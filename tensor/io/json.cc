@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <string_view>
+#include <tuple>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
@@ -227,7 +229,9 @@ class Parser {
       size_t key_pos = pos_;
       std::string key;
       if (!parse_string(&key)) return false;
-      members.emplace_back(std::move(key), Value());
+      // The value built in place (GCC 12 warns, wrongly, that moving a
+      // default Value's variant may read it uninitialized).
+      members.emplace_back(std::piecewise_construct, std::forward_as_tuple(std::move(key)), std::forward_as_tuple());
       if (!seen.insert(members.size() - 1).second) {
         return fail_at(key_pos, str_cat("duplicate key ", quote(members.back().first)));
       }
