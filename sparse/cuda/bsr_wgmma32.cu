@@ -3,9 +3,9 @@
 // bsr_wgmma.cu's kernel puts op(S)'s block rows on wgmma's M, which is 64:
 // a 32-row block row would fill half of it, and two block rows share no
 // slices of x. Here the tokens take M and the block row takes N
-// (m64n32k16): a tile is 128 tokens (two m64 halves) by one output block row
+// (m64n32k16): a tile is 256 tokens (four m64 halves) by one output block row
 // (32 features of y), and each stored block of the row is one stage of the
-// ring: x's [128 tokens, 32] slice at the block's column and the block
+// ring: x's [256 tokens, 32] slice at the block's column and the block
 // itself, both in rows of 64 bytes in the 64-byte swizzle (wgmma.cuh). x is
 // K-major (token-major, its 32 columns along the row); the block is B,
 // K-major for op(S) = S (its rows are y's features) and MN-major for op(S)
@@ -21,11 +21,23 @@
 // A thread block is one warpgroup that multiplies and one warp that loads
 // (a single thread issues the TMA copies into a ring of stages, running
 // ahead of the warpgroup across tiles, 32 tiles' work read at a time:
-// bsr_wgmma_walk.cuh). Three thread blocks share an SM, so one block's
-// write-out overlaps the others' products without the 64x64 kernel's
-// ping-pong turns. Tokens past n arrive as zeros and are not stored; an
-// empty block row writes the bias (or zeros). No atomics: each output is one
-// thread's sum in a fixed order, the same bits on every run.
+// bsr_wgmma_walk.cuh). Two thread blocks share an SM, so one block's
+// write-out overlaps the other's products without the 64x64 kernel's
+// ping-pong turns.
+//
+// Why 256 tokens a tile: the product is bound by its L2 traffic (Nsight
+// Compute: the L2 at three quarters of its peak), which is x's slices, read
+// once per stored block of a column, and the stored blocks, read once per
+// tile. Tiles of 256 tokens read the blocks half as often as tiles of 128 (on
+// fc2's forward product, 54 of 538 MB), and the products take 4-10 % less time
+// for it (docs/benchmarks.md); four thread blocks an SM of 128-token tiles,
+// more resident work without less traffic, gained nothing. The forward gelu
+// forms, which hold y's and z's values, spill 8-24 bytes at the 168 registers
+// ptxas gives them here.
+//
+// Tokens past n arrive as zeros and are not stored; an empty block row writes
+// the bias (or zeros). No atomics: each output is one thread's sum in a fixed
+// order, the same bits on every run.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -58,15 +70,15 @@ using cuda::tma_store;
 
 constexpr std::string_view kOp = "bsr wgmma product";
 constexpr int kB = 32;                     // the block's side
-constexpr int kTileN = 128;                // tokens a tile
-constexpr int kHalves = kTileN / 64;       // m64 products a k16 step
+constexpr int kTileN = 256;                // tokens a tile
+constexpr int kHalves = kTileN / 64;       // m64 products a k16 step (four)
 constexpr int kConsumers = 128;            // one warpgroup multiplies
 constexpr int kThreads = kConsumers + 32;  // and one warp loads
-constexpr int kBlocksPerSm = 3;            // thread blocks an SM (shared memory allows three)
-constexpr int kXBytes = kTileN * kB * 2;   // x's slice: 8 KB
+constexpr int kBlocksPerSm = 2;            // thread blocks an SM (shared memory allows two)
+constexpr int kXBytes = kTileN * kB * 2;   // x's slice: 16 KB
 constexpr int kABytes = kB * kB * 2;       // the block: 2 KB
 constexpr int kStageBytes = kXBytes + kABytes;
-constexpr int kStages = 5;
+constexpr int kStages = 4;
 constexpr int kOutBytes = kTileN * kB * 2;  // y's tile (or z's) in the staging area
 constexpr int kOutOffset = (kStages * kStageBytes + 16 * kStages + 1023) / 1024 * 1024;  // from the ring's start
 constexpr int kZBarOffset = kOutOffset + 2 * kOutBytes;                                  // after y's and z's tiles
@@ -223,7 +235,7 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
   static const bool configured = [] {
     const auto kernel = bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu>;
     COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), kOp);
-    // All of the SM's unified memory as shared memory: three blocks' worth.
+    // All of the SM's unified memory as shared memory: two blocks' worth.
     COPPICE_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
         kOp);
