@@ -44,6 +44,13 @@
 #        products at the GPT's shapes (90 %, in GPT_AB_BLOCK blocks, default
 #        64) once each -> ab.md (each
 #        round's ms and loss, the medians, and the products side by side).
+# bound: what bounds the BSR products at the GPT's shapes (Nsight Compute,
+#        ncu_bound.py): for each block of GPT_BOUND_BLOCKS (default "32 64")
+#        and weight of GPT_BOUND_SHAPES (default 1024x4096, fc2's), `bench
+#        bsr` at 90 %, bf16, 16384 tokens: three launches of the plain
+#        product (x W^T) and two of the weight gradient's SDDMM, each with
+#        its duration, L2 and DRAM throughput (% of peak), L2 reads and DRAM
+#        bytes -> bound.md.
 # breakdown: one step's GPU time by kernel (Nsight Compute, kernel_breakdown.py)
 #        for Coppice's BSR 90 % and dense steps and PyTorch's dense step, the
 #        profiled runs taking the routes a plain run chose (bench --routes-in)
@@ -329,6 +336,30 @@ PY
     python3 $PACK/train_compare.py --coppice "$OUT/mlp_coppice.json" --torch "$OUT/mlp_torch.json" \
       > "$OUT/mlp_step.md" 2>&1
     tee -a "$SUMMARY" < "$OUT/mlp_step.md"
+    ;;
+  bound)
+    metrics=gpu__time_duration.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed
+    metrics+=,lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,dram__bytes_write.sum
+    metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed
+    logs=()
+    for block in ${GPT_BOUND_BLOCKS:-32 64}; do
+      product=bsr_wgmma_kernel sddmm=bsr_wgmma_sddmm_kernel
+      [[ $block == 32 ]] && product=bsr_wgmma32_kernel sddmm=bsr_wgmma32_sddmm_kernel
+      for shape in ${GPT_BOUND_SHAPES:-1024x4096}; do
+        bsr=(.devbin/bench bsr --hidden ${shape%x*} --in ${shape#*x} --batch 16384 --dtype bf16 --block $block
+          --sparsity 0.9)
+        # Launches past the first few: the plain product's warm-up is over, its timed repetitions still run.
+        for kernel in "$product 10 3" "$sddmm 5 2"; do
+          read -r name skip count <<< "$kernel"
+          log=$OUT/ncu_bound_${name}_$shape.csv
+          timeout 150 ncu --csv --kernel-name "regex:^$name\$" --launch-skip $skip --launch-count $count \
+            --metrics $metrics "${bsr[@]}" > "$log" 2>&1 || say "ncu $name at $shape: exit $?"
+          logs+=("$log")
+        done
+      done
+    done
+    python3 tools/device/ncu_bound.py "${logs[@]}" > "$OUT/bound.md" 2>&1
+    tee -a "$SUMMARY" < "$OUT/bound.md"
     ;;
   breakdown)
     ncu_step() {  # NAME STEPS COMMAND...: ncu's per-kernel log of COMMAND (with its --steps STEPS)
