@@ -27,13 +27,15 @@ BYTES_MB = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3, "KB": 1e-3,
 
 
 def value(metric, unit, text):
+    """The metric's value in its column's unit; ValueError names what it cannot read."""
     v = float(text.replace(",", ""))
-    if metric == "gpu__time_duration.sum":
-        return v * TIME_US[unit]
+    units = TIME_US if metric == "gpu__time_duration.sum" else BYTES_MB if metric.startswith("dram__bytes") else None
+    if units is not None:
+        if unit not in units:
+            raise ValueError(f"unknown unit {unit!r}")
+        return v * units[unit]
     if metric == "lts__t_sectors_srcunit_tex_op_read.sum":
         return v * 32e-6  # sectors of 32 bytes
-    if metric.startswith("dram__bytes"):
-        return v * BYTES_MB[unit]
     return v
 
 
@@ -52,7 +54,7 @@ def rows(path):
         try:
             launches.setdefault(key, {})[metric] = value(metric, r.get("Metric Unit", ""), r["Metric Value"])
         except (KeyError, ValueError) as e:
-            sys.exit(f"ncu_bound: {path}: {metric}: cannot read {r.get('Metric Value')!r} {r.get('Metric Unit')!r} ({e})")
+            sys.exit(f"ncu_bound: {path}: {metric}: cannot read {r.get('Metric Value')!r} {r.get('Metric Unit')!r}: {e}")
     return launches
 
 
@@ -64,11 +66,12 @@ def main():
     print("|---|---|" + "---:|" * len(cols))
     for path in sys.argv[1:]:
         launches = rows(path)
+        log = path.rsplit("/", 1)[-1]
         if not launches:
-            print(f"| {path} | (no launch profiled) |" + " |" * len(cols))
+            print(f"| {log} | (no launch profiled) |" + " |" * len(cols))
         for (_, name), m in launches.items():
             cells = [f"{m[k]:.1f}" if k in m else "-" for k in METRICS]
-            print(f"| {path.rsplit('/', 1)[-1]} | {name} | " + " | ".join(cells) + " |")
+            print(f"| {log} | {name} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
