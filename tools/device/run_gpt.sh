@@ -18,6 +18,9 @@
 #        times, its causal rows under each SDPA backend (--sdpa-backend):
 #        flash (FlashAttention-2), cudnn (cuDNN's fused attention) and default
 #        (no sdpa_kernel: what PyTorch picks itself) -> attention_<backend>.md.
+#        GPT_ATTENTION_PINS: route pins (COPPICE_ROUTES lists, space-separated,
+#        e.g. attention_dq=recompute) under each of which `bench attention`
+#        runs again, beside the default backend's rows -> attention_pin<i>.md.
 # gaps: where the GPU idles in the step and what the host was in as each gap
 #        began (cupti_trace.so with .devcupti carried, dp_timeline.py --gaps),
 #        eager and from a CUDA graph -> gaps.md.
@@ -168,6 +171,15 @@ case "$what" in
       python3 $PACK/compare.py "$OUT/att_coppice.json" "$OUT/att_torch_$b.json" > "$OUT/attention_$b.md" 2>&1
       say "== attention: Coppice beside PyTorch SDPA, causal rows under --sdpa-backend $b"
       tee -a "$SUMMARY" < "$OUT/attention_$b.md"
+    done
+    i=0
+    for pin in ${GPT_ATTENTION_PINS:-}; do
+      i=$((i + 1))
+      COPPICE_ROUTES=$pin timeout 120 .devbin/bench attention --json "$OUT/att_coppice_pin$i.json" \
+        > "$OUT/bench_att_pin$i.log" 2>&1 || say "bench attention under $pin: exit $?"
+      python3 $PACK/compare.py "$OUT/att_coppice_pin$i.json" "$OUT/att_torch_default.json" > "$OUT/attention_pin$i.md" 2>&1
+      say "== attention: Coppice under COPPICE_ROUTES=$pin beside PyTorch SDPA (default backend)"
+      tee -a "$SUMMARY" < "$OUT/attention_pin$i.md"
     done
     ;;
   tests)
