@@ -185,10 +185,13 @@ case "$what" in
   tests)
     # The test binaries pack_gpt.sh carried (GPT_PACK_TESTS), and the GPU
     # suite's demo and trainer smoke jobs.
+    # GPT_TEST_TIMEOUT (default 300 s) a binary, so that a test that hangs
+    # (a kernel waiting on a barrier no one arrives at) leaves the call's
+    # other work its time; bsr_mma_test takes about 75 s on an H200.
     for t in .devbin/tests/*; do
       [[ -x $t ]] || continue
-      "$t" --gtest_brief=1 > "$OUT/$(basename "$t").log" 2>&1
-      rc=$?  # before the line below: its $(basename) would reset $?
+      timeout "${GPT_TEST_TIMEOUT:-300}" "$t" --gtest_brief=1 > "$OUT/$(basename "$t").log" 2>&1
+      rc=$?  # before the line below: its $(basename) would reset $? (124: timed out)
       say "$(basename "$t"): exit $rc ($(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/$(basename "$t").log" | tr '\n' ' '))"
     done
     .devbin/mlp_demo --device cuda > "$OUT/demo.txt" 2>&1

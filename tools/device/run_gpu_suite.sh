@@ -18,9 +18,11 @@ fi
 rm -rf "$W" && mkdir -p "$W" "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$W/gpu.txt"
 
+# GPU_TEST_TIMEOUT (default 300 s) a binary: a test that hangs fails
+# (rc=124) instead of taking the call's whole time limit.
 for t in .devbin/tests/*; do
   name=$(basename "$t")
-  "$t" --gtest_brief=1 --gtest_output="xml:$W/$name.xml" > "$W/$name.log" 2>&1
+  timeout "${GPU_TEST_TIMEOUT:-300}" "$t" --gtest_brief=1 --gtest_output="xml:$W/$name.xml" > "$W/$name.log" 2>&1
   rc=$?
   c=$(grep -c '<testcase' "$W/$name.xml" 2>/dev/null || true)
   f=$(grep -c '<failure' "$W/$name.xml" 2>/dev/null || true)
