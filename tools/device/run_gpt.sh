@@ -526,5 +526,5 @@ PY
     (cd "$dir" && tar czf "$OUT/sweep_runs.tgz" $(ls frontier.jsonl frontier.png 2>/dev/null) runs/*/metrics.jsonl \
       runs/*/sweep_done.json)
     ;;
-  *) say "unknown step '$what' (bench, attention, tests, step, blocks, mlp, breakdown, torch, moe, train JOB..., eval JOB..., sweep SWEEP.yaml)"; exit 2 ;;
+  *) say "unknown step '$what' (bench, attention, tests, step, blocks, mlp, ab, bound, breakdown, gaps, torch, moe, train JOB..., eval JOB..., sweep SWEEP.yaml)"; exit 2 ;;
 esac
