@@ -19,32 +19,22 @@ and direction, and its grid's block rows, say which linear it ran).
 """
 import argparse
 import collections
-import csv
 import re
 import sys
 
-
-# Nsight Compute's units of gpu__time_duration, in milliseconds (its CSV
-# spells them either way, by version).
-UNIT_MS = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0, "second": 1e3,
-           "s": 1e3}
+import ncu_csv
 
 
 def launches(path):
     """(kernel name, grid, milliseconds) of every launch in an ncu CSV log."""
-    try:
-        with open(path, newline="") as f:
-            lines = [l for l in f if l.startswith('"')]  # ncu's own ==PROF== lines are not CSV
-    except OSError as e:
-        sys.exit(f"kernel_breakdown: {path}: {e.strerror}")
     out = []
-    for row in csv.DictReader(lines):
+    for row in ncu_csv.rows(path, "kernel_breakdown"):
         if row.get("Metric Name") != "gpu__time_duration.sum":
             continue
         unit = row.get("Metric Unit", "nsecond")
-        if unit not in UNIT_MS:
+        if unit not in ncu_csv.UNIT_MS:
             sys.exit(f"kernel_breakdown: {path}: unknown time unit {unit!r}")
-        value = float(row["Metric Value"].replace(",", "")) * UNIT_MS[unit]
+        value = float(row["Metric Value"].replace(",", "")) * ncu_csv.UNIT_MS[unit]
         out.append((row["Kernel Name"], row.get("Grid Size", ""), value))
     if not out:
         sys.exit(f"kernel_breakdown: {path}: no gpu__time_duration.sum rows (an ncu --csv log of that metric?)")

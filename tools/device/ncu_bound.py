@@ -10,8 +10,9 @@ Markdown table: the log, the kernel (its name without template arguments),
 and those figures, with the L2's sectors as megabytes (32 bytes a sector),
 so that they can be set against a kernel's count of its own reads.
 """
-import csv
 import sys
+
+import ncu_csv
 
 METRICS = {  # ncu metric -> its column
     "gpu__time_duration.sum": "us",
@@ -22,7 +23,7 @@ METRICS = {  # ncu metric -> its column
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM % of peak",
     "sm__throughput.avg.pct_of_peak_sustained_elapsed": "SM % of peak",
 }
-TIME_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
+TIME_US = {unit: ms * 1e3 for unit, ms in ncu_csv.UNIT_MS.items()}
 BYTES_MB = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3, "KB": 1e-3, "MB": 1.0, "GB": 1e3}
 
 
@@ -40,13 +41,8 @@ def value(metric, unit, text):
 
 
 def rows(path):
-    try:
-        with open(path, newline="") as f:
-            lines = [l for l in f if l.startswith('"')]  # ncu's ==PROF== lines are not CSV
-    except OSError as e:
-        sys.exit(f"ncu_bound: {path}: {e.strerror}")
     launches = {}
-    for r in csv.DictReader(lines):
+    for r in ncu_csv.rows(path, "ncu_bound"):
         metric = r.get("Metric Name")
         if metric not in METRICS:
             continue
