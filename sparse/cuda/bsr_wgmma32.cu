@@ -29,11 +29,12 @@
 // Compute: the L2 at three quarters of its peak), which is x's slices, read
 // once per stored block of a column, and the stored blocks, read once per
 // tile. Tiles of 256 tokens read the blocks half as often as tiles of 128 (on
-// fc2's forward product, 54 of 538 MB), and the products take 4-10 % less time
-// for it (docs/benchmarks.md); four thread blocks an SM of 128-token tiles,
-// more resident work without less traffic, gained nothing. The forward gelu
-// forms, which hold y's and z's values, spill 8-24 bytes at the 168 registers
-// ptxas gives them here.
+// fc2's forward product, 54 of 538 MB). On an H200 the products took 4-10 %
+// less time for it; on an H100 (its L2 then at 86 % of peak) the plain and
+// gradient forms 0-8 % less, but the forward gelu forms, which hold y's and
+// z's values and spill 8-24 bytes at the 168 registers ptxas gives them here,
+// up to 14 % more (docs/benchmarks.md). Four thread blocks an SM of 128-token
+// tiles, more resident work without less traffic, gained nothing.
 //
 // Tokens past n arrive as zeros and are not stored; an empty block row writes
 // the bias (or zeros). No atomics: each output is one thread's sum in a fixed
