@@ -39,6 +39,8 @@ struct InputMeta {
 // A gradient hook: sees the gradient flowing into a variable and returns the
 // one to use instead (an undefined Tensor keeps it unchanged).
 using GradHook = std::function<Tensor(const Tensor&)>;
+// A leaf's hook after accumulation: sees the leaf's gradient as it then stands.
+using AccumulatedGradHook = std::function<void(const Tensor&)>;
 using HookId = uint64_t;
 HookId next_hook_id();
 

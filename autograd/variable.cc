@@ -23,7 +23,8 @@ struct VariableImpl {
   uint64_t value_generation = 0;
   // A leaf's accumulator lives as long as some graph points at it.
   std::weak_ptr<Node> grad_accumulator;
-  std::vector<std::pair<HookId, GradHook>> hooks;  // leaves; non-leaves hook their grad_fn
+  std::vector<std::pair<HookId, GradHook>> hooks;                             // leaves; non-leaves hook their grad_fn
+  std::vector<std::pair<HookId, AccumulatedGradHook>> post_accumulate_hooks;  // leaves
 };
 
 namespace {
@@ -64,17 +65,28 @@ class AccumulateGrad final : public Node {
     } else {
       var_->grad = accumulate_grads(var_->grad, g, "backward");
     }
+    for (const auto& hook : var_->post_accumulate_hooks) hook.second(var_->grad);
     return {};
   }
 
  private:
   // The gradient itself when nothing else can see its data, else a copy, so
-  // that grad never aliases a seed, a hook's tensor or a stride-0 view.
+  // that grad never aliases a seed, a hook's tensor or a stride-0 view. A
+  // sparse gradient's pattern may be shared (patterns are never written);
+  // its values are what must be its own.
   static Tensor owned(Tensor g) {
-    if (g.is_dense() && g.is_contiguous() && g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1) {
-      return g;
+    if (g.impl_ptr().use_count() == 1) {
+      if (g.is_dense() && sole_owner(g, 1)) return g;
+      // values() hands out a second handle on the values, besides g's own.
+      if (!g.is_dense() && sole_owner(values(g), 2)) return g;
     }
     return g.is_dense() ? g.clone() : with_values(g, values(g).clone());
+  }
+
+  // True when `t`'s data is contiguous and seen through `handles` handles on
+  // its tensor alone.
+  static bool sole_owner(const Tensor& t, long handles) {
+    return t.is_contiguous() && t.impl_ptr().use_count() == handles && t.storage().use_count() == 1;
   }
 
   std::shared_ptr<VariableImpl> var_;
@@ -177,13 +189,35 @@ HookId Variable::register_hook(GradHook hook) const {
   return id;
 }
 
+HookId Variable::register_post_accumulate_hook(AccumulatedGradHook hook) const {
+  VariableImpl* v = checked();
+  COPPICE_CHECK(v->grad_fn == nullptr, "register_post_accumulate_hook: ", describe(*v), " is not a leaf (it was ",
+                "computed by ", v->grad_fn->name(), "); only leaves accumulate a gradient");
+  COPPICE_CHECK(v->requires_grad, "register_post_accumulate_hook: ", describe(*v),
+                " does not require grad, so no gradient reaches it");
+  COPPICE_CHECK(hook != nullptr, "register_post_accumulate_hook: empty hook");
+  HookId id = next_hook_id();
+  v->post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+namespace {
+
+// Erases the hook with `id` from `hooks`; false when none has it.
+template <typename Hooks>
+bool erase_hook(Hooks& hooks, HookId id) {
+  auto it = std::find_if(hooks.begin(), hooks.end(), [id](const auto& h) { return h.first == id; });
+  if (it == hooks.end()) return false;
+  hooks.erase(it);
+  return true;
+}
+
+}  // namespace
+
 bool Variable::remove_hook(HookId id) const {
   VariableImpl* v = checked();
   if (v->grad_fn) return v->grad_fn->remove_pre_hook(id);
-  auto it = std::find_if(v->hooks.begin(), v->hooks.end(), [id](const auto& h) { return h.first == id; });
-  if (it == v->hooks.end()) return false;
-  v->hooks.erase(it);
-  return true;
+  return erase_hook(v->hooks, id) || erase_hook(v->post_accumulate_hooks, id);
 }
 
 Edge Variable::gradient_edge() const {

@@ -70,6 +70,13 @@ class Variable {
   // its uses, in one backward pass), before it is accumulated (leaves) or
   // propagated (non-leaves); the hook may return a replacement.
   HookId register_hook(GradHook hook) const;
+  // Leaves only: runs `hook` on grad() once a backward pass has accumulated
+  // this variable's gradient (once a pass that reaches it). For code that
+  // reads gradients as they are made, such as a data-parallel exchange:
+  // a hook of register_hook that kept the gradient would make the
+  // accumulator store a copy (grad() never aliases a tensor held elsewhere).
+  HookId register_post_accumulate_hook(AccumulatedGradHook hook) const;
+  // Removes a hook of either kind.
   bool remove_hook(HookId id) const;
 
   // Shortcuts to the value.

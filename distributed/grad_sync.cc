@@ -320,10 +320,9 @@ struct GradientSync::Impl {
     try {
       for (size_t i = 0; i < slots.size(); ++i) {
         Slot& s = slots[i];
-        s.hook = s.leaf.register_hook([this, i](const Tensor& grad) {
-          on_gradient(i, grad);
-          return Tensor();  // keep the gradient; end() replaces it with the average
-        });
+        // After accumulation, so that the gradient is stored as backward
+        // made it: held here from a hook before, it would be stored as a copy.
+        s.hook = s.leaf.register_post_accumulate_hook([this, i](const Tensor& grad) { on_gradient(i, grad); });
         s.hooked = true;
       }
     } catch (...) {
@@ -364,25 +363,32 @@ struct GradientSync::Impl {
     return grad_values(grad, s.leaf.value(), "GradientSync").reshape({-1});
   }
 
+  // `grad`: the leaf's gradient once backward has accumulated it.
   void on_gradient(size_t index, const Tensor& grad) {
     std::lock_guard<std::mutex> lock(mutex);
     const HostTimer timer(stats().hook_seconds);
     Slot& s = slots[index];
     COPPICE_CHECK(!s.arrived, "GradientSync: leaf '", s.name, "' got a second gradient between begin() and end() ",
                   "(one backward pass per step is supported)");
-    Tensor flat = payload(s, grad);
+    arrive(s, grad);
+    issue_ready(/*during_backward=*/true);
+  }
+
+  // Takes what leaf `s` sends: `grad` (undefined: zeros).
+  void arrive(Slot& s, const Tensor& grad) {
     Bucket& b = buckets[s.bucket];
-    if (s.route == Route::kTopK) {
+    if (!grad.defined()) {
+      if (!b.topk) s.sent = zeros({s.numel}, {s.dtype, s.device});
+    } else if (s.route == Route::kTopK) {
       s.sent = empty({s.numel}, {s.dtype, s.device});
-      s.sent.copy_(flat);
+      s.sent.copy_(payload(s, grad));
     } else {
       // Held, not copied: the gradient stays as backward left it until
       // end() replaces it, and the bucket is filled when it is issued.
-      s.sent = flat;
+      s.sent = payload(s, grad);
     }
     s.arrived = true;
     ++b.arrived;
-    issue_ready(/*during_backward=*/true);
   }
 
   // Issues, in bucket order, every bucket whose members have all arrived.
@@ -439,16 +445,13 @@ struct GradientSync::Impl {
     if (during_backward) st.collectives_during_backward += 2;
   }
 
-  // Leaves that got no gradient send zeros; every remaining bucket is issued.
+  // Leaves that backward did not reach send the gradient they hold (zeros
+  // when none); every remaining bucket is issued.
   void issue_remaining() {
     for (size_t bi = next_to_issue; bi < buckets.size(); ++bi) {
-      Bucket& b = buckets[bi];
-      for (size_t i : b.members) {
+      for (size_t i : buckets[bi].members) {
         Slot& s = slots[i];
-        if (s.arrived) continue;
-        if (!b.topk) s.sent = zeros({s.numel}, {s.dtype, s.device});
-        s.arrived = true;
-        ++b.arrived;
+        if (!s.arrived) arrive(s, s.leaf.grad());
       }
     }
     issue_ready(/*during_backward=*/false);

@@ -3,11 +3,18 @@
 // gradient, with the exchange overlapped with the backward pass.
 //
 // Use, once per step:
-//   sync.begin(leaves);   // registers a gradient hook on every leaf
-//   loss.backward();      // hooks copy gradients into buckets; a full bucket
-//                         // is all-reduced at once, while backward goes on
+//   sync.begin(leaves);   // registers a hook on every leaf
+//   loss.backward();      // as each leaf's gradient is accumulated, its hook
+//                         // adds it to its bucket; a full bucket is filled
+//                         // and all-reduced at once, while backward goes on
 //   sync.end();           // each leaf's grad is now the average over ranks,
 //                         // for the work queued after it; hooks are removed
+//
+// Each leaf sends its gradient as backward leaves it: accumulated onto any
+// gradient it held before begin() (as DDP reads param.grad; the trainer sets
+// gradients to none first). The hooks run after accumulation
+// (Variable::register_post_accumulate_hook), so the gradients are stored as
+// the backward ops made them, not copied.
 //
 // What travels, per leaf:
 //   * a dense leaf: its gradient, in buckets of about bucket_bytes (leaves in
@@ -32,8 +39,9 @@
 // descriptions per distinct leaf list: a list is new when a leaf, or its
 // shape, format or pattern version, changes; ranks change theirs together)
 // and throws coppice::Error, on every rank, naming the first leaf that
-// differs and the ranks. A leaf that got no gradient in this backward pass
-// contributes zeros (and still gets the average: others may have had one);
+// differs and the ranks. A leaf that backward did not reach contributes the
+// gradient it holds, zeros when none (and still gets the average: others may
+// have had one);
 // its bucket, and every bucket after it, then waits for end() (list such
 // leaves first, so that their buckets come last). Gradients accumulated over
 // several backward passes between begin() and end() are not supported: the

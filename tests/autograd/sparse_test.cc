@@ -292,6 +292,36 @@ TEST(SparseGradTest, HooksSeeTheSparseGradient) {
   EXPECT_TRUE(allclose(values(w.grad()), full_like(values(wt), 3.0)));
 }
 
+// The accumulator stores the gradient the backward op made, not a copy,
+// when nothing else holds it: a dense one, and a sparse one's values (its
+// pattern may be shared: patterns are never written). A pre-hook that keeps
+// the gradient gets a copy stored, so that grad() never aliases it.
+TEST(SparseGradTest, AccumulatorStoresTheGradientItWasGiven) {
+  auto data_of = [](const Tensor& t) { return (t.is_dense() ? t : values(t)).data_ptr(); };
+  for (const char* format : {"dense", "csr", "coo", "bsr"}) {
+    Variable w = param(format == std::string("dense") ? randn64({4, 6}) : random_sparse({4, 6}, format), "w");
+    Variable x(randn64({6, 3}));
+    const void* made = nullptr;
+    HookId id = w.register_hook([&](const Tensor& g) {
+      made = data_of(g);
+      return Tensor();
+    });
+    sum(matmul(w, x)).backward();
+    EXPECT_EQ(data_of(w.grad()), made) << format;
+
+    w.remove_hook(id);
+    w.set_grad(Tensor());
+    Tensor kept;
+    w.register_hook([&](const Tensor& g) {
+      kept = g;
+      return Tensor();
+    });
+    sum(matmul(w, x)).backward();
+    EXPECT_NE(data_of(w.grad()), data_of(kept)) << format;
+    EXPECT_TRUE(allclose(to_dense(w.grad()), to_dense(kept))) << format;
+  }
+}
+
 TEST(SparseGradTest, OtherPatternIsAClearError) {
   Variable w = param(random_sparse({4, 5}, "csr"), "w");
   Tensor other = random_sparse({4, 5}, "csr");

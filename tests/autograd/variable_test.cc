@@ -230,6 +230,41 @@ TEST(VariableTest, HookMustKeepTheShape) {
   } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("'w'"), std::string::npos) << e.what(); }
 }
 
+// A post-accumulate hook sees grad() once the pass has accumulated it: the
+// total over the pass's uses plus what the leaf held before, once a pass.
+TEST(VariableTest, PostAccumulateHookSeesTheAccumulatedGradient) {
+  Variable x = param(from_vector<double>({1, 2}), "x");
+  std::vector<std::vector<double>> seen;
+  HookId id = x.register_post_accumulate_hook([&](const Tensor& g) {
+    EXPECT_EQ(g.data_ptr(), x.grad().data_ptr());
+    seen.push_back(g.to_vector<double>());
+  });
+  // The pre-hook runs first and may replace the gradient.
+  x.register_hook([](const Tensor& g) { return mul(g, 10.0); });
+  sum(add(mul(x, 2.0), mul(x, 3.0))).backward();
+  sum(mul(x, 1.0)).backward();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], (std::vector<double>{50, 50}));
+  EXPECT_EQ(seen[1], (std::vector<double>{60, 60}));
+  EXPECT_TRUE(x.remove_hook(id));
+  EXPECT_FALSE(x.remove_hook(id));
+  sum(x).backward();
+  EXPECT_EQ(seen.size(), 2u);
+}
+
+TEST(VariableTest, PostAccumulateHookNeedsALeafThatRequiresGrad) {
+  auto message = [](const Variable& v, AccumulatedGradHook hook) {
+    try {
+      v.register_post_accumulate_hook(std::move(hook));
+    } catch (const Error& e) { return std::string(e.what()); }
+    return std::string("no error");
+  };
+  auto noop = [](const Tensor&) {};
+  EXPECT_NE(message(Variable(randn64({2}), false, "c"), noop).find("'c' does not require grad"), std::string::npos);
+  EXPECT_NE(message(mul(param(randn64({2})), 2.0), noop).find("is not a leaf"), std::string::npos);
+  EXPECT_NE(message(param(randn64({2})), nullptr).find("empty hook"), std::string::npos);
+}
+
 TEST(VariableTest, HookNeedsRequiresGrad) {
   Variable c(randn64({2}));
   EXPECT_THROW(c.register_hook([](const Tensor& g) { return g; }), Error);
