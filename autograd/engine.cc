@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "autograd/gradient_destination.h"
 #include "autograd/no_grad.h"
 #include "autograd/sparse_grad.h"
 #include "tensor/op_profile.h"
@@ -57,6 +58,26 @@ Tensor seed_for(const Variable& root, const Tensor& grad) {
   COPPICE_CHECK(grad.device() == value.device(), "backward: the gradient is on ", grad.device().to_string(), " but ",
                 describe(root), " is on ", value.device().to_string());
   return grad_to_dtype(grad, value.dtype());
+}
+
+// By input of `n`: the destination of each input whose next node offers one
+// (a leaf's accumulator) and gets its last gradient of the pass from `n`
+// (no other edge to it still to run, nothing summed for it yet). Empty when
+// there is none.
+std::vector<Tensor> destinations_for(const Node& n, const std::unordered_map<Node*, NodeState>& states) {
+  std::vector<Tensor> out;
+  const std::vector<Edge>& edges = n.next_edges();
+  for (size_t i = 0; i < edges.size(); ++i) {
+    const Edge& e = edges[i];
+    if (!e.valid()) continue;
+    Tensor d = e.node->gradient_destination(e.slot);
+    if (!d.defined()) continue;
+    const NodeState& next = states.at(e.node.get());
+    if (next.dependencies != 1 || next.buffer[e.slot].defined()) continue;
+    out.resize(edges.size());
+    out[i] = std::move(d);
+  }
+  return out;
 }
 
 }  // namespace
@@ -131,6 +152,8 @@ void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>&
                       " returned a gradient of shape ", shape_to_string(grad_outputs[slot].shape()), " for shape ",
                       shape_to_string(before));
       }
+      const std::vector<Tensor> destinations = destinations_for(*n, states);
+      const GradientDestinationScope scope(destinations);
       grad_inputs = timed_apply(*n, std::move(grad_outputs));
       if (!retain_graph && n->single_use()) n->mark_released();
       COPPICE_CHECK(grad_inputs.size() == n->next_edges().size() || n->next_edges().empty(), "backward: ", n->name(),

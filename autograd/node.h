@@ -70,6 +70,10 @@ class Node {
   // False for nodes that may run in any number of backward passes without
   // retain_graph (leaf accumulators).
   virtual bool single_use() const { return true; }
+  // Where the gradient for output `slot` may be written by the node that
+  // sends it (gradient_destination.h): a leaf accumulator's destination,
+  // undefined for every other node.
+  virtual Tensor gradient_destination(uint32_t /*slot*/) const { return Tensor(); }
 
   // Hooks on the gradient of output `slot`, run by the engine on the total
   // gradient before apply (Variable::register_hook on a non-leaf).

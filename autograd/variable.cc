@@ -25,6 +25,7 @@ struct VariableImpl {
   std::weak_ptr<Node> grad_accumulator;
   std::vector<std::pair<HookId, GradHook>> hooks;                             // leaves; non-leaves hook their grad_fn
   std::vector<std::pair<HookId, AccumulatedGradHook>> post_accumulate_hooks;  // leaves
+  Tensor grad_destination;                                                    // leaves: set_grad_destination
 };
 
 namespace {
@@ -40,6 +41,11 @@ class AccumulateGrad final : public Node {
       : Node("AccumulateGrad"), var_(std::move(var)), generation_(var_->value_generation) {}
 
   bool single_use() const override { return false; }
+
+  Tensor gradient_destination(uint32_t /*slot*/) const override {
+    const bool offered = !var_->grad.defined() && generation_ == var_->value_generation;
+    return offered ? var_->grad_destination : Tensor();
+  }
 
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     Tensor g = std::move(grads[0]);
@@ -61,7 +67,7 @@ class AccumulateGrad final : public Node {
                   " (did a hook change it?)");
     if (g.dtype() != var_->value.dtype()) g = grad_to_dtype(g, var_->value.dtype());
     if (!var_->grad.defined()) {
-      var_->grad = owned(std::move(g));
+      var_->grad = is_destination(g) ? std::move(g) : owned(std::move(g));
     } else {
       var_->grad = accumulate_grads(var_->grad, g, "backward");
     }
@@ -70,6 +76,14 @@ class AccumulateGrad final : public Node {
   }
 
  private:
+  // True when backward wrote `g` into the variable's destination (which its
+  // owner shares by design).
+  bool is_destination(const Tensor& g) const {
+    const Tensor& d = var_->grad_destination;
+    return d.defined() && g.is_dense() && g.is_contiguous() && g.data_ptr() == d.data_ptr() && g.shape() == d.shape() &&
+           g.dtype() == d.dtype() && g.device() == d.device();
+  }
+
   // The gradient itself when nothing else can see its data, else a copy, so
   // that grad never aliases a seed, a hook's tensor or a stride-0 view. A
   // sparse gradient's pattern may be shared (patterns are never written);
@@ -156,6 +170,7 @@ void Variable::set_value(Tensor value) const {
                 describe(*v), " on ", v->value.device().to_string());
   v->value = std::move(value);
   v->grad = Tensor();
+  v->grad_destination = Tensor();
   ++v->value_generation;
   v->grad_accumulator.reset();  // the next graph records a fresh accumulator
 }
@@ -188,6 +203,28 @@ HookId Variable::register_hook(GradHook hook) const {
   v->hooks.emplace_back(id, std::move(hook));
   return id;
 }
+
+void Variable::set_grad_destination(Tensor destination) const {
+  VariableImpl* v = checked();
+  if (destination.defined()) {
+    COPPICE_CHECK(v->grad_fn == nullptr, "set_grad_destination: ", describe(*v), " is not a leaf");
+    COPPICE_CHECK(v->value.is_dense(), "set_grad_destination: ", describe(*v), " is ", v->value.format(),
+                  "; only a dense leaf's gradient has a destination");
+    COPPICE_CHECK(destination.is_dense() && destination.is_contiguous(), "set_grad_destination: the destination for ",
+                  describe(*v), " must be a contiguous dense tensor");
+    COPPICE_CHECK(destination.shape() == v->value.shape() && destination.dtype() == v->value.dtype() &&
+                      destination.device() == v->value.device(),
+                  "set_grad_destination: a destination ", dtype_name(destination.dtype()), " ",
+                  shape_to_string(destination.shape()), " on ", destination.device().to_string(), " for ", describe(*v),
+                  ", which is ", dtype_name(v->value.dtype()), " ", shape_to_string(v->value.shape()), " on ",
+                  v->value.device().to_string());
+    COPPICE_CHECK(!destination.storage().read_only(), "set_grad_destination: the destination for ", describe(*v),
+                  " is read-only memory");
+  }
+  v->grad_destination = std::move(destination);
+}
+
+const Tensor& Variable::grad_destination() const { return checked()->grad_destination; }
 
 HookId Variable::register_post_accumulate_hook(AccumulatedGradHook hook) const {
   VariableImpl* v = checked();

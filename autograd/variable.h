@@ -79,6 +79,16 @@ class Variable {
   // Removes a hook of either kind.
   bool remove_hook(HookId id) const;
 
+  // Leaves with a dense value only: where a backward pass may write this
+  // variable's next gradient (gradient_destination.h), so that it lands
+  // there without a copy: a data-parallel exchange's bucket. Contiguous, of
+  // the value's shape, dtype and device. Offered while the variable has no
+  // gradient, to ops that can write in place (a dense linear's weight
+  // gradient); a gradient written there is stored as the destination itself,
+  // any other as usual. Undefined clears it; set_value clears it too.
+  void set_grad_destination(Tensor destination) const;
+  const Tensor& grad_destination() const;
+
   // Shortcuts to the value.
   const Shape& shape() const { return value().shape(); }
   int64_t dim() const { return value().dim(); }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <exception>
 #include <mutex>
 #include <set>
@@ -11,11 +12,21 @@
 #include "autograd/functions/sparse.h"
 #include "autograd/sparse_grad.h"
 #include "sparse/sparse_impl.h"
+#include "tensor/allocator.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
 namespace coppice {
 namespace {
+
+// A bucket slice aligned as a fresh tensor on its device is offered to
+// backward as the leaf's gradient destination: cuBLAS picks its kernel by
+// the output's alignment too, so the product written there has the bits of
+// one written into a fresh tensor.
+bool aligned_as_fresh(const Tensor& t) {
+  const uintptr_t alignment = t.device().is_cuda() ? kCudaAllocationAlignment : kCpuAllocationAlignment;
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % alignment == 0;
+}
 
 // How one leaf's gradient travels.
 enum class Route : uint8_t {
@@ -101,8 +112,13 @@ struct GradientSync::Impl {
     bool hooked = false;
     // This pass's gradient as the flat elements it sends (kTopK: a copy of
     // its own; otherwise a view, copied into the bucket when the bucket is
-    // issued).
+    // issued), unless backward wrote it into the bucket itself.
     Tensor sent;
+    bool in_bucket = false;
+    // kDense, where its slice of the bucket is aligned as a fresh tensor
+    // would be: the slice, offered to backward as the leaf's gradient
+    // destination (gradient_destination.h).
+    Tensor destination;
   };
 
   // Leaves exchanged by one collective (or, for a top-k leaf, a pair of
@@ -113,8 +129,10 @@ struct GradientSync::Impl {
     DType dtype = DType::kF32;
     Device device = Device::cpu();
     int64_t numel = 0;
-    // This pass: its members' gradients side by side (made when it is
-    // issued, by one cat: one launch, not a copy per leaf from its hook).
+    // This pass: its members' gradients side by side, made fresh by begin()
+    // (the last pass's gradients are views of the old one). Backward writes
+    // what it can into it (a dense linear's weight gradient); the rest is
+    // copied in when it is issued, by one launch (copy_into_at).
     Tensor flat;
     size_t arrived = 0;
     bool issued = false;
@@ -301,16 +319,21 @@ struct GradientSync::Impl {
 
   void start_pass() {
     next_to_issue = 0;
-    for (Slot& s : slots) {
-      s.arrived = false;
-      s.sent = Tensor();
-    }
     for (Bucket& b : buckets) {
-      // A fresh buffer each pass (made at issue): the previous pass's grads are views of the old one.
-      b.flat = Tensor();
+      // A fresh buffer each pass: the previous pass's grads are views of the old one.
+      b.flat = b.topk ? Tensor() : empty({b.numel}, {b.dtype, b.device});
       b.arrived = 0;
       b.issued = false;
       b.works.clear();
+    }
+    for (Slot& s : slots) {
+      s.arrived = false;
+      s.in_bucket = false;
+      s.sent = Tensor();
+      s.destination = Tensor();
+      if (s.route != Route::kDense) continue;
+      Tensor slice = buckets[s.bucket].flat.narrow(0, s.offset, s.numel);
+      if (aligned_as_fresh(slice)) s.destination = slice.view(s.shape);
     }
     owner.stats_ = GradSyncStats();
     owner.stats_.buckets = static_cast<int64_t>(buckets.size());
@@ -320,6 +343,7 @@ struct GradientSync::Impl {
     try {
       for (size_t i = 0; i < slots.size(); ++i) {
         Slot& s = slots[i];
+        if (s.destination.defined()) s.leaf.set_grad_destination(s.destination);
         // After accumulation, so that the gradient is stored as backward
         // made it: held here from a hook before, it would be stored as a copy.
         s.hook = s.leaf.register_post_accumulate_hook([this, i](const Tensor& grad) { on_gradient(i, grad); });
@@ -331,10 +355,16 @@ struct GradientSync::Impl {
     }
   }
 
+  // And the gradient destinations: backward outside begin() and end() must
+  // not write into a bucket.
   void remove_hooks() noexcept {
     for (Slot& s : slots) {
       if (s.hooked) s.leaf.remove_hook(s.hook);
       s.hooked = false;
+      const Tensor& set = s.leaf.grad_destination();
+      if (s.destination.defined() && set.defined() && set.data_ptr() == s.destination.data_ptr()) {
+        s.leaf.set_grad_destination(Tensor());
+      }
     }
   }
 
@@ -382,6 +412,8 @@ struct GradientSync::Impl {
     } else if (s.route == Route::kTopK) {
       s.sent = empty({s.numel}, {s.dtype, s.device});
       s.sent.copy_(payload(s, grad));
+    } else if (written_in_bucket(s, grad)) {
+      s.in_bucket = true;
     } else {
       // Held, not copied: the gradient stays as backward left it until
       // end() replaces it, and the bucket is filled when it is issued.
@@ -389,6 +421,12 @@ struct GradientSync::Impl {
     }
     s.arrived = true;
     ++b.arrived;
+  }
+
+  // True when backward wrote `grad` into the slot's slice of its bucket.
+  static bool written_in_bucket(const Slot& s, const Tensor& grad) {
+    return s.destination.defined() && grad.is_dense() && grad.data_ptr() == s.destination.data_ptr() &&
+           grad.shape() == s.shape && grad.dtype() == s.dtype && grad.is_contiguous();
   }
 
   // Issues, in bucket order, every bucket whose members have all arrived.
@@ -404,15 +442,19 @@ struct GradientSync::Impl {
       issue_topk(b, during_backward);
       return;
     }
-    std::vector<Tensor> parts;
-    parts.reserve(b.members.size());
-    for (size_t i : b.members) {
-      parts.push_back(std::move(slots[i].sent));
-      slots[i].sent = Tensor();
-    }
-    b.flat = cat(parts);  // members in offset order
-    b.works.push_back(comm().all_reduce(b.flat, ReduceOp::kAverage));
+    std::vector<Tensor> pieces;
+    std::vector<int64_t> offsets;
     GradSyncStats& st = stats();
+    for (size_t i : b.members) {
+      Slot& s = slots[i];
+      if (s.in_bucket) continue;
+      st.copied_bytes += s.numel * static_cast<int64_t>(dtype_size(s.dtype));
+      pieces.push_back(s.sent.contiguous());
+      offsets.push_back(s.offset);
+      s.sent = Tensor();
+    }
+    copy_into_at(b.flat, pieces, offsets);
+    b.works.push_back(comm().all_reduce(b.flat, ReduceOp::kAverage));
     for (size_t i : b.members) {
       const Slot& s = slots[i];
       const int64_t bytes = s.numel * static_cast<int64_t>(dtype_size(s.dtype));

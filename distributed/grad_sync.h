@@ -3,7 +3,7 @@
 // gradient, with the exchange overlapped with the backward pass.
 //
 // Use, once per step:
-//   sync.begin(leaves);   // registers a hook on every leaf
+//   sync.begin(leaves);   // makes the buckets, registers a hook on every leaf
 //   loss.backward();      // as each leaf's gradient is accumulated, its hook
 //                         // adds it to its bucket; a full bucket is filled
 //                         // and all-reduced at once, while backward goes on
@@ -14,7 +14,17 @@
 // gradient it held before begin() (as DDP reads param.grad; the trainer sets
 // gradients to none first). The hooks run after accumulation
 // (Variable::register_post_accumulate_hook), so the gradients are stored as
-// the backward ops made them, not copied.
+// the backward ops made them, not copied. A dense leaf with no gradient yet
+// gets its slice of its bucket as its gradient destination
+// (Variable::set_grad_destination), so a dense linear's weight gradient is
+// written into the bucket by its product (DDP's gradient_as_bucket_view);
+// the other gradients are copied in when the bucket is issued, one launch a
+// bucket (GradSyncStats::copied_bytes counts them). After end() every
+// gradient it exchanged is a view of its bucket. The buckets are made by
+// begin(), so the gradients' memory is held from then on (through the
+// forward pass, where begin() comes first), as DDP's buckets are held. A
+// slice is offered only where it is aligned as a fresh tensor on its device
+// (tensor/allocator.h), so that the product writes the same bits there.
 //
 // What travels, per leaf:
 //   * a dense leaf: its gradient, in buckets of about bucket_bytes (leaves in
@@ -81,6 +91,9 @@ struct GradSyncStats {
   int64_t topk_bytes = 0;     // top-k indices and values
   int64_t collectives = 0;
   int64_t buckets = 0;  // buckets in the layout (a top-k leaf is a bucket of its own)
+  // Gradients copied into the all-reduced buckets: those backward did not
+  // write there itself (the rest of dense_bytes + compact_bytes was).
+  int64_t copied_bytes = 0;
   // Collectives issued from gradient hooks, i.e. while backward was running
   // (the overlap); the rest were issued by end().
   int64_t collectives_during_backward = 0;

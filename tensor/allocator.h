@@ -32,4 +32,12 @@ class Allocator {
 // 64-byte aligned host memory (cache lines and AVX-512 loads).
 Allocator& cpu_allocator();
 
+// What every block a device's allocator hands out is aligned to: 64 bytes
+// on the CPU (cpu_allocator), 256 on a CUDA device (cudaMalloc's, which the
+// caching allocator keeps: it never splits a block). A view at that
+// alignment is, to a kernel that picks its code by its operands' addresses
+// (cuBLAS), as good as a fresh tensor.
+inline constexpr size_t kCpuAllocationAlignment = 64;
+inline constexpr size_t kCudaAllocationAlignment = 256;
+
 }  // namespace coppice

@@ -11,7 +11,7 @@
 namespace coppice {
 namespace {
 
-constexpr size_t kAlignment = 64;
+constexpr size_t kAlignment = kCpuAllocationAlignment;
 
 // Requests from this size on are checked against the memory the machine can
 // give (host_memory.h) before they are made. Reading it costs tens of

@@ -109,7 +109,7 @@ std::string arity_text(size_t min_inputs, size_t max_inputs);
 // clang-format off
 #define COPPICE_OPS(X)                                                                                               \
   /* products (tensor/ops_linalg.cc; sparse kernels in sparse/{cpu,cuda}) */                                        \
-  X(kGemm, "gemm", .inputs(2).attr("trans_a", kBool).attr("trans_b", kBool))                                        \
+  X(kGemm, "gemm", .inputs(2, 3).attr("trans_a", kBool).attr("trans_b", kBool))                                     \
   X(kMatmul, "matmul", .inputs(2).sparse({0, 1}).outputs(kDenseOrCsr)                                               \
       .promise({"<fmt>", "dense"}).promise({"dense", "<fmt>"}).promise({"dense", "dense"}).promise({"csr", "csr"}))   \
   X(kLinear, "linear", .inputs(2, 3).sparse({0, 1})                                                                 \

@@ -153,8 +153,11 @@ Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor&
 // and its input x [N, in]: gw [out, in] = g^T x and, when `bias`, gb [out] =
 // the sum of g's rows (undefined otherwise): matmul and sum on every device
 // (cuBLASLt's bias-gradient epilogue measured slower on CUDA:
-// tensor/cuda/linear_lt.cc).
-std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool bias);
+// tensor/cuda/linear_lt.cc). With `gw_out` defined (contiguous [out, in],
+// g's dtype and device, no memory shared with g or x) gw is written into it
+// and returned: a data-parallel exchange's bucket (distributed/grad_sync.h).
+std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool bias,
+                                             const Tensor& gw_out = Tensor());
 
 // ---- neural-network ops ----------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim);
@@ -288,6 +291,12 @@ Tensor col2im(const Tensor& cols, const Shape& image_shape, const std::vector<in
 
 // ---- shape and indexing ----------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Copies each of `pieces` (contiguous, out's dtype and device) into `out`
+// (contiguous) seen flat, at element offsets[k], in one launch on a GPU;
+// pieces must not overlap each other or `out`'s other pieces. What fills a
+// data-parallel exchange's bucket with the gradients not written into it
+// (distributed/grad_sync.h).
+void copy_into_at(const Tensor& out, const std::vector<Tensor>& pieces, const std::vector<int64_t>& offsets);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);

@@ -30,11 +30,13 @@ GemmOperand gemm_operand(const Tensor& t3) {
   return {t3.contiguous(), false};
 }
 
-// c [batch, m, n] = a [ba, m, k] x b [bb, k, n], ba == bb or one of them 1.
-Tensor gemm(const Tensor& a3, const Tensor& b3) {
+// c [batch, m, n] = a [ba, m, k] x b [bb, k, n], ba == bb or one of them 1;
+// written into `out` when it is defined (contiguous [batch, m, n]).
+Tensor gemm(const Tensor& a3, const Tensor& b3, const Tensor& out = Tensor()) {
   GemmOperand a = gemm_operand(a3), b = gemm_operand(b3);
   Attrs attrs;
   attrs.set("trans_a", a.trans).set("trans_b", b.trans);
+  if (out.defined()) return dispatch(op::kGemm, {a.data, b.data, out}, attrs)[0];
   return dispatch(op::kGemm, {a.data, b.data}, attrs)[0];
 }
 
@@ -270,7 +272,7 @@ Tensor matmul_gelu_backward(const Tensor& g, const Tensor& weight, const Tensor&
   return gelu_backward_of_form(matmul(g, weight), z, form);
 }
 
-std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool bias) {
+std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool bias, const Tensor& gw_out) {
   constexpr std::string_view op = "linear_weight_grad";
   check_operands(g, x, op, "grad", "input");
   COPPICE_CHECK(g.dim() == 2 && x.dim() == 2 && g.size(0) == x.size(0), op,
@@ -278,7 +280,26 @@ std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, b
                 " and input ", shape_to_string(x.shape()));
   // Two ops, also on CUDA: cuBLASLt's bias-gradient epilogue was slower
   // than the column sums (tensor/cuda/linear_lt.cc says by how much).
-  return {matmul(g.t(), x), bias ? sum(g, {0}) : Tensor()};
+  const Tensor gb = bias ? sum(g, {0}) : Tensor();
+  if (!gw_out.defined()) return {matmul(g.t(), x), gb};
+  const Shape gw_shape{g.size(1), x.size(1)};
+  check_dense(gw_out, op, "gw_out");
+  COPPICE_CHECK(gw_out.shape() == gw_shape && gw_out.is_contiguous(), op, ": gw_out must be contiguous ",
+                shape_to_string(gw_shape), ", got ", shape_to_string(gw_out.shape()),
+                gw_out.is_contiguous() ? "" : " (not contiguous)");
+  COPPICE_CHECK(gw_out.dtype() == g.dtype() && gw_out.device() == g.device(), op, ": gw_out is ",
+                dtype_name(gw_out.dtype()), " on ", gw_out.device().to_string(), ", expected ", dtype_name(g.dtype()),
+                " on ", g.device().to_string(), " like the grad");
+  const void* out_block = gw_out.storage().data();
+  COPPICE_CHECK(out_block != g.storage().data() && out_block != x.storage().data(), op,
+                ": gw_out shares memory with the grad or the input");
+  COPPICE_CHECK(!gw_out.storage().read_only(), op, ": gw_out is read-only memory");
+  if (gw_out.numel() == 0) return {gw_out, gb};
+  if (g.size(0) == 0) {
+    Tensor zeroed = gw_out;
+    return {zeroed.zero_(), gb};
+  }
+  return {gemm(g.t().unsqueeze(0), x.unsqueeze(0), gw_out.unsqueeze(0)).squeeze(0), gb};
 }
 
 }  // namespace coppice

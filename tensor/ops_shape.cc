@@ -30,6 +30,14 @@ bool all_contiguous(const std::vector<Tensor>& tensors) {
   return true;
 }
 
+void run_piece_copy(const PieceCopy& copy, Device device) {
+  if (device.is_cpu()) {
+    copy_pieces_on_host(copy);
+  } else {
+    backend_for(device).copy_pieces(device.index, copy);
+  }
+}
+
 // cat of contiguous tensors along dim d into `out`: each tensor is rows of
 // size(d) * inner elements (rows: the product of the sizes before d), which
 // land side by side in out's rows. One launch on a GPU for all of them
@@ -51,12 +59,7 @@ void copy_rows_into(const Tensor& out, const std::vector<Tensor>& tensors, int64
     copy.col_bytes.push_back(col);
     col += row_bytes;
   }
-  const Device device = out.device();
-  if (device.is_cpu()) {
-    copy_pieces_on_host(copy);
-  } else {
-    backend_for(device).copy_pieces(device.index, copy);
-  }
+  run_piece_copy(copy, out.device());
 }
 
 // The index as a contiguous i64 tensor. Its values are range-checked by the
@@ -101,6 +104,34 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     offset += t.size(d);
   }
   return out;
+}
+
+void copy_into_at(const Tensor& out, const std::vector<Tensor>& pieces, const std::vector<int64_t>& offsets) {
+  constexpr std::string_view op = "copy_into_at";
+  check_dense(out, op, "out");
+  COPPICE_CHECK(out.is_contiguous(), op, ": out must be contiguous");
+  COPPICE_CHECK(!out.storage().read_only(), op, ": out is read-only memory");
+  COPPICE_CHECK(pieces.size() == offsets.size(), op, ": ", pieces.size(), " pieces but ", offsets.size(), " offsets");
+  const int64_t esize = static_cast<int64_t>(dtype_size(out.dtype()));
+  PieceCopy copy;
+  copy.dst = out.data_ptr();
+  copy.dst_row_bytes = out.numel() * esize;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Tensor& t = pieces[i];
+    check_dense(t, op, str_cat("piece ", i));
+    COPPICE_CHECK(t.is_contiguous(), op, ": piece ", i, " is not contiguous");
+    COPPICE_CHECK(t.dtype() == out.dtype() && t.device() == out.device(), op, ": piece ", i, " is ",
+                  dtype_name(t.dtype()), " on ", t.device().to_string(), ", expected ", dtype_name(out.dtype()), " on ",
+                  out.device().to_string(), " like out");
+    COPPICE_CHECK(offsets[i] >= 0 && offsets[i] + t.numel() <= out.numel(), op, ": piece ", i, " (", t.numel(),
+                  " elements at offset ", offsets[i], ") does not fit out's ", out.numel());
+    if (t.numel() == 0) continue;
+    copy.src.push_back(t.data_ptr());
+    copy.row_bytes.push_back(t.numel() * esize);
+    copy.col_bytes.push_back(offsets[i] * esize);
+  }
+  if (copy.src.empty()) return;
+  run_piece_copy(copy, out.device());
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {

@@ -98,7 +98,8 @@ std::string format_summary(const TrainingSummary& s) {
   if (s.world_size > 1) {
     os << "data-parallel over " << s.world_size << " ranks: " << static_cast<int64_t>(s.exchange_bytes_per_step)
        << " gradient bytes sent per step by each rank (dense " << s.last_exchange.dense_bytes << ", compact sparse "
-       << s.last_exchange.compact_bytes << ", top-k " << s.last_exchange.topk_bytes << ")";
+       << s.last_exchange.compact_bytes << ", top-k " << s.last_exchange.topk_bytes << "; "
+       << s.last_exchange.copied_bytes << " of them copied into buckets, the rest written there by backward)";
     if (s.exchange_bytes_per_dense_step > 0)
       os << ", " << static_cast<int64_t>(s.exchange_bytes_per_dense_step) << " on dense-gradient steps";
     os << "; host ms a step in its gradient hooks " << s.exchange_hook_ms_per_step << ", in end() "

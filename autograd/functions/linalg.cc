@@ -6,6 +6,7 @@
 #include "autograd/functions/einsum.h"
 #include "autograd/functions/grad_utils.h"
 #include "autograd/functions/sparse.h"
+#include "autograd/gradient_destination.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -71,8 +72,9 @@ namespace {
 
 // linear, or linear_relu when `relu`: one node, whose backward is linear's
 // applied to the gradient through the relu (y saved only then). With the
-// weight's gradient asked for, both come from linear_weight_grad;
-// otherwise the bias's from linear_output_grads.
+// weight's gradient asked for, both come from linear_weight_grad (the
+// weight's written into its destination when it has one:
+// gradient_destination.h); otherwise the bias's from linear_output_grads.
 Variable linear_node(const Variable& x, const Variable& weight, const Variable& bias, bool relu) {
   if (x.value().is_sparse() || weight.value().is_sparse()) {
     return autograd_detail::sparse_linear(x, weight, bias, relu);
@@ -81,23 +83,24 @@ Variable linear_node(const Variable& x, const Variable& weight, const Variable& 
   Tensor bv = bias.defined() ? bias.value() : Tensor();
   Tensor y = relu ? linear_relu(x.value(), weight.value(), bv) : linear(x.value(), weight.value(), bv);
   Tensor y_saved = saved_if(relu, y);
-  return record(y, relu ? "LinearReluBackward" : "LinearBackward", {x, weight, bias},
-                [xv, wv, y_saved](const Tensor& g_out, const GradNeeds& n) {
-                  Tensor g2, gw, gb, gx;
-                  if (n[1]) {
-                    const int64_t out = g_out.dim() == 0 ? 1 : g_out.size(-1);
-                    g2 = through_relu(g_out, y_saved).reshape({-1, out});
-                    std::tie(gw, gb) = linear_weight_grad(g2, xv.reshape({-1, xv.size(-1)}), n[2]);
-                  } else {
-                    std::tie(g2, gb) = linear_output_grads(g_out, y_saved, n[2]);
-                  }
-                  if (n[0]) {
-                    Shape xs = g_out.shape();  // [..., out] -> [..., in]
-                    if (!xs.empty()) xs.back() = wv.size(-1);
-                    gx = matmul(g2, wv).reshape(xs);
-                  }
-                  return Grads{gx, gw, gb};
-                });
+  return record(
+      y, relu ? "LinearReluBackward" : "LinearBackward", {x, weight, bias},
+      [xv, wv, y_saved](const Tensor& g_out, const GradNeeds& n) {
+        Tensor g2, gw, gb, gx;
+        if (n[1]) {
+          const int64_t out = g_out.dim() == 0 ? 1 : g_out.size(-1);
+          g2 = through_relu(g_out, y_saved).reshape({-1, out});
+          std::tie(gw, gb) = linear_weight_grad(g2, xv.reshape({-1, xv.size(-1)}), n[2], gradient_destination(1));
+        } else {
+          std::tie(g2, gb) = linear_output_grads(g_out, y_saved, n[2]);
+        }
+        if (n[0]) {
+          Shape xs = g_out.shape();  // [..., out] -> [..., in]
+          if (!xs.empty()) xs.back() = wv.size(-1);
+          gx = matmul(g2, wv).reshape(xs);
+        }
+        return Grads{gx, gw, gb};
+      });
 }
 
 }  // namespace

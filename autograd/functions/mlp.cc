@@ -9,6 +9,7 @@
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/sparse.h"
 #include "autograd/functions/straight_through.h"
+#include "autograd/gradient_destination.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -24,10 +25,11 @@ namespace {
 // pattern_grad (the SDDMM at its pattern, or g2^T x2 whole for a
 // straight-through projection) and the bias gradient as the sum of g2's
 // rows, both from one pass where they can (weight_and_bias_grads). What
-// linear's backward does.
+// linear's backward does, a dense weight's gradient written into `gw_out`
+// when defined (its destination: gradient_destination.h).
 std::pair<Tensor, Tensor> layer_param_grads(const Tensor& g2, const Tensor& x2, const Tensor& w, bool need_w,
-                                            bool need_b, bool dense_grad) {
-  if (!w.is_sparse() && need_w) return linear_weight_grad(g2, x2, need_b);
+                                            bool need_b, bool dense_grad, const Tensor& gw_out) {
+  if (!w.is_sparse() && need_w) return linear_weight_grad(g2, x2, need_b, gw_out);
   if (need_w && need_b && !dense_grad) return autograd_detail::weight_and_bias_grads(g2, x2, w);
   const Tensor gw = need_w ? autograd_detail::pattern_grad(g2.t(), x2, w, dense_grad) : Tensor();
   return {gw, need_b ? sum(g2, {0}) : Tensor()};
@@ -55,11 +57,12 @@ Variable gelu_mlp(const Variable& x, const Variable& w1, const Variable& b1, con
     const int64_t in = w1v.size(1), hidden = w1v.size(0), out = w2v.size(0);
     const Tensor g2 = g.reshape({-1, out}).contiguous();
     Tensor gx, gw1, gb1, gw2, gb2;
-    std::tie(gw2, gb2) =
-        layer_param_grads(g2, n[3] ? a_saved.reshape({-1, hidden}) : Tensor(), w2v, n[3], n[4], dense2);
+    std::tie(gw2, gb2) = layer_param_grads(g2, n[3] ? a_saved.reshape({-1, hidden}) : Tensor(), w2v, n[3], n[4], dense2,
+                                           gradient_destination(3));
     if (n[0] || n[1] || n[2]) {
       const Tensor gz = matmul_gelu_backward(g2, w2v, z_saved.reshape({-1, hidden}), form).contiguous();
-      std::tie(gw1, gb1) = layer_param_grads(gz, n[1] ? x_saved.reshape({-1, in}) : Tensor(), w1v, n[1], n[2], dense1);
+      std::tie(gw1, gb1) = layer_param_grads(gz, n[1] ? x_saved.reshape({-1, in}) : Tensor(), w1v, n[1], n[2], dense1,
+                                             gradient_destination(1));
       if (n[0]) gx = matmul(gz, w1v).reshape(xs);
     }
     return Grads{gx, gw1, gb1, gw2, gb2};

@@ -97,7 +97,9 @@ void blas_operand(const Tensor& t, Tensor* out, bool* trans) {
   *out = t.contiguous();
 }
 
-Tensor gemm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
+// `out`: undefined, or where c goes ([batch, m, n], contiguous: checked by
+// the frontend, ops_linalg.cc).
+Tensor gemm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb, const Tensor& out) {
   check_ndim(a_in, 3, op::kGemm, "a");
   check_ndim(b_in, 3, op::kGemm, "b");
   COPPICE_CHECK(a_in.dtype() == b_in.dtype(), "gemm: a and b must have one dtype, got ", dtype_name(a_in.dtype()),
@@ -118,7 +120,7 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
   constexpr int64_t kBlasMax = std::numeric_limits<blasint>::max();
   COPPICE_CHECK(std::max<int64_t>(ba, 1) * m <= kBlasMax && n <= kBlasMax && ka <= kBlasMax, "gemm: sizes (m=", m,
                 ", n=", n, ", k=", ka, ") exceed what OpenBLAS indexes");
-  Tensor c = Tensor::empty({batch, m, n}, a.options());
+  Tensor c = out.defined() ? out : Tensor::empty({batch, m, n}, a.options());
   if (c.numel() == 0) return c;
   if (ka == 0) {
     dispatch_dtype(dtype, [&](auto tag) {
@@ -139,12 +141,14 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
   return c;
 }
 
-KernelRegistrar gemm_reg(op::kGemm, DeviceType::kCpu, {"dense", "dense"},
-                         [](const std::vector<Tensor>& in, const Attrs& attrs) -> std::vector<Tensor> {
-                           COPPICE_CHECK(in.size() == 2, "gemm: expected 2 inputs, got ", in.size());
-                           return {
-                               gemm(in[0], in[1], attrs.get_bool("trans_a", false), attrs.get_bool("trans_b", false))};
-                         });
+std::vector<Tensor> gemm_kernel(const std::vector<Tensor>& in, const Attrs& attrs) {
+  COPPICE_CHECK(in.size() == 2 || in.size() == 3, "gemm: expected 2 or 3 inputs, got ", in.size());
+  return {gemm(in[0], in[1], attrs.get_bool("trans_a", false), attrs.get_bool("trans_b", false),
+               in.size() == 3 ? in[2] : Tensor())};
+}
+
+KernelRegistrar gemm_reg(op::kGemm, DeviceType::kCpu, {"dense", "dense"}, gemm_kernel);
+KernelRegistrar gemm_out_reg(op::kGemm, DeviceType::kCpu, {"dense", "dense", "dense"}, gemm_kernel);
 
 }  // namespace
 }  // namespace coppice::cpu

@@ -67,8 +67,10 @@ int checked_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// A third input, when given, is where c goes ([batch, m, n], contiguous:
+// checked by the frontend, ops_linalg.cc).
 std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
-  COPPICE_CHECK(in.size() == 2, "gemm: expected 2 inputs, got ", in.size());
+  COPPICE_CHECK(in.size() == 2 || in.size() == 3, "gemm: expected 2 or 3 inputs, got ", in.size());
   check_dense(in[0], op::kGemm, "a");
   check_dense(in[1], op::kGemm, "b");
   COPPICE_CHECK(in[0].device().is_cuda() && in[0].device() == in[1].device(),
@@ -90,7 +92,7 @@ std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
   const DType dtype = a.dtype();
   COPPICE_CHECK(is_floating(dtype), "gemm: ", dtype_name(dtype),
                 " operands are not supported (floating types only: f32, f64, bf16, f16)");
-  Tensor c = Tensor::empty({batch, m, n}, a.options());
+  Tensor c = in.size() == 3 ? in[2] : Tensor::empty({batch, m, n}, a.options());
   if (c.numel() == 0) return {c};
   const int device = a.device().index;
   DeviceGuard guard(device);
@@ -149,6 +151,7 @@ std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
 }
 
 const KernelRegistrar kGemm(op::kGemm, DeviceType::kCuda, {"dense", "dense"}, gemm);
+const KernelRegistrar kGemmOut(op::kGemm, DeviceType::kCuda, {"dense", "dense", "dense"}, gemm);
 
 }  // namespace
 }  // namespace coppice::cuda

@@ -239,6 +239,62 @@ TEST(GradSyncTest, BackwardInstallsEachGradientWithoutCopyingIt) {
   }
 }
 
+// Backward writes the dense linears' weight gradients into their buckets
+// (gradient destinations) and only the rest is copied in: 2 ranks, layers
+// 8 -> 16 -> 8 in f64, so that every slice of the one bucket is aligned as a
+// fresh CPU tensor (64 bytes). With a 3-element leaf first in the bucket no
+// slice is, and everything is copied. Either way each rank's gradients are
+// exactly the rank-order average of what each rank's backward gives alone.
+TEST(GradSyncTest, WeightGradientsAreWrittenIntoTheirBuckets) {
+  Generator gen(11);
+  const Tensor w1 = randn({16, 8}, DType::kF64, gen), b1 = randn({16}, DType::kF64, gen);
+  const Tensor w2 = randn({8, 16}, DType::kF64, gen), b2 = randn({8}, DType::kF64, gen);
+  const Tensor x = randn({6, 8}, DType::kF64, gen), target = randn({6, 8}, DType::kF64, gen);
+  struct Net {
+    Variable w1, b1, w2, b2, odd;
+    NamedLeaves leaves(bool with_odd) const {
+      NamedLeaves l = {{"w1", w1}, {"b1", b1}, {"w2", w2}, {"b2", b2}};
+      if (with_odd) l.emplace_back("odd", odd);  // listed last: first in the bucket
+      return l;
+    }
+    Variable loss(const Tensor& x, const Tensor& target) const {
+      Variable d = sub(linear(relu(linear(Variable(x), w1, b1)), w2, b2), Variable(target));
+      return add(mean(mul(d, d)), sum(odd));
+    }
+  };
+  auto net = [&] {
+    return Net{Variable(w1.clone(), true, "w1"), Variable(b1.clone(), true, "b1"), Variable(w2.clone(), true, "w2"),
+               Variable(b2.clone(), true, "b2"), Variable(zeros({3}, DType::kF64), true, "odd")};
+  };
+  // Each rank's gradients alone, [rank][leaf].
+  std::vector<std::vector<Tensor>> alone(2);
+  run_inproc(2, [&](Communicator& comm) {
+    const Net n = net();
+    n.loss(rows(x, comm.rank(), 2), rows(target, comm.rank(), 2)).backward();
+    for (const auto& [name, v] : n.leaves(true)) alone[comm.rank()].push_back(v.grad().clone());
+  });
+  for (bool with_odd : {false, true}) {
+    run_inproc(2, [&](Communicator& comm) {
+      const Net n = net();
+      GradientSync sync(comm);
+      const NamedLeaves leaves = n.leaves(with_odd);
+      sync.begin(leaves);
+      n.loss(rows(x, comm.rank(), 2), rows(target, comm.rank(), 2)).backward();
+      sync.end();
+      // Bias gradients (and odd's) are copied; the weights' are not, when aligned.
+      const int64_t copied = with_odd ? (128 + 16 + 128 + 8 + 3) * 8 : (16 + 8) * 8;
+      EXPECT_EQ(sync.last_stats().copied_bytes, copied) << with_odd;
+      EXPECT_EQ(sync.last_stats().collectives, 1);
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        const Tensor want = div(add(alone[0][i], alone[1][i]), 2.0);
+        EXPECT_EQ(max_abs_diff(leaves[i].second.grad(), want), 0.0) << leaves[i].first << " " << with_odd;
+      }
+      // Outside begin() and end() backward writes into no bucket.
+      EXPECT_FALSE(n.w1.grad_destination().defined());
+    });
+  }
+}
+
 // Gradients accumulated over micro-batches before begin() are exchanged with
 // the last one's: each rank sends its leaves' gradients as backward leaves
 // them, so two ranks accumulating two half-batches each equal one rank on

@@ -219,6 +219,42 @@ TEST(LinearWeightGrad, IsTheProductAndTheRowSums) {
   EXPECT_EQ(eb.to_vector<double>(), std::vector<double>(3, 0.0));
 }
 
+// gw written into gw_out (a slice of a larger buffer: a data-parallel
+// bucket): returned as it, the same bits as a fresh gw, every float dtype;
+// the buffer around it untouched.
+TEST(LinearWeightGrad, WritesIntoGivenOutput) {
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    Tensor g = values({5, 3}, 1).to(dtype), x = values({5, 4}, 2).to(dtype);
+    const auto [fresh, fresh_b] = linear_weight_grad(g, x, true);
+    Tensor bucket = full({20}, 7.0, dtype);
+    Tensor out = bucket.narrow(0, 4, 12).view({3, 4});
+    const auto [gw, gb] = linear_weight_grad(g, x, true, out);
+    EXPECT_EQ(gw.data_ptr(), out.data_ptr()) << dtype_name(dtype);
+    EXPECT_EQ(gw.to_vector<double>(), fresh.to_vector<double>()) << dtype_name(dtype);
+    EXPECT_EQ(gb.to_vector<double>(), fresh_b.to_vector<double>()) << dtype_name(dtype);
+    const std::vector<double> all = bucket.to_vector<double>();
+    for (size_t i : {0, 1, 2, 3, 16, 17, 18, 19}) EXPECT_EQ(all[i], 7.0) << dtype_name(dtype) << " " << i;
+  }
+  // No rows: gw_out zeroed.
+  Tensor out = full({3, 4}, 5.0);
+  const auto [ew, eb] = linear_weight_grad(zeros({0, 3}), zeros({0, 4}), false, out);
+  EXPECT_EQ(out.to_vector<double>(), std::vector<double>(12, 0.0));
+  EXPECT_FALSE(eb.defined());
+}
+
+TEST(LinearWeightGrad, RefusesAnOutputThatDoesNotFit) {
+  Tensor g = zeros({5, 3}), x = zeros({5, 4});
+  EXPECT_ERROR_NAMING(linear_weight_grad(g, x, false, zeros({4, 3})),
+                      "linear_weight_grad: gw_out must be contiguous [3, 4], got [4, 3]");
+  EXPECT_ERROR_NAMING(linear_weight_grad(g, x, false, zeros({4, 3}).t()), "got [3, 4] (not contiguous)");
+  EXPECT_ERROR_NAMING(linear_weight_grad(g, x, false, zeros({3, 4}, DType::kF64)),
+                      "linear_weight_grad: gw_out is f64 on cpu, expected f32 on cpu like the grad");
+  Tensor both = zeros({32});
+  EXPECT_ERROR_NAMING(
+      linear_weight_grad(both.narrow(0, 0, 15).view({5, 3}), x, false, both.narrow(0, 16, 12).view({3, 4})),
+      "linear_weight_grad: gw_out shares memory with the grad or the input");
+}
+
 TEST(Linalg, Errors) {
   EXPECT_ERROR_NAMING(matmul(zeros({2, 3}), zeros({4, 5})),
                       "matmul: inner dimensions differ: a is [2, 3], b is [4, 5]");

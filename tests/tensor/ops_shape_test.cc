@@ -205,4 +205,21 @@ TEST(IndexCopy, WritesOnlyTheChosenSlicesInPlace) {
 }
 
 }  // namespace
+// copy_into_at: pieces land flat at their offsets, in one PieceCopy; the
+// rest of out is untouched.
+TEST(CopyIntoAt, PiecesLandAtTheirOffsets) {
+  Tensor out = full({10}, -1.0);
+  copy_into_at(out, {from_vector<float>({1, 2}, {2}), from_vector<float>({3, 4, 5, 6}, {2, 2}), zeros({0})},
+               {1, 6, 10});
+  EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{-1, 1, 2, -1, -1, -1, 3, 4, 5, 6}));
+  copy_into_at(out, {}, {});  // nothing to copy
+  EXPECT_ERROR_NAMING(copy_into_at(out, {zeros({3})}, {8}),
+                      "copy_into_at: piece 0 (3 elements at offset 8) does not fit out's 10");
+  EXPECT_ERROR_NAMING(copy_into_at(out, {zeros({3})}, {}), "copy_into_at: 1 pieces but 0 offsets");
+  EXPECT_ERROR_NAMING(copy_into_at(out, {zeros({3}, DType::kF64)}, {0}),
+                      "copy_into_at: piece 0 is f64 on cpu, expected f32 on cpu like out");
+  EXPECT_ERROR_NAMING(copy_into_at(out, {zeros({2, 2}).t()}, {0}), "copy_into_at: piece 0 is not contiguous");
+  EXPECT_ERROR_NAMING(copy_into_at(zeros({4, 4}).t(), {zeros({2})}, {0}), "copy_into_at: out must be contiguous");
+}
+
 }  // namespace coppice

@@ -63,5 +63,21 @@ TEST(CudaCopyPiecesTest, EmptyPiecesAndManyPieces) {
   expect_cat_parity(many_rows, 1, "70 pieces along dim 1");
 }
 
+// copy_into_at (a data-parallel bucket filled with the gradients backward
+// did not write there): pieces at scattered offsets, the rest untouched, the
+// same bytes as on the CPU.
+TEST(CudaCopyPiecesTest, PiecesIntoABufferAtOffsets) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : {DType::kBF16, DType::kF32}) {
+    const std::vector<Tensor> pieces = {random({1024}, t, 70), random({3, 5}, t, 71), random({4096 + 8}, t, 72)};
+    const std::vector<int64_t> offsets = {0, 2048, 4096};
+    Tensor cpu_out = full({4096 + 4096 + 8 + 5}, -2.0, t);
+    Tensor gpu_out = cpu_out.to(gpu());
+    copy_into_at(cpu_out, pieces, offsets);
+    copy_into_at(gpu_out, {pieces[0].to(gpu()), pieces[1].to(gpu()), pieces[2].to(gpu())}, offsets);
+    expect_match(gpu_out, cpu_out, 0, 0, std::string(dtype_name(t)));
+  }
+}
+
 }  // namespace
 }  // namespace coppice

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tensor/ops.h"
 #include "tensor/precision.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
 
@@ -82,6 +83,32 @@ TEST(CudaGemmTest, EmptyAndZeroInnerDimension) {
     expect_parity("gemm", {random({2, 3, 0}, t, 53), random({2, 0, 4}, t, 54)}, trans(false, false), 0, 0, "k = 0");
     expect_parity("gemm", {random({2, 0, 5}, t, 55), random({2, 5, 4}, t, 56)}, trans(false, false), 0, 0, "m = 0");
     expect_parity("gemm", {random({0, 3, 5}, t, 57), random({1, 5, 4}, t, 58)}, trans(false, false), 0, 0, "batch 0");
+  }
+}
+
+// With a third input the product is written into it (a slice of a larger
+// buffer: a data-parallel bucket, through linear_weight_grad's gw_out) and
+// returned as it: the same bits as the product into a fresh tensor, the
+// buffer around it untouched; on the CPU the same.
+TEST(CudaGemmTest, WritesIntoAGivenOutput) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : floating_dtypes()) {
+    for (const Device device : {Device::cpu(), gpu()}) {
+      Tensor a = random({1, 64, 40}, t, 61).to(device), b = random({1, 40, 96}, t, 62).to(device);
+      const Tensor fresh = dispatch("gemm", {a, b}, trans(false, false))[0];
+      // The slice starts 256 bytes in, as a bucket's aligned slices do.
+      const int64_t skip = 256 / static_cast<int64_t>(dtype_size(t));
+      Tensor bucket = full({skip + 64 * 96 + 3}, 9.0, TensorOptions(t, device));
+      Tensor out = bucket.narrow(0, skip, 64 * 96).view({1, 64, 96});
+      const Tensor got = dispatch("gemm", {a, b, out}, trans(false, false))[0];
+      const std::string what = str_cat(dtype_name(t), " ", device.to_string());
+      EXPECT_EQ(got.data_ptr(), out.data_ptr()) << what;
+      expect_match(got, fresh, 0, 0, what);
+      const std::vector<double> all = values(bucket);
+      EXPECT_EQ(all[0], 9.0) << what;
+      EXPECT_EQ(all[static_cast<size_t>(skip - 1)], 9.0) << what;
+      EXPECT_EQ(all.back(), 9.0) << what;
+    }
   }
 }
 
