@@ -23,9 +23,10 @@ namespace {
 // backward as the leaf's gradient destination: cuBLAS picks its kernel by
 // the output's alignment too, so the product written there has the bits of
 // one written into a fresh tensor.
+size_t fresh_alignment(Device device) { return device.is_cuda() ? kCudaAllocationAlignment : kCpuAllocationAlignment; }
+
 bool aligned_as_fresh(const Tensor& t) {
-  const uintptr_t alignment = t.device().is_cuda() ? kCudaAllocationAlignment : kCpuAllocationAlignment;
-  return reinterpret_cast<uintptr_t>(t.data_ptr()) % alignment == 0;
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % fresh_alignment(t.device()) == 0;
 }
 
 // How one leaf's gradient travels.
@@ -268,10 +269,16 @@ struct GradientSync::Impl {
       }
       Bucket& b = buckets.back();
       s.bucket = buckets.size() - 1;
-      s.offset = b.numel;
-      b.numel += s.numel;
+      // A dense leaf's slice starts where a fresh tensor would (padded to
+      // the device's allocation alignment), so that backward can write its
+      // gradient there; the padding is all-reduced with the rest, never read.
+      const int64_t step =
+          s.route == Route::kDense ? std::max<int64_t>(1, fresh_alignment(s.device) / dtype_size(s.dtype)) : 1;
+      const int64_t padding = (step - b.numel % step) % step;
+      s.offset = b.numel + padding;
+      b.numel = s.offset + s.numel;
       b.members.push_back(i);
-      open_bytes += bytes;
+      open_bytes += bytes + padding * static_cast<int64_t>(dtype_size(s.dtype));
     }
   }
 

@@ -241,10 +241,10 @@ TEST(GradSyncTest, BackwardInstallsEachGradientWithoutCopyingIt) {
 
 // Backward writes the dense linears' weight gradients into their buckets
 // (gradient destinations) and only the rest is copied in: 2 ranks, layers
-// 8 -> 16 -> 8 in f64, so that every slice of the one bucket is aligned as a
-// fresh CPU tensor (64 bytes). With a 3-element leaf first in the bucket no
-// slice is, and everything is copied. Either way each rank's gradients are
-// exactly the rank-order average of what each rank's backward gives alone.
+// 8 -> 16 -> 8 in f64, in one bucket, also with a 3-element leaf first in
+// it (each dense slice is padded to where a fresh CPU tensor would start, 64
+// bytes). Each rank's gradients are exactly the rank-order average of what
+// each rank's backward gives alone.
 TEST(GradSyncTest, WeightGradientsAreWrittenIntoTheirBuckets) {
   Generator gen(11);
   const Tensor w1 = randn({16, 8}, DType::kF64, gen), b1 = randn({16}, DType::kF64, gen);
@@ -281,8 +281,8 @@ TEST(GradSyncTest, WeightGradientsAreWrittenIntoTheirBuckets) {
       sync.begin(leaves);
       n.loss(rows(x, comm.rank(), 2), rows(target, comm.rank(), 2)).backward();
       sync.end();
-      // Bias gradients (and odd's) are copied; the weights' are not, when aligned.
-      const int64_t copied = with_odd ? (128 + 16 + 128 + 8 + 3) * 8 : (16 + 8) * 8;
+      // Bias gradients (and odd's) are copied; the weights' are not.
+      const int64_t copied = (16 + 8 + (with_odd ? 3 : 0)) * 8;
       EXPECT_EQ(sync.last_stats().copied_bytes, copied) << with_odd;
       EXPECT_EQ(sync.last_stats().collectives, 1);
       for (size_t i = 0; i < leaves.size(); ++i) {

@@ -165,6 +165,8 @@ Result run_variant(const DpSetup& s, const std::string& variant, Communicator* c
   r.extra.emplace_back("exchange_bytes_per_step", static_cast<double>(st.bytes));
   r.extra.emplace_back("exchange_dense_bytes", static_cast<double>(st.dense_bytes));
   r.extra.emplace_back("exchange_compact_bytes", static_cast<double>(st.compact_bytes));
+  // What the buckets got by copy; the rest backward wrote into them.
+  r.extra.emplace_back("exchange_copied_bytes", static_cast<double>(st.copied_bytes));
   r.extra.emplace_back("collectives_per_step", static_cast<double>(st.collectives));
   r.extra.emplace_back("collectives_during_backward", static_cast<double>(st.collectives_during_backward));
   r.extra.emplace_back("buckets", static_cast<double>(st.buckets));
