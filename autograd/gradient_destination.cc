@@ -14,6 +14,12 @@ const Tensor& gradient_destination(size_t input) {
   return d != nullptr && input < d->size() ? (*d)[input] : kNone;
 }
 
+bool is_written_into(const Tensor& grad, const Tensor& destination) {
+  return destination.defined() && grad.is_dense() && grad.is_contiguous() &&
+         grad.data_ptr() == destination.data_ptr() && grad.shape() == destination.shape() &&
+         grad.dtype() == destination.dtype() && grad.device() == destination.device();
+}
+
 GradientDestinationScope::GradientDestinationScope(const std::vector<Tensor>& destinations)
     : previous_(current_destinations) {
   current_destinations = &destinations;

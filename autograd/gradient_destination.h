@@ -22,6 +22,11 @@ namespace coppice {
 // gradient to in this pass.
 const Tensor& gradient_destination(size_t input);
 
+// True when `grad` was written into `destination` (defined): the same data,
+// shape and dtype, contiguous. What the accumulator stores as is, and what a
+// data-parallel exchange needs not copy.
+bool is_written_into(const Tensor& grad, const Tensor& destination);
+
 // What gradient_destination returns while it lives (the engine's, around one
 // node's apply): `destinations` by input, empty for none. Scopes nest.
 class GradientDestinationScope {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/gradient_destination.h"
 #include "autograd/graph_observer.h"
 #include "autograd/sparse_grad.h"
 #include "sparse/sparse_impl.h"
@@ -67,7 +68,8 @@ class AccumulateGrad final : public Node {
                   " (did a hook change it?)");
     if (g.dtype() != var_->value.dtype()) g = grad_to_dtype(g, var_->value.dtype());
     if (!var_->grad.defined()) {
-      var_->grad = is_destination(g) ? std::move(g) : owned(std::move(g));
+      // Written into the destination, whose owner shares it by design: stored as is.
+      var_->grad = is_written_into(g, var_->grad_destination) ? std::move(g) : owned(std::move(g));
     } else {
       var_->grad = accumulate_grads(var_->grad, g, "backward");
     }
@@ -76,14 +78,6 @@ class AccumulateGrad final : public Node {
   }
 
  private:
-  // True when backward wrote `g` into the variable's destination (which its
-  // owner shares by design).
-  bool is_destination(const Tensor& g) const {
-    const Tensor& d = var_->grad_destination;
-    return d.defined() && g.is_dense() && g.is_contiguous() && g.data_ptr() == d.data_ptr() && g.shape() == d.shape() &&
-           g.dtype() == d.dtype() && g.device() == d.device();
-  }
-
   // The gradient itself when nothing else can see its data, else a copy, so
   // that grad never aliases a seed, a hook's tensor or a stride-0 view. A
   // sparse gradient's pattern may be shared (patterns are never written);

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "autograd/functions/sparse.h"
+#include "autograd/gradient_destination.h"
 #include "autograd/sparse_grad.h"
 #include "sparse/sparse_impl.h"
 #include "tensor/allocator.h"
@@ -19,15 +20,11 @@
 namespace coppice {
 namespace {
 
-// A bucket slice aligned as a fresh tensor on its device is offered to
-// backward as the leaf's gradient destination: cuBLAS picks its kernel by
-// the output's alignment too, so the product written there has the bits of
-// one written into a fresh tensor.
+// Where a fresh tensor's data starts on `device`: a dense leaf's slice of
+// its bucket starts there too, because cuBLAS picks its kernel by the
+// output's alignment as well, so that the product written into the slice
+// has the bits of one written into a fresh tensor.
 size_t fresh_alignment(Device device) { return device.is_cuda() ? kCudaAllocationAlignment : kCpuAllocationAlignment; }
-
-bool aligned_as_fresh(const Tensor& t) {
-  return reinterpret_cast<uintptr_t>(t.data_ptr()) % fresh_alignment(t.device()) == 0;
-}
 
 // How one leaf's gradient travels.
 enum class Route : uint8_t {
@@ -116,9 +113,8 @@ struct GradientSync::Impl {
     // issued), unless backward wrote it into the bucket itself.
     Tensor sent;
     bool in_bucket = false;
-    // kDense, where its slice of the bucket is aligned as a fresh tensor
-    // would be: the slice, offered to backward as the leaf's gradient
-    // destination (gradient_destination.h).
+    // kDense: its slice of the bucket, offered to backward as the leaf's
+    // gradient destination (gradient_destination.h).
     Tensor destination;
   };
 
@@ -338,9 +334,7 @@ struct GradientSync::Impl {
       s.in_bucket = false;
       s.sent = Tensor();
       s.destination = Tensor();
-      if (s.route != Route::kDense) continue;
-      Tensor slice = buckets[s.bucket].flat.narrow(0, s.offset, s.numel);
-      if (aligned_as_fresh(slice)) s.destination = slice.view(s.shape);
+      if (s.route == Route::kDense) s.destination = buckets[s.bucket].flat.narrow(0, s.offset, s.numel).view(s.shape);
     }
     owner.stats_ = GradSyncStats();
     owner.stats_.buckets = static_cast<int64_t>(buckets.size());
@@ -419,7 +413,7 @@ struct GradientSync::Impl {
     } else if (s.route == Route::kTopK) {
       s.sent = empty({s.numel}, {s.dtype, s.device});
       s.sent.copy_(payload(s, grad));
-    } else if (written_in_bucket(s, grad)) {
+    } else if (is_written_into(grad, s.destination)) {
       s.in_bucket = true;
     } else {
       // Held, not copied: the gradient stays as backward left it until
@@ -428,12 +422,6 @@ struct GradientSync::Impl {
     }
     s.arrived = true;
     ++b.arrived;
-  }
-
-  // True when backward wrote `grad` into the slot's slice of its bucket.
-  static bool written_in_bucket(const Slot& s, const Tensor& grad) {
-    return s.destination.defined() && grad.is_dense() && grad.data_ptr() == s.destination.data_ptr() &&
-           grad.shape() == s.shape && grad.dtype() == s.dtype && grad.is_contiguous();
   }
 
   // Issues, in bucket order, every bucket whose members have all arrived.
