@@ -56,6 +56,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <string_view>
 #include <type_traits>
 
 #include "sparse/cuda/bsr_mma.h"
@@ -63,6 +64,7 @@
 #include "sparse/cuda/sddmm_run.cuh"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/grid_dependency.cuh"
 #include "tensor/cuda/mma_sync.cuh"
 
 namespace coppice::sparse_cuda {
@@ -635,6 +637,8 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
 // rounded once.
 template <typename T>
 __global__ void sum_splits_kernel(const float* __restrict__ partial, int splits, int64_t n, T* __restrict__ values) {
+  cuda::wait_for_prerequisite_grids();  // launched to overlap the SDDMM before it (bsr_sum_splits)
+  cuda::allow_dependent_launch();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float sum = partial[i];
@@ -827,8 +831,10 @@ int bsr_mma_sddmm_resident(const BsrSddmmArgs<T>& p) {
 template <typename T>
 void bsr_sum_splits(const float* partial, int splits, int64_t n, T* values, cudaStream_t stream) {
   const int64_t blocks = (n + 255) / 256;
-  sum_splits_kernel<T>
-      <<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(partial, splits, n, values);
+  constexpr std::string_view op = "bsr sddmm";
+  cuda::launch_overlapping_on_sm90(cuda::current_device(op), sum_splits_kernel<T>,
+                                   dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)), dim3(256), 0, stream, op,
+                                   partial, splits, n, values);
 }
 
 template void bsr_mma_product<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&, cudaStream_t);

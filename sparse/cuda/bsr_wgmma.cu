@@ -71,6 +71,7 @@
 #include "sparse/cuda/sddmm_run.cuh"
 #include "sparse/cuda/tile_values.cuh"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/grid_dependency.cuh"
 #include "tensor/cuda/mma_sync.cuh"
 #include "tensor/cuda/stream.h"
 #include "tensor/cuda/tma.cuh"
@@ -155,6 +156,11 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
     cuda::barrier_init_fence();
   }
   __syncthreads();
+  // Launched to overlap the kernel before it (launch): only the
+  // barriers above come before this wait; every read and write of global
+  // memory (the walk's pattern, x, the blocks, y) comes after it.
+  cuda::wait_for_prerequisite_grids();
+  cuda::allow_dependent_launch();  // the next kernel may set up under this one's tail
 
   if (tid >= kConsumers) {
     // The loading warpgroup: one thread issues every copy, running ahead of
@@ -362,6 +368,10 @@ __global__ void __launch_bounds__(kSddmmThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const auto ring = cuda::stage_ring<kStages, kStageBytes>(smem_raw, kSddmmConsumers / 32);
   const int tid = threadIdx.x;
+  // Launched to overlap the kernel before it: only the ring's barriers come
+  // before this wait, every read and write of global memory after it.
+  cuda::wait_for_prerequisite_grids();
+  cuda::allow_dependent_launch();  // the next kernel may set up under this one's tail
   const SddmmRun task = sddmm_run(p);
   const int32_t begin = task.begin;
   const int count = task.count;
@@ -506,8 +516,8 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
       cuda::tensor_map_16bit(p.b.data, p.b_cols, p.k, p.b.row_stride, 64, kStep, CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
   const int64_t blocks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
-  bsr_wgmma_sddmm_kernel<T, B><<<grid, kSddmmThreads, Tile::kSmemBytes, stream>>>(maps, p);
-  cuda::check_launch(kOp);
+  cuda::launch_overlapping(bsr_wgmma_sddmm_kernel<T, B>, grid, dim3(kSddmmThreads), Tile::kSmemBytes, stream, kOp,
+                           maps, p);
 }
 
 template <typename T, int B, int G, bool kATrans, GeluWriteOut kGelu, bool kRelu>
@@ -534,8 +544,8 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
                                            : maps.y;  // not read
   const int64_t tiles = p.out_block_rows * ((p.n + Tile::kTileN - 1) / Tile::kTileN);
   const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows, 1, kOp)));
-  bsr_wgmma_kernel<T, B, G, kATrans, kGelu, kRelu><<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(maps, p, tiles);
-  cuda::check_launch(kOp);
+  cuda::launch_overlapping(bsr_wgmma_kernel<T, B, G, kATrans, kGelu, kRelu>, grid, dim3(Tile::kThreads),
+                           Tile::kSmemBytes, stream, kOp, maps, p, tiles);
 }
 
 // The kernel of p's write-out form (p.gelu, p.relu) with G warpgroups: only

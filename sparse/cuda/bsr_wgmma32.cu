@@ -55,6 +55,7 @@
 #include "sparse/cuda/epilogue.cuh"
 #include "sparse/cuda/sddmm_run.cuh"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/grid_dependency.cuh"
 #include "tensor/cuda/mma_sync.cuh"
 #include "tensor/cuda/tma.cuh"
 #include "tensor/cuda/wgmma.cuh"
@@ -108,6 +109,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     cuda::barrier_init_fence();
   }
   __syncthreads();
+  // Launched to overlap the kernel before it (launch): only the barriers
+  // above come before this wait; every read and write of global memory (the
+  // walk's pattern, x, the blocks, y) comes after it.
+  cuda::wait_for_prerequisite_grids();
+  cuda::allow_dependent_launch();  // the next kernel may set up under this one's tail
 
   if (tid >= kConsumers) {
     // The loading warp: one thread issues every copy, a stage a stored
@@ -255,8 +261,8 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
                  : maps.y;  // not read
   const int64_t tiles = p.out_block_rows * ((p.n + kTileN - 1) / kTileN);
   const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows, kBlocksPerSm, kOp)));
-  bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu><<<grid, kThreads, kSmemBytes, stream>>>(maps, p, tiles);
-  cuda::check_launch(kOp);
+  cuda::launch_overlapping(bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu>, grid, dim3(kThreads), kSmemBytes, stream, kOp,
+                           maps, p, tiles);
 }
 
 template <typename T, bool kTransB>
@@ -325,6 +331,10 @@ __global__ void __launch_bounds__(kSddmmThreads, Sddmm32Tile<kRun>::kBlocksPerSm
   extern __shared__ unsigned char smem_raw[];
   const auto ring = cuda::stage_ring<Tile::kStages, Tile::kStageBytes>(smem_raw, kSddmmConsumers / 32);
   const int tid = threadIdx.x;
+  // Launched to overlap the kernel before it: only the ring's barriers come
+  // before this wait, every read and write of global memory after it.
+  cuda::wait_for_prerequisite_grids();
+  cuda::allow_dependent_launch();  // the next kernel may set up under this one's tail
   const SddmmRun task = sddmm_run(p);
   const int32_t begin = task.begin;
   const int count = task.count;
@@ -458,8 +468,8 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
                                   type, kOp);
   const int64_t blocks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
-  bsr_wgmma32_sddmm_kernel<T, kRun><<<grid, kSddmmThreads, Tile::kSmemBytes, stream>>>(maps, p);
-  cuda::check_launch(kOp);
+  cuda::launch_overlapping(bsr_wgmma32_sddmm_kernel<T, kRun>, grid, dim3(kSddmmThreads), Tile::kSmemBytes, stream,
+                           kOp, maps, p);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "tensor/cuda/convert.h"
+#include "tensor/cuda/grid_dependency.cuh"
 
 namespace coppice::cuda {
 
@@ -21,6 +22,8 @@ inline constexpr int kTotalCols = 32, kTotalLanes = 16;
 
 template <typename A, typename T>
 __global__ void column_totals(const A* __restrict__ partial, int64_t chunks, int64_t inner, T* __restrict__ out) {
+  wait_for_prerequisite_grids();  // launched to overlap the kernel before it (launch_column_totals)
+  allow_dependent_launch();
   __shared__ A lanes[kTotalLanes][kTotalCols];
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kTotalCols + threadIdx.x;
   A s = 0;
@@ -39,7 +42,8 @@ __global__ void column_totals(const A* __restrict__ partial, int64_t chunks, int
 template <typename A, typename T>
 void launch_column_totals(const A* partial, int64_t chunks, int64_t inner, T* out, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>((inner + kTotalCols - 1) / kTotalCols);
-  column_totals<A, T><<<blocks, dim3(kTotalCols, kTotalLanes), 0, stream>>>(partial, chunks, inner, out);
+  launch_overlapping_on_sm90(current_device("column totals"), column_totals<A, T>, dim3(blocks),
+                             dim3(kTotalCols, kTotalLanes), 0, stream, "column totals", partial, chunks, inner, out);
 }
 
 }  // namespace coppice::cuda

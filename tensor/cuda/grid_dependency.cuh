@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/stream.h"
 
 namespace coppice::cuda {
 
@@ -55,6 +56,30 @@ void launch_overlapping(void (*kernel)(Params...), dim3 grid, dim3 block, size_t
   config.attrs = &overlap;
   config.numAttrs = 1;
   COPPICE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), op);
+}
+
+// For kernels built for every architecture that call
+// wait_for_prerequisite_grids() before touching global memory: launched to
+// overlap the kernel before them where `device` runs sm_90a kernels (compute
+// capability 9.0), plainly elsewhere. What it hides is the launch's latency
+// between a step's short kernels (about 1.7 us each on an H100 in an eager
+// GPT step, docs/benchmarks.md).
+template <typename... Params, typename... Args>
+void launch_overlapping_on_sm90(int device, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                cudaStream_t stream, std::string_view op, Args&&... args) {
+  if (runs_sm90a(device, op)) {
+    launch_overlapping(kernel, grid, block, smem, stream, op, std::forward<Args>(args)...);
+    return;
+  }
+  kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+  check_launch(op);
+}
+
+// The current device (the one a launch without a tensor at hand goes to).
+inline int current_device(std::string_view op) {
+  int device = 0;
+  COPPICE_CUDA_CHECK(cudaGetDevice(&device), op);
+  return device;
 }
 
 }  // namespace coppice::cuda

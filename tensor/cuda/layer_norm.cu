@@ -42,6 +42,7 @@
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/device_math.cuh"
 #include "tensor/cuda/elementwise.cuh"
+#include "tensor/cuda/grid_dependency.cuh"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/cuda/layer_norm_streamed.cuh"
 #include "tensor/cuda/stream.h"
@@ -270,8 +271,10 @@ std::vector<Tensor> forward(const Tensor& x, const Tensor& r, const Tensor& weig
       const size_t smem = streamed_rows::smem_bytes<T>(rp != nullptr ? 2 : 1, d);
       const auto kernel =
           rp != nullptr ? streamed_rows::forward_kernel<T, true> : streamed_rows::forward_kernel<T, false>;
-      kernel<<<stream_blocks(kernel, smem, rows, x.device().index, op), streamed_rows::kThreads, smem, stream>>>(
-          xp, rp, wp, bp, hp, yp, rows, static_cast<int>(d), eps);
+      // The streamed kernels wait before touching global memory: they may overlap the kernel before them.
+      launch_overlapping_on_sm90(
+          x.device().index, kernel, dim3(stream_blocks(kernel, smem, rows, x.device().index, op)),
+          dim3(streamed_rows::kThreads), smem, stream, op, xp, rp, wp, bp, hp, yp, rows, static_cast<int>(d), eps);
     } else if (packable<T>(d, {xp, rp, wp, bp, hp, yp})) {
       layer_norm_packed_kernel<T><<<row_blocks(rows), kRowThreads, 0, stream>>>(xp, rp, wp, bp, hp, yp, rows, d, eps);
     } else {
@@ -531,8 +534,8 @@ std::vector<Tensor> backward(const Tensor& x, const Tensor& weight, const Tensor
       Tensor pb = want_db ? Tensor::empty({blocks, d}, copts) : Tensor();
       C* pwp = want_dw ? pw.data<C>() : nullptr;
       C* pbp = want_db ? pb.data<C>() : nullptr;
-      kernel<<<blocks, streamed_rows::kThreads, smem, stream>>>(xp, wp, gp, hp, dxp, pwp, pbp, rows,
-                                                                static_cast<int>(d), eps);
+      launch_overlapping_on_sm90(x.device().index, kernel, dim3(blocks), dim3(streamed_rows::kThreads), smem, stream,
+                                 op, xp, wp, gp, hp, dxp, pwp, pbp, rows, static_cast<int>(d), eps);
       check_launch(op);
       if (want_dw) launch_column_totals<C, T>(pwp, blocks, d, dw.data<T>(), stream);
       if (want_db) launch_column_totals<C, T>(pbp, blocks, d, db.data<T>(), stream);

@@ -27,6 +27,7 @@
 #include "tensor/cuda/convert.h"
 #include "tensor/cuda/device_math.cuh"
 #include "tensor/cuda/elementwise.cuh"
+#include "tensor/cuda/grid_dependency.cuh"
 #include "tensor/cuda/warp.cuh"
 
 namespace coppice::cuda::streamed_rows {
@@ -167,6 +168,10 @@ __device__ __forceinline__ void held_stats(const C (&v)[kPacks][kN], C s, int he
 template <typename T, bool kResidual, typename C = compute_t<T>>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(const T* x, const T* r, const T* w, const T* b, T* h, T* y, int64_t rows, int d, double eps) {
+  // On sm_90 launched to overlap the kernel before it (layer_norm.cu's
+  // launch_overlapping_on_sm90): nothing global is read or written before this wait.
+  wait_for_prerequisite_grids();
+  allow_dependent_launch();  // the next kernel may set up under this one's tail
   extern __shared__ __align__(16) unsigned char streamed_rows_smem[];
   constexpr int kN = Pack16<T>::kN, kPackStride = LaneRows<T>::kPackStride;
   LaneRows<T> in(streamed_rows_smem, kResidual ? 2 : 1, x, r, nullptr, rows, d);
@@ -220,6 +225,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, bool kSums, typename C = compute_t<T>>
 __global__ void __launch_bounds__(kThreads) dx_kernel(const T* x, const T* w, const T* g, const T* dh, T* dx,
                                                       C* dw_partial, C* db_partial, int64_t rows, int d, double eps) {
+  wait_for_prerequisite_grids();  // as forward_kernel's
+  allow_dependent_launch();
   extern __shared__ __align__(16) unsigned char streamed_rows_smem[];
   constexpr int kN = Pack16<T>::kN, kPackStride = LaneRows<T>::kPackStride;
   LaneRows<T> in(streamed_rows_smem, dh != nullptr ? 3 : 2, x, g, dh, rows, d);

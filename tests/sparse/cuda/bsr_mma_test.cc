@@ -182,6 +182,32 @@ TEST_F(BsrMmaTest, ProductsMatchCpu) {
   }
 }
 
+// A product and an SDDMM right behind the kernel that writes their operand.
+// On Hopper the wgmma kernels are launched to overlap the kernel before them
+// (tensor/cuda/grid_dependency.cuh) and must wait for it before reading; x
+// (16 MB) is large enough that its producer is still writing when a kernel
+// that did not wait would read it. Three rounds, each operand made afresh.
+TEST_F(BsrMmaTest, KernelsReadWhatTheKernelBeforeThemWrote) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t n = 8192, in = 1024, out = 256;
+  const Tensor x0 = random_dense({n, in}, 9100).to(DType::kBF16).to(kCuda);
+  const Tensor dy0 = random_dense({n, out}, 9101).to(DType::kBF16).to(kCuda);
+  const Tensor x2 = mul(host64(x0), 2.0), dy2 = mul(host64(dy0), 2.0);  // exact in bf16
+  for (int64_t b : {32, 64}) {
+    const Tensor dense = random_blocks(out, in, b, b, 0.3, 9200 + b);
+    const Tensor w = to_device(to_format(dense.to(DType::kBF16), "bsr", FormatOptions::block(b, b)), kCuda);
+    const Tensor w64 = host64(dense.to(DType::kBF16));
+    const Tensor pattern64 = to_format(dense.to(DType::kF64), "bsr", FormatOptions::block(b, b));
+    const Tensor want_y = matmul(x2, w64.t());
+    const Tensor want_dw = values(sddmm(dy2.t(), x2, pattern64));
+    for (int round = 0; round < 3; ++round) {
+      EXPECT_TRUE(near(linear(mul(x0, 2.0), w), want_y, DType::kBF16)) << "x W^T, blocks " << b << " round " << round;
+      EXPECT_TRUE(near(values(sddmm(mul(dy0, 2.0).t(), mul(x0, 2.0), w)), want_dw, DType::kBF16))
+          << "dy^T x at W's pattern, blocks " << b << " round " << round;
+    }
+  }
+}
+
 // One stored block in a [256, 256] weight ([384, 384] in 128x128 blocks):
 // every other thread block has an empty row and writes the bias alone.
 TEST_F(BsrMmaTest, SingleBlockWithBiasAndRelu) {

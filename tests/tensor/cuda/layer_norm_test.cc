@@ -52,6 +52,29 @@ TEST(CudaLayerNormTest, ForwardAndBackwardMatchTheComposite) {
   }
 }
 
+// The streamed kernels right behind the kernel that writes their input: on
+// sm_90 they are launched to overlap the kernel before them
+// (tensor/cuda/grid_dependency.cuh) and must wait for it before reading. x
+// (16 MB) is large enough that its producer is still writing when a kernel
+// that did not wait would read it. Three rounds, each input made afresh.
+TEST(CudaLayerNormTest, ReadsWhatTheKernelBeforeItWrote) {
+  COPPICE_REQUIRE_GPU();
+  const int64_t rows = 8192, d = 1024;
+  const Tol tol = math_tol(DType::kBF16);
+  const Tensor x = random({rows, d}, DType::kBF16, 20, -3, 3), g = random({rows, d}, DType::kBF16, 21),
+               w = random({d}, DType::kBF16, 22), b = random({d}, DType::kBF16, 23);
+  const Tensor x2 = mul(x, 2.0), g2 = mul(g, 2.0);  // exact in bf16
+  const Tensor want_y = layer_norm(x2, {d}, w, b);
+  const LayerNormGrads want = layer_norm_backward(x2, {d}, w, g2, false, false);
+  const Tensor xg = on_gpu(x), gg = on_gpu(g), wg = on_gpu(w), bg = on_gpu(b);
+  for (int round = 0; round < 3; ++round) {
+    const std::string what = str_cat("round ", round);
+    expect_match(on_cpu(layer_norm(mul(xg, 2.0), {d}, wg, bg)), want_y, tol.rtol * 4, tol.atol * 4, "y " + what);
+    const LayerNormGrads got = layer_norm_backward(mul(xg, 2.0), {d}, wg, mul(gg, 2.0), false, false);
+    expect_match(on_cpu(got.dx), want.dx, tol.rtol * 8, tol.atol * 8, "dx " + what);
+  }
+}
+
 // More rows than one chunk of the column sums (256), so that several chunks
 // are added in order.
 TEST(CudaLayerNormTest, ManyRows) {
