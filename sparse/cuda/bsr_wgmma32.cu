@@ -3,9 +3,10 @@
 // bsr_wgmma.cu's kernel puts op(S)'s block rows on wgmma's M, which is 64:
 // a 32-row block row would fill half of it, and two block rows share no
 // slices of x. Here the tokens take M and the block row takes N
-// (m64n32k16): a tile is 256 tokens (four m64 halves) by one output block row
-// (32 features of y), and each stored block of the row is one stage of the
-// ring: x's [256 tokens, 32] slice at the block's column and the block
+// (m64n32k16): a tile is 256 tokens (four m64 halves; 128 for the forward
+// gelu forms: ProductTile) by one output block row (32 features of y), and
+// each stored block of the row is one stage of the ring: x's [tokens, 32]
+// slice at the block's column and the block
 // itself, both in rows of 64 bytes in the 64-byte swizzle (wgmma.cuh). x is
 // K-major (token-major, its 32 columns along the row); the block is B,
 // K-major for op(S) = S (its rows are y's features) and MN-major for op(S)
@@ -21,9 +22,9 @@
 // A thread block is one warpgroup that multiplies and one warp that loads
 // (a single thread issues the TMA copies into a ring of stages, running
 // ahead of the warpgroup across tiles, 32 tiles' work read at a time:
-// bsr_wgmma_walk.cuh). Two thread blocks share an SM, so one block's
-// write-out overlaps the other's products without the 64x64 kernel's
-// ping-pong turns.
+// bsr_wgmma_walk.cuh). Two or three thread blocks share an SM, so one
+// block's write-out overlaps the others' products without the 64x64
+// kernel's ping-pong turns.
 //
 // Why 256 tokens a tile: the product is bound by its L2 traffic (Nsight
 // Compute: the L2 at three quarters of its peak), which is x's slices, read
@@ -31,10 +32,9 @@
 // tile. Tiles of 256 tokens read the blocks half as often as tiles of 128 (on
 // fc2's forward product, 54 of 538 MB). On an H200 the products took 4-10 %
 // less time for it; on an H100 (its L2 then at 86 % of peak) the plain and
-// gradient forms 0-8 % less, but the forward gelu forms, which hold y's and
-// z's values and spill 8-24 bytes at the 168 registers ptxas gives them here,
-// up to 14 % more (docs/benchmarks.md). Four thread blocks an SM of 128-token
-// tiles, more resident work without less traffic, gained nothing.
+// gradient forms 0-8 % less. Four thread blocks an SM of 128-token tiles,
+// more resident work without less traffic, gained nothing. The forward gelu
+// forms keep tiles of 128 (ProductTile says why).
 //
 // Tokens past n arrive as zeros and are not stored; an empty block row writes
 // the bias (or zeros). No atomics: each output is one thread's sum in a fixed
@@ -72,21 +72,33 @@ using cuda::tma_store;
 
 constexpr std::string_view kOp = "bsr wgmma product";
 constexpr int kB = 32;                     // the block's side
-constexpr int kTileN = 256;                // tokens a tile
-constexpr int kHalves = kTileN / 64;       // m64 products a k16 step (four)
 constexpr int kConsumers = 128;            // one warpgroup multiplies
 constexpr int kThreads = kConsumers + 32;  // and one warp loads
-constexpr int kBlocksPerSm = 2;            // thread blocks an SM (shared memory allows two)
-constexpr int kXBytes = kTileN * kB * 2;   // x's slice: 16 KB
 constexpr int kABytes = kB * kB * 2;       // the block: 2 KB
-constexpr int kStageBytes = kXBytes + kABytes;
-constexpr int kStages = 4;
-constexpr int kOutBytes = kTileN * kB * 2;  // y's tile (or z's) in the staging area
-constexpr int kOutOffset = (kStages * kStageBytes + 16 * kStages + 1023) / 1024 * 1024;  // from the ring's start
-constexpr int kZBarOffset = kOutOffset + 2 * kOutBytes;                                  // after y's and z's tiles
-constexpr int kSmemBytes = 1024 + kZBarOffset + 8;
-static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
-static_assert(kBlocksPerSm * (kSmemBytes + 1024) <= 228 * 1024, "an SM's shared memory for kBlocksPerSm blocks");
+
+// A form's tile and ring. Tiles of 256 tokens (four m64 halves, four stages
+// of 18 KB, two thread blocks an SM) for the plain and gradient forms; the
+// forward gelu forms, which hold y's and z's values in the write-out and
+// spilled 8-24 bytes at the 168 registers two blocks an SM leave, keep tiles
+// of 128 (two halves, five stages of 10 KB, three blocks an SM): at 256 they
+// took 14 % longer on an H100 (fc1's x W^T + gelu, 0.1692 -> 0.1936 ms) and
+// the same on an H200.
+template <GeluWriteOut kGelu>
+struct ProductTile {
+  static constexpr bool kShort = is_gelu_forward(kGelu);
+  static constexpr int kTileN = kShort ? 128 : 256;    // tokens a tile
+  static constexpr int kHalves = kTileN / 64;          // m64 products a k16 step
+  static constexpr int kBlocksPerSm = kShort ? 3 : 2;  // thread blocks an SM (as shared memory allows)
+  static constexpr int kXBytes = kTileN * kB * 2;      // x's slice: 8 or 16 KB
+  static constexpr int kStageBytes = kXBytes + kABytes;
+  static constexpr int kStages = kShort ? 5 : 4;
+  static constexpr int kOutBytes = kTileN * kB * 2;  // y's tile (or z's) in the staging area
+  static constexpr int kOutOffset = (kStages * kStageBytes + 16 * kStages + 1023) / 1024 * 1024;  // from the ring
+  static constexpr int kZBarOffset = kOutOffset + 2 * kOutBytes;  // after y's and z's tiles
+  static constexpr int kSmemBytes = 1024 + kZBarOffset + 8;
+  static_assert(kStageBytes % 1024 == 0, "stages keep the swizzle atoms aligned");
+  static_assert(kBlocksPerSm * (kSmemBytes + 1024) <= 228 * 1024, "an SM's shared memory for kBlocksPerSm blocks");
+};
 
 struct Maps {
   CUtensorMap values;  // S's blocks as [nblocks * 32, 32]: a box a block
@@ -97,13 +109,14 @@ struct Maps {
 
 // The write-out's form is the kernel's (kGelu, kRelu), as in bsr_wgmma.cu.
 template <typename T, bool kTransB, GeluWriteOut kGelu, bool kRelu>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+__global__ void __launch_bounds__(kThreads, ProductTile<kGelu>::kBlocksPerSm)
     bsr_wgmma32_kernel(const __grid_constant__ Maps maps, const BsrProductArgs<T> p, int64_t tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tile = ProductTile<kGelu>;
   extern __shared__ unsigned char smem_raw[];
-  const auto ring = cuda::stage_ring<kStages, kStageBytes>(smem_raw, kConsumers / 32);
+  const auto ring = cuda::stage_ring<Tile::kStages, Tile::kStageBytes>(smem_raw, kConsumers / 32);
   const int tid = threadIdx.x;
-  const uint32_t zbar = ring.base + kZBarOffset;
+  const uint32_t zbar = ring.base + Tile::kZBarOffset;
   if (tid == 0) {
     cuda::barrier_init(zbar, 1);
     cuda::barrier_init_fence();
@@ -119,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     // The loading warp: one thread issues every copy, a stage a stored
     // block; the rest of the warp helps read the tiles' work.
     int step = 0;
-    for_each_tile<true>(p, tiles, kTileN, [&](int64_t, const TileWork& w) {
+    for_each_tile<true>(p, tiles, Tile::kTileN, [&](int64_t, const TileWork& w) {
       if (tid != kConsumers) return;
       for (int32_t e = w.begin; e < w.end; ++e, ++step) {
         const int32_t k = e - w.begin;
@@ -128,9 +141,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
         const int32_t kblk = k == 0 ? w.kblk[0] : k == 1 ? w.kblk[1] : p.kblk[e];
         ring.wait_empty(step);
         const uint32_t full = ring.full(step), st = ring.stage(step);
-        barrier_expect(full, kStageBytes);
+        barrier_expect(full, Tile::kStageBytes);
         tma_load(st, &maps.x, kblk * kB, w.n0, full);
-        tma_load(st + kXBytes, &maps.values, 0, static_cast<int>(blk * kB), full);
+        tma_load(st + Tile::kXBytes, &maps.values, 0, static_cast<int>(blk * kB), full);
       }
     });
     return;
@@ -138,8 +151,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 
   const int warp = tid / 32, lane = tid % 32, t4 = lane % 4;
   const bool leader = tid == 0;  // issues the TMA stores and z loads
-  unsigned char* y_stage = ring.smem + kOutOffset;
-  unsigned char* z_stage = y_stage + kOutBytes;
+  unsigned char* y_stage = ring.smem + Tile::kOutOffset;
+  unsigned char* z_stage = y_stage + Tile::kOutBytes;
   constexpr bool gradient = is_gelu_gradient(kGelu), forward = is_gelu_forward(kGelu);
   // stmatrix's rows: lane l gives the 16 bytes of the warp's row 8 (q % 2) +
   // l % 8 at columns 8 (j + q / 2).., q = l / 8 (the four matrices of
@@ -147,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const int q = lane / 8;
   int zphase = 0;
   int step = 0;
-  for_each_tile<false>(p, tiles, kTileN, [&](int64_t, const TileWork& w) {
+  for_each_tile<false>(p, tiles, Tile::kTileN, [&](int64_t, const TileWork& w) {
     const int steps = w.end - w.begin;
     const int64_t r0 = int64_t{w.obr} * kB;  // y's first feature
     // Accumulators j hold features 8j + 2 t4 and 8j + 2 t4 + 1 of the tile:
@@ -162,10 +175,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     // The gradient's z comes in under the products (the last write-out has
     // read the staging tile: the warpgroup met at barrier 1 since).
     if (gradient && leader) {
-      barrier_expect(zbar, kOutBytes);
+      barrier_expect(zbar, Tile::kOutBytes);
       tma_load(cuda::smem_u32(z_stage), &maps.aux, static_cast<int>(r0), w.n0, zbar);
     }
-    float acc[kHalves][4][4] = {};
+    float acc[Tile::kHalves][4][4] = {};
     cuda::fence_registers(acc);
 
     for (int s = 0; s < steps; ++s, ++step) {
@@ -176,9 +189,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       for (int ks = 0; ks < kB / 16; ++ks) {
         // B: K-major, 32 bytes along the rows a k16 step; MN-major (the block
         // read transposed), 16 rows of k, 1024 bytes.
-        const uint64_t b = sw64_desc(st + kXBytes + (kTransB ? ks * 1024 : ks * 32));
+        const uint64_t b = sw64_desc(st + Tile::kXBytes + (kTransB ? ks * 1024 : ks * 32));
 #pragma unroll
-        for (int h = 0; h < kHalves; ++h)
+        for (int h = 0; h < Tile::kHalves; ++h)
           cuda::wgmma_64x32_ss<T, false, kTransB>(acc[h], sw64_desc(st + h * 64 * 64 + ks * 32), b);
       }
       cuda::wgmma_commit();
@@ -199,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       zphase ^= 1;
     }
 #pragma unroll
-    for (int h = 0; h < kHalves; ++h) {
+    for (int h = 0; h < Tile::kHalves; ++h) {
 #pragma unroll
       for (int j = 0; j < 4; j += 2) {
         const int offset = cuda::sw64_offset(64 * h + 16 * warp + 8 * (q % 2) + lane % 8, j + q / 2);
@@ -239,9 +252,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 
 template <typename T, bool kTransB, GeluWriteOut kGelu, bool kRelu>
 void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
+  using Tile = ProductTile<kGelu>;
   static const bool configured = [] {
     const auto kernel = bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu>;
-    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), kOp);
+    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes),
+                       kOp);
     // All of the SM's unified memory as shared memory: two blocks' worth.
     COPPICE_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
@@ -253,16 +268,16 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
   constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_64B;
   Maps maps;
   maps.values = cuda::tensor_map_16bit(p.values, kB, p.nblocks * kB, kB, kB, kB, kSwizzle, type, kOp);
-  maps.x = cuda::tensor_map_16bit(p.x.data, p.inner, p.n, p.x.col_stride, kB, kTileN, kSwizzle, type, kOp);
+  maps.x = cuda::tensor_map_16bit(p.x.data, p.inner, p.n, p.x.col_stride, kB, Tile::kTileN, kSwizzle, type, kOp);
   const int64_t rows = p.out_block_rows * kB;
-  maps.y = cuda::tensor_map_16bit(p.y.data, rows, p.n, p.y.col_stride, kB, kTileN, kSwizzle, type, kOp);
-  maps.aux = p.gelu != GeluWriteOut::kNone
-                 ? cuda::tensor_map_16bit(p.aux.data, rows, p.n, p.aux.col_stride, kB, kTileN, kSwizzle, type, kOp)
-                 : maps.y;  // not read
-  const int64_t tiles = p.out_block_rows * ((p.n + kTileN - 1) / kTileN);
-  const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows, kBlocksPerSm, kOp)));
-  cuda::launch_overlapping(bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu>, grid, dim3(kThreads), kSmemBytes, stream, kOp,
-                           maps, p, tiles);
+  maps.y = cuda::tensor_map_16bit(p.y.data, rows, p.n, p.y.col_stride, kB, Tile::kTileN, kSwizzle, type, kOp);
+  maps.aux = p.gelu != GeluWriteOut::kNone ? cuda::tensor_map_16bit(p.aux.data, rows, p.n, p.aux.col_stride, kB,
+                                                                    Tile::kTileN, kSwizzle, type, kOp)
+                                           : maps.y;  // not read
+  const int64_t tiles = p.out_block_rows * ((p.n + Tile::kTileN - 1) / Tile::kTileN);
+  const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows, Tile::kBlocksPerSm, kOp)));
+  cuda::launch_overlapping(bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu>, grid, dim3(kThreads), Tile::kSmemBytes, stream,
+                           kOp, maps, p, tiles);
 }
 
 template <typename T, bool kTransB>
@@ -468,8 +483,8 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
                                   type, kOp);
   const int64_t blocks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
-  cuda::launch_overlapping(bsr_wgmma32_sddmm_kernel<T, kRun>, grid, dim3(kSddmmThreads), Tile::kSmemBytes, stream,
-                           kOp, maps, p);
+  cuda::launch_overlapping(bsr_wgmma32_sddmm_kernel<T, kRun>, grid, dim3(kSddmmThreads), Tile::kSmemBytes, stream, kOp,
+                           maps, p);
 }
 
 }  // namespace
