@@ -516,8 +516,8 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
       cuda::tensor_map_16bit(p.b.data, p.b_cols, p.k, p.b.row_stride, 64, kStep, CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
   const int64_t blocks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
-  cuda::launch_overlapping(bsr_wgmma_sddmm_kernel<T, B>, grid, dim3(kSddmmThreads), Tile::kSmemBytes, stream, kOp,
-                           maps, p);
+  cuda::launch_overlapping(bsr_wgmma_sddmm_kernel<T, B>, grid, dim3(kSddmmThreads), Tile::kSmemBytes, stream, kOp, maps,
+                           p);
 }
 
 template <typename T, int B, int G, bool kATrans, GeluWriteOut kGelu, bool kRelu>
