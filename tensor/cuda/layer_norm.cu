@@ -536,7 +536,6 @@ std::vector<Tensor> backward(const Tensor& x, const Tensor& weight, const Tensor
       C* pbp = want_db ? pb.data<C>() : nullptr;
       launch_overlapping_on_sm90(x.device().index, kernel, dim3(blocks), dim3(streamed_rows::kThreads), smem, stream,
                                  op, xp, wp, gp, hp, dxp, pwp, pbp, rows, static_cast<int>(d), eps);
-      check_launch(op);
       if (want_dw) launch_column_totals<C, T>(pwp, blocks, d, dw.data<T>(), stream);
       if (want_db) launch_column_totals<C, T>(pbp, blocks, d, db.data<T>(), stream);
       return;
