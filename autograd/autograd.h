@@ -20,6 +20,7 @@
 #include "autograd/functions/nn.h"
 #include "autograd/functions/rearrange.h"
 #include "autograd/functions/reduce.h"
+#include "autograd/functions/residual.h"
 #include "autograd/functions/shape.h"
 #include "autograd/functions/straight_through.h"
 #include "autograd/gradcheck.h"

@@ -6,6 +6,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/functions/sparse.h"
+#include "autograd/graph_observer.h"
 #include "sparse/attention/routing.h"
 #include "tensor/error.h"
 
@@ -98,29 +99,35 @@ Variable MultiheadAttention::attend_sparse(const Variable& q, const Variable& k,
 }
 
 Variable MultiheadAttention::forward(const Variable& x) {
-  COPPICE_CHECK(x.dim() == 3 && x.size(2) == dim_, "MultiheadAttention: expected x [B, T, ", dim_, "], got ", x.dim(),
-                " dims", x.dim() == 3 ? str_cat(" with last dim ", x.size(2)) : "");
-  return run_op({x}, [this](const std::vector<Variable>& in) {
-    const Variable& xin = in[0];
-    const int64_t b = xin.size(0), t = xin.size(1), dh = dim_ / heads_;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-    Variable qkv = reshape(qkv_->forward(xin), {b, t, 3, heads_, dh});  // a view
-    const bool dropping = attn_drop_ && attn_drop_->is_training();
-    if (pattern_.kind == AttentionPattern::Kind::kRouted && dropping) {
-      // The unfused path (dropout on the weights) masks the scores with the
-      // routed blocks expanded to tokens.
-      routed_mask_ = block_keep_mask(routed_blocks(qkv), pattern_.block, t, pattern_.causal, xin.value().device());
-    }
-    if (!pattern_.is_sparse() && !dropping) {
-      // Fused, straight from the projection's layout: no permuted copy either way.
-      return proj_->forward(reshape(attend_fused(qkv, t, scale), {b, t, dim_}));
-    }
-    qkv = reshape(permute(qkv, {2, 0, 3, 1, 4}), {3, b * heads_, t, dh});
-    Variable q = select(qkv, 0, 0), k = select(qkv, 0, 1), v = select(qkv, 0, 2);
-    Variable o = pattern_.is_sparse() ? attend_sparse(mul(q, scale), k, v, t) : attend_dense(q, k, v, t, scale);
-    o = reshape(permute(reshape(o, {b, heads_, t, dh}), {0, 2, 1, 3}), {b, t, dim_});
-    return proj_->forward(o);
-  });
+  return run_op({x}, [this](const std::vector<Variable>& in) { return proj_->forward(heads_output(in[0])); });
+}
+
+ResidualStream MultiheadAttention::forward_residual(const Variable& h, const Variable& x) {
+  // A traced step (models/propagation) sees the attention as this module's op.
+  if (output_rule() != nullptr || graph_observer() != nullptr) return {h, forward(x)};
+  return proj_->forward_residual(h, heads_output(x));
+}
+
+Variable MultiheadAttention::heads_output(const Variable& xin) {
+  COPPICE_CHECK(xin.dim() == 3 && xin.size(2) == dim_, "MultiheadAttention: expected x [B, T, ", dim_, "], got ",
+                xin.dim(), " dims", xin.dim() == 3 ? str_cat(" with last dim ", xin.size(2)) : "");
+  const int64_t b = xin.size(0), t = xin.size(1), dh = dim_ / heads_;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  Variable qkv = reshape(qkv_->forward(xin), {b, t, 3, heads_, dh});  // a view
+  const bool dropping = attn_drop_ && attn_drop_->is_training();
+  if (pattern_.kind == AttentionPattern::Kind::kRouted && dropping) {
+    // The unfused path (dropout on the weights) masks the scores with the
+    // routed blocks expanded to tokens.
+    routed_mask_ = block_keep_mask(routed_blocks(qkv), pattern_.block, t, pattern_.causal, xin.value().device());
+  }
+  if (!pattern_.is_sparse() && !dropping) {
+    // Fused, straight from the projection's layout: no permuted copy either way.
+    return reshape(attend_fused(qkv, t, scale), {b, t, dim_});
+  }
+  qkv = reshape(permute(qkv, {2, 0, 3, 1, 4}), {3, b * heads_, t, dh});
+  Variable q = select(qkv, 0, 0), k = select(qkv, 0, 1), v = select(qkv, 0, 2);
+  Variable o = pattern_.is_sparse() ? attend_sparse(mul(q, scale), k, v, t) : attend_dense(q, k, v, t, scale);
+  return reshape(permute(reshape(o, {b, heads_, t, dh}), {0, 2, 1, 3}), {b, t, dim_});
 }
 
 // ---- TransformerBlock ----------------------------------------------------------------
@@ -155,31 +162,32 @@ TransformerBlock::TransformerBlock(const TransformerBlockOptions& block, const L
 Variable TransformerBlock::forward(const Variable& x) {
   return run_op({x}, [this](const std::vector<Variable>& in) {
     const ResidualStream out = forward_stream({in[0], Variable()});
-    return add(out.h, out.pending);
+    return out.pending.defined() ? add(out.h, out.pending) : out.h;
   });
 }
 
 ResidualStream TransformerBlock::forward_stream(const ResidualStream& in) {
-  // x = in.h + in.pending and ln1(x), in one pass each way when there is a pending add.
-  Variable x = in.h, y;
-  if (in.pending.defined()) {
-    const AddLayerNormVariables n = ln1_->forward_add(in.h, in.pending);
-    x = n.h;
-    y = n.y;
+  // x = in.h + in.pending and ln1(x), in one pass each way (with no pending
+  // add, the node still sums x's two gradients in its backward's pass).
+  const AddLayerNormVariables n = ln1_->forward_add(in.h, in.pending);
+  // x + attn(ln1(x)): the add in the projection's write-out where its kernel
+  // does it, else pending, and then ln2 adds it in its own pass.
+  ResidualStream a;
+  if (drop_) {
+    a = {n.h, drop_->forward(attn_->forward(n.y))};
   } else {
-    y = ln1_->forward(x);
+    a = attn_->forward_residual(n.h, n.y);
   }
-  Variable a = attn_->forward(y);
-  if (drop_) a = drop_->forward(a);
-  // h = x + a and ln2(h) in one pass each way.
-  const AddLayerNormVariables h = ln2_->forward_add(x, a);
+  const AddLayerNormVariables h = ln2_->forward_add(a.h, a.pending);
   // fc1, gelu and fc2 as one node (the gelu inside the products where a
-  // kernel fuses it) unless a rule sparsifies the MLP or its activation.
+  // kernel fuses it, and the residual add in fc2's write-out where one adds
+  // it) unless a rule sparsifies the MLP or its activation.
   Variable m;
   if (moe_) {
     m = moe_->forward(h.y);
   } else {
     const bool fused = mlp_->output_rule() == nullptr && act_->output_rule() == nullptr;
+    if (fused && !drop_) return Linear::forward_gelu_mlp_residual(*fc1_, *fc2_, h.h, h.y, act_->form());
     m = fused ? Linear::forward_gelu_mlp(*fc1_, *fc2_, h.y, act_->form()) : mlp_->forward(h.y);
   }
   if (drop_) m = drop_->forward(m);

@@ -42,9 +42,14 @@ class MultiheadAttention : public Module {
   MultiheadAttention(int64_t dim, int64_t heads, const AttentionPattern& pattern = {}, double dropout = 0.0,
                      const LayerOptions& options = {}, Generator& gen = default_generator());
   Variable forward(const Variable& x) override;
+  // h + forward(x) as a residual stream: the add in the output projection's
+  // write-out where its kernel does it (Linear::forward_residual), else
+  // pending. With an output rule attached, or in a traced step, {h, forward(x)}.
+  ResidualStream forward_residual(const Variable& h, const Variable& x);
   const AttentionPattern& pattern() const { return pattern_; }
 
  private:
+  Variable heads_output(const Variable& x);  // the heads' outputs [B, T, D], before the projection
   Variable attend_fused(const Variable& qkv, int64_t t, double scale);  // qkv [B, T, 3, H, dh] -> [B, T, H, dh]
   // A routed pattern's kept blocks for this qkv (sparse/attention/routing.h).
   std::vector<bool> routed_blocks(const Variable& qkv) const;
@@ -77,25 +82,20 @@ struct TransformerBlockOptions {
   double moe_aux_loss = 0.01;
 };
 
-// The residual stream between blocks: h + pending, where pending is what
-// the last block adds to the stream and has not added yet (undefined: the
-// stream is h).
-struct ResidualStream {
-  Variable h, pending;
-};
-
 // Children: ln1, attn, ln2, mlp (fc1, act, fc2) or moe (router, w1, w2), drop.
 class TransformerBlock : public Module {
  public:
   explicit TransformerBlock(const TransformerBlockOptions& block, const LayerOptions& options = {},
                             Generator& gen = default_generator());
   Variable forward(const Variable& x) override;
-  // forward() without its closing add: ln1 adds in.pending to the stream in
-  // its own pass (LayerNorm::forward_add, as ln2 adds the attention's
-  // output), and the block returns {h, mlp's output} for the next block, or
-  // the model's final norm, to add the same way. A stack of blocks run so
-  // makes no pass of its own over the stream, nor over its gradient (which
-  // add_layer_norm's backward sums with ln1's): GPT's blocks run this way.
+  // forward() as a residual stream (autograd/functions/residual.h): each of
+  // the block's two adds runs in the write-out of the product before it
+  // (the attention's projection, fc2) where that kernel adds it, else in the
+  // norm after it (LayerNorm::forward_add: ln1 adds in.pending, ln2 the
+  // attention's output), and the block returns the stream for the next
+  // block, or the model's final norm, to add the same way. A stack of blocks
+  // run so makes no pass of its own over the stream, nor over its gradient
+  // (which add_layer_norm's backward sums with ln1's): GPT's blocks run this way.
   // The same values as chaining forward(), up to the order the gradient's
   // two parts are added in.
   ResidualStream forward_stream(const ResidualStream& in);

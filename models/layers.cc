@@ -4,6 +4,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/functions/sparse.h"
+#include "autograd/graph_observer.h"
 #include "tensor/error.h"
 
 namespace coppice {
@@ -59,6 +60,24 @@ Variable Linear::forward_gelu_mlp(Linear& fc1, Linear& fc2, const Variable& x, G
     return fc2.forward(gelu_of_form(fc1.forward(x), form));
   }
   return gelu_mlp(x, fc1.view_of(fc1.weight_), fc1.bias(), fc2.view_of(fc2.weight_), fc2.bias(), form);
+}
+
+ResidualStream Linear::forward_residual(const Variable& h, const Variable& x) {
+  // A traced step (models/propagation) sees the product as this module's op.
+  if (output_rule() != nullptr || graph_observer() != nullptr) return {h, forward(x)};
+  check_linear_input(x, in_);
+  return linear_residual(h, x, view_of(weight_), bias());
+}
+
+ResidualStream Linear::forward_gelu_mlp_residual(Linear& fc1, Linear& fc2, const Variable& h, const Variable& x,
+                                                 GeluForm form) {
+  if (fc1.output_rule() != nullptr || fc2.output_rule() != nullptr || graph_observer() != nullptr) {
+    return {h, forward_gelu_mlp(fc1, fc2, x, form)};
+  }
+  check_linear_input(x, fc1.in_);
+  COPPICE_CHECK(fc2.in_ == fc1.out_, "Linear: an MLP's second layer takes ", fc2.in_, " features, its first gives ",
+                fc1.out_);
+  return gelu_mlp_residual(h, x, fc1.view_of(fc1.weight_), fc1.bias(), fc2.view_of(fc2.weight_), fc2.bias(), form);
 }
 
 // ---- Conv2d ------------------------------------------------------------------
@@ -125,12 +144,18 @@ Variable LayerNorm::forward(const Variable& x) {
 }
 
 AddLayerNormVariables LayerNorm::forward_add(const Variable& x, const Variable& r) {
-  const Tensor &xv = x.value(), &rv = r.value();
-  const bool fusable = output_rule() == nullptr && xv.is_dense() && rv.is_dense() && xv.shape() == rv.shape() &&
-                       xv.dtype() == rv.dtype();
-  if (!fusable) {
-    Variable h = add(x, r);
-    return {h, forward(h)};
+  const Tensor& xv = x.value();
+  if (!r.defined()) {
+    // A traced step (models/propagation) sees the norm as this module's op.
+    if (output_rule() != nullptr || !xv.is_dense() || graph_observer() != nullptr) return {x, forward(x)};
+  } else {
+    const Tensor& rv = r.value();
+    const bool fusable = output_rule() == nullptr && xv.is_dense() && rv.is_dense() && xv.shape() == rv.shape() &&
+                         xv.dtype() == rv.dtype();
+    if (!fusable) {
+      Variable h = add(x, r);
+      return {h, forward(h)};
+    }
   }
   return add_layer_norm(x, r, shape_, weight_ ? *weight_ : Variable(), bias_ ? *bias_ : Variable(), eps_);
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "autograd/functions/nn.h"
+#include "autograd/functions/residual.h"
 #include "models/module.h"
 #include "tensor/generator.h"
 #include "tensor/ops.h"
@@ -47,6 +48,14 @@ class Linear : public Module {
   // apart, each through its rule. `form`: the gelu's, gelu (kErf) or
   // gelu_tanh (kTanh), in both cases.
   static Variable forward_gelu_mlp(Linear& fc1, Linear& fc2, const Variable& x, GeluForm form = GeluForm::kErf);
+  // h + forward(x) as a residual stream (autograd's linear_residual: the add
+  // in the product's write-out where its kernel does it, else left pending),
+  // and h + forward_gelu_mlp(...) the same way (gelu_mlp_residual). With an
+  // output rule attached the layers run apart and the add is left pending;
+  // so do both in a traced step (which sees each module's op).
+  ResidualStream forward_residual(const Variable& h, const Variable& x);
+  static ResidualStream forward_gelu_mlp_residual(Linear& fc1, Linear& fc2, const Variable& h, const Variable& x,
+                                                  GeluForm form = GeluForm::kErf);
   const Variable& weight() const { return *weight_; }
   const Variable& bias() const { return bias_ ? *bias_ : undefined_; }
   int64_t in_features() const { return in_; }
@@ -97,7 +106,10 @@ class LayerNorm : public Module {
   // add_layer_norm; a pre-norm block's residual add and the norm after it)
   // with this layer's weight, bias and eps. With an output rule attached
   // (which wraps one op of one output), or operands add would broadcast or
-  // promote, it runs add and forward as they are: the same values.
+  // promote, it runs add and forward as they are: the same values. r may be
+  // undefined (a stream whose add was formed before it): one node that
+  // still sums h's other gradient with the norm's ({x, forward(x)} in a
+  // traced step, or with an output rule).
   AddLayerNormVariables forward_add(const Variable& x, const Variable& r);
 
  private:

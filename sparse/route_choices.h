@@ -32,6 +32,10 @@
 //   attention_dq (by rule)                tiles | recompute
 //              (the wgmma backward's dq: from the ds tiles dk/dv writes up to T 1024, else
 //              forming ds again; tiles: wherever a head's take at most 256 MB; recompute: always)
+//   residual_add (by rule)                write_out | apart
+//              (a residual stream's add after a product, linear_add_fused: in the write-out
+//              of the wgmma BSR kernels of 64x64 and 128x128 blocks; apart: never there,
+//              the add left to the next norm's pass: sparse/cuda/spmm.cc)
 //
 // Every measured decision is recorded (decision, key, candidates, each one's
 // time, winner, source), so that

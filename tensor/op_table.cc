@@ -35,6 +35,8 @@ constexpr OpOutputRule kPatternOf = OpOutputRule::kPatternOf, kTransposeOf = OpO
 // Why an op has no dense CPU cell.
 constexpr const char* kFusedOnly =
     "a sparse weight's fused kernel only: without one the frontend composes the product and the elementwise op";
+constexpr const char* kFusedOrDeclined =
+    "a sparse weight's fused kernel only, which may decline (an undefined output): the caller then adds itself";
 constexpr const char* kHook =
     "a hook for a fused kernel (none built in): without one the frontend composes it from other ops";
 constexpr const char* kCudaFused = "CUDA's fused kernel: on the CPU the frontend composes it from other ops";

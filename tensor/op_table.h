@@ -115,6 +115,7 @@ std::string arity_text(size_t min_inputs, size_t max_inputs);
   X(kLinear, "linear", .inputs(2, 3).sparse({0, 1})                                                                 \
       .promise({"dense", "<fmt>"}).promise({"<fmt>", "dense"}).promise({"dense", "dense"}))                         \
   X(kLinearRelu, "linear_relu", .inputs(2, 3).sparse({1}).without_dense_cpu(kFusedOnly))                            \
+  X(kLinearAdd, "linear_add", .inputs(4).sparse({1}).without_dense_cpu(kFusedOrDeclined))                          \
   X(kLinearGelu, "linear_gelu", .inputs(2, 3).attr("tanh", kBool).sparse({1}).without_dense_cpu(kFusedOnly))       \
   X(kMatmulGeluBackward, "matmul_gelu_backward", .inputs(3).attr("tanh", kBool).sparse({1})                         \
       .without_dense_cpu(kFusedOnly))                                                                               \

@@ -126,6 +126,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // operands' formats and device (CUDA, BSR weight: bias and relu in the SpMM's
 // write-out); otherwise exactly that composite, which is the CPU twin.
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// r + linear(x, weight, bias) (r of the product's shape and dtype: a
+// residual stream's add after a projection) from one kernel that adds r in
+// the product's write-out, with the bits of add(r, linear(x, weight, bias))
+// (the product rounded to the dtype, then the sum rounded). Undefined where
+// no kernel for these operands does, and then nothing has run: the caller
+// adds r itself or leaves the add to a pass that fuses it (add_layer_norm).
+// Only a BSR weight of 64x64 or 128x128 blocks in bf16 or f16 on Hopper has
+// one today (sparse/cuda/bsr_wgmma.h, "linear_add").
+Tensor linear_add_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& r);
 // A transformer MLP's activation with the product before it and after it.
 // linear_gelu: {gelu(z), z} for z = linear(x, weight, bias), the
 // pre-activation z being what gelu's gradient needs; matmul_gelu_backward:

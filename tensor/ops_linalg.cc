@@ -235,6 +235,25 @@ Tensor gelu_backward_of_form(const Tensor& g, const Tensor& x, GeluForm form) {
   return form == GeluForm::kTanh ? gelu_tanh_backward(g, x) : gelu_backward(g, x);
 }
 
+Tensor linear_add_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& r) {
+  constexpr std::string_view op = op::kLinearAdd;
+  COPPICE_CHECK(x.defined() && weight.defined() && r.defined(), op, ": input, weight and residual must be defined");
+  if (!x.is_dense() || x.dim() < 2 || !r.is_dense() || (bias.defined() && !bias.is_dense())) return Tensor();
+  const std::string_view formats[] = {x.format(), weight.format(), bias.defined() ? bias.format() : "none", r.format()};
+  if (Dispatcher::instance().find(op, x.device().type, formats) == nullptr) return Tensor();
+  check_linear(x, weight, bias, op);
+  Shape out_shape = x.shape();
+  out_shape.back() = weight.size(0);
+  COPPICE_CHECK(r.shape() == out_shape, op, ": the residual must have the product's shape ", shape_to_string(out_shape),
+                ", got ", shape_to_string(r.shape()));
+  check_same_device({x, r}, op);
+  COPPICE_CHECK(r.dtype() == x.dtype(), op, ": the residual has dtype ", dtype_name(r.dtype()), ", expected ",
+                dtype_name(x.dtype()), " like the input");
+  const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  const Tensor y = dispatch(op, {x.reshape({rows, x.size(-1)}), weight, bias, r.reshape({rows, weight.size(0)})})[0];
+  return y.defined() ? y.reshape(out_shape) : y;
+}
+
 GeluForm gelu_form(const Attrs& attrs) { return attrs.get_bool("tanh", false) ? GeluForm::kTanh : GeluForm::kErf; }
 
 std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluForm form) {

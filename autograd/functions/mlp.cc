@@ -35,17 +35,20 @@ std::pair<Tensor, Tensor> layer_param_grads(const Tensor& g2, const Tensor& x2, 
   return {gw, need_b ? sum(g2, {0}) : Tensor()};
 }
 
-}  // namespace
-
-Variable gelu_mlp(const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2, const Variable& b2,
-                  GeluForm form) {
+// gelu_mlp's node, with h added in w2's product's write-out where h is
+// defined and a kernel adds it (`added` then says so; else the node is
+// gelu_mlp's alone).
+Variable gelu_mlp_node(const Variable& h, const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2,
+                       const Variable& b2, GeluForm form, bool& added) {
   COPPICE_CHECK(x.defined() && w1.defined() && w2.defined(), "gelu_mlp: x, w1 and w2 must be defined");
   const Tensor xv = x.value(), w1v = w1.value(), w2v = w2.value();
-  if (xv.is_sparse()) { return linear(gelu_of_form(linear(x, w1, b1), form), w2, b2); }
   const Tensor b1v = b1.defined() ? b1.value() : Tensor(), b2v = b2.defined() ? b2.value() : Tensor();
   auto [a, z] = linear_gelu(xv, w1v, b1v, form);
-  Tensor y = linear(a, w2v, b2v);
-  if (!should_record(y, {x, w1, b1, w2, b2})) return Variable(std::move(y));
+  Tensor y = h.defined() ? linear_add_fused(a, w2v, b2v, h.value()) : Tensor();
+  added = y.defined();
+  if (!added) y = linear(a, w2v, b2v);
+  const Variable hin = added ? h : Variable();
+  if (!should_record(y, {x, w1, b1, w2, b2, hin})) return Variable(std::move(y));
   COPPICE_CHECK(w1v.dim() == 2 && w2v.dim() == 2, "gelu_mlp: weights must be 2-D, got ", shape_to_string(w1v.shape()),
                 " and ", shape_to_string(w2v.shape()));
   const bool before_z = x.requires_grad() || w1.requires_grad() || (b1.defined() && b1.requires_grad());
@@ -53,20 +56,42 @@ Variable gelu_mlp(const Variable& x, const Variable& w1, const Variable& b1, con
   const Tensor a_saved = saved_if(w2.requires_grad(), a);
   const bool dense1 = wants_dense_gradient(w1), dense2 = wants_dense_gradient(w2);
   const Shape xs = xv.shape();
-  return record(y, "GeluMlpBackward", {x, w1, b1, w2, b2}, [=](const Tensor& g, const GradNeeds& n) {
-    const int64_t in = w1v.size(1), hidden = w1v.size(0), out = w2v.size(0);
-    const Tensor g2 = g.reshape({-1, out}).contiguous();
-    Tensor gx, gw1, gb1, gw2, gb2;
-    std::tie(gw2, gb2) = layer_param_grads(g2, n[3] ? a_saved.reshape({-1, hidden}) : Tensor(), w2v, n[3], n[4], dense2,
-                                           gradient_destination(3));
-    if (n[0] || n[1] || n[2]) {
-      const Tensor gz = matmul_gelu_backward(g2, w2v, z_saved.reshape({-1, hidden}), form).contiguous();
-      std::tie(gw1, gb1) = layer_param_grads(gz, n[1] ? x_saved.reshape({-1, in}) : Tensor(), w1v, n[1], n[2], dense1,
-                                             gradient_destination(1));
-      if (n[0]) gx = matmul(gz, w1v).reshape(xs);
-    }
-    return Grads{gx, gw1, gb1, gw2, gb2};
-  });
+  return record(y, added ? "GeluMlpAddBackward" : "GeluMlpBackward", {x, w1, b1, w2, b2, hin},
+                [=](const Tensor& g, const GradNeeds& n) {
+                  const int64_t in = w1v.size(1), hidden = w1v.size(0), out = w2v.size(0);
+                  const Tensor g2 = g.reshape({-1, out}).contiguous();
+                  Tensor gx, gw1, gb1, gw2, gb2;
+                  std::tie(gw2, gb2) = layer_param_grads(g2, n[3] ? a_saved.reshape({-1, hidden}) : Tensor(), w2v, n[3],
+                                                         n[4], dense2, gradient_destination(3));
+                  if (n[0] || n[1] || n[2]) {
+                    const Tensor gz = matmul_gelu_backward(g2, w2v, z_saved.reshape({-1, hidden}), form).contiguous();
+                    std::tie(gw1, gb1) = layer_param_grads(gz, n[1] ? x_saved.reshape({-1, in}) : Tensor(), w1v, n[1],
+                                                           n[2], dense1, gradient_destination(1));
+                    if (n[0]) gx = matmul(gz, w1v).reshape(xs);
+                  }
+                  // h's gradient (a residual added in the write-out): the output's, passed on.
+                  return Grads{gx, gw1, gb1, gw2, gb2, n[5] ? g : Tensor()};
+                });
+}
+
+}  // namespace
+
+Variable gelu_mlp(const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2, const Variable& b2,
+                  GeluForm form) {
+  COPPICE_CHECK(x.defined() && w1.defined() && w2.defined(), "gelu_mlp: x, w1 and w2 must be defined");
+  if (x.value().is_sparse()) return linear(gelu_of_form(linear(x, w1, b1), form), w2, b2);
+  bool added = false;
+  return gelu_mlp_node(Variable(), x, w1, b1, w2, b2, form, added);
+}
+
+ResidualStream gelu_mlp_residual(const Variable& h, const Variable& x, const Variable& w1, const Variable& b1,
+                                 const Variable& w2, const Variable& b2, GeluForm form) {
+  COPPICE_CHECK(h.defined(), "gelu_mlp_residual: h must be defined");
+  COPPICE_CHECK(x.defined() && w1.defined() && w2.defined(), "gelu_mlp: x, w1 and w2 must be defined");
+  if (x.value().is_sparse()) return {h, gelu_mlp(x, w1, b1, w2, b2, form)};
+  bool added = false;
+  Variable y = gelu_mlp_node(h, x, w1, b1, w2, b2, form, added);
+  return added ? ResidualStream{y, Variable()} : ResidualStream{h, y};
 }
 
 }  // namespace coppice

@@ -2,6 +2,7 @@
 // so that the gelu and its gradient can run inside the products around them.
 #pragma once
 
+#include "autograd/functions/residual.h"
 #include "autograd/variable.h"
 #include "tensor/ops.h"
 
@@ -19,5 +20,11 @@ namespace coppice {
 // composite's. `form`: gelu (kErf) or gelu_tanh (kTanh) as the activation.
 Variable gelu_mlp(const Variable& x, const Variable& w1, const Variable& b1, const Variable& w2, const Variable& b2,
                   GeluForm form = GeluForm::kErf);
+// h + gelu_mlp(x, ...) as a residual stream (residual.h): {the sum,
+// undefined} with h added in w2's product's write-out where a kernel does
+// (linear_add_fused; the node then passes its output's gradient on to h),
+// else {h, gelu_mlp(x, ...)}, the add left pending.
+ResidualStream gelu_mlp_residual(const Variable& h, const Variable& x, const Variable& w1, const Variable& b1,
+                                 const Variable& w2, const Variable& b2, GeluForm form = GeluForm::kErf);
 
 }  // namespace coppice

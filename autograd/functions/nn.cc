@@ -157,8 +157,11 @@ class AddLayerNormNode final : public Node {
 AddLayerNormVariables add_layer_norm(const Variable& x, const Variable& r, const Shape& normalized_shape,
                                      const Variable& weight, const Variable& bias, double eps) {
   Tensor wv = weight.defined() ? weight.value() : Tensor();
-  AddLayerNormResult out =
-      add_layer_norm(x.value(), r.value(), normalized_shape, wv, bias.defined() ? bias.value() : Tensor(), eps);
+  const Tensor bv = bias.defined() ? bias.value() : Tensor();
+  // Without r the stream's add was formed before (linear_residual): h is x.
+  AddLayerNormResult out = r.defined()
+                               ? add_layer_norm(x.value(), r.value(), normalized_shape, wv, bv, eps)
+                               : AddLayerNormResult{x.value(), layer_norm(x.value(), normalized_shape, wv, bv, eps)};
   const std::vector<Variable> inputs = {x, r, weight, bias};
   if (!should_record(out.y, inputs)) return {Variable(out.h), Variable(out.y)};
   auto node = std::make_shared<AddLayerNormNode>(out.h, wv, normalized_shape, eps);

@@ -38,6 +38,9 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
 // y = layer_norm(h, ...), two outputs of one graph node. Its backward takes
 // the gradients reaching h (from h's other users) and y and gives x and r
 // both dh + layer_norm's dx, formed in one kernel where the device has one.
+// r may be undefined: then h is x's value (a residual stream whose add was
+// formed before it: residual.h), y = layer_norm(x, ...), and the backward
+// still sums the gradient reaching h with the norm's in that one kernel.
 struct AddLayerNormVariables {
   Variable h, y;
 };

@@ -163,6 +163,42 @@ Variable sparse_matmul(const Variable& a, const Variable& b) {
   });
 }
 
+namespace {
+
+// The backward of a linear with a dense x and a sparse weight, y = x W^T + b
+// (through a relu when y is saved: linear_relu): dx = g W, dW = sddmm(g^T,
+// x, W), db = the sum of g over rows; a straight-through projection
+// (straight_through.h) takes dW = g^T x whole. Gradients {x, weight, bias}.
+struct SparseWeightBackward {
+  Shape xs;  // x's shape
+  Tensor x;  // saved when the weight's gradient is asked for
+  Tensor w;  // the weight's value
+  Tensor y;  // the output, saved for a relu's gradient only
+  bool dense_grad;
+
+  Grads operator()(const Tensor& g, const GradNeeds& n) const {
+    const int64_t in = w.size(1);
+    // The bias gradient comes with the weight's (weight_and_bias_grads: the
+    // SDDMM sums the rows of g^T it stages). With a relu, only where that is
+    // one kernel: then the relu's gradient is a plain relu_backward, not
+    // relu_backward_col_sums' pass with the sums (the MLP-4096 BSR step,
+    // H200: 1.445 -> 1.411 ms); composed, the sums would be a pass of their own.
+    const bool with_weight = n[1] && n[2] && !dense_grad && (!y.defined() || sddmm_row_sums_fused(w));
+    auto [g2, gb] = linear_output_grads(g, y, n[2] && !with_weight);
+    g2 = g2.contiguous();
+    Tensor gx, gw;
+    if (n[0]) gx = matmul(g2, w).reshape(xs);
+    if (with_weight) {
+      std::tie(gw, gb) = weight_and_bias_grads(g2, x.reshape({-1, in}), w);
+    } else if (n[1]) {
+      gw = pattern_grad(g2.t(), x.reshape({-1, in}), w, dense_grad);
+    }
+    return Grads{gx, gw, gb};
+  }
+};
+
+}  // namespace
+
 Variable sparse_linear(const Variable& x, const Variable& weight, const Variable& bias, bool relu) {
   const char* op = relu ? op::kLinearRelu : op::kLinear;
   Tensor xv = x.value(), wv = weight.value();
@@ -188,32 +224,10 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
                   });
   }
   if (wv.is_sparse()) {
-    // y = x W^T + b: dx = g W, dW = sddmm(g^T, x, W), db = sum of g over rows;
-    // a straight-through projection (straight_through.h) takes dW = g^T x whole.
-    Shape xs = x.shape();
-    Tensor xs_v = saved_if(weight.requires_grad(), xv);
-    const bool dense_grad = wants_dense_gradient(weight);
+    SparseWeightBackward back{x.shape(), saved_if(weight.requires_grad(), xv), wv, y_saved,
+                              wants_dense_gradient(weight)};
     return record(y, relu ? "SparseLinearReluBackward" : "SparseLinearBackward", {x, weight, bias},
-                  [xs, xs_v, wv, y_saved, dense_grad](const Tensor& g, const GradNeeds& n) {
-                    int64_t in = wv.size(1);
-                    // The bias gradient comes with the weight's (weight_and_bias_grads: the
-                    // SDDMM sums the rows of g^T it stages). With a relu, only where that is
-                    // one kernel: then the relu's gradient is a plain relu_backward, not
-                    // relu_backward_col_sums' pass with the sums (the MLP-4096 BSR step,
-                    // H200: 1.445 -> 1.411 ms); composed, the sums would be a pass of their own.
-                    const bool with_weight =
-                        n[1] && n[2] && !dense_grad && (!y_saved.defined() || sddmm_row_sums_fused(wv));
-                    auto [g2, gb] = linear_output_grads(g, y_saved, n[2] && !with_weight);
-                    g2 = g2.contiguous();
-                    Tensor gx, gw;
-                    if (n[0]) gx = matmul(g2, wv).reshape(xs);
-                    if (with_weight) {
-                      std::tie(gw, gb) = weight_and_bias_grads(g2, xs_v.reshape({-1, in}), wv);
-                    } else if (n[1]) {
-                      gw = pattern_grad(g2.t(), xs_v.reshape({-1, in}), wv, dense_grad);
-                    }
-                    return Grads{gx, gw, gb};
-                  });
+                  [back](const Tensor& g, const GradNeeds& n) { return back(g, n); });
   }
   // Sparse input x [N, in], dense W: dx = sddmm(g, W, x), dW = g^T x.
   check_matrix(xv, op, "x");
@@ -227,6 +241,23 @@ Variable sparse_linear(const Variable& x, const Variable& weight, const Variable
                   if (n[2]) gb = sum(g2, {0});
                   return Grads{gx, gw, gb};
                 });
+}
+
+Variable sparse_linear_add(const Variable& h, const Variable& x, const Variable& weight, const Variable& bias) {
+  const Tensor xv = x.value(), wv = weight.value(), hv = h.value();
+  if (xv.is_sparse() || !wv.is_sparse() || (bias.defined() && !bias.value().is_dense())) return Variable();
+  Tensor y = linear_add_fused(xv, wv, bias.defined() ? bias.value() : Tensor(), hv);
+  if (!y.defined()) return Variable();
+  if (!should_record(y, {x, weight, bias, h})) return Variable(std::move(y));
+  check_matrix(wv, op::kLinearAdd, "weight");
+  SparseWeightBackward back{x.shape(), saved_if(weight.requires_grad(), xv), wv, Tensor(),
+                            wants_dense_gradient(weight)};
+  // h's gradient is the output's, passed on as it is.
+  return record(y, "SparseLinearAddBackward", {x, weight, bias, h}, [back](const Tensor& g, const GradNeeds& n) {
+    Grads out = back(g, n);
+    out.push_back(n[3] ? g : Tensor());
+    return out;
+  });
 }
 
 // ---- elementwise -----------------------------------------------------------

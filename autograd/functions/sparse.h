@@ -83,6 +83,10 @@ namespace autograd_detail {
 Variable sparse_matmul(const Variable& a, const Variable& b);
 // relu: linear_relu's form (linalg.h), one node that saves its output.
 Variable sparse_linear(const Variable& x, const Variable& weight, const Variable& bias, bool relu = false);
+// h + linear(x, weight, bias), x dense and the weight sparse, as one node
+// whose forward is tensor's linear_add_fused (h's gradient: the output's);
+// undefined, with nothing run, where that has no kernel for the operands.
+Variable sparse_linear_add(const Variable& h, const Variable& x, const Variable& weight, const Variable& bias);
 Variable sparse_mul(const Variable& a, const Variable& b);
 Variable sparse_add(const Variable& a, const Variable& b);
 Variable sparse_sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim, bool all);

@@ -159,16 +159,22 @@ StridedMatrix<const T> strided(Tensor& keep, const Tensor& t, bool transposed) {
 }
 
 // What a product's write-out applies after the product: the bias, then a
-// relu, or a gelu form (GeluWriteOut) with z in `aux` (y's shape, contiguous).
+// relu, or a gelu form (GeluWriteOut) with z in `aux` (y's shape,
+// contiguous); or the bias, then after the rounding `residual` (y's shape,
+// contiguous) added.
 struct WriteOut {
   Tensor bias;
   bool relu = false;
   GeluWriteOut gelu = GeluWriteOut::kNone;
   Tensor aux;
+  Tensor residual;
 };
 
+// Runs the product into y; false, having launched nothing, where a residual
+// is asked for and the route cannot add it (only the wgmma kernels of 64x64
+// and 128x128 blocks do).
 template <typename T>
-void run_product(BsrKernel kernel, const Tensor& s, const BsrImpl& b, bool walk_transposed, const Tensor& x,
+bool run_product(BsrKernel kernel, const Tensor& s, const BsrImpl& b, bool walk_transposed, const Tensor& x,
                  bool x_transposed, Tensor& y, bool y_transposed, int64_t n, const WriteOut& out) {
   BsrProductArgs<T> p;
   p.bias = out.bias.defined() ? static_cast<const T*>(out.bias.data_ptr()) : nullptr;
@@ -211,7 +217,12 @@ void run_product(BsrKernel kernel, const Tensor& s, const BsrImpl& b, bool walk_
     p.aux.row_stride = p.y.row_stride;
     p.aux.col_stride = p.y.col_stride;
   }
-  if (p.out_block_rows <= 0 || n <= 0) return;
+  if (out.residual.defined()) {
+    p.residual.data = static_cast<const T*>(out.residual.data_ptr());
+    p.residual.row_stride = p.y.row_stride;
+    p.residual.col_stride = p.y.col_stride;
+  }
+  if (p.out_block_rows <= 0 || n <= 0) return true;
   const cudaStream_t stream = cuda::current_stream(s.device().index);
   if (mma) {
     // On Hopper the wgmma kernels take the 32x32, 64x64 and 128x128 products
@@ -220,13 +231,16 @@ void run_product(BsrKernel kernel, const Tensor& s, const BsrImpl& b, bool walk_
     if constexpr (sizeof(T) == 2) {
       if (route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_runs<T>(p)) {
         bsr_wgmma_product<T>(p, stream);
-        return;
+        return true;
       }
     }
+    if (out.residual.defined()) return false;
     bsr_mma_product<T>(p, stream);
   } else {
+    if (out.residual.defined()) return false;
     bsr_tiled_product<T>(p, math_for(s.dtype()), stream);
   }
+  return true;
 }
 
 template <typename F>
@@ -260,7 +274,8 @@ namespace {
 
 // The product with `out` applied in the write-out; out.aux, for a forward
 // gelu form (kForward, kForwardTanh), is allocated here (y's shape) and left
-// in `out`.
+// in `out`. Undefined where out.residual is asked for and no kernel adds it
+// (run_product), or S has no stored block.
 Tensor matmul_with(BsrKernel kernel, const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
                    std::string_view op, WriteOut& out) {
   const BsrImpl& b = bsr_impl(s, op);
@@ -302,10 +317,21 @@ Tensor matmul_with(BsrKernel kernel, const Tensor& s, bool transpose_s, const Te
                                     : std::string("none"));
     out.aux = out.aux.contiguous();
   }
+  if (out.residual.defined()) {
+    COPPICE_CHECK(out.gelu == GeluWriteOut::kNone && !out.relu, op,
+                  ": internal: a residual beside a relu or gelu write-out");
+    COPPICE_CHECK(out.residual.is_dense() && out.residual.shape() == y_shape && out.residual.dtype() == s.dtype() &&
+                      out.residual.device() == s.device(),
+                  op, ": the residual must be dense ", shape_to_string(y_shape), " of ", dtype_name(s.dtype()), " on ",
+                  s.device().to_string(), ", got ", shape_to_string(out.residual.shape()), " ",
+                  dtype_name(out.residual.dtype()), " on ", out.residual.device().to_string());
+    if (b.nblocks() == 0) return Tensor();  // no kernel runs: the caller adds
+    out.residual = out.residual.contiguous();
+  }
   // No stored block: the plain product (the bias or zeros) and the
   // elementwise op of the form after it.
   if (out.gelu != GeluWriteOut::kNone && b.nblocks() == 0) {
-    WriteOut plain{out.bias, false, GeluWriteOut::kNone, Tensor()};
+    WriteOut plain{out.bias, false, GeluWriteOut::kNone, Tensor(), Tensor()};
     Tensor y = matmul_with(kernel, s, transpose_s, x, sparse_left, op, plain);
     const GeluForm form = is_gelu_tanh(out.gelu) ? GeluForm::kTanh : GeluForm::kErf;
     if (is_gelu_gradient(out.gelu)) return gelu_backward_of_form(y, out.aux, form);
@@ -321,10 +347,12 @@ Tensor matmul_with(BsrKernel kernel, const Tensor& s, bool transpose_s, const Te
     return out.relu ? coppice::relu(only_bias) : only_bias;
   }
   cuda::DeviceGuard guard(s.device().index);
+  bool ran = false;
   by_dtype(s.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    run_product<T>(kernel, s, b, walk_transposed, x, !sparse_left, y, !sparse_left, n, out);
+    ran = run_product<T>(kernel, s, b, walk_transposed, x, !sparse_left, y, !sparse_left, n, out);
   });
+  if (!ran) return Tensor();
   cuda::check_launch(op);
   return y;
 }
@@ -333,20 +361,27 @@ Tensor matmul_with(BsrKernel kernel, const Tensor& s, bool transpose_s, const Te
 
 Tensor bsr_matmul(BsrKernel kernel, const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
                   std::string_view op, const Tensor& bias, bool relu) {
-  WriteOut out{bias, relu, GeluWriteOut::kNone, Tensor()};
+  WriteOut out{bias, relu, GeluWriteOut::kNone, Tensor(), Tensor()};
   return matmul_with(kernel, s, transpose_s, x, sparse_left, op, out);
+}
+
+Tensor bsr_matmul_add(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
+                      const Tensor& bias, const Tensor& residual) {
+  COPPICE_CHECK(residual.defined(), op, ": internal: bsr_matmul_add without a residual");
+  WriteOut out{bias, false, GeluWriteOut::kNone, Tensor(), residual};
+  return matmul_with(BsrKernel::kMmaSync, s, transpose_s, x, sparse_left, op, out);
 }
 
 std::pair<Tensor, Tensor> bsr_mma_matmul_gelu(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
                                               std::string_view op, const Tensor& bias, GeluForm form) {
-  WriteOut out{bias, false, gelu_write_out(/*gradient=*/false, form == GeluForm::kTanh), Tensor()};
+  WriteOut out{bias, false, gelu_write_out(/*gradient=*/false, form == GeluForm::kTanh), Tensor(), Tensor()};
   Tensor y = matmul_with(BsrKernel::kMmaSync, s, transpose_s, x, sparse_left, op, out);
   return {y, out.aux};
 }
 
 Tensor bsr_mma_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
                                 std::string_view op, const Tensor& z, GeluForm form) {
-  WriteOut out{Tensor(), false, gelu_write_out(/*gradient=*/true, form == GeluForm::kTanh), z};
+  WriteOut out{Tensor(), false, gelu_write_out(/*gradient=*/true, form == GeluForm::kTanh), z, Tensor()};
   return matmul_with(BsrKernel::kMmaSync, s, transpose_s, x, sparse_left, op, out);
 }
 

@@ -38,6 +38,15 @@ bool bsr_kernel_takes(BsrKernel kernel, const Tensor& s);
 Tensor bsr_matmul(BsrKernel kernel, const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left,
                   std::string_view op, const Tensor& bias = Tensor(), bool relu = false);
 
+// The product with `residual` (dense, the product's shape and dtype) added in
+// the write-out after the product and `bias` are rounded: the bits of
+// add(residual, bsr_matmul(kMmaSync, ...)), from one kernel, on the family
+// kMmaSync names (bsr_kernel_takes(kMmaSync, s) must hold). Undefined, with
+// nothing launched, where none adds it: only the wgmma kernels of 64x64 and
+// 128x128 blocks on Hopper do (bsr_wgmma.h), and not for a pattern with no
+// stored block. The caller then adds it itself (linear_add_fused's contract).
+Tensor bsr_matmul_add(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
+                      const Tensor& bias, const Tensor& residual);
 // The same product on the mma.sync kernels with a gelu in the write-out (a
 // transformer MLP's activation, gelu_write_out.h): {gelu(z), z} for z = the
 // product plus `bias` (optional: an undefined tensor); and

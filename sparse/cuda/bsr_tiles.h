@@ -51,6 +51,10 @@ struct BsrProductArgs {
   // only, bsr_mma.h and bsr_wgmma.h), with z in `aux`: y's shape and strides.
   GeluWriteOut gelu = GeluWriteOut::kNone;
   StridedMatrix<T> aux;
+  // linear_add's residual, y's shape, added to each value of y after its
+  // rounding (the plain form; the 64x64 and 128x128 wgmma kernels only,
+  // bsr_wgmma.h), or none (data null).
+  StridedMatrix<const T> residual;
   // The output block rows in the order the mma.sync and wgmma kernels take
   // them (longest first, so that the last wave is short), or null for 0, 1, ...
   const int32_t* row_order = nullptr;

@@ -48,7 +48,9 @@
 // y's token-major order, into a staging tile in the 128-byte swizzle, and one
 // thread writes it to y with a TMA store, which runs on while the warpgroup
 // goes on to its next tile (a gelu form's z goes out, or for its gradient
-// comes in by TMA load during the products, through a second staging tile).
+// comes in by TMA load during the products, through a second staging tile;
+// so does linear_add's residual r, added to each value after its rounding:
+// add(r, y)'s bits).
 // Tokens past n arrive as zeros (TMA fills outside the tensor) and are not
 // stored (TMA clips its store there); an empty block row writes the bias (or
 // zeros). No atomics: each output is one thread's sum in a fixed order, the
@@ -130,16 +132,27 @@ struct Maps {
   CUtensorMap values;  // S's blocks as [nblocks * B, B]: boxes of 64 x B (K-major) or 64 x 64 (transposed)
   CUtensorMap x;       // x as [n, inner]: boxes of 64 x kTileN
   CUtensorMap y;       // y as [n, rows]: boxes of 64 rows x kTileN tokens, stored from the staging tiles
-  CUtensorMap aux;     // z, as y (a gelu form only): stored (forward) or loaded (gradient)
+  CUtensorMap aux;     // z, as y (a gelu form only): stored (forward) or loaded (gradient); or the residual, loaded
 };
+
+// y + r for a register of two 16-bit values (y already rounded), each sum
+// rounded once: the bits of add(r, y), as linear_add promises.
+template <typename T>
+__device__ __forceinline__ uint32_t add_pair(uint32_t y2, uint32_t r2) {
+  float y0, y1, r0, r1;
+  cuda::unpack2<T>(y2, y0, y1);
+  cuda::unpack2<T>(r2, r0, r1);
+  return cuda::pack2<T>(r0 + y0, r1 + y1);
+}
 
 // The write-out's form is the kernel's (kGelu, kRelu: p.gelu and p.relu,
 // which the launcher matches): a runtime branch on them inside the unrolled
 // write-out left the relu's compare and two selects in every value's path
 // (3 of the plain product's 11 instructions a value) and every form's code
 // in each kernel (under the gradient form 19 % of the warps' stall samples
-// waited on instruction fetch).
-template <typename T, int B, int G, bool kATrans, GeluWriteOut kGelu, bool kRelu>
+// waited on instruction fetch). kResidual: p.residual added after the
+// rounding (the plain form only), loaded as the gradient form loads z.
+template <typename T, int B, int G, bool kATrans, GeluWriteOut kGelu, bool kRelu, bool kResidual>
 __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
     bsr_wgmma_kernel(const __grid_constant__ Maps maps, const BsrProductArgs<T> p, int64_t tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -211,6 +224,9 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
   const int my_turn_bar = 1 + G + wg, next_turn_bar = 1 + G + (wg + 1) % G;
   constexpr bool gradient = is_gelu_gradient(kGelu), forward = is_gelu_forward(kGelu);
   static_assert(Tile::kStaging == 2 || !forward, "a forward form stores y and z: two staging tiles");
+  static_assert(!kResidual || (kGelu == GeluWriteOut::kNone && !kRelu && Tile::kStaging == 2),
+                "the residual comes into the second staging tile of the plain form");
+  constexpr bool loads_aux = gradient || kResidual;  // z, or the residual, arrives by TMA under the products
   unsigned char* y_stage = ring.smem + Tile::kOutOffset + Tile::kStaging * wg * Tile::kOutBytes;
   unsigned char* z_stage = y_stage + (Tile::kStaging - 1) * Tile::kOutBytes;  // in place with one
   const uint32_t zbar = zbar0 + 8 * wg;
@@ -234,10 +250,10 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
     const int64_t r = r0 + warp * 16 + g;
     const bool has_bias = p.bias != nullptr;
     const float bias_lo = has_bias ? to_float(p.bias[r]) : 0.f, bias_hi = has_bias ? to_float(p.bias[r + 8]) : 0.f;
-    // The gradient's z comes in under the products (this warpgroup's last
-    // write-out has read the staging tile: it met at barrier 1 + wg since;
-    // with y in place, its store has read it too).
-    if (gradient && leader) {
+    // The gradient's z (or the residual) comes in under the products (this
+    // warpgroup's last write-out has read the staging tile: it met at barrier
+    // 1 + wg since; with y in place, its store has read it too).
+    if (loads_aux && leader) {
       if (Tile::kStaging == 1) cuda::bulk_wait_read<0>();
       barrier_expect(zbar, Tile::kOutBytes);
       tma_load(cuda::smem_u32(z_stage), &maps.aux, static_cast<int>(r0), w.n0, zbar);
@@ -281,15 +297,15 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
     // The staging tiles are free once this warpgroup's last store has read them.
     if (leader) cuda::bulk_wait_read<0>();
     asm volatile("bar.sync %0, 128;\n" ::"r"(out_bar) : "memory");
-    if constexpr (gradient) {
+    if constexpr (loads_aux) {
       cuda::barrier_wait(zbar, zphase);
       zphase ^= 1;
     }
 #pragma unroll
     for (int j = 0; j < 16; j += 2) {
       const int offset = cuda::sw128_offset(8 * (j + q / 2) + lane % 8, 2 * warp + q % 2);
-      uint32_t zs[4];  // z's pairs (the gelu forms)
-      if constexpr (gradient) cuda::ldmatrix_x4<true>(zs, z_stage + offset);
+      uint32_t zs[4];  // z's pairs (the gelu forms), or the residual's
+      if constexpr (loads_aux) cuda::ldmatrix_x4<true>(zs, z_stage + offset);
       // The eight values of the four matrices (v[m][k]: matrix m, accumulator
       // j + m / 2's 2 (m % 2) + k), each pair through its gelu form as it is
       // formed.
@@ -305,6 +321,7 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
           if constexpr (kRelu) x = relu(x);
         }
         ys[m] = gelu_pair<T, kGelu>(v[m], zs[m]);
+        if constexpr (kResidual) ys[m] = add_pair<T>(ys[m], zs[m]);
       }
       cuda::stmatrix_x4<true>(y_stage + offset, ys);
       if constexpr (forward) cuda::stmatrix_x4<true>(z_stage + offset, zs);
@@ -520,11 +537,11 @@ void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
                            p);
 }
 
-template <typename T, int B, int G, bool kATrans, GeluWriteOut kGelu, bool kRelu>
+template <typename T, int B, int G, bool kATrans, GeluWriteOut kGelu, bool kRelu, bool kResidual = false>
 void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
   using Tile = WgmmaTile<B, G>;
   static const bool configured = [] {
-    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(bsr_wgmma_kernel<T, B, G, kATrans, kGelu, kRelu>,
+    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(bsr_wgmma_kernel<T, B, G, kATrans, kGelu, kRelu, kResidual>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes),
                        kOp);
     return true;
@@ -539,12 +556,15 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
   const int64_t rows = p.out_block_rows * B;
   maps.y = cuda::tensor_map_16bit(p.y.data, rows, p.n, p.y.col_stride, 64, Tile::kTileN, CU_TENSOR_MAP_SWIZZLE_128B,
                                   type, kOp);
-  maps.aux = p.gelu != GeluWriteOut::kNone ? cuda::tensor_map_16bit(p.aux.data, rows, p.n, p.aux.col_stride, 64,
-                                                                    Tile::kTileN, CU_TENSOR_MAP_SWIZZLE_128B, type, kOp)
-                                           : maps.y;  // not read
+  const auto aux_map = [&](const void* data, int64_t col_stride) {
+    return cuda::tensor_map_16bit(data, rows, p.n, col_stride, 64, Tile::kTileN, CU_TENSOR_MAP_SWIZZLE_128B, type, kOp);
+  };
+  maps.aux = kResidual                       ? aux_map(p.residual.data, p.residual.col_stride)
+             : p.gelu != GeluWriteOut::kNone ? aux_map(p.aux.data, p.aux.col_stride)
+                                             : maps.y;  // not read
   const int64_t tiles = p.out_block_rows * ((p.n + Tile::kTileN - 1) / Tile::kTileN);
   const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows, 1, kOp)));
-  cuda::launch_overlapping(bsr_wgmma_kernel<T, B, G, kATrans, kGelu, kRelu>, grid, dim3(Tile::kThreads),
+  cuda::launch_overlapping(bsr_wgmma_kernel<T, B, G, kATrans, kGelu, kRelu, kResidual>, grid, dim3(Tile::kThreads),
                            Tile::kSmemBytes, stream, kOp, maps, p, tiles);
 }
 
@@ -560,7 +580,10 @@ void launch_form(const BsrProductArgs<T>& p, cudaStream_t stream) {
                     bsr_wgmma_groups(B, GeluWriteOut::kGradientTanh) == bsr_wgmma_groups(B, GeluWriteOut::kGradient),
                 "each gelu form's two variants take one count");
   COPPICE_CHECK(!p.relu || p.gelu == GeluWriteOut::kNone, kOp, ": internal: a relu and a gelu form in one write-out");
+  COPPICE_CHECK(p.residual.data == nullptr || (p.gelu == GeluWriteOut::kNone && !p.relu), kOp,
+                ": internal: a residual beside a relu or gelu form");
   if constexpr (kBuildsPlain) {
+    if (p.residual.data != nullptr) return launch<T, B, G, kATrans, GeluWriteOut::kNone, false, true>(p, stream);
     if (p.gelu == GeluWriteOut::kNone) {
       return p.relu ? launch<T, B, G, kATrans, GeluWriteOut::kNone, true>(p, stream)
                     : launch<T, B, G, kATrans, GeluWriteOut::kNone, false>(p, stream);
@@ -600,6 +623,10 @@ bool bsr_wgmma_runs(const BsrProductArgs<T>& p) {
     return aligned16(m.data) && m.row_stride == 1 && m.col_stride % 8 == 0 && m.col_stride >= p.out_block_rows * p.bh;
   };
   if (!stores(p.y) || (p.gelu != GeluWriteOut::kNone && !stores(p.aux))) return false;
+  // The residual is loaded by TMA as y is stored; only 64x64 and 128x128 blocks add it (bsr_wgmma32.cu does not).
+  if (p.residual.data != nullptr && (p.bh == 32 || !aligned16(p.residual.data) || p.residual.row_stride != 1 ||
+                                     p.residual.col_stride % 8 != 0 || p.residual.col_stride < p.out_block_rows * p.bh))
+    return false;
   int device = 0;
   COPPICE_CUDA_CHECK(cudaGetDevice(&device), kOp);
   return cuda::runs_sm90a(device, kOp);
@@ -609,6 +636,8 @@ template <typename T>
 void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
   if (p.out_block_rows <= 0 || p.n <= 0) return;
   if (p.bh == 32) {
+    COPPICE_CHECK(p.residual.data == nullptr, kOp,
+                  ": internal: a residual on 32x32 blocks (bsr_wgmma_runs declines it)");
     bsr_wgmma32_product<T>(p, stream);
   } else if (p.bh == 128) {
     p.transposed ? launch_form<T, 128, 2, true>(p, stream) : launch_form<T, 128, 2, false>(p, stream);

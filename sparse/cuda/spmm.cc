@@ -336,6 +336,20 @@ std::vector<Tensor> linear_relu_dense_sparse(const std::vector<Tensor>& in, cons
   return {spmm(in[1], in[0], Product::kDenseSparseT, op::kLinearRelu, bias, /*relu=*/true)};
 }
 
+// linear_add(x, weight, bias, r) with a BSR weight: r + linear(x, weight,
+// bias) from the product's write-out where its kernel adds r (the wgmma
+// kernels of 64x64 and 128x128 blocks: bsr_matmul_add); an undefined output
+// where none does or the route is pinned apart (route_choices.h), which linear_add_fused passes on (its caller adds r
+// itself, or leaves the add to a later pass).
+std::vector<Tensor> linear_add_dense_bsr(const std::vector<Tensor>& in, const Attrs&) {
+  COPPICE_CHECK(in.size() == 4, "linear_add: expected 4 inputs (input, weight, bias or none, residual), got ",
+                in.size());
+  check_cuda_operand_pair({in[0], in[1]}, op::kLinearAdd);
+  const SpmmProblem p{in[1], in[0], Product::kDenseSparseT, op::kLinearAdd, in[2]};
+  if (route_pin("residual_add") == "apart" || !bsr_kernel_is<BsrKernel::kMmaSync>(p)) return {Tensor()};
+  return {bsr_matmul_add(in[1], /*transpose_s=*/true, in[0], /*sparse_left=*/false, p.op, in[2], in[3])};
+}
+
 // Whether p's n:m weight, not a 2:4 one that sparse tensor cores take, is
 // multiplied dense (decompressed, then cuBLAS) under a tanh gelu: then the
 // dense weight goes to the dense gelu kernels, whose cuBLASLt epilogue applies
@@ -421,6 +435,8 @@ const bool kRegistered = [] {
     d.register_kernel(op::kLinearRelu, DeviceType::kCuda, {"dense", f, "dense"}, linear_relu_dense_sparse);
     d.register_kernel(op::kLinearRelu, DeviceType::kCuda, {"dense", f}, linear_relu_dense_sparse);
   }
+  d.register_kernel(op::kLinearAdd, DeviceType::kCuda, {"dense", "bsr", "dense", "dense"}, linear_add_dense_bsr);
+  d.register_kernel(op::kLinearAdd, DeviceType::kCuda, {"dense", "bsr", "none", "dense"}, linear_add_dense_bsr);
   for (const char* f : {"bsr", "nm"}) {
     d.register_kernel(op::kLinearGelu, DeviceType::kCuda, {"dense", f, "dense"}, linear_gelu_dense_sparse);
     d.register_kernel(op::kLinearGelu, DeviceType::kCuda, {"dense", f}, linear_gelu_dense_sparse);

@@ -96,6 +96,24 @@ inline std::vector<Problem> linear_relu_problems(const std::vector<std::string>&
   return {p};
 }
 
+// linear_add (x, weight, bias or none, r) = r + x @ weight^T [+ bias], x
+// [free, c], weight [r, c] and r [free, r]: undefined too where the kernel
+// declines (its routes without the fused write-out; residual_products_test
+// says which).
+inline std::vector<Problem> linear_add_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
+                                                const Device& d) {
+  const std::vector<std::string> lf{f[0], f[1]};
+  Problem p = linear_problem(f[2] == "dense" ? std::vector<std::string>{f[0], f[1], f[2]} : lf, c, t, d);
+  if (f[2] != "dense") p.inputs.push_back(Tensor());
+  const Tensor r = full_values({p.inputs[0].size(0), p.inputs[1].size(0)}, 11).to(t).to(d);
+  p.inputs.push_back(r);
+  Expected& e = p.outputs[0];
+  e.want = add(e.want, host(r));
+  e.scale = add(e.scale, abs(host(r)));
+  e.may_decline = true;
+  return {p};
+}
+
 // linear_gelu: {gelu(z), z} for z = linear(x, weight[, bias]); and with the
 // attribute tanh, {gelu_tanh(z), z} (its derivative lies in [-0.13, 1.13]
 // too).
@@ -211,6 +229,7 @@ inline const std::vector<OpRow>& table() {
       {op::kMatmul, false, matmul_problems},
       {op::kLinear, false, linear_problems},
       {op::kLinearRelu, false, linear_relu_problems},
+      {op::kLinearAdd, false, linear_add_problems},
       {op::kLinearGelu, false, linear_gelu_problems},
       {op::kMatmulGeluBackward, false, matmul_gelu_backward_problems},
       {op::kSddmm, false, sddmm_problems},

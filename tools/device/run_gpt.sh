@@ -41,6 +41,8 @@
 #        gpt_dense -> gpt_step.md and a line with the trainer's ms a step.
 # mlp: the MLP-4096 bf16 step (dense, BSR 90 %) beside PyTorch's -> mlp_step.md.
 # ab: this pack's bench against bench_base (pack_gpt.sh GPT_PACK_BASE=REV),
+#        or against itself under GPT_AB_BASE_ROUTES' route pins (e.g.
+#        residual_add=apart),
 #        alternated in one call: the GPT step (`bench train`, SGD, bf16,
 #        GPT_AB_ARGS, default BSR 90 % in 64x64 blocks) GPT_AB_ROUNDS times
 #        (default 3) each, then, unless GPT_AB_PRODUCTS=0, `bench bsr`'s
@@ -312,23 +314,30 @@ PY
     python3 tools/device/bsr_product_table.py "${tables[@]}" | tee "$OUT/blocks_products.md" | tee -a "$SUMMARY"
     ;;
   ab)
-    [[ -x .devbin/bench_base ]] || { say "ab: no bench_base in the pack (pack_gpt.sh with GPT_PACK_BASE=REV)"; exit 1; }
+    # The base side: bench_base, or with GPT_AB_BASE_ROUTES (a COPPICE_ROUTES
+    # list) this pack's bench under those pins (one build, a route against
+    # the planner's choice).
+    base_routes=${GPT_AB_BASE_ROUTES:-}
+    [[ -n $base_routes || -x .devbin/bench_base ]] ||
+      { say "ab: no bench_base in the pack (pack_gpt.sh with GPT_PACK_BASE=REV)"; exit 1; }
+    [[ -n $base_routes ]] && say "ab: the base side is this bench with COPPICE_ROUTES=$base_routes"
     read -r -a ab_args <<< "${GPT_AB_ARGS:---formats bsr --sparsity 0.9 --block 64}"
+    ab_bench() {  # SIDE: the binary and the environment of that side
+      if [[ $1 == this ]]; then echo "env .devbin/bench";
+      elif [[ -n $base_routes ]]; then echo "env COPPICE_ROUTES=$base_routes .devbin/bench";
+      else echo "env .devbin/bench_base"; fi
+    }
     for r in $(seq 1 "${GPT_AB_ROUNDS:-3}"); do
       for side in base this; do
-        b=.devbin/bench
-        [[ $side == base ]] && b=.devbin/bench_base
-        timeout 200 $b train --device cuda --models gpt --gelu "$GELU" --modes bf16 "${ab_args[@]}" --steps 10 \
-          --warmup 3 --json "$OUT/ab_step_${side}_$r.json" > "$OUT/ab_step_${side}_$r.log" 2>&1 ||
+        timeout 200 $(ab_bench $side) train --device cuda --models gpt --gelu "$GELU" --modes bf16 "${ab_args[@]}" \
+          --steps 10 --warmup 3 --json "$OUT/ab_step_${side}_$r.json" > "$OUT/ab_step_${side}_$r.log" 2>&1 ||
           say "ab: bench train ($side, round $r): exit $?"
       done
     done
     if [[ ${GPT_AB_PRODUCTS:-1} == 1 ]]; then
       for shape in 1024x1024 4096x1024 1024x4096 3072x1024; do
         for side in base this; do
-          b=.devbin/bench
-          [[ $side == base ]] && b=.devbin/bench_base
-          timeout 200 $b bsr --hidden ${shape%x*} --in ${shape#*x} --batch 16384 --dtype bf16 \
+          timeout 200 $(ab_bench $side) bsr --hidden ${shape%x*} --in ${shape#*x} --batch 16384 --dtype bf16 \
             --block "${GPT_AB_BLOCK:-64}" --sparsity 0.9 --json "$OUT/ab_bsr_${side}_$shape.json" > "$OUT/ab_bsr_${side}_$shape.log" 2>&1 ||
             say "ab: bench bsr at $shape ($side): exit $?"
         done
