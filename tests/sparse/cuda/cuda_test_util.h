@@ -88,6 +88,20 @@ inline Tensor random_blocks(int64_t rows, int64_t cols, int64_t bh, int64_t bw, 
 // A copy in f64 on the host (the reference side of a parity check).
 inline Tensor host64(const Tensor& t) { return t.to(Device::cpu()).to(DType::kF64); }
 
+// Every element equal, as f64 on the host (NaN nowhere in what it compares):
+// a fused kernel against the ops it replaces.
+inline ::testing::AssertionResult same_bits(const Tensor& got, const Tensor& want) {
+  if (got.shape() != want.shape()) {
+    return ::testing::AssertionFailure() << "shapes " << shape_to_string(got.shape()) << " and "
+                                         << shape_to_string(want.shape());
+  }
+  const std::vector<double> g = host64(got).to_vector<double>(), w = host64(want).to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (g[i] != w[i]) return ::testing::AssertionFailure() << "element " << i << ": " << g[i] << " vs " << w[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // How the BSR tile kernels multiply (sparse/cuda/bsr_tiles.h): a dtype, and
 // for f32 whether TF32 tensor cores may (allow_tf32). TF32 keeps 10 mantissa
 // bits, as f16 does: its results are checked to the 16-bit tolerance.

@@ -55,19 +55,6 @@ class GeluProductsTest : public SparseCudaTest {
   }
 };
 
-// Every element equal (NaN nowhere here).
-::testing::AssertionResult same_bits(const Tensor& got, const Tensor& want) {
-  if (got.shape() != want.shape()) {
-    return ::testing::AssertionFailure() << "shapes " << shape_to_string(got.shape()) << " and "
-                                         << shape_to_string(want.shape());
-  }
-  const std::vector<double> g = host64(got).to_vector<double>(), w = host64(want).to_vector<double>();
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (g[i] != w[i]) return ::testing::AssertionFailure() << "element " << i << ": " << g[i] << " vs " << w[i];
-  }
-  return ::testing::AssertionSuccess();
-}
-
 // The same bits where a BSR kernel runs the product (they round once and use
 // no atomics); elsewhere near (64x64 f32 blocks take the CSR route, which
 // times cuSPARSE against its own kernel per shape: two calls measured a

@@ -25,19 +25,6 @@ namespace {
 
 using ResidualProductsTest = SparseCudaTest;
 
-// Every element equal (NaN nowhere here).
-::testing::AssertionResult same_bits(const Tensor& got, const Tensor& want) {
-  if (got.shape() != want.shape()) {
-    return ::testing::AssertionFailure() << "shapes " << shape_to_string(got.shape()) << " and "
-                                         << shape_to_string(want.shape());
-  }
-  const std::vector<double> g = host64(got).to_vector<double>(), w = host64(want).to_vector<double>();
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (g[i] != w[i]) return ::testing::AssertionFailure() << "element " << i << ": " << g[i] << " vs " << w[i];
-  }
-  return ::testing::AssertionSuccess();
-}
-
 bool hopper() { return cuda::runs_sm90a(0, "residual_products_test"); }
 
 // W [256, 256] of `block` blocks at `density`, block row 1 empty, on the GPU.
