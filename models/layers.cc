@@ -33,6 +33,13 @@ void check_linear_input(const Variable& x, int64_t in_features) {
                 ", expected in_features = ", in_features);
 }
 
+// x into fc1, and fc1's features into fc2: the MLP forward_gelu_mlp and its residual form run.
+void check_mlp_input(const Linear& fc1, const Linear& fc2, const Variable& x) {
+  check_linear_input(x, fc1.in_features());
+  COPPICE_CHECK(fc2.in_features() == fc1.out_features(), "Linear: an MLP's second layer takes ", fc2.in_features(),
+                " features, its first gives ", fc1.out_features());
+}
+
 }  // namespace
 
 Variable Linear::forward(const Variable& x) {
@@ -53,9 +60,7 @@ Variable Linear::forward_relu(const Variable& x) {
 }
 
 Variable Linear::forward_gelu_mlp(Linear& fc1, Linear& fc2, const Variable& x, GeluForm form) {
-  check_linear_input(x, fc1.in_);
-  COPPICE_CHECK(fc2.in_ == fc1.out_, "Linear: an MLP's second layer takes ", fc2.in_, " features, its first gives ",
-                fc1.out_);
+  check_mlp_input(fc1, fc2, x);
   if (fc1.output_rule() != nullptr || fc2.output_rule() != nullptr) {
     return fc2.forward(gelu_of_form(fc1.forward(x), form));
   }
@@ -74,9 +79,7 @@ ResidualStream Linear::forward_gelu_mlp_residual(Linear& fc1, Linear& fc2, const
   if (fc1.output_rule() != nullptr || fc2.output_rule() != nullptr || graph_observer() != nullptr) {
     return {h, forward_gelu_mlp(fc1, fc2, x, form)};
   }
-  check_linear_input(x, fc1.in_);
-  COPPICE_CHECK(fc2.in_ == fc1.out_, "Linear: an MLP's second layer takes ", fc2.in_, " features, its first gives ",
-                fc1.out_);
+  check_mlp_input(fc1, fc2, x);
   return gelu_mlp_residual(h, x, fc1.view_of(fc1.weight_), fc1.bias(), fc2.view_of(fc2.weight_), fc2.bias(), form);
 }
 
