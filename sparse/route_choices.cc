@@ -60,7 +60,7 @@ const std::vector<RouteDecision>& decisions() {
        {"tiles", "recompute"}},
       {"residual_add",
        "a residual stream's add after a product (tensor's linear_add_fused): in the product's write-out where its "
-       "kernel adds it (the wgmma BSR kernels of 64x64 and 128x128 blocks), else left to the next norm's pass; "
+       "kernel adds it (the wgmma BSR kernels of 32x32, 64x64 and 128x128 blocks), else left to the next norm's pass; "
        "write_out: so; apart: never in the write-out",
        {},
        {"write_out", "apart"}},

@@ -132,8 +132,8 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = T
 // (the product rounded to the dtype, then the sum rounded). Undefined where
 // no kernel for these operands does, and then nothing has run: the caller
 // adds r itself or leaves the add to a pass that fuses it (add_layer_norm).
-// Only a BSR weight of 64x64 or 128x128 blocks in bf16 or f16 on Hopper has
-// one today (sparse/cuda/bsr_wgmma.h, "linear_add").
+// Only a BSR weight of 32x32, 64x64 or 128x128 blocks in bf16 or f16 on
+// Hopper has one today (sparse/cuda/bsr_wgmma.h, "linear_add").
 Tensor linear_add_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& r);
 // A transformer MLP's activation with the product before it and after it.
 // linear_gelu: {gelu(z), z} for z = linear(x, weight, bias), the

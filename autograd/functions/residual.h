@@ -16,7 +16,7 @@ struct ResidualStream {
 
 // h + linear(x, weight, bias) as a stream: {the sum, undefined} from one
 // kernel where the weight's product adds h in its write-out (a BSR weight of
-// 64x64 or 128x128 blocks on Hopper: linear_add_fused), else {h,
+// 32x32, 64x64 or 128x128 blocks on Hopper: linear_add_fused), else {h,
 // linear(x, weight, bias)}, the add left pending for the next norm's
 // add_layer_norm, which fuses it there. h has the product's shape and dtype.
 ResidualStream linear_residual(const Variable& h, const Variable& x, const Variable& weight, const Variable& bias);

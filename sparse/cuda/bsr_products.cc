@@ -171,8 +171,7 @@ struct WriteOut {
 };
 
 // Runs the product into y; false, having launched nothing, where a residual
-// is asked for and the route cannot add it (only the wgmma kernels of 64x64
-// and 128x128 blocks do).
+// is asked for and the route cannot add it (only the wgmma kernels do).
 template <typename T>
 bool run_product(BsrKernel kernel, const Tensor& s, const BsrImpl& b, bool walk_transposed, const Tensor& x,
                  bool x_transposed, Tensor& y, bool y_transposed, int64_t n, const WriteOut& out) {
@@ -224,20 +223,19 @@ bool run_product(BsrKernel kernel, const Tensor& s, const BsrImpl& b, bool walk_
   }
   if (p.out_block_rows <= 0 || n <= 0) return true;
   const cudaStream_t stream = cuda::current_stream(s.device().index);
-  if (mma) {
+  if constexpr (sizeof(T) == 2) {
     // On Hopper the wgmma kernels take the 32x32, 64x64 and 128x128 products
     // of a linear's shapes wherever they run (bsr_wgmma.h), unless pinned to
     // mma.sync.
-    if constexpr (sizeof(T) == 2) {
-      if (route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_runs<T>(p)) {
-        bsr_wgmma_product<T>(p, stream);
-        return true;
-      }
+    if (mma && route_pin("bsr_tiles") != "mma_sync" && bsr_wgmma_runs<T>(p)) {
+      bsr_wgmma_product<T>(p, stream);
+      return true;
     }
-    if (out.residual.defined()) return false;
+  }
+  if (out.residual.defined()) return false;
+  if (mma) {
     bsr_mma_product<T>(p, stream);
   } else {
-    if (out.residual.defined()) return false;
     bsr_tiled_product<T>(p, math_for(s.dtype()), stream);
   }
   return true;

@@ -42,9 +42,9 @@ Tensor bsr_matmul(BsrKernel kernel, const Tensor& s, bool transpose_s, const Ten
 // the write-out after the product and `bias` are rounded: the bits of
 // add(residual, bsr_matmul(kMmaSync, ...)), from one kernel, on the family
 // kMmaSync names (bsr_kernel_takes(kMmaSync, s) must hold). Undefined, with
-// nothing launched, where none adds it: only the wgmma kernels of 64x64 and
-// 128x128 blocks on Hopper do (bsr_wgmma.h), and not for a pattern with no
-// stored block. The caller then adds it itself (linear_add_fused's contract).
+// nothing launched, where none adds it: only the wgmma kernels on Hopper do
+// (bsr_wgmma.h: 32x32, 64x64 and 128x128 blocks), and not for a pattern with
+// no stored block. The caller then adds it itself (linear_add_fused's contract).
 Tensor bsr_matmul_add(const Tensor& s, bool transpose_s, const Tensor& x, bool sparse_left, std::string_view op,
                       const Tensor& bias, const Tensor& residual);
 // The same product on the mma.sync kernels with a gelu in the write-out (a

@@ -135,16 +135,6 @@ struct Maps {
   CUtensorMap aux;     // z, as y (a gelu form only): stored (forward) or loaded (gradient); or the residual, loaded
 };
 
-// y + r for a register of two 16-bit values (y already rounded), each sum
-// rounded once: the bits of add(r, y), as linear_add promises.
-template <typename T>
-__device__ __forceinline__ uint32_t add_pair(uint32_t y2, uint32_t r2) {
-  float y0, y1, r0, r1;
-  cuda::unpack2<T>(y2, y0, y1);
-  cuda::unpack2<T>(r2, r0, r1);
-  return cuda::pack2<T>(r0 + y0, r1 + y1);
-}
-
 // The write-out's form is the kernel's (kGelu, kRelu: p.gelu and p.relu,
 // which the launcher matches): a runtime branch on them inside the unrolled
 // write-out left the relu's compare and two selects in every value's path
@@ -321,7 +311,7 @@ __global__ void __launch_bounds__(WgmmaTile<B, G>::kThreads, 1)
           if constexpr (kRelu) x = relu(x);
         }
         ys[m] = gelu_pair<T, kGelu>(v[m], zs[m]);
-        if constexpr (kResidual) ys[m] = add_pair<T>(ys[m], zs[m]);
+        if constexpr (kResidual) ys[m] = add_residual_pair<T>(ys[m], zs[m]);
       }
       cuda::stmatrix_x4<true>(y_stage + offset, ys);
       if constexpr (forward) cuda::stmatrix_x4<true>(z_stage + offset, zs);
@@ -623,8 +613,8 @@ bool bsr_wgmma_runs(const BsrProductArgs<T>& p) {
     return aligned16(m.data) && m.row_stride == 1 && m.col_stride % 8 == 0 && m.col_stride >= p.out_block_rows * p.bh;
   };
   if (!stores(p.y) || (p.gelu != GeluWriteOut::kNone && !stores(p.aux))) return false;
-  // The residual is loaded by TMA as y is stored; only 64x64 and 128x128 blocks add it (bsr_wgmma32.cu does not).
-  if (p.residual.data != nullptr && (p.bh == 32 || !aligned16(p.residual.data) || p.residual.row_stride != 1 ||
+  // The residual is loaded by TMA as y is stored.
+  if (p.residual.data != nullptr && (!aligned16(p.residual.data) || p.residual.row_stride != 1 ||
                                      p.residual.col_stride % 8 != 0 || p.residual.col_stride < p.out_block_rows * p.bh))
     return false;
   int device = 0;
@@ -636,8 +626,6 @@ template <typename T>
 void bsr_wgmma_product(const BsrProductArgs<T>& p, cudaStream_t stream) {
   if (p.out_block_rows <= 0 || p.n <= 0) return;
   if (p.bh == 32) {
-    COPPICE_CHECK(p.residual.data == nullptr, kOp,
-                  ": internal: a residual on 32x32 blocks (bsr_wgmma_runs declines it)");
     bsr_wgmma32_product<T>(p, stream);
   } else if (p.bh == 128) {
     p.transposed ? launch_form<T, 128, 2, true>(p, stream) : launch_form<T, 128, 2, false>(p, stream);

@@ -45,8 +45,8 @@ constexpr int bsr_wgmma_sddmm_resident(int block, int group) { return block == 3
 // columns (x.row_stride 1: the x or dy rows of a linear's products) with
 // 16-byte aligned rows, y (and aux under a gelu form) token-major the same
 // way (TMA stores them), and the extents p.inner and p.nblocks set; a
-// residual (p.residual) token-major the same way, on 64x64 or 128x128 blocks
-// only (the 32x32 kernel does not add one). T is __nv_bfloat16 or __half.
+// residual (p.residual, added in the plain form's write-out) token-major the
+// same way. T is __nv_bfloat16 or __half.
 template <typename T>
 bool bsr_wgmma_runs(const BsrProductArgs<T>& p);
 

@@ -17,7 +17,9 @@
 // gelu form, rounded once), stmatrix moves it untransposed into a staging
 // tile in the same swizzle, and one thread writes that to y with a TMA store
 // that runs on while the warpgroup goes on (a gelu form's z goes out the
-// same way, or for its gradient comes in by TMA load during the products).
+// same way, or for its gradient comes in by TMA load during the products;
+// so does linear_add's residual r in the plain form, added to each value
+// after its rounding: add(r, y)'s bits).
 //
 // A thread block is one warpgroup that multiplies and one warp that loads
 // (a single thread issues the TMA copies into a ring of stages, running
@@ -104,11 +106,11 @@ struct Maps {
   CUtensorMap values;  // S's blocks as [nblocks * 32, 32]: a box a block
   CUtensorMap x;       // x as [n, inner]: boxes of 32 x kTileN
   CUtensorMap y;       // y as [n, rows]: boxes of 32 features x kTileN tokens, stored from the staging tile
-  CUtensorMap aux;     // z, as y (a gelu form only): stored (forward) or loaded (gradient)
+  CUtensorMap aux;     // z, as y (a gelu form only): stored (forward) or loaded (gradient); or the residual, loaded
 };
 
-// The write-out's form is the kernel's (kGelu, kRelu), as in bsr_wgmma.cu.
-template <typename T, bool kTransB, GeluWriteOut kGelu, bool kRelu>
+// The write-out's form is the kernel's (kGelu, kRelu, kResidual), as in bsr_wgmma.cu.
+template <typename T, bool kTransB, GeluWriteOut kGelu, bool kRelu, bool kResidual>
 __global__ void __launch_bounds__(kThreads, ProductTile<kGelu>::kBlocksPerSm)
     bsr_wgmma32_kernel(const __grid_constant__ Maps maps, const BsrProductArgs<T> p, int64_t tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -154,6 +156,8 @@ __global__ void __launch_bounds__(kThreads, ProductTile<kGelu>::kBlocksPerSm)
   unsigned char* y_stage = ring.smem + Tile::kOutOffset;
   unsigned char* z_stage = y_stage + Tile::kOutBytes;
   constexpr bool gradient = is_gelu_gradient(kGelu), forward = is_gelu_forward(kGelu);
+  static_assert(!kResidual || (kGelu == GeluWriteOut::kNone && !kRelu), "the residual beside the plain form only");
+  constexpr bool loads_aux = gradient || kResidual;  // z, or the residual, arrives by TMA under the products
   // stmatrix's rows: lane l gives the 16 bytes of the warp's row 8 (q % 2) +
   // l % 8 at columns 8 (j + q / 2).., q = l / 8 (the four matrices of
   // accumulators j and j + 1: rows g and g + 8 of the warp's 16).
@@ -172,9 +176,10 @@ __global__ void __launch_bounds__(kThreads, ProductTile<kGelu>::kBlocksPerSm)
 #pragma unroll
       for (int k = 0; k < 2; ++k) bias[j][k] = has_bias ? to_float(p.bias[r0 + 8 * j + 2 * t4 + k]) : 0.f;
     }
-    // The gradient's z comes in under the products (the last write-out has
-    // read the staging tile: the warpgroup met at barrier 1 since).
-    if (gradient && leader) {
+    // The gradient's z (or the residual) comes in under the products (the
+    // last write-out has read the staging tile: the warpgroup met at barrier
+    // 1 since).
+    if (loads_aux && leader) {
       barrier_expect(zbar, Tile::kOutBytes);
       tma_load(cuda::smem_u32(z_stage), &maps.aux, static_cast<int>(r0), w.n0, zbar);
     }
@@ -207,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, ProductTile<kGelu>::kBlocksPerSm)
     // The staging tiles are free once the last store has read them.
     if (leader) cuda::bulk_wait_read<0>();
     asm volatile("bar.sync 1, 128;\n" ::: "memory");
-    if constexpr (gradient) {
+    if constexpr (loads_aux) {
       cuda::barrier_wait(zbar, zphase);
       zphase ^= 1;
     }
@@ -216,8 +221,8 @@ __global__ void __launch_bounds__(kThreads, ProductTile<kGelu>::kBlocksPerSm)
 #pragma unroll
       for (int j = 0; j < 4; j += 2) {
         const int offset = cuda::sw64_offset(64 * h + 16 * warp + 8 * (q % 2) + lane % 8, j + q / 2);
-        uint32_t zs[4];  // z's pairs (the gelu forms)
-        if constexpr (gradient) cuda::ldmatrix_x4<false>(zs, z_stage + offset);
+        uint32_t zs[4];  // z's pairs (the gelu forms), or the residual's
+        if constexpr (loads_aux) cuda::ldmatrix_x4<false>(zs, z_stage + offset);
         // The eight values of the four matrices (v[m][k]: matrix m,
         // accumulator j + m / 2's 2 (m % 2) + k), each pair through its gelu
         // form as it is formed.
@@ -233,6 +238,7 @@ __global__ void __launch_bounds__(kThreads, ProductTile<kGelu>::kBlocksPerSm)
             if constexpr (kRelu) x = relu(x);
           }
           ys[m] = gelu_pair<T, kGelu>(v[m], zs[m]);
+          if constexpr (kResidual) ys[m] = add_residual_pair<T>(ys[m], zs[m]);
         }
         cuda::stmatrix_x4<false>(y_stage + offset, ys);
         if constexpr (forward) cuda::stmatrix_x4<false>(z_stage + offset, zs);
@@ -250,11 +256,11 @@ __global__ void __launch_bounds__(kThreads, ProductTile<kGelu>::kBlocksPerSm)
 #endif
 }
 
-template <typename T, bool kTransB, GeluWriteOut kGelu, bool kRelu>
+template <typename T, bool kTransB, GeluWriteOut kGelu, bool kRelu, bool kResidual = false>
 void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
   using Tile = ProductTile<kGelu>;
   static const bool configured = [] {
-    const auto kernel = bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu>;
+    const auto kernel = bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu, kResidual>;
     COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes),
                        kOp);
     // All of the SM's unified memory as shared memory: two blocks' worth.
@@ -271,18 +277,25 @@ void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
   maps.x = cuda::tensor_map_16bit(p.x.data, p.inner, p.n, p.x.col_stride, kB, Tile::kTileN, kSwizzle, type, kOp);
   const int64_t rows = p.out_block_rows * kB;
   maps.y = cuda::tensor_map_16bit(p.y.data, rows, p.n, p.y.col_stride, kB, Tile::kTileN, kSwizzle, type, kOp);
-  maps.aux = p.gelu != GeluWriteOut::kNone ? cuda::tensor_map_16bit(p.aux.data, rows, p.n, p.aux.col_stride, kB,
-                                                                    Tile::kTileN, kSwizzle, type, kOp)
-                                           : maps.y;  // not read
+  const auto aux_map = [&](const void* data, int64_t col_stride) {
+    return cuda::tensor_map_16bit(data, rows, p.n, col_stride, kB, Tile::kTileN, kSwizzle, type, kOp);
+  };
+  maps.aux = kResidual                       ? aux_map(p.residual.data, p.residual.col_stride)
+             : p.gelu != GeluWriteOut::kNone ? aux_map(p.aux.data, p.aux.col_stride)
+                                             : maps.y;  // not read
   const int64_t tiles = p.out_block_rows * ((p.n + Tile::kTileN - 1) / Tile::kTileN);
   const dim3 grid(static_cast<unsigned>(persistent_grid(tiles, p.out_block_rows, Tile::kBlocksPerSm, kOp)));
-  cuda::launch_overlapping(bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu>, grid, dim3(kThreads), Tile::kSmemBytes, stream,
-                           kOp, maps, p, tiles);
+  cuda::launch_overlapping(bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu, kResidual>, grid, dim3(kThreads),
+                           Tile::kSmemBytes, stream, kOp, maps, p, tiles);
 }
 
 template <typename T, bool kTransB>
 void launch_form(const BsrProductArgs<T>& p, cudaStream_t stream) {
   COPPICE_CHECK(!p.relu || p.gelu == GeluWriteOut::kNone, kOp, ": internal: a relu and a gelu form in one write-out");
+  if (p.residual.data != nullptr) {
+    COPPICE_CHECK(p.gelu == GeluWriteOut::kNone && !p.relu, kOp, ": internal: a residual beside a relu or gelu form");
+    return launch<T, kTransB, GeluWriteOut::kNone, false, true>(p, stream);
+  }
   switch (p.gelu) {
     case GeluWriteOut::kNone:
       return p.relu ? launch<T, kTransB, GeluWriteOut::kNone, true>(p, stream)

@@ -6,7 +6,10 @@
 //   2. relu (relu: a NaN stays NaN, so that the non-finite checks see it);
 //   3. a gelu form (gelu_write_out.h: forward, z stored; gradient, z read;
 //      each in the erf form or GPT-2's tanh approximation);
-//   4. the one rounding to the output's type and the store (store_run).
+//   4. the one rounding to the output's type and the store (store_run);
+//   5. after the rounding, a residual r added, the sum rounded once: the
+//      bits of add(r, y) (linear_add; the wgmma BSR products' plain form
+//      only, a pair at a time: add_residual_pair).
 // Everything before the rounding stays in f32, so that a fused form gives
 // the bits of the separate ops it replaces (tensor's linear, relu, gelu,
 // gelu_tanh, gelu_backward and gelu_tanh_backward round once each, and so do
@@ -99,6 +102,16 @@ __device__ __forceinline__ void gelu_and_store_run(GeluWriteOut gelu, T* y, T* a
                                                    float (&v)[kN], int count) {
   if (gelu != GeluWriteOut::kNone) gelu_run<T, kN>(gelu, aux + at, step, vec, v, count);
   store_run<T, kN>(y + at, step, vec, v, count);
+}
+
+// Step 5 for a register of two 16-bit values: y2 (already rounded) plus the
+// residual's pair r2, each sum rounded once, as add(r, y) rounds it.
+template <typename T>
+__device__ __forceinline__ uint32_t add_residual_pair(uint32_t y2, uint32_t r2) {
+  float y0, y1, r0, r1;
+  cuda::unpack2<T>(y2, y0, y1);
+  cuda::unpack2<T>(r2, r0, r1);
+  return cuda::pack2<T>(r0 + y0, r1 + y1);
 }
 
 }  // namespace coppice::sparse_cuda

@@ -338,7 +338,7 @@ std::vector<Tensor> linear_relu_dense_sparse(const std::vector<Tensor>& in, cons
 
 // linear_add(x, weight, bias, r) with a BSR weight: r + linear(x, weight,
 // bias) from the product's write-out where its kernel adds r (the wgmma
-// kernels of 64x64 and 128x128 blocks: bsr_matmul_add); an undefined output
+// kernels of 32x32, 64x64 and 128x128 blocks: bsr_matmul_add); an undefined output
 // where none does or the route is pinned apart (route_choices.h), which linear_add_fused passes on (its caller adds r
 // itself, or leaves the add to a later pass).
 std::vector<Tensor> linear_add_dense_bsr(const std::vector<Tensor>& in, const Attrs&) {
