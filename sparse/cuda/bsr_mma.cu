@@ -808,8 +808,7 @@ void bsr_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
 
 template <typename T>
 int bsr_mma_sddmm_resident(const BsrSddmmArgs<T>& p) {
-  int device = 0;
-  COPPICE_CUDA_CHECK(cudaGetDevice(&device), "bsr sddmm");
+  const int device = cuda::current_device("bsr sddmm");
   int resident = 0;
   with_sddmm_tile(p, [&](auto tile) {
     using Tile = decltype(tile);

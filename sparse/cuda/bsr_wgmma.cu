@@ -617,9 +617,7 @@ bool bsr_wgmma_runs(const BsrProductArgs<T>& p) {
   if (p.residual.data != nullptr && (!aligned16(p.residual.data) || p.residual.row_stride != 1 ||
                                      p.residual.col_stride % 8 != 0 || p.residual.col_stride < p.out_block_rows * p.bh))
     return false;
-  int device = 0;
-  COPPICE_CUDA_CHECK(cudaGetDevice(&device), kOp);
-  return cuda::runs_sm90a(device, kOp);
+  return cuda::runs_sm90a(cuda::current_device(kOp), kOp);
 }
 
 template <typename T>
@@ -652,9 +650,7 @@ bool bsr_wgmma_sddmm_runs(const BsrSddmmArgs<T>& p) {
   if (p.k >= (int64_t{1} << 31) || p.block_rows * p.bh >= (int64_t{1} << 31) || p.b_cols >= (int64_t{1} << 31))
     return false;
   if (p.splits > 1 && p.split_k % kStep != 0) return false;
-  int device = 0;
-  COPPICE_CUDA_CHECK(cudaGetDevice(&device), kOp);
-  return cuda::runs_sm90a(device, kOp);
+  return cuda::runs_sm90a(cuda::current_device(kOp), kOp);
 }
 
 template <typename T>

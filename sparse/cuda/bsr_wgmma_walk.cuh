@@ -94,9 +94,7 @@ __device__ __forceinline__ void for_each_tile(const BsrProductArgs<T>& p, int64_
 // factor it met only a fixed subset of them (132 SMs and 16 block rows: every
 // fourth, longest or shortest), and the thread blocks' work came out unequal.
 inline int64_t persistent_grid(int64_t tiles, int64_t rows, int per_sm, std::string_view op) {
-  int device = 0;
-  COPPICE_CUDA_CHECK(cudaGetDevice(&device), op);
-  int64_t grid = int64_t{per_sm} * cuda::sm_count(device, op);
+  int64_t grid = int64_t{per_sm} * cuda::sm_count(cuda::current_device(op), op);
   while (grid > 1 && std::gcd(grid, rows) != 1) --grid;
   return std::min(tiles, grid);
 }

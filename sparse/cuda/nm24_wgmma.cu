@@ -259,9 +259,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 bool nm24_wgmma_runs(int64_t cols) {
   if (cols % kStep != 0) return false;
-  int device = 0;
-  COPPICE_CUDA_CHECK(cudaGetDevice(&device), "nm24 wgmma");
-  return cuda::runs_sm90a(device, "nm24 wgmma");
+  return cuda::runs_sm90a(cuda::current_device("nm24 wgmma"), "nm24 wgmma");
 }
 
 template <typename T>

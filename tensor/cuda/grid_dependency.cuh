@@ -75,11 +75,4 @@ void launch_overlapping_on_sm90(int device, void (*kernel)(Params...), dim3 grid
   check_launch(op);
 }
 
-// The current device (the one a launch without a tensor at hand goes to).
-inline int current_device(std::string_view op) {
-  int device = 0;
-  COPPICE_CUDA_CHECK(cudaGetDevice(&device), op);
-  return device;
-}
-
 }  // namespace coppice::cuda

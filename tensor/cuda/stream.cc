@@ -35,6 +35,12 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0) cudaSetDevice(previous_);  // cannot throw from a destructor; best effort
 }
 
+int current_device(std::string_view op) {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), op, "cudaGetDevice");
+  return device;
+}
+
 int sm_count(int device, std::string_view op) {
   int sms = 0;
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), op,

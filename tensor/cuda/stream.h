@@ -44,6 +44,10 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
+// The calling thread's current device (the one a launch without a tensor at
+// hand goes to); throws naming `op` on error.
+int current_device(std::string_view op);
+
 // Number of visible CUDA devices; 0 (never an error) without a GPU or driver.
 int device_count();
 
