@@ -609,14 +609,12 @@ bool bsr_wgmma_runs(const BsrProductArgs<T>& p) {
     return false;
   // y (and z under a gelu form) token-major as TMA stores them: contiguous
   // along the rows, 16-byte aligned, the token pitch a multiple of 8.
-  const auto stores = [&](const StridedMatrix<T>& m) {
+  const auto stores = [&](const auto& m) {
     return aligned16(m.data) && m.row_stride == 1 && m.col_stride % 8 == 0 && m.col_stride >= p.out_block_rows * p.bh;
   };
   if (!stores(p.y) || (p.gelu != GeluWriteOut::kNone && !stores(p.aux))) return false;
-  // The residual is loaded by TMA as y is stored.
-  if (p.residual.data != nullptr && (!aligned16(p.residual.data) || p.residual.row_stride != 1 ||
-                                     p.residual.col_stride % 8 != 0 || p.residual.col_stride < p.out_block_rows * p.bh))
-    return false;
+  // The residual is loaded by TMA in the same boxes as y is stored.
+  if (p.residual.data != nullptr && !stores(p.residual)) return false;
   return cuda::runs_sm90a(cuda::current_device(kOp), kOp);
 }
 
