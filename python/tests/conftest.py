@@ -20,6 +20,26 @@ def tiny_job(**mask_update):
     return job
 
 
+_LENET300_RUNS = {}
+
+
+def lenet300_rigl_run(seed=0, growth=None):
+    """The trainer's configs/lenet300_rigl_90.yaml (LeNet-300-100 at 90 %, 20 epochs of Fashion-MNIST) on the CPU,
+    at `seed` (data.shuffle_seed too) and with growth policy `growth` where given, writing no checkpoint or metrics:
+    its summary. Each run is made once a session, because two tests compare against built-in RigL at seed 0 and a
+    run takes about 25 s on CI's two cores."""
+    key = (seed, growth)
+    if key not in _LENET300_RUNS:
+        import coppice
+        overrides = ["device=cpu", "checkpoint.dir=", "checkpoint.every_steps=0", "checkpoint.keep_last=0",
+                     "logging.metrics=", "logging.progress=false", f"seed={seed}", f"data.shuffle_seed={seed}"]
+        if growth is not None:
+            overrides.append(f"mask_update.growth={growth}")
+        _LENET300_RUNS[key] = coppice.train(os.path.join(REPO, "configs", "lenet300_rigl_90.yaml"),
+                                            overrides=overrides)
+    return _LENET300_RUNS[key]
+
+
 def numeric_gradient(f, array, eps=1e-6):
     """Central differences of the scalar f() in every entry of `array`, which f reads through a Variable on the
     array's own memory (no copy), so perturbing the array in place perturbs the Variable."""

@@ -67,13 +67,10 @@ def neighbour_growth(layer, step, k, candidates, weight, gradient):
 def test_lenet300_with_a_python_policy_matches_builtin_rigl():
     """LeNet-300-100 at 90 % (configs/lenet300_rigl_90.yaml, 20 epochs of Fashion-MNIST): the neighbour policy
     in Python against built-in RigL: at most 0.5 points of test accuracy below it."""
-    import os
-    from conftest import REPO
+    from conftest import lenet300_rigl_run
     coppice.register_growth_policy("neighbour_gradient_py", neighbour_growth)
-    job = os.path.join(REPO, "configs", "lenet300_rigl_90.yaml")
-    quiet = ["checkpoint.dir=", "checkpoint.every_steps=0", "checkpoint.keep_last=0", "logging.metrics="]
-    rigl = coppice.train(job, overrides=quiet)
-    python = coppice.train(job, overrides=quiet + ["mask_update.growth=neighbour_gradient_py"])
+    rigl = lenet300_rigl_run()
+    python = lenet300_rigl_run(growth="neighbour_gradient_py")
     print(f"\nLeNet-300-100 90 %: built-in RigL {100 * rigl['test_accuracy']:.2f} %, Python neighbour growth "
           f"{100 * python['test_accuracy']:.2f} %; update overhead {rigl['mask_update_overhead_s']:.2f} s vs "
           f"{python['mask_update_overhead_s']:.2f} s")

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 import coppice  # noqa: E402
 import coppice.torch as ct  # noqa: E402
-from conftest import REPO  # noqa: E402
+from conftest import REPO, lenet300_rigl_run  # noqa: E402
 
 
 def _dense(layer, values):
@@ -230,9 +230,7 @@ def test_lenet300_rigl_loop_matches_the_trainer():
     for seed in seeds:
         run = example.train(epochs=20, seed=seed)
         assert abs(run["densities"]["0"] - 0.080) < 0.002 and run["densities"]["4"] == 1.0
-        job = coppice.train(os.path.join(REPO, "configs", "lenet300_rigl_90.yaml"),
-                            overrides=["device=cpu", "checkpoint.every_steps=0", "logging.metrics=",
-                                       "logging.progress=false", f"seed={seed}", f"data.shuffle_seed={seed}"])
+        job = lenet300_rigl_run(seed)
         ours.append(run["test_accuracy"])
         theirs.append(job["test_accuracy"])
         print(f"lenet300 RigL 90 %, seed {seed}: coppice.torch loop {100 * ours[-1]:.2f} % in {run['seconds']} s, "
