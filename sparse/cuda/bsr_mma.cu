@@ -634,16 +634,22 @@ __global__ void __launch_bounds__(Tile::kThreads) mma_sync_sddmm_kernel(BsrSddmm
 }
 
 // values = the sum of the split SDDMM's partial sums, in range order,
-// rounded once.
+// rounded once; indices from n on, the row sums the same way (rows of them,
+// none where p.row_sums is null). One launch for both: the row sums' pass of
+// its own was a launch as long as the values' (2.5-3.5 us of Nsight
+// Compute's time each, 32 a GPT step).
 template <typename T>
-__global__ void sum_splits_kernel(const float* __restrict__ partial, int splits, int64_t n, T* __restrict__ values) {
+__global__ void sum_splits_kernel(const BsrSddmmArgs<T> p, int64_t n, int64_t rows) {
   cuda::wait_for_prerequisite_grids();  // launched to overlap the SDDMM before it (bsr_sum_splits)
   cuda::allow_dependent_launch();
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n + rows;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float sum = partial[i];
-    for (int s = 1; s < splits; ++s) sum += partial[s * n + i];
-    values[i] = from_float<T>(sum);
+    const bool row = i >= n;
+    const int64_t at = row ? i - n : i, stride = row ? rows : n;
+    const float* partial = (row ? p.row_sum_partial : p.partial) + at;
+    float sum = partial[0];
+    for (int s = 1; s < p.splits; ++s) sum += partial[s * stride];
+    (row ? p.row_sums : p.values)[at] = from_float<T>(sum);
   }
 }
 
@@ -798,11 +804,7 @@ void bsr_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
       const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
       kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, flags);
     });
-    if (p.splits > 1) {
-      bsr_sum_splits<T>(p.partial, p.splits, p.nblocks * Tile::B * Tile::B, p.values, stream);
-      if (p.row_sums != nullptr)
-        bsr_sum_splits<T>(p.row_sum_partial, p.splits, p.block_rows * Tile::B, p.row_sums, stream);
-    }
+    if (p.splits > 1) bsr_sum_splits<T>(p, stream);
   });
 }
 
@@ -828,12 +830,13 @@ int bsr_mma_sddmm_resident(const BsrSddmmArgs<T>& p) {
 }
 
 template <typename T>
-void bsr_sum_splits(const float* partial, int splits, int64_t n, T* values, cudaStream_t stream) {
-  const int64_t blocks = (n + 255) / 256;
+void bsr_sum_splits(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
+  const int64_t n = p.nblocks * p.bh * p.bw, rows = p.row_sums != nullptr ? p.block_rows * p.bh : 0;
+  const int64_t blocks = (n + rows + 255) / 256;
   constexpr std::string_view op = "bsr sddmm";
   cuda::launch_overlapping_on_sm90(cuda::current_device(op), sum_splits_kernel<T>,
                                    dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)), dim3(256), 0, stream, op,
-                                   partial, splits, n, values);
+                                   p, n, rows);
 }
 
 template void bsr_mma_product<__nv_bfloat16>(const BsrProductArgs<__nv_bfloat16>&, cudaStream_t);
@@ -845,8 +848,8 @@ template void bsr_mma_sddmm<float>(const BsrSddmmArgs<float>&, cudaStream_t);
 template int bsr_mma_sddmm_resident<__nv_bfloat16>(const BsrSddmmArgs<__nv_bfloat16>&);
 template int bsr_mma_sddmm_resident<__half>(const BsrSddmmArgs<__half>&);
 template int bsr_mma_sddmm_resident<float>(const BsrSddmmArgs<float>&);
-template void bsr_sum_splits<__nv_bfloat16>(const float*, int, int64_t, __nv_bfloat16*, cudaStream_t);
-template void bsr_sum_splits<__half>(const float*, int, int64_t, __half*, cudaStream_t);
-template void bsr_sum_splits<float>(const float*, int, int64_t, float*, cudaStream_t);
+template void bsr_sum_splits<__nv_bfloat16>(const BsrSddmmArgs<__nv_bfloat16>&, cudaStream_t);
+template void bsr_sum_splits<__half>(const BsrSddmmArgs<__half>&, cudaStream_t);
+template void bsr_sum_splits<float>(const BsrSddmmArgs<float>&, cudaStream_t);
 
 }  // namespace coppice::sparse_cuda

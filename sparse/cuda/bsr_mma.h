@@ -70,10 +70,12 @@ void bsr_mma_sddmm(const BsrSddmmArgs<T>& args, cudaStream_t stream);
 template <typename T>
 int bsr_mma_sddmm_resident(const BsrSddmmArgs<T>& args);
 
-// values[i] = the sum over s < splits of partial[s * n + i], in that order,
-// rounded once: the second pass of a split SDDMM (bsr_mma_sddmm runs it
-// itself; bsr_wgmma_sddmm leaves it to its caller). T as above or float.
+// The second pass of a split SDDMM (args.splits > 1): values[i] = the sum
+// over s < splits of partial[s * n + i] (n: the stored blocks' values), in
+// that order, rounded once; and where args.row_sums is asked for, the row
+// sums likewise from row_sum_partial, in the same launch (bsr_mma_sddmm runs
+// it itself; bsr_wgmma_sddmm leaves it to its caller). T as above or float.
 template <typename T>
-void bsr_sum_splits(const float* partial, int splits, int64_t n, T* values, cudaStream_t stream);
+void bsr_sum_splits(const BsrSddmmArgs<T>& args, cudaStream_t stream);
 
 }  // namespace coppice::sparse_cuda

@@ -454,10 +454,7 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
       if constexpr (sizeof(T) == 2) {
         if (wgmma) {
           bsr_wgmma_sddmm<T>(p, stream);
-          if (p.splits > 1) {
-            bsr_sum_splits<T>(p.partial, p.splits, values.numel(), p.values, stream);
-            if (p.row_sums != nullptr) bsr_sum_splits<T>(p.row_sum_partial, p.splits, a.size(0), p.row_sums, stream);
-          }
+          if (p.splits > 1) bsr_sum_splits<T>(p, stream);
           return;
         }
       }
