@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/lint with files named: one that is not a C++ or CUDA source, or that
 # does not exist, stops it (exit 2, naming the file) before any file is
-# touched, since clang-format would rewrite a Markdown page as C++.
+# touched, since clang-format would rewrite a Markdown page as C++; and so do
+# files named beside --changed, which would otherwise be ignored.
 set -u
 lint="${1:?usage: lint_test.sh path/to/tools/lint}"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -24,5 +25,10 @@ check "a source beside a page: the source untouched" cmp -s "$tmp/messy.cc" "$tm
 "$lint" --check "$tmp/absent.cc" >"$tmp/out" 2>"$tmp/err"
 check "a missing file: exit 2" [ $? -eq 2 ]
 check "a missing file: named" grep -q "absent.cc: no such file" "$tmp/err"
+
+"$lint" --format --changed "$tmp/messy.cc" >"$tmp/out" 2>"$tmp/err"
+check "--changed beside a named file: exit 2" [ $? -eq 2 ]
+check "--changed beside a named file: said" grep -q "exclude each other" "$tmp/err"
+check "--changed beside a named file: the file untouched" cmp -s "$tmp/messy.cc" "$tmp/messy.cc.orig"
 
 checks_done lint_test
