@@ -243,9 +243,10 @@ inline bool packable_as(const Tensor& t, const Shape& shape) {
 }
 
 // out[i] = T(f(C(a[i]), C(row[i % c]))), or f(row, a) when kRowFirst: a
-// binary op of a contiguous [rows, c] operand and a row [c] broadcast over
-// it (a linear layer's bias add), in 16-byte packs; c is a multiple of a
-// pack, so a pack never straddles two rows.
+// binary op of a contiguous operand and a block of c elements broadcast over
+// its leading dimensions (a linear layer's bias row; a GPT's [T, D] position
+// table over [N, T, D]), in 16-byte packs; c is a multiple of a pack, so a
+// pack never straddles two copies of the block.
 template <bool kRowFirst, typename T, typename F>
 __global__ void packed_row_kernel(int64_t n, int64_t c, T* out, const T* a, const T* row, F f) {
   using C = compute_t<T>;
@@ -262,18 +263,39 @@ __global__ void packed_row_kernel(int64_t n, int64_t c, T* out, const T* a, cons
   }
 }
 
-// The row-broadcast case of launch_packed: one operand of out's shape, the
-// other a contiguous row of out's last dimension (leading dimensions of 1).
+// The elements of the block t is, when t (its leading dimensions of 1 aside)
+// has the shape of out's last dimensions and is contiguous: what repeats
+// along out when t is broadcast over it. 0 when t is not such a block, or is
+// out's shape itself (packed_kernel's case).
+inline int64_t trailing_block_numel(const Tensor& t, const Shape& out) {
+  if (t.shape() == out) return 0;
+  int64_t lead = 0;
+  while (lead < t.dim() && t.size(lead) == 1) ++lead;
+  const auto k = static_cast<int64_t>(t.dim()) - lead, skip = static_cast<int64_t>(out.size()) - k;
+  if (skip < 0 || !t.is_contiguous()) return 0;
+  int64_t n = 1;
+  for (int64_t d = 0; d < k; ++d) {
+    if (t.size(lead + d) != out[skip + d]) return 0;
+    n *= out[skip + d];
+  }
+  return n;
+}
+
+// The trailing-block case of launch_packed: one operand of out's shape, the
+// other a contiguous block of out's last dimensions (a row, a [T, D] table;
+// leading dimensions of 1) broadcast over the rest.
 template <typename T, typename F>
 bool launch_packed_row(std::string_view op, const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   constexpr int kN = Pack16<T>::kN;
-  const int64_t c = out.dim() == 0 ? 1 : out.size(-1);
   auto full = [&](const Tensor& t) { return packable_as(t, out.shape()); };
-  auto row = [&](const Tensor& t) {
-    return t.dim() >= 1 && t.numel() == c && t.size(-1) == c && t.is_contiguous() && aligned16(t.data_ptr());
+  auto block = [&](const Tensor& t) {
+    const int64_t n = trailing_block_numel(t, out.shape());
+    return n > 0 && n % kN == 0 && aligned16(t.data_ptr()) ? n : 0;
   };
-  const bool row_second = full(a) && row(b), row_first = !row_second && row(a) && full(b);
-  if (c % kN != 0 || !full(out) || (!row_second && !row_first)) return false;
+  const int64_t block_b = full(a) ? block(b) : 0, block_a = block_b == 0 && full(b) ? block(a) : 0;
+  const bool row_second = block_b > 0, row_first = block_a > 0;
+  const int64_t c = row_second ? block_b : block_a;
+  if (!full(out) || (!row_second && !row_first)) return false;
   const int64_t n = out.numel();
   const int device = out.device().index;
   DeviceGuard guard(device);
@@ -292,7 +314,7 @@ bool launch_packed_row(std::string_view op, const Tensor& out, const Tensor& a, 
 
 // Runs packed_kernel when T is bf16/f16 and out, a and (when kBinary) b are
 // contiguous, of out's shape and 16-byte aligned (or, binary, one of a and b
-// is a row broadcast over the other: packed_row_kernel), and returns true; else
+// is a trailing block broadcast over the other: packed_row_kernel), and returns true; else
 // returns false and the caller takes launch_elementwise. f is the op
 // functor: f(C), or f(C, C) when kBinary (b is ignored otherwise).
 template <bool kBinary, typename T, typename F>

@@ -8,7 +8,9 @@
 // no larger than the other operands in any dim (except dim for the tensor
 // indexed).
 //
-// index_select and gather only move elements: one kernel per element size.
+// index_select and gather only move elements: one kernel per element size;
+// index_select and index_copy_ move each slice of the indexed dimension as a
+// run, in units of up to 16 bytes (by_run_width).
 // scatter_add is deterministic and matches the CPU bit for bit: the (target,
 // position) pairs are radix-sorted by target (stable, sort.h), then one thread
 // per target adds its sources in index order, in the compute type, rounding
@@ -183,11 +185,14 @@ std::vector<Tensor> index_select(const std::vector<Tensor>& in, const Attrs& att
     bad.check(op::kIndexSelect, index, dim, size);
   }
   if (total == 0) return {out};
-  by_element_size(x.dtype(), [&](auto tag) {
+  // Each of the outer * nidx slices is a run of inner elements, moved in the widest units that fit.
+  const int64_t run_bytes = inner * dtype_size(x.dtype());
+  by_run_width(run_bytes, {x.data_ptr(), out.data_ptr()}, [&](auto tag) {
     using U = typename decltype(tag)::type;
-    index_select_kernel<U><<<grid_for(total), kThreads, 0, current_stream(device)>>>(
-        static_cast<const U*>(x.data_ptr()), index.data<int64_t>(), static_cast<U*>(out.data_ptr()), total, nidx, size,
-        inner);
+    const int64_t units = run_bytes / static_cast<int64_t>(sizeof(U)), n = total / inner * units;
+    index_select_kernel<U><<<grid_for(n), kThreads, 0, current_stream(device)>>>(
+        static_cast<const U*>(x.data_ptr()), index.data<int64_t>(), static_cast<U*>(out.data_ptr()), n, nidx, size,
+        units);
   });
   check_launch(op::kIndexSelect);
   return {out};
@@ -223,11 +228,13 @@ std::vector<Tensor> index_copy(const std::vector<Tensor>& in, const Attrs& attrs
     if (!capturing(device)) settle_checks(device, true);  // in place: nothing written past a bad index
   }
   if (total == 0) return {};
-  by_element_size(x.dtype(), [&](auto tag) {
+  const int64_t run_bytes = inner * dtype_size(x.dtype());
+  by_run_width(run_bytes, {x.data_ptr(), src.data_ptr()}, [&](auto tag) {
     using U = typename decltype(tag)::type;
-    index_copy_kernel<U><<<grid_for(total), kThreads, 0, current_stream(device)>>>(
-        static_cast<U*>(x.data_ptr()), index.data<int64_t>(), static_cast<const U*>(src.data_ptr()), total, nidx, size,
-        inner);
+    const int64_t units = run_bytes / static_cast<int64_t>(sizeof(U)), n = total / inner * units;
+    index_copy_kernel<U><<<grid_for(n), kThreads, 0, current_stream(device)>>>(
+        static_cast<U*>(x.data_ptr()), index.data<int64_t>(), static_cast<const U*>(src.data_ptr()), n, nidx, size,
+        units);
   });
   check_launch(op::kIndexCopy);
   return {};

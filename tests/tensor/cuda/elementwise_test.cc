@@ -346,6 +346,38 @@ TEST(CudaPackedTest, RowBroadcastMatchesTheElementKernelBitForBit) {
   }
 }
 
+// A block of the output's last dimensions broadcast over its leading ones
+// (a GPT's [T, D] position table over [N, T, D], with or without a leading
+// 1), on either side: packed against the element kernel (the block
+// misaligned) bit for bit, and the CPU. Blocks that are not the output's
+// trailing shape ([T, 1], a middle dimension) stay on the element kernel,
+// still the CPU's values.
+TEST(CudaPackedTest, TrailingBlockBroadcastMatchesTheElementKernelBitForBit) {
+  COPPICE_REQUIRE_GPU();
+  const std::vector<std::pair<Shape, Shape>> cases = {{{3, 16, 64}, {16, 64}},   {{2, 5, 48}, {1, 5, 48}},
+                                                      {{4, 3, 2, 8}, {3, 2, 8}}, {{3, 16, 64}, {16, 1}},
+                                                      {{3, 16, 64}, {3, 1, 64}}, {{2, 7, 24}, {7, 24}}};
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    for (const auto& [shape, block_shape] : cases) {
+      const std::string what =
+          str_cat(dtype_name(t), " ", shape_to_string(block_shape), " over ", shape_to_string(shape));
+      const Tensor a = random(shape, t, 62, -4, 4), block = random(block_shape, t, 63, -4, 4);
+      for (const char* op : {"add", "sub"}) {
+        for (bool block_first : {false, true}) {
+          auto on = [&](const Tensor& b) {
+            return block_first ? dispatch(op, {b, a.to(gpu())})[0] : dispatch(op, {a.to(gpu()), b})[0];
+          };
+          const Tensor packed = on(block.to(gpu())), plain = on(on_gpu_misaligned(block));
+          const std::string w = str_cat(op, block_first ? " block first " : " block second ", what);
+          expect_match(packed, plain.to(Device::cpu()), 0, 0, str_cat(w, " packed vs element"));
+          const Tensor cpu = block_first ? dispatch(op, {block, a})[0] : dispatch(op, {a, block})[0];
+          expect_match(packed, cpu, 0, 0, str_cat(w, " cpu"));
+        }
+      }
+    }
+  }
+}
+
 // Operands of one shape but not of the output's (a broadcast), or not
 // contiguous, are not packed; the results are still the CPU's.
 TEST(CudaPackedTest, BroadcastAndStridedOperandsStayCorrect) {

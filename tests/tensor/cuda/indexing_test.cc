@@ -41,6 +41,34 @@ TEST(CudaIndexSelectTest, EveryDtypeAndDim) {
                 "transposed input", [](size_t i, const Tensor& x) { return i == 0 ? x.t() : x; });
 }
 
+// index_select and index_copy_ move each slice as a run in the widest units
+// (up to 16 bytes) that its length and both pointers allow: runs of 16n, 8, 4,
+// 2 and 1 bytes and odd lengths, the table at an offset that drops its
+// pointer's alignment (a slice from row 1), along dim 0 and a middle dim.
+TEST(CudaIndexSelectTest, RunsOfEveryWidthAndAlignment) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : {DType::kBF16, DType::kU8, DType::kF32, DType::kF64}) {
+    for (int64_t d : {1024, 40, 12, 4, 3, 2, 1}) {
+      const std::string what = str_cat(dtype_name(t), " rows of ", d);
+      const Tensor table = random({7, d}, t, 80 + d);
+      expect_parity("index_select", {table, indices({11}, 7, 81)}, dim_attr(0), 0, 0, what);
+      expect_parity("index_select", {table, indices({11}, 6, 82)}, dim_attr(0), 0, 0, str_cat(what, ", from row 1"),
+                    [](size_t i, const Tensor& x) { return i == 0 ? x.slice(0, 1, 7) : x; });
+      expect_parity("index_select", {random({2, 5, d}, t, 83), indices({9}, 5, 84)}, dim_attr(1), 0, 0,
+                    str_cat(what, ", middle dim"));
+      // index_copy_ into a whole table, then into the table from row 1 (its pointer less aligned).
+      for (int64_t from : {0, 1}) {
+        const Tensor dst = random({7, d}, t, 85 + d), src = random({3, d}, t, 86 + d);
+        const Tensor index = make({3}, {4, 0, 2}, DType::kI64);
+        Tensor cpu = dst.clone(), gpu_dst = dst.to(gpu());
+        dispatch("index_copy_", {cpu.slice(0, from, 7), index, src}, dim_attr(0));
+        dispatch("index_copy_", {gpu_dst.slice(0, from, 7), index.to(gpu()), src.to(gpu())}, dim_attr(0));
+        expect_match(gpu_dst.to(Device::cpu()), cpu, 0, 0, str_cat("index_copy_ ", what, " from row ", from));
+      }
+    }
+  }
+}
+
 TEST(CudaIndexSelectTest, TrustedIndexGivesTheSameBitsAndStaysOnTheDevice) {
   COPPICE_REQUIRE_GPU();
   Attrs trusted = dim_attr(1);
