@@ -40,9 +40,10 @@ Tensor apply(const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(shape, a.options());
   auto body = [&](auto tag) {
     using T = typename decltype(tag)::type;
-    // bf16/f16 of one shape, contiguous and aligned, or one of them a row
-    // broadcast over the other: 16-byte packs (the residual adds,
-    // gelu_backward, the bias adds of linears whose products do not add it).
+    // bf16/f16 of one shape, contiguous and aligned, or one of them a block
+    // of the other's last dimensions broadcast over it: 16-byte packs (the
+    // residual adds, gelu_backward, the bias adds of linears whose products
+    // do not add it, a GPT's position table added to its token embeddings).
     if (launch_packed<true, T>(name, out, a, b, Op{})) return;
     launch_elementwise(name, a.device().index, shape, {&out, &a, &b},
                        BinaryFn<T, Op>{static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
