@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "tensor/cuda/checks.h"
 #include "tensor/cuda/column_totals.cuh"
@@ -252,7 +253,8 @@ std::vector<Tensor> reduce_arg(std::string_view op, bool largest, const std::vec
 // Column sums of x [r, inner] (floating): pass 1 sums each column over
 // chunks of kColChunk rows (a thread per V consecutive columns: 16-byte loads
 // where the rows allow, so every warp reads 512 contiguous bytes of a row),
-// pass 2 adds the chunk sums (column_totals); no atomics, so the result is the
+// pass 2 adds the chunk sums (column_totals; with one chunk, pass 1 writes
+// the totals itself); no atomics, so the result is the
 // same on every run. The bias gradient of a linear layer is this sum; through
 // reduce_sum it cost a transposed copy of the whole gradient first. Each
 // column is summed row by row within a chunk, whatever V is.
@@ -266,8 +268,12 @@ int64_t column_chunk_count(int64_t r, std::string_view op) {
   return chunks;
 }
 
-template <typename T, typename A, int V>
-__global__ void column_chunks(const T* __restrict__ x, int64_t r, int64_t inner, A* __restrict__ partial) {
+// O: A for a chunk's partial sums; T when one chunk holds every row, so its
+// sums are the totals, written rounded as column_totals would write them
+// (its lanes add +0 to the one partial: the same value, never -0, since a
+// sum that starts at +0 cannot become -0).
+template <typename T, typename A, typename O, int V>
+__global__ void column_chunks(const T* __restrict__ x, int64_t r, int64_t inner, O* __restrict__ partial) {
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (c0 >= inner) return;
   const int64_t begin = static_cast<int64_t>(blockIdx.y) * kColChunk;
@@ -297,7 +303,7 @@ __global__ void column_chunks(const T* __restrict__ x, int64_t r, int64_t inner,
     load(i, xv);
     for (int v = 0; v < V; ++v) s[v] += static_cast<A>(xv[v]);
   }
-  for (int v = 0; v < V; ++v) partial[static_cast<int64_t>(blockIdx.y) * inner + c0 + v] = s[v];
+  for (int v = 0; v < V; ++v) partial[static_cast<int64_t>(blockIdx.y) * inner + c0 + v] = convert<O>(s[v]);
 }
 
 // Whether V-wide (16-byte) accesses fit: columns a multiple of V, every pointer aligned.
@@ -325,18 +331,27 @@ std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&)
     using T = typename decltype(tag)::type;
     using A = sum_acc_t<T>;
     constexpr int V = 16 / sizeof(T);
-    Tensor partial = Tensor::empty({chunks, inner}, TensorOptions(dtype_of<A>(), x.device()));
     const T* px = static_cast<const T*>(x.data_ptr());
-    if (vector_fits<V>(inner, {px})) {
-      const unsigned col_blocks = static_cast<unsigned>((inner / V + kThreads - 1) / kThreads);
-      column_chunks<T, A, V>
-          <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(px, r, inner, partial.data<A>());
-    } else {
-      const unsigned col_blocks = static_cast<unsigned>((inner + kThreads - 1) / kThreads);
-      column_chunks<T, A, 1>
-          <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(px, r, inner, partial.data<A>());
+    // Into `dst` (partials of type O, or the totals when one chunk holds every row).
+    auto chunk_sums = [&](auto* dst) {
+      using O = std::remove_pointer_t<decltype(dst)>;
+      if (vector_fits<V>(inner, {px})) {
+        const unsigned col_blocks = static_cast<unsigned>((inner / V + kThreads - 1) / kThreads);
+        column_chunks<T, A, O, V>
+            <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(px, r, inner, dst);
+      } else {
+        const unsigned col_blocks = static_cast<unsigned>((inner + kThreads - 1) / kThreads);
+        column_chunks<T, A, O, 1>
+            <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(px, r, inner, dst);
+      }
+      check_launch(op);
+    };
+    if (chunks == 1) {  // e.g. a GPT's position-table gradient, [32, 512 x 1024]: the second pass took 22 us (H100)
+      chunk_sums(static_cast<T*>(out.data_ptr()));
+      return;
     }
-    check_launch(op);
+    Tensor partial = Tensor::empty({chunks, inner}, TensorOptions(dtype_of<A>(), x.device()));
+    chunk_sums(partial.data<A>());
     launch_column_totals<A, T>(partial.data<A>(), chunks, inner, static_cast<T*>(out.data_ptr()), stream);
   });
   check_launch(op);
