@@ -361,11 +361,13 @@ std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&)
 // relu_backward and the column sums of its result in one pass (linear_relu's
 // input and bias gradients): a thread per V consecutive columns (16-byte
 // loads and stores where the rows allow) over a chunk of kColChunk rows, then
-// column_totals adds the chunks, as reduce_sum_cols does. Unfused,
-// the two were a third of a BSR MLP layer's backward outside its products.
-template <typename T, typename A, int V>
+// column_totals adds the chunks, as reduce_sum_cols does (and as there, with
+// one chunk the sums are written as totals, O = T, and no second pass runs).
+// Unfused, the two were a third of a BSR MLP layer's backward outside its
+// products.
+template <typename T, typename A, typename O, int V>
 __global__ void relu_backward_column_chunks(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ out,
-                                            int64_t r, int64_t inner, A* __restrict__ partial) {
+                                            int64_t r, int64_t inner, O* __restrict__ partial) {
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (c0 >= inner) return;
   const int64_t begin = static_cast<int64_t>(blockIdx.y) * kColChunk;
@@ -392,7 +394,7 @@ __global__ void relu_backward_column_chunks(const T* __restrict__ g, const T* __
       out[at] = ov[0];
     }
   }
-  for (int v = 0; v < V; ++v) partial[static_cast<int64_t>(blockIdx.y) * inner + c0 + v] = s[v];
+  for (int v = 0; v < V; ++v) partial[static_cast<int64_t>(blockIdx.y) * inner + c0 + v] = convert<O>(s[v]);
 }
 
 std::vector<Tensor> relu_backward_col_sums(const std::vector<Tensor>& in, const Attrs&) {
@@ -417,20 +419,30 @@ std::vector<Tensor> relu_backward_col_sums(const std::vector<Tensor>& in, const 
     using T = typename decltype(tag)::type;
     using A = sum_acc_t<T>;
     constexpr int V = 16 / sizeof(T);
-    Tensor partial = Tensor::empty({chunks, inner}, TensorOptions(dtype_of<A>(), g.device()));
     const T* pg = static_cast<const T*>(g.data_ptr());
     const T* py = static_cast<const T*>(y.data_ptr());
     T* po = static_cast<T*>(out.data_ptr());
-    if (vector_fits<V>(inner, {pg, py, po})) {
-      const unsigned col_blocks = static_cast<unsigned>((inner / V + kThreads - 1) / kThreads);
-      relu_backward_column_chunks<T, A, V><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(
-          pg, py, po, r, inner, partial.data<A>());
-    } else {
-      const unsigned col_blocks = static_cast<unsigned>((inner + kThreads - 1) / kThreads);
-      relu_backward_column_chunks<T, A, 1><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(
-          pg, py, po, r, inner, partial.data<A>());
+    // Into `dst` (partials of type O, or the totals when one chunk holds every row).
+    auto chunk_sums = [&](auto* dst) {
+      using O = std::remove_pointer_t<decltype(dst)>;
+      const dim3 block(kThreads);
+      if (vector_fits<V>(inner, {pg, py, po})) {
+        const unsigned col_blocks = static_cast<unsigned>((inner / V + kThreads - 1) / kThreads);
+        relu_backward_column_chunks<T, A, O, V>
+            <<<dim3(col_blocks, static_cast<unsigned>(chunks)), block, 0, stream>>>(pg, py, po, r, inner, dst);
+      } else {
+        const unsigned col_blocks = static_cast<unsigned>((inner + kThreads - 1) / kThreads);
+        relu_backward_column_chunks<T, A, O, 1>
+            <<<dim3(col_blocks, static_cast<unsigned>(chunks)), block, 0, stream>>>(pg, py, po, r, inner, dst);
+      }
+      check_launch(op);
+    };
+    if (chunks == 1) {
+      chunk_sums(static_cast<T*>(sums.data_ptr()));
+      return;
     }
-    check_launch(op);
+    Tensor partial = Tensor::empty({chunks, inner}, TensorOptions(dtype_of<A>(), g.device()));
+    chunk_sums(partial.data<A>());
     launch_column_totals<A, T>(partial.data<A>(), chunks, inner, static_cast<T*>(sums.data_ptr()), stream);
   });
   check_launch(op);

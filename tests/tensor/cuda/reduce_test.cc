@@ -130,11 +130,13 @@ TEST(CudaReduceTest, ColumnSumsMatchTheCpu) {
 // relu_backward and its column sums in one pass (linear_relu's input and
 // bias gradients), against the CPU twin: the vectorized path (columns a
 // multiple of 16 bytes) and the element path (odd columns), every floating
-// dtype, rows across several chunks; the gradient is exact (a copy or 0).
+// dtype, rows in one chunk (the first pass writes the totals: up to 64
+// rows) and across several; the gradient is exact (a copy or 0).
 TEST(CudaReduceTest, ReluBackwardColumnSumsMatchTheCpu) {
   COPPICE_REQUIRE_GPU();
   for (DType t : floating_dtypes()) {
-    for (const Shape& shape : std::vector<Shape>{{1, 8}, {3, 300}, {130, 64}, {200, 33}, {1000, 16}}) {
+    for (const Shape& shape :
+         std::vector<Shape>{{1, 8}, {3, 300}, {64, 40}, {32, 4096}, {130, 64}, {200, 33}, {1000, 16}}) {
       const Tensor g = random(shape, t, 41), y = random(shape, t, 42);
       const Tol tol = t == DType::kF64 ? Tol{1e-12, 1e-12} : t == DType::kF32 ? Tol{1e-5, 1e-5} : math_tol(t);
       expect_parity("relu_backward_col_sums", {g, y}, {}, tol.rtol * 10, tol.atol * 10,
