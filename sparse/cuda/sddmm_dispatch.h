@@ -48,7 +48,13 @@ double sddmm_dispatch_time(const SddmmRuns& runs, bool row_sums, int most, int64
 // patterns: the GPT's 4096 x 1024 weight gradient 0.071-0.073 ms with 3
 // ranges, 0.064 with the 5 this picks; 1024 x 4096 0.060-0.061 with 4,
 // 0.054 with 2; 1024 x 1024 0.028 with 14, 0.025-0.027 with 7; the model's
-// times track the measured ones within 5 % at 2 to 8 ranges).
+// times track the measured ones within 5 % at 2 to 8 ranges). The model
+// prices thread blocks, not bytes: it favoured a stream-K split and counts
+// of ranges that differ by run by 7-31 % at the GPT's weights, and on the
+// H100 they measured 0.43x and 0.85-1.05x, since thread blocks that do not
+// step through the same tokens together read x and dy from DRAM again
+// (branch sddmm-plans; docs/benchmarks.md, "The weight gradients' split
+// four ways").
 int sddmm_dispatch_splits(const SddmmRuns& runs, bool row_sums, int most, int64_t k, int64_t most_splits, int64_t sms);
 
 }  // namespace coppice::sparse_cuda
