@@ -268,6 +268,21 @@ int64_t column_chunk_count(int64_t r, std::string_view op) {
   return chunks;
 }
 
+// Column sums in their passes: `first(dst)` launches the first pass into
+// dst. With one chunk that is `out` itself (T: the totals, the one chunk's
+// sums rounded as column_totals would round them); else A partials
+// [chunks, inner], which column_totals adds in chunk order.
+template <typename A, typename T, typename First>
+void column_sums_in_passes(int64_t chunks, int64_t inner, T* out, Device device, cudaStream_t stream, First first) {
+  if (chunks == 1) {  // e.g. a GPT's position-table gradient, [32, 512 x 1024]: the second pass took 22 us (H100)
+    first(out);
+    return;
+  }
+  Tensor partial = Tensor::empty({chunks, inner}, TensorOptions(dtype_of<A>(), device));
+  first(partial.data<A>());
+  launch_column_totals<A, T>(partial.data<A>(), chunks, inner, out, stream);
+}
+
 // O: A for a chunk's partial sums; T when one chunk holds every row, so its
 // sums are the totals, written rounded as column_totals would write them
 // (its lanes add +0 to the one partial: the same value, never -0, since a
@@ -332,8 +347,7 @@ std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&)
     using A = sum_acc_t<T>;
     constexpr int V = 16 / sizeof(T);
     const T* px = static_cast<const T*>(x.data_ptr());
-    // Into `dst` (partials of type O, or the totals when one chunk holds every row).
-    auto chunk_sums = [&](auto* dst) {
+    column_sums_in_passes<A>(chunks, inner, static_cast<T*>(out.data_ptr()), x.device(), stream, [&](auto* dst) {
       using O = std::remove_pointer_t<decltype(dst)>;
       if (vector_fits<V>(inner, {px})) {
         const unsigned col_blocks = static_cast<unsigned>((inner / V + kThreads - 1) / kThreads);
@@ -345,14 +359,7 @@ std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&)
             <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(px, r, inner, dst);
       }
       check_launch(op);
-    };
-    if (chunks == 1) {  // e.g. a GPT's position-table gradient, [32, 512 x 1024]: the second pass took 22 us (H100)
-      chunk_sums(static_cast<T*>(out.data_ptr()));
-      return;
-    }
-    Tensor partial = Tensor::empty({chunks, inner}, TensorOptions(dtype_of<A>(), x.device()));
-    chunk_sums(partial.data<A>());
-    launch_column_totals<A, T>(partial.data<A>(), chunks, inner, static_cast<T*>(out.data_ptr()), stream);
+    });
   });
   check_launch(op);
   return {out};
@@ -422,28 +429,19 @@ std::vector<Tensor> relu_backward_col_sums(const std::vector<Tensor>& in, const 
     const T* pg = static_cast<const T*>(g.data_ptr());
     const T* py = static_cast<const T*>(y.data_ptr());
     T* po = static_cast<T*>(out.data_ptr());
-    // Into `dst` (partials of type O, or the totals when one chunk holds every row).
-    auto chunk_sums = [&](auto* dst) {
+    column_sums_in_passes<A>(chunks, inner, static_cast<T*>(sums.data_ptr()), g.device(), stream, [&](auto* dst) {
       using O = std::remove_pointer_t<decltype(dst)>;
-      const dim3 block(kThreads);
       if (vector_fits<V>(inner, {pg, py, po})) {
         const unsigned col_blocks = static_cast<unsigned>((inner / V + kThreads - 1) / kThreads);
         relu_backward_column_chunks<T, A, O, V>
-            <<<dim3(col_blocks, static_cast<unsigned>(chunks)), block, 0, stream>>>(pg, py, po, r, inner, dst);
+            <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(pg, py, po, r, inner, dst);
       } else {
         const unsigned col_blocks = static_cast<unsigned>((inner + kThreads - 1) / kThreads);
         relu_backward_column_chunks<T, A, O, 1>
-            <<<dim3(col_blocks, static_cast<unsigned>(chunks)), block, 0, stream>>>(pg, py, po, r, inner, dst);
+            <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(pg, py, po, r, inner, dst);
       }
       check_launch(op);
-    };
-    if (chunks == 1) {
-      chunk_sums(static_cast<T*>(sums.data_ptr()));
-      return;
-    }
-    Tensor partial = Tensor::empty({chunks, inner}, TensorOptions(dtype_of<A>(), g.device()));
-    chunk_sums(partial.data<A>());
-    launch_column_totals<A, T>(partial.data<A>(), chunks, inner, static_cast<T*>(sums.data_ptr()), stream);
+    });
   });
   check_launch(op);
   return {out, sums};
