@@ -143,12 +143,24 @@ std::optional<BsrKernel> bsr_kernel(const Tensor& pattern) {
 // against 2.8 in f32, 0.55 against 0.46 in TF32). Where the dense route may
 // run, `decision` (sparse/route_choices.h) times both once per key (device
 // model, shape, blocks, dtype, TF32, stored blocks in quarter octaves) on the
-// real operands and keeps the faster, unless `pin` says which.
+// real operands and keeps the faster, unless `pin` says which. `took_dense`
+// (optional) says which route's result came back: where this call measured,
+// both routes ran, and anything else a route leaves behind must be taken
+// from the one returned.
 Tensor tiles_or_dense(std::string_view decision, const std::optional<std::string>& pin, std::string_view op,
                       const Tensor& a, const Tensor& b, const Tensor& pattern, const std::function<Tensor()>& tiles,
-                      const std::function<Tensor()>& dense) {
-  if (!take_dense_route(pattern) || pin == "tiles") return tiles();
-  if (pin == "dense") return dense();
+                      const std::function<Tensor()>& dense, bool* took_dense = nullptr) {
+  const auto took = [&](bool is_dense) {
+    if (took_dense != nullptr) *took_dense = is_dense;
+  };
+  if (!take_dense_route(pattern) || pin == "tiles") {
+    took(false);
+    return tiles();
+  }
+  if (pin == "dense") {
+    took(true);
+    return dense();
+  }
   const int device = pattern.device().index;
   const int64_t stored = nnz(pattern);
   const Shape& blocks = values(pattern).shape();  // [nblocks, bh, bw]
@@ -156,7 +168,11 @@ Tensor tiles_or_dense(std::string_view decision, const std::optional<std::string
   const std::string key =
       str_cat(device_model_key(device), "|", a.size(0), "x", a.size(1), "x", b.size(1), "|", blocks[1], "x", blocks[2],
               "|q", octaves, "|", dtype_name(pattern.dtype()), allow_tf32() ? "|tf32" : "");
-  return run_chosen_route(decision, key, device, op, {{"tiles", tiles}, {"dense", dense}});
+  Tensor out;
+  const size_t winner = chosen_route(decision, key, device, op, {{"tiles", tiles}, {"dense", dense}}, 1, &out);
+  took(winner == 1);
+  if (out.defined()) return out;
+  return winner == 1 ? dense() : tiles();
 }
 
 // The SDDMM of a BSR pattern the tiles take: the decision bsr_sddmm.
@@ -229,16 +245,21 @@ std::vector<Tensor> sddmm_row_sums(const std::vector<Tensor>& in, const Attrs&) 
   if (!kernel) return {with_values(pattern, run_first_route<SddmmProblem>(kRoutes, {a, b, pattern})), sum(a, {1})};
   std::optional<std::string> pin = route_pin("bsr_sddmm_row_sums");
   if (!pin) pin = route_pin("bsr_sddmm");
-  Tensor sums;
+  // Each route's sums apart: a call that times the two runs both, and the
+  // sums must be those of the route whose values it returns (they had been
+  // whichever route ran last: other bits than every later call's).
+  Tensor tiles_sums, dense_sums;
+  bool took_dense = false;
   const Tensor vals = tiles_or_dense(
       "bsr_sddmm_row_sums", pin, op::kSddmmRowSums, a, b, pattern,
-      [&] { return bsr_sddmm_values(*kernel, a, b, pattern, &sums); },
+      [&] { return bsr_sddmm_values(*kernel, a, b, pattern, &tiles_sums); },
       [&] {
         Tensor v = dense_route_values(a, b, pattern);
-        sums = sum(a, {1});
+        dense_sums = sum(a, {1});
         return v;
-      });
-  return {with_values(pattern, vals), sums};
+      },
+      &took_dense);
+  return {with_values(pattern, vals), took_dense ? dense_sums : tiles_sums};
 }
 
 const bool kRegistered = [] {

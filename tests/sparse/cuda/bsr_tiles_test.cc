@@ -232,6 +232,31 @@ TEST_F(BsrTilesTest, LinearReluGradientsMatchTheComposite) {
   }
 }
 
+// sddmm_row_sums where the BSR kernel and the dense route are timed against
+// each other (bsr_sddmm_row_sums): the call that times them runs both, and
+// its row sums must be those of the route whose values it returns, the bits
+// every later call returns (they were the route run last's: the dense
+// route's column sum, off by an ulp from the kernel's in f16).
+TEST_F(BsrTilesTest, RowSumsOfTheCallThatTimesTheRoutesAreTheLaterCallsBits) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 960;
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (int64_t block : {32, 64}) {
+      // A token count no other test uses: the decision is measured here.
+      const int64_t k = 331 + block + static_cast<int64_t>(dtype);
+      const Tensor dense = random_blocks(512, 256, block, block, 0.4, seed++, {1});
+      const Tensor pattern = to_device(to_format(dense.to(dtype), "bsr", FormatOptions::block(block, block)), kCuda);
+      const Tensor a = random_dense({512, k}, seed++).to(dtype).to(kCuda);
+      const Tensor b = random_dense({k, 256}, seed++).to(dtype).to(kCuda);
+      const auto [first_values, first_sums] = sddmm_row_sums(a, b, pattern);
+      const auto [values_again, sums_again] = sddmm_row_sums(a, b, pattern);
+      const std::string what = str_cat(dtype_name(dtype), " blocks ", block);
+      EXPECT_TRUE(same_bits(values(first_values), values(values_again))) << what;
+      EXPECT_TRUE(same_bits(first_sums, sums_again)) << what;
+    }
+  }
+}
+
 TEST_F(BsrTilesTest, SddmmMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 500;
