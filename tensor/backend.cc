@@ -78,4 +78,13 @@ void run_in_foreign_capture(Device device, void* stream, const std::function<voi
   backend_for(device).run_in_foreign_capture(device.index, stream, fn);
 }
 
+void run_beside(Device device, const std::function<void()>& first, const std::function<void()>& second) {
+  if (device.is_cpu()) {
+    first();
+    second();
+    return;
+  }
+  backend_for(device).run_beside(device.index, first, second);
+}
+
 }  // namespace coppice

@@ -70,6 +70,13 @@ class DeviceBackend {
   // is making on `stream` (this backend's raw stream handle): see
   // run_in_foreign_capture.
   virtual void run_in_foreign_capture(int index, void* stream, const std::function<void()>& fn);
+  // Runs `first`, then `second`, whose device work may run at the same time
+  // as first's (a second stream); work queued after it follows both. The
+  // default runs them one after the other.
+  virtual void run_beside(int /*index*/, const std::function<void()>& first, const std::function<void()>& second) {
+    first();
+    second();
+  }
 };
 
 // Called once by a backend at static initialization.
@@ -104,5 +111,13 @@ std::unique_ptr<CapturedWork> capture_work(Device device, const std::function<vo
 // capture, or fn needs a host check after its kernels (nothing would run it
 // at each replay).
 void run_in_foreign_capture(Device device, void* stream, const std::function<void()>& fn);
+
+// Runs `first` and then `second` on the host, letting their work on
+// `device` run at the same time (DeviceBackend::run_beside): for two
+// independent kernels that each leave part of a GPU idle or read the same
+// operand, such as a linear's input gradient and its weight gradient. The
+// two must not write what the other reads, nor call run_beside themselves.
+// On the CPU, one after the other.
+void run_beside(Device device, const std::function<void()>& first, const std::function<void()>& second);
 
 }  // namespace coppice

@@ -10,6 +10,7 @@
 #include "sparse/cuda/cusparse_internal.h"
 #include "tensor/backend.h"
 #include "tensor/cuda/lazy/library.h"
+#include "tensor/cuda/side_stream.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/error.h"
 
@@ -70,17 +71,21 @@ std::mutex& cusparse_mutex() {
   return *mu;
 }
 
+// Two handles a device, as gemm.cc's cuBLAS ones: the side stream's
+// (tensor/cuda/side_stream.h), whose work may run beside the other
+// stream's, and every other stream's.
 cusparseHandle_t handle_for(int device) {
   COPPICE_CHECK(device >= 0 && device < kMaxDevices, "cusparse: device index ", device, " out of range");
-  static std::array<cusparseHandle_t, kMaxDevices>* handles = new std::array<cusparseHandle_t, kMaxDevices>();
-  cusparseHandle_t& h = (*handles)[static_cast<size_t>(device)];
+  static auto* handles = new std::array<std::array<cusparseHandle_t, 2>, kMaxDevices>();
+  // Every call: the stream is the graph-capture stream while capturing (stream.h).
+  const cudaStream_t stream = cuda::current_stream(device);
+  cusparseHandle_t& h = (*handles)[static_cast<size_t>(device)][cuda::is_side_stream(device, stream) ? 1 : 0];
   if (h == nullptr) {
     cusparseHandle_t handle = nullptr;
     check_cusparse(cusparseCreate(&handle), "cusparse", "cusparseCreate");
     h = handle;
   }
-  // Every call: the stream is the graph-capture stream while capturing (stream.h).
-  check_cusparse(cusparseSetStream(h, cuda::current_stream(device)), "cusparse", "cusparseSetStream");
+  check_cusparse(cusparseSetStream(h, stream), "cusparse", "cusparseSetStream");
   return h;
 }
 

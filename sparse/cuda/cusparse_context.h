@@ -4,7 +4,9 @@
 // Handles: one cusparseHandle_t per device, created on first use and bound to
 // the device's stream (tensor/cuda/stream.h: the legacy default stream), so
 // cuSPARSE work is ordered with every other Coppice kernel and the caching
-// allocator needs no events.
+// allocator needs no events; and one for the device's side stream
+// (tensor/cuda/side_stream.h), whose work may run beside the other's
+// (run_beside), so that the two never share a handle.
 //
 // Cache: a plan (the sparse descriptor, the dense descriptors and the
 // external workspace that *_bufferSize asked for) is keyed by a string naming

@@ -12,6 +12,7 @@
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/deferred_checks.h"
 #include "tensor/cuda/graph_capture.h"
+#include "tensor/cuda/side_stream.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/error.h"
 
@@ -71,6 +72,29 @@ class CudaBackend final : public DeviceBackend {
 
   void run_in_foreign_capture(int index, void* stream, const std::function<void()>& fn) override {
     cuda::run_in_foreign_capture(index, static_cast<cudaStream_t>(stream), fn);
+  }
+
+  // `second`'s work goes to the device's side stream, forked before first's
+  // work is queued (the two are independent) and joined before anything
+  // queued later. Until the join, blocks freed on the host are held back:
+  // either stream's work may still be using them. Calls do not nest (the
+  // side stream's branch holds its lock from fork to join).
+  void run_beside(int index, const std::function<void()>& first, const std::function<void()>& second) override {
+    DeviceGuard guard(index);
+    CachingAllocator& memory = caching_allocator(index);
+    const cudaStream_t main = current_stream(index);
+    memory.hold_frees();
+    struct Release {
+      CachingAllocator& memory;
+      ~Release() { memory.release_held(); }
+    } release{memory};
+    SideBranch side(index, main, "run_beside");
+    first();
+    {
+      StreamOverride on_side(index, side.stream());
+      second();
+    }
+    side.join();
   }
 };
 

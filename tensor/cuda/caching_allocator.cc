@@ -107,6 +107,26 @@ void CachingAllocator::release_cached() {
 
 void CachingAllocator::deallocate(void* ptr, size_t nbytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (holding_ > 0) {
+    held_.emplace_back(ptr, nbytes);
+    return;
+  }
+  free_locked(ptr, nbytes);
+}
+
+void CachingAllocator::hold_frees() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++holding_;
+}
+
+void CachingAllocator::release_held() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (holding_ == 0 || --holding_ > 0) return;
+  for (const auto& [ptr, nbytes] : held_) free_locked(ptr, nbytes);
+  held_.clear();
+}
+
+void CachingAllocator::free_locked(void* ptr, size_t nbytes) {
   auto it = live_.find(ptr);
   if (it == live_.end()) {
     // Called from destructors: report, never throw.

@@ -15,6 +15,12 @@
 // block freed on the host may be reused at once: the next user's work is
 // queued behind the last user's. No events are needed.
 //
+// Two streams at once (run_beside, side_stream.h): while work queued on a
+// side stream may still run, a block freed on the host must not go to work
+// queued on the other stream. Between hold_frees() and release_held() freed
+// blocks stay out of every free list; release_held() returns them, once the
+// streams are joined again.
+//
 // Graph pools: work captured into a CUDA graph (graph_capture.h) writes the
 // same addresses every time the graph is replayed, so no other tensor may
 // ever be given them. While a pool is active every allocation comes from it,
@@ -30,6 +36,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tensor/allocator.h"
@@ -62,16 +69,21 @@ class CachingAllocator final : public Allocator {
   // call CUDA nor wait on a lock held around cudaMalloc.
   void release_pool_later(int pool);
 
+  // Frees from now until the matching release_held() are held back (calls nest).
+  void hold_frees();
+  void release_held();
+
   // The block size a request of `nbytes` is served with.
   static size_t round_size(size_t nbytes);
   int device() const { return device_; }
 
  private:
-  void* system_allocate(size_t size);  // cudaMalloc, emptying the cache and retrying once
-  void release_cached();               // cudaFree every cached block; needs mu_ held
-  size_t device_total_bytes();         // the device's memory (cudaMemGetInfo, asked once); needs mu_ held
-  void release_pending_pools();        // the pools release_pool_later named; needs mu_ held
-  void release_pool_locked(int pool);  // release_pool's work; needs mu_ held
+  void* system_allocate(size_t size);          // cudaMalloc, emptying the cache and retrying once
+  void release_cached();                       // cudaFree every cached block; needs mu_ held
+  size_t device_total_bytes();                 // the device's memory (cudaMemGetInfo, asked once); needs mu_ held
+  void release_pending_pools();                // the pools release_pool_later named; needs mu_ held
+  void release_pool_locked(int pool);          // release_pool's work; needs mu_ held
+  void free_locked(void* ptr, size_t nbytes);  // deallocate's work; needs mu_ held
   // Throws coppice::Error naming the bytes requested, free and total, and `why`.
   [[noreturn]] void refuse(size_t nbytes, const char* why);
 
@@ -88,7 +100,9 @@ class CachingAllocator final : public Allocator {
   std::map<int, FreeList> pools_;  // live graph pools
   int active_pool_ = 0;
   int next_pool_ = 1;
-  std::unordered_map<void*, Block> live_;  // handed-out block -> its size and pool
+  std::unordered_map<void*, Block> live_;       // handed-out block -> its size and pool
+  int holding_ = 0;                             // hold_frees() calls not yet released
+  std::vector<std::pair<void*, size_t>> held_;  // blocks freed while holding
   AllocatorStats stats_;
   size_t total_bytes_ = 0;  // 0: not asked yet
   // release_pool_later's queue, under its own lock (never held around CUDA calls).

@@ -21,6 +21,7 @@
 
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/lazy/library.h"
+#include "tensor/cuda/side_stream.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/dispatcher.h"
 #include "tensor/precision.h"
@@ -45,11 +46,15 @@ struct Handle {
   cublasHandle_t handle = nullptr;
 };
 
-Handle& handle_for(int device) {
+// Two handles a device: one for its side stream (side_stream.h), one for
+// every other. A handle's default workspace is its own, and work queued on
+// the side stream may run at the same time as the other stream's
+// (run_beside), so the two must not share one.
+Handle& handle_for(int device, cudaStream_t stream) {
   COPPICE_CHECK(device >= 0 && device < kMaxDevices, "gemm: device index ", device, " out of range");
-  static std::array<Handle, kMaxDevices>* handles = new std::array<Handle, kMaxDevices>();  // never destroyed
+  static auto* handles = new std::array<std::array<Handle, 2>, kMaxDevices>();  // never destroyed
   static std::mutex create_mu;
-  Handle& h = (*handles)[device];
+  Handle& h = (*handles)[device][is_side_stream(device, stream) ? 1 : 0];
   std::lock_guard<std::mutex> lock(create_mu);
   if (h.handle == nullptr) {
     cublasHandle_t handle = nullptr;
@@ -108,10 +113,11 @@ std::vector<Tensor> gemm(const std::vector<Tensor>& in, const Attrs& attrs) {
   const int lda = trans_a ? im : ik;  // row length of a as stored
   const int ldb = trans_b ? ik : in_;
   const long long stride_a = ba == 1 ? 0 : m * k, stride_b = bb == 1 ? 0 : k * n, stride_c = m * n;
-  Handle& h = handle_for(device);
+  const cudaStream_t stream = current_stream(device);
+  Handle& h = handle_for(device, stream);
   std::lock_guard<std::mutex> lock(h.mu);
   // Every call: the stream is the graph-capture stream while capturing (stream.h).
-  check_cublas(cublasSetStream(h.handle, current_stream(device)), "cublasSetStream");
+  check_cublas(cublasSetStream(h.handle, stream), "cublasSetStream");
   switch (dtype) {
     case DType::kF32: {
       const float alpha = 1.0f, beta = 0.0f;

@@ -1,5 +1,7 @@
 #include "tensor/cuda/side_stream.h"
 
+#include <atomic>
+
 #include "tensor/cuda/cuda_check.h"
 
 namespace coppice::cuda {
@@ -9,7 +11,7 @@ namespace {
 // A device's side stream and its two events, made once under `lock`.
 struct Side {
   std::mutex lock;
-  cudaStream_t stream = nullptr;
+  std::atomic<cudaStream_t> stream{nullptr};  // made once, under `lock`; read by is_side_stream without it
   cudaEvent_t fork = nullptr;
   cudaEvent_t join = nullptr;
 };
@@ -26,16 +28,22 @@ Side& side_of(int device, std::string_view op) {
 
 }  // namespace
 
+bool is_side_stream(int device, cudaStream_t stream) {
+  return stream != nullptr && device >= 0 && device < kDevices &&
+         stream == side_of(device, "side stream").stream.load();
+}
+
 SideBranch::SideBranch(int device, cudaStream_t stream, std::string_view op) : main_(stream), op_(op) {
   Side& s = side_of(device, op);
   lock_ = std::unique_lock<std::mutex>(s.lock);
-  if (s.stream == nullptr) {
+  if (s.stream.load() == nullptr) {
     check_cuda(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming), op, "side stream: cudaEventCreateWithFlags");
     check_cuda(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming), op, "side stream: cudaEventCreateWithFlags");
-    check_cuda(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), op,
-               "side stream: cudaStreamCreateWithFlags");
+    cudaStream_t made = nullptr;
+    check_cuda(cudaStreamCreateWithFlags(&made, cudaStreamNonBlocking), op, "side stream: cudaStreamCreateWithFlags");
+    s.stream.store(made);
   }
-  side_ = s.stream;
+  side_ = s.stream.load();
   join_ = s.join;
   check_cuda(cudaEventRecord(s.fork, main_), op, "side stream: fork (cudaEventRecord)");
   check_cuda(cudaStreamWaitEvent(side_, s.fork, 0), op, "side stream: fork (cudaStreamWaitEvent)");

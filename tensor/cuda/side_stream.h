@@ -27,6 +27,11 @@
 
 namespace coppice::cuda {
 
+// Whether `stream` is `device`'s side stream (false before one is made):
+// for a library handle that must not be shared by work on both streams at
+// once (gemm.cc's cuBLAS handle, whose default workspace is the handle's).
+bool is_side_stream(int device, cudaStream_t stream);
+
 class SideBranch {
  public:
   // Forks from `stream` on `device`; `op` names the caller in errors.

@@ -22,6 +22,17 @@ void set_capture_stream(int device, cudaStream_t stream) {
   capture_stream = stream;
 }
 
+StreamOverride::StreamOverride(int device, cudaStream_t stream)
+    : previous_device_(capture_device), previous_stream_(capture_stream) {
+  capture_device = device;
+  capture_stream = stream;
+}
+
+StreamOverride::~StreamOverride() {
+  capture_device = previous_device_;
+  capture_stream = previous_stream_;
+}
+
 DeviceGuard::DeviceGuard(int device) {
   int current = -1;
   COPPICE_CUDA_CHECK(cudaGetDevice(&current), "cuda device guard");

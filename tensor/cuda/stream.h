@@ -32,6 +32,21 @@ cudaStream_t current_stream(int device);
 // calling thread: the stream a graph capture records.
 void set_capture_stream(int device, cudaStream_t stream);
 
+// While alive, current_stream(device) returns `stream` on the calling
+// thread (run_beside's side stream); then whatever it returned before,
+// a capture's stream included.
+class StreamOverride {
+ public:
+  StreamOverride(int device, cudaStream_t stream);
+  ~StreamOverride();
+  StreamOverride(const StreamOverride&) = delete;
+  StreamOverride& operator=(const StreamOverride&) = delete;
+
+ private:
+  int previous_device_;
+  cudaStream_t previous_stream_;
+};
+
 // Makes `device` current for the calling thread and restores the previous one.
 class DeviceGuard {
  public:

@@ -80,6 +80,27 @@ TEST(CachingAllocatorTest, AllocatedPeakAndEmptyCache) {
   EXPECT_EQ(live.to(Device::cpu()).to_vector<float>(), std::vector<float>(10, 1.0f));
 }
 
+// Between hold_frees and release_held a freed block stays out of the cache
+// (nested holds release at the outermost), and is reused after.
+TEST(CachingAllocatorTest, HeldFreesAreReusedOnlyAfterTheRelease) {
+  COPPICE_REQUIRE_GPU();
+  CachingAllocator& alloc = cuda::caching_allocator(0);
+  constexpr size_t kBytes = size_t{37} << 20;  // a size class nothing else in the binary caches
+  void* p = alloc.allocate(kBytes);
+  alloc.hold_frees();
+  alloc.hold_frees();
+  alloc.deallocate(p, kBytes);
+  void* q = alloc.allocate(kBytes);
+  EXPECT_NE(q, p) << "a held block was handed out";
+  alloc.release_held();  // the inner hold: still holding
+  void* r = alloc.allocate(kBytes);
+  EXPECT_NE(r, p) << "a held block was handed out before the outermost release";
+  alloc.release_held();
+  void* s = alloc.allocate(kBytes);
+  EXPECT_EQ(s, p) << "the released block should be the first one reused";
+  for (void* b : {q, r, s}) alloc.deallocate(b, kBytes);
+}
+
 TEST(CachingAllocatorTest, ZeroBytesGiveAValidPointer) {
   COPPICE_REQUIRE_GPU();
   Allocator& alloc = allocator_for(gpu());

@@ -2,7 +2,7 @@
 // after what the main stream queued before the fork, the main stream's later
 // work waits for it (joined explicitly or by the destructor), the pair is
 // recorded into a CUDA graph as its edges, and a device it cannot serve is
-// refused naming the op.
+// refused naming the op; run_beside, which runs a function's work there.
 #include "tensor/cuda/side_stream.h"
 
 #include <cuda_runtime_api.h>
@@ -102,6 +102,77 @@ TEST(SideStreamTest, ACapturedBranchReplaysFromCurrentInputs) {
   x.copy_(from_vector<float>({5, 6, 7, 8}, {4}));
   g->replay();
   EXPECT_EQ(y.to(Device::cpu()).to_vector<float>(), (std::vector<float>{5, 6, 7, 8}));
+}
+
+// run_beside (tensor/backend.h): the second function's work goes to the
+// side stream and the first's to the main one, and work queued after the
+// call follows both.
+TEST(RunBesideTest, TheSecondsWorkRunsOnTheSideStreamAndLaterWorkFollowsBoth) {
+  COPPICE_REQUIRE_GPU();
+  DeviceBuffers b;
+  const cudaStream_t main = cuda::current_stream(0);
+  for (int round = 1; round <= 3; ++round) {
+    ASSERT_EQ(cudaMemsetAsync(b.x, round, kBytes, main), cudaSuccess);
+    cudaStream_t first_stream = main, second_stream = main;
+    run_beside(
+        gpu(), [&] { first_stream = cuda::current_stream(0); },
+        [&] {
+          second_stream = cuda::current_stream(0);
+          // x's memset was queued before the fork: the side stream's copy follows it.
+          ASSERT_EQ(cudaMemcpyAsync(b.y, b.x, kBytes, cudaMemcpyDeviceToDevice, second_stream), cudaSuccess);
+        });
+    EXPECT_EQ(first_stream, main);
+    EXPECT_NE(second_stream, main);
+    EXPECT_EQ(cuda::current_stream(0), main) << "the main stream is current again after the call";
+    EXPECT_TRUE(all_equal(b.y_on_host(main), static_cast<uint8_t>(round))) << "round " << round;
+  }
+}
+
+// A block freed on the host inside the call is not handed to the other
+// function's work, which may still run beside the work that used it; after
+// the call it is reused as before.
+TEST(RunBesideTest, BlocksFreedInsideAreNotReusedUntilTheJoin) {
+  COPPICE_REQUIRE_GPU();
+  const TensorOptions f32(DType::kF32, gpu());
+  { Tensor warm = Tensor::empty({1 << 20}, f32); }  // a cached 4 MB block
+  const void* freed = nullptr;
+  const void* reused = nullptr;
+  run_beside(
+      gpu(),
+      [&] {
+        Tensor t = Tensor::empty({1 << 20}, f32);
+        freed = t.data_ptr();
+      },
+      [&] {
+        Tensor u = Tensor::empty({1 << 20}, f32);
+        reused = u.data_ptr();
+      });
+  EXPECT_NE(freed, reused) << "the second function was given the block the first one freed";
+  Tensor after = Tensor::empty({1 << 20}, f32);
+  EXPECT_TRUE(after.data_ptr() == freed || after.data_ptr() == reused) << "the held blocks return to the cache";
+}
+
+// Both functions' kernels recorded into a CUDA graph: each replay computes
+// both from the inputs of that replay.
+TEST(RunBesideTest, ACapturedPairReplaysFromCurrentInputs) {
+  COPPICE_REQUIRE_GPU();
+  Tensor x = from_vector<float>({1, 2, 3, 4}, {4}).to(gpu());
+  Tensor doubled, plus_one;
+  run_beside(
+      gpu(), [&] { doubled = mul(x, 2.0); }, [&] { plus_one = add(x, 1.0); });  // warm
+  std::string why;
+  auto g = capture_work(
+      gpu(),
+      [&] {
+        run_beside(
+            gpu(), [&] { doubled = mul(x, 2.0); }, [&] { plus_one = add(x, 1.0); });
+      },
+      &why);
+  ASSERT_NE(g, nullptr) << why;
+  x.copy_(from_vector<float>({5, 6, 7, 8}, {4}));
+  g->replay();
+  EXPECT_EQ(doubled.to(Device::cpu()).to_vector<float>(), (std::vector<float>{10, 12, 14, 16}));
+  EXPECT_EQ(plus_one.to(Device::cpu()).to_vector<float>(), (std::vector<float>{6, 7, 8, 9}));
 }
 
 TEST(SideStreamTest, ADeviceOutOfRangeIsRefusedNamingTheOp) {
