@@ -1,5 +1,6 @@
 #include "autograd/functions/mlp.h"
 
+#include <functional>
 #include <tuple>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "autograd/functions/sparse.h"
 #include "autograd/functions/straight_through.h"
 #include "autograd/gradient_destination.h"
+#include "tensor/backend.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -18,6 +20,16 @@ using autograd_detail::saved_if;
 using Grads = std::vector<Tensor>;
 
 namespace {
+
+// run_beside where `beside`, else first then second.
+void beside_if(bool beside, Device device, const std::function<void()>& first, const std::function<void()>& second) {
+  if (beside) {
+    run_beside(device, first, second);
+  } else {
+    first();
+    second();
+  }
+}
 
 // One layer's weight and bias gradients from g2, the gradient at its output
 // as rows [N, out], and x2, its input as rows [N, in] (read only for the
@@ -60,14 +72,29 @@ Variable gelu_mlp_node(const Variable& h, const Variable& x, const Variable& w1,
                 [=](const Tensor& g, const GradNeeds& n) {
                   const int64_t in = w1v.size(1), hidden = w1v.size(0), out = w2v.size(0);
                   const Tensor g2 = g.reshape({-1, out}).contiguous();
-                  Tensor gx, gw1, gb1, gw2, gb2;
-                  std::tie(gw2, gb2) = layer_param_grads(g2, n[3] ? a_saved.reshape({-1, hidden}) : Tensor(), w2v, n[3],
-                                                         n[4], dense2, gradient_destination(3));
-                  if (n[0] || n[1] || n[2]) {
-                    const Tensor gz = matmul_gelu_backward(g2, w2v, z_saved.reshape({-1, hidden}), form).contiguous();
-                    std::tie(gw1, gb1) = layer_param_grads(gz, n[1] ? x_saved.reshape({-1, in}) : Tensor(), w1v, n[1],
-                                                           n[2], dense1, gradient_destination(1));
-                    if (n[0]) gx = matmul(gz, w1v).reshape(xs);
+                  Tensor gx, gw1, gb1, gw2, gb2, gz;
+                  // A sparse layer's input gradient beside its parameters' (both
+                  // read the layer's output gradient, neither writes what the
+                  // other reads, and the SDDMM leaves SMs the product fills).
+                  // Dense layers, whose cuBLAS products fill the GPU, keep one stream.
+                  beside_if(
+                      w2v.is_sparse(), g2.device(),
+                      [&] {
+                        if (n[0] || n[1] || n[2]) {
+                          gz = matmul_gelu_backward(g2, w2v, z_saved.reshape({-1, hidden}), form).contiguous();
+                        }
+                      },
+                      [&] {
+                        std::tie(gw2, gb2) = layer_param_grads(g2, n[3] ? a_saved.reshape({-1, hidden}) : Tensor(), w2v,
+                                                               n[3], n[4], dense2, gradient_destination(3));
+                      });
+                  if (gz.defined()) {
+                    beside_if(
+                        w1v.is_sparse(), gz.device(), [&] { gx = n[0] ? matmul(gz, w1v).reshape(xs) : Tensor(); },
+                        [&] {
+                          std::tie(gw1, gb1) = layer_param_grads(gz, n[1] ? x_saved.reshape({-1, in}) : Tensor(), w1v,
+                                                                 n[1], n[2], dense1, gradient_destination(1));
+                        });
                   }
                   // h's gradient (a residual added in the write-out): the output's, passed on.
                   return Grads{gx, gw1, gb1, gw2, gb2, n[5] ? g : Tensor()};

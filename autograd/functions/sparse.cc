@@ -13,6 +13,7 @@
 #include "autograd/sparse_grad.h"
 #include "sparse/ops.h"
 #include "sparse/sparse_impl.h"
+#include "tensor/backend.h"
 #include "tensor/binary_ops.h"
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
@@ -184,15 +185,20 @@ struct SparseWeightBackward {
     // relu_backward_col_sums' pass with the sums (the MLP-4096 BSR step,
     // H200: 1.445 -> 1.411 ms); composed, the sums would be a pass of their own.
     const bool with_weight = n[1] && n[2] && !dense_grad && (!y.defined() || sddmm_row_sums_fused(w));
-    auto [g2, gb] = linear_output_grads(g, y, n[2] && !with_weight);
+    Tensor g2, gb, gx, gw;
+    std::tie(g2, gb) = linear_output_grads(g, y, n[2] && !with_weight);
     g2 = g2.contiguous();
-    Tensor gx, gw;
-    if (n[0]) gx = matmul(g2, w).reshape(xs);
-    if (with_weight) {
-      std::tie(gw, gb) = weight_and_bias_grads(g2, x.reshape({-1, in}), w);
-    } else if (n[1]) {
-      gw = pattern_grad(g2.t(), x.reshape({-1, in}), w, dense_grad);
-    }
+    // The input's gradient and the weight's read g2 each and nothing the
+    // other writes: they run side by side.
+    run_beside(
+        g2.device(), [&] { gx = n[0] ? matmul(g2, w).reshape(xs) : Tensor(); },
+        [&] {
+          if (with_weight) {
+            std::tie(gw, gb) = weight_and_bias_grads(g2, x.reshape({-1, in}), w);
+          } else if (n[1]) {
+            gw = pattern_grad(g2.t(), x.reshape({-1, in}), w, dense_grad);
+          }
+        });
     return Grads{gx, gw, gb};
   }
 };
