@@ -75,9 +75,10 @@ size_t chosen_route(std::string_view decision, const std::string& key, int devic
 }
 
 Tensor run_chosen_route(std::string_view decision, const std::string& key, int device, std::string_view op,
-                        const std::vector<TimedRoute>& routes, int rounds) {
+                        const std::vector<TimedRoute>& routes, int rounds, size_t* chosen) {
   Tensor out;
   const size_t winner = chosen_route(decision, key, device, op, routes, rounds, &out);
+  if (chosen != nullptr) *chosen = winner;
   return out.defined() ? out : routes[winner].run();
 }
 

@@ -39,8 +39,10 @@ struct TimedRoute {
 size_t chosen_route(std::string_view decision, const std::string& key, int device, std::string_view op,
                     const std::vector<TimedRoute>& routes, int rounds = 1, Tensor* out = nullptr);
 
-// The result of the route chosen_route picks.
+// The result of the route chosen_route picks; its index into `routes` in
+// *chosen (optional), for a caller whose routes leave more than their
+// result behind (a call that measures runs every route).
 Tensor run_chosen_route(std::string_view decision, const std::string& key, int device, std::string_view op,
-                        const std::vector<TimedRoute>& routes, int rounds = 1);
+                        const std::vector<TimedRoute>& routes, int rounds = 1, size_t* chosen = nullptr);
 
 }  // namespace coppice::sparse_cuda

@@ -168,11 +168,10 @@ Tensor tiles_or_dense(std::string_view decision, const std::optional<std::string
   const std::string key =
       str_cat(device_model_key(device), "|", a.size(0), "x", a.size(1), "x", b.size(1), "|", blocks[1], "x", blocks[2],
               "|q", octaves, "|", dtype_name(pattern.dtype()), allow_tf32() ? "|tf32" : "");
-  Tensor out;
-  const size_t winner = chosen_route(decision, key, device, op, {{"tiles", tiles}, {"dense", dense}}, 1, &out);
+  size_t winner = 0;
+  Tensor out = run_chosen_route(decision, key, device, op, {{"tiles", tiles}, {"dense", dense}}, 1, &winner);
   took(winner == 1);
-  if (out.defined()) return out;
-  return winner == 1 ? dense() : tiles();
+  return out;
 }
 
 // The SDDMM of a BSR pattern the tiles take: the decision bsr_sddmm.
