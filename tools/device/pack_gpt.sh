@@ -18,6 +18,11 @@
 # moved to REV for that build and back (it must be clean), so Bazel
 # recompiles only what differs; the two binaries share most of their bytes,
 # which the archive's long zstd window finds (a bench alone is about 13 MiB).
+#
+# GPT_PACK_BASE_BIN=FILE: a bench built earlier, as bin/bench_base, in place of
+# GPT_PACK_BASE's build (copy bazel-bin/tools/bench/bench aside before a change
+# that rebuilds much, such as one to tensor/backend.h, so that the base costs
+# no second build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [[ ${GPT_PACK_LITE:-0} == 1 ]]; then
@@ -48,6 +53,9 @@ if [[ -n ${GPT_PACK_BASE:-} ]]; then
   cp "$bin/tools/bench/bench" .devq/bin/bench_base
   git checkout -q "$here"
   trap - EXIT
+fi
+if [[ -n ${GPT_PACK_BASE_BIN:-} ]]; then
+  cp "$GPT_PACK_BASE_BIN" .devq/bin/bench_base
 fi
 for t in "${tests[@]}"; do
   path=${t#//}; path=${path/://}
