@@ -8,6 +8,7 @@
 #include "autograd/gradient_destination.h"
 #include "autograd/no_grad.h"
 #include "autograd/sparse_grad.h"
+#include "tensor/backend.h"
 #include "tensor/op_profile.h"
 #include "tensor/ops.h"
 
@@ -80,12 +81,56 @@ std::vector<Tensor> destinations_for(const Node& n, const std::unordered_map<Nod
   return out;
 }
 
+// Joins, when the pass ends (or throws), the work a node left running beside
+// the stream (run_beside: a sparse weight's gradient) on each device the
+// pass made gradients on: what follows backward (an optimizer step) reads them.
+class JoinBesideAtEnd {
+ public:
+  void note(const Tensor& g) {
+    if (!g.defined() || g.device().is_cpu()) return;
+    for (const Device& d : devices_) {
+      if (d == g.device()) return;
+    }
+    devices_.push_back(g.device());
+  }
+  ~JoinBesideAtEnd() {
+    for (const Device& d : devices_) {
+      try {
+        join_beside(d);
+      } catch (...) {  // a destructor does not throw; the next synchronize reports the device's error
+      }
+    }
+  }
+
+ private:
+  std::vector<Device> devices_;
+};
+
+// The gradients the running node marked with made_beside.
+thread_local std::vector<const void*> made_beside_by_node;
+
+bool is_made_beside(const Tensor& g, const std::vector<const void*>& marked) {
+  for (const void* m : marked) {
+    if (m == g.impl_ptr().get()) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+void made_beside(const Tensor& grad) {
+  if (grad.defined()) made_beside_by_node.push_back(grad.impl_ptr().get());
+}
+
+void made_beside_all(std::initializer_list<Tensor> grads) {
+  for (const Tensor& g : grads) made_beside(g);
+}
 
 void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   COPPICE_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ", grads.size(), " gradients");
   NoGradGuard no_grad;
 
+  JoinBesideAtEnd join_at_end;
   std::unordered_map<Node*, NodeState> states;
   std::vector<Node*> stack;
   auto state_of = [&](const std::shared_ptr<Node>& node, bool* inserted) -> NodeState& {
@@ -154,6 +199,7 @@ void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>&
       }
       const std::vector<Tensor> destinations = destinations_for(*n, states);
       const GradientDestinationScope scope(destinations);
+      made_beside_by_node.clear();
       grad_inputs = timed_apply(*n, std::move(grad_outputs));
       if (!retain_graph && n->single_use()) n->mark_released();
       COPPICE_CHECK(grad_inputs.size() == n->next_edges().size() || n->next_edges().empty(), "backward: ", n->name(),
@@ -161,13 +207,20 @@ void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>&
     }
 
     const std::vector<Edge>& edges = n->next_edges();
+    const std::vector<const void*> beside = std::move(made_beside_by_node);
+    made_beside_by_node.clear();
     for (size_t i = 0; i < edges.size(); ++i) {
       const Edge& e = edges[i];
       if (!e.valid()) continue;
       NodeState& next = states.at(e.node.get());
       if (any && grad_inputs[i].defined()) {
         Tensor g = std::move(grad_inputs[i]);
+        join_at_end.note(g);
         const InputMeta& meta = n->input_meta()[i];
+        // A gradient still in the making beside the stream goes on only to a
+        // leaf's accumulator, as it is; anything else joins it first.
+        const bool as_is = e.node->joins_beside_itself() && !next.buffer[e.slot].defined() && g.dtype() == meta.dtype;
+        if (!as_is && is_made_beside(g, beside)) join_beside(g.device());
         COPPICE_CHECK(g.shape() == meta.shape, "backward: ", n->name(), " returned a gradient of shape ",
                       shape_to_string(g.shape()), " for its input ", i, " of shape ", shape_to_string(meta.shape));
         if (g.dtype() != meta.dtype) g = grad_to_dtype(g, meta.dtype);

@@ -74,6 +74,9 @@ class Node {
   // sends it (gradient_destination.h): a leaf accumulator's destination,
   // undefined for every other node.
   virtual Tensor gradient_destination(uint32_t /*slot*/) const { return Tensor(); }
+  // True for a leaf accumulator, which joins a gradient still in the making
+  // beside the stream (made_beside) itself, before it reads it on the device.
+  virtual bool joins_beside_itself() const { return false; }
 
   // Hooks on the gradient of output `slot`, run by the engine on the total
   // gradient before apply (Variable::register_hook on a non-leaf).

@@ -46,8 +46,12 @@ Tensor grad_values(const Tensor& g, const Tensor& pattern, const char* what) {
   return sample_at(g, pattern);
 }
 
+bool has_pattern_of(const Tensor& g, const Tensor& pattern) {
+  return g.is_sparse() && g.layout() == pattern.layout() && pattern_version(g) == pattern_version(pattern);
+}
+
 Tensor project_grad(const Tensor& g, const Tensor& pattern, const char* what) {
-  if (g.is_sparse() && g.layout() == pattern.layout() && pattern_version(g) == pattern_version(pattern)) return g;
+  if (has_pattern_of(g, pattern)) return g;
   return with_values(pattern, grad_values(g, pattern, what).contiguous());
 }
 

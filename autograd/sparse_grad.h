@@ -22,8 +22,10 @@ Tensor sample_at(const Tensor& dense, const Tensor& pattern);
 Tensor grad_values(const Tensor& g, const Tensor& pattern, const char* what);
 
 // `g` as a gradient for sparse `pattern`: g itself when it already has the
-// pattern, else with_values(pattern, grad_values(g, ...)).
+// pattern (has_pattern_of), else with_values(pattern, grad_values(g, ...)).
 Tensor project_grad(const Tensor& g, const Tensor& pattern, const char* what);
+// Whether g is sparse with `pattern`'s format and pattern.
+bool has_pattern_of(const Tensor& g, const Tensor& pattern);
 
 // The sum of two gradients for one variable (engine and leaf accumulation):
 // sparse + sparse of one format and pattern version adds values; two

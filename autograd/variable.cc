@@ -9,6 +9,7 @@
 #include "autograd/graph_observer.h"
 #include "autograd/sparse_grad.h"
 #include "sparse/sparse_impl.h"
+#include "tensor/backend.h"
 #include "tensor/ops.h"
 
 namespace coppice {
@@ -42,6 +43,7 @@ class AccumulateGrad final : public Node {
       : Node("AccumulateGrad"), var_(std::move(var)), generation_(var_->value_generation) {}
 
   bool single_use() const override { return false; }
+  bool joins_beside_itself() const override { return true; }
 
   Tensor gradient_destination(uint32_t /*slot*/) const override {
     const bool offered = !var_->grad.defined() && generation_ == var_->value_generation;
@@ -51,6 +53,9 @@ class AccumulateGrad final : public Node {
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     Tensor g = std::move(grads[0]);
     if (!g.defined()) return {};
+    // g may still be in the making beside the stream (run_beside: a sparse
+    // weight's gradient): joined before anything here reads it on the device.
+    if (!stored_as_is(g)) join_beside(g.device());
     COPPICE_CHECK(generation_ == var_->value_generation, "backward: ", describe(*var_),
                   " was given a new value (Variable::set_value: a mask update) after this graph was recorded; run "
                   "the forward pass again");
@@ -83,12 +88,24 @@ class AccumulateGrad final : public Node {
   // sparse gradient's pattern may be shared (patterns are never written);
   // its values are what must be its own.
   static Tensor owned(Tensor g) {
-    if (g.impl_ptr().use_count() == 1) {
-      if (g.is_dense() && sole_owner(g, 1)) return g;
-      // values() hands out a second handle on the values, besides g's own.
-      if (!g.is_dense() && sole_owner(values(g), 2)) return g;
-    }
+    if (is_own(g)) return g;
     return g.is_dense() ? g.clone() : with_values(g, values(g).clone());
+  }
+
+  // Whether nothing but `g` sees its data (its values, when sparse).
+  static bool is_own(const Tensor& g) {
+    if (g.impl_ptr().use_count() != 1) return false;
+    // values() hands out a second handle on the values, besides g's own.
+    return g.is_dense() ? sole_owner(g, 1) : sole_owner(values(g), 2);
+  }
+
+  // Whether apply stores g as it is, with no device work: no hook, no sum,
+  // no projection, conversion or copy.
+  bool stored_as_is(const Tensor& g) const {
+    if (!var_->hooks.empty() || !var_->post_accumulate_hooks.empty() || var_->grad.defined()) return false;
+    if (g.dtype() != var_->value.dtype()) return false;
+    if (var_->value.is_sparse() && !has_pattern_of(g, var_->value)) return false;
+    return is_written_into(g, var_->grad_destination) || is_own(g);
   }
 
   // True when `t`'s data is contiguous and seen through `handles` handles on

@@ -87,4 +87,9 @@ void run_beside(Device device, const std::function<void()>& first, const std::fu
   backend_for(device).run_beside(device.index, first, second);
 }
 
+void join_beside(Device device) {
+  if (device.is_cpu()) return;
+  backend_for(device).join_beside(device.index);
+}
+
 }  // namespace coppice

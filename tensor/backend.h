@@ -71,12 +71,14 @@ class DeviceBackend {
   // run_in_foreign_capture.
   virtual void run_in_foreign_capture(int index, void* stream, const std::function<void()>& fn);
   // Runs `first`, then `second`, whose device work may run at the same time
-  // as first's (a second stream); work queued after it follows both. The
-  // default runs them one after the other.
+  // as first's (a second stream) and as the work queued after it, until
+  // join_beside. The default runs them one after the other.
   virtual void run_beside(int /*index*/, const std::function<void()>& first, const std::function<void()>& second) {
     first();
     second();
   }
+  // Work queued after this follows the work of every run_beside before it.
+  virtual void join_beside(int /*index*/) {}
 };
 
 // Called once by a backend at static initialization.
@@ -117,7 +119,21 @@ void run_in_foreign_capture(Device device, void* stream, const std::function<voi
 // independent kernels that each leave part of a GPU idle or read the same
 // operand, such as a linear's input gradient and its weight gradient. The
 // two must not write what the other reads, nor call run_beside themselves.
+//
+// second's work may go on running beside what is queued after the call, up
+// to its join: the run_beside after the next one (two branches stay open,
+// so that a weight gradient also overlaps the next layer's product),
+// join_beside(device), a synchronize, a copy to or from the host, or a graph
+// capture's start or end. So nothing
+// queued before the join may read what second writes, or write what it
+// reads; and blocks freed on the host before the join are reused only after
+// it. The autograd engine joins before a gradient made there is used (a
+// leaf's accumulation, a hook) and at the end of backward.
 // On the CPU, one after the other.
 void run_beside(Device device, const std::function<void()>& first, const std::function<void()>& second);
+
+// Work queued on `device` after this follows the work of every run_beside
+// before it (see run_beside). A no-op on the CPU and where nothing is pending.
+void join_beside(Device device);
 
 }  // namespace coppice

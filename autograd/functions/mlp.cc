@@ -4,6 +4,7 @@
 #include <tuple>
 #include <utility>
 
+#include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/grad_utils.h"
@@ -96,6 +97,9 @@ Variable gelu_mlp_node(const Variable& h, const Variable& x, const Variable& w1,
                                                                  n[1], n[2], dense1, gradient_destination(1));
                         });
                   }
+                  // The weights' gradients made beside may still be in the making.
+                  if (w2v.is_sparse()) made_beside_all({gw2, gb2});
+                  if (w1v.is_sparse()) made_beside_all({gw1, gb1});
                   // h's gradient (a residual added in the write-out): the output's, passed on.
                   return Grads{gx, gw1, gb1, gw2, gb2, n[5] ? g : Tensor()};
                 });

@@ -3,6 +3,7 @@
 #include <string>
 #include <tuple>
 
+#include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/grad_utils.h"
@@ -199,6 +200,7 @@ struct SparseWeightBackward {
             gw = pattern_grad(g2.t(), x.reshape({-1, in}), w, dense_grad);
           }
         });
+    made_beside_all({gw, gb});  // may still be in the making
     return Grads{gx, gw, gb};
   }
 };

@@ -107,23 +107,25 @@ void CachingAllocator::release_cached() {
 
 void CachingAllocator::deallocate(void* ptr, size_t nbytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (holding_ > 0) {
-    held_.emplace_back(ptr, nbytes);
+  if (!holds_.empty()) {
+    holds_.back().blocks.emplace_back(ptr, nbytes);
     return;
   }
   free_locked(ptr, nbytes);
 }
 
-void CachingAllocator::hold_frees() {
+uint64_t CachingAllocator::hold_frees() {
   std::lock_guard<std::mutex> lock(mu_);
-  ++holding_;
+  holds_.push_back(Hold{next_hold_, {}});
+  return next_hold_++;
 }
 
-void CachingAllocator::release_held() {
+void CachingAllocator::release_held(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (holding_ == 0 || --holding_ > 0) return;
-  for (const auto& [ptr, nbytes] : held_) free_locked(ptr, nbytes);
-  held_.clear();
+  while (!holds_.empty() && holds_.front().id <= id) {
+    for (const auto& [ptr, nbytes] : holds_.front().blocks) free_locked(ptr, nbytes);
+    holds_.pop_front();
+  }
 }
 
 void CachingAllocator::free_locked(void* ptr, size_t nbytes) {

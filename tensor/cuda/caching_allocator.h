@@ -17,9 +17,10 @@
 //
 // Two streams at once (run_beside, side_stream.h): while work queued on a
 // side stream may still run, a block freed on the host must not go to work
-// queued on the other stream. Between hold_frees() and release_held() freed
-// blocks stay out of every free list; release_held() returns them, once the
-// streams are joined again.
+// queued on the other stream. From hold_frees() on, freed blocks stay out of
+// every free list, each under the latest hold; release_held(id) returns
+// those of hold `id` and every earlier one, once the streams are joined past
+// the side stream's work of that hold.
 //
 // Graph pools: work captured into a CUDA graph (graph_capture.h) writes the
 // same addresses every time the graph is replayed, so no other tensor may
@@ -33,6 +34,8 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -69,9 +72,11 @@ class CachingAllocator final : public Allocator {
   // call CUDA nor wait on a lock held around cudaMalloc.
   void release_pool_later(int pool);
 
-  // Frees from now until the matching release_held() are held back (calls nest).
-  void hold_frees();
-  void release_held();
+  // Frees from now on are held back under a new hold, whose id (increasing)
+  // this returns, until release_held with it or a later hold's id.
+  uint64_t hold_frees();
+  // Returns the blocks held under hold `id` and under every earlier hold.
+  void release_held(uint64_t id);
 
   // The block size a request of `nbytes` is served with.
   static size_t round_size(size_t nbytes);
@@ -100,9 +105,15 @@ class CachingAllocator final : public Allocator {
   std::map<int, FreeList> pools_;  // live graph pools
   int active_pool_ = 0;
   int next_pool_ = 1;
-  std::unordered_map<void*, Block> live_;       // handed-out block -> its size and pool
-  int holding_ = 0;                             // hold_frees() calls not yet released
-  std::vector<std::pair<void*, size_t>> held_;  // blocks freed while holding
+  std::unordered_map<void*, Block> live_;  // handed-out block -> its size and pool
+  // The holds not yet released, oldest first, each with the blocks freed
+  // while it was the latest.
+  struct Hold {
+    uint64_t id;
+    std::vector<std::pair<void*, size_t>> blocks;
+  };
+  std::deque<Hold> holds_;
+  uint64_t next_hold_ = 1;
   AllocatorStats stats_;
   size_t total_bytes_ = 0;  // 0: not asked yet
   // release_pool_later's queue, under its own lock (never held around CUDA calls).

@@ -1,6 +1,7 @@
 #include "tensor/cuda/side_stream.h"
 
 #include <atomic>
+#include <mutex>
 
 #include "tensor/cuda/cuda_check.h"
 
@@ -33,9 +34,9 @@ bool is_side_stream(int device, cudaStream_t stream) {
          stream == side_of(device, "side stream").stream.load();
 }
 
-SideBranch::SideBranch(int device, cudaStream_t stream, std::string_view op) : main_(stream), op_(op) {
+SideBranch::SideBranch(int device, cudaStream_t stream, std::string_view op) : device_(device), main_(stream), op_(op) {
   Side& s = side_of(device, op);
-  lock_ = std::unique_lock<std::mutex>(s.lock);
+  const std::lock_guard<std::mutex> lock(s.lock);
   if (s.stream.load() == nullptr) {
     check_cuda(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming), op, "side stream: cudaEventCreateWithFlags");
     check_cuda(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming), op, "side stream: cudaEventCreateWithFlags");
@@ -44,21 +45,41 @@ SideBranch::SideBranch(int device, cudaStream_t stream, std::string_view op) : m
     s.stream.store(made);
   }
   side_ = s.stream.load();
-  join_ = s.join;
   check_cuda(cudaEventRecord(s.fork, main_), op, "side stream: fork (cudaEventRecord)");
   check_cuda(cudaStreamWaitEvent(side_, s.fork, 0), op, "side stream: fork (cudaStreamWaitEvent)");
+}
+
+void SideBranch::end() {
+  if (end_ == nullptr) {
+    check_cuda(cudaEventCreateWithFlags(&end_, cudaEventDisableTiming), op_, "side stream: cudaEventCreateWithFlags");
+  }
+  check_cuda(cudaEventRecord(end_, side_), op_, "side stream: end (cudaEventRecord)");
 }
 
 void SideBranch::join() {
   if (joined_) return;
   joined_ = true;
-  check_cuda(cudaEventRecord(join_, side_), op_, "side stream: join (cudaEventRecord)");
-  check_cuda(cudaStreamWaitEvent(main_, join_, 0), op_, "side stream: join (cudaStreamWaitEvent)");
+  if (end_ != nullptr) {
+    check_cuda(cudaStreamWaitEvent(main_, end_, 0), op_, "side stream: join (cudaStreamWaitEvent)");
+    return;
+  }
+  Side& s = side_of(device_, op_);
+  const std::lock_guard<std::mutex> lock(s.lock);
+  check_cuda(cudaEventRecord(s.join, side_), op_, "side stream: join (cudaEventRecord)");
+  check_cuda(cudaStreamWaitEvent(main_, s.join, 0), op_, "side stream: join (cudaStreamWaitEvent)");
 }
 
 SideBranch::~SideBranch() {
-  if (joined_) return;
-  if (cudaEventRecord(join_, side_) == cudaSuccess) cudaStreamWaitEvent(main_, join_, 0);
+  if (!joined_) {
+    if (end_ != nullptr) {
+      cudaStreamWaitEvent(main_, end_, 0);
+    } else {
+      Side& s = side_of(device_, op_);
+      const std::lock_guard<std::mutex> lock(s.lock);
+      if (cudaEventRecord(s.join, side_) == cudaSuccess) cudaStreamWaitEvent(main_, s.join, 0);
+    }
+  }
+  if (end_ != nullptr) cudaEventDestroy(end_);  // the waits already made keep their order
 }
 
 }  // namespace coppice::cuda

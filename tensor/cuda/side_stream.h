@@ -13,15 +13,16 @@
 // stream's work, so the caching allocator's one-stream rule (stream.h: a block
 // freed on the host is reused only by work queued later) still holds. The side
 // stream is non-blocking (the legacy default stream does not order it; the
-// fork and join events do), one per device, made on first use. A SideBranch
-// holds its device's lock from fork to join, so two threads never interleave
-// their events. Under graph capture the fork and join are the graph's edges
-// (the side stream joins the capture through the fork event).
+// fork and join events do), one per device, made on first use. The fork and
+// the join each take the device's lock, so two threads never interleave the
+// record and the wait of an event; a join orders `stream` after all the side
+// stream's work so far, another thread's too. Under graph capture the fork
+// and join are the graph's edges (the side stream joins the capture through
+// the fork event).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -42,15 +43,19 @@ class SideBranch {
   SideBranch& operator=(const SideBranch&) = delete;
 
   cudaStream_t stream() const { return side_; }
-  // `stream` waits for the work queued on stream() so far; throws on a CUDA error.
+  // Marks the end of this branch's work: join() then waits for the side
+  // stream's work up to here, not for what is queued there later.
+  void end();
+  // `stream` waits for the work queued on stream() so far (up to end(),
+  // where it was called); throws on a CUDA error.
   void join();
 
  private:
-  std::unique_lock<std::mutex> lock_;
+  int device_ = 0;
   cudaStream_t main_ = nullptr;
   cudaStream_t side_ = nullptr;
-  cudaEvent_t join_ = nullptr;
   std::string op_;
+  cudaEvent_t end_ = nullptr;  // this branch's own, made by end()
   bool joined_ = false;
 };
 

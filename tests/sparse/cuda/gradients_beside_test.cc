@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/functions/elementwise.h"
 #include "autograd/functions/sparse.h"
 #include "gtest/gtest.h"
 #include "sparse/ops.h"
@@ -85,6 +86,38 @@ TEST_F(GradientsBesideTest, GeluMlpsGradientsAreTheOpsOneAfterTheOther) {
       expect_same_bits(got, {gx, values(gw1), gb1, values(gw2), gb2}, what);
       expect_same_bits(through_autograd(), got, what + " (a repeat)");
     }
+  }
+}
+
+// The weight's gradient may still be in the making beside the stream when
+// the node returns (run_beside leaves its branch open): whatever reads it on
+// the device must find it whole. A second backward sums into the leaf's
+// gradient, a hook clones what it is given, and a bias reached through an
+// op (not a leaf's accumulator) takes the op's backward; each must match
+// the ops called one after the other. The shapes are the GPT's projection
+// at 32x32, so that the weight's gradient takes long enough for a read
+// that does not wait for it to see it unfinished.
+TEST_F(GradientsBesideTest, WhatReadsAGradientMadeBesideFindsItWhole) {
+  SKIP_WITHOUT_CUDA();
+  const DType dtype = DType::kBF16;
+  const Tensor wv = bsr_on_gpu(1024, 1024, 32, dtype, 7);
+  const Tensor xv = dense_on_gpu({16384, 1024}, dtype, 8);
+  const Tensor bv = dense_on_gpu({1, 1024}, dtype, 9).reshape({1024});
+  const Tensor g = dense_on_gpu({16384, 1024}, dtype, 10);
+  const auto [gw, gb] = autograd_detail::weight_and_bias_grads(g, xv, wv);
+  for (int round = 0; round < 3; ++round) {
+    const std::string what = str_cat("round ", round);
+    Variable x(xv, true), w(wv, true), b_leaf(bv, true);
+    Tensor hooked;
+    w.register_hook([&hooked](const Tensor& grad) {
+      hooked = values(grad).clone();
+      return Tensor();
+    });
+    for (int pass = 0; pass < 2; ++pass) linear(x, w, mul(b_leaf, 2.0)).backward(g);
+    EXPECT_TRUE(same_bits(hooked, values(gw))) << what << ": the hook's gradient";
+    EXPECT_TRUE(same_bits(values(w.grad()), add(values(gw), values(gw)))) << what << ": the summed weight gradient";
+    const Tensor gb_leaf = mul(gb, 2.0);
+    EXPECT_TRUE(same_bits(b_leaf.grad(), add(gb_leaf, gb_leaf))) << what << ": the bias through mul";
   }
 }
 

@@ -80,25 +80,45 @@ TEST(CachingAllocatorTest, AllocatedPeakAndEmptyCache) {
   EXPECT_EQ(live.to(Device::cpu()).to_vector<float>(), std::vector<float>(10, 1.0f));
 }
 
-// Between hold_frees and release_held a freed block stays out of the cache
-// (nested holds release at the outermost), and is reused after.
-TEST(CachingAllocatorTest, HeldFreesAreReusedOnlyAfterTheRelease) {
+// A block freed while holds are open stays out of the cache under the
+// latest hold; releasing a hold returns its blocks and every earlier hold's,
+// not a later one's.
+TEST(CachingAllocatorTest, HeldFreesAreReusedOnlyAfterTheirHoldIsReleased) {
   COPPICE_REQUIRE_GPU();
   CachingAllocator& alloc = cuda::caching_allocator(0);
   constexpr size_t kBytes = size_t{37} << 20;  // a size class nothing else in the binary caches
   void* p = alloc.allocate(kBytes);
-  alloc.hold_frees();
+  void* p2 = alloc.allocate(kBytes);
+  const uint64_t first = alloc.hold_frees();
+  alloc.deallocate(p, kBytes);  // under the first hold
+  const uint64_t second = alloc.hold_frees();
+  EXPECT_GT(second, first);
+  alloc.deallocate(p2, kBytes);  // under the second
+  void* q = alloc.allocate(kBytes);
+  EXPECT_TRUE(q != p && q != p2) << "a held block was handed out";
+  alloc.release_held(first);
+  void* r = alloc.allocate(kBytes);
+  EXPECT_EQ(r, p) << "the first hold's block should be reused once it is released";
+  void* t = alloc.allocate(kBytes);
+  EXPECT_NE(t, p2) << "the second hold's block was handed out before its release";
+  alloc.release_held(second);
+  void* s = alloc.allocate(kBytes);
+  EXPECT_EQ(s, p2) << "the second hold's block should be reused once it is released";
+  for (void* b : {q, r, t, s}) alloc.deallocate(b, kBytes);
+}
+
+// Releasing a later hold returns the earlier ones' blocks too.
+TEST(CachingAllocatorTest, ReleasingALaterHoldReleasesTheEarlierOnes) {
+  COPPICE_REQUIRE_GPU();
+  CachingAllocator& alloc = cuda::caching_allocator(0);
+  constexpr size_t kBytes = size_t{39} << 20;
+  void* p = alloc.allocate(kBytes);
   alloc.hold_frees();
   alloc.deallocate(p, kBytes);
-  void* q = alloc.allocate(kBytes);
-  EXPECT_NE(q, p) << "a held block was handed out";
-  alloc.release_held();  // the inner hold: still holding
-  void* r = alloc.allocate(kBytes);
-  EXPECT_NE(r, p) << "a held block was handed out before the outermost release";
-  alloc.release_held();
+  alloc.release_held(alloc.hold_frees());
   void* s = alloc.allocate(kBytes);
-  EXPECT_EQ(s, p) << "the released block should be the first one reused";
-  for (void* b : {q, r, s}) alloc.deallocate(b, kBytes);
+  EXPECT_EQ(s, p) << "the earlier hold's block should be reused";
+  alloc.deallocate(s, kBytes);
 }
 
 TEST(CachingAllocatorTest, ZeroBytesGiveAValidPointer) {

@@ -106,8 +106,8 @@ TEST(SideStreamTest, ACapturedBranchReplaysFromCurrentInputs) {
 
 // run_beside (tensor/backend.h): the second function's work goes to the
 // side stream and the first's to the main one, and work queued after the
-// call follows both.
-TEST(RunBesideTest, TheSecondsWorkRunsOnTheSideStreamAndLaterWorkFollowsBoth) {
+// join (join_beside) follows both.
+TEST(RunBesideTest, TheSecondsWorkRunsOnTheSideStreamAndWorkAfterTheJoinFollowsBoth) {
   COPPICE_REQUIRE_GPU();
   DeviceBuffers b;
   const cudaStream_t main = cuda::current_stream(0);
@@ -124,13 +124,63 @@ TEST(RunBesideTest, TheSecondsWorkRunsOnTheSideStreamAndLaterWorkFollowsBoth) {
     EXPECT_EQ(first_stream, main);
     EXPECT_NE(second_stream, main);
     EXPECT_EQ(cuda::current_stream(0), main) << "the main stream is current again after the call";
+    join_beside(gpu());
     EXPECT_TRUE(all_equal(b.y_on_host(main), static_cast<uint8_t>(round))) << "round " << round;
   }
 }
 
+// The side stream's branch stays open after the call and beside the next
+// one: the call after that, a synchronize and a copy to the host each join
+// it first, so what they or the work after them read is complete.
+TEST(RunBesideTest, TheCallAfterNextASynchronizeAndACopyJoinTheSideStream) {
+  COPPICE_REQUIRE_GPU();
+  DeviceBuffers b;
+  const cudaStream_t main = cuda::current_stream(0);
+  auto copy_x_to_y_beside = [&](uint8_t value) {
+    ASSERT_EQ(cudaMemsetAsync(b.x, value, kBytes, main), cudaSuccess);
+    run_beside(
+        gpu(), [] {},
+        [&] {
+          ASSERT_EQ(cudaMemcpyAsync(b.y, b.x, kBytes, cudaMemcpyDeviceToDevice, cuda::current_stream(0)), cudaSuccess);
+        });
+  };
+  copy_x_to_y_beside(1);
+  run_beside(
+      gpu(), [] {}, [] {});  // the copy's branch stays open beside this one
+  run_beside(
+      gpu(), [] {}, [] {});  // joins the copy's branch before its own fork
+  EXPECT_TRUE(all_equal(b.y_on_host(main), 1)) << "after two more run_beside calls";
+  copy_x_to_y_beside(2);
+  synchronize(gpu());
+  EXPECT_TRUE(all_equal(b.y_on_host(main), 2)) << "after a synchronize";
+  copy_x_to_y_beside(3);
+  Tensor one = Tensor::empty({1}, TensorOptions(DType::kF32, gpu()));
+  (void)one.to(Device::cpu());  // a copy to the host joins first
+  EXPECT_TRUE(all_equal(b.y_on_host(main), 3)) << "after a copy to the host";
+}
+
+// A call from inside run_beside's own functions is refused, naming it.
+TEST(RunBesideTest, ANestedCallIsRefused) {
+  COPPICE_REQUIRE_GPU();
+  EXPECT_TRUE(testing::throws_with(
+      [] {
+        run_beside(
+            gpu(),
+            [] {
+              run_beside(
+                  gpu(), [] {}, [] {});
+            },
+            [] {});
+      },
+      {"run_beside", "do not nest"}));
+  run_beside(
+      gpu(), [] {}, [] {});  // and the device takes the next call
+  join_beside(gpu());
+}
+
 // A block freed on the host inside the call is not handed to the other
-// function's work, which may still run beside the work that used it; after
-// the call it is reused as before.
+// function's work, which may still run beside the work that used it, nor
+// to work queued before the join; after the join it is reused as before.
 TEST(RunBesideTest, BlocksFreedInsideAreNotReusedUntilTheJoin) {
   COPPICE_REQUIRE_GPU();
   const TensorOptions f32(DType::kF32, gpu());
@@ -148,12 +198,49 @@ TEST(RunBesideTest, BlocksFreedInsideAreNotReusedUntilTheJoin) {
         reused = u.data_ptr();
       });
   EXPECT_NE(freed, reused) << "the second function was given the block the first one freed";
+  Tensor before_join = Tensor::empty({1 << 20}, f32);
+  EXPECT_TRUE(before_join.data_ptr() != freed && before_join.data_ptr() != reused)
+      << "a block was reused before the join";
+  join_beside(gpu());
   Tensor after = Tensor::empty({1 << 20}, f32);
   EXPECT_TRUE(after.data_ptr() == freed || after.data_ptr() == reused) << "the held blocks return to the cache";
 }
 
-// Both functions' kernels recorded into a CUDA graph: each replay computes
-// both from the inputs of that replay.
+// A block freed inside one call stays held through the next call, whose
+// work may run beside the first's, and returns once a third call joins the
+// first's branch.
+TEST(RunBesideTest, ABranchsFreesAreHeldUntilItIsJoined) {
+  COPPICE_REQUIRE_GPU();
+  const TensorOptions f32(DType::kF32, gpu());
+  join_beside(gpu());
+  const int64_t n = int64_t{41} << 18;  // 41 MB, a size class of its own here
+  { Tensor warm = Tensor::empty({n}, f32); }
+  const void* freed = nullptr;
+  run_beside(
+      gpu(), [] {},
+      [&] {
+        Tensor t = Tensor::empty({n}, f32);
+        freed = t.data_ptr();
+      });
+  const void* in_next = nullptr;
+  run_beside(
+      gpu(),
+      [&] {
+        Tensor u = Tensor::empty({n}, f32);
+        in_next = u.data_ptr();
+      },
+      [] {});
+  EXPECT_NE(in_next, freed) << "the next call was given a block the open branch freed";
+  run_beside(
+      gpu(), [] {}, [] {});  // joins the first branch
+  Tensor after = Tensor::empty({n}, f32);
+  EXPECT_TRUE(after.data_ptr() == freed) << "the first branch's block returns to the cache once it is joined";
+  join_beside(gpu());
+}
+
+// Both functions' kernels recorded into a CUDA graph, the capture ending
+// with the side stream's branch open (the capture joins it): each replay
+// computes both from the inputs of that replay.
 TEST(RunBesideTest, ACapturedPairReplaysFromCurrentInputs) {
   COPPICE_REQUIRE_GPU();
   Tensor x = from_vector<float>({1, 2, 3, 4}, {4}).to(gpu());
