@@ -51,6 +51,21 @@ std::string device_model_key(int device) {
   return (*known)[device] = str_cat(prop.name, " sm_", prop.major, prop.minor);
 }
 
+namespace {
+
+// A measurement times its routes alone: the device's work queued before it
+// finishes first, on its stream and on the side stream (run_beside's open
+// branches, tensor/backend.h), so that no route shares the GPU with it. Timed
+// beside another kernel, a route can lose that it wins alone, and a choice
+// kept for the whole run would rest on the overlap of its first call
+// (benchmarks.md: an SDDMM's routes timed beside attention's backward).
+void drain(int device, std::string_view op) {
+  cuda::DeviceGuard guard(device);
+  COPPICE_CUDA_CHECK(cudaDeviceSynchronize(), op);
+}
+
+}  // namespace
+
 size_t chosen_route(std::string_view decision, const std::string& key, int device, std::string_view op,
                     const std::vector<TimedRoute>& routes, int rounds, Tensor* out) {
   std::vector<std::string_view> names;
@@ -60,6 +75,7 @@ size_t chosen_route(std::string_view decision, const std::string& key, int devic
   const size_t winner = choose_route(
       decision, key, names,
       [&] {
+        drain(device, op);
         std::vector<double> best(routes.size());
         for (int round = 0; round < std::max(rounds, 1); ++round) {
           for (size_t i = 0; i < routes.size(); ++i) {

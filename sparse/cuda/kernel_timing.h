@@ -33,7 +33,9 @@ struct TimedRoute {
 
 // The index of the route of `routes` that `decision` takes for `key`
 // (choose_route): recorded, or measured now on the real operands, `rounds`
-// interleaved rounds of time_on_device_ms with each route keeping its best.
+// interleaved rounds of time_on_device_ms with each route keeping its best,
+// alone: the device's work queued before the measurement (on any stream,
+// run_beside's side stream included) finishes before the first route runs.
 // `out` (optional) gets the chosen route's result where this call measured
 // (undefined otherwise: the caller runs the route).
 size_t chosen_route(std::string_view decision, const std::string& key, int device, std::string_view op,

@@ -105,9 +105,9 @@ class CudaBackend final : public DeviceBackend {
       ~Owned() { open.owner.store(std::thread::id()); }
     } owned{open};
     try {
-      open.branches.push_back(Branch{nullptr, caching_allocator(index).hold_frees()});
+      auto side = std::make_unique<SideBranch>(index, current_stream(index), "run_beside");
+      open.branches.push_back(Branch{std::move(side), caching_allocator(index).hold_frees()});
       Branch& branch = open.branches.back();
-      branch.side = std::make_unique<SideBranch>(index, current_stream(index), "run_beside");
       first();
       StreamOverride on_side(index, branch.side->stream());
       second();
@@ -144,10 +144,9 @@ class CudaBackend final : public DeviceBackend {
   // Branches open at once: a weight gradient runs beside its own product
   // and the next one's, then joins.
   static constexpr size_t kOpenBranches = 2;
-  static constexpr int kDevices = 64;
 
   Open& open_of(int index) {
-    COPPICE_CHECK(index >= 0 && index < kDevices, "run_beside: device index ", index, " out of range");
+    COPPICE_CHECK(index >= 0 && index < kSideStreamDevices, "run_beside: device index ", index, " out of range");
     return open_[index];
   }
 
@@ -162,7 +161,7 @@ class CudaBackend final : public DeviceBackend {
       uint64_t hold;
       ~Release() { caching_allocator(index).release_held(hold); }
     } release{index, branch.hold};
-    if (branch.side != nullptr) branch.side->join();
+    branch.side->join();
   }
 
   static void join_all(int index, Open& open) {
@@ -186,7 +185,7 @@ class CudaBackend final : public DeviceBackend {
     };
   }
 
-  Open open_[kDevices];
+  Open open_[kSideStreamDevices];
 };
 
 const bool registered = [] {

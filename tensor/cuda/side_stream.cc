@@ -17,20 +17,18 @@ struct Side {
   cudaEvent_t join = nullptr;
 };
 
-constexpr int kDevices = 64;
-
 Side& side_of(int device, std::string_view op) {
-  if (device < 0 || device >= kDevices) {
+  if (device < 0 || device >= kSideStreamDevices) {
     check_cuda(cudaErrorInvalidDevice, op, "side stream: device index out of range");
   }
-  static Side sides[kDevices];
+  static Side sides[kSideStreamDevices];
   return sides[device];
 }
 
 }  // namespace
 
 bool is_side_stream(int device, cudaStream_t stream) {
-  return stream != nullptr && device >= 0 && device < kDevices &&
+  return stream != nullptr && device >= 0 && device < kSideStreamDevices &&
          stream == side_of(device, "side stream").stream.load();
 }
 

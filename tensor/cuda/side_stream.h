@@ -28,6 +28,9 @@
 
 namespace coppice::cuda {
 
+// Devices a side stream serves: indices 0 .. kSideStreamDevices - 1.
+inline constexpr int kSideStreamDevices = 64;
+
 // Whether `stream` is `device`'s side stream (false before one is made):
 // for a library handle that must not be shared by work on both streams at
 // once (gemm.cc's cuBLAS handle, whose default workspace is the handle's).
