@@ -15,8 +15,10 @@
 // cannot be captured, so while a thread captures, current_stream returns the
 // capturing stream for that thread and device. That stream is a blocking one,
 // which the legacy stream orders with, so replays stay in the same order.
-// A kernel may also run beside the next one on a second stream forked from
-// this one and joined back before anything else is queued (side_stream.h).
+// Work may also run on a second stream forked from this one (side_stream.h):
+// run_beside's branches (tensor/backend.h), which are joined back before
+// anything reads what they wrote, and before a synchronize, a copy to or from
+// the host, or a capture's start and end.
 #pragma once
 
 #include <cuda_runtime_api.h>
