@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "tensor/backend.h"
+#include "tensor/cuda/stream.h"
 #include "tests/sparse/cuda/cuda_test_util.h"
 
 namespace coppice {
@@ -18,22 +19,29 @@ namespace {
 using sparse_cuda::chosen_route;
 using sparse_cuda::TimedRoute;
 
-// About 60 ms of bf16 products on an H100, queued and not waited for.
-void queue_busy_work() {
-  const Tensor a = full({4096, 4096}, 0.5, TensorOptions(DType::kBF16, kCuda));
-  for (int i = 0; i < 300; ++i) (void)matmul(a, a);
-}
+// About 60 ms of bf16 products on an H100, queued on the current stream and
+// not waited for, then an event recorded after them.
+struct BusyWork {
+  cudaEvent_t done = nullptr;
+  BusyWork() { EXPECT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess); }
+  ~BusyWork() { cudaEventDestroy(done); }
+  void queue() const {
+    const Tensor a = full({4096, 4096}, 0.5, TensorOptions(DType::kBF16, kCuda));
+    for (int i = 0; i < 300; ++i) (void)matmul(a, a);
+    EXPECT_EQ(cudaEventRecord(done, cuda::current_stream(0)), cudaSuccess);
+  }
+};
 
-// Routes that note whether the device's own stream (the legacy stream, 0;
-// not the side stream a route runs on inside run_beside) still had work
-// when they ran.
+// Routes that note whether the busy work had finished when they ran (the
+// measurement's own events on the routes' stream aside).
 struct Probe {
+  const BusyWork& work;
   int runs = 0;
   int busy = 0;
   std::vector<TimedRoute> routes() {
     auto run = [this] {
       ++runs;
-      if (cudaStreamQuery(nullptr) != cudaSuccess) ++busy;
+      if (cudaEventQuery(work.done) != cudaSuccess) ++busy;
       return Tensor();
     };
     return {{"tiles", run}, {"dense", run}};
@@ -42,8 +50,9 @@ struct Probe {
 
 TEST(KernelTimingTest, AMeasurementWaitsForTheWorkQueuedBeforeIt) {
   SKIP_WITHOUT_CUDA();
-  queue_busy_work();
-  Probe probe;
+  const BusyWork work;
+  work.queue();
+  Probe probe{work};
   chosen_route("bsr_sddmm", "kernel_timing_test: queued before", 0, "kernel_timing_test", probe.routes());
   EXPECT_EQ(probe.runs, 6);  // each route: a warm-up run and two timed ones
   EXPECT_EQ(probe.busy, 0);
@@ -54,9 +63,11 @@ TEST(KernelTimingTest, AMeasurementWaitsForTheWorkQueuedBeforeIt) {
 // finished before they run.
 TEST(KernelTimingTest, AMeasurementOnTheSideStreamWaitsForTheMainStream) {
   SKIP_WITHOUT_CUDA();
-  Probe probe;
-  run_beside(kCuda, queue_busy_work,
-             [&] { chosen_route("bsr_sddmm", "kernel_timing_test: beside", 0, "kernel_timing_test", probe.routes()); });
+  const BusyWork work;
+  Probe probe{work};
+  run_beside(
+      kCuda, [&] { work.queue(); },
+      [&] { chosen_route("bsr_sddmm", "kernel_timing_test: beside", 0, "kernel_timing_test", probe.routes()); });
   join_beside(kCuda);
   EXPECT_EQ(probe.runs, 6);
   EXPECT_EQ(probe.busy, 0);
@@ -65,7 +76,8 @@ TEST(KernelTimingTest, AMeasurementOnTheSideStreamWaitsForTheMainStream) {
 // A recorded choice is not measured again: nothing runs, nothing waits.
 TEST(KernelTimingTest, ARecordedChoiceRunsNoRoute) {
   SKIP_WITHOUT_CUDA();
-  Probe first, second;
+  const BusyWork work;
+  Probe first{work}, second{work};
   const std::string key = "kernel_timing_test: recorded";
   const size_t winner = chosen_route("bsr_sddmm", key, 0, "kernel_timing_test", first.routes());
   EXPECT_EQ(chosen_route("bsr_sddmm", key, 0, "kernel_timing_test", second.routes()), winner);
