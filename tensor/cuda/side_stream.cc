@@ -68,14 +68,9 @@ void SideBranch::join() {
 }
 
 SideBranch::~SideBranch() {
-  if (!joined_) {
-    if (end_ != nullptr) {
-      cudaStreamWaitEvent(main_, end_, 0);
-    } else {
-      Side& s = side_of(device_, op_);
-      const std::lock_guard<std::mutex> lock(s.lock);
-      if (cudaEventRecord(s.join, side_) == cudaSuccess) cudaStreamWaitEvent(main_, s.join, 0);
-    }
+  try {
+    join();
+  } catch (...) {  // best effort: a destructor does not throw
   }
   if (end_ != nullptr) cudaEventDestroy(end_);  // the waits already made keep their order
 }
