@@ -25,6 +25,7 @@
 // reduce_sum      x contiguous [outer, r]        -                                     [outer], x's dtype (i64 for
 //                                                                                      ints)
 // reduce_sum_cols x [r, inner] (floating)        -                                     [inner], column sums
+//                 or [batch, r, inner]                                                 ([batch, inner])
 // reduce_max      x contiguous [outer, r], r>0   -                                     values [outer], indices i64
 //                                                                                      [outer]
 // reduce_min      same                           -                                     same

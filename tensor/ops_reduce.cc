@@ -70,18 +70,25 @@ Tensor sum_impl(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
   int64_t r = 0;
   Tensor in = x.dtype() == DType::kBool ? x.to(DType::kI64) : x;
   if (x.numel() == 0) return zeros(out_shape, TensorOptions(out_dtype, x.device()));
-  // Leading dims reduced (a bias gradient: sum over the batch) of a
-  // contiguous floating tensor on the GPU: column sums in place, not a
-  // transposed copy. (The CPU keeps its blocked row sums, which round less;
-  // its reduce_sum_cols is the GPU kernel's twin for the parity test.)
-  int64_t leading = 0;
-  while (leading < x.dim() && mask[leading]) ++leading;
-  bool leading_only = leading > 0 && leading < x.dim();
-  for (int64_t d = leading; d < x.dim() && leading_only; ++d) leading_only = !mask[d];
-  if (leading_only && x.device().is_cuda() && is_floating(x.dtype()) && x.is_contiguous()) {
-    int64_t rows = 1;
-    for (int64_t d = 0; d < leading; ++d) rows *= x.size(d);
-    return dispatch(op::kReduceSumCols, {x.reshape({rows, x.numel() / rows})})[0].reshape(out_shape);
+  // One run of reduced dims with kept dims after it, of a contiguous floating
+  // tensor on the GPU: leading dims (a bias gradient: a sum over the batch)
+  // or middle ones (a mean over a sequence's tokens) are column sums of
+  // [outer, r, inner] in place, not a permuted copy first. (The CPU keeps its
+  // blocked row sums, which round less; its reduce_sum_cols is the GPU
+  // kernel's twin for the parity test.)
+  int64_t first = 0;
+  while (first < x.dim() && !mask[first]) ++first;
+  int64_t last = first;
+  while (last < x.dim() && mask[last]) ++last;
+  bool one_inner_run = first < last && last < x.dim();
+  for (int64_t d = last; d < x.dim() && one_inner_run; ++d) one_inner_run = !mask[d];
+  if (one_inner_run && x.device().is_cuda() && is_floating(x.dtype()) && x.is_contiguous()) {
+    int64_t outer = 1, reduced = 1;
+    for (int64_t d = 0; d < first; ++d) outer *= x.size(d);
+    for (int64_t d = first; d < last; ++d) reduced *= x.size(d);
+    const int64_t inner = x.numel() / (outer * reduced);
+    const Tensor slabs = outer == 1 ? x.reshape({reduced, inner}) : x.reshape({outer, reduced, inner});
+    return dispatch(op::kReduceSumCols, {slabs})[0].reshape(out_shape);
   }
   // The row sums of a transposed view (dy^T, as a sparse linear's bias
   // gradient meets it) are the column sums of the contiguous tensor under it:

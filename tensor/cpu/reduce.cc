@@ -128,24 +128,36 @@ std::vector<Tensor> reduce_extreme(const Tensor& input, std::string_view op) {
   return {values, indices};
 }
 
-// x [r, inner] summed over its rows, each column in row order (floating).
+// x [r, inner] summed over its rows, each column in row order (floating);
+// x [batch, r, inner]: each slab so, [batch, inner].
 Tensor reduce_sum_cols(const Tensor& input) {
-  COPPICE_CHECK(input.dim() == 2 && is_floating(input.dtype()), "reduce_sum_cols: input must be 2-D floating, got ",
-                shape_to_string(input.shape()), " ", dtype_name(input.dtype()));
+  COPPICE_CHECK((input.dim() == 2 || input.dim() == 3) && is_floating(input.dtype()),
+                "reduce_sum_cols: input must be 2-D or 3-D floating, got ", shape_to_string(input.shape()), " ",
+                dtype_name(input.dtype()));
   const Tensor x = input.contiguous();
-  const int64_t r = x.size(0), inner = x.size(1);
-  Tensor out = Tensor::empty({inner}, x.options());
+  const bool batched = x.dim() == 3;
+  const int64_t batch = batched ? x.size(0) : 1, r = x.size(batched ? 1 : 0), inner = x.size(batched ? 2 : 1);
+  Tensor out = batched ? Tensor::empty({batch, inner}, x.options()) : Tensor::empty({inner}, x.options());
+  const int64_t cols = batch * inner;
   dispatch_floating(x.dtype(), op::kReduceSumCols, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = compute_t<T>;
     const T* px = x.data<T>();
     T* po = out.data<T>();
-    parallel_for(0, inner, std::max<int64_t>(1, kGrain / std::max<int64_t>(r, 1)), [&](int64_t b, int64_t e) {
+    // Columns numbered b * inner + c across the slabs, as the CUDA kernel numbers them.
+    parallel_for(0, cols, std::max<int64_t>(1, kGrain / std::max<int64_t>(r, 1)), [&](int64_t b, int64_t e) {
       std::vector<Acc> acc(static_cast<size_t>(e - b), Acc(0));
-      for (int64_t i = 0; i < r; ++i) {
-        for (int64_t c = b; c < e; ++c) acc[static_cast<size_t>(c - b)] += Acc(px[i * inner + c]);
+      // Row by row within each slab's share of [b, e), so the reads run along rows.
+      for (int64_t cc = b; cc < e;) {
+        const int64_t slab = cc / inner, c = cc - slab * inner, n = std::min(e - cc, inner - c);
+        const T* rows = px + slab * r * inner + c;
+        Acc* s = acc.data() + (cc - b);
+        for (int64_t i = 0; i < r; ++i) {
+          for (int64_t j = 0; j < n; ++j) s[j] += Acc(rows[i * inner + j]);
+        }
+        cc += n;
       }
-      for (int64_t c = b; c < e; ++c) po[c] = T(acc[static_cast<size_t>(c - b)]);
+      for (int64_t cc = b; cc < e; ++cc) po[cc] = T(acc[static_cast<size_t>(cc - b)]);
     });
   });
   return out;

@@ -250,8 +250,11 @@ std::vector<Tensor> reduce_arg(std::string_view op, bool largest, const std::vec
   return {values, indices};
 }
 
-// Column sums of x [r, inner] (floating): pass 1 sums each column over
-// chunks of kColChunk rows (a thread per V consecutive columns: 16-byte loads
+// Column sums of x [r, inner], or of each of x [batch, r, inner]'s slabs
+// (floating; a sum over middle dims, such as a mean over a sequence's
+// tokens, read in place where the rows path would permute it first; the
+// batch's columns are numbered b * inner + c throughout): pass 1 sums each column over
+// chunks of kColChunk rows or more (a thread per V consecutive columns: 16-byte loads
 // where the rows allow, so every warp reads 512 contiguous bytes of a row),
 // pass 2 adds the chunk sums (column_totals; with one chunk, pass 1 writes
 // the totals itself); no atomics, so the result is the
@@ -261,11 +264,16 @@ std::vector<Tensor> reduce_arg(std::string_view op, bool largest, const std::vec
 constexpr int64_t kColChunk = 64;
 constexpr int kColLoads = 8;  // rows loaded ahead by column_chunks
 
-// The chunks of kColChunk rows that r rows make (one grid row each).
-int64_t column_chunk_count(int64_t r, std::string_view op) {
-  const int64_t chunks = std::max<int64_t>(1, (r + kColChunk - 1) / kColChunk);
-  COPPICE_CHECK(chunks < 65536, op, ": ", r, " rows exceed the kernel's grid");
-  return chunks;
+// The chunks that r rows make, one grid row each: kColChunk rows a chunk,
+// more where that would need more grid rows than a grid has.
+struct ColumnChunks {
+  int64_t rows;   // rows a chunk
+  int64_t count;  // chunks
+};
+ColumnChunks column_chunks_for(int64_t r) {
+  constexpr int64_t kMaxGridRows = 65535;
+  const int64_t rows = std::max(kColChunk, (r + kMaxGridRows - 1) / kMaxGridRows);
+  return {rows, std::max<int64_t>(1, (r + rows - 1) / rows)};
 }
 
 // Column sums in their passes: `first(dst)` launches the first pass into
@@ -287,19 +295,23 @@ void column_sums_in_passes(int64_t chunks, int64_t inner, T* out, Device device,
 // sums are the totals, written rounded as column_totals would write them
 // (its lanes add +0 to the one partial: the same value, never -0, since a
 // sum that starts at +0 cannot become -0).
+// A thread's V columns lie in one slab (inner is a multiple of V).
 template <typename T, typename A, typename O, int V>
-__global__ void column_chunks(const T* __restrict__ x, int64_t r, int64_t inner, O* __restrict__ partial) {
+__global__ void column_chunks(const T* __restrict__ x, int64_t r, int64_t chunk_rows, int64_t inner, int64_t cols,
+                              O* __restrict__ partial) {
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
-  if (c0 >= inner) return;
-  const int64_t begin = static_cast<int64_t>(blockIdx.y) * kColChunk;
-  const int64_t end = begin + kColChunk < r ? begin + kColChunk : r;
+  if (c0 >= cols) return;
+  const int64_t slab = c0 / inner;
+  const T* __restrict__ column = x + slab * r * inner + (c0 - slab * inner);
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk_rows;
+  const int64_t end = begin + chunk_rows < r ? begin + chunk_rows : r;
   A s[V];
   for (int v = 0; v < V; ++v) s[v] = 0;
   auto load = [&](int64_t i, T(&xv)[V]) {
     if constexpr (V > 1) {
-      *reinterpret_cast<uint4*>(xv) = *reinterpret_cast<const uint4*>(x + i * inner + c0);
+      *reinterpret_cast<uint4*>(xv) = *reinterpret_cast<const uint4*>(column + i * inner);
     } else {
-      xv[0] = x[i * inner + c0];
+      xv[0] = column[i * inner];
     }
   };
   // kColLoads rows' loads issued before their sums (still added row by row):
@@ -318,7 +330,7 @@ __global__ void column_chunks(const T* __restrict__ x, int64_t r, int64_t inner,
     load(i, xv);
     for (int v = 0; v < V; ++v) s[v] += static_cast<A>(xv[v]);
   }
-  for (int v = 0; v < V; ++v) partial[static_cast<int64_t>(blockIdx.y) * inner + c0 + v] = convert<O>(s[v]);
+  for (int v = 0; v < V; ++v) partial[static_cast<int64_t>(blockIdx.y) * cols + c0 + v] = convert<O>(s[v]);
 }
 
 // Whether V-wide (16-byte) accesses fit: columns a multiple of V, every pointer aligned.
@@ -333,30 +345,35 @@ bool vector_fits(int64_t inner, std::initializer_list<const void*> pointers) {
 std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&) {
   constexpr std::string_view op = op::kReduceSumCols;
   check_inputs(in, 1, op);
-  const Tensor x = as_rows(in[0], op);  // [r, inner] contiguous
-  COPPICE_CHECK(is_floating(x.dtype()), op, ": floating input expected, got ", dtype_name(x.dtype()));
-  const int64_t r = x.size(0), inner = x.size(1);
-  Tensor out = Tensor::empty({inner}, x.options());
-  if (inner == 0) return {out};
+  check_cuda_tensor(in[0], op, "input");
+  COPPICE_CHECK(in[0].dim() == 2 || in[0].dim() == 3, op, ": needs [r, inner] or [batch, r, inner], got ",
+                shape_to_string(in[0].shape()));
+  COPPICE_CHECK(is_floating(in[0].dtype()), op, ": floating input expected, got ", dtype_name(in[0].dtype()));
+  const Tensor x = in[0].contiguous();
+  const bool batched = x.dim() == 3;
+  const int64_t batch = batched ? x.size(0) : 1, r = x.size(batched ? 1 : 0), inner = x.size(batched ? 2 : 1);
+  Tensor out = batched ? Tensor::empty({batch, inner}, x.options()) : Tensor::empty({inner}, x.options());
+  const int64_t cols = batch * inner;
+  if (cols == 0) return {out};
   const int device = x.device().index;
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
-  const int64_t chunks = column_chunk_count(r, op);
+  const ColumnChunks chunks = column_chunks_for(r);
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = sum_acc_t<T>;
     constexpr int V = 16 / sizeof(T);
     const T* px = static_cast<const T*>(x.data_ptr());
-    column_sums_in_passes<A>(chunks, inner, static_cast<T*>(out.data_ptr()), x.device(), stream, [&](auto* dst) {
+    column_sums_in_passes<A>(chunks.count, cols, static_cast<T*>(out.data_ptr()), x.device(), stream, [&](auto* dst) {
       using O = std::remove_pointer_t<decltype(dst)>;
       if (vector_fits<V>(inner, {px})) {
-        const unsigned col_blocks = static_cast<unsigned>((inner / V + kThreads - 1) / kThreads);
-        column_chunks<T, A, O, V>
-            <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(px, r, inner, dst);
+        const unsigned col_blocks = static_cast<unsigned>((cols / V + kThreads - 1) / kThreads);
+        column_chunks<T, A, O, V><<<dim3(col_blocks, static_cast<unsigned>(chunks.count)), kThreads, 0, stream>>>(
+            px, r, chunks.rows, inner, cols, dst);
       } else {
-        const unsigned col_blocks = static_cast<unsigned>((inner + kThreads - 1) / kThreads);
-        column_chunks<T, A, O, 1>
-            <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(px, r, inner, dst);
+        const unsigned col_blocks = static_cast<unsigned>((cols + kThreads - 1) / kThreads);
+        column_chunks<T, A, O, 1><<<dim3(col_blocks, static_cast<unsigned>(chunks.count)), kThreads, 0, stream>>>(
+            px, r, chunks.rows, inner, cols, dst);
       }
       check_launch(op);
     });
@@ -374,11 +391,11 @@ std::vector<Tensor> reduce_sum_cols(const std::vector<Tensor>& in, const Attrs&)
 // products.
 template <typename T, typename A, typename O, int V>
 __global__ void relu_backward_column_chunks(const T* __restrict__ g, const T* __restrict__ y, T* __restrict__ out,
-                                            int64_t r, int64_t inner, O* __restrict__ partial) {
+                                            int64_t r, int64_t chunk_rows, int64_t inner, O* __restrict__ partial) {
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (c0 >= inner) return;
-  const int64_t begin = static_cast<int64_t>(blockIdx.y) * kColChunk;
-  const int64_t end = begin + kColChunk < r ? begin + kColChunk : r;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk_rows;
+  const int64_t end = begin + chunk_rows < r ? begin + chunk_rows : r;
   A s[V];
   for (int v = 0; v < V; ++v) s[v] = 0;
   for (int64_t i = begin; i < end; ++i) {
@@ -421,7 +438,7 @@ std::vector<Tensor> relu_backward_col_sums(const std::vector<Tensor>& in, const 
   const int device = g.device().index;
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
-  const int64_t chunks = column_chunk_count(r, op);
+  const ColumnChunks chunks = column_chunks_for(r);
   dispatch_floating(g.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = sum_acc_t<T>;
@@ -429,16 +446,18 @@ std::vector<Tensor> relu_backward_col_sums(const std::vector<Tensor>& in, const 
     const T* pg = static_cast<const T*>(g.data_ptr());
     const T* py = static_cast<const T*>(y.data_ptr());
     T* po = static_cast<T*>(out.data_ptr());
-    column_sums_in_passes<A>(chunks, inner, static_cast<T*>(sums.data_ptr()), g.device(), stream, [&](auto* dst) {
+    column_sums_in_passes<A>(chunks.count, inner, static_cast<T*>(sums.data_ptr()), g.device(), stream, [&](auto* dst) {
       using O = std::remove_pointer_t<decltype(dst)>;
       if (vector_fits<V>(inner, {pg, py, po})) {
         const unsigned col_blocks = static_cast<unsigned>((inner / V + kThreads - 1) / kThreads);
         relu_backward_column_chunks<T, A, O, V>
-            <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(pg, py, po, r, inner, dst);
+            <<<dim3(col_blocks, static_cast<unsigned>(chunks.count)), kThreads, 0, stream>>>(pg, py, po, r, chunks.rows,
+                                                                                             inner, dst);
       } else {
         const unsigned col_blocks = static_cast<unsigned>((inner + kThreads - 1) / kThreads);
         relu_backward_column_chunks<T, A, O, 1>
-            <<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(pg, py, po, r, inner, dst);
+            <<<dim3(col_blocks, static_cast<unsigned>(chunks.count)), kThreads, 0, stream>>>(pg, py, po, r, chunks.rows,
+                                                                                             inner, dst);
       }
       check_launch(op);
     });

@@ -46,7 +46,9 @@ inline std::vector<OpCase> reduce_sum_cases(const std::vector<std::string>&, DTy
 }
 
 inline std::vector<OpCase> reduce_sum_cols_cases(const std::vector<std::string>&, DType t, const Device& d) {
-  return {sum_case(op::kReduceSumCols, {300, 7}, 300, t, d), sum_case(op::kReduceSumCols, {3, 130}, 3, t, d)};
+  // [batch, r, inner]: each slab's column sums (a sum over middle dims).
+  return {sum_case(op::kReduceSumCols, {300, 7}, 300, t, d), sum_case(op::kReduceSumCols, {3, 130}, 3, t, d),
+          sum_case(op::kReduceSumCols, {4, 70, 9}, 70, t, d)};
 }
 
 // reduce_max / reduce_min: the value and the first index of the extreme, bit

@@ -2,7 +2,7 @@
 // element; and cat of one GPT block's gradients into a bucket (the gradient
 // exchange's bucket fill, distributed/grad_sync.cc: reads 1, writes 1), the
 // pieces sized as the GPT job's (width 1024, MLP 4096; 256 on the CPU;
-// --size sets the width).
+// --size sets the width); and a mean over a sequence's tokens.
 #include <exception>
 #include <functional>
 #include <string>
@@ -79,6 +79,26 @@ void run_elementwise(const Config& config, std::vector<Result>* results) {
                  return [parts] { Tensor filled = cat(parts); };
                },
                results, {{"pieces", static_cast<double>(sizes.size())}});
+      // A mean over a sequence's tokens, [32, 512, d] -> [32, d] (reads the
+      // tensor once): as `mean` runs it (column sums of each sequence in
+      // place), and as its rows path would (tokens moved last by a permuted
+      // copy, then row sums), the route it replaced.
+      const int64_t width = config.size > 0 ? config.size : (dc.cuda ? 1024 : 256), batch = 32, tokens = 512;
+      const double read = static_cast<double>(batch * tokens * width + batch * width);
+      run_case(
+          config, dc, dtype, "token_mean", batch * tokens * width, read,
+          [&](Device device) -> std::function<void()> {
+            Tensor x = random_input({batch, tokens, width}, dtype, device);
+            return [x] { Tensor m = mean(x, {1}); };
+          },
+          results);
+      run_case(
+          config, dc, dtype, "token_mean_rows", batch * tokens * width, read,
+          [&](Device device) -> std::function<void()> {
+            Tensor x = random_input({batch, tokens, width}, dtype, device);
+            return [x] { Tensor m = mean(x.permute({0, 2, 1}).contiguous(), {2}); };
+          },
+          results);
     }
   }
 }

@@ -1,4 +1,4 @@
-// CPU parity of reduce_sum, reduce_max and reduce_min over rows of [outer, r].
+// CPU parity of reduce_sum, reduce_max and reduce_min over rows of [outer, r], and of the column sums.
 #include "tensor/ops.h"
 #include "tests/tensor/cuda/cuda_test_util.h"
 
@@ -125,6 +125,43 @@ TEST(CudaReduceTest, ColumnSumsMatchTheCpu) {
   expect_match(sum(y.to(gpu()).t(), {1}).to(Device::cpu()), sum(y.t(), {1}), 1e-5, 1e-5, "rows of a transpose");
   expect_match(sum(y.to(gpu()).t(), {1}, true).to(Device::cpu()), sum(y.t(), {1}, true), 1e-5, 1e-5,
                "rows of a transpose, keepdim");
+}
+
+// Column sums of each slab of [batch, r, inner] (a sum over middle dims),
+// against the CPU twin, and sum and mean over middle dims through the
+// frontend, which takes them in place of a permuted copy and row sums.
+TEST(CudaReduceTest, SlabColumnSumsMatchTheCpu) {
+  COPPICE_REQUIRE_GPU();
+  for (DType t : floating_dtypes()) {
+    // One row a slab, rows in one chunk and over many; columns a multiple of
+    // 16 bytes (a thread's columns never cross a slab) and not.
+    for (const Shape& shape : std::vector<Shape>{{5, 1, 8}, {3, 64, 7}, {2, 300, 2}, {32, 130, 64}, {7, 1000, 48}}) {
+      const Tensor x = random(shape, t, 36);
+      const Tol tol = t == DType::kF64 ? Tol{1e-12, 1e-12} : t == DType::kF32 ? Tol{1e-5, 1e-5} : math_tol(t);
+      expect_parity("reduce_sum_cols", {x}, {}, tol.rtol * 10, tol.atol * 10,
+                    str_cat(dtype_name(t), " ", shape_to_string(shape)));
+    }
+  }
+  expect_parity("reduce_sum_cols", {Tensor::empty({3, 0, 4})}, {}, 0, 0, "r = 0");
+  const Tensor big = random({8, 512, 256}, DType::kBF16, 37).to(gpu());
+  expect_match(dispatch("reduce_sum_cols", {big})[0].to(Device::cpu()),
+               dispatch("reduce_sum_cols", {big})[0].to(Device::cpu()), 0, 0, "repeat");
+  const Tensor x = random({3, 4, 5, 6}, DType::kF32, 38);
+  expect_match(sum(x.to(gpu()), {1}).to(Device::cpu()), sum(x, {1}), 1e-5, 1e-5, "sum over a middle dim");
+  expect_match(sum(x.to(gpu()), {1, 2}, true).to(Device::cpu()), sum(x, {1, 2}, true), 1e-5, 1e-5,
+               "two middle dims, keepdim");
+  expect_match(mean(x.to(gpu()), {2}).to(Device::cpu()), mean(x, {2}), 1e-5, 1e-5, "mean over a middle dim");
+  expect_match(sum(x.to(gpu()), {1, 3}).to(Device::cpu()), sum(x, {1, 3}), 1e-5, 1e-5, "two runs: the rows path");
+  const Tensor tokens = random({4, 50, 16}, DType::kBF16, 39);
+  expect_match(mean(tokens.to(gpu()), {1}).to(Device::cpu()), mean(tokens, {1}), 1e-2, 1e-2, "bf16 token mean");
+  // More rows than 64-row chunks fit a grid's 65535 rows: longer chunks.
+  const Tensor tall = random({4'300'000, 2}, DType::kF32, 40);
+  expect_match(sum(tall.to(gpu()), {0}).to(Device::cpu()), sum(tall, {0}), 1e-4, 1e-2, "4.3M rows");
+  expect_error(
+      [&] {
+        dispatch("reduce_sum_cols", {Tensor::empty({2, 3, 4, 5}, TensorOptions(gpu()))});
+      },
+      "[batch, r, inner]");
 }
 
 // relu_backward and its column sums in one pass (linear_relu's input and
