@@ -1,8 +1,10 @@
 // Reductions: sum, mean, max/min (with indices), norms and top-k.
 //
-// The kernels only reduce the last dimension of a contiguous [outer, r] matrix;
-// the frontends move the reduced dims last (a permutation), make the result
-// contiguous, run the kernel and put the kept dims back.
+// The row kernels reduce the last dimension of a contiguous [outer, r]
+// matrix: the frontends move the reduced dims last (a permutation), make the
+// result contiguous, run the kernel and put the kept dims back. On CUDA a sum
+// over one run of dims with kept dims after it (leading or middle dims) runs
+// in place instead, as the column sums of [outer, r, inner] (sum_impl).
 #include <algorithm>
 #include <cmath>
 #include <limits>
