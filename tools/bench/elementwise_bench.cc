@@ -69,7 +69,8 @@ void run_elementwise(const Config& config, std::vector<Result>* results) {
             return [a, b] { Tensor c = add(a, b); };
           },
           results);
-      const std::vector<int64_t> sizes = gpt_block_sizes(config.size > 0 ? config.size : (dc.cuda ? 1024 : 256));
+      const int64_t width = config.size > 0 ? config.size : (dc.cuda ? 1024 : 256);  // the GPT's, or --size
+      const std::vector<int64_t> sizes = gpt_block_sizes(width);
       int64_t bucket = 0;
       for (int64_t n : sizes) bucket += n;
       run_case(config, dc, dtype, "cat_bucket", bucket, 2.0 * static_cast<double>(bucket),
@@ -83,7 +84,7 @@ void run_elementwise(const Config& config, std::vector<Result>* results) {
       // tensor once): as `mean` runs it (column sums of each sequence in
       // place), and as its rows path would (tokens moved last by a permuted
       // copy, then row sums), the route it replaced.
-      const int64_t width = config.size > 0 ? config.size : (dc.cuda ? 1024 : 256), batch = 32, tokens = 512;
+      const int64_t batch = 32, tokens = 512;
       const double read = static_cast<double>(batch * tokens * width + batch * width);
       run_case(
           config, dc, dtype, "token_mean", batch * tokens * width, read,
