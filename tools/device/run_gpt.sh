@@ -30,7 +30,8 @@
 #        of them) traced by cupti_trace.so (carry .devcupti), each kernel's
 #        ms a step in the middle of each run side by side
 #        (trace_kernel_sums.py) -> kernels.md: what a pattern or a setting
-#        (GPT_SETS, COPPICE_ROUTES) costs by kernel.
+#        costs by kernel. GPT_KERNELS_ROUTES_A and _B: COPPICE_ROUTES for
+#        the first and the second run alone (say one job under two pins).
 # train JOB...: each job's trainer run (any job of configs/; the image jobs
 #        need a pack made with GPT_PACK_DATA=fashion_mnist) (GPT_STEPS steps when set: training.steps,
 #        the RigL end step at 3/4 of it, checkpoints at the end; GPT_SETS: more
@@ -457,19 +458,22 @@ PY
     [[ -f .devcupti/cupti_trace.so ]] || { say "kernels: carry .devcupti (cupti_trace.so and libcupti)"; exit 1; }
     (($# == 2)) || { say "kernels: name two jobs, got $#"; exit 1; }
     steps=${GPT_STEPS:-200}
-    for job in "$@"; do
-      args=(--config configs/$job.yaml --run-dir runs/${job}_kernels --set "training.steps=$steps"
-        --set "checkpoint.every_steps=$steps" --set "checkpoint.dir=runs/${job}_kernels/checkpoints"
-        --set "logging.metrics=runs/${job}_kernels/metrics.jsonl" --set "evaluation.every_steps=$((steps * 10))")
+    routes=("${GPT_KERNELS_ROUTES_A-${COPPICE_ROUTES:-}}" "${GPT_KERNELS_ROUTES_B-${COPPICE_ROUTES:-}}")
+    for side in 0 1; do
+      job=${*:$((side + 1)):1} run=kernels_$((side + 1))
+      args=(--config configs/$job.yaml --run-dir runs/$run --set "training.steps=$steps"
+        --set "checkpoint.every_steps=$steps" --set "checkpoint.dir=runs/$run/checkpoints"
+        --set "logging.metrics=runs/$run/metrics.jsonl" --set "evaluation.every_steps=$((steps * 10))")
       [[ $job == *rigl* ]] && args+=(--set "mask_update.end_step=$((steps * 3 / 4))")
       for kv in ${GPT_SETS:-}; do args+=(--set "$kv"); done
-      rm -rf "/tmp/kernels_$job" && mkdir -p "/tmp/kernels_$job"
-      CUDA_INJECTION64_PATH=$PWD/.devcupti/cupti_trace.so COPPICE_CUPTI_TRACE_DIR=/tmp/kernels_$job \
-        LD_LIBRARY_PATH=$PWD/.devcupti:${LD_LIBRARY_PATH:-} timeout 300 .devbin/trainer "${args[@]}" \
-        > "$OUT/kernels_$job.log" 2>&1 || say "kernels $job: exit $?"
-      grep -E "^trained|^mask updates" "$OUT/kernels_$job.log" | tee -a "$SUMMARY"
+      rm -rf "/tmp/$run" && mkdir -p "/tmp/$run"
+      say "kernels, side $((side + 1)): $job, COPPICE_ROUTES=${routes[$side]}"
+      COPPICE_ROUTES=${routes[$side]} CUDA_INJECTION64_PATH=$PWD/.devcupti/cupti_trace.so \
+        COPPICE_CUPTI_TRACE_DIR=/tmp/$run LD_LIBRARY_PATH=$PWD/.devcupti:${LD_LIBRARY_PATH:-} timeout 300 \
+        .devbin/trainer "${args[@]}" > "$OUT/$run.log" 2>&1 || say "kernels $job: exit $?"
+      grep -E "^trained|^mask updates" "$OUT/$run.log" | tee -a "$SUMMARY"
     done
-    python3 tools/device/trace_kernel_sums.py "/tmp/kernels_$1" "/tmp/kernels_$2" > "$OUT/kernels.md" 2>&1 ||
+    python3 tools/device/trace_kernel_sums.py /tmp/kernels_1 /tmp/kernels_2 > "$OUT/kernels.md" 2>&1 ||
       say "trace_kernel_sums.py: exit $?"
     tee -a "$SUMMARY" < "$OUT/kernels.md"
     ;;
