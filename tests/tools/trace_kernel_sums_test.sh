@@ -51,5 +51,5 @@ check "saying what it needs" grep -qF -- '--window 0.9 0.3: need 0 <= LO < HI <=
 mkdir -p "$tmp/empty"
 python3 "$script" "$tmp/empty" "$tmp/b" >"$tmp/out" 2>&1
 check "a directory without traces fails (exit 1)" [ $? -eq 1 ]
-check "naming it" grep -qF "$tmp/empty: no trace.*.tsv files" "$tmp/out"
+check "naming it" grep -qF "$tmp/empty: no trace.*.tsv (was CUDA_INJECTION64_PATH set to cupti_trace.so?)" "$tmp/out"
 checks_done

@@ -34,6 +34,7 @@ GPU drains, is why the GPU then waits for the host), or "host code".
 import argparse
 import collections
 import glob
+import gzip
 import os
 import re
 import statistics
@@ -88,16 +89,17 @@ def gaps(intervals, lo, hi, min_ns):
     return count
 
 
-def read_traces(directory):
+def read_traces(path):
     """{(pid, device): {"kernels": [(start, end, name)], "copies": [(start, end)], "api": [(start, end, name)]}}:
-    a process's runtime API calls (R records) in each of its devices' entries."""
+    a process's runtime API calls (R records) in each of its devices' entries. path: a directory of
+    trace.<pid>.tsv files, or one trace file, plain or gzipped (a trace kept for later)."""
     devices, api = {}, {}
-    files = sorted(glob.glob(os.path.join(directory, "trace.*.tsv")))
+    files = sorted(glob.glob(os.path.join(path, "trace.*.tsv"))) if os.path.isdir(path) else [path]
     if not files:
-        sys.exit(f"{directory}: no trace.*.tsv (was CUDA_INJECTION64_PATH set to cupti_trace.so?)")
-    for path in files:
-        pid = os.path.basename(path).split(".")[1]
-        with open(path) as f:
+        sys.exit(f"{path}: no trace.*.tsv (was CUDA_INJECTION64_PATH set to cupti_trace.so?)")
+    for trace in files:
+        pid = os.path.basename(trace).split(".")[1]
+        with gzip.open(trace, "rt") if trace.endswith(".gz") else open(trace) as f:
             for line in f:
                 parts = line.rstrip("\n").split("\t", 5)
                 if len(parts) != 6:

@@ -139,6 +139,22 @@ eval_run() {
   PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/eval_gpt_torch.py "$ckpt" --corpus $CORPUS/_sources \
     --max-batches 16 --batch 32 --device cuda 2>&1 | tail -3 | tee -a "$SUMMARY"
 }
+# job_args JOB RUN STEPS [KEY=VALUE...]: the trainer's arguments for
+# configs/JOB.yaml into runs/RUN (metrics and checkpoints there), in the
+# global array args: with STEPS (empty: the job's own), training.steps, a
+# checkpoint at the end and a RigL job's last mask update at 3/4 of them;
+# then the KEY=VALUE overrides given, then GPT_SETS's.
+job_args() {
+  local job=$1 run=$2 steps=$3 kv
+  shift 3
+  args=(--config configs/$job.yaml --run-dir runs/$run --set "logging.metrics=runs/$run/metrics.jsonl"
+    --set "checkpoint.dir=runs/$run/checkpoints")
+  if [[ -n $steps ]]; then
+    args+=(--set "training.steps=$steps" --set "checkpoint.every_steps=$steps")
+    [[ $job == *rigl* ]] && args+=(--set "mask_update.end_step=$((steps * 3 / 4))")
+  fi
+  for kv in "$@" ${GPT_SETS:-}; do args+=(--set "$kv"); done
+}
 if [[ ! -x .devbin/trainer ]] && [[ -f $PACK/bins.tar.zst ]]; then
   mkdir -p .devbin && LD_LIBRARY_PATH=$PACK/zstd $PACK/zstd/zstd -q -d --long=31 -c $PACK/bins.tar.zst | tar xf - -C .devbin --strip-components=1
 fi
@@ -461,11 +477,7 @@ PY
     routes=("${GPT_KERNELS_ROUTES_A-${COPPICE_ROUTES:-}}" "${GPT_KERNELS_ROUTES_B-${COPPICE_ROUTES:-}}")
     for side in 0 1; do
       job=${*:$((side + 1)):1} run=kernels_$((side + 1))
-      args=(--config configs/$job.yaml --run-dir runs/$run --set "training.steps=$steps"
-        --set "checkpoint.every_steps=$steps" --set "checkpoint.dir=runs/$run/checkpoints"
-        --set "logging.metrics=runs/$run/metrics.jsonl" --set "evaluation.every_steps=$((steps * 10))")
-      [[ $job == *rigl* ]] && args+=(--set "mask_update.end_step=$((steps * 3 / 4))")
-      for kv in ${GPT_SETS:-}; do args+=(--set "$kv"); done
+      job_args "$job" "$run" "$steps" "evaluation.every_steps=$((steps * 10))"
       rm -rf "/tmp/$run" && mkdir -p "/tmp/$run"
       say "kernels, side $((side + 1)): $job, COPPICE_ROUTES=${routes[$side]}"
       COPPICE_ROUTES=${routes[$side]} CUDA_INJECTION64_PATH=$PWD/.devcupti/cupti_trace.so \
@@ -480,13 +492,7 @@ PY
   train)
     for job in "$@"; do
       run=$job${GPT_TAG:-}
-      args=(--config configs/$job.yaml --run-dir runs/$run --set "logging.metrics=runs/$run/metrics.jsonl"
-        --set "checkpoint.dir=runs/$run/checkpoints")
-      if [[ -n ${GPT_STEPS:-} ]]; then
-        args+=(--set "training.steps=$GPT_STEPS" --set "checkpoint.every_steps=$GPT_STEPS")
-        [[ $job == *rigl* ]] && args+=(--set "mask_update.end_step=$((GPT_STEPS * 3 / 4))")
-      fi
-      for kv in ${GPT_SETS:-}; do args+=(--set "$kv"); done
+      job_args "$job" "$run" "${GPT_STEPS:-}"
       start=$(date +%s)
       timeout ${GPT_TIMEOUT:-560} .devbin/trainer "${args[@]}" > "$OUT/$run.log" 2> "$OUT/$run.progress" ||
         say "$run: exit $?"

@@ -18,25 +18,15 @@ slower than alone: read a difference together with what ran beside it.
 """
 import argparse
 import collections
-import glob
-import gzip
-import os
 import re
 import subprocess
 
+import dp_timeline
+
 
 def records(path):
-    """(start ns, end ns, mangled name) of every kernel record under path."""
-    files = sorted(glob.glob(os.path.join(path, "trace.*.tsv"))) if os.path.isdir(path) else [path]
-    if not files:
-        raise SystemExit(f"{path}: no trace.*.tsv files")
-    out = []
-    for f in files:
-        with (gzip.open(f, "rt") if f.endswith(".gz") else open(f)) as lines:
-            for line in lines:
-                p = line.rstrip("\n").split("\t")
-                if p[0] == "K" and len(p) >= 6:
-                    out.append((int(p[1]), int(p[2]), p[5]))
+    """(start ns, end ns, mangled name) of every kernel record under path, on any device."""
+    out = [k for entry in dp_timeline.read_traces(path).values() for k in entry["kernels"]]
     if not out:
         raise SystemExit(f"{path}: no kernel records")
     return out
@@ -56,9 +46,8 @@ def demangled(names):
     return short
 
 
-def per_step(path, window, step_kernel, short):
-    """kernel -> (ms a step, launches a step) over the window, and the steps counted."""
-    recs = records(path)
+def per_step(path, recs, window, step_kernel, short):
+    """kernel -> (ms a step, launches a step) over the window of path's records, and the steps counted."""
     t0 = min(r[0] for r in recs)
     t1 = max(r[1] for r in recs)
     lo, hi = t0 + (t1 - t0) * window[0], t0 + (t1 - t0) * window[1]
@@ -84,10 +73,10 @@ def main():
     args = ap.parse_args()
     if not 0 <= args.window[0] < args.window[1] <= 1:
         raise SystemExit(f"--window {args.window[0]} {args.window[1]}: need 0 <= LO < HI <= 1")
-    names = {r[2] for p in (args.a, args.b) for r in records(p)}
-    short = demangled(names)
-    a, na = per_step(args.a, args.window, args.step_kernel, short)
-    b, nb = per_step(args.b, args.window, args.step_kernel, short)
+    recs_a, recs_b = records(args.a), records(args.b)
+    short = demangled({r[2] for r in recs_a + recs_b})
+    a, na = per_step(args.a, recs_a, args.window, args.step_kernel, short)
+    b, nb = per_step(args.b, recs_b, args.window, args.step_kernel, short)
     zero = (0.0, 0.0)
     print(f"A: {args.a} ({na} steps in the window); B: {args.b} ({nb} steps)\n")
     print("| kernel | A ms a step (launches) | B ms a step (launches) | B - A ms |")
