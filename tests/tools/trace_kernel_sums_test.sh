@@ -52,4 +52,7 @@ mkdir -p "$tmp/empty"
 python3 "$script" "$tmp/empty" "$tmp/b" >"$tmp/out" 2>&1
 check "a directory without traces fails (exit 1)" [ $? -eq 1 ]
 check "naming it" grep -qF "$tmp/empty: no trace.*.tsv (was CUDA_INJECTION64_PATH set to cupti_trace.so?)" "$tmp/out"
+python3 "$script" "$tmp/no_such_trace" "$tmp/b" >"$tmp/out" 2>&1
+check "a path that does not exist fails (exit 1)" [ $? -eq 1 ]
+check "naming it, not a traceback" grep -qF "$tmp/no_such_trace: no trace.*.tsv" "$tmp/out"
 checks_done

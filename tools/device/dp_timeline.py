@@ -94,7 +94,10 @@ def read_traces(path):
     a process's runtime API calls (R records) in each of its devices' entries. path: a directory of
     trace.<pid>.tsv files, or one trace file, plain or gzipped (a trace kept for later)."""
     devices, api = {}, {}
-    files = sorted(glob.glob(os.path.join(path, "trace.*.tsv"))) if os.path.isdir(path) else [path]
+    if os.path.isdir(path):
+        files = sorted(glob.glob(os.path.join(path, "trace.*.tsv")))
+    else:
+        files = [path] if os.path.isfile(path) else []
     if not files:
         sys.exit(f"{path}: no trace.*.tsv (was CUDA_INJECTION64_PATH set to cupti_trace.so?)")
     for trace in files:
