@@ -26,6 +26,9 @@
 //                   COO's duplicates each get the product).
 //   sddmm_row_sums  sddmm's output and a's row sums (dense): a format's fused
 //                   kernel (CUDA bsr); the frontend composes it otherwise.
+//   linear_grads    a sparse linear's gradients {weight (its pattern), input,
+//                   bias (or undefined)} from one kernel, or declined: all
+//                   undefined (linear_grads_fused below).
 //   transpose       the same format; free for CSR <-> CSC (same arrays and
 //                   version).
 //   unary ops       with f(0) = 0 (tensor/unary_ops.h): the same pattern and
@@ -49,6 +52,7 @@
 
 #include <utility>
 
+#include "tensor/ops.h"  // GeluForm
 #include "tensor/tensor.h"
 
 namespace coppice {
@@ -67,6 +71,21 @@ std::pair<Tensor, Tensor> sddmm_row_sums(const Tensor& a, const Tensor& b, const
 // format and device, rather than composing sddmm and sum: a caller whose
 // other pass could form the row sums as cheaply (a relu's gradient) asks first.
 bool sddmm_row_sums_fused(const Tensor& pattern);
+
+// A sparse linear's gradients, y = x W^T (+ b) with y's gradient g: the
+// weight's, sddmm(g^T, x, W) at W's pattern; the input's, g W, or with z
+// (the pre-activation of the gelu that made x: an MLP's second linear)
+// gelu_backward_of_form(g W, z, form); and with `bias` the bias's, g's
+// column sums. g [N, out], x [N, in], z [N, in] dense; W sparse [out, in].
+// From one kernel that reads g and x once for all three, where a format has
+// one that takes the operands (CUDA BSR of 32x32 blocks on Hopper); else
+// every field undefined, and the caller forms them apart. The same bits on
+// every run.
+struct LinearGrads {
+  Tensor weight, input, bias;
+};
+LinearGrads linear_grads_fused(const Tensor& g, const Tensor& x, const Tensor& weight, bool bias,
+                               const Tensor& z = Tensor(), GeluForm form = GeluForm::kErf);
 
 // The transpose of a 2-D tensor of any format, in the same format; for CSR
 // and CSC the same arrays reinterpreted (CSR [m, n] -> CSC [n, m]).

@@ -42,6 +42,12 @@ const std::vector<RouteDecision>& decisions() {
        "tiles: the tiles wherever they run; mma_sync: mma.sync even where wgmma runs; off: neither",
        {},
        {"tiles", "mma_sync", "off"}},
+      {"linear_grads",
+       "a sparse linear's gradients of input, weight and bias (sparse/ops.h's linear_grads_fused): one pass over each "
+       "block column for 32x32 BSR blocks in bf16/f16 on compute capability 9.0 (sparse/cuda/bsr_wgmma32_grads.cu); "
+       "apart: always the input's product and the weight's SDDMM",
+       {},
+       {"one_pass", "apart"}},
       {"sddmm_dense",
        "the dense route of the CUDA SDDMM (a @ b by cuBLAS, then a gather: sparse/cuda/sddmm.cc), from density "
        "0.005; on: at every density; off: never",

@@ -23,6 +23,10 @@
 //              products and SDDMM on wgmma for 32x32, 64x64 and 128x128 blocks on compute capability 9.0,
 //              else the WMMA / FMA tiles; tiles: the tiles wherever they run; mma_sync:
 //              mma.sync even where wgmma runs; off: neither, the routes they replace)
+//   linear_grads (by rule)                one_pass | apart
+//              (a sparse linear's three gradients, sparse/ops.h's linear_grads_fused: one pass
+//              over each block column for 32x32 BSR blocks in bf16/f16 on compute capability 9.0
+//              (sparse/cuda/bsr_wgmma32_grads.cu); apart: the input's product and the SDDMM)
 //   sddmm_dense (by rule)                 on | off
 //              (the CUDA SDDMM's dense route, a @ b then a gather, from density 0.005:
 //              sparse/cuda/sddmm.cc; on: at every density; off: never)

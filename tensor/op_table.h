@@ -122,6 +122,8 @@ std::string arity_text(size_t min_inputs, size_t max_inputs);
   X(kSddmm, "sddmm", .inputs(3).sparse({2}).outputs(kPatternOf, 2).promise({"dense", "dense", "<fmt>"})              \
       .without_dense_cpu(kSparsePattern))                                                                           \
   X(kSddmmRowSums, "sddmm_row_sums", .inputs(3).sparse({2}).outputs(kPatternOf, 2).without_dense_cpu(kCudaFused))   \
+  X(kLinearGrads, "linear_grads", .inputs(3, 4).attr("bias", kBool).attr("tanh", kBool).sparse({2})                 \
+      .outputs(kPatternOf, 2).without_dense_cpu(kFusedOrDeclined))                                                  \
   X(kTranspose, "transpose", .inputs(1).sparse({0}).outputs(kTransposeOf).promise({"<fmt>"}).promise({"dense"}))    \
   /* reductions (tensor/ops_reduce.cc) */                                                                           \
   X(kSum, "sum", .inputs(1).attr("dims", kInts).attr("keepdim", kBool).sparse({0})                                  \

@@ -12,6 +12,7 @@
 #include "autograd/functions/sparse.h"
 #include "autograd/functions/straight_through.h"
 #include "autograd/gradient_destination.h"
+#include "sparse/ops.h"
 #include "tensor/backend.h"
 #include "tensor/ops.h"
 
@@ -48,6 +49,32 @@ std::pair<Tensor, Tensor> layer_param_grads(const Tensor& g2, const Tensor& x2, 
   return {gw, need_b ? sum(g2, {0}) : Tensor()};
 }
 
+// One layer's gradients from g2, the gradient at its output as rows [N, out]:
+// the input's (through gelu's gradient at z, its pre-activation, where z is
+// defined), the weight's and the bias's, each where asked for. A sparse
+// layer's three come from one pass where a kernel does it
+// (input_and_weight_grads); otherwise the input's product runs beside its
+// parameters' for a sparse layer (both read g2, neither writes what the
+// other reads, and the SDDMM leaves SMs the product fills), while dense
+// layers, whose cuBLAS products fill the GPU, keep one stream.
+LinearGrads layer_grads(const Tensor& g2, const Tensor& x2, const Tensor& w, const Tensor& z, GeluForm form,
+                        bool need_input, bool need_w, bool need_b, bool dense_grad, const Tensor& gw_out) {
+  if (w.is_sparse() && need_input && need_w && !dense_grad) {
+    LinearGrads fused = autograd_detail::input_and_weight_grads(g2, x2, w, need_b, z, form);
+    if (fused.weight.defined()) return fused;
+  }
+  LinearGrads out;
+  beside_if(
+      w.is_sparse(), g2.device(),
+      [&] {
+        if (need_input) out.input = z.defined() ? matmul_gelu_backward(g2, w, z, form).contiguous() : matmul(g2, w);
+      },
+      [&] { std::tie(out.weight, out.bias) = layer_param_grads(g2, x2, w, need_w, need_b, dense_grad, gw_out); });
+  // The parameters' gradients made beside may still be in the making.
+  if (w.is_sparse()) made_beside_all({out.weight, out.bias});
+  return out;
+}
+
 // gelu_mlp's node, with h added in w2's product's write-out where h is
 // defined and a kernel adds it (`added` then says so; else the node is
 // gelu_mlp's alone).
@@ -73,35 +100,17 @@ Variable gelu_mlp_node(const Variable& h, const Variable& x, const Variable& w1,
                 [=](const Tensor& g, const GradNeeds& n) {
                   const int64_t in = w1v.size(1), hidden = w1v.size(0), out = w2v.size(0);
                   const Tensor g2 = g.reshape({-1, out}).contiguous();
-                  Tensor gx, gw1, gb1, gw2, gb2, gz;
-                  // A sparse layer's input gradient beside its parameters' (both
-                  // read the layer's output gradient, neither writes what the
-                  // other reads, and the SDDMM leaves SMs the product fills).
-                  // Dense layers, whose cuBLAS products fill the GPU, keep one stream.
-                  beside_if(
-                      w2v.is_sparse(), g2.device(),
-                      [&] {
-                        if (n[0] || n[1] || n[2]) {
-                          gz = matmul_gelu_backward(g2, w2v, z_saved.reshape({-1, hidden}), form).contiguous();
-                        }
-                      },
-                      [&] {
-                        std::tie(gw2, gb2) = layer_param_grads(g2, n[3] ? a_saved.reshape({-1, hidden}) : Tensor(), w2v,
-                                                               n[3], n[4], dense2, gradient_destination(3));
-                      });
-                  if (gz.defined()) {
-                    beside_if(
-                        w1v.is_sparse(), gz.device(), [&] { gx = n[0] ? matmul(gz, w1v).reshape(xs) : Tensor(); },
-                        [&] {
-                          std::tie(gw1, gb1) = layer_param_grads(gz, n[1] ? x_saved.reshape({-1, in}) : Tensor(), w1v,
-                                                                 n[1], n[2], dense1, gradient_destination(1));
-                        });
+                  // fc2's input gradient is the one at z (fc1's output, through the gelu).
+                  const LinearGrads l2 = layer_grads(g2, n[3] ? a_saved.reshape({-1, hidden}) : Tensor(), w2v,
+                                                     z_saved.defined() ? z_saved.reshape({-1, hidden}) : Tensor(), form,
+                                                     n[0] || n[1] || n[2], n[3], n[4], dense2, gradient_destination(3));
+                  LinearGrads l1;
+                  if (l2.input.defined()) {
+                    l1 = layer_grads(l2.input, n[1] ? x_saved.reshape({-1, in}) : Tensor(), w1v, Tensor(), form, n[0],
+                                     n[1], n[2], dense1, gradient_destination(1));
                   }
-                  // The weights' gradients made beside may still be in the making.
-                  if (w2v.is_sparse()) made_beside_all({gw2, gb2});
-                  if (w1v.is_sparse()) made_beside_all({gw1, gb1});
-                  // h's gradient (a residual added in the write-out): the output's, passed on.
-                  return Grads{gx, gw1, gb1, gw2, gb2, n[5] ? g : Tensor()};
+                  const Tensor gx = l1.input.defined() ? l1.input.reshape(xs) : Tensor();
+                  return Grads{gx, l1.weight, l1.bias, l2.weight, l2.bias, n[5] ? g : Tensor()};
                 });
 }
 

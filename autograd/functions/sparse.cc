@@ -125,6 +125,13 @@ std::pair<Tensor, Tensor> weight_and_bias_grads(const Tensor& g2, const Tensor& 
   return grads;
 }
 
+LinearGrads input_and_weight_grads(const Tensor& g2, const Tensor& x2, const Tensor& weight, bool bias, const Tensor& z,
+                                   GeluForm form) {
+  LinearGrads grads = linear_grads_fused(g2, x2, weight, bias, z, form);
+  if (grads.weight.defined()) GradientProbe::offer(weight, g2.t(), x2);
+  return grads;
+}
+
 Variable sparse_matmul(const Variable& a, const Variable& b) {
   Tensor av = a.value(), bv = b.value();
   Tensor y = matmul(av, bv);
@@ -189,6 +196,11 @@ struct SparseWeightBackward {
     Tensor g2, gb, gx, gw;
     std::tie(g2, gb) = linear_output_grads(g, y, n[2] && !with_weight);
     g2 = g2.contiguous();
+    // All three from one pass over g2 and x where a kernel does it.
+    if (n[0] && n[1] && !dense_grad) {
+      const LinearGrads fused = input_and_weight_grads(g2, x.reshape({-1, in}), w, n[2] && !gb.defined());
+      if (fused.weight.defined()) return Grads{fused.input.reshape(xs), fused.weight, gb.defined() ? gb : fused.bias};
+    }
     // The input's gradient and the weight's read g2 each and nothing the
     // other writes: they run side by side.
     run_beside(

@@ -47,6 +47,7 @@
 
 #include "autograd/variable.h"
 #include "sparse/entry_remap.h"
+#include "sparse/ops.h"
 
 namespace coppice {
 
@@ -101,5 +102,12 @@ Tensor pattern_grad(const Tensor& a, const Tensor& b, const Tensor& pattern, boo
 // of g2^T x2 at the weight's pattern, and the sum of g2's rows, in one pass
 // over g2 where a kernel does both (sddmm_row_sums, sparse/ops.h).
 std::pair<Tensor, Tensor> weight_and_bias_grads(const Tensor& g2, const Tensor& x2, const Tensor& weight);
+
+// A sparse linear's input, weight and (with `bias`) bias gradients from one
+// kernel (sparse/ops.h's linear_grads_fused; with z, the input's through
+// gelu's gradient at z), the weight's offered to GradientProbe; every field
+// undefined where no kernel takes them.
+LinearGrads input_and_weight_grads(const Tensor& g2, const Tensor& x2, const Tensor& weight, bool bias,
+                                   const Tensor& z = Tensor(), GeluForm form = GeluForm::kErf);
 }  // namespace autograd_detail
 }  // namespace coppice

@@ -15,6 +15,8 @@
 #include "sparse/cuda/bsr_mma.h"
 #include "sparse/cuda/bsr_tiles.h"
 #include "sparse/cuda/bsr_wgmma.h"
+#include "sparse/cuda/bsr_wgmma32_grads.h"
+#include "sparse/cuda/linear_grads_plan.h"
 #include "sparse/cuda/pattern_cache.h"
 #include "sparse/cuda/sddmm_dispatch.h"
 #include "sparse/route_choices.h"
@@ -42,9 +44,34 @@ std::vector<int32_t> longest_first(const std::vector<int32_t>& ptr) {
 
 // S's blocks listed by block column (the block rows of S^T): ptr [block
 // columns + 1], and per entry the block row and the stored block's index;
-// `order` is longest_first(ptr).
+// `order` is longest_first(ptr). For the one-pass linear gradients
+// (linear_grads_plan.h): each column's blocks that sum their block row for
+// the bias, the block rows without a block, the longest column, and the
+// count of token ranges, worked out once for each n and SM count met.
 struct BlockColumns {
   Tensor ptr, block_row, block_id, order;  // i32, on the device
+  Tensor sum_mask, empty_rows;             // u32 bits as i32, i32; on the device
+  int64_t nempty = 0;
+  int most = 0;
+  std::vector<int32_t> host_ptr, host_order;
+
+  int grads_splits(int64_t n, int64_t sms, int64_t nblocks) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Splits& m : memo_) {
+      if (m.n == n && m.sms == sms) return m.splits;
+    }
+    const int splits = linear_grads_splits(host_ptr, host_order, nblocks, n, kLinearGradsStep, sms);
+    memo_.push_back({n, sms, splits});
+    return splits;
+  }
+
+ private:
+  struct Splits {
+    int64_t n, sms;
+    int splits;
+  };
+  mutable std::mutex mutex_;
+  mutable std::vector<Splits> memo_;
 };
 
 std::shared_ptr<const BlockColumns> build_columns(const BsrImpl& b, Device device) {
@@ -67,7 +94,17 @@ std::shared_ptr<const BlockColumns> build_columns(const BsrImpl& b, Device devic
   out->ptr = from_vector(ptr, {block_cols + 1}).to(device);
   out->block_row = from_vector(row, {n}).to(device);
   out->block_id = from_vector(id, {n}).to(device);
-  out->order = from_vector(longest_first(ptr), {block_cols}).to(device);
+  out->host_order = longest_first(ptr);
+  out->order = from_vector(out->host_order, {block_cols}).to(device);
+  const int64_t block_rows = b.block_row_count();
+  const std::vector<uint32_t> masks = linear_grads_sum_masks(ptr, row, block_rows);
+  out->sum_mask = from_vector(std::vector<int32_t>(masks.begin(), masks.end()), {block_cols}).to(device);
+  const std::vector<int32_t> empty = empty_block_rows(row, block_rows);
+  out->nempty = static_cast<int64_t>(empty.size());
+  out->empty_rows =
+      from_vector(empty.empty() ? std::vector<int32_t>{0} : empty, {std::max<int64_t>(out->nempty, 1)}).to(device);
+  for (size_t c = 0; c + 1 < ptr.size(); ++c) out->most = std::max(out->most, ptr[c + 1] - ptr[c]);
+  out->host_ptr = std::move(ptr);
   return out;
 }
 
@@ -466,6 +503,93 @@ Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b_in, c
   });
   cuda::check_launch(op);
   return values;
+}
+
+BsrLinearGrads bsr_linear_grads(const Tensor& dy, const Tensor& x, const Tensor& s, bool with_bias, const Tensor& z,
+                                GeluForm form) {
+  if (route_pin("linear_grads") == "apart" || route_pin("bsr_tiles").has_value()) return {};
+  if (s.impl_as<BsrImpl>() == nullptr || !s.device().is_cuda()) return {};
+  const DType dtype = s.dtype();
+  if (dtype != DType::kBF16 && dtype != DType::kF16) return {};
+  const BsrImpl& b = bsr_impl(s, op::kLinearGrads);
+  if (b.block_rows() != 32 || b.block_cols() != 32 || b.nblocks() == 0) return {};
+  const int64_t n = dy.size(0), out = s.size(0), in = s.size(1);
+  // TMA: contiguous rows with 16-byte aligned bases and pitches, coordinates in int32.
+  const auto takes = [](const Tensor& t) {
+    return t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+  };
+  if (!takes(dy) || !takes(x) || (z.defined() && !takes(z)) || !takes(b.values())) return {};
+  if (n <= 0 || n >= (int64_t{1} << 31) || b.nblocks() * 32 >= (int64_t{1} << 31)) return {};
+  const std::shared_ptr<const BlockColumns> columns = block_columns(s, b);
+  if (columns->most > kLinearGradsMostBlocks) return {};
+  const int device = s.device().index;
+  if (!cuda::runs_sm90a(device, op::kLinearGrads)) return {};
+  cuda::DeviceGuard guard(device);
+  const TensorOptions opts(dtype, s.device());
+  BsrLinearGrads grads;
+  grads.dx = Tensor::empty(x.shape(), opts);
+  grads.dw = Tensor::empty(b.values().shape(), opts);
+  if (with_bias) grads.db = Tensor::empty({out}, opts);
+  Tensor dw_partial, db_partial;
+  by_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (sizeof(T) == 2) {
+      BsrLinearGradsArgs<T> p;
+      p.dy = static_cast<const T*>(dy.data_ptr());
+      p.x = static_cast<const T*>(x.data_ptr());
+      p.z = z.defined() ? static_cast<const T*>(z.data_ptr()) : nullptr;
+      p.dx = static_cast<T*>(grads.dx.data_ptr());
+      p.n = n;
+      p.out = out;
+      p.in = in;
+      p.gelu = z.defined() ? gelu_write_out(/*gradient=*/true, form == GeluForm::kTanh) : GeluWriteOut::kNone;
+      p.values = static_cast<const T*>(b.values().data_ptr());
+      p.nblocks = b.nblocks();
+      p.block_cols = b.block_col_count();
+      p.col_ptr = columns->ptr.data<int32_t>();
+      p.col_row = columns->block_row.data<int32_t>();
+      p.col_id = columns->block_id.data<int32_t>();
+      p.col_order = columns->order.data<int32_t>();
+      p.most = columns->most;
+      p.dw = static_cast<T*>(grads.dw.data_ptr());
+      if (with_bias) {
+        p.db = static_cast<T*>(grads.db.data_ptr());
+        p.sum_mask = reinterpret_cast<const uint32_t*>(columns->sum_mask.data<int32_t>());
+        p.empty_rows = columns->empty_rows.data<int32_t>();
+        p.nempty = columns->nempty;
+      }
+      const int splits = columns->grads_splits(n, cuda::sm_count(device, op::kLinearGrads), p.nblocks);
+      const int64_t steps = (n + kLinearGradsStep - 1) / kLinearGradsStep;
+      p.split_n = (steps + splits - 1) / splits * kLinearGradsStep;
+      p.splits = static_cast<int>((n + p.split_n - 1) / p.split_n);
+      const TensorOptions f32(DType::kF32, s.device());
+      if (p.splits > 1) {
+        dw_partial = Tensor::empty({p.splits * grads.dw.numel()}, f32);
+        p.dw_partial = dw_partial.data<float>();
+        if (with_bias) {
+          db_partial = Tensor::empty({p.splits * out}, f32);
+          p.db_partial = db_partial.data<float>();
+        }
+      }
+      const cudaStream_t stream = cuda::current_stream(device);
+      bsr_wgmma32_linear_grads<T>(p, stream);
+      if (p.splits > 1) {
+        // The ranges' partial sums added in range order (the SDDMM's pass).
+        BsrSddmmArgs<T> sums;
+        sums.values = p.dw;
+        sums.partial = p.dw_partial;
+        sums.nblocks = p.nblocks;
+        sums.bh = sums.bw = 32;
+        sums.splits = p.splits;
+        sums.block_rows = b.block_row_count();
+        sums.row_sums = p.db;
+        sums.row_sum_partial = p.db_partial;
+        bsr_sum_splits<T>(sums, stream);
+      }
+    }
+  });
+  cuda::check_launch(op::kLinearGrads);
+  return grads;
 }
 
 }  // namespace coppice::sparse_cuda

@@ -67,4 +67,20 @@ Tensor bsr_mma_matmul_gelu_grad(const Tensor& s, bool transpose_s, const Tensor&
 Tensor bsr_sddmm_values(BsrKernel kernel, const Tensor& a, const Tensor& b, const Tensor& pattern,
                         Tensor* row_sums = nullptr);
 
+// A sparse linear's gradients from one kernel that reads dy and x once for
+// all three (bsr_wgmma32_grads.h): dx = dy S (with z defined,
+// gelu_backward_of_form(dy S, z, form)), dw = sddmm(dy^T, x, S)'s values
+// ([nblocks, 32, 32]) and, with_bias, db = dy's column sums. dy [N, out], x
+// and z [N, in] dense, S BSR [out, in], one dtype and device (the caller
+// checks). All undefined, nothing launched, where the kernel does not take
+// them: 32x32 blocks of bf16/f16 on compute capability 9.0, columns of at
+// most kLinearGradsMostBlocks blocks, contiguous 16-byte aligned operands,
+// S with a stored block; nor under the route pins linear_grads=apart or any
+// bsr_tiles pin (route_choices.h).
+struct BsrLinearGrads {
+  Tensor dx, dw, db;
+};
+BsrLinearGrads bsr_linear_grads(const Tensor& dy, const Tensor& x, const Tensor& s, bool with_bias, const Tensor& z,
+                                GeluForm form);
+
 }  // namespace coppice::sparse_cuda

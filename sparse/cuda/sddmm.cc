@@ -261,12 +261,29 @@ std::vector<Tensor> sddmm_row_sums(const std::vector<Tensor>& in, const Attrs&) 
   return {with_values(pattern, vals), took_dense ? dense_sums : tiles_sums};
 }
 
+// linear_grads for a BSR weight (sparse/ops.h's linear_grads_fused): the
+// one-pass kernel of bsr_products.h, {dW, dx, db}, or every output
+// undefined where it declines (the caller then forms them apart).
+std::vector<Tensor> linear_grads(const std::vector<Tensor>& in, const Attrs& attrs) {
+  const Tensor &g = in[0], &x = in[1], &w = in[2];
+  const Tensor z = in.size() > 3 ? in[3] : Tensor();
+  const GeluForm form = attrs.get_bool("tanh", false) ? GeluForm::kTanh : GeluForm::kErf;
+  const BsrLinearGrads grads = bsr_linear_grads(g.contiguous(), x.contiguous(), w, attrs.get_bool("bias", false),
+                                                z.defined() ? z.contiguous() : z, form);
+  if (!grads.dw.defined()) return {Tensor(), Tensor(), Tensor()};
+  return {with_values(w, grads.dw), grads.dx, grads.db};
+}
+
 const bool kRegistered = [] {
   for (const std::string& f : builtin_sparse_format_names()) {
     Dispatcher::instance().register_kernel(op::kSddmm, DeviceType::kCuda, {"dense", "dense", f}, sddmm);
   }
   Dispatcher::instance().register_kernel(op::kSddmmRowSums, DeviceType::kCuda,
                                          {"dense", "dense", format_name(Layout::kBsr)}, sddmm_row_sums);
+  const std::string bsr = format_name(Layout::kBsr);
+  Dispatcher::instance().register_kernel(op::kLinearGrads, DeviceType::kCuda, {"dense", "dense", bsr}, linear_grads);
+  Dispatcher::instance().register_kernel(op::kLinearGrads, DeviceType::kCuda, {"dense", "dense", bsr, "dense"},
+                                         linear_grads);
   return true;
 }();
 

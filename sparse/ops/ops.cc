@@ -51,6 +51,34 @@ bool sddmm_row_sums_fused(const Tensor& pattern) {
   return Dispatcher::instance().find(op::kSddmmRowSums, pattern.device().type, formats) != nullptr;
 }
 
+LinearGrads linear_grads_fused(const Tensor& g, const Tensor& x, const Tensor& weight, bool bias, const Tensor& z,
+                               GeluForm form) {
+  constexpr std::string_view op = op::kLinearGrads;
+  COPPICE_CHECK(g.defined() && x.defined() && weight.defined(), op, ": grad, input and weight must be defined");
+  if (!g.is_dense() || !x.is_dense() || !weight.is_sparse() || (z.defined() && !z.is_dense())) return {};
+  std::vector<std::string_view> formats{g.format(), x.format(), weight.format()};
+  if (z.defined()) formats.push_back(z.format());
+  if (Dispatcher::instance().find(op, g.device().type, formats) == nullptr) return {};
+  COPPICE_CHECK(g.dim() == 2 && x.dim() == 2 && weight.dim() == 2, op, ": expected 2-D grad, input and weight, got ",
+                shape_to_string(g.shape()), ", ", shape_to_string(x.shape()), " and ", shape_to_string(weight.shape()));
+  COPPICE_CHECK(g.size(0) == x.size(0) && g.size(1) == weight.size(0) && x.size(1) == weight.size(1), op, ": grad ",
+                shape_to_string(g.shape()), " and input ", shape_to_string(x.shape()), " do not fit the weight ",
+                shape_to_string(weight.shape()), " (expected [N, ", weight.size(0), "] and [N, ", weight.size(1), "])");
+  COPPICE_CHECK(!z.defined() || z.shape() == x.shape(), op, ": the pre-activation must have the input's shape ",
+                shape_to_string(x.shape()), ", got ", z.defined() ? shape_to_string(z.shape()) : std::string());
+  std::vector<Tensor> in{g, x, weight};
+  if (z.defined()) in.push_back(z);
+  check_same_device(in, op);
+  for (const Tensor& t : in) {
+    COPPICE_CHECK(t.dtype() == weight.dtype(), op, ": grad, input", z.defined() ? ", pre-activation" : "",
+                  " and weight must share one dtype, got ", dtype_name(t.dtype()), " beside the weight's ",
+                  dtype_name(weight.dtype()));
+  }
+  const std::vector<Tensor> out = dispatch(op, in, Attrs().set("bias", bias).set("tanh", form == GeluForm::kTanh));
+  if (!out[0].defined()) return {};
+  return {out[0], out[1], bias ? out[2] : Tensor()};
+}
+
 Tensor transpose(const Tensor& t) {
   COPPICE_CHECK(t.defined() && t.dim() == 2, "transpose: expected a 2-D tensor, got ",
                 t.defined() ? shape_to_string(t.shape()) : std::string("an undefined tensor"));

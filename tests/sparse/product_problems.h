@@ -178,6 +178,41 @@ inline std::vector<Problem> sddmm_row_sums_problems(const std::vector<std::strin
   return out;
 }
 
+// linear_grads (g [free, r], x [free, c], weight [r, c][, z [free, c]]) =
+// {sddmm(g^T, x, weight), g @ weight (through gelu's gradient at z, as
+// matmul_gelu_backward), g's column sums}: a fused kernel that may decline
+// (then every output is undefined).
+inline std::vector<Problem> linear_grads_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
+                                                  const Device& d) {
+  const Tensor g = operand(f, 0, c, c.free, c.rows, t, d);
+  const Tensor x = operand(f, 1, c, c.free, c.cols, t, d);
+  const Tensor w = operand(f, 2, c, c.rows, c.cols, t, d);
+  const Tensor stored = host(with_values(w, ones_like(values(w))));
+  const Tensor hg = host(g);
+  Expected dw = product(hg.t().contiguous(), x);
+  dw.want = mul(dw.want, stored);
+  dw.scale = mul(dw.scale, stored);
+  Expected db{sum(hg, {0}), sum(abs(hg), {0}), c.free};
+  std::vector<Problem> out;
+  for (int form = 0; form < (f.size() > 3 ? 2 : 1); ++form) {
+    Expected dx = product(g, w);
+    std::vector<Tensor> inputs{g, x, w};
+    Attrs attrs;
+    attrs.set("bias", true);
+    if (f.size() > 3) {
+      const Tensor z = operand(f, 3, c, c.free, c.cols, t, d);
+      dx.want = form == 1 ? gelu_tanh_backward(dx.want, host(z)) : gelu_backward(dx.want, host(z));
+      dx.lipschitz = 1.13;
+      inputs.push_back(z);
+      if (form == 1) attrs.set("tanh", true);
+    }
+    std::vector<Expected> outputs{dw, dx, db};
+    for (Expected& e : outputs) e.may_decline = true;
+    out.push_back({inputs, attrs, outputs});
+  }
+  return out;
+}
+
 // sum over rows, over columns (kept as a dim) and over both, as sum's
 // frontend asks (dims normalized and sorted).
 inline std::vector<Problem> sum_problems(const std::vector<std::string>& f, const SparseCase& c, DType t,
@@ -234,6 +269,7 @@ inline const std::vector<OpRow>& table() {
       {op::kMatmulGeluBackward, false, matmul_gelu_backward_problems},
       {op::kSddmm, false, sddmm_problems},
       {op::kSddmmRowSums, false, sddmm_row_sums_problems},
+      {op::kLinearGrads, false, linear_grads_problems},
       {op::kSum, false, sum_problems},
       {op::kTranspose, true, transpose_problems},
       {op::kNmToDense, false, to_dense_problems},
