@@ -46,32 +46,12 @@ std::vector<int32_t> longest_first(const std::vector<int32_t>& ptr) {
 // columns + 1], and per entry the block row and the stored block's index;
 // `order` is longest_first(ptr). For the one-pass linear gradients
 // (linear_grads_plan.h): each column's blocks that sum their block row for
-// the bias, the block rows without a block, the longest column, and the
-// count of token ranges, worked out once for each n and SM count met.
+// the bias, the block rows without a block, and the longest column.
 struct BlockColumns {
   Tensor ptr, block_row, block_id, order;  // i32, on the device
   Tensor sum_mask, empty_rows;             // u32 bits as i32, i32; on the device
   int64_t nempty = 0;
   int most = 0;
-  std::vector<int32_t> host_ptr, host_order;
-
-  int grads_splits(int64_t n, int64_t sms, int64_t nblocks) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const Splits& m : memo_) {
-      if (m.n == n && m.sms == sms) return m.splits;
-    }
-    const int splits = linear_grads_splits(host_ptr, host_order, nblocks, n, kLinearGradsStep, sms);
-    memo_.push_back({n, sms, splits});
-    return splits;
-  }
-
- private:
-  struct Splits {
-    int64_t n, sms;
-    int splits;
-  };
-  mutable std::mutex mutex_;
-  mutable std::vector<Splits> memo_;
 };
 
 std::shared_ptr<const BlockColumns> build_columns(const BsrImpl& b, Device device) {
@@ -94,8 +74,7 @@ std::shared_ptr<const BlockColumns> build_columns(const BsrImpl& b, Device devic
   out->ptr = from_vector(ptr, {block_cols + 1}).to(device);
   out->block_row = from_vector(row, {n}).to(device);
   out->block_id = from_vector(id, {n}).to(device);
-  out->host_order = longest_first(ptr);
-  out->order = from_vector(out->host_order, {block_cols}).to(device);
+  out->order = from_vector(longest_first(ptr), {block_cols}).to(device);
   const int64_t block_rows = b.block_row_count();
   const std::vector<uint32_t> masks = linear_grads_sum_masks(ptr, row, block_rows);
   out->sum_mask = from_vector(std::vector<int32_t>(masks.begin(), masks.end()), {block_cols}).to(device);
@@ -104,7 +83,6 @@ std::shared_ptr<const BlockColumns> build_columns(const BsrImpl& b, Device devic
   out->empty_rows =
       from_vector(empty.empty() ? std::vector<int32_t>{0} : empty, {std::max<int64_t>(out->nempty, 1)}).to(device);
   for (size_t c = 0; c + 1 < ptr.size(); ++c) out->most = std::max(out->most, ptr[c + 1] - ptr[c]);
-  out->host_ptr = std::move(ptr);
   return out;
 }
 
@@ -558,7 +536,8 @@ BsrLinearGrads bsr_linear_grads(const Tensor& dy, const Tensor& x, const Tensor&
         p.empty_rows = columns->empty_rows.data<int32_t>();
         p.nempty = columns->nempty;
       }
-      const int splits = columns->grads_splits(n, cuda::sm_count(device, op::kLinearGrads), p.nblocks);
+      const int splits =
+          linear_grads_splits(p.block_cols, n, kLinearGradsStep, cuda::sm_count(device, op::kLinearGrads));
       const int64_t steps = (n + kLinearGradsStep - 1) / kLinearGradsStep;
       p.split_n = (steps + splits - 1) / splits * kLinearGradsStep;
       p.splits = static_cast<int>((n + p.split_n - 1) / p.split_n);

@@ -192,23 +192,15 @@ TEST(LinearGradsPlanTest, EachBlockRowSumsOnceSpreadOverTheColumns) {
   EXPECT_EQ(sparse_cuda::empty_block_rows(row, 5), (std::vector<int32_t>{3, 4}));
 }
 
-TEST(LinearGradsPlanTest, SplitsTheTokensWhereColumnsAreFew) {
-  // 32 columns of 3 blocks over 16384 tokens on 132 SMs: several ranges;
-  // 128 columns: fewer; one step of tokens: none.
-  auto columns = [](int cols, int blocks) {
-    std::vector<int32_t> ptr(static_cast<size_t>(cols) + 1), order(static_cast<size_t>(cols));
-    for (int c = 0; c <= cols; ++c) ptr[static_cast<size_t>(c)] = c * blocks;
-    for (int c = 0; c < cols; ++c) order[static_cast<size_t>(c)] = c;
-    return std::make_pair(ptr, order);
-  };
-  const auto [ptr32, order32] = columns(32, 3);
-  const auto [ptr128, order128] = columns(128, 3);
-  const int few = sparse_cuda::linear_grads_splits(ptr32, order32, 96, 16384, 128, 132);
-  const int many = sparse_cuda::linear_grads_splits(ptr128, order128, 384, 16384, 128, 132);
-  EXPECT_GE(few, 4);
-  EXPECT_LE(many, few);
-  EXPECT_LE(few, 16);
-  EXPECT_EQ(sparse_cuda::linear_grads_splits(ptr32, order32, 96, 100, 128, 132), 1);
+TEST(LinearGradsPlanTest, SplitsTheTokensIntoAboutTwoThreadBlocksAnSm) {
+  // The GPT's shapes on an H100 (132 SMs, 16384 tokens): 32 block columns
+  // in 8 ranges, 128 in 2; a few tokens: ranges of at least four steps.
+  EXPECT_EQ(sparse_cuda::linear_grads_splits(32, 16384, 128, 132), 8);
+  EXPECT_EQ(sparse_cuda::linear_grads_splits(128, 16384, 128, 132), 2);
+  EXPECT_EQ(sparse_cuda::linear_grads_splits(1000, 16384, 128, 132), 1);
+  EXPECT_EQ(sparse_cuda::linear_grads_splits(32, 1024, 128, 132), 2);
+  EXPECT_EQ(sparse_cuda::linear_grads_splits(32, 100, 128, 132), 1);
+  EXPECT_EQ(sparse_cuda::linear_grads_splits(1, 1 << 20, 128, 132), 16);
 }
 
 // Wall time of the GPT's shapes, one pass against the kernels apart
