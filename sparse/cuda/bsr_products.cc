@@ -539,8 +539,8 @@ BsrLinearGrads bsr_linear_grads(const Tensor& dy, const Tensor& x, const Tensor&
       const int splits =
           linear_grads_splits(p.block_cols, n, kLinearGradsStep, cuda::sm_count(device, op::kLinearGrads));
       const int64_t steps = (n + kLinearGradsStep - 1) / kLinearGradsStep;
+      p.splits = splits;  // ranges of split_n tokens: exactly `splits` of them (linear_grads_splits rounds so)
       p.split_n = (steps + splits - 1) / splits * kLinearGradsStep;
-      p.splits = static_cast<int>((n + p.split_n - 1) / p.split_n);
       const TensorOptions f32(DType::kF32, s.device());
       if (p.splits > 1) {
         dw_partial = Tensor::empty({p.splits * grads.dw.numel()}, f32);

@@ -41,7 +41,7 @@ std::vector<int32_t> empty_block_rows(const std::vector<int32_t>& col_row, int64
 
 int linear_grads_splits(int64_t block_cols, int64_t n, int step, int64_t sms) {
   const int64_t steps = (n + step - 1) / step;
-  if (block_cols <= 0 || sms <= 0) return 1;
+  if (steps <= 0 || block_cols <= 0 || sms <= 0) return 1;
   // About two thread blocks an SM, rounded; ranges of at least four steps.
   int64_t want = (2 * sms + block_cols / 2) / block_cols;
   want = std::max<int64_t>(1, std::min<int64_t>({want, 16, steps / 4}));

@@ -267,9 +267,8 @@ std::vector<Tensor> sddmm_row_sums(const std::vector<Tensor>& in, const Attrs&) 
 std::vector<Tensor> linear_grads(const std::vector<Tensor>& in, const Attrs& attrs) {
   const Tensor &g = in[0], &x = in[1], &w = in[2];
   const Tensor z = in.size() > 3 ? in[3] : Tensor();
-  const GeluForm form = attrs.get_bool("tanh", false) ? GeluForm::kTanh : GeluForm::kErf;
   const BsrLinearGrads grads = bsr_linear_grads(g.contiguous(), x.contiguous(), w, attrs.get_bool("bias", false),
-                                                z.defined() ? z.contiguous() : z, form);
+                                                z.defined() ? z.contiguous() : z, gelu_form(attrs));
   if (!grads.dw.defined()) return {Tensor(), Tensor(), Tensor()};
   return {with_values(w, grads.dw), grads.dx, grads.db};
 }

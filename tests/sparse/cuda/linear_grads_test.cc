@@ -201,6 +201,15 @@ TEST(LinearGradsPlanTest, SplitsTheTokensIntoAboutTwoThreadBlocksAnSm) {
   EXPECT_EQ(sparse_cuda::linear_grads_splits(32, 1024, 128, 132), 2);
   EXPECT_EQ(sparse_cuda::linear_grads_splits(32, 100, 128, 132), 1);
   EXPECT_EQ(sparse_cuda::linear_grads_splits(1, 1 << 20, 128, 132), 16);
+  EXPECT_EQ(sparse_cuda::linear_grads_splits(32, 0, 128, 132), 1);
+  // Ranges of ceil(steps / count) steps make exactly `count` of them.
+  for (int64_t n : {1000, 5000, 16384, 100000}) {
+    for (int64_t cols : {1, 7, 32, 128}) {
+      const int64_t count = sparse_cuda::linear_grads_splits(cols, n, 128, 132), steps = (n + 127) / 128;
+      const int64_t range = (steps + count - 1) / count;
+      EXPECT_EQ((steps + range - 1) / range, count) << n << " tokens, " << cols << " columns";
+    }
+  }
 }
 
 // Wall time of the GPT's shapes, one pass against the kernels apart
