@@ -66,6 +66,7 @@
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/grid_dependency.cuh"
 #include "tensor/cuda/mma_sync.cuh"
+#include "tensor/cuda/shared_memory_limit.h"
 
 namespace coppice::sparse_cuda {
 namespace {
@@ -657,25 +658,11 @@ __global__ void sum_splits_kernel(const BsrSddmmArgs<T> p, int64_t n, int64_t ro
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// A kernel using more than 48 KB of shared memory must say so, once per
-// device (`done`: one bit per device, one variable per kernel); the largest
-// carveout lets two thread blocks share an SM.
-template <typename Kernel>
-void allow_smem(Kernel kernel, int bytes, std::atomic<uint64_t>& done) {
-  int device = 0;
-  cudaGetDevice(&device);
-  const uint64_t bit = uint64_t{1} << (device % 64);
-  if ((done.load(std::memory_order_acquire) & bit) != 0) return;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  done.fetch_or(bit, std::memory_order_acq_rel);
-}
-
 template <typename T, typename Tile, bool kATrans, bool kXByK>
 void launch_product(const BsrProductArgs<T>& p, const ProductFlags& flags, cudaStream_t stream) {
   auto kernel = mma_sync_product_kernel<T, Tile, kATrans, kXByK>;
   static std::atomic<uint64_t> configured{0};
-  allow_smem(kernel, Tile::kSmemBytes, configured);
+  cuda::allow_shared_memory(kernel, Tile::kSmemBytes, configured, "bsr product");
   const dim3 grid(static_cast<unsigned>(p.out_block_rows),
                   static_cast<unsigned>((p.n + Tile::kTileN - 1) / Tile::kTileN));
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, flags);
@@ -708,7 +695,7 @@ void product_with(const BsrProductArgs<T>& p, cudaStream_t stream) {
   }
 }
 
-// What the host keeps per SDDMM kernel: allow_smem's record, and the thread
+// What the host keeps per SDDMM kernel: allow_shared_memory's record, and the thread
 // blocks an SM holds (bsr_mma_sddmm_resident), per device, 0 until asked.
 struct SddmmKernelState {
   std::atomic<uint64_t> smem_allowed{0};
@@ -799,7 +786,7 @@ void bsr_mma_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   with_sddmm_tile(p, [&](auto tile) {
     using Tile = decltype(tile);
     with_sddmm_kernel<T, Tile>(p, [&](auto kernel, SddmmKernelState& state, const SddmmFlags& flags) {
-      allow_smem(kernel, Tile::kSmemBytes, state.smem_allowed);
+      cuda::allow_shared_memory(kernel, Tile::kSmemBytes, state.smem_allowed, "bsr sddmm");
       const int64_t blocks = p.ngroups + (p.row_sums != nullptr ? p.nempty : 0);
       const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.splits > 1 ? p.splits : 1));
       kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p, flags);
@@ -818,7 +805,7 @@ int bsr_mma_sddmm_resident(const BsrSddmmArgs<T>& p) {
       std::atomic<int>& known = state.resident[device % 64];
       resident = known.load(std::memory_order_relaxed);
       if (resident > 0) return;
-      allow_smem(kernel, Tile::kSmemBytes, state.smem_allowed);
+      cuda::allow_shared_memory(kernel, Tile::kSmemBytes, state.smem_allowed, "bsr sddmm");
       COPPICE_CUDA_CHECK(
           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, Tile::kThreads, Tile::kSmemBytes),
           "bsr sddmm");

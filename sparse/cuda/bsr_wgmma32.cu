@@ -46,6 +46,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -59,6 +60,7 @@
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/grid_dependency.cuh"
 #include "tensor/cuda/mma_sync.cuh"
+#include "tensor/cuda/shared_memory_limit.h"
 #include "tensor/cuda/tma.cuh"
 #include "tensor/cuda/wgmma.cuh"
 #include "tensor/error.h"
@@ -259,17 +261,8 @@ __global__ void __launch_bounds__(kThreads, ProductTile<kGelu>::kBlocksPerSm)
 template <typename T, bool kTransB, GeluWriteOut kGelu, bool kRelu, bool kResidual = false>
 void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
   using Tile = ProductTile<kGelu>;
-  static const bool configured = [] {
-    const auto kernel = bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu, kResidual>;
-    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes),
-                       kOp);
-    // All of the SM's unified memory as shared memory: two blocks' worth.
-    COPPICE_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
-        kOp);
-    return true;
-  }();
-  (void)configured;
+  static std::atomic<uint64_t> configured{0};  // two blocks' worth an SM
+  cuda::allow_shared_memory(bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu, kResidual>, Tile::kSmemBytes, configured, kOp);
   const CUtensorMapDataType type = cuda::tensor_map_type_16bit<T>();
   constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_64B;
   Maps maps;
@@ -478,16 +471,8 @@ __global__ void __launch_bounds__(kSddmmThreads, Sddmm32Tile<kRun>::kBlocksPerSm
 template <typename T, int kRun>
 void launch_sddmm(const BsrSddmmArgs<T>& p, cudaStream_t stream) {
   using Tile = Sddmm32Tile<kRun>;
-  static const bool configured = [] {
-    const auto kernel = bsr_wgmma32_sddmm_kernel<T, kRun>;
-    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes),
-                       kOp);
-    COPPICE_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
-        kOp);
-    return true;
-  }();
-  (void)configured;
+  static std::atomic<uint64_t> configured{0};
+  cuda::allow_shared_memory(bsr_wgmma32_sddmm_kernel<T, kRun>, Tile::kSmemBytes, configured, kOp);
   const CUtensorMapDataType type = cuda::tensor_map_type_16bit<T>();
   SddmmMaps maps;
   maps.a = cuda::tensor_map_16bit(p.a.data, p.block_rows * kB, p.k, p.a.col_stride, kB, kSddmmStep,

@@ -50,6 +50,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -60,6 +61,7 @@
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/grid_dependency.cuh"
 #include "tensor/cuda/mma_sync.cuh"
+#include "tensor/cuda/shared_memory_limit.h"
 #include "tensor/cuda/tma.cuh"
 #include "tensor/cuda/wgmma.cuh"
 #include "tensor/error.h"
@@ -499,14 +501,8 @@ template <typename T, int kPairs, GeluWriteOut kGelu>
 void launch(const BsrLinearGradsArgs<T>& p, cudaStream_t stream) {
   using L = GradsLayout<kPairs, kGelu != GeluWriteOut::kNone>;
   const auto kernel = linear_grads_kernel<T, kPairs, kGelu>;
-  static const bool configured = [&] {
-    COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes), kOp);
-    COPPICE_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
-        kOp);
-    return true;
-  }();
-  (void)configured;
+  static std::atomic<uint64_t> configured{0};
+  cuda::allow_shared_memory(kernel, L::kSmemBytes, configured, kOp);
   const CUtensorMapDataType type = cuda::tensor_map_type_16bit<T>();
   constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_64B;
   GradsMaps maps;

@@ -1,0 +1,34 @@
+// A kernel's dynamic shared memory past the default 48 KB, allowed once per
+// device: CUDA launches such a kernel only after cudaFuncSetAttribute has
+// raised its limit, and that attribute belongs to the device current when it
+// was set, so a process that runs the kernel on two devices must set it on
+// each.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/stream.h"
+
+namespace coppice::cuda {
+
+// Raises kernel's dynamic shared memory limit to `bytes` on the current
+// device and asks for the largest carveout (all of the SM's unified memory as
+// shared memory, so that as many thread blocks share an SM as their size
+// allows), unless `devices` (the kernel's own record, a bit per device as
+// side_stream.h's kSideStreamDevices count them) says it was done there.
+template <typename Kernel>
+void allow_shared_memory(Kernel kernel, int bytes, std::atomic<uint64_t>& devices, std::string_view op) {
+  const uint64_t bit = uint64_t{1} << (current_device(op) % 64);
+  if ((devices.load(std::memory_order_acquire) & bit) != 0) return;
+  COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), op);
+  COPPICE_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared), op);
+  devices.fetch_or(bit, std::memory_order_acq_rel);
+}
+
+}  // namespace coppice::cuda
