@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, ProductTile<kGelu>::kBlocksPerSm)
 template <typename T, bool kTransB, GeluWriteOut kGelu, bool kRelu, bool kResidual = false>
 void launch(const BsrProductArgs<T>& p, cudaStream_t stream) {
   using Tile = ProductTile<kGelu>;
-  static std::atomic<uint64_t> configured{0};  // two blocks' worth an SM
+  static std::atomic<uint64_t> configured{0};  // (the largest carveout holds two of its blocks an SM)
   cuda::allow_shared_memory(bsr_wgmma32_kernel<T, kTransB, kGelu, kRelu, kResidual>, Tile::kSmemBytes, configured, kOp);
   const CUtensorMapDataType type = cuda::tensor_map_type_16bit<T>();
   constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_64B;
