@@ -696,10 +696,12 @@ void product_with(const BsrProductArgs<T>& p, cudaStream_t stream) {
 }
 
 // What the host keeps per SDDMM kernel: allow_shared_memory's record, and the thread
-// blocks an SM holds (bsr_mma_sddmm_resident), per device, 0 until asked.
+// blocks an SM holds (bsr_mma_sddmm_resident), per device, 0 until asked. Devices
+// past 63 have no entry and ask every time, as allow_shared_memory sets them.
 struct SddmmKernelState {
+  static constexpr int kDevices = 64;
   std::atomic<uint64_t> smem_allowed{0};
-  std::atomic<int> resident[64] = {};
+  std::atomic<int> resident[kDevices] = {};
 };
 
 template <typename T, typename Tile, bool kAByK, bool kBByK>
@@ -802,15 +804,15 @@ int bsr_mma_sddmm_resident(const BsrSddmmArgs<T>& p) {
   with_sddmm_tile(p, [&](auto tile) {
     using Tile = decltype(tile);
     with_sddmm_kernel<T, Tile>(p, [&](auto kernel, SddmmKernelState& state, const SddmmFlags&) {
-      std::atomic<int>& known = state.resident[device % 64];
-      resident = known.load(std::memory_order_relaxed);
+      std::atomic<int>* known = device < SddmmKernelState::kDevices ? &state.resident[device] : nullptr;
+      resident = known != nullptr ? known->load(std::memory_order_relaxed) : 0;
       if (resident > 0) return;
       cuda::allow_shared_memory(kernel, Tile::kSmemBytes, state.smem_allowed, "bsr sddmm");
       COPPICE_CUDA_CHECK(
           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, Tile::kThreads, Tile::kSmemBytes),
           "bsr sddmm");
       resident = std::max(resident, 1);
-      known.store(resident, std::memory_order_relaxed);
+      if (known != nullptr) known->store(resident, std::memory_order_relaxed);
     });
   });
   return resident;
