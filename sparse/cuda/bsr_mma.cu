@@ -697,11 +697,10 @@ void product_with(const BsrProductArgs<T>& p, cudaStream_t stream) {
 
 // What the host keeps per SDDMM kernel: allow_shared_memory's record, and the thread
 // blocks an SM holds (bsr_mma_sddmm_resident), per device, 0 until asked. Devices
-// past 63 have no entry and ask every time, as allow_shared_memory sets them.
+// past cuda::kRecordedDevices have no entry and ask every time.
 struct SddmmKernelState {
-  static constexpr int kDevices = 64;
   std::atomic<uint64_t> smem_allowed{0};
-  std::atomic<int> resident[kDevices] = {};
+  std::atomic<int> resident[cuda::kRecordedDevices] = {};
 };
 
 template <typename T, typename Tile, bool kAByK, bool kBByK>
@@ -804,7 +803,7 @@ int bsr_mma_sddmm_resident(const BsrSddmmArgs<T>& p) {
   with_sddmm_tile(p, [&](auto tile) {
     using Tile = decltype(tile);
     with_sddmm_kernel<T, Tile>(p, [&](auto kernel, SddmmKernelState& state, const SddmmFlags&) {
-      std::atomic<int>* known = device < SddmmKernelState::kDevices ? &state.resident[device] : nullptr;
+      std::atomic<int>* known = device < cuda::kRecordedDevices ? &state.resident[device] : nullptr;
       resident = known != nullptr ? known->load(std::memory_order_relaxed) : 0;
       if (resident > 0) return;
       cuda::allow_shared_memory(kernel, Tile::kSmemBytes, state.smem_allowed, "bsr sddmm");

@@ -16,16 +16,22 @@
 
 namespace coppice::cuda {
 
+// The devices a kernel's once-per-device record covers (a bit each in
+// allow_shared_memory's word); a device past them is set, or asked, every time.
+constexpr int kRecordedDevices = 64;
+static_assert(kRecordedDevices <= 64, "a bit each in a uint64_t");
+
 // Raises kernel's dynamic shared memory limit to `bytes` on the current
 // device and asks for the largest carveout (all of the SM's unified memory as
 // shared memory, so that as many thread blocks share an SM as their size
 // allows), unless `devices` (the kernel's own record, a bit for each of
-// devices 0-63) says it was done there. A device past 63 has no bit and is
-// set every time, rather than take another device's bit and be skipped.
+// the kRecordedDevices first devices) says it was done there. A device past
+// them has no bit and is set every time, rather than take another device's
+// bit and be skipped.
 template <typename Kernel>
 void allow_shared_memory(Kernel kernel, int bytes, std::atomic<uint64_t>& devices, std::string_view op) {
   const int device = current_device(op);
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  const uint64_t bit = device < kRecordedDevices ? uint64_t{1} << device : 0;
   if ((devices.load(std::memory_order_acquire) & bit) != 0) return;
   COPPICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), op);
   COPPICE_CUDA_CHECK(
