@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
-"""run_gpt.sh ab's files as markdown: two builds of bench, alternated in one call.
+"""run_gpt.sh ab's and attention_ab's files as markdown: two builds of bench,
+alternated in one call.
 
 usage: ab_table.py OUT_DIR
 
-Reads OUT_DIR/ab_step_{base,this}_<round>.json (bench train) and
-OUT_DIR/ab_bsr_{base,this}_<shape>.json (bench bsr). The steps: one row per
-round and variant, base's and this build's ms a step and final loss, then
+Reads OUT_DIR/ab_step_{base,this}_<round>.json (bench train),
+OUT_DIR/ab_bsr_{base,this}_<shape>.json (bench bsr) and
+OUT_DIR/ab_att_{base,this}_<round>.json (bench attention) with
+OUT_DIR/ab_att_torch.json (torch_reference.py attention). The steps: one row
+per round and variant, base's and this build's ms a step and final loss, then
 the medians over the rounds and their ratio (above 1: this build is faster).
 The products: one row per weight and product, base's and this build's ms and
-their ratio.
+their ratio. Attention: one row per shape, layout and op, each build's ms in
+every round, the ratio of their medians, and for a block-sparse layout
+PyTorch's dense attention of the same causality over each build's median
+(issue 31's anchor).
 """
 import glob
 import json
@@ -35,6 +41,8 @@ def variant(r):
 def steps(out):
     rounds = sorted({int(m.group(1)) for p in glob.glob(os.path.join(out, "ab_step_*_*.json"))
                      if (m := re.search(r"_(\d+)\.json$", p))})
+    if not rounds:
+        return
     rows, by = [], {}
     for n in rounds:
         sides = {s: {variant(r): r for r in ok(os.path.join(out, f"ab_step_{s}_{n}.json"))} for s in ("base", "this")}
@@ -81,12 +89,46 @@ def products(out):
                   f" {r['median_ms']:.4f} | {ratio} |")
 
 
+# The dense layout a block-sparse one is compared with: the same causality.
+DENSE_PEER = {"block_sparse": "causal", "window": "full"}
+
+
+def attention(out):
+    rounds = sorted({int(m.group(1)) for p in glob.glob(os.path.join(out, "ab_att_*_*.json"))
+                     if (m := re.search(r"_(\d+)\.json$", p))})
+    if not rounds:
+        return
+    key = lambda r: (tuple(r["shape"]), r["format"], r["op"])  # noqa: E731
+    times, order = {}, []
+    for n in rounds:
+        for side in ("base", "this"):
+            for r in ok(os.path.join(out, f"ab_att_{side}_{n}.json")):
+                if key(r) not in order:
+                    order.append(key(r))
+                times.setdefault((key(r), side), []).append(r["median_ms"])
+    torch = {key(r): r["median_ms"] for r in ok(os.path.join(out, "ab_att_torch.json"))}
+    print()
+    print("| [B, H, T, d] | layout | op | base ms | this ms | base / this | PyTorch dense ms | over base | over this |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for k in order:
+        shape, layout, op = k
+        b, t = times.get((k, "base"), []), times.get((k, "this"), [])
+        mb = statistics.median(b) if b else None
+        mt = statistics.median(t) if t else None
+        peer = torch.get((shape, DENSE_PEER[layout], op)) if layout in DENSE_PEER else None
+        over = lambda m: "-" if peer is None or not m else f"{peer / m:.2f}x"  # noqa: E731
+        print(f"| {', '.join(map(str, shape))} | {layout} | {op} | {', '.join(f'{x:.4f}' for x in b) or '-'} |"
+              f" {', '.join(f'{x:.4f}' for x in t) or '-'} | {f'{mb / mt:.3f}x' if mb and mt else '-'} |"
+              f" {'-' if peer is None else f'{peer:.4f}'} | {over(mb)} | {over(mt)} |")
+
+
 def main(args):
     if len(args) != 1 or not os.path.isdir(args[0]):
         print(__doc__.strip(), file=sys.stderr)
         return 2
     steps(args[0])
     products(args[0])
+    attention(args[0])
     return 0
 
 

@@ -21,6 +21,9 @@
 #        GPT_ATTENTION_PINS: route pins (COPPICE_ROUTES lists, space-separated,
 #        e.g. attention_dq=recompute) under each of which `bench attention`
 #        runs again, beside the default backend's rows -> attention_pin<i>.md.
+# attention_ab: `bench attention` of this pack's bench against bench_base,
+#        beside PyTorch's dense SDPA, and Nsight Compute's warp states of the
+#        kernels GPT_ATTENTION_KERNELS names in each build -> attention_ab.md.
 # gaps: where the GPU idles in the step and what the host was in as each gap
 #        began (cupti_trace.so with .devcupti carried, dp_timeline.py --gaps),
 #        eager and from a CUDA graph -> gaps.md.
@@ -370,6 +373,42 @@ PY
     python3 tools/device/ab_table.py "$OUT" > "$OUT/ab.md" 2>&1
     tee -a "$SUMMARY" < "$OUT/ab.md"
     ;;
+  attention_ab)
+    # Issue 31's attention kernels, two builds: this pack's bench and
+    # bench_base (pack_gpt.sh with GPT_PACK_BASE or GPT_PACK_BASE_BIN),
+    # `bench attention --dtype bf16` alternated over GPT_AB_ROUNDS rounds
+    # (default 2), beside PyTorch's default dense SDPA once -> attention_ab.md
+    # (each block-sparse row over its dense peer, both builds). Then, unless
+    # GPT_AB_PROFILE=0, Nsight Compute's warp states and throughputs of the
+    # kernels GPT_ATTENTION_KERNELS names (a regex over demangled names;
+    # default the head-size-128 forward and dk/dv, every layout) in each
+    # build -> ncu_attention_{base,this}.csv (bundled).
+    [[ -x .devbin/bench_base ]] || { say "attention_ab: no bench_base in the pack (pack_gpt.sh with GPT_PACK_BASE=REV)"; exit 1; }
+    PYTHONUNBUFFERED=1 timeout 150 python3 $PACK/torch_reference.py attention --dtype bf16 --sdpa-backend default \
+      --json "$OUT/ab_att_torch.json" > "$OUT/ab_att_torch.log" 2>&1 || say "attention_ab: torch: exit $?"
+    for r in $(seq 1 "${GPT_AB_ROUNDS:-2}"); do
+      for side in base this; do
+        bin=.devbin/bench; [[ $side == base ]] && bin=.devbin/bench_base
+        timeout 120 $bin attention --dtype bf16 --json "$OUT/ab_att_${side}_$r.json" > "$OUT/ab_att_${side}_$r.log" 2>&1 ||
+          say "attention_ab: bench attention ($side, round $r): exit $?"
+      done
+    done
+    python3 tools/device/ab_table.py "$OUT" > "$OUT/attention_ab.md" 2>&1
+    tee -a "$SUMMARY" < "$OUT/attention_ab.md"
+    if [[ ${GPT_AB_PROFILE:-1} == 1 ]]; then
+      for side in base this; do
+        bin=.devbin/bench; [[ $side == base ]] && bin=.devbin/bench_base
+        timeout 200 ncu --kernel-name-base demangled \
+          --kernel-name "regex:${GPT_ATTENTION_KERNELS:-(forward_kernel|dkdv_kernel)<__nv_bfloat16, 128}" \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+          --section Occupancy --metrics lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+          --cache-control none --clock-control none -o "/tmp/ncu_attention_$side" --force-overwrite \
+          $bin attention --dtype bf16 --reps 1 --warmup 0 --min-sample-ms 0 > "$OUT/ncu_attention_$side.log" 2>&1 ||
+          say "attention_ab: ncu ($side): exit $?"
+        ncu --import "/tmp/ncu_attention_$side.ncu-rep" --page details --csv > "$OUT/ncu_attention_$side.csv" 2>&1
+      done
+    fi
+    ;;
   mlp)
     # Issue 31's guard: the MLP-4096 step (bf16, dense and BSR 90 % 32x32)
     # beside PyTorch's eager dense step, which the transformer work must not cost.
@@ -572,5 +611,5 @@ PY
     (cd "$dir" && tar czf "$OUT/sweep_runs.tgz" $(ls frontier.jsonl frontier.png 2>/dev/null) runs/*/metrics.jsonl \
       runs/*/sweep_done.json)
     ;;
-  *) say "unknown step '$what' (bench, attention, tests, step, blocks, mlp, ab, bound, breakdown, gaps, torch, moe, train JOB..., eval JOB..., sweep SWEEP.yaml)"; exit 2 ;;
+  *) say "unknown step '$what' (bench, attention, attention_ab, tests, step, blocks, mlp, ab, bound, breakdown, gaps, torch, moe, train JOB..., eval JOB..., sweep SWEEP.yaml)"; exit 2 ;;
 esac
