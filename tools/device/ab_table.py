@@ -38,9 +38,14 @@ def variant(r):
             (f" {block:.0f}x{block:.0f}" if block else ""))
 
 
+def rounds_of(out, prefix):
+    """The rounds of OUT_DIR/<prefix>_{base,this}_<round>.json, in order."""
+    return sorted({int(m.group(1)) for p in glob.glob(os.path.join(out, f"{prefix}_*_*.json"))
+                   if (m := re.search(r"_(\d+)\.json$", p))})
+
+
 def steps(out):
-    rounds = sorted({int(m.group(1)) for p in glob.glob(os.path.join(out, "ab_step_*_*.json"))
-                     if (m := re.search(r"_(\d+)\.json$", p))})
+    rounds = rounds_of(out, "ab_step")
     if not rounds:
         return
     rows, by = [], {}
@@ -94,8 +99,7 @@ DENSE_PEER = {"block_sparse": "causal", "window": "full"}
 
 
 def attention(out):
-    rounds = sorted({int(m.group(1)) for p in glob.glob(os.path.join(out, "ab_att_*_*.json"))
-                     if (m := re.search(r"_(\d+)\.json$", p))})
+    rounds = rounds_of(out, "ab_att")
     if not rounds:
         return
     key = lambda r: (tuple(r["shape"]), r["format"], r["op"])  # noqa: E731

@@ -142,6 +142,23 @@ eval_run() {
   PYTHONUNBUFFERED=1 timeout 300 python3 $PACK/eval_gpt_torch.py "$ckpt" --corpus $CORPUS/_sources \
     --max-batches 16 --batch 32 --device cuda 2>&1 | tail -3 | tee -a "$SUMMARY"
 }
+# The two sides of ab and attention_ab. The base side: bench_base, or with
+# GPT_AB_BASE_ROUTES (a COPPICE_ROUTES list) this pack's bench under those
+# pins (one build, a route against the planner's choice). ab_sides STEP
+# checks that the base side exists (exiting, named by STEP, if not);
+# ab_bench SIDE (base or this) prints that side's binary and environment.
+base_routes=${GPT_AB_BASE_ROUTES:-}
+ab_sides() {
+  [[ -n $base_routes || -x .devbin/bench_base ]] ||
+    { say "$1: no bench_base in the pack (pack_gpt.sh with GPT_PACK_BASE=REV)"; exit 1; }
+  [[ -n $base_routes ]] && say "$1: the base side is this bench with COPPICE_ROUTES=$base_routes"
+  return 0
+}
+ab_bench() {
+  if [[ $1 == this ]]; then echo "env .devbin/bench";
+  elif [[ -n $base_routes ]]; then echo "env COPPICE_ROUTES=$base_routes .devbin/bench";
+  else echo "env .devbin/bench_base"; fi
+}
 # job_args JOB RUN STEPS [KEY=VALUE...]: the trainer's arguments for
 # configs/JOB.yaml into runs/RUN (metrics and checkpoints there), in the
 # global array args: with STEPS (empty: the job's own), training.steps, a
@@ -341,19 +358,8 @@ PY
     python3 tools/device/bsr_product_table.py "${tables[@]}" | tee "$OUT/blocks_products.md" | tee -a "$SUMMARY"
     ;;
   ab)
-    # The base side: bench_base, or with GPT_AB_BASE_ROUTES (a COPPICE_ROUTES
-    # list) this pack's bench under those pins (one build, a route against
-    # the planner's choice).
-    base_routes=${GPT_AB_BASE_ROUTES:-}
-    [[ -n $base_routes || -x .devbin/bench_base ]] ||
-      { say "ab: no bench_base in the pack (pack_gpt.sh with GPT_PACK_BASE=REV)"; exit 1; }
-    [[ -n $base_routes ]] && say "ab: the base side is this bench with COPPICE_ROUTES=$base_routes"
+    ab_sides ab
     read -r -a ab_args <<< "${GPT_AB_ARGS:---formats bsr --sparsity 0.9 --block 64}"
-    ab_bench() {  # SIDE: the binary and the environment of that side
-      if [[ $1 == this ]]; then echo "env .devbin/bench";
-      elif [[ -n $base_routes ]]; then echo "env COPPICE_ROUTES=$base_routes .devbin/bench";
-      else echo "env .devbin/bench_base"; fi
-    }
     for r in $(seq 1 "${GPT_AB_ROUNDS:-3}"); do
       for side in base this; do
         timeout 200 $(ab_bench $side) train --device cuda --models gpt --gelu "$GELU" --modes bf16 "${ab_args[@]}" \
@@ -374,7 +380,7 @@ PY
     tee -a "$SUMMARY" < "$OUT/ab.md"
     ;;
   attention_ab)
-    # Issue 31's attention kernels, two builds: this pack's bench and
+    # Issue 31's attention kernels, two sides (ab_sides): this pack's bench and
     # bench_base (pack_gpt.sh with GPT_PACK_BASE or GPT_PACK_BASE_BIN),
     # `bench attention --dtype bf16` alternated over GPT_AB_ROUNDS rounds
     # (default 2), beside PyTorch's default dense SDPA once -> attention_ab.md
@@ -383,13 +389,12 @@ PY
     # kernels GPT_ATTENTION_KERNELS names (a regex over demangled names;
     # default the head-size-128 forward and dk/dv, every layout) in each
     # build -> ncu_attention_{base,this}.csv (bundled).
-    [[ -x .devbin/bench_base ]] || { say "attention_ab: no bench_base in the pack (pack_gpt.sh with GPT_PACK_BASE=REV)"; exit 1; }
+    ab_sides attention_ab
     PYTHONUNBUFFERED=1 timeout 150 python3 $PACK/torch_reference.py attention --dtype bf16 --sdpa-backend default \
       --json "$OUT/ab_att_torch.json" > "$OUT/ab_att_torch.log" 2>&1 || say "attention_ab: torch: exit $?"
     for r in $(seq 1 "${GPT_AB_ROUNDS:-2}"); do
       for side in base this; do
-        bin=.devbin/bench; [[ $side == base ]] && bin=.devbin/bench_base
-        timeout 120 $bin attention --dtype bf16 --json "$OUT/ab_att_${side}_$r.json" > "$OUT/ab_att_${side}_$r.log" 2>&1 ||
+        timeout 120 $(ab_bench $side) attention --dtype bf16 --json "$OUT/ab_att_${side}_$r.json" > "$OUT/ab_att_${side}_$r.log" 2>&1 ||
           say "attention_ab: bench attention ($side, round $r): exit $?"
       done
     done
@@ -397,13 +402,12 @@ PY
     tee -a "$SUMMARY" < "$OUT/attention_ab.md"
     if [[ ${GPT_AB_PROFILE:-1} == 1 ]]; then
       for side in base this; do
-        bin=.devbin/bench; [[ $side == base ]] && bin=.devbin/bench_base
         timeout 200 ncu --kernel-name-base demangled \
           --kernel-name "regex:${GPT_ATTENTION_KERNELS:-(forward_kernel|dkdv_kernel)<__nv_bfloat16, 128}" \
           --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
           --section Occupancy --metrics lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum \
           --cache-control none --clock-control none -o "/tmp/ncu_attention_$side" --force-overwrite \
-          $bin attention --dtype bf16 --reps 1 --warmup 0 --min-sample-ms 0 > "$OUT/ncu_attention_$side.log" 2>&1 ||
+          $(ab_bench $side) attention --dtype bf16 --reps 1 --warmup 0 --min-sample-ms 0 > "$OUT/ncu_attention_$side.log" 2>&1 ||
           say "attention_ab: ncu ($side): exit $?"
         ncu --import "/tmp/ncu_attention_$side.ncu-rep" --page details --csv > "$OUT/ncu_attention_$side.csv" 2>&1
       done
