@@ -388,7 +388,12 @@ PY
     # GPT_AB_PROFILE=0, Nsight Compute's warp states and throughputs of the
     # kernels GPT_ATTENTION_KERNELS names (a regex over demangled names;
     # default the head-size-128 forward and dk/dv, every layout) in each
-    # build -> ncu_attention_{base,this}.csv (bundled).
+    # build -> ncu_attention_{base,this}.csv (bundled); and where those
+    # warps wait, instruction by instruction: the source counters (warp-stall
+    # samples by SASS instruction) of each kernel GPT_ATTENTION_SOURCE names
+    # (space-separated regexes, default the head-size-128 forward and dk/dv),
+    # one profile each, summed over its launches (ncu_source_stalls.py)
+    # -> attention_stalls.md.
     ab_sides attention_ab
     PYTHONUNBUFFERED=1 timeout 150 python3 $PACK/torch_reference.py attention --dtype bf16 --sdpa-backend default \
       --json "$OUT/ab_att_torch.json" > "$OUT/ab_att_torch.log" 2>&1 || say "attention_ab: torch: exit $?"
@@ -411,6 +416,22 @@ PY
           say "attention_ab: ncu ($side): exit $?"
         ncu --import "/tmp/ncu_attention_$side.ncu-rep" --page details --csv > "$OUT/ncu_attention_$side.csv" 2>&1
       done
+      stalls=()
+      read -r -a source_kernels <<< "${GPT_ATTENTION_SOURCE:-forward_kernel<__nv_bfloat16,.128 dkdv_kernel<__nv_bfloat16,.128}"
+      for kernel in "${source_kernels[@]}"; do
+        name=${kernel%%<*}
+        for side in base this; do
+          timeout 200 ncu --kernel-name-base demangled --kernel-name "regex:$kernel" --section SourceCounters \
+            --import-source no --cache-control none --clock-control none -o "/tmp/ncu_source_${name}_$side" \
+            --force-overwrite $(ab_bench $side) attention --dtype bf16 --reps 1 --warmup 0 --min-sample-ms 0 \
+            > "$OUT/ncu_source_${name}_$side.log" 2>&1 || say "attention_ab: ncu source counters ($name, $side): exit $?"
+          ncu --import "/tmp/ncu_source_${name}_$side.ncu-rep" --page source --csv --print-source sass \
+            > "$OUT/ncu_source_${name}_$side.csv" 2>&1
+          stalls+=("${name}_$side=$OUT/ncu_source_${name}_$side.csv")
+        done
+      done
+      python3 tools/device/ncu_source_stalls.py "${stalls[@]}" > "$OUT/attention_stalls.md" 2>&1 ||
+        say "attention_ab: ncu_source_stalls.py: exit $? (attention_stalls.md says why)"
     fi
     ;;
   mlp)
