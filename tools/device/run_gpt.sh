@@ -425,8 +425,11 @@ PY
             --import-source no --cache-control none --clock-control none -o "/tmp/ncu_source_${name}_$side" \
             --force-overwrite $(ab_bench $side) attention --dtype bf16 --reps 1 --warmup 0 --min-sample-ms 0 \
             > "$OUT/ncu_source_${name}_$side.log" 2>&1 || say "attention_ab: ncu source counters ($name, $side): exit $?"
+          # (--print-source is newer than some ncu; without it the page is SASS by default)
           ncu --import "/tmp/ncu_source_${name}_$side.ncu-rep" --page source --csv --print-source sass \
-            > "$OUT/ncu_source_${name}_$side.csv" 2>&1
+            > "$OUT/ncu_source_${name}_$side.csv" 2>&1 ||
+            ncu --import "/tmp/ncu_source_${name}_$side.ncu-rep" --page source --csv \
+              > "$OUT/ncu_source_${name}_$side.csv" 2>&1
           stalls+=("${name}_$side=$OUT/ncu_source_${name}_$side.csv")
         done
       done
