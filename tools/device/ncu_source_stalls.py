@@ -37,7 +37,8 @@ def reason_columns(header):
     out = []
     for i, name in enumerate(header):
         for prefix in REASON_PREFIXES:
-            if name.startswith(prefix) and not name.endswith("_not_issued"):
+            # the not-issued halves (a suffix "_not_issued" or " (Not Issued)") are parts of the whole
+            if name.startswith(prefix) and "not_issued" not in name.lower().replace(" ", "_").replace("-", "_"):
                 out.append((i, name[len(prefix):]))
                 break
     return out
@@ -79,6 +80,12 @@ def read(path, who):
 
 
 def reasons_text(counter, total, count=3):
+    """The largest reasons' shares of total; what the reason columns leave
+    unnamed (wgmma's own waits, where the export has no column for them) as "unnamed"."""
+    counter = Counter(counter)
+    unnamed = total - sum(counter.values())
+    if unnamed > 0.005 * total:
+        counter["unnamed"] = unnamed
     top = [(n, v) for n, v in counter.most_common(count) if v > 0]
     return ", ".join(f"{n} {100 * v / total:.0f} %" for n, v in top) if total else "-"
 

@@ -408,7 +408,7 @@ PY
     if [[ ${GPT_AB_PROFILE:-1} == 1 ]]; then
       for side in base this; do
         timeout 200 ncu --kernel-name-base demangled \
-          --kernel-name "regex:${GPT_ATTENTION_KERNELS:-(forward_kernel|dkdv_kernel)<__nv_bfloat16, 128}" \
+          --kernel-name "regex:${GPT_ATTENTION_KERNELS:-(forward_kernel|dkdv_kernel)<__nv_bfloat16,[^,>]*128}" \
           --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
           --section Occupancy --metrics lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum \
           --cache-control none --clock-control none -o "/tmp/ncu_attention_$side" --force-overwrite \
@@ -417,7 +417,7 @@ PY
         ncu --import "/tmp/ncu_attention_$side.ncu-rep" --page details --csv > "$OUT/ncu_attention_$side.csv" 2>&1
       done
       stalls=()
-      read -r -a source_kernels <<< "${GPT_ATTENTION_SOURCE:-forward_kernel<__nv_bfloat16,.128 dkdv_kernel<__nv_bfloat16,.128}"
+      read -r -a source_kernels <<< "${GPT_ATTENTION_SOURCE:-forward_kernel<__nv_bfloat16,[^,>]*128 dkdv_kernel<__nv_bfloat16,[^,>]*128}"
       for kernel in "${source_kernels[@]}"; do
         name=${kernel%%<*}
         for side in base this; do
