@@ -8,11 +8,16 @@ UNIT_MS = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 
            "s": 1e3}
 
 
-def rows(path, who):
-    """The metric rows (dicts by column) of the ncu CSV log at path; exits naming `who` and the log if unreadable."""
+def lines(path, who):
+    """The CSV lines of the ncu log at path (ncu's own ==PROF== lines, and the
+    program's, are not CSV); exits naming `who` and the log if unreadable."""
     try:
         with open(path, newline="") as f:
-            lines = [l for l in f if l.startswith('"')]  # ncu's own ==PROF== lines, and the program's, are not CSV
+            return [l for l in f if l.startswith('"')]
     except OSError as e:
         sys.exit(f"{who}: {path}: {e.strerror}")
-    return list(csv.DictReader(lines))
+
+
+def rows(path, who):
+    """The metric rows (dicts by column) of the ncu CSV log at path; exits naming `who` and the log if unreadable."""
+    return list(csv.DictReader(lines(path, who)))

@@ -20,6 +20,8 @@ import re
 import sys
 from collections import Counter
 
+import ncu_csv
+
 SAMPLES = ("Warp Stall Sampling (All Samples)", "# Samples")
 REASON_PREFIXES = ("smsp__pcsamp_warps_issue_stalled_", "stall_")
 PREDICATE = re.compile(r"^@!?\w+\s+")
@@ -52,13 +54,8 @@ def opcode(source):
 def read(path, who):
     """The instructions of every table in path, summed by (address, source):
     {key: [samples, Counter of reasons]} in first-seen order, and the table count."""
-    try:
-        with open(path, newline="") as f:
-            lines = [l for l in f if l.startswith('"')]  # ncu's ==PROF== lines are not CSV
-    except OSError as e:
-        sys.exit(f"{who}: {path}: {e.strerror}")
     found, tables, columns = {}, 0, None
-    for row in csv.reader(lines):
+    for row in csv.reader(ncu_csv.lines(path, who)):
         if row and row[0].lstrip("# ") == "Address":
             sample = next((row.index(c) for c in SAMPLES if c in row), None)
             if sample is None or "Source" not in row:
@@ -101,8 +98,9 @@ def summary(name, path, top):
         return
     by_op, op_reasons = Counter(), {}
     for (_, source), (samples, reasons) in found.items():
-        by_op[opcode(source)] += samples
-        op_reasons.setdefault(opcode(source), Counter()).update(reasons)
+        op = opcode(source)
+        by_op[op] += samples
+        op_reasons.setdefault(op, Counter()).update(reasons)
     print("| opcode | share of samples | its largest stall reasons |")
     print("|---|---:|---|")
     for op, samples in by_op.most_common(top):

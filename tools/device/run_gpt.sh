@@ -406,14 +406,22 @@ PY
     python3 tools/device/ab_table.py "$OUT" > "$OUT/attention_ab.md" 2>&1
     tee -a "$SUMMARY" < "$OUT/attention_ab.md"
     if [[ ${GPT_AB_PROFILE:-1} == 1 ]]; then
+      # profile_attention SIDE REPORT REGEX NCU_ARGS...: one `bench attention`
+      # pass of SIDE under Nsight Compute, the kernels REGEX matches (demangled
+      # names) -> /tmp/REPORT.ncu-rep, its log $OUT/REPORT.log.
+      profile_attention() {
+        local side=$1 report=$2 regex=$3
+        shift 3
+        timeout 200 ncu --kernel-name-base demangled --kernel-name "regex:$regex" "$@" \
+          --cache-control none --clock-control none -o "/tmp/$report" --force-overwrite \
+          $(ab_bench $side) attention --dtype bf16 --reps 1 --warmup 0 --min-sample-ms 0 > "$OUT/$report.log" 2>&1 ||
+          say "attention_ab: ncu $report: exit $?"
+      }
       for side in base this; do
-        timeout 200 ncu --kernel-name-base demangled \
-          --kernel-name "regex:${GPT_ATTENTION_KERNELS:-(forward_kernel|dkdv_kernel)<__nv_bfloat16,[^,>]*128}" \
+        profile_attention $side ncu_attention_$side \
+          "${GPT_ATTENTION_KERNELS:-(forward_kernel|dkdv_kernel)<__nv_bfloat16,[^,>]*128}" \
           --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
-          --section Occupancy --metrics lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-          --cache-control none --clock-control none -o "/tmp/ncu_attention_$side" --force-overwrite \
-          $(ab_bench $side) attention --dtype bf16 --reps 1 --warmup 0 --min-sample-ms 0 > "$OUT/ncu_attention_$side.log" 2>&1 ||
-          say "attention_ab: ncu ($side): exit $?"
+          --section Occupancy --metrics lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum
         ncu --import "/tmp/ncu_attention_$side.ncu-rep" --page details --csv > "$OUT/ncu_attention_$side.csv" 2>&1
       done
       stalls=()
@@ -421,10 +429,7 @@ PY
       for kernel in "${source_kernels[@]}"; do
         name=${kernel%%<*}
         for side in base this; do
-          timeout 200 ncu --kernel-name-base demangled --kernel-name "regex:$kernel" --section SourceCounters \
-            --import-source no --cache-control none --clock-control none -o "/tmp/ncu_source_${name}_$side" \
-            --force-overwrite $(ab_bench $side) attention --dtype bf16 --reps 1 --warmup 0 --min-sample-ms 0 \
-            > "$OUT/ncu_source_${name}_$side.log" 2>&1 || say "attention_ab: ncu source counters ($name, $side): exit $?"
+          profile_attention $side "ncu_source_${name}_$side" "$kernel" --section SourceCounters --import-source no
           # (--print-source is newer than some ncu; without it the page is SASS by default)
           ncu --import "/tmp/ncu_source_${name}_$side.ncu-rep" --page source --csv --print-source sass \
             > "$OUT/ncu_source_${name}_$side.csv" 2>&1 ||
